@@ -213,7 +213,7 @@ pub fn format_double(d: f64) -> String {
     if d < 0.0 {
         out.push('-');
     }
-    if exp < -4 || exp >= P {
+    if !(-4..P).contains(&exp) {
         let frac = trim_zeros(&digits[1..]);
         out.push(char::from(digits[0]));
         if !frac.is_empty() {
