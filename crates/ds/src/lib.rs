@@ -1,1 +1,22 @@
+//! `ds`: Tessera's data structures.
+//!
+//! Owns: containers and algorithms that the engine builds values and the
+//! keyspace from. This crate knows nothing of RESP, replies, sockets, shards
+//! or commands, and must never depend on another Tessera crate: it is the
+//! bottom layer, tested on its own with unit and proptest model tests.
+//!
+//! * [`dict`]: chained hash table with incremental rehashing and Redis's
+//!   `SCAN` guarantee.
+//! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
+//! * [`glob`]: Redis's glob matcher (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`).
+//! * [`crc16`]: CRC16-XMODEM and the Redis Cluster key slot.
 
+pub mod bytes;
+pub mod crc16;
+pub mod dict;
+pub mod glob;
+
+pub use bytes::SmallBytes;
+pub use crc16::{crc16, key_hash_slot};
+// pub use dict::Dict;
+pub use glob::glob_match;
