@@ -29,7 +29,10 @@
 //!
 //! Run against Redis on both sides to validate the scripts themselves:
 //! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --test differential`.
-//! Run one script: `cargo test --test differential -- strings`.
+//! Run one script: `cargo test --test differential -- strings`. With
+//! `DIFF_SHOW=1` every line is printed with Redis's reply (to write scripts:
+//! `DIFF_SHOW=1 TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --test
+//! differential -- --nocapture strings`).
 
 mod common;
 
@@ -269,13 +272,24 @@ struct Side {
     // Held for its Drop (kills the process, prints its log on panic).
     server: Server,
     conn: RawConn,
+    /// The last reply received (for DIFF_SHOW).
+    last: Vec<u8>,
 }
 
 impl Side {
     fn start(name: &'static str, flavor: Flavor) -> Side {
         let server = Server::start(flavor, &[]);
         let conn = server.raw();
-        Side { name, server, conn }
+        Side {
+            name,
+            server,
+            conn,
+            last: Vec::new(),
+        }
+    }
+
+    fn last_shown(&self) -> String {
+        escape(&self.last, SHOW_BYTES_MAX)
     }
 
     fn call(&mut self, args: &[Vec<u8>]) -> Result<Vec<u8>, String> {
@@ -283,9 +297,12 @@ impl Side {
         self.conn
             .try_send(&encode_command(&refs))
             .map_err(|e| format!("{} send: {e}", self.name))?;
-        self.conn
+        let reply = self
+            .conn
             .try_read_reply()
-            .map_err(|e| format!("{} read: {e}", self.name))
+            .map_err(|e| format!("{} read: {e}", self.name))?;
+        self.last.clone_from(&reply);
+        Ok(reply)
     }
 }
 
@@ -322,9 +339,14 @@ fn run_script(name: &str) {
                 Err(e) => break 'run Some(e),
             }
         }
+        let show = std::env::var("DIFF_SHOW").is_ok_and(|v| v == "1");
         for line in &script {
             steps_run += 1;
-            match run_step(&line.step, &mut tessera, &mut redis) {
+            let outcome = run_step(&line.step, &mut tessera, &mut redis);
+            if show {
+                println!("{name}.txt:{}: {}\n    -> {}", line.number, line.text, redis.last_shown());
+            }
+            match outcome {
                 Ok(None) => {}
                 Ok(Some(detail)) => mismatches.push(Mismatch {
                     line: line.number,
@@ -394,6 +416,7 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
             let request = encode_command(&refs);
             let mut problems = Vec::new();
             for side in [t, r] {
+                side.last.clear();
                 side.conn
                     .try_send(&request)
                     .map_err(|e| format!("{} send: {e}", side.name))?;
