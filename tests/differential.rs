@@ -526,6 +526,7 @@ fn scan_all(side: &mut Side, args: &[Vec<u8>]) -> Result<Vec<u8>, String> {
             for e in seen {
                 out.extend_from_slice(&e);
             }
+            side.last.clone_from(&out);
             return Ok(out);
         }
         call[cursor_at] = cursor;

@@ -148,7 +148,9 @@ impl Server {
     fn command_line(&self, args: &[&str]) -> Vec<String> {
         let mut cmd = vec![self.binary().display().to_string()];
         cmd.extend(["--port".to_string(), self.port.to_string()]);
-        if self.flavor == Flavor::Redis {
+        // A real redis-server standing in for Tessera (TESSERA_TEST_BIN) gets
+        // persistence off too, or every FLUSHALL writes an RDB file.
+        if self.flavor == Flavor::Redis || testing_real_redis() {
             cmd.extend(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"].map(String::from));
         }
         cmd.extend(args.iter().map(|a| a.to_string()));
