@@ -1,1 +1,24 @@
+//! The command layer: the command table, one module per command family,
+//! and the coordinator side of multi-shard commands.
+//!
+//! Layering: this crate knows the engine's data (through shard handlers and
+//! jobs) and the protocol's reply encoder, but no sockets and no threads.
+//! The runtime (the `tessera` binary) resolves each request here
+//! ([`table::registry`]), decides where it runs with [`table::target`], and
+//! calls [`exec::run_shard`] / [`exec::run_conn`] or drives a
+//! [`coord::Coordinator`].
 
+pub mod connection;
+pub mod coord;
+pub mod ctx;
+pub mod error;
+pub mod exec;
+pub mod keys;
+pub mod server;
+pub mod strings;
+pub mod table;
+pub mod util;
+
+pub use ctx::{ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};
+pub use error::CmdError;
+pub use table::{registry, Exec, Resolved, Target};

@@ -1,0 +1,184 @@
+//! Commands that need more than one shard: the coordinator side.
+//!
+//! A command whose keys span shards (MGET a b with a and b on different
+//! shards), or that needs every shard (DBSIZE, FLUSHALL, KEYS), runs as a
+//! [`Coordinator`] on the connection's home thread. The coordinator issues
+//! *jobs*: closures that run on one shard's thread with exclusive access to
+//! that shard ([`ShardEnv`]) and return a typed value. The runtime delivers
+//! a step's jobs (batched per destination, inline for the home shard),
+//! collects their outputs in issue order, and calls [`Coordinator::step`]
+//! again with them. A step that issues no jobs finishes the command; its
+//! reply must be in `out` by then.
+//!
+//! Isolation: in this layer a multi-shard command is correct but not
+//! isolated; two concurrent multi-shard commands may interleave between
+//! shards. The transaction layer (issue 3) adds per-shard intent locks and
+//! a global order: it will wrap each step's jobs in "lock keys on every
+//! shard, run, release" without changing how commands describe their work,
+//! which is why commands only ever express their work as jobs here.
+//!
+//! While a coordinator runs, the connection executes nothing else, so a
+//! pipelined client still sees its commands take effect in order.
+
+use std::any::Any;
+
+use engine::Shard;
+use resp::Reply;
+
+use crate::ctx::{ClientState, ThreadStats};
+use crate::error::CmdError;
+
+/// A job's output: downcast by the coordinator that issued the job.
+pub type JobOut = Box<dyn Any + Send>;
+/// Work for one shard.
+pub type JobFn = Box<dyn FnOnce(&mut ShardEnv<'_>) -> JobOut + Send>;
+
+/// I/O figures of one connection, for CLIENT LIST.
+#[derive(Clone, Debug, Default)]
+pub struct ClientIo {
+    pub qbuf: usize,
+    pub qbuf_free: usize,
+    pub obl: usize,
+    pub oll: usize,
+    pub omem: usize,
+    pub tot_mem: usize,
+}
+
+/// The connections of one thread, as jobs may see them (CLIENT LIST/KILL).
+/// Implemented by the runtime; knows no sockets here.
+pub trait ClientRegistry {
+    fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo));
+    /// Marks the connection for closing; true if it is on this thread.
+    fn kill(&mut self, id: u64) -> bool;
+}
+
+/// What a job may touch on its shard's thread.
+pub struct ShardEnv<'a> {
+    pub shard: &'a mut Shard,
+    pub stats: &'a mut ThreadStats,
+    pub clients: &'a mut dyn ClientRegistry,
+}
+
+/// The jobs of one step.
+#[derive(Default)]
+pub struct Plan {
+    pub jobs: Vec<(usize, JobFn)>,
+}
+
+impl Plan {
+    /// Runs `f` on shard `shard`.
+    pub fn run<T: Send + 'static>(
+        &mut self,
+        shard: usize,
+        f: impl FnOnce(&mut ShardEnv<'_>) -> T + Send + 'static,
+    ) {
+        self.jobs.push((shard, Box::new(move |env| Box::new(f(env)) as JobOut)));
+    }
+    /// Runs a clone of `f` on every shard `0..nshards`.
+    pub fn run_all<T: Send + 'static>(
+        &mut self,
+        nshards: usize,
+        f: impl Fn(&mut ShardEnv<'_>) -> T + Send + Clone + 'static,
+    ) {
+        for s in 0..nshards {
+            self.run(s, f.clone());
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}
+
+/// A command running across shards; see the module documentation.
+pub trait Coordinator {
+    /// Advances the command with the outputs of the previous step's jobs
+    /// (empty on the first call). Push jobs into `plan` to continue; push
+    /// none to finish, with the reply written to `out`. An `Err` finishes
+    /// the command with that error reply.
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError>;
+}
+
+/// Downcasts job outputs issued with one type.
+///
+/// INVARIANT: a coordinator only downcasts outputs of jobs it issued with
+/// that type; a mismatch is a bug in the coordinator, not client input.
+pub fn outputs<T: 'static>(results: Vec<JobOut>) -> Vec<T> {
+    results
+        .into_iter()
+        .map(|r| *r.downcast::<T>().expect("INVARIANT: job output type"))
+        .collect()
+}
+
+type Finish<T> = Box<dyn FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError>>;
+
+/// A one-step coordinator: the jobs given, then `finish` with their outputs
+/// in issue order.
+pub struct OneStep<T> {
+    plan: Option<Plan>,
+    finish: Option<Finish<T>>,
+}
+
+impl<T: Send + 'static> OneStep<T> {
+    pub fn new(
+        plan: Plan,
+        finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
+    ) -> Box<dyn Coordinator> {
+        Box::new(OneStep { plan: Some(plan), finish: Some(Box::new(finish)) })
+    }
+}
+
+impl<T: Send + 'static> Coordinator for OneStep<T> {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if let Some(p) = self.plan.take() {
+            *plan = p;
+            return Ok(());
+        }
+        match self.finish.take() {
+            Some(f) => f(outputs(results), out, client),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A one-step fan-out to every shard.
+pub fn fan_out<T: Send + 'static>(
+    nshards: usize,
+    job: impl Fn(&mut ShardEnv<'_>) -> T + Send + Clone + 'static,
+    finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
+) -> Box<dyn Coordinator> {
+    let mut plan = Plan::default();
+    plan.run_all(nshards, job);
+    OneStep::new(plan, finish)
+}
+
+/// Groups argument positions by the shard of the key at each position,
+/// keeping the original order inside each group. Returns `(shard,
+/// positions)` in ascending shard order.
+pub fn group_by_shard(
+    args: resp::Args<'_>,
+    positions: &[usize],
+    nshards: usize,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &p in positions {
+        let s = crate::table::shard_of(args.get(p), nshards);
+        match groups.iter_mut().find(|(g, _)| *g == s) {
+            Some((_, v)) => v.push(p),
+            None => groups.push((s, vec![p])),
+        }
+    }
+    groups.sort_by_key(|(s, _)| *s);
+    groups
+}

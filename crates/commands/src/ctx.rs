@@ -1,0 +1,215 @@
+//! What a handler sees.
+//!
+//! * [`ShardCtx`]: one shard's data, the selected database and the reply
+//!   buffer. Shard handlers run on the thread that owns the shard, either
+//!   inline on the connection's home thread or after a hop; they never see
+//!   the connection.
+//! * [`ConnCtx`]: the connection's state and server-wide shared state, on
+//!   the home thread; no shard data.
+//! * [`ServerShared`]: process-wide state every thread may read (config,
+//!   counters, the shutdown flag). Only control-path commands take its
+//!   config lock; the data path reads thread-local copies.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{OnceLock, RwLock};
+use std::time::Instant;
+
+use config::Config;
+use engine::Shard;
+use resp::Reply;
+
+use crate::table::registry;
+
+/// Handler context on a shard's thread.
+pub struct ShardCtx<'a> {
+    pub shard: &'a mut Shard,
+    pub db: usize,
+    pub out: &'a mut Reply,
+    /// CLIENT NO-TOUCH: reads do not update the access time.
+    pub no_touch: bool,
+    /// Number of databases (for SELECT-like index checks in MOVE/COPY).
+    pub databases: usize,
+}
+
+impl ShardCtx<'_> {
+    #[inline]
+    pub fn touch(&self) -> bool {
+        !self.no_touch
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReplyMode {
+    #[default]
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    Skip,
+    /// Set while executing the command after CLIENT REPLY SKIP.
+    Skipping,
+}
+
+/// Per-connection state visible to commands.
+#[derive(Clone, Debug, Default)]
+pub struct ClientState {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+    pub lib_name: Option<Vec<u8>>,
+    pub lib_ver: Option<Vec<u8>>,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub reply_mode: ReplyMode,
+    pub no_evict: bool,
+    pub no_touch: bool,
+    /// `ip:port` of the peer, or the socket path's form for unix clients.
+    pub addr: String,
+    pub laddr: String,
+    pub unix: bool,
+    pub fd: i32,
+    pub created_ms: u64,
+    pub last_interaction_ms: u64,
+    /// Full name of the last command run (`client|list`), for CLIENT LIST.
+    pub last_cmd: String,
+    /// Close the connection once pending replies are written (QUIT, kill).
+    pub close_after_reply: bool,
+}
+
+/// Process-wide state.
+pub struct ServerShared {
+    pub config: RwLock<Config>,
+    /// Bumped on every CONFIG SET; threads refresh their cached copies when
+    /// it changes (one atomic load per loop iteration).
+    pub config_gen: AtomicU64,
+    pub nshards: usize,
+    pub start: Instant,
+    pub start_unix_ms: u64,
+    pub run_id: String,
+    pub next_client_id: AtomicU64,
+    pub connected_clients: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub shutdown: AtomicBool,
+    pub lastsave_s: AtomicU64,
+    /// Bound TCP port (0 if none).
+    pub tcp_port: AtomicU64,
+    pub executable: String,
+    /// Wakes every thread (set by the runtime at start).
+    pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl ServerShared {
+    pub fn new(config: Config, nshards: usize) -> Self {
+        let now = engine::now_ms();
+        ServerShared {
+            config: RwLock::new(config),
+            config_gen: AtomicU64::new(0),
+            nshards,
+            start: Instant::now(),
+            start_unix_ms: now,
+            run_id: random_hex(40),
+            next_client_id: AtomicU64::new(1),
+            connected_clients: AtomicUsize::new(0),
+            total_connections: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            lastsave_s: AtomicU64::new(now / 1000),
+            tcp_port: AtomicU64::new(0),
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            wake_all: OnceLock::new(),
+        }
+    }
+
+    /// A copy of the current configuration.
+    pub fn config(&self) -> Config {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Asks every thread to stop (SHUTDOWN, SIGTERM).
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        if let Some(w) = self.wake_all.get() {
+            w();
+        }
+    }
+
+    pub fn databases(&self) -> usize {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).databases
+    }
+}
+
+fn random_hex(n: usize) -> String {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    (0..n).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
+}
+
+/// Per-command counters (INFO commandstats).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CmdStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected_calls: u64,
+    pub failed_calls: u64,
+}
+
+/// Counters one thread keeps; INFO sums them over threads.
+#[derive(Clone, Debug)]
+pub struct ThreadStats {
+    pub cmd: Vec<CmdStat>,
+    pub total_commands: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    pub unexpected_error_replies: u64,
+    pub total_error_replies: u64,
+    /// Per-error-prefix counts (INFO errorstats): `ERR`, `WRONGTYPE` ...
+    pub errors: Vec<(String, u64)>,
+}
+
+impl Default for ThreadStats {
+    fn default() -> Self {
+        ThreadStats {
+            cmd: vec![CmdStat::default(); registry().len()],
+            total_commands: 0,
+            net_input_bytes: 0,
+            net_output_bytes: 0,
+            unexpected_error_replies: 0,
+            total_error_replies: 0,
+            errors: Vec::new(),
+        }
+    }
+}
+
+impl ThreadStats {
+    /// Counts an error reply under its code (the first word).
+    pub fn count_error(&mut self, line: &str) {
+        self.total_error_replies += 1;
+        let code = line.split(' ').next().unwrap_or("ERR");
+        match self.errors.iter_mut().find(|(c, _)| c == code) {
+            Some((_, n)) => *n += 1,
+            None => {
+                if self.errors.len() < 128 {
+                    self.errors.push((code.to_string(), 1));
+                }
+            }
+        }
+    }
+}
+
+/// Handler context on the home thread.
+pub struct ConnCtx<'a> {
+    pub client: &'a mut ClientState,
+    pub out: &'a mut Reply,
+    pub server: &'a ServerShared,
+    /// The home thread's shard index.
+    pub home: usize,
+}
+
+impl ConnCtx<'_> {
+    pub fn nshards(&self) -> usize {
+        self.server.nshards
+    }
+}

@@ -1,0 +1,142 @@
+//! The client-visible errors of every command, in one place. `Display` is
+//! the exact line Redis 7 sends (without the leading `-` and the CRLF);
+//! each variant's bytes are asserted in the tests below. Handlers return
+//! `Result<_, CmdError>` and use `?` where Redis uses its `...OrReply`
+//! helpers.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmdError {
+    /// `name` as the client sent it, and the following arguments.
+    UnknownCommand { name: Vec<u8>, args: Vec<Vec<u8>> },
+    /// `parent` upper-cased as Redis prints it in "Try X HELP".
+    UnknownSubcommand { sub: Vec<u8>, parent: String },
+    /// Full command name, e.g. `get` or `client|setname`.
+    WrongArity(String),
+    Syntax,
+    WrongType,
+    NotInteger,
+    NotFloat,
+    Overflow,
+    NoSuchKey,
+    /// The command name, e.g. `set`, `expire`.
+    InvalidExpire(String),
+    DbIndexOutOfRange,
+    InvalidDbIndex,
+    NoAuth,
+    WrongPass,
+    /// `ERR ...`: any other error whose text starts with ERR.
+    Err(String),
+    /// An error line with its own code (e.g. `NOPROTO ...`).
+    Raw(String),
+}
+
+impl CmdError {
+    pub fn err(msg: impl Into<String>) -> Self {
+        CmdError::Err(msg.into())
+    }
+}
+
+/// Formats bytes as Redis's `%s` does for client-supplied strings.
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::UnknownCommand { name, args } => {
+                // Redis: "'%.*s' " per argument while the list is < 128 bytes,
+                // each cut to what is left of 128.
+                let mut list = String::new();
+                for a in args {
+                    if list.len() >= 128 {
+                        break;
+                    }
+                    let room = 128 - list.len();
+                    let a = &a[..a.len().min(room)];
+                    list.push('\'');
+                    list.push_str(&lossy(a));
+                    list.push_str("' ");
+                }
+                let name = &name[..name.len().min(128)];
+                write!(
+                    f,
+                    "ERR unknown command '{}', with args beginning with: {}",
+                    lossy(name),
+                    list
+                )
+            }
+            CmdError::UnknownSubcommand { sub, parent } => {
+                let sub = &sub[..sub.len().min(128)];
+                write!(f, "ERR unknown subcommand '{}'. Try {} HELP.", lossy(sub), parent)
+            }
+            CmdError::WrongArity(name) => {
+                write!(f, "ERR wrong number of arguments for '{name}' command")
+            }
+            CmdError::Syntax => f.write_str("ERR syntax error"),
+            CmdError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            CmdError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
+            CmdError::NotFloat => f.write_str("ERR value is not a valid float"),
+            CmdError::Overflow => f.write_str("ERR increment or decrement would overflow"),
+            CmdError::NoSuchKey => f.write_str("ERR no such key"),
+            CmdError::InvalidExpire(cmd) => write!(f, "ERR invalid expire time in '{cmd}' command"),
+            CmdError::DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
+            CmdError::InvalidDbIndex => f.write_str("ERR invalid DB index"),
+            CmdError::NoAuth => f.write_str("NOAUTH Authentication required."),
+            CmdError::WrongPass => f.write_str(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+            CmdError::Err(m) => write!(f, "ERR {m}"),
+            CmdError::Raw(m) => f.write_str(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts() {
+        let unknown = CmdError::UnknownCommand {
+            name: b"foo".to_vec(),
+            args: vec![b"a".to_vec(), b"b c".to_vec()],
+        };
+        assert_eq!(
+            unknown.to_string(),
+            "ERR unknown command 'foo', with args beginning with: 'a' 'b c' "
+        );
+        let none = CmdError::UnknownCommand { name: b"foo".to_vec(), args: vec![] };
+        assert_eq!(none.to_string(), "ERR unknown command 'foo', with args beginning with: ");
+        assert_eq!(
+            CmdError::UnknownSubcommand { sub: b"x".to_vec(), parent: "CLIENT".into() }
+                .to_string(),
+            "ERR unknown subcommand 'x'. Try CLIENT HELP."
+        );
+        assert_eq!(
+            CmdError::WrongArity("get".into()).to_string(),
+            "ERR wrong number of arguments for 'get' command"
+        );
+        assert_eq!(CmdError::Syntax.to_string(), "ERR syntax error");
+        assert_eq!(
+            CmdError::WrongType.to_string(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+        assert_eq!(CmdError::NotInteger.to_string(), "ERR value is not an integer or out of range");
+        assert_eq!(CmdError::NotFloat.to_string(), "ERR value is not a valid float");
+        assert_eq!(CmdError::Overflow.to_string(), "ERR increment or decrement would overflow");
+        assert_eq!(CmdError::NoSuchKey.to_string(), "ERR no such key");
+        assert_eq!(
+            CmdError::InvalidExpire("set".into()).to_string(),
+            "ERR invalid expire time in 'set' command"
+        );
+        assert_eq!(CmdError::DbIndexOutOfRange.to_string(), "ERR DB index is out of range");
+        assert_eq!(CmdError::NoAuth.to_string(), "NOAUTH Authentication required.");
+        assert_eq!(CmdError::err("x y").to_string(), "ERR x y");
+        assert_eq!(CmdError::Raw("NOPROTO x".into()).to_string(), "NOPROTO x");
+    }
+}

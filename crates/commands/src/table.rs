@@ -1,0 +1,329 @@
+//! The command table: one declarative entry per command (name, arity,
+//! flags, key positions, how it executes). Dispatch, routing, `COMMAND`
+//! and the per-command statistics all read it; nothing else decides how a
+//! command runs.
+//!
+//! Each family module (`strings`, `keys`, ...) exports a `COMMANDS` slice;
+//! [`registry`] flattens them once, with subcommands as `parent|sub`, and
+//! gives every entry a dense id used to index per-thread statistics.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use resp::Args;
+
+use crate::ctx::{ConnCtx, ShardCtx};
+use crate::coord::Coordinator;
+use crate::error::CmdError;
+
+/// Command flags, as in Redis's command table (`COMMAND INFO` prints them).
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub const FAST: u32 = 1 << 11;
+    pub const NO_AUTH: u32 = 1 << 12;
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    pub const SENTINEL: u32 = 1 << 14;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
+    pub const PROTECTED: u32 = 1 << 16;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 17;
+    pub const NO_MULTI: u32 = 1 << 18;
+    pub const MOVABLE_KEYS: u32 = 1 << 19;
+    pub const ALLOW_BUSY: u32 = 1 << 20;
+
+    /// Names in the order Redis prints them in `COMMAND INFO`.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (SENTINEL, "sentinel"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (PROTECTED, "protected"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
+        (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+/// Runs on one shard with its data (the keys' shard, or any shard for a
+/// keyless data command).
+pub type ShardHandler = fn(&mut ShardCtx<'_>, Args<'_>) -> Result<(), CmdError>;
+/// Runs on the connection's home thread with connection state only.
+pub type ConnHandler = fn(&mut ConnCtx<'_>, Args<'_>) -> Result<(), CmdError>;
+/// Parses and validates the whole command, then returns the coordinator
+/// that will run it across shards. Nothing may be mutated before it
+/// returns `Ok`.
+pub type CoordBuilder = fn(&mut ConnCtx<'_>, Args<'_>) -> Result<Box<dyn Coordinator>, CmdError>;
+/// Computes key argument positions when first/last/step cannot.
+pub type GetKeys = fn(Args<'_>) -> Vec<usize>;
+
+/// How a command executes.
+#[derive(Clone, Copy)]
+pub enum Exec {
+    /// Its keys live on one shard: run there (inline when that is the
+    /// connection's home shard, through a hop otherwise). If the keys span
+    /// shards and a coordinator is given, the coordinator runs instead.
+    Shard(ShardHandler, Option<CoordBuilder>),
+    /// Connection state only (PING, SELECT, HELLO, CLIENT SETNAME ...).
+    Conn(ConnHandler),
+    /// Always coordinated (fan-out to every shard: DBSIZE, KEYS, FLUSHALL).
+    Coord(CoordBuilder),
+    /// A container whose first argument selects a subcommand.
+    Parent,
+}
+
+/// Key positions, Redis's legacy (first, last, step) triple. `last < 0`
+/// counts from the end (`-1` = the last argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keys {
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+}
+
+pub const NO_KEYS: Keys = Keys { first: 0, last: 0, step: 0 };
+
+pub const fn keys(first: i32, last: i32, step: i32) -> Keys {
+    Keys { first, last, step }
+}
+
+/// One entry of the command table.
+pub struct CommandSpec {
+    /// Lower case, as Redis names it (`get`, `setname` under `client`).
+    pub name: &'static str,
+    /// Redis arity: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i32,
+    pub flags: u32,
+    pub keys: Keys,
+    pub exec: Exec,
+    /// ACL categories without the `@`, e.g. `&["read", "string", "fast"]`.
+    pub acl: &'static [&'static str],
+    /// For commands whose keys need parsing (MOVABLE_KEYS).
+    pub getkeys: Option<GetKeys>,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub const fn new(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: Keys,
+        exec: Exec,
+        acl: &'static [&'static str],
+    ) -> Self {
+        CommandSpec { name, arity, flags, keys, exec, acl, getkeys: None, subcommands: &[] }
+    }
+    pub const fn parent(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        acl: &'static [&'static str],
+        subcommands: &'static [CommandSpec],
+    ) -> Self {
+        CommandSpec { name, arity, flags, keys: NO_KEYS, exec: Exec::Parent, acl, getkeys: None, subcommands }
+    }
+    pub const fn with_getkeys(mut self, f: GetKeys) -> Self {
+        self.getkeys = Some(f);
+        self
+    }
+
+    #[inline]
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        (a >= 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+    }
+
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Positions of the key arguments of this invocation.
+    pub fn key_positions(&self, args: Args<'_>, out: &mut Vec<usize>) {
+        out.clear();
+        if let Some(f) = self.getkeys {
+            out.extend(f(args));
+            return;
+        }
+        let Keys { first, last, step } = self.keys;
+        if first <= 0 || step <= 0 {
+            return;
+        }
+        let argc = args.len() as i32;
+        let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+        let mut i = first;
+        while i <= last {
+            out.push(i as usize);
+            i += step;
+        }
+    }
+}
+
+/// A resolved command: its dense id (index into [`Registry::specs`]), its
+/// spec, and its full name (`get`, `client|list`).
+#[derive(Clone, Copy)]
+pub struct Resolved {
+    pub id: usize,
+    pub spec: &'static CommandSpec,
+}
+
+/// All commands, flattened, with dense ids.
+pub struct Registry {
+    /// `(full name, spec, parent)`, ids are indexes.
+    pub specs: Vec<(String, &'static CommandSpec, Option<&'static CommandSpec>)>,
+    top: HashMap<&'static str, usize>,
+    sub: HashMap<(usize, String), usize>,
+}
+
+pub fn families() -> [&'static [CommandSpec]; 4] {
+    [
+        crate::strings::COMMANDS,
+        crate::keys::COMMANDS,
+        crate::connection::COMMANDS,
+        crate::server::COMMANDS,
+    ]
+}
+
+pub fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut r = Registry { specs: Vec::new(), top: HashMap::new(), sub: HashMap::new() };
+        for fam in families() {
+            for spec in fam {
+                let id = r.specs.len();
+                r.specs.push((spec.name.to_string(), spec, None));
+                let dup = r.top.insert(spec.name, id);
+                assert!(dup.is_none(), "duplicate command {}", spec.name);
+                for s in spec.subcommands {
+                    let sid = r.specs.len();
+                    r.specs.push((format!("{}|{}", spec.name, s.name), s, Some(spec)));
+                    r.sub.insert((id, s.name.to_string()), sid);
+                }
+            }
+        }
+        r
+    })
+}
+
+/// Lower-cases a command name into `buf` without allocating; `None` if it
+/// is too long to be any command's name.
+fn lower<'b>(name: &[u8], buf: &'b mut [u8; 32]) -> Option<&'b str> {
+    if name.len() > buf.len() {
+        return None;
+    }
+    let b = &mut buf[..name.len()];
+    for (d, s) in b.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    std::str::from_utf8(b).ok()
+}
+
+impl Registry {
+    /// Finds the command (and subcommand) for `args`, checking arity.
+    pub fn resolve(&self, args: Args<'_>) -> Result<Resolved, CmdError> {
+        let name = args.get(0);
+        let mut buf = [0u8; 32];
+        let id = lower(name, &mut buf)
+            .and_then(|n| self.top.get(n).copied())
+            .ok_or_else(|| CmdError::UnknownCommand {
+                name: name.to_vec(),
+                args: args.iter().skip(1).map(|a| a.to_vec()).collect(),
+            })?;
+        let spec = self.specs[id].1;
+        if let Exec::Parent = spec.exec {
+            if args.len() < 2 {
+                return Err(CmdError::WrongArity(spec.name.to_string()));
+            }
+            let sub = args.get(1);
+            let sid = lower(sub, &mut buf)
+                .and_then(|s| self.sub.get(&(id, s.to_string())).copied())
+                .ok_or_else(|| CmdError::UnknownSubcommand {
+                    sub: sub.to_vec(),
+                    parent: spec.name.to_ascii_uppercase(),
+                })?;
+            let sspec = self.specs[sid].1;
+            if !sspec.arity_ok(args.len()) {
+                return Err(CmdError::WrongArity(self.specs[sid].0.clone()));
+            }
+            return Ok(Resolved { id: sid, spec: sspec });
+        }
+        if !spec.arity_ok(args.len()) {
+            return Err(CmdError::WrongArity(spec.name.to_string()));
+        }
+        Ok(Resolved { id, spec })
+    }
+
+    pub fn full_name(&self, id: usize) -> &str {
+        &self.specs[id].0
+    }
+
+    /// The top-level command named `name` (any case).
+    pub fn top(&self, name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+        let mut buf = [0u8; 32];
+        let id = *self.top.get(lower(name, &mut buf)?)?;
+        Some((id, self.specs[id].1))
+    }
+
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+}
+
+/// The shard that owns `key`: its Redis Cluster hash slot, mapped onto
+/// `nshards` contiguous slot ranges (as a cluster assigns slots to nodes).
+#[inline]
+pub fn shard_of(key: &[u8], nshards: usize) -> usize {
+    if nshards == 1 {
+        return 0;
+    }
+    ds::key_hash_slot(key) as usize * nshards / 16384
+}
+
+/// Where a keyed command must run.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Target {
+    /// No key arguments.
+    NoKeys,
+    /// Every key on this shard.
+    One(usize),
+    /// Keys on several shards.
+    Many,
+}
+
+/// Computes the target shard(s) of a command's keys.
+pub fn target(spec: &CommandSpec, args: Args<'_>, nshards: usize, scratch: &mut Vec<usize>) -> Target {
+    spec.key_positions(args, scratch);
+    let mut it = scratch.iter();
+    let Some(&first) = it.next() else { return Target::NoKeys };
+    let s = shard_of(args.get(first), nshards);
+    for &p in it {
+        if shard_of(args.get(p), nshards) != s {
+            return Target::Many;
+        }
+    }
+    Target::One(s)
+}

@@ -1,0 +1,91 @@
+//! Argument parsing shared by every family, with Redis's error for each
+//! kind of bad input.
+
+use engine::{Entry, Str, Value};
+
+use crate::error::CmdError;
+
+/// An integer argument (Redis's `getLongLongFromObjectOrReply`).
+pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
+    resp::string2ll(arg).ok_or(CmdError::NotInteger)
+}
+
+/// A non-negative integer that must fit an `i64` (counts, indexes).
+pub fn parse_u64(arg: &[u8]) -> Result<u64, CmdError> {
+    let n = parse_i64(arg)?;
+    u64::try_from(n).map_err(|_| CmdError::NotInteger)
+}
+
+/// A double argument as Redis's `getDoubleFromObjectOrReply`: `strtod`
+/// syntax (no leading space, full consumption), `inf`/`-inf` accepted,
+/// NaN rejected.
+pub fn parse_f64(arg: &[u8]) -> Result<f64, CmdError> {
+    parse_f64_opt(arg).ok_or(CmdError::NotFloat)
+}
+
+pub fn parse_f64_opt(arg: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(arg).ok()?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            // Rust accepts "nan"/"inf" spellings strtod also accepts, but
+            // not hex floats; Redis clients never send those.
+            if lower.contains("nan") || lower.contains("inf") {
+                return None;
+            }
+            s.parse::<f64>().ok()?
+        }
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+/// ASCII case-insensitive comparison of an argument with an option name.
+#[inline]
+pub fn eq_ic(arg: &[u8], opt: &str) -> bool {
+    arg.eq_ignore_ascii_case(opt.as_bytes())
+}
+
+/// The string value of an entry, or WRONGTYPE.
+pub fn as_str(e: &Entry) -> Result<&Str, CmdError> {
+    match &e.value {
+        Value::Str(s) => Ok(s),
+    }
+}
+
+pub fn as_str_mut(e: &mut Entry) -> Result<&mut Str, CmdError> {
+    match &mut e.value {
+        Value::Str(s) => Ok(s),
+    }
+}
+
+/// A database index argument as SELECT/MOVE/COPY parse it.
+pub fn parse_db_index(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
+    let n = resp::string2ll(arg).ok_or(CmdError::err("value is not an integer or out of range"))?;
+    if n < 0 || n as u64 >= databases as u64 {
+        return Err(CmdError::DbIndexOutOfRange);
+    }
+    Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats() {
+        assert_eq!(parse_f64(b"1.5"), Ok(1.5));
+        assert_eq!(parse_f64(b"-inf"), Ok(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"+inf"), Ok(f64::INFINITY));
+        assert_eq!(parse_f64(b"1e3"), Ok(1000.0));
+        assert!(parse_f64(b"nan").is_err());
+        assert!(parse_f64(b" 1").is_err());
+        assert!(parse_f64(b"1 ").is_err());
+        assert!(parse_f64(b"").is_err());
+        assert!(parse_f64(b"abc").is_err());
+    }
+}

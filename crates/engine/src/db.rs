@@ -1,0 +1,207 @@
+//! One logical database (`SELECT n`) of a shard: the key table and the set
+//! of keys that carry a TTL.
+//!
+//! The expiry deadline lives inline in the [`Entry`] (one `u64`), so a read
+//! of a key with a TTL costs one lookup, not Redis's two (main dict +
+//! expires dict). The `volatile` set exists only so the active expiry cycle
+//! can sample keys that have a TTL; it holds a copy of each such key, so
+//! keys without a TTL pay nothing for it.
+//!
+//! Invariant: a key is in `volatile` iff its entry has `expire_at_ms != 0`.
+
+use ds::{Dict, SmallBytes};
+use rand::Rng;
+
+use crate::value::Value;
+
+/// A stored key's value and metadata.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub value: Value,
+    /// Absolute deadline in Unix milliseconds; 0 = no expiry.
+    expire_at_ms: u64,
+    /// Last access, in seconds since the Unix epoch (truncated), for
+    /// OBJECT IDLETIME and LRU eviction.
+    pub access_s: u32,
+}
+
+impl Entry {
+    pub fn new(value: Value, expire_at_ms: u64, now_ms: u64) -> Self {
+        Entry { value, expire_at_ms, access_s: (now_ms / 1000) as u32 }
+    }
+    #[inline]
+    pub fn expire_at_ms(&self) -> u64 {
+        self.expire_at_ms
+    }
+    #[inline]
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expire_at_ms != 0 && now_ms > self.expire_at_ms
+    }
+    #[inline]
+    pub fn touch(&mut self, now_ms: u64) {
+        self.access_s = (now_ms / 1000) as u32;
+    }
+    /// Seconds since the last access.
+    pub fn idle_s(&self, now_ms: u64) -> u64 {
+        ((now_ms / 1000) as u32).wrapping_sub(self.access_s) as u64
+    }
+}
+
+#[derive(Default)]
+pub struct Db {
+    table: Dict<SmallBytes, Entry>,
+    volatile: Dict<SmallBytes, ()>,
+}
+
+impl Db {
+    pub fn new() -> Self {
+        Db { table: Dict::new(), volatile: Dict::new() }
+    }
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+    pub fn volatile_len(&self) -> usize {
+        self.volatile.len()
+    }
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.table.contains_key(key)
+    }
+    /// The entry under `key`, expired or not.
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        self.table.get(key)
+    }
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.table.get_mut(key)
+    }
+
+    /// Deletes `key` if it has expired at `now_ms`; true if it did.
+    pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
+        match self.table.get(key) {
+            Some(e) if e.is_expired(now_ms) => {
+                self.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn insert(&mut self, key: &[u8], entry: Entry) {
+        let has_ttl = entry.expire_at_ms != 0;
+        let old = self.table.insert(SmallBytes::from(key), entry);
+        let had_ttl = old.is_some_and(|o| o.expire_at_ms != 0);
+        if has_ttl && !had_ttl {
+            self.volatile.insert(SmallBytes::from(key), ());
+        } else if had_ttl && !has_ttl {
+            self.volatile.remove(key);
+        }
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (_, e) = self.table.remove(key)?;
+        if e.expire_at_ms != 0 {
+            self.volatile.remove(key);
+        }
+        Some(e)
+    }
+
+    /// Sets (`at_ms > 0`) or clears (`0`) the deadline of an existing key.
+    /// Returns false if the key does not exist.
+    pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
+        let Some(e) = self.table.get_mut(key) else { return false };
+        let had = e.expire_at_ms != 0;
+        e.expire_at_ms = at_ms;
+        if at_ms != 0 && !had {
+            self.volatile.insert(SmallBytes::from(key), ());
+        } else if at_ms == 0 && had {
+            self.volatile.remove(key);
+        }
+        true
+    }
+
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.volatile.clear();
+    }
+
+    /// Takes the whole table out, leaving this database empty (FLUSHDB
+    /// ASYNC hands the old tables to another thread to free).
+    pub fn take(&mut self) -> Db {
+        std::mem::take(self)
+    }
+
+    pub fn random_entry(&self, rng: &mut impl Rng) -> Option<(&SmallBytes, &Entry)> {
+        self.table.random_entry(rng)
+    }
+
+    pub fn sample_volatile(&self, rng: &mut impl Rng, n: usize, out: &mut Vec<SmallBytes>) {
+        let mut keys = Vec::with_capacity(n);
+        self.volatile.sample_keys(rng, n, &mut keys);
+        out.extend(keys.into_iter().cloned());
+    }
+
+    /// One SCAN step with Redis's cursor semantics (see `ds::Dict::scan`).
+    pub fn scan(&self, cursor: u64, f: impl FnMut(&SmallBytes, &Entry)) -> u64 {
+        self.table.scan(cursor, f)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&SmallBytes, &Entry)> {
+        self.table.iter()
+    }
+
+    /// Background rehash progress for the cron.
+    pub fn rehash_step(&mut self, buckets: usize) {
+        self.table.rehash_step(buckets);
+        self.volatile.rehash_step(buckets);
+    }
+
+    /// Keys with a TTL and the mean remaining TTL in ms (INFO keyspace's
+    /// `expires` and `avg_ttl`), estimated from a bounded sample.
+    pub fn expires_info(&self, now_ms: u64) -> (usize, u64) {
+        let n = self.volatile.len();
+        if n == 0 {
+            return (0, 0);
+        }
+        let (mut sum, mut cnt) = (0u128, 0u128);
+        for (k, _) in self.volatile.iter().take(64) {
+            if let Some(e) = self.table.get(k) {
+                if e.expire_at_ms > now_ms {
+                    sum += u128::from(e.expire_at_ms - now_ms);
+                    cnt += 1;
+                }
+            }
+        }
+        (n, if cnt == 0 { 0 } else { (sum / cnt) as u64 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Str;
+
+    fn e(ttl: u64) -> Entry {
+        Entry::new(Value::Str(Str::from_bytes(b"v")), ttl, 0)
+    }
+
+    #[test]
+    fn volatile_set_follows_ttl() {
+        let mut db = Db::new();
+        db.insert(b"a", e(100));
+        db.insert(b"b", e(0));
+        assert_eq!(db.volatile_len(), 1);
+        db.insert(b"a", e(0));
+        assert_eq!(db.volatile_len(), 0);
+        assert!(db.set_expire(b"b", 5));
+        assert_eq!(db.volatile_len(), 1);
+        assert!(db.set_expire(b"b", 0));
+        assert_eq!(db.volatile_len(), 0);
+        assert!(!db.set_expire(b"zz", 5));
+        db.insert(b"c", e(7));
+        db.remove(b"c");
+        assert_eq!(db.volatile_len(), 0);
+        assert_eq!(db.len(), 2);
+    }
+}
