@@ -10,10 +10,38 @@ use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 use crate::util::parse_db_index;
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("ping", -1, FAST | SENTINEL, NO_KEYS, Exec::Conn(ping), &["fast", "connection"]),
-    CommandSpec::new("echo", 2, FAST, NO_KEYS, Exec::Conn(echo), &["fast", "connection"]),
-    CommandSpec::new("select", 2, LOADING | STALE | FAST, NO_KEYS, Exec::Conn(select), &["fast", "connection"]),
-    CommandSpec::new("quit", -1, ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, NO_KEYS, Exec::Conn(quit), &["fast", "connection"]),
+    CommandSpec::new(
+        "ping",
+        -1,
+        FAST | SENTINEL,
+        NO_KEYS,
+        Exec::Conn(ping),
+        &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "echo",
+        2,
+        FAST,
+        NO_KEYS,
+        Exec::Conn(echo),
+        &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "select",
+        2,
+        LOADING | STALE | FAST,
+        NO_KEYS,
+        Exec::Conn(select),
+        &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "quit",
+        -1,
+        ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NO_KEYS,
+        Exec::Conn(quit),
+        &["fast", "connection"],
+    ),
 ];
 
 /// PING [message]: PONG, or the message as a bulk string.

@@ -72,7 +72,8 @@ impl Plan {
         shard: usize,
         f: impl FnOnce(&mut ShardEnv<'_>) -> T + Send + 'static,
     ) {
-        self.jobs.push((shard, Box::new(move |env| Box::new(f(env)) as JobOut)));
+        self.jobs
+            .push((shard, Box::new(move |env| Box::new(f(env)) as JobOut)));
     }
     /// Runs a clone of `f` on every shard `0..nshards`.
     pub fn run_all<T: Send + 'static>(
@@ -129,7 +130,10 @@ impl<T: Send + 'static> OneStep<T> {
         plan: Plan,
         finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
     ) -> Box<dyn Coordinator> {
-        Box::new(OneStep { plan: Some(plan), finish: Some(Box::new(finish)) })
+        Box::new(OneStep {
+            plan: Some(plan),
+            finish: Some(Box::new(finish)),
+        })
     }
 }
 

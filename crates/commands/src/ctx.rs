@@ -125,7 +125,10 @@ impl ServerShared {
 
     /// A copy of the current configuration.
     pub fn config(&self) -> Config {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Asks every thread to stop (SHUTDOWN, SIGTERM).
@@ -137,14 +140,19 @@ impl ServerShared {
     }
 
     pub fn databases(&self) -> usize {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).databases
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .databases
     }
 }
 
 fn random_hex(n: usize) -> String {
     use rand::Rng;
     let mut rng = rand::thread_rng();
-    (0..n).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
+    (0..n)
+        .map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)]))
+        .collect()
 }
 
 /// Per-command counters (INFO commandstats).

@@ -9,9 +9,15 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmdError {
     /// `name` as the client sent it, and the following arguments.
-    UnknownCommand { name: Vec<u8>, args: Vec<Vec<u8>> },
+    UnknownCommand {
+        name: Vec<u8>,
+        args: Vec<Vec<u8>>,
+    },
     /// `parent` upper-cased as Redis prints it in "Try X HELP".
-    UnknownSubcommand { sub: Vec<u8>, parent: String },
+    UnknownSubcommand {
+        sub: Vec<u8>,
+        parent: String,
+    },
     /// Full command name, e.g. `get` or `client|setname`.
     WrongArity(String),
     Syntax,
@@ -70,7 +76,12 @@ impl fmt::Display for CmdError {
             }
             CmdError::UnknownSubcommand { sub, parent } => {
                 let sub = &sub[..sub.len().min(128)];
-                write!(f, "ERR unknown subcommand '{}'. Try {} HELP.", lossy(sub), parent)
+                write!(
+                    f,
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    lossy(sub),
+                    parent
+                )
             }
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
@@ -87,9 +98,9 @@ impl fmt::Display for CmdError {
             CmdError::DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
             CmdError::InvalidDbIndex => f.write_str("ERR invalid DB index"),
             CmdError::NoAuth => f.write_str("NOAUTH Authentication required."),
-            CmdError::WrongPass => f.write_str(
-                "WRONGPASS invalid username-password pair or user is disabled.",
-            ),
+            CmdError::WrongPass => {
+                f.write_str("WRONGPASS invalid username-password pair or user is disabled.")
+            }
             CmdError::Err(m) => write!(f, "ERR {m}"),
             CmdError::Raw(m) => f.write_str(m),
         }
@@ -110,11 +121,20 @@ mod tests {
             unknown.to_string(),
             "ERR unknown command 'foo', with args beginning with: 'a' 'b c' "
         );
-        let none = CmdError::UnknownCommand { name: b"foo".to_vec(), args: vec![] };
-        assert_eq!(none.to_string(), "ERR unknown command 'foo', with args beginning with: ");
+        let none = CmdError::UnknownCommand {
+            name: b"foo".to_vec(),
+            args: vec![],
+        };
         assert_eq!(
-            CmdError::UnknownSubcommand { sub: b"x".to_vec(), parent: "CLIENT".into() }
-                .to_string(),
+            none.to_string(),
+            "ERR unknown command 'foo', with args beginning with: "
+        );
+        assert_eq!(
+            CmdError::UnknownSubcommand {
+                sub: b"x".to_vec(),
+                parent: "CLIENT".into()
+            }
+            .to_string(),
             "ERR unknown subcommand 'x'. Try CLIENT HELP."
         );
         assert_eq!(
@@ -126,16 +146,31 @@ mod tests {
             CmdError::WrongType.to_string(),
             "WRONGTYPE Operation against a key holding the wrong kind of value"
         );
-        assert_eq!(CmdError::NotInteger.to_string(), "ERR value is not an integer or out of range");
-        assert_eq!(CmdError::NotFloat.to_string(), "ERR value is not a valid float");
-        assert_eq!(CmdError::Overflow.to_string(), "ERR increment or decrement would overflow");
+        assert_eq!(
+            CmdError::NotInteger.to_string(),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            CmdError::NotFloat.to_string(),
+            "ERR value is not a valid float"
+        );
+        assert_eq!(
+            CmdError::Overflow.to_string(),
+            "ERR increment or decrement would overflow"
+        );
         assert_eq!(CmdError::NoSuchKey.to_string(), "ERR no such key");
         assert_eq!(
             CmdError::InvalidExpire("set".into()).to_string(),
             "ERR invalid expire time in 'set' command"
         );
-        assert_eq!(CmdError::DbIndexOutOfRange.to_string(), "ERR DB index is out of range");
-        assert_eq!(CmdError::NoAuth.to_string(), "NOAUTH Authentication required.");
+        assert_eq!(
+            CmdError::DbIndexOutOfRange.to_string(),
+            "ERR DB index is out of range"
+        );
+        assert_eq!(
+            CmdError::NoAuth.to_string(),
+            "NOAUTH Authentication required."
+        );
         assert_eq!(CmdError::err("x y").to_string(), "ERR x y");
         assert_eq!(CmdError::Raw("NOPROTO x".into()).to_string(), "NOPROTO x");
     }

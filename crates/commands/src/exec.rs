@@ -86,3 +86,104 @@ pub fn run_conn(
     }
     record(stats, r.id, started, res.is_err());
 }
+
+/// What the runtime must do with one request after [`dispatch`].
+pub enum Step {
+    /// Finished on the home thread; the reply (or error) is in `out`.
+    Done,
+    /// Run `handler` on `shard`: inline if it is the home shard, through a
+    /// hop otherwise.
+    Shard {
+        shard: usize,
+        resolved: Resolved,
+        handler: ShardHandler,
+    },
+    /// Drive this coordinator (see `coord`).
+    Coord {
+        resolved: Resolved,
+        coord: Box<dyn crate::coord::Coordinator>,
+    },
+}
+
+/// Resolves a request and decides where it runs: the one routing decision,
+/// shared by the runtime and the in-process test driver. Unknown commands,
+/// arity and authentication errors are replied here.
+pub fn dispatch(
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    scratch: &mut Vec<usize>,
+) -> Step {
+    use crate::table::{flags, target, Exec, Target};
+    let reg = crate::table::registry();
+    let r = match reg.resolve(args) {
+        Ok(r) => r,
+        Err(e) => {
+            // Counted against the command when its name resolved.
+            let id = reg.top(args.get(0)).map(|(id, _)| id);
+            count_rejected(stats, id);
+            reply_error(ctx.out, stats, &e);
+            return Step::Done;
+        }
+    };
+    if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) {
+        count_rejected(stats, Some(r.id));
+        reply_error(ctx.out, stats, &CmdError::NoAuth);
+        return Step::Done;
+    }
+    ctx.client.last_cmd.clear();
+    ctx.client.last_cmd.push_str(reg.full_name(r.id));
+    match r.spec.exec {
+        Exec::Conn(h) => {
+            run_conn(r, h, args, ctx, stats);
+            Step::Done
+        }
+        Exec::Shard(handler, multi) => match target(r.spec, args, ctx.nshards(), scratch) {
+            Target::NoKeys => Step::Shard {
+                shard: ctx.home,
+                resolved: r,
+                handler,
+            },
+            Target::One(shard) => Step::Shard {
+                shard,
+                resolved: r,
+                handler,
+            },
+            Target::Many => match multi {
+                Some(build) => coordinate(r, build, args, ctx, stats),
+                None => {
+                    // INVARIANT: every command whose keys may span shards has
+                    // a coordinator; this reply marks a table bug.
+                    let e = CmdError::Raw(
+                        "CROSSSLOT Keys in request don't hash to the same slot".into(),
+                    );
+                    reply_error(ctx.out, stats, &e);
+                    Step::Done
+                }
+            },
+        },
+        Exec::Coord(build) => coordinate(r, build, args, ctx, stats),
+        Exec::Parent => {
+            // INVARIANT: resolve() always descends into a subcommand.
+            reply_error(ctx.out, stats, &CmdError::Syntax);
+            Step::Done
+        }
+    }
+}
+
+fn coordinate(
+    r: Resolved,
+    build: crate::table::CoordBuilder,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+) -> Step {
+    match build(ctx, args) {
+        Ok(coord) => Step::Coord { resolved: r, coord },
+        Err(e) => {
+            reply_error(ctx.out, stats, &e);
+            record(stats, r.id, Instant::now(), true);
+            Step::Done
+        }
+    }
+}

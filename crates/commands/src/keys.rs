@@ -9,14 +9,39 @@ use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, NO_KEYS};
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("del", -2, WRITE, keys(1, -1, 1), Exec::Shard(del, Some(del_multi)), &["keyspace", "write", "slow"]),
-    CommandSpec::new("exists", -2, READONLY | FAST, keys(1, -1, 1), Exec::Shard(exists, Some(exists_multi)), &["keyspace", "read", "fast"]),
-    CommandSpec::new("dbsize", 1, READONLY | FAST, NO_KEYS, Exec::Coord(dbsize), &["keyspace", "read", "fast"]),
+    CommandSpec::new(
+        "del",
+        -2,
+        WRITE,
+        keys(1, -1, 1),
+        Exec::Shard(del, Some(del_multi)),
+        &["keyspace", "write", "slow"],
+    ),
+    CommandSpec::new(
+        "exists",
+        -2,
+        READONLY | FAST,
+        keys(1, -1, 1),
+        Exec::Shard(exists, Some(exists_multi)),
+        &["keyspace", "read", "fast"],
+    ),
+    CommandSpec::new(
+        "dbsize",
+        1,
+        READONLY | FAST,
+        NO_KEYS,
+        Exec::Coord(dbsize),
+        &["keyspace", "read", "fast"],
+    ),
 ];
 
 /// DEL key [key ...]: the number of keys removed.
 fn del(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let n = args.iter().skip(1).filter(|k| ctx.shard.remove(ctx.db, k).is_some()).count();
+    let n = args
+        .iter()
+        .skip(1)
+        .filter(|k| ctx.shard.remove(ctx.db, k).is_some())
+        .count();
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -32,12 +57,17 @@ fn count_multi(
     let mut plan = Plan::default();
     for (shard, pos) in group_by_shard(args, &positions, c.nshards()) {
         let keys: Vec<Vec<u8>> = pos.iter().map(|&p| args.get(p).to_vec()).collect();
-        plan.run(shard, move |env| keys.iter().filter(|k| op(env.shard, db, k)).count() as i64);
+        plan.run(shard, move |env| {
+            keys.iter().filter(|k| op(env.shard, db, k)).count() as i64
+        });
     }
-    OneStep::new(plan, |res: Vec<i64>, out: &mut Reply, _: &mut ClientState| {
-        out.int(res.iter().sum());
-        Ok(())
-    })
+    OneStep::new(
+        plan,
+        |res: Vec<i64>, out: &mut Reply, _: &mut ClientState| {
+            out.int(res.iter().sum());
+            Ok(())
+        },
+    )
 }
 
 fn del_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
@@ -46,7 +76,11 @@ fn del_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>
 
 /// EXISTS key [key ...]: how many of the keys exist (repeats count again).
 fn exists(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let n = args.iter().skip(1).filter(|k| ctx.shard.exists(ctx.db, k)).count();
+    let n = args
+        .iter()
+        .skip(1)
+        .filter(|k| ctx.shard.exists(ctx.db, k))
+        .count();
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -58,8 +92,12 @@ fn exists_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinat
 /// DBSIZE: keys in the selected database, over all shards.
 fn dbsize(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let db = c.client.db;
-    Ok(fan_out(c.nshards(), move |env| env.shard.dbs[db].len() as i64, |res, out, _| {
-        out.int(res.iter().sum());
-        Ok(())
-    }))
+    Ok(fan_out(
+        c.nshards(),
+        move |env| env.shard.dbs[db].len() as i64,
+        |res, out, _| {
+            out.int(res.iter().sum());
+            Ok(())
+        },
+    ))
 }

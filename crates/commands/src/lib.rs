@@ -17,6 +17,8 @@ pub mod keys;
 pub mod server;
 pub mod strings;
 pub mod table;
+#[doc(hidden)]
+pub mod testutil;
 pub mod util;
 
 pub use ctx::{ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};

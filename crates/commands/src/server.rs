@@ -7,9 +7,14 @@ use crate::ctx::ConnCtx;
 use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
-pub(crate) const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY, NO_KEYS, Exec::Conn(shutdown), &["admin", "slow", "dangerous"]),
-];
+pub(crate) const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
+    "shutdown",
+    -1,
+    ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY,
+    NO_KEYS,
+    Exec::Conn(shutdown),
+    &["admin", "slow", "dangerous"],
+)];
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: stops the server; the
 /// client sees the connection close (no reply), as in Redis.

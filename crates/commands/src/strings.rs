@@ -15,10 +15,38 @@ use crate::table::{flags::*, keys, CommandSpec, Exec};
 use crate::util::{as_str, eq_ic, parse_i64};
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("get", 2, READONLY | FAST, keys(1, 1, 1), Exec::Shard(get, None), &["read", "string", "fast"]),
-    CommandSpec::new("set", -3, WRITE | DENYOOM, keys(1, 1, 1), Exec::Shard(set, None), &["write", "string", "slow"]),
-    CommandSpec::new("mget", -2, READONLY | FAST, keys(1, -1, 1), Exec::Shard(mget, Some(mget_multi)), &["read", "string", "fast"]),
-    CommandSpec::new("mset", -3, WRITE | DENYOOM, keys(1, -1, 2), Exec::Shard(mset, Some(mset_multi)), &["write", "string", "slow"]),
+    CommandSpec::new(
+        "get",
+        2,
+        READONLY | FAST,
+        keys(1, 1, 1),
+        Exec::Shard(get, None),
+        &["read", "string", "fast"],
+    ),
+    CommandSpec::new(
+        "set",
+        -3,
+        WRITE | DENYOOM,
+        keys(1, 1, 1),
+        Exec::Shard(set, None),
+        &["write", "string", "slow"],
+    ),
+    CommandSpec::new(
+        "mget",
+        -2,
+        READONLY | FAST,
+        keys(1, -1, 1),
+        Exec::Shard(mget, Some(mget_multi)),
+        &["read", "string", "fast"],
+    ),
+    CommandSpec::new(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        keys(1, -1, 2),
+        Exec::Shard(mset, Some(mset_multi)),
+        &["write", "string", "slow"],
+    ),
 ];
 
 /// GET key: the value, or null; WRONGTYPE for other types.
@@ -191,22 +219,25 @@ fn mget_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
         });
     }
     let total = args.len() - 1;
-    Ok(OneStep::new(plan, move |res: Vec<Vec<Option<Str>>>, out: &mut Reply, _: &mut ClientState| {
-        let mut slots: Vec<Option<Str>> = vec![None; total];
-        for (pos, vals) in order.into_iter().zip(res) {
-            for (p, v) in pos.into_iter().zip(vals) {
-                slots[p - 1] = v;
+    Ok(OneStep::new(
+        plan,
+        move |res: Vec<Vec<Option<Str>>>, out: &mut Reply, _: &mut ClientState| {
+            let mut slots: Vec<Option<Str>> = vec![None; total];
+            for (pos, vals) in order.into_iter().zip(res) {
+                for (p, v) in pos.into_iter().zip(vals) {
+                    slots[p - 1] = v;
+                }
             }
-        }
-        out.array(total);
-        for v in &slots {
-            match v {
-                Some(s) => reply_str(out, s),
-                None => out.null(),
+            out.array(total);
+            for v in &slots {
+                match v {
+                    Some(s) => reply_str(out, s),
+                    None => out.null(),
+                }
             }
-        }
-        Ok(())
-    }))
+            Ok(())
+        },
+    ))
 }
 
 /// MSET key value [key value ...]
@@ -216,7 +247,12 @@ fn mset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     let mut i = 1;
     while i < args.len() {
-        set_value(ctx, args.get(i), Str::from_bytes(args.get(i + 1)), ExpireOpt::None);
+        set_value(
+            ctx,
+            args.get(i),
+            Str::from_bytes(args.get(i + 1)),
+            ExpireOpt::None,
+        );
         i += 2;
     }
     ctx.out.ok();
@@ -232,16 +268,21 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     let db = c.client.db;
     let mut plan = Plan::default();
     for (shard, pos) in group_by_shard(args, &positions, n) {
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
-            pos.iter().map(|&p| (args.get(p).to_vec(), args.get(p + 1).to_vec())).collect();
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = pos
+            .iter()
+            .map(|&p| (args.get(p).to_vec(), args.get(p + 1).to_vec()))
+            .collect();
         plan.run(shard, move |env| {
             for (k, v) in &pairs {
                 env.shard.store(db, k, Value::Str(Str::from_bytes(v)), 0);
             }
         });
     }
-    Ok(OneStep::new(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-        out.ok();
-        Ok(())
-    }))
+    Ok(OneStep::new(
+        plan,
+        |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            out.ok();
+            Ok(())
+        },
+    ))
 }

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use resp::Args;
 
-use crate::ctx::{ConnCtx, ShardCtx};
 use crate::coord::Coordinator;
+use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdError;
 
 /// Command flags, as in Redis's command table (`COMMAND INFO` prints them).
@@ -102,7 +102,11 @@ pub struct Keys {
     pub step: i32,
 }
 
-pub const NO_KEYS: Keys = Keys { first: 0, last: 0, step: 0 };
+pub const NO_KEYS: Keys = Keys {
+    first: 0,
+    last: 0,
+    step: 0,
+};
 
 pub const fn keys(first: i32, last: i32, step: i32) -> Keys {
     Keys { first, last, step }
@@ -133,7 +137,16 @@ impl CommandSpec {
         exec: Exec,
         acl: &'static [&'static str],
     ) -> Self {
-        CommandSpec { name, arity, flags, keys, exec, acl, getkeys: None, subcommands: &[] }
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            exec,
+            acl,
+            getkeys: None,
+            subcommands: &[],
+        }
     }
     pub const fn parent(
         name: &'static str,
@@ -142,7 +155,16 @@ impl CommandSpec {
         acl: &'static [&'static str],
         subcommands: &'static [CommandSpec],
     ) -> Self {
-        CommandSpec { name, arity, flags, keys: NO_KEYS, exec: Exec::Parent, acl, getkeys: None, subcommands }
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys: NO_KEYS,
+            exec: Exec::Parent,
+            acl,
+            getkeys: None,
+            subcommands,
+        }
     }
     pub const fn with_getkeys(mut self, f: GetKeys) -> Self {
         self.getkeys = Some(f);
@@ -171,7 +193,11 @@ impl CommandSpec {
             return;
         }
         let argc = args.len() as i32;
-        let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+        let last = if last < 0 {
+            argc + last
+        } else {
+            last.min(argc - 1)
+        };
         let mut i = first;
         while i <= last {
             out.push(i as usize);
@@ -208,7 +234,11 @@ pub fn families() -> [&'static [CommandSpec]; 4] {
 pub fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| {
-        let mut r = Registry { specs: Vec::new(), top: HashMap::new(), sub: HashMap::new() };
+        let mut r = Registry {
+            specs: Vec::new(),
+            top: HashMap::new(),
+            sub: HashMap::new(),
+        };
         for fam in families() {
             for spec in fam {
                 let id = r.specs.len();
@@ -217,7 +247,8 @@ pub fn registry() -> &'static Registry {
                 assert!(dup.is_none(), "duplicate command {}", spec.name);
                 for s in spec.subcommands {
                     let sid = r.specs.len();
-                    r.specs.push((format!("{}|{}", spec.name, s.name), s, Some(spec)));
+                    r.specs
+                        .push((format!("{}|{}", spec.name, s.name), s, Some(spec)));
                     r.sub.insert((id, s.name.to_string()), sid);
                 }
             }
@@ -266,7 +297,10 @@ impl Registry {
             if !sspec.arity_ok(args.len()) {
                 return Err(CmdError::WrongArity(self.specs[sid].0.clone()));
             }
-            return Ok(Resolved { id: sid, spec: sspec });
+            return Ok(Resolved {
+                id: sid,
+                spec: sspec,
+            });
         }
         if !spec.arity_ok(args.len()) {
             return Err(CmdError::WrongArity(spec.name.to_string()));
@@ -315,10 +349,17 @@ pub enum Target {
 }
 
 /// Computes the target shard(s) of a command's keys.
-pub fn target(spec: &CommandSpec, args: Args<'_>, nshards: usize, scratch: &mut Vec<usize>) -> Target {
+pub fn target(
+    spec: &CommandSpec,
+    args: Args<'_>,
+    nshards: usize,
+    scratch: &mut Vec<usize>,
+) -> Target {
     spec.key_positions(args, scratch);
     let mut it = scratch.iter();
-    let Some(&first) = it.next() else { return Target::NoKeys };
+    let Some(&first) = it.next() else {
+        return Target::NoKeys;
+    };
     let s = shard_of(args.get(first), nshards);
     for &p in it {
         if shard_of(args.get(p), nshards) != s {
