@@ -5,8 +5,10 @@
 //! to each (so CONFIG SET, SELECT, CLIENT SETNAME, ... never leak between
 //! scripts), starting with FLUSHALL. All mismatches of a script are
 //! collected and reported together (file:line, command, both replies
-//! escaped); a transport failure (timeout, closed connection) ends the
-//! script, since the two streams can no longer be lined up.
+//! escaped); a transport failure (timeout, closed connection) or a stray
+//! reply (bytes left over after a line's replies, or arriving by the end of
+//! the script) ends the script, since the two streams can no longer be
+//! lined up.
 //!
 //! # Script format
 //!
@@ -25,6 +27,7 @@
 //! | `@type CMD ...` | compare only the reply's RESP type byte (e.g. TTL of a fresh key) |
 //! | `@sorted CMD ...` | the reply is an array/set/map: compare after sorting its elements (map: its key-value pairs) |
 //! | `@noreply CMD ...` | send; both must stay silent (CLIENT REPLY OFF/SKIP) |
+//! | `@replies N CMD ...` | the command answers with N replies (SUBSCRIBE a b, UNSUBSCRIBE with several channels): read and compare all N |
 //! | `@scanall CMD [KEY] ARGS...` | iterate `SCAN 0 ARGS` (or `SSCAN/HSCAN/ZSCAN KEY 0 ARGS`) to cursor 0 on both (at most 100000 calls) and compare the sorted, de-duplicated union of the elements (pairs for HSCAN/ZSCAN) |
 //!
 //! Run against Redis on both sides to validate the scripts themselves:
@@ -61,6 +64,10 @@ const SCAN_CALLS_MAX: usize = 100_000;
 const SCRIPT_LINES_MAX: usize = 20_000;
 /// How long a `@noreply` line listens for an unwanted reply.
 const NOREPLY_WAIT: Duration = Duration::from_millis(30);
+/// Largest N of `@replies N`.
+const REPLIES_MAX: usize = 1000;
+/// How long the end of a script waits for replies nobody asked for.
+const STRAY_WAIT: Duration = Duration::from_millis(50);
 /// Bytes of each reply shown in a mismatch report.
 const SHOW_BYTES_MAX: usize = 600;
 
@@ -111,6 +118,7 @@ enum Step {
     TypeOnly(Vec<Vec<u8>>),
     Sorted(Vec<Vec<u8>>),
     NoReply(Vec<Vec<u8>>),
+    Replies(usize, Vec<Vec<u8>>),
     ScanAll(Vec<Vec<u8>>),
     Hello(u8),
     Flush,
@@ -155,6 +163,14 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
             Some("type") => Step::TypeOnly(args(rest)?),
             Some("sorted") => Step::Sorted(args(rest)?),
             Some("noreply") => Step::NoReply(args(rest)?),
+            Some("replies") => {
+                let (n, cmd) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                let n: usize = n.parse().map_err(|_| fail("@replies wants N CMD".into()))?;
+                if !(1..=REPLIES_MAX).contains(&n) {
+                    return Err(fail(format!("@replies N must be in 1..={REPLIES_MAX}")));
+                }
+                Step::Replies(n, args(cmd.trim())?)
+            }
             Some("scanall") => {
                 let a = args(rest)?;
                 let cmd = String::from_utf8_lossy(&a[0]).to_ascii_uppercase();
@@ -293,16 +309,38 @@ impl Side {
     }
 
     fn call(&mut self, args: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+        self.call_n(args, 1)
+    }
+
+    /// Sends one command and reads `n` replies (concatenated).
+    fn call_n(&mut self, args: &[Vec<u8>], n: usize) -> Result<Vec<u8>, String> {
         let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
         self.conn
             .try_send(&encode_command(&refs))
             .map_err(|e| format!("{} send: {e}", self.name))?;
-        let reply = self
-            .conn
-            .try_read_reply()
-            .map_err(|e| format!("{} read: {e}", self.name))?;
-        self.last.clone_from(&reply);
-        Ok(reply)
+        let mut replies = Vec::new();
+        for _ in 0..n {
+            let reply = self
+                .conn
+                .try_read_reply()
+                .map_err(|e| format!("{} read: {e}", self.name))?;
+            replies.extend_from_slice(&reply);
+        }
+        self.last.clone_from(&replies);
+        Ok(replies)
+    }
+
+    /// Fails if bytes beyond the replies read so far have arrived (waiting
+    /// up to `wait` for them).
+    fn check_no_stray(&mut self, wait: Duration) -> Result<(), String> {
+        match self.conn.poll_bytes(wait) {
+            None => Ok(()),
+            Some(bytes) => Err(format!(
+                "{} sent more replies than expected: {}",
+                self.name,
+                escape(&bytes, SHOW_BYTES_MAX)
+            )),
+        }
     }
 }
 
@@ -342,7 +380,14 @@ fn run_script(name: &str) {
         let show = std::env::var("DIFF_SHOW").is_ok_and(|v| v == "1");
         for line in &script {
             steps_run += 1;
-            let outcome = run_step(&line.step, &mut tessera, &mut redis);
+            let outcome = run_step(&line.step, &mut tessera, &mut redis).and_then(|ok| {
+                // Bytes already buffered past this line's replies mean a
+                // server answered more than once; every later line would
+                // be misaligned.
+                tessera.check_no_stray(Duration::ZERO)?;
+                redis.check_no_stray(Duration::ZERO)?;
+                Ok(ok)
+            });
             if show {
                 println!("{name}.txt:{}: {}\n    -> {}", line.number, line.text, redis.last_shown());
             }
@@ -361,6 +406,16 @@ fn run_script(name: &str) {
                     });
                     break 'run Some(format!("{name}.txt:{}: {transport}", line.number));
                 }
+            }
+        }
+        for side in [&mut tessera, &mut redis] {
+            if let Err(stray) = side.check_no_stray(STRAY_WAIT) {
+                mismatches.push(Mismatch {
+                    line: script.last().map_or(0, |l| l.number),
+                    text: "(end of script)".into(),
+                    detail: stray.clone(),
+                });
+                break 'run Some(stray);
             }
         }
         None
@@ -392,6 +447,10 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
     match step {
         Step::Compare(args) => {
             let (a, b) = (t.call(args)?, r.call(args)?);
+            Ok(differ(&a, &b))
+        }
+        Step::Replies(n, args) => {
+            let (a, b) = (t.call_n(args, *n)?, r.call_n(args, *n)?);
             Ok(differ(&a, &b))
         }
         Step::Ignore(args) => {

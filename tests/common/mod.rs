@@ -538,18 +538,26 @@ impl RawConn {
         }
     }
 
-    /// Waits up to `wait` for data; returns everything buffered if any
-    /// arrived (and leaves it buffered), None if the line stayed silent.
+    /// Waits up to `wait` (zero: not at all) for data; returns everything
+    /// buffered if any arrived (and leaves it buffered), None if the line
+    /// stayed silent.
     pub fn poll_bytes(&mut self, wait: Duration) -> Option<Vec<u8>> {
         if !self.buf.is_empty() {
             return Some(self.buf.clone());
         }
-        let old = self.stream.read_timeout().ok().flatten();
-        self.stream
-            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-            .expect("read timeout");
-        let got = self.fill();
-        self.stream.set_read_timeout(old).expect("read timeout");
+        let got = if wait.is_zero() {
+            // Only what the kernel already holds: no waiting at all.
+            self.stream.set_nonblocking(true).expect("nonblocking");
+            let got = self.fill();
+            self.stream.set_nonblocking(false).expect("blocking");
+            got
+        } else {
+            let old = self.stream.read_timeout().ok().flatten();
+            self.stream.set_read_timeout(Some(wait)).expect("read timeout");
+            let got = self.fill();
+            self.stream.set_read_timeout(old).expect("read timeout");
+            got
+        };
         match got {
             Ok(n) if n > 0 => Some(self.buf.clone()),
             _ => None,
