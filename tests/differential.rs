@@ -72,7 +72,9 @@ const STRAY_WAIT: Duration = Duration::from_millis(50);
 const SHOW_BYTES_MAX: usize = 600;
 
 fn diff_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("diff")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("diff")
 }
 
 #[test]
@@ -102,9 +104,19 @@ fn split_args_matches_redis_cli() {
     ];
     for (line, want) in ok {
         let got = split_args(line).unwrap_or_else(|e| panic!("{line}: {e}"));
-        assert_eq!(got, want.iter().map(|a| a.to_vec()).collect::<Vec<_>>(), "{line}");
+        assert_eq!(
+            got,
+            want.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
+            "{line}"
+        );
     }
-    for bad in [r#"SET a"b c"#, r#"SET "a"b"#, r#"SET "a"#, "SET 'a", "SET 'a'b"] {
+    for bad in [
+        r#"SET a"b c"#,
+        r#"SET "a"b"#,
+        r#"SET "a"#,
+        "SET 'a",
+        "SET 'a'b",
+    ] {
         assert!(split_args(bad).is_err(), "{bad} should not split");
     }
 }
@@ -176,7 +188,9 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
                 let cmd = String::from_utf8_lossy(&a[0]).to_ascii_uppercase();
                 let keyed = matches!(cmd.as_str(), "SSCAN" | "HSCAN" | "ZSCAN");
                 if (!keyed && cmd != "SCAN") || (keyed && a.len() < 2) {
-                    return Err(fail("@scanall wants SCAN ... or SSCAN/HSCAN/ZSCAN KEY ...".into()));
+                    return Err(fail(
+                        "@scanall wants SCAN ... or SSCAN/HSCAN/ZSCAN KEY ...".into(),
+                    ));
                 }
                 Step::ScanAll(a)
             }
@@ -360,8 +374,8 @@ fn run_script(name: &str) {
         return;
     }
     let path = diff_dir().join(format!("{name}.txt"));
-    let source = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let source =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let script = parse_script(name, &source).unwrap_or_else(|e| panic!("{e}"));
 
     let mut tessera = Side::start("tessera", Flavor::Tessera);
@@ -373,7 +387,13 @@ fn run_script(name: &str) {
         for side in [&mut tessera, &mut redis] {
             match side.call(&flush) {
                 Ok(r) if r == b"+OK\r\n" => {}
-                Ok(r) => break 'run Some(format!("{}: FLUSHALL replied {}", side.name, escape(&r, 200))),
+                Ok(r) => {
+                    break 'run Some(format!(
+                        "{}: FLUSHALL replied {}",
+                        side.name,
+                        escape(&r, 200)
+                    ))
+                }
                 Err(e) => break 'run Some(e),
             }
         }
@@ -389,7 +409,12 @@ fn run_script(name: &str) {
                 Ok(ok)
             });
             if show {
-                println!("{name}.txt:{}: {}\n    -> {}", line.number, line.text, redis.last_shown());
+                println!(
+                    "{name}.txt:{}: {}\n    -> {}",
+                    line.number,
+                    line.text,
+                    redis.last_shown()
+                );
             }
             match outcome {
                 Ok(None) => {}
@@ -433,7 +458,14 @@ fn run_script(name: &str) {
         redis.server.addr()
     );
     for m in &mismatches {
-        let _ = writeln!(report, "\n{}:{}: {}\n{}", path.display(), m.line, m.text, m.detail);
+        let _ = writeln!(
+            report,
+            "\n{}:{}: {}\n{}",
+            path.display(),
+            m.line,
+            m.text,
+            m.detail
+        );
     }
     if let Some(why) = aborted {
         let _ = writeln!(report, "\nABORTED after a transport failure: {why}");
@@ -504,7 +536,10 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
             let (a, b) = (t.call(&args)?, r.call(&args)?);
             let is_error = |x: &[u8]| matches!(x.first(), Some(b'-') | Some(b'!'));
             if is_error(&a) || is_error(&b) {
-                return Ok(Some(format!("HELLO {version} failed\n{}", show_pair(&a, &b))));
+                return Ok(Some(format!(
+                    "HELLO {version} failed\n{}",
+                    show_pair(&a, &b)
+                )));
             }
             Ok(None)
         }
@@ -590,5 +625,8 @@ fn scan_all(side: &mut Side, args: &[Vec<u8>]) -> Result<Vec<u8>, String> {
         }
         call[cursor_at] = cursor;
     }
-    Err(format!("{}: SCAN did not finish within {SCAN_CALLS_MAX} calls", side.name))
+    Err(format!(
+        "{}: SCAN did not finish within {SCAN_CALLS_MAX} calls",
+        side.name
+    ))
 }

@@ -132,7 +132,9 @@ impl Server {
                 }
             }
         }
-        panic!("{flavor:?} server: no free port after {SPAWN_ATTEMPTS_MAX} attempts ({last_failure})");
+        panic!(
+            "{flavor:?} server: no free port after {SPAWN_ATTEMPTS_MAX} attempts ({last_failure})"
+        );
     }
 
     fn binary(&self) -> PathBuf {
@@ -151,7 +153,9 @@ impl Server {
         // A real redis-server standing in for Tessera (TESSERA_TEST_BIN) gets
         // persistence off too, or every FLUSHALL writes an RDB file.
         if self.flavor == Flavor::Redis || testing_real_redis() {
-            cmd.extend(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"].map(String::from));
+            cmd.extend(
+                ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"].map(String::from),
+            );
         }
         cmd.extend(args.iter().map(|a| a.to_string()));
         cmd
@@ -161,7 +165,9 @@ impl Server {
         let argv = self.command_line(args);
         let log = File::create(&self.log_path)
             .map_err(|e| SpawnError::Fatal(format!("create {}: {e}", self.log_path.display())))?;
-        let log_err = log.try_clone().map_err(|e| SpawnError::Fatal(e.to_string()))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| SpawnError::Fatal(e.to_string()))?;
         let child = Command::new(&argv[0])
             .args(&argv[1..])
             .current_dir(&self.dir)
@@ -179,7 +185,9 @@ impl Server {
                 if log.contains("in use") {
                     return Err(SpawnError::PortTaken);
                 }
-                return Err(SpawnError::Fatal(format!("exited during startup with {status}")));
+                return Err(SpawnError::Fatal(format!(
+                    "exited during startup with {status}"
+                )));
             }
             if ping_once(self.port) {
                 // Someone else may own the port (our bind lost the race):
@@ -200,7 +208,9 @@ impl Server {
     }
 
     fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     fn kill(&mut self) {
@@ -331,8 +341,10 @@ fn bounded_connection(client: &redis::Client) -> redis::Connection {
     let conn = client
         .get_connection_with_timeout(READ_TIMEOUT)
         .expect("connect with the redis crate");
-    conn.set_read_timeout(Some(READ_TIMEOUT)).expect("set read timeout");
-    conn.set_write_timeout(Some(READ_TIMEOUT)).expect("set write timeout");
+    conn.set_read_timeout(Some(READ_TIMEOUT))
+        .expect("set read timeout");
+    conn.set_write_timeout(Some(READ_TIMEOUT))
+        .expect("set write timeout");
     conn
 }
 
@@ -391,8 +403,12 @@ impl RawConn {
     pub fn connect(addr: &str) -> RawConn {
         let addr = addr.parse().expect("socket address");
         let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT).expect("raw connect");
-        stream.set_read_timeout(Some(READ_TIMEOUT)).expect("read timeout");
-        stream.set_write_timeout(Some(READ_TIMEOUT)).expect("write timeout");
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("read timeout");
+        stream
+            .set_write_timeout(Some(READ_TIMEOUT))
+            .expect("write timeout");
         stream.set_nodelay(true).expect("nodelay");
         RawConn {
             stream,
@@ -406,7 +422,9 @@ impl RawConn {
     pub fn set_reply_timeout(&mut self, timeout: Duration) {
         self.reply_timeout = timeout;
         let per_read = timeout.min(READ_TIMEOUT).max(Duration::from_millis(1));
-        self.stream.set_read_timeout(Some(per_read)).expect("read timeout");
+        self.stream
+            .set_read_timeout(Some(per_read))
+            .expect("read timeout");
     }
 
     /// The underlying stream (for shutdown, peer address, ...).
@@ -463,7 +481,16 @@ impl RawConn {
                     ),
                 ));
             }
-            if self.fill()? == 0 {
+            let got = self.fill().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e} (no complete reply); buffered: {}",
+                        escape(&self.buf, 200)
+                    ),
+                )
+            })?;
+            if got == 0 {
                 return Err(io::Error::new(
                     ErrorKind::UnexpectedEof,
                     format!("connection closed; buffered: {}", escape(&self.buf, 200)),
@@ -553,7 +580,9 @@ impl RawConn {
             got
         } else {
             let old = self.stream.read_timeout().ok().flatten();
-            self.stream.set_read_timeout(Some(wait)).expect("read timeout");
+            self.stream
+                .set_read_timeout(Some(wait))
+                .expect("read timeout");
             let got = self.fill();
             self.stream.set_read_timeout(old).expect("read timeout");
             got
@@ -670,7 +699,11 @@ fn parse_one(buf: &[u8], pos: usize, depth: usize) -> Result<Option<usize>, Stri
                 }
                 return Err(format!("bad count {count} for {}", kind as char));
             }
-            let elements = if kind == b'%' || kind == b'|' { count * 2 } else { count };
+            let elements = if kind == b'%' || kind == b'|' {
+                count * 2
+            } else {
+                count
+            };
             let mut at = after;
             for _ in 0..elements {
                 match parse_one(buf, at, depth + 1)? {
@@ -690,7 +723,9 @@ fn parse_one(buf: &[u8], pos: usize, depth: usize) -> Result<Option<usize>, Stri
 
 fn parse_len(line: &[u8]) -> Result<i64, String> {
     let s = std::str::from_utf8(line).map_err(|_| format!("bad length {}", escape(line, 40)))?;
-    let n: i64 = s.parse().map_err(|_| format!("bad length {}", escape(line, 40)))?;
+    let n: i64 = s
+        .parse()
+        .map_err(|_| format!("bad length {}", escape(line, 40)))?;
     if n > REPLY_MAX_BYTES as i64 {
         return Err(format!("length {n} above REPLY_MAX_BYTES"));
     }
@@ -815,9 +850,19 @@ mod tests {
         for reply in complete {
             let mut buf = reply.to_vec();
             buf.extend_from_slice(b"+NEXT\r\n");
-            assert_eq!(reply_len(&buf), Ok(Some(reply.len())), "{}", escape(reply, 100));
+            assert_eq!(
+                reply_len(&buf),
+                Ok(Some(reply.len())),
+                "{}",
+                escape(reply, 100)
+            );
             for cut in 0..reply.len() {
-                assert_eq!(reply_len(&reply[..cut]), Ok(None), "{} cut {cut}", escape(reply, 100));
+                assert_eq!(
+                    reply_len(&reply[..cut]),
+                    Ok(None),
+                    "{} cut {cut}",
+                    escape(reply, 100)
+                );
             }
         }
         assert!(reply_len(b"?x\r\n").is_err());
