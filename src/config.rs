@@ -33,12 +33,12 @@
 //!
 //! # Why it is built this way
 //!
-//! Rejected: a hand-written `match` per entry point (file, argv, GET, SET). Four copies drift
-//! apart in names, bounds and formats; Redis had exactly that (separate code in the file loader,
-//! `CONFIG SET` and `CONFIG GET`) until 6.0 replaced it with the table. Rejected too: a derive
-//! macro or serde: no dependencies here, and the redis.conf grammar (quoting, `\xHH`, units,
-//! `yes`/`no`) is Redis's own anyway. Typed fields in [`Config`] (rather than a string map) keep the hot path
-//! free of parsing: the server reads `cfg.hz`, never `get("hz")`.
+//! Rejected: a hand-written `match` per entry point (file, argv, GET, SET). Four copies drift apart
+//! in names, bounds and formats; Redis had exactly that (separate code in the file loader, `CONFIG
+//! SET` and `CONFIG GET`) until 6.0 replaced it with the table. Rejected too: a derive macro or
+//! serde: no dependencies here, and the redis.conf grammar (quoting, `\xHH`, units, `yes`/`no`) is
+//! Redis's own anyway. Typed fields in [`Config`] (rather than a string map) keep the hot path free
+//! of parsing: the server reads `cfg.hz`, never `get("hz")`.
 //!
 //! The parsing helpers are ports of Redis's own (`sdssplitargs`, `sdscatrepr`, `string2ll`,
 //! `memtoull`, `strtoll(…, 8)`, `stringmatchlen`), because "accepts the same input" is the
