@@ -1,1 +1,35 @@
-fn main() {}
+//! `tessera [path/to/tessera.conf] [--directive value ...]`: reads the
+//! configuration like `redis-server` and runs the server.
+
+mod log;
+mod server;
+
+use config::{parse_cli, CliAction};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match parse_cli(&args) {
+        Ok(CliAction::Run(cfg)) => cfg,
+        Ok(CliAction::Help(text)) => {
+            println!("{text}");
+            return;
+        }
+        Ok(CliAction::Version(text)) => {
+            println!("{text}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = log::init(cfg.loglevel, cfg.logfile.as_deref()) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    if let Err(e) = server::run(cfg) {
+        log::warning(format_args!("{e}"));
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}

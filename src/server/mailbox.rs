@@ -1,0 +1,192 @@
+//! Mailboxes: how threads pass work and replies to each other.
+//!
+//! Every ordered pair of threads (i → j) has its own single-producer,
+//! single-consumer ring (`rtrb`), so pushing and popping are wait-free and
+//! need no lock. Each thread has one `mio::Waker` (an eventfd registered in
+//! its epoll set) and a `parked` flag it raises just before sleeping.
+//!
+//! Batching: during one loop iteration a thread pushes every message it has
+//! for a destination and remembers the destination as dirty; at the end of
+//! the iteration it wakes each dirty destination once, and only if that
+//! destination is parked. A busy thread is never woken (it drains its rings
+//! every iteration anyway), so the cost of a hop is a ring push and pop,
+//! plus at most one eventfd write per destination per iteration.
+//!
+//! Lost wake-ups are impossible: the consumer stores `parked = true`, issues
+//! a SeqCst fence, then checks its rings; the producer pushes, issues a
+//! SeqCst fence, then reads `parked`. At least one of them sees the other.
+//!
+//! Bounds: rings hold `RING_CAPACITY` messages; a full ring spills into a
+//! per-destination overflow queue that is retried first on every iteration
+//! (keeping FIFO order), and a thread with spilled messages polls with a
+//! short timeout instead of sleeping. Each message belongs to a connection
+//! whose pipeline is itself bounded, so the overflow is bounded too.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+
+use commands::coord::{JobFn, JobOut};
+use commands::exec::ShardCall;
+use commands::table::ShardHandler;
+use commands::Resolved;
+use resp::OwnedArgs;
+
+pub const RING_CAPACITY: usize = 4096;
+
+/// Names a connection on its home thread; `gen` guards against the slot
+/// having been reused by a newer connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnRef {
+    pub thread: u16,
+    pub slot: u32,
+    pub gen: u32,
+}
+
+pub enum Msg {
+    /// Run a shard handler and send the reply bytes back.
+    Exec {
+        conn: ConnRef,
+        seq: u64,
+        resolved: Resolved,
+        handler: ShardHandler,
+        call: ShardCall,
+        resp3: bool,
+        args: OwnedArgs,
+    },
+    /// Run a coordinator job and send its output back.
+    Job { conn: ConnRef, idx: u32, job: JobFn },
+    ExecDone {
+        conn: ConnRef,
+        seq: u64,
+        reply: Vec<u8>,
+    },
+    JobDone {
+        conn: ConnRef,
+        idx: u32,
+        out: JobOut,
+    },
+    /// A unix-socket connection accepted by another thread.
+    Adopt(mio::net::UnixStream),
+}
+
+/// The wake-up side of one thread, shared by all threads.
+pub struct Doorbell {
+    pub waker: mio::Waker,
+    pub parked: AtomicBool,
+}
+
+impl Doorbell {
+    /// Wakes the thread if it is (about to be) asleep.
+    pub fn ring_if_parked(&self) {
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) {
+            // A failed eventfd write means the counter is saturated, i.e.
+            // the thread is awake already.
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// One thread's ends of the ring matrix.
+pub struct Mailbox {
+    pub me: usize,
+    out: Vec<Option<rtrb::Producer<Msg>>>,
+    inb: Vec<Option<rtrb::Consumer<Msg>>>,
+    overflow: Vec<VecDeque<Msg>>,
+    dirty: Vec<bool>,
+    bells: Arc<Vec<Doorbell>>,
+}
+
+/// Builds the n × n ring matrix: one mailbox per thread.
+pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
+    let n = bells.len();
+    let mut outs: Vec<Vec<Option<rtrb::Producer<Msg>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut inbs: Vec<Vec<Option<rtrb::Consumer<Msg>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for (i, out_i) in outs.iter_mut().enumerate() {
+        for (j, slot) in out_i.iter_mut().enumerate() {
+            if i != j {
+                let (p, c) = rtrb::RingBuffer::new(RING_CAPACITY);
+                *slot = Some(p);
+                inbs[j][i] = Some(c);
+            }
+        }
+    }
+    outs.into_iter()
+        .zip(inbs)
+        .enumerate()
+        .map(|(me, (out, inb))| Mailbox {
+            me,
+            out,
+            inb,
+            overflow: (0..n).map(|_| VecDeque::new()).collect(),
+            dirty: vec![false; n],
+            bells: bells.clone(),
+        })
+        .collect()
+}
+
+impl Mailbox {
+    /// Queues `msg` for thread `to` (never itself).
+    pub fn send(&mut self, to: usize, msg: Msg) {
+        debug_assert_ne!(to, self.me);
+        self.dirty[to] = true;
+        if !self.overflow[to].is_empty() {
+            self.overflow[to].push_back(msg);
+            return;
+        }
+        if let Some(p) = self.out[to].as_mut() {
+            if let Err(rtrb::PushError::Full(m)) = p.push(msg) {
+                self.overflow[to].push_back(m);
+            }
+        }
+    }
+
+    /// Retries spilled messages, then rings the doorbell of every thread
+    /// that got messages this iteration. Returns true if messages are still
+    /// spilled (the caller must not sleep long).
+    pub fn flush(&mut self) -> bool {
+        let mut spilled = false;
+        for to in 0..self.dirty.len() {
+            let q = &mut self.overflow[to];
+            if let (false, Some(p)) = (q.is_empty(), self.out[to].as_mut()) {
+                while let Some(m) = q.pop_front() {
+                    if let Err(rtrb::PushError::Full(m)) = p.push(m) {
+                        q.push_front(m);
+                        break;
+                    }
+                }
+                spilled |= !q.is_empty();
+                self.dirty[to] = true;
+            }
+            if self.dirty[to] {
+                self.dirty[to] = false;
+                self.bells[to].ring_if_parked();
+            }
+        }
+        spilled
+    }
+
+    /// Pops one inbound message, visiting senders round-robin from `start`.
+    pub fn recv_from(&mut self, from: usize) -> Option<Msg> {
+        self.inb[from].as_mut().and_then(|c| c.pop().ok())
+    }
+
+    pub fn threads(&self) -> usize {
+        self.inb.len()
+    }
+
+    /// Raises this thread's parked flag and reports whether any inbound ring
+    /// holds messages (then the thread must not sleep).
+    pub fn park(&self) -> bool {
+        self.bells[self.me].parked.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.inb.iter().flatten().any(|c| !c.is_empty())
+    }
+
+    pub fn unpark(&self) {
+        self.bells[self.me].parked.store(false, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,230 @@
+//! Process wiring: listeners, one worker thread per shard, the mailbox
+//! matrix, signals and shutdown.
+//!
+//! Every worker has its own TCP listener on each bind address
+//! (SO_REUSEPORT), so the kernel spreads new connections over threads with
+//! no accept lock. A unix socket cannot be shared that way: thread 0
+//! accepts on it and hands connections out round-robin through the
+//! mailboxes.
+
+mod conn;
+mod mailbox;
+mod worker;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use commands::ServerShared;
+use config::Config;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Poll, Token, Waker};
+
+use crate::log;
+use mailbox::Doorbell;
+
+const WAKER_TOKEN: Token = Token(usize::MAX);
+
+/// Resolves a `bind` entry (`127.0.0.1`, `::1`, `*`, `-::1`) to an address.
+/// The `-` prefix marks an address whose absence is not an error.
+fn bind_addr(entry: &str, port: u16) -> Result<(SocketAddr, bool), String> {
+    let (optional, host) = match entry.strip_prefix('-') {
+        Some(h) => (true, h),
+        None => (false, entry),
+    };
+    let host = match host {
+        "*" => "0.0.0.0",
+        "::*" => "::",
+        h => h,
+    };
+    let addr = (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.next())
+        .ok_or_else(|| format!("Invalid bind address '{entry}'"))?;
+    Ok((addr, optional))
+}
+
+fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.set_reuse_address(true)?;
+    if reuseport {
+        s.set_reuse_port(true)?;
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(511)?;
+    Ok(s.into())
+}
+
+/// Binds `addr` once per thread. A first bind without SO_REUSEPORT proves
+/// nobody else listens there (SO_REUSEPORT would let another process share
+/// the port silently).
+fn bind_all(addr: SocketAddr, n: usize) -> std::io::Result<Vec<TcpListener>> {
+    drop(listener(addr, false)?);
+    (0..n)
+        .map(|_| listener(addr, true).map(TcpListener::from_std))
+        .collect()
+}
+
+fn bind_unix(cfg: &Config) -> Result<Option<UnixListener>, String> {
+    let Some(path) = cfg.unixsocket.as_ref() else {
+        return Ok(None);
+    };
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path)
+        .map_err(|e| format!("Failed opening Unix socket: {e} (path {})", path.display()))?;
+    if cfg.unixsocketperm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(cfg.unixsocketperm))
+            .map_err(|e| format!("Failed setting permissions on Unix socket: {e}"))?;
+    }
+    Ok(Some(l))
+}
+
+/// Runs the server until SHUTDOWN or a signal. `Err` is a start-up failure
+/// to report before exiting with status 1.
+pub fn run(cfg: Config) -> Result<(), String> {
+    let n = match cfg.shards {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let mut tcp: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    if cfg.port != 0 {
+        for entry in &cfg.bind {
+            let (addr, optional) = bind_addr(entry, cfg.port)?;
+            match bind_all(addr, n) {
+                Ok(ls) => {
+                    for (t, l) in ls.into_iter().enumerate() {
+                        tcp[t].push(l);
+                    }
+                }
+                Err(e) if optional => {
+                    log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
+                }
+                Err(e) => {
+                    log::warning(format_args!(
+                        "Warning: Could not create server TCP listening socket {}: bind: {}",
+                        addr, e
+                    ));
+                    return Err(format!(
+                        "Failed listening on port {} (tcp), aborting.",
+                        cfg.port
+                    ));
+                }
+            }
+        }
+        if tcp[0].is_empty() {
+            return Err(format!(
+                "Failed listening on port {} (tcp), aborting.",
+                cfg.port
+            ));
+        }
+    }
+    let unix = bind_unix(&cfg)?;
+    if tcp[0].is_empty() && unix.is_none() {
+        return Err("Configured to not listen anywhere, exiting.".into());
+    }
+
+    let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    server
+        .tcp_port
+        .store(u64::from(cfg.port), std::sync::atomic::Ordering::Relaxed);
+    let mut polls = Vec::with_capacity(n);
+    let mut bells = Vec::with_capacity(n);
+    for _ in 0..n {
+        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+        let waker =
+            Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| format!("eventfd: {e}"))?;
+        bells.push(Doorbell {
+            waker,
+            parked: std::sync::atomic::AtomicBool::new(false),
+        });
+        polls.push(poll);
+    }
+    let bells = Arc::new(bells);
+    let all = bells.clone();
+    let _ = server.wake_all.set(Box::new(move || {
+        for b in all.iter() {
+            let _ = b.waker.wake();
+        }
+    }));
+
+    {
+        let server = server.clone();
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+        ])
+        .map_err(|e| format!("signals: {e}"))?;
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    let name = if sig == signal_hook::consts::SIGINT {
+                        "SIGINT"
+                    } else {
+                        "SIGTERM"
+                    };
+                    log::warning(format_args!("Received {name} scheduling shutdown..."));
+                    server.request_shutdown();
+                }
+            })
+            .map_err(|e| format!("spawn: {e}"))?;
+    }
+
+    log::notice(format_args!(
+        "Tessera {} (Redis 7.0.15 compatible) starting: port={} shards={} pid={}",
+        config::VERSION,
+        cfg.port,
+        n,
+        std::process::id()
+    ));
+    let mut unix = unix;
+    let mut handles = Vec::with_capacity(n);
+    for (id, ((poll, mailbox), tcp)) in polls
+        .into_iter()
+        .zip(mailbox::matrix(bells))
+        .zip(tcp)
+        .enumerate()
+    {
+        let server = server.clone();
+        let unix = if id == 0 { unix.take() } else { None };
+        // Built on its own thread: a worker holds connection state that
+        // never crosses threads.
+        let h = std::thread::Builder::new()
+            .name(format!("shard-{id}"))
+            .spawn(move || {
+                match worker::Worker::new(id, poll, mailbox, server.clone(), tcp, unix) {
+                    Ok(w) => w.run(),
+                    Err(e) => {
+                        log::warning(format_args!("worker {id}: {e}"));
+                        server.request_shutdown();
+                    }
+                }
+            })
+            .map_err(|e| format!("spawn: {e}"))?;
+        handles.push(h);
+    }
+    if cfg.port != 0 {
+        log::notice(format_args!("Ready to accept connections tcp"));
+    }
+    if let Some(p) = &cfg.unixsocket {
+        log::notice(format_args!(
+            "Ready to accept connections unix ({})",
+            p.display()
+        ));
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(p) = &cfg.unixsocket {
+        log::notice(format_args!("Removing the unix socket file."));
+        let _ = std::fs::remove_file(p);
+    }
+    log::warning(format_args!("Tessera is now ready to exit, bye bye..."));
+    Ok(())
+}

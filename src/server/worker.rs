@@ -1,0 +1,952 @@
+//! The per-thread event loop. Request path: no locks, no allocation per
+//! request on the inline path beyond the reply bytes, logging only on
+//! connection events.
+//!
+//! One iteration:
+//! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
+//!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
+//! 2. accept on this thread's listeners; read every readable connection
+//!    and execute every complete request it holds: inline when the keys are
+//!    on this thread's shard, as a hop or a coordinator otherwise;
+//! 3. drain the inbound rings: run hops and jobs from other threads on this
+//!    shard, and collect replies for this thread's connections;
+//! 4. write every connection with new output (one `write` per connection
+//!    per iteration, however many replies it holds), then ring the doorbell
+//!    of each thread that got messages;
+//! 5. run the cron when due (active expiry, client timeouts, config).
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use commands::coord::{ClientIo, ClientRegistry, JobOut, Plan, ShardEnv};
+use commands::exec::{self, dispatch, run_shard, ShardCall, Step};
+use commands::{ClientState, ConnCtx, ReplyMode, ServerShared, ThreadStats};
+use engine::Shard;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token};
+use resp::{parse_request, Args, Limits, Parsed, Reply};
+
+use super::conn::{ActiveCoord, Conn, Stream, READ_CHUNK};
+use super::mailbox::{ConnRef, Mailbox, Msg};
+use crate::log;
+
+const WAKER: Token = Token(usize::MAX);
+const UNIX: Token = Token(usize::MAX - 1);
+const TCP_BASE: usize = usize::MAX - 64;
+
+/// Stop executing a connection's requests while this much output is
+/// unwritten (the client is not reading); resume once it drains.
+const OUT_SOFT_LIMIT: usize = 64 << 20;
+/// At most this many outstanding replies per connection.
+const MAX_PENDING: usize = 16 * 1024;
+/// Inbound messages handled per iteration before serving sockets again.
+const DRAIN_BUDGET: usize = 64 * 1024;
+
+/// Settings read from the shared config, refreshed when it changes.
+#[derive(Clone, Debug)]
+struct Cached {
+    max_bulk_len: u64,
+    qbuf_limit: usize,
+    timeout_s: u64,
+    hz: u32,
+    maxclients: usize,
+    databases: usize,
+    requirepass: bool,
+    protected_mode: bool,
+    tcp_keepalive_s: u64,
+}
+
+impl Cached {
+    fn read(server: &ServerShared) -> Self {
+        let c = server.config.read().unwrap_or_else(|e| e.into_inner());
+        Cached {
+            max_bulk_len: c.proto_max_bulk_len,
+            qbuf_limit: c.client_query_buffer_limit as usize,
+            timeout_s: c.timeout_s,
+            hz: c.hz.clamp(1, 500),
+            maxclients: c.maxclients as usize,
+            databases: c.databases,
+            requirepass: c.requirepass.as_ref().is_some_and(|p| !p.is_empty()),
+            protected_mode: c.protected_mode,
+            tcp_keepalive_s: c.tcp_keepalive_s,
+        }
+    }
+}
+
+/// Everything of a worker except its connections (so both can be borrowed
+/// at once).
+struct Core {
+    id: usize,
+    shard: Shard,
+    stats: ThreadStats,
+    mailbox: Mailbox,
+    server: Arc<ServerShared>,
+    cfg: Cached,
+    cfg_gen: u64,
+    scratch: Vec<usize>,
+    /// Jobs this thread's coordinators addressed to its own shard.
+    local: VecDeque<Msg>,
+}
+
+struct Conns {
+    slots: Vec<Option<Conn>>,
+    gens: Vec<u32>,
+    free: Vec<usize>,
+    /// Connections with output to write this iteration.
+    dirty: Vec<usize>,
+    /// Connections to execute again (a coordinator finished, output
+    /// drained, or a read was cut short).
+    resume: Vec<usize>,
+    /// Killed by CLIENT KILL: close at the end of the iteration.
+    killed: Vec<usize>,
+}
+
+impl Conns {
+    fn mark_dirty(&mut self, slot: usize) {
+        if let Some(c) = self.slots[slot].as_mut() {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(slot);
+            }
+        }
+    }
+}
+
+impl ClientRegistry for Conns {
+    fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo)) {
+        for c in self.slots.iter().flatten() {
+            let io = ClientIo {
+                qbuf: c.qbuf_len(),
+                qbuf_free: c.rbuf.len() - c.rbuf_end(),
+                obl: c.unwritten(),
+                oll: c.pending.len(),
+                omem: c.out.len() + c.pending.len() * 64,
+                tot_mem: c.rbuf.len() + c.out.len(),
+            };
+            f(&c.client, &io);
+        }
+    }
+    fn kill(&mut self, id: u64) -> bool {
+        let found = self
+            .slots
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id));
+        match found {
+            Some(slot) => {
+                if let Some(c) = self.slots[slot].as_mut() {
+                    c.closing = true;
+                }
+                self.killed.push(slot);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+pub struct Worker {
+    core: Core,
+    conns: Conns,
+    poll: Poll,
+    tcp: Vec<TcpListener>,
+    unix: Option<UnixListener>,
+    unix_rr: usize,
+    next_cron: Instant,
+}
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        poll: Poll,
+        mailbox: Mailbox,
+        server: Arc<ServerShared>,
+        tcp: Vec<TcpListener>,
+        unix: Option<UnixListener>,
+    ) -> io::Result<Self> {
+        let cfg = Cached::read(&server);
+        let mut w = Worker {
+            core: Core {
+                id,
+                shard: Shard::new(id, cfg.databases),
+                stats: ThreadStats::default(),
+                mailbox,
+                cfg_gen: server.config_gen.load(Ordering::Acquire),
+                server,
+                cfg,
+                scratch: Vec::new(),
+                local: VecDeque::new(),
+            },
+            conns: Conns {
+                slots: Vec::new(),
+                gens: Vec::new(),
+                free: Vec::new(),
+                dirty: Vec::new(),
+                resume: Vec::new(),
+                killed: Vec::new(),
+            },
+            poll,
+            tcp,
+            unix,
+            unix_rr: 0,
+            next_cron: Instant::now(),
+        };
+        for (i, l) in w.tcp.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TCP_BASE + i), Interest::READABLE)?;
+        }
+        if let Some(u) = w.unix.as_mut() {
+            w.poll.registry().register(u, UNIX, Interest::READABLE)?;
+        }
+        Ok(w)
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut spilled = false;
+        loop {
+            if self.core.server.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            let mut timeout = self.next_cron.saturating_duration_since(now);
+            if spilled {
+                timeout = timeout.min(Duration::from_millis(1));
+            }
+            if self.core.mailbox.park() {
+                timeout = Duration::ZERO;
+            }
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::warning(format_args!("epoll_wait failed: {e}"));
+                }
+            }
+            self.core.mailbox.unpark();
+            self.core.shard.tick();
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    UNIX => self.accept_unix(),
+                    Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
+                    Token(slot) => {
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read_conn(slot);
+                        }
+                        if ev.is_writable() {
+                            self.conns.mark_dirty(slot);
+                        }
+                    }
+                }
+            }
+            self.drain();
+            self.run_resumes();
+            self.flush_conns();
+            spilled = self.core.mailbox.flush();
+            if Instant::now() >= self.next_cron {
+                self.cron();
+            }
+        }
+        self.shutdown();
+    }
+
+    // ------------------------------------------------------------ accept
+
+    fn accept_tcp(&mut self, i: usize) {
+        loop {
+            let (stream, peer) = match self.tcp[i].accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warning(format_args!("Accepting client connection: {e}"));
+                    return;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            if self.core.cfg.tcp_keepalive_s > 0 {
+                let s = socket2::SockRef::from(&stream);
+                let ka = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(self.core.cfg.tcp_keepalive_s));
+                let _ = s.set_tcp_keepalive(&ka);
+            }
+            let local = stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let is_local = peer.ip().is_loopback();
+            self.add_conn(
+                Stream::Tcp(stream),
+                peer.to_string(),
+                local,
+                false,
+                is_local,
+            );
+        }
+    }
+
+    fn accept_unix(&mut self) {
+        loop {
+            let stream = match self.unix.as_ref().map(|u| u.accept()) {
+                Some(Ok((s, _))) => s,
+                Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                _ => return,
+            };
+            // Spread unix clients over threads round-robin (a unix socket
+            // cannot be shared with SO_REUSEPORT).
+            let n = self.core.mailbox.threads();
+            let to = self.unix_rr % n;
+            self.unix_rr = self.unix_rr.wrapping_add(1);
+            if to == self.core.id {
+                self.adopt_unix(stream);
+            } else {
+                self.core.mailbox.send(to, Msg::Adopt(stream));
+            }
+        }
+    }
+
+    fn adopt_unix(&mut self, stream: mio::net::UnixStream) {
+        let path = self
+            .core
+            .server
+            .config
+            .read()
+            .map(|c| {
+                c.unixsocket
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        self.add_conn(Stream::Unix(stream), format!("{path}:0"), path, true, true);
+    }
+
+    fn add_conn(
+        &mut self,
+        mut stream: Stream,
+        addr: String,
+        laddr: String,
+        unix: bool,
+        local: bool,
+    ) {
+        let server = &self.core.server;
+        server.total_connections.fetch_add(1, Ordering::Relaxed);
+        let connected = server.connected_clients.fetch_add(1, Ordering::AcqRel);
+        if connected >= self.core.cfg.maxclients {
+            let _ = stream.write(b"-ERR max number of clients reached\r\n");
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.core.cfg.protected_mode && !self.core.cfg.requirepass && !local {
+            let _ = stream.write(DENIED);
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let slot = match self.conns.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.slots.push(None);
+                self.conns.gens.push(0);
+                self.conns.slots.len() - 1
+            }
+        };
+        if let Err(e) = self.poll.registry().register(
+            stream.source(),
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            log::warning(format_args!(
+                "Error registering fd event for the new client: {e}"
+            ));
+            self.conns.free.push(slot);
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let fd = match &stream {
+            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+        };
+        let now = engine::now_ms();
+        let client = ClientState {
+            id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
+            authenticated: !self.core.cfg.requirepass,
+            addr,
+            laddr,
+            unix,
+            fd,
+            created_ms: now,
+            last_interaction_ms: now,
+            last_cmd: "NULL".into(),
+            ..Default::default()
+        };
+        log::verbose(format_args!("Accepted {}", client.addr));
+        self.conns.slots[slot] = Some(Conn::new(stream, self.conns.gens[slot], client));
+    }
+
+    fn close_conn(&mut self, slot: usize) {
+        if let Some(mut c) = self.conns.slots[slot].take() {
+            let _ = self.poll.registry().deregister(c.stream.source());
+            self.conns.gens[slot] = self.conns.gens[slot].wrapping_add(1);
+            self.conns.free.push(slot);
+            self.core
+                .server
+                .connected_clients
+                .fetch_sub(1, Ordering::AcqRel);
+            log::verbose(format_args!(
+                "Client closed connection id={} addr={}",
+                c.client.id, c.client.addr
+            ));
+        }
+    }
+
+    // ------------------------------------------------------------ read + execute
+
+    fn read_conn(&mut self, slot: usize) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let mut eof = false;
+        loop {
+            if c.closing {
+                break;
+            }
+            if paused(c) {
+                c.unread = true;
+                break;
+            }
+            c.unread = false;
+            // Keep READ_CHUNK of initialised room at the end.
+            if c.rpos == c.rbuf_end() {
+                c.rpos = 0;
+                c.set_rbuf_end(0);
+            }
+            if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
+                if c.rpos > 0 {
+                    let (s, e) = (c.rpos, c.rbuf_end());
+                    c.rbuf.copy_within(s..e, 0);
+                    c.set_rbuf_end(e - s);
+                    c.rpos = 0;
+                }
+                if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
+                    let want = (c.rbuf.len() * 2).max(READ_CHUNK);
+                    c.rbuf.resize(want, 0);
+                }
+            }
+            let end = c.rbuf_end();
+            let room = c.rbuf.len() - end;
+            match c.stream.read(&mut c.rbuf[end..]) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.set_rbuf_end(end + n);
+                    self.core.stats.net_input_bytes += n as u64;
+                    c.client.last_interaction_ms = self.core.shard.now_ms;
+                    process(&mut self.core, c, slot);
+                    if c.qbuf_len() > self.core.cfg.qbuf_limit {
+                        log::warning(format_args!(
+                            "Closing client that reached max query buffer length: id={} addr={} qbuf={}",
+                            c.client.id,
+                            c.client.addr,
+                            c.qbuf_len()
+                        ));
+                        eof = true;
+                        break;
+                    }
+                    // A short read drained the socket: with edge-triggered
+                    // epoll the next byte brings a new event, so skip the
+                    // read that would only say EAGAIN.
+                    if n < room {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        if eof {
+            self.close_conn(slot);
+        } else {
+            self.conns.mark_dirty(slot);
+        }
+    }
+
+    fn run_resumes(&mut self) {
+        // Bounded: each pass only handles what earlier steps queued.
+        for _ in 0..4 {
+            if self.conns.resume.is_empty() {
+                return;
+            }
+            let list = std::mem::take(&mut self.conns.resume);
+            for slot in list {
+                let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                    continue;
+                };
+                process(&mut self.core, c, slot);
+                let unread = c.unread && !paused(c);
+                self.conns.mark_dirty(slot);
+                if unread {
+                    self.read_conn(slot);
+                }
+            }
+            self.drain();
+        }
+    }
+
+    // ------------------------------------------------------------ mailbox
+
+    fn drain(&mut self) {
+        let n = self.core.mailbox.threads();
+        let mut budget = DRAIN_BUDGET;
+        loop {
+            let mut got = false;
+            for from in 0..n {
+                if from == self.core.id {
+                    continue;
+                }
+                while let Some(m) = self.core.mailbox.recv_from(from) {
+                    got = true;
+                    self.handle(m);
+                    budget -= 1;
+                    if budget == 0 {
+                        return;
+                    }
+                }
+            }
+            while let Some(m) = self.core.local.pop_front() {
+                got = true;
+                self.handle(m);
+            }
+            if !got {
+                break;
+            }
+        }
+        for slot in std::mem::take(&mut self.conns.killed) {
+            self.close_conn(slot);
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Exec {
+                conn,
+                seq,
+                resolved,
+                handler,
+                call,
+                resp3,
+                args,
+            } => {
+                let mut out = Reply::new(resp3);
+                run_shard(
+                    resolved,
+                    handler,
+                    args.args(),
+                    &mut self.core.shard,
+                    call,
+                    &mut out,
+                    &mut self.core.stats,
+                );
+                self.core.mailbox.send(
+                    conn.thread as usize,
+                    Msg::ExecDone {
+                        conn,
+                        seq,
+                        reply: out.into_bytes(),
+                    },
+                );
+            }
+            Msg::Job { conn, idx, job } => {
+                let out = {
+                    let mut env = ShardEnv {
+                        shard: &mut self.core.shard,
+                        stats: &mut self.core.stats,
+                        clients: &mut self.conns,
+                    };
+                    job(&mut env)
+                };
+                if conn.thread as usize == self.core.id {
+                    self.job_done(conn, idx, out);
+                } else {
+                    self.core
+                        .mailbox
+                        .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
+                }
+            }
+            Msg::ExecDone { conn, seq, reply } => {
+                let slot = conn.slot as usize;
+                if let Some(c) = self.live(conn) {
+                    c.complete(seq, reply);
+                    let resume = !paused(c);
+                    self.conns.mark_dirty(slot);
+                    if resume {
+                        self.conns.resume.push(slot);
+                    }
+                }
+            }
+            Msg::JobDone { conn, idx, out } => self.job_done(conn, idx, out),
+            Msg::Adopt(stream) => self.adopt_unix(stream),
+        }
+    }
+
+    fn live(&mut self, r: ConnRef) -> Option<&mut Conn> {
+        let slot = r.slot as usize;
+        self.conns
+            .slots
+            .get_mut(slot)?
+            .as_mut()
+            .filter(|c| c.gen == r.gen)
+    }
+
+    fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut) {
+        let slot = conn.slot as usize;
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.gen != conn.gen {
+            return;
+        }
+        let Some(ac) = c.coord.as_mut() else { return };
+        if let Some(r) = ac.results.get_mut(idx as usize) {
+            *r = Some(out);
+            ac.remaining -= 1;
+        }
+        if ac.remaining == 0 {
+            advance(&mut self.core, c, slot);
+            if c.coord.is_none() {
+                self.conns.resume.push(slot);
+            }
+            self.conns.mark_dirty(slot);
+        }
+    }
+
+    // ------------------------------------------------------------ write
+
+    fn flush_conns(&mut self) {
+        let list = std::mem::take(&mut self.conns.dirty);
+        for slot in list {
+            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            c.dirty = false;
+            let was_paused = paused(c);
+            match c.flush() {
+                Ok(n) => self.core.stats.net_output_bytes += n as u64,
+                Err(_) => {
+                    self.close_conn(slot);
+                    continue;
+                }
+            }
+            if c.closing && c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none() {
+                self.close_conn(slot);
+            } else if was_paused && !paused(c) {
+                self.conns.resume.push(slot);
+            }
+        }
+        if !self.conns.resume.is_empty() {
+            self.run_resumes();
+            let more = std::mem::take(&mut self.conns.dirty);
+            for slot in more {
+                if let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) {
+                    c.dirty = false;
+                    match c.flush() {
+                        Ok(n) => self.core.stats.net_output_bytes += n as u64,
+                        Err(_) => self.close_conn(slot),
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ cron
+
+    fn cron(&mut self) {
+        let gen = self.core.server.config_gen.load(Ordering::Acquire);
+        if gen != self.core.cfg_gen {
+            self.core.cfg_gen = gen;
+            self.core.cfg = Cached::read(&self.core.server);
+        }
+        let hz = self.core.cfg.hz;
+        let period = Duration::from_millis(1000 / u64::from(hz));
+        self.next_cron = Instant::now() + period;
+        // Redis's slow cycle: at most 25 % of the cron period.
+        let budget_us = 250_000 / u64::from(hz);
+        self.core.shard.tick();
+        self.core.shard.active_expire_cycle(budget_us);
+        if self.core.cfg.timeout_s > 0 {
+            let now = self.core.shard.now_ms;
+            let limit_ms = self.core.cfg.timeout_s * 1000;
+            let idle: Vec<usize> = self
+                .conns
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| {
+                    let c = c.as_ref()?;
+                    let idle = now.saturating_sub(c.client.last_interaction_ms) > limit_ms;
+                    (idle && c.pending.is_empty() && c.coord.is_none()).then_some(i)
+                })
+                .collect();
+            for slot in idle {
+                log::verbose(format_args!("Closing idle client"));
+                self.close_conn(slot);
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        for slot in 0..self.conns.slots.len() {
+            if let Some(c) = self.conns.slots[slot].as_mut() {
+                let _ = c.flush();
+            }
+            self.close_conn(slot);
+        }
+    }
+}
+
+/// Whether a connection must not execute more requests now.
+fn paused(c: &Conn) -> bool {
+    c.coord.is_some() || c.unwritten() > OUT_SOFT_LIMIT || c.pending.len() >= MAX_PENDING
+}
+
+/// Executes every complete request in the connection's read buffer, until
+/// it runs out, pauses, or closes.
+fn process(core: &mut Core, c: &mut Conn, slot: usize) {
+    loop {
+        if c.closing || paused(c) {
+            return;
+        }
+        let avail = c.qbuf_len();
+        if avail == 0 || avail < c.need {
+            return;
+        }
+        let limits = Limits {
+            max_bulk_len: core.cfg.max_bulk_len,
+            auth_required: !c.client.authenticated,
+        };
+        let (rpos, end) = (c.rpos, c.rbuf_end());
+        match parse_request(&mut c.rbuf[rpos..end], &limits, &mut c.args) {
+            Parsed::Complete(n) => {
+                c.need = 0;
+                if !c.args.is_empty() {
+                    let args = std::mem::take(&mut c.args);
+                    execute(core, c, slot, &args);
+                    c.args = args;
+                }
+                c.rpos += n;
+            }
+            Parsed::Incomplete(need) => {
+                c.need = need;
+                return;
+            }
+            Parsed::Error(e) => {
+                log::verbose(format_args!(
+                    "Protocol error ({}) from client: id={} addr={}",
+                    e.message(),
+                    c.client.id,
+                    c.client.addr
+                ));
+                let mut r = Reply::new(c.client.resp3);
+                r.error(&e.message());
+                if c.inline_reply_target() {
+                    c.out.raw(r.as_bytes());
+                } else {
+                    c.push_ready(r.into_bytes());
+                }
+                c.closing = true;
+                c.rpos = c.rbuf_end();
+                return;
+            }
+        }
+    }
+}
+
+/// Runs one request.
+fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range<usize>]) {
+    let base = c.rpos;
+    let end = c.rbuf_end();
+    let args = Args::new(&c.rbuf[base..end], ranges);
+    let mode_before = c.client.reply_mode;
+    let direct = c.inline_reply_target();
+    let mut side = Reply::new(c.client.resp3);
+    let step = {
+        let out = if direct { &mut c.out } else { &mut side };
+        let mark = out.len();
+        let mut ctx = ConnCtx {
+            client: &mut c.client,
+            out,
+            server: &core.server,
+            home: core.id,
+        };
+        let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
+        if let Step::Shard {
+            shard,
+            resolved,
+            handler,
+        } = step
+        {
+            if shard == core.id {
+                let call = ShardCall {
+                    db: c.client.db,
+                    no_touch: c.client.no_touch,
+                    databases: core.cfg.databases,
+                };
+                run_shard(
+                    resolved,
+                    handler,
+                    args,
+                    &mut core.shard,
+                    call,
+                    out,
+                    &mut core.stats,
+                );
+                (Step::Done, mark)
+            } else {
+                (
+                    Step::Shard {
+                        shard,
+                        resolved,
+                        handler,
+                    },
+                    mark,
+                )
+            }
+        } else {
+            (step, mark)
+        }
+    };
+    let (step, mark) = step;
+    let mode_after = c.client.reply_mode;
+    let suppress = mode_before == ReplyMode::Skip
+        || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off);
+    if mode_before == ReplyMode::Skip && mode_after == ReplyMode::Skip {
+        c.client.reply_mode = ReplyMode::On;
+    }
+    match step {
+        Step::Done => {
+            if suppress {
+                if direct {
+                    c.out.truncate(mark);
+                } else {
+                    side.clear();
+                }
+            }
+            if !direct && !side.is_empty() {
+                c.push_ready(side.into_bytes());
+            }
+        }
+        Step::Shard {
+            shard,
+            resolved,
+            handler,
+        } => {
+            let args = args.to_owned();
+            let seq = c.open_slot(suppress);
+            let call = ShardCall {
+                db: c.client.db,
+                no_touch: c.client.no_touch,
+                databases: core.cfg.databases,
+            };
+            let conn = ConnRef {
+                thread: core.id as u16,
+                slot: slot as u32,
+                gen: c.gen,
+            };
+            core.mailbox.send(
+                shard,
+                Msg::Exec {
+                    conn,
+                    seq,
+                    resolved,
+                    handler,
+                    call,
+                    resp3: c.client.resp3,
+                    args,
+                },
+            );
+        }
+        Step::Coord { resolved, coord } => {
+            let seq = c.open_slot(suppress);
+            c.coord = Some(ActiveCoord {
+                resolved,
+                coord,
+                results: Vec::new(),
+                remaining: 0,
+                seq,
+                started: Instant::now(),
+                suppress,
+                out: Reply::new(c.client.resp3),
+            });
+            advance(core, c, slot);
+        }
+    }
+    if c.out.resp3() != c.client.resp3 {
+        c.out.set_resp3(c.client.resp3);
+    }
+}
+
+/// Steps a connection's coordinator until it issues jobs to wait for, or
+/// finishes (its reply then fills the coordinator's slot).
+fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
+    let Some(ac) = c.coord.as_mut() else { return };
+    let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
+    let mut plan = Plan::default();
+    let res = ac
+        .coord
+        .step(results, &mut plan, &mut ac.out, &mut c.client);
+    let failed = res.is_err();
+    if let Err(e) = res {
+        exec::reply_error(&mut ac.out, &mut core.stats, &e);
+    }
+    if failed || plan.is_empty() {
+        let Some(ac) = c.coord.take() else { return };
+        exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
+        let seq = ac.seq;
+        c.complete(
+            seq,
+            if ac.suppress {
+                Vec::new()
+            } else {
+                ac.out.into_bytes()
+            },
+        );
+        if c.out.resp3() != c.client.resp3 {
+            c.out.set_resp3(c.client.resp3);
+        }
+        return;
+    }
+    let conn = ConnRef {
+        thread: core.id as u16,
+        slot: slot as u32,
+        gen: c.gen,
+    };
+    ac.remaining = plan.jobs.len();
+    ac.results = (0..plan.jobs.len()).map(|_| None).collect();
+    for (idx, (shard, job)) in plan.jobs.into_iter().enumerate() {
+        let msg = Msg::Job {
+            conn,
+            idx: idx as u32,
+            job,
+        };
+        if shard == core.id {
+            core.local.push_back(msg);
+        } else {
+            core.mailbox.send(shard, msg);
+        }
+    }
+}
+
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+#[allow(dead_code)]
+fn _assert_addr(_: SocketAddr) {}
