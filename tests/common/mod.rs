@@ -76,6 +76,9 @@ pub struct Server {
     child: Option<Child>,
     dir: PathBuf,
     log_path: PathBuf,
+    /// Set when the log was already shown (startup failure), so Drop does
+    /// not print it twice.
+    log_shown: bool,
 }
 
 impl Server {
@@ -111,6 +114,7 @@ impl Server {
                 child: None,
                 dir: dir.clone(),
                 log_path: log_path.clone(),
+                log_shown: false,
             };
             match server.spawn_and_wait(args) {
                 Ok(()) => return server,
@@ -123,6 +127,7 @@ impl Server {
                 Err(SpawnError::Fatal(why)) => {
                     let log = server.log_tail(LOG_TAIL_LINES);
                     server.kill();
+                    server.log_shown = true;
                     panic!(
                         "{flavor:?} server failed to start on port {port}: {why}\n\
                          command: {}\n--- server log ({}) ---\n{log}",
@@ -290,7 +295,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         let exited = self.try_wait();
         self.kill();
-        if thread::panicking() {
+        if thread::panicking() && !self.log_shown {
             eprintln!(
                 "--- {:?} server on port {} ({}){} — last {LOG_TAIL_LINES} log lines ({}) ---\n{}\n--- end of server log ---",
                 self.flavor,
@@ -304,7 +309,7 @@ impl Drop for Server {
                 self.log_tail(LOG_TAIL_LINES)
             );
             // Keep the directory for inspection.
-        } else {
+        } else if !thread::panicking() {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
