@@ -234,7 +234,8 @@ impl Worker {
                     Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
                     Token(slot) => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.read_conn(slot);
+                            let hup = ev.is_read_closed() || ev.is_error();
+                            self.read_conn(slot, hup);
                         }
                         if ev.is_writable() {
                             self.conns.mark_dirty(slot);
@@ -406,7 +407,9 @@ impl Worker {
 
     // ------------------------------------------------------------ read + execute
 
-    fn read_conn(&mut self, slot: usize) {
+    /// Reads and executes. `hup`: the peer shut its side, so read to EOF
+    /// (the short-read shortcut would miss a FIN that came with data).
+    fn read_conn(&mut self, slot: usize, hup: bool) {
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
@@ -462,7 +465,7 @@ impl Worker {
                     // A short read drained the socket: with edge-triggered
                     // epoll the next byte brings a new event, so skip the
                     // read that would only say EAGAIN.
-                    if n < room {
+                    if n < room && !hup {
                         break;
                     }
                 }
@@ -496,7 +499,7 @@ impl Worker {
                 let unread = c.unread && !paused(c);
                 self.conns.mark_dirty(slot);
                 if unread {
-                    self.read_conn(slot);
+                    self.read_conn(slot, false);
                 }
             }
             self.drain();
@@ -742,6 +745,9 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
                     let args = std::mem::take(&mut c.args);
                     execute(core, c, slot, &args);
                     c.args = args;
+                    if c.client.close_after_reply {
+                        c.closing = true;
+                    }
                 }
                 c.rpos += n;
             }
