@@ -1,0 +1,343 @@
+//! The server process as a whole: start-up and its errors, listeners
+//! (TCP on every thread, unix socket), signals and SHUTDOWN, cross-shard
+//! routing with pipelining, concurrency, limits enforced per connection,
+//! idle timeouts and active expiry. Every wait is bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_bytes, encode_command, free_port, RawConn, Server};
+
+fn bin() -> String {
+    std::env::var("TESSERA_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tessera").into())
+}
+
+/// Runs the binary with `args` expecting it to exit on its own; returns
+/// (exit code, stdout + stderr).
+fn run_to_exit(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tessera");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut out = String::new();
+            child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+            child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+            return (status.code().unwrap_or(-1), out);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tessera {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn unknown_directive_stops_startup_naming_it() {
+    let (code, out) = run_to_exit(&["--port", "0", "--no-such-thing", "1"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FATAL CONFIG FILE ERROR"), "{out}");
+    assert!(out.contains("no-such-thing"), "{out}");
+    assert!(out.contains("Bad directive or wrong number of arguments"), "{out}");
+}
+
+#[test]
+fn malformed_value_stops_startup() {
+    let (code, out) = run_to_exit(&["--port", "abc"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(">>> 'port \"abc\"'"), "{out}");
+}
+
+#[test]
+fn config_file_errors_name_the_line() {
+    let dir = std::env::temp_dir().join(format!("tessera-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.conf");
+    std::fs::write(&path, "# comment\nport 6390\nhz banana\n").unwrap();
+    let (code, out) = run_to_exit(&[path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("at line 3"), "{out}");
+    assert!(out.contains(">>> 'hz banana'"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_file_is_read_and_arguments_override_it() {
+    let dir = std::env::temp_dir().join(format!("tessera-conf-ok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ok.conf");
+    let port = free_port();
+    std::fs::write(&path, format!("port 1\ndatabases 4\nshards 3\n")).unwrap();
+    // The file comes first, as for redis-server; --port overrides its port.
+    let mut child = Command::new(bin())
+        .args([path.to_str().unwrap(), "--port", &port.to_string(), "--shards", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = RawConn::connect(&format!("127.0.0.1:{port}"));
+    assert_bytes(&c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_bytes(&c.cmd_str(&["SELECT", "4"]), b"-ERR DB index is out of range\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn help_and_version() {
+    let (code, out) = run_to_exit(&["--version"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("v=0.1.0"), "{out}");
+    let (code, out) = run_to_exit(&["--help"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Usage"), "{out}");
+}
+
+#[test]
+fn port_in_use_is_a_clear_error() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port().to_string();
+    let (code, out) = run_to_exit(&["--port", &port]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Address already in use"), "{out}");
+    assert!(out.contains(&format!("Failed listening on port {port}")), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+#[test]
+fn second_instance_on_the_same_port_is_refused() {
+    // SO_REUSEPORT must not let two servers share a port silently.
+    let srv = Server::tessera(&[]);
+    let port = srv.port().to_string();
+    let (code, out) = run_to_exit(&["--port", &port]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Address already in use"), "{out}");
+}
+
+#[test]
+fn unix_socket_serves_clients() {
+    let dir = std::env::temp_dir().join(format!("tessera-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.sock");
+    let srv = Server::tessera(&["--unixsocket", path.to_str().unwrap(), "--shards", "2"]);
+    for i in 0..6 {
+        // Several connections land on different threads (round-robin).
+        let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let key = format!("k{i}");
+        s.write_all(&encode_command(&[b"SET", key.as_bytes(), b"v"])).unwrap();
+        s.write_all(&encode_command(&[b"GET", key.as_bytes()])).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while got.len() < b"+OK\r\n$1\r\nv\r\n".len() {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "unix connection closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_bytes(&got, b"+OK\r\n$1\r\nv\r\n");
+    }
+    let mut c = srv.raw();
+    assert_bytes(&c.cmd_str(&["DBSIZE"]), b":6\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn wait_exit(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn spawn_on_free_port(extra: &[&str]) -> (std::process::Child, u16) {
+    let port = free_port();
+    let p = port.to_string();
+    let mut args = vec!["--port", &p];
+    args.extend_from_slice(extra);
+    let child = Command::new(bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, port)
+}
+
+#[test]
+fn sigterm_and_sigint_stop_the_server_cleanly() {
+    for sig in [libc_sig::SIGTERM, libc_sig::SIGINT] {
+        let (mut child, _port) = spawn_on_free_port(&["--shards", "3"]);
+        let status = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let st = wait_exit(&mut child, 10).expect("server did not stop on signal");
+        assert!(st.success(), "exit status {st:?}");
+    }
+}
+
+mod libc_sig {
+    pub const SIGINT: i32 = 2;
+    pub const SIGTERM: i32 = 15;
+}
+
+#[test]
+fn shutdown_command_stops_the_server() {
+    let (mut child, port) = spawn_on_free_port(&["--shards", "2"]);
+    let mut c = RawConn::connect(&format!("127.0.0.1:{port}"));
+    c.send(&encode_command(&[b"SHUTDOWN"]));
+    c.read_eof();
+    let st = wait_exit(&mut child, 10).expect("server did not stop on SHUTDOWN");
+    assert!(st.success(), "exit status {st:?}");
+}
+
+#[test]
+fn pipelines_across_shards_reply_in_order() {
+    let srv = Server::tessera(&["--shards", "4"]);
+    let mut c = srv.raw();
+    let mut wire = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..2000 {
+        let k = format!("key:{i}");
+        let v = format!("value-{i}");
+        wire.extend(encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+        want.extend_from_slice(b"+OK\r\n");
+        wire.extend(encode_command(&[b"GET", k.as_bytes()]));
+        want.extend(format!("${}\r\n{}\r\n", v.len(), v).into_bytes());
+        if i % 100 == 0 {
+            // A multi-shard command in the middle of the pipeline.
+            let prev = format!("key:{}", i.max(1) - 1);
+            wire.extend(encode_command(&[b"MGET", k.as_bytes(), prev.as_bytes(), b"nope"]));
+            let pv = format!("value-{}", i.max(1) - 1);
+            want.extend(
+                format!("*3\r\n${}\r\n{}\r\n${}\r\n{}\r\n$-1\r\n", v.len(), v, pv.len(), pv)
+                    .into_bytes(),
+            );
+            wire.extend(encode_command(&[b"DBSIZE"]));
+            want.extend(format!(":{}\r\n", i + 1).into_bytes());
+        }
+    }
+    c.send(&wire);
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        got.extend(c.read_reply());
+    }
+    assert_bytes(&got, &want);
+}
+
+#[test]
+fn concurrent_clients_see_their_own_writes() {
+    let srv = Server::tessera(&["--shards", "3"]);
+    let addr = srv.addr();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(&addr);
+                for i in 0..300 {
+                    let k = format!("t{t}:k{i}");
+                    let v = format!("{t}-{i}");
+                    assert_bytes(&c.cmd_str(&["SET", &k, &v]), b"+OK\r\n");
+                    let want = format!("${}\r\n{}\r\n", v.len(), v);
+                    assert_bytes(&c.cmd_str(&["GET", &k]), want.as_bytes());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = srv.raw();
+    assert_bytes(&c.cmd_str(&["DBSIZE"]), b":2400\r\n");
+}
+
+#[test]
+fn maxclients_rejects_the_extra_client() {
+    let srv = Server::tessera(&["--maxclients", "2", "--shards", "1"]);
+    let mut a = srv.raw();
+    let mut b = srv.raw();
+    assert_bytes(&a.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_bytes(&b.cmd_str(&["PING"]), b"+PONG\r\n");
+    let mut c = srv.raw();
+    assert_bytes(&c.read_reply(), b"-ERR max number of clients reached\r\n");
+    c.read_eof();
+    drop(a);
+    // The freed place is reusable (the close is seen asynchronously).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut d = srv.raw();
+        let r = d.cmd_str(&["PING"]);
+        if r == b"+PONG\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot never freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_bytes(&b.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let srv = Server::tessera(&["--timeout", "1", "--hz", "50"]);
+    let mut c = srv.raw();
+    assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
+    c.set_reply_timeout(Duration::from_secs(5));
+    c.wait_closed(Duration::from_secs(5)).expect("idle client was not closed");
+}
+
+#[test]
+fn active_expiry_removes_keys_nobody_reads() {
+    let srv = Server::tessera(&["--hz", "50", "--shards", "2"]);
+    let mut c = srv.raw();
+    for i in 0..200 {
+        let k = format!("e{i}");
+        assert_bytes(&c.cmd_str(&["SET", &k, "v", "PX", "50"]), b"+OK\r\n");
+    }
+    assert_bytes(&c.cmd_str(&["SET", "keep", "v"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // DBSIZE counts keys not yet deleted, so it only drops if the active
+        // cycle deleted them.
+        if c.cmd_str(&["DBSIZE"]) == b":1\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "expired keys were not removed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn redis_crate_round_trip_on_many_shards() {
+    let srv = Server::tessera(&["--shards", "4"]);
+    let mut con = srv.conn();
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
+    let _: () = redis::cmd("MSET").arg("b").arg("2").arg("c").arg("3").query(&mut con).unwrap();
+    let v: Vec<Option<String>> =
+        redis::cmd("MGET").arg("a").arg("b").arg("c").arg("d").query(&mut con).unwrap();
+    assert_eq!(v, vec![Some("1".into()), Some("2".into()), Some("3".into()), None]);
+    let n: i64 = redis::cmd("DEL").arg("a").arg("b").arg("zz").query(&mut con).unwrap();
+    assert_eq!(n, 2);
+}
