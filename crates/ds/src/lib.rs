@@ -18,5 +18,5 @@ pub mod glob;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
-// pub use dict::Dict;
+pub use dict::Dict;
 pub use glob::glob_match;

@@ -1,0 +1,506 @@
+use super::*;
+use crate::SmallBytes;
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{HashMap, HashSet};
+use std::hash::Hasher;
+
+/// Checks every structural invariant listed in the module docs.
+fn check_invariants<K: Hash + Eq, V, S: BuildHasher>(dict: &Dict<K, V, S>) {
+    let [t0, t1] = &dict.tables;
+    for t in [t0, t1] {
+        assert!(t.size() == 0 || (t.size().is_power_of_two() && t.size() >= INITIAL_SIZE));
+    }
+    assert_eq!(dict.rehash_idx.is_some(), t1.size() > 0);
+    if let Some(idx) = dict.rehash_idx {
+        assert!(idx < t0.size());
+        assert!(t0.buckets[..idx].iter().all(Option::is_none));
+        assert!(t0.used > 0);
+    }
+    let mut seen = HashSet::new();
+    for t in [t0, t1] {
+        let mut used = 0;
+        for (b, slot) in t.buckets.iter().enumerate() {
+            let mut cur = slot.as_deref();
+            while let Some(node) = cur {
+                assert_eq!(node.hash, dict.hasher.hash_one(&node.key));
+                assert_eq!(t.bucket_of(node.hash), b);
+                assert!(seen.insert(&node.key as *const K), "node visited twice");
+                used += 1;
+                cur = node.next.as_deref();
+            }
+        }
+        assert_eq!(used, t.used);
+    }
+    let keys: HashSet<&K> = dict.keys().collect();
+    assert_eq!(keys.len(), dict.len(), "duplicate keys");
+}
+
+fn finish_rehash<K, V, S>(dict: &mut Dict<K, V, S>) {
+    let mut rounds = 0;
+    while dict.rehash_step(100) {
+        rounds += 1;
+        assert!(rounds < 1_000_000);
+    }
+}
+
+#[test]
+fn basic_operations() {
+    let mut d: Dict<u64, String> = Dict::new();
+    assert!(d.is_empty());
+    assert_eq!(d.buckets(), 0);
+    assert_eq!(d.get(&1), None);
+    assert_eq!(d.remove(&1), None);
+    assert_eq!(d.insert(1, "one".into()), None);
+    assert_eq!(d.insert(2, "two".into()), None);
+    assert_eq!(d.insert(1, "uno".into()), Some("one".into()));
+    assert_eq!(d.len(), 2);
+    assert_eq!(d.get(&1).map(String::as_str), Some("uno"));
+    assert_eq!(d.get_key_value(&2), Some((&2, &"two".to_string())));
+    assert!(d.contains_key(&2));
+    if let Some(v) = d.get_mut(&2) {
+        v.push('!');
+    }
+    assert_eq!(d.get(&2).map(String::as_str), Some("two!"));
+    assert_eq!(d.remove(&2), Some((2, "two!".into())));
+    assert!(!d.contains_key(&2));
+    assert_eq!(*d.get_or_insert_with(3, || "three".into()), "three");
+    assert_eq!(*d.get_or_insert_with(3, || "nope".into()), "three");
+    d.clear();
+    assert!(d.is_empty());
+    assert_eq!(d.buckets(), 0);
+    check_invariants(&d);
+}
+
+#[test]
+fn borrowed_lookups_with_small_bytes() {
+    let mut d: Dict<SmallBytes, u32> = Dict::new();
+    d.insert(SmallBytes::from("short"), 1);
+    d.insert(
+        SmallBytes::from("a key that is long enough for the heap"),
+        2,
+    );
+    assert_eq!(d.get(&b"short"[..]), Some(&1));
+    assert_eq!(
+        d.get(&b"a key that is long enough for the heap"[..]),
+        Some(&2)
+    );
+    assert_eq!(d.get(&b"missing"[..]), None);
+    *d.get_mut(&b"short"[..]).unwrap() += 10;
+    assert_eq!(
+        d.remove(&b"short"[..]).map(|(k, v)| (k.into_vec(), v)),
+        Some((b"short".to_vec(), 11))
+    );
+}
+
+#[test]
+fn grows_incrementally_and_shrinks() {
+    let mut d = Dict::new();
+    let mut saw_rehash = false;
+    for i in 0..10_000u64 {
+        d.insert(i, i * 2);
+        saw_rehash |= d.is_rehashing();
+        if i % 997 == 0 {
+            check_invariants(&d);
+        }
+    }
+    assert!(saw_rehash);
+    finish_rehash(&mut d);
+    assert_eq!(d.buckets(), 16384);
+    assert!((0..10_000u64).all(|i| d.get(&i) == Some(&(i * 2))));
+    for i in 0..9_990u64 {
+        assert_eq!(d.remove(&i), Some((i, i * 2)));
+        if i % 997 == 0 {
+            check_invariants(&d);
+        }
+    }
+    finish_rehash(&mut d);
+    check_invariants(&d);
+    assert_eq!(d.len(), 10);
+    assert!(
+        d.buckets() <= 10 * SHRINK_FILL_DENOMINATOR,
+        "{} buckets",
+        d.buckets()
+    );
+    for i in 9_990..10_000u64 {
+        assert_eq!(d.remove(&i), Some((i, i * 2)));
+    }
+    finish_rehash(&mut d);
+    assert_eq!(d.buckets(), INITIAL_SIZE);
+}
+
+#[test]
+fn with_capacity_preallocates() {
+    let mut d = Dict::with_capacity(1000);
+    assert_eq!(d.buckets(), 1024);
+    for i in 0..1000u32 {
+        d.insert(i, ());
+    }
+    assert!(!d.is_rehashing());
+    assert_eq!(d.buckets(), 1024);
+}
+
+#[test]
+fn rehash_step_is_bounded() {
+    let mut d = Dict::new();
+    for i in 0..1024u32 {
+        d.insert(i, ());
+    }
+    finish_rehash(&mut d);
+    d.insert(5000, ());
+    assert!(d.is_rehashing(), "load factor 1 starts a growth rehash");
+    let before = d.rehash_idx.unwrap();
+    d.rehash_step(1);
+    let after = d.rehash_idx.map_or(usize::MAX, |i| i);
+    assert!(after <= before + EMPTY_VISITS_PER_BUCKET + 1);
+    assert!(!d.rehash_step(usize::MAX));
+    assert!(!d.is_rehashing());
+    check_invariants(&d);
+}
+
+#[test]
+fn iterators_and_drain() {
+    let mut d: Dict<u32, u32> = (0..500).map(|i| (i, i)).collect();
+    assert!(d.is_rehashing() || d.buckets() >= 500);
+    assert_eq!(d.iter().len(), 500);
+    let mut keys: Vec<u32> = d.keys().copied().collect();
+    keys.sort_unstable();
+    assert_eq!(keys, (0..500).collect::<Vec<_>>());
+    for (_, v) in d.iter_mut() {
+        *v += 1;
+    }
+    assert!(d.iter().all(|(k, v)| *v == k + 1));
+    d.retain(|k, _| k % 2 == 0);
+    assert_eq!(d.len(), 250);
+    check_invariants(&d);
+    let mut drained: Vec<(u32, u32)> = d.drain().collect();
+    assert!(d.is_empty());
+    assert_eq!(d.buckets(), 0);
+    drained.sort_unstable();
+    assert_eq!(
+        drained,
+        (0..500).step_by(2).map(|i| (i, i + 1)).collect::<Vec<_>>()
+    );
+    let d2: Dict<u32, u32> = (0..10).map(|i| (i, i)).collect();
+    assert_eq!(d2.into_iter().count(), 10);
+    assert_eq!(format!("{:?}", Dict::<u8, u8>::new()), "{}");
+}
+
+/// A hasher that puts every key in one bucket.
+#[derive(Default, Clone)]
+struct Collide;
+
+impl BuildHasher for Collide {
+    type Hasher = CollideHasher;
+    fn build_hasher(&self) -> CollideHasher {
+        CollideHasher
+    }
+}
+
+struct CollideHasher;
+
+impl Hasher for CollideHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, _: &[u8]) {}
+}
+
+#[test]
+fn collisions_are_correct() {
+    let mut d = Dict::with_hasher(Collide);
+    for i in 0..300u32 {
+        d.insert(i, i);
+    }
+    for i in (0..300u32).step_by(3) {
+        assert_eq!(d.remove(&i), Some((i, i)));
+    }
+    check_invariants(&d);
+    assert_eq!(d.len(), 200);
+    assert!((0..300u32).all(|i| d.contains_key(&i) == (i % 3 != 0)));
+}
+
+#[test]
+fn long_chain_drops_without_stack_overflow() {
+    // Built by hand: inserting this many colliding keys is quadratic.
+    let mut table: Table<u64, u64> = Table::with_size(INITIAL_SIZE);
+    for i in 0..1_000_000 {
+        table.push(Box::new(Node {
+            next: None,
+            hash: 0,
+            key: i,
+            value: i,
+        }));
+    }
+    let mut drain = Drain::new([table, Table::empty()]);
+    assert_eq!(drain.next().map(|(k, _)| k), Some(999_999));
+    drop(drain);
+}
+
+#[test]
+fn random_entry_is_fair_enough() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut d = Dict::new();
+    assert_eq!(d.random_entry(&mut rng), None);
+    for i in 0..20u32 {
+        d.insert(i, ());
+    }
+    let mut counts = [0u32; 20];
+    for _ in 0..20_000 {
+        let (k, _) = d.random_entry(&mut rng).unwrap();
+        counts[*k as usize] += 1;
+    }
+    assert!(counts.iter().all(|&c| c > 400), "{counts:?}");
+
+    // During a rehash, and when sparse (forces the slow path at times).
+    for i in 20..4096u32 {
+        d.insert(i, ());
+    }
+    d.retain(|k, _| *k % 64 == 0);
+    let mut seen = HashSet::new();
+    for _ in 0..10_000 {
+        let (k, _) = d.random_entry(&mut rng).unwrap();
+        assert_eq!(k % 64, 0);
+        seen.insert(*k);
+    }
+    assert_eq!(seen.len(), d.len());
+}
+
+#[test]
+fn sample_keys_returns_distinct_present_keys() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let mut d = Dict::new();
+    assert_eq!(d.sample_keys(&mut rng, 5, &mut Vec::new()), 0);
+    for i in 0..1000u32 {
+        d.insert(i, i);
+        if i % 50 == 0 {
+            let mut out = Vec::new();
+            let n = d.sample_keys(&mut rng, 20, &mut out);
+            assert_eq!(n, out.len());
+            assert!(n <= 20 && n > 0);
+            assert!(out.iter().all(|k| d.contains_key(*k)));
+        }
+    }
+    let mut out = Vec::new();
+    assert_eq!(d.sample_keys(&mut rng, 5000, &mut out), out.len());
+    assert!(out.len() <= 1000);
+    let mut entries = Vec::new();
+    d.sample_entries(&mut rng, 3, &mut entries);
+    assert!(entries.iter().all(|(k, v)| k == v));
+}
+
+/// Runs a full scan, calling `between` after every call, and returns the
+/// multiset of visited keys.
+fn scan_all<S: BuildHasher>(
+    d: &mut Dict<u64, u64, S>,
+    mut between: impl FnMut(&mut Dict<u64, u64, S>, usize),
+) -> HashMap<u64, usize> {
+    let mut seen = HashMap::new();
+    let mut cursor = 0;
+    let mut calls = 0;
+    loop {
+        cursor = d.scan(cursor, |k, _| *seen.entry(*k).or_insert(0) += 1);
+        calls += 1;
+        assert!(calls < 10_000_000, "scan does not terminate");
+        if cursor == 0 {
+            return seen;
+        }
+        between(d, calls);
+    }
+}
+
+#[test]
+fn scan_stable_table_visits_each_once() {
+    let mut d = Dict::new();
+    assert_eq!(d.scan(0, |_, _| panic!("empty")), 0);
+    for i in 0..5000u64 {
+        d.insert(i, i);
+    }
+    finish_rehash(&mut d);
+    let seen = scan_all(&mut d, |_, _| {});
+    assert_eq!(seen.len(), 5000);
+    assert!(seen.values().all(|&n| n == 1));
+}
+
+#[test]
+fn scan_guarantee_while_growing() {
+    let mut d = Dict::new();
+    for i in 0..1000u64 {
+        d.insert(i, i);
+    }
+    let mut next = 1_000_000u64;
+    let mut max_buckets = 0;
+    let seen = scan_all(&mut d, |d, _| {
+        // Bounded: a table growing in step with the scan would keep the
+        // cursor from ever finishing (as in Redis).
+        for _ in 0..50 {
+            if next < 1_020_000 {
+                d.insert(next, next);
+                next += 1;
+            }
+        }
+        max_buckets = max_buckets.max(d.buckets());
+    });
+    assert!(max_buckets >= 8192, "the table grew during the scan");
+    assert!((0..1000u64).all(|k| seen.contains_key(&k)));
+}
+
+#[test]
+fn scan_guarantee_while_shrinking() {
+    let mut d = Dict::new();
+    for i in 0..20_000u64 {
+        d.insert(i, i);
+    }
+    finish_rehash(&mut d);
+    let start_buckets = d.buckets();
+    // Keys divisible by 100 stay; the others are deleted during the scan.
+    let mut doomed: Vec<u64> = (0..20_000u64).filter(|k| k % 100 != 0).collect();
+    let mut shrank = false;
+    let seen = scan_all(&mut d, |d, _| {
+        for _ in 0..200 {
+            if let Some(k) = doomed.pop() {
+                d.remove(&k);
+            }
+        }
+        // The cron's share of the rehash work.
+        d.rehash_step(1);
+        shrank |= d.buckets() < start_buckets;
+    });
+    assert!(shrank, "the table shrank during the scan");
+    assert!((0..20_000u64).step_by(100).all(|k| seen.contains_key(&k)));
+}
+
+#[test]
+fn scan_guarantee_with_grow_shrink_cycles() {
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut d = Dict::new();
+    for i in 0..300u64 {
+        d.insert(i, i);
+    }
+    let mut extra = Vec::new();
+    let mut next = 1_000_000u64;
+    let seen = scan_all(&mut d, |d, call| {
+        // Alternate phases of heavy growth and heavy deletion.
+        if (call / 20) % 2 == 0 {
+            for _ in 0..rng.gen_range(0..200) {
+                d.insert(next, next);
+                extra.push(next);
+                next += 1;
+            }
+        } else {
+            for _ in 0..rng.gen_range(0..400) {
+                if let Some(k) = extra.pop() {
+                    d.remove(&k);
+                }
+            }
+        }
+        if rng.gen_bool(0.1) {
+            d.rehash_step(rng.gen_range(0..8));
+        }
+    });
+    assert!((0..300u64).all(|k| seen.contains_key(&k)));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u16, u32),
+    Remove(u16),
+    Get(u16),
+    GetMut(u16),
+    GetOrInsert(u16, u32),
+    RehashStep(usize),
+    Retain(u16),
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // A small key space so that removes and replacements hit.
+    let key = 0u16..400;
+    prop_oneof![
+        10 => (key.clone(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        6 => key.clone().prop_map(Op::Remove),
+        3 => key.clone().prop_map(Op::Get),
+        2 => key.clone().prop_map(Op::GetMut),
+        2 => (key.clone(), any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        2 => (0usize..4).prop_map(Op::RehashStep),
+        1 => (1u16..8).prop_map(Op::Retain),
+        1 => Just(Op::Clear),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn model_against_hashmap(ops in proptest::collection::vec(op(), 0..600)) {
+        let mut d: Dict<u16, u32> = Dict::new();
+        let mut model: HashMap<u16, u32> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Insert(k, v) => prop_assert_eq!(d.insert(k, v), model.insert(k, v)),
+                Op::Remove(k) => prop_assert_eq!(d.remove(&k), model.remove_entry(&k)),
+                Op::Get(k) => prop_assert_eq!(d.get(&k), model.get(&k)),
+                Op::GetMut(k) => {
+                    let got = d.get_mut(&k).map(|v| {
+                        *v = v.wrapping_add(1);
+                        *v
+                    });
+                    let want = model.get_mut(&k).map(|v| {
+                        *v = v.wrapping_add(1);
+                        *v
+                    });
+                    prop_assert_eq!(got, want);
+                }
+                Op::GetOrInsert(k, v) => {
+                    prop_assert_eq!(*d.get_or_insert_with(k, || v), *model.entry(k).or_insert(v));
+                }
+                Op::RehashStep(n) => {
+                    d.rehash_step(n);
+                }
+                Op::Retain(m) => {
+                    d.retain(|k, _| k % m != 0);
+                    model.retain(|k, _| k % m != 0);
+                }
+                Op::Clear => {
+                    d.clear();
+                    model.clear();
+                }
+            }
+            prop_assert_eq!(d.len(), model.len());
+            if i % 50 == 0 {
+                check_invariants(&d);
+            }
+        }
+        check_invariants(&d);
+        let got: HashMap<u16, u32> = d.iter().map(|(k, v)| (*k, *v)).collect();
+        prop_assert_eq!(got, model);
+    }
+
+    #[test]
+    fn scan_returns_every_stable_key(
+        initial in 1u64..2000,
+        ops in proptest::collection::vec((any::<bool>(), 0u64..300), 1..60),
+    ) {
+        let mut d = Dict::new();
+        for i in 0..initial {
+            d.insert(i, i);
+        }
+        let mut ops = ops.into_iter();
+        let mut next = 1_000_000u64;
+        let mut extra = Vec::new();
+        let seen = scan_all(&mut d, |d, _| {
+            let Some((grow, n)) = ops.next() else { return };
+            for _ in 0..n {
+                if grow {
+                    d.insert(next, next);
+                    extra.push(next);
+                    next += 1;
+                } else if let Some(k) = extra.pop() {
+                    d.remove(&k);
+                }
+            }
+        });
+        prop_assert!((0..initial).all(|k| seen.contains_key(&k)));
+    }
+}
