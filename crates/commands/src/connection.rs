@@ -1,13 +1,32 @@
 //! Connection commands: state that belongs to one client (protocol,
-//! selected database, name, reply mode). They run on the home thread and
-//! touch no shard data.
+//! selected database, name, authentication, reply mode). They run on the
+//! home thread and touch no shard data, except CLIENT LIST and CLIENT KILL,
+//! which must see the connections of every thread and so fan out to all of
+//! them (each thread's connections are visible only to jobs running on that
+//! thread, through [`ClientRegistry`](crate::coord::ClientRegistry)).
+//!
+//! The calling client's own state is always taken from the `ClientState`
+//! the coordinator is handed, never from a thread's registry, so CLIENT
+//! LIST shows this very command and CLIENT KILL of oneself closes after the
+//! reply, whether or not the runtime lists the running client.
+//!
+//! Replies follow Redis 7.0.15 byte for byte; CLIENT SETINFO and CLIENT
+//! NO-TOUCH follow Redis 7.2, which added them (CLIENT LIST keeps 7.0's
+//! field set, without 7.2's `lib-name`/`lib-ver`).
 
-use resp::Args;
+use resp::{Args, Reply};
 
-use crate::ctx::ConnCtx;
+use crate::coord::{fan_out, ClientIo, Coordinator};
+use crate::ctx::{ClientState, ConnCtx, ReplyMode};
 use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
-use crate::util::parse_db_index;
+use crate::util::{eq_ic, parse_db_index, parse_i64};
+
+/// Flags of HELLO, AUTH and RESET.
+const HANDSHAKE: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY;
+const CLIENT_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
+const CLIENT_ACL: &[&str] = &["slow", "connection"];
+const CLIENT_ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous", "connection"];
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -21,7 +40,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "echo",
         2,
-        FAST,
+        LOADING | STALE | FAST,
         NO_KEYS,
         Exec::Conn(echo),
         &["fast", "connection"],
@@ -41,6 +60,122 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
         Exec::Conn(quit),
         &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "hello",
+        -1,
+        HANDSHAKE,
+        NO_KEYS,
+        Exec::Conn(hello),
+        &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "auth",
+        -2,
+        HANDSHAKE,
+        NO_KEYS,
+        Exec::Conn(auth),
+        &["fast", "connection"],
+    ),
+    CommandSpec::new(
+        "reset",
+        1,
+        HANDSHAKE,
+        NO_KEYS,
+        Exec::Conn(reset),
+        &["fast", "connection"],
+    ),
+    CommandSpec::parent("client", -2, SENTINEL, &["slow"], CLIENT_SUBCOMMANDS),
+];
+
+const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "id",
+        2,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_id),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "list",
+        -2,
+        ADMIN | CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Coord(client_list),
+        CLIENT_ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "info",
+        2,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_info),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "kill",
+        -3,
+        ADMIN | CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Coord(client_kill),
+        CLIENT_ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "setname",
+        3,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_setname),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "getname",
+        2,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_getname),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "setinfo",
+        4,
+        CLIENT_FLAGS | SENTINEL,
+        NO_KEYS,
+        Exec::Conn(client_setinfo),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "reply",
+        3,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_reply),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "no-evict",
+        3,
+        ADMIN | CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_no_evict),
+        CLIENT_ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "no-touch",
+        3,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(client_no_touch),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        Exec::Conn(client_help),
+        CLIENT_ACL,
     ),
 ];
 
@@ -69,5 +204,597 @@ fn select(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn quit(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     c.out.ok();
     c.client.close_after_reply = true;
+    Ok(())
+}
+
+/// Checks `user`/`pass` against the only user, `default`, whose password
+/// is `requirepass` (none: any password is accepted, as Redis's `nopass`).
+/// Authenticates the client on success; WRONGPASS otherwise.
+fn authenticate(c: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
+    let ok = user == b"default"
+        && match &c.server.config.read().unwrap_or_else(|e| e.into_inner()).requirepass {
+            None => true,
+            Some(p) => p.as_slice() == pass,
+        };
+    if !ok {
+        return Err(CmdError::WrongPass);
+    }
+    c.client.authenticated = true;
+    Ok(())
+}
+
+fn requirepass_set(c: &ConnCtx<'_>) -> bool {
+    c.server
+        .config
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .requirepass
+        .is_some()
+}
+
+/// AUTH [username] password: +OK, WRONGPASS, or an error when the one-
+/// argument form is used and no password is configured.
+fn auth(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    if args.len() == 2 {
+        if !requirepass_set(c) {
+            return Err(CmdError::err(
+                "AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            ));
+        }
+        authenticate(c, b"default", args.get(1))?;
+    } else {
+        authenticate(c, args.get(1), args.get(2))?;
+    }
+    c.out.ok();
+    Ok(())
+}
+
+/// Redis's client name / attribute charset: printable ASCII without space,
+/// so CLIENT LIST stays splittable on spaces.
+fn valid_attr(v: &[u8]) -> bool {
+    v.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn set_name(c: &mut ConnCtx<'_>, name: &[u8]) -> Result<(), CmdError> {
+    if !valid_attr(name) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    c.client.name = (!name.is_empty()).then(|| name.to_vec());
+    Ok(())
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]]: switches protocol,
+/// optionally authenticates and names the client, and replies with the
+/// server's properties as a map, in the new protocol.
+fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let mut ver = 0;
+    if args.len() >= 2 {
+        ver = resp::string2ll(args.get(1)).ok_or(CmdError::err(
+            "Protocol version is not an integer or out of range",
+        ))?;
+        if !(2..=3).contains(&ver) {
+            return Err(CmdError::Raw("NOPROTO unsupported protocol version".into()));
+        }
+    }
+    let (mut creds, mut name) = (None, None);
+    let mut j = 2;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = args.get(j);
+        if eq_ic(opt, "auth") && more >= 2 {
+            creds = Some((args.get(j + 1), args.get(j + 2)));
+            j += 2;
+        } else if eq_ic(opt, "setname") && more >= 1 {
+            name = Some(args.get(j + 1));
+            j += 1;
+        } else {
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(opt)
+            )));
+        }
+        j += 1;
+    }
+    if let Some((user, pass)) = creds {
+        authenticate(c, user, pass)?;
+    }
+    if !c.client.authenticated {
+        return Err(CmdError::Raw(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time"
+                .into(),
+        ));
+    }
+    if let Some(n) = name {
+        set_name(c, n)?;
+    }
+    if ver != 0 {
+        c.client.resp3 = ver == 3;
+        c.out.set_resp3(ver == 3);
+    }
+    let out = &mut *c.out;
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::server::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(if c.client.resp3 { 3 } else { 2 });
+    out.bulk(b"id");
+    out.int(c.client.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+/// RESET: back to a fresh connection's state (database 0, RESP2, no name,
+/// replies on, no-evict/no-touch off, authenticated only without
+/// requirepass). Replies +RESET.
+fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    let auth = !requirepass_set(c);
+    let cl = &mut *c.client;
+    cl.db = 0;
+    cl.resp3 = false;
+    cl.name = None;
+    // Redis clears REPLY_OFF and SKIP_NEXT but not the skip of this very
+    // command (CLIENT REPLY SKIP; RESET sends nothing).
+    if cl.reply_mode != ReplyMode::Skipping {
+        cl.reply_mode = ReplyMode::On;
+    }
+    cl.no_evict = false;
+    cl.no_touch = false;
+    cl.authenticated = auth;
+    c.out.set_resp3(false);
+    c.out.simple("RESET");
+    Ok(())
+}
+
+fn client_id(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.out.int(c.client.id as i64);
+    Ok(())
+}
+
+fn client_setname(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    set_name(c, args.get(2))?;
+    c.out.ok();
+    Ok(())
+}
+
+/// CLIENT GETNAME: the name, or null.
+fn client_getname(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.out.optional_bulk(c.client.name.as_deref());
+    Ok(())
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value (Redis 7.2); empty clears.
+fn client_setinfo(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let attr = args.get(2);
+    let val = args.get(3);
+    let attr_s = String::from_utf8_lossy(attr);
+    let lib_name = if eq_ic(attr, "lib-name") {
+        true
+    } else if eq_ic(attr, "lib-ver") {
+        false
+    } else {
+        return Err(CmdError::err(format!("Unrecognized option '{attr_s}'")));
+    };
+    if !valid_attr(val) {
+        return Err(CmdError::err(format!(
+            "{attr_s} cannot contain spaces, newlines or special characters."
+        )));
+    }
+    let v = (!val.is_empty()).then(|| val.to_vec());
+    if lib_name {
+        c.client.lib_name = v;
+    } else {
+        c.client.lib_ver = v;
+    }
+    c.out.ok();
+    Ok(())
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP reply nothing (the runtime drops
+/// replies per `reply_mode`).
+fn client_reply(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let a = args.get(2);
+    if eq_ic(a, "on") {
+        c.client.reply_mode = ReplyMode::On;
+        c.out.ok();
+    } else if eq_ic(a, "off") {
+        c.client.reply_mode = ReplyMode::Off;
+    } else if eq_ic(a, "skip") {
+        if c.client.reply_mode != ReplyMode::Off {
+            c.client.reply_mode = ReplyMode::Skip;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}
+
+fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if eq_ic(arg, "on") {
+        Ok(true)
+    } else if eq_ic(arg, "off") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+fn client_no_evict(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    c.client.no_evict = on_off(args.get(2))?;
+    c.out.ok();
+    Ok(())
+}
+
+/// CLIENT NO-TOUCH ON|OFF (Redis 7.2): reads stop updating access times.
+fn client_no_touch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    c.client.no_touch = on_off(args.get(2))?;
+    c.out.ok();
+    Ok(())
+}
+
+/// Client types of CLIENT LIST TYPE / CLIENT KILL TYPE.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    PubSub,
+    Master,
+}
+
+fn parse_type(arg: &[u8]) -> Result<ClientType, CmdError> {
+    Ok(if eq_ic(arg, "normal") {
+        ClientType::Normal
+    } else if eq_ic(arg, "slave") || eq_ic(arg, "replica") {
+        ClientType::Replica
+    } else if eq_ic(arg, "pubsub") {
+        ClientType::PubSub
+    } else if eq_ic(arg, "master") {
+        ClientType::Master
+    } else {
+        return Err(CmdError::err(format!(
+            "Unknown client type '{}'",
+            String::from_utf8_lossy(arg)
+        )));
+    })
+}
+
+fn subscriptions(st: &ClientState) -> usize {
+    st.sub_count + st.psub_count + st.ssub_count
+}
+
+fn type_of(st: &ClientState) -> ClientType {
+    if subscriptions(st) > 0 {
+        ClientType::PubSub
+    } else {
+        ClientType::Normal
+    }
+}
+
+/// One CLIENT LIST / CLIENT INFO line, Redis 7.0's fields in its order,
+/// without the trailing newline. `argv_mem`: bytes of the arguments being
+/// executed (the caller's own command; 0 for idle clients).
+fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> String {
+    let mut flags = String::new();
+    if subscriptions(st) > 0 {
+        flags.push('P');
+    }
+    if st.multi_count.is_some() {
+        flags.push('x');
+    }
+    if st.blocked {
+        flags.push('b');
+    }
+    if st.close_after_reply {
+        flags.push('c');
+    }
+    if st.unix {
+        flags.push('U');
+    }
+    if st.no_evict {
+        flags.push('e');
+    }
+    if st.no_touch {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let now_s = now_ms / 1000;
+    let name = st.name.as_deref().map(String::from_utf8_lossy);
+    let cmd = if st.last_cmd.is_empty() {
+        "NULL"
+    } else {
+        &st.last_cmd
+    };
+    let events = if io.obl > 0 || io.oll > 0 { "rw" } else { "r" };
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
+         ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} obl={} \
+         oll={} omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={}",
+        st.id,
+        st.addr,
+        st.laddr,
+        st.fd,
+        name.as_deref().unwrap_or(""),
+        now_s.saturating_sub(st.created_ms / 1000),
+        now_s.saturating_sub(st.last_interaction_ms / 1000),
+        flags,
+        st.db,
+        st.sub_count,
+        st.psub_count,
+        st.ssub_count,
+        st.multi_count.map_or(-1, |n| n as i64),
+        io.qbuf,
+        io.qbuf_free,
+        argv_mem,
+        st.reply_buf_size,
+        st.reply_buf_peak,
+        io.obl,
+        io.oll,
+        io.omem,
+        io.tot_mem,
+        events,
+        cmd,
+        if st.resp3 { 3 } else { 2 },
+    )
+}
+
+/// CLIENT INFO: this connection's CLIENT LIST line (verbatim in RESP3).
+fn client_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let mut s = info_line(c.client, &ClientIo::default(), engine::now_ms(), args.bytes());
+    s.push('\n');
+    c.out.verbatim("txt", s.as_bytes());
+    Ok(())
+}
+
+/// What every thread reports for CLIENT LIST: the lines of its other
+/// connections, and the I/O figures of the caller if it lives there.
+type ListPart = (Vec<(u64, String)>, Option<ClientIo>);
+
+/// CLIENT LIST [TYPE type] [ID id ...]: one line per client, in id order
+/// (in the order given with ID, repeats included).
+fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let mut typ = None;
+    let mut ids: Option<Vec<u64>> = None;
+    if args.len() == 4 && eq_ic(args.get(2), "type") {
+        typ = Some(parse_type(args.get(3))?);
+    } else if args.len() > 3 && eq_ic(args.get(2), "id") {
+        let mut v = Vec::with_capacity(args.len() - 3);
+        for a in args.iter().skip(3) {
+            let id = resp::string2ll(a).ok_or(CmdError::err("Invalid client ID"))?;
+            v.push(id as u64);
+        }
+        ids = Some(v);
+    } else if args.len() != 2 {
+        return Err(CmdError::Syntax);
+    }
+    let me = c.client.id;
+    let argv_mem = args.bytes();
+    let wanted = ids.clone();
+    Ok(fan_out(
+        c.nshards(),
+        move |env| {
+            let now = env.shard.now_ms;
+            let mut lines = Vec::new();
+            let mut my_io = None;
+            env.clients.for_each(&mut |st, io| {
+                if st.id == me {
+                    my_io = Some(io.clone());
+                } else if typ.is_none_or(|t| type_of(st) == t)
+                    && wanted.as_ref().is_none_or(|w| w.contains(&st.id))
+                {
+                    lines.push((st.id, info_line(st, io, now, 0)));
+                }
+            });
+            (lines, my_io)
+        },
+        move |parts: Vec<ListPart>, out: &mut Reply, client: &mut ClientState| {
+            let mut my_io = None;
+            let mut lines = Vec::new();
+            for (l, io) in parts {
+                lines.extend(l);
+                my_io = my_io.or(io);
+            }
+            if typ.is_none_or(|t| type_of(client) == t) {
+                let io = my_io.unwrap_or_default();
+                lines.push((me, info_line(client, &io, engine::now_ms(), argv_mem)));
+            }
+            lines.sort_by_key(|(id, _)| *id);
+            let mut s = String::new();
+            let mut emit = |l: &str| {
+                s.push_str(l);
+                s.push('\n');
+            };
+            match ids {
+                Some(ids) => {
+                    for id in ids {
+                        if let Ok(i) = lines.binary_search_by_key(&id, |(i, _)| *i) {
+                            emit(&lines[i].1);
+                        }
+                    }
+                }
+                None => lines.iter().for_each(|(_, l)| emit(l)),
+            }
+            out.verbatim("txt", s.as_bytes());
+            Ok(())
+        },
+    ))
+}
+
+/// Which clients CLIENT KILL closes.
+#[derive(Clone, Default)]
+struct KillFilter {
+    id: Option<u64>,
+    typ: Option<ClientType>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    skipme: bool,
+    /// Only clients older than this many seconds (Redis 7.4's MAXAGE).
+    max_age_s: Option<i64>,
+}
+
+impl KillFilter {
+    fn matches(&self, st: &ClientState, now_ms: u64) -> bool {
+        self.id.is_none_or(|id| st.id == id)
+            && self.typ.is_none_or(|t| type_of(st) == t)
+            && self.addr.as_ref().is_none_or(|a| a == st.addr.as_bytes())
+            && self.laddr.as_ref().is_none_or(|a| a == st.laddr.as_bytes())
+            && self.max_age_s.is_none_or(|m| {
+                (now_ms / 1000).saturating_sub(st.created_ms / 1000) as i64 > m
+            })
+    }
+}
+
+/// CLIENT KILL ip:port (+OK or "No such client"), or CLIENT KILL <filter>
+/// <value> ... (the number of clients killed). The caller is closed after
+/// its reply when it matches (only with SKIPME no in the filter form).
+fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let old_form = args.len() == 3;
+    let mut f = KillFilter {
+        skipme: !old_form,
+        ..Default::default()
+    };
+    if old_form {
+        f.addr = Some(args.get(2).to_vec());
+    } else {
+        let mut i = 2;
+        while i < args.len() {
+            let opt = args.get(i);
+            let Some(val) = (i + 1 < args.len()).then(|| args.get(i + 1)) else {
+                return Err(CmdError::Syntax);
+            };
+            if eq_ic(opt, "id") {
+                let id = resp::string2ll(val)
+                    .filter(|&n| n >= 1)
+                    .ok_or(CmdError::err("client-id should be greater than 0"))?;
+                f.id = Some(id as u64);
+            } else if eq_ic(opt, "type") {
+                f.typ = Some(parse_type(val)?);
+            } else if eq_ic(opt, "addr") {
+                f.addr = Some(val.to_vec());
+            } else if eq_ic(opt, "laddr") {
+                f.laddr = Some(val.to_vec());
+            } else if eq_ic(opt, "user") {
+                if val != b"default" {
+                    return Err(CmdError::err(format!(
+                        "No such user '{}'",
+                        String::from_utf8_lossy(val)
+                    )));
+                }
+            } else if eq_ic(opt, "skipme") {
+                f.skipme = if eq_ic(val, "yes") {
+                    true
+                } else if eq_ic(val, "no") {
+                    false
+                } else {
+                    return Err(CmdError::Syntax);
+                };
+            } else if eq_ic(opt, "maxage") {
+                f.max_age_s = Some(parse_i64(val)?);
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            i += 2;
+        }
+    }
+    let me = c.client.id;
+    let job_filter = f.clone();
+    Ok(fan_out(
+        c.nshards(),
+        move |env| {
+            let now = env.shard.now_ms;
+            let mut victims = Vec::new();
+            env.clients.for_each(&mut |st, _| {
+                if st.id != me && job_filter.matches(st, now) {
+                    victims.push(st.id);
+                }
+            });
+            victims.into_iter().filter(|&id| env.clients.kill(id)).count()
+        },
+        move |killed: Vec<usize>, out: &mut Reply, client: &mut ClientState| {
+            let mut n: usize = killed.iter().sum();
+            if !f.skipme && f.matches(client, engine::now_ms()) {
+                client.close_after_reply = true;
+                n += 1;
+            }
+            if old_form {
+                if n == 0 {
+                    return Err(CmdError::err("No such client"));
+                }
+                out.ok();
+            } else {
+                out.int(n as i64);
+            }
+            Ok(())
+        },
+    ))
+}
+
+fn client_help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    crate::docs::reply_help(
+        c.out,
+        "CLIENT",
+        &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+        ],
+    );
     Ok(())
 }

@@ -10,7 +10,7 @@
 //!   counters, the shutdown flag). Only control-path commands take its
 //!   config lock; the data path reads thread-local copies.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
@@ -74,6 +74,21 @@ pub struct ClientState {
     pub last_cmd: String,
     /// Close the connection once pending replies are written (QUIT, kill).
     pub close_after_reply: bool,
+    /// Channel / pattern / shard-channel subscriptions (CLIENT LIST `sub`,
+    /// `psub`, `ssub`; a client with any is of type `pubsub`). Kept by the
+    /// pub/sub layer.
+    pub sub_count: usize,
+    pub psub_count: usize,
+    pub ssub_count: usize,
+    /// Commands queued since MULTI, `None` outside a transaction (CLIENT
+    /// LIST `multi=-1`). Kept by the transaction layer.
+    pub multi_count: Option<usize>,
+    /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
+    pub blocked: bool,
+    /// Reply buffer size and its recent peak in bytes (CLIENT LIST `rbs`,
+    /// `rbp`). Kept by the runtime.
+    pub reply_buf_size: usize,
+    pub reply_buf_peak: usize,
 }
 
 /// Process-wide state.
@@ -97,7 +112,22 @@ pub struct ServerShared {
     pub executable: String,
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
+    /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`];
+    /// read by whoever writes the final snapshot.
+    pub shutdown_mode: AtomicU8,
+    /// Commands per second over the last sampling window (INFO
+    /// `instantaneous_ops_per_sec`), sampled by the runtime.
+    pub ops_per_sec: AtomicU64,
+    /// Network input/output kbps over the last window (INFO
+    /// `instantaneous_input_kbps`/`_output_kbps`), as `f64::to_bits`.
+    pub input_kbps_bits: AtomicU64,
+    pub output_kbps_bits: AtomicU64,
 }
+
+pub const SHUTDOWN_DEFAULT: u8 = 0;
+pub const SHUTDOWN_NOSAVE: u8 = 1;
+pub const SHUTDOWN_SAVE: u8 = 2;
 
 impl ServerShared {
     pub fn new(config: Config, nshards: usize) -> Self {
@@ -120,6 +150,10 @@ impl ServerShared {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             wake_all: OnceLock::new(),
+            shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
+            ops_per_sec: AtomicU64::new(0),
+            input_kbps_bits: AtomicU64::new(0),
+            output_kbps_bits: AtomicU64::new(0),
         }
     }
 

@@ -10,6 +10,7 @@
 
 pub mod connection;
 pub mod coord;
+pub mod docs;
 pub mod ctx;
 pub mod error;
 pub mod exec;

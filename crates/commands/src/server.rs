@@ -1,25 +1,958 @@
-//! Server commands: INFO, CONFIG, SHUTDOWN, TIME, DEBUG, and the
-//! whole-keyspace commands that fan out to every shard.
+//! Server commands: INFO, CONFIG, COMMAND (in `docs`), TIME, LASTSAVE,
+//! DEBUG, SHUTDOWN.
+//!
+//! INFO and CONFIG RESETSTAT need every thread's counters (per-command
+//! statistics live in each thread's `ThreadStats`, keyspace figures in each
+//! shard), so they are coordinators that fan out one job per thread and sum
+//! the answers on the home thread. Everything else here reads or writes
+//! `ServerShared` only.
+//!
+//! Memory figures: there is no allocator hook yet, so `used_memory` is the
+//! process's resident set size (`/proc/self/statm`), which makes
+//! `mem_fragmentation_ratio` 1.00. CPU figures come from `getrusage`.
+//!
+//! Control path: allocation and locks (the config lock) are fine here.
 
-use resp::Args;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::ctx::ConnCtx;
+use engine::ShardStats;
+use resp::{Args, Reply};
+
+use crate::coord::{fan_out, Coordinator};
+use crate::ctx::{
+    ClientState, ConnCtx, ServerShared, ThreadStats, SHUTDOWN_DEFAULT, SHUTDOWN_NOSAVE,
+    SHUTDOWN_SAVE,
+};
+use crate::docs::reply_help;
 use crate::error::CmdError;
-use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
+use crate::table::{flags::*, registry, CommandSpec, Exec, NO_KEYS};
+use crate::util::eq_ic;
 
-pub(crate) const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "shutdown",
-    -1,
-    ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY,
-    NO_KEYS,
-    Exec::Conn(shutdown),
-    &["admin", "slow", "dangerous"],
-)];
+/// The Redis version Tessera answers as (HELLO, INFO).
+pub const REDIS_VERSION: &str = "7.0.15";
+/// Tessera's own version (INFO `tessera_version`).
+pub const TESSERA_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous"];
+const CONFIG_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+pub(crate) const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY,
+        NO_KEYS,
+        Exec::Conn(shutdown),
+        ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "info",
+        -1,
+        LOADING | STALE | SENTINEL,
+        NO_KEYS,
+        Exec::Coord(info),
+        &["slow", "dangerous"],
+    ),
+    CommandSpec::new(
+        "time",
+        1,
+        LOADING | STALE | FAST,
+        NO_KEYS,
+        Exec::Conn(time),
+        &["fast"],
+    ),
+    CommandSpec::new(
+        "lastsave",
+        1,
+        LOADING | STALE | FAST,
+        NO_KEYS,
+        Exec::Conn(lastsave),
+        &["admin", "fast", "dangerous"],
+    ),
+    CommandSpec::new(
+        "debug",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED,
+        NO_KEYS,
+        Exec::Conn(debug),
+        ADMIN_ACL,
+    ),
+    CommandSpec::parent("config", -2, 0, &["slow"], CONFIG_SUBCOMMANDS),
+    crate::docs::COMMAND_SPEC,
+];
+
+const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "get",
+        -3,
+        CONFIG_FLAGS,
+        NO_KEYS,
+        Exec::Conn(config_get),
+        ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "set",
+        -4,
+        CONFIG_FLAGS,
+        NO_KEYS,
+        Exec::Conn(config_set),
+        ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "resetstat",
+        2,
+        CONFIG_FLAGS,
+        NO_KEYS,
+        Exec::Coord(config_resetstat),
+        ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "rewrite",
+        2,
+        CONFIG_FLAGS,
+        NO_KEYS,
+        Exec::Conn(config_rewrite),
+        ADMIN_ACL,
+    ),
+    CommandSpec::new(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        Exec::Conn(config_help),
+        &["slow"],
+    ),
+];
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: stops the server; the
-/// client sees the connection close (no reply), as in Redis.
-fn shutdown(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+/// client sees the connection close (no reply), as in Redis. ABORT: no
+/// shutdown is ever in progress when a command can run.
+fn shutdown(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let (mut nosave, mut save, mut other, mut abort) = (false, false, false, false);
+    for a in args.iter().skip(1) {
+        if eq_ic(a, "nosave") {
+            nosave = true;
+        } else if eq_ic(a, "save") {
+            save = true;
+        } else if eq_ic(a, "now") || eq_ic(a, "force") {
+            other = true;
+        } else if eq_ic(a, "abort") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (abort && (nosave || save || other)) || (nosave && save) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::err("No shutdown in progress."));
+    }
+    let mode = if nosave {
+        SHUTDOWN_NOSAVE
+    } else if save {
+        SHUTDOWN_SAVE
+    } else {
+        SHUTDOWN_DEFAULT
+    };
+    c.server.shutdown_mode.store(mode, Ordering::SeqCst);
     c.server.request_shutdown();
     c.client.close_after_reply = true;
     Ok(())
 }
+
+/// TIME: [unix seconds, microseconds] as bulk strings.
+fn time(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    c.out.array(2);
+    c.out.bulk_int(d.as_secs() as i64);
+    c.out.bulk_int(i64::from(d.subsec_micros()));
+    Ok(())
+}
+
+/// LASTSAVE: unix time of the last successful save (start time if none).
+fn lastsave(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.out
+        .int(c.server.lastsave_s.load(Ordering::Relaxed) as i64);
+    Ok(())
+}
+
+/// C's `atof`: the longest numeric prefix after leading whitespace, 0 if
+/// none (DEBUG SLEEP accepts anything, as Redis's `strtod(.., NULL)`).
+fn atof(arg: &[u8]) -> f64 {
+    let s = String::from_utf8_lossy(arg);
+    let s = s.trim_start();
+    (1..=s.len())
+        .rev()
+        .filter(|&i| s.is_char_boundary(i))
+        .find_map(|i| s[..i].parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// DEBUG SLEEP seconds | DEBUG HELP. SLEEP blocks the executing thread,
+/// as it blocks Redis's only thread.
+fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let sub = args.get(1);
+    if eq_ic(sub, "help") && args.len() == 2 {
+        reply_help(c.out, "DEBUG", DEBUG_HELP);
+    } else if eq_ic(sub, "sleep") && args.len() == 3 {
+        let secs = atof(args.get(2));
+        if let Ok(d) = Duration::try_from_secs_f64(secs) {
+            std::thread::sleep(d);
+        }
+        c.out.ok();
+    } else {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(sub)
+        )));
+    }
+    Ok(())
+}
+
+/// CONFIG GET pattern [pattern ...]: a map name -> value.
+fn config_get(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let pats: Vec<&[u8]> = args.iter().skip(2).collect();
+    let pairs = {
+        let cfg = c.server.config.read().unwrap_or_else(|e| e.into_inner());
+        config::config_get(&cfg, &pats)
+    };
+    c.out.map(pairs.len());
+    for (k, v) in pairs {
+        c.out.bulk(k.as_bytes());
+        c.out.bulk(&v);
+    }
+    Ok(())
+}
+
+/// CONFIG SET name value [name value ...]: all or nothing; threads pick up
+/// the change through `config_gen`.
+fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    if args.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let pairs: Vec<(&[u8], &[u8])> = (2..args.len())
+        .step_by(2)
+        .map(|i| (args.get(i), args.get(i + 1)))
+        .collect();
+    {
+        let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
+        config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+    }
+    c.server.config_gen.fetch_add(1, Ordering::SeqCst);
+    if let Some(w) = c.server.wake_all.get() {
+        w();
+    }
+    c.out.ok();
+    Ok(())
+}
+
+fn config_rewrite(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    if c.server.config().config_file.is_none() {
+        return Err(CmdError::err("The server is running without a config file"));
+    }
+    Err(CmdError::err(
+        "Rewriting config file: CONFIG REWRITE is not supported yet",
+    ))
+}
+
+/// CONFIG RESETSTAT: zeroes every thread's command/error statistics and
+/// every shard's keyspace statistics, and the server-wide counters.
+fn config_resetstat(
+    c: &mut ConnCtx<'_>,
+    _args: Args<'_>,
+) -> Result<Box<dyn Coordinator>, CmdError> {
+    c.server.total_connections.store(0, Ordering::Relaxed);
+    c.server.rejected_connections.store(0, Ordering::Relaxed);
+    Ok(fan_out(
+        c.nshards(),
+        |env| {
+            *env.stats = ThreadStats::default();
+            env.shard.stats = ShardStats::default();
+        },
+        |_: Vec<()>, out, _| {
+            out.ok();
+            Ok(())
+        },
+    ))
+}
+
+fn config_help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    reply_help(
+        c.out,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// INFO
+// ---------------------------------------------------------------------------
+
+/// INFO's sections in output order; `true` when in "default".
+const SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("modules", true),
+    ("commandstats", false),
+    ("errorstats", true),
+    ("latencystats", false),
+    ("cluster", true),
+    ("keyspace", true),
+];
+
+/// What one thread contributes to INFO.
+struct ShardInfo {
+    stats: ShardStats,
+    /// Per database: (keys, keys with a TTL, mean TTL in ms).
+    dbs: Vec<(usize, usize, u64)>,
+    thread: Option<ThreadStats>,
+}
+
+/// INFO [section ...]: Redis's sections and field names (verbatim string in
+/// RESP3, bulk string in RESP2). Unknown sections are ignored.
+fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let mut want = [false; SECTIONS.len()];
+    if args.len() == 1 {
+        for (w, (_, d)) in want.iter_mut().zip(SECTIONS) {
+            *w = *d;
+        }
+    }
+    for a in args.iter().skip(1) {
+        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        for (w, (name, d)) in want.iter_mut().zip(SECTIONS) {
+            match a.as_str() {
+                "all" | "everything" => *w = true,
+                "default" => *w |= *d,
+                s if s == *name => *w = true,
+                _ => {}
+            }
+        }
+    }
+    let snap = Snapshot::take(c.server);
+    Ok(fan_out(
+        c.nshards(),
+        move |env| ShardInfo {
+            stats: env.shard.stats,
+            dbs: env
+                .shard
+                .dbs
+                .iter()
+                .map(|d| {
+                    let (e, ttl) = d.expires_info(env.shard.now_ms);
+                    (d.len(), e, ttl)
+                })
+                .collect(),
+            thread: Some(env.stats.clone()),
+        },
+        move |parts: Vec<ShardInfo>, out: &mut Reply, _: &mut ClientState| {
+            let text = render(&want, &snap, &parts);
+            out.verbatim("txt", text.as_bytes());
+            Ok(())
+        },
+    ))
+}
+
+/// Server-wide figures read on the home thread when INFO starts.
+struct Snapshot {
+    config: config::Config,
+    nshards: usize,
+    uptime_s: u64,
+    run_id: String,
+    executable: String,
+    tcp_port: u64,
+    connected_clients: usize,
+    total_connections: u64,
+    rejected_connections: u64,
+    lastsave_s: u64,
+    ops_per_sec: u64,
+    input_kbps: f64,
+    output_kbps: f64,
+}
+
+impl Snapshot {
+    fn take(s: &ServerShared) -> Self {
+        Snapshot {
+            config: s.config(),
+            nshards: s.nshards,
+            uptime_s: s.start.elapsed().as_secs(),
+            run_id: s.run_id.clone(),
+            executable: s.executable.clone(),
+            tcp_port: s.tcp_port.load(Ordering::Relaxed),
+            connected_clients: s.connected_clients.load(Ordering::Relaxed),
+            total_connections: s.total_connections.load(Ordering::Relaxed),
+            rejected_connections: s.rejected_connections.load(Ordering::Relaxed),
+            lastsave_s: s.lastsave_s.load(Ordering::Relaxed),
+            ops_per_sec: s.ops_per_sec.load(Ordering::Relaxed),
+            input_kbps: f64::from_bits(s.input_kbps_bits.load(Ordering::Relaxed)),
+            output_kbps: f64::from_bits(s.output_kbps_bits.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Redis's `bytesToHuman`.
+fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    let mut d = n as f64;
+    if d < 1024.0 {
+        return format!("{n}B");
+    }
+    for u in UNITS {
+        d /= 1024.0;
+        if d < 1024.0 || u == "P" {
+            return format!("{d:.2}{u}");
+        }
+    }
+    unreachable!("the loop returns at P")
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Resident set size in bytes (`/proc/self/statm`, field 2, in pages).
+fn rss_bytes() -> u64 {
+    let pages: u64 = read_trim("/proc/self/statm")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+fn total_system_memory() -> u64 {
+    read_trim("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// (system, user) CPU seconds of `who` (`RUSAGE_SELF`, `_CHILDREN`,
+/// `_THREAD`).
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we own.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_stime), t(ru.ru_utime))
+}
+
+/// Highest `used_memory` INFO has seen (`used_memory_peak`).
+static PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `key:value\r\n`.
+fn kv(o: &mut String, k: &str, v: impl std::fmt::Display) {
+    let _ = write!(o, "{k}:{v}\r\n");
+}
+
+fn zeros(o: &mut String, keys: &[&str]) {
+    for k in keys {
+        kv(o, k, 0);
+    }
+}
+
+fn render(want: &[bool], s: &Snapshot, parts: &[ShardInfo]) -> String {
+    let mut sections: Vec<String> = Vec::new();
+    for (i, (name, _)) in SECTIONS.iter().enumerate() {
+        if want[i] {
+            let mut o = String::new();
+            section(&mut o, name, s, parts);
+            sections.push(o);
+        }
+    }
+    sections.join("\r\n")
+}
+
+fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
+    let threads: Vec<&ThreadStats> = parts.iter().filter_map(|p| p.thread.as_ref()).collect();
+    let sum = |f: fn(&ThreadStats) -> u64| threads.iter().map(|t| f(t)).sum::<u64>();
+    let shard_sum = |f: fn(&ShardStats) -> u64| parts.iter().map(|p| f(&p.stats)).sum::<u64>();
+    match name {
+        "server" => {
+            o.push_str("# Server\r\n");
+            kv(o, "redis_version", REDIS_VERSION);
+            kv(o, "redis_git_sha1", "00000000");
+            kv(o, "redis_git_dirty", 0);
+            kv(o, "redis_build_id", "0");
+            kv(o, "redis_mode", "standalone");
+            kv(o, "tessera_version", TESSERA_VERSION);
+            kv(o, "tessera_shards", s.nshards);
+            let os = format!(
+                "{} {} {}",
+                read_trim("/proc/sys/kernel/ostype"),
+                read_trim("/proc/sys/kernel/osrelease"),
+                std::env::consts::ARCH
+            );
+            kv(o, "os", os);
+            kv(o, "arch_bits", usize::BITS);
+            kv(o, "monotonic_clock", "POSIX clock_gettime");
+            kv(o, "multiplexing_api", "epoll");
+            kv(o, "atomicvar_api", "c11-builtin");
+            kv(o, "gcc_version", "0.0.0");
+            kv(o, "process_id", std::process::id());
+            kv(o, "process_supervised", "no");
+            kv(o, "run_id", &s.run_id);
+            kv(o, "tcp_port", s.tcp_port);
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            kv(o, "server_time_usec", now.as_micros());
+            kv(o, "uptime_in_seconds", s.uptime_s);
+            kv(o, "uptime_in_days", s.uptime_s / 86400);
+            kv(o, "hz", s.config.hz);
+            kv(o, "configured_hz", s.config.hz);
+            // Redis's LRU clock: seconds, 24 bits.
+            kv(o, "lru_clock", now.as_secs() & ((1 << 24) - 1));
+            kv(o, "executable", &s.executable);
+            let file = s.config.config_file.as_ref();
+            kv(o, "config_file", file.map(|p| p.display().to_string()).unwrap_or_default());
+            kv(o, "io_threads_active", 0);
+        }
+        "clients" => {
+            o.push_str("# Clients\r\n");
+            kv(o, "connected_clients", s.connected_clients);
+            kv(o, "cluster_connections", 0);
+            kv(o, "maxclients", s.config.maxclients);
+            zeros(
+                o,
+                &[
+                    "client_recent_max_input_buffer",
+                    "client_recent_max_output_buffer",
+                    "blocked_clients",
+                    "tracking_clients",
+                    "clients_in_timeout_table",
+                ],
+            );
+        }
+        "memory" => {
+            let used = rss_bytes();
+            let peak = PEAK.fetch_max(used, Ordering::Relaxed).max(used);
+            let total = total_system_memory();
+            o.push_str("# Memory\r\n");
+            kv(o, "used_memory", used);
+            kv(o, "used_memory_human", human(used));
+            kv(o, "used_memory_rss", used);
+            kv(o, "used_memory_rss_human", human(used));
+            kv(o, "used_memory_peak", peak);
+            kv(o, "used_memory_peak_human", human(peak));
+            let perc = used as f64 * 100.0 / peak.max(1) as f64;
+            kv(o, "used_memory_peak_perc", format!("{perc:.2}%"));
+            kv(o, "used_memory_overhead", 0);
+            kv(o, "used_memory_startup", 0);
+            kv(o, "used_memory_dataset", used);
+            kv(o, "used_memory_dataset_perc", "100.00%");
+            kv(o, "allocator_allocated", used);
+            kv(o, "allocator_active", used);
+            kv(o, "allocator_resident", used);
+            kv(o, "total_system_memory", total);
+            kv(o, "total_system_memory_human", human(total));
+            kv(o, "used_memory_lua", 0);
+            kv(o, "used_memory_vm_eval", 0);
+            kv(o, "used_memory_lua_human", "0B");
+            zeros(
+                o,
+                &[
+                    "used_memory_scripts_eval",
+                    "number_of_cached_scripts",
+                    "number_of_functions",
+                    "number_of_libraries",
+                    "used_memory_vm_functions",
+                    "used_memory_vm_total",
+                ],
+            );
+            kv(o, "used_memory_vm_total_human", "0B");
+            kv(o, "used_memory_functions", 0);
+            kv(o, "used_memory_scripts", 0);
+            kv(o, "used_memory_scripts_human", "0B");
+            kv(o, "maxmemory", s.config.maxmemory);
+            kv(o, "maxmemory_human", human(s.config.maxmemory));
+            kv(o, "maxmemory_policy", s.config.maxmemory_policy.name());
+            for (k, v) in [
+                ("allocator_frag_ratio", "1.00"),
+                ("allocator_frag_bytes", "0"),
+                ("allocator_rss_ratio", "1.00"),
+                ("allocator_rss_bytes", "0"),
+                ("rss_overhead_ratio", "1.00"),
+                ("rss_overhead_bytes", "0"),
+                ("mem_fragmentation_ratio", "1.00"),
+                ("mem_fragmentation_bytes", "0"),
+            ] {
+                kv(o, k, v);
+            }
+            zeros(
+                o,
+                &[
+                    "mem_not_counted_for_evict",
+                    "mem_replication_backlog",
+                    "mem_total_replication_buffers",
+                    "mem_clients_slaves",
+                    "mem_clients_normal",
+                    "mem_cluster_links",
+                    "mem_aof_buffer",
+                ],
+            );
+            kv(o, "mem_allocator", "libc");
+            zeros(
+                o,
+                &[
+                    "active_defrag_running",
+                    "lazyfree_pending_objects",
+                    "lazyfreed_objects",
+                ],
+            );
+        }
+        "persistence" => {
+            o.push_str("# Persistence\r\n");
+            zeros(
+                o,
+                &[
+                    "loading",
+                    "async_loading",
+                    "current_cow_peak",
+                    "current_cow_size",
+                    "current_cow_size_age",
+                ],
+            );
+            kv(o, "current_fork_perc", "0.00");
+            zeros(
+                o,
+                &[
+                    "current_save_keys_processed",
+                    "current_save_keys_total",
+                    "rdb_changes_since_last_save",
+                    "rdb_bgsave_in_progress",
+                ],
+            );
+            kv(o, "rdb_last_save_time", s.lastsave_s);
+            kv(o, "rdb_last_bgsave_status", "ok");
+            kv(o, "rdb_last_bgsave_time_sec", -1);
+            kv(o, "rdb_current_bgsave_time_sec", -1);
+            zeros(
+                o,
+                &[
+                    "rdb_saves",
+                    "rdb_last_cow_size",
+                    "rdb_last_load_keys_expired",
+                    "rdb_last_load_keys_loaded",
+                    "aof_enabled",
+                    "aof_rewrite_in_progress",
+                    "aof_rewrite_scheduled",
+                ],
+            );
+            kv(o, "aof_last_rewrite_time_sec", -1);
+            kv(o, "aof_current_rewrite_time_sec", -1);
+            kv(o, "aof_last_bgrewrite_status", "ok");
+            kv(o, "aof_rewrites", 0);
+            kv(o, "aof_rewrites_consecutive_failures", 0);
+            kv(o, "aof_last_write_status", "ok");
+            zeros(
+                o,
+                &[
+                    "aof_last_cow_size",
+                    "module_fork_in_progress",
+                    "module_fork_last_cow_size",
+                ],
+            );
+        }
+        "stats" => {
+            o.push_str("# Stats\r\n");
+            kv(o, "total_connections_received", s.total_connections);
+            kv(o, "total_commands_processed", sum(|t| t.total_commands));
+            kv(o, "instantaneous_ops_per_sec", s.ops_per_sec);
+            kv(o, "total_net_input_bytes", sum(|t| t.net_input_bytes));
+            kv(o, "total_net_output_bytes", sum(|t| t.net_output_bytes));
+            kv(o, "total_net_repl_input_bytes", 0);
+            kv(o, "total_net_repl_output_bytes", 0);
+            kv(o, "instantaneous_input_kbps", format!("{:.2}", s.input_kbps));
+            kv(o, "instantaneous_output_kbps", format!("{:.2}", s.output_kbps));
+            kv(o, "instantaneous_input_repl_kbps", "0.00");
+            kv(o, "instantaneous_output_repl_kbps", "0.00");
+            kv(o, "rejected_connections", s.rejected_connections);
+            zeros(o, &["sync_full", "sync_partial_ok", "sync_partial_err"]);
+            kv(o, "expired_keys", shard_sum(|x| x.expired_keys));
+            let stale = parts.iter().map(|p| p.stats.expired_stale_perc).sum::<f64>()
+                / parts.len().max(1) as f64;
+            kv(o, "expired_stale_perc", format!("{stale:.2}"));
+            kv(
+                o,
+                "expired_time_cap_reached_count",
+                shard_sum(|x| x.expired_time_cap_reached_count),
+            );
+            zeros(
+                o,
+                &[
+                    "expire_cycle_cpu_milliseconds",
+                    "evicted_keys",
+                    "evicted_clients",
+                    "total_eviction_exceeded_time",
+                    "current_eviction_exceeded_time",
+                ],
+            );
+            kv(o, "keyspace_hits", shard_sum(|x| x.keyspace_hits));
+            kv(o, "keyspace_misses", shard_sum(|x| x.keyspace_misses));
+            zeros(
+                o,
+                &[
+                    "pubsub_channels",
+                    "pubsub_patterns",
+                    "pubsubshard_channels",
+                    "latest_fork_usec",
+                    "total_forks",
+                    "migrate_cached_sockets",
+                    "slave_expires_tracked_keys",
+                    "active_defrag_hits",
+                    "active_defrag_misses",
+                    "active_defrag_key_hits",
+                    "active_defrag_key_misses",
+                    "total_active_defrag_time",
+                    "current_active_defrag_time",
+                    "tracking_total_keys",
+                    "tracking_total_items",
+                    "tracking_total_prefixes",
+                ],
+            );
+            kv(o, "unexpected_error_replies", sum(|t| t.unexpected_error_replies));
+            kv(o, "total_error_replies", sum(|t| t.total_error_replies));
+            zeros(
+                o,
+                &[
+                    "dump_payload_sanitizations",
+                    "total_reads_processed",
+                    "total_writes_processed",
+                    "io_threaded_reads_processed",
+                    "io_threaded_writes_processed",
+                    "reply_buffer_shrinks",
+                    "reply_buffer_expands",
+                ],
+            );
+        }
+        "replication" => {
+            o.push_str("# Replication\r\n");
+            kv(o, "role", "master");
+            kv(o, "connected_slaves", 0);
+            kv(o, "master_failover_state", "no-failover");
+            kv(o, "master_replid", &s.run_id);
+            kv(o, "master_replid2", "0".repeat(40));
+            kv(o, "master_repl_offset", 0);
+            kv(o, "second_repl_offset", -1);
+            kv(o, "repl_backlog_active", 0);
+            kv(o, "repl_backlog_size", 1048576);
+            kv(o, "repl_backlog_first_byte_offset", 0);
+            kv(o, "repl_backlog_histlen", 0);
+        }
+        "cpu" => {
+            o.push_str("# CPU\r\n");
+            for (suffix, who) in [
+                ("", libc::RUSAGE_SELF),
+                ("_children", libc::RUSAGE_CHILDREN),
+            ] {
+                let (sys, user) = rusage(who);
+                kv(o, &format!("used_cpu_sys{suffix}"), format!("{sys:.6}"));
+                kv(o, &format!("used_cpu_user{suffix}"), format!("{user:.6}"));
+            }
+            // The home thread of the INFO caller stands in for Redis's main
+            // thread.
+            let (sys, user) = rusage(libc::RUSAGE_THREAD);
+            kv(o, "used_cpu_sys_main_thread", format!("{sys:.6}"));
+            kv(o, "used_cpu_user_main_thread", format!("{user:.6}"));
+        }
+        "modules" => o.push_str("# Modules\r\n"),
+        "commandstats" => {
+            o.push_str("# Commandstats\r\n");
+            for (id, (name, _, _)) in registry().specs.iter().enumerate() {
+                let (mut calls, mut usec, mut rej, mut failed) = (0u64, 0u64, 0u64, 0u64);
+                for c in threads.iter().filter_map(|t| t.cmd.get(id)) {
+                    calls += c.calls;
+                    usec += c.usec;
+                    rej += c.rejected_calls;
+                    failed += c.failed_calls;
+                }
+                if calls == 0 && rej == 0 && failed == 0 {
+                    continue;
+                }
+                let per = if calls == 0 {
+                    0.0
+                } else {
+                    usec as f64 / calls as f64
+                };
+                let _ = write!(
+                    o,
+                    "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2},\
+                     rejected_calls={rej},failed_calls={failed}\r\n"
+                );
+            }
+        }
+        "errorstats" => {
+            o.push_str("# Errorstats\r\n");
+            let mut errs: Vec<(&str, u64)> = Vec::new();
+            for (code, n) in threads.iter().flat_map(|t| t.errors.iter()) {
+                match errs.iter_mut().find(|(c, _)| c == code) {
+                    Some((_, m)) => *m += n,
+                    None => errs.push((code, *n)),
+                }
+            }
+            // Redis keeps them in a radix tree: byte order.
+            errs.sort();
+            for (code, n) in errs {
+                let _ = write!(o, "errorstat_{code}:count={n}\r\n");
+            }
+        }
+        "latencystats" => o.push_str("# Latencystats\r\n"),
+        "cluster" => {
+            o.push_str("# Cluster\r\n");
+            kv(o, "cluster_enabled", 0);
+        }
+        "keyspace" => {
+            o.push_str("# Keyspace\r\n");
+            let ndb = parts.iter().map(|p| p.dbs.len()).max().unwrap_or(0);
+            for db in 0..ndb {
+                let (mut keys, mut expires, mut ttl_weighted) = (0usize, 0usize, 0u128);
+                for &(k, e, t) in parts.iter().filter_map(|p| p.dbs.get(db)) {
+                    keys += k;
+                    expires += e;
+                    ttl_weighted += e as u128 * u128::from(t);
+                }
+                if keys == 0 {
+                    continue;
+                }
+                // Each shard's mean weighted by its number of volatile keys.
+                let avg = ttl_weighted.checked_div(expires as u128).unwrap_or(0);
+                let _ = write!(o, "db{db}:keys={keys},expires={expires},avg_ttl={avg}\r\n");
+            }
+        }
+        _ => {}
+    }
+}
+
+const DEBUG_HELP: &[&str] = &[
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
+    "ASSERT",
+    "    Crash by assertion failed.",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
+    "CRASH-AND-RECOVER [<milliseconds>]",
+    "    Hard crash and restart after a <milliseconds> delay (default 0).",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LEAK <string>",
+    "    Create a memory leak of the input string.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "HTSTATS <dbid>",
+    "    Return hash table statistics of the specified Redis database.",
+    "HTSTATS-KEY <key>",
+    "    Like HTSTATS but for the hash table stored at <key>'s value.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
+    "MALLCTL <key> [<val>]",
+    "    Get or set a malloc tuning integer.",
+    "MALLCTL-STR <key> [<val>]",
+    "    Get or set a malloc tuning string.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
+    "OOM",
+    "    Crash the server simulating an out-of-memory error.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an exception and kill the server.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "    Examples:",
+    "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
+    "      the database.",
+    "    * DEBUG RELOAD NOSAVE: replace the current database with the contents of an",
+    "      existing RDB file.",
+    "    * DEBUG RELOAD NOSAVE NOFLUSH MERGE: add the contents of an existing RDB",
+    "      file to the database.",
+    "RESTART [<milliseconds>]",
+    "    Graceful restart: save config, db, restart after a <milliseconds> delay (default 0).",
+    "SDSLEN <key>",
+    "    Show low level SDS string info representing `key` and value.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "STRINGMATCH-TEST",
+    "    Run a fuzz tester against the stringmatchlen() function.",
+    "STRUCTSIZE",
+    "    Return the size of different Redis core C structures.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "    The optional argument (0 by default) sets the level of detail",
+    "CLIENT-EVICTION",
+    "    Show low level client eviction pools info (maxmemory-clients).",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "    In case NEVER is provided the last observed peak will never be reset",
+    "    In case RESET is provided the peak reset time will be restored to the default value",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
+];

@@ -282,7 +282,10 @@ impl Registry {
                 args: args.iter().skip(1).map(|a| a.to_vec()).collect(),
             })?;
         let spec = self.specs[id].1;
-        if let Exec::Parent = spec.exec {
+        // A container descends into its subcommand; one with a handler of
+        // its own (COMMAND) runs that handler when called bare.
+        let bare_ok = !matches!(spec.exec, Exec::Parent);
+        if !spec.subcommands.is_empty() && !(bare_ok && args.len() < 2) {
             if args.len() < 2 {
                 return Err(CmdError::WrongArity(spec.name.to_string()));
             }
