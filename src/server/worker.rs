@@ -227,6 +227,7 @@ impl Worker {
             }
             self.core.mailbox.unpark();
             self.core.shard.tick();
+            self.refresh_config();
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -673,12 +674,16 @@ impl Worker {
 
     // ------------------------------------------------------------ cron
 
-    fn cron(&mut self) {
+    /// Picks up CONFIG SET from any thread: one atomic load per iteration.
+    fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
         if gen != self.core.cfg_gen {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
         }
+    }
+
+    fn cron(&mut self) {
         let hz = self.core.cfg.hz;
         let period = Duration::from_millis(1000 / u64::from(hz));
         self.next_cron = Instant::now() + period;
@@ -686,6 +691,9 @@ impl Worker {
         let budget_us = 250_000 / u64::from(hz);
         self.core.shard.tick();
         self.core.shard.active_expire_cycle(budget_us);
+        // Redis's incrementallyRehash: about 1 ms per cron for tables that
+        // are not getting writes to carry their rehash forward.
+        self.core.shard.rehash_cron(1000);
         if self.core.cfg.timeout_s > 0 {
             let now = self.core.shard.now_ms;
             let limit_ms = self.core.cfg.timeout_s * 1000;

@@ -27,7 +27,11 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(value: Value, expire_at_ms: u64, now_ms: u64) -> Self {
-        Entry { value, expire_at_ms, access_s: (now_ms / 1000) as u32 }
+        Entry {
+            value,
+            expire_at_ms,
+            access_s: (now_ms / 1000) as u32,
+        }
     }
     #[inline]
     pub fn expire_at_ms(&self) -> u64 {
@@ -55,7 +59,10 @@ pub struct Db {
 
 impl Db {
     pub fn new() -> Self {
-        Db { table: Dict::new(), volatile: Dict::new() }
+        Db {
+            table: Dict::new(),
+            volatile: Dict::new(),
+        }
     }
     pub fn len(&self) -> usize {
         self.table.len()
@@ -110,7 +117,9 @@ impl Db {
     /// Sets (`at_ms > 0`) or clears (`0`) the deadline of an existing key.
     /// Returns false if the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
-        let Some(e) = self.table.get_mut(key) else { return false };
+        let Some(e) = self.table.get_mut(key) else {
+            return false;
+        };
         let had = e.expire_at_ms != 0;
         e.expire_at_ms = at_ms;
         if at_ms != 0 && !had {
@@ -151,10 +160,11 @@ impl Db {
         self.table.iter()
     }
 
-    /// Background rehash progress for the cron.
-    pub fn rehash_step(&mut self, buckets: usize) {
-        self.table.rehash_step(buckets);
-        self.volatile.rehash_step(buckets);
+    /// Background rehash progress for the cron; true while work remains.
+    pub fn rehash_step(&mut self, buckets: usize) -> bool {
+        let a = self.table.rehash_step(buckets);
+        let b = self.volatile.rehash_step(buckets);
+        a || b
     }
 
     /// Keys with a TTL and the mean remaining TTL in ms (INFO keyspace's

@@ -187,7 +187,6 @@ impl Shard {
                     break;
                 }
             }
-            self.dbs[db].rehash_step(8);
         }
         self.stats.expired_keys += total;
         if sampled_all > 0 {
@@ -195,6 +194,18 @@ impl Shard {
             self.stats.expired_stale_perc = perc * 0.05 + self.stats.expired_stale_perc * 0.95;
         }
         total
+    }
+
+    /// Moves unfinished rehashes forward for at most `budget_us`.
+    pub fn rehash_cron(&mut self, budget_us: u64) {
+        let start = std::time::Instant::now();
+        for db in &mut self.dbs {
+            while db.rehash_step(100) {
+                if start.elapsed().as_micros() as u64 >= budget_us {
+                    return;
+                }
+            }
+        }
     }
 
     /// Total keys over all databases (expired but not yet deleted included,

@@ -162,7 +162,11 @@ pub fn parse_i64_canonical(s: &[u8]) -> Option<i64> {
     if s == b"0" {
         return Some(0);
     }
-    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    let (neg, digits) = if s[0] == b'-' {
+        (true, &s[1..])
+    } else {
+        (false, s)
+    };
     if !matches!(digits.first(), Some(b'1'..=b'9')) {
         return None;
     }
