@@ -790,6 +790,11 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     let base = c.rpos;
     let end = c.rbuf_end();
     let args = Args::new(&c.rbuf[base..end], ranges);
+    // CLIENT REPLY SKIP applies to the next command only: arm it now, so a
+    // SKIP issued by this very command re-arms it for the following one.
+    if c.client.reply_mode == ReplyMode::Skip {
+        c.client.reply_mode = ReplyMode::Skipping;
+    }
     let mode_before = c.client.reply_mode;
     let direct = c.inline_reply_target();
     let mut side = Reply::new(c.client.resp3);
@@ -841,9 +846,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     };
     let (step, mark) = step;
     let mode_after = c.client.reply_mode;
-    let suppress = mode_before == ReplyMode::Skip
+    let suppress = mode_before == ReplyMode::Skipping
         || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off);
-    if mode_before == ReplyMode::Skip && mode_after == ReplyMode::Skip {
+    if mode_after == ReplyMode::Skipping {
         c.client.reply_mode = ReplyMode::On;
     }
     match step {

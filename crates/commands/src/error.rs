@@ -44,9 +44,11 @@ impl CmdError {
     }
 }
 
-/// Formats bytes as Redis's `%s` does for client-supplied strings.
+/// Formats bytes as Redis's `%s` does for client-supplied strings: a C
+/// string, so it ends at the first NUL byte.
 fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
 impl fmt::Display for CmdError {

@@ -10,6 +10,14 @@ pub fn parse_i64(arg: &[u8]) -> Result<i64, CmdError> {
     resp::string2ll(arg).ok_or(CmdError::NotInteger)
 }
 
+/// An `int` argument (Redis's `getIntFromObjectOrReply`).
+pub fn parse_i32(arg: &[u8]) -> Result<i32, CmdError> {
+    let n = parse_i64(arg)?;
+    i32::try_from(n).map_err(|_| {
+        CmdError::err("value is out of range, value must between -2147483648 and 2147483647")
+    })
+}
+
 /// A non-negative integer that must fit an `i64` (counts, indexes).
 pub fn parse_u64(arg: &[u8]) -> Result<u64, CmdError> {
     let n = parse_i64(arg)?;
@@ -65,7 +73,7 @@ pub fn as_str_mut(e: &mut Entry) -> Result<&mut Str, CmdError> {
 
 /// A database index argument as SELECT/MOVE/COPY parse it.
 pub fn parse_db_index(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
-    let n = resp::string2ll(arg).ok_or(CmdError::err("value is not an integer or out of range"))?;
+    let n = parse_i32(arg)?;
     if n < 0 || n as u64 >= databases as u64 {
         return Err(CmdError::DbIndexOutOfRange);
     }
