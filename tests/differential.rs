@@ -28,6 +28,7 @@
 //! | `@sorted CMD ...` | the reply is an array/set/map: compare after sorting its elements (map: its key-value pairs) |
 //! | `@noreply CMD ...` | send; both must stay silent (CLIENT REPLY OFF/SKIP) |
 //! | `@replies N CMD ...` | the command answers with N replies (SUBSCRIBE a b, UNSUBSCRIBE with several channels): read and compare all N |
+//! | (commands in `LATER`) | lines using commands of later issues are sent to neither server |
 //! | `@scanall CMD [KEY] ARGS...` | iterate `SCAN 0 ARGS` (or `SSCAN/HSCAN/ZSCAN KEY 0 ARGS`) to cursor 0 on both (at most 100000 calls) and compare the sorted, de-duplicated union of the elements (pairs for HSCAN/ZSCAN) |
 //!
 //! Run against Redis on both sides to validate the scripts themselves:
@@ -62,6 +63,16 @@ const SLEEP_MS_MAX: u64 = 10_000;
 const SCAN_CALLS_MAX: usize = 100_000;
 /// Bound on lines of one script (a runaway generated file fails loudly).
 const SCRIPT_LINES_MAX: usize = 20_000;
+/// Commands that belong to later issues (issue 4: hashes, lists, sets,
+/// sorted sets; streams and pub/sub after it). Script lines using them are
+/// skipped on both servers until the command lands; shrink this list as
+/// they do.
+const LATER: &[&str] = &[
+    "RPUSH", "LPUSH", "LRANGE", "LLEN", "LPOP", "RPOP", "SADD", "SMEMBERS", "SCARD", "ZADD",
+    "ZRANGE", "ZSCORE", "ZCARD", "HSET", "HGET", "HGETALL", "HLEN", "XADD", "XLEN", "SSCAN",
+    "HSCAN", "ZSCAN", "SUBSCRIBE", "UNSUBSCRIBE", "PSUBSCRIBE", "PUBLISH", "WAIT",
+];
+
 /// How long a `@noreply` line listens for an unwanted reply.
 const NOREPLY_WAIT: Duration = Duration::from_millis(30);
 /// Largest N of `@replies N`.
@@ -169,6 +180,19 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
             }
             Ok(a)
         };
+        // Lines for commands of later issues are sent to neither server, so
+        // both stay in the same state.
+        if directive.is_none_or(|d| !matches!(d, "resp3" | "resp2" | "flush" | "sleep")) {
+            let cmd_text = match directive {
+                Some("replies") => rest.split_once(char::is_whitespace).map_or("", |x| x.1),
+                Some(_) => rest,
+                None => text,
+            };
+            let first = cmd_text.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+            if LATER.contains(&first.as_str()) {
+                continue;
+            }
+        }
         let step = match directive {
             None => Step::Compare(args(rest)?),
             Some("ignore") => Step::Ignore(args(rest)?),
