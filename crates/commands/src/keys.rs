@@ -978,11 +978,18 @@ fn keys_(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
 ///
 /// The cursor is the shard's `Dict::scan` cursor with the shard index in
 /// bits [`ScanCursor::SHIFT`] and up: `cursor = shard << 40 | dict_cursor`.
-/// A call scans only the shard the cursor names; when that shard's dict
-/// cursor comes back 0 the reply's cursor points at the start of the next
-/// shard (0 after the last one). Each shard is scanned with Redis's
+/// A call starts on the shard the cursor names; when that shard's dict
+/// cursor comes back 0 the iteration moves to the start of the next shard
+/// (0 after the last one). Each shard is scanned with Redis's
 /// reverse-binary cursor from 0 to 0, so SCAN keeps Redis's guarantee: a
 /// key present for the whole iteration is returned at least once.
+///
+/// A call that finishes a shard before its page is full (fewer than COUNT
+/// keys gathered, iteration budget left) goes on to the next shard, one
+/// job per shard in sequence, rather than replying a short page: so an
+/// empty or small database answers `SCAN 0` with cursor 0 in one call, as
+/// Redis does, instead of one empty page per shard. Each job still talks
+/// to one shard, and a call visits at most every shard once.
 ///
 /// Why bit 40: a dict cursor never exceeds its table's mask, and 2^40
 /// buckets is far beyond any shard; keeping the shard below bit 53 keeps
@@ -1084,49 +1091,113 @@ fn scan(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
         i += 2;
     }
     let n = c.nshards();
-    let Some((shard, dict_cursor)) = ScanCursor::split(cursor, n) else {
-        // OneStep replies after its jobs: one no-op job on the home shard.
-        let mut plan = Plan::default();
-        plan.run(c.home, |_| ());
-        return Ok(OneStep::new(
-            plan,
-            |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-                scan_reply(out, 0, &[]);
-                Ok(())
-            },
-        ));
-    };
-    let db = c.client.db;
-    let mut plan = Plan::default();
-    plan.run(shard, move |env| {
-        let count = count as usize;
-        let (next, mut keys) = scan_collect(&env.shard.dbs[db], dict_cursor, count);
-        keys.retain(|k| scan_keep(env.shard, db, k, pattern.as_deref(), type_name.as_deref()));
-        (next, keys)
-    });
-    Ok(OneStep::new(
-        plan,
-        move |mut res: Vec<(u64, Vec<SmallBytes>)>, out: &mut Reply, _: &mut ClientState| {
-            let (next, keys) = res.pop().unwrap_or_default();
-            scan_reply(out, ScanCursor::join(shard, next, n), &keys);
-            Ok(())
-        },
-    ))
+    let start = ScanCursor::split(cursor, n);
+    Ok(Box::new(ScanCoord {
+        db: c.client.db,
+        nshards: n,
+        at: start,
+        count: count as usize,
+        budget: (count as usize).saturating_mul(10),
+        gathered: 0,
+        pattern,
+        type_name,
+        keys: Vec::new(),
+    }))
 }
 
-/// Redis's SCAN loop: call the dict's scan until `count` keys were
-/// gathered, the cursor returns to 0, or `10 * count` calls were made.
-fn scan_collect(db: &engine::Db, mut cursor: u64, count: usize) -> (u64, Vec<SmallBytes>) {
+/// One SCAN call: a job on the cursor's shard, then on the following
+/// shards while the page is not full (see [`ScanCursor`]).
+struct ScanCoord {
+    db: usize,
+    nshards: usize,
+    /// The shard and dict cursor the next job scans from; `None` once the
+    /// client's cursor named no shard.
+    at: Option<(usize, u64)>,
+    count: usize,
+    /// Dict scan calls left in this SCAN call (Redis's `maxiterations`).
+    budget: usize,
+    /// Keys gathered before filtering: Redis's page size counts these.
+    gathered: usize,
+    pattern: Option<Vec<u8>>,
+    type_name: Option<Vec<u8>>,
+    keys: Vec<SmallBytes>,
+}
+
+/// What one shard's SCAN job reports.
+struct ScanPart {
+    next: u64,
+    gathered: usize,
+    calls: usize,
+    keys: Vec<SmallBytes>,
+}
+
+impl ScanCoord {
+    fn issue(&self, plan: &mut Plan, shard: usize, cursor: u64) {
+        let (db, want, budget) = (self.db, self.count - self.gathered, self.budget);
+        let (pattern, type_name) = (self.pattern.clone(), self.type_name.clone());
+        plan.run(shard, move |env| {
+            let mut part = scan_collect(&env.shard.dbs[db], cursor, want, budget);
+            part.keys
+                .retain(|k| scan_keep(env.shard, db, k, pattern.as_deref(), type_name.as_deref()));
+            part
+        });
+    }
+}
+
+impl Coordinator for ScanCoord {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        _client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        let Some((shard, cursor)) = self.at else {
+            scan_reply(out, 0, &[]);
+            return Ok(());
+        };
+        let Some(part) = outputs::<ScanPart>(results).pop() else {
+            self.issue(plan, shard, cursor);
+            return Ok(());
+        };
+        self.gathered += part.gathered;
+        self.budget = self.budget.saturating_sub(part.calls);
+        self.keys.extend(part.keys);
+        let more = part.next == 0
+            && shard + 1 < self.nshards
+            && self.gathered < self.count
+            && self.budget > 0;
+        if more {
+            self.at = Some((shard + 1, 0));
+            self.issue(plan, shard + 1, 0);
+            return Ok(());
+        }
+        let next = ScanCursor::join(shard, part.next, self.nshards);
+        scan_reply(out, next, &self.keys);
+        Ok(())
+    }
+}
+
+/// Redis's SCAN loop on one shard: call the dict's scan until `want`
+/// keys were gathered, the cursor returns to 0, or the call budget (Redis's
+/// `maxiterations`, `10 * COUNT` per SCAN call) is spent.
+fn scan_collect(db: &engine::Db, mut cursor: u64, want: usize, mut budget: usize) -> ScanPart {
     let mut keys = Vec::new();
-    let mut budget = count.saturating_mul(10);
+    let mut calls = 0;
     loop {
         cursor = db.scan(cursor, |k, _| keys.push(k.clone()));
-        if cursor == 0 || budget == 0 || keys.len() >= count {
+        calls += 1;
+        if cursor == 0 || budget == 0 || keys.len() >= want {
             break;
         }
         budget -= 1;
     }
-    (cursor, keys)
+    ScanPart {
+        next: cursor,
+        gathered: keys.len(),
+        calls,
+        keys,
+    }
 }
 
 /// Whether a scanned key stays in the page: MATCH, then TYPE (looked up
@@ -2050,8 +2121,10 @@ mod tests {
     fn scan_covers_every_key() {
         for n in SHARD_COUNTS {
             let mut t = TestServer::new(n);
-            let (seen, _) = scan_all(&mut t, &[], |_, _| {});
+            let (seen, calls) = scan_all(&mut t, &[], |_, _| {});
             assert!(seen.is_empty());
+            assert_eq!(calls, 1, "an empty database is one call");
+            assert_eq!(t.run(&["SCAN", "0"]), "*2\r\n$1\r\n0\r\n*0\r\n");
             for i in 0..1000 {
                 t.run(&["SET", &format!("k{i}"), "v"]);
             }
@@ -2060,7 +2133,7 @@ mod tests {
             assert_eq!(set.len(), 1000);
             // No rehash happened, so no duplicates either.
             assert_eq!(seen.len(), 1000);
-            assert!(calls > n, "COUNT 10 pages");
+            assert!(calls >= 1000 / 10 / 2, "COUNT 10 pages: {calls}");
             let (seen, _) = scan_all(&mut t, &["COUNT", "100000"], |_, _| {});
             assert_eq!(seen.len(), 1000);
             let (seen, _) = scan_all(&mut t, &["MATCH", "k1*"], |_, _| {});
@@ -2109,33 +2182,44 @@ mod tests {
         let k3 = key_on("b", 3, n);
         t.run(&["SET", &k1, "v"]);
         t.run(&["SET", &k3, "v"]);
-        // Shard 0 is empty: the first page is empty and points at shard 1.
-        assert_eq!(
-            t.run(&["SCAN", "0"]),
+        let pair = |k1: &str, k3: &str| {
             format!(
-                "*2\r\n${}\r\n{}\r\n*0\r\n",
-                (1u64 << 40).to_string().len(),
-                1u64 << 40
+                "*2\r\n$1\r\n0\r\n*2\r\n${}\r\n{k1}\r\n${}\r\n{k3}\r\n",
+                k1.len(),
+                k3.len()
             )
-        );
-        let c2 = (2u64 << 40).to_string();
+        };
+        // A page that is not full goes on to the next shards.
+        assert_eq!(t.run(&["SCAN", "0"]), pair(&k1, &k3));
+        // Starting at shard 3, only its key.
         assert_eq!(
-            t.run(&["SCAN", &(1u64 << 40).to_string()]),
-            format!(
-                "*2\r\n${}\r\n{c2}\r\n*1\r\n${}\r\n{k1}\r\n",
-                c2.len(),
-                k1.len()
-            )
-        );
-        let c3 = (3u64 << 40).to_string();
-        assert_eq!(
-            t.run(&["SCAN", &c2]),
-            format!("*2\r\n${}\r\n{c3}\r\n*0\r\n", c3.len())
-        );
-        assert_eq!(
-            t.run(&["SCAN", &c3]),
+            t.run(&["SCAN", &(3u64 << 40).to_string()]),
             format!("*2\r\n$1\r\n0\r\n*1\r\n${}\r\n{k3}\r\n", k3.len())
         );
+        // Shard 2 is empty: the call moves on to shard 3.
+        assert_eq!(
+            t.run(&["SCAN", &(2u64 << 40).to_string()]),
+            format!("*2\r\n$1\r\n0\r\n*1\r\n${}\r\n{k3}\r\n", k3.len())
+        );
+        // COUNT 1: the first page stops in shard 1 or at the start of shard
+        // 2 or 3; the cursor's shard never goes backwards.
+        let mut cursor = 0u64;
+        let mut seen = Vec::new();
+        let mut last_shard = 0;
+        loop {
+            let r = t.run(&["SCAN", &cursor.to_string(), "COUNT", "1"]);
+            let lines: Vec<&str> = r.split("\r\n").collect();
+            cursor = lines[2].parse().unwrap();
+            let nkeys: usize = lines[3][1..].parse().unwrap();
+            seen.extend((0..nkeys).map(|i| lines[5 + 2 * i].to_string()));
+            if cursor == 0 {
+                break;
+            }
+            let shard = (cursor >> 40) as usize;
+            assert!(shard >= last_shard && shard < n, "{cursor}");
+            last_shard = shard;
+        }
+        assert_eq!(seen, vec![k1.clone(), k3.clone()]);
         // A cursor naming no shard ends the iteration.
         assert_eq!(
             t.run(&["SCAN", &(9u64 << 40).to_string()]),
