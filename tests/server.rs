@@ -28,8 +28,18 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
             let mut out = String::new();
-            child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-            child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
             return (status.code().unwrap_or(-1), out);
         }
         if Instant::now() > deadline {
@@ -46,7 +56,10 @@ fn unknown_directive_stops_startup_naming_it() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FATAL CONFIG FILE ERROR"), "{out}");
     assert!(out.contains("no-such-thing"), "{out}");
-    assert!(out.contains("Bad directive or wrong number of arguments"), "{out}");
+    assert!(
+        out.contains("Bad directive or wrong number of arguments"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -78,7 +91,13 @@ fn config_file_is_read_and_arguments_override_it() {
     std::fs::write(&path, format!("port 1\ndatabases 4\nshards 3\n")).unwrap();
     // The file comes first, as for redis-server; --port overrides its port.
     let mut child = Command::new(bin())
-        .args([path.to_str().unwrap(), "--port", &port.to_string(), "--shards", "2"])
+        .args([
+            path.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+            "--shards",
+            "2",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -90,7 +109,10 @@ fn config_file_is_read_and_arguments_override_it() {
     }
     let mut c = RawConn::connect(&format!("127.0.0.1:{port}"));
     assert_bytes(&c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
-    assert_bytes(&c.cmd_str(&["SELECT", "4"]), b"-ERR DB index is out of range\r\n");
+    assert_bytes(
+        &c.cmd_str(&["SELECT", "4"]),
+        b"-ERR DB index is out of range\r\n",
+    );
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -113,7 +135,10 @@ fn port_in_use_is_a_clear_error() {
     let (code, out) = run_to_exit(&["--port", &port]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("Address already in use"), "{out}");
-    assert!(out.contains(&format!("Failed listening on port {port}")), "{out}");
+    assert!(
+        out.contains(&format!("Failed listening on port {port}")),
+        "{out}"
+    );
     assert!(!out.contains("panicked"), "{out}");
 }
 
@@ -138,8 +163,10 @@ fn unix_socket_serves_clients() {
         let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let key = format!("k{i}");
-        s.write_all(&encode_command(&[b"SET", key.as_bytes(), b"v"])).unwrap();
-        s.write_all(&encode_command(&[b"GET", key.as_bytes()])).unwrap();
+        s.write_all(&encode_command(&[b"SET", key.as_bytes(), b"v"]))
+            .unwrap();
+        s.write_all(&encode_command(&[b"GET", key.as_bytes()]))
+            .unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 64];
         while got.len() < b"+OK\r\n$1\r\nv\r\n".len() {
@@ -230,11 +257,22 @@ fn pipelines_across_shards_reply_in_order() {
         if i % 100 == 0 {
             // A multi-shard command in the middle of the pipeline.
             let prev = format!("key:{}", i.max(1) - 1);
-            wire.extend(encode_command(&[b"MGET", k.as_bytes(), prev.as_bytes(), b"nope"]));
+            wire.extend(encode_command(&[
+                b"MGET",
+                k.as_bytes(),
+                prev.as_bytes(),
+                b"nope",
+            ]));
             let pv = format!("value-{}", i.max(1) - 1);
             want.extend(
-                format!("*3\r\n${}\r\n{}\r\n${}\r\n{}\r\n$-1\r\n", v.len(), v, pv.len(), pv)
-                    .into_bytes(),
+                format!(
+                    "*3\r\n${}\r\n{}\r\n${}\r\n{}\r\n$-1\r\n",
+                    v.len(),
+                    v,
+                    pv.len(),
+                    pv
+                )
+                .into_bytes(),
             );
             wire.extend(encode_command(&[b"DBSIZE"]));
             want.extend(format!(":{}\r\n", i + 1).into_bytes());
@@ -305,7 +343,8 @@ fn idle_clients_are_closed_after_timeout() {
     let mut c = srv.raw();
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
     c.set_reply_timeout(Duration::from_secs(5));
-    c.wait_closed(Duration::from_secs(5)).expect("idle client was not closed");
+    c.wait_closed(Duration::from_secs(5))
+        .expect("idle client was not closed");
 }
 
 #[test]
@@ -334,10 +373,29 @@ fn redis_crate_round_trip_on_many_shards() {
     let srv = Server::tessera(&["--shards", "4"]);
     let mut con = srv.conn();
     let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut con).unwrap();
-    let _: () = redis::cmd("MSET").arg("b").arg("2").arg("c").arg("3").query(&mut con).unwrap();
-    let v: Vec<Option<String>> =
-        redis::cmd("MGET").arg("a").arg("b").arg("c").arg("d").query(&mut con).unwrap();
-    assert_eq!(v, vec![Some("1".into()), Some("2".into()), Some("3".into()), None]);
-    let n: i64 = redis::cmd("DEL").arg("a").arg("b").arg("zz").query(&mut con).unwrap();
+    let _: () = redis::cmd("MSET")
+        .arg("b")
+        .arg("2")
+        .arg("c")
+        .arg("3")
+        .query(&mut con)
+        .unwrap();
+    let v: Vec<Option<String>> = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .arg("c")
+        .arg("d")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        v,
+        vec![Some("1".into()), Some("2".into()), Some("3".into()), None]
+    );
+    let n: i64 = redis::cmd("DEL")
+        .arg("a")
+        .arg("b")
+        .arg("zz")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(n, 2);
 }
