@@ -212,7 +212,13 @@ fn quit(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// Authenticates the client on success; WRONGPASS otherwise.
 fn authenticate(c: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
     let ok = user == b"default"
-        && match &c.server.config.read().unwrap_or_else(|e| e.into_inner()).requirepass {
+        && match &c
+            .server
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .requirepass
+        {
             None => true,
             Some(p) => p.as_slice() == pass,
         };
@@ -307,7 +313,7 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if !c.client.authenticated {
         return Err(CmdError::Raw(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
-             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and \
              select the RESP protocol version at the same time"
                 .into(),
         ));
@@ -555,7 +561,12 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
 
 /// CLIENT INFO: this connection's CLIENT LIST line (verbatim in RESP3).
 fn client_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let mut s = info_line(c.client, &ClientIo::default(), engine::now_ms(), args.bytes());
+    let mut s = info_line(
+        c.client,
+        &ClientIo::default(),
+        engine::now_ms(),
+        args.bytes(),
+    );
     s.push('\n');
     c.out.verbatim("txt", s.as_bytes());
     Ok(())
@@ -653,9 +664,9 @@ impl KillFilter {
             && self.typ.is_none_or(|t| type_of(st) == t)
             && self.addr.as_ref().is_none_or(|a| a == st.addr.as_bytes())
             && self.laddr.as_ref().is_none_or(|a| a == st.laddr.as_bytes())
-            && self.max_age_s.is_none_or(|m| {
-                (now_ms / 1000).saturating_sub(st.created_ms / 1000) as i64 > m
-            })
+            && self
+                .max_age_s
+                .is_none_or(|m| (now_ms / 1000).saturating_sub(st.created_ms / 1000) as i64 > m)
     }
 }
 
@@ -723,7 +734,10 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
                     victims.push(st.id);
                 }
             });
-            victims.into_iter().filter(|&id| env.clients.kill(id)).count()
+            victims
+                .into_iter()
+                .filter(|&id| env.clients.kill(id))
+                .count()
         },
         move |killed: Vec<usize>, out: &mut Reply, client: &mut ClientState| {
             let mut n: usize = killed.iter().sum();
@@ -797,4 +811,422 @@ fn client_help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
         ],
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TestServer;
+
+    /// Redis 7.0.15's HELLO map for client id 1.
+    fn hello_body(proto: u8) -> String {
+        format!(
+            "$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n\
+             :{proto}\r\n$2\r\nid\r\n:1\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n\
+             $6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+        )
+    }
+
+    fn set_requirepass(t: &mut TestServer, pw: &str) {
+        assert_eq!(t.run(&["CONFIG", "SET", "requirepass", pw]), "+OK\r\n");
+    }
+
+    #[test]
+    fn ping_echo_select_quit() {
+        let mut t = TestServer::new(2);
+        assert_eq!(t.run(&["PING"]), "+PONG\r\n");
+        assert_eq!(t.run(&["PING", "hi"]), "$2\r\nhi\r\n");
+        assert_eq!(
+            t.run(&["PING", "a", "b"]),
+            "-ERR wrong number of arguments for 'ping' command\r\n"
+        );
+        assert_eq!(t.run(&["ECHO", "x"]), "$1\r\nx\r\n");
+        assert_eq!(t.run(&["SELECT", "3"]), "+OK\r\n");
+        assert_eq!(t.client.db, 3);
+        assert_eq!(
+            t.run(&["SELECT", "16"]),
+            "-ERR DB index is out of range\r\n"
+        );
+        assert_eq!(t.run(&["QUIT"]), "+OK\r\n");
+        assert!(t.client.close_after_reply);
+    }
+
+    #[test]
+    fn hello() {
+        let mut t = TestServer::new(1);
+        assert_eq!(t.run(&["HELLO"]), format!("*14\r\n{}", hello_body(2)));
+        assert_eq!(t.run(&["HELLO", "3"]), format!("%7\r\n{}", hello_body(3)));
+        assert!(t.client.resp3);
+        assert_eq!(t.run(&["HELLO"]), format!("%7\r\n{}", hello_body(3)));
+        assert_eq!(
+            t.run(&["HELLO", "2", "SETNAME", "foo"]),
+            format!("*14\r\n{}", hello_body(2))
+        );
+        assert!(!t.client.resp3);
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$3\r\nfoo\r\n");
+        assert_eq!(
+            t.run(&["HELLO", "4"]),
+            "-NOPROTO unsupported protocol version\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "1"]),
+            "-NOPROTO unsupported protocol version\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "x"]),
+            "-ERR Protocol version is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "3", "FOO"]),
+            "-ERR Syntax error in HELLO option 'FOO'\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "3", "AUTH", "x"]),
+            "-ERR Syntax error in HELLO option 'AUTH'\r\n"
+        );
+        assert!(!t.client.resp3, "errors leave the protocol alone");
+        // No requirepass: the default user takes any password.
+        assert_eq!(
+            t.run(&["HELLO", "3", "AUTH", "default", "x"]),
+            format!("%7\r\n{}", hello_body(3))
+        );
+        assert_eq!(
+            t.run(&["HELLO", "3", "AUTH", "bob", "x"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "2", "SETNAME", "a b"]),
+            "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+        );
+    }
+
+    #[test]
+    fn auth_and_requirepass() {
+        let mut t = TestServer::new(1);
+        assert_eq!(
+            t.run(&["AUTH", "x"]),
+            "-ERR AUTH <password> called without any password configured for the default \
+             user. Are you sure your configuration is correct?\r\n"
+        );
+        assert_eq!(t.run(&["AUTH", "default", "x"]), "+OK\r\n");
+        assert_eq!(
+            t.run(&["AUTH", "a", "b"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(t.run(&["AUTH", "a", "b", "c"]), "-ERR syntax error\r\n");
+        set_requirepass(&mut t, "pw");
+        assert_eq!(t.run(&["RESET"]), "+RESET\r\n");
+        assert!(!t.client.authenticated);
+        assert_eq!(t.run(&["PING"]), "-NOAUTH Authentication required.\r\n");
+        assert_eq!(
+            t.run(&["HELLO", "3"]),
+            "-NOAUTH HELLO must be called with the client already authenticated, otherwise \
+             the HELLO AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time\r\n"
+        );
+        assert_eq!(
+            t.run(&["AUTH", "nope"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(
+            t.run(&["HELLO", "3", "AUTH", "default", "nope"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(t.run(&["AUTH", "pw"]), "+OK\r\n");
+        assert_eq!(t.run(&["PING"]), "+PONG\r\n");
+        t.run(&["RESET"]);
+        assert_eq!(
+            t.run(&["HELLO", "3", "AUTH", "default", "pw", "SETNAME", "x"]),
+            format!("%7\r\n{}", hello_body(3))
+        );
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn reset() {
+        let mut t = TestServer::new(2);
+        t.run(&["HELLO", "3", "SETNAME", "n"]);
+        t.run(&["SELECT", "2"]);
+        t.run(&["CLIENT", "NO-EVICT", "on"]);
+        t.run(&["CLIENT", "NO-TOUCH", "on"]);
+        assert_eq!(t.run(&["RESET"]), "+RESET\r\n");
+        let c = &t.client;
+        assert!(!c.resp3 && c.name.is_none() && c.db == 0 && !c.no_evict && !c.no_touch);
+        assert!(c.authenticated);
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn client_simple_subcommands() {
+        let mut t = TestServer::new(1);
+        assert_eq!(t.run(&["CLIENT", "ID"]), ":1\r\n");
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+        assert_eq!(t.run(&["CLIENT", "SETNAME", "a"]), "+OK\r\n");
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$1\r\na\r\n");
+        assert_eq!(t.run(&["CLIENT", "SETNAME", ""]), "+OK\r\n");
+        assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+        assert_eq!(
+            t.run(&["CLIENT", "SETNAME", "a\nb"]),
+            "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+        );
+        assert_eq!(
+            t.run(&["CLIENT", "SETNAME"]),
+            "-ERR wrong number of arguments for 'client|setname' command\r\n"
+        );
+        assert_eq!(
+            t.run(&["CLIENT", "ID", "x"]),
+            "-ERR wrong number of arguments for 'client|id' command\r\n"
+        );
+        assert_eq!(
+            t.run(&["CLIENT", "FOO"]),
+            "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"
+        );
+        assert_eq!(
+            t.run(&["CLIENT"]),
+            "-ERR wrong number of arguments for 'client' command\r\n"
+        );
+        assert_eq!(t.run(&["CLIENT", "NO-EVICT", "on"]), "+OK\r\n");
+        assert!(t.client.no_evict);
+        assert_eq!(t.run(&["CLIENT", "NO-EVICT", "OFF"]), "+OK\r\n");
+        assert!(!t.client.no_evict);
+        assert_eq!(t.run(&["CLIENT", "NO-EVICT", "x"]), "-ERR syntax error\r\n");
+        assert_eq!(t.run(&["CLIENT", "NO-TOUCH", "on"]), "+OK\r\n");
+        assert!(t.client.no_touch);
+        assert_eq!(t.run(&["CLIENT", "NO-TOUCH", "x"]), "-ERR syntax error\r\n");
+        let help = t.run(&["CLIENT", "HELP"]);
+        assert!(help.starts_with(
+            "*48\r\n+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n\
+             +CACHING (YES|NO)\r\n"
+        ));
+        assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+    }
+
+    #[test]
+    fn client_setinfo() {
+        let mut t = TestServer::new(1);
+        assert_eq!(
+            t.run(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]),
+            "+OK\r\n"
+        );
+        assert_eq!(t.run(&["CLIENT", "SETINFO", "lib-ver", "5.0"]), "+OK\r\n");
+        assert_eq!(t.client.lib_name.as_deref(), Some(&b"redis-py"[..]));
+        assert_eq!(t.client.lib_ver.as_deref(), Some(&b"5.0"[..]));
+        assert_eq!(
+            t.run(&["CLIENT", "SETINFO", "foo", "x"]),
+            "-ERR Unrecognized option 'foo'\r\n"
+        );
+        assert_eq!(
+            t.run(&["CLIENT", "SETINFO", "lib-name", "a b"]),
+            "-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
+        );
+        assert_eq!(t.run(&["CLIENT", "SETINFO", "lib-name", ""]), "+OK\r\n");
+        assert!(t.client.lib_name.is_none());
+    }
+
+    #[test]
+    fn client_reply_modes() {
+        let mut t = TestServer::new(1);
+        assert_eq!(t.run(&["CLIENT", "REPLY", "OFF"]), "");
+        assert_eq!(t.client.reply_mode, ReplyMode::Off);
+        assert_eq!(t.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(
+            t.client.reply_mode,
+            ReplyMode::Off,
+            "SKIP does not undo OFF"
+        );
+        assert_eq!(t.run(&["CLIENT", "REPLY", "ON"]), "+OK\r\n");
+        assert_eq!(t.client.reply_mode, ReplyMode::On);
+        assert_eq!(t.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(t.client.reply_mode, ReplyMode::Skip);
+        t.client.reply_mode = ReplyMode::On;
+        assert_eq!(t.run(&["CLIENT", "REPLY", "foo"]), "-ERR syntax error\r\n");
+    }
+
+    fn setup_addr(t: &mut TestServer) {
+        t.client.addr = "127.0.0.1:5000".into();
+        t.client.laddr = "127.0.0.1:6379".into();
+        t.client.fd = 8;
+        // Far in the future: age and idle are 0 however long the test runs.
+        t.client.created_ms = u64::MAX / 2;
+        t.client.last_interaction_ms = u64::MAX / 2;
+    }
+
+    fn line(cmd: &str, flags: &str, name: &str, resp: u8, argv_mem: usize) -> String {
+        format!(
+            "id=1 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=8 name={name} age=0 idle=0 \
+             flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 \
+             argv-mem={argv_mem} multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 \
+             events=r cmd={cmd} user=default redir=-1 resp={resp}\n"
+        )
+    }
+
+    #[test]
+    fn client_info_and_list() {
+        for n in [1, 2, 4] {
+            let mut t = TestServer::new(n);
+            setup_addr(&mut t);
+            let l = line("client|info", "N", "", 2, 10);
+            assert_eq!(
+                t.run(&["CLIENT", "INFO"]),
+                format!("${}\r\n{l}\r\n", l.len())
+            );
+            t.run(&["CLIENT", "SETNAME", "me"]);
+            t.run(&["CLIENT", "NO-EVICT", "on"]);
+            let l = line("client|list", "e", "me", 2, 10);
+            assert_eq!(
+                t.run(&["CLIENT", "LIST"]),
+                format!("${}\r\n{l}\r\n", l.len())
+            );
+            let l = line("client|list", "e", "me", 2, 20);
+            assert_eq!(
+                t.run(&["CLIENT", "LIST", "TYPE", "normal"]),
+                format!("${}\r\n{l}\r\n", l.len())
+            );
+            assert_eq!(t.run(&["CLIENT", "LIST", "TYPE", "pubsub"]), "$0\r\n\r\n");
+            assert_eq!(
+                t.run(&["CLIENT", "LIST", "TYPE", "foo"]),
+                "-ERR Unknown client type 'foo'\r\n"
+            );
+            let l = line("client|list", "e", "me", 2, 15);
+            assert_eq!(
+                t.run(&["CLIENT", "LIST", "ID", "1", "9", "1"]),
+                format!("${}\r\n{l}{l}\r\n", 2 * l.len())
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "LIST", "ID", "1", "x"]),
+                "-ERR Invalid client ID\r\n"
+            );
+            assert_eq!(t.run(&["CLIENT", "LIST", "ID"]), "-ERR syntax error\r\n");
+            assert_eq!(t.run(&["CLIENT", "LIST", "foo"]), "-ERR syntax error\r\n");
+            t.client.resp3 = true;
+            let l = line("client|info", "e", "me", 3, 10);
+            assert_eq!(
+                t.run(&["CLIENT", "INFO"]),
+                format!("={}\r\ntxt:{l}\r\n", l.len() + 4)
+            );
+        }
+    }
+
+    #[test]
+    fn info_line_flags_and_counts() {
+        let st = ClientState {
+            id: 7,
+            unix: true,
+            sub_count: 2,
+            multi_count: Some(3),
+            last_cmd: "get".into(),
+            ..Default::default()
+        };
+        let io = ClientIo {
+            qbuf: 5,
+            obl: 3,
+            ..Default::default()
+        };
+        let l = info_line(&st, &io, 0, 0);
+        assert!(l.contains(" flags=PxU "), "{l}");
+        assert!(l.contains(" sub=2 psub=0 ssub=0 multi=3 qbuf=5 "), "{l}");
+        assert!(l.contains(" events=rw cmd=get "), "{l}");
+        assert!(info_line(&ClientState::default(), &io, 0, 0).contains(" cmd=NULL "));
+    }
+
+    #[test]
+    fn client_kill() {
+        for n in [1, 2] {
+            let mut t = TestServer::new(n);
+            setup_addr(&mut t);
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "1.2.3.4:5"]),
+                "-ERR No such client\r\n"
+            );
+            assert_eq!(t.run(&["CLIENT", "KILL", "ID", "9"]), ":0\r\n");
+            assert_eq!(t.run(&["CLIENT", "KILL", "ID", "1"]), ":0\r\n");
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "ID", "x"]),
+                "-ERR client-id should be greater than 0\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "ID", "0"]),
+                "-ERR client-id should be greater than 0\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "foo", "bar"]),
+                "-ERR syntax error\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "ID", "1", "SKIPME"]),
+                "-ERR syntax error\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "SKIPME", "maybe"]),
+                "-ERR syntax error\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "TYPE", "foo"]),
+                "-ERR Unknown client type 'foo'\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "USER", "nobody"]),
+                "-ERR No such user 'nobody'\r\n"
+            );
+            assert_eq!(t.run(&["CLIENT", "KILL", "TYPE", "pubsub"]), ":0\r\n");
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "MAXAGE", "x"]),
+                "-ERR value is not an integer or out of range\r\n"
+            );
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "MAXAGE", "0", "SKIPME", "no"]),
+                ":0\r\n",
+                "a client created in the future is not older than 0s"
+            );
+            assert!(!t.client.close_after_reply);
+            assert_eq!(
+                t.run(&["CLIENT", "KILL", "ADDR", "127.0.0.1:5000", "SKIPME", "no"]),
+                ":1\r\n"
+            );
+            assert!(t.client.close_after_reply);
+            t.client.close_after_reply = false;
+            assert_eq!(
+                t.run(&[
+                    "CLIENT",
+                    "KILL",
+                    "LADDR",
+                    "127.0.0.1:6379",
+                    "USER",
+                    "default"
+                ]),
+                ":0\r\n"
+            );
+            assert_eq!(t.run(&["CLIENT", "KILL", "127.0.0.1:5000"]), "+OK\r\n");
+            assert!(t.client.close_after_reply);
+        }
+    }
+
+    #[test]
+    fn kill_filter_matches() {
+        let st = ClientState {
+            id: 3,
+            addr: "1.1.1.1:1".into(),
+            created_ms: 1_000,
+            ..Default::default()
+        };
+        let f = |f: KillFilter| f.matches(&st, 10_000);
+        assert!(f(KillFilter::default()));
+        assert!(f(KillFilter {
+            id: Some(3),
+            max_age_s: Some(8),
+            ..Default::default()
+        }));
+        assert!(!f(KillFilter {
+            max_age_s: Some(9),
+            ..Default::default()
+        }));
+        assert!(!f(KillFilter {
+            typ: Some(ClientType::PubSub),
+            ..Default::default()
+        }));
+        assert!(!f(KillFilter {
+            addr: Some(b"1.1.1.1:2".to_vec()),
+            ..Default::default()
+        }));
+    }
 }

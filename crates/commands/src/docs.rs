@@ -41,7 +41,10 @@ struct Meta {
 /// The number in a RESP3 header line at `b[0]` and the line's length.
 /// The file is generated and trusted; the tests below parse all of it.
 fn header(b: &[u8]) -> (usize, usize) {
-    let nl = b.iter().position(|&c| c == b'\n').map_or(b.len(), |i| i + 1);
+    let nl = b
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |i| i + 1);
     let n = std::str::from_utf8(&b[1..nl.saturating_sub(2).max(1)])
         .ok()
         .and_then(|s| s.parse().ok())
@@ -157,7 +160,9 @@ fn sub_ids(id: usize) -> Vec<usize> {
 
 fn top_ids() -> Vec<usize> {
     let reg = registry();
-    (0..reg.len()).filter(|&i| reg.specs[i].2.is_none()).collect()
+    (0..reg.len())
+        .filter(|&i| reg.specs[i].2.is_none())
+        .collect()
 }
 
 /// One COMMAND INFO entry, Redis 7's shape: name, arity, flags, first key,

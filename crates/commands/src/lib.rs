@@ -10,8 +10,8 @@
 
 pub mod connection;
 pub mod coord;
-pub mod docs;
 pub mod ctx;
+pub mod docs;
 pub mod error;
 pub mod exec;
 pub mod keys;

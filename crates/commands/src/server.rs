@@ -232,7 +232,7 @@ fn config_get(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// CONFIG SET name value [name value ...]: all or nothing; threads pick up
 /// the change through `config_gen`.
 fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let pairs: Vec<(&[u8], &[u8])> = (2..args.len())
@@ -532,7 +532,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "lru_clock", now.as_secs() & ((1 << 24) - 1));
             kv(o, "executable", &s.executable);
             let file = s.config.config_file.as_ref();
-            kv(o, "config_file", file.map(|p| p.display().to_string()).unwrap_or_default());
+            kv(
+                o,
+                "config_file",
+                file.map(|p| p.display().to_string()).unwrap_or_default(),
+            );
             kv(o, "io_threads_active", 0);
         }
         "clients" => {
@@ -690,14 +694,25 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "total_net_output_bytes", sum(|t| t.net_output_bytes));
             kv(o, "total_net_repl_input_bytes", 0);
             kv(o, "total_net_repl_output_bytes", 0);
-            kv(o, "instantaneous_input_kbps", format!("{:.2}", s.input_kbps));
-            kv(o, "instantaneous_output_kbps", format!("{:.2}", s.output_kbps));
+            kv(
+                o,
+                "instantaneous_input_kbps",
+                format!("{:.2}", s.input_kbps),
+            );
+            kv(
+                o,
+                "instantaneous_output_kbps",
+                format!("{:.2}", s.output_kbps),
+            );
             kv(o, "instantaneous_input_repl_kbps", "0.00");
             kv(o, "instantaneous_output_repl_kbps", "0.00");
             kv(o, "rejected_connections", s.rejected_connections);
             zeros(o, &["sync_full", "sync_partial_ok", "sync_partial_err"]);
             kv(o, "expired_keys", shard_sum(|x| x.expired_keys));
-            let stale = parts.iter().map(|p| p.stats.expired_stale_perc).sum::<f64>()
+            let stale = parts
+                .iter()
+                .map(|p| p.stats.expired_stale_perc)
+                .sum::<f64>()
                 / parts.len().max(1) as f64;
             kv(o, "expired_stale_perc", format!("{stale:.2}"));
             kv(
@@ -738,7 +753,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                     "tracking_total_prefixes",
                 ],
             );
-            kv(o, "unexpected_error_replies", sum(|t| t.unexpected_error_replies));
+            kv(
+                o,
+                "unexpected_error_replies",
+                sum(|t| t.unexpected_error_replies),
+            );
             kv(o, "total_error_replies", sum(|t| t.total_error_replies));
             zeros(
                 o,
@@ -956,3 +975,283 @@ const DEBUG_HELP: &[&str] = &[
     "CLUSTERLINK KILL <to|from|all> <node-id>",
     "    Kills the link based on the direction to/from (both) with the provided node.",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TestServer;
+
+    /// The payload of a RESP2 bulk reply.
+    fn bulk_body(r: &str) -> &str {
+        let (hdr, rest) = r.split_once("\r\n").unwrap();
+        let n: usize = hdr[1..].parse().unwrap();
+        assert_eq!(rest.len(), n + 2, "{r}");
+        &rest[..n]
+    }
+
+    #[test]
+    fn info_sections() {
+        let mut t = TestServer::new(2);
+        assert_eq!(t.run(&["INFO", "foo"]), "$0\r\n\r\n");
+        let all = t.run(&["INFO"]);
+        let heads: Vec<&str> = bulk_body(&all)
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                "# Server",
+                "# Clients",
+                "# Memory",
+                "# Persistence",
+                "# Stats",
+                "# Replication",
+                "# CPU",
+                "# Modules",
+                "# Errorstats",
+                "# Cluster",
+                "# Keyspace"
+            ]
+        );
+        assert!(all.contains("\r\nredis_version:7.0.15\r\n"));
+        assert!(all.contains(&format!("\r\ntessera_version:{TESSERA_VERSION}\r\n")));
+        assert!(all.contains("\r\nmaxmemory_policy:noeviction\r\n"));
+        assert!(all.contains("\r\nused_cpu_user:"));
+        for sec in ["all", "everything"] {
+            let r = t.run(&["INFO", sec]);
+            assert!(r.contains("# Commandstats\r\n") && r.contains("# Latencystats\r\n"));
+        }
+        // Order is Redis's, whatever the arguments' order; names any case.
+        assert_eq!(
+            t.run(&["INFO", "Cluster", "modules"]),
+            "$43\r\n# Modules\r\n\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n"
+        );
+        let d = t.run(&["INFO", "default", "commandstats"]);
+        assert!(d.contains("# Server\r\n") && d.contains("# Commandstats\r\n"));
+        t.client.resp3 = true;
+        assert_eq!(
+            t.run(&["INFO", "cluster"]),
+            "=34\r\ntxt:# Cluster\r\ncluster_enabled:0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn info_keyspace_sums_shards() {
+        for n in [1, 2, 4] {
+            let mut t = TestServer::new(n);
+            assert_eq!(t.run(&["INFO", "keyspace"]), "$12\r\n# Keyspace\r\n\r\n");
+            for k in ["a", "b", "c", "d"] {
+                t.run(&["SET", k, "1"]);
+            }
+            t.run(&["SET", "e", "1", "EX", "100"]);
+            t.run(&["SELECT", "3"]);
+            t.run(&["SET", "x", "1"]);
+            let r = t.run(&["INFO", "keyspace"]);
+            let body = bulk_body(&r);
+            let lines: Vec<&str> = body.split("\r\n").collect();
+            assert_eq!(lines[0], "# Keyspace");
+            assert!(
+                lines[1].starts_with("db0:keys=5,expires=1,avg_ttl="),
+                "{body}"
+            );
+            let ttl: u64 = lines[1].rsplit('=').next().unwrap().parse().unwrap();
+            assert!((99_000..=100_000).contains(&ttl), "{ttl}");
+            assert_eq!(lines[2], "db3:keys=1,expires=0,avg_ttl=0");
+        }
+    }
+
+    #[test]
+    fn info_stats_and_resetstat() {
+        let mut t = TestServer::new(1);
+        t.run(&["SET", "a", "1"]);
+        t.run(&["GET", "a"]);
+        t.run(&["GET", "nope"]);
+        t.run(&["GET"]);
+        t.run(&["SELECT", "x"]);
+        let r = t.run(&["INFO", "commandstats", "errorstats", "stats"]);
+        assert!(
+            r.contains("\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\n"),
+            "{r}"
+        );
+        assert!(r.contains("\r\ntotal_error_replies:2\r\n"), "{r}");
+        assert!(r.contains(
+            "\r\ncmdstat_get:calls=2,usec=" // usec varies
+        ));
+        assert!(r.contains(",rejected_calls=1,failed_calls=0\r\n"), "{r}");
+        assert!(r.contains("\r\ncmdstat_select:calls=1,"), "{r}");
+        assert!(
+            r.contains("# Errorstats\r\nerrorstat_ERR:count=2\r\n"),
+            "{r}"
+        );
+        assert_eq!(t.run(&["CONFIG", "RESETSTAT"]), "+OK\r\n");
+        let r = t.run(&["INFO", "commandstats", "errorstats"]);
+        assert_eq!(
+            bulk_body(&r),
+            "# Commandstats\r\n\r\n# Errorstats\r\n",
+            "the test driver records no coordinator calls"
+        );
+        let r = t.run(&["INFO", "stats"]);
+        assert!(
+            r.contains("\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\n"),
+            "{r}"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "RESETSTAT", "x"]),
+            "-ERR wrong number of arguments for 'config|resetstat' command\r\n"
+        );
+    }
+
+    #[test]
+    fn config_get_set() {
+        let mut t = TestServer::new(2);
+        assert_eq!(
+            t.run(&["CONFIG", "GET", "maxmemory"]),
+            "*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
+        );
+        t.client.resp3 = true;
+        assert_eq!(
+            t.run(&["CONFIG", "GET", "maxmemory"]),
+            "%1\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
+        );
+        assert_eq!(t.run(&["CONFIG", "GET", "nope"]), "%0\r\n");
+        t.client.resp3 = false;
+        let gen = t.server.config_gen.load(Ordering::SeqCst);
+        assert_eq!(t.run(&["CONFIG", "SET", "hz", "20"]), "+OK\r\n");
+        assert_eq!(t.server.config_gen.load(Ordering::SeqCst), gen + 1);
+        assert_eq!(
+            t.run(&["CONFIG", "GET", "hz"]),
+            "*2\r\n$2\r\nhz\r\n$2\r\n20\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "hz", "500x"]),
+            "-ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't \
+             be parsed into an integer\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "foo", "1"]),
+            "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "hz", "20", "hz", "30"]),
+            "-ERR CONFIG SET failed (possibly related to argument 'hz') - duplicate \
+             parameter\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "hz", "10", "hz"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(t.server.config_gen.load(Ordering::SeqCst), gen + 1);
+        assert_eq!(
+            t.run(&["CONFIG", "GET"]),
+            "-ERR wrong number of arguments for 'config|get' command\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "a"]),
+            "-ERR wrong number of arguments for 'config|set' command\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "FOO"]),
+            "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "REWRITE"]),
+            "-ERR The server is running without a config file\r\n"
+        );
+        assert_eq!(
+            t.run(&["CONFIG", "HELP"]),
+            "*11\r\n+CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n\
+             +GET <pattern>\r\n\
+             +    Return parameters matching the glob-like <pattern> and their values.\r\n\
+             +SET <directive> <value>\r\n\
+             +    Set the configuration <directive> to <value>.\r\n\
+             +RESETSTAT\r\n+    Reset statistics reported by the INFO command.\r\n\
+             +REWRITE\r\n+    Rewrite the configuration file.\r\n\
+             +HELP\r\n+    Prints this help.\r\n"
+        );
+    }
+
+    #[test]
+    fn time_and_lastsave() {
+        let mut t = TestServer::new(1);
+        let r = t.run(&["TIME"]);
+        let parts: Vec<&str> = r.split("\r\n").collect();
+        assert_eq!(parts[0], "*2");
+        let secs: u64 = parts[2].parse().unwrap();
+        let us: u64 = parts[4].parse().unwrap();
+        assert!(secs > 1_600_000_000 && us < 1_000_000, "{r}");
+        assert_eq!(
+            t.run(&["TIME", "x"]),
+            "-ERR wrong number of arguments for 'time' command\r\n"
+        );
+        t.server.lastsave_s.store(1234, Ordering::Relaxed);
+        assert_eq!(t.run(&["LASTSAVE"]), ":1234\r\n");
+    }
+
+    #[test]
+    fn debug() {
+        let mut t = TestServer::new(1);
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), "+OK\r\n");
+        assert_eq!(t.run(&["DEBUG", "sleep", "x"]), "+OK\r\n");
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "-1"]), "+OK\r\n");
+        let start = std::time::Instant::now();
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0.05"]), "+OK\r\n");
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert_eq!(
+            t.run(&["DEBUG", "SLEEP"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'SLEEP'. Try DEBUG \
+             HELP.\r\n"
+        );
+        assert_eq!(
+            t.run(&["DEBUG", "FOO"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'FOO'. Try DEBUG HELP.\r\n"
+        );
+        assert_eq!(
+            t.run(&["DEBUG"]),
+            "-ERR wrong number of arguments for 'debug' command\r\n"
+        );
+        let help = t.run(&["DEBUG", "HELP"]);
+        assert!(help.starts_with(
+            "*106\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n\
+             +AOF-FLUSH-SLEEP <microsec>\r\n"
+        ));
+        assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+        assert_eq!(atof(b" 1.5xyz"), 1.5);
+        assert_eq!(atof(b"abc"), 0.0);
+    }
+
+    #[test]
+    fn shutdown() {
+        let mut t = TestServer::new(1);
+        assert_eq!(
+            t.run(&["SHUTDOWN", "ABORT"]),
+            "-ERR No shutdown in progress.\r\n"
+        );
+        assert_eq!(t.run(&["SHUTDOWN", "FOO"]), "-ERR syntax error\r\n");
+        assert_eq!(
+            t.run(&["SHUTDOWN", "NOSAVE", "SAVE"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(
+            t.run(&["SHUTDOWN", "ABORT", "NOW"]),
+            "-ERR syntax error\r\n"
+        );
+        assert!(!t.server.shutdown.load(Ordering::SeqCst));
+        assert_eq!(t.run(&["SHUTDOWN", "nosave", "now", "force"]), "");
+        assert!(t.server.shutdown.load(Ordering::SeqCst));
+        assert_eq!(
+            t.server.shutdown_mode.load(Ordering::SeqCst),
+            SHUTDOWN_NOSAVE
+        );
+        assert!(t.client.close_after_reply);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0B");
+        assert_eq!(human(1023), "1023B");
+        assert_eq!(human(1024), "1.00K");
+        assert_eq!(human(1163744), "1.11M");
+        assert_eq!(human(25276502016), "23.54G");
+    }
+}

@@ -284,8 +284,8 @@ impl Registry {
         let spec = self.specs[id].1;
         // A container descends into its subcommand; one with a handler of
         // its own (COMMAND) runs that handler when called bare.
-        let bare_ok = !matches!(spec.exec, Exec::Parent);
-        if !spec.subcommands.is_empty() && !(bare_ok && args.len() < 2) {
+        let parent = matches!(spec.exec, Exec::Parent);
+        if !spec.subcommands.is_empty() && (parent || args.len() >= 2) {
             if args.len() < 2 {
                 return Err(CmdError::WrongArity(spec.name.to_string()));
             }
