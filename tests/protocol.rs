@@ -354,11 +354,19 @@ fn redis_crate_clients_work() {
         .query(&mut con3)
         .expect("GET");
     assert_eq!(v, redis::Value::Nil);
-    let v: redis::Value = redis::cmd("HGETALL")
-        .arg("nosuch")
+    // A RESP3 map (HGETALL's empty map arrives with the hash type).
+    let v: redis::Value = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hz")
         .query(&mut con3)
-        .expect("HGETALL");
-    assert_eq!(v, redis::Value::Map(vec![]));
+        .expect("CONFIG GET");
+    assert_eq!(
+        v,
+        redis::Value::Map(vec![(
+            redis::Value::BulkString(b"hz".to_vec()),
+            redis::Value::BulkString(b"10".to_vec())
+        )])
+    );
 }
 
 // ---------------------------------------------------------------- protocol errors

@@ -17,10 +17,11 @@ use commands::coord::{Coordinator, JobOut};
 use commands::{ClientState, Resolved};
 use resp::Reply;
 
-/// Replies to a command not yet complete, or complete but queued behind one.
+/// A reply not yet complete, or complete but queued behind one.
 pub struct Slot {
     pub seq: u64,
-    pub reply: Option<Vec<u8>>,
+    /// Where the reply sits in `Conn::staging`, once complete.
+    pub ready: Option<(usize, usize)>,
     /// CLIENT REPLY OFF/SKIP: drop the bytes when they arrive.
     pub suppress: bool,
 }
@@ -78,6 +79,8 @@ pub struct Conn {
     /// Bytes of `out` already written to the socket.
     pub written: usize,
     pub pending: VecDeque<Slot>,
+    /// Bytes of replies completed out of order, waiting for earlier ones.
+    staging: Vec<u8>,
     pub next_seq: u64,
     pub coord: Option<ActiveCoord>,
     /// Stop reading and executing; close once `out` is written.
@@ -106,6 +109,7 @@ impl Conn {
             out: Reply::new(false),
             written: 0,
             pending: VecDeque::new(),
+            staging: Vec::new(),
             next_seq: 0,
             coord: None,
             closing: false,
@@ -133,7 +137,7 @@ impl Conn {
         self.next_seq += 1;
         self.pending.push_back(Slot {
             seq,
-            reply: None,
+            ready: None,
             suppress,
         });
         seq
@@ -145,35 +149,64 @@ impl Conn {
     }
 
     /// Queues a finished inline reply behind outstanding slots.
-    pub fn push_ready(&mut self, bytes: Vec<u8>) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.pending.push_back(Slot {
-            seq,
-            reply: Some(bytes),
-            suppress: false,
-        });
+    pub fn push_ready(&mut self, bytes: &[u8]) {
+        let seq = self.open_slot(false);
+        self.complete(seq, bytes);
     }
 
     /// Fills slot `seq` and moves every completed front slot into `out`.
-    pub fn complete(&mut self, seq: u64, reply: Vec<u8>) {
-        if let Some(front) = self.pending.front() {
-            let idx = seq.wrapping_sub(front.seq) as usize;
-            if let Some(slot) = self.pending.get_mut(idx) {
-                slot.reply = Some(reply);
-            }
-        }
-        while let Some(front) = self.pending.front() {
-            if front.reply.is_none() {
-                break;
-            }
+    pub fn complete(&mut self, seq: u64, reply: &[u8]) {
+        let Some(front) = self.pending.front() else {
+            return;
+        };
+        let idx = seq.wrapping_sub(front.seq) as usize;
+        if idx == 0 {
+            // The common case: the oldest reply, straight to `out`.
             if let Some(slot) = self.pending.pop_front() {
                 if !slot.suppress {
-                    if let Some(r) = slot.reply {
-                        self.out.raw(&r);
+                    self.out.raw(reply);
+                }
+            }
+        } else if let Some(slot) = self.pending.get_mut(idx) {
+            let start = self.staging.len();
+            if !slot.suppress {
+                self.staging.extend_from_slice(reply);
+            }
+            slot.ready = Some((start, self.staging.len()));
+            return;
+        }
+        while let Some(&Slot {
+            ready: Some((a, b)),
+            ..
+        }) = self.pending.front()
+        {
+            self.out.raw(&self.staging[a..b]);
+            self.pending.pop_front();
+        }
+        self.compact_staging();
+    }
+
+    /// Drops staged bytes no queued reply refers to any more.
+    fn compact_staging(&mut self) {
+        // Slots complete out of order, so the lowest offset may belong to
+        // any of them.
+        let first = self
+            .pending
+            .iter()
+            .filter_map(|s| s.ready.map(|r| r.0))
+            .min();
+        match first {
+            None => self.staging.clear(),
+            Some(base) if base > 0 && base >= self.staging.len() / 2 => {
+                self.staging.drain(..base);
+                for s in self.pending.iter_mut() {
+                    if let Some((a, b)) = s.ready.as_mut() {
+                        *a -= base;
+                        *b -= base;
                     }
                 }
             }
+            Some(_) => {}
         }
     }
 
@@ -207,5 +240,64 @@ impl Conn {
             }
         }
         Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Conn {
+        let (a, _b) = mio::net::UnixStream::pair().expect("socketpair");
+        Conn::new(Stream::Unix(a), 0, ClientState::default())
+    }
+
+    #[test]
+    fn replies_leave_in_request_order_whatever_order_they_complete_in() {
+        let mut c = conn();
+        let s: Vec<u64> = (0..5).map(|_| c.open_slot(false)).collect();
+        c.complete(s[3], b"d");
+        c.complete(s[1], b"b");
+        c.push_ready(b"f");
+        c.complete(s[4], b"e");
+        assert!(c.out.is_empty());
+        c.complete(s[0], b"a");
+        assert_eq!(c.out.as_bytes(), b"ab");
+        c.complete(s[2], b"c");
+        assert_eq!(c.out.as_bytes(), b"abcdef");
+        assert!(c.pending.is_empty());
+        assert!(c.staging.is_empty());
+    }
+
+    #[test]
+    fn staging_is_compacted_under_a_steady_pipeline() {
+        let mut c = conn();
+        let mut oldest = c.open_slot(false);
+        for i in 0..10_000u64 {
+            // Always one slot outstanding ahead of completed ones.
+            let next = c.open_slot(false);
+            c.push_ready(&[b'x'; 100]);
+            c.complete(oldest, &i.to_le_bytes());
+            oldest = next;
+            assert!(
+                c.staging.len() <= 1_000,
+                "staging grew to {}",
+                c.staging.len()
+            );
+        }
+        c.complete(oldest, b"");
+        assert!(c.pending.is_empty());
+    }
+
+    #[test]
+    fn suppressed_replies_are_dropped_in_place() {
+        let mut c = conn();
+        let a = c.open_slot(false);
+        let b = c.open_slot(true);
+        let d = c.open_slot(false);
+        c.complete(d, b"3");
+        c.complete(b, b"2");
+        c.complete(a, b"1");
+        assert_eq!(c.out.as_bytes(), b"13");
     }
 }

@@ -43,23 +43,56 @@ pub struct ConnRef {
     pub gen: u32,
 }
 
+/// One remote request of a batch.
+pub struct BatchCmd {
+    pub seq: u64,
+    pub resolved: Resolved,
+    pub handler: ShardHandler,
+    pub call: ShardCall,
+    pub resp3: bool,
+    pub nargs: u32,
+}
+
+/// The requests one connection sends to one shard in one pass over its
+/// pipeline, and (on the way back) their replies. A batch travels to the
+/// shard and back and is then reused by the home thread, so in steady state
+/// a hop allocates nothing and no memory is freed on a thread other than
+/// the one that allocated it.
+#[derive(Default)]
+pub struct Batch {
+    pub cmds: Vec<BatchCmd>,
+    pub args: OwnedArgs,
+    /// All replies, back to back; reply `i` ends at `ends[i]`.
+    pub reply: Vec<u8>,
+    pub ends: Vec<usize>,
+}
+
+impl Batch {
+    /// Empties the batch for reuse; false if it grew too big to keep.
+    pub fn recycle(&mut self) -> bool {
+        self.cmds.clear();
+        self.args.clear();
+        self.reply.clear();
+        self.ends.clear();
+        self.reply.capacity() <= 1 << 20
+    }
+}
+
 pub enum Msg {
-    /// Run a shard handler and send the reply bytes back.
+    /// Run a batch of shard handlers and send the batch back with replies.
     Exec {
         conn: ConnRef,
-        seq: u64,
-        resolved: Resolved,
-        handler: ShardHandler,
-        call: ShardCall,
-        resp3: bool,
-        args: OwnedArgs,
+        batch: Box<Batch>,
     },
     /// Run a coordinator job and send its output back.
-    Job { conn: ConnRef, idx: u32, job: JobFn },
+    Job {
+        conn: ConnRef,
+        idx: u32,
+        job: JobFn,
+    },
     ExecDone {
         conn: ConnRef,
-        seq: u64,
-        reply: Vec<u8>,
+        batch: Box<Batch>,
     },
     JobDone {
         conn: ConnRef,

@@ -31,7 +31,7 @@ use mio::{Events, Interest, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
 use super::conn::{ActiveCoord, Conn, Stream, READ_CHUNK};
-use super::mailbox::{ConnRef, Mailbox, Msg};
+use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
 const WAKER: Token = Token(usize::MAX);
@@ -90,6 +90,36 @@ struct Core {
     scratch: Vec<usize>,
     /// Jobs this thread's coordinators addressed to its own shard.
     local: VecDeque<Msg>,
+    /// Remote requests of the connection being processed, per shard; sent
+    /// when the pass over its pipeline ends (or before a coordinator starts).
+    batches: Vec<Option<Box<Batch>>>,
+    batch_conn: Option<ConnRef>,
+    /// Batches back from their trip, for reuse.
+    pool: Vec<Box<Batch>>,
+    /// Scratch reply for inline replies queued behind pending ones.
+    side: Reply,
+}
+
+/// Batches kept for reuse per thread.
+const BATCH_POOL_MAX: usize = 256;
+
+impl Core {
+    fn send_batches(&mut self) {
+        let Some(conn) = self.batch_conn.take() else {
+            return;
+        };
+        for (to, b) in self.batches.iter_mut().enumerate() {
+            if let Some(batch) = b.take() {
+                self.mailbox.send(to, Msg::Exec { conn, batch });
+            }
+        }
+    }
+
+    fn recycle(&mut self, mut batch: Box<Batch>) {
+        if batch.recycle() && self.pool.len() < BATCH_POOL_MAX {
+            self.pool.push(batch);
+        }
+    }
 }
 
 struct Conns {
@@ -168,6 +198,7 @@ impl Worker {
         unix: Option<UnixListener>,
     ) -> io::Result<Self> {
         let cfg = Cached::read(&server);
+        let nthreads = mailbox.threads();
         let mut w = Worker {
             core: Core {
                 id,
@@ -179,6 +210,10 @@ impl Worker {
                 cfg,
                 scratch: Vec::new(),
                 local: VecDeque::new(),
+                batches: Vec::new(),
+                batch_conn: None,
+                pool: Vec::new(),
+                side: Reply::new(false),
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -194,6 +229,7 @@ impl Worker {
             unix_rr: 0,
             next_cron: Instant::now(),
         };
+        w.core.batches = (0..nthreads).map(|_| None).collect();
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -542,33 +578,29 @@ impl Worker {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Exec {
-                conn,
-                seq,
-                resolved,
-                handler,
-                call,
-                resp3,
-                args,
-            } => {
-                let mut out = Reply::new(resp3);
-                run_shard(
-                    resolved,
-                    handler,
-                    args.args(),
-                    &mut self.core.shard,
-                    call,
-                    &mut out,
-                    &mut self.core.stats,
-                );
-                self.core.mailbox.send(
-                    conn.thread as usize,
-                    Msg::ExecDone {
-                        conn,
-                        seq,
-                        reply: out.into_bytes(),
-                    },
-                );
+            Msg::Exec { conn, mut batch } => {
+                let b = &mut *batch;
+                let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+                let mut first = 0;
+                for cmd in &b.cmds {
+                    out.set_resp3(cmd.resp3);
+                    let args = b.args.sub(first, cmd.nargs as usize);
+                    first += cmd.nargs as usize;
+                    run_shard(
+                        cmd.resolved,
+                        cmd.handler,
+                        args,
+                        &mut self.core.shard,
+                        cmd.call,
+                        &mut out,
+                        &mut self.core.stats,
+                    );
+                    b.ends.push(out.len());
+                }
+                b.reply = out.into_bytes();
+                self.core
+                    .mailbox
+                    .send(conn.thread as usize, Msg::ExecDone { conn, batch });
             }
             Msg::Job { conn, idx, job } => {
                 let out = {
@@ -587,16 +619,21 @@ impl Worker {
                         .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
                 }
             }
-            Msg::ExecDone { conn, seq, reply } => {
+            Msg::ExecDone { conn, batch } => {
                 let slot = conn.slot as usize;
                 if let Some(c) = self.live(conn) {
-                    c.complete(seq, reply);
+                    let mut start = 0;
+                    for (cmd, &end) in batch.cmds.iter().zip(&batch.ends) {
+                        c.complete(cmd.seq, &batch.reply[start..end]);
+                        start = end;
+                    }
                     let resume = !paused(c);
                     self.conns.mark_dirty(slot);
                     if resume {
                         self.conns.resume.push(slot);
                     }
                 }
+                self.core.recycle(batch);
             }
             Msg::JobDone { conn, idx, out } => self.job_done(conn, idx, out),
             Msg::Adopt(stream) => self.adopt_unix(stream),
@@ -733,6 +770,11 @@ fn paused(c: &Conn) -> bool {
 /// Executes every complete request in the connection's read buffer, until
 /// it runs out, pauses, or closes.
 fn process(core: &mut Core, c: &mut Conn, slot: usize) {
+    process_requests(core, c, slot);
+    core.send_batches();
+}
+
+fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
     loop {
         if c.closing || paused(c) {
             return;
@@ -775,7 +817,7 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
                 if c.inline_reply_target() {
                     c.out.raw(r.as_bytes());
                 } else {
-                    c.push_ready(r.into_bytes());
+                    c.push_ready(r.as_bytes());
                 }
                 c.closing = true;
                 c.rpos = c.rbuf_end();
@@ -797,9 +839,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     }
     let mode_before = c.client.reply_mode;
     let direct = c.inline_reply_target();
-    let mut side = Reply::new(c.client.resp3);
-    let step = {
-        let out = if direct { &mut c.out } else { &mut side };
+    core.side.clear();
+    core.side.set_resp3(c.client.resp3);
+    let (step, mark) = {
+        let out = if direct { &mut c.out } else { &mut core.side };
         let mark = out.len();
         let mut ctx = ConnCtx {
             client: &mut c.client,
@@ -808,13 +851,12 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             home: core.id,
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
-        if let Step::Shard {
-            shard,
-            resolved,
-            handler,
-        } = step
-        {
-            if shard == core.id {
+        match step {
+            Step::Shard {
+                shard,
+                resolved,
+                handler,
+            } if shard == core.id => {
                 let call = ShardCall {
                     db: c.client.db,
                     no_touch: c.client.no_touch,
@@ -830,21 +872,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     &mut core.stats,
                 );
                 (Step::Done, mark)
-            } else {
-                (
-                    Step::Shard {
-                        shard,
-                        resolved,
-                        handler,
-                    },
-                    mark,
-                )
             }
-        } else {
-            (step, mark)
+            step => (step, mark),
         }
     };
-    let (step, mark) = step;
     let mode_after = c.client.reply_mode;
     let suppress = mode_before == ReplyMode::Skipping
         || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off);
@@ -857,11 +888,11 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 if direct {
                     c.out.truncate(mark);
                 } else {
-                    side.clear();
+                    core.side.clear();
                 }
             }
-            if !direct && !side.is_empty() {
-                c.push_ready(side.into_bytes());
+            if !direct && !core.side.is_empty() {
+                c.push_ready(core.side.as_bytes());
             }
         }
         Step::Shard {
@@ -869,8 +900,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             resolved,
             handler,
         } => {
-            let args = args.to_owned();
-            let seq = c.open_slot(suppress);
+            // The slot is taken after the arguments are copied (they borrow
+            // the read buffer); its number is known now.
+            let seq = c.next_seq;
             let call = ShardCall {
                 db: c.client.db,
                 no_touch: c.client.no_touch,
@@ -881,20 +913,31 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 slot: slot as u32,
                 gen: c.gen,
             };
-            core.mailbox.send(
-                shard,
-                Msg::Exec {
-                    conn,
-                    seq,
-                    resolved,
-                    handler,
-                    call,
-                    resp3: c.client.resp3,
-                    args,
-                },
-            );
+            debug_assert!(core.batch_conn.is_none_or(|b| b == conn));
+            core.batch_conn = Some(conn);
+            let b = match core.batches[shard].as_mut() {
+                Some(b) => b,
+                None => {
+                    let b = core.pool.pop().unwrap_or_default();
+                    core.batches[shard].insert(b)
+                }
+            };
+            b.cmds.push(BatchCmd {
+                seq,
+                resolved,
+                handler,
+                call,
+                resp3: c.client.resp3,
+                nargs: args.len() as u32,
+            });
+            b.args.extend(args);
+            let opened = c.open_slot(suppress);
+            debug_assert_eq!(opened, seq);
         }
         Step::Coord { resolved, coord } => {
+            // Requests already batched for other shards go first: the
+            // coordinator's jobs must see their effects.
+            core.send_batches();
             let seq = c.open_slot(suppress);
             c.coord = Some(ActiveCoord {
                 resolved,
@@ -931,14 +974,7 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         let Some(ac) = c.coord.take() else { return };
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;
-        c.complete(
-            seq,
-            if ac.suppress {
-                Vec::new()
-            } else {
-                ac.out.into_bytes()
-            },
-        );
+        c.complete(seq, if ac.suppress { &[] } else { ac.out.as_bytes() });
         if c.out.resp3() != c.client.resp3 {
             c.out.set_resp3(c.client.resp3);
         }

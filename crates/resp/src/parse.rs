@@ -393,6 +393,28 @@ impl OwnedArgs {
     pub fn args(&self) -> Args<'_> {
         Args::new(&self.buf, &self.ranges)
     }
+    /// Appends every argument of `a` (several requests can share one
+    /// buffer; see [`OwnedArgs::sub`]).
+    pub fn extend(&mut self, a: Args<'_>) {
+        self.buf.reserve(a.bytes());
+        self.ranges.reserve(a.len());
+        for x in a.iter() {
+            self.push(x);
+        }
+    }
+    /// Arguments `start..start + n`.
+    pub fn sub(&self, start: usize, n: usize) -> Args<'_> {
+        Args::new(&self.buf, &self.ranges[start..start + n])
+    }
+    /// Number of arguments held.
+    pub fn count(&self) -> usize {
+        self.ranges.len()
+    }
+    /// Empties, keeping the allocations for reuse.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.ranges.clear();
+    }
     pub fn from_slices<T: AsRef<[u8]>>(items: &[T]) -> Self {
         let mut o = OwnedArgs::default();
         for i in items {

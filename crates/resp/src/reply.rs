@@ -20,6 +20,10 @@ impl Reply {
             resp3,
         }
     }
+    /// A reply that appends to `buf` (reusing its allocation).
+    pub fn from_vec(buf: Vec<u8>, resp3: bool) -> Self {
+        Reply { buf, resp3 }
+    }
     pub fn with_capacity(resp3: bool, cap: usize) -> Self {
         Reply {
             buf: Vec::with_capacity(cap),
