@@ -1011,3 +1011,565 @@ fn lcs_reply(out: &mut Reply, a: &[u8], b: &[u8], o: LcsOpts) -> Result<(), CmdE
     out.int(i64::from(total));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Command scripts whose expected replies are Redis 7.0.15's bytes. A
+    //! script line is `ARGS => REPLY`: arguments split on spaces (`""` is
+    //! an empty argument, `\xHH`, `\r`, `\n`, `\s` (a space) escapes),
+    //! the reply without its final CRLF. `OBJECT ENCODING k` and `TTL k`
+    //! are answered from the shard's data here (those commands belong to
+    //! another family); `@resp3` switches the client to RESP3 (`HELLO 3`).
+    //! The scripts run against 1, 2 and 4 shards; the keys are chosen so
+    //! that multi-key commands span shards (see `keys_span_shards`).
+
+    use super::*;
+    use crate::testutil::TestServer;
+
+    fn unescape(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && i + 1 < b.len() {
+                match b[i + 1] {
+                    b'r' => out.push(b'\r'),
+                    b'n' => out.push(b'\n'),
+                    b's' => out.push(b' '),
+                    b'\\' => out.push(b'\\'),
+                    b'x' => {
+                        let h = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
+                        out.push(u8::from_str_radix(h, 16).unwrap());
+                        i += 2;
+                    }
+                    c => panic!("bad escape \\{}", c as char),
+                }
+                i += 2;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The shard holding `key` and its entry, for the intercepted commands.
+    fn entry<'a>(t: &'a mut TestServer, key: &[u8]) -> Option<&'a engine::Entry> {
+        let s = shard_of(key, t.shards.len());
+        let db = t.client.db;
+        let sh = &mut t.shards[s];
+        sh.lookup_read(db, key, false).map(|e| &*e)
+    }
+
+    fn exec(t: &mut TestServer, argv: &[Vec<u8>]) -> Vec<u8> {
+        let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+        if name == "object" && argv.len() == 3 {
+            let mut r = Reply::new(t.client.resp3);
+            match entry(t, &argv[2]) {
+                Some(e) => r.bulk(e.value.encoding().as_bytes()),
+                None => r.null(),
+            }
+            return r.into_bytes();
+        }
+        if name == "ttl" {
+            let now = t.shards[shard_of(&argv[1], t.shards.len())].now_ms;
+            let ttl = match entry(t, &argv[1]) {
+                None => -2,
+                Some(e) if e.expire_at_ms() == 0 => -1,
+                Some(e) => ((e.expire_at_ms() as i64 - now as i64) + 500) / 1000,
+            };
+            return format!(":{ttl}\r\n").into_bytes();
+        }
+        let v: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        t.raw(&v)
+    }
+
+    fn run_script(nshards: usize, script: &str) {
+        let mut t = TestServer::new(nshards);
+        for (no, line) in script.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if line == "@resp3" {
+                t.client.resp3 = true;
+                continue;
+            }
+            let (cmd, want) = line
+                .split_once(" => ")
+                .unwrap_or_else(|| panic!("bad script line {line}"));
+            let argv: Vec<Vec<u8>> = cmd
+                .split_whitespace()
+                .map(|a| if a == "\"\"" { Vec::new() } else { unescape(a) })
+                .collect();
+            let got = exec(&mut t, &argv);
+            let mut want = unescape(want);
+            want.extend_from_slice(b"\r\n");
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{nshards} shard(s), script line {}: {cmd}",
+                no + 1
+            );
+        }
+    }
+
+    fn run_all(script: &str) {
+        for n in [1, 2, 4] {
+            run_script(n, script);
+        }
+    }
+
+    #[test]
+    fn keys_span_shards() {
+        for n in [2, 4] {
+            for (a, b) in [("key1", "key2"), ("a", "b"), ("n1", "n2"), ("m1", "m2")] {
+                assert_ne!(shard_of(a.as_bytes(), n), shard_of(b.as_bytes(), n));
+            }
+            let s: Vec<usize> = ["m1", "m2", "m3", "m4"]
+                .iter()
+                .map(|k| shard_of(k.as_bytes(), 4))
+                .collect();
+            assert_eq!(s, [1, 2, 3, 0]);
+        }
+    }
+
+    const SET_SCRIPT: &str = r#"
+        SET k v ex 10 ex 20 => +OK
+        TTL k => :20
+        SET k v px 100 ex 20 => -ERR syntax error
+        SET k v nx nx => $-1
+        SET k v nx xx => -ERR syntax error
+        SET k v xx nx => -ERR syntax error
+        SET k v keepttl ex 10 => -ERR syntax error
+        SET k v ex 10 keepttl => -ERR syntax error
+        SET k v exat 10 pxat 10 => -ERR syntax error
+        SET k v ex => -ERR syntax error
+        SET k v persist => -ERR syntax error
+        SET k v foo => -ERR syntax error
+        SET k v ex 0 => -ERR invalid expire time in 'set' command
+        SET k v ex -1 => -ERR invalid expire time in 'set' command
+        SET k v exat -1 => -ERR invalid expire time in 'set' command
+        SET k v ex abc => -ERR value is not an integer or out of range
+        SET k v ex 9223372036854775 => -ERR invalid expire time in 'set' command
+        SET k v px 9223372036854775807 => -ERR invalid expire time in 'set' command
+        SET k v get get => $1\r\nv
+        SET k v2 keepttl get => $1\r\nv
+        TTL k => :-1
+        SET k v ex 20 => +OK
+        SET k v2 keepttl get => $1\r\nv
+        TTL k => :20
+        SET k v3 => +OK
+        TTL k => :-1
+        SET k v exat 9223372036854775 => +OK
+        SET k v pxat 9223372036854775807 => +OK
+        SET k v ex 9223372036854 => +OK
+        SET k v exat 1 => +OK
+        GET k => $-1
+        SET k v EX 10 GET => $-1
+        SET k w nx get => $1\r\nv
+        GET k => $1\r\nv
+        SET k w xx get => $1\r\nv
+        SET nk v xx get => $-1
+        SET nk v xx => $-1
+        EXISTS nk => :0
+        SET nk v nx => +OK
+        SET nk v nx => $-1
+        SET n 12345 => +OK
+        OBJECT ENCODING n => $3\r\nint
+        SET n 012 => +OK
+        OBJECT ENCODING n => $6\r\nembstr
+        SET n aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa => +OK
+        OBJECT ENCODING n => $6\r\nembstr
+        SET n aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa => +OK
+        OBJECT ENCODING n => $3\r\nraw
+        SETNX k v => :0
+        SETNX k2 v => :1
+        SETEX k 0 v => -ERR invalid expire time in 'setex' command
+        SETEX k abc v => -ERR value is not an integer or out of range
+        SETEX k 100 v => +OK
+        TTL k => :100
+        PSETEX k 0 v => -ERR invalid expire time in 'psetex' command
+        PSETEX k -5 v => -ERR invalid expire time in 'psetex' command
+        PSETEX k 10000 5 => +OK
+        TTL k => :10
+        OBJECT ENCODING k => $3\r\nint
+        SETEX k => -ERR wrong number of arguments for 'setex' command
+        SETNX k => -ERR wrong number of arguments for 'setnx' command
+        GETSET k x => $1\r\n5
+        TTL k => :-1
+        GETSET nokey 1 => $-1
+        OBJECT ENCODING nokey => $3\r\nint
+        GETDEL k => $1\r\nx
+        GETDEL k => $-1
+        EXISTS k => :0
+        @resp3
+        GET k => _
+        GETDEL k => _
+        SET k v nx get => _
+        SETNX k v => :0
+    "#;
+
+    #[test]
+    fn set_family() {
+        run_all(SET_SCRIPT);
+    }
+
+    const GETEX_SCRIPT: &str = r#"
+        GETEX k => $-1
+        SET k 10 ex 100 => +OK
+        GETEX k => $2\r\n10
+        TTL k => :100
+        GETEX k persist => $2\r\n10
+        TTL k => :-1
+        GETEX k ex 50 => $2\r\n10
+        TTL k => :50
+        GETEX k px 5000 => $2\r\n10
+        TTL k => :5
+        GETEX k exat 9999999999 => $2\r\n10
+        GETEX k pxat 9999999999000 => $2\r\n10
+        GETEX k ex 10 persist => -ERR syntax error
+        GETEX k persist ex 10 => -ERR syntax error
+        GETEX k persist persist => $2\r\n10
+        TTL k => :-1
+        GETEX k ex 10 ex 20 => $2\r\n10
+        TTL k => :20
+        GETEX k ex 10 px 20 => -ERR syntax error
+        GETEX k keepttl => -ERR syntax error
+        GETEX k nx => -ERR syntax error
+        GETEX k get => -ERR syntax error
+        GETEX k ex => -ERR syntax error
+        GETEX k ex 0 => -ERR invalid expire time in 'getex' command
+        GETEX k pxat -3 => -ERR invalid expire time in 'getex' command
+        GETEX k ex abc => -ERR value is not an integer or out of range
+        GETEX nokey ex abc => $-1
+        GETEX nokey foo => -ERR syntax error
+        GETEX k exat 1 => $2\r\n10
+        EXISTS k => :0
+        SET k 10 => +OK
+        GETEX k pxat 1 => $2\r\n10
+        EXISTS k => :0
+        GETEX => -ERR wrong number of arguments for 'getex' command
+    "#;
+
+    #[test]
+    fn getex() {
+        run_all(GETEX_SCRIPT);
+    }
+
+    const MULTI_SCRIPT: &str = r#"
+        MSET m1 1 m2 2 m3 3 m4 4 => +OK
+        MGET m1 m2 m3 m4 nokey m1 => *6\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$-1\r\n$1\r\n1
+        MSET a 1 b => -ERR wrong number of arguments for 'mset' command
+        MSET a 1 a 2 b 3 => +OK
+        MGET a b => *2\r\n$1\r\n2\r\n$1\r\n3
+        SETEX a 100 x => +OK
+        MSET a 1 b 2 => +OK
+        TTL a => :-1
+        MSETNX key1 1 key2 2 => :1
+        MSETNX key1 1 c 2 => :0
+        EXISTS c => :0
+        MSETNX c 1 key2 x => :0
+        MGET key1 key2 c => *3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1
+        MSETNX c 1 c 2 => :1
+        GET c => $1\r\n2
+        MSETNX n1 x n2 y n1 z => :1
+        MGET n1 n2 => *2\r\n$1\r\nz\r\n$1\r\ny
+        MSETNX m1 1 => :0
+        MSETNX a => -ERR wrong number of arguments for 'msetnx' command
+        MSETNX a 1 b => -ERR wrong number of arguments for 'msetnx' command
+        MSETNX x 1 y => -ERR wrong number of arguments for 'msetnx' command
+        SET e 1 exat 1 => +OK
+        MSETNX e 5 f 6 => :1
+        MGET e f => *2\r\n$1\r\n5\r\n$1\r\n6
+        OBJECT ENCODING e => $3\r\nint
+        @resp3
+        MGET m1 nokey => *2\r\n$1\r\n1\r\n_
+        MSETNX m1 1 m2 2 => :0
+    "#;
+
+    #[test]
+    fn multi_key() {
+        run_all(MULTI_SCRIPT);
+    }
+
+    const RANGE_SCRIPT: &str = r#"
+        APPEND x abc => :3
+        OBJECT ENCODING x => $6\r\nembstr
+        APPEND x def => :6
+        OBJECT ENCODING x => $3\r\nraw
+        GET x => $6\r\nabcdef
+        APPEND y 123 => :3
+        OBJECT ENCODING y => $3\r\nint
+        APPEND y "" => :3
+        OBJECT ENCODING y => $3\r\nraw
+        APPEND y 4 => :4
+        GET y => $4\r\n1234
+        STRLEN y => :4
+        STRLEN nokey => :0
+        SETEX t 100 a => +OK
+        APPEND t b => :2
+        TTL t => :100
+        SET i 12345 => +OK
+        STRLEN i => :5
+        GETRANGE i 0 -1 => $5\r\n12345
+        GETRANGE i 1 2 => $2\r\n23
+        GETRANGE i -3 -1 => $3\r\n345
+        GETRANGE i -1 -3 => $0\r\n
+        GETRANGE i 3 1 => $0\r\n
+        GETRANGE i 100 200 => $0\r\n
+        GETRANGE i -100 2 => $3\r\n123
+        GETRANGE i 0 100 => $5\r\n12345
+        GETRANGE nokey 0 1 => $0\r\n
+        GETRANGE nokey a 1 => -ERR value is not an integer or out of range
+        GETRANGE i a 1 => -ERR value is not an integer or out of range
+        GETRANGE i 0 b => -ERR value is not an integer or out of range
+        GETRANGE i 0 9223372036854775807 => $5\r\n12345
+        GETRANGE i -9223372036854775808 -9223372036854775808 => $1\r\n1
+        GETRANGE i 9223372036854775808 1 => -ERR value is not an integer or out of range
+        SUBSTR i 1 3 => $3\r\n234
+        SUBSTR i 1 => -ERR wrong number of arguments for 'substr' command
+        OBJECT ENCODING i => $3\r\nint
+        SET e "" => +OK
+        GETRANGE e 0 -1 => $0\r\n
+        GETRANGE e 0 0 => $0\r\n
+        GETRANGE e -1 -1 => $0\r\n
+        SETRANGE k 0 "" => :0
+        EXISTS k => :0
+        SETRANGE k 5 "" => :0
+        SETRANGE k -1 x => -ERR offset is out of range
+        SETRANGE k abc x => -ERR value is not an integer or out of range
+        SETRANGE k 3 abc => :6
+        GET k => $6\r\n\x00\x00\x00abc
+        OBJECT ENCODING k => $3\r\nraw
+        SETRANGE k 1 Z => :6
+        GET k => $6\r\n\x00Z\x00abc
+        SET s hello => +OK
+        SETRANGE s 1 "" => :5
+        OBJECT ENCODING s => $6\r\nembstr
+        SETRANGE s 1 EL => :5
+        GET s => $5\r\nhELlo
+        OBJECT ENCODING s => $3\r\nraw
+        SETRANGE s 7 ! => :8
+        GET s => $8\r\nhELlo\x00\x00!
+        SET n 12345 => +OK
+        SETRANGE n 0 9 => :5
+        OBJECT ENCODING n => $3\r\nraw
+        GET n => $5\r\n92345
+        SET n 12345 => +OK
+        SETRANGE n 0 "" => :5
+        OBJECT ENCODING n => $3\r\nint
+        SETRANGE big 536870912 x => -ERR string exceeds maximum allowed size (proto-max-bulk-len)
+        SETRANGE big 536870911 xx => -ERR string exceeds maximum allowed size (proto-max-bulk-len)
+        SETRANGE k 9223372036854775807 x => -ERR string exceeds maximum allowed size (proto-max-bulk-len)
+        SETRANGE k 9223372036854775808 x => -ERR value is not an integer or out of range
+        EXISTS big => :0
+        SETEX t 100 abc => +OK
+        SETRANGE t 1 X => :3
+        TTL t => :100
+    "#;
+
+    #[test]
+    fn append_strlen_ranges() {
+        run_all(RANGE_SCRIPT);
+    }
+
+    const INCR_SCRIPT: &str = r#"
+        INCR c => :1
+        OBJECT ENCODING c => $3\r\nint
+        DECR c => :0
+        DECR c => :-1
+        INCRBY c 10 => :9
+        DECRBY c 10 => :-1
+        INCRBY c abc => -ERR value is not an integer or out of range
+        INCRBY c -0 => -ERR value is not an integer or out of range
+        INCRBY c +1 => -ERR value is not an integer or out of range
+        INCRBY c 01 => -ERR value is not an integer or out of range
+        DECRBY c -9223372036854775808 => -ERR decrement would overflow
+        DECRBY c 9223372036854775808 => -ERR value is not an integer or out of range
+        DECRBY c -9223372036854775807 => :9223372036854775806
+        SET c 9223372036854775807 => +OK
+        INCR c => -ERR increment or decrement would overflow
+        INCRBY c 0 => :9223372036854775807
+        SET c -9223372036854775808 => +OK
+        DECR c => -ERR increment or decrement would overflow
+        INCRBY c -1 => -ERR increment or decrement would overflow
+        SET c \s1 => +OK
+        INCR c => -ERR value is not an integer or out of range
+        SET c 01 => +OK
+        INCR c => -ERR value is not an integer or out of range
+        SET c abc => +OK
+        INCR c => -ERR value is not an integer or out of range
+        SET c 1.5 => +OK
+        INCR c => -ERR value is not an integer or out of range
+        SET c 100 ex 100 => +OK
+        INCR c => :101
+        TTL c => :100
+        OBJECT ENCODING c => $3\r\nint
+        SET c 5 => +OK
+        APPEND c 1 => :2
+        OBJECT ENCODING c => $3\r\nraw
+        INCR c => :52
+        OBJECT ENCODING c => $3\r\nint
+        INCRBY d 5 => :5
+        DECRBY e 5 => :-5
+        INCR => -ERR wrong number of arguments for 'incr' command
+        INCRBY c => -ERR wrong number of arguments for 'incrby' command
+    "#;
+
+    #[test]
+    fn incr_family() {
+        run_all(INCR_SCRIPT);
+    }
+
+    const INCRBYFLOAT_SCRIPT: &str = r#"
+        INCRBYFLOAT f 10.5 => $4\r\n10.5
+        OBJECT ENCODING f => $6\r\nembstr
+        INCRBYFLOAT f 0.1 => $4\r\n10.6
+        INCRBYFLOAT f -5.6 => $1\r\n5
+        OBJECT ENCODING f => $6\r\nembstr
+        INCR f => :6
+        INCRBYFLOAT f 1 => $1\r\n7
+        OBJECT ENCODING f => $6\r\nembstr
+        SET f 1.1 => +OK
+        INCRBYFLOAT f 2.2 => $3\r\n3.3
+        SET f 3.0e3 => +OK
+        INCRBYFLOAT f 0 => $4\r\n3000
+        INCRBYFLOAT f 3.0e3 => $4\r\n6000
+        SET f 0 => +OK
+        INCRBYFLOAT f 1e-17 => $19\r\n0.00000000000000001
+        INCRBYFLOAT f 1e-18 => $19\r\n0.00000000000000001
+        SET f 0 => +OK
+        INCRBYFLOAT f 5e-18 => $1\r\n0
+        INCRBYFLOAT f 1e4933 => -ERR value is not a valid float
+        INCRBYFLOAT f 1e-4952 => -ERR value is not a valid float
+        INCRBYFLOAT f inf => -ERR increment would produce NaN or Infinity
+        INCRBYFLOAT f -inf => -ERR increment would produce NaN or Infinity
+        INCRBYFLOAT f nan => -ERR value is not a valid float
+        INCRBYFLOAT f 0x => -ERR value is not a valid float
+        INCRBYFLOAT f 1e => -ERR value is not a valid float
+        INCRBYFLOAT f \s1 => -ERR value is not a valid float
+        INCRBYFLOAT f 1\s => -ERR value is not a valid float
+        INCRBYFLOAT f "" => -ERR value is not a valid float
+        INCRBYFLOAT f abc => -ERR value is not a valid float
+        INCRBYFLOAT f 0x1.8p1 => $1\r\n3
+        INCRBYFLOAT f .5 => $3\r\n3.5
+        INCRBYFLOAT f 5. => $3\r\n8.5
+        INCRBYFLOAT f +1 => $3\r\n9.5
+        INCRBYFLOAT f -0 => $3\r\n9.5
+        INCRBYFLOAT f 1e+2 => $5\r\n109.5
+        INCRBYFLOAT f -109.5 => $1\r\n0
+        INCRBYFLOAT f -1e-2 => $5\r\n-0.01
+        SET f abc => +OK
+        INCRBYFLOAT f 1 => -ERR value is not a valid float
+        INCRBYFLOAT f abc => -ERR value is not a valid float
+        SET f inf => +OK
+        INCRBYFLOAT f 1 => -ERR increment would produce NaN or Infinity
+        GET f => $3\r\ninf
+        SET f 9223372036854775807 => +OK
+        INCRBYFLOAT f 1 => $19\r\n9223372036854775808
+        SET f 123456789012345678901234567890 => +OK
+        INCRBYFLOAT f 1 => $30\r\n123456789012345678899921813504
+        SET f -0.00000000000000000001 => +OK
+        INCRBYFLOAT f 0 => $1\r\n0
+        SET f 0.1 => +OK
+        INCRBYFLOAT f 0.2 => $3\r\n0.3
+        SET f 100 ex 100 => +OK
+        INCRBYFLOAT f 1.5 => $5\r\n101.5
+        TTL f => :100
+        INCRBYFLOAT g 123456789.123456789 => $27\r\n123456789.12345678899873747
+        INCRBYFLOAT h 1e30 => $31\r\n1000000000000000000024696061952
+        INCRBYFLOAT h 1e14 => $31\r\n1000000000000000100011534712832
+        OBJECT ENCODING h => $6\r\nembstr
+        INCRBYFLOAT i 12345678901234567890123456789.5 => $29\r\n12345678901234567890421678080
+        INCRBYFLOAT j 1e40 => $40\r\n9999999999999999999783686092270256259072
+        OBJECT ENCODING j => $6\r\nembstr
+        INCRBYFLOAT j2 1e50 => $51\r\n100000000000000000003583830118858923890798487404544
+        OBJECT ENCODING j2 => $3\r\nraw
+        SET z 1\x00junk => +OK
+        INCRBYFLOAT z 1 => -ERR value is not a valid float
+        SET z 1 => +OK
+        INCRBYFLOAT z 1\x00junk => -ERR value is not a valid float
+        INCRBYFLOAT z \x00 => -ERR value is not a valid float
+        INCRBYFLOAT => -ERR wrong number of arguments for 'incrbyfloat' command
+    "#;
+
+    #[test]
+    fn incrbyfloat() {
+        run_all(INCRBYFLOAT_SCRIPT);
+    }
+
+    const LCS_SCRIPT: &str = r#"
+        MSET key1 ohmytext key2 mynewtext => +OK
+        LCS key1 key2 => $6\r\nmytext
+        LCS key1 key2 len => :6
+        LCS key1 key2 LEN withmatchlen => :6
+        LCS key1 key2 idx => *4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6
+        LCS key1 key2 idx minmatchlen 4 => *4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n$3\r\nlen\r\n:6
+        LCS key1 key2 idx minmatchlen 4 withmatchlen => *4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6
+        LCS key1 key2 IDX WITHMATCHLEN => *4\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6
+        LCS key1 key2 minmatchlen -5 idx => *4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6
+        LCS key1 key2 len idx => -ERR If you want both the length and indexes, please just use IDX.
+        LCS key1 key2 minmatchlen => -ERR syntax error
+        LCS key1 key2 minmatchlen abc => -ERR value is not an integer or out of range
+        LCS key1 key2 foo => -ERR syntax error
+        LCS key1 key2 withmatchlen => $6\r\nmytext
+        LCS key1 key2 minmatchlen 3 => $6\r\nmytext
+        LCS key1 nokey => $0\r\n
+        LCS nokey key2 len => :0
+        LCS nokey nokey2 idx => *4\r\n$7\r\nmatches\r\n*0\r\n$3\r\nlen\r\n:0
+        LCS key1 => -ERR wrong number of arguments for 'lcs' command
+        SET n1 12345 => +OK
+        SET n2 2345 => +OK
+        LCS n1 n2 idx withmatchlen => *4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:1\r\n:4\r\n*2\r\n:0\r\n:3\r\n:4\r\n$3\r\nlen\r\n:4
+        MSET a abcabc b cbacba => +OK
+        LCS a b idx withmatchlen => *4\r\n$7\r\nmatches\r\n*3\r\n*3\r\n*2\r\n:5\r\n:5\r\n*2\r\n:3\r\n:3\r\n:1\r\n*3\r\n*2\r\n:4\r\n:4\r\n*2\r\n:1\r\n:1\r\n:1\r\n*3\r\n*2\r\n:2\r\n:2\r\n*2\r\n:0\r\n:0\r\n:1\r\n$3\r\nlen\r\n:3
+        LCS a b => $3\r\ncbc
+        @resp3
+        LCS key1 key2 idx withmatchlen => %2\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6
+    "#;
+
+    #[test]
+    fn lcs() {
+        run_all(LCS_SCRIPT);
+    }
+
+    #[test]
+    fn lcs_transient_memory_limit() {
+        for n in [1, 2] {
+            let mut t = TestServer::new(n);
+            let a = vec![b'a'; 16384];
+            let b = vec![b'b'; 8192];
+            t.raw(&[b"SET", b"key1", &a]);
+            t.raw(&[b"SET", b"key2", &b]);
+            // (16385 * 8193 * 4) bytes exceed the default 512 MB.
+            assert_eq!(
+                t.run(&["LCS", "key1", "key2", "LEN"]),
+                "-ERR Insufficient memory, transient memory for LCS exceeds \
+                 proto-max-bulk-len\r\n"
+            );
+        }
+    }
+
+    #[test]
+    fn expired_keys_read_as_missing() {
+        for n in [1, 2] {
+            let mut t = TestServer::new(n);
+            assert_eq!(t.run(&["SET", "k", "12", "PX", "50"]), "+OK\r\n");
+            assert_eq!(t.run(&["SETEX", "key1", "1", "abc"]), "+OK\r\n");
+            for sh in &mut t.shards {
+                sh.now_ms += 2000;
+            }
+            // The test driver re-reads the clock before each command; move
+            // the deadlines instead so they are in the past.
+            for key in ["k", "key1"] {
+                let s = shard_of(key.as_bytes(), n);
+                t.shards[s].dbs[0].set_expire(key.as_bytes(), 1);
+            }
+            assert_eq!(t.run(&["GET", "k"]), "$-1\r\n");
+            assert_eq!(t.run(&["INCR", "k"]), ":1\r\n");
+            assert_eq!(t.run(&["APPEND", "key1", "x"]), ":1\r\n");
+            assert_eq!(t.run(&["MSETNX", "key1", "y", "key2", "z"]), ":0\r\n");
+        }
+    }
+}

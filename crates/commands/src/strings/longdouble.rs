@@ -10,8 +10,8 @@
 //! * [`parse`]: `strtold`'s syntax (decimal, hex `0x1.8p3`, `inf`,
 //!   `infinity`; `nan` and anything `strtold` leaves unconsumed rejected)
 //!   with correct round-to-nearest-even to 64 bits, and Redis's `string2ld`
-//!   rules (no leading space, at most 5119 bytes, overflow and underflow to
-//!   zero rejected);
+//!   rules (no leading space, no NUL, at most 5119 bytes, overflow and
+//!   underflow to zero rejected);
 //! * [`Ld::add`]: one correctly rounded addition;
 //! * [`Ld::format_human`]: the exact decimal expansion rounded to 17
 //!   fractional digits (glibc's `printf` is exact, ties to even), then
@@ -208,15 +208,12 @@ pub(crate) fn parse(input: &[u8]) -> Option<Ld> {
     if matches!(input[0], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
         return None;
     }
-    // strtold sees a C string: it stops at the first NUL, and the check
-    // that it consumed everything is a check for that NUL.
-    let s = match input.iter().position(|&c| c == 0) {
-        Some(i) => &input[..i],
-        None => input,
-    };
-    if s.is_empty() {
-        return Some(Ld::ZERO);
+    // strtold stops at a NUL, and Redis 7 requires it to have consumed
+    // every byte, so a NUL anywhere makes the value invalid.
+    if input.contains(&0) {
+        return None;
     }
+    let s = input;
     let (neg, body) = match s[0] {
         b'-' => (true, &s[1..]),
         b'+' => (false, &s[1..]),
@@ -617,7 +614,8 @@ mod tests {
         assert!(parse(b"1e4932").is_some());
         assert!(parse(b"1e-4950").is_some());
         assert!(parse(b"0e-10000").is_some());
-        assert_eq!(parse(b"\0abc"), Some(Ld::ZERO));
+        assert_eq!(parse(b"\0abc"), None);
+        assert_eq!(parse(b"1\0"), None);
         assert_eq!(parse(&[b'1'; 5119]).map(|v| v.is_finite()), None);
     }
 
