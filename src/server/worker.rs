@@ -861,6 +861,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     db: c.client.db,
                     no_touch: c.client.no_touch,
                     databases: core.cfg.databases,
+                    max_bulk_len: core.cfg.max_bulk_len,
                 };
                 run_shard(
                     resolved,
@@ -907,6 +908,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 db: c.client.db,
                 no_touch: c.client.no_touch,
                 databases: core.cfg.databases,
+                max_bulk_len: core.cfg.max_bulk_len,
             };
             let conn = ConnRef {
                 thread: core.id as u16,

@@ -29,6 +29,8 @@ pub struct ShardCtx<'a> {
     pub no_touch: bool,
     /// Number of databases (for SELECT-like index checks in MOVE/COPY).
     pub databases: usize,
+    /// `proto-max-bulk-len`: the largest string APPEND/SETRANGE may build.
+    pub max_bulk_len: u64,
 }
 
 impl ShardCtx<'_> {

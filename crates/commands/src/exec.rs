@@ -43,6 +43,8 @@ pub struct ShardCall {
     pub db: usize,
     pub no_touch: bool,
     pub databases: usize,
+    /// `proto-max-bulk-len`: the largest string a command may build.
+    pub max_bulk_len: u64,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -63,6 +65,7 @@ pub fn run_shard(
         out: &mut *out,
         no_touch: call.no_touch,
         databases: call.databases,
+        max_bulk_len: call.max_bulk_len,
     };
     let res = handler(&mut ctx, args);
     if let Err(e) = &res {

@@ -67,6 +67,7 @@ impl TestServer {
                     db: self.client.db,
                     no_touch: self.client.no_touch,
                     databases: self.shards[0].dbs.len(),
+                    max_bulk_len: self.server.config().proto_max_bulk_len,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();
