@@ -171,6 +171,10 @@ const LATER: &[&str] = &[
     "UNSUBSCRIBE",
     "PSUBSCRIBE",
     "PUBLISH",
+    "PUNSUBSCRIBE",
+    "SSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "PUBSUB",
     "WAIT",
 ];
 
