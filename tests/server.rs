@@ -88,7 +88,7 @@ fn config_file_is_read_and_arguments_override_it() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ok.conf");
     let port = free_port();
-    std::fs::write(&path, format!("port 1\ndatabases 4\nshards 3\n")).unwrap();
+    std::fs::write(&path, "port 1\ndatabases 4\nshards 3\n").unwrap();
     // The file comes first, as for redis-server; --port overrides its port.
     let mut child = Command::new(bin())
         .args([

@@ -94,7 +94,10 @@ struct Core {
     /// when the pass over its pipeline ends (or before a coordinator starts).
     batches: Vec<Option<Box<Batch>>>,
     batch_conn: Option<ConnRef>,
-    /// Batches back from their trip, for reuse.
+    /// Batches back from their trip, for reuse. Boxed because messages
+    /// carry them boxed (a small `Msg`); pooling the boxes reuses those
+    /// allocations too.
+    #[allow(clippy::vec_box)]
     pool: Vec<Box<Batch>>,
     /// Scratch reply for inline replies queued behind pending ones.
     side: Reply,

@@ -126,7 +126,8 @@ pub struct OneStep<T> {
 }
 
 impl<T: Send + 'static> OneStep<T> {
-    pub fn new(
+    /// The coordinator, boxed as dispatch wants it.
+    pub fn boxed(
         plan: Plan,
         finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
     ) -> Box<dyn Coordinator> {
@@ -164,7 +165,7 @@ pub fn fan_out<T: Send + 'static>(
 ) -> Box<dyn Coordinator> {
     let mut plan = Plan::default();
     plan.run_all(nshards, job);
-    OneStep::new(plan, finish)
+    OneStep::boxed(plan, finish)
 }
 
 /// Groups argument positions by the shard of the key at each position,

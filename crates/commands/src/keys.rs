@@ -338,7 +338,7 @@ fn count_multi(
             keys.iter().filter(|k| op(env.shard, db, k)).count() as i64
         });
     }
-    OneStep::new(
+    OneStep::boxed(
         plan,
         |res: Vec<i64>, out: &mut Reply, _: &mut ClientState| {
             out.int(res.iter().sum());
@@ -1429,7 +1429,7 @@ fn object_generic(
             .lookup_read(db, &key, false)
             .map(|e| f(e, now, pol))
     });
-    Ok(OneStep::new(
+    Ok(OneStep::boxed(
         plan,
         |mut res: Vec<Option<ObjectReply>>, out: &mut Reply, _: &mut ClientState| {
             match res.pop().flatten() {

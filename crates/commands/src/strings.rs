@@ -19,8 +19,9 @@
 //! every shard only if no key exists), LCS by fetching both values and
 //! computing on the home thread.
 //!
-//! Limits: `proto-max-bulk-len` is taken as its default (512 MB) because a
-//! shard handler does not see the configuration yet.
+//! Limits: APPEND and SETRANGE refuse strings longer than
+//! `proto-max-bulk-len` (the shard handler's `max_bulk_len`); LCS refuses a
+//! transient table larger than Redis's default 512 MB.
 
 mod longdouble;
 
@@ -33,8 +34,8 @@ use crate::error::CmdError;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
 use crate::util::{as_str, as_str_mut, eq_ic, parse_i64};
 
-/// Redis's default `proto-max-bulk-len`: the largest string APPEND and
-/// SETRANGE may build, and the largest transient table LCS may allocate.
+/// Redis's default `proto-max-bulk-len`: the largest transient table LCS
+/// may allocate.
 const PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
 
 const W_STR_FAST: &[&str] = &["write", "string", "fast"];
@@ -445,7 +446,7 @@ fn mget_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
         });
     }
     let total = args.len() - 1;
-    Ok(OneStep::new(
+    Ok(OneStep::boxed(
         plan,
         move |res: Vec<Vec<Option<Str>>>, out: &mut Reply, _: &mut ClientState| {
             let mut slots: Vec<Option<Str>> = vec![None; total];
@@ -526,7 +527,7 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     for (shard, pairs) in pairs_by_shard(args, c.nshards()) {
         store_pairs(&mut plan, shard, db, pairs);
     }
-    Ok(OneStep::new(
+    Ok(OneStep::boxed(
         plan,
         |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
             out.ok();
@@ -612,9 +613,9 @@ fn msetnx_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinat
 
 /// Redis's `checkStringLength`: a string of `size + append` bytes must fit
 /// `proto-max-bulk-len`.
-fn check_string_length(size: u64, append: u64) -> Result<(), CmdError> {
+fn check_string_length(size: u64, append: u64, max: u64) -> Result<(), CmdError> {
     match size.checked_add(append) {
-        Some(total) if total <= PROTO_MAX_BULK_LEN => Ok(()),
+        Some(total) if total <= max => Ok(()),
         _ => Err(CmdError::err(
             "string exceeds maximum allowed size (proto-max-bulk-len)",
         )),
@@ -624,11 +625,11 @@ fn check_string_length(size: u64, append: u64) -> Result<(), CmdError> {
 /// APPEND key value: the new length. A new key is stored as SET would
 /// store it (so `int` for integers); an existing value becomes `raw`.
 fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let (db, key, val) = (ctx.db, args.get(1), args.get(2));
+    let (db, key, val, max) = (ctx.db, args.get(1), args.get(2), ctx.max_bulk_len);
     let len = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
             let s = as_str_mut(e)?;
-            check_string_length(s.len() as u64, val.len() as u64)?;
+            check_string_length(s.len() as u64, val.len() as u64, max)?;
             let v = s.make_raw();
             v.extend_from_slice(val);
             v.len()
@@ -700,7 +701,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("offset is out of range"));
     }
     let offset = offset as u64;
-    let (db, key, val) = (ctx.db, args.get(1), args.get(3));
+    let (db, key, val, max) = (ctx.db, args.get(1), args.get(3), ctx.max_bulk_len);
     let len = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
             let s = as_str_mut(e)?;
@@ -708,7 +709,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                 ctx.out.int(s.len() as i64);
                 return Ok(());
             }
-            check_string_length(offset, val.len() as u64)?;
+            check_string_length(offset, val.len() as u64, max)?;
             let v = s.make_raw();
             write_at(v, offset as usize, val);
             v.len()
@@ -718,7 +719,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                 ctx.out.int(0);
                 return Ok(());
             }
-            check_string_length(offset, val.len() as u64)?;
+            check_string_length(offset, val.len() as u64, max)?;
             let mut v = Vec::new();
             write_at(&mut v, offset as usize, val);
             let n = v.len();
@@ -894,7 +895,7 @@ fn lcs_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>
             lcs_fetch(env.shard, db, &key, touch)
         });
     }
-    Ok(OneStep::new(
+    Ok(OneStep::boxed(
         plan,
         move |res: Vec<Result<Vec<u8>, ()>>, out: &mut Reply, _: &mut ClientState| {
             let mut it = res.into_iter();

@@ -183,7 +183,7 @@ impl Db {
                 }
             }
         }
-        (n, if cnt == 0 { 0 } else { (sum / cnt) as u64 })
+        (n, sum.checked_div(cnt).map_or(0, |a| a as u64))
     }
 }
 

@@ -179,7 +179,7 @@ impl Shard {
                 sampled_all += sampled;
                 expired_all += expired;
                 iterations += 1;
-                if iterations % 16 == 0 && start.elapsed().as_micros() as u64 > budget_us {
+                if iterations.is_multiple_of(16) && start.elapsed().as_micros() as u64 > budget_us {
                     self.stats.expired_time_cap_reached_count += 1;
                     break;
                 }
