@@ -399,3 +399,59 @@ fn redis_crate_round_trip_on_many_shards() {
         .unwrap();
     assert_eq!(n, 2);
 }
+
+fn info_field(info: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(info);
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{name}:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+#[test]
+fn info_sums_every_thread_and_samples_rates() {
+    let srv = Server::tessera(&["--shards", "3", "--hz", "50"]);
+    let mut c = srv.raw();
+    for i in 0..300 {
+        assert_bytes(
+            &c.cmd_str(&["SET", &format!("k{i}"), "v", "EX", "1000"]),
+            b"+OK\r\n",
+        );
+    }
+    let info = c.cmd_str(&["INFO", "keyspace"]);
+    assert!(info_field(&info, "db0")
+        .unwrap()
+        .starts_with("keys=300,expires=300,avg_ttl="));
+    let info = c.cmd_str(&["INFO", "stats"]);
+    let total: u64 = info_field(&info, "total_commands_processed")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(total >= 301, "total_commands_processed={total}");
+    // Keep a load running on another connection while the rate is sampled.
+    let addr = srv.addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let load = std::thread::spawn(move || {
+        let mut l = RawConn::connect(&addr);
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            l.cmd_str(&["PING"]);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ops = 0u64;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        let info = c.cmd_str(&["INFO", "stats"]);
+        ops = info_field(&info, "instantaneous_ops_per_sec")
+            .unwrap()
+            .parse()
+            .unwrap();
+        if ops > 0 {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    assert!(ops > 0, "instantaneous_ops_per_sec stayed 0 under load");
+}

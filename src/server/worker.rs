@@ -189,6 +189,10 @@ pub struct Worker {
     unix: Option<UnixListener>,
     unix_rr: usize,
     next_cron: Instant,
+    /// This thread's counters as last added to the shared samples.
+    reported: (u64, u64, u64),
+    /// Thread 0: the shared totals at the previous rate sample.
+    rate_base: Option<(Instant, u64, u64, u64)>,
 }
 
 impl Worker {
@@ -231,6 +235,8 @@ impl Worker {
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
+            reported: (0, 0, 0),
+            rate_base: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         for (i, l) in w.tcp.iter_mut().enumerate() {
@@ -362,7 +368,9 @@ impl Worker {
                     .unwrap_or_default()
             })
             .unwrap_or_default();
-        self.add_conn(Stream::Unix(stream), format!("{path}:0"), path, true, true);
+        // Redis prints both ends of a unix connection as `path:0`.
+        let addr = format!("{path}:0");
+        self.add_conn(Stream::Unix(stream), addr.clone(), addr, true, true);
     }
 
     fn add_conn(
@@ -730,6 +738,7 @@ impl Worker {
         // Redis's slow cycle: at most 25 % of the cron period.
         let budget_us = 250_000 / u64::from(hz);
         self.core.shard.tick();
+        self.sample_rates();
         self.core.shard.active_expire_cycle(budget_us);
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
@@ -752,6 +761,56 @@ impl Worker {
                 log::verbose(format_args!("Closing idle client"));
                 self.close_conn(slot);
             }
+        }
+    }
+
+    /// INFO's instantaneous_ops_per_sec and kbps: every thread adds what
+    /// it did since its last tick to shared totals; thread 0 turns the
+    /// totals into rates about once a second.
+    fn sample_rates(&mut self) {
+        let st = &self.core.stats;
+        let now = (st.total_commands, st.net_input_bytes, st.net_output_bytes);
+        let server = &self.core.server;
+        // Counters reset by CONFIG RESETSTAT start from zero again.
+        let delta = |a: u64, b: u64| a.saturating_sub(b);
+        server
+            .sampled_commands
+            .fetch_add(delta(now.0, self.reported.0), Ordering::Relaxed);
+        server
+            .sampled_net_in
+            .fetch_add(delta(now.1, self.reported.1), Ordering::Relaxed);
+        server
+            .sampled_net_out
+            .fetch_add(delta(now.2, self.reported.2), Ordering::Relaxed);
+        self.reported = now;
+        if self.core.id != 0 {
+            return;
+        }
+        let t = Instant::now();
+        let totals = (
+            server.sampled_commands.load(Ordering::Relaxed),
+            server.sampled_net_in.load(Ordering::Relaxed),
+            server.sampled_net_out.load(Ordering::Relaxed),
+        );
+        match self.rate_base {
+            Some((t0, c0, i0, o0)) if t.duration_since(t0) >= Duration::from_secs(1) => {
+                let secs = t.duration_since(t0).as_secs_f64();
+                let ops = (totals.0 - c0) as f64 / secs;
+                let kin = (totals.1 - i0) as f64 / secs / 1024.0;
+                let kout = (totals.2 - o0) as f64 / secs / 1024.0;
+                server
+                    .ops_per_sec
+                    .store(ops.round() as u64, Ordering::Relaxed);
+                server
+                    .input_kbps_bits
+                    .store(kin.to_bits(), Ordering::Relaxed);
+                server
+                    .output_kbps_bits
+                    .store(kout.to_bits(), Ordering::Relaxed);
+                self.rate_base = Some((t, totals.0, totals.1, totals.2));
+            }
+            Some(_) => {}
+            None => self.rate_base = Some((t, totals.0, totals.1, totals.2)),
         }
     }
 

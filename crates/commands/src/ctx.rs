@@ -121,6 +121,11 @@ pub struct ServerShared {
     /// Commands per second over the last sampling window (INFO
     /// `instantaneous_ops_per_sec`), sampled by the runtime.
     pub ops_per_sec: AtomicU64,
+    /// Running totals every thread adds its deltas to on each cron tick,
+    /// from which thread 0 computes the instantaneous rates.
+    pub sampled_commands: AtomicU64,
+    pub sampled_net_in: AtomicU64,
+    pub sampled_net_out: AtomicU64,
     /// Network input/output kbps over the last window (INFO
     /// `instantaneous_input_kbps`/`_output_kbps`), as `f64::to_bits`.
     pub input_kbps_bits: AtomicU64,
@@ -154,6 +159,9 @@ impl ServerShared {
             wake_all: OnceLock::new(),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             ops_per_sec: AtomicU64::new(0),
+            sampled_commands: AtomicU64::new(0),
+            sampled_net_in: AtomicU64::new(0),
+            sampled_net_out: AtomicU64::new(0),
             input_kbps_bits: AtomicU64::new(0),
             output_kbps_bits: AtomicU64::new(0),
         }
