@@ -455,3 +455,47 @@ fn info_sums_every_thread_and_samples_rates() {
     load.join().unwrap();
     assert!(ops > 0, "instantaneous_ops_per_sec stayed 0 under load");
 }
+
+#[test]
+fn a_client_that_does_not_read_cannot_grow_server_memory_without_bound() {
+    let srv = Server::tessera(&["--shards", "2"]);
+    let mut c = srv.raw();
+    let big = vec![b'x'; 256 << 10];
+    assert_bytes(&c.cmd(&[b"SET", b"big", &big]), b"+OK\r\n");
+    let mut rss = |c: &mut RawConn| -> u64 {
+        let info = c.cmd_str(&["INFO", "memory"]);
+        info_field(&info, "used_memory_rss")
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before = rss(&mut c);
+    // 500 MiB of replies requested; this client reads none of them yet.
+    let mut lazy = srv.raw();
+    let get = encode_command(&[b"GET", b"big"]);
+    let mut wire = Vec::new();
+    for _ in 0..2000 {
+        wire.extend_from_slice(&get);
+    }
+    lazy.send(&wire);
+    std::thread::sleep(Duration::from_millis(1500));
+    // Others are still served, and the server holds at most its per-client
+    // output bound (64 MiB) plus its queued replies (256 x 256 KiB), not
+    // 500 MiB.
+    assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
+    let during = rss(&mut c);
+    assert!(
+        during < before + (200 << 20),
+        "RSS grew from {before} to {during} bytes for a client that does not read"
+    );
+    // Every reply arrives, in full, once the client reads.
+    lazy.set_reply_timeout(Duration::from_secs(60));
+    let want = format!("${}\r\n", big.len());
+    for i in 0..2000 {
+        let r = lazy.read_reply();
+        assert!(
+            r.starts_with(want.as_bytes()) && r.len() == big.len() + want.len() + 2,
+            "reply {i}"
+        );
+    }
+}

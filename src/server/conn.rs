@@ -210,6 +210,11 @@ impl Conn {
         }
     }
 
+    /// Bytes of replies done but queued behind earlier ones.
+    pub fn staged_bytes(&self) -> usize {
+        self.staging.len()
+    }
+
     /// Bytes waiting to be written.
     pub fn unwritten(&self) -> usize {
         self.out.len() - self.written

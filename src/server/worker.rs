@@ -41,8 +41,12 @@ const TCP_BASE: usize = usize::MAX - 64;
 /// Stop executing a connection's requests while this much output is
 /// unwritten (the client is not reading); resume once it drains.
 const OUT_SOFT_LIMIT: usize = 64 << 20;
-/// At most this many outstanding replies per connection.
-const MAX_PENDING: usize = 16 * 1024;
+/// At most this many replies queued per connection (in flight on other
+/// shards, or done and waiting behind those). With the byte bound above,
+/// a client that never reads holds at most about OUT_SOFT_LIMIT plus
+/// MAX_PENDING replies of server memory. Far deeper than any pipeline needs
+/// to keep both threads busy.
+const MAX_PENDING: usize = 256;
 /// Inbound messages handled per iteration before serving sockets again.
 const DRAIN_BUDGET: usize = 64 * 1024;
 
@@ -826,7 +830,9 @@ impl Worker {
 
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
-    c.coord.is_some() || c.unwritten() > OUT_SOFT_LIMIT || c.pending.len() >= MAX_PENDING
+    c.coord.is_some()
+        || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT
+        || c.pending.len() >= MAX_PENDING
 }
 
 /// Executes every complete request in the connection's read buffer, until
