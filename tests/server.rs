@@ -499,3 +499,28 @@ fn a_client_that_does_not_read_cannot_grow_server_memory_without_bound() {
         );
     }
 }
+
+#[test]
+fn config_set_loglevel_applies_at_once() {
+    let srv = Server::tessera(&["--loglevel", "notice", "--shards", "2"]);
+    let mut c = srv.raw();
+    assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert!(!srv.log().contains("Accepted"), "{}", srv.log());
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "loglevel", "verbose"]),
+        b"+OK\r\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut d = srv.raw();
+        assert_bytes(&d.cmd_str(&["PING"]), b"+PONG\r\n");
+        if srv.log().contains("Accepted") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "verbose connection log never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -62,6 +62,7 @@ struct Cached {
     requirepass: bool,
     protected_mode: bool,
     tcp_keepalive_s: u64,
+    loglevel: config::LogLevel,
 }
 
 impl Cached {
@@ -77,6 +78,7 @@ impl Cached {
             requirepass: c.requirepass.as_ref().is_some_and(|p| !p.is_empty()),
             protected_mode: c.protected_mode,
             tcp_keepalive_s: c.tcp_keepalive_s,
+            loglevel: c.loglevel,
         }
     }
 }
@@ -732,6 +734,7 @@ impl Worker {
         if gen != self.core.cfg_gen {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
+            log::set_level(self.core.cfg.loglevel);
         }
     }
 
