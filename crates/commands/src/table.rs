@@ -218,8 +218,10 @@ pub struct Resolved {
 pub struct Registry {
     /// `(full name, spec, parent)`, ids are indexes.
     pub specs: Vec<(String, &'static CommandSpec, Option<&'static CommandSpec>)>,
-    top: HashMap<&'static str, usize>,
-    sub: HashMap<(usize, String), usize>,
+    // foldhash, not SipHash: names are looked up once per request and
+    // come from a fixed table, so flooding resistance buys nothing here.
+    top: HashMap<&'static str, usize, foldhash::fast::FixedState>,
+    sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
 pub fn families() -> [&'static [CommandSpec]; 4] {
@@ -236,8 +238,8 @@ pub fn registry() -> &'static Registry {
     REG.get_or_init(|| {
         let mut r = Registry {
             specs: Vec::new(),
-            top: HashMap::new(),
-            sub: HashMap::new(),
+            top: HashMap::default(),
+            sub: HashMap::default(),
         };
         for fam in families() {
             for spec in fam {
