@@ -597,6 +597,7 @@ impl Worker {
         match m {
             Msg::Exec { conn, mut batch } => {
                 let b = &mut *batch;
+                prefetch_batch(&self.core.shard, b);
                 let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
                 let mut first = 0;
                 for cmd in &b.cmds {
@@ -827,6 +828,27 @@ impl Worker {
                 let _ = c.flush();
             }
             self.close_conn(slot);
+        }
+    }
+}
+
+/// Overlaps the key-lookup cache misses of a whole batch: two passes of
+/// prefetches (bucket slots, then first nodes) before any command runs.
+fn prefetch_batch(shard: &Shard, b: &Batch) {
+    if b.cmds.len() < 2 {
+        return;
+    }
+    for stage in 0..2 {
+        let mut first = 0;
+        for cmd in &b.cmds {
+            let n = cmd.nargs as usize;
+            let k = cmd.resolved.spec.keys.first;
+            if k > 0 && (k as usize) < n {
+                if let Some(db) = shard.dbs.get(cmd.call.db) {
+                    db.prefetch(b.args.sub(first, n).get(k as usize), stage);
+                }
+            }
+            first += n;
         }
     }
 }

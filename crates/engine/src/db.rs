@@ -73,6 +73,11 @@ impl Db {
     pub fn volatile_len(&self) -> usize {
         self.volatile.len()
     }
+    /// See `ds::Dict::prefetch`.
+    #[inline]
+    pub fn prefetch(&self, key: &[u8], stage: u8) {
+        self.table.prefetch(key, stage);
+    }
     pub fn contains(&self, key: &[u8]) -> bool {
         self.table.contains_key(key)
     }
