@@ -462,7 +462,7 @@ fn a_client_that_does_not_read_cannot_grow_server_memory_without_bound() {
     let mut c = srv.raw();
     let big = vec![b'x'; 256 << 10];
     assert_bytes(&c.cmd(&[b"SET", b"big", &big]), b"+OK\r\n");
-    let mut rss = |c: &mut RawConn| -> u64 {
+    let rss = |c: &mut RawConn| -> u64 {
         let info = c.cmd_str(&["INFO", "memory"]);
         info_field(&info, "used_memory_rss")
             .unwrap()
