@@ -524,3 +524,61 @@ fn config_set_loglevel_applies_at_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn backpressured_pipeline_always_completes() {
+    // Review finding: a connection paused by output backpressure and
+    // drained during a re-run was never resumed, leaving its pipeline
+    // unexecuted. Values of 1 MiB make the pipeline cross the bound often.
+    let srv = Server::tessera(&["--shards", "2"]);
+    let mut c = srv.raw();
+    let big = vec![b'v'; 1 << 20];
+    assert_bytes(&c.cmd(&[b"SET", b"big", &big]), b"+OK\r\n");
+    for round in 0..5 {
+        let mut wire = Vec::new();
+        for _ in 0..200 {
+            wire.extend(encode_command(&[b"GET", b"big"]));
+        }
+        wire.extend(encode_command(&[b"PING"]));
+        c.send(&wire);
+        c.set_reply_timeout(Duration::from_secs(30));
+        for i in 0..200 {
+            let r = c.read_reply();
+            assert_eq!(r.len(), big.len() + 12, "round {round}, reply {i}");
+        }
+        assert_bytes(&c.read_reply(), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn replies_are_delivered_when_the_client_shuts_its_write_side() {
+    // Review finding: data and FIN read together dropped the replies.
+    let srv = Server::tessera(&["--shards", "2"]);
+    for _ in 0..20 {
+        let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut wire = b"PING\r\nSET a 1\r\nSET b 2\r\n".to_vec();
+        wire.extend(encode_command(&[b"MGET", b"a", b"b"]));
+        s.write_all(&wire).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_bytes(&got, b"+PONG\r\n+OK\r\n+OK\r\n*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+    }
+}
+
+#[test]
+fn client_kill_of_itself_stops_the_pipeline() {
+    // Review finding: a coordinator's close_after_reply was ignored.
+    let srv = Server::tessera(&["--shards", "2"]);
+    let mut c = srv.raw();
+    let me = c.stream().local_addr().unwrap().to_string();
+    let mut wire = encode_command(&[b"CLIENT", b"KILL", me.as_bytes()]);
+    wire.extend(encode_command(&[b"SET", b"after", b"kill"]));
+    wire.extend(encode_command(&[b"PING"]));
+    c.send(&wire);
+    assert_bytes(&c.read_reply(), b"+OK\r\n");
+    c.read_eof();
+    let mut other = srv.raw();
+    assert_bytes(&other.cmd_str(&["EXISTS", "after"]), b":0\r\n");
+}

@@ -85,6 +85,11 @@ pub struct Conn {
     pub coord: Option<ActiveCoord>,
     /// Stop reading and executing; close once `out` is written.
     pub closing: bool,
+    /// The peer shut its side (read returned 0): execute what was read,
+    /// write the replies, then close.
+    pub peer_eof: bool,
+    /// A hang-up event was seen: always read to EOF from now on.
+    pub hup: bool,
     /// The socket may still hold unread bytes (a read was cut short).
     pub unread: bool,
     /// Queued on the thread's flush list.
@@ -113,6 +118,8 @@ impl Conn {
             next_seq: 0,
             coord: None,
             closing: false,
+            peer_eof: false,
+            hup: false,
             unread: false,
             dirty: false,
         }
@@ -196,6 +203,7 @@ impl Conn {
             .filter_map(|s| s.ready.map(|r| r.0))
             .min();
         match first {
+            None if self.staging.capacity() > 1 << 20 => self.staging = Vec::new(),
             None => self.staging.clear(),
             Some(base) if base > 0 && base >= self.staging.len() / 2 => {
                 self.staging.drain(..base);

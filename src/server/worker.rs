@@ -140,8 +140,9 @@ struct Conns {
     /// Connections to execute again (a coordinator finished, output
     /// drained, or a read was cut short).
     resume: Vec<usize>,
-    /// Killed by CLIENT KILL: close at the end of the iteration.
-    killed: Vec<usize>,
+    /// Killed by CLIENT KILL: closed at the end of the drain, if the slot
+    /// still holds the same connection.
+    killed: Vec<(usize, u32)>,
 }
 
 impl Conns {
@@ -177,9 +178,14 @@ impl ClientRegistry for Conns {
         match found {
             Some(slot) => {
                 if let Some(c) = self.slots[slot].as_mut() {
-                    c.closing = true;
+                    if c.coord.is_some() {
+                        // The killer itself (SKIPME no): reply, then close.
+                        c.client.close_after_reply = true;
+                    } else {
+                        c.closing = true;
+                        self.killed.push((slot, c.gen));
+                    }
                 }
-                self.killed.push(slot);
                 true
             }
             None => false,
@@ -267,6 +273,9 @@ impl Worker {
             let mut timeout = self.next_cron.saturating_duration_since(now);
             if spilled {
                 timeout = timeout.min(Duration::from_millis(1));
+            }
+            if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
+                timeout = Duration::ZERO;
             }
             if self.core.mailbox.park() {
                 timeout = Duration::ZERO;
@@ -467,9 +476,13 @@ impl Worker {
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
-        let mut eof = false;
+        // Once the peer hung up, read to EOF whenever reading resumes: the
+        // event that announced it will not come again.
+        c.hup |= hup;
+        let hup = c.hup;
+        let mut broken = false;
         loop {
-            if c.closing {
+            if c.closing || c.peer_eof {
                 break;
             }
             if paused(c) {
@@ -498,7 +511,10 @@ impl Worker {
             let room = c.rbuf.len() - end;
             match c.stream.read(&mut c.rbuf[end..]) {
                 Ok(0) => {
-                    eof = true;
+                    // The peer shut its side: replies to what it sent are
+                    // still owed (Redis writes them before it sees the EOF).
+                    c.peer_eof = true;
+                    c.unread = false;
                     break;
                 }
                 Ok(n) => {
@@ -513,7 +529,7 @@ impl Worker {
                             c.client.addr,
                             c.qbuf_len()
                         ));
-                        eof = true;
+                        broken = true;
                         break;
                     }
                     // A short read drained the socket: with edge-triggered
@@ -526,12 +542,12 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
-                    eof = true;
+                    broken = true;
                     break;
                 }
             }
         }
-        if eof {
+        if broken {
             self.close_conn(slot);
         } else {
             self.conns.mark_dirty(slot);
@@ -588,8 +604,11 @@ impl Worker {
                 break;
             }
         }
-        for slot in std::mem::take(&mut self.conns.killed) {
-            self.close_conn(slot);
+        for (slot, gen) in std::mem::take(&mut self.conns.killed) {
+            let same = self.conns.slots.get(slot).and_then(|c| c.as_ref());
+            if same.is_some_and(|c| c.gen == gen) {
+                self.close_conn(slot);
+            }
         }
     }
 
@@ -691,39 +710,41 @@ impl Worker {
 
     // ------------------------------------------------------------ write
 
+    /// Writes every connection with new output; then closes those that are
+    /// done, and re-runs those that can execute more. Repeats (bounded)
+    /// while re-running produced new output.
     fn flush_conns(&mut self) {
-        let list = std::mem::take(&mut self.conns.dirty);
-        for slot in list {
-            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
-                continue;
-            };
-            c.dirty = false;
-            let was_paused = paused(c);
-            match c.flush() {
-                Ok(n) => self.core.stats.net_output_bytes += n as u64,
-                Err(_) => {
-                    self.close_conn(slot);
-                    continue;
-                }
+        for _ in 0..4 {
+            let list = std::mem::take(&mut self.conns.dirty);
+            if list.is_empty() {
+                return;
             }
-            if c.closing && c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none() {
-                self.close_conn(slot);
-            } else if was_paused && !paused(c) {
-                self.conns.resume.push(slot);
+            for slot in list {
+                self.flush_one(slot);
             }
-        }
-        if !self.conns.resume.is_empty() {
+            if self.conns.resume.is_empty() {
+                return;
+            }
             self.run_resumes();
-            let more = std::mem::take(&mut self.conns.dirty);
-            for slot in more {
-                if let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) {
-                    c.dirty = false;
-                    match c.flush() {
-                        Ok(n) => self.core.stats.net_output_bytes += n as u64,
-                        Err(_) => self.close_conn(slot),
-                    }
-                }
-            }
+        }
+    }
+
+    fn flush_one(&mut self, slot: usize) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        c.dirty = false;
+        match c.flush() {
+            Ok(n) => self.core.stats.net_output_bytes += n as u64,
+            Err(_) => return self.close_conn(slot),
+        }
+        let idle = c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none();
+        if idle && (c.closing || (c.peer_eof && !has_work(c))) {
+            // QUIT, a protocol error, CLIENT KILL of itself, or a peer that
+            // shut its side: every reply owed has been written.
+            self.close_conn(slot);
+        } else if !c.closing && !paused(c) && (has_work(c) || (c.unread && !c.peer_eof)) {
+            self.conns.resume.push(slot);
         }
     }
 
@@ -751,6 +772,15 @@ impl Worker {
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
         self.core.shard.rehash_cron(1000);
+        // Redis's clientsCronResizeQueryBuffer: an idle connection does not
+        // keep the buffer one large request grew.
+        for c in self.conns.slots.iter_mut().flatten() {
+            if c.qbuf_len() == 0 && c.rbuf.len() > 4 * READ_CHUNK {
+                c.rbuf = Vec::new();
+                c.rpos = 0;
+                c.set_rbuf_end(0);
+            }
+        }
         if self.core.cfg.timeout_s > 0 {
             let now = self.core.shard.now_ms;
             let limit_ms = self.core.cfg.timeout_s * 1000;
@@ -853,6 +883,12 @@ fn prefetch_batch(shard: &Shard, b: &Batch) {
     }
 }
 
+/// Whether the read buffer holds a request that can be parsed now.
+fn has_work(c: &Conn) -> bool {
+    let q = c.qbuf_len();
+    q > 0 && q >= c.need
+}
+
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
     c.coord.is_some()
@@ -869,6 +905,9 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 
 fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
     loop {
+        if c.client.close_after_reply {
+            c.closing = true;
+        }
         if c.closing || paused(c) {
             return;
         }
@@ -1070,6 +1109,11 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;
         c.complete(seq, if ac.suppress { &[] } else { ac.out.as_bytes() });
+        // A coordinator (CLIENT KILL of this very client) may end the
+        // connection: nothing after it in the pipeline runs.
+        if c.client.close_after_reply {
+            c.closing = true;
+        }
         if c.out.resp3() != c.client.resp3 {
             c.out.set_resp3(c.client.resp3);
         }
