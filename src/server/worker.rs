@@ -768,6 +768,14 @@ impl Worker {
         let budget_us = 250_000 / u64::from(hz);
         self.core.shard.tick();
         self.sample_rates();
+        // Listeners are edge-triggered: after an accept error (EMFILE) the
+        // backlog would wait for the next new connection. Retry each tick.
+        for i in 0..self.tcp.len() {
+            self.accept_tcp(i);
+        }
+        if self.unix.is_some() {
+            self.accept_unix();
+        }
         self.core.shard.active_expire_cycle(budget_us);
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
