@@ -251,6 +251,7 @@ impl Worker {
             rate_base: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
+        w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -757,6 +758,7 @@ impl Worker {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
+            self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
         }
     }
 

@@ -43,6 +43,12 @@ impl TestServer {
 
     /// Runs one command and returns its raw reply bytes.
     pub fn raw(&mut self, argv: &[&[u8]]) -> Vec<u8> {
+        // As the event loop's `refresh_config`: the shards follow the
+        // policy (tests may also write `server.config` directly).
+        let lfu = crate::keys::lfu_params(&self.server);
+        for sh in &mut self.shards {
+            sh.lfu = lfu;
+        }
         let owned = OwnedArgs::from_slices(argv);
         let args = owned.args();
         let mut out = Reply::new(self.client.resp3);

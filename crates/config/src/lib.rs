@@ -199,6 +199,10 @@ pub struct Config {
     pub maxmemory: u64,
     /// `maxmemory-policy`.
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// `lfu-log-factor`: how fast the LFU counter saturates (higher = slower).
+    pub lfu_log_factor: u32,
+    /// `lfu-decay-time`: minutes per LFU counter decrement of an idle key; 0 = never decay.
+    pub lfu_decay_time_min: u32,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
@@ -225,6 +229,8 @@ impl Config {
             requirepass: None,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
+            lfu_log_factor: 0,
+            lfu_decay_time_min: 0,
             config_file: None,
         }
     }
@@ -459,6 +465,8 @@ static DIRECTIVES: &[Directive] = &[
     d("requirepass",              Mutable,   bytes!(requirepass)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
+    d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
+    d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -1398,6 +1406,8 @@ mod tests {
         assert_eq!(c.requirepass, None);
         assert_eq!(c.maxmemory, 0);
         assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Noeviction);
+        assert_eq!(c.lfu_log_factor, 10);
+        assert_eq!(c.lfu_decay_time_min, 1);
         assert_eq!(c.config_file, None);
     }
 
@@ -1461,6 +1471,8 @@ mod tests {
             "maxmemory-policy",
             "allkeys-lfu",
         ),
+        ("lfu-log-factor", "100", "lfu-log-factor", "100"),
+        ("lfu-decay-time", "0", "lfu-decay-time", "0"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1484,6 +1496,8 @@ mod tests {
             "requirepass" => assert_eq!(c.requirepass.as_deref(), Some(&b"s3cret"[..])),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
+            "lfu-log-factor" => assert_eq!(c.lfu_log_factor, 100),
+            "lfu-decay-time" => assert_eq!(c.lfu_decay_time_min, 0),
             other => panic!("no check for {other}"),
         }
     }
@@ -2309,6 +2323,58 @@ mod tests {
             Ok(())
         );
         assert_eq!(get_one(&cfg, "maxmemory"), "18446744073709551615");
+    }
+
+    /// `lfu-log-factor`/`lfu-decay-time`: Redis 7.0 `createIntConfig(.., 0, INT_MAX, ..)`,
+    /// mutable; replies checked against redis-server 7.0.15.
+    #[test]
+    fn lfu_directives_match_redis() {
+        let mut cfg = Config::default();
+        assert_eq!(
+            get(&cfg, &["lfu*"]),
+            vec![
+                ("lfu-log-factor".into(), "10".into()),
+                ("lfu-decay-time".into(), "1".into()),
+            ]
+        );
+        let failed = |name: &str, why: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+        };
+        let range = "argument must be between 0 and 2147483647 inclusive";
+        assert_eq!(
+            set(&mut cfg, &[("lfu-log-factor", "-1")]),
+            Err(failed("lfu-log-factor", range))
+        );
+        assert_eq!(
+            set(&mut cfg, &[("lfu-log-factor", "2147483648")]),
+            Err(failed("lfu-log-factor", range))
+        );
+        assert_eq!(
+            set(&mut cfg, &[("lfu-log-factor", "abc")]),
+            Err(failed(
+                "lfu-log-factor",
+                "argument couldn't be parsed into an integer"
+            ))
+        );
+        assert_eq!(
+            set(&mut cfg, &[("lfu-decay-time", "-1")]),
+            Err(failed("lfu-decay-time", range))
+        );
+        assert_eq!(cfg, Config::default());
+        assert_eq!(
+            set(
+                &mut cfg,
+                &[("lfu-log-factor", "2147483647"), ("LFU-DECAY-TIME", "0")]
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            (cfg.lfu_log_factor, cfg.lfu_decay_time_min),
+            (i32::MAX as u32, 0)
+        );
+        assert_eq!(get_one(&cfg, "lfu-log-factor"), "2147483647");
+        let f = file("lfu-log-factor 3\nlfu-decay-time 60").unwrap();
+        assert_eq!((f.lfu_log_factor, f.lfu_decay_time_min), (3, 60));
     }
 
     /// Each text was produced by `redis-cli CONFIG SET` against redis-server 7.0.15.

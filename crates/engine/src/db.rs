@@ -12,17 +12,32 @@
 use ds::{Dict, SmallBytes};
 use rand::Rng;
 
+use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
 use crate::value::Value;
 
 /// A stored key's value and metadata.
+///
+/// Access tracking: Redis keeps either LRU data (the access clock) or LFU
+/// data (counter + last decrement minute) in one 24-bit field, by policy.
+/// We keep both, in separate fields, and a touch updates only the one the
+/// current policy uses (so, as in Redis, the other goes stale). The LFU
+/// pair (3 bytes) sits in what was tail padding after `access_s`, so the
+/// entry is no larger than without it (checked in a test); keeping both
+/// also means switching policy at runtime never reinterprets one as the
+/// other (Redis shows meaningless values until keys are touched again).
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub value: Value,
     /// Absolute deadline in Unix milliseconds; 0 = no expiry.
     expire_at_ms: u64,
     /// Last access, in seconds since the Unix epoch (truncated), for
-    /// OBJECT IDLETIME and LRU eviction.
+    /// OBJECT IDLETIME and LRU eviction. Not updated under an LFU policy.
     pub access_s: u32,
+    /// LFU "last decrement time": Unix minutes modulo 2^16 (see
+    /// [`crate::lfu`]). Updated only under an LFU policy.
+    pub lfu_ldt_min: u16,
+    /// LFU logarithmic access counter; starts at [`LFU_INIT_VAL`].
+    pub lfu_counter: u8,
 }
 
 impl Entry {
@@ -31,6 +46,8 @@ impl Entry {
             value,
             expire_at_ms,
             access_s: (now_ms / 1000) as u32,
+            lfu_ldt_min: lfu::minutes(now_ms),
+            lfu_counter: LFU_INIT_VAL,
         }
     }
     #[inline]
@@ -48,6 +65,20 @@ impl Entry {
     /// Seconds since the last access.
     pub fn idle_s(&self, now_ms: u64) -> u64 {
         ((now_ms / 1000) as u32).wrapping_sub(self.access_s) as u64
+    }
+    /// Records an access under an LFU policy (Redis's `updateLFU`): decay
+    /// the counter for the minutes since its last decrement, increment it
+    /// logarithmically, and stamp the current minute.
+    #[inline]
+    pub fn touch_lfu(&mut self, now_ms: u64, p: LfuParams, rng: &mut impl Rng) {
+        let c = lfu::decayed(self.lfu_counter, self.lfu_ldt_min, now_ms, p.decay_time_min);
+        self.lfu_counter = lfu::log_incr(c, p.log_factor, rng);
+        self.lfu_ldt_min = lfu::minutes(now_ms);
+    }
+    /// The LFU counter as OBJECT FREQ reports it (Redis's
+    /// `LFUDecrAndReturn`): decayed to `now_ms`, nothing stored.
+    pub fn lfu_freq(&self, now_ms: u64, p: LfuParams) -> u8 {
+        lfu::decayed(self.lfu_counter, self.lfu_ldt_min, now_ms, p.decay_time_min)
     }
 }
 
@@ -218,5 +249,16 @@ mod tests {
         db.remove(b"c");
         assert_eq!(db.volatile_len(), 0);
         assert_eq!(db.len(), 2);
+    }
+
+    #[test]
+    fn lfu_state_lives_in_padding() {
+        // Value + deadline + access clock, rounded to 8: the 3 LFU bytes
+        // must not grow the entry.
+        let without = (std::mem::size_of::<Value>() + 8 + 4).next_multiple_of(8);
+        assert_eq!(std::mem::size_of::<Entry>(), without);
+        let e = e(0);
+        assert_eq!(e.lfu_counter, LFU_INIT_VAL);
+        assert_eq!(e.lfu_ldt_min, 0);
     }
 }

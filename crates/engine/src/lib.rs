@@ -10,10 +10,12 @@
 //! one clock read.
 
 pub mod db;
+pub mod lfu;
 pub mod value;
 
 pub use db::{Db, Entry};
 pub use ds::SmallBytes;
+pub use lfu::LfuParams;
 pub use value::{Str, Value};
 
 use rand::rngs::SmallRng;
@@ -39,6 +41,10 @@ pub struct Shard {
     pub rng: SmallRng,
     /// Where the active expiry cycle resumes (database index).
     expire_cursor_db: usize,
+    /// `Some` when `maxmemory-policy` is an LFU policy: touches then update
+    /// the LFU counter (with these settings) instead of the access clock.
+    /// Set by the owning loop from the configuration.
+    pub lfu: Option<LfuParams>,
 }
 
 impl Shard {
@@ -50,6 +56,7 @@ impl Shard {
             now_ms: now_ms(),
             rng: SmallRng::from_entropy(),
             expire_cursor_db: 0,
+            lfu: None,
         }
     }
 
@@ -59,8 +66,9 @@ impl Shard {
     }
 
     /// Looks a key up for reading: an expired key is deleted (and counted),
-    /// hits and misses are counted for INFO, and the access time updated
-    /// unless `touch` is false (CLIENT NO-TOUCH, OBJECT IDLETIME).
+    /// hits and misses are counted for INFO, and the access recorded (access
+    /// time, or LFU counter under an LFU policy) unless `touch` is false
+    /// (CLIENT NO-TOUCH, OBJECT IDLETIME).
     pub fn lookup_read(&mut self, db: usize, key: &[u8], touch: bool) -> Option<&mut Entry> {
         let now = self.now_ms;
         let d = &mut self.dbs[db];
@@ -71,7 +79,7 @@ impl Shard {
             Some(e) => {
                 self.stats.keyspace_hits += 1;
                 if touch {
-                    e.touch(now);
+                    record_access(e, now, self.lfu, &mut self.rng);
                 }
                 Some(e)
             }
@@ -82,8 +90,9 @@ impl Shard {
         }
     }
 
-    /// Looks a key up for writing: expires it if due, updates its access
-    /// time, counts no hit or miss (as Redis's `lookupKeyWrite`).
+    /// Looks a key up for writing: expires it if due, records the access
+    /// (as `lookup_read`), counts no hit or miss (as Redis's
+    /// `lookupKeyWrite`).
     pub fn lookup_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now_ms;
         let d = &mut self.dbs[db];
@@ -91,7 +100,7 @@ impl Shard {
             self.stats.expired_keys += 1;
         }
         let e = d.get_mut(key)?;
-        e.touch(now);
+        record_access(e, now, self.lfu, &mut self.rng);
         Some(e)
     }
 
@@ -118,10 +127,19 @@ impl Shard {
     }
 
     /// Stores `value` under `key` with the given expiry (`0` = none),
-    /// replacing whatever was there.
+    /// replacing whatever was there. Under an LFU policy a replaced live
+    /// key passes its LFU counter on (Redis's `dbOverwrite`), at the cost
+    /// of one more lookup only in that mode.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at_ms: u64) {
         let now = self.now_ms;
-        self.dbs[db].insert(key, Entry::new(value, expire_at_ms, now));
+        let mut entry = Entry::new(value, expire_at_ms, now);
+        if self.lfu.is_some() {
+            if let Some(old) = self.dbs[db].get(key).filter(|o| !o.is_expired(now)) {
+                entry.lfu_counter = old.lfu_counter;
+                entry.lfu_ldt_min = old.lfu_ldt_min;
+            }
+        }
+        self.dbs[db].insert(key, entry);
     }
 
     /// A random live key of `db` (expired candidates are deleted on the
@@ -215,6 +233,16 @@ impl Shard {
     }
 }
 
+/// One access to `e`: Redis's `lookupKey` stores either the LRU clock or,
+/// under an LFU policy, the updated LFU counter, never both.
+#[inline]
+fn record_access(e: &mut Entry, now_ms: u64, lfu: Option<LfuParams>, rng: &mut SmallRng) {
+    match lfu {
+        None => e.touch(now_ms),
+        Some(p) => e.touch_lfu(now_ms, p, rng),
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -292,5 +320,77 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(sh.random_key(0).as_deref(), Some(&b"live"[..]));
         }
+    }
+
+    #[test]
+    fn touches_update_lfu_only_under_an_lfu_policy() {
+        let mut sh = Shard::new(0, 1);
+        sh.rng = SmallRng::seed_from_u64(3);
+        sh.now_ms = 1_000 * 60_000;
+        sh.store(0, b"k", s("v"), 0);
+        let fresh = (sh.dbs[0].get(b"k").unwrap().lfu_counter, sh.now_ms / 1000);
+        assert_eq!(fresh.0, lfu::LFU_INIT_VAL);
+        // LRU mode: the access clock moves, the LFU pair does not.
+        sh.now_ms += 5_000;
+        let e = sh.lookup_read(0, b"k", true).unwrap();
+        assert_eq!(e.lfu_counter, lfu::LFU_INIT_VAL);
+        assert_eq!(u64::from(e.access_s), fresh.1 + 5);
+        // LFU mode: the first access always increments (counter ≤ init).
+        let p = LfuParams::default();
+        sh.lfu = Some(p);
+        sh.now_ms += 5_000;
+        let e = sh.lookup_read(0, b"k", true).unwrap();
+        assert_eq!(e.lfu_counter, lfu::LFU_INIT_VAL + 1);
+        assert_eq!(u64::from(e.access_s), fresh.1 + 5, "clock left alone");
+        // No-touch lookups leave it.
+        for _ in 0..100 {
+            sh.lookup_read(0, b"k", false);
+        }
+        let now = sh.now_ms;
+        assert_eq!(sh.dbs[0].get(b"k").unwrap().lfu_freq(now, p), 6);
+        // Writes touch too.
+        for _ in 0..1000 {
+            sh.lookup_write(0, b"k");
+        }
+        let c = sh.dbs[0].get(b"k").unwrap().lfu_counter;
+        assert!((12..=26).contains(&c), "{c}");
+        // Overwriting a live key keeps its counter (Redis's dbOverwrite)...
+        sh.store(0, b"k", s("w"), 0);
+        assert_eq!(sh.dbs[0].get(b"k").unwrap().lfu_counter, c);
+        // ... an expired one does not.
+        sh.store(0, b"k", s("w"), now + 1);
+        sh.now_ms = now + 2;
+        sh.store(0, b"k", s("x"), 0);
+        assert_eq!(sh.dbs[0].get(b"k").unwrap().lfu_counter, lfu::LFU_INIT_VAL);
+    }
+
+    #[test]
+    fn lfu_touch_decays_before_incrementing() {
+        let mut sh = Shard::new(0, 1);
+        sh.rng = SmallRng::seed_from_u64(9);
+        let p = LfuParams::default();
+        sh.lfu = Some(p);
+        // Start 2 minutes before the 16-bit minute clock wraps.
+        let t = 65534 * 60_000;
+        sh.now_ms = t;
+        sh.store(0, b"k", s("v"), 0);
+        sh.dbs[0].get_mut(b"k").unwrap().lfu_counter = 40;
+        // 3 minutes later the clock reads 1; Redis counts 65535-65534+1 = 2.
+        sh.now_ms = t + 3 * 60_000;
+        assert_eq!(sh.dbs[0].get(b"k").unwrap().lfu_freq(sh.now_ms, p), 38);
+        let e = sh.lookup_read(0, b"k", true).unwrap();
+        // Decayed to 38, then incremented with p = 1/331 at most once.
+        assert!(e.lfu_counter == 38 || e.lfu_counter == 39);
+        assert_eq!(e.lfu_ldt_min, 1);
+        // Decay-time 0 never decays.
+        sh.lfu = Some(LfuParams {
+            decay_time_min: 0,
+            ..p
+        });
+        let before = sh.dbs[0].get(b"k").unwrap().lfu_counter;
+        sh.now_ms += 500 * 60_000;
+        let (now, q) = (sh.now_ms, sh.lfu.unwrap());
+        let e = sh.lookup_read(0, b"k", false).unwrap();
+        assert_eq!(e.lfu_freq(now, q), before);
     }
 }
