@@ -485,6 +485,7 @@ fn mset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
     for i in (1..args.len()).step_by(2) {
+        touch_for_lfu(ctx.shard, ctx.db, args.get(i));
         set_value(
             ctx,
             args.get(i),
@@ -512,9 +513,18 @@ fn pairs_by_shard(args: Args<'_>, nshards: usize) -> Vec<(usize, Pairs)> {
 }
 
 /// A job storing `pairs` on its shard, dropping any TTL (as SET does).
+/// MSET's writes count as accesses (Redis's setKey looks the key up for
+/// writing first); only the LFU counter can tell, so only then pay for it.
+fn touch_for_lfu(shard: &mut engine::Shard, db: usize, key: &[u8]) {
+    if shard.lfu.is_some() {
+        shard.lookup_write(db, key);
+    }
+}
+
 fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
     plan.run(shard, move |env| {
         for (k, v) in &pairs {
+            touch_for_lfu(env.shard, db, k);
             env.shard.store(db, k, Value::Str(Str::from_bytes(v)), 0);
         }
     });
@@ -806,7 +816,9 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     let text = sum.format_human();
     let value = Str::from_bytes_no_int(text.as_bytes());
-    match ctx.shard.lookup_write(db, key) {
+    // The lookup above already counted the access (and expired the key if
+    // due): write back without a second one, as Redis does.
+    match ctx.shard.dbs[db].get_mut(key) {
         Some(e) => *as_str_mut(e)? = value,
         None => ctx.shard.store(db, key, Value::Str(value), 0),
     }
@@ -1571,6 +1583,24 @@ mod tests {
             assert_eq!(t.run(&["INCR", "k"]), ":1\r\n");
             assert_eq!(t.run(&["APPEND", "key1", "x"]), ":1\r\n");
             assert_eq!(t.run(&["MSETNX", "key1", "y", "key2", "z"]), ":0\r\n");
+        }
+    }
+
+    #[test]
+    fn writes_count_as_one_lfu_access_as_in_redis() {
+        // Expected values from redis-server 7.0.15 with allkeys-lfu and
+        // lfu-log-factor 0 (every access adds one).
+        for n in [1, 2, 4] {
+            let mut t = crate::testutil::TestServer::new(n);
+            t.run(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]);
+            t.run(&["CONFIG", "SET", "lfu-log-factor", "0"]);
+            t.run(&["SET", "k", "v"]);
+            assert_eq!(t.run(&["OBJECT", "FREQ", "k"]), ":5\r\n");
+            t.run(&["MSET", "k", "v2", "other", "x"]);
+            assert_eq!(t.run(&["OBJECT", "FREQ", "k"]), ":6\r\n", "{n} shards");
+            t.run(&["SET", "f", "1.5"]);
+            t.run(&["INCRBYFLOAT", "f", "1"]);
+            assert_eq!(t.run(&["OBJECT", "FREQ", "f"]), ":6\r\n", "{n} shards");
         }
     }
 }
