@@ -201,7 +201,11 @@ fn hex_val(c: u8) -> Option<u8> {
 /// Redis's `sdssplitargs`, writing each unescaped argument over the bytes it
 /// was read from (the write index never passes the read index).
 fn split_args_in_place(line: &mut [u8], args: &mut Vec<Range<usize>>) -> Result<(), ProtoError> {
-    let n = line.len();
+    // `sdssplitargs` reads a C string: the first NUL ends the line (a quote
+    // still open there is unbalanced). Without this cut an unquoted NUL ended
+    // a token without being consumed and started the next one: an endless
+    // loop pushing empty arguments.
+    let n = memchr::memchr(0, line).unwrap_or(line.len());
     let mut r = 0;
     loop {
         while r < n && is_space(line[r]) {
@@ -619,5 +623,30 @@ mod tests {
         fn string2ll_matches_display(n in proptest::num::i64::ANY) {
             proptest::prop_assert_eq!(string2ll(n.to_string().as_bytes()), Some(n));
         }
+    }
+
+    /// Found by `fuzz/` (parse_request): `a\0b` looped forever, out of
+    /// memory. As in Redis's `sdssplitargs`, a NUL ends the inline line.
+    #[test]
+    fn inline_nul_ends_the_line() {
+        let (p, a) = parse(b"a\0b\r\n");
+        assert_eq!(p, Parsed::Complete(5));
+        assert_eq!(a, v(&["a"]));
+        assert_eq!(parse(b"set k \0 v\r\n").1, v(&["set", "k"]));
+        let (p, a) = parse(b"\0set k v\r\n");
+        assert_eq!(p, Parsed::Complete(10));
+        assert!(a.is_empty());
+        assert_eq!(parse(b"\x05\0set 'it\\'s'\r\n").1, v(&["\x05"]));
+        // A closing quote may be followed by the NUL; an open one may not.
+        assert_eq!(parse(b"get \"a\"\0x\r\n").1, v(&["get", "a"]));
+        assert_eq!(parse(b"get 'a'\0x\r\n").1, v(&["get", "a"]));
+        assert_eq!(
+            parse(b"get \"a\0\"\r\n").0,
+            Parsed::Error(ProtoError::UnbalancedQuotes)
+        );
+        assert_eq!(
+            parse(b"get 'a\0'\r\n").0,
+            Parsed::Error(ProtoError::UnbalancedQuotes)
+        );
     }
 }
