@@ -36,12 +36,12 @@
 //! Rejected: a hand-written `match` per entry point (file, argv, GET, SET). Four copies drift apart
 //! in names, bounds and formats; Redis had exactly that (separate code in the file loader, `CONFIG
 //! SET` and `CONFIG GET`) until 6.0 replaced it with the table. Rejected too: a derive macro or
-//! serde: no dependencies here, and the redis.conf grammar (quoting, `\xHH`, units, `yes`/`no`) is
+//! serde: no outside dependencies here, and the redis.conf grammar (quoting, `\xHH`, units, `yes`/`no`) is
 //! Redis's own anyway. Typed fields in [`Config`] (rather than a string map) keep the hot path free
 //! of parsing: the server reads `cfg.hz`, never `get("hz")`.
 //!
-//! The parsing helpers are ports of Redis's own (`sdssplitargs`, `sdscatrepr`, `string2ll`,
-//! `memtoull`, `strtoll(…, 8)`, `stringmatchlen`), because "accepts the same input" is the
+//! The parsing helpers are ports of Redis's own (`sdssplitargs`, `sdscatrepr`, `string2ll` (shared
+//! with the whole server through `ds`), `memtoull`, `strtoll(…, 8)`, `stringmatchlen`), because "accepts the same input" is the
 //! contract: the same file must load in both servers with the same result.
 //!
 //! # Deliberate differences from Redis 7.0.15
@@ -853,36 +853,7 @@ fn cat_repr(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
-/// Redis's `string2ll`: strict decimal, no `+`, no leading zeros, no blanks, no overflow.
-fn string2ll(s: &[u8]) -> Option<i64> {
-    // LONG_STR_SIZE: longer strings cannot be a long long.
-    if s.is_empty() || s.len() >= 21 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut mag: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        mag = mag.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        0i64.checked_sub_unsigned(mag)
-    } else {
-        i64::try_from(mag).ok()
-    }
-}
+use ds::string2ll;
 
 /// C `strtoll(s, &end, 8)` accepted only if `*end == '\0'` and there was no overflow, as
 /// Redis's `OCTAL_CONFIG` parser does. Quirk kept: `""` parses as 0 (no digits, end == s).

@@ -15,8 +15,10 @@ pub mod bytes;
 pub mod crc16;
 pub mod dict;
 pub mod glob;
+pub mod num;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
 pub use dict::Dict;
 pub use glob::glob_match;
+pub use num::string2ll;

@@ -153,36 +153,8 @@ impl Str {
     }
 }
 
-/// Redis's `string2ll`: only the canonical decimal form (no `+`, no leading
-/// zeros, no spaces, not `-0`).
-pub fn parse_i64_canonical(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = if s[0] == b'-' {
-        (true, &s[1..])
-    } else {
-        (false, s)
-    };
-    if !matches!(digits.first(), Some(b'1'..=b'9')) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if neg {
-        (v <= 1u64 << 63).then(|| (v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
-}
+/// Redis's `string2ll`: only the canonical decimal form is an integer.
+pub use ds::string2ll as parse_i64_canonical;
 
 #[cfg(test)]
 mod tests {

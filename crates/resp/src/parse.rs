@@ -294,44 +294,7 @@ fn split_args_in_place(line: &mut [u8], args: &mut Vec<Range<usize>>) -> Result<
     }
 }
 
-/// Redis's `string2ll`: a strict base-10 `i64` (no `+`, no leading zeros, no
-/// spaces, `-0` rejected). Used for protocol headers and for every integer
-/// argument, so that the same inputs are accepted as in Redis.
-pub fn string2ll(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = if s[0] == b'-' {
-        (true, &s[1..])
-    } else {
-        (false, s)
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if neg {
-        if v > (i64::MAX as u64) + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else if v > i64::MAX as u64 {
-        None
-    } else {
-        Some(v as i64)
-    }
-}
+pub use ds::string2ll;
 
 /// A parsed request's arguments: views into the buffer it was read from.
 #[derive(Clone, Copy)]
@@ -584,27 +547,6 @@ mod tests {
         assert_eq!(parse(b"\"\\xZZ\"\r\n").1, v(&["xZZ"]));
     }
 
-    #[test]
-    fn string2ll_is_strict() {
-        assert_eq!(string2ll(b"0"), Some(0));
-        assert_eq!(string2ll(b"-1"), Some(-1));
-        assert_eq!(string2ll(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [
-            &b""[..],
-            b"-",
-            b"01",
-            b"-0",
-            b"+1",
-            b" 1",
-            b"1 ",
-            b"9223372036854775808",
-            b"1a",
-        ] {
-            assert_eq!(string2ll(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
-    }
-
     proptest::proptest! {
         #[test]
         fn multibulk_round_trip(items in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..40), 1..8)) {
@@ -619,10 +561,6 @@ mod tests {
             proptest::prop_assert_eq!(a, items);
         }
 
-        #[test]
-        fn string2ll_matches_display(n in proptest::num::i64::ANY) {
-            proptest::prop_assert_eq!(string2ll(n.to_string().as_bytes()), Some(n));
-        }
     }
 
     /// Found by `fuzz/` (parse_request): `a\0b` looped forever, out of
