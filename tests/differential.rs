@@ -48,14 +48,14 @@ use std::time::Duration;
 
 /// The scripts in `tests/diff/`; [`every_script_has_a_test`] keeps this list
 /// and the directory in step.
-const SCRIPTS: &[&str] = &["connection", "keys", "resp3", "strings"];
+const SCRIPTS: &[&str] = &["connection", "found_by_random", "keys", "resp3", "strings"];
 
 macro_rules! diff_tests {
     ($($name:ident),* $(,)?) => {
         $( #[test] fn $name() { run_script(stringify!($name)); } )*
     };
 }
-diff_tests!(connection, keys, resp3, strings);
+diff_tests!(connection, found_by_random, keys, resp3, strings);
 
 /// Longest `@sleep` a script may ask for.
 const SLEEP_MS_MAX: u64 = 10_000;

@@ -300,10 +300,11 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             name = Some(args.get(j + 1));
             j += 1;
         } else {
-            return Err(CmdError::err(format!(
-                "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(opt)
-            )));
+            return Err(CmdError::err_echo(
+                "Syntax error in HELLO option '",
+                opt,
+                "'",
+            ));
         }
         j += 1;
     }
@@ -387,18 +388,19 @@ fn client_getname(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> 
 fn client_setinfo(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let attr = args.get(2);
     let val = args.get(3);
-    let attr_s = String::from_utf8_lossy(attr);
     let lib_name = if eq_ic(attr, "lib-name") {
         true
     } else if eq_ic(attr, "lib-ver") {
         false
     } else {
-        return Err(CmdError::err(format!("Unrecognized option '{attr_s}'")));
+        return Err(CmdError::err_echo("Unrecognized option '", attr, "'"));
     };
     if !valid_attr(val) {
-        return Err(CmdError::err(format!(
-            "{attr_s} cannot contain spaces, newlines or special characters."
-        )));
+        return Err(CmdError::err_echo(
+            "",
+            attr,
+            " cannot contain spaces, newlines or special characters.",
+        ));
     }
     let v = (!val.is_empty()).then(|| val.to_vec());
     if lib_name {
@@ -471,10 +473,7 @@ fn parse_type(arg: &[u8]) -> Result<ClientType, CmdError> {
     } else if eq_ic(arg, "master") {
         ClientType::Master
     } else {
-        return Err(CmdError::err(format!(
-            "Unknown client type '{}'",
-            String::from_utf8_lossy(arg)
-        )));
+        return Err(CmdError::err_echo("Unknown client type '", arg, "'"));
     })
 }
 
@@ -701,10 +700,7 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
                 f.laddr = Some(val.to_vec());
             } else if eq_ic(opt, "user") {
                 if val != b"default" {
-                    return Err(CmdError::err(format!(
-                        "No such user '{}'",
-                        String::from_utf8_lossy(val)
-                    )));
+                    return Err(CmdError::err_echo("No such user '", val, "'"));
                 }
             } else if eq_ic(opt, "skipme") {
                 f.skipme = if eq_ic(val, "yes") {

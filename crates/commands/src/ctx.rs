@@ -237,9 +237,10 @@ impl Default for ThreadStats {
 
 impl ThreadStats {
     /// Counts an error reply under its code (the first word).
-    pub fn count_error(&mut self, line: &str) {
+    pub fn count_error(&mut self, line: &[u8]) {
         self.total_error_replies += 1;
-        let code = line.split(' ').next().unwrap_or("ERR");
+        let code = line.split(|&b| b == b' ').next().unwrap_or(b"ERR");
+        let code = std::str::from_utf8(code).unwrap_or("ERR");
         match self.errors.iter_mut().find(|(c, _)| c == code) {
             Some((_, n)) => *n += 1,
             None => {

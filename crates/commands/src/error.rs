@@ -36,55 +36,74 @@ pub enum CmdError {
     Err(String),
     /// An error line with its own code (e.g. `NOPROTO ...`).
     Raw(String),
+    /// A whole error line as raw bytes, for messages that echo client
+    /// bytes: Redis copies them as they are, valid UTF-8 or not.
+    Bytes(Vec<u8>),
 }
 
 impl CmdError {
     pub fn err(msg: impl Into<String>) -> Self {
         CmdError::Err(msg.into())
     }
-}
 
-/// Formats bytes as Redis's `%s` does for client-supplied strings: a C
-/// string, so it ends at the first NUL byte.
-fn lossy(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
-}
+    /// `ERR {before}{arg}{after}` with `arg` echoed as Redis's `%s` prints
+    /// it: raw bytes up to the first NUL.
+    pub fn err_echo(before: &str, arg: &[u8], after: &str) -> Self {
+        let mut line = Vec::with_capacity(4 + before.len() + arg.len() + after.len());
+        line.extend_from_slice(b"ERR ");
+        line.extend_from_slice(before.as_bytes());
+        line.extend_from_slice(c_str(arg));
+        line.extend_from_slice(after.as_bytes());
+        CmdError::Bytes(line)
+    }
 
-impl fmt::Display for CmdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The error line as sent (without `-` and CRLF), byte-exact.
+    pub fn line(&self) -> Vec<u8> {
         match self {
             CmdError::UnknownCommand { name, args } => {
                 // Redis: "'%.*s' " per argument while the list is < 128 bytes,
                 // each cut to what is left of 128.
-                let mut list = String::new();
+                let mut list = Vec::new();
                 for a in args {
                     if list.len() >= 128 {
                         break;
                     }
                     let room = 128 - list.len();
-                    let a = &a[..a.len().min(room)];
-                    list.push('\'');
-                    list.push_str(&lossy(a));
-                    list.push_str("' ");
+                    list.push(b'\'');
+                    list.extend_from_slice(c_str(&a[..a.len().min(room)]));
+                    list.extend_from_slice(b"' ");
                 }
-                let name = &name[..name.len().min(128)];
-                write!(
-                    f,
-                    "ERR unknown command '{}', with args beginning with: {}",
-                    lossy(name),
-                    list
-                )
+                let mut line = b"ERR unknown command '".to_vec();
+                line.extend_from_slice(c_str(&name[..name.len().min(128)]));
+                line.extend_from_slice(b"', with args beginning with: ");
+                line.extend_from_slice(&list);
+                line
             }
             CmdError::UnknownSubcommand { sub, parent } => {
-                let sub = &sub[..sub.len().min(128)];
-                write!(
-                    f,
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    lossy(sub),
-                    parent
-                )
+                let mut line = b"ERR unknown subcommand '".to_vec();
+                line.extend_from_slice(c_str(&sub[..sub.len().min(128)]));
+                line.extend_from_slice(format!("'. Try {parent} HELP.").as_bytes());
+                line
             }
+            CmdError::Bytes(b) => b.clone(),
+            other => other.to_string().into_bytes(),
+        }
+    }
+}
+
+/// Formats bytes as Redis's `%s` does for client-supplied strings: a C
+/// string, so it ends at the first NUL byte.
+fn c_str(b: &[u8]) -> &[u8] {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    &b[..end]
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::UnknownCommand { .. }
+            | CmdError::UnknownSubcommand { .. }
+            | CmdError::Bytes(_) => f.write_str(&String::from_utf8_lossy(&self.line())),
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }

@@ -13,9 +13,9 @@ use crate::table::{Resolved, ShardHandler};
 
 /// Writes `e` as an error reply and counts it.
 pub fn reply_error(out: &mut Reply, stats: &mut ThreadStats, e: &CmdError) {
-    let line = e.to_string();
+    let line = e.line();
     stats.count_error(&line);
-    out.error(&line);
+    out.error_bytes(&line);
 }
 
 /// Counts a command rejected before running (unknown, arity, auth).

@@ -485,11 +485,7 @@ fn expire_generic(
             lt = true;
         } else {
             // Redis prints the option with %s: it stops at a NUL byte.
-            let shown = opt.split(|&b| b == 0).next().unwrap_or_default();
-            return Err(CmdError::err(format!(
-                "Unsupported option {}",
-                String::from_utf8_lossy(shown)
-            )));
+            return Err(CmdError::err_echo("Unsupported option ", opt, ""));
         }
     }
     if nx && (xx || gt || lt) {

@@ -206,10 +206,11 @@ fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         c.out.ok();
     } else {
-        return Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(sub)
-        )));
+        return Err(CmdError::err_echo(
+            "unknown subcommand or wrong number of arguments for '",
+            sub,
+            "'. Try DEBUG HELP.",
+        ));
     }
     Ok(())
 }

@@ -90,10 +90,14 @@ impl Reply {
     /// `-ERR ...`: `msg` is the whole line without the `-` (it starts with
     /// the error code). Line breaks become spaces, as Redis does.
     pub fn error(&mut self, msg: &str) {
+        self.error_bytes(msg.as_bytes());
+    }
+    /// [`Reply::error`] for a line that echoes client bytes as they are.
+    pub fn error_bytes(&mut self, msg: &[u8]) {
         self.buf.push(b'-');
         self.buf.extend(
-            msg.bytes()
-                .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
+            msg.iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
         );
         self.buf.extend_from_slice(b"\r\n");
     }
