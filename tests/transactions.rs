@@ -1,0 +1,1193 @@
+//! Issue 3: multi-shard commands are atomic and isolated, and MULTI / EXEC /
+//! DISCARD / WATCH / UNWATCH behave as in Redis, on a server with several
+//! shards.
+//!
+//! Every server here runs with [`SHARDS`] shards and the keys of a test are
+//! chosen with [`keys_across_shards`], so consecutive keys live on different
+//! shards (by the server's own `shard_of`): the MSET, MGET, DEL, EXISTS,
+//! MSETNX, WATCH and EXEC below span shards (bar the one-key CAS counter).
+//!
+//! The concurrent tests check invariants that only hold if a multi-shard
+//! command (or transaction) is seen by every other command as one step:
+//! MGET never sees half of an MSET, EXISTS never counts half of a DEL, the
+//! sum of the balances never changes under MULTI transfers, WATCH never
+//! loses an increment. They run a fixed amount of work (no timing
+//! thresholds) in threads joined through [`run_workers`], which fails the
+//! test with the names of the workers still running if the whole workload
+//! has not finished within [`WORKLOAD_DEADLINE`] (a deadlock fails, it does
+//! not hang CI); each single reply is also bounded by the harness's read
+//! timeout.
+//!
+//! Validate the tests themselves against Redis (they must all pass there):
+//! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --release --test transactions`
+//! (Redis gets no `--shards`).
+
+mod common;
+
+use std::collections::HashSet;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{assert_bytes, encode_command, escape, testing_real_redis, RawConn, Server};
+use redis::Value;
+
+/// Shards of every Tessera started here.
+const SHARDS: usize = 3;
+/// Bound on a whole concurrent workload; only a hang gets near it.
+const WORKLOAD_DEADLINE: Duration = Duration::from_secs(60);
+/// Bound on WATCH retries of one increment (only a livelock gets near it).
+const CAS_ATTEMPTS_MAX: usize = 100_000;
+
+fn start() -> Server {
+    if testing_real_redis() {
+        Server::tessera(&[])
+    } else {
+        Server::tessera(&["--shards", &SHARDS.to_string()])
+    }
+}
+
+/// `count` key names starting with `prefix`, the i-th on shard `i % SHARDS`
+/// (a suffix is searched for each), so any [`SHARDS`] consecutive keys
+/// span every shard.
+fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            let want = i % SHARDS;
+            (0..10_000)
+                .map(|n| format!("{prefix}{i}.{n}"))
+                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
+                .expect("a key on every shard")
+        })
+        .collect()
+}
+
+/// A small deterministic PRNG (xorshift64*), one per worker.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One named piece of a concurrent workload.
+type Work = Box<dyn FnOnce() + Send + 'static>;
+
+fn work(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> (String, Work) {
+    (name.into(), Box::new(f))
+}
+
+/// Runs every worker in its own thread and waits for all of them. Panics
+/// with the worker's message as soon as one fails, and with the names of
+/// the unfinished workers if [`WORKLOAD_DEADLINE`] passes first (the
+/// threads are left behind; dropping the [`Server`] then breaks their
+/// connections).
+fn run_workers(workers: Vec<(String, Work)>) {
+    let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
+    let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
+    for (i, (name, f)) in workers.into_iter().enumerate() {
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let failure = panic::catch_unwind(AssertUnwindSafe(f))
+                    .err()
+                    .map(|p| panic_message(&*p));
+                let _ = tx.send((i, failure));
+            })
+            .expect("spawn worker");
+    }
+    drop(tx);
+    let deadline = Instant::now() + WORKLOAD_DEADLINE;
+    let mut done = vec![false; names.len()];
+    for _ in 0..names.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, None)) => done[i] = true,
+            Ok((i, Some(msg))) => panic!("worker {} failed: {msg}", names[i]),
+            Err(_) => {
+                let pending: Vec<&str> = names
+                    .iter()
+                    .zip(&done)
+                    .filter(|(_, d)| !**d)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                panic!(
+                    "workload not finished within {WORKLOAD_DEADLINE:?} (deadlock or \
+                     starvation?); still running: {pending:?}"
+                );
+            }
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string panic)".to_string()
+    }
+}
+
+/// Counts running writers down when dropped (also on panic), so readers
+/// that loop "while writers run" always stop.
+struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// MGET of `keys`; panics unless the values are all equal (all nil counts).
+#[track_caller]
+fn mget_uniform(con: &mut redis::Connection, keys: &[String]) -> Option<String> {
+    let vals: Vec<Option<String>> = redis::cmd("MGET").arg(keys).query(con).expect("MGET");
+    assert_eq!(vals.len(), keys.len());
+    assert!(
+        vals.iter().all(|v| *v == vals[0]),
+        "MGET saw a partial multi-shard write: {vals:?}"
+    );
+    vals[0].clone()
+}
+
+/// `MSET k1 v k2 v ...`: every key of `keys` set to `value`.
+fn mset_all(con: &mut redis::Connection, keys: &[String], value: &str) {
+    let mut cmd = redis::cmd("MSET");
+    for k in keys {
+        cmd.arg(k).arg(value);
+    }
+    let ok: String = cmd.query(con).expect("MSET");
+    assert_eq!(ok, "OK");
+}
+
+fn mset_args<'a>(keys: &'a [String], value: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["MSET"];
+    for k in keys {
+        args.push(k);
+        args.push(value);
+    }
+    args
+}
+
+// ------------------------------------------------------------- isolation
+
+/// 3 writers MSET ten keys (spread over every shard) to one token per call;
+/// 3 readers MGET them while the writers run: every reply is uniform.
+#[test]
+fn mset_mget_isolation() {
+    const WRITERS: usize = 3;
+    const READERS: usize = 3;
+    const ITERATIONS: usize = 2000;
+    let srv = start();
+    let keys = Arc::new(keys_across_shards("iso:", 10));
+    let running = Arc::new(AtomicUsize::new(WRITERS));
+    let mut workers = Vec::new();
+    for w in 0..WRITERS {
+        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        workers.push(work(format!("writer{w}"), move || {
+            let _guard = guard;
+            for i in 0..ITERATIONS {
+                mset_all(&mut con, &keys, &format!("w{w}-{i}"));
+            }
+        }));
+    }
+    let reads = Arc::new(AtomicUsize::new(0));
+    for r in 0..READERS {
+        let (keys, mut con, running, reads) =
+            (keys.clone(), srv.conn(), running.clone(), reads.clone());
+        workers.push(work(format!("reader{r}"), move || loop {
+            let last = running.load(Ordering::SeqCst) == 0;
+            mget_uniform(&mut con, &keys);
+            reads.fetch_add(1, Ordering::Relaxed);
+            if last {
+                break;
+            }
+        }));
+    }
+    run_workers(workers);
+    // The last write of some writer is what stays.
+    let last = mget_uniform(&mut srv.conn(), &keys).expect("keys set");
+    assert!(
+        (0..WRITERS).any(|w| last == format!("w{w}-{}", ITERATIONS - 1)),
+        "final value {last}"
+    );
+    eprintln!("{} uniform MGETs", reads.load(Ordering::Relaxed));
+}
+
+/// Writers alternate MSET-all and DEL-all on ten keys spread over the
+/// shards; EXISTS (and DEL's own count) is always 0 or 10, MGET uniform.
+#[test]
+fn mset_del_exists_isolation() {
+    const WRITERS: usize = 3;
+    const ITERATIONS: usize = 1500;
+    let srv = start();
+    let keys = Arc::new(keys_across_shards("ex:", 10));
+    let running = Arc::new(AtomicUsize::new(WRITERS));
+    let mut workers = Vec::new();
+    for w in 0..WRITERS {
+        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        workers.push(work(format!("writer{w}"), move || {
+            let _guard = guard;
+            for i in 0..ITERATIONS {
+                if (i + w) % 2 == 0 {
+                    mset_all(&mut con, &keys, &format!("w{w}-{i}"));
+                } else {
+                    let n: i64 = redis::cmd("DEL").arg(&*keys).query(&mut con).unwrap();
+                    assert!(n == 0 || n == 10, "DEL deleted {n} of 10 keys");
+                }
+            }
+        }));
+    }
+    for r in 0..2 {
+        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        workers.push(work(format!("exists{r}"), move || loop {
+            let last = running.load(Ordering::SeqCst) == 0;
+            let n: i64 = redis::cmd("EXISTS").arg(&*keys).query(&mut con).unwrap();
+            assert!(n == 0 || n == 10, "EXISTS counted {n} of 10 keys");
+            if last {
+                break;
+            }
+        }));
+    }
+    let (k, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+    workers.push(work("mget", move || loop {
+        let last = running.load(Ordering::SeqCst) == 0;
+        mget_uniform(&mut con, &k);
+        if last {
+            break;
+        }
+    }));
+    run_workers(workers);
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(&*keys)
+        .query(&mut srv.conn())
+        .unwrap();
+    assert!(
+        n == 0 || n == 10,
+        "EXISTS counted {n} of 10 keys at the end"
+    );
+}
+
+/// Rounds of 4 concurrent MSETNX calls whose key sets (over 9 fresh keys
+/// spread across shards) pairwise overlap: in each round exactly one call
+/// succeeds (the first to run finds no key; every later one finds one of
+/// its keys), and the round's keys are exactly the winner's, with its value.
+#[test]
+fn msetnx_all_or_nothing() {
+    const ROUNDS: usize = 300;
+    // Indices into a round's 9 keys; every two sets share a key.
+    const SETS: [&[usize]; 4] = [
+        &[0, 1, 2, 3, 4, 5],
+        &[3, 4, 5, 6, 7, 8],
+        &[6, 7, 8, 0, 1, 2],
+        &[2, 5, 8],
+    ];
+    let srv = start();
+    let rounds: Arc<Vec<Vec<String>>> = Arc::new(
+        (0..ROUNDS)
+            .map(|r| keys_across_shards(&format!("nx{r}:"), 9))
+            .collect(),
+    );
+    let barrier = Arc::new(Barrier::new(SETS.len()));
+    let replies = Arc::new(Mutex::new(vec![[0i64; SETS.len()]; ROUNDS]));
+    let mut workers = Vec::new();
+    for (t, &set) in SETS.iter().enumerate() {
+        let (rounds, barrier, replies, mut con) =
+            (rounds.clone(), barrier.clone(), replies.clone(), srv.conn());
+        workers.push(work(format!("msetnx{t}"), move || {
+            for (r, keys) in rounds.iter().enumerate() {
+                let mut cmd = redis::cmd("MSETNX");
+                for &i in set {
+                    cmd.arg(&keys[i]).arg(format!("t{t}"));
+                }
+                barrier.wait();
+                let n: i64 = cmd.query(&mut con).expect("MSETNX");
+                assert!(n == 0 || n == 1, "MSETNX replied {n}");
+                replies.lock().unwrap()[r][t] = n;
+            }
+        }));
+    }
+    run_workers(workers);
+    let replies = replies.lock().unwrap();
+    let mut con = srv.conn();
+    for (r, keys) in rounds.iter().enumerate() {
+        let got = &replies[r];
+        let winners: Vec<usize> = (0..SETS.len()).filter(|&t| got[t] == 1).collect();
+        let vals: Vec<Option<String>> = redis::cmd("MGET").arg(keys).query(&mut con).unwrap();
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {r}: MSETNX replies {got:?} (pairwise overlapping sets: exactly one \
+             can succeed); values {vals:?}"
+        );
+        let w = winners[0];
+        for (i, v) in vals.iter().enumerate() {
+            let want = SETS[w].contains(&i).then(|| format!("t{w}"));
+            assert_eq!(
+                *v, want,
+                "round {r}: key {i} after MSETNX replies {got:?}: values {vals:?}"
+            );
+        }
+    }
+}
+
+// ----------------------------------------------------------- transactions
+
+/// Transfers between 8 accounts on different shards, each one a MULTI of
+/// DECRBY + INCRBY, while checkers read every balance (one with MGET, one
+/// with a MULTI of GETs): the total never changes.
+#[test]
+fn bank_transfer() {
+    const ACCOUNTS: usize = 8;
+    const INITIAL: i64 = 1000;
+    const TRANSFERRERS: usize = 3;
+    const TRANSFERS: usize = 600;
+    let srv = start();
+    let accounts = Arc::new(keys_across_shards("acct:", ACCOUNTS));
+    mset_all(&mut srv.conn(), &accounts, &INITIAL.to_string());
+    let total = INITIAL * ACCOUNTS as i64;
+    let running = Arc::new(AtomicUsize::new(TRANSFERRERS));
+    let mut workers = Vec::new();
+    for t in 0..TRANSFERRERS {
+        let (accounts, mut con, guard) = (accounts.clone(), srv.conn(), Running(running.clone()));
+        workers.push(work(format!("transfer{t}"), move || {
+            let _guard = guard;
+            let mut rng = Rng::new(t as u64 + 1);
+            for _ in 0..TRANSFERS {
+                let a = rng.below(ACCOUNTS);
+                let b = (a + 1 + rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+                let x = 1 + rng.below(100) as i64;
+                let (_, _): (i64, i64) = redis::pipe()
+                    .atomic()
+                    .cmd("DECRBY")
+                    .arg(&accounts[a])
+                    .arg(x)
+                    .cmd("INCRBY")
+                    .arg(&accounts[b])
+                    .arg(x)
+                    .query(&mut con)
+                    .expect("MULTI transfer");
+            }
+        }));
+    }
+    let checks = Arc::new(AtomicUsize::new(0));
+    {
+        let (accounts, mut con, running, checks) = (
+            accounts.clone(),
+            srv.conn(),
+            running.clone(),
+            checks.clone(),
+        );
+        workers.push(work("check-mget", move || loop {
+            let last = running.load(Ordering::SeqCst) == 0;
+            let vals: Vec<i64> = redis::cmd("MGET").arg(&*accounts).query(&mut con).unwrap();
+            assert_eq!(vals.iter().sum::<i64>(), total, "MGET balances {vals:?}");
+            checks.fetch_add(1, Ordering::Relaxed);
+            if last {
+                break;
+            }
+        }));
+    }
+    {
+        let (accounts, mut con, running, checks) = (
+            accounts.clone(),
+            srv.conn(),
+            running.clone(),
+            checks.clone(),
+        );
+        workers.push(work("check-multi", move || loop {
+            let last = running.load(Ordering::SeqCst) == 0;
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            for a in accounts.iter() {
+                pipe.get(a);
+            }
+            let vals: Vec<i64> = pipe.query(&mut con).expect("MULTI of GETs");
+            assert_eq!(vals.iter().sum::<i64>(), total, "EXEC balances {vals:?}");
+            checks.fetch_add(1, Ordering::Relaxed);
+            if last {
+                break;
+            }
+        }));
+    }
+    run_workers(workers);
+    let vals: Vec<i64> = redis::cmd("MGET")
+        .arg(&*accounts)
+        .query(&mut srv.conn())
+        .unwrap();
+    assert_eq!(vals.iter().sum::<i64>(), total, "final balances {vals:?}");
+    eprintln!("{} consistent checks", checks.load(Ordering::Relaxed));
+}
+
+/// One optimistic increment of every key of `keys` (all equal): WATCH them,
+/// read them, `MULTI; SET k v+1 ...; EXEC`, retrying while EXEC returns nil.
+/// Returns the number of attempts.
+fn cas_increment(con: &mut redis::Connection, keys: &[String]) -> usize {
+    for attempt in 1..=CAS_ATTEMPTS_MAX {
+        redis::cmd("WATCH").arg(keys).exec(con).expect("WATCH");
+        let vals: Vec<Option<i64>> = redis::cmd("MGET").arg(keys).query(con).unwrap();
+        assert!(
+            vals.iter().all(|v| *v == vals[0]),
+            "keys updated together differ: {vals:?}"
+        );
+        let next = vals[0].unwrap_or(0) + 1;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for k in keys {
+            pipe.set(k, next);
+        }
+        match pipe.query::<Value>(con).expect("EXEC") {
+            Value::Nil => continue,
+            Value::Array(replies) => {
+                assert_eq!(replies, vec![Value::Okay; keys.len()]);
+                return attempt;
+            }
+            other => panic!("EXEC replied {other:?}"),
+        }
+    }
+    panic!("no successful EXEC in {CAS_ATTEMPTS_MAX} attempts");
+}
+
+fn cas_counter(keys: Vec<String>) {
+    const THREADS: usize = 4;
+    const INCREMENTS: usize = 100;
+    let srv = start();
+    let keys = Arc::new(keys);
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let workers = (0..THREADS)
+        .map(|t| {
+            let (keys, attempts, mut con) = (keys.clone(), attempts.clone(), srv.conn());
+            work(format!("cas{t}"), move || {
+                for _ in 0..INCREMENTS {
+                    attempts.fetch_add(cas_increment(&mut con, &keys), Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    run_workers(workers);
+    let want = (THREADS * INCREMENTS) as i64;
+    let vals: Vec<i64> = redis::cmd("MGET")
+        .arg(&*keys)
+        .query(&mut srv.conn())
+        .unwrap();
+    assert_eq!(vals, vec![want; keys.len()], "lost or doubled increments");
+    eprintln!(
+        "{want} increments in {} attempts",
+        attempts.load(Ordering::Relaxed)
+    );
+}
+
+/// WATCH-based check-and-set of one counter from 4 threads: no increment
+/// is lost.
+#[test]
+fn watch_cas_counter() {
+    cas_counter(keys_across_shards("cas:", 1));
+}
+
+/// The same with the counter and a second key on another shard, both
+/// WATCHed and both set in the EXEC: they stay equal and lose nothing.
+#[test]
+fn watch_cas_counter_two_shards() {
+    cas_counter(keys_across_shards("cas2:", 2));
+}
+
+// ------------------------------------------------------------ disconnects
+
+fn set_linger_zero(c: &RawConn) {
+    socket2::SockRef::from(c.stream())
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER");
+}
+
+/// Clients that drop the connection inside MULTI (with queued multi-shard
+/// commands, with or without WATCH, with unread replies, by FIN or RST)
+/// execute nothing and leave nothing behind: after each one, another
+/// client's WATCH + MULTI/EXEC on the same keys succeeds. Then, while a
+/// live client keeps using the keys, many clients drop their connection
+/// right after sending multi-shard MSETs and EXECs: the live client's
+/// commands all complete, its MGETs stay uniform, and afterwards MSET,
+/// MGET and WATCH + EXEC on the keys still complete.
+#[test]
+fn disconnect_mid_transaction_releases() {
+    let srv = start();
+    let keys = Arc::new(keys_across_shards("dc:", 6));
+    let mut live = srv.conn();
+    for i in 0..40 {
+        let mut raw = srv.raw();
+        if i % 2 == 0 {
+            let mut watch = vec!["WATCH"];
+            watch.extend(keys.iter().map(String::as_str));
+            assert_bytes(&raw.cmd_str(&watch), b"+OK\r\n");
+        }
+        assert_bytes(&raw.cmd_str(&["MULTI"]), b"+OK\r\n");
+        let dropped = format!("dropped-{i}");
+        assert_bytes(&raw.cmd_str(&mset_args(&keys, &dropped)), b"+QUEUED\r\n");
+        let mut del = vec!["DEL"];
+        del.extend(keys.iter().map(String::as_str));
+        assert_bytes(&raw.cmd_str(&del), b"+QUEUED\r\n");
+        assert_bytes(&raw.cmd_str(&mset_args(&keys, &dropped)), b"+QUEUED\r\n");
+        if i % 3 == 0 {
+            // Queued but never read.
+            let args: Vec<&[u8]> = mset_args(&keys, &dropped)
+                .iter()
+                .map(|a| a.as_bytes())
+                .collect();
+            raw.send(&encode_command(&args));
+        }
+        if i % 4 == 1 {
+            set_linger_zero(&raw);
+        }
+        drop(raw);
+
+        let value = format!("live-{i}");
+        let before = mget_uniform(&mut live, &keys);
+        let want = (i > 0).then(|| format!("live-{}", i - 1));
+        assert_eq!(before, want, "a dropped MULTI was executed");
+        redis::cmd("WATCH").arg(&*keys).exec(&mut live).unwrap();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for k in keys.iter() {
+            pipe.set(k, &value).ignore();
+        }
+        pipe.cmd("MGET").arg(&*keys);
+        let got: Option<(Vec<String>,)> = pipe.query(&mut live).expect("EXEC");
+        let (vals,) = got.unwrap_or_else(|| {
+            panic!("EXEC aborted after client {i} dropped its MULTI (nobody touched the keys)")
+        });
+        assert_eq!(vals, vec![value; keys.len()]);
+    }
+
+    // Disconnects while multi-shard commands are in flight.
+    const DROPPERS: usize = 3;
+    const DROPS: usize = 60;
+    const LIVE_OPS: usize = 400;
+    let running = Arc::new(AtomicUsize::new(DROPPERS));
+    let mut workers = Vec::new();
+    for d in 0..DROPPERS {
+        let (keys, addr, guard) = (keys.clone(), srv.addr(), Running(running.clone()));
+        workers.push(work(format!("dropper{d}"), move || {
+            let _guard = guard;
+            for i in 0..DROPS {
+                let mut raw = RawConn::connect(&addr);
+                let tok = format!("d{d}-{i}");
+                let mut wire = Vec::new();
+                for _ in 0..1 + i % 8 {
+                    let args: Vec<&[u8]> = mset_args(&keys, &tok)
+                        .iter()
+                        .map(|a| a.as_bytes())
+                        .collect();
+                    wire.extend(encode_command(&args));
+                    wire.extend(encode_command(&[b"MULTI"]));
+                    wire.extend(encode_command(&args));
+                    let mut del: Vec<&[u8]> = vec![b"DEL"];
+                    del.extend(keys.iter().map(|k| k.as_bytes()));
+                    wire.extend(encode_command(&del));
+                    wire.extend(encode_command(&args));
+                    wire.extend(encode_command(&[b"EXEC"]));
+                }
+                if i % 2 == 0 {
+                    set_linger_zero(&raw);
+                }
+                // The server may already have closed or reset it: fine.
+                let _ = raw.try_send(&wire);
+                if i % 5 == 4 {
+                    let _ = raw.try_read_reply();
+                }
+                drop(raw);
+            }
+        }));
+    }
+    {
+        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        workers.push(work("live", move || {
+            let mut i = 0;
+            while i < LIVE_OPS || running.load(Ordering::SeqCst) > 0 {
+                match i % 3 {
+                    0 => mset_all(&mut con, &keys, &format!("live-{i}")),
+                    1 => {
+                        mget_uniform(&mut con, &keys);
+                    }
+                    _ => {
+                        let mut pipe = redis::pipe();
+                        pipe.atomic();
+                        pipe.cmd("MGET").arg(&*keys);
+                        for k in keys.iter() {
+                            pipe.set(k, format!("live-{i}")).ignore();
+                        }
+                        let (vals,): (Vec<Option<String>>,) = pipe.query(&mut con).expect("EXEC");
+                        assert!(
+                            vals.iter().all(|v| *v == vals[0]),
+                            "MGET in EXEC saw a partial write: {vals:?}"
+                        );
+                    }
+                }
+                i += 1;
+            }
+        }));
+    }
+    run_workers(workers);
+
+    let mut con = srv.conn();
+    mset_all(&mut con, &keys, "after");
+    mget_uniform(&mut con, &keys);
+    redis::cmd("WATCH").arg(&*keys).exec(&mut con).unwrap();
+    let got: Option<(i64,)> = redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg(&*keys)
+        .query(&mut con)
+        .expect("EXEC");
+    // A dropped client's last commands may still be running (the server
+    // reads what a closed connection sent), so EXEC may be aborted here; it
+    // must complete, and a DEL that ran sees every key or none.
+    if let Some((n,)) = got {
+        assert!(n == 0 || n == keys.len() as i64, "DEL in EXEC removed {n}");
+    }
+}
+
+// ---------------------------------------------------------------- hot keys
+
+/// Many clients hit the same 3 hot keys (one per shard) with multi-shard
+/// MSET, MGET, DEL/EXISTS, MULTI/EXEC and WATCH transactions, while plain
+/// GET/SET clients hit the same keys: every client finishes its fixed
+/// number of operations (no deadlock, no starvation).
+#[test]
+fn hot_keys_progress() {
+    const OPS: usize = 300;
+    let srv = start();
+    let hot = Arc::new(keys_across_shards("hot:", 3));
+    let mut workers = Vec::new();
+    for c in 0..3 {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("mset{c}"), move || {
+            for i in 0..OPS {
+                mset_all(&mut con, &hot, &format!("m{c}-{i}"));
+            }
+        }));
+    }
+    for c in 0..2 {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("mget{c}"), move || {
+            for _ in 0..OPS {
+                let vals: Vec<Option<String>> =
+                    redis::cmd("MGET").arg(&*hot).query(&mut con).unwrap();
+                assert_eq!(vals.len(), hot.len());
+            }
+        }));
+    }
+    for c in 0..2 {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("exec{c}"), move || {
+            for i in 0..OPS {
+                let v = format!("x{c}-{i}");
+                let (vals, n): (Vec<Option<String>>, i64) = redis::pipe()
+                    .atomic()
+                    .set(&hot[0], &v)
+                    .ignore()
+                    .cmd("MGET")
+                    .arg(&*hot)
+                    .set(&hot[2], &v)
+                    .ignore()
+                    .cmd("EXISTS")
+                    .arg(&*hot)
+                    .query(&mut con)
+                    .expect("EXEC");
+                assert_eq!(vals[0].as_deref(), Some(v.as_str()), "own write in EXEC");
+                assert!((2..=3).contains(&n), "EXISTS after own SETs: {n}");
+            }
+        }));
+    }
+    for c in 0..2 {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("watch{c}"), move || {
+            for i in 0..OPS {
+                redis::cmd("WATCH").arg(&hot[..2]).exec(&mut con).unwrap();
+                let _: Vec<Option<String>> =
+                    redis::cmd("MGET").arg(&hot[..2]).query(&mut con).unwrap();
+                let v = format!("w{c}-{i}");
+                let got: Value = redis::pipe()
+                    .atomic()
+                    .set(&hot[0], &v)
+                    .set(&hot[1], &v)
+                    .query(&mut con)
+                    .expect("EXEC");
+                assert!(
+                    matches!(got, Value::Nil | Value::Array(_)),
+                    "EXEC replied {got:?}"
+                );
+            }
+        }));
+    }
+    {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work("del-exists", move || {
+            for i in 0..OPS {
+                let cmd = if i % 2 == 0 { "DEL" } else { "EXISTS" };
+                let n: i64 = redis::cmd(cmd).arg(&*hot).query(&mut con).unwrap();
+                assert!((0..=3).contains(&n), "{cmd} replied {n}");
+            }
+        }));
+    }
+    for c in 0..3 {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("plain{c}"), move || {
+            for i in 0..OPS {
+                let k = &hot[(c + i) % hot.len()];
+                if i % 2 == 0 {
+                    redis::cmd("SET")
+                        .arg(k)
+                        .arg(format!("p{c}-{i}"))
+                        .exec(&mut con)
+                        .unwrap();
+                } else {
+                    let _: Option<String> = redis::cmd("GET").arg(k).query(&mut con).unwrap();
+                }
+            }
+        }));
+    }
+    run_workers(workers);
+    // And the keys are still usable by everyone.
+    let mut con = srv.conn();
+    mset_all(&mut con, &hot, "end");
+    assert_eq!(mget_uniform(&mut con, &hot).as_deref(), Some("end"));
+}
+
+// ------------------------------------------------------ MULTI/EXEC basics
+
+/// Both protocols: a fresh connection, RESP2 or RESP3.
+fn both_protocols(srv: &Server) -> [(&'static str, redis::Connection); 2] {
+    [("RESP2", srv.conn()), ("RESP3", srv.conn_resp3())]
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+#[track_caller]
+fn err_text(r: redis::RedisResult<Value>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error reply, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// MULTI replies OK, commands reply QUEUED, EXEC runs them in order (own
+/// writes visible, multi-shard commands included) and returns their
+/// replies; a runtime error fails only its command.
+#[test]
+fn multi_exec_queues_and_executes() {
+    let srv = start();
+    let keys = keys_across_shards("mx:", 3);
+    for (proto, mut con) in both_protocols(&srv) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        let ok: String = redis::cmd("MULTI").query(&mut con).unwrap();
+        assert_eq!(ok, "OK", "{proto}");
+        let queue: [&[&str]; 6] = [
+            &["SET", &keys[0], "a"],
+            &["INCR", &keys[1]],
+            &["MSET", &keys[1], "5", &keys[2], "c"],
+            &["INCR", &keys[0]],
+            &["MGET", &keys[0], &keys[1], &keys[2], "nokey"],
+            &["EXISTS", &keys[0], &keys[1], &keys[2]],
+        ];
+        for args in queue {
+            let q: String = redis::cmd(args[0]).arg(&args[1..]).query(&mut con).unwrap();
+            assert_eq!(q, "QUEUED", "{proto} {args:?}");
+        }
+        // Raw value: `query` would turn the error inside the array into Err.
+        let got = redis::ConnectionLike::req_command(&mut con, &redis::cmd("EXEC")).unwrap();
+        let Value::Array(replies) = got else {
+            panic!("{proto}: EXEC replied {got:?}");
+        };
+        assert_eq!(replies.len(), 6, "{proto}: {replies:?}");
+        assert_eq!(replies[0], Value::Okay, "{proto}");
+        assert_eq!(replies[1], Value::Int(1), "{proto}");
+        assert_eq!(replies[2], Value::Okay, "{proto}");
+        match &replies[3] {
+            Value::ServerError(e) => assert_eq!(
+                e.details(),
+                Some("value is not an integer or out of range"),
+                "{proto}"
+            ),
+            other => panic!("{proto}: INCR of a string in EXEC replied {other:?}"),
+        }
+        assert_eq!(
+            replies[4],
+            Value::Array(vec![bulk("a"), bulk("5"), bulk("c"), Value::Nil]),
+            "{proto}"
+        );
+        assert_eq!(replies[5], Value::Int(3), "{proto}");
+
+        // The pipeline API of the redis crate, typed.
+        let (a, n, vals): (String, i64, Vec<Option<String>>) = redis::pipe()
+            .atomic()
+            .cmd("GETSET")
+            .arg(&keys[0])
+            .arg("b")
+            .incr(&keys[1], 10)
+            .del(&keys[2])
+            .ignore()
+            .cmd("MGET")
+            .arg(&keys)
+            .query(&mut con)
+            .expect("EXEC");
+        assert_eq!((a.as_str(), n), ("a", 15), "{proto}");
+        assert_eq!(
+            vals,
+            vec![Some("b".into()), Some("15".into()), None],
+            "{proto}"
+        );
+        // An empty transaction.
+        let ok: String = redis::cmd("MULTI").query(&mut con).unwrap();
+        assert_eq!(ok, "OK");
+        let got: Value = redis::cmd("EXEC").query(&mut con).unwrap();
+        assert_eq!(got, Value::Array(vec![]), "{proto}");
+    }
+}
+
+/// Errors while queueing (arity, unknown command) make EXEC fail with
+/// EXECABORT and run nothing; nesting and misplaced commands are errors.
+#[test]
+fn multi_errors_and_execabort() {
+    let srv = start();
+    let keys = keys_across_shards("ab:", 2);
+    for (proto, mut con) in both_protocols(&srv) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        let e = err_text(redis::cmd("EXEC").query(&mut con));
+        assert!(e.contains("EXEC without MULTI"), "{proto}: {e}");
+        let e = err_text(redis::cmd("DISCARD").query(&mut con));
+        assert!(e.contains("DISCARD without MULTI"), "{proto}: {e}");
+
+        let _: String = redis::cmd("MULTI").query(&mut con).unwrap();
+        let e = err_text(redis::cmd("MULTI").query(&mut con));
+        assert!(e.contains("MULTI calls can not be nested"), "{proto}: {e}");
+        let e = err_text(redis::cmd("WATCH").arg(&keys[0]).query(&mut con));
+        assert!(
+            e.contains("WATCH inside MULTI is not allowed"),
+            "{proto}: {e}"
+        );
+        let q: String = redis::cmd("MSET")
+            .arg(&keys[0])
+            .arg("1")
+            .arg(&keys[1])
+            .arg("1")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(q, "QUEUED");
+        let e = err_text(redis::cmd("SET").arg(&keys[0]).query(&mut con));
+        assert!(e.contains("wrong number of arguments"), "{proto}: {e}");
+        let e = err_text(redis::cmd("NOSUCHCOMMAND").arg("x").query(&mut con));
+        assert!(e.contains("unknown command"), "{proto}: {e}");
+        match redis::cmd("EXEC").query::<Value>(&mut con) {
+            Err(e) => {
+                assert_eq!(e.code(), Some("EXECABORT"), "{proto}: {e}");
+                assert!(
+                    e.to_string()
+                        .contains("Transaction discarded because of previous errors"),
+                    "{proto}: {e}"
+                );
+            }
+            Ok(v) => panic!("{proto}: EXEC after queueing errors replied {v:?}"),
+        }
+        let n: i64 = redis::cmd("EXISTS").arg(&keys).query(&mut con).unwrap();
+        assert_eq!(n, 0, "{proto}: an aborted transaction wrote");
+        // The connection left MULTI.
+        let e = err_text(redis::cmd("EXEC").query(&mut con));
+        assert!(e.contains("EXEC without MULTI"), "{proto}: {e}");
+
+        // Through the pipeline API: the whole query fails.
+        let r: redis::RedisResult<Value> = redis::pipe()
+            .atomic()
+            .set(&keys[0], 1)
+            .cmd("SET")
+            .arg(&keys[1])
+            .query(&mut con);
+        assert!(r.is_err(), "{proto}: {r:?}");
+        let n: i64 = redis::cmd("EXISTS").arg(&keys).query(&mut con).unwrap();
+        assert_eq!(n, 0, "{proto}: an aborted transaction wrote");
+        let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+}
+
+/// DISCARD drops the queue (nothing runs) and leaves MULTI and the WATCHes.
+#[test]
+fn discard_drops_the_queue() {
+    let srv = start();
+    let keys = keys_across_shards("dis:", 2);
+    let mut other = srv.conn();
+    for (proto, mut con) in both_protocols(&srv) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        redis::cmd("WATCH").arg(&keys).exec(&mut con).unwrap();
+        let _: String = redis::cmd("MULTI").query(&mut con).unwrap();
+        let q: String = redis::cmd("MSET")
+            .arg(&keys[0])
+            .arg("x")
+            .arg(&keys[1])
+            .arg("y")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(q, "QUEUED");
+        let ok: String = redis::cmd("DISCARD").query(&mut con).unwrap();
+        assert_eq!(ok, "OK", "{proto}");
+        let n: i64 = redis::cmd("EXISTS").arg(&keys).query(&mut con).unwrap();
+        assert_eq!(n, 0, "{proto}: a discarded transaction wrote");
+        // DISCARD also unwatched: a change by another client does not
+        // abort the next transaction.
+        redis::cmd("SET")
+            .arg(&keys[1])
+            .arg("other")
+            .exec(&mut other)
+            .unwrap();
+        let got: Option<(String,)> = redis::pipe()
+            .atomic()
+            .set(&keys[0], "z")
+            .ignore()
+            .get(&keys[0])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, Some(("z".to_string(),)), "{proto}");
+    }
+}
+
+/// WATCH: a change by another connection, on any watched key (on any
+/// shard), or by the connection itself, makes EXEC return nil and run
+/// nothing; UNWATCH, EXEC and an untouched WATCH behave as in Redis; a
+/// change in another database does not count.
+#[test]
+fn watch_invalidation() {
+    let srv = start();
+    let keys = keys_across_shards("w:", 3);
+    let mut other = srv.conn();
+    for (proto, mut con) in both_protocols(&srv) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        for (i, touched) in keys.iter().enumerate() {
+            // Another client modifies one of the watched keys.
+            redis::cmd("WATCH").arg(&keys).exec(&mut con).unwrap();
+            redis::cmd("SET")
+                .arg(touched)
+                .arg(format!("other-{i}"))
+                .exec(&mut other)
+                .unwrap();
+            let got: Option<(String,)> = redis::pipe()
+                .atomic()
+                .set(&keys[0], "mine")
+                .ignore()
+                .get(&keys[1])
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(got, None, "{proto}: EXEC ran after {touched} changed");
+            let v: Option<String> = redis::cmd("GET").arg(&keys[0]).query(&mut con).unwrap();
+            assert_ne!(v.as_deref(), Some("mine"), "{proto}: aborted EXEC wrote");
+            // EXEC forgot the watches: the next transaction runs.
+            redis::cmd("SET")
+                .arg(touched)
+                .arg("again")
+                .exec(&mut other)
+                .unwrap();
+            let got: Option<(String,)> =
+                redis::pipe().atomic().get(touched).query(&mut con).unwrap();
+            assert_eq!(got, Some(("again".to_string(),)), "{proto}");
+        }
+        // Deleting a watched key counts as a change.
+        redis::cmd("WATCH").arg(&keys).exec(&mut con).unwrap();
+        let n: i64 = redis::cmd("DEL").arg(&keys[2]).query(&mut other).unwrap();
+        assert_eq!(n, 1);
+        let got: Value = redis::pipe()
+            .atomic()
+            .get(&keys[0])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(
+            got,
+            Value::Nil,
+            "{proto}: EXEC ran after DEL of a watched key"
+        );
+        // Nobody touches the keys: EXEC runs.
+        redis::cmd("WATCH").arg(&keys).exec(&mut con).unwrap();
+        let _: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
+        let got: Option<(String,)> = redis::pipe()
+            .atomic()
+            .set(&keys[2], "mine")
+            .get(&keys[2])
+            .ignore()
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, Some(("OK".to_string(),)), "{proto}");
+        // UNWATCH: changes no longer matter.
+        redis::cmd("WATCH").arg(&keys).exec(&mut con).unwrap();
+        let ok: String = redis::cmd("UNWATCH").query(&mut con).unwrap();
+        assert_eq!(ok, "OK");
+        redis::cmd("SET")
+            .arg(&keys[1])
+            .arg("x")
+            .exec(&mut other)
+            .unwrap();
+        let got: Option<(String,)> = redis::pipe()
+            .atomic()
+            .get(&keys[1])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, Some(("x".to_string(),)), "{proto}");
+        // The watching connection's own write also invalidates (as Redis).
+        redis::cmd("WATCH").arg(&keys[0]).exec(&mut con).unwrap();
+        redis::cmd("SET")
+            .arg(&keys[0])
+            .arg("self")
+            .exec(&mut con)
+            .unwrap();
+        let got: Value = redis::pipe()
+            .atomic()
+            .get(&keys[0])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, Value::Nil, "{proto}: own write did not invalidate");
+        // A write to the same name in another database does not.
+        redis::cmd("WATCH").arg(&keys[0]).exec(&mut con).unwrap();
+        let _: () = redis::pipe()
+            .cmd("SELECT")
+            .arg(1)
+            .cmd("SET")
+            .arg(&keys[0])
+            .arg("db1")
+            .cmd("SELECT")
+            .arg(0)
+            .query(&mut other)
+            .unwrap();
+        let got: Option<(String,)> = redis::pipe()
+            .atomic()
+            .get(&keys[0])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(got, Some(("self".to_string(),)), "{proto}");
+    }
+}
+
+/// SELECT inside MULTI switches the database for the commands queued after
+/// it, and the connection stays in that database after EXEC.
+#[test]
+fn select_inside_multi() {
+    let srv = start();
+    let keys = keys_across_shards("sel:", 2);
+    for (proto, mut con) in both_protocols(&srv) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        let got: (String, String, String, Vec<Option<String>>) = redis::pipe()
+            .atomic()
+            .set(&keys[0], "db0")
+            .cmd("SELECT")
+            .arg(1)
+            .cmd("MSET")
+            .arg(&keys[0])
+            .arg("db1")
+            .arg(&keys[1])
+            .arg("db1")
+            .cmd("MGET")
+            .arg(&keys)
+            .query(&mut con)
+            .expect("EXEC");
+        assert_eq!(
+            got,
+            (
+                "OK".to_string(),
+                "OK".to_string(),
+                "OK".to_string(),
+                vec![Some("db1".to_string()), Some("db1".to_string())]
+            ),
+            "{proto}"
+        );
+        // Still in database 1.
+        let vals: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
+        assert_eq!(vals, vec![Some("db1".to_string()); 2], "{proto}");
+        redis::cmd("SELECT").arg(0).exec(&mut con).unwrap();
+        let vals: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
+        assert_eq!(vals, vec![Some("db0".to_string()), None], "{proto}");
+    }
+}
+
+/// Byte-exact replies: `+QUEUED`, the EXEC array, the nil EXEC after a
+/// WATCH failure (`*-1` in RESP2, `_` in RESP3), and a reply inside EXEC
+/// that differs by protocol (CONFIG GET: array in RESP2, map in RESP3).
+#[test]
+fn exec_reply_shapes_raw() {
+    let srv = start();
+    let keys = keys_across_shards("raw:", 2);
+    for resp3 in [false, true] {
+        let mut c = srv.raw();
+        let mut other = srv.raw();
+        if resp3 {
+            let hello = c.cmd_str(&["HELLO", "3"]);
+            assert_eq!(hello[0], b'%', "HELLO 3: {}", escape(&hello, 100));
+        }
+        assert_bytes(&c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+        assert_bytes(&c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_bytes(
+            &c.cmd_str(&["MSET", &keys[0], "1", &keys[1], "2"]),
+            b"+QUEUED\r\n",
+        );
+        assert_bytes(&c.cmd_str(&["INCR", &keys[1]]), b"+QUEUED\r\n");
+        assert_bytes(&c.cmd_str(&["MGET", &keys[0], &keys[1]]), b"+QUEUED\r\n");
+        assert_bytes(&c.cmd_str(&["CONFIG", "GET", "databases"]), b"+QUEUED\r\n");
+        let config: &[u8] = if resp3 {
+            b"%1\r\n$9\r\ndatabases\r\n$2\r\n16\r\n"
+        } else {
+            b"*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n"
+        };
+        let mut want = b"*4\r\n+OK\r\n:3\r\n*2\r\n$1\r\n1\r\n$1\r\n3\r\n".to_vec();
+        want.extend_from_slice(config);
+        assert_bytes(&c.cmd_str(&["EXEC"]), &want);
+
+        assert_bytes(&c.cmd_str(&["WATCH", &keys[0], &keys[1]]), b"+OK\r\n");
+        assert_bytes(&other.cmd_str(&["SET", &keys[1], "x"]), b"+OK\r\n");
+        assert_bytes(&c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_bytes(&c.cmd_str(&["SET", &keys[0], "y"]), b"+QUEUED\r\n");
+        let nil: &[u8] = if resp3 { b"_\r\n" } else { b"*-1\r\n" };
+        assert_bytes(&c.cmd_str(&["EXEC"]), nil);
+        assert_bytes(&c.cmd_str(&["GET", &keys[0]]), b"$1\r\n1\r\n");
+
+        // Pipelined in one write, replies in order.
+        let mut wire = Vec::new();
+        for args in [
+            &["MULTI"][..],
+            &["SET", &keys[0], "p"],
+            &["GET", &keys[0]],
+            &["EXEC"],
+            &["GET", &keys[0]],
+        ] {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            wire.extend(encode_command(&args));
+        }
+        c.send(&wire);
+        let got = c.read_replies(5).concat();
+        assert_bytes(
+            &got,
+            b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n$1\r\np\r\n$1\r\np\r\n",
+        );
+    }
+}
+
+/// A sanity check of the test's own key choice: consecutive keys are on
+/// different shards, so the commands above really span shards.
+#[test]
+fn keys_span_every_shard() {
+    let keys = keys_across_shards("iso:", 10);
+    let shards: HashSet<usize> = keys
+        .iter()
+        .map(|k| commands::table::shard_of(k.as_bytes(), SHARDS))
+        .collect();
+    assert_eq!(shards.len(), SHARDS, "{keys:?}");
+}
