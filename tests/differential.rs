@@ -3,7 +3,7 @@
 //!
 //! Each script gets its own fresh pair of servers and one fresh connection
 //! to each (so CONFIG SET, SELECT, CLIENT SETNAME, ... never leak between
-//! scripts), starting with FLUSHALL. All mismatches of a script are
+//! scripts; `@conn N` opens more), starting with FLUSHALL. All mismatches of a script are
 //! collected and reported together (file:line, command, both replies
 //! escaped); a transport failure (timeout, closed connection) or a stray
 //! reply (bytes left over after a line's replies, or arriving by the end of
@@ -23,6 +23,7 @@
 //! | `@resp3` / `@resp2` | send `HELLO 3` / `HELLO 2` to both; the HELLO reply is not compared (server fields differ), only that neither is an error |
 //! | `@flush` | `FLUSHALL` on both (must reply `+OK`) |
 //! | `@sleep MS` | sleep MS milliseconds (at most 10000) |
+//! | `@conn N` | later lines (and `@resp3`/`@resp2`) go to connection N (0..=7; 0 is the first) of each server, opened on first use (a second client to break a WATCH) |
 //! | `@ignore CMD ...` | send to both, compare nothing (TIME, RANDOMKEY, ...) |
 //! | `@type CMD ...` | compare only the reply's RESP type byte (e.g. TTL of a fresh key) |
 //! | `@sorted CMD ...` | the reply is an array/set/map: compare after sorting its elements (map: its key-value pairs) |
@@ -48,19 +49,28 @@ use std::time::Duration;
 
 /// The scripts in `tests/diff/`; [`every_script_has_a_test`] keeps this list
 /// and the directory in step.
-const SCRIPTS: &[&str] = &["connection", "found_by_random", "keys", "resp3", "strings"];
+const SCRIPTS: &[&str] = &[
+    "connection",
+    "found_by_random",
+    "keys",
+    "multi",
+    "resp3",
+    "strings",
+];
 
 macro_rules! diff_tests {
     ($($name:ident),* $(,)?) => {
         $( #[test] fn $name() { run_script(stringify!($name)); } )*
     };
 }
-diff_tests!(connection, found_by_random, keys, resp3, strings);
+diff_tests!(connection, found_by_random, keys, multi, resp3, strings);
 
 /// Longest `@sleep` a script may ask for.
 const SLEEP_MS_MAX: u64 = 10_000;
 /// Bound on SCAN calls of one `@scanall`.
 const SCAN_CALLS_MAX: usize = 100_000;
+/// Connections per server a script may use (`@conn 0` ..= `@conn 7`).
+const CONNS_MAX: usize = 8;
 /// Bound on lines of one script (a runaway generated file fails loudly).
 const SCRIPT_LINES_MAX: usize = 20_000;
 /// Commands that belong to later issues (issue 4: hashes, lists, sets,
@@ -251,6 +261,7 @@ enum Step {
     Hello(u8),
     Flush,
     Sleep(u64),
+    Conn(usize),
 }
 
 struct Line {
@@ -287,7 +298,7 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
         };
         // Lines for commands of later issues are sent to neither server, so
         // both stay in the same state.
-        if directive.is_none_or(|d| !matches!(d, "resp3" | "resp2" | "flush" | "sleep")) {
+        if directive.is_none_or(|d| !matches!(d, "resp3" | "resp2" | "flush" | "sleep" | "conn")) {
             let cmd_text = match directive {
                 Some("replies") => rest.split_once(char::is_whitespace).map_or("", |x| x.1),
                 Some(_) => rest,
@@ -336,6 +347,13 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
                     return Err(fail(format!("@sleep above {SLEEP_MS_MAX} ms")));
                 }
                 Step::Sleep(ms)
+            }
+            Some("conn") => {
+                let n: usize = rest.parse().map_err(|_| fail("@conn wants N".into()))?;
+                if n >= CONNS_MAX {
+                    return Err(fail(format!("@conn N must be below {CONNS_MAX}")));
+                }
+                Step::Conn(n)
             }
             Some(other) => return Err(fail(format!("unknown directive @{other}"))),
         };
@@ -434,7 +452,10 @@ struct Side {
     name: &'static str,
     // Held for its Drop (kills the process, prints its log on panic).
     server: Server,
-    conn: RawConn,
+    /// Connection N of `@conn N`, opened on first use; 0 from the start.
+    conns: Vec<Option<RawConn>>,
+    /// The connection lines go to.
+    current: usize,
     /// The last reply received (for DIFF_SHOW).
     last: Vec<u8>,
 }
@@ -446,9 +467,27 @@ impl Side {
         Side {
             name,
             server,
-            conn,
+            conns: vec![Some(conn)],
+            current: 0,
             last: Vec::new(),
         }
+    }
+
+    /// Makes connection `n` the current one, opening it if new.
+    fn switch(&mut self, n: usize) {
+        if self.conns.len() <= n {
+            self.conns.resize_with(n + 1, || None);
+        }
+        if self.conns[n].is_none() {
+            self.conns[n] = Some(self.server.raw());
+        }
+        self.current = n;
+    }
+
+    fn conn(&mut self) -> &mut RawConn {
+        self.conns[self.current]
+            .as_mut()
+            .expect("the current connection is open")
     }
 
     fn last_shown(&self) -> String {
@@ -462,13 +501,13 @@ impl Side {
     /// Sends one command and reads `n` replies (concatenated).
     fn call_n(&mut self, args: &[Vec<u8>], n: usize) -> Result<Vec<u8>, String> {
         let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-        self.conn
+        self.conn()
             .try_send(&encode_command(&refs))
             .map_err(|e| format!("{} send: {e}", self.name))?;
         let mut replies = Vec::new();
         for _ in 0..n {
             let reply = self
-                .conn
+                .conn()
                 .try_read_reply()
                 .map_err(|e| format!("{} read: {e}", self.name))?;
             replies.extend_from_slice(&reply);
@@ -477,17 +516,19 @@ impl Side {
         Ok(replies)
     }
 
-    /// Fails if bytes beyond the replies read so far have arrived (waiting
-    /// up to `wait` for them).
+    /// Fails if bytes beyond the replies read so far have arrived on any
+    /// connection (waiting up to `wait` on each for them).
     fn check_no_stray(&mut self, wait: Duration) -> Result<(), String> {
-        match self.conn.poll_bytes(wait) {
-            None => Ok(()),
-            Some(bytes) => Err(format!(
-                "{} sent more replies than expected: {}",
-                self.name,
-                escape(&bytes, SHOW_BYTES_MAX)
-            )),
+        for (n, conn) in self.conns.iter_mut().enumerate() {
+            if let Some(bytes) = conn.as_mut().and_then(|c| c.poll_bytes(wait)) {
+                return Err(format!(
+                    "{} sent more replies than expected (connection {n}): {}",
+                    self.name,
+                    escape(&bytes, SHOW_BYTES_MAX)
+                ));
+            }
         }
+        Ok(())
     }
 }
 
@@ -641,10 +682,10 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
             let mut problems = Vec::new();
             for side in [t, r] {
                 side.last.clear();
-                side.conn
+                side.conn()
                     .try_send(&request)
                     .map_err(|e| format!("{} send: {e}", side.name))?;
-                if let Some(bytes) = side.conn.poll_bytes(NOREPLY_WAIT) {
+                if let Some(bytes) = side.conn().poll_bytes(NOREPLY_WAIT) {
                     problems.push(format!(
                         "{} replied (expected silence): {}",
                         side.name,
@@ -683,6 +724,11 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
         }
         Step::Sleep(ms) => {
             std::thread::sleep(Duration::from_millis(*ms));
+            Ok(None)
+        }
+        Step::Conn(n) => {
+            t.switch(*n);
+            r.switch(*n);
             Ok(None)
         }
     }
