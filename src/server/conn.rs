@@ -83,6 +83,9 @@ pub struct Conn {
     staging: Vec<u8>,
     pub next_seq: u64,
     pub coord: Option<ActiveCoord>,
+    /// The next request waits for a transaction's lock on this thread's
+    /// shard (it stays unparsed in the read buffer until a release).
+    pub lock_wait: bool,
     /// Stop reading and executing; close once `out` is written.
     pub closing: bool,
     /// The peer shut its side (read returned 0): execute what was read,
@@ -117,6 +120,7 @@ impl Conn {
             staging: Vec::new(),
             next_seq: 0,
             coord: None,
+            lock_wait: false,
             closing: false,
             peer_eof: false,
             hup: false,

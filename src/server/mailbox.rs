@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
-use commands::coord::{JobFn, JobOut};
+use commands::coord::{JobOut, Work};
 use commands::exec::ShardCall;
 use commands::table::ShardHandler;
 use commands::Resolved;
@@ -84,11 +84,12 @@ pub enum Msg {
         conn: ConnRef,
         batch: Box<Batch>,
     },
-    /// Run a coordinator job and send its output back.
+    /// Run a coordinator's work (lock, job, release) and send the job's
+    /// output back.
     Job {
         conn: ConnRef,
         idx: u32,
-        job: JobFn,
+        work: Work,
     },
     ExecDone {
         conn: ConnRef,

@@ -22,8 +22,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use commands::coord::{ClientIo, ClientRegistry, JobOut, Plan, ShardEnv};
+use commands::coord::{ClientIo, ClientRegistry, JobFn, JobOut, Plan, ShardEnv, Work};
 use commands::exec::{self, dispatch, run_shard, ShardCall, Step};
+use commands::tx::{LockTable, TxId};
 use commands::{ClientState, ConnCtx, ReplyMode, ServerShared, ThreadStats};
 use engine::Shard;
 use mio::net::{TcpListener, UnixListener};
@@ -107,6 +108,30 @@ struct Core {
     pool: Vec<Box<Batch>>,
     /// Scratch reply for inline replies queued behind pending ones.
     side: Reply,
+    /// This shard's transaction locks (see `commands::tx`).
+    locks: LockTable<Waiter>,
+    /// Remote batches waiting for a release, in arrival order.
+    deferred: VecDeque<Deferred>,
+    /// This thread's connections whose next request waits for a release:
+    /// `(slot, gen)`.
+    lock_blocked: Vec<(usize, u32)>,
+}
+
+/// A transaction's work waiting for its locks on this shard.
+struct Waiter {
+    conn: ConnRef,
+    idx: u32,
+    job: JobFn,
+    release: Option<TxId>,
+}
+
+/// A remote batch held back by a transaction's lock: it resumes at
+/// command `next` (whose arguments start at `arg`).
+struct Deferred {
+    conn: ConnRef,
+    batch: Box<Batch>,
+    next: usize,
+    arg: usize,
 }
 
 /// Batches kept for reuse per thread.
@@ -233,6 +258,9 @@ impl Worker {
                 batch_conn: None,
                 pool: Vec::new(),
                 side: Reply::new(false),
+                locks: LockTable::default(),
+                deferred: VecDeque::new(),
+                lock_blocked: Vec::new(),
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -455,6 +483,18 @@ impl Worker {
 
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
+            if let Some(mut ac) = c.coord.take() {
+                // A transaction in flight releases its locks; outputs come
+                // back to a slot whose generation has moved on.
+                let mut plan = Plan::default();
+                ac.coord.abort(&mut plan);
+                let conn = ConnRef {
+                    thread: self.core.id as u16,
+                    slot: slot as u32,
+                    gen: c.gen,
+                };
+                send_plan(&mut self.core, conn, plan);
+            }
             let _ = self.poll.registry().deregister(c.stream.source());
             self.conns.gens[slot] = self.conns.gens[slot].wrapping_add(1);
             self.conns.free.push(slot);
@@ -615,46 +655,35 @@ impl Worker {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Exec { conn, mut batch } => {
-                let b = &mut *batch;
-                prefetch_batch(&self.core.shard, b);
-                let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
-                let mut first = 0;
-                for cmd in &b.cmds {
-                    out.set_resp3(cmd.resp3);
-                    let args = b.args.sub(first, cmd.nargs as usize);
-                    first += cmd.nargs as usize;
-                    run_shard(
-                        cmd.resolved,
-                        cmd.handler,
-                        args,
-                        &mut self.core.shard,
-                        cmd.call,
-                        &mut out,
-                        &mut self.core.stats,
-                    );
-                    b.ends.push(out.len());
-                }
-                b.reply = out.into_bytes();
-                self.core
-                    .mailbox
-                    .send(conn.thread as usize, Msg::ExecDone { conn, batch });
-            }
-            Msg::Job { conn, idx, job } => {
-                let out = {
-                    let mut env = ShardEnv {
-                        shard: &mut self.core.shard,
-                        stats: &mut self.core.stats,
-                        clients: &mut self.conns,
-                    };
-                    job(&mut env)
-                };
-                if conn.thread as usize == self.core.id {
-                    self.job_done(conn, idx, out);
+            Msg::Exec { conn, batch } => {
+                // Behind a deferred batch of the same connection: keep its
+                // order.
+                if self.core.deferred.iter().any(|d| d.conn == conn) {
+                    self.core.deferred.push_back(Deferred {
+                        conn,
+                        batch,
+                        next: 0,
+                        arg: 0,
+                    });
                 } else {
-                    self.core
-                        .mailbox
-                        .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
+                    prefetch_batch(&self.core.shard, &batch);
+                    self.run_batch(conn, batch, 0, 0);
+                }
+            }
+            Msg::Job { conn, idx, work } => {
+                let Work { lock, job, release } = work;
+                let w = Waiter {
+                    conn,
+                    idx,
+                    job,
+                    release,
+                };
+                let ready = match lock {
+                    Some(req) => self.core.locks.acquire(req, w),
+                    None => Some(w),
+                };
+                if let Some(w) = ready {
+                    self.run_work(w);
                 }
             }
             Msg::ExecDone { conn, batch } => {
@@ -675,6 +704,116 @@ impl Worker {
             }
             Msg::JobDone { conn, idx, out } => self.job_done(conn, idx, out),
             Msg::Adopt(stream) => self.adopt_unix(stream),
+        }
+    }
+
+    /// Runs a remote batch from command `next` on; stops and defers the
+    /// rest at a command a transaction's lock holds back.
+    fn run_batch(&mut self, conn: ConnRef, mut batch: Box<Batch>, next: usize, arg: usize) {
+        let b = &mut *batch;
+        let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+        let mut first = arg;
+        for i in next..b.cmds.len() {
+            let cmd = &b.cmds[i];
+            let args = b.args.sub(first, cmd.nargs as usize);
+            if self.core.locks.any_held()
+                && lock_blocked(
+                    &self.core.locks,
+                    cmd.resolved,
+                    args,
+                    cmd.call.db,
+                    &mut self.core.scratch,
+                )
+            {
+                b.reply = out.into_bytes();
+                self.core.deferred.push_back(Deferred {
+                    conn,
+                    batch,
+                    next: i,
+                    arg: first,
+                });
+                return;
+            }
+            first += cmd.nargs as usize;
+            out.set_resp3(cmd.resp3);
+            run_shard(
+                cmd.resolved,
+                cmd.handler,
+                args,
+                &mut self.core.shard,
+                cmd.call,
+                &mut out,
+                &mut self.core.stats,
+            );
+            b.ends.push(out.len());
+        }
+        b.reply = out.into_bytes();
+        if conn.thread as usize == self.core.id {
+            self.handle(Msg::ExecDone { conn, batch });
+        } else {
+            self.core
+                .mailbox
+                .send(conn.thread as usize, Msg::ExecDone { conn, batch });
+        }
+    }
+
+    /// Runs a transaction's work whose locks are held, then its release
+    /// and whatever the release lets go on.
+    fn run_work(&mut self, w: Waiter) {
+        let mut queue = VecDeque::from([w]);
+        while let Some(Waiter {
+            conn,
+            idx,
+            job,
+            release,
+        }) = queue.pop_front()
+        {
+            let out = {
+                let mut env = ShardEnv {
+                    shard: &mut self.core.shard,
+                    stats: &mut self.core.stats,
+                    clients: &mut self.conns,
+                };
+                job(&mut env)
+            };
+            if conn.thread as usize == self.core.id {
+                self.job_done(conn, idx, out);
+            } else {
+                self.core
+                    .mailbox
+                    .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
+            }
+            if let Some(tx) = release {
+                self.core.locks.unlock(tx);
+                // Plain commands first, so transactions cannot starve them.
+                self.retry_deferred();
+                queue.extend(self.core.locks.grant_waiting());
+            }
+        }
+    }
+
+    /// After a release: re-runs held-back batches (in arrival order, each
+    /// connection's behind its earlier ones) and this thread's connections
+    /// waiting for a lock.
+    fn retry_deferred(&mut self) {
+        let list = std::mem::take(&mut self.core.deferred);
+        for d in list {
+            if self.core.deferred.iter().any(|e| e.conn == d.conn) {
+                self.core.deferred.push_back(d);
+            } else {
+                self.run_batch(d.conn, d.batch, d.next, d.arg);
+            }
+        }
+        for (slot, gen) in std::mem::take(&mut self.core.lock_blocked) {
+            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if c.gen != gen {
+                continue;
+            }
+            c.lock_wait = false;
+            process(&mut self.core, c, slot);
+            self.conns.mark_dirty(slot);
         }
     }
 
@@ -902,6 +1041,7 @@ fn has_work(c: &Conn) -> bool {
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
     c.coord.is_some()
+        || c.lock_wait
         || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT
         || c.pending.len() >= MAX_PENDING
 }
@@ -935,8 +1075,12 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                 c.need = 0;
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);
-                    execute(core, c, slot, &args);
+                    let ran = execute(core, c, slot, &args);
                     c.args = args;
+                    if !ran {
+                        // Held back by a lock: parsed again after a release.
+                        return;
+                    }
                     if c.client.close_after_reply {
                         c.closing = true;
                     }
@@ -969,8 +1113,9 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
     }
 }
 
-/// Runs one request.
-fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range<usize>]) {
+/// Runs one request; false if a transaction's lock holds it back (then
+/// nothing happened and the connection waits for a release).
+fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range<usize>]) -> bool {
     let base = c.rpos;
     let end = c.rbuf_end();
     let args = Args::new(&c.rbuf[base..end], ranges);
@@ -994,6 +1139,14 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
         match step {
+            Step::Shard {
+                shard, resolved, ..
+            } if shard == core.id
+                && core.locks.any_held()
+                && lock_blocked(&core.locks, resolved, args, c.client.db, &mut core.scratch) =>
+            {
+                (Step::Blocked, mark)
+            }
             Step::Shard {
                 shard,
                 resolved,
@@ -1019,6 +1172,15 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             step => (step, mark),
         }
     };
+    if matches!(step, Step::Blocked) {
+        c.client.reply_mode = mode_before;
+        if mode_before == ReplyMode::Skipping {
+            c.client.reply_mode = ReplyMode::Skip;
+        }
+        c.lock_wait = true;
+        core.lock_blocked.push((slot, c.gen));
+        return false;
+    }
     let mode_after = c.client.reply_mode;
     let suppress = mode_before == ReplyMode::Skipping
         || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off);
@@ -1026,6 +1188,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         c.client.reply_mode = ReplyMode::On;
     }
     match step {
+        Step::Blocked => {}
         Step::Done => {
             if suppress {
                 if direct {
@@ -1099,6 +1262,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     if c.out.resp3() != c.client.resp3 {
         c.out.set_resp3(c.client.resp3);
     }
+    true
 }
 
 /// Steps a connection's coordinator until it issues jobs to wait for, or
@@ -1136,11 +1300,17 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     };
     ac.remaining = plan.jobs.len();
     ac.results = (0..plan.jobs.len()).map(|_| None).collect();
-    for (idx, (shard, job)) in plan.jobs.into_iter().enumerate() {
+    send_plan(core, conn, plan);
+}
+
+/// Sends a plan's works to their shards (this thread's own go through the
+/// local queue).
+fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
+    for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
         let msg = Msg::Job {
             conn,
             idx: idx as u32,
-            job,
+            work,
         };
         if shard == core.id {
             core.local.push_back(msg);
@@ -1148,6 +1318,19 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
             core.mailbox.send(shard, msg);
         }
     }
+}
+
+/// Whether a transaction's lock holds back a plain command.
+fn lock_blocked(
+    locks: &LockTable<Waiter>,
+    r: commands::Resolved,
+    args: Args<'_>,
+    db: usize,
+    scratch: &mut Vec<usize>,
+) -> bool {
+    r.spec.key_positions(args, scratch);
+    let write = r.spec.has(commands::table::flags::WRITE);
+    locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
 }
 
 const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";

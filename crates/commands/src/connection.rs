@@ -362,6 +362,9 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.no_evict = false;
     cl.no_touch = false;
     cl.authenticated = auth;
+    cl.multi = None;
+    cl.multi_count = None;
+    cl.watch = None;
     c.out.set_resp3(false);
     c.out.simple("RESET");
     Ok(())

@@ -10,12 +10,12 @@
 //! again with them. A step that issues no jobs finishes the command; its
 //! reply must be in `out` by then.
 //!
-//! Isolation: in this layer a multi-shard command is correct but not
-//! isolated; two concurrent multi-shard commands may interleave between
-//! shards. The transaction layer (issue 3) adds per-shard intent locks and
-//! a global order: it will wrap each step's jobs in "lock keys on every
-//! shard, run, release" without changing how commands describe their work,
-//! which is why commands only ever express their work as jobs here.
+//! Isolation: a coordinator here only describes work. Dispatch wraps every
+//! keyed multi-shard command in [`crate::tx::TxCoord`], which locks the
+//! command's keys on every shard involved before the first job runs and
+//! releases them with the last (see `tx` for the protocol). Commands never
+//! see the locks; they express their work as jobs and mark their final
+//! plan with [`Plan::last`].
 //!
 //! While a coordinator runs, the connection executes nothing else, so a
 //! pipelined client still sees its commands take effect in order.
@@ -59,10 +59,23 @@ pub struct ShardEnv<'a> {
     pub clients: &'a mut dyn ClientRegistry,
 }
 
+/// One unit of work for one shard: optionally acquire locks first (the
+/// work waits on the shard until they are granted), run the job, then
+/// optionally release every lock the transaction holds on that shard.
+pub struct Work {
+    pub lock: Option<crate::tx::LockReq>,
+    pub job: JobFn,
+    pub release: Option<crate::tx::TxId>,
+}
+
 /// The jobs of one step.
 #[derive(Default)]
 pub struct Plan {
-    pub jobs: Vec<(usize, JobFn)>,
+    pub jobs: Vec<(usize, Work)>,
+    /// Set by a coordinator whose jobs in this plan are its last: after
+    /// them it only writes its reply. Lets the transaction layer release
+    /// locks with these jobs instead of in a step of its own.
+    pub last: bool,
 }
 
 impl Plan {
@@ -72,8 +85,26 @@ impl Plan {
         shard: usize,
         f: impl FnOnce(&mut ShardEnv<'_>) -> T + Send + 'static,
     ) {
-        self.jobs
-            .push((shard, Box::new(move |env| Box::new(f(env)) as JobOut)));
+        let job: JobFn = Box::new(move |env| Box::new(f(env)) as JobOut);
+        self.jobs.push((
+            shard,
+            Work {
+                lock: None,
+                job,
+                release: None,
+            },
+        ));
+    }
+    /// Runs an already boxed job on shard `shard`.
+    pub fn run_boxed(&mut self, shard: usize, job: JobFn) {
+        self.jobs.push((
+            shard,
+            Work {
+                lock: None,
+                job,
+                release: None,
+            },
+        ));
     }
     /// Runs a clone of `f` on every shard `0..nshards`.
     pub fn run_all<T: Send + 'static>(
@@ -103,6 +134,10 @@ pub trait Coordinator {
         out: &mut Reply,
         client: &mut ClientState,
     ) -> Result<(), CmdError>;
+
+    /// The connection went away while this coordinator ran: push the work
+    /// that must still happen (releasing locks). Its outputs are dropped.
+    fn abort(&mut self, _plan: &mut Plan) {}
 }
 
 /// Downcasts job outputs issued with one type.
@@ -148,6 +183,7 @@ impl<T: Send + 'static> Coordinator for OneStep<T> {
     ) -> Result<(), CmdError> {
         if let Some(p) = self.plan.take() {
             *plan = p;
+            plan.last = true;
             return Ok(());
         }
         match self.finish.take() {

@@ -85,12 +85,40 @@ pub struct ClientState {
     /// Commands queued since MULTI, `None` outside a transaction (CLIENT
     /// LIST `multi=-1`). Kept by the transaction layer.
     pub multi_count: Option<usize>,
+    /// MULTI state: the queued commands, `None` outside a transaction.
+    pub multi: Option<MultiState>,
+    /// WATCH state, `None` when nothing is watched.
+    pub watch: Option<WatchState>,
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
     pub blocked: bool,
     /// Reply buffer size and its recent peak in bytes (CLIENT LIST `rbs`,
     /// `rbp`). Kept by the runtime.
     pub reply_buf_size: usize,
     pub reply_buf_peak: usize,
+}
+
+/// Commands queued between MULTI and EXEC.
+#[derive(Clone, Debug, Default)]
+pub struct MultiState {
+    /// Each command's arguments, as received.
+    pub queued: Vec<Vec<Vec<u8>>>,
+    /// A command was rejected while queueing: EXEC fails with EXECABORT.
+    pub aborted: bool,
+}
+
+/// Keys this connection WATCHes and the flag their shards set when one
+/// changes.
+#[derive(Clone, Debug, Default)]
+pub struct WatchState {
+    pub flag: engine::WatchFlag,
+    /// `(db, key)` in WATCH order.
+    pub keys: Vec<(usize, Vec<u8>)>,
+}
+
+impl WatchState {
+    pub fn dirty(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
 }
 
 /// Process-wide state.
@@ -256,7 +284,7 @@ impl ThreadStats {
 pub struct ConnCtx<'a> {
     pub client: &'a mut ClientState,
     pub out: &'a mut Reply,
-    pub server: &'a ServerShared,
+    pub server: &'a std::sync::Arc<ServerShared>,
     /// The home thread's shard index.
     pub home: usize,
 }

@@ -101,6 +101,9 @@ pub enum Step {
         resolved: Resolved,
         handler: ShardHandler,
     },
+    /// Set by the runtime, never by dispatch: a transaction's lock holds
+    /// the command back.
+    Blocked,
     /// Drive this coordinator (see `coord`).
     Coord {
         resolved: Resolved,
@@ -123,15 +126,41 @@ pub fn dispatch(
         Ok(r) => r,
         Err(e) => {
             // Counted against the command when its name resolved.
-            let id = reg.top(args.get(0)).map(|(id, _)| id);
-            count_rejected(stats, id);
+            let top = reg.top(args.get(0));
+            count_rejected(stats, top.map(|(id, _)| id));
+            if top.is_some_and(|(_, s)| s.name == "exec") {
+                // Redis's execCommandAbort: a rejected EXEC ends the
+                // transaction, naming the reason.
+                crate::multi::exec_abort(ctx.client, ctx.out, stats, &e);
+                return Step::Done;
+            }
             reply_error(ctx.out, stats, &e);
+            crate::multi::flag_abort(ctx.client);
             return Step::Done;
         }
     };
     if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) {
         count_rejected(stats, Some(r.id));
+        if r.spec.name == "exec" {
+            crate::multi::exec_abort(ctx.client, ctx.out, stats, &CmdError::NoAuth);
+            return Step::Done;
+        }
         reply_error(ctx.out, stats, &CmdError::NoAuth);
+        crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
+    if ctx.client.multi.is_some() && !crate::multi::runs_in_multi(reg.full_name(r.id)) {
+        if r.spec.has(flags::NO_MULTI) {
+            count_rejected(stats, Some(r.id));
+            reply_error(
+                ctx.out,
+                stats,
+                &CmdError::err("Command not allowed inside a transaction"),
+            );
+            crate::multi::flag_abort(ctx.client);
+        } else {
+            crate::multi::queue(ctx.client, args, ctx.out);
+        }
         return Step::Done;
     }
     ctx.client.last_cmd.clear();
@@ -153,7 +182,11 @@ pub fn dispatch(
                 handler,
             },
             Target::Many => match multi {
-                Some(build) => coordinate(r, build, args, ctx, stats),
+                Some(build) => {
+                    let mut set = crate::tx::LockSet::default();
+                    set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
+                    coordinate(r, build, args, ctx, stats, set)
+                }
                 None => {
                     // INVARIANT: every command whose keys may span shards has
                     // a coordinator; this reply marks a table bug.
@@ -165,7 +198,10 @@ pub fn dispatch(
                 }
             },
         },
-        Exec::Coord(build) => coordinate(r, build, args, ctx, stats),
+        Exec::Coord(build) => {
+            let set = crate::multi::keyspace_locks(r.spec, ctx.nshards());
+            coordinate(r, build, args, ctx, stats, set)
+        }
         Exec::Parent => {
             // INVARIANT: resolve() always descends into a subcommand.
             reply_error(ctx.out, stats, &CmdError::Syntax);
@@ -180,9 +216,13 @@ fn coordinate(
     args: Args<'_>,
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
+    locks: crate::tx::LockSet,
 ) -> Step {
     match build(ctx, args) {
-        Ok(coord) => Step::Coord { resolved: r, coord },
+        Ok(coord) => Step::Coord {
+            resolved: r,
+            coord: crate::tx::TxCoord::wrap(ctx.home, coord, locks),
+        },
         Err(e) => {
             reply_error(ctx.out, stats, &e);
             record(stats, r.id, Instant::now(), true);

@@ -1364,7 +1364,13 @@ fn swapdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, C
     let (a, b) = (check(a)?, check(b)?);
     Ok(fan_out(
         c.nshards(),
-        move |env| env.shard.dbs.swap(a, b),
+        move |env| {
+            if a != b {
+                let (lo, hi) = (a.min(b), a.max(b));
+                let (x, y) = env.shard.dbs.split_at_mut(hi);
+                engine::Db::swap_contents(&mut x[lo], &mut y[0]);
+            }
+        },
         |_: Vec<()>, out, _| {
             out.ok();
             Ok(())

@@ -15,11 +15,13 @@ pub mod docs;
 pub mod error;
 pub mod exec;
 pub mod keys;
+pub mod multi;
 pub mod server;
 pub mod strings;
 pub mod table;
 #[doc(hidden)]
 pub mod testutil;
+pub mod tx;
 pub mod util;
 
 pub use ctx::{ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};

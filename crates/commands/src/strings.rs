@@ -642,7 +642,9 @@ fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             check_string_length(s.len() as u64, val.len() as u64, max)?;
             let v = s.make_raw();
             v.extend_from_slice(val);
-            v.len()
+            let n = v.len();
+            ctx.shard.dbs[db].signal(key);
+            n
         }
         None => {
             ctx.shard
@@ -722,7 +724,9 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             check_string_length(offset, val.len() as u64, max)?;
             let v = s.make_raw();
             write_at(v, offset as usize, val);
-            v.len()
+            let n = v.len();
+            ctx.shard.dbs[db].signal(key);
+            n
         }
         None => {
             if val.is_empty() {
@@ -761,6 +765,7 @@ fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), Cmd
             let cur = s.as_i64().ok_or(CmdError::NotInteger)?;
             let n = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
             *s = Str::Int(n);
+            ctx.shard.dbs[db].signal(key);
             n
         }
         None => {
@@ -819,7 +824,10 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     // The lookup above already counted the access (and expired the key if
     // due): write back without a second one, as Redis does.
     match ctx.shard.dbs[db].get_mut(key) {
-        Some(e) => *as_str_mut(e)? = value,
+        Some(e) => {
+            *as_str_mut(e)? = value;
+            ctx.shard.dbs[db].signal(key);
+        }
         None => ctx.shard.store(db, key, Value::Str(value), 0),
     }
     ctx.out.bulk(text.as_bytes());

@@ -224,12 +224,13 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 4] {
+pub fn families() -> [&'static [CommandSpec]; 5] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
+        crate::multi::COMMANDS,
     ]
 }
 

@@ -21,7 +21,7 @@ impl ClientRegistry for NoClients {
 pub struct TestServer {
     pub shards: Vec<Shard>,
     pub client: ClientState,
-    pub server: ServerShared,
+    pub server: std::sync::Arc<ServerShared>,
     pub stats: ThreadStats,
 }
 
@@ -36,7 +36,7 @@ impl TestServer {
                 authenticated: true,
                 ..Default::default()
             },
-            server: ServerShared::new(cfg, nshards),
+            server: std::sync::Arc::new(ServerShared::new(cfg, nshards)),
             stats: ThreadStats::default(),
         }
     }
@@ -63,7 +63,7 @@ impl TestServer {
             dispatch(args, &mut ctx, &mut self.stats, &mut scratch)
         };
         match step {
-            Step::Done => {}
+            Step::Done | Step::Blocked => {}
             Step::Shard {
                 shard,
                 resolved,
@@ -91,7 +91,10 @@ impl TestServer {
                         break;
                     }
                     results = Vec::new();
-                    for (s, job) in plan.jobs {
+                    // One thread, one command at a time: every lock is
+                    // granted at once, so locks and releases are no-ops.
+                    for (s, work) in plan.jobs {
+                        let job = work.job;
                         let sh = &mut self.shards[s];
                         sh.tick();
                         let mut env = ShardEnv {

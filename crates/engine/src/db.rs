@@ -9,6 +9,10 @@
 //!
 //! Invariant: a key is in `volatile` iff its entry has `expire_at_ms != 0`.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
 use ds::{Dict, SmallBytes};
 use rand::Rng;
 
@@ -82,10 +86,21 @@ impl Entry {
     }
 }
 
+/// Set when a watched key changes (WATCH): one flag per watching
+/// connection, shared with the shards that hold its keys.
+pub type WatchFlag = Arc<AtomicBool>;
+
 #[derive(Default)]
 pub struct Db {
     table: Dict<SmallBytes, Entry>,
     volatile: Dict<SmallBytes, ()>,
+    /// WATCHed keys of this database and the flags of their watchers.
+    /// Every change to a key goes through `insert`, `remove`, `set_expire`
+    /// or [`Db::signal`], which set the flags (Redis's
+    /// `signalModifiedKey`); a signalled key's watchers are forgotten, as
+    /// their transaction is doomed. Weak: a watcher that went away (UNWATCH,
+    /// EXEC, disconnect) costs nothing until [`Db::prune_watches`].
+    watched: HashMap<SmallBytes, Vec<Weak<AtomicBool>>>,
 }
 
 impl Db {
@@ -93,7 +108,70 @@ impl Db {
         Db {
             table: Dict::new(),
             volatile: Dict::new(),
+            watched: HashMap::new(),
         }
+    }
+
+    /// Registers `flag` to be set when `key` changes.
+    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag) {
+        let v = self.watched.entry(SmallBytes::from(key)).or_default();
+        if !v.iter().any(|w| w.as_ptr() == Arc::as_ptr(flag)) {
+            v.push(Arc::downgrade(flag));
+        }
+    }
+
+    /// Marks `key` as modified: its watchers' transactions will fail.
+    /// Called by every mutation here; handlers that change a value in place
+    /// (APPEND, INCR ...) call it themselves.
+    #[inline]
+    pub fn signal(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            self.signal_slow(key);
+        }
+    }
+
+    #[cold]
+    fn signal_slow(&mut self, key: &[u8]) {
+        if let Some(v) = self.watched.remove(key) {
+            for f in v.iter().filter_map(Weak::upgrade) {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Signals every watched key that exists here or in `other` (FLUSHDB,
+    /// FLUSHALL, SWAPDB: Redis's `touchAllWatchedKeysInDb`).
+    fn signal_existing(&mut self, other: Option<&Db>) {
+        if self.watched.is_empty() {
+            return;
+        }
+        let hit: Vec<SmallBytes> = self
+            .watched
+            .keys()
+            .filter(|k| self.table.contains_key(&k[..]) || other.is_some_and(|o| o.contains(k)))
+            .cloned()
+            .collect();
+        for k in hit {
+            self.signal_slow(&k);
+        }
+    }
+
+    /// Forgets watchers that went away; returns how many keys are watched.
+    pub fn prune_watches(&mut self) -> usize {
+        self.watched.retain(|_, v| {
+            v.retain(|w| w.strong_count() > 0);
+            !v.is_empty()
+        });
+        self.watched.len()
+    }
+
+    /// Exchanges the contents of two databases (SWAPDB); watchers stay with
+    /// their database index and are signalled for keys in either.
+    pub fn swap_contents(a: &mut Db, b: &mut Db) {
+        a.signal_existing(Some(b));
+        b.signal_existing(Some(a));
+        std::mem::swap(&mut a.table, &mut b.table);
+        std::mem::swap(&mut a.volatile, &mut b.volatile);
     }
     pub fn len(&self) -> usize {
         self.table.len()
@@ -132,6 +210,7 @@ impl Db {
     }
 
     pub fn insert(&mut self, key: &[u8], entry: Entry) {
+        self.signal(key);
         let has_ttl = entry.expire_at_ms != 0;
         let old = self.table.insert(SmallBytes::from(key), entry);
         let had_ttl = old.is_some_and(|o| o.expire_at_ms != 0);
@@ -144,6 +223,7 @@ impl Db {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let (_, e) = self.table.remove(key)?;
+        self.signal(key);
         if e.expire_at_ms != 0 {
             self.volatile.remove(key);
         }
@@ -153,6 +233,9 @@ impl Db {
     /// Sets (`at_ms > 0`) or clears (`0`) the deadline of an existing key.
     /// Returns false if the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
+        if !self.watched.is_empty() && self.table.contains_key(key) {
+            self.signal_slow(key);
+        }
         let Some(e) = self.table.get_mut(key) else {
             return false;
         };
@@ -167,14 +250,20 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        self.signal_existing(None);
         self.table.clear();
         self.volatile.clear();
     }
 
     /// Takes the whole table out, leaving this database empty (FLUSHDB
-    /// ASYNC hands the old tables to another thread to free).
+    /// ASYNC hands the old tables to another thread to free). Watchers
+    /// stay, signalled for the keys that existed.
     pub fn take(&mut self) -> Db {
-        std::mem::take(self)
+        self.signal_existing(None);
+        let watched = std::mem::take(&mut self.watched);
+        let old = std::mem::take(self);
+        self.watched = watched;
+        old
     }
 
     pub fn random_entry(&self, rng: &mut impl Rng) -> Option<(&SmallBytes, &Entry)> {

@@ -13,7 +13,7 @@ pub mod db;
 pub mod lfu;
 pub mod value;
 
-pub use db::{Db, Entry};
+pub use db::{Db, Entry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
 pub use value::{Str, Value};

@@ -1,0 +1,518 @@
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH.
+//!
+//! Queueing happens in `exec::dispatch`: while a connection is in MULTI,
+//! every command but EXEC, DISCARD, MULTI, WATCH, QUIT and RESET is
+//! checked (name, arity, `no-multi`) and queued with `+QUEUED`; a rejected
+//! one dooms the transaction (EXECABORT).
+//!
+//! EXEC runs the queue as one transaction ([`crate::tx`]): it locks every
+//! key the queued commands name (Write for writing commands, Read for the
+//! others and for WATCHed keys; the whole shard for keyspace-wide commands
+//! such as FLUSHALL or DBSIZE), checks the WATCH flag, and then runs the
+//! commands in order. Consecutive commands that each stay on one shard run
+//! as one job per shard; a multi-shard command inside the block runs its
+//! own coordinator's steps (unwrapped: the block holds its locks already);
+//! connection commands (SELECT, PING ...) run on the home thread in
+//! order. A block whose keys all sit on one shard is a single message to
+//! that shard: lock, check WATCH, run, release.
+//!
+//! WATCH registers the keys with their shards (`engine::Db::watch`); any
+//! change to a watched key (a write from any connection, expiry, FLUSHDB,
+//! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
+//! with a null array without running anything.
+
+use std::sync::Arc;
+
+use resp::{Args, OwnedArgs, Reply};
+
+use crate::coord::{outputs, Coordinator, JobOut, Plan, ShardEnv};
+use crate::ctx::{ClientState, ConnCtx, MultiState, ServerShared, WatchState};
+use crate::error::CmdError;
+use crate::exec::{run_shard, ShardCall};
+use crate::table::{
+    flags::*, keys, registry, shard_of, target, CommandSpec, Exec, Target, NO_KEYS,
+};
+use crate::tx::{LockSet, Mode, TxCoord};
+use crate::util::parse_db_index;
+
+const TX_FLAGS: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
+
+pub(crate) const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "multi",
+        1,
+        TX_FLAGS,
+        NO_KEYS,
+        Exec::Conn(multi),
+        &["fast", "transaction"],
+    ),
+    CommandSpec::new(
+        "exec",
+        1,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+        NO_KEYS,
+        Exec::Coord(exec),
+        &["slow", "transaction"],
+    ),
+    CommandSpec::new(
+        "discard",
+        1,
+        TX_FLAGS,
+        NO_KEYS,
+        Exec::Conn(discard),
+        &["fast", "transaction"],
+    ),
+    CommandSpec::new(
+        "watch",
+        -2,
+        TX_FLAGS,
+        keys(1, -1, 1),
+        Exec::Coord(watch),
+        &["fast", "transaction"],
+    ),
+    CommandSpec::new(
+        "unwatch",
+        1,
+        TX_FLAGS,
+        NO_KEYS,
+        Exec::Conn(unwatch),
+        &["fast", "transaction"],
+    ),
+];
+
+/// Commands that run at once inside MULTI instead of being queued.
+pub fn runs_in_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// Queues a command of a connection in MULTI: `+QUEUED`.
+pub fn queue(client: &mut ClientState, args: Args<'_>, out: &mut Reply) {
+    if let Some(m) = client.multi.as_mut() {
+        m.queued.push(args.iter().map(|a| a.to_vec()).collect());
+        client.multi_count = Some(m.queued.len());
+    }
+    out.simple("QUEUED");
+}
+
+/// A command was rejected while queueing: EXEC will fail.
+pub fn flag_abort(client: &mut ClientState) {
+    if let Some(m) = client.multi.as_mut() {
+        m.aborted = true;
+    }
+}
+
+/// EXEC itself was rejected (arity): the transaction ends with
+/// `EXECABORT Transaction discarded because of: <reason>`.
+pub fn exec_abort(
+    client: &mut ClientState,
+    out: &mut Reply,
+    stats: &mut crate::ThreadStats,
+    e: &CmdError,
+) {
+    client.multi = None;
+    client.multi_count = None;
+    client.watch = None;
+    let line = e.line();
+    let reason = line.strip_prefix(b"ERR ").unwrap_or(&line);
+    let mut msg = b"EXECABORT Transaction discarded because of: ".to_vec();
+    msg.extend_from_slice(reason);
+    crate::exec::reply_error(out, stats, &CmdError::Bytes(msg));
+}
+
+fn multi(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    if c.client.multi.is_some() {
+        return Err(CmdError::err("MULTI calls can not be nested"));
+    }
+    c.client.multi = Some(MultiState::default());
+    c.client.multi_count = Some(0);
+    c.out.ok();
+    Ok(())
+}
+
+fn discard(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    if c.client.multi.take().is_none() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    c.client.multi_count = None;
+    c.client.watch = None;
+    c.out.ok();
+    Ok(())
+}
+
+fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.client.watch = None;
+    c.out.ok();
+    Ok(())
+}
+
+/// WATCH key...: registers the keys on their shards.
+fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    if c.client.multi.is_some() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let nshards = c.nshards();
+    let db = c.client.db;
+    let w = c.client.watch.get_or_insert_with(WatchState::default);
+    let mut per_shard: Vec<Vec<Vec<u8>>> = vec![Vec::new(); nshards];
+    for k in args.iter().skip(1) {
+        if !w.keys.iter().any(|(d, key)| *d == db && key == k) {
+            w.keys.push((db, k.to_vec()));
+            per_shard[shard_of(k, nshards)].push(k.to_vec());
+        }
+    }
+    let mut plan = Plan::default();
+    for (s, keys) in per_shard.into_iter().enumerate() {
+        if keys.is_empty() {
+            continue;
+        }
+        let flag = w.flag.clone();
+        plan.run(s, move |env: &mut ShardEnv<'_>| {
+            // Redis's WATCH does not expire keys, and a key that is
+            // already logically expired does not doom the transaction
+            // when it is deleted later.
+            let now = env.shard.now_ms;
+            let d = &mut env.shard.dbs[db];
+            for k in &keys {
+                if !d.get(k).is_some_and(|e| e.is_expired(now)) {
+                    d.watch(k, &flag);
+                }
+            }
+        });
+    }
+    Ok(crate::coord::OneStep::boxed(plan, |_: Vec<()>, out, _| {
+        out.ok();
+        Ok(())
+    }))
+}
+
+/// EXEC: runs the queued commands as one transaction.
+fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let Some(m) = c.client.multi.take() else {
+        return Err(CmdError::err("EXEC without MULTI"));
+    };
+    c.client.multi_count = None;
+    let watch = c.client.watch.take();
+    if m.aborted {
+        return Err(CmdError::Raw(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    if watch.as_ref().is_some_and(WatchState::dirty) {
+        return Ok(Box::new(Finished));
+    }
+    let nshards = c.nshards();
+    let reg = registry();
+    let mut set = LockSet::default();
+    let mut scratch = Vec::new();
+    let mut db = c.client.db;
+    let databases = c.server.databases();
+    for argv in &m.queued {
+        let owned = OwnedArgs::from_slices(argv);
+        let args = owned.args();
+        let Ok(r) = reg.resolve(args) else { continue };
+        match r.spec.exec {
+            Exec::Shard(..) => set.command(r.spec, args, db, nshards, &mut scratch),
+            Exec::Coord(_) if r.spec.has(WRITE) => set.whole(nshards, Mode::Write),
+            Exec::Coord(_) if r.spec.has(READONLY) => set.whole(nshards, Mode::Read),
+            Exec::Conn(_) if reg.full_name(r.id) == "select" => {
+                if let Ok(n) = parse_db_index(args.get(1), databases) {
+                    db = n;
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(w) = &watch {
+        for (d, k) in &w.keys {
+            set.key(nshards, *d, k, Mode::Read);
+        }
+    }
+    let fused = set.shards.len() == 1;
+    let cfg = c.server.config();
+    let coord = ExecCoord {
+        server: c.server.clone(),
+        home: c.home,
+        databases: cfg.databases,
+        max_bulk_len: cfg.proto_max_bulk_len,
+        cmds: m.queued,
+        pos: 0,
+        replies: Vec::new(),
+        inflight: Vec::new(),
+        sub: None,
+        watch: watch.map(|w| w.flag),
+        fused,
+        checked: false,
+    };
+    Ok(TxCoord::wrap(c.home, Box::new(coord), set))
+}
+
+/// EXEC whose WATCH failed before anything was locked: a null array.
+struct Finished;
+
+impl Coordinator for Finished {
+    fn step(
+        &mut self,
+        _results: Vec<JobOut>,
+        _plan: &mut Plan,
+        out: &mut Reply,
+        _client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        out.null_array();
+        Ok(())
+    }
+}
+
+/// One queued command sent to a shard as part of a segment.
+struct SegCmd {
+    idx: usize,
+    resolved: crate::Resolved,
+    handler: crate::table::ShardHandler,
+    args: OwnedArgs,
+    call: ShardCall,
+    resp3: bool,
+}
+
+/// What a segment job returns: each command's reply, or `None` when the
+/// WATCH flag was found set (fused blocks check it on the shard).
+type SegOut = Option<Vec<(usize, Vec<u8>)>>;
+
+struct ExecCoord {
+    server: Arc<ServerShared>,
+    home: usize,
+    databases: usize,
+    max_bulk_len: u64,
+    cmds: Vec<Vec<Vec<u8>>>,
+    /// Next command to look at.
+    pos: usize,
+    replies: Vec<Option<Vec<u8>>>,
+    /// Whether a segment is in flight (its jobs' outputs come next).
+    inflight: Vec<()>,
+    /// A multi-shard command in progress: its index, coordinator, reply.
+    sub: Option<(usize, Box<dyn Coordinator>, Reply)>,
+    watch: Option<engine::WatchFlag>,
+    /// All locks on one shard: the WATCH check happens in the job.
+    fused: bool,
+    checked: bool,
+}
+
+impl ExecCoord {
+    fn reply_of(e: &CmdError, resp3: bool) -> Vec<u8> {
+        let mut r = Reply::new(resp3);
+        r.error_bytes(&e.line());
+        r.into_bytes()
+    }
+
+    fn finish(&mut self, out: &mut Reply) {
+        out.array(self.cmds.len());
+        for r in self.replies.iter().flatten() {
+            out.raw(r);
+        }
+    }
+}
+
+impl Coordinator for ExecCoord {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if !self.checked {
+            self.checked = true;
+            self.replies = (0..self.cmds.len()).map(|_| None).collect();
+            if !self.fused
+                && self
+                    .watch
+                    .as_ref()
+                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire))
+            {
+                out.null_array();
+                return Ok(());
+            }
+        }
+        // Outputs of what was in flight.
+        if let Some((idx, mut sub, mut sout)) = self.sub.take() {
+            let mut p = Plan::default();
+            if let Err(e) = sub.step(results, &mut p, &mut sout, client) {
+                sout.error_bytes(&e.line());
+                p = Plan::default();
+            }
+            if !p.jobs.is_empty() {
+                plan.jobs = p.jobs;
+                self.sub = Some((idx, sub, sout));
+                return Ok(());
+            }
+            self.replies[idx] = Some(sout.into_bytes());
+            self.pos = idx + 1;
+        } else if !self.inflight.is_empty() {
+            self.inflight.clear();
+            for seg in outputs::<SegOut>(results) {
+                let Some(replies) = seg else {
+                    // WATCH failed (fused check on the shard).
+                    out.null_array();
+                    return Ok(());
+                };
+                for (i, r) in replies {
+                    self.replies[i] = Some(r);
+                }
+            }
+        }
+        // Walk on: conn commands now, shard commands into a segment, stop
+        // at a multi-shard command.
+        let reg = registry();
+        let nshards = self.server.nshards;
+        let mut segment: Vec<(usize, Vec<SegCmd>)> = Vec::new();
+        let mut scratch = Vec::new();
+        while self.pos < self.cmds.len() {
+            let i = self.pos;
+            let owned = OwnedArgs::from_slices(&self.cmds[i]);
+            let args = owned.args();
+            let r = match reg.resolve(args) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.replies[i] = Some(Self::reply_of(&e, client.resp3));
+                    self.pos += 1;
+                    continue;
+                }
+            };
+            let build = match r.spec.exec {
+                Exec::Conn(h) => {
+                    let mut o = Reply::new(client.resp3);
+                    let mut ctx = ConnCtx {
+                        client: &mut *client,
+                        out: &mut o,
+                        server: &self.server,
+                        home: self.home,
+                    };
+                    if let Err(e) = h(&mut ctx, args) {
+                        o.error_bytes(&e.line());
+                    }
+                    self.replies[i] = Some(o.into_bytes());
+                    self.pos += 1;
+                    continue;
+                }
+                Exec::Shard(handler, multi) => {
+                    let shard = match target(r.spec, args, nshards, &mut scratch) {
+                        Target::NoKeys => Some(self.home),
+                        Target::One(s) => Some(s),
+                        Target::Many => None,
+                    };
+                    match (shard, multi) {
+                        (Some(s), _) => {
+                            let cmd = SegCmd {
+                                idx: i,
+                                resolved: r,
+                                handler,
+                                args: owned.clone(),
+                                call: ShardCall {
+                                    db: client.db,
+                                    no_touch: client.no_touch,
+                                    databases: self.databases,
+                                    max_bulk_len: self.max_bulk_len,
+                                },
+                                resp3: client.resp3,
+                            };
+                            match segment.iter_mut().find(|(gs, _)| *gs == s) {
+                                Some((_, v)) => v.push(cmd),
+                                None => segment.push((s, vec![cmd])),
+                            }
+                            self.pos += 1;
+                            continue;
+                        }
+                        (None, Some(b)) => b,
+                        (None, None) => {
+                            let e = CmdError::Raw(
+                                "CROSSSLOT Keys in request don't hash to the same slot".into(),
+                            );
+                            self.replies[i] = Some(Self::reply_of(&e, client.resp3));
+                            self.pos += 1;
+                            continue;
+                        }
+                    }
+                }
+                Exec::Coord(b) => b,
+                Exec::Parent => {
+                    self.replies[i] = Some(Self::reply_of(&CmdError::Syntax, client.resp3));
+                    self.pos += 1;
+                    continue;
+                }
+            };
+            if !segment.is_empty() {
+                break;
+            }
+            // A multi-shard command: run its coordinator's steps.
+            let mut sout = Reply::new(client.resp3);
+            let built = {
+                let mut ctx = ConnCtx {
+                    client: &mut *client,
+                    out: &mut sout,
+                    server: &self.server,
+                    home: self.home,
+                };
+                build(&mut ctx, args)
+            };
+            match built {
+                Err(e) => {
+                    sout.error_bytes(&e.line());
+                }
+                Ok(mut sub) => {
+                    let mut p = Plan::default();
+                    if let Err(e) = sub.step(Vec::new(), &mut p, &mut sout, client) {
+                        sout.error_bytes(&e.line());
+                    } else if !p.jobs.is_empty() {
+                        plan.jobs = p.jobs;
+                        self.sub = Some((i, sub, sout));
+                        return Ok(());
+                    }
+                }
+            }
+            self.replies[i] = Some(sout.into_bytes());
+            self.pos += 1;
+        }
+        if segment.is_empty() {
+            self.finish(out);
+            return Ok(());
+        }
+        plan.last = self.pos == self.cmds.len();
+        let check = if self.fused { self.watch.clone() } else { None };
+        for (s, cmds) in segment {
+            let check = check.clone();
+            plan.run(s, move |env: &mut ShardEnv<'_>| -> SegOut {
+                if check.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire)) {
+                    return None;
+                }
+                let mut res = Vec::with_capacity(cmds.len());
+                for c in cmds {
+                    let mut o = Reply::new(c.resp3);
+                    run_shard(
+                        c.resolved,
+                        c.handler,
+                        c.args.args(),
+                        env.shard,
+                        c.call,
+                        &mut o,
+                        env.stats,
+                    );
+                    res.push((c.idx, o.into_bytes()));
+                }
+                Some(res)
+            });
+            self.inflight.push(());
+        }
+        Ok(())
+    }
+}
+
+/// FLUSHALL / FLUSHDB / SWAPDB and other keyspace-wide writes outside
+/// MULTI: whole-shard write locks on every shard.
+pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
+    let mut set = LockSet::default();
+    if spec.has(WRITE) {
+        set.whole(nshards, Mode::Write);
+    }
+    set
+}

@@ -1,0 +1,694 @@
+//! The transaction layer: atomic, isolated commands across shards.
+//!
+//! Redis runs every command (and every MULTI/EXEC block) alone because it
+//! has one thread. Tessera gets the same guarantee with per-shard intent
+//! locks on keys, taken by *transactions* only; single-shard commands take
+//! no lock and pay one predictable branch.
+//!
+//! # Protocol
+//!
+//! A transaction is a multi-shard keyed command (MSET, MGET, DEL, RENAME
+//! ... when their keys span shards), a keyspace-wide write (FLUSHALL,
+//! FLUSHDB, SWAPDB) or an EXEC. [`TxCoord`] wraps the command's ordinary
+//! coordinator (which only describes work as jobs) and runs it in three
+//! phases:
+//!
+//! 1. **Lock**, one shard at a time in ascending shard order: a [`LockReq`]
+//!    (the keys on that shard, each Read or Write; or the whole shard) is
+//!    granted at once if it conflicts with nothing held or queued there,
+//!    and otherwise waits in that shard's FIFO queue (it is not retried
+//!    and nothing spins). The shard replies when it grants.
+//! 2. **Run** the inner coordinator's steps. Its jobs run on their shards
+//!    while every lock is held; the runtime packs one step's jobs into one
+//!    message per shard.
+//! 3. **Release**, attached to the inner coordinator's last jobs (it marks
+//!    that plan [`crate::coord::Plan::last`]), so releasing costs no
+//!    message of its own. A transaction whose locks all sit on one shard
+//!    sends a single message: lock, run, release (*fused*).
+//!
+//! This is strict two-phase locking, so transactions are serializable.
+//! Deadlock is impossible: a transaction waits only at the shard it is
+//! locking, holding locks on lower shards only; a waiter waits for holders
+//! (which are further along) or for earlier entries of the same FIFO
+//! queue, so the waits-for relation follows (shard, queue position) and
+//! has no cycle. Starvation is impossible: queues are FIFO, and a request
+//! passes a queued one only if they do not conflict.
+//!
+//! **Plain commands** (single-shard, no coordinator) never lock. Before a
+//! plain command runs on a shard that holds any lock, the runtime asks
+//! [`LockTable::blocks`] whether one of its keys is held in a conflicting
+//! mode (a write under any lock, anything under a write lock); if so the
+//! command is deferred until the next release on that shard, behind the
+//! connection's earlier deferred commands, instead of reading a half-done
+//! transaction. Deferred commands are retried before queued transactions
+//! are granted, so a stream of transactions cannot starve them.
+//!
+//! A connection that goes away while its transaction runs releases it
+//! ([`crate::coord::Coordinator::abort`]): a release also drops the
+//! transaction's request from the wait queue.
+//!
+//! Compared with Dragonfly's VLL, which orders all transactions by a global
+//! id, ordered locking needs no shared counter and no out-of-order
+//! scheduling; its cost is one round trip per remote shard to lock. With
+//! two shards that is one extra round trip per multi-shard command at most.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+
+use resp::{Args, Reply};
+
+use crate::coord::{Coordinator, JobFn, JobOut, Plan, ShardEnv, Work};
+use crate::ctx::ClientState;
+use crate::error::CmdError;
+use crate::table::{flags, shard_of, CommandSpec};
+
+/// Names a transaction: unique over the process (the home thread's index
+/// in the low bits, a per-thread counter above).
+pub type TxId = u64;
+
+thread_local! {
+    static NEXT_TX: Cell<u64> = const { Cell::new(1) };
+}
+
+/// A fresh transaction id for a coordinator on thread `home`.
+pub fn new_tx_id(home: usize) -> TxId {
+    let n = NEXT_TX.with(|c| {
+        let n = c.get();
+        c.set(n + 1);
+        n
+    });
+    (n << 16) | (home as u64 & 0xffff)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+impl Mode {
+    fn conflicts(self, other: Mode) -> bool {
+        self == Mode::Write || other == Mode::Write
+    }
+}
+
+/// What one transaction locks on one shard.
+#[derive(Clone, Debug, Default)]
+pub struct LockReq {
+    pub tx: TxId,
+    /// `(db, key, mode)`, each key once (Write wins).
+    pub keys: Vec<(usize, Vec<u8>, Mode)>,
+    /// The whole shard (keyspace-wide commands).
+    pub whole: Option<Mode>,
+}
+
+impl LockReq {
+    pub fn add(&mut self, db: usize, key: &[u8], mode: Mode) {
+        match self.keys.iter_mut().find(|(d, k, _)| *d == db && k == key) {
+            Some(e) => {
+                if mode == Mode::Write {
+                    e.2 = Mode::Write;
+                }
+            }
+            None => self.keys.push((db, key.to_vec(), mode)),
+        }
+    }
+
+    pub fn add_whole(&mut self, mode: Mode) {
+        self.whole = Some(match (self.whole, mode) {
+            (Some(Mode::Write), _) | (_, Mode::Write) => Mode::Write,
+            _ => Mode::Read,
+        });
+    }
+
+    fn conflicts(&self, other: &LockReq) -> bool {
+        match (self.whole, other.whole) {
+            (Some(a), Some(b)) if a.conflicts(b) => return true,
+            (Some(Mode::Write), _) if !other.keys.is_empty() => return true,
+            (_, Some(Mode::Write)) if !self.keys.is_empty() => return true,
+            (Some(Mode::Read), _) if other.keys.iter().any(|k| k.2 == Mode::Write) => return true,
+            (_, Some(Mode::Read)) if self.keys.iter().any(|k| k.2 == Mode::Write) => return true,
+            _ => {}
+        }
+        self.keys.iter().any(|(d, k, m)| {
+            other
+                .keys
+                .iter()
+                .any(|(d2, k2, m2)| d == d2 && k == k2 && m.conflicts(*m2))
+        })
+    }
+}
+
+#[derive(Default, Debug)]
+struct Held {
+    readers: u32,
+    writer: bool,
+}
+
+/// One shard's locks: what granted transactions hold, and the FIFO queue
+/// of requests waiting. `W` is what the runtime needs to resume a waiter.
+pub struct LockTable<W> {
+    /// Per database: key → holders.
+    keys: Vec<HashMap<Vec<u8>, Held>>,
+    whole_readers: u32,
+    whole_writer: bool,
+    granted: HashMap<TxId, LockReq>,
+    waiting: VecDeque<(LockReq, W)>,
+}
+
+impl<W> Default for LockTable<W> {
+    fn default() -> Self {
+        LockTable {
+            keys: Vec::new(),
+            whole_readers: 0,
+            whole_writer: false,
+            granted: HashMap::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+impl<W> LockTable<W> {
+    /// True if any transaction holds a lock here (the plain-command fast
+    /// path checks only this).
+    #[inline]
+    pub fn any_held(&self) -> bool {
+        !self.granted.is_empty()
+    }
+
+    pub fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn held_conflicts(&self, req: &LockReq) -> bool {
+        if self.whole_writer {
+            return true;
+        }
+        match req.whole {
+            Some(Mode::Write) => return self.any_held(),
+            Some(Mode::Read) => {
+                let writers = self.keys.iter().any(|m| m.values().any(|h| h.writer));
+                if writers {
+                    return true;
+                }
+            }
+            None => {}
+        }
+        req.keys.iter().any(|(db, k, m)| {
+            if *m == Mode::Write && self.whole_readers > 0 {
+                return true;
+            }
+            match self.keys.get(*db).and_then(|t| t.get(k.as_slice())) {
+                Some(h) => h.writer || (*m == Mode::Write && h.readers > 0),
+                None => false,
+            }
+        })
+    }
+
+    fn grant(&mut self, req: LockReq) {
+        match req.whole {
+            Some(Mode::Write) => self.whole_writer = true,
+            Some(Mode::Read) => self.whole_readers += 1,
+            None => {}
+        }
+        for (db, k, m) in &req.keys {
+            if self.keys.len() <= *db {
+                self.keys.resize_with(db + 1, HashMap::new);
+            }
+            let h = self.keys[*db].entry(k.clone()).or_default();
+            match m {
+                Mode::Write => h.writer = true,
+                Mode::Read => h.readers += 1,
+            }
+        }
+        self.granted.insert(req.tx, req);
+    }
+
+    /// Requests `req`. Returns `Some(w)` if granted now, `None` if it waits
+    /// (then `w` comes back from a later [`LockTable::release`]).
+    pub fn acquire(&mut self, req: LockReq, w: W) -> Option<W> {
+        let passes =
+            !self.held_conflicts(&req) && !self.waiting.iter().any(|(q, _)| q.conflicts(&req));
+        if passes {
+            self.grant(req);
+            Some(w)
+        } else {
+            self.waiting.push_back((req, w));
+            None
+        }
+    }
+
+    /// Releases everything `tx` holds here and drops its waiting request if
+    /// any; returns the waiters granted as a result, in queue order.
+    pub fn release(&mut self, tx: TxId) -> Vec<W> {
+        self.unlock(tx);
+        self.grant_waiting()
+    }
+
+    /// The first half of [`LockTable::release`]: drops `tx`'s locks and
+    /// its waiting request, grants nothing yet.
+    pub fn unlock(&mut self, tx: TxId) {
+        if let Some(req) = self.granted.remove(&tx) {
+            match req.whole {
+                Some(Mode::Write) => self.whole_writer = false,
+                Some(Mode::Read) => self.whole_readers -= 1,
+                None => {}
+            }
+            for (db, k, m) in req.keys {
+                let t = &mut self.keys[db];
+                if let Some(h) = t.get_mut(k.as_slice()) {
+                    match m {
+                        Mode::Write => h.writer = false,
+                        Mode::Read => h.readers -= 1,
+                    }
+                    if !h.writer && h.readers == 0 {
+                        t.remove(k.as_slice());
+                    }
+                }
+            }
+        }
+        self.waiting.retain(|(q, _)| q.tx != tx);
+    }
+
+    /// The second half of [`LockTable::release`]: grants every waiting
+    /// request that conflicts with nothing held or queued before it.
+    pub fn grant_waiting(&mut self) -> Vec<W> {
+        let mut granted = Vec::new();
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let req = &self.waiting[i].0;
+            let blocked = self.held_conflicts(req)
+                || self.waiting.iter().take(i).any(|(q, _)| q.conflicts(req));
+            if blocked {
+                i += 1;
+            } else if let Some((req, w)) = self.waiting.remove(i) {
+                self.grant(req);
+                granted.push(w);
+            }
+        }
+        granted
+    }
+
+    /// Whether a plain command must wait: it writes (`write`) or reads the
+    /// keys `keys` of `db` (none: a keyless command, which only a whole-shard
+    /// lock blocks).
+    pub fn blocks<'k>(&self, db: usize, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> bool {
+        if self.whole_writer || (write && self.whole_readers > 0) {
+            return true;
+        }
+        let Some(t) = self.keys.get(db) else {
+            return false;
+        };
+        if t.is_empty() {
+            return false;
+        }
+        for k in keys {
+            if let Some(h) = t.get(k) {
+                if h.writer || (write && h.readers > 0) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+/// The lock requests of a transaction, per shard, ascending.
+#[derive(Default, Debug, Clone)]
+pub struct LockSet {
+    pub shards: Vec<(usize, LockReq)>,
+}
+
+impl LockSet {
+    fn req(&mut self, shard: usize) -> &mut LockReq {
+        let i = match self.shards.iter().position(|(s, _)| *s == shard) {
+            Some(i) => i,
+            None => {
+                self.shards.push((shard, LockReq::default()));
+                self.shards.len() - 1
+            }
+        };
+        &mut self.shards[i].1
+    }
+    pub fn key(&mut self, nshards: usize, db: usize, key: &[u8], mode: Mode) {
+        self.req(shard_of(key, nshards)).add(db, key, mode);
+    }
+    pub fn whole(&mut self, nshards: usize, mode: Mode) {
+        for s in 0..nshards {
+            self.req(s).add_whole(mode);
+        }
+    }
+    /// The keys of one invocation of `spec` in `db`: Write if the command
+    /// writes, Read otherwise.
+    pub fn command(
+        &mut self,
+        spec: &CommandSpec,
+        args: Args<'_>,
+        db: usize,
+        nshards: usize,
+        scratch: &mut Vec<usize>,
+    ) {
+        let mode = if spec.has(flags::WRITE) {
+            Mode::Write
+        } else {
+            Mode::Read
+        };
+        spec.key_positions(args, scratch);
+        for &p in scratch.iter() {
+            self.key(nshards, db, args.get(p), mode);
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Locking,
+    Running,
+    Releasing,
+}
+
+/// Runs an inner coordinator as a transaction; see the module docs.
+pub struct TxCoord {
+    tx: TxId,
+    inner: Box<dyn Coordinator>,
+    locks: Vec<(usize, LockReq)>,
+    /// Locks requested so far (a prefix of `locks`).
+    requested: usize,
+    phase: Phase,
+    /// For each packed work of the last step: its shard and the inner
+    /// job indexes it carries (`None` for a release-only work).
+    layout: Vec<Option<Vec<usize>>>,
+    inner_jobs: usize,
+    /// The inner's first plan, computed before locking (fused case).
+    early: Option<Plan>,
+    released: bool,
+    err: Option<CmdError>,
+}
+
+impl TxCoord {
+    /// Wraps `inner`; with no locks to take the inner runs unwrapped.
+    pub fn wrap(home: usize, inner: Box<dyn Coordinator>, set: LockSet) -> Box<dyn Coordinator> {
+        if set.is_empty() {
+            return inner;
+        }
+        let tx = new_tx_id(home);
+        let mut locks = set.shards;
+        locks.sort_by_key(|(s, _)| *s);
+        for (_, r) in &mut locks {
+            r.tx = tx;
+        }
+        Box::new(TxCoord {
+            tx,
+            inner,
+            locks,
+            requested: 0,
+            phase: Phase::Locking,
+            layout: Vec::new(),
+            inner_jobs: 0,
+            early: None,
+            released: false,
+            err: None,
+        })
+    }
+
+    fn noop() -> JobFn {
+        Box::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
+    }
+
+    /// Packs the inner plan `p` into one work per shard; attaches the
+    /// releases if it is the inner's last plan, and the lock of `fuse` to
+    /// that shard's work.
+    fn issue(&mut self, p: Plan, plan: &mut Plan, fuse: Option<LockReq>) {
+        self.inner_jobs = p.jobs.len();
+        self.layout.clear();
+        let last = p.last;
+        let mut groups: Vec<(usize, Vec<usize>, Vec<JobFn>)> = Vec::new();
+        for (i, (shard, w)) in p.jobs.into_iter().enumerate() {
+            debug_assert!(w.lock.is_none() && w.release.is_none());
+            match groups.iter_mut().find(|(s, _, _)| *s == shard) {
+                Some((_, idx, jobs)) => {
+                    idx.push(i);
+                    jobs.push(w.job);
+                }
+                None => groups.push((shard, vec![i], vec![w.job])),
+            }
+        }
+        let release = last.then_some(self.tx);
+        let mut fuse = fuse;
+        for (shard, idx, jobs) in groups {
+            let job: JobFn = Box::new(move |env: &mut ShardEnv<'_>| {
+                let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
+                Box::new(outs) as JobOut
+            });
+            let lock = if fuse.as_ref().is_some() && self.locks[0].0 == shard {
+                fuse.take()
+            } else {
+                None
+            };
+            plan.jobs.push((shard, Work { lock, job, release }));
+            self.layout.push(Some(idx));
+        }
+        if last {
+            self.released = true;
+            let shards: Vec<usize> = self.locks.iter().map(|(s, _)| *s).collect();
+            for s in shards {
+                if !plan.jobs.iter().any(|(js, _)| *js == s) {
+                    plan.jobs.push((
+                        s,
+                        Work {
+                            lock: None,
+                            job: Self::noop(),
+                            release: Some(self.tx),
+                        },
+                    ));
+                    self.layout.push(None);
+                }
+            }
+        }
+    }
+
+    /// The inner's job outputs, in its issue order, from packed results.
+    fn unpack(&mut self, results: Vec<JobOut>) -> Vec<JobOut> {
+        let mut slots: Vec<Option<JobOut>> = (0..self.inner_jobs).map(|_| None).collect();
+        let layout = std::mem::take(&mut self.layout);
+        for (r, l) in results.into_iter().zip(layout) {
+            let Some(idx) = l else { continue };
+            let outs = *r
+                .downcast::<Vec<JobOut>>()
+                .expect("INVARIANT: packed job output");
+            for (i, o) in idx.into_iter().zip(outs) {
+                slots[i] = Some(o);
+            }
+        }
+        slots.into_iter().flatten().collect()
+    }
+
+    fn release_all(&mut self, plan: &mut Plan) {
+        self.released = true;
+        for &(s, _) in &self.locks[..self.requested] {
+            plan.jobs.push((
+                s,
+                Work {
+                    lock: None,
+                    job: Self::noop(),
+                    release: Some(self.tx),
+                },
+            ));
+        }
+        self.layout = vec![None; plan.jobs.len()];
+        self.inner_jobs = 0;
+    }
+
+    /// Feeds `p` (a plan the inner just returned) on: issue it, or finish.
+    fn after_inner(&mut self, p: Plan, plan: &mut Plan) {
+        if p.jobs.is_empty() {
+            if !self.released {
+                self.phase = Phase::Releasing;
+                self.release_all(plan);
+            }
+            return;
+        }
+        self.issue(p, plan, None);
+    }
+}
+
+impl Coordinator for TxCoord {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        match self.phase {
+            Phase::Locking => {
+                if self.requested == 0 && self.locks.len() == 1 {
+                    // Fused: if the inner's first plan is also its last
+                    // and stays on the locked shard, one message does
+                    // lock, run and release.
+                    let mut p = Plan::default();
+                    self.inner.step(Vec::new(), &mut p, out, client)?;
+                    let shard = self.locks[0].0;
+                    if p.last && !p.jobs.is_empty() && p.jobs.iter().all(|(s, _)| *s == shard) {
+                        self.requested = 1;
+                        self.phase = Phase::Running;
+                        let req = std::mem::take(&mut self.locks[0].1);
+                        let req = LockReq { tx: self.tx, ..req };
+                        self.issue(p, plan, Some(req));
+                        return Ok(());
+                    }
+                    if p.jobs.is_empty() {
+                        // Finished without touching a shard.
+                        return Ok(());
+                    }
+                    self.early = Some(p);
+                }
+                if self.requested < self.locks.len() {
+                    let (shard, req) = &self.locks[self.requested];
+                    plan.jobs.push((
+                        *shard,
+                        Work {
+                            lock: Some(req.clone()),
+                            job: Self::noop(),
+                            release: None,
+                        },
+                    ));
+                    self.layout = vec![None];
+                    self.requested += 1;
+                    return Ok(());
+                }
+                self.phase = Phase::Running;
+                let p = match self.early.take() {
+                    Some(p) => p,
+                    None => {
+                        let mut p = Plan::default();
+                        if let Err(e) = self.inner.step(Vec::new(), &mut p, out, client) {
+                            self.err = Some(e);
+                            self.phase = Phase::Releasing;
+                            self.release_all(plan);
+                            return Ok(());
+                        }
+                        p
+                    }
+                };
+                self.after_inner(p, plan);
+                Ok(())
+            }
+            Phase::Running => {
+                let inner_results = self.unpack(results);
+                let mut p = Plan::default();
+                if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
+                    if self.released {
+                        return Err(e);
+                    }
+                    self.err = Some(e);
+                    self.phase = Phase::Releasing;
+                    self.release_all(plan);
+                    return Ok(());
+                }
+                if p.jobs.is_empty() && self.released {
+                    return Ok(());
+                }
+                self.after_inner(p, plan);
+                Ok(())
+            }
+            Phase::Releasing => {
+                drop(results);
+                match self.err.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn abort(&mut self, plan: &mut Plan) {
+        if self.released || self.requested == 0 {
+            return;
+        }
+        for &(s, _) in &self.locks[..self.requested] {
+            plan.jobs.push((
+                s,
+                Work {
+                    lock: None,
+                    job: Self::noop(),
+                    release: Some(self.tx),
+                },
+            ));
+        }
+        self.released = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {
+        let mut r = LockReq {
+            tx,
+            ..Default::default()
+        };
+        for (k, m) in keys {
+            r.add(0, k.as_bytes(), *m);
+        }
+        r
+    }
+
+    #[test]
+    fn readers_share_writers_exclude() {
+        let mut t: LockTable<u32> = LockTable::default();
+        assert_eq!(t.acquire(req(1, &[("a", Mode::Read)]), 1), Some(1));
+        assert_eq!(t.acquire(req(2, &[("a", Mode::Read)]), 2), Some(2));
+        assert_eq!(t.acquire(req(3, &[("a", Mode::Write)]), 3), None);
+        assert!(t.blocks(0, [&b"a"[..]].into_iter(), true));
+        assert!(!t.blocks(0, [&b"a"[..]].into_iter(), false));
+        assert!(!t.blocks(0, [&b"b"[..]].into_iter(), true));
+        assert_eq!(t.release(1), Vec::<u32>::new());
+        assert_eq!(t.release(2), vec![3]);
+        assert!(t.blocks(0, [&b"a"[..]].into_iter(), false));
+        assert_eq!(t.release(3), Vec::<u32>::new());
+        assert!(!t.any_held());
+    }
+
+    #[test]
+    fn fifo_no_starvation_and_non_conflicting_pass() {
+        let mut t: LockTable<u32> = LockTable::default();
+        assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
+        // A writer waits; a later reader of the same key queues behind it.
+        assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
+        assert!(t.acquire(req(3, &[("a", Mode::Read)]), 3).is_none());
+        // Unrelated keys pass.
+        assert!(t.acquire(req(4, &[("b", Mode::Write)]), 4).is_some());
+        assert_eq!(t.release(1), vec![2]);
+        assert_eq!(t.release(2), vec![3]);
+    }
+
+    #[test]
+    fn whole_shard_locks() {
+        let mut t: LockTable<u32> = LockTable::default();
+        let mut w = LockReq {
+            tx: 1,
+            ..Default::default()
+        };
+        w.add_whole(Mode::Write);
+        assert!(t.acquire(w, 1).is_some());
+        assert!(t.blocks(0, std::iter::empty(), false));
+        assert!(t.acquire(req(2, &[("x", Mode::Read)]), 2).is_none());
+        assert_eq!(t.release(1), vec![2]);
+        assert!(!t.blocks(0, std::iter::empty(), true));
+    }
+
+    #[test]
+    fn release_drops_a_waiting_request() {
+        let mut t: LockTable<u32> = LockTable::default();
+        assert!(t.acquire(req(1, &[("a", Mode::Write)]), 1).is_some());
+        assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
+        assert!(t.release(2).is_empty());
+        assert_eq!(t.waiting_len(), 0);
+        assert!(t.release(1).is_empty());
+    }
+}
