@@ -80,6 +80,13 @@ pub fn new_tx_id(home: usize) -> TxId {
     (n << 16) | (home as u64 & 0xffff)
 }
 
+/// The hash locks use for a key.
+#[inline]
+fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x7e55e7a).hash_one(key)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Read,
@@ -96,21 +103,23 @@ impl Mode {
 #[derive(Clone, Debug, Default)]
 pub struct LockReq {
     pub tx: TxId,
-    /// `(db, key, mode)`, each key once (Write wins).
-    pub keys: Vec<(usize, Vec<u8>, Mode)>,
+    /// `(db, key hash, mode)`, each key once (Write wins). Locks name keys
+    /// by a 64-bit hash: a collision only makes two keys share a lock.
+    pub keys: Vec<(usize, u64, Mode)>,
     /// The whole shard (keyspace-wide commands).
     pub whole: Option<Mode>,
 }
 
 impl LockReq {
     pub fn add(&mut self, db: usize, key: &[u8], mode: Mode) {
-        match self.keys.iter_mut().find(|(d, k, _)| *d == db && k == key) {
+        let key = key_hash(key);
+        match self.keys.iter_mut().find(|(d, k, _)| *d == db && *k == key) {
             Some(e) => {
                 if mode == Mode::Write {
                     e.2 = Mode::Write;
                 }
             }
-            None => self.keys.push((db, key.to_vec(), mode)),
+            None => self.keys.push((db, key, mode)),
         }
     }
 
@@ -149,7 +158,7 @@ struct Held {
 /// of requests waiting. `W` is what the runtime needs to resume a waiter.
 pub struct LockTable<W> {
     /// Per database: key → holders.
-    keys: Vec<HashMap<Vec<u8>, Held>>,
+    keys: Vec<HashMap<u64, Held, foldhash::fast::FixedState>>,
     whole_readers: u32,
     whole_writer: bool,
     granted: HashMap<TxId, LockReq>,
@@ -198,7 +207,7 @@ impl<W> LockTable<W> {
             if *m == Mode::Write && self.whole_readers > 0 {
                 return true;
             }
-            match self.keys.get(*db).and_then(|t| t.get(k.as_slice())) {
+            match self.keys.get(*db).and_then(|t| t.get(k)) {
                 Some(h) => h.writer || (*m == Mode::Write && h.readers > 0),
                 None => false,
             }
@@ -213,9 +222,9 @@ impl<W> LockTable<W> {
         }
         for (db, k, m) in &req.keys {
             if self.keys.len() <= *db {
-                self.keys.resize_with(db + 1, HashMap::new);
+                self.keys.resize_with(db + 1, HashMap::default);
             }
-            let h = self.keys[*db].entry(k.clone()).or_default();
+            let h = self.keys[*db].entry(*k).or_default();
             match m {
                 Mode::Write => h.writer = true,
                 Mode::Read => h.readers += 1,
@@ -256,13 +265,13 @@ impl<W> LockTable<W> {
             }
             for (db, k, m) in req.keys {
                 let t = &mut self.keys[db];
-                if let Some(h) = t.get_mut(k.as_slice()) {
+                if let Some(h) = t.get_mut(&k) {
                     match m {
                         Mode::Write => h.writer = false,
                         Mode::Read => h.readers -= 1,
                     }
                     if !h.writer && h.readers == 0 {
-                        t.remove(k.as_slice());
+                        t.remove(&k);
                     }
                 }
             }
@@ -303,7 +312,7 @@ impl<W> LockTable<W> {
             return false;
         }
         for k in keys {
-            if let Some(h) = t.get(k) {
+            if let Some(h) = t.get(&key_hash(k)) {
                 if h.writer || (write && h.readers > 0) {
                     return true;
                 }
@@ -378,15 +387,21 @@ pub struct TxCoord {
     /// Locks requested so far (a prefix of `locks`).
     requested: usize,
     phase: Phase,
-    /// For each packed work of the last step: its shard and the inner
-    /// job indexes it carries (`None` for a release-only work).
+    /// For each packed work in flight: the inner job indexes it carries
+    /// (`None` for a lock- or release-only work).
     layout: Vec<Option<Vec<usize>>>,
-    inner_jobs: usize,
-    /// The inner's first plan, computed before locking (fused case).
+    /// Outputs of the inner's current plan, by its job index.
+    acc: Vec<Option<JobOut>>,
+    /// The inner's first plan, computed at the last lock but not fused.
     early: Option<Plan>,
+    /// Jobs of a fused last plan still to send once the last shard ran its
+    /// part: `(inner index, shard, job)`.
+    rest: Option<Vec<(usize, usize, JobFn)>>,
     released: bool,
     err: Option<CmdError>,
 }
+
+type Group = (usize, Vec<usize>, Vec<JobFn>);
 
 impl TxCoord {
     /// Wraps `inner`; with no locks to take the inner runs unwrapped.
@@ -407,8 +422,9 @@ impl TxCoord {
             requested: 0,
             phase: Phase::Locking,
             layout: Vec::new(),
-            inner_jobs: 0,
+            acc: Vec::new(),
             early: None,
+            rest: None,
             released: false,
             err: None,
         })
@@ -418,50 +434,53 @@ impl TxCoord {
         Box::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
     }
 
-    /// Packs the inner plan `p` into one work per shard; attaches the
-    /// releases if it is the inner's last plan, and the lock of `fuse` to
-    /// that shard's work.
-    fn issue(&mut self, p: Plan, plan: &mut Plan, fuse: Option<LockReq>) {
-        self.inner_jobs = p.jobs.len();
-        self.layout.clear();
-        let last = p.last;
-        let mut groups: Vec<(usize, Vec<usize>, Vec<JobFn>)> = Vec::new();
-        for (i, (shard, w)) in p.jobs.into_iter().enumerate() {
-            debug_assert!(w.lock.is_none() && w.release.is_none());
+    fn pack(jobs: Vec<JobFn>) -> JobFn {
+        Box::new(move |env: &mut ShardEnv<'_>| {
+            let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
+            Box::new(outs) as JobOut
+        })
+    }
+
+    fn group(jobs: impl IntoIterator<Item = (usize, usize, JobFn)>) -> Vec<Group> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, shard, job) in jobs {
             match groups.iter_mut().find(|(s, _, _)| *s == shard) {
-                Some((_, idx, jobs)) => {
+                Some((_, idx, js)) => {
                     idx.push(i);
-                    jobs.push(w.job);
+                    js.push(job);
                 }
-                None => groups.push((shard, vec![i], vec![w.job])),
+                None => groups.push((shard, vec![i], vec![job])),
             }
         }
-        let release = last.then_some(self.tx);
-        let mut fuse = fuse;
+        groups
+    }
+
+    /// Sends groups of inner jobs, one work per shard; with `release`,
+    /// every locked shard not in `skip` without a job gets a release-only
+    /// work.
+    fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
+        let rel = release.then_some(self.tx);
         for (shard, idx, jobs) in groups {
-            let job: JobFn = Box::new(move |env: &mut ShardEnv<'_>| {
-                let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
-                Box::new(outs) as JobOut
-            });
-            let lock = if fuse.as_ref().is_some() && self.locks[0].0 == shard {
-                fuse.take()
-            } else {
-                None
-            };
-            plan.jobs.push((shard, Work { lock, job, release }));
+            plan.jobs.push((
+                shard,
+                Work {
+                    lock: None,
+                    job: Self::pack(jobs),
+                    release: rel,
+                },
+            ));
             self.layout.push(Some(idx));
         }
-        if last {
+        if release {
             self.released = true;
-            let shards: Vec<usize> = self.locks.iter().map(|(s, _)| *s).collect();
-            for s in shards {
-                if !plan.jobs.iter().any(|(js, _)| *js == s) {
+            for &(s, _) in &self.locks[..self.requested] {
+                if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
                     plan.jobs.push((
                         s,
                         Work {
                             lock: None,
                             job: Self::noop(),
-                            release: Some(self.tx),
+                            release: rel,
                         },
                     ));
                     self.layout.push(None);
@@ -470,9 +489,22 @@ impl TxCoord {
         }
     }
 
-    /// The inner's job outputs, in its issue order, from packed results.
-    fn unpack(&mut self, results: Vec<JobOut>) -> Vec<JobOut> {
-        let mut slots: Vec<Option<JobOut>> = (0..self.inner_jobs).map(|_| None).collect();
+    /// Issues an inner plan while every lock is held.
+    fn issue(&mut self, p: Plan, plan: &mut Plan) {
+        self.acc = (0..p.jobs.len()).map(|_| None).collect();
+        self.layout.clear();
+        let last = p.last;
+        let groups = Self::group(
+            p.jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (s, w))| (i, s, w.job)),
+        );
+        self.send(groups, plan, last, None);
+    }
+
+    /// Stores packed results into `acc`.
+    fn collect(&mut self, results: Vec<JobOut>) {
         let layout = std::mem::take(&mut self.layout);
         for (r, l) in results.into_iter().zip(layout) {
             let Some(idx) = l else { continue };
@@ -480,10 +512,9 @@ impl TxCoord {
                 .downcast::<Vec<JobOut>>()
                 .expect("INVARIANT: packed job output");
             for (i, o) in idx.into_iter().zip(outs) {
-                slots[i] = Some(o);
+                self.acc[i] = Some(o);
             }
         }
-        slots.into_iter().flatten().collect()
     }
 
     fn release_all(&mut self, plan: &mut Plan) {
@@ -499,7 +530,6 @@ impl TxCoord {
             ));
         }
         self.layout = vec![None; plan.jobs.len()];
-        self.inner_jobs = 0;
     }
 
     /// Feeds `p` (a plan the inner just returned) on: issue it, or finish.
@@ -511,7 +541,44 @@ impl TxCoord {
             }
             return;
         }
-        self.issue(p, plan, None);
+        debug_assert!(!self.released, "a plan after the last one");
+        self.issue(p, plan);
+    }
+
+    /// At the last lock: if the inner's first plan is also its last, its
+    /// jobs on the last shard go with that lock (lock, run, release in one
+    /// message) and the others follow once it ran. True if it did so.
+    fn try_fuse(&mut self, p: Plan, plan: &mut Plan) -> bool {
+        let n = self.locks.len();
+        let shard = self.locks[n - 1].0;
+        if !p.last || !p.jobs.iter().any(|(s, _)| *s == shard) {
+            self.early = Some(p);
+            return false;
+        }
+        self.acc = (0..p.jobs.len()).map(|_| None).collect();
+        let (mut idx, mut mine, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (s, w)) in p.jobs.into_iter().enumerate() {
+            if s == shard {
+                idx.push(i);
+                mine.push(w.job);
+            } else {
+                rest.push((i, s, w.job));
+            }
+        }
+        let req = std::mem::take(&mut self.locks[n - 1].1);
+        plan.jobs.push((
+            shard,
+            Work {
+                lock: Some(req),
+                job: Self::pack(mine),
+                release: Some(self.tx),
+            },
+        ));
+        self.layout = vec![Some(idx)];
+        self.requested = n;
+        self.rest = Some(rest);
+        self.phase = Phase::Running;
+        true
     }
 }
 
@@ -525,33 +592,38 @@ impl Coordinator for TxCoord {
     ) -> Result<(), CmdError> {
         match self.phase {
             Phase::Locking => {
-                if self.requested == 0 && self.locks.len() == 1 {
-                    // Fused: if the inner's first plan is also its last
-                    // and stays on the locked shard, one message does
-                    // lock, run and release.
+                let n = self.locks.len();
+                if self.requested == n - 1 && self.early.is_none() {
+                    // The inner's first step sees no shard data, so it may
+                    // run before the last lock is granted.
                     let mut p = Plan::default();
-                    self.inner.step(Vec::new(), &mut p, out, client)?;
-                    let shard = self.locks[0].0;
-                    if p.last && !p.jobs.is_empty() && p.jobs.iter().all(|(s, _)| *s == shard) {
-                        self.requested = 1;
-                        self.phase = Phase::Running;
-                        let req = std::mem::take(&mut self.locks[0].1);
-                        let req = LockReq { tx: self.tx, ..req };
-                        self.issue(p, plan, Some(req));
+                    if let Err(e) = self.inner.step(Vec::new(), &mut p, out, client) {
+                        if self.requested == 0 {
+                            return Err(e);
+                        }
+                        self.err = Some(e);
+                        self.phase = Phase::Releasing;
+                        self.release_all(plan);
                         return Ok(());
                     }
                     if p.jobs.is_empty() {
                         // Finished without touching a shard.
+                        if self.requested > 0 {
+                            self.phase = Phase::Releasing;
+                            self.release_all(plan);
+                        }
                         return Ok(());
                     }
-                    self.early = Some(p);
+                    if self.try_fuse(p, plan) {
+                        return Ok(());
+                    }
                 }
-                if self.requested < self.locks.len() {
-                    let (shard, req) = &self.locks[self.requested];
+                if self.requested < n {
+                    let (shard, req) = &mut self.locks[self.requested];
                     plan.jobs.push((
                         *shard,
                         Work {
-                            lock: Some(req.clone()),
+                            lock: Some(std::mem::take(req)),
                             job: Self::noop(),
                             release: None,
                         },
@@ -561,24 +633,27 @@ impl Coordinator for TxCoord {
                     return Ok(());
                 }
                 self.phase = Phase::Running;
-                let p = match self.early.take() {
-                    Some(p) => p,
-                    None => {
-                        let mut p = Plan::default();
-                        if let Err(e) = self.inner.step(Vec::new(), &mut p, out, client) {
-                            self.err = Some(e);
-                            self.phase = Phase::Releasing;
-                            self.release_all(plan);
-                            return Ok(());
-                        }
-                        p
-                    }
-                };
+                let p = self.early.take().unwrap_or_default();
                 self.after_inner(p, plan);
                 Ok(())
             }
             Phase::Running => {
-                let inner_results = self.unpack(results);
+                self.collect(results);
+                if let Some(rest) = self.rest.take() {
+                    let last_shard = self.locks[self.locks.len() - 1].0;
+                    let groups = Self::group(rest);
+                    if !groups.is_empty() || self.locks.len() > 1 {
+                        self.send(groups, plan, true, Some(last_shard));
+                        if !plan.jobs.is_empty() {
+                            return Ok(());
+                        }
+                    }
+                    self.released = true;
+                }
+                let inner_results: Vec<JobOut> = std::mem::take(&mut self.acc)
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let mut p = Plan::default();
                 if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
                     if self.released {
@@ -606,6 +681,14 @@ impl Coordinator for TxCoord {
     }
 
     fn abort(&mut self, plan: &mut Plan) {
+        if let Some(rest) = self.rest.take() {
+            // The last shard ran its part: the others must run theirs, or
+            // the command would be half done.
+            let last_shard = self.locks[self.locks.len() - 1].0;
+            self.layout.clear();
+            self.send(Self::group(rest), plan, true, Some(last_shard));
+            return;
+        }
         if self.released || self.requested == 0 {
             return;
         }
