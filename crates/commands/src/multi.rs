@@ -516,3 +516,68 @@ pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
     }
     set
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::TestServer;
+
+    #[test]
+    fn queued_commands_run_in_order_across_shards() {
+        let mut t = TestServer::new(3);
+        assert_eq!(t.run(&["MULTI"]), "+OK\r\n");
+        assert_eq!(t.run(&["SET", "a", "1"]), "+QUEUED\r\n");
+        assert_eq!(
+            t.run(&["MSET", "b", "2", "c", "3", "d", "4"]),
+            "+QUEUED\r\n"
+        );
+        assert_eq!(t.run(&["INCR", "a"]), "+QUEUED\r\n");
+        assert_eq!(t.run(&["MGET", "a", "b", "c", "d"]), "+QUEUED\r\n");
+        assert_eq!(t.run(&["SELECT", "1"]), "+QUEUED\r\n");
+        assert_eq!(t.run(&["GET", "a"]), "+QUEUED\r\n");
+        assert_eq!(
+            t.run(&["EXEC"]),
+            "*6\r\n+OK\r\n+OK\r\n:2\r\n*4\r\n$1\r\n2\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n+OK\r\n$-1\r\n"
+        );
+        assert_eq!(t.client.db, 1);
+        assert_eq!(t.client.multi_count, None);
+    }
+
+    #[test]
+    fn no_multi_command_dooms_the_transaction() {
+        let mut t = TestServer::new(2);
+        t.run(&["MULTI"]);
+        t.run(&["SET", "a", "1"]);
+        assert_eq!(
+            t.run(&["SHUTDOWN"]),
+            "-ERR Command not allowed inside a transaction\r\n"
+        );
+        assert_eq!(
+            t.run(&["EXEC"]),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        assert_eq!(t.run(&["GET", "a"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn watch_fails_exec_after_a_change_and_not_otherwise() {
+        let mut t = TestServer::new(2);
+        t.run(&["SET", "k", "1"]);
+        t.run(&["WATCH", "k", "other"]);
+        t.run(&["MULTI"]);
+        t.run(&["SET", "k", "2"]);
+        assert_eq!(t.run(&["EXEC"]), "*1\r\n+OK\r\n");
+        // EXEC unwatched: a change now does not matter.
+        t.run(&["SET", "k", "3"]);
+        t.run(&["WATCH", "k"]);
+        t.run(&["APPEND", "k", "x"]);
+        t.run(&["MULTI"]);
+        t.run(&["GET", "k"]);
+        assert_eq!(t.run(&["EXEC"]), "*-1\r\n");
+        // A failed SET NX changes nothing, as in Redis.
+        t.run(&["WATCH", "k"]);
+        t.run(&["SET", "k", "9", "NX"]);
+        t.run(&["MULTI"]);
+        t.run(&["GET", "k"]);
+        assert_eq!(t.run(&["EXEC"]), "*1\r\n$2\r\n3x\r\n");
+    }
+}
