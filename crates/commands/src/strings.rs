@@ -597,6 +597,8 @@ impl Coordinator for MsetNx {
                 for (shard, pairs) in std::mem::take(&mut self.groups) {
                     store_pairs(plan, shard, db, pairs);
                 }
+                // The stores are the last jobs: locks go with them.
+                plan.last = true;
                 self.stage = 2;
             }
             2 => {
