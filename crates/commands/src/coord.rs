@@ -95,17 +95,6 @@ impl Plan {
             },
         ));
     }
-    /// Runs an already boxed job on shard `shard`.
-    pub fn run_boxed(&mut self, shard: usize, job: JobFn) {
-        self.jobs.push((
-            shard,
-            Work {
-                lock: None,
-                job,
-                release: None,
-            },
-        ));
-    }
     /// Runs a clone of `f` on every shard `0..nshards`.
     pub fn run_all<T: Send + 'static>(
         &mut self,

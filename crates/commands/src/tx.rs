@@ -434,6 +434,15 @@ impl TxCoord {
         Box::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
     }
 
+    /// A work that only releases this transaction's locks on its shard.
+    fn release_only(&self) -> Work {
+        Work {
+            lock: None,
+            job: Self::noop(),
+            release: Some(self.tx),
+        }
+    }
+
     fn pack(jobs: Vec<JobFn>) -> JobFn {
         Box::new(move |env: &mut ShardEnv<'_>| {
             let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
@@ -475,14 +484,7 @@ impl TxCoord {
             self.released = true;
             for &(s, _) in &self.locks[..self.requested] {
                 if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
-                    plan.jobs.push((
-                        s,
-                        Work {
-                            lock: None,
-                            job: Self::noop(),
-                            release: rel,
-                        },
-                    ));
+                    plan.jobs.push((s, self.release_only()));
                     self.layout.push(None);
                 }
             }
@@ -520,14 +522,7 @@ impl TxCoord {
     fn release_all(&mut self, plan: &mut Plan) {
         self.released = true;
         for &(s, _) in &self.locks[..self.requested] {
-            plan.jobs.push((
-                s,
-                Work {
-                    lock: None,
-                    job: Self::noop(),
-                    release: Some(self.tx),
-                },
-            ));
+            plan.jobs.push((s, self.release_only()));
         }
         self.layout = vec![None; plan.jobs.len()];
     }
@@ -693,14 +688,7 @@ impl Coordinator for TxCoord {
             return;
         }
         for &(s, _) in &self.locks[..self.requested] {
-            plan.jobs.push((
-                s,
-                Work {
-                    lock: None,
-                    job: Self::noop(),
-                    release: Some(self.tx),
-                },
-            ));
+            plan.jobs.push((s, self.release_only()));
         }
         self.released = true;
     }
