@@ -9,7 +9,7 @@ use config::{parse_cli, CliAction};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cfg = match parse_cli(&args) {
-        Ok(CliAction::Run(cfg)) => cfg,
+        Ok(CliAction::Run(cfg)) => *cfg,
         Ok(CliAction::Help(text)) => {
             println!("{text}");
             return;

@@ -280,6 +280,7 @@ impl Worker {
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
+        w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -898,6 +899,7 @@ impl Worker {
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
+            self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
         }
     }
 

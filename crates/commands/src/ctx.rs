@@ -280,6 +280,28 @@ impl ThreadStats {
     }
 }
 
+/// The collection encoding thresholds of a configuration; the event loop
+/// stores them in `Shard::enc` at start and after every CONFIG SET.
+pub fn enc_limits_of(c: &Config) -> engine::EncLimits {
+    let sz = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    engine::EncLimits {
+        hash_max_listpack_entries: sz(c.hash_max_listpack_entries),
+        hash_max_listpack_value: sz(c.hash_max_listpack_value),
+        set_max_intset_entries: sz(c.set_max_intset_entries),
+        set_max_listpack_entries: sz(c.set_max_listpack_entries),
+        set_max_listpack_value: sz(c.set_max_listpack_value),
+        zset_max_listpack_entries: sz(c.zset_max_listpack_entries),
+        zset_max_listpack_value: sz(c.zset_max_listpack_value),
+        list_max_listpack_size: c.list_max_listpack_size,
+        list_compress_depth: c.list_compress_depth,
+    }
+}
+
+/// [`enc_limits_of`] the live configuration.
+pub fn enc_limits(server: &ServerShared) -> engine::EncLimits {
+    enc_limits_of(&server.config.read().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// Handler context on the home thread.
 pub struct ConnCtx<'a> {
     pub client: &'a mut ClientState,

@@ -181,22 +181,23 @@ pub fn dispatch(
                 resolved: r,
                 handler,
             },
-            Target::Many => match multi {
-                Some(build) => {
-                    let mut set = crate::tx::LockSet::default();
-                    set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
-                    coordinate(r, build, args, ctx, stats, set)
+            Target::Many => {
+                let mut set = crate::tx::LockSet::default();
+                set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
+                match multi {
+                    Some(build) => coordinate(r, build, args, ctx, stats, set),
+                    // No coordinator of its own: the handler runs on copies
+                    // of its keys (see `scratch`).
+                    None => Step::Coord {
+                        resolved: r,
+                        coord: crate::tx::TxCoord::wrap(
+                            ctx.home,
+                            crate::scratch::coordinator(r.spec, handler, ctx, args),
+                            set,
+                        ),
+                    },
                 }
-                None => {
-                    // INVARIANT: every command whose keys may span shards has
-                    // a coordinator; this reply marks a table bug.
-                    let e = CmdError::Raw(
-                        "CROSSSLOT Keys in request don't hash to the same slot".into(),
-                    );
-                    reply_error(ctx.out, stats, &e);
-                    Step::Done
-                }
-            },
+            }
         },
         Exec::Coord(build) => {
             let set = crate::multi::keyspace_locks(r.spec, ctx.nshards());

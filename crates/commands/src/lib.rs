@@ -14,15 +14,20 @@ pub mod ctx;
 pub mod docs;
 pub mod error;
 pub mod exec;
+pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod multi;
+pub mod scratch;
 pub mod server;
+pub mod set;
 pub mod strings;
 pub mod table;
 #[doc(hidden)]
 pub mod testutil;
 pub mod tx;
 pub mod util;
+pub mod zset;
 
 pub use ctx::{ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};
 pub use error::CmdError;

@@ -423,18 +423,13 @@ impl Coordinator for ExecCoord {
                             self.pos += 1;
                             continue;
                         }
-                        (None, Some(b)) => b,
-                        (None, None) => {
-                            let e = CmdError::Raw(
-                                "CROSSSLOT Keys in request don't hash to the same slot".into(),
-                            );
-                            self.replies[i] = Some(Self::reply_of(&e, client.resp3));
-                            self.pos += 1;
-                            continue;
-                        }
+                        (None, Some(b)) => Build::Coord(b),
+                        // No coordinator of its own: the handler runs on
+                        // copies of its keys (see `scratch`).
+                        (None, None) => Build::Scratch(handler),
                     }
                 }
-                Exec::Coord(b) => b,
+                Exec::Coord(b) => Build::Coord(b),
                 Exec::Parent => {
                     self.replies[i] = Some(Self::reply_of(&CmdError::Syntax, client.resp3));
                     self.pos += 1;
@@ -453,7 +448,10 @@ impl Coordinator for ExecCoord {
                     server: &self.server,
                     home: self.home,
                 };
-                build(&mut ctx, args)
+                match build {
+                    Build::Coord(b) => b(&mut ctx, args),
+                    Build::Scratch(h) => Ok(crate::scratch::coordinator(r.spec, h, &mut ctx, args)),
+                }
             };
             match built {
                 Err(e) => {
@@ -515,6 +513,12 @@ pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
         set.whole(nshards, Mode::Write);
     }
     set
+}
+
+/// How a multi-shard command inside EXEC gets its coordinator.
+enum Build {
+    Coord(crate::table::CoordBuilder),
+    Scratch(crate::table::ShardHandler),
 }
 
 #[cfg(test)]

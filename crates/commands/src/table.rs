@@ -224,13 +224,17 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 5] {
+pub fn families() -> [&'static [CommandSpec]; 9] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::multi::COMMANDS,
+        crate::hash::COMMANDS,
+        crate::list::COMMANDS,
+        crate::set::COMMANDS,
+        crate::zset::COMMANDS,
     ]
 }
 

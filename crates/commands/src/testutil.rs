@@ -46,8 +46,10 @@ impl TestServer {
         // As the event loop's `refresh_config`: the shards follow the
         // policy (tests may also write `server.config` directly).
         let lfu = crate::keys::lfu_params(&self.server);
+        let enc = crate::ctx::enc_limits(&self.server);
         for sh in &mut self.shards {
             sh.lfu = lfu;
+            sh.enc = enc;
         }
         let owned = OwnedArgs::from_slices(argv);
         let args = owned.args();
@@ -79,35 +81,38 @@ impl TestServer {
                 sh.tick();
                 run_shard(resolved, handler, args, sh, call, &mut out, &mut self.stats);
             }
-            Step::Coord { coord: mut c, .. } => {
-                let mut results = Vec::new();
-                loop {
-                    let mut plan = Plan::default();
-                    if let Err(e) = c.step(results, &mut plan, &mut out, &mut self.client) {
-                        out.error(&e.to_string());
-                        break;
-                    }
-                    if plan.is_empty() {
-                        break;
-                    }
-                    results = Vec::new();
-                    // One thread, one command at a time: every lock is
-                    // granted at once, so locks and releases are no-ops.
-                    for (s, work) in plan.jobs {
-                        let job = work.job;
-                        let sh = &mut self.shards[s];
-                        sh.tick();
-                        let mut env = ShardEnv {
-                            shard: sh,
-                            stats: &mut self.stats,
-                            clients: &mut NoClients,
-                        };
-                        results.push(job(&mut env));
-                    }
-                }
-            }
+            Step::Coord { coord, .. } => self.drive(coord, &mut out),
         }
         out.into_bytes()
+    }
+
+    /// Drives a coordinator to its end, running each job on its shard.
+    pub fn drive(&mut self, mut c: Box<dyn crate::coord::Coordinator>, out: &mut Reply) {
+        let mut results = Vec::new();
+        loop {
+            let mut plan = Plan::default();
+            if let Err(e) = c.step(results, &mut plan, out, &mut self.client) {
+                out.error(&e.to_string());
+                break;
+            }
+            if plan.is_empty() {
+                break;
+            }
+            results = Vec::new();
+            // One thread, one command at a time: every lock is
+            // granted at once, so locks and releases are no-ops.
+            for (s, work) in plan.jobs {
+                let job = work.job;
+                let sh = &mut self.shards[s];
+                sh.tick();
+                let mut env = ShardEnv {
+                    shard: sh,
+                    stats: &mut self.stats,
+                    clients: &mut NoClients,
+                };
+                results.push(job(&mut env));
+            }
+        }
     }
 
     /// Runs one command given as strings; the reply as a lossy string.

@@ -1,7 +1,7 @@
 //! Argument parsing shared by every family, with Redis's error for each
 //! kind of bad input.
 
-use engine::{Entry, Str, Value};
+use engine::{Entry, Hash, List, Set, Str, Value, ZSet};
 
 use crate::error::CmdError;
 
@@ -58,18 +58,31 @@ pub fn eq_ic(arg: &[u8], opt: &str) -> bool {
     arg.eq_ignore_ascii_case(opt.as_bytes())
 }
 
-/// The string value of an entry, or WRONGTYPE.
-pub fn as_str(e: &Entry) -> Result<&Str, CmdError> {
-    match &e.value {
-        Value::Str(s) => Ok(s),
-    }
+macro_rules! typed_access {
+    ($get:ident, $get_mut:ident, $variant:ident, $ty:ty, $what:literal) => {
+        #[doc = concat!("The ", $what, " value of an entry, or WRONGTYPE.")]
+        #[inline]
+        pub fn $get(e: &Entry) -> Result<&$ty, CmdError> {
+            match &e.value {
+                Value::$variant(v) => Ok(v),
+                _ => Err(CmdError::WrongType),
+            }
+        }
+        #[inline]
+        pub fn $get_mut(e: &mut Entry) -> Result<&mut $ty, CmdError> {
+            match &mut e.value {
+                Value::$variant(v) => Ok(v),
+                _ => Err(CmdError::WrongType),
+            }
+        }
+    };
 }
 
-pub fn as_str_mut(e: &mut Entry) -> Result<&mut Str, CmdError> {
-    match &mut e.value {
-        Value::Str(s) => Ok(s),
-    }
-}
+typed_access!(as_str, as_str_mut, Str, Str, "string");
+typed_access!(as_hash, as_hash_mut, Hash, Hash, "hash");
+typed_access!(as_list, as_list_mut, List, List, "list");
+typed_access!(as_set, as_set_mut, Set, Set, "set");
+typed_access!(as_zset, as_zset_mut, ZSet, ZSet, "sorted set");
 
 /// A database index argument as SELECT/MOVE/COPY parse it.
 pub fn parse_db_index(arg: &[u8], databases: usize) -> Result<usize, CmdError> {

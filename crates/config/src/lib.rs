@@ -84,6 +84,7 @@ const HZ_MIN: i64 = 1;
 const HZ_MAX: i64 = 500;
 
 const I32_MAX: i64 = i32::MAX as i64;
+const I32_MIN: i64 = i32::MIN as i64;
 const MIB: u64 = 1024 * 1024;
 
 /// Server verbosity (`loglevel`).
@@ -203,6 +204,23 @@ pub struct Config {
     pub lfu_log_factor: u32,
     /// `lfu-decay-time`: minutes per LFU counter decrement of an idle key; 0 = never decay.
     pub lfu_decay_time_min: u32,
+    /// `hash-max-listpack-entries`/`-value`: a hash stays compact while it
+    /// has at most this many fields and no field or value longer than this.
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+    /// `set-max-intset-entries`: an all-integer set stays an intset up to this size.
+    pub set_max_intset_entries: u64,
+    /// `set-max-listpack-entries`/`-value` (Redis 7.2): small non-integer sets stay compact.
+    pub set_max_listpack_entries: u64,
+    pub set_max_listpack_value: u64,
+    /// `zset-max-listpack-entries`/`-value`: a sorted set stays compact within these.
+    pub zset_max_listpack_entries: u64,
+    pub zset_max_listpack_value: u64,
+    /// `list-max-listpack-size`: positive = entries per list node, negative =
+    /// node size class (-1 = 4 KiB ... -5 = 64 KiB).
+    pub list_max_listpack_size: i32,
+    /// `list-compress-depth`: uncompressed nodes kept at each end; 0 = none compressed.
+    pub list_compress_depth: u32,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
@@ -231,6 +249,15 @@ impl Config {
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
             lfu_log_factor: 0,
             lfu_decay_time_min: 0,
+            hash_max_listpack_entries: 0,
+            hash_max_listpack_value: 0,
+            set_max_intset_entries: 0,
+            set_max_listpack_entries: 0,
+            set_max_listpack_value: 0,
+            zset_max_listpack_entries: 0,
+            zset_max_listpack_value: 0,
+            list_max_listpack_size: 0,
+            list_compress_depth: 0,
             config_file: None,
         }
     }
@@ -467,6 +494,20 @@ static DIRECTIVES: &[Directive] = &[
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
+    d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 128))
+        .alias("hash-max-ziplist-entries"),
+    d("hash-max-listpack-value",  Mutable,   int!(hash_max_listpack_value: u64, 0, I64_MAX as i64, 64))
+        .alias("hash-max-ziplist-value"),
+    d("set-max-intset-entries",   Mutable,   int!(set_max_intset_entries: u64, 0, I64_MAX as i64, 512)),
+    d("set-max-listpack-entries", Mutable,   int!(set_max_listpack_entries: u64, 0, I64_MAX as i64, 128)),
+    d("set-max-listpack-value",   Mutable,   int!(set_max_listpack_value: u64, 0, I64_MAX as i64, 64)),
+    d("zset-max-listpack-entries", Mutable,  int!(zset_max_listpack_entries: u64, 0, I64_MAX as i64, 128))
+        .alias("zset-max-ziplist-entries"),
+    d("zset-max-listpack-value",  Mutable,   int!(zset_max_listpack_value: u64, 0, I64_MAX as i64, 64))
+        .alias("zset-max-ziplist-value"),
+    d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
+        .alias("list-max-ziplist-size"),
+    d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -933,7 +974,7 @@ fn memtoull(s: &[u8]) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CliAction {
     /// Start the server with this configuration.
-    Run(Config),
+    Run(Box<Config>),
     /// Print this usage text (to stderr, like redis-server) and exit 1.
     Help(String),
     /// Print this version line (to stdout) and exit 0.
@@ -1050,7 +1091,7 @@ fn parse_cli_with(
     text.push(b'\n');
     text.extend_from_slice(&options);
     parse_config_bytes(&text, &mut cfg)?;
-    Ok(CliAction::Run(cfg))
+    Ok(CliAction::Run(Box::new(cfg)))
 }
 
 /// Usage text, like `redis-server --help`, followed by every directive and its default.
@@ -1306,7 +1347,7 @@ mod tests {
 
     fn cli(a: &[&str]) -> Result<Config, ConfigError> {
         match parse_cli_with(&strings(a), &no_file, &no_stdin)? {
-            CliAction::Run(cfg) => Ok(cfg),
+            CliAction::Run(cfg) => Ok(*cfg),
             other => panic!("expected Run, got {other:?}"),
         }
     }
@@ -1444,6 +1485,67 @@ mod tests {
         ),
         ("lfu-log-factor", "100", "lfu-log-factor", "100"),
         ("lfu-decay-time", "0", "lfu-decay-time", "0"),
+        (
+            "hash-max-listpack-entries",
+            "7",
+            "hash-max-listpack-entries",
+            "7",
+        ),
+        (
+            "hash-max-listpack-value",
+            "9",
+            "hash-max-listpack-value",
+            "9",
+        ),
+        (
+            "hash-max-ziplist-value",
+            "10",
+            "hash-max-listpack-value",
+            "10",
+        ),
+        (
+            "set-max-intset-entries",
+            "11",
+            "set-max-intset-entries",
+            "11",
+        ),
+        (
+            "set-max-listpack-entries",
+            "12",
+            "set-max-listpack-entries",
+            "12",
+        ),
+        (
+            "set-max-listpack-value",
+            "13",
+            "set-max-listpack-value",
+            "13",
+        ),
+        (
+            "zset-max-listpack-entries",
+            "14",
+            "zset-max-listpack-entries",
+            "14",
+        ),
+        (
+            "zset-max-ziplist-entries",
+            "16",
+            "zset-max-listpack-entries",
+            "16",
+        ),
+        (
+            "zset-max-listpack-value",
+            "15",
+            "zset-max-listpack-value",
+            "15",
+        ),
+        (
+            "list-max-listpack-size",
+            "-3",
+            "list-max-listpack-size",
+            "-3",
+        ),
+        ("list-compress-depth", "2", "list-compress-depth", "2"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1469,6 +1571,17 @@ mod tests {
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
             "lfu-log-factor" => assert_eq!(c.lfu_log_factor, 100),
             "lfu-decay-time" => assert_eq!(c.lfu_decay_time_min, 0),
+            "hash-max-listpack-entries" => assert_eq!(c.hash_max_listpack_entries, 7),
+            "hash-max-listpack-value" => assert_eq!(c.hash_max_listpack_value, 9),
+            "hash-max-ziplist-value" => assert_eq!(c.hash_max_listpack_value, 10),
+            "set-max-intset-entries" => assert_eq!(c.set_max_intset_entries, 11),
+            "set-max-listpack-entries" => assert_eq!(c.set_max_listpack_entries, 12),
+            "set-max-listpack-value" => assert_eq!(c.set_max_listpack_value, 13),
+            "zset-max-listpack-entries" => assert_eq!(c.zset_max_listpack_entries, 14),
+            "zset-max-ziplist-entries" => assert_eq!(c.zset_max_listpack_entries, 16),
+            "zset-max-listpack-value" => assert_eq!(c.zset_max_listpack_value, 15),
+            "list-max-listpack-size" => assert_eq!(c.list_max_listpack_size, -3),
+            "list-compress-depth" => assert_eq!(c.list_compress_depth, 2),
             other => panic!("no check for {other}"),
         }
     }
@@ -2172,7 +2285,15 @@ mod tests {
                 "maxclients",
                 "proto-max-bulk-len",
                 "maxmemory",
-                "maxmemory-policy"
+                "maxmemory-policy",
+                "hash-max-listpack-entries",
+                "hash-max-listpack-value",
+                "set-max-intset-entries",
+                "set-max-listpack-entries",
+                "set-max-listpack-value",
+                "zset-max-listpack-entries",
+                "zset-max-listpack-value",
+                "list-max-listpack-size",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);

@@ -11,11 +11,13 @@
 
 pub mod db;
 pub mod lfu;
+pub mod types;
 pub mod value;
 
 pub use db::{Db, Entry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
+pub use types::{EncLimits, Hash, List, Set, ZSet};
 pub use value::{Str, Value};
 
 use rand::rngs::SmallRng;
@@ -45,6 +47,9 @@ pub struct Shard {
     /// the LFU counter (with these settings) instead of the access clock.
     /// Set by the owning loop from the configuration.
     pub lfu: Option<LfuParams>,
+    /// Collection encoding thresholds (`hash-max-listpack-entries` ...),
+    /// set by the owning loop from the configuration.
+    pub enc: EncLimits,
 }
 
 impl Shard {
@@ -57,6 +62,7 @@ impl Shard {
             rng: SmallRng::from_entropy(),
             expire_cursor_db: 0,
             lfu: None,
+            enc: EncLimits::default(),
         }
     }
 

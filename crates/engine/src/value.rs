@@ -14,35 +14,75 @@ use std::borrow::Cow;
 
 use ds::SmallBytes;
 
+use crate::types::{Hash, List, Set, ZSet};
+
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
 pub const EMBSTR_MAX: usize = 44;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Str(Str),
+    Hash(Hash),
+    List(List),
+    Set(Set),
+    ZSet(ZSet),
 }
+
+// The key table holds a `Value` per key: a new type must not grow it.
+const _: () = assert!(std::mem::size_of::<Value>() <= 32);
 
 impl Value {
     /// The name TYPE replies with.
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
     /// The name OBJECT ENCODING replies with.
     pub fn encoding(&self) -> &'static str {
         match self {
             Value::Str(s) => s.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::List(l) => l.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
+        }
+    }
+    /// Approximate heap bytes used, for MEMORY USAGE / accounting.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Str(s) => s.heap_bytes(),
+            Value::Hash(h) => h.heap_bytes(),
+            Value::List(l) => l.heap_bytes(),
+            Value::Set(s) => s.heap_bytes(),
+            Value::ZSet(z) => z.heap_bytes(),
+        }
+    }
+    /// Elements held: 1 for a string. Large values are freed off the
+    /// request path (see `Db::remove`).
+    pub fn elements(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            Value::Hash(h) => h.len(),
+            Value::List(l) => l.len(),
+            Value::Set(s) => s.len(),
+            Value::ZSet(z) => z.len(),
         }
     }
     pub fn as_str(&self) -> Option<&Str> {
         match self {
             Value::Str(s) => Some(s),
+            _ => None,
         }
     }
     pub fn as_str_mut(&mut self) -> Option<&mut Str> {
         match self {
             Value::Str(s) => Some(s),
+            _ => None,
         }
     }
 }

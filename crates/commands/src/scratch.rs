@@ -1,0 +1,322 @@
+//! Any single-shard handler, run across shards.
+//!
+//! Multi-key commands of the collection types (SMOVE, LMOVE, SINTERSTORE,
+//! ZUNIONSTORE, SORT ... STORE and the rest) are written once, as ordinary
+//! shard handlers. When their keys span shards, dispatch runs them here
+//! instead of asking each for a coordinator of its own:
+//!
+//! 1. *gather*: every shard involved sends copies of the command's live
+//!    entries (expired ones are deleted there, as a lookup would);
+//! 2. *run*: the home thread loads the copies into a scratch [`Shard`] and
+//!    runs the unmodified handler on it, which writes the reply;
+//! 3. *write back*: every key whose entry changed (value, expiry, presence)
+//!    is stored or deleted on its shard, through the same `Db` calls a
+//!    handler would use, so WATCH and blocked clients see the change.
+//!
+//! Isolation comes from the transaction layer around it: dispatch wraps
+//! this coordinator in [`crate::tx::TxCoord`], which holds the keys from
+//! before the gather until the write-back, so the three steps are one
+//! atomic command to every other client. A read-only command releases its
+//! locks with the gather.
+//!
+//! Cost: the values are copied twice (to the home thread and, if changed,
+//! back), O(size of the values involved), where a dedicated coordinator
+//! could move only the result. That is the price of writing each command
+//! once; a command that proves hot across shards can get its own.
+
+use engine::{Entry, Shard};
+use resp::{Args, OwnedArgs, Reply};
+
+use crate::coord::{outputs, Coordinator, JobOut, Plan};
+use crate::ctx::{ClientState, ConnCtx, ShardCtx};
+use crate::error::CmdError;
+use crate::table::{flags, shard_of, CommandSpec, ShardHandler};
+
+/// What one shard sends in the gather step.
+struct Gathered {
+    entries: Vec<Option<Entry>>,
+    enc: engine::EncLimits,
+    now_ms: u64,
+}
+
+/// A shard's changed keys: the new entry, or `None` to delete.
+type Writes = Vec<(Vec<u8>, Option<Entry>)>;
+
+enum Phase {
+    Gather(Plan),
+    Run,
+    Done,
+}
+
+/// The coordinator; see the module documentation.
+pub struct Scratch {
+    handler: ShardHandler,
+    args: OwnedArgs,
+    db: usize,
+    no_touch: bool,
+    databases: usize,
+    max_bulk_len: u64,
+    /// Distinct keys by shard, ascending shard order, as gathered.
+    groups: Vec<(usize, Vec<Vec<u8>>)>,
+    phase: Phase,
+}
+
+/// Builds the coordinator for `spec`'s `handler` on `args`.
+pub fn coordinator(
+    spec: &CommandSpec,
+    handler: ShardHandler,
+    ctx: &mut ConnCtx<'_>,
+    args: Args<'_>,
+) -> Box<dyn Coordinator> {
+    let n = ctx.nshards();
+    let mut pos = Vec::new();
+    spec.key_positions(args, &mut pos);
+    let mut groups: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for p in pos {
+        let k = args.get(p);
+        let s = shard_of(k, n);
+        let g = match groups.iter_mut().find(|(gs, _)| *gs == s) {
+            Some(g) => g,
+            None => {
+                groups.push((s, Vec::new()));
+                // INVARIANT: pushed just above.
+                groups.last_mut().expect("group")
+            }
+        };
+        if !g.1.iter().any(|x| x == k) {
+            g.1.push(k.to_vec());
+        }
+    }
+    groups.sort_by_key(|(s, _)| *s);
+    let db = ctx.client.db;
+    let mut plan = Plan::default();
+    for (s, keys) in &groups {
+        let keys = keys.clone();
+        plan.run(*s, move |env| {
+            let now = env.shard.now_ms;
+            let d = &mut env.shard.dbs[db];
+            let mut expired = 0;
+            let entries = keys
+                .iter()
+                .map(|k| {
+                    if d.expire_if_needed(k, now) {
+                        expired += 1;
+                    }
+                    d.get(k).cloned()
+                })
+                .collect();
+            env.shard.stats.expired_keys += expired;
+            Gathered {
+                entries,
+                enc: env.shard.enc,
+                now_ms: now,
+            }
+        });
+    }
+    // A read-only command changes nothing: its locks go with the gather.
+    plan.last = !spec.has(flags::WRITE);
+    let (databases, max_bulk_len) = {
+        let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+        (c.databases, c.proto_max_bulk_len)
+    };
+    Box::new(Scratch {
+        handler,
+        args: args.to_owned(),
+        db,
+        no_touch: ctx.client.no_touch,
+        databases,
+        max_bulk_len,
+        groups,
+        phase: Phase::Gather(plan),
+    })
+}
+
+fn same(a: &Option<Entry>, b: Option<&Entry>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.expire_at_ms() == b.expire_at_ms() && a.value == b.value,
+        _ => false,
+    }
+}
+
+impl Scratch {
+    /// Runs the handler on the gathered copies; returns the changed keys
+    /// by shard.
+    fn run(
+        &mut self,
+        got: Vec<Gathered>,
+        out: &mut Reply,
+    ) -> Result<Vec<(usize, Writes)>, CmdError> {
+        let mut shard = Shard::new(0, self.db + 1);
+        if let Some(g) = got.first() {
+            shard.enc = g.enc;
+        }
+        shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
+        let d = &mut shard.dbs[self.db];
+        let mut before = Vec::with_capacity(got.len());
+        for ((_, keys), g) in self.groups.iter().zip(got) {
+            for (k, e) in keys.iter().zip(&g.entries) {
+                if let Some(e) = e {
+                    d.insert(k, e.clone());
+                }
+            }
+            before.push(g.entries);
+        }
+        let mut ctx = ShardCtx {
+            shard: &mut shard,
+            db: self.db,
+            out,
+            no_touch: self.no_touch,
+            databases: self.databases,
+            max_bulk_len: self.max_bulk_len,
+        };
+        (self.handler)(&mut ctx, self.args.args())?;
+        let d = &mut shard.dbs[self.db];
+        let mut writes = Vec::new();
+        for ((s, keys), before) in self.groups.iter().zip(before) {
+            let mut w = Vec::new();
+            for (k, b) in keys.iter().zip(before) {
+                // Lazy expiry must not count as a change: an entry the
+                // handler saw expire was already gone when gathered.
+                let after = d.get(k);
+                if !same(&b, after) {
+                    w.push((k.clone(), d.remove(k)));
+                }
+            }
+            if !w.is_empty() {
+                writes.push((*s, w));
+            }
+        }
+        Ok(writes)
+    }
+}
+
+impl Coordinator for Scratch {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        _client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Gather(p) => {
+                *plan = p;
+                self.phase = Phase::Run;
+                Ok(())
+            }
+            Phase::Run => {
+                let writes = self.run(outputs::<Gathered>(results), out)?;
+                let db = self.db;
+                for (s, w) in writes {
+                    plan.run(s, move |env| {
+                        let d = &mut env.shard.dbs[db];
+                        for (k, e) in w {
+                            match e {
+                                Some(e) => d.insert(&k, e),
+                                None => {
+                                    d.remove(&k);
+                                }
+                            }
+                        }
+                    });
+                }
+                plan.last = true;
+                Ok(())
+            }
+            Phase::Done => {
+                drop(results);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::{Str, Value};
+
+    use super::*;
+    use crate::table::{flags::WRITE, keys, Exec};
+    use crate::testutil::TestServer;
+    use crate::util::as_str;
+
+    /// `MOVEAPPEND src dst`: appends src's string to dst (creating it) and
+    /// deletes src; replies dst's new length.
+    fn move_append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+        let (src, dst) = (args.get(1), args.get(2));
+        let Some(e) = ctx.shard.lookup_write(ctx.db, src) else {
+            ctx.out.int(-1);
+            return Ok(());
+        };
+        let v = as_str(e)?.as_bytes().into_owned();
+        ctx.shard.remove(ctx.db, src);
+        let mut cur = match ctx.shard.lookup_write(ctx.db, dst) {
+            Some(e) => as_str(e)?.as_bytes().into_owned(),
+            None => Vec::new(),
+        };
+        cur.extend_from_slice(&v);
+        ctx.out.int(cur.len() as i64);
+        let at = ctx.shard.dbs[ctx.db]
+            .get(dst)
+            .map_or(0, |e| e.expire_at_ms());
+        ctx.shard
+            .store(ctx.db, dst, Value::Str(Str::from_bytes(&cur)), at);
+        Ok(())
+    }
+
+    static SPEC: CommandSpec = CommandSpec::new(
+        "moveappend",
+        3,
+        WRITE,
+        keys(1, 2, 1),
+        Exec::Shard(move_append, None),
+        &[],
+    );
+
+    fn run(t: &mut TestServer, a: &str, b: &str) -> String {
+        let owned = OwnedArgs::from_slices(&[&b"moveappend"[..], a.as_bytes(), b.as_bytes()]);
+        let mut out = Reply::new(false);
+        let c = {
+            let mut ctx = ConnCtx {
+                client: &mut t.client,
+                out: &mut out,
+                server: &t.server.clone(),
+                home: 0,
+            };
+            coordinator(&SPEC, move_append, &mut ctx, owned.args())
+        };
+        t.drive(c, &mut out);
+        String::from_utf8_lossy(&out.into_bytes()).into_owned()
+    }
+
+    #[test]
+    fn runs_a_handler_across_shards_and_writes_back_changes() {
+        let mut t = TestServer::new(2);
+        // "a" and "b" live on different shards of two.
+        assert_ne!(shard_of(b"a", 2), shard_of(b"b", 2));
+        t.run(&["SET", "a", "xy"]);
+        t.run(&["SET", "b", "123"]);
+        t.run(&["PEXPIRE", "b", "100000"]);
+        assert_eq!(run(&mut t, "a", "b"), ":5\r\n");
+        assert_eq!(t.run(&["EXISTS", "a"]), ":0\r\n");
+        assert_eq!(t.run(&["GET", "b"]), "$5\r\n123xy\r\n");
+        // The handler kept b's TTL; the write-back carried it.
+        assert_eq!(t.run(&["TTL", "b"]), ":100\r\n");
+        // Nothing to move: nothing written.
+        assert_eq!(run(&mut t, "a", "b"), ":-1\r\n");
+        assert_eq!(t.run(&["GET", "b"]), "$5\r\n123xy\r\n");
+    }
+
+    #[test]
+    fn missing_source_and_repeated_keys() {
+        let mut t = TestServer::new(2);
+        t.run(&["SET", "a", "xy"]);
+        // The reply is the handler's and both keys are untouched.
+        assert_eq!(run(&mut t, "zz", "b"), ":-1\r\n");
+        assert_eq!(t.run(&["EXISTS", "a", "b"]), ":1\r\n");
+        // Same-key arguments are gathered once.
+        assert_eq!(run(&mut t, "a", "a"), ":2\r\n");
+        assert_eq!(t.run(&["GET", "a"]), "$2\r\nxy\r\n");
+    }
+}
