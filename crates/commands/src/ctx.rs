@@ -31,6 +31,13 @@ pub struct ShardCtx<'a> {
     pub databases: usize,
     /// `proto-max-bulk-len`: the largest string APPEND/SETRANGE may build.
     pub max_bulk_len: u64,
+    /// A blocking command (BLPOP, BZPOPMIN ...) may block: false inside
+    /// MULTI/EXEC and wherever blocking is impossible, where it must reply
+    /// at once as on timeout.
+    pub may_block: bool,
+    /// Set by a blocking command that found nothing to serve while
+    /// `may_block`: it wrote no reply, and waits on these keys.
+    pub block: Option<BlockOn>,
 }
 
 impl ShardCtx<'_> {
@@ -38,6 +45,39 @@ impl ShardCtx<'_> {
     pub fn touch(&self) -> bool {
         !self.no_touch
     }
+
+    /// Blocks the client on `keys` (see [`BlockOn`]); the handler writes
+    /// no reply. Only valid when `may_block`.
+    pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline_ms: u64, on_timeout: TimeoutReply) {
+        debug_assert!(self.may_block);
+        self.block = Some(BlockOn {
+            keys,
+            deadline_ms,
+            on_timeout,
+        });
+    }
+}
+
+/// What a blocked command waits for. When one of `keys` is created (a push
+/// into an empty list, ZADD into a missing sorted set ...), the command is
+/// run again, with the same arguments, on the shard that holds the key,
+/// in the order the clients blocked; if it blocks again it keeps waiting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockOn {
+    pub keys: Vec<Vec<u8>>,
+    /// Absolute Unix milliseconds; 0 = wait forever.
+    pub deadline_ms: u64,
+    pub on_timeout: TimeoutReply,
+}
+
+/// The reply a blocked command sends when its timeout expires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    /// Null array (`*-1`, RESP3 `_`): BLPOP, BRPOP, BLMPOP, BZPOPMIN,
+    /// BZPOPMAX, BZMPOP.
+    NullArray,
+    /// Null bulk (`$-1`, RESP3 `_`): BLMOVE, BRPOPLPUSH.
+    NullBulk,
 }
 
 /// CLIENT REPLY mode.

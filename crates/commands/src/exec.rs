@@ -66,6 +66,8 @@ pub fn run_shard(
         no_touch: call.no_touch,
         databases: call.databases,
         max_bulk_len: call.max_bulk_len,
+        may_block: false,
+        block: None,
     };
     let res = handler(&mut ctx, args);
     if let Err(e) = &res {

@@ -169,6 +169,8 @@ impl Scratch {
             no_touch: self.no_touch,
             databases: self.databases,
             max_bulk_len: self.max_bulk_len,
+            may_block: false,
+            block: None,
         };
         (self.handler)(&mut ctx, self.args.args())?;
         let d = &mut shard.dbs[self.db];

@@ -84,6 +84,27 @@ typed_access!(as_list, as_list_mut, List, List, "list");
 typed_access!(as_set, as_set_mut, Set, Set, "set");
 typed_access!(as_zset, as_zset_mut, ZSet, ZSet, "sorted set");
 
+/// A blocking command's timeout in seconds (fractional), as Redis's
+/// `getTimeoutFromObjectOrReply`: the absolute deadline in Unix
+/// milliseconds, or 0 for "forever".
+pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
+    let v = parse_f64_opt(arg)
+        .ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
+    // Redis converts `v * 1000` with a C cast: values out of `long long`'s
+    // range (infinities included) come out as LLONG_MIN on the machines it
+    // runs on, hence "negative". Redis 7.0 has no "out of range" check: a
+    // deadline past the end of time waits forever.
+    let ms = v * 1000.0;
+    if !ms.is_finite() || ms < 0.0 || ms >= 9.223_372_036_854_775_807e18 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    let ms = ms as u64;
+    if ms == 0 {
+        return Ok(0);
+    }
+    Ok(now_ms.saturating_add(ms))
+}
+
 /// A database index argument as SELECT/MOVE/COPY parse it.
 pub fn parse_db_index(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
     let n = parse_i32(arg)?;
@@ -108,5 +129,23 @@ mod tests {
         assert!(parse_f64(b"1 ").is_err());
         assert!(parse_f64(b"").is_err());
         assert!(parse_f64(b"abc").is_err());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout(b"0", 1000), Ok(0));
+        assert_eq!(parse_timeout(b"0.5", 1000), Ok(1500));
+        assert_eq!(parse_timeout(b"2", 1000), Ok(3000));
+        // Below a millisecond truncates to "forever", as in Redis.
+        assert_eq!(parse_timeout(b"0.0001", 1000), Ok(0));
+        let e = |m: &str| Err(CmdError::err(m));
+        assert_eq!(parse_timeout(b"-1", 0), e("timeout is negative"));
+        assert_eq!(
+            parse_timeout(b"x", 0),
+            e("timeout is not a float or out of range")
+        );
+        assert_eq!(parse_timeout(b"1e300", 5), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"1e16", 5), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"inf", 5), e("timeout is negative"));
     }
 }
