@@ -95,7 +95,7 @@ pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
     // runs on, hence "negative". Redis 7.0 has no "out of range" check: a
     // deadline past the end of time waits forever.
     let ms = v * 1000.0;
-    if !(0.0..9.223_372_036_854_775_807e18).contains(&ms) {
+    if !(0.0..9.223_372_036_854_775e18).contains(&ms) {
         return Err(CmdError::err("timeout is negative"));
     }
     let ms = ms as u64;
