@@ -52,10 +52,14 @@ use std::time::Duration;
 const SCRIPTS: &[&str] = &[
     "connection",
     "found_by_random",
+    "hash",
     "keys",
+    "list",
     "multi",
     "resp3",
+    "set",
     "strings",
+    "zset",
 ];
 
 macro_rules! diff_tests {
@@ -63,7 +67,18 @@ macro_rules! diff_tests {
         $( #[test] fn $name() { run_script(stringify!($name)); } )*
     };
 }
-diff_tests!(connection, found_by_random, keys, multi, resp3, strings);
+diff_tests!(
+    connection,
+    found_by_random,
+    hash,
+    keys,
+    list,
+    multi,
+    resp3,
+    set,
+    strings,
+    zset,
+);
 
 /// Longest `@sleep` a script may ask for.
 const SLEEP_MS_MAX: u64 = 10_000;
