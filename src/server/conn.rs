@@ -86,6 +86,8 @@ pub struct Conn {
     /// The next request waits for a transaction's lock on this thread's
     /// shard (it stays unparsed in the read buffer until a release).
     pub lock_wait: bool,
+    /// Blocked in BLPOP & co. (see `blocking`).
+    pub block: super::blocking::BlockPhase,
     /// Stop reading and executing; close once `out` is written.
     pub closing: bool,
     /// The peer shut its side (read returned 0): execute what was read,
@@ -121,6 +123,7 @@ impl Conn {
             next_seq: 0,
             coord: None,
             lock_wait: false,
+            block: Default::default(),
             closing: false,
             peer_eof: false,
             hup: false,

@@ -51,6 +51,8 @@ pub struct BatchCmd {
     pub call: ShardCall,
     pub resp3: bool,
     pub nargs: u32,
+    /// A blocking command's claim flag (see `blocking`).
+    pub claim: Option<super::blocking::Claim>,
 }
 
 /// The requests one connection sends to one shard in one pass over its
@@ -65,6 +67,8 @@ pub struct Batch {
     /// All replies, back to back; reply `i` ends at `ends[i]`.
     pub reply: Vec<u8>,
     pub ends: Vec<usize>,
+    /// Its (last) command blocked: no reply for it yet.
+    pub block: Option<super::blocking::BlockTicket>,
 }
 
 impl Batch {
@@ -74,6 +78,7 @@ impl Batch {
         self.args.clear();
         self.reply.clear();
         self.ends.clear();
+        self.block = None;
         self.reply.capacity() <= 1 << 20
     }
 }
@@ -99,6 +104,12 @@ pub enum Msg {
         conn: ConnRef,
         idx: u32,
         out: JobOut,
+    },
+    /// A blocked command was served: its reply, for slot `seq`.
+    Unblocked {
+        conn: ConnRef,
+        seq: u64,
+        reply: Vec<u8>,
     },
     /// A unix-socket connection accepted by another thread.
     Adopt(mio::net::UnixStream),

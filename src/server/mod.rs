@@ -7,6 +7,7 @@
 //! accepts on it and hands connections out round-robin through the
 //! mailboxes.
 
+mod blocking;
 mod conn;
 mod mailbox;
 mod worker;

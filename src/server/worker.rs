@@ -31,6 +31,7 @@ use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
+use super::blocking::{self, BlockPhase, BlockTicket, BlockedCmd, Waiters};
 use super::conn::{ActiveCoord, Conn, Stream, READ_CHUNK};
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
@@ -115,6 +116,10 @@ struct Core {
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,
+    /// Commands blocked on this shard's keys (see `blocking`).
+    waiters: Waiters,
+    /// This thread's connections blocked with a deadline: `(slot, gen)`.
+    blocked_conns: Vec<(usize, u32)>,
 }
 
 /// A transaction's work waiting for its locks on this shard.
@@ -261,6 +266,8 @@ impl Worker {
                 locks: LockTable::default(),
                 deferred: VecDeque::new(),
                 lock_blocked: Vec::new(),
+                waiters: Waiters::default(),
+                blocked_conns: Vec::new(),
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -301,6 +308,9 @@ impl Worker {
             }
             let now = Instant::now();
             let mut timeout = self.next_cron.saturating_duration_since(now);
+            if let Some(ms) = self.expire_blocked() {
+                timeout = timeout.min(Duration::from_millis(ms));
+            }
             if spilled {
                 timeout = timeout.min(Duration::from_millis(1));
             }
@@ -496,6 +506,11 @@ impl Worker {
                 };
                 send_plan(&mut self.core, conn, plan);
             }
+            if let Some(claim) = c.block.claim() {
+                // Whoever claims first decides: a shard that has not served
+                // this client yet now never will.
+                claim.store(true, Ordering::Release);
+            }
             let _ = self.poll.registry().deregister(c.stream.source());
             self.conns.gens[slot] = self.conns.gens[slot].wrapping_add(1);
             self.conns.free.push(slot);
@@ -642,6 +657,10 @@ impl Worker {
                 got = true;
                 self.handle(m);
             }
+            if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+                serve_ready(&mut self.core);
+                got = true;
+            }
             if !got {
                 break;
             }
@@ -689,11 +708,28 @@ impl Worker {
             }
             Msg::ExecDone { conn, batch } => {
                 let slot = conn.slot as usize;
+                let mut batch = batch;
+                let mut newly_blocked = false;
                 if let Some(c) = self.live(conn) {
                     let mut start = 0;
+                    let blocked_seq = batch.block.as_ref().map(|t| t.seq);
                     for (cmd, &end) in batch.cmds.iter().zip(&batch.ends) {
-                        c.complete(cmd.seq, &batch.reply[start..end]);
+                        if Some(cmd.seq) != blocked_seq {
+                            c.complete(cmd.seq, &batch.reply[start..end]);
+                        }
                         start = end;
+                    }
+                    match batch.block.take() {
+                        Some(t) => {
+                            c.block = BlockPhase::Blocked(t);
+                            c.client.blocked = true;
+                            newly_blocked = true;
+                        }
+                        None => {
+                            if matches!(c.block, BlockPhase::Awaiting(_)) {
+                                c.block = BlockPhase::None;
+                            }
+                        }
                     }
                     let resume = !paused(c);
                     self.conns.mark_dirty(slot);
@@ -701,7 +737,30 @@ impl Worker {
                         self.conns.resume.push(slot);
                     }
                 }
+                if newly_blocked {
+                    self.core.blocked_conns.push((slot, conn.gen));
+                }
                 self.core.recycle(batch);
+            }
+            Msg::Unblocked { conn, seq, reply } => {
+                let slot = conn.slot as usize;
+                if let Some(c) = self.live(conn) {
+                    let ours = match &c.block {
+                        BlockPhase::Blocked(t) => t.seq == seq,
+                        BlockPhase::Awaiting(_) => true,
+                        BlockPhase::None => false,
+                    };
+                    if ours {
+                        c.complete(seq, &reply);
+                        c.block = BlockPhase::None;
+                        c.client.blocked = false;
+                        let resume = !paused(c);
+                        self.conns.mark_dirty(slot);
+                        if resume {
+                            self.conns.resume.push(slot);
+                        }
+                    }
+                }
             }
             Msg::JobDone { conn, idx, out } => self.job_done(conn, idx, out),
             Msg::Adopt(stream) => self.adopt_unix(stream),
@@ -737,7 +796,7 @@ impl Worker {
             }
             first += cmd.nargs as usize;
             out.set_resp3(cmd.resp3);
-            run_shard(
+            let block = run_shard(
                 cmd.resolved,
                 cmd.handler,
                 args,
@@ -746,7 +805,28 @@ impl Worker {
                 &mut out,
                 &mut self.core.stats,
             );
+            if let Some(on) = block {
+                let claim = cmd.claim.clone().unwrap_or_default();
+                let (seq, resolved, handler, call, resp3) =
+                    (cmd.seq, cmd.resolved, cmd.handler, cmd.call, cmd.resp3);
+                b.block = Some(park_waiter(
+                    &mut self.core,
+                    conn,
+                    seq,
+                    (resolved, handler, call, resp3),
+                    args,
+                    claim,
+                    on,
+                ));
+            }
             b.ends.push(out.len());
+            if self.core.shard.dbs[cmd.call.db].has_ready() {
+                // Serve blocked clients before the next command, as Redis
+                // does after each command.
+                b.reply = out.into_bytes();
+                serve_ready(&mut self.core);
+                out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+            }
         }
         b.reply = out.into_bytes();
         if conn.thread as usize == self.core.id {
@@ -784,8 +864,12 @@ impl Worker {
                     .mailbox
                     .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
             }
+            if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+                serve_ready(&mut self.core);
+            }
             if let Some(tx) = release {
                 self.core.locks.unlock(tx);
+                retry_later(&mut self.core);
                 // Plain commands first, so transactions cannot starve them.
                 self.retry_deferred();
                 queue.extend(self.core.locks.grant_waiting());
@@ -903,8 +987,57 @@ impl Worker {
         }
     }
 
+    /// Times out this thread's blocked connections whose deadline passed;
+    /// returns the milliseconds until the next deadline, if any.
+    fn expire_blocked(&mut self) -> Option<u64> {
+        if self.core.blocked_conns.is_empty() {
+            return None;
+        }
+        let now = engine::now_ms();
+        let mut next: Option<u64> = None;
+        for (slot, gen) in std::mem::take(&mut self.core.blocked_conns) {
+            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if c.gen != gen {
+                continue;
+            }
+            let BlockPhase::Blocked(t) = &c.block else {
+                continue;
+            };
+            if t.deadline_ms == 0 || t.deadline_ms > now {
+                if t.deadline_ms != 0 {
+                    let left = t.deadline_ms - now;
+                    next = Some(next.map_or(left, |n| n.min(left)));
+                }
+                self.core.blocked_conns.push((slot, gen));
+                continue;
+            }
+            if !blocking::claim(&t.claim) {
+                // Served: the reply is on its way.
+                continue;
+            }
+            let (seq, id) = (t.seq, t.cmd_id);
+            let mut r = Reply::new(c.client.resp3);
+            match t.on_timeout {
+                commands::TimeoutReply::NullArray => r.null_array(),
+                commands::TimeoutReply::NullBulk => r.null(),
+            }
+            c.complete(seq, r.as_bytes());
+            c.block = BlockPhase::None;
+            c.client.blocked = false;
+            exec::record(&mut self.core.stats, id, Instant::now(), false);
+            self.conns.mark_dirty(slot);
+            self.conns.resume.push(slot);
+        }
+        next
+    }
+
     fn cron(&mut self) {
         let hz = self.core.cfg.hz;
+        for (db, k) in self.core.waiters.sweep() {
+            self.core.shard.dbs[db].remove_blocking(&k);
+        }
         let period = Duration::from_millis(1000 / u64::from(hz));
         self.next_cron = Instant::now() + period;
         // Redis's slow cycle: at most 25 % of the cron period.
@@ -1044,6 +1177,7 @@ fn has_work(c: &Conn) -> bool {
 fn paused(c: &Conn) -> bool {
     c.coord.is_some()
         || c.lock_wait
+        || !c.block.is_none()
         || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT
         || c.pending.len() >= MAX_PENDING
 }
@@ -1128,6 +1262,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     }
     let mode_before = c.client.reply_mode;
     let direct = c.inline_reply_target();
+    let mut blocked_on = None;
     core.side.clear();
     core.side.set_resp3(c.client.resp3);
     let (step, mark) = {
@@ -1159,8 +1294,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     no_touch: c.client.no_touch,
                     databases: core.cfg.databases,
                     max_bulk_len: core.cfg.max_bulk_len,
+                    may_block: true,
                 };
-                run_shard(
+                if let Some(on) = run_shard(
                     resolved,
                     handler,
                     args,
@@ -1168,7 +1304,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     call,
                     out,
                     &mut core.stats,
-                );
+                ) {
+                    blocked_on = Some((on, resolved, handler, call));
+                }
                 (Step::Done, mark)
             }
             step => (step, mark),
@@ -1192,6 +1330,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     match step {
         Step::Blocked => {}
         Step::Done => {
+            // The arguments borrow the read buffer: copy a blocked
+            // command's before the connection is touched.
+            let blocked_args = blocked_on.as_ref().map(|_| args.to_owned());
             if suppress {
                 if direct {
                     c.out.truncate(mark);
@@ -1201,6 +1342,28 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             }
             if !direct && !core.side.is_empty() {
                 c.push_ready(core.side.as_bytes());
+            }
+            if let Some((on, resolved, handler, call)) = blocked_on {
+                let seq = c.open_slot(suppress);
+                let conn = ConnRef {
+                    thread: core.id as u16,
+                    slot: slot as u32,
+                    gen: c.gen,
+                };
+                let t = park_waiter(
+                    core,
+                    conn,
+                    seq,
+                    (resolved, handler, call, c.client.resp3),
+                    blocked_args.unwrap_or_default().args(),
+                    Default::default(),
+                    on,
+                );
+                c.block = BlockPhase::Blocked(t);
+                c.client.blocked = true;
+                core.blocked_conns.push((slot, c.gen));
+            } else if core.shard.dbs[c.client.db].has_ready() {
+                serve_ready(core);
             }
         }
         Step::Shard {
@@ -1216,6 +1379,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 no_touch: c.client.no_touch,
                 databases: core.cfg.databases,
                 max_bulk_len: core.cfg.max_bulk_len,
+                may_block: true,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -1231,6 +1395,14 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     core.batches[shard].insert(b)
                 }
             };
+            let claim = resolved
+                .spec
+                .has(commands::table::flags::BLOCKING)
+                .then(blocking::Claim::default);
+            if let Some(cl) = &claim {
+                // Paused until the batch tells whether it blocked.
+                c.block = BlockPhase::Awaiting(cl.clone());
+            }
             b.cmds.push(BatchCmd {
                 seq,
                 resolved,
@@ -1238,6 +1410,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 call,
                 resp3: c.client.resp3,
                 nargs: args.len() as u32,
+                claim,
             });
             b.args.extend(args);
             let opened = c.open_slot(suppress);
@@ -1320,6 +1493,143 @@ fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
             core.mailbox.send(shard, msg);
         }
     }
+}
+
+/// Queues a command that blocked on this shard (see `blocking`); returns
+/// what its home thread keeps.
+fn park_waiter(
+    core: &mut Core,
+    conn: ConnRef,
+    seq: u64,
+    (resolved, handler, call, resp3): (
+        commands::Resolved,
+        commands::table::ShardHandler,
+        ShardCall,
+        bool,
+    ),
+    args: Args<'_>,
+    claim: blocking::Claim,
+    on: commands::BlockOn,
+) -> BlockTicket {
+    let ticket = BlockTicket {
+        seq,
+        claim: claim.clone(),
+        deadline_ms: on.deadline_ms,
+        on_timeout: on.on_timeout,
+        cmd_id: resolved.id,
+    };
+    let keys = core.waiters.add(BlockedCmd {
+        conn,
+        seq,
+        claim,
+        resolved,
+        handler,
+        args: args.to_owned(),
+        call,
+        resp3,
+        keys: on.keys,
+        wants: blocking::wanted_type(resolved),
+    });
+    for k in keys {
+        core.shard.dbs[call.db].add_blocking(&k);
+    }
+    ticket
+}
+
+/// Serves the clients blocked on keys that became ready, until no key is
+/// ready (serving one may make another ready: BLMOVE into a waited key).
+fn serve_ready(core: &mut Core) {
+    if core.waiters.is_empty() {
+        for d in core.shard.dbs.iter_mut() {
+            if d.has_ready() {
+                d.take_ready();
+            }
+        }
+        return;
+    }
+    // Bounded: each round serves at least one client or ends.
+    for _ in 0..SERVE_ROUNDS_MAX {
+        let mut keys: Vec<(usize, engine::SmallBytes)> = Vec::new();
+        for (i, d) in core.shard.dbs.iter_mut().enumerate() {
+            if d.has_ready() {
+                keys.extend(d.take_ready().into_iter().map(|k| (i, k)));
+            }
+        }
+        if keys.is_empty() {
+            return;
+        }
+        for (db, key) in keys {
+            serve_key(core, db, &key);
+        }
+    }
+}
+
+/// Rounds of [`serve_ready`] per call; what is left waits for the next.
+const SERVE_ROUNDS_MAX: usize = 1024;
+
+/// Serves `key`'s blocked clients, oldest first, while it can serve.
+fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
+    if core.locks.any_held() && core.locks.blocks(db, std::iter::once(key), true) {
+        if !core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
+            core.waiters.later.push((db, key.to_vec()));
+        }
+        return;
+    }
+    let mut dropped = Vec::new();
+    while let Some(w) = core.waiters.front(db, key, &mut dropped) {
+        let now = core.shard.now_ms;
+        let servable = core.shard.dbs[db]
+            .get(key)
+            .is_some_and(|e| !e.is_expired(now) && e.value.type_name() == w.wants);
+        if !servable {
+            break;
+        }
+        if !blocking::claim(&w.claim) {
+            // Timed out or gone meanwhile: `front` drops it next.
+            continue;
+        }
+        let mut out = Reply::new(w.resp3);
+        let again = run_shard(
+            w.resolved,
+            w.handler,
+            w.args.args(),
+            &mut core.shard,
+            w.call,
+            &mut out,
+            &mut core.stats,
+        );
+        if again.is_some() {
+            w.claim.store(false, Ordering::Release);
+            break;
+        }
+        for (d, k) in core.waiters.remove(&w) {
+            core.shard.dbs[d].remove_blocking(&k);
+        }
+        let msg = Msg::Unblocked {
+            conn: w.conn,
+            seq: w.seq,
+            reply: out.into_bytes(),
+        };
+        if w.conn.thread as usize == core.id {
+            core.local.push_back(msg);
+        } else {
+            core.mailbox.send(w.conn.thread as usize, msg);
+        }
+    }
+    for (d, k) in dropped {
+        core.shard.dbs[d].remove_blocking(&k);
+    }
+}
+
+/// After a release: serves the ready keys the lock held back.
+fn retry_later(core: &mut Core) {
+    if core.waiters.later.is_empty() {
+        return;
+    }
+    for (db, key) in std::mem::take(&mut core.waiters.later) {
+        serve_key(core, db, &key);
+    }
+    serve_ready(core);
 }
 
 /// Whether a transaction's lock holds back a plain command.

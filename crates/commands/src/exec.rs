@@ -45,10 +45,14 @@ pub struct ShardCall {
     pub databases: usize,
     /// `proto-max-bulk-len`: the largest string a command may build.
     pub max_bulk_len: u64,
+    /// A blocking command may block (false inside MULTI/EXEC).
+    pub may_block: bool,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
 /// owner's thread after a hop), writing its reply or error to `out`.
+/// Returns what a blocking command waits for when it blocked instead of
+/// replying (only when `call.may_block`).
 pub fn run_shard(
     r: Resolved,
     handler: ShardHandler,
@@ -57,7 +61,7 @@ pub fn run_shard(
     call: ShardCall,
     out: &mut Reply,
     stats: &mut ThreadStats,
-) {
+) -> Option<crate::ctx::BlockOn> {
     let started = Instant::now();
     let mut ctx = ShardCtx {
         shard,
@@ -66,14 +70,21 @@ pub fn run_shard(
         no_touch: call.no_touch,
         databases: call.databases,
         max_bulk_len: call.max_bulk_len,
-        may_block: false,
+        may_block: call.may_block,
         block: None,
     };
     let res = handler(&mut ctx, args);
+    let block = ctx.block.take();
     if let Err(e) = &res {
         reply_error(out, stats, e);
+        record(stats, r.id, started, true);
+        return None;
     }
-    record(stats, r.id, started, res.is_err());
+    // A blocked command is counted when it is served or times out.
+    if block.is_none() {
+        record(stats, r.id, started, false);
+    }
+    block
 }
 
 /// Runs a connection handler.

@@ -29,6 +29,8 @@ pub mod tx;
 pub mod util;
 pub mod zset;
 
-pub use ctx::{ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};
+pub use ctx::{
+    BlockOn, ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats, TimeoutReply,
+};
 pub use error::CmdError;
 pub use table::{registry, Exec, Resolved, Target};

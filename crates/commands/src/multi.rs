@@ -413,6 +413,9 @@ impl Coordinator for ExecCoord {
                                     no_touch: client.no_touch,
                                     databases: self.databases,
                                     max_bulk_len: self.max_bulk_len,
+                                    // Inside EXEC blocking commands answer
+                                    // at once, as on timeout.
+                                    may_block: false,
                                 },
                                 resp3: client.resp3,
                             };

@@ -76,6 +76,8 @@ impl TestServer {
                     no_touch: self.client.no_touch,
                     databases: self.shards[0].dbs.len(),
                     max_bulk_len: self.server.config().proto_max_bulk_len,
+                    // In process there is nobody to wake a blocked client.
+                    may_block: false,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

@@ -101,6 +101,13 @@ pub struct Db {
     /// their transaction is doomed. Weak: a watcher that went away (UNWATCH,
     /// EXEC, disconnect) costs nothing until [`Db::prune_watches`].
     watched: HashMap<SmallBytes, Vec<Weak<AtomicBool>>>,
+    /// Keys clients are blocked on (BLPOP & co.) in this database, with
+    /// their number of waiters; kept by the runtime through
+    /// [`Db::add_blocking`] / [`Db::remove_blocking`].
+    blocking: HashMap<SmallBytes, u32>,
+    /// Blocked-on keys that were (re)created since the runtime last looked
+    /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
+    ready: Vec<SmallBytes>,
 }
 
 impl Db {
@@ -109,6 +116,54 @@ impl Db {
             table: Dict::new(),
             volatile: Dict::new(),
             watched: HashMap::new(),
+            blocking: HashMap::new(),
+            ready: Vec::new(),
+        }
+    }
+
+    /// One more client waits for `key` to be created.
+    pub fn add_blocking(&mut self, key: &[u8]) {
+        *self.blocking.entry(SmallBytes::from(key)).or_default() += 1;
+    }
+
+    /// One client fewer waits for `key`.
+    pub fn remove_blocking(&mut self, key: &[u8]) {
+        if let Some(n) = self.blocking.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.blocking.remove(key);
+            }
+        }
+    }
+
+    /// Whether some key waited on was created since [`Db::take_ready`].
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// The keys waited on that were created, in order.
+    pub fn take_ready(&mut self) -> Vec<SmallBytes> {
+        std::mem::take(&mut self.ready)
+    }
+
+    #[cold]
+    fn mark_ready(&mut self, key: &[u8]) {
+        if self.blocking.contains_key(key) && !self.ready.iter().any(|k| &k[..] == key) {
+            self.ready.push(SmallBytes::from(key));
+        }
+    }
+
+    /// Marks every waited-on key that exists as ready (after SWAPDB).
+    fn mark_existing_ready(&mut self) {
+        let hit: Vec<SmallBytes> = self
+            .blocking
+            .keys()
+            .filter(|k| self.table.contains_key(&k[..]))
+            .cloned()
+            .collect();
+        for k in hit {
+            self.mark_ready(&k);
         }
     }
 
@@ -172,6 +227,8 @@ impl Db {
         b.signal_existing(Some(a));
         std::mem::swap(&mut a.table, &mut b.table);
         std::mem::swap(&mut a.volatile, &mut b.volatile);
+        a.mark_existing_ready();
+        b.mark_existing_ready();
     }
     pub fn len(&self) -> usize {
         self.table.len()
@@ -211,6 +268,9 @@ impl Db {
 
     pub fn insert(&mut self, key: &[u8], entry: Entry) {
         self.signal(key);
+        if !self.blocking.is_empty() {
+            self.mark_ready(key);
+        }
         let has_ttl = entry.expire_at_ms != 0;
         let old = self.table.insert(SmallBytes::from(key), entry);
         let had_ttl = old.is_some_and(|o| o.expire_at_ms != 0);
@@ -261,8 +321,10 @@ impl Db {
     pub fn take(&mut self) -> Db {
         self.signal_existing(None);
         let watched = std::mem::take(&mut self.watched);
+        let blocking = std::mem::take(&mut self.blocking);
         let old = std::mem::take(self);
         self.watched = watched;
+        self.blocking = blocking;
         old
     }
 

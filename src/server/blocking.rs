@@ -1,0 +1,200 @@
+//! Blocked clients (BLPOP, BLMOVE, BZPOPMIN ...): the runtime side.
+//!
+//! A blocking command is an ordinary shard handler. When it finds nothing
+//! to serve and may block, it replies nothing and names the keys it waits
+//! for (`ShardCtx::block_on`). The runtime then:
+//!
+//! * on the key's shard, queues a [`BlockedCmd`] under each of those keys
+//!   (FIFO per key, as Redis serves blocked clients) and tells the
+//!   database (`Db::add_blocking`), whose `insert` then reports the key as
+//!   ready when it is created — the only way an empty key becomes
+//!   servable, since a list or sorted set never exists empty;
+//! * on the client's home thread, keeps the connection paused behind the
+//!   command's reply slot, with its deadline.
+//!
+//! After every command, batch or job that made a key ready, the shard runs
+//! the waiters of that key again, oldest first, with the same handler and
+//! arguments, until the key runs dry or nobody waits (a re-run that blocks
+//! again leaves that client waiting and stops the walk). A served client's
+//! reply travels home in a [`super::mailbox::Msg::Unblocked`]. Serving
+//! waits while a transaction holds a lock on the key, and resumes on its
+//! release, so a transaction never sees a pop it did not make.
+//!
+//! Exactly-once: each blocked command has a claim flag shared by its home
+//! thread and the shard. Whoever sets it first decides the outcome: the
+//! shard (served), or the home thread (timeout, disconnect, CLIENT
+//! UNBLOCK). A claimed waiter left in a queue is dropped when met, and by
+//! the cron sweep.
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use commands::exec::ShardCall;
+use commands::table::ShardHandler;
+use commands::{Resolved, TimeoutReply};
+use resp::OwnedArgs;
+
+use super::mailbox::ConnRef;
+
+/// The claim flag of one blocked command (see the module documentation).
+pub type Claim = Arc<AtomicBool>;
+
+/// Takes the claim; true if nobody had.
+#[inline]
+pub fn claim(c: &Claim) -> bool {
+    c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}
+
+/// What the home thread knows about its blocked connection.
+#[derive(Clone, Debug)]
+pub struct BlockTicket {
+    pub seq: u64,
+    pub claim: Claim,
+    /// Absolute Unix milliseconds; 0 = forever.
+    pub deadline_ms: u64,
+    pub on_timeout: TimeoutReply,
+    /// The command's id, for its statistics on timeout.
+    pub cmd_id: usize,
+}
+
+/// A connection's blocking state on its home thread.
+#[derive(Clone, Debug, Default)]
+pub enum BlockPhase {
+    #[default]
+    None,
+    /// A blocking command went to another shard; whether it blocked comes
+    /// back with its batch.
+    Awaiting(Claim),
+    Blocked(BlockTicket),
+}
+
+impl BlockPhase {
+    pub fn is_none(&self) -> bool {
+        matches!(self, BlockPhase::None)
+    }
+    pub fn claim(&self) -> Option<&Claim> {
+        match self {
+            BlockPhase::None => None,
+            BlockPhase::Awaiting(c) => Some(c),
+            BlockPhase::Blocked(t) => Some(&t.claim),
+        }
+    }
+}
+
+/// A blocked command waiting on this shard.
+pub struct BlockedCmd {
+    pub conn: ConnRef,
+    pub seq: u64,
+    pub claim: Claim,
+    pub resolved: Resolved,
+    pub handler: ShardHandler,
+    pub args: OwnedArgs,
+    pub call: ShardCall,
+    pub resp3: bool,
+    pub keys: Vec<Vec<u8>>,
+    /// The type whose creation can serve it (`list`, `zset`).
+    pub wants: &'static str,
+}
+
+/// The type a blocking command pops from, by its ACL category.
+pub fn wanted_type(r: Resolved) -> &'static str {
+    if r.spec.acl.contains(&"sortedset") {
+        "zset"
+    } else if r.spec.acl.contains(&"stream") {
+        "stream"
+    } else {
+        "list"
+    }
+}
+
+/// This shard's blocked commands, per (db, key), oldest first.
+#[derive(Default)]
+pub struct Waiters {
+    queues: HashMap<(usize, Vec<u8>), VecDeque<Rc<BlockedCmd>>>,
+    /// Ready keys a transaction's lock held back, retried on release.
+    pub later: Vec<(usize, Vec<u8>)>,
+}
+
+impl Waiters {
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Queues `cmd` under each of its keys; returns the keys newly waited
+    /// on in `db` (for `Db::add_blocking`).
+    pub fn add(&mut self, cmd: BlockedCmd) -> Vec<Vec<u8>> {
+        let db = cmd.call.db;
+        let mut keys = cmd.keys.clone();
+        keys.sort();
+        keys.dedup();
+        let cmd = Rc::new(cmd);
+        for k in &keys {
+            self.queues
+                .entry((db, k.clone()))
+                .or_default()
+                .push_back(cmd.clone());
+        }
+        keys
+    }
+
+    /// The oldest live waiter of `key`; claimed ones met on the way are
+    /// dropped and their key counts returned through `dropped`.
+    pub fn front(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        dropped: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Option<Rc<BlockedCmd>> {
+        let k = (db, key.to_vec());
+        let q = self.queues.get_mut(&k)?;
+        while let Some(w) = q.front() {
+            if !w.claim.load(Ordering::Acquire) {
+                return Some(w.clone());
+            }
+            q.pop_front();
+            dropped.push(k.clone());
+        }
+        self.queues.remove(&k);
+        None
+    }
+
+    /// Removes a served command from every queue it is in; returns the
+    /// (db, key) pairs it left.
+    pub fn remove(&mut self, cmd: &Rc<BlockedCmd>) -> Vec<(usize, Vec<u8>)> {
+        let mut left = Vec::new();
+        let mut keys = cmd.keys.clone();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let key = (cmd.call.db, k);
+            if let Some(q) = self.queues.get_mut(&key) {
+                q.retain(|w| !Rc::ptr_eq(w, cmd));
+                if q.is_empty() {
+                    self.queues.remove(&key);
+                }
+                left.push(key);
+            }
+        }
+        left
+    }
+
+    /// Drops every claimed waiter (timed out, disconnected, unblocked);
+    /// returns the (db, key) pairs they left, one per waiter and key.
+    pub fn sweep(&mut self) -> Vec<(usize, Vec<u8>)> {
+        let mut left = Vec::new();
+        self.queues.retain(|k, q| {
+            q.retain(|w| {
+                let dead = w.claim.load(Ordering::Acquire);
+                if dead {
+                    left.push(k.clone());
+                }
+                !dead
+            });
+            !q.is_empty()
+        });
+        left
+    }
+}
