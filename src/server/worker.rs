@@ -187,6 +187,39 @@ impl Conns {
 }
 
 impl ClientRegistry for Conns {
+    fn unblock(&mut self, id: u64, error: bool) -> bool {
+        let Some(slot) = self
+            .slots
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id))
+        else {
+            return false;
+        };
+        let Some(c) = self.slots[slot].as_mut() else {
+            return false;
+        };
+        let BlockPhase::Blocked(t) = &c.block else {
+            return false;
+        };
+        if !blocking::claim(&t.claim) {
+            return false;
+        }
+        let seq = t.seq;
+        let mut r = Reply::new(c.client.resp3);
+        if error {
+            r.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            // As on timeout.
+            r.null_array();
+        }
+        c.complete(seq, r.as_bytes());
+        c.block = BlockPhase::None;
+        c.client.blocked = false;
+        self.mark_dirty(slot);
+        self.resume.push(slot);
+        true
+    }
+
     fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo)) {
         for c in self.slots.iter().flatten() {
             let io = ClientIo {
@@ -1018,11 +1051,10 @@ impl Worker {
                 continue;
             }
             let (seq, id) = (t.seq, t.cmd_id);
+            // Redis 7.0 answers every timed-out list/zset pop with a null
+            // array, BLMOVE included (`replyToBlockedClientTimedOut`).
             let mut r = Reply::new(c.client.resp3);
-            match t.on_timeout {
-                commands::TimeoutReply::NullArray => r.null_array(),
-                commands::TimeoutReply::NullBulk => r.null(),
-            }
+            r.null_array();
             c.complete(seq, r.as_bytes());
             c.block = BlockPhase::None;
             c.client.blocked = false;

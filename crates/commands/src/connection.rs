@@ -122,6 +122,14 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         CLIENT_ADMIN_ACL,
     ),
     CommandSpec::new(
+        "unblock",
+        -3,
+        ADMIN | CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Coord(client_unblock),
+        CLIENT_ADMIN_ACL,
+    ),
+    CommandSpec::new(
         "setname",
         3,
         CLIENT_FLAGS,
@@ -752,6 +760,39 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
             } else {
                 out.int(n as i64);
             }
+            Ok(())
+        },
+    ))
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: `:1` if that client was blocked
+/// (BLPOP & co.) and is now unblocked, `:0` otherwise.
+fn client_unblock(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    if args.len() > 4 {
+        return Err(CmdError::err_echo(
+            "unknown subcommand or wrong number of arguments for '",
+            args.get(1),
+            "'. Try CLIENT HELP.",
+        ));
+    }
+    let id = parse_i64(args.get(2))?;
+    let error = match args.len() {
+        3 => false,
+        4 if eq_ic(args.get(3), "timeout") => false,
+        4 if eq_ic(args.get(3), "error") => true,
+        4 => {
+            return Err(CmdError::err(
+                "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+        _ => false,
+    };
+    let id = u64::try_from(id).unwrap_or(0);
+    Ok(fan_out(
+        c.nshards(),
+        move |env| env.clients.unblock(id, error),
+        |done: Vec<bool>, out: &mut Reply, _: &mut ClientState| {
+            out.int(i64::from(done.contains(&true)));
             Ok(())
         },
     ))

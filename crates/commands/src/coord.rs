@@ -50,6 +50,12 @@ pub trait ClientRegistry {
     fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo));
     /// Marks the connection for closing; true if it is on this thread.
     fn kill(&mut self, id: u64) -> bool;
+    /// Ends a blocked command of client `id` as on timeout, or with
+    /// `-UNBLOCKED` if `error`; true if it was blocked here (CLIENT
+    /// UNBLOCK).
+    fn unblock(&mut self, _id: u64, _error: bool) -> bool {
+        false
+    }
 }
 
 /// What a job may touch on its shard's thread.

@@ -70,7 +70,9 @@ pub struct BlockOn {
     pub on_timeout: TimeoutReply,
 }
 
-/// The reply a blocked command sends when its timeout expires.
+/// The reply a blocking command gives at once where it may not block
+/// (inside MULTI). Once blocked, Redis 7.0 answers a timeout with a null
+/// array whatever the command (BLMOVE included), and so does the runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
     /// Null array (`*-1`, RESP3 `_`): BLPOP, BRPOP, BLMPOP, BZPOPMIN,
