@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use commands::exec::ShardCall;
 use commands::table::ShardHandler;
-use commands::{Resolved, TimeoutReply};
+use commands::Resolved;
 use resp::OwnedArgs;
 
 use super::mailbox::ConnRef;
@@ -55,7 +55,6 @@ pub struct BlockTicket {
     pub claim: Claim,
     /// Absolute Unix milliseconds; 0 = forever.
     pub deadline_ms: u64,
-    pub on_timeout: TimeoutReply,
     /// The command's id, for its statistics on timeout.
     pub cmd_id: usize,
 }

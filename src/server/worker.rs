@@ -1547,7 +1547,6 @@ fn park_waiter(
         seq,
         claim: claim.clone(),
         deadline_ms: on.deadline_ms,
-        on_timeout: on.on_timeout,
         cmd_id: resolved.id,
     };
     let keys = core.waiters.add(BlockedCmd {
