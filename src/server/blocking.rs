@@ -98,6 +98,18 @@ pub struct BlockedCmd {
     pub wants: &'static str,
 }
 
+/// A blocked multi-shard command sent to one of its shards.
+pub struct ParkReq {
+    pub claim: Claim,
+    pub resolved: Resolved,
+    pub handler: ShardHandler,
+    pub args: OwnedArgs,
+    pub call: ShardCall,
+    pub resp3: bool,
+    /// The waited keys on that shard.
+    pub keys: Vec<Vec<u8>>,
+}
+
 /// The type a blocking command pops from, by its ACL category.
 pub fn wanted_type(r: Resolved) -> &'static str {
     if r.spec.acl.contains(&"sortedset") {

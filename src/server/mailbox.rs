@@ -111,6 +111,13 @@ pub enum Msg {
         seq: u64,
         reply: Vec<u8>,
     },
+    /// Park a blocked multi-shard command on this shard's `keys` (see
+    /// `blocking`).
+    Park {
+        conn: ConnRef,
+        seq: u64,
+        cmd: Box<super::blocking::ParkReq>,
+    },
     /// A unix-socket connection accepted by another thread.
     Adopt(mio::net::UnixStream),
 }

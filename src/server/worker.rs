@@ -775,6 +775,41 @@ impl Worker {
                 }
                 self.core.recycle(batch);
             }
+            Msg::Park { conn, seq, cmd } => {
+                let blocking::ParkReq {
+                    claim,
+                    resolved,
+                    handler,
+                    args,
+                    call,
+                    resp3,
+                    keys,
+                } = *cmd;
+                if claim.load(Ordering::Acquire) {
+                    return;
+                }
+                let on = commands::BlockOn {
+                    keys: keys.clone(),
+                    deadline_ms: 0,
+                    on_timeout: commands::TimeoutReply::NullArray,
+                };
+                park_waiter(
+                    &mut self.core,
+                    conn,
+                    seq,
+                    (resolved, handler, call, resp3),
+                    args.args(),
+                    claim,
+                    on,
+                );
+                // A key filled between the command's look and now would
+                // never be reported: serve it now.
+                for k in &keys {
+                    if self.core.shard.dbs[call.db].contains(k) {
+                        serve_key(&mut self.core, call.db, k);
+                    }
+                }
+            }
             Msg::Unblocked { conn, seq, reply } => {
                 let slot = conn.slot as usize;
                 if let Some(c) = self.live(conn) {
@@ -1486,7 +1521,13 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
     }
     if failed || plan.is_empty() {
-        let Some(ac) = c.coord.take() else { return };
+        let Some(mut ac) = c.coord.take() else { return };
+        if !failed {
+            if let Some(p) = ac.coord.parked() {
+                park_across(core, c, slot, ac.resolved, ac.seq, p);
+                return;
+            }
+        }
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;
         c.complete(seq, if ac.suppress { &[] } else { ac.out.as_bytes() });
@@ -1565,6 +1606,61 @@ fn park_waiter(
         core.shard.dbs[call.db].add_blocking(&k);
     }
     ticket
+}
+
+/// Blocks a connection whose multi-shard command blocked: parks it on the
+/// shard of every key it waits for, all sharing one claim.
+fn park_across(
+    core: &mut Core,
+    c: &mut Conn,
+    slot: usize,
+    resolved: commands::Resolved,
+    seq: u64,
+    p: commands::coord::Parked,
+) {
+    let claim = blocking::Claim::default();
+    c.block = BlockPhase::Blocked(BlockTicket {
+        seq,
+        claim: claim.clone(),
+        deadline_ms: p.on.deadline_ms,
+        cmd_id: resolved.id,
+    });
+    c.client.blocked = true;
+    core.blocked_conns.push((slot, c.gen));
+    let conn = ConnRef {
+        thread: core.id as u16,
+        slot: slot as u32,
+        gen: c.gen,
+    };
+    let n = core.server.nshards;
+    let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for k in p.on.keys {
+        let s = commands::table::shard_of(&k, n);
+        match by_shard.iter_mut().find(|(x, _)| *x == s) {
+            Some((_, v)) => v.push(k),
+            None => by_shard.push((s, vec![k])),
+        }
+    }
+    for (s, keys) in by_shard {
+        let msg = Msg::Park {
+            conn,
+            seq,
+            cmd: Box::new(blocking::ParkReq {
+                claim: claim.clone(),
+                resolved,
+                handler: p.handler,
+                args: p.args.clone(),
+                call: p.call,
+                resp3: c.client.resp3,
+                keys,
+            }),
+        };
+        if s == core.id {
+            core.local.push_back(msg);
+        } else {
+            core.mailbox.send(s, msg);
+        }
+    }
 }
 
 /// Serves the clients blocked on keys that became ready, until no key is

@@ -133,6 +133,22 @@ pub trait Coordinator {
     /// The connection went away while this coordinator ran: push the work
     /// that must still happen (releasing locks). Its outputs are dropped.
     fn abort(&mut self, _plan: &mut Plan) {}
+
+    /// After the last step: the command blocked instead of replying (a
+    /// blocking command whose keys span shards); the runtime parks it on
+    /// the shards of the keys it waits for.
+    fn parked(&mut self) -> Option<Parked> {
+        None
+    }
+}
+
+/// A blocked multi-shard command: what each shard needs to run it again
+/// when one of its waited keys is created there.
+pub struct Parked {
+    pub on: crate::ctx::BlockOn,
+    pub handler: crate::table::ShardHandler,
+    pub args: resp::OwnedArgs,
+    pub call: crate::exec::ShardCall,
 }
 
 /// Downcasts job outputs issued with one type.

@@ -205,7 +205,7 @@ pub fn dispatch(
                         resolved: r,
                         coord: crate::tx::TxCoord::wrap(
                             ctx.home,
-                            crate::scratch::coordinator(r.spec, handler, ctx, args),
+                            crate::scratch::coordinator(r.spec, handler, ctx, args, true),
                             set,
                         ),
                     },

@@ -453,7 +453,9 @@ impl Coordinator for ExecCoord {
                 };
                 match build {
                     Build::Coord(b) => b(&mut ctx, args),
-                    Build::Scratch(h) => Ok(crate::scratch::coordinator(r.spec, h, &mut ctx, args)),
+                    Build::Scratch(h) => Ok(crate::scratch::coordinator(
+                        r.spec, h, &mut ctx, args, false,
+                    )),
                 }
             };
             match built {

@@ -19,6 +19,16 @@
 //! atomic command to every other client. A read-only command releases its
 //! locks with the gather.
 //!
+//! Blocking commands (BLPOP a b, BZMPOP ...) whose keys span shards and
+//! find nothing block here like anywhere else: the handler names the keys
+//! it waits for, and the runtime parks the command on each of their shards
+//! ([`Coordinator::parked`]), where a push re-runs the same handler. That
+//! is only right when every key of the command is a waited key (a re-run
+//! on one shard sees the other shards' keys as missing, which for a pop is
+//! the truth: they were empty). A command that also writes elsewhere
+//! (BLMOVE into another shard's key) does not block across shards: it
+//! answers at once, as inside MULTI.
+//!
 //! Cost: the values are copied twice (to the home thread and, if changed,
 //! back), O(size of the values involved), where a dedicated coordinator
 //! could move only the result. That is the price of writing each command
@@ -27,7 +37,7 @@
 use engine::{Entry, Shard};
 use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{outputs, Coordinator, JobOut, Plan};
+use crate::coord::{outputs, Coordinator, JobOut, Parked, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::{flags, shard_of, CommandSpec, ShardHandler};
@@ -59,6 +69,10 @@ pub struct Scratch {
     /// Distinct keys by shard, ascending shard order, as gathered.
     groups: Vec<(usize, Vec<Vec<u8>>)>,
     phase: Phase,
+    /// A blocking command may block (false inside MULTI).
+    may_block: bool,
+    /// Set when the handler blocked.
+    parked: Option<crate::ctx::BlockOn>,
 }
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
@@ -67,6 +81,7 @@ pub fn coordinator(
     handler: ShardHandler,
     ctx: &mut ConnCtx<'_>,
     args: Args<'_>,
+    may_block: bool,
 ) -> Box<dyn Coordinator> {
     let n = ctx.nshards();
     let mut pos = Vec::new();
@@ -128,6 +143,8 @@ pub fn coordinator(
         max_bulk_len,
         groups,
         phase: Phase::Gather(plan),
+        may_block,
+        parked: None,
     })
 }
 
@@ -169,10 +186,24 @@ impl Scratch {
             no_touch: self.no_touch,
             databases: self.databases,
             max_bulk_len: self.max_bulk_len,
-            may_block: false,
+            may_block: self.may_block,
             block: None,
         };
         (self.handler)(&mut ctx, self.args.args())?;
+        if let Some(on) = ctx.block.take() {
+            let every_key_waited = self
+                .groups
+                .iter()
+                .flat_map(|(_, ks)| ks)
+                .all(|k| on.keys.contains(k));
+            if every_key_waited {
+                self.parked = Some(on);
+                return Ok(Vec::new());
+            }
+            // See the module documentation: answer as inside MULTI.
+            ctx.may_block = false;
+            (self.handler)(&mut ctx, self.args.args())?;
+        }
         let d = &mut shard.dbs[self.db];
         let mut writes = Vec::new();
         for ((s, keys), before) in self.groups.iter().zip(before) {
@@ -194,6 +225,22 @@ impl Scratch {
 }
 
 impl Coordinator for Scratch {
+    fn parked(&mut self) -> Option<Parked> {
+        let on = self.parked.take()?;
+        Some(Parked {
+            on,
+            handler: self.handler,
+            args: std::mem::take(&mut self.args),
+            call: crate::exec::ShardCall {
+                db: self.db,
+                no_touch: self.no_touch,
+                databases: self.databases,
+                max_bulk_len: self.max_bulk_len,
+                may_block: true,
+            },
+        })
+    }
+
     fn step(
         &mut self,
         results: Vec<JobOut>,
@@ -286,7 +333,7 @@ mod tests {
                 server: &t.server.clone(),
                 home: 0,
             };
-            coordinator(&SPEC, move_append, &mut ctx, owned.args())
+            coordinator(&SPEC, move_append, &mut ctx, owned.args(), true)
         };
         t.drive(c, &mut out);
         String::from_utf8_lossy(&out.into_bytes()).into_owned()

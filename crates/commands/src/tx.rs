@@ -675,6 +675,10 @@ impl Coordinator for TxCoord {
         }
     }
 
+    fn parked(&mut self) -> Option<crate::coord::Parked> {
+        self.inner.parked()
+    }
+
     fn abort(&mut self, plan: &mut Plan) {
         if let Some(rest) = self.rest.take() {
             // The last shard ran its part: the others must run theirs, or
