@@ -362,7 +362,7 @@ fn count_local(
 }
 
 fn op_remove(s: &mut Shard, db: usize, k: &[u8]) -> bool {
-    s.remove(db, k).is_some()
+    s.delete(db, k)
 }
 
 /// EXISTS looks keys up without touching them but counts hits and misses
@@ -381,8 +381,8 @@ fn op_touch(s: &mut Shard, db: usize, k: &[u8]) -> bool {
 // ---------------------------------------------------------------------------
 
 /// DEL key [key ...] and UNLINK key [key ...]: the number of keys removed.
-/// UNLINK frees inline too: values are dropped in O(1) for strings, and
-/// large collections will get background freeing with their types.
+/// Both free large values in the background (`engine::lazyfree`), as
+/// Redis's UNLINK and lazyfree-lazy-user-del do.
 fn del(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     count_local(ctx, args, op_remove)
 }

@@ -259,7 +259,9 @@ impl Db {
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
         match self.table.get(key) {
             Some(e) if e.is_expired(now_ms) => {
-                self.remove(key);
+                if let Some(e) = self.remove(key) {
+                    crate::lazyfree::free(e.value);
+                }
                 true
             }
             _ => false,
@@ -273,7 +275,10 @@ impl Db {
         }
         let has_ttl = entry.expire_at_ms != 0;
         let old = self.table.insert(SmallBytes::from(key), entry);
-        let had_ttl = old.is_some_and(|o| o.expire_at_ms != 0);
+        let had_ttl = old.as_ref().is_some_and(|o| o.expire_at_ms != 0);
+        if let Some(o) = old {
+            crate::lazyfree::free(o.value);
+        }
         if has_ttl && !had_ttl {
             self.volatile.insert(SmallBytes::from(key), ());
         } else if had_ttl && !has_ttl {

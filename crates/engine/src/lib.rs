@@ -10,6 +10,7 @@
 //! one clock read.
 
 pub mod db;
+pub mod lazyfree;
 pub mod lfu;
 pub mod types;
 pub mod value;
@@ -130,6 +131,18 @@ impl Shard {
             return None;
         }
         d.remove(key)
+    }
+
+    /// Deletes a live key, freeing a large value in the background (DEL,
+    /// UNLINK); false if absent or already expired.
+    pub fn delete(&mut self, db: usize, key: &[u8]) -> bool {
+        match self.remove(db, key) {
+            Some(e) => {
+                lazyfree::free(e.value);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Stores `value` under `key` with the given expiry (`0` = none),

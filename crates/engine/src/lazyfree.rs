@@ -1,0 +1,67 @@
+//! Freeing large values off the request path (Redis's lazyfree).
+//!
+//! Dropping a collection of millions of elements takes tens of
+//! milliseconds: done on a shard's thread it would stall every client of
+//! that shard. Values with more than [`LAZYFREE_THRESHOLD`] elements that
+//! the engine deletes (DEL, UNLINK, expiry, overwrite) go instead to one
+//! process-wide background thread, which drops them. Smaller values are
+//! dropped inline: sending costs more than freeing them.
+//!
+//! Bounded: the channel holds at most [`QUEUE_MAX`] values; when it is
+//! full the value is freed inline (slower, never lost or leaked).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::OnceLock;
+
+use crate::value::Value;
+
+/// Redis's `LAZYFREE_THRESHOLD`: above this many elements, free in the
+/// background.
+pub const LAZYFREE_THRESHOLD: usize = 64;
+/// Values waiting for the background thread.
+const QUEUE_MAX: usize = 1024;
+
+/// Values the background thread has freed (INFO `lazyfreed_objects`).
+static FREED: AtomicU64 = AtomicU64::new(0);
+
+/// How many values were freed in the background so far.
+pub fn freed_in_background() -> u64 {
+    FREED.load(Ordering::Relaxed)
+}
+
+fn sender() -> Option<&'static SyncSender<Value>> {
+    static TX: OnceLock<Option<SyncSender<Value>>> = OnceLock::new();
+    TX.get_or_init(|| {
+        let (tx, rx) = sync_channel::<Value>(QUEUE_MAX);
+        std::thread::Builder::new()
+            .name("lazyfree".into())
+            .spawn(move || {
+                for v in rx {
+                    drop(v);
+                    FREED.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    })
+    .as_ref()
+}
+
+/// Frees `v`: in the background if it is large, inline otherwise.
+pub fn free(v: Value) {
+    if v.elements() <= LAZYFREE_THRESHOLD {
+        return;
+    }
+    send(v);
+}
+
+#[cold]
+fn send(v: Value) {
+    if let Some(tx) = sender() {
+        match tx.try_send(v) {
+            Ok(()) => {}
+            Err(TrySendError::Full(v) | TrySendError::Disconnected(v)) => drop(v),
+        }
+    }
+}
