@@ -41,6 +41,18 @@ use super::mailbox::ConnRef;
 /// The claim flag of one blocked command (see the module documentation).
 pub type Claim = Arc<AtomicBool>;
 
+/// Marks a client blocked or not, keeping INFO's `blocked_clients`.
+pub fn set_blocked(c: &mut commands::ClientState, on: bool) {
+    if c.blocked != on {
+        c.blocked = on;
+        if on {
+            commands::ctx::BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+        } else {
+            commands::ctx::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Takes the claim; true if nobody had.
 #[inline]
 pub fn claim(c: &Claim) -> bool {

@@ -214,7 +214,7 @@ impl ClientRegistry for Conns {
         }
         c.complete(seq, r.as_bytes());
         c.block = BlockPhase::None;
-        c.client.blocked = false;
+        blocking::set_blocked(&mut c.client, false);
         self.mark_dirty(slot);
         self.resume.push(slot);
         true
@@ -539,6 +539,7 @@ impl Worker {
                 };
                 send_plan(&mut self.core, conn, plan);
             }
+            blocking::set_blocked(&mut c.client, false);
             if let Some(claim) = c.block.claim() {
                 // Whoever claims first decides: a shard that has not served
                 // this client yet now never will.
@@ -755,7 +756,7 @@ impl Worker {
                     match batch.block.take() {
                         Some(t) => {
                             c.block = BlockPhase::Blocked(t);
-                            c.client.blocked = true;
+                            blocking::set_blocked(&mut c.client, true);
                             newly_blocked = true;
                         }
                         None => {
@@ -821,7 +822,7 @@ impl Worker {
                     if ours {
                         c.complete(seq, &reply);
                         c.block = BlockPhase::None;
-                        c.client.blocked = false;
+                        blocking::set_blocked(&mut c.client, false);
                         let resume = !paused(c);
                         self.conns.mark_dirty(slot);
                         if resume {
@@ -1092,7 +1093,7 @@ impl Worker {
             r.null_array();
             c.complete(seq, r.as_bytes());
             c.block = BlockPhase::None;
-            c.client.blocked = false;
+            blocking::set_blocked(&mut c.client, false);
             exec::record(&mut self.core.stats, id, Instant::now(), false);
             self.conns.mark_dirty(slot);
             self.conns.resume.push(slot);
@@ -1427,7 +1428,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     on,
                 );
                 c.block = BlockPhase::Blocked(t);
-                c.client.blocked = true;
+                blocking::set_blocked(&mut c.client, true);
                 core.blocked_conns.push((slot, c.gen));
             } else if core.shard.dbs[c.client.db].has_ready() {
                 serve_ready(core);
@@ -1625,7 +1626,7 @@ fn park_across(
         deadline_ms: p.on.deadline_ms,
         cmd_id: resolved.id,
     });
-    c.client.blocked = true;
+    blocking::set_blocked(&mut c.client, true);
     core.blocked_conns.push((slot, c.gen));
     let conn = ConnRef {
         thread: core.id as u16,

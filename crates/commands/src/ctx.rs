@@ -163,6 +163,10 @@ impl WatchState {
     }
 }
 
+/// Clients blocked in BLPOP & co. across all threads (INFO
+/// `blocked_clients`); kept by the runtime.
+pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
+
 /// Process-wide state.
 pub struct ServerShared {
     pub config: RwLock<Config>,

@@ -550,11 +550,14 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 &[
                     "client_recent_max_input_buffer",
                     "client_recent_max_output_buffer",
-                    "blocked_clients",
-                    "tracking_clients",
-                    "clients_in_timeout_table",
                 ],
             );
+            kv(
+                o,
+                "blocked_clients",
+                crate::ctx::BLOCKED_CLIENTS.load(Ordering::Relaxed),
+            );
+            zeros(o, &["tracking_clients", "clients_in_timeout_table"]);
         }
         "memory" => {
             let used = rss_bytes();
