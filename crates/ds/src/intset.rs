@@ -248,7 +248,10 @@ mod tests {
         assert_eq!(s.iter().collect::<Vec<_>>(), vec![-32768, 5, 65536]);
         assert!(s.insert(i64::MIN));
         assert_eq!(s.width(), 8);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![i64::MIN, -32768, 5, 65536]);
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![i64::MIN, -32768, 5, 65536]
+        );
         assert_eq!(s.heap_bytes(), 1 + 4 * 8);
         // Removal keeps the width, as Redis.
         assert!(s.remove(i64::MIN));

@@ -330,13 +330,35 @@ mod tests {
         let mut p = Packed::new();
         assert_eq!(p.bytes(), 0);
         let items: Vec<Vec<u8>> = [
-            "0", "127", "128", "-1", "-32768", "32768", "-8388608", "8388607", "8388608",
-            "2147483647", "-2147483649", "9223372036854775807", "-9223372036854775808",
-            "", "a", "01", "-0", "+1", "1.5", "9223372036854775808",
+            "0",
+            "127",
+            "128",
+            "-1",
+            "-32768",
+            "32768",
+            "-8388608",
+            "8388607",
+            "8388608",
+            "2147483647",
+            "-2147483649",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "",
+            "a",
+            "01",
+            "-0",
+            "+1",
+            "1.5",
+            "9223372036854775808",
         ]
         .iter()
         .map(|s| s.as_bytes().to_vec())
-        .chain([vec![b'x'; 63], vec![b'y'; 64], vec![b'z'; 200], vec![0; 20000]])
+        .chain([
+            vec![b'x'; 63],
+            vec![b'y'; 64],
+            vec![b'z'; 200],
+            vec![0; 20000],
+        ])
         .collect();
         for it in &items {
             p.push(Item::Str(it));
@@ -354,7 +376,10 @@ mod tests {
         assert!(p.find(Item::Str(b"127")).is_some());
         assert_eq!(p.find(Item::Int(127)), p.find(Item::Str(b"127")));
         assert!(p.find(Item::Str(b"126")).is_none());
-        assert!(matches!(p.get_at(p.find(Item::Str(b"01")).unwrap()), Item::Str(b"01")));
+        assert!(matches!(
+            p.get_at(p.find(Item::Str(b"01")).unwrap()),
+            Item::Str(b"01")
+        ));
         assert_eq!(encoded_len(Item::Int(5)), 1);
         assert_eq!(encoded_len(Item::Str(b"member:1")), 9);
         assert_eq!(encoded_len(Item::Str(&[0; 64])), 66);

@@ -667,7 +667,10 @@ mod tests {
         let l = lim();
         let mut s = build(&["1", "2", "-3"]);
         assert_eq!(s.encoding(), "intset");
-        assert_eq!(s.iter().collect::<Vec<_>>(), [Member::Int(-3), Member::Int(1), Member::Int(2)]);
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            [Member::Int(-3), Member::Int(1), Member::Int(2)]
+        );
         // A non-integer into a small intset: listpack, integers first.
         assert!(s.add(b"a", &l));
         assert_eq!(s.encoding(), "listpack");
