@@ -787,3 +787,112 @@ fn sscan(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! In-process tests (no sockets) on 1 and 3 shards; the byte-exact
+    //! comparison with Redis is `tests/diff/set.txt`.
+
+    use crate::table::shard_of;
+    use crate::testutil::TestServer;
+
+    /// A key named `{p}{n}` on shard `want` of `nshards`.
+    fn key_on(p: &str, want: usize, nshards: usize) -> String {
+        (0..10_000)
+            .map(|n| format!("{p}{n}"))
+            .find(|k| shard_of(k.as_bytes(), nshards) == want)
+            .expect("a key on every shard")
+    }
+
+    #[test]
+    fn single_and_multi_shard_agree() {
+        for n in [1, 3] {
+            let mut t = TestServer::new(n);
+            let (a, b, d) = (
+                key_on("a", 0, n),
+                key_on("b", 1 % n, n),
+                key_on("d", 2 % n, n),
+            );
+            assert_eq!(t.run(&["SADD", &a, "3", "1", "2", "x"]), ":4\r\n");
+            assert_eq!(t.run(&["SADD", &b, "2", "3", "4"]), ":3\r\n");
+            assert_eq!(t.run(&["SINTER", &a, &b]), "*2\r\n$1\r\n2\r\n$1\r\n3\r\n");
+            assert_eq!(t.run(&["SINTERCARD", "2", &a, &b, "LIMIT", "1"]), ":1\r\n");
+            assert_eq!(t.run(&["SINTERSTORE", &d, &a, &b]), ":2\r\n");
+            assert_eq!(t.run(&["OBJECT", "ENCODING", &d]), "$6\r\nintset\r\n");
+            assert_eq!(t.run(&["SMOVE", &a, &b, "x"]), ":1\r\n");
+            assert_eq!(t.run(&["SISMEMBER", &b, "x"]), ":1\r\n");
+            assert_eq!(t.run(&["OBJECT", "ENCODING", &b]), "$8\r\nlistpack\r\n");
+            assert_eq!(t.run(&["SDIFFSTORE", &d, &a, &b]), ":1\r\n");
+            assert_eq!(t.run(&["SMEMBERS", &d]), "*1\r\n$1\r\n1\r\n");
+            assert_eq!(t.run(&["SDIFFSTORE", &d, &a, &a]), ":0\r\n");
+            assert_eq!(t.run(&["EXISTS", &d]), ":0\r\n");
+            assert_eq!(
+                t.run(&["SPOP", &a, "10"]),
+                "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+            );
+            assert_eq!(t.run(&["EXISTS", &a]), ":0\r\n");
+        }
+    }
+
+    #[test]
+    fn sintercard_keys_and_errors() {
+        let reg = crate::table::registry();
+        let (_, spec) = reg.top(b"sintercard").expect("registered");
+        let argv = |v: &[&str]| {
+            resp::OwnedArgs::from_slices(&v.iter().map(|s| s.as_bytes()).collect::<Vec<_>>())
+        };
+        let mut pos = Vec::new();
+        let a = argv(&["SINTERCARD", "2", "a", "b", "LIMIT", "1"]);
+        spec.key_positions(a.args(), &mut pos);
+        assert_eq!(pos, [2, 3]);
+        for bad in [
+            &["SINTERCARD", "3", "a", "b"][..],
+            &["SINTERCARD", "x", "a"],
+            &["SINTERCARD", "0", "a"],
+        ] {
+            let a = argv(bad);
+            spec.key_positions(a.args(), &mut pos);
+            assert!(pos.is_empty());
+        }
+        let mut t = TestServer::new(3);
+        assert_eq!(
+            t.run(&["SINTERCARD", "3", "a", "b"]),
+            "-ERR Number of keys can't be greater than number of args\r\n"
+        );
+        assert_eq!(
+            t.run(&["SINTERCARD", "0", "a"]),
+            "-ERR numkeys should be greater than 0\r\n"
+        );
+        assert_eq!(
+            t.run(&["SINTERCARD", "1", "a", "LIMIT", "-1"]),
+            "-ERR LIMIT can't be negative\r\n"
+        );
+    }
+
+    #[test]
+    fn sscan_walks_a_hashtable() {
+        let mut t = TestServer::new(1);
+        let members: Vec<String> = (0..300).map(|i| format!("m{i}")).collect();
+        let mut argv = vec!["SADD", "s"];
+        argv.extend(members.iter().map(|s| s.as_str()));
+        assert_eq!(t.run(&argv), ":300\r\n");
+        let mut cursor = "0".to_string();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..1000 {
+            let r = t.run(&["SSCAN", "s", &cursor, "COUNT", "7"]);
+            let lines: Vec<&str> = r.split("\r\n").collect();
+            cursor = lines[2].to_string();
+            seen.extend(
+                lines[4..]
+                    .iter()
+                    .filter(|l| l.starts_with('m'))
+                    .map(|s| s.to_string()),
+            );
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(cursor, "0");
+        assert_eq!(seen.len(), 300);
+    }
+}

@@ -198,7 +198,7 @@ impl Set {
             Repr::Table(_) => false,
         };
         if over {
-            self.to_table(size_hint);
+            self.convert_to_table(size_hint);
         }
     }
 
@@ -244,7 +244,7 @@ impl Set {
     }
 
     /// Converts to a hashtable sized for `cap` members.
-    fn to_table(&mut self, cap: usize) {
+    fn convert_to_table(&mut self, cap: usize) {
         let mut t = Table::with_capacity(cap.max(self.len()));
         for m in self.iter() {
             with_bytes(m, |b| t.insert(b));
@@ -268,7 +268,7 @@ impl Set {
                     }
                     let n = s.len();
                     if n > intset_max(lim) {
-                        self.to_table(n);
+                        self.convert_to_table(n);
                     }
                     return true;
                 }
@@ -293,7 +293,7 @@ impl Set {
                     p.push(m);
                     self.repr = Repr::Pack(p);
                 } else {
-                    self.to_table(n + 1);
+                    self.convert_to_table(n + 1);
                     self.table_insert(m);
                 }
                 true
@@ -310,7 +310,7 @@ impl Set {
                     p.push(m);
                 } else {
                     let n = p.len();
-                    self.to_table(n + 1);
+                    self.convert_to_table(n + 1);
                     self.table_insert(m);
                 }
                 true
@@ -728,7 +728,7 @@ mod tests {
         assert_eq!(s.heap_bytes(), 4 + 2 + 2);
         let mut t = s.clone();
         assert_eq!(s, t);
-        t.to_table(2);
+        t.convert_to_table(2);
         assert_ne!(s, t);
         assert_eq!(t.clone(), t);
         assert!(t.heap_bytes() > 0);
