@@ -10,12 +10,16 @@
 //! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
 //! * [`glob`]: Redis's glob matcher (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`).
 //! * [`crc16`]: CRC16-XMODEM and the Redis Cluster key slot.
+//! * [`intset`]: sorted packed integers (Redis's intset).
+//! * [`packed`]: a compact packed sequence of small strings and integers.
 
 pub mod bytes;
 pub mod crc16;
 pub mod dict;
 pub mod glob;
+pub mod intset;
 pub mod num;
+pub mod packed;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
