@@ -511,6 +511,37 @@ impl QuickList {
         true
     }
 
+    /// Drops the emptied nodes of `[lo, hi)` and merges neighbours that
+    /// fit one node, from `lo - 1` through `hi` (the untouched neighbours
+    /// included), in one linear pass: node headers move once, never once
+    /// per dropped node.
+    fn compact(&mut self, lo: usize, hi: usize) {
+        let lo = lo.saturating_sub(1);
+        let hi = (hi + 1).min(self.nodes.len());
+        // `w` is the last kept node; nodes after it up to `r` are free slots.
+        let mut w: Option<usize> = None;
+        for r in lo..hi {
+            if self.nodes[r].count == 0 {
+                continue;
+            }
+            match w {
+                Some(wi) if self.may_merge(&self.nodes[wi], &self.nodes[r]) => {
+                    let b = std::mem::take(&mut self.nodes[r]);
+                    let a = &mut self.nodes[wi];
+                    a.buf.extend_from_slice(&b.buf);
+                    a.count += b.count;
+                }
+                _ => {
+                    let wi = w.map_or(lo, |x| x + 1);
+                    self.nodes.swap(wi, r);
+                    w = Some(wi);
+                }
+            }
+        }
+        let keep_end = w.map_or(lo, |x| x + 1);
+        self.nodes.drain(keep_end..hi);
+    }
+
     /// Removes `n` elements starting at element `start` (clamped to the
     /// end). Whole nodes are dropped without touching their bytes.
     pub fn remove_range(&mut self, start: usize, n: usize) {
@@ -606,26 +637,7 @@ impl QuickList {
             return 0;
         }
         self.len -= removed;
-        // Drop emptied nodes and merge what became small, in the touched
-        // span only.
-        let mut k = lo;
-        let mut end = hi + 1;
-        while k < end {
-            if self.nodes[k].count == 0 {
-                self.nodes.remove(k);
-                end -= 1;
-            } else {
-                k += 1;
-            }
-        }
-        let mut k = lo.saturating_sub(1);
-        while k < end.min(self.nodes.len()) {
-            if !self.try_merge(k) {
-                k += 1;
-            } else {
-                end = end.saturating_sub(1);
-            }
-        }
+        self.compact(lo, hi + 1);
         removed
     }
 
