@@ -61,17 +61,26 @@ fn lmove_between_shards() {
     let k = keys_across_shards("mv", 3);
     let (src, dst, other) = (&k[0], &k[1], &k[2]);
     let _: () = c.rpush(src, &["a", "b", "c"]).unwrap();
-    assert_eq!(cmd(&mut c, &["LMOVE", src, dst, "LEFT", "RIGHT"]).unwrap(), bulk("a"));
-    assert_eq!(cmd(&mut c, &["LMOVE", src, dst, "RIGHT", "LEFT"]).unwrap(), bulk("c"));
+    assert_eq!(
+        cmd(&mut c, &["LMOVE", src, dst, "LEFT", "RIGHT"]).unwrap(),
+        bulk("a")
+    );
+    assert_eq!(
+        cmd(&mut c, &["LMOVE", src, dst, "RIGHT", "LEFT"]).unwrap(),
+        bulk("c")
+    );
     assert_eq!(range(&mut c, src), ["b"]);
     assert_eq!(range(&mut c, dst), ["c", "a"]);
     // The last element moves: the source is deleted on its shard.
     assert_eq!(cmd(&mut c, &["RPOPLPUSH", src, dst]).unwrap(), bulk("b"));
-    assert_eq!(c.exists::<_, bool>(src).unwrap(), false);
+    assert!(!c.exists::<_, bool>(src).unwrap());
     assert_eq!(range(&mut c, dst), ["b", "c", "a"]);
     // A missing source: null, nothing created.
-    assert_eq!(cmd(&mut c, &["LMOVE", src, other, "LEFT", "LEFT"]).unwrap(), Value::Nil);
-    assert_eq!(c.exists::<_, bool>(other).unwrap(), false);
+    assert_eq!(
+        cmd(&mut c, &["LMOVE", src, other, "LEFT", "LEFT"]).unwrap(),
+        Value::Nil
+    );
+    assert!(!c.exists::<_, bool>(other).unwrap());
     // WRONGTYPE destination on another shard: nothing moves.
     let _: () = c.set(other, "str").unwrap();
     let e = cmd(&mut c, &["LMOVE", dst, other, "LEFT", "LEFT"]).unwrap_err();
@@ -83,11 +92,17 @@ fn lmove_between_shards() {
         cmd(&mut c, &["BLMOVE", dst, other, "RIGHT", "RIGHT", "0"]).unwrap(),
         bulk("a")
     );
-    assert_eq!(cmd(&mut c, &["BRPOPLPUSH", dst, other, "0"]).unwrap(), bulk("c"));
+    assert_eq!(
+        cmd(&mut c, &["BRPOPLPUSH", dst, other, "0"]).unwrap(),
+        bulk("c")
+    );
     assert_eq!(range(&mut c, other), ["c", "a"]);
     assert_eq!(range(&mut c, dst), ["b"]);
     // Rotation in place.
-    assert_eq!(cmd(&mut c, &["LMOVE", other, other, "LEFT", "RIGHT"]).unwrap(), bulk("c"));
+    assert_eq!(
+        cmd(&mut c, &["LMOVE", other, other, "LEFT", "RIGHT"]).unwrap(),
+        bulk("c")
+    );
     assert_eq!(range(&mut c, other), ["a", "c"]);
 }
 
@@ -98,18 +113,32 @@ fn lmpop_and_blpop_over_shards() {
     let k = keys_across_shards("mp", 3);
     let _: () = c.rpush(&k[1], &["1", "2", "3"]).unwrap();
     let _: () = c.rpush(&k[2], &["x", "y"]).unwrap();
-    let r = cmd(&mut c, &["LMPOP", "3", &k[0], &k[1], &k[2], "LEFT", "COUNT", "2"]).unwrap();
+    let r = cmd(
+        &mut c,
+        &["LMPOP", "3", &k[0], &k[1], &k[2], "LEFT", "COUNT", "2"],
+    )
+    .unwrap();
     assert_eq!(
         r,
         Value::Array(vec![bulk(&k[1]), Value::Array(vec![bulk("1"), bulk("2")])])
     );
-    let r = cmd(&mut c, &["LMPOP", "3", &k[0], &k[1], &k[2], "RIGHT", "COUNT", "9"]).unwrap();
-    assert_eq!(r, Value::Array(vec![bulk(&k[1]), Value::Array(vec![bulk("3")])]));
-    assert_eq!(c.exists::<_, bool>(&k[1]).unwrap(), false);
+    let r = cmd(
+        &mut c,
+        &["LMPOP", "3", &k[0], &k[1], &k[2], "RIGHT", "COUNT", "9"],
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        Value::Array(vec![bulk(&k[1]), Value::Array(vec![bulk("3")])])
+    );
+    assert!(!c.exists::<_, bool>(&k[1]).unwrap());
     let r = cmd(&mut c, &["BLPOP", &k[0], &k[1], &k[2], "0"]).unwrap();
     assert_eq!(r, Value::Array(vec![bulk(&k[2]), bulk("x")]));
     let r = cmd(&mut c, &["BLMPOP", "0", "3", &k[0], &k[1], &k[2], "RIGHT"]).unwrap();
-    assert_eq!(r, Value::Array(vec![bulk(&k[2]), Value::Array(vec![bulk("y")])]));
+    assert_eq!(
+        r,
+        Value::Array(vec![bulk(&k[2]), Value::Array(vec![bulk("y")])])
+    );
     assert_eq!(
         cmd(&mut c, &["LMPOP", "3", &k[0], &k[1], &k[2], "LEFT"]).unwrap(),
         Value::Nil
@@ -150,7 +179,9 @@ fn large_list() {
     const N: usize = 200_000;
     const BATCH: usize = 1000;
     for b in 0..N / BATCH {
-        let vals: Vec<String> = (b * BATCH..(b + 1) * BATCH).map(|i| i.to_string()).collect();
+        let vals: Vec<String> = (b * BATCH..(b + 1) * BATCH)
+            .map(|i| i.to_string())
+            .collect();
         let _: () = c.rpush("big", &vals).unwrap();
     }
     assert_eq!(c.llen::<_, usize>("big").unwrap(), N);
@@ -169,7 +200,12 @@ fn large_list() {
         .unwrap();
     assert_eq!(
         c.lrange::<_, Vec<String>>("big", mid - 1, mid + 2).unwrap(),
-        [(mid - 1).to_string(), "middle".into(), "after-middle".into(), (mid + 1).to_string()]
+        [
+            (mid - 1).to_string(),
+            "middle".into(),
+            "after-middle".into(),
+            (mid + 1).to_string()
+        ]
     );
     assert_eq!(c.lrem::<_, _, usize>("big", -1, "after-middle").unwrap(), 1);
     let _: () = c.ltrim("big", 1000, -1001).unwrap();
@@ -177,7 +213,11 @@ fn large_list() {
     assert_eq!(c.lindex::<_, String>("big", 0).unwrap(), "1000");
     let e: String = c.lindex("big", -1).unwrap();
     assert_eq!(e, (N - 1001).to_string());
-    let enc: String = redis::cmd("OBJECT").arg("ENCODING").arg("big").query(&mut c).unwrap();
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(enc, "quicklist");
 }
 
@@ -260,8 +300,12 @@ fn random_operations_match_a_model() {
                     let n = 1 + r.below(4) as usize;
                     let vals: Vec<String> = (0..n).map(|_| value(&mut r)).collect();
                     let left = r.below(2) == 0;
-                    let got: usize = if left { c.lpush(key, &vals) } else { c.rpush(key, &vals) }
-                        .unwrap();
+                    let got: usize = if left {
+                        c.lpush(key, &vals)
+                    } else {
+                        c.rpush(key, &vals)
+                    }
+                    .unwrap();
                     for v in vals {
                         if left {
                             m.push_front(v);
@@ -381,8 +425,10 @@ fn random_operations_match_a_model() {
                     if rank < 0 {
                         hits.reverse();
                     }
-                    let want: Vec<usize> =
-                        hits.into_iter().skip(rank.unsigned_abs() as usize - 1).collect();
+                    let want: Vec<usize> = hits
+                        .into_iter()
+                        .skip(rank.unsigned_abs() as usize - 1)
+                        .collect();
                     assert_eq!(got, want, "{ctx}");
                 }
                 10 | 11 => {
@@ -395,7 +441,11 @@ fn random_operations_match_a_model() {
                         .arg(if to_left { "LEFT" } else { "RIGHT" })
                         .query(&mut c)
                         .unwrap();
-                    let v = if from_left { model[ki].pop_front() } else { model[ki].pop_back() };
+                    let v = if from_left {
+                        model[ki].pop_front()
+                    } else {
+                        model[ki].pop_back()
+                    };
                     if let Some(v) = &v {
                         if to_left {
                             model[di].push_front(v.clone());

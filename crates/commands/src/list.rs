@@ -158,7 +158,12 @@ fn push(l: &mut List, end: End, v: &[u8]) {
 /// Redis's `pushGenericCommand`: pushes every element in argument order;
 /// replies the new length. `xx` (LPUSHX/RPUSHX): a missing key is left
 /// missing and the reply is 0.
-fn push_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End, xx: bool) -> Result<(), CmdError> {
+fn push_generic(
+    ctx: &mut ShardCtx<'_>,
+    args: Args<'_>,
+    end: End,
+    xx: bool,
+) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
     match ctx.shard.lookup_write(db, key) {
         Some(e) => {
@@ -253,7 +258,11 @@ fn pop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End) -> Result<(), C
         return Err(CmdError::WrongArity(name.into()));
     }
     let count = if args.len() == 3 {
-        Some(parse_at_least(args.get(2), 0, "value is out of range, must be positive")?)
+        Some(parse_at_least(
+            args.get(2),
+            0,
+            "value is out of range, must be positive",
+        )?)
     } else {
         None
     };
@@ -359,7 +368,8 @@ fn lindex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     };
     let l = as_list(e)?;
     let i = parse_i64(args.get(2))?;
-    ctx.out.optional_bulk(index_of(l.len(), i).and_then(|i| l.get(i)));
+    ctx.out
+        .optional_bulk(index_of(l.len(), i).and_then(|i| l.get(i)));
     Ok(())
 }
 
@@ -423,7 +433,11 @@ fn lpos(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             }
             matches += 1;
             if matches >= rank {
-                found.push(if from_tail { (len - index - 1) as i64 } else { index as i64 });
+                found.push(if from_tail {
+                    (len - index - 1) as i64
+                } else {
+                    index as i64
+                });
                 match count {
                     None => break,
                     Some(c) if c != 0 && matches.wrapping_sub(rank).wrapping_add(1) >= c => break,
@@ -684,7 +698,11 @@ fn parse_mpop(args: Args<'_>, numkeys_at: usize) -> Result<MpopArgs, CmdError> {
     while j < args.len() {
         if count.is_none() && eq_ic(args.get(j), "count") && j + 1 < args.len() {
             j += 1;
-            count = Some(parse_at_least(args.get(j), 1, "count should be greater than 0")?);
+            count = Some(parse_at_least(
+                args.get(j),
+                1,
+                "count should be greater than 0",
+            )?);
         } else {
             return Err(CmdError::Syntax);
         }
@@ -878,7 +896,9 @@ mod tests {
         assert_eq!(t.run(&["RPOPLPUSH", "l", "m"]), "$1\r\na\r\n");
         assert_eq!(t.run(&["LRANGE", "m", "0", "-1"]), "*1\r\n$1\r\na\r\n");
         t.run(&["SET", "s", "x"]);
-        assert!(t.run(&["LMOVE", "l", "s", "LEFT", "LEFT"]).starts_with("-WRONGTYPE"));
+        assert!(t
+            .run(&["LMOVE", "l", "s", "LEFT", "LEFT"])
+            .starts_with("-WRONGTYPE"));
         assert_eq!(t.run(&["LLEN", "l"]), ":2\r\n");
     }
 
@@ -888,15 +908,15 @@ mod tests {
         assert_eq!(t.run(&["BLPOP", "a", "b", "0"]), "*-1\r\n");
         assert_eq!(t.run(&["BLMOVE", "a", "b", "LEFT", "LEFT", "0"]), "$-1\r\n");
         t.run(&["RPUSH", "b", "x", "y"]);
-        assert_eq!(t.run(&["BRPOP", "a", "b", "1"]), "*2\r\n$1\r\nb\r\n$1\r\ny\r\n");
+        assert_eq!(
+            t.run(&["BRPOP", "a", "b", "1"]),
+            "*2\r\n$1\r\nb\r\n$1\r\ny\r\n"
+        );
         assert_eq!(
             t.run(&["BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "5"]),
             "*2\r\n$1\r\nb\r\n*1\r\n$1\r\nx\r\n"
         );
-        assert_eq!(
-            t.run(&["BLPOP", "a", "-1"]),
-            "-ERR timeout is negative\r\n"
-        );
+        assert_eq!(t.run(&["BLPOP", "a", "-1"]), "-ERR timeout is negative\r\n");
     }
 
     #[test]

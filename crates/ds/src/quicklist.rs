@@ -128,7 +128,10 @@ impl Node {
         let sz = entry_size(v.len());
         let old = self.buf.len();
         if self.buf.capacity() < old + sz {
-            let want = (self.buf.capacity() * 2).min(cap_hint).max(old + sz).max(16);
+            let want = (self.buf.capacity() * 2)
+                .min(cap_hint)
+                .max(old + sz)
+                .max(16);
             self.buf.reserve_exact(want - old);
         }
         self.buf.resize(old + sz, 0);

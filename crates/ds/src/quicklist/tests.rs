@@ -105,7 +105,11 @@ fn node_caps_by_count_and_bytes() {
     // Default -2: 8 KiB nodes; 10-byte payloads cost 12 bytes each.
     let q = from(-2, &[&b"0123456789"[..]; 2000]);
     assert_eq!(q.node_count(), 3);
-    assert!(q.heap_bytes() < 2000 * 12 + 3 * 8192 / 2 + 256, "{}", q.heap_bytes());
+    assert!(
+        q.heap_bytes() < 2000 * 12 + 3 * 8192 / 2 + 256,
+        "{}",
+        q.heap_bytes()
+    );
 }
 
 #[test]
@@ -156,7 +160,13 @@ fn set_replaces_and_resizes() {
     let mut q = from(2, &[b"a", b"b", b"c", b"d", b"e"]);
     let mut m: VecDeque<Vec<u8>> = q.iter().map(|e| e.to_vec()).collect();
     let long = vec![b'L'; 300];
-    for (i, v) in [(0, &b"A"[..]), (2, &long[..]), (4, b""), (1, b"bb"), (2, b"c")] {
+    for (i, v) in [
+        (0, &b"A"[..]),
+        (2, &long[..]),
+        (4, b""),
+        (1, b"bb"),
+        (2, b"c"),
+    ] {
         assert!(q.set(i, v));
         m[i] = v.to_vec();
         model_eq(&q, &m);
@@ -164,7 +174,10 @@ fn set_replaces_and_resizes() {
     assert!(!q.set(5, b"x"));
     let mut one = from(0, &[b"a", b"b", b"c"]);
     assert!(one.set(1, b"longer"));
-    assert_eq!(one.iter().collect::<Vec<_>>(), vec![&b"a"[..], b"longer", b"c"]);
+    assert_eq!(
+        one.iter().collect::<Vec<_>>(),
+        vec![&b"a"[..], b"longer", b"c"]
+    );
     one.check();
 }
 
@@ -172,7 +185,16 @@ fn set_replaces_and_resizes() {
 fn remove_range_edges() {
     let items: Vec<Vec<u8>> = (0..50).map(num).collect();
     for fill in [1, 4, -1] {
-        for (start, n) in [(0, 0), (0, 1), (0, 13), (49, 1), (10, 30), (3, 100), (0, 50), (50, 3)] {
+        for (start, n) in [
+            (0, 0),
+            (0, 1),
+            (0, 13),
+            (49, 1),
+            (10, 30),
+            (3, 100),
+            (0, 50),
+            (50, 3),
+        ] {
             let mut q = QuickList::new(fill);
             let mut m: VecDeque<Vec<u8>> = VecDeque::new();
             for i in &items {
@@ -203,7 +225,11 @@ fn remove_matching_edges() {
     for fill in [1, 2, 3, -1] {
         for &(count, n, want) in cases {
             let mut q = from(fill, base);
-            assert_eq!(q.remove_matching(b"a", count), n, "fill {fill} count {count}");
+            assert_eq!(
+                q.remove_matching(b"a", count),
+                n,
+                "fill {fill} count {count}"
+            );
             q.check();
             assert_eq!(q.iter().collect::<Vec<_>>(), want.to_vec());
         }
@@ -320,8 +346,8 @@ proptest! {
             prop_assert_eq!(q.len(), m.len());
         }
         model_eq(&q, &m);
-        for i in 0..m.len() {
-            prop_assert_eq!(q.get(i), Some(&m[i][..]));
+        for (i, want) in m.iter().enumerate() {
+            prop_assert_eq!(q.get(i), Some(&want[..]));
         }
     }
 }
