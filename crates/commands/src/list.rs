@@ -14,7 +14,8 @@
 //! Blocking commands (BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH) serve at
 //! once when a key holds elements, in Redis's key order; otherwise they
 //! block on their keys when `ctx.may_block`, and else (inside MULTI) reply
-//! as on timeout: a null array, or a null bulk for the move forms.
+//! at once: a null array, or a null bulk for the move forms. (A blocked
+//! move form that times out gets a null array, as in Redis 7.0.)
 
 use engine::{List, Value};
 use resp::{Args, Reply};
@@ -812,8 +813,9 @@ fn blmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 /// Redis's `blmoveGenericCommand`: LMOVE if the source holds elements,
-/// else block on the source (or, unable to, a null bulk). Only the
-/// source's type is checked before blocking.
+/// else block on the source (a null array on timeout) or, unable to block,
+/// reply a null bulk at once. Only the source's type is checked before
+/// blocking.
 fn blmove_generic(
     ctx: &mut ShardCtx<'_>,
     args: Args<'_>,
@@ -828,7 +830,14 @@ fn blmove_generic(
             lmove_generic(ctx, src, dst, from, to)
         }
         None => {
-            block_or_timeout(ctx, std::iter::once(src), deadline, TimeoutReply::NullBulk);
+            if ctx.may_block {
+                // Redis 7.0 answers a *timed out* BLMOVE with a null array
+                // (`replyToBlockedClientTimedOut` treats every list block
+                // alike), but one that may not block with a null bulk.
+                ctx.block_on(vec![src.to_vec()], deadline, TimeoutReply::NullArray);
+            } else {
+                ctx.out.null();
+            }
             Ok(())
         }
     }
@@ -917,6 +926,66 @@ mod tests {
             "*2\r\n$1\r\nb\r\n*1\r\n$1\r\nx\r\n"
         );
         assert_eq!(t.run(&["BLPOP", "a", "-1"]), "-ERR timeout is negative\r\n");
+    }
+
+    /// Runs `argv` through `handler` with `may_block` set; returns the
+    /// reply bytes and what the handler blocked on.
+    fn run_blocking(
+        shard: &mut engine::Shard,
+        handler: crate::table::ShardHandler,
+        argv: &[&str],
+    ) -> (Vec<u8>, Option<crate::ctx::BlockOn>) {
+        let owned = resp::OwnedArgs::from_slices(argv);
+        let mut out = resp::Reply::new(false);
+        let mut ctx = crate::ctx::ShardCtx {
+            shard,
+            db: 0,
+            out: &mut out,
+            no_touch: false,
+            databases: 16,
+            max_bulk_len: 512 << 20,
+            may_block: true,
+            block: None,
+        };
+        handler(&mut ctx, owned.args()).unwrap();
+        let block = ctx.block.take();
+        (out.into_bytes(), block)
+    }
+
+    #[test]
+    fn blocking_forms_block_on_their_keys_when_allowed() {
+        use crate::ctx::TimeoutReply;
+        let mut sh = engine::Shard::new(0, 16);
+        sh.now_ms = 1_000;
+        let (out, b) = run_blocking(&mut sh, super::blpop, &["BLPOP", "a", "b", "1.5"]);
+        assert!(out.is_empty());
+        let b = b.expect("blocked");
+        assert_eq!(b.keys, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(b.deadline_ms, 2_500);
+        assert_eq!(b.on_timeout, TimeoutReply::NullArray);
+        let argv = ["BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "2"];
+        let (out, b) = run_blocking(&mut sh, super::blmpop, &argv);
+        assert!(out.is_empty());
+        let b = b.expect("blocked");
+        assert_eq!((b.keys.len(), b.deadline_ms), (2, 0));
+        // The move forms wait on the source only; a timeout answers a null
+        // array as in Redis 7.0.
+        let argv = ["BLMOVE", "a", "d", "LEFT", "RIGHT", "0"];
+        let (out, b) = run_blocking(&mut sh, super::blmove, &argv);
+        assert!(out.is_empty());
+        let b = b.expect("blocked");
+        assert_eq!(b.keys, vec![b"a".to_vec()]);
+        assert_eq!(b.on_timeout, TimeoutReply::NullArray);
+        let (_, b) = run_blocking(&mut sh, super::brpoplpush, &["BRPOPLPUSH", "a", "d", "0"]);
+        assert_eq!(b.expect("blocked").keys, vec![b"a".to_vec()]);
+        // Something to serve: served at once, no block.
+        let mut l = engine::List::new(&sh.enc);
+        l.push_back(b"x");
+        sh.store(0, b"b", engine::Value::List(l), 0);
+        let (out, b) = run_blocking(&mut sh, super::brpop, &["BRPOP", "a", "b", "0"]);
+        assert_eq!(out, b"*2\r\n$1\r\nb\r\n$1\r\nx\r\n");
+        assert!(b.is_none());
+        assert!(sh.lookup_write(0, b"b").is_none());
     }
 
     #[test]
