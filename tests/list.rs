@@ -609,7 +609,7 @@ fn random_commands_match_redis_bytes() {
         return;
     }
     const STEPS: usize = 3000;
-    const SEED: u64 = 0x115_7;
+    const SEED: u64 = 0x1157;
     let tessera = start();
     let redis = Server::redis(&[]);
     let mut t = RawConn::connect(&tessera.addr());
