@@ -9,6 +9,8 @@
 //!   `SCAN` guarantee.
 //! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
 //! * [`glob`]: Redis's glob matcher (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`).
+//! * [`quicklist`]: [`QuickList`], a deque of byte strings in compact
+//!   nodes (the list type).
 //! * [`crc16`]: CRC16-XMODEM and the Redis Cluster key slot.
 //! * [`intset`]: sorted packed integers (Redis's intset).
 //! * [`packed`]: a compact packed sequence of small strings and integers.
@@ -20,9 +22,11 @@ pub mod glob;
 pub mod intset;
 pub mod num;
 pub mod packed;
+pub mod quicklist;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
 pub use dict::Dict;
 pub use glob::glob_match;
 pub use num::string2ll;
+pub use quicklist::QuickList;

@@ -1,24 +1,87 @@
-//! The list type. Placeholder: the representation, its encodings and their
-//! conversions land with the list commands.
+//! The list type: a [`QuickList`] (Redis 7.0's only list encoding, so
+//! `OBJECT ENCODING` always answers `quicklist`), boxed so a `Value` stays
+//! 32 bytes.
+//!
+//! Node size is fixed when the list is created from `list-max-listpack-size`
+//! (`EncLimits`), as Redis's `quicklistCreate` takes the server's fill at
+//! creation: a CONFIG SET changes new lists only.
+//!
+//! `list-compress-depth` is accepted but inner nodes are not compressed
+//! (Redis's LZF of inner nodes is not implemented).
 
-/// A list value.
+use std::ops::{Deref, DerefMut};
+
+use ds::QuickList;
+
+use super::EncLimits;
+
+/// A list value. Derefs to its [`QuickList`] for the operations.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct List {}
+pub struct List {
+    ql: Box<QuickList>,
+}
 
 impl List {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        0
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// An empty list with nodes sized by `enc.list_max_listpack_size`.
+    pub fn new(enc: &EncLimits) -> Self {
+        List {
+            ql: Box::new(QuickList::new(enc.list_max_listpack_size)),
+        }
     }
     /// The name OBJECT ENCODING replies with.
     pub fn encoding(&self) -> &'static str {
-        "listpack"
+        "quicklist"
     }
-    /// Approximate heap bytes used (MEMORY USAGE, accounting).
+    /// Heap bytes used (MEMORY USAGE, accounting): the boxed header, node
+    /// headers and node buffers with their capacity.
     pub fn heap_bytes(&self) -> usize {
-        0
+        std::mem::size_of::<QuickList>() + self.ql.heap_bytes()
+    }
+}
+
+impl Deref for List {
+    type Target = QuickList;
+    fn deref(&self) -> &QuickList {
+        &self.ql
+    }
+}
+
+impl DerefMut for List {
+    fn deref_mut(&mut self) -> &mut QuickList {
+        &mut self.ql
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basics() {
+        let mut l = List::new(&EncLimits::default());
+        assert_eq!(l.encoding(), "quicklist");
+        assert!(l.is_empty());
+        l.push_back(b"a");
+        l.push_front(b"b");
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.get(0), Some(&b"b"[..]));
+        assert!(l.heap_bytes() >= std::mem::size_of::<QuickList>() + 6);
+        let fill = EncLimits {
+            list_max_listpack_size: 5,
+            ..EncLimits::default()
+        };
+        assert_eq!(List::new(&fill).fill(), 5);
+    }
+
+    #[test]
+    fn memory_per_element_is_listpack_like() {
+        // 100k 10-byte elements: Redis's listpack costs 12 bytes each plus
+        // ~0.5% of node headers; stay within that.
+        let mut l = List::new(&EncLimits::default());
+        for i in 0..100_000u32 {
+            l.push_back(format!("{i:010}").as_bytes());
+        }
+        let per = l.heap_bytes() as f64 / 100_000.0;
+        assert!(per < 12.5, "{per} bytes per element");
     }
 }

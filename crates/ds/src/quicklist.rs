@@ -1,0 +1,786 @@
+//! [`QuickList`]: a deque of byte strings stored as a deque of compact
+//! nodes, in the spirit of Redis's quicklist of listpacks.
+//!
+//! Each node is one contiguous byte buffer of entries. An entry is
+//! `len` (LEB128 varint) + payload + `len` again with its varint bytes in
+//! reverse order, so a node can be walked from either end (the trailer
+//! plays the role of listpack's `backlen`). An element of up to 127 bytes
+//! costs its payload + 2 bytes, as in a listpack; one of up to 16383 bytes
+//! + 4. There is no per-element allocation.
+//!
+//! Node size follows Redis's `list-max-listpack-size` (`fill`): a positive
+//! fill caps the entries per node (and, as Redis's `SIZE_SAFETY_LIMIT`,
+//! its bytes at 8 KiB); a negative fill caps the node's bytes at 4, 8, 16,
+//! 32 or 64 KiB for -1 .. -5. A node always accepts one entry, so an
+//! element larger than the cap lives alone in its node.
+//!
+//! Complexity: push/pop at either end O(1) amortised (a front push or pop
+//! moves the bytes of the first node, bounded by the node cap, as
+//! listpack's memmove); access by index O(nodes) walking from the nearer
+//! end, then within the node from its nearer end; insertion and removal in
+//! the middle O(nodes + node bytes). Nodes live in a `VecDeque`, so a split
+//! or a dropped middle node moves node headers (32 bytes each, one per
+//! ~8 KiB of data), never the data.
+//!
+//! Invariants (checked by [`QuickList::check`] in tests): no node is
+//! empty; `len` is the sum of node counts; every node's entries parse
+//! exactly to the end of its buffer.
+//!
+//! Not done: Redis's `list-compress-depth` (LZF of inner nodes).
+
+use std::collections::VecDeque;
+use std::fmt;
+
+/// Redis's `SIZE_SAFETY_LIMIT`: the byte cap of a node under a positive
+/// (count) fill.
+pub const SAFETY_BYTES: usize = 8192;
+/// Byte caps of fills -1 .. -5 (Redis's `optimization_level`).
+const SIZE_CLASSES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+/// Largest positive fill (Redis's `FILL_MAX`).
+pub const FILL_MAX: i32 = (1 << 15) - 1;
+
+#[derive(Clone, Default)]
+struct Node {
+    buf: Vec<u8>,
+    count: u32,
+}
+
+/// Bytes of the varint encoding of `n`.
+#[inline]
+fn varint_len(mut n: usize) -> usize {
+    let mut l = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        l += 1;
+    }
+    l
+}
+
+/// Bytes an entry with a payload of `n` bytes takes in a node.
+#[inline]
+pub fn entry_size(n: usize) -> usize {
+    n + 2 * varint_len(n)
+}
+
+/// Writes the entry for `v` into `out` (exactly `entry_size(v.len())`).
+fn encode_into(out: &mut [u8], v: &[u8]) {
+    let h = varint_len(v.len());
+    debug_assert_eq!(out.len(), v.len() + 2 * h);
+    let mut n = v.len();
+    for i in 0..h {
+        let mut b = (n & 0x7f) as u8;
+        n >>= 7;
+        if i + 1 < h {
+            b |= 0x80;
+        }
+        out[i] = b;
+        // The trailer holds the same bytes reversed: read backwards from
+        // the entry's end they come low group first.
+        out[out.len() - 1 - i] = b;
+    }
+    out[h..h + v.len()].copy_from_slice(v);
+}
+
+/// The entry starting at `off`: (payload start, payload length).
+#[inline]
+fn read_fwd(buf: &[u8], off: usize) -> (usize, usize) {
+    let (mut n, mut shift, mut p) = (0usize, 0, off);
+    loop {
+        let b = buf[p];
+        n |= ((b & 0x7f) as usize) << shift;
+        p += 1;
+        if b & 0x80 == 0 {
+            return (p, n);
+        }
+        shift += 7;
+    }
+}
+
+/// The entry ending at `end`: (entry start, payload start, payload length).
+#[inline]
+fn read_back(buf: &[u8], end: usize) -> (usize, usize, usize) {
+    let (mut n, mut shift, mut p, mut h) = (0usize, 0, end, 0);
+    loop {
+        p -= 1;
+        h += 1;
+        let b = buf[p];
+        n |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let start = end - 2 * h - n;
+    (start, start + h, n)
+}
+
+impl Node {
+    fn with(v: &[u8]) -> Node {
+        let mut n = Node::default();
+        n.insert_at(0, v, 0);
+        n
+    }
+
+    /// Inserts the entry for `v` at byte offset `off`, growing the buffer
+    /// geometrically up to `cap_hint` bytes (the node cap) so pushes are
+    /// amortised without leaving more slack than the cap.
+    fn insert_at(&mut self, off: usize, v: &[u8], cap_hint: usize) {
+        let sz = entry_size(v.len());
+        let old = self.buf.len();
+        if self.buf.capacity() < old + sz {
+            let want = (self.buf.capacity() * 2)
+                .min(cap_hint)
+                .max(old + sz)
+                .max(16);
+            self.buf.reserve_exact(want - old);
+        }
+        self.buf.resize(old + sz, 0);
+        self.buf.copy_within(off..old, off + sz);
+        encode_into(&mut self.buf[off..off + sz], v);
+        self.count += 1;
+    }
+
+    /// Byte offset of entry `i` (`i == count` gives the end), walking from
+    /// the nearer end of the node.
+    fn offset_of(&self, i: usize) -> usize {
+        let count = self.count as usize;
+        if i <= count / 2 {
+            let mut off = 0;
+            for _ in 0..i {
+                let (p, n) = read_fwd(&self.buf, off);
+                off = p + n + varint_len(n);
+            }
+            off
+        } else {
+            let mut end = self.buf.len();
+            for _ in i..count {
+                end = read_back(&self.buf, end).0;
+            }
+            end
+        }
+    }
+
+    /// The payload of the entry at `off` and the offset of the next one.
+    #[inline]
+    fn entry_at(&self, off: usize) -> (&[u8], usize) {
+        let (p, n) = read_fwd(&self.buf, off);
+        (&self.buf[p..p + n], p + n + varint_len(n))
+    }
+
+    /// Removes entries `[from, to)` (entry indexes), given the byte offset
+    /// of `from`.
+    fn remove_entries(&mut self, from: usize, from_off: usize, to: usize) {
+        let mut end = from_off;
+        for _ in from..to {
+            end = self.entry_at(end).1;
+        }
+        self.buf.drain(from_off..end);
+        self.count -= (to - from) as u32;
+    }
+}
+
+/// A list of byte strings; see the module documentation.
+#[derive(Clone)]
+pub struct QuickList {
+    nodes: VecDeque<Node>,
+    len: usize,
+    fill: i32,
+}
+
+impl Default for QuickList {
+    /// Redis's default fill, -2 (8 KiB nodes).
+    fn default() -> Self {
+        QuickList::new(-2)
+    }
+}
+
+impl PartialEq for QuickList {
+    /// Same elements in the same order, whatever the node layout.
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl fmt::Debug for QuickList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+/// Where an element is: node index, entry index in the node, byte offset.
+#[derive(Clone, Copy, Debug)]
+struct Pos {
+    node: usize,
+    idx: usize,
+    off: usize,
+}
+
+impl QuickList {
+    /// An empty list whose nodes follow `fill` (`list-max-listpack-size`;
+    /// clamped to -5 ..= [`FILL_MAX`] as Redis does).
+    pub fn new(fill: i32) -> Self {
+        QuickList {
+            nodes: VecDeque::new(),
+            len: 0,
+            fill: fill.clamp(-5, FILL_MAX),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Number of nodes (for tests and introspection).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn fill(&self) -> i32 {
+        self.fill
+    }
+
+    /// Heap bytes held: node headers and buffers, capacity included.
+    pub fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * std::mem::size_of::<Node>()
+            + self.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
+    }
+
+    /// The byte cap of a node.
+    #[inline]
+    fn cap_bytes(&self) -> usize {
+        if self.fill < 0 {
+            SIZE_CLASSES[(-self.fill - 1) as usize]
+        } else {
+            SAFETY_BYTES
+        }
+    }
+
+    /// Whether `node` may take one more entry of `sz` bytes.
+    #[inline]
+    fn fits(&self, node: &Node, sz: usize) -> bool {
+        if node.count == 0 {
+            return true;
+        }
+        let bytes_ok = node.buf.len() + sz <= self.cap_bytes();
+        if self.fill < 0 {
+            bytes_ok
+        } else {
+            bytes_ok && (node.count as i64) < self.fill as i64
+        }
+    }
+
+    /// Whether nodes `a` and `b` may become one.
+    fn may_merge(&self, a: &Node, b: &Node) -> bool {
+        let bytes_ok = a.buf.len() + b.buf.len() <= self.cap_bytes();
+        if self.fill < 0 {
+            bytes_ok
+        } else {
+            bytes_ok && (a.count as i64 + b.count as i64) <= self.fill as i64
+        }
+    }
+
+    /// Appends `v` at the tail.
+    pub fn push_back(&mut self, v: &[u8]) {
+        let sz = entry_size(v.len());
+        let cap = self.cap_bytes();
+        match self.nodes.back() {
+            Some(last) if self.fits(last, sz) => {
+                // INVARIANT: back() is Some in this arm.
+                let last = self.nodes.back_mut().unwrap();
+                let end = last.buf.len();
+                last.insert_at(end, v, cap);
+            }
+            _ => {
+                if let Some(last) = self.nodes.back_mut() {
+                    // Sealed: give back the growth slack.
+                    last.buf.shrink_to_fit();
+                }
+                self.nodes.push_back(Node::with(v));
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Prepends `v` at the head.
+    pub fn push_front(&mut self, v: &[u8]) {
+        let sz = entry_size(v.len());
+        let cap = self.cap_bytes();
+        match self.nodes.front() {
+            Some(first) if self.fits(first, sz) => {
+                // INVARIANT: front() is Some in this arm.
+                self.nodes.front_mut().unwrap().insert_at(0, v, cap);
+            }
+            _ => {
+                if let Some(first) = self.nodes.front_mut() {
+                    first.buf.shrink_to_fit();
+                }
+                self.nodes.push_front(Node::with(v));
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The first element.
+    pub fn front(&self) -> Option<&[u8]> {
+        let n = self.nodes.front()?;
+        Some(n.entry_at(0).0)
+    }
+
+    /// The last element.
+    pub fn back(&self) -> Option<&[u8]> {
+        let n = self.nodes.back()?;
+        let (_, p, l) = read_back(&n.buf, n.buf.len());
+        Some(&n.buf[p..p + l])
+    }
+
+    /// Removes the first element; false if the list is empty.
+    pub fn pop_front(&mut self) -> bool {
+        let Some(n) = self.nodes.front_mut() else {
+            return false;
+        };
+        n.remove_entries(0, 0, 1);
+        if n.count == 0 {
+            self.nodes.pop_front();
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Removes the last element; false if the list is empty.
+    pub fn pop_back(&mut self) -> bool {
+        let Some(n) = self.nodes.back_mut() else {
+            return false;
+        };
+        let start = read_back(&n.buf, n.buf.len()).0;
+        n.buf.truncate(start);
+        n.count -= 1;
+        if n.count == 0 {
+            self.nodes.pop_back();
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Position of element `i < len`, walking from the nearer end.
+    fn locate(&self, i: usize) -> Pos {
+        debug_assert!(i < self.len);
+        let (node, idx) = if i < self.len / 2 {
+            let mut rest = i;
+            let mut k = 0;
+            while rest >= self.nodes[k].count as usize {
+                rest -= self.nodes[k].count as usize;
+                k += 1;
+            }
+            (k, rest)
+        } else {
+            // Count from the tail: element i is `back` places before the end.
+            let mut back = self.len - i;
+            let mut k = self.nodes.len() - 1;
+            while back > self.nodes[k].count as usize {
+                back -= self.nodes[k].count as usize;
+                k -= 1;
+            }
+            (k, self.nodes[k].count as usize - back)
+        };
+        Pos {
+            node,
+            idx,
+            off: self.nodes[node].offset_of(idx),
+        }
+    }
+
+    /// Element `i`, or `None` past the end.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.len {
+            return None;
+        }
+        let p = self.locate(i);
+        Some(self.nodes[p.node].entry_at(p.off).0)
+    }
+
+    /// Replaces element `i` with `v`; false (nothing changed) if `i` is
+    /// past the end.
+    pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let p = self.locate(i);
+        let node = &mut self.nodes[p.node];
+        let (old, next) = node.entry_at(p.off);
+        if old.len() == v.len() {
+            let (ps, _) = read_fwd(&node.buf, p.off);
+            node.buf[ps..ps + v.len()].copy_from_slice(v);
+            return true;
+        }
+        node.buf.drain(p.off..next);
+        node.count -= 1;
+        self.len -= 1;
+        if node.count == 0 {
+            self.nodes.remove(p.node);
+            // Element i is now the first of node p.node (or past the end).
+            self.insert_node_edge(p.node, v);
+        } else {
+            self.insert_pos(p, v);
+            self.merge_around(p.node);
+        }
+        true
+    }
+
+    /// Inserts `v` so that it becomes element `i` (`i == len` appends).
+    ///
+    /// # Panics
+    /// If `i > len`.
+    pub fn insert(&mut self, i: usize, v: &[u8]) {
+        assert!(i <= self.len, "insert index {i} > len {}", self.len);
+        if i == 0 {
+            self.push_front(v);
+        } else if i == self.len {
+            self.push_back(v);
+        } else {
+            let p = self.locate(i);
+            self.insert_pos(p, v);
+        }
+    }
+
+    /// Inserts `v` before the first entry of node `k` (or at the tail when
+    /// `k == nodes.len()`), where no node holds a partial neighbour.
+    fn insert_node_edge(&mut self, k: usize, v: &[u8]) {
+        let sz = entry_size(v.len());
+        let cap = self.cap_bytes();
+        if k > 0 && self.fits(&self.nodes[k - 1], sz) {
+            let prev = &mut self.nodes[k - 1];
+            let end = prev.buf.len();
+            prev.insert_at(end, v, cap);
+        } else if k < self.nodes.len() && self.fits(&self.nodes[k], sz) {
+            self.nodes[k].insert_at(0, v, cap);
+        } else {
+            self.nodes.insert(k, Node::with(v));
+        }
+        self.len += 1;
+    }
+
+    /// Inserts `v` before the element at `p`.
+    fn insert_pos(&mut self, p: Pos, v: &[u8]) {
+        let sz = entry_size(v.len());
+        let cap = self.cap_bytes();
+        if self.fits(&self.nodes[p.node], sz) {
+            self.nodes[p.node].insert_at(p.off, v, cap);
+            self.len += 1;
+            return;
+        }
+        if p.idx == 0 {
+            return self.insert_node_edge(p.node, v);
+        }
+        if p.idx == self.nodes[p.node].count as usize {
+            return self.insert_node_edge(p.node + 1, v);
+        }
+        // Full node: split it at the insertion point; the element then
+        // goes at the end of the first half, the start of the second, or
+        // alone between them.
+        let node = &mut self.nodes[p.node];
+        let tail = Node {
+            buf: node.buf[p.off..].to_vec(),
+            count: node.count - p.idx as u32,
+        };
+        node.buf.truncate(p.off);
+        node.buf.shrink_to_fit();
+        node.count = p.idx as u32;
+        self.nodes.insert(p.node + 1, tail);
+        self.insert_node_edge(p.node + 1, v);
+    }
+
+    /// Merges node `k` with its neighbours while they fit one node.
+    fn merge_around(&mut self, k: usize) {
+        let mut k = k.min(self.nodes.len().saturating_sub(1));
+        if k > 0 && self.try_merge(k - 1) {
+            k -= 1;
+        }
+        self.try_merge(k);
+    }
+
+    /// Merges node `k + 1` into node `k` if they fit one node.
+    fn try_merge(&mut self, k: usize) -> bool {
+        if k + 1 >= self.nodes.len() || !self.may_merge(&self.nodes[k], &self.nodes[k + 1]) {
+            return false;
+        }
+        // INVARIANT: k + 1 < len, checked above.
+        let b = self.nodes.remove(k + 1).unwrap();
+        let a = &mut self.nodes[k];
+        a.buf.extend_from_slice(&b.buf);
+        a.count += b.count;
+        true
+    }
+
+    /// Drops the emptied nodes of `[lo, hi)` and merges neighbours that
+    /// fit one node, from `lo - 1` through `hi` (the untouched neighbours
+    /// included), in one linear pass: node headers move once, never once
+    /// per dropped node.
+    fn compact(&mut self, lo: usize, hi: usize) {
+        let lo = lo.saturating_sub(1);
+        let hi = (hi + 1).min(self.nodes.len());
+        // `w` is the last kept node; nodes after it up to `r` are free slots.
+        let mut w: Option<usize> = None;
+        for r in lo..hi {
+            if self.nodes[r].count == 0 {
+                continue;
+            }
+            match w {
+                Some(wi) if self.may_merge(&self.nodes[wi], &self.nodes[r]) => {
+                    let b = std::mem::take(&mut self.nodes[r]);
+                    let a = &mut self.nodes[wi];
+                    a.buf.extend_from_slice(&b.buf);
+                    a.count += b.count;
+                }
+                _ => {
+                    let wi = w.map_or(lo, |x| x + 1);
+                    self.nodes.swap(wi, r);
+                    w = Some(wi);
+                }
+            }
+        }
+        let keep_end = w.map_or(lo, |x| x + 1);
+        self.nodes.drain(keep_end..hi);
+    }
+
+    /// Removes `n` elements starting at element `start` (clamped to the
+    /// end). Whole nodes are dropped without touching their bytes.
+    pub fn remove_range(&mut self, start: usize, n: usize) {
+        let n = n.min(self.len.saturating_sub(start));
+        if n == 0 {
+            return;
+        }
+        if start == 0 && n == self.len {
+            self.nodes.clear();
+            self.len = 0;
+            return;
+        }
+        let p = self.locate(start);
+        let mut rest = n;
+        let mut k = p.node;
+        if p.idx > 0 {
+            let node = &mut self.nodes[k];
+            let to = (p.idx + rest).min(node.count as usize);
+            node.remove_entries(p.idx, p.off, to);
+            rest -= to - p.idx;
+            k += 1;
+        }
+        let mut j = k;
+        while j < self.nodes.len() && rest >= self.nodes[j].count as usize {
+            rest -= self.nodes[j].count as usize;
+            j += 1;
+        }
+        self.nodes.drain(k..j);
+        if rest > 0 {
+            self.nodes[k].remove_entries(0, 0, rest);
+        }
+        self.len -= n;
+        if k > 0 {
+            self.merge_around(k - 1);
+        } else {
+            self.merge_around(0);
+        }
+    }
+
+    /// Removes elements equal to `v`: the first `count` from the head
+    /// (`count > 0`), the last `-count` from the tail (`count < 0`), or all
+    /// (`count == 0`). Returns how many were removed.
+    pub fn remove_matching(&mut self, v: &[u8], count: i64) -> usize {
+        let mut quota = if count == 0 {
+            usize::MAX
+        } else {
+            usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
+        };
+        let from_tail = count < 0;
+        let mut removed = 0;
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        let nn = self.nodes.len();
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for step in 0..nn {
+            if quota == 0 {
+                break;
+            }
+            let k = if from_tail { nn - 1 - step } else { step };
+            let node = &mut self.nodes[k];
+            hits.clear();
+            let mut off = 0;
+            while off < node.buf.len() {
+                let (e, next) = node.entry_at(off);
+                if e == v {
+                    hits.push((off, next));
+                }
+                off = next;
+            }
+            if hits.is_empty() {
+                continue;
+            }
+            let take = hits.len().min(quota);
+            let sel = if from_tail {
+                &hits[hits.len() - take..]
+            } else {
+                &hits[..take]
+            };
+            // Compact in place: move the kept spans down over the removed.
+            let mut w = sel[0].0;
+            for (i, &(_, end)) in sel.iter().enumerate() {
+                let next_start = sel.get(i + 1).map_or(node.buf.len(), |s| s.0);
+                node.buf.copy_within(end..next_start, w);
+                w += next_start - end;
+            }
+            node.buf.truncate(w);
+            node.count -= take as u32;
+            quota -= take;
+            removed += take;
+            lo = lo.min(k);
+            hi = hi.max(k);
+        }
+        if removed == 0 {
+            return 0;
+        }
+        self.len -= removed;
+        self.compact(lo, hi + 1);
+        removed
+    }
+
+    /// Elements from the head.
+    pub fn iter(&self) -> Iter<'_> {
+        self.iter_from(0)
+    }
+
+    /// Elements from element `i` towards the tail.
+    pub fn iter_from(&self, i: usize) -> Iter<'_> {
+        if i >= self.len {
+            return Iter {
+                ql: self,
+                node: self.nodes.len(),
+                off: 0,
+                left: 0,
+            };
+        }
+        let p = self.locate(i);
+        Iter {
+            ql: self,
+            node: p.node,
+            off: p.off,
+            left: self.len - i,
+        }
+    }
+
+    /// Elements from the tail towards the head.
+    pub fn iter_rev(&self) -> RevIter<'_> {
+        RevIter {
+            ql: self,
+            node: self.nodes.len().wrapping_sub(1),
+            end: self.nodes.back().map_or(0, |n| n.buf.len()),
+            left: self.len,
+        }
+    }
+
+    /// Elements from element `i` towards the head.
+    pub fn iter_rev_from(&self, i: usize) -> RevIter<'_> {
+        if i >= self.len {
+            return self.iter_rev();
+        }
+        let p = self.locate(i);
+        let end = self.nodes[p.node].entry_at(p.off).1;
+        RevIter {
+            ql: self,
+            node: p.node,
+            end,
+            left: i + 1,
+        }
+    }
+
+    /// Checks the invariants; panics with a description if one fails.
+    pub fn check(&self) {
+        let mut total = 0;
+        for (k, n) in self.nodes.iter().enumerate() {
+            assert!(n.count > 0, "node {k} empty");
+            let mut off = 0;
+            let mut c = 0;
+            while off < n.buf.len() {
+                off = n.entry_at(off).1;
+                c += 1;
+            }
+            assert_eq!(off, n.buf.len(), "node {k} entries overrun");
+            assert_eq!(c, n.count as usize, "node {k} count");
+            let mut end = n.buf.len();
+            for _ in 0..c {
+                end = read_back(&n.buf, end).0;
+            }
+            assert_eq!(end, 0, "node {k} backward walk");
+            total += c;
+        }
+        assert_eq!(total, self.len, "len");
+    }
+}
+
+/// Forward iterator; see [`QuickList::iter_from`].
+pub struct Iter<'a> {
+    ql: &'a QuickList,
+    node: usize,
+    off: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a [u8];
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut n = &self.ql.nodes[self.node];
+        if self.off >= n.buf.len() {
+            self.node += 1;
+            self.off = 0;
+            n = &self.ql.nodes[self.node];
+        }
+        let (e, next) = n.entry_at(self.off);
+        self.off = next;
+        self.left -= 1;
+        Some(e)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+/// Backward iterator; see [`QuickList::iter_rev_from`].
+pub struct RevIter<'a> {
+    ql: &'a QuickList,
+    node: usize,
+    end: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for RevIter<'a> {
+    type Item = &'a [u8];
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        if self.end == 0 {
+            self.node -= 1;
+            self.end = self.ql.nodes[self.node].buf.len();
+        }
+        let buf = &self.ql.nodes[self.node].buf;
+        let (start, p, l) = read_back(buf, self.end);
+        self.end = start;
+        self.left -= 1;
+        Some(&buf[p..p + l])
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for RevIter<'_> {}
+
+#[cfg(test)]
+mod tests;
