@@ -16,6 +16,8 @@ pub mod crc16;
 pub mod dict;
 pub mod glob;
 pub mod num;
+pub mod ranked;
+pub mod zpack;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
