@@ -43,15 +43,6 @@ impl std::fmt::Debug for ZPack {
     }
 }
 
-fn varint_len(mut n: usize) -> usize {
-    let mut l = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        l += 1;
-    }
-    l
-}
-
 fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     while n >= 0x80 {
         out.push((n as u8 & 0x7f) | 0x80);
