@@ -16,6 +16,8 @@
 //! parsing on reads. Overhead per entry: 10 bytes for members under 128
 //! bytes.
 //!
+//! Scores are stored as `-0`-free doubles, as Redis's listpack does.
+//!
 //! Invariants: `count` is the number of entries; entries are strictly
 //! increasing by [`crate::ranked::cmp_key`]; members are unique.
 
@@ -80,6 +82,9 @@ fn get_backlen(b: &[u8], end: usize) -> (usize, usize) {
 }
 
 fn encode_entry(out: &mut Vec<u8>, member: &[u8], score: f64) {
+    // Redis's listpack stores scores as strings and writes -0 as "0": a
+    // compact set has no negative zero (adding +0 turns -0 into +0).
+    let score = score + 0.0;
     put_varint(out, member.len());
     out.extend_from_slice(member);
     out.extend_from_slice(&score.to_le_bytes());
