@@ -1456,7 +1456,8 @@ fn zrandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     if count >= size {
-        emit_ranks(out, z, 0, size, false, withscores);
+        // The whole set, in Redis's iteration order: from the highest.
+        emit_ranks(out, z, size - 1, size, true, withscores);
         return Ok(());
     }
     let picks = rand::seq::index::sample(rng, size, count);
