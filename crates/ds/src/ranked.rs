@@ -396,7 +396,8 @@ impl Ranked {
         let t0 = &self.tables[0];
         let size = t0.buckets.len();
         if size == 0 || t0.used >= size {
-            self.resize((t0.used + 1) * 2);
+            // Double (the next power of two above the count), as `Dict`.
+            self.resize(t0.used + 1);
         } else if size > INITIAL_BUCKETS && t0.used * 8 < size {
             self.resize(t0.used);
         }
@@ -869,6 +870,23 @@ mod tests {
             assert!(seen.contains(format!("k{i}").as_bytes()));
         }
         r.check();
+    }
+
+    /// Memory per member, the budget against Redis's skiplist + dict +
+    /// sds (100+ bytes for short members).
+    #[test]
+    fn heap_bytes_per_short_member_is_well_below_redis() {
+        let mut r = Ranked::new();
+        let n = 200_000;
+        for i in 0..n {
+            r.insert(format!("member:{i}").as_bytes(), f64::from(i));
+        }
+        let per = r.heap_bytes() / n as usize;
+        assert!(per <= 72, "{per} bytes per member");
+        // Long members are counted too.
+        let before = r.heap_bytes();
+        r.insert(&[b'x'; 100], 0.0);
+        assert!(r.heap_bytes() >= before + 100);
     }
 
     #[derive(Debug, Clone)]
