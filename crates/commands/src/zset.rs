@@ -239,7 +239,8 @@ fn strtod(s: &[u8]) -> (f64, usize, bool) {
     }
     let sign = if neg { -1.0 } else { 1.0 };
     let rest = &s[i..];
-    let starts = |w: &str| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w.as_bytes());
+    let starts =
+        |w: &str| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w.as_bytes());
     if starts("infinity") {
         return (sign * f64::INFINITY, i + 8, false);
     }
@@ -656,7 +657,7 @@ fn zadd_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, mut f: AddFlags) -> Resu
             "XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return Err(CmdError::err(
             "GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -1036,7 +1037,11 @@ fn zrange_generic(
             } else {
                 e = e.min(len - 1);
                 let n = (e - s + 1) as usize;
-                let first = if rev { (len - 1 - s) as usize } else { s as usize };
+                let first = if rev {
+                    (len - 1 - s) as usize
+                } else {
+                    s as usize
+                };
                 (first, n, n)
             }
         }
@@ -1076,7 +1081,11 @@ fn zremrangebylex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError
     zremrange_generic(ctx, args.get(1), bounds)
 }
 
-fn zremrange_generic(ctx: &mut ShardCtx<'_>, key: &[u8], bounds: Bounds<'_>) -> Result<(), CmdError> {
+fn zremrange_generic(
+    ctx: &mut ShardCtx<'_>,
+    key: &[u8],
+    bounds: Bounds<'_>,
+) -> Result<(), CmdError> {
     let Some(e) = ctx.shard.lookup_write(ctx.db, key) else {
         ctx.out.int(0);
         return Ok(());
@@ -1263,8 +1272,18 @@ fn bzmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// `[key, [[member, score] ...]]` from the first non-empty set; a null
 /// array if none (ZMPOP), or block (BZMPOP).
-fn zmpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, at: usize, block: bool) -> Result<(), CmdError> {
-    let numkeys = parse_range_i64(args.get(at), 1, i64::MAX, "numkeys should be greater than 0")?;
+fn zmpop_generic(
+    ctx: &mut ShardCtx<'_>,
+    args: Args<'_>,
+    at: usize,
+    block: bool,
+) -> Result<(), CmdError> {
+    let numkeys = parse_range_i64(
+        args.get(at),
+        1,
+        i64::MAX,
+        "numkeys should be greater than 0",
+    )?;
     let where_idx = (at as u64).saturating_add(numkeys as u64).saturating_add(1);
     if where_idx >= args.len() as u64 {
         return Err(CmdError::Syntax);
@@ -1627,7 +1646,7 @@ fn setop_generic(
     if op != SetOp::Diff {
         srcs.sort_by_key(len_of);
     }
-    let mut result: Vec<(Vec<u8>, f64)> = Vec::new();
+    let mut rows: Vec<(Vec<u8>, f64)> = Vec::new();
     let mut cardinality: i64 = 0;
     match op {
         SetOp::Inter => {
@@ -1650,7 +1669,7 @@ fn setop_generic(
                             break;
                         }
                     } else {
-                        result.push((m.to_vec(), score));
+                        rows.push((m.to_vec(), score));
                     }
                 }
             }
@@ -1674,7 +1693,7 @@ fn setop_generic(
                     }
                 }
             }
-            result = order.into_iter().map(|m| (m.to_vec(), acc[m])).collect();
+            rows = order.into_iter().map(|m| (m.to_vec(), acc[m])).collect();
         }
         SetOp::Diff => {
             if let (Some(first), _) = srcs[0] {
@@ -1683,7 +1702,7 @@ fn setop_generic(
                         .iter()
                         .any(|&(o, _)| o.is_some_and(|o| o.score(m).is_some()));
                     if !elsewhere {
-                        result.push((m.to_vec(), s));
+                        rows.push((m.to_vec(), s));
                     }
                 }
             }
@@ -1693,14 +1712,14 @@ fn setop_generic(
         ctx.out.int(cardinality);
         return Ok(());
     }
-    result.sort_by(|a, b| ds::ranked::cmp_key(a.1, &a.0, b.1, &b.0));
+    rows.sort_by(|a, b| ds::ranked::cmp_key(a.1, &a.0, b.1, &b.0));
     match dst {
         Some(dst) => {
             // Built as a skiplist, then compacted if small enough (Redis's
             // `zsetConvertToListpackIfNeeded`).
             let lim = ctx.shard.enc;
             let mut r = ds::ranked::Ranked::new();
-            for (m, s) in &result {
+            for (m, s) in &rows {
                 r.insert(m, *s);
             }
             let mut z = ZSet::Skip(Box::new(r));
@@ -1708,18 +1727,13 @@ fn setop_generic(
             store_result(ctx, dst, z);
         }
         None => {
-            results_header(ctx.out, result.len(), withscores);
-            for (m, s) in &result {
-                result_item(ctx.out, m, *s, withscores);
+            results_header(ctx.out, rows.len(), withscores);
+            for (m, s) in &rows {
+                result(ctx.out, m, *s, withscores);
             }
         }
     }
     Ok(())
-}
-
-#[inline]
-fn result_item(out: &mut Reply, member: &[u8], score: f64, withscores: bool) {
-    result(out, member, score, withscores);
 }
 
 #[cfg(test)]
@@ -1756,7 +1770,10 @@ mod tests {
     #[test]
     fn add_range_rank_pop() {
         let mut t = TestServer::new(1);
-        assert_eq!(run(&mut t, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]), ":3\r\n");
+        assert_eq!(
+            run(&mut t, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]),
+            ":3\r\n"
+        );
         assert_eq!(
             run(&mut t, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
             "*6\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"
@@ -1767,10 +1784,16 @@ mod tests {
             "*2\r\n:1\r\n$1\r\n2\r\n"
         );
         assert_eq!(
-            run(&mut t, &["ZRANGE", "z", "+inf", "(1", "BYSCORE", "REV", "LIMIT", "0", "1"]),
+            run(
+                &mut t,
+                &["ZRANGE", "z", "+inf", "(1", "BYSCORE", "REV", "LIMIT", "0", "1"]
+            ),
             "*1\r\n$1\r\nc\r\n"
         );
-        assert_eq!(run(&mut t, &["ZPOPMIN", "z", "5"]), "*6\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+        assert_eq!(
+            run(&mut t, &["ZPOPMIN", "z", "5"]),
+            "*6\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"
+        );
         assert_eq!(run(&mut t, &["EXISTS", "z"]), ":0\r\n");
     }
 }

@@ -152,7 +152,10 @@ fn chunk_of(id: u32) -> (usize, usize) {
             (0, id as usize)
         } else {
             let log = 31 - id.leading_zeros();
-            ((log - FIRST_CHUNK_BITS + 1) as usize, (id - (1 << log)) as usize)
+            (
+                (log - FIRST_CHUNK_BITS + 1) as usize,
+                (id - (1 << log)) as usize,
+            )
         }
     } else {
         let rel = id - SMALL_IDS;
@@ -733,7 +736,10 @@ impl Ranked {
         walk(self, self.root, &mut order);
         for w in order.windows(2) {
             let (a, b) = (self.slot(w[0]), self.slot(w[1]));
-            assert_eq!(cmp_key(a.score, &a.member, b.score, &b.member), Ordering::Less);
+            assert_eq!(
+                cmp_key(a.score, &a.member, b.score, &b.member),
+                Ordering::Less
+            );
         }
         assert_eq!(self.tables[0].used + self.tables[1].used, order.len());
         for &id in &order {

@@ -288,7 +288,10 @@ mod tests {
         for i in 0..200u32 {
             let m = format!("m{}", (i * 7919) % 211);
             let s = f64::from(i % 13) - 6.0;
-            assert_eq!(a.insert(m.as_bytes(), s, &small), b.insert(m.as_bytes(), s, &big));
+            assert_eq!(
+                a.insert(m.as_bytes(), s, &small),
+                b.insert(m.as_bytes(), s, &big)
+            );
         }
         assert!(a.iter().eq(b.iter()));
         assert!(a.iter_from(50, true).eq(b.iter_from(50, true)));
