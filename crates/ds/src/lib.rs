@@ -23,6 +23,8 @@ pub mod intset;
 pub mod num;
 pub mod packed;
 pub mod quicklist;
+pub mod ranked;
+pub mod zpack;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
