@@ -8,6 +8,8 @@
 //! * [`dict`]: chained hash table with incremental rehashing and Redis's
 //!   `SCAN` guarantee.
 //! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
+//! * [`listpack`]: [`Listpack`], small sequences of strings in one compact
+//!   buffer (the compact encoding of small hashes).
 //! * [`glob`]: Redis's glob matcher (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`).
 //! * [`crc16`]: CRC16-XMODEM and the Redis Cluster key slot.
 
@@ -15,10 +17,12 @@ pub mod bytes;
 pub mod crc16;
 pub mod dict;
 pub mod glob;
+pub mod listpack;
 pub mod num;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
 pub use dict::Dict;
 pub use glob::glob_match;
+pub use listpack::{Listpack, LpEntry};
 pub use num::string2ll;
