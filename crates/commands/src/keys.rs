@@ -1037,7 +1037,7 @@ impl ScanCursor {
 /// sign (a negative value wraps), digits, and nothing after; leading space
 /// and overflow are errors, and an empty string is cursor 0. The argument
 /// is a C string to Redis: it ends at the first NUL.
-fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
     let bad = || CmdError::err("invalid cursor");
     let s = arg.split(|&b| b == 0).next().unwrap_or_default();
     if s.is_empty() {
