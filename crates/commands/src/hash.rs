@@ -48,7 +48,13 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     one("hmset", -4, WRITE | DENYOOM | FAST, hmset, W_FAST),
     one("hmget", -3, READONLY | FAST, hmget, R_FAST),
     one("hincrby", 4, WRITE | DENYOOM | FAST, hincrby, W_FAST),
-    one("hincrbyfloat", 4, WRITE | DENYOOM | FAST, hincrbyfloat, W_FAST),
+    one(
+        "hincrbyfloat",
+        4,
+        WRITE | DENYOOM | FAST,
+        hincrbyfloat,
+        W_FAST,
+    ),
     one("hdel", -3, WRITE | FAST, hdel, W_FAST),
     one("hlen", 2, READONLY | FAST, hlen, R_FAST),
     one("hstrlen", 3, READONLY | FAST, hstrlen, R_FAST),
@@ -218,8 +224,9 @@ fn hincrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         Some(e) => match as_hash(e)?.get(field) {
             None => 0,
             Some(LpEntry::Int(n)) => n,
-            Some(LpEntry::Str(s)) => ds::string2ll(s)
-                .ok_or_else(|| CmdError::err("hash value is not an integer"))?,
+            Some(LpEntry::Str(s)) => {
+                ds::string2ll(s).ok_or_else(|| CmdError::err("hash value is not an integer"))?
+            }
         },
     };
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
@@ -255,7 +262,9 @@ fn hincrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = sum.format_human();
-    write_hash(ctx, key, |h, lim| (h.set(field, text.as_bytes(), lim), true))?;
+    write_hash(ctx, key, |h, lim| {
+        (h.set(field, text.as_bytes(), lim), true)
+    })?;
     ctx.out.bulk(text.as_bytes());
     Ok(())
 }
@@ -311,7 +320,8 @@ fn hstrlen(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// HEXISTS key field: 1 or 0.
 fn hexists(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let field = args.get(2);
-    let yes = read(ctx.shard, ctx.db, !ctx.no_touch, args.get(1))?.is_some_and(|h| h.contains(field));
+    let yes =
+        read(ctx.shard, ctx.db, !ctx.no_touch, args.get(1))?.is_some_and(|h| h.contains(field));
     ctx.out.int(i64::from(yes));
     Ok(())
 }
@@ -405,7 +415,9 @@ fn hrandfield(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             Some((f, _)) => Some(f),
             None => {
                 let n = h.len();
-                h.iter().nth(rand::Rng::gen_range(rng, 0..n)).map(|(f, _)| f)
+                h.iter()
+                    .nth(rand::Rng::gen_range(rng, 0..n))
+                    .map(|(f, _)| f)
             }
         };
         // INVARIANT: stored hashes are never empty.
@@ -637,13 +649,25 @@ mod tests {
                 &["HGETALL", "h"],
                 "*6\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n$1\r\nx\r\n$1\r\nc\r\n$1\r\ny\r\n",
             );
-            check(t, &["HKEYS", "h"], "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n");
-            check(t, &["HVALS", "h"], "*3\r\n$1\r\n2\r\n$1\r\nx\r\n$1\r\ny\r\n");
+            check(
+                t,
+                &["HKEYS", "h"],
+                "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+            );
+            check(
+                t,
+                &["HVALS", "h"],
+                "*3\r\n$1\r\n2\r\n$1\r\nx\r\n$1\r\ny\r\n",
+            );
             check(t, &["HLEN", "h"], ":3\r\n");
             check(t, &["HSTRLEN", "h", "a"], ":1\r\n");
             check(t, &["HEXISTS", "h", "b"], ":1\r\n");
             check(t, &["HINCRBY", "h", "a", "40"], ":42\r\n");
-            check(t, &["HINCRBY", "h", "b", "1"], "-ERR hash value is not an integer\r\n");
+            check(
+                t,
+                &["HINCRBY", "h", "b", "1"],
+                "-ERR hash value is not an integer\r\n",
+            );
             check(t, &["HINCRBYFLOAT", "h", "a", "0.5"], "$4\r\n42.5\r\n");
             check(t, &["HDEL", "h", "a", "b", "zz"], ":2\r\n");
             check(t, &["HDEL", "h", "c"], ":1\r\n");
@@ -706,7 +730,11 @@ mod tests {
                 let f = format!("f{i}");
                 t.run(&["HSET", "h", &f, "v"]);
             }
-            check(t, &["OBJECT", "ENCODING", "h"], &format!("${}\r\n{enc}\r\n", enc.len()));
+            check(
+                t,
+                &["OBJECT", "ENCODING", "h"],
+                &format!("${}\r\n{enc}\r\n", enc.len()),
+            );
             for count in [5, 150, 299] {
                 let r = t.run(&["HRANDFIELD", "h", &count.to_string()]);
                 let fields: std::collections::HashSet<&str> =

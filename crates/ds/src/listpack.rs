@@ -257,9 +257,7 @@ fn decode(buf: &[u8], off: usize) -> (LpEntry<'_>, usize) {
 impl Listpack {
     /// The empty listpack; allocates nothing.
     pub fn new() -> Self {
-        Listpack {
-            buf: Box::new([]),
-        }
+        Listpack { buf: Box::new([]) }
     }
 
     /// Number of entries. O(1) below 65535 entries, O(n) from there.
@@ -442,7 +440,10 @@ impl Listpack {
 impl std::fmt::Debug for Listpack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.iter().map(|e| String::from_utf8_lossy(&e.to_vec()).into_owned()))
+            .entries(
+                self.iter()
+                    .map(|e| String::from_utf8_lossy(&e.to_vec()).into_owned()),
+            )
             .finish()
     }
 }
@@ -566,7 +567,10 @@ mod tests {
         // Five short field/value pairs: one header byte per entry.
         let mut lp = Listpack::new();
         for i in 0..5 {
-            lp.push_many(&[format!("field{i}").as_bytes(), format!("value{i}").as_bytes()]);
+            lp.push_many(&[
+                format!("field{i}").as_bytes(),
+                format!("value{i}").as_bytes(),
+            ]);
         }
         assert_eq!(lp.len(), 10);
         assert_eq!(lp.bytes(), HEADER + 10 * 7);

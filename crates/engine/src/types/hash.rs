@@ -119,9 +119,7 @@ impl<'a> Iterator for Iter<'a> {
                 let v = it.next().expect("hash listpack holds pairs");
                 Some((f, v))
             }
-            Iter::Table(it) => it
-                .next()
-                .map(|(k, v)| (LpEntry::Str(k), LpEntry::Str(v))),
+            Iter::Table(it) => it.next().map(|(k, v)| (LpEntry::Str(k), LpEntry::Str(v))),
         }
     }
 }
@@ -414,7 +412,11 @@ mod tests {
         let mut h = Hash::new();
         assert_eq!(h.heap_bytes(), 0);
         for i in 0..5 {
-            h.set(format!("field{i}").as_bytes(), format!("value{i}").as_bytes(), &l);
+            h.set(
+                format!("field{i}").as_bytes(),
+                format!("value{i}").as_bytes(),
+                &l,
+            );
         }
         // Count header + 10 entries of 1 header byte + 6 bytes.
         assert_eq!(h.heap_bytes(), 2 + 10 * 7);
