@@ -155,7 +155,7 @@ fn bulks(v: &Value) -> Vec<Vec<u8>> {
 }
 
 fn pairs(flat: Vec<Vec<u8>>) -> HashMap<Vec<u8>, Vec<u8>> {
-    assert!(flat.len() % 2 == 0, "odd flat map");
+    assert!(flat.len().is_multiple_of(2), "odd flat map");
     let mut m = HashMap::new();
     let mut it = flat.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
