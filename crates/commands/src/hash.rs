@@ -89,44 +89,38 @@ fn read<'s>(
     }
 }
 
-/// Redis's `hashTypeLookupWriteOrCreate` split in two: WRONGTYPE if `key`
-/// holds another type; whether it exists. The caller then writes through
-/// [`write_hash`], which creates the key if needed.
-fn check_write(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Result<bool, CmdError> {
-    match ctx.shard.lookup_write(ctx.db, key) {
-        None => Ok(false),
-        Some(e) => as_hash(e).map(|_| true),
-    }
-}
-
-/// Applies `f` to the hash at `key` (created empty if missing, stored only
-/// if `f` leaves it non-empty) and signals watchers if `f` says it changed
-/// something. The lookup already happened in [`check_write`]: this one
-/// neither counts nor touches again.
+/// Redis's `hashTypeLookupWriteOrCreate` followed by a change: applies `f`
+/// to the hash at `key` (WRONGTYPE for another type; a new empty hash if
+/// missing, stored only if `f` leaves it non-empty) and signals watchers
+/// if `f` says it changed something. `looked_up`: the caller already did
+/// the write lookup (which expires and records the access), so this one
+/// must not count the access again.
 fn write_hash<R>(
     ctx: &mut ShardCtx<'_>,
     key: &[u8],
+    looked_up: bool,
     f: impl FnOnce(&mut Hash, &engine::EncLimits) -> (R, bool),
 ) -> Result<R, CmdError> {
     let lim = ctx.shard.enc;
     let db = ctx.db;
-    match ctx.shard.dbs[db].get_mut(key) {
-        Some(e) => {
-            let (r, changed) = f(as_hash_mut(e)?, &lim);
-            if changed {
-                ctx.shard.dbs[db].signal(key);
-            }
-            Ok(r)
+    let found = if looked_up {
+        ctx.shard.dbs[db].get_mut(key)
+    } else {
+        ctx.shard.lookup_write(db, key)
+    };
+    if let Some(e) = found {
+        let (r, changed) = f(as_hash_mut(e)?, &lim);
+        if changed {
+            ctx.shard.dbs[db].signal(key);
         }
-        None => {
-            let mut h = Hash::new();
-            let (r, _) = f(&mut h, &lim);
-            if !h.is_empty() {
-                ctx.shard.store(db, key, Value::Hash(h), 0);
-            }
-            Ok(r)
-        }
+        return Ok(r);
     }
+    let mut h = Hash::new();
+    let (r, _) = f(&mut h, &lim);
+    if !h.is_empty() {
+        ctx.shard.store(db, key, Value::Hash(h), 0);
+    }
+    Ok(r)
 }
 
 // ---------------------------------------------------------------------------
@@ -142,8 +136,7 @@ fn hset_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, hmset: bool) -> Result<(
         ));
     }
     let key = args.get(1);
-    check_write(ctx, key)?;
-    let created = write_hash(ctx, key, |h, lim| {
+    let created = write_hash(ctx, key, false, |h, lim| {
         h.prepare_for((2..args.len()).map(|i| args.get(i)), lim);
         let mut created = 0;
         for i in (2..args.len()).step_by(2) {
@@ -172,8 +165,7 @@ fn hmset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// HSETNX key field value: 1 if set, 0 if the field existed.
 fn hsetnx(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (key, field, value) = (args.get(1), args.get(2), args.get(3));
-    check_write(ctx, key)?;
-    let set = write_hash(ctx, key, |h, lim| {
+    let set = write_hash(ctx, key, false, |h, lim| {
         if h.contains(field) {
             return (false, false);
         }
@@ -232,7 +224,7 @@ fn hincrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let new = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
     let mut buf = itoa::Buffer::new();
     let text = buf.format(new).as_bytes();
-    write_hash(ctx, key, |h, lim| (h.set(field, text, lim), true))?;
+    write_hash(ctx, key, true, |h, lim| (h.set(field, text, lim), true))?;
     ctx.out.int(new);
     Ok(())
 }
@@ -262,7 +254,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = sum.format_human();
-    write_hash(ctx, key, |h, lim| {
+    write_hash(ctx, key, true, |h, lim| {
         (h.set(field, text.as_bytes(), lim), true)
     })?;
     ctx.out.bulk(text.as_bytes());
