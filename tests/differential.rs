@@ -94,22 +94,6 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
 const LATER: &[&str] = &[
-    "HSET",
-    "HSETNX",
-    "HGET",
-    "HMGET",
-    "HMSET",
-    "HDEL",
-    "HEXISTS",
-    "HGETALL",
-    "HKEYS",
-    "HVALS",
-    "HLEN",
-    "HSTRLEN",
-    "HINCRBY",
-    "HINCRBYFLOAT",
-    "HRANDFIELD",
-    "HSCAN",
     "SORT",
     "SORT_RO",
     "EVAL",

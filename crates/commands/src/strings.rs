@@ -23,7 +23,7 @@
 //! `proto-max-bulk-len` (the shard handler's `max_bulk_len`); LCS refuses a
 //! transient table larger than Redis's default 512 MB.
 
-mod longdouble;
+pub(crate) mod longdouble;
 
 use engine::{Str, Value};
 use resp::{Args, Reply};

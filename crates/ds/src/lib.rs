@@ -8,6 +8,8 @@
 //! * [`dict`]: chained hash table with incremental rehashing and Redis's
 //!   `SCAN` guarantee.
 //! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
+//! * [`listpack`]: [`Listpack`], small sequences of strings in one compact
+//!   buffer (the compact encoding of small hashes).
 //! * [`glob`]: Redis's glob matcher (`KEYS`, `SCAN MATCH`, `PSUBSCRIBE`).
 //! * [`quicklist`]: [`QuickList`], a deque of byte strings in compact
 //!   nodes (the list type).
@@ -20,6 +22,7 @@ pub mod crc16;
 pub mod dict;
 pub mod glob;
 pub mod intset;
+pub mod listpack;
 pub mod num;
 pub mod packed;
 pub mod quicklist;
@@ -30,5 +33,6 @@ pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
 pub use dict::Dict;
 pub use glob::glob_match;
+pub use listpack::{Listpack, LpEntry};
 pub use num::string2ll;
 pub use quicklist::QuickList;
