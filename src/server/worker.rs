@@ -577,7 +577,13 @@ impl Worker {
                 break;
             }
             if paused(c) {
-                c.unread = true;
+                if hup && !c.block.is_none() {
+                    // A blocked client that hangs up is gone (Redis frees
+                    // it): nothing must be served to it any more.
+                    broken = true;
+                } else {
+                    c.unread = true;
+                }
                 break;
             }
             c.unread = false;
