@@ -17,8 +17,8 @@
 //!
 //! Multi-key commands (ZUNIONSTORE, ZRANGESTORE, ZMPOP ...) are plain
 //! shard handlers: across shards, dispatch runs them on gathered copies
-//! (`crate::scratch`). Set inputs of ZUNION & co. answer WRONGTYPE until
-//! the set type has an API to iterate (TODO(set-type)).
+//! (`crate::scratch`). Plain sets are inputs of ZUNION & co. with every
+//! member scored 1, as in Redis.
 
 use std::collections::HashMap;
 
@@ -1587,9 +1587,9 @@ fn setop_generic(
     let touch = ctx.touch();
     for k in &keys {
         if let Some(e) = ctx.shard.lookup_read(ctx.db, k, touch) {
-            // TODO(set-type): plain sets are inputs with score 1 once the
-            // set type can be iterated; until then they are WRONGTYPE.
-            as_zset(e)?;
+            if !matches!(e.value, Value::Set(_)) {
+                as_zset(e)?;
+            }
         }
     }
     let mut weights = vec![1.0f64; setnum];
@@ -1631,13 +1631,32 @@ fn setop_generic(
     }
 
     let db = &ctx.shard.dbs[ctx.db];
+    // Set inputs as sorted sets of members scored 1 (Redis reads them
+    // through the same iterator).
+    let lim = ctx.shard.enc;
+    let as_sets: Vec<Option<ZSet>> = keys
+        .iter()
+        .map(|k| match db.get(k).map(|e| &e.value) {
+            Some(Value::Set(s)) => {
+                let mut z = ZSet::with_hint(s.len(), 0, &lim);
+                for m in s.iter() {
+                    engine::types::set::with_bytes(m, |b| z.insert(b, 1.0, &lim));
+                }
+                Some(z)
+            }
+            _ => None,
+        })
+        .collect();
     let mut srcs: Vec<(Option<&ZSet>, f64)> = keys
         .iter()
         .zip(&weights)
-        .map(|(k, &w)| {
-            let z = db.get(k).and_then(|e| match &e.value {
-                Value::ZSet(z) => Some(z),
-                _ => None,
+        .zip(&as_sets)
+        .map(|((k, &w), set)| {
+            let z = set.as_ref().or_else(|| {
+                db.get(k).and_then(|e| match &e.value {
+                    Value::ZSet(z) => Some(z),
+                    _ => None,
+                })
             });
             (z, w)
         })

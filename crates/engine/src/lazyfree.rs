@@ -65,3 +65,32 @@ fn send(v: Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{EncLimits, Set};
+    use crate::value::Str;
+
+    #[test]
+    fn large_values_are_freed_in_the_background_small_ones_inline() {
+        let lim = EncLimits::default();
+        let before = freed_in_background();
+        free(Value::Str(Str::from_bytes(b"x")));
+        let mut s = Set::create(b"m0", 1000, &lim);
+        for i in 0..1000 {
+            s.add(format!("m{i}").as_bytes(), &lim);
+        }
+        free(Value::Set(s));
+        // Bounded wait for the background thread (no timing threshold:
+        // only a thread that never runs fails this).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while freed_in_background() == before {
+            assert!(std::time::Instant::now() < deadline, "never freed");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Exactly the large one went there (tests in this binary free no
+        // other large values).
+        assert_eq!(freed_in_background(), before + 1);
+    }
+}
