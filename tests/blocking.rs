@@ -380,3 +380,35 @@ fn a_pop_waiting_on_keys_of_several_shards_is_served_once() {
         }
     }
 }
+
+#[test]
+fn blmove_between_shards_blocks_and_moves() {
+    let s = server();
+    let mut ctl = s.raw();
+    // Several pairs, so with 3 shards most cross shards.
+    for (src, dst) in [("xa", "xb"), ("xc", "xd"), ("xe", "xf"), ("xg", "xh")] {
+        let mut w = s.raw();
+        send(&mut w, &["BLMOVE", src, dst, "LEFT", "RIGHT", "0"]);
+        wait_blocked(&mut ctl, 1);
+        assert_silent(&mut w);
+        assert_bytes(&ctl.cmd_str(&["RPUSH", dst, "old"]), b":1\r\n");
+        // A push into the destination does not serve it.
+        assert_silent(&mut w);
+        assert_bytes(&ctl.cmd_str(&["RPUSH", src, "v1", "v2"]), b":2\r\n");
+        assert_bytes(&w.read_reply(), b"$2\r\nv1\r\n");
+        wait_blocked(&mut ctl, 0);
+        assert_bytes(
+            &ctl.cmd_str(&["LRANGE", dst, "0", "-1"]),
+            b"*2\r\n$3\r\nold\r\n$2\r\nv1\r\n",
+        );
+        assert_bytes(
+            &ctl.cmd_str(&["LRANGE", src, "0", "-1"]),
+            b"*1\r\n$2\r\nv2\r\n",
+        );
+        // And it times out like any other.
+        assert_bytes(
+            &w.cmd_str(&["BRPOPLPUSH", &format!("{src}-none"), dst, "0.05"]),
+            b"*-1\r\n",
+        );
+    }
+}

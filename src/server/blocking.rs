@@ -69,6 +69,8 @@ pub struct BlockTicket {
     pub deadline_ms: u64,
     /// The command's id, for its statistics on timeout.
     pub cmd_id: usize,
+    /// For a command parked to wake its home: its arguments, to run again.
+    pub redo: Option<OwnedArgs>,
 }
 
 /// A connection's blocking state on its home thread.
@@ -108,6 +110,8 @@ pub struct BlockedCmd {
     pub keys: Vec<Vec<u8>>,
     /// The type whose creation can serve it (`list`, `zset`).
     pub wants: &'static str,
+    /// Wake the home thread instead of re-running here.
+    pub wake_home: bool,
 }
 
 /// A blocked multi-shard command sent to one of its shards.
@@ -120,6 +124,8 @@ pub struct ParkReq {
     pub resp3: bool,
     /// The waited keys on that shard.
     pub keys: Vec<Vec<u8>>,
+    /// Wake the home thread instead of re-running here.
+    pub wake_home: bool,
 }
 
 /// The type a blocking command pops from, by its ACL category.

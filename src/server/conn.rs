@@ -88,6 +88,8 @@ pub struct Conn {
     pub lock_wait: bool,
     /// Blocked in BLPOP & co. (see `blocking`).
     pub block: super::blocking::BlockPhase,
+    /// The deadline a command woken to run again keeps if it blocks again.
+    pub keep_deadline_ms: Option<u64>,
     /// Stop reading and executing; close once `out` is written.
     pub closing: bool,
     /// The peer shut its side (read returned 0): execute what was read,
@@ -124,6 +126,7 @@ impl Conn {
             coord: None,
             lock_wait: false,
             block: Default::default(),
+            keep_deadline_ms: None,
             closing: false,
             peer_eof: false,
             hup: false,

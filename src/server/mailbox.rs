@@ -118,6 +118,12 @@ pub enum Msg {
         seq: u64,
         cmd: Box<super::blocking::ParkReq>,
     },
+    /// A key a home-woken command waits for was created: run the command
+    /// in slot `seq` again (see `blocking`).
+    Wake {
+        conn: ConnRef,
+        seq: u64,
+    },
     /// A unix-socket connection accepted by another thread.
     Adopt(mio::net::UnixStream),
 }

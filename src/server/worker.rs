@@ -791,6 +791,7 @@ impl Worker {
                     call,
                     resp3,
                     keys,
+                    wake_home,
                 } = *cmd;
                 if claim.load(Ordering::Acquire) {
                     return;
@@ -808,6 +809,7 @@ impl Worker {
                     args.args(),
                     claim,
                     on,
+                    wake_home,
                 );
                 // A key filled between the command's look and now would
                 // never be reported: serve it now.
@@ -815,6 +817,33 @@ impl Worker {
                     if self.core.shard.dbs[call.db].contains(k) {
                         serve_key(&mut self.core, call.db, k);
                     }
+                }
+            }
+            Msg::Wake { conn, seq } => {
+                let slot = conn.slot as usize;
+                let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                    return;
+                };
+                if c.gen != conn.gen {
+                    return;
+                }
+                let BlockPhase::Blocked(t) = &c.block else {
+                    return;
+                };
+                if t.seq != seq {
+                    return;
+                }
+                let Some(args) = t.redo.clone() else {
+                    return;
+                };
+                c.keep_deadline_ms = Some(t.deadline_ms);
+                c.block = BlockPhase::None;
+                blocking::set_blocked(&mut c.client, false);
+                rerun(&mut self.core, c, slot, seq, &args);
+                let resume = !paused(c);
+                self.conns.mark_dirty(slot);
+                if resume {
+                    self.conns.resume.push(slot);
                 }
             }
             Msg::Unblocked { conn, seq, reply } => {
@@ -892,6 +921,7 @@ impl Worker {
                     args,
                     claim,
                     on,
+                    false,
                 ));
             }
             b.ends.push(out.len());
@@ -1432,6 +1462,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     blocked_args.unwrap_or_default().args(),
                     Default::default(),
                     on,
+                    false,
                 );
                 c.block = BlockPhase::Blocked(t);
                 blocking::set_blocked(&mut c.client, true);
@@ -1535,6 +1566,7 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
                 return;
             }
         }
+        c.keep_deadline_ms = None;
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;
         c.complete(seq, if ac.suppress { &[] } else { ac.out.as_bytes() });
@@ -1590,12 +1622,14 @@ fn park_waiter(
     args: Args<'_>,
     claim: blocking::Claim,
     on: commands::BlockOn,
+    wake_home: bool,
 ) -> BlockTicket {
     let ticket = BlockTicket {
         seq,
         claim: claim.clone(),
         deadline_ms: on.deadline_ms,
         cmd_id: resolved.id,
+        redo: None,
     };
     let keys = core.waiters.add(BlockedCmd {
         conn,
@@ -1608,6 +1642,7 @@ fn park_waiter(
         resp3,
         keys: on.keys,
         wants: blocking::wanted_type(resolved),
+        wake_home,
     });
     for k in keys {
         core.shard.dbs[call.db].add_blocking(&k);
@@ -1629,8 +1664,9 @@ fn park_across(
     c.block = BlockPhase::Blocked(BlockTicket {
         seq,
         claim: claim.clone(),
-        deadline_ms: p.on.deadline_ms,
+        deadline_ms: c.keep_deadline_ms.take().unwrap_or(p.on.deadline_ms),
         cmd_id: resolved.id,
+        redo: p.wake_home.then(|| p.args.clone()),
     });
     blocking::set_blocked(&mut c.client, true);
     core.blocked_conns.push((slot, c.gen));
@@ -1660,12 +1696,48 @@ fn park_across(
                 call: p.call,
                 resp3: c.client.resp3,
                 keys,
+                wake_home: p.wake_home,
             }),
         };
         if s == core.id {
             core.local.push_back(msg);
         } else {
             core.mailbox.send(s, msg);
+        }
+    }
+}
+
+/// Runs a woken multi-shard blocking command again in its reply slot
+/// `seq` (it blocks again, or replies).
+fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::OwnedArgs) {
+    let mut out = Reply::new(c.client.resp3);
+    let step = {
+        let mut ctx = ConnCtx {
+            client: &mut c.client,
+            out: &mut out,
+            server: &core.server,
+            home: core.id,
+        };
+        dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch)
+    };
+    match step {
+        Step::Coord { resolved, coord } => {
+            c.coord = Some(ActiveCoord {
+                resolved,
+                coord,
+                results: Vec::new(),
+                remaining: 0,
+                seq,
+                started: Instant::now(),
+                suppress: false,
+                out: Reply::new(c.client.resp3),
+            });
+            advance(core, c, slot);
+        }
+        // Same arguments, same routing: only an error reply lands here.
+        _ => {
+            c.keep_deadline_ms = None;
+            c.complete(seq, out.as_bytes());
         }
     }
 }
@@ -1720,6 +1792,23 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         }
         if !blocking::claim(&w.claim) {
             // Timed out or gone meanwhile: `front` drops it next.
+            continue;
+        }
+        if w.wake_home {
+            // Its home runs the whole command again (it writes keys of
+            // other shards); the claim keeps others from serving it.
+            for (d, k) in core.waiters.remove(&w) {
+                core.shard.dbs[d].remove_blocking(&k);
+            }
+            let msg = Msg::Wake {
+                conn: w.conn,
+                seq: w.seq,
+            };
+            if w.conn.thread as usize == core.id {
+                core.local.push_back(msg);
+            } else {
+                core.mailbox.send(w.conn.thread as usize, msg);
+            }
             continue;
         }
         let mut out = Reply::new(w.resp3);

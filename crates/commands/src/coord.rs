@@ -149,6 +149,10 @@ pub struct Parked {
     pub handler: crate::table::ShardHandler,
     pub args: resp::OwnedArgs,
     pub call: crate::exec::ShardCall,
+    /// The command also writes keys it does not wait on (BLMOVE into
+    /// another shard's key): a shard must not re-run it, only wake its
+    /// home thread, which runs the whole command again.
+    pub wake_home: bool,
 }
 
 /// Downcasts job outputs issued with one type.

@@ -26,8 +26,8 @@
 //! is only right when every key of the command is a waited key (a re-run
 //! on one shard sees the other shards' keys as missing, which for a pop is
 //! the truth: they were empty). A command that also writes elsewhere
-//! (BLMOVE into another shard's key) does not block across shards: it
-//! answers at once, as inside MULTI.
+//! (BLMOVE into another shard's key) is parked to wake its home thread
+//! instead, which runs the whole command again through this coordinator.
 //!
 //! Cost: the values are copied twice (to the home thread and, if changed,
 //! back), O(size of the values involved), where a dedicated coordinator
@@ -71,8 +71,8 @@ pub struct Scratch {
     phase: Phase,
     /// A blocking command may block (false inside MULTI).
     may_block: bool,
-    /// Set when the handler blocked.
-    parked: Option<crate::ctx::BlockOn>,
+    /// Set when the handler blocked; true if only the home may re-run it.
+    parked: Option<(crate::ctx::BlockOn, bool)>,
 }
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
@@ -196,13 +196,8 @@ impl Scratch {
                 .iter()
                 .flat_map(|(_, ks)| ks)
                 .all(|k| on.keys.contains(k));
-            if every_key_waited {
-                self.parked = Some(on);
-                return Ok(Vec::new());
-            }
-            // See the module documentation: answer as inside MULTI.
-            ctx.may_block = false;
-            (self.handler)(&mut ctx, self.args.args())?;
+            self.parked = Some((on, !every_key_waited));
+            return Ok(Vec::new());
         }
         let d = &mut shard.dbs[self.db];
         let mut writes = Vec::new();
@@ -226,9 +221,10 @@ impl Scratch {
 
 impl Coordinator for Scratch {
     fn parked(&mut self) -> Option<Parked> {
-        let on = self.parked.take()?;
+        let (on, wake_home) = self.parked.take()?;
         Some(Parked {
             on,
+            wake_home,
             handler: self.handler,
             args: std::mem::take(&mut self.args),
             call: crate::exec::ShardCall {
