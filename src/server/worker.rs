@@ -805,11 +805,10 @@ impl Worker {
                     &mut self.core,
                     conn,
                     seq,
-                    (resolved, handler, call, resp3),
+                    (resolved, handler, call, resp3, wake_home),
                     args.args(),
                     claim,
                     on,
-                    wake_home,
                 );
                 // A key filled between the command's look and now would
                 // never be reported: serve it now.
@@ -917,11 +916,10 @@ impl Worker {
                     &mut self.core,
                     conn,
                     seq,
-                    (resolved, handler, call, resp3),
+                    (resolved, handler, call, resp3, false),
                     args,
                     claim,
                     on,
-                    false,
                 ));
             }
             b.ends.push(out.len());
@@ -1458,11 +1456,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     core,
                     conn,
                     seq,
-                    (resolved, handler, call, c.client.resp3),
+                    (resolved, handler, call, c.client.resp3, false),
                     blocked_args.unwrap_or_default().args(),
                     Default::default(),
                     on,
-                    false,
                 );
                 c.block = BlockPhase::Blocked(t);
                 blocking::set_blocked(&mut c.client, true);
@@ -1613,16 +1610,16 @@ fn park_waiter(
     core: &mut Core,
     conn: ConnRef,
     seq: u64,
-    (resolved, handler, call, resp3): (
+    (resolved, handler, call, resp3, wake_home): (
         commands::Resolved,
         commands::table::ShardHandler,
         ShardCall,
+        bool,
         bool,
     ),
     args: Args<'_>,
     claim: blocking::Claim,
     on: commands::BlockOn,
-    wake_home: bool,
 ) -> BlockTicket {
     let ticket = BlockTicket {
         seq,
