@@ -171,6 +171,19 @@ impl Reply {
     /// A double formatted as Redis 7.0's `addReplyDouble` (`%.17g`): a `,`
     /// reply in RESP3, a bulk string in RESP2.
     pub fn double(&mut self, d: f64) {
+        if let Some(n) = small_integral(d) {
+            // The common case (integer scores): no float formatting.
+            let mut b = itoa::Buffer::new();
+            let s = b.format(n);
+            if self.resp3 {
+                self.buf.push(b',');
+                self.buf.extend_from_slice(s.as_bytes());
+                self.buf.extend_from_slice(b"\r\n");
+            } else {
+                self.bulk(s.as_bytes());
+            }
+            return;
+        }
         let s = format_double(d);
         if self.resp3 {
             self.buf.push(b',');
@@ -195,6 +208,16 @@ impl Reply {
     }
 }
 
+/// `d` as an integer when `%.17g` prints it as one digit for digit:
+/// integral and below 2^53 in magnitude (all such values are exact, and
+/// have at most 16 digits). Not -0, which prints as `-0`.
+#[inline]
+fn small_integral(d: f64) -> Option<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    (d.fract() == 0.0 && d.abs() < EXACT && !(d == 0.0 && d.is_sign_negative()))
+        .then_some(d as i64)
+}
+
 /// Formats `d` as C's `printf("%.17g")` does, with Redis's spelling of
 /// infinities (`inf`, `-inf`) and `nan`.
 pub fn format_double(d: f64) -> String {
@@ -211,6 +234,14 @@ pub fn format_double(d: f64) -> String {
             "0".into()
         };
     }
+    if let Some(n) = small_integral(d) {
+        return itoa::Buffer::new().format(n).to_string();
+    }
+    format_double_exact(d)
+}
+
+/// `%.17g` of a finite non-zero `d` through exact decimal expansion.
+fn format_double_exact(d: f64) -> String {
     const P: i32 = 17;
     // Rust's `{:e}` rounds exactly, as glibc does: 17 significant digits.
     let e = format!("{:.*e}", (P - 1) as usize, d.abs());
@@ -320,5 +351,30 @@ mod tests {
         for (d, want) in cases {
             assert_eq!(format_double(*d), *want, "{d}");
         }
+    }
+
+    #[test]
+    fn the_integer_fast_path_prints_what_printf_prints() {
+        let edge = 9_007_199_254_740_991.0f64; // 2^53 - 1
+        let mut vals = vec![1.0, -1.0, 7.0, 1e15, 123456789.0, edge, -edge, 2f64.powi(52)];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push((x % (1 << 53)) as f64 * if x & 1 == 0 { 1.0 } else { -1.0 });
+        }
+        for d in vals {
+            assert!(small_integral(d).is_some(), "{d}");
+            assert_eq!(format_double(d), format_double_exact(d), "{d}");
+            let mut fast = Reply::new(false);
+            fast.double(d);
+            let mut slow = Reply::new(false);
+            slow.bulk(format_double_exact(d).as_bytes());
+            assert_eq!(fast.as_bytes(), slow.as_bytes());
+        }
+        assert_eq!(small_integral(-0.0), None);
+        assert_eq!(small_integral(9_007_199_254_740_992.0), None);
+        assert_eq!(small_integral(0.5), None);
     }
 }
