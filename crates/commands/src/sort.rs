@@ -123,9 +123,8 @@ fn same_shard(pattern: &[u8], src: &[u8], nshards: usize) -> bool {
     if nshards == 1 {
         return true;
     }
-    pattern_slot(pattern).is_some_and(|slot| {
-        slot as usize * nshards / 16384 == shard_of(src, nshards)
-    })
+    pattern_slot(pattern)
+        .is_some_and(|slot| slot as usize * nshards / 16384 == shard_of(src, nshards))
 }
 
 fn parse(args: Args<'_>, readonly: bool, nshards: usize) -> Result<Opts, CmdError> {
@@ -240,7 +239,10 @@ fn sort_score(b: &[u8]) -> Option<f64> {
         if !s
             .bytes()
             .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
-            || !s.bytes().next().is_some_and(|c| c.is_ascii_digit() || c == b'.')
+            || !s
+                .bytes()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit() || c == b'.')
         {
             return None;
         }
@@ -327,7 +329,11 @@ fn sort_on(
     let vlen = len as i64;
     let mut start = o.limit_start.clamp(0, vlen);
     let count = o.limit_count.clamp(-1, vlen);
-    let mut end = if count < 0 { vlen - 1 } else { start + count - 1 };
+    let mut end = if count < 0 {
+        vlen - 1
+    } else {
+        start + count - 1
+    };
     if start >= vlen {
         start = vlen - 1;
         end = vlen - 2;
@@ -358,7 +364,11 @@ fn sort_on(
             }
             Value::ZSet(z) if ranged && take > 0 => {
                 let from = if o.desc { len - 1 - s } else { s };
-                elems.extend(z.iter_from(from, o.desc).take(take).map(|(m, _)| m.to_vec()));
+                elems.extend(
+                    z.iter_from(from, o.desc)
+                        .take(take)
+                        .map(|(m, _)| m.to_vec()),
+                );
             }
             _ if ranged => {}
             Value::List(l) => elems.extend(l.iter().map(<[u8]>::to_vec)),
@@ -474,10 +484,7 @@ fn build_sort(ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinat
     build(ctx, args, false)
 }
 
-fn build_sort_ro(
-    ctx: &mut ConnCtx<'_>,
-    args: Args<'_>,
-) -> Result<Box<dyn Coordinator>, CmdError> {
+fn build_sort_ro(ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     build(ctx, args, true)
 }
 
@@ -516,7 +523,9 @@ fn build(
         ));
     }
     let dst = dst_shard.zip(opts.store.clone());
-    plan.run(src_shard, move |env| sort_on(env.shard, db, touch, &src, &opts));
+    plan.run(src_shard, move |env| {
+        sort_on(env.shard, db, touch, &src, &opts)
+    });
     Ok(Box::new(StoreElsewhere {
         first: Some(plan),
         dst,
@@ -579,7 +588,16 @@ mod tests {
         assert_eq!(sort_score(b"-2.5e1"), Some(-25.0));
         assert_eq!(sort_score(b"inf"), Some(f64::INFINITY));
         assert_eq!(sort_score(b"1\0x"), Some(1.0));
-        for bad in [&b"1 "[..], b"nan", b"abc", b"-", b" ", b"1e400", b"1e-310", b"1e"] {
+        for bad in [
+            &b"1 "[..],
+            b"nan",
+            b"abc",
+            b"-",
+            b" ",
+            b"1e400",
+            b"1e-310",
+            b"1e",
+        ] {
             assert_eq!(sort_score(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
@@ -625,7 +643,9 @@ mod tests {
         );
         assert_eq!(t.run(&["SORT", "{a}nope", "STORE", "{c}d"]), ":0\r\n");
         assert_eq!(t.run(&["EXISTS", "{c}d"]), ":0\r\n");
-        assert!(t.run(&["SORT", "{a}l", "BY", "w_*"]).starts_with("-ERR BY option"));
+        assert!(t
+            .run(&["SORT", "{a}l", "BY", "w_*"])
+            .starts_with("-ERR BY option"));
         t.run(&["SET", "{a}w_1", "9"]);
         assert_eq!(
             t.run(&["SORT", "{a}l", "BY", "{a}w_*", "LIMIT", "0", "1"]),
