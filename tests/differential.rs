@@ -58,6 +58,7 @@ const SCRIPTS: &[&str] = &[
     "multi",
     "resp3",
     "set",
+    "sort",
     "strings",
     "zset",
 ];
@@ -76,6 +77,7 @@ diff_tests!(
     multi,
     resp3,
     set,
+    sort,
     strings,
     zset,
 );
@@ -94,8 +96,6 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
 const LATER: &[&str] = &[
-    "SORT",
-    "SORT_RO",
     "EVAL",
     "EVALSHA",
     "LOLWUT",

@@ -21,6 +21,7 @@ pub mod multi;
 pub mod scratch;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod strings;
 pub mod table;
 #[doc(hidden)]
