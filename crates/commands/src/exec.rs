@@ -213,7 +213,19 @@ pub fn dispatch(
             }
         },
         Exec::Coord(build) => {
-            let set = crate::multi::keyspace_locks(r.spec, ctx.nshards());
+            let declares_keys = r.spec.getkeys.is_some() || r.spec.keys.first > 0;
+            let set = if declares_keys {
+                // A keyed coordinated command (SORT): lock its keys when
+                // they span shards; on one shard its single job is atomic
+                // by itself.
+                let mut set = crate::tx::LockSet::default();
+                if target(r.spec, args, ctx.nshards(), scratch) == Target::Many {
+                    set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
+                }
+                set
+            } else {
+                crate::multi::keyspace_locks(r.spec, ctx.nshards())
+            };
             coordinate(r, build, args, ctx, stats, set)
         }
         Exec::Parent => {

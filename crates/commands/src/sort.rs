@@ -17,9 +17,10 @@
 //!
 //! Execution: one job on the source's shard does the sort (and the store
 //! when the destination lives there too). A destination on another shard
-//! gets a second job that writes the list; the transaction layer holds the
-//! keyspace between the two (SORT is a write command), so the pair is
-//! atomic.
+//! gets a second job that writes the list; the transaction layer locks
+//! the source and the destination between the two, so the pair is atomic
+//! (pattern keys are read inside the first job, atomically on their
+//! shard). A SORT on one shard is a single job and takes no lock.
 
 use engine::{List, Shard, Value};
 use resp::{Args, Reply};
