@@ -214,8 +214,7 @@ impl Reply {
 #[inline]
 fn small_integral(d: f64) -> Option<i64> {
     const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
-    (d.fract() == 0.0 && d.abs() < EXACT && !(d == 0.0 && d.is_sign_negative()))
-        .then_some(d as i64)
+    (d.fract() == 0.0 && d.abs() < EXACT && !(d == 0.0 && d.is_sign_negative())).then_some(d as i64)
 }
 
 /// Formats `d` as C's `printf("%.17g")` does, with Redis's spelling of
@@ -356,7 +355,16 @@ mod tests {
     #[test]
     fn the_integer_fast_path_prints_what_printf_prints() {
         let edge = 9_007_199_254_740_991.0f64; // 2^53 - 1
-        let mut vals = vec![1.0, -1.0, 7.0, 1e15, 123456789.0, edge, -edge, 2f64.powi(52)];
+        let mut vals = vec![
+            1.0,
+            -1.0,
+            7.0,
+            1e15,
+            123456789.0,
+            edge,
+            -edge,
+            2f64.powi(52),
+        ];
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..10_000 {
             x ^= x << 13;
