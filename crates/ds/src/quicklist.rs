@@ -14,9 +14,12 @@
 //! 32 or 64 KiB for -1 .. -5. A node always accepts one entry, so an
 //! element larger than the cap lives alone in its node.
 //!
-//! Complexity: push/pop at either end O(1) amortised (a front push or pop
-//! moves the bytes of the first node, bounded by the node cap, as
-//! listpack's memmove); access by index O(nodes) walking from the nearer
+//! Complexity: push/pop at either end O(1) amortised. A node's bytes sit
+//! in a [`NodeBuf`] that can keep free room before its entries: a front
+//! pop only advances the start, and a front push into a node of 256 bytes
+//! or more opens room of half its size at once, so LPUSH/LPOP do not move
+//! the whole node on every call as listpack's memmove does (small nodes
+//! just move their few bytes, and keep no slack); access by index O(nodes) walking from the nearer
 //! end, then within the node from its nearer end; insertion and removal in
 //! the middle O(nodes + node bytes). Nodes live in a `VecDeque`, so a split
 //! or a dropped middle node moves node headers (32 bytes each, one per
@@ -41,8 +44,115 @@ pub const FILL_MAX: i32 = (1 << 15) - 1;
 
 #[derive(Clone, Default)]
 struct Node {
-    buf: Vec<u8>,
+    buf: NodeBuf,
     count: u32,
+}
+
+/// A node's bytes: the entries are `v[head..]`; `v[..head]` is free room
+/// for front pushes. Derefs to the entries, and offers the `Vec` calls
+/// the node code uses with offsets relative to the entries.
+#[derive(Clone, Default)]
+struct NodeBuf {
+    v: Vec<u8>,
+    head: usize,
+}
+
+/// Front pushes into a node at least this large open room for more.
+const FRONT_ROOM_MIN: usize = 256;
+
+impl std::ops::Deref for NodeBuf {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.v[self.head..]
+    }
+}
+
+impl std::ops::DerefMut for NodeBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.head..]
+    }
+}
+
+impl From<Vec<u8>> for NodeBuf {
+    fn from(v: Vec<u8>) -> Self {
+        NodeBuf { v, head: 0 }
+    }
+}
+
+impl NodeBuf {
+    #[inline]
+    fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+    /// Room for entries without reallocating (after the entries).
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.v.capacity() - self.head
+    }
+    /// Bytes allocated.
+    fn allocated(&self) -> usize {
+        self.v.capacity()
+    }
+    fn reserve_exact(&mut self, additional: usize) {
+        self.v.reserve_exact(additional);
+    }
+    fn resize(&mut self, new_len: usize, b: u8) {
+        self.v.resize(self.head + new_len, b);
+    }
+    fn truncate(&mut self, n: usize) {
+        self.v.truncate(self.head + n);
+    }
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        self.v.extend_from_slice(s);
+    }
+    /// Removes bytes `r` of the entries; removing a prefix only moves the
+    /// start.
+    fn drain(&mut self, r: std::ops::Range<usize>) {
+        if r.start == 0 {
+            self.head += r.end;
+            if self.head == self.v.len() {
+                self.v.clear();
+                self.head = 0;
+            }
+        } else {
+            self.v.drain(self.head + r.start..self.head + r.end);
+        }
+    }
+    /// Gives back the free room, before and after the entries.
+    fn shrink_to_fit(&mut self) {
+        if self.head > 0 {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+        self.v.shrink_to_fit();
+    }
+    /// Makes `sz` bytes of room before the entries; they become entries
+    /// `[0, sz)` (contents unspecified). A node of `FRONT_ROOM_MIN` bytes
+    /// or more also opens half its size (at most up to `cap` in all) for
+    /// later front pushes.
+    fn grow_front(&mut self, sz: usize, cap: usize) {
+        if self.head >= sz {
+            self.head -= sz;
+            return;
+        }
+        let live = self.len();
+        let room = if live >= FRONT_ROOM_MIN {
+            (live / 2).min(cap.saturating_sub(live + sz))
+        } else {
+            0
+        };
+        let new_len = room + sz + live;
+        if new_len > self.v.len() {
+            self.v.reserve_exact(new_len - self.v.len());
+            self.v.resize(new_len, 0);
+        }
+        let old = self.head;
+        self.v.copy_within(old..old + live, room + sz);
+        self.v.truncate(new_len);
+        self.head = room;
+    }
 }
 
 /// Bytes of the varint encoding of `n`.
@@ -126,6 +236,12 @@ impl Node {
     /// amortised without leaving more slack than the cap.
     fn insert_at(&mut self, off: usize, v: &[u8], cap_hint: usize) {
         let sz = entry_size(v.len());
+        if off == 0 && !self.buf.is_empty() {
+            self.buf.grow_front(sz, cap_hint);
+            encode_into(&mut self.buf[..sz], v);
+            self.count += 1;
+            return;
+        }
         let old = self.buf.len();
         if self.buf.capacity() < old + sz {
             let want = (self.buf.capacity() * 2)
@@ -245,7 +361,7 @@ impl QuickList {
     /// Heap bytes held: node headers and buffers, capacity included.
     pub fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
-            + self.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
+            + self.nodes.iter().map(|n| n.buf.allocated()).sum::<usize>()
     }
 
     /// The byte cap of a node.
@@ -482,7 +598,7 @@ impl QuickList {
         // alone between them.
         let node = &mut self.nodes[p.node];
         let tail = Node {
-            buf: node.buf[p.off..].to_vec(),
+            buf: NodeBuf::from(node.buf[p.off..].to_vec()),
             count: node.count - p.idx as u32,
         };
         node.buf.truncate(p.off);

@@ -351,3 +351,55 @@ proptest! {
         }
     }
 }
+
+/// Front pushes and pops into large nodes use the room before the
+/// entries; every other operation must see the same list as a model.
+#[test]
+fn front_room_keeps_the_list_exact() {
+    for fill in [-2, -1, 128] {
+        let mut q = QuickList::new(fill);
+        let mut m: std::collections::VecDeque<Vec<u8>> = Default::default();
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for step in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = format!("v{step}-{}", "x".repeat((x % 40) as usize)).into_bytes();
+            match x % 10 {
+                0..=4 => {
+                    q.push_front(&v);
+                    m.push_front(v);
+                }
+                5 | 6 => {
+                    assert_eq!(q.pop_front(), m.pop_front().is_some());
+                }
+                7 => {
+                    q.push_back(&v);
+                    m.push_back(v);
+                }
+                8 if !m.is_empty() => {
+                    let i = (x >> 8) as usize % m.len();
+                    q.insert(i, &v);
+                    m.insert(i, v);
+                }
+                _ if !m.is_empty() => {
+                    let i = (x >> 8) as usize % m.len();
+                    assert!(q.set(i, &v));
+                    m[i] = v;
+                }
+                _ => {}
+            }
+            if step % 997 == 0 {
+                q.check();
+                assert!(
+                    q.iter().eq(m.iter().map(|v| &v[..])),
+                    "fill {fill} step {step}"
+                );
+            }
+        }
+        q.check();
+        assert!(q.iter().eq(m.iter().map(|v| &v[..])));
+        assert!(q.iter_rev().eq(m.iter().rev().map(|v| &v[..])));
+        assert_eq!(q.len(), m.len());
+    }
+}
