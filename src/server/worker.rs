@@ -1140,6 +1140,12 @@ impl Worker {
         for (db, k) in self.core.waiters.sweep() {
             self.core.shard.dbs[db].remove_blocking(&k);
         }
+        // Watchers that went away (UNWATCH, EXEC, disconnect) without
+        // their keys changing: forget them, or a client that WATCHes
+        // ever-new keys would grow the table without bound.
+        for d in self.core.shard.dbs.iter_mut() {
+            d.prune_watches();
+        }
         let period = Duration::from_millis(1000 / u64::from(hz));
         self.next_cron = Instant::now() + period;
         // Redis's slow cycle: at most 25 % of the cron period.
