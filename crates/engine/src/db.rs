@@ -389,6 +389,38 @@ mod tests {
     }
 
     #[test]
+    fn watchers_that_went_away_are_pruned_and_live_ones_kept() {
+        let mut db = Db::new();
+        let live: WatchFlag = Arc::new(AtomicBool::new(false));
+        for i in 0..100 {
+            let gone: WatchFlag = Arc::new(AtomicBool::new(false));
+            db.watch(format!("k{i}").as_bytes(), &gone);
+        }
+        db.watch(b"kept", &live);
+        assert_eq!(db.prune_watches(), 1);
+        db.insert(b"kept", e(0));
+        assert!(live.load(Ordering::Acquire));
+        assert_eq!(db.prune_watches(), 0);
+    }
+
+    #[test]
+    fn created_keys_that_clients_wait_on_are_reported_once() {
+        let mut db = Db::new();
+        db.insert(b"other", e(0));
+        assert!(!db.has_ready());
+        db.add_blocking(b"q");
+        db.add_blocking(b"q");
+        db.insert(b"q", e(0));
+        db.insert(b"q", e(0));
+        assert_eq!(db.take_ready(), vec![SmallBytes::from(&b"q"[..])]);
+        db.remove_blocking(b"q");
+        db.remove_blocking(b"q");
+        db.remove(b"q");
+        db.insert(b"q", e(0));
+        assert!(!db.has_ready());
+    }
+
+    #[test]
     fn volatile_set_follows_ttl() {
         let mut db = Db::new();
         db.insert(b"a", e(100));
