@@ -771,6 +771,8 @@ impl Coordinator for RenameCoord {
                     env.shard.dbs[db].insert(&dst, entry);
                     None
                 });
+                // RENAME's store cannot bounce: locks release with it.
+                plan.last = !nx;
                 self.stage = RenameStage::Stored;
             }
             RenameStage::Stored => match outputs::<Option<Entry>>(results).pop().flatten() {
@@ -923,6 +925,7 @@ impl Coordinator for CopyCoord {
         plan.run(self.dst_shard, move |env| {
             copy_store(env.shard, db, &dst, value, at, replace)
         });
+        plan.last = true;
         self.stored = true;
         Ok(())
     }
