@@ -231,7 +231,7 @@ impl Gen {
     }
 
     fn key(&mut self, fam: Fam) -> Vec<u8> {
-        if self.rng.pct(82) {
+        if self.rng.pct(88) {
             let own = self.own[fam as usize].clone();
             self.rng.pick(&own).to_vec()
         } else {
