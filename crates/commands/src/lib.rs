@@ -17,6 +17,7 @@ pub mod exec;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod memory;
 pub mod multi;
 pub mod scratch;
 pub mod server;

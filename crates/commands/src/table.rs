@@ -224,7 +224,7 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 10] {
+pub fn families() -> [&'static [CommandSpec]; 11] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
@@ -235,6 +235,7 @@ pub fn families() -> [&'static [CommandSpec]; 10] {
         crate::list::COMMANDS,
         crate::set::COMMANDS,
         crate::zset::COMMANDS,
+        crate::memory::COMMANDS,
         crate::sort::COMMANDS,
     ]
 }

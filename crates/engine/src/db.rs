@@ -19,6 +19,12 @@ use rand::Rng;
 use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
 use crate::value::Value;
 
+/// What glibc's malloc takes for a request of `n` bytes: the request plus
+/// its 8-byte header, rounded to 16.
+pub fn malloc_chunk(n: usize) -> usize {
+    (n + 8).next_multiple_of(16).max(32)
+}
+
 /// A stored key's value and metadata.
 ///
 /// Access tracking: Redis keeps either LRU data (the access clock) or LFU
@@ -192,6 +198,23 @@ impl Db {
                 f.store(true, Ordering::Release);
             }
         }
+    }
+
+    /// Approximate bytes `key` and its value use (MEMORY USAGE): the table
+    /// node as the allocator rounds it, its bucket slot, and the heap
+    /// memory of the key and the value. `None` if the key is absent.
+    pub fn memory_usage(&self, key: &[u8]) -> Option<usize> {
+        // A node: next link, stored hash, key handle, entry.
+        const NODE: usize = 2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<SmallBytes>()
+            + std::mem::size_of::<Entry>();
+        let (k, e) = self.table.get_key_value(key)?;
+        Some(
+            malloc_chunk(NODE)
+                + std::mem::size_of::<usize>()
+                + k.heap_bytes()
+                + e.value.heap_bytes(),
+        )
     }
 
     /// Signals every watched key that exists here or in `other` (FLUSHDB,
