@@ -49,6 +49,9 @@ const OUT_SOFT_LIMIT: usize = 64 << 20;
 /// MAX_PENDING replies of server memory. Far deeper than any pipeline needs
 /// to keep both threads busy.
 const MAX_PENDING: usize = 256;
+/// Unwritten output a connection may hold back while a pipelined
+/// multi-shard command of it is still running (see `flush_one`).
+const FLUSH_DEFER_MAX: usize = 64 << 10;
 /// Inbound messages handled per iteration before serving sockets again.
 const DRAIN_BUDGET: usize = 64 * 1024;
 
@@ -1062,9 +1065,16 @@ impl Worker {
             return;
         };
         c.dirty = false;
-        match c.flush() {
-            Ok(n) => self.core.stats.net_output_bytes += n as u64,
-            Err(_) => return self.close_conn(slot),
+        // Replies ahead of a pipelined command still coordinating across
+        // shards go out with its reply: one write for the pipeline instead
+        // of one per multi-shard command (the coordinator marks the
+        // connection dirty when it finishes). Bounded by FLUSH_DEFER_MAX.
+        let defer = c.coord.is_some() && !c.closing && c.unwritten() < FLUSH_DEFER_MAX;
+        if !defer {
+            match c.flush() {
+                Ok(n) => self.core.stats.net_output_bytes += n as u64,
+                Err(_) => return self.close_conn(slot),
+            }
         }
         let idle = c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none();
         if idle && (c.closing || (c.peer_eof && !has_work(c))) {
