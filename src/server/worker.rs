@@ -1065,11 +1065,13 @@ impl Worker {
             return;
         };
         c.dirty = false;
-        // Replies ahead of a pipelined command still coordinating across
-        // shards go out with its reply: one write for the pipeline instead
-        // of one per multi-shard command (the coordinator marks the
-        // connection dirty when it finishes). Bounded by FLUSH_DEFER_MAX.
-        let defer = c.coord.is_some() && !c.closing && c.unwritten() < FLUSH_DEFER_MAX;
+        // Replies ahead of a pipelined command still running elsewhere (a
+        // coordinator, or a hop to another shard) go out with its reply:
+        // one write for the pipeline instead of one per multi-shard command
+        // or hop (finishing marks the connection dirty). Bounded by
+        // FLUSH_DEFER_MAX.
+        let in_flight = c.coord.is_some() || !c.pending.is_empty();
+        let defer = in_flight && !c.closing && c.unwritten() < FLUSH_DEFER_MAX;
         if !defer {
             match c.flush() {
                 Ok(n) => self.core.stats.net_output_bytes += n as u64,
