@@ -412,3 +412,24 @@ fn blmove_between_shards_blocks_and_moves() {
         );
     }
 }
+
+#[test]
+fn replies_before_a_blocked_command_are_not_held_back() {
+    let s = server();
+    let mut ctl = s.raw();
+    // Several keys, so the blocked one lives on this connection's shard
+    // for some and on another shard for others.
+    for key in ["r1", "r2", "r3", "r4"] {
+        let mut c = s.raw();
+        let mut bytes = encode_command(&[b"SET", b"before", b"1"]);
+        bytes.extend(encode_command(&[b"MGET", b"a", b"b", b"c", b"d"]));
+        bytes.extend(encode_command(&[b"BLPOP", key.as_bytes(), b"0"]));
+        c.send(&bytes);
+        assert_bytes(&c.read_reply(), b"+OK\r\n");
+        assert_bytes(&c.read_reply(), b"*4\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n");
+        wait_blocked(&mut ctl, 1);
+        assert_bytes(&ctl.cmd_str(&["RPUSH", key, "x"]), b":1\r\n");
+        let want = format!("*2\r\n$2\r\n{key}\r\n$1\r\nx\r\n");
+        assert_bytes(&c.read_reply(), want.as_bytes());
+    }
+}

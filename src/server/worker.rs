@@ -1070,7 +1070,8 @@ impl Worker {
         // one write for the pipeline instead of one per multi-shard command
         // or hop (finishing marks the connection dirty). Bounded by
         // FLUSH_DEFER_MAX.
-        let in_flight = c.coord.is_some() || !c.pending.is_empty();
+        // A blocked command may wait forever: what precedes it goes now.
+        let in_flight = (c.coord.is_some() || !c.pending.is_empty()) && c.block.is_none();
         let defer = in_flight && !c.closing && c.unwritten() < FLUSH_DEFER_MAX;
         if !defer {
             match c.flush() {
