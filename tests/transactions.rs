@@ -283,6 +283,56 @@ fn mset_del_exists_isolation() {
     );
 }
 
+/// Writers alternate MSET-all and DEL-all on ten keys spread over the
+/// shards (nothing else is in the database); DBSIZE and KEYS, which read
+/// every shard, always see 0 or 10 keys.
+#[test]
+fn keyspace_reads_see_whole_multi_shard_commands() {
+    const WRITERS: usize = 2;
+    const ITERATIONS: usize = 1000;
+    let srv = start();
+    let keys = Arc::new(keys_across_shards("ks:", 10));
+    let running = Arc::new(AtomicUsize::new(WRITERS));
+    let mut workers = Vec::new();
+    for w in 0..WRITERS {
+        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        workers.push(work(format!("writer{w}"), move || {
+            let _guard = guard;
+            for i in 0..ITERATIONS {
+                if (i + w) % 2 == 0 {
+                    mset_all(&mut con, &keys, &format!("w{w}-{i}"));
+                } else {
+                    let _: i64 = redis::cmd("DEL").arg(&*keys).query(&mut con).unwrap();
+                }
+            }
+        }));
+    }
+    let running2 = running.clone();
+    let mut con = srv.conn();
+    workers.push(work("dbsize", move || loop {
+        let last = running.load(Ordering::SeqCst) == 0;
+        let n: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+        assert!(n == 0 || n == 10, "DBSIZE counted {n} of 10 keys");
+        if last {
+            break;
+        }
+    }));
+    let mut con = srv.conn();
+    workers.push(work("keys", move || loop {
+        let last = running2.load(Ordering::SeqCst) == 0;
+        let found: Vec<String> = redis::cmd("KEYS").arg("ks:*").query(&mut con).unwrap();
+        assert!(
+            found.is_empty() || found.len() == 10,
+            "KEYS found {} of 10 keys",
+            found.len()
+        );
+        if last {
+            break;
+        }
+    }));
+    run_workers(workers);
+}
+
 /// Rounds of 4 concurrent MSETNX calls whose key sets (over 9 fresh keys
 /// spread across shards) pairwise overlap: in each round exactly one call
 /// succeeds (the first to run finds no key; every later one finds one of

@@ -510,12 +510,17 @@ impl Coordinator for ExecCoord {
     }
 }
 
-/// FLUSHALL / FLUSHDB / SWAPDB and other keyspace-wide writes outside
-/// MULTI: whole-shard write locks on every shard.
+/// Keyspace-wide commands outside MULTI: whole-shard write locks on every
+/// shard for FLUSHALL / FLUSHDB / SWAPDB, read locks for the keyspace
+/// reads (DBSIZE, KEYS, SCAN, RANDOMKEY).
 pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
     let mut set = LockSet::default();
     if spec.has(WRITE) {
         set.whole(nshards, Mode::Write);
+    } else if spec.has(READONLY) {
+        // DBSIZE, KEYS, SCAN, RANDOMKEY read every shard: a shared lock
+        // on each makes them see a multi-shard command whole or not at all.
+        set.whole(nshards, Mode::Read);
     }
     set
 }
