@@ -561,41 +561,22 @@ fn hscan(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let cursor = crate::keys::parse_scan_cursor(args.get(2))?;
     let touch = ctx.touch();
     let Some(e) = ctx.shard.lookup_read(ctx.db, args.get(1), touch) else {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
+        crate::keys::reply_empty_scan(ctx.out);
         return Ok(());
     };
     let h = as_hash(e)?;
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let a = args.get(i);
-        let has_value = i + 1 < args.len();
-        if eq_ic(a, "count") && has_value {
-            count = parse_i64(args.get(i + 1))?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(a, "match") && has_value {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let crate::keys::ScanOpts { count, pattern, .. } =
+        crate::keys::parse_scan_opts(args, 3, false)?;
     // Copies (inline up to 22 bytes): the dict's scan lends entries only
     // for the callback.
     let mut items: Vec<(SmallBytes, SmallBytes)> = Vec::new();
     let copy = |e: LpEntry<'_>| e.with_bytes(|b| SmallBytes::from(b));
     let mut next = cursor;
     // Redis's `maxiterations`: the first call plus 10 * COUNT more.
-    let mut budget = (count as u64).saturating_mul(10);
+    let mut budget = count.saturating_mul(10);
     loop {
         next = h.scan(next, |f, v| items.push((copy(f), copy(v))));
-        if next == 0 || budget == 0 || (items.len() as u64) * 2 >= count as u64 {
+        if next == 0 || budget == 0 || items.len() * 2 >= count {
             break;
         }
         budget -= 1;

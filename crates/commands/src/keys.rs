@@ -1068,6 +1068,59 @@ pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
     Ok(if neg { v.wrapping_neg() } else { v })
 }
 
+/// The options of SCAN and its per-key forms (HSCAN, SSCAN, ZSCAN).
+pub(crate) struct ScanOpts<'a> {
+    /// COUNT, default 10, at least 1.
+    pub count: usize,
+    /// MATCH, `None` for no pattern or `*`.
+    pub pattern: Option<&'a [u8]>,
+    /// TYPE (SCAN only).
+    pub type_name: Option<&'a [u8]>,
+}
+
+/// Parses `[MATCH pattern] [COUNT count]` (and `[TYPE type]` when
+/// `allow_type`) from argument `start` on, with Redis's errors: COUNT not
+/// an integer, COUNT < 1, or anything else is a syntax error.
+pub(crate) fn parse_scan_opts(
+    args: Args<'_>,
+    start: usize,
+    allow_type: bool,
+) -> Result<ScanOpts<'_>, CmdError> {
+    let mut o = ScanOpts {
+        count: 10,
+        pattern: None,
+        type_name: None,
+    };
+    let mut i = start;
+    while i < args.len() {
+        let a = args.get(i);
+        let has_value = i + 1 < args.len();
+        if eq_ic(a, "count") && has_value {
+            let n = parse_i64(args.get(i + 1))?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = n as usize;
+        } else if eq_ic(a, "match") && has_value {
+            let p = args.get(i + 1);
+            o.pattern = (p != b"*").then_some(p);
+        } else if allow_type && eq_ic(a, "type") && has_value {
+            o.type_name = Some(args.get(i + 1));
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+/// The reply of a per-key SCAN on a missing key: cursor 0, no elements.
+pub(crate) fn reply_empty_scan(out: &mut Reply) {
+    out.array(2);
+    out.bulk(b"0");
+    out.array(0);
+}
+
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: the next cursor
 /// (a bulk string) and a page of keys. COUNT is a hint (default 10): the
 /// shard's dict is walked until that many keys were collected, the shard's
@@ -1075,36 +1128,20 @@ pub(crate) fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
 /// MATCH, TYPE and expiry filter the page (expired keys are deleted).
 fn scan(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let cursor = parse_scan_cursor(args.get(1))?;
-    let mut count: i64 = 10;
-    let mut pattern: Option<Vec<u8>> = None;
-    let mut type_name: Option<Vec<u8>> = None;
-    let mut i = 2;
-    while i < args.len() {
-        let a = args.get(i);
-        let has_value = i + 1 < args.len();
-        if eq_ic(a, "count") && has_value {
-            count = parse_i64(args.get(i + 1))?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(a, "match") && has_value {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then(|| p.to_vec());
-        } else if eq_ic(a, "type") && has_value {
-            type_name = Some(args.get(i + 1).to_vec());
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let o = parse_scan_opts(args, 2, true)?;
+    let (count, pattern, type_name) = (
+        o.count,
+        o.pattern.map(<[u8]>::to_vec),
+        o.type_name.map(<[u8]>::to_vec),
+    );
     let n = c.nshards();
     let start = ScanCursor::split(cursor, n);
     Ok(Box::new(ScanCoord {
         db: c.client.db,
         nshards: n,
         at: start,
-        count: count as usize,
-        budget: (count as usize).saturating_mul(10),
+        count,
+        budget: count.saturating_mul(10),
         gathered: 0,
         pattern,
         type_name,

@@ -741,30 +741,12 @@ fn sscan(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let cursor = crate::keys::parse_scan_cursor(args.get(2))?;
     let touch = ctx.touch();
     let Some(e) = ctx.shard.lookup_read(ctx.db, args.get(1), touch) else {
-        ctx.out.raw(b"*2\r\n$1\r\n0\r\n*0\r\n");
+        crate::keys::reply_empty_scan(ctx.out);
         return Ok(());
     };
     let s = as_set(e)?;
-    let mut count: usize = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let more = i + 1 < args.len();
-        let a = args.get(i);
-        if eq_ic(a, "count") && more {
-            let n = parse_i64(args.get(i + 1))?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            count = n as usize;
-        } else if eq_ic(a, "match") && more {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let crate::keys::ScanOpts { count, pattern, .. } =
+        crate::keys::parse_scan_opts(args, 3, false)?;
     let mut page: Vec<OwnedMember> = Vec::new();
     let mut next = cursor;
     let mut budget = count.saturating_mul(10);

@@ -1361,39 +1361,20 @@ fn zscan(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let cursor = crate::keys::parse_scan_cursor(args.get(2))?;
     let touch = ctx.touch();
     let Some(e) = ctx.shard.lookup_read(ctx.db, args.get(1), touch) else {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
+        crate::keys::reply_empty_scan(ctx.out);
         return Ok(());
     };
     let z = as_zset(e)?;
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let a = args.get(i);
-        let has_value = i + 1 < args.len();
-        if eq_ic(a, "count") && has_value {
-            count = parse_i64(args.get(i + 1))?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(a, "match") && has_value {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let crate::keys::ScanOpts { count, pattern, .. } =
+        crate::keys::parse_scan_opts(args, 3, false)?;
     let mut found: Vec<(Vec<u8>, f64)> = Vec::new();
     let mut next = cursor;
-    let mut budget = (count as usize).saturating_mul(10);
+    let mut budget = count.saturating_mul(10);
     loop {
         next = z.scan(next, |m, s| found.push((m.to_vec(), s)));
         budget = budget.saturating_sub(1);
         // Redis counts members and scores alike against COUNT.
-        if next == 0 || budget == 0 || found.len() * 2 >= count as usize {
+        if next == 0 || budget == 0 || found.len() * 2 >= count {
             break;
         }
     }
