@@ -809,7 +809,7 @@ impl Worker {
                     conn,
                     seq,
                     (resolved, handler, call, resp3, wake_home),
-                    args.args(),
+                    args,
                     claim,
                     on,
                 );
@@ -920,7 +920,7 @@ impl Worker {
                     conn,
                     seq,
                     (resolved, handler, call, resp3, false),
-                    args,
+                    args.to_owned(),
                     claim,
                     on,
                 ));
@@ -1476,7 +1476,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     conn,
                     seq,
                     (resolved, handler, call, c.client.resp3, false),
-                    blocked_args.unwrap_or_default().args(),
+                    blocked_args.unwrap_or_default(),
                     Default::default(),
                     on,
                 );
@@ -1636,7 +1636,7 @@ fn park_waiter(
         bool,
         bool,
     ),
-    args: Args<'_>,
+    args: resp::OwnedArgs,
     claim: blocking::Claim,
     on: commands::BlockOn,
 ) -> BlockTicket {
@@ -1653,7 +1653,7 @@ fn park_waiter(
         claim,
         resolved,
         handler,
-        args: args.to_owned(),
+        args,
         call,
         resp3,
         keys: on.keys,
