@@ -802,7 +802,6 @@ impl Worker {
                 let on = commands::BlockOn {
                     keys: keys.clone(),
                     deadline_ms: 0,
-                    on_timeout: commands::TimeoutReply::NullArray,
                 };
                 park_waiter(
                     &mut self.core,

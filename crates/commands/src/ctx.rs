@@ -48,13 +48,9 @@ impl ShardCtx<'_> {
 
     /// Blocks the client on `keys` (see [`BlockOn`]); the handler writes
     /// no reply. Only valid when `may_block`.
-    pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline_ms: u64, on_timeout: TimeoutReply) {
+    pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline_ms: u64) {
         debug_assert!(self.may_block);
-        self.block = Some(BlockOn {
-            keys,
-            deadline_ms,
-            on_timeout,
-        });
+        self.block = Some(BlockOn { keys, deadline_ms });
     }
 }
 
@@ -65,21 +61,10 @@ impl ShardCtx<'_> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockOn {
     pub keys: Vec<Vec<u8>>,
-    /// Absolute Unix milliseconds; 0 = wait forever.
+    /// Absolute Unix milliseconds; 0 = wait forever. On timeout the
+    /// runtime answers a null array, as Redis 7.0 does for every blocked
+    /// pop (BLMOVE included).
     pub deadline_ms: u64,
-    pub on_timeout: TimeoutReply,
-}
-
-/// The reply a blocking command gives at once where it may not block
-/// (inside MULTI). Once blocked, Redis 7.0 answers a timeout with a null
-/// array whatever the command (BLMOVE included), and so does the runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeoutReply {
-    /// Null array (`*-1`, RESP3 `_`): BLPOP, BRPOP, BLMPOP, BZPOPMIN,
-    /// BZPOPMAX, BZMPOP.
-    NullArray,
-    /// Null bulk (`$-1`, RESP3 `_`): BLMOVE, BRPOPLPUSH.
-    NullBulk,
 }
 
 /// CLIENT REPLY mode.

@@ -31,8 +31,6 @@ pub mod tx;
 pub mod util;
 pub mod zset;
 
-pub use ctx::{
-    BlockOn, ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats, TimeoutReply,
-};
+pub use ctx::{BlockOn, ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};
 pub use error::CmdError;
 pub use table::{registry, Exec, Resolved, Target};

@@ -20,7 +20,7 @@
 use engine::{List, Value};
 use resp::{Args, Reply};
 
-use crate::ctx::{ShardCtx, TimeoutReply};
+use crate::ctx::ShardCtx;
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, Keys, ShardHandler, NO_KEYS};
 use crate::util::{as_list, as_list_mut, eq_ic, parse_i64, parse_timeout};
@@ -765,16 +765,12 @@ fn block_or_timeout<'a>(
     ctx: &mut ShardCtx<'_>,
     keys: impl Iterator<Item = &'a [u8]>,
     deadline_ms: u64,
-    on_timeout: TimeoutReply,
 ) {
     if ctx.may_block {
         let keys = keys.map(<[u8]>::to_vec).collect();
-        ctx.block_on(keys, deadline_ms, on_timeout);
+        ctx.block_on(keys, deadline_ms);
     } else {
-        match on_timeout {
-            TimeoutReply::NullArray => ctx.out.null_array(),
-            TimeoutReply::NullBulk => ctx.out.null(),
-        }
+        ctx.out.null_array();
     }
 }
 
@@ -785,7 +781,7 @@ fn bpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End) -> Result<(), 
     let deadline = parse_timeout(args.get(last), ctx.shard.now_ms)?;
     let keys = || args.iter().skip(1).take(last - 1);
     if !serve_first(ctx, keys(), end, None)? {
-        block_or_timeout(ctx, keys(), deadline, TimeoutReply::NullArray);
+        block_or_timeout(ctx, keys(), deadline);
     }
     Ok(())
 }
@@ -807,7 +803,7 @@ fn blmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let deadline = parse_timeout(args.get(1), ctx.shard.now_ms)?;
     let keys = || args.iter().skip(a.first_key).take(a.numkeys);
     if !serve_first(ctx, keys(), a.end, Some(a.count))? {
-        block_or_timeout(ctx, keys(), deadline, TimeoutReply::NullArray);
+        block_or_timeout(ctx, keys(), deadline);
     }
     Ok(())
 }
@@ -834,7 +830,7 @@ fn blmove_generic(
                 // Redis 7.0 answers a *timed out* BLMOVE with a null array
                 // (`replyToBlockedClientTimedOut` treats every list block
                 // alike), but one that may not block with a null bulk.
-                ctx.block_on(vec![src.to_vec()], deadline, TimeoutReply::NullArray);
+                ctx.block_on(vec![src.to_vec()], deadline);
             } else {
                 ctx.out.null();
             }
@@ -954,7 +950,6 @@ mod tests {
 
     #[test]
     fn blocking_forms_block_on_their_keys_when_allowed() {
-        use crate::ctx::TimeoutReply;
         let mut sh = engine::Shard::new(0, 16);
         sh.now_ms = 1_000;
         let (out, b) = run_blocking(&mut sh, super::blpop, &["BLPOP", "a", "b", "1.5"]);
@@ -962,7 +957,6 @@ mod tests {
         let b = b.expect("blocked");
         assert_eq!(b.keys, vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(b.deadline_ms, 2_500);
-        assert_eq!(b.on_timeout, TimeoutReply::NullArray);
         let argv = ["BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "2"];
         let (out, b) = run_blocking(&mut sh, super::blmpop, &argv);
         assert!(out.is_empty());
@@ -975,7 +969,6 @@ mod tests {
         assert!(out.is_empty());
         let b = b.expect("blocked");
         assert_eq!(b.keys, vec![b"a".to_vec()]);
-        assert_eq!(b.on_timeout, TimeoutReply::NullArray);
         let (_, b) = run_blocking(&mut sh, super::brpoplpush, &["BRPOPLPUSH", "a", "d", "0"]);
         assert_eq!(b.expect("blocked").keys, vec![b"a".to_vec()]);
         // Something to serve: served at once, no block.

@@ -26,7 +26,7 @@ use engine::{EncLimits, Value, ZSet};
 use rand::Rng;
 use resp::{Args, Reply};
 
-use crate::ctx::{ShardCtx, TimeoutReply};
+use crate::ctx::ShardCtx;
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, ShardHandler, NO_KEYS};
 use crate::util::{as_zset, as_zset_mut, eq_ic, parse_i64, parse_timeout};
@@ -1235,7 +1235,7 @@ fn first_nonempty<'a>(
 /// (Redis inside MULTI or scripts).
 fn block_or_null(ctx: &mut ShardCtx<'_>, keys: Vec<Vec<u8>>, deadline_ms: u64) {
     if ctx.may_block {
-        ctx.block_on(keys, deadline_ms, TimeoutReply::NullArray);
+        ctx.block_on(keys, deadline_ms);
     } else {
         ctx.out.null_array();
     }
