@@ -114,6 +114,12 @@ pub struct Db {
     /// Blocked-on keys that were (re)created since the runtime last looked
     /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
     ready: Vec<SmallBytes>,
+    /// Changes made to this database since it was created (Redis's
+    /// `server.dirty`, per database): every mutation here and every
+    /// [`Db::signal`] counts one. Save rules and INFO persistence read the
+    /// sum over databases and shards; a command changed the dataset iff it
+    /// moved this counter.
+    pub dirty: u64,
 }
 
 impl Db {
@@ -124,6 +130,7 @@ impl Db {
             watched: HashMap::new(),
             blocking: HashMap::new(),
             ready: Vec::new(),
+            dirty: 0,
         }
     }
 
@@ -186,6 +193,7 @@ impl Db {
     /// (APPEND, INCR ...) call it themselves.
     #[inline]
     pub fn signal(&mut self, key: &[u8]) {
+        self.dirty += 1;
         if !self.watched.is_empty() {
             self.signal_slow(key);
         }
@@ -248,6 +256,8 @@ impl Db {
     pub fn swap_contents(a: &mut Db, b: &mut Db) {
         a.signal_existing(Some(b));
         b.signal_existing(Some(a));
+        a.dirty += 1;
+        b.dirty += 1;
         std::mem::swap(&mut a.table, &mut b.table);
         std::mem::swap(&mut a.volatile, &mut b.volatile);
         a.mark_existing_ready();
@@ -332,6 +342,7 @@ impl Db {
         let Some(e) = self.table.get_mut(key) else {
             return false;
         };
+        self.dirty += 1;
         let had = e.expire_at_ms != 0;
         e.expire_at_ms = at_ms;
         if at_ms != 0 && !had {
@@ -343,6 +354,7 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        self.dirty += self.table.len() as u64;
         self.signal_existing(None);
         self.table.clear();
         self.volatile.clear();
@@ -353,11 +365,13 @@ impl Db {
     /// stay, signalled for the keys that existed.
     pub fn take(&mut self) -> Db {
         self.signal_existing(None);
+        let dirty = self.dirty + self.table.len() as u64;
         let watched = std::mem::take(&mut self.watched);
         let blocking = std::mem::take(&mut self.blocking);
         let old = std::mem::take(self);
         self.watched = watched;
         self.blocking = blocking;
+        self.dirty = dirty;
         old
     }
 
@@ -465,6 +479,25 @@ mod tests {
         db.remove(b"c");
         assert_eq!(db.volatile_len(), 0);
         assert_eq!(db.len(), 2);
+    }
+
+    #[test]
+    fn every_change_moves_the_dirty_counter() {
+        let mut d = Db::new();
+        d.insert(b"a", e(0));
+        d.insert(b"b", e(0));
+        assert_eq!(d.dirty, 2);
+        assert!(d.set_expire(b"a", 5));
+        assert!(!d.set_expire(b"zz", 5));
+        assert_eq!(d.dirty, 3);
+        d.signal(b"b");
+        d.remove(b"a");
+        assert!(d.remove(b"a").is_none());
+        assert_eq!(d.dirty, 5);
+        d.clear();
+        assert_eq!(d.dirty, 6);
+        let _ = d.get_mut(b"b");
+        assert_eq!(d.dirty, 6);
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl Shard {
         }
     }
 
+    /// Changes made to this shard's data so far (see [`Db::dirty`]).
+    pub fn dirty(&self) -> u64 {
+        self.dbs.iter().map(|d| d.dirty).sum()
+    }
+
     /// Refreshes the cached clock; the loop calls this before each batch.
     pub fn tick(&mut self) {
         self.now_ms = now_ms();
