@@ -221,9 +221,61 @@ pub struct Config {
     pub list_max_listpack_size: i32,
     /// `list-compress-depth`: uncompressed nodes kept at each end; 0 = none compressed.
     pub list_compress_depth: u32,
+    /// `dir`: where snapshots and the append-only file live; `None` = the
+    /// working directory at start-up.
+    pub dir: Option<PathBuf>,
+    /// `dbfilename`: the snapshot's file name inside `dir`.
+    pub dbfilename: Vec<u8>,
+    /// `save`: snapshot rules, as `seconds changes` pairs (validated).
+    pub save: Vec<String>,
+    /// `rdbcompression`: LZF-compress long strings in snapshots.
+    pub rdbcompression: bool,
+    /// `rdbchecksum`: end snapshots with a CRC64 (0 when off).
+    pub rdbchecksum: bool,
+    /// `stop-writes-on-bgsave-error`: refuse writes (MISCONF) after a
+    /// failed background save while save rules are set.
+    pub stop_writes_on_bgsave_error: bool,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
+
+impl Config {
+    /// The `save` rules as `(seconds, changes)` pairs.
+    pub fn save_rules(&self) -> Vec<(u64, u64)> {
+        self.save
+            .chunks_exact(2)
+            .filter_map(|p| Some((p[0].parse().ok()?, p[1].parse().ok()?)))
+            .collect()
+    }
+
+    /// The snapshot file: `dir/dbfilename`.
+    pub fn rdb_path(&self) -> PathBuf {
+        let name = OsString::from_vec(self.dbfilename.clone());
+        match &self.dir {
+            Some(d) => d.join(name),
+            None => PathBuf::from(name),
+        }
+    }
+}
+
+/// Redis's `setConfigSaveOption` check: pairs of non-negative integers.
+fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
+    let ok = words.len() % 2 == 0
+        && words
+            .iter()
+            .all(|w| string2ll(w).is_some_and(|n| n >= 0));
+    if ok {
+        Ok(())
+    } else {
+        Err("Invalid save parameters".into())
+    }
+}
+
+fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
+    Ok(())
+}
+
+
 
 impl Config {
     /// Every field zero/empty: the canvas on which the table's defaults are painted.
@@ -258,6 +310,12 @@ impl Config {
             zset_max_listpack_value: 0,
             list_max_listpack_size: 0,
             list_compress_depth: 0,
+            dir: None,
+            dbfilename: Vec::new(),
+            save: Vec::new(),
+            rdbcompression: false,
+            rdbchecksum: false,
+            stop_writes_on_bgsave_error: false,
             config_file: None,
         }
     }
@@ -284,6 +342,9 @@ enum Runtime {
     Mutable,
     /// Only the file and the command line may set it.
     Immutable,
+    /// Redis 7's protected configs (`dir`, `dbfilename`): CONFIG SET
+    /// refuses them while `enable-protected-configs` is `no`, its default.
+    Protected,
 }
 
 /// A directive's type, bounds, default and accessors. Setters are called only with values that
@@ -338,6 +399,7 @@ enum Kind {
         default: &'static [&'static str],
         get: fn(&Config) -> Vec<String>,
         set: fn(&mut Config, Vec<String>),
+        check: fn(&[Vec<u8>]) -> Result<(), String>,
     },
 }
 
@@ -367,7 +429,7 @@ const fn d(name: &'static str, runtime: Runtime, kind: Kind) -> Directive {
 }
 
 use Kind::{Bool, Enum, Int, List, Memory, Octal, Str};
-use Runtime::{Immutable, Mutable};
+use Runtime::{Immutable, Mutable, Protected};
 
 // Row builders: `int!(field: type, min, max, default)` reads and writes `Config::field`. The
 // setters' `as` casts are exact because `Kind::set` checks `min..=max` first.
@@ -448,11 +510,15 @@ macro_rules! bytes {
 }
 macro_rules! words {
     ($field:ident, $max_len:expr, $default:expr) => {
+        words!($field, $max_len, $default, no_check)
+    };
+    ($field:ident, $max_len:expr, $default:expr, $check:expr) => {
         List {
             max_len: $max_len,
             default: $default,
             get: |c| c.$field.clone(),
             set: |c, v| c.$field = v,
+            check: $check,
         }
     };
 }
@@ -508,6 +574,16 @@ static DIRECTIVES: &[Directive] = &[
     d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
+    d("dir",                      Protected, path!(dir)),
+    d("dbfilename",               Protected, Str {
+        default: b"dump.rdb",
+        get: |c| c.dbfilename.clone(),
+        set: |c, v| c.dbfilename = v,
+    }),
+    d("save",                     Mutable,   words!(save, 128, &["3600", "1", "300", "100", "60", "10000"], check_save)),
+    d("rdbcompression",           Mutable,   yes_no!(rdbcompression, true)),
+    d("rdbchecksum",              Immutable, yes_no!(rdbchecksum, true)),
+    d("stop-writes-on-bgsave-error", Mutable, yes_no!(stop_writes_on_bgsave_error, true)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -628,7 +704,12 @@ impl Kind {
                 set(cfg, i);
             }
             Str { set, .. } => set(cfg, arg.clone()),
-            List { max_len, set, .. } => {
+            List {
+                max_len,
+                set,
+                check,
+                ..
+            } => {
                 if args.len() > max_len {
                     return Err("Too many bind addresses specified.".into());
                 }
@@ -638,6 +719,7 @@ impl Kind {
                 } else {
                     args
                 };
+                check(words)?;
                 set(
                     cfg,
                     words
@@ -1122,7 +1204,7 @@ pub fn help_text() -> String {
         };
         let star = if d.runtime == Mutable { "*" } else { " " };
         let alias = d.alias.map(|a| format!(" (alias {a})")).unwrap_or_default();
-        s.push_str(&format!("     {star} {:<27}{value}{alias}\n", d.name));
+        s.push_str(&format!("     {star} {:<28}{value}{alias}\n", d.name));
     }
     s
 }
@@ -1198,6 +1280,9 @@ pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), Stri
         };
         if DIRECTIVES[i].runtime == Immutable {
             return Err(failed(&typed, "can't set immutable config"));
+        }
+        if DIRECTIVES[i].runtime == Protected {
+            return Err(failed(&typed, "can't set protected config"));
         }
         if chosen.contains(&i) {
             return Err(failed(&typed, "duplicate parameter"));
@@ -1546,6 +1631,17 @@ mod tests {
             "-3",
         ),
         ("list-compress-depth", "2", "list-compress-depth", "2"),
+        ("dir", "/tmp", "dir", "/tmp"),
+        ("dbfilename", "x.rdb", "dbfilename", "x.rdb"),
+        ("save", "10 1 20 2", "save", "10 1 20 2"),
+        ("rdbcompression", "no", "rdbcompression", "no"),
+        ("rdbchecksum", "no", "rdbchecksum", "no"),
+        (
+            "stop-writes-on-bgsave-error",
+            "no",
+            "stop-writes-on-bgsave-error",
+            "no",
+        ),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1582,6 +1678,12 @@ mod tests {
             "zset-max-listpack-value" => assert_eq!(c.zset_max_listpack_value, 15),
             "list-max-listpack-size" => assert_eq!(c.list_max_listpack_size, -3),
             "list-compress-depth" => assert_eq!(c.list_compress_depth, 2),
+            "dir" => assert_eq!(c.dir.as_deref(), Some(Path::new("/tmp"))),
+            "dbfilename" => assert_eq!(c.dbfilename, b"x.rdb"),
+            "save" => assert_eq!(c.save_rules(), [(10, 1), (20, 2)]),
+            "rdbcompression" => assert!(!c.rdbcompression),
+            "rdbchecksum" => assert!(!c.rdbchecksum),
+            "stop-writes-on-bgsave-error" => assert!(!c.stop_writes_on_bgsave_error),
             other => panic!("no check for {other}"),
         }
     }
@@ -1640,11 +1742,16 @@ mod tests {
                 check_sample(&cfg, name);
                 assert_eq!(get_one(&cfg, get_name), get_value);
             } else {
+                let why = if d.runtime == Protected {
+                    "protected"
+                } else {
+                    "immutable"
+                };
                 assert_eq!(
                     r.unwrap_err(),
                     format!(
                         "ERR CONFIG SET failed (possibly related to argument '{name}') - \
-                         can't set immutable config"
+                         can't set {why} config"
                     )
                 );
                 assert_eq!(cfg, Config::default());
@@ -1668,7 +1775,8 @@ mod tests {
                 "unixsocketperm",
                 "shards",
                 "databases",
-                "logfile"
+                "logfile",
+                "rdbchecksum"
             ]
         );
     }
@@ -2052,11 +2160,11 @@ mod tests {
             assert!(help.contains(&format!(" {} ", d.name)), "{}", d.name);
         }
         assert!(
-            help.contains("   * hz                         10\n"),
+            help.contains("   * hz                          10\n"),
             "{help}"
         );
         assert!(
-            help.contains("     shards                     0 (alias threads)\n"),
+            help.contains("     shards                      0 (alias threads)\n"),
             "{help}"
         );
         // Only as the first argument, as in redis-server.

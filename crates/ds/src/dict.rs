@@ -503,6 +503,50 @@ impl<K, V, S> Dict<K, V, S> {
     }
 }
 
+impl<K, V, S> Dict<K, V, S> {
+    /// [`Dict::scan`] with mutable access to the values: same cursor, same
+    /// guarantee (every entry present for the whole scan is visited at least
+    /// once), so a caller that must act on each entry exactly once marks the
+    /// entries it has handled. Never rehashes.
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&K, &mut V)) -> u64 {
+        if self.is_empty() {
+            return 0;
+        }
+        let emit = |table: &mut Table<K, V>, v: u64, f: &mut dyn FnMut(&K, &mut V)| {
+            let mask = table.mask();
+            let mut cur = table.buckets[(v as usize) & mask].as_deref_mut();
+            while let Some(node) = cur {
+                f(&node.key, &mut node.value);
+                cur = node.next.as_deref_mut();
+            }
+        };
+        let mut v = cursor;
+        let rehashing = self.rehash_idx.is_some();
+        let [t0, t1] = &mut self.tables;
+        if !rehashing {
+            let m0 = t0.mask() as u64;
+            emit(t0, v, &mut f);
+            v = next_cursor(v, m0);
+        } else {
+            let (small, large) = if t0.size() <= t1.size() {
+                (t0, t1)
+            } else {
+                (t1, t0)
+            };
+            let (m0, m1) = (small.mask() as u64, large.mask() as u64);
+            emit(small, v, &mut f);
+            loop {
+                emit(large, v, &mut f);
+                v = next_cursor(v, m1);
+                if v & (m0 ^ m1) == 0 {
+                    break;
+                }
+            }
+        }
+        v
+    }
+}
+
 /// Increments the reversed bits of `v` above `mask` (Redis's cursor step).
 #[inline]
 fn next_cursor(v: u64, mask: u64) -> u64 {
@@ -567,6 +611,22 @@ where
         }
         self.find(self.hash_of(key), key)
             .map(|node| (&node.key, &node.value))
+    }
+
+    /// The stored key and the value for `key`, the value mutably. Never
+    /// rehashes (unlike [`Dict::get_mut`]).
+    #[inline]
+    pub fn get_key_value_mut<Q>(&mut self, key: &Q) -> Option<(&K, &mut V)>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let hash = self.hash_of(key);
+        self.find_mut(hash, key)
+            .map(|node| (&node.key, &mut node.value))
     }
 
     /// Starts loading what a lookup of `key` will touch, without waiting

@@ -508,3 +508,38 @@ proptest! {
         prop_assert!((0..initial).all(|k| seen.contains_key(&k)));
     }
 }
+
+#[test]
+fn scan_mut_marks_each_entry_while_the_table_grows() {
+    // The snapshot's use: mark each entry once (value 0 -> 1), counting
+    // first visits; entries inserted during the scan arrive marked.
+    let mut d = Dict::new();
+    for i in 0..3000u64 {
+        d.insert(i, 0u64);
+    }
+    let (mut cursor, mut first, mut next) = (0, 0, 1_000_000u64);
+    loop {
+        cursor = d.scan_mut(cursor, |_, v| {
+            if *v == 0 {
+                *v = 1;
+                first += 1;
+            }
+        });
+        if cursor == 0 {
+            break;
+        }
+        for _ in 0..20 {
+            if next < 1_010_000 {
+                d.insert(next, 1);
+                next += 1;
+            }
+        }
+    }
+    assert_eq!(first, 3000);
+    assert!(d.iter().all(|(_, v)| *v == 1));
+    let (k, v) = d.get_key_value_mut(&7).unwrap();
+    assert_eq!(*k, 7);
+    *v = 9;
+    assert_eq!(d.get(&7), Some(&9));
+    assert!(d.get_key_value_mut(&u64::MAX).is_none());
+}
