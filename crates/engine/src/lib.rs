@@ -12,6 +12,7 @@
 pub mod db;
 pub mod lazyfree;
 pub mod lfu;
+pub mod rdb;
 pub mod types;
 pub mod value;
 

@@ -1,0 +1,453 @@
+//! The Redis RDB file format (version 10, what Redis 7.0 writes), shared by
+//! snapshots (SAVE/BGSAVE, start-up loading) and DUMP/RESTORE payloads.
+//!
+//! # Writing
+//!
+//! Values are written in the forms Redis 7.0 itself writes, so a DUMP of a
+//! small value is byte-for-byte Redis's:
+//!
+//! | value                     | RDB type                      |
+//! |---------------------------|-------------------------------|
+//! | string                    | 0, int-encoded or LZF as `rdbSaveRawString` |
+//! | list                      | 18 quicklist 2: listpack nodes cut as Redis 7.0's quicklist cuts a pushed list |
+//! | set, intset               | 11 intset                     |
+//! | set, listpack / hashtable | 2 plain set (7.0 cannot load type 20) |
+//! | zset, listpack            | 17 listpack (scores as `d2string`) |
+//! | zset, skiplist            | 5 zset2 (binary doubles, highest first) |
+//! | hash, listpack            | 16 listpack                   |
+//! | hash, hashtable           | 4 plain hash                  |
+//!
+//! # Reading
+//!
+//! [`Reader`] streams a whole file; [`restore_payload`] decodes a DUMP
+//! payload. Every type and encoding Redis 7.0 and 7.2 write, and the older
+//! ones they still load, are read (see `read.rs`); streams and module
+//! values are refused with an [`RdbError`]. Loaded values get the encoding
+//! Redis would choose on load under the given [`EncLimits`].
+//!
+//! Input is untrusted: corrupt or truncated data of any kind gives an
+//! [`RdbError`] (never a panic), and no allocation is sized by a length
+//! read from the input beyond what the input can back (see `read.rs`).
+
+mod lzf;
+pub mod pack;
+mod read;
+
+use std::fmt;
+
+use crate::db::Entry;
+use crate::types::{EncLimits, Set};
+use crate::value::{Str, Value};
+use pack::LpWriter;
+
+pub use read::{Loaded, Reader};
+
+/// What Redis 7.0 writes; files of versions 1..=[`RDB_VERSION_MAX_LOAD`]
+/// are read.
+pub const RDB_VERSION: u16 = 10;
+/// The newest file version [`Reader`] accepts (Redis 7.2 writes 11; its
+/// additions are the set listpack, which is read).
+pub const RDB_VERSION_MAX_LOAD: u16 = 11;
+
+// Opcodes.
+pub(crate) const OP_FUNCTION2: u8 = 245;
+pub(crate) const OP_FUNCTION_PRE_GA: u8 = 246;
+pub(crate) const OP_MODULE_AUX: u8 = 247;
+pub(crate) const OP_IDLE: u8 = 248;
+pub(crate) const OP_FREQ: u8 = 249;
+pub(crate) const OP_AUX: u8 = 250;
+pub(crate) const OP_RESIZEDB: u8 = 251;
+pub(crate) const OP_EXPIRETIME_MS: u8 = 252;
+pub(crate) const OP_EXPIRETIME: u8 = 253;
+pub(crate) const OP_SELECTDB: u8 = 254;
+pub(crate) const OP_EOF: u8 = 255;
+
+// Value types.
+pub(crate) const T_STRING: u8 = 0;
+pub(crate) const T_LIST: u8 = 1;
+pub(crate) const T_SET: u8 = 2;
+pub(crate) const T_ZSET: u8 = 3;
+pub(crate) const T_HASH: u8 = 4;
+pub(crate) const T_ZSET_2: u8 = 5;
+pub(crate) const T_MODULE_PRE_GA: u8 = 6;
+pub(crate) const T_MODULE_2: u8 = 7;
+pub(crate) const T_HASH_ZIPMAP: u8 = 9;
+pub(crate) const T_LIST_ZIPLIST: u8 = 10;
+pub(crate) const T_SET_INTSET: u8 = 11;
+pub(crate) const T_ZSET_ZIPLIST: u8 = 12;
+pub(crate) const T_HASH_ZIPLIST: u8 = 13;
+pub(crate) const T_LIST_QUICKLIST: u8 = 14;
+pub(crate) const T_STREAM_LISTPACKS: u8 = 15;
+pub(crate) const T_HASH_LISTPACK: u8 = 16;
+pub(crate) const T_ZSET_LISTPACK: u8 = 17;
+pub(crate) const T_LIST_QUICKLIST_2: u8 = 18;
+pub(crate) const T_STREAM_LISTPACKS_2: u8 = 19;
+pub(crate) const T_SET_LISTPACK: u8 = 20;
+pub(crate) const T_STREAM_LISTPACKS_3: u8 = 21;
+
+// Length / string encodings.
+pub(crate) const ENC_INT8: u8 = 0;
+pub(crate) const ENC_INT16: u8 = 1;
+pub(crate) const ENC_INT32: u8 = 2;
+pub(crate) const ENC_LZF: u8 = 3;
+
+/// Quicklist node containers (RDB type 18).
+pub(crate) const QL_PLAIN: u64 = 1;
+pub(crate) const QL_PACKED: u64 = 2;
+
+/// Why a file or payload could not be read: one line, with the byte offset
+/// (from the start of the file or payload) where reading stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdbError {
+    pub reason: String,
+    pub offset: u64,
+}
+
+impl RdbError {
+    pub fn new(reason: impl Into<String>, offset: u64) -> Self {
+        RdbError {
+            reason: reason.into(),
+            offset,
+        }
+    }
+}
+
+impl fmt::Display for RdbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.reason, self.offset)
+    }
+}
+
+impl std::error::Error for RdbError {}
+
+// ------------------------------------------------------------------- CRC64
+
+const CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
+
+/// Redis's CRC64 (Jones polynomial, reflected, no final xor),
+/// incremental: `crc64(crc64(0, a), b) == crc64(0, a ++ b)`.
+pub fn crc64(crc: u64, data: &[u8]) -> u64 {
+    // The crate reflects a custom initial value for reflected algorithms;
+    // our running value is already in output form, so undo that.
+    let mut d = CRC64.digest_with_initial(crc.reverse_bits());
+    d.update(data);
+    d.finalize()
+}
+
+// ----------------------------------------------------------------- writing
+
+/// Redis's `rdbSaveLen`.
+pub fn write_len(out: &mut Vec<u8>, len: u64) {
+    if len < 64 {
+        out.push(len as u8);
+    } else if len < 16384 {
+        out.push(0x40 | (len >> 8) as u8);
+        out.push(len as u8);
+    } else if len <= u64::from(u32::MAX) {
+        out.push(0x80);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Redis's `rdbEncodeInteger`: INT8/16/32, or false when out of range.
+fn write_int_enc(out: &mut Vec<u8>, v: i64) -> bool {
+    if let Ok(b) = i8::try_from(v) {
+        out.push(0xC0 | ENC_INT8);
+        out.push(b as u8);
+    } else if let Ok(h) = i16::try_from(v) {
+        out.push(0xC0 | ENC_INT16);
+        out.extend_from_slice(&h.to_le_bytes());
+    } else if let Ok(w) = i32::try_from(v) {
+        out.push(0xC0 | ENC_INT32);
+        out.extend_from_slice(&w.to_le_bytes());
+    } else {
+        return false;
+    }
+    true
+}
+
+/// Redis's `rdbSaveRawString`: a canonical integer of up to 11 characters
+/// fitting 32 bits as INT8/16/32; else LZF when `compress`, longer than 20
+/// bytes, and the result is at least 4 bytes smaller; else verbatim.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
+    if s.len() <= 11 {
+        if let Some(v) = ds::string2ll(s) {
+            if write_int_enc(out, v) {
+                return;
+            }
+        }
+    }
+    if compress && s.len() > 20 {
+        if let Some(c) = lzf::compress(s, s.len() - 4) {
+            out.push(0xC0 | ENC_LZF);
+            write_len(out, c.len() as u64);
+            write_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
+        }
+    }
+    write_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// An integer as a string (Redis's `rdbSaveLongLongAsStringObject`).
+fn write_int_string(out: &mut Vec<u8>, v: i64) {
+    if !write_int_enc(out, v) {
+        let mut b = itoa::Buffer::new();
+        let s = b.format(v);
+        write_len(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+fn write_aux(out: &mut Vec<u8>, k: &str, v: &[u8]) {
+    out.push(OP_AUX);
+    write_string(out, k.as_bytes(), false);
+    write_string(out, v, false);
+}
+
+/// `REDIS0010` then the AUX fields Redis 7.0 writes: redis-ver, redis-bits,
+/// ctime, used-mem, aof-base.
+pub fn write_header(out: &mut Vec<u8>, ctime_s: u64, used_mem: u64, aof_base: bool) {
+    out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());
+    write_aux(out, "redis-ver", b"7.0.15");
+    let mut b = itoa::Buffer::new();
+    write_aux(out, "redis-bits", b.format(usize::BITS).as_bytes());
+    write_aux(out, "ctime", b.format(ctime_s).as_bytes());
+    write_aux(out, "used-mem", b.format(used_mem).as_bytes());
+    write_aux(out, "aof-base", if aof_base { b"1" } else { b"0" });
+}
+
+pub fn write_select_db(out: &mut Vec<u8>, db: usize) {
+    out.push(OP_SELECTDB);
+    write_len(out, db as u64);
+}
+
+pub fn write_resize_db(out: &mut Vec<u8>, keys: u64, expires: u64) {
+    out.push(OP_RESIZEDB);
+    write_len(out, keys);
+    write_len(out, expires);
+}
+
+/// One key: EXPIRETIME_MS if it has a TTL, then type, key and value.
+pub fn write_entry(out: &mut Vec<u8>, key: &[u8], e: &Entry, compress: bool) {
+    write_entry_ext(out, key, e, compress, None, None);
+}
+
+/// [`write_entry`] with the eviction metadata Redis saves under an LRU
+/// policy (`idle_s`, the IDLE opcode) or an LFU one (`freq`, FREQ).
+pub fn write_entry_ext(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    e: &Entry,
+    compress: bool,
+    idle_s: Option<u64>,
+    freq: Option<u8>,
+) {
+    let exp = e.expire_at_ms();
+    if exp != 0 {
+        out.push(OP_EXPIRETIME_MS);
+        out.extend_from_slice(&exp.to_le_bytes());
+    }
+    if let Some(idle) = idle_s {
+        out.push(OP_IDLE);
+        write_len(out, idle);
+    }
+    if let Some(f) = freq {
+        out.push(OP_FREQ);
+        out.push(f);
+    }
+    let t = value_type(&e.value);
+    out.push(t);
+    write_string(out, key, compress);
+    write_body(out, &e.value, t, compress);
+}
+
+/// Type byte + value body (what DUMP payloads and [`write_entry`] share).
+pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
+    let t = value_type(v);
+    out.push(t);
+    write_body(out, v, t, compress);
+}
+
+/// The RDB type `v` is written as (see the module docs).
+fn value_type(v: &Value) -> u8 {
+    use crate::types::set::SetEncoding;
+    match v {
+        Value::Str(_) => T_STRING,
+        Value::List(_) => T_LIST_QUICKLIST_2,
+        Value::Set(s) if s.kind() == SetEncoding::IntSet => T_SET_INTSET,
+        Value::Set(_) => T_SET,
+        Value::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
+        Value::ZSet(_) => T_ZSET_2,
+        Value::Hash(h) if h.is_listpack() => T_HASH_LISTPACK,
+        Value::Hash(_) => T_HASH,
+    }
+}
+
+fn write_body(out: &mut Vec<u8>, v: &Value, t: u8, compress: bool) {
+    match v {
+        Value::Str(s) => match s {
+            Str::Int(n) => write_int_string(out, *n),
+            Str::Emb(b) => write_string(out, b, compress),
+            Str::Raw(b) => write_string(out, b, compress),
+        },
+        Value::List(l) => write_list_nodes(out, l.iter(), l.fill(), compress),
+        Value::Set(s) => write_set(out, s, t, compress),
+        Value::ZSet(z) => {
+            if t == T_ZSET_LISTPACK {
+                let mut w = LpWriter::new();
+                for (m, sc) in z.iter() {
+                    w.push(m);
+                    w.push(pack::d2string(sc).as_bytes());
+                }
+                write_string(out, &w.finish(), compress);
+            } else {
+                // Highest score first, as Redis walks its skiplist from
+                // the tail (so loading inserts at the head each time).
+                write_len(out, z.len() as u64);
+                let last = z.len().saturating_sub(1);
+                for (m, sc) in z.iter_from(last, true) {
+                    write_string(out, m, compress);
+                    out.extend_from_slice(&sc.to_le_bytes());
+                }
+            }
+        }
+        Value::Hash(h) => {
+            if t == T_HASH_LISTPACK {
+                let mut w = LpWriter::new();
+                for (f, v) in h.iter() {
+                    f.with_bytes(|b| w.push(b));
+                    v.with_bytes(|b| w.push(b));
+                }
+                write_string(out, &w.finish(), compress);
+            } else {
+                write_len(out, h.len() as u64);
+                for (f, v) in h.iter() {
+                    f.with_bytes(|b| write_string(out, b, compress));
+                    v.with_bytes(|b| write_string(out, b, compress));
+                }
+            }
+        }
+    }
+}
+
+fn write_set(out: &mut Vec<u8>, s: &Set, t: u8, compress: bool) {
+    use crate::types::set::{with_bytes, Member};
+    if t == T_SET_INTSET {
+        let vals: Vec<i64> = s
+            .iter()
+            .map(|m| match m {
+                Member::Int(n) => n,
+                // INVARIANT: an intset holds integers only.
+                Member::Str(b) => ds::string2ll(b).unwrap_or_default(),
+            })
+            .collect();
+        let blob = pack::intset_encode(vals.iter().copied(), 2);
+        write_string(out, &blob, compress);
+    } else {
+        write_len(out, s.len() as u64);
+        for m in s.iter() {
+            match m {
+                Member::Int(n) => write_int_string(out, n),
+                Member::Str(_) => with_bytes(m, |b| write_string(out, b, compress)),
+            }
+        }
+    }
+}
+
+/// Redis 7.0's `_quicklistNodeAllowInsert`: may a node of `node_bytes`
+/// (listpack size) and `count` entries take an element of `len` bytes?
+fn node_allows(node_bytes: usize, count: usize, len: usize, fill: i32) -> bool {
+    const SIZE_ESTIMATE_OVERHEAD: usize = 8;
+    const SIZE_SAFETY_LIMIT: usize = 8192;
+    const OPTIMIZATION_LEVEL: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+    let new_sz = node_bytes + len + SIZE_ESTIMATE_OVERHEAD;
+    if fill < 0 {
+        let off = (-fill - 1) as usize;
+        if off < OPTIMIZATION_LEVEL.len() && new_sz <= OPTIMIZATION_LEVEL[off] {
+            return true;
+        }
+    }
+    if new_sz > SIZE_SAFETY_LIMIT {
+        return false;
+    }
+    (count as i64) < i64::from(fill)
+}
+
+/// A list as quicklist 2 nodes: listpacks filled as Redis 7.0 fills the
+/// tail node on RPUSH (so a list built by pushes gets Redis's nodes).
+fn write_list_nodes<'a>(
+    out: &mut Vec<u8>,
+    items: impl Iterator<Item = &'a [u8]>,
+    fill: i32,
+    compress: bool,
+) {
+    let mut nodes: Vec<Vec<u8>> = Vec::new();
+    let mut cur = LpWriter::new();
+    for it in items {
+        if cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill) {
+            nodes.push(std::mem::take(&mut cur).finish());
+        }
+        cur.push(it);
+    }
+    if cur.count() > 0 {
+        nodes.push(cur.finish());
+    }
+    write_len(out, nodes.len() as u64);
+    for n in &nodes {
+        write_len(out, QL_PACKED);
+        write_string(out, n, compress);
+    }
+}
+
+/// 0xFF; the caller appends the 8-byte little-endian CRC64 of everything
+/// before it (0 when `rdbchecksum no`).
+pub fn write_eof(out: &mut Vec<u8>) {
+    out.push(OP_EOF);
+}
+
+// ------------------------------------------------------------ DUMP/RESTORE
+
+/// DUMP payload: type byte + value + 2-byte LE RDB version + 8-byte LE
+/// CRC64 of all that (Redis's `createDumpPayload`, with compression on, as
+/// `rdbcompression yes`).
+pub fn dump_payload(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_value(&mut out, v, true);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Checks a DUMP payload as Redis's `verifyDumpPayload` (footer present,
+/// version <= [`RDB_VERSION`], CRC matches), then decodes its value.
+pub fn restore_payload(p: &[u8], limits: EncLimits) -> Result<Value, RdbError> {
+    if p.len() < 10 {
+        return Err(RdbError::new("payload too short", p.len() as u64));
+    }
+    let body = p.len() - 10;
+    let ver = u16::from_le_bytes([p[body], p[body + 1]]);
+    if ver > RDB_VERSION {
+        return Err(RdbError::new(
+            format!("payload RDB version {ver} is newer than {RDB_VERSION}"),
+            body as u64,
+        ));
+    }
+    let want = u64::from_le_bytes(p[body + 2..].try_into().unwrap_or([0; 8]));
+    if crc64(0, &p[..body + 2]) != want {
+        return Err(RdbError::new(
+            "payload checksum mismatch",
+            (body + 2) as u64,
+        ));
+    }
+    read::decode_value(&p[..body], limits)
+}
+
+#[cfg(test)]
+mod tests;
