@@ -98,6 +98,7 @@ fn config_file_is_read_and_arguments_override_it() {
             "--shards",
             "2",
         ])
+        .current_dir(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -198,8 +199,12 @@ fn spawn_on_free_port(extra: &[&str]) -> (std::process::Child, u16) {
     let p = port.to_string();
     let mut args = vec!["--port", &p];
     args.extend_from_slice(extra);
+    // A throwaway working directory: the shutdown save writes dump.rdb.
+    let dir = std::env::temp_dir().join(format!("tessera-spawn-{port}"));
+    std::fs::create_dir_all(&dir).unwrap();
     let child = Command::new(bin())
         .args(&args)
+        .current_dir(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

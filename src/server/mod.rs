@@ -86,6 +86,31 @@ fn bind_unix(cfg: &Config) -> Result<Option<UnixListener>, String> {
     Ok(Some(l))
 }
 
+/// Redis's shutdown save: with save rules set (or SHUTDOWN SAVE), unless
+/// SHUTDOWN NOSAVE, the data is written before the process exits. The
+/// workers have stopped, so this thread owns every shard.
+fn final_save(server: &ServerShared, shards: &mut [engine::Shard]) {
+    use std::sync::atomic::Ordering;
+    let cfg = server.config();
+    let mode = server.shutdown_mode.load(Ordering::SeqCst);
+    let wanted = match mode {
+        commands::ctx::SHUTDOWN_NOSAVE => false,
+        commands::ctx::SHUTDOWN_SAVE => true,
+        _ => !cfg.save_rules().is_empty(),
+    };
+    if !wanted || shards.len() != server.nshards {
+        return;
+    }
+    log::notice(format_args!(
+        "Saving the final RDB snapshot before exiting."
+    ));
+    match commands::persist::save_now(&cfg.rdb_path(), shards, cfg.rdbcompression, cfg.rdbchecksum)
+    {
+        Ok(_) => log::notice(format_args!("DB saved on disk")),
+        Err(e) => log::warning(format_args!("Error trying to save the DB, can't exit: {e}")),
+    }
+}
+
 /// Runs the server until SHUTDOWN or a signal. `Err` is a start-up failure
 /// to report before exiting with status 1.
 pub fn run(cfg: Config) -> Result<(), String> {
@@ -130,7 +155,31 @@ pub fn run(cfg: Config) -> Result<(), String> {
         return Err("Configured to not listen anywhere, exiting.".into());
     }
 
+    commands::persist::set_logger(|warning, line| {
+        if warning {
+            log::warning(format_args!("{line}"));
+        } else {
+            log::notice(format_args!("{line}"));
+        }
+    });
+    if let Some(d) = &cfg.dir {
+        if !d.is_dir() {
+            return Err(format!(
+                "Can't chdir to '{}': No such file or directory",
+                d.display()
+            ));
+        }
+    }
+    let mut shards: Vec<engine::Shard> = (0..n)
+        .map(|id| engine::Shard::new(id, cfg.databases))
+        .collect();
+    let limits = commands::ctx::enc_limits_of(&cfg);
+    let loaded = commands::persist::load(&cfg.rdb_path(), &mut shards, limits)?;
+
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    if let Some((keys, expired)) = loaded {
+        server.persist.loaded(keys, expired);
+    }
     server
         .tcp_port
         .store(u64::from(cfg.port), std::sync::atomic::Ordering::Relaxed);
@@ -186,10 +235,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
-    for (id, ((poll, mailbox), tcp)) in polls
+    for (id, (((poll, mailbox), tcp), shard)) in polls
         .into_iter()
         .zip(mailbox::matrix(bells))
         .zip(tcp)
+        .zip(shards)
         .enumerate()
     {
         let server = server.clone();
@@ -199,11 +249,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let h = std::thread::Builder::new()
             .name(format!("shard-{id}"))
             .spawn(move || {
-                match worker::Worker::new(id, poll, mailbox, server.clone(), tcp, unix) {
-                    Ok(w) => w.run(),
+                match worker::Worker::new(id, shard, poll, mailbox, server.clone(), tcp, unix) {
+                    Ok(w) => Some(w.run()),
                     Err(e) => {
                         log::warning(format_args!("worker {id}: {e}"));
                         server.request_shutdown();
+                        None
                     }
                 }
             })
@@ -219,9 +270,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
             p.display()
         ));
     }
+    let mut shards: Vec<engine::Shard> = Vec::with_capacity(n);
     for h in handles {
-        let _ = h.join();
+        if let Ok(Some(s)) = h.join() {
+            shards.push(s);
+        }
     }
+    final_save(&server, &mut shards);
     if let Some(p) = &cfg.unixsocket {
         log::notice(format_args!("Removing the unix socket file."));
         let _ = std::fs::remove_file(p);

@@ -123,6 +123,22 @@ struct Core {
     waiters: Waiters,
     /// This thread's connections blocked with a deadline: `(slot, gen)`.
     blocked_conns: Vec<(usize, u32)>,
+    /// This shard's link to a running background save.
+    save_link: Option<commands::persist::SaveLink>,
+    /// A coordinator the server runs for itself (a save the `save` rules
+    /// started), with no connection: its jobs report to [`SYS_SLOT`].
+    sys: Option<SysCoord>,
+}
+
+/// The connection slot that stands for the server itself.
+const SYS_SLOT: u32 = u32::MAX;
+
+struct SysCoord {
+    coord: Box<dyn commands::coord::Coordinator>,
+    results: Vec<Option<JobOut>>,
+    remaining: usize,
+    out: Reply,
+    client: commands::ClientState,
 }
 
 /// A transaction's work waiting for its locks on this shard.
@@ -276,6 +292,7 @@ pub struct Worker {
 impl Worker {
     pub fn new(
         id: usize,
+        shard: Shard,
         poll: Poll,
         mailbox: Mailbox,
         server: Arc<ServerShared>,
@@ -287,7 +304,7 @@ impl Worker {
         let mut w = Worker {
             core: Core {
                 id,
-                shard: Shard::new(id, cfg.databases),
+                shard,
                 stats: ThreadStats::default(),
                 mailbox,
                 cfg_gen: server.config_gen.load(Ordering::Acquire),
@@ -304,6 +321,8 @@ impl Worker {
                 lock_blocked: Vec::new(),
                 waiters: Waiters::default(),
                 blocked_conns: Vec::new(),
+                save_link: None,
+                sys: None,
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -335,9 +354,11 @@ impl Worker {
         Ok(w)
     }
 
-    pub fn run(mut self) {
+    /// Serves until shutdown; gives the shard back for the final save.
+    pub fn run(mut self) -> Shard {
         let mut events = Events::with_capacity(1024);
         let mut spilled = false;
+        let mut save_wait = None;
         loop {
             if self.core.server.shutdown.load(Ordering::Acquire) {
                 break;
@@ -349,6 +370,9 @@ impl Worker {
             }
             if spilled {
                 timeout = timeout.min(Duration::from_millis(1));
+            }
+            if let Some(w) = save_wait {
+                timeout = timeout.min(w);
             }
             if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
                 timeout = Duration::ZERO;
@@ -383,12 +407,14 @@ impl Worker {
             self.drain();
             self.run_resumes();
             self.flush_conns();
+            save_wait = self.save_step();
             spilled = self.core.mailbox.flush();
             if Instant::now() >= self.next_cron {
                 self.cron();
             }
         }
         self.shutdown();
+        self.core.shard
     }
 
     // ------------------------------------------------------------ accept
@@ -1017,6 +1043,10 @@ impl Worker {
     }
 
     fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut) {
+        if conn.slot == SYS_SLOT {
+            self.sys_job_done(idx, out);
+            return;
+        }
         let slot = conn.slot as usize;
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
@@ -1035,6 +1065,89 @@ impl Worker {
                 self.conns.resume.push(slot);
             }
             self.conns.mark_dirty(slot);
+        }
+    }
+
+    /// Starts a coordinator on behalf of the server itself.
+    fn start_sys(&mut self, coord: Box<dyn commands::coord::Coordinator>) {
+        self.core.sys = Some(SysCoord {
+            coord,
+            results: Vec::new(),
+            remaining: 0,
+            out: Reply::new(false),
+            client: commands::ClientState::default(),
+        });
+        self.advance_sys();
+    }
+
+    fn sys_job_done(&mut self, idx: u32, out: JobOut) {
+        let Some(sc) = self.core.sys.as_mut() else {
+            return;
+        };
+        if let Some(r) = sc.results.get_mut(idx as usize) {
+            *r = Some(out);
+            sc.remaining -= 1;
+        }
+        if sc.remaining == 0 {
+            self.advance_sys();
+        }
+    }
+
+    /// [`advance`] for the server's own coordinator.
+    fn advance_sys(&mut self) {
+        let Some(sc) = self.core.sys.as_mut() else {
+            return;
+        };
+        let results: Vec<JobOut> = sc.results.drain(..).flatten().collect();
+        let mut plan = Plan::default();
+        let res = sc
+            .coord
+            .step(results, &mut plan, &mut sc.out, &mut sc.client);
+        if res.is_err() || plan.is_empty() {
+            self.core.sys = None;
+            return;
+        }
+        sc.remaining = plan.jobs.len();
+        sc.results = (0..plan.jobs.len()).map(|_| None).collect();
+        let conn = ConnRef {
+            thread: self.core.id as u16,
+            slot: SYS_SLOT,
+            gen: 0,
+        };
+        send_plan(&mut self.core, conn, plan);
+    }
+
+    /// This shard's share of a running background save, once per loop
+    /// iteration; returns how long the next poll may wait.
+    fn save_step(&mut self) -> Option<Duration> {
+        let c = &mut self.core;
+        c.server.persist.publish_dirty(c.id, c.shard.dirty());
+        match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link) {
+            commands::persist::Tick::Idle => None,
+            commands::persist::Tick::Busy => Some(Duration::ZERO),
+            commands::persist::Tick::Throttled => Some(Duration::from_millis(1)),
+        }
+    }
+
+    /// Thread 0, each cron tick: starts a background save when a `save`
+    /// rule is due, as Redis's serverCron does.
+    fn save_rules_cron(&mut self) {
+        if self.core.id != 0 || self.core.sys.is_some() {
+            return;
+        }
+        let server = self.core.server.clone();
+        if !server.persist.rules_due(&server) {
+            return;
+        }
+        let changes = server.persist.changes();
+        if let Ok(coord) = commands::persist::bgsave_coordinator(&server) {
+            log::notice(format_args!(
+                "{changes} changes since the last save: saving in the background"
+            ));
+            let mut set = commands::tx::LockSet::default();
+            set.whole(server.nshards, commands::tx::Mode::Read);
+            let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
+            self.start_sys(coord);
         }
     }
 
@@ -1173,6 +1286,7 @@ impl Worker {
             self.accept_unix();
         }
         self.core.shard.active_expire_cycle(budget_us);
+        self.save_rules_cron();
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
         self.core.shard.rehash_cron(1000);

@@ -11,7 +11,7 @@
 //!   config lock; the data path reads thread-local copies.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
 use config::Config;
@@ -167,7 +167,11 @@ pub struct ServerShared {
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub shutdown: AtomicBool,
-    pub lastsave_s: AtomicU64,
+    /// Unix seconds of the last successful save (LASTSAVE); shared with
+    /// the snapshot writer.
+    pub lastsave_s: Arc<AtomicU64>,
+    /// Snapshots: SAVE/BGSAVE state, save rules, INFO persistence.
+    pub persist: Arc<crate::persist::Persist>,
     /// Bound TCP port (0 if none).
     pub tcp_port: AtomicU64,
     pub executable: String,
@@ -198,6 +202,7 @@ pub const SHUTDOWN_SAVE: u8 = 2;
 impl ServerShared {
     pub fn new(config: Config, nshards: usize) -> Self {
         let now = engine::now_ms();
+        let lastsave = Arc::new(AtomicU64::new(now / 1000));
         ServerShared {
             config: RwLock::new(config),
             config_gen: AtomicU64::new(0),
@@ -210,7 +215,8 @@ impl ServerShared {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
-            lastsave_s: AtomicU64::new(now / 1000),
+            lastsave_s: lastsave.clone(),
+            persist: Arc::new(crate::persist::Persist::new(nshards, lastsave)),
             tcp_port: AtomicU64::new(0),
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())

@@ -217,6 +217,9 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             Exec::Shard(..) => set.command(r.spec, args, db, nshards, &mut scratch),
             Exec::Coord(_) if r.spec.has(WRITE) => set.whole(nshards, Mode::Write),
             Exec::Coord(_) if r.spec.has(READONLY) => set.whole(nshards, Mode::Read),
+            Exec::Coord(_) if crate::persist::is_snapshot_command(r.spec.name) => {
+                set.whole(nshards, Mode::Read)
+            }
             Exec::Conn(_) if reg.full_name(r.id) == "select" => {
                 if let Ok(n) = parse_db_index(args.get(1), databases) {
                     db = n;
@@ -517,9 +520,10 @@ pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
     let mut set = LockSet::default();
     if spec.has(WRITE) {
         set.whole(nshards, Mode::Write);
-    } else if spec.has(READONLY) {
+    } else if spec.has(READONLY) || crate::persist::is_snapshot_command(spec.name) {
         // DBSIZE, KEYS, SCAN, RANDOMKEY read every shard: a shared lock
         // on each makes them see a multi-shard command whole or not at all.
+        // SAVE and BGSAVE begin a snapshot on every shard at one instant.
         set.whole(nshards, Mode::Read);
     }
     set

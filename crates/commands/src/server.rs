@@ -385,6 +385,7 @@ struct Snapshot {
     total_connections: u64,
     rejected_connections: u64,
     lastsave_s: u64,
+    persist: crate::persist::PersistInfo,
     ops_per_sec: u64,
     input_kbps: f64,
     output_kbps: f64,
@@ -403,6 +404,7 @@ impl Snapshot {
             total_connections: s.total_connections.load(Ordering::Relaxed),
             rejected_connections: s.rejected_connections.load(Ordering::Relaxed),
             lastsave_s: s.lastsave_s.load(Ordering::Relaxed),
+            persist: s.persist.info(),
             ops_per_sec: s.ops_per_sec.load(Ordering::Relaxed),
             input_kbps: f64::from_bits(s.input_kbps_bits.load(Ordering::Relaxed)),
             output_kbps: f64::from_bits(s.output_kbps_bits.load(Ordering::Relaxed)),
@@ -638,10 +640,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         }
         "persistence" => {
             o.push_str("# Persistence\r\n");
+            let p = &s.persist;
+            kv(o, "loading", u8::from(p.loading));
             zeros(
                 o,
                 &[
-                    "loading",
                     "async_loading",
                     "current_cow_peak",
                     "current_cow_size",
@@ -651,24 +654,26 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "current_fork_perc", "0.00");
             zeros(
                 o,
-                &[
-                    "current_save_keys_processed",
-                    "current_save_keys_total",
-                    "rdb_changes_since_last_save",
-                    "rdb_bgsave_in_progress",
-                ],
+                &["current_save_keys_processed", "current_save_keys_total"],
             );
+            kv(o, "rdb_changes_since_last_save", p.changes);
+            kv(o, "rdb_bgsave_in_progress", u8::from(p.in_progress));
             kv(o, "rdb_last_save_time", s.lastsave_s);
-            kv(o, "rdb_last_bgsave_status", "ok");
-            kv(o, "rdb_last_bgsave_time_sec", -1);
-            kv(o, "rdb_current_bgsave_time_sec", -1);
+            kv(
+                o,
+                "rdb_last_bgsave_status",
+                if p.last_ok { "ok" } else { "err" },
+            );
+            let secs = |v: Option<u64>| v.map_or(-1, |v| v as i64);
+            kv(o, "rdb_last_bgsave_time_sec", secs(p.last_bgsave_time_s));
+            kv(o, "rdb_current_bgsave_time_sec", secs(p.current_time_s));
+            kv(o, "rdb_saves", p.saves);
+            kv(o, "rdb_last_cow_size", 0);
+            kv(o, "rdb_last_load_keys_expired", p.expired_on_load);
+            kv(o, "rdb_last_load_keys_loaded", p.loaded_keys);
             zeros(
                 o,
                 &[
-                    "rdb_saves",
-                    "rdb_last_cow_size",
-                    "rdb_last_load_keys_expired",
-                    "rdb_last_load_keys_loaded",
                     "aof_enabled",
                     "aof_rewrite_in_progress",
                     "aof_rewrite_scheduled",

@@ -260,10 +260,7 @@ impl Config {
 
 /// Redis's `setConfigSaveOption` check: pairs of non-negative integers.
 fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
-    let ok = words.len() % 2 == 0
-        && words
-            .iter()
-            .all(|w| string2ll(w).is_some_and(|n| n >= 0));
+    let ok = words.len().is_multiple_of(2) && words.iter().all(|w| string2ll(w).is_some_and(|n| n >= 0));
     if ok {
         Ok(())
     } else {
@@ -274,8 +271,6 @@ fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
 fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
-
-
 
 impl Config {
     /// Every field zero/empty: the canvas on which the table's defaults are painted.

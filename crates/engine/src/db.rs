@@ -48,6 +48,10 @@ pub struct Entry {
     pub lfu_ldt_min: u16,
     /// LFU logarithmic access counter; starts at [`LFU_INIT_VAL`].
     pub lfu_counter: u8,
+    /// Snapshot stamp: equal to the database's epoch once this entry is
+    /// accounted for by the running snapshot (written, or created after it
+    /// began); see [`crate::snapshot`]. Set by [`Db::insert`].
+    pub(crate) snap: u8,
 }
 
 impl Entry {
@@ -58,6 +62,7 @@ impl Entry {
             access_s: (now_ms / 1000) as u32,
             lfu_ldt_min: lfu::minutes(now_ms),
             lfu_counter: LFU_INIT_VAL,
+            snap: 0,
         }
     }
     #[inline]
@@ -98,7 +103,7 @@ pub type WatchFlag = Arc<AtomicBool>;
 
 #[derive(Default)]
 pub struct Db {
-    table: Dict<SmallBytes, Entry>,
+    pub(crate) table: Dict<SmallBytes, Entry>,
     volatile: Dict<SmallBytes, ()>,
     /// WATCHed keys of this database and the flags of their watchers.
     /// Every change to a key goes through `insert`, `remove`, `set_expire`
@@ -120,6 +125,17 @@ pub struct Db {
     /// sum over databases and shards; a command changed the dataset iff it
     /// moved this counter.
     pub dirty: u64,
+    /// A snapshot of this database is being written: every mutation first
+    /// writes the entry it changes if the snapshot has not yet (see
+    /// [`crate::snapshot`]). One predictable branch when false.
+    pub(crate) saving: bool,
+    /// The snapshot epoch entries are stamped with (see `Entry::snap`).
+    pub(crate) epoch: u8,
+    /// Set when a snapshot ended before visiting every entry: stamps are
+    /// then mixed, and the next snapshot restamps before it begins.
+    pub(crate) stamps_mixed: bool,
+    /// The running (or finished, not yet collected) snapshot's state.
+    pub(crate) snap: Option<Box<crate::snapshot::DbSnap>>,
 }
 
 impl Db {
@@ -131,6 +147,10 @@ impl Db {
             blocking: HashMap::new(),
             ready: Vec::new(),
             dirty: 0,
+            saving: false,
+            epoch: 0,
+            stamps_mixed: false,
+            snap: None,
         }
     }
 
@@ -254,6 +274,10 @@ impl Db {
     /// Exchanges the contents of two databases (SWAPDB); watchers stay with
     /// their database index and are signalled for keys in either.
     pub fn swap_contents(a: &mut Db, b: &mut Db) {
+        // A running snapshot writes each database's entries under its own
+        // index: finish both before their entries change places.
+        a.snapshot_finish();
+        b.snapshot_finish();
         a.signal_existing(Some(b));
         b.signal_existing(Some(a));
         a.dirty += 1;
@@ -285,7 +309,33 @@ impl Db {
         self.table.get(key)
     }
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        if self.saving {
+            return self.get_mut_saving(key);
+        }
         self.table.get_mut(key)
+    }
+
+    /// `get_mut` while a snapshot runs: the caller may change the entry,
+    /// so the snapshot gets it first.
+    #[cold]
+    fn get_mut_saving(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let epoch = self.epoch;
+        let snap = self.snap.as_deref_mut()?;
+        let (k, e) = self.table.get_key_value_mut(key)?;
+        snap.visit(k, e, epoch);
+        Some(e)
+    }
+
+    /// Writes `key`'s entry to the running snapshot if it has not been
+    /// written yet (before a change to it).
+    #[cold]
+    fn preserve(&mut self, key: &[u8]) {
+        let epoch = self.epoch;
+        if let Some(snap) = self.snap.as_deref_mut() {
+            if let Some((k, e)) = self.table.get_key_value_mut(key) {
+                snap.visit(k, e, epoch);
+            }
+        }
     }
 
     /// Deletes `key` if it has expired at `now_ms`; true if it did.
@@ -306,7 +356,11 @@ impl Db {
         }
     }
 
-    pub fn insert(&mut self, key: &[u8], entry: Entry) {
+    pub fn insert(&mut self, key: &[u8], mut entry: Entry) {
+        if self.saving {
+            self.preserve(key);
+        }
+        entry.snap = self.epoch;
         self.signal(key);
         if !self.blocking.is_empty() {
             self.mark_ready(key);
@@ -325,6 +379,9 @@ impl Db {
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        if self.saving {
+            self.preserve(key);
+        }
         let (_, e) = self.table.remove(key)?;
         self.signal(key);
         if e.expire_at_ms != 0 {
@@ -336,6 +393,9 @@ impl Db {
     /// Sets (`at_ms > 0`) or clears (`0`) the deadline of an existing key.
     /// Returns false if the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
+        if self.saving {
+            self.preserve(key);
+        }
         if !self.watched.is_empty() && self.table.contains_key(key) {
             self.signal_slow(key);
         }
@@ -354,6 +414,7 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        self.snapshot_finish();
         self.dirty += self.table.len() as u64;
         self.signal_existing(None);
         self.table.clear();
@@ -364,14 +425,17 @@ impl Db {
     /// ASYNC hands the old tables to another thread to free). Watchers
     /// stay, signalled for the keys that existed.
     pub fn take(&mut self) -> Db {
+        self.snapshot_finish();
         self.signal_existing(None);
         let dirty = self.dirty + self.table.len() as u64;
         let watched = std::mem::take(&mut self.watched);
         let blocking = std::mem::take(&mut self.blocking);
+        let (epoch, snap) = (self.epoch, self.snap.take());
         let old = std::mem::take(self);
         self.watched = watched;
         self.blocking = blocking;
         self.dirty = dirty;
+        (self.epoch, self.snap) = (epoch, snap);
         old
     }
 

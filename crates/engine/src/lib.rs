@@ -13,6 +13,7 @@ pub mod db;
 pub mod lazyfree;
 pub mod lfu;
 pub mod rdb;
+pub mod snapshot;
 pub mod types;
 pub mod value;
 

@@ -1,0 +1,670 @@
+//! Snapshots to disk: SAVE, BGSAVE, the `save` rules, INFO persistence,
+//! the writer thread, and loading a snapshot at start-up.
+//!
+//! A snapshot begins on every shard at one instant: a job on each shard,
+//! run under a shared lock on the whole keyspace (the transaction layer's
+//! whole-shard Read locks), calls `Shard::snapshot_begin`. No multi-shard
+//! command can straddle that instant, so the file is point-in-time
+//! consistent across shards. Each shard then writes its own entries
+//! between batches of commands (see `engine::snapshot`: no fork, entries
+//! copied before they change) and hands RDB fragments, each starting with a
+//! SELECTDB, to one writer thread through a bounded channel. The writer
+//! puts the header first, appends fragments in arrival order with a running
+//! CRC64, and once every shard reported done writes the EOF opcode and the
+//! checksum to `temp-<pid>.rdb`, fsyncs it, renames it over `dir/dbfilename`
+//! and fsyncs the directory: a crash mid-save never leaves a broken dump.
+//!
+//! SAVE runs the same protocol with each shard writing everything inside
+//! its job (the shards work in parallel; the client waits for the rename).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use engine::Shard;
+use resp::{Args, Reply};
+
+use crate::coord::{Coordinator, OneStep, Plan, ShardEnv};
+use crate::ctx::{ClientState, ConnCtx, ServerShared};
+use crate::error::CmdError;
+use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
+use crate::util::eq_ic;
+
+pub(crate) const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        NO_KEYS,
+        Exec::Coord(save),
+        &["admin", "slow", "dangerous"],
+    ),
+    CommandSpec::new(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        NO_KEYS,
+        Exec::Coord(bgsave),
+        &["admin", "slow", "dangerous"],
+    ),
+];
+
+/// Whether `name` begins a snapshot: it runs under whole-keyspace Read
+/// locks (see `multi::keyspace_locks`).
+pub fn is_snapshot_command(name: &str) -> bool {
+    name == "save" || name == "bgsave"
+}
+
+/// Bytes a shard writes per step between batches of commands.
+pub const STEP_BYTES: usize = 64 * 1024;
+/// Fragments in flight to the writer before shards wait.
+const CHANNEL_DEPTH: usize = 32;
+/// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed save, the rules wait
+/// this long before trying again.
+const RETRY_DELAY_S: u64 = 5;
+
+/// Log sink set by the binary (the commands crate does not own logging).
+static LOGGER: OnceLock<fn(bool, &str)> = OnceLock::new();
+
+/// Installs the log function: `(warning, line)`.
+pub fn set_logger(f: fn(bool, &str)) {
+    let _ = LOGGER.set(f);
+}
+
+fn log(warning: bool, line: &str) {
+    if let Some(f) = LOGGER.get() {
+        f(warning, line);
+    }
+}
+
+/// Per shard counters shared by a save's jobs and its writer.
+type Counters = Arc<Vec<AtomicU64>>;
+
+/// To the writer thread.
+enum SaveMsg {
+    Fragment(Vec<u8>),
+    Done { keys: u64 },
+}
+
+/// What a shard thread keeps while its part of a save runs.
+pub struct SaveLink {
+    tx: SyncSender<SaveMsg>,
+    abort: Arc<AtomicBool>,
+    pending: Option<Vec<u8>>,
+}
+
+struct Running {
+    tx: SyncSender<SaveMsg>,
+    abort: Arc<AtomicBool>,
+    started: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    running: Option<Running>,
+    last_ok: bool,
+    last_bgsave_time_s: Option<u64>,
+    last_try_s: u64,
+    saves: u64,
+    loaded_keys: u64,
+    expired_on_load: u64,
+}
+
+/// The server's persistence state (in [`ServerShared`]).
+pub struct Persist {
+    state: Mutex<State>,
+    in_progress: AtomicBool,
+    /// Per shard: its change counter, published by its thread.
+    dirty: Vec<AtomicU64>,
+    /// Per shard: its change counter when the last successful save began.
+    saved_dirty: Vec<AtomicU64>,
+    pub loading: AtomicBool,
+    /// Unix seconds of the last successful save (LASTSAVE).
+    lastsave_s: Arc<AtomicU64>,
+}
+
+/// INFO persistence figures.
+pub struct PersistInfo {
+    pub in_progress: bool,
+    pub changes: u64,
+    pub last_ok: bool,
+    pub last_bgsave_time_s: Option<u64>,
+    pub current_time_s: Option<u64>,
+    pub saves: u64,
+    pub loaded_keys: u64,
+    pub expired_on_load: u64,
+    pub loading: bool,
+}
+
+impl Persist {
+    pub fn new(nshards: usize, lastsave_s: Arc<AtomicU64>) -> Self {
+        Persist {
+            state: Mutex::new(State {
+                last_ok: true,
+                ..State::default()
+            }),
+            in_progress: AtomicBool::new(false),
+            dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
+            saved_dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
+            loading: AtomicBool::new(false),
+            lastsave_s,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A shard thread publishes its change counter (each loop iteration).
+    #[inline]
+    pub fn publish_dirty(&self, shard: usize, dirty: u64) {
+        self.dirty[shard].store(dirty, Ordering::Relaxed);
+    }
+
+    /// Changes since the last successful save began.
+    pub fn changes(&self) -> u64 {
+        self.dirty
+            .iter()
+            .zip(&self.saved_dirty)
+            .map(|(d, s)| {
+                d.load(Ordering::Relaxed)
+                    .saturating_sub(s.load(Ordering::Relaxed))
+            })
+            .sum()
+    }
+
+    pub fn in_progress(&self) -> bool {
+        self.in_progress.load(Ordering::Acquire)
+    }
+
+    pub fn info(&self) -> PersistInfo {
+        let st = self.lock();
+        PersistInfo {
+            in_progress: st.running.is_some(),
+            changes: self.changes(),
+            last_ok: st.last_ok,
+            last_bgsave_time_s: st.last_bgsave_time_s,
+            current_time_s: st.running.as_ref().map(|r| r.started.elapsed().as_secs()),
+            saves: st.saves,
+            loaded_keys: st.loaded_keys,
+            expired_on_load: st.expired_on_load,
+            loading: self.loading.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Records what start-up loading found (INFO `rdb_last_load_keys_*`).
+    pub fn loaded(&self, keys: u64, expired: u64) {
+        let mut st = self.lock();
+        st.loaded_keys = keys;
+        st.expired_on_load = expired;
+    }
+
+    /// Whether a failed background save should refuse writes (Redis's
+    /// MISCONF): `stop-writes-on-bgsave-error` with save rules set.
+    pub fn last_failed(&self) -> bool {
+        !self.lock().last_ok
+    }
+
+    /// The link a shard thread uses for the running save, if one runs.
+    fn link(&self) -> Option<SaveLink> {
+        let st = self.lock();
+        let r = st.running.as_ref()?;
+        Some(SaveLink {
+            tx: r.tx.clone(),
+            abort: r.abort.clone(),
+            pending: None,
+        })
+    }
+
+    /// Starts the writer thread for a save of `server`'s data; `Err` if one
+    /// runs already. `done` receives the outcome (SAVE waits on it).
+    fn start(
+        self: &Arc<Self>,
+        server: &ServerShared,
+        background: bool,
+    ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
+        let mut st = self.lock();
+        if st.running.is_some() {
+            return Err(CmdError::err("Background save already in progress"));
+        }
+        let cfg = server.config();
+        let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+        let (done_tx, done_rx) = sync_channel(1);
+        let abort = Arc::new(AtomicBool::new(false));
+        let begin_dirty: Arc<Vec<AtomicU64>> =
+            Arc::new((0..self.dirty.len()).map(|_| AtomicU64::new(0)).collect());
+        let job = WriterJob {
+            path: cfg.rdb_path(),
+            checksum: cfg.rdbchecksum,
+            shards: self.dirty.len(),
+            rx,
+            abort: abort.clone(),
+            persist: self.clone(),
+            begin_dirty: begin_dirty.clone(),
+            background,
+            done: done_tx,
+        };
+        std::thread::Builder::new()
+            .name("rdb-writer".into())
+            .spawn(move || job.run())
+            .map_err(|e| CmdError::err(format!("Can't save in background: {e}")))?;
+        if background {
+            log(false, "Background saving started");
+        }
+        st.saves += 1;
+        st.last_try_s = engine::now_ms() / 1000;
+        st.running = Some(Running {
+            tx,
+            abort,
+            started: Instant::now(),
+        });
+        self.in_progress.store(true, Ordering::Release);
+        Ok((begin_dirty, done_rx))
+    }
+
+    /// Whether the `save` rules call for a background save now (Redis's
+    /// serverCron check): some rule's seconds have passed since the last
+    /// save and its number of changes was reached, and a failed save is
+    /// retried only after a delay.
+    pub fn rules_due(&self, server: &ServerShared) -> bool {
+        if self.in_progress() {
+            return false;
+        }
+        let rules = server.config().save_rules();
+        if rules.is_empty() {
+            return false;
+        }
+        let now_s = engine::now_ms() / 1000;
+        let last = self.lastsave_s.load(Ordering::Relaxed);
+        let changes = self.changes();
+        let st = self.lock();
+        let retry_ok = st.last_ok || now_s.saturating_sub(st.last_try_s) > RETRY_DELAY_S;
+        retry_ok
+            && rules
+                .iter()
+                .any(|&(secs, n)| changes >= n && now_s.saturating_sub(last) >= secs)
+    }
+}
+
+/// The writer thread's work.
+struct WriterJob {
+    path: PathBuf,
+    checksum: bool,
+    shards: usize,
+    rx: Receiver<SaveMsg>,
+    abort: Arc<AtomicBool>,
+    persist: Arc<Persist>,
+    begin_dirty: Arc<Vec<AtomicU64>>,
+    background: bool,
+    done: SyncSender<Result<(), String>>,
+}
+
+impl WriterJob {
+    fn run(self) {
+        let started = Instant::now();
+        let res = self.write();
+        if res.is_err() {
+            // Shards stop writing; their next check drops their state.
+            self.abort.store(true, Ordering::Release);
+        }
+        let now_s = engine::now_ms() / 1000;
+        let keys = res.as_ref().copied().unwrap_or(0);
+        {
+            let mut st = self.persist.lock();
+            st.running = None;
+            st.last_ok = res.is_ok();
+            if self.background {
+                st.last_bgsave_time_s = Some(started.elapsed().as_secs());
+            }
+            if res.is_ok() {
+                self.persist.lastsave_s.store(now_s, Ordering::Relaxed);
+                for (s, b) in self.persist.saved_dirty.iter().zip(self.begin_dirty.iter()) {
+                    s.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
+            }
+            self.persist.in_progress.store(false, Ordering::Release);
+        }
+        match &res {
+            Ok(_) if self.background => {
+                log(
+                    false,
+                    &format!("Background saving terminated with success ({keys} keys)"),
+                );
+            }
+            Ok(_) => log(false, "DB saved on disk"),
+            Err(e) if self.background => log(true, &format!("Background saving error: {e}")),
+            Err(e) => log(true, &format!("Error saving DB on disk: {e}")),
+        }
+        let _ = self.done.try_send(res.map(|_| ()));
+    }
+
+    /// Writes the file; returns the number of keys written.
+    fn write(&self) -> Result<u64, String> {
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
+        let res = self.write_to(&tmp);
+        if let Err(e) = &res {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!(
+                "Failed writing the RDB file {}: {e}",
+                tmp.display()
+            ));
+        }
+        std::fs::rename(&tmp, &self.path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!(
+                "Error moving temp DB file {} on the final destination {}: {e}",
+                tmp.display(),
+                self.path.display()
+            )
+        })?;
+        // The rename itself must survive a crash.
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        res
+    }
+
+    fn write_to(&self, tmp: &Path) -> Result<u64, String> {
+        let f = File::create(tmp).map_err(|e| e.to_string())?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut crc = 0u64;
+        let mut put = |w: &mut BufWriter<File>, b: &[u8]| -> Result<(), String> {
+            crc = engine::rdb::crc64(crc, b);
+            w.write_all(b).map_err(|e| e.to_string())
+        };
+        let mut head = Vec::new();
+        engine::rdb::write_header(&mut head, engine::now_ms() / 1000, 0, false);
+        put(&mut w, &head)?;
+        let (mut left, mut keys) = (self.shards, 0u64);
+        while left > 0 {
+            match self.rx.recv() {
+                Ok(SaveMsg::Fragment(b)) => put(&mut w, &b)?,
+                Ok(SaveMsg::Done { keys: k }) => {
+                    keys += k;
+                    left -= 1;
+                }
+                Err(_) => return Err("a shard stopped before finishing its part".into()),
+            }
+        }
+        let mut tail = Vec::new();
+        engine::rdb::write_eof(&mut tail);
+        put(&mut w, &tail)?;
+        let sum = if self.checksum { crc } else { 0 };
+        w.write_all(&sum.to_le_bytes()).map_err(|e| e.to_string())?;
+        let f = w.into_inner().map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())?;
+        Ok(keys)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The shard side
+// ---------------------------------------------------------------------------
+
+/// What [`tick`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Tick {
+    /// No save runs on this shard.
+    Idle,
+    /// Work remains: poll without waiting.
+    Busy,
+    /// The writer is behind: wait a little before the next step.
+    Throttled,
+}
+
+/// One step of this shard's part of a running background save; the
+/// worker calls it once per loop iteration. Also hands over what the
+/// iteration's commands copied before changing.
+pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>) -> Tick {
+    if !shard.snapshot_running() {
+        *link = None;
+        return Tick::Idle;
+    }
+    if link.is_none() {
+        *link = p.link();
+    }
+    let Some(l) = link.as_mut() else {
+        // The save ended (failed) before this shard saw it.
+        shard.snapshot_abort();
+        return Tick::Idle;
+    };
+    if l.abort.load(Ordering::Acquire) {
+        shard.snapshot_abort();
+        *link = None;
+        return Tick::Idle;
+    }
+    if let Some(b) = l.pending.take() {
+        match l.tx.try_send(SaveMsg::Fragment(b)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(SaveMsg::Fragment(b))) => {
+                l.pending = Some(b);
+                return Tick::Throttled;
+            }
+            Err(_) => {
+                shard.snapshot_abort();
+                *link = None;
+                return Tick::Idle;
+            }
+        }
+    }
+    let done = shard.snapshot_step(STEP_BYTES);
+    let out = shard.snapshot_take();
+    if !out.is_empty() {
+        match l.tx.try_send(SaveMsg::Fragment(out)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(SaveMsg::Fragment(b))) => {
+                l.pending = Some(b);
+                return Tick::Throttled;
+            }
+            Err(_) => {
+                shard.snapshot_abort();
+                *link = None;
+                return Tick::Idle;
+            }
+        }
+    }
+    if !done {
+        return Tick::Busy;
+    }
+    let keys = shard.snapshot_end();
+    // The last message: waiting for room here is brief and bounded.
+    let _ = l.tx.send(SaveMsg::Done { keys });
+    *link = None;
+    Tick::Idle
+}
+
+// ---------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------
+
+/// The job that begins a snapshot on one shard.
+fn begin_job(
+    compress: bool,
+    begin_dirty: Arc<Vec<AtomicU64>>,
+) -> impl Fn(&mut ShardEnv<'_>) + Send + Clone + 'static {
+    move |env: &mut ShardEnv<'_>| {
+        begin_dirty[env.shard.id].store(env.shard.dirty(), Ordering::Relaxed);
+        env.shard.snapshot_begin(compress);
+    }
+}
+
+/// The coordinator that begins a background save on every shard (BGSAVE,
+/// and the `save` rules through the runtime). Its caller wraps it in the
+/// whole-keyspace Read lock.
+pub fn bgsave_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let (begin_dirty, _done) = server.persist.start(server, true)?;
+    let compress = server.config().rdbcompression;
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, begin_job(compress, begin_dirty));
+    Ok(OneStep::boxed(
+        plan,
+        |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            out.simple("Background saving started");
+            Ok(())
+        },
+    ))
+}
+
+/// BGSAVE [SCHEDULE]
+fn bgsave(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    match args.len() {
+        1 => {}
+        2 if eq_ic(args.get(1), "schedule") => {}
+        _ => return Err(CmdError::Syntax),
+    }
+    bgsave_coordinator(c.server)
+}
+
+/// SAVE: every shard writes its whole part inside its job; the reply
+/// waits for the file to be renamed into place.
+fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let server = c.server.clone();
+    let (begin_dirty, done) = server.persist.start(&server, false)?;
+    let compress = server.config().rdbcompression;
+    let link = server.persist.link();
+    let Some(link) = link else {
+        return Err(CmdError::err("Background save already in progress"));
+    };
+    let tx = link.tx;
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
+        begin_dirty[env.shard.id].store(env.shard.dirty(), Ordering::Relaxed);
+        let mut ok = true;
+        let keys = env.shard.snapshot_all(compress, STEP_BYTES, |b| {
+            ok &= tx.send(SaveMsg::Fragment(b)).is_ok();
+        });
+        if ok {
+            let _ = tx.send(SaveMsg::Done { keys });
+        }
+    });
+    Ok(OneStep::boxed(
+        plan,
+        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            match done.recv() {
+                Ok(Ok(())) => out.ok(),
+                _ => out.error_bytes(b"ERR"),
+            }
+            Ok(())
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------
+// Start-up and shutdown
+// ---------------------------------------------------------------------------
+
+/// Loads `path` into `shards` (each key to the shard its hash picks).
+/// `Ok(None)` if there is no file. Keys already expired are skipped, as a
+/// Redis primary does.
+pub fn load(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+) -> Result<Option<(u64, u64)>, String> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+    };
+    let started = Instant::now();
+    let r = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut reader = engine::rdb::Reader::new(r, limits)
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    let now = engine::now_ms();
+    let n = shards.len();
+    let (mut keys, mut expired) = (0u64, 0u64);
+    let mut last_log = Instant::now();
+    loop {
+        let item = reader
+            .next()
+            .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+        let Some(l) = item else { break };
+        if l.expire_at_ms != 0 && l.expire_at_ms < now {
+            expired += 1;
+            continue;
+        }
+        let s = &mut shards[crate::table::shard_of(&l.key, n)];
+        if l.db >= s.dbs.len() {
+            return Err(format!(
+                "Fatal error loading the DB {}: database {} out of range (databases {})",
+                path.display(),
+                l.db,
+                s.dbs.len()
+            ));
+        }
+        let mut e = engine::Entry::new(l.value, l.expire_at_ms, now);
+        if let Some(idle) = l.idle_s {
+            e.access_s = ((now / 1000).saturating_sub(idle)) as u32;
+        }
+        if let Some(f) = l.freq {
+            e.lfu_counter = f;
+        }
+        s.dbs[l.db].insert(&l.key, e);
+        keys += 1;
+        if last_log.elapsed().as_secs() >= 2 {
+            log(false, &format!("Loading RDB: {keys} keys loaded so far..."));
+            last_log = Instant::now();
+        }
+    }
+    log(
+        false,
+        &format!("Done loading RDB, keys loaded: {keys}, keys expired: {expired}."),
+    );
+    log(
+        false,
+        &format!(
+            "DB loaded from disk: {:.3} seconds",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Some((keys, expired)))
+}
+
+/// Writes `shards` to `path` at once, from one thread (the final save at
+/// shutdown, after the workers stopped).
+pub fn save_now(
+    path: &Path,
+    shards: &mut [Shard],
+    compress: bool,
+    checksum: bool,
+) -> Result<u64, String> {
+    let persist = Arc::new(Persist::new(shards.len(), Arc::new(AtomicU64::new(0))));
+    let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+    let (done_tx, done_rx) = sync_channel(1);
+    let job = WriterJob {
+        path: path.to_path_buf(),
+        checksum,
+        shards: shards.len(),
+        rx,
+        abort: Arc::new(AtomicBool::new(false)),
+        persist,
+        begin_dirty: Arc::new(Vec::new()),
+        background: false,
+        done: done_tx,
+    };
+    let writer = std::thread::spawn(move || job.run());
+    let mut total = 0;
+    for s in shards.iter_mut() {
+        s.snapshot_abort();
+        let keys = s.snapshot_all(compress, STEP_BYTES, |b| {
+            let _ = tx.send(SaveMsg::Fragment(b));
+        });
+        total += keys;
+        let _ = tx.send(SaveMsg::Done { keys });
+    }
+    drop(tx);
+    let _ = writer.join();
+    match done_rx.recv() {
+        Ok(Ok(())) => Ok(total),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the writer thread died".into()),
+    }
+}
