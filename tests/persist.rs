@@ -1,0 +1,416 @@
+//! Snapshots: SAVE, BGSAVE, save rules, start-up loading and the shutdown
+//! save, with the real binary; files exchanged with a real redis-server
+//! both ways when it is installed.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{redis_available, unique_temp_dir, Server};
+use redis::{Commands, Connection, Value};
+
+/// A data directory that outlives the servers started on it.
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new(tag: &str) -> Self {
+        DataDir(unique_temp_dir(tag))
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+    fn dump(&self) -> PathBuf {
+        self.0.join("dump.rdb")
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn tessera(dir: &DataDir, extra: &[&str]) -> Server {
+    let mut args = vec!["--dir", dir.path()];
+    args.extend_from_slice(extra);
+    Server::tessera(&args)
+}
+
+/// Sends SHUTDOWN (with `how`) and waits for the process to exit.
+fn shutdown(s: &mut Server, how: &[&str]) {
+    let mut r = s.raw();
+    let mut cmd = vec!["SHUTDOWN"];
+    cmd.extend_from_slice(how);
+    let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+    r.send(&common::encode_command(&args));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.is_running() {
+        assert!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn info_field(c: &mut Connection, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+/// Fills databases 0 and 5 with every type, small and large encodings,
+/// integers, long (compressible) strings and TTLs.
+fn fill(c: &mut Connection) {
+    let _: () = c.set("int", 12345).unwrap();
+    let _: () = c.set("neg", -9_000_000_000i64).unwrap();
+    let _: () = c.set("str", "hello").unwrap();
+    let _: () = c.set("long", "x".repeat(5000)).unwrap();
+    let _: () = c.set_ex("ttl", "soon", 1000).unwrap();
+    let _: () = c.rpush("list", &["a", "b", "c"]).unwrap();
+    let big: Vec<String> = (0..1000).map(|i| format!("e{i}")).collect();
+    let _: () = c.rpush("biglist", &big).unwrap();
+    let _: () = c.sadd("iset", &[1, 2, 3]).unwrap();
+    let _: () = c.sadd("sset", &["a", "b"]).unwrap();
+    let _: () = c.sadd("bigset", &big).unwrap();
+    let _: () = c.hset_multiple("hash", &[("f", "v"), ("g", "1")]).unwrap();
+    let fields: Vec<(String, String)> = big.iter().map(|e| (e.clone(), e.repeat(3))).collect();
+    let _: () = c.hset_multiple("bighash", &fields).unwrap();
+    let _: () = c.zadd_multiple("zset", &[(1.5, "a"), (-2.0, "b")]).unwrap();
+    let members: Vec<(f64, String)> = big
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (i as f64 / 3.0, e.clone()))
+        .collect();
+    let _: () = c.zadd_multiple("bigzset", &members).unwrap();
+    let _: () = redis::cmd("SELECT").arg(5).query(c).unwrap();
+    let _: () = c.set("in5", "five").unwrap();
+    let _: () = c.pexpire("in5", 900_000).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+}
+
+/// Every key of databases 0 and 5 with its type, value and whether it has
+/// a TTL, in a comparable form.
+fn contents(c: &mut Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for db in [0, 5] {
+        let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
+        let mut keys: Vec<String> = c.keys("*").unwrap();
+        keys.sort();
+        for k in keys {
+            let t: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+            let v = match t.as_str() {
+                "string" => format!("{:?}", c.get::<_, Vec<u8>>(&k).unwrap()),
+                "list" => format!("{:?}", c.lrange::<_, Vec<String>>(&k, 0, -1).unwrap()),
+                "set" => {
+                    let mut m: Vec<String> = c.smembers(&k).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "hash" => {
+                    let mut m: Vec<(String, String)> = c.hgetall(&k).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "zset" => format!(
+                    "{:?}",
+                    c.zrange_withscores::<_, Vec<(String, String)>>(&k, 0, -1)
+                        .unwrap()
+                ),
+                other => panic!("type {other}"),
+            };
+            let ttl: i64 = c.pttl(&k).unwrap();
+            out.push(format!("{db} {k} {t} ttl={} {v}", ttl > 0));
+        }
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+    out
+}
+
+#[test]
+fn save_then_restart_with_another_shard_count_keeps_everything() {
+    let dir = DataDir::new("persist-save");
+    let mut s = tessera(&dir, &["--shards", "3", "--save", ""]);
+    let mut c = s.conn();
+    fill(&mut c);
+    let before = contents(&mut c);
+    assert_eq!(redis::cmd("SAVE").query::<String>(&mut c).unwrap(), "OK");
+    assert!(dir.dump().exists());
+    let lastsave: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    assert!(lastsave > 1_700_000_000);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    drop(c);
+    shutdown(&mut s, &["NOSAVE"]);
+
+    let s = tessera(&dir, &["--shards", "2", "--save", ""]);
+    let mut c = s.conn();
+    assert_eq!(contents(&mut c), before);
+    assert_eq!(
+        info_field(&mut c, "rdb_last_load_keys_loaded"),
+        before.len().to_string()
+    );
+    // Encodings chosen on load as Redis chooses them.
+    let enc = |c: &mut Connection, k: &str| -> String {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(k)
+            .query(c)
+            .unwrap()
+    };
+    assert_eq!(enc(&mut c, "int"), "int");
+    assert_eq!(enc(&mut c, "iset"), "intset");
+    assert_eq!(enc(&mut c, "hash"), "listpack");
+    assert_eq!(enc(&mut c, "bighash"), "hashtable");
+    assert_eq!(enc(&mut c, "bigzset"), "skiplist");
+    // No temporary file left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn bgsave_is_point_in_time_across_shards_under_writes() {
+    let dir = DataDir::new("persist-bgsave");
+    let mut s = tessera(&dir, &["--shards", "3", "--save", ""]);
+    let mut c = s.conn();
+    // Enough data that the save spans many loop iterations.
+    for chunk in 0..20 {
+        let mut p = redis::pipe();
+        for i in 0..5000 {
+            p.set(format!("bulk:{chunk}:{i}"), i).ignore();
+        }
+        let _: () = p.query(&mut c).unwrap();
+    }
+    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let keys = keys.clone();
+        let mut w = s.conn();
+        std::thread::spawn(move || {
+            let mut token = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                token += 1;
+                let pairs: Vec<(&String, u64)> = keys.iter().map(|k| (k, token)).collect();
+                let _: () = w.mset(&pairs).unwrap();
+                let _: () = w.incr("counter", 1).unwrap();
+                let _: () = w
+                    .del(format!("bulk:{}:{}", token % 20, token % 5000))
+                    .unwrap();
+            }
+            token
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let reply: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    assert_eq!(reply, "Background saving started");
+    // A second one while the first runs is refused, as in Redis.
+    let again = redis::cmd("BGSAVE").query::<String>(&mut c);
+    if let Err(e) = again {
+        assert!(
+            e.to_string()
+                .contains("Background save already in progress"),
+            "{e}"
+        );
+    }
+    wait_for("the background save", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    assert!(last > 0);
+    drop(c);
+    shutdown(&mut s, &["NOSAVE"]);
+
+    let s = tessera(&dir, &["--shards", "2", "--save", ""]);
+    let mut c = s.conn();
+    let vals: Vec<Option<u64>> = c.mget(&keys).unwrap();
+    // Every MSET is whole or absent in the file: one token for all keys.
+    assert!(
+        vals.iter().all(|v| *v == vals[0]),
+        "a multi-shard MSET was split by the snapshot: {vals:?}"
+    );
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert!(n > 90_000, "{n}");
+}
+
+#[test]
+fn save_rules_fire_and_shutdown_saves() {
+    let dir = DataDir::new("persist-rules");
+    let mut s = tessera(&dir, &["--save", "1 3"]);
+    let mut c = s.conn();
+    let _: () = c.set("a", 1).unwrap();
+    let _: () = c.set("b", 2).unwrap();
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "2");
+    // Two changes: the rule (3 changes) is not met.
+    std::thread::sleep(Duration::from_millis(1300));
+    assert!(!dir.dump().exists());
+    let _: () = c.set("c", 3).unwrap();
+    wait_for("the save rule", || dir.dump().exists());
+    wait_for("the counter reset", || {
+        info_field(&mut c, "rdb_changes_since_last_save") == "0"
+    });
+    assert!(
+        s.log().contains("changes since the last save"),
+        "{}",
+        s.log()
+    );
+    // SHUTDOWN with save rules set writes the final snapshot.
+    let _: () = c.set("d", 4).unwrap();
+    drop(c);
+    shutdown(&mut s, &[]);
+    let s = tessera(&dir, &["--save", ""]);
+    let mut c = s.conn();
+    let v: Vec<Option<u64>> = c.mget(&["a", "b", "c", "d"]).unwrap();
+    assert_eq!(v, [Some(1), Some(2), Some(3), Some(4)]);
+}
+
+#[test]
+fn shutdown_nosave_and_save_override_the_rules() {
+    let dir = DataDir::new("persist-shutdown");
+    let mut s = tessera(&dir, &["--save", "3600 1"]);
+    let _: () = s.conn().set("a", 1).unwrap();
+    shutdown(&mut s, &["NOSAVE"]);
+    assert!(!dir.dump().exists());
+    let mut s = tessera(&dir, &["--save", ""]);
+    let _: () = s.conn().set("b", 1).unwrap();
+    shutdown(&mut s, &["SAVE"]);
+    assert!(dir.dump().exists());
+    let s = tessera(&dir, &["--save", ""]);
+    let v: Vec<Option<u64>> = s.conn().mget(&["a", "b"]).unwrap();
+    assert_eq!(v, [None, Some(1)]);
+}
+
+#[test]
+fn save_errors_and_refusals() {
+    let dir = DataDir::new("persist-errors");
+    let s = tessera(&dir, &["--save", ""]);
+    let mut r = s.raw();
+    assert_eq!(r.cmd_str(&["BGSAVE", "NOW"]), b"-ERR syntax error\r\n");
+    assert!(r.cmd_str(&["SAVE", "x"]).starts_with(b"-ERR wrong number"));
+    assert_eq!(r.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        r.cmd_str(&["SAVE"]),
+        b"-ERR Command not allowed inside a transaction\r\n"
+    );
+    assert_eq!(r.cmd_str(&["DISCARD"]), b"+OK\r\n");
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "save", "1 2 3"]),
+        &b"-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters\r\n"[..]
+    );
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "dir", "/"]),
+        &b"-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config\r\n"[..]
+    );
+    // The directory disappears: the save fails, is reported, and the
+    // server keeps serving.
+    std::fs::remove_dir_all(&dir.0).unwrap();
+    assert_eq!(r.cmd_str(&["SAVE"]), b"-ERR\r\n");
+    assert_eq!(r.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let mut c = s.conn();
+    wait_for("the failed save", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
+    assert_eq!(r.cmd_str(&["PING"]), b"+PONG\r\n");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+}
+
+#[test]
+fn a_corrupt_or_truncated_dump_stops_start_up_with_a_clear_error() {
+    let dir = DataDir::new("persist-corrupt");
+    let mut s = tessera(&dir, &["--save", ""]);
+    fill(&mut s.conn());
+    shutdown(&mut s, &["SAVE"]);
+    let good = std::fs::read(dir.dump()).unwrap();
+    for (what, bytes) in [
+        ("truncated", good[..good.len() / 2].to_vec()),
+        (
+            "garbage",
+            b"REDIS0010\xfa\x09redis-ver\xff\xff\xff\xff".to_vec(),
+        ),
+        ("bad magic", b"NOTREDIS".to_vec()),
+        ("flipped", {
+            let mut b = good.clone();
+            let i = b.len() - 20;
+            b[i] ^= 0x55;
+            b
+        }),
+    ] {
+        std::fs::write(dir.dump(), &bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "--port",
+                "0",
+                "--unixsocket",
+                &format!("{}/s.sock", dir.path()),
+            ])
+            .args(["--dir", dir.path()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {text}");
+        assert!(
+            text.contains("Fatal error loading the DB"),
+            "{what}: {text}"
+        );
+        assert!(!text.contains("panicked"), "{what}: {text}");
+    }
+}
+
+fn redis_dir_server(dir: &DataDir, extra: &[&str]) -> Server {
+    let mut args = vec!["--dir", dir.path()];
+    args.extend_from_slice(extra);
+    Server::redis(&args)
+}
+
+#[test]
+fn redis_loads_what_tessera_saves() {
+    if !redis_available() {
+        eprintln!("skipped: redis-server not installed");
+        return;
+    }
+    let dir = DataDir::new("persist-to-redis");
+    let mut s = tessera(&dir, &["--shards", "3", "--save", ""]);
+    let mut c = s.conn();
+    fill(&mut c);
+    let ours = contents(&mut c);
+    drop(c);
+    shutdown(&mut s, &["SAVE"]);
+    let r = redis_dir_server(&dir, &[]);
+    assert_eq!(contents(&mut r.conn()), ours);
+}
+
+#[test]
+fn tessera_loads_what_redis_saves() {
+    if !redis_available() {
+        eprintln!("skipped: redis-server not installed");
+        return;
+    }
+    let dir = DataDir::new("persist-from-redis");
+    let r = redis_dir_server(&dir, &[]);
+    let mut c = r.conn();
+    fill(&mut c);
+    let theirs = contents(&mut c);
+    let ok: Value = redis::cmd("SAVE").query(&mut c).unwrap();
+    assert_eq!(ok, Value::Okay);
+    drop(r);
+    let s = tessera(&dir, &["--shards", "3", "--save", ""]);
+    assert_eq!(contents(&mut s.conn()), theirs);
+}
