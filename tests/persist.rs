@@ -414,3 +414,42 @@ fn tessera_loads_what_redis_saves() {
     let s = tessera(&dir, &["--shards", "3", "--save", ""]);
     assert_eq!(contents(&mut s.conn()), theirs);
 }
+
+#[test]
+fn a_failed_save_refuses_writes_with_misconf_until_a_save_succeeds() {
+    let dir = DataDir::new("persist-misconf");
+    let s = tessera(&dir, &["--save", "3600 1"]);
+    let mut r = s.raw();
+    assert_eq!(r.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+    std::fs::remove_dir_all(&dir.0).unwrap();
+    assert_eq!(r.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let mut c = s.conn();
+    wait_for("the failed save", || {
+        info_field(&mut c, "rdb_last_bgsave_status") == "err"
+    });
+    let misconf = r.cmd_str(&["SET", "a", "2"]);
+    assert!(misconf.starts_with(b"-MISCONF Redis is configured to save RDB snapshots"));
+    assert_eq!(r.cmd_str(&["PING"]), misconf);
+    assert_eq!(r.cmd_str(&["GET", "a"]), b"$1\r\n1\r\n");
+    assert_eq!(r.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["INCR", "a"]), misconf);
+    assert!(r.cmd_str(&["EXEC"]).starts_with(b"-EXECABORT"));
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "stop-writes-on-bgsave-error", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(r.cmd_str(&["SET", "a", "3"]), b"+OK\r\n");
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(r.cmd_str(&["SET", "a", "4"]), misconf);
+    if common::testing_real_redis() {
+        // Redis chdir()s into `dir`: a new directory at the same path is
+        // not its working directory, so its saves keep failing.
+        return;
+    }
+    std::fs::create_dir_all(&dir.0).unwrap();
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["SET", "a", "5"]), b"+OK\r\n");
+}

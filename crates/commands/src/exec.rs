@@ -162,6 +162,18 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    if (r.spec.has(flags::WRITE) || r.spec.name == "ping")
+        && ctx.server.persist.refuses_writes(ctx.server)
+    {
+        count_rejected(stats, Some(r.id));
+        reply_error(
+            ctx.out,
+            stats,
+            &CmdError::Raw(crate::persist::MISCONF.into()),
+        );
+        crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
     if ctx.client.multi.is_some() && !crate::multi::runs_in_multi(reg.full_name(r.id)) {
         if r.spec.has(flags::NO_MULTI) {
             count_rejected(stats, Some(r.id));

@@ -59,6 +59,13 @@ pub fn is_snapshot_command(name: &str) -> bool {
     name == "save" || name == "bgsave"
 }
 
+/// Redis's `shared.bgsaveerr`.
+pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently \
+    unable to persist to disk. Commands that may modify the data set are disabled, because this \
+    instance is configured to report errors during writes if RDB snapshotting fails \
+    (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB \
+    error.";
+
 /// Bytes a shard writes per step between batches of commands.
 pub const STEP_BYTES: usize = 64 * 1024;
 /// Fragments in flight to the writer before shards wait.
@@ -123,6 +130,9 @@ pub struct Persist {
     /// Per shard: its change counter when the last successful save began.
     saved_dirty: Vec<AtomicU64>,
     pub loading: AtomicBool,
+    /// The last save failed (INFO `rdb_last_bgsave_status:err`): read on
+    /// every write command, so kept apart from the locked state.
+    failed: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
 }
@@ -151,6 +161,7 @@ impl Persist {
             dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             saved_dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             loading: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             lastsave_s,
         }
     }
@@ -203,10 +214,16 @@ impl Persist {
         st.expired_on_load = expired;
     }
 
-    /// Whether a failed background save should refuse writes (Redis's
-    /// MISCONF): `stop-writes-on-bgsave-error` with save rules set.
-    pub fn last_failed(&self) -> bool {
-        !self.lock().last_ok
+    /// Whether writes are refused with MISCONF (Redis's
+    /// `writeCommandsDeniedByDiskError`): the last save failed, and
+    /// `stop-writes-on-bgsave-error` is on with save rules set. One relaxed
+    /// load while saves succeed.
+    #[inline]
+    pub fn refuses_writes(&self, server: &ServerShared) -> bool {
+        self.failed.load(Ordering::Relaxed) && {
+            let cfg = server.config();
+            cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty()
+        }
     }
 
     /// The link a shard thread uses for the running save, if one runs.
@@ -317,6 +334,7 @@ impl WriterJob {
             let mut st = self.persist.lock();
             st.running = None;
             st.last_ok = res.is_ok();
+            self.persist.failed.store(res.is_err(), Ordering::Relaxed);
             if self.background {
                 st.last_bgsave_time_s = Some(started.elapsed().as_secs());
             }

@@ -260,7 +260,8 @@ impl Config {
 
 /// Redis's `setConfigSaveOption` check: pairs of non-negative integers.
 fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
-    let ok = words.len().is_multiple_of(2) && words.iter().all(|w| string2ll(w).is_some_and(|n| n >= 0));
+    let ok =
+        words.len().is_multiple_of(2) && words.iter().all(|w| string2ll(w).is_some_and(|n| n >= 0));
     if ok {
         Ok(())
     } else {
