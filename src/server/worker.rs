@@ -407,7 +407,7 @@ impl Worker {
             self.drain();
             self.run_resumes();
             self.flush_conns();
-            save_wait = self.save_step();
+            save_wait = self.save_step(!events.is_empty());
             spilled = self.core.mailbox.flush();
             if Instant::now() >= self.next_cron {
                 self.cron();
@@ -1119,10 +1119,10 @@ impl Worker {
 
     /// This shard's share of a running background save, once per loop
     /// iteration; returns how long the next poll may wait.
-    fn save_step(&mut self) -> Option<Duration> {
+    fn save_step(&mut self, busy: bool) -> Option<Duration> {
         let c = &mut self.core;
         c.server.persist.publish_dirty(c.id, c.shard.dirty());
-        match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link) {
+        match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link, busy) {
             commands::persist::Tick::Idle => None,
             commands::persist::Tick::Busy => Some(Duration::ZERO),
             commands::persist::Tick::Throttled => Some(Duration::from_millis(1)),

@@ -66,8 +66,11 @@ pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, bu
     (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB \
     error.";
 
-/// Bytes a shard writes per step between batches of commands.
-pub const STEP_BYTES: usize = 64 * 1024;
+/// Bytes a shard writes per step between batches of commands: a small
+/// slice when clients are being served, so their latency and throughput
+/// barely move while a save runs; a large one when the loop is idle.
+pub const STEP_BYTES: usize = 256 * 1024;
+pub const STEP_BYTES_BUSY: usize = 16 * 1024;
 /// Fragments in flight to the writer before shards wait.
 const CHANNEL_DEPTH: usize = 32;
 /// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed save, the rules wait
@@ -441,7 +444,7 @@ pub enum Tick {
 /// One step of this shard's part of a running background save; the
 /// worker calls it once per loop iteration. Also hands over what the
 /// iteration's commands copied before changing.
-pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>) -> Tick {
+pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>, busy: bool) -> Tick {
     if !shard.snapshot_running() {
         *link = None;
         return Tick::Idle;
@@ -473,7 +476,7 @@ pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>) -> Tick
             }
         }
     }
-    let done = shard.snapshot_step(STEP_BYTES);
+    let done = shard.snapshot_step(if busy { STEP_BYTES_BUSY } else { STEP_BYTES });
     let out = shard.snapshot_take();
     if !out.is_empty() {
         match l.tx.try_send(SaveMsg::Fragment(out)) {
