@@ -224,7 +224,7 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 11] {
+pub fn families() -> [&'static [CommandSpec]; 12] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
@@ -237,6 +237,7 @@ pub fn families() -> [&'static [CommandSpec]; 11] {
         crate::zset::COMMANDS,
         crate::memory::COMMANDS,
         crate::sort::COMMANDS,
+        crate::dump::COMMANDS,
     ]
 }
 

@@ -21,6 +21,8 @@ use super::*;
 use crate::types::set::Member;
 use crate::types::{Hash, List, ZSet};
 
+/// Largest collection preallocation made from a count read from the input.
+const PREALLOC_MAX: usize = 1 << 16;
 /// Bytes read from the source at a time.
 const CHUNK: usize = 64 * 1024;
 /// LZF expands at most ~132x (a 2-byte back-reference yields up to 9
@@ -276,7 +278,12 @@ pub(crate) fn read_object<R: Read>(
         T_SET => {
             let n = s.count()?;
             let mut set = Set::new_intset();
-            set.maybe_convert(n, lim);
+            // The hint sizes a table: bound it (a corrupt count must not
+            // allocate), but keep it above the limits so the choice of
+            // encoding is the same.
+            let bound =
+                PREALLOC_MAX.max(lim.set_max_intset_entries.max(lim.set_max_listpack_entries) + 1);
+            set.maybe_convert(n.min(bound), lim);
             for _ in 0..n {
                 let m = s.string()?;
                 if !set.add(&m, lim) {
@@ -421,7 +428,8 @@ fn hash_from<'a>(
     Some(h)
 }
 
-/// Decodes a DUMP payload's body (type byte + value, footer removed).
+/// Decodes a value (type byte + body) from the start of `body`; trailing
+/// bytes are ignored.
 pub(crate) fn decode_value(body: &[u8], lim: EncLimits) -> Result<Value, RdbError> {
     let mut s = Src::new(body);
     let t = s.u8()?;
