@@ -62,9 +62,15 @@ pub(crate) struct Src<R> {
 
 impl<R: Read> Src<R> {
     pub(crate) fn new(r: R) -> Self {
+        Self::with_buffer(r, CHUNK)
+    }
+
+    /// A source with a `cap`-byte buffer (clamped to 16..=CHUNK): a small
+    /// DUMP payload does not need 64 KiB.
+    pub(crate) fn with_buffer(r: R, cap: usize) -> Self {
         Src {
             r,
-            buf: vec![0; CHUNK],
+            buf: vec![0; cap.clamp(16, CHUNK)],
             pos: 0,
             end: 0,
             base: 0,
@@ -88,9 +94,10 @@ impl<R: Read> Src<R> {
         self.crc
     }
 
-    /// Makes at least `need` (<= CHUNK) unread bytes available.
+    /// Makes at least `need` (<= 16, the smallest buffer) unread bytes
+    /// available.
     fn fill(&mut self, need: usize) -> Result<(), RdbError> {
-        debug_assert!(need <= CHUNK);
+        debug_assert!(need <= 16);
         if self.end - self.pos >= need {
             return Ok(());
         }
@@ -431,7 +438,7 @@ fn hash_from<'a>(
 /// Decodes a value (type byte + body) from the start of `body`; trailing
 /// bytes are ignored.
 pub(crate) fn decode_value(body: &[u8], lim: EncLimits) -> Result<Value, RdbError> {
-    let mut s = Src::new(body);
+    let mut s = Src::with_buffer(body, body.len());
     let t = s.u8()?;
     match read_object(&mut s, t, &lim)? {
         Some(v) => Ok(v),
