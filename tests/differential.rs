@@ -51,6 +51,7 @@ use std::time::Duration;
 /// and the directory in step.
 const SCRIPTS: &[&str] = &[
     "connection",
+    "dump",
     "found_by_random",
     "hash",
     "keys",
@@ -71,6 +72,7 @@ macro_rules! diff_tests {
 }
 diff_tests!(
     connection,
+    dump,
     found_by_random,
     hash,
     keys,

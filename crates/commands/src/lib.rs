@@ -12,6 +12,7 @@ pub mod connection;
 pub mod coord;
 pub mod ctx;
 pub mod docs;
+pub mod dump;
 pub mod error;
 pub mod exec;
 pub mod hash;

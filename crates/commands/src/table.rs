@@ -224,7 +224,7 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 12] {
+pub fn families() -> [&'static [CommandSpec]; 13] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
@@ -238,6 +238,7 @@ pub fn families() -> [&'static [CommandSpec]; 12] {
         crate::memory::COMMANDS,
         crate::sort::COMMANDS,
         crate::persist::COMMANDS,
+        crate::dump::COMMANDS,
     ]
 }
 

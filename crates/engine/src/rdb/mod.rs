@@ -425,9 +425,10 @@ pub fn dump_payload(v: &Value) -> Vec<u8> {
     out
 }
 
-/// Checks a DUMP payload as Redis's `verifyDumpPayload` (footer present,
-/// version <= [`RDB_VERSION`], CRC matches), then decodes its value.
-pub fn restore_payload(p: &[u8], limits: EncLimits) -> Result<Value, RdbError> {
+/// Redis's `verifyDumpPayload`: a footer is present, its RDB version is
+/// at most [`RDB_VERSION`], and the CRC64 matches (RESTORE answers "DUMP
+/// payload version or checksum are wrong" when this fails).
+pub fn verify_dump_payload(p: &[u8]) -> Result<(), RdbError> {
     if p.len() < 10 {
         return Err(RdbError::new("payload too short", p.len() as u64));
     }
@@ -439,14 +440,31 @@ pub fn restore_payload(p: &[u8], limits: EncLimits) -> Result<Value, RdbError> {
             body as u64,
         ));
     }
-    let want = u64::from_le_bytes(p[body + 2..].try_into().unwrap_or([0; 8]));
-    if crc64(0, &p[..body + 2]) != want {
+    let mut want = [0u8; 8];
+    want.copy_from_slice(&p[body + 2..]);
+    if crc64(0, &p[..body + 2]) != u64::from_le_bytes(want) {
         return Err(RdbError::new(
             "payload checksum mismatch",
             (body + 2) as u64,
         ));
     }
-    read::decode_value(&p[..body], limits)
+    Ok(())
+}
+
+/// Decodes a DUMP payload's value without checking its footer (call
+/// [`verify_dump_payload`] first; RESTORE answers "Bad data format" when
+/// this fails). As Redis, the value is read from the whole payload, so a
+/// truncated body runs into the footer's bytes, and bytes after the value
+/// are ignored.
+pub fn decode_dump_payload(p: &[u8], limits: EncLimits) -> Result<Value, RdbError> {
+    read::decode_value(p, limits)
+}
+
+/// Checks version (<= [`RDB_VERSION`], as Redis's `verifyDumpPayload`) and
+/// CRC, then decodes.
+pub fn restore_payload(p: &[u8], limits: EncLimits) -> Result<Value, RdbError> {
+    verify_dump_payload(p)?;
+    decode_dump_payload(p, limits)
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ use super::*;
 use crate::types::set::Member;
 use crate::types::{Hash, List, ZSet};
 
+/// Largest collection preallocation made from a count read from the input.
+const PREALLOC_MAX: usize = 1 << 16;
 /// Bytes read from the source at a time.
 const CHUNK: usize = 64 * 1024;
 /// LZF expands at most ~132x (a 2-byte back-reference yields up to 9
@@ -60,9 +62,15 @@ pub(crate) struct Src<R> {
 
 impl<R: Read> Src<R> {
     pub(crate) fn new(r: R) -> Self {
+        Self::with_buffer(r, CHUNK)
+    }
+
+    /// A source with a `cap`-byte buffer (clamped to 16..=CHUNK): a small
+    /// DUMP payload does not need 64 KiB.
+    pub(crate) fn with_buffer(r: R, cap: usize) -> Self {
         Src {
             r,
-            buf: vec![0; CHUNK],
+            buf: vec![0; cap.clamp(16, CHUNK)],
             pos: 0,
             end: 0,
             base: 0,
@@ -86,9 +94,10 @@ impl<R: Read> Src<R> {
         self.crc
     }
 
-    /// Makes at least `need` (<= CHUNK) unread bytes available.
+    /// Makes at least `need` (<= 16, the smallest buffer) unread bytes
+    /// available.
     fn fill(&mut self, need: usize) -> Result<(), RdbError> {
-        debug_assert!(need <= CHUNK);
+        debug_assert!(need <= 16);
         if self.end - self.pos >= need {
             return Ok(());
         }
@@ -276,7 +285,12 @@ pub(crate) fn read_object<R: Read>(
         T_SET => {
             let n = s.count()?;
             let mut set = Set::new_intset();
-            set.maybe_convert(n, lim);
+            // The hint sizes a table: bound it (a corrupt count must not
+            // allocate), but keep it above the limits so the choice of
+            // encoding is the same.
+            let bound =
+                PREALLOC_MAX.max(lim.set_max_intset_entries.max(lim.set_max_listpack_entries) + 1);
+            set.maybe_convert(n.min(bound), lim);
             for _ in 0..n {
                 let m = s.string()?;
                 if !set.add(&m, lim) {
@@ -421,9 +435,10 @@ fn hash_from<'a>(
     Some(h)
 }
 
-/// Decodes a DUMP payload's body (type byte + value, footer removed).
+/// Decodes a value (type byte + body) from the start of `body`; trailing
+/// bytes are ignored.
 pub(crate) fn decode_value(body: &[u8], lim: EncLimits) -> Result<Value, RdbError> {
-    let mut s = Src::new(body);
+    let mut s = Src::with_buffer(body, body.len());
     let t = s.u8()?;
     match read_object(&mut s, t, &lim)? {
         Some(v) => Ok(v),

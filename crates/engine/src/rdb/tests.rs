@@ -505,7 +505,7 @@ fn truncated_and_bit_flipped_input_never_panics() {
         for cut in 0..body.len().min(400) {
             let _ = restore_payload(&with_footer(&body[..cut]), lim());
         }
-        for _ in 0..300 {
+        for _ in 0..100 {
             let mut b = body.clone();
             let flips = 1 + next() % 3;
             for _ in 0..flips {
@@ -518,10 +518,10 @@ fn truncated_and_bit_flipped_input_never_panics() {
     // Whole files, read with the checksum off (0) so flips reach the
     // decoders.
     let file = sample_file(false);
-    for cut in (0..file.len()).step_by(7) {
+    for cut in (0..file.len()).step_by(file.len() / 300 + 1) {
         let _ = read_all(&file[..cut]);
     }
-    for _ in 0..2000 {
+    for _ in 0..500 {
         let mut b = file.clone();
         let i = 9 + (next() as usize) % (b.len() - 17);
         b[i] ^= 1 << (next() % 8);
