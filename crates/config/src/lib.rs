@@ -160,6 +160,29 @@ impl MaxmemoryPolicy {
     }
 }
 
+/// When the append-only file is fsynced (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AppendFsync {
+    /// Before a write is acknowledged (group commit).
+    Always,
+    /// Once a second, in the background.
+    Everysec,
+    /// When the OS decides.
+    No,
+}
+
+impl AppendFsync {
+    /// All values in declaration order; `ALL[i] as usize == i` and `NAMES[i]` is its name.
+    pub const ALL: [AppendFsync; 3] = [Self::Always, Self::Everysec, Self::No];
+    const NAMES: &'static [&'static str] = &["always", "everysec", "no"];
+
+    /// The name used in config files and `CONFIG GET`.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
 /// The server's settings. Build with [`Config::default`], [`parse_cli`] or
 /// [`parse_config_text`]; change at runtime only through [`config_set`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,6 +244,19 @@ pub struct Config {
     pub list_max_listpack_size: i32,
     /// `list-compress-depth`: uncompressed nodes kept at each end; 0 = none compressed.
     pub list_compress_depth: u32,
+    /// `dir`: the working directory for persistence files; `None` = the
+    /// current directory.
+    pub dir: Option<PathBuf>,
+    /// `appendonly`: log every write to the append-only file.
+    pub appendonly: bool,
+    /// `appendfilename`: base name of the AOF files.
+    pub appendfilename: Vec<u8>,
+    /// `appenddirname`: directory (under `dir`) holding the AOF files.
+    pub appenddirname: Vec<u8>,
+    /// `appendfsync`.
+    pub appendfsync: AppendFsync,
+    /// `aof-load-truncated`: start from an AOF whose last record is torn.
+    pub aof_load_truncated: bool,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
@@ -258,6 +294,12 @@ impl Config {
             zset_max_listpack_value: 0,
             list_max_listpack_size: 0,
             list_compress_depth: 0,
+            dir: None,
+            appendonly: false,
+            appendfilename: Vec::new(),
+            appenddirname: Vec::new(),
+            appendfsync: AppendFsync::Everysec,
+            aof_load_truncated: false,
             config_file: None,
         }
     }
@@ -446,6 +488,16 @@ macro_rules! bytes {
         }
     };
 }
+/// `Vec<u8>` with a default.
+macro_rules! name {
+    ($field:ident, $default:expr) => {
+        Str {
+            default: $default,
+            get: |c| c.$field.clone(),
+            set: |c, v| c.$field = v,
+        }
+    };
+}
 macro_rules! words {
     ($field:ident, $max_len:expr, $default:expr) => {
         List {
@@ -508,6 +560,12 @@ static DIRECTIVES: &[Directive] = &[
     d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
+    d("dir",                      Mutable,   path!(dir)),
+    d("appendonly",               Mutable,   yes_no!(appendonly, false)),
+    d("appendfilename",           Immutable, name!(appendfilename, b"appendonly.aof")),
+    d("appenddirname",            Immutable, name!(appenddirname, b"appendonlydir")),
+    d("appendfsync",              Mutable,   one_of!(appendfsync: AppendFsync, Everysec)),
+    d("aof-load-truncated",       Mutable,   yes_no!(aof_load_truncated, true)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -1546,6 +1604,12 @@ mod tests {
             "-3",
         ),
         ("list-compress-depth", "2", "list-compress-depth", "2"),
+        ("dir", "/tmp/data", "dir", "/tmp/data"),
+        ("appendonly", "yes", "appendonly", "yes"),
+        ("appendfilename", "x.aof", "appendfilename", "x.aof"),
+        ("appenddirname", "aofs", "appenddirname", "aofs"),
+        ("appendfsync", "ALWAYS", "appendfsync", "always"),
+        ("aof-load-truncated", "no", "aof-load-truncated", "no"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1582,6 +1646,12 @@ mod tests {
             "zset-max-listpack-value" => assert_eq!(c.zset_max_listpack_value, 15),
             "list-max-listpack-size" => assert_eq!(c.list_max_listpack_size, -3),
             "list-compress-depth" => assert_eq!(c.list_compress_depth, 2),
+            "dir" => assert_eq!(c.dir, Some(PathBuf::from("/tmp/data"))),
+            "appendonly" => assert!(c.appendonly),
+            "appendfilename" => assert_eq!(c.appendfilename, b"x.aof"),
+            "appenddirname" => assert_eq!(c.appenddirname, b"aofs"),
+            "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
+            "aof-load-truncated" => assert!(!c.aof_load_truncated),
             other => panic!("no check for {other}"),
         }
     }
@@ -1668,7 +1738,9 @@ mod tests {
                 "unixsocketperm",
                 "shards",
                 "databases",
-                "logfile"
+                "logfile",
+                "appendfilename",
+                "appenddirname"
             ]
         );
     }
