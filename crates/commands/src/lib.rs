@@ -19,6 +19,7 @@ pub mod keys;
 pub mod list;
 pub mod memory;
 pub mod multi;
+pub mod propagate;
 pub mod scratch;
 pub mod server;
 pub mod set;

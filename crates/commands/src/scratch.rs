@@ -110,12 +110,16 @@ pub fn coordinator(
         plan.run(*s, move |env| {
             let now = env.shard.now_ms;
             let d = &mut env.shard.dbs[db];
+            let prop = &mut env.shard.prop;
             let mut expired = 0;
             let entries = keys
                 .iter()
                 .map(|k| {
                     if d.expire_if_needed(k, now) {
                         expired += 1;
+                        if prop.on {
+                            prop.implicit_del(db, k);
+                        }
                     }
                     d.get(k).cloned()
                 })
