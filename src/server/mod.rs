@@ -7,6 +7,7 @@
 //! accepts on it and hands connections out round-robin through the
 //! mailboxes.
 
+pub mod aof;
 mod blocking;
 mod conn;
 mod mailbox;
@@ -130,6 +131,23 @@ pub fn run(cfg: Config) -> Result<(), String> {
         return Err("Configured to not listen anywhere, exiting.".into());
     }
 
+    // The AOF wins over the RDB when enabled: load it before accepting
+    // clients, then start its writer.
+    let mut loaded: Vec<Option<engine::Shard>> = (0..n).map(|_| None).collect();
+    let aof = if cfg.appendonly {
+        if let Some(l) = aof::load(&cfg, n)? {
+            log::notice(format_args!(
+                "Done loading AOF, {} commands replayed",
+                l.commands
+            ));
+            loaded = l.shards.into_iter().map(Some).collect();
+        }
+        let file = aof::open_files(&aof::Paths::of(&cfg))?;
+        engine::prop::set_enabled(true);
+        Some(aof::start(file, cfg.appendfsync))
+    } else {
+        None
+    };
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
     server
         .tcp_port
@@ -186,20 +204,30 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
-    for (id, ((poll, mailbox), tcp)) in polls
+    for (id, (((poll, mailbox), tcp), shard)) in polls
         .into_iter()
         .zip(mailbox::matrix(bells))
         .zip(tcp)
+        .zip(loaded)
         .enumerate()
     {
         let server = server.clone();
+        let aof = aof.clone();
         let unix = if id == 0 { unix.take() } else { None };
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
         let h = std::thread::Builder::new()
             .name(format!("shard-{id}"))
             .spawn(move || {
-                match worker::Worker::new(id, poll, mailbox, server.clone(), tcp, unix) {
+                match worker::Worker::new(
+                    id,
+                    poll,
+                    mailbox,
+                    server.clone(),
+                    tcp,
+                    unix,
+                    (shard, aof),
+                ) {
                     Ok(w) => w.run(),
                     Err(e) => {
                         log::warning(format_args!("worker {id}: {e}"));
@@ -221,6 +249,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     for h in handles {
         let _ = h.join();
+    }
+    if let Some(a) = &aof {
+        a.stop();
     }
     if let Some(p) = &cfg.unixsocket {
         log::notice(format_args!("Removing the unix socket file."));

@@ -258,7 +258,11 @@ fn coordinate(
     match build(ctx, args) {
         Ok(coord) => Step::Coord {
             resolved: r,
-            coord: crate::tx::TxCoord::wrap(ctx.home, coord, locks),
+            coord: crate::tx::TxCoord::wrap(
+                ctx.home,
+                crate::propagate::Logged::wrap(coord, r, args, ctx.client.db),
+                locks,
+            ),
         },
         Err(e) => {
             reply_error(ctx.out, stats, &e);

@@ -94,15 +94,13 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
                 p(shard, &[b"SET", all[1], all[3], b"PXAT", at.as_bytes()])
             }
         },
-        "expire" | "pexpire" | "expireat" | "pexpireat" => {
-            match deadline(shard, db, all[1]) {
-                None => p(shard, &[b"DEL", all[1]]),
-                Some(at) => {
-                    let at = at.to_string();
-                    p(shard, &[b"PEXPIREAT", all[1], at.as_bytes()])
-                }
+        "expire" | "pexpire" | "expireat" | "pexpireat" => match deadline(shard, db, all[1]) {
+            None => p(shard, &[b"DEL", all[1]]),
+            Some(at) => {
+                let at = at.to_string();
+                p(shard, &[b"PEXPIREAT", all[1], at.as_bytes()])
             }
-        }
+        },
         "getex" => match deadline(shard, db, all[1]) {
             None => p(shard, &[b"DEL", all[1]]),
             Some(0) => p(shard, &[b"PERSIST", all[1]]),
@@ -296,7 +294,10 @@ mod tests {
         let s = logged(&mut t, &["EXPIRE", "k", "50"]);
         let at = t.shards[0].dbs[0].get(b"k").unwrap().expire_at_ms();
         assert_eq!(s, format!("*3 $9 PEXPIREAT $1 k $13 {at} "));
-        assert_eq!(logged(&mut t, &["GETEX", "k", "PERSIST"]), "*2 $7 PERSIST $1 k ");
+        assert_eq!(
+            logged(&mut t, &["GETEX", "k", "PERSIST"]),
+            "*2 $7 PERSIST $1 k "
+        );
         assert_eq!(logged(&mut t, &["EXPIRE", "k", "-1"]), "*2 $3 DEL $1 k ");
         assert_eq!(logged(&mut t, &["EXPIRE", "k", "10"]), "");
         assert_eq!(logged(&mut t, &["SET", "k", "v"]), "*3 $3 SET $1 k $1 v ");
@@ -328,7 +329,10 @@ mod tests {
             "*3 $4 RPOP $1 l $1 2 "
         );
         t.run(&["ZADD", "z", "1", "a", "2", "b"]);
-        assert_eq!(logged(&mut t, &["BZPOPMAX", "z", "0"]), "*2 $7 ZPOPMAX $1 z ");
+        assert_eq!(
+            logged(&mut t, &["BZPOPMAX", "z", "0"]),
+            "*2 $7 ZPOPMAX $1 z "
+        );
     }
 
     #[test]
@@ -343,5 +347,90 @@ mod tests {
             logged(&mut t, &["SET", "k", "w"]),
             "*2 $3 DEL $1 k *3 $3 SET $1 k $1 w "
         );
+    }
+}
+
+thread_local! {
+    /// Records made on the home thread (a coordinator's own command, a
+    /// scratch run), stamped, waiting for the runtime to attach them to
+    /// the coordinator's transaction (see [`take_home`]).
+    static HOME: std::cell::RefCell<Vec<(u64, engine::prop::Chunk)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Queues records made on the home thread.
+pub fn home_chunk(c: engine::prop::Chunk) {
+    let seq = engine::prop::next_seq();
+    HOME.with(|h| h.borrow_mut().push((seq, c)));
+}
+
+/// The home records queued by the coordinator step that just ran.
+pub fn take_home() -> Vec<(u64, engine::prop::Chunk)> {
+    HOME.with(|h| std::mem::take(&mut *h.borrow_mut()))
+}
+
+/// A coordinated command that writes (MSET, DEL, RENAME, FLUSHALL, SWAPDB
+/// ... across shards): logged as received, once, when it finished without
+/// an error; its shards' jobs record nothing of their own but keys they
+/// found expired.
+pub struct Logged {
+    inner: Box<dyn crate::coord::Coordinator>,
+    args: resp::OwnedArgs,
+    db: usize,
+}
+
+impl Logged {
+    /// Wraps `inner` when the append-only file is on and the command
+    /// writes; returns it unchanged otherwise.
+    pub fn wrap(
+        inner: Box<dyn crate::coord::Coordinator>,
+        r: Resolved,
+        args: Args<'_>,
+        db: usize,
+    ) -> Box<dyn crate::coord::Coordinator> {
+        if !engine::prop::enabled() || !r.spec.has(crate::table::flags::WRITE) {
+            return inner;
+        }
+        Box::new(Logged {
+            inner,
+            args: args.to_owned(),
+            db,
+        })
+    }
+}
+
+impl crate::coord::Coordinator for Logged {
+    fn step(
+        &mut self,
+        results: Vec<crate::coord::JobOut>,
+        plan: &mut crate::coord::Plan,
+        out: &mut resp::Reply,
+        client: &mut crate::ctx::ClientState,
+    ) -> Result<(), crate::error::CmdError> {
+        let mark = out.len();
+        self.inner.step(results, plan, out, client)?;
+        let reply = &out.as_bytes()[mark..];
+        let failed = reply.first() == Some(&b'-');
+        if plan.is_empty() && !failed {
+            let mut p = engine::prop::PropBuf::default();
+            let argv: Vec<&[u8]> = self.args.args().iter().collect();
+            p.cmd(self.db, &argv);
+            if let Some(c) = p.take() {
+                home_chunk(c);
+            }
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self, plan: &mut crate::coord::Plan) {
+        self.inner.abort(plan)
+    }
+
+    fn parked(&mut self) -> Option<crate::coord::Parked> {
+        self.inner.parked()
+    }
+
+    fn tx_id(&self) -> Option<crate::tx::TxId> {
+        self.inner.tx_id()
     }
 }

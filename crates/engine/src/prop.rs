@@ -11,6 +11,29 @@
 //! When `on` is false nothing is recorded: callers test it first (one
 //! predictable branch).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// Whether the append-only file is on (set by the runtime; scratch shards
+/// built on the fly read it).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// A process-wide order stamp for the parts of a transaction recorded on
+/// different threads: parts are written in stamp order. Each step of a
+/// transaction starts after the previous step's parts were stamped (the
+/// coordinator waits for them), so stamp order follows execution order.
+pub fn next_seq() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Records of one shard, ready for the writer.
 #[derive(Debug, Default)]
 pub struct Chunk {
