@@ -127,8 +127,11 @@ struct Core {
     aof: Option<Arc<super::aof::Aof>>,
     /// Transactions holding locks here: their records on this shard wait
     /// for the release (see `aof`).
-    aof_tx: Vec<(ConnRef, TxId, Vec<(u64, engine::prop::Chunk)>)>,
+    aof_tx: Vec<(ConnRef, TxId, TxParts)>,
 }
+
+/// A transaction's stamped records made on this shard so far.
+type TxParts = Vec<(u64, engine::prop::Chunk)>;
 
 /// A transaction's work waiting for its locks on this shard.
 struct Waiter {

@@ -138,7 +138,7 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
             let cmd: &[u8] = if name == "blpop" { b"LPOP" } else { b"RPOP" };
             if let Some(Rv::Arr(v)) = parse(reply) {
                 if let Some(Rv::Bulk(k)) = v.into_iter().next() {
-                    return p(shard, &[cmd, &k]);
+                    p(shard, &[cmd, &k])
                 }
             }
         }
@@ -163,7 +163,7 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
                 let mut it = v.into_iter();
                 if let (Some(Rv::Bulk(k)), Some(Rv::Arr(items))) = (it.next(), it.next()) {
                     let n = items.len().to_string();
-                    return p(shard, &[cmd, &k, n.as_bytes()]);
+                    p(shard, &[cmd, &k, n.as_bytes()])
                 }
             }
         }
@@ -175,7 +175,7 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
             };
             if let Some(Rv::Arr(v)) = parse(reply) {
                 if let Some(Rv::Bulk(k)) = v.into_iter().next() {
-                    return p(shard, &[cmd, &k]);
+                    p(shard, &[cmd, &k])
                 }
             }
         }
