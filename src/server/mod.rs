@@ -7,6 +7,7 @@
 //! accepts on it and hands connections out round-robin through the
 //! mailboxes.
 
+pub mod aof;
 mod blocking;
 mod conn;
 mod mailbox;
@@ -170,11 +171,35 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
         }
     }
-    let mut shards: Vec<engine::Shard> = (0..n)
-        .map(|id| engine::Shard::new(id, cfg.databases))
-        .collect();
-    let limits = commands::ctx::enc_limits_of(&cfg);
-    let loaded = commands::persist::load(&cfg.rdb_path(), &mut shards, limits)?;
+    // The AOF wins over the RDB when enabled: load it before accepting
+    // clients, then start its writer. Without an AOF to load, the RDB.
+    let mut shards: Option<Vec<engine::Shard>> = None;
+    let aof = if cfg.appendonly {
+        if let Some(l) = aof::load(&cfg, n)? {
+            log::notice(format_args!(
+                "Done loading AOF, {} commands replayed",
+                l.commands
+            ));
+            shards = Some(l.shards);
+        }
+        let file = aof::open_files(&aof::Paths::of(&cfg))?;
+        engine::prop::set_enabled(true);
+        Some(aof::start(file, cfg.appendfsync))
+    } else {
+        None
+    };
+    let mut loaded = None;
+    let shards = match shards {
+        Some(s) => s,
+        None => {
+            let mut s: Vec<engine::Shard> = (0..n)
+                .map(|id| engine::Shard::new(id, cfg.databases))
+                .collect();
+            let limits = commands::ctx::enc_limits_of(&cfg);
+            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits)?;
+            s
+        }
+    };
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
     if let Some((keys, expired)) = loaded {
@@ -243,13 +268,22 @@ pub fn run(cfg: Config) -> Result<(), String> {
         .enumerate()
     {
         let server = server.clone();
+        let aof = aof.clone();
         let unix = if id == 0 { unix.take() } else { None };
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
         let h = std::thread::Builder::new()
             .name(format!("shard-{id}"))
             .spawn(move || {
-                match worker::Worker::new(id, shard, poll, mailbox, server.clone(), tcp, unix) {
+                match worker::Worker::new(
+                    id,
+                    poll,
+                    mailbox,
+                    server.clone(),
+                    tcp,
+                    unix,
+                    (Some(shard), aof),
+                ) {
                     Ok(w) => Some(w.run()),
                     Err(e) => {
                         log::warning(format_args!("worker {id}: {e}"));
@@ -275,6 +309,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
         if let Ok(Some(s)) = h.join() {
             shards.push(s);
         }
+    }
+    if let Some(a) = &aof {
+        a.stop();
     }
     final_save(&server, &mut shards);
     if let Some(p) = &cfg.unixsocket {

@@ -123,6 +123,11 @@ struct Core {
     waiters: Waiters,
     /// This thread's connections blocked with a deadline: `(slot, gen)`.
     blocked_conns: Vec<(usize, u32)>,
+    /// The append-only file, when `appendonly` is on.
+    aof: Option<Arc<super::aof::Aof>>,
+    /// Transactions holding locks here: their records on this shard wait
+    /// for the release (see `aof`).
+    aof_tx: Vec<(ConnRef, TxId, TxParts)>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
@@ -140,6 +145,9 @@ struct SysCoord {
     out: Reply,
     client: commands::ClientState,
 }
+
+/// A transaction's stamped records made on this shard so far.
+type TxParts = Vec<(u64, engine::prop::Chunk)>;
 
 /// A transaction's work waiting for its locks on this shard.
 struct Waiter {
@@ -162,10 +170,22 @@ struct Deferred {
 const BATCH_POOL_MAX: usize = 256;
 
 impl Core {
+    /// Hands this shard's records to the AOF writer: before any message or
+    /// reply lets another thread or a client see the writes.
+    #[inline]
+    fn aof_flush(&mut self) {
+        if let Some(a) = &self.aof {
+            if let Some(c) = self.shard.prop.take() {
+                a.append(c);
+            }
+        }
+    }
+
     fn send_batches(&mut self) {
         let Some(conn) = self.batch_conn.take() else {
             return;
         };
+        self.aof_flush();
         for (to, b) in self.batches.iter_mut().enumerate() {
             if let Some(batch) = b.take() {
                 self.mailbox.send(to, Msg::Exec { conn, batch });
@@ -292,19 +312,19 @@ pub struct Worker {
 impl Worker {
     pub fn new(
         id: usize,
-        shard: Shard,
         poll: Poll,
         mailbox: Mailbox,
         server: Arc<ServerShared>,
         tcp: Vec<TcpListener>,
         unix: Option<UnixListener>,
+        (shard, aof): (Option<Shard>, Option<Arc<super::aof::Aof>>),
     ) -> io::Result<Self> {
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
         let mut w = Worker {
             core: Core {
                 id,
-                shard,
+                shard: shard.unwrap_or_else(|| Shard::new(id, cfg.databases)),
                 stats: ThreadStats::default(),
                 mailbox,
                 cfg_gen: server.config_gen.load(Ordering::Acquire),
@@ -323,6 +343,8 @@ impl Worker {
                 blocked_conns: Vec::new(),
                 save_link: None,
                 sys: None,
+                aof,
+                aof_tx: Vec::new(),
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -341,6 +363,7 @@ impl Worker {
             rate_base: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
+        w.core.shard.prop.on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
@@ -407,6 +430,7 @@ impl Worker {
             self.drain();
             self.run_resumes();
             self.flush_conns();
+            self.core.aof_flush();
             save_wait = self.save_step(!events.is_empty());
             spilled = self.core.mailbox.flush();
             if Instant::now() >= self.next_cron {
@@ -567,6 +591,9 @@ impl Worker {
                     gen: c.gen,
                 };
                 send_plan(&mut self.core, conn, plan);
+                if let (Some(a), Some(tx)) = (&self.core.aof, ac.coord.tx_id()) {
+                    a.tx_abort(tx);
+                }
             }
             blocking::set_blocked(&mut c.client, false);
             if let Some(claim) = c.block.claim() {
@@ -761,6 +788,11 @@ impl Worker {
             }
             Msg::Job { conn, idx, work } => {
                 let Work { lock, job, release } = work;
+                if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
+                    if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
+                        self.core.aof_tx.push((conn, req.tx, Vec::new()));
+                    }
+                }
                 let w = Waiter {
                     conn,
                     idx,
@@ -960,6 +992,7 @@ impl Worker {
             }
         }
         b.reply = out.into_bytes();
+        self.core.aof_flush();
         if conn.thread as usize == self.core.id {
             self.handle(Msg::ExecDone { conn, batch });
         } else {
@@ -980,6 +1013,8 @@ impl Worker {
             release,
         }) = queue.pop_front()
         {
+            // Records made before the job are not the transaction's.
+            self.core.aof_flush();
             let out = {
                 let mut env = ShardEnv {
                     shard: &mut self.core.shard,
@@ -988,6 +1023,9 @@ impl Worker {
                 };
                 job(&mut env)
             };
+            if self.core.aof.is_some() {
+                self.aof_job_done(conn, release);
+            }
             if conn.thread as usize == self.core.id {
                 self.job_done(conn, idx, out);
             } else {
@@ -1005,6 +1043,26 @@ impl Worker {
                 self.retry_deferred();
                 queue.extend(self.core.locks.grant_waiting());
             }
+        }
+    }
+
+    /// A job of `conn` ran: its records join its transaction's (if it holds
+    /// locks here), which go to the writer's slot at the release.
+    fn aof_job_done(&mut self, conn: ConnRef, release: Option<TxId>) {
+        let Some(a) = self.core.aof.clone() else {
+            return;
+        };
+        let i = self.core.aof_tx.iter().position(|(c, _, _)| *c == conn);
+        let Some(i) = i else {
+            self.core.aof_flush();
+            return;
+        };
+        if let Some(c) = self.core.shard.prop.take() {
+            self.core.aof_tx[i].2.push((engine::prop::next_seq(), c));
+        }
+        if release.is_some() {
+            let (_, tx, parts) = self.core.aof_tx.swap_remove(i);
+            a.tx_parts(tx, parts);
         }
     }
 
@@ -1162,6 +1220,14 @@ impl Worker {
             if list.is_empty() {
                 return;
             }
+            if let Some(a) = self.core.aof.clone() {
+                // appendfsync always: no reply before its write is on disk
+                // (one fsync covers every shard's records of this round).
+                self.core.aof_flush();
+                if a.policy() == config::AppendFsync::Always {
+                    a.wait_synced();
+                }
+            }
             for slot in list {
                 self.flush_one(slot);
             }
@@ -1212,6 +1278,16 @@ impl Worker {
             log::set_level(self.core.cfg.loglevel);
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
+            if let Some(a) = &self.core.aof {
+                let p = self
+                    .core
+                    .server
+                    .config
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .appendfsync;
+                a.set_policy(p);
+            }
         }
     }
 
@@ -1371,6 +1447,7 @@ impl Worker {
     }
 
     fn shutdown(&mut self) {
+        self.core.aof_flush();
         for slot in 0..self.conns.slots.len() {
             if let Some(c) = self.conns.slots[slot].as_mut() {
                 let _ = c.flush();
@@ -1684,6 +1761,19 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         .coord
         .step(results, &mut plan, &mut ac.out, &mut c.client);
     let failed = res.is_err();
+    if let Some(a) = &core.aof {
+        // The coordinator's own records (home thread), and the end of its
+        // transaction's slot.
+        let home = commands::propagate::take_home();
+        let tx = ac.coord.tx_id();
+        match tx {
+            Some(tx) => a.tx_parts(tx, home),
+            None => home.into_iter().for_each(|(_, ch)| a.append(ch)),
+        }
+        if let (Some(tx), true) = (tx, failed || plan.is_empty()) {
+            a.tx_finish(tx);
+        }
+    }
     if let Err(e) = res {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
     }
@@ -1957,6 +2047,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         for (d, k) in core.waiters.remove(&w) {
             core.shard.dbs[d].remove_blocking(&k);
         }
+        core.aof_flush();
         let msg = Msg::Unblocked {
             conn: w.conn,
             seq: w.seq,

@@ -140,6 +140,12 @@ pub trait Coordinator {
     fn parked(&mut self) -> Option<Parked> {
         None
     }
+
+    /// The transaction this coordinator runs as, if any (the append-only
+    /// file writes its changes as one MULTI/EXEC block).
+    fn tx_id(&self) -> Option<crate::tx::TxId> {
+        None
+    }
 }
 
 /// A blocked multi-shard command: what each shard needs to run it again

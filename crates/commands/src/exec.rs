@@ -63,6 +63,11 @@ pub fn run_shard(
     stats: &mut ThreadStats,
 ) -> Option<crate::ctx::BlockOn> {
     let started = Instant::now();
+    // The append-only file: what the command changed (one branch when off).
+    let prop = shard
+        .prop
+        .on
+        .then(|| (shard.dirty(), shard.prop.implicit, out.len()));
     let mut ctx = ShardCtx {
         shard,
         db: call.db,
@@ -75,6 +80,12 @@ pub fn run_shard(
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();
+    if let Some((dirty, implicit, mark)) = prop {
+        if res.is_ok() && block.is_none() {
+            let reply = &out.as_bytes()[mark..];
+            crate::propagate::after(r, args, call.db, shard, reply, dirty, implicit);
+        }
+    }
     if let Err(e) = &res {
         reply_error(out, stats, e);
         record(stats, r.id, started, true);
@@ -259,7 +270,11 @@ fn coordinate(
     match build(ctx, args) {
         Ok(coord) => Step::Coord {
             resolved: r,
-            coord: crate::tx::TxCoord::wrap(ctx.home, coord, locks),
+            coord: crate::tx::TxCoord::wrap(
+                ctx.home,
+                crate::propagate::Logged::wrap(coord, r, args, ctx.client.db),
+                locks,
+            ),
         },
         Err(e) => {
             reply_error(ctx.out, stats, &e);

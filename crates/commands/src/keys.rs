@@ -321,6 +321,9 @@ fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
     let gone = shard.dbs[db].expire_if_needed(key, now);
     if gone {
         shard.stats.expired_keys += 1;
+        if shard.prop.on {
+            shard.prop.implicit_del(db, key);
+        }
     }
     gone
 }

@@ -21,6 +21,7 @@ pub mod list;
 pub mod memory;
 pub mod multi;
 pub mod persist;
+pub mod propagate;
 pub mod scratch;
 pub mod server;
 pub mod set;

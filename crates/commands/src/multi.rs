@@ -455,7 +455,8 @@ impl Coordinator for ExecCoord {
                     home: self.home,
                 };
                 match build {
-                    Build::Coord(b) => b(&mut ctx, args),
+                    Build::Coord(b) => b(&mut ctx, args)
+                        .map(|c| crate::propagate::Logged::wrap(c, r, args, ctx.client.db)),
                     Build::Scratch(h) => Ok(crate::scratch::coordinator(
                         r.spec, h, &mut ctx, args, false,
                     )),

@@ -110,12 +110,16 @@ pub fn coordinator(
         plan.run(*s, move |env| {
             let now = env.shard.now_ms;
             let d = &mut env.shard.dbs[db];
+            let prop = &mut env.shard.prop;
             let mut expired = 0;
             let entries = keys
                 .iter()
                 .map(|k| {
                     if d.expire_if_needed(k, now) {
                         expired += 1;
+                        if prop.on {
+                            prop.implicit_del(db, k);
+                        }
                     }
                     d.get(k).cloned()
                 })
@@ -179,6 +183,10 @@ impl Scratch {
             }
             before.push(g.entries);
         }
+        // The append-only file: the handler's own records (rewritten as
+        // on a real shard) go with the write-back, in the transaction.
+        shard.prop.on = engine::prop::enabled();
+        let prop0 = (shard.dirty(), shard.prop.implicit, out.len());
         let mut ctx = ShardCtx {
             shard: &mut shard,
             db: self.db,
@@ -190,7 +198,18 @@ impl Scratch {
             block: None,
         };
         (self.handler)(&mut ctx, self.args.args())?;
-        if let Some(on) = ctx.block.take() {
+        let block = ctx.block.take();
+        if shard.prop.on && block.is_none() {
+            if let Ok(r) = crate::table::registry().resolve(self.args.args()) {
+                let reply = &out.as_bytes()[prop0.2..];
+                let args = self.args.args();
+                crate::propagate::after(r, args, self.db, &mut shard, reply, prop0.0, prop0.1);
+            }
+            if let Some(c) = shard.prop.take() {
+                crate::propagate::home_chunk(c);
+            }
+        }
+        if let Some(on) = block {
             let every_key_waited = self
                 .groups
                 .iter()

@@ -679,6 +679,10 @@ impl Coordinator for TxCoord {
         self.inner.parked()
     }
 
+    fn tx_id(&self) -> Option<TxId> {
+        Some(self.tx)
+    }
+
     fn abort(&mut self, plan: &mut Plan) {
         if let Some(rest) = self.rest.take() {
             // The last shard ran its part: the others must run theirs, or

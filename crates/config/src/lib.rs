@@ -160,6 +160,29 @@ impl MaxmemoryPolicy {
     }
 }
 
+/// When the append-only file is fsynced (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AppendFsync {
+    /// Before a write is acknowledged (group commit).
+    Always,
+    /// Once a second, in the background.
+    Everysec,
+    /// When the OS decides.
+    No,
+}
+
+impl AppendFsync {
+    /// All values in declaration order; `ALL[i] as usize == i` and `NAMES[i]` is its name.
+    pub const ALL: [AppendFsync; 3] = [Self::Always, Self::Everysec, Self::No];
+    const NAMES: &'static [&'static str] = &["always", "everysec", "no"];
+
+    /// The name used in config files and `CONFIG GET`.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
 /// The server's settings. Build with [`Config::default`], [`parse_cli`] or
 /// [`parse_config_text`]; change at runtime only through [`config_set`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +258,16 @@ pub struct Config {
     /// `stop-writes-on-bgsave-error`: refuse writes (MISCONF) after a
     /// failed background save while save rules are set.
     pub stop_writes_on_bgsave_error: bool,
+    /// `appendonly`: log every write to the append-only file.
+    pub appendonly: bool,
+    /// `appendfilename`: base name of the AOF files.
+    pub appendfilename: Vec<u8>,
+    /// `appenddirname`: directory (under `dir`) holding the AOF files.
+    pub appenddirname: Vec<u8>,
+    /// `appendfsync`.
+    pub appendfsync: AppendFsync,
+    /// `aof-load-truncated`: start from an AOF whose last record is torn.
+    pub aof_load_truncated: bool,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
@@ -312,6 +345,11 @@ impl Config {
             rdbcompression: false,
             rdbchecksum: false,
             stop_writes_on_bgsave_error: false,
+            appendonly: false,
+            appendfilename: Vec::new(),
+            appenddirname: Vec::new(),
+            appendfsync: AppendFsync::Everysec,
+            aof_load_truncated: false,
             config_file: None,
         }
     }
@@ -504,6 +542,16 @@ macro_rules! bytes {
         }
     };
 }
+/// `Vec<u8>` with a default.
+macro_rules! name {
+    ($field:ident, $default:expr) => {
+        Str {
+            default: $default,
+            get: |c| c.$field.clone(),
+            set: |c, v| c.$field = v,
+        }
+    };
+}
 macro_rules! words {
     ($field:ident, $max_len:expr, $default:expr) => {
         words!($field, $max_len, $default, no_check)
@@ -580,6 +628,11 @@ static DIRECTIVES: &[Directive] = &[
     d("rdbcompression",           Mutable,   yes_no!(rdbcompression, true)),
     d("rdbchecksum",              Immutable, yes_no!(rdbchecksum, true)),
     d("stop-writes-on-bgsave-error", Mutable, yes_no!(stop_writes_on_bgsave_error, true)),
+    d("appendonly",               Mutable,   yes_no!(appendonly, false)),
+    d("appendfilename",           Immutable, name!(appendfilename, b"appendonly.aof")),
+    d("appenddirname",            Immutable, name!(appenddirname, b"appendonlydir")),
+    d("appendfsync",              Mutable,   one_of!(appendfsync: AppendFsync, Everysec)),
+    d("aof-load-truncated",       Mutable,   yes_no!(aof_load_truncated, true)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -1638,6 +1691,11 @@ mod tests {
             "stop-writes-on-bgsave-error",
             "no",
         ),
+        ("appendonly", "yes", "appendonly", "yes"),
+        ("appendfilename", "x.aof", "appendfilename", "x.aof"),
+        ("appenddirname", "aofs", "appenddirname", "aofs"),
+        ("appendfsync", "ALWAYS", "appendfsync", "always"),
+        ("aof-load-truncated", "no", "aof-load-truncated", "no"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1680,6 +1738,11 @@ mod tests {
             "rdbcompression" => assert!(!c.rdbcompression),
             "rdbchecksum" => assert!(!c.rdbchecksum),
             "stop-writes-on-bgsave-error" => assert!(!c.stop_writes_on_bgsave_error),
+            "appendonly" => assert!(c.appendonly),
+            "appendfilename" => assert_eq!(c.appendfilename, b"x.aof"),
+            "appenddirname" => assert_eq!(c.appenddirname, b"aofs"),
+            "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
+            "aof-load-truncated" => assert!(!c.aof_load_truncated),
             other => panic!("no check for {other}"),
         }
     }
@@ -1772,7 +1835,9 @@ mod tests {
                 "shards",
                 "databases",
                 "logfile",
-                "rdbchecksum"
+                "rdbchecksum",
+                "appendfilename",
+                "appenddirname"
             ]
         );
     }

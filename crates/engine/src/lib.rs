@@ -12,6 +12,7 @@
 pub mod db;
 pub mod lazyfree;
 pub mod lfu;
+pub mod prop;
 pub mod rdb;
 pub mod snapshot;
 pub mod types;
@@ -53,6 +54,9 @@ pub struct Shard {
     /// Collection encoding thresholds (`hash-max-listpack-entries` ...),
     /// set by the owning loop from the configuration.
     pub enc: EncLimits,
+    /// Records of this shard's changes for the append-only file (see
+    /// [`prop`]); off unless `appendonly` is on.
+    pub prop: prop::PropBuf,
 }
 
 impl Shard {
@@ -66,6 +70,7 @@ impl Shard {
             expire_cursor_db: 0,
             lfu: None,
             enc: EncLimits::default(),
+            prop: prop::PropBuf::default(),
         }
     }
 
@@ -88,6 +93,9 @@ impl Shard {
         let d = &mut self.dbs[db];
         if d.expire_if_needed(key, now) {
             self.stats.expired_keys += 1;
+            if self.prop.on {
+                self.prop.implicit_del(db, key);
+            }
         }
         match d.get_mut(key) {
             Some(e) => {
@@ -112,6 +120,9 @@ impl Shard {
         let d = &mut self.dbs[db];
         if d.expire_if_needed(key, now) {
             self.stats.expired_keys += 1;
+            if self.prop.on {
+                self.prop.implicit_del(db, key);
+            }
         }
         let e = d.get_mut(key)?;
         record_access(e, now, self.lfu, &mut self.rng);
@@ -124,6 +135,9 @@ impl Shard {
         let d = &mut self.dbs[db];
         if d.expire_if_needed(key, now) {
             self.stats.expired_keys += 1;
+            if self.prop.on {
+                self.prop.implicit_del(db, key);
+            }
             return false;
         }
         d.contains(key)
@@ -135,6 +149,9 @@ impl Shard {
         let d = &mut self.dbs[db];
         if d.expire_if_needed(key, now) {
             self.stats.expired_keys += 1;
+            if self.prop.on {
+                self.prop.implicit_del(db, key);
+            }
             return None;
         }
         d.remove(key)
@@ -183,6 +200,9 @@ impl Shard {
             };
             if self.dbs[db].expire_if_needed(&key, now) {
                 self.stats.expired_keys += 1;
+                if self.prop.on {
+                    self.prop.implicit_del(db, &key);
+                }
             }
         }
         None
@@ -217,6 +237,9 @@ impl Shard {
                 for k in &keys {
                     if self.dbs[db].expire_if_needed(k, now) {
                         expired += 1;
+                        if self.prop.on {
+                            self.prop.implicit_del(db, k);
+                        }
                     }
                 }
                 total += expired;

@@ -1,0 +1,740 @@
+//! The append-only file (Redis 7's multi-part AOF): one file set for the
+//! whole server, written by one writer thread that every shard thread
+//! feeds.
+//!
+//! Files: `dir/appenddirname/` holds a base (`<appendfilename>.1.base.aof`
+//! here; Redis also writes `.base.rdb`), the incremental file
+//! `<appendfilename>.1.incr.aof`, and the manifest
+//! `<appendfilename>.manifest` naming them with Redis's line format
+//! (`file <name> seq <n> type b|i`).
+//!
+//! Ordering. A shard appends its records ([`engine::prop::Chunk`]) to the
+//! shared queue before it sends any message that lets another thread see
+//! its writes, and before running a transaction's job. A transaction's
+//! records (from each shard's jobs, and from its coordinator on the home
+//! thread) collect in a slot of the queue, created when the first of them
+//! arrives: after every lock was granted (each shard flushed its earlier
+//! records before granting) and no later than the first release (anything
+//! that conflicts with it comes after a release, so after the slot). The
+//! home thread completes the slot when the coordinator finishes; the writer
+//! writes the queue in order and stops at an incomplete slot. A slot is
+//! written as one `MULTI ... EXEC` block, its parts in stamp order.
+//!
+//! fsync: `always` makes each shard thread wait, before writing replies,
+//! until everything it could have replied about is on disk; the writer
+//! covers every record that arrived since its last round with one
+//! `fdatasync` (group commit). `everysec` syncs at most once a second from
+//! the writer; `no` never syncs.
+//!
+//! Rewrite hook (BGREWRITEAOF, `CONFIG SET appendonly yes`): a rewrite is
+//! "at one instant, switch to a new incr file, snapshot as the new base,
+//! swap the manifest". [`Aof::switch_incr`] does the first part under the
+//! queue lock (every record before the switch goes to the old file, every
+//! one after to the new), [`write_manifest`] the last.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use config::{AppendFsync, Config};
+use engine::prop::{write_array, Chunk};
+
+use crate::log;
+
+type TxId = u64;
+
+enum Item {
+    Chunk(Chunk),
+    Tx {
+        parts: Vec<(u64, Chunk)>,
+        done: bool,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+    /// Index (over the queue's whole life) of `items[0]`.
+    base: u64,
+    /// Open transaction slots: absolute item index.
+    txs: HashMap<TxId, u64>,
+    stop: bool,
+    /// Set by [`Aof::switch_incr`]: the writer opens this file after
+    /// writing everything queued before the switch.
+    switch_to: Option<(u64, PathBuf)>,
+    /// Transactions finished by an abort (see [`Aof::tx_abort`]).
+    aborted: VecDeque<TxId>,
+}
+
+impl Queue {
+    fn next(&self) -> u64 {
+        self.base + self.items.len() as u64
+    }
+    /// Index of the first item the writer cannot pass yet.
+    fn first_open(&self) -> u64 {
+        self.txs.values().copied().min().unwrap_or(u64::MAX)
+    }
+    fn slot(&mut self, tx: TxId) -> &mut Vec<(u64, Chunk)> {
+        let idx = match self.txs.get(&tx) {
+            Some(&i) => i,
+            None => {
+                let i = self.next();
+                self.items.push_back(Item::Tx {
+                    parts: Vec::new(),
+                    done: false,
+                });
+                self.txs.insert(tx, i);
+                i
+            }
+        };
+        match &mut self.items[(idx - self.base) as usize] {
+            Item::Tx { parts, .. } => parts,
+            Item::Chunk(_) => unreachable!("INVARIANT: txs index Tx items"),
+        }
+    }
+}
+
+/// The shared writer state.
+pub struct Aof {
+    q: Mutex<Queue>,
+    /// The writer waits here for work.
+    work: Condvar,
+    /// Shards wait here for [`Aof::synced`] to move (`always`).
+    synced_cv: Condvar,
+    /// Items `< synced` are written (and fsynced under `always`).
+    synced: AtomicU64,
+    fsync: AtomicU8,
+    /// Last write failed (INFO `aof_last_write_status`).
+    write_failed: AtomicBool,
+    /// Bytes written to the current incr file (INFO `aof_current_size`
+    /// minus the base).
+    written: AtomicU64,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+fn fsync_code(f: AppendFsync) -> u8 {
+    f as u8
+}
+
+impl Aof {
+    pub fn policy(&self) -> AppendFsync {
+        AppendFsync::ALL[self.fsync.load(Ordering::Relaxed) as usize]
+    }
+
+    pub fn set_policy(&self, f: AppendFsync) {
+        self.fsync.store(fsync_code(f), Ordering::Relaxed);
+    }
+
+    /// Appends a shard's records (outside any transaction).
+    pub fn append(&self, c: Chunk) {
+        let mut q = self.lock();
+        q.items.push_back(Item::Chunk(c));
+        drop(q);
+        self.work.notify_one();
+    }
+
+    /// A shard's records of transaction `tx`, each stamped.
+    pub fn tx_parts(&self, tx: TxId, parts: Vec<(u64, Chunk)>) {
+        if parts.is_empty() {
+            return;
+        }
+        let mut q = self.lock();
+        if q.aborted.contains(&tx) && !q.txs.contains_key(&tx) {
+            q.items.push_back(Item::Tx { parts, done: true });
+            drop(q);
+            self.work.notify_one();
+            return;
+        }
+        q.slot(tx).extend(parts);
+    }
+
+    /// The coordinator of `tx` went away mid-way (its connection closed):
+    /// its slot is written as it stands; parts that still arrive (jobs
+    /// that must run to completion) form a block of their own.
+    pub fn tx_abort(&self, tx: TxId) {
+        let mut q = self.lock();
+        q.aborted.push_back(tx);
+        if q.aborted.len() > 1024 {
+            q.aborted.pop_front();
+        }
+        drop(q);
+        self.tx_finish(tx);
+    }
+
+    /// The coordinator of `tx` finished: its slot can be written.
+    pub fn tx_finish(&self, tx: TxId) {
+        let mut q = self.lock();
+        let Some(idx) = q.txs.remove(&tx) else {
+            return;
+        };
+        let base = q.base;
+        if let Item::Tx { done, .. } = &mut q.items[(idx - base) as usize] {
+            *done = true;
+        }
+        drop(q);
+        self.work.notify_one();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `always`: waits until every record queued so far is on disk, except
+    /// those behind a transaction still running (its thread may be the one
+    /// waiting).
+    pub fn wait_synced(&self) {
+        let mut q = self.lock();
+        let target = q.next().min(q.first_open());
+        while self.synced.load(Ordering::Acquire) < target && !q.stop {
+            q = self
+                .synced_cv
+                .wait_timeout(q, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+            let open = q.first_open();
+            if open < target && self.synced.load(Ordering::Acquire) >= open {
+                break;
+            }
+        }
+    }
+
+    /// Starts a new incr file: records queued after this call go to
+    /// `path`. (The rewrite hook; see the module docs.)
+    #[allow(dead_code)] // BGREWRITEAOF (lead) calls it.
+    pub fn switch_incr(&self, path: PathBuf) {
+        let mut q = self.lock();
+        let at = q.next();
+        q.switch_to = Some((at, path));
+        drop(q);
+        self.work.notify_one();
+    }
+
+    /// Writes and syncs what is queued, then ends the writer (shutdown).
+    pub fn stop(&self) {
+        {
+            let mut q = self.lock();
+            q.stop = true;
+            // Transactions that never finished are written as they stand.
+            for item in q.items.iter_mut() {
+                if let Item::Tx { done, .. } = item {
+                    *done = true;
+                }
+            }
+            q.txs.clear();
+        }
+        self.work.notify_all();
+        self.synced_cv.notify_all();
+        let h = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = h {
+            let _ = h.join();
+        }
+    }
+
+    /// INFO persistence's AOF fields (for the lead's INFO section).
+    #[allow(dead_code)] // INFO persistence (lead) calls it.
+    pub fn info(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = write!(
+            out,
+            "aof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n\
+             aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\n\
+             aof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\n\
+             aof_last_write_status:{}\r\naof_last_cow_size:0\r\naof_current_size:{}\r\n",
+            if self.write_failed.load(Ordering::Relaxed) {
+                "err"
+            } else {
+                "ok"
+            },
+            self.written.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Where the AOF files live.
+pub struct Paths {
+    pub dir: PathBuf,
+    pub name: String,
+}
+
+impl Paths {
+    pub fn of(cfg: &Config) -> Paths {
+        let root = cfg.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+        Paths {
+            dir: root.join(String::from_utf8_lossy(&cfg.appenddirname).into_owned()),
+            name: String::from_utf8_lossy(&cfg.appendfilename).into_owned(),
+        }
+    }
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.join(format!("{}.manifest", self.name))
+    }
+}
+
+/// One manifest line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManifestFile {
+    pub name: String,
+    pub seq: u64,
+    /// `b` base, `h` history, `i` incr.
+    pub kind: char,
+}
+
+pub fn parse_manifest(text: &str) -> Result<Vec<ManifestFile>, String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (mut name, mut seq, mut kind) = (None, None, None);
+        for kv in w.chunks(2) {
+            if kv.len() != 2 {
+                return Err(format!("Invalid AOF manifest file format: {line}"));
+            }
+            match kv[0] {
+                "file" => name = Some(kv[1].to_string()),
+                "seq" => seq = kv[1].parse::<u64>().ok(),
+                "type" => kind = kv[1].chars().next(),
+                _ => {}
+            }
+        }
+        match (name, seq, kind) {
+            (Some(name), Some(seq), Some(kind)) => out.push(ManifestFile { name, seq, kind }),
+            _ => return Err(format!("Invalid AOF manifest file format: {line}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the manifest atomically (temporary file, fsync, rename).
+pub fn write_manifest(p: &Paths, files: &[ManifestFile]) -> std::io::Result<()> {
+    let mut text = String::new();
+    for f in files {
+        text.push_str(&format!("file {} seq {} type {}\n", f.name, f.seq, f.kind));
+    }
+    let tmp = p.dir.join(format!("temp-{}.manifest", p.name));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, p.manifest())?;
+    if let Ok(d) = File::open(&p.dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Opens (creating if needed) the file set; returns the incr file to
+/// append to.
+pub fn open_files(p: &Paths) -> Result<File, String> {
+    std::fs::create_dir_all(&p.dir)
+        .map_err(|e| format!("Can't create the append-only dir {}: {e}", p.dir.display()))?;
+    let files = match std::fs::read_to_string(p.manifest()) {
+        Ok(t) => parse_manifest(&t)?,
+        Err(_) => {
+            let base = ManifestFile {
+                name: format!("{}.1.base.aof", p.name),
+                seq: 1,
+                kind: 'b',
+            };
+            let incr = ManifestFile {
+                name: format!("{}.1.incr.aof", p.name),
+                seq: 1,
+                kind: 'i',
+            };
+            File::create(p.dir.join(&base.name))
+                .and_then(|f| f.sync_all())
+                .map_err(|e| format!("Can't create the AOF base file: {e}"))?;
+            write_manifest(p, &[base, incr.clone()])
+                .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+            vec![incr]
+        }
+    };
+    let incr = files
+        .iter()
+        .rfind(|f| f.kind == 'i')
+        .ok_or("The AOF manifest names no incr file")?;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p.dir.join(&incr.name))
+        .map_err(|e| format!("Can't open the append only file {}: {e}", incr.name))
+}
+
+/// Starts the writer thread on `file`.
+pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
+    let aof = Arc::new(Aof {
+        q: Mutex::new(Queue::default()),
+        work: Condvar::new(),
+        synced_cv: Condvar::new(),
+        synced: AtomicU64::new(0),
+        fsync: AtomicU8::new(fsync_code(policy)),
+        write_failed: AtomicBool::new(false),
+        written: AtomicU64::new(file.metadata().map_or(0, |m| m.len())),
+        thread: Mutex::new(None),
+    });
+    let a = aof.clone();
+    let h = std::thread::Builder::new()
+        .name("aof".into())
+        .spawn(move || writer(a, file))
+        .expect("spawn the AOF writer");
+    *aof.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    aof
+}
+
+fn select(buf: &mut Vec<u8>, cur: &mut Option<usize>, db: usize) {
+    if *cur != Some(db) {
+        let d = db.to_string();
+        write_array(buf, &[b"SELECT", d.as_bytes()]);
+    }
+}
+
+fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
+    select(buf, cur, c.first_db);
+    buf.extend_from_slice(&c.bytes);
+    *cur = Some(c.last_db);
+}
+
+fn writer(aof: Arc<Aof>, mut file: File) {
+    let mut cur_db: Option<usize> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_sync = Instant::now();
+    let mut dirty = false;
+    loop {
+        let (end, stop, switch) = {
+            let mut q = aof.lock();
+            loop {
+                let ready = match q.items.front() {
+                    Some(Item::Chunk(_)) => true,
+                    Some(Item::Tx { done, .. }) => *done,
+                    None => false,
+                };
+                if ready || q.stop || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base) {
+                    break;
+                }
+                let wait = if dirty {
+                    Duration::from_millis(200)
+                } else {
+                    Duration::from_secs(1)
+                };
+                q = aof
+                    .work
+                    .wait_timeout(q, wait)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+                if dirty && last_sync.elapsed() >= Duration::from_secs(1) {
+                    break;
+                }
+            }
+            let limit = q.switch_to.as_ref().map_or(u64::MAX, |(at, _)| *at);
+            while q.base < limit {
+                let ready = match q.items.front() {
+                    Some(Item::Chunk(_)) => true,
+                    Some(Item::Tx { done, .. }) => *done,
+                    None => false,
+                };
+                if !ready {
+                    break;
+                }
+                match q.items.pop_front() {
+                    Some(Item::Chunk(c)) => emit(&mut buf, &mut cur_db, &c),
+                    Some(Item::Tx { mut parts, .. }) => {
+                        if !parts.is_empty() {
+                            parts.sort_by_key(|(s, _)| *s);
+                            write_array(&mut buf, &[b"MULTI"]);
+                            for (_, c) in &parts {
+                                emit(&mut buf, &mut cur_db, c);
+                            }
+                            write_array(&mut buf, &[b"EXEC"]);
+                        }
+                    }
+                    None => break,
+                }
+                q.base += 1;
+            }
+            let switch = match &q.switch_to {
+                Some((at, _)) if *at <= q.base => q.switch_to.take().map(|(_, p)| p),
+                _ => None,
+            };
+            (q.base, q.stop && q.items.is_empty(), switch)
+        };
+        if !buf.is_empty() {
+            match file.write_all(&buf) {
+                Ok(()) => {
+                    aof.write_failed.store(false, Ordering::Relaxed);
+                    aof.written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    dirty = true;
+                }
+                Err(e) => {
+                    aof.write_failed.store(true, Ordering::Relaxed);
+                    log::warning(format_args!("Error writing to the AOF file: {e}"));
+                }
+            }
+            buf.clear();
+        }
+        let policy = aof.policy();
+        let sync_now = dirty
+            && match policy {
+                AppendFsync::Always => true,
+                AppendFsync::Everysec => last_sync.elapsed() >= Duration::from_secs(1) || stop,
+                AppendFsync::No => false,
+            };
+        if sync_now {
+            if let Err(e) = file.sync_data() {
+                log::warning(format_args!("Error fsyncing the AOF file: {e}"));
+            }
+            last_sync = Instant::now();
+            dirty = false;
+        }
+        if let Some(path) = switch {
+            let _ = file.sync_data();
+            match OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => {
+                    file = f;
+                    cur_db = None;
+                    aof.written.store(0, Ordering::Relaxed);
+                }
+                Err(e) => log::warning(format_args!(
+                    "Can't open the new AOF file {}: {e}",
+                    path.display()
+                )),
+            }
+        }
+        aof.synced.store(end, Ordering::Release);
+        {
+            let _g = aof.lock();
+            aof.synced_cv.notify_all();
+        }
+        if stop {
+            let _ = file.sync_data();
+            return;
+        }
+    }
+}
+
+// ------------------------------------------------------------------ loading
+
+/// What loading found.
+pub struct Loaded {
+    pub shards: Vec<engine::Shard>,
+    pub commands: u64,
+}
+
+/// Loads the AOF file set into `nshards` shards, replaying every command
+/// through the normal handlers. `Ok(None)`: no manifest (nothing to load).
+pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
+    let p = Paths::of(cfg);
+    let text = match std::fs::read_to_string(p.manifest()) {
+        Ok(t) => t,
+        Err(_) => return Ok(None),
+    };
+    let files = parse_manifest(&text)?;
+    let started = Instant::now();
+    let mut t = commands::testutil::TestServer::new(nshards);
+    t.server = Arc::new(commands::ServerShared::new(cfg.clone(), nshards));
+    t.shards = (0..nshards)
+        .map(|i| engine::Shard::new(i, cfg.databases))
+        .collect();
+    let mut n = 0u64;
+    let order = files
+        .iter()
+        .filter(|f| f.kind == 'b')
+        .chain(files.iter().filter(|f| f.kind == 'i'));
+    let last_incr = files.iter().rposition(|f| f.kind == 'i');
+    for (i, f) in order.enumerate() {
+        let path = p.dir.join(&f.name);
+        let data = match std::fs::read(&path) {
+            Ok(d) => d,
+            Err(e) if f.kind == 'i' && e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("Can't open the append-only file {}: {e}", f.name)),
+        };
+        if data.starts_with(b"REDIS") {
+            return Err(format!(
+                "The AOF base {} is an RDB file: loading an RDB preamble is not supported yet",
+                f.name
+            ));
+        }
+        let is_last = last_incr.is_some() && i == files.len() - 1;
+        n += replay(&mut t, &data, &path, cfg.aof_load_truncated, is_last)?;
+    }
+    // Leave the client state clean (an unterminated MULTI is dropped).
+    if t.client.multi.is_some() {
+        log::warning(format_args!(
+            "Revert incomplete MULTI/EXEC transaction in AOF file"
+        ));
+    }
+    log::notice(format_args!(
+        "DB loaded from append only file: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(Some(Loaded {
+        shards: std::mem::take(&mut t.shards),
+        commands: n,
+    }))
+}
+
+/// Replays one file; returns the number of commands run.
+fn replay(
+    t: &mut commands::testutil::TestServer,
+    data: &[u8],
+    path: &Path,
+    load_truncated: bool,
+    last: bool,
+) -> Result<u64, String> {
+    let mut pos = 0;
+    let mut n = 0;
+    // Commands of an open MULTI run only at its EXEC.
+    let mut multi_start: Option<usize> = None;
+    while pos < data.len() {
+        match parse_cmd(&data[pos..]) {
+            Parsed::Cmd(argv, used) => {
+                let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+                if refs[0].eq_ignore_ascii_case(b"multi") {
+                    multi_start = Some(pos);
+                } else if refs[0].eq_ignore_ascii_case(b"exec") {
+                    multi_start = None;
+                }
+                let reply = t.raw(&refs);
+                if reply.starts_with(b"-") && multi_start.is_none() {
+                    log::warning(format_args!(
+                        "Error replaying {} from the AOF: {}",
+                        String::from_utf8_lossy(refs[0]),
+                        String::from_utf8_lossy(&reply).trim_end()
+                    ));
+                }
+                n += 1;
+                pos += used;
+            }
+            Parsed::Short => {
+                if !last || !load_truncated {
+                    return Err(format!(
+                        "Unexpected end of file reading the append only file {}. You can: \
+                         1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. \
+                         2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
+                        path.display()
+                    ));
+                }
+                log::warning(format_args!(
+                    "!!! Warning: short read while loading the AOF file {}!!!",
+                    path.display()
+                ));
+                log::warning(format_args!(
+                    "!!! Truncating the AOF {} at offset {} !!!",
+                    path.display(),
+                    multi_start.unwrap_or(pos)
+                ));
+                truncate(path, multi_start.unwrap_or(pos));
+                log::warning(format_args!(
+                    "AOF loaded anyway because aof-load-truncated is enabled"
+                ));
+                if multi_start.is_some() {
+                    t.raw(&[b"DISCARD"]);
+                }
+                return Ok(n);
+            }
+            Parsed::Bad => {
+                return Err(format!(
+                    "Bad file format reading the append only file {}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
+                    path.display()
+                ));
+            }
+        }
+    }
+    if let Some(at) = multi_start {
+        log::warning(format_args!(
+            "Revert incomplete MULTI/EXEC transaction in AOF file {}",
+            path.display()
+        ));
+        t.raw(&[b"DISCARD"]);
+        if last {
+            truncate(path, at);
+        }
+    }
+    Ok(n)
+}
+
+fn truncate(path: &Path, len: usize) {
+    if let Ok(f) = OpenOptions::new().write(true).open(path) {
+        let _ = f.set_len(len as u64);
+        let _ = f.sync_all();
+    }
+}
+
+enum Parsed {
+    Cmd(Vec<Vec<u8>>, usize),
+    Short,
+    Bad,
+}
+
+fn parse_cmd(b: &[u8]) -> Parsed {
+    fn line(b: &[u8], pos: usize) -> Option<(&[u8], usize)> {
+        let rel = b.get(pos..)?.windows(2).position(|w| w == b"\r\n")?;
+        Some((&b[pos..pos + rel], pos + rel + 2))
+    }
+    fn num(l: &[u8]) -> Option<usize> {
+        std::str::from_utf8(l).ok()?.parse().ok()
+    }
+    if b[0] != b'*' {
+        return Parsed::Bad;
+    }
+    let Some((l, mut pos)) = line(b, 1) else {
+        return Parsed::Short;
+    };
+    let Some(argc) = num(l).filter(|&n| n >= 1) else {
+        return Parsed::Bad;
+    };
+    let mut argv = Vec::with_capacity(argc.min(1024));
+    for _ in 0..argc {
+        match b.get(pos) {
+            None => return Parsed::Short,
+            Some(b'$') => {}
+            Some(_) => return Parsed::Bad,
+        }
+        let Some((l, p)) = line(b, pos + 1) else {
+            return Parsed::Short;
+        };
+        let Some(len) = num(l) else {
+            return Parsed::Bad;
+        };
+        if b.len() < p + len + 2 {
+            return Parsed::Short;
+        }
+        if &b[p + len..p + len + 2] != b"\r\n" {
+            return Parsed::Bad;
+        }
+        argv.push(b[p..p + len].to_vec());
+        pos = p + len + 2;
+    }
+    Parsed::Cmd(argv, pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_lines_as_redis_writes_them() {
+        let m = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
+        let f = parse_manifest(m).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].kind, 'b');
+        assert_eq!(f[1].name, "appendonly.aof.1.incr.aof");
+        assert!(parse_manifest("file x seq").is_err());
+    }
+
+    #[test]
+    fn commands_parse_and_torn_tails_are_short() {
+        let b = b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n";
+        assert!(matches!(parse_cmd(b), Parsed::Cmd(ref v, n) if v.len() == 2 && n == b.len()));
+        for cut in 1..b.len() {
+            assert!(matches!(parse_cmd(&b[..cut]), Parsed::Short), "{cut}");
+        }
+        assert!(matches!(parse_cmd(b"+OK\r\n"), Parsed::Bad));
+        assert!(matches!(parse_cmd(b"*1\r\n$3\r\nabcXY"), Parsed::Bad));
+    }
+}
