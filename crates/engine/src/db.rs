@@ -379,6 +379,11 @@ impl Db {
         self.table.random_entry(rng)
     }
 
+    /// A random key with a TTL (volatile-random eviction).
+    pub fn random_volatile(&self, rng: &mut impl Rng) -> Option<&SmallBytes> {
+        self.volatile.random_entry(rng).map(|(k, _)| k)
+    }
+
     pub fn sample_volatile(&self, rng: &mut impl Rng, n: usize, out: &mut Vec<SmallBytes>) {
         let mut keys = Vec::with_capacity(n);
         self.volatile.sample_keys(rng, n, &mut keys);

@@ -9,7 +9,9 @@
 //! command), so one command sees one instant and a pipelined batch pays for
 //! one clock read.
 
+pub mod alloc;
 pub mod db;
+pub mod evict;
 pub mod lazyfree;
 pub mod lfu;
 pub mod types;
@@ -32,6 +34,8 @@ pub struct ShardStats {
     pub expired_time_cap_reached_count: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Keys evicted under `maxmemory` (INFO `evicted_keys`).
+    pub evicted_keys: u64,
 }
 
 /// Everything one thread owns of the keyspace.
@@ -51,6 +55,8 @@ pub struct Shard {
     /// Collection encoding thresholds (`hash-max-listpack-entries` ...),
     /// set by the owning loop from the configuration.
     pub enc: EncLimits,
+    /// `maxmemory` settings and the eviction pool (see [`evict`]).
+    pub evict: evict::Evictor,
 }
 
 impl Shard {
@@ -64,6 +70,7 @@ impl Shard {
             expire_cursor_db: 0,
             lfu: None,
             enc: EncLimits::default(),
+            evict: evict::Evictor::default(),
         }
     }
 
