@@ -282,6 +282,8 @@ impl Worker {
         tcp: Vec<TcpListener>,
         unix: Option<UnixListener>,
     ) -> io::Result<Self> {
+        // This thread's allocations count as this shard's (maxmemory).
+        engine::alloc::enter_shard(id);
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
         let mut w = Worker {
@@ -324,6 +326,7 @@ impl Worker {
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
+        commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -1099,6 +1102,7 @@ impl Worker {
             log::set_level(self.core.cfg.loglevel);
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
+            commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
         }
     }
 
@@ -1173,6 +1177,9 @@ impl Worker {
             self.accept_unix();
         }
         self.core.shard.active_expire_cycle(budget_us);
+        // maxmemory: this shard's share of any excess, even without
+        // commands (see engine::evict).
+        self.core.shard.evict_cron(budget_us);
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
         self.core.shard.rehash_cron(1000);

@@ -53,12 +53,11 @@
 //! (before the key goes; large values are freed by the lazyfree thread, so
 //! the allocator's figure lags behind).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use ds::SmallBytes;
-use rand::Rng;
 
 use crate::Shard;
 
@@ -92,17 +91,39 @@ impl Policy {
     }
 }
 
-/// What shards share about memory: each shard's count of keys its policy
-/// may evict, published when it checks memory.
+/// What shards and connection threads share about memory: the limit and
+/// whether the policy evicts (for checks made where no shard is at hand:
+/// MULTI, EXEC, multi-shard commands), and each shard's count of keys its
+/// policy may evict, published when it checks memory.
 pub struct MemShared {
     evictable: Box<[AtomicU64]>,
+    /// `maxmemory`, 0 = none: read on every dispatch (one relaxed load).
+    pub maxmemory: AtomicU64,
+    noeviction: AtomicBool,
 }
 
 impl MemShared {
     pub fn new(nshards: usize) -> Self {
         MemShared {
             evictable: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            maxmemory: AtomicU64::new(0),
+            noeviction: AtomicBool::new(true),
         }
+    }
+    /// Records the settings (every shard does so after a CONFIG SET).
+    pub fn set_limit(&self, maxmemory: u64, policy: Policy) {
+        self.maxmemory.store(maxmemory, Ordering::Relaxed);
+        self.noeviction
+            .store(policy == Policy::NoEviction, Ordering::Relaxed);
+    }
+    /// The out-of-memory state as seen without a shard (Redis's
+    /// `performEvictions() == EVICT_FAIL`, minus the eviction, which the
+    /// shards do): over the limit and nothing can be evicted.
+    pub fn out_of_memory(&self) -> bool {
+        let max = self.maxmemory.load(Ordering::Relaxed);
+        max != 0
+            && crate::alloc::used_total(self.nshards()) > max
+            && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
     }
     pub fn nshards(&self) -> usize {
         self.evictable.len()
@@ -301,13 +322,16 @@ impl Shard {
     }
 
     /// The cron's part: evicts this shard's share of any excess even when
-    /// it gets no commands, and publishes its evictable count.
-    pub fn evict_cron(&mut self) {
+    /// it gets no commands, for at most `budget_us` (Redis keeps evicting
+    /// from a timer until under the limit; the cron's budget plays that
+    /// part), and publishes its evictable count.
+    pub fn evict_cron(&mut self, budget_us: u64) {
         if self.evict.maxmemory != 0 {
             let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
             let view = MemView::read(self.id, n);
             if view.total > self.evict.maxmemory {
-                self.perform_evictions(view);
+                let limit = self.evict.time_limit_us().map(|l| l.max(budget_us));
+                self.evict_for(view, limit);
             }
         }
         self.publish_evictable();
@@ -316,6 +340,11 @@ impl Shard {
     /// Evicts keys of this shard until its share of the excess in `view`
     /// is freed, nothing is left to evict, or the time budget runs out.
     pub fn perform_evictions(&mut self, view: MemView) -> Outcome {
+        let limit = self.evict.time_limit_us();
+        self.evict_for(view, limit)
+    }
+
+    fn evict_for(&mut self, view: MemView, limit: Option<u64>) -> Outcome {
         let to_free = view.to_free(self.evict.maxmemory);
         if to_free == 0 {
             return Outcome::Ok;
@@ -323,7 +352,6 @@ impl Shard {
         if self.evict.policy == Policy::NoEviction {
             return Outcome::Fail;
         }
-        let limit = self.evict.time_limit_us();
         let start = Instant::now();
         let mut freed = 0u64;
         let mut keys = 0u64;
