@@ -127,7 +127,12 @@ fn allkeys_lfu_keeps_frequently_read_keys() {
 
 #[test]
 fn volatile_policies_never_evict_keys_without_ttl_then_refuse_writes() {
-    for policy in ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"] {
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
         let (_s, mut c) = server(policy, "2");
         fill(&mut c, "p", 5_000, None);
         fill(&mut c, "t", 10_000, Some(3600));

@@ -67,9 +67,7 @@ pub fn run_shard(
 ) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
-    if shard.evict.maxmemory != 0
-        && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM))
-    {
+    if shard.evict.maxmemory != 0 && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM)) {
         count_rejected(stats, Some(r.id));
         reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
         return None;
@@ -174,7 +172,12 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
-    if ctx.server.mem.maxmemory.load(std::sync::atomic::Ordering::Relaxed) != 0
+    if ctx
+        .server
+        .mem
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        != 0
         && oom_refused(r, args, ctx, stats, scratch)
     {
         return Step::Done;
@@ -283,8 +286,8 @@ fn oom_refused(
     } else {
         r.spec.has(flags::DENYOOM)
     };
-    let in_multi = ctx.client.multi.is_some()
-        && !matches!(name, "exec" | "discard" | "quit" | "reset");
+    let in_multi =
+        ctx.client.multi.is_some() && !matches!(name, "exec" | "discard" | "quit" | "reset");
     let elsewhere = in_multi
         || is_exec
         || match r.spec.exec {

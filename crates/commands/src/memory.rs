@@ -42,7 +42,14 @@ const SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec::new("purge", 2, 0, NO_KEYS, Exec::Coord(purge), &["slow"]),
     CommandSpec::new("stats", 2, 0, NO_KEYS, Exec::Coord(stats), &["slow"]),
     CommandSpec::new("doctor", 2, 0, NO_KEYS, Exec::Coord(doctor), &["slow"]),
-    CommandSpec::new("malloc-stats", 2, 0, NO_KEYS, Exec::Conn(malloc_stats), &["slow"]),
+    CommandSpec::new(
+        "malloc-stats",
+        2,
+        0,
+        NO_KEYS,
+        Exec::Conn(malloc_stats),
+        &["slow"],
+    ),
     CommandSpec::new(
         "help",
         2,
@@ -295,7 +302,7 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             // Redis computes these percentages in single precision.
             let pct = |a: u64, b: u64| f64::from((a as f32) * 100.0 / (b.max(1) as f32));
             let ratio = |r: f64| f64::from(r as f32);
-            out.map(25 + o.dbs.len());
+            out.map(27 + o.dbs.len());
             let int = |out: &mut resp::Reply, k: &str, v: i64| {
                 out.bulk(k.as_bytes());
                 out.int(v);
@@ -322,7 +329,11 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             }
             int(out, "overhead.total", o.overhead as i64);
             int(out, "keys.count", o.keys as i64);
-            int(out, "keys.bytes-per-key", net.checked_div(o.keys).unwrap_or(0) as i64);
+            int(
+                out,
+                "keys.bytes-per-key",
+                net.checked_div(o.keys).unwrap_or(0) as i64,
+            );
             int(out, "dataset.bytes", o.dataset as i64);
             out.bulk(b"dataset.percentage");
             out.double(pct(o.dataset, net));
@@ -380,7 +391,8 @@ fn doctor_report(f: &MemFigures) -> String {
     if !(big_peak || high_frag || high_alloc_frag || high_alloc_rss) {
         return DOCTOR_OK.to_string();
     }
-    let mut s = String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
+    let mut s =
+        String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
     if big_peak {
         s.push_str(" * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n");
     }

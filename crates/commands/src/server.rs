@@ -629,7 +629,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             );
             kv(o, "mem_allocator", "libc");
             zeros(o, &["active_defrag_running", "lazyfree_pending_objects"]);
-            kv(o, "lazyfreed_objects", engine::lazyfree::freed_in_background());
+            kv(
+                o,
+                "lazyfreed_objects",
+                engine::lazyfree::freed_in_background(),
+            );
         }
         "persistence" => {
             o.push_str("# Persistence\r\n");
@@ -719,12 +723,7 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 "expired_time_cap_reached_count",
                 shard_sum(|x| x.expired_time_cap_reached_count),
             );
-            zeros(
-                o,
-                &[
-                    "expire_cycle_cpu_milliseconds",
-                ],
-            );
+            zeros(o, &["expire_cycle_cpu_milliseconds"]);
             kv(o, "evicted_keys", shard_sum(|x| x.evicted_keys));
             zeros(
                 o,

@@ -200,7 +200,8 @@ pub struct Config {
     pub maxmemory: u64,
     /// `maxmemory-policy`.
     pub maxmemory_policy: MaxmemoryPolicy,
-    /// `maxmemory-samples`: keys sampled per database to pick an eviction candidate.
+    /// `maxmemory-samples`: keys sampled per database to pick an eviction candidate
+    /// (Redis accepts up to INT_MAX; values above the pool size only cost time).
     pub maxmemory_samples: u32,
     /// `maxmemory-eviction-tenacity`: how long one eviction pass may run (0..=100).
     pub maxmemory_eviction_tenacity: u32,
@@ -498,7 +499,7 @@ static DIRECTIVES: &[Directive] = &[
     d("requirepass",              Mutable,   bytes!(requirepass)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
-    d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, 64, 5)),
+    d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
     d("maxmemory-eviction-tenacity", Mutable, int!(maxmemory_eviction_tenacity: u32, 0, 100, 10)),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),

@@ -144,7 +144,10 @@ pub fn shard_used(id: usize) -> isize {
 #[inline]
 pub fn used_total(nshards: usize) -> u64 {
     let n = (nshards + 1).min(SLOTS);
-    let sum: isize = COUNTERS[..n].iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+    let sum: isize = COUNTERS[..n]
+        .iter()
+        .map(|c| c.0.load(Ordering::Relaxed))
+        .sum();
     sum.max(0) as u64
 }
 

@@ -382,7 +382,10 @@ impl Db {
     /// Bytes the key table and the TTL set take themselves (MEMORY STATS
     /// `overhead.hashtable.main` / `.expires`).
     pub fn overhead_bytes(&self) -> (usize, usize) {
-        (self.table.allocated_bytes(), self.volatile.allocated_bytes())
+        (
+            self.table.allocated_bytes(),
+            self.volatile.allocated_bytes(),
+        )
     }
 
     /// A random key with a TTL (volatile-random eviction).

@@ -83,7 +83,10 @@ impl Policy {
     pub fn volatile(self) -> bool {
         matches!(
             self,
-            Policy::VolatileLru | Policy::VolatileLfu | Policy::VolatileRandom | Policy::VolatileTtl
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
         )
     }
     fn random(self) -> bool {
@@ -244,7 +247,9 @@ impl Evictor {
         }
         self.maxmemory = maxmemory;
         self.policy = policy;
-        self.samples = samples.max(1);
+        // Redis accepts any positive count; past a few hundred keys per
+        // database a sample only costs time.
+        self.samples = samples.clamp(1, 512);
         self.tenacity = tenacity;
     }
 
@@ -316,7 +321,11 @@ impl Shard {
             Outcome::Ok | Outcome::Running => false,
             Outcome::Fail => {
                 self.evict.policy == Policy::NoEviction
-                    || !self.evict.shared.as_ref().is_some_and(|s| s.any_evictable())
+                    || !self
+                        .evict
+                        .shared
+                        .as_ref()
+                        .is_some_and(|s| s.any_evictable())
             }
         }
     }
@@ -509,7 +518,9 @@ mod tests {
     #[test]
     fn pool_keeps_the_best_sixteen_sorted() {
         let mut ev = Evictor::default();
-        for s in [5u64, 1, 9, 3, 7, 2, 8, 4, 6, 0, 15, 11, 13, 12, 14, 10, 20, 16, 1] {
+        for s in [
+            5u64, 1, 9, 3, 7, 2, 8, 4, 6, 0, 15, 11, 13, 12, 14, 10, 20, 16, 1,
+        ] {
             ev.offer(Candidate {
                 score: s,
                 db: 0,
