@@ -6,7 +6,13 @@ mod server;
 
 use config::{parse_cli, CliAction};
 
+/// glibc's malloc with per-thread counters behind `used_memory` and
+/// `maxmemory` (see `engine::alloc`).
+#[global_allocator]
+static ALLOC: engine::alloc::Counting = engine::alloc::Counting;
+
 fn main() {
+    engine::alloc::mark_installed();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cfg = match parse_cli(&args) {
         Ok(CliAction::Run(cfg)) => *cfg,

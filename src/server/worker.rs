@@ -319,6 +319,8 @@ impl Worker {
         unix: Option<UnixListener>,
         (shard, aof): (Option<Shard>, Option<Arc<super::aof::Aof>>),
     ) -> io::Result<Self> {
+        // This thread's allocations count as this shard's (maxmemory).
+        engine::alloc::enter_shard(id);
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
         let mut w = Worker {
@@ -366,6 +368,7 @@ impl Worker {
         w.core.shard.prop.on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
+        commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -1288,6 +1291,7 @@ impl Worker {
                     .appendfsync;
                 a.set_policy(p);
             }
+            commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
         }
     }
 
@@ -1363,6 +1367,9 @@ impl Worker {
         }
         self.core.shard.active_expire_cycle(budget_us);
         self.save_rules_cron();
+        // maxmemory: this shard's share of any excess, even without
+        // commands (see engine::evict).
+        self.core.shard.evict_cron(budget_us);
         // Redis's incrementallyRehash: about 1 ms per cron for tables that
         // are not getting writes to carry their rehash forward.
         self.core.shard.rehash_cron(1000);

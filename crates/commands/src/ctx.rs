@@ -193,6 +193,11 @@ pub struct ServerShared {
     /// `instantaneous_input_kbps`/`_output_kbps`), as `f64::to_bits`.
     pub input_kbps_bits: AtomicU64,
     pub output_kbps_bits: AtomicU64,
+    /// `maxmemory` state shared by every shard (see `engine::evict`).
+    pub mem: std::sync::Arc<engine::evict::MemShared>,
+    /// Allocator total once the shards were built (INFO
+    /// `used_memory_startup`); see `memory::configure_shard`.
+    pub startup_memory: AtomicU64,
 }
 
 pub const SHUTDOWN_DEFAULT: u8 = 0;
@@ -203,6 +208,11 @@ impl ServerShared {
     pub fn new(config: Config, nshards: usize) -> Self {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));
+        let mem = engine::evict::MemShared::new(nshards);
+        mem.set_limit(
+            config.maxmemory,
+            crate::memory::policy_of(config.maxmemory_policy),
+        );
         ServerShared {
             config: RwLock::new(config),
             config_gen: AtomicU64::new(0),
@@ -229,6 +239,8 @@ impl ServerShared {
             sampled_net_out: AtomicU64::new(0),
             input_kbps_bits: AtomicU64::new(0),
             output_kbps_bits: AtomicU64::new(0),
+            mem: std::sync::Arc::new(mem),
+            startup_memory: AtomicU64::new(0),
         }
     }
 

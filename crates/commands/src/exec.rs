@@ -11,6 +11,9 @@ use crate::ctx::{ConnCtx, ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::table::{Resolved, ShardHandler};
 
+/// Redis's `shared.oomerr`.
+pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
 /// Writes `e` as an error reply and counts it.
 pub fn reply_error(out: &mut Reply, stats: &mut ThreadStats, e: &CmdError) {
     let line = e.line();
@@ -62,6 +65,13 @@ pub fn run_shard(
     out: &mut Reply,
     stats: &mut ThreadStats,
 ) -> Option<crate::ctx::BlockOn> {
+    // Redis's processCommand with maxmemory: evict, then refuse a command
+    // that may grow memory if that did not help. One branch when unset.
+    if shard.evict.maxmemory != 0 && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM)) {
+        count_rejected(stats, Some(r.id));
+        reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
+        return None;
+    }
     let started = Instant::now();
     // The append-only file: what the command changed (one branch when off).
     let prop = shard
@@ -173,6 +183,17 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    // Redis's processCommand order: maxmemory first, then disk errors.
+    if ctx
+        .server
+        .mem
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        != 0
+        && oom_refused(r, args, ctx, stats, scratch)
+    {
+        return Step::Done;
+    }
     if (r.spec.has(flags::WRITE) || r.spec.name == "ping")
         && ctx.server.persist.refuses_writes(ctx.server)
     {
@@ -257,6 +278,59 @@ pub fn dispatch(
             Step::Done
         }
     }
+}
+
+/// The part of Redis's maxmemory check in `processCommand` that needs no
+/// shard: commands queued in MULTI (any command but EXEC, DISCARD, QUIT
+/// and RESET is refused while out of memory), EXEC of a transaction
+/// holding a `denyoom` command (the transaction is discarded), and
+/// `denyoom` commands whose keys span shards. Single-shard commands are
+/// checked where they run, by their shard (`run_shard`), which can evict
+/// first. True if the command was refused (the reply is written).
+#[cold]
+fn oom_refused(
+    r: crate::table::Resolved,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    scratch: &mut Vec<usize>,
+) -> bool {
+    use crate::table::{flags, target, Exec, Target};
+    let reg = crate::table::registry();
+    let name = reg.full_name(r.id);
+    let is_exec = name == "exec";
+    let denyoom = if is_exec {
+        ctx.client.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|q| {
+                let owned = resp::OwnedArgs::from_slices(q);
+                reg.resolve(owned.args())
+                    .is_ok_and(|q| q.spec.has(flags::DENYOOM))
+            })
+        })
+    } else {
+        r.spec.has(flags::DENYOOM)
+    };
+    let in_multi =
+        ctx.client.multi.is_some() && !matches!(name, "exec" | "discard" | "quit" | "reset");
+    let elsewhere = in_multi
+        || is_exec
+        || match r.spec.exec {
+            Exec::Coord(_) => true,
+            Exec::Shard(..) => target(r.spec, args, ctx.nshards(), scratch) == Target::Many,
+            _ => false,
+        };
+    if !(elsewhere && (denyoom || in_multi)) || !ctx.server.mem.out_of_memory() {
+        return false;
+    }
+    count_rejected(stats, Some(r.id));
+    let e = CmdError::Raw(OOM_ERROR.into());
+    if is_exec {
+        crate::multi::exec_abort(ctx.client, ctx.out, stats, &e);
+    } else {
+        reply_error(ctx.out, stats, &e);
+        crate::multi::flag_abort(ctx.client);
+    }
+    true
 }
 
 fn coordinate(

@@ -6,10 +6,23 @@
 //! date (O(1)), so there is nothing to sample: SAMPLES is parsed and
 //! checked as Redis does, and the figure is exact for any count.
 //!
-//! Not yet: STATS, DOCTOR and MALLOC-STATS (issue 5) answer as unknown
-//! subcommands.
+//! STATS, DOCTOR and INFO memory share [`MemFigures`]: the counting
+//! allocator's total (`engine::alloc`), its peak, RSS from
+//! `/proc/self/statm`, and glibc's own view from `mallinfo2` (in-use and
+//! heap bytes: Redis's `allocator_allocated` / `allocator_active`).
+//! MALLOC-STATS answers glibc's `malloc_info` report (XML), the libc
+//! counterpart of jemalloc's text Redis prints.
+//!
+//! Also here: [`configure_shard`], which the event loop calls after every
+//! configuration change to hand `maxmemory` and its policy to a shard.
 
+use std::sync::Arc;
+
+use engine::evict::Policy;
+use engine::Shard;
 use resp::Args;
+
+use crate::ctx::ServerShared;
 
 use crate::coord::{fan_out, Coordinator};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
@@ -27,6 +40,16 @@ const SUBCOMMANDS: &[CommandSpec] = &[
         &["read", "slow"],
     ),
     CommandSpec::new("purge", 2, 0, NO_KEYS, Exec::Coord(purge), &["slow"]),
+    CommandSpec::new("stats", 2, 0, NO_KEYS, Exec::Coord(stats), &["slow"]),
+    CommandSpec::new("doctor", 2, 0, NO_KEYS, Exec::Coord(doctor), &["slow"]),
+    CommandSpec::new(
+        "malloc-stats",
+        2,
+        0,
+        NO_KEYS,
+        Exec::Conn(malloc_stats),
+        &["slow"],
+    ),
     CommandSpec::new(
         "help",
         2,
@@ -83,6 +106,328 @@ fn purge(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             Ok(())
         },
     ))
+}
+
+/// The engine's policy for a configured one (same order).
+pub fn policy_of(p: config::MaxmemoryPolicy) -> Policy {
+    use config::MaxmemoryPolicy as M;
+    match p {
+        M::VolatileLru => Policy::VolatileLru,
+        M::VolatileLfu => Policy::VolatileLfu,
+        M::VolatileRandom => Policy::VolatileRandom,
+        M::VolatileTtl => Policy::VolatileTtl,
+        M::AllkeysLru => Policy::AllkeysLru,
+        M::AllkeysLfu => Policy::AllkeysLfu,
+        M::AllkeysRandom => Policy::AllkeysRandom,
+        M::Noeviction => Policy::NoEviction,
+    }
+}
+
+/// Hands the `maxmemory` settings to `shard` (at start and after every
+/// CONFIG SET, on the shard's thread) and publishes them for the checks
+/// made without a shard. Lowering `maxmemory` below the current usage
+/// starts evicting at once, as Redis's CONFIG SET does.
+pub fn configure_shard(shard: &mut Shard, server: &Arc<ServerShared>) {
+    let (max, policy, samples, tenacity) = {
+        let c = server.config.read().unwrap_or_else(|e| e.into_inner());
+        (
+            c.maxmemory,
+            policy_of(c.maxmemory_policy),
+            c.maxmemory_samples as usize,
+            c.maxmemory_eviction_tenacity,
+        )
+    };
+    shard.evict.configure(max, policy, samples, tenacity);
+    shard.evict.shared = Some(server.mem.clone());
+    server.mem.set_limit(max, policy);
+    if shard.dirty() == 0 {
+        // Nothing stored yet: what is allocated is the server's own
+        // (each shard's loop calls this once when built).
+        server.startup_memory.fetch_max(
+            engine::alloc::used_total(server.nshards),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    shard.evict_cron(25_000);
+}
+
+/// Memory figures of the whole process (INFO memory, MEMORY STATS and
+/// DOCTOR).
+pub(crate) struct MemFigures {
+    /// The allocator count (`used_memory`); RSS when the counting
+    /// allocator is not installed (in-process tests).
+    pub used: u64,
+    pub peak: u64,
+    pub startup: u64,
+    pub rss: u64,
+    /// glibc's in-use bytes and heap bytes (`mallinfo2`).
+    pub allocator_allocated: u64,
+    pub allocator_active: u64,
+    pub allocator_resident: u64,
+}
+
+impl MemFigures {
+    pub fn read(server: &ServerShared) -> Self {
+        let rss = rss_bytes();
+        let used = if engine::alloc::installed() {
+            engine::alloc::used_total(server.nshards)
+        } else {
+            rss
+        };
+        // SAFETY: mallinfo2 only reads the allocator's own statistics.
+        let mi = unsafe { libc::mallinfo2() };
+        let allocated = (mi.uordblks + mi.hblkhd) as u64;
+        let active = (mi.arena + mi.hblkhd) as u64;
+        MemFigures {
+            used,
+            peak: engine::alloc::update_peak(used),
+            startup: server
+                .startup_memory
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .min(used),
+            rss,
+            allocator_allocated: allocated,
+            allocator_active: active.max(allocated),
+            allocator_resident: rss,
+        }
+    }
+    pub fn ratio(a: u64, b: u64) -> f64 {
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 / b as f64
+        }
+    }
+    pub fn frag(&self) -> f64 {
+        Self::ratio(self.rss, self.used)
+    }
+    pub fn frag_bytes(&self) -> i64 {
+        self.rss as i64 - self.used as i64
+    }
+    pub fn alloc_frag(&self) -> f64 {
+        Self::ratio(self.allocator_active, self.allocator_allocated)
+    }
+    pub fn alloc_frag_bytes(&self) -> i64 {
+        self.allocator_active as i64 - self.allocator_allocated as i64
+    }
+    pub fn alloc_rss(&self) -> f64 {
+        Self::ratio(self.allocator_resident, self.allocator_active)
+    }
+    pub fn alloc_rss_bytes(&self) -> i64 {
+        self.allocator_resident as i64 - self.allocator_active as i64
+    }
+}
+
+/// Resident set size in bytes (`/proc/self/statm`, field 2, in pages).
+pub(crate) fn rss_bytes() -> u64 {
+    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+/// Per-shard figures MEMORY STATS and DOCTOR sum.
+#[derive(Default)]
+struct ShardMem {
+    /// Per database: (keys, main table overhead, TTL set overhead).
+    dbs: Vec<(usize, usize, usize)>,
+}
+
+fn shard_mem(shard: &Shard) -> ShardMem {
+    ShardMem {
+        dbs: shard
+            .dbs
+            .iter()
+            .map(|d| {
+                let (m, e) = d.overhead_bytes();
+                (d.len(), m, e)
+            })
+            .collect(),
+    }
+}
+
+/// Redis's `getMemoryOverheadData`, from our figures.
+struct Overhead {
+    fig: MemFigures,
+    /// `(db, main, expires)` for databases with keys.
+    dbs: Vec<(usize, u64, u64)>,
+    overhead: u64,
+    keys: u64,
+    dataset: u64,
+}
+
+fn overhead(fig: MemFigures, parts: &[ShardMem]) -> Overhead {
+    let ndb = parts.iter().map(|p| p.dbs.len()).max().unwrap_or(0);
+    let mut dbs = Vec::new();
+    let mut keys = 0u64;
+    let mut tables = 0u64;
+    for db in 0..ndb {
+        let (mut k, mut m, mut e) = (0u64, 0u64, 0u64);
+        for p in parts {
+            if let Some(&(pk, pm, pe)) = p.dbs.get(db) {
+                k += pk as u64;
+                m += pm as u64;
+                e += pe as u64;
+            }
+        }
+        if k > 0 {
+            dbs.push((db, m, e));
+            tables += m + e;
+            keys += k;
+        }
+    }
+    let overhead = (fig.startup + tables).min(fig.used);
+    Overhead {
+        dataset: fig.used - overhead,
+        fig,
+        dbs,
+        overhead,
+        keys,
+    }
+}
+
+/// MEMORY STATS: Redis 7.0's fields, in its order.
+fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let server = c.server.clone();
+    Ok(fan_out(
+        c.nshards(),
+        |env| shard_mem(env.shard),
+        move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
+            let o = overhead(MemFigures::read(&server), &parts);
+            let f = &o.fig;
+            let net = f.used.saturating_sub(f.startup);
+            // Redis computes these percentages in single precision.
+            let pct = |a: u64, b: u64| f64::from((a as f32) * 100.0 / (b.max(1) as f32));
+            let ratio = |r: f64| f64::from(r as f32);
+            out.map(27 + o.dbs.len());
+            let int = |out: &mut resp::Reply, k: &str, v: i64| {
+                out.bulk(k.as_bytes());
+                out.int(v);
+            };
+            int(out, "peak.allocated", f.peak as i64);
+            int(out, "total.allocated", f.used as i64);
+            int(out, "startup.allocated", f.startup as i64);
+            for k in [
+                "replication.backlog",
+                "clients.slaves",
+                "clients.normal",
+                "cluster.links",
+                "aof.buffer",
+                "lua.caches",
+                "functions.caches",
+            ] {
+                int(out, k, 0);
+            }
+            for &(db, m, e) in &o.dbs {
+                out.bulk(format!("db.{db}").as_bytes());
+                out.map(2);
+                int(out, "overhead.hashtable.main", m as i64);
+                int(out, "overhead.hashtable.expires", e as i64);
+            }
+            int(out, "overhead.total", o.overhead as i64);
+            int(out, "keys.count", o.keys as i64);
+            int(
+                out,
+                "keys.bytes-per-key",
+                net.checked_div(o.keys).unwrap_or(0) as i64,
+            );
+            int(out, "dataset.bytes", o.dataset as i64);
+            out.bulk(b"dataset.percentage");
+            out.double(pct(o.dataset, net));
+            out.bulk(b"peak.percentage");
+            out.double(pct(f.used, f.peak));
+            int(out, "allocator.allocated", f.allocator_allocated as i64);
+            int(out, "allocator.active", f.allocator_active as i64);
+            int(out, "allocator.resident", f.allocator_resident as i64);
+            out.bulk(b"allocator-fragmentation.ratio");
+            out.double(ratio(f.alloc_frag()));
+            int(out, "allocator-fragmentation.bytes", f.alloc_frag_bytes());
+            out.bulk(b"allocator-rss.ratio");
+            out.double(ratio(f.alloc_rss()));
+            int(out, "allocator-rss.bytes", f.alloc_rss_bytes());
+            // The allocator's resident figure is the process RSS here.
+            out.bulk(b"rss-overhead.ratio");
+            out.double(1.0);
+            int(out, "rss-overhead.bytes", 0);
+            out.bulk(b"fragmentation");
+            out.double(ratio(f.frag()));
+            int(out, "fragmentation.bytes", f.frag_bytes());
+            Ok(())
+        },
+    ))
+}
+
+const DOCTOR_EMPTY: &str = "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n";
+const DOCTOR_OK: &str = "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n";
+
+/// MEMORY DOCTOR: Redis's report and texts, for the conditions we can
+/// measure (peak, RSS and allocator fragmentation). No replicas, scripts
+/// or per-client buffer figures exist here, so those findings never show.
+fn doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let server = c.server.clone();
+    Ok(fan_out(
+        c.nshards(),
+        |env| shard_mem(env.shard),
+        move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
+            let o = overhead(MemFigures::read(&server), &parts);
+            out.bulk(doctor_report(&o.fig).as_bytes());
+            Ok(())
+        },
+    ))
+}
+
+fn doctor_report(f: &MemFigures) -> String {
+    const TEN_MB: i64 = 10 << 20;
+    if f.used < 5 << 20 {
+        return DOCTOR_EMPTY.to_string();
+    }
+    let big_peak = f.peak as f64 / f.used as f64 > 1.5;
+    let high_frag = f.frag() > 1.4 && f.frag_bytes() > TEN_MB;
+    let high_alloc_frag = f.alloc_frag() > 1.1 && f.alloc_frag_bytes() > TEN_MB;
+    let high_alloc_rss = f.alloc_rss() > 1.1 && f.alloc_rss_bytes() > TEN_MB;
+    if !(big_peak || high_frag || high_alloc_frag || high_alloc_rss) {
+        return DOCTOR_OK.to_string();
+    }
+    let mut s =
+        String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
+    if big_peak {
+        s.push_str(" * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n");
+    }
+    if high_frag {
+        s.push_str(" * High total RSS: This instance has a memory fragmentation and RSS overhead greater than 1.4 (this means that the Resident Set Size of the Redis process is much larger than the sum of the logical allocations Redis performed). This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. If the problem is a large peak memory, then there is no issue. Otherwise, make sure you are using the Jemalloc allocator and not the default libc malloc. Note: The currently used allocator is \"libc\".\n\n");
+    }
+    if high_alloc_frag {
+        s.push_str(" * High allocator fragmentation: This instance has an allocator external fragmentation greater than 1.1. This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. You can try enabling 'activedefrag' config option.\n\n");
+    }
+    if high_alloc_rss {
+        s.push_str(" * High allocator RSS overhead: This instance has an RSS memory overhead is greater than 1.1 (this means that the Resident Set Size of the allocator is much larger than the sum what the allocator actually holds). This problem is usually due to a large peak memory (check if there is a peak memory entry above in the report), you can try the MEMORY PURGE command to reclaim it.\n\n");
+    }
+    s.push_str("I'm here to keep you safe, Sam. I want to help you.\n");
+    s
+}
+
+/// MEMORY MALLOC-STATS: glibc's `malloc_info` report.
+fn malloc_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    let mut buf: *mut libc::c_char = std::ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: open_memstream allocates the buffer and updates `buf`/`len`
+    // on fclose; we read `len` bytes of it and free it with libc's free.
+    let text = unsafe {
+        let f = libc::open_memstream(&mut buf, &mut len);
+        if f.is_null() {
+            return Err(CmdError::err("Error reading the allocator statistics"));
+        }
+        libc::malloc_info(0, f);
+        libc::fclose(f);
+        let t = std::slice::from_raw_parts(buf as *const u8, len).to_vec();
+        libc::free(buf.cast());
+        t
+    };
+    c.out.bulk(&text);
+    Ok(())
 }
 
 const HELP: &[&str] = &[

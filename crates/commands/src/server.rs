@@ -7,14 +7,15 @@
 //! the answers on the home thread. Everything else here reads or writes
 //! `ServerShared` only.
 //!
-//! Memory figures: there is no allocator hook yet, so `used_memory` is the
-//! process's resident set size (`/proc/self/statm`), which makes
-//! `mem_fragmentation_ratio` 1.00. CPU figures come from `getrusage`.
+//! Memory figures come from `memory::MemFigures`: `used_memory` is the
+//! counting allocator's total (`engine::alloc`), `used_memory_rss` the
+//! resident set size, `allocator_*` glibc's `mallinfo2`. CPU figures come
+//! from `getrusage`.
 //!
 //! Control path: allocation and locks (the config lock) are fine here.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::ShardStats;
@@ -326,6 +327,8 @@ struct ShardInfo {
     stats: ShardStats,
     /// Per database: (keys, keys with a TTL, mean TTL in ms).
     dbs: Vec<(usize, usize, u64)>,
+    /// Bytes of the key tables and TTL sets themselves.
+    table_overhead: u64,
     thread: Option<ThreadStats>,
 }
 
@@ -363,6 +366,15 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
                     (d.len(), e, ttl)
                 })
                 .collect(),
+            table_overhead: env
+                .shard
+                .dbs
+                .iter()
+                .map(|d| {
+                    let (m, e) = d.overhead_bytes();
+                    (m + e) as u64
+                })
+                .sum(),
             thread: Some(env.stats.clone()),
         },
         move |parts: Vec<ShardInfo>, out: &mut Reply, _: &mut ClientState| {
@@ -389,6 +401,7 @@ struct Snapshot {
     ops_per_sec: u64,
     input_kbps: f64,
     output_kbps: f64,
+    mem: crate::memory::MemFigures,
 }
 
 impl Snapshot {
@@ -408,6 +421,7 @@ impl Snapshot {
             ops_per_sec: s.ops_per_sec.load(Ordering::Relaxed),
             input_kbps: f64::from_bits(s.input_kbps_bits.load(Ordering::Relaxed)),
             output_kbps: f64::from_bits(s.output_kbps_bits.load(Ordering::Relaxed)),
+            mem: crate::memory::MemFigures::read(s),
         }
     }
 }
@@ -434,18 +448,6 @@ fn read_trim(path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Resident set size in bytes (`/proc/self/statm`, field 2, in pages).
-fn rss_bytes() -> u64 {
-    let pages: u64 = read_trim("/proc/self/statm")
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
-}
-
 fn total_system_memory() -> u64 {
     read_trim("/proc/meminfo")
         .lines()
@@ -466,9 +468,6 @@ fn rusage(who: libc::c_int) -> (f64, f64) {
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     (t(ru.ru_stime), t(ru.ru_utime))
 }
-
-/// Highest `used_memory` INFO has seen (`used_memory_peak`).
-static PEAK: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `key:value\r\n`.
 fn kv(o: &mut String, k: &str, v: impl std::fmt::Display) {
@@ -562,25 +561,29 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             zeros(o, &["tracking_clients", "clients_in_timeout_table"]);
         }
         "memory" => {
-            let used = rss_bytes();
-            let peak = PEAK.fetch_max(used, Ordering::Relaxed).max(used);
+            let f = &s.mem;
             let total = total_system_memory();
+            let tables: u64 = parts.iter().map(|p| p.table_overhead).sum();
+            let overhead = (f.startup + tables).min(f.used);
+            let dataset = f.used - overhead;
+            let net = f.used.saturating_sub(f.startup).max(1);
             o.push_str("# Memory\r\n");
-            kv(o, "used_memory", used);
-            kv(o, "used_memory_human", human(used));
-            kv(o, "used_memory_rss", used);
-            kv(o, "used_memory_rss_human", human(used));
-            kv(o, "used_memory_peak", peak);
-            kv(o, "used_memory_peak_human", human(peak));
-            let perc = used as f64 * 100.0 / peak.max(1) as f64;
+            kv(o, "used_memory", f.used);
+            kv(o, "used_memory_human", human(f.used));
+            kv(o, "used_memory_rss", f.rss);
+            kv(o, "used_memory_rss_human", human(f.rss));
+            kv(o, "used_memory_peak", f.peak);
+            kv(o, "used_memory_peak_human", human(f.peak));
+            let perc = f.used as f64 * 100.0 / f.peak.max(1) as f64;
             kv(o, "used_memory_peak_perc", format!("{perc:.2}%"));
-            kv(o, "used_memory_overhead", 0);
-            kv(o, "used_memory_startup", 0);
-            kv(o, "used_memory_dataset", used);
-            kv(o, "used_memory_dataset_perc", "100.00%");
-            kv(o, "allocator_allocated", used);
-            kv(o, "allocator_active", used);
-            kv(o, "allocator_resident", used);
+            kv(o, "used_memory_overhead", overhead);
+            kv(o, "used_memory_startup", f.startup);
+            kv(o, "used_memory_dataset", dataset);
+            let dperc = dataset as f64 * 100.0 / net as f64;
+            kv(o, "used_memory_dataset_perc", format!("{dperc:.2}%"));
+            kv(o, "allocator_allocated", f.allocator_allocated);
+            kv(o, "allocator_active", f.allocator_active);
+            kv(o, "allocator_resident", f.allocator_resident);
             kv(o, "total_system_memory", total);
             kv(o, "total_system_memory_human", human(total));
             kv(o, "used_memory_lua", 0);
@@ -604,18 +607,16 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "maxmemory", s.config.maxmemory);
             kv(o, "maxmemory_human", human(s.config.maxmemory));
             kv(o, "maxmemory_policy", s.config.maxmemory_policy.name());
-            for (k, v) in [
-                ("allocator_frag_ratio", "1.00"),
-                ("allocator_frag_bytes", "0"),
-                ("allocator_rss_ratio", "1.00"),
-                ("allocator_rss_bytes", "0"),
-                ("rss_overhead_ratio", "1.00"),
-                ("rss_overhead_bytes", "0"),
-                ("mem_fragmentation_ratio", "1.00"),
-                ("mem_fragmentation_bytes", "0"),
-            ] {
-                kv(o, k, v);
-            }
+            let r2 = |r: f64| format!("{r:.2}");
+            kv(o, "allocator_frag_ratio", r2(f.alloc_frag()));
+            kv(o, "allocator_frag_bytes", f.alloc_frag_bytes());
+            kv(o, "allocator_rss_ratio", r2(f.alloc_rss()));
+            kv(o, "allocator_rss_bytes", f.alloc_rss_bytes());
+            // The allocator's resident figure is the process RSS.
+            kv(o, "rss_overhead_ratio", "1.00");
+            kv(o, "rss_overhead_bytes", 0);
+            kv(o, "mem_fragmentation_ratio", r2(f.frag()));
+            kv(o, "mem_fragmentation_bytes", f.frag_bytes());
             zeros(
                 o,
                 &[
@@ -629,13 +630,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 ],
             );
             kv(o, "mem_allocator", "libc");
-            zeros(
+            zeros(o, &["active_defrag_running", "lazyfree_pending_objects"]);
+            kv(
                 o,
-                &[
-                    "active_defrag_running",
-                    "lazyfree_pending_objects",
-                    "lazyfreed_objects",
-                ],
+                "lazyfreed_objects",
+                engine::lazyfree::freed_in_background(),
             );
         }
         "persistence" => {
@@ -729,11 +728,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 "expired_time_cap_reached_count",
                 shard_sum(|x| x.expired_time_cap_reached_count),
             );
+            zeros(o, &["expire_cycle_cpu_milliseconds"]);
+            kv(o, "evicted_keys", shard_sum(|x| x.evicted_keys));
             zeros(
                 o,
                 &[
-                    "expire_cycle_cpu_milliseconds",
-                    "evicted_keys",
                     "evicted_clients",
                     "total_eviction_exceeded_time",
                     "current_eviction_exceeded_time",

@@ -50,6 +50,7 @@ impl TestServer {
         for sh in &mut self.shards {
             sh.lfu = lfu;
             sh.enc = enc;
+            crate::memory::configure_shard(sh, &self.server);
         }
         let owned = OwnedArgs::from_slices(argv);
         let args = owned.args();

@@ -223,6 +223,11 @@ pub struct Config {
     pub maxmemory: u64,
     /// `maxmemory-policy`.
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// `maxmemory-samples`: keys sampled per database to pick an eviction candidate
+    /// (Redis accepts up to INT_MAX; values above the pool size only cost time).
+    pub maxmemory_samples: u32,
+    /// `maxmemory-eviction-tenacity`: how long one eviction pass may run (0..=100).
+    pub maxmemory_eviction_tenacity: u32,
     /// `lfu-log-factor`: how fast the LFU counter saturates (higher = slower).
     pub lfu_log_factor: u32,
     /// `lfu-decay-time`: minutes per LFU counter decrement of an idle key; 0 = never decay.
@@ -328,6 +333,8 @@ impl Config {
             requirepass: None,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
+            maxmemory_samples: 0,
+            maxmemory_eviction_tenacity: 0,
             lfu_log_factor: 0,
             lfu_decay_time_min: 0,
             hash_max_listpack_entries: 0,
@@ -602,6 +609,8 @@ static DIRECTIVES: &[Directive] = &[
     d("requirepass",              Mutable,   bytes!(requirepass)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
+    d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
+    d("maxmemory-eviction-tenacity", Mutable, int!(maxmemory_eviction_tenacity: u32, 0, 100, 10)),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
     d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 128))
@@ -1253,7 +1262,7 @@ pub fn help_text() -> String {
         };
         let star = if d.runtime == Mutable { "*" } else { " " };
         let alias = d.alias.map(|a| format!(" (alias {a})")).unwrap_or_default();
-        s.push_str(&format!("     {star} {:<28}{value}{alias}\n", d.name));
+        s.push_str(&format!("     {star} {:<29}{value}{alias}\n", d.name));
     }
     s
 }
@@ -1617,6 +1626,13 @@ mod tests {
             "maxmemory-policy",
             "allkeys-lfu",
         ),
+        ("maxmemory-samples", "10", "maxmemory-samples", "10"),
+        (
+            "maxmemory-eviction-tenacity",
+            "50",
+            "maxmemory-eviction-tenacity",
+            "50",
+        ),
         ("lfu-log-factor", "100", "lfu-log-factor", "100"),
         ("lfu-decay-time", "0", "lfu-decay-time", "0"),
         (
@@ -1719,6 +1735,8 @@ mod tests {
             "requirepass" => assert_eq!(c.requirepass.as_deref(), Some(&b"s3cret"[..])),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
+            "maxmemory-samples" => assert_eq!(c.maxmemory_samples, 10),
+            "maxmemory-eviction-tenacity" => assert_eq!(c.maxmemory_eviction_tenacity, 50),
             "lfu-log-factor" => assert_eq!(c.lfu_log_factor, 100),
             "lfu-decay-time" => assert_eq!(c.lfu_decay_time_min, 0),
             "hash-max-listpack-entries" => assert_eq!(c.hash_max_listpack_entries, 7),
@@ -2221,11 +2239,11 @@ mod tests {
             assert!(help.contains(&format!(" {} ", d.name)), "{}", d.name);
         }
         assert!(
-            help.contains("   * hz                          10\n"),
+            help.contains("   * hz                           10\n"),
             "{help}"
         );
         assert!(
-            help.contains("     shards                      0 (alias threads)\n"),
+            help.contains("     shards                       0 (alias threads)\n"),
             "{help}"
         );
         // Only as the first argument, as in redis-server.
@@ -2455,6 +2473,8 @@ mod tests {
                 "proto-max-bulk-len",
                 "maxmemory",
                 "maxmemory-policy",
+                "maxmemory-samples",
+                "maxmemory-eviction-tenacity",
                 "hash-max-listpack-entries",
                 "hash-max-listpack-value",
                 "set-max-intset-entries",

@@ -443,6 +443,20 @@ impl Db {
         self.table.random_entry(rng)
     }
 
+    /// Bytes the key table and the TTL set take themselves (MEMORY STATS
+    /// `overhead.hashtable.main` / `.expires`).
+    pub fn overhead_bytes(&self) -> (usize, usize) {
+        (
+            self.table.allocated_bytes(),
+            self.volatile.allocated_bytes(),
+        )
+    }
+
+    /// A random key with a TTL (volatile-random eviction).
+    pub fn random_volatile(&self, rng: &mut impl Rng) -> Option<&SmallBytes> {
+        self.volatile.random_entry(rng).map(|(k, _)| k)
+    }
+
     pub fn sample_volatile(&self, rng: &mut impl Rng, n: usize, out: &mut Vec<SmallBytes>) {
         let mut keys = Vec::with_capacity(n);
         self.volatile.sample_keys(rng, n, &mut keys);

@@ -30,15 +30,21 @@ pub fn freed_in_background() -> u64 {
     FREED.load(Ordering::Relaxed)
 }
 
-fn sender() -> Option<&'static SyncSender<Value>> {
-    static TX: OnceLock<Option<SyncSender<Value>>> = OnceLock::new();
+/// A value to free and the allocator slot of the thread that let it go:
+/// the background thread charges the free to that slot (see `alloc`).
+type Job = (Value, usize);
+
+fn sender() -> Option<&'static SyncSender<Job>> {
+    static TX: OnceLock<Option<SyncSender<Job>>> = OnceLock::new();
     TX.get_or_init(|| {
-        let (tx, rx) = sync_channel::<Value>(QUEUE_MAX);
+        let (tx, rx) = sync_channel::<Job>(QUEUE_MAX);
         std::thread::Builder::new()
             .name("lazyfree".into())
             .spawn(move || {
-                for v in rx {
+                for (v, slot) in rx {
+                    crate::alloc::set_slot(slot);
                     drop(v);
+                    crate::alloc::set_slot(0);
                     FREED.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -59,7 +65,7 @@ pub fn free(v: Value) {
 #[cold]
 fn send(v: Value) {
     if let Some(tx) = sender() {
-        match tx.try_send(v) {
+        match tx.try_send((v, crate::alloc::current_slot())) {
             Ok(()) => {}
             Err(TrySendError::Full(v) | TrySendError::Disconnected(v)) => drop(v),
         }

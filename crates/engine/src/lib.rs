@@ -9,7 +9,9 @@
 //! command), so one command sees one instant and a pipelined batch pays for
 //! one clock read.
 
+pub mod alloc;
 pub mod db;
+pub mod evict;
 pub mod lazyfree;
 pub mod lfu;
 pub mod prop;
@@ -35,6 +37,8 @@ pub struct ShardStats {
     pub expired_time_cap_reached_count: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Keys evicted under `maxmemory` (INFO `evicted_keys`).
+    pub evicted_keys: u64,
 }
 
 /// Everything one thread owns of the keyspace.
@@ -57,6 +61,8 @@ pub struct Shard {
     /// Records of this shard's changes for the append-only file (see
     /// [`prop`]); off unless `appendonly` is on.
     pub prop: prop::PropBuf,
+    /// `maxmemory` settings and the eviction pool (see [`evict`]).
+    pub evict: evict::Evictor,
 }
 
 impl Shard {
@@ -71,6 +77,7 @@ impl Shard {
             lfu: None,
             enc: EncLimits::default(),
             prop: prop::PropBuf::default(),
+            evict: evict::Evictor::default(),
         }
     }
 

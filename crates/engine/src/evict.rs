@@ -1,0 +1,677 @@
+//! `maxmemory` eviction (Redis's `evict.c`), per shard.
+//!
+//! # Policies
+//! `noeviction` never evicts: once used memory is over the limit, commands
+//! that may grow memory are refused (`-OOM ...`). The others evict keys
+//! until memory is back under the limit: from every key (`allkeys-*`) or
+//! only from keys with a TTL (`volatile-*`), choosing the least recently
+//! used (`*-lru`, the entry's access clock, 1 s resolution as Redis's), the
+//! least frequently used (`*-lfu`, the decayed LFU counter), the soonest to
+//! expire (`volatile-ttl`), or at random (`*-random`).
+//!
+//! # Approximation (Redis's eviction pool)
+//! LRU, LFU and TTL are approximated as Redis does: for each database,
+//! `maxmemory-samples` random keys (from the key table, or from the TTL set
+//! for volatile policies) are scored, and the best candidates kept in a
+//! pool of [`POOL_SIZE`] sorted by score, which survives between calls. The
+//! key evicted is the best one in the pool that still exists (stale entries
+//! are dropped on the way). Random policies take one random key, visiting
+//! the databases in turn.
+//!
+//! # The budget: maxmemory across shards
+//! Used memory is the allocator's count (see `alloc`): the process total is
+//! exact and every shard thread reads it without locks (one relaxed load
+//! per thread counter); each shard's own part is approximate.
+//! `maxmemory` is one global limit, not `maxmemory / nshards` per shard:
+//! a shard may use more than its even share as long as the total is under
+//! the limit (a hot shard borrows what idle shards do not use). When the
+//! total `T` exceeds `maxmemory`, the excess is shared out: shard `i`
+//! frees `excess × used_i / Σ used_j` (its counter, clamped at zero, over
+//! the sum of the clamped counters; `excess / nshards` each when all are
+//! zero), and at least one key. A shard above the average therefore frees
+//! more than one below it, and one holding nothing frees nothing. Each
+//! shard does this for itself, on its own keys only, before running a
+//! command (Redis's `performEvictions` in `processCommand`) and from its
+//! cron, so idle shards pay their part within one cron period too.
+//!
+//! A command that may grow memory (`denyoom`) is refused when the total is
+//! over the limit and either the policy is `noeviction`, or this shard
+//! found nothing to evict and no shard reports evictable keys (each shard
+//! publishes its count of keys the policy may evict in [`MemShared`] when
+//! it checks, and from its cron). While another shard still has keys to
+//! evict the command runs: that shard frees the excess on its next command
+//! or cron tick.
+//!
+//! # Time budget
+//! One call evicts for at most the time `maxmemory-eviction-tenacity`
+//! allows (Redis's `evictionTimeLimitUs`: 50 µs × tenacity up to 10, then
+//! 15 % more per step, unlimited at 100), then returns
+//! [`Outcome::Running`]; the command runs and eviction continues on the
+//! next call.
+//!
+//! Freed memory is estimated per key from [`crate::Db::memory_usage`]
+//! (before the key goes; large values are freed by the lazyfree thread, so
+//! the allocator's figure lags behind).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ds::SmallBytes;
+
+use crate::Shard;
+
+/// Redis's `EVPOOL_SIZE`.
+pub const POOL_SIZE: usize = 16;
+
+/// `maxmemory-policy`, as the engine sees it (same order as Redis's names
+/// and the `config` crate's enum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    NoEviction,
+}
+
+impl Policy {
+    /// Only keys with a TTL may be evicted.
+    pub fn volatile(self) -> bool {
+        matches!(
+            self,
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
+        )
+    }
+    fn random(self) -> bool {
+        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
+    }
+}
+
+/// What shards and connection threads share about memory: the limit and
+/// whether the policy evicts (for checks made where no shard is at hand:
+/// MULTI, EXEC, multi-shard commands), and each shard's count of keys its
+/// policy may evict, published when it checks memory.
+pub struct MemShared {
+    evictable: Box<[AtomicU64]>,
+    /// `maxmemory`, 0 = none: read on every dispatch (one relaxed load).
+    pub maxmemory: AtomicU64,
+    noeviction: AtomicBool,
+}
+
+impl MemShared {
+    pub fn new(nshards: usize) -> Self {
+        MemShared {
+            evictable: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            maxmemory: AtomicU64::new(0),
+            noeviction: AtomicBool::new(true),
+        }
+    }
+    /// Records the settings (every shard does so after a CONFIG SET).
+    pub fn set_limit(&self, maxmemory: u64, policy: Policy) {
+        self.maxmemory.store(maxmemory, Ordering::Relaxed);
+        self.noeviction
+            .store(policy == Policy::NoEviction, Ordering::Relaxed);
+    }
+    /// The out-of-memory state as seen without a shard (Redis's
+    /// `performEvictions() == EVICT_FAIL`, minus the eviction, which the
+    /// shards do): over the limit and nothing can be evicted.
+    pub fn out_of_memory(&self) -> bool {
+        let max = self.maxmemory.load(Ordering::Relaxed);
+        max != 0
+            && crate::alloc::used_total(self.nshards()) > max
+            && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
+    }
+    pub fn nshards(&self) -> usize {
+        self.evictable.len()
+    }
+    /// Whether some shard reported keys it may evict.
+    pub fn any_evictable(&self) -> bool {
+        self.evictable.iter().any(|e| e.load(Ordering::Relaxed) > 0)
+    }
+    fn publish(&self, shard: usize, n: u64) {
+        if let Some(e) = self.evictable.get(shard) {
+            if e.load(Ordering::Relaxed) != n {
+                e.store(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Memory as one shard sees it at a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemView {
+    /// The process total (allocator count).
+    pub total: u64,
+    /// This shard's part, clamped at zero.
+    pub mine: u64,
+    /// The sum of every shard's clamped part.
+    pub shards_sum: u64,
+    pub nshards: usize,
+}
+
+impl MemView {
+    /// Reads the allocator counters.
+    pub fn read(shard: usize, nshards: usize) -> Self {
+        let mine = crate::alloc::shard_used(shard).max(0) as u64;
+        let shards_sum = (0..nshards)
+            .map(|i| crate::alloc::shard_used(i).max(0) as u64)
+            .sum();
+        MemView {
+            total: crate::alloc::used_total(nshards),
+            mine,
+            shards_sum,
+            nshards,
+        }
+    }
+
+    /// Bytes this shard must free (0 when under `maxmemory`): its share of
+    /// the excess (see the module doc).
+    pub fn to_free(&self, maxmemory: u64) -> u64 {
+        if self.total <= maxmemory {
+            return 0;
+        }
+        let excess = u128::from(self.total - maxmemory);
+        let share = if self.shards_sum == 0 {
+            excess / self.nshards.max(1) as u128
+        } else {
+            excess * u128::from(self.mine.min(self.shards_sum)) / u128::from(self.shards_sum)
+        };
+        (share as u64).max(1)
+    }
+}
+
+/// The result of one eviction attempt (Redis's `EVICT_OK`,
+/// `EVICT_RUNNING`, `EVICT_FAIL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit, or this shard freed its share.
+    Ok,
+    /// The time budget ran out first; more next time.
+    Running,
+    /// Over the limit with nothing (more) this shard may evict.
+    Fail,
+}
+
+/// One pool candidate: higher `score` = better to evict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Candidate {
+    score: u64,
+    db: usize,
+    key: SmallBytes,
+}
+
+/// A shard's eviction settings and state.
+pub struct Evictor {
+    /// `maxmemory`; 0 = no limit (nothing here runs).
+    pub maxmemory: u64,
+    pub policy: Policy,
+    /// `maxmemory-samples`.
+    pub samples: usize,
+    /// `maxmemory-eviction-tenacity`.
+    pub tenacity: u32,
+    /// Shared with the other shards; `None` = a lone shard (tests).
+    pub shared: Option<Arc<MemShared>>,
+    /// Sorted by score, ascending: the best candidate is last.
+    pool: Vec<Candidate>,
+    /// Where the random policies look next.
+    next_db: usize,
+}
+
+impl Default for Evictor {
+    fn default() -> Self {
+        Evictor {
+            maxmemory: 0,
+            policy: Policy::NoEviction,
+            samples: 5,
+            tenacity: 10,
+            shared: None,
+            pool: Vec::with_capacity(POOL_SIZE),
+            next_db: 0,
+        }
+    }
+}
+
+impl Evictor {
+    /// Applies new settings; a policy change empties the pool (its scores
+    /// mean something else now).
+    pub fn configure(&mut self, maxmemory: u64, policy: Policy, samples: usize, tenacity: u32) {
+        if policy != self.policy {
+            self.pool.clear();
+        }
+        self.maxmemory = maxmemory;
+        self.policy = policy;
+        // Redis accepts any positive count; past a few hundred keys per
+        // database a sample only costs time.
+        self.samples = samples.clamp(1, 512);
+        self.tenacity = tenacity;
+    }
+
+    /// Redis's `evictionTimeLimitUs`; `None` = unlimited.
+    pub fn time_limit_us(&self) -> Option<u64> {
+        let t = self.tenacity.min(100);
+        if t <= 10 {
+            return Some(50 * u64::from(t));
+        }
+        if t < 100 {
+            return Some((500.0 * 1.15f64.powi(t as i32 - 10)) as u64);
+        }
+        None
+    }
+
+    /// Inserts a candidate if the pool has room or it beats the worst one.
+    fn offer(&mut self, c: Candidate) {
+        if self.pool.iter().any(|p| p.db == c.db && p.key == c.key) {
+            return;
+        }
+        if self.pool.len() == POOL_SIZE {
+            if c.score <= self.pool[0].score {
+                return;
+            }
+            self.pool.remove(0);
+        }
+        let at = self.pool.partition_point(|p| p.score < c.score);
+        self.pool.insert(at, c);
+    }
+}
+
+impl Shard {
+    /// Keys the current policy may evict on this shard.
+    pub fn evictable_keys(&self) -> u64 {
+        match self.evict.policy {
+            Policy::NoEviction => 0,
+            p if p.volatile() => self.dbs.iter().map(|d| d.volatile_len() as u64).sum(),
+            _ => self.key_count() as u64,
+        }
+    }
+
+    /// Tells the other shards how many keys this one may evict.
+    pub fn publish_evictable(&self) {
+        if let Some(s) = &self.evict.shared {
+            s.publish(self.id, self.evictable_keys());
+        }
+    }
+
+    /// The check before a command (Redis's `processCommand` with
+    /// `maxmemory`): evicts this shard's share of any excess, and says
+    /// whether a command that may grow memory must be refused. Only call
+    /// when `self.evict.maxmemory != 0`.
+    #[cold]
+    pub fn check_memory(&mut self, denyoom: bool) -> bool {
+        let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
+        let view = MemView::read(self.id, n);
+        if view.total <= self.evict.maxmemory {
+            return false;
+        }
+        let out = self.perform_evictions(view);
+        self.publish_evictable();
+        denyoom && self.refuses(out)
+    }
+
+    /// Whether a denyoom command is refused after an eviction attempt that
+    /// ended with `out`.
+    pub fn refuses(&self, out: Outcome) -> bool {
+        match out {
+            Outcome::Ok | Outcome::Running => false,
+            Outcome::Fail => {
+                self.evict.policy == Policy::NoEviction
+                    || !self
+                        .evict
+                        .shared
+                        .as_ref()
+                        .is_some_and(|s| s.any_evictable())
+            }
+        }
+    }
+
+    /// The cron's part: evicts this shard's share of any excess even when
+    /// it gets no commands, for at most `budget_us` (Redis keeps evicting
+    /// from a timer until under the limit; the cron's budget plays that
+    /// part), and publishes its evictable count.
+    pub fn evict_cron(&mut self, budget_us: u64) {
+        if self.evict.maxmemory != 0 {
+            let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
+            let view = MemView::read(self.id, n);
+            if view.total > self.evict.maxmemory {
+                let limit = self.evict.time_limit_us().map(|l| l.max(budget_us));
+                self.evict_for(view, limit);
+            }
+        }
+        self.publish_evictable();
+    }
+
+    /// Evicts keys of this shard until its share of the excess in `view`
+    /// is freed, nothing is left to evict, or the time budget runs out.
+    pub fn perform_evictions(&mut self, view: MemView) -> Outcome {
+        let limit = self.evict.time_limit_us();
+        self.evict_for(view, limit)
+    }
+
+    fn evict_for(&mut self, view: MemView, limit: Option<u64>) -> Outcome {
+        let to_free = view.to_free(self.evict.maxmemory);
+        if to_free == 0 {
+            return Outcome::Ok;
+        }
+        if self.evict.policy == Policy::NoEviction {
+            return Outcome::Fail;
+        }
+        let start = Instant::now();
+        let mut freed = 0u64;
+        let mut keys = 0u64;
+        while freed < to_free {
+            match self.evict_one() {
+                Some(bytes) => freed += bytes as u64,
+                None => return Outcome::Fail,
+            }
+            keys += 1;
+            if keys.is_multiple_of(16) {
+                if let Some(l) = limit {
+                    if start.elapsed().as_micros() as u64 > l {
+                        return Outcome::Running;
+                    }
+                }
+            }
+        }
+        Outcome::Ok
+    }
+
+    /// Evicts the best key under the policy; its estimated size, or `None`
+    /// if no key may be evicted.
+    pub fn evict_one(&mut self) -> Option<usize> {
+        let (db, key) = if self.evict.policy.random() {
+            self.random_candidate()?
+        } else {
+            self.pool_candidate()?
+        };
+        let bytes = self.dbs[db].memory_usage(&key).unwrap_or(0)
+            + if self.evict.policy.volatile() {
+                key.len()
+            } else {
+                0
+            };
+        let e = self.dbs[db].remove(&key)?;
+        crate::lazyfree::free(e.value);
+        self.stats.evicted_keys += 1;
+        if self.prop.on {
+            // The append-only file replays the eviction (Redis propagates
+            // a DEL for each evicted key).
+            self.prop.implicit_del(db, &key);
+        }
+        Some(bytes)
+    }
+
+    fn random_candidate(&mut self) -> Option<(usize, SmallBytes)> {
+        let ndb = self.dbs.len();
+        let volatile = self.evict.policy.volatile();
+        for _ in 0..ndb {
+            let db = self.evict.next_db % ndb;
+            self.evict.next_db = self.evict.next_db.wrapping_add(1);
+            let d = &self.dbs[db];
+            let key = if volatile {
+                d.random_volatile(&mut self.rng).cloned()
+            } else {
+                d.random_entry(&mut self.rng).map(|(k, _)| k.clone())
+            };
+            if let Some(k) = key {
+                return Some((db, k));
+            }
+        }
+        None
+    }
+
+    /// Score of a key under the current policy: higher = evict first.
+    fn score(&self, e: &crate::Entry) -> u64 {
+        let now = self.now_ms;
+        match self.evict.policy {
+            Policy::VolatileTtl => u64::MAX - e.expire_at_ms(),
+            Policy::VolatileLfu | Policy::AllkeysLfu => {
+                let p = self.lfu.unwrap_or_default();
+                255 - u64::from(e.lfu_freq(now, p))
+            }
+            _ => e.idle_s(now),
+        }
+    }
+
+    /// Redis's `evictionPoolPopulate` over every database, then the best
+    /// pool entry that still exists.
+    fn pool_candidate(&mut self) -> Option<(usize, SmallBytes)> {
+        let volatile = self.evict.policy.volatile();
+        let n = self.evict.samples;
+        let mut sampled: Vec<SmallBytes> = Vec::with_capacity(n);
+        loop {
+            let mut total_keys = 0usize;
+            for db in 0..self.dbs.len() {
+                let size = if volatile {
+                    self.dbs[db].volatile_len()
+                } else {
+                    self.dbs[db].len()
+                };
+                if size == 0 {
+                    continue;
+                }
+                total_keys += size;
+                sampled.clear();
+                if volatile {
+                    self.dbs[db].sample_volatile(&mut self.rng, n, &mut sampled);
+                } else {
+                    for _ in 0..n {
+                        if let Some((k, _)) = self.dbs[db].random_entry(&mut self.rng) {
+                            sampled.push(k.clone());
+                        }
+                    }
+                }
+                for k in sampled.drain(..) {
+                    if let Some(e) = self.dbs[db].get(&k) {
+                        let score = self.score(e);
+                        self.evict.offer(Candidate { score, db, key: k });
+                    }
+                }
+            }
+            if total_keys == 0 {
+                return None;
+            }
+            while let Some(c) = self.evict.pool.pop() {
+                let d = &self.dbs[c.db];
+                let alive = match d.get(&c.key) {
+                    Some(e) => !volatile || e.expire_at_ms() != 0,
+                    None => false,
+                };
+                if alive {
+                    return Some((c.db, c.key));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{Str, Value};
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    fn v() -> Value {
+        Value::Str(Str::from_bytes(&[b'x'; 100]))
+    }
+
+    fn shard(policy: Policy) -> Shard {
+        let mut sh = Shard::new(0, 2);
+        sh.rng = SmallRng::seed_from_u64(11);
+        sh.evict.configure(1, policy, 5, 10);
+        if matches!(policy, Policy::AllkeysLfu | Policy::VolatileLfu) {
+            sh.lfu = Some(crate::LfuParams::default());
+        }
+        sh
+    }
+
+    fn view(total: u64) -> MemView {
+        MemView {
+            total,
+            mine: total,
+            shards_sum: total,
+            nshards: 1,
+        }
+    }
+
+    #[test]
+    fn pool_keeps_the_best_sixteen_sorted() {
+        let mut ev = Evictor::default();
+        for s in [
+            5u64, 1, 9, 3, 7, 2, 8, 4, 6, 0, 15, 11, 13, 12, 14, 10, 20, 16, 1,
+        ] {
+            ev.offer(Candidate {
+                score: s,
+                db: 0,
+                key: SmallBytes::from(format!("k{s}").as_bytes()),
+            });
+        }
+        let scores: Vec<u64> = ev.pool.iter().map(|c| c.score).collect();
+        assert_eq!(scores, (2..=16).chain([20]).collect::<Vec<_>>());
+        assert_eq!(ev.pool.len(), POOL_SIZE);
+        // The same key again is not added twice.
+        ev.offer(Candidate {
+            score: 99,
+            db: 0,
+            key: SmallBytes::from(&b"k20"[..]),
+        });
+        assert_eq!(ev.pool.iter().filter(|c| &c.key[..] == b"k20").count(), 1);
+    }
+
+    #[test]
+    fn share_of_the_excess_follows_each_shards_usage() {
+        let v = MemView {
+            total: 1_100,
+            mine: 300,
+            shards_sum: 1_000,
+            nshards: 2,
+        };
+        assert_eq!(v.to_free(1_200), 0);
+        assert_eq!(v.to_free(1_000), 30);
+        let idle = MemView { mine: 0, ..v };
+        assert_eq!(idle.to_free(1_000), 1, "at least one key");
+        let none = MemView {
+            shards_sum: 0,
+            mine: 0,
+            ..v
+        };
+        assert_eq!(none.to_free(1_000), 50);
+    }
+
+    #[test]
+    fn lru_evicts_the_idle_keys_first() {
+        let mut sh = shard(Policy::AllkeysLru);
+        let t0 = 1_000_000_000;
+        sh.now_ms = t0;
+        for i in 0..200 {
+            sh.store(0, format!("old{i}").as_bytes(), v(), 0);
+        }
+        sh.now_ms = t0 + 100_000;
+        for i in 0..20 {
+            sh.store(1, format!("new{i}").as_bytes(), v(), 0);
+        }
+        for _ in 0..150 {
+            assert!(sh.evict_one().is_some());
+        }
+        assert_eq!(sh.dbs[1].len(), 20, "no recent key evicted");
+        assert_eq!(sh.dbs[0].len(), 50);
+        assert_eq!(sh.stats.evicted_keys, 150);
+    }
+
+    #[test]
+    fn lfu_keeps_the_frequently_used_keys() {
+        let mut sh = shard(Policy::AllkeysLfu);
+        for i in 0..100 {
+            sh.store(0, format!("k{i}").as_bytes(), v(), 0);
+        }
+        for i in 0..10 {
+            for _ in 0..50 {
+                sh.lookup_read(0, format!("k{i}").as_bytes(), true);
+            }
+        }
+        for _ in 0..80 {
+            sh.evict_one();
+        }
+        for i in 0..10 {
+            assert!(sh.dbs[0].contains(format!("k{i}").as_bytes()), "k{i}");
+        }
+    }
+
+    #[test]
+    fn volatile_policies_never_touch_persistent_keys() {
+        for p in [
+            Policy::VolatileLru,
+            Policy::VolatileLfu,
+            Policy::VolatileRandom,
+            Policy::VolatileTtl,
+        ] {
+            let mut sh = shard(p);
+            let t = sh.now_ms;
+            for i in 0..50 {
+                sh.store(0, format!("p{i}").as_bytes(), v(), 0);
+                sh.store(0, format!("t{i}").as_bytes(), v(), t + 1_000_000);
+            }
+            assert_eq!(sh.evictable_keys(), 50);
+            assert_eq!(sh.perform_evictions(view(1 << 40)), Outcome::Fail, "{p:?}");
+            assert_eq!(sh.dbs[0].len(), 50);
+            assert_eq!(sh.dbs[0].volatile_len(), 0);
+            assert!(sh.refuses(Outcome::Fail));
+        }
+    }
+
+    #[test]
+    fn volatile_ttl_evicts_the_soonest_first() {
+        let mut sh = shard(Policy::VolatileTtl);
+        let t = sh.now_ms;
+        for i in 0..100 {
+            sh.store(0, format!("k{i}").as_bytes(), v(), t + 1_000 * (i + 1));
+        }
+        for _ in 0..50 {
+            sh.evict_one();
+        }
+        let left = (0..100)
+            .filter(|i| sh.dbs[0].contains(format!("k{i}").as_bytes()))
+            .count();
+        assert_eq!(left, 50);
+        let late = (75..100)
+            .filter(|i| sh.dbs[0].contains(format!("k{i}").as_bytes()))
+            .count();
+        assert_eq!(late, 25, "the latest quarter survives");
+    }
+
+    #[test]
+    fn noeviction_fails_and_under_the_limit_is_ok() {
+        let mut sh = shard(Policy::NoEviction);
+        sh.store(0, b"k", v(), 0);
+        assert_eq!(sh.perform_evictions(view(0)), Outcome::Ok);
+        assert_eq!(sh.perform_evictions(view(1 << 30)), Outcome::Fail);
+        assert!(sh.dbs[0].contains(b"k"));
+        let mut r = shard(Policy::AllkeysRandom);
+        for i in 0..10 {
+            r.store(1, format!("k{i}").as_bytes(), v(), 0);
+        }
+        // Frees its share (a few hundred bytes) then stops.
+        assert_eq!(r.perform_evictions(view(400)), Outcome::Ok);
+        assert!(r.dbs[1].len() < 10 && r.dbs[1].len() >= 7);
+        assert_eq!(r.perform_evictions(view(1 << 40)), Outcome::Fail);
+        assert_eq!(r.key_count(), 0);
+    }
+
+    #[test]
+    fn tenacity_maps_to_redis_time_limits() {
+        let mut ev = Evictor::default();
+        assert_eq!(ev.time_limit_us(), Some(500));
+        ev.tenacity = 0;
+        assert_eq!(ev.time_limit_us(), Some(0));
+        ev.tenacity = 11;
+        assert_eq!(ev.time_limit_us(), Some(575));
+        ev.tenacity = 100;
+        assert_eq!(ev.time_limit_us(), None);
+    }
+}
