@@ -265,7 +265,7 @@ fn save_rules_fire_and_shutdown_saves() {
         info_field(&mut c, "rdb_changes_since_last_save") == "0"
     });
     assert!(
-        s.log().contains("changes since the last save"),
+        s.log().contains("3 changes in 1 seconds. Saving..."),
         "{}",
         s.log()
     );

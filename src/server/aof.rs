@@ -125,6 +125,11 @@ impl Aof {
         AppendFsync::ALL[self.fsync.load(Ordering::Relaxed) as usize]
     }
 
+    /// The last write to the file succeeded.
+    pub fn last_write_ok(&self) -> bool {
+        !self.write_failed.load(Ordering::Relaxed)
+    }
+
     pub fn set_policy(&self, f: AppendFsync) {
         self.fsync.store(fsync_code(f), Ordering::Relaxed);
     }
@@ -204,7 +209,6 @@ impl Aof {
 
     /// Starts a new incr file: records queued after this call go to
     /// `path`. (The rewrite hook; see the module docs.)
-    #[allow(dead_code)] // BGREWRITEAOF (lead) calls it.
     pub fn switch_incr(&self, path: PathBuf) {
         let mut q = self.lock();
         let at = q.next();
@@ -554,10 +558,11 @@ pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
             Err(e) => return Err(format!("Can't open the append-only file {}: {e}", f.name)),
         };
         if data.starts_with(b"REDIS") {
-            return Err(format!(
-                "The AOF base {} is an RDB file: loading an RDB preamble is not supported yet",
-                f.name
-            ));
+            // An RDB preamble (Redis 7's `.base.rdb`, and our rewrites).
+            drop(data);
+            let limits = commands::ctx::enc_limits_of(cfg);
+            commands::persist::load(&path, &mut t.shards, limits)?;
+            continue;
         }
         let is_last = last_incr.is_some() && i == files.len() - 1;
         n += replay(&mut t, &data, &path, cfg.aof_load_truncated, is_last)?;

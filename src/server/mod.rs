@@ -8,6 +8,7 @@
 //! mailboxes.
 
 pub mod aof;
+mod aof_rewrite;
 mod blocking;
 mod conn;
 mod mailbox;
@@ -202,6 +203,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
     };
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    let _ = server.aof.set(Arc::new(aof_rewrite::Rewriter::new(
+        aof::Paths::of(&cfg),
+        aof.clone(),
+    )));
     if let Some((keys, expired)) = loaded {
         server.persist.loaded(keys, expired);
     }

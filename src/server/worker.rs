@@ -1191,20 +1191,14 @@ impl Worker {
     }
 
     /// Thread 0, each cron tick: starts a background save when a `save`
-    /// rule is due, as Redis's serverCron does.
+    /// rule is due, as Redis's serverCron does; also a scheduled save or
+    /// AOF rewrite, and an automatic rewrite.
     fn save_rules_cron(&mut self) {
         if self.core.id != 0 || self.core.sys.is_some() {
             return;
         }
         let server = self.core.server.clone();
-        if !server.persist.rules_due(&server) {
-            return;
-        }
-        let changes = server.persist.changes();
-        if let Ok(coord) = commands::persist::bgsave_coordinator(&server) {
-            log::notice(format_args!(
-                "{changes} changes since the last save: saving in the background"
-            ));
+        if let Some(coord) = commands::persist::cron_due(&server) {
             let mut set = commands::tx::LockSet::default();
             set.whole(server.nshards, commands::tx::Mode::Read);
             let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);

@@ -172,6 +172,8 @@ pub struct ServerShared {
     pub lastsave_s: Arc<AtomicU64>,
     /// Snapshots: SAVE/BGSAVE state, save rules, INFO persistence.
     pub persist: Arc<crate::persist::Persist>,
+    /// The append-only file, set by the runtime at start.
+    pub aof: OnceLock<Arc<dyn crate::persist::AofControl>>,
     /// Bound TCP port (0 if none).
     pub tcp_port: AtomicU64,
     pub executable: String,
@@ -227,6 +229,7 @@ impl ServerShared {
             shutdown: AtomicBool::new(false),
             lastsave_s: lastsave.clone(),
             persist: Arc::new(crate::persist::Persist::new(nshards, lastsave)),
+            aof: OnceLock::new(),
             tcp_port: AtomicU64::new(0),
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())

@@ -44,6 +44,14 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         &["admin", "slow", "dangerous"],
     ),
     CommandSpec::new(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        NO_KEYS,
+        Exec::Coord(bgrewriteaof),
+        &["admin", "slow", "dangerous"],
+    ),
+    CommandSpec::new(
         "bgsave",
         -1,
         ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
@@ -56,7 +64,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 /// Whether `name` begins a snapshot: it runs under whole-keyspace Read
 /// locks (see `multi::keyspace_locks`).
 pub fn is_snapshot_command(name: &str) -> bool {
-    name == "save" || name == "bgsave"
+    matches!(name, "save" | "bgsave" | "bgrewriteaof")
 }
 
 /// Redis's `shared.bgsaveerr`.
@@ -91,6 +99,9 @@ fn log(warning: bool, line: &str) {
     }
 }
 
+/// Called with a save's outcome once its file is in place.
+type OnDone = Box<dyn FnOnce(bool) + Send>;
+
 /// Per shard counters shared by a save's jobs and its writer.
 type Counters = Arc<Vec<AtomicU64>>;
 
@@ -111,11 +122,54 @@ struct Running {
     tx: SyncSender<SaveMsg>,
     abort: Arc<AtomicBool>,
     started: Instant,
+    kind: Kind,
+}
+
+/// What a running snapshot is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// SAVE: the client waits.
+    Save,
+    /// BGSAVE or a save rule.
+    Bgsave,
+    /// BGREWRITEAOF: the snapshot is the AOF's new base.
+    Rewrite,
+}
+
+/// The append-only file as the snapshot layer drives it (implemented by
+/// the runtime, which owns the AOF writer): a rewrite is a snapshot
+/// written as the new base, begun at the instant logging moves to a new
+/// incremental file.
+pub trait AofControl: Send + Sync {
+    /// Whether `appendonly` is on.
+    fn enabled(&self) -> bool;
+    /// Names the next base and incr files; returns the base's path.
+    fn prepare(&self) -> Result<PathBuf, String>;
+    /// At the snapshot instant (every shard locked): records from now on
+    /// go to the new incr file.
+    fn switch(&self);
+    /// The new base is in place (`ok`) or not: the manifest moves on (old
+    /// files deleted) or keeps listing the old ones.
+    fn finish(&self, ok: bool);
+    /// (base size, whole AOF size) in bytes.
+    fn sizes(&self) -> (u64, u64);
+    /// The last write to the AOF succeeded (INFO `aof_last_write_status`).
+    fn write_ok(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Default)]
 struct State {
     running: Option<Running>,
+    /// BGSAVE refused because a rewrite ran (BGSAVE SCHEDULE), or the
+    /// reverse: started by the cron when the other ends.
+    bgsave_scheduled: bool,
+    rewrite_scheduled: bool,
+    rewrite_ok: bool,
+    last_rewrite_time_s: Option<u64>,
+    rewrites: u64,
+    rewrite_failures: u64,
     last_ok: bool,
     last_bgsave_time_s: Option<u64>,
     last_try_s: u64,
@@ -143,6 +197,13 @@ pub struct Persist {
 /// INFO persistence figures.
 pub struct PersistInfo {
     pub in_progress: bool,
+    pub rewrite_in_progress: bool,
+    pub rewrite_scheduled: bool,
+    pub rewrite_ok: bool,
+    pub last_rewrite_time_s: Option<u64>,
+    pub current_rewrite_time_s: Option<u64>,
+    pub rewrites: u64,
+    pub rewrite_failures: u64,
     pub changes: u64,
     pub last_ok: bool,
     pub last_bgsave_time_s: Option<u64>,
@@ -158,6 +219,7 @@ impl Persist {
         Persist {
             state: Mutex::new(State {
                 last_ok: true,
+                rewrite_ok: true,
                 ..State::default()
             }),
             in_progress: AtomicBool::new(false),
@@ -197,12 +259,24 @@ impl Persist {
 
     pub fn info(&self) -> PersistInfo {
         let st = self.lock();
+        let running = |k: Kind| {
+            st.running
+                .as_ref()
+                .filter(|r| (r.kind == Kind::Rewrite) == (k == Kind::Rewrite))
+        };
         PersistInfo {
-            in_progress: st.running.is_some(),
+            in_progress: running(Kind::Bgsave).is_some(),
+            rewrite_in_progress: running(Kind::Rewrite).is_some(),
+            rewrite_scheduled: st.rewrite_scheduled,
+            rewrite_ok: st.rewrite_ok,
+            last_rewrite_time_s: st.last_rewrite_time_s,
+            current_rewrite_time_s: running(Kind::Rewrite).map(|r| r.started.elapsed().as_secs()),
+            rewrites: st.rewrites,
+            rewrite_failures: st.rewrite_failures,
             changes: self.changes(),
             last_ok: st.last_ok,
             last_bgsave_time_s: st.last_bgsave_time_s,
-            current_time_s: st.running.as_ref().map(|r| r.started.elapsed().as_secs()),
+            current_time_s: running(Kind::Bgsave).map(|r| r.started.elapsed().as_secs()),
             saves: st.saves,
             loaded_keys: st.loaded_keys,
             expired_on_load: st.expired_on_load,
@@ -245,20 +319,45 @@ impl Persist {
     fn start(
         self: &Arc<Self>,
         server: &ServerShared,
-        background: bool,
+        kind: Kind,
     ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
         let mut st = self.lock();
-        if st.running.is_some() {
-            return Err(CmdError::err("Background save already in progress"));
+        match st.running.as_ref().map(|r| r.kind) {
+            None => {}
+            Some(Kind::Rewrite) if kind == Kind::Rewrite => {
+                return Err(CmdError::err(
+                    "Background append only file rewriting already in progress",
+                ))
+            }
+            Some(Kind::Rewrite) => {
+                return Err(CmdError::err(
+                    "An AOF log rewriting in progress: can't BGSAVE right now. Use BGSAVE \
+                     SCHEDULE in order to schedule a BGSAVE whenever possible.",
+                ))
+            }
+            Some(_) => return Err(CmdError::err("Background save already in progress")),
         }
         let cfg = server.config();
+        let (path, on_done): (PathBuf, Option<OnDone>) =
+            if kind == Kind::Rewrite {
+                let Some(aof) = server.aof.get().cloned() else {
+                    return Err(CmdError::err("Background append only file rewriting error"));
+                };
+                let path = aof.prepare().map_err(CmdError::err)?;
+                (path, Some(Box::new(move |ok| aof.finish(ok))))
+            } else {
+                (cfg.rdb_path(), None)
+            };
+        let background = kind != Kind::Save;
         let (tx, rx) = sync_channel(CHANNEL_DEPTH);
         let (done_tx, done_rx) = sync_channel(1);
         let abort = Arc::new(AtomicBool::new(false));
         let begin_dirty: Arc<Vec<AtomicU64>> =
             Arc::new((0..self.dirty.len()).map(|_| AtomicU64::new(0)).collect());
         let job = WriterJob {
-            path: cfg.rdb_path(),
+            path,
+            kind,
+            on_done,
             checksum: cfg.rdbchecksum,
             shards: self.dirty.len(),
             rx,
@@ -272,15 +371,22 @@ impl Persist {
             .name("rdb-writer".into())
             .spawn(move || job.run())
             .map_err(|e| CmdError::err(format!("Can't save in background: {e}")))?;
-        if background {
-            log(false, "Background saving started");
+        if kind == Kind::Rewrite {
+            log(false, "Background append only file rewriting started");
+            st.rewrite_scheduled = false;
+        } else {
+            if background {
+                log(false, "Background saving started");
+            }
+            st.saves += 1;
+            st.last_try_s = engine::now_ms() / 1000;
+            st.bgsave_scheduled = false;
         }
-        st.saves += 1;
-        st.last_try_s = engine::now_ms() / 1000;
         st.running = Some(Running {
             tx,
             abort,
             started: Instant::now(),
+            kind,
         });
         self.in_progress.store(true, Ordering::Release);
         Ok((begin_dirty, done_rx))
@@ -289,30 +395,37 @@ impl Persist {
     /// Whether the `save` rules call for a background save now (Redis's
     /// serverCron check): some rule's seconds have passed since the last
     /// save and its number of changes was reached, and a failed save is
-    /// retried only after a delay.
-    pub fn rules_due(&self, server: &ServerShared) -> bool {
+    /// retried only after a delay. Returns the rule that fired (changes,
+    /// seconds), for Redis's log line.
+    pub fn rules_due(&self, server: &ServerShared) -> Option<(u64, u64)> {
         if self.in_progress() {
-            return false;
+            return None;
         }
         let rules = server.config().save_rules();
         if rules.is_empty() {
-            return false;
+            return None;
         }
         let now_s = engine::now_ms() / 1000;
         let last = self.lastsave_s.load(Ordering::Relaxed);
         let changes = self.changes();
         let st = self.lock();
         let retry_ok = st.last_ok || now_s.saturating_sub(st.last_try_s) > RETRY_DELAY_S;
-        retry_ok
-            && rules
-                .iter()
-                .any(|&(secs, n)| changes >= n && now_s.saturating_sub(last) >= secs)
+        if !retry_ok {
+            return None;
+        }
+        rules
+            .iter()
+            .find(|&&(secs, n)| changes >= n && now_s.saturating_sub(last) >= secs)
+            .map(|&(secs, n)| (n, secs))
     }
 }
 
 /// The writer thread's work.
 struct WriterJob {
     path: PathBuf,
+    kind: Kind,
+    /// Called with the outcome once the file is in place (rewrites).
+    on_done: Option<OnDone>,
     checksum: bool,
     shards: usize,
     rx: Receiver<SaveMsg>,
@@ -324,12 +437,35 @@ struct WriterJob {
 }
 
 impl WriterJob {
-    fn run(self) {
+    fn run(mut self) {
         let started = Instant::now();
         let res = self.write();
         if res.is_err() {
             // Shards stop writing; their next check drops their state.
             self.abort.store(true, Ordering::Release);
+        }
+        if let Some(f) = self.on_done.take() {
+            f(res.is_ok());
+        }
+        if self.kind == Kind::Rewrite {
+            let mut st = self.persist.lock();
+            st.running = None;
+            st.rewrite_ok = res.is_ok();
+            st.last_rewrite_time_s = Some(started.elapsed().as_secs());
+            if res.is_ok() {
+                st.rewrites += 1;
+                st.rewrite_failures = 0;
+            } else {
+                st.rewrite_failures += 1;
+            }
+            self.persist.in_progress.store(false, Ordering::Release);
+            drop(st);
+            match &res {
+                Ok(_) => log(false, "Background AOF rewrite terminated with success"),
+                Err(e) => log(true, &format!("Background AOF rewrite error: {e}")),
+            }
+            let _ = self.done.try_send(res.map(|_| ()));
+            return;
         }
         let now_s = engine::now_ms() / 1000;
         let keys = res.as_ref().copied().unwrap_or(0);
@@ -369,7 +505,10 @@ impl WriterJob {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
+        let tmp = match self.kind {
+            Kind::Rewrite => dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id())),
+            _ => dir.join(format!("temp-{}.rdb", std::process::id())),
+        };
         let res = self.write_to(&tmp);
         if let Err(e) = &res {
             let _ = std::fs::remove_file(&tmp);
@@ -402,7 +541,12 @@ impl WriterJob {
             w.write_all(b).map_err(|e| e.to_string())
         };
         let mut head = Vec::new();
-        engine::rdb::write_header(&mut head, engine::now_ms() / 1000, 0, false);
+        engine::rdb::write_header(
+            &mut head,
+            engine::now_ms() / 1000,
+            engine::alloc::used_total(self.shards),
+            self.kind == Kind::Rewrite,
+        );
         put(&mut w, &head)?;
         let (mut left, mut keys) = (self.shards, 0u64);
         while left > 0 {
@@ -521,7 +665,7 @@ fn begin_job(
 /// and the `save` rules through the runtime). Its caller wraps it in the
 /// whole-keyspace Read lock.
 pub fn bgsave_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let (begin_dirty, _done) = server.persist.start(server, true)?;
+    let (begin_dirty, _done) = server.persist.start(server, Kind::Bgsave)?;
     let compress = server.config().rdbcompression;
     let mut plan = Plan::default();
     plan.run_all(server.nshards, begin_job(compress, begin_dirty));
@@ -534,21 +678,162 @@ pub fn bgsave_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordina
     ))
 }
 
+/// A coordinator that only replies (a scheduled save or rewrite).
+fn reply_only(line: &'static str) -> Box<dyn Coordinator> {
+    Box::new(AtInstant {
+        begin: None,
+        at_instant: None,
+        reply: line,
+    })
+}
+
 /// BGSAVE [SCHEDULE]
 fn bgsave(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    match args.len() {
-        1 => {}
-        2 if eq_ic(args.get(1), "schedule") => {}
+    let schedule = match args.len() {
+        1 => false,
+        2 if eq_ic(args.get(1), "schedule") => true,
         _ => return Err(CmdError::Syntax),
+    };
+    let p = &c.server.persist;
+    {
+        let mut st = p.lock();
+        match st.running.as_ref().map(|r| r.kind) {
+            Some(Kind::Rewrite) if schedule => {
+                st.bgsave_scheduled = true;
+                return Ok(reply_only("Background saving scheduled"));
+            }
+            Some(Kind::Save | Kind::Bgsave) => {
+                return Err(CmdError::err("Background save already in progress"))
+            }
+            _ => {}
+        }
     }
     bgsave_coordinator(c.server)
+}
+
+/// BGREWRITEAOF: a snapshot written as the AOF's new base, begun at the
+/// instant logging moves to a new incr file (see [`AofControl`]).
+fn bgrewriteaof(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    {
+        let mut st = c.server.persist.lock();
+        match st.running.as_ref().map(|r| r.kind) {
+            Some(Kind::Rewrite) => {
+                return Err(CmdError::err(
+                    "Background append only file rewriting already in progress",
+                ))
+            }
+            Some(_) => {
+                st.rewrite_scheduled = true;
+                return Ok(reply_only(
+                    "Background append only file rewriting scheduled",
+                ));
+            }
+            None => {}
+        }
+    }
+    rewrite_coordinator(c.server)
+}
+
+/// The two-step coordinator of a rewrite: begin the snapshot on every
+/// shard, then (still under every lock) switch the AOF to its new incr
+/// file; the locks go with the empty last step.
+pub fn rewrite_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let (begin_dirty, _done) = server.persist.start(server, Kind::Rewrite)?;
+    let compress = server.config().rdbcompression;
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, begin_job(compress, begin_dirty));
+    let aof = server.aof.get().cloned();
+    Ok(Box::new(AtInstant {
+        begin: Some(plan),
+        at_instant: Some(Box::new(move || {
+            if let Some(a) = aof {
+                a.switch();
+            }
+        })),
+        reply: "Background append only file rewriting started",
+    }))
+}
+
+struct AtInstant {
+    begin: Option<Plan>,
+    at_instant: Option<Box<dyn FnOnce() + Send>>,
+    reply: &'static str,
+}
+
+impl Coordinator for AtInstant {
+    fn step(
+        &mut self,
+        _results: Vec<crate::coord::JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        _client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if let Some(p) = self.begin.take() {
+            *plan = p;
+            return Ok(());
+        }
+        if let Some(f) = self.at_instant.take() {
+            f();
+        }
+        out.simple(self.reply);
+        Ok(())
+    }
+}
+
+/// Thread 0's cron: a save or rewrite scheduled while the other ran, or
+/// an automatic rewrite (`auto-aof-rewrite-percentage` and `-min-size`,
+/// as Redis's serverCron), when nothing runs. Returns the coordinator to
+/// start (under whole-keyspace Read locks).
+pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+    let p = &server.persist;
+    let (bgsave, rewrite) = {
+        let st = p.lock();
+        if st.running.is_some() {
+            return None;
+        }
+        (st.bgsave_scheduled, st.rewrite_scheduled)
+    };
+    if rewrite || auto_rewrite_due(server) {
+        return rewrite_coordinator(server).ok();
+    }
+    if let Some((changes, secs)) = p.rules_due(server) {
+        log(
+            false,
+            &format!("{changes} changes in {secs} seconds. Saving..."),
+        );
+        return bgsave_coordinator(server).ok();
+    }
+    if bgsave {
+        return bgsave_coordinator(server).ok();
+    }
+    None
+}
+
+fn auto_rewrite_due(server: &ServerShared) -> bool {
+    let Some(aof) = server.aof.get() else {
+        return false;
+    };
+    if !aof.enabled() {
+        return false;
+    }
+    let cfg = server.config();
+    if cfg.auto_aof_rewrite_percentage == 0 {
+        return false;
+    }
+    let (base, size) = aof.sizes();
+    let st = server.persist.lock();
+    if !st.rewrite_ok && st.last_try_s + RETRY_DELAY_S > engine::now_ms() / 1000 {
+        return false;
+    }
+    size > cfg.auto_aof_rewrite_min_size
+        && size.saturating_sub(base) * 100 / base.max(1) >= cfg.auto_aof_rewrite_percentage
 }
 
 /// SAVE: every shard writes its whole part inside its job; the reply
 /// waits for the file to be renamed into place.
 fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let server = c.server.clone();
-    let (begin_dirty, done) = server.persist.start(&server, false)?;
+    let (begin_dirty, done) = server.persist.start(&server, Kind::Save)?;
     let compress = server.config().rdbcompression;
     let link = server.persist.link();
     let Some(link) = link else {
@@ -662,6 +947,8 @@ pub fn save_now(
     let (done_tx, done_rx) = sync_channel(1);
     let job = WriterJob {
         path: path.to_path_buf(),
+        kind: Kind::Save,
+        on_done: None,
         checksum,
         shards: shards.len(),
         rx,

@@ -398,10 +398,18 @@ struct Snapshot {
     rejected_connections: u64,
     lastsave_s: u64,
     persist: crate::persist::PersistInfo,
+    /// When `appendonly` is on.
+    aof: Option<AofInfo>,
     ops_per_sec: u64,
     input_kbps: f64,
     output_kbps: f64,
     mem: crate::memory::MemFigures,
+}
+
+struct AofInfo {
+    base_size: u64,
+    size: u64,
+    write_ok: bool,
 }
 
 impl Snapshot {
@@ -418,6 +426,14 @@ impl Snapshot {
             rejected_connections: s.rejected_connections.load(Ordering::Relaxed),
             lastsave_s: s.lastsave_s.load(Ordering::Relaxed),
             persist: s.persist.info(),
+            aof: s.aof.get().filter(|a| a.enabled()).map(|a| {
+                let (base_size, size) = a.sizes();
+                AofInfo {
+                    base_size,
+                    size,
+                    write_ok: a.write_ok(),
+                }
+            }),
             ops_per_sec: s.ops_per_sec.load(Ordering::Relaxed),
             input_kbps: f64::from_bits(s.input_kbps_bits.load(Ordering::Relaxed)),
             output_kbps: f64::from_bits(s.output_kbps_bits.load(Ordering::Relaxed)),
@@ -670,20 +686,28 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "rdb_last_cow_size", 0);
             kv(o, "rdb_last_load_keys_expired", p.expired_on_load);
             kv(o, "rdb_last_load_keys_loaded", p.loaded_keys);
-            zeros(
+            let ok = |b: bool| if b { "ok" } else { "err" };
+            kv(o, "aof_enabled", u8::from(s.aof.is_some()));
+            kv(
                 o,
-                &[
-                    "aof_enabled",
-                    "aof_rewrite_in_progress",
-                    "aof_rewrite_scheduled",
-                ],
+                "aof_rewrite_in_progress",
+                u8::from(p.rewrite_in_progress),
             );
-            kv(o, "aof_last_rewrite_time_sec", -1);
-            kv(o, "aof_current_rewrite_time_sec", -1);
-            kv(o, "aof_last_bgrewrite_status", "ok");
-            kv(o, "aof_rewrites", 0);
-            kv(o, "aof_rewrites_consecutive_failures", 0);
-            kv(o, "aof_last_write_status", "ok");
+            kv(o, "aof_rewrite_scheduled", u8::from(p.rewrite_scheduled));
+            kv(o, "aof_last_rewrite_time_sec", secs(p.last_rewrite_time_s));
+            kv(
+                o,
+                "aof_current_rewrite_time_sec",
+                secs(p.current_rewrite_time_s),
+            );
+            kv(o, "aof_last_bgrewrite_status", ok(p.rewrite_ok));
+            kv(o, "aof_rewrites", p.rewrites);
+            kv(o, "aof_rewrites_consecutive_failures", p.rewrite_failures);
+            kv(
+                o,
+                "aof_last_write_status",
+                ok(s.aof.as_ref().is_none_or(|a| a.write_ok)),
+            );
             zeros(
                 o,
                 &[
@@ -692,6 +716,19 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                     "module_fork_last_cow_size",
                 ],
             );
+            if let Some(a) = &s.aof {
+                kv(o, "aof_current_size", a.size);
+                kv(o, "aof_base_size", a.base_size);
+                zeros(
+                    o,
+                    &[
+                        "aof_pending_rewrite",
+                        "aof_buffer_length",
+                        "aof_pending_bio_fsync",
+                        "aof_delayed_fsync",
+                    ],
+                );
+            }
         }
         "stats" => {
             o.push_str("# Stats\r\n");

@@ -273,6 +273,13 @@ pub struct Config {
     pub appendfsync: AppendFsync,
     /// `aof-load-truncated`: start from an AOF whose last record is torn.
     pub aof_load_truncated: bool,
+    /// `aof-use-rdb-preamble`: rewrites write the base as an RDB file.
+    pub aof_use_rdb_preamble: bool,
+    /// `auto-aof-rewrite-percentage`: rewrite when the AOF grew this much
+    /// over its base (0 = never).
+    pub auto_aof_rewrite_percentage: u64,
+    /// `auto-aof-rewrite-min-size`: ... and is at least this big.
+    pub auto_aof_rewrite_min_size: u64,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
 }
@@ -357,6 +364,9 @@ impl Config {
             appenddirname: Vec::new(),
             appendfsync: AppendFsync::Everysec,
             aof_load_truncated: false,
+            aof_use_rdb_preamble: false,
+            auto_aof_rewrite_percentage: 0,
+            auto_aof_rewrite_min_size: 0,
             config_file: None,
         }
     }
@@ -642,6 +652,9 @@ static DIRECTIVES: &[Directive] = &[
     d("appenddirname",            Immutable, name!(appenddirname, b"appendonlydir")),
     d("appendfsync",              Mutable,   one_of!(appendfsync: AppendFsync, Everysec)),
     d("aof-load-truncated",       Mutable,   yes_no!(aof_load_truncated, true)),
+    d("aof-use-rdb-preamble",     Mutable,   yes_no!(aof_use_rdb_preamble, true)),
+    d("auto-aof-rewrite-percentage", Mutable, int!(auto_aof_rewrite_percentage: u64, 0, I32_MAX, 100)),
+    d("auto-aof-rewrite-min-size", Mutable,  memory!(auto_aof_rewrite_min_size, 0, I64_MAX, 64 * MIB)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -1712,6 +1725,19 @@ mod tests {
         ("appenddirname", "aofs", "appenddirname", "aofs"),
         ("appendfsync", "ALWAYS", "appendfsync", "always"),
         ("aof-load-truncated", "no", "aof-load-truncated", "no"),
+        ("aof-use-rdb-preamble", "no", "aof-use-rdb-preamble", "no"),
+        (
+            "auto-aof-rewrite-percentage",
+            "50",
+            "auto-aof-rewrite-percentage",
+            "50",
+        ),
+        (
+            "auto-aof-rewrite-min-size",
+            "1mb",
+            "auto-aof-rewrite-min-size",
+            "1048576",
+        ),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1761,6 +1787,9 @@ mod tests {
             "appenddirname" => assert_eq!(c.appenddirname, b"aofs"),
             "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
             "aof-load-truncated" => assert!(!c.aof_load_truncated),
+            "aof-use-rdb-preamble" => assert!(!c.aof_use_rdb_preamble),
+            "auto-aof-rewrite-percentage" => assert_eq!(c.auto_aof_rewrite_percentage, 50),
+            "auto-aof-rewrite-min-size" => assert_eq!(c.auto_aof_rewrite_min_size, 1 << 20),
             other => panic!("no check for {other}"),
         }
     }

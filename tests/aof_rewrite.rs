@@ -1,0 +1,243 @@
+//! BGREWRITEAOF on the snapshot layer: the new base is an RDB written
+//! without fork, begun at the instant logging moves to a new incr file;
+//! files exchanged with a real redis-server both ways.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{redis_available, unique_temp_dir, Server};
+use redis::{Commands, Connection};
+
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new(tag: &str) -> Self {
+        DataDir(unique_temp_dir(tag))
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+    fn manifest(&self) -> String {
+        std::fs::read_to_string(self.0.join("appendonlydir/appendonly.aof.manifest"))
+            .unwrap_or_default()
+    }
+    fn aof_files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.0.join("appendonlydir"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn tessera(dir: &DataDir, extra: &[&str]) -> Server {
+    let mut args = vec!["--dir", dir.path(), "--appendonly", "yes", "--save", ""];
+    args.extend_from_slice(extra);
+    Server::tessera(&args)
+}
+
+fn info(c: &mut Connection, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn rewrites(c: &mut Connection) -> u64 {
+    info(c, "aof_rewrites").parse().unwrap()
+}
+
+/// A rewrite under a stream of cross-shard MSETs and INCRs, then kill -9:
+/// every acknowledged write is there, every MSET whole, and the old files
+/// are gone once the new base is in place.
+#[test]
+fn rewrite_under_writes_then_kill_loses_nothing() {
+    let dir = DataDir::new("rewrite-kill");
+    let s = tessera(&dir, &["--shards", "3", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    for chunk in 0..10 {
+        let mut p = redis::pipe();
+        for i in 0..2000 {
+            p.set(format!("bulk:{chunk}:{i}"), i).ignore();
+        }
+        let _: () = p.query(&mut c).unwrap();
+    }
+    let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, keys, mut w) = (stop.clone(), keys.clone(), s.conn());
+        std::thread::spawn(move || {
+            let mut token = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                token += 1;
+                let pairs: Vec<(&String, u64)> = keys.iter().map(|k| (k, token)).collect();
+                let _: () = w.mset(&pairs).unwrap();
+                let _: u64 = w.incr("counter", 1).unwrap();
+            }
+            token
+        })
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    let r: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    assert_eq!(r, "Background append only file rewriting started");
+    wait_for("the rewrite", || rewrites(&mut c) == 1);
+    assert_eq!(info(&mut c, "aof_last_bgrewrite_status"), "ok");
+    std::thread::sleep(Duration::from_millis(30));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    assert_eq!(
+        dir.manifest(),
+        "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+    );
+    assert_eq!(
+        dir.aof_files(),
+        [
+            "appendonly.aof.2.base.rdb",
+            "appendonly.aof.2.incr.aof",
+            "appendonly.aof.manifest"
+        ]
+    );
+    drop(c);
+    drop(s); // SIGKILL
+
+    let s = tessera(&dir, &["--shards", "2"]);
+    let mut c = s.conn();
+    let vals: Vec<u64> = c.mget(&keys).unwrap();
+    assert!(vals.iter().all(|v| *v == last), "{vals:?} vs {last}");
+    assert_eq!(c.get::<_, u64>("counter").unwrap(), last);
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 20_000 + 8 + 1);
+}
+
+#[test]
+fn rewrite_and_bgsave_schedule_each_other() {
+    let dir = DataDir::new("rewrite-schedule");
+    let s = tessera(&dir, &[]);
+    let mut r = s.raw();
+    let mut c = s.conn();
+    // Enough data that a save spans several loop iterations.
+    let mut p = redis::pipe();
+    for i in 0..50_000 {
+        p.set(format!("key:{i}"), "x".repeat(100)).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    assert_eq!(
+        r.cmd_str(&["BGREWRITEAOF"]),
+        b"+Background append only file rewriting started\r\n"
+    );
+    let during = r.cmd_str(&["BGSAVE"]);
+    if during.starts_with(b"-") {
+        // Still running: Redis's texts.
+        assert_eq!(
+            during,
+            &b"-ERR An AOF log rewriting in progress: can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.\r\n"[..]
+        );
+        let sched = r.cmd_str(&["BGSAVE", "SCHEDULE"]);
+        assert!(
+            sched == b"+Background saving scheduled\r\n"
+                || sched == b"+Background saving started\r\n",
+            "{}",
+            String::from_utf8_lossy(&sched)
+        );
+    }
+    wait_for("the scheduled save", || {
+        info(&mut c, "rdb_bgsave_in_progress") == "0"
+            && info(&mut c, "aof_rewrite_in_progress") == "0"
+            && std::path::Path::new(&dir.0.join("dump.rdb")).exists()
+    });
+    // The other way round: a rewrite asked during a save is scheduled.
+    assert_eq!(r.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let rw = r.cmd_str(&["BGREWRITEAOF"]);
+    assert!(
+        rw == b"+Background append only file rewriting scheduled\r\n"
+            || rw == b"+Background append only file rewriting started\r\n",
+        "{}",
+        String::from_utf8_lossy(&rw)
+    );
+    wait_for("the scheduled rewrite", || rewrites(&mut c) == 2);
+}
+
+#[test]
+fn automatic_rewrite_when_the_aof_grows() {
+    let dir = DataDir::new("rewrite-auto");
+    let s = tessera(
+        &dir,
+        &[
+            "--auto-aof-rewrite-min-size",
+            "1mb",
+            "--auto-aof-rewrite-percentage",
+            "100",
+        ],
+    );
+    let mut c = s.conn();
+    assert_eq!(rewrites(&mut c), 0);
+    let v = "v".repeat(1000);
+    for i in 0..1500 {
+        let _: () = c.set(format!("k{i}"), &v).unwrap();
+    }
+    wait_for("an automatic rewrite", || rewrites(&mut c) >= 1);
+    assert!(s
+        .log()
+        .contains("Background AOF rewrite terminated with success"));
+    let base: u64 = info(&mut c, "aof_base_size").parse().unwrap();
+    assert!(base > 0);
+}
+
+#[test]
+fn redis_loads_a_rewritten_aof_and_tessera_loads_redis_rdb_preamble() {
+    if !redis_available() {
+        eprintln!("skipped: redis-server not installed");
+        return;
+    }
+    // Tessera -> Redis.
+    let dir = DataDir::new("rewrite-to-redis");
+    let s = tessera(&dir, &["--shards", "2"]);
+    let mut c = s.conn();
+    let _: () = c.set("a", 1).unwrap();
+    let _: () = c.rpush("l", &["x", "y"]).unwrap();
+    let _: () = c.hset("h", "f", "v").unwrap();
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_for("the rewrite", || rewrites(&mut c) == 1);
+    let _: () = c.set("after", 2).unwrap();
+    drop(c);
+    drop(s);
+    let r = Server::redis(&["--dir", dir.path(), "--appendonly", "yes"]);
+    let mut c = r.conn();
+    assert_eq!(c.get::<_, u64>("a").unwrap(), 1);
+    assert_eq!(c.get::<_, u64>("after").unwrap(), 2);
+    assert_eq!(c.lrange::<_, Vec<String>>("l", 0, -1).unwrap(), ["x", "y"]);
+    // Redis rewrites (its base is an RDB preamble) and appends; Tessera
+    // loads the result.
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_for("Redis's rewrite", || rewrites(&mut c) == 1);
+    let _: () = c.set("from-redis", 3).unwrap();
+    drop(c);
+    drop(r);
+    assert!(dir.manifest().contains(".base.rdb"), "{}", dir.manifest());
+    let s = tessera(&dir, &["--shards", "3"]);
+    let mut c = s.conn();
+    let v: Vec<Option<u64>> = c.mget(&["a", "after", "from-redis"]).unwrap();
+    assert_eq!(v, [Some(1), Some(2), Some(3)]);
+    assert_eq!(c.hget::<_, _, String>("h", "f").unwrap(), "v");
+}
