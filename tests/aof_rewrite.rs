@@ -212,7 +212,8 @@ fn redis_loads_a_rewritten_aof_and_tessera_loads_redis_rdb_preamble() {
     }
     // Tessera -> Redis.
     let dir = DataDir::new("rewrite-to-redis");
-    let s = tessera(&dir, &["--shards", "2"]);
+    // `always`: the writes just before the kill are on disk when acknowledged.
+    let s = tessera(&dir, &["--shards", "2", "--appendfsync", "always"]);
     let mut c = s.conn();
     let _: () = c.set("a", 1).unwrap();
     let _: () = c.rpush("l", &["x", "y"]).unwrap();
@@ -240,4 +241,53 @@ fn redis_loads_a_rewritten_aof_and_tessera_loads_redis_rdb_preamble() {
     let v: Vec<Option<u64>> = c.mget(&["a", "after", "from-redis"]).unwrap();
     assert_eq!(v, [Some(1), Some(2), Some(3)]);
     assert_eq!(c.hget::<_, _, String>("h", "f").unwrap(), "v");
+}
+
+#[test]
+fn config_set_appendonly_at_runtime() {
+    let dir = DataDir::new("rewrite-runtime");
+    let s = Server::tessera(&["--dir", dir.path(), "--shards", "2", "--save", ""]);
+    let mut c = s.conn();
+    assert_eq!(info(&mut c, "aof_enabled"), "0");
+    let _: () = c.set("before", 1).unwrap();
+    let _: () = c.mset(&[("x", 1), ("y", 1), ("z", 1)]).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    wait_for("the AOF to turn on", || {
+        info(&mut c, "aof_enabled") == "1" && rewrites(&mut c) == 1
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("after", 2).unwrap();
+    let _: () = c.mset(&[("x", 2), ("y", 2), ("z", 2)]).unwrap();
+    assert!(dir.manifest().contains("base.rdb"), "{}", dir.manifest());
+    drop(c);
+    drop(s); // SIGKILL
+    let s = tessera(&dir, &["--shards", "3"]);
+    let mut c = s.conn();
+    let v: Vec<Option<u64>> = c.mget(&["before", "after", "x", "y", "z"]).unwrap();
+    assert_eq!(v, [Some(1), Some(2), Some(2), Some(2), Some(2)]);
+    // Off again: later writes are not logged.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    wait_for("the AOF to turn off", || info(&mut c, "aof_enabled") == "0");
+    let _: () = c.set("unlogged", 3).unwrap();
+    drop(c);
+    drop(s);
+    let s = tessera(&dir, &[]);
+    let mut c = s.conn();
+    let v: Vec<Option<u64>> = c.mget(&["before", "after", "unlogged"]).unwrap();
+    assert_eq!(v, [Some(1), Some(2), None]);
 }

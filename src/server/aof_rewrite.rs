@@ -25,7 +25,9 @@ use crate::log;
 
 pub struct Rewriter {
     paths: Paths,
-    aof: Option<Arc<Aof>>,
+    /// The writer while `appendonly` is on (set at start, or by
+    /// CONFIG SET appendonly).
+    aof: Mutex<Option<Arc<Aof>>>,
     state: Mutex<State>,
 }
 
@@ -37,6 +39,9 @@ struct State {
     next: Option<(ManifestFile, ManifestFile)>,
     /// Size of the base when the last rewrite ended (or at start).
     base_size: u64,
+    /// The AOF is being turned on: the manifest's files are stale until
+    /// the rewrite's base is in place, so the switch does not list them.
+    enabling: bool,
 }
 
 impl Rewriter {
@@ -52,13 +57,19 @@ impl Rewriter {
             .sum();
         Rewriter {
             paths,
-            aof,
+            aof: Mutex::new(aof),
             state: Mutex::new(State {
                 files,
                 next: None,
                 base_size,
+                enabling: false,
             }),
         }
+    }
+
+    /// The writer, when the AOF is on.
+    pub fn current(&self) -> Option<Arc<Aof>> {
+        self.aof.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -72,7 +83,43 @@ fn file_len(p: &Paths, f: &ManifestFile) -> u64 {
 
 impl AofControl for Rewriter {
     fn enabled(&self) -> bool {
-        self.aof.is_some()
+        self.current().is_some()
+    }
+
+    fn enable(&self) -> Result<(), String> {
+        self.prepare()?;
+        let incr = {
+            let mut st = self.lock();
+            st.enabling = true;
+            st.next.clone().map(|(_, i)| i)
+        };
+        let Some(incr) = incr else {
+            return Err("no incr file named".into());
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.paths.dir.join(&incr.name))
+            .map_err(|e| format!("Can't open the append-only file {}: {e}", incr.name))?;
+        // The policy follows CONFIG SET appendfsync from the next refresh.
+        let aof = super::aof::start(file, config::AppendFsync::Everysec);
+        *self.aof.lock().unwrap_or_else(|e| e.into_inner()) = Some(aof);
+        log::notice(format_args!(
+            "Background append only file rewriting for AOF enable"
+        ));
+        Ok(())
+    }
+
+    fn disable(&self) {
+        let aof = self.aof.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(a) = aof {
+            a.stop();
+            log::notice(format_args!("Append only file turned off"));
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn prepare(&self) -> Result<PathBuf, String> {
@@ -104,11 +151,15 @@ impl AofControl for Rewriter {
     }
 
     fn switch(&self) {
-        let Some(aof) = &self.aof else { return };
+        let Some(aof) = self.current() else { return };
         let mut st = self.lock();
         let Some((_, incr)) = st.next.clone() else {
             return;
         };
+        if st.enabling {
+            // The writer already appends to the new incr file.
+            return;
+        }
         aof.switch_incr(self.paths.dir.join(&incr.name));
         let mut files = st.files.clone();
         files.push(incr);
@@ -123,6 +174,7 @@ impl AofControl for Rewriter {
         let Some((base, incr)) = st.next.take() else {
             return;
         };
+        st.enabling = false;
         if !ok {
             // Stay in state 2 (see the module doc): complete as it stands.
             return;
@@ -140,7 +192,7 @@ impl AofControl for Rewriter {
     }
 
     fn write_ok(&self) -> bool {
-        self.aof.as_ref().is_none_or(|a| a.last_write_ok())
+        self.current().is_none_or(|a| a.last_write_ok())
     }
 
     fn sizes(&self) -> (u64, u64) {

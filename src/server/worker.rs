@@ -174,7 +174,33 @@ impl Core {
     /// reply lets another thread or a client see the writes.
     #[inline]
     fn aof_flush(&mut self) {
+        if self.aof.is_some() != self.shard.prop.on {
+            self.aof_toggled();
+        }
         if let Some(a) = &self.aof {
+            if let Some(c) = self.shard.prop.take() {
+                a.append(c);
+            }
+        }
+    }
+
+    /// CONFIG SET appendonly turned logging on or off on this shard (a job
+    /// at the rewrite's instant, or at the stop): pick the writer up, or
+    /// hand it what is left and let it go.
+    #[cold]
+    fn aof_toggled(&mut self) {
+        if self.shard.prop.on {
+            self.aof = self
+                .server
+                .aof
+                .get()
+                .and_then(|c| c.as_any().downcast_ref::<super::aof_rewrite::Rewriter>())
+                .and_then(|r| r.current());
+            match &self.aof {
+                Some(a) => a.set_policy(self.server.config().appendfsync),
+                None => self.shard.prop.on = false,
+            }
+        } else if let Some(a) = self.aof.take() {
             if let Some(c) = self.shard.prop.take() {
                 a.append(c);
             }

@@ -157,6 +157,15 @@ pub trait AofControl: Send + Sync {
     fn write_ok(&self) -> bool {
         true
     }
+    /// `CONFIG SET appendonly yes`: names the next base and incr files
+    /// and starts the writer on the incr (shards start logging at the
+    /// rewrite's instant).
+    fn enable(&self) -> Result<(), String>;
+    /// `CONFIG SET appendonly no`: after every shard stopped logging,
+    /// flushes and closes the file.
+    fn disable(&self);
+    /// The runtime's own type, for its threads to find the writer.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 #[derive(Default)]
@@ -167,6 +176,8 @@ struct State {
     bgsave_scheduled: bool,
     rewrite_scheduled: bool,
     rewrite_ok: bool,
+    /// CONFIG SET appendonly asked to turn the AOF on or off.
+    aof_request: Option<bool>,
     last_rewrite_time_s: Option<u64>,
     rewrites: u64,
     rewrite_failures: u64,
@@ -284,6 +295,12 @@ impl Persist {
         }
     }
 
+    /// CONFIG SET appendonly changed: the cron turns the AOF on (with a
+    /// rewrite) or off.
+    pub fn request_aof(&self, on: bool) {
+        self.lock().aof_request = Some(on);
+    }
+
     /// Records what start-up loading found (INFO `rdb_last_load_keys_*`).
     pub fn loaded(&self, keys: u64, expired: u64) {
         let mut st = self.lock();
@@ -338,16 +355,15 @@ impl Persist {
             Some(_) => return Err(CmdError::err("Background save already in progress")),
         }
         let cfg = server.config();
-        let (path, on_done): (PathBuf, Option<OnDone>) =
-            if kind == Kind::Rewrite {
-                let Some(aof) = server.aof.get().cloned() else {
-                    return Err(CmdError::err("Background append only file rewriting error"));
-                };
-                let path = aof.prepare().map_err(CmdError::err)?;
-                (path, Some(Box::new(move |ok| aof.finish(ok))))
-            } else {
-                (cfg.rdb_path(), None)
+        let (path, on_done): (PathBuf, Option<OnDone>) = if kind == Kind::Rewrite {
+            let Some(aof) = server.aof.get().cloned() else {
+                return Err(CmdError::err("Background append only file rewriting error"));
             };
+            let path = aof.prepare().map_err(CmdError::err)?;
+            (path, Some(Box::new(move |ok| aof.finish(ok))))
+        } else {
+            (cfg.rdb_path(), None)
+        };
         let background = kind != Kind::Save;
         let (tx, rx) = sync_channel(CHANNEL_DEPTH);
         let (done_tx, done_rx) = sync_channel(1);
@@ -738,10 +754,26 @@ fn bgrewriteaof(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordina
 /// shard, then (still under every lock) switch the AOF to its new incr
 /// file; the locks go with the empty last step.
 pub fn rewrite_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordinator>, CmdError> {
+    rewrite_with(server, false)
+}
+
+/// A rewrite; with `enable` (CONFIG SET appendonly yes) every shard also
+/// starts logging at the snapshot instant.
+fn rewrite_with(
+    server: &Arc<ServerShared>,
+    enable: bool,
+) -> Result<Box<dyn Coordinator>, CmdError> {
     let (begin_dirty, _done) = server.persist.start(server, Kind::Rewrite)?;
     let compress = server.config().rdbcompression;
     let mut plan = Plan::default();
-    plan.run_all(server.nshards, begin_job(compress, begin_dirty));
+    let begin = begin_job(compress, begin_dirty);
+    plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
+        if enable {
+            engine::prop::set_enabled(true);
+            env.shard.prop.on = true;
+        }
+        begin(env)
+    });
     let aof = server.aof.get().cloned();
     Ok(Box::new(AtInstant {
         begin: Some(plan),
@@ -786,13 +818,42 @@ impl Coordinator for AtInstant {
 /// start (under whole-keyspace Read locks).
 pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
     let p = &server.persist;
-    let (bgsave, rewrite) = {
-        let st = p.lock();
+    let (bgsave, rewrite, aof_request) = {
+        let mut st = p.lock();
         if st.running.is_some() {
             return None;
         }
-        (st.bgsave_scheduled, st.rewrite_scheduled)
+        (
+            st.bgsave_scheduled,
+            st.rewrite_scheduled,
+            st.aof_request.take(),
+        )
     };
+    match (aof_request, server.aof.get()) {
+        (Some(true), Some(aof)) if !aof.enabled() => {
+            if let Err(e) = aof.enable() {
+                log(true, &format!("Can't turn the append only file on: {e}"));
+                return None;
+            }
+            return rewrite_with(server, true).ok();
+        }
+        (Some(false), Some(aof)) if aof.enabled() => {
+            let mut plan = Plan::default();
+            plan.run_all(server.nshards, |env: &mut ShardEnv<'_>| {
+                env.shard.prop.on = false;
+            });
+            let aof = aof.clone();
+            return Some(Box::new(AtInstant {
+                begin: Some(plan),
+                at_instant: Some(Box::new(move || {
+                    aof.disable();
+                    engine::prop::set_enabled(false);
+                })),
+                reply: "OK",
+            }));
+        }
+        _ => {}
+    }
     if rewrite || auto_rewrite_due(server) {
         return rewrite_coordinator(server).ok();
     }

@@ -241,9 +241,16 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .step_by(2)
         .map(|i| (args.get(i), args.get(i + 1)))
         .collect();
-    {
+    let appendonly = {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
+        let before = cfg.appendonly;
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        (before != cfg.appendonly).then_some(cfg.appendonly)
+    };
+    if let Some(on) = appendonly {
+        // Redis's startAppendOnly / stopAppendOnly: turning it on writes a
+        // base of the current data first (see `persist`).
+        c.server.persist.request_aof(on);
     }
     c.server.config_gen.fetch_add(1, Ordering::SeqCst);
     if let Some(w) = c.server.wake_all.get() {
