@@ -453,3 +453,27 @@ fn a_failed_save_refuses_writes_with_misconf_until_a_save_succeeds() {
     assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
     assert_eq!(r.cmd_str(&["SET", "a", "5"]), b"+OK\r\n");
 }
+
+#[test]
+fn lfu_counters_survive_a_restart_under_an_lfu_policy() {
+    let dir = DataDir::new("persist-lfu");
+    let policy = ["--save", "", "--maxmemory-policy", "allkeys-lfu"];
+    let mut s = tessera(&dir, &policy);
+    let mut c = s.conn();
+    let _: () = c.set("hot", 1).unwrap();
+    let _: () = c.set("cold", 1).unwrap();
+    for _ in 0..2000 {
+        let _: u64 = c.get("hot").unwrap();
+    }
+    let freq = |c: &mut Connection, k: &str| -> i64 {
+        redis::cmd("OBJECT").arg("FREQ").arg(k).query(c).unwrap()
+    };
+    let (hot, cold) = (freq(&mut c, "hot"), freq(&mut c, "cold"));
+    assert!(hot > cold, "{hot} {cold}");
+    drop(c);
+    shutdown(&mut s, &["SAVE"]);
+    let s = tessera(&dir, &policy);
+    let mut c = s.conn();
+    assert_eq!(freq(&mut c, "hot"), hot);
+    assert_eq!(freq(&mut c, "cold"), cold);
+}

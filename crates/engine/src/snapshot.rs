@@ -44,8 +44,19 @@ pub struct DbSnap {
     cursor: u64,
     done: bool,
     compress: bool,
+    /// Access data written with each entry, as Redis does under an LRU or
+    /// LFU `maxmemory-policy` (IDLE / FREQ opcodes).
+    meta: Meta,
     /// Entries written.
     keys: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Meta {
+    None,
+    /// Idle seconds relative to this instant (ms).
+    Lru(u64),
+    Lfu,
 }
 
 impl DbSnap {
@@ -53,7 +64,12 @@ impl DbSnap {
     #[inline]
     pub(crate) fn visit(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8) {
         if e.snap != epoch {
-            crate::rdb::write_entry(&mut self.out, key, e, self.compress);
+            let (idle, freq) = match self.meta {
+                Meta::None => (None, None),
+                Meta::Lru(now_ms) => (Some(e.idle_s(now_ms)), None),
+                Meta::Lfu => (None, Some(e.lfu_counter)),
+            };
+            crate::rdb::write_entry_ext(&mut self.out, key, e, self.compress, idle, freq);
             e.snap = epoch;
             self.keys += 1;
         }
@@ -65,7 +81,7 @@ impl DbSnap {
 const STEP_MAX_BUCKETS: usize = 4096;
 
 impl Db {
-    fn snapshot_begin(&mut self, compress: bool) {
+    fn snapshot_begin(&mut self, compress: bool, meta: Meta) {
         self.epoch = self.epoch.wrapping_add(1);
         self.saving = true;
         self.snap = Some(Box::new(DbSnap {
@@ -73,6 +89,7 @@ impl Db {
             cursor: 0,
             done: false,
             compress,
+            meta,
             keys: 0,
         }));
     }
@@ -129,8 +146,14 @@ impl Shard {
                 d.restamp();
             }
         }
+        use crate::evict::Policy;
+        let meta = match self.evict.policy {
+            Policy::AllkeysLru | Policy::VolatileLru => Meta::Lru(self.now_ms),
+            Policy::AllkeysLfu | Policy::VolatileLfu => Meta::Lfu,
+            _ => Meta::None,
+        };
         for d in &mut self.dbs {
-            d.snapshot_begin(compress);
+            d.snapshot_begin(compress, meta);
         }
     }
 
