@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::time::Instant;
 
-use commands::coord::{Coordinator, JobOut};
+use commands::coord::{ClientIo, Coordinator, JobOut};
 use commands::{ClientState, Resolved};
 use resp::Reply;
 
@@ -101,6 +101,48 @@ pub struct Conn {
     pub unread: bool,
     /// Queued on the thread's flush list.
     pub dirty: bool,
+    /// Unix second since which the output has stayed at or above the soft
+    /// limit (Redis's `obuf_soft_limit_reached_time`).
+    obuf_soft_since_s: Option<u64>,
+    /// Past its output buffer limit: closed at the next flush point without
+    /// writing anything more (Redis's `CLIENT_CLOSE_ASAP`).
+    pub obuf_over: bool,
+}
+
+/// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
+/// largest input and output buffer of any client of this thread, one slot
+/// per second over the last [`PEAK_SLOTS`] seconds (Redis's
+/// `CLIENTS_PEAK_MEM_USAGE_SLOTS`), sampled by the cron.
+#[derive(Default)]
+pub struct RecentPeaks {
+    slots: [(usize, usize); PEAK_SLOTS],
+    sec: u64,
+}
+
+pub const PEAK_SLOTS: usize = 8;
+
+impl RecentPeaks {
+    /// Records one client's figures at unix second `now_s`.
+    pub fn sample(&mut self, now_s: u64, input: usize, output: usize) {
+        if now_s != self.sec {
+            // Forget the seconds that passed since the last sample.
+            let gap = now_s.saturating_sub(self.sec).min(PEAK_SLOTS as u64);
+            for k in 1..=gap {
+                self.slots[((self.sec + k) % PEAK_SLOTS as u64) as usize] = (0, 0);
+            }
+            self.sec = now_s;
+        }
+        let s = &mut self.slots[(now_s % PEAK_SLOTS as u64) as usize];
+        s.0 = s.0.max(input);
+        s.1 = s.1.max(output);
+    }
+
+    /// The largest (input, output) over the window.
+    pub fn max(&self) -> (usize, usize) {
+        self.slots
+            .iter()
+            .fold((0, 0), |(a, b), &(i, o)| (a.max(i), b.max(o)))
+    }
 }
 
 /// Initial read buffer size; it grows for large requests and shrinks back
@@ -132,6 +174,8 @@ impl Conn {
             hup: false,
             unread: false,
             dirty: false,
+            obuf_soft_since_s: None,
+            obuf_over: false,
         }
     }
 
@@ -236,6 +280,138 @@ impl Conn {
     /// Bytes waiting to be written.
     pub fn unwritten(&self) -> usize {
         self.out.len() - self.written
+    }
+
+    /// Output held for the client and not yet written: unwritten bytes of
+    /// `out`, replies done but queued behind earlier ones, the reply of a
+    /// running coordinator, and the reply slots themselves. What the output
+    /// buffer limits compare (Redis's `getClientOutputBufferMemoryUsage`).
+    pub fn obuf_bytes(&self) -> usize {
+        self.unwritten()
+            + self.staging.len()
+            + self.coord.as_ref().map_or(0, |a| a.out.len())
+            + self.pending.len() * std::mem::size_of::<Slot>()
+    }
+
+    /// Redis's `checkClientOutputBufferLimits`: whether output has reached
+    /// the hard limit, or has stayed at or above the soft limit for more
+    /// than `soft_seconds` (a limit of 0 is off). Remembers when the soft
+    /// limit was first reached and forgets it once output is below it.
+    pub fn obuf_limit_reached(&mut self, l: &config::ObufLimit, now_s: u64) -> bool {
+        let used = self.obuf_bytes() as u64;
+        let hard = l.hard != 0 && used >= l.hard;
+        let mut soft = l.soft != 0 && used >= l.soft;
+        if soft {
+            match self.obuf_soft_since_s {
+                None => {
+                    self.obuf_soft_since_s = Some(now_s);
+                    soft = false;
+                }
+                Some(t) => soft = now_s.saturating_sub(t) > l.soft_seconds.max(0) as u64,
+            }
+        } else {
+            self.obuf_soft_since_s = None;
+        }
+        hard || soft
+    }
+
+    /// Redis's `closeClientOnOutputBufferLimitReached(c, async=1)`: checks
+    /// the limits of the client's class (`pubsub` while subscribed, else
+    /// `normal`; `limits` is indexed by `config::ObufClass`); once passed,
+    /// the client stops executing and is closed at the next flush point
+    /// without another byte written. True when it is (or already was) marked.
+    /// Cheap when the class has no limits: a load and two compares.
+    pub fn check_obuf(&mut self, limits: &[config::ObufLimit; 3], now_ms: u64) -> bool {
+        if self.obuf_over {
+            return true;
+        }
+        let st = &self.client;
+        let class = if st.sub_count + st.psub_count + st.ssub_count > 0 {
+            config::ObufClass::Pubsub
+        } else {
+            config::ObufClass::Normal
+        };
+        let l = &limits[class as usize];
+        if l.hard == 0 && l.soft == 0 {
+            self.obuf_soft_since_s = None;
+            return false;
+        }
+        if !self.obuf_limit_reached(l, now_ms / 1000) {
+            return false;
+        }
+        self.obuf_over = true;
+        self.closing = true;
+        crate::log::warning(format_args!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            self.describe(now_ms)
+        ));
+        true
+    }
+
+    /// Heap bytes this connection holds, all buffers at their capacity
+    /// (Redis's `getClientMemoryUsage`, CLIENT LIST `tot-mem`).
+    pub fn mem_total(&self) -> usize {
+        let st = &self.client;
+        std::mem::size_of::<Self>()
+            + self.rbuf.capacity()
+            + self.args.capacity() * std::mem::size_of::<Range<usize>>()
+            + self.out.capacity()
+            + self.staging.capacity()
+            + self.pending.capacity() * std::mem::size_of::<Slot>()
+            + self.coord.as_ref().map_or(0, |a| {
+                std::mem::size_of::<ActiveCoord>() + a.out.capacity()
+            })
+            + st.addr.capacity()
+            + st.laddr.capacity()
+            + st.last_cmd.capacity()
+            + st.name.as_ref().map_or(0, |n| n.len())
+    }
+
+    /// Input side of [`Self::mem_total`]: the read buffer and the parsed
+    /// argument ranges (Redis's `client_recent_max_input_buffer` figure).
+    pub fn mem_input(&self) -> usize {
+        self.rbuf.capacity() + self.args.capacity() * std::mem::size_of::<Range<usize>>()
+    }
+
+    /// CLIENT LIST's I/O fields. `obl`: unwritten bytes of the reply
+    /// buffer; `oll`: replies queued behind one still running elsewhere;
+    /// `omem`: [`Self::obuf_bytes`], what the output limits compare.
+    pub fn io(&self) -> ClientIo {
+        ClientIo {
+            qbuf: self.qbuf_len(),
+            qbuf_free: self.rbuf.len() - self.rend,
+            obl: self.unwritten(),
+            oll: self.pending.len(),
+            omem: self.obuf_bytes(),
+            tot_mem: self.mem_total(),
+        }
+    }
+
+    /// One line for the log about this client (a subset of CLIENT LIST).
+    pub fn describe(&self, now_ms: u64) -> String {
+        let st = &self.client;
+        let io = self.io();
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} db={} qbuf={} obl={} oll={} \
+             omem={} tot-mem={} cmd={}",
+            st.id,
+            st.addr,
+            st.laddr,
+            st.fd,
+            st.name
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default(),
+            now_ms.saturating_sub(st.created_ms) / 1000,
+            now_ms.saturating_sub(st.last_interaction_ms) / 1000,
+            st.db,
+            io.qbuf,
+            io.obl,
+            io.oll,
+            io.omem,
+            io.tot_mem,
+            st.last_cmd,
+        )
     }
 
     /// Writes as much of `out` as the socket takes. Returns bytes written;

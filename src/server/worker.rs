@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
 use super::blocking::{self, BlockPhase, BlockTicket, BlockedCmd, Waiters};
-use super::conn::{ActiveCoord, Conn, Stream, READ_CHUNK};
+use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, READ_CHUNK};
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
@@ -68,6 +68,7 @@ struct Cached {
     protected_mode: bool,
     tcp_keepalive_s: u64,
     loglevel: config::LogLevel,
+    obuf: [config::ObufLimit; 3],
 }
 
 impl Cached {
@@ -84,6 +85,7 @@ impl Cached {
             protected_mode: c.protected_mode,
             tcp_keepalive_s: c.tcp_keepalive_s,
             loglevel: c.loglevel,
+            obuf: c.client_output_buffer_limit,
         }
     }
 }
@@ -212,6 +214,8 @@ struct Conns {
     /// Killed by CLIENT KILL: closed at the end of the drain, if the slot
     /// still holds the same connection.
     killed: Vec<(usize, u32)>,
+    /// INFO's client_recent_max_*_buffer for this thread's clients.
+    peaks: RecentPeaks,
 }
 
 impl Conns {
@@ -261,16 +265,11 @@ impl ClientRegistry for Conns {
 
     fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo)) {
         for c in self.slots.iter().flatten() {
-            let io = ClientIo {
-                qbuf: c.qbuf_len(),
-                qbuf_free: c.rbuf.len() - c.rbuf_end(),
-                obl: c.unwritten(),
-                oll: c.pending.len(),
-                omem: c.out.len() + c.pending.len() * 64,
-                tot_mem: c.rbuf.len() + c.out.len(),
-            };
-            f(&c.client, &io);
+            f(&c.client, &c.io());
         }
+    }
+    fn recent_max_buffers(&self) -> (usize, usize) {
+        self.peaks.max()
     }
     fn kill(&mut self, id: u64) -> bool {
         let found = self
@@ -355,6 +354,7 @@ impl Worker {
                 dirty: Vec::new(),
                 resume: Vec::new(),
                 killed: Vec::new(),
+                peaks: RecentPeaks::default(),
             },
             poll,
             tcp,
@@ -1246,6 +1246,9 @@ impl Worker {
             return;
         };
         c.dirty = false;
+        if c.check_obuf(&self.core.cfg.obuf, self.core.shard.now_ms) {
+            return self.close_conn(slot);
+        }
         // Replies ahead of a pipelined command still running elsewhere (a
         // coordinator, or a hop to another shard) go out with its reply:
         // one write for the pipeline instead of one per multi-shard command
@@ -1375,12 +1378,27 @@ impl Worker {
         self.core.shard.rehash_cron(1000);
         // Redis's clientsCronResizeQueryBuffer: an idle connection does not
         // keep the buffer one large request grew.
-        for c in self.conns.slots.iter_mut().flatten() {
+        let now_ms = self.core.shard.now_ms;
+        let now_s = now_ms / 1000;
+        self.conns.peaks.sample(now_s, 0, 0);
+        let mut over = Vec::new();
+        for (slot, c) in self.conns.slots.iter_mut().enumerate() {
+            let Some(c) = c.as_mut() else { continue };
             if c.qbuf_len() == 0 && c.rbuf.len() > 4 * READ_CHUNK {
                 c.rbuf = Vec::new();
                 c.rpos = 0;
                 c.set_rbuf_end(0);
             }
+            let out = c.obuf_bytes();
+            self.conns.peaks.sample(now_s, c.mem_input(), out);
+            // Output limits also while no reply is added (a client paused
+            // with output pending stays above the soft limit).
+            if out > 0 && c.check_obuf(&self.core.cfg.obuf, now_ms) {
+                over.push(slot);
+            }
+        }
+        for slot in over {
+            self.close_conn(slot);
         }
         if self.core.cfg.timeout_s > 0 {
             let now = self.core.shard.now_ms;
@@ -1540,6 +1558,9 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     }
                 }
                 c.rpos += n;
+                if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
+                    return;
+                }
             }
             Parsed::Incomplete(need) => {
                 c.need = need;
