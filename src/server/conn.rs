@@ -283,14 +283,11 @@ impl Conn {
     }
 
     /// Output held for the client and not yet written: unwritten bytes of
-    /// `out`, replies done but queued behind earlier ones, the reply of a
-    /// running coordinator, and the reply slots themselves. What the output
-    /// buffer limits compare (Redis's `getClientOutputBufferMemoryUsage`).
+    /// `out`, replies done but queued behind earlier ones, and the reply of
+    /// a running coordinator. What the output buffer limits compare
+    /// (Redis's `getClientOutputBufferMemoryUsage`).
     pub fn obuf_bytes(&self) -> usize {
-        self.unwritten()
-            + self.staging.len()
-            + self.coord.as_ref().map_or(0, |a| a.out.len())
-            + self.pending.len() * std::mem::size_of::<Slot>()
+        self.unwritten() + self.staging.len() + self.coord.as_ref().map_or(0, |a| a.out.len())
     }
 
     /// Redis's `checkClientOutputBufferLimits`: whether output has reached
@@ -358,9 +355,10 @@ impl Conn {
             + self.out.capacity()
             + self.staging.capacity()
             + self.pending.capacity() * std::mem::size_of::<Slot>()
-            + self.coord.as_ref().map_or(0, |a| {
-                std::mem::size_of::<ActiveCoord>() + a.out.capacity()
-            })
+            + self
+                .coord
+                .as_ref()
+                .map_or(0, |a| std::mem::size_of::<ActiveCoord>() + a.out.capacity())
             + st.addr.capacity()
             + st.laddr.capacity()
             + st.last_cmd.capacity()
@@ -374,14 +372,16 @@ impl Conn {
     }
 
     /// CLIENT LIST's I/O fields. `obl`: unwritten bytes of the reply
-    /// buffer; `oll`: replies queued behind one still running elsewhere;
-    /// `omem`: [`Self::obuf_bytes`], what the output limits compare.
+    /// buffer; `oll`: replies done but queued behind one still running
+    /// elsewhere (a command in flight is not a reply yet: the caller of
+    /// CLIENT LIST shows 0 as in Redis); `omem`: [`Self::obuf_bytes`], what
+    /// the output limits compare.
     pub fn io(&self) -> ClientIo {
         ClientIo {
             qbuf: self.qbuf_len(),
             qbuf_free: self.rbuf.len() - self.rend,
             obl: self.unwritten(),
-            oll: self.pending.len(),
+            oll: self.pending.iter().filter(|s| s.ready.is_some()).count(),
             omem: self.obuf_bytes(),
             tot_mem: self.mem_total(),
         }
@@ -498,5 +498,58 @@ mod tests {
         c.complete(b, b"2");
         c.complete(a, b"1");
         assert_eq!(c.out.as_bytes(), b"13");
+    }
+
+    #[test]
+    fn output_limits_follow_redis_rules() {
+        let mut c = conn();
+        let l = config::ObufLimit {
+            hard: 1000,
+            soft: 100,
+            soft_seconds: 2,
+        };
+        assert!(!c.obuf_limit_reached(&l, 50));
+        c.out.raw(&[b'x'; 150]);
+        // Soft reached: the clock starts, nothing happens yet.
+        assert!(!c.obuf_limit_reached(&l, 50));
+        assert!(!c.obuf_limit_reached(&l, 52));
+        // More than soft_seconds above it.
+        assert!(c.obuf_limit_reached(&l, 53));
+        // Dropping below the soft limit resets the clock.
+        c.written = 100;
+        assert!(!c.obuf_limit_reached(&l, 54));
+        c.out.raw(&[b'x'; 100]);
+        assert!(!c.obuf_limit_reached(&l, 55));
+        assert!(!c.obuf_limit_reached(&l, 57));
+        // The hard limit closes at once; replies queued behind count too.
+        let s = c.open_slot(false);
+        c.push_ready(&[b'y'; 900]);
+        assert_eq!(c.obuf_bytes(), 150 + 900);
+        assert!(c.obuf_limit_reached(&l, 57));
+        c.complete(s, b"");
+        // Limits of 0 are off.
+        let off = config::ObufLimit::default();
+        assert!(!c.obuf_limit_reached(&off, 1000));
+        let limits = [off; 3];
+        assert!(!c.check_obuf(&limits, 1_000_000));
+        assert!(!c.obuf_over);
+        let limits = [l, off, off];
+        assert!(c.check_obuf(&limits, 1_000_000));
+        assert!(c.obuf_over && c.closing);
+    }
+
+    #[test]
+    fn recent_peaks_cover_the_last_seconds() {
+        let mut p = RecentPeaks::default();
+        p.sample(100, 10, 500);
+        p.sample(101, 20, 5);
+        assert_eq!(p.max(), (20, 500));
+        p.sample(100 + PEAK_SLOTS as u64 - 1, 0, 0);
+        assert_eq!(p.max(), (20, 500));
+        // Second 100 falls out of the window.
+        p.sample(100 + PEAK_SLOTS as u64, 0, 0);
+        assert_eq!(p.max(), (20, 5));
+        p.sample(1000, 0, 0);
+        assert_eq!(p.max(), (0, 0));
     }
 }

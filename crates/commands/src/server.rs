@@ -363,8 +363,7 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
         move |env| ShardInfo {
             clients_mem: {
                 let mut sum = 0u64;
-                env.clients
-                    .for_each(&mut |_, io| sum += io.tot_mem as u64);
+                env.clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
                 sum
             },
             recent_buffers: env.clients.recent_max_buffers(),
@@ -559,7 +558,11 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "cluster_connections", 0);
             kv(o, "maxclients", s.config.maxclients);
             let recent = |f: fn(&(usize, usize)) -> usize| {
-                parts.iter().map(|p| f(&p.recent_buffers)).max().unwrap_or(0)
+                parts
+                    .iter()
+                    .map(|p| f(&p.recent_buffers))
+                    .max()
+                    .unwrap_or(0)
             };
             kv(o, "client_recent_max_input_buffer", recent(|r| r.0));
             kv(o, "client_recent_max_output_buffer", recent(|r| r.1));
@@ -638,13 +641,7 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 ],
             );
             kv(o, "mem_clients_normal", clients);
-            zeros(
-                o,
-                &[
-                    "mem_cluster_links",
-                    "mem_aof_buffer",
-                ],
-            );
+            zeros(o, &["mem_cluster_links", "mem_aof_buffer"]);
             kv(o, "mem_allocator", "libc");
             zeros(o, &["active_defrag_running", "lazyfree_pending_objects"]);
             kv(

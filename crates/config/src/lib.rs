@@ -402,8 +402,7 @@ fn check_obuf(words: &[Vec<u8>]) -> Result<(), String> {
             && strtoll_int(&g[3]).is_some_and(|s| s >= 0);
         if !ok {
             return Err(
-                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
-                    .into(),
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
             );
         }
     }
@@ -3006,7 +3005,10 @@ mod tests {
             ("normal 1 1 ", Ok("normal 1 1 0")),
             ("normal 1 1 4294967297", Ok("normal 1 1 1")),
             ("normal 1 1 -4294967296", Ok("normal 1 1 0")),
-            ("normal 99999999999999999999999 0 0", Ok("normal 18446744073709551615 0 0")),
+            (
+                "normal 99999999999999999999999 0 0",
+                Ok("normal 18446744073709551615 0 0"),
+            ),
             ("normal 5 5 5 normal 6 6 6", Ok("normal 6 6 6")),
             ("", Ok("normal 6 6 6")),
             ("master 0 0 0", Err(class)),
