@@ -41,7 +41,13 @@ const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
 
 /// Stop executing a connection's requests while this much output is
-/// unwritten (the client is not reading); resume once it drains.
+/// unwritten (the client is not reading); resume once it drains. This
+/// back-pressure is Tessera's own and bounds memory even with Redis's
+/// default `client-output-buffer-limit normal 0 0 0`; the configured limits
+/// are checked first (after each command, at each flush, and in the cron),
+/// so a lower hard limit closes the client before it pauses, and a soft
+/// limit with seconds still closes a paused client. A hard limit above this
+/// is reached only by one reply bigger than the rest of it.
 const OUT_SOFT_LIMIT: usize = 64 << 20;
 /// At most this many replies queued per connection (in flight on other
 /// shards, or done and waiting behind those). With the byte bound above,
@@ -1681,6 +1687,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             }
             if !direct && !core.side.is_empty() {
                 c.push_ready(core.side.as_bytes());
+            }
+            // One huge reply must not keep its buffer for the thread's life.
+            if core.side.capacity() > 1 << 20 {
+                core.side = Reply::new(false);
             }
             if let Some((on, resolved, handler, call)) = blocked_on {
                 let seq = c.open_slot(suppress);
