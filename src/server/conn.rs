@@ -145,6 +145,10 @@ impl RecentPeaks {
     }
 }
 
+/// Redis's `PROTO_REPLY_CHUNK_BYTES`: the size of a client's fixed reply
+/// buffer, whose bytes the output buffer limits do not count.
+pub const REPLY_CHUNK: usize = 16 * 1024;
+
 /// Initial read buffer size; it grows for large requests and shrinks back
 /// when idle.
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -284,10 +288,18 @@ impl Conn {
 
     /// Output held for the client and not yet written: unwritten bytes of
     /// `out`, replies done but queued behind earlier ones, and the reply of
-    /// a running coordinator. What the output buffer limits compare
-    /// (Redis's `getClientOutputBufferMemoryUsage`).
+    /// a running coordinator.
     pub fn obuf_bytes(&self) -> usize {
         self.unwritten() + self.staging.len() + self.coord.as_ref().map_or(0, |a| a.out.len())
+    }
+
+    /// The part of [`Self::obuf_bytes`] the output buffer limits compare
+    /// (CLIENT LIST `omem`): all but the first [`REPLY_CHUNK`] unwritten
+    /// bytes, which Redis keeps in a fixed per-client buffer that
+    /// `getClientOutputBufferMemoryUsage` does not count. So, as in Redis,
+    /// small replies never trip even a 1-byte limit.
+    pub fn obuf_counted(&self) -> usize {
+        self.obuf_bytes() - self.unwritten().min(REPLY_CHUNK)
     }
 
     /// Redis's `checkClientOutputBufferLimits`: whether output has reached
@@ -295,7 +307,7 @@ impl Conn {
     /// than `soft_seconds` (a limit of 0 is off). Remembers when the soft
     /// limit was first reached and forgets it once output is below it.
     pub fn obuf_limit_reached(&mut self, l: &config::ObufLimit, now_s: u64) -> bool {
-        let used = self.obuf_bytes() as u64;
+        let used = self.obuf_counted() as u64;
         let hard = l.hard != 0 && used >= l.hard;
         let mut soft = l.soft != 0 && used >= l.soft;
         if soft {
@@ -371,18 +383,19 @@ impl Conn {
         self.rbuf.capacity() + self.args.capacity() * std::mem::size_of::<Range<usize>>()
     }
 
-    /// CLIENT LIST's I/O fields. `obl`: unwritten bytes of the reply
-    /// buffer; `oll`: replies done but queued behind one still running
-    /// elsewhere (a command in flight is not a reply yet: the caller of
-    /// CLIENT LIST shows 0 as in Redis); `omem`: [`Self::obuf_bytes`], what
-    /// the output limits compare.
+    /// CLIENT LIST's I/O fields, in Redis's terms. `obl`: unwritten bytes
+    /// of the reply buffer up to [`REPLY_CHUNK`] (Redis's fixed buffer);
+    /// `oll`: replies done but queued behind one still running elsewhere (a
+    /// command in flight is not a reply yet: the caller of CLIENT LIST
+    /// shows 0 as in Redis); `omem`: [`Self::obuf_counted`], what the
+    /// output limits compare.
     pub fn io(&self) -> ClientIo {
         ClientIo {
             qbuf: self.qbuf_len(),
             qbuf_free: self.rbuf.len() - self.rend,
-            obl: self.unwritten(),
+            obl: self.unwritten().min(REPLY_CHUNK),
             oll: self.pending.iter().filter(|s| s.ready.is_some()).count(),
-            omem: self.obuf_bytes(),
+            omem: self.obuf_counted(),
             tot_mem: self.mem_total(),
         }
     }
@@ -509,6 +522,9 @@ mod tests {
             soft_seconds: 2,
         };
         assert!(!c.obuf_limit_reached(&l, 50));
+        // The fixed buffer's worth is not counted.
+        c.out.raw(&[b'x'; REPLY_CHUNK]);
+        assert!(!c.obuf_limit_reached(&l, 50));
         c.out.raw(&[b'x'; 150]);
         // Soft reached: the clock starts, nothing happens yet.
         assert!(!c.obuf_limit_reached(&l, 50));
@@ -517,15 +533,19 @@ mod tests {
         assert!(c.obuf_limit_reached(&l, 53));
         // Dropping below the soft limit resets the clock.
         c.written = 100;
+        assert_eq!(c.obuf_counted(), 50);
         assert!(!c.obuf_limit_reached(&l, 54));
         c.out.raw(&[b'x'; 100]);
         assert!(!c.obuf_limit_reached(&l, 55));
         assert!(!c.obuf_limit_reached(&l, 57));
+        assert!(c.obuf_limit_reached(&l, 58));
         // The hard limit closes at once; replies queued behind count too.
         let s = c.open_slot(false);
         c.push_ready(&[b'y'; 900]);
-        assert_eq!(c.obuf_bytes(), 150 + 900);
-        assert!(c.obuf_limit_reached(&l, 57));
+        assert_eq!(c.obuf_bytes(), REPLY_CHUNK + 150 + 900);
+        assert_eq!(c.obuf_counted(), 150 + 900);
+        let hard = config::ObufLimit { soft: 0, ..l };
+        assert!(c.obuf_limit_reached(&hard, 58));
         c.complete(s, b"");
         // Limits of 0 are off.
         let off = config::ObufLimit::default();
