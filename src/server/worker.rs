@@ -1396,7 +1396,9 @@ impl Worker {
                 c.set_rbuf_end(0);
             }
             let out = c.obuf_bytes();
-            self.conns.peaks.sample(now_s, c.mem_input(), out);
+            self.conns
+                .peaks
+                .sample(now_s, c.mem_input(), c.obuf_counted());
             // Output limits also while no reply is added (a client paused
             // with output pending stays above the soft limit).
             if out > 0 && c.check_obuf(&self.core.cfg.obuf, now_ms) {
