@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::time::Instant;
 
-use commands::coord::{Coordinator, JobOut};
+use commands::coord::{ClientIo, Coordinator, JobOut};
 use commands::{ClientState, Resolved};
 use resp::Reply;
 
@@ -101,7 +101,53 @@ pub struct Conn {
     pub unread: bool,
     /// Queued on the thread's flush list.
     pub dirty: bool,
+    /// Unix second since which the output has stayed at or above the soft
+    /// limit (Redis's `obuf_soft_limit_reached_time`).
+    obuf_soft_since_s: Option<u64>,
+    /// Past its output buffer limit: closed at the next flush point without
+    /// writing anything more (Redis's `CLIENT_CLOSE_ASAP`).
+    pub obuf_over: bool,
 }
+
+/// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
+/// largest input and output buffer of any client of this thread, one slot
+/// per second over the last [`PEAK_SLOTS`] seconds (Redis's
+/// `CLIENTS_PEAK_MEM_USAGE_SLOTS`), sampled by the cron.
+#[derive(Default)]
+pub struct RecentPeaks {
+    slots: [(usize, usize); PEAK_SLOTS],
+    sec: u64,
+}
+
+pub const PEAK_SLOTS: usize = 8;
+
+impl RecentPeaks {
+    /// Records one client's figures at unix second `now_s`.
+    pub fn sample(&mut self, now_s: u64, input: usize, output: usize) {
+        if now_s != self.sec {
+            // Forget the seconds that passed since the last sample.
+            let gap = now_s.saturating_sub(self.sec).min(PEAK_SLOTS as u64);
+            for k in 1..=gap {
+                self.slots[((self.sec + k) % PEAK_SLOTS as u64) as usize] = (0, 0);
+            }
+            self.sec = now_s;
+        }
+        let s = &mut self.slots[(now_s % PEAK_SLOTS as u64) as usize];
+        s.0 = s.0.max(input);
+        s.1 = s.1.max(output);
+    }
+
+    /// The largest (input, output) over the window.
+    pub fn max(&self) -> (usize, usize) {
+        self.slots
+            .iter()
+            .fold((0, 0), |(a, b), &(i, o)| (a.max(i), b.max(o)))
+    }
+}
+
+/// Redis's `PROTO_REPLY_CHUNK_BYTES`: the size of a client's fixed reply
+/// buffer, whose bytes the output buffer limits do not count.
+pub const REPLY_CHUNK: usize = 16 * 1024;
 
 /// Initial read buffer size; it grows for large requests and shrinks back
 /// when idle.
@@ -132,6 +178,8 @@ impl Conn {
             hup: false,
             unread: false,
             dirty: false,
+            obuf_soft_since_s: None,
+            obuf_over: false,
         }
     }
 
@@ -238,6 +286,147 @@ impl Conn {
         self.out.len() - self.written
     }
 
+    /// Output held for the client and not yet written: unwritten bytes of
+    /// `out`, replies done but queued behind earlier ones, and the reply of
+    /// a running coordinator.
+    pub fn obuf_bytes(&self) -> usize {
+        self.unwritten() + self.staging.len() + self.coord.as_ref().map_or(0, |a| a.out.len())
+    }
+
+    /// The part of [`Self::obuf_bytes`] the output buffer limits compare
+    /// (CLIENT LIST `omem`): all but the first [`REPLY_CHUNK`] unwritten
+    /// bytes, which Redis keeps in a fixed per-client buffer that
+    /// `getClientOutputBufferMemoryUsage` does not count. So, as in Redis,
+    /// small replies never trip even a 1-byte limit.
+    pub fn obuf_counted(&self) -> usize {
+        self.obuf_bytes() - self.unwritten().min(REPLY_CHUNK)
+    }
+
+    /// Redis's `checkClientOutputBufferLimits`: whether output has reached
+    /// the hard limit, or has stayed at or above the soft limit for more
+    /// than `soft_seconds` (a limit of 0 is off). Remembers when the soft
+    /// limit was first reached and forgets it once output is below it.
+    pub fn obuf_limit_reached(&mut self, l: &config::ObufLimit, now_s: u64) -> bool {
+        let used = self.obuf_counted() as u64;
+        let hard = l.hard != 0 && used >= l.hard;
+        let mut soft = l.soft != 0 && used >= l.soft;
+        if soft {
+            match self.obuf_soft_since_s {
+                None => {
+                    self.obuf_soft_since_s = Some(now_s);
+                    soft = false;
+                }
+                Some(t) => soft = now_s.saturating_sub(t) > l.soft_seconds.max(0) as u64,
+            }
+        } else {
+            self.obuf_soft_since_s = None;
+        }
+        hard || soft
+    }
+
+    /// Redis's `closeClientOnOutputBufferLimitReached(c, async=1)`: checks
+    /// the limits of the client's class (`pubsub` while subscribed, else
+    /// `normal`; `limits` is indexed by `config::ObufClass`); once passed,
+    /// the client stops executing and is closed at the next flush point
+    /// without another byte written. True when it is (or already was) marked.
+    /// Cheap when the class has no limits: a load and two compares.
+    pub fn check_obuf(&mut self, limits: &[config::ObufLimit; 3], now_ms: u64) -> bool {
+        if self.obuf_over {
+            return true;
+        }
+        let st = &self.client;
+        let class = if st.sub_count + st.psub_count + st.ssub_count > 0 {
+            config::ObufClass::Pubsub
+        } else {
+            config::ObufClass::Normal
+        };
+        let l = &limits[class as usize];
+        if l.hard == 0 && l.soft == 0 {
+            self.obuf_soft_since_s = None;
+            return false;
+        }
+        if !self.obuf_limit_reached(l, now_ms / 1000) {
+            return false;
+        }
+        self.obuf_over = true;
+        self.closing = true;
+        crate::log::warning(format_args!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            self.describe(now_ms)
+        ));
+        true
+    }
+
+    /// Heap bytes this connection holds, all buffers at their capacity
+    /// (Redis's `getClientMemoryUsage`, CLIENT LIST `tot-mem`).
+    pub fn mem_total(&self) -> usize {
+        let st = &self.client;
+        std::mem::size_of::<Self>()
+            + self.rbuf.capacity()
+            + self.args.capacity() * std::mem::size_of::<Range<usize>>()
+            + self.out.capacity()
+            + self.staging.capacity()
+            + self.pending.capacity() * std::mem::size_of::<Slot>()
+            + self
+                .coord
+                .as_ref()
+                .map_or(0, |a| std::mem::size_of::<ActiveCoord>() + a.out.capacity())
+            + st.addr.capacity()
+            + st.laddr.capacity()
+            + st.last_cmd.capacity()
+            + st.name.as_ref().map_or(0, |n| n.len())
+    }
+
+    /// Input side of [`Self::mem_total`]: the read buffer and the parsed
+    /// argument ranges (Redis's `client_recent_max_input_buffer` figure).
+    pub fn mem_input(&self) -> usize {
+        self.rbuf.capacity() + self.args.capacity() * std::mem::size_of::<Range<usize>>()
+    }
+
+    /// CLIENT LIST's I/O fields, in Redis's terms. `obl`: unwritten bytes
+    /// of the reply buffer up to [`REPLY_CHUNK`] (Redis's fixed buffer);
+    /// `oll`: replies done but queued behind one still running elsewhere (a
+    /// command in flight is not a reply yet: the caller of CLIENT LIST
+    /// shows 0 as in Redis); `omem`: [`Self::obuf_counted`], what the
+    /// output limits compare.
+    pub fn io(&self) -> ClientIo {
+        ClientIo {
+            qbuf: self.qbuf_len(),
+            qbuf_free: self.rbuf.len() - self.rend,
+            obl: self.unwritten().min(REPLY_CHUNK),
+            oll: self.pending.iter().filter(|s| s.ready.is_some()).count(),
+            omem: self.obuf_counted(),
+            tot_mem: self.mem_total(),
+        }
+    }
+
+    /// One line for the log about this client (a subset of CLIENT LIST).
+    pub fn describe(&self, now_ms: u64) -> String {
+        let st = &self.client;
+        let io = self.io();
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} db={} qbuf={} obl={} oll={} \
+             omem={} tot-mem={} cmd={}",
+            st.id,
+            st.addr,
+            st.laddr,
+            st.fd,
+            st.name
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default(),
+            now_ms.saturating_sub(st.created_ms) / 1000,
+            now_ms.saturating_sub(st.last_interaction_ms) / 1000,
+            st.db,
+            io.qbuf,
+            io.obl,
+            io.oll,
+            io.omem,
+            io.tot_mem,
+            st.last_cmd,
+        )
+    }
+
     /// Writes as much of `out` as the socket takes. Returns bytes written;
     /// `Err` only for a broken connection.
     pub fn flush(&mut self) -> io::Result<usize> {
@@ -322,5 +511,65 @@ mod tests {
         c.complete(b, b"2");
         c.complete(a, b"1");
         assert_eq!(c.out.as_bytes(), b"13");
+    }
+
+    #[test]
+    fn output_limits_follow_redis_rules() {
+        let mut c = conn();
+        let l = config::ObufLimit {
+            hard: 1000,
+            soft: 100,
+            soft_seconds: 2,
+        };
+        assert!(!c.obuf_limit_reached(&l, 50));
+        // The fixed buffer's worth is not counted.
+        c.out.raw(&[b'x'; REPLY_CHUNK]);
+        assert!(!c.obuf_limit_reached(&l, 50));
+        c.out.raw(&[b'x'; 150]);
+        // Soft reached: the clock starts, nothing happens yet.
+        assert!(!c.obuf_limit_reached(&l, 50));
+        assert!(!c.obuf_limit_reached(&l, 52));
+        // More than soft_seconds above it.
+        assert!(c.obuf_limit_reached(&l, 53));
+        // Dropping below the soft limit resets the clock.
+        c.written = 100;
+        assert_eq!(c.obuf_counted(), 50);
+        assert!(!c.obuf_limit_reached(&l, 54));
+        c.out.raw(&[b'x'; 100]);
+        assert!(!c.obuf_limit_reached(&l, 55));
+        assert!(!c.obuf_limit_reached(&l, 57));
+        assert!(c.obuf_limit_reached(&l, 58));
+        // The hard limit closes at once; replies queued behind count too.
+        let s = c.open_slot(false);
+        c.push_ready(&[b'y'; 900]);
+        assert_eq!(c.obuf_bytes(), REPLY_CHUNK + 150 + 900);
+        assert_eq!(c.obuf_counted(), 150 + 900);
+        let hard = config::ObufLimit { soft: 0, ..l };
+        assert!(c.obuf_limit_reached(&hard, 58));
+        c.complete(s, b"");
+        // Limits of 0 are off.
+        let off = config::ObufLimit::default();
+        assert!(!c.obuf_limit_reached(&off, 1000));
+        let limits = [off; 3];
+        assert!(!c.check_obuf(&limits, 1_000_000));
+        assert!(!c.obuf_over);
+        let limits = [l, off, off];
+        assert!(c.check_obuf(&limits, 1_000_000));
+        assert!(c.obuf_over && c.closing);
+    }
+
+    #[test]
+    fn recent_peaks_cover_the_last_seconds() {
+        let mut p = RecentPeaks::default();
+        p.sample(100, 10, 500);
+        p.sample(101, 20, 5);
+        assert_eq!(p.max(), (20, 500));
+        p.sample(100 + PEAK_SLOTS as u64 - 1, 0, 0);
+        assert_eq!(p.max(), (20, 500));
+        // Second 100 falls out of the window.
+        p.sample(100 + PEAK_SLOTS as u64, 0, 0);
+        assert_eq!(p.max(), (20, 5));
+        p.sample(1000, 0, 0);
+        assert_eq!(p.max(), (0, 0));
     }
 }

@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
 use super::blocking::{self, BlockPhase, BlockTicket, BlockedCmd, Waiters};
-use super::conn::{ActiveCoord, Conn, Stream, READ_CHUNK};
+use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, READ_CHUNK};
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
@@ -41,7 +41,13 @@ const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
 
 /// Stop executing a connection's requests while this much output is
-/// unwritten (the client is not reading); resume once it drains.
+/// unwritten (the client is not reading); resume once it drains. This
+/// back-pressure is Tessera's own and bounds memory even with Redis's
+/// default `client-output-buffer-limit normal 0 0 0`; the configured limits
+/// are checked first (after each command, at each flush, and in the cron),
+/// so a lower hard limit closes the client before it pauses, and a soft
+/// limit with seconds still closes a paused client. A hard limit above this
+/// is reached only by one reply bigger than the rest of it.
 const OUT_SOFT_LIMIT: usize = 64 << 20;
 /// At most this many replies queued per connection (in flight on other
 /// shards, or done and waiting behind those). With the byte bound above,
@@ -68,6 +74,7 @@ struct Cached {
     protected_mode: bool,
     tcp_keepalive_s: u64,
     loglevel: config::LogLevel,
+    obuf: [config::ObufLimit; 3],
 }
 
 impl Cached {
@@ -84,6 +91,7 @@ impl Cached {
             protected_mode: c.protected_mode,
             tcp_keepalive_s: c.tcp_keepalive_s,
             loglevel: c.loglevel,
+            obuf: c.client_output_buffer_limit,
         }
     }
 }
@@ -238,6 +246,8 @@ struct Conns {
     /// Killed by CLIENT KILL: closed at the end of the drain, if the slot
     /// still holds the same connection.
     killed: Vec<(usize, u32)>,
+    /// INFO's client_recent_max_*_buffer for this thread's clients.
+    peaks: RecentPeaks,
 }
 
 impl Conns {
@@ -287,16 +297,11 @@ impl ClientRegistry for Conns {
 
     fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo)) {
         for c in self.slots.iter().flatten() {
-            let io = ClientIo {
-                qbuf: c.qbuf_len(),
-                qbuf_free: c.rbuf.len() - c.rbuf_end(),
-                obl: c.unwritten(),
-                oll: c.pending.len(),
-                omem: c.out.len() + c.pending.len() * 64,
-                tot_mem: c.rbuf.len() + c.out.len(),
-            };
-            f(&c.client, &io);
+            f(&c.client, &c.io());
         }
+    }
+    fn recent_max_buffers(&self) -> (usize, usize) {
+        self.peaks.max()
     }
     fn kill(&mut self, id: u64) -> bool {
         let found = self
@@ -381,6 +386,7 @@ impl Worker {
                 dirty: Vec::new(),
                 resume: Vec::new(),
                 killed: Vec::new(),
+                peaks: RecentPeaks::default(),
             },
             poll,
             tcp,
@@ -1266,6 +1272,9 @@ impl Worker {
             return;
         };
         c.dirty = false;
+        if c.check_obuf(&self.core.cfg.obuf, self.core.shard.now_ms) {
+            return self.close_conn(slot);
+        }
         // Replies ahead of a pipelined command still running elsewhere (a
         // coordinator, or a hop to another shard) go out with its reply:
         // one write for the pipeline instead of one per multi-shard command
@@ -1395,12 +1404,29 @@ impl Worker {
         self.core.shard.rehash_cron(1000);
         // Redis's clientsCronResizeQueryBuffer: an idle connection does not
         // keep the buffer one large request grew.
-        for c in self.conns.slots.iter_mut().flatten() {
+        let now_ms = self.core.shard.now_ms;
+        let now_s = now_ms / 1000;
+        self.conns.peaks.sample(now_s, 0, 0);
+        let mut over = Vec::new();
+        for (slot, c) in self.conns.slots.iter_mut().enumerate() {
+            let Some(c) = c.as_mut() else { continue };
             if c.qbuf_len() == 0 && c.rbuf.len() > 4 * READ_CHUNK {
                 c.rbuf = Vec::new();
                 c.rpos = 0;
                 c.set_rbuf_end(0);
             }
+            let out = c.obuf_bytes();
+            self.conns
+                .peaks
+                .sample(now_s, c.mem_input(), c.obuf_counted());
+            // Output limits also while no reply is added (a client paused
+            // with output pending stays above the soft limit).
+            if out > 0 && c.check_obuf(&self.core.cfg.obuf, now_ms) {
+                over.push(slot);
+            }
+        }
+        for slot in over {
+            self.close_conn(slot);
         }
         if self.core.cfg.timeout_s > 0 {
             let now = self.core.shard.now_ms;
@@ -1560,6 +1586,9 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     }
                 }
                 c.rpos += n;
+                if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
+                    return;
+                }
             }
             Parsed::Incomplete(need) => {
                 c.need = need;
@@ -1680,6 +1709,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             }
             if !direct && !core.side.is_empty() {
                 c.push_ready(core.side.as_bytes());
+            }
+            // One huge reply must not keep its buffer for the thread's life.
+            if core.side.capacity() > 1 << 20 {
+                core.side = Reply::new(false);
             }
             if let Some((on, resolved, handler, call)) = blocked_on {
                 let seq = c.open_slot(suppress);

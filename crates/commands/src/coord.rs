@@ -56,6 +56,12 @@ pub trait ClientRegistry {
     fn unblock(&mut self, _id: u64, _error: bool) -> bool {
         false
     }
+    /// The largest input and output buffer of any of these clients over
+    /// the last seconds (INFO's `client_recent_max_input_buffer` and
+    /// `client_recent_max_output_buffer`).
+    fn recent_max_buffers(&self) -> (usize, usize) {
+        (0, 0)
+    }
 }
 
 /// What a job may touch on its shard's thread.

@@ -234,10 +234,15 @@ pub(crate) fn rss_bytes() -> u64 {
 struct ShardMem {
     /// Per database: (keys, main table overhead, TTL set overhead).
     dbs: Vec<(usize, usize, usize)>,
+    /// Heap bytes of the thread's client connections (`clients.normal`).
+    clients: u64,
 }
 
-fn shard_mem(shard: &Shard) -> ShardMem {
+fn shard_mem(shard: &Shard, clients: &dyn crate::coord::ClientRegistry) -> ShardMem {
+    let mut sum = 0u64;
+    clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
     ShardMem {
+        clients: sum,
         dbs: shard
             .dbs
             .iter()
@@ -257,6 +262,7 @@ struct Overhead {
     overhead: u64,
     keys: u64,
     dataset: u64,
+    clients: u64,
 }
 
 fn overhead(fig: MemFigures, parts: &[ShardMem]) -> Overhead {
@@ -279,8 +285,10 @@ fn overhead(fig: MemFigures, parts: &[ShardMem]) -> Overhead {
             keys += k;
         }
     }
-    let overhead = (fig.startup + tables).min(fig.used);
+    let clients: u64 = parts.iter().map(|p| p.clients).sum();
+    let overhead = (fig.startup + tables + clients).min(fig.used);
     Overhead {
+        clients,
         dataset: fig.used - overhead,
         fig,
         dbs,
@@ -294,7 +302,7 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
     let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
-        |env| shard_mem(env.shard),
+        |env| shard_mem(env.shard, env.clients),
         move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
             let o = overhead(MemFigures::read(&server), &parts);
             let f = &o.fig;
@@ -310,10 +318,10 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             int(out, "peak.allocated", f.peak as i64);
             int(out, "total.allocated", f.used as i64);
             int(out, "startup.allocated", f.startup as i64);
+            int(out, "replication.backlog", 0);
+            int(out, "clients.slaves", 0);
+            int(out, "clients.normal", o.clients as i64);
             for k in [
-                "replication.backlog",
-                "clients.slaves",
-                "clients.normal",
                 "cluster.links",
                 "aof.buffer",
                 "lua.caches",
@@ -370,7 +378,7 @@ fn doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, 
     let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
-        |env| shard_mem(env.shard),
+        |env| shard_mem(env.shard, env.clients),
         move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
             let o = overhead(MemFigures::read(&server), &parts);
             out.bulk(doctor_report(&o.fig).as_bytes());

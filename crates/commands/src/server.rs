@@ -337,6 +337,11 @@ struct ShardInfo {
     /// Bytes of the key tables and TTL sets themselves.
     table_overhead: u64,
     thread: Option<ThreadStats>,
+    /// Heap bytes of this thread's client connections (CLIENT LIST's
+    /// `tot-mem` summed).
+    clients_mem: u64,
+    /// This thread's clients' largest (input, output) buffers lately.
+    recent_buffers: (usize, usize),
 }
 
 /// INFO [section ...]: Redis's sections and field names (verbatim string in
@@ -363,6 +368,12 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
     Ok(fan_out(
         c.nshards(),
         move |env| ShardInfo {
+            clients_mem: {
+                let mut sum = 0u64;
+                env.clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
+                sum
+            },
+            recent_buffers: env.clients.recent_max_buffers(),
             stats: env.shard.stats,
             dbs: env
                 .shard
@@ -569,13 +580,15 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "connected_clients", s.connected_clients);
             kv(o, "cluster_connections", 0);
             kv(o, "maxclients", s.config.maxclients);
-            zeros(
-                o,
-                &[
-                    "client_recent_max_input_buffer",
-                    "client_recent_max_output_buffer",
-                ],
-            );
+            let recent = |f: fn(&(usize, usize)) -> usize| {
+                parts
+                    .iter()
+                    .map(|p| f(&p.recent_buffers))
+                    .max()
+                    .unwrap_or(0)
+            };
+            kv(o, "client_recent_max_input_buffer", recent(|r| r.0));
+            kv(o, "client_recent_max_output_buffer", recent(|r| r.1));
             kv(
                 o,
                 "blocked_clients",
@@ -587,7 +600,8 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             let f = &s.mem;
             let total = total_system_memory();
             let tables: u64 = parts.iter().map(|p| p.table_overhead).sum();
-            let overhead = (f.startup + tables).min(f.used);
+            let clients: u64 = parts.iter().map(|p| p.clients_mem).sum();
+            let overhead = (f.startup + tables + clients).min(f.used);
             let dataset = f.used - overhead;
             let net = f.used.saturating_sub(f.startup).max(1);
             o.push_str("# Memory\r\n");
@@ -647,11 +661,10 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                     "mem_replication_backlog",
                     "mem_total_replication_buffers",
                     "mem_clients_slaves",
-                    "mem_clients_normal",
-                    "mem_cluster_links",
-                    "mem_aof_buffer",
                 ],
             );
+            kv(o, "mem_clients_normal", clients);
+            zeros(o, &["mem_cluster_links", "mem_aof_buffer"]);
             kv(o, "mem_allocator", "libc");
             zeros(o, &["active_defrag_running", "lazyfree_pending_objects"]);
             kv(

@@ -183,6 +183,44 @@ impl AppendFsync {
     }
 }
 
+/// Client classes of `client-output-buffer-limit`, in Redis's order (`CLIENT_TYPE_NORMAL`,
+/// `_SLAVE`, `_PUBSUB`): the index into [`Config::client_output_buffer_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ObufClass {
+    Normal,
+    Replica,
+    Pubsub,
+}
+
+impl ObufClass {
+    /// The names `CONFIG GET` prints (Redis's `getClientTypeName`).
+    const NAMES: [&'static str; 3] = ["normal", "slave", "pubsub"];
+
+    /// Redis's `getClientTypeByName` without `master` (which has no limits).
+    fn by_name(name: &[u8]) -> Option<ObufClass> {
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+        if is("normal") {
+            Some(Self::Normal)
+        } else if is("slave") || is("replica") {
+            Some(Self::Replica)
+        } else if is("pubsub") {
+            Some(Self::Pubsub)
+        } else {
+            None
+        }
+    }
+}
+
+/// One class's output buffer limits: a client is closed when its pending output reaches
+/// `hard` bytes, or stays at `soft` bytes or more for more than `soft_seconds`. 0 disables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: i32,
+}
+
 /// The server's settings. Build with [`Config::default`], [`parse_cli`] or
 /// [`parse_config_text`]; change at runtime only through [`config_set`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +253,8 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// `client-query-buffer-limit`: largest query buffer per client.
     pub client_query_buffer_limit: u64,
+    /// `client-output-buffer-limit`: per [`ObufClass`] (index `class as usize`).
+    pub client_output_buffer_limit: [ObufLimit; 3],
     /// `hz`: background task frequency, always in `1..=500`.
     pub hz: u32,
     /// `requirepass`: `None` = no password.
@@ -318,6 +358,95 @@ fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
 
+/// C's `strtoll(s, &end, 10)` then the cast to `int` Redis makes: leading C spaces and a sign,
+/// saturating at the `long long` bounds, truncated to 32 bits. `None` when `end` is not the
+/// end of `s` (no digits at all, unless `s` is empty or blank, is such a case).
+fn strtoll_int(s: &[u8]) -> Option<i32> {
+    let mut i = s.iter().take_while(|&&b| is_c_space(b)).count();
+    if i == s.len() {
+        // No digits: strtoll leaves `end` at the start, which is the end only for "".
+        return s.is_empty().then_some(0);
+    }
+    let neg = match s[i] {
+        b'-' => {
+            i += 1;
+            true
+        }
+        b'+' => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let digits = &s[i..];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mag = digits.iter().fold(0u128, |acc, d| {
+        (acc * 10 + u128::from(d - b'0')).min(1 << 64)
+    });
+    let v: i64 = if neg {
+        (-(mag as i128)).max(i128::from(i64::MIN)) as i64
+    } else {
+        mag.min(i64::MAX as u128) as i64
+    };
+    // The implementation-defined narrowing of a C cast: keep the low 32 bits.
+    Some(v as i32)
+}
+
+/// Redis's `updateClientOutputBufferLimit` check: groups of `class hard soft soft-seconds`,
+/// each group checked in order (class first).
+fn check_obuf(words: &[Vec<u8>]) -> Result<(), String> {
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    for g in words.chunks_exact(4) {
+        if ObufClass::by_name(&g[0]).is_none() {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        }
+        let ok = memtoull(&g[1]).is_some()
+            && memtoull(&g[2]).is_some()
+            && strtoll_int(&g[3]).is_some_and(|s| s >= 0);
+        if !ok {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Stores groups that passed [`check_obuf`]; classes not named keep their limits.
+fn set_obuf(c: &mut Config, words: Vec<String>) {
+    for g in words.chunks_exact(4) {
+        let (Some(class), Some(hard), Some(soft), Some(secs)) = (
+            ObufClass::by_name(g[0].as_bytes()),
+            memtoull(g[1].as_bytes()),
+            memtoull(g[2].as_bytes()),
+            strtoll_int(g[3].as_bytes()),
+        ) else {
+            continue;
+        };
+        c.client_output_buffer_limit[class as usize] = ObufLimit {
+            hard,
+            soft,
+            soft_seconds: secs,
+        };
+    }
+}
+
+/// Redis's `getClientOutputBufferLimitOption` form: every class, `slave` for replicas.
+fn get_obuf(c: &Config) -> Vec<String> {
+    let mut v = Vec::with_capacity(12);
+    for (name, l) in ObufClass::NAMES.iter().zip(&c.client_output_buffer_limit) {
+        v.push(name.to_string());
+        v.push(l.hard.to_string());
+        v.push(l.soft.to_string());
+        v.push(l.soft_seconds.to_string());
+    }
+    v
+}
+
 impl Config {
     /// Every field zero/empty: the canvas on which the table's defaults are painted.
     fn blank() -> Config {
@@ -336,6 +465,7 @@ impl Config {
             logfile: None,
             proto_max_bulk_len: 0,
             client_query_buffer_limit: 0,
+            client_output_buffer_limit: [ObufLimit::default(); 3],
             hz: 0,
             requirepass: None,
             maxmemory: 0,
@@ -613,6 +743,15 @@ static DIRECTIVES: &[Directive] = &[
     d("logfile",                  Immutable, path!(logfile)),
     d("proto-max-bulk-len",       Mutable,   memory!(proto_max_bulk_len, MIB, I64_MAX, 512 * MIB)),
     d("client-query-buffer-limit", Mutable,  memory!(client_query_buffer_limit, MIB, I64_MAX, GIB)),
+    // Merges: classes not named keep their limits (Redis's special config).
+    d("client-output-buffer-limit", Mutable, List {
+        max_len: usize::MAX,
+        default: &["normal", "0", "0", "0", "slave", "268435456", "67108864", "60",
+                   "pubsub", "33554432", "8388608", "60"],
+        get: get_obuf,
+        set: set_obuf,
+        check: check_obuf,
+    }),
     // Redis accepts 0..=INT_MAX and clamps into 1..=500 (updateHZ, initServer); so do we.
     d("hz",                       Mutable,   int!(hz: u32, 0, I32_MAX, 10, clamp_hz)),
     // CONFIG GET shows the password, as Redis 7.0 does.
@@ -1738,6 +1877,12 @@ mod tests {
             "auto-aof-rewrite-min-size",
             "1048576",
         ),
+        (
+            "client-output-buffer-limit",
+            "replica 1mb 2k 3 NORMAL 4 5 6",
+            "client-output-buffer-limit",
+            "normal 4 5 6 slave 1048576 2000 3 pubsub 33554432 8388608 60",
+        ),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -1790,6 +1935,14 @@ mod tests {
             "aof-use-rdb-preamble" => assert!(!c.aof_use_rdb_preamble),
             "auto-aof-rewrite-percentage" => assert_eq!(c.auto_aof_rewrite_percentage, 50),
             "auto-aof-rewrite-min-size" => assert_eq!(c.auto_aof_rewrite_min_size, 1 << 20),
+            "client-output-buffer-limit" => assert_eq!(
+                c.client_output_buffer_limit[ObufClass::Normal as usize],
+                ObufLimit {
+                    hard: 4,
+                    soft: 5,
+                    soft_seconds: 6
+                }
+            ),
             other => panic!("no check for {other}"),
         }
     }
@@ -2860,5 +3013,85 @@ mod tests {
              argument couldn't be parsed into an integer"
         );
         let _: &dyn std::error::Error = &e;
+    }
+
+    /// CONFIG SET client-output-buffer-limit: every answer checked against redis-server 7.0.15.
+    #[test]
+    fn client_output_buffer_limit_set_and_get() {
+        let name = "client-output-buffer-limit";
+        let mut c = Config::default();
+        assert_eq!(
+            get_one(&c, name),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        let wrong = "Wrong number of arguments in buffer limit configuration.";
+        let class = "Invalid client class specified in buffer limit configuration.";
+        let value = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            ("normal 10mb 5mb 1", Ok("normal 10485760 5242880 1")),
+            ("NORMAL 1K 1g 01", Ok("normal 1000 1000000000 1")),
+            ("normal 1b 2B +3", Ok("normal 1 2 3")),
+            ("normal 1 1 ", Ok("normal 1 1 0")),
+            ("normal 1 1 4294967297", Ok("normal 1 1 1")),
+            ("normal 1 1 -4294967296", Ok("normal 1 1 0")),
+            (
+                "normal 99999999999999999999999 0 0",
+                Ok("normal 18446744073709551615 0 0"),
+            ),
+            ("normal 5 5 5 normal 6 6 6", Ok("normal 6 6 6")),
+            ("", Ok("normal 6 6 6")),
+            ("master 0 0 0", Err(class)),
+            ("foo 0 0 0", Err(class)),
+            ("normal 1 2", Err(wrong)),
+            ("normal  1 1 1", Err(wrong)),
+            (" normal 1 1 1", Err(wrong)),
+            ("normal 1 1 1 ", Err(wrong)),
+            ("normal -1 0 0", Err(value)),
+            ("normal +5 0 0", Err(value)),
+            ("normal 0x10 0 0", Err(value)),
+            ("normal 1.5 1 1", Err(value)),
+            ("normal 1kbb 1 1", Err(value)),
+            ("normal 1 1 1mb", Err(value)),
+            ("normal 1 1 -1", Err(value)),
+            ("normal 1 1 1.0", Err(value)),
+            ("normal 1 1 2147483648", Err(value)),
+            ("normal 1 1 9223372036854775807", Err(value)),
+            ("normal 1 1 99999999999999999999", Err(value)),
+            // Checked group by group: the first group is fine, the second is not.
+            ("normal 1 1 1 pubsub 1 1 x", Err(value)),
+            ("normal 1 1 x foo 1 1 1", Err(value)),
+            ("normal 1 1 1 foo 1 1 x", Err(class)),
+        ];
+        for &(v, want) in cases {
+            let before = get_one(&c, name);
+            let r = set(&mut c, &[(name, v)]);
+            match want {
+                Ok(normal) => {
+                    assert_eq!(r, Ok(()), "{v:?}");
+                    let got = get_one(&c, name);
+                    assert!(got.starts_with(&format!("{normal} slave ")), "{v:?}: {got}");
+                }
+                Err(why) => {
+                    assert_eq!(
+                        r,
+                        Err(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                        )),
+                        "{v:?}"
+                    );
+                    assert_eq!(get_one(&c, name), before, "{v:?} changed the config");
+                }
+            }
+        }
+        // Classes not named keep their limits; `replica` is `slave`.
+        set(&mut c, &[(name, "replica 1 2 3 pubsub 4 5 6")]).unwrap();
+        assert_eq!(get_one(&c, name), "normal 6 6 6 slave 1 2 3 pubsub 4 5 6");
+        // A file may give one class per line.
+        let f = file("client-output-buffer-limit pubsub 1mb 1mb 0\nclient-output-buffer-limit normal 7 8 9\n")
+            .unwrap();
+        assert_eq!(
+            get_one(&f, name),
+            "normal 7 8 9 slave 268435456 67108864 60 pubsub 1048576 1048576 0"
+        );
     }
 }

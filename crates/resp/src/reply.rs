@@ -41,6 +41,10 @@ impl Reply {
     pub fn len(&self) -> usize {
         self.buf.len()
     }
+    /// Bytes allocated for the buffer (memory accounting).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
