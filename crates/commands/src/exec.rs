@@ -194,8 +194,9 @@ pub fn dispatch(
     {
         return Step::Done;
     }
-    if (r.spec.has(flags::WRITE) || r.spec.name == "ping")
-        && ctx.server.persist.refuses_writes(ctx.server)
+    // One relaxed load while saves succeed.
+    if ctx.server.persist.refuses_writes(ctx.server)
+        && (r.spec.has(flags::WRITE) || r.spec.name == "ping")
     {
         count_rejected(stats, Some(r.id));
         reply_error(
