@@ -776,7 +776,17 @@ static DIRECTIVES: &[Directive] = &[
     d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
-    d("dir",                      Protected, path!(dir)),
+    // CONFIG GET dir: the absolute working directory, as Redis's getcwd().
+    d("dir",                      Protected, Str {
+        default: b"",
+        get: |c| match &c.dir {
+            Some(_) => path_bytes(&c.dir),
+            None => std::env::current_dir()
+                .map(|p| p.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default(),
+        },
+        set: |c, v| c.dir = bytes_path(v),
+    }),
     d("dbfilename",               Protected, Str {
         default: b"dump.rdb",
         get: |c| c.dbfilename.clone(),
@@ -1726,7 +1736,11 @@ mod tests {
             if let Some(a) = d.alias {
                 assert_eq!(lookup(a.as_bytes()), Some(i));
             }
-            // Every default is a value its own parser accepts and prints back the same way.
+            // Every default is a value its own parser accepts and prints back the same way
+            // (`dir` prints the working directory its default stands for).
+            if d.name == "dir" {
+                continue;
+            }
             let printed = d.kind.get(&Config::default());
             let mut cfg = Config::default();
             let args = if d.kind.is_multi_arg() {
