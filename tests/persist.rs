@@ -481,3 +481,31 @@ fn lfu_counters_survive_a_restart_under_an_lfu_policy() {
     assert_eq!(freq(&mut c, "hot"), hot);
     assert_eq!(freq(&mut c, "cold"), cold);
 }
+
+#[test]
+fn flushall_abandons_a_running_save_and_saves_the_empty_data() {
+    let dir = DataDir::new("persist-flushall");
+    let mut s = tessera(&dir, &["--shards", "2", "--save", "3600 1"]);
+    let mut c = s.conn();
+    for chunk in 0..10 {
+        let mut p = redis::pipe();
+        for i in 0..5000 {
+            p.set(format!("k:{chunk}:{i}"), "x".repeat(50)).ignore();
+        }
+        let _: () = p.query(&mut c).unwrap();
+    }
+    let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    wait_for("the save after FLUSHALL", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
+            && info_field(&mut c, "rdb_changes_since_last_save") == "0"
+    });
+    // The server keeps serving, and a restart does not bring the keys back.
+    let _: () = c.set("after", 1).unwrap();
+    drop(c);
+    shutdown(&mut s, &["NOSAVE"]);
+    let s = tessera(&dir, &["--save", ""]);
+    let n: u64 = redis::cmd("DBSIZE").query(&mut s.conn()).unwrap();
+    assert_eq!(n, 0);
+}

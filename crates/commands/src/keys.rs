@@ -1376,13 +1376,17 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
 /// FLUSHALL [ASYNC|SYNC]: empties every database on every shard.
 fn flushall(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let asynchronous = parse_flush(args)?;
+    let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
         move |env| {
             let n = env.shard.dbs.len();
             flush(env.shard, 0..n, asynchronous)
         },
-        |_: Vec<()>, out, _| {
+        move |_: Vec<()>, out, _| {
+            // A save in progress is abandoned; with save rules, the
+            // emptied data is saved next (Redis's flushallCommand).
+            server.persist.after_flushall(&server);
             out.ok();
             Ok(())
         },

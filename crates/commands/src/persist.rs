@@ -295,6 +295,20 @@ impl Persist {
         }
     }
 
+    /// FLUSHALL, as Redis's flushallCommand: a background save in
+    /// progress is abandoned (its data is gone), and with save rules set a
+    /// save of the emptied data follows at once (from the cron), so a
+    /// restart does not bring the flushed keys back.
+    pub fn after_flushall(&self, server: &ServerShared) {
+        let mut st = self.lock();
+        if let Some(r) = st.running.as_ref().filter(|r| r.kind == Kind::Bgsave) {
+            r.abort.store(true, Ordering::Release);
+        }
+        if !server.config().save.is_empty() {
+            st.bgsave_scheduled = true;
+        }
+    }
+
     /// CONFIG SET appendonly changed: the cron turns the AOF on (with a
     /// rewrite) or off.
     pub fn request_aof(&self, on: bool) {
@@ -566,13 +580,20 @@ impl WriterJob {
         put(&mut w, &head)?;
         let (mut left, mut keys) = (self.shards, 0u64);
         while left > 0 {
-            match self.rx.recv() {
+            use std::sync::mpsc::RecvTimeoutError;
+            match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
                 Ok(SaveMsg::Fragment(b)) => put(&mut w, &b)?,
                 Ok(SaveMsg::Done { keys: k }) => {
                     keys += k;
                     left -= 1;
                 }
-                Err(_) => return Err("a shard stopped before finishing its part".into()),
+                Err(RecvTimeoutError::Timeout) if self.abort.load(Ordering::Acquire) => {
+                    return Err("the save was aborted (FLUSHALL)".into());
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("a shard stopped before finishing its part".into())
+                }
             }
         }
         let mut tail = Vec::new();

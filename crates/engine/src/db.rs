@@ -414,10 +414,12 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
-        self.snapshot_finish();
         self.dirty += self.table.len() as u64;
         self.signal_existing(None);
-        self.table.clear();
+        // A running snapshot keeps the table (see `snapshot`).
+        if !self.snapshot_retire() {
+            self.table.clear();
+        }
         self.volatile.clear();
     }
 
@@ -425,9 +427,11 @@ impl Db {
     /// ASYNC hands the old tables to another thread to free). Watchers
     /// stay, signalled for the keys that existed.
     pub fn take(&mut self) -> Db {
-        self.snapshot_finish();
         self.signal_existing(None);
         let dirty = self.dirty + self.table.len() as u64;
+        // A running snapshot keeps the table (see `snapshot`); the rest is
+        // handed back to be freed.
+        self.snapshot_retire();
         let watched = std::mem::take(&mut self.watched);
         let blocking = std::mem::take(&mut self.blocking);
         let (epoch, snap) = (self.epoch, self.snap.take());

@@ -18,8 +18,11 @@
 //! * **Copy before change**: while a database is being saved, every path
 //!   that can change or drop an entry (`Db::get_mut`, `insert`, `remove`,
 //!   `set_expire`) first writes the entry if it is unstamped; entries
-//!   created after the begin are stamped at birth and never written. FLUSH*,
-//!   SWAPDB and FLUSHDB ASYNC finish the affected databases first.
+//!   created after the begin are stamped at birth and never written.
+//!   FLUSHDB and FLUSHALL hand the whole table to the snapshot, which
+//!   writes what it had not written yet and then frees it (O(1) for the
+//!   command, as a fork would keep the old pages); SWAPDB finishes both
+//!   databases first.
 //!
 //! The extra memory is the serialized bytes not yet handed to the writer,
 //! bounded by the step budget plus what the commands of one loop iteration
@@ -31,7 +34,7 @@
 //! begin then restamps every entry first, so a wrapped-around epoch can
 //! never make an old stamp look current.
 
-use ds::SmallBytes;
+use ds::{Dict, SmallBytes};
 
 use crate::db::{Db, Entry};
 use crate::Shard;
@@ -49,6 +52,10 @@ pub struct DbSnap {
     meta: Meta,
     /// Entries written.
     keys: u64,
+    /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
+    /// (not copied) until their unwritten entries are written, with their
+    /// scan cursors. Nothing else can reach them, so they need no hooks.
+    graveyard: Vec<(Dict<SmallBytes, Entry>, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,16 +71,33 @@ impl DbSnap {
     #[inline]
     pub(crate) fn visit(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8) {
         if e.snap != epoch {
-            let (idle, freq) = match self.meta {
-                Meta::None => (None, None),
-                Meta::Lru(now_ms) => (Some(e.idle_s(now_ms)), None),
-                Meta::Lfu => (None, Some(e.lfu_counter)),
-            };
+            let (idle, freq) = self.meta_of(e);
             crate::rdb::write_entry_ext(&mut self.out, key, e, self.compress, idle, freq);
             e.snap = epoch;
             self.keys += 1;
         }
     }
+}
+
+impl DbSnap {
+    fn meta_of(&self, e: &Entry) -> (Option<u64>, Option<u8>) {
+        match self.meta {
+            Meta::None => (None, None),
+            Meta::Lru(now_ms) => (Some(e.idle_s(now_ms)), None),
+            Meta::Lfu => (None, Some(e.lfu_counter)),
+        }
+    }
+}
+
+/// Frees a retired table: on a background thread when it is large, as
+/// FLUSHALL ASYNC does.
+fn free_table(t: Dict<SmallBytes, Entry>) {
+    if t.len() < 64 {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("lazyfree".into())
+        .spawn(move || drop(t));
 }
 
 /// How many table buckets one step may visit even if they write nothing
@@ -91,6 +115,7 @@ impl Db {
             compress,
             meta,
             keys: 0,
+            graveyard: Vec::new(),
         }));
     }
 
@@ -106,19 +131,47 @@ impl Db {
         }
         let start = snap.out.len();
         let mut buckets = 0;
-        loop {
+        while self.saving {
             let cursor = snap.cursor;
             snap.cursor = self.table.scan_mut(cursor, |k, e| snap.visit(k, e, epoch));
             buckets += 1;
             if snap.cursor == 0 {
-                snap.done = true;
+                // The live table is done: no more copies before change.
                 self.saving = false;
-                return true;
-            }
-            if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
+            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
                 return false;
             }
         }
+        let mut graveyard = std::mem::take(&mut snap.graveyard);
+        while let Some((table, cursor)) = graveyard.last_mut() {
+            let c = *cursor;
+            *cursor = table.scan_mut(c, |k, e| snap.visit(k, e, epoch));
+            buckets += 1;
+            if *cursor == 0 {
+                if let Some((t, _)) = graveyard.pop() {
+                    free_table(t);
+                }
+            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
+                snap.graveyard = graveyard;
+                return false;
+            }
+        }
+        snap.done = true;
+        true
+    }
+
+    /// FLUSHDB / FLUSHALL while this database is being saved: its table
+    /// moves, unwritten entries and all, to the snapshot (O(1), no copy),
+    /// leaving an empty one. False if no save runs here.
+    pub(crate) fn snapshot_retire(&mut self) -> bool {
+        if !self.saving {
+            return false;
+        }
+        let Some(snap) = self.snap.as_deref_mut() else {
+            return false;
+        };
+        snap.graveyard.push((std::mem::take(&mut self.table), 0));
+        true
     }
 
     /// Writes every entry not written yet (before FLUSHDB, SWAPDB).
@@ -195,10 +248,13 @@ impl Shard {
     pub fn snapshot_end(&mut self) -> u64 {
         let mut keys = 0;
         for d in &mut self.dbs {
-            if let Some(s) = d.snap.take() {
+            if let Some(mut s) = d.snap.take() {
                 keys += s.keys;
                 if !s.done {
                     d.stamps_mixed = true;
+                }
+                for (t, _) in s.graveyard.drain(..) {
+                    free_table(t);
                 }
             }
             d.saving = false;
@@ -284,7 +340,7 @@ mod tests {
     #[test]
     fn snapshot_is_the_data_at_begin_under_concurrent_changes() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-        for round in 0..6 {
+        for round in 0..8 {
             let mut s = Shard::new(0, 3);
             for i in 0..2000u64 {
                 let db = (i % 3) as usize;
@@ -300,7 +356,7 @@ mod tests {
                 for _ in 0..40 {
                     let db = rng.gen_range(0..3);
                     let k = format!("k{}", rng.gen_range(0..2500u64));
-                    match rng.gen_range(0..6) {
+                    match rng.gen_range(0..7) {
                         0 => s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0, 0)),
                         1 => drop(s.dbs[db].remove(k.as_bytes())),
                         2 => drop(s.dbs[db].set_expire(k.as_bytes(), 5_000_000_000_000)),
@@ -313,7 +369,8 @@ mod tests {
                             let k = format!("new{next}");
                             s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0, 0));
                         }
-                        _ if round >= 4 && rng.gen_ratio(1, 50) => s.dbs[db].clear(),
+                        5 if round >= 4 && rng.gen_ratio(1, 50) => s.dbs[db].clear(),
+                        _ if round >= 4 && rng.gen_ratio(1, 80) => drop(s.dbs[db].take()),
                         _ => {}
                     }
                     next += 1;
