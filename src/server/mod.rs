@@ -227,6 +227,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
             let _ = b.waker.wake();
         }
     }));
+    if let Some(a) = &aof {
+        // appendfsync always: the writer wakes threads holding replies.
+        let bells = bells.clone();
+        a.set_waker(n, move |i| {
+            let _ = bells[i].waker.wake();
+        });
+    }
 
     {
         let server = server.clone();
