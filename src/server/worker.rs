@@ -1316,6 +1316,9 @@ impl Worker {
     /// at runtime) every held reply goes.
     fn settle_holds(&mut self) {
         let Worker { core, conns, .. } = self;
+        // Every policy: records reach the writer before the replies that
+        // follow them are written.
+        core.aof_flush();
         if core.local_holds.is_empty() && core.held.is_empty() {
             return;
         }
@@ -1324,7 +1327,6 @@ impl Worker {
             _ => u64::MAX,
         };
         if !core.local_holds.is_empty() {
-            core.aof_flush();
             let target = core.aof_last;
             for (slot, gen) in std::mem::take(&mut core.local_holds) {
                 let c = conns.slots.get_mut(slot).and_then(|c| c.as_mut());
