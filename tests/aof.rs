@@ -299,8 +299,15 @@ fn always_keeps_every_acknowledged_write_across_kill_9() {
     let mut con = s.conn();
     let mut checked = 0;
     for (t, a) in acked.iter().enumerate() {
-        let ctr: i64 = con.get::<_, Option<i64>>(format!("ctr:{t}")).unwrap().unwrap_or(0);
-        assert!(ctr >= a.ctr, "client {t}: counter {ctr} < acknowledged {}", a.ctr);
+        let ctr: i64 = con
+            .get::<_, Option<i64>>(format!("ctr:{t}"))
+            .unwrap()
+            .unwrap_or(0);
+        assert!(
+            ctr >= a.ctr,
+            "client {t}: counter {ctr} < acknowledged {}",
+            a.ctr
+        );
         let list: Vec<String> = con.lrange(format!("l:{t}"), 0, -1).unwrap();
         let set: std::collections::HashSet<String> = con.smembers(format!("e:{t}")).unwrap();
         let mut pipe = redis::pipe();
@@ -321,7 +328,11 @@ fn always_keeps_every_acknowledged_write_across_kill_9() {
             // MULTI/EXEC blocks are all or nothing, acknowledged or not.
             let in_list = list.contains(&v);
             assert_eq!(e[3] == 1, in_list, "client {t} round {r}: torn transaction");
-            assert_eq!(set.contains(&v), in_list, "client {t} round {r}: torn transaction");
+            assert_eq!(
+                set.contains(&v),
+                in_list,
+                "client {t} round {r}: torn transaction"
+            );
             // A cross-shard MSET is all or nothing too.
             assert!(e[2] == 0 || e[2] == 3, "client {t} round {r}: torn MSET");
             let lost = |i: usize, what: &str, present: bool| {
@@ -352,7 +363,11 @@ fn a_read_pipelined_behind_a_write_sees_it_and_keeps_its_place() {
             let mut bytes = Vec::new();
             for i in 0..100 {
                 let (k, v) = (format!("k{i}"), format!("v{round}:{i}"));
-                bytes.extend(common::encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+                bytes.extend(common::encode_command(&[
+                    b"SET",
+                    k.as_bytes(),
+                    v.as_bytes(),
+                ]));
                 bytes.extend(common::encode_command(&[b"GET", k.as_bytes()]));
                 bytes.extend(common::encode_command(&[b"INCR", b"n"]));
                 bytes.extend(common::encode_command(&[b"GET", b"n"]));

@@ -243,8 +243,7 @@ impl Conn {
     pub fn hold_tail(&mut self, mark: usize, hold: u64) {
         let seq = self.open_slot(false);
         let start = self.staging.len();
-        self.staging
-            .extend_from_slice(&self.out.as_bytes()[mark..]);
+        self.staging.extend_from_slice(&self.out.as_bytes()[mark..]);
         self.out.truncate(mark);
         if let Some(slot) = self.pending.back_mut() {
             debug_assert_eq!(slot.seq, seq);
