@@ -113,8 +113,6 @@ pub struct Aof {
     work: Condvar,
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
-    /// How to wake the shard threads waiting for [`Aof::synced`].
-    wakers: OnceLock<Wakers>,
     fsync: AtomicU8,
     /// Last write failed (INFO `aof_last_write_status`).
     write_failed: AtomicBool,
@@ -125,7 +123,19 @@ pub struct Aof {
 }
 
 /// The shard threads' wake-ups: thread `i` asks to be woken once the
-/// durable target reaches `want[i]` (0: it waits for nothing).
+/// durable target reaches `want[i]` (0: it waits for nothing). Process-wide
+/// (set once at start-up, see [`set_waker`]), so a writer started at
+/// runtime (`CONFIG SET appendonly yes`) wakes them too.
+static WAKERS: OnceLock<Wakers> = OnceLock::new();
+
+/// Installs how to wake shard thread `i` (`n` threads).
+pub fn set_waker(n: usize, wake: impl Fn(usize) + Send + Sync + 'static) {
+    let _ = WAKERS.set(Wakers {
+        want: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        wake: Box::new(wake),
+    });
+}
+
 struct Wakers {
     want: Vec<AtomicU64>,
     wake: Box<dyn Fn(usize) + Send + Sync>,
@@ -210,20 +220,12 @@ impl Aof {
         self.synced.load(Ordering::SeqCst)
     }
 
-    /// Installs how to wake shard thread `i` (`n` threads).
-    pub fn set_waker(&self, n: usize, wake: impl Fn(usize) + Send + Sync + 'static) {
-        let _ = self.wakers.set(Wakers {
-            want: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            wake: Box::new(wake),
-        });
-    }
-
     /// Thread `i` asks to be woken once the durable target reaches
     /// `target` (0: cancels). Returns the durable target as it stands
     /// after the request (if it already reached `target`, no wake-up
     /// comes: the caller must not sleep).
     pub fn want(&self, i: usize, target: u64) -> u64 {
-        if let Some(w) = self.wakers.get() {
+        if let Some(w) = WAKERS.get() {
             if let Some(slot) = w.want.get(i) {
                 // SeqCst with the writer's store of `synced` and load of
                 // `want`: one of the two sides sees the other.
@@ -235,7 +237,7 @@ impl Aof {
 
     /// The writer published `synced`: wakes the threads waiting for it.
     fn wake_waiters(&self, synced: u64) {
-        let Some(w) = self.wakers.get() else {
+        let Some(w) = WAKERS.get() else {
             return;
         };
         for (i, slot) in w.want.iter().enumerate() {
@@ -420,7 +422,6 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         q: Mutex::new(Queue::default()),
         work: Condvar::new(),
         synced: AtomicU64::new(0),
-        wakers: OnceLock::new(),
         fsync: AtomicU8::new(fsync_code(policy)),
         write_failed: AtomicBool::new(false),
         written: AtomicU64::new(file.metadata().map_or(0, |m| m.len())),

@@ -227,10 +227,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
             let _ = b.waker.wake();
         }
     }));
-    if let Some(a) = &aof {
-        // appendfsync always: the writer wakes threads holding replies.
+    {
+        // appendfsync always: the AOF writer wakes threads holding replies.
         let bells = bells.clone();
-        a.set_waker(n, move |i| {
+        aof::set_waker(n, move |i| {
             let _ = bells[i].waker.wake();
         });
     }

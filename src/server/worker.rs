@@ -138,6 +138,10 @@ struct Core {
     local_holds: Vec<(usize, u32)>,
     /// Connections with held replies: `(slot, gen)`.
     held: Vec<(usize, u32)>,
+    /// The writer whose targets the held replies wait for (the writer
+    /// changes with `CONFIG SET appendonly`; targets of another are
+    /// meaningless, and a stopped writer has flushed everything).
+    held_aof: Option<*const super::aof::Aof>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
@@ -193,6 +197,7 @@ impl Core {
 
     /// Puts a connection that got a held reply on the held list.
     fn note_held(&mut self, c: &mut Conn, slot: usize) {
+        self.held_aof = self.aof.as_ref().map(Arc::as_ptr);
         if !c.held_listed {
             c.held_listed = true;
             self.held.push((slot, c.gen));
@@ -377,6 +382,7 @@ impl Worker {
                 aof_always: false,
                 local_holds: Vec::new(),
                 held: Vec::new(),
+                held_aof: None,
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -1323,7 +1329,7 @@ impl Worker {
             return;
         }
         let durable = match (&core.aof, core.aof_always) {
-            (Some(a), true) => a.durable(),
+            (Some(a), true) if core.held_aof == Some(Arc::as_ptr(a)) => a.durable(),
             _ => u64::MAX,
         };
         if !core.local_holds.is_empty() {
