@@ -5,6 +5,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::Server;
 use redis::Commands;
@@ -192,57 +195,274 @@ fn torn_tail_and_torn_multi() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One round of a crash-test client: a pipeline mixing single-key writes
+/// on several shards, a counter, a cross-shard MSET, a MULTI/EXEC block
+/// spanning shards, and a read of its own write.
+fn round_cmds(t: usize, r: u64) -> Vec<Vec<String>> {
+    let v = r.to_string();
+    let s = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    vec![
+        s(&["SET", &format!("a:{t}:{r}"), &v]),
+        s(&["SET", &format!("b:{t}:{r}"), &v]),
+        s(&["INCR", &format!("ctr:{t}")]),
+        s(&[
+            "MSET",
+            &format!("c:{t}:{r}:1"),
+            &v,
+            &format!("c:{t}:{r}:2"),
+            &v,
+            &format!("c:{t}:{r}:3"),
+            &v,
+        ]),
+        s(&["MULTI"]),
+        s(&["SET", &format!("d:{t}:{r}"), &v]),
+        s(&["RPUSH", &format!("l:{t}"), &v]),
+        s(&["SADD", &format!("e:{t}"), &v]),
+        s(&["EXEC"]),
+        s(&["GET", &format!("a:{t}:{r}")]),
+    ]
+}
+
+/// What a crash-test client saw acknowledged: for each round, how many of
+/// its replies arrived; and the last counter value it was told.
+struct Acked {
+    rounds: Vec<usize>,
+    ctr: i64,
+}
+
+/// A client that sends [`round_cmds`] pipelines until the server dies,
+/// reading replies one at a time and checking each as it arrives (so the
+/// order of replies on one connection is checked too).
+fn crash_client(addr: String, t: usize, stop: Arc<AtomicBool>) -> Acked {
+    let mut con = common::RawConn::connect(&addr);
+    let mut acked = Acked {
+        rounds: Vec::new(),
+        ctr: 0,
+    };
+    for r in 0u64.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let cmds = round_cmds(t, r);
+        let mut bytes = Vec::new();
+        for c in &cmds {
+            let a: Vec<&[u8]> = c.iter().map(|x| x.as_bytes()).collect();
+            bytes.extend(common::encode_command(&a));
+        }
+        acked.rounds.push(0);
+        if con.try_send(&bytes).is_err() {
+            break;
+        }
+        for (i, c) in cmds.iter().enumerate() {
+            let Ok(reply) = con.try_read_reply() else {
+                return acked;
+            };
+            let text = String::from_utf8_lossy(&reply).into_owned();
+            match c[0].as_str() {
+                _ if i > 4 && i < 8 => assert_eq!(text, "+QUEUED\r\n", "{c:?}"),
+                "SET" | "MSET" => assert_eq!(text, "+OK\r\n", "{c:?}"),
+                "MULTI" => assert_eq!(text, "+OK\r\n"),
+                "INCR" => {
+                    let n: i64 = text[1..text.len() - 2].parse().unwrap();
+                    assert_eq!(n, r as i64 + 1, "counter of client {t}");
+                    acked.ctr = n;
+                }
+                "EXEC" => assert!(text.starts_with("*3\r\n+OK\r\n:"), "{text}"),
+                "GET" => assert_eq!(text, format!("${}\r\n{r}\r\n", r.to_string().len())),
+                _ => {}
+            }
+            *acked.rounds.last_mut().unwrap() = i + 1;
+        }
+    }
+    acked
+}
+
 #[test]
-fn acknowledged_writes_survive_kill_under_load() {
-    for fsync in ["always", "everysec"] {
-        let dir = tmp_dir(&format!("load-{fsync}"));
-        let acked = {
-            let s = start(&dir, fsync, &[]);
-            let addr = s.addr();
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let mut hs = Vec::new();
-            for t in 0..4 {
-                let addr = addr.clone();
-                let stop = stop.clone();
-                hs.push(std::thread::spawn(move || {
+fn always_keeps_every_acknowledged_write_across_kill_9() {
+    let dir = tmp_dir("load-always");
+    const CLIENTS: usize = 6;
+    let acked: Vec<Acked> = {
+        let s = start(&dir, "always", &[]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let hs: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                let (addr, stop) = (s.addr(), stop.clone());
+                std::thread::spawn(move || crash_client(addr, t, stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(s); // SIGKILL while the clients write
+        stop.store(true, Ordering::Relaxed);
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let s = start(&dir, "always", &[]);
+    let mut con = s.conn();
+    let mut checked = 0;
+    for (t, a) in acked.iter().enumerate() {
+        let ctr: i64 = con
+            .get::<_, Option<i64>>(format!("ctr:{t}"))
+            .unwrap()
+            .unwrap_or(0);
+        assert!(
+            ctr >= a.ctr,
+            "client {t}: counter {ctr} < acknowledged {}",
+            a.ctr
+        );
+        let list: Vec<String> = con.lrange(format!("l:{t}"), 0, -1).unwrap();
+        let set: std::collections::HashSet<String> = con.smembers(format!("e:{t}")).unwrap();
+        let mut pipe = redis::pipe();
+        for r in 0..a.rounds.len() {
+            pipe.exists(format!("a:{t}:{r}"))
+                .exists(format!("b:{t}:{r}"))
+                .exists(&[
+                    format!("c:{t}:{r}:1"),
+                    format!("c:{t}:{r}:2"),
+                    format!("c:{t}:{r}:3"),
+                ])
+                .exists(format!("d:{t}:{r}"));
+        }
+        let ex: Vec<i64> = pipe.query(&mut con).unwrap();
+        for (r, &n) in a.rounds.iter().enumerate() {
+            let e = &ex[r * 4..r * 4 + 4];
+            let v = r.to_string();
+            // MULTI/EXEC blocks are all or nothing, acknowledged or not.
+            let in_list = list.contains(&v);
+            assert_eq!(e[3] == 1, in_list, "client {t} round {r}: torn transaction");
+            assert_eq!(
+                set.contains(&v),
+                in_list,
+                "client {t} round {r}: torn transaction"
+            );
+            // A cross-shard MSET is all or nothing too.
+            assert!(e[2] == 0 || e[2] == 3, "client {t} round {r}: torn MSET");
+            let lost = |i: usize, what: &str, present: bool| {
+                assert!(
+                    n <= i || present,
+                    "client {t} round {r}: acknowledged {what} lost"
+                )
+            };
+            lost(0, "SET", e[0] == 1);
+            lost(1, "SET", e[1] == 1);
+            lost(3, "MSET", e[2] == 3);
+            lost(8, "EXEC", in_list);
+            checked += n;
+        }
+    }
+    assert!(checked > 0, "no write was acknowledged");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_read_pipelined_behind_a_write_sees_it_and_keeps_its_place() {
+    for fsync in ["always", "everysec", "always"] {
+        let dir = tmp_dir(&format!("order-{fsync}"));
+        let s = start(&dir, fsync, &[]);
+        let mut raw = s.raw();
+        let mut con = s.conn();
+        for round in 0..3 {
+            let mut bytes = Vec::new();
+            for i in 0..100 {
+                let (k, v) = (format!("k{i}"), format!("v{round}:{i}"));
+                bytes.extend(common::encode_command(&[
+                    b"SET",
+                    k.as_bytes(),
+                    v.as_bytes(),
+                ]));
+                bytes.extend(common::encode_command(&[b"GET", k.as_bytes()]));
+                bytes.extend(common::encode_command(&[b"INCR", b"n"]));
+                bytes.extend(common::encode_command(&[b"GET", b"n"]));
+                bytes.extend(common::encode_command(&[b"MGET", k.as_bytes(), b"n"]));
+            }
+            raw.send(&bytes);
+            for i in 0..100 {
+                let v = format!("v{round}:{i}");
+                let n = (round * 100 + i + 1).to_string();
+                assert_eq!(raw.read_reply(), b"+OK\r\n");
+                let want = format!("${}\r\n{v}\r\n", v.len());
+                assert_eq!(String::from_utf8(raw.read_reply()).unwrap(), want);
+                assert_eq!(
+                    String::from_utf8(raw.read_reply()).unwrap(),
+                    format!(":{n}\r\n")
+                );
+                let want_n = format!("${}\r\n{n}\r\n", n.len());
+                assert_eq!(String::from_utf8(raw.read_reply()).unwrap(), want_n);
+                assert_eq!(
+                    String::from_utf8(raw.read_reply()).unwrap(),
+                    format!("*2\r\n{want}{want_n}")
+                );
+            }
+            // The policy changes at runtime; nothing held is left behind.
+            let other = if round % 2 == 0 { "everysec" } else { "always" };
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("appendfsync")
+                .arg(other)
+                .query(&mut con)
+                .unwrap();
+        }
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn everysec_loses_at_most_the_last_seconds_across_kill_9() {
+    let dir = tmp_dir("load-everysec");
+    const CLIENTS: usize = 4;
+    let (acked, killed_at) = {
+        let s = start(&dir, "everysec", &[]);
+        let addr = s.addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let hs: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                let (addr, stop) = (addr.clone(), stop.clone());
+                std::thread::spawn(move || {
                     let c = redis::Client::open(format!("redis://{addr}")).unwrap();
                     let mut con = c.get_connection().unwrap();
-                    let mut n = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // When each write was acknowledged.
+                    let mut at = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let n = at.len();
                         if con.set::<_, _, ()>(format!("k{t}:{n}"), n).is_err() {
                             break;
                         }
-                        n += 1;
+                        at.push(Instant::now());
                     }
-                    n
-                }));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1500));
-            drop(s); // SIGKILL while the clients write
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<u64>>()
-        };
-        let s = start(&dir, fsync, &[]);
-        let mut con = s.conn();
-        let total: u64 = acked.iter().sum();
-        let present: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
-        if fsync == "always" {
-            for (t, &n) in acked.iter().enumerate() {
-                if n > 0 {
-                    let last: Option<u64> = con.get(format!("k{t}:{}", n - 1)).unwrap();
-                    assert_eq!(last, Some(n - 1), "acknowledged write lost ({fsync})");
-                }
-            }
-            assert!(present as u64 >= total, "{present} < {total}");
-        } else {
-            // At most about two seconds lost: the run lasted 1.5 s, so only
-            // check that the file is loadable and holds a prefix.
-            assert!(present as u64 <= total + 4);
+                    at
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(3500));
+        let killed_at = Instant::now();
+        drop(s); // SIGKILL while the clients write
+        stop.store(true, Ordering::Relaxed);
+        let acked: Vec<Vec<Instant>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        (acked, killed_at)
+    };
+    let s = start(&dir, "everysec", &[]);
+    let mut con = s.conn();
+    for (t, at) in acked.iter().enumerate() {
+        let mut pipe = redis::pipe();
+        for n in 0..at.len() {
+            pipe.exists(format!("k{t}:{n}"));
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        let ex: Vec<i64> = pipe.query(&mut con).unwrap();
+        // Each client's writes are a sequence: what survived is a prefix.
+        let kept = ex.iter().take_while(|&&e| e == 1).count();
+        assert!(
+            ex[kept..].iter().all(|&e| e == 0),
+            "client {t}: a hole in the surviving writes"
+        );
+        // Redis's promise: at most about two seconds of writes lost.
+        if let Some(first_lost) = at.get(kept) {
+            let age = killed_at.saturating_duration_since(*first_lost);
+            assert!(
+                age <= Duration::from_millis(2000),
+                "client {t}: lost writes acknowledged {age:?} before the kill"
+            );
+        }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -20,11 +20,23 @@
 //! writes the queue in order and stops at an incomplete slot. A slot is
 //! written as one `MULTI ... EXEC` block, its parts in stamp order.
 //!
-//! fsync: `always` makes each shard thread wait, before writing replies,
-//! until everything it could have replied about is on disk; the writer
-//! covers every record that arrived since its last round with one
-//! `fdatasync` (group commit). `everysec` syncs at most once a second from
-//! the writer; `no` never syncs.
+//! Durability targets. Every item of the queue (a shard's chunk, or a
+//! transaction's slot) has an index over the queue's whole life; "target
+//! `t`" means "items `< t` are on disk", so a record in item `i` is
+//! durable once [`Aof::durable`] `>= i + 1`. [`Aof::append`] and
+//! [`Aof::tx_finish`] return that target; 0 stands for "nothing to wait
+//! for". A transaction's slot gets its index when created, but the writer
+//! never passes an incomplete slot, so a target behind a running
+//! transaction is reached only once it completed and was written.
+//!
+//! fsync: under `always` nobody waits for the writer. The shard threads
+//! keep reading and executing; a reply whose command wrote records is held
+//! on its connection (see `conn`) until [`Aof::durable`] reaches its
+//! target. The writer writes everything queued, `fdatasync`s once, publishes
+//! the new durable target, and wakes the threads that asked for it
+//! ([`Aof::want`]); whatever arrived during the fsync forms the next batch
+//! (group commit). `everysec` syncs at most once a second from the writer;
+//! `no` never syncs; neither holds replies.
 //!
 //! Rewrite hook (BGREWRITEAOF, `CONFIG SET appendonly yes`): a rewrite is
 //! "at one instant, switch to a new incr file, snapshot as the new base,
@@ -37,7 +49,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use config::{AppendFsync, Config};
@@ -74,10 +86,6 @@ impl Queue {
     fn next(&self) -> u64 {
         self.base + self.items.len() as u64
     }
-    /// Index of the first item the writer cannot pass yet.
-    fn first_open(&self) -> u64 {
-        self.txs.values().copied().min().unwrap_or(u64::MAX)
-    }
     fn slot(&mut self, tx: TxId) -> &mut Vec<(u64, Chunk)> {
         let idx = match self.txs.get(&tx) {
             Some(&i) => i,
@@ -103,8 +111,6 @@ pub struct Aof {
     q: Mutex<Queue>,
     /// The writer waits here for work.
     work: Condvar,
-    /// Shards wait here for [`Aof::synced`] to move (`always`).
-    synced_cv: Condvar,
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
     fsync: AtomicU8,
@@ -114,6 +120,25 @@ pub struct Aof {
     /// minus the base).
     written: AtomicU64,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The shard threads' wake-ups: thread `i` asks to be woken once the
+/// durable target reaches `want[i]` (0: it waits for nothing). Process-wide
+/// (set once at start-up, see [`set_waker`]), so a writer started at
+/// runtime (`CONFIG SET appendonly yes`) wakes them too.
+static WAKERS: OnceLock<Wakers> = OnceLock::new();
+
+/// Installs how to wake shard thread `i` (`n` threads).
+pub fn set_waker(n: usize, wake: impl Fn(usize) + Send + Sync + 'static) {
+    let _ = WAKERS.set(Wakers {
+        want: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        wake: Box::new(wake),
+    });
+}
+
+struct Wakers {
+    want: Vec<AtomicU64>,
+    wake: Box<dyn Fn(usize) + Send + Sync>,
 }
 
 fn fsync_code(f: AppendFsync) -> u8 {
@@ -134,12 +159,15 @@ impl Aof {
         self.fsync.store(fsync_code(f), Ordering::Relaxed);
     }
 
-    /// Appends a shard's records (outside any transaction).
-    pub fn append(&self, c: Chunk) {
+    /// Appends a shard's records (outside any transaction); returns their
+    /// durability target.
+    pub fn append(&self, c: Chunk) -> u64 {
         let mut q = self.lock();
         q.items.push_back(Item::Chunk(c));
+        let target = q.next();
         drop(q);
         self.work.notify_one();
+        target
     }
 
     /// A shard's records of transaction `tx`, each stamped.
@@ -170,11 +198,13 @@ impl Aof {
         self.tx_finish(tx);
     }
 
-    /// The coordinator of `tx` finished: its slot can be written.
-    pub fn tx_finish(&self, tx: TxId) {
+    /// The coordinator of `tx` finished: its slot can be written. Returns
+    /// the slot's durability target (0 if the transaction recorded
+    /// nothing).
+    pub fn tx_finish(&self, tx: TxId) -> u64 {
         let mut q = self.lock();
         let Some(idx) = q.txs.remove(&tx) else {
-            return;
+            return 0;
         };
         let base = q.base;
         if let Item::Tx { done, .. } = &mut q.items[(idx - base) as usize] {
@@ -182,27 +212,48 @@ impl Aof {
         }
         drop(q);
         self.work.notify_one();
+        idx + 1
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.q.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `always`: waits until every record queued so far is on disk, except
-    /// those behind a transaction still running (its thread may be the one
-    /// waiting).
-    pub fn wait_synced(&self) {
-        let mut q = self.lock();
-        let target = q.next().min(q.first_open());
-        while self.synced.load(Ordering::Acquire) < target && !q.stop {
-            q = self
-                .synced_cv
-                .wait_timeout(q, Duration::from_millis(100))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-            let open = q.first_open();
-            if open < target && self.synced.load(Ordering::Acquire) >= open {
-                break;
+    /// The durable target: every item below it is written (and, under
+    /// `always`, fsynced).
+    pub fn durable(&self) -> u64 {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Thread `i` asks to be woken once the durable target reaches
+    /// `target` (0: cancels). Returns the durable target as it stands
+    /// after the request (if it already reached `target`, no wake-up
+    /// comes: the caller must not sleep).
+    pub fn want(&self, i: usize, target: u64) -> u64 {
+        if let Some(w) = WAKERS.get() {
+            if let Some(slot) = w.want.get(i) {
+                // SeqCst with the writer's store of `synced` and load of
+                // `want`: one of the two sides sees the other.
+                slot.store(target, Ordering::SeqCst);
+            }
+        }
+        self.durable()
+    }
+
+    /// The writer published `synced`: wakes the threads waiting for it.
+    fn wake_waiters(&self, synced: u64) {
+        let Some(w) = WAKERS.get() else {
+            return;
+        };
+        for (i, slot) in w.want.iter().enumerate() {
+            let t = slot.load(Ordering::SeqCst);
+            if t != 0
+                && t <= synced
+                && slot
+                    .compare_exchange(t, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                (w.wake)(i);
             }
         }
     }
@@ -231,7 +282,6 @@ impl Aof {
             q.txs.clear();
         }
         self.work.notify_all();
-        self.synced_cv.notify_all();
         let h = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = h {
             let _ = h.join();
@@ -375,7 +425,6 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
     let aof = Arc::new(Aof {
         q: Mutex::new(Queue::default()),
         work: Condvar::new(),
-        synced_cv: Condvar::new(),
         synced: AtomicU64::new(0),
         fsync: AtomicU8::new(fsync_code(policy)),
         write_failed: AtomicBool::new(false),
@@ -404,14 +453,37 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
     *cur = Some(c.last_db);
 }
 
+/// `always`: the writer pauses up to a quarter of the last fsync's time
+/// (at most [`GATHER_MAX`]) after it, before the next (see `writer`).
+const GATHER_DIV: u32 = 4;
+const GATHER_MAX: Duration = Duration::from_millis(1);
+
 fn writer(aof: Arc<Aof>, mut file: File) {
     let mut cur_db: Option<usize> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut last_sync = Instant::now();
     let mut dirty = false;
+    // `always`: how long the last fdatasync took, and how many items the
+    // last batch held.
+    let mut sync_took = Duration::ZERO;
+    let mut batch_items = 0u64;
     loop {
-        let (end, stop, switch) = {
+        if batch_items > 1 && aof.policy() == AppendFsync::Always {
+            // Group commit under concurrency: the clients whose replies the
+            // last fsync released answer within a round trip; starting the
+            // next fsync at once would leave them for the one after (the
+            // clients split into two cohorts, each fsync covering half).
+            // A short pause lets them join this one. Not with one client
+            // (one item per batch): it would only add latency.
+            let gather = (sync_took / GATHER_DIV).min(GATHER_MAX);
+            let left = gather.saturating_sub(last_sync.elapsed());
+            if !left.is_zero() {
+                std::thread::sleep(left);
+            }
+        }
+        let (base0, end, stop, switch) = {
             let mut q = aof.lock();
+            let base0 = q.base;
             loop {
                 let ready = match q.items.front() {
                     Some(Item::Chunk(_)) => true,
@@ -465,8 +537,11 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 Some((at, _)) if *at <= q.base => q.switch_to.take().map(|(_, p)| p),
                 _ => None,
             };
-            (q.base, q.stop && q.items.is_empty(), switch)
+            (base0, q.base, q.stop && q.items.is_empty(), switch)
         };
+        if end > base0 {
+            batch_items = end - base0;
+        }
         if !buf.is_empty() {
             match file.write_all(&buf) {
                 Ok(()) => {
@@ -489,10 +564,12 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 AppendFsync::No => false,
             };
         if sync_now {
+            let t0 = Instant::now();
             if let Err(e) = file.sync_data() {
                 log::warning(format_args!("Error fsyncing the AOF file: {e}"));
             }
             last_sync = Instant::now();
+            sync_took = last_sync - t0;
             dirty = false;
         }
         if let Some(path) = switch {
@@ -509,11 +586,8 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 )),
             }
         }
-        aof.synced.store(end, Ordering::Release);
-        {
-            let _g = aof.lock();
-            aof.synced_cv.notify_all();
-        }
+        aof.synced.store(end, Ordering::SeqCst);
+        aof.wake_waiters(end);
         if stop {
             let _ = file.sync_data();
             return;

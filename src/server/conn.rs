@@ -7,6 +7,14 @@
 //! while a slot is outstanding goes into a slot of its own, and slots move
 //! into `out` strictly from the front as they complete. Pipelined clients
 //! therefore see replies in request order whatever shard served them.
+//!
+//! Durability holds (`appendfsync always`): a reply whose command wrote
+//! records to the append-only file is complete but *held* until the file is
+//! durable up to those records: its slot carries the AOF target
+//! ([`Slot::hold`]), and slots leave the front only once
+//! [`Conn::release`] is told the target is durable. Replies behind a held
+//! one wait with it (order is kept); a connection with nothing held is not
+//! delayed at all.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -24,7 +32,14 @@ pub struct Slot {
     pub ready: Option<(usize, usize)>,
     /// CLIENT REPLY OFF/SKIP: drop the bytes when they arrive.
     pub suppress: bool,
+    /// The AOF target (see `aof`) that must be durable before this reply
+    /// leaves; 0: none; [`HOLD_LOCAL`]: this thread's next append.
+    pub hold: u64,
 }
+
+/// A hold on records still in this thread's shard buffer: resolved to a
+/// real target by [`Conn::resolve_local`] once they are appended.
+pub const HOLD_LOCAL: u64 = u64::MAX;
 
 /// A coordinator in flight for this connection.
 pub struct ActiveCoord {
@@ -36,6 +51,9 @@ pub struct ActiveCoord {
     pub started: Instant,
     pub suppress: bool,
     pub out: Reply,
+    /// Durability target of the AOF records its jobs made outside a
+    /// transaction (see `aof`).
+    pub aof_hold: u64,
 }
 
 pub enum Stream {
@@ -107,6 +125,10 @@ pub struct Conn {
     /// Past its output buffer limit: closed at the next flush point without
     /// writing anything more (Redis's `CLIENT_CLOSE_ASAP`).
     pub obuf_over: bool,
+    /// On the thread's list of connections with [`HOLD_LOCAL`] slots.
+    pub local_listed: bool,
+    /// On the thread's list of connections with held replies.
+    pub held_listed: bool,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -180,6 +202,8 @@ impl Conn {
             dirty: false,
             obuf_soft_since_s: None,
             obuf_over: false,
+            local_listed: false,
+            held_listed: false,
         }
     }
 
@@ -204,6 +228,7 @@ impl Conn {
             seq,
             ready: None,
             suppress,
+            hold: 0,
         });
         seq
     }
@@ -221,11 +246,18 @@ impl Conn {
 
     /// Fills slot `seq` and moves every completed front slot into `out`.
     pub fn complete(&mut self, seq: u64, reply: &[u8]) {
+        self.complete_held(seq, reply, 0);
+    }
+
+    /// Fills slot `seq` with a reply that must wait until the AOF is
+    /// durable up to `hold` (0: no wait), and moves every completed front
+    /// slot not held into `out`.
+    pub fn complete_held(&mut self, seq: u64, reply: &[u8], hold: u64) {
         let Some(front) = self.pending.front() else {
             return;
         };
         let idx = seq.wrapping_sub(front.seq) as usize;
-        if idx == 0 {
+        if idx == 0 && hold == 0 {
             // The common case: the oldest reply, straight to `out`.
             if let Some(slot) = self.pending.pop_front() {
                 if !slot.suppress {
@@ -238,17 +270,86 @@ impl Conn {
                 self.staging.extend_from_slice(reply);
             }
             slot.ready = Some((start, self.staging.len()));
-            return;
+            slot.hold = hold;
+            if idx != 0 {
+                return;
+            }
         }
+        if !self.release(0) {
+            self.compact_staging();
+        }
+    }
+
+    /// Queues an inline reply that waits for the AOF target `hold`.
+    pub fn push_held(&mut self, bytes: &[u8], hold: u64) {
+        let seq = self.open_slot(false);
+        self.complete_held(seq, bytes, hold);
+    }
+
+    /// Moves the reply bytes written to `out` from `mark` on into a slot
+    /// held until the AOF target `hold` is durable.
+    pub fn hold_tail(&mut self, mark: usize, hold: u64) {
+        let seq = self.open_slot(false);
+        let start = self.staging.len();
+        self.staging.extend_from_slice(&self.out.as_bytes()[mark..]);
+        self.out.truncate(mark);
+        if let Some(slot) = self.pending.back_mut() {
+            debug_assert_eq!(slot.seq, seq);
+            slot.ready = Some((start, self.staging.len()));
+            slot.hold = hold;
+        }
+    }
+
+    /// Gives every [`HOLD_LOCAL`] slot the target of the append that took
+    /// this thread's records.
+    pub fn resolve_local(&mut self, target: u64) {
+        for s in self.pending.iter_mut() {
+            if s.hold == HOLD_LOCAL {
+                s.hold = target;
+            }
+        }
+    }
+
+    /// Moves every completed front slot whose hold is at most `durable`
+    /// into `out`; true if any moved.
+    pub fn release(&mut self, durable: u64) -> bool {
+        let mut moved = false;
         while let Some(&Slot {
             ready: Some((a, b)),
+            hold,
             ..
         }) = self.pending.front()
         {
+            if hold > durable {
+                break;
+            }
             self.out.raw(&self.staging[a..b]);
             self.pending.pop_front();
+            moved = true;
         }
-        self.compact_staging();
+        if moved {
+            self.compact_staging();
+        }
+        moved
+    }
+
+    /// The AOF target the front reply waits for (0: none held).
+    pub fn front_hold(&self) -> u64 {
+        match self.pending.front() {
+            Some(s) if s.ready.is_some() => s.hold,
+            _ => 0,
+        }
+    }
+
+    /// Whether any queued reply waits for the AOF.
+    pub fn has_held(&self) -> bool {
+        self.pending.iter().any(|s| s.hold != 0)
+    }
+
+    /// Whether the oldest outstanding reply is still being computed (on
+    /// another shard, or by a coordinator), rather than done and held.
+    pub fn front_in_flight(&self) -> bool {
+        self.pending.front().is_some_and(|s| s.ready.is_none())
     }
 
     /// Drops staged bytes no queued reply refers to any more.
@@ -499,6 +600,58 @@ mod tests {
         }
         c.complete(oldest, b"");
         assert!(c.pending.is_empty());
+    }
+
+    #[test]
+    fn held_replies_wait_for_their_target_and_keep_order() {
+        let mut c = conn();
+        // A read before anything is held goes at once.
+        c.out.raw(b"r0");
+        // A write's reply, written inline, then held on local records.
+        let mark = c.out.len();
+        c.out.raw(b"w1");
+        c.hold_tail(mark, HOLD_LOCAL);
+        assert_eq!(c.out.as_bytes(), b"r0");
+        // A read behind it waits with it; a hop completes behind both.
+        c.push_ready(b"r2");
+        let hop = c.open_slot(false);
+        c.complete_held(hop, b"w3", 9);
+        c.push_ready(b"r4");
+        assert!(c.has_held());
+        assert!(!c.front_in_flight());
+        assert!(!c.release(100), "an unresolved local hold never goes");
+        c.resolve_local(5);
+        assert_eq!(c.front_hold(), 5);
+        assert!(!c.release(4));
+        assert_eq!(c.out.as_bytes(), b"r0");
+        assert!(c.release(5));
+        assert_eq!(c.out.as_bytes(), b"r0w1r2");
+        assert_eq!(c.front_hold(), 9);
+        assert!(c.release(9));
+        assert_eq!(c.out.as_bytes(), b"r0w1r2w3r4");
+        assert!(c.pending.is_empty() && !c.has_held());
+        assert_eq!(c.staged_bytes(), 0);
+    }
+
+    #[test]
+    fn a_held_reply_behind_one_in_flight_waits_for_both() {
+        let mut c = conn();
+        let hop = c.open_slot(false);
+        c.push_held(b"w", 3);
+        assert!(c.front_in_flight());
+        assert_eq!(c.front_hold(), 0);
+        assert!(!c.release(10));
+        c.complete(hop, b"h");
+        assert_eq!(c.out.as_bytes(), b"h");
+        assert_eq!(c.front_hold(), 3);
+        assert!(c.release(3));
+        assert_eq!(c.out.as_bytes(), b"hw");
+        // A suppressed (empty) held reply still orders what follows.
+        c.push_held(b"", 7);
+        c.push_ready(b"g");
+        assert!(!c.release(6));
+        assert!(c.release(7));
+        assert_eq!(c.out.as_bytes(), b"hwg");
     }
 
     #[test]

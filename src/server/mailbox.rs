@@ -60,7 +60,6 @@ pub struct BatchCmd {
 /// shard and back and is then reused by the home thread, so in steady state
 /// a hop allocates nothing and no memory is freed on a thread other than
 /// the one that allocated it.
-#[derive(Default)]
 pub struct Batch {
     pub cmds: Vec<BatchCmd>,
     pub args: OwnedArgs,
@@ -69,6 +68,25 @@ pub struct Batch {
     pub ends: Vec<usize>,
     /// Its (last) command blocked: no reply for it yet.
     pub block: Option<super::blocking::BlockTicket>,
+    /// The first command that wrote AOF records (`usize::MAX`: none), and
+    /// the durability target covering them (see `aof`): its reply and the
+    /// later ones are held under `appendfsync always`.
+    pub aof_from: usize,
+    pub aof_hold: u64,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            cmds: Vec::new(),
+            args: OwnedArgs::default(),
+            reply: Vec::new(),
+            ends: Vec::new(),
+            block: None,
+            aof_from: usize::MAX,
+            aof_hold: 0,
+        }
+    }
 }
 
 impl Batch {
@@ -79,6 +97,8 @@ impl Batch {
         self.reply.clear();
         self.ends.clear();
         self.block = None;
+        self.aof_from = usize::MAX;
+        self.aof_hold = 0;
         self.reply.capacity() <= 1 << 20
     }
 }
@@ -104,12 +124,16 @@ pub enum Msg {
         conn: ConnRef,
         idx: u32,
         out: JobOut,
+        /// Durability target of the job's own AOF records (0: none).
+        aof: u64,
     },
     /// A blocked command was served: its reply, for slot `seq`.
     Unblocked {
         conn: ConnRef,
         seq: u64,
         reply: Vec<u8>,
+        /// Durability target of the served command's AOF records (0: none).
+        aof: u64,
     },
     /// Park a blocked multi-shard command on this shard's `keys` (see
     /// `blocking`).

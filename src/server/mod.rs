@@ -232,6 +232,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
             let _ = b.waker.wake();
         }
     }));
+    {
+        // appendfsync always: the AOF writer wakes threads holding replies.
+        let bells = bells.clone();
+        aof::set_waker(n, move |i| {
+            let _ = bells[i].waker.wake();
+        });
+    }
 
     {
         let server = server.clone();

@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
 use super::blocking::{self, BlockPhase, BlockTicket, BlockedCmd, Waiters};
-use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, READ_CHUNK};
+use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, HOLD_LOCAL, READ_CHUNK};
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
@@ -136,6 +136,20 @@ struct Core {
     /// Transactions holding locks here: their records on this shard wait
     /// for the release (see `aof`).
     aof_tx: Vec<(ConnRef, TxId, TxParts)>,
+    /// Durability target of this thread's last append to the AOF.
+    aof_last: u64,
+    /// `appendfsync always` (refreshed each loop iteration): replies of
+    /// writes are held until their records are durable (see `conn`).
+    aof_always: bool,
+    /// Connections with replies held on records still in this shard's
+    /// buffer ([`HOLD_LOCAL`]): `(slot, gen)`.
+    local_holds: Vec<(usize, u32)>,
+    /// Connections with held replies: `(slot, gen)`.
+    held: Vec<(usize, u32)>,
+    /// The writer whose targets the held replies wait for (the writer
+    /// changes with `CONFIG SET appendonly`; targets of another are
+    /// meaningless, and a stopped writer has flushed everything).
+    held_aof: Option<*const super::aof::Aof>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
@@ -187,7 +201,7 @@ impl Core {
         }
         if let Some(a) = &self.aof {
             if let Some(c) = self.shard.prop.take() {
-                a.append(c);
+                self.aof_last = a.append(c);
             }
         }
     }
@@ -210,8 +224,17 @@ impl Core {
             }
         } else if let Some(a) = self.aof.take() {
             if let Some(c) = self.shard.prop.take() {
-                a.append(c);
+                self.aof_last = a.append(c);
             }
+        }
+    }
+
+    /// Puts a connection that got a held reply on the held list.
+    fn note_held(&mut self, c: &mut Conn, slot: usize) {
+        self.held_aof = self.aof.as_ref().map(Arc::as_ptr);
+        if !c.held_listed {
+            c.held_listed = true;
+            self.held.push((slot, c.gen));
         }
     }
 
@@ -251,6 +274,14 @@ struct Conns {
 }
 
 impl Conns {
+    /// The connection `r` names, if it is still there.
+    fn get(&mut self, r: ConnRef) -> Option<&mut Conn> {
+        self.slots
+            .get_mut(r.slot as usize)?
+            .as_mut()
+            .filter(|c| c.gen == r.gen)
+    }
+
     fn mark_dirty(&mut self, slot: usize) {
         if let Some(c) = self.slots[slot].as_mut() {
             if !c.dirty {
@@ -378,6 +409,11 @@ impl Worker {
                 sys: None,
                 aof,
                 aof_tx: Vec::new(),
+                aof_last: 0,
+                aof_always: false,
+                local_holds: Vec::new(),
+                held: Vec::new(),
+                held_aof: None,
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -435,6 +471,9 @@ impl Worker {
             if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
                 timeout = Duration::ZERO;
             }
+            if self.want_durable() {
+                timeout = Duration::ZERO;
+            }
             if self.core.mailbox.park() {
                 timeout = Duration::ZERO;
             }
@@ -446,6 +485,11 @@ impl Worker {
             self.core.mailbox.unpark();
             self.core.shard.tick();
             self.refresh_config();
+            self.core.aof_always = self
+                .core
+                .aof
+                .as_ref()
+                .is_some_and(|a| a.policy() == config::AppendFsync::Always);
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -846,14 +890,24 @@ impl Worker {
                 let slot = conn.slot as usize;
                 let mut batch = batch;
                 let mut newly_blocked = false;
-                if let Some(c) = self.live(conn) {
+                if let Some(c) = self.conns.get(conn) {
                     let mut start = 0;
                     let blocked_seq = batch.block.as_ref().map(|t| t.seq);
-                    for (cmd, &end) in batch.cmds.iter().zip(&batch.ends) {
+                    let mut held = false;
+                    for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
                         if Some(cmd.seq) != blocked_seq {
-                            c.complete(cmd.seq, &batch.reply[start..end]);
+                            let hold = if self.core.aof_always && i >= batch.aof_from {
+                                held = true;
+                                batch.aof_hold
+                            } else {
+                                0
+                            };
+                            c.complete_held(cmd.seq, &batch.reply[start..end], hold);
                         }
                         start = end;
+                    }
+                    if held {
+                        self.core.note_held(c, slot);
                     }
                     match batch.block.take() {
                         Some(t) => {
@@ -940,27 +994,42 @@ impl Worker {
                     self.conns.resume.push(slot);
                 }
             }
-            Msg::Unblocked { conn, seq, reply } => {
+            Msg::Unblocked {
+                conn,
+                seq,
+                reply,
+                aof,
+            } => {
                 let slot = conn.slot as usize;
-                if let Some(c) = self.live(conn) {
+                let hold = if self.core.aof_always { aof } else { 0 };
+                let Worker { core, conns, .. } = self;
+                if let Some(c) = conns.get(conn) {
                     let ours = match &c.block {
                         BlockPhase::Blocked(t) => t.seq == seq,
                         BlockPhase::Awaiting(_) => true,
                         BlockPhase::None => false,
                     };
                     if ours {
-                        c.complete(seq, &reply);
+                        c.complete_held(seq, &reply, hold);
+                        if hold != 0 {
+                            core.note_held(c, slot);
+                        }
                         c.block = BlockPhase::None;
                         blocking::set_blocked(&mut c.client, false);
                         let resume = !paused(c);
-                        self.conns.mark_dirty(slot);
+                        conns.mark_dirty(slot);
                         if resume {
-                            self.conns.resume.push(slot);
+                            conns.resume.push(slot);
                         }
                     }
                 }
             }
-            Msg::JobDone { conn, idx, out } => self.job_done(conn, idx, out),
+            Msg::JobDone {
+                conn,
+                idx,
+                out,
+                aof,
+            } => self.job_done(conn, idx, out, aof),
             Msg::Adopt(stream) => self.adopt_unix(stream),
         }
     }
@@ -994,6 +1063,7 @@ impl Worker {
             }
             first += cmd.nargs as usize;
             out.set_resp3(cmd.resp3);
+            let recorded = self.core.shard.prop.len();
             let block = run_shard(
                 cmd.resolved,
                 cmd.handler,
@@ -1017,6 +1087,9 @@ impl Worker {
                     on,
                 ));
             }
+            if b.aof_from == usize::MAX && self.core.shard.prop.len() != recorded {
+                b.aof_from = i;
+            }
             b.ends.push(out.len());
             if self.core.shard.dbs[cmd.call.db].has_ready() {
                 // Serve blocked clients before the next command, as Redis
@@ -1028,6 +1101,11 @@ impl Worker {
         }
         b.reply = out.into_bytes();
         self.core.aof_flush();
+        if b.aof_from != usize::MAX {
+            // Every record of the batch went out with this append or an
+            // earlier one of this thread.
+            b.aof_hold = self.core.aof_last;
+        }
         if conn.thread as usize == self.core.id {
             self.handle(Msg::ExecDone { conn, batch });
         } else {
@@ -1058,15 +1136,22 @@ impl Worker {
                 };
                 job(&mut env)
             };
-            if self.core.aof.is_some() {
-                self.aof_job_done(conn, release);
-            }
+            let aof = match self.core.aof {
+                Some(_) => self.aof_job_done(conn, release),
+                None => 0,
+            };
             if conn.thread as usize == self.core.id {
-                self.job_done(conn, idx, out);
+                self.job_done(conn, idx, out, aof);
             } else {
-                self.core
-                    .mailbox
-                    .send(conn.thread as usize, Msg::JobDone { conn, idx, out });
+                self.core.mailbox.send(
+                    conn.thread as usize,
+                    Msg::JobDone {
+                        conn,
+                        idx,
+                        out,
+                        aof,
+                    },
+                );
             }
             if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
                 serve_ready(&mut self.core);
@@ -1082,15 +1167,19 @@ impl Worker {
     }
 
     /// A job of `conn` ran: its records join its transaction's (if it holds
-    /// locks here), which go to the writer's slot at the release.
-    fn aof_job_done(&mut self, conn: ConnRef, release: Option<TxId>) {
+    /// locks here), which go to the writer's slot at the release. Returns
+    /// the durability target of records appended on their own (0: none;
+    /// a transaction's reach the coordinator through its slot).
+    fn aof_job_done(&mut self, conn: ConnRef, release: Option<TxId>) -> u64 {
         let Some(a) = self.core.aof.clone() else {
-            return;
+            return 0;
         };
         let i = self.core.aof_tx.iter().position(|(c, _, _)| *c == conn);
         let Some(i) = i else {
+            // The buffer was emptied before the job ran.
+            let recorded = !self.core.shard.prop.is_empty();
             self.core.aof_flush();
-            return;
+            return if recorded { self.core.aof_last } else { 0 };
         };
         if let Some(c) = self.core.shard.prop.take() {
             self.core.aof_tx[i].2.push((engine::prop::next_seq(), c));
@@ -1099,6 +1188,7 @@ impl Worker {
             let (_, tx, parts) = self.core.aof_tx.swap_remove(i);
             a.tx_parts(tx, parts);
         }
+        0
     }
 
     /// After a release: re-runs held-back batches (in arrival order, each
@@ -1126,16 +1216,7 @@ impl Worker {
         }
     }
 
-    fn live(&mut self, r: ConnRef) -> Option<&mut Conn> {
-        let slot = r.slot as usize;
-        self.conns
-            .slots
-            .get_mut(slot)?
-            .as_mut()
-            .filter(|c| c.gen == r.gen)
-    }
-
-    fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut) {
+    fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
         if conn.slot == SYS_SLOT {
             self.sys_job_done(idx, out);
             return;
@@ -1148,6 +1229,7 @@ impl Worker {
             return;
         }
         let Some(ac) = c.coord.as_mut() else { return };
+        ac.aof_hold = ac.aof_hold.max(aof);
         if let Some(r) = ac.results.get_mut(idx as usize) {
             *r = Some(out);
             ac.remaining -= 1;
@@ -1245,17 +1327,10 @@ impl Worker {
     /// while re-running produced new output.
     fn flush_conns(&mut self) {
         for _ in 0..4 {
+            self.settle_holds();
             let list = std::mem::take(&mut self.conns.dirty);
             if list.is_empty() {
                 return;
-            }
-            if let Some(a) = self.core.aof.clone() {
-                // appendfsync always: no reply before its write is on disk
-                // (one fsync covers every shard's records of this round).
-                self.core.aof_flush();
-                if a.policy() == config::AppendFsync::Always {
-                    a.wait_synced();
-                }
             }
             for slot in list {
                 self.flush_one(slot);
@@ -1264,6 +1339,78 @@ impl Worker {
                 return;
             }
             self.run_resumes();
+        }
+    }
+
+    /// `appendfsync always`: gives replies held on this shard's buffered
+    /// records their target (appending the records), then releases every
+    /// held reply whose records are durable. With another policy (changed
+    /// at runtime) every held reply goes.
+    fn settle_holds(&mut self) {
+        let Worker { core, conns, .. } = self;
+        // Every policy: records reach the writer before the replies that
+        // follow them are written.
+        core.aof_flush();
+        if core.local_holds.is_empty() && core.held.is_empty() {
+            return;
+        }
+        let durable = match (&core.aof, core.aof_always) {
+            (Some(a), true) if core.held_aof == Some(Arc::as_ptr(a)) => a.durable(),
+            _ => u64::MAX,
+        };
+        if !core.local_holds.is_empty() {
+            let target = core.aof_last;
+            for (slot, gen) in std::mem::take(&mut core.local_holds) {
+                let c = conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+                if let Some(c) = c.filter(|c| c.gen == gen) {
+                    c.local_listed = false;
+                    c.resolve_local(target);
+                }
+            }
+        }
+        let mut list = std::mem::take(&mut core.held);
+        list.retain(|&(slot, gen)| {
+            let c = conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+            let Some(c) = c.filter(|c| c.gen == gen) else {
+                return false;
+            };
+            let moved = c.release(durable);
+            let keep = c.has_held();
+            c.held_listed = keep;
+            if moved {
+                conns.mark_dirty(slot);
+            }
+            keep
+        });
+        core.held = list;
+    }
+
+    /// Before sleeping: asks the AOF writer to wake this thread once the
+    /// oldest held reply can go. True if one can go already (then the
+    /// thread must not sleep).
+    fn want_durable(&mut self) -> bool {
+        let core = &self.core;
+        if core.held.is_empty() {
+            return false;
+        }
+        let Some(a) = core.aof.as_ref().filter(|_| core.aof_always) else {
+            return true;
+        };
+        if !core.local_holds.is_empty() {
+            return true;
+        }
+        let min = core
+            .held
+            .iter()
+            .filter_map(|&(slot, gen)| {
+                let c = self.conns.slots.get(slot)?.as_ref()?;
+                Some(c.front_hold()).filter(|&h| h != 0 && c.gen == gen)
+            })
+            .min();
+        match min {
+            Some(t) => a.want(core.id, t) >= t,
+            // Held replies wait behind replies still in flight.
+            None => false,
         }
     }
 
@@ -1281,7 +1428,8 @@ impl Worker {
         // or hop (finishing marks the connection dirty). Bounded by
         // FLUSH_DEFER_MAX.
         // A blocked command may wait forever: what precedes it goes now.
-        let in_flight = (c.coord.is_some() || !c.pending.is_empty()) && c.block.is_none();
+        // (A reply held for the AOF is not in flight: what precedes it goes.)
+        let in_flight = (c.coord.is_some() || c.front_in_flight()) && c.block.is_none();
         let defer = in_flight && !c.closing && c.unwritten() < FLUSH_DEFER_MAX;
         if !defer {
             match c.flush() {
@@ -1630,6 +1778,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     let mode_before = c.client.reply_mode;
     let direct = c.inline_reply_target();
     let mut blocked_on = None;
+    // Whether the command wrote AOF records (its reply then waits for them
+    // under appendfsync always).
+    let mut recorded = false;
     core.side.clear();
     core.side.set_resp3(c.client.resp3);
     let (step, mark) = {
@@ -1663,6 +1814,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     max_bulk_len: core.cfg.max_bulk_len,
                     may_block: true,
                 };
+                let prop0 = core.shard.prop.len();
                 if let Some(on) = run_shard(
                     resolved,
                     handler,
@@ -1674,6 +1826,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 ) {
                     blocked_on = Some((on, resolved, handler, call));
                 }
+                recorded = core.shard.prop.len() != prop0;
                 (Step::Done, mark)
             }
             step => (step, mark),
@@ -1707,7 +1860,20 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     core.side.clear();
                 }
             }
-            if !direct && !core.side.is_empty() {
+            if recorded && core.aof_always {
+                // Held until the records this thread appends next are
+                // durable (`settle_holds` gives the target).
+                if direct {
+                    c.hold_tail(mark, HOLD_LOCAL);
+                } else {
+                    c.push_held(core.side.as_bytes(), HOLD_LOCAL);
+                }
+                if !c.local_listed {
+                    c.local_listed = true;
+                    core.local_holds.push((slot, c.gen));
+                }
+                core.note_held(c, slot);
+            } else if !direct && !core.side.is_empty() {
                 c.push_ready(core.side.as_bytes());
             }
             // One huge reply must not keep its buffer for the thread's life.
@@ -1801,6 +1967,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 started: Instant::now(),
                 suppress,
                 out: Reply::new(c.client.resp3),
+                aof_hold: 0,
             });
             advance(core, c, slot);
         }
@@ -1823,15 +1990,19 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let failed = res.is_err();
     if let Some(a) = &core.aof {
         // The coordinator's own records (home thread), and the end of its
-        // transaction's slot.
+        // transaction's slot: the reply waits for both to be durable.
         let home = commands::propagate::take_home();
         let tx = ac.coord.tx_id();
         match tx {
             Some(tx) => a.tx_parts(tx, home),
-            None => home.into_iter().for_each(|(_, ch)| a.append(ch)),
+            None => {
+                for (_, ch) in home {
+                    ac.aof_hold = ac.aof_hold.max(a.append(ch));
+                }
+            }
         }
         if let (Some(tx), true) = (tx, failed || plan.is_empty()) {
-            a.tx_finish(tx);
+            ac.aof_hold = ac.aof_hold.max(a.tx_finish(tx));
         }
     }
     if let Err(e) = res {
@@ -1848,7 +2019,11 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         c.keep_deadline_ms = None;
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;
-        c.complete(seq, if ac.suppress { &[] } else { ac.out.as_bytes() });
+        let hold = if core.aof_always { ac.aof_hold } else { 0 };
+        c.complete_held(seq, if ac.suppress { &[] } else { ac.out.as_bytes() }, hold);
+        if hold != 0 {
+            core.note_held(c, slot);
+        }
         // A coordinator (CLIENT KILL of this very client) may end the
         // connection: nothing after it in the pipeline runs.
         if c.client.close_after_reply {
@@ -2010,6 +2185,7 @@ fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::Owne
                 started: Instant::now(),
                 suppress: false,
                 out: Reply::new(c.client.resp3),
+                aof_hold: 0,
             });
             advance(core, c, slot);
         }
@@ -2091,6 +2267,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             continue;
         }
         let mut out = Reply::new(w.resp3);
+        let recorded = core.shard.prop.len();
         let again = run_shard(
             w.resolved,
             w.handler,
@@ -2107,11 +2284,13 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         for (d, k) in core.waiters.remove(&w) {
             core.shard.dbs[d].remove_blocking(&k);
         }
+        let recorded = core.shard.prop.len() != recorded;
         core.aof_flush();
         let msg = Msg::Unblocked {
             conn: w.conn,
             seq: w.seq,
             reply: out.into_bytes(),
+            aof: if recorded { core.aof_last } else { 0 },
         };
         if w.conn.thread as usize == core.id {
             core.local.push_back(msg);
