@@ -190,7 +190,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         None
     };
     let mut loaded = None;
-    let shards = match shards {
+    let mut shards = match shards {
         Some(s) => s,
         None => {
             let mut s: Vec<engine::Shard> = (0..n)
@@ -201,6 +201,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
             s
         }
     };
+    // What was loaded is what is on disk: no changes to save yet (Redis
+    // starts with dirty = 0 after loading).
+    for sh in &mut shards {
+        for d in &mut sh.dbs {
+            d.dirty = 0;
+        }
+    }
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
     let _ = server.aof.set(Arc::new(aof_rewrite::Rewriter::new(
