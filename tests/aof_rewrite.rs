@@ -291,3 +291,90 @@ fn config_set_appendonly_at_runtime() {
     let v: Vec<Option<u64>> = c.mget(&["before", "after", "unlogged"]).unwrap();
     assert_eq!(v, [Some(1), Some(2), None]);
 }
+
+/// `aof-use-rdb-preamble no`: the base is the commands that rebuild the
+/// data (every type, TTLs, several databases), and both servers load it.
+#[test]
+fn rewrite_without_rdb_preamble_writes_commands() {
+    let dir = DataDir::new("rewrite-cmds");
+    let args = [
+        "--shards",
+        "2",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--appendfsync",
+        "always",
+    ];
+    let s = tessera(&dir, &args);
+    let mut c = s.conn();
+    let _: () = c.set("s", "v").unwrap();
+    let _: () = c.set("n", 42).unwrap();
+    let _: () = c.pexpire("n", 900_000).unwrap();
+    let big: Vec<String> = (0..150).map(|i| format!("m{i}")).collect();
+    let _: () = c.rpush("l", &big).unwrap();
+    let _: () = c.sadd("st", &big).unwrap();
+    let _: () = c.sadd("is", &[1, 2, 3]).unwrap();
+    let fields: Vec<(String, String)> = big.iter().map(|m| (m.clone(), m.repeat(2))).collect();
+    let _: () = c.hset_multiple("h", &fields).unwrap();
+    let members: Vec<(f64, String)> = big
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as f64 * 0.5 - 3.0, m.clone()))
+        .collect();
+    let _: () = c.zadd_multiple("z", &members).unwrap();
+    let _: () = redis::cmd("SELECT").arg(4).query(&mut c).unwrap();
+    let _: () = c.set("in4", 4).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_for("the rewrite", || rewrites(&mut c) == 1);
+    assert!(
+        dir.manifest()
+            .starts_with("file appendonly.aof.2.base.aof seq 2 type b\n"),
+        "{}",
+        dir.manifest()
+    );
+    let base = std::fs::read(dir.0.join("appendonlydir/appendonly.aof.2.base.aof")).unwrap();
+    assert!(
+        base.starts_with(b"*2\r\n$6\r\nSELECT\r\n"),
+        "{:?}",
+        &base[..20]
+    );
+    let dump = |c: &mut Connection| -> Vec<String> {
+        let mut out = Vec::new();
+        for k in ["s", "n", "l", "st", "is", "h", "z"] {
+            let d: Vec<u8> = redis::cmd("DUMP").arg(k).query(c).unwrap();
+            let ttl: i64 = c.pttl(k).unwrap();
+            out.push(format!("{k} {} {}", d.len(), ttl > 0));
+        }
+        let mut m: Vec<String> = c.smembers("st").unwrap();
+        m.sort();
+        out.push(m.join(","));
+        out.push(format!(
+            "{:?}",
+            c.zrange_withscores::<_, Vec<(String, f64)>>("z", 0, -1)
+                .unwrap()
+        ));
+        out.push(format!(
+            "{:?}",
+            c.lrange::<_, Vec<String>>("l", 0, -1).unwrap()
+        ));
+        out
+    };
+    let before = dump(&mut c);
+    drop(c);
+    drop(s);
+    let s = tessera(&dir, &args);
+    let mut c = s.conn();
+    assert_eq!(dump(&mut c), before);
+    let _: () = redis::cmd("SELECT").arg(4).query(&mut c).unwrap();
+    assert_eq!(c.get::<_, u64>("in4").unwrap(), 4);
+    drop(c);
+    drop(s);
+    if redis_available() {
+        let r = Server::redis(&["--dir", dir.path(), "--appendonly", "yes"]);
+        let mut c = r.conn();
+        assert_eq!(c.get::<_, String>("s").unwrap(), "v");
+        assert_eq!(c.zcard::<_, u64>("z").unwrap(), 150);
+        assert_eq!(c.hlen::<_, u64>("h").unwrap(), 150);
+    }
+}

@@ -87,7 +87,8 @@ impl AofControl for Rewriter {
     }
 
     fn enable(&self) -> Result<(), String> {
-        self.prepare()?;
+        // Named again by the rewrite that follows.
+        self.prepare(true)?;
         let incr = {
             let mut st = self.lock();
             st.enabling = true;
@@ -122,7 +123,7 @@ impl AofControl for Rewriter {
         self
     }
 
-    fn prepare(&self) -> Result<PathBuf, String> {
+    fn prepare(&self, rdb: bool) -> Result<PathBuf, String> {
         std::fs::create_dir_all(&self.paths.dir)
             .map_err(|e| format!("Can't create the append-only dir: {e}"))?;
         let mut st = self.lock();
@@ -136,7 +137,12 @@ impl AofControl for Rewriter {
                 + 1
         };
         let base = ManifestFile {
-            name: format!("{}.{}.base.rdb", self.paths.name, seq('b')),
+            name: format!(
+                "{}.{}.base.{}",
+                self.paths.name,
+                seq('b'),
+                if rdb { "rdb" } else { "aof" }
+            ),
             seq: seq('b'),
             kind: 'b',
         };

@@ -143,8 +143,9 @@ enum Kind {
 pub trait AofControl: Send + Sync {
     /// Whether `appendonly` is on.
     fn enabled(&self) -> bool;
-    /// Names the next base and incr files; returns the base's path.
-    fn prepare(&self) -> Result<PathBuf, String>;
+    /// Names the next base (`.base.rdb` when `rdb`, else `.base.aof`) and
+    /// incr files; returns the base's path.
+    fn prepare(&self, rdb: bool) -> Result<PathBuf, String>;
     /// At the snapshot instant (every shard locked): records from now on
     /// go to the new incr file.
     fn switch(&self);
@@ -373,7 +374,9 @@ impl Persist {
             let Some(aof) = server.aof.get().cloned() else {
                 return Err(CmdError::err("Background append only file rewriting error"));
             };
-            let path = aof.prepare().map_err(CmdError::err)?;
+            let path = aof
+                .prepare(cfg.aof_use_rdb_preamble)
+                .map_err(CmdError::err)?;
             (path, Some(Box::new(move |ok| aof.finish(ok))))
         } else {
             (cfg.rdb_path(), None)
@@ -387,6 +390,7 @@ impl Persist {
         let job = WriterJob {
             path,
             kind,
+            rdb: kind != Kind::Rewrite || cfg.aof_use_rdb_preamble,
             on_done,
             checksum: cfg.rdbchecksum,
             shards: self.dirty.len(),
@@ -454,6 +458,9 @@ impl Persist {
 struct WriterJob {
     path: PathBuf,
     kind: Kind,
+    /// An RDB file (header, EOF, checksum); otherwise commands only (an
+    /// AOF base without the RDB preamble).
+    rdb: bool,
     /// Called with the outcome once the file is in place (rewrites).
     on_done: Option<OnDone>,
     checksum: bool,
@@ -571,12 +578,14 @@ impl WriterJob {
             w.write_all(b).map_err(|e| e.to_string())
         };
         let mut head = Vec::new();
-        engine::rdb::write_header(
-            &mut head,
-            engine::now_ms() / 1000,
-            engine::alloc::used_total(self.shards),
-            self.kind == Kind::Rewrite,
-        );
+        if self.rdb {
+            engine::rdb::write_header(
+                &mut head,
+                engine::now_ms() / 1000,
+                engine::alloc::used_total(self.shards),
+                self.kind == Kind::Rewrite,
+            );
+        }
         put(&mut w, &head)?;
         let (mut left, mut keys) = (self.shards, 0u64);
         while left > 0 {
@@ -596,11 +605,13 @@ impl WriterJob {
                 }
             }
         }
-        let mut tail = Vec::new();
-        engine::rdb::write_eof(&mut tail);
-        put(&mut w, &tail)?;
-        let sum = if self.checksum { crc } else { 0 };
-        w.write_all(&sum.to_le_bytes()).map_err(|e| e.to_string())?;
+        if self.rdb {
+            let mut tail = Vec::new();
+            engine::rdb::write_eof(&mut tail);
+            put(&mut w, &tail)?;
+            let sum = if self.checksum { crc } else { 0 };
+            w.write_all(&sum.to_le_bytes()).map_err(|e| e.to_string())?;
+        }
         let f = w.into_inner().map_err(|e| e.to_string())?;
         f.sync_all().map_err(|e| e.to_string())?;
         Ok(keys)
@@ -692,9 +703,18 @@ fn begin_job(
     compress: bool,
     begin_dirty: Arc<Vec<AtomicU64>>,
 ) -> impl Fn(&mut ShardEnv<'_>) + Send + Clone + 'static {
+    begin_job_as(compress, false, begin_dirty)
+}
+
+/// [`begin_job`], writing commands instead of RDB when `cmds`.
+fn begin_job_as(
+    compress: bool,
+    cmds: bool,
+    begin_dirty: Arc<Vec<AtomicU64>>,
+) -> impl Fn(&mut ShardEnv<'_>) + Send + Clone + 'static {
     move |env: &mut ShardEnv<'_>| {
         begin_dirty[env.shard.id].store(env.shard.dirty(), Ordering::Relaxed);
-        env.shard.snapshot_begin(compress);
+        env.shard.snapshot_begin_as(compress, cmds);
     }
 }
 
@@ -785,9 +805,9 @@ fn rewrite_with(
     enable: bool,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let (begin_dirty, _done) = server.persist.start(server, Kind::Rewrite)?;
-    let compress = server.config().rdbcompression;
+    let cfg = server.config();
     let mut plan = Plan::default();
-    let begin = begin_job(compress, begin_dirty);
+    let begin = begin_job_as(cfg.rdbcompression, !cfg.aof_use_rdb_preamble, begin_dirty);
     plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
         if enable {
             engine::prop::set_enabled(true);
@@ -1030,6 +1050,7 @@ pub fn save_now(
     let job = WriterJob {
         path: path.to_path_buf(),
         kind: Kind::Save,
+        rdb: true,
         on_done: None,
         checksum,
         shards: shards.len(),

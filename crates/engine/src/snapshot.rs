@@ -50,6 +50,9 @@ pub struct DbSnap {
     /// Access data written with each entry, as Redis does under an LRU or
     /// LFU `maxmemory-policy` (IDLE / FREQ opcodes).
     meta: Meta,
+    /// Write each key as the commands that rebuild it (an AOF base with
+    /// `aof-use-rdb-preamble no`) instead of RDB.
+    cmds: bool,
     /// Entries written.
     keys: u64,
     /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
@@ -71,8 +74,12 @@ impl DbSnap {
     #[inline]
     pub(crate) fn visit(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8) {
         if e.snap != epoch {
-            let (idle, freq) = self.meta_of(e);
-            crate::rdb::write_entry_ext(&mut self.out, key, e, self.compress, idle, freq);
+            if self.cmds {
+                crate::rdb::write_entry_cmds(&mut self.out, key, e);
+            } else {
+                let (idle, freq) = self.meta_of(e);
+                crate::rdb::write_entry_ext(&mut self.out, key, e, self.compress, idle, freq);
+            }
             e.snap = epoch;
             self.keys += 1;
         }
@@ -105,7 +112,7 @@ fn free_table(t: Dict<SmallBytes, Entry>) {
 const STEP_MAX_BUCKETS: usize = 4096;
 
 impl Db {
-    fn snapshot_begin(&mut self, compress: bool, meta: Meta) {
+    fn snapshot_begin(&mut self, compress: bool, meta: Meta, cmds: bool) {
         self.epoch = self.epoch.wrapping_add(1);
         self.saving = true;
         self.snap = Some(Box::new(DbSnap {
@@ -114,6 +121,7 @@ impl Db {
             done: false,
             compress,
             meta,
+            cmds,
             keys: 0,
             graveyard: Vec::new(),
         }));
@@ -194,6 +202,12 @@ impl Shard {
     /// Starts a snapshot of every database of this shard at this instant.
     /// `compress`: LZF-compress long strings (`rdbcompression`).
     pub fn snapshot_begin(&mut self, compress: bool) {
+        self.snapshot_begin_as(compress, false);
+    }
+
+    /// [`Shard::snapshot_begin`], writing commands instead of RDB when
+    /// `cmds` (see `rdb::write_entry_cmds`).
+    pub fn snapshot_begin_as(&mut self, compress: bool, cmds: bool) {
         if self.dbs.iter().any(|d| d.stamps_mixed) {
             for d in &mut self.dbs {
                 d.restamp();
@@ -206,7 +220,7 @@ impl Shard {
             _ => Meta::None,
         };
         for d in &mut self.dbs {
-            d.snapshot_begin(compress, meta);
+            d.snapshot_begin(compress, meta, cmds);
         }
     }
 
@@ -234,7 +248,11 @@ impl Shard {
         for (i, d) in self.dbs.iter_mut().enumerate() {
             if let Some(s) = d.snap.as_deref_mut() {
                 if !s.out.is_empty() {
-                    crate::rdb::write_select_db(&mut chunk, i);
+                    if s.cmds {
+                        crate::rdb::write_select_cmd(&mut chunk, i);
+                    } else {
+                        crate::rdb::write_select_db(&mut chunk, i);
+                    }
                     chunk.extend_from_slice(&s.out);
                     s.out.clear();
                 }

@@ -29,6 +29,7 @@
 //! [`RdbError`] (never a panic), and no allocation is sized by a length
 //! read from the input beyond what the input can back (see `read.rs`).
 
+mod cmds;
 mod lzf;
 pub mod pack;
 mod read;
@@ -40,6 +41,7 @@ use crate::types::{EncLimits, Set};
 use crate::value::{Str, Value};
 use pack::LpWriter;
 
+pub use cmds::{write_entry_cmds, write_select_cmd};
 pub use read::{Loaded, Reader};
 
 /// What Redis 7.0 writes; files of versions 1..=[`RDB_VERSION_MAX_LOAD`]

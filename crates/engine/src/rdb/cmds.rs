@@ -1,0 +1,93 @@
+//! A key as the commands that rebuild it: the body of an AOF base written
+//! with `aof-use-rdb-preamble no` (Redis's `rewriteAppendOnlyFileRio`):
+//! SET for strings; RPUSH, SADD, ZADD and HMSET in batches of 64 elements
+//! (`AOF_REWRITE_ITEMS_PER_CMD`); then PEXPIREAT for a key with a TTL.
+
+use crate::db::Entry;
+use crate::prop::{write_bulk, write_header};
+use crate::types::set::with_bytes as member_bytes;
+use crate::value::{Str, Value};
+
+/// Redis's `AOF_REWRITE_ITEMS_PER_CMD`.
+const ITEMS_PER_CMD: usize = 64;
+
+/// Writes `SELECT db` as a command.
+pub fn write_select_cmd(out: &mut Vec<u8>, db: usize) {
+    write_header(out, b'*', 2);
+    write_bulk(out, b"SELECT");
+    write_bulk(out, itoa::Buffer::new().format(db).as_bytes());
+}
+
+/// Emits `name key` followed by the arguments `each` produces (`per` per
+/// item, `len` items), in commands of at most [`ITEMS_PER_CMD`] items.
+fn batched(
+    out: &mut Vec<u8>,
+    name: &[u8],
+    key: &[u8],
+    len: usize,
+    per: usize,
+    each: impl FnOnce(&mut dyn FnMut(&[u8])),
+) {
+    let (mut left, mut in_cmd, mut arg) = (len, 0usize, 0usize);
+    each(&mut |a: &[u8]| {
+        if in_cmd == 0 && arg == 0 {
+            let n = left.min(ITEMS_PER_CMD);
+            write_header(out, b'*', 2 + n * per);
+            write_bulk(out, name);
+            write_bulk(out, key);
+            in_cmd = n;
+        }
+        write_bulk(out, a);
+        arg += 1;
+        if arg == per {
+            arg = 0;
+            in_cmd -= 1;
+            left -= 1;
+        }
+    });
+}
+
+/// The commands that rebuild `key` with `e`'s value and TTL.
+pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
+    match &e.value {
+        Value::Str(s) => {
+            write_header(out, b'*', 3);
+            write_bulk(out, b"SET");
+            write_bulk(out, key);
+            match s {
+                Str::Int(n) => write_bulk(out, itoa::Buffer::new().format(*n).as_bytes()),
+                Str::Emb(b) => write_bulk(out, b),
+                Str::Raw(b) => write_bulk(out, b),
+            }
+        }
+        Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
+            for item in l.iter() {
+                f(item);
+            }
+        }),
+        Value::Set(s) => batched(out, b"SADD", key, s.len(), 1, |f| {
+            for m in s.iter() {
+                member_bytes(m, |b| f(b));
+            }
+        }),
+        Value::ZSet(z) => batched(out, b"ZADD", key, z.len(), 2, |f| {
+            for (m, sc) in z.iter() {
+                f(super::pack::d2string(sc).as_bytes());
+                f(m);
+            }
+        }),
+        Value::Hash(h) => batched(out, b"HMSET", key, h.len(), 2, |f| {
+            for (k, v) in h.iter() {
+                k.with_bytes(|b| f(b));
+                v.with_bytes(|b| f(b));
+            }
+        }),
+    }
+    let at = e.expire_at_ms();
+    if at != 0 {
+        write_header(out, b'*', 3);
+        write_bulk(out, b"PEXPIREAT");
+        write_bulk(out, key);
+        write_bulk(out, itoa::Buffer::new().format(at).as_bytes());
+    }
+}
