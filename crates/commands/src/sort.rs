@@ -99,7 +99,7 @@ struct Opts {
     limit_count: i64,
     store: Option<Vec<u8>>,
     by: Option<Vec<u8>>,
-    /// `BY` names a constant (no `*`): keep the native order.
+    /// Some `BY` named a constant (no `*`): keep the native order.
     dontsort: bool,
     gets: Vec<Vec<u8>>,
 }
@@ -201,7 +201,11 @@ fn parse(args: Args<'_>, readonly: bool) -> Result<Opts, CmdError> {
         } else if eq_ic(a, "by") && left >= 1 {
             let p = args.get(j + 1);
             o.by = Some(p.to_vec());
-            o.dontsort = !p.contains(&b'*');
+            // As Redis: once a BY without `*` is seen the sort stays off,
+            // whatever BY comes later (`BY nosort BY w_*` keeps the order).
+            if !p.contains(&b'*') {
+                o.dontsort = true;
+            }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
             o.gets.push(args.get(j + 1).to_vec());
