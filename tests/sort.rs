@@ -144,12 +144,20 @@ fn patterns_across_shards() {
     rpush.extend(els.iter().map(String::as_str));
     let _: i64 = q(&mut con, &rpush);
     for (i, e) in els.iter().enumerate() {
-        let _: () = q(&mut con, &["SET", &format!("w_{e}"), &(100 - i).to_string()]);
+        let _: () = q(
+            &mut con,
+            &["SET", &format!("w_{e}"), &(100 - i).to_string()],
+        );
         if i < n - 2 {
             let _: () = q(&mut con, &["SET", &format!("o_{e}"), &format!("obj{i}")]);
             let _: i64 = q(
                 &mut con,
-                &["HSET", &format!("h_{e}"), "f", &format!("{}", (b'a' + i as u8) as char)],
+                &[
+                    "HSET",
+                    &format!("h_{e}"),
+                    "f",
+                    &format!("{}", (b'a' + i as u8) as char),
+                ],
             );
         }
     }
@@ -161,7 +169,9 @@ fn patterns_across_shards() {
     // GET #, GET strings and hash fields; missing keys are nulls.
     let got: Vec<Option<String>> = q(
         &mut con,
-        &["SORT", &src, "BY", "w_*", "LIMIT", "1", "3", "GET", "#", "GET", "o_*", "GET", "h_*->f"],
+        &[
+            "SORT", &src, "BY", "w_*", "LIMIT", "1", "3", "GET", "#", "GET", "o_*", "GET", "h_*->f",
+        ],
     );
     let e = |i: usize| Some(els[i].clone());
     assert_eq!(
@@ -181,7 +191,9 @@ fn patterns_across_shards() {
     // BY a hash field, ALPHA; a missing BY value sorts first.
     let got: Vec<String> = q(
         &mut con,
-        &["SORT", &src, "BY", "h_*->f", "ALPHA", "DESC", "LIMIT", "0", "2"],
+        &[
+            "SORT", &src, "BY", "h_*->f", "ALPHA", "DESC", "LIMIT", "0", "2",
+        ],
     );
     assert_eq!(got, [els[n - 3].clone(), els[n - 4].clone()]);
     // ALPHA on the element, GET only.
@@ -210,7 +222,10 @@ fn patterns_across_shards() {
         &["SORT", &src, "BY", &format!("{b}w_*"), "LIMIT", "0", "1"],
     );
     assert_eq!(got, [els[0].clone()]);
-    let got: Vec<Option<String>> = q(&mut con, &["SORT", &src, "ALPHA", "GET", "{*}x", "LIMIT", "0", "1"]);
+    let got: Vec<Option<String>> = q(
+        &mut con,
+        &["SORT", &src, "ALPHA", "GET", "{*}x", "LIMIT", "0", "1"],
+    );
     assert_eq!(got, [None]);
     // A BY value that is no number: the error, nothing stored.
     let dst = format!("{}dst", tag_on(2));
@@ -224,19 +239,34 @@ fn patterns_across_shards() {
     // STORE into a third shard; missing GETs stored as "".
     let n_st: i64 = q(
         &mut con,
-        &["SORT", &src, "BY", "w_*", "LIMIT", "0", "3", "GET", "o_*", "STORE", &dst],
+        &[
+            "SORT", &src, "BY", "w_*", "LIMIT", "0", "3", "GET", "o_*", "STORE", &dst,
+        ],
     );
     assert_eq!(n_st, 3);
     let got: Vec<String> = q(&mut con, &["LRANGE", &dst, "0", "-1"]);
     assert_eq!(got, ["", "", format!("obj{}", n - 3).as_str()]);
     // STORE into a key the patterns read, on another shard.
     let w0 = format!("w_{}", els[0]);
-    let _: i64 = q(&mut con, &["SORT", &src, "BY", "w_*", "GET", "w_*", "STORE", &w0]);
+    let _: i64 = q(
+        &mut con,
+        &["SORT", &src, "BY", "w_*", "GET", "w_*", "STORE", &w0],
+    );
     let got: Vec<String> = q(&mut con, &["LRANGE", &w0, "0", "-1"]);
     let want: Vec<String> = (0..n).rev().map(|i| (100 - i).to_string()).collect();
     assert_eq!(got, want);
     // An empty result deletes the destination.
-    let _: i64 = q(&mut con, &["SORT", &format!("{}none", tag_on(1)), "BY", "w_*", "STORE", &dst]);
+    let _: i64 = q(
+        &mut con,
+        &[
+            "SORT",
+            &format!("{}none", tag_on(1)),
+            "BY",
+            "w_*",
+            "STORE",
+            &dst,
+        ],
+    );
     let ex: i64 = q(&mut con, &["EXISTS", &dst]);
     assert_eq!(ex, 0);
     // The source's type is checked first.
@@ -245,7 +275,10 @@ fn patterns_across_shards() {
     // Inside MULTI, next to other commands.
     let _: () = q(&mut con, &["MULTI"]);
     let _: String = q(&mut con, &["SET", &format!("w_{}", els[1]), "-5"]);
-    let _: String = q(&mut con, &["SORT", &src, "BY", "w_*", "LIMIT", "0", "1", "GET", "o_*"]);
+    let _: String = q(
+        &mut con,
+        &["SORT", &src, "BY", "w_*", "LIMIT", "0", "1", "GET", "o_*"],
+    );
     let r: (String, Vec<String>) = q(&mut con, &["EXEC"]);
     assert_eq!(r, ("OK".into(), vec!["obj1".into()]));
 }
@@ -264,13 +297,25 @@ fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
     let mset = |r: usize| -> Vec<String> {
         let mut a = vec!["MSET".to_string()];
         for (i, e) in els.iter().enumerate() {
-            let w = if r % 2 == 0 { i as i64 } else { -(i as i64) };
-            a.extend([format!("w_{e}"), w.to_string(), format!("o_{e}"), r.to_string()]);
+            let w = if r.is_multiple_of(2) {
+                i as i64
+            } else {
+                -(i as i64)
+            };
+            a.extend([
+                format!("w_{e}"),
+                w.to_string(),
+                format!("o_{e}"),
+                r.to_string(),
+            ]);
         }
         a
     };
     let args = mset(0);
-    let _: () = q(&mut con, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let _: () = q(
+        &mut con,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     const ROUNDS: usize = 300;
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|sc| {
@@ -278,7 +323,10 @@ fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
             let mut con = s.conn();
             for r in 1..=ROUNDS {
                 let args = mset(r);
-                let _: () = q(&mut con, &args.iter().map(String::as_str).collect::<Vec<_>>());
+                let _: () = q(
+                    &mut con,
+                    &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                );
             }
             done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
@@ -286,11 +334,14 @@ fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
         let mut seen = std::collections::BTreeSet::new();
         loop {
             let last = done.load(std::sync::atomic::Ordering::SeqCst);
-            let got: Vec<String> = q(&mut con, &["SORT", &src, "BY", "w_*", "GET", "o_*", "GET", "#"]);
+            let got: Vec<String> = q(
+                &mut con,
+                &["SORT", &src, "BY", "w_*", "GET", "o_*", "GET", "#"],
+            );
             let round: usize = got[0].parse().unwrap();
             let order: Vec<&String> = got.iter().skip(1).step_by(2).collect();
             let mut want: Vec<&String> = els.iter().collect();
-            if round % 2 == 1 {
+            if !round.is_multiple_of(2) {
                 want.reverse();
             }
             for pair in got.chunks(2) {

@@ -262,6 +262,8 @@ pub fn dispatch(
                 .spec
                 .locks
                 .and_then(|f| f(args, ctx.client.db, ctx.nshards()));
+            // Locks the command plans from its arguments (SORT with BY/GET
+            // patterns whose keys may live anywhere) come first.
             let set = if let Some(set) = planned {
                 set
             } else if declares_keys {

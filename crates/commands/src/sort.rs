@@ -29,7 +29,7 @@
 //!   like every multi-shard command: a concurrent MSET of the weights is
 //!   seen whole or not at all.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use engine::{List, Shard, Value};
 use resp::{Args, Reply};
@@ -450,8 +450,9 @@ fn load(
     // the requested range.
     let mut elems: Vec<Vec<u8>> = Vec::new();
     if len > 0 {
-        // INVARIANT: looked up just above, nothing removed it since.
-        let e = shard.lookup_read(db, src, false).expect("sort source");
+        // INVARIANT: looked up just above, nothing removed it since. (Not
+        // a second lookup: Redis counts one keyspace hit for the source.)
+        let e = shard.dbs[db].get(src).expect("sort source");
         let ranged = o.dontsort && kind != Kind::Set;
         let take = if ranged {
             (end - start + 1).max(0) as usize
@@ -736,12 +737,26 @@ enum Stage {
     Start(Vec<u8>, Opts),
     /// The source's elements are being read.
     Loading,
-    /// Pattern keys are being read for these elements (sorted once
-    /// `sorted`).
-    Reading { l: Loaded, sorted: bool },
+    /// Pattern keys are being read for these elements.
+    Reading(Loaded, Read),
     /// The result is being stored.
     Storing,
 }
+
+/// What a [`CrossShard`] sort has read of its pattern keys.
+#[derive(Clone, Copy)]
+enum Read {
+    /// Nothing yet.
+    Nothing,
+    /// The BY keys of every element (and their GET keys when `gets`).
+    By { gets: bool },
+    /// The GET keys of the returned elements, once sorted.
+    Gets,
+}
+
+/// Pattern keys to read, each with the number of times Redis looks it up
+/// (every lookup counts a keyspace hit or miss and an access).
+type Wanted = HashMap<PatKey, u32>;
 
 /// SORT with BY/GET patterns whose keys may live on other shards, under a
 /// whole-keyspace Read lock (see the module docs): read the source, read
@@ -771,29 +786,22 @@ impl CrossShard {
         }
     }
 
-    /// Adds the keys `pats` form for `elems` that are not read yet.
-    fn want(
-        &self,
-        pats: &[Vec<u8>],
-        elems: &[Vec<u8>],
-        out: &mut HashSet<PatKey>,
-    ) {
+    /// Adds the keys `pats` form for `elems`.
+    fn want(pats: &[Vec<u8>], elems: &[Vec<u8>], out: &mut Wanted) {
         for el in elems {
             for p in pats {
                 if let PatRef::Key(k) = pattern_ref(p, el) {
-                    if !self.read.contains_key(&k) {
-                        out.insert(k);
-                    }
+                    *out.entry(k).or_default() += 1;
                 }
             }
         }
     }
 
     /// Reads `keys`, one job per shard.
-    fn read_keys(&self, keys: HashSet<PatKey>, plan: &mut Plan) {
-        let mut groups: Vec<(usize, Vec<PatKey>)> = Vec::new();
+    fn read_keys(&self, keys: Wanted, plan: &mut Plan) {
+        let mut groups: Vec<(usize, Vec<(PatKey, u32)>)> = Vec::new();
         for k in keys {
-            let s = shard_of(&k.0, self.nshards);
+            let s = shard_of(&k.0 .0, self.nshards);
             match groups.iter_mut().find(|(g, _)| *g == s) {
                 Some((_, v)) => v.push(k),
                 None => groups.push((s, vec![k])),
@@ -804,9 +812,12 @@ impl CrossShard {
         for (s, keys) in groups {
             plan.run(s, move |env| {
                 keys.into_iter()
-                    .map(|k| {
-                        let v = read_pattern_key(env.shard, db, touch, &k.0, k.1.as_deref());
-                        (k, v)
+                    .map(|((key, field), times)| {
+                        let v = read_pattern_key(env.shard, db, touch, &key, field.as_deref());
+                        for _ in 1..times {
+                            read_pattern_key(env.shard, db, touch, &key, field.as_deref());
+                        }
+                        ((key, field), v)
                     })
                     .collect::<Vec<_>>()
             });
@@ -820,40 +831,49 @@ impl CrossShard {
     fn advance(
         &mut self,
         mut l: Loaded,
-        mut sorted: bool,
+        done: Read,
         plan: &mut Plan,
         out: &mut Reply,
     ) -> Result<(), CmdError> {
         let store = l.o.store.is_some();
-        if !sorted {
-            if sorts_by_pattern(&l.o) {
-                let mut keys = HashSet::new();
-                let by = l.o.by.clone().into_iter().collect::<Vec<_>>();
-                self.want(&by, &l.elems, &mut keys);
-                // Every element returned: their GET keys too.
-                let all = l.range().len() == l.elems.len();
-                if all {
-                    self.want(&l.o.gets, &l.elems, &mut keys);
+        let gets_read = match done {
+            Read::Nothing => {
+                if sorts_by_pattern(&l.o) {
+                    let mut keys = Wanted::new();
+                    let by: Vec<Vec<u8>> = l.o.by.iter().cloned().collect();
+                    Self::want(&by, &l.elems, &mut keys);
+                    // Every element returned: their GET keys too.
+                    let gets = l.range().len() == l.elems.len();
+                    if gets {
+                        Self::want(&l.o.gets, &l.elems, &mut keys);
+                    }
+                    if !keys.is_empty() {
+                        self.read_keys(keys, plan);
+                        plan.last = !store && (gets || !l.o.gets.iter().any(|p| p.contains(&b'*')));
+                        self.stage = Stage::Reading(l, Read::By { gets });
+                        return Ok(());
+                    }
                 }
-                if !keys.is_empty() {
-                    self.read_keys(keys, plan);
-                    let gets_read = all || !l.o.gets.iter().any(|p| p.contains(&b'*'));
-                    plan.last = !store && gets_read;
-                    self.stage = Stage::Reading { l, sorted };
-                    return Ok(());
-                }
+                let read = &self.read;
+                order(&mut l, |p, el| Self::look(read, p, el))?;
+                false
             }
-            let read = &self.read;
-            order(&mut l, |p, el| Self::look(read, p, el))?;
-            sorted = true;
-        }
-        let mut keys = HashSet::new();
-        self.want(&l.o.gets, l.range(), &mut keys);
-        if !keys.is_empty() {
-            self.read_keys(keys, plan);
-            plan.last = !store;
-            self.stage = Stage::Reading { l, sorted };
-            return Ok(());
+            Read::By { gets } => {
+                let read = &self.read;
+                order(&mut l, |p, el| Self::look(read, p, el))?;
+                gets
+            }
+            Read::Gets => true,
+        };
+        if !gets_read {
+            let mut keys = Wanted::new();
+            Self::want(&l.o.gets, l.range(), &mut keys);
+            if !keys.is_empty() {
+                self.read_keys(keys, plan);
+                plan.last = !store;
+                self.stage = Stage::Reading(l, Read::Gets);
+                return Ok(());
+            }
         }
         let read = &self.read;
         let items = project(&l, |p, el| Self::look(read, p, el));
@@ -893,13 +913,13 @@ impl Coordinator for CrossShard {
                 let Some(l) = outputs::<Result<Loaded, CmdError>>(results).pop() else {
                     return Ok(());
                 };
-                self.advance(l?, false, plan, out)
+                self.advance(l?, Read::Nothing, plan, out)
             }
-            Stage::Reading { l, sorted } => {
+            Stage::Reading(l, done) => {
                 for got in outputs::<Vec<(PatKey, Option<Vec<u8>>)>>(results) {
                     self.read.extend(got);
                 }
-                self.advance(l, sorted, plan, out)
+                self.advance(l, done, plan, out)
             }
             Stage::Storing => {
                 out.int(self.stored);
@@ -913,6 +933,7 @@ impl Coordinator for CrossShard {
 mod tests {
     use super::*;
     use crate::testutil::TestServer;
+    use std::collections::HashSet;
 
     #[test]
     fn scores_follow_strtod() {
@@ -982,6 +1003,46 @@ mod tests {
             t.run(&["SORT", "{a}l", "BY", "{a}w_*", "LIMIT", "0", "1"]),
             "*1\r\n$1\r\n2\r\n"
         );
+    }
+
+    /// `keyspace_hits` and `keyspace_misses` of INFO stats.
+    fn hits_misses(t: &mut TestServer) -> (u64, u64) {
+        let info = t.run(&["INFO", "stats"]);
+        let get = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {info}"))
+        };
+        (get("keyspace_hits:"), get("keyspace_misses:"))
+    }
+
+    #[test]
+    fn cross_shard_lookups_count_as_redis() {
+        let mut t = TestServer::new(3);
+        t.run(&["RPUSH", "l", "1", "2", "3"]);
+        t.run(&[
+            "MSET", "w_1", "30", "w_2", "10", "w_3", "20", "o_1", "one", "o_3", "three",
+        ]);
+        t.run(&["HSET", "h_2", "f", "hf"]);
+        // Figures from redis-server 7.0: the source, each BY lookup, each
+        // GET lookup of the returned elements, repeated keys included.
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&[
+            "SORT", "l", "BY", "w_*", "GET", "#", "GET", "o_*", "GET", "h_*->f", "LIMIT", "0", "2",
+        ]);
+        assert_eq!(hits_misses(&mut t), (6, 2));
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&["SORT", "l", "BY", "w_*", "GET", "w_*", "GET", "w_*"]);
+        assert_eq!(hits_misses(&mut t), (10, 0));
+        // The same on one shard.
+        t.run(&["RPUSH", "{a}l", "1", "2", "3"]);
+        t.run(&["MSET", "{a}w_1", "30", "{a}w_2", "10", "{a}w_3", "20"]);
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&[
+            "SORT", "{a}l", "BY", "{a}w_*", "GET", "{a}w_*", "GET", "{a}o_*",
+        ]);
+        assert_eq!(hits_misses(&mut t), (7, 3));
     }
 
     #[test]
