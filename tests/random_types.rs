@@ -13,7 +13,8 @@
 //! * the key space is 9 keys over the 3 shards (`b f {w}1 {w}2` on shard
 //!   0, `c g` on 1, `a {t}1 {t}2` on 2), so multi-key commands (SMOVE,
 //!   LMOVE, *STORE, ZUNION, SORT .. STORE, RENAME, COPY) cross shards or
-//!   stay on one; at every checkpoint each type gets two of them as its
+//!   stay on one (SORT's BY/GET patterns `*` name the keys `a b c f g` by
+//!   sorted-set members, so they read keys on any shard); at every checkpoint each type gets two of them as its
 //!   "own" keys, and other keys are picked now and then (WRONGTYPE paths);
 //! * the encoding thresholds are set low on both servers
 //!   (`hash-max-listpack-entries 4` ...), and values are sometimes longer
@@ -1129,7 +1130,26 @@ impl Gen {
                     let d = *self.rng.pick(&["ASC", "DESC"]);
                     opts.push(vec![self.word(d)]);
                 }
-                if self.rng.pct(50) {
+                // BY/GET patterns: `*` names the keys a, b, c, f, g by the
+                // letters of sorted-set members (any type, any shard), `{w}*`
+                // and `{t}*` the tagged keys by the numbers 1 and 2.
+                let by = self.rng.pct(30);
+                if by {
+                    let p = *self.rng.pick(&["*", "*->f1", "{w}*", "{t}*->f0"]);
+                    opts.push(vec![self.word("BY"), b(p)]);
+                }
+                if self.rng.pct(35) {
+                    for _ in 0..1 + self.rng.below(3) {
+                        let p = *self
+                            .rng
+                            .pick(&["#", "*", "*->f0", "*->f2", "{w}*", "{t}*", "nostar"]);
+                        opts.push(vec![self.word("GET"), b(p)]);
+                    }
+                }
+                // ALPHA BY compares values that may tie, and Redis's qsort
+                // then leaves the order unspecified: numeric BY only (ties
+                // broken by the element).
+                if !by && self.rng.pct(50) {
                     opts.push(vec![self.word("ALPHA")]);
                 }
                 if cmd == "SORT" && self.rng.pct(35) {

@@ -1,6 +1,7 @@
 //! SORT / SORT_RO through the real binary with three shards: STORE into
-//! another shard, BY/GET patterns inside the source's hash tag, and the
-//! Redis Cluster error for patterns whose keys may live on another shard.
+//! another shard, BY/GET patterns inside the source's hash tag (sorted on
+//! one shard), and patterns whose keys live on other shards (sorted across
+//! shards, atomically).
 
 mod common;
 
@@ -116,28 +117,242 @@ fn patterns_in_the_source_tag_work() {
     }
 }
 
+/// `n` elements `e` such that the keys `{prefix}{e}` cover every shard.
+fn spread(prefix: &str, n: usize) -> Vec<String> {
+    let els: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+    let shards: std::collections::HashSet<usize> = els
+        .iter()
+        .map(|e| shard_of(format!("{prefix}{e}").as_bytes(), SHARDS))
+        .collect();
+    assert_eq!(shards.len(), SHARDS, "pick more elements");
+    els
+}
+
 #[test]
-fn patterns_that_may_cross_shards_are_refused() {
+fn patterns_across_shards() {
     let s = server();
     let mut con = s.conn();
-    let (a, b) = (tag_on(0), tag_on(1));
-    let src = format!("{a}l");
-    let _: i64 = q(&mut con, &["RPUSH", &src, "1", "2"]);
-    let by_err = "BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
-    let get_err = "GET option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
-    // No tag: the keys may hash anywhere.
-    assert!(err(&mut con, &["SORT", &src, "BY", "w_*"]).contains(by_err));
-    assert!(err(&mut con, &["SORT_RO", &src, "GET", "o_*"]).contains(get_err));
-    // Another shard's tag, or a `*` inside the tag.
-    assert!(err(&mut con, &["SORT", &src, "BY", &format!("{b}w_*")]).contains(by_err));
-    assert!(err(&mut con, &["SORT", &src, "GET", "{*}x"]).contains(get_err));
-    // Refused before the source is even looked up (as a syntax error).
-    let _: () = q(&mut con, &["SET", "{zz}str", "x"]);
-    assert!(err(&mut con, &["SORT", "{zz}str", "GET", "o_*"]).contains(get_err));
-    // The source's own tag is fine.
+    let src = format!("{}l", tag_on(0));
+    let els = spread("w_", 9);
+    assert!((0..SHARDS).all(|sh| els
+        .iter()
+        .any(|e| shard_of(format!("o_{e}").as_bytes(), SHARDS) == sh)));
+    // Weights descending with the element's index, objects and hashes for
+    // every element but the last two.
+    let n = els.len();
+    let mut rpush = vec!["RPUSH", &src];
+    rpush.extend(els.iter().map(String::as_str));
+    let _: i64 = q(&mut con, &rpush);
+    for (i, e) in els.iter().enumerate() {
+        let _: () = q(
+            &mut con,
+            &["SET", &format!("w_{e}"), &(100 - i).to_string()],
+        );
+        if i < n - 2 {
+            let _: () = q(&mut con, &["SET", &format!("o_{e}"), &format!("obj{i}")]);
+            let _: i64 = q(
+                &mut con,
+                &[
+                    "HSET",
+                    &format!("h_{e}"),
+                    "f",
+                    &format!("{}", (b'a' + i as u8) as char),
+                ],
+            );
+        }
+    }
+    let rev: Vec<String> = els.iter().rev().cloned().collect();
+    let got: Vec<String> = q(&mut con, &["SORT", &src, "BY", "w_*"]);
+    assert_eq!(got, rev);
+    let got: Vec<String> = q(&mut con, &["SORT_RO", &src, "BY", "w_*", "DESC"]);
+    assert_eq!(got, els);
+    // GET #, GET strings and hash fields; missing keys are nulls.
+    let got: Vec<Option<String>> = q(
+        &mut con,
+        &[
+            "SORT", &src, "BY", "w_*", "LIMIT", "1", "3", "GET", "#", "GET", "o_*", "GET", "h_*->f",
+        ],
+    );
+    let e = |i: usize| Some(els[i].clone());
+    assert_eq!(
+        got,
+        [
+            e(n - 2),
+            None,
+            None,
+            e(n - 3),
+            Some(format!("obj{}", n - 3)),
+            Some(((b'a' + (n - 3) as u8) as char).to_string()),
+            e(n - 4),
+            Some(format!("obj{}", n - 4)),
+            Some(((b'a' + (n - 4) as u8) as char).to_string()),
+        ]
+    );
+    // BY a hash field, ALPHA; a missing BY value sorts first.
     let got: Vec<String> = q(
         &mut con,
-        &["SORT", &src, "BY", &format!("{a}w_*"), "GET", "#"],
+        &[
+            "SORT", &src, "BY", "h_*->f", "ALPHA", "DESC", "LIMIT", "0", "2",
+        ],
     );
-    assert_eq!(got, ["1", "2"]);
+    assert_eq!(got, [els[n - 3].clone(), els[n - 4].clone()]);
+    // ALPHA on the element, GET only.
+    let got: Vec<Option<String>> = q(&mut con, &["SORT", &src, "ALPHA", "GET", "o_*"]);
+    let mut sorted = els.clone();
+    sorted.sort();
+    let want: Vec<Option<String>> = sorted
+        .iter()
+        .map(|x| {
+            let i = els.iter().position(|y| y == x).unwrap();
+            (i < n - 2).then(|| format!("obj{i}"))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Wrong types behind the patterns read as missing: every BY score 0,
+    // ties broken by the element; a GET of a hash as a string is null.
+    let got: Vec<Option<String>> = q(&mut con, &["SORT", &src, "BY", "h_*", "GET", "h_*"]);
+    assert_eq!(got, vec![None; n]);
+    let got: Vec<String> = q(&mut con, &["SORT", &src, "BY", "o_*->f", "LIMIT", "0", "2"]);
+    assert_eq!(got, [sorted[0].clone(), sorted[1].clone()]);
+    // Another shard's tag, a `*` inside the tag.
+    let b = tag_on(1);
+    let _: () = q(&mut con, &["SET", &format!("{b}w_{}", els[0]), "-1"]);
+    let got: Vec<String> = q(
+        &mut con,
+        &["SORT", &src, "BY", &format!("{b}w_*"), "LIMIT", "0", "1"],
+    );
+    assert_eq!(got, [els[0].clone()]);
+    let got: Vec<Option<String>> = q(
+        &mut con,
+        &["SORT", &src, "ALPHA", "GET", "{*}x", "LIMIT", "0", "1"],
+    );
+    assert_eq!(got, [None]);
+    // A BY value that is no number: the error, nothing stored.
+    let dst = format!("{}dst", tag_on(2));
+    let _: () = q(&mut con, &["SET", &dst, "keep"]);
+    let _: () = q(&mut con, &["SET", &format!("w_{}", els[3]), "nan"]);
+    assert!(err(&mut con, &["SORT", &src, "BY", "w_*", "STORE", &dst])
+        .contains("One or more scores can't be converted into double"));
+    let v: String = q(&mut con, &["GET", &dst]);
+    assert_eq!(v, "keep");
+    let _: () = q(&mut con, &["SET", &format!("w_{}", els[3]), "97"]);
+    // STORE into a third shard; missing GETs stored as "".
+    let n_st: i64 = q(
+        &mut con,
+        &[
+            "SORT", &src, "BY", "w_*", "LIMIT", "0", "3", "GET", "o_*", "STORE", &dst,
+        ],
+    );
+    assert_eq!(n_st, 3);
+    let got: Vec<String> = q(&mut con, &["LRANGE", &dst, "0", "-1"]);
+    assert_eq!(got, ["", "", format!("obj{}", n - 3).as_str()]);
+    // STORE into a key the patterns read, on another shard.
+    let w0 = format!("w_{}", els[0]);
+    let _: i64 = q(
+        &mut con,
+        &["SORT", &src, "BY", "w_*", "GET", "w_*", "STORE", &w0],
+    );
+    let got: Vec<String> = q(&mut con, &["LRANGE", &w0, "0", "-1"]);
+    let want: Vec<String> = (0..n).rev().map(|i| (100 - i).to_string()).collect();
+    assert_eq!(got, want);
+    // An empty result deletes the destination.
+    let _: i64 = q(
+        &mut con,
+        &[
+            "SORT",
+            &format!("{}none", tag_on(1)),
+            "BY",
+            "w_*",
+            "STORE",
+            &dst,
+        ],
+    );
+    let ex: i64 = q(&mut con, &["EXISTS", &dst]);
+    assert_eq!(ex, 0);
+    // The source's type is checked first.
+    let _: () = q(&mut con, &["SET", "str", "x"]);
+    assert!(err(&mut con, &["SORT", "str", "BY", "w_*", "GET", "o_*"]).contains("WRONGTYPE"));
+    // Inside MULTI, next to other commands.
+    let _: () = q(&mut con, &["MULTI"]);
+    let _: String = q(&mut con, &["SET", &format!("w_{}", els[1]), "-5"]);
+    let _: String = q(
+        &mut con,
+        &["SORT", &src, "BY", "w_*", "LIMIT", "0", "1", "GET", "o_*"],
+    );
+    let r: (String, Vec<String>) = q(&mut con, &["EXEC"]);
+    assert_eq!(r, ("OK".into(), vec!["obj1".into()]));
+}
+
+#[test]
+fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
+    let s = server();
+    let els = spread("w_", 12);
+    let src = format!("{}l", tag_on(0));
+    let mut con = s.conn();
+    let mut rpush = vec!["RPUSH", &src];
+    rpush.extend(els.iter().map(String::as_str));
+    let _: i64 = q(&mut con, &rpush);
+    // Round r: w_e = ±index (the order flips with the round's parity) and
+    // o_e = r, all in one MSET spanning every shard.
+    let mset = |r: usize| -> Vec<String> {
+        let mut a = vec!["MSET".to_string()];
+        for (i, e) in els.iter().enumerate() {
+            let w = if r.is_multiple_of(2) {
+                i as i64
+            } else {
+                -(i as i64)
+            };
+            a.extend([
+                format!("w_{e}"),
+                w.to_string(),
+                format!("o_{e}"),
+                r.to_string(),
+            ]);
+        }
+        a
+    };
+    let args = mset(0);
+    let _: () = q(
+        &mut con,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    const ROUNDS: usize = 300;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut con = s.conn();
+            for r in 1..=ROUNDS {
+                let args = mset(r);
+                let _: () = q(
+                    &mut con,
+                    &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                );
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut con = s.conn();
+        let mut seen = std::collections::BTreeSet::new();
+        loop {
+            let last = done.load(std::sync::atomic::Ordering::SeqCst);
+            let got: Vec<String> = q(
+                &mut con,
+                &["SORT", &src, "BY", "w_*", "GET", "o_*", "GET", "#"],
+            );
+            let round: usize = got[0].parse().unwrap();
+            let order: Vec<&String> = got.iter().skip(1).step_by(2).collect();
+            let mut want: Vec<&String> = els.iter().collect();
+            if !round.is_multiple_of(2) {
+                want.reverse();
+            }
+            for pair in got.chunks(2) {
+                assert_eq!(pair[0], got[0], "one round of o_*: {got:?}");
+            }
+            assert_eq!(order, want, "the weights of round {round}");
+            seen.insert(round);
+            if last {
+                break;
+            }
+        }
+        assert!(seen.contains(&ROUNDS));
+    });
 }

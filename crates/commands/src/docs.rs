@@ -244,6 +244,7 @@ pub(crate) const COMMAND_SPEC: CommandSpec = CommandSpec {
     exec: Exec::Conn(command),
     acl: CMD_ACL,
     getkeys: None,
+    locks: None,
     subcommands: COMMAND_SUBCOMMANDS,
 };
 

@@ -259,7 +259,15 @@ pub fn dispatch(
         },
         Exec::Coord(build) => {
             let declares_keys = r.spec.getkeys.is_some() || r.spec.keys.first > 0;
-            let set = if declares_keys {
+            let planned = r
+                .spec
+                .locks
+                .and_then(|f| f(args, ctx.client.db, ctx.nshards()));
+            // Locks the command plans from its arguments (SORT with BY/GET
+            // patterns whose keys may live anywhere) come first.
+            let set = if let Some(set) = planned {
+                set
+            } else if declares_keys {
                 // A keyed coordinated command (SORT): lock its keys when
                 // they span shards; on one shard its single job is atomic
                 // by itself.

@@ -8,19 +8,28 @@
 //! Both commands are coordinated (`Exec::Coord`): the builder runs on the
 //! connection's thread, where the number of shards is known, and finds
 //! every argument error first, in Redis's order. BY/GET patterns name keys
-//! that are not declared key arguments, so they are looked up on the source
-//! key's shard only. As Redis Cluster does for hash slots, a pattern whose
-//! keys may hash to another shard than the source key is refused when the
-//! server has more than one shard, with Redis Cluster's error text; a
-//! pattern with a `{tag}` ahead of its `*` hashes to the tag's slot, so
-//! `SORT {u}list BY {u}w_* GET {u}o_*` works everywhere.
+//! that are not declared key arguments, so where they live decides how the
+//! sort runs:
 //!
-//! Execution: one job on the source's shard does the sort (and the store
-//! when the destination lives there too). A destination on another shard
-//! gets a second job that writes the list; the transaction layer locks
-//! the source and the destination between the two, so the pair is atomic
-//! (pattern keys are read inside the first job, atomically on their
-//! shard). A SORT on one shard is a single job and takes no lock.
+//! * **One shard** (one shard in all, patterns that form no key — `#`, a
+//!   BY without `*` — or patterns whose `{tag}` hashes to the source's
+//!   shard): one job on the source's shard sorts, looking pattern keys up
+//!   there, and stores when the destination lives there too. A destination
+//!   on another shard gets a second job that writes the list; the
+//!   transaction layer locks the source and the destination between the
+//!   two. A SORT on one shard is a single job and takes no lock.
+//! * **Across shards** (a pattern key may hash anywhere): the keys are
+//!   only known once the source is read, so the command locks the whole
+//!   keyspace for reading (a whole-shard Read lock on every shard, as KEYS
+//!   does) and its destination for writing ([`sort_locks`]), then runs as
+//!   [`CrossShard`]: read the source's elements on its shard; read the
+//!   substituted BY and GET keys, one job per shard; sort, limit and
+//!   project on the connection's thread with the same code as the
+//!   one-shard path; store on the destination's shard. Atomic and isolated
+//!   like every multi-shard command: a concurrent MSET of the weights is
+//!   seen whole or not at all.
+
+use std::collections::HashMap;
 
 use engine::{List, Shard, Value};
 use resp::{Args, Reply};
@@ -29,6 +38,7 @@ use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
+use crate::tx::{LockSet, Mode};
 use crate::util::{eq_ic, parse_i64};
 
 const ACL_SORT: &[&str] = &["write", "set", "sortedset", "list", "slow", "dangerous"];
@@ -43,7 +53,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         Exec::Coord(build_sort),
         ACL_SORT,
     )
-    .with_getkeys(sort_getkeys),
+    .with_getkeys(sort_getkeys)
+    .with_locks(sort_locks),
     CommandSpec::new(
         "sort_ro",
         -2,
@@ -51,11 +62,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         keys(1, 1, 1),
         Exec::Coord(build_sort_ro),
         ACL_SORT_RO,
-    ),
+    )
+    .with_locks(sort_ro_locks),
 ];
 
-const BY_DENIED: &str = "BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
-const GET_DENIED: &str = "GET option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
 const NOT_DOUBLE: &str = "One or more scores can't be converted into double";
 
 /// Key positions of SORT (Redis's `sortGetKeys`): the source, and the
@@ -89,7 +99,7 @@ struct Opts {
     limit_count: i64,
     store: Option<Vec<u8>>,
     by: Option<Vec<u8>>,
-    /// `BY` names a constant (no `*`): keep the native order.
+    /// Some `BY` named a constant (no `*`): keep the native order.
     dontsort: bool,
     gets: Vec<Vec<u8>>,
 }
@@ -128,8 +138,45 @@ fn same_shard(pattern: &[u8], src: &[u8], nshards: usize) -> bool {
         .is_some_and(|slot| slot as usize * nshards / 16384 == shard_of(src, nshards))
 }
 
-fn parse(args: Args<'_>, readonly: bool, nshards: usize) -> Result<Opts, CmdError> {
-    let src = args.get(1);
+/// Whether a key some BY or GET pattern forms may live on another shard
+/// than `src`: the sort then runs across shards. Patterns without `*` form
+/// no key (`#`, a constant BY, which means no sort, or a constant GET,
+/// which reads nothing).
+fn crosses(o: &Opts, src: &[u8], nshards: usize) -> bool {
+    let by = o.by.as_deref().filter(|_| !o.dontsort);
+    nshards > 1
+        && by
+            .into_iter()
+            .chain(o.gets.iter().map(Vec::as_slice))
+            .any(|p| p.contains(&b'*') && !same_shard(p, src, nshards))
+}
+
+/// The locks of a SORT across shards (see the module docs): a whole-shard
+/// Read lock on every shard and a Write lock on the destination. `None`
+/// (dispatch's default) for a sort on one shard, or arguments the builder
+/// will refuse.
+fn locks(args: Args<'_>, readonly: bool, db: usize, nshards: usize) -> Option<LockSet> {
+    let o = parse(args, readonly).ok()?;
+    if !crosses(&o, args.get(1), nshards) {
+        return None;
+    }
+    let mut set = LockSet::default();
+    set.whole(nshards, Mode::Read);
+    if let Some(dst) = &o.store {
+        set.key(nshards, db, dst, Mode::Write);
+    }
+    Some(set)
+}
+
+fn sort_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<LockSet> {
+    locks(args, false, db, nshards)
+}
+
+fn sort_ro_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<LockSet> {
+    locks(args, true, db, nshards)
+}
+
+fn parse(args: Args<'_>, readonly: bool) -> Result<Opts, CmdError> {
     let mut o = Opts {
         limit_count: -1,
         ..Opts::default()
@@ -154,21 +201,14 @@ fn parse(args: Args<'_>, readonly: bool, nshards: usize) -> Result<Opts, CmdErro
         } else if eq_ic(a, "by") && left >= 1 {
             let p = args.get(j + 1);
             o.by = Some(p.to_vec());
+            // As Redis: once a BY without `*` is seen the sort stays off,
+            // whatever BY comes later (`BY nosort BY w_*` keeps the order).
             if !p.contains(&b'*') {
                 o.dontsort = true;
-            } else {
-                o.dontsort = false;
-                if !same_shard(p, src, nshards) {
-                    return Err(CmdError::err(BY_DENIED));
-                }
             }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
-            let p = args.get(j + 1);
-            if p != b"#" && !same_shard(p, src, nshards) {
-                return Err(CmdError::err(GET_DENIED));
-            }
-            o.gets.push(p.to_vec());
+            o.gets.push(args.get(j + 1).to_vec());
             j += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -178,20 +218,28 @@ fn parse(args: Args<'_>, readonly: bool, nshards: usize) -> Result<Opts, CmdErro
     Ok(o)
 }
 
-/// Redis's `lookupKeyByPattern`: `#` is the element itself; otherwise the
-/// first `*` is replaced by the element and the key read as a string, or
-/// with `->field` after the `*` as a hash field.
-fn lookup_by_pattern(
-    shard: &mut Shard,
-    db: usize,
-    touch: bool,
-    pat: &[u8],
-    subst: &[u8],
-) -> Option<Vec<u8>> {
+/// A key a pattern forms, and the hash field named after `->`.
+type PatKey = (Vec<u8>, Option<Vec<u8>>);
+
+/// What a pattern names for one element (Redis's `lookupKeyByPattern`
+/// before its lookup).
+enum PatRef {
+    /// `#`: the element itself.
+    Elem,
+    /// No `*`: nothing (a fixed key is never read).
+    Nothing,
+    /// The first `*` replaced by the element; with `->field` after the
+    /// `*`, a field of the hash at that key.
+    Key(PatKey),
+}
+
+fn pattern_ref(pat: &[u8], subst: &[u8]) -> PatRef {
     if pat == b"#" {
-        return Some(subst.to_vec());
+        return PatRef::Elem;
     }
-    let star = pat.iter().position(|&c| c == b'*')?;
+    let Some(star) = pat.iter().position(|&c| c == b'*') else {
+        return PatRef::Nothing;
+    };
     let field = pat[star + 1..]
         .windows(2)
         .position(|w| w == b"->")
@@ -202,11 +250,39 @@ fn lookup_by_pattern(
     key.extend_from_slice(&pat[..star]);
     key.extend_from_slice(subst);
     key.extend_from_slice(&pat[star + 1..key_end]);
-    let e = shard.lookup_read(db, &key, touch)?;
+    PatRef::Key((key, field.map(|f| pat[f + 2..].to_vec())))
+}
+
+/// The value behind a pattern key: a string, or the field of a hash; any
+/// other type (or a string where a field is asked, or a hash where none
+/// is) reads as missing, as in Redis.
+fn read_pattern_key(
+    shard: &mut Shard,
+    db: usize,
+    touch: bool,
+    key: &[u8],
+    field: Option<&[u8]>,
+) -> Option<Vec<u8>> {
+    let e = shard.lookup_read(db, key, touch)?;
     match (field, &e.value) {
         (None, Value::Str(s)) => Some(s.as_bytes().into_owned()),
-        (Some(f), Value::Hash(h)) => h.get(&pat[f + 2..]).map(|v| v.to_vec()),
+        (Some(f), Value::Hash(h)) => h.get(f).map(|v| v.to_vec()),
         _ => None,
+    }
+}
+
+/// Redis's `lookupKeyByPattern` on the shard holding the keys.
+fn lookup_by_pattern(
+    shard: &mut Shard,
+    db: usize,
+    touch: bool,
+    pat: &[u8],
+    subst: &[u8],
+) -> Option<Vec<u8>> {
+    match pattern_ref(pat, subst) {
+        PatRef::Elem => Some(subst.to_vec()),
+        PatRef::Nothing => None,
+        PatRef::Key((key, field)) => read_pattern_key(shard, db, touch, &key, field.as_deref()),
     }
 }
 
@@ -296,14 +372,36 @@ fn parse_hex(s: &[u8]) -> Option<f64> {
 /// `None` is a GET that found nothing.
 type Items = Vec<Option<Vec<u8>>>;
 
-/// Sorts `src` on `shard`: Redis's `sortCommandGeneric` after parsing.
-fn sort_on(
+/// The source's elements as loaded for sorting, with the options as
+/// they apply to this source and the range of the (sorted) elements the
+/// command returns.
+struct Loaded {
+    o: Opts,
+    elems: Vec<Vec<u8>>,
+    start: i64,
+    end: i64,
+}
+
+impl Loaded {
+    /// The elements the command returns, once sorted.
+    fn range(&self) -> &[Vec<u8>] {
+        if self.end >= self.start {
+            &self.elems[self.start as usize..=self.end as usize]
+        } else {
+            &[]
+        }
+    }
+}
+
+/// Reads `src` on `shard` for sorting: Redis's `sortCommandGeneric` after
+/// parsing, up to the sort.
+fn load(
     shard: &mut Shard,
     db: usize,
     touch: bool,
     src: &[u8],
     opts: &Opts,
-) -> Result<Items, CmdError> {
+) -> Result<Loaded, CmdError> {
     let mut o = opts.clone();
     #[derive(PartialEq)]
     enum Kind {
@@ -352,8 +450,9 @@ fn sort_on(
     // the requested range.
     let mut elems: Vec<Vec<u8>> = Vec::new();
     if len > 0 {
-        // INVARIANT: looked up just above, nothing removed it since.
-        let e = shard.lookup_read(db, src, false).expect("sort source");
+        // INVARIANT: looked up just above, nothing removed it since. (Not
+        // a second lookup: Redis counts one keyspace hit for the source.)
+        let e = shard.dbs[db].get(src).expect("sort source");
         let ranged = o.dontsort && kind != Kind::Set;
         let take = if ranged {
             (end - start + 1).max(0) as usize
@@ -391,68 +490,108 @@ fn sort_on(
             start = 0;
         }
     }
-    if !o.dontsort {
-        let mut conv_error = false;
-        // Per element: its numeric score or, for ALPHA BY, the value.
-        let mut keyed: Vec<(Vec<u8>, f64, Option<Vec<u8>>)> = Vec::with_capacity(elems.len());
-        for el in elems.drain(..) {
-            let byval = match &o.by {
-                Some(p) => lookup_by_pattern(shard, db, touch, p, &el),
-                None => None,
-            };
-            let (mut score, mut cmp) = (0.0, None);
-            if o.alpha {
-                cmp = byval;
+    Ok(Loaded {
+        o,
+        elems,
+        start,
+        end,
+    })
+}
+
+/// Whether [`order`] reads the BY pattern (it reads it for every element).
+fn sorts_by_pattern(o: &Opts) -> bool {
+    !o.dontsort && o.by.is_some()
+}
+
+/// Sorts the loaded elements (unless BY names no key): `look(pattern,
+/// element)` gives a pattern's value for an element, asked once per
+/// element in order for the BY pattern.
+fn order(
+    l: &mut Loaded,
+    mut look: impl FnMut(&[u8], &[u8]) -> Option<Vec<u8>>,
+) -> Result<(), CmdError> {
+    let Loaded { o, elems, .. } = l;
+    if o.dontsort {
+        return Ok(());
+    }
+    let mut conv_error = false;
+    // Per element: its numeric score or, for ALPHA BY, the value.
+    let mut keyed: Vec<(Vec<u8>, f64, Option<Vec<u8>>)> = Vec::with_capacity(elems.len());
+    for el in elems.drain(..) {
+        let byval = match &o.by {
+            Some(p) => look(p, &el),
+            None => None,
+        };
+        let (mut score, mut cmp) = (0.0, None);
+        if o.alpha {
+            cmp = byval;
+        } else {
+            let v = if o.by.is_some() {
+                byval.as_deref()
             } else {
-                let v = if o.by.is_some() {
-                    byval.as_deref()
-                } else {
-                    Some(el.as_slice())
-                };
-                if let Some(v) = v {
-                    match sort_score(v) {
-                        Some(s) => score = s,
-                        None => conv_error = true,
-                    }
+                Some(el.as_slice())
+            };
+            if let Some(v) = v {
+                match sort_score(v) {
+                    Some(s) => score = s,
+                    None => conv_error = true,
                 }
             }
-            keyed.push((el, score, cmp));
         }
-        let by = o.by.is_some();
-        keyed.sort_by(|a, b| {
-            let c = if !o.alpha {
-                a.1.partial_cmp(&b.1)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| a.0.cmp(&b.0))
-            } else if by {
-                // A missing BY key sorts first.
-                a.2.cmp(&b.2)
-            } else {
-                a.0.cmp(&b.0)
-            };
-            if o.desc {
-                c.reverse()
-            } else {
-                c
-            }
-        });
-        if conv_error {
-            return Err(CmdError::err(NOT_DOUBLE));
-        }
-        elems = keyed.into_iter().map(|(e, _, _)| e).collect();
+        keyed.push((el, score, cmp));
     }
+    let by = o.by.is_some();
+    keyed.sort_by(|a, b| {
+        let c = if !o.alpha {
+            a.1.partial_cmp(&b.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| a.0.cmp(&b.0))
+        } else if by {
+            // A missing BY key sorts first.
+            a.2.cmp(&b.2)
+        } else {
+            a.0.cmp(&b.0)
+        };
+        if o.desc {
+            c.reverse()
+        } else {
+            c
+        }
+    });
+    if conv_error {
+        return Err(CmdError::err(NOT_DOUBLE));
+    }
+    *elems = keyed.into_iter().map(|(e, _, _)| e).collect();
+    Ok(())
+}
+
+/// The command's output from the sorted elements: each returned element,
+/// or each GET pattern's value for it (`look` as for [`order`]).
+fn project(l: &Loaded, mut look: impl FnMut(&[u8], &[u8]) -> Option<Vec<u8>>) -> Items {
     let mut items = Vec::new();
-    if end >= start {
-        for el in &elems[start as usize..=end as usize] {
-            if o.gets.is_empty() {
-                items.push(Some(el.clone()));
-            }
-            for p in &o.gets {
-                items.push(lookup_by_pattern(shard, db, touch, p, el));
-            }
+    for el in l.range() {
+        if l.o.gets.is_empty() {
+            items.push(Some(el.clone()));
+        }
+        for p in &l.o.gets {
+            items.push(look(p, el));
         }
     }
-    Ok(items)
+    items
+}
+
+/// Sorts `src` on `shard`, pattern keys read there too.
+fn sort_on(
+    shard: &mut Shard,
+    db: usize,
+    touch: bool,
+    src: &[u8],
+    opts: &Opts,
+) -> Result<Items, CmdError> {
+    let mut l = load(shard, db, touch, src, opts)?;
+    let mut look = |p: &[u8], el: &[u8]| lookup_by_pattern(shard, db, touch, p, el);
+    order(&mut l, &mut look)?;
+    Ok(project(&l, look))
 }
 
 /// Writes `items` to `dst` as a list (a missing GET stores an empty
@@ -501,10 +640,20 @@ fn build(
     readonly: bool,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let n = ctx.nshards();
-    let opts = parse(args, readonly, n)?;
+    let opts = parse(args, readonly)?;
     let src = args.get(1).to_vec();
     let db = ctx.client.db;
     let touch = !ctx.client.no_touch;
+    if crosses(&opts, &src, n) {
+        return Ok(Box::new(CrossShard {
+            stage: Stage::Start(src, opts),
+            db,
+            touch,
+            nshards: n,
+            read: HashMap::new(),
+            stored: 0,
+        }));
+    }
     let src_shard = shard_of(&src, n);
     let dst_shard = opts.store.as_deref().map(|d| shard_of(d, n));
     let mut plan = Plan::default();
@@ -582,10 +731,209 @@ impl Coordinator for StoreElsewhere {
     }
 }
 
+/// Where a [`CrossShard`] sort stands.
+enum Stage {
+    /// Nothing ran yet: the source key and the options.
+    Start(Vec<u8>, Opts),
+    /// The source's elements are being read.
+    Loading,
+    /// Pattern keys are being read for these elements.
+    Reading(Loaded, Read),
+    /// The result is being stored.
+    Storing,
+}
+
+/// What a [`CrossShard`] sort has read of its pattern keys.
+#[derive(Clone, Copy)]
+enum Read {
+    /// Nothing yet.
+    Nothing,
+    /// The BY keys of every element (and their GET keys when `gets`).
+    By { gets: bool },
+    /// The GET keys of the returned elements, once sorted.
+    Gets,
+}
+
+/// Pattern keys to read, each with the number of times Redis looks it up
+/// (every lookup counts a keyspace hit or miss and an access).
+type Wanted = HashMap<PatKey, u32>;
+
+/// SORT with BY/GET patterns whose keys may live on other shards, under a
+/// whole-keyspace Read lock (see the module docs): read the source, read
+/// the pattern keys one job per shard, sort and project here with the
+/// one-shard path's code, store.
+struct CrossShard {
+    stage: Stage,
+    db: usize,
+    touch: bool,
+    nshards: usize,
+    /// The pattern keys read so far and their values.
+    read: HashMap<PatKey, Option<Vec<u8>>>,
+    /// The stored length, for the reply after the store.
+    stored: i64,
+}
+
+impl CrossShard {
+    /// A pattern's value for an element from the keys read.
+    fn look(read: &HashMap<PatKey, Option<Vec<u8>>>, pat: &[u8], el: &[u8]) -> Option<Vec<u8>> {
+        match pattern_ref(pat, el) {
+            PatRef::Elem => Some(el.to_vec()),
+            PatRef::Nothing => None,
+            PatRef::Key(k) => {
+                debug_assert!(read.contains_key(&k), "a pattern key not read");
+                read.get(&k).cloned().flatten()
+            }
+        }
+    }
+
+    /// Adds the keys `pats` form for `elems`.
+    fn want(pats: &[Vec<u8>], elems: &[Vec<u8>], out: &mut Wanted) {
+        for el in elems {
+            for p in pats {
+                if let PatRef::Key(k) = pattern_ref(p, el) {
+                    *out.entry(k).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    /// Reads `keys`, one job per shard.
+    fn read_keys(&self, keys: Wanted, plan: &mut Plan) {
+        let mut groups: Vec<(usize, Vec<(PatKey, u32)>)> = Vec::new();
+        for k in keys {
+            let s = shard_of(&k.0 .0, self.nshards);
+            match groups.iter_mut().find(|(g, _)| *g == s) {
+                Some((_, v)) => v.push(k),
+                None => groups.push((s, vec![k])),
+            }
+        }
+        groups.sort_by_key(|(s, _)| *s);
+        let (db, touch) = (self.db, self.touch);
+        for (s, keys) in groups {
+            plan.run(s, move |env| {
+                keys.into_iter()
+                    .map(|((key, field), times)| {
+                        let v = read_pattern_key(env.shard, db, touch, &key, field.as_deref());
+                        for _ in 1..times {
+                            read_pattern_key(env.shard, db, touch, &key, field.as_deref());
+                        }
+                        ((key, field), v)
+                    })
+                    .collect::<Vec<_>>()
+            });
+        }
+    }
+
+    /// Moves the sort on with what is read: reads what is missing (BY
+    /// keys of every element, then GET keys of the returned ones; both at
+    /// once when every element is returned), or sorts, projects and
+    /// replies or stores.
+    fn advance(
+        &mut self,
+        mut l: Loaded,
+        done: Read,
+        plan: &mut Plan,
+        out: &mut Reply,
+    ) -> Result<(), CmdError> {
+        let store = l.o.store.is_some();
+        let gets_read = match done {
+            Read::Nothing => {
+                if sorts_by_pattern(&l.o) {
+                    let mut keys = Wanted::new();
+                    let by: Vec<Vec<u8>> = l.o.by.iter().cloned().collect();
+                    Self::want(&by, &l.elems, &mut keys);
+                    // Every element returned: their GET keys too.
+                    let gets = l.range().len() == l.elems.len();
+                    if gets {
+                        Self::want(&l.o.gets, &l.elems, &mut keys);
+                    }
+                    if !keys.is_empty() {
+                        self.read_keys(keys, plan);
+                        plan.last = !store && (gets || !l.o.gets.iter().any(|p| p.contains(&b'*')));
+                        self.stage = Stage::Reading(l, Read::By { gets });
+                        return Ok(());
+                    }
+                }
+                let read = &self.read;
+                order(&mut l, |p, el| Self::look(read, p, el))?;
+                false
+            }
+            Read::By { gets } => {
+                let read = &self.read;
+                order(&mut l, |p, el| Self::look(read, p, el))?;
+                gets
+            }
+            Read::Gets => true,
+        };
+        if !gets_read {
+            let mut keys = Wanted::new();
+            Self::want(&l.o.gets, l.range(), &mut keys);
+            if !keys.is_empty() {
+                self.read_keys(keys, plan);
+                plan.last = !store;
+                self.stage = Stage::Reading(l, Read::Gets);
+                return Ok(());
+            }
+        }
+        let read = &self.read;
+        let items = project(&l, |p, el| Self::look(read, p, el));
+        match l.o.store {
+            Some(dst) => {
+                self.stored = items.len() as i64;
+                let db = self.db;
+                plan.run(shard_of(&dst, self.nshards), move |env| {
+                    store_on(env.shard, db, &dst, items);
+                });
+                plan.last = true;
+                self.stage = Stage::Storing;
+            }
+            None => reply_items(out, &items),
+        }
+        Ok(())
+    }
+}
+
+impl Coordinator for CrossShard {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        _client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        match std::mem::replace(&mut self.stage, Stage::Loading) {
+            Stage::Start(src, opts) => {
+                let (db, touch) = (self.db, self.touch);
+                plan.run(shard_of(&src, self.nshards), move |env| {
+                    load(env.shard, db, touch, &src, &opts)
+                });
+                Ok(())
+            }
+            Stage::Loading => {
+                let Some(l) = outputs::<Result<Loaded, CmdError>>(results).pop() else {
+                    return Ok(());
+                };
+                self.advance(l?, Read::Nothing, plan, out)
+            }
+            Stage::Reading(l, done) => {
+                for got in outputs::<Vec<(PatKey, Option<Vec<u8>>)>>(results) {
+                    self.read.extend(got);
+                }
+                self.advance(l, done, plan, out)
+            }
+            Stage::Storing => {
+                out.int(self.stored);
+                Ok(())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::TestServer;
+    use std::collections::HashSet;
 
     #[test]
     fn scores_follow_strtod() {
@@ -650,13 +998,86 @@ mod tests {
         );
         assert_eq!(t.run(&["SORT", "{a}nope", "STORE", "{c}d"]), ":0\r\n");
         assert_eq!(t.run(&["EXISTS", "{c}d"]), ":0\r\n");
-        assert!(t
-            .run(&["SORT", "{a}l", "BY", "w_*"])
-            .starts_with("-ERR BY option"));
         t.run(&["SET", "{a}w_1", "9"]);
         assert_eq!(
             t.run(&["SORT", "{a}l", "BY", "{a}w_*", "LIMIT", "0", "1"]),
             "*1\r\n$1\r\n2\r\n"
+        );
+    }
+
+    /// `keyspace_hits` and `keyspace_misses` of INFO stats.
+    fn hits_misses(t: &mut TestServer) -> (u64, u64) {
+        let info = t.run(&["INFO", "stats"]);
+        let get = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {info}"))
+        };
+        (get("keyspace_hits:"), get("keyspace_misses:"))
+    }
+
+    #[test]
+    fn cross_shard_lookups_count_as_redis() {
+        let mut t = TestServer::new(3);
+        t.run(&["RPUSH", "l", "1", "2", "3"]);
+        t.run(&[
+            "MSET", "w_1", "30", "w_2", "10", "w_3", "20", "o_1", "one", "o_3", "three",
+        ]);
+        t.run(&["HSET", "h_2", "f", "hf"]);
+        // Figures from redis-server 7.0: the source, each BY lookup, each
+        // GET lookup of the returned elements, repeated keys included.
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&[
+            "SORT", "l", "BY", "w_*", "GET", "#", "GET", "o_*", "GET", "h_*->f", "LIMIT", "0", "2",
+        ]);
+        assert_eq!(hits_misses(&mut t), (6, 2));
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&["SORT", "l", "BY", "w_*", "GET", "w_*", "GET", "w_*"]);
+        assert_eq!(hits_misses(&mut t), (10, 0));
+        // The same on one shard.
+        t.run(&["RPUSH", "{a}l", "1", "2", "3"]);
+        t.run(&["MSET", "{a}w_1", "30", "{a}w_2", "10", "{a}w_3", "20"]);
+        t.run(&["CONFIG", "RESETSTAT"]);
+        t.run(&[
+            "SORT", "{a}l", "BY", "{a}w_*", "GET", "{a}w_*", "GET", "{a}o_*",
+        ]);
+        assert_eq!(hits_misses(&mut t), (7, 3));
+    }
+
+    #[test]
+    fn patterns_across_shards() {
+        let mut t = TestServer::new(3);
+        let keys = ["w_1", "w_2", "w_3", "o_1", "o_2", "o_3", "h_1", "l", "d"];
+        let shards: HashSet<usize> = keys.iter().map(|k| shard_of(k.as_bytes(), 3)).collect();
+        assert!(shards.len() > 1, "the keys span shards");
+        t.run(&["RPUSH", "l", "1", "2", "3"]);
+        t.run(&["MSET", "w_1", "30", "w_2", "10", "w_3", "20"]);
+        t.run(&["MSET", "o_1", "one", "o_3", "three"]);
+        t.run(&["HSET", "h_2", "f", "hf"]);
+        assert_eq!(
+            t.run(&["SORT", "l", "BY", "w_*", "GET", "#", "GET", "o_*", "GET", "h_*->f"]),
+            "*9\r\n$1\r\n2\r\n$-1\r\n$2\r\nhf\r\n$1\r\n3\r\n$5\r\nthree\r\n$-1\r\n\
+             $1\r\n1\r\n$3\r\none\r\n$-1\r\n"
+        );
+        assert_eq!(
+            t.run(&["SORT_RO", "l", "BY", "w_*", "DESC", "LIMIT", "1", "1", "GET", "o_*"]),
+            "*1\r\n$5\r\nthree\r\n"
+        );
+        assert_eq!(
+            t.run(&["SORT", "l", "BY", "w_*", "GET", "o_*", "STORE", "d"]),
+            ":3\r\n"
+        );
+        assert_eq!(
+            t.run(&["LRANGE", "d", "0", "-1"]),
+            "*3\r\n$0\r\n\r\n$5\r\nthree\r\n$3\r\none\r\n"
+        );
+        // Inside MULTI (whole-keyspace locks there).
+        t.run(&["MULTI"]);
+        t.run(&["SORT", "l", "BY", "w_*", "GET", "o_*"]);
+        assert_eq!(
+            t.run(&["EXEC"]),
+            "*1\r\n*3\r\n$-1\r\n$5\r\nthree\r\n$3\r\none\r\n"
         );
     }
 }

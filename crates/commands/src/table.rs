@@ -77,6 +77,12 @@ pub type ConnHandler = fn(&mut ConnCtx<'_>, Args<'_>) -> Result<(), CmdError>;
 pub type CoordBuilder = fn(&mut ConnCtx<'_>, Args<'_>) -> Result<Box<dyn Coordinator>, CmdError>;
 /// Computes key argument positions when first/last/step cannot.
 pub type GetKeys = fn(Args<'_>) -> Vec<usize>;
+/// The locks of a coordinated command whose key arguments do not name
+/// everything it touches (SORT with BY/GET patterns reads keys named by
+/// the source's elements), from its arguments, database and shard count.
+/// `None` keeps dispatch's default (the declared keys when they span
+/// shards).
+pub type LockPlan = fn(Args<'_>, usize, usize) -> Option<crate::tx::LockSet>;
 
 /// How a command executes.
 #[derive(Clone, Copy)]
@@ -125,6 +131,8 @@ pub struct CommandSpec {
     pub acl: &'static [&'static str],
     /// For commands whose keys need parsing (MOVABLE_KEYS).
     pub getkeys: Option<GetKeys>,
+    /// For `Exec::Coord` commands whose locks depend on their arguments.
+    pub locks: Option<LockPlan>,
     pub subcommands: &'static [CommandSpec],
 }
 
@@ -145,6 +153,7 @@ impl CommandSpec {
             exec,
             acl,
             getkeys: None,
+            locks: None,
             subcommands: &[],
         }
     }
@@ -163,11 +172,16 @@ impl CommandSpec {
             exec: Exec::Parent,
             acl,
             getkeys: None,
+            locks: None,
             subcommands,
         }
     }
     pub const fn with_getkeys(mut self, f: GetKeys) -> Self {
         self.getkeys = Some(f);
+        self
+    }
+    pub const fn with_locks(mut self, f: LockPlan) -> Self {
+        self.locks = Some(f);
         self
     }
 
