@@ -378,3 +378,41 @@ fn rewrite_without_rdb_preamble_writes_commands() {
         assert_eq!(c.hlen::<_, u64>("h").unwrap(), 150);
     }
 }
+
+/// A SORT without STORE changes nothing and is not logged, also when its
+/// patterns read other shards; with STORE it is.
+#[test]
+fn sort_is_logged_only_with_store() {
+    let dir = DataDir::new("aof-sort");
+    let s = tessera(&dir, &["--shards", "3", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let _: () = c.rpush("l", &[3, 1, 2]).unwrap();
+    for i in 1..=3 {
+        let _: () = c.set(format!("w_{i}"), 10 - i).unwrap();
+    }
+    let sorted: Vec<u64> = redis::cmd("SORT")
+        .arg("l")
+        .arg("BY")
+        .arg("w_*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(sorted, [3, 2, 1]);
+    let incr = || std::fs::read(dir.0.join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let has = |b: &[u8], w: &[u8]| b.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    assert!(!has(&incr(), b"SORT"));
+    let n: u64 = redis::cmd("SORT")
+        .arg("l")
+        .arg("BY")
+        .arg("w_*")
+        .arg("STORE")
+        .arg("dst")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 3);
+    assert!(has(&incr(), b"SORT"));
+    drop(c);
+    drop(s);
+    let s = tessera(&dir, &["--shards", "2"]);
+    let v: Vec<u64> = s.conn().lrange("dst", 0, -1).unwrap();
+    assert_eq!(v, [3, 2, 1]);
+}

@@ -391,6 +391,11 @@ impl Logged {
         if !engine::prop::enabled() || !r.spec.has(crate::table::flags::WRITE) {
             return inner;
         }
+        // SORT is a write command for its STORE form only; without it,
+        // nothing changed and Redis propagates nothing.
+        if r.spec.name == "sort" && !args.iter().skip(2).any(|a| crate::util::eq_ic(a, "store")) {
+            return inner;
+        }
         Box::new(Logged {
             inner,
             args: args.to_owned(),
