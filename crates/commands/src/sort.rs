@@ -364,9 +364,9 @@ fn sort_on(
         match &e.value {
             Value::List(l) if ranged && take > 0 => {
                 if o.desc {
-                    elems.extend(l.iter_rev_from(len - 1 - s).take(take).map(<[u8]>::to_vec));
+                    l.iter_rev_from(len - 1 - s).copy_into(take, &mut elems);
                 } else {
-                    elems.extend(l.iter_from(s).take(take).map(<[u8]>::to_vec));
+                    l.iter_from(s).copy_into(take, &mut elems);
                 }
             }
             Value::ZSet(z) if ranged && take > 0 => {
@@ -378,7 +378,7 @@ fn sort_on(
                 );
             }
             _ if ranged => {}
-            Value::List(l) => elems.extend(l.iter().map(<[u8]>::to_vec)),
+            Value::List(l) => l.iter().copy_into(len, &mut elems),
             Value::ZSet(z) => elems.extend(z.iter().map(|(m, _)| m.to_vec())),
             Value::Set(st) => elems.extend(
                 st.iter()

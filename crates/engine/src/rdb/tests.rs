@@ -66,7 +66,7 @@ pub(crate) enum Canon {
 pub(crate) fn canon(v: &Value) -> Canon {
     match v {
         Value::Str(s) => Canon::Str(s.as_bytes().into_owned()),
-        Value::List(l) => Canon::List(l.iter().map(<[u8]>::to_vec).collect()),
+        Value::List(l) => Canon::List(l.to_vecs()),
         Value::Set(st) => {
             let mut m: Vec<Vec<u8>> = st
                 .iter()
