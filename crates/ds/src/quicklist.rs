@@ -22,7 +22,7 @@
 //! just move their few bytes, and keep no slack); access by index O(nodes) walking from the nearer
 //! end, then within the node from its nearer end; insertion and removal in
 //! the middle O(nodes + node bytes). Nodes live in a `VecDeque`, so a split
-//! or a dropped middle node moves node headers (32 bytes each, one per
+//! or a dropped middle node moves node headers (40 bytes each, one per
 //! ~8 KiB of data), never the data.
 //!
 //! Compression (Redis's `list-compress-depth`, fixed when the list is
@@ -80,6 +80,9 @@ struct Node {
     /// (which is never 0: nodes are not empty).
     lzf_raw: u32,
 }
+
+// The compression state lives in what was padding after `count`.
+const _: () = assert!(std::mem::size_of::<Node>() == 40);
 
 /// A node's bytes: the entries are `v[head..]`; `v[..head]` is free room
 /// for front pushes. Derefs to the entries, and offers the `Vec` calls
@@ -930,10 +933,11 @@ impl QuickList {
         let mut rest = n;
         let mut k = k0;
         if idx > 0 {
-            let p = self.locate_mut(start);
             let node = &mut self.nodes[k];
+            node.decompress();
+            let off = node.offset_of(idx);
             let to = (idx + rest).min(node.count as usize);
-            node.remove_entries(idx, p.off, to);
+            node.remove_entries(idx, off, to);
             rest -= to - idx;
             k += 1;
         }
