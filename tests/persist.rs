@@ -246,7 +246,10 @@ fn bgsave_is_point_in_time_across_shards_under_writes() {
     );
     // Each writer round deleted at most one bulk key before the snapshot.
     let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
-    assert!(n + last >= 100_000 && n <= 100_011, "{n} keys, {last} rounds");
+    assert!(
+        n + last >= 100_000 && n <= 100_011,
+        "{n} keys, {last} rounds"
+    );
 }
 
 #[test]

@@ -1132,7 +1132,11 @@ impl QuickList {
                     assert!(!c.is_lzf(), "inner node {k} of {} raw", self.nodes.len());
                 }
             } else {
-                assert!(!n.is_lzf(), "outer node {k} of {} compressed", self.nodes.len());
+                assert!(
+                    !n.is_lzf(),
+                    "outer node {k} of {} compressed",
+                    self.nodes.len()
+                );
             }
             let mut off = 0;
             let mut c = 0;

@@ -314,10 +314,20 @@ fn run_model(fill: i32, depth: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut m: VecDeque<Vec<u8>> = VecDeque::new();
     for o in ops {
         match o {
-            Op::PushFront(v) => { q.push_front(&v); m.push_front(v); }
-            Op::PushBack(v) => { q.push_back(&v); m.push_back(v); }
-            Op::PopFront => { prop_assert_eq!(q.pop_front(), m.pop_front().is_some()); }
-            Op::PopBack => { prop_assert_eq!(q.pop_back(), m.pop_back().is_some()); }
+            Op::PushFront(v) => {
+                q.push_front(&v);
+                m.push_front(v);
+            }
+            Op::PushBack(v) => {
+                q.push_back(&v);
+                m.push_back(v);
+            }
+            Op::PopFront => {
+                prop_assert_eq!(q.pop_front(), m.pop_front().is_some());
+            }
+            Op::PopBack => {
+                prop_assert_eq!(q.pop_back(), m.pop_back().is_some());
+            }
             Op::Insert(i, v) => {
                 let i = i.min(m.len());
                 q.insert(i, &v);
@@ -326,20 +336,34 @@ fn run_model(fill: i32, depth: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Set(i, v) => {
                 let ok = i < m.len();
                 prop_assert_eq!(q.set(i, &v), ok);
-                if ok { m[i] = v; }
+                if ok {
+                    m[i] = v;
+                }
             }
             Op::RemoveRange(s, n) => {
                 q.remove_range(s, n);
                 let e = (s + n).min(m.len());
-                if s < e { m.drain(s..e); }
+                if s < e {
+                    m.drain(s..e);
+                }
             }
             Op::RemoveMatching(v, c) => {
-                let mut idx: Vec<usize> =
-                    m.iter().enumerate().filter(|(_, e)| **e == v).map(|(i, _)| i).collect();
-                if c < 0 { idx.reverse(); }
-                if c != 0 { idx.truncate(c.unsigned_abs() as usize); }
+                let mut idx: Vec<usize> = m
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| **e == v)
+                    .map(|(i, _)| i)
+                    .collect();
+                if c < 0 {
+                    idx.reverse();
+                }
+                if c != 0 {
+                    idx.truncate(c.unsigned_abs() as usize);
+                }
                 idx.sort_unstable();
-                for &i in idx.iter().rev() { m.remove(i); }
+                for &i in idx.iter().rev() {
+                    m.remove(i);
+                }
                 prop_assert_eq!(q.remove_matching(&v, c), idx.len());
             }
         }
@@ -364,7 +388,8 @@ fn run_model(fill: i32, depth: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
 fn compressible() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         (1usize..300, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
-        (0usize..40, 0u32..1000).prop_map(|(n, k)| format!("item:{k}:{}", "ab".repeat(n)).into_bytes()),
+        (0usize..40, 0u32..1000)
+            .prop_map(|(n, k)| format!("item:{k}:{}", "ab".repeat(n)).into_bytes()),
         prop::sample::select(vec![b"a".to_vec(), b"b".to_vec()]),
     ]
 }
@@ -419,7 +444,11 @@ fn inner_nodes_are_compressed() {
         // 21 nodes (16 elements each, the first node shared by both
         // sides); all but `depth` at each end compressed.
         assert_eq!(q.node_count(), 21);
-        assert_eq!(q.compressed_nodes(), 21 - 2 * depth as usize, "depth {depth}");
+        assert_eq!(
+            q.compressed_nodes(),
+            21 - 2 * depth as usize,
+            "depth {depth}"
+        );
         model_eq(&q, &m);
         // Changes in the middle leave it compressed.
         assert!(q.set(150, b"x"));
@@ -466,7 +495,10 @@ fn inner_nodes_are_compressed() {
     }
     assert_eq!(q.compressed_nodes(), 0, "random bytes do not compress");
     q.check();
-    assert_eq!(QuickList::with_compress(-2, u32::MAX).compress_depth(), COMPRESS_MAX);
+    assert_eq!(
+        QuickList::with_compress(-2, u32::MAX).compress_depth(),
+        COMPRESS_MAX
+    );
 }
 
 #[test]
