@@ -9,8 +9,10 @@
 #
 # 1. Memory: one list "big" of M = BENCH_MEM_N (1000000) compressible
 #    elements `user:NNNNNNNN:session=active` (28 bytes, 1000 per RPUSH,
-#    loaded with redis-cli --pipe): bytes per element from used_memory and
-#    from VmRSS (both after - before the load).
+#    loaded with redis-cli --pipe): bytes per element from MEMORY USAGE
+#    (the list alone), used_memory and VmRSS (after - before the load; these
+#    also count whatever else the load left allocated: in some Tessera runs
+#    ~11 MB that a DEL of the list does not give back, at any depth).
 # 2. Throughput on that list, redis-benchmark -c 50 -n N (BENCH_REQUESTS,
 #    default 200000), pipeline 1: LPUSH big V (16-byte V), LPOP big,
 #    LRANGE big 0 99 (head), LRANGE big M/2 M/2+99 (middle: compressed nodes
@@ -94,6 +96,8 @@ for d in $DEPTHS; do
     $CLI -p "$port" --pipe <"$OUT/load.resp" >/dev/null || die "$s load failed"
     u1=$(used "$port")
     r1=$(rss_kb "$pid")
+    mu=$($CLI -p "$port" MEMORY USAGE big SAMPLES 0 | tr -d '\r')
+    R[$s,usage]=$(awk -v a="$mu" -v n="$MEM_N" 'BEGIN { printf "%.2f", a / n }')
     R[$s,used]=$(awk -v a="$u0" -v b="$u1" -v n="$MEM_N" 'BEGIN { printf "%.2f", (b - a) / n }')
     R[$s,rss]=$(awk -v a="$r0" -v b="$r1" -v n="$MEM_N" 'BEGIN { printf "%.2f", (b - a) * 1024 / n }')
     R[$s,lrange_head]=$(rps "$port" LRANGE big 0 99)
@@ -106,7 +110,7 @@ for d in $DEPTHS; do
   done
   echo "== list-compress-depth $d: one list of $MEM_N x 28-byte elements; $REQ requests, 50 clients, pipeline 1"
   printf "%-16s %14s %14s %8s\n" metric redis tessera ratio
-  for k in used rss; do
+  for k in usage used rss; do
     printf "%-16s %14s %14s %8s\n" "bytes/elem ($k)" "${R[redis,$k]}" "${R[tessera,$k]}" \
       "$(awk -v a="${R[redis,$k]}" -v b="${R[tessera,$k]}" 'BEGIN { if (a > 0) printf "%.2f", b / a }')"
   done
