@@ -89,6 +89,9 @@ impl Default for Batch {
     }
 }
 
+/// Largest reply or argument buffer a batch may keep to be reused.
+const BATCH_KEEP_BYTES: usize = 64 * 1024;
+
 impl Batch {
     /// Empties the batch for reuse; false if it grew too big to keep.
     pub fn recycle(&mut self) -> bool {
@@ -99,7 +102,10 @@ impl Batch {
         self.block = None;
         self.aof_from = usize::MAX;
         self.aof_hold = 0;
-        self.reply.capacity() <= 1 << 20
+        // Pooled batches keep their buffers: only small ones are worth
+        // keeping (a pipelined bulk load grew 256 pooled batches to ~11 MB
+        // that stayed allocated after it ended).
+        self.reply.capacity() <= BATCH_KEEP_BYTES && self.args.capacity_bytes() <= BATCH_KEEP_BYTES
     }
 }
 

@@ -217,14 +217,16 @@ fn pop_range_reply(out: &mut Reply, l: &mut List, end: End, n: usize) -> bool {
     out.array(n);
     match end {
         End::Left => {
-            for e in l.iter().take(n) {
-                out.bulk(e);
+            let mut it = l.iter();
+            for _ in 0..n {
+                out.optional_bulk(it.next());
             }
             l.remove_range(0, n);
         }
         End::Right => {
-            for e in l.iter_rev().take(n) {
-                out.bulk(e);
+            let mut it = l.iter_rev();
+            for _ in 0..n {
+                out.optional_bulk(it.next());
             }
             let len = l.len();
             l.remove_range(len - n, n);
@@ -327,8 +329,9 @@ fn lrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         None => ctx.out.array(0),
         Some((s, n)) => {
             ctx.out.array(n);
-            for v in l.iter_from(s).take(n) {
-                ctx.out.bulk(v);
+            let mut it = l.iter_from(s);
+            for _ in 0..n {
+                ctx.out.optional_bulk(it.next());
             }
         }
     }
@@ -370,7 +373,7 @@ fn lindex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let l = as_list(e)?;
     let i = parse_i64(args.get(2))?;
     ctx.out
-        .optional_bulk(index_of(l.len(), i).and_then(|i| l.get(i)));
+        .optional_bulk(index_of(l.len(), i).and_then(|i| l.get(i)).as_deref());
     Ok(())
 }
 
@@ -424,8 +427,11 @@ fn lpos(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let len = l.len();
     let mut found: Vec<i64> = Vec::new();
     let mut matches = 0i64;
-    let mut scan = |it: &mut dyn Iterator<Item = &[u8]>| {
-        for (index, v) in it.enumerate() {
+    let mut scan = |mut it: ds::quicklist::Iter<'_>| {
+        let mut next_index = 0usize;
+        while let Some(v) = it.next() {
+            let index = next_index;
+            next_index += 1;
             if maxlen != 0 && index as i64 >= maxlen {
                 break;
             }
@@ -448,9 +454,9 @@ fn lpos(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     };
     if from_tail {
-        scan(&mut l.iter_rev());
+        scan(l.iter_rev());
     } else {
-        scan(&mut l.iter());
+        scan(l.iter());
     }
     match count {
         Some(_) => {
@@ -501,7 +507,7 @@ fn linsert(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     };
     let l = as_list_mut(e)?;
     let pivot = args.get(3);
-    let Some(at) = l.iter().position(|v| v == pivot) else {
+    let Some(at) = l.position(pivot) else {
         ctx.out.int(-1);
         return Ok(());
     };

@@ -477,6 +477,9 @@ impl WriterJob {
     fn run(mut self) {
         let started = Instant::now();
         let res = self.write();
+        // Abandoned on purpose (FLUSHALL), as Redis's child killed with
+        // SIGUSR1: not a failure (no MISCONF, status unchanged).
+        let killed = res.is_err() && self.abort.load(Ordering::Acquire);
         if res.is_err() {
             // Shards stop writing; their next check drops their state.
             self.abort.store(true, Ordering::Release);
@@ -509,8 +512,10 @@ impl WriterJob {
         {
             let mut st = self.persist.lock();
             st.running = None;
-            st.last_ok = res.is_ok();
-            self.persist.failed.store(res.is_err(), Ordering::Relaxed);
+            if !killed {
+                st.last_ok = res.is_ok();
+                self.persist.failed.store(res.is_err(), Ordering::Relaxed);
+            }
             if self.background {
                 st.last_bgsave_time_s = Some(started.elapsed().as_secs());
             }
@@ -530,6 +535,7 @@ impl WriterJob {
                 );
             }
             Ok(_) => log(false, "DB saved on disk"),
+            Err(_) if killed => log(false, "Background saving terminated by FLUSHALL"),
             Err(e) if self.background => log(true, &format!("Background saving error: {e}")),
             Err(e) => log(true, &format!("Error saving DB on disk: {e}")),
         }

@@ -463,9 +463,9 @@ fn load(
         match &e.value {
             Value::List(l) if ranged && take > 0 => {
                 if o.desc {
-                    elems.extend(l.iter_rev_from(len - 1 - s).take(take).map(<[u8]>::to_vec));
+                    l.iter_rev_from(len - 1 - s).copy_into(take, &mut elems);
                 } else {
-                    elems.extend(l.iter_from(s).take(take).map(<[u8]>::to_vec));
+                    l.iter_from(s).copy_into(take, &mut elems);
                 }
             }
             Value::ZSet(z) if ranged && take > 0 => {
@@ -477,7 +477,7 @@ fn load(
                 );
             }
             _ if ranged => {}
-            Value::List(l) => elems.extend(l.iter().map(<[u8]>::to_vec)),
+            Value::List(l) => l.iter().copy_into(len, &mut elems),
             Value::ZSet(z) => elems.extend(z.iter().map(|(m, _)| m.to_vec())),
             Value::Set(st) => elems.extend(
                 st.iter()

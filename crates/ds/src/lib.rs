@@ -15,6 +15,8 @@
 //!   nodes (the list type).
 //! * [`crc16`]: CRC16-XMODEM and the Redis Cluster key slot.
 //! * [`intset`]: sorted packed integers (Redis's intset).
+//! * [`lzf`]: LZF compression as Redis builds it (RDB strings, quicklist
+//!   nodes under `list-compress-depth`).
 //! * [`packed`]: a compact packed sequence of small strings and integers.
 
 pub mod bytes;
@@ -23,6 +25,7 @@ pub mod dict;
 pub mod glob;
 pub mod intset;
 pub mod listpack;
+pub mod lzf;
 pub mod num;
 pub mod packed;
 pub mod quicklist;

@@ -22,17 +22,39 @@
 //! just move their few bytes, and keep no slack); access by index O(nodes) walking from the nearer
 //! end, then within the node from its nearer end; insertion and removal in
 //! the middle O(nodes + node bytes). Nodes live in a `VecDeque`, so a split
-//! or a dropped middle node moves node headers (32 bytes each, one per
+//! or a dropped middle node moves node headers (40 bytes each, one per
 //! ~8 KiB of data), never the data.
+//!
+//! Compression (Redis's `list-compress-depth`, fixed when the list is
+//! created as Redis's `quicklistSetOptions` does): with depth `d > 0`
+//! every node but the `d` at each end is kept LZF-compressed ([`crate::lzf`],
+//! Redis's rules: nodes under 48 bytes are left raw, and so is a node whose
+//! compression would not save at least 8 bytes). A mutation that touches an
+//! inner node decompresses it, and afterwards the nodes around the change
+//! are brought back to the rule (Redis's `__quicklistCompress`); pushes and
+//! pops at the ends only ever touch raw nodes, and when a node appears or
+//! goes at an end exactly one node changes side (compressed once, or
+//! decompressed once). Readers never change the list: an iterator or
+//! [`QuickList::get`] decompresses an inner node into its own buffer, so
+//! the list stays compressed while it is read (Redis decompresses in place
+//! and recompresses after; same result). That is why [`Iter`] lends its
+//! elements (`Iter::next` borrows the iterator) instead of implementing
+//! `Iterator`: an element of a compressed node lives in the iterator's
+//! buffer, not in the list. With depth 0 (the default) nothing is ever
+//! compressed and the end operations pay one never-taken branch, only when
+//! a node is created or dropped.
 //!
 //! Invariants (checked by [`QuickList::check`] in tests): no node is
 //! empty; `len` is the sum of node counts; every node's entries parse
-//! exactly to the end of its buffer.
-//!
-//! Not done: Redis's `list-compress-depth` (LZF of inner nodes).
+//! exactly to the end of its (decompressed) buffer; the `depth` nodes at
+//! each end are raw; every other node is compressed unless the rules above
+//! leave it raw.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
+
+use crate::lzf;
 
 /// Redis's `SIZE_SAFETY_LIMIT`: the byte cap of a node under a positive
 /// (count) fill.
@@ -41,12 +63,26 @@ pub const SAFETY_BYTES: usize = 8192;
 const SIZE_CLASSES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
 /// Largest positive fill (Redis's `FILL_MAX`).
 pub const FILL_MAX: i32 = (1 << 15) - 1;
+/// Largest compress depth (Redis's `COMPRESS_MAX`).
+pub const COMPRESS_MAX: u32 = (1 << 16) - 1;
+/// Nodes smaller than this stay raw (Redis's `MIN_COMPRESS_BYTES`).
+const MIN_COMPRESS_BYTES: usize = 48;
+/// A compression must save more than this many bytes to be kept (Redis's
+/// `MIN_COMPRESS_IMPROVE`).
+const MIN_COMPRESS_IMPROVE: usize = 8;
 
 #[derive(Clone, Default)]
 struct Node {
+    /// The entries, or their LZF stream when `lzf_raw != 0`.
     buf: NodeBuf,
     count: u32,
+    /// 0 for a raw node; for a compressed one, the size of its entries
+    /// (which is never 0: nodes are not empty).
+    lzf_raw: u32,
 }
+
+// The compression state lives in what was padding after `count`.
+const _: () = assert!(std::mem::size_of::<Node>() == 40);
 
 /// A node's bytes: the entries are `v[head..]`; `v[..head]` is free room
 /// for front pushes. Derefs to the entries, and offers the `Vec` calls
@@ -224,7 +260,95 @@ fn read_back(buf: &[u8], end: usize) -> (usize, usize, usize) {
     (start, start + h, n)
 }
 
+/// Byte offset of entry `i` of the `count` entries in `buf` (`i == count`
+/// gives the end), walking from the nearer end.
+fn offset_in(buf: &[u8], count: usize, i: usize) -> usize {
+    if i <= count / 2 {
+        let mut off = 0;
+        for _ in 0..i {
+            let (p, n) = read_fwd(buf, off);
+            off = p + n + varint_len(n);
+        }
+        off
+    } else {
+        let mut end = buf.len();
+        for _ in i..count {
+            end = read_back(buf, end).0;
+        }
+        end
+    }
+}
+
+/// The payload of the entry at `off` in `buf` and the offset of the next.
+#[inline]
+fn entry_in(buf: &[u8], off: usize) -> (&[u8], usize) {
+    let (p, n) = read_fwd(buf, off);
+    (&buf[p..p + n], p + n + varint_len(n))
+}
+
 impl Node {
+    #[inline]
+    fn is_lzf(&self) -> bool {
+        self.lzf_raw != 0
+    }
+
+    /// Bytes of the entries, compressed or not.
+    #[inline]
+    fn raw_len(&self) -> usize {
+        if self.is_lzf() {
+            self.lzf_raw as usize
+        } else {
+            self.buf.len()
+        }
+    }
+
+    /// Compresses a raw node under Redis's rules (`__quicklistCompressNode`):
+    /// left raw when smaller than `MIN_COMPRESS_BYTES` or when LZF saves no
+    /// more than `MIN_COMPRESS_IMPROVE` bytes.
+    fn compress(&mut self) {
+        let n = self.buf.len();
+        if self.is_lzf() || n < MIN_COMPRESS_BYTES || n > u32::MAX as usize {
+            return;
+        }
+        let Some(mut c) = lzf::compress(&self.buf, n) else {
+            return;
+        };
+        if c.len() + MIN_COMPRESS_IMPROVE >= n {
+            return;
+        }
+        c.shrink_to_fit();
+        self.buf = NodeBuf::from(c);
+        self.lzf_raw = n as u32;
+    }
+
+    /// Makes a compressed node raw again.
+    fn decompress(&mut self) {
+        if !self.is_lzf() {
+            return;
+        }
+        let mut v = Vec::new();
+        self.inflate_into(&mut v);
+        self.buf = NodeBuf::from(v);
+        self.lzf_raw = 0;
+    }
+
+    /// The entries of this compressed node, into `out`.
+    fn inflate_into(&self, out: &mut Vec<u8>) {
+        let ok = lzf::decompress_into(&self.buf, self.lzf_raw as usize, out);
+        // INVARIANT: the stream is our own compression of this node; a
+        // failure means memory corruption, and going on would serve or
+        // save garbage.
+        assert!(ok, "quicklist node fails to decompress");
+    }
+
+    /// Appends the entries of `b` (the node after this one).
+    fn absorb(&mut self, mut b: Node) {
+        self.decompress();
+        b.decompress();
+        self.buf.extend_from_slice(&b.buf);
+        self.count += b.count;
+    }
+
     fn with(v: &[u8]) -> Node {
         let mut n = Node::default();
         n.insert_at(0, v, 0);
@@ -256,31 +380,17 @@ impl Node {
         self.count += 1;
     }
 
-    /// Byte offset of entry `i` (`i == count` gives the end), walking from
-    /// the nearer end of the node.
+    /// Byte offset of entry `i` of this raw node; see [`offset_in`].
     fn offset_of(&self, i: usize) -> usize {
-        let count = self.count as usize;
-        if i <= count / 2 {
-            let mut off = 0;
-            for _ in 0..i {
-                let (p, n) = read_fwd(&self.buf, off);
-                off = p + n + varint_len(n);
-            }
-            off
-        } else {
-            let mut end = self.buf.len();
-            for _ in i..count {
-                end = read_back(&self.buf, end).0;
-            }
-            end
-        }
+        debug_assert!(!self.is_lzf());
+        offset_in(&self.buf, self.count as usize, i)
     }
 
     /// The payload of the entry at `off` and the offset of the next one.
     #[inline]
     fn entry_at(&self, off: usize) -> (&[u8], usize) {
-        let (p, n) = read_fwd(&self.buf, off);
-        (&self.buf[p..p + n], p + n + varint_len(n))
+        debug_assert!(!self.is_lzf());
+        entry_in(&self.buf, off)
     }
 
     /// Removes entries `[from, to)` (entry indexes), given the byte offset
@@ -301,6 +411,8 @@ pub struct QuickList {
     nodes: VecDeque<Node>,
     len: usize,
     fill: i32,
+    /// Nodes kept raw at each end; 0: no compression.
+    depth: u32,
 }
 
 impl Default for QuickList {
@@ -313,14 +425,24 @@ impl Default for QuickList {
 impl PartialEq for QuickList {
     /// Same elements in the same order, whatever the node layout.
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.iter().eq(other.iter())
+        if self.len != other.len {
+            return false;
+        }
+        let (mut a, mut b) = (self.iter(), other.iter());
+        while let Some(x) = a.next() {
+            if b.next() != Some(x) {
+                return false;
+            }
+        }
+        true
     }
 }
 
 impl fmt::Debug for QuickList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let all = self.to_vecs();
         f.debug_list()
-            .entries(self.iter().map(String::from_utf8_lossy))
+            .entries(all.iter().map(|v| String::from_utf8_lossy(v)))
             .finish()
     }
 }
@@ -341,7 +463,27 @@ impl QuickList {
             nodes: VecDeque::new(),
             len: 0,
             fill: fill.clamp(-5, FILL_MAX),
+            depth: 0,
         }
+    }
+
+    /// As [`QuickList::new`], compressing all nodes but `depth` at each
+    /// end (`list-compress-depth`; 0: none; clamped to [`COMPRESS_MAX`]).
+    pub fn with_compress(fill: i32, depth: u32) -> Self {
+        QuickList {
+            depth: depth.min(COMPRESS_MAX),
+            ..QuickList::new(fill)
+        }
+    }
+
+    /// The compress depth the list was created with.
+    pub fn compress_depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Number of nodes stored compressed (for tests and introspection).
+    pub fn compressed_nodes(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_lzf()).count()
     }
 
     pub fn len(&self) -> usize {
@@ -358,7 +500,8 @@ impl QuickList {
         self.fill
     }
 
-    /// Heap bytes held: node headers and buffers, capacity included.
+    /// Heap bytes held: node headers and buffers (compressed ones at their
+    /// compressed size), capacity included.
     pub fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.nodes.iter().map(|n| n.buf.allocated()).sum::<usize>()
@@ -374,23 +517,31 @@ impl QuickList {
         }
     }
 
-    /// Whether `node` may take one more entry of `sz` bytes.
+    /// Whether a node of `count` entries and `bytes` bytes (uncompressed)
+    /// may take one more entry of `sz` bytes.
     #[inline]
-    fn fits(&self, node: &Node, sz: usize) -> bool {
-        if node.count == 0 {
+    fn fits_len(&self, count: u32, bytes: usize, sz: usize) -> bool {
+        if count == 0 {
             return true;
         }
-        let bytes_ok = node.buf.len() + sz <= self.cap_bytes();
+        let bytes_ok = bytes + sz <= self.cap_bytes();
         if self.fill < 0 {
             bytes_ok
         } else {
-            bytes_ok && (node.count as i64) < self.fill as i64
+            bytes_ok && (count as i64) < self.fill as i64
         }
+    }
+
+    /// Whether `node` (raw or compressed) may take one more entry of `sz`
+    /// bytes.
+    #[inline]
+    fn fits(&self, node: &Node, sz: usize) -> bool {
+        self.fits_len(node.count, node.raw_len(), sz)
     }
 
     /// Whether nodes `a` and `b` may become one.
     fn may_merge(&self, a: &Node, b: &Node) -> bool {
-        let bytes_ok = a.buf.len() + b.buf.len() <= self.cap_bytes();
+        let bytes_ok = a.raw_len() + b.raw_len() <= self.cap_bytes();
         if self.fill < 0 {
             bytes_ok
         } else {
@@ -398,12 +549,66 @@ impl QuickList {
         }
     }
 
+    // ------------------------------------------------------- compression
+
+    /// Whether node `k` is an inner node, kept compressed.
+    #[inline]
+    fn is_inner(&self, k: usize) -> bool {
+        let d = self.depth as usize;
+        d != 0 && k >= d && k + d < self.nodes.len()
+    }
+
+    /// Brings node `k` to the rule: compressed if inner, raw otherwise.
+    fn settle(&mut self, k: usize) {
+        if self.is_inner(k) {
+            self.nodes[k].compress();
+        } else {
+            self.nodes[k].decompress();
+        }
+    }
+
+    /// After a change confined to nodes `[lo, hi)` (indexes after the
+    /// change; nodes created, changed, dropped or decompressed all lie
+    /// there) that took the node count from `old_nodes` to the current
+    /// one, settles the changed nodes and those that crossed to the other
+    /// side of the depth line. A node outside the range keeps its distance
+    /// to one end and moves by the count change relative to the other, so
+    /// only nodes near the ends can cross, and only these are visited: a
+    /// change in the middle of a long list settles its own nodes only.
+    fn settle_changed(&mut self, lo: usize, hi: usize, old_nodes: usize) {
+        if self.depth == 0 {
+            return;
+        }
+        let d = self.depth as usize;
+        let n = self.nodes.len();
+        let hi = hi.min(n);
+        let lo = lo.min(hi);
+        let grown = n.saturating_sub(old_nodes);
+        // After the range: head distance changed; it crossed if it is
+        // below `d` now or was before (up to `d + grown` now).
+        let after_end = (d + grown).min(n);
+        // Before the range: tail distance changed, symmetrically.
+        let before_start = n.saturating_sub(d + grown);
+        for k in lo..hi {
+            self.settle(k);
+        }
+        for k in hi..after_end.max(hi) {
+            self.settle(k);
+        }
+        for k in before_start.min(lo)..lo {
+            self.settle(k);
+        }
+    }
+
+    // ------------------------------------------------------------- ends
+
     /// Appends `v` at the tail.
     pub fn push_back(&mut self, v: &[u8]) {
         let sz = entry_size(v.len());
         let cap = self.cap_bytes();
         match self.nodes.back() {
-            Some(last) if self.fits(last, sz) => {
+            // The tail node is always raw.
+            Some(last) if self.fits_len(last.count, last.buf.len(), sz) => {
                 // INVARIANT: back() is Some in this arm.
                 let last = self.nodes.back_mut().unwrap();
                 let end = last.buf.len();
@@ -415,6 +620,12 @@ impl QuickList {
                     last.buf.shrink_to_fit();
                 }
                 self.nodes.push_back(Node::with(v));
+                if self.depth != 0 {
+                    // One node moved `depth` away from the tail.
+                    if let Some(k) = self.nodes.len().checked_sub(self.depth as usize + 1) {
+                        self.settle(k);
+                    }
+                }
             }
         }
         self.len += 1;
@@ -425,7 +636,8 @@ impl QuickList {
         let sz = entry_size(v.len());
         let cap = self.cap_bytes();
         match self.nodes.front() {
-            Some(first) if self.fits(first, sz) => {
+            // The head node is always raw.
+            Some(first) if self.fits_len(first.count, first.buf.len(), sz) => {
                 // INVARIANT: front() is Some in this arm.
                 self.nodes.front_mut().unwrap().insert_at(0, v, cap);
             }
@@ -434,6 +646,9 @@ impl QuickList {
                     first.buf.shrink_to_fit();
                 }
                 self.nodes.push_front(Node::with(v));
+                if self.depth != 0 && (self.depth as usize) < self.nodes.len() {
+                    self.settle(self.depth as usize);
+                }
             }
         }
         self.len += 1;
@@ -448,6 +663,7 @@ impl QuickList {
     /// The last element.
     pub fn back(&self) -> Option<&[u8]> {
         let n = self.nodes.back()?;
+        debug_assert!(!n.is_lzf());
         let (_, p, l) = read_back(&n.buf, n.buf.len());
         Some(&n.buf[p..p + l])
     }
@@ -460,6 +676,10 @@ impl QuickList {
         n.remove_entries(0, 0, 1);
         if n.count == 0 {
             self.nodes.pop_front();
+            if self.depth != 0 && (self.depth as usize) <= self.nodes.len() {
+                // The node that was `depth` from the head is now inside.
+                self.settle(self.depth as usize - 1);
+            }
         }
         self.len -= 1;
         true
@@ -470,20 +690,29 @@ impl QuickList {
         let Some(n) = self.nodes.back_mut() else {
             return false;
         };
+        debug_assert!(!n.is_lzf());
         let start = read_back(&n.buf, n.buf.len()).0;
         n.buf.truncate(start);
         n.count -= 1;
         if n.count == 0 {
             self.nodes.pop_back();
+            if self.depth != 0 {
+                if let Some(k) = self.nodes.len().checked_sub(self.depth as usize) {
+                    self.settle(k);
+                }
+            }
         }
         self.len -= 1;
         true
     }
 
-    /// Position of element `i < len`, walking from the nearer end.
-    fn locate(&self, i: usize) -> Pos {
+    // ----------------------------------------------------------- middle
+
+    /// Node and entry index of element `i < len`, walking the node counts
+    /// from the nearer end.
+    fn locate_node(&self, i: usize) -> (usize, usize) {
         debug_assert!(i < self.len);
-        let (node, idx) = if i < self.len / 2 {
+        if i < self.len / 2 {
             let mut rest = i;
             let mut k = 0;
             while rest >= self.nodes[k].count as usize {
@@ -500,7 +729,13 @@ impl QuickList {
                 k -= 1;
             }
             (k, self.nodes[k].count as usize - back)
-        };
+        }
+    }
+
+    /// Position of element `i < len`, its node decompressed for a change.
+    fn locate_mut(&mut self, i: usize) -> Pos {
+        let (node, idx) = self.locate_node(i);
+        self.nodes[node].decompress();
         Pos {
             node,
             idx,
@@ -508,13 +743,22 @@ impl QuickList {
         }
     }
 
-    /// Element `i`, or `None` past the end.
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+    /// Element `i`, or `None` past the end. Borrowed from a raw node; an
+    /// element of a compressed node is a copy (the node is decompressed
+    /// into a temporary, the list is left as it is).
+    pub fn get(&self, i: usize) -> Option<Cow<'_, [u8]>> {
         if i >= self.len {
             return None;
         }
-        let p = self.locate(i);
-        Some(self.nodes[p.node].entry_at(p.off).0)
+        let (k, idx) = self.locate_node(i);
+        let node = &self.nodes[k];
+        if !node.is_lzf() {
+            return Some(Cow::Borrowed(node.entry_at(node.offset_of(idx)).0));
+        }
+        let mut tmp = Vec::new();
+        node.inflate_into(&mut tmp);
+        let off = offset_in(&tmp, node.count as usize, idx);
+        Some(Cow::Owned(entry_in(&tmp, off).0.to_vec()))
     }
 
     /// Replaces element `i` with `v`; false (nothing changed) if `i` is
@@ -523,13 +767,22 @@ impl QuickList {
         if i >= self.len {
             return false;
         }
-        let p = self.locate(i);
+        let old_nodes = self.nodes.len();
+        let p = self.locate_mut(i);
+        self.set_at(p, v);
+        // Touched: the node, a split-off node and one alone between the
+        // halves, and the neighbours a merge may take in.
+        self.settle_changed(p.node.saturating_sub(1), p.node + 3, old_nodes);
+        true
+    }
+
+    fn set_at(&mut self, p: Pos, v: &[u8]) {
         let node = &mut self.nodes[p.node];
         let (old, next) = node.entry_at(p.off);
         if old.len() == v.len() {
             let (ps, _) = read_fwd(&node.buf, p.off);
             node.buf[ps..ps + v.len()].copy_from_slice(v);
-            return true;
+            return;
         }
         node.buf.drain(p.off..next);
         node.count -= 1;
@@ -542,7 +795,6 @@ impl QuickList {
             self.insert_pos(p, v);
             self.merge_around(p.node);
         }
-        true
     }
 
     /// Inserts `v` so that it becomes element `i` (`i == len` appends).
@@ -556,8 +808,10 @@ impl QuickList {
         } else if i == self.len {
             self.push_back(v);
         } else {
-            let p = self.locate(i);
+            let old_nodes = self.nodes.len();
+            let p = self.locate_mut(i);
             self.insert_pos(p, v);
+            self.settle_changed(p.node.saturating_sub(1), p.node + 3, old_nodes);
         }
     }
 
@@ -568,17 +822,20 @@ impl QuickList {
         let cap = self.cap_bytes();
         if k > 0 && self.fits(&self.nodes[k - 1], sz) {
             let prev = &mut self.nodes[k - 1];
+            prev.decompress();
             let end = prev.buf.len();
             prev.insert_at(end, v, cap);
         } else if k < self.nodes.len() && self.fits(&self.nodes[k], sz) {
-            self.nodes[k].insert_at(0, v, cap);
+            let next = &mut self.nodes[k];
+            next.decompress();
+            next.insert_at(0, v, cap);
         } else {
             self.nodes.insert(k, Node::with(v));
         }
         self.len += 1;
     }
 
-    /// Inserts `v` before the element at `p`.
+    /// Inserts `v` before the element at `p` (in a raw node).
     fn insert_pos(&mut self, p: Pos, v: &[u8]) {
         let sz = entry_size(v.len());
         let cap = self.cap_bytes();
@@ -600,6 +857,7 @@ impl QuickList {
         let tail = Node {
             buf: NodeBuf::from(node.buf[p.off..].to_vec()),
             count: node.count - p.idx as u32,
+            lzf_raw: 0,
         };
         node.buf.truncate(p.off);
         node.buf.shrink_to_fit();
@@ -624,9 +882,7 @@ impl QuickList {
         }
         // INVARIANT: k + 1 < len, checked above.
         let b = self.nodes.remove(k + 1).unwrap();
-        let a = &mut self.nodes[k];
-        a.buf.extend_from_slice(&b.buf);
-        a.count += b.count;
+        self.nodes[k].absorb(b);
         true
     }
 
@@ -646,9 +902,7 @@ impl QuickList {
             match w {
                 Some(wi) if self.may_merge(&self.nodes[wi], &self.nodes[r]) => {
                     let b = std::mem::take(&mut self.nodes[r]);
-                    let a = &mut self.nodes[wi];
-                    a.buf.extend_from_slice(&b.buf);
-                    a.count += b.count;
+                    self.nodes[wi].absorb(b);
                 }
                 _ => {
                     let wi = w.map_or(lo, |x| x + 1);
@@ -662,7 +916,8 @@ impl QuickList {
     }
 
     /// Removes `n` elements starting at element `start` (clamped to the
-    /// end). Whole nodes are dropped without touching their bytes.
+    /// end). Whole nodes are dropped without touching (or decompressing)
+    /// their bytes.
     pub fn remove_range(&mut self, start: usize, n: usize) {
         let n = n.min(self.len.saturating_sub(start));
         if n == 0 {
@@ -673,14 +928,17 @@ impl QuickList {
             self.len = 0;
             return;
         }
-        let p = self.locate(start);
+        let old_nodes = self.nodes.len();
+        let (k0, idx) = self.locate_node(start);
         let mut rest = n;
-        let mut k = p.node;
-        if p.idx > 0 {
+        let mut k = k0;
+        if idx > 0 {
             let node = &mut self.nodes[k];
-            let to = (p.idx + rest).min(node.count as usize);
-            node.remove_entries(p.idx, p.off, to);
-            rest -= to - p.idx;
+            node.decompress();
+            let off = node.offset_of(idx);
+            let to = (idx + rest).min(node.count as usize);
+            node.remove_entries(idx, off, to);
+            rest -= to - idx;
             k += 1;
         }
         let mut j = k;
@@ -690,14 +948,14 @@ impl QuickList {
         }
         self.nodes.drain(k..j);
         if rest > 0 {
-            self.nodes[k].remove_entries(0, 0, rest);
+            let node = &mut self.nodes[k];
+            node.decompress();
+            node.remove_entries(0, 0, rest);
         }
         self.len -= n;
-        if k > 0 {
-            self.merge_around(k - 1);
-        } else {
-            self.merge_around(0);
-        }
+        self.merge_around(k.saturating_sub(1));
+        // Touched: the trimmed nodes (k0, k) and what merges took in.
+        self.settle_changed(k0.saturating_sub(2), k0 + 2, old_nodes);
     }
 
     /// Removes elements equal to `v`: the first `count` from the head
@@ -712,6 +970,7 @@ impl QuickList {
         let from_tail = count < 0;
         let mut removed = 0;
         let mut hits: Vec<(usize, usize)> = Vec::new();
+        let mut tmp: Vec<u8> = Vec::new();
         let nn = self.nodes.len();
         let (mut lo, mut hi) = (usize::MAX, 0);
         for step in 0..nn {
@@ -721,16 +980,30 @@ impl QuickList {
             let k = if from_tail { nn - 1 - step } else { step };
             let node = &mut self.nodes[k];
             hits.clear();
-            let mut off = 0;
-            while off < node.buf.len() {
-                let (e, next) = node.entry_at(off);
-                if e == v {
-                    hits.push((off, next));
+            {
+                // A compressed node is searched in a temporary and only
+                // kept decompressed when something goes.
+                let buf: &[u8] = if node.is_lzf() {
+                    node.inflate_into(&mut tmp);
+                    &tmp
+                } else {
+                    &node.buf
+                };
+                let mut off = 0;
+                while off < buf.len() {
+                    let (e, next) = entry_in(buf, off);
+                    if e == v {
+                        hits.push((off, next));
+                    }
+                    off = next;
                 }
-                off = next;
             }
             if hits.is_empty() {
                 continue;
+            }
+            if node.is_lzf() {
+                node.buf = NodeBuf::from(std::mem::take(&mut tmp));
+                node.lzf_raw = 0;
             }
             let take = hits.len().min(quota);
             let sel = if from_tail {
@@ -757,74 +1030,125 @@ impl QuickList {
         }
         self.len -= removed;
         self.compact(lo, hi + 1);
+        // compact keeps fewer nodes than it was given, from `lo - 1` on.
+        self.settle_changed(lo.saturating_sub(1), hi + 2, nn);
         removed
     }
+
+    /// Index of the first element equal to `v`.
+    pub fn position(&self, v: &[u8]) -> Option<usize> {
+        let mut it = self.iter();
+        let mut i = 0;
+        while let Some(e) = it.next() {
+            if e == v {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Copies of all the elements, from the head.
+    pub fn to_vecs(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.len);
+        self.iter().copy_into(self.len, &mut out);
+        out
+    }
+
+    // -------------------------------------------------------- iteration
 
     /// Elements from the head.
     pub fn iter(&self) -> Iter<'_> {
         self.iter_from(0)
     }
 
-    /// Elements from element `i` towards the tail.
-    pub fn iter_from(&self, i: usize) -> Iter<'_> {
-        if i >= self.len {
-            return Iter {
-                ql: self,
-                node: self.nodes.len(),
-                off: 0,
-                left: 0,
-            };
-        }
-        let p = self.locate(i);
+    fn cursor(&self, rev: bool) -> Iter<'_> {
         Iter {
             ql: self,
-            node: p.node,
-            off: p.off,
-            left: self.len - i,
+            node: 0,
+            pos: 0,
+            left: 0,
+            rev,
+            tmp: Vec::new(),
+            in_tmp: false,
         }
+    }
+
+    /// Elements from element `i` towards the tail.
+    pub fn iter_from(&self, i: usize) -> Iter<'_> {
+        let mut it = self.cursor(false);
+        if i < self.len {
+            let (k, idx) = self.locate_node(i);
+            it.enter(k);
+            it.pos = offset_in(it.buf(), self.nodes[k].count as usize, idx);
+            it.left = self.len - i;
+        }
+        it
     }
 
     /// Elements from the tail towards the head.
-    pub fn iter_rev(&self) -> RevIter<'_> {
-        RevIter {
-            ql: self,
-            node: self.nodes.len().wrapping_sub(1),
-            end: self.nodes.back().map_or(0, |n| n.buf.len()),
-            left: self.len,
+    pub fn iter_rev(&self) -> Iter<'_> {
+        match self.len {
+            0 => self.cursor(true),
+            n => self.iter_rev_from(n - 1),
         }
     }
 
-    /// Elements from element `i` towards the head.
-    pub fn iter_rev_from(&self, i: usize) -> RevIter<'_> {
-        if i >= self.len {
-            return self.iter_rev();
+    /// Elements from element `i` towards the head (from the tail when `i`
+    /// is past the end).
+    pub fn iter_rev_from(&self, i: usize) -> Iter<'_> {
+        let mut it = self.cursor(true);
+        if self.len == 0 {
+            return it;
         }
-        let p = self.locate(i);
-        let end = self.nodes[p.node].entry_at(p.off).1;
-        RevIter {
-            ql: self,
-            node: p.node,
-            end,
-            left: i + 1,
-        }
+        let i = i.min(self.len - 1);
+        let (k, idx) = self.locate_node(i);
+        it.enter(k);
+        it.pos = offset_in(it.buf(), self.nodes[k].count as usize, idx + 1);
+        it.left = i + 1;
+        it
     }
 
     /// Checks the invariants; panics with a description if one fails.
     pub fn check(&self) {
         let mut total = 0;
+        let mut tmp = Vec::new();
         for (k, n) in self.nodes.iter().enumerate() {
             assert!(n.count > 0, "node {k} empty");
+            let buf: &[u8] = if n.is_lzf() {
+                assert!(
+                    n.buf.len() + MIN_COMPRESS_IMPROVE < n.lzf_raw as usize,
+                    "node {k} compressed for nothing"
+                );
+                n.inflate_into(&mut tmp);
+                &tmp
+            } else {
+                &n.buf
+            };
+            if self.is_inner(k) {
+                if !n.is_lzf() {
+                    let mut c = n.clone();
+                    c.compress();
+                    assert!(!c.is_lzf(), "inner node {k} of {} raw", self.nodes.len());
+                }
+            } else {
+                assert!(
+                    !n.is_lzf(),
+                    "outer node {k} of {} compressed",
+                    self.nodes.len()
+                );
+            }
             let mut off = 0;
             let mut c = 0;
-            while off < n.buf.len() {
-                off = n.entry_at(off).1;
+            while off < buf.len() {
+                off = entry_in(buf, off).1;
                 c += 1;
             }
-            assert_eq!(off, n.buf.len(), "node {k} entries overrun");
+            assert_eq!(off, buf.len(), "node {k} entries overrun");
             assert_eq!(c, n.count as usize, "node {k} count");
-            let mut end = n.buf.len();
+            let mut end = buf.len();
             for _ in 0..c {
-                end = read_back(&n.buf, end).0;
+                end = read_back(buf, end).0;
             }
             assert_eq!(end, 0, "node {k} backward walk");
             total += c;
@@ -833,70 +1157,99 @@ impl QuickList {
     }
 }
 
-/// Forward iterator; see [`QuickList::iter_from`].
+/// A cursor over elements, towards the tail ([`QuickList::iter_from`]) or
+/// the head ([`QuickList::iter_rev_from`]). It lends each element
+/// (`next` borrows the cursor): an element of a compressed node lives in
+/// the cursor's buffer, where the node is decompressed when reached.
 pub struct Iter<'a> {
     ql: &'a QuickList,
     node: usize,
-    off: usize,
+    /// Forward: offset of the next entry; backward: end of the next entry.
+    pos: usize,
     left: usize,
+    rev: bool,
+    /// The entries of the current node when it is compressed.
+    tmp: Vec<u8>,
+    in_tmp: bool,
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = &'a [u8];
+impl Iter<'_> {
+    /// Moves to node `k`, decompressing it into the buffer if needed.
+    fn enter(&mut self, k: usize) {
+        self.node = k;
+        let n = &self.ql.nodes[k];
+        self.in_tmp = n.is_lzf();
+        if self.in_tmp {
+            n.inflate_into(&mut self.tmp);
+        }
+    }
+
     #[inline]
-    fn next(&mut self) -> Option<&'a [u8]> {
+    fn buf(&self) -> &[u8] {
+        if self.in_tmp {
+            &self.tmp
+        } else {
+            &self.ql.nodes[self.node].buf
+        }
+    }
+
+    /// The next element, or `None` at the end.
+    // A lending iterator cannot implement `Iterator`; see the type.
+    #[allow(clippy::should_implement_trait)]
+    #[inline]
+    pub fn next(&mut self) -> Option<&[u8]> {
         if self.left == 0 {
             return None;
         }
-        let mut n = &self.ql.nodes[self.node];
-        if self.off >= n.buf.len() {
-            self.node += 1;
-            self.off = 0;
-            n = &self.ql.nodes[self.node];
-        }
-        let (e, next) = n.entry_at(self.off);
-        self.off = next;
         self.left -= 1;
-        Some(e)
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl ExactSizeIterator for Iter<'_> {}
-
-/// Backward iterator; see [`QuickList::iter_rev_from`].
-pub struct RevIter<'a> {
-    ql: &'a QuickList,
-    node: usize,
-    end: usize,
-    left: usize,
-}
-
-impl<'a> Iterator for RevIter<'a> {
-    type Item = &'a [u8];
-    #[inline]
-    fn next(&mut self) -> Option<&'a [u8]> {
-        if self.left == 0 {
-            return None;
+        if !self.rev {
+            if self.pos >= self.buf().len() {
+                self.enter(self.node + 1);
+                self.pos = 0;
+            }
+            let buf: &[u8] = if self.in_tmp {
+                &self.tmp
+            } else {
+                &self.ql.nodes[self.node].buf
+            };
+            let (p, n) = read_fwd(buf, self.pos);
+            self.pos = p + n + varint_len(n);
+            Some(&buf[p..p + n])
+        } else {
+            if self.pos == 0 {
+                self.enter(self.node - 1);
+                self.pos = self.buf().len();
+            }
+            let buf: &[u8] = if self.in_tmp {
+                &self.tmp
+            } else {
+                &self.ql.nodes[self.node].buf
+            };
+            let (start, p, l) = read_back(buf, self.pos);
+            self.pos = start;
+            Some(&buf[p..p + l])
         }
-        if self.end == 0 {
-            self.node -= 1;
-            self.end = self.ql.nodes[self.node].buf.len();
-        }
-        let buf = &self.ql.nodes[self.node].buf;
-        let (start, p, l) = read_back(buf, self.end);
-        self.end = start;
-        self.left -= 1;
-        Some(&buf[p..p + l])
     }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
+
+    /// Appends copies of up to `n` more elements to `out`.
+    pub fn copy_into(mut self, n: usize, out: &mut Vec<Vec<u8>>) {
+        for _ in 0..n {
+            match self.next() {
+                Some(e) => out.push(e.to_vec()),
+                None => break,
+            }
+        }
+    }
+
+    /// Elements left.
+    pub fn len(&self) -> usize {
+        self.left
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
     }
 }
-
-impl ExactSizeIterator for RevIter<'_> {}
 
 #[cfg(test)]
 mod tests;

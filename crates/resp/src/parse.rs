@@ -382,6 +382,10 @@ impl OwnedArgs {
         self.buf.clear();
         self.ranges.clear();
     }
+    /// Bytes of capacity held (argument bytes and their ranges).
+    pub fn capacity_bytes(&self) -> usize {
+        self.buf.capacity() + self.ranges.capacity() * std::mem::size_of::<Range<usize>>()
+    }
     pub fn from_slices<T: AsRef<[u8]>>(items: &[T]) -> Self {
         let mut o = OwnedArgs::default();
         for i in items {

@@ -2,13 +2,21 @@ use super::*;
 use proptest::prelude::*;
 use std::collections::VecDeque;
 
+/// What is left of a cursor, copied.
+fn rest(mut it: Iter<'_>) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(e) = it.next() {
+        out.push(e.to_vec());
+    }
+    out
+}
+
 fn model_eq(ql: &QuickList, m: &VecDeque<Vec<u8>>) {
     ql.check();
     assert_eq!(ql.len(), m.len());
-    let fwd: Vec<&[u8]> = ql.iter().collect();
-    let want: Vec<&[u8]> = m.iter().map(|v| &v[..]).collect();
-    assert_eq!(fwd, want);
-    let mut rev: Vec<&[u8]> = ql.iter_rev().collect();
+    let want: Vec<Vec<u8>> = m.iter().cloned().collect();
+    assert_eq!(ql.to_vecs(), want);
+    let mut rev = rest(ql.iter_rev());
     rev.reverse();
     assert_eq!(rev, want);
 }
@@ -98,7 +106,7 @@ fn node_caps_by_count_and_bytes() {
     let q = from(-5, &[b"a", &huge[..], b"b"]);
     assert_eq!(q.node_count(), 3);
     q.check();
-    assert_eq!(q.get(1), Some(&huge[..]));
+    assert_eq!(q.get(1).as_deref(), Some(&huge[..]));
     // Out-of-range fills clamp as Redis's quicklistSetFill.
     assert_eq!(QuickList::new(-100).fill(), -5);
     assert_eq!(QuickList::new(1 << 20).fill(), FILL_MAX);
@@ -121,7 +129,7 @@ fn index_walks_from_either_end() {
             q.push_back(i);
         }
         for (i, it) in items.iter().enumerate() {
-            assert_eq!(q.get(i), Some(&it[..]), "fill {fill} index {i}");
+            assert_eq!(q.get(i).as_deref(), Some(&it[..]), "fill {fill} index {i}");
             assert_eq!(q.iter_from(i).next(), Some(&it[..]));
             assert_eq!(q.iter_rev_from(i).next(), Some(&it[..]));
             assert_eq!(q.iter_from(i).len(), items.len() - i);
@@ -129,17 +137,15 @@ fn index_walks_from_either_end() {
         }
         assert_eq!(q.get(257), None);
         assert_eq!(q.iter_from(257).next(), None);
-        let tail: Vec<&[u8]> = q.iter_from(250).collect();
-        assert_eq!(tail.len(), 7);
-        let head: Vec<&[u8]> = q.iter_rev_from(3).collect();
-        assert_eq!(head, vec![b"3", b"2", b"1", b"0"]);
+        assert_eq!(rest(q.iter_from(250)).len(), 7);
+        assert_eq!(rest(q.iter_rev_from(3)), vec![b"3", b"2", b"1", b"0"]);
     }
 }
 
 #[test]
 fn insert_splits_full_nodes() {
     let mut q = from(3, &[b"a", b"b", b"c", b"d", b"e", b"f"]);
-    let mut m: VecDeque<Vec<u8>> = q.iter().map(|e| e.to_vec()).collect();
+    let mut m: VecDeque<Vec<u8>> = q.to_vecs().into();
     assert_eq!(q.node_count(), 2);
     // Middle of a full node: split.
     q.insert(1, b"X");
@@ -158,7 +164,7 @@ fn insert_splits_full_nodes() {
 #[test]
 fn set_replaces_and_resizes() {
     let mut q = from(2, &[b"a", b"b", b"c", b"d", b"e"]);
-    let mut m: VecDeque<Vec<u8>> = q.iter().map(|e| e.to_vec()).collect();
+    let mut m: VecDeque<Vec<u8>> = q.to_vecs().into();
     let long = vec![b'L'; 300];
     for (i, v) in [
         (0, &b"A"[..]),
@@ -174,10 +180,7 @@ fn set_replaces_and_resizes() {
     assert!(!q.set(5, b"x"));
     let mut one = from(0, &[b"a", b"b", b"c"]);
     assert!(one.set(1, b"longer"));
-    assert_eq!(
-        one.iter().collect::<Vec<_>>(),
-        vec![&b"a"[..], b"longer", b"c"]
-    );
+    assert_eq!(one.to_vecs(), vec![&b"a"[..], b"longer", b"c"]);
     one.check();
 }
 
@@ -231,7 +234,7 @@ fn remove_matching_edges() {
                 "fill {fill} count {count}"
             );
             q.check();
-            assert_eq!(q.iter().collect::<Vec<_>>(), want.to_vec());
+            assert_eq!(q.to_vecs(), want.to_vec());
         }
         let mut q = from(fill, base);
         assert_eq!(q.remove_matching(b"zz", 0), 0);
@@ -304,52 +307,223 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Applies `ops` to a list of `fill` and `depth` and to a model, checking
+/// the invariants (compression included) after each.
+fn run_model(fill: i32, depth: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut q = QuickList::with_compress(fill, depth);
+    let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+    for o in ops {
+        match o {
+            Op::PushFront(v) => {
+                q.push_front(&v);
+                m.push_front(v);
+            }
+            Op::PushBack(v) => {
+                q.push_back(&v);
+                m.push_back(v);
+            }
+            Op::PopFront => {
+                prop_assert_eq!(q.pop_front(), m.pop_front().is_some());
+            }
+            Op::PopBack => {
+                prop_assert_eq!(q.pop_back(), m.pop_back().is_some());
+            }
+            Op::Insert(i, v) => {
+                let i = i.min(m.len());
+                q.insert(i, &v);
+                m.insert(i, v);
+            }
+            Op::Set(i, v) => {
+                let ok = i < m.len();
+                prop_assert_eq!(q.set(i, &v), ok);
+                if ok {
+                    m[i] = v;
+                }
+            }
+            Op::RemoveRange(s, n) => {
+                q.remove_range(s, n);
+                let e = (s + n).min(m.len());
+                if s < e {
+                    m.drain(s..e);
+                }
+            }
+            Op::RemoveMatching(v, c) => {
+                let mut idx: Vec<usize> = m
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| **e == v)
+                    .map(|(i, _)| i)
+                    .collect();
+                if c < 0 {
+                    idx.reverse();
+                }
+                if c != 0 {
+                    idx.truncate(c.unsigned_abs() as usize);
+                }
+                idx.sort_unstable();
+                for &i in idx.iter().rev() {
+                    m.remove(i);
+                }
+                prop_assert_eq!(q.remove_matching(&v, c), idx.len());
+            }
+        }
+        q.check();
+        prop_assert_eq!(q.len(), m.len());
+    }
+    model_eq(&q, &m);
+    for (i, want) in m.iter().enumerate() {
+        let got = q.get(i);
+        prop_assert_eq!(got.as_deref(), Some(&want[..]));
+        let mut it = q.iter_from(i);
+        prop_assert_eq!(it.next(), Some(&want[..]));
+        let mut it = q.iter_rev_from(i);
+        prop_assert_eq!(it.next(), Some(&want[..]));
+    }
+    let copy = q.clone();
+    prop_assert_eq!(&copy, &q);
+    Ok(())
+}
+
+/// Values that LZF shrinks: runs and repeated words, with a little noise.
+fn compressible() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (1usize..300, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+        (0usize..40, 0u32..1000)
+            .prop_map(|(n, k)| format!("item:{k}:{}", "ab".repeat(n)).into_bytes()),
+        prop::sample::select(vec![b"a".to_vec(), b"b".to_vec()]),
+    ]
+}
+
+fn op_with(v: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => v.clone().prop_map(Op::PushFront),
+        5 => v.clone().prop_map(Op::PushBack),
+        2 => Just(Op::PopFront),
+        2 => Just(Op::PopBack),
+        3 => (0usize..400, v.clone()).prop_map(|(i, v)| Op::Insert(i, v)),
+        3 => (0usize..400, v.clone()).prop_map(|(i, v)| Op::Set(i, v)),
+        1 => (0usize..400, 0usize..60).prop_map(|(s, n)| Op::RemoveRange(s, n)),
+        1 => (v, -3i64..3).prop_map(|(v, c)| Op::RemoveMatching(v, c)),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
     #[test]
     fn model(fill in prop::sample::select(vec![-5, -2, -1, 0, 1, 2, 3, 7, 128]),
              ops in prop::collection::vec(op(), 0..300)) {
-        let mut q = QuickList::new(fill);
-        let mut m: VecDeque<Vec<u8>> = VecDeque::new();
-        for o in ops {
-            match o {
-                Op::PushFront(v) => { q.push_front(&v); m.push_front(v); }
-                Op::PushBack(v) => { q.push_back(&v); m.push_back(v); }
-                Op::PopFront => { prop_assert_eq!(q.pop_front(), m.pop_front().is_some()); }
-                Op::PopBack => { prop_assert_eq!(q.pop_back(), m.pop_back().is_some()); }
-                Op::Insert(i, v) => {
-                    let i = i.min(m.len());
-                    q.insert(i, &v);
-                    m.insert(i, v);
-                }
-                Op::Set(i, v) => {
-                    let ok = i < m.len();
-                    prop_assert_eq!(q.set(i, &v), ok);
-                    if ok { m[i] = v; }
-                }
-                Op::RemoveRange(s, n) => {
-                    q.remove_range(s, n);
-                    let e = (s + n).min(m.len());
-                    if s < e { m.drain(s..e); }
-                }
-                Op::RemoveMatching(v, c) => {
-                    let mut idx: Vec<usize> =
-                        m.iter().enumerate().filter(|(_, e)| **e == v).map(|(i, _)| i).collect();
-                    if c < 0 { idx.reverse(); }
-                    if c != 0 { idx.truncate(c.unsigned_abs() as usize); }
-                    idx.sort_unstable();
-                    for &i in idx.iter().rev() { m.remove(i); }
-                    prop_assert_eq!(q.remove_matching(&v, c), idx.len());
-                }
-            }
-            q.check();
-            prop_assert_eq!(q.len(), m.len());
-        }
-        model_eq(&q, &m);
-        for (i, want) in m.iter().enumerate() {
-            prop_assert_eq!(q.get(i), Some(&want[..]));
-        }
+        run_model(fill, 0, ops)?;
     }
+
+    /// Compressed lists: small nodes so there are many, depths 1..=3.
+    #[test]
+    fn model_compressed(fill in prop::sample::select(vec![-1, 0, 1, 2, 4, 16]),
+                        depth in 1u32..=3,
+                        ops in prop::collection::vec(
+                            op_with(prop_oneof![3 => compressible(), 1 => value()].boxed()),
+                            0..400)) {
+        run_model(fill, depth, ops)?;
+    }
+}
+
+#[test]
+fn inner_nodes_are_compressed() {
+    let elem = |i: usize| format!("element:{:06}:{}", i, "abcd".repeat(8)).into_bytes();
+    for depth in 1..=3u32 {
+        let mut q = QuickList::with_compress(16, depth);
+        let mut m = VecDeque::new();
+        for i in 0..320 {
+            if i % 2 == 0 {
+                q.push_back(&elem(i));
+                m.push_back(elem(i));
+            } else {
+                q.push_front(&elem(i));
+                m.push_front(elem(i));
+            }
+        }
+        // 21 nodes (16 elements each, the first node shared by both
+        // sides); all but `depth` at each end compressed.
+        assert_eq!(q.node_count(), 21);
+        assert_eq!(
+            q.compressed_nodes(),
+            21 - 2 * depth as usize,
+            "depth {depth}"
+        );
+        model_eq(&q, &m);
+        // Changes in the middle leave it compressed.
+        assert!(q.set(150, b"x"));
+        m[150] = b"x".to_vec();
+        q.insert(100, &elem(999));
+        m.insert(100, elem(999));
+        q.remove_range(40, 30);
+        m.drain(40..70);
+        model_eq(&q, &m);
+        assert!(q.compressed_nodes() >= q.node_count() - 2 * depth as usize - 1);
+        assert_eq!(q.get(200).as_deref(), Some(&m[200][..]));
+        // Popping down to 2 * depth nodes leaves every node raw.
+        while q.node_count() > 2 * depth as usize {
+            q.pop_back();
+            m.pop_back();
+        }
+        assert_eq!(q.compressed_nodes(), 0);
+        model_eq(&q, &m);
+    }
+    // Depth 0 never compresses; tiny or incompressible nodes stay raw.
+    let mut q = QuickList::new(16);
+    for i in 0..320 {
+        q.push_back(&elem(i));
+    }
+    assert_eq!(q.compressed_nodes(), 0);
+    let mut q = QuickList::with_compress(4, 1);
+    for _ in 0..40 {
+        q.push_back(b"ab");
+    }
+    assert_eq!(q.compressed_nodes(), 0, "nodes under 48 bytes");
+    q.check();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut q = QuickList::with_compress(4, 1);
+    for _ in 0..40 {
+        let v: Vec<u8> = (0..40)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        q.push_back(&v);
+    }
+    assert_eq!(q.compressed_nodes(), 0, "random bytes do not compress");
+    q.check();
+    assert_eq!(
+        QuickList::with_compress(-2, u32::MAX).compress_depth(),
+        COMPRESS_MAX
+    );
+}
+
+#[test]
+fn compression_saves_memory() {
+    let mut plain = QuickList::new(-2);
+    let mut packed = QuickList::with_compress(-2, 1);
+    for i in 0..100_000u32 {
+        let v = format!("user:{:08}:session-active", i % 1000);
+        plain.push_back(v.as_bytes());
+        packed.push_back(v.as_bytes());
+    }
+    packed.check();
+    assert!(packed.compressed_nodes() > 0);
+    assert!(
+        packed.heap_bytes() * 3 < plain.heap_bytes(),
+        "{} vs {}",
+        packed.heap_bytes(),
+        plain.heap_bytes()
+    );
+    assert_eq!(packed, plain);
+    // Reading leaves the list as it was.
+    let before = packed.heap_bytes();
+    assert_eq!(packed.to_vecs().len(), 100_000);
+    assert_eq!(packed.position(b"user:00000999:session-active"), Some(999));
+    assert_eq!(packed.heap_bytes(), before);
 }
 
 /// Front pushes and pops into large nodes use the room before the
@@ -391,15 +565,11 @@ fn front_room_keeps_the_list_exact() {
             }
             if step % 997 == 0 {
                 q.check();
-                assert!(
-                    q.iter().eq(m.iter().map(|v| &v[..])),
-                    "fill {fill} step {step}"
-                );
+                assert_eq!(q.to_vecs(), Vec::from(m.clone()), "fill {fill} step {step}");
             }
         }
         q.check();
-        assert!(q.iter().eq(m.iter().map(|v| &v[..])));
-        assert!(q.iter_rev().eq(m.iter().rev().map(|v| &v[..])));
+        model_eq(&q, &m);
         assert_eq!(q.len(), m.len());
     }
 }

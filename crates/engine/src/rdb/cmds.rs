@@ -61,7 +61,8 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
             }
         }
         Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
-            for item in l.iter() {
+            let mut it = l.iter();
+            while let Some(item) = it.next() {
                 f(item);
             }
         }),

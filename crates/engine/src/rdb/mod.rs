@@ -30,11 +30,12 @@
 //! read from the input beyond what the input can back (see `read.rs`).
 
 mod cmds;
-mod lzf;
 pub mod pack;
 mod read;
 
 use std::fmt;
+
+use ds::lzf;
 
 use crate::db::Entry;
 use crate::types::{EncLimits, Set};
@@ -298,7 +299,7 @@ fn write_body(out: &mut Vec<u8>, v: &Value, t: u8, compress: bool) {
             Str::Emb(b) => write_string(out, b, compress),
             Str::Raw(b) => write_string(out, b, compress),
         },
-        Value::List(l) => write_list_nodes(out, l.iter(), l.fill(), compress),
+        Value::List(l) => write_list_nodes(out, l, compress),
         Value::Set(s) => write_set(out, s, t, compress),
         Value::ZSet(z) => {
             if t == T_ZSET_LISTPACK {
@@ -383,15 +384,14 @@ fn node_allows(node_bytes: usize, count: usize, len: usize, fill: i32) -> bool {
 
 /// A list as quicklist 2 nodes: listpacks filled as Redis 7.0 fills the
 /// tail node on RPUSH (so a list built by pushes gets Redis's nodes).
-fn write_list_nodes<'a>(
-    out: &mut Vec<u8>,
-    items: impl Iterator<Item = &'a [u8]>,
-    fill: i32,
-    compress: bool,
-) {
+fn write_list_nodes(out: &mut Vec<u8>, l: &ds::QuickList, compress: bool) {
+    let fill = l.fill();
     let mut nodes: Vec<Vec<u8>> = Vec::new();
     let mut cur = LpWriter::new();
-    for it in items {
+    // Our nodes are not listpacks: compressed ones are read decompressed
+    // and every node is re-packed.
+    let mut items = l.iter();
+    while let Some(it) = items.next() {
         if cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill) {
             nodes.push(std::mem::take(&mut cur).finish());
         }
@@ -401,8 +401,24 @@ fn write_list_nodes<'a>(
         nodes.push(cur.finish());
     }
     write_len(out, nodes.len() as u64);
-    for n in &nodes {
+    let depth = l.compress_depth() as usize;
+    let count = nodes.len();
+    for (k, n) in nodes.iter().enumerate() {
         write_len(out, QL_PACKED);
+        // Redis saves a node its list holds compressed as that LZF blob
+        // whatever `rdbcompression` says. With compression on, the blob
+        // is the bytes `write_string` produces anyway (same compressor,
+        // and a node compressed saves more than write_string requires).
+        let inner = depth != 0 && k >= depth && k + depth < count;
+        if inner && !compress && n.len() >= 48 {
+            if let Some(c) = lzf::compress(n, n.len()).filter(|c| c.len() + 8 < n.len()) {
+                out.push(0xC0 | ENC_LZF);
+                write_len(out, c.len() as u64);
+                write_len(out, n.len() as u64);
+                out.extend_from_slice(&c);
+                continue;
+            }
+        }
         write_string(out, n, compress);
     }
 }

@@ -66,7 +66,7 @@ pub(crate) enum Canon {
 pub(crate) fn canon(v: &Value) -> Canon {
     match v {
         Value::Str(s) => Canon::Str(s.as_bytes().into_owned()),
-        Value::List(l) => Canon::List(l.iter().map(<[u8]>::to_vec).collect()),
+        Value::List(l) => Canon::List(l.to_vecs()),
         Value::Set(st) => {
             let mut m: Vec<Vec<u8>> = st
                 .iter()
@@ -613,4 +613,36 @@ fn loads_redis_written_file() {
     assert!(by_key("ttl").expire_at_ms > 0);
     assert_eq!(by_key("list_big").value.elements(), 10_000);
     assert_eq!(by_key("db1").db, 1);
+}
+
+/// A list under `list-compress-depth 1` saved with `rdbcompression no`:
+/// Redis still writes its compressed inner nodes as LZF blobs. The bytes
+/// are Redis 7.0.15's DUMP of the same list (fill 2, depth 1, built by
+/// RPUSH) without its version and CRC footer.
+#[test]
+fn compressed_inner_nodes_saved_as_lzf_blobs() {
+    let enc = EncLimits {
+        list_max_listpack_size: 2,
+        list_compress_depth: 1,
+        ..EncLimits::default()
+    };
+    let mut l = List::new(&enc);
+    for i in 1..=6 {
+        l.push_back(format!("{}{i}", "a".repeat(38)).as_bytes());
+    }
+    assert_eq!(l.compressed_nodes(), 1);
+    let v = Value::List(l);
+    let mut out = Vec::new();
+    write_value(&mut out, &v, false);
+    let want = concat!(
+        "1203024059590000000200a7616161616161616161616161616161616161616161616161",
+        "61616161616161616161616161613128a761616161616161616161616161616161616161",
+        "616161616161616161616161616161616161613228ff02c316405907590000000200a761",
+        "e01c00013328e01e28023428ff024059590000000200a761616161616161616161616161",
+        "616161616161616161616161616161616161616161616161613528a76161616161616161",
+        "6161616161616161616161616161616161616161616161616161616161613628ff",
+    );
+    assert_eq!(hex(&out), want);
+    let back = restore_payload(&dump_payload(&v), enc).unwrap();
+    assert_eq!(canon(&back), canon(&v));
 }

@@ -205,6 +205,19 @@ fn compress_with(input: &[u8], out_len: usize, htab: &mut Htab) -> Option<Vec<u8
 /// Decompresses `input` that must expand to exactly `out_len` bytes.
 pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     let mut out: Vec<u8> = Vec::with_capacity(out_len);
+    decompress_into(input, out_len, &mut out).then_some(out)
+}
+
+/// As [`decompress`], into `out` (cleared first, its allocation reused);
+/// false when `input` is corrupt or does not expand to exactly `out_len`
+/// bytes (`out` then holds a partial result).
+pub fn decompress_into(input: &[u8], out_len: usize, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    out.reserve(out_len);
+    decode(input, out_len, out).is_some()
+}
+
+fn decode(input: &[u8], out_len: usize, out: &mut Vec<u8>) -> Option<()> {
     let mut ip = 0usize;
     while ip < input.len() {
         let ctrl = usize::from(input[ip]);
@@ -240,7 +253,7 @@ pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
             }
         }
     }
-    (out.len() == out_len).then_some(out)
+    (out.len() == out_len).then_some(())
 }
 
 #[cfg(test)]
