@@ -288,24 +288,6 @@ impl Aof {
         }
     }
 
-    /// INFO persistence's AOF fields (for the lead's INFO section).
-    #[allow(dead_code)] // INFO persistence (lead) calls it.
-    pub fn info(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let _ = write!(
-            out,
-            "aof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n\
-             aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\n\
-             aof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\n\
-             aof_last_write_status:{}\r\naof_last_cow_size:0\r\naof_current_size:{}\r\n",
-            if self.write_failed.load(Ordering::Relaxed) {
-                "err"
-            } else {
-                "ok"
-            },
-            self.written.load(Ordering::Relaxed)
-        );
-    }
 }
 
 /// Where the AOF files live.
