@@ -287,7 +287,6 @@ impl Aof {
             let _ = h.join();
         }
     }
-
 }
 
 /// Where the AOF files live.
