@@ -31,7 +31,7 @@ TMP=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2> /dev/null; rm -rf "$TMP"' EXIT
 
-rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+rss() { awk '/VmRSS/ {printf "%d\n", $2 * 1024}' "/proc/$1/status"; }
 field() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
 
 # The RESP for KEYS SETs of `size`-byte values, generated once per size.
@@ -81,5 +81,5 @@ for size in $SIZES; do
   gen "$size"
   run redis $PORT_BASE "$size" redis-server --port $PORT_BASE --save '' --appendonly no
   # shellcheck disable=SC2086
-  run tessera $((PORT_BASE + 1)) "$size" "$BIN" --port $((PORT_BASE + 1)) ${TESSERA_ARGS:-}
+  run tessera $((PORT_BASE + 1)) "$size" "$BIN" --port $((PORT_BASE + 1)) --save '' ${TESSERA_ARGS:-}
 done
