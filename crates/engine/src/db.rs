@@ -322,7 +322,7 @@ impl Db {
         let epoch = self.epoch;
         let snap = self.snap.as_deref_mut()?;
         let (k, e) = self.table.get_key_value_mut(key)?;
-        snap.visit(k, e, epoch);
+        snap.visit_before_change(k, e, epoch);
         Some(e)
     }
 
@@ -333,7 +333,7 @@ impl Db {
         let epoch = self.epoch;
         if let Some(snap) = self.snap.as_deref_mut() {
             if let Some((k, e)) = self.table.get_key_value_mut(key) {
-                snap.visit(k, e, epoch);
+                snap.visit_before_change(k, e, epoch);
             }
         }
     }
