@@ -479,7 +479,9 @@ fn redis_loads_tessera_files_and_tessera_loads_redis_files() {
         snapshot(&mut con)
     };
     let d = dir.to_str().unwrap();
-    let r = Server::redis(&["--appendonly", "yes", "--dir", d]);
+    // `always`: Redis is killed below, and under `everysec` it may
+    // postpone its write while a background fsync runs.
+    let r = Server::redis(&["--appendonly", "yes", "--appendfsync", "always", "--dir", d]);
     let mut con = r.conn();
     assert_eq!(snapshot(&mut con), before);
     let _: () = con.set("from-redis", "1").unwrap();

@@ -223,7 +223,14 @@ fn redis_loads_a_rewritten_aof_and_tessera_loads_redis_rdb_preamble() {
     let _: () = c.set("after", 2).unwrap();
     drop(c);
     drop(s);
-    let r = Server::redis(&["--dir", dir.path(), "--appendonly", "yes"]);
+    let r = Server::redis(&[
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
     let mut c = r.conn();
     assert_eq!(c.get::<_, u64>("a").unwrap(), 1);
     assert_eq!(c.get::<_, u64>("after").unwrap(), 2);
@@ -371,7 +378,14 @@ fn rewrite_without_rdb_preamble_writes_commands() {
     drop(c);
     drop(s);
     if redis_available() {
-        let r = Server::redis(&["--dir", dir.path(), "--appendonly", "yes"]);
+        let r = Server::redis(&[
+            "--dir",
+            dir.path(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ]);
         let mut c = r.conn();
         assert_eq!(c.get::<_, String>("s").unwrap(), "v");
         assert_eq!(c.zcard::<_, u64>("z").unwrap(), 150);
