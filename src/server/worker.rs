@@ -436,6 +436,7 @@ impl Worker {
         w.core.shard.prop.on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
+        w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
         commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
@@ -1458,6 +1459,7 @@ impl Worker {
             log::set_level(self.core.cfg.loglevel);
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
+            self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
             if let Some(a) = &self.core.aof {
                 let p = self
                     .core

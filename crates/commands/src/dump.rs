@@ -41,9 +41,10 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 /// null if the key does not exist.
 fn dump(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let touch = ctx.touch();
+    let compress = ctx.shard.rdb_compression;
     match ctx.shard.lookup_read(ctx.db, args.get(1), touch) {
         Some(e) => {
-            let p = rdb::dump_payload(&e.value);
+            let p = rdb::dump_payload_with(&e.value, compress);
             ctx.out.bulk(&p);
         }
         None => ctx.out.null(),

@@ -58,6 +58,9 @@ pub struct Shard {
     /// Collection encoding thresholds (`hash-max-listpack-entries` ...),
     /// set by the owning loop from the configuration.
     pub enc: EncLimits,
+    /// `rdbcompression`: DUMP payloads LZF-compress long strings (set by
+    /// the owning loop from the configuration).
+    pub rdb_compression: bool,
     /// Records of this shard's changes for the append-only file (see
     /// [`prop`]); off unless `appendonly` is on.
     pub prop: prop::PropBuf,
@@ -76,6 +79,7 @@ impl Shard {
             expire_cursor_db: 0,
             lfu: None,
             enc: EncLimits::default(),
+            rdb_compression: true,
             prop: prop::PropBuf::default(),
             evict: evict::Evictor::default(),
         }

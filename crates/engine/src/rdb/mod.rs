@@ -435,8 +435,14 @@ pub fn write_eof(out: &mut Vec<u8>) {
 /// CRC64 of all that (Redis's `createDumpPayload`, with compression on, as
 /// `rdbcompression yes`).
 pub fn dump_payload(v: &Value) -> Vec<u8> {
+    dump_payload_with(v, true)
+}
+
+/// [`dump_payload`], compressing long strings only when `compress`
+/// (`rdbcompression`, which Redis's DUMP honours too).
+pub fn dump_payload_with(v: &Value, compress: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    write_value(&mut out, v, true);
+    write_value(&mut out, v, compress);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
