@@ -17,7 +17,8 @@
 mod parse;
 mod reply;
 
+pub use ds::num::format_double;
 pub use parse::{
     parse_request, string2ll, Args, Limits, OwnedArgs, Parsed, ProtoError, INLINE_MAX_SIZE,
 };
-pub use reply::{format_double, Reply};
+pub use reply::Reply;

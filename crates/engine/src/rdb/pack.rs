@@ -506,67 +506,9 @@ pub fn intset_encode(vals: impl ExactSizeIterator<Item = i64> + Clone, width: us
 
 // ----------------------------------------------------------------- doubles
 
-/// Redis 7.0's `d2string`: integral values in (-(2^52-1), 2^52) as
-/// integers, `inf`/`-inf`/`nan`, `-0`, otherwise C's `%.17g`. Used for the
-/// scores in a zset listpack.
-pub fn d2string(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    if d > -4_503_599_627_370_495.0 && d < 4_503_599_627_370_496.0 && d == (d as i64) as f64 {
-        return itoa::Buffer::new().format(d as i64).to_string();
-    }
-    g17(d)
-}
-
-/// C's `%.17g` of a finite, non-zero `d`.
-fn g17(d: f64) -> String {
-    const P: i32 = 17;
-    // Rust's `{:e}` rounds exactly (as glibc): 17 significant digits.
-    let e = format!("{:.*e}", (P - 1) as usize, d.abs());
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
-    let trim = |s: &str| s.trim_end_matches('0').to_string();
-    let mut out = String::with_capacity(24);
-    if d < 0.0 {
-        out.push('-');
-    }
-    if !(-4..P).contains(&exp) {
-        out.push_str(&digits[..1]);
-        let frac = trim(&digits[1..]);
-        if !frac.is_empty() {
-            out.push('.');
-            out.push_str(&frac);
-        }
-        out.push_str(&format!(
-            "e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        ));
-    } else if exp >= 0 {
-        let int_len = exp as usize + 1;
-        out.push_str(&digits[..int_len]);
-        let frac = trim(&digits[int_len..]);
-        if !frac.is_empty() {
-            out.push('.');
-            out.push_str(&frac);
-        }
-    } else {
-        out.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            out.push('0');
-        }
-        out.push_str(&trim(&digits));
-    }
-    out
-}
+/// Redis 7.0's `d2string` (the scores in a zset listpack): the same text
+/// as `%.17g` replies, so the one formatter serves both.
+pub use ds::num::format_double as d2string;
 
 /// Parses a score as Redis's `zzlStrtod` / `strtod`: decimal or
 /// exponent notation, `inf`, `-inf`; NaN is refused.
