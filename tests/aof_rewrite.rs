@@ -4,42 +4,23 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{redis_available, unique_temp_dir, Server};
+use common::{redis_available, wait_for, DataDir, Server};
 use redis::{Commands, Connection};
 
-struct DataDir(PathBuf);
-
-impl DataDir {
-    fn new(tag: &str) -> Self {
-        DataDir(unique_temp_dir(tag))
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-    fn manifest(&self) -> String {
-        std::fs::read_to_string(self.0.join("appendonlydir/appendonly.aof.manifest"))
-            .unwrap_or_default()
-    }
-    fn aof_files(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.0.join("appendonlydir"))
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+fn manifest(dir: &DataDir) -> String {
+    std::fs::read_to_string(dir.0.join("appendonlydir/appendonly.aof.manifest")).unwrap_or_default()
 }
 
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+fn aof_files(dir: &DataDir) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.0.join("appendonlydir"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 fn tessera(dir: &DataDir, extra: &[&str]) -> Server {
@@ -49,19 +30,7 @@ fn tessera(dir: &DataDir, extra: &[&str]) -> Server {
 }
 
 fn info(c: &mut Connection, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .to_string()
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::info_field(c, "persistence", field)
 }
 
 fn rewrites(c: &mut Connection) -> u64 {
@@ -107,11 +76,11 @@ fn rewrite_under_writes_then_kill_loses_nothing() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let last = writer.join().unwrap();
     assert_eq!(
-        dir.manifest(),
+        manifest(&dir),
         "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
     );
     assert_eq!(
-        dir.aof_files(),
+        aof_files(&dir),
         [
             "appendonly.aof.2.base.rdb",
             "appendonly.aof.2.incr.aof",
@@ -242,7 +211,7 @@ fn redis_loads_a_rewritten_aof_and_tessera_loads_redis_rdb_preamble() {
     let _: () = c.set("from-redis", 3).unwrap();
     drop(c);
     drop(r);
-    assert!(dir.manifest().contains(".base.rdb"), "{}", dir.manifest());
+    assert!(manifest(&dir).contains(".base.rdb"), "{}", manifest(&dir));
     let s = tessera(&dir, &["--shards", "3"]);
     let mut c = s.conn();
     let v: Vec<Option<u64>> = c.mget(&["a", "after", "from-redis"]).unwrap();
@@ -275,7 +244,7 @@ fn config_set_appendonly_at_runtime() {
         .unwrap();
     let _: () = c.set("after", 2).unwrap();
     let _: () = c.mset(&[("x", 2), ("y", 2), ("z", 2)]).unwrap();
-    assert!(dir.manifest().contains("base.rdb"), "{}", dir.manifest());
+    assert!(manifest(&dir).contains("base.rdb"), "{}", manifest(&dir));
     drop(c);
     drop(s); // SIGKILL
     let s = tessera(&dir, &["--shards", "3"]);
@@ -335,10 +304,9 @@ fn rewrite_without_rdb_preamble_writes_commands() {
     let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
     wait_for("the rewrite", || rewrites(&mut c) == 1);
     assert!(
-        dir.manifest()
-            .starts_with("file appendonly.aof.2.base.aof seq 2 type b\n"),
+        manifest(&dir).starts_with("file appendonly.aof.2.base.aof seq 2 type b\n"),
         "{}",
-        dir.manifest()
+        manifest(&dir)
     );
     let base = std::fs::read(dir.0.join("appendonlydir/appendonly.aof.2.base.aof")).unwrap();
     assert!(

@@ -7,19 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{info_field, Server};
 use redis::Connection;
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 const VALUE: usize = 1000;
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> String {
-    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .to_string()
-}
 
 fn used(c: &mut Connection) -> u64 {
     info_field(c, "memory", "used_memory").parse().unwrap()

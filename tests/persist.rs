@@ -7,30 +7,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{redis_available, unique_temp_dir, Server};
+use common::{redis_available, wait_for, DataDir, Server};
 use redis::{Commands, Connection, Value};
 
-/// A data directory that outlives the servers started on it.
-struct DataDir(PathBuf);
-
-impl DataDir {
-    fn new(tag: &str) -> Self {
-        DataDir(unique_temp_dir(tag))
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-    fn dump(&self) -> PathBuf {
-        self.0.join("dump.rdb")
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+fn dump(dir: &DataDir) -> PathBuf {
+    dir.0.join("dump.rdb")
 }
 
 fn tessera(dir: &DataDir, extra: &[&str]) -> Server {
@@ -53,20 +34,8 @@ fn shutdown(s: &mut Server, how: &[&str]) {
     }
 }
 
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn info_field(c: &mut Connection, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .to_string()
+    common::info_field(c, "persistence", field)
 }
 
 /// Fills databases 0 and 5 with every type, small and large encodings,
@@ -145,7 +114,7 @@ fn save_then_restart_with_another_shard_count_keeps_everything() {
     fill(&mut c);
     let before = contents(&mut c);
     assert_eq!(redis::cmd("SAVE").query::<String>(&mut c).unwrap(), "OK");
-    assert!(dir.dump().exists());
+    assert!(dump(&dir).exists());
     let lastsave: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
     assert!(lastsave > 1_700_000_000);
     assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
@@ -264,9 +233,9 @@ fn save_rules_fire_and_shutdown_saves() {
     assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "2");
     // Two changes: the rule (3 changes) is not met.
     std::thread::sleep(Duration::from_millis(1300));
-    assert!(!dir.dump().exists());
+    assert!(!dump(&dir).exists());
     let _: () = c.set("c", 3).unwrap();
-    wait_for("the save rule", || dir.dump().exists());
+    wait_for("the save rule", || dump(&dir).exists());
     wait_for("the counter reset", || {
         info_field(&mut c, "rdb_changes_since_last_save") == "0"
     });
@@ -291,11 +260,11 @@ fn shutdown_nosave_and_save_override_the_rules() {
     let mut s = tessera(&dir, &["--save", "3600 1"]);
     let _: () = s.conn().set("a", 1).unwrap();
     shutdown(&mut s, &["NOSAVE"]);
-    assert!(!dir.dump().exists());
+    assert!(!dump(&dir).exists());
     let mut s = tessera(&dir, &["--save", ""]);
     let _: () = s.conn().set("b", 1).unwrap();
     shutdown(&mut s, &["SAVE"]);
-    assert!(dir.dump().exists());
+    assert!(dump(&dir).exists());
     let s = tessera(&dir, &["--save", ""]);
     let v: Vec<Option<u64>> = s.conn().mget(&["a", "b"]).unwrap();
     assert_eq!(v, [None, Some(1)]);
@@ -343,7 +312,7 @@ fn a_corrupt_or_truncated_dump_stops_start_up_with_a_clear_error() {
     let mut s = tessera(&dir, &["--save", ""]);
     fill(&mut s.conn());
     shutdown(&mut s, &["SAVE"]);
-    let good = std::fs::read(dir.dump()).unwrap();
+    let good = std::fs::read(dump(&dir)).unwrap();
     for (what, bytes) in [
         ("truncated", good[..good.len() / 2].to_vec()),
         (
@@ -358,7 +327,7 @@ fn a_corrupt_or_truncated_dump_stops_start_up_with_a_clear_error() {
             b
         }),
     ] {
-        std::fs::write(dir.dump(), &bytes).unwrap();
+        std::fs::write(dump(&dir), &bytes).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args([
                 "--port",

@@ -877,6 +877,46 @@ impl Rng {
     }
 }
 
+/// A data directory (`--dir`) that outlives the servers started on it, so
+/// a test can restart a server on the same files. Removed on drop unless
+/// the test is failing (kept for inspection).
+pub struct DataDir(pub PathBuf);
+
+impl DataDir {
+    pub fn new(tag: &str) -> Self {
+        DataDir(unique_temp_dir(tag))
+    }
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("temp dir path is UTF-8")
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Polls `f` every 20 ms until it holds; fails the test after 30 s.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One field of `INFO <section>`, as text.
+pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
