@@ -971,7 +971,7 @@ fn keys_(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             env.shard.dbs[db]
                 .iter()
                 .filter(|(k, e)| (all || ds::glob_match(&pattern, k, false)) && !e.is_expired(now))
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| SmallBytes::from(k))
                 .collect::<Vec<SmallBytes>>()
         },
         |res, out, _| {
@@ -1232,7 +1232,7 @@ fn scan_collect(db: &engine::Db, mut cursor: u64, want: usize, mut budget: usize
     let mut keys = Vec::new();
     let mut calls = 0;
     loop {
-        cursor = db.scan(cursor, |k, _| keys.push(k.clone()));
+        cursor = db.scan(cursor, |k, _| keys.push(SmallBytes::from(k)));
         calls += 1;
         if cursor == 0 || budget == 0 || keys.len() >= want {
             break;

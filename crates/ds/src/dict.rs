@@ -43,12 +43,17 @@
 //!   every bucket an element can be in. Open addressing (SwissTable) moves
 //!   elements on insert/delete and loses that; Dragonfly's dashtable keeps it
 //!   with segments but is a much larger project. We match Redis first.
-//! * **The hash is stored in each node** (8 bytes per entry): a rehash then
-//!   never re-hashes keys (keys are arbitrary-length byte strings, and a
-//!   rehash of a large table would otherwise hash every key again), and a
-//!   chain walk compares hashes before keys, skipping nearly all `memcmp`s on
-//!   collisions. Each lookup hashes the key exactly once (`insert` uses the
-//!   same hash for its lookup and its insertion).
+//! * **No hash is stored in the nodes**: a node is `{ next, key, value }`,
+//!   so the keyspace's node (8 + 16-byte [`crate::TinyBytes`] key + 48-byte
+//!   entry = 72 bytes) fits glibc's 80-byte chunk; with an 8-byte hash it
+//!   took a 96-byte one (16 bytes per key, about 15 % of a small key's
+//!   cost). The price: a rehash hashes each migrated key again (foldhash on
+//!   a short key is a few nanoseconds, next to the cache miss of touching
+//!   the node, which migration pays anyway), and a chain walk compares keys
+//!   directly (chains average under one node at load factor <= 1, and slice
+//!   comparison checks the length first). Each lookup still hashes the key
+//!   exactly once (`insert` uses the same hash for its lookup and its
+//!   insertion).
 //! * **Boxed nodes** (one allocation per entry, as Redis's `dictEntry`) keep
 //!   migration a pointer move and need no `unsafe`. A slab of nodes with
 //!   `u32` links would save memory and is the next step if profiles say so.
@@ -95,7 +100,6 @@ type Link<K, V> = Option<Box<Node<K, V>>>;
 
 struct Node<K, V> {
     next: Link<K, V>,
-    hash: u64,
     key: K,
     value: V,
 }
@@ -161,7 +165,7 @@ impl<K, V> Table<K, V> {
         }
         let mut cur = self.buckets[self.bucket_of(hash)].as_deref();
         while let Some(node) = cur {
-            if node.hash == hash && node.key.borrow() == key {
+            if node.key.borrow() == key {
                 return Some(node);
             }
             cur = node.next.as_deref();
@@ -180,7 +184,7 @@ impl<K, V> Table<K, V> {
         let bucket = self.bucket_of(hash);
         let mut cur = self.buckets[bucket].as_deref_mut();
         while let Some(node) = cur {
-            if node.hash == hash && node.key.borrow() == key {
+            if node.key.borrow() == key {
                 return Some(node);
             }
             cur = node.next.as_deref_mut();
@@ -201,7 +205,7 @@ impl<K, V> Table<K, V> {
         loop {
             match link.as_deref() {
                 None => return None,
-                Some(node) if node.hash == hash && node.key.borrow() == key => break,
+                Some(node) if node.key.borrow() == key => break,
                 Some(_) => {}
             }
             match link {
@@ -217,8 +221,8 @@ impl<K, V> Table<K, V> {
 
     /// Pushes `node` at the head of its bucket.
     #[inline]
-    fn push(&mut self, mut node: Box<Node<K, V>>) -> &mut Node<K, V> {
-        let bucket = self.bucket_of(node.hash);
+    fn push(&mut self, hash: u64, mut node: Box<Node<K, V>>) -> &mut Node<K, V> {
+        let bucket = self.bucket_of(hash);
         let slot = &mut self.buckets[bucket];
         node.next = slot.take();
         self.used += 1;
@@ -291,6 +295,10 @@ fn size_for(n: usize) -> usize {
 }
 
 impl<K, V, S> Dict<K, V, S> {
+    /// Bytes of one entry's node (one heap allocation per entry): the next
+    /// link, the key and the value.
+    pub const NODE_SIZE: usize = mem::size_of::<Node<K, V>>();
+
     /// An empty dict using `hasher`; allocates nothing until the first insert.
     pub fn with_hasher(hasher: S) -> Self {
         Dict {
@@ -395,43 +403,6 @@ impl<K, V, S> Dict<K, V, S> {
         self.iter().map(|(_, v)| v)
     }
 
-    /// Migrates up to `max_buckets` non-empty buckets of an in-progress
-    /// rehash (skipping at most `EMPTY_VISITS_PER_BUCKET * max_buckets`
-    /// empty ones). Returns true if more work remains. Meant for the server's
-    /// cron, e.g. in a loop bounded by a time budget.
-    pub fn rehash_step(&mut self, max_buckets: usize) -> bool {
-        let Some(mut idx) = self.rehash_idx else {
-            return false;
-        };
-        let mut empty_visits = max_buckets.saturating_mul(EMPTY_VISITS_PER_BUCKET);
-        let [t0, t1] = &mut self.tables;
-        let mut todo = max_buckets;
-        while todo > 0 && t0.used > 0 {
-            todo -= 1;
-            // INVARIANT: t0.used > 0 and buckets below idx are empty, so a
-            // non-empty bucket exists at or after idx: indexing stays in
-            // bounds.
-            while t0.buckets[idx].is_none() {
-                idx += 1;
-                empty_visits -= 1;
-                if empty_visits == 0 {
-                    self.rehash_idx = Some(idx);
-                    return true;
-                }
-            }
-            let mut link = t0.buckets[idx].take();
-            while let Some(mut node) = link {
-                link = node.next.take();
-                t0.used -= 1;
-                t1.push(node);
-            }
-            idx += 1;
-        }
-        self.rehash_idx = Some(idx);
-        self.complete_rehash_if_drained();
-        self.rehash_idx.is_some()
-    }
-
     /// Ends the rehash once the old table is empty (its last entries may
     /// also go by `remove`), then checks whether the new table is already
     /// too sparse, so that a cron driving `rehash_step` settles at the right
@@ -441,13 +412,6 @@ impl<K, V, S> Dict<K, V, S> {
             self.tables[0] = mem::replace(&mut self.tables[1], Table::empty());
             self.rehash_idx = None;
             self.shrink_if_needed();
-        }
-    }
-
-    #[inline]
-    fn step(&mut self) {
-        if self.rehash_idx.is_some() {
-            self.rehash_step(STEP_BUCKETS);
         }
     }
 
@@ -591,6 +555,51 @@ where
     #[inline]
     fn hash_of<Q: ?Sized + Hash>(&self, key: &Q) -> u64 {
         self.hasher.hash_one(key)
+    }
+
+    /// Migrates up to `max_buckets` non-empty buckets of an in-progress
+    /// rehash (skipping at most `EMPTY_VISITS_PER_BUCKET * max_buckets`
+    /// empty ones). Returns true if more work remains. Meant for the server's
+    /// cron, e.g. in a loop bounded by a time budget.
+    pub fn rehash_step(&mut self, max_buckets: usize) -> bool {
+        let Some(mut idx) = self.rehash_idx else {
+            return false;
+        };
+        let mut empty_visits = max_buckets.saturating_mul(EMPTY_VISITS_PER_BUCKET);
+        let hasher = &self.hasher;
+        let [t0, t1] = &mut self.tables;
+        let mut todo = max_buckets;
+        while todo > 0 && t0.used > 0 {
+            todo -= 1;
+            // INVARIANT: t0.used > 0 and buckets below idx are empty, so a
+            // non-empty bucket exists at or after idx: indexing stays in
+            // bounds.
+            while t0.buckets[idx].is_none() {
+                idx += 1;
+                empty_visits -= 1;
+                if empty_visits == 0 {
+                    self.rehash_idx = Some(idx);
+                    return true;
+                }
+            }
+            let mut link = t0.buckets[idx].take();
+            while let Some(mut node) = link {
+                link = node.next.take();
+                t0.used -= 1;
+                t1.push(hasher.hash_one(&node.key), node);
+            }
+            idx += 1;
+        }
+        self.rehash_idx = Some(idx);
+        self.complete_rehash_if_drained();
+        self.rehash_idx.is_some()
+    }
+
+    #[inline]
+    fn step(&mut self) {
+        if self.rehash_idx.is_some() {
+            self.rehash_step(STEP_BUCKETS);
+        }
     }
 
     #[inline]
@@ -745,11 +754,10 @@ where
         let table = if self.rehash_idx.is_some() { 1 } else { 0 };
         let node = Box::new(Node {
             next: None,
-            hash,
             key,
             value,
         });
-        &mut self.tables[table].push(node).value
+        &mut self.tables[table].push(hash, node).value
     }
 
     /// Removes `key`, returning the stored key and value. Performs one rehash

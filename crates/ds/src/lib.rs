@@ -17,6 +17,7 @@
 //! * [`intset`]: sorted packed integers (Redis's intset).
 //! * [`lzf`]: LZF compression as Redis builds it (RDB strings, quicklist
 //!   nodes under `list-compress-depth`).
+//! * [`tiny`]: [`TinyBytes`], a 16-byte byte string for hash table keys.
 //! * [`packed`]: a compact packed sequence of small strings and integers.
 
 pub mod bytes;
@@ -30,6 +31,7 @@ pub mod num;
 pub mod packed;
 pub mod quicklist;
 pub mod ranked;
+pub mod tiny;
 pub mod zpack;
 
 pub use bytes::SmallBytes;
@@ -39,3 +41,4 @@ pub use glob::glob_match;
 pub use listpack::{Listpack, LpEntry};
 pub use num::string2ll;
 pub use quicklist::QuickList;
+pub use tiny::TinyBytes;

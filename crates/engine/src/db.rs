@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use ds::{Dict, SmallBytes};
+use ds::{Dict, SmallBytes, TinyBytes};
 use rand::Rng;
 
 use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
@@ -101,10 +101,14 @@ impl Entry {
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
 
+// A key's node (next link, 16-byte key handle, entry) must fit glibc's
+// 80-byte chunk (72 usable bytes): a larger entry costs every key 16 bytes.
+const _: () = assert!(Dict::<TinyBytes, Entry>::NODE_SIZE <= 72);
+
 #[derive(Default)]
 pub struct Db {
-    pub(crate) table: Dict<SmallBytes, Entry>,
-    volatile: Dict<SmallBytes, ()>,
+    pub(crate) table: Dict<TinyBytes, Entry>,
+    volatile: Dict<TinyBytes, ()>,
     /// WATCHed keys of this database and the flags of their watchers.
     /// Every change to a key goes through `insert`, `remove`, `set_expire`
     /// or [`Db::signal`], which set the flags (Redis's
@@ -232,10 +236,7 @@ impl Db {
     /// node as the allocator rounds it, its bucket slot, and the heap
     /// memory of the key and the value. `None` if the key is absent.
     pub fn memory_usage(&self, key: &[u8]) -> Option<usize> {
-        // A node: next link, stored hash, key handle, entry.
-        const NODE: usize = 2 * std::mem::size_of::<usize>()
-            + std::mem::size_of::<SmallBytes>()
-            + std::mem::size_of::<Entry>();
+        const NODE: usize = Dict::<TinyBytes, Entry>::NODE_SIZE;
         let (k, e) = self.table.get_key_value(key)?;
         Some(
             malloc_chunk(NODE)
@@ -366,13 +367,13 @@ impl Db {
             self.mark_ready(key);
         }
         let has_ttl = entry.expire_at_ms != 0;
-        let old = self.table.insert(SmallBytes::from(key), entry);
+        let old = self.table.insert(TinyBytes::from(key), entry);
         let had_ttl = old.as_ref().is_some_and(|o| o.expire_at_ms != 0);
         if let Some(o) = old {
             crate::lazyfree::free(o.value);
         }
         if has_ttl && !had_ttl {
-            self.volatile.insert(SmallBytes::from(key), ());
+            self.volatile.insert(TinyBytes::from(key), ());
         } else if had_ttl && !has_ttl {
             self.volatile.remove(key);
         }
@@ -406,7 +407,7 @@ impl Db {
         let had = e.expire_at_ms != 0;
         e.expire_at_ms = at_ms;
         if at_ms != 0 && !had {
-            self.volatile.insert(SmallBytes::from(key), ());
+            self.volatile.insert(TinyBytes::from(key), ());
         } else if at_ms == 0 && had {
             self.volatile.remove(key);
         }
@@ -443,8 +444,8 @@ impl Db {
         old
     }
 
-    pub fn random_entry(&self, rng: &mut impl Rng) -> Option<(&SmallBytes, &Entry)> {
-        self.table.random_entry(rng)
+    pub fn random_entry(&self, rng: &mut impl Rng) -> Option<(&[u8], &Entry)> {
+        self.table.random_entry(rng).map(|(k, e)| (&k[..], e))
     }
 
     /// Bytes the key table and the TTL set take themselves (MEMORY STATS
@@ -457,23 +458,23 @@ impl Db {
     }
 
     /// A random key with a TTL (volatile-random eviction).
-    pub fn random_volatile(&self, rng: &mut impl Rng) -> Option<&SmallBytes> {
-        self.volatile.random_entry(rng).map(|(k, _)| k)
+    pub fn random_volatile(&self, rng: &mut impl Rng) -> Option<&[u8]> {
+        self.volatile.random_entry(rng).map(|(k, _)| &k[..])
     }
 
     pub fn sample_volatile(&self, rng: &mut impl Rng, n: usize, out: &mut Vec<SmallBytes>) {
         let mut keys = Vec::with_capacity(n);
         self.volatile.sample_keys(rng, n, &mut keys);
-        out.extend(keys.into_iter().cloned());
+        out.extend(keys.into_iter().map(SmallBytes::from));
     }
 
     /// One SCAN step with Redis's cursor semantics (see `ds::Dict::scan`).
-    pub fn scan(&self, cursor: u64, f: impl FnMut(&SmallBytes, &Entry)) -> u64 {
-        self.table.scan(cursor, f)
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &Entry)) -> u64 {
+        self.table.scan(cursor, |k, e| f(k, e))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&SmallBytes, &Entry)> {
-        self.table.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.table.iter().map(|(k, e)| (&k[..], e))
     }
 
     /// Background rehash progress for the cron; true while work remains.

@@ -414,9 +414,10 @@ impl Shard {
             self.evict.next_db = self.evict.next_db.wrapping_add(1);
             let d = &self.dbs[db];
             let key = if volatile {
-                d.random_volatile(&mut self.rng).cloned()
+                d.random_volatile(&mut self.rng).map(SmallBytes::from)
             } else {
-                d.random_entry(&mut self.rng).map(|(k, _)| k.clone())
+                d.random_entry(&mut self.rng)
+                    .map(|(k, _)| SmallBytes::from(k))
             };
             if let Some(k) = key {
                 return Some((db, k));
@@ -462,7 +463,7 @@ impl Shard {
                 } else {
                     for _ in 0..n {
                         if let Some((k, _)) = self.dbs[db].random_entry(&mut self.rng) {
-                            sampled.push(k.clone());
+                            sampled.push(SmallBytes::from(k));
                         }
                     }
                 }

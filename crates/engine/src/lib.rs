@@ -205,9 +205,9 @@ impl Shard {
                 let d = &self.dbs[db];
                 let (k, e) = d.random_entry(&mut self.rng)?;
                 if !e.is_expired(now) {
-                    return Some(k.clone());
+                    return Some(SmallBytes::from(k));
                 }
-                k.clone()
+                SmallBytes::from(k)
             };
             if self.dbs[db].expire_if_needed(&key, now) {
                 self.stats.expired_keys += 1;

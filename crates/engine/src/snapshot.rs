@@ -34,7 +34,7 @@
 //! begin then restamps every entry first, so a wrapped-around epoch can
 //! never make an old stamp look current.
 
-use ds::{Dict, SmallBytes};
+use ds::{Dict, TinyBytes};
 
 use crate::db::{Db, Entry};
 use crate::Shard;
@@ -58,7 +58,7 @@ pub struct DbSnap {
     /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
     /// (not copied) until their unwritten entries are written, with their
     /// scan cursors. Nothing else can reach them, so they need no hooks.
-    graveyard: Vec<(Dict<SmallBytes, Entry>, u64)>,
+    graveyard: Vec<(Dict<TinyBytes, Entry>, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ enum Meta {
 impl DbSnap {
     /// Writes `e` if the running snapshot has not accounted for it yet.
     #[inline]
-    pub(crate) fn visit(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8) {
+    pub(crate) fn visit(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
         self.visit_with(key, e, epoch, self.compress);
     }
 
@@ -80,12 +80,12 @@ impl DbSnap {
     /// (LZF is the dearest part of writing an entry, and this cost lands on
     /// the command; the file stays valid RDB, a little larger).
     #[inline]
-    pub(crate) fn visit_before_change(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8) {
+    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
         self.visit_with(key, e, epoch, false);
     }
 
     #[inline]
-    fn visit_with(&mut self, key: &SmallBytes, e: &mut Entry, epoch: u8, compress: bool) {
+    fn visit_with(&mut self, key: &[u8], e: &mut Entry, epoch: u8, compress: bool) {
         if e.snap != epoch {
             if self.cmds {
                 crate::rdb::write_entry_cmds(&mut self.out, key, e);
@@ -111,7 +111,7 @@ impl DbSnap {
 
 /// Frees a retired table: on a background thread when it is large, as
 /// FLUSHALL ASYNC does.
-fn free_table(t: Dict<SmallBytes, Entry>) {
+fn free_table(t: Dict<TinyBytes, Entry>) {
     if t.len() < 64 {
         return;
     }

@@ -3,7 +3,7 @@
 //! * `listpack`: field, value, field, value ... in one compact
 //!   [`Listpack`] buffer, in insertion order (HGETALL answers in that order,
 //!   as Redis). Lookups are linear, which is cheap at the sizes allowed.
-//! * `hashtable`: a [`Dict`] of [`SmallBytes`] fields and values, boxed so
+//! * `hashtable`: a [`Dict`] of [`TinyBytes`] fields and [`SmallBytes`] values, boxed so
 //!   the type stays small in the key table.
 //!
 //! A hash starts as a listpack and becomes a hashtable, never back, when it
@@ -20,7 +20,7 @@
 //! `heap_bytes` is O(1).
 
 use ds::listpack::{Listpack, LpEntry};
-use ds::{Dict, SmallBytes};
+use ds::{Dict, SmallBytes, TinyBytes};
 use rand::Rng;
 
 use super::EncLimits;
@@ -43,7 +43,7 @@ impl Default for Repr {
 
 #[derive(Debug, Default)]
 struct Table {
-    dict: Dict<SmallBytes, SmallBytes>,
+    dict: Dict<TinyBytes, SmallBytes>,
     /// Heap bytes of the fields and values (beyond their inline handles).
     str_heap: usize,
 }
@@ -59,7 +59,7 @@ impl Table {
                 false
             }
             None => {
-                let f = SmallBytes::from(field);
+                let f = TinyBytes::from(field);
                 self.str_heap += f.heap_bytes();
                 self.dict.insert(f, v);
                 true
@@ -104,7 +104,7 @@ impl PartialEq for Repr {
 /// Iterator over a hash's `(field, value)` pairs.
 pub enum Iter<'a> {
     Listpack(ds::listpack::Iter<'a>),
-    Table(ds::dict::Iter<'a, SmallBytes, SmallBytes>),
+    Table(ds::dict::Iter<'a, TinyBytes, SmallBytes>),
 }
 
 impl<'a> Iterator for Iter<'a> {

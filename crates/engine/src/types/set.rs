@@ -7,7 +7,7 @@
 //!   members, at most `set-max-listpack-entries` members of at most
 //!   `set-max-listpack-value` bytes each, in insertion order. (Redis 7.0
 //!   has no such form and reports `hashtable`; the issue asks for 7.2's.)
-//! * `hashtable` ([`ds::Dict`]`<SmallBytes, ()>`): everything else.
+//! * `hashtable` ([`ds::Dict`]`<TinyBytes, ()>`): everything else.
 //!
 //! Conversions only go towards `hashtable` while members are added
 //! (`intset` -> `listpack` when a non-integer arrives into a small intset,
@@ -28,7 +28,7 @@ use std::fmt;
 
 use ds::intset::IntSet;
 use ds::packed::{encoded_len, Packed};
-use ds::{string2ll, Dict, SmallBytes};
+use ds::{string2ll, Dict, TinyBytes};
 use rand::Rng;
 
 use super::EncLimits;
@@ -99,7 +99,7 @@ pub enum SetEncoding {
 /// The hashtable form: the dict and the heap bytes its keys own.
 #[derive(Debug, Default)]
 struct Table {
-    dict: Dict<SmallBytes, ()>,
+    dict: Dict<TinyBytes, ()>,
     key_heap: usize,
 }
 
@@ -114,7 +114,7 @@ impl Table {
         if self.dict.contains_key(b) {
             return false;
         }
-        let k = SmallBytes::from(b);
+        let k = TinyBytes::from(b);
         self.key_heap += k.heap_bytes();
         self.dict.insert(k, ());
         true
@@ -575,7 +575,7 @@ fn sample_in_order<T, R: Rng + ?Sized>(
 pub enum Iter<'a> {
     Ints(&'a IntSet, usize),
     Pack(ds::packed::IterAt<'a>),
-    Table(ds::dict::Iter<'a, SmallBytes, ()>),
+    Table(ds::dict::Iter<'a, TinyBytes, ()>),
 }
 
 impl<'a> Iterator for Iter<'a> {
