@@ -201,6 +201,10 @@ impl AofControl for Rewriter {
         self.current().is_none_or(|a| a.last_write_ok())
     }
 
+    fn waiting_rewrite(&self) -> bool {
+        self.lock().enabling
+    }
+
     fn sizes(&self) -> (u64, u64) {
         let st = self.lock();
         let total = st.files.iter().map(|f| file_len(&self.paths, f)).sum();

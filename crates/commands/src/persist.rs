@@ -158,6 +158,12 @@ pub trait AofControl: Send + Sync {
     fn write_ok(&self) -> bool {
         true
     }
+    /// The AOF is being turned on and its first base is not in place yet
+    /// (Redis's `AOF_WAIT_REWRITE`): what it logs is not loadable on its
+    /// own, so a shutdown during that rewrite is refused without FORCE.
+    fn waiting_rewrite(&self) -> bool {
+        false
+    }
     /// `CONFIG SET appendonly yes`: names the next base and incr files
     /// and starts the writer on the incr (shards start logging at the
     /// rewrite's instant).
@@ -179,6 +185,10 @@ struct State {
     rewrite_ok: bool,
     /// CONFIG SET appendonly asked to turn the AOF on or off.
     aof_request: Option<bool>,
+    /// Why the running save or rewrite was abandoned on purpose (see
+    /// [`Persist::after_flushall`], [`Persist::kill_child`]), for its log
+    /// line.
+    kill_reason: &'static str,
     last_rewrite_time_s: Option<u64>,
     rewrites: u64,
     rewrite_failures: u64,
@@ -204,6 +214,14 @@ pub struct Persist {
     failed: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
+}
+
+/// What runs in the background (see [`Persist::child`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Child {
+    None,
+    Bgsave,
+    Rewrite,
 }
 
 /// INFO persistence figures.
@@ -304,10 +322,46 @@ impl Persist {
         let mut st = self.lock();
         if let Some(r) = st.running.as_ref().filter(|r| r.kind == Kind::Bgsave) {
             r.abort.store(true, Ordering::Release);
+            st.kill_reason = "FLUSHALL";
         }
         if !server.config().save.is_empty() {
             st.bgsave_scheduled = true;
         }
+    }
+
+    /// What runs in the background: a save (BGSAVE, a save rule) or an AOF
+    /// rewrite.
+    pub fn child(&self) -> Child {
+        match self.lock().running.as_ref().map(|r| r.kind) {
+            None => Child::None,
+            Some(Kind::Rewrite) => Child::Rewrite,
+            Some(_) => Child::Bgsave,
+        }
+    }
+
+    /// Shutdown, as Redis's killRDBChild / killAppendOnlyChild: abandons
+    /// the running background save or rewrite (not a failure: statuses
+    /// stay as they are; a rewrite leaves the manifest complete as it
+    /// stands), and waits for its writer to be gone, so its temp file is
+    /// removed before the final save writes its own. Call with every shard
+    /// stopped. Returns false if the writer did not end in time.
+    pub fn kill_child(&self) -> bool {
+        {
+            let mut st = self.lock();
+            let Some(r) = st.running.as_ref() else {
+                return true;
+            };
+            r.abort.store(true, Ordering::Release);
+            st.kill_reason = "shutdown";
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while self.in_progress() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
     }
 
     /// CONFIG SET appendonly changed: the cron turns the AOF on (with a
@@ -408,6 +462,8 @@ impl Persist {
         if kind == Kind::Rewrite {
             log(false, "Background append only file rewriting started");
             st.rewrite_scheduled = false;
+            // Counted when started, as Redis's stat_aof_rewrites.
+            st.rewrites += 1;
         } else {
             if background {
                 log(false, "Background saving started");
@@ -416,6 +472,7 @@ impl Persist {
             st.last_try_s = engine::now_ms() / 1000;
             st.bgsave_scheduled = false;
         }
+        st.kill_reason = "";
         st.running = Some(Running {
             tx,
             abort,
@@ -490,18 +547,26 @@ impl WriterJob {
         if self.kind == Kind::Rewrite {
             let mut st = self.persist.lock();
             st.running = None;
-            st.rewrite_ok = res.is_ok();
             st.last_rewrite_time_s = Some(started.elapsed().as_secs());
-            if res.is_ok() {
-                st.rewrites += 1;
-                st.rewrite_failures = 0;
-            } else {
-                st.rewrite_failures += 1;
+            // Killed on purpose (shutdown) is no failure, as Redis's
+            // SIGUSR1-killed child.
+            if !killed {
+                st.rewrite_ok = res.is_ok();
+                if res.is_ok() {
+                    st.rewrite_failures = 0;
+                } else {
+                    st.rewrite_failures += 1;
+                }
             }
+            let reason = st.kill_reason;
             self.persist.in_progress.store(false, Ordering::Release);
             drop(st);
             match &res {
                 Ok(_) => log(false, "Background AOF rewrite terminated with success"),
+                Err(_) if killed => log(
+                    true,
+                    &format!("Background AOF rewrite terminated by {reason}"),
+                ),
                 Err(e) => log(true, &format!("Background AOF rewrite error: {e}")),
             }
             let _ = self.done.try_send(res.map(|_| ()));
@@ -509,8 +574,10 @@ impl WriterJob {
         }
         let now_s = engine::now_ms() / 1000;
         let keys = res.as_ref().copied().unwrap_or(0);
+        let reason;
         {
             let mut st = self.persist.lock();
+            reason = st.kill_reason;
             st.running = None;
             if !killed {
                 st.last_ok = res.is_ok();
@@ -535,7 +602,7 @@ impl WriterJob {
                 );
             }
             Ok(_) => log(false, "DB saved on disk"),
-            Err(_) if killed => log(false, "Background saving terminated by FLUSHALL"),
+            Err(_) if killed => log(false, &format!("Background saving terminated by {reason}")),
             Err(e) if self.background => log(true, &format!("Background saving error: {e}")),
             Err(e) => log(true, &format!("Error saving DB on disk: {e}")),
         }
