@@ -92,6 +92,14 @@ fn bind_unix(cfg: &Config) -> Result<Option<UnixListener>, String> {
 /// Runs the server until SHUTDOWN or a signal. `Err` is a start-up failure
 /// to report before exiting with status 1.
 pub fn run(cfg: Config) -> Result<(), String> {
+    // Handlers first: a client can connect as soon as a listener is bound,
+    // and a SIGTERM from then on must be a shutdown, not the default
+    // disposition (the signals thread picks it up once it runs).
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("signals: {e}"))?;
     let n = match cfg.shards {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -227,11 +235,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
 
     {
         let server = server.clone();
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-        ])
-        .map_err(|e| format!("signals: {e}"))?;
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {

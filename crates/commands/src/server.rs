@@ -251,16 +251,43 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .step_by(2)
         .map(|i| (args.get(i), args.get(i + 1)))
         .collect();
-    let appendonly = {
+    let (appendonly, saved) = {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
-        let before = cfg.appendonly;
+        let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
-        (before != cfg.appendonly).then_some(cfg.appendonly)
+        (
+            (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
+            saved,
+        )
     };
-    if let Some(on) = appendonly {
-        // Redis's startAppendOnly / stopAppendOnly: turning it on writes a
-        // base of the current data first (see `persist`).
-        c.server.persist.request_aof(on);
+    match (appendonly, c.server.aof.get()) {
+        (Some(true), Some(aof)) => {
+            // Redis's startAppendOnly: the AOF's files are created now (a
+            // failure fails CONFIG SET and restores the setting), and a
+            // rewrite writes the base of the current data.
+            if !aof.enabled() {
+                if let Err(e) = aof.enable() {
+                    crate::persist::log_warning(&e);
+                    crate::persist::log_warning(
+                        "Redis needs to enable the AOF but can't trigger a background AOF \
+                         rewrite operation. Check the above logs for more info about the error.",
+                    );
+                    crate::persist::log_warning(
+                        "Failed applying new configuration. Possibly related to new appendonly \
+                         setting. Restoring previous settings.",
+                    );
+                    *c.server.config.write().unwrap_or_else(|e| e.into_inner()) = saved;
+                    c.server.persist.rewrite_start_failed();
+                    return Err(CmdError::err(
+                        "CONFIG SET failed (possibly related to argument 'appendonly') - Unable \
+                         to turn on AOF. Check server logs.",
+                    ));
+                }
+            }
+            c.server.persist.request_aof_on();
+        }
+        (Some(false), _) => c.server.persist.request_aof_off(),
+        _ => {}
     }
     c.server.config_gen.fetch_add(1, Ordering::SeqCst);
     if let Some(w) = c.server.wake_all.get() {
