@@ -233,3 +233,77 @@ fn a_bgsave_running_at_a_refused_shutdown_is_abandoned_without_error() {
     assert_eq!(reply, "Background saving started");
     wait_for("the save", || dir.0.join("dump.rdb").is_file());
 }
+
+/// Tessera only (Redis's rewrite child names its temp file after its own
+/// pid): the rewrite that turns the AOF on is held at its temp file (a
+/// FIFO nobody reads), so the shutdown finds it running.
+#[test]
+fn a_shutdown_while_the_aof_is_being_turned_on_is_refused() {
+    if common::testing_real_redis() {
+        return;
+    }
+    for force in [false, true] {
+        let dir = DataDir::new("shutdown-wait-rewrite");
+        let mut s = tessera(&dir, &["--save", ""]);
+        let mut c = s.conn();
+        let _: () = c.set("a", 1).unwrap();
+        let aofdir = dir.0.join("appendonlydir");
+        std::fs::create_dir_all(&aofdir).unwrap();
+        let fifo = aofdir.join(format!("temp-rewriteaof-bg-{}.aof", pid(&mut c)));
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendonly")
+            .arg("yes")
+            .query(&mut c)
+            .unwrap();
+        wait_for("the rewrite", || {
+            common::info_field(&mut c, "persistence", "aof_rewrite_in_progress") == "1"
+        });
+        let drain = move || {
+            std::thread::spawn(move || {
+                let mut f = std::fs::File::open(&fifo).unwrap();
+                let mut sink = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut f, &mut sink);
+            })
+        };
+        if force {
+            // The writer is unblocked once the shutdown waits for it.
+            let mut r = s.raw();
+            send(&mut r, &["SHUTDOWN", "FORCE"]);
+            wait_for("the shutdown", || {
+                s.log().contains("Writing initial AOF. Exit anyway.")
+            });
+            let t = drain();
+            assert!(r.try_read_reply().is_err());
+            wait_exit(&mut s);
+            t.join().unwrap();
+            continue;
+        }
+        for how in [&[][..], &["NOSAVE"], &["SAVE"]] {
+            assert_eq!(shutdown(&s, how).as_deref(), Some(REFUSED), "{how:?}");
+        }
+        assert!(s.log().contains("Writing initial AOF, can't exit."));
+        // The rewrite goes on (it fails: a FIFO cannot be fsynced, and
+        // is removed with it) and the next one completes the AOF.
+        let t = drain();
+        wait_for("a rewrite to complete the AOF", || {
+            // One INFO: the status is "ok" before the first rewrite ends.
+            let text: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+            text.contains("aof_last_bgrewrite_status:ok")
+                && text.contains("aof_rewrite_in_progress:0")
+        });
+        t.join().unwrap();
+        let _: () = c.set("b", 2).unwrap();
+        drop(c);
+        assert_eq!(shutdown(&s, &[]), None);
+        wait_exit(&mut s);
+        let s = tessera(&dir, &["--save", "", "--appendonly", "yes"]);
+        let v: Vec<Option<u64>> = s.conn().mget(&["a", "b"]).unwrap();
+        assert_eq!(v, [Some(1), Some(2)]);
+    }
+}
