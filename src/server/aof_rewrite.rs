@@ -7,9 +7,9 @@
 //! leaves a loadable file set:
 //!
 //! 1. before: `base n`, `incr m` (and older incrs if any);
-//! 2. at the switch: the same plus `incr m+1`, which receives every record
-//!    from the snapshot instant on (the old files plus the new incr hold
-//!    everything);
+//! 2. before the rewrite starts: the same plus `incr m+1` (empty until the
+//!    switch), which receives every record from the snapshot instant on
+//!    (the old files plus the new incr hold everything);
 //! 3. after the base is written: `base n+1`, `incr m+1`; the old base and
 //!    incrs are deleted.
 //!
@@ -215,6 +215,18 @@ impl AofControl for Rewriter {
                 .open(self.paths.dir.join(&incr.name))
                 .map_err(|e| format!("Can't open the append-only file {}: {e}", incr.name))?
         };
+        if !st.enabling {
+            // Listed before any record reaches it (Redis persists the
+            // manifest before its rewrite starts): were it listed only at
+            // the switch and that write failed, the records after the
+            // instant would sit in a file no manifest names. Empty until
+            // the switch, after the old incr: complete as it stands.
+            let mut files = st.files.clone();
+            files.push(incr.clone());
+            write_manifest(&self.paths, &files)
+                .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
+            st.files = files;
+        }
         let path = self.paths.dir.join(&base.name);
         st.next = Some((base, incr));
         st.next_file = Some(file);
@@ -224,19 +236,11 @@ impl AofControl for Rewriter {
     fn switch(&self) {
         let Some(aof) = self.current() else { return };
         let mut st = self.lock();
-        let (Some((_, incr)), Some(file)) = (st.next.clone(), st.next_file.take()) else {
-            return;
-        };
-        aof.switch_incr(file);
-        if st.enabling {
-            // Listed once the base is in place (see `finish`).
-            return;
-        }
-        let mut files = st.files.clone();
-        files.push(incr);
-        match write_manifest(&self.paths, &files) {
-            Ok(()) => st.files = files,
-            Err(e) => log::warning(format_args!("Can't write the AOF manifest: {e}")),
+        // The new incr is in the manifest already (see `prepare`), or,
+        // while the AOF is being turned on, listed once the base is in
+        // place (see `finish`).
+        if let Some(file) = st.next_file.take() {
+            aof.switch_incr(file);
         }
     }
 
