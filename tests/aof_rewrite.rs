@@ -33,8 +33,18 @@ fn info(c: &mut Connection, field: &str) -> String {
     common::info_field(c, "persistence", field)
 }
 
+/// Rewrites finished (INFO `aof_rewrites` counts them when they start,
+/// as Redis's stat_aof_rewrites; one in progress is not done yet).
 fn rewrites(c: &mut Connection) -> u64 {
-    info(c, "aof_rewrites").parse().unwrap()
+    let text: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    let field = |f: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{f}:")))
+            .unwrap_or_else(|| panic!("no {f} in INFO"))
+            .parse()
+            .unwrap()
+    };
+    field("aof_rewrites") - field("aof_rewrite_in_progress")
 }
 
 /// A rewrite under a stream of cross-shard MSETs and INCRs, then kill -9:

@@ -75,9 +75,9 @@ struct Queue {
     /// Open transaction slots: absolute item index.
     txs: HashMap<TxId, u64>,
     stop: bool,
-    /// Set by [`Aof::switch_incr`]: the writer opens this file after
+    /// Set by [`Aof::switch_incr`]: the writer moves to this file after
     /// writing everything queued before the switch.
-    switch_to: Option<(u64, PathBuf)>,
+    switch_to: Option<(u64, File)>,
     /// Transactions finished by an abort (see [`Aof::tx_abort`]).
     aborted: VecDeque<TxId>,
 }
@@ -119,6 +119,10 @@ pub struct Aof {
     /// Bytes written to the current incr file (INFO `aof_current_size`
     /// minus the base).
     written: AtomicU64,
+    /// Records are dropped instead of written, until the next switch: the
+    /// AOF being turned on whose first rewrite failed (its temporary incr
+    /// file is gone; the next rewrite's snapshot holds everything).
+    discard: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -259,13 +263,21 @@ impl Aof {
     }
 
     /// Starts a new incr file: records queued after this call go to
-    /// `path`. (The rewrite hook; see the module docs.)
-    pub fn switch_incr(&self, path: PathBuf) {
+    /// `file` (opened by the caller, so that a file that cannot be created
+    /// stops the rewrite before it starts). (The rewrite hook; see the
+    /// module docs.)
+    pub fn switch_incr(&self, file: File) {
         let mut q = self.lock();
         let at = q.next();
-        q.switch_to = Some((at, path));
+        q.switch_to = Some((at, file));
         drop(q);
         self.work.notify_one();
+    }
+
+    /// Drops records instead of writing them until the next
+    /// [`Aof::switch_incr`] (see `discard`).
+    pub fn discard_until_switch(&self) {
+        self.discard.store(true, Ordering::SeqCst);
     }
 
     /// Writes and syncs what is queued, then ends the writer (shutdown).
@@ -410,6 +422,7 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         fsync: AtomicU8::new(fsync_code(policy)),
         write_failed: AtomicBool::new(false),
         written: AtomicU64::new(file.metadata().map_or(0, |m| m.len())),
+        discard: AtomicBool::new(false),
         thread: Mutex::new(None),
     });
     let a = aof.clone();
@@ -523,6 +536,9 @@ fn writer(aof: Arc<Aof>, mut file: File) {
         if end > base0 {
             batch_items = end - base0;
         }
+        if !buf.is_empty() && aof.discard.load(Ordering::SeqCst) {
+            buf.clear();
+        }
         if !buf.is_empty() {
             match file.write_all(&buf) {
                 Ok(()) => {
@@ -553,19 +569,12 @@ fn writer(aof: Arc<Aof>, mut file: File) {
             sync_took = last_sync - t0;
             dirty = false;
         }
-        if let Some(path) = switch {
+        if let Some(f) = switch {
             let _ = file.sync_data();
-            match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(f) => {
-                    file = f;
-                    cur_db = None;
-                    aof.written.store(0, Ordering::Relaxed);
-                }
-                Err(e) => log::warning(format_args!(
-                    "Can't open the new AOF file {}: {e}",
-                    path.display()
-                )),
-            }
+            file = f;
+            cur_db = None;
+            aof.written.store(0, Ordering::Relaxed);
+            aof.discard.store(false, Ordering::SeqCst);
         }
         aof.synced.store(end, Ordering::SeqCst);
         aof.wake_waiters(end);

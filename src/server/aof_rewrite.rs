@@ -7,13 +7,27 @@
 //! leaves a loadable file set:
 //!
 //! 1. before: `base n`, `incr m` (and older incrs if any);
-//! 2. at the switch: the same plus `incr m+1`, which receives every record
-//!    from the snapshot instant on (the old files plus the new incr hold
-//!    everything);
+//! 2. before the rewrite starts: the same plus `incr m+1` (empty until the
+//!    switch), which receives every record from the snapshot instant on
+//!    (the old files plus the new incr hold everything);
 //! 3. after the base is written: `base n+1`, `incr m+1`; the old base and
 //!    incrs are deleted.
 //!
-//! A failed rewrite stays in state 2, which is complete.
+//! A failed rewrite stays in state 2, which is complete. The new incr is
+//! created before the rewrite begins: if it cannot be, BGREWRITEAOF fails
+//! at once (Redis's "Can't execute an AOF background rewriting").
+//!
+//! Turning the AOF on (`CONFIG SET appendonly yes`, Redis's
+//! `AOF_WAIT_REWRITE`): records go to `temp-<name>.incr` from the
+//! rewrite's instant; the manifest is not touched until the base is in
+//! place, when the temporary incr is renamed into the manifest with it. A
+//! failed rewrite deletes the temporary incr (the writer drops records
+//! until the next rewrite's instant, whose snapshot holds them) and
+//! another one is scheduled, retried by the cron (limited after three
+//! consecutive failures, as Redis's aofRewriteLimited). Until one
+//! succeeds the AOF on disk is whatever it was before (none, or a stale
+//! set a restart with `appendonly yes` would load, as in Redis), and a
+//! shutdown during the rewrite is refused without FORCE.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -37,10 +51,16 @@ struct State {
     files: Vec<ManifestFile>,
     /// The rewrite in progress: its base and incr.
     next: Option<(ManifestFile, ManifestFile)>,
+    /// The incr file the rewrite's switch moves the writer to, opened by
+    /// `prepare`.
+    next_file: Option<std::fs::File>,
     /// Size of the base when the last rewrite ended (or at start).
     base_size: u64,
-    /// The AOF is being turned on: the manifest's files are stale until
-    /// the rewrite's base is in place, so the switch does not list them.
+    /// The AOF is being turned on (Redis's `AOF_WAIT_REWRITE`), from
+    /// `CONFIG SET appendonly yes` until a rewrite succeeds: the manifest
+    /// stays as it was (stale, or absent) and records go to a temporary
+    /// incr file that the successful rewrite renames into the manifest;
+    /// a failed one deletes it, and another rewrite is scheduled.
     enabling: bool,
 }
 
@@ -60,9 +80,8 @@ impl Rewriter {
             aof: Mutex::new(aof),
             state: Mutex::new(State {
                 files,
-                next: None,
                 base_size,
-                enabling: false,
+                ..State::default()
             }),
         }
     }
@@ -77,6 +96,34 @@ impl Rewriter {
     }
 }
 
+impl Rewriter {
+    /// Redis's temporary incr file while the AOF is turned on
+    /// (`temp-<appendfilename>.incr`).
+    fn temp_incr(&self) -> PathBuf {
+        self.paths
+            .dir
+            .join(format!("temp-{}.incr", self.paths.name))
+    }
+
+    /// A fresh temporary incr file (a new inode: a writer still holding
+    /// the old one cannot append to it).
+    fn create_temp_incr(&self) -> Result<std::fs::File, String> {
+        let path = self.temp_incr();
+        let _ = std::fs::remove_file(&path);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| {
+                format!(
+                    "Can't open the append-only file temp-{}.incr: {e}",
+                    self.paths.name
+                )
+            })
+    }
+}
+
 fn file_len(p: &Paths, f: &ManifestFile) -> u64 {
     std::fs::metadata(p.dir.join(&f.name)).map_or(0, |m| m.len())
 }
@@ -87,21 +134,16 @@ impl AofControl for Rewriter {
     }
 
     fn enable(&self) -> Result<(), String> {
-        // Named again by the rewrite that follows.
-        self.prepare(true)?;
-        let incr = {
-            let mut st = self.lock();
-            st.enabling = true;
-            st.next.clone().map(|(_, i)| i)
-        };
-        let Some(incr) = incr else {
-            return Err("no incr file named".into());
-        };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.paths.dir.join(&incr.name))
-            .map_err(|e| format!("Can't open the append-only file {}: {e}", incr.name))?;
+        std::fs::create_dir_all(&self.paths.dir).map_err(|e| {
+            format!(
+                "Can't open or create append-only dir {}: {e}",
+                self.paths.dir.display()
+            )
+        })?;
+        // The rewrite that follows records into a fresh one from its
+        // instant on; this one proves the file can be created.
+        let file = self.create_temp_incr()?;
+        self.lock().enabling = true;
         // The policy follows CONFIG SET appendfsync from the next refresh.
         let aof = super::aof::start(file, config::AppendFsync::Everysec);
         *self.aof.lock().unwrap_or_else(|e| e.into_inner()) = Some(aof);
@@ -117,6 +159,12 @@ impl AofControl for Rewriter {
             a.stop();
             log::notice(format_args!("Append only file turned off"));
         }
+        let mut st = self.lock();
+        if st.enabling {
+            // Never made it into the manifest.
+            st.enabling = false;
+            let _ = std::fs::remove_file(self.temp_incr());
+        }
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -124,8 +172,12 @@ impl AofControl for Rewriter {
     }
 
     fn prepare(&self, rdb: bool) -> Result<PathBuf, String> {
-        std::fs::create_dir_all(&self.paths.dir)
-            .map_err(|e| format!("Can't create the append-only dir: {e}"))?;
+        std::fs::create_dir_all(&self.paths.dir).map_err(|e| {
+            format!(
+                "Can't open or create append-only dir {}: {e}",
+                self.paths.dir.display()
+            )
+        })?;
         let mut st = self.lock();
         let seq = |k: char| {
             st.files
@@ -151,54 +203,116 @@ impl AofControl for Rewriter {
             seq: seq('i'),
             kind: 'i',
         };
+        // The new incr is created now: if it cannot be, the rewrite does
+        // not start (Redis's openNewIncrAofForAppend).
+        let file = if st.enabling {
+            self.create_temp_incr()?
+        } else {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(self.paths.dir.join(&incr.name))
+                .map_err(|e| format!("Can't open the append-only file {}: {e}", incr.name))?
+        };
+        if !st.enabling {
+            // Listed before any record reaches it (Redis persists the
+            // manifest before its rewrite starts): were it listed only at
+            // the switch and that write failed, the records after the
+            // instant would sit in a file no manifest names. Empty until
+            // the switch, after the old incr: complete as it stands.
+            let mut files = st.files.clone();
+            files.push(incr.clone());
+            write_manifest(&self.paths, &files)
+                .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
+            st.files = files;
+        }
         let path = self.paths.dir.join(&base.name);
         st.next = Some((base, incr));
+        st.next_file = Some(file);
         Ok(path)
     }
 
     fn switch(&self) {
         let Some(aof) = self.current() else { return };
         let mut st = self.lock();
-        let Some((_, incr)) = st.next.clone() else {
-            return;
-        };
-        if st.enabling {
-            // The writer already appends to the new incr file.
-            return;
-        }
-        aof.switch_incr(self.paths.dir.join(&incr.name));
-        let mut files = st.files.clone();
-        files.push(incr);
-        match write_manifest(&self.paths, &files) {
-            Ok(()) => st.files = files,
-            Err(e) => log::warning(format_args!("Can't write the AOF manifest: {e}")),
+        // The new incr is in the manifest already (see `prepare`), or,
+        // while the AOF is being turned on, listed once the base is in
+        // place (see `finish`).
+        if let Some(file) = st.next_file.take() {
+            aof.switch_incr(file);
         }
     }
 
-    fn finish(&self, ok: bool) {
+    fn finish(&self, ok: bool) -> bool {
         let mut st = self.lock();
+        st.next_file = None;
         let Some((base, incr)) = st.next.take() else {
-            return;
+            return st.enabling;
         };
-        st.enabling = false;
-        if !ok {
+        if st.enabling {
+            let done = ok
+                && {
+                    // The temporary incr becomes the manifest's incr (the
+                    // writer keeps appending to the same file).
+                    let to = self.paths.dir.join(&incr.name);
+                    match std::fs::rename(self.temp_incr(), &to) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            log::warning(format_args!(
+                            "Error trying to rename the temporary AOF incr file temp-{}.incr into {}: {e}",
+                            self.paths.name, incr.name
+                        ));
+                            false
+                        }
+                    }
+                };
+            if !done {
+                // As Redis: the temporary incr goes, nothing is listed,
+                // and another rewrite is scheduled. Until it begins, the
+                // writer drops what it gets (that rewrite's snapshot holds
+                // it).
+                log::notice(format_args!(
+                    "Removing the temp incr aof file temp-{}.incr",
+                    self.paths.name
+                ));
+                let _ = std::fs::remove_file(self.temp_incr());
+                if let Some(a) = self.current() {
+                    a.discard_until_switch();
+                }
+                return true;
+            }
+        } else if !ok {
             // Stay in state 2 (see the module doc): complete as it stands.
-            return;
+            return false;
         }
         let files = vec![base.clone(), incr];
         if let Err(e) = write_manifest(&self.paths, &files) {
             log::warning(format_args!("Can't write the AOF manifest: {e}"));
-            return;
+            if st.enabling {
+                let _ = std::fs::remove_file(self.paths.dir.join(&files[1].name));
+                if let Some(a) = self.current() {
+                    a.discard_until_switch();
+                }
+                return true;
+            }
+            return false;
         }
+        st.enabling = false;
         for old in st.files.iter().filter(|f| !files.contains(f)) {
             let _ = std::fs::remove_file(self.paths.dir.join(&old.name));
         }
         st.base_size = file_len(&self.paths, &base);
         st.files = files;
+        false
     }
 
     fn write_ok(&self) -> bool {
         self.current().is_none_or(|a| a.last_write_ok())
+    }
+
+    fn waiting_rewrite(&self) -> bool {
+        self.lock().enabling
     }
 
     fn sizes(&self) -> (u64, u64) {

@@ -12,6 +12,7 @@ mod aof_rewrite;
 mod blocking;
 mod conn;
 mod mailbox;
+mod shutdown;
 mod worker;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -88,34 +89,17 @@ fn bind_unix(cfg: &Config) -> Result<Option<UnixListener>, String> {
     Ok(Some(l))
 }
 
-/// Redis's shutdown save: with save rules set (or SHUTDOWN SAVE), unless
-/// SHUTDOWN NOSAVE, the data is written before the process exits. The
-/// workers have stopped, so this thread owns every shard.
-fn final_save(server: &ServerShared, shards: &mut [engine::Shard]) {
-    use std::sync::atomic::Ordering;
-    let cfg = server.config();
-    let mode = server.shutdown_mode.load(Ordering::SeqCst);
-    let wanted = match mode {
-        commands::ctx::SHUTDOWN_NOSAVE => false,
-        commands::ctx::SHUTDOWN_SAVE => true,
-        _ => !cfg.save_rules().is_empty(),
-    };
-    if !wanted || shards.len() != server.nshards {
-        return;
-    }
-    log::notice(format_args!(
-        "Saving the final RDB snapshot before exiting."
-    ));
-    match commands::persist::save_now(&cfg.rdb_path(), shards, cfg.rdbcompression, cfg.rdbchecksum)
-    {
-        Ok(_) => log::notice(format_args!("DB saved on disk")),
-        Err(e) => log::warning(format_args!("Error trying to save the DB, can't exit: {e}")),
-    }
-}
-
 /// Runs the server until SHUTDOWN or a signal. `Err` is a start-up failure
 /// to report before exiting with status 1.
 pub fn run(cfg: Config) -> Result<(), String> {
+    // Handlers first: a client can connect as soon as a listener is bound,
+    // and a SIGTERM from then on must be a shutdown, not the default
+    // disposition (the signals thread picks it up once it runs).
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("signals: {e}"))?;
     let n = match cfg.shards {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -210,10 +194,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
-    let _ = server.aof.set(Arc::new(aof_rewrite::Rewriter::new(
+    let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),
         aof.clone(),
-    )));
+    ));
+    let _ = server.aof.set(rewriter.clone());
+    let gate = Arc::new(shutdown::Gate::new(n));
     if let Some((keys, expired)) = loaded {
         server.persist.loaded(keys, expired);
     }
@@ -249,21 +235,23 @@ pub fn run(cfg: Config) -> Result<(), String> {
 
     {
         let server = server.clone();
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-        ])
-        .map_err(|e| format!("signals: {e}"))?;
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
+                // Every signal: a refused shutdown (failed final save)
+                // leaves the server running, and the next signal tries
+                // again, as in Redis.
+                for sig in signals.forever() {
                     let name = if sig == signal_hook::consts::SIGINT {
                         "SIGINT"
                     } else {
                         "SIGTERM"
                     };
                     log::warning(format_args!("Received {name} scheduling shutdown..."));
+                    server.shutdown_mode.store(
+                        commands::ctx::SHUTDOWN_DEFAULT,
+                        std::sync::atomic::Ordering::SeqCst,
+                    );
                     server.request_shutdown();
                 }
             })
@@ -288,6 +276,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     {
         let server = server.clone();
         let aof = aof.clone();
+        let gate = gate.clone();
         let unix = if id == 0 { unix.take() } else { None };
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
@@ -303,11 +292,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
                     unix,
                     (Some(shard), aof),
                 ) {
-                    Ok(w) => Some(w.run()),
+                    Ok(w) => w.run(&gate),
                     Err(e) => {
                         log::warning(format_args!("worker {id}: {e}"));
+                        gate.absent();
                         server.request_shutdown();
-                        None
                     }
                 }
             })
@@ -323,16 +312,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
             p.display()
         ));
     }
-    let mut shards: Vec<engine::Shard> = Vec::with_capacity(n);
+    // Every shutdown request gathers the shards here; a refused one
+    // (failed final save) hands them back and the server carries on.
+    gate.run(&server, &rewriter);
     for h in handles {
-        if let Ok(Some(s)) = h.join() {
-            shards.push(s);
-        }
+        let _ = h.join();
     }
-    if let Some(a) = &aof {
-        a.stop();
-    }
-    final_save(&server, &mut shards);
     if let Some(p) = &cfg.unixsocket {
         log::notice(format_args!("Removing the unix socket file."));
         let _ = std::fs::remove_file(p);

@@ -449,14 +449,19 @@ impl Worker {
         Ok(w)
     }
 
-    /// Serves until shutdown; gives the shard back for the final save.
-    pub fn run(mut self) -> Shard {
+    /// Serves until a shutdown is carried out: at a shutdown request the
+    /// shard goes to the main thread through `gate` (see `shutdown`), and
+    /// comes back if the shutdown is refused.
+    pub fn run(mut self, gate: &super::shutdown::Gate) {
         let mut events = Events::with_capacity(1024);
         let mut spilled = false;
         let mut save_wait = None;
         loop {
             if self.core.server.shutdown.load(Ordering::Acquire) {
-                break;
+                if self.park(gate) {
+                    break;
+                }
+                continue;
             }
             let now = Instant::now();
             let mut timeout = self.next_cron.saturating_duration_since(now);
@@ -518,7 +523,39 @@ impl Worker {
             }
         }
         self.shutdown();
-        self.core.shard
+    }
+
+    /// At a shutdown request: hands this thread's AOF records to the
+    /// writer and the shard to the main thread, and waits for its verdict.
+    /// True to exit; otherwise the shard is back, and the clients that
+    /// sent SHUTDOWN get Redis's error and go on.
+    fn park(&mut self, gate: &super::shutdown::Gate) -> bool {
+        self.core.aof_flush();
+        let id = self.core.id;
+        let placeholder = Shard::new(id, 0);
+        let shard = std::mem::replace(&mut self.core.shard, placeholder);
+        let (verdict, back) = gate.park(id, shard);
+        if let Some(s) = back {
+            self.core.shard = s;
+        }
+        if verdict == super::shutdown::Verdict::Exit {
+            return true;
+        }
+        for slot in 0..self.conns.slots.len() {
+            let Some(c) = self.conns.slots[slot].as_mut() else {
+                continue;
+            };
+            if !c.client.shutdown_wait {
+                continue;
+            }
+            c.client.shutdown_wait = false;
+            let mut r = Reply::new(c.client.resp3);
+            r.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            c.push_ready(r.as_bytes());
+            self.conns.mark_dirty(slot);
+            self.conns.resume.push(slot);
+        }
+        false
     }
 
     // ------------------------------------------------------------ accept
@@ -1689,7 +1726,8 @@ fn has_work(c: &Conn) -> bool {
 
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
-    c.coord.is_some()
+    c.client.shutdown_wait
+        || c.coord.is_some()
         || c.lock_wait
         || !c.block.is_none()
         || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT

@@ -122,6 +122,11 @@ pub struct ClientState {
     /// `rbp`). Kept by the runtime.
     pub reply_buf_size: usize,
     pub reply_buf_peak: usize,
+    /// Sent SHUTDOWN and waits for its outcome: the connection executes
+    /// nothing more; it closes when the server exits, or gets Redis's
+    /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
+    /// final save). Kept by the runtime.
+    pub shutdown_wait: bool,
 }
 
 /// Commands queued between MULTI and EXEC.
@@ -180,8 +185,9 @@ pub struct ServerShared {
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
-    /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`];
-    /// read by whoever writes the final snapshot.
+    /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`],
+    /// either possibly with the [`SHUTDOWN_FORCE`] bit; read by whoever
+    /// writes the final snapshot.
     pub shutdown_mode: AtomicU8,
     /// Commands per second over the last sampling window (INFO
     /// `instantaneous_ops_per_sec`), sampled by the runtime.
@@ -205,6 +211,9 @@ pub struct ServerShared {
 pub const SHUTDOWN_DEFAULT: u8 = 0;
 pub const SHUTDOWN_NOSAVE: u8 = 1;
 pub const SHUTDOWN_SAVE: u8 = 2;
+/// A bit over the others: exit even when the final save (or the initial
+/// AOF rewrite) fails, as SHUTDOWN ... FORCE.
+pub const SHUTDOWN_FORCE: u8 = 4;
 
 impl ServerShared {
     pub fn new(config: Config, nshards: usize) -> Self {

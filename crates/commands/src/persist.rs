@@ -93,14 +93,20 @@ pub fn set_logger(f: fn(bool, &str)) {
     let _ = LOGGER.set(f);
 }
 
+/// A warning line in the server log.
+pub(crate) fn log_warning(line: &str) {
+    log(true, line);
+}
+
 fn log(warning: bool, line: &str) {
     if let Some(f) = LOGGER.get() {
         f(warning, line);
     }
 }
 
-/// Called with a save's outcome once its file is in place.
-type OnDone = Box<dyn FnOnce(bool) + Send>;
+/// Called with a save's outcome once its file is in place; true asks for
+/// another rewrite (see [`AofControl::finish`]).
+type OnDone = Box<dyn FnOnce(bool) -> bool + Send>;
 
 /// Per shard counters shared by a save's jobs and its writer.
 type Counters = Arc<Vec<AtomicU64>>;
@@ -150,17 +156,26 @@ pub trait AofControl: Send + Sync {
     /// go to the new incr file.
     fn switch(&self);
     /// The new base is in place (`ok`) or not: the manifest moves on (old
-    /// files deleted) or keeps listing the old ones.
-    fn finish(&self, ok: bool);
+    /// files deleted) or keeps listing the old ones. Returns true when
+    /// another rewrite must follow: the AOF being turned on still has no
+    /// base (see [`AofControl::waiting_rewrite`]).
+    fn finish(&self, ok: bool) -> bool;
     /// (base size, whole AOF size) in bytes.
     fn sizes(&self) -> (u64, u64);
     /// The last write to the AOF succeeded (INFO `aof_last_write_status`).
     fn write_ok(&self) -> bool {
         true
     }
-    /// `CONFIG SET appendonly yes`: names the next base and incr files
-    /// and starts the writer on the incr (shards start logging at the
-    /// rewrite's instant).
+    /// The AOF is being turned on and its first base is not in place yet
+    /// (Redis's `AOF_WAIT_REWRITE`): what it logs is not loadable on its
+    /// own, so a shutdown during that rewrite is refused without FORCE.
+    fn waiting_rewrite(&self) -> bool {
+        false
+    }
+    /// `CONFIG SET appendonly yes`: creates the AOF directory and a
+    /// temporary incr file and starts the writer on it (`Err`: the AOF
+    /// stays off and CONFIG SET fails). The rewrite that follows (shards
+    /// start logging at its instant) puts the files in the manifest.
     fn enable(&self) -> Result<(), String>;
     /// `CONFIG SET appendonly no`: after every shard stopped logging,
     /// flushes and closes the file.
@@ -177,8 +192,16 @@ struct State {
     bgsave_scheduled: bool,
     rewrite_scheduled: bool,
     rewrite_ok: bool,
-    /// CONFIG SET appendonly asked to turn the AOF on or off.
+    /// CONFIG SET appendonly asked to turn the AOF off.
     aof_request: Option<bool>,
+    /// [`Persist::rewrite_limited`]: the current delay and when it ends
+    /// (unix seconds; 0: not waiting).
+    limit_delay_min: u64,
+    limit_until_s: u64,
+    /// Why the running save or rewrite was abandoned on purpose (see
+    /// [`Persist::after_flushall`], [`Persist::kill_child`]), for its log
+    /// line.
+    kill_reason: &'static str,
     last_rewrite_time_s: Option<u64>,
     rewrites: u64,
     rewrite_failures: u64,
@@ -204,6 +227,14 @@ pub struct Persist {
     failed: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
+}
+
+/// What runs in the background (see [`Persist::child`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Child {
+    None,
+    Bgsave,
+    Rewrite,
 }
 
 /// INFO persistence figures.
@@ -304,16 +335,102 @@ impl Persist {
         let mut st = self.lock();
         if let Some(r) = st.running.as_ref().filter(|r| r.kind == Kind::Bgsave) {
             r.abort.store(true, Ordering::Release);
+            st.kill_reason = "FLUSHALL";
         }
         if !server.config().save.is_empty() {
             st.bgsave_scheduled = true;
         }
     }
 
-    /// CONFIG SET appendonly changed: the cron turns the AOF on (with a
-    /// rewrite) or off.
-    pub fn request_aof(&self, on: bool) {
-        self.lock().aof_request = Some(on);
+    /// What runs in the background: a save (BGSAVE, a save rule) or an AOF
+    /// rewrite.
+    pub fn child(&self) -> Child {
+        match self.lock().running.as_ref().map(|r| r.kind) {
+            None => Child::None,
+            Some(Kind::Rewrite) => Child::Rewrite,
+            Some(_) => Child::Bgsave,
+        }
+    }
+
+    /// Shutdown, as Redis's killRDBChild / killAppendOnlyChild: abandons
+    /// the running background save or rewrite (not a failure: statuses
+    /// stay as they are; a rewrite leaves the manifest complete as it
+    /// stands), and waits for its writer to be gone, so its temp file is
+    /// removed before the final save writes its own. Call with every shard
+    /// stopped. Returns false if the writer did not end in time.
+    pub fn kill_child(&self) -> bool {
+        {
+            let mut st = self.lock();
+            let Some(r) = st.running.as_ref() else {
+                return true;
+            };
+            r.abort.store(true, Ordering::Release);
+            st.kill_reason = "shutdown";
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while self.in_progress() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// CONFIG SET appendonly yes could not create the AOF's files: as
+    /// Redis, the rewrite status turns to err.
+    pub fn rewrite_start_failed(&self) {
+        self.lock().rewrite_ok = false;
+    }
+
+    /// CONFIG SET appendonly no: the cron turns the AOF off.
+    pub fn request_aof_off(&self) {
+        self.lock().aof_request = Some(false);
+    }
+
+    /// CONFIG SET appendonly yes, once the AOF's writer started on its
+    /// temporary incr file ([`AofControl::enable`]): the rewrite that
+    /// completes it is scheduled (the cron starts it when nothing else
+    /// runs); a pending turn-off is cancelled.
+    pub fn request_aof_on(&self) {
+        let mut st = self.lock();
+        st.aof_request = None;
+        st.rewrite_scheduled = true;
+    }
+
+    /// Redis's aofRewriteLimited: after three consecutive failed rewrites,
+    /// the cron's next attempt waits 1 minute, then 2, 4 ... up to an hour.
+    fn rewrite_limited(&self) -> bool {
+        const THRESHOLD: u64 = 3;
+        const MAX_MINUTES: u64 = 60;
+        let mut st = self.lock();
+        if st.rewrite_failures < THRESHOLD {
+            st.limit_delay_min = 0;
+            st.limit_until_s = 0;
+            return false;
+        }
+        let now_s = engine::now_ms() / 1000;
+        if st.limit_until_s != 0 {
+            if now_s < st.limit_until_s {
+                return true;
+            }
+            st.limit_until_s = 0;
+            return false;
+        }
+        st.limit_delay_min = match st.limit_delay_min {
+            0 => 1,
+            m => (m * 2).min(MAX_MINUTES),
+        };
+        st.limit_until_s = now_s + st.limit_delay_min * 60;
+        let m = st.limit_delay_min;
+        drop(st);
+        log(
+            true,
+            &format!(
+                "Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {m} minutes"
+            ),
+        );
+        true
     }
 
     /// Records what start-up loading found (INFO `rdb_last_load_keys_*`).
@@ -374,9 +491,19 @@ impl Persist {
             let Some(aof) = server.aof.get().cloned() else {
                 return Err(CmdError::err("Background append only file rewriting error"));
             };
-            let path = aof
-                .prepare(cfg.aof_use_rdb_preamble)
-                .map_err(CmdError::err)?;
+            let path = match aof.prepare(cfg.aof_use_rdb_preamble) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Redis's rewriteAppendOnlyFileBackground when the new
+                    // incr cannot be opened: the status turns to err.
+                    log(true, &e);
+                    st.rewrite_ok = false;
+                    return Err(CmdError::err(
+                        "Can't execute an AOF background rewriting. Please check the server \
+                         logs for more information.",
+                    ));
+                }
+            };
             (path, Some(Box::new(move |ok| aof.finish(ok))))
         } else {
             (cfg.rdb_path(), None)
@@ -408,6 +535,8 @@ impl Persist {
         if kind == Kind::Rewrite {
             log(false, "Background append only file rewriting started");
             st.rewrite_scheduled = false;
+            // Counted when started, as Redis's stat_aof_rewrites.
+            st.rewrites += 1;
         } else {
             if background {
                 log(false, "Background saving started");
@@ -416,6 +545,7 @@ impl Persist {
             st.last_try_s = engine::now_ms() / 1000;
             st.bgsave_scheduled = false;
         }
+        st.kill_reason = "";
         st.running = Some(Running {
             tx,
             abort,
@@ -484,24 +614,35 @@ impl WriterJob {
             // Shards stop writing; their next check drops their state.
             self.abort.store(true, Ordering::Release);
         }
-        if let Some(f) = self.on_done.take() {
-            f(res.is_ok());
-        }
+        let again = self.on_done.take().is_some_and(|f| f(res.is_ok()));
         if self.kind == Kind::Rewrite {
             let mut st = self.persist.lock();
             st.running = None;
-            st.rewrite_ok = res.is_ok();
-            st.last_rewrite_time_s = Some(started.elapsed().as_secs());
-            if res.is_ok() {
-                st.rewrites += 1;
-                st.rewrite_failures = 0;
-            } else {
-                st.rewrite_failures += 1;
+            if again {
+                // The AOF being turned on still has no base: retried from
+                // the cron (Redis's aof_rewrite_scheduled).
+                st.rewrite_scheduled = true;
             }
+            st.last_rewrite_time_s = Some(started.elapsed().as_secs());
+            // Killed on purpose (shutdown) is no failure, as Redis's
+            // SIGUSR1-killed child.
+            if !killed {
+                st.rewrite_ok = res.is_ok();
+                if res.is_ok() {
+                    st.rewrite_failures = 0;
+                } else {
+                    st.rewrite_failures += 1;
+                }
+            }
+            let reason = st.kill_reason;
             self.persist.in_progress.store(false, Ordering::Release);
             drop(st);
             match &res {
                 Ok(_) => log(false, "Background AOF rewrite terminated with success"),
+                Err(_) if killed => log(
+                    true,
+                    &format!("Background AOF rewrite terminated by {reason}"),
+                ),
                 Err(e) => log(true, &format!("Background AOF rewrite error: {e}")),
             }
             let _ = self.done.try_send(res.map(|_| ()));
@@ -509,8 +650,10 @@ impl WriterJob {
         }
         let now_s = engine::now_ms() / 1000;
         let keys = res.as_ref().copied().unwrap_or(0);
+        let reason;
         {
             let mut st = self.persist.lock();
+            reason = st.kill_reason;
             st.running = None;
             if !killed {
                 st.last_ok = res.is_ok();
@@ -535,7 +678,7 @@ impl WriterJob {
                 );
             }
             Ok(_) => log(false, "DB saved on disk"),
-            Err(_) if killed => log(false, "Background saving terminated by FLUSHALL"),
+            Err(_) if killed => log(false, &format!("Background saving terminated by {reason}")),
             Err(e) if self.background => log(true, &format!("Background saving error: {e}")),
             Err(e) => log(true, &format!("Error saving DB on disk: {e}")),
         }
@@ -801,7 +944,10 @@ fn bgrewriteaof(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordina
 /// shard, then (still under every lock) switch the AOF to its new incr
 /// file; the locks go with the empty last step.
 pub fn rewrite_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordinator>, CmdError> {
-    rewrite_with(server, false)
+    // While the AOF is being turned on, a rewrite is the one that
+    // completes it (shards log from its instant on).
+    let waiting = server.aof.get().is_some_and(|a| a.waiting_rewrite());
+    rewrite_with(server, waiting)
 }
 
 /// A rewrite; with `enable` (CONFIG SET appendonly yes) every shard also
@@ -876,15 +1022,11 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
             st.aof_request.take(),
         )
     };
-    match (aof_request, server.aof.get()) {
-        (Some(true), Some(aof)) if !aof.enabled() => {
-            if let Err(e) = aof.enable() {
-                log(true, &format!("Can't turn the append only file on: {e}"));
-                return None;
-            }
-            return rewrite_with(server, true).ok();
-        }
-        (Some(false), Some(aof)) if aof.enabled() => {
+    if let (Some(false), Some(aof)) = (aof_request, server.aof.get()) {
+        if aof.enabled() {
+            // Redis's stopAppendOnly: a rewrite for the AOF being turned
+            // on is no longer wanted.
+            p.lock().rewrite_scheduled = false;
             let mut plan = Plan::default();
             plan.run_all(server.nshards, |env: &mut ShardEnv<'_>| {
                 env.shard.prop.on = false;
@@ -899,9 +1041,9 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
                 reply: "OK",
             }));
         }
-        _ => {}
     }
-    if rewrite || auto_rewrite_due(server) {
+    let waiting = server.aof.get().is_some_and(|a| a.waiting_rewrite());
+    if (rewrite || (!waiting && auto_rewrite_due(server))) && !p.rewrite_limited() {
         return rewrite_coordinator(server).ok();
     }
     if let Some((changes, secs)) = p.rules_due(server) {

@@ -23,8 +23,8 @@ use resp::{Args, Reply};
 
 use crate::coord::{fan_out, Coordinator};
 use crate::ctx::{
-    ClientState, ConnCtx, ServerShared, ThreadStats, SHUTDOWN_DEFAULT, SHUTDOWN_NOSAVE,
-    SHUTDOWN_SAVE,
+    ClientState, ConnCtx, ServerShared, ThreadStats, SHUTDOWN_DEFAULT, SHUTDOWN_FORCE,
+    SHUTDOWN_NOSAVE, SHUTDOWN_SAVE,
 };
 use crate::docs::reply_help;
 use crate::error::CmdError;
@@ -127,40 +127,50 @@ const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: stops the server; the
-/// client sees the connection close (no reply), as in Redis. ABORT: no
-/// shutdown is ever in progress when a command can run.
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: stops the server. The
+/// client gets no reply when the server exits (the connection closes), as
+/// in Redis; when the shutdown is refused (the final save failed, without
+/// FORCE) the runtime replies "-ERR Errors trying to SHUTDOWN. Check
+/// logs." and the connection carries on. Until then it executes nothing
+/// more (`shutdown_wait`). ABORT: no shutdown is ever in progress when a
+/// command can run (Tessera has no replicas to wait for). NOW skips that
+/// wait in Redis: nothing to do here.
 fn shutdown(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let (mut nosave, mut save, mut other, mut abort) = (false, false, false, false);
+    let (mut nosave, mut save, mut now, mut force, mut abort) = (false, false, false, false, false);
     for a in args.iter().skip(1) {
         if eq_ic(a, "nosave") {
             nosave = true;
         } else if eq_ic(a, "save") {
             save = true;
-        } else if eq_ic(a, "now") || eq_ic(a, "force") {
-            other = true;
+        } else if eq_ic(a, "now") {
+            now = true;
+        } else if eq_ic(a, "force") {
+            force = true;
         } else if eq_ic(a, "abort") {
             abort = true;
         } else {
             return Err(CmdError::Syntax);
         }
     }
-    if (abort && (nosave || save || other)) || (nosave && save) {
+    if (abort && (nosave || save || now || force)) || (nosave && save) {
         return Err(CmdError::Syntax);
     }
     if abort {
         return Err(CmdError::err("No shutdown in progress."));
     }
-    let mode = if nosave {
+    let mut mode = if nosave {
         SHUTDOWN_NOSAVE
     } else if save {
         SHUTDOWN_SAVE
     } else {
         SHUTDOWN_DEFAULT
     };
+    if force {
+        mode |= SHUTDOWN_FORCE;
+    }
     c.server.shutdown_mode.store(mode, Ordering::SeqCst);
     c.server.request_shutdown();
-    c.client.close_after_reply = true;
+    c.client.shutdown_wait = true;
     Ok(())
 }
 
@@ -241,16 +251,43 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .step_by(2)
         .map(|i| (args.get(i), args.get(i + 1)))
         .collect();
-    let appendonly = {
+    let (appendonly, saved) = {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
-        let before = cfg.appendonly;
+        let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
-        (before != cfg.appendonly).then_some(cfg.appendonly)
+        (
+            (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
+            saved,
+        )
     };
-    if let Some(on) = appendonly {
-        // Redis's startAppendOnly / stopAppendOnly: turning it on writes a
-        // base of the current data first (see `persist`).
-        c.server.persist.request_aof(on);
+    match (appendonly, c.server.aof.get()) {
+        (Some(true), Some(aof)) => {
+            // Redis's startAppendOnly: the AOF's files are created now (a
+            // failure fails CONFIG SET and restores the setting), and a
+            // rewrite writes the base of the current data.
+            if !aof.enabled() {
+                if let Err(e) = aof.enable() {
+                    crate::persist::log_warning(&e);
+                    crate::persist::log_warning(
+                        "Redis needs to enable the AOF but can't trigger a background AOF \
+                         rewrite operation. Check the above logs for more info about the error.",
+                    );
+                    crate::persist::log_warning(
+                        "Failed applying new configuration. Possibly related to new appendonly \
+                         setting. Restoring previous settings.",
+                    );
+                    *c.server.config.write().unwrap_or_else(|e| e.into_inner()) = saved;
+                    c.server.persist.rewrite_start_failed();
+                    return Err(CmdError::err(
+                        "CONFIG SET failed (possibly related to argument 'appendonly') - Unable \
+                         to turn on AOF. Check server logs.",
+                    ));
+                }
+            }
+            c.server.persist.request_aof_on();
+        }
+        (Some(false), _) => c.server.persist.request_aof_off(),
+        _ => {}
     }
     c.server.config_gen.fetch_add(1, Ordering::SeqCst);
     if let Some(w) = c.server.wake_all.get() {
@@ -1306,9 +1343,12 @@ mod tests {
         assert!(t.server.shutdown.load(Ordering::SeqCst));
         assert_eq!(
             t.server.shutdown_mode.load(Ordering::SeqCst),
-            SHUTDOWN_NOSAVE
+            SHUTDOWN_NOSAVE | SHUTDOWN_FORCE
         );
-        assert!(t.client.close_after_reply);
+        assert!(t.client.shutdown_wait);
+        assert!(!t.client.close_after_reply);
+        t.run(&["SHUTDOWN", "SAVE", "NOW"]);
+        assert_eq!(t.server.shutdown_mode.load(Ordering::SeqCst), SHUTDOWN_SAVE);
     }
 
     #[test]
