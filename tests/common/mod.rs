@@ -100,20 +100,23 @@ impl Server {
 
     /// Starts a server of the given flavor; see [`Server::tessera`].
     pub fn start(flavor: Flavor, args: &[&str]) -> Server {
-        let dir = unique_temp_dir(match flavor {
-            Flavor::Tessera => "tessera",
-            Flavor::Redis => "redis",
-        });
-        let log_path = dir.join("server.log");
         let mut last_failure = String::new();
         for attempt in 1..=SPAWN_ATTEMPTS_MAX {
+            // A directory per attempt: a failed attempt's `Server` removes
+            // its directory when dropped (a shared one made the next
+            // attempt fail to create its log).
+            let dir = unique_temp_dir(match flavor {
+                Flavor::Tessera => "tessera",
+                Flavor::Redis => "redis",
+            });
+            let log_path = dir.join("server.log");
             let port = free_port();
             let mut server = Server {
                 flavor,
                 port,
                 child: None,
-                dir: dir.clone(),
-                log_path: log_path.clone(),
+                dir,
+                log_path,
                 log_shown: false,
             };
             match server.spawn_and_wait(args) {
