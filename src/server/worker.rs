@@ -146,6 +146,8 @@ struct Core {
     local_holds: Vec<(usize, u32)>,
     /// Connections with held replies: `(slot, gen)`.
     held: Vec<(usize, u32)>,
+    /// Connections with a direct hop in flight: `(slot, gen)`.
+    direct_conns: Vec<(usize, u32)>,
     /// The writer whose targets the held replies wait for (the writer
     /// changes with `CONFIG SET appendonly`; targets of another are
     /// meaningless, and a stopped writer has flushed everything).
@@ -271,6 +273,10 @@ struct Conns {
     killed: Vec<(usize, u32)>,
     /// INFO's client_recent_max_*_buffer for this thread's clients.
     peaks: RecentPeaks,
+    /// Sockets of connections closed while a direct hop of theirs was in
+    /// flight: kept open until the batch is back, so the other shard never
+    /// writes to a descriptor number reused by a newer socket.
+    zombies: Vec<(ConnRef, Stream)>,
 }
 
 impl Conns {
@@ -413,6 +419,7 @@ impl Worker {
                 aof_always: false,
                 local_holds: Vec::new(),
                 held: Vec::new(),
+                direct_conns: Vec::new(),
                 held_aof: None,
             },
             conns: Conns {
@@ -423,6 +430,7 @@ impl Worker {
                 resume: Vec::new(),
                 killed: Vec::new(),
                 peaks: RecentPeaks::default(),
+                zombies: Vec::new(),
             },
             poll,
             tcp,
@@ -475,7 +483,8 @@ impl Worker {
             if self.want_durable() {
                 timeout = Duration::ZERO;
             }
-            if self.core.mailbox.park() {
+            let eager = self.direct_eager();
+            if self.core.mailbox.park(eager) {
                 timeout = Duration::ZERO;
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -692,7 +701,41 @@ impl Worker {
                 "Client closed connection id={} addr={}",
                 c.client.id, c.client.addr
             ));
+            if c.direct {
+                let conn = ConnRef {
+                    thread: self.core.id as u16,
+                    slot: slot as u32,
+                    gen: c.gen,
+                };
+                self.conns.zombies.push((conn, c.stream));
+            }
         }
+    }
+
+    /// Before sleeping: prunes the list of connections with a direct hop
+    /// in flight, and tells whether one of them needs its batch back as
+    /// soon as it comes (replies queued behind it, or a close waiting for
+    /// it): then lazily sent batches must wake this thread.
+    fn direct_eager(&mut self) -> bool {
+        let Worker { core, conns, .. } = self;
+        if core.direct_conns.is_empty() {
+            return false;
+        }
+        let mut eager = false;
+        core.direct_conns.retain(|&(slot, gen)| {
+            let c = conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+            let Some(c) = c.filter(|c| c.gen == gen) else {
+                return false;
+            };
+            if !c.direct {
+                c.direct_listed = false;
+                return false;
+            }
+            eager |=
+                c.pending.len() > 1 || c.closing || c.peer_eof || c.hup || c.unread || has_work(c);
+            true
+        });
+        eager
     }
 
     // ------------------------------------------------------------ read + execute
@@ -891,8 +934,15 @@ impl Worker {
                 let slot = conn.slot as usize;
                 let mut batch = batch;
                 let mut newly_blocked = false;
+                if batch.direct_fd >= 0 {
+                    match self.conns.get(conn) {
+                        Some(c) => c.direct = false,
+                        None => self.conns.zombies.retain(|(z, _)| *z != conn),
+                    }
+                }
                 if let Some(c) = self.conns.get(conn) {
-                    let mut start = 0;
+                    // Bytes the shard wrote to the socket itself.
+                    let mut start = batch.direct_written;
                     let blocked_seq = batch.block.as_ref().map(|t| t.seq);
                     let mut held = false;
                     for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
@@ -903,9 +953,9 @@ impl Worker {
                             } else {
                                 0
                             };
-                            c.complete_held(cmd.seq, &batch.reply[start..end], hold);
+                            c.complete_held(cmd.seq, &batch.reply[start.min(end)..end], hold);
                         }
-                        start = end;
+                        start = start.max(end);
                     }
                     if held {
                         self.core.note_held(c, slot);
@@ -1109,11 +1159,27 @@ impl Worker {
         }
         if conn.thread as usize == self.core.id {
             self.handle(Msg::ExecDone { conn, batch });
-        } else {
-            self.core
-                .mailbox
-                .send(conn.thread as usize, Msg::ExecDone { conn, batch });
+            return;
         }
+        // A reply held for the AOF, or a blocked command's missing one,
+        // goes home the usual way.
+        let direct = b.direct_fd >= 0
+            && b.block.is_none()
+            && !(self.core.aof_always && b.aof_from != usize::MAX);
+        if direct {
+            let n = write_direct(b.direct_fd, &b.reply);
+            b.direct_written = n;
+            self.core.stats.net_output_bytes += n as u64;
+            if n == b.reply.len() {
+                self.core
+                    .mailbox
+                    .send_lazy(conn.thread as usize, Msg::ExecDone { conn, batch });
+                return;
+            }
+        }
+        self.core
+            .mailbox
+            .send(conn.thread as usize, Msg::ExecDone { conn, batch });
     }
 
     /// Runs a transaction's work whose locks are held, then its release
@@ -1700,7 +1766,77 @@ fn paused(c: &Conn) -> bool {
 /// it runs out, pauses, or closes.
 fn process(core: &mut Core, c: &mut Conn, slot: usize) {
     process_requests(core, c, slot);
+    mark_direct(core, c, slot);
     core.send_batches();
+}
+
+/// The pipeline-1 hop: when a connection's only outstanding request is one
+/// command for another shard and nothing else waits to be written, that
+/// shard writes the reply to the socket itself and sends the batch home
+/// without waking this thread (`Mailbox::send_lazy`). Without it, a hop
+/// costs the home thread a second wake-up (doorbell, `epoll_wait`, context
+/// switch) just to write one reply.
+///
+/// Safe because, until the batch is back, this thread writes nothing to
+/// the socket (every later reply queues behind the hop's slot, and `out`
+/// is empty now) and keeps the socket open (`Conns::zombies`).
+fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
+    if core.batch_conn.is_none()
+        || c.direct
+        || c.closing
+        || c.pending.len() != 1
+        || !c.out.is_empty()
+        || c.pending.front().is_some_and(|s| s.suppress)
+    {
+        return;
+    }
+    let mut only = None;
+    for b in core.batches.iter_mut().flatten() {
+        if only.is_some() {
+            return;
+        }
+        only = Some(b);
+    }
+    let Some(b) = only else { return };
+    if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
+        return;
+    }
+    b.direct_fd = c.stream.raw_fd();
+    c.direct = true;
+    if !c.direct_listed {
+        c.direct_listed = true;
+        core.direct_conns.push((slot, c.gen));
+    }
+}
+
+/// Writes a direct reply to a home thread's socket; returns the bytes
+/// written (what is left goes home with the batch, as do all the bytes
+/// after an error, where the home thread finds the socket broken).
+fn write_direct(fd: i32, buf: &[u8]) -> usize {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        // SAFETY: `fd` is the home connection's socket, kept open until
+        // this batch is back (`Conns::zombies`); `rest` is valid for reads
+        // of its length. MSG_NOSIGNAL: a closed peer is an error, not a
+        // SIGPIPE.
+        let r = unsafe {
+            libc::send(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if r > 0 {
+            done += r as usize;
+        } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            break;
+        }
+    }
+    done
 }
 
 fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
