@@ -313,6 +313,11 @@ impl Mailbox {
         self.bells[self.me].eager.store(eager, Ordering::Relaxed);
         self.bells[self.me].parked.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
+        self.has_inbound()
+    }
+
+    /// Whether any inbound ring holds messages.
+    pub fn has_inbound(&self) -> bool {
         self.inb.iter().flatten().any(|c| !c.is_empty())
     }
 

@@ -265,6 +265,9 @@ struct Conns {
     free: Vec<usize>,
     /// Connections with output to write this iteration.
     dirty: Vec<usize>,
+    /// Emptied lists kept for their capacity: swapped with `dirty` and
+    /// `resume` to walk them, so no iteration allocates a new list.
+    spare: Vec<Vec<usize>>,
     /// Connections to execute again (a coordinator finished, output
     /// drained, or a read was cut short).
     resume: Vec<usize>,
@@ -427,6 +430,7 @@ impl Worker {
                 gens: Vec::new(),
                 free: Vec::new(),
                 dirty: Vec::new(),
+                spare: Vec::new(),
                 resume: Vec::new(),
                 killed: Vec::new(),
                 peaks: RecentPeaks::default(),
@@ -500,6 +504,13 @@ impl Worker {
                 .aof
                 .as_ref()
                 .is_some_and(|a| a.policy() == config::AppendFsync::Always);
+            if self.core.mailbox.has_inbound() {
+                // Batches back from direct hops settle their connections'
+                // slots before those read again: the next request then
+                // finds nothing outstanding (its reply goes straight to
+                // `out`, and it may hop directly in turn).
+                self.drain();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -836,8 +847,9 @@ impl Worker {
             if self.conns.resume.is_empty() {
                 return;
             }
-            let list = std::mem::take(&mut self.conns.resume);
-            for slot in list {
+            let spare = self.conns.spare.pop().unwrap_or_default();
+            let mut list = std::mem::replace(&mut self.conns.resume, spare);
+            for &slot in &list {
                 let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
                     continue;
                 };
@@ -848,6 +860,8 @@ impl Worker {
                     self.read_conn(slot, false);
                 }
             }
+            list.clear();
+            self.conns.spare.push(list);
             self.drain();
         }
     }
@@ -1395,13 +1409,16 @@ impl Worker {
     fn flush_conns(&mut self) {
         for _ in 0..4 {
             self.settle_holds();
-            let list = std::mem::take(&mut self.conns.dirty);
-            if list.is_empty() {
+            if self.conns.dirty.is_empty() {
                 return;
             }
-            for slot in list {
+            let spare = self.conns.spare.pop().unwrap_or_default();
+            let mut list = std::mem::replace(&mut self.conns.dirty, spare);
+            for &slot in &list {
                 self.flush_one(slot);
             }
+            list.clear();
+            self.conns.spare.push(list);
             if self.conns.resume.is_empty() {
                 return;
             }
