@@ -12,6 +12,15 @@
 //! every iteration anyway), so the cost of a hop is a ring push and pop,
 //! plus at most one eventfd write per destination per iteration.
 //!
+//! Lazy sends: a batch whose reply its executing shard already wrote to
+//! the client's socket (a direct reply, see `worker::mark_direct`) goes
+//! home with [`Mailbox::send_lazy`], which rings only a destination that
+//! sleeps with its `eager` flag raised (it has replies queued behind such a
+//! batch, or a close waiting for it). Otherwise the home thread takes the
+//! batch when it next wakes, first thing in its iteration; at pipeline 1
+//! that is the client's next request, so a hop costs one doorbell instead
+//! of two. The same fence protocol covers `eager`.
+//!
 //! Lost wake-ups are impossible: the consumer stores `parked = true`, issues
 //! a SeqCst fence, then checks its rings; the producer pushes, issues a
 //! SeqCst fence, then reads `parked`. At least one of them sees the other.

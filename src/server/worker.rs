@@ -5,11 +5,14 @@
 //! One iteration:
 //! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
 //!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
-//! 2. accept on this thread's listeners; read every readable connection
+//! 2. drain batches that came back without a doorbell (see `mailbox`);
+//!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
 //! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections;
+//!    shard, and collect replies for this thread's connections (a lone
+//!    request of a connection with nothing else outstanding is answered by
+//!    the shard that runs it, straight to the socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
 //!    per iteration, however many replies it holds), then ring the doorbell
 //!    of each thread that got messages;
@@ -1739,6 +1742,12 @@ impl Worker {
                 let _ = c.flush();
             }
             self.close_conn(slot);
+        }
+        // Sockets another shard may still write a direct reply to until it
+        // stops: never closed, so their descriptors cannot be reused under
+        // that write meanwhile (the process is ending).
+        for (_, s) in self.conns.zombies.drain(..) {
+            std::mem::forget(s);
         }
     }
 }
