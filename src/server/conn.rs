@@ -74,6 +74,13 @@ impl Stream {
             Stream::Unix(s) => s.write(buf),
         }
     }
+    pub fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
     pub fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
             Stream::Tcp(s) => s,
@@ -129,6 +136,13 @@ pub struct Conn {
     pub local_listed: bool,
     /// On the thread's list of connections with held replies.
     pub held_listed: bool,
+    /// Its only outstanding request runs on another shard, which writes
+    /// the reply to the socket itself (see `worker::mark_direct`): nothing
+    /// else may be written, and the socket must stay open, until the batch
+    /// is back.
+    pub direct: bool,
+    /// On the thread's list of connections with a direct hop in flight.
+    pub direct_listed: bool,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -204,6 +218,8 @@ impl Conn {
             obuf_over: false,
             local_listed: false,
             held_listed: false,
+            direct: false,
+            direct_listed: false,
         }
     }
 

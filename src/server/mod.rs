@@ -215,6 +215,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         bells.push(Doorbell {
             waker,
             parked: std::sync::atomic::AtomicBool::new(false),
+            eager: std::sync::atomic::AtomicBool::new(false),
         });
         polls.push(poll);
     }

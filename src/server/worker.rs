@@ -5,11 +5,14 @@
 //! One iteration:
 //! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
 //!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
-//! 2. accept on this thread's listeners; read every readable connection
+//! 2. drain batches that came back without a doorbell (see `mailbox`);
+//!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
 //! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections;
+//!    shard, and collect replies for this thread's connections (a lone
+//!    request of a connection with nothing else outstanding is answered by
+//!    the shard that runs it, straight to the socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
 //!    per iteration, however many replies it holds), then ring the doorbell
 //!    of each thread that got messages;
@@ -146,6 +149,8 @@ struct Core {
     local_holds: Vec<(usize, u32)>,
     /// Connections with held replies: `(slot, gen)`.
     held: Vec<(usize, u32)>,
+    /// Connections with a direct hop in flight: `(slot, gen)`.
+    direct_conns: Vec<(usize, u32)>,
     /// The writer whose targets the held replies wait for (the writer
     /// changes with `CONFIG SET appendonly`; targets of another are
     /// meaningless, and a stopped writer has flushed everything).
@@ -263,6 +268,9 @@ struct Conns {
     free: Vec<usize>,
     /// Connections with output to write this iteration.
     dirty: Vec<usize>,
+    /// Emptied lists kept for their capacity: swapped with `dirty` and
+    /// `resume` to walk them, so no iteration allocates a new list.
+    spare: Vec<Vec<usize>>,
     /// Connections to execute again (a coordinator finished, output
     /// drained, or a read was cut short).
     resume: Vec<usize>,
@@ -271,6 +279,10 @@ struct Conns {
     killed: Vec<(usize, u32)>,
     /// INFO's client_recent_max_*_buffer for this thread's clients.
     peaks: RecentPeaks,
+    /// Sockets of connections closed while a direct hop of theirs was in
+    /// flight: kept open until the batch is back, so the other shard never
+    /// writes to a descriptor number reused by a newer socket.
+    zombies: Vec<(ConnRef, Stream)>,
 }
 
 impl Conns {
@@ -413,6 +425,7 @@ impl Worker {
                 aof_always: false,
                 local_holds: Vec::new(),
                 held: Vec::new(),
+                direct_conns: Vec::new(),
                 held_aof: None,
             },
             conns: Conns {
@@ -420,9 +433,11 @@ impl Worker {
                 gens: Vec::new(),
                 free: Vec::new(),
                 dirty: Vec::new(),
+                spare: Vec::new(),
                 resume: Vec::new(),
                 killed: Vec::new(),
                 peaks: RecentPeaks::default(),
+                zombies: Vec::new(),
             },
             poll,
             tcp,
@@ -480,7 +495,8 @@ impl Worker {
             if self.want_durable() {
                 timeout = Duration::ZERO;
             }
-            if self.core.mailbox.park() {
+            let eager = self.direct_eager();
+            if self.core.mailbox.park(eager) {
                 timeout = Duration::ZERO;
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -496,6 +512,13 @@ impl Worker {
                 .aof
                 .as_ref()
                 .is_some_and(|a| a.policy() == config::AppendFsync::Always);
+            if self.core.mailbox.has_inbound() {
+                // Batches back from direct hops settle their connections'
+                // slots before those read again: the next request then
+                // finds nothing outstanding (its reply goes straight to
+                // `out`, and it may hop directly in turn).
+                self.drain();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -729,7 +752,41 @@ impl Worker {
                 "Client closed connection id={} addr={}",
                 c.client.id, c.client.addr
             ));
+            if c.direct {
+                let conn = ConnRef {
+                    thread: self.core.id as u16,
+                    slot: slot as u32,
+                    gen: c.gen,
+                };
+                self.conns.zombies.push((conn, c.stream));
+            }
         }
+    }
+
+    /// Before sleeping: prunes the list of connections with a direct hop
+    /// in flight, and tells whether one of them needs its batch back as
+    /// soon as it comes (replies queued behind it, or a close waiting for
+    /// it): then lazily sent batches must wake this thread.
+    fn direct_eager(&mut self) -> bool {
+        let Worker { core, conns, .. } = self;
+        if core.direct_conns.is_empty() {
+            return false;
+        }
+        let mut eager = false;
+        core.direct_conns.retain(|&(slot, gen)| {
+            let c = conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+            let Some(c) = c.filter(|c| c.gen == gen) else {
+                return false;
+            };
+            if !c.direct {
+                c.direct_listed = false;
+                return false;
+            }
+            eager |=
+                c.pending.len() > 1 || c.closing || c.peer_eof || c.hup || c.unread || has_work(c);
+            true
+        });
+        eager
     }
 
     // ------------------------------------------------------------ read + execute
@@ -830,8 +887,9 @@ impl Worker {
             if self.conns.resume.is_empty() {
                 return;
             }
-            let list = std::mem::take(&mut self.conns.resume);
-            for slot in list {
+            let spare = self.conns.spare.pop().unwrap_or_default();
+            let mut list = std::mem::replace(&mut self.conns.resume, spare);
+            for &slot in &list {
                 let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
                     continue;
                 };
@@ -842,6 +900,8 @@ impl Worker {
                     self.read_conn(slot, false);
                 }
             }
+            list.clear();
+            self.conns.spare.push(list);
             self.drain();
         }
     }
@@ -928,8 +988,15 @@ impl Worker {
                 let slot = conn.slot as usize;
                 let mut batch = batch;
                 let mut newly_blocked = false;
+                if batch.direct_fd >= 0 {
+                    match self.conns.get(conn) {
+                        Some(c) => c.direct = false,
+                        None => self.conns.zombies.retain(|(z, _)| *z != conn),
+                    }
+                }
                 if let Some(c) = self.conns.get(conn) {
-                    let mut start = 0;
+                    // Bytes the shard wrote to the socket itself.
+                    let mut start = batch.direct_written;
                     let blocked_seq = batch.block.as_ref().map(|t| t.seq);
                     let mut held = false;
                     for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
@@ -940,9 +1007,9 @@ impl Worker {
                             } else {
                                 0
                             };
-                            c.complete_held(cmd.seq, &batch.reply[start..end], hold);
+                            c.complete_held(cmd.seq, &batch.reply[start.min(end)..end], hold);
                         }
-                        start = end;
+                        start = start.max(end);
                     }
                     if held {
                         self.core.note_held(c, slot);
@@ -1146,11 +1213,27 @@ impl Worker {
         }
         if conn.thread as usize == self.core.id {
             self.handle(Msg::ExecDone { conn, batch });
-        } else {
-            self.core
-                .mailbox
-                .send(conn.thread as usize, Msg::ExecDone { conn, batch });
+            return;
         }
+        // A reply held for the AOF, or a blocked command's missing one,
+        // goes home the usual way.
+        let direct = b.direct_fd >= 0
+            && b.block.is_none()
+            && !(self.core.aof_always && b.aof_from != usize::MAX);
+        if direct {
+            let n = write_direct(b.direct_fd, &b.reply);
+            b.direct_written = n;
+            self.core.stats.net_output_bytes += n as u64;
+            if n == b.reply.len() {
+                self.core
+                    .mailbox
+                    .send_lazy(conn.thread as usize, Msg::ExecDone { conn, batch });
+                return;
+            }
+        }
+        self.core
+            .mailbox
+            .send(conn.thread as usize, Msg::ExecDone { conn, batch });
     }
 
     /// Runs a transaction's work whose locks are held, then its release
@@ -1366,13 +1449,16 @@ impl Worker {
     fn flush_conns(&mut self) {
         for _ in 0..4 {
             self.settle_holds();
-            let list = std::mem::take(&mut self.conns.dirty);
-            if list.is_empty() {
+            if self.conns.dirty.is_empty() {
                 return;
             }
-            for slot in list {
+            let spare = self.conns.spare.pop().unwrap_or_default();
+            let mut list = std::mem::replace(&mut self.conns.dirty, spare);
+            for &slot in &list {
                 self.flush_one(slot);
             }
+            list.clear();
+            self.conns.spare.push(list);
             if self.conns.resume.is_empty() {
                 return;
             }
@@ -1694,6 +1780,12 @@ impl Worker {
             }
             self.close_conn(slot);
         }
+        // Sockets another shard may still write a direct reply to until it
+        // stops: never closed, so their descriptors cannot be reused under
+        // that write meanwhile (the process is ending).
+        for (_, s) in self.conns.zombies.drain(..) {
+            std::mem::forget(s);
+        }
     }
 }
 
@@ -1738,7 +1830,77 @@ fn paused(c: &Conn) -> bool {
 /// it runs out, pauses, or closes.
 fn process(core: &mut Core, c: &mut Conn, slot: usize) {
     process_requests(core, c, slot);
+    mark_direct(core, c, slot);
     core.send_batches();
+}
+
+/// The pipeline-1 hop: when a connection's only outstanding request is one
+/// command for another shard and nothing else waits to be written, that
+/// shard writes the reply to the socket itself and sends the batch home
+/// without waking this thread (`Mailbox::send_lazy`). Without it, a hop
+/// costs the home thread a second wake-up (doorbell, `epoll_wait`, context
+/// switch) just to write one reply.
+///
+/// Safe because, until the batch is back, this thread writes nothing to
+/// the socket (every later reply queues behind the hop's slot, and `out`
+/// is empty now) and keeps the socket open (`Conns::zombies`).
+fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
+    if core.batch_conn.is_none()
+        || c.direct
+        || c.closing
+        || c.pending.len() != 1
+        || !c.out.is_empty()
+        || c.pending.front().is_some_and(|s| s.suppress)
+    {
+        return;
+    }
+    let mut only = None;
+    for b in core.batches.iter_mut().flatten() {
+        if only.is_some() {
+            return;
+        }
+        only = Some(b);
+    }
+    let Some(b) = only else { return };
+    if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
+        return;
+    }
+    b.direct_fd = c.stream.raw_fd();
+    c.direct = true;
+    if !c.direct_listed {
+        c.direct_listed = true;
+        core.direct_conns.push((slot, c.gen));
+    }
+}
+
+/// Writes a direct reply to a home thread's socket; returns the bytes
+/// written (what is left goes home with the batch, as do all the bytes
+/// after an error, where the home thread finds the socket broken).
+fn write_direct(fd: i32, buf: &[u8]) -> usize {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        // SAFETY: `fd` is the home connection's socket, kept open until
+        // this batch is back (`Conns::zombies`); `rest` is valid for reads
+        // of its length. MSG_NOSIGNAL: a closed peer is an error, not a
+        // SIGPIPE.
+        let r = unsafe {
+            libc::send(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if r > 0 {
+            done += r as usize;
+        } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            break;
+        }
+    }
+    done
 }
 
 fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
