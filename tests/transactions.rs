@@ -229,6 +229,57 @@ fn mset_mget_isolation() {
     eprintln!("{} uniform MGETs", reads.load(Ordering::Relaxed));
 }
 
+/// A pipeline's multi-shard command sees the commands before it: a write
+/// sent to another shard and then an MGET of that key, in one pipeline,
+/// while readers keep Read locks on the key. The write waits behind the
+/// readers' locks; the MGET's own Read lock is compatible with theirs and
+/// must still wait behind the write (it once overtook it and read the old
+/// value).
+#[test]
+fn pipelined_multi_shard_read_sees_earlier_write() {
+    const READERS: usize = 2;
+    const ITERATIONS: usize = 3000;
+    let srv = start();
+    let keys = Arc::new(keys_across_shards("pw:", 6));
+    let running = Arc::new(AtomicUsize::new(1));
+    let mut workers = Vec::new();
+    for r in 0..READERS {
+        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        workers.push(work(format!("reader{r}"), move || {
+            while running.load(Ordering::SeqCst) != 0 {
+                let _: Vec<Option<String>> = redis::cmd("MGET")
+                    .arg(&keys[..])
+                    .query(&mut con)
+                    .expect("MGET");
+            }
+        }));
+    }
+    let (wkeys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+    workers.push(work("writer", move || {
+        let _guard = guard;
+        for i in 0..ITERATIONS {
+            let key = &wkeys[i % wkeys.len()];
+            let other = &wkeys[(i + 1) % wkeys.len()];
+            let value = format!("v{i}");
+            let (_, got): ((), Vec<Option<String>>) = redis::pipe()
+                .cmd("SET")
+                .arg(key)
+                .arg(&value)
+                .cmd("MGET")
+                .arg(key)
+                .arg(other)
+                .query(&mut con)
+                .expect("pipeline");
+            assert_eq!(
+                got[0].as_deref(),
+                Some(value.as_str()),
+                "iteration {i}: MGET after SET {key} in one pipeline"
+            );
+        }
+    }));
+    run_workers(workers);
+}
+
 /// Writers alternate MSET-all and DEL-all on ten keys spread over the
 /// shards; EXISTS (and DEL's own count) is always 0 or 10, MGET uniform.
 #[test]

@@ -125,8 +125,12 @@ struct Core {
     side: Reply,
     /// This shard's transaction locks (see `commands::tx`).
     locks: LockTable<Waiter>,
-    /// Remote batches waiting for a release, in arrival order.
+    /// Remote batches waiting for a release, and jobs of their connections
+    /// behind them, in arrival order.
     deferred: VecDeque<Deferred>,
+    /// `retry_deferred` is running / was asked for another pass meanwhile.
+    retrying: bool,
+    retry_again: bool,
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,
@@ -184,13 +188,28 @@ struct Waiter {
     release: Option<TxId>,
 }
 
-/// A remote batch held back by a transaction's lock: it resumes at
-/// command `next` (whose arguments start at `arg`).
+/// A connection's work held back on this shard, in arrival order: a remote
+/// batch stopped by a transaction's lock (it resumes at command `next`,
+/// whose arguments start at `arg`), or a coordinator job of a connection
+/// that has such a batch here. The job waits behind the batch: a pipeline's
+/// multi-shard command must see the effects of the commands before it
+/// (a read lock compatible with the lock that stopped the batch, e.g. a
+/// BGSAVE's, would otherwise let an MGET read before an earlier APPEND).
 struct Deferred {
     conn: ConnRef,
-    batch: Box<Batch>,
-    next: usize,
-    arg: usize,
+    what: Held,
+}
+
+enum Held {
+    Batch {
+        batch: Box<Batch>,
+        next: usize,
+        arg: usize,
+    },
+    Job {
+        idx: u32,
+        work: Work,
+    },
 }
 
 /// Batches kept for reuse per thread.
@@ -414,6 +433,8 @@ impl Worker {
                 side: Reply::new(false),
                 locks: LockTable::default(),
                 deferred: VecDeque::new(),
+                retrying: false,
+                retry_again: false,
                 lock_blocked: Vec::new(),
                 waiters: Waiters::default(),
                 blocked_conns: Vec::new(),
@@ -954,9 +975,11 @@ impl Worker {
                 if self.core.deferred.iter().any(|d| d.conn == conn) {
                     self.core.deferred.push_back(Deferred {
                         conn,
-                        batch,
-                        next: 0,
-                        arg: 0,
+                        what: Held::Batch {
+                            batch,
+                            next: 0,
+                            arg: 0,
+                        },
                     });
                 } else {
                     prefetch_batch(&self.core.shard, &batch);
@@ -964,24 +987,13 @@ impl Worker {
                 }
             }
             Msg::Job { conn, idx, work } => {
-                let Work { lock, job, release } = work;
-                if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
-                    if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
-                        self.core.aof_tx.push((conn, req.tx, Vec::new()));
-                    }
-                }
-                let w = Waiter {
-                    conn,
-                    idx,
-                    job,
-                    release,
-                };
-                let ready = match lock {
-                    Some(req) => self.core.locks.acquire(req, w),
-                    None => Some(w),
-                };
-                if let Some(w) = ready {
-                    self.run_work(w);
+                if self.core.deferred.iter().any(|d| d.conn == conn) {
+                    self.core.deferred.push_back(Deferred {
+                        conn,
+                        what: Held::Job { idx, work },
+                    });
+                } else {
+                    self.start_job(conn, idx, work);
                 }
             }
             Msg::ExecDone { conn, batch } => {
@@ -1160,9 +1172,11 @@ impl Worker {
                 b.reply = out.into_bytes();
                 self.core.deferred.push_back(Deferred {
                     conn,
-                    batch,
-                    next: i,
-                    arg: first,
+                    what: Held::Batch {
+                        batch,
+                        next: i,
+                        arg: first,
+                    },
                 });
                 return;
             }
@@ -1238,6 +1252,29 @@ impl Worker {
 
     /// Runs a transaction's work whose locks are held, then its release
     /// and whatever the release lets go on.
+    /// Takes a coordinator job's locks and runs it once they are granted.
+    fn start_job(&mut self, conn: ConnRef, idx: u32, work: Work) {
+        let Work { lock, job, release } = work;
+        if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
+            if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
+                self.core.aof_tx.push((conn, req.tx, Vec::new()));
+            }
+        }
+        let w = Waiter {
+            conn,
+            idx,
+            job,
+            release,
+        };
+        let ready = match lock {
+            Some(req) => self.core.locks.acquire(req, w),
+            None => Some(w),
+        };
+        if let Some(w) = ready {
+            self.run_work(w);
+        }
+    }
+
     fn run_work(&mut self, w: Waiter) {
         let mut queue = VecDeque::from([w]);
         while let Some(Waiter {
@@ -1316,14 +1353,32 @@ impl Worker {
     /// connection's behind its earlier ones) and this thread's connections
     /// waiting for a lock.
     fn retry_deferred(&mut self) {
-        let list = std::mem::take(&mut self.core.deferred);
-        for d in list {
-            if self.core.deferred.iter().any(|e| e.conn == d.conn) {
-                self.core.deferred.push_back(d);
-            } else {
-                self.run_batch(d.conn, d.batch, d.next, d.arg);
+        // A job run from here may release locks and call this again; the
+        // nested call only asks for another pass, so no entry overtakes an
+        // earlier one of its connection still in `list`.
+        if self.core.retrying {
+            self.core.retry_again = true;
+            return;
+        }
+        self.core.retrying = true;
+        loop {
+            self.core.retry_again = false;
+            let list = std::mem::take(&mut self.core.deferred);
+            for d in list {
+                if self.core.deferred.iter().any(|e| e.conn == d.conn) {
+                    self.core.deferred.push_back(d);
+                    continue;
+                }
+                match d.what {
+                    Held::Batch { batch, next, arg } => self.run_batch(d.conn, batch, next, arg),
+                    Held::Job { idx, work } => self.start_job(d.conn, idx, work),
+                }
+            }
+            if !self.core.retry_again {
+                break;
             }
         }
+        self.core.retrying = false;
         for (slot, gen) in std::mem::take(&mut self.core.lock_blocked) {
             let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
                 continue;
