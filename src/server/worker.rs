@@ -1793,6 +1793,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             out,
             server: &core.server,
             home: core.id,
+            key_shards: &[],
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
         match step {
@@ -2173,6 +2174,7 @@ fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::Owne
             out: &mut out,
             server: &core.server,
             home: core.id,
+            key_shards: &[],
         };
         dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch)
     };

@@ -26,9 +26,9 @@
 pub(crate) mod longdouble;
 
 use engine::{Str, Value};
-use resp::{Args, Reply};
+use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{group_by_shard, outputs, Coordinator, JobOut, OneStep, Plan};
+use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
@@ -425,42 +425,108 @@ fn mget(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn mget_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let n = c.nshards();
-    let positions: Vec<usize> = (1..args.len()).collect();
-    let groups = group_by_shard(args, &positions, n);
-    let db = c.client.db;
-    let touch = !c.client.no_touch;
-    let mut plan = Plan::default();
-    let mut order = Vec::with_capacity(groups.len());
-    for (shard, pos) in groups {
-        let keys: Vec<Vec<u8>> = pos.iter().map(|&p| args.get(p).to_vec()).collect();
-        order.push(pos);
-        plan.run(shard, move |env| {
-            keys.iter()
-                .map(|k| {
-                    let e = env.shard.lookup_read(db, k, touch)?;
-                    as_str(e).ok().cloned()
-                })
-                .collect::<Vec<Option<Str>>>()
-        });
-    }
-    let total = args.len() - 1;
-    Ok(OneStep::boxed(
-        plan,
-        move |res: Vec<Vec<Option<Str>>>, out: &mut Reply, _: &mut ClientState| {
-            let mut slots: Vec<Option<Str>> = vec![None; total];
-            for (pos, vals) in order.into_iter().zip(res) {
-                for (p, v) in pos.into_iter().zip(vals) {
-                    slots[p - 1] = v;
+/// The keys (`stride` 1) or key-value pairs (`stride` 2) of a multi-key
+/// command from argument 1 on, split by shard: one buffer per shard
+/// (ascending shard order) holding that shard's arguments in command
+/// order, and for each key the index of its group. Every key's shard is
+/// computed once, and a group costs two allocations however many keys it
+/// holds.
+/// `known`: the keys' shards if dispatch computed them
+/// ([`ConnCtx::key_shards`]).
+fn split_by_shard(
+    args: Args<'_>,
+    stride: usize,
+    nshards: usize,
+    known: &[u16],
+) -> (Vec<(usize, OwnedArgs)>, Vec<u16>) {
+    let nkeys = (args.len() - 1) / stride;
+    let mut shard_of_key: Vec<u16> = if known.len() == nkeys {
+        known.to_vec()
+    } else {
+        (0..nkeys)
+            .map(|i| shard_of(args.get(1 + i * stride), nshards) as u16)
+            .collect()
+    };
+    let mut shards: Vec<usize> = shard_of_key.iter().map(|&s| s as usize).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let mut groups: Vec<(usize, OwnedArgs)> = shards
+        .iter()
+        .map(|&s| {
+            let (mut n, mut bytes) = (0, 0);
+            for (i, &ks) in shard_of_key.iter().enumerate() {
+                if ks as usize == s {
+                    n += stride;
+                    for j in 0..stride {
+                        bytes += args.get(1 + i * stride + j).len();
+                    }
                 }
             }
-            out.array(total);
-            for v in &slots {
-                match v {
-                    Some(s) => reply_str(out, s),
-                    None => out.null(),
+            (s, OwnedArgs::with_capacity(n, bytes))
+        })
+        .collect();
+    for (i, ks) in shard_of_key.iter_mut().enumerate() {
+        // INVARIANT: every key's shard has a group.
+        let g = groups
+            .iter()
+            .position(|(s, _)| *s == *ks as usize)
+            .expect("group");
+        for j in 0..stride {
+            groups[g].1.push(args.get(1 + i * stride + j));
+        }
+        *ks = g as u16;
+    }
+    (groups, shard_of_key)
+}
+
+/// One shard's part of a multi-shard MGET: its keys' replies back to back
+/// (RESP, already encoded on the shard, so no value is copied twice nor
+/// freed on another thread), reply `i` ending at `ends[i]`.
+struct MgetPart {
+    buf: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+fn mget_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let (groups, group_of_key) = split_by_shard(args, 1, c.nshards(), c.key_shards);
+    let db = c.client.db;
+    let touch = !c.client.no_touch;
+    let resp3 = c.client.resp3;
+    let mut plan = Plan::default();
+    plan.jobs.reserve(groups.len());
+    for (shard, keys) in groups {
+        plan.run(shard, move |env| {
+            let keys = keys.args();
+            let mut out = Reply::with_capacity(resp3, keys.len() * 80);
+            let mut ends = Vec::with_capacity(keys.len());
+            for k in keys.iter() {
+                match env.shard.lookup_read(db, k, touch).map(|e| as_str(e)) {
+                    Some(Ok(s)) => reply_str(&mut out, s),
+                    _ => out.null(),
                 }
+                ends.push(out.len() as u32);
+            }
+            MgetPart {
+                buf: out.into_bytes(),
+                ends,
+            }
+        });
+    }
+    Ok(OneStep::boxed(
+        plan,
+        move |parts: Vec<MgetPart>, out: &mut Reply, _: &mut ClientState| {
+            let bytes: usize = parts.iter().map(|p| p.buf.len()).sum();
+            out.buf_mut().reserve(bytes + 16);
+            out.array(group_of_key.len());
+            // The next reply of each part.
+            let mut next = vec![0usize; parts.len()];
+            for &g in &group_of_key {
+                let g = g as usize;
+                let i = &mut next[g];
+                let p = &parts[g];
+                let start = if *i == 0 { 0 } else { p.ends[*i - 1] as usize };
+                out.raw(&p.buf[start..p.ends[*i] as usize]);
+                *i += 1;
             }
             Ok(())
         },
@@ -495,21 +561,12 @@ fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
     }
 }
 
-type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+/// MSET/MSETNX's key-value pairs of one shard, back to back.
+type Pairs = OwnedArgs;
 
 /// The (key, value) pairs of MSET/MSETNX grouped by shard.
-fn pairs_by_shard(args: Args<'_>, nshards: usize) -> Vec<(usize, Pairs)> {
-    let positions: Vec<usize> = (1..args.len()).step_by(2).collect();
-    group_by_shard(args, &positions, nshards)
-        .into_iter()
-        .map(|(shard, pos)| {
-            let pairs = pos
-                .iter()
-                .map(|&p| (args.get(p).to_vec(), args.get(p + 1).to_vec()))
-                .collect();
-            (shard, pairs)
-        })
-        .collect()
+fn pairs_by_shard(args: Args<'_>, nshards: usize, known: &[u16]) -> Vec<(usize, Pairs)> {
+    split_by_shard(args, 2, nshards, known).0
 }
 
 /// A job storing `pairs` on its shard, dropping any TTL (as SET does).
@@ -523,7 +580,9 @@ fn touch_for_lfu(shard: &mut engine::Shard, db: usize, key: &[u8]) {
 
 fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
     plan.run(shard, move |env| {
-        for (k, v) in &pairs {
+        let a = pairs.args();
+        for i in (0..a.len()).step_by(2) {
+            let (k, v) = (a.get(i), a.get(i + 1));
             touch_for_lfu(env.shard, db, k);
             env.shard.store(db, k, Value::Str(Str::from_bytes(v)), 0);
         }
@@ -534,7 +593,7 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     check_pairs(args, "mset")?;
     let db = c.client.db;
     let mut plan = Plan::default();
-    for (shard, pairs) in pairs_by_shard(args, c.nshards()) {
+    for (shard, pairs) in pairs_by_shard(args, c.nshards(), c.key_shards) {
         store_pairs(&mut plan, shard, db, pairs);
     }
     Ok(OneStep::boxed(
@@ -581,9 +640,15 @@ impl Coordinator for MsetNx {
         match self.stage {
             0 => {
                 for (shard, pairs) in &self.groups {
-                    let keys: Vec<Vec<u8>> = pairs.iter().map(|(k, _)| k.clone()).collect();
+                    let mut keys = OwnedArgs::with_capacity(pairs.count() / 2, 0);
+                    let a = pairs.args();
+                    for i in (0..a.len()).step_by(2) {
+                        keys.push(a.get(i));
+                    }
                     plan.run(*shard, move |env| {
-                        keys.iter().any(|k| env.shard.lookup_write(db, k).is_some())
+                        keys.args()
+                            .iter()
+                            .any(|k| env.shard.lookup_write(db, k).is_some())
                     });
                 }
                 self.stage = 1;
@@ -615,7 +680,7 @@ fn msetnx_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinat
     check_pairs(args, "msetnx")?;
     Ok(Box::new(MsetNx {
         db: c.client.db,
-        groups: pairs_by_shard(args, c.nshards()),
+        groups: pairs_by_shard(args, c.nshards(), c.key_shards),
         stage: 0,
     }))
 }
