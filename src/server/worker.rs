@@ -2043,7 +2043,8 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         gen: c.gen,
     };
     ac.remaining = plan.jobs.len();
-    ac.results = (0..plan.jobs.len()).map(|_| None).collect();
+    // Reuses the vector the outputs were drained from.
+    ac.results.resize_with(plan.jobs.len(), || None);
     send_plan(core, conn, plan);
 }
 

@@ -436,7 +436,8 @@ pub struct TxCoord {
     err: Option<CmdError>,
 }
 
-type Group = (usize, Vec<usize>, Vec<JobFn>);
+/// One shard's work job for inner jobs, and which inner jobs it carries.
+type Group = (usize, JobFn, Carried);
 
 /// The inner jobs one work in flight carries.
 #[derive(Clone, Debug)]
@@ -490,33 +491,34 @@ impl TxCoord {
         }
     }
 
-    /// One work's job for the inner jobs `idx` of one shard: a single job
-    /// goes as it is (no wrapper to allocate, box and unbox), several are
-    /// packed into one.
-    fn pack(idx: Vec<usize>, mut jobs: Vec<JobFn>) -> (JobFn, Carried) {
-        if jobs.len() == 1 {
-            if let Some(j) = jobs.pop() {
-                return (j, Carried::One(idx[0]));
-            }
-        }
-        let job: JobFn = Box::new(move |env: &mut ShardEnv<'_>| {
+    /// Packs several inner jobs of one shard into one job whose output is
+    /// their outputs, in order.
+    fn packed(jobs: Vec<JobFn>) -> JobFn {
+        Box::new(move |env: &mut ShardEnv<'_>| {
             let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
             Box::new(outs) as JobOut
-        });
-        (job, Carried::Packed(idx))
+        })
     }
 
-    fn group(jobs: impl IntoIterator<Item = (usize, usize, JobFn)>) -> Vec<Group> {
-        let jobs = jobs.into_iter();
-        let mut groups: Vec<Group> = Vec::with_capacity(jobs.size_hint().0);
-        for (i, shard, job) in jobs {
-            match groups.iter_mut().find(|(s, _, _)| *s == shard) {
-                Some((_, idx, js)) => {
-                    idx.push(i);
-                    js.push(job);
-                }
-                None => groups.push((shard, vec![i], vec![job])),
+    /// Groups `(inner index, shard, job)` by shard, one work's job per
+    /// shard: a shard's only job goes as it is (nothing to allocate, box
+    /// and unbox: the common case, one job per shard), several are packed.
+    fn group(mut jobs: Vec<(usize, usize, JobFn)>) -> Vec<Group> {
+        // Stable: a shard's jobs keep their issue order.
+        jobs.sort_by_key(|(_, s, _)| *s);
+        let mut groups: Vec<Group> = Vec::with_capacity(jobs.len());
+        let mut it = jobs.into_iter().peekable();
+        while let Some((i, shard, job)) = it.next() {
+            if it.peek().is_none_or(|(_, s, _)| *s != shard) {
+                groups.push((shard, job, Carried::One(i)));
+                continue;
             }
+            let (mut idx, mut js) = (vec![i], vec![job]);
+            while let Some((i, _, job)) = it.next_if(|(_, s, _)| *s == shard) {
+                idx.push(i);
+                js.push(job);
+            }
+            groups.push((shard, Self::packed(js), Carried::Packed(idx)));
         }
         groups
     }
@@ -526,8 +528,8 @@ impl TxCoord {
     /// work.
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
         let rel = release.then_some(self.tx);
-        for (shard, idx, jobs) in groups {
-            let (job, carried) = Self::pack(idx, jobs);
+        plan.jobs.reserve(groups.len());
+        for (shard, job, carried) in groups {
             plan.jobs.push((
                 shard,
                 Work {
@@ -558,7 +560,8 @@ impl TxCoord {
             p.jobs
                 .into_iter()
                 .enumerate()
-                .map(|(i, (s, w))| (i, s, w.job)),
+                .map(|(i, (s, w))| (i, s, w.job))
+                .collect(),
         );
         self.send(groups, plan, last, None);
     }
@@ -614,21 +617,17 @@ impl TxCoord {
             return false;
         }
         self.acc = (0..p.jobs.len()).map(|_| None).collect();
-        let (mut idx, mut mine, mut rest) = (
-            Vec::with_capacity(1),
-            Vec::with_capacity(1),
-            Vec::with_capacity(p.jobs.len()),
-        );
+        let (mut mine, mut rest) = (Vec::with_capacity(1), Vec::with_capacity(p.jobs.len()));
         for (i, (s, w)) in p.jobs.into_iter().enumerate() {
             if s == shard {
-                idx.push(i);
-                mine.push(w.job);
+                mine.push((i, s, w.job));
             } else {
                 rest.push((i, s, w.job));
             }
         }
         let req = std::mem::take(&mut self.locks[n - 1].1);
-        let (job, carried) = Self::pack(idx, mine);
+        // INVARIANT: `mine` holds jobs of one shard: one group.
+        let (_, job, carried) = Self::group(mine).pop().expect("the last shard's jobs");
         plan.jobs.push((
             shard,
             Work {
@@ -637,7 +636,8 @@ impl TxCoord {
                 release: Some(self.tx),
             },
         ));
-        self.layout = vec![carried];
+        self.layout.clear();
+        self.layout.push(carried);
         self.requested = n;
         self.rest = Some(rest);
         self.phase = Phase::Running;
@@ -691,7 +691,8 @@ impl Coordinator for TxCoord {
                             release: None,
                         },
                     ));
-                    self.layout = vec![Carried::Nothing];
+                    self.layout.clear();
+                    self.layout.push(Carried::Nothing);
                     self.requested += 1;
                     return Ok(());
                 }
