@@ -447,23 +447,24 @@ fn split_by_shard(
             .map(|i| shard_of(args.get(1 + i * stride), nshards) as u16)
             .collect()
     };
-    let mut shards: Vec<usize> = shard_of_key.iter().map(|&s| s as usize).collect();
-    shards.sort_unstable();
-    shards.dedup();
-    let mut groups: Vec<(usize, OwnedArgs)> = shards
-        .iter()
-        .map(|&s| {
-            let (mut n, mut bytes) = (0, 0);
-            for (i, &ks) in shard_of_key.iter().enumerate() {
-                if ks as usize == s {
-                    n += stride;
-                    for j in 0..stride {
-                        bytes += args.get(1 + i * stride + j).len();
-                    }
-                }
+    // (shard, arguments, bytes) of each shard involved, then in shard order.
+    let mut sizes: Vec<(usize, usize, usize)> = Vec::with_capacity(nshards.min(nkeys));
+    for (i, &ks) in shard_of_key.iter().enumerate() {
+        let bytes: usize = (0..stride)
+            .map(|j| args.get(1 + i * stride + j).len())
+            .sum();
+        match sizes.iter_mut().find(|g| g.0 == ks as usize) {
+            Some(g) => {
+                g.1 += stride;
+                g.2 += bytes;
             }
-            (s, OwnedArgs::with_capacity(n, bytes))
-        })
+            None => sizes.push((ks as usize, stride, bytes)),
+        }
+    }
+    sizes.sort_unstable_by_key(|g| g.0);
+    let mut groups: Vec<(usize, OwnedArgs)> = sizes
+        .into_iter()
+        .map(|(s, n, bytes)| (s, OwnedArgs::with_capacity(n, bytes)))
         .collect();
     for (i, ks) in shard_of_key.iter_mut().enumerate() {
         // INVARIANT: every key's shard has a group.
