@@ -2048,6 +2048,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             out,
             server: &core.server,
             home: core.id,
+            key_shards: &[],
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
         match step {
@@ -2297,7 +2298,8 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         gen: c.gen,
     };
     ac.remaining = plan.jobs.len();
-    ac.results = (0..plan.jobs.len()).map(|_| None).collect();
+    // Reuses the vector the outputs were drained from.
+    ac.results.resize_with(plan.jobs.len(), || None);
     send_plan(core, conn, plan);
 }
 
@@ -2428,6 +2430,7 @@ fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::Owne
             out: &mut out,
             server: &core.server,
             home: core.id,
+            key_shards: &[],
         };
         dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch)
     };

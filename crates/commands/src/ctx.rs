@@ -370,6 +370,11 @@ pub struct ConnCtx<'a> {
     pub server: &'a std::sync::Arc<ServerShared>,
     /// The home thread's shard index.
     pub home: usize,
+    /// When dispatch builds the coordinator of a command whose keys span
+    /// shards: the shard of each of its keys, in key-position order, so
+    /// the builder need not hash them again. Empty otherwise (then a
+    /// builder computes what it needs itself).
+    pub key_shards: &'a [u16],
 }
 
 impl ConnCtx<'_> {

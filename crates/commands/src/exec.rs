@@ -241,19 +241,39 @@ pub fn dispatch(
             },
             Target::Many => {
                 let mut set = crate::tx::LockSet::default();
-                set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
                 match multi {
-                    Some(build) => coordinate(r, build, args, ctx, stats, set),
+                    Some(build) => {
+                        // Each key's shard, hashed once for the locks and
+                        // the builder (`target` left the key positions in
+                        // `scratch`).
+                        let n = ctx.nshards();
+                        let shards: Vec<u16> = scratch
+                            .iter()
+                            .map(|&p| crate::table::shard_of(args.get(p), n) as u16)
+                            .collect();
+                        set.command_on(r.spec, args, ctx.client.db, scratch, &shards);
+                        let mut ctx = ConnCtx {
+                            client: &mut *ctx.client,
+                            out: &mut *ctx.out,
+                            server: ctx.server,
+                            home: ctx.home,
+                            key_shards: &shards,
+                        };
+                        coordinate(r, build, args, &mut ctx, stats, set)
+                    }
                     // No coordinator of its own: the handler runs on copies
                     // of its keys (see `scratch`).
-                    None => Step::Coord {
-                        resolved: r,
-                        coord: crate::tx::TxCoord::wrap(
-                            ctx.home,
-                            crate::scratch::coordinator(r.spec, handler, ctx, args, true),
-                            set,
-                        ),
-                    },
+                    None => {
+                        set.command(r.spec, args, ctx.client.db, ctx.nshards(), scratch);
+                        Step::Coord {
+                            resolved: r,
+                            coord: crate::tx::TxCoord::wrap(
+                                ctx.home,
+                                crate::scratch::coordinator(r.spec, handler, ctx, args, true),
+                                set,
+                            ),
+                        }
+                    }
                 }
             }
         },

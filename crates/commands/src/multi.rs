@@ -390,6 +390,7 @@ impl Coordinator for ExecCoord {
                         out: &mut o,
                         server: &self.server,
                         home: self.home,
+                        key_shards: &[],
                     };
                     if let Err(e) = h(&mut ctx, args) {
                         o.error_bytes(&e.line());
@@ -453,6 +454,7 @@ impl Coordinator for ExecCoord {
                     out: &mut sout,
                     server: &self.server,
                     home: self.home,
+                    key_shards: &[],
                 };
                 match build {
                     Build::Coord(b) => b(&mut ctx, args)

@@ -347,6 +347,7 @@ mod tests {
                 out: &mut out,
                 server: &t.server.clone(),
                 home: 0,
+                key_shards: &[],
             };
             coordinator(&SPEC, move_append, &mut ctx, owned.args(), true)
         };

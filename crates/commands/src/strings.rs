@@ -17,7 +17,11 @@
 //! when their keys share a shard and as a coordinator when they do not:
 //! MGET/MSET in one step, MSETNX in two (check every shard, then set on
 //! every shard only if no key exists), LCS by fetching both values and
-//! computing on the home thread.
+//! computing on the home thread. Across shards, each shard's part gets its
+//! keys (and MSET's values) in one buffer, prefetches their table slots
+//! and values before the lookups, and MGET's part encodes its replies
+//! there, so no value is cloned to the home thread, which only splices
+//! the parts in key order.
 //!
 //! Limits: APPEND and SETRANGE refuse strings longer than
 //! `proto-max-bulk-len` (the shard handler's `max_bulk_len`); LCS refuses a
@@ -26,9 +30,9 @@
 pub(crate) mod longdouble;
 
 use engine::{Str, Value};
-use resp::{Args, Reply};
+use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{group_by_shard, outputs, Coordinator, JobOut, OneStep, Plan};
+use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
@@ -425,42 +429,166 @@ fn mget(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// The keys (`stride` 1) or key-value pairs (`stride` 2) of a multi-key
+/// command from argument 1 on, split by shard: one buffer per shard
+/// (ascending shard order) holding that shard's arguments in command
+/// order, and for each key the index of its group. Every key's shard is
+/// computed once, and a group costs two allocations however many keys it
+/// holds.
+/// `known`: the keys' shards if dispatch computed them
+/// ([`ConnCtx::key_shards`]).
+fn split_by_shard(
+    args: Args<'_>,
+    stride: usize,
+    nshards: usize,
+    known: &[u16],
+) -> (Vec<(usize, OwnedArgs)>, Vec<u16>) {
+    let nkeys = (args.len() - 1) / stride;
+    let mut shard_of_key: Vec<u16> = if known.len() == nkeys {
+        known.to_vec()
+    } else {
+        (0..nkeys)
+            .map(|i| shard_of(args.get(1 + i * stride), nshards) as u16)
+            .collect()
+    };
+    // (shard, arguments, bytes) of each shard involved, then in shard order.
+    let mut sizes: Vec<(usize, usize, usize)> = Vec::with_capacity(nshards.min(nkeys));
+    for (i, &ks) in shard_of_key.iter().enumerate() {
+        let bytes: usize = (0..stride)
+            .map(|j| args.get(1 + i * stride + j).len())
+            .sum();
+        match sizes.iter_mut().find(|g| g.0 == ks as usize) {
+            Some(g) => {
+                g.1 += stride;
+                g.2 += bytes;
+            }
+            None => sizes.push((ks as usize, stride, bytes)),
+        }
+    }
+    sizes.sort_unstable_by_key(|g| g.0);
+    let mut groups: Vec<(usize, OwnedArgs)> = sizes
+        .into_iter()
+        .map(|(s, n, bytes)| (s, OwnedArgs::with_capacity(n, bytes)))
+        .collect();
+    for (i, ks) in shard_of_key.iter_mut().enumerate() {
+        // INVARIANT: every key's shard has a group.
+        let g = groups
+            .iter()
+            .position(|(s, _)| *s == *ks as usize)
+            .expect("group");
+        for j in 0..stride {
+            groups[g].1.push(args.get(1 + i * stride + j));
+        }
+        *ks = g as u16;
+    }
+    (groups, shard_of_key)
+}
+
+/// Prefetches the table slots of every `stride`-th argument of `args`
+/// (the keys) in two stages (`Db::prefetch`), so a shard's part of a
+/// multi-key command pays its keys' cache misses together rather than one
+/// after another: the dictionary walk was about 30% of server cycles for
+/// MGET of 10 random keys across shards.
+fn prefetch_keys(shard: &engine::Shard, db: usize, args: Args<'_>, stride: usize) {
+    let Some(d) = shard.dbs.get(db) else { return };
+    if args.len() < 2 * stride {
+        return;
+    }
+    for stage in 0..2 {
+        for i in (0..args.len()).step_by(stride) {
+            d.prefetch(args.get(i), stage);
+        }
+    }
+}
+
+/// A third stage, with the slots on their way: finds the entry of every
+/// `stride`-th argument (a side-effect-free look; the real lookups follow)
+/// and prefetches its string's bytes and the allocator's header in front
+/// of them. MGET copies those bytes into its reply, and MSET frees them
+/// when it overwrites the key: both read cold memory, which once the
+/// slots were prefetched was the largest remaining cost (MGET's copy
+/// about 20% of cycles, MSET's free 15%).
+fn prefetch_values(shard: &engine::Shard, db: usize, args: Args<'_>, stride: usize) {
+    let Some(d) = shard.dbs.get(db) else { return };
+    if args.len() < 2 * stride {
+        return;
+    }
+    for i in (0..args.len()).step_by(stride) {
+        let bytes: &[u8] = match d.get(args.get(i)).map(|e| &e.value) {
+            Some(Value::Str(Str::Raw(v))) => v,
+            Some(Value::Str(Str::Emb(b))) => b,
+            _ => continue,
+        };
+        let p = bytes.as_ptr();
+        prefetch(p.wrapping_sub(8));
+        prefetch(p);
+    }
+}
+
+/// Asks the CPU to start loading the cache line at `p`.
+#[inline]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults (whatever the
+    // address) and writes no memory; SSE is part of the x86_64 baseline.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// One shard's part of a multi-shard MGET: its keys' replies back to back
+/// (RESP, already encoded on the shard, so no value is copied twice nor
+/// freed on another thread), reply `i` ending at `ends[i]`.
+struct MgetPart {
+    buf: Vec<u8>,
+    ends: Vec<u32>,
+}
+
 fn mget_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let n = c.nshards();
-    let positions: Vec<usize> = (1..args.len()).collect();
-    let groups = group_by_shard(args, &positions, n);
+    let (groups, group_of_key) = split_by_shard(args, 1, c.nshards(), c.key_shards);
     let db = c.client.db;
     let touch = !c.client.no_touch;
+    let resp3 = c.client.resp3;
     let mut plan = Plan::default();
-    let mut order = Vec::with_capacity(groups.len());
-    for (shard, pos) in groups {
-        let keys: Vec<Vec<u8>> = pos.iter().map(|&p| args.get(p).to_vec()).collect();
-        order.push(pos);
+    plan.jobs.reserve(groups.len());
+    for (shard, keys) in groups {
         plan.run(shard, move |env| {
-            keys.iter()
-                .map(|k| {
-                    let e = env.shard.lookup_read(db, k, touch)?;
-                    as_str(e).ok().cloned()
-                })
-                .collect::<Vec<Option<Str>>>()
+            let keys = keys.args();
+            prefetch_keys(env.shard, db, keys, 1);
+            prefetch_values(env.shard, db, keys, 1);
+            let mut out = Reply::with_capacity(resp3, keys.len() * 80);
+            let mut ends = Vec::with_capacity(keys.len());
+            for k in keys.iter() {
+                match env.shard.lookup_read(db, k, touch).map(|e| as_str(e)) {
+                    Some(Ok(s)) => reply_str(&mut out, s),
+                    _ => out.null(),
+                }
+                ends.push(out.len() as u32);
+            }
+            MgetPart {
+                buf: out.into_bytes(),
+                ends,
+            }
         });
     }
-    let total = args.len() - 1;
     Ok(OneStep::boxed(
         plan,
-        move |res: Vec<Vec<Option<Str>>>, out: &mut Reply, _: &mut ClientState| {
-            let mut slots: Vec<Option<Str>> = vec![None; total];
-            for (pos, vals) in order.into_iter().zip(res) {
-                for (p, v) in pos.into_iter().zip(vals) {
-                    slots[p - 1] = v;
-                }
-            }
-            out.array(total);
-            for v in &slots {
-                match v {
-                    Some(s) => reply_str(out, s),
-                    None => out.null(),
-                }
+        move |parts: Vec<MgetPart>, out: &mut Reply, _: &mut ClientState| {
+            let bytes: usize = parts.iter().map(|p| p.buf.len()).sum();
+            out.buf_mut().reserve(bytes + 16);
+            out.array(group_of_key.len());
+            // The next reply of each part.
+            let mut next = vec![0usize; parts.len()];
+            for &g in &group_of_key {
+                let g = g as usize;
+                let i = &mut next[g];
+                let p = &parts[g];
+                let start = if *i == 0 { 0 } else { p.ends[*i - 1] as usize };
+                out.raw(&p.buf[start..p.ends[*i] as usize]);
+                *i += 1;
             }
             Ok(())
         },
@@ -495,21 +623,12 @@ fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
     }
 }
 
-type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+/// MSET/MSETNX's key-value pairs of one shard, back to back.
+type Pairs = OwnedArgs;
 
 /// The (key, value) pairs of MSET/MSETNX grouped by shard.
-fn pairs_by_shard(args: Args<'_>, nshards: usize) -> Vec<(usize, Pairs)> {
-    let positions: Vec<usize> = (1..args.len()).step_by(2).collect();
-    group_by_shard(args, &positions, nshards)
-        .into_iter()
-        .map(|(shard, pos)| {
-            let pairs = pos
-                .iter()
-                .map(|&p| (args.get(p).to_vec(), args.get(p + 1).to_vec()))
-                .collect();
-            (shard, pairs)
-        })
-        .collect()
+fn pairs_by_shard(args: Args<'_>, nshards: usize, known: &[u16]) -> Vec<(usize, Pairs)> {
+    split_by_shard(args, 2, nshards, known).0
 }
 
 /// A job storing `pairs` on its shard, dropping any TTL (as SET does).
@@ -523,7 +642,11 @@ fn touch_for_lfu(shard: &mut engine::Shard, db: usize, key: &[u8]) {
 
 fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
     plan.run(shard, move |env| {
-        for (k, v) in &pairs {
+        let a = pairs.args();
+        prefetch_keys(env.shard, db, a, 2);
+        prefetch_values(env.shard, db, a, 2);
+        for i in (0..a.len()).step_by(2) {
+            let (k, v) = (a.get(i), a.get(i + 1));
             touch_for_lfu(env.shard, db, k);
             env.shard.store(db, k, Value::Str(Str::from_bytes(v)), 0);
         }
@@ -534,7 +657,7 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     check_pairs(args, "mset")?;
     let db = c.client.db;
     let mut plan = Plan::default();
-    for (shard, pairs) in pairs_by_shard(args, c.nshards()) {
+    for (shard, pairs) in pairs_by_shard(args, c.nshards(), c.key_shards) {
         store_pairs(&mut plan, shard, db, pairs);
     }
     Ok(OneStep::boxed(
@@ -581,9 +704,15 @@ impl Coordinator for MsetNx {
         match self.stage {
             0 => {
                 for (shard, pairs) in &self.groups {
-                    let keys: Vec<Vec<u8>> = pairs.iter().map(|(k, _)| k.clone()).collect();
+                    let mut keys = OwnedArgs::with_capacity(pairs.count() / 2, 0);
+                    let a = pairs.args();
+                    for i in (0..a.len()).step_by(2) {
+                        keys.push(a.get(i));
+                    }
                     plan.run(*shard, move |env| {
-                        keys.iter().any(|k| env.shard.lookup_write(db, k).is_some())
+                        keys.args()
+                            .iter()
+                            .any(|k| env.shard.lookup_write(db, k).is_some())
                     });
                 }
                 self.stage = 1;
@@ -615,7 +744,7 @@ fn msetnx_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinat
     check_pairs(args, "msetnx")?;
     Ok(Box::new(MsetNx {
         db: c.client.db,
-        groups: pairs_by_shard(args, c.nshards()),
+        groups: pairs_by_shard(args, c.nshards(), c.key_shards),
         stage: 0,
     }))
 }

@@ -62,6 +62,7 @@ impl TestServer {
                 out: &mut out,
                 server: &self.server,
                 home: 0,
+                key_shards: &[],
             };
             dispatch(args, &mut ctx, &mut self.stats, &mut scratch)
         };

@@ -357,14 +357,50 @@ impl LockSet {
         nshards: usize,
         scratch: &mut Vec<usize>,
     ) {
+        spec.key_positions(args, scratch);
+        self.keys_at(spec, args, db, scratch, |k| shard_of(k, nshards));
+    }
+
+    /// [`LockSet::command`] with the key positions and the shard of each
+    /// key (`shards[i]` for `positions[i]`) already known.
+    pub fn command_on(
+        &mut self,
+        spec: &CommandSpec,
+        args: Args<'_>,
+        db: usize,
+        positions: &[usize],
+        shards: &[u16],
+    ) {
+        debug_assert_eq!(positions.len(), shards.len());
+        let mut next = shards.iter();
+        self.keys_at(spec, args, db, positions, |_| {
+            // INVARIANT: one shard per position.
+            *next.next().expect("a shard per key") as usize
+        });
+    }
+
+    fn keys_at(
+        &mut self,
+        spec: &CommandSpec,
+        args: Args<'_>,
+        db: usize,
+        positions: &[usize],
+        mut shard: impl FnMut(&[u8]) -> usize,
+    ) {
         let mode = if spec.has(flags::WRITE) {
             Mode::Write
         } else {
             Mode::Read
         };
-        spec.key_positions(args, scratch);
-        for &p in scratch.iter() {
-            self.key(nshards, db, args.get(p), mode);
+        for &p in positions {
+            let key = args.get(p);
+            let req = self.req(shard(key));
+            if req.keys.capacity() == 0 {
+                // Room for every key at once (a few bytes each) instead of
+                // growing one key at a time.
+                req.keys.reserve(positions.len());
+            }
+            req.add(db, key, mode);
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -387,9 +423,8 @@ pub struct TxCoord {
     /// Locks requested so far (a prefix of `locks`).
     requested: usize,
     phase: Phase,
-    /// For each packed work in flight: the inner job indexes it carries
-    /// (`None` for a lock- or release-only work).
-    layout: Vec<Option<Vec<usize>>>,
+    /// For each work in flight: the inner jobs it carries.
+    layout: Vec<Carried>,
     /// Outputs of the inner's current plan, by its job index.
     acc: Vec<Option<JobOut>>,
     /// The inner's first plan, computed at the last lock but not fused.
@@ -401,7 +436,20 @@ pub struct TxCoord {
     err: Option<CmdError>,
 }
 
-type Group = (usize, Vec<usize>, Vec<JobFn>);
+/// One shard's work job for inner jobs, and which inner jobs it carries.
+type Group = (usize, JobFn, Carried);
+
+/// The inner jobs one work in flight carries.
+#[derive(Clone, Debug)]
+enum Carried {
+    /// None: a lock- or release-only work.
+    Nothing,
+    /// One inner job, sent as it is (its output comes back unwrapped).
+    One(usize),
+    /// Several inner jobs packed into one (their outputs come back as a
+    /// `Vec<JobOut>`, in this order).
+    Packed(Vec<usize>),
+}
 
 impl TxCoord {
     /// Wraps `inner`; with no locks to take the inner runs unwrapped.
@@ -443,23 +491,34 @@ impl TxCoord {
         }
     }
 
-    fn pack(jobs: Vec<JobFn>) -> JobFn {
+    /// Packs several inner jobs of one shard into one job whose output is
+    /// their outputs, in order.
+    fn packed(jobs: Vec<JobFn>) -> JobFn {
         Box::new(move |env: &mut ShardEnv<'_>| {
             let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
             Box::new(outs) as JobOut
         })
     }
 
-    fn group(jobs: impl IntoIterator<Item = (usize, usize, JobFn)>) -> Vec<Group> {
-        let mut groups: Vec<Group> = Vec::new();
-        for (i, shard, job) in jobs {
-            match groups.iter_mut().find(|(s, _, _)| *s == shard) {
-                Some((_, idx, js)) => {
-                    idx.push(i);
-                    js.push(job);
-                }
-                None => groups.push((shard, vec![i], vec![job])),
+    /// Groups `(inner index, shard, job)` by shard, one work's job per
+    /// shard: a shard's only job goes as it is (nothing to allocate, box
+    /// and unbox: the common case, one job per shard), several are packed.
+    fn group(mut jobs: Vec<(usize, usize, JobFn)>) -> Vec<Group> {
+        // Stable: a shard's jobs keep their issue order.
+        jobs.sort_by_key(|(_, s, _)| *s);
+        let mut groups: Vec<Group> = Vec::with_capacity(jobs.len());
+        let mut it = jobs.into_iter().peekable();
+        while let Some((i, shard, job)) = it.next() {
+            if it.peek().is_none_or(|(_, s, _)| *s != shard) {
+                groups.push((shard, job, Carried::One(i)));
+                continue;
             }
+            let (mut idx, mut js) = (vec![i], vec![job]);
+            while let Some((i, _, job)) = it.next_if(|(_, s, _)| *s == shard) {
+                idx.push(i);
+                js.push(job);
+            }
+            groups.push((shard, Self::packed(js), Carried::Packed(idx)));
         }
         groups
     }
@@ -469,23 +528,24 @@ impl TxCoord {
     /// work.
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
         let rel = release.then_some(self.tx);
-        for (shard, idx, jobs) in groups {
+        plan.jobs.reserve(groups.len());
+        for (shard, job, carried) in groups {
             plan.jobs.push((
                 shard,
                 Work {
                     lock: None,
-                    job: Self::pack(jobs),
+                    job,
                     release: rel,
                 },
             ));
-            self.layout.push(Some(idx));
+            self.layout.push(carried);
         }
         if release {
             self.released = true;
             for &(s, _) in &self.locks[..self.requested] {
                 if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
                     plan.jobs.push((s, self.release_only()));
-                    self.layout.push(None);
+                    self.layout.push(Carried::Nothing);
                 }
             }
         }
@@ -500,7 +560,8 @@ impl TxCoord {
             p.jobs
                 .into_iter()
                 .enumerate()
-                .map(|(i, (s, w))| (i, s, w.job)),
+                .map(|(i, (s, w))| (i, s, w.job))
+                .collect(),
         );
         self.send(groups, plan, last, None);
     }
@@ -509,12 +570,17 @@ impl TxCoord {
     fn collect(&mut self, results: Vec<JobOut>) {
         let layout = std::mem::take(&mut self.layout);
         for (r, l) in results.into_iter().zip(layout) {
-            let Some(idx) = l else { continue };
-            let outs = *r
-                .downcast::<Vec<JobOut>>()
-                .expect("INVARIANT: packed job output");
-            for (i, o) in idx.into_iter().zip(outs) {
-                self.acc[i] = Some(o);
+            match l {
+                Carried::Nothing => {}
+                Carried::One(i) => self.acc[i] = Some(r),
+                Carried::Packed(idx) => {
+                    let outs = *r
+                        .downcast::<Vec<JobOut>>()
+                        .expect("INVARIANT: packed job output");
+                    for (i, o) in idx.into_iter().zip(outs) {
+                        self.acc[i] = Some(o);
+                    }
+                }
             }
         }
     }
@@ -524,7 +590,7 @@ impl TxCoord {
         for &(s, _) in &self.locks[..self.requested] {
             plan.jobs.push((s, self.release_only()));
         }
-        self.layout = vec![None; plan.jobs.len()];
+        self.layout = vec![Carried::Nothing; plan.jobs.len()];
     }
 
     /// Feeds `p` (a plan the inner just returned) on: issue it, or finish.
@@ -551,25 +617,27 @@ impl TxCoord {
             return false;
         }
         self.acc = (0..p.jobs.len()).map(|_| None).collect();
-        let (mut idx, mut mine, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut mine, mut rest) = (Vec::with_capacity(1), Vec::with_capacity(p.jobs.len()));
         for (i, (s, w)) in p.jobs.into_iter().enumerate() {
             if s == shard {
-                idx.push(i);
-                mine.push(w.job);
+                mine.push((i, s, w.job));
             } else {
                 rest.push((i, s, w.job));
             }
         }
         let req = std::mem::take(&mut self.locks[n - 1].1);
+        // INVARIANT: `mine` holds jobs of one shard: one group.
+        let (_, job, carried) = Self::group(mine).pop().expect("the last shard's jobs");
         plan.jobs.push((
             shard,
             Work {
                 lock: Some(req),
-                job: Self::pack(mine),
+                job,
                 release: Some(self.tx),
             },
         ));
-        self.layout = vec![Some(idx)];
+        self.layout.clear();
+        self.layout.push(carried);
         self.requested = n;
         self.rest = Some(rest);
         self.phase = Phase::Running;
@@ -623,7 +691,8 @@ impl Coordinator for TxCoord {
                             release: None,
                         },
                     ));
-                    self.layout = vec![None];
+                    self.layout.clear();
+                    self.layout.push(Carried::Nothing);
                     self.requested += 1;
                     return Ok(());
                 }
