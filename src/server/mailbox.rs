@@ -106,7 +106,7 @@ impl Default for Batch {
     }
 }
 
-/// Largest reply or argument buffer a batch may keep to be reused.
+/// Largest batch (all its buffers) kept to be reused.
 const BATCH_KEEP_BYTES: usize = 1 << 20;
 
 impl Batch {
@@ -121,11 +121,21 @@ impl Batch {
         self.aof_hold = 0;
         self.direct_fd = -1;
         self.direct_written = 0;
-        // Pooled batches keep their buffers. Bounding them at 64 KiB (a
-        // bulk load leaves ~11 MB pooled) made tests/eviction.rs's LFU
-        // test flaky (hot keys evicted while memory hovered at the limit):
-        // left at 1 MiB until that is understood.
-        self.reply.capacity() <= BATCH_KEEP_BYTES
+        // Pooled batches keep their buffers, up to a bound on the whole
+        // batch (the argument buffer of a hop that carried a 100 MB SET
+        // counts too); the pool as a whole is bounded in bytes by the
+        // worker. (Bounding each batch at 64 KiB made tests/eviction.rs's
+        // LFU test flaky: hot keys evicted while memory hovered at the
+        // limit.)
+        self.capacity_bytes() <= BATCH_KEEP_BYTES
+    }
+
+    /// Bytes the batch's buffers hold (their capacities).
+    pub fn capacity_bytes(&self) -> usize {
+        self.cmds.capacity() * std::mem::size_of::<BatchCmd>()
+            + self.args.capacity_bytes()
+            + self.reply.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
     }
 }
 
@@ -332,5 +342,21 @@ impl Mailbox {
 
     pub fn unpark(&self) {
         self.bells[self.me].parked.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_that_carried_a_big_argument_is_not_kept() {
+        let mut b = Batch::default();
+        b.args.push(b"SET");
+        b.args.push(&vec![b'x'; 64 << 10]);
+        assert!(b.recycle(), "64 KiB of arguments is kept");
+        b.args.push(&vec![b'x'; 2 << 20]);
+        assert!(b.capacity_bytes() > BATCH_KEEP_BYTES);
+        assert!(!b.recycle(), "2 MiB of arguments is freed, not pooled");
     }
 }

@@ -121,6 +121,8 @@ struct Core {
     /// allocations too.
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Batch>>,
+    /// `capacity_bytes` of the pooled batches.
+    pool_bytes: usize,
     /// Scratch reply for inline replies queued behind pending ones.
     side: Reply,
     /// This shard's transaction locks (see `commands::tx`).
@@ -214,6 +216,10 @@ enum Held {
 
 /// Batches kept for reuse per thread.
 const BATCH_POOL_MAX: usize = 256;
+/// Bytes of buffers the pooled batches of one thread may keep: a bulk load
+/// through a pipe grows batches to tens of KiB, and 256 of them kept ~11 MB
+/// after the load was over.
+const BATCH_POOL_BYTES: usize = 2 << 20;
 
 impl Core {
     /// Hands this shard's records to the AOF writer: before any message or
@@ -275,8 +281,24 @@ impl Core {
     }
 
     fn recycle(&mut self, mut batch: Box<Batch>) {
-        if batch.recycle() && self.pool.len() < BATCH_POOL_MAX {
+        if !batch.recycle() || self.pool.len() >= BATCH_POOL_MAX {
+            return;
+        }
+        let bytes = batch.capacity_bytes();
+        if self.pool_bytes + bytes <= BATCH_POOL_BYTES {
+            self.pool_bytes += bytes;
             self.pool.push(batch);
+        }
+    }
+
+    /// A batch from the pool, or a new one.
+    fn take_batch(&mut self) -> Box<Batch> {
+        match self.pool.pop() {
+            Some(b) => {
+                self.pool_bytes -= b.capacity_bytes();
+                b
+            }
+            None => Box::default(),
         }
     }
 }
@@ -430,6 +452,7 @@ impl Worker {
                 batches: Vec::new(),
                 batch_conn: None,
                 pool: Vec::new(),
+                pool_bytes: 0,
                 side: Reply::new(false),
                 locks: LockTable::default(),
                 deferred: VecDeque::new(),
@@ -2186,7 +2209,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             let b = match core.batches[shard].as_mut() {
                 Some(b) => b,
                 None => {
-                    let b = core.pool.pop().unwrap_or_default();
+                    let b = core.take_batch();
                     core.batches[shard].insert(b)
                 }
             };
