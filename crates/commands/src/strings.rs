@@ -520,23 +520,9 @@ fn prefetch_values(shard: &engine::Shard, db: usize, args: Args<'_>, stride: usi
             _ => continue,
         };
         let p = bytes.as_ptr();
-        prefetch(p.wrapping_sub(8));
-        prefetch(p);
+        ds::prefetch_ptr(p.wrapping_sub(8));
+        ds::prefetch_ptr(p);
     }
-}
-
-/// Asks the CPU to start loading the cache line at `p`.
-#[inline]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults (whatever the
-    // address) and writes no memory; SSE is part of the x86_64 baseline.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// One shard's part of a multi-shard MGET: its keys' replies back to back

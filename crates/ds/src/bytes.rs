@@ -18,11 +18,6 @@
 //! with 22 inline bytes. Packing the length into the last byte (23 inline
 //! bytes, as some crates do) needs a union and `unsafe` for one extra byte.
 
-use std::borrow::Borrow;
-use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::ops::Deref;
-
 /// Longest string stored without a heap allocation.
 pub const INLINE_CAP: usize = 22;
 
@@ -119,47 +114,6 @@ impl Default for SmallBytes {
     }
 }
 
-impl Deref for SmallBytes {
-    type Target = [u8];
-
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for SmallBytes {
-    #[inline]
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl Borrow<[u8]> for SmallBytes {
-    #[inline]
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl From<&[u8]> for SmallBytes {
-    fn from(bytes: &[u8]) -> Self {
-        Self::from_slice(bytes)
-    }
-}
-
-impl<const N: usize> From<&[u8; N]> for SmallBytes {
-    fn from(bytes: &[u8; N]) -> Self {
-        Self::from_slice(bytes)
-    }
-}
-
-impl From<&str> for SmallBytes {
-    fn from(s: &str) -> Self {
-        Self::from_slice(s.as_bytes())
-    }
-}
-
 impl From<Vec<u8>> for SmallBytes {
     /// Short strings are copied inline (and the `Vec` freed); long ones keep
     /// the allocation (shrunk to fit, which may reallocate).
@@ -178,52 +132,91 @@ impl From<SmallBytes> for Vec<u8> {
     }
 }
 
-impl fmt::Debug for SmallBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&String::from_utf8_lossy(self.as_slice()), f)
-    }
+/// The traits every owned byte string of this crate has, all those of its
+/// bytes: `Deref`/`AsRef`/`Borrow` to `[u8]`, `Hash`, `Eq` and `Ord` exactly
+/// as `[u8]`'s (which is what makes `Borrow<[u8]>` lookups in hash maps
+/// correct), a lossy-string `Debug`, and copies from slices and `&str`.
+/// The type needs `as_slice(&self) -> &[u8]` and `from_slice(&[u8]) -> Self`.
+macro_rules! byte_string_traits {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = [u8];
+            #[inline]
+            fn deref(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+        impl AsRef<[u8]> for $t {
+            #[inline]
+            fn as_ref(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+        impl std::borrow::Borrow<[u8]> for $t {
+            #[inline]
+            fn borrow(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+        impl From<&[u8]> for $t {
+            fn from(bytes: &[u8]) -> Self {
+                Self::from_slice(bytes)
+            }
+        }
+        impl<const N: usize> From<&[u8; N]> for $t {
+            fn from(bytes: &[u8; N]) -> Self {
+                Self::from_slice(bytes)
+            }
+        }
+        impl From<&str> for $t {
+            fn from(s: &str) -> Self {
+                Self::from_slice(s.as_bytes())
+            }
+        }
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&String::from_utf8_lossy(self.as_slice()), f)
+            }
+        }
+        impl PartialEq for $t {
+            #[inline]
+            fn eq(&self, other: &Self) -> bool {
+                self.as_slice() == other.as_slice()
+            }
+        }
+        impl Eq for $t {}
+        impl PartialEq<[u8]> for $t {
+            fn eq(&self, other: &[u8]) -> bool {
+                self.as_slice() == other
+            }
+        }
+        impl PartialEq<&[u8]> for $t {
+            fn eq(&self, other: &&[u8]) -> bool {
+                self.as_slice() == *other
+            }
+        }
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.as_slice().cmp(other.as_slice())
+            }
+        }
+        impl std::hash::Hash for $t {
+            /// Exactly `<[u8] as Hash>::hash`, so `Borrow<[u8]>` lookups agree.
+            #[inline]
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.as_slice().hash(state);
+            }
+        }
+    };
 }
+pub(crate) use byte_string_traits;
 
-impl PartialEq for SmallBytes {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for SmallBytes {}
-
-impl PartialEq<[u8]> for SmallBytes {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.as_slice() == other
-    }
-}
-
-impl PartialEq<&[u8]> for SmallBytes {
-    fn eq(&self, other: &&[u8]) -> bool {
-        self.as_slice() == *other
-    }
-}
-
-impl PartialOrd for SmallBytes {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for SmallBytes {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_slice().cmp(other.as_slice())
-    }
-}
-
-impl Hash for SmallBytes {
-    /// Exactly `<[u8] as Hash>::hash`, so `Borrow<[u8]>` lookups agree.
-    #[inline]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
-    }
-}
+byte_string_traits!(SmallBytes);
 
 #[cfg(test)]
 mod tests {

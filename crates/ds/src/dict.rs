@@ -1141,9 +1141,9 @@ impl<K, V> FusedIterator for Drain<K, V> {}
 mod tests;
 
 /// A hint to the CPU to bring the cache line at `p` closer; no effect on
-/// program state.
+/// program state (any address is fine, even an invalid one).
 #[inline(always)]
-fn prefetch_ptr(p: *const u8) {
+pub fn prefetch_ptr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is a hint: it never faults, even for an invalid
     // address, and changes no memory; SSE is part of the x86_64 baseline.

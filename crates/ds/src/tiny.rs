@@ -27,11 +27,7 @@
 //! `key:9999999`) are the common case this type exists for. The unsafe code
 //! is confined to this file: construction, `as_slice` and `Drop`.
 
-use std::borrow::Borrow;
-use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::mem::ManuallyDrop;
-use std::ops::Deref;
 use std::ptr::NonNull;
 
 /// Longest string stored without a heap allocation.
@@ -200,46 +196,6 @@ impl Default for TinyBytes {
     }
 }
 
-impl Deref for TinyBytes {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for TinyBytes {
-    #[inline]
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl Borrow<[u8]> for TinyBytes {
-    #[inline]
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl From<&[u8]> for TinyBytes {
-    fn from(bytes: &[u8]) -> Self {
-        Self::from_slice(bytes)
-    }
-}
-
-impl<const N: usize> From<&[u8; N]> for TinyBytes {
-    fn from(bytes: &[u8; N]) -> Self {
-        Self::from_slice(bytes)
-    }
-}
-
-impl From<&str> for TinyBytes {
-    fn from(s: &str) -> Self {
-        Self::from_slice(s.as_bytes())
-    }
-}
-
 impl From<Vec<u8>> for TinyBytes {
     /// Reuses the vector's allocation when the string is too long to be
     /// inline (after shrinking it to fit).
@@ -271,52 +227,7 @@ impl From<TinyBytes> for Vec<u8> {
     }
 }
 
-impl fmt::Debug for TinyBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&String::from_utf8_lossy(self.as_slice()), f)
-    }
-}
-
-impl PartialEq for TinyBytes {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for TinyBytes {}
-
-impl PartialEq<[u8]> for TinyBytes {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.as_slice() == other
-    }
-}
-
-impl PartialEq<&[u8]> for TinyBytes {
-    fn eq(&self, other: &&[u8]) -> bool {
-        self.as_slice() == *other
-    }
-}
-
-impl PartialOrd for TinyBytes {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for TinyBytes {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_slice().cmp(other.as_slice())
-    }
-}
-
-impl Hash for TinyBytes {
-    /// Exactly `<[u8] as Hash>::hash`, so `Borrow<[u8]>` lookups agree.
-    #[inline]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
-    }
-}
+crate::bytes::byte_string_traits!(TinyBytes);
 
 #[cfg(test)]
 mod tests {
