@@ -499,6 +499,13 @@ impl QuickList {
     pub fn fill(&self) -> i32 {
         self.fill
     }
+    /// Entries in the head node and in the tail node (0, 0 when empty):
+    /// a list grown by pushes at the head has a partial head node, one
+    /// grown at the tail a partial tail node.
+    pub fn end_node_counts(&self) -> (usize, usize) {
+        let count = |n: Option<&Node>| n.map_or(0, |n| n.count as usize);
+        (count(self.nodes.front()), count(self.nodes.back()))
+    }
 
     /// Heap bytes held: node headers and buffers (compressed ones at their
     /// compressed size), capacity included.

@@ -382,18 +382,57 @@ fn node_allows(node_bytes: usize, count: usize, len: usize, fill: i32) -> bool {
     (count as i64) < i64::from(fill)
 }
 
-/// A list as quicklist 2 nodes: listpacks filled as Redis 7.0 fills the
-/// tail node on RPUSH (so a list built by pushes gets Redis's nodes).
+/// Entries per node, head to tail, for a list grown at its head (LPUSH):
+/// Redis 7.0 fills the head node until it is full and then starts a new
+/// head, so its nodes are full from the tail and the head one is partial.
+/// Cut from the tail with the same rule as [`node_allows`].
+fn head_grown_cuts(l: &ds::QuickList, fill: i32) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut cur = LpWriter::new();
+    let mut items = l.iter_rev();
+    while let Some(it) = items.next() {
+        if cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill) {
+            cuts.push(cur.count());
+            cur = LpWriter::new();
+        }
+        cur.push(it);
+    }
+    if cur.count() > 0 {
+        cuts.push(cur.count());
+    }
+    cuts.reverse();
+    cuts
+}
+
+/// A list as quicklist 2 nodes: listpacks filled as Redis 7.0 fills them
+/// when the list is built by pushes, so such a list gets Redis's nodes
+/// (and DUMP its bytes): at the tail (RPUSH) by default, or from the tail
+/// backwards when our own head node is the less full end (a list built by
+/// LPUSH). Lists edited in the middle may be cut differently from Redis
+/// (same contents).
 fn write_list_nodes(out: &mut Vec<u8>, l: &ds::QuickList, compress: bool) {
     let fill = l.fill();
     let mut nodes: Vec<Vec<u8>> = Vec::new();
     let mut cur = LpWriter::new();
     // Our nodes are not listpacks: compressed ones are read decompressed
     // and every node is re-packed.
+    let (head, tail) = l.end_node_counts();
+    let mut cuts = if l.node_count() > 1 && head < tail {
+        head_grown_cuts(l, fill)
+    } else {
+        Vec::new()
+    }
+    .into_iter();
+    let mut left = cuts.next();
     let mut items = l.iter();
     while let Some(it) = items.next() {
-        if cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill) {
+        let full = match left {
+            Some(n) => cur.count() == n,
+            None => cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill),
+        };
+        if full {
             nodes.push(std::mem::take(&mut cur).finish());
+            left = cuts.next();
         }
         cur.push(it);
     }
