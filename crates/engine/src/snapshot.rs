@@ -24,9 +24,23 @@
 //!   command, as a fork would keep the old pages); SWAPDB finishes both
 //!   databases first.
 //!
+//! * **Big values in slices**: a non-compact collection (skiplist zset,
+//!   hashtable hash or set, long list) is not written in one go when the
+//!   scan meets it: it is stamped and queued, and steps write it a slice
+//!   at a time (header, then element ranges; see `rdb::chunk`), one value
+//!   at a time, so one huge key does not stall its shard. Its bytes build
+//!   up in `partial` and join the output only once complete, so a
+//!   fragment handed to the writer never ends inside a value (fragments
+//!   of all shards interleave in the file). A change to a queued or half
+//!   written key finishes it first (`visit_before_change`), so the stall
+//!   only comes back when a client changes that very key mid-write; a
+//!   read does not finish it (`Db::get_mut_read`). FLUSHDB moves the
+//!   queue's entries with their table to the graveyard; SWAPDB finishes
+//!   everything first, as before.
+//!
 //! The extra memory is the serialized bytes not yet handed to the writer,
 //! bounded by the step budget plus what the commands of one loop iteration
-//! change. The cost when no snapshot runs is one predictable branch per
+//! change, plus the serialized size of the one big value being written. The cost when no snapshot runs is one predictable branch per
 //! mutation.
 //!
 //! Stamps are a `u8` per entry (it sits in `Entry`'s padding). A snapshot
@@ -34,18 +48,43 @@
 //! begin then restamps every entry first, so a wrapped-around epoch can
 //! never make an old stamp look current.
 
+use std::collections::VecDeque;
+
 use ds::{Dict, TinyBytes};
 
 use crate::db::{Db, Entry};
+use crate::rdb::Progress;
 use crate::Shard;
 
 /// Per-database snapshot state.
 #[derive(Debug)]
 pub struct DbSnap {
-    /// Serialized entries not yet collected by the runtime.
+    /// Serialized whole entries not yet collected by the runtime.
     out: Vec<u8>,
+    /// The bytes so far of the big value being written in slices (the
+    /// front of `pending`); moved to `out` once it is complete, so a
+    /// collected fragment never ends inside a value.
+    partial: Vec<u8>,
+    /// Big values accounted for (stamped) but not yet completely written,
+    /// in the order they are written; only the front can be started.
+    /// Every mutation of one of these keys first finishes it.
+    pending: VecDeque<Pending>,
     cursor: u64,
+    /// The live table has been scanned to the end.
+    live_scanned: bool,
     done: bool,
+    cfg: Cfg,
+    /// Entries written.
+    keys: u64,
+    /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
+    /// (not copied) until their unwritten entries are written, with their
+    /// scan cursors and whether the scan is over. Nothing else can reach
+    /// them, so they need no hooks.
+    graveyard: Vec<(Dict<TinyBytes, Entry>, u64, bool)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
     compress: bool,
     /// Access data written with each entry, as Redis does under an LRU or
     /// LFU `maxmemory-policy` (IDLE / FREQ opcodes).
@@ -53,12 +92,19 @@ pub struct DbSnap {
     /// Write each key as the commands that rebuild it (an AOF base with
     /// `aof-use-rdb-preamble no`) instead of RDB.
     cmds: bool,
-    /// Entries written.
-    keys: u64,
-    /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
-    /// (not copied) until their unwritten entries are written, with their
-    /// scan cursors. Nothing else can reach them, so they need no hooks.
-    graveyard: Vec<(Dict<TinyBytes, Entry>, u64)>,
+}
+
+/// A big value written in slices (see `rdb::chunk`).
+#[derive(Debug)]
+struct Pending {
+    key: Vec<u8>,
+    /// Where the entry lives: the live table, or `graveyard[i]`.
+    grave: Option<usize>,
+    started: bool,
+    progress: Progress,
+    /// Access data as it was when the entry was accounted for.
+    idle: Option<u64>,
+    freq: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,42 +115,147 @@ enum Meta {
     Lfu,
 }
 
-impl DbSnap {
-    /// Writes `e` if the running snapshot has not accounted for it yet.
-    #[inline]
-    pub(crate) fn visit(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        self.visit_with(key, e, epoch, self.compress);
-    }
-
-    /// A copy before change, on a command's path: written uncompressed
-    /// (LZF is the dearest part of writing an entry, and this cost lands on
-    /// the command; the file stays valid RDB, a little larger).
-    #[inline]
-    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        self.visit_with(key, e, epoch, false);
-    }
-
-    #[inline]
-    fn visit_with(&mut self, key: &[u8], e: &mut Entry, epoch: u8, compress: bool) {
-        if e.snap != epoch {
-            if self.cmds {
-                crate::rdb::write_entry_cmds(&mut self.out, key, e);
-            } else {
-                let (idle, freq) = self.meta_of(e);
-                crate::rdb::write_entry_ext(&mut self.out, key, e, compress, idle, freq);
-            }
-            e.snap = epoch;
-            self.keys += 1;
-        }
-    }
-}
-
-impl DbSnap {
+impl Cfg {
     fn meta_of(&self, e: &Entry) -> (Option<u64>, Option<u8>) {
         match self.meta {
             Meta::None => (None, None),
             Meta::Lru(now_ms) => (Some(e.idle_s(now_ms)), None),
             Meta::Lfu => (None, Some(e.lfu_counter)),
+        }
+    }
+
+    fn write_whole(&self, out: &mut Vec<u8>, key: &[u8], e: &Entry, compress: bool) {
+        if self.cmds {
+            crate::rdb::write_entry_cmds(out, key, e);
+        } else {
+            let (idle, freq) = self.meta_of(e);
+            crate::rdb::write_entry_ext(out, key, e, compress, idle, freq);
+        }
+    }
+}
+
+/// Writes more of the big value `p` (entry `e`) into `partial`, at least
+/// one element, until it grew by `budget`; once complete, moves it to
+/// `out` and returns true.
+fn resume(
+    cfg: Cfg,
+    p: &mut Pending,
+    e: &Entry,
+    partial: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    compress: bool,
+    budget: usize,
+) -> bool {
+    let start = partial.len();
+    if !p.started {
+        p.started = true;
+        if !cfg.cmds {
+            crate::rdb::write_head(partial, &p.key, e, compress, p.idle, p.freq);
+        }
+    }
+    let left = budget.saturating_sub(partial.len() - start).max(1);
+    let done = if cfg.cmds {
+        crate::rdb::write_elems_cmds(partial, &p.key, e, &mut p.progress, left)
+    } else {
+        crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
+    };
+    if done {
+        out.append(partial);
+    }
+    done
+}
+
+/// Accounts for `e` if the running snapshot has not yet: a small value
+/// is written at once, a big one queued to be written in slices. `grave`:
+/// where the entry lives (see `Pending`).
+#[inline]
+fn visit(
+    out: &mut Vec<u8>,
+    pending: &mut VecDeque<Pending>,
+    keys: &mut u64,
+    cfg: Cfg,
+    (key, e): (&[u8], &mut Entry),
+    epoch: u8,
+    grave: Option<usize>,
+) {
+    if e.snap != epoch {
+        e.snap = epoch;
+        *keys += 1;
+        if crate::rdb::is_chunked(&e.value) {
+            let (idle, freq) = cfg.meta_of(e);
+            pending.push_back(Pending {
+                key: key.to_vec(),
+                grave,
+                started: false,
+                progress: Progress::default(),
+                idle,
+                freq,
+            });
+        } else {
+            cfg.write_whole(out, key, e, cfg.compress);
+        }
+    }
+}
+
+impl DbSnap {
+    /// A copy before change, on a command's path: the entry is written now
+    /// if it has not been, or finished now if it is a big value half
+    /// written or queued. Written uncompressed (LZF is the dearest part of
+    /// writing an entry, and this cost lands on the command; the file
+    /// stays valid RDB, a little larger).
+    #[inline]
+    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
+        if e.snap != epoch {
+            self.cfg.write_whole(&mut self.out, key, e, false);
+            e.snap = epoch;
+            self.keys += 1;
+        } else if !self.pending.is_empty() {
+            self.finish_pending(key, e);
+        }
+    }
+
+    /// Before a read (which does not change the value): an unwritten entry
+    /// is written as before a change, but a big value being written in
+    /// slices is left to its slices.
+    #[inline]
+    pub(crate) fn visit_before_read(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
+        if e.snap != epoch {
+            self.visit_before_change(key, e, epoch);
+        }
+    }
+
+    /// Finishes the live entry `key` if it is queued or half written.
+    #[cold]
+    fn finish_pending(&mut self, key: &[u8], e: &Entry) {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.grave.is_none() && p.key == key)
+        else {
+            return;
+        };
+        let cfg = self.cfg;
+        if i == 0 || !self.pending[i].started {
+            // Only the front can be started: a queued one that is not the
+            // front goes whole, in its own buffer, so the front's partial
+            // bytes stay contiguous.
+            let Some(mut p) = self.pending.remove(i) else {
+                return;
+            };
+            if i == 0 {
+                resume(
+                    cfg,
+                    &mut p,
+                    e,
+                    &mut self.partial,
+                    &mut self.out,
+                    false,
+                    usize::MAX,
+                );
+            } else {
+                let mut buf = Vec::new();
+                resume(cfg, &mut p, e, &mut buf, &mut self.out, false, usize::MAX);
+            }
         }
     }
 }
@@ -130,18 +281,24 @@ impl Db {
         self.saving = true;
         self.snap = Some(Box::new(DbSnap {
             out: Vec::new(),
+            partial: Vec::new(),
+            pending: VecDeque::new(),
             cursor: 0,
+            live_scanned: false,
             done: false,
-            compress,
-            meta,
-            cmds,
+            cfg: Cfg {
+                compress,
+                meta,
+                cmds,
+            },
             keys: 0,
             graveyard: Vec::new(),
         }));
     }
 
-    /// Writes about `budget` more bytes (at least one bucket's entries);
-    /// true when every entry has been written.
+    /// Writes about `budget` more bytes (at least one bucket's entries, or
+    /// one element of a big value); true when every entry has been
+    /// written.
     fn snapshot_step(&mut self, budget: usize) -> bool {
         let epoch = self.epoch;
         let Some(snap) = self.snap.as_deref_mut() else {
@@ -150,35 +307,90 @@ impl Db {
         if snap.done {
             return true;
         }
-        let start = snap.out.len();
+        let DbSnap {
+            out,
+            partial,
+            pending,
+            cursor,
+            live_scanned,
+            done,
+            cfg,
+            keys,
+            graveyard,
+        } = snap;
+        let cfg = *cfg;
+        let start = out.len() + partial.len();
         let mut buckets = 0;
-        while self.saving {
-            let cursor = snap.cursor;
-            snap.cursor = self.table.scan_mut(cursor, |k, e| snap.visit(k, e, epoch));
-            buckets += 1;
-            if snap.cursor == 0 {
-                // The live table is done: no more copies before change.
-                self.saving = false;
-            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
+        loop {
+            // Big values first, one at a time, so at most one is half
+            // written.
+            while let Some(p) = pending.front_mut() {
+                let table = match p.grave {
+                    None => &self.table,
+                    Some(i) => &graveyard[i].0,
+                };
+                let used = out.len() + partial.len() - start;
+                let finished = match table.get(&p.key[..]) {
+                    Some(e) => resume(
+                        cfg,
+                        p,
+                        e,
+                        partial,
+                        out,
+                        cfg.compress,
+                        budget.saturating_sub(used),
+                    ),
+                    None => {
+                        // Unreachable: a change to the key finishes it
+                        // first, and retired tables do not change. Drop
+                        // the half-written bytes: the file stays valid.
+                        debug_assert!(false, "a pending snapshot entry vanished");
+                        partial.clear();
+                        true
+                    }
+                };
+                if finished {
+                    pending.pop_front();
+                } else {
+                    return false;
+                }
+            }
+            if out.len() + partial.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
                 return false;
             }
-        }
-        let mut graveyard = std::mem::take(&mut snap.graveyard);
-        while let Some((table, cursor)) = graveyard.last_mut() {
-            let c = *cursor;
-            *cursor = table.scan_mut(c, |k, e| snap.visit(k, e, epoch));
             buckets += 1;
-            if *cursor == 0 {
-                if let Some((t, _)) = graveyard.pop() {
+            if self.saving && !*live_scanned {
+                let c = *cursor;
+                *cursor = self.table.scan_mut(c, |k, e| {
+                    visit(out, pending, keys, cfg, (k, e), epoch, None)
+                });
+                if *cursor == 0 {
+                    *live_scanned = true;
+                }
+                continue;
+            }
+            // The live table is done and nothing of it is pending: no more
+            // copies before change.
+            self.saving = false;
+            let n = graveyard.len();
+            let Some((table, cur, scanned)) = graveyard.last_mut() else {
+                *done = true;
+                return true;
+            };
+            if *scanned {
+                if let Some((t, _, _)) = graveyard.pop() {
                     free_table(t);
                 }
-            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
-                snap.graveyard = graveyard;
-                return false;
+                continue;
+            }
+            let c = *cur;
+            *cur = table.scan_mut(c, |k, e| {
+                visit(out, pending, keys, cfg, (k, e), epoch, Some(n - 1))
+            });
+            if *cur == 0 {
+                *scanned = true;
             }
         }
-        snap.done = true;
-        true
     }
 
     /// FLUSHDB / FLUSHALL while this database is being saved: its table
@@ -191,7 +403,14 @@ impl Db {
         let Some(snap) = self.snap.as_deref_mut() else {
             return false;
         };
-        snap.graveyard.push((std::mem::take(&mut self.table), 0));
+        // Its big values being written in slices move with it.
+        let at = snap.graveyard.len();
+        for p in snap.pending.iter_mut().filter(|p| p.grave.is_none()) {
+            p.grave = Some(at);
+        }
+        let scanned = snap.live_scanned;
+        snap.graveyard
+            .push((std::mem::take(&mut self.table), 0, scanned));
         true
     }
 
@@ -261,7 +480,7 @@ impl Shard {
         for (i, d) in self.dbs.iter_mut().enumerate() {
             if let Some(s) = d.snap.as_deref_mut() {
                 if !s.out.is_empty() {
-                    if s.cmds {
+                    if s.cfg.cmds {
                         crate::rdb::write_select_cmd(&mut chunk, i);
                     } else {
                         crate::rdb::write_select_db(&mut chunk, i);
@@ -284,7 +503,7 @@ impl Shard {
                 if !s.done {
                     d.stamps_mixed = true;
                 }
-                for (t, _) in s.graveyard.drain(..) {
+                for (t, _, _) in s.graveyard.drain(..) {
                     free_table(t);
                 }
             }
@@ -328,6 +547,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use crate::rdb::{self, Reader};
+    use crate::types::{Hash, List, Set, ZSet};
     use crate::{EncLimits, Entry, Shard, Str, Value};
 
     type Image = BTreeMap<(usize, Vec<u8>), (Value, u64)>;
@@ -424,6 +644,229 @@ mod tests {
             s.snapshot_all(false, 4096, |b| frags.push(b));
             assert_eq!(decode(&frags), now);
         }
+    }
+
+    fn big_value(kind: usize, n: usize, salt: u64) -> Value {
+        let lim = EncLimits::default();
+        match kind {
+            0 => {
+                let mut z = ZSet::default();
+                for i in 0..n {
+                    z.insert(
+                        format!("m{i}:{salt}").as_bytes(),
+                        (i % 97) as f64 * 0.5,
+                        &lim,
+                    );
+                }
+                Value::ZSet(z)
+            }
+            1 => {
+                let mut l = List::new(&lim);
+                for i in 0..n * 8 {
+                    // Integers, short and long strings.
+                    let item = match i % 3 {
+                        0 => format!("{i}"),
+                        1 => format!("e{i}:{salt}"),
+                        _ => format!("{:-<90}{i}", salt),
+                    };
+                    l.push_back(item.as_bytes());
+                }
+                Value::List(l)
+            }
+            2 => {
+                let mut h = Hash::new();
+                for i in 0..n {
+                    h.set(
+                        format!("f{i}").as_bytes(),
+                        format!("v{i}:{salt}").as_bytes(),
+                        &lim,
+                    );
+                }
+                Value::Hash(h)
+            }
+            _ => {
+                let mut st = Set::create(b"a", n, &lim);
+                let mut i = 0;
+                // Ends with the member dict half way through a rehash.
+                while i < n || !st.table_dict().is_some_and(|d| d.is_rehashing()) {
+                    st.add(format!("s{i}:{salt}").as_bytes(), &lim);
+                    i += 1;
+                }
+                Value::Set(st)
+            }
+        }
+    }
+
+    /// Big values (skiplist zset, long list, hashtable hash and set, one
+    /// of them with its dict rehashing) are written a slice at a time;
+    /// the file still holds exactly the data as it was at the begin while
+    /// the big keys themselves are read, changed, deleted, overwritten,
+    /// given TTLs and flushed between steps (which finishes them first).
+    #[test]
+    fn big_values_written_in_slices_are_the_data_at_begin() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        for round in 0..12 {
+            let mut s = Shard::new(0, 2);
+            for i in 0..600u64 {
+                s.dbs[(i % 2) as usize]
+                    .insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            }
+            for b in 0..8u64 {
+                let ttl = if b % 3 == 0 { 4_000_000_000_000 + b } else { 0 };
+                let v = big_value(b as usize % 4, 1500 + 100 * b as usize, b);
+                s.dbs[(b / 4) as usize].insert(format!("big{b}").as_bytes(), Entry::new(v, ttl, 0));
+            }
+            let before = image(&s);
+            s.snapshot_begin_as(round % 2 == 0, false);
+            let mut frags = Vec::new();
+            let mut next = 0u64;
+            let mut slices = 0;
+            loop {
+                for _ in 0..3 {
+                    let db = rng.gen_range(0..2);
+                    let k = format!("big{}", rng.gen_range(0..8));
+                    let k = k.as_bytes();
+                    match rng.gen_range(0..40) {
+                        // Reads leave a half-written value to its slices.
+                        0..=19 => drop(s.dbs[db].get_mut_read(k)),
+                        20 if round >= 2 => {
+                            if let Some(e) = s.dbs[db].get_mut(k) {
+                                let lim = EncLimits::default();
+                                match &mut e.value {
+                                    Value::ZSet(z) => drop(z.insert(b"new", 1.0, &lim)),
+                                    Value::List(l) => l.push_front(b"new"),
+                                    Value::Hash(h) => drop(h.set(b"new", b"v", &lim)),
+                                    Value::Set(st) => drop(st.add(b"new", &lim)),
+                                    Value::Str(_) => {}
+                                }
+                            }
+                        }
+                        21 if round >= 2 => drop(s.dbs[db].remove(k)),
+                        22 if round >= 2 => s.dbs[db]
+                            .insert(k, Entry::new(big_value(next as usize % 4, 300, next), 0, 0)),
+                        23 if round >= 2 => drop(s.dbs[db].set_expire(k, 5_000_000_000_000)),
+                        24 if round >= 6 && rng.gen_ratio(1, 4) => s.dbs[db].clear(),
+                        25 if round >= 6 && rng.gen_ratio(1, 4) => drop(s.dbs[db].take()),
+                        26 if round >= 8 => {
+                            let (a, b) = s.dbs.split_at_mut(1);
+                            crate::db::Db::swap_contents(&mut a[0], &mut b[0]);
+                        }
+                        _ => {}
+                    }
+                    next += 1;
+                }
+                let done = s.snapshot_step(2048);
+                if s.dbs
+                    .iter()
+                    .any(|d| d.snap.as_ref().is_some_and(|p| !p.partial.is_empty()))
+                {
+                    slices += 1;
+                }
+                let out = s.snapshot_take();
+                if !out.is_empty() {
+                    frags.push(out);
+                }
+                if done {
+                    break;
+                }
+            }
+            // (FLUSH and SWAPDB rounds finish values early.)
+            assert!(
+                round >= 6 || slices > 10,
+                "round {round}: {slices} steps ended inside a value"
+            );
+            let keys = s.snapshot_end();
+            assert_eq!(keys as usize, before.len());
+            assert_eq!(decode(&frags), before, "round {round}");
+            // And the command form (AOF base) writes the same in slices as
+            // whole.
+            let now = image(&s);
+            let mut whole = Vec::new();
+            for (i, d) in s.dbs.iter().enumerate() {
+                let mut keys: Vec<_> = d.iter().collect();
+                keys.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, e) in keys {
+                    let mut b = Vec::new();
+                    rdb::write_entry_cmds(&mut b, k, e);
+                    whole.push((i, b));
+                }
+            }
+            whole.sort();
+            s.snapshot_begin_as(false, true);
+            let mut cmds = Vec::new();
+            while !s.snapshot_step(700) {
+                cmds.extend(s.snapshot_take());
+            }
+            cmds.extend(s.snapshot_take());
+            s.snapshot_end();
+            assert_eq!(split_cmds(&cmds), whole, "round {round}");
+            assert_eq!(image(&s), now);
+        }
+    }
+
+    /// Splits a command stream into each key's commands, by database (the
+    /// SELECT commands), sorted.
+    fn split_cmds(b: &[u8]) -> Vec<(usize, Vec<u8>)> {
+        let mut db = 0;
+        let mut per_key: BTreeMap<(usize, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        let mut i = 0;
+        while i < b.len() {
+            // *N\r\n then N bulks.
+            let start = i;
+            let line_end = |i: usize| i + b[i..].windows(2).position(|w| w == b"\r\n").unwrap();
+            let e = line_end(i);
+            let n: usize = std::str::from_utf8(&b[i + 1..e]).unwrap().parse().unwrap();
+            i = e + 2;
+            let mut args = Vec::new();
+            for _ in 0..n {
+                let e = line_end(i);
+                let len: usize = std::str::from_utf8(&b[i + 1..e]).unwrap().parse().unwrap();
+                args.push(b[e + 2..e + 2 + len].to_vec());
+                i = e + 2 + len + 2;
+            }
+            if args[0] == b"SELECT" {
+                db = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+                continue;
+            }
+            per_key
+                .entry((db, args[1].clone()))
+                .or_default()
+                .extend_from_slice(&b[start..i]);
+        }
+        let mut v: Vec<_> = per_key.into_iter().map(|((db, _), c)| (db, c)).collect();
+        v.sort();
+        v
+    }
+
+    /// A read of the big value being written leaves it half written; a
+    /// write finishes it at once.
+    #[test]
+    fn a_read_leaves_the_big_value_to_its_slices_a_write_finishes_it() {
+        let mut s = Shard::new(0, 1);
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        let before = image(&s);
+        s.snapshot_begin(false);
+        assert!(!s.snapshot_step(4096));
+        let half = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().partial.len();
+        assert!(half(&s) > 0);
+        assert!(
+            s.snapshot_take().is_empty(),
+            "a fragment never ends inside a value"
+        );
+        let h = half(&s);
+        assert!(s.dbs[0].get_mut_read(b"z").is_some());
+        assert_eq!(half(&s), h);
+        assert!(!s.snapshot_step(4096));
+        assert!(half(&s) > h);
+        let e = s.dbs[0].get_mut(b"z").unwrap();
+        if let Value::ZSet(z) = &mut e.value {
+            z.remove(b"m0:1");
+        }
+        assert_eq!(half(&s), 0);
+        let frags = vec![s.snapshot_take()];
+        assert!(s.snapshot_step(4096));
+        s.snapshot_end();
+        assert_eq!(decode(&frags), before);
     }
 
     /// A snapshot abandoned half way leaves mixed stamps; the next one
