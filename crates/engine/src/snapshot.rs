@@ -61,10 +61,13 @@ use crate::Shard;
 pub struct DbSnap {
     /// Serialized whole entries not yet collected by the runtime.
     out: Vec<u8>,
-    /// The bytes so far of the big value being written in slices (the
-    /// front of `pending`); moved to `out` once it is complete, so a
-    /// collected fragment never ends inside a value.
+    /// The stream of big values written in slices (`pending`, in order)
+    /// not yet collected: whole ones, then maybe the start of the front.
     partial: Vec<u8>,
+    /// The last fragment collected ended inside the front of `pending`:
+    /// the next one starts with its continuation (see
+    /// [`Shard::snapshot_take`]).
+    open: bool,
     /// Big values accounted for (stamped) but not yet completely written,
     /// in the order they are written; only the front can be started.
     /// Every mutation of one of these keys first finishes it.
@@ -135,14 +138,12 @@ impl Cfg {
 }
 
 /// Writes more of the big value `p` (entry `e`) into `partial`, at least
-/// one element, until it grew by `budget`; once complete, moves it to
-/// `out` and returns true.
+/// one element, until it grew by `budget`; true once it is complete.
 fn resume(
     cfg: Cfg,
     p: &mut Pending,
     e: &Entry,
     partial: &mut Vec<u8>,
-    out: &mut Vec<u8>,
     compress: bool,
     budget: usize,
 ) -> bool {
@@ -159,9 +160,6 @@ fn resume(
     } else {
         crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
     };
-    if done {
-        out.append(partial);
-    }
     done
 }
 
@@ -224,6 +222,26 @@ impl DbSnap {
         }
     }
 
+    /// A big value is half written (its bytes so far are in `partial`).
+    fn in_progress(&self) -> bool {
+        self.pending.front().is_some_and(|p| p.started)
+    }
+
+    /// Appends SELECT `db` and this database's output (whole entries, then
+    /// the value stream) to `chunk`.
+    fn take_into(&mut self, chunk: &mut Vec<u8>, db: usize) {
+        if self.out.is_empty() && self.partial.is_empty() {
+            return;
+        }
+        if self.cfg.cmds {
+            crate::rdb::write_select_cmd(chunk, db);
+        } else {
+            crate::rdb::write_select_db(chunk, db);
+        }
+        chunk.append(&mut self.out);
+        chunk.append(&mut self.partial);
+    }
+
     /// Finishes the live entry `key` if it is queued or half written.
     #[cold]
     fn finish_pending(&mut self, key: &[u8], e: &Entry) {
@@ -243,18 +261,11 @@ impl DbSnap {
                 return;
             };
             if i == 0 {
-                resume(
-                    cfg,
-                    &mut p,
-                    e,
-                    &mut self.partial,
-                    &mut self.out,
-                    false,
-                    usize::MAX,
-                );
+                resume(cfg, &mut p, e, &mut self.partial, false, usize::MAX);
             } else {
                 let mut buf = Vec::new();
-                resume(cfg, &mut p, e, &mut buf, &mut self.out, false, usize::MAX);
+                resume(cfg, &mut p, e, &mut buf, false, usize::MAX);
+                self.out.append(&mut buf);
             }
         }
     }
@@ -282,6 +293,7 @@ impl Db {
         self.snap = Some(Box::new(DbSnap {
             out: Vec::new(),
             partial: Vec::new(),
+            open: false,
             pending: VecDeque::new(),
             cursor: 0,
             live_scanned: false,
@@ -312,6 +324,7 @@ impl Db {
             partial,
             pending,
             cursor,
+            open: _,
             live_scanned,
             done,
             cfg,
@@ -336,16 +349,13 @@ impl Db {
                         p,
                         e,
                         partial,
-                        out,
                         cfg.compress,
                         budget.saturating_sub(used),
                     ),
                     None => {
                         // Unreachable: a change to the key finishes it
-                        // first, and retired tables do not change. Drop
-                        // the half-written bytes: the file stays valid.
-                        debug_assert!(false, "a pending snapshot entry vanished");
-                        partial.clear();
+                        // first, and retired tables do not change.
+                        debug_assert!(!p.started, "a half-written snapshot entry vanished");
                         true
                     }
                 };
@@ -475,22 +485,47 @@ impl Shard {
     /// Collects what was written since the last call (by steps, and by
     /// copies before change) as one RDB fragment: per database with
     /// output, a SELECTDB opcode and its entries. Empty if nothing new.
-    pub fn snapshot_take(&mut self) -> Vec<u8> {
+    ///
+    /// `open` (the second value) says the fragment ends inside a big value
+    /// being written in slices: the next fragment of this shard continues
+    /// it (and starts without a SELECTDB), so nothing of any other shard
+    /// may come in between in the file. Bytes written meanwhile for other
+    /// entries wait until the value is complete.
+    pub fn snapshot_take(&mut self) -> (Vec<u8>, bool) {
         let mut chunk = Vec::new();
+        // A fragment left open continues first.
+        if let Some(s) = self
+            .dbs
+            .iter_mut()
+            .filter_map(|d| d.snap.as_deref_mut())
+            .find(|s| s.open)
+        {
+            chunk.append(&mut s.partial);
+            if s.in_progress() {
+                return (chunk, true);
+            }
+            s.open = false;
+        }
+        let mut open = None;
         for (i, d) in self.dbs.iter_mut().enumerate() {
-            if let Some(s) = d.snap.as_deref_mut() {
-                if !s.out.is_empty() {
-                    if s.cfg.cmds {
-                        crate::rdb::write_select_cmd(&mut chunk, i);
-                    } else {
-                        crate::rdb::write_select_db(&mut chunk, i);
-                    }
-                    chunk.extend_from_slice(&s.out);
-                    s.out.clear();
-                }
+            let Some(s) = d.snap.as_deref_mut() else {
+                continue;
+            };
+            if s.in_progress() && !s.partial.is_empty() {
+                // Steps go database by database: only the last one
+                // stepped can be half way through a value. It goes last.
+                open = Some(i);
+                continue;
+            }
+            s.take_into(&mut chunk, i);
+        }
+        if let Some(i) = open {
+            if let Some(s) = self.dbs[i].snap.as_deref_mut() {
+                s.take_into(&mut chunk, i);
+                s.open = true;
             }
         }
-        chunk
+        (chunk, open.is_some())
     }
 
     /// Ends the snapshot (after [`Shard::snapshot_step`] returned true and
@@ -519,19 +554,20 @@ impl Shard {
     }
 
     /// Writes this shard's whole data in one go (SAVE, shutdown) as a
-    /// sequence of fragments of about `chunk` bytes each, handed to `sink`.
+    /// sequence of fragments of about `chunk` bytes each, handed to `sink`
+    /// with whether each is open (see [`Shard::snapshot_take`]).
     pub fn snapshot_all(
         &mut self,
         compress: bool,
         chunk: usize,
-        mut sink: impl FnMut(Vec<u8>),
+        mut sink: impl FnMut(Vec<u8>, bool),
     ) -> u64 {
         self.snapshot_begin(compress);
         loop {
             let done = self.snapshot_step(chunk);
-            let out = self.snapshot_take();
+            let (out, open) = self.snapshot_take();
             if !out.is_empty() {
-                sink(out);
+                sink(out, open);
             }
             if done {
                 return self.snapshot_end();
@@ -627,7 +663,7 @@ mod tests {
                     next += 1;
                 }
                 let done = s.snapshot_step(512);
-                let out = s.snapshot_take();
+                let (out, _) = s.snapshot_take();
                 if !out.is_empty() {
                     frags.push(out);
                 }
@@ -641,7 +677,7 @@ mod tests {
             // The next snapshot sees the data as it is now.
             let now = image(&s);
             let mut frags = Vec::new();
-            s.snapshot_all(false, 4096, |b| frags.push(b));
+            s.snapshot_all(false, 4096, |b, _| frags.push(b));
             assert_eq!(decode(&frags), now);
         }
     }
@@ -758,11 +794,11 @@ mod tests {
                 let done = s.snapshot_step(2048);
                 if s.dbs
                     .iter()
-                    .any(|d| d.snap.as_ref().is_some_and(|p| !p.partial.is_empty()))
+                    .any(|d| d.snap.as_ref().is_some_and(|p| p.in_progress()))
                 {
                     slices += 1;
                 }
-                let out = s.snapshot_take();
+                let (out, _) = s.snapshot_take();
                 if !out.is_empty() {
                     frags.push(out);
                 }
@@ -795,9 +831,9 @@ mod tests {
             s.snapshot_begin_as(false, true);
             let mut cmds = Vec::new();
             while !s.snapshot_step(700) {
-                cmds.extend(s.snapshot_take());
+                cmds.extend(s.snapshot_take().0);
             }
-            cmds.extend(s.snapshot_take());
+            cmds.extend(s.snapshot_take().0);
             s.snapshot_end();
             assert_eq!(split_cmds(&cmds), whole, "round {round}");
             assert_eq!(image(&s), now);
@@ -847,26 +883,77 @@ mod tests {
         let before = image(&s);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
-        let half = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().partial.len();
-        assert!(half(&s) > 0);
+        let half = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().in_progress();
+        assert!(half(&s));
+        let (first, open) = s.snapshot_take();
         assert!(
-            s.snapshot_take().is_empty(),
-            "a fragment never ends inside a value"
+            open && !first.is_empty(),
+            "the fragment ends inside the value"
         );
-        let h = half(&s);
         assert!(s.dbs[0].get_mut_read(b"z").is_some());
-        assert_eq!(half(&s), h);
+        assert!(half(&s));
         assert!(!s.snapshot_step(4096));
-        assert!(half(&s) > h);
+        let (second, open) = s.snapshot_take();
+        assert!(open && !second.is_empty());
         let e = s.dbs[0].get_mut(b"z").unwrap();
         if let Value::ZSet(z) = &mut e.value {
             z.remove(b"m0:1");
         }
-        assert_eq!(half(&s), 0);
-        let frags = vec![s.snapshot_take()];
+        assert!(!half(&s));
+        let (third, open) = s.snapshot_take();
+        assert!(!open);
+        let frags = vec![first, second, third];
         assert!(s.snapshot_step(4096));
         s.snapshot_end();
         assert_eq!(decode(&frags), before);
+    }
+
+    /// Fragments of several shards interleave in the file; a shard whose
+    /// fragment ended inside a value (open) goes on alone until it is
+    /// closed (what the writer's gate enforces), and the file holds every
+    /// shard's data at the begin.
+    #[test]
+    fn open_fragments_keep_other_shards_out_until_closed() {
+        let mut shards: Vec<Shard> = (0..3).map(|i| Shard::new(i, 2)).collect();
+        let mut want = Image::new();
+        for (n, s) in shards.iter_mut().enumerate() {
+            for b in 0..4u64 {
+                let v = big_value(b as usize, 1000 + 300 * n, b + 10 * n as u64);
+                s.dbs[(b % 2) as usize]
+                    .insert(format!("big{n}.{b}").as_bytes(), Entry::new(v, 0, 0));
+            }
+            for i in 0..300u64 {
+                s.dbs[(i % 2) as usize]
+                    .insert(format!("k{n}.{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            }
+            want.extend(image(s));
+            s.snapshot_begin(n == 1);
+        }
+        let mut file = Vec::new();
+        let mut owner: Option<usize> = None;
+        let mut done = [false; 3];
+        let mut opens = 0;
+        while done.iter().any(|d| !d) {
+            for (n, s) in shards.iter_mut().enumerate() {
+                if done[n] || owner.is_some_and(|o| o != n) {
+                    continue;
+                }
+                let d = s.snapshot_step(1500);
+                // Other shards change their own small keys meanwhile.
+                s.dbs[0].insert(b"k0.0", Entry::new(val(99), 0, 0));
+                let (out, open) = s.snapshot_take();
+                file.push(out);
+                owner = open.then_some(n);
+                opens += usize::from(open);
+                if d {
+                    assert!(!open);
+                    s.snapshot_end();
+                    done[n] = true;
+                }
+            }
+        }
+        assert!(opens > 10);
+        assert_eq!(decode(&file), want);
     }
 
     /// A snapshot abandoned half way leaves mixed stamps; the next one
@@ -883,7 +970,7 @@ mod tests {
             s.snapshot_abort();
         }
         let mut frags = Vec::new();
-        assert_eq!(s.snapshot_all(false, 1 << 16, |b| frags.push(b)), 3000);
+        assert_eq!(s.snapshot_all(false, 1 << 16, |b, _| frags.push(b)), 3000);
         assert_eq!(decode(&frags), image(&s));
         assert!(!s.snapshot_running());
     }
