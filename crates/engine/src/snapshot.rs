@@ -155,12 +155,11 @@ fn resume(
         }
     }
     let left = budget.saturating_sub(partial.len() - start).max(1);
-    let done = if cfg.cmds {
+    if cfg.cmds {
         crate::rdb::write_elems_cmds(partial, &p.key, e, &mut p.progress, left)
     } else {
         crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
-    };
-    done
+    }
 }
 
 /// Accounts for `e` if the running snapshot has not yet: a small value
