@@ -28,20 +28,22 @@
 //!   hashtable hash or set, long list) is not written in one go when the
 //!   scan meets it: it is stamped and queued, and steps write it a slice
 //!   at a time (header, then element ranges; see `rdb::chunk`), one value
-//!   at a time, so one huge key does not stall its shard. Its bytes build
-//!   up in `partial` and join the output only once complete, so a
-//!   fragment handed to the writer never ends inside a value (fragments
-//!   of all shards interleave in the file). A change to a queued or half
-//!   written key finishes it first (`visit_before_change`), so the stall
-//!   only comes back when a client changes that very key mid-write; a
-//!   read does not finish it (`Db::get_mut_read`). FLUSHDB moves the
-//!   queue's entries with their table to the graveyard; SWAPDB finishes
-//!   everything first, as before.
+//!   at a time, so one huge key does not stall its shard. A fragment
+//!   handed to the writer may then end inside the value: it is *open*
+//!   ([`Shard::snapshot_take`]), and the writer's gate keeps other shards'
+//!   fragments out of the file until this shard's next, closing one. A
+//!   change to a queued or half-written key finishes it first
+//!   (`visit_before_change`), so the stall only comes back when a client
+//!   changes that very key mid-write; a read does not finish it, and
+//!   queues a big value the scan has not reached (`Db::get_mut_read`).
+//!   FLUSHDB moves the queue's entries with their table to the graveyard;
+//!   SWAPDB finishes everything first, as before.
 //!
 //! The extra memory is the serialized bytes not yet handed to the writer,
 //! bounded by the step budget plus what the commands of one loop iteration
-//! change, plus the serialized size of the one big value being written. The cost when no snapshot runs is one predictable branch per
-//! mutation.
+//! change (copies of other entries made while a big value is half written
+//! wait for its end). The cost when no snapshot runs is one predictable
+//! branch per mutation.
 //!
 //! Stamps are a `u8` per entry (it sits in `Entry`'s padding). A snapshot
 //! that ends early (write error, FLUSHALL) leaves stamps mixed; the next
