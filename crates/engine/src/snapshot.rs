@@ -1001,6 +1001,22 @@ mod tests {
         assert_eq!(decode(&file), want);
     }
 
+    /// The contract `lookup_read` states: a value read must not change.
+    /// Debug builds catch a change to a value half written in slices.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a value changed while a snapshot was writing it")]
+    fn changing_a_value_behind_a_read_is_caught_in_debug_builds() {
+        let mut s = Shard::new(0, 1);
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        s.snapshot_begin(false);
+        assert!(!s.snapshot_step(4096));
+        if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| &mut e.value) {
+            z.insert(b"sneaky", 1.0, &EncLimits::default());
+        }
+        s.snapshot_step(4096);
+    }
+
     /// A snapshot abandoned half way leaves mixed stamps; the next one
     /// still writes every key once.
     #[test]

@@ -54,6 +54,19 @@ pub(crate) struct Progress {
     done: usize,
     /// Where the dict walk resumes (hash, set).
     pos: WalkPos,
+    /// The element count when writing began (the header's): checked in
+    /// debug builds, as a change to the value in between breaks the file.
+    len: Option<usize>,
+}
+
+impl Progress {
+    fn check_len(&mut self, len: usize) {
+        debug_assert_eq!(
+            *self.len.get_or_insert(len),
+            len,
+            "a value changed while a snapshot was writing it in slices"
+        );
+    }
 }
 
 fn len_of(v: &Value) -> usize {
@@ -98,6 +111,7 @@ pub(crate) fn write_elems(
     budget: usize,
 ) -> bool {
     let (start, len) = (out.len(), len_of(v));
+    p.check_len(len);
     let room = |out: &Vec<u8>| out.len() - start < budget;
     match v {
         Value::Str(_) => {}
@@ -158,6 +172,7 @@ pub(crate) fn write_elems_cmds(
     budget: usize,
 ) -> bool {
     let (start, len) = (out.len(), len_of(&e.value));
+    p.check_len(len);
     let (name, per): (&[u8], usize) = match &e.value {
         Value::Str(_) => (b"SET", 1),
         Value::List(_) => (b"RPUSH", 1),
