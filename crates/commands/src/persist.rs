@@ -22,7 +22,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use engine::Shard;
@@ -120,12 +120,96 @@ enum SaveMsg {
 /// What a shard thread keeps while its part of a save runs.
 pub struct SaveLink {
     tx: SyncSender<SaveMsg>,
+    gate: Arc<Gate>,
     abort: Arc<AtomicBool>,
-    pending: Option<Vec<u8>>,
+    /// A fragment not sent yet, and whether it is open.
+    pending: Option<(Vec<u8>, bool)>,
+}
+
+/// The fragments of every shard share one channel into the file. A
+/// fragment that ends inside a big value (open, see
+/// `Shard::snapshot_take`) must be followed in the file by the same
+/// shard's next one: the shard that sends an open fragment holds the gate
+/// until it sends a closed one, and meanwhile the others keep their
+/// fragments (throttled, as when the channel is full).
+#[derive(Default)]
+struct Gate {
+    /// The shard holding the gate.
+    owner: Mutex<Option<usize>>,
+    freed: Condvar,
+}
+
+enum GateErr {
+    /// Another shard holds the gate, or the channel is full: try later.
+    Wait(Vec<u8>),
+    /// The writer is gone.
+    Gone,
+}
+
+impl Gate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<usize>> {
+        self.owner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a fragment of shard `me` if the gate lets it, without waiting.
+    fn try_send(
+        &self,
+        tx: &SyncSender<SaveMsg>,
+        me: usize,
+        b: Vec<u8>,
+        open: bool,
+    ) -> Result<(), GateErr> {
+        let mut owner = self.lock();
+        if owner.is_some_and(|o| o != me) {
+            return Err(GateErr::Wait(b));
+        }
+        match tx.try_send(SaveMsg::Fragment(b)) {
+            Ok(()) => {
+                *owner = open.then_some(me);
+                Ok(())
+            }
+            Err(TrySendError::Full(SaveMsg::Fragment(b))) => Err(GateErr::Wait(b)),
+            Err(_) => {
+                *owner = None;
+                self.freed.notify_all();
+                Err(GateErr::Gone)
+            }
+        }
+    }
+
+    /// Sends a fragment of shard `me`, waiting for the gate and for room;
+    /// false if the writer is gone or the save was aborted.
+    fn send(
+        &self,
+        tx: &SyncSender<SaveMsg>,
+        me: usize,
+        b: Vec<u8>,
+        open: bool,
+        abort: &AtomicBool,
+    ) -> bool {
+        let mut owner = self.lock();
+        while owner.is_some_and(|o| o != me) {
+            if abort.load(Ordering::Acquire) {
+                return false;
+            }
+            owner = self
+                .freed
+                .wait_timeout(owner, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let ok = tx.send(SaveMsg::Fragment(b)).is_ok();
+        *owner = (ok && open).then_some(me);
+        if owner.is_none() {
+            self.freed.notify_all();
+        }
+        ok
+    }
 }
 
 struct Running {
     tx: SyncSender<SaveMsg>,
+    gate: Arc<Gate>,
     abort: Arc<AtomicBool>,
     started: Instant,
     kind: Kind,
@@ -458,6 +542,7 @@ impl Persist {
         let r = st.running.as_ref()?;
         Some(SaveLink {
             tx: r.tx.clone(),
+            gate: r.gate.clone(),
             abort: r.abort.clone(),
             pending: None,
         })
@@ -548,6 +633,7 @@ impl Persist {
         st.kill_reason = "";
         st.running = Some(Running {
             tx,
+            gate: Arc::default(),
             abort,
             started: Instant::now(),
             kind,
@@ -803,14 +889,14 @@ pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>, busy: b
         *link = None;
         return Tick::Idle;
     }
-    if let Some(b) = l.pending.take() {
-        match l.tx.try_send(SaveMsg::Fragment(b)) {
+    if let Some((b, open)) = l.pending.take() {
+        match l.gate.try_send(&l.tx, shard.id, b, open) {
             Ok(()) => {}
-            Err(TrySendError::Full(SaveMsg::Fragment(b))) => {
-                l.pending = Some(b);
+            Err(GateErr::Wait(b)) => {
+                l.pending = Some((b, open));
                 return Tick::Throttled;
             }
-            Err(_) => {
+            Err(GateErr::Gone) => {
                 shard.snapshot_abort();
                 *link = None;
                 return Tick::Idle;
@@ -818,15 +904,15 @@ pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>, busy: b
         }
     }
     let done = shard.snapshot_step(if busy { STEP_BYTES_BUSY } else { STEP_BYTES });
-    let out = shard.snapshot_take();
+    let (out, open) = shard.snapshot_take();
     if !out.is_empty() {
-        match l.tx.try_send(SaveMsg::Fragment(out)) {
+        match l.gate.try_send(&l.tx, shard.id, out, open) {
             Ok(()) => {}
-            Err(TrySendError::Full(SaveMsg::Fragment(b))) => {
-                l.pending = Some(b);
+            Err(GateErr::Wait(b)) => {
+                l.pending = Some((b, open));
                 return Tick::Throttled;
             }
-            Err(_) => {
+            Err(GateErr::Gone) => {
                 shard.snapshot_abort();
                 *link = None;
                 return Tick::Idle;
@@ -1089,13 +1175,14 @@ fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     let Some(link) = link else {
         return Err(CmdError::err("Background save already in progress"));
     };
-    let tx = link.tx;
+    let (tx, gate, abort) = (link.tx, link.gate, link.abort);
     let mut plan = Plan::default();
     plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
         begin_dirty[env.shard.id].store(env.shard.dirty(), Ordering::Relaxed);
         let mut ok = true;
-        let keys = env.shard.snapshot_all(compress, STEP_BYTES, |b| {
-            ok &= tx.send(SaveMsg::Fragment(b)).is_ok();
+        let me = env.shard.id;
+        let keys = env.shard.snapshot_all(compress, STEP_BYTES, |b, open| {
+            ok = ok && gate.send(&tx, me, b, open, &abort);
         });
         if ok {
             let _ = tx.send(SaveMsg::Done { keys });
@@ -1211,9 +1298,11 @@ pub fn save_now(
     };
     let writer = std::thread::spawn(move || job.run());
     let mut total = 0;
+    // One shard after another: a shard's open fragments are followed by
+    // its own next ones.
     for s in shards.iter_mut() {
         s.snapshot_abort();
-        let keys = s.snapshot_all(compress, STEP_BYTES, |b| {
+        let keys = s.snapshot_all(compress, STEP_BYTES, |b, _| {
             let _ = tx.send(SaveMsg::Fragment(b));
         });
         total += keys;

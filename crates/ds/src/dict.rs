@@ -391,6 +391,39 @@ impl<K, V, S> Dict<K, V, S> {
         }
     }
 
+    /// Resumable walk: visits the entries from `pos` on, in [`Dict::iter`]'s
+    /// order, calling `f` on each until it returns false (that entry counts
+    /// as visited); `pos` is left just after the last entry visited. True
+    /// when the walk ran to the end (a walk stopped on the last entry says
+    /// false: callers that know the count need not call again). Each entry is visited exactly once over a
+    /// series of calls, provided the dict is not changed in between (no
+    /// insert, remove, `get_mut` or rehash step: the position is a bucket
+    /// and a place in its chain). Resuming costs the skipped part of one
+    /// chain. A snapshot writes a big hash or set this way, a slice at a
+    /// time.
+    pub fn walk(&self, pos: &mut WalkPos, mut f: impl FnMut(&K, &V) -> bool) -> bool {
+        while let Some(table) = self.tables.get(pos.table) {
+            while let Some(slot) = table.buckets.get(pos.bucket) {
+                let mut cur = slot.as_deref();
+                for _ in 0..pos.skip {
+                    cur = cur.and_then(|n| n.next.as_deref());
+                }
+                while let Some(node) = cur {
+                    pos.skip += 1;
+                    if !f(&node.key, &node.value) {
+                        return false;
+                    }
+                    cur = node.next.as_deref();
+                }
+                pos.bucket += 1;
+                pos.skip = 0;
+            }
+            pos.table += 1;
+            pos.bucket = 0;
+        }
+        true
+    }
+
     /// Iterates over all entries with mutable values, in no particular order.
     pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
         let remaining = self.len();
@@ -1085,6 +1118,15 @@ impl<'a, K, V> Iterator for IterMut<'a, K, V> {
 
 impl<K, V> ExactSizeIterator for IterMut<'_, K, V> {}
 impl<K, V> FusedIterator for IterMut<'_, K, V> {}
+
+/// Where a [`Dict::walk`] resumes: a table, a bucket, and how many nodes
+/// of its chain were visited. `WalkPos::default()` is the start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkPos {
+    table: usize,
+    bucket: usize,
+    skip: usize,
+}
 
 /// Owning iterator over all entries; see [`Dict::drain`]. Entries left when
 /// it is dropped are dropped (iteratively).

@@ -36,7 +36,7 @@ pub mod zpack;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
-pub use dict::{prefetch_ptr, Dict};
+pub use dict::{prefetch_ptr, Dict, WalkPos};
 pub use glob::glob_match;
 pub use listpack::{Listpack, LpEntry};
 pub use num::string2ll;

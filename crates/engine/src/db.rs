@@ -316,6 +316,26 @@ impl Db {
         self.table.get_mut(key)
     }
 
+    /// [`Db::get_mut`] for a read: the caller may update the access data
+    /// but must not change the value. While a snapshot runs, a big value
+    /// it is writing in slices is then left to its slices instead of being
+    /// finished first (a read of a big key does not stall on it).
+    pub fn get_mut_read(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        if self.saving {
+            return self.get_mut_read_saving(key);
+        }
+        self.table.get_mut(key)
+    }
+
+    #[cold]
+    fn get_mut_read_saving(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let epoch = self.epoch;
+        let snap = self.snap.as_deref_mut()?;
+        let (k, e) = self.table.get_key_value_mut(key)?;
+        snap.visit_before_read(k, e, epoch);
+        Some(e)
+    }
+
     /// `get_mut` while a snapshot runs: the caller may change the entry,
     /// so the snapshot gets it first.
     #[cold]

@@ -98,7 +98,9 @@ impl Shard {
     /// Looks a key up for reading: an expired key is deleted (and counted),
     /// hits and misses are counted for INFO, and the access recorded (access
     /// time, or LFU counter under an LFU policy) unless `touch` is false
-    /// (CLIENT NO-TOUCH, OBJECT IDLETIME).
+    /// (CLIENT NO-TOUCH, OBJECT IDLETIME). The caller must not change the
+    /// value (a command that does looks the key up with `lookup_write`):
+    /// a snapshot writing a big value in slices relies on it.
     pub fn lookup_read(&mut self, db: usize, key: &[u8], touch: bool) -> Option<&mut Entry> {
         let now = self.now_ms;
         let d = &mut self.dbs[db];
@@ -108,7 +110,8 @@ impl Shard {
                 self.prop.implicit_del(db, key);
             }
         }
-        match d.get_mut(key) {
+        // A read: the value is not changed (see `Db::get_mut_read`).
+        match d.get_mut_read(key) {
             Some(e) => {
                 self.stats.keyspace_hits += 1;
                 if touch {

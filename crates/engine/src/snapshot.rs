@@ -24,28 +24,72 @@
 //!   command, as a fork would keep the old pages); SWAPDB finishes both
 //!   databases first.
 //!
+//! * **Big values in slices**: a non-compact collection (skiplist zset,
+//!   hashtable hash or set, long list) is not written in one go when the
+//!   scan meets it: it is stamped and queued, and steps write it a slice
+//!   at a time (header, then element ranges; see `rdb::chunk`), one value
+//!   at a time, so one huge key does not stall its shard. A fragment
+//!   handed to the writer may then end inside the value: it is *open*
+//!   ([`Shard::snapshot_take`]), and the writer's gate keeps other shards'
+//!   fragments out of the file until this shard's next, closing one. A
+//!   change to a queued or half-written key finishes it first
+//!   (`visit_before_change`), so the stall only comes back when a client
+//!   changes that very key mid-write; a read does not finish it, and
+//!   queues a big value the scan has not reached (`Db::get_mut_read`).
+//!   FLUSHDB moves the queue's entries with their table to the graveyard;
+//!   SWAPDB finishes everything first, as before.
+//!
 //! The extra memory is the serialized bytes not yet handed to the writer,
 //! bounded by the step budget plus what the commands of one loop iteration
-//! change. The cost when no snapshot runs is one predictable branch per
-//! mutation.
+//! change (copies of other entries made while a big value is half written
+//! wait for its end). The cost when no snapshot runs is one predictable
+//! branch per mutation.
 //!
 //! Stamps are a `u8` per entry (it sits in `Entry`'s padding). A snapshot
 //! that ends early (write error, FLUSHALL) leaves stamps mixed; the next
 //! begin then restamps every entry first, so a wrapped-around epoch can
 //! never make an old stamp look current.
 
+use std::collections::VecDeque;
+
 use ds::{Dict, TinyBytes};
 
 use crate::db::{Db, Entry};
+use crate::rdb::Progress;
 use crate::Shard;
 
 /// Per-database snapshot state.
 #[derive(Debug)]
 pub struct DbSnap {
-    /// Serialized entries not yet collected by the runtime.
+    /// Serialized whole entries not yet collected by the runtime.
     out: Vec<u8>,
+    /// The stream of big values written in slices (`pending`, in order)
+    /// not yet collected: whole ones, then maybe the start of the front.
+    partial: Vec<u8>,
+    /// The last fragment collected ended inside the front of `pending`:
+    /// the next one starts with its continuation (see
+    /// [`Shard::snapshot_take`]).
+    open: bool,
+    /// Big values accounted for (stamped) but not yet completely written,
+    /// in the order they are written; only the front can be started.
+    /// Every mutation of one of these keys first finishes it.
+    pending: VecDeque<Pending>,
     cursor: u64,
+    /// The live table has been scanned to the end.
+    live_scanned: bool,
     done: bool,
+    cfg: Cfg,
+    /// Entries written.
+    keys: u64,
+    /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
+    /// (not copied) until their unwritten entries are written, with their
+    /// scan cursors and whether the scan is over. Nothing else can reach
+    /// them, so they need no hooks.
+    graveyard: Vec<(Dict<TinyBytes, Entry>, u64, bool)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
     compress: bool,
     /// Access data written with each entry, as Redis does under an LRU or
     /// LFU `maxmemory-policy` (IDLE / FREQ opcodes).
@@ -53,12 +97,19 @@ pub struct DbSnap {
     /// Write each key as the commands that rebuild it (an AOF base with
     /// `aof-use-rdb-preamble no`) instead of RDB.
     cmds: bool,
-    /// Entries written.
-    keys: u64,
-    /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
-    /// (not copied) until their unwritten entries are written, with their
-    /// scan cursors. Nothing else can reach them, so they need no hooks.
-    graveyard: Vec<(Dict<TinyBytes, Entry>, u64)>,
+}
+
+/// A big value written in slices (see `rdb::chunk`).
+#[derive(Debug)]
+struct Pending {
+    key: Vec<u8>,
+    /// Where the entry lives: the live table, or `graveyard[i]`.
+    grave: Option<usize>,
+    started: bool,
+    progress: Progress,
+    /// Access data as it was when the entry was accounted for.
+    idle: Option<u64>,
+    freq: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,42 +120,168 @@ enum Meta {
     Lfu,
 }
 
-impl DbSnap {
-    /// Writes `e` if the running snapshot has not accounted for it yet.
-    #[inline]
-    pub(crate) fn visit(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        self.visit_with(key, e, epoch, self.compress);
-    }
-
-    /// A copy before change, on a command's path: written uncompressed
-    /// (LZF is the dearest part of writing an entry, and this cost lands on
-    /// the command; the file stays valid RDB, a little larger).
-    #[inline]
-    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        self.visit_with(key, e, epoch, false);
-    }
-
-    #[inline]
-    fn visit_with(&mut self, key: &[u8], e: &mut Entry, epoch: u8, compress: bool) {
-        if e.snap != epoch {
-            if self.cmds {
-                crate::rdb::write_entry_cmds(&mut self.out, key, e);
-            } else {
-                let (idle, freq) = self.meta_of(e);
-                crate::rdb::write_entry_ext(&mut self.out, key, e, compress, idle, freq);
-            }
-            e.snap = epoch;
-            self.keys += 1;
-        }
-    }
-}
-
-impl DbSnap {
+impl Cfg {
     fn meta_of(&self, e: &Entry) -> (Option<u64>, Option<u8>) {
         match self.meta {
             Meta::None => (None, None),
             Meta::Lru(now_ms) => (Some(e.idle_s(now_ms)), None),
             Meta::Lfu => (None, Some(e.lfu_counter)),
+        }
+    }
+
+    fn write_whole(&self, out: &mut Vec<u8>, key: &[u8], e: &Entry, compress: bool) {
+        if self.cmds {
+            crate::rdb::write_entry_cmds(out, key, e);
+        } else {
+            let (idle, freq) = self.meta_of(e);
+            crate::rdb::write_entry_ext(out, key, e, compress, idle, freq);
+        }
+    }
+}
+
+/// Writes more of the big value `p` (entry `e`) into `partial`, at least
+/// one element, until it grew by `budget`; true once it is complete.
+fn resume(
+    cfg: Cfg,
+    p: &mut Pending,
+    e: &Entry,
+    partial: &mut Vec<u8>,
+    compress: bool,
+    budget: usize,
+) -> bool {
+    let start = partial.len();
+    if !p.started {
+        p.started = true;
+        if !cfg.cmds {
+            crate::rdb::write_head(partial, &p.key, e, compress, p.idle, p.freq);
+        }
+    }
+    let left = budget.saturating_sub(partial.len() - start).max(1);
+    if cfg.cmds {
+        crate::rdb::write_elems_cmds(partial, &p.key, e, &mut p.progress, left)
+    } else {
+        crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
+    }
+}
+
+/// Accounts for `e` if the running snapshot has not yet: a small value
+/// is written at once, a big one queued to be written in slices. `grave`:
+/// where the entry lives (see `Pending`).
+#[inline]
+fn visit(
+    out: &mut Vec<u8>,
+    pending: &mut VecDeque<Pending>,
+    keys: &mut u64,
+    cfg: Cfg,
+    (key, e): (&[u8], &mut Entry),
+    epoch: u8,
+    grave: Option<usize>,
+) {
+    if e.snap != epoch {
+        e.snap = epoch;
+        *keys += 1;
+        if crate::rdb::is_chunked(&e.value) {
+            let (idle, freq) = cfg.meta_of(e);
+            pending.push_back(Pending {
+                key: key.to_vec(),
+                grave,
+                started: false,
+                progress: Progress::default(),
+                idle,
+                freq,
+            });
+        } else {
+            cfg.write_whole(out, key, e, cfg.compress);
+        }
+    }
+}
+
+impl DbSnap {
+    /// A copy before change, on a command's path: the entry is written now
+    /// if it has not been, or finished now if it is a big value half
+    /// written or queued. Written uncompressed (LZF is the dearest part of
+    /// writing an entry, and this cost lands on the command; the file
+    /// stays valid RDB, a little larger).
+    #[inline]
+    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
+        if e.snap != epoch {
+            self.cfg.write_whole(&mut self.out, key, e, false);
+            e.snap = epoch;
+            self.keys += 1;
+        } else if !self.pending.is_empty() {
+            self.finish_pending(key, e);
+        }
+    }
+
+    /// Before a read (which does not change the value): a big value being
+    /// written in slices is left to its slices, and an unwritten one is
+    /// queued for them (up to [`PENDING_READ_MAX`] queued); a small one is
+    /// written as before a change.
+    #[inline]
+    pub(crate) fn visit_before_read(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
+        if e.snap != epoch {
+            if self.pending.len() < PENDING_READ_MAX && crate::rdb::is_chunked(&e.value) {
+                let cfg = self.cfg;
+                visit(
+                    &mut self.out,
+                    &mut self.pending,
+                    &mut self.keys,
+                    cfg,
+                    (key, e),
+                    epoch,
+                    None,
+                );
+            } else {
+                self.visit_before_change(key, e, epoch);
+            }
+        }
+    }
+
+    /// A big value is half written (its bytes so far are in `partial`).
+    fn in_progress(&self) -> bool {
+        self.pending.front().is_some_and(|p| p.started)
+    }
+
+    /// Appends SELECT `db` and this database's output (whole entries, then
+    /// the value stream) to `chunk`.
+    fn take_into(&mut self, chunk: &mut Vec<u8>, db: usize) {
+        if self.out.is_empty() && self.partial.is_empty() {
+            return;
+        }
+        if self.cfg.cmds {
+            crate::rdb::write_select_cmd(chunk, db);
+        } else {
+            crate::rdb::write_select_db(chunk, db);
+        }
+        chunk.append(&mut self.out);
+        chunk.append(&mut self.partial);
+    }
+
+    /// Finishes the live entry `key` if it is queued or half written.
+    #[cold]
+    fn finish_pending(&mut self, key: &[u8], e: &Entry) {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.grave.is_none() && p.key == key)
+        else {
+            return;
+        };
+        let cfg = self.cfg;
+        if i == 0 || !self.pending[i].started {
+            // Only the front can be started: a queued one that is not the
+            // front goes whole, in its own buffer, so the front's partial
+            // bytes stay contiguous.
+            let Some(mut p) = self.pending.remove(i) else {
+                return;
+            };
+            if i == 0 {
+                resume(cfg, &mut p, e, &mut self.partial, false, usize::MAX);
+            } else {
+                let mut buf = Vec::new();
+                resume(cfg, &mut p, e, &mut buf, false, usize::MAX);
+                self.out.append(&mut buf);
+            }
         }
     }
 }
@@ -120,6 +297,10 @@ fn free_table(t: Dict<TinyBytes, Entry>) {
         .spawn(move || drop(t));
 }
 
+/// Big values a read may queue (see `DbSnap::visit_before_read`): every
+/// change looks its key up in the queue.
+const PENDING_READ_MAX: usize = 64;
+
 /// How many table buckets one step may visit even if they write nothing
 /// (a sparse or already-written table), so a step stays short.
 const STEP_MAX_BUCKETS: usize = 4096;
@@ -130,18 +311,25 @@ impl Db {
         self.saving = true;
         self.snap = Some(Box::new(DbSnap {
             out: Vec::new(),
+            partial: Vec::new(),
+            open: false,
+            pending: VecDeque::new(),
             cursor: 0,
+            live_scanned: false,
             done: false,
-            compress,
-            meta,
-            cmds,
+            cfg: Cfg {
+                compress,
+                meta,
+                cmds,
+            },
             keys: 0,
             graveyard: Vec::new(),
         }));
     }
 
-    /// Writes about `budget` more bytes (at least one bucket's entries);
-    /// true when every entry has been written.
+    /// Writes about `budget` more bytes (at least one bucket's entries, or
+    /// one element of a big value); true when every entry has been
+    /// written.
     fn snapshot_step(&mut self, budget: usize) -> bool {
         let epoch = self.epoch;
         let Some(snap) = self.snap.as_deref_mut() else {
@@ -150,35 +338,88 @@ impl Db {
         if snap.done {
             return true;
         }
-        let start = snap.out.len();
+        let DbSnap {
+            out,
+            partial,
+            pending,
+            cursor,
+            open: _,
+            live_scanned,
+            done,
+            cfg,
+            keys,
+            graveyard,
+        } = snap;
+        let cfg = *cfg;
+        let start = out.len() + partial.len();
         let mut buckets = 0;
-        while self.saving {
-            let cursor = snap.cursor;
-            snap.cursor = self.table.scan_mut(cursor, |k, e| snap.visit(k, e, epoch));
-            buckets += 1;
-            if snap.cursor == 0 {
-                // The live table is done: no more copies before change.
-                self.saving = false;
-            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
+        loop {
+            // Big values first, one at a time, so at most one is half
+            // written.
+            while let Some(p) = pending.front_mut() {
+                let table = match p.grave {
+                    None => &self.table,
+                    Some(i) => &graveyard[i].0,
+                };
+                let used = out.len() + partial.len() - start;
+                let finished = match table.get(&p.key[..]) {
+                    Some(e) => resume(
+                        cfg,
+                        p,
+                        e,
+                        partial,
+                        cfg.compress,
+                        budget.saturating_sub(used),
+                    ),
+                    None => {
+                        // Unreachable: a change to the key finishes it
+                        // first, and retired tables do not change.
+                        debug_assert!(!p.started, "a half-written snapshot entry vanished");
+                        true
+                    }
+                };
+                if finished {
+                    pending.pop_front();
+                } else {
+                    return false;
+                }
+            }
+            if out.len() + partial.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
                 return false;
             }
-        }
-        let mut graveyard = std::mem::take(&mut snap.graveyard);
-        while let Some((table, cursor)) = graveyard.last_mut() {
-            let c = *cursor;
-            *cursor = table.scan_mut(c, |k, e| snap.visit(k, e, epoch));
             buckets += 1;
-            if *cursor == 0 {
-                if let Some((t, _)) = graveyard.pop() {
+            if self.saving && !*live_scanned {
+                let c = *cursor;
+                *cursor = self.table.scan_mut(c, |k, e| {
+                    visit(out, pending, keys, cfg, (k, e), epoch, None)
+                });
+                if *cursor == 0 {
+                    *live_scanned = true;
+                }
+                continue;
+            }
+            // The live table is done and nothing of it is pending: no more
+            // copies before change.
+            self.saving = false;
+            let n = graveyard.len();
+            let Some((table, cur, scanned)) = graveyard.last_mut() else {
+                *done = true;
+                return true;
+            };
+            if *scanned {
+                if let Some((t, _, _)) = graveyard.pop() {
                     free_table(t);
                 }
-            } else if snap.out.len() - start >= budget || buckets >= STEP_MAX_BUCKETS {
-                snap.graveyard = graveyard;
-                return false;
+                continue;
+            }
+            let c = *cur;
+            *cur = table.scan_mut(c, |k, e| {
+                visit(out, pending, keys, cfg, (k, e), epoch, Some(n - 1))
+            });
+            if *cur == 0 {
+                *scanned = true;
             }
         }
-        snap.done = true;
-        true
     }
 
     /// FLUSHDB / FLUSHALL while this database is being saved: its table
@@ -191,7 +432,14 @@ impl Db {
         let Some(snap) = self.snap.as_deref_mut() else {
             return false;
         };
-        snap.graveyard.push((std::mem::take(&mut self.table), 0));
+        // Its big values being written in slices move with it.
+        let at = snap.graveyard.len();
+        for p in snap.pending.iter_mut().filter(|p| p.grave.is_none()) {
+            p.grave = Some(at);
+        }
+        let scanned = snap.live_scanned;
+        snap.graveyard
+            .push((std::mem::take(&mut self.table), 0, scanned));
         true
     }
 
@@ -256,22 +504,47 @@ impl Shard {
     /// Collects what was written since the last call (by steps, and by
     /// copies before change) as one RDB fragment: per database with
     /// output, a SELECTDB opcode and its entries. Empty if nothing new.
-    pub fn snapshot_take(&mut self) -> Vec<u8> {
+    ///
+    /// `open` (the second value) says the fragment ends inside a big value
+    /// being written in slices: the next fragment of this shard continues
+    /// it (and starts without a SELECTDB), so nothing of any other shard
+    /// may come in between in the file. Bytes written meanwhile for other
+    /// entries wait until the value is complete.
+    pub fn snapshot_take(&mut self) -> (Vec<u8>, bool) {
         let mut chunk = Vec::new();
+        // A fragment left open continues first.
+        if let Some(s) = self
+            .dbs
+            .iter_mut()
+            .filter_map(|d| d.snap.as_deref_mut())
+            .find(|s| s.open)
+        {
+            chunk.append(&mut s.partial);
+            if s.in_progress() {
+                return (chunk, true);
+            }
+            s.open = false;
+        }
+        let mut open = None;
         for (i, d) in self.dbs.iter_mut().enumerate() {
-            if let Some(s) = d.snap.as_deref_mut() {
-                if !s.out.is_empty() {
-                    if s.cmds {
-                        crate::rdb::write_select_cmd(&mut chunk, i);
-                    } else {
-                        crate::rdb::write_select_db(&mut chunk, i);
-                    }
-                    chunk.extend_from_slice(&s.out);
-                    s.out.clear();
-                }
+            let Some(s) = d.snap.as_deref_mut() else {
+                continue;
+            };
+            if s.in_progress() && !s.partial.is_empty() {
+                // Steps go database by database: only the last one
+                // stepped can be half way through a value. It goes last.
+                open = Some(i);
+                continue;
+            }
+            s.take_into(&mut chunk, i);
+        }
+        if let Some(i) = open {
+            if let Some(s) = self.dbs[i].snap.as_deref_mut() {
+                s.take_into(&mut chunk, i);
+                s.open = true;
             }
         }
-        chunk
+        (chunk, open.is_some())
     }
 
     /// Ends the snapshot (after [`Shard::snapshot_step`] returned true and
@@ -284,7 +557,7 @@ impl Shard {
                 if !s.done {
                     d.stamps_mixed = true;
                 }
-                for (t, _) in s.graveyard.drain(..) {
+                for (t, _, _) in s.graveyard.drain(..) {
                     free_table(t);
                 }
             }
@@ -300,19 +573,20 @@ impl Shard {
     }
 
     /// Writes this shard's whole data in one go (SAVE, shutdown) as a
-    /// sequence of fragments of about `chunk` bytes each, handed to `sink`.
+    /// sequence of fragments of about `chunk` bytes each, handed to `sink`
+    /// with whether each is open (see [`Shard::snapshot_take`]).
     pub fn snapshot_all(
         &mut self,
         compress: bool,
         chunk: usize,
-        mut sink: impl FnMut(Vec<u8>),
+        mut sink: impl FnMut(Vec<u8>, bool),
     ) -> u64 {
         self.snapshot_begin(compress);
         loop {
             let done = self.snapshot_step(chunk);
-            let out = self.snapshot_take();
+            let (out, open) = self.snapshot_take();
             if !out.is_empty() {
-                sink(out);
+                sink(out, open);
             }
             if done {
                 return self.snapshot_end();
@@ -328,6 +602,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use crate::rdb::{self, Reader};
+    use crate::types::{Hash, List, Set, ZSet};
     use crate::{EncLimits, Entry, Shard, Str, Value};
 
     type Image = BTreeMap<(usize, Vec<u8>), (Value, u64)>;
@@ -407,7 +682,7 @@ mod tests {
                     next += 1;
                 }
                 let done = s.snapshot_step(512);
-                let out = s.snapshot_take();
+                let (out, _) = s.snapshot_take();
                 if !out.is_empty() {
                     frags.push(out);
                 }
@@ -421,9 +696,325 @@ mod tests {
             // The next snapshot sees the data as it is now.
             let now = image(&s);
             let mut frags = Vec::new();
-            s.snapshot_all(false, 4096, |b| frags.push(b));
+            s.snapshot_all(false, 4096, |b, _| frags.push(b));
             assert_eq!(decode(&frags), now);
         }
+    }
+
+    fn big_value(kind: usize, n: usize, salt: u64) -> Value {
+        let lim = EncLimits::default();
+        match kind {
+            0 => {
+                let mut z = ZSet::default();
+                for i in 0..n {
+                    z.insert(
+                        format!("m{i}:{salt}").as_bytes(),
+                        (i % 97) as f64 * 0.5,
+                        &lim,
+                    );
+                }
+                Value::ZSet(z)
+            }
+            1 => {
+                let mut l = List::new(&lim);
+                for i in 0..n * 8 {
+                    // Integers, short and long strings.
+                    let item = match i % 3 {
+                        0 => format!("{i}"),
+                        1 => format!("e{i}:{salt}"),
+                        _ => format!("{:-<90}{i}", salt),
+                    };
+                    l.push_back(item.as_bytes());
+                }
+                Value::List(l)
+            }
+            2 => {
+                let mut h = Hash::new();
+                for i in 0..n {
+                    h.set(
+                        format!("f{i}").as_bytes(),
+                        format!("v{i}:{salt}").as_bytes(),
+                        &lim,
+                    );
+                }
+                Value::Hash(h)
+            }
+            _ => {
+                let mut st = Set::create(b"a", n, &lim);
+                let mut i = 0;
+                // Ends with the member dict half way through a rehash.
+                while i < n || !st.table_dict().is_some_and(|d| d.is_rehashing()) {
+                    st.add(format!("s{i}:{salt}").as_bytes(), &lim);
+                    i += 1;
+                }
+                Value::Set(st)
+            }
+        }
+    }
+
+    /// Big values (skiplist zset, long list, hashtable hash and set, one
+    /// of them with its dict rehashing) are written a slice at a time;
+    /// the file still holds exactly the data as it was at the begin while
+    /// the big keys themselves are read, changed, deleted, overwritten,
+    /// given TTLs and flushed between steps (which finishes them first).
+    #[test]
+    fn big_values_written_in_slices_are_the_data_at_begin() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        for round in 0..12 {
+            let mut s = Shard::new(0, 2);
+            for i in 0..600u64 {
+                s.dbs[(i % 2) as usize]
+                    .insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            }
+            for b in 0..8u64 {
+                let ttl = if b % 3 == 0 { 4_000_000_000_000 + b } else { 0 };
+                let v = big_value(b as usize % 4, 1500 + 100 * b as usize, b);
+                s.dbs[(b / 4) as usize].insert(format!("big{b}").as_bytes(), Entry::new(v, ttl, 0));
+            }
+            let before = image(&s);
+            s.snapshot_begin_as(round % 2 == 0, false);
+            let mut frags = Vec::new();
+            let mut next = 0u64;
+            let mut slices = 0;
+            loop {
+                for _ in 0..3 {
+                    let db = rng.gen_range(0..2);
+                    let k = format!("big{}", rng.gen_range(0..8));
+                    let k = k.as_bytes();
+                    match rng.gen_range(0..40) {
+                        // Reads leave a half-written value to its slices.
+                        0..=19 => drop(s.dbs[db].get_mut_read(k)),
+                        20 if round >= 2 => {
+                            if let Some(e) = s.dbs[db].get_mut(k) {
+                                let lim = EncLimits::default();
+                                match &mut e.value {
+                                    Value::ZSet(z) => drop(z.insert(b"new", 1.0, &lim)),
+                                    Value::List(l) => l.push_front(b"new"),
+                                    Value::Hash(h) => drop(h.set(b"new", b"v", &lim)),
+                                    Value::Set(st) => drop(st.add(b"new", &lim)),
+                                    Value::Str(_) => {}
+                                }
+                            }
+                        }
+                        21 if round >= 2 => drop(s.dbs[db].remove(k)),
+                        22 if round >= 2 => s.dbs[db]
+                            .insert(k, Entry::new(big_value(next as usize % 4, 300, next), 0, 0)),
+                        23 if round >= 2 => drop(s.dbs[db].set_expire(k, 5_000_000_000_000)),
+                        24 if round >= 6 && rng.gen_ratio(1, 4) => s.dbs[db].clear(),
+                        25 if round >= 6 && rng.gen_ratio(1, 4) => drop(s.dbs[db].take()),
+                        26 if round >= 8 => {
+                            let (a, b) = s.dbs.split_at_mut(1);
+                            crate::db::Db::swap_contents(&mut a[0], &mut b[0]);
+                        }
+                        _ => {}
+                    }
+                    next += 1;
+                }
+                let done = s.snapshot_step(2048);
+                if s.dbs
+                    .iter()
+                    .any(|d| d.snap.as_ref().is_some_and(|p| p.in_progress()))
+                {
+                    slices += 1;
+                }
+                let (out, _) = s.snapshot_take();
+                if !out.is_empty() {
+                    frags.push(out);
+                }
+                if done {
+                    break;
+                }
+            }
+            // (FLUSH and SWAPDB rounds finish values early.)
+            assert!(
+                round >= 6 || slices > 10,
+                "round {round}: {slices} steps ended inside a value"
+            );
+            let keys = s.snapshot_end();
+            assert_eq!(keys as usize, before.len());
+            assert_eq!(decode(&frags), before, "round {round}");
+            // And the command form (AOF base) writes the same in slices as
+            // whole.
+            let now = image(&s);
+            let mut whole = Vec::new();
+            for (i, d) in s.dbs.iter().enumerate() {
+                let mut keys: Vec<_> = d.iter().collect();
+                keys.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, e) in keys {
+                    let mut b = Vec::new();
+                    rdb::write_entry_cmds(&mut b, k, e);
+                    whole.push((i, b));
+                }
+            }
+            whole.sort();
+            s.snapshot_begin_as(false, true);
+            let mut cmds = Vec::new();
+            while !s.snapshot_step(700) {
+                cmds.extend(s.snapshot_take().0);
+            }
+            cmds.extend(s.snapshot_take().0);
+            s.snapshot_end();
+            assert_eq!(split_cmds(&cmds), whole, "round {round}");
+            assert_eq!(image(&s), now);
+        }
+    }
+
+    /// Splits a command stream into each key's commands, by database (the
+    /// SELECT commands), sorted.
+    fn split_cmds(b: &[u8]) -> Vec<(usize, Vec<u8>)> {
+        let mut db = 0;
+        let mut per_key: BTreeMap<(usize, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        let mut i = 0;
+        while i < b.len() {
+            // *N\r\n then N bulks.
+            let start = i;
+            let line_end = |i: usize| i + b[i..].windows(2).position(|w| w == b"\r\n").unwrap();
+            let e = line_end(i);
+            let n: usize = std::str::from_utf8(&b[i + 1..e]).unwrap().parse().unwrap();
+            i = e + 2;
+            let mut args = Vec::new();
+            for _ in 0..n {
+                let e = line_end(i);
+                let len: usize = std::str::from_utf8(&b[i + 1..e]).unwrap().parse().unwrap();
+                args.push(b[e + 2..e + 2 + len].to_vec());
+                i = e + 2 + len + 2;
+            }
+            if args[0] == b"SELECT" {
+                db = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+                continue;
+            }
+            per_key
+                .entry((db, args[1].clone()))
+                .or_default()
+                .extend_from_slice(&b[start..i]);
+        }
+        let mut v: Vec<_> = per_key.into_iter().map(|((db, _), c)| (db, c)).collect();
+        v.sort();
+        v
+    }
+
+    /// A read of the big value being written leaves it half written; a
+    /// write finishes it at once.
+    #[test]
+    fn a_read_leaves_the_big_value_to_its_slices_a_write_finishes_it() {
+        let mut s = Shard::new(0, 1);
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        let before = image(&s);
+        s.snapshot_begin(false);
+        assert!(!s.snapshot_step(4096));
+        let half = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().in_progress();
+        assert!(half(&s));
+        let (first, open) = s.snapshot_take();
+        assert!(
+            open && !first.is_empty(),
+            "the fragment ends inside the value"
+        );
+        assert!(s.dbs[0].get_mut_read(b"z").is_some());
+        assert!(half(&s));
+        assert!(!s.snapshot_step(4096));
+        let (second, open) = s.snapshot_take();
+        assert!(open && !second.is_empty());
+        let e = s.dbs[0].get_mut(b"z").unwrap();
+        if let Value::ZSet(z) = &mut e.value {
+            z.remove(b"m0:1");
+        }
+        assert!(!half(&s));
+        // A read of a big value the scan has not reached queues it, a
+        // small one is written at once.
+        let s2 = &mut Shard::new(0, 1);
+        for i in 0..2000u64 {
+            s2.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+        }
+        s2.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        let before2 = image(s2);
+        s2.snapshot_begin(false);
+        let q = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().pending.len();
+        assert_eq!(q(s2), 0);
+        assert!(s2.dbs[0].get_mut_read(b"z").is_some());
+        assert_eq!(q(s2), 1);
+        assert!(s2.dbs[0].get_mut_read(b"k5").is_some());
+        assert!(!s2.dbs[0].snap.as_ref().unwrap().out.is_empty());
+        let mut frags2 = Vec::new();
+        s2.snapshot_step(1);
+        loop {
+            let done = s2.snapshot_step(4096);
+            frags2.push(s2.snapshot_take().0);
+            if done {
+                break;
+            }
+        }
+        s2.snapshot_end();
+        assert_eq!(decode(&frags2), before2);
+        let (third, open) = s.snapshot_take();
+        assert!(!open);
+        let frags = vec![first, second, third];
+        assert!(s.snapshot_step(4096));
+        s.snapshot_end();
+        assert_eq!(decode(&frags), before);
+    }
+
+    /// Fragments of several shards interleave in the file; a shard whose
+    /// fragment ended inside a value (open) goes on alone until it is
+    /// closed (what the writer's gate enforces), and the file holds every
+    /// shard's data at the begin.
+    #[test]
+    fn open_fragments_keep_other_shards_out_until_closed() {
+        let mut shards: Vec<Shard> = (0..3).map(|i| Shard::new(i, 2)).collect();
+        let mut want = Image::new();
+        for (n, s) in shards.iter_mut().enumerate() {
+            for b in 0..4u64 {
+                let v = big_value(b as usize, 1000 + 300 * n, b + 10 * n as u64);
+                s.dbs[(b % 2) as usize]
+                    .insert(format!("big{n}.{b}").as_bytes(), Entry::new(v, 0, 0));
+            }
+            for i in 0..300u64 {
+                s.dbs[(i % 2) as usize]
+                    .insert(format!("k{n}.{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            }
+            want.extend(image(s));
+            s.snapshot_begin(n == 1);
+        }
+        let mut file = Vec::new();
+        let mut owner: Option<usize> = None;
+        let mut done = [false; 3];
+        let mut opens = 0;
+        while done.iter().any(|d| !d) {
+            for (n, s) in shards.iter_mut().enumerate() {
+                if done[n] || owner.is_some_and(|o| o != n) {
+                    continue;
+                }
+                let d = s.snapshot_step(1500);
+                // Other shards change their own small keys meanwhile.
+                s.dbs[0].insert(b"k0.0", Entry::new(val(99), 0, 0));
+                let (out, open) = s.snapshot_take();
+                file.push(out);
+                owner = open.then_some(n);
+                opens += usize::from(open);
+                if d {
+                    assert!(!open);
+                    s.snapshot_end();
+                    done[n] = true;
+                }
+            }
+        }
+        assert!(opens > 10);
+        assert_eq!(decode(&file), want);
+    }
+
+    /// The contract `lookup_read` states: a value read must not change.
+    /// Debug builds catch a change to a value half written in slices.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a value changed while a snapshot was writing it")]
+    fn changing_a_value_behind_a_read_is_caught_in_debug_builds() {
+        let mut s = Shard::new(0, 1);
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        s.snapshot_begin(false);
+        assert!(!s.snapshot_step(4096));
+        if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| &mut e.value) {
+            z.insert(b"sneaky", 1.0, &EncLimits::default());
+        }
+        s.snapshot_step(4096);
     }
 
     /// A snapshot abandoned half way leaves mixed stamps; the next one
@@ -440,7 +1031,7 @@ mod tests {
             s.snapshot_abort();
         }
         let mut frags = Vec::new();
-        assert_eq!(s.snapshot_all(false, 1 << 16, |b| frags.push(b)), 3000);
+        assert_eq!(s.snapshot_all(false, 1 << 16, |b, _| frags.push(b)), 3000);
         assert_eq!(decode(&frags), image(&s));
         assert!(!s.snapshot_running());
     }

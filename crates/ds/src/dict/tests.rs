@@ -545,3 +545,47 @@ fn scan_mut_marks_each_entry_while_the_table_grows() {
     assert_eq!(d.get(&7), Some(&9));
     assert!(d.get_key_value_mut(&u64::MAX).is_none());
 }
+
+/// A walk in slices of random sizes visits every entry exactly once, in
+/// `iter`'s order, also while the dict is half way through a rehash
+/// (both tables in use) and with long chains.
+#[test]
+fn walk_in_slices_visits_each_entry_once_in_iter_order() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    for n in [0usize, 1, 7, 100, 1000, 5000] {
+        for rehashing in [false, true] {
+            let mut d: Dict<u64, u64> = Dict::new();
+            for i in 0..n as u64 {
+                d.insert(i, i * 3);
+            }
+            if rehashing {
+                // Growth: inserts past the load factor start a rehash.
+                let mut i = n as u64;
+                while !d.is_rehashing() && i < 1_000_000 {
+                    d.insert(i, i * 3);
+                    i += 1;
+                }
+            }
+            let want: Vec<(u64, u64)> = d.iter().map(|(k, v)| (*k, *v)).collect();
+            let mut got = Vec::new();
+            let mut pos = WalkPos::default();
+            let mut calls = 0;
+            loop {
+                let mut room = rng.gen_range(1..50);
+                let end = d.walk(&mut pos, |k, v| {
+                    got.push((*k, *v));
+                    room -= 1;
+                    room > 0
+                });
+                calls += 1;
+                if end {
+                    break;
+                }
+                assert!(calls < 100_000);
+            }
+            assert_eq!(got, want, "n {n} rehashing {rehashing}");
+            // A finished walk stays finished.
+            assert!(d.walk(&mut pos, |_, _| panic!("visited twice")));
+        }
+    }
+}

@@ -9,7 +9,7 @@ use crate::types::set::with_bytes as member_bytes;
 use crate::value::{Str, Value};
 
 /// Redis's `AOF_REWRITE_ITEMS_PER_CMD`.
-const ITEMS_PER_CMD: usize = 64;
+pub(super) const ITEMS_PER_CMD: usize = 64;
 
 /// Writes `SELECT db` as a command.
 pub fn write_select_cmd(out: &mut Vec<u8>, db: usize) {
@@ -84,6 +84,11 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
             }
         }),
     }
+    write_expire_cmd(out, key, e);
+}
+
+/// PEXPIREAT for a key with a TTL (what ends its commands).
+pub(super) fn write_expire_cmd(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
     let at = e.expire_at_ms();
     if at != 0 {
         write_header(out, b'*', 3);

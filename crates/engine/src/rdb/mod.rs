@@ -29,6 +29,7 @@
 //! [`RdbError`] (never a panic), and no allocation is sized by a length
 //! read from the input beyond what the input can back (see `read.rs`).
 
+mod chunk;
 mod cmds;
 pub mod pack;
 mod read;
@@ -42,6 +43,7 @@ use crate::types::{EncLimits, Set};
 use crate::value::{Str, Value};
 use pack::LpWriter;
 
+pub(crate) use chunk::{is_chunked, write_elems, write_elems_cmds, write_head, Progress};
 pub use cmds::{write_entry_cmds, write_select_cmd};
 pub use read::{Loaded, Reader};
 
@@ -198,7 +200,7 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
 }
 
 /// An integer as a string (Redis's `rdbSaveLongLongAsStringObject`).
-fn write_int_string(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn write_int_string(out: &mut Vec<u8>, v: i64) {
     if !write_int_enc(out, v) {
         let mut b = itoa::Buffer::new();
         let s = b.format(v);
@@ -251,6 +253,15 @@ pub fn write_entry_ext(
     idle_s: Option<u64>,
     freq: Option<u8>,
 ) {
+    write_entry_prefix(out, e, idle_s, freq);
+    let t = value_type(&e.value);
+    out.push(t);
+    write_string(out, key, compress);
+    write_body(out, &e.value, t, compress);
+}
+
+/// What comes before an entry's type byte: EXPIRETIME_MS, IDLE, FREQ.
+fn write_entry_prefix(out: &mut Vec<u8>, e: &Entry, idle_s: Option<u64>, freq: Option<u8>) {
     let exp = e.expire_at_ms();
     if exp != 0 {
         out.push(OP_EXPIRETIME_MS);
@@ -264,10 +275,6 @@ pub fn write_entry_ext(
         out.push(OP_FREQ);
         out.push(f);
     }
-    let t = value_type(&e.value);
-    out.push(t);
-    write_string(out, key, compress);
-    write_body(out, &e.value, t, compress);
 }
 
 /// Type byte + value body (what DUMP payloads and [`write_entry`] share).

@@ -154,6 +154,15 @@ impl Hash {
         matches!(self.0, Repr::Listpack(_))
     }
 
+    /// The hashtable encoding's dict (`None` for a listpack), for writers
+    /// that walk it in slices (`Dict::walk`).
+    pub fn table_dict(&self) -> Option<&Dict<TinyBytes, SmallBytes>> {
+        match &self.0 {
+            Repr::Table(t) => Some(&t.dict),
+            Repr::Listpack(_) => None,
+        }
+    }
+
     /// Heap bytes owned: the listpack buffer, or the table's buckets and
     /// nodes plus the strings' heap parts. O(1).
     pub fn heap_bytes(&self) -> usize {

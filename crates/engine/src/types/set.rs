@@ -223,6 +223,15 @@ impl Set {
         }
     }
 
+    /// The hashtable encoding's dict (`None` for the compact ones), for
+    /// writers that walk it in slices (`Dict::walk`).
+    pub fn table_dict(&self) -> Option<&Dict<TinyBytes, ()>> {
+        match &self.repr {
+            Repr::Table(t) => Some(&t.dict),
+            _ => None,
+        }
+    }
+
     /// The name OBJECT ENCODING replies with.
     pub fn encoding(&self) -> &'static str {
         match self.kind() {
