@@ -29,7 +29,7 @@
 //!   iteration, `scan`'s per-call bucket walk and `Drop`: growth and
 //!   shrinking below fill 1/8 are both incremental, so there is
 //!   never a stop-the-world rehash. Growth starts at [`MAX_LOAD_FACTOR`]
-//!   (2) entries per bucket; the load factor stays below 3 during a growth
+//!   (1) entry per bucket; the load factor stays below 2 during a growth
 //!   rehash, because the old table is drained after at most its bucket count
 //!   of mutations.
 //! * Chains are dropped iteratively (see `Table`'s `Drop`), so a pathological
@@ -51,7 +51,7 @@
 //!   cost). The price: a rehash hashes each migrated key again (foldhash on
 //!   a short key is a few nanoseconds, next to the cache miss of touching
 //!   the node, which migration pays anyway), and a chain walk compares keys
-//!   directly (chains average one or two nodes at load factor <= 2, and slice
+//!   directly (chains average under one node at load factor <= 1, and slice
 //!   comparison checks the length first). Each lookup still hashes the key
 //!   exactly once (`insert` uses the same hash for its lookup and its
 //!   insertion).
@@ -79,13 +79,12 @@ use rand::Rng;
 /// Size of the first table, and the smallest a table shrinks to.
 pub const INITIAL_SIZE: usize = 4;
 
-/// A table grows when it holds this many entries per bucket. Redis grows
-/// at 1; at 2 the bucket array costs 4..8 bytes per entry instead of 8..16
-/// (a third of what separates a small key from Redis's 0.8x target in
-/// `bench/memory.sh`), for chains of 1..2 nodes instead of 0.5..1 on
-/// average. Nodes are small (no stored hash, 16-byte keys), so the extra
-/// node a lookup may visit is one more cache line.
-pub const MAX_LOAD_FACTOR: usize = 2;
+/// A table grows when it holds this many entries per bucket (Redis's 1).
+/// At 2 the bucket array cost 4..8 bytes per entry instead of 8..16 (-4 to
+/// -7 bytes per small key in `bench/memory.sh`), but SET at pipeline 16
+/// took about 10 % more server CPU per op (chains of 1..2 nodes instead of
+/// 0.5..1; side by side, same build otherwise), so it stays at 1.
+pub const MAX_LOAD_FACTOR: usize = 1;
 
 /// A table shrinks when fewer than `1 / SHRINK_FILL_DENOMINATOR` of its
 /// buckets' worth of entries remain.
