@@ -110,8 +110,9 @@ impl Default for Batch {
 const BATCH_KEEP_BYTES: usize = 1 << 20;
 
 impl Batch {
-    /// Empties the batch for reuse; false if it grew too big to keep.
-    pub fn recycle(&mut self) -> bool {
+    /// Empties the batch for reuse; the bytes its buffers keep, or `None`
+    /// if it grew too big to keep.
+    pub fn recycle(&mut self) -> Option<usize> {
         self.cmds.clear();
         self.args.clear();
         self.reply.clear();
@@ -127,7 +128,7 @@ impl Batch {
         // worker. (Bounding each batch at 64 KiB made tests/eviction.rs's
         // LFU test flaky: hot keys evicted while memory hovered at the
         // limit.)
-        self.capacity_bytes() <= BATCH_KEEP_BYTES
+        Some(self.capacity_bytes()).filter(|&b| b <= BATCH_KEEP_BYTES)
     }
 
     /// Bytes the batch's buffers hold (their capacities).
@@ -354,9 +355,12 @@ mod tests {
         let mut b = Batch::default();
         b.args.push(b"SET");
         b.args.push(&vec![b'x'; 64 << 10]);
-        assert!(b.recycle(), "64 KiB of arguments is kept");
+        assert!(b.recycle().is_some(), "64 KiB of arguments is kept");
         b.args.push(&vec![b'x'; 2 << 20]);
         assert!(b.capacity_bytes() > BATCH_KEEP_BYTES);
-        assert!(!b.recycle(), "2 MiB of arguments is freed, not pooled");
+        assert!(
+            b.recycle().is_none(),
+            "2 MiB of arguments is freed, not pooled"
+        );
     }
 }

@@ -281,11 +281,10 @@ impl Core {
     }
 
     fn recycle(&mut self, mut batch: Box<Batch>) {
-        if !batch.recycle() || self.pool.len() >= BATCH_POOL_MAX {
+        let Some(bytes) = batch.recycle() else {
             return;
-        }
-        let bytes = batch.capacity_bytes();
-        if self.pool_bytes + bytes <= BATCH_POOL_BYTES {
+        };
+        if self.pool.len() < BATCH_POOL_MAX && self.pool_bytes + bytes <= BATCH_POOL_BYTES {
             self.pool_bytes += bytes;
             self.pool.push(batch);
         }

@@ -394,18 +394,21 @@ fn node_allows(node_bytes: usize, count: usize, len: usize, fill: i32) -> bool {
 /// head, so its nodes are full from the tail and the head one is partial.
 /// Cut from the tail with the same rule as [`node_allows`].
 fn head_grown_cuts(l: &ds::QuickList, fill: i32) -> Vec<usize> {
+    // Sizes only: a listpack is its header, its entries and an end byte.
+    let empty = LpWriter::new().bytes();
     let mut cuts = Vec::new();
-    let mut cur = LpWriter::new();
+    let (mut bytes, mut count) = (empty, 0);
     let mut items = l.iter_rev();
     while let Some(it) = items.next() {
-        if cur.count() > 0 && !node_allows(cur.bytes(), cur.count(), it.len(), fill) {
-            cuts.push(cur.count());
-            cur = LpWriter::new();
+        if count > 0 && !node_allows(bytes, count, it.len(), fill) {
+            cuts.push(count);
+            (bytes, count) = (empty, 0);
         }
-        cur.push(it);
+        bytes += pack::lp_entry_size(it);
+        count += 1;
     }
-    if cur.count() > 0 {
-        cuts.push(cur.count());
+    if count > 0 {
+        cuts.push(count);
     }
     cuts.reverse();
     cuts
