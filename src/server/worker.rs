@@ -1289,11 +1289,41 @@ impl Worker {
             release,
         };
         let ready = match lock {
+            Some(req) if req.nowait => match self.core.locks.try_acquire(req) {
+                Ok(()) => Some(w),
+                Err(req) => {
+                    self.refuse(w, req);
+                    None
+                }
+            },
             Some(req) => self.core.locks.acquire(req, w),
             None => Some(w),
         };
         if let Some(w) = ready {
             self.run_work(w);
+        }
+    }
+
+    /// A nowait lock request was refused: its job goes back unrun.
+    #[cold]
+    fn refuse(&mut self, w: Waiter, req: commands::tx::LockReq) {
+        // The transaction holds nothing here: it has no records to collect.
+        self.core
+            .aof_tx
+            .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
+        let out: JobOut = Box::new(commands::tx::LockConflict { req, job: w.job });
+        if w.conn.thread as usize == self.core.id {
+            self.job_done(w.conn, w.idx, out, 0);
+        } else {
+            self.core.mailbox.send(
+                w.conn.thread as usize,
+                Msg::JobDone {
+                    conn: w.conn,
+                    idx: w.idx,
+                    out,
+                    aof: 0,
+                },
+            );
         }
     }
 

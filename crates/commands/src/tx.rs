@@ -47,6 +47,23 @@
 //! ([`crate::coord::Coordinator::abort`]): a release also drops the
 //! transaction's request from the wait queue.
 //!
+//! **Out of order, read-only.** Ordered locking costs a connection whose
+//! home shard is not the lowest of its transaction an extra round trip:
+//! it must lock a remote shard before its own. A transaction that only
+//! reads keys therefore locks its home shard first (it may wait there,
+//! holding nothing), then the shards above it in order, then the shards
+//! below it with [`LockReq::nowait`] requests, which are granted at once
+//! or refused, never queued. With two shards the remote request carries
+//! the job and the release (fused, as above), so every such command costs
+//! one round trip, whichever its home. No cycle can form: a request that
+//! waits is made holding only locks on lower shards, as before, and nowait
+//! requests never wait. A refused request's job comes back unrun
+//! ([`LockConflict`]); the transaction releases what it holds and starts
+//! over in ascending order, where it waits in FIFO queues, so it cannot
+//! starve. Only reads take this path: when the connection goes away with a
+//! fused request in flight, the other shards' jobs run regardless
+//! ([`Coordinator::abort`]), which a refused write would leave half done.
+//!
 //! Compared with Dragonfly's VLL, which orders all transactions by a global
 //! id, ordered locking needs no shared counter and no out-of-order
 //! scheduling; its cost is one round trip per remote shard to lock. With
@@ -108,6 +125,17 @@ pub struct LockReq {
     pub keys: Vec<(usize, u64, Mode)>,
     /// The whole shard (keyspace-wide commands).
     pub whole: Option<Mode>,
+    /// Granted at once or refused, never queued: a request made out of
+    /// shard order (see the module docs). A refused request's work does
+    /// not run; its job's output is a [`LockConflict`].
+    pub nowait: bool,
+}
+
+/// The output of a work whose [`LockReq::nowait`] request was refused:
+/// the request and the job, unrun, back to the coordinator.
+pub struct LockConflict {
+    pub req: LockReq,
+    pub job: JobFn,
 }
 
 impl LockReq {
@@ -233,12 +261,25 @@ impl<W> LockTable<W> {
         self.granted.insert(req.tx, req);
     }
 
+    fn passes(&self, req: &LockReq) -> bool {
+        !self.held_conflicts(req) && !self.waiting.iter().any(|(q, _)| q.conflicts(req))
+    }
+
+    /// Grants `req` if it conflicts with nothing held or queued; otherwise
+    /// hands it back, queueing nothing (a [`LockReq::nowait`] request).
+    pub fn try_acquire(&mut self, req: LockReq) -> Result<(), LockReq> {
+        if self.passes(&req) {
+            self.grant(req);
+            Ok(())
+        } else {
+            Err(req)
+        }
+    }
+
     /// Requests `req`. Returns `Some(w)` if granted now, `None` if it waits
     /// (then `w` comes back from a later [`LockTable::release`]).
     pub fn acquire(&mut self, req: LockReq, w: W) -> Option<W> {
-        let passes =
-            !self.held_conflicts(&req) && !self.waiting.iter().any(|(q, _)| q.conflicts(&req));
-        if passes {
+        if self.passes(&req) {
             self.grant(req);
             Some(w)
         } else {
@@ -406,6 +447,12 @@ impl LockSet {
     pub fn is_empty(&self) -> bool {
         self.shards.is_empty()
     }
+    /// Only Read locks on keys (no Write, no whole-shard lock).
+    pub fn read_only(&self) -> bool {
+        self.shards
+            .iter()
+            .all(|(_, r)| r.whole.is_none() && r.keys.iter().all(|k| k.2 == Mode::Read))
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -434,6 +481,12 @@ pub struct TxCoord {
     rest: Option<Vec<(usize, usize, JobFn)>>,
     released: bool,
     err: Option<CmdError>,
+    /// Out of order only: the requests in ascending shard order, to start
+    /// over with when a nowait request is refused.
+    fallback: Option<Vec<(usize, LockReq)>>,
+    /// After a refusal of the fused request: the inner's last plan, grouped
+    /// per shard, to send once the locks are held again.
+    pending: Option<Vec<Group>>,
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -458,10 +511,22 @@ impl TxCoord {
             return inner;
         }
         let tx = new_tx_id(home);
+        let read_only = set.read_only();
         let mut locks = set.shards;
         locks.sort_by_key(|(s, _)| *s);
         for (_, r) in &mut locks {
             r.tx = tx;
+        }
+        let mut fallback = None;
+        // Home first (see "Out of order" in the module docs).
+        if read_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+            fallback = Some(locks.clone());
+            let below = locks.iter().take_while(|(s, _)| *s < home).count();
+            locks.rotate_left(below);
+            let n = locks.len();
+            for (_, r) in &mut locks[n - below..] {
+                r.nowait = true;
+            }
         }
         Box::new(TxCoord {
             tx,
@@ -475,7 +540,43 @@ impl TxCoord {
             rest: None,
             released: false,
             err: None,
+            fallback,
+            pending: None,
         })
+    }
+
+    /// Pushes the request for the next lock, alone.
+    fn request_next(&mut self, plan: &mut Plan) {
+        let (shard, req) = &mut self.locks[self.requested];
+        plan.jobs.push((
+            *shard,
+            Work {
+                lock: Some(std::mem::take(req)),
+                job: Self::noop(),
+                release: None,
+            },
+        ));
+        self.layout.push(Carried::Nothing);
+        self.requested += 1;
+    }
+
+    /// A nowait request (the last one made) was refused: release what is
+    /// held and start over in ascending shard order, where requests wait.
+    fn restart(&mut self, plan: &mut Plan) {
+        // INVARIANT: only out-of-order transactions make nowait requests.
+        let locks = self.fallback.take().expect("out-of-order locks");
+        let refused = self.locks[self.requested - 1].0;
+        self.layout.clear();
+        for &(s, _) in &self.locks[..self.requested] {
+            if s != refused {
+                plan.jobs.push((s, self.release_only()));
+                self.layout.push(Carried::Nothing);
+            }
+        }
+        self.locks = locks;
+        self.requested = 0;
+        self.phase = Phase::Locking;
+        self.request_next(plan);
     }
 
     fn noop() -> JobFn {
@@ -655,8 +756,12 @@ impl Coordinator for TxCoord {
     ) -> Result<(), CmdError> {
         match self.phase {
             Phase::Locking => {
+                if results.iter().any(|r| r.is::<LockConflict>()) {
+                    self.restart(plan);
+                    return Ok(());
+                }
                 let n = self.locks.len();
-                if self.requested == n - 1 && self.early.is_none() {
+                if self.requested == n - 1 && self.early.is_none() && self.pending.is_none() {
                     // The inner's first step sees no shard data, so it may
                     // run before the last lock is granted.
                     let mut p = Plan::default();
@@ -682,26 +787,34 @@ impl Coordinator for TxCoord {
                     }
                 }
                 if self.requested < n {
-                    let (shard, req) = &mut self.locks[self.requested];
-                    plan.jobs.push((
-                        *shard,
-                        Work {
-                            lock: Some(std::mem::take(req)),
-                            job: Self::noop(),
-                            release: None,
-                        },
-                    ));
                     self.layout.clear();
-                    self.layout.push(Carried::Nothing);
-                    self.requested += 1;
+                    self.request_next(plan);
                     return Ok(());
                 }
                 self.phase = Phase::Running;
+                if let Some(groups) = self.pending.take() {
+                    self.layout.clear();
+                    self.send(groups, plan, true, None);
+                    return Ok(());
+                }
                 let p = self.early.take().unwrap_or_default();
                 self.after_inner(p, plan);
                 Ok(())
             }
             Phase::Running => {
+                if self.rest.is_some() && results.first().is_some_and(|r| r.is::<LockConflict>()) {
+                    // The fused request was refused: its job comes back unrun.
+                    let refused = results.into_iter().next().expect("the fused output");
+                    // INVARIANT: checked just above.
+                    let c = refused.downcast::<LockConflict>().expect("a conflict");
+                    let carried = std::mem::take(&mut self.layout).pop();
+                    let shard = self.locks[self.requested - 1].0;
+                    let mut groups = vec![(shard, c.job, carried.unwrap_or(Carried::Nothing))];
+                    groups.extend(Self::group(self.rest.take().unwrap_or_default()));
+                    self.pending = Some(groups);
+                    self.restart(plan);
+                    return Ok(());
+                }
                 self.collect(results);
                 if let Some(rest) = self.rest.take() {
                     let last_shard = self.locks[self.locks.len() - 1].0;
@@ -828,6 +941,236 @@ mod tests {
         assert!(t.acquire(req(2, &[("x", Mode::Read)]), 2).is_none());
         assert_eq!(t.release(1), vec![2]);
         assert!(!t.blocks(0, std::iter::empty(), true));
+    }
+
+    #[test]
+    fn nowait_requests_never_queue() {
+        let mut t: LockTable<u32> = LockTable::default();
+        assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
+        // Readers share: granted.
+        assert!(t.try_acquire(req(2, &[("a", Mode::Read)])).is_ok());
+        assert!(t.acquire(req(3, &[("b", Mode::Write)]), 3).is_some());
+        // Refused, handed back whole, nothing queued.
+        let back = t.try_acquire(req(4, &[("b", Mode::Read)])).unwrap_err();
+        assert_eq!((back.tx, back.keys.len()), (4, 1));
+        assert_eq!(t.waiting_len(), 0);
+        // A queued writer refuses a later reader too (FIFO), without
+        // queueing it.
+        assert!(t.acquire(req(5, &[("a", Mode::Write)]), 5).is_none());
+        assert!(t.try_acquire(req(6, &[("a", Mode::Read)])).is_err());
+        assert_eq!(t.waiting_len(), 1);
+        assert!(t.release(1).is_empty());
+        assert_eq!(t.release(2), vec![5]);
+    }
+
+    mod protocol {
+        use super::super::*;
+        use crate::coord::{ClientIo, ClientRegistry};
+        use crate::ctx::ThreadStats;
+        use engine::Shard;
+
+        struct NoClients;
+        impl ClientRegistry for NoClients {
+            fn for_each(&self, _f: &mut dyn FnMut(&ClientState, &ClientIo)) {}
+            fn kill(&mut self, _id: u64) -> bool {
+                false
+            }
+        }
+
+        /// Reads one key per shard: one plan (its last), then the shard
+        /// ids its jobs ran on, as a reply of integers.
+        struct ReadEach(Vec<usize>);
+        impl Coordinator for ReadEach {
+            fn step(
+                &mut self,
+                results: Vec<JobOut>,
+                plan: &mut Plan,
+                out: &mut Reply,
+                _client: &mut ClientState,
+            ) -> Result<(), CmdError> {
+                if results.is_empty() {
+                    for &s in &self.0 {
+                        plan.run(s, |env| env.shard.id);
+                    }
+                    plan.last = true;
+                    return Ok(());
+                }
+                out.array(results.len());
+                for r in results {
+                    out.int(*r.downcast::<usize>().unwrap() as i64);
+                }
+                Ok(())
+            }
+        }
+
+        /// Two shards, their lock tables, and works queued behind locks.
+        struct Rt {
+            shards: Vec<Shard>,
+            locks: Vec<LockTable<(u32, JobFn, Option<TxId>)>>,
+            done: Vec<(u32, JobOut)>,
+        }
+
+        impl Rt {
+            fn new() -> Self {
+                Rt {
+                    shards: (0..2).map(|i| Shard::new(i, 16)).collect(),
+                    locks: (0..2).map(|_| LockTable::default()).collect(),
+                    done: Vec::new(),
+                }
+            }
+            fn run(&mut self, s: usize, (idx, job, release): (u32, JobFn, Option<TxId>)) {
+                let mut stats = ThreadStats::default();
+                let mut env = ShardEnv {
+                    shard: &mut self.shards[s],
+                    stats: &mut stats,
+                    clients: &mut NoClients,
+                };
+                self.done.push((idx, job(&mut env)));
+                if let Some(tx) = release {
+                    for w in self.locks[s].release(tx) {
+                        self.run(s, w);
+                    }
+                }
+            }
+            /// Delivers a plan as the worker does.
+            fn deliver(&mut self, plan: Plan) {
+                for (i, (s, w)) in plan.jobs.into_iter().enumerate() {
+                    let entry = (i as u32, w.job, w.release);
+                    match w.lock {
+                        Some(req) if req.nowait => match self.locks[s].try_acquire(req) {
+                            Ok(()) => self.run(s, entry),
+                            Err(req) => {
+                                let out = Box::new(LockConflict { req, job: entry.1 });
+                                self.done.push((entry.0, out));
+                            }
+                        },
+                        Some(req) => {
+                            if let Some(e) = self.locks[s].acquire(req, entry) {
+                                self.run(s, e);
+                            }
+                        }
+                        None => self.run(s, entry),
+                    }
+                }
+            }
+            fn outputs(&mut self) -> Vec<JobOut> {
+                self.done.sort_by_key(|(i, _)| *i);
+                self.done.drain(..).map(|(_, o)| o).collect()
+            }
+        }
+
+        fn tx_on(home: usize) -> (Box<dyn Coordinator>, LockSet) {
+            let mut set = LockSet::default();
+            set.key(2, 0, b"a", Mode::Read);
+            set.key(2, 0, b"b", Mode::Read);
+            let shards: Vec<usize> = set.shards.iter().map(|(s, _)| *s).collect();
+            assert_eq!(shards.len(), 2, "keys on both shards");
+            let inner = Box::new(ReadEach(vec![0, 1]));
+            (TxCoord::wrap(home, inner, set.clone()), set)
+        }
+
+        fn step(c: &mut Box<dyn Coordinator>, rt: &mut Rt, out: &mut Reply) -> Plan {
+            let mut plan = Plan::default();
+            let results = rt.outputs();
+            c.step(results, &mut plan, out, &mut ClientState::default())
+                .unwrap();
+            plan
+        }
+
+        fn shape(p: &Plan) -> Vec<(usize, bool, bool, bool)> {
+            p.jobs
+                .iter()
+                .map(|(s, w)| {
+                    let l = w.lock.as_ref();
+                    (
+                        *s,
+                        l.is_some(),
+                        l.is_some_and(|r| r.nowait),
+                        w.release.is_some(),
+                    )
+                })
+                .collect()
+        }
+
+        #[test]
+        fn a_read_from_the_higher_shard_takes_one_round_trip() {
+            let (mut c, _) = tx_on(1);
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            // Its own shard first (may wait), ...
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, true, false, false)]);
+            rt.deliver(p);
+            // ... then the lower one: lock (nowait), run and release in one.
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(0, true, true, true)]);
+            rt.deliver(p);
+            // Its own part, released.
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, false, false, true)]);
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
+            assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
+            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+        }
+
+        #[test]
+        fn home_on_the_lowest_shard_or_writes_keep_shard_order() {
+            let (mut c, _) = tx_on(0);
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(0, true, false, false)]);
+
+            let mut set = LockSet::default();
+            set.key(2, 0, b"a", Mode::Write);
+            set.key(2, 0, b"b", Mode::Read);
+            let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+            let p = step(&mut c, &mut Rt::new(), &mut out);
+            assert_eq!(shape(&p), vec![(0, true, false, false)]);
+        }
+
+        #[test]
+        fn a_refused_nowait_request_starts_over_in_order() {
+            let (mut c, set) = tx_on(1);
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            // Another transaction writes the key on shard 0.
+            let (_, mut blocker) = set.shards.into_iter().find(|(s, _)| *s == 0).unwrap();
+            blocker.tx = 999;
+            blocker.keys.iter_mut().for_each(|k| k.2 = Mode::Write);
+            assert!(rt.locks[0].try_acquire(blocker).is_ok());
+
+            let p = step(&mut c, &mut rt, &mut out);
+            rt.deliver(p);
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(0, true, true, true)]);
+            rt.deliver(p);
+            assert_eq!(rt.locks[0].waiting_len(), 0, "nowait: not queued");
+            // Refused: release its own shard, request shard 0 in order.
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(
+                shape(&p),
+                vec![(1, false, false, true), (0, true, false, false)]
+            );
+            rt.deliver(p);
+            assert!(!rt.locks[1].any_held());
+            assert_eq!(rt.locks[0].waiting_len(), 1, "waits in order now");
+            // The writer finishes; the request is granted and its (no-op)
+            // work runs.
+            for w in rt.locks[0].release(999) {
+                rt.run(0, w);
+            }
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, true, false, false)]);
+            rt.deliver(p);
+            // Every lock held: the kept jobs run and release.
+            let p = step(&mut c, &mut rt, &mut out);
+            let mut sh = shape(&p);
+            sh.sort();
+            assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
+            assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
+            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+        }
     }
 
     #[test]
