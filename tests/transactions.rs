@@ -761,6 +761,75 @@ fn disconnect_mid_transaction_releases() {
     }
 }
 
+/// Clients send one MSET over keys on every shard and reset the
+/// connection at once, or after a pause of up to ~100 us (spun, so the
+/// close lands at every stage of the command), while readers MGET the same
+/// keys (their Read locks refuse the MSETs' out-of-order requests, so the
+/// MSETs start over, and they see any half-done MSET): every MSET is all or
+/// nothing. A command whose close is noticed while its fate is being
+/// decided on another shard must run to its end (`Coordinator::must_finish`).
+#[test]
+fn dropped_msets_are_all_or_nothing() {
+    const GROUPS: usize = 4;
+    const DROPPERS: usize = 3;
+    const DROPS: usize = 400;
+    let srv = start();
+    let groups: Arc<Vec<Vec<String>>> = Arc::new(
+        (0..GROUPS)
+            .map(|g| keys_across_shards(&format!("aon{g}:"), SHARDS))
+            .collect(),
+    );
+    let big = vec![b'x'; 256 << 10];
+    let _: () = redis::cmd("SET")
+        .arg("aon:big")
+        .arg(&big)
+        .query(&mut srv.conn())
+        .unwrap();
+    let running = Arc::new(AtomicUsize::new(DROPPERS));
+    let mut workers = Vec::new();
+    for d in 0..DROPPERS {
+        let (groups, addr, guard) = (groups.clone(), srv.addr(), Running(running.clone()));
+        workers.push(work(format!("dropper{d}"), move || {
+            let _guard = guard;
+            let mut rng = Rng::new(d as u64 + 1);
+            for i in 0..DROPS {
+                let mut raw = RawConn::connect(&addr);
+                let keys = &groups[rng.below(GROUPS)];
+                let tok = format!("d{d}-{i}");
+                let args: Vec<&[u8]> = mset_args(keys, &tok).iter().map(|a| a.as_bytes()).collect();
+                set_linger_zero(&raw);
+                // A big reply first: the server writes it while the MSET
+                // runs, and finds the connection reset then.
+                let mut wire = encode_command(&[b"GET", b"aon:big"]);
+                wire.extend(encode_command(&args));
+                let _ = raw.try_send(&wire);
+                let pause = Duration::from_micros(rng.below(100) as u64);
+                let t0 = Instant::now();
+                while t0.elapsed() < pause {
+                    std::hint::spin_loop();
+                }
+                drop(raw);
+            }
+        }));
+    }
+    for r in 0..2 {
+        let (groups, mut con, running) = (groups.clone(), srv.conn(), running.clone());
+        workers.push(work(format!("reader{r}"), move || {
+            let mut rng = Rng::new(100 + r as u64);
+            while running.load(Ordering::SeqCst) > 0 {
+                mget_uniform(&mut con, &groups[rng.below(GROUPS)]);
+            }
+        }));
+    }
+    run_workers(workers);
+    // An MSET of a dropped client may still be running: MGET is isolated
+    // from it either way.
+    let mut con = srv.conn();
+    for keys in groups.iter() {
+        mget_uniform(&mut con, keys);
+    }
+}
+
 // ---------------------------------------------------------------- hot keys
 
 /// Many clients hit the same 3 hot keys (one per shard) with multi-shard

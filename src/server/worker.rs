@@ -323,6 +323,18 @@ struct Conns {
     /// flight: kept open until the batch is back, so the other shard never
     /// writes to a descriptor number reused by a newer socket.
     zombies: Vec<(ConnRef, Stream)>,
+    /// Coordinators of closed connections that must run to their end
+    /// (`Coordinator::must_finish`): their jobs' outputs still come back
+    /// to the connection's old `ConnRef`; the reply is dropped.
+    orphans: Vec<Orphan>,
+}
+
+/// A coordinator whose connection went away while it could not be
+/// aborted.
+struct Orphan {
+    conn: ConnRef,
+    ac: ActiveCoord,
+    client: ClientState,
 }
 
 impl Conns {
@@ -481,6 +493,7 @@ impl Worker {
                 killed: Vec::new(),
                 peaks: RecentPeaks::default(),
                 zombies: Vec::new(),
+                orphans: Vec::new(),
             },
             poll,
             tcp,
@@ -763,6 +776,11 @@ impl Worker {
 
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
+            // Kept running to its end instead (see `Orphan`).
+            let orphan = c
+                .coord
+                .take_if(|ac| ac.coord.must_finish())
+                .map(|ac| (ac, c.client.clone()));
             if let Some(mut ac) = c.coord.take() {
                 // A transaction in flight releases its locks; outputs come
                 // back to a slot whose generation has moved on.
@@ -802,6 +820,14 @@ impl Worker {
                     gen: c.gen,
                 };
                 self.conns.zombies.push((conn, c.stream));
+            }
+            if let Some((ac, client)) = orphan {
+                let conn = ConnRef {
+                    thread: self.core.id as u16,
+                    slot: slot as u32,
+                    gen: c.gen,
+                };
+                self.conns.orphans.push(Orphan { conn, ac, client });
             }
         }
     }
@@ -1449,6 +1475,11 @@ impl Worker {
             self.sys_job_done(idx, out);
             return;
         }
+        if !self.conns.orphans.is_empty() {
+            if let Some(i) = self.conns.orphans.iter().position(|o| o.conn == conn) {
+                return self.orphan_job_done(i, idx, out);
+            }
+        }
         let slot = conn.slot as usize;
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
@@ -1469,6 +1500,47 @@ impl Worker {
             }
             self.conns.mark_dirty(slot);
         }
+    }
+
+    /// An output for an orphaned coordinator: once its step is complete,
+    /// step it as [`advance`] would, without a connection to reply to.
+    #[cold]
+    fn orphan_job_done(&mut self, i: usize, idx: u32, out: JobOut) {
+        let o = &mut self.conns.orphans[i];
+        if let Some(r) = o.ac.results.get_mut(idx as usize) {
+            *r = Some(out);
+            o.ac.remaining -= 1;
+        }
+        if o.ac.remaining > 0 {
+            return;
+        }
+        let results: Vec<JobOut> = o.ac.results.drain(..).flatten().collect();
+        let mut plan = Plan::default();
+        let res =
+            o.ac.coord
+                .step(results, &mut plan, &mut o.ac.out, &mut o.client);
+        let done = res.is_err() || plan.is_empty();
+        if let Some(a) = &self.core.aof {
+            let home = commands::propagate::take_home();
+            if let Some(tx) = o.ac.coord.tx_id() {
+                a.tx_parts(tx, home);
+                if done {
+                    a.tx_finish(tx);
+                }
+            } else {
+                for (_, ch) in home {
+                    a.append(ch);
+                }
+            }
+        }
+        if done {
+            self.conns.orphans.swap_remove(i);
+            return;
+        }
+        let conn = o.conn;
+        o.ac.remaining = plan.jobs.len();
+        o.ac.results.resize_with(plan.jobs.len(), || None);
+        send_plan(&mut self.core, conn, plan);
     }
 
     /// Starts a coordinator on behalf of the server itself.

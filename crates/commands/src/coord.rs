@@ -152,6 +152,21 @@ pub trait Coordinator {
     fn tx_id(&self) -> Option<crate::tx::TxId> {
         None
     }
+
+    /// Whether its first step reads state that a transaction's locks
+    /// protect (EXEC's WATCH flag, set by writes to watched keys): the
+    /// transaction layer then runs it only once every lock is held, not
+    /// before the last one is requested.
+    fn first_step_needs_locks(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Coordinator::abort`] cannot stop it cleanly now: the
+    /// runtime must then keep stepping it to its end (outputs and reply
+    /// dropped) when its connection goes away.
+    fn must_finish(&self) -> bool {
+        false
+    }
 }
 
 /// A blocked multi-shard command: what each shard needs to run it again

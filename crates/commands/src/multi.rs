@@ -317,6 +317,14 @@ impl ExecCoord {
 }
 
 impl Coordinator for ExecCoord {
+    /// The WATCH check must see every write that came before the locks:
+    /// on one shard the job checks it; across shards, the first step,
+    /// once every lock is held (the keys are Read-locked: nobody else can
+    /// change them from then on).
+    fn first_step_needs_locks(&self) -> bool {
+        self.watch.is_some() && !self.fused
+    }
+
     fn step(
         &mut self,
         results: Vec<JobOut>,

@@ -47,10 +47,10 @@
 //! ([`crate::coord::Coordinator::abort`]): a release also drops the
 //! transaction's request from the wait queue.
 //!
-//! **Out of order, read-only.** Ordered locking costs a connection whose
-//! home shard is not the lowest of its transaction an extra round trip:
-//! it must lock a remote shard before its own. A transaction that only
-//! reads keys therefore locks its home shard first (it may wait there,
+//! **Out of order.** Ordered locking costs a connection whose home shard
+//! is not the lowest of its transaction an extra round trip: it must lock
+//! a remote shard before its own. A transaction that locks keys (not whole
+//! shards) therefore locks its home shard first (it may wait there,
 //! holding nothing), then the shards above it in order, then the shards
 //! below it with [`LockReq::nowait`] requests, which are granted at once
 //! or refused, never queued. With two shards the remote request carries
@@ -60,9 +60,12 @@
 //! requests never wait. A refused request's job comes back unrun
 //! ([`LockConflict`]); the transaction releases what it holds and starts
 //! over in ascending order, where it waits in FIFO queues, so it cannot
-//! starve. Only reads take this path: when the connection goes away with a
-//! fused request in flight, the other shards' jobs run regardless
-//! ([`Coordinator::abort`]), which a refused write would leave half done.
+//! starve. Still two-phase: every lock is held before any is released, so
+//! serializable. While a fused nowait request is in flight the
+//! transaction cannot be aborted (the other shards' jobs must run if and
+//! only if it is granted, which only its shard decides):
+//! [`Coordinator::must_finish`] tells the runtime to keep stepping it
+//! when its connection goes away.
 //!
 //! Compared with Dragonfly's VLL, which orders all transactions by a global
 //! id, ordered locking needs no shared counter and no out-of-order
@@ -447,11 +450,9 @@ impl LockSet {
     pub fn is_empty(&self) -> bool {
         self.shards.is_empty()
     }
-    /// Only Read locks on keys (no Write, no whole-shard lock).
-    pub fn read_only(&self) -> bool {
-        self.shards
-            .iter()
-            .all(|(_, r)| r.whole.is_none() && r.keys.iter().all(|k| k.2 == Mode::Read))
+    /// Locks on keys only (no whole-shard lock).
+    pub fn keys_only(&self) -> bool {
+        self.shards.iter().all(|(_, r)| r.whole.is_none())
     }
 }
 
@@ -511,7 +512,7 @@ impl TxCoord {
             return inner;
         }
         let tx = new_tx_id(home);
-        let read_only = set.read_only();
+        let keys_only = set.keys_only();
         let mut locks = set.shards;
         locks.sort_by_key(|(s, _)| *s);
         for (_, r) in &mut locks {
@@ -519,7 +520,7 @@ impl TxCoord {
         }
         let mut fallback = None;
         // Home first (see "Out of order" in the module docs).
-        if read_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+        if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
             fallback = Some(locks.clone());
             let below = locks.iter().take_while(|(s, _)| *s < home).count();
             locks.rotate_left(below);
@@ -761,7 +762,11 @@ impl Coordinator for TxCoord {
                     return Ok(());
                 }
                 let n = self.locks.len();
-                if self.requested == n - 1 && self.early.is_none() && self.pending.is_none() {
+                if self.requested == n - 1
+                    && self.early.is_none()
+                    && self.pending.is_none()
+                    && !self.inner.first_step_needs_locks()
+                {
                     // The inner's first step sees no shard data, so it may
                     // run before the last lock is granted.
                     let mut p = Plan::default();
@@ -797,7 +802,20 @@ impl Coordinator for TxCoord {
                     self.send(groups, plan, true, None);
                     return Ok(());
                 }
-                let p = self.early.take().unwrap_or_default();
+                let p = match self.early.take() {
+                    Some(p) => p,
+                    None => {
+                        // Not run early (`first_step_needs_locks`).
+                        let mut p = Plan::default();
+                        if let Err(e) = self.inner.step(Vec::new(), &mut p, out, client) {
+                            self.err = Some(e);
+                            self.phase = Phase::Releasing;
+                            self.release_all(plan);
+                            return Ok(());
+                        }
+                        p
+                    }
+                };
                 self.after_inner(p, plan);
                 Ok(())
             }
@@ -863,6 +881,12 @@ impl Coordinator for TxCoord {
 
     fn tx_id(&self) -> Option<TxId> {
         Some(self.tx)
+    }
+
+    /// A fused nowait request in flight: whether it runs is decided on its
+    /// shard, so whether the other shards' jobs must run is not known yet.
+    fn must_finish(&self) -> bool {
+        self.rest.is_some() && self.fallback.is_some()
     }
 
     fn abort(&mut self, plan: &mut Plan) {
@@ -1114,18 +1138,40 @@ mod tests {
         }
 
         #[test]
-        fn home_on_the_lowest_shard_or_writes_keep_shard_order() {
+        fn home_on_the_lowest_shard_or_whole_shard_locks_keep_shard_order() {
             let (mut c, _) = tx_on(0);
             let (mut rt, mut out) = (Rt::new(), Reply::new(false));
             let p = step(&mut c, &mut rt, &mut out);
             assert_eq!(shape(&p), vec![(0, true, false, false)]);
+            assert!(!c.must_finish());
 
             let mut set = LockSet::default();
-            set.key(2, 0, b"a", Mode::Write);
-            set.key(2, 0, b"b", Mode::Read);
+            set.whole(2, Mode::Read);
             let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
             let p = step(&mut c, &mut Rt::new(), &mut out);
             assert_eq!(shape(&p), vec![(0, true, false, false)]);
+        }
+
+        #[test]
+        fn a_write_goes_out_of_order_and_must_finish_while_undecided() {
+            let mut set = LockSet::default();
+            set.key(2, 0, b"a", Mode::Write);
+            set.key(2, 0, b"b", Mode::Write);
+            let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, true, false, false)]);
+            assert!(!c.must_finish(), "nothing ran: abort releases");
+            rt.deliver(p);
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(0, true, true, true)]);
+            assert!(c.must_finish(), "shard 0 decides whether shard 1 runs");
+            rt.deliver(p);
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, false, false, true)]);
+            assert!(!c.must_finish());
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
         }
 
         #[test]
