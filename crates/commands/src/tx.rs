@@ -43,9 +43,10 @@
 //! transaction. Deferred commands are retried before queued transactions
 //! are granted, so a stream of transactions cannot starve them.
 //!
-//! A connection that goes away while its transaction runs releases it
-//! ([`crate::coord::Coordinator::abort`]): a release also drops the
-//! transaction's request from the wait queue.
+//! A connection that goes away while its transaction is locking releases
+//! it ([`crate::coord::Coordinator::abort`]): a release also drops the
+//! transaction's request from the wait queue. One that goes away later
+//! leaves it to finish (see "Disconnects" below).
 //!
 //! **Out of order.** Ordered locking costs a connection whose home shard
 //! is not the lowest of its transaction an extra round trip: it must lock
@@ -61,11 +62,12 @@
 //! ([`LockConflict`]); the transaction releases what it holds and starts
 //! over in ascending order, where it waits in FIFO queues, so it cannot
 //! starve. Still two-phase: every lock is held before any is released, so
-//! serializable. While a fused nowait request is in flight the
-//! transaction cannot be aborted (the other shards' jobs must run if and
-//! only if it is granted, which only its shard decides):
-//! [`Coordinator::must_finish`] tells the runtime to keep stepping it
-//! when its connection goes away.
+//! serializable.
+//!
+//! **Disconnects.** A connection that goes away while its transaction is
+//! still locking releases what it holds ([`Coordinator::abort`]); once
+//! jobs have run or are in flight, the transaction is carried to its end
+//! ([`Coordinator::must_finish`]), as Redis finishes a command it read.
 //!
 //! Compared with Dragonfly's VLL, which orders all transactions by a global
 //! id, ordered locking needs no shared counter and no out-of-order
@@ -883,21 +885,24 @@ impl Coordinator for TxCoord {
         Some(self.tx)
     }
 
-    /// A fused nowait request in flight: whether it runs is decided on its
-    /// shard, so whether the other shards' jobs must run is not known yet.
+    /// Jobs ran or are in flight and the locks are still held: the
+    /// command must be carried to its end, as Redis runs a command it read
+    /// whatever the client does next. In particular the other shards' part
+    /// of a fused command must not run before the fused part: its request
+    /// may still wait (or, nowait, be refused), and another transaction
+    /// that holds that shard could then take the released keys out of
+    /// order and see half the command.
     fn must_finish(&self) -> bool {
-        self.rest.is_some() && self.fallback.is_some()
+        self.phase == Phase::Running && !self.released
     }
 
+    /// Only while locking (nothing ran) or once released (what is in
+    /// flight ends by itself): see `must_finish`.
     fn abort(&mut self, plan: &mut Plan) {
-        if let Some(rest) = self.rest.take() {
-            // The last shard ran its part: the others must run theirs, or
-            // the command would be half done.
-            let last_shard = self.locks[self.locks.len() - 1].0;
-            self.layout.clear();
-            self.send(Self::group(rest), plan, true, Some(last_shard));
-            return;
-        }
+        debug_assert!(
+            !self.must_finish(),
+            "abort of a transaction that must finish"
+        );
         if self.released || self.requested == 0 {
             return;
         }
