@@ -833,6 +833,42 @@ fn dropped_msets_are_all_or_nothing() {
     }
 }
 
+/// Clients pipeline a plain SET and an MSET over the same hot keys (one
+/// per shard): a plain command held back on a shard by another
+/// transaction's lock holds back the MSET's request there too, and that
+/// must never wait out of shard order (the holder may be waiting for the
+/// MSET's home shard). Every client finishes: a deadlock fails the test
+/// at the workload deadline (each reply is bounded too); with the MSET's
+/// request waiting there, 3 of 3 runs hung.
+#[test]
+fn pipelined_plain_write_then_mset_makes_progress() {
+    const CLIENTS: usize = 6;
+    const ROUNDS: usize = 300;
+    let srv = start();
+    let hot = Arc::new(keys_across_shards("pp:", SHARDS));
+    let mut workers = Vec::new();
+    for c in 0..CLIENTS {
+        let (hot, mut con) = (hot.clone(), srv.conn());
+        workers.push(work(format!("client{c}"), move || {
+            let mut rng = Rng::new(7 + c as u64);
+            for i in 0..ROUNDS {
+                let plain = &hot[rng.below(hot.len())];
+                let tok = format!("c{c}-{i}");
+                let mut pipe = redis::pipe();
+                pipe.set(plain, "plain").ignore();
+                let mut mset = redis::cmd("MSET");
+                for k in hot.iter() {
+                    mset.arg(k).arg(&tok);
+                }
+                pipe.add_command(mset);
+                let (ok,): (String,) = pipe.query(&mut con).expect("pipeline");
+                assert_eq!(ok, "OK");
+            }
+        }));
+    }
+    run_workers(workers);
+}
+
 // ---------------------------------------------------------------- hot keys
 
 /// Many clients hit the same 3 hot keys (one per shard) with multi-shard

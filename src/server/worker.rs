@@ -1035,7 +1035,22 @@ impl Worker {
                 }
             }
             Msg::Job { conn, idx, work } => {
-                if self.core.deferred.iter().any(|d| d.conn == conn) {
+                let behind = self.core.deferred.iter().any(|d| d.conn == conn);
+                if behind && work.lock.as_ref().is_some_and(|r| r.nowait) {
+                    // Waiting behind the batch would be waiting for a lock
+                    // out of shard order (its transaction holds a higher
+                    // shard): a deadlock if the lock's holder waits for
+                    // that shard. Refused instead: it starts over in order.
+                    let Work { lock, job, release } = work;
+                    let w = Waiter {
+                        conn,
+                        idx,
+                        job,
+                        release,
+                    };
+                    // INVARIANT: checked just above.
+                    self.refuse(w, lock.expect("a nowait request"));
+                } else if behind {
                     self.core.deferred.push_back(Deferred {
                         conn,
                         what: Held::Job { idx, work },
