@@ -220,6 +220,12 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             Exec::Coord(_) if crate::persist::is_snapshot_command(r.spec.name) => {
                 set.whole(nshards, Mode::Read)
             }
+            // Jobs on any shard (INFO, CLIENT LIST, MEMORY STATS ...): an
+            // empty lock on each, so the transaction reaches every shard
+            // it will send jobs to while locking, in order (a job could
+            // otherwise wait behind the connection's held-back batch there
+            // while the transaction holds its locks: a deadlock).
+            Exec::Coord(_) => set.touch_all(nshards),
             Exec::Conn(_) if reg.full_name(r.id) == "select" => {
                 if let Ok(n) = parse_db_index(args.get(1), databases) {
                     db = n;

@@ -377,6 +377,8 @@ pub struct Logged {
     inner: Box<dyn crate::coord::Coordinator>,
     args: resp::OwnedArgs,
     db: usize,
+    /// It issued jobs (they may have changed data).
+    issued: bool,
 }
 
 impl Logged {
@@ -400,6 +402,7 @@ impl Logged {
             inner,
             args: args.to_owned(),
             db,
+            issued: false,
         })
     }
 }
@@ -414,6 +417,7 @@ impl crate::coord::Coordinator for Logged {
     ) -> Result<(), crate::error::CmdError> {
         let mark = out.len();
         self.inner.step(results, plan, out, client)?;
+        self.issued |= !plan.is_empty();
         let reply = &out.as_bytes()[mark..];
         let failed = reply.first() == Some(&b'-');
         if plan.is_empty() && !failed {
@@ -429,6 +433,16 @@ impl crate::coord::Coordinator for Logged {
 
     fn abort(&mut self, plan: &mut crate::coord::Plan) {
         self.inner.abort(plan)
+    }
+
+    /// Once it issued jobs, its record (written at the last step) must
+    /// not be lost with its connection.
+    fn must_finish(&self) -> bool {
+        self.issued || self.inner.must_finish()
+    }
+
+    fn first_step_needs_locks(&self) -> bool {
+        self.inner.first_step_needs_locks()
     }
 
     fn parked(&mut self) -> Option<crate::coord::Parked> {

@@ -67,7 +67,8 @@
 //! **Disconnects.** A connection that goes away while its transaction is
 //! still locking releases what it holds ([`Coordinator::abort`]); once
 //! jobs have run or are in flight, the transaction is carried to its end
-//! ([`Coordinator::must_finish`]), as Redis finishes a command it read.
+//! ([`Coordinator::must_finish`]), as Redis finishes a command it read
+//! (and its AOF record, written at its last step, is not lost).
 //!
 //! Compared with Dragonfly's VLL, which orders all transactions by a global
 //! id, ordered locking needs no shared counter and no out-of-order
@@ -451,6 +452,12 @@ impl LockSet {
     }
     pub fn is_empty(&self) -> bool {
         self.shards.is_empty()
+    }
+    /// An empty request (conflicting with nothing) on every shard.
+    pub fn touch_all(&mut self, nshards: usize) {
+        for s in 0..nshards {
+            self.req(s);
+        }
     }
     /// Locks on keys only (no whole-shard lock).
     pub fn keys_only(&self) -> bool {
@@ -885,19 +892,24 @@ impl Coordinator for TxCoord {
         Some(self.tx)
     }
 
-    /// Jobs ran or are in flight and the locks are still held: the
-    /// command must be carried to its end, as Redis runs a command it read
-    /// whatever the client does next. In particular the other shards' part
-    /// of a fused command must not run before the fused part: its request
-    /// may still wait (or, nowait, be refused), and another transaction
-    /// that holds that shard could then take the released keys out of
-    /// order and see half the command.
+    /// Jobs ran or are in flight: the command must be carried to its end,
+    /// as Redis runs a command it read whatever the client does next. In
+    /// particular the other shards' part of a fused command must not run
+    /// before the fused part: its request may still wait (or, nowait, be
+    /// refused), and another transaction that holds that shard could then
+    /// take the released keys out of order and see half the command. And
+    /// once released, the last step still writes the command's AOF record
+    /// (`propagate::Logged`).
     fn must_finish(&self) -> bool {
-        self.phase == Phase::Running && !self.released
+        self.phase == Phase::Running
     }
 
-    /// Only while locking (nothing ran) or once released (what is in
-    /// flight ends by itself): see `must_finish`.
+    fn first_step_needs_locks(&self) -> bool {
+        self.inner.first_step_needs_locks()
+    }
+
+    /// Only while locking (nothing ran) or releasing after an error: see
+    /// `must_finish`.
     fn abort(&mut self, plan: &mut Plan) {
         debug_assert!(
             !self.must_finish(),
@@ -1174,7 +1186,7 @@ mod tests {
             rt.deliver(p);
             let p = step(&mut c, &mut rt, &mut out);
             assert_eq!(shape(&p), vec![(1, false, false, true)]);
-            assert!(!c.must_finish());
+            assert!(c.must_finish(), "released, but its last step is to come");
             rt.deliver(p);
             assert!(step(&mut c, &mut rt, &mut out).is_empty());
         }
