@@ -2644,6 +2644,19 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         if !servable {
             break;
         }
+        if core.locks.any_held() {
+            // Its other keys (BLMOVE's destination) may be held too.
+            let mut scratch = std::mem::take(&mut core.scratch);
+            let args = w.args.args();
+            let held = lock_blocked(&core.locks, w.resolved, args, w.call.db, &mut scratch);
+            core.scratch = scratch;
+            if held {
+                if !core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
+                    core.waiters.later.push((db, key.to_vec()));
+                }
+                break;
+            }
+        }
         if !blocking::claim(&w.claim) {
             // Timed out or gone meanwhile: `front` drops it next.
             continue;
