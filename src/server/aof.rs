@@ -124,6 +124,9 @@ pub struct Aof {
     /// file is gone; the next rewrite's snapshot holds everything).
     discard: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer sleeps for long (nothing written lately) and must be
+    /// notified of new records; see [`Aof::kick`].
+    asleep: AtomicBool,
 }
 
 /// The shard threads' wake-ups: thread `i` asks to be woken once the
@@ -163,6 +166,20 @@ impl Aof {
         self.fsync.store(fsync_code(f), Ordering::Relaxed);
     }
 
+    /// Tells the writer records are queued. Under `always` at once (a
+    /// reply waits for them). Otherwise only if it sleeps for long: while
+    /// records keep coming it polls every [`POLL`] instead, so a shard
+    /// pays no futex wake-up (and the writer no context switch) per loop
+    /// iteration; records reach the kernel within `POLL`, well inside
+    /// `everysec`'s second.
+    fn kick(&self) {
+        if self.policy() == AppendFsync::Always
+            || (self.asleep.load(Ordering::SeqCst) && self.asleep.swap(false, Ordering::SeqCst))
+        {
+            self.work.notify_one();
+        }
+    }
+
     /// Appends a shard's records (outside any transaction); returns their
     /// durability target.
     pub fn append(&self, c: Chunk) -> u64 {
@@ -170,7 +187,7 @@ impl Aof {
         q.items.push_back(Item::Chunk(c));
         let target = q.next();
         drop(q);
-        self.work.notify_one();
+        self.kick();
         target
     }
 
@@ -183,7 +200,7 @@ impl Aof {
         if q.aborted.contains(&tx) && !q.txs.contains_key(&tx) {
             q.items.push_back(Item::Tx { parts, done: true });
             drop(q);
-            self.work.notify_one();
+            self.kick();
             return;
         }
         q.slot(tx).extend(parts);
@@ -215,7 +232,7 @@ impl Aof {
             *done = true;
         }
         drop(q);
-        self.work.notify_one();
+        self.kick();
         idx + 1
     }
 
@@ -424,6 +441,7 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         written: AtomicU64::new(file.metadata().map_or(0, |m| m.len())),
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),
+        asleep: AtomicBool::new(false),
     });
     let a = aof.clone();
     let h = std::thread::Builder::new()
@@ -450,6 +468,10 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
 /// `always`: the writer pauses up to a quarter of the last fsync's time
 /// (at most [`GATHER_MAX`]) after it, before the next (see `writer`).
 const GATHER_DIV: u32 = 4;
+/// How often a writer that wrote within [`BUSY`] looks for records
+/// without being told (policies other than `always`; see [`Aof::kick`]).
+const POLL: Duration = Duration::from_millis(2);
+const BUSY: Duration = Duration::from_millis(100);
 const GATHER_MAX: Duration = Duration::from_millis(1);
 
 fn writer(aof: Arc<Aof>, mut file: File) {
@@ -461,6 +483,7 @@ fn writer(aof: Arc<Aof>, mut file: File) {
     // last batch held.
     let mut sync_took = Duration::ZERO;
     let mut batch_items = 0u64;
+    let mut last_write = Instant::now();
     loop {
         if batch_items > 1 && aof.policy() == AppendFsync::Always {
             // Group commit under concurrency: the clients whose replies the
@@ -487,16 +510,26 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 if ready || q.stop || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base) {
                     break;
                 }
-                let wait = if dirty {
+                let mut wait = if dirty {
                     Duration::from_millis(200)
                 } else {
                     Duration::from_secs(1)
                 };
+                if aof.policy() != AppendFsync::Always {
+                    if last_write.elapsed() < BUSY {
+                        wait = POLL;
+                    } else {
+                        // Set under the queue lock: an append after this
+                        // sees it and notifies.
+                        aof.asleep.store(true, Ordering::SeqCst);
+                    }
+                }
                 q = aof
                     .work
                     .wait_timeout(q, wait)
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
+                aof.asleep.store(false, Ordering::SeqCst);
                 if dirty && last_sync.elapsed() >= Duration::from_secs(1) {
                     break;
                 }
@@ -540,6 +573,7 @@ fn writer(aof: Arc<Aof>, mut file: File) {
             buf.clear();
         }
         if !buf.is_empty() {
+            last_write = Instant::now();
             match file.write_all(&buf) {
                 Ok(()) => {
                     aof.write_failed.store(false, Ordering::Relaxed);
