@@ -222,6 +222,15 @@ const BATCH_POOL_MAX: usize = 256;
 const BATCH_POOL_BYTES: usize = 2 << 20;
 
 impl Core {
+    /// Publishes this shard's change count (INFO's
+    /// `rdb_changes_since_last_save`, save rules).
+    #[inline]
+    fn publish_dirty(&self) {
+        self.server
+            .persist
+            .publish_dirty(self.id, self.shard.dirty());
+    }
+
     /// Hands this shard's records to the AOF writer: before any message or
     /// reply lets another thread or a client see the writes.
     #[inline]
@@ -1283,6 +1292,9 @@ impl Worker {
         }
         b.reply = out.into_bytes();
         self.core.aof_flush();
+        // Before the reply can reach the client (a direct reply goes out
+        // just below): a later INFO on another thread counts these changes.
+        self.core.publish_dirty();
         if b.aof_from != usize::MAX {
             // Every record of the batch went out with this append or an
             // earlier one of this thread.
@@ -1391,6 +1403,7 @@ impl Worker {
                 Some(_) => self.aof_job_done(conn, release),
                 None => 0,
             };
+            self.core.publish_dirty();
             if conn.thread as usize == self.core.id {
                 self.job_done(conn, idx, out, aof);
             } else {
@@ -1611,7 +1624,7 @@ impl Worker {
     /// iteration; returns how long the next poll may wait.
     fn save_step(&mut self, busy: bool) -> Option<Duration> {
         let c = &mut self.core;
-        c.server.persist.publish_dirty(c.id, c.shard.dirty());
+        c.publish_dirty();
         match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link, busy) {
             commands::persist::Tick::Idle => None,
             commands::persist::Tick::Busy => Some(Duration::ZERO),
