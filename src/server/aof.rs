@@ -468,11 +468,11 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
 /// `always`: the writer pauses up to a quarter of the last fsync's time
 /// (at most [`GATHER_MAX`]) after it, before the next (see `writer`).
 const GATHER_DIV: u32 = 4;
+const GATHER_MAX: Duration = Duration::from_millis(1);
 /// How often a writer that wrote within [`BUSY`] looks for records
 /// without being told (policies other than `always`; see [`Aof::kick`]).
 const POLL: Duration = Duration::from_millis(2);
 const BUSY: Duration = Duration::from_millis(100);
-const GATHER_MAX: Duration = Duration::from_millis(1);
 
 fn writer(aof: Arc<Aof>, mut file: File) {
     let mut cur_db: Option<usize> = None;

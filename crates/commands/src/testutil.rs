@@ -9,7 +9,8 @@ use crate::coord::{ClientIo, ClientRegistry, Plan, ShardEnv};
 use crate::ctx::{ClientState, ConnCtx, ServerShared, ThreadStats};
 use crate::exec::{dispatch, run_shard, ShardCall, Step};
 
-struct NoClients;
+/// A registry with no clients, for jobs run outside the event loop.
+pub struct NoClients;
 impl ClientRegistry for NoClients {
     fn for_each(&self, _f: &mut dyn FnMut(&ClientState, &ClientIo)) {}
     fn kill(&mut self, _id: u64) -> bool {

@@ -1006,17 +1006,9 @@ mod tests {
 
     mod protocol {
         use super::super::*;
-        use crate::coord::{ClientIo, ClientRegistry};
         use crate::ctx::ThreadStats;
+        use crate::testutil::NoClients;
         use engine::Shard;
-
-        struct NoClients;
-        impl ClientRegistry for NoClients {
-            fn for_each(&self, _f: &mut dyn FnMut(&ClientState, &ClientIo)) {}
-            fn kill(&mut self, _id: u64) -> bool {
-                false
-            }
-        }
 
         /// Reads one key per shard: one plan (its last), then the shard
         /// ids its jobs ran on, as a reply of integers.
