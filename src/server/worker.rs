@@ -1548,19 +1548,8 @@ impl Worker {
             o.ac.coord
                 .step(results, &mut plan, &mut o.ac.out, &mut o.client);
         let done = res.is_err() || plan.is_empty();
-        if let Some(a) = &self.core.aof {
-            let home = commands::propagate::take_home();
-            if let Some(tx) = o.ac.coord.tx_id() {
-                a.tx_parts(tx, home);
-                if done {
-                    a.tx_finish(tx);
-                }
-            } else {
-                for (_, ch) in home {
-                    a.append(ch);
-                }
-            }
-        }
+        // Nobody waits for the records to be durable.
+        log_coord_step(&self.core, &*o.ac.coord, done);
         if done {
             self.conns.orphans.swap_remove(i);
             return;
@@ -2398,23 +2387,8 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         .coord
         .step(results, &mut plan, &mut ac.out, &mut c.client);
     let failed = res.is_err();
-    if let Some(a) = &core.aof {
-        // The coordinator's own records (home thread), and the end of its
-        // transaction's slot: the reply waits for both to be durable.
-        let home = commands::propagate::take_home();
-        let tx = ac.coord.tx_id();
-        match tx {
-            Some(tx) => a.tx_parts(tx, home),
-            None => {
-                for (_, ch) in home {
-                    ac.aof_hold = ac.aof_hold.max(a.append(ch));
-                }
-            }
-        }
-        if let (Some(tx), true) = (tx, failed || plan.is_empty()) {
-            ac.aof_hold = ac.aof_hold.max(a.tx_finish(tx));
-        }
-    }
+    let hold = log_coord_step(core, &*ac.coord, failed || plan.is_empty());
+    ac.aof_hold = ac.aof_hold.max(hold);
     if let Err(e) = res {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
     }
@@ -2453,6 +2427,29 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     // Reuses the vector the outputs were drained from.
     ac.results.resize_with(plan.jobs.len(), || None);
     send_plan(core, conn, plan);
+}
+
+/// After a coordinator's step: appends its own records (home thread) and,
+/// at its end (`done`), completes its transaction's slot. Returns the
+/// durability target they need (0: none).
+fn log_coord_step(core: &Core, coord: &dyn commands::coord::Coordinator, done: bool) -> u64 {
+    let Some(a) = &core.aof else { return 0 };
+    let home = commands::propagate::take_home();
+    let mut hold = 0;
+    match coord.tx_id() {
+        Some(tx) => {
+            a.tx_parts(tx, home);
+            if done {
+                hold = a.tx_finish(tx);
+            }
+        }
+        None => {
+            for (_, ch) in home {
+                hold = hold.max(a.append(ch));
+            }
+        }
+    }
+    hold
 }
 
 /// Sends a plan's works to their shards (this thread's own go through the
@@ -2642,11 +2639,14 @@ const SERVE_ROUNDS_MAX: usize = 1024;
 
 /// Serves `key`'s blocked clients, oldest first, while it can serve.
 fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
-    if core.locks.any_held() && core.locks.blocks(db, std::iter::once(key), true) {
+    // A transaction's lock holds the key's waiters back until a release.
+    fn later(core: &mut Core, db: usize, key: &[u8]) {
         if !core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
             core.waiters.later.push((db, key.to_vec()));
         }
-        return;
+    }
+    if core.locks.any_held() && core.locks.blocks(db, std::iter::once(key), true) {
+        return later(core, db, key);
     }
     let mut dropped = Vec::new();
     while let Some(w) = core.waiters.front(db, key, &mut dropped) {
@@ -2664,9 +2664,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             let held = lock_blocked(&core.locks, w.resolved, args, w.call.db, &mut scratch);
             core.scratch = scratch;
             if held {
-                if !core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
-                    core.waiters.later.push((db, key.to_vec()));
-                }
+                later(core, db, key);
                 break;
             }
         }

@@ -1036,7 +1036,8 @@ mod tests {
             }
         }
 
-        /// Two shards, their lock tables, and works queued behind locks.
+        /// Shards (two unless said), their lock tables, and works queued
+        /// behind locks.
         struct Rt {
             shards: Vec<Shard>,
             locks: Vec<LockTable<(u32, JobFn, Option<TxId>)>>,
@@ -1045,9 +1046,12 @@ mod tests {
 
         impl Rt {
             fn new() -> Self {
+                Self::with(2)
+            }
+            fn with(n: usize) -> Self {
                 Rt {
-                    shards: (0..2).map(|i| Shard::new(i, 16)).collect(),
-                    locks: (0..2).map(|_| LockTable::default()).collect(),
+                    shards: (0..n).map(|i| Shard::new(i, 16)).collect(),
+                    locks: (0..n).map(|_| LockTable::default()).collect(),
                     done: Vec::new(),
                 }
             }
@@ -1181,6 +1185,66 @@ mod tests {
             assert!(c.must_finish(), "released, but its last step is to come");
             rt.deliver(p);
             assert!(step(&mut c, &mut rt, &mut out).is_empty());
+        }
+
+        /// Three shards, home 2: the request for shard 0 goes alone
+        /// (nowait, before the fused one for shard 1); refused while
+        /// locking, the transaction starts over in order and completes.
+        #[test]
+        fn a_nowait_request_refused_while_locking_starts_over() {
+            let key_on = |want: usize| {
+                (0..1000)
+                    .map(|i| format!("k{i}"))
+                    .find(|k| shard_of(k.as_bytes(), 3) == want)
+                    .expect("a key on every shard")
+            };
+            let keys: Vec<String> = (0..3).map(key_on).collect();
+            let mut set = LockSet::default();
+            for k in &keys {
+                set.key(3, 0, k.as_bytes(), Mode::Read);
+            }
+            let mut c = TxCoord::wrap(2, Box::new(ReadEach(vec![0, 1, 2])), set);
+            let (mut rt, mut out) = (Rt::with(3), Reply::new(false));
+            let mut blocker = LockReq {
+                tx: 999,
+                ..Default::default()
+            };
+            blocker.add(0, keys[0].as_bytes(), Mode::Write);
+            assert!(rt.locks[0].try_acquire(blocker).is_ok());
+
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(2, true, false, false)]);
+            rt.deliver(p);
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(0, true, true, false)]);
+            rt.deliver(p);
+            // Refused: release shard 2, request shard 0 in order.
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(
+                shape(&p),
+                vec![(2, false, false, true), (0, true, false, false)]
+            );
+            assert!(!c.must_finish());
+            rt.deliver(p);
+            assert_eq!(rt.locks[0].waiting_len(), 1);
+            for w in rt.locks[0].release(999) {
+                rt.run(0, w);
+            }
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(1, true, false, false)]);
+            rt.deliver(p);
+            // The last lock, in order, fused with its job.
+            let p = step(&mut c, &mut rt, &mut out);
+            assert_eq!(shape(&p), vec![(2, true, false, true)]);
+            rt.deliver(p);
+            let p = step(&mut c, &mut rt, &mut out);
+            let mut sh = shape(&p);
+            sh.sort();
+            assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
+            assert_eq!(out.as_bytes(), b"*3\r\n:0\r\n:1\r\n:2\r\n");
+            assert!(rt.locks.iter().all(|t| !t.any_held()));
         }
 
         #[test]
