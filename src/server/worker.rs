@@ -2651,9 +2651,10 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
     let mut dropped = Vec::new();
     while let Some(w) = core.waiters.front(db, key, &mut dropped) {
         let now = core.shard.now_ms;
-        let servable = core.shard.dbs[db]
+        let d = &core.shard.dbs[db];
+        let servable = d
             .get(key)
-            .is_some_and(|e| !e.is_expired(now) && e.value.type_name() == w.wants);
+            .is_some_and(|e| !d.is_expired(key, e, now) && e.value.type_name() == w.wants);
         if !servable {
             break;
         }

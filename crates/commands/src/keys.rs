@@ -512,12 +512,12 @@ fn expire_generic(
 
     let (db, key) = (ctx.db, args.get(1));
     let now = ctx.shard.now_ms as i64;
-    let Some(e) = ctx.shard.lookup_write(db, key) else {
+    if ctx.shard.lookup_write(db, key).is_none() {
         ctx.out.int(0);
         return Ok(());
-    };
+    }
     // -1 stands for "no deadline" in the comparisons below, as in Redis.
-    let current = match e.expire_at_ms() {
+    let current = match ctx.shard.dbs[db].expire_of(key) {
         0 => -1,
         at => at as i64,
     };
@@ -542,10 +542,7 @@ fn expire_generic(
 /// PERSIST key: 1 if a deadline was removed, 0 if none or no key.
 fn persist(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
-    let had = ctx
-        .shard
-        .lookup_write(db, key)
-        .is_some_and(|e| e.expire_at_ms() != 0);
+    let had = ctx.shard.lookup_write(db, key).is_some_and(|e| e.has_ttl());
     if had {
         ctx.shard.dbs[db].set_expire(key, 0);
     }
@@ -587,7 +584,7 @@ fn ttl_generic(
             ctx.out.int(-2);
             return Ok(());
         }
-        Some(e) => e.expire_at_ms(),
+        Some(_) => ctx.shard.dbs[ctx.db].expire_of(args.get(1)),
     };
     if at == 0 {
         ctx.out.int(-1);
@@ -638,11 +635,11 @@ fn rename_local(ctx: &mut ShardCtx<'_>, args: Args<'_>, nx: bool) -> Result<(), 
         return Ok(());
     }
     // INVARIANT: looked up (and not expired) just above.
-    let entry = ctx.shard.dbs[db]
-        .remove(src)
+    let (entry, at) = ctx.shard.dbs[db]
+        .remove_with_ttl(src)
         .expect("INVARIANT: source present");
     ctx.shard.remove(db, dst);
-    ctx.shard.dbs[db].insert(dst, entry);
+    ctx.shard.dbs[db].insert(dst, entry, at);
     rename_reply(ctx.out, nx, true);
     Ok(())
 }
@@ -713,7 +710,7 @@ impl RenameCoord {
     /// exists when the destination is already taken.
     fn take_src(&self, plan: &mut Plan, dst_exists: bool) {
         let (db, src) = (self.db, self.src.clone());
-        plan.run(self.src_shard, move |env| -> Result<Entry, bool> {
+        plan.run(self.src_shard, move |env| -> Result<(Entry, u64), bool> {
             if env.shard.lookup_write(db, &src).is_none() {
                 return Err(false);
             }
@@ -722,7 +719,7 @@ impl RenameCoord {
             }
             // INVARIANT: looked up (and not expired) just above.
             Ok(env.shard.dbs[db]
-                .remove(&src)
+                .remove_with_ttl(&src)
                 .expect("INVARIANT: source present"))
         });
     }
@@ -753,7 +750,7 @@ impl Coordinator for RenameCoord {
                 self.stage = RenameStage::TookSrc;
             }
             RenameStage::TookSrc => {
-                let taken = outputs::<Result<Entry, bool>>(results).pop();
+                let taken = outputs::<Result<(Entry, u64), bool>>(results).pop();
                 let entry = match taken {
                     Some(Ok(e)) => e,
                     Some(Err(true)) => {
@@ -763,7 +760,7 @@ impl Coordinator for RenameCoord {
                     _ => return Err(CmdError::NoSuchKey),
                 };
                 let (dst, nx) = (self.dst.clone(), self.nx);
-                plan.run(self.dst_shard, move |env| -> Option<Entry> {
+                plan.run(self.dst_shard, move |env| -> Option<(Entry, u64)> {
                     if nx {
                         if env.shard.exists(db, &dst) {
                             return Some(entry);
@@ -771,20 +768,21 @@ impl Coordinator for RenameCoord {
                     } else {
                         env.shard.remove(db, &dst);
                     }
-                    env.shard.dbs[db].insert(&dst, entry);
+                    let (e, at) = entry;
+                    env.shard.dbs[db].insert(&dst, e, at);
                     None
                 });
                 // RENAME's store cannot bounce: locks release with it.
                 plan.last = !nx;
                 self.stage = RenameStage::Stored;
             }
-            RenameStage::Stored => match outputs::<Option<Entry>>(results).pop().flatten() {
+            RenameStage::Stored => match outputs::<Option<(Entry, u64)>>(results).pop().flatten() {
                 None => rename_reply(out, self.nx, true),
-                Some(entry) => {
+                Some((entry, at)) => {
                     let src = self.src.clone();
                     plan.run(self.src_shard, move |env| {
                         if !env.shard.exists(db, &src) {
-                            env.shard.dbs[db].insert(&src, entry);
+                            env.shard.dbs[db].insert(&src, entry, at);
                         }
                     });
                     self.stage = RenameStage::Restored;
@@ -842,7 +840,8 @@ fn copy(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.out.int(0);
         return Ok(());
     };
-    let (value, at) = (e.value.clone(), e.expire_at_ms());
+    let value = e.value.clone();
+    let at = ctx.shard.dbs[ctx.db].expire_of(args.get(1));
     let copied = copy_store(ctx.shard, o.dst_db, args.get(2), value, at, o.replace);
     ctx.out.int(copied as i64);
     Ok(())
@@ -880,9 +879,8 @@ fn copy_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     let src = args.get(1).to_vec();
     let mut first = Plan::default();
     first.run(shard_of(&src, n), move |env| {
-        env.shard
-            .lookup_read(db, &src, touch)
-            .map(|e| (e.value.clone(), e.expire_at_ms()))
+        let value = env.shard.lookup_read(db, &src, touch)?.value.clone();
+        Some((value, env.shard.dbs[db].expire_of(&src)))
     });
     Ok(Box::new(CopyCoord {
         first: Some(first),
@@ -946,10 +944,10 @@ fn move_(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     // INVARIANT: looked up (and not expired) just above.
-    let entry = ctx.shard.dbs[db]
-        .remove(key)
+    let (entry, at) = ctx.shard.dbs[db]
+        .remove_with_ttl(key)
         .expect("INVARIANT: key present");
-    ctx.shard.dbs[dst_db].insert(key, entry);
+    ctx.shard.dbs[dst_db].insert(key, entry, at);
     ctx.out.int(1);
     Ok(())
 }
@@ -968,9 +966,11 @@ fn keys_(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         move |env| {
             let all = pattern == b"*";
             let now = env.shard.now_ms;
-            env.shard.dbs[db]
-                .iter()
-                .filter(|(k, e)| (all || ds::glob_match(&pattern, k, false)) && !e.is_expired(now))
+            let d = &env.shard.dbs[db];
+            d.iter()
+                .filter(|(k, e)| {
+                    (all || ds::glob_match(&pattern, k, false)) && !d.is_expired(k, e, now)
+                })
                 .map(|(k, _)| SmallBytes::from(k))
                 .collect::<Vec<SmallBytes>>()
         },

@@ -176,7 +176,7 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             let now = env.shard.now_ms;
             let d = &mut env.shard.dbs[db];
             for k in &keys {
-                if !d.get(k).is_some_and(|e| e.is_expired(now)) {
+                if !d.get(k).is_some_and(|e| d.is_expired(k, e, now)) {
                     d.watch(k, &flag);
                 }
             }

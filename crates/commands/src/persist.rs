@@ -1243,14 +1243,14 @@ pub fn load(
                 s.dbs.len()
             ));
         }
-        let mut e = engine::Entry::new(l.value, l.expire_at_ms, now);
+        let mut e = engine::Entry::new(l.value, now);
         if let Some(idle) = l.idle_s {
             e.access_s = ((now / 1000).saturating_sub(idle)) as u32;
         }
         if let Some(f) = l.freq {
             e.lfu_counter = f;
         }
-        s.dbs[l.db].insert(&l.key, e);
+        s.dbs[l.db].insert(&l.key, e, l.expire_at_ms);
         keys += 1;
         if last_log.elapsed().as_secs() >= 2 {
             log(false, &format!("Loading RDB: {keys} keys loaded so far..."));

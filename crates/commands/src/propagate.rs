@@ -49,7 +49,8 @@ pub fn after(
 }
 
 fn deadline(shard: &Shard, db: usize, key: &[u8]) -> Option<u64> {
-    shard.dbs[db].get(key).map(|e| e.expire_at_ms())
+    let d = &shard.dbs[db];
+    d.get_with_ttl(key).map(|(_, at)| at)
 }
 
 fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
@@ -289,10 +290,10 @@ mod tests {
     fn relative_expiries_become_absolute() {
         let mut t = TestServer::new(1);
         let s = logged(&mut t, &["SET", "k", "v", "EX", "100"]);
-        let at = t.shards[0].dbs[0].get(b"k").unwrap().expire_at_ms();
+        let at = t.shards[0].dbs[0].expire_of(b"k");
         assert_eq!(s, format!("*5 $3 SET $1 k $1 v $4 PXAT $13 {at} "));
         let s = logged(&mut t, &["EXPIRE", "k", "50"]);
-        let at = t.shards[0].dbs[0].get(b"k").unwrap().expire_at_ms();
+        let at = t.shards[0].dbs[0].expire_of(b"k");
         assert_eq!(s, format!("*3 $9 PEXPIREAT $1 k $13 {at} "));
         assert_eq!(
             logged(&mut t, &["GETEX", "k", "PERSIST"]),

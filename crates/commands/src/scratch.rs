@@ -44,13 +44,14 @@ use crate::table::{flags, shard_of, CommandSpec, ShardHandler};
 
 /// What one shard sends in the gather step.
 struct Gathered {
-    entries: Vec<Option<Entry>>,
+    /// Each key's entry and deadline (0 = none).
+    entries: Vec<Option<(Entry, u64)>>,
     enc: engine::EncLimits,
     now_ms: u64,
 }
 
-/// A shard's changed keys: the new entry, or `None` to delete.
-type Writes = Vec<(Vec<u8>, Option<Entry>)>;
+/// A shard's changed keys: the new entry and deadline, or `None` to delete.
+type Writes = Vec<(Vec<u8>, Option<(Entry, u64)>)>;
 
 enum Phase {
     Gather(Plan),
@@ -121,7 +122,7 @@ pub fn coordinator(
                             prop.implicit_del(db, k);
                         }
                     }
-                    d.get(k).cloned()
+                    d.get_with_ttl(k).map(|(e, at)| (e.clone(), at))
                 })
                 .collect();
             env.shard.stats.expired_keys += expired;
@@ -152,10 +153,10 @@ pub fn coordinator(
     })
 }
 
-fn same(a: &Option<Entry>, b: Option<&Entry>) -> bool {
+fn same(a: &Option<(Entry, u64)>, b: Option<(&Entry, u64)>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.expire_at_ms() == b.expire_at_ms() && a.value == b.value,
+        (Some((a, a_at)), Some((b, b_at))) => *a_at == b_at && a.value == b.value,
         _ => false,
     }
 }
@@ -177,8 +178,8 @@ impl Scratch {
         let mut before = Vec::with_capacity(got.len());
         for ((_, keys), g) in self.groups.iter().zip(got) {
             for (k, e) in keys.iter().zip(&g.entries) {
-                if let Some(e) = e {
-                    d.insert(k, e.clone());
+                if let Some((e, at)) = e {
+                    d.insert(k, e.clone(), *at);
                 }
             }
             before.push(g.entries);
@@ -225,9 +226,9 @@ impl Scratch {
             for (k, b) in keys.iter().zip(before) {
                 // Lazy expiry must not count as a change: an entry the
                 // handler saw expire was already gone when gathered.
-                let after = d.get(k);
+                let after = d.get_with_ttl(k);
                 if !same(&b, after) {
-                    w.push((k.clone(), d.remove(k)));
+                    w.push((k.clone(), d.remove_with_ttl(k)));
                 }
             }
             if !w.is_empty() {
@@ -277,7 +278,7 @@ impl Coordinator for Scratch {
                         let d = &mut env.shard.dbs[db];
                         for (k, e) in w {
                             match e {
-                                Some(e) => d.insert(&k, e),
+                                Some((e, at)) => d.insert(&k, e, at),
                                 None => {
                                     d.remove(&k);
                                 }
@@ -321,9 +322,7 @@ mod tests {
         };
         cur.extend_from_slice(&v);
         ctx.out.int(cur.len() as i64);
-        let at = ctx.shard.dbs[ctx.db]
-            .get(dst)
-            .map_or(0, |e| e.expire_at_ms());
+        let at = ctx.shard.dbs[ctx.db].expire_of(dst);
         ctx.shard
             .store(ctx.db, dst, Value::Str(Str::from_bytes(&cur)), at);
         Ok(())

@@ -357,7 +357,7 @@ pub(crate) fn set_value(ctx: &mut ShardCtx<'_>, key: &[u8], value: Str, expire: 
     let at = match expire {
         ExpireOpt::None => 0,
         ExpireOpt::At(ms) => ms,
-        ExpireOpt::KeepTtl => ctx.shard.dbs[db].get(key).map_or(0, |e| e.expire_at_ms()),
+        ExpireOpt::KeepTtl => ctx.shard.dbs[db].expire_of(key),
     };
     ctx.shard.store(db, key, Value::Str(value), at);
 }
@@ -1211,10 +1211,12 @@ mod tests {
         }
         if name == "ttl" {
             let now = t.shards[shard_of(&argv[1], t.shards.len())].now_ms;
+            let db = t.client.db;
+            let at = t.shards[shard_of(&argv[1], t.shards.len())].dbs[db].expire_of(&argv[1]);
             let ttl = match entry(t, &argv[1]) {
                 None => -2,
-                Some(e) if e.expire_at_ms() == 0 => -1,
-                Some(e) => ((e.expire_at_ms() as i64 - now as i64) + 500) / 1000,
+                Some(_) if at == 0 => -1,
+                Some(_) => ((at as i64 - now as i64) + 500) / 1000,
             };
             return format!(":{ttl}\r\n").into_bytes();
         }

@@ -1,13 +1,18 @@
 //! One logical database (`SELECT n`) of a shard: the key table and the set
 //! of keys that carry a TTL.
 //!
-//! The expiry deadline lives inline in the [`Entry`] (one `u64`), so a read
-//! of a key with a TTL costs one lookup, not Redis's two (main dict +
-//! expires dict). The `volatile` set exists only so the active expiry cycle
-//! can sample keys that have a TTL; it holds a copy of each such key, so
-//! keys without a TTL pay nothing for it.
+//! The expiry deadline lives, as in Redis, in a second dict, `volatile`
+//! (key -> Unix ms), which is also what the active expiry cycle samples.
+//! The [`Entry`] carries only a flag bit saying the key has one, so a read
+//! of a key without a TTL costs one lookup and a key with one two (Redis:
+//! two whenever the expires dict is not empty). Keeping the `u64` out of
+//! the entry saves 8 bytes in every key's node, which with the 24-byte
+//! `Value` lets the node fit glibc's 64-byte chunk instead of the 80-byte
+//! one (bench/memory.sh); keys with a TTL pay the 8 bytes in `volatile`
+//! instead, where they already had a node.
 //!
-//! Invariant: a key is in `volatile` iff its entry has `expire_at_ms != 0`.
+//! Invariant: a key is in `volatile` (with a deadline != 0) iff its entry
+//! has the TTL flag ([`Entry::has_ttl`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,21 +30,23 @@ pub fn malloc_chunk(n: usize) -> usize {
     (n + 8).next_multiple_of(16).max(32)
 }
 
-/// A stored key's value and metadata.
+/// A stored key's value and metadata: the value and 8 bytes.
 ///
 /// Access tracking: Redis keeps either LRU data (the access clock) or LFU
 /// data (counter + last decrement minute) in one 24-bit field, by policy.
 /// We keep both, in separate fields, and a touch updates only the one the
-/// current policy uses (so, as in Redis, the other goes stale). The LFU
-/// pair (3 bytes) sits in what was tail padding after `access_s`, so the
-/// entry is no larger than without it (checked in a test); keeping both
-/// also means switching policy at runtime never reinterprets one as the
+/// current policy uses (so, as in Redis, the other goes stale); keeping
+/// both means switching policy at runtime never reinterprets one as the
 /// other (Redis shows meaningless values until keys are touched again).
+///
+/// The expiry deadline is not here: it lives in the database's `volatile`
+/// dict, and a flag bit here says whether there is one (so a key without a
+/// TTL costs one lookup, a key with one two, as in Redis). That keeps the
+/// entry at the value plus 8 bytes, so the keyspace node (link, key handle,
+/// entry) fits a smaller malloc chunk (see the assertion below).
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub value: Value,
-    /// Absolute deadline in Unix milliseconds; 0 = no expiry.
-    expire_at_ms: u64,
     /// Last access, in seconds since the Unix epoch (truncated), for
     /// OBJECT IDLETIME and LRU eviction. Not updated under an LFU policy.
     pub access_s: u32,
@@ -48,30 +55,46 @@ pub struct Entry {
     pub lfu_ldt_min: u16,
     /// LFU logarithmic access counter; starts at [`LFU_INIT_VAL`].
     pub lfu_counter: u8,
-    /// Snapshot stamp: equal to the database's epoch once this entry is
-    /// accounted for by the running snapshot (written, or created after it
-    /// began); see [`crate::snapshot`]. Set by [`Db::insert`].
-    pub(crate) snap: u8,
+    /// Bit 7 ([`TTL_BIT`]): the key has a deadline in `volatile`. Bits
+    /// 0-6: the snapshot stamp, equal to the database's epoch once this
+    /// entry is accounted for by the running snapshot (written, or created
+    /// after it began); see [`crate::snapshot`]. Set by [`Db::insert`].
+    flags: u8,
 }
 
+/// [`Entry::flags`]: the key has a TTL.
+const TTL_BIT: u8 = 0x80;
+/// [`Entry::flags`]: the snapshot stamp; epochs count modulo 128.
+pub(crate) const STAMP_MASK: u8 = 0x7f;
+
 impl Entry {
-    pub fn new(value: Value, expire_at_ms: u64, now_ms: u64) -> Self {
+    pub fn new(value: Value, now_ms: u64) -> Self {
         Entry {
             value,
-            expire_at_ms,
             access_s: (now_ms / 1000) as u32,
             lfu_ldt_min: lfu::minutes(now_ms),
             lfu_counter: LFU_INIT_VAL,
-            snap: 0,
+            flags: 0,
         }
     }
+    /// Whether the key has a deadline (in its database's `volatile` dict;
+    /// [`Db::expire_at`] reads it).
     #[inline]
-    pub fn expire_at_ms(&self) -> u64 {
-        self.expire_at_ms
+    pub fn has_ttl(&self) -> bool {
+        self.flags & TTL_BIT != 0
     }
     #[inline]
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.expire_at_ms != 0 && now_ms > self.expire_at_ms
+    fn set_ttl_flag(&mut self, on: bool) {
+        self.flags = (self.flags & !TTL_BIT) | if on { TTL_BIT } else { 0 };
+    }
+    /// The snapshot stamp (see [`crate::snapshot`]).
+    #[inline]
+    pub(crate) fn stamp(&self) -> u8 {
+        self.flags & STAMP_MASK
+    }
+    #[inline]
+    pub(crate) fn set_stamp(&mut self, epoch: u8) {
+        self.flags = (self.flags & TTL_BIT) | (epoch & STAMP_MASK);
     }
     #[inline]
     pub fn touch(&mut self, now_ms: u64) {
@@ -104,11 +127,14 @@ pub type WatchFlag = Arc<AtomicBool>;
 // A key's node (next link, 16-byte key handle, entry) must fit glibc's
 // 80-byte chunk (72 usable bytes): a larger entry costs every key 16 bytes.
 const _: () = assert!(Dict::<TinyBytes, Entry>::NODE_SIZE <= 72);
+// The entry is its value plus 8 bytes of metadata.
+const _: () = assert!(std::mem::size_of::<Entry>() == std::mem::size_of::<Value>() + 8);
 
 #[derive(Default)]
 pub struct Db {
     pub(crate) table: Dict<TinyBytes, Entry>,
-    volatile: Dict<TinyBytes, ()>,
+    /// The deadline (Unix ms) of every key with a TTL.
+    pub(crate) volatile: Dict<TinyBytes, u64>,
     /// WATCHed keys of this database and the flags of their watchers.
     /// Every change to a key goes through `insert`, `remove`, `set_expire`
     /// or [`Db::signal`], which set the flags (Redis's
@@ -332,7 +358,7 @@ impl Db {
         let epoch = self.epoch;
         let snap = self.snap.as_deref_mut()?;
         let (k, e) = self.table.get_key_value_mut(key)?;
-        snap.visit_before_read(k, e, epoch);
+        snap.visit_before_read(k, e, &self.volatile, epoch);
         Some(e)
     }
 
@@ -343,7 +369,7 @@ impl Db {
         let epoch = self.epoch;
         let snap = self.snap.as_deref_mut()?;
         let (k, e) = self.table.get_key_value_mut(key)?;
-        snap.visit_before_change(k, e, epoch);
+        snap.visit_before_change(k, e, &self.volatile, epoch);
         Some(e)
     }
 
@@ -354,7 +380,7 @@ impl Db {
         let epoch = self.epoch;
         if let Some(snap) = self.snap.as_deref_mut() {
             if let Some((k, e)) = self.table.get_key_value_mut(key) {
-                snap.visit_before_change(k, e, epoch);
+                snap.visit_before_change(k, e, &self.volatile, epoch);
             }
         }
     }
@@ -367,7 +393,7 @@ impl Db {
             return false;
         }
         match self.table.get(key) {
-            Some(e) if e.is_expired(now_ms) => {
+            Some(e) if self.is_expired(key, e, now_ms) => {
                 if let Some(e) = self.remove(key) {
                     crate::lazyfree::free(e.value);
                 }
@@ -377,38 +403,85 @@ impl Db {
         }
     }
 
-    pub fn insert(&mut self, key: &[u8], mut entry: Entry) {
+    /// Stores `entry` under `key` with deadline `expire_at_ms` (Unix ms,
+    /// 0 = none), replacing any entry there.
+    pub fn insert(&mut self, key: &[u8], mut entry: Entry, expire_at_ms: u64) {
         if self.saving {
             self.preserve(key);
         }
-        entry.snap = self.epoch;
+        entry.set_stamp(self.epoch);
         self.signal(key);
         if !self.blocking.is_empty() {
             self.mark_ready(key);
         }
-        let has_ttl = entry.expire_at_ms != 0;
+        let has_ttl = expire_at_ms != 0;
+        entry.set_ttl_flag(has_ttl);
         let old = self.table.insert(TinyBytes::from(key), entry);
-        let had_ttl = old.as_ref().is_some_and(|o| o.expire_at_ms != 0);
+        let had_ttl = old.as_ref().is_some_and(Entry::has_ttl);
         if let Some(o) = old {
             crate::lazyfree::free(o.value);
         }
-        if has_ttl && !had_ttl {
-            self.volatile.insert(TinyBytes::from(key), ());
-        } else if had_ttl && !has_ttl {
+        if has_ttl {
+            match self.volatile.get_mut(key) {
+                Some(at) => *at = expire_at_ms,
+                None => {
+                    self.volatile.insert(TinyBytes::from(key), expire_at_ms);
+                }
+            }
+        } else if had_ttl {
             self.volatile.remove(key);
         }
     }
 
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    /// Removes `key`; returns its entry and deadline (0 = none).
+    pub fn remove_with_ttl(&mut self, key: &[u8]) -> Option<(Entry, u64)> {
         if self.saving {
             self.preserve(key);
         }
         let (_, e) = self.table.remove(key)?;
         self.signal(key);
-        if e.expire_at_ms != 0 {
-            self.volatile.remove(key);
+        let at = if e.has_ttl() {
+            self.volatile.remove(key).map_or(0, |(_, at)| at)
+        } else {
+            0
+        };
+        Some((e, at))
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.remove_with_ttl(key).map(|(e, _)| e)
+    }
+
+    /// The deadline (Unix ms, 0 = none) of `key`, whose entry is `e`.
+    #[inline]
+    pub fn expire_at(&self, key: &[u8], e: &Entry) -> u64 {
+        if e.has_ttl() {
+            self.volatile.get(key).copied().unwrap_or(0)
+        } else {
+            0
         }
-        Some(e)
+    }
+
+    /// The deadline (Unix ms, 0 = none) of `key`; 0 for a missing key.
+    #[inline]
+    pub fn expire_of(&self, key: &[u8]) -> u64 {
+        if self.volatile.is_empty() {
+            return 0;
+        }
+        self.volatile.get(key).copied().unwrap_or(0)
+    }
+
+    /// Whether `key`, whose entry is `e`, has a deadline before `now_ms`.
+    #[inline]
+    pub fn is_expired(&self, key: &[u8], e: &Entry, now_ms: u64) -> bool {
+        e.has_ttl() && now_ms > self.expire_at(key, e)
+    }
+
+    /// The entry under `key` and its deadline (0 = none).
+    #[inline]
+    pub fn get_with_ttl(&self, key: &[u8]) -> Option<(&Entry, u64)> {
+        let e = self.table.get(key)?;
+        Some((e, self.expire_at(key, e)))
     }
 
     /// Sets (`at_ms > 0`) or clears (`0`) the deadline of an existing key.
@@ -424,11 +497,16 @@ impl Db {
             return false;
         };
         self.dirty += 1;
-        let had = e.expire_at_ms != 0;
-        e.expire_at_ms = at_ms;
-        if at_ms != 0 && !had {
-            self.volatile.insert(TinyBytes::from(key), ());
-        } else if at_ms == 0 && had {
+        let had = e.has_ttl();
+        e.set_ttl_flag(at_ms != 0);
+        if at_ms != 0 {
+            match self.volatile.get_mut(key) {
+                Some(at) => *at = at_ms,
+                None => {
+                    self.volatile.insert(TinyBytes::from(key), at_ms);
+                }
+            }
+        } else if had {
             self.volatile.remove(key);
         }
         true
@@ -512,12 +590,10 @@ impl Db {
             return (0, 0);
         }
         let (mut sum, mut cnt) = (0u128, 0u128);
-        for (k, _) in self.volatile.iter().take(64) {
-            if let Some(e) = self.table.get(k) {
-                if e.expire_at_ms > now_ms {
-                    sum += u128::from(e.expire_at_ms - now_ms);
-                    cnt += 1;
-                }
+        for (_, &at) in self.volatile.iter().take(64) {
+            if at > now_ms {
+                sum += u128::from(at - now_ms);
+                cnt += 1;
             }
         }
         (n, sum.checked_div(cnt).map_or(0, |a| a as u64))
@@ -529,8 +605,8 @@ mod tests {
     use super::*;
     use crate::value::Str;
 
-    fn e(ttl: u64) -> Entry {
-        Entry::new(Value::Str(Str::from_bytes(b"v")), ttl, 0)
+    fn e() -> Entry {
+        Entry::new(Value::Str(Str::from_bytes(b"v")), 0)
     }
 
     #[test]
@@ -543,7 +619,7 @@ mod tests {
         }
         db.watch(b"kept", &live);
         assert_eq!(db.prune_watches(), 1);
-        db.insert(b"kept", e(0));
+        db.insert(b"kept", e(), 0);
         assert!(live.load(Ordering::Acquire));
         assert_eq!(db.prune_watches(), 0);
     }
@@ -551,34 +627,34 @@ mod tests {
     #[test]
     fn created_keys_that_clients_wait_on_are_reported_once() {
         let mut db = Db::new();
-        db.insert(b"other", e(0));
+        db.insert(b"other", e(), 0);
         assert!(!db.has_ready());
         db.add_blocking(b"q");
         db.add_blocking(b"q");
-        db.insert(b"q", e(0));
-        db.insert(b"q", e(0));
+        db.insert(b"q", e(), 0);
+        db.insert(b"q", e(), 0);
         assert_eq!(db.take_ready(), vec![SmallBytes::from(&b"q"[..])]);
         db.remove_blocking(b"q");
         db.remove_blocking(b"q");
         db.remove(b"q");
-        db.insert(b"q", e(0));
+        db.insert(b"q", e(), 0);
         assert!(!db.has_ready());
     }
 
     #[test]
     fn volatile_set_follows_ttl() {
         let mut db = Db::new();
-        db.insert(b"a", e(100));
-        db.insert(b"b", e(0));
+        db.insert(b"a", e(), 100);
+        db.insert(b"b", e(), 0);
         assert_eq!(db.volatile_len(), 1);
-        db.insert(b"a", e(0));
+        db.insert(b"a", e(), 0);
         assert_eq!(db.volatile_len(), 0);
         assert!(db.set_expire(b"b", 5));
         assert_eq!(db.volatile_len(), 1);
         assert!(db.set_expire(b"b", 0));
         assert_eq!(db.volatile_len(), 0);
         assert!(!db.set_expire(b"zz", 5));
-        db.insert(b"c", e(7));
+        db.insert(b"c", e(), 7);
         db.remove(b"c");
         assert_eq!(db.volatile_len(), 0);
         assert_eq!(db.len(), 2);
@@ -587,8 +663,8 @@ mod tests {
     #[test]
     fn every_change_moves_the_dirty_counter() {
         let mut d = Db::new();
-        d.insert(b"a", e(0));
-        d.insert(b"b", e(0));
+        d.insert(b"a", e(), 0);
+        d.insert(b"b", e(), 0);
         assert_eq!(d.dirty, 2);
         assert!(d.set_expire(b"a", 5));
         assert!(!d.set_expire(b"zz", 5));
@@ -604,13 +680,43 @@ mod tests {
     }
 
     #[test]
-    fn lfu_state_lives_in_padding() {
-        // Value + deadline + access clock, rounded to 8: the 3 LFU bytes
-        // must not grow the entry.
-        let without = (std::mem::size_of::<Value>() + 8 + 4).next_multiple_of(8);
-        assert_eq!(std::mem::size_of::<Entry>(), without);
-        let e = e(0);
+    fn new_entries_start_lfu_at_init() {
+        let e = e();
         assert_eq!(e.lfu_counter, LFU_INIT_VAL);
         assert_eq!(e.lfu_ldt_min, 0);
+    }
+
+    #[test]
+    fn deadlines_live_in_volatile_and_follow_every_change() {
+        let mut db = Db::new();
+        db.insert(b"a", e(), 100);
+        db.insert(b"b", e(), 0);
+        let (a, at) = db.get_with_ttl(b"a").unwrap();
+        assert!(a.has_ttl());
+        assert_eq!(at, 100);
+        assert_eq!(db.expire_of(b"a"), 100);
+        assert_eq!(db.expire_of(b"b"), 0);
+        assert_eq!(db.expire_of(b"nope"), 0);
+        assert!(db.is_expired(b"a", a, 101));
+        assert!(!db.is_expired(b"a", a, 100));
+        let b = db.get(b"b").unwrap();
+        assert!(!b.has_ttl() && !db.is_expired(b"b", b, u64::MAX));
+        // A new deadline replaces the old one in place.
+        db.insert(b"a", e(), 200);
+        assert!(db.set_expire(b"b", 300));
+        assert_eq!((db.expire_of(b"a"), db.expire_of(b"b")), (200, 300));
+        assert_eq!(db.volatile_len(), 2);
+        assert!(db.set_expire(b"b", 400));
+        assert_eq!(db.expire_of(b"b"), 400);
+        // The stamp and the flag share a byte without disturbing each other.
+        let a = db.get_mut(b"a").unwrap();
+        a.set_stamp(0x7f);
+        assert!(a.has_ttl());
+        assert_eq!(a.stamp(), 0x7f);
+        a.set_stamp(3);
+        assert!(a.has_ttl() && a.stamp() == 3);
+        assert_eq!(db.remove_with_ttl(b"a").map(|(_, at)| at), Some(200));
+        assert!(db.expire_if_needed(b"b", 401));
+        assert_eq!((db.len(), db.volatile_len()), (0, 0));
     }
 }

@@ -427,10 +427,10 @@ impl Shard {
     }
 
     /// Score of a key under the current policy: higher = evict first.
-    fn score(&self, e: &crate::Entry) -> u64 {
+    fn score(&self, e: &crate::Entry, expire_at_ms: u64) -> u64 {
         let now = self.now_ms;
         match self.evict.policy {
-            Policy::VolatileTtl => u64::MAX - e.expire_at_ms(),
+            Policy::VolatileTtl => u64::MAX - expire_at_ms,
             Policy::VolatileLfu | Policy::AllkeysLfu => {
                 let p = self.lfu.unwrap_or_default();
                 255 - u64::from(e.lfu_freq(now, p))
@@ -468,8 +468,8 @@ impl Shard {
                     }
                 }
                 for k in sampled.drain(..) {
-                    if let Some(e) = self.dbs[db].get(&k) {
-                        let score = self.score(e);
+                    if let Some((e, at)) = self.dbs[db].get_with_ttl(&k) {
+                        let score = self.score(e, at);
                         self.evict.offer(Candidate { score, db, key: k });
                     }
                 }
@@ -480,7 +480,7 @@ impl Shard {
             while let Some(c) = self.evict.pool.pop() {
                 let d = &self.dbs[c.db];
                 let alive = match d.get(&c.key) {
-                    Some(e) => !volatile || e.expire_at_ms() != 0,
+                    Some(e) => !volatile || e.has_ttl(),
                     None => false,
                 };
                 if alive {

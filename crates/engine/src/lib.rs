@@ -189,14 +189,15 @@ impl Shard {
     /// of one more lookup only in that mode.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at_ms: u64) {
         let now = self.now_ms;
-        let mut entry = Entry::new(value, expire_at_ms, now);
+        let mut entry = Entry::new(value, now);
         if self.lfu.is_some() {
-            if let Some(old) = self.dbs[db].get(key).filter(|o| !o.is_expired(now)) {
+            let d = &self.dbs[db];
+            if let Some(old) = d.get(key).filter(|o| !d.is_expired(key, o, now)) {
                 entry.lfu_counter = old.lfu_counter;
                 entry.lfu_ldt_min = old.lfu_ldt_min;
             }
         }
-        self.dbs[db].insert(key, entry);
+        self.dbs[db].insert(key, entry, expire_at_ms);
     }
 
     /// A random live key of `db` (expired candidates are deleted on the
@@ -207,7 +208,7 @@ impl Shard {
             let key = {
                 let d = &self.dbs[db];
                 let (k, e) = d.random_entry(&mut self.rng)?;
-                if !e.is_expired(now) {
+                if !d.is_expired(k, e, now) {
                     return Some(SmallBytes::from(k));
                 }
                 SmallBytes::from(k)

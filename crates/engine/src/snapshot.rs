@@ -82,10 +82,20 @@ pub struct DbSnap {
     /// Entries written.
     keys: u64,
     /// Tables FLUSHDB / FLUSHALL emptied while they were being saved: kept
-    /// (not copied) until their unwritten entries are written, with their
-    /// scan cursors and whether the scan is over. Nothing else can reach
-    /// them, so they need no hooks.
-    graveyard: Vec<(Dict<TinyBytes, Entry>, u64, bool)>,
+    /// (not copied) until their unwritten entries are written. Nothing else
+    /// can reach them, so they need no hooks.
+    graveyard: Vec<Grave>,
+}
+
+/// A retired table (see `DbSnap::graveyard`).
+#[derive(Debug)]
+struct Grave {
+    table: Dict<TinyBytes, Entry>,
+    /// Its deadlines (the database's `volatile` as it was).
+    volatile: Dict<TinyBytes, u64>,
+    /// Scan cursor, and whether the scan is over.
+    cursor: u64,
+    scanned: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +117,9 @@ struct Pending {
     grave: Option<usize>,
     started: bool,
     progress: Progress,
-    /// Access data as it was when the entry was accounted for.
+    /// Deadline and access data as they were when the entry was accounted
+    /// for (a change to the key finishes it first).
+    expire_at_ms: u64,
     idle: Option<u64>,
     freq: Option<u8>,
 }
@@ -129,12 +141,12 @@ impl Cfg {
         }
     }
 
-    fn write_whole(&self, out: &mut Vec<u8>, key: &[u8], e: &Entry, compress: bool) {
+    fn write_whole(&self, out: &mut Vec<u8>, key: &[u8], e: &Entry, at: u64, compress: bool) {
         if self.cmds {
-            crate::rdb::write_entry_cmds(out, key, e);
+            crate::rdb::write_entry_cmds(out, key, e, at);
         } else {
             let (idle, freq) = self.meta_of(e);
-            crate::rdb::write_entry_ext(out, key, e, compress, idle, freq);
+            crate::rdb::write_entry_ext(out, key, e, at, compress, idle, freq);
         }
     }
 }
@@ -153,12 +165,12 @@ fn resume(
     if !p.started {
         p.started = true;
         if !cfg.cmds {
-            crate::rdb::write_head(partial, &p.key, e, compress, p.idle, p.freq);
+            crate::rdb::write_head(partial, &p.key, e, p.expire_at_ms, compress, p.idle, p.freq);
         }
     }
     let left = budget.saturating_sub(partial.len() - start).max(1);
     if cfg.cmds {
-        crate::rdb::write_elems_cmds(partial, &p.key, e, &mut p.progress, left)
+        crate::rdb::write_elems_cmds(partial, &p.key, e, p.expire_at_ms, &mut p.progress, left)
     } else {
         crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
     }
@@ -173,13 +185,14 @@ fn visit(
     pending: &mut VecDeque<Pending>,
     keys: &mut u64,
     cfg: Cfg,
-    (key, e): (&[u8], &mut Entry),
+    (key, e, volatile): (&[u8], &mut Entry, &Dict<TinyBytes, u64>),
     epoch: u8,
     grave: Option<usize>,
 ) {
-    if e.snap != epoch {
-        e.snap = epoch;
+    if e.stamp() != epoch {
+        e.set_stamp(epoch);
         *keys += 1;
+        let at = deadline(volatile, key, e);
         if crate::rdb::is_chunked(&e.value) {
             let (idle, freq) = cfg.meta_of(e);
             pending.push_back(Pending {
@@ -187,12 +200,23 @@ fn visit(
                 grave,
                 started: false,
                 progress: Progress::default(),
+                expire_at_ms: at,
                 idle,
                 freq,
             });
         } else {
-            cfg.write_whole(out, key, e, cfg.compress);
+            cfg.write_whole(out, key, e, at, cfg.compress);
         }
+    }
+}
+
+/// The deadline of `key` (entry `e`) in `volatile`, 0 = none.
+#[inline]
+fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Entry) -> u64 {
+    if e.has_ttl() {
+        volatile.get(key).copied().unwrap_or(0)
+    } else {
+        0
     }
 }
 
@@ -203,10 +227,17 @@ impl DbSnap {
     /// writing an entry, and this cost lands on the command; the file
     /// stays valid RDB, a little larger).
     #[inline]
-    pub(crate) fn visit_before_change(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        if e.snap != epoch {
-            self.cfg.write_whole(&mut self.out, key, e, false);
-            e.snap = epoch;
+    pub(crate) fn visit_before_change(
+        &mut self,
+        key: &[u8],
+        e: &mut Entry,
+        volatile: &Dict<TinyBytes, u64>,
+        epoch: u8,
+    ) {
+        if e.stamp() != epoch {
+            let at = deadline(volatile, key, e);
+            self.cfg.write_whole(&mut self.out, key, e, at, false);
+            e.set_stamp(epoch);
             self.keys += 1;
         } else if !self.pending.is_empty() {
             self.finish_pending(key, e);
@@ -218,8 +249,14 @@ impl DbSnap {
     /// queued for them (up to [`PENDING_READ_MAX`] queued); a small one is
     /// written as before a change.
     #[inline]
-    pub(crate) fn visit_before_read(&mut self, key: &[u8], e: &mut Entry, epoch: u8) {
-        if e.snap != epoch {
+    pub(crate) fn visit_before_read(
+        &mut self,
+        key: &[u8],
+        e: &mut Entry,
+        volatile: &Dict<TinyBytes, u64>,
+        epoch: u8,
+    ) {
+        if e.stamp() != epoch {
             if self.pending.len() < PENDING_READ_MAX && crate::rdb::is_chunked(&e.value) {
                 let cfg = self.cfg;
                 visit(
@@ -227,12 +264,12 @@ impl DbSnap {
                     &mut self.pending,
                     &mut self.keys,
                     cfg,
-                    (key, e),
+                    (key, e, volatile),
                     epoch,
                     None,
                 );
             } else {
-                self.visit_before_change(key, e, epoch);
+                self.visit_before_change(key, e, volatile, epoch);
             }
         }
     }
@@ -307,7 +344,7 @@ const STEP_MAX_BUCKETS: usize = 4096;
 
 impl Db {
     fn snapshot_begin(&mut self, compress: bool, meta: Meta, cmds: bool) {
-        self.epoch = self.epoch.wrapping_add(1);
+        self.epoch = (self.epoch + 1) & crate::db::STAMP_MASK;
         self.saving = true;
         self.snap = Some(Box::new(DbSnap {
             out: Vec::new(),
@@ -359,7 +396,7 @@ impl Db {
             while let Some(p) = pending.front_mut() {
                 let table = match p.grave {
                     None => &self.table,
-                    Some(i) => &graveyard[i].0,
+                    Some(i) => &graveyard[i].table,
                 };
                 let used = out.len() + partial.len() - start;
                 let finished = match table.get(&p.key[..]) {
@@ -390,8 +427,9 @@ impl Db {
             buckets += 1;
             if self.saving && !*live_scanned {
                 let c = *cursor;
+                let volatile = &self.volatile;
                 *cursor = self.table.scan_mut(c, |k, e| {
-                    visit(out, pending, keys, cfg, (k, e), epoch, None)
+                    visit(out, pending, keys, cfg, (k, e, volatile), epoch, None)
                 });
                 if *cursor == 0 {
                     *live_scanned = true;
@@ -402,22 +440,30 @@ impl Db {
             // copies before change.
             self.saving = false;
             let n = graveyard.len();
-            let Some((table, cur, scanned)) = graveyard.last_mut() else {
+            let Some(g) = graveyard.last_mut() else {
                 *done = true;
                 return true;
             };
-            if *scanned {
-                if let Some((t, _, _)) = graveyard.pop() {
-                    free_table(t);
+            if g.scanned {
+                if let Some(g) = graveyard.pop() {
+                    free_table(g.table);
                 }
                 continue;
             }
-            let c = *cur;
-            *cur = table.scan_mut(c, |k, e| {
-                visit(out, pending, keys, cfg, (k, e), epoch, Some(n - 1))
+            let (c, volatile) = (g.cursor, &g.volatile);
+            g.cursor = g.table.scan_mut(c, |k, e| {
+                visit(
+                    out,
+                    pending,
+                    keys,
+                    cfg,
+                    (k, e, volatile),
+                    epoch,
+                    Some(n - 1),
+                )
             });
-            if *cur == 0 {
-                *scanned = true;
+            if g.cursor == 0 {
+                g.scanned = true;
             }
         }
     }
@@ -437,9 +483,12 @@ impl Db {
         for p in snap.pending.iter_mut().filter(|p| p.grave.is_none()) {
             p.grave = Some(at);
         }
-        let scanned = snap.live_scanned;
-        snap.graveyard
-            .push((std::mem::take(&mut self.table), 0, scanned));
+        snap.graveyard.push(Grave {
+            table: std::mem::take(&mut self.table),
+            volatile: std::mem::take(&mut self.volatile),
+            cursor: 0,
+            scanned: snap.live_scanned,
+        });
         true
     }
 
@@ -453,7 +502,7 @@ impl Db {
     fn restamp(&mut self) {
         let epoch = self.epoch;
         for (_, e) in self.table.iter_mut() {
-            e.snap = epoch;
+            e.set_stamp(epoch);
         }
         self.stamps_mixed = false;
     }
@@ -557,8 +606,8 @@ impl Shard {
                 if !s.done {
                     d.stamps_mixed = true;
                 }
-                for (t, _, _) in s.graveyard.drain(..) {
-                    free_table(t);
+                for g in s.graveyard.drain(..) {
+                    free_table(g.table);
                 }
             }
             d.saving = false;
@@ -611,7 +660,7 @@ mod tests {
         let mut m = BTreeMap::new();
         for (i, d) in s.dbs.iter().enumerate() {
             for (k, e) in d.iter() {
-                m.insert((i, k.to_vec()), (e.value.clone(), e.expire_at_ms()));
+                m.insert((i, k.to_vec()), (e.value.clone(), d.expire_at(k, e)));
             }
         }
         m
@@ -651,7 +700,7 @@ mod tests {
             for i in 0..2000u64 {
                 let db = (i % 3) as usize;
                 let ttl = if i % 5 == 0 { 4_000_000_000_000 + i } else { 0 };
-                s.dbs[db].insert(format!("k{i}").as_bytes(), Entry::new(val(i), ttl, 0));
+                s.dbs[db].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), ttl);
             }
             let before = image(&s);
             s.snapshot_begin(round % 2 == 0);
@@ -663,7 +712,7 @@ mod tests {
                     let db = rng.gen_range(0..3);
                     let k = format!("k{}", rng.gen_range(0..2500u64));
                     match rng.gen_range(0..7) {
-                        0 => s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0, 0)),
+                        0 => s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0), 0),
                         1 => drop(s.dbs[db].remove(k.as_bytes())),
                         2 => drop(s.dbs[db].set_expire(k.as_bytes(), 5_000_000_000_000)),
                         3 => {
@@ -673,7 +722,7 @@ mod tests {
                         }
                         4 => {
                             let k = format!("new{next}");
-                            s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0, 0));
+                            s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0), 0);
                         }
                         5 if round >= 4 && rng.gen_ratio(1, 50) => s.dbs[db].clear(),
                         _ if round >= 4 && rng.gen_ratio(1, 80) => drop(s.dbs[db].take()),
@@ -763,13 +812,16 @@ mod tests {
         for round in 0..12 {
             let mut s = Shard::new(0, 2);
             for i in 0..600u64 {
-                s.dbs[(i % 2) as usize]
-                    .insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+                s.dbs[(i % 2) as usize].insert(
+                    format!("k{i}").as_bytes(),
+                    Entry::new(val(i), 0),
+                    0,
+                );
             }
             for b in 0..8u64 {
                 let ttl = if b % 3 == 0 { 4_000_000_000_000 + b } else { 0 };
                 let v = big_value(b as usize % 4, 1500 + 100 * b as usize, b);
-                s.dbs[(b / 4) as usize].insert(format!("big{b}").as_bytes(), Entry::new(v, ttl, 0));
+                s.dbs[(b / 4) as usize].insert(format!("big{b}").as_bytes(), Entry::new(v, 0), ttl);
             }
             let before = image(&s);
             s.snapshot_begin_as(round % 2 == 0, false);
@@ -797,8 +849,11 @@ mod tests {
                             }
                         }
                         21 if round >= 2 => drop(s.dbs[db].remove(k)),
-                        22 if round >= 2 => s.dbs[db]
-                            .insert(k, Entry::new(big_value(next as usize % 4, 300, next), 0, 0)),
+                        22 if round >= 2 => s.dbs[db].insert(
+                            k,
+                            Entry::new(big_value(next as usize % 4, 300, next), 0),
+                            0,
+                        ),
                         23 if round >= 2 => drop(s.dbs[db].set_expire(k, 5_000_000_000_000)),
                         24 if round >= 6 && rng.gen_ratio(1, 4) => s.dbs[db].clear(),
                         25 if round >= 6 && rng.gen_ratio(1, 4) => drop(s.dbs[db].take()),
@@ -842,7 +897,7 @@ mod tests {
                 keys.sort_by(|a, b| a.0.cmp(b.0));
                 for (k, e) in keys {
                     let mut b = Vec::new();
-                    rdb::write_entry_cmds(&mut b, k, e);
+                    rdb::write_entry_cmds(&mut b, k, e, d.expire_at(k, e));
                     whole.push((i, b));
                 }
             }
@@ -898,7 +953,7 @@ mod tests {
     #[test]
     fn a_read_leaves_the_big_value_to_its_slices_a_write_finishes_it() {
         let mut s = Shard::new(0, 1);
-        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
         let before = image(&s);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
@@ -923,9 +978,9 @@ mod tests {
         // small one is written at once.
         let s2 = &mut Shard::new(0, 1);
         for i in 0..2000u64 {
-            s2.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            s2.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), 0);
         }
-        s2.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        s2.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
         let before2 = image(s2);
         s2.snapshot_begin(false);
         let q = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().pending.len();
@@ -964,12 +1019,18 @@ mod tests {
         for (n, s) in shards.iter_mut().enumerate() {
             for b in 0..4u64 {
                 let v = big_value(b as usize, 1000 + 300 * n, b + 10 * n as u64);
-                s.dbs[(b % 2) as usize]
-                    .insert(format!("big{n}.{b}").as_bytes(), Entry::new(v, 0, 0));
+                s.dbs[(b % 2) as usize].insert(
+                    format!("big{n}.{b}").as_bytes(),
+                    Entry::new(v, 0),
+                    0,
+                );
             }
             for i in 0..300u64 {
-                s.dbs[(i % 2) as usize]
-                    .insert(format!("k{n}.{i}").as_bytes(), Entry::new(val(i), 0, 0));
+                s.dbs[(i % 2) as usize].insert(
+                    format!("k{n}.{i}").as_bytes(),
+                    Entry::new(val(i), 0),
+                    0,
+                );
             }
             want.extend(image(s));
             s.snapshot_begin(n == 1);
@@ -985,7 +1046,7 @@ mod tests {
                 }
                 let d = s.snapshot_step(1500);
                 // Other shards change their own small keys meanwhile.
-                s.dbs[0].insert(b"k0.0", Entry::new(val(99), 0, 0));
+                s.dbs[0].insert(b"k0.0", Entry::new(val(99), 0), 0);
                 let (out, open) = s.snapshot_take();
                 file.push(out);
                 owner = open.then_some(n);
@@ -1008,7 +1069,7 @@ mod tests {
     #[should_panic(expected = "a value changed while a snapshot was writing it")]
     fn changing_a_value_behind_a_read_is_caught_in_debug_builds() {
         let mut s = Shard::new(0, 1);
-        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0, 0));
+        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
         if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| &mut e.value) {
@@ -1023,7 +1084,7 @@ mod tests {
     fn an_aborted_snapshot_does_not_hide_keys_from_the_next() {
         let mut s = Shard::new(0, 1);
         for i in 0..3000u64 {
-            s.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0, 0));
+            s.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), 0);
         }
         for _ in 0..300 {
             s.snapshot_begin(false);

@@ -84,11 +84,12 @@ pub(crate) fn write_head(
     out: &mut Vec<u8>,
     key: &[u8],
     e: &Entry,
+    expire_at_ms: u64,
     compress: bool,
     idle_s: Option<u64>,
     freq: Option<u8>,
 ) {
-    write_entry_prefix(out, e, idle_s, freq);
+    write_entry_prefix(out, expire_at_ms, idle_s, freq);
     out.push(match &e.value {
         Value::List(_) => T_LIST,
         Value::Set(_) => T_SET,
@@ -168,6 +169,7 @@ pub(crate) fn write_elems_cmds(
     out: &mut Vec<u8>,
     key: &[u8],
     e: &Entry,
+    expire_at_ms: u64,
     p: &mut Progress,
     budget: usize,
 ) -> bool {
@@ -246,7 +248,7 @@ pub(crate) fn write_elems_cmds(
         }
     }
     if p.done >= len {
-        write_expire_cmd(out, key, e);
+        write_expire_cmd(out, key, expire_at_ms);
         return true;
     }
     false

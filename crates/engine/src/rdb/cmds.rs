@@ -47,8 +47,9 @@ fn batched(
     });
 }
 
-/// The commands that rebuild `key` with `e`'s value and TTL.
-pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
+/// The commands that rebuild `key` with `e`'s value and deadline
+/// `expire_at_ms` (0 = none).
+pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: u64) {
     match &e.value {
         Value::Str(s) => {
             write_header(out, b'*', 3);
@@ -84,12 +85,11 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
             }
         }),
     }
-    write_expire_cmd(out, key, e);
+    write_expire_cmd(out, key, expire_at_ms);
 }
 
 /// PEXPIREAT for a key with a TTL (what ends its commands).
-pub(super) fn write_expire_cmd(out: &mut Vec<u8>, key: &[u8], e: &Entry) {
-    let at = e.expire_at_ms();
+pub(super) fn write_expire_cmd(out: &mut Vec<u8>, key: &[u8], at: u64) {
     if at != 0 {
         write_header(out, b'*', 3);
         write_bulk(out, b"PEXPIREAT");

@@ -238,9 +238,10 @@ pub fn write_resize_db(out: &mut Vec<u8>, keys: u64, expires: u64) {
     write_len(out, expires);
 }
 
-/// One key: EXPIRETIME_MS if it has a TTL, then type, key and value.
-pub fn write_entry(out: &mut Vec<u8>, key: &[u8], e: &Entry, compress: bool) {
-    write_entry_ext(out, key, e, compress, None, None);
+/// One key: EXPIRETIME_MS if it has a TTL (`expire_at_ms` != 0), then
+/// type, key and value.
+pub fn write_entry(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: u64, compress: bool) {
+    write_entry_ext(out, key, e, expire_at_ms, compress, None, None);
 }
 
 /// [`write_entry`] with the eviction metadata Redis saves under an LRU
@@ -249,11 +250,12 @@ pub fn write_entry_ext(
     out: &mut Vec<u8>,
     key: &[u8],
     e: &Entry,
+    expire_at_ms: u64,
     compress: bool,
     idle_s: Option<u64>,
     freq: Option<u8>,
 ) {
-    write_entry_prefix(out, e, idle_s, freq);
+    write_entry_prefix(out, expire_at_ms, idle_s, freq);
     let t = value_type(&e.value);
     out.push(t);
     write_string(out, key, compress);
@@ -261,8 +263,7 @@ pub fn write_entry_ext(
 }
 
 /// What comes before an entry's type byte: EXPIRETIME_MS, IDLE, FREQ.
-fn write_entry_prefix(out: &mut Vec<u8>, e: &Entry, idle_s: Option<u64>, freq: Option<u8>) {
-    let exp = e.expire_at_ms();
+fn write_entry_prefix(out: &mut Vec<u8>, exp: u64, idle_s: Option<u64>, freq: Option<u8>) {
     if exp != 0 {
         out.push(OP_EXPIRETIME_MS);
         out.extend_from_slice(&exp.to_le_bytes());
