@@ -713,7 +713,7 @@ mod tests {
                         &lim,
                     );
                 }
-                Value::ZSet(z)
+                Value::ZSet(Box::new(z))
             }
             1 => {
                 let mut l = List::new(&lim);
@@ -747,7 +747,7 @@ mod tests {
                     st.add(format!("s{i}:{salt}").as_bytes(), &lim);
                     i += 1;
                 }
-                Value::Set(st)
+                Value::Set(Box::new(st))
             }
         }
     }

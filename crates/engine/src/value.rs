@@ -24,8 +24,10 @@ pub enum Value {
     Str(Str),
     Hash(Hash),
     List(List),
-    Set(Set),
-    ZSet(ZSet),
+    /// Boxed: a `Set` (24 bytes) in place would keep `Value` at 32.
+    Set(Box<Set>),
+    /// Boxed: a `ZSet` (24 bytes) in place would keep `Value` at 32.
+    ZSet(Box<ZSet>),
 }
 
 // The key table holds a `Value` per key: a new type must not grow it.
@@ -58,8 +60,8 @@ impl Value {
             Value::Str(s) => s.heap_bytes(),
             Value::Hash(h) => h.heap_bytes(),
             Value::List(l) => l.heap_bytes(),
-            Value::Set(s) => s.heap_bytes(),
-            Value::ZSet(z) => z.heap_bytes(),
+            Value::Set(s) => std::mem::size_of::<Set>() + s.heap_bytes(),
+            Value::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_bytes(),
         }
     }
     /// Elements held: 1 for a string. Large values are freed off the

@@ -41,7 +41,7 @@ fn zset(pairs: &[(&[u8], f64)]) -> Value {
     for (m, sc) in pairs {
         z.insert(m, *sc, &lim());
     }
-    Value::ZSet(z)
+    Value::ZSet(Box::new(z))
 }
 
 fn set(members: &[&[u8]]) -> Value {
@@ -49,7 +49,7 @@ fn set(members: &[&[u8]]) -> Value {
     for m in members {
         st.add(m, &lim());
     }
-    Value::Set(st)
+    Value::Set(Box::new(st))
 }
 
 /// A value's contents in a canonical form (order-insensitive where the
