@@ -170,7 +170,7 @@ fn sadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             for m in args.iter().skip(2) {
                 added += i64::from(s.add(m, &lim));
             }
-            ctx.shard.store(ctx.db, key, Value::Set(s), 0);
+            ctx.shard.store(ctx.db, key, Value::Set(Box::new(s)), 0);
         }
     }
     ctx.out.int(added);
@@ -454,7 +454,7 @@ fn smove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         None => {
             let mut s = Set::create(member, 1, &lim);
             s.add(member, &lim);
-            ctx.shard.store(db, dst, Value::Set(s), 0);
+            ctx.shard.store(db, dst, Value::Set(Box::new(s)), 0);
         }
     }
     ctx.out.int(1);
@@ -489,7 +489,7 @@ fn gather<'a>(
 fn store_result(ctx: &mut ShardCtx<'_>, dst: &[u8], s: Set) {
     let n = s.len();
     if n > 0 {
-        ctx.shard.store(ctx.db, dst, Value::Set(s), 0);
+        ctx.shard.store(ctx.db, dst, Value::Set(Box::new(s)), 0);
     } else {
         ctx.shard.remove(ctx.db, dst);
     }

@@ -29,7 +29,7 @@
 
 pub(crate) mod longdouble;
 
-use engine::{Str, Value};
+use engine::{Str, StrView, Value};
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
@@ -122,10 +122,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 /// Writes a string value as a bulk reply without allocating.
 #[inline]
 pub(crate) fn reply_str(out: &mut Reply, s: &Str) {
-    match s {
-        Str::Int(n) => out.bulk_int(*n),
-        Str::Emb(b) => out.bulk(b),
-        Str::Raw(v) => out.bulk(v),
+    match s.view() {
+        StrView::Int(n) => out.bulk_int(n),
+        StrView::Bytes(b) => out.bulk(b),
     }
 }
 
@@ -515,8 +514,11 @@ fn prefetch_values(shard: &engine::Shard, db: usize, args: Args<'_>, stride: usi
     }
     for i in (0..args.len()).step_by(stride) {
         let bytes: &[u8] = match d.get(args.get(i)).map(|e| &e.value) {
-            Some(Value::Str(Str::Raw(v))) => v,
-            Some(Value::Str(Str::Emb(b))) => b,
+            Some(Value::Str(Str::Inline(_))) => continue,
+            Some(Value::Str(s)) => match s.view() {
+                StrView::Bytes(b) => b,
+                StrView::Int(_) => continue,
+            },
             _ => continue,
         };
         let p = bytes.as_ptr();
@@ -854,7 +856,8 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             let mut v = Vec::new();
             write_at(&mut v, offset as usize, val);
             let n = v.len();
-            ctx.shard.store(db, key, Value::Str(Str::Raw(v)), 0);
+            ctx.shard
+                .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
             n
         }
     };

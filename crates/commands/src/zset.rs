@@ -535,7 +535,7 @@ fn emit_ranks(out: &mut Reply, z: &ZSet, first: usize, n: usize, rev: bool, with
 fn store_result(ctx: &mut ShardCtx<'_>, key: &[u8], z: ZSet) {
     let n = z.len();
     if n > 0 {
-        ctx.shard.store(ctx.db, key, Value::ZSet(z), 0);
+        ctx.shard.store(ctx.db, key, Value::ZSet(Box::new(z)), 0);
     } else {
         ctx.shard.remove(ctx.db, key);
     }
@@ -709,7 +709,7 @@ fn zadd_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, mut f: AddFlags) -> Resu
                 let mut z = ZSet::with_hint(1, args.get(idx + 1).len(), &lim);
                 apply(&mut z);
                 // Every member of a new set is added, so it is never empty.
-                ctx.shard.store(ctx.db, key, Value::ZSet(z), 0);
+                ctx.shard.store(ctx.db, key, Value::ZSet(Box::new(z)), 0);
             }
         }
     }
@@ -1635,7 +1635,7 @@ fn setop_generic(
         .map(|((k, &w), set)| {
             let z = set.as_ref().or_else(|| {
                 db.get(k).and_then(|e| match &e.value {
-                    Value::ZSet(z) => Some(z),
+                    Value::ZSet(z) => Some(&**z),
                     _ => None,
                 })
             });

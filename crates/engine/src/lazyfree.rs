@@ -87,7 +87,7 @@ mod tests {
         for i in 0..1000 {
             s.add(format!("m{i}").as_bytes(), &lim);
         }
-        free(Value::Set(s));
+        free(Value::Set(Box::new(s)));
         // Bounded wait for the background thread (no timing threshold:
         // only a thread that never runs fails this).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

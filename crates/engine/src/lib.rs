@@ -24,7 +24,7 @@ pub use db::{Db, Entry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
 pub use types::{EncLimits, Hash, List, Set, ZSet};
-pub use value::{Str, Value};
+pub use value::{Str, StrView, Value};
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

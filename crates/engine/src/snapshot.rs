@@ -762,7 +762,7 @@ mod tests {
                         &lim,
                     );
                 }
-                Value::ZSet(z)
+                Value::ZSet(Box::new(z))
             }
             1 => {
                 let mut l = List::new(&lim);
@@ -796,7 +796,7 @@ mod tests {
                     st.add(format!("s{i}:{salt}").as_bytes(), &lim);
                     i += 1;
                 }
-                Value::Set(st)
+                Value::Set(Box::new(st))
             }
         }
     }

@@ -42,7 +42,7 @@ pub(crate) fn is_chunked(v: &Value) -> bool {
         Value::Str(_) => false,
         Value::List(l) => l.node_count() > LIST_CHUNK_NODES,
         Value::Set(s) => s.table_dict().is_some(),
-        Value::ZSet(z) => matches!(z, ZSet::Skip(_)),
+        Value::ZSet(z) => matches!(**z, ZSet::Skip(_)),
         Value::Hash(h) => h.table_dict().is_some(),
     }
 }

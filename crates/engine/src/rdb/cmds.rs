@@ -6,7 +6,7 @@
 use crate::db::Entry;
 use crate::prop::{write_bulk, write_header};
 use crate::types::set::with_bytes as member_bytes;
-use crate::value::{Str, Value};
+use crate::value::{StrView, Value};
 
 /// Redis's `AOF_REWRITE_ITEMS_PER_CMD`.
 pub(super) const ITEMS_PER_CMD: usize = 64;
@@ -55,10 +55,9 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: 
             write_header(out, b'*', 3);
             write_bulk(out, b"SET");
             write_bulk(out, key);
-            match s {
-                Str::Int(n) => write_bulk(out, itoa::Buffer::new().format(*n).as_bytes()),
-                Str::Emb(b) => write_bulk(out, b),
-                Str::Raw(b) => write_bulk(out, b),
+            match s.view() {
+                StrView::Int(n) => write_bulk(out, itoa::Buffer::new().format(n).as_bytes()),
+                StrView::Bytes(b) => write_bulk(out, b),
             }
         }
         Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {

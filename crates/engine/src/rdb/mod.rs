@@ -40,7 +40,7 @@ use ds::lzf;
 
 use crate::db::Entry;
 use crate::types::{EncLimits, Set};
-use crate::value::{Str, Value};
+use crate::value::{Str, StrView, Value};
 use pack::LpWriter;
 
 pub(crate) use chunk::{is_chunked, write_elems, write_elems_cmds, write_head, Progress};
@@ -302,10 +302,9 @@ fn value_type(v: &Value) -> u8 {
 
 fn write_body(out: &mut Vec<u8>, v: &Value, t: u8, compress: bool) {
     match v {
-        Value::Str(s) => match s {
-            Str::Int(n) => write_int_string(out, *n),
-            Str::Emb(b) => write_string(out, b, compress),
-            Str::Raw(b) => write_string(out, b, compress),
+        Value::Str(s) => match s.view() {
+            StrView::Int(n) => write_int_string(out, n),
+            StrView::Bytes(b) => write_string(out, b, compress),
         },
         Value::List(l) => write_list_nodes(out, l, compress),
         Value::Set(s) => write_set(out, s, t, compress),

@@ -297,7 +297,7 @@ pub(crate) fn read_object<R: Read>(
                     return Err(dup());
                 }
             }
-            Value::Set(set)
+            Value::Set(Box::new(set))
         }
         T_SET_INTSET => {
             let blob = s.string()?;
@@ -307,7 +307,7 @@ pub(crate) fn read_object<R: Read>(
             for v in vals {
                 set.add_member(Member::Int(v), lim);
             }
-            Value::Set(set)
+            Value::Set(Box::new(set))
         }
         T_SET_LISTPACK => {
             let blob = s.string()?;
@@ -323,7 +323,7 @@ pub(crate) fn read_object<R: Read>(
                     return Err(dup());
                 }
             }
-            Value::Set(set)
+            Value::Set(Box::new(set))
         }
         T_ZSET | T_ZSET_2 => {
             // As Redis: a skiplist first, made a listpack at the end if
@@ -342,7 +342,7 @@ pub(crate) fn read_object<R: Read>(
                 }
             }
             z.compact_if_fits(lim);
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }
         T_ZSET_ZIPLIST | T_ZSET_LISTPACK => {
             let blob = s.string()?;
@@ -367,7 +367,7 @@ pub(crate) fn read_object<R: Read>(
                     return Err(dup());
                 }
             }
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }
         T_HASH => {
             let n = s.count()?;
