@@ -45,9 +45,9 @@
 //!   elements on insert/delete and loses that; Dragonfly's dashtable keeps it
 //!   with segments but is a much larger project. We match Redis first.
 //! * **No hash is stored in the nodes**: a node is `{ next, key, value }`,
-//!   so the keyspace's node (8 + 16-byte [`crate::TinyBytes`] key + 48-byte
-//!   entry = 72 bytes) fits glibc's 80-byte chunk; with an 8-byte hash it
-//!   took a 96-byte one (16 bytes per key, about 15 % of a small key's
+//!   so the keyspace's node (8 + 16-byte [`crate::TinyBytes`] key + 32-byte
+//!   entry = 56 bytes) fits glibc's 64-byte chunk; an 8-byte hash would
+//!   take an 80-byte one (16 bytes per key, about 20 % of a small key's
 //!   cost). The price: a rehash hashes each migrated key again (foldhash on
 //!   a short key is a few nanoseconds, next to the cache miss of touching
 //!   the node, which migration pays anyway), and a chain walk compares keys

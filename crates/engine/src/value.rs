@@ -18,9 +18,10 @@
 //! bytes takes a 64-byte chunk, one of 57..=72 bytes an 80-byte chunk. With
 //! a 32-byte `Value` the node can hold at most 0 bytes of metadata in 56,
 //! so `Entry` could never get there; with 24 bytes, `Entry` = value + 8
-//! bytes of metadata makes a 56-byte node. Measured (`size_of`): `Value`
-//! 32 -> 24, `Str` 32 -> 24, `Entry` 48 -> 40, node 72 -> 64 (both 80-byte
-//! chunks until `Entry`'s metadata shrinks from 16 to 8 bytes).
+//! bytes of metadata (the deadline moved to `Db`'s volatile dict) makes a
+//! 56-byte node. Measured (`size_of`): `Value` 32 -> 24, `Str` 32 -> 24,
+//! `Entry` 48 -> 32, node 72 -> 56 (an 80-byte chunk -> a 64-byte one: 16
+//! bytes less per key; bench/memory.sh).
 //!
 //! # Layout (no `unsafe`)
 //!
