@@ -35,7 +35,13 @@
 //! target. The writer writes everything queued, `fdatasync`s once, publishes
 //! the new durable target, and wakes the threads that asked for it
 //! ([`Aof::want`]); whatever arrived during the fsync forms the next batch
-//! (group commit). `everysec` syncs at most once a second from the writer;
+//! (group commit). Under concurrency the writer then waits, up to
+//! `GATHER_MAX` after the fsync, until as many records are queued as the
+//! last batch held (the released clients' next writes), and shards do not
+//! wake it for fewer: the clients stay one cohort, as in Redis's loop,
+//! instead of splitting into several, each paying its own fsync. SET at
+//! pipeline 1, 50 clients: 50 SETs per fdatasync instead of 14-27, 20x
+//! fewer futex calls (bench/aof.sh; `perf stat`). `everysec` syncs at most once a second from the writer;
 //! `no` never syncs; neither holds replies.
 //!
 //! Rewrite hook (BGREWRITEAOF, `CONFIG SET appendonly yes`): a rewrite is
@@ -80,9 +86,19 @@ struct Queue {
     switch_to: Option<(u64, File)>,
     /// Transactions finished by an abort (see [`Aof::tx_abort`]).
     aborted: VecDeque<TxId>,
+    /// Records queued (in chunks and transaction slots).
+    records: u64,
+    /// `always`: the writer gathers a batch until this many records are
+    /// queued (0: not gathering); see `writer`.
+    gather_for: u64,
 }
 
 impl Queue {
+    /// Whether a new record should wake the writer now: not while it
+    /// gathers a batch that is not complete yet.
+    fn batch_ready(&self) -> bool {
+        self.gather_for == 0 || self.records >= self.gather_for
+    }
     fn next(&self) -> u64 {
         self.base + self.items.len() as u64
     }
@@ -167,14 +183,17 @@ impl Aof {
     }
 
     /// Tells the writer records are queued. Under `always` at once (a
-    /// reply waits for them). Otherwise only if it sleeps for long: while
-    /// records keep coming it polls every [`POLL`] instead, so a shard
-    /// pays no futex wake-up (and the writer no context switch) per loop
-    /// iteration; records reach the kernel within `POLL`, well inside
-    /// `everysec`'s second.
-    fn kick(&self) {
-        if self.policy() == AppendFsync::Always
-            || (self.asleep.load(Ordering::SeqCst) && self.asleep.swap(false, Ordering::SeqCst))
+    /// reply waits for them) when `ready` (see [`Queue::batch_ready`]).
+    /// Otherwise only if it sleeps for long: while records keep coming it
+    /// polls every [`POLL`] instead, so a shard pays no futex wake-up (and
+    /// the writer no context switch) per loop iteration; records reach the
+    /// kernel within `POLL`, well inside `everysec`'s second.
+    fn kick(&self, ready: bool) {
+        let always = self.policy() == AppendFsync::Always;
+        if (always && ready)
+            || (!always
+                && self.asleep.load(Ordering::SeqCst)
+                && self.asleep.swap(false, Ordering::SeqCst))
         {
             self.work.notify_one();
         }
@@ -184,10 +203,12 @@ impl Aof {
     /// durability target.
     pub fn append(&self, c: Chunk) -> u64 {
         let mut q = self.lock();
+        q.records += c.records;
         q.items.push_back(Item::Chunk(c));
         let target = q.next();
+        let ready = q.batch_ready();
         drop(q);
-        self.kick();
+        self.kick(ready);
         target
     }
 
@@ -197,10 +218,11 @@ impl Aof {
             return;
         }
         let mut q = self.lock();
+        q.records += parts.iter().map(|(_, c)| c.records).sum::<u64>();
         if q.aborted.contains(&tx) && !q.txs.contains_key(&tx) {
             q.items.push_back(Item::Tx { parts, done: true });
             drop(q);
-            self.kick();
+            self.kick(true);
             return;
         }
         q.slot(tx).extend(parts);
@@ -232,7 +254,7 @@ impl Aof {
             *done = true;
         }
         drop(q);
-        self.kick();
+        self.kick(true);
         idx + 1
     }
 
@@ -465,9 +487,8 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
     *cur = Some(c.last_db);
 }
 
-/// `always`: the writer pauses up to a quarter of the last fsync's time
-/// (at most [`GATHER_MAX`]) after it, before the next (see `writer`).
-const GATHER_DIV: u32 = 4;
+/// `always`: how long after an fsync the writer may wait for the records
+/// of the clients that fsync released (see `writer`).
 const GATHER_MAX: Duration = Duration::from_millis(1);
 /// How often a writer that wrote within [`BUSY`] looks for records
 /// without being told (policies other than `always`; see [`Aof::kick`]).
@@ -479,26 +500,36 @@ fn writer(aof: Arc<Aof>, mut file: File) {
     let mut buf: Vec<u8> = Vec::new();
     let mut last_sync = Instant::now();
     let mut dirty = false;
-    // `always`: how long the last fdatasync took, and how many items the
-    // last batch held.
-    let mut sync_took = Duration::ZERO;
-    let mut batch_items = 0u64;
+    // `always`: records in the last fsynced batch.
+    let mut batch_records = 0u64;
     let mut last_write = Instant::now();
     loop {
-        if batch_items > 1 && aof.policy() == AppendFsync::Always {
+        if batch_records > 1 && aof.policy() == AppendFsync::Always {
             // Group commit under concurrency: the clients whose replies the
-            // last fsync released answer within a round trip; starting the
-            // next fsync at once would leave them for the one after (the
-            // clients split into two cohorts, each fsync covering half).
-            // A short pause lets them join this one. Not with one client
-            // (one item per batch): it would only add latency.
-            let gather = (sync_took / GATHER_DIV).min(GATHER_MAX);
-            let left = gather.saturating_sub(last_sync.elapsed());
-            if !left.is_zero() {
-                std::thread::sleep(left);
+            // last fsync released answer within a round trip, and send
+            // about as many records again. Starting the next fsync at once
+            // would leave them for the one after: the clients split into
+            // cohorts, each fsync covering a few, and every fsync costs
+            // CPU. So the writer waits (up to GATHER_MAX after the last
+            // fsync) until as many records as the last batch held are
+            // queued; shards do not wake it for fewer (`batch_ready`).
+            // One client (one record per batch) never waits.
+            let deadline = last_sync + GATHER_MAX;
+            let mut q = aof.lock();
+            q.gather_for = batch_records;
+            while q.records < batch_records && !q.stop && q.switch_to.is_none() {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                q = aof
+                    .work
+                    .wait_timeout(q, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
             }
+            q.gather_for = 0;
         }
-        let (base0, end, stop, switch) = {
+        let (base0, end, stop, switch, popped) = {
             let mut q = aof.lock();
             let base0 = q.base;
             loop {
@@ -535,6 +566,7 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 }
             }
             let limit = q.switch_to.as_ref().map_or(u64::MAX, |(at, _)| *at);
+            let mut popped = 0u64;
             while q.base < limit {
                 let ready = match q.items.front() {
                     Some(Item::Chunk(_)) => true,
@@ -545,8 +577,12 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                     break;
                 }
                 match q.items.pop_front() {
-                    Some(Item::Chunk(c)) => emit(&mut buf, &mut cur_db, &c),
+                    Some(Item::Chunk(c)) => {
+                        popped += c.records;
+                        emit(&mut buf, &mut cur_db, &c);
+                    }
                     Some(Item::Tx { mut parts, .. }) => {
+                        popped += parts.iter().map(|(_, c)| c.records).sum::<u64>();
                         if !parts.is_empty() {
                             parts.sort_by_key(|(s, _)| *s);
                             write_array(&mut buf, &[b"MULTI"]);
@@ -564,10 +600,11 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 Some((at, _)) if *at <= q.base => q.switch_to.take().map(|(_, p)| p),
                 _ => None,
             };
-            (base0, q.base, q.stop && q.items.is_empty(), switch)
+            q.records = q.records.saturating_sub(popped);
+            (base0, q.base, q.stop && q.items.is_empty(), switch, popped)
         };
         if end > base0 {
-            batch_items = end - base0;
+            batch_records = popped;
         }
         if !buf.is_empty() && aof.discard.load(Ordering::SeqCst) {
             buf.clear();
@@ -595,12 +632,10 @@ fn writer(aof: Arc<Aof>, mut file: File) {
                 AppendFsync::No => false,
             };
         if sync_now {
-            let t0 = Instant::now();
             if let Err(e) = file.sync_data() {
                 log::warning(format_args!("Error fsyncing the AOF file: {e}"));
             }
             last_sync = Instant::now();
-            sync_took = last_sync - t0;
             dirty = false;
         }
         if let Some(f) = switch {
@@ -819,6 +854,65 @@ fn parse_cmd(b: &[u8]) -> Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunk(records: u64) -> Chunk {
+        let mut p = engine::prop::PropBuf::default();
+        for i in 0..records {
+            p.cmd(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
+        }
+        p.take().expect("at least one record")
+    }
+
+    #[test]
+    fn a_gathering_writer_is_woken_only_by_a_full_batch() {
+        let mut q = Queue::default();
+        assert!(q.batch_ready(), "not gathering: every record wakes it");
+        q.gather_for = 5;
+        q.records = 4;
+        assert!(!q.batch_ready());
+        q.records = 5;
+        assert!(q.batch_ready());
+    }
+
+    /// Under `always`, batches of every size (one record, a few, more
+    /// than the last batch, fewer) all become durable, and the queue's
+    /// record count returns to zero: the gathering writer never waits for
+    /// records that do not come (it stops at GATHER_MAX).
+    #[test]
+    fn always_makes_every_batch_durable() {
+        let dir = std::env::temp_dir().join(format!("tessera-aof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.aof");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let aof = start(file, AppendFsync::Always);
+        let mut sent = 0;
+        for round in 0..40u64 {
+            let mut target = 0;
+            for _ in 0..(round * 7) % 5 + 1 {
+                let n = (round * 3) % 4 + 1;
+                target = aof.append(chunk(n));
+                sent += n;
+            }
+            let t0 = Instant::now();
+            while aof.durable() < target {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "batch {round} never synced"
+                );
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        assert_eq!(aof.lock().records, 0);
+        aof.stop();
+        let text = std::fs::read(&path).unwrap();
+        let sets = text.windows(5).filter(|w| w == b"\r\nSET").count() as u64;
+        assert_eq!(sets, sent);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn manifest_lines_as_redis_writes_them() {

@@ -43,6 +43,8 @@ pub struct Chunk {
     pub last_db: usize,
     /// RESP arrays (with `SELECT` between records of different databases).
     pub bytes: Vec<u8>,
+    /// Records in `bytes` (the `SELECT`s between them not counted).
+    pub records: u64,
 }
 
 /// A shard's not yet handed-off records.
@@ -51,6 +53,8 @@ pub struct PropBuf {
     /// Record changes (set by the owning loop from `appendonly`).
     pub on: bool,
     bytes: Vec<u8>,
+    /// Records in `bytes`.
+    records: u64,
     first_db: usize,
     cur_db: usize,
     /// Keys deleted by expiry or eviction so far (their `DEL` records move
@@ -74,6 +78,7 @@ impl PropBuf {
     pub fn cmd(&mut self, db: usize, args: &[&[u8]]) {
         self.select(db);
         write_array(&mut self.bytes, args);
+        self.records += 1;
     }
 
     /// Appends one command given by its header count and a writer of its
@@ -82,6 +87,7 @@ impl PropBuf {
         self.select(db);
         write_header(&mut self.bytes, b'*', argc);
         f(&mut self.bytes);
+        self.records += 1;
     }
 
     /// A key deleted by expiry or eviction: `DEL key` (Redis's
@@ -98,6 +104,7 @@ impl PropBuf {
         }
         self.select(c.first_db);
         self.bytes.extend_from_slice(&c.bytes);
+        self.records += c.records;
         self.cur_db = c.last_db;
     }
 
@@ -121,6 +128,7 @@ impl PropBuf {
             first_db: self.first_db,
             last_db: self.cur_db,
             bytes,
+            records: std::mem::take(&mut self.records),
         })
     }
 }
@@ -186,5 +194,25 @@ mod tests {
         p.implicit_del(5, b"k");
         assert_eq!(p.implicit, 1);
         assert_eq!(p.take().unwrap().first_db, 5);
+    }
+
+    #[test]
+    fn records_are_counted_without_selects() {
+        let mut p = PropBuf::default();
+        p.cmd(0, &[b"SET", b"a", b"1"]);
+        p.cmd(1, &[b"SET", b"b", b"1"]);
+        p.cmd_with(1, 2, |out| {
+            write_bulk(out, b"DEL");
+            write_bulk(out, b"b");
+        });
+        p.implicit_del(2, b"c");
+        let c = p.take().unwrap();
+        assert_eq!(c.records, 4);
+        let mut q = PropBuf::default();
+        q.cmd(0, &[b"DEL", b"x"]);
+        q.append(c);
+        assert_eq!(q.take().unwrap().records, 5);
+        q.cmd(0, &[b"DEL", b"x"]);
+        assert_eq!(q.take().unwrap().records, 1, "take starts the count over");
     }
 }
