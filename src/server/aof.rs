@@ -40,7 +40,7 @@
 //! last batch held (the released clients' next writes), and shards do not
 //! wake it for fewer: the clients stay one cohort, as in Redis's loop,
 //! instead of splitting into several, each paying its own fsync. SET at
-//! pipeline 1, 50 clients: 50 SETs per fdatasync instead of 14-27, 20x
+//! pipeline 1, 50 clients: 50 SETs per fdatasync instead of 27-38, 20x
 //! fewer futex calls (bench/aof.sh; `perf stat`). `everysec` syncs at most once a second from the writer;
 //! `no` never syncs; neither holds replies.
 //!
