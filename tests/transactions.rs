@@ -1565,3 +1565,107 @@ fn exec_fan_out_behind_own_deferred_batch_makes_progress() {
         );
     }
 }
+
+/// A key's deadline lives beside the key table (the `volatile` dict), not
+/// in its entry: every command that moves, copies or rewrites a key across
+/// shards must carry it (RENAME, COPY, MOVE) or keep it (the source of
+/// LMOVE and SMOVE, run on gathered copies), and an overwriting *STORE
+/// must clear it, as Redis does.
+#[test]
+fn deadlines_move_with_keys_across_shards() {
+    let s = start();
+    let mut c = s.conn();
+    let k = keys_across_shards("ttl", 2 * SHARDS);
+    let (a, b) = (&k[0], &k[1]);
+    let pttl = |c: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("PTTL").arg(key).query(c).unwrap()
+    };
+    let long = |t: i64| t > 50_000 && t <= 100_000;
+
+    // RENAME across shards carries the deadline; the old name is gone.
+    let _: () = redis::cmd("SET")
+        .arg(a)
+        .arg("v")
+        .arg("PX")
+        .arg(100_000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("RENAME").arg(a).arg(b).query(&mut c).unwrap();
+    assert!(long(pttl(&mut c, b)), "RENAME: {}", pttl(&mut c, b));
+    assert_eq!(pttl(&mut c, a), -2);
+
+    // COPY keeps it on both.
+    let n: i64 = redis::cmd("COPY").arg(b).arg(a).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    assert!(long(pttl(&mut c, a)) && long(pttl(&mut c, b)), "COPY");
+
+    // MOVE to another database carries it.
+    let _: () = redis::cmd("DEL").arg(b).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("MOVE").arg(a).arg(1).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    assert!(long(pttl(&mut c, a)), "MOVE");
+    let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+
+    // LMOVE / SMOVE across shards: the source keeps its deadline, a new
+    // destination has none, an existing one keeps its own.
+    let _: () = redis::cmd("RPUSH")
+        .arg(a)
+        .arg("x")
+        .arg("y")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(a)
+        .arg(100_000)
+        .query(&mut c)
+        .unwrap();
+    let _: String = redis::cmd("LMOVE")
+        .arg(a)
+        .arg(b)
+        .arg("LEFT")
+        .arg("RIGHT")
+        .query(&mut c)
+        .unwrap();
+    assert!(long(pttl(&mut c, a)), "LMOVE source");
+    assert_eq!(pttl(&mut c, b), -1, "LMOVE new destination");
+    let (s1, s2) = (&k[2], &k[3]);
+    let _: () = redis::cmd("SADD")
+        .arg(s1)
+        .arg("m")
+        .arg("n")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(s1)
+        .arg(100_000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SADD").arg(s2).arg("z").query(&mut c).unwrap();
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(s2)
+        .arg(80_000)
+        .query(&mut c)
+        .unwrap();
+    let n: i64 = redis::cmd("SMOVE")
+        .arg(s1)
+        .arg(s2)
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(long(pttl(&mut c, s1)), "SMOVE source");
+    let t = pttl(&mut c, s2);
+    assert!(t > 50_000 && t <= 80_000, "SMOVE destination: {t}");
+
+    // SUNIONSTORE over a key with a deadline replaces it: no deadline.
+    let n: i64 = redis::cmd("SUNIONSTORE")
+        .arg(s2)
+        .arg(s1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(pttl(&mut c, s2), -1, "SUNIONSTORE destination");
+    assert!(long(pttl(&mut c, s1)), "SUNIONSTORE source");
+}
