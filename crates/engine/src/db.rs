@@ -120,6 +120,18 @@ impl Entry {
     }
 }
 
+/// The deadline of `key` (entry `e`) in a database's `volatile` dict,
+/// 0 = none. A free function so that code holding the key table mutably
+/// (the snapshot) can still read the deadlines.
+#[inline]
+pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Entry) -> u64 {
+    if e.has_ttl() {
+        volatile.get(key).copied().unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// Set when a watched key changes (WATCH): one flag per watching
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
@@ -456,11 +468,7 @@ impl Db {
     /// The deadline (Unix ms, 0 = none) of `key`, whose entry is `e`.
     #[inline]
     pub fn expire_at(&self, key: &[u8], e: &Entry) -> u64 {
-        if e.has_ttl() {
-            self.volatile.get(key).copied().unwrap_or(0)
-        } else {
-            0
-        }
+        deadline(&self.volatile, key, e)
     }
 
     /// The deadline (Unix ms, 0 = none) of `key`; 0 for a missing key.

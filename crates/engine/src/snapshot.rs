@@ -192,7 +192,7 @@ fn visit(
     if e.stamp() != epoch {
         e.set_stamp(epoch);
         *keys += 1;
-        let at = deadline(volatile, key, e);
+        let at = crate::db::deadline(volatile, key, e);
         if crate::rdb::is_chunked(&e.value) {
             let (idle, freq) = cfg.meta_of(e);
             pending.push_back(Pending {
@@ -207,16 +207,6 @@ fn visit(
         } else {
             cfg.write_whole(out, key, e, at, cfg.compress);
         }
-    }
-}
-
-/// The deadline of `key` (entry `e`) in `volatile`, 0 = none.
-#[inline]
-fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Entry) -> u64 {
-    if e.has_ttl() {
-        volatile.get(key).copied().unwrap_or(0)
-    } else {
-        0
     }
 }
 
@@ -235,7 +225,7 @@ impl DbSnap {
         epoch: u8,
     ) {
         if e.stamp() != epoch {
-            let at = deadline(volatile, key, e);
+            let at = crate::db::deadline(volatile, key, e);
             self.cfg.write_whole(&mut self.out, key, e, at, false);
             e.set_stamp(epoch);
             self.keys += 1;
