@@ -615,6 +615,23 @@ fn set_linger_zero(c: &RawConn) {
         .expect("SO_LINGER");
 }
 
+/// Sends `GET big_key` then `MSET keys... tok` on a fresh connection and
+/// resets it (SO_LINGER 0) after spinning for `pause`: the server writes
+/// the big reply while the MSET runs, and finds the connection reset then.
+fn mset_then_reset(addr: &str, big_key: &str, keys: &[String], tok: &str, pause: Duration) {
+    let mut raw = RawConn::connect(addr);
+    let args: Vec<&[u8]> = mset_args(keys, tok).iter().map(|a| a.as_bytes()).collect();
+    set_linger_zero(&raw);
+    let mut wire = encode_command(&[b"GET", big_key.as_bytes()]);
+    wire.extend(encode_command(&args));
+    let _ = raw.try_send(&wire);
+    let t0 = Instant::now();
+    while t0.elapsed() < pause {
+        std::hint::spin_loop();
+    }
+    drop(raw);
+}
+
 /// Clients that drop the connection inside MULTI (with queued multi-shard
 /// commands, with or without WATCH, with unread replies, by FIN or RST)
 /// execute nothing and leave nothing behind: after each one, another
@@ -796,22 +813,9 @@ fn dropped_msets_are_all_or_nothing() {
             let _guard = guard;
             let mut rng = Rng::new(d as u64 + 1);
             for i in 0..DROPS {
-                let mut raw = RawConn::connect(&addr);
                 let keys = &groups[rng.below(GROUPS)];
-                let tok = format!("d{d}-{i}");
-                let args: Vec<&[u8]> = mset_args(keys, &tok).iter().map(|a| a.as_bytes()).collect();
-                set_linger_zero(&raw);
-                // A big reply first: the server writes it while the MSET
-                // runs, and finds the connection reset then.
-                let mut wire = encode_command(&[b"GET", b"aon:big"]);
-                wire.extend(encode_command(&args));
-                let _ = raw.try_send(&wire);
                 let pause = Duration::from_micros(rng.below(100) as u64);
-                let t0 = Instant::now();
-                while t0.elapsed() < pause {
-                    std::hint::spin_loop();
-                }
-                drop(raw);
+                mset_then_reset(&addr, "aon:big", keys, &format!("d{d}-{i}"), pause);
             }
         }));
     }
@@ -1442,22 +1446,8 @@ fn dropped_msets_that_ran_are_logged() {
             let mut rng = Rng::new(dr as u64 + 11);
             for i in 0..DROPS {
                 let keys = keys_across_shards(&format!("lg{dr}-{i}:"), SHARDS);
-                let mut raw = RawConn::connect(&addr);
-                let tok = format!("v{dr}-{i}");
-                let args: Vec<&[u8]> = mset_args(&keys, &tok)
-                    .iter()
-                    .map(|a| a.as_bytes())
-                    .collect();
-                set_linger_zero(&raw);
-                let mut wire = encode_command(&[b"GET", b"lg:big"]);
-                wire.extend(encode_command(&args));
-                let _ = raw.try_send(&wire);
                 let pause = Duration::from_micros(rng.below(200) as u64);
-                let t0 = Instant::now();
-                while t0.elapsed() < pause {
-                    std::hint::spin_loop();
-                }
-                drop(raw);
+                mset_then_reset(&addr, "lg:big", &keys, &format!("v{dr}-{i}"), pause);
             }
         }));
     }

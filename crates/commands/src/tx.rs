@@ -1064,9 +1064,13 @@ mod tests {
                 };
                 self.done.push((idx, job(&mut env)));
                 if let Some(tx) = release {
-                    for w in self.locks[s].release(tx) {
-                        self.run(s, w);
-                    }
+                    self.release(s, tx);
+                }
+            }
+            /// Releases `tx`'s locks on shard `s` and runs what they held up.
+            fn release(&mut self, s: usize, tx: TxId) {
+                for w in self.locks[s].release(tx) {
+                    self.run(s, w);
                 }
             }
             /// Delivers a plan as the worker does.
@@ -1227,9 +1231,7 @@ mod tests {
             assert!(!c.must_finish());
             rt.deliver(p);
             assert_eq!(rt.locks[0].waiting_len(), 1);
-            for w in rt.locks[0].release(999) {
-                rt.run(0, w);
-            }
+            rt.release(0, 999);
             let p = step(&mut c, &mut rt, &mut out);
             assert_eq!(shape(&p), vec![(1, true, false, false)]);
             rt.deliver(p);
@@ -1274,9 +1276,7 @@ mod tests {
             assert_eq!(rt.locks[0].waiting_len(), 1, "waits in order now");
             // The writer finishes; the request is granted and its (no-op)
             // work runs.
-            for w in rt.locks[0].release(999) {
-                rt.run(0, w);
-            }
+            rt.release(0, 999);
             let p = step(&mut c, &mut rt, &mut out);
             assert_eq!(shape(&p), vec![(1, true, false, false)]);
             rt.deliver(p);
