@@ -1868,8 +1868,9 @@ impl Worker {
         // maxmemory: this shard's share of any excess, even without
         // commands (see engine::evict).
         self.core.shard.evict_cron(budget_us);
-        // Redis's incrementallyRehash: about 1 ms per cron for tables that
-        // are not getting writes to carry their rehash forward.
+        // Redis's incrementallyRehash, at most 1 ms: shrink work a table
+        // still owes (tables split and merge as they go, see ds::dict, so
+        // this rarely finds any).
         self.core.shard.rehash_cron(1000);
         // Redis's clientsCronResizeQueryBuffer: an idle connection does not
         // keep the buffer one large request grew.

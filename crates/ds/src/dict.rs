@@ -1,42 +1,59 @@
-//! `Dict`: a chained hash table with incremental rehashing, after Redis's
-//! `dict.c`.
+//! `Dict`: a chained hash table that grows and shrinks one bucket at a
+//! time (linear hashing), with Redis's `SCAN` guarantee.
 //!
 //! Owns: the keyspace's and the hash/set types' main index. It is a
 //! data structure only: it knows nothing of expiry, eviction or replies.
 //!
 //! # Layout
 //!
-//! Two tables of power-of-two bucket arrays; each bucket is a singly linked
-//! chain of boxed nodes `{ next, hash, key, value }`. Normally only
-//! `tables[0]` is in use. A resize allocates `tables[1]` and starts an
-//! *incremental rehash*: every mutating call (`insert`, `remove`, `get_mut`,
-//! `get_or_insert_with`) first migrates one bucket (skipping at most
-//! [`EMPTY_VISITS_PER_BUCKET`] empty ones), and the server's cron calls
-//! [`Dict::rehash_step`] to finish idle tables. While rehashing, new entries
-//! go to `tables[1]`, lookups probe both tables, and buckets of `tables[0]`
-//! below `rehash_idx` are empty. When `tables[0]` is empty the tables swap.
+//! One bucket array of `n = 2^level + split` buckets; each bucket is a
+//! singly linked chain of boxed nodes `{ next, key, value }`. A key of hash
+//! `h` lives in bucket `h mod 2^level`, unless that bucket is below `split`
+//! (it has been split this round), then in bucket `h mod 2^(level+1)`.
+//!
+//! * **Growth** splits one bucket per insert past the load factor: bucket
+//!   `split`'s nodes whose hash has bit `level` set move to the new bucket
+//!   `2^level + split`, and `split` advances; when it reaches `2^level`,
+//!   `level` goes up and `split` restarts at 0. **Shrinking** is the exact
+//!   reverse (the last bucket merges into its sibling), a few buckets per
+//!   removal while the table is too sparse.
+//! * The array is a list of **segments** that never move: segment 0 holds
+//!   buckets `[0, INITIAL_SIZE)`, segment `k >= 1` buckets
+//!   `[INITIAL_SIZE << (k-1), INITIAL_SIZE << k)`, so bucket `i`'s segment
+//!   and offset come from `i`'s highest bit. A segment is allocated zeroed
+//!   (`calloc`: fresh pages for a big one, faulted in only as splits reach
+//!   them) when the first bucket in it is split into, and freed once the
+//!   table has shrunk to 3/4 of the segment's start (hysteresis: a table
+//!   hovering at a boundary does not allocate and free it repeatedly).
 //!
 //! # Invariants
 //!
-//! * Table sizes are 0 or powers of two >= [`INITIAL_SIZE`]; `tables[1]` has
-//!   size 0 exactly when no rehash is in progress.
-//! * Every node sits in bucket `hash & mask` of its table; `used` counts the
-//!   nodes of each table; keys are unique across both tables.
-//! * While rehashing, `tables[0]` is non-empty and `rehash_idx` is below its
-//!   size: the rehash ends the moment the old table drains, by migration or
-//!   by removal.
+//! * `n == 0` (nothing allocated) or `n >= INITIAL_SIZE`, with `level >=
+//!   log2(INITIAL_SIZE)` and `split < 2^level`; every allocated bucket at
+//!   or past `n` is empty; the segments cover at least `[0, n)`.
+//! * Every node sits in the bucket its hash addresses (above); `used`
+//!   counts the nodes; keys are unique.
+//! * After an insert, `used <= n * MAX_LOAD_FACTOR`; a table shrinks while
+//!   `used * SHRINK_FILL_DENOMINATOR < n` (and `n > INITIAL_SIZE`).
 //! * No call does more than O(1) expected work besides `clear`, `drain`,
-//!   iteration, `scan`'s per-call bucket walk and `Drop`: growth and
-//!   shrinking below fill 1/8 are both incremental, so there is
-//!   never a stop-the-world rehash. Growth starts at [`MAX_LOAD_FACTOR`]
-//!   (1) entry per bucket; the load factor stays below 2 during a growth
-//!   rehash, because the old table is drained after at most its bucket count
-//!   of mutations.
-//! * Chains are dropped iteratively (see `Table`'s `Drop`), so a pathological
-//!   chain cannot overflow the stack.
+//!   `retain`, iteration, `scan`'s per-call bucket walk and `Drop`: one
+//!   split per insert, at most [`SHRINK_STEP`] merges per removal.
+//! * Chains are dropped iteratively (see `Seg`'s `Drop`), so a
+//!   pathological chain cannot overflow the stack.
 //!
 //! # Why this design
 //!
+//! * **Linear hashing, not doubling**: Redis (and this dict until it was
+//!   measured) grows by allocating a second array of twice the size and
+//!   migrating into it incrementally: both arrays are live for the whole
+//!   migration, 24 bytes of buckets per 8 M entries instead of 8. At 10 M
+//!   keys on 2 shards `bench/memory.sh` caught both tables mid-migration,
+//!   19.2 bytes of buckets per key; linear hashing keeps it at 8 (load
+//!   factor 1 exactly), with no migration state and no cron work. The
+//!   split (and merge) order keeps Redis's `SCAN` guarantee: state
+//!   `(level, split)` is exactly Redis's rehash state from `2^level` to
+//!   `2^(level+1)` buckets with `rehashidx == split` (a split bucket is a
+//!   migrated one), so `scan` is Redis's `dictScan` on that state.
 //! * **Chaining, not open addressing**: Redis's `SCAN` guarantee (every
 //!   element present for the whole scan is returned at least once, while the
 //!   table grows or shrinks between calls) rests on each element living in
@@ -48,18 +65,16 @@
 //!   so the keyspace's node (8 + 16-byte [`crate::TinyBytes`] key + 32-byte
 //!   entry = 56 bytes) fits glibc's 64-byte chunk; an 8-byte hash would
 //!   take an 80-byte one (16 bytes per key, about 20 % of a small key's
-//!   cost). The price: a rehash hashes each migrated key again (foldhash on
+//!   cost). The price: a split hashes each moved key again (foldhash on
 //!   a short key is a few nanoseconds, next to the cache miss of touching
-//!   the node, which migration pays anyway), and a chain walk compares keys
-//!   directly (chains average under one node at load factor <= 1, and slice
+//!   the node, which a split pays anyway), and a chain walk compares keys
+//!   directly (chains average one node at load factor 1, and slice
 //!   comparison checks the length first). Each lookup still hashes the key
 //!   exactly once (`insert` uses the same hash for its lookup and its
 //!   insertion).
 //! * **Boxed nodes** (one allocation per entry, as Redis's `dictEntry`) keep
-//!   migration a pointer move and need no `unsafe`. A slab of nodes with
+//!   a split a pointer move and need no `unsafe`. A slab of nodes with
 //!   `u32` links would save memory and is the next step if profiles say so.
-//! * **`get(&self)` does not rehash**: it takes a shared borrow so readers
-//!   can hold several results; migration is driven by writers and the cron.
 //! * **Hashing**: `foldhash`'s `RandomState` is seeded randomly per process
 //!   (and per table), so bucket placement is unpredictable to clients (hash
 //!   flooding), and it is much faster than SipHash on short keys. Lookups
@@ -78,6 +93,8 @@ use rand::Rng;
 
 /// Size of the first table, and the smallest a table shrinks to.
 pub const INITIAL_SIZE: usize = 4;
+const INITIAL_LOG2: u32 = INITIAL_SIZE.trailing_zeros();
+const _: () = assert!(INITIAL_SIZE.is_power_of_two() && INITIAL_SIZE >= 2);
 
 /// A table grows when it holds this many entries per bucket (Redis's 1).
 /// At 2 the bucket array cost 4..8 bytes per entry instead of 8..16 (-4 to
@@ -86,16 +103,15 @@ pub const INITIAL_SIZE: usize = 4;
 /// 0.5..1; side by side, same build otherwise), so it stays at 1.
 pub const MAX_LOAD_FACTOR: usize = 1;
 
-/// A table shrinks when fewer than `1 / SHRINK_FILL_DENOMINATOR` of its
-/// buckets' worth of entries remain.
-pub const SHRINK_FILL_DENOMINATOR: usize = 8;
+/// A table shrinks while fewer than `1 / SHRINK_FILL_DENOMINATOR` of its
+/// buckets' worth of entries remain: a shrunk table holds 8..16 bytes of
+/// buckets per entry, as Redis's does after its shrink rehash.
+pub const SHRINK_FILL_DENOMINATOR: usize = 2;
 
-/// During one rehash step, at most this many empty buckets are skipped per
-/// bucket requested (Redis's `empty_visits`), bounding the step's cost.
-pub const EMPTY_VISITS_PER_BUCKET: usize = 10;
-
-/// Buckets migrated by each mutating operation during a rehash.
-const STEP_BUCKETS: usize = 1;
+/// Merges a removal may do: twice what one removal can owe (each lowers
+/// the bucket count the fill allows by `SHRINK_FILL_DENOMINATOR`), so a
+/// shrink keeps up with any stream of removals.
+pub const SHRINK_STEP: usize = 2 * SHRINK_FILL_DENOMINATOR;
 
 /// Entries sampled by `random_entry` before picking one (Redis's
 /// `GETFAIR_NUM_ENTRIES`).
@@ -112,26 +128,43 @@ struct Node<K, V> {
     value: V,
 }
 
-struct Table<K, V> {
-    buckets: Box<[Link<K, V>]>,
-    used: usize,
+/// Segment `k`'s first bucket.
+#[inline]
+fn seg_start(k: usize) -> usize {
+    if k == 0 {
+        0
+    } else {
+        INITIAL_SIZE << (k - 1)
+    }
 }
 
-impl<K, V> Table<K, V> {
-    fn empty() -> Self {
-        Table {
-            buckets: Box::new([]),
-            used: 0,
-        }
-    }
+/// Segment `k`'s bucket count.
+#[inline]
+fn seg_len(k: usize) -> usize {
+    INITIAL_SIZE << k.saturating_sub(1)
+}
 
-    /// A table of `size` empty buckets. The bucket array comes zeroed from
-    /// the allocator (`calloc`: fresh pages from the kernel for a large
-    /// table, nothing written) instead of being written bucket by bucket:
-    /// growing to 32M buckets wrote 256 MiB in one insert (a 200 ms stall).
-    fn with_size(size: usize) -> Self {
-        debug_assert!(size.is_power_of_two());
-        let layout = std::alloc::Layout::array::<Link<K, V>>(size).expect("table size");
+/// Segment and offset of bucket `i`: from the highest bit of `i` (or of
+/// `INITIAL_SIZE - 1` for the first segment's buckets), without branches.
+#[inline]
+fn locate(i: usize) -> (usize, usize) {
+    let top = usize::BITS - 1 - (i | (INITIAL_SIZE - 1)).leading_zeros();
+    let k = (top + 1 - INITIAL_LOG2) as usize;
+    (k, i - ((1usize << top) & !(INITIAL_SIZE - 1)))
+}
+
+/// One segment of the bucket array.
+struct Seg<K, V> {
+    buckets: Box<[Link<K, V>]>,
+}
+
+impl<K, V> Seg<K, V> {
+    /// A segment of `size` empty buckets. The array comes zeroed from the
+    /// allocator (`calloc`: fresh pages from the kernel for a large one,
+    /// nothing written, each page faulted in when a split first reaches
+    /// it) instead of being written bucket by bucket.
+    fn zeroed(size: usize) -> Self {
+        let layout = std::alloc::Layout::array::<Link<K, V>>(size).expect("segment size");
         // SAFETY: the layout has a non-zero size (size >= 1, links are
         // pointer-sized); an all-zero `Option<Box<_>>` is `None` (the
         // null-pointer optimisation is guaranteed for `Option<Box<T>>`);
@@ -143,137 +176,102 @@ impl<K, V> Table<K, V> {
             }
             Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, size))
         };
-        Table { buckets, used: 0 }
+        Seg { buckets }
     }
 
-    #[inline]
-    fn size(&self) -> usize {
-        self.buckets.len()
-    }
-
-    /// Bucket index mask; only meaningful for a non-empty table.
-    #[inline]
-    fn mask(&self) -> usize {
-        self.buckets.len().wrapping_sub(1)
-    }
-
-    #[inline]
-    fn bucket_of(&self, hash: u64) -> usize {
-        // Truncation on 32-bit targets is fine: only the low bits are used.
-        (hash as usize) & self.mask()
-    }
-
-    fn find<Q>(&self, hash: u64, key: &Q) -> Option<&Node<K, V>>
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Eq,
-    {
-        if self.used == 0 {
-            return None;
-        }
-        let mut cur = self.buckets[self.bucket_of(hash)].as_deref();
-        while let Some(node) = cur {
-            if node.key.borrow() == key {
-                return Some(node);
-            }
-            cur = node.next.as_deref();
-        }
-        None
-    }
-
-    fn find_mut<Q>(&mut self, hash: u64, key: &Q) -> Option<&mut Node<K, V>>
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Eq,
-    {
-        if self.used == 0 {
-            return None;
-        }
-        let bucket = self.bucket_of(hash);
-        let mut cur = self.buckets[bucket].as_deref_mut();
-        while let Some(node) = cur {
-            if node.key.borrow() == key {
-                return Some(node);
-            }
-            cur = node.next.as_deref_mut();
-        }
-        None
-    }
-
-    fn unlink<Q>(&mut self, hash: u64, key: &Q) -> Option<Box<Node<K, V>>>
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Eq,
-    {
-        if self.used == 0 {
-            return None;
-        }
-        let bucket = self.bucket_of(hash);
-        let mut link = &mut self.buckets[bucket];
-        loop {
-            match link.as_deref() {
-                None => return None,
-                Some(node) if node.key.borrow() == key => break,
-                Some(_) => {}
-            }
-            match link {
-                Some(node) => link = &mut node.next,
-                None => return None,
-            }
-        }
-        let mut node = link.take()?;
-        *link = node.next.take();
-        self.used -= 1;
-        Some(node)
-    }
-
-    /// Pushes `node` at the head of its bucket.
-    #[inline]
-    fn push(&mut self, hash: u64, mut node: Box<Node<K, V>>) -> &mut Node<K, V> {
-        let bucket = self.bucket_of(hash);
-        let slot = &mut self.buckets[bucket];
-        node.next = slot.take();
-        self.used += 1;
-        slot.insert(node)
-    }
-}
-
-impl<K, V> Drop for Table<K, V> {
-    /// Iterative: the default recursive drop of a long `Box` chain would
-    /// overflow the stack.
-    fn drop(&mut self) {
-        if self.used > 0 {
-            for slot in self.buckets.iter_mut() {
-                let mut link = slot.take();
-                while let Some(mut node) = link {
-                    link = node.next.take();
-                }
-            }
-        }
-        // Every bucket is `None` now: free the array without visiting the
-        // buckets again (the slice's drop glue would check each one; for
-        // the old table at the end of a rehash to 32M buckets that was
-        // tens of milliseconds in one insert).
+    /// Frees the array without visiting its buckets, which must all be
+    /// empty (the slice's drop glue would check each one, and for a freshly
+    /// zeroed segment touch pages the table never used).
+    fn free_empty(&mut self) {
         let b = mem::replace(&mut self.buckets, Box::new([]));
         let n = b.len();
         if n == 0 {
             return;
         }
-        let layout = std::alloc::Layout::array::<Link<K, V>>(n).expect("table size");
+        debug_assert!(b.iter().all(Option::is_none));
+        let layout = std::alloc::Layout::array::<Link<K, V>>(n).expect("segment size");
         let p = Box::into_raw(b) as *mut u8;
-        // SAFETY: no bucket holds a node (emptied above, or `used == 0`),
-        // so no element needs dropping; `p` came from the global allocator
-        // with this layout (`with_size`, or a `Box<[_]>` of length `n`).
+        // SAFETY: no bucket holds a node (the caller's contract), so no
+        // element needs dropping; `p` came from the global allocator with
+        // this layout (`zeroed`, or a `Box<[_]>` of length `n`).
         unsafe { std::alloc::dealloc(p, layout) };
     }
 }
 
-/// A chained hash table with incremental rehashing and Redis's `SCAN`
-/// guarantee; see the module docs.
+impl<K, V> Drop for Seg<K, V> {
+    /// Iterative: the default recursive drop of a long `Box` chain would
+    /// overflow the stack.
+    fn drop(&mut self) {
+        for slot in self.buckets.iter_mut() {
+            let mut link = slot.take();
+            while let Some(mut node) = link {
+                link = node.next.take();
+            }
+        }
+        self.free_empty();
+    }
+}
+
+/// The bucket array: segments that never move (see the module docs).
+struct Buckets<K, V> {
+    segs: Vec<Seg<K, V>>,
+}
+
+impl<K, V> Buckets<K, V> {
+    #[inline]
+    fn slot(&self, i: usize) -> &Link<K, V> {
+        let (k, off) = locate(i);
+        &self.segs[k].buckets[off]
+    }
+
+    #[inline]
+    fn slot_mut(&mut self, i: usize) -> &mut Link<K, V> {
+        let (k, off) = locate(i);
+        &mut self.segs[k].buckets[off]
+    }
+
+    /// Pushes `node` at the head of bucket `i`.
+    #[inline]
+    fn push(&mut self, i: usize, mut node: Box<Node<K, V>>) -> &mut Node<K, V> {
+        let slot = self.slot_mut(i);
+        node.next = slot.take();
+        slot.insert(node)
+    }
+}
+
+/// Calls `visit` with the buckets `dictScan` visits at `cursor` in state
+/// `(level, split)`, and returns the next cursor (see [`Dict::scan`]).
+fn scan_buckets(level: u32, split: usize, cursor: u64, mut visit: impl FnMut(usize)) -> u64 {
+    let m0 = (1u64 << level) - 1;
+    let b0 = cursor & m0;
+    if (b0 as usize) >= split {
+        // An unsplit bucket (Redis: a bucket of the small table whose
+        // expansions in the large one are empty).
+        visit(b0 as usize);
+        return next_cursor(cursor, m0);
+    }
+    // A split bucket: every expansion from the cursor's on, as Redis visits
+    // the large table's buckets that agree with the cursor on m0's bits.
+    let m1 = (m0 << 1) | 1;
+    let mut v = cursor;
+    loop {
+        visit((v & m1) as usize);
+        v = next_cursor(v, m1);
+        if v & (m0 ^ m1) == 0 {
+            return v;
+        }
+    }
+}
+
+/// A chained hash table with linear hashing and Redis's `SCAN` guarantee;
+/// see the module docs.
 pub struct Dict<K, V, S = RandomState> {
-    tables: [Table<K, V>; 2],
-    /// `Some(i)` while rehashing: buckets `< i` of `tables[0]` are empty.
-    rehash_idx: Option<usize>,
+    buckets: Buckets<K, V>,
+    /// The round's base size is `2^level` (0 while nothing is allocated).
+    level: u32,
+    /// Buckets of this round split so far.
+    split: usize,
+    used: usize,
     hasher: S,
 }
 
@@ -310,8 +308,10 @@ impl<K, V, S> Dict<K, V, S> {
     /// An empty dict using `hasher`; allocates nothing until the first insert.
     pub fn with_hasher(hasher: S) -> Self {
         Dict {
-            tables: [Table::empty(), Table::empty()],
-            rehash_idx: None,
+            buckets: Buckets { segs: Vec::new() },
+            level: 0,
+            split: 0,
+            used: 0,
             hasher,
         }
     }
@@ -320,7 +320,11 @@ impl<K, V, S> Dict<K, V, S> {
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         let mut dict = Self::with_hasher(hasher);
         if capacity > 0 {
-            dict.tables[0] = Table::with_size(size_for(capacity));
+            let level = size_for(capacity).trailing_zeros();
+            dict.buckets.segs = (0..=(level - INITIAL_LOG2) as usize)
+                .map(|k| Seg::zeroed(seg_len(k)))
+                .collect();
+            dict.level = level;
         }
         dict
     }
@@ -328,29 +332,35 @@ impl<K, V, S> Dict<K, V, S> {
     /// Number of entries. O(1).
     #[inline]
     pub fn len(&self) -> usize {
-        self.tables[0].used + self.tables[1].used
+        self.used
     }
 
     /// True if there are no entries. O(1).
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.used == 0
     }
 
-    /// Total bucket count of both tables (for `INFO`/`DEBUG HTSTATS`).
+    /// Bucket count (for `INFO`/`DEBUG HTSTATS`).
+    #[inline]
     pub fn buckets(&self) -> usize {
-        self.tables[0].size() + self.tables[1].size()
+        if self.buckets.segs.is_empty() {
+            0
+        } else {
+            (1 << self.level) + self.split
+        }
     }
 
-    /// True while an incremental rehash is in progress.
+    /// True while a round of splits is under way (the bucket count is not
+    /// a power of two): the state Redis calls rehashing.
     #[inline]
     pub fn is_rehashing(&self) -> bool {
-        self.rehash_idx.is_some()
+        self.split != 0
     }
 
-    /// Rough memory used by the dict itself: the handle, bucket arrays and
-    /// nodes (not counting heap memory owned by keys and values, nor
-    /// allocator overhead).
+    /// Rough memory used by the dict itself: the handle, the buckets in
+    /// use and the nodes (not counting heap memory owned by keys and
+    /// values, nor allocator overhead).
     pub fn allocated_bytes(&self) -> usize {
         mem::size_of::<Self>()
             + self.buckets() * mem::size_of::<Link<K, V>>()
@@ -362,10 +372,18 @@ impl<K, V, S> Dict<K, V, S> {
         &self.hasher
     }
 
-    /// Removes every entry and frees the tables. O(n).
+    /// Removes every entry and frees the buckets. O(n).
     pub fn clear(&mut self) {
-        self.tables = [Table::empty(), Table::empty()];
-        self.rehash_idx = None;
+        drop(self.take_all());
+    }
+
+    /// Empties the dict (unallocated) and returns what it held.
+    fn take_all(&mut self) -> Drain<K, V> {
+        let segs = mem::take(&mut self.buckets.segs);
+        let used = mem::take(&mut self.used);
+        self.level = 0;
+        self.split = 0;
+        Drain::new(segs, used)
     }
 
     /// Removes every entry at once and returns them as an owning iterator;
@@ -373,18 +391,14 @@ impl<K, V, S> Dict<K, V, S> {
     /// consumed are dropped with the iterator. Lets a caller free a large
     /// dict elsewhere (lazy free) or in bounded batches.
     pub fn drain(&mut self) -> Drain<K, V> {
-        let tables = mem::replace(&mut self.tables, [Table::empty(), Table::empty()]);
-        self.rehash_idx = None;
-        Drain::new(tables)
+        self.take_all()
     }
 
     /// Iterates over all entries in no particular order. Each entry once.
     pub fn iter(&self) -> Iter<'_, K, V> {
         Iter {
-            buckets: self.tables[0]
-                .buckets
-                .iter()
-                .chain(self.tables[1].buckets.iter()),
+            segs: self.buckets.segs.iter(),
+            buckets: [].iter(),
             cur: None,
             remaining: self.len(),
         }
@@ -394,43 +408,39 @@ impl<K, V, S> Dict<K, V, S> {
     /// order, calling `f` on each until it returns false (that entry counts
     /// as visited); `pos` is left just after the last entry visited. True
     /// when the walk ran to the end (a walk stopped on the last entry says
-    /// false: callers that know the count need not call again). Each entry is visited exactly once over a
-    /// series of calls, provided the dict is not changed in between (no
-    /// insert, remove, `get_mut` or rehash step: the position is a bucket
-    /// and a place in its chain). Resuming costs the skipped part of one
-    /// chain. A snapshot writes a big hash or set this way, a slice at a
-    /// time.
+    /// false: callers that know the count need not call again). Each entry
+    /// is visited exactly once over a series of calls, provided the dict is
+    /// not changed in between (no insert or remove: the position is a
+    /// bucket and a place in its chain). Resuming costs the skipped part of
+    /// one chain. A snapshot writes a big hash or set this way, a slice at
+    /// a time.
     pub fn walk(&self, pos: &mut WalkPos, mut f: impl FnMut(&K, &V) -> bool) -> bool {
-        while let Some(table) = self.tables.get(pos.table) {
-            while let Some(slot) = table.buckets.get(pos.bucket) {
-                let mut cur = slot.as_deref();
-                for _ in 0..pos.skip {
-                    cur = cur.and_then(|n| n.next.as_deref());
-                }
-                while let Some(node) = cur {
-                    pos.skip += 1;
-                    if !f(&node.key, &node.value) {
-                        return false;
-                    }
-                    cur = node.next.as_deref();
-                }
-                pos.bucket += 1;
-                pos.skip = 0;
+        let n = self.buckets();
+        while pos.bucket < n {
+            let mut cur = self.buckets.slot(pos.bucket).as_deref();
+            for _ in 0..pos.skip {
+                cur = cur.and_then(|n| n.next.as_deref());
             }
-            pos.table += 1;
-            pos.bucket = 0;
+            while let Some(node) = cur {
+                pos.skip += 1;
+                if !f(&node.key, &node.value) {
+                    return false;
+                }
+                cur = node.next.as_deref();
+            }
+            pos.bucket += 1;
+            pos.skip = 0;
         }
         true
     }
 
     /// Iterates over all entries with mutable values, in no particular order.
     pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
-        let remaining = self.len();
-        let [t0, t1] = &mut self.tables;
         IterMut {
-            buckets: t0.buckets.iter_mut().chain(t1.buckets.iter_mut()),
+            remaining: self.len(),
+            segs: self.buckets.segs.iter_mut(),
+            buckets: [].iter_mut(),
             cur: None,
-            remaining,
         }
     }
 
@@ -444,141 +454,91 @@ impl<K, V, S> Dict<K, V, S> {
         self.iter().map(|(_, v)| v)
     }
 
-    /// Ends the rehash once the old table is empty (its last entries may
-    /// also go by `remove`), then checks whether the new table is already
-    /// too sparse, so that a cron driving `rehash_step` settles at the right
-    /// size even when no further `remove` comes.
-    fn complete_rehash_if_drained(&mut self) {
-        if self.rehash_idx.is_some() && self.tables[0].used == 0 {
-            self.tables[0] = mem::replace(&mut self.tables[1], Table::empty());
-            self.rehash_idx = None;
-            self.shrink_if_needed();
+    /// Undoes the last split: the last bucket's chain joins its sibling's,
+    /// and segments the table has shrunk well below are freed. The caller
+    /// checks that the table is bigger than `INITIAL_SIZE`.
+    fn merge_one(&mut self) {
+        debug_assert!(self.buckets() > INITIAL_SIZE);
+        if self.split == 0 {
+            self.level -= 1;
+            self.split = 1 << self.level;
+        }
+        self.split -= 1;
+        let dst = self.split;
+        let mut link = self.buckets.slot_mut(dst + (1 << self.level)).take();
+        while let Some(mut node) = link {
+            link = node.next.take();
+            self.buckets.push(dst, node);
+        }
+        let n = self.buckets();
+        while self.buckets.segs.len() > 1 {
+            let last = self.buckets.segs.len() - 1;
+            let start = seg_start(last);
+            if n > start - start / 4 {
+                break;
+            }
+            if let Some(mut seg) = self.buckets.segs.pop() {
+                seg.free_empty();
+            }
         }
     }
 
-    /// Starts a resize to `size` buckets (a power of two). An empty table is
-    /// replaced directly; otherwise an incremental rehash begins.
-    fn resize(&mut self, size: usize) {
-        debug_assert!(self.rehash_idx.is_none());
-        if self.tables[0].used == 0 {
-            self.tables[0] = Table::with_size(size);
-        } else if self.tables[0].size() != size {
-            self.tables[1] = Table::with_size(size);
-            self.rehash_idx = Some(0);
-        }
+    /// True while the table is sparser than the shrink threshold.
+    #[inline]
+    fn too_sparse(&self) -> bool {
+        let n = self.buckets();
+        n > INITIAL_SIZE && self.used * SHRINK_FILL_DENOMINATOR < n
     }
 
-    fn grow_if_needed(&mut self) {
-        if self.rehash_idx.is_some() {
-            return;
+    /// Shrinks by at most `max` buckets; true if the table is still too
+    /// sparse.
+    fn shrink(&mut self, max: usize) -> bool {
+        for _ in 0..max {
+            if !self.too_sparse() {
+                return false;
+            }
+            self.merge_one();
         }
-        let t0 = &self.tables[0];
-        if t0.size() == 0 {
-            self.resize(INITIAL_SIZE);
-        } else if t0.used >= t0.size() * MAX_LOAD_FACTOR {
-            self.resize(size_for(t0.used / MAX_LOAD_FACTOR + 1));
-        }
-    }
-
-    fn shrink_if_needed(&mut self) {
-        if self.rehash_idx.is_some() {
-            return;
-        }
-        let t0 = &self.tables[0];
-        if t0.size() > INITIAL_SIZE && t0.used * SHRINK_FILL_DENOMINATOR < t0.size() {
-            self.resize(size_for(t0.used));
-        }
+        self.too_sparse()
     }
 
     /// Redis's `dictScan`: calls `f` for the entries of the bucket(s) at
     /// `cursor` and returns the next cursor, 0 when the scan is complete.
     /// Start with 0. Every entry present for the whole scan is visited at
-    /// least once, however the dict grows, shrinks or rehashes between calls;
-    /// entries may be visited more than once. The cursor's bits are
-    /// incremented in reverse order, so that covering all buckets of one size
-    /// also covers all buckets of any other size. Cost per call: the entries
-    /// of one bucket of the smaller table and of its 1..(size ratio) expansions
-    /// in the larger one.
+    /// least once, however the dict grows or shrinks between calls; entries
+    /// may be visited more than once. The cursor's bits are incremented in
+    /// reverse order, so that covering all buckets of one size also covers
+    /// all buckets of any other size. Cost per call: the entries of one
+    /// bucket, or of a split bucket's two halves.
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&K, &V)) -> u64 {
         if self.is_empty() {
             return 0;
         }
-        let emit = |table: &Table<K, V>, v: u64, f: &mut dyn FnMut(&K, &V)| {
-            let mut cur = table.buckets[(v as usize) & table.mask()].as_deref();
+        scan_buckets(self.level, self.split, cursor, |i| {
+            let mut cur = self.buckets.slot(i).as_deref();
             while let Some(node) = cur {
                 f(&node.key, &node.value);
                 cur = node.next.as_deref();
             }
-        };
-        let mut v = cursor;
-        if self.rehash_idx.is_none() {
-            let t0 = &self.tables[0];
-            let m0 = t0.mask() as u64;
-            emit(t0, v, &mut f);
-            v = next_cursor(v, m0);
-        } else {
-            let (small, large) = if self.tables[0].size() <= self.tables[1].size() {
-                (&self.tables[0], &self.tables[1])
-            } else {
-                (&self.tables[1], &self.tables[0])
-            };
-            let (m0, m1) = (small.mask() as u64, large.mask() as u64);
-            emit(small, v, &mut f);
-            // Visit every expansion of the small table's bucket in the large
-            // one: the cursor values that agree with v on the low m0 bits.
-            loop {
-                emit(large, v, &mut f);
-                v = next_cursor(v, m1);
-                if v & (m0 ^ m1) == 0 {
-                    break;
-                }
-            }
-        }
-        v
+        })
     }
-}
 
-impl<K, V, S> Dict<K, V, S> {
     /// [`Dict::scan`] with mutable access to the values: same cursor, same
     /// guarantee (every entry present for the whole scan is visited at least
     /// once), so a caller that must act on each entry exactly once marks the
-    /// entries it has handled. Never rehashes.
+    /// entries it has handled.
     pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&K, &mut V)) -> u64 {
         if self.is_empty() {
             return 0;
         }
-        let emit = |table: &mut Table<K, V>, v: u64, f: &mut dyn FnMut(&K, &mut V)| {
-            let mask = table.mask();
-            let mut cur = table.buckets[(v as usize) & mask].as_deref_mut();
+        let buckets = &mut self.buckets;
+        scan_buckets(self.level, self.split, cursor, |i| {
+            let mut cur = buckets.slot_mut(i).as_deref_mut();
             while let Some(node) = cur {
                 f(&node.key, &mut node.value);
                 cur = node.next.as_deref_mut();
             }
-        };
-        let mut v = cursor;
-        let rehashing = self.rehash_idx.is_some();
-        let [t0, t1] = &mut self.tables;
-        if !rehashing {
-            let m0 = t0.mask() as u64;
-            emit(t0, v, &mut f);
-            v = next_cursor(v, m0);
-        } else {
-            let (small, large) = if t0.size() <= t1.size() {
-                (t0, t1)
-            } else {
-                (t1, t0)
-            };
-            let (m0, m1) = (small.mask() as u64, large.mask() as u64);
-            emit(small, v, &mut f);
-            loop {
-                emit(large, v, &mut f);
-                v = next_cursor(v, m1);
-                if v & (m0 ^ m1) == 0 {
-                    break;
-                }
-            }
-        }
-        v
+        })
     }
 }
 
@@ -598,48 +558,47 @@ where
         self.hasher.hash_one(key)
     }
 
-    /// Migrates up to `max_buckets` non-empty buckets of an in-progress
-    /// rehash (skipping at most `EMPTY_VISITS_PER_BUCKET * max_buckets`
-    /// empty ones). Returns true if more work remains. Meant for the server's
-    /// cron, e.g. in a loop bounded by a time budget.
-    pub fn rehash_step(&mut self, max_buckets: usize) -> bool {
-        let Some(mut idx) = self.rehash_idx else {
-            return false;
-        };
-        let mut empty_visits = max_buckets.saturating_mul(EMPTY_VISITS_PER_BUCKET);
-        let hasher = &self.hasher;
-        let [t0, t1] = &mut self.tables;
-        let mut todo = max_buckets;
-        while todo > 0 && t0.used > 0 {
-            todo -= 1;
-            // INVARIANT: t0.used > 0 and buckets below idx are empty, so a
-            // non-empty bucket exists at or after idx: indexing stays in
-            // bounds.
-            while t0.buckets[idx].is_none() {
-                idx += 1;
-                empty_visits -= 1;
-                if empty_visits == 0 {
-                    self.rehash_idx = Some(idx);
-                    return true;
-                }
-            }
-            let mut link = t0.buckets[idx].take();
-            while let Some(mut node) = link {
-                link = node.next.take();
-                t0.used -= 1;
-                t1.push(hasher.hash_one(&node.key), node);
-            }
-            idx += 1;
+    /// The bucket a key of hash `hash` lives in; only for an allocated
+    /// table.
+    #[inline]
+    fn bucket_of(&self, hash: u64) -> usize {
+        let h = hash as usize;
+        let low = h & ((1usize << self.level) - 1);
+        if low < self.split {
+            h & ((2usize << self.level) - 1)
+        } else {
+            low
         }
-        self.rehash_idx = Some(idx);
-        self.complete_rehash_if_drained();
-        self.rehash_idx.is_some()
     }
 
-    #[inline]
-    fn step(&mut self) {
-        if self.rehash_idx.is_some() {
-            self.rehash_step(STEP_BUCKETS);
+    /// Shrink work owed (removals shrink as they go, so there is rarely
+    /// any): merges up to `max_buckets` buckets. Returns true if more work
+    /// remains. Meant for the server's cron.
+    pub fn rehash_step(&mut self, max_buckets: usize) -> bool {
+        self.shrink(max_buckets)
+    }
+
+    /// Splits the next bucket of the round, allocating the segment the
+    /// round's new buckets start when this is its first split.
+    fn split_one(&mut self) {
+        let base = 1usize << self.level;
+        let src = self.split;
+        if src == 0 {
+            let (k, _) = locate(base);
+            if self.buckets.segs.len() == k {
+                self.buckets.segs.push(Seg::zeroed(seg_len(k)));
+            }
+        }
+        let mut link = self.buckets.slot_mut(src).take();
+        while let Some(mut node) = link {
+            link = node.next.take();
+            let hi = (self.hasher.hash_one(&node.key) as usize) & base != 0;
+            self.buckets.push(if hi { base + src } else { src }, node);
+        }
+        self.split += 1;
+        if self.split == base {
+            self.level += 1;
+            self.split = 0;
         }
     }
 
@@ -649,10 +608,14 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Eq,
     {
-        match self.tables[0].find(hash, key) {
-            None if self.rehash_idx.is_some() => self.tables[1].find(hash, key),
-            found => found,
+        let mut cur = self.buckets.slot(self.bucket_of(hash)).as_deref();
+        while let Some(node) = cur {
+            if node.key.borrow() == key {
+                return Some(node);
+            }
+            cur = node.next.as_deref();
         }
+        None
     }
 
     #[inline]
@@ -661,15 +624,18 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Eq,
     {
-        let rehashing = self.rehash_idx.is_some();
-        let [t0, t1] = &mut self.tables;
-        match t0.find_mut(hash, key) {
-            None if rehashing => t1.find_mut(hash, key),
-            found => found,
+        let i = self.bucket_of(hash);
+        let mut cur = self.buckets.slot_mut(i).as_deref_mut();
+        while let Some(node) = cur {
+            if node.key.borrow() == key {
+                return Some(node);
+            }
+            cur = node.next.as_deref_mut();
         }
+        None
     }
 
-    /// The value for `key`. O(1) expected; never rehashes.
+    /// The value for `key`. O(1) expected.
     #[inline]
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
@@ -679,7 +645,7 @@ where
         self.get_key_value(key).map(|(_, v)| v)
     }
 
-    /// The stored key and value for `key`. O(1) expected; never rehashes.
+    /// The stored key and value for `key`. O(1) expected.
     #[inline]
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
@@ -693,8 +659,7 @@ where
             .map(|node| (&node.key, &node.value))
     }
 
-    /// The stored key and the value for `key`, the value mutably. Never
-    /// rehashes (unlike [`Dict::get_mut`]).
+    /// The stored key and the value for `key`, the value mutably.
     #[inline]
     pub fn get_key_value_mut<Q>(&mut self, key: &Q) -> Option<(&K, &mut V)>
     where
@@ -723,21 +688,15 @@ where
         if self.is_empty() {
             return;
         }
-        let hash = self.hash_of(key);
-        for t in &self.tables {
-            if t.used == 0 {
-                continue;
-            }
-            let slot = &t.buckets[t.bucket_of(hash)];
-            if stage == 0 {
-                prefetch_ptr(slot as *const Link<K, V> as *const u8);
-            } else if let Some(node) = slot.as_deref() {
-                prefetch_ptr(node as *const Node<K, V> as *const u8);
-            }
+        let slot = self.buckets.slot(self.bucket_of(self.hash_of(key)));
+        if stage == 0 {
+            prefetch_ptr(slot as *const Link<K, V> as *const u8);
+        } else if let Some(node) = slot.as_deref() {
+            prefetch_ptr(node as *const Node<K, V> as *const u8);
         }
     }
 
-    /// True if `key` is present. O(1) expected; never rehashes.
+    /// True if `key` is present. O(1) expected.
     #[inline]
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
@@ -747,42 +706,37 @@ where
         self.get_key_value(key).is_some()
     }
 
-    /// The value for `key`, mutably. Performs one rehash step. O(1) expected.
+    /// The value for `key`, mutably. O(1) expected.
     #[inline]
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.step();
-        if self.is_empty() {
-            return None;
-        }
-        let hash = self.hash_of(key);
-        self.find_mut(hash, key).map(|node| &mut node.value)
+        self.get_key_value_mut(key).map(|(_, v)| v)
     }
 
     /// Inserts or replaces. Returns the previous value if `key` was present
-    /// (the stored key is kept, as in `HashMap`). Performs one rehash step
-    /// and may start a growth rehash. O(1) expected.
+    /// (the stored key is kept, as in `HashMap`). May split one bucket.
+    /// O(1) expected.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        self.step();
         let hash = self.hash_of(&key);
-        if let Some(node) = self.find_mut(hash, &key) {
-            return Some(mem::replace(&mut node.value, value));
+        if !self.is_empty() {
+            if let Some(node) = self.find_mut(hash, &key) {
+                return Some(mem::replace(&mut node.value, value));
+            }
         }
         self.insert_new(hash, key, value);
         None
     }
 
-    /// The value for `key`, inserting `make()` first if absent. Performs one
-    /// rehash step. O(1) expected.
+    /// The value for `key`, inserting `make()` first if absent. May split
+    /// one bucket. O(1) expected.
     pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        self.step();
         let hash = self.hash_of(&key);
         // Two walks of one short chain on a hit: returning the first walk's
         // borrow conditionally is rejected by today's borrow checker.
-        if self.find(hash, &key).is_some() {
+        if !self.is_empty() && self.find(hash, &key).is_some() {
             // INVARIANT: found just above, with no mutation in between.
             let node = self.find_mut(hash, &key).expect("key found by find");
             return &mut node.value;
@@ -791,45 +745,59 @@ where
     }
 
     fn insert_new(&mut self, hash: u64, key: K, value: V) -> &mut V {
-        self.grow_if_needed();
-        let table = if self.rehash_idx.is_some() { 1 } else { 0 };
+        if self.buckets.segs.is_empty() {
+            self.buckets.segs.push(Seg::zeroed(INITIAL_SIZE));
+            self.level = INITIAL_LOG2;
+            self.split = 0;
+        } else if self.used >= self.buckets() * MAX_LOAD_FACTOR {
+            self.split_one();
+        }
         let node = Box::new(Node {
             next: None,
             key,
             value,
         });
-        &mut self.tables[table].push(hash, node).value
+        self.used += 1;
+        let i = self.bucket_of(hash);
+        &mut self.buckets.push(i, node).value
     }
 
-    /// Removes `key`, returning the stored key and value. Performs one rehash
-    /// step and may start a shrink rehash. O(1) expected.
+    /// Removes `key`, returning the stored key and value. May merge a few
+    /// buckets. O(1) expected.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<(K, V)>
     where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.step();
         if self.is_empty() {
             return None;
         }
-        let hash = self.hash_of(key);
-        let rehashing = self.rehash_idx.is_some();
-        let [t0, t1] = &mut self.tables;
-        let node = match t0.unlink(hash, key) {
-            None if rehashing => t1.unlink(hash, key),
-            found => found,
-        }?;
-        self.complete_rehash_if_drained();
-        self.shrink_if_needed();
+        let i = self.bucket_of(self.hash_of(key));
+        let mut link = self.buckets.slot_mut(i);
+        loop {
+            match link.as_deref() {
+                None => return None,
+                Some(node) if node.key.borrow() == key => break,
+                Some(_) => {}
+            }
+            match link {
+                Some(node) => link = &mut node.next,
+                None => return None,
+            }
+        }
+        let mut node = link.take()?;
+        *link = node.next.take();
+        self.used -= 1;
+        self.shrink(SHRINK_STEP);
         let Node { key, value, .. } = *node;
         Some((key, value))
     }
 
-    /// Keeps only the entries for which `keep` returns true. O(n); may start
-    /// a shrink rehash.
+    /// Keeps only the entries for which `keep` returns true. O(n); shrinks
+    /// the table as far as the removals allow.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
-        for table in &mut self.tables {
-            for slot in table.buckets.iter_mut() {
+        for seg in &mut self.buckets.segs {
+            for slot in seg.buckets.iter_mut() {
                 let mut link = slot.take();
                 while let Some(mut node) = link {
                     link = node.next.take();
@@ -837,13 +805,12 @@ where
                         node.next = slot.take();
                         *slot = Some(node);
                     } else {
-                        table.used -= 1;
+                        self.used -= 1;
                     }
                 }
             }
         }
-        self.complete_rehash_if_drained();
-        self.shrink_if_needed();
+        self.shrink(usize::MAX);
     }
 }
 
@@ -874,29 +841,20 @@ impl<K, V, S> Dict<K, V, S> {
     /// entry of its chain. Random probes are bounded; then a linear walk
     /// from a random bucket, which must find an entry since `len() > 0`.
     fn random_node_slow<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<&Node<K, V>> {
-        let [t0, t1] = &self.tables;
-        let start = self.rehash_idx.unwrap_or(0);
-        let total = t0.size() + t1.size();
-        if start >= total {
+        let n = self.buckets();
+        if n == 0 {
             return None;
         }
-        let bucket = |h: usize| {
-            if h >= t0.size() {
-                &t1.buckets[h - t0.size()]
-            } else {
-                &t0.buckets[h]
-            }
-        };
         let mut head = None;
         for _ in 0..RANDOM_PROBES_MAX {
-            head = bucket(rng.gen_range(start..total)).as_deref();
+            head = self.buckets.slot(rng.gen_range(0..n)).as_deref();
             if head.is_some() {
                 break;
             }
         }
         if head.is_none() {
-            let first = rng.gen_range(0..total);
-            head = (0..total).find_map(|i| bucket((first + i) % total).as_deref());
+            let first = rng.gen_range(0..n);
+            head = (0..n).find_map(|i| self.buckets.slot((first + i) % n).as_deref());
         }
         let head = head?;
         let mut chain_len = 0;
@@ -948,58 +906,38 @@ impl<K, V, S> Dict<K, V, S> {
         if count == 0 {
             return 0;
         }
-        let rehash_idx = self.rehash_idx.unwrap_or(0);
-        let tables = if self.rehash_idx.is_some() { 2 } else { 1 };
-        let [t0, t1] = &self.tables;
-        let mut max_mask = t0.mask();
-        if tables == 2 && t1.mask() > max_mask {
-            max_mask = t1.mask();
-        }
-        let mut i = (rng.gen::<u64>() as usize) & max_mask;
+        let n = self.buckets();
+        let mut i = rng.gen_range(0..n);
         let mut empty_run = 0;
         let mut stored = 0;
         let mut max_steps = count.saturating_mul(10);
         while stored < count && max_steps > 0 {
             max_steps -= 1;
-            for (j, table) in self.tables[..tables].iter().enumerate() {
-                if tables == 2 && j == 0 && i < rehash_idx {
-                    // Buckets below rehash_idx in the old table are empty.
-                    // If i is also past the new table, jump to the first
-                    // bucket that may hold entries.
-                    if i >= t1.size() {
-                        i = rehash_idx;
-                    } else {
+            match self.buckets.slot(i).as_deref() {
+                None => {
+                    empty_run += 1;
+                    if empty_run >= 5 && empty_run > count {
+                        i = rng.gen_range(0..n);
+                        empty_run = 0;
                         continue;
                     }
                 }
-                if i >= table.size() {
-                    continue;
-                }
-                match table.buckets[i].as_deref() {
-                    None => {
-                        empty_run += 1;
-                        if empty_run >= 5 && empty_run > count {
-                            i = (rng.gen::<u64>() as usize) & max_mask;
-                            empty_run = 0;
+                Some(mut node) => {
+                    empty_run = 0;
+                    loop {
+                        f(node);
+                        stored += 1;
+                        if stored == count {
+                            return stored;
                         }
-                    }
-                    Some(mut node) => {
-                        empty_run = 0;
-                        loop {
-                            f(node);
-                            stored += 1;
-                            if stored == count {
-                                return stored;
-                            }
-                            match node.next.as_deref() {
-                                Some(next) => node = next,
-                                None => break,
-                            }
+                        match node.next.as_deref() {
+                            Some(next) => node = next,
+                            None => break,
                         }
                     }
                 }
             }
-            i = (i + 1) & max_mask;
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
         stored
     }
@@ -1049,20 +987,15 @@ impl<K, V, S> IntoIterator for Dict<K, V, S> {
     type Item = (K, V);
     type IntoIter = Drain<K, V>;
 
-    fn into_iter(self) -> Drain<K, V> {
-        Drain::new(self.tables)
+    fn into_iter(mut self) -> Drain<K, V> {
+        self.take_all()
     }
 }
 
-/// Both tables' buckets, old table first.
-type BucketsIter<'a, K, V> =
-    std::iter::Chain<std::slice::Iter<'a, Link<K, V>>, std::slice::Iter<'a, Link<K, V>>>;
-type BucketsIterMut<'a, K, V> =
-    std::iter::Chain<std::slice::IterMut<'a, Link<K, V>>, std::slice::IterMut<'a, Link<K, V>>>;
-
 /// Iterator over `(&K, &V)`; see [`Dict::iter`].
 pub struct Iter<'a, K, V> {
-    buckets: BucketsIter<'a, K, V>,
+    segs: std::slice::Iter<'a, Seg<K, V>>,
+    buckets: std::slice::Iter<'a, Link<K, V>>,
     cur: Option<&'a Node<K, V>>,
     remaining: usize,
 }
@@ -1077,7 +1010,13 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
                 self.remaining = self.remaining.saturating_sub(1);
                 return Some((&node.key, &node.value));
             }
-            self.cur = self.buckets.next()?.as_deref();
+            if self.remaining == 0 {
+                return None;
+            }
+            match self.buckets.next() {
+                Some(slot) => self.cur = slot.as_deref(),
+                None => self.buckets = self.segs.next()?.buckets.iter(),
+            }
         }
     }
 
@@ -1091,7 +1030,8 @@ impl<K, V> FusedIterator for Iter<'_, K, V> {}
 
 /// Iterator over `(&K, &mut V)`; see [`Dict::iter_mut`].
 pub struct IterMut<'a, K, V> {
-    buckets: BucketsIterMut<'a, K, V>,
+    segs: std::slice::IterMut<'a, Seg<K, V>>,
+    buckets: std::slice::IterMut<'a, Link<K, V>>,
     cur: Option<&'a mut Node<K, V>>,
     remaining: usize,
 }
@@ -1106,7 +1046,13 @@ impl<'a, K, V> Iterator for IterMut<'a, K, V> {
                 self.remaining = self.remaining.saturating_sub(1);
                 return Some((&node.key, &mut node.value));
             }
-            self.cur = self.buckets.next()?.as_deref_mut();
+            if self.remaining == 0 {
+                return None;
+            }
+            match self.buckets.next() {
+                Some(slot) => self.cur = slot.as_deref_mut(),
+                None => self.buckets = self.segs.next()?.buckets.iter_mut(),
+            }
         }
     }
 
@@ -1118,11 +1064,10 @@ impl<'a, K, V> Iterator for IterMut<'a, K, V> {
 impl<K, V> ExactSizeIterator for IterMut<'_, K, V> {}
 impl<K, V> FusedIterator for IterMut<'_, K, V> {}
 
-/// Where a [`Dict::walk`] resumes: a table, a bucket, and how many nodes
-/// of its chain were visited. `WalkPos::default()` is the start.
+/// Where a [`Dict::walk`] resumes: a bucket, and how many nodes of its
+/// chain were visited. `WalkPos::default()` is the start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WalkPos {
-    table: usize,
     bucket: usize,
     skip: usize,
 }
@@ -1130,17 +1075,20 @@ pub struct WalkPos {
 /// Owning iterator over all entries; see [`Dict::drain`]. Entries left when
 /// it is dropped are dropped (iteratively).
 pub struct Drain<K, V> {
-    tables: [Table<K, V>; 2],
-    table: usize,
+    segs: Vec<Seg<K, V>>,
+    /// Position: segment and bucket within it.
+    seg: usize,
     bucket: usize,
+    remaining: usize,
 }
 
 impl<K, V> Drain<K, V> {
-    fn new(tables: [Table<K, V>; 2]) -> Self {
+    fn new(segs: Vec<Seg<K, V>>, remaining: usize) -> Self {
         Drain {
-            tables,
-            table: 0,
+            segs,
+            seg: 0,
             bucket: 0,
+            remaining,
         }
     }
 }
@@ -1149,19 +1097,20 @@ impl<K, V> Iterator for Drain<K, V> {
     type Item = (K, V);
 
     fn next(&mut self) -> Option<(K, V)> {
-        while let Some(table) = self.tables.get_mut(self.table) {
-            match table.buckets.get_mut(self.bucket) {
+        while self.remaining > 0 {
+            let seg = self.segs.get_mut(self.seg)?;
+            match seg.buckets.get_mut(self.bucket) {
                 Some(slot) => match slot.take() {
                     Some(mut node) => {
                         *slot = node.next.take();
-                        table.used -= 1;
+                        self.remaining -= 1;
                         let Node { key, value, .. } = *node;
                         return Some((key, value));
                     }
                     None => self.bucket += 1,
                 },
                 None => {
-                    self.table += 1;
+                    self.seg += 1;
                     self.bucket = 0;
                 }
             }
@@ -1170,8 +1119,7 @@ impl<K, V> Iterator for Drain<K, V> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let remaining = self.tables[0].used + self.tables[1].used;
-        (remaining, Some(remaining))
+        (self.remaining, Some(self.remaining))
     }
 }
 

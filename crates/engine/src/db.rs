@@ -584,7 +584,7 @@ impl Db {
         self.table.iter().map(|(k, e)| (&k[..], e))
     }
 
-    /// Background rehash progress for the cron; true while work remains.
+    /// Shrink work the tables owe, for the cron; true while work remains.
     pub fn rehash_step(&mut self, buckets: usize) -> bool {
         let a = self.table.rehash_step(buckets);
         let b = self.volatile.rehash_step(buckets);

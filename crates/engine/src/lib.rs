@@ -278,7 +278,7 @@ impl Shard {
         total
     }
 
-    /// Moves unfinished rehashes forward for at most `budget_us`.
+    /// Does shrink work tables still owe, for at most `budget_us`.
     pub fn rehash_cron(&mut self, budget_us: u64) {
         let start = std::time::Instant::now();
         for db in &mut self.dbs {

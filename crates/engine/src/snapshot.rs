@@ -781,7 +781,7 @@ mod tests {
             _ => {
                 let mut st = Set::create(b"a", n, &lim);
                 let mut i = 0;
-                // Ends with the member dict half way through a rehash.
+                // Ends with the member dict half way through a round of splits.
                 while i < n || !st.table_dict().is_some_and(|d| d.is_rehashing()) {
                     st.add(format!("s{i}:{salt}").as_bytes(), &lim);
                     i += 1;

@@ -9,30 +9,35 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Checks every structural invariant listed in the module docs.
 fn check_invariants<K: Hash + Eq, V, S: BuildHasher>(dict: &Dict<K, V, S>) {
-    let [t0, t1] = &dict.tables;
-    for t in [t0, t1] {
-        assert!(t.size() == 0 || (t.size().is_power_of_two() && t.size() >= INITIAL_SIZE));
+    let segs = &dict.buckets.segs;
+    for (k, s) in segs.iter().enumerate() {
+        assert_eq!(s.buckets.len(), seg_len(k), "segment {k}");
     }
-    assert_eq!(dict.rehash_idx.is_some(), t1.size() > 0);
-    if let Some(idx) = dict.rehash_idx {
-        assert!(idx < t0.size());
-        assert!(t0.buckets[..idx].iter().all(Option::is_none));
-        assert!(t0.used > 0);
+    let n = dict.buckets();
+    if n == 0 {
+        assert!(segs.is_empty());
+        assert_eq!(dict.used, 0);
+        return;
     }
+    assert!(dict.level >= INITIAL_LOG2 && dict.split < 1 << dict.level);
+    assert!(segs.len() > locate(n - 1).0, "segments cover the buckets");
     let mut seen = HashSet::new();
-    for t in [t0, t1] {
-        let mut used = 0;
-        for (b, slot) in t.buckets.iter().enumerate() {
+    let mut used = 0;
+    for (k, seg) in segs.iter().enumerate() {
+        for (off, slot) in seg.buckets.iter().enumerate() {
+            let b = seg_start(k) + off;
+            assert_eq!(locate(b), (k, off));
             let mut cur = slot.as_deref();
             while let Some(node) = cur {
-                assert_eq!(t.bucket_of(dict.hasher.hash_one(&node.key)), b);
+                assert!(b < n, "a node past the bucket count");
+                assert_eq!(dict.bucket_of(dict.hasher.hash_one(&node.key)), b);
                 assert!(seen.insert(&node.key as *const K), "node visited twice");
                 used += 1;
                 cur = node.next.as_deref();
             }
         }
-        assert_eq!(used, t.used);
     }
+    assert_eq!(used, dict.used);
     let keys: HashSet<&K> = dict.keys().collect();
     assert_eq!(keys.len(), dict.len(), "duplicate keys");
 }
@@ -107,7 +112,8 @@ fn grows_incrementally_and_shrinks() {
     }
     assert!(saw_rehash);
     finish_rehash(&mut d);
-    assert_eq!(d.buckets(), 16384 / MAX_LOAD_FACTOR);
+    // One bucket per entry: no doubling.
+    assert_eq!(d.buckets(), 10_000 / MAX_LOAD_FACTOR);
     assert!((0..10_000u64).all(|i| d.get(&i) == Some(&(i * 2))));
     for i in 0..9_990u64 {
         assert_eq!(d.remove(&i), Some((i, i * 2)));
@@ -123,6 +129,8 @@ fn grows_incrementally_and_shrinks() {
         "{} buckets",
         d.buckets()
     );
+    // 20 buckets: segment 3 holds buckets 16..32; the bigger ones are freed.
+    assert_eq!(d.buckets.segs.len(), 4);
     for i in 9_990..10_000u64 {
         assert_eq!(d.remove(&i), Some((i, i * 2)));
     }
@@ -142,21 +150,61 @@ fn with_capacity_preallocates() {
 }
 
 #[test]
-fn rehash_step_is_bounded() {
+fn grows_and_shrinks_one_bucket_at_a_time() {
     let mut d = Dict::new();
     for i in 0..1024 * MAX_LOAD_FACTOR as u32 {
         d.insert(i, ());
+        assert_eq!(d.buckets(), (i as usize + 1).max(INITIAL_SIZE));
     }
-    finish_rehash(&mut d);
-    assert_eq!(d.buckets(), 1024);
-    d.insert(5000, ());
-    assert!(d.is_rehashing(), "MAX_LOAD_FACTOR starts a growth rehash");
-    let before = d.rehash_idx.unwrap();
-    d.rehash_step(1);
-    let after = d.rehash_idx.map_or(usize::MAX, |i| i);
-    assert!(after <= before + EMPTY_VISITS_PER_BUCKET + 1);
-    assert!(!d.rehash_step(usize::MAX));
     assert!(!d.is_rehashing());
+    d.insert(5000, ());
+    assert_eq!(d.buckets(), 1025);
+    assert!(d.is_rehashing(), "a round of splits is under way");
+    check_invariants(&d);
+    assert!(!d.rehash_step(usize::MAX), "nothing owed while growing");
+    // Removals shrink as they go, a bounded number of merges each.
+    for i in 0..1000u32 {
+        let before = d.buckets();
+        d.remove(&i);
+        assert!(before - d.buckets() <= SHRINK_STEP);
+        assert!(d.len() * SHRINK_FILL_DENOMINATOR >= d.buckets() || d.buckets() == INITIAL_SIZE);
+    }
+    check_invariants(&d);
+    assert!(!d.rehash_step(usize::MAX));
+}
+
+#[test]
+fn locate_maps_each_bucket_into_its_segment() {
+    let mut want = (0, 0);
+    for i in 0..100_000usize {
+        assert_eq!(locate(i), want, "bucket {i}");
+        want.1 += 1;
+        if want.1 == seg_len(want.0) {
+            want = (want.0 + 1, 0);
+        }
+        assert_eq!(seg_start(locate(i).0) + locate(i).1, i);
+    }
+}
+
+#[test]
+fn a_table_at_a_segment_boundary_keeps_its_segment() {
+    // Growing past 64 buckets allocates segment 5 (64..128); dropping back
+    // below 64 keeps it until the table falls to 3/4 of 64.
+    let mut d = Dict::new();
+    for i in 0..65u32 {
+        d.insert(i, ());
+    }
+    assert_eq!(d.buckets.segs.len(), 6);
+    for i in 0..34u32 {
+        d.remove(&i);
+    }
+    // 31 entries: shrunk to 62 buckets (fill 1/2).
+    assert!(d.buckets() < 64 && d.buckets() > 48, "{}", d.buckets());
+    assert_eq!(d.buckets.segs.len(), 6, "kept at the boundary");
+    for i in 34..45u32 {
+        d.remove(&i);
+    }
+    assert!(d.buckets.segs.len() < 6);
     check_invariants(&d);
 }
 
@@ -225,9 +273,11 @@ fn collisions_are_correct() {
 #[test]
 fn long_chain_drops_without_stack_overflow() {
     // Built by hand: inserting this many colliding keys is quadratic.
-    let mut table: Table<u64, u64> = Table::with_size(INITIAL_SIZE);
+    let mut buckets: Buckets<u64, u64> = Buckets {
+        segs: vec![Seg::zeroed(INITIAL_SIZE)],
+    };
     for i in 0..1_000_000 {
-        table.push(
+        buckets.push(
             0,
             Box::new(Node {
                 next: None,
@@ -236,7 +286,7 @@ fn long_chain_drops_without_stack_overflow() {
             }),
         );
     }
-    let mut drain = Drain::new([table, Table::empty()]);
+    let mut drain = Drain::new(buckets.segs, 1_000_000);
     assert_eq!(drain.next().map(|(k, _)| k), Some(999_999));
     drop(drain);
 }
