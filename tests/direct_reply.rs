@@ -154,3 +154,53 @@ fn big_replies_written_in_part_by_the_other_shard_arrive_whole() {
         );
     }
 }
+
+/// Enough connections at pipeline 1 that each thread naps between light
+/// iterations (`worker::Nap`: 16 active connections per thread) while
+/// single-key requests hop, MGETs coordinate both shards, and a blocked
+/// BLPOP is served from the other shard's thread: a doorbell lost during a
+/// nap would leave a reply unsent and time the read out.
+#[test]
+fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
+    let srv = Server::tessera(&["--shards", "2"]);
+    let addr = srv.addr();
+    let threads: Vec<_> = (0..40)
+        .map(|t| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(&addr);
+                let keys = [key_on(0, &format!("n{t}a")), key_on(1, &format!("n{t}b"))];
+                for i in 0..300 {
+                    let k = &keys[i % 2];
+                    let v = format!("{t}-{i}");
+                    assert_bytes(&c.cmd_str(&["SET", k, &v]), b"+OK\r\n");
+                    assert_bytes(&c.cmd_str(&["GET", k]), &bulk(&v));
+                    if i % 25 == 0 {
+                        let r = c.cmd_str(&["MGET", &keys[0], &keys[1]]);
+                        assert!(r.starts_with(b"*2\r\n"), "{r:?}");
+                    }
+                }
+                // Pairs: the even client blocks on a list, the odd one
+                // pushes to it (pairs' lists on both shards).
+                let list = key_on((t / 2) % 2, &format!("l{}-", t / 2));
+                if t % 2 == 0 {
+                    let r = c.cmd_str(&["BLPOP", &list, "10"]);
+                    assert_bytes(
+                        &r,
+                        format!("*2\r\n{}{}", bulk_s(&list), bulk_s("x")).as_bytes(),
+                    );
+                } else {
+                    std::thread::sleep(Duration::from_millis(50));
+                    assert_bytes(&c.cmd_str(&["RPUSH", &list, "x"]), b":1\r\n");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn bulk_s(v: &str) -> String {
+    format!("${}\r\n{}\r\n", v.len(), v)
+}

@@ -143,6 +143,9 @@ pub struct Conn {
     pub direct: bool,
     /// On the thread's list of connections with a direct hop in flight.
     pub direct_listed: bool,
+    /// The worker's activity window in which this connection last read
+    /// (see `worker::Nap`).
+    pub read_window: u32,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -220,6 +223,7 @@ impl Conn {
             held_listed: false,
             direct: false,
             direct_listed: false,
+            read_window: u32::MAX,
         }
     }
 

@@ -187,6 +187,11 @@ pub struct Doorbell {
     /// Raised with `parked` when lazily sent messages must wake the thread
     /// too (something of the thread waits for them).
     pub eager: AtomicBool,
+    /// Raised while the thread naps (see [`Mailbox::nap`]): it sleeps in
+    /// `park_timeout`, not in epoll, so a doorbell unparks it.
+    pub napping: AtomicBool,
+    /// The thread, once it runs (set by [`Mailbox::nap`]'s first call).
+    pub thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl Doorbell {
@@ -197,6 +202,24 @@ impl Doorbell {
             // A failed eventfd write means the counter is saturated, i.e.
             // the thread is awake already.
             let _ = self.waker.wake();
+        } else if self.napping.load(Ordering::Relaxed) {
+            self.end_nap();
+        }
+    }
+
+    /// Wakes the thread whether it sleeps in epoll, naps, or is busy (then
+    /// its next poll returns at once).
+    pub fn wake(&self) {
+        let _ = self.waker.wake();
+        fence(Ordering::SeqCst);
+        if self.napping.load(Ordering::Relaxed) {
+            self.end_nap();
+        }
+    }
+
+    fn end_nap(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
         }
     }
 
@@ -343,6 +366,20 @@ impl Mailbox {
 
     pub fn unpark(&self) {
         self.bells[self.me].parked.store(false, Ordering::Relaxed);
+    }
+
+    /// Sleeps up to `dur`, or until a message arrives (a sender's doorbell
+    /// unparks the thread; socket events wait for the nap to end). Same
+    /// fence protocol as [`Mailbox::park`].
+    pub fn nap(&self, dur: std::time::Duration) {
+        let bell = &self.bells[self.me];
+        bell.thread.get_or_init(std::thread::current);
+        bell.napping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if !self.has_inbound() {
+            std::thread::park_timeout(dur);
+        }
+        bell.napping.store(false, Ordering::Relaxed);
     }
 }
 

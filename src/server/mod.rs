@@ -216,6 +216,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             waker,
             parked: std::sync::atomic::AtomicBool::new(false),
             eager: std::sync::atomic::AtomicBool::new(false),
+            napping: std::sync::atomic::AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
         });
         polls.push(poll);
     }
@@ -223,14 +225,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {
-            let _ = b.waker.wake();
+            b.wake();
         }
     }));
     {
         // appendfsync always: the AOF writer wakes threads holding replies.
         let bells = bells.clone();
         aof::set_waker(n, move |i| {
-            let _ = bells[i].waker.wake();
+            bells[i].wake();
         });
     }
 
