@@ -25,6 +25,11 @@
 //! a SeqCst fence, then checks its rings; the producer pushes, issues a
 //! SeqCst fence, then reads `parked`. At least one of them sees the other.
 //!
+//! Naps: a thread may sleep a few microseconds in `park_timeout` instead
+//! of in epoll (see `worker::Nap`), with its `napping` flag raised under
+//! the same fence protocol; a doorbell then unparks it instead of writing
+//! the eventfd, so a message never waits for a nap to end.
+//!
 //! Bounds: rings hold `RING_CAPACITY` messages; a full ring spills into a
 //! per-destination overflow queue that is retried first on every iteration
 //! (keeping FIFO order), and a thread with spilled messages polls with a
