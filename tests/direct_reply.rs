@@ -185,10 +185,7 @@ fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
                 let list = key_on((t / 2) % 2, &format!("l{}-", t / 2));
                 if t % 2 == 0 {
                     let r = c.cmd_str(&["BLPOP", &list, "10"]);
-                    assert_bytes(
-                        &r,
-                        format!("*2\r\n{}{}", bulk_s(&list), bulk_s("x")).as_bytes(),
-                    );
+                    assert_bytes(&r, &[&b"*2\r\n"[..], &bulk(&list), &bulk("x")].concat());
                 } else {
                     std::thread::sleep(Duration::from_millis(50));
                     assert_bytes(&c.cmd_str(&["RPUSH", &list, "x"]), b":1\r\n");
@@ -199,8 +196,4 @@ fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
     for t in threads {
         t.join().unwrap();
     }
-}
-
-fn bulk_s(v: &str) -> String {
-    format!("${}\r\n{}\r\n", v.len(), v)
 }
