@@ -2775,7 +2775,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         let d = &core.shard.dbs[db];
         let servable = d
             .get(key)
-            .is_some_and(|e| !d.is_expired(key, e, now) && e.value.type_name() == w.wants);
+            .is_some_and(|e| !d.is_expired(key, e, now) && e.value().type_name() == w.wants);
         if !servable {
             break;
         }

@@ -44,7 +44,7 @@ fn dump(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let compress = ctx.shard.rdb_compression;
     match ctx.shard.lookup_read(ctx.db, args.get(1), touch) {
         Some(e) => {
-            let p = rdb::dump_payload_with(&e.value, compress);
+            let p = rdb::dump_payload_with(e.value(), compress);
             ctx.out.bulk(&p);
         }
         None => ctx.out.null(),

@@ -32,7 +32,7 @@
 //! counters from [`lfu_params`], which the owning loop applies to
 //! `Shard::lfu` whenever the configuration changes.
 
-use engine::{Entry, LfuParams, Shard, SmallBytes, Str, Value};
+use engine::{Entry, LfuParams, Shard, SmallBytes, StrView, Value, ValueRef};
 use rand::Rng;
 use resp::{Args, Reply};
 
@@ -432,7 +432,7 @@ fn type_(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let name = ctx
         .shard
         .lookup_read(ctx.db, args.get(1), false)
-        .map_or("none", |e| e.value.type_name());
+        .map_or("none", |e| e.value().type_name());
     ctx.out.simple(name);
     Ok(())
 }
@@ -840,7 +840,7 @@ fn copy(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.out.int(0);
         return Ok(());
     };
-    let value = e.value.clone();
+    let value = e.value().to_owned_value();
     let at = ctx.shard.dbs[ctx.db].expire_of(args.get(1));
     let copied = copy_store(ctx.shard, o.dst_db, args.get(2), value, at, o.replace);
     ctx.out.int(copied as i64);
@@ -879,7 +879,11 @@ fn copy_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     let src = args.get(1).to_vec();
     let mut first = Plan::default();
     first.run(shard_of(&src, n), move |env| {
-        let value = env.shard.lookup_read(db, &src, touch)?.value.clone();
+        let value = env
+            .shard
+            .lookup_read(db, &src, touch)?
+            .value()
+            .to_owned_value();
         Some((value, env.shard.dbs[db].expire_of(&src)))
     });
     Ok(Box::new(CopyCoord {
@@ -1263,7 +1267,7 @@ fn scan_keep(
     if let Some(t) = type_name {
         let actual = shard
             .lookup_read(db, key, false)
-            .map_or("none", |e| e.value.type_name());
+            .map_or("none", |e| e.value().type_name());
         if !t.eq_ignore_ascii_case(actual.as_bytes()) {
             return false;
         }
@@ -1438,7 +1442,7 @@ const SHARED_REFCOUNT: i64 = 2_147_483_647;
 fn object_encoding(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     match ctx.shard.lookup_read(ctx.db, args.get(2), false) {
         None => ctx.out.null(),
-        Some(e) => ctx.out.bulk(e.value.encoding().as_bytes()),
+        Some(e) => ctx.out.bulk(e.value().encoding().as_bytes()),
     }
     Ok(())
 }
@@ -1548,8 +1552,11 @@ fn object_idletime(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordi
 /// value has one reference.
 fn object_refcount(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     object_generic(c, args, |e, _, pol| {
-        let shared = match &e.value {
-            Value::Str(Str::Int(n)) => !pol.no_shared_integers && (0..SHARED_INTEGERS).contains(n),
+        let shared = match e.value() {
+            ValueRef::Str(s) => match s.view() {
+                StrView::Int(n) => !pol.no_shared_integers && (0..SHARED_INTEGERS).contains(&n),
+                StrView::Bytes(_) => false,
+            },
             _ => false,
         };
         Ok(if shared { SHARED_REFCOUNT } else { 1 })

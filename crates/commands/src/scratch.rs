@@ -156,7 +156,7 @@ pub fn coordinator(
 fn same(a: &Option<(Entry, u64)>, b: Option<(&Entry, u64)>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some((a, a_at)), Some((b, b_at))) => *a_at == b_at && a.value == b.value,
+        (Some((a, a_at)), Some((b, b_at))) => *a_at == b_at && a.value() == b.value(),
         _ => false,
     }
 }

@@ -17,7 +17,7 @@
 //! Redis does (bounded only by the client's output buffer there).
 
 use engine::types::set::{with_bytes, Member, OwnedMember, SetEncoding};
-use engine::{Entry, Set, Shard, Value};
+use engine::{Entry, Set, Shard, Value, ValueRef};
 use rand::rngs::SmallRng;
 use resp::{Args, Reply};
 
@@ -414,11 +414,11 @@ fn smove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let src_is_set = ctx
         .shard
         .lookup_write(db, src)
-        .map(|e| matches!(e.value, Value::Set(_)));
+        .map(|e| matches!(e.value(), ValueRef::Set(_)));
     let dst_is_set = ctx
         .shard
         .lookup_write(db, dst)
-        .map(|e| matches!(e.value, Value::Set(_)));
+        .map(|e| matches!(e.value(), ValueRef::Set(_)));
     let Some(src_is_set) = src_is_set else {
         ctx.out.int(0);
         return Ok(());

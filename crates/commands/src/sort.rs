@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 
-use engine::{List, Shard, Value};
+use engine::{List, Shard, Value, ValueRef};
 use resp::{Args, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
@@ -264,9 +264,9 @@ fn read_pattern_key(
     field: Option<&[u8]>,
 ) -> Option<Vec<u8>> {
     let e = shard.lookup_read(db, key, touch)?;
-    match (field, &e.value) {
-        (None, Value::Str(s)) => Some(s.as_bytes().into_owned()),
-        (Some(f), Value::Hash(h)) => h.get(f).map(|v| v.to_vec()),
+    match (field, e.value()) {
+        (None, ValueRef::Str(s)) => Some(s.as_bytes().into_owned()),
+        (Some(f), ValueRef::Hash(h)) => h.get(f).map(|v| v.to_vec()),
         _ => None,
     }
 }
@@ -411,7 +411,7 @@ fn load(
     }
     let (kind, len) = match shard.lookup_read(db, src, touch) {
         None => (Kind::List, 0),
-        Some(e) => match &mut e.value {
+        Some(e) => match e.value_mut() {
             Value::List(l) => (Kind::List, l.len()),
             Value::Set(s) => (Kind::Set, s.len()),
             Value::ZSet(z) => {
@@ -460,15 +460,15 @@ fn load(
             len
         };
         let s = start as usize;
-        match &e.value {
-            Value::List(l) if ranged && take > 0 => {
+        match e.value() {
+            ValueRef::List(l) if ranged && take > 0 => {
                 if o.desc {
                     l.iter_rev_from(len - 1 - s).copy_into(take, &mut elems);
                 } else {
                     l.iter_from(s).copy_into(take, &mut elems);
                 }
             }
-            Value::ZSet(z) if ranged && take > 0 => {
+            ValueRef::ZSet(z) if ranged && take > 0 => {
                 let from = if o.desc { len - 1 - s } else { s };
                 elems.extend(
                     z.iter_from(from, o.desc)
@@ -477,9 +477,9 @@ fn load(
                 );
             }
             _ if ranged => {}
-            Value::List(l) => l.iter().copy_into(len, &mut elems),
-            Value::ZSet(z) => elems.extend(z.iter().map(|(m, _)| m.to_vec())),
-            Value::Set(st) => elems.extend(
+            ValueRef::List(l) => l.iter().copy_into(len, &mut elems),
+            ValueRef::ZSet(z) => elems.extend(z.iter().map(|(m, _)| m.to_vec())),
+            ValueRef::Set(st) => elems.extend(
                 st.iter()
                     .map(|m| engine::types::set::with_bytes(m, <[u8]>::to_vec)),
             ),

@@ -29,7 +29,7 @@
 
 pub(crate) mod longdouble;
 
-use engine::{Str, StrView, Value};
+use engine::{Str, StrRef, StrView, Value, ValueRef};
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
@@ -121,7 +121,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 
 /// Writes a string value as a bulk reply without allocating.
 #[inline]
-pub(crate) fn reply_str(out: &mut Reply, s: &Str) {
+pub(crate) fn reply_str(out: &mut Reply, s: StrRef<'_>) {
     match s.view() {
         StrView::Int(n) => out.bulk_int(n),
         StrView::Bytes(b) => out.bulk(b),
@@ -513,9 +513,9 @@ fn prefetch_values(shard: &engine::Shard, db: usize, args: Args<'_>, stride: usi
         return;
     }
     for i in (0..args.len()).step_by(stride) {
-        let bytes: &[u8] = match d.get(args.get(i)).map(|e| &e.value) {
-            Some(Value::Str(Str::Inline(_))) => continue,
-            Some(Value::Str(s)) => match s.view() {
+        let bytes: &[u8] = match d.get(args.get(i)).map(|e| e.value()) {
+            Some(ValueRef::Str(StrRef::Str(Str::Inline(_)))) => continue,
+            Some(ValueRef::Str(s)) => match s.view() {
                 StrView::Bytes(b) => b,
                 StrView::Int(_) => continue,
             },
@@ -925,9 +925,9 @@ fn decrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
     let cur = match ctx.shard.lookup_write(db, key) {
-        Some(e) => Some(match as_str(e)? {
-            Str::Int(n) => longdouble::Ld::from_i64(*n),
-            s => s.with_bytes(longdouble::parse).ok_or(CmdError::NotFloat)?,
+        Some(e) => Some(match as_str(e)?.view() {
+            StrView::Int(n) => longdouble::Ld::from_i64(n),
+            StrView::Bytes(b) => longdouble::parse(b).ok_or(CmdError::NotFloat)?,
         }),
         None => None,
     };
@@ -1207,7 +1207,7 @@ mod tests {
         if name == "object" && argv.len() == 3 {
             let mut r = Reply::new(t.client.resp3);
             match entry(t, &argv[2]) {
-                Some(e) => r.bulk(e.value.encoding().as_bytes()),
+                Some(e) => r.bulk(e.value().encoding().as_bytes()),
                 None => r.null(),
             }
             return r.into_bytes();

@@ -1,7 +1,7 @@
 //! Argument parsing shared by every family, with Redis's error for each
 //! kind of bad input.
 
-use engine::{Entry, Hash, List, Set, Str, Value, ZSet};
+use engine::{Entry, Hash, List, Set, Str, StrRef, Value, ValueRef, ZSet};
 
 use crate::error::CmdError;
 
@@ -63,14 +63,19 @@ macro_rules! typed_access {
         #[doc = concat!("The ", $what, " value of an entry, or WRONGTYPE.")]
         #[inline]
         pub fn $get(e: &Entry) -> Result<&$ty, CmdError> {
-            match &e.value {
-                Value::$variant(v) => Ok(v),
+            match e.value() {
+                ValueRef::$variant(v) => Ok(v),
                 _ => Err(CmdError::WrongType),
             }
         }
         #[inline]
         pub fn $get_mut(e: &mut Entry) -> Result<&mut $ty, CmdError> {
-            match &mut e.value {
+            // Checked on the borrowed view first: `value_mut` on a string
+            // may change how it is stored, for nothing on WRONGTYPE.
+            if !matches!(e.value(), ValueRef::$variant(_)) {
+                return Err(CmdError::WrongType);
+            }
+            match e.value_mut() {
                 Value::$variant(v) => Ok(v),
                 _ => Err(CmdError::WrongType),
             }
@@ -78,7 +83,28 @@ macro_rules! typed_access {
     };
 }
 
-typed_access!(as_str, as_str_mut, Str, Str, "string");
+/// The string value of an entry, or WRONGTYPE.
+#[inline]
+pub fn as_str(e: &Entry) -> Result<StrRef<'_>, CmdError> {
+    match e.value() {
+        ValueRef::Str(s) => Ok(s),
+        _ => Err(CmdError::WrongType),
+    }
+}
+
+/// The string value of an entry, to change in place, or WRONGTYPE. Only
+/// for a string: [`Entry::value_mut`] may change how it is stored.
+#[inline]
+pub fn as_str_mut(e: &mut Entry) -> Result<&mut Str, CmdError> {
+    if !matches!(e.value(), ValueRef::Str(_)) {
+        return Err(CmdError::WrongType);
+    }
+    match e.value_mut() {
+        Value::Str(s) => Ok(s),
+        _ => Err(CmdError::WrongType),
+    }
+}
+
 typed_access!(as_hash, as_hash_mut, Hash, Hash, "hash");
 typed_access!(as_list, as_list_mut, List, List, "list");
 typed_access!(as_set, as_set_mut, Set, Set, "set");

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use engine::{EncLimits, Value, ZSet};
+use engine::{EncLimits, Value, ValueRef, ZSet};
 use rand::Rng;
 use resp::{Args, Reply};
 
@@ -1130,7 +1130,7 @@ fn pop_members(ctx: &mut ShardCtx<'_>, key: &[u8], max: bool, count: usize) -> V
     let Some(e) = ctx.shard.lookup_write(ctx.db, key) else {
         return Vec::new();
     };
-    let Value::ZSet(z) = &mut e.value else {
+    let Value::ZSet(z) = e.value_mut() else {
         return Vec::new();
     };
     let len = z.len();
@@ -1431,7 +1431,7 @@ fn zrandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     // Disjoint borrows of the shard: the set (read) and the generator.
     let shard = &mut *ctx.shard;
-    let Some(Value::ZSet(z)) = shard.dbs[ctx.db].get(key).map(|e| &e.value) else {
+    let Some(ValueRef::ZSet(z)) = shard.dbs[ctx.db].get(key).map(|e| e.value()) else {
         return Err(CmdError::WrongType);
     };
     let rng = &mut shard.rng;
@@ -1568,7 +1568,7 @@ fn setop_generic(
     let touch = ctx.touch();
     for k in &keys {
         if let Some(e) = ctx.shard.lookup_read(ctx.db, k, touch) {
-            if !matches!(e.value, Value::Set(_)) {
+            if !matches!(e.value(), ValueRef::Set(_)) {
                 as_zset(e)?;
             }
         }
@@ -1617,8 +1617,8 @@ fn setop_generic(
     let lim = ctx.shard.enc;
     let as_sets: Vec<Option<ZSet>> = keys
         .iter()
-        .map(|k| match db.get(k).map(|e| &e.value) {
-            Some(Value::Set(s)) => {
+        .map(|k| match db.get(k).map(|e| e.value()) {
+            Some(ValueRef::Set(s)) => {
                 let mut z = ZSet::with_hint(s.len(), 0, &lim);
                 for m in s.iter() {
                     engine::types::set::with_bytes(m, |b| z.insert(b, 1.0, &lim));
@@ -1634,8 +1634,8 @@ fn setop_generic(
         .zip(&as_sets)
         .map(|((k, &w), set)| {
             let z = set.as_ref().or_else(|| {
-                db.get(k).and_then(|e| match &e.value {
-                    Value::ZSet(z) => Some(&**z),
+                db.get(k).and_then(|e| match e.value() {
+                    ValueRef::ZSet(z) => Some(z),
                     _ => None,
                 })
             });

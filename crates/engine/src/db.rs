@@ -22,7 +22,7 @@ use ds::{Dict, SmallBytes, TinyBytes};
 use rand::Rng;
 
 use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
-use crate::value::Value;
+use crate::value::{Value, ValueRef};
 
 /// What glibc's malloc takes for a request of `n` bytes: the request plus
 /// its 8-byte header, rounded to 16.
@@ -46,7 +46,9 @@ pub fn malloc_chunk(n: usize) -> usize {
 /// entry) fits a smaller malloc chunk (see the assertion below).
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub value: Value,
+    /// Private: readers take a [`ValueRef`] ([`Entry::value`]), so that a
+    /// string may later be stored with its key instead of as a [`Value`].
+    value: Value,
     /// Last access, in seconds since the Unix epoch (truncated), for
     /// OBJECT IDLETIME and LRU eviction. Not updated under an LFU policy.
     pub access_s: u32,
@@ -76,6 +78,22 @@ impl Entry {
             lfu_counter: LFU_INIT_VAL,
             flags: 0,
         }
+    }
+    /// The value, borrowed.
+    #[inline]
+    pub fn value(&self) -> ValueRef<'_> {
+        ValueRef::from(&self.value)
+    }
+    /// The value, to change in place. Readers use [`Entry::value`]: this
+    /// may change how a string is stored (never what it holds).
+    #[inline]
+    pub fn value_mut(&mut self) -> &mut Value {
+        &mut self.value
+    }
+    /// The value, owned.
+    #[inline]
+    pub fn into_value(self) -> Value {
+        self.value
     }
     /// Whether the key has a deadline (in its database's `volatile` dict;
     /// [`Db::expire_at`] reads it).
@@ -281,7 +299,7 @@ impl Db {
             malloc_chunk(NODE)
                 + std::mem::size_of::<usize>()
                 + k.heap_bytes()
-                + e.value.heap_bytes(),
+                + e.value().heap_bytes(),
         )
     }
 
@@ -408,7 +426,7 @@ impl Db {
         match self.table.get(key) {
             Some(e) if self.is_expired(key, e, now_ms) => {
                 if let Some(e) = self.remove(key) {
-                    crate::lazyfree::free(e.value);
+                    crate::lazyfree::free(e.into_value());
                 }
                 true
             }
@@ -432,7 +450,7 @@ impl Db {
         let old = self.table.insert(TinyBytes::from(key), entry);
         let had_ttl = old.as_ref().is_some_and(Entry::has_ttl);
         if let Some(o) = old {
-            crate::lazyfree::free(o.value);
+            crate::lazyfree::free(o.into_value());
         }
         if has_ttl {
             match self.volatile.get_mut(key) {

@@ -396,7 +396,7 @@ impl Shard {
                 0
             };
         let e = self.dbs[db].remove(&key)?;
-        crate::lazyfree::free(e.value);
+        crate::lazyfree::free(e.into_value());
         self.stats.evicted_keys += 1;
         if self.prop.on {
             // The append-only file replays the eviction (Redis propagates

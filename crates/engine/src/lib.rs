@@ -24,7 +24,7 @@ pub use db::{Db, Entry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
 pub use types::{EncLimits, Hash, List, Set, ZSet};
-pub use value::{Str, StrView, Value};
+pub use value::{Str, StrRef, StrView, Value, ValueRef};
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -176,7 +176,7 @@ impl Shard {
     pub fn delete(&mut self, db: usize, key: &[u8]) -> bool {
         match self.remove(db, key) {
             Some(e) => {
-                lazyfree::free(e.value);
+                lazyfree::free(e.into_value());
                 true
             }
             None => false,

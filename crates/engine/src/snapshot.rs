@@ -172,7 +172,7 @@ fn resume(
     if cfg.cmds {
         crate::rdb::write_elems_cmds(partial, &p.key, e, p.expire_at_ms, &mut p.progress, left)
     } else {
-        crate::rdb::write_elems(partial, &e.value, &mut p.progress, compress, left)
+        crate::rdb::write_elems(partial, e.value(), &mut p.progress, compress, left)
     }
 }
 
@@ -193,7 +193,7 @@ fn visit(
         e.set_stamp(epoch);
         *keys += 1;
         let at = crate::db::deadline(volatile, key, e);
-        if crate::rdb::is_chunked(&e.value) {
+        if crate::rdb::is_chunked(e.value()) {
             let (idle, freq) = cfg.meta_of(e);
             pending.push_back(Pending {
                 key: key.to_vec(),
@@ -247,7 +247,7 @@ impl DbSnap {
         epoch: u8,
     ) {
         if e.stamp() != epoch {
-            if self.pending.len() < PENDING_READ_MAX && crate::rdb::is_chunked(&e.value) {
+            if self.pending.len() < PENDING_READ_MAX && crate::rdb::is_chunked(e.value()) {
                 let cfg = self.cfg;
                 visit(
                     &mut self.out,
@@ -650,7 +650,10 @@ mod tests {
         let mut m = BTreeMap::new();
         for (i, d) in s.dbs.iter().enumerate() {
             for (k, e) in d.iter() {
-                m.insert((i, k.to_vec()), (e.value.clone(), d.expire_at(k, e)));
+                m.insert(
+                    (i, k.to_vec()),
+                    (e.value().to_owned_value(), d.expire_at(k, e)),
+                );
             }
         }
         m
@@ -707,7 +710,7 @@ mod tests {
                         2 => drop(s.dbs[db].set_expire(k.as_bytes(), 5_000_000_000_000)),
                         3 => {
                             if let Some(e) = s.dbs[db].get_mut(k.as_bytes()) {
-                                e.value = val(next);
+                                *e.value_mut() = val(next);
                             }
                         }
                         4 => {
@@ -829,7 +832,7 @@ mod tests {
                         20 if round >= 2 => {
                             if let Some(e) = s.dbs[db].get_mut(k) {
                                 let lim = EncLimits::default();
-                                match &mut e.value {
+                                match e.value_mut() {
                                     Value::ZSet(z) => drop(z.insert(b"new", 1.0, &lim)),
                                     Value::List(l) => l.push_front(b"new"),
                                     Value::Hash(h) => drop(h.set(b"new", b"v", &lim)),
@@ -960,7 +963,7 @@ mod tests {
         let (second, open) = s.snapshot_take();
         assert!(open && !second.is_empty());
         let e = s.dbs[0].get_mut(b"z").unwrap();
-        if let Value::ZSet(z) = &mut e.value {
+        if let Value::ZSet(z) = e.value_mut() {
             z.remove(b"m0:1");
         }
         assert!(!half(&s));
@@ -1062,7 +1065,7 @@ mod tests {
         s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
-        if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| &mut e.value) {
+        if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| e.value_mut()) {
             z.insert(b"sneaky", 1.0, &EncLimits::default());
         }
         s.snapshot_step(4096);

@@ -377,6 +377,178 @@ impl Str {
     }
 }
 
+/// A stored value, borrowed: what readers of a key get ([`crate::Entry::value`]).
+/// A string is a [`StrRef`], which may be a [`Str`] or bytes stored with
+/// the key itself; the other types are the values themselves.
+#[derive(Debug, Clone, Copy)]
+pub enum ValueRef<'a> {
+    Str(StrRef<'a>),
+    Hash(&'a Hash),
+    List(&'a List),
+    Set(&'a Set),
+    ZSet(&'a ZSet),
+}
+
+impl<'a> ValueRef<'a> {
+    /// The name TYPE replies with.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            ValueRef::Str(_) => "string",
+            ValueRef::Hash(_) => "hash",
+            ValueRef::List(_) => "list",
+            ValueRef::Set(_) => "set",
+            ValueRef::ZSet(_) => "zset",
+        }
+    }
+    /// The name OBJECT ENCODING replies with.
+    pub fn encoding(self) -> &'static str {
+        match self {
+            ValueRef::Str(s) => s.encoding(),
+            ValueRef::Hash(h) => h.encoding(),
+            ValueRef::List(l) => l.encoding(),
+            ValueRef::Set(s) => s.encoding(),
+            ValueRef::ZSet(z) => z.encoding(),
+        }
+    }
+    /// Approximate heap bytes used, for MEMORY USAGE / accounting.
+    pub fn heap_bytes(self) -> usize {
+        match self {
+            ValueRef::Str(s) => s.heap_bytes(),
+            ValueRef::Hash(h) => h.heap_bytes(),
+            ValueRef::List(l) => l.heap_bytes(),
+            ValueRef::Set(s) => std::mem::size_of::<Set>() + s.heap_bytes(),
+            ValueRef::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_bytes(),
+        }
+    }
+    /// Elements held: 1 for a string.
+    pub fn elements(self) -> usize {
+        match self {
+            ValueRef::Str(_) => 1,
+            ValueRef::Hash(h) => h.len(),
+            ValueRef::List(l) => l.len(),
+            ValueRef::Set(s) => s.len(),
+            ValueRef::ZSet(z) => z.len(),
+        }
+    }
+    /// An owned copy (same encoding).
+    pub fn to_owned_value(self) -> Value {
+        match self {
+            ValueRef::Str(s) => Value::Str(s.to_owned_str()),
+            ValueRef::Hash(h) => Value::Hash(h.clone()),
+            ValueRef::List(l) => Value::List(l.clone()),
+            ValueRef::Set(s) => Value::Set(Box::new(s.clone())),
+            ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+        }
+    }
+}
+
+impl<'a> From<&'a Value> for ValueRef<'a> {
+    #[inline]
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::Str(s) => ValueRef::Str(StrRef::Str(s)),
+            Value::Hash(h) => ValueRef::Hash(h),
+            Value::List(l) => ValueRef::List(l),
+            Value::Set(s) => ValueRef::Set(s),
+            Value::ZSet(z) => ValueRef::ZSet(z),
+        }
+    }
+}
+
+/// Same type, encoding and contents (as `Value`'s equality).
+impl PartialEq for ValueRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (*self, *other) {
+            (ValueRef::Str(a), ValueRef::Str(b)) => a == b,
+            (ValueRef::Hash(a), ValueRef::Hash(b)) => a == b,
+            (ValueRef::List(a), ValueRef::List(b)) => a == b,
+            (ValueRef::Set(a), ValueRef::Set(b)) => a == b,
+            (ValueRef::ZSet(a), ValueRef::ZSet(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A stored string, borrowed: a [`Str`], or (for keys whose string is
+/// stored with the key, see `db`) its bytes, which are `embstr` up to
+/// [`EMBSTR_MAX`] bytes and `raw` beyond, as [`Str::from_bytes`] would
+/// encode them.
+#[derive(Debug, Clone, Copy)]
+pub enum StrRef<'a> {
+    Str(&'a Str),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> StrRef<'a> {
+    /// The integer, or the stored bytes of any other encoding.
+    #[inline]
+    pub fn view(self) -> StrView<'a> {
+        match self {
+            StrRef::Str(s) => s.view(),
+            StrRef::Bytes(b) => StrView::Bytes(b),
+        }
+    }
+    pub fn encoding(self) -> &'static str {
+        match self {
+            StrRef::Str(s) => s.encoding(),
+            StrRef::Bytes(b) if b.len() <= EMBSTR_MAX => "embstr",
+            StrRef::Bytes(_) => "raw",
+        }
+    }
+    /// The string's bytes (an integer is rendered in decimal).
+    pub fn as_bytes(self) -> Cow<'a, [u8]> {
+        match self.view() {
+            StrView::Int(n) => Cow::Owned(itoa::Buffer::new().format(n).as_bytes().to_vec()),
+            StrView::Bytes(b) => Cow::Borrowed(b),
+        }
+    }
+    /// Calls `f` with the bytes, without allocating for integers.
+    pub fn with_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self.view() {
+            StrView::Int(n) => f(itoa::Buffer::new().format(n).as_bytes()),
+            StrView::Bytes(b) => f(b),
+        }
+    }
+    pub fn len(self) -> usize {
+        match self.view() {
+            StrView::Int(n) => itoa::Buffer::new().format(n).len(),
+            StrView::Bytes(b) => b.len(),
+        }
+    }
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+    /// The value as an integer, if it is one (see [`Str::as_i64`]).
+    pub fn as_i64(self) -> Option<i64> {
+        match self.view() {
+            StrView::Int(n) => Some(n),
+            StrView::Bytes(b) => parse_i64_canonical(b),
+        }
+    }
+    /// Approximate heap bytes used (bytes stored with the key count as
+    /// their length).
+    pub fn heap_bytes(self) -> usize {
+        match self {
+            StrRef::Str(s) => s.heap_bytes(),
+            StrRef::Bytes(b) => b.len(),
+        }
+    }
+    /// An owned copy with the same encoding.
+    pub fn to_owned_str(self) -> Str {
+        match self {
+            StrRef::Str(s) => s.clone(),
+            StrRef::Bytes(b) => Str::from_bytes_no_int(b),
+        }
+    }
+}
+
+/// Equal when the encoding and the bytes are (as [`Str`]'s equality).
+impl PartialEq for StrRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.encoding() == other.encoding() && self.view() == other.view()
+    }
+}
+
 /// Redis's `string2ll`: only the canonical decimal form is an integer.
 pub use ds::string2ll as parse_i64_canonical;
 

@@ -30,20 +30,20 @@ use super::{write_entry_prefix, write_len, write_string, T_HASH, T_LIST, T_SET, 
 use crate::db::Entry;
 use crate::prop::{write_bulk, write_header};
 use crate::types::zset::ZSet;
-use crate::value::Value;
+use crate::value::ValueRef;
 
 /// Lists of more nodes than this (~128 KiB at the default fill) are
 /// written in slices; shorter ones whole, in Redis's quicklist form.
 const LIST_CHUNK_NODES: usize = 16;
 
 /// Whether `v` is written in slices (see the module docs).
-pub(crate) fn is_chunked(v: &Value) -> bool {
+pub(crate) fn is_chunked(v: ValueRef<'_>) -> bool {
     match v {
-        Value::Str(_) => false,
-        Value::List(l) => l.node_count() > LIST_CHUNK_NODES,
-        Value::Set(s) => s.table_dict().is_some(),
-        Value::ZSet(z) => matches!(**z, ZSet::Skip(_)),
-        Value::Hash(h) => h.table_dict().is_some(),
+        ValueRef::Str(_) => false,
+        ValueRef::List(l) => l.node_count() > LIST_CHUNK_NODES,
+        ValueRef::Set(s) => s.table_dict().is_some(),
+        ValueRef::ZSet(z) => matches!(*z, ZSet::Skip(_)),
+        ValueRef::Hash(h) => h.table_dict().is_some(),
     }
 }
 
@@ -69,13 +69,13 @@ impl Progress {
     }
 }
 
-fn len_of(v: &Value) -> usize {
+fn len_of(v: ValueRef<'_>) -> usize {
     match v {
-        Value::Str(_) => 1,
-        Value::List(l) => l.len(),
-        Value::Set(s) => s.len(),
-        Value::ZSet(z) => z.len(),
-        Value::Hash(h) => h.len(),
+        ValueRef::Str(_) => 1,
+        ValueRef::List(l) => l.len(),
+        ValueRef::Set(s) => s.len(),
+        ValueRef::ZSet(z) => z.len(),
+        ValueRef::Hash(h) => h.len(),
     }
 }
 
@@ -90,23 +90,23 @@ pub(crate) fn write_head(
     freq: Option<u8>,
 ) {
     write_entry_prefix(out, expire_at_ms, idle_s, freq);
-    out.push(match &e.value {
-        Value::List(_) => T_LIST,
-        Value::Set(_) => T_SET,
-        Value::ZSet(_) => T_ZSET_2,
-        Value::Hash(_) => T_HASH,
+    out.push(match e.value() {
+        ValueRef::List(_) => T_LIST,
+        ValueRef::Set(_) => T_SET,
+        ValueRef::ZSet(_) => T_ZSET_2,
+        ValueRef::Hash(_) => T_HASH,
         // INVARIANT: strings are never chunked (`is_chunked`).
-        Value::Str(_) => unreachable!("a string is written whole"),
+        ValueRef::Str(_) => unreachable!("a string is written whole"),
     });
     write_string(out, key, compress);
-    write_len(out, len_of(&e.value) as u64);
+    write_len(out, len_of(e.value()) as u64);
 }
 
 /// Writes elements of `v` from `p` on until `out` grew by `budget` bytes
 /// (at least one element); true when every element is written.
 pub(crate) fn write_elems(
     out: &mut Vec<u8>,
-    v: &Value,
+    v: ValueRef<'_>,
     p: &mut Progress,
     compress: bool,
     budget: usize,
@@ -115,8 +115,8 @@ pub(crate) fn write_elems(
     p.check_len(len);
     let room = |out: &Vec<u8>| out.len() - start < budget;
     match v {
-        Value::Str(_) => {}
-        Value::List(l) => {
+        ValueRef::Str(_) => {}
+        ValueRef::List(l) => {
             let mut it = l.iter_from(p.done);
             while p.done < len {
                 let Some(x) = it.next() else { break };
@@ -127,7 +127,7 @@ pub(crate) fn write_elems(
                 }
             }
         }
-        Value::ZSet(z) => {
+        ValueRef::ZSet(z) => {
             if p.done < len {
                 for (m, sc) in z.iter_from(len - 1 - p.done, true) {
                     write_string(out, m, compress);
@@ -139,7 +139,7 @@ pub(crate) fn write_elems(
                 }
             }
         }
-        Value::Set(s) => {
+        ValueRef::Set(s) => {
             if let Some(d) = s.table_dict() {
                 d.walk(&mut p.pos, |m, _| {
                     write_string(out, m, compress);
@@ -148,7 +148,7 @@ pub(crate) fn write_elems(
                 });
             }
         }
-        Value::Hash(h) => {
+        ValueRef::Hash(h) => {
             if let Some(d) = h.table_dict() {
                 d.walk(&mut p.pos, |f, v| {
                     write_string(out, f, compress);
@@ -173,14 +173,14 @@ pub(crate) fn write_elems_cmds(
     p: &mut Progress,
     budget: usize,
 ) -> bool {
-    let (start, len) = (out.len(), len_of(&e.value));
+    let (start, len) = (out.len(), len_of(e.value()));
     p.check_len(len);
-    let (name, per): (&[u8], usize) = match &e.value {
-        Value::Str(_) => (b"SET", 1),
-        Value::List(_) => (b"RPUSH", 1),
-        Value::Set(_) => (b"SADD", 1),
-        Value::ZSet(_) => (b"ZADD", 2),
-        Value::Hash(_) => (b"HMSET", 2),
+    let (name, per): (&[u8], usize) = match e.value() {
+        ValueRef::Str(_) => (b"SET", 1),
+        ValueRef::List(_) => (b"RPUSH", 1),
+        ValueRef::Set(_) => (b"SADD", 1),
+        ValueRef::ZSet(_) => (b"ZADD", 2),
+        ValueRef::Hash(_) => (b"HMSET", 2),
     };
     // One command's header; `n` items follow.
     let head = |out: &mut Vec<u8>, n: usize| {
@@ -188,9 +188,9 @@ pub(crate) fn write_elems_cmds(
         write_bulk(out, name);
         write_bulk(out, key);
     };
-    match &e.value {
-        Value::Str(_) => {}
-        Value::List(l) => {
+    match e.value() {
+        ValueRef::Str(_) => {}
+        ValueRef::List(l) => {
             let mut it = l.iter_from(p.done);
             while p.done < len && out.len() - start < budget {
                 let n = (len - p.done).min(ITEMS_PER_CMD);
@@ -203,7 +203,7 @@ pub(crate) fn write_elems_cmds(
                 p.done += n;
             }
         }
-        Value::ZSet(z) => {
+        ValueRef::ZSet(z) => {
             let mut it = z.iter_from(p.done, false);
             while p.done < len && out.len() - start < budget {
                 let n = (len - p.done).min(ITEMS_PER_CMD);
@@ -215,7 +215,7 @@ pub(crate) fn write_elems_cmds(
                 p.done += n;
             }
         }
-        Value::Set(s) => {
+        ValueRef::Set(s) => {
             if let Some(d) = s.table_dict() {
                 while p.done < len && out.len() - start < budget {
                     let n = (len - p.done).min(ITEMS_PER_CMD);
@@ -230,7 +230,7 @@ pub(crate) fn write_elems_cmds(
                 }
             }
         }
-        Value::Hash(h) => {
+        ValueRef::Hash(h) => {
             if let Some(d) = h.table_dict() {
                 while p.done < len && out.len() - start < budget {
                     let n = (len - p.done).min(ITEMS_PER_CMD);

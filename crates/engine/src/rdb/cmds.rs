@@ -6,7 +6,7 @@
 use crate::db::Entry;
 use crate::prop::{write_bulk, write_header};
 use crate::types::set::with_bytes as member_bytes;
-use crate::value::{StrView, Value};
+use crate::value::{StrView, ValueRef};
 
 /// Redis's `AOF_REWRITE_ITEMS_PER_CMD`.
 pub(super) const ITEMS_PER_CMD: usize = 64;
@@ -50,8 +50,8 @@ fn batched(
 /// The commands that rebuild `key` with `e`'s value and deadline
 /// `expire_at_ms` (0 = none).
 pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: u64) {
-    match &e.value {
-        Value::Str(s) => {
+    match e.value() {
+        ValueRef::Str(s) => {
             write_header(out, b'*', 3);
             write_bulk(out, b"SET");
             write_bulk(out, key);
@@ -60,24 +60,24 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: 
                 StrView::Bytes(b) => write_bulk(out, b),
             }
         }
-        Value::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
+        ValueRef::List(l) => batched(out, b"RPUSH", key, l.len(), 1, |f| {
             let mut it = l.iter();
             while let Some(item) = it.next() {
                 f(item);
             }
         }),
-        Value::Set(s) => batched(out, b"SADD", key, s.len(), 1, |f| {
+        ValueRef::Set(s) => batched(out, b"SADD", key, s.len(), 1, |f| {
             for m in s.iter() {
                 member_bytes(m, |b| f(b));
             }
         }),
-        Value::ZSet(z) => batched(out, b"ZADD", key, z.len(), 2, |f| {
+        ValueRef::ZSet(z) => batched(out, b"ZADD", key, z.len(), 2, |f| {
             for (m, sc) in z.iter() {
                 f(super::pack::d2string(sc).as_bytes());
                 f(m);
             }
         }),
-        Value::Hash(h) => batched(out, b"HMSET", key, h.len(), 2, |f| {
+        ValueRef::Hash(h) => batched(out, b"HMSET", key, h.len(), 2, |f| {
             for (k, v) in h.iter() {
                 k.with_bytes(|b| f(b));
                 v.with_bytes(|b| f(b));

@@ -40,7 +40,7 @@ use ds::lzf;
 
 use crate::db::Entry;
 use crate::types::{EncLimits, Set};
-use crate::value::{Str, StrView, Value};
+use crate::value::{Str, StrView, Value, ValueRef};
 use pack::LpWriter;
 
 pub(crate) use chunk::{is_chunked, write_elems, write_elems_cmds, write_head, Progress};
@@ -256,10 +256,10 @@ pub fn write_entry_ext(
     freq: Option<u8>,
 ) {
     write_entry_prefix(out, expire_at_ms, idle_s, freq);
-    let t = value_type(&e.value);
+    let t = value_type(e.value());
     out.push(t);
     write_string(out, key, compress);
-    write_body(out, &e.value, t, compress);
+    write_body(out, e.value(), t, compress);
 }
 
 /// What comes before an entry's type byte: EXPIRETIME_MS, IDLE, FREQ.
@@ -279,36 +279,37 @@ fn write_entry_prefix(out: &mut Vec<u8>, exp: u64, idle_s: Option<u64>, freq: Op
 }
 
 /// Type byte + value body (what DUMP payloads and [`write_entry`] share).
-pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
+pub fn write_value<'a>(out: &mut Vec<u8>, v: impl Into<ValueRef<'a>>, compress: bool) {
+    let v = v.into();
     let t = value_type(v);
     out.push(t);
     write_body(out, v, t, compress);
 }
 
 /// The RDB type `v` is written as (see the module docs).
-fn value_type(v: &Value) -> u8 {
+fn value_type(v: ValueRef<'_>) -> u8 {
     use crate::types::set::SetEncoding;
     match v {
-        Value::Str(_) => T_STRING,
-        Value::List(_) => T_LIST_QUICKLIST_2,
-        Value::Set(s) if s.kind() == SetEncoding::IntSet => T_SET_INTSET,
-        Value::Set(_) => T_SET,
-        Value::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
-        Value::ZSet(_) => T_ZSET_2,
-        Value::Hash(h) if h.is_listpack() => T_HASH_LISTPACK,
-        Value::Hash(_) => T_HASH,
+        ValueRef::Str(_) => T_STRING,
+        ValueRef::List(_) => T_LIST_QUICKLIST_2,
+        ValueRef::Set(s) if s.kind() == SetEncoding::IntSet => T_SET_INTSET,
+        ValueRef::Set(_) => T_SET,
+        ValueRef::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
+        ValueRef::ZSet(_) => T_ZSET_2,
+        ValueRef::Hash(h) if h.is_listpack() => T_HASH_LISTPACK,
+        ValueRef::Hash(_) => T_HASH,
     }
 }
 
-fn write_body(out: &mut Vec<u8>, v: &Value, t: u8, compress: bool) {
+fn write_body(out: &mut Vec<u8>, v: ValueRef<'_>, t: u8, compress: bool) {
     match v {
-        Value::Str(s) => match s.view() {
+        ValueRef::Str(s) => match s.view() {
             StrView::Int(n) => write_int_string(out, n),
             StrView::Bytes(b) => write_string(out, b, compress),
         },
-        Value::List(l) => write_list_nodes(out, l, compress),
-        Value::Set(s) => write_set(out, s, t, compress),
-        Value::ZSet(z) => {
+        ValueRef::List(l) => write_list_nodes(out, l, compress),
+        ValueRef::Set(s) => write_set(out, s, t, compress),
+        ValueRef::ZSet(z) => {
             if t == T_ZSET_LISTPACK {
                 let mut w = LpWriter::new();
                 for (m, sc) in z.iter() {
@@ -327,7 +328,7 @@ fn write_body(out: &mut Vec<u8>, v: &Value, t: u8, compress: bool) {
                 }
             }
         }
-        Value::Hash(h) => {
+        ValueRef::Hash(h) => {
             if t == T_HASH_LISTPACK {
                 let mut w = LpWriter::new();
                 for (f, v) in h.iter() {
@@ -483,13 +484,13 @@ pub fn write_eof(out: &mut Vec<u8>) {
 /// DUMP payload: type byte + value + 2-byte LE RDB version + 8-byte LE
 /// CRC64 of all that (Redis's `createDumpPayload`, with compression on, as
 /// `rdbcompression yes`).
-pub fn dump_payload(v: &Value) -> Vec<u8> {
+pub fn dump_payload<'a>(v: impl Into<ValueRef<'a>>) -> Vec<u8> {
     dump_payload_with(v, true)
 }
 
 /// [`dump_payload`], compressing long strings only when `compress`
 /// (`rdbcompression`, which Redis's DUMP honours too).
-pub fn dump_payload_with(v: &Value, compress: bool) -> Vec<u8> {
+pub fn dump_payload_with<'a>(v: impl Into<ValueRef<'a>>, compress: bool) -> Vec<u8> {
     let mut out = Vec::new();
     write_value(&mut out, v, compress);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
