@@ -4,12 +4,30 @@
 //! Owns: the keyspace's and the hash/set types' main index. It is a
 //! data structure only: it knows nothing of expiry, eviction or replies.
 //!
+//! # `RawDict` and `Dict`
+//!
+//! * [`RawDict`]`<N, S>` is the table machinery: buckets, segments, splits
+//!   and merges, lookup, insertion, removal, `scan`, `walk`, iteration,
+//!   sampling. It stores **owning node handles** `N` ([`ChainNode`]: a thin
+//!   pointer to one node that holds the next link and the key, so an
+//!   `Option<N>` is one pointer) and knows a node only through the trait:
+//!   its link, its key (hashed again by a split, compared by a lookup) and
+//!   an address to prefetch. Whatever else a node holds is the caller's.
+//!   It is a building block for trusted code in the workspace: the `&mut N`
+//!   it hands out may change a node's payload, never its key or its link.
+//! * [`Dict`]`<K, V, S>` is the map everyone uses: a `RawDict` of boxed
+//!   nodes `Box<Node { next, key, value }>` with a `HashMap`-like API. A
+//!   caller that needs another node layout (the keyspace's single
+//!   allocation holding the link, metadata, key bytes and value bytes)
+//!   builds on `RawDict` with its own [`ChainNode`] instead.
+//!
 //! # Layout
 //!
 //! One bucket array of `n = 2^level + split` buckets; each bucket is a
-//! singly linked chain of boxed nodes `{ next, key, value }`. A key of hash
-//! `h` lives in bucket `h mod 2^level`, unless that bucket is below `split`
-//! (it has been split this round), then in bucket `h mod 2^(level+1)`.
+//! singly linked chain of nodes (for `Dict`, boxed `{ next, key, value }`).
+//! A key of hash `h` lives in bucket `h mod 2^level`, unless that bucket is
+//! below `split` (it has been split this round), then in bucket
+//! `h mod 2^(level+1)`.
 //!
 //! * **Growth** splits one bucket per insert past the load factor: bucket
 //!   `split`'s nodes whose hash has bit `level` set move to the new bucket
@@ -25,6 +43,9 @@
 //!   them) when the first bucket in it is split into, and freed once the
 //!   table has shrunk to 3/4 of the segment's start (hysteresis: a table
 //!   hovering at a boundary does not allocate and free it repeatedly).
+//!   Zeroed memory is a valid array of empty buckets because an all-zero
+//!   `Option<N>` is `None`: the one promise of [`ChainNode`] that the
+//!   table's soundness rests on, hence an `unsafe` trait.
 //!
 //! # Invariants
 //!
@@ -39,7 +60,15 @@
 //!   `retain`, iteration, `scan`'s per-call bucket walk and `Drop`: one
 //!   split per insert, at most [`SHRINK_STEP`] merges per removal.
 //! * Chains are dropped iteratively (see `Seg`'s `Drop`), so a
-//!   pathological chain cannot overflow the stack.
+//!   pathological chain cannot overflow the stack. A node the table hands
+//!   back (`remove`, `drain`, `retain`'s rejects) has an empty link, so
+//!   dropping it drops one node.
+//!
+//! A `RawDict` caller that breaks the rules above (changes a key or a link
+//! through a `&mut N`, inserts a key already present, or passes a hash that
+//! is not `hash_of(key)`) gets a table that misbehaves (lookups miss, nodes
+//! are visited twice or leak), never undefined behaviour: the table's
+//! `unsafe` is only in allocating and freeing segments.
 //!
 //! # Why this design
 //!
@@ -73,8 +102,21 @@
 //!   exactly once (`insert` uses the same hash for its lookup and its
 //!   insertion).
 //! * **Boxed nodes** (one allocation per entry, as Redis's `dictEntry`) keep
-//!   a split a pointer move and need no `unsafe`. A slab of nodes with
-//!   `u32` links would save memory and is the next step if profiles say so.
+//!   a split a pointer move and need no `unsafe` in `Dict`. A slab of nodes
+//!   with `u32` links would save memory and is the next step if profiles
+//!   say so.
+//! * **Generic over the node handle, not over a node trait object**: the
+//!   machinery is monomorphised per node type and `ChainNode`'s methods on
+//!   a `Box` are field accesses, so `Dict` compiles to about the code of
+//!   the table that knew only boxed nodes (callgrind: as many instructions
+//!   per lookup, insert or removal; a walk of a chain one or two more per
+//!   node, since it holds where each node's handle is, a `&N`, rather than
+//!   the node's address). A variable-size node (key and value bytes inline,
+//!   one allocation per key) reuses every part of it: the growth, the
+//!   `SCAN` guarantee, sampling, the iterative drop.
+//!   Mutable iteration yields a node's payload apart from its link
+//!   ([`ChainNodeMut`]): an iterator of `&mut N` would let the caller
+//!   unlink (and free) a node the iterator is about to visit.
 //! * **Hashing**: `foldhash`'s `RandomState` is seeded randomly per process
 //!   (and per table), so bucket placement is unpredictable to clients (hash
 //!   flooding), and it is much faster than SipHash on short keys. Lookups
@@ -120,12 +162,115 @@ const FAIR_SAMPLE: usize = 15;
 /// Random bucket probes before `random_entry` falls back to a linear walk.
 const RANDOM_PROBES_MAX: usize = 1024;
 
-type Link<K, V> = Option<Box<Node<K, V>>>;
+/// An owning handle to one chain node: a thin pointer whose `Option` is
+/// pointer-sized and all-zero for `None`. A [`RawDict`] stores `Option<N>`
+/// in its buckets and in each node's link.
+///
+/// The key is hashed (with the table's hasher) when a split moves the node
+/// and compared when a lookup walks its chain; it needs `Hash + Eq` for
+/// those methods only, so that a type like `Dict<K, V>` can exist for any
+/// `K`, as `HashMap` can.
+///
+/// # Safety
+///
+/// `Option<Self>` must have the size of a pointer and the all-zero bit
+/// pattern must be `None` (segments are allocated zeroed): a
+/// `#[repr(transparent)]` wrapper around a `Box`, a `NonNull` or a
+/// reference qualifies (the null-pointer optimisation is guaranteed for
+/// those). `next`/`next_mut` must return the link stored in the node, and
+/// `key` must not change while the node is in a table (breaking these two
+/// makes the table misbehave, as a wrong `Hash` does a `HashMap`; its
+/// memory safety rests on the first rule only).
+pub unsafe trait ChainNode: Sized {
+    /// The key a lookup compares (`Dict`: `K`; a byte-string node: `[u8]`).
+    type Key: ?Sized;
 
-struct Node<K, V> {
-    next: Link<K, V>,
-    key: K,
-    value: V,
+    /// The link to the next node of the chain.
+    fn next(&self) -> &Option<Self>;
+
+    /// The link to the next node of the chain, mutably.
+    fn next_mut(&mut self) -> &mut Option<Self>;
+
+    /// The node's key.
+    fn key(&self) -> &Self::Key;
+
+    /// An address in the node for [`RawDict::prefetch`] to load ahead of a
+    /// lookup: where the node starts, computed without reading it (a read
+    /// would wait for the very miss the prefetch is meant to overlap). The
+    /// default, the key's address, reads nothing for a key stored at a
+    /// fixed place in the node; a node whose key's place depends on the
+    /// node's contents overrides it.
+    #[inline]
+    fn prefetch_addr(&self) -> *const u8 {
+        self.key() as *const Self::Key as *const u8
+    }
+}
+
+/// A [`ChainNode`] that can lend its payload (whatever a caller may change)
+/// apart from its link, so that [`RawDict::iter_mut`] can hold the link to
+/// the next node while the caller holds the payload of this one.
+pub trait ChainNodeMut: ChainNode {
+    /// The mutable view of a node (`Dict`: `(&K, &mut V)`); it must not
+    /// give access to the link.
+    type PayloadMut<'a>
+    where
+        Self: 'a;
+
+    /// The node's link (as [`ChainNode::next_mut`]) and its payload.
+    fn link_and_payload_mut(&mut self) -> (&mut Option<Self>, Self::PayloadMut<'_>);
+}
+
+/// `Dict`'s node: one heap allocation per entry. `pub` in a private module:
+/// unnameable outside this one, but public enough to appear in the `Deref`
+/// the white-box tests use to reach a `Dict`'s `RawDict`.
+mod node {
+    pub struct Node<K, V> {
+        pub(super) next: Option<Box<Node<K, V>>>,
+        pub(super) key: K,
+        pub(super) value: V,
+    }
+}
+use node::Node;
+
+// SAFETY: `Option<Box<_>>` is pointer-sized and its `None` is the null
+// pointer (the null-pointer optimisation is guaranteed for `Box`); the link
+// is the node's `next` field and the key its `key` field, which `Dict`
+// never changes while the node is in the table.
+unsafe impl<K, V> ChainNode for Box<Node<K, V>> {
+    type Key = K;
+
+    #[inline]
+    fn next(&self) -> &Option<Self> {
+        &self.next
+    }
+
+    #[inline]
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        &mut self.next
+    }
+
+    #[inline]
+    fn key(&self) -> &K {
+        &self.key
+    }
+
+    #[inline]
+    fn prefetch_addr(&self) -> *const u8 {
+        &**self as *const Node<K, V> as *const u8
+    }
+}
+
+impl<K, V> ChainNodeMut for Box<Node<K, V>> {
+    type PayloadMut<'a>
+        = (&'a K, &'a mut V)
+    where
+        Self: 'a;
+
+    #[inline]
+    fn link_and_payload_mut(&mut self) -> (&mut Option<Self>, (&K, &mut V)) {
+        let node = &mut **self;
+        (&mut node.next, (&node.key, &mut node.value))
+    }
 }
 
 /// Segment `k`'s first bucket.
@@ -154,23 +299,29 @@ fn locate(i: usize) -> (usize, usize) {
 }
 
 /// One segment of the bucket array.
-struct Seg<K, V> {
-    buckets: Box<[Link<K, V>]>,
+struct Seg<N: ChainNode> {
+    buckets: Box<[Option<N>]>,
 }
 
-impl<K, V> Seg<K, V> {
+impl<N: ChainNode> Seg<N> {
     /// A segment of `size` empty buckets. The array comes zeroed from the
     /// allocator (`calloc`: fresh pages from the kernel for a large one,
     /// nothing written, each page faulted in when a split first reaches
     /// it) instead of being written bucket by bucket.
     fn zeroed(size: usize) -> Self {
-        let layout = std::alloc::Layout::array::<Link<K, V>>(size).expect("segment size");
+        const {
+            assert!(
+                mem::size_of::<Option<N>>() == mem::size_of::<*const u8>(),
+                "a ChainNode's Option must be pointer-sized"
+            )
+        };
+        let layout = std::alloc::Layout::array::<Option<N>>(size).expect("segment size");
         // SAFETY: the layout has a non-zero size (size >= 1, links are
-        // pointer-sized); an all-zero `Option<Box<_>>` is `None` (the
-        // null-pointer optimisation is guaranteed for `Option<Box<T>>`);
-        // the slice is built with the exact layout `Box<[T]>` frees with.
+        // pointer-sized, asserted above); an all-zero `Option<N>` is `None`
+        // (`ChainNode`'s contract); the slice is built with the exact
+        // layout `Box<[T]>` frees with.
         let buckets = unsafe {
-            let p = std::alloc::alloc_zeroed(layout) as *mut Link<K, V>;
+            let p = std::alloc::alloc_zeroed(layout) as *mut Option<N>;
             if p.is_null() {
                 std::alloc::handle_alloc_error(layout);
             }
@@ -189,7 +340,7 @@ impl<K, V> Seg<K, V> {
             return;
         }
         debug_assert!(b.iter().all(Option::is_none));
-        let layout = std::alloc::Layout::array::<Link<K, V>>(n).expect("segment size");
+        let layout = std::alloc::Layout::array::<Option<N>>(n).expect("segment size");
         let p = Box::into_raw(b) as *mut u8;
         // SAFETY: no bucket holds a node (the caller's contract), so no
         // element needs dropping; `p` came from the global allocator with
@@ -198,44 +349,99 @@ impl<K, V> Seg<K, V> {
     }
 }
 
-impl<K, V> Drop for Seg<K, V> {
-    /// Iterative: the default recursive drop of a long `Box` chain would
-    /// overflow the stack.
+impl<N: ChainNode> Drop for Seg<N> {
+    /// Iterative: the default recursive drop of a long chain (a node owns
+    /// the rest of its chain through its link) would overflow the stack.
     fn drop(&mut self) {
         for slot in self.buckets.iter_mut() {
             let mut link = slot.take();
             while let Some(mut node) = link {
-                link = node.next.take();
+                link = node.next_mut().take();
             }
         }
         self.free_empty();
     }
 }
 
-/// The bucket array: segments that never move (see the module docs).
-struct Buckets<K, V> {
-    segs: Vec<Seg<K, V>>,
+/// Writes `link` into `slot`, which must be `None` (a link just taken),
+/// without dropping the old value. Dropping a `None` does nothing, but the
+/// drop glue of an `Option<N>` is recursive (a node owns the rest of its
+/// chain), so the compiler may keep it out of line and call it even where
+/// it knows the value is `None` (measured: a call per insert and per split
+/// or merge move, about 1 % of `dict_bench`'s instructions).
+#[inline]
+fn put_link<N: ChainNode>(slot: &mut Option<N>, link: Option<N>) {
+    let old = mem::replace(slot, link);
+    debug_assert!(old.is_none(), "overwriting a link");
+    // Nothing to forget but a `None`; were it a chain (a caller changed a
+    // link), it would leak rather than be dropped recursively.
+    mem::forget(old);
 }
 
-impl<K, V> Buckets<K, V> {
+/// Puts `node` into `slot`, which must be `None`, and returns it in place:
+/// `Option::insert` without its drop of the old value (see `put_link`).
+#[inline]
+fn put_node<N: ChainNode>(slot: &mut Option<N>, node: N) -> &mut N {
+    put_link(slot, Some(node));
+    match slot {
+        Some(node) => node,
+        None => unreachable!("a node was just put there"),
+    }
+}
+
+/// The bucket array: segments that never move (see the module docs).
+struct BucketArray<N: ChainNode> {
+    segs: Vec<Seg<N>>,
+}
+
+/// The white-box tests' name for a `Dict`'s bucket array.
+#[cfg(test)]
+type Buckets<K, V> = BucketArray<Box<Node<K, V>>>;
+
+impl<N: ChainNode> BucketArray<N> {
     #[inline]
-    fn slot(&self, i: usize) -> &Link<K, V> {
+    fn slot(&self, i: usize) -> &Option<N> {
         let (k, off) = locate(i);
         &self.segs[k].buckets[off]
     }
 
     #[inline]
-    fn slot_mut(&mut self, i: usize) -> &mut Link<K, V> {
+    fn slot_mut(&mut self, i: usize) -> &mut Option<N> {
         let (k, off) = locate(i);
         &mut self.segs[k].buckets[off]
     }
 
     /// Pushes `node` at the head of bucket `i`.
     #[inline]
-    fn push(&mut self, i: usize, mut node: Box<Node<K, V>>) -> &mut Node<K, V> {
+    fn push(&mut self, i: usize, node: N) -> &mut N {
         let slot = self.slot_mut(i);
-        node.next = slot.take();
-        slot.insert(node)
+        let head = slot.take();
+        let node = put_node(slot, node);
+        put_link(node.next_mut(), head);
+        node
+    }
+
+    /// The link (bucket slot or a node's `next`) that holds the node of
+    /// bucket `i`'s chain whose key is `key`.
+    #[inline]
+    fn link_mut<Q>(&mut self, i: usize, key: &Q) -> Option<&mut Option<N>>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        let mut link = self.slot_mut(i);
+        loop {
+            match link.as_ref() {
+                None => return None,
+                Some(node) if node.key().borrow() == key => break,
+                Some(_) => {}
+            }
+            match link {
+                Some(node) => link = node.next_mut(),
+                None => return None,
+            }
+        }
+        Some(link)
     }
 }
 
@@ -263,34 +469,10 @@ fn scan_buckets(level: u32, split: usize, cursor: u64, mut visit: impl FnMut(usi
     }
 }
 
-/// A chained hash table with linear hashing and Redis's `SCAN` guarantee;
-/// see the module docs.
-pub struct Dict<K, V, S = RandomState> {
-    buckets: Buckets<K, V>,
-    /// The round's base size is `2^level` (0 while nothing is allocated).
-    level: u32,
-    /// Buckets of this round split so far.
-    split: usize,
-    used: usize,
-    hasher: S,
-}
-
-impl<K, V> Dict<K, V, RandomState> {
-    /// An empty dict; allocates nothing until the first insert.
-    pub fn new() -> Self {
-        Self::with_hasher(RandomState::default())
-    }
-
-    /// An empty dict with room for `capacity` entries before it grows.
-    pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_capacity_and_hasher(capacity, RandomState::default())
-    }
-}
-
-impl<K, V, S: Default> Default for Dict<K, V, S> {
-    fn default() -> Self {
-        Self::with_hasher(S::default())
-    }
+/// Increments the reversed bits of `v` above `mask` (Redis's cursor step).
+#[inline]
+fn next_cursor(v: u64, mask: u64) -> u64 {
+    (v | !mask).reverse_bits().wrapping_add(1).reverse_bits()
 }
 
 /// The table size for `n` entries: a power of two >= max(n, INITIAL_SIZE).
@@ -300,15 +482,44 @@ fn size_for(n: usize) -> usize {
         .unwrap_or(1 << (usize::BITS - 1))
 }
 
-impl<K, V, S> Dict<K, V, S> {
-    /// Bytes of one entry's node (one heap allocation per entry): the next
-    /// link, the key and the value.
-    pub const NODE_SIZE: usize = mem::size_of::<Node<K, V>>();
+/// The table machinery of [`Dict`] over owning node handles `N` (see the
+/// module docs): linear hashing over segments, Redis's `SCAN` guarantee.
+///
+/// The table owns its nodes: `remove`, `drain` and `retain` hand them back
+/// unlinked (link `None`), `clear` and `Drop` drop them. Methods that give
+/// out a `&mut N` let the caller change the node's payload; the caller must
+/// not change its key or its link (see [`ChainNode`]). Lookups take the
+/// key's hash from the caller where it says `hash`: it must be
+/// [`RawDict::hash_of`] of the key.
+pub struct RawDict<N: ChainNode, S = RandomState> {
+    buckets: BucketArray<N>,
+    /// The round's base size is `2^level` (0 while nothing is allocated).
+    level: u32,
+    /// Buckets of this round split so far.
+    split: usize,
+    used: usize,
+    hasher: S,
+}
 
-    /// An empty dict using `hasher`; allocates nothing until the first insert.
+impl<N: ChainNode> RawDict<N, RandomState> {
+    /// An empty table; allocates nothing until the first insert.
+    pub fn new() -> Self {
+        Self::with_hasher(RandomState::default())
+    }
+}
+
+impl<N: ChainNode, S: Default> Default for RawDict<N, S> {
+    fn default() -> Self {
+        Self::with_hasher(S::default())
+    }
+}
+
+impl<N: ChainNode, S> RawDict<N, S> {
+    /// An empty table using `hasher`; allocates nothing until the first
+    /// insert.
     pub fn with_hasher(hasher: S) -> Self {
-        Dict {
-            buckets: Buckets { segs: Vec::new() },
+        RawDict {
+            buckets: BucketArray { segs: Vec::new() },
             level: 0,
             split: 0,
             used: 0,
@@ -316,7 +527,7 @@ impl<K, V, S> Dict<K, V, S> {
         }
     }
 
-    /// An empty dict using `hasher`, with room for `capacity` entries.
+    /// An empty table using `hasher`, with room for `capacity` nodes.
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         let mut dict = Self::with_hasher(hasher);
         if capacity > 0 {
@@ -329,13 +540,13 @@ impl<K, V, S> Dict<K, V, S> {
         dict
     }
 
-    /// Number of entries. O(1).
+    /// Number of nodes. O(1).
     #[inline]
     pub fn len(&self) -> usize {
         self.used
     }
 
-    /// True if there are no entries. O(1).
+    /// True if there are no nodes. O(1).
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.used == 0
@@ -358,85 +569,153 @@ impl<K, V, S> Dict<K, V, S> {
         self.split != 0
     }
 
-    /// Rough memory used by the dict itself: the handle, the buckets in
-    /// use and the nodes (not counting heap memory owned by keys and
-    /// values, nor allocator overhead).
-    pub fn allocated_bytes(&self) -> usize {
-        mem::size_of::<Self>()
-            + self.buckets() * mem::size_of::<Link<K, V>>()
-            + self.len() * mem::size_of::<Node<K, V>>()
-    }
-
     /// The hasher.
     pub fn hasher(&self) -> &S {
         &self.hasher
     }
 
-    /// Removes every entry and frees the buckets. O(n).
-    pub fn clear(&mut self) {
-        drop(self.take_all());
+    /// The bucket a key of hash `hash` lives in; only for an allocated
+    /// table.
+    #[inline]
+    fn bucket_of(&self, hash: u64) -> usize {
+        let h = hash as usize;
+        let low = h & ((1usize << self.level) - 1);
+        if low < self.split {
+            h & ((2usize << self.level) - 1)
+        } else {
+            low
+        }
     }
 
-    /// Empties the dict (unallocated) and returns what it held.
-    fn take_all(&mut self) -> Drain<K, V> {
+    /// The node whose key is `key`, `hash` being its hash. O(1) expected.
+    // Always inlined: the boxed-only table's private `find` was inlined
+    // into its lookups by the optimiser; left to `#[inline]`, this one
+    // stayed a call of its own under `get` for `Dict<SmallBytes, _>`
+    // (callgrind: 6 % more instructions per lookup).
+    #[inline(always)]
+    pub fn find<Q>(&self, hash: u64, key: &Q) -> Option<&N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let mut link = self.buckets.slot(self.bucket_of(hash));
+        while let Some(node) = link {
+            if node.key().borrow() == key {
+                return Some(node);
+            }
+            link = node.next();
+        }
+        None
+    }
+
+    /// [`RawDict::find`], mutably (the payload only: see the type's docs).
+    #[inline(always)] // As `find`.
+    pub fn find_mut<Q>(&mut self, hash: u64, key: &Q) -> Option<&mut N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let i = self.bucket_of(hash);
+        let mut link = self.buckets.slot_mut(i);
+        while let Some(node) = link {
+            if node.key().borrow() == key {
+                return Some(node);
+            }
+            link = node.next_mut();
+        }
+        None
+    }
+
+    /// Replaces the node whose key is `key` (`hash` being its hash) with
+    /// `f(node)`, in the same place of the same chain: `f` gets the node
+    /// unlinked (link `None`) and must return a node with an equal key and
+    /// an empty link, which takes over the old node's link. For a node that
+    /// must be reallocated (a different size) without a remove and an
+    /// insert. Returns the new node, or `None` (and `f` is not called) if
+    /// the key is absent. If `f` panics, the table is left without the
+    /// node. O(1) expected.
+    pub fn replace_node<Q>(&mut self, hash: u64, key: &Q, f: impl FnOnce(N) -> N) -> Option<&mut N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let i = self.bucket_of(hash);
+        let link = self.buckets.link_mut(i, key)?;
+        let mut old = link.take()?;
+        put_link(link, old.next_mut().take());
+        // The table is whole without the node while `f` runs.
+        self.used -= 1;
+        let new = f(old);
+        debug_assert!(new.key().borrow() == key, "replace_node changed the key");
+        let rest = link.take();
+        let new = put_node(link, new);
+        put_link(new.next_mut(), rest);
+        self.used += 1;
+        Some(new)
+    }
+
+    /// Starts loading what a lookup of a key of hash `hash` will touch,
+    /// without waiting for it: stage 0 the bucket slot, stage 1 (once
+    /// stage 0 had time to land) the first node of the chain. Issued over
+    /// a batch of keys before the batch runs, the cache misses of the whole
+    /// batch overlap instead of being paid one after another.
+    #[inline]
+    pub fn prefetch(&self, hash: u64, stage: u8) {
+        if self.is_empty() {
+            return;
+        }
+        let slot = self.buckets.slot(self.bucket_of(hash));
+        if stage == 0 {
+            prefetch_ptr(slot as *const Option<N> as *const u8);
+        } else if let Some(node) = slot.as_ref() {
+            prefetch_ptr(node.prefetch_addr());
+        }
+    }
+
+    /// Removes every node and frees the buckets. O(n).
+    pub fn clear(&mut self) {
+        drop(self.drain());
+    }
+
+    /// Removes every node at once and returns them as an owning iterator;
+    /// the table is empty (and unallocated) right away, and nodes not
+    /// consumed are dropped with the iterator. Lets a caller free a large
+    /// table elsewhere (lazy free) or in bounded batches.
+    pub fn drain(&mut self) -> RawDrain<N> {
         let segs = mem::take(&mut self.buckets.segs);
         let used = mem::take(&mut self.used);
         self.level = 0;
         self.split = 0;
-        Drain::new(segs, used)
+        RawDrain::new(segs, used)
     }
 
-    /// Removes every entry at once and returns them as an owning iterator;
-    /// the dict is empty (and unallocated) right away, and entries not
-    /// consumed are dropped with the iterator. Lets a caller free a large
-    /// dict elsewhere (lazy free) or in bounded batches.
-    pub fn drain(&mut self) -> Drain<K, V> {
-        self.take_all()
-    }
-
-    /// Iterates over all entries in no particular order. Each entry once.
-    pub fn iter(&self) -> Iter<'_, K, V> {
-        Iter {
+    /// Iterates over all nodes in no particular order. Each node once.
+    pub fn iter(&self) -> RawIter<'_, N> {
+        RawIter {
             segs: self.buckets.segs.iter(),
             buckets: [].iter(),
-            cur: None,
+            // A promoted constant: `'static`, no allocation.
+            link: &None,
             remaining: self.len(),
         }
     }
 
-    /// Resumable walk: visits the entries from `pos` on, in [`Dict::iter`]'s
-    /// order, calling `f` on each until it returns false (that entry counts
-    /// as visited); `pos` is left just after the last entry visited. True
-    /// when the walk ran to the end (a walk stopped on the last entry says
-    /// false: callers that know the count need not call again). Each entry
-    /// is visited exactly once over a series of calls, provided the dict is
-    /// not changed in between (no insert or remove: the position is a
-    /// bucket and a place in its chain). Resuming costs the skipped part of
-    /// one chain. A snapshot writes a big hash or set this way, a slice at
-    /// a time.
-    pub fn walk(&self, pos: &mut WalkPos, mut f: impl FnMut(&K, &V) -> bool) -> bool {
-        let n = self.buckets();
-        while pos.bucket < n {
-            let mut cur = self.buckets.slot(pos.bucket).as_deref();
-            for _ in 0..pos.skip {
-                cur = cur.and_then(|n| n.next.as_deref());
-            }
-            while let Some(node) = cur {
-                pos.skip += 1;
-                if !f(&node.key, &node.value) {
-                    return false;
-                }
-                cur = node.next.as_deref();
-            }
-            pos.bucket += 1;
-            pos.skip = 0;
-        }
-        true
-    }
-
-    /// Iterates over all entries with mutable values, in no particular order.
-    pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
-        IterMut {
+    /// Iterates over all nodes' payloads (see [`ChainNodeMut`]), in
+    /// [`RawDict::iter`]'s order.
+    pub fn iter_mut(&mut self) -> RawIterMut<'_, N>
+    where
+        N: ChainNodeMut,
+    {
+        RawIterMut {
             remaining: self.len(),
             segs: self.buckets.segs.iter_mut(),
             buckets: [].iter_mut(),
@@ -444,14 +723,50 @@ impl<K, V, S> Dict<K, V, S> {
         }
     }
 
-    /// Iterates over the keys.
-    pub fn keys(&self) -> impl Iterator<Item = &K> + '_ {
-        self.iter().map(|(k, _)| k)
+    /// Calls `f` on every node, mutably (the payload only: see the type's
+    /// docs), in [`RawDict::iter`]'s order.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut N)) {
+        for seg in &mut self.buckets.segs {
+            for slot in seg.buckets.iter_mut() {
+                let mut link = slot;
+                while let Some(node) = link {
+                    f(node);
+                    link = node.next_mut();
+                }
+            }
+        }
     }
 
-    /// Iterates over the values.
-    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
-        self.iter().map(|(_, v)| v)
+    /// Resumable walk: visits the nodes from `pos` on, in [`RawDict::iter`]'s
+    /// order, calling `f` on each until it returns false (that node counts
+    /// as visited); `pos` is left just after the last node visited. True
+    /// when the walk ran to the end (a walk stopped on the last node says
+    /// false: callers that know the count need not call again). Each node
+    /// is visited exactly once over a series of calls, provided the table
+    /// is not changed in between (no insert or remove: the position is a
+    /// bucket and a place in its chain). Resuming costs the skipped part of
+    /// one chain.
+    pub fn walk(&self, pos: &mut WalkPos, mut f: impl FnMut(&N) -> bool) -> bool {
+        let n = self.buckets();
+        while pos.bucket < n {
+            let mut link = self.buckets.slot(pos.bucket);
+            for _ in 0..pos.skip {
+                match link {
+                    Some(node) => link = node.next(),
+                    None => break,
+                }
+            }
+            while let Some(node) = link {
+                link = node.next();
+                pos.skip += 1;
+                if !f(node) {
+                    return false;
+                }
+            }
+            pos.bucket += 1;
+            pos.skip = 0;
+        }
+        true
     }
 
     /// Undoes the last split: the last bucket's chain joins its sibling's,
@@ -467,7 +782,7 @@ impl<K, V, S> Dict<K, V, S> {
         let dst = self.split;
         let mut link = self.buckets.slot_mut(dst + (1 << self.level)).take();
         while let Some(mut node) = link {
-            link = node.next.take();
+            link = node.next_mut().take();
             self.buckets.push(dst, node);
         }
         let n = self.buckets();
@@ -502,75 +817,6 @@ impl<K, V, S> Dict<K, V, S> {
         self.too_sparse()
     }
 
-    /// Redis's `dictScan`: calls `f` for the entries of the bucket(s) at
-    /// `cursor` and returns the next cursor, 0 when the scan is complete.
-    /// Start with 0. Every entry present for the whole scan is visited at
-    /// least once, however the dict grows or shrinks between calls; entries
-    /// may be visited more than once. The cursor's bits are incremented in
-    /// reverse order, so that covering all buckets of one size also covers
-    /// all buckets of any other size. Cost per call: the entries of one
-    /// bucket, or of a split bucket's two halves.
-    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&K, &V)) -> u64 {
-        if self.is_empty() {
-            return 0;
-        }
-        scan_buckets(self.level, self.split, cursor, |i| {
-            let mut cur = self.buckets.slot(i).as_deref();
-            while let Some(node) = cur {
-                f(&node.key, &node.value);
-                cur = node.next.as_deref();
-            }
-        })
-    }
-
-    /// [`Dict::scan`] with mutable access to the values: same cursor, same
-    /// guarantee (every entry present for the whole scan is visited at least
-    /// once), so a caller that must act on each entry exactly once marks the
-    /// entries it has handled.
-    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&K, &mut V)) -> u64 {
-        if self.is_empty() {
-            return 0;
-        }
-        let buckets = &mut self.buckets;
-        scan_buckets(self.level, self.split, cursor, |i| {
-            let mut cur = buckets.slot_mut(i).as_deref_mut();
-            while let Some(node) = cur {
-                f(&node.key, &mut node.value);
-                cur = node.next.as_deref_mut();
-            }
-        })
-    }
-}
-
-/// Increments the reversed bits of `v` above `mask` (Redis's cursor step).
-#[inline]
-fn next_cursor(v: u64, mask: u64) -> u64 {
-    (v | !mask).reverse_bits().wrapping_add(1).reverse_bits()
-}
-
-impl<K, V, S> Dict<K, V, S>
-where
-    K: Hash + Eq,
-    S: BuildHasher,
-{
-    #[inline]
-    fn hash_of<Q: ?Sized + Hash>(&self, key: &Q) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    /// The bucket a key of hash `hash` lives in; only for an allocated
-    /// table.
-    #[inline]
-    fn bucket_of(&self, hash: u64) -> usize {
-        let h = hash as usize;
-        let low = h & ((1usize << self.level) - 1);
-        if low < self.split {
-            h & ((2usize << self.level) - 1)
-        } else {
-            low
-        }
-    }
-
     /// Shrink work owed (removals shrink as they go, so there is rarely
     /// any): merges up to `max_buckets` buckets. Returns true if more work
     /// remains. Meant for the server's cron.
@@ -578,9 +824,272 @@ where
         self.shrink(max_buckets)
     }
 
+    /// Keeps only the nodes for which `keep` returns true; the others are
+    /// dropped (unlinked). O(n); shrinks the table as far as the removals
+    /// allow.
+    pub fn retain(&mut self, mut keep: impl FnMut(&mut N) -> bool) {
+        for seg in &mut self.buckets.segs {
+            for slot in seg.buckets.iter_mut() {
+                let mut link = slot.take();
+                while let Some(mut node) = link {
+                    link = node.next_mut().take();
+                    if keep(&mut node) {
+                        let head = slot.take();
+                        put_link(put_node(slot, node).next_mut(), head);
+                    } else {
+                        self.used -= 1;
+                    }
+                }
+            }
+        }
+        self.shrink(usize::MAX);
+    }
+
+    /// Redis's `dictScan`: calls `f` for the nodes of the bucket(s) at
+    /// `cursor` and returns the next cursor, 0 when the scan is complete.
+    /// Start with 0. Every node present for the whole scan is visited at
+    /// least once, however the table grows or shrinks between calls; nodes
+    /// may be visited more than once. The cursor's bits are incremented in
+    /// reverse order, so that covering all buckets of one size also covers
+    /// all buckets of any other size. Cost per call: the nodes of one
+    /// bucket, or of a split bucket's two halves.
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&N)) -> u64 {
+        if self.is_empty() {
+            return 0;
+        }
+        scan_buckets(self.level, self.split, cursor, |i| {
+            let mut link = self.buckets.slot(i);
+            while let Some(node) = link {
+                // Before `f`: the compiler cannot tell that `f`'s writes
+                // leave the link alone, and would read it again.
+                link = node.next();
+                f(node);
+            }
+        })
+    }
+
+    /// [`RawDict::scan`] with mutable access to the nodes (the payload
+    /// only: see the type's docs): same cursor, same guarantee (every node
+    /// present for the whole scan is visited at least once), so a caller
+    /// that must act on each node exactly once marks the nodes it has
+    /// handled.
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&mut N)) -> u64 {
+        if self.is_empty() {
+            return 0;
+        }
+        let buckets = &mut self.buckets;
+        scan_buckets(self.level, self.split, cursor, |i| {
+            let mut link = buckets.slot_mut(i);
+            while let Some(node) = link {
+                f(node);
+                link = node.next_mut();
+            }
+        })
+    }
+
+    /// A uniformly random node, like Redis's `dictGetFairRandomKey`: samples
+    /// up to 15 nodes from random consecutive buckets and picks one of
+    /// them, which is fairer than picking a random bucket (that favours
+    /// nodes in short chains). O(1) expected; `None` if empty.
+    pub fn random_node<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<&N> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut picks: [Option<&N>; FAIR_SAMPLE] = [None; FAIR_SAMPLE];
+        let mut picked = 0;
+        self.sample_nodes(rng, FAIR_SAMPLE, |node| {
+            picks[picked] = Some(node);
+            picked += 1;
+        });
+        if picked > 0 {
+            picks[rng.gen_range(0..picked)]
+        } else {
+            self.random_node_slow(rng)
+        }
+    }
+
+    /// Redis's `dictGetRandomKey`: a random non-empty bucket, then a random
+    /// node of its chain. Random probes are bounded; then a linear walk
+    /// from a random bucket, which must find a node since `len() > 0`.
+    fn random_node_slow<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<&N> {
+        let n = self.buckets();
+        if n == 0 {
+            return None;
+        }
+        let mut head = None;
+        for _ in 0..RANDOM_PROBES_MAX {
+            head = self.buckets.slot(rng.gen_range(0..n)).as_ref();
+            if head.is_some() {
+                break;
+            }
+        }
+        if head.is_none() {
+            let first = rng.gen_range(0..n);
+            head = (0..n).find_map(|i| self.buckets.slot((first + i) % n).as_ref());
+        }
+        let head = head?;
+        let mut chain_len = 1;
+        let mut link = head.next();
+        while let Some(node) = link {
+            chain_len += 1;
+            link = node.next();
+        }
+        let mut node = head;
+        for _ in 0..rng.gen_range(0..chain_len) {
+            node = node.next().as_ref()?;
+        }
+        Some(node)
+    }
+
+    /// Redis's `dictGetSomeKeys`: calls `f` on up to `count` nodes, taken
+    /// from consecutive buckets starting at a random one (jumping elsewhere
+    /// after runs of empty buckets). Not uniformly random and possibly fewer
+    /// than `count` (at most `10 * count` buckets are visited), but fast:
+    /// meant for eviction and active-expiry sampling. Returns the number of
+    /// calls. As in Redis, a node may come more than once when the walk
+    /// wraps around or jumps back over buckets it already took.
+    pub fn sample_nodes<'a, R: Rng + ?Sized>(
+        &'a self,
+        rng: &mut R,
+        count: usize,
+        mut f: impl FnMut(&'a N),
+    ) -> usize {
+        let count = count.min(self.len());
+        if count == 0 {
+            return 0;
+        }
+        let n = self.buckets();
+        let mut i = rng.gen_range(0..n);
+        let mut empty_run = 0;
+        let mut stored = 0;
+        let mut max_steps = count.saturating_mul(10);
+        while stored < count && max_steps > 0 {
+            max_steps -= 1;
+            let mut link = self.buckets.slot(i);
+            if link.is_none() {
+                empty_run += 1;
+                if empty_run >= 5 && empty_run > count {
+                    i = rng.gen_range(0..n);
+                    empty_run = 0;
+                    continue;
+                }
+            } else {
+                empty_run = 0;
+                while let Some(node) = link {
+                    link = node.next(); // Before `f`, as in `scan`.
+                    f(node);
+                    stored += 1;
+                    if stored == count {
+                        return stored;
+                    }
+                }
+            }
+            i = if i + 1 == n { 0 } else { i + 1 };
+        }
+        stored
+    }
+}
+
+impl<N: ChainNode, S: BuildHasher> RawDict<N, S> {
+    /// The hash of `key` (or of any borrowed form of a key, whose `Hash`
+    /// agrees with the key's) with this table's hasher: what `find`,
+    /// `insert_new` and the other methods taking a `hash` expect.
+    #[inline]
+    pub fn hash_of<Q: ?Sized + Hash>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The node whose key is `key`. O(1) expected.
+    #[inline]
+    pub fn get<Q>(&self, key: &Q) -> Option<&N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        self.find(self.hash_of(key), key)
+    }
+
+    /// The node whose key is `key`, mutably (the payload only: see the
+    /// type's docs). O(1) expected.
+    #[inline]
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let hash = self.hash_of(key);
+        self.find_mut(hash, key)
+    }
+
+    /// Links `node` (whose link must be `None`) into the table, `hash`
+    /// being its key's hash; the caller guarantees that the key is absent.
+    /// May split one bucket. Returns the node in place. O(1) expected.
+    pub fn insert_new(&mut self, hash: u64, node: N) -> &mut N
+    where
+        N::Key: Hash + Eq,
+    {
+        debug_assert!(node.next().is_none(), "insert_new's node has a link");
+        debug_assert_eq!(hash, self.hash_of(node.key()), "insert_new's hash");
+        debug_assert!(
+            self.find(hash, node.key()).is_none(),
+            "insert_new's key is present"
+        );
+        if self.buckets.segs.is_empty() {
+            self.buckets.segs.push(Seg::zeroed(INITIAL_SIZE));
+            self.level = INITIAL_LOG2;
+            self.split = 0;
+        } else if self.used >= self.buckets() * MAX_LOAD_FACTOR {
+            self.split_one();
+        }
+        self.used += 1;
+        let i = self.bucket_of(hash);
+        self.buckets.push(i, node)
+    }
+
+    /// Removes the node whose key is `key` and returns it unlinked. May
+    /// merge a few buckets. O(1) expected.
+    #[inline]
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        self.remove_hashed(self.hash_of(key), key)
+    }
+
+    /// [`RawDict::remove`] with the key's hash from the caller.
+    pub fn remove_hashed<Q>(&mut self, hash: u64, key: &Q) -> Option<N>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        if self.is_empty() {
+            return None;
+        }
+        let i = self.bucket_of(hash);
+        let link = self.buckets.link_mut(i, key)?;
+        let mut node = link.take()?;
+        put_link(link, node.next_mut().take());
+        self.used -= 1;
+        self.shrink(SHRINK_STEP);
+        Some(node)
+    }
+
     /// Splits the next bucket of the round, allocating the segment the
     /// round's new buckets start when this is its first split.
-    fn split_one(&mut self) {
+    fn split_one(&mut self)
+    where
+        N::Key: Hash,
+    {
         let base = 1usize << self.level;
         let src = self.split;
         if src == 0 {
@@ -591,8 +1100,8 @@ where
         }
         let mut link = self.buckets.slot_mut(src).take();
         while let Some(mut node) = link {
-            link = node.next.take();
-            let hi = (self.hasher.hash_one(&node.key) as usize) & base != 0;
+            link = node.next_mut().take();
+            let hi = (self.hasher.hash_one(node.key()) as usize) & base != 0;
             self.buckets.push(if hi { base + src } else { src }, node);
         }
         self.split += 1;
@@ -601,38 +1110,339 @@ where
             self.split = 0;
         }
     }
+}
+
+impl<N: ChainNode + fmt::Debug, S> fmt::Debug for RawDict<N, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// Iterator over a [`RawDict`]'s nodes; see [`RawDict::iter`].
+pub struct RawIter<'a, N: ChainNode> {
+    segs: std::slice::Iter<'a, Seg<N>>,
+    buckets: std::slice::Iter<'a, Option<N>>,
+    /// The link to the next node of the current chain (`None` at its end).
+    link: &'a Option<N>,
+    remaining: usize,
+}
+
+impl<'a, N: ChainNode> Iterator for RawIter<'a, N> {
+    type Item = &'a N;
 
     #[inline]
-    fn find<Q>(&self, hash: u64, key: &Q) -> Option<&Node<K, V>>
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Eq,
-    {
-        let mut cur = self.buckets.slot(self.bucket_of(hash)).as_deref();
-        while let Some(node) = cur {
-            if node.key.borrow() == key {
+    fn next(&mut self) -> Option<&'a N> {
+        loop {
+            if let Some(node) = self.link {
+                self.link = node.next();
+                self.remaining = self.remaining.saturating_sub(1);
                 return Some(node);
             }
-            cur = node.next.as_deref();
+            if self.remaining == 0 {
+                return None;
+            }
+            match self.buckets.next() {
+                Some(slot) => self.link = slot,
+                None => self.buckets = self.segs.next()?.buckets.iter(),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<N: ChainNode> ExactSizeIterator for RawIter<'_, N> {}
+impl<N: ChainNode> FusedIterator for RawIter<'_, N> {}
+
+/// Iterator over a [`RawDict`]'s nodes' payloads; see
+/// [`RawDict::iter_mut`].
+pub struct RawIterMut<'a, N: ChainNode> {
+    segs: std::slice::IterMut<'a, Seg<N>>,
+    buckets: std::slice::IterMut<'a, Option<N>>,
+    cur: Option<&'a mut N>,
+    remaining: usize,
+}
+
+impl<'a, N: ChainNodeMut> Iterator for RawIterMut<'a, N> {
+    type Item = N::PayloadMut<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(node) = self.cur.take() {
+                let (next, payload) = node.link_and_payload_mut();
+                self.cur = next.as_mut();
+                self.remaining = self.remaining.saturating_sub(1);
+                return Some(payload);
+            }
+            if self.remaining == 0 {
+                return None;
+            }
+            match self.buckets.next() {
+                Some(slot) => self.cur = slot.as_mut(),
+                None => self.buckets = self.segs.next()?.buckets.iter_mut(),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<N: ChainNodeMut> ExactSizeIterator for RawIterMut<'_, N> {}
+impl<N: ChainNodeMut> FusedIterator for RawIterMut<'_, N> {}
+
+/// Owning iterator over a [`RawDict`]'s nodes, each unlinked; see
+/// [`RawDict::drain`]. Nodes left when it is dropped are dropped
+/// (iteratively).
+pub struct RawDrain<N: ChainNode> {
+    segs: Vec<Seg<N>>,
+    /// Position: segment and bucket within it.
+    seg: usize,
+    bucket: usize,
+    remaining: usize,
+}
+
+impl<N: ChainNode> RawDrain<N> {
+    fn new(segs: Vec<Seg<N>>, remaining: usize) -> Self {
+        RawDrain {
+            segs,
+            seg: 0,
+            bucket: 0,
+            remaining,
+        }
+    }
+}
+
+impl<N: ChainNode> Iterator for RawDrain<N> {
+    type Item = N;
+
+    fn next(&mut self) -> Option<N> {
+        while self.remaining > 0 {
+            let seg = self.segs.get_mut(self.seg)?;
+            match seg.buckets.get_mut(self.bucket) {
+                Some(slot) => match slot.take() {
+                    Some(mut node) => {
+                        put_link(slot, node.next_mut().take());
+                        self.remaining -= 1;
+                        return Some(node);
+                    }
+                    None => self.bucket += 1,
+                },
+                None => {
+                    self.seg += 1;
+                    self.bucket = 0;
+                }
+            }
         }
         None
     }
 
-    #[inline]
-    fn find_mut<Q>(&mut self, hash: u64, key: &Q) -> Option<&mut Node<K, V>>
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Eq,
-    {
-        let i = self.bucket_of(hash);
-        let mut cur = self.buckets.slot_mut(i).as_deref_mut();
-        while let Some(node) = cur {
-            if node.key.borrow() == key {
-                return Some(node);
-            }
-            cur = node.next.as_deref_mut();
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<N: ChainNode> ExactSizeIterator for RawDrain<N> {}
+impl<N: ChainNode> FusedIterator for RawDrain<N> {}
+
+/// Where a [`Dict::walk`] (or [`RawDict::walk`]) resumes: a bucket, and how
+/// many nodes of its chain were visited. `WalkPos::default()` is the start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkPos {
+    bucket: usize,
+    skip: usize,
+}
+
+/// A chained hash table with linear hashing and Redis's `SCAN` guarantee;
+/// see the module docs. A [`RawDict`] of boxed `{ next, key, value }`
+/// nodes.
+pub struct Dict<K, V, S = RandomState> {
+    raw: RawDict<Box<Node<K, V>>, S>,
+}
+
+/// Lets the white-box tests reach the table's fields and private methods
+/// as `dict.buckets`, `dict.used`, `dict.bucket_of(..)`.
+#[cfg(test)]
+impl<K, V, S> std::ops::Deref for Dict<K, V, S> {
+    type Target = RawDict<Box<Node<K, V>>, S>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.raw
+    }
+}
+
+impl<K, V> Dict<K, V, RandomState> {
+    /// An empty dict; allocates nothing until the first insert.
+    pub fn new() -> Self {
+        Self::with_hasher(RandomState::default())
+    }
+
+    /// An empty dict with room for `capacity` entries before it grows.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_capacity_and_hasher(capacity, RandomState::default())
+    }
+}
+
+impl<K, V, S: Default> Default for Dict<K, V, S> {
+    fn default() -> Self {
+        Self::with_hasher(S::default())
+    }
+}
+
+impl<K, V, S> Dict<K, V, S> {
+    /// Bytes of one entry's node (one heap allocation per entry): the next
+    /// link, the key and the value.
+    pub const NODE_SIZE: usize = mem::size_of::<Node<K, V>>();
+
+    /// An empty dict using `hasher`; allocates nothing until the first insert.
+    pub fn with_hasher(hasher: S) -> Self {
+        Dict {
+            raw: RawDict::with_hasher(hasher),
         }
-        None
+    }
+
+    /// An empty dict using `hasher`, with room for `capacity` entries.
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        Dict {
+            raw: RawDict::with_capacity_and_hasher(capacity, hasher),
+        }
+    }
+
+    /// Number of entries. O(1).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// True if there are no entries. O(1).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Bucket count (for `INFO`/`DEBUG HTSTATS`).
+    #[inline]
+    pub fn buckets(&self) -> usize {
+        self.raw.buckets()
+    }
+
+    /// True while a round of splits is under way (the bucket count is not
+    /// a power of two): the state Redis calls rehashing.
+    #[inline]
+    pub fn is_rehashing(&self) -> bool {
+        self.raw.is_rehashing()
+    }
+
+    /// Rough memory used by the dict itself: the handle, the buckets in
+    /// use and the nodes (not counting heap memory owned by keys and
+    /// values, nor allocator overhead).
+    pub fn allocated_bytes(&self) -> usize {
+        mem::size_of::<Self>()
+            + self.buckets() * mem::size_of::<Option<Box<Node<K, V>>>>()
+            + self.len() * mem::size_of::<Node<K, V>>()
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &S {
+        self.raw.hasher()
+    }
+
+    /// Removes every entry and frees the buckets. O(n).
+    pub fn clear(&mut self) {
+        self.raw.clear();
+    }
+
+    /// Removes every entry at once and returns them as an owning iterator;
+    /// the dict is empty (and unallocated) right away, and entries not
+    /// consumed are dropped with the iterator. Lets a caller free a large
+    /// dict elsewhere (lazy free) or in bounded batches.
+    pub fn drain(&mut self) -> Drain<K, V> {
+        Drain {
+            raw: self.raw.drain(),
+        }
+    }
+
+    /// Iterates over all entries in no particular order. Each entry once.
+    pub fn iter(&self) -> Iter<'_, K, V> {
+        Iter {
+            raw: self.raw.iter(),
+        }
+    }
+
+    /// Resumable walk: visits the entries from `pos` on, in [`Dict::iter`]'s
+    /// order, calling `f` on each until it returns false (that entry counts
+    /// as visited); `pos` is left just after the last entry visited. True
+    /// when the walk ran to the end (a walk stopped on the last entry says
+    /// false: callers that know the count need not call again). Each entry
+    /// is visited exactly once over a series of calls, provided the dict is
+    /// not changed in between (no insert or remove: the position is a
+    /// bucket and a place in its chain). Resuming costs the skipped part of
+    /// one chain. A snapshot writes a big hash or set this way, a slice at
+    /// a time.
+    pub fn walk(&self, pos: &mut WalkPos, mut f: impl FnMut(&K, &V) -> bool) -> bool {
+        self.raw.walk(pos, |node| f(&node.key, &node.value))
+    }
+
+    /// Iterates over all entries with mutable values, in no particular order.
+    pub fn iter_mut(&mut self) -> IterMut<'_, K, V> {
+        IterMut {
+            raw: self.raw.iter_mut(),
+        }
+    }
+
+    /// Iterates over the keys.
+    pub fn keys(&self) -> impl Iterator<Item = &K> + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// Iterates over the values.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// Redis's `dictScan`: calls `f` for the entries of the bucket(s) at
+    /// `cursor` and returns the next cursor, 0 when the scan is complete.
+    /// Start with 0. Every entry present for the whole scan is visited at
+    /// least once, however the dict grows or shrinks between calls; entries
+    /// may be visited more than once. The cursor's bits are incremented in
+    /// reverse order, so that covering all buckets of one size also covers
+    /// all buckets of any other size. Cost per call: the entries of one
+    /// bucket, or of a split bucket's two halves.
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&K, &V)) -> u64 {
+        self.raw.scan(cursor, |node| f(&node.key, &node.value))
+    }
+
+    /// [`Dict::scan`] with mutable access to the values: same cursor, same
+    /// guarantee (every entry present for the whole scan is visited at least
+    /// once), so a caller that must act on each entry exactly once marks the
+    /// entries it has handled.
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&K, &mut V)) -> u64 {
+        self.raw.scan_mut(cursor, |node| {
+            let node = &mut **node;
+            f(&node.key, &mut node.value)
+        })
+    }
+}
+
+impl<K, V, S> Dict<K, V, S>
+where
+    K: Hash + Eq,
+    S: BuildHasher,
+{
+    #[inline]
+    fn hash_of<Q: ?Sized + Hash>(&self, key: &Q) -> u64 {
+        self.raw.hash_of(key)
+    }
+
+    /// Shrink work owed (removals shrink as they go, so there is rarely
+    /// any): merges up to `max_buckets` buckets. Returns true if more work
+    /// remains. Meant for the server's cron.
+    pub fn rehash_step(&mut self, max_buckets: usize) -> bool {
+        self.raw.rehash_step(max_buckets)
     }
 
     /// The value for `key`. O(1) expected.
@@ -642,7 +1452,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.get_key_value(key).map(|(_, v)| v)
+        self.raw.get(key).map(|node| &node.value)
     }
 
     /// The stored key and value for `key`. O(1) expected.
@@ -652,11 +1462,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        if self.is_empty() {
-            return None;
-        }
-        self.find(self.hash_of(key), key)
-            .map(|node| (&node.key, &node.value))
+        self.raw.get(key).map(|node| (&node.key, &node.value))
     }
 
     /// The stored key and the value for `key`, the value mutably.
@@ -666,12 +1472,10 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        if self.is_empty() {
-            return None;
-        }
-        let hash = self.hash_of(key);
-        self.find_mut(hash, key)
-            .map(|node| (&node.key, &mut node.value))
+        self.raw.get_mut(key).map(|node| {
+            let node = &mut **node;
+            (&node.key, &mut node.value)
+        })
     }
 
     /// Starts loading what a lookup of `key` will touch, without waiting
@@ -688,12 +1492,7 @@ where
         if self.is_empty() {
             return;
         }
-        let slot = self.buckets.slot(self.bucket_of(self.hash_of(key)));
-        if stage == 0 {
-            prefetch_ptr(slot as *const Link<K, V> as *const u8);
-        } else if let Some(node) = slot.as_deref() {
-            prefetch_ptr(node as *const Node<K, V> as *const u8);
-        }
+        self.raw.prefetch(self.hash_of(key), stage);
     }
 
     /// True if `key` is present. O(1) expected.
@@ -713,7 +1512,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.get_key_value_mut(key).map(|(_, v)| v)
+        self.raw.get_mut(key).map(|node| &mut node.value)
     }
 
     /// Inserts or replaces. Returns the previous value if `key` was present
@@ -721,10 +1520,8 @@ where
     /// O(1) expected.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         let hash = self.hash_of(&key);
-        if !self.is_empty() {
-            if let Some(node) = self.find_mut(hash, &key) {
-                return Some(mem::replace(&mut node.value, value));
-            }
+        if let Some(node) = self.raw.find_mut(hash, &key) {
+            return Some(mem::replace(&mut node.value, value));
         }
         self.insert_new(hash, key, value);
         None
@@ -736,30 +1533,22 @@ where
         let hash = self.hash_of(&key);
         // Two walks of one short chain on a hit: returning the first walk's
         // borrow conditionally is rejected by today's borrow checker.
-        if !self.is_empty() && self.find(hash, &key).is_some() {
+        if self.raw.find(hash, &key).is_some() {
             // INVARIANT: found just above, with no mutation in between.
-            let node = self.find_mut(hash, &key).expect("key found by find");
+            let node = self.raw.find_mut(hash, &key).expect("key found by find");
             return &mut node.value;
         }
         self.insert_new(hash, key, make())
     }
 
+    #[inline]
     fn insert_new(&mut self, hash: u64, key: K, value: V) -> &mut V {
-        if self.buckets.segs.is_empty() {
-            self.buckets.segs.push(Seg::zeroed(INITIAL_SIZE));
-            self.level = INITIAL_LOG2;
-            self.split = 0;
-        } else if self.used >= self.buckets() * MAX_LOAD_FACTOR {
-            self.split_one();
-        }
         let node = Box::new(Node {
             next: None,
             key,
             value,
         });
-        self.used += 1;
-        let i = self.bucket_of(hash);
-        &mut self.buckets.push(i, node).value
+        &mut self.raw.insert_new(hash, node).value
     }
 
     /// Removes `key`, returning the stored key and value. May merge a few
@@ -769,48 +1558,17 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        if self.is_empty() {
-            return None;
-        }
-        let i = self.bucket_of(self.hash_of(key));
-        let mut link = self.buckets.slot_mut(i);
-        loop {
-            match link.as_deref() {
-                None => return None,
-                Some(node) if node.key.borrow() == key => break,
-                Some(_) => {}
-            }
-            match link {
-                Some(node) => link = &mut node.next,
-                None => return None,
-            }
-        }
-        let mut node = link.take()?;
-        *link = node.next.take();
-        self.used -= 1;
-        self.shrink(SHRINK_STEP);
-        let Node { key, value, .. } = *node;
+        let Node { key, value, .. } = *self.raw.remove(key)?;
         Some((key, value))
     }
 
     /// Keeps only the entries for which `keep` returns true. O(n); shrinks
     /// the table as far as the removals allow.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
-        for seg in &mut self.buckets.segs {
-            for slot in seg.buckets.iter_mut() {
-                let mut link = slot.take();
-                while let Some(mut node) = link {
-                    link = node.next.take();
-                    if keep(&node.key, &mut node.value) {
-                        node.next = slot.take();
-                        *slot = Some(node);
-                    } else {
-                        self.used -= 1;
-                    }
-                }
-            }
-        }
-        self.shrink(usize::MAX);
+        self.raw.retain(|node| {
+            let node = &mut **node;
+            keep(&node.key, &mut node.value)
+        });
     }
 }
 
@@ -820,54 +1578,9 @@ impl<K, V, S> Dict<K, V, S> {
     /// them, which is fairer than picking a random bucket (that favours
     /// entries in short chains). O(1) expected; `None` if empty.
     pub fn random_entry<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<(&K, &V)> {
-        if self.is_empty() {
-            return None;
-        }
-        let mut picks: [Option<&Node<K, V>>; FAIR_SAMPLE] = [None; FAIR_SAMPLE];
-        let mut picked = 0;
-        self.sample_nodes(rng, FAIR_SAMPLE, |node| {
-            picks[picked] = Some(node);
-            picked += 1;
-        });
-        let node = if picked > 0 {
-            picks[rng.gen_range(0..picked)]
-        } else {
-            self.random_node_slow(rng)
-        }?;
-        Some((&node.key, &node.value))
-    }
-
-    /// Redis's `dictGetRandomKey`: a random non-empty bucket, then a random
-    /// entry of its chain. Random probes are bounded; then a linear walk
-    /// from a random bucket, which must find an entry since `len() > 0`.
-    fn random_node_slow<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<&Node<K, V>> {
-        let n = self.buckets();
-        if n == 0 {
-            return None;
-        }
-        let mut head = None;
-        for _ in 0..RANDOM_PROBES_MAX {
-            head = self.buckets.slot(rng.gen_range(0..n)).as_deref();
-            if head.is_some() {
-                break;
-            }
-        }
-        if head.is_none() {
-            let first = rng.gen_range(0..n);
-            head = (0..n).find_map(|i| self.buckets.slot((first + i) % n).as_deref());
-        }
-        let head = head?;
-        let mut chain_len = 0;
-        let mut cur = Some(head);
-        while let Some(node) = cur {
-            chain_len += 1;
-            cur = node.next.as_deref();
-        }
-        let mut node = head;
-        for _ in 0..rng.gen_range(0..chain_len) {
-            node = node.next.as_deref()?;
-        }
-        Some(node)
+        self.raw
+            .random_node(rng)
+            .map(|node| (&node.key, &node.value))
     }
 
     /// Redis's `dictGetSomeKeys`: appends up to `count` keys to `out`, taken
@@ -883,7 +1596,8 @@ impl<K, V, S> Dict<K, V, S> {
         count: usize,
         out: &mut Vec<&'a K>,
     ) -> usize {
-        self.sample_nodes(rng, count, |node| out.push(&node.key))
+        self.raw
+            .sample_nodes(rng, count, |node| out.push(&node.key))
     }
 
     /// Like [`Dict::sample_keys`], with values.
@@ -893,53 +1607,8 @@ impl<K, V, S> Dict<K, V, S> {
         count: usize,
         out: &mut Vec<(&'a K, &'a V)>,
     ) -> usize {
-        self.sample_nodes(rng, count, |node| out.push((&node.key, &node.value)))
-    }
-
-    fn sample_nodes<'a, R: Rng + ?Sized>(
-        &'a self,
-        rng: &mut R,
-        count: usize,
-        mut f: impl FnMut(&'a Node<K, V>),
-    ) -> usize {
-        let count = count.min(self.len());
-        if count == 0 {
-            return 0;
-        }
-        let n = self.buckets();
-        let mut i = rng.gen_range(0..n);
-        let mut empty_run = 0;
-        let mut stored = 0;
-        let mut max_steps = count.saturating_mul(10);
-        while stored < count && max_steps > 0 {
-            max_steps -= 1;
-            match self.buckets.slot(i).as_deref() {
-                None => {
-                    empty_run += 1;
-                    if empty_run >= 5 && empty_run > count {
-                        i = rng.gen_range(0..n);
-                        empty_run = 0;
-                        continue;
-                    }
-                }
-                Some(mut node) => {
-                    empty_run = 0;
-                    loop {
-                        f(node);
-                        stored += 1;
-                        if stored == count {
-                            return stored;
-                        }
-                        match node.next.as_deref() {
-                            Some(next) => node = next,
-                            None => break,
-                        }
-                    }
-                }
-            }
-            i = if i + 1 == n { 0 } else { i + 1 };
-        }
-        stored
+        self.raw
+            .sample_nodes(rng, count, |node| out.push((&node.key, &node.value)))
     }
 }
 
@@ -988,40 +1657,25 @@ impl<K, V, S> IntoIterator for Dict<K, V, S> {
     type IntoIter = Drain<K, V>;
 
     fn into_iter(mut self) -> Drain<K, V> {
-        self.take_all()
+        self.drain()
     }
 }
 
 /// Iterator over `(&K, &V)`; see [`Dict::iter`].
 pub struct Iter<'a, K, V> {
-    segs: std::slice::Iter<'a, Seg<K, V>>,
-    buckets: std::slice::Iter<'a, Link<K, V>>,
-    cur: Option<&'a Node<K, V>>,
-    remaining: usize,
+    raw: RawIter<'a, Box<Node<K, V>>>,
 }
 
 impl<'a, K, V> Iterator for Iter<'a, K, V> {
     type Item = (&'a K, &'a V);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(node) = self.cur {
-                self.cur = node.next.as_deref();
-                self.remaining = self.remaining.saturating_sub(1);
-                return Some((&node.key, &node.value));
-            }
-            if self.remaining == 0 {
-                return None;
-            }
-            match self.buckets.next() {
-                Some(slot) => self.cur = slot.as_deref(),
-                None => self.buckets = self.segs.next()?.buckets.iter(),
-            }
-        }
+        self.raw.next().map(|node| (&node.key, &node.value))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        self.raw.size_hint()
     }
 }
 
@@ -1030,65 +1684,37 @@ impl<K, V> FusedIterator for Iter<'_, K, V> {}
 
 /// Iterator over `(&K, &mut V)`; see [`Dict::iter_mut`].
 pub struct IterMut<'a, K, V> {
-    segs: std::slice::IterMut<'a, Seg<K, V>>,
-    buckets: std::slice::IterMut<'a, Link<K, V>>,
-    cur: Option<&'a mut Node<K, V>>,
-    remaining: usize,
+    raw: RawIterMut<'a, Box<Node<K, V>>>,
 }
 
 impl<'a, K, V> Iterator for IterMut<'a, K, V> {
     type Item = (&'a K, &'a mut V);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(node) = self.cur.take() {
-                self.cur = node.next.as_deref_mut();
-                self.remaining = self.remaining.saturating_sub(1);
-                return Some((&node.key, &mut node.value));
-            }
-            if self.remaining == 0 {
-                return None;
-            }
-            match self.buckets.next() {
-                Some(slot) => self.cur = slot.as_deref_mut(),
-                None => self.buckets = self.segs.next()?.buckets.iter_mut(),
-            }
-        }
+        self.raw.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        self.raw.size_hint()
     }
 }
 
 impl<K, V> ExactSizeIterator for IterMut<'_, K, V> {}
 impl<K, V> FusedIterator for IterMut<'_, K, V> {}
 
-/// Where a [`Dict::walk`] resumes: a bucket, and how many nodes of its
-/// chain were visited. `WalkPos::default()` is the start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WalkPos {
-    bucket: usize,
-    skip: usize,
-}
-
 /// Owning iterator over all entries; see [`Dict::drain`]. Entries left when
 /// it is dropped are dropped (iteratively).
 pub struct Drain<K, V> {
-    segs: Vec<Seg<K, V>>,
-    /// Position: segment and bucket within it.
-    seg: usize,
-    bucket: usize,
-    remaining: usize,
+    raw: RawDrain<Box<Node<K, V>>>,
 }
 
 impl<K, V> Drain<K, V> {
-    fn new(segs: Vec<Seg<K, V>>, remaining: usize) -> Self {
+    /// A drain of a bucket array built by hand (the white-box tests).
+    #[cfg(test)]
+    fn new(segs: Vec<Seg<Box<Node<K, V>>>>, remaining: usize) -> Self {
         Drain {
-            segs,
-            seg: 0,
-            bucket: 0,
-            remaining,
+            raw: RawDrain::new(segs, remaining),
         }
     }
 }
@@ -1096,30 +1722,14 @@ impl<K, V> Drain<K, V> {
 impl<K, V> Iterator for Drain<K, V> {
     type Item = (K, V);
 
+    #[inline]
     fn next(&mut self) -> Option<(K, V)> {
-        while self.remaining > 0 {
-            let seg = self.segs.get_mut(self.seg)?;
-            match seg.buckets.get_mut(self.bucket) {
-                Some(slot) => match slot.take() {
-                    Some(mut node) => {
-                        *slot = node.next.take();
-                        self.remaining -= 1;
-                        let Node { key, value, .. } = *node;
-                        return Some((key, value));
-                    }
-                    None => self.bucket += 1,
-                },
-                None => {
-                    self.seg += 1;
-                    self.bucket = 0;
-                }
-            }
-        }
-        None
+        let Node { key, value, .. } = *self.raw.next()?;
+        Some((key, value))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        self.raw.size_hint()
     }
 }
 

@@ -6,7 +6,8 @@
 //! bottom layer, tested on its own with unit and proptest model tests.
 //!
 //! * [`dict`]: chained hash table with incremental rehashing and Redis's
-//!   `SCAN` guarantee.
+//!   `SCAN` guarantee: [`Dict`], a map, over [`RawDict`], the table
+//!   machinery for any owning node handle ([`ChainNode`]).
 //! * [`bytes`]: [`SmallBytes`], a 24-byte byte string with inline storage.
 //! * [`listpack`]: [`Listpack`], small sequences of strings in one compact
 //!   buffer (the compact encoding of small hashes).
@@ -36,7 +37,7 @@ pub mod zpack;
 
 pub use bytes::SmallBytes;
 pub use crc16::{crc16, key_hash_slot};
-pub use dict::{prefetch_ptr, Dict, WalkPos};
+pub use dict::{prefetch_ptr, ChainNode, ChainNodeMut, Dict, RawDict, WalkPos};
 pub use glob::glob_match;
 pub use listpack::{Listpack, LpEntry};
 pub use num::string2ll;

@@ -639,3 +639,443 @@ fn walk_in_slices_visits_each_entry_once_in_iter_order() {
         }
     }
 }
+
+// `RawDict` on its own, with a node that is not a `Box<Node>`: a thin
+// owning pointer to one allocation holding the link, a byte-string key and
+// a value, as a variable-size keyspace node will be.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::rc::Rc;
+
+/// Counts the test nodes built and dropped, to check that each is freed
+/// exactly once.
+#[derive(Default)]
+struct Census {
+    made: Cell<usize>,
+    dropped: Cell<usize>,
+}
+
+impl Census {
+    fn live(&self) -> usize {
+        self.made.get() - self.dropped.get()
+    }
+}
+
+struct TestInner {
+    next: Option<TestNode>,
+    key: Box<[u8]>,
+    value: u64,
+    census: Rc<Census>,
+}
+
+/// Owns its `TestInner`, built by `Box::into_raw` and freed by `Drop`.
+#[repr(transparent)]
+struct TestNode(NonNull<TestInner>);
+
+impl TestNode {
+    fn new(key: &[u8], value: u64, census: &Rc<Census>) -> Self {
+        census.made.set(census.made.get() + 1);
+        let inner = Box::new(TestInner {
+            next: None,
+            key: key.into(),
+            value,
+            census: Rc::clone(census),
+        });
+        TestNode(NonNull::from(Box::leak(inner)))
+    }
+
+    fn inner(&self) -> &TestInner {
+        // SAFETY: the pointer came from `Box::leak` and is freed only by
+        // `Drop`; `self` owns it, so a shared borrow of `self` is one of
+        // the node.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn inner_mut(&mut self) -> &mut TestInner {
+        // SAFETY: as in `inner`; `&mut self` is the only way to the node.
+        unsafe { self.0.as_mut() }
+    }
+
+    fn value(&self) -> u64 {
+        self.inner().value
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::leak` of this layout and is
+        // freed only here, once, by the node's only owner.
+        let inner = unsafe { Box::from_raw(self.0.as_ptr()) };
+        inner.census.dropped.set(inner.census.dropped.get() + 1);
+    }
+}
+
+// SAFETY: `TestNode` is a `#[repr(transparent)]` `NonNull`, so
+// `Option<TestNode>` is pointer-sized with `None` all-zero; the link and the
+// key are fields of the node, and the key never changes.
+unsafe impl ChainNode for TestNode {
+    type Key = [u8];
+
+    fn next(&self) -> &Option<Self> {
+        &self.inner().next
+    }
+
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        &mut self.inner_mut().next
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.inner().key
+    }
+
+    fn prefetch_addr(&self) -> *const u8 {
+        self.0.as_ptr() as *const u8
+    }
+}
+
+impl ChainNodeMut for TestNode {
+    type PayloadMut<'a> = (&'a [u8], &'a mut u64);
+
+    fn link_and_payload_mut(&mut self) -> (&mut Option<Self>, (&[u8], &mut u64)) {
+        let inner = self.inner_mut();
+        (&mut inner.next, (&inner.key, &mut inner.value))
+    }
+}
+
+fn tkey(i: u64) -> Vec<u8> {
+    format!("key:{i}").into_bytes()
+}
+
+/// `check_invariants` for any node type.
+fn check_raw_invariants<N: ChainNode, S: BuildHasher>(raw: &RawDict<N, S>)
+where
+    N::Key: Hash + Eq,
+{
+    let segs = &raw.buckets.segs;
+    for (k, s) in segs.iter().enumerate() {
+        assert_eq!(s.buckets.len(), seg_len(k), "segment {k}");
+    }
+    let n = raw.buckets();
+    if n == 0 {
+        assert!(segs.is_empty());
+        assert_eq!(raw.used, 0);
+        return;
+    }
+    assert!(raw.level >= INITIAL_LOG2 && raw.split < 1 << raw.level);
+    assert!(segs.len() > locate(n - 1).0, "segments cover the buckets");
+    let mut seen = HashSet::new();
+    let mut used = 0;
+    for (k, seg) in segs.iter().enumerate() {
+        for (off, slot) in seg.buckets.iter().enumerate() {
+            let b = seg_start(k) + off;
+            let mut cur = slot.as_ref();
+            while let Some(node) = cur {
+                assert!(b < n, "a node past the bucket count");
+                assert_eq!(raw.bucket_of(raw.hash_of(node.key())), b);
+                assert!(seen.insert(node.key()), "duplicate key");
+                used += 1;
+                cur = node.next().as_ref();
+            }
+        }
+    }
+    assert_eq!(used, raw.used);
+    assert_eq!(raw.iter().len(), used);
+    assert_eq!(raw.iter().count(), used);
+}
+
+fn raw_insert<S: BuildHasher>(raw: &mut RawDict<TestNode, S>, i: u64, census: &Rc<Census>) {
+    let key = tkey(i);
+    let hash = raw.hash_of(&key[..]);
+    assert!(raw.find(hash, &key[..]).is_none());
+    let node = raw.insert_new(hash, TestNode::new(&key, i, census));
+    assert_eq!(node.value(), i);
+}
+
+#[test]
+fn raw_dict_with_a_custom_node() {
+    let census = Rc::new(Census::default());
+    let mut raw: RawDict<TestNode> = RawDict::new();
+    assert!(raw.get(&b"nope"[..]).is_none());
+    assert!(raw.remove(&b"nope"[..]).is_none());
+    for i in 0..5000 {
+        raw_insert(&mut raw, i, &census);
+        if i % 997 == 0 {
+            check_raw_invariants(&raw);
+        }
+    }
+    assert_eq!(raw.len(), 5000);
+    assert_eq!(raw.buckets(), 5000 / MAX_LOAD_FACTOR);
+    assert_eq!(census.live(), 5000);
+    for i in 0..5000 {
+        let key = tkey(i);
+        let hash = raw.hash_of(&key[..]);
+        assert_eq!(raw.find(hash, &key[..]).map(TestNode::value), Some(i));
+        raw.find_mut(hash, &key[..]).unwrap().inner_mut().value += 1;
+        assert_eq!(raw.get(&key[..]).map(TestNode::value), Some(i + 1));
+        raw.prefetch(hash, 0);
+        raw.prefetch(hash, 1);
+    }
+    assert!(raw.get(&b"missing"[..]).is_none());
+    // Removals hand back unlinked nodes and shrink the table.
+    for i in 0..4990 {
+        let key = tkey(i);
+        let node = raw.remove(&key[..]).expect("present");
+        assert!(node.next().is_none());
+        assert_eq!((node.key(), node.value()), (&key[..], i + 1));
+        drop(node);
+        assert_eq!(census.dropped.get(), i as usize + 1);
+        assert!(raw.get(&key[..]).is_none());
+        if i % 997 == 0 {
+            check_raw_invariants(&raw);
+        }
+    }
+    let key = tkey(4995);
+    assert!(raw.remove_hashed(raw.hash_of(&key[..]), &key[..]).is_some());
+    while raw.rehash_step(100) {}
+    check_raw_invariants(&raw);
+    assert!(raw.buckets() <= 9 * SHRINK_FILL_DENOMINATOR);
+    assert_eq!(census.live(), 9);
+    drop(raw);
+    assert_eq!(census.live(), 0, "the table's drop frees its nodes");
+    assert_eq!(census.made.get(), 5000);
+}
+
+#[test]
+fn raw_scan_across_growth_and_shrink() {
+    let census = Rc::new(Census::default());
+    let mut raw: RawDict<TestNode> = RawDict::new();
+    assert_eq!(raw.scan(0, |_| panic!("empty")), 0);
+    for i in 0..500 {
+        raw_insert(&mut raw, i, &census);
+    }
+    let scan_all = |raw: &mut RawDict<TestNode>,
+                    between: &mut dyn FnMut(&mut RawDict<TestNode>)| {
+        let mut seen: HashMap<u64, usize> = HashMap::new();
+        let mut cursor = 0;
+        loop {
+            cursor = raw.scan(cursor, |n| *seen.entry(n.value()).or_default() += 1);
+            if cursor == 0 {
+                return seen;
+            }
+            between(raw);
+        }
+    };
+    // Growth: 500 stable keys, 20 000 more inserted during the scan.
+    let mut next = 1_000_000;
+    let seen = scan_all(&mut raw, &mut |raw| {
+        for _ in 0..100 {
+            if next < 1_020_000 {
+                raw_insert(raw, next, &census);
+                next += 1;
+            }
+        }
+    });
+    assert!(raw.buckets() >= 16_384, "the table grew during the scan");
+    assert!((0..500).all(|k| seen.contains_key(&k)));
+    check_raw_invariants(&raw);
+    // Shrinking: the 20 000 are removed during the scan, with scan_mut
+    // marking (value | 1 << 40) each stable node it visits.
+    let start = raw.buckets();
+    let mut doomed: Vec<u64> = (1_000_000..next).collect();
+    let mut cursor = 0;
+    loop {
+        cursor = raw.scan_mut(cursor, |n| n.inner_mut().value |= 1 << 40);
+        if cursor == 0 {
+            break;
+        }
+        for _ in 0..300 {
+            if let Some(k) = doomed.pop() {
+                assert!(raw.remove(&tkey(k)[..]).is_some());
+            }
+        }
+    }
+    assert!(raw.buckets() < start, "the table shrank during the scan");
+    assert!((0..500).all(|k| raw.get(&tkey(k)[..]).unwrap().value() == k | 1 << 40));
+    check_raw_invariants(&raw);
+    assert_eq!(census.live(), raw.len());
+    raw.clear();
+    assert_eq!((raw.len(), raw.buckets(), census.live()), (0, 0, 0));
+}
+
+#[test]
+fn raw_drain_and_retain_free_each_node_once() {
+    let census = Rc::new(Census::default());
+    let mut raw: RawDict<TestNode> = RawDict::with_capacity_and_hasher(100, Default::default());
+    assert_eq!(raw.buckets(), 128);
+    for i in 0..1000 {
+        raw_insert(&mut raw, i, &census);
+    }
+    raw.retain(|n| {
+        n.inner_mut().value += 1;
+        n.value() % 3 != 1
+    });
+    assert_eq!(raw.len(), 666);
+    assert_eq!(census.live(), 666);
+    check_raw_invariants(&raw);
+    assert!(raw
+        .iter()
+        .all(|n| n.value() % 3 != 1 && raw.get(n.key()).is_some()));
+    // A drain consumed in part: the rest is freed with it.
+    let mut drain = raw.drain();
+    assert_eq!((raw.len(), raw.buckets()), (0, 0));
+    assert_eq!(drain.len(), 666);
+    for node in drain.by_ref().take(100) {
+        assert!(node.next().is_none());
+    }
+    assert_eq!(census.live(), 566);
+    assert_eq!(drain.len(), 566);
+    drop(drain);
+    assert_eq!(census.live(), 0);
+    // A drain consumed to the end, and the emptied table reused.
+    for i in 0..300 {
+        raw_insert(&mut raw, i, &census);
+    }
+    let mut values: Vec<u64> = raw.drain().map(|n| n.value()).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..300).collect::<Vec<_>>());
+    assert_eq!(census.live(), 0);
+    assert_eq!(census.made.get(), census.dropped.get());
+}
+
+#[test]
+fn raw_replace_node_keeps_the_chain() {
+    let census = Rc::new(Census::default());
+    // One chain: every replacement is at the head, the middle or the tail.
+    let mut raw = RawDict::with_hasher(Collide);
+    for i in 0..10 {
+        raw_insert(&mut raw, i, &census);
+    }
+    let order = |raw: &RawDict<TestNode, Collide>| -> Vec<Vec<u8>> {
+        raw.iter().map(|n| n.key().to_vec()).collect()
+    };
+    let before = order(&raw);
+    for (round, key) in before.clone().iter().enumerate() {
+        let hash = raw.hash_of(&key[..]);
+        let dropped = census.dropped.get();
+        let new = raw
+            .replace_node(hash, &key[..], |old| {
+                assert!(old.next().is_none(), "f gets the node unlinked");
+                // A bigger node: the key again and a new value.
+                TestNode::new(old.key(), old.value() + 100, &census)
+            })
+            .expect("present");
+        assert_eq!(new.key(), &key[..]);
+        assert_eq!(census.dropped.get(), dropped + 1, "the old node is freed");
+        assert_eq!(raw.len(), 10);
+        assert_eq!(
+            order(&raw),
+            before,
+            "round {round}: same place in the chain"
+        );
+        check_raw_invariants(&raw);
+    }
+    assert!(raw.iter().all(|n| n.value() >= 100));
+    // An absent key: `f` is not called.
+    let hash = raw.hash_of(&b"absent"[..]);
+    assert!(raw
+        .replace_node(hash, &b"absent"[..], |_| panic!("called"))
+        .is_none());
+    // `f` panics: the table is whole without the node.
+    let key = before[5].clone();
+    let hash = raw.hash_of(&key[..]);
+    let live = census.live();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        raw.replace_node(hash, &key[..], |_| panic!("allocation failed"));
+    }));
+    assert!(r.is_err());
+    assert_eq!(raw.len(), 9);
+    assert_eq!(census.live(), live - 1);
+    assert!(raw.get(&key[..]).is_none());
+    let mut want = before.clone();
+    want.remove(5);
+    assert_eq!(order(&raw), want);
+    check_raw_invariants(&raw);
+    drop(raw);
+    assert_eq!(census.live(), 0);
+}
+
+#[test]
+fn raw_iterators_walk_and_sampling() {
+    let census = Rc::new(Census::default());
+    let mut raw: RawDict<TestNode> = RawDict::new();
+    let mut rng = SmallRng::seed_from_u64(5);
+    assert!(raw.random_node(&mut rng).is_none());
+    assert_eq!(raw.sample_nodes(&mut rng, 3, |_| panic!("empty")), 0);
+    for i in 0..700 {
+        raw_insert(&mut raw, i, &census);
+    }
+    assert!(raw.is_rehashing());
+    assert_eq!(raw.iter().len(), 700);
+    for (key, value) in raw.iter_mut() {
+        assert_eq!(key, &tkey(*value)[..]);
+        *value *= 2;
+    }
+    raw.for_each_mut(|n| n.inner_mut().value += 1);
+    let mut values: Vec<u64> = raw.iter().map(TestNode::value).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..700).map(|i| 2 * i + 1).collect::<Vec<_>>());
+    // A walk in slices of 7 gives `iter`'s order.
+    let want: Vec<u64> = raw.iter().map(TestNode::value).collect();
+    let (mut got, mut pos) = (Vec::new(), WalkPos::default());
+    loop {
+        let mut room = 7;
+        let end = raw.walk(&mut pos, |n| {
+            got.push(n.value());
+            room -= 1;
+            room > 0
+        });
+        if end {
+            break;
+        }
+    }
+    assert_eq!(got, want);
+    let mut seen = HashSet::new();
+    for _ in 0..20_000 {
+        let n = raw.random_node(&mut rng).unwrap();
+        assert!(raw.get(n.key()).is_some());
+        seen.insert(n.value());
+    }
+    assert!(seen.len() > 650, "{} of 700", seen.len());
+    let mut sampled = Vec::new();
+    assert_eq!(
+        raw.sample_nodes(&mut rng, 20, |n| sampled.push(n.value())),
+        20
+    );
+    assert!(sampled.iter().all(|v| v % 2 == 1));
+    drop(raw);
+    assert_eq!(census.live(), 0);
+}
+
+#[test]
+fn raw_long_chain_of_custom_nodes_drops_iteratively() {
+    // Built by hand: inserting this many colliding keys is quadratic.
+    let census = Rc::new(Census::default());
+    let chain = |census: &Rc<Census>| {
+        let mut buckets: BucketArray<TestNode> = BucketArray {
+            segs: vec![Seg::zeroed(INITIAL_SIZE)],
+        };
+        for i in 0..300_000 {
+            buckets.push(0, TestNode::new(b"k", i, census));
+        }
+        buckets
+    };
+    // By the table's drop.
+    let raw = RawDict {
+        buckets: chain(&census),
+        level: INITIAL_LOG2,
+        split: 0,
+        used: 300_000,
+        hasher: Collide,
+    };
+    assert_eq!(raw.iter().len(), 300_000);
+    drop(raw);
+    assert_eq!(census.live(), 0);
+    // By a drain's.
+    let mut drain = RawDrain::new(chain(&census).segs, 300_000);
+    assert_eq!(drain.next().map(|n| n.value()), Some(299_999));
+    drop(drain);
+    assert_eq!(census.live(), 0);
+    assert_eq!(census.made.get(), 600_000);
+}
