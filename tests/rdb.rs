@@ -249,8 +249,7 @@ fn redis_loads_file_written_by_engine() {
             let p = reply_payload(&t.cmd(&[b"DUMP", key.as_bytes()])).unwrap();
             let value = rdb::restore_payload(&p, EncLimits::default()).unwrap();
             let at = if i == 0 { 4_102_444_800_000 } else { 0 };
-            let e = engine::Entry::new(value, 0);
-            rdb::write_entry(&mut file, key.as_bytes(), &e, at, db == 0);
+            rdb::write_entry(&mut file, key.as_bytes(), (&value).into(), at, db == 0);
         }
     }
     rdb::write_eof(&mut file);

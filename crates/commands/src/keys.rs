@@ -32,7 +32,7 @@
 //! counters from [`lfu_params`], which the owning loop applies to
 //! `Shard::lfu` whenever the configuration changes.
 
-use engine::{Entry, LfuParams, Shard, SmallBytes, StrView, Value, ValueRef};
+use engine::{Entry, LfuParams, OwnedEntry, Shard, SmallBytes, StrView, Value, ValueRef};
 use rand::Rng;
 use resp::{Args, Reply};
 
@@ -710,18 +710,21 @@ impl RenameCoord {
     /// exists when the destination is already taken.
     fn take_src(&self, plan: &mut Plan, dst_exists: bool) {
         let (db, src) = (self.db, self.src.clone());
-        plan.run(self.src_shard, move |env| -> Result<(Entry, u64), bool> {
-            if env.shard.lookup_write(db, &src).is_none() {
-                return Err(false);
-            }
-            if dst_exists {
-                return Err(true);
-            }
-            // INVARIANT: looked up (and not expired) just above.
-            Ok(env.shard.dbs[db]
-                .remove_with_ttl(&src)
-                .expect("INVARIANT: source present"))
-        });
+        plan.run(
+            self.src_shard,
+            move |env| -> Result<(OwnedEntry, u64), bool> {
+                if env.shard.lookup_write(db, &src).is_none() {
+                    return Err(false);
+                }
+                if dst_exists {
+                    return Err(true);
+                }
+                // INVARIANT: looked up (and not expired) just above.
+                Ok(env.shard.dbs[db]
+                    .remove_with_ttl(&src)
+                    .expect("INVARIANT: source present"))
+            },
+        );
     }
 }
 
@@ -750,7 +753,7 @@ impl Coordinator for RenameCoord {
                 self.stage = RenameStage::TookSrc;
             }
             RenameStage::TookSrc => {
-                let taken = outputs::<Result<(Entry, u64), bool>>(results).pop();
+                let taken = outputs::<Result<(OwnedEntry, u64), bool>>(results).pop();
                 let entry = match taken {
                     Some(Ok(e)) => e,
                     Some(Err(true)) => {
@@ -760,7 +763,7 @@ impl Coordinator for RenameCoord {
                     _ => return Err(CmdError::NoSuchKey),
                 };
                 let (dst, nx) = (self.dst.clone(), self.nx);
-                plan.run(self.dst_shard, move |env| -> Option<(Entry, u64)> {
+                plan.run(self.dst_shard, move |env| -> Option<(OwnedEntry, u64)> {
                     if nx {
                         if env.shard.exists(db, &dst) {
                             return Some(entry);
@@ -776,7 +779,10 @@ impl Coordinator for RenameCoord {
                 plan.last = !nx;
                 self.stage = RenameStage::Stored;
             }
-            RenameStage::Stored => match outputs::<Option<(Entry, u64)>>(results).pop().flatten() {
+            RenameStage::Stored => match outputs::<Option<(OwnedEntry, u64)>>(results)
+                .pop()
+                .flatten()
+            {
                 None => rename_reply(out, self.nx, true),
                 Some((entry, at)) => {
                     let src = self.src.clone();

@@ -1243,7 +1243,7 @@ pub fn load(
                 s.dbs.len()
             ));
         }
-        let mut e = engine::Entry::new(l.value, now);
+        let mut e = engine::OwnedEntry::new(l.value, now);
         if let Some(idle) = l.idle_s {
             e.access_s = ((now / 1000).saturating_sub(idle)) as u32;
         }

@@ -34,7 +34,7 @@
 //! could move only the result. That is the price of writing each command
 //! once; a command that proves hot across shards can get its own.
 
-use engine::{Entry, Shard};
+use engine::{Entry, OwnedEntry, Shard, ValueRef};
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, Parked, Plan};
@@ -45,13 +45,13 @@ use crate::table::{flags, shard_of, CommandSpec, ShardHandler};
 /// What one shard sends in the gather step.
 struct Gathered {
     /// Each key's entry and deadline (0 = none).
-    entries: Vec<Option<(Entry, u64)>>,
+    entries: Vec<Option<(OwnedEntry, u64)>>,
     enc: engine::EncLimits,
     now_ms: u64,
 }
 
 /// A shard's changed keys: the new entry and deadline, or `None` to delete.
-type Writes = Vec<(Vec<u8>, Option<(Entry, u64)>)>;
+type Writes = Vec<(Vec<u8>, Option<(OwnedEntry, u64)>)>;
 
 enum Phase {
     Gather(Plan),
@@ -122,7 +122,7 @@ pub fn coordinator(
                             prop.implicit_del(db, k);
                         }
                     }
-                    d.get_with_ttl(k).map(|(e, at)| (e.clone(), at))
+                    d.get_with_ttl(k).map(|(e, at)| (e.to_owned_entry(), at))
                 })
                 .collect();
             env.shard.stats.expired_keys += expired;
@@ -153,10 +153,12 @@ pub fn coordinator(
     })
 }
 
-fn same(a: &Option<(Entry, u64)>, b: Option<(&Entry, u64)>) -> bool {
+fn same(a: &Option<(OwnedEntry, u64)>, b: Option<(&Entry, u64)>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some((a, a_at)), Some((b, b_at))) => *a_at == b_at && a.value() == b.value(),
+        (Some((a, a_at)), Some((b, b_at))) => {
+            *a_at == b_at && ValueRef::from(&a.value) == b.value()
+        }
         _ => false,
     }
 }

@@ -292,7 +292,7 @@ fn set_generic(
         }
         return Ok(());
     }
-    set_value(ctx, key, Str::from_bytes(val), expire);
+    set_bytes(ctx, key, val, expire);
     if !o.get {
         match replies {
             SetReply::OkNull => ctx.out.ok(),
@@ -352,13 +352,24 @@ fn psetex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// Stores a string, applying the expiry option (KEEPTTL keeps a live key's
 /// deadline).
 pub(crate) fn set_value(ctx: &mut ShardCtx<'_>, key: &[u8], value: Str, expire: ExpireOpt) {
-    let db = ctx.db;
-    let at = match expire {
+    let at = deadline_of(ctx, key, expire);
+    ctx.shard.store(ctx.db, key, Value::Str(value), at);
+}
+
+/// [`set_value`] of a client's bytes, encoded as `Str::from_bytes` would
+/// (see `Shard::store_bytes`).
+pub(crate) fn set_bytes(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], expire: ExpireOpt) {
+    let at = deadline_of(ctx, key, expire);
+    ctx.shard.store_bytes(ctx.db, key, value, at);
+}
+
+/// The deadline a SET-family expiry option gives `key` (0 = none).
+fn deadline_of(ctx: &ShardCtx<'_>, key: &[u8], expire: ExpireOpt) -> u64 {
+    match expire {
         ExpireOpt::None => 0,
         ExpireOpt::At(ms) => ms,
-        ExpireOpt::KeepTtl => ctx.shard.dbs[db].expire_of(key),
-    };
-    ctx.shard.store(db, key, Value::Str(value), at);
+        ExpireOpt::KeepTtl => ctx.shard.dbs[ctx.db].expire_of(key),
+    }
 }
 
 /// GETSET key value: the old value (or null), then SET without options
@@ -602,12 +613,7 @@ fn mset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
     for i in (1..args.len()).step_by(2) {
         touch_for_lfu(ctx.shard, ctx.db, args.get(i));
-        set_value(
-            ctx,
-            args.get(i),
-            Str::from_bytes(args.get(i + 1)),
-            ExpireOpt::None,
-        );
+        set_bytes(ctx, args.get(i), args.get(i + 1), ExpireOpt::None);
     }
 }
 
@@ -636,7 +642,7 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
         for i in (0..a.len()).step_by(2) {
             let (k, v) = (a.get(i), a.get(i + 1));
             touch_for_lfu(env.shard, db, k);
-            env.shard.store(db, k, Value::Str(Str::from_bytes(v)), 0);
+            env.shard.store_bytes(db, k, v, 0);
         }
     });
 }
@@ -766,8 +772,7 @@ fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             n
         }
         None => {
-            ctx.shard
-                .store(db, key, Value::Str(Str::from_bytes(val)), 0);
+            ctx.shard.store_bytes(db, key, val, 0);
             val.len()
         }
     };

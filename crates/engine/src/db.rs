@@ -11,6 +11,9 @@
 //! one (bench/memory.sh); keys with a TTL pay the 8 bytes in `volatile`
 //! instead, where they already had a node.
 //!
+//! The key table holds one node per key (see [`crate::node`]: the key's
+//! bytes, its metadata and its value, a long string's bytes included).
+//!
 //! Invariant: a key is in `volatile` (with a deadline != 0) iff its entry
 //! has the TTL flag ([`Entry::has_ttl`]).
 
@@ -18,11 +21,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
+use ds::dict::RawDict;
 use ds::{Dict, SmallBytes, TinyBytes};
 use rand::Rng;
 
-use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
-use crate::value::{Value, ValueRef};
+pub(crate) use crate::node::STAMP_MASK;
+pub use crate::node::{Entry, KeyNode, Meta, OwnedEntry};
+use crate::value::ValueRef;
 
 /// What glibc's malloc takes for a request of `n` bytes: the request plus
 /// its 8-byte header, rounded to 16.
@@ -30,119 +35,11 @@ pub fn malloc_chunk(n: usize) -> usize {
     (n + 8).next_multiple_of(16).max(32)
 }
 
-/// A stored key's value and metadata: the value and 8 bytes.
-///
-/// Access tracking: Redis keeps either LRU data (the access clock) or LFU
-/// data (counter + last decrement minute) in one 24-bit field, by policy.
-/// We keep both, in separate fields, and a touch updates only the one the
-/// current policy uses (so, as in Redis, the other goes stale); keeping
-/// both means switching policy at runtime never reinterprets one as the
-/// other (Redis shows meaningless values until keys are touched again).
-///
-/// The expiry deadline is not here: it lives in the database's `volatile`
-/// dict, and a flag bit here says whether there is one (so a key without a
-/// TTL costs one lookup, a key with one two, as in Redis). That keeps the
-/// entry at the value plus 8 bytes, so the keyspace node (link, key handle,
-/// entry) fits a smaller malloc chunk (see the assertion below).
-#[derive(Debug, Clone)]
-pub struct Entry {
-    /// Private: readers take a [`ValueRef`] ([`Entry::value`]), so that a
-    /// string may later be stored with its key instead of as a [`Value`].
-    value: Value,
-    /// Last access, in seconds since the Unix epoch (truncated), for
-    /// OBJECT IDLETIME and LRU eviction. Not updated under an LFU policy.
-    pub access_s: u32,
-    /// LFU "last decrement time": Unix minutes modulo 2^16 (see
-    /// [`crate::lfu`]). Updated only under an LFU policy.
-    pub lfu_ldt_min: u16,
-    /// LFU logarithmic access counter; starts at [`LFU_INIT_VAL`].
-    pub lfu_counter: u8,
-    /// Bit 7 ([`TTL_BIT`]): the key has a deadline in `volatile`. Bits
-    /// 0-6: the snapshot stamp, equal to the database's epoch once this
-    /// entry is accounted for by the running snapshot (written, or created
-    /// after it began); see [`crate::snapshot`]. Set by [`Db::insert`].
-    flags: u8,
-}
-
-/// [`Entry::flags`]: the key has a TTL.
-const TTL_BIT: u8 = 0x80;
-/// [`Entry::flags`]: the snapshot stamp; epochs count modulo 128.
-pub(crate) const STAMP_MASK: u8 = 0x7f;
-
-impl Entry {
-    pub fn new(value: Value, now_ms: u64) -> Self {
-        Entry {
-            value,
-            access_s: (now_ms / 1000) as u32,
-            lfu_ldt_min: lfu::minutes(now_ms),
-            lfu_counter: LFU_INIT_VAL,
-            flags: 0,
-        }
-    }
-    /// The value, borrowed.
-    #[inline]
-    pub fn value(&self) -> ValueRef<'_> {
-        ValueRef::from(&self.value)
-    }
-    /// The value, to change in place. Readers use [`Entry::value`]: this
-    /// may change how a string is stored (never what it holds).
-    #[inline]
-    pub fn value_mut(&mut self) -> &mut Value {
-        &mut self.value
-    }
-    /// The value, owned.
-    #[inline]
-    pub fn into_value(self) -> Value {
-        self.value
-    }
-    /// Whether the key has a deadline (in its database's `volatile` dict;
-    /// [`Db::expire_at`] reads it).
-    #[inline]
-    pub fn has_ttl(&self) -> bool {
-        self.flags & TTL_BIT != 0
-    }
-    #[inline]
-    fn set_ttl_flag(&mut self, on: bool) {
-        self.flags = (self.flags & !TTL_BIT) | if on { TTL_BIT } else { 0 };
-    }
-    /// The snapshot stamp (see [`crate::snapshot`]).
-    #[inline]
-    pub(crate) fn stamp(&self) -> u8 {
-        self.flags & STAMP_MASK
-    }
-    #[inline]
-    pub(crate) fn set_stamp(&mut self, epoch: u8) {
-        self.flags = (self.flags & TTL_BIT) | (epoch & STAMP_MASK);
-    }
-    #[inline]
-    pub fn touch(&mut self, now_ms: u64) {
-        self.access_s = (now_ms / 1000) as u32;
-    }
-    /// Seconds since the last access.
-    pub fn idle_s(&self, now_ms: u64) -> u64 {
-        ((now_ms / 1000) as u32).wrapping_sub(self.access_s) as u64
-    }
-    /// Records an access under an LFU policy (Redis's `updateLFU`): decay
-    /// the counter for the minutes since its last decrement, increment it
-    /// logarithmically, and stamp the current minute.
-    #[inline]
-    pub fn touch_lfu(&mut self, now_ms: u64, p: LfuParams, rng: &mut impl Rng) {
-        let c = lfu::decayed(self.lfu_counter, self.lfu_ldt_min, now_ms, p.decay_time_min);
-        self.lfu_counter = lfu::log_incr(c, p.log_factor, rng);
-        self.lfu_ldt_min = lfu::minutes(now_ms);
-    }
-    /// The LFU counter as OBJECT FREQ reports it (Redis's
-    /// `LFUDecrAndReturn`): decayed to `now_ms`, nothing stored.
-    pub fn lfu_freq(&self, now_ms: u64, p: LfuParams) -> u8 {
-        lfu::decayed(self.lfu_counter, self.lfu_ldt_min, now_ms, p.decay_time_min)
-    }
-}
-
 /// The deadline of `key` (entry `e`) in a database's `volatile` dict,
 /// 0 = none. A free function so that code holding the key table mutably
 /// (the snapshot) can still read the deadlines.
 #[inline]
-pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Entry) -> u64 {
+pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Meta) -> u64 {
     if e.has_ttl() {
         volatile.get(key).copied().unwrap_or(0)
     } else {
@@ -154,16 +51,10 @@ pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Entry) -
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
 
-// A key's node (next link 8, 16-byte key handle, entry 32) must fit
-// glibc's 64-byte chunk (56 usable bytes): a larger entry costs every key
-// 16 bytes (the 80-byte chunk).
-const _: () = assert!(Dict::<TinyBytes, Entry>::NODE_SIZE <= 56);
-// The entry is its value plus 8 bytes of metadata.
-const _: () = assert!(std::mem::size_of::<Entry>() == std::mem::size_of::<Value>() + 8);
-
 #[derive(Default)]
 pub struct Db {
-    pub(crate) table: Dict<TinyBytes, Entry>,
+    /// The keys: one node per key (see [`crate::node`]).
+    pub(crate) table: RawDict<KeyNode>,
     /// The deadline (Unix ms) of every key with a TTL.
     pub(crate) volatile: Dict<TinyBytes, u64>,
     /// WATCHed keys of this database and the flags of their watchers.
@@ -202,7 +93,7 @@ pub struct Db {
 impl Db {
     pub fn new() -> Self {
         Db {
-            table: Dict::new(),
+            table: RawDict::new(),
             volatile: Dict::new(),
             watched: HashMap::new(),
             blocking: HashMap::new(),
@@ -253,7 +144,7 @@ impl Db {
         let hit: Vec<SmallBytes> = self
             .blocking
             .keys()
-            .filter(|k| self.table.contains_key(&k[..]))
+            .filter(|k| self.table.get(&k[..]).is_some())
             .cloned()
             .collect();
         for k in hit {
@@ -293,14 +184,8 @@ impl Db {
     /// node as the allocator rounds it, its bucket slot, and the heap
     /// memory of the key and the value. `None` if the key is absent.
     pub fn memory_usage(&self, key: &[u8]) -> Option<usize> {
-        const NODE: usize = Dict::<TinyBytes, Entry>::NODE_SIZE;
-        let (k, e) = self.table.get_key_value(key)?;
-        Some(
-            malloc_chunk(NODE)
-                + std::mem::size_of::<usize>()
-                + k.heap_bytes()
-                + e.value().heap_bytes(),
-        )
+        let n = self.table.get(key)?;
+        Some(malloc_chunk(n.size()) + std::mem::size_of::<usize>() + n.entry().value_heap_bytes())
     }
 
     /// Signals every watched key that exists here or in `other` (FLUSHDB,
@@ -312,7 +197,7 @@ impl Db {
         let hit: Vec<SmallBytes> = self
             .watched
             .keys()
-            .filter(|k| self.table.contains_key(&k[..]) || other.is_some_and(|o| o.contains(k)))
+            .filter(|k| self.table.get(&k[..]).is_some() || other.is_some_and(|o| o.contains(k)))
             .cloned()
             .collect();
         for k in hit {
@@ -354,23 +239,23 @@ impl Db {
     pub fn volatile_len(&self) -> usize {
         self.volatile.len()
     }
-    /// See `ds::Dict::prefetch`.
+    /// See `ds::dict::RawDict::prefetch`.
     #[inline]
     pub fn prefetch(&self, key: &[u8], stage: u8) {
-        self.table.prefetch(key, stage);
+        self.table.prefetch(self.table.hash_of(key), stage);
     }
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.table.contains_key(key)
+        self.table.get(key).is_some()
     }
     /// The entry under `key`, expired or not.
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.table.get(key)
+        self.table.get(key).map(KeyNode::entry)
     }
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         if self.saving {
             return self.get_mut_saving(key);
         }
-        self.table.get_mut(key)
+        self.table.get_mut(key).map(KeyNode::entry_mut)
     }
 
     /// [`Db::get_mut`] for a read: the caller may update the access data
@@ -381,15 +266,15 @@ impl Db {
         if self.saving {
             return self.get_mut_read_saving(key);
         }
-        self.table.get_mut(key)
+        self.table.get_mut(key).map(KeyNode::entry_mut)
     }
 
     #[cold]
     fn get_mut_read_saving(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let epoch = self.epoch;
         let snap = self.snap.as_deref_mut()?;
-        let (k, e) = self.table.get_key_value_mut(key)?;
-        snap.visit_before_read(k, e, &self.volatile, epoch);
+        let e = self.table.get_mut(key)?.entry_mut();
+        snap.visit_before_read(key, e, &self.volatile, epoch);
         Some(e)
     }
 
@@ -399,8 +284,8 @@ impl Db {
     fn get_mut_saving(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let epoch = self.epoch;
         let snap = self.snap.as_deref_mut()?;
-        let (k, e) = self.table.get_key_value_mut(key)?;
-        snap.visit_before_change(k, e, &self.volatile, epoch);
+        let e = self.table.get_mut(key)?.entry_mut();
+        snap.visit_before_change(key, e, &self.volatile, epoch);
         Some(e)
     }
 
@@ -410,8 +295,8 @@ impl Db {
     fn preserve(&mut self, key: &[u8]) {
         let epoch = self.epoch;
         if let Some(snap) = self.snap.as_deref_mut() {
-            if let Some((k, e)) = self.table.get_key_value_mut(key) {
-                snap.visit_before_change(k, e, &self.volatile, epoch);
+            if let Some(n) = self.table.get_mut(key) {
+                snap.visit_before_change(key, n.entry_mut(), &self.volatile, epoch);
             }
         }
     }
@@ -424,10 +309,8 @@ impl Db {
             return false;
         }
         match self.table.get(key) {
-            Some(e) if self.is_expired(key, e, now_ms) => {
-                if let Some(e) = self.remove(key) {
-                    crate::lazyfree::free(e.into_value());
-                }
+            Some(n) if self.is_expired(key, n.entry(), now_ms) => {
+                self.delete(key);
                 true
             }
             _ => false,
@@ -436,21 +319,55 @@ impl Db {
 
     /// Stores `entry` under `key` with deadline `expire_at_ms` (Unix ms,
     /// 0 = none), replacing any entry there.
-    pub fn insert(&mut self, key: &[u8], mut entry: Entry, expire_at_ms: u64) {
+    pub fn insert(&mut self, key: &[u8], mut entry: OwnedEntry, expire_at_ms: u64) {
         if self.saving {
             self.preserve(key);
         }
         entry.set_stamp(self.epoch);
+        let has_ttl = expire_at_ms != 0;
+        entry.set_ttl_flag(has_ttl);
+        self.link(key, KeyNode::new(key, entry), has_ttl, expire_at_ms);
+    }
+
+    /// Stores the string `bytes` (not an integer: the caller encodes
+    /// those as `Str::Int`) under `key`, as [`Db::insert`] would store
+    /// `Str::from_bytes_no_int(bytes)`, without building the `Str` first.
+    pub fn insert_str(&mut self, key: &[u8], bytes: &[u8], mut meta: Meta, expire_at_ms: u64) {
+        if self.saving {
+            self.preserve(key);
+        }
+        meta.set_stamp(self.epoch);
+        let has_ttl = expire_at_ms != 0;
+        meta.set_ttl_flag(has_ttl);
+        self.link(
+            key,
+            KeyNode::new_str(key, meta, bytes),
+            has_ttl,
+            expire_at_ms,
+        );
+    }
+
+    /// Puts `node` in the table in place of `key`'s node if any, and
+    /// keeps `volatile` in step.
+    fn link(&mut self, key: &[u8], node: KeyNode, has_ttl: bool, expire_at_ms: u64) {
         self.signal(key);
         if !self.blocking.is_empty() {
             self.mark_ready(key);
         }
-        let has_ttl = expire_at_ms != 0;
-        entry.set_ttl_flag(has_ttl);
-        let old = self.table.insert(TinyBytes::from(key), entry);
-        let had_ttl = old.as_ref().is_some_and(Entry::has_ttl);
+        let hash = self.table.hash_of(key);
+        let mut new = Some(node);
+        let mut old = None;
+        self.table.replace_node(hash, key, |o| {
+            old = Some(o);
+            // INVARIANT: `replace_node` calls this at most once.
+            new.take().expect("one replacement")
+        });
+        if let Some(n) = new {
+            self.table.insert_new(hash, n);
+        }
+        let had_ttl = old.as_ref().is_some_and(|o| o.entry().has_ttl());
         if let Some(o) = old {
-            crate::lazyfree::free(o.into_value());
+            free_node(o);
         }
         if has_ttl {
             match self.volatile.get_mut(key) {
@@ -464,28 +381,45 @@ impl Db {
         }
     }
 
-    /// Removes `key`; returns its entry and deadline (0 = none).
-    pub fn remove_with_ttl(&mut self, key: &[u8]) -> Option<(Entry, u64)> {
+    /// Unlinks `key`'s node; returns it and its deadline (0 = none).
+    fn unlink(&mut self, key: &[u8]) -> Option<(KeyNode, u64)> {
         if self.saving {
             self.preserve(key);
         }
-        let (_, e) = self.table.remove(key)?;
+        let n = self.table.remove(key)?;
         self.signal(key);
-        let at = if e.has_ttl() {
+        let at = if n.entry().has_ttl() {
             self.volatile.remove(key).map_or(0, |(_, at)| at)
         } else {
             0
         };
-        Some((e, at))
+        Some((n, at))
     }
 
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    /// Removes `key`; returns its entry and deadline (0 = none).
+    pub fn remove_with_ttl(&mut self, key: &[u8]) -> Option<(OwnedEntry, u64)> {
+        self.unlink(key).map(|(n, at)| (n.into_owned(), at))
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<OwnedEntry> {
         self.remove_with_ttl(key).map(|(e, _)| e)
+    }
+
+    /// Removes `key` and frees its value (a large one in the background,
+    /// see `lazyfree`); false if absent.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        match self.unlink(key) {
+            Some((n, _)) => {
+                free_node(n);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The deadline (Unix ms, 0 = none) of `key`, whose entry is `e`.
     #[inline]
-    pub fn expire_at(&self, key: &[u8], e: &Entry) -> u64 {
+    pub fn expire_at(&self, key: &[u8], e: &Meta) -> u64 {
         deadline(&self.volatile, key, e)
     }
 
@@ -500,14 +434,14 @@ impl Db {
 
     /// Whether `key`, whose entry is `e`, has a deadline before `now_ms`.
     #[inline]
-    pub fn is_expired(&self, key: &[u8], e: &Entry, now_ms: u64) -> bool {
+    pub fn is_expired(&self, key: &[u8], e: &Meta, now_ms: u64) -> bool {
         e.has_ttl() && now_ms > self.expire_at(key, e)
     }
 
     /// The entry under `key` and its deadline (0 = none).
     #[inline]
     pub fn get_with_ttl(&self, key: &[u8]) -> Option<(&Entry, u64)> {
-        let e = self.table.get(key)?;
+        let e = self.table.get(key)?.entry();
         Some((e, self.expire_at(key, e)))
     }
 
@@ -517,10 +451,10 @@ impl Db {
         if self.saving {
             self.preserve(key);
         }
-        if !self.watched.is_empty() && self.table.contains_key(key) {
+        if !self.watched.is_empty() && self.table.get(key).is_some() {
             self.signal_slow(key);
         }
-        let Some(e) = self.table.get_mut(key) else {
+        let Some(e) = self.table.get_mut(key).map(KeyNode::entry_mut) else {
             return false;
         };
         self.dirty += 1;
@@ -570,16 +504,18 @@ impl Db {
     }
 
     pub fn random_entry(&self, rng: &mut impl Rng) -> Option<(&[u8], &Entry)> {
-        self.table.random_entry(rng).map(|(k, e)| (&k[..], e))
+        self.table.random_node(rng).map(|n| (n.key(), n.entry()))
     }
 
     /// Bytes the key table and the TTL set take themselves (MEMORY STATS
     /// `overhead.hashtable.main` / `.expires`).
     pub fn overhead_bytes(&self) -> (usize, usize) {
-        (
-            self.table.allocated_bytes(),
-            self.volatile.allocated_bytes(),
-        )
+        // The table's own part of each node (link, metadata, tag: what
+        // Redis counts as its `dictEntry`), keys and values apart.
+        let table = std::mem::size_of::<RawDict<KeyNode>>()
+            + self.table.buckets() * std::mem::size_of::<usize>()
+            + self.table.len() * crate::node::HEAD_SIZE;
+        (table, self.volatile.allocated_bytes())
     }
 
     /// A random key with a TTL (volatile-random eviction).
@@ -595,11 +531,11 @@ impl Db {
 
     /// One SCAN step with Redis's cursor semantics (see `ds::Dict::scan`).
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &Entry)) -> u64 {
-        self.table.scan(cursor, |k, e| f(k, e))
+        self.table.scan(cursor, |n| f(n.key(), n.entry()))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.table.iter().map(|(k, e)| (&k[..], e))
+        self.table.iter().map(|n| (n.key(), n.entry()))
     }
 
     /// Shrink work the tables owe, for the cron; true while work remains.
@@ -627,13 +563,24 @@ impl Db {
     }
 }
 
+/// Frees a removed node: a string at once, any other value through
+/// `lazyfree` (which frees a big one in the background).
+fn free_node(n: KeyNode) {
+    if matches!(n.entry().value(), ValueRef::Str(_)) {
+        drop(n);
+    } else {
+        crate::lazyfree::free(n.into_owned().value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Str;
+    use crate::lfu::LFU_INIT_VAL;
+    use crate::value::{Str, Value};
 
-    fn e() -> Entry {
-        Entry::new(Value::Str(Str::from_bytes(b"v")), 0)
+    fn e() -> OwnedEntry {
+        OwnedEntry::new(Value::Str(Str::from_bytes(b"v")), 0)
     }
 
     #[test]
@@ -744,6 +691,70 @@ mod tests {
         assert!(a.has_ttl() && a.stamp() == 3);
         assert_eq!(db.remove_with_ttl(b"a").map(|(_, at)| at), Some(200));
         assert!(db.expire_if_needed(b"b", 401));
+        assert_eq!((db.len(), db.volatile_len()), (0, 0));
+    }
+
+    fn str_of(db: &Db, key: &[u8]) -> Option<Vec<u8>> {
+        match db.get(key)?.value() {
+            ValueRef::Str(s) => Some(s.as_bytes().into_owned()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn strings_of_every_size_replace_each_other_with_their_ttls() {
+        let mut db = Db::new();
+        let sizes = [0, 5, 22, 23, 30, 44, 45, 100, 1000];
+        let mut want = std::collections::HashMap::new();
+        for round in 0..4usize {
+            for k in 0..60usize {
+                let key = format!("key:{k}").into_bytes();
+                let v = vec![b'a' + (k % 26) as u8; sizes[(k + round) % sizes.len()]];
+                let ttl = if (k + round) % 3 == 0 {
+                    99 + k as u64
+                } else {
+                    0
+                };
+                if round % 2 == 0 {
+                    db.insert(
+                        &key,
+                        OwnedEntry::new(Value::Str(Str::from_bytes(&v)), 0),
+                        ttl,
+                    );
+                } else {
+                    db.insert_str(&key, &v, Meta::new(0), ttl);
+                }
+                want.insert(key, (v, ttl));
+            }
+            for (k, (v, ttl)) in &want {
+                assert_eq!(str_of(&db, k).as_ref(), Some(v));
+                assert_eq!(db.expire_of(k), *ttl);
+            }
+            assert_eq!(db.len(), 60);
+            assert_eq!(
+                db.volatile_len(),
+                want.values().filter(|w| w.1 != 0).count()
+            );
+        }
+        // An in-place change of a long string keeps it stored with its key.
+        let e = db.get_mut(b"key:7").unwrap();
+        let Value::Str(s) = e.value_mut() else {
+            panic!("a string")
+        };
+        s.make_raw().extend_from_slice(b"!");
+        let mut v = want[&b"key:7"[..]].0.clone();
+        v.push(b'!');
+        assert_eq!(str_of(&db, b"key:7"), Some(v));
+        for k in 0..60usize {
+            let key = format!("key:{k}");
+            if k % 2 == 0 {
+                assert!(db.delete(key.as_bytes()));
+            } else {
+                let (e, at) = db.remove_with_ttl(key.as_bytes()).unwrap();
+                assert_eq!(at, want[key.as_bytes()].1);
+                assert!(matches!(e.value, Value::Str(_)));
+            }
+        }
         assert_eq!((db.len(), db.volatile_len()), (0, 0));
     }
 }

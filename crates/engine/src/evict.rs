@@ -395,8 +395,9 @@ impl Shard {
             } else {
                 0
             };
-        let e = self.dbs[db].remove(&key)?;
-        crate::lazyfree::free(e.into_value());
+        if !self.dbs[db].delete(&key) {
+            return None;
+        }
         self.stats.evicted_keys += 1;
         if self.prop.on {
             // The append-only file replays the eviction (Redis propagates

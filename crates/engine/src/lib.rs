@@ -14,13 +14,14 @@ pub mod db;
 pub mod evict;
 pub mod lazyfree;
 pub mod lfu;
+pub mod node;
 pub mod prop;
 pub mod rdb;
 pub mod snapshot;
 pub mod types;
 pub mod value;
 
-pub use db::{Db, Entry, WatchFlag};
+pub use db::{Db, Entry, Meta, OwnedEntry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
 pub use types::{EncLimits, Hash, List, Set, ZSet};
@@ -158,7 +159,7 @@ impl Shard {
     }
 
     /// Removes a live key; `None` if absent or already expired.
-    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<OwnedEntry> {
         let now = self.now_ms;
         let d = &mut self.dbs[db];
         if d.expire_if_needed(key, now) {
@@ -174,13 +175,16 @@ impl Shard {
     /// Deletes a live key, freeing a large value in the background (DEL,
     /// UNLINK); false if absent or already expired.
     pub fn delete(&mut self, db: usize, key: &[u8]) -> bool {
-        match self.remove(db, key) {
-            Some(e) => {
-                lazyfree::free(e.into_value());
-                true
+        let now = self.now_ms;
+        let d = &mut self.dbs[db];
+        if d.expire_if_needed(key, now) {
+            self.stats.expired_keys += 1;
+            if self.prop.on {
+                self.prop.implicit_del(db, key);
             }
-            None => false,
+            return false;
         }
+        d.delete(key)
     }
 
     /// Stores `value` under `key` with the given expiry (`0` = none),
@@ -189,15 +193,37 @@ impl Shard {
     /// of one more lookup only in that mode.
     pub fn store(&mut self, db: usize, key: &[u8], value: Value, expire_at_ms: u64) {
         let now = self.now_ms;
-        let mut entry = Entry::new(value, now);
-        if self.lfu.is_some() {
-            let d = &self.dbs[db];
-            if let Some(old) = d.get(key).filter(|o| !d.is_expired(key, o, now)) {
-                entry.lfu_counter = old.lfu_counter;
-                entry.lfu_ldt_min = old.lfu_ldt_min;
+        let mut entry = OwnedEntry::new(value, now);
+        self.inherit_lfu(db, key, &mut entry.meta);
+        self.dbs[db].insert(key, entry, expire_at_ms);
+    }
+
+    /// [`Shard::store`] of a string given as bytes: as storing
+    /// `Str::from_bytes(bytes)`, without building the `Str` when it is
+    /// stored with its key (see [`node`]).
+    pub fn store_bytes(&mut self, db: usize, key: &[u8], bytes: &[u8], expire_at_ms: u64) {
+        if bytes.len() <= 20 {
+            if let Some(n) = value::parse_i64_canonical(bytes) {
+                return self.store(db, key, Value::Str(Str::Int(n)), expire_at_ms);
             }
         }
-        self.dbs[db].insert(key, entry, expire_at_ms);
+        let mut meta = Meta::new(self.now_ms);
+        self.inherit_lfu(db, key, &mut meta);
+        self.dbs[db].insert_str(key, bytes, meta, expire_at_ms);
+    }
+
+    /// Under an LFU policy, a live key being replaced passes its counter
+    /// on to `meta`.
+    #[inline]
+    fn inherit_lfu(&self, db: usize, key: &[u8], meta: &mut Meta) {
+        if self.lfu.is_some() {
+            let now = self.now_ms;
+            let d = &self.dbs[db];
+            if let Some(old) = d.get(key).filter(|o| !d.is_expired(key, o, now)) {
+                meta.lfu_counter = old.lfu_counter;
+                meta.lfu_ldt_min = old.lfu_ldt_min;
+            }
+        }
     }
 
     /// A random live key of `db` (expired candidates are deleted on the

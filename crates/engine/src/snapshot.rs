@@ -54,7 +54,9 @@ use std::collections::VecDeque;
 
 use ds::{Dict, TinyBytes};
 
-use crate::db::{Db, Entry};
+use ds::dict::RawDict;
+
+use crate::db::{Db, Entry, KeyNode};
 use crate::rdb::Progress;
 use crate::Shard;
 
@@ -88,9 +90,8 @@ pub struct DbSnap {
 }
 
 /// A retired table (see `DbSnap::graveyard`).
-#[derive(Debug)]
 struct Grave {
-    table: Dict<TinyBytes, Entry>,
+    table: RawDict<KeyNode>,
     /// Its deadlines (the database's `volatile` as it was).
     volatile: Dict<TinyBytes, u64>,
     /// Scan cursor, and whether the scan is over.
@@ -146,7 +147,7 @@ impl Cfg {
             crate::rdb::write_entry_cmds(out, key, e, at);
         } else {
             let (idle, freq) = self.meta_of(e);
-            crate::rdb::write_entry_ext(out, key, e, at, compress, idle, freq);
+            crate::rdb::write_entry_ext(out, key, e.value(), at, compress, idle, freq);
         }
     }
 }
@@ -185,13 +186,15 @@ fn visit(
     pending: &mut VecDeque<Pending>,
     keys: &mut u64,
     cfg: Cfg,
-    (key, e, volatile): (&[u8], &mut Entry, &Dict<TinyBytes, u64>),
+    (e, volatile): (&mut Entry, &Dict<TinyBytes, u64>),
     epoch: u8,
     grave: Option<usize>,
 ) {
     if e.stamp() != epoch {
         e.set_stamp(epoch);
         *keys += 1;
+        let e = &*e;
+        let key = e.key();
         let at = crate::db::deadline(volatile, key, e);
         if crate::rdb::is_chunked(e.value()) {
             let (idle, freq) = cfg.meta_of(e);
@@ -254,7 +257,7 @@ impl DbSnap {
                     &mut self.pending,
                     &mut self.keys,
                     cfg,
-                    (key, e, volatile),
+                    (e, volatile),
                     epoch,
                     None,
                 );
@@ -313,9 +316,19 @@ impl DbSnap {
     }
 }
 
+impl std::fmt::Debug for Grave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grave")
+            .field("keys", &self.table.len())
+            .field("cursor", &self.cursor)
+            .field("scanned", &self.scanned)
+            .finish()
+    }
+}
+
 /// Frees a retired table: on a background thread when it is large, as
 /// FLUSHALL ASYNC does.
-fn free_table(t: Dict<TinyBytes, Entry>) {
+fn free_table(t: RawDict<KeyNode>) {
     if t.len() < 64 {
         return;
     }
@@ -389,7 +402,7 @@ impl Db {
                     Some(i) => &graveyard[i].table,
                 };
                 let used = out.len() + partial.len() - start;
-                let finished = match table.get(&p.key[..]) {
+                let finished = match table.get(&p.key[..]).map(KeyNode::entry) {
                     Some(e) => resume(
                         cfg,
                         p,
@@ -418,8 +431,16 @@ impl Db {
             if self.saving && !*live_scanned {
                 let c = *cursor;
                 let volatile = &self.volatile;
-                *cursor = self.table.scan_mut(c, |k, e| {
-                    visit(out, pending, keys, cfg, (k, e, volatile), epoch, None)
+                *cursor = self.table.scan_mut(c, |n| {
+                    visit(
+                        out,
+                        pending,
+                        keys,
+                        cfg,
+                        (n.entry_mut(), volatile),
+                        epoch,
+                        None,
+                    )
                 });
                 if *cursor == 0 {
                     *live_scanned = true;
@@ -441,13 +462,13 @@ impl Db {
                 continue;
             }
             let (c, volatile) = (g.cursor, &g.volatile);
-            g.cursor = g.table.scan_mut(c, |k, e| {
+            g.cursor = g.table.scan_mut(c, |node| {
                 visit(
                     out,
                     pending,
                     keys,
                     cfg,
-                    (k, e, volatile),
+                    (node.entry_mut(), volatile),
                     epoch,
                     Some(n - 1),
                 )
@@ -491,9 +512,7 @@ impl Db {
 
     fn restamp(&mut self) {
         let epoch = self.epoch;
-        for (_, e) in self.table.iter_mut() {
-            e.set_stamp(epoch);
-        }
+        self.table.for_each_mut(|n| n.entry_mut().set_stamp(epoch));
         self.stamps_mixed = false;
     }
 }
@@ -638,11 +657,13 @@ impl Shard {
 mod tests {
     use std::collections::BTreeMap;
 
+    use crate::OwnedEntry;
+
     use rand::{Rng, SeedableRng};
 
     use crate::rdb::{self, Reader};
     use crate::types::{Hash, List, Set, ZSet};
-    use crate::{EncLimits, Entry, Shard, Str, Value};
+    use crate::{EncLimits, Shard, Str, Value};
 
     type Image = BTreeMap<(usize, Vec<u8>), (Value, u64)>;
 
@@ -693,7 +714,7 @@ mod tests {
             for i in 0..2000u64 {
                 let db = (i % 3) as usize;
                 let ttl = if i % 5 == 0 { 4_000_000_000_000 + i } else { 0 };
-                s.dbs[db].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), ttl);
+                s.dbs[db].insert(format!("k{i}").as_bytes(), OwnedEntry::new(val(i), 0), ttl);
             }
             let before = image(&s);
             s.snapshot_begin(round % 2 == 0);
@@ -705,7 +726,7 @@ mod tests {
                     let db = rng.gen_range(0..3);
                     let k = format!("k{}", rng.gen_range(0..2500u64));
                     match rng.gen_range(0..7) {
-                        0 => s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0), 0),
+                        0 => s.dbs[db].insert(k.as_bytes(), OwnedEntry::new(val(next), 0), 0),
                         1 => drop(s.dbs[db].remove(k.as_bytes())),
                         2 => drop(s.dbs[db].set_expire(k.as_bytes(), 5_000_000_000_000)),
                         3 => {
@@ -715,7 +736,7 @@ mod tests {
                         }
                         4 => {
                             let k = format!("new{next}");
-                            s.dbs[db].insert(k.as_bytes(), Entry::new(val(next), 0), 0);
+                            s.dbs[db].insert(k.as_bytes(), OwnedEntry::new(val(next), 0), 0);
                         }
                         5 if round >= 4 && rng.gen_ratio(1, 50) => s.dbs[db].clear(),
                         _ if round >= 4 && rng.gen_ratio(1, 80) => drop(s.dbs[db].take()),
@@ -807,14 +828,18 @@ mod tests {
             for i in 0..600u64 {
                 s.dbs[(i % 2) as usize].insert(
                     format!("k{i}").as_bytes(),
-                    Entry::new(val(i), 0),
+                    OwnedEntry::new(val(i), 0),
                     0,
                 );
             }
             for b in 0..8u64 {
                 let ttl = if b % 3 == 0 { 4_000_000_000_000 + b } else { 0 };
                 let v = big_value(b as usize % 4, 1500 + 100 * b as usize, b);
-                s.dbs[(b / 4) as usize].insert(format!("big{b}").as_bytes(), Entry::new(v, 0), ttl);
+                s.dbs[(b / 4) as usize].insert(
+                    format!("big{b}").as_bytes(),
+                    OwnedEntry::new(v, 0),
+                    ttl,
+                );
             }
             let before = image(&s);
             s.snapshot_begin_as(round % 2 == 0, false);
@@ -844,7 +869,7 @@ mod tests {
                         21 if round >= 2 => drop(s.dbs[db].remove(k)),
                         22 if round >= 2 => s.dbs[db].insert(
                             k,
-                            Entry::new(big_value(next as usize % 4, 300, next), 0),
+                            OwnedEntry::new(big_value(next as usize % 4, 300, next), 0),
                             0,
                         ),
                         23 if round >= 2 => drop(s.dbs[db].set_expire(k, 5_000_000_000_000)),
@@ -946,7 +971,7 @@ mod tests {
     #[test]
     fn a_read_leaves_the_big_value_to_its_slices_a_write_finishes_it() {
         let mut s = Shard::new(0, 1);
-        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
+        s.dbs[0].insert(b"z", OwnedEntry::new(big_value(0, 20_000, 1), 0), 0);
         let before = image(&s);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
@@ -971,9 +996,9 @@ mod tests {
         // small one is written at once.
         let s2 = &mut Shard::new(0, 1);
         for i in 0..2000u64 {
-            s2.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), 0);
+            s2.dbs[0].insert(format!("k{i}").as_bytes(), OwnedEntry::new(val(i), 0), 0);
         }
-        s2.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
+        s2.dbs[0].insert(b"z", OwnedEntry::new(big_value(0, 20_000, 1), 0), 0);
         let before2 = image(s2);
         s2.snapshot_begin(false);
         let q = |s: &Shard| s.dbs[0].snap.as_ref().unwrap().pending.len();
@@ -1014,14 +1039,14 @@ mod tests {
                 let v = big_value(b as usize, 1000 + 300 * n, b + 10 * n as u64);
                 s.dbs[(b % 2) as usize].insert(
                     format!("big{n}.{b}").as_bytes(),
-                    Entry::new(v, 0),
+                    OwnedEntry::new(v, 0),
                     0,
                 );
             }
             for i in 0..300u64 {
                 s.dbs[(i % 2) as usize].insert(
                     format!("k{n}.{i}").as_bytes(),
-                    Entry::new(val(i), 0),
+                    OwnedEntry::new(val(i), 0),
                     0,
                 );
             }
@@ -1039,7 +1064,7 @@ mod tests {
                 }
                 let d = s.snapshot_step(1500);
                 // Other shards change their own small keys meanwhile.
-                s.dbs[0].insert(b"k0.0", Entry::new(val(99), 0), 0);
+                s.dbs[0].insert(b"k0.0", OwnedEntry::new(val(99), 0), 0);
                 let (out, open) = s.snapshot_take();
                 file.push(out);
                 owner = open.then_some(n);
@@ -1062,7 +1087,7 @@ mod tests {
     #[should_panic(expected = "a value changed while a snapshot was writing it")]
     fn changing_a_value_behind_a_read_is_caught_in_debug_builds() {
         let mut s = Shard::new(0, 1);
-        s.dbs[0].insert(b"z", Entry::new(big_value(0, 20_000, 1), 0), 0);
+        s.dbs[0].insert(b"z", OwnedEntry::new(big_value(0, 20_000, 1), 0), 0);
         s.snapshot_begin(false);
         assert!(!s.snapshot_step(4096));
         if let Some(Value::ZSet(z)) = s.dbs[0].get_mut_read(b"z").map(|e| e.value_mut()) {
@@ -1077,7 +1102,7 @@ mod tests {
     fn an_aborted_snapshot_does_not_hide_keys_from_the_next() {
         let mut s = Shard::new(0, 1);
         for i in 0..3000u64 {
-            s.dbs[0].insert(format!("k{i}").as_bytes(), Entry::new(val(i), 0), 0);
+            s.dbs[0].insert(format!("k{i}").as_bytes(), OwnedEntry::new(val(i), 0), 0);
         }
         for _ in 0..300 {
             s.snapshot_begin(false);

@@ -12,6 +12,11 @@
 //!
 //! # Why 24 bytes
 //!
+//! (Written when a node was next link 8 + key handle 16 + `Entry`; today's
+//! node, `crate::node`, holds link 8 + metadata 8 + tag 1 + the key's
+//! bytes + this `Value`, or a long string's bytes instead of it, and the
+//! arithmetic below holds for keys of up to 15 bytes.)
+//!
 //! The key table stores a `Value` in every node (next link 8 + key 16 +
 //! `Entry`), and glibc serves a request of `n` bytes from a chunk of
 //! `n + 8` rounded up to 16 (`db::malloc_chunk`): a node of at most 56

@@ -38,7 +38,6 @@ use std::fmt;
 
 use ds::lzf;
 
-use crate::db::Entry;
 use crate::types::{EncLimits, Set};
 use crate::value::{Str, StrView, Value, ValueRef};
 use pack::LpWriter;
@@ -240,8 +239,14 @@ pub fn write_resize_db(out: &mut Vec<u8>, keys: u64, expires: u64) {
 
 /// One key: EXPIRETIME_MS if it has a TTL (`expire_at_ms` != 0), then
 /// type, key and value.
-pub fn write_entry(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: u64, compress: bool) {
-    write_entry_ext(out, key, e, expire_at_ms, compress, None, None);
+pub fn write_entry(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    v: ValueRef<'_>,
+    expire_at_ms: u64,
+    compress: bool,
+) {
+    write_entry_ext(out, key, v, expire_at_ms, compress, None, None);
 }
 
 /// [`write_entry`] with the eviction metadata Redis saves under an LRU
@@ -249,17 +254,17 @@ pub fn write_entry(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: u64, 
 pub fn write_entry_ext(
     out: &mut Vec<u8>,
     key: &[u8],
-    e: &Entry,
+    v: ValueRef<'_>,
     expire_at_ms: u64,
     compress: bool,
     idle_s: Option<u64>,
     freq: Option<u8>,
 ) {
     write_entry_prefix(out, expire_at_ms, idle_s, freq);
-    let t = value_type(e.value());
+    let t = value_type(v);
     out.push(t);
     write_string(out, key, compress);
-    write_body(out, e.value(), t, compress);
+    write_body(out, v, t, compress);
 }
 
 /// What comes before an entry's type byte: EXPIRETIME_MS, IDLE, FREQ.

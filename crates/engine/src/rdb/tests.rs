@@ -536,14 +536,20 @@ fn sample_file(checksum: bool) -> Vec<u8> {
     let vals = sample_values();
     write_resize_db(&mut f, vals.len() as u64, 1);
     for (i, v) in vals.into_iter().enumerate() {
-        let e = Entry::new(v, 0);
         let at = if i == 0 { 4_000_000_000_000 } else { 0 };
-        write_entry(&mut f, format!("key{i}").as_bytes(), &e, at, true);
+        write_entry(&mut f, format!("key{i}").as_bytes(), (&v).into(), at, true);
     }
     write_select_db(&mut f, 3);
     write_resize_db(&mut f, 1, 0);
-    let e = Entry::new(s("in db 3"), 0);
-    write_entry_ext(&mut f, b"k3", &e, 0, true, Some(77), Some(9));
+    write_entry_ext(
+        &mut f,
+        b"k3",
+        (&s("in db 3")).into(),
+        0,
+        true,
+        Some(77),
+        Some(9),
+    );
     write_eof(&mut f);
     let c = if checksum { crc64(0, &f) } else { 0 };
     f.extend_from_slice(&c.to_le_bytes());
