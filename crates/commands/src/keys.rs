@@ -638,7 +638,7 @@ fn rename_local(ctx: &mut ShardCtx<'_>, args: Args<'_>, nx: bool) -> Result<(), 
     let (entry, at) = ctx.shard.dbs[db]
         .remove_with_ttl(src)
         .expect("INVARIANT: source present");
-    ctx.shard.remove(db, dst);
+    ctx.shard.delete(db, dst);
     ctx.shard.dbs[db].insert(dst, entry, at);
     rename_reply(ctx.out, nx, true);
     Ok(())
@@ -869,7 +869,7 @@ fn copy_store(
         return false;
     }
     if replace {
-        shard.remove(db, key);
+        shard.delete(db, key);
     }
     shard.store(db, key, value, at);
     true

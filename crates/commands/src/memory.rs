@@ -461,6 +461,39 @@ fn help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 mod tests {
     use crate::testutil::TestServer;
 
+    fn usage(t: &mut TestServer, key: &str) -> i64 {
+        t.run(&["MEMORY", "USAGE", key])[1..]
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_string_stored_with_its_key_is_not_kept_twice_once_changed_nor_touched_by_failures() {
+        let mut t = TestServer::new(1);
+        for cmd in [
+            &["INCR", "k"][..],
+            &["INCRBY", "k", "x"],
+            &["SORT", "k"],
+            &["SETRANGE", "k", "0", ""],
+            &["LPUSH", "k", "x"],
+        ] {
+            t.run(&["SET", "k", &"x".repeat(100)]);
+            let before = usage(&mut t, "k");
+            t.run(cmd);
+            assert_eq!(usage(&mut t, "k"), before, "{cmd:?}");
+        }
+        // A change moves the bytes out of the node into a growable
+        // buffer; the node's copy goes (before: node 4032 + buffer 8000).
+        t.run(&["SET", "k", &"x".repeat(4000)]);
+        let before = usage(&mut t, "k");
+        assert_eq!(t.run(&["APPEND", "k", "y"]), ":4001\r\n");
+        let after = usage(&mut t, "k");
+        assert!(after <= 2 * before + 256, "{before} -> {after}");
+        assert_eq!(t.run(&["STRLEN", "k"]), ":4001\r\n");
+        assert_eq!(t.run(&["OBJECT", "ENCODING", "k"]), "$3\r\nraw\r\n");
+    }
+
     #[test]
     fn usage_grows_with_the_value_and_checks_samples() {
         let mut t = TestServer::new(2);

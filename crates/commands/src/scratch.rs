@@ -317,7 +317,7 @@ mod tests {
             return Ok(());
         };
         let v = as_str(e)?.as_bytes().into_owned();
-        ctx.shard.remove(ctx.db, src);
+        ctx.shard.delete(ctx.db, src);
         let mut cur = match ctx.shard.lookup_write(ctx.db, dst) {
             Some(e) => as_str(e)?.as_bytes().into_owned(),
             None => Vec::new(),

@@ -411,6 +411,9 @@ fn load(
     }
     let (kind, len) = match shard.lookup_read(db, src, touch) {
         None => (Kind::List, 0),
+        // A string answers WRONGTYPE without being touched (`value_mut`
+        // would change how it is stored).
+        Some(e) if matches!(e.value(), ValueRef::Str(_)) => return Err(CmdError::WrongType),
         Some(e) => match e.value_mut() {
             Value::List(l) => (Kind::List, l.len()),
             Value::Set(s) => (Kind::Set, s.len()),

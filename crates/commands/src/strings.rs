@@ -36,7 +36,7 @@ use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
-use crate::util::{as_str, as_str_mut, eq_ic, parse_i64};
+use crate::util::{as_str, eq_ic, parse_i64};
 
 /// Redis's default `proto-max-bulk-len`: the largest transient table LCS
 /// may allocate.
@@ -118,6 +118,14 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 
 // ---------------------------------------------------------------------------
 // GET / SET family
+
+/// The string at `key` (looked up and type-checked just before), to change
+/// in place: see `Db::str_mut`.
+fn str_mut<'a>(ctx: &'a mut ShardCtx<'_>, key: &[u8]) -> &'a mut Str {
+    ctx.shard.dbs[ctx.db]
+        .str_mut(key)
+        .expect("INVARIANT: a string, looked up just before")
+}
 
 /// Writes a string value as a bulk reply without allocating.
 #[inline]
@@ -763,9 +771,10 @@ fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key, val, max) = (ctx.db, args.get(1), args.get(2), ctx.max_bulk_len);
     let len = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
-            let s = as_str_mut(e)?;
-            check_string_length(s.len() as u64, val.len() as u64, max)?;
-            let v = s.make_raw();
+            // Checked before anything changes (an error leaves the value
+            // as it was stored).
+            check_string_length(as_str(e)?.len() as u64, val.len() as u64, max)?;
+            let v = str_mut(ctx, key).make_raw();
             v.extend_from_slice(val);
             let n = v.len();
             ctx.shard.dbs[db].signal(key);
@@ -840,13 +849,13 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key, val, max) = (ctx.db, args.get(1), args.get(3), ctx.max_bulk_len);
     let len = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
-            let s = as_str_mut(e)?;
+            let s = as_str(e)?;
             if val.is_empty() {
                 ctx.out.int(s.len() as i64);
                 return Ok(());
             }
             check_string_length(offset, val.len() as u64, max)?;
-            let v = s.make_raw();
+            let v = str_mut(ctx, key).make_raw();
             write_at(v, offset as usize, val);
             let n = v.len();
             ctx.shard.dbs[db].signal(key);
@@ -886,10 +895,9 @@ fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), Cmd
     let db = ctx.db;
     let n = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
-            let s = as_str_mut(e)?;
-            let cur = s.as_i64().ok_or(CmdError::NotInteger)?;
+            let cur = as_str(e)?.as_i64().ok_or(CmdError::NotInteger)?;
             let n = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
-            *s = Str::Int(n);
+            *str_mut(ctx, key) = Str::Int(n);
             ctx.shard.dbs[db].signal(key);
             n
         }
@@ -948,9 +956,9 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let value = Str::from_bytes_no_int(text.as_bytes());
     // The lookup above already counted the access (and expired the key if
     // due): write back without a second one, as Redis does.
-    match ctx.shard.dbs[db].get_mut(key) {
-        Some(e) => {
-            *as_str_mut(e)? = value;
+    match ctx.shard.dbs[db].str_mut(key) {
+        Some(s) => {
+            *s = value;
             ctx.shard.dbs[db].signal(key);
         }
         None => ctx.shard.store(db, key, Value::Str(value), 0),

@@ -1,7 +1,7 @@
 //! Argument parsing shared by every family, with Redis's error for each
 //! kind of bad input.
 
-use engine::{Entry, Hash, List, Set, Str, StrRef, Value, ValueRef, ZSet};
+use engine::{Entry, Hash, List, Set, StrRef, Value, ValueRef, ZSet};
 
 use crate::error::CmdError;
 
@@ -88,19 +88,6 @@ macro_rules! typed_access {
 pub fn as_str(e: &Entry) -> Result<StrRef<'_>, CmdError> {
     match e.value() {
         ValueRef::Str(s) => Ok(s),
-        _ => Err(CmdError::WrongType),
-    }
-}
-
-/// The string value of an entry, to change in place, or WRONGTYPE. Only
-/// for a string: [`Entry::value_mut`] may change how it is stored.
-#[inline]
-pub fn as_str_mut(e: &mut Entry) -> Result<&mut Str, CmdError> {
-    if !matches!(e.value(), ValueRef::Str(_)) {
-        return Err(CmdError::WrongType);
-    }
-    match e.value_mut() {
-        Value::Str(s) => Ok(s),
         _ => Err(CmdError::WrongType),
     }
 }

@@ -27,7 +27,7 @@ use rand::Rng;
 
 pub(crate) use crate::node::STAMP_MASK;
 pub use crate::node::{Entry, KeyNode, Meta, OwnedEntry};
-use crate::value::ValueRef;
+use crate::value::{Str, StrRef, Value, ValueRef};
 
 /// What glibc's malloc takes for a request of `n` bytes: the request plus
 /// its 8-byte header, rounded to 16.
@@ -267,6 +267,31 @@ impl Db {
             return self.get_mut_read_saving(key);
         }
         self.table.get_mut(key).map(KeyNode::entry_mut)
+    }
+
+    /// The string under `key`, to change in place (APPEND, SETRANGE): a
+    /// string stored as bytes in its node moves first to a node holding a
+    /// growable `Str`, and the old node is freed, so nothing is kept twice
+    /// (`Entry::value_mut` converts within the node, keeping its size).
+    /// `None` if the key is absent or holds another type.
+    pub fn str_mut(&mut self, key: &[u8]) -> Option<&mut Str> {
+        if self.saving {
+            self.preserve(key);
+        }
+        let hash = self.table.hash_of(key);
+        let e = self.table.find(hash, key)?.entry();
+        match e.value() {
+            ValueRef::Str(StrRef::Bytes(_)) => {
+                self.table
+                    .replace_node(hash, key, |old| KeyNode::new_value(key, old.into_owned()));
+            }
+            ValueRef::Str(_) => {}
+            _ => return None,
+        }
+        match self.table.find_mut(hash, key)?.entry_mut().value_mut() {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
     }
 
     #[cold]
@@ -745,6 +770,23 @@ mod tests {
         let mut v = want[&b"key:7"[..]].0.clone();
         v.push(b'!');
         assert_eq!(str_of(&db, b"key:7"), Some(v));
+        // str_mut moves a string stored as bytes into a new node with a
+        // growable buffer: the node shrinks to a `Value`'s.
+        db.insert(
+            b"key:8",
+            OwnedEntry::new(Value::Str(Str::from_bytes(&[b'w'; 1000])), 0),
+            5,
+        );
+        let before = db.memory_usage(b"key:8").unwrap();
+        db.str_mut(b"key:8").unwrap().make_raw().push(b'!');
+        let after = db.memory_usage(b"key:8").unwrap();
+        // The buffer doubled (1000 -> 2000); the node kept no copy (it
+        // would be 1000 bytes more).
+        assert!(after < 2 * before + 64, "{before} -> {after}");
+        assert_eq!(str_of(&db, b"key:8").map(|v| v.len()), Some(1001));
+        assert_eq!(db.expire_of(b"key:8"), 5);
+        want.insert(b"key:8".to_vec(), (Vec::new(), 5));
+        assert!(db.str_mut(b"nokey").is_none());
         for k in 0..60usize {
             let key = format!("key:{k}");
             if k % 2 == 0 {

@@ -15,7 +15,7 @@
 //!  0  next link             8   (the table's; never touched here)
 //!  8  Meta                  8   access time, LFU data, flags
 //! 16  tag                   1   kind (2 bits) | key length (6 bits)
-//! 17  key                       [u32 length first if 63 bytes or more]
+//! 17  key                       [u64 length first if 63 bytes or more]
 //!     payload, by kind:
 //!       VALUE      a `Value` (24 bytes) at the next multiple of 8
 //!       BYTES      the string's length (u32) and its bytes
@@ -36,6 +36,10 @@
 //! `Value`; with the key inline, the node of a key of up to 15 bytes stays
 //! within 56 bytes (the 64-byte chunk) as before, and a longer key no
 //! longer costs an allocation of its own.
+//!
+//! Only strings of up to [`BYTES_MAX`] bytes are stored this way: beyond
+//! that the 32 bytes are noise, and a `Value` moves in O(1) where bytes
+//! in a node are copied (RENAME, MOVE, and taking a key out of a table).
 //!
 //! Changing such a string in place (APPEND, SETRANGE, INCR...) goes through
 //! [`Entry::value_mut`], which converts it to a `Value` in the same node
@@ -69,8 +73,12 @@ const KEY_AT: usize = 17;
 /// The node's fixed part: link, metadata and tag (what Redis's
 /// `dictEntry` is to its table), for MEMORY STATS.
 pub const HEAD_SIZE: usize = KEY_AT;
-/// Key lengths from this on are stored as a `u32` before the key.
+/// Key lengths from this on are stored as a `u64` before the key.
 const KLEN_LONG: usize = 63;
+/// Bytes of a long key's length.
+const KLEN_BYTES: usize = 8;
+/// Longest string stored as bytes in its node (see the module docs).
+pub const BYTES_MAX: usize = 4096;
 const KIND_SHIFT: u32 = 6;
 const KIND_VALUE: u8 = 0;
 const KIND_BYTES: u8 = 1;
@@ -258,7 +266,10 @@ fn bytes_node_size(key_end: usize, n: usize) -> usize {
 }
 
 /// The owning handle of one key's node (see the module docs): a thin
-/// pointer, freed with its value when dropped.
+/// pointer, freed with its value when dropped. Transparent over
+/// `NonNull`, so an all-zero `Option<KeyNode>` is `None` (the table's
+/// buckets start zeroed).
+#[repr(transparent)]
 pub struct KeyNode(NonNull<u8>);
 
 // SAFETY: a `KeyNode` owns its allocation and what it holds (a `Value`,
@@ -270,20 +281,32 @@ unsafe impl Sync for KeyNode {}
 
 impl KeyNode {
     /// A node for `key` holding `e`. A string of more than [`INLINE_MAX`]
-    /// bytes that is not an integer (`embstr`/`raw` as created) is stored
-    /// as bytes in the node; any other value as a `Value`.
+    /// and at most [`BYTES_MAX`] bytes that is not an integer
+    /// (`embstr`/`raw` as created) is stored as bytes in the node; any
+    /// other value as a `Value`.
     pub fn new(key: &[u8], e: OwnedEntry) -> KeyNode {
         match &e.value {
-            Value::Str(Str::Emb(b) | Str::Raw(b)) => Self::with_bytes(key, e.meta, b),
+            Value::Str(Str::Emb(b) | Str::Raw(b)) if b.len() <= BYTES_MAX => {
+                Self::with_bytes(key, e.meta, b)
+            }
             _ => Self::with_value(key, e.meta, e.value),
         }
+    }
+
+    /// A node for `key` holding `e` as a `Value` whatever it is; a string
+    /// becomes growable (`raw`), for a change in place.
+    pub fn new_value(key: &[u8], mut e: OwnedEntry) -> KeyNode {
+        if let Value::Str(s) = &mut e.value {
+            s.make_raw();
+        }
+        Self::with_value(key, e.meta, e.value)
     }
 
     /// A node for `key` whose value is the string `bytes`, stored as bytes
     /// if it is longer than [`INLINE_MAX`] (the caller has ruled out the
     /// integer form: this is `Str::from_bytes_no_int`'s encoding).
     pub fn new_str(key: &[u8], meta: Meta, bytes: &[u8]) -> KeyNode {
-        if bytes.len() > INLINE_MAX {
+        if bytes.len() > INLINE_MAX && bytes.len() <= BYTES_MAX {
             Self::with_bytes(key, meta, bytes)
         } else {
             Self::with_value(key, meta, Value::Str(Str::from_bytes_no_int(bytes)))
@@ -300,7 +323,7 @@ impl KeyNode {
         size_of: impl Fn(usize) -> usize,
     ) -> (Self, usize) {
         let long = key.len() >= KLEN_LONG;
-        let key_at = if long { KEY_AT + 4 } else { KEY_AT };
+        let key_at = if long { KEY_AT + KLEN_BYTES } else { KEY_AT };
         let key_end = key_at + key.len();
         let size = size_of(key_end);
         let layout = Layout::from_size_align(size, 8).expect("key node size");
@@ -312,14 +335,14 @@ impl KeyNode {
         let klen6 = if long { KLEN_LONG } else { key.len() } as u8;
         // SAFETY: every write is within the `size` bytes just allocated
         // (key_end <= size), at offsets aligned for its type (the
-        // allocation is 8-aligned; the u32 length is written unaligned).
+        // allocation is 8-aligned; a long key's length is written
+        // unaligned).
         unsafe {
             ptr::write(p.as_ptr() as *mut Option<KeyNode>, None);
             ptr::write(p.as_ptr().add(META_AT) as *mut Meta, meta);
             ptr::write(p.as_ptr().add(TAG_AT), (kind << KIND_SHIFT) | klen6);
             if long {
-                let n = u32::try_from(key.len()).expect("key longer than 4 GiB");
-                ptr::write_unaligned(p.as_ptr().add(KEY_AT) as *mut u32, n);
+                ptr::write_unaligned(p.as_ptr().add(KEY_AT) as *mut u64, key.len() as u64);
             }
             ptr::copy_nonoverlapping(key.as_ptr(), p.as_ptr().add(key_at), key.len());
         }
@@ -336,7 +359,8 @@ impl KeyNode {
 
     fn with_bytes(key: &[u8], meta: Meta, bytes: &[u8]) -> KeyNode {
         let n = bytes.len();
-        let len = u32::try_from(n).expect("string longer than 4 GiB");
+        debug_assert!(n <= BYTES_MAX);
+        let len = n as u32;
         let (node, key_end) = Self::alloc_head(key, meta, KIND_BYTES, |e| bytes_node_size(e, n));
         // SAFETY: a BYTES node has room for the length and `n` bytes after
         // the key (bytes_node_size).
@@ -528,8 +552,8 @@ unsafe fn parts_at(base: *const u8) -> Parts {
         let kind = tag >> KIND_SHIFT;
         let k6 = (tag & ((1 << KIND_SHIFT) - 1)) as usize;
         let (key_at, key_len) = if k6 == KLEN_LONG {
-            let n = ptr::read_unaligned(base.add(KEY_AT) as *const u32) as usize;
-            (KEY_AT + 4, n)
+            let n = ptr::read_unaligned(base.add(KEY_AT) as *const u64) as usize;
+            (KEY_AT + KLEN_BYTES, n)
         } else {
             (KEY_AT, k6)
         };

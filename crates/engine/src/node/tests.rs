@@ -150,3 +150,27 @@ fn the_link_is_the_first_word_and_chains_drop() {
     );
     drop(a);
 }
+
+#[test]
+fn only_strings_up_to_bytes_max_are_stored_in_the_node() {
+    for (n, in_node) in [(BYTES_MAX, true), (BYTES_MAX + 1, false)] {
+        let s = Str::from_bytes(&vec![b'z'; n]);
+        let a = KeyNode::new(b"k", OwnedEntry::new(Value::Str(s.clone()), 0));
+        let b = KeyNode::new_str(b"k", Meta::new(0), &vec![b'z'; n]);
+        for node in [&a, &b] {
+            assert_eq!(node.entry().value_heap_bytes() == 0, in_node, "{n}");
+            assert_eq!(node.entry().value(), ValueRef::Str(StrRef::Str(&s)));
+        }
+    }
+}
+
+#[test]
+fn new_value_keeps_a_string_as_a_growable_value() {
+    let e = OwnedEntry::new(Value::Str(Str::from_bytes(&[b'q'; 100])), 0);
+    let n = KeyNode::new_value(b"k", e);
+    assert!(matches!(
+        n.entry().value(),
+        ValueRef::Str(StrRef::Str(Str::Grow(_)))
+    ));
+    assert_eq!(n.entry().value().encoding(), "raw");
+}
