@@ -103,14 +103,9 @@ impl Shard {
     /// value (a command that does looks the key up with `lookup_write`):
     /// a snapshot writing a big value in slices relies on it.
     pub fn lookup_read(&mut self, db: usize, key: &[u8], touch: bool) -> Option<&mut Entry> {
+        self.expire_if_due(db, key);
         let now = self.now_ms;
         let d = &mut self.dbs[db];
-        if d.expire_if_needed(key, now) {
-            self.stats.expired_keys += 1;
-            if self.prop.on {
-                self.prop.implicit_del(db, key);
-            }
-        }
         // A read: the value is not changed (see `Db::get_mut_read`).
         match d.get_mut_read(key) {
             Some(e) => {
@@ -131,60 +126,50 @@ impl Shard {
     /// (as `lookup_read`), counts no hit or miss (as Redis's
     /// `lookupKeyWrite`).
     pub fn lookup_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
+        self.expire_if_due(db, key);
         let now = self.now_ms;
         let d = &mut self.dbs[db];
-        if d.expire_if_needed(key, now) {
-            self.stats.expired_keys += 1;
-            if self.prop.on {
-                self.prop.implicit_del(db, key);
-            }
-        }
         let e = d.get_mut(key)?;
         record_access(e, now, self.lfu, &mut self.rng);
         Some(e)
     }
 
-    /// Whether a live key exists, without touching it or counting a hit.
-    pub fn exists(&mut self, db: usize, key: &[u8]) -> bool {
-        let now = self.now_ms;
-        let d = &mut self.dbs[db];
-        if d.expire_if_needed(key, now) {
-            self.stats.expired_keys += 1;
-            if self.prop.on {
-                self.prop.implicit_del(db, key);
-            }
+    /// Deletes `key` if its deadline has passed, counting it and
+    /// propagating the deletion (Redis's `expireIfNeeded`); true if it did.
+    fn expire_if_due(&mut self, db: usize, key: &[u8]) -> bool {
+        if !self.dbs[db].expire_if_needed(key, self.now_ms) {
             return false;
         }
-        d.contains(key)
+        self.stats.expired_keys += 1;
+        if self.prop.on {
+            self.prop.implicit_del(db, key);
+        }
+        true
+    }
+
+    /// Whether a live key exists, without touching it or counting a hit.
+    pub fn exists(&mut self, db: usize, key: &[u8]) -> bool {
+        if self.expire_if_due(db, key) {
+            return false;
+        }
+        self.dbs[db].contains(key)
     }
 
     /// Removes a live key; `None` if absent or already expired.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<OwnedEntry> {
-        let now = self.now_ms;
-        let d = &mut self.dbs[db];
-        if d.expire_if_needed(key, now) {
-            self.stats.expired_keys += 1;
-            if self.prop.on {
-                self.prop.implicit_del(db, key);
-            }
+        if self.expire_if_due(db, key) {
             return None;
         }
-        d.remove(key)
+        self.dbs[db].remove(key)
     }
 
     /// Deletes a live key, freeing a large value in the background (DEL,
     /// UNLINK); false if absent or already expired.
     pub fn delete(&mut self, db: usize, key: &[u8]) -> bool {
-        let now = self.now_ms;
-        let d = &mut self.dbs[db];
-        if d.expire_if_needed(key, now) {
-            self.stats.expired_keys += 1;
-            if self.prop.on {
-                self.prop.implicit_del(db, key);
-            }
+        if self.expire_if_due(db, key) {
             return false;
         }
-        d.delete(key)
+        self.dbs[db].delete(key)
     }
 
     /// Stores `value` under `key` with the given expiry (`0` = none),
