@@ -357,15 +357,9 @@ fn psetex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     )
 }
 
-/// Stores a string, applying the expiry option (KEEPTTL keeps a live key's
-/// deadline).
-pub(crate) fn set_value(ctx: &mut ShardCtx<'_>, key: &[u8], value: Str, expire: ExpireOpt) {
-    let at = deadline_of(ctx, key, expire);
-    ctx.shard.store(ctx.db, key, Value::Str(value), at);
-}
-
-/// [`set_value`] of a client's bytes, encoded as `Str::from_bytes` would
-/// (see `Shard::store_bytes`).
+/// Stores a client's bytes as a string, encoded as `Str::from_bytes` would
+/// (see `Shard::store_bytes`), applying the expiry option (KEEPTTL keeps a
+/// live key's deadline).
 pub(crate) fn set_bytes(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], expire: ExpireOpt) {
     let at = deadline_of(ctx, key, expire);
     ctx.shard.store_bytes(ctx.db, key, value, at);
@@ -385,7 +379,7 @@ fn deadline_of(ctx: &ShardCtx<'_>, key: &[u8], expire: ExpireOpt) -> u64 {
 fn getset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
-    set_value(ctx, key, Str::from_bytes(args.get(2)), ExpireOpt::None);
+    set_bytes(ctx, key, args.get(2), ExpireOpt::None);
     Ok(())
 }
 
@@ -897,7 +891,9 @@ fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), Cmd
         Some(e) => {
             let cur = as_str(e)?.as_i64().ok_or(CmdError::NotInteger)?;
             let n = cur.checked_add(incr).ok_or(CmdError::Overflow)?;
-            *str_mut(ctx, key) = Str::Int(n);
+            // An integer is never stored as bytes in its node (at most 20
+            // bytes): replacing the value in place converts nothing.
+            *e.value_mut() = Value::Str(Str::Int(n));
             ctx.shard.dbs[db].signal(key);
             n
         }

@@ -443,6 +443,19 @@ impl<N: ChainNode> BucketArray<N> {
         }
         Some(link)
     }
+
+    /// Unlinks the node of `key` from bucket `i`'s chain: returns the link
+    /// it was in (now holding its successor) and the node (link `None`).
+    fn unlink<Q>(&mut self, i: usize, key: &Q) -> Option<(&mut Option<N>, N)>
+    where
+        N::Key: Borrow<Q>,
+        Q: ?Sized + Eq,
+    {
+        let link = self.link_mut(i, key)?;
+        let mut node = link.take()?;
+        put_link(link, node.next_mut().take());
+        Some((link, node))
+    }
 }
 
 /// Calls `visit` with the buckets `dictScan` visits at `cursor` in state
@@ -649,9 +662,7 @@ impl<N: ChainNode, S> RawDict<N, S> {
             return None;
         }
         let i = self.bucket_of(hash);
-        let link = self.buckets.link_mut(i, key)?;
-        let mut old = link.take()?;
-        put_link(link, old.next_mut().take());
+        let (link, old) = self.buckets.unlink(i, key)?;
         // The table is whole without the node while `f` runs.
         self.used -= 1;
         let new = f(old);
@@ -1076,9 +1087,7 @@ impl<N: ChainNode, S: BuildHasher> RawDict<N, S> {
             return None;
         }
         let i = self.bucket_of(hash);
-        let link = self.buckets.link_mut(i, key)?;
-        let mut node = link.take()?;
-        put_link(link, node.next_mut().take());
+        let (_, node) = self.buckets.unlink(i, key)?;
         self.used -= 1;
         self.shrink(SHRINK_STEP);
         Some(node)

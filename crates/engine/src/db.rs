@@ -185,7 +185,7 @@ impl Db {
     /// memory of the key and the value. `None` if the key is absent.
     pub fn memory_usage(&self, key: &[u8]) -> Option<usize> {
         let n = self.table.get(key)?;
-        Some(malloc_chunk(n.size()) + std::mem::size_of::<usize>() + n.entry().value_heap_bytes())
+        Some(malloc_chunk(n.size()) + std::mem::size_of::<usize>() + n.entry().value().heap_bytes())
     }
 
     /// Signals every watched key that exists here or in `other` (FLUSHDB,
@@ -345,36 +345,31 @@ impl Db {
     /// Stores `entry` under `key` with deadline `expire_at_ms` (Unix ms,
     /// 0 = none), replacing any entry there.
     pub fn insert(&mut self, key: &[u8], mut entry: OwnedEntry, expire_at_ms: u64) {
-        if self.saving {
-            self.preserve(key);
-        }
-        entry.set_stamp(self.epoch);
-        let has_ttl = expire_at_ms != 0;
-        entry.set_ttl_flag(has_ttl);
-        self.link(key, KeyNode::new(key, entry), has_ttl, expire_at_ms);
+        self.before_store(key, &mut entry.meta, expire_at_ms);
+        self.link(key, KeyNode::new(key, entry), expire_at_ms);
     }
 
     /// Stores the string `bytes` (not an integer: the caller encodes
     /// those as `Str::Int`) under `key`, as [`Db::insert`] would store
     /// `Str::from_bytes_no_int(bytes)`, without building the `Str` first.
     pub fn insert_str(&mut self, key: &[u8], bytes: &[u8], mut meta: Meta, expire_at_ms: u64) {
+        self.before_store(key, &mut meta, expire_at_ms);
+        self.link(key, KeyNode::new_str(key, meta, bytes), expire_at_ms);
+    }
+
+    /// Before `key` gets a new node: the snapshot writes the old one if it
+    /// has not, and `meta` gets the snapshot stamp and the TTL flag.
+    fn before_store(&mut self, key: &[u8], meta: &mut Meta, expire_at_ms: u64) {
         if self.saving {
             self.preserve(key);
         }
         meta.set_stamp(self.epoch);
-        let has_ttl = expire_at_ms != 0;
-        meta.set_ttl_flag(has_ttl);
-        self.link(
-            key,
-            KeyNode::new_str(key, meta, bytes),
-            has_ttl,
-            expire_at_ms,
-        );
+        meta.set_ttl_flag(expire_at_ms != 0);
     }
 
     /// Puts `node` in the table in place of `key`'s node if any, and
-    /// keeps `volatile` in step.
-    fn link(&mut self, key: &[u8], node: KeyNode, has_ttl: bool, expire_at_ms: u64) {
+    /// keeps `volatile` in step (`expire_at_ms`: the node's deadline).
+    fn link(&mut self, key: &[u8], node: KeyNode, expire_at_ms: u64) {
         self.signal(key);
         if !self.blocking.is_empty() {
             self.mark_ready(key);
@@ -394,7 +389,7 @@ impl Db {
         if let Some(o) = old {
             free_node(o);
         }
-        if has_ttl {
+        if expire_at_ms != 0 {
             match self.volatile.get_mut(key) {
                 Some(at) => *at = expire_at_ms,
                 None => {
@@ -787,6 +782,10 @@ mod tests {
         assert_eq!(db.expire_of(b"key:8"), 5);
         want.insert(b"key:8".to_vec(), (Vec::new(), 5));
         assert!(db.str_mut(b"nokey").is_none());
+        let list = Value::List(crate::types::List::default());
+        db.insert(b"list", OwnedEntry::new(list, 0), 0);
+        assert!(db.str_mut(b"list").is_none(), "another type: no string");
+        assert!(db.delete(b"list"));
         for k in 0..60usize {
             let key = format!("key:{k}");
             if k % 2 == 0 {

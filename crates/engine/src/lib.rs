@@ -187,10 +187,8 @@ impl Shard {
     /// `Str::from_bytes(bytes)`, without building the `Str` when it is
     /// stored with its key (see [`node`]).
     pub fn store_bytes(&mut self, db: usize, key: &[u8], bytes: &[u8], expire_at_ms: u64) {
-        if bytes.len() <= 20 {
-            if let Some(n) = value::parse_i64_canonical(bytes) {
-                return self.store(db, key, Value::Str(Str::Int(n)), expire_at_ms);
-            }
+        if let Some(n) = value::int_form(bytes) {
+            return self.store(db, key, Value::Str(Str::Int(n)), expire_at_ms);
         }
         let mut meta = Meta::new(self.now_ms);
         self.inherit_lfu(db, key, &mut meta);

@@ -679,15 +679,6 @@ impl Entry {
             meta: self.meta,
         }
     }
-
-    /// Heap bytes of the value beyond the node (MEMORY USAGE): none for a
-    /// string stored in the node.
-    pub fn value_heap_bytes(&self) -> usize {
-        match self.value() {
-            ValueRef::Str(StrRef::Bytes(_)) => 0,
-            v => v.heap_bytes(),
-        }
-    }
 }
 
 impl Deref for Entry {

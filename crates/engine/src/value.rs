@@ -72,44 +72,20 @@ const _: () = assert!(std::mem::size_of::<Option<Value>>() == 24);
 impl Value {
     /// The name TYPE replies with.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Str(_) => "string",
-            Value::Hash(_) => "hash",
-            Value::List(_) => "list",
-            Value::Set(_) => "set",
-            Value::ZSet(_) => "zset",
-        }
+        ValueRef::from(self).type_name()
     }
     /// The name OBJECT ENCODING replies with.
     pub fn encoding(&self) -> &'static str {
-        match self {
-            Value::Str(s) => s.encoding(),
-            Value::Hash(h) => h.encoding(),
-            Value::List(l) => l.encoding(),
-            Value::Set(s) => s.encoding(),
-            Value::ZSet(z) => z.encoding(),
-        }
+        ValueRef::from(self).encoding()
     }
     /// Approximate heap bytes used, for MEMORY USAGE / accounting.
     pub fn heap_bytes(&self) -> usize {
-        match self {
-            Value::Str(s) => s.heap_bytes(),
-            Value::Hash(h) => h.heap_bytes(),
-            Value::List(l) => l.heap_bytes(),
-            Value::Set(s) => std::mem::size_of::<Set>() + s.heap_bytes(),
-            Value::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_bytes(),
-        }
+        ValueRef::from(self).heap_bytes()
     }
     /// Elements held: 1 for a string. Large values are freed off the
     /// request path (see `Db::remove`).
     pub fn elements(&self) -> usize {
-        match self {
-            Value::Str(_) => 1,
-            Value::Hash(h) => h.len(),
-            Value::List(l) => l.len(),
-            Value::Set(s) => s.len(),
-            Value::ZSet(z) => z.len(),
-        }
+        ValueRef::from(self).elements()
     }
     pub fn as_str(&self) -> Option<&Str> {
         match self {
@@ -271,12 +247,10 @@ pub enum StrView<'a> {
 impl Str {
     /// Encodes a client-supplied value as Redis's `tryObjectEncoding` does.
     pub fn from_bytes(b: &[u8]) -> Str {
-        if b.len() <= 20 {
-            if let Some(n) = parse_i64_canonical(b) {
-                return Str::Int(n);
-            }
+        match int_form(b) {
+            Some(n) => Str::Int(n),
+            None => Str::from_bytes_no_int(b),
         }
-        Str::from_bytes_no_int(b)
     }
 
     /// Encodes without trying the integer form (embstr or raw by length),
@@ -318,25 +292,16 @@ impl Str {
 
     /// The string's bytes (an integer is rendered in decimal).
     pub fn as_bytes(&self) -> Cow<'_, [u8]> {
-        match self.view() {
-            StrView::Int(n) => Cow::Owned(itoa::Buffer::new().format(n).as_bytes().to_vec()),
-            StrView::Bytes(b) => Cow::Borrowed(b),
-        }
+        StrRef::Str(self).as_bytes()
     }
 
     /// Calls `f` with the bytes, without allocating for integers.
     pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        match self.view() {
-            StrView::Int(n) => f(itoa::Buffer::new().format(n).as_bytes()),
-            StrView::Bytes(b) => f(b),
-        }
+        StrRef::Str(self).with_bytes(f)
     }
 
     pub fn len(&self) -> usize {
-        match self.view() {
-            StrView::Int(n) => itoa::Buffer::new().format(n).len(),
-            StrView::Bytes(b) => b.len(),
-        }
+        StrRef::Str(self).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -364,10 +329,7 @@ impl Str {
     /// The value as an integer, if it is one (Redis's `getLongLongFromObject`
     /// accepts only the strict decimal form).
     pub fn as_i64(&self) -> Option<i64> {
-        match self.view() {
-            StrView::Int(n) => Some(n),
-            StrView::Bytes(b) => parse_i64_canonical(b),
-        }
+        StrRef::Str(self).as_i64()
     }
 
     /// Approximate heap bytes used, for MEMORY USAGE / accounting: the
@@ -530,12 +492,12 @@ impl<'a> StrRef<'a> {
             StrView::Bytes(b) => parse_i64_canonical(b),
         }
     }
-    /// Approximate heap bytes used (bytes stored with the key count as
-    /// their length).
+    /// Approximate heap bytes used: none for bytes stored with the key
+    /// (the node holding them is counted with the key).
     pub fn heap_bytes(self) -> usize {
         match self {
             StrRef::Str(s) => s.heap_bytes(),
-            StrRef::Bytes(b) => b.len(),
+            StrRef::Bytes(_) => 0,
         }
     }
     /// An owned copy with the same encoding.
@@ -556,6 +518,17 @@ impl PartialEq for StrRef<'_> {
 
 /// Redis's `string2ll`: only the canonical decimal form is an integer.
 pub use ds::string2ll as parse_i64_canonical;
+
+/// The integer a client's string is stored as (`int` encoding), if any:
+/// Redis's `tryObjectEncoding` tries strings of at most 20 bytes.
+#[inline]
+pub fn int_form(b: &[u8]) -> Option<i64> {
+    if b.len() <= 20 {
+        parse_i64_canonical(b)
+    } else {
+        None
+    }
+}
 
 #[cfg(test)]
 mod tests {

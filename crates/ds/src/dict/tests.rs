@@ -9,37 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Checks every structural invariant listed in the module docs.
 fn check_invariants<K: Hash + Eq, V, S: BuildHasher>(dict: &Dict<K, V, S>) {
-    let segs = &dict.buckets.segs;
-    for (k, s) in segs.iter().enumerate() {
-        assert_eq!(s.buckets.len(), seg_len(k), "segment {k}");
-    }
-    let n = dict.buckets();
-    if n == 0 {
-        assert!(segs.is_empty());
-        assert_eq!(dict.used, 0);
-        return;
-    }
-    assert!(dict.level >= INITIAL_LOG2 && dict.split < 1 << dict.level);
-    assert!(segs.len() > locate(n - 1).0, "segments cover the buckets");
-    let mut seen = HashSet::new();
-    let mut used = 0;
-    for (k, seg) in segs.iter().enumerate() {
-        for (off, slot) in seg.buckets.iter().enumerate() {
-            let b = seg_start(k) + off;
-            assert_eq!(locate(b), (k, off));
-            let mut cur = slot.as_deref();
-            while let Some(node) = cur {
-                assert!(b < n, "a node past the bucket count");
-                assert_eq!(dict.bucket_of(dict.hasher.hash_one(&node.key)), b);
-                assert!(seen.insert(&node.key as *const K), "node visited twice");
-                used += 1;
-                cur = node.next.as_deref();
-            }
-        }
-    }
-    assert_eq!(used, dict.used);
-    let keys: HashSet<&K> = dict.keys().collect();
-    assert_eq!(keys.len(), dict.len(), "duplicate keys");
+    check_raw_invariants(&dict.raw);
 }
 
 fn finish_rehash<K: Hash + Eq, V, S: BuildHasher>(dict: &mut Dict<K, V, S>) {
@@ -748,7 +718,7 @@ fn tkey(i: u64) -> Vec<u8> {
     format!("key:{i}").into_bytes()
 }
 
-/// `check_invariants` for any node type.
+/// The structural invariants of the module docs, for any node type.
 fn check_raw_invariants<N: ChainNode, S: BuildHasher>(raw: &RawDict<N, S>)
 where
     N::Key: Hash + Eq,
@@ -770,6 +740,7 @@ where
     for (k, seg) in segs.iter().enumerate() {
         for (off, slot) in seg.buckets.iter().enumerate() {
             let b = seg_start(k) + off;
+            assert_eq!(locate(b), (k, off));
             let mut cur = slot.as_ref();
             while let Some(node) = cur {
                 assert!(b < n, "a node past the bucket count");

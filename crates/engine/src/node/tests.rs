@@ -37,7 +37,7 @@ fn a_string_of_100_bytes_and_its_key_take_one_144_byte_chunk() {
     assert_eq!(n.size(), 136, "17 + 11 + 4 + 100, rounded to 8");
     assert_eq!(malloc_chunk(n.size()), 144);
     assert_eq!(n.entry().value().encoding(), "raw");
-    assert_eq!(n.entry().value_heap_bytes(), 0);
+    assert_eq!(n.entry().value().heap_bytes(), 0);
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn only_strings_up_to_bytes_max_are_stored_in_the_node() {
         let a = KeyNode::new(b"k", OwnedEntry::new(Value::Str(s.clone()), 0));
         let b = KeyNode::new_str(b"k", Meta::new(0), &vec![b'z'; n]);
         for node in [&a, &b] {
-            assert_eq!(node.entry().value_heap_bytes() == 0, in_node, "{n}");
+            assert_eq!(node.entry().value().heap_bytes() == 0, in_node, "{n}");
             assert_eq!(node.entry().value(), ValueRef::Str(StrRef::Str(&s)));
         }
     }
