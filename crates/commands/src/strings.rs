@@ -432,6 +432,11 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn mget(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     ctx.out.array(args.len() - 1);
     let touch = ctx.touch();
+    // Keys on one shard (one shard, or a hash tag): the same prefetching
+    // as a multi-shard MGET's parts.
+    let keys = args.skip(1);
+    prefetch_keys(ctx.shard, ctx.db, keys, 1);
+    prefetch_values(ctx.shard, ctx.db, keys, 1);
     for k in args.iter().skip(1) {
         match ctx.shard.lookup_read(ctx.db, k, touch).map(|e| as_str(e)) {
             Some(Ok(s)) => reply_str(ctx.out, s),
@@ -613,6 +618,9 @@ fn mset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
+    let pairs = args.skip(1);
+    prefetch_keys(ctx.shard, ctx.db, pairs, 2);
+    prefetch_values(ctx.shard, ctx.db, pairs, 2);
     for i in (1..args.len()).step_by(2) {
         touch_for_lfu(ctx.shard, ctx.db, args.get(i));
         set_bytes(ctx, args.get(i), args.get(i + 1), ExpireOpt::None);

@@ -324,6 +324,13 @@ impl<'a> Args<'a> {
         let buf = self.buf;
         self.ranges.iter().map(move |r| &buf[r.clone()])
     }
+    /// The arguments from `n` on (none if `n >= len()`).
+    pub fn skip(&self, n: usize) -> Args<'a> {
+        Args {
+            buf: self.buf,
+            ranges: self.ranges.get(n..).unwrap_or(&[]),
+        }
+    }
     /// Total payload bytes of all arguments.
     pub fn bytes(&self) -> usize {
         self.ranges.iter().map(|r| r.len()).sum()
@@ -403,6 +410,16 @@ mod tests {
         max_bulk_len: 512 * 1024 * 1024,
         auth_required: false,
     };
+
+    #[test]
+    fn skip_views_the_rest() {
+        let ranges = [0..3, 3..4, 4..6];
+        let a = Args::new(b"getkvv", &ranges);
+        let rest = a.skip(1);
+        assert_eq!(rest.iter().collect::<Vec<_>>(), [&b"k"[..], b"vv"]);
+        assert!(a.skip(3).is_empty());
+        assert!(a.skip(9).is_empty());
+    }
 
     fn parse(input: &[u8]) -> (Parsed, Vec<Vec<u8>>) {
         let mut buf = input.to_vec();
