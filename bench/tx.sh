@@ -154,6 +154,15 @@ cpu_ticks() {
   echo $((${12} + ${13}))
 }
 
+# Context switches (voluntary and not) of a PID's threads so far. On these
+# VMs a thread that sleeps and is woken costs several microseconds of host
+# work (an idle vCPU halts; waking it takes an interrupt), so switches per
+# op explain most of the difference between servers at pipeline 1.
+ctx_switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null |
+    awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2; f = 1 } END { if (f) print n; else print "NA" }'
+}
+
 # Busy jiffies of the whole machine (first line of /proc/stat).
 machine_busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
@@ -271,7 +280,7 @@ for p in $PIPELINES; do
 done
 
 RESULTS="$OUT_DIR/results.csv"
-echo "round,test,server,requests,ops_per_sec,p50_ms,p99_ms,wall_s,server_cpu_s,client_cpu_s,cpu_us_per_op,server_cores,client_cores,other_cores" >"$RESULTS"
+echo "round,test,server,requests,ops_per_sec,p50_ms,p99_ms,wall_s,server_cpu_s,client_cpu_s,cpu_us_per_op,server_cores,client_cores,other_cores,ctx_switches_per_op" >"$RESULTS"
 
 now_ns() { date +%s%N; }
 
@@ -328,24 +337,25 @@ size_test() {
 
 run_test() {
   local round=$1 tname=$2 name=$3 pipe=${2##*_p}
-  local port=${PORTOF[$3]} pid=${PID[$3]} n=${NREQ[$2,$3]} log c0 c1 t0 t1 m0 m1 rc ops p50 p99
+  local port=${PORTOF[$3]} pid=${PID[$3]} n=${NREQ[$2,$3]} log c0 c1 x0 x1 t0 t1 m0 m1 rc ops p50 p99
   test_args "${tname%_p*}" "$pipe"
   log="$OUT_DIR/$tname-$name-r$round.out"
-  m0=$(machine_busy); c0=$(cpu_ticks "$pid"); t0=$(now_ns)
+  m0=$(machine_busy); c0=$(cpu_ticks "$pid"); x0=$(ctx_switches "$pid"); t0=$(now_ns)
   rb "$log" "$port" "$n"
   rc=$?
-  t1=$(now_ns); c1=$(cpu_ticks "$pid"); m1=$(machine_busy)
+  t1=$(now_ns); c1=$(cpu_ticks "$pid"); x1=$(ctx_switches "$pid"); m1=$(machine_busy)
   read -r ops p50 p99 < <(rb_fields "$log")
   if [ $rc -ne 0 ] || [ -z "${ops:-}" ]; then
     echo "  !! $tname on $name failed (rc=$rc): $(tail -2 "$log.err" | tr '\n' ' ')" >&2
     ops=NA; p50=NA; p99=NA
   fi
-  local wall srv_s cli_s cpuop srv_cores cli_cores oth_cores
+  local wall srv_s cli_s cpuop csop srv_cores cli_cores oth_cores
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
   if [ "$c0" = NA ] || [ "$c1" = NA ]; then srv_s=NA; else
     srv_s=$(awk -v a="$c0" -v b="$c1" -v hz="$CLK_TCK" 'BEGIN { printf "%.3f", (b - a) / hz }'); fi
   if [ -s "$TIMES_FILE" ]; then cli_s=$(times_to_s "$TIMES_FILE"); else cli_s=NA; fi
   cpuop=$(awk -v s="$srv_s" -v n="$n" 'BEGIN { if (s == "NA") print "NA"; else printf "%.3f", s * 1e6 / n }')
+  csop=$(awk -v a="$x0" -v b="$x1" -v n="$n" 'BEGIN { if (a == "NA" || b == "NA") print "NA"; else printf "%.3f", (b - a) / n }')
   srv_cores=$(awk -v s="$srv_s" -v w="$wall" 'BEGIN { if (s == "NA" || w == 0) print "NA"; else printf "%.2f", s / w }')
   cli_cores=$(awk -v s="$cli_s" -v w="$wall" 'BEGIN { if (s == "NA" || w == 0) print "NA"; else printf "%.2f", s / w }')
   # Busy CPU of the machine minus server and load generator, per wall
@@ -353,9 +363,9 @@ run_test() {
   oth_cores=$(awk -v a="$m0" -v b="$m1" -v hz="$CLK_TCK" -v w="$wall" -v s="$srv_s" -v c="$cli_s" 'BEGIN {
     if (w == 0 || s == "NA" || c == "NA") { print "NA"; exit }
     o = ((b - a) / hz - s - c) / w; if (o < 0) o = 0; printf "%.2f", o }')
-  echo "$round,$tname,$name,$n,$ops,$p50,$p99,$wall,$srv_s,$cli_s,$cpuop,$srv_cores,$cli_cores,$oth_cores" >>"$RESULTS"
-  printf '  %-10s %-12s %10s ops/s  p50 %6s  p99 %6s ms  %7s cpu-us/op  cores srv %4s cli %4s other %4s\n' \
-    "$tname" "$name" "$ops" "$p50" "$p99" "$cpuop" "$srv_cores" "$cli_cores" "$oth_cores"
+  echo "$round,$tname,$name,$n,$ops,$p50,$p99,$wall,$srv_s,$cli_s,$cpuop,$srv_cores,$cli_cores,$oth_cores,$csop" >>"$RESULTS"
+  printf '  %-10s %-12s %10s ops/s  p50 %6s  p99 %6s ms  %7s cpu-us/op  %6s cs/op  cores srv %4s cli %4s other %4s\n' \
+    "$tname" "$name" "$ops" "$p50" "$p99" "$cpuop" "$csop" "$srv_cores" "$cli_cores" "$oth_cores"
   # Resize the next round's run from this rate, so machine drift does not
   # blow the time budget.
   if [ -z "$FIXED_N" ] && [ "$ops" != NA ]; then
@@ -411,7 +421,7 @@ REPORT="$OUT_DIR/report.md"
   for i in $(seq 0 $((NSRV - 1))); do echo "- ${NAMES[$i]}: ${VERSION[${NAMES[$i]}]}"; done
   echo
   echo "Median over $ROUNDS round(s). One MSET/MGET of $NKEYS keys = 1 op. cpu-us/op = server CPU"
-  echo "(utime+stime) per op; srv cores = server CPU / wall; other cores = busy CPU of the machine"
+  echo "(utime+stime) per op; cs/op = the server's context switches (all threads) per op; srv cores = server CPU / wall; other cores = busy CPU of the machine"
   echo "minus server and redis-benchmark, per wall second (noise); spread = (max - min) / median of"
   echo "ops/s over rounds. p50/p99: redis-benchmark's latency, from writing a batch of -P commands to"
   echo "the first byte of the first reply. Ratios are against ${NAMES[0]} (ops/s: higher is better;"
@@ -441,21 +451,22 @@ REPORT="$OUT_DIR/report.md"
       key = $2 SUBSEP $3
       if (!($2 in seen)) { seen[$2] = 1; tests[++nt] = $2 }
       add(key SUBSEP "ops", $5); add(key SUBSEP "p50", $6); add(key SUBSEP "p99", $7)
-      add(key SUBSEP "cpu", $11); add(key SUBSEP "sc", $12); add(key SUBSEP "oc", $14)
+      add(key SUBSEP "cpu", $11); add(key SUBSEP "sc", $12); add(key SUBSEP "oc", $14); add(key SUBSEP "cs", $15)
       if ($14 != "NA" && $14 + 0 > maxoc) maxoc = $14 + 0
     }
     END {
       ns = split(order, srv, " ")
-      print "| test | server | ops/s | spread | p50 ms | p99 ms | cpu-us/op | srv cores | other cores | ops/s vs " srv[1] " | cpu/op vs " srv[1] " | p99 vs " srv[1] " |"
-      print "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      print "| test | server | ops/s | spread | p50 ms | p99 ms | cpu-us/op | cs/op | srv cores | other cores | ops/s vs " srv[1] " | cpu/op vs " srv[1] " | p99 vs " srv[1] " |"
+      print "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       for (t = 1; t <= nt; t++) {
         b = tests[t] SUBSEP srv[1]
         for (s = 1; s <= ns; s++) {
           k = tests[t] SUBSEP srv[s]
           ops = get(k SUBSEP "ops")
-          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tests[t], srv[s],
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tests[t], srv[s],
             fmt("%.0f", ops), (k SUBSEP "ops" in L) ? spread(L[k SUBSEP "ops"]) : "-",
             fmt("%.3f", get(k SUBSEP "p50")), fmt("%.3f", get(k SUBSEP "p99")), fmt("%.3f", get(k SUBSEP "cpu")),
+            fmt("%.3f", get(k SUBSEP "cs")),
             fmt("%.2f", get(k SUBSEP "sc")), fmt("%.2f", get(k SUBSEP "oc")),
             ratio(ops, get(b SUBSEP "ops")), ratio(get(k SUBSEP "cpu"), get(b SUBSEP "cpu")),
             ratio(get(k SUBSEP "p99"), get(b SUBSEP "p99"))
