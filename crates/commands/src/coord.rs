@@ -245,23 +245,3 @@ pub fn fan_out<T: Send + 'static>(
     plan.run_all(nshards, job);
     OneStep::boxed(plan, finish)
 }
-
-/// Groups argument positions by the shard of the key at each position,
-/// keeping the original order inside each group. Returns `(shard,
-/// positions)` in ascending shard order.
-pub fn group_by_shard(
-    args: resp::Args<'_>,
-    positions: &[usize],
-    nshards: usize,
-) -> Vec<(usize, Vec<usize>)> {
-    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    for &p in positions {
-        let s = crate::table::shard_of(args.get(p), nshards);
-        match groups.iter_mut().find(|(g, _)| *g == s) {
-            Some((_, v)) => v.push(p),
-            None => groups.push((s, vec![p])),
-        }
-    }
-    groups.sort_by_key(|(s, _)| *s);
-    groups
-}

@@ -36,9 +36,10 @@ use engine::{Entry, LfuParams, OwnedEntry, Shard, SmallBytes, StrView, Value, Va
 use rand::Rng;
 use resp::{Args, Reply};
 
-use crate::coord::{fan_out, group_by_shard, outputs, Coordinator, JobOut, OneStep, Plan};
+use crate::coord::{fan_out, outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ServerShared, ShardCtx};
 use crate::error::CmdError;
+use crate::multikey::{prefetch_keys, split_by_shard};
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
 
@@ -334,13 +335,13 @@ fn count_multi(
     args: Args<'_>,
     op: fn(&mut Shard, usize, &[u8]) -> bool,
 ) -> Box<dyn Coordinator> {
-    let positions: Vec<usize> = (1..args.len()).collect();
     let db = c.client.db;
+    let (groups, _) = split_by_shard(args, 1, c.nshards(), c.key_shards);
     let mut plan = Plan::default();
-    for (shard, pos) in group_by_shard(args, &positions, c.nshards()) {
-        let keys: Vec<Vec<u8>> = pos.iter().map(|&p| args.get(p).to_vec()).collect();
+    plan.jobs.reserve(groups.len());
+    for (shard, keys) in groups {
         plan.run(shard, move |env| {
-            keys.iter().filter(|k| op(env.shard, db, k)).count() as i64
+            count(env.shard, db, keys.args(), op) as i64
         });
     }
     OneStep::boxed(
@@ -358,10 +359,21 @@ fn count_local(
     args: Args<'_>,
     op: fn(&mut Shard, usize, &[u8]) -> bool,
 ) -> Result<(), CmdError> {
-    let db = ctx.db;
-    let n = args.iter().skip(1).filter(|k| op(ctx.shard, db, k)).count();
+    let n = count(ctx.shard, ctx.db, args.skip(1), op);
     ctx.out.int(n as i64);
     Ok(())
+}
+
+/// How many of `keys` (all on `shard`) `op` holds for. Their table slots
+/// are prefetched first, so the lookups' cache misses overlap.
+fn count(
+    shard: &mut Shard,
+    db: usize,
+    keys: Args<'_>,
+    op: fn(&mut Shard, usize, &[u8]) -> bool,
+) -> usize {
+    prefetch_keys(shard, db, keys, 1);
+    keys.iter().filter(|k| op(shard, db, k)).count()
 }
 
 fn op_remove(s: &mut Shard, db: usize, k: &[u8]) -> bool {

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod list;
 pub mod memory;
 pub mod multi;
+pub mod multikey;
 pub mod persist;
 pub mod propagate;
 pub mod scratch;
