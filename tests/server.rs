@@ -50,6 +50,32 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
     }
 }
 
+/// The server runs with room in glibc's per-thread cache for the chunks
+/// other threads free (see `tune_malloc` in main.rs): it executed itself
+/// again with the tunable set, keeping its PID and arguments, and serves.
+#[test]
+fn server_runs_with_a_larger_malloc_thread_cache() {
+    if std::env::var_os("TESSERA_TEST_BIN").is_some()
+        || std::env::var_os("GLIBC_TUNABLES").is_some()
+    {
+        return;
+    }
+    let s = Server::tessera(&[]);
+    let pid = s.pid().expect("a running server");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("its environment");
+    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    assert!(
+        vars.contains(&&b"GLIBC_TUNABLES=glibc.malloc.tcache_count=256"[..]),
+        "environment: {}",
+        String::from_utf8_lossy(&environ)
+    );
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its arguments");
+    assert!(cmdline.windows(6).any(|w| w == b"--port"));
+    let mut c = s.conn();
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
 #[test]
 fn unknown_directive_stops_startup_naming_it() {
     let (code, out) = run_to_exit(&["--port", "0", "--no-such-thing", "1"]);

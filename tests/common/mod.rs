@@ -230,6 +230,11 @@ impl Server {
         }
     }
 
+    /// The server's process id (while it runs).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// Which server this is.
     pub fn flavor(&self) -> Flavor {
         self.flavor
