@@ -31,7 +31,9 @@ const TCACHE_CHUNKS: u32 = 256;
 /// The size is read only from `GLIBC_TUNABLES`, by the dynamic loader at
 /// start, so the process executes itself once more with it set (same
 /// PID, same arguments). A `GLIBC_TUNABLES` that already names the tunable
-/// is left alone; if the new image cannot start, this one goes on.
+/// is left alone; if the new image cannot start, this one goes on. Under
+/// valgrind, which does not follow the re-execution, set the variable by
+/// hand (`GLIBC_TUNABLES=glibc.malloc.tcache_count=256`).
 fn tune_malloc() {
     use std::os::unix::process::CommandExt;
     if !cfg!(target_env = "gnu") {
