@@ -42,11 +42,50 @@ const WORKLOAD_DEADLINE: Duration = Duration::from_secs(60);
 const CAS_ATTEMPTS_MAX: usize = 100_000;
 
 fn start() -> Server {
+    start_in(Threads::Default)
+}
+
+/// How the shards' event loops sit on threads while a test runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Threads {
+    /// Whatever the load makes of them (the default).
+    Default,
+    /// All on one thread: shard consolidation is on, and the test waits
+    /// for it before starting.
+    Together,
+    /// Each on its own thread (`shard-consolidation no`).
+    Apart,
+}
+
+fn start_in(threads: Threads) -> Server {
     if testing_real_redis() {
-        Server::tessera(&[])
-    } else {
-        Server::tessera(&["--shards", &SHARDS.to_string()])
+        return Server::tessera(&[]);
     }
+    let shards = SHARDS.to_string();
+    let mut args = vec!["--shards", &shards];
+    if threads == Threads::Apart {
+        args.extend(["--shard-consolidation", "no"]);
+    }
+    let srv = Server::tessera(&args);
+    if threads == Threads::Together {
+        common::wait_shard_threads(&srv, 1);
+    }
+    srv
+}
+
+/// Runs `$f` twice: as `$together` with every shard on one thread (the
+/// server's state at light load), as `$apart` with one thread per shard.
+macro_rules! in_both_threadings {
+    ($f:ident: $together:ident, $apart:ident) => {
+        #[test]
+        fn $together() {
+            $f(Threads::Together)
+        }
+        #[test]
+        fn $apart() {
+            $f(Threads::Apart)
+        }
+    };
 }
 
 /// `count` key names starting with `prefix`, the i-th on shard `i % SHARDS`
@@ -188,12 +227,11 @@ fn mset_args<'a>(keys: &'a [String], value: &'a str) -> Vec<&'a str> {
 
 /// 3 writers MSET ten keys (spread over every shard) to one token per call;
 /// 3 readers MGET them while the writers run: every reply is uniform.
-#[test]
-fn mset_mget_isolation() {
+fn mset_mget_isolation_in(threads: Threads) {
     const WRITERS: usize = 3;
     const READERS: usize = 3;
     const ITERATIONS: usize = 2000;
-    let srv = start();
+    let srv = start_in(threads);
     let keys = Arc::new(keys_across_shards("iso:", 10));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
@@ -228,6 +266,7 @@ fn mset_mget_isolation() {
     );
     eprintln!("{} uniform MGETs", reads.load(Ordering::Relaxed));
 }
+in_both_threadings!(mset_mget_isolation_in: mset_mget_isolation, mset_mget_isolation_apart);
 
 /// A pipeline's multi-shard command sees the commands before it: a write
 /// sent to another shard and then an MGET of that key, in one pipeline,
@@ -282,11 +321,10 @@ fn pipelined_multi_shard_read_sees_earlier_write() {
 
 /// Writers alternate MSET-all and DEL-all on ten keys spread over the
 /// shards; EXISTS (and DEL's own count) is always 0 or 10, MGET uniform.
-#[test]
-fn mset_del_exists_isolation() {
+fn mset_del_exists_isolation_in(threads: Threads) {
     const WRITERS: usize = 3;
     const ITERATIONS: usize = 1500;
-    let srv = start();
+    let srv = start_in(threads);
     let keys = Arc::new(keys_across_shards("ex:", 10));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
@@ -333,6 +371,7 @@ fn mset_del_exists_isolation() {
         "EXISTS counted {n} of 10 keys at the end"
     );
 }
+in_both_threadings!(mset_del_exists_isolation_in: mset_del_exists_isolation, mset_del_exists_isolation_apart);
 
 /// Writers alternate MSET-all and DEL-all on ten keys spread over the
 /// shards (nothing else is in the database); DBSIZE and KEYS, which read
@@ -388,8 +427,7 @@ fn keyspace_reads_see_whole_multi_shard_commands() {
 /// spread across shards) pairwise overlap: in each round exactly one call
 /// succeeds (the first to run finds no key; every later one finds one of
 /// its keys), and the round's keys are exactly the winner's, with its value.
-#[test]
-fn msetnx_all_or_nothing() {
+fn msetnx_all_or_nothing_in(threads: Threads) {
     const ROUNDS: usize = 300;
     // Indices into a round's 9 keys; every two sets share a key.
     const SETS: [&[usize]; 4] = [
@@ -398,7 +436,7 @@ fn msetnx_all_or_nothing() {
         &[6, 7, 8, 0, 1, 2],
         &[2, 5, 8],
     ];
-    let srv = start();
+    let srv = start_in(threads);
     let rounds: Arc<Vec<Vec<String>>> = Arc::new(
         (0..ROUNDS)
             .map(|r| keys_across_shards(&format!("nx{r}:"), 9))
@@ -446,19 +484,19 @@ fn msetnx_all_or_nothing() {
         }
     }
 }
+in_both_threadings!(msetnx_all_or_nothing_in: msetnx_all_or_nothing, msetnx_all_or_nothing_apart);
 
 // ----------------------------------------------------------- transactions
 
 /// Transfers between 8 accounts on different shards, each one a MULTI of
 /// DECRBY + INCRBY, while checkers read every balance (one with MGET, one
 /// with a MULTI of GETs): the total never changes.
-#[test]
-fn bank_transfer() {
+fn bank_transfer_in(threads: Threads) {
     const ACCOUNTS: usize = 8;
     const INITIAL: i64 = 1000;
     const TRANSFERRERS: usize = 3;
     const TRANSFERS: usize = 600;
-    let srv = start();
+    let srv = start_in(threads);
     let accounts = Arc::new(keys_across_shards("acct:", ACCOUNTS));
     mset_all(&mut srv.conn(), &accounts, &INITIAL.to_string());
     let total = INITIAL * ACCOUNTS as i64;
@@ -534,6 +572,7 @@ fn bank_transfer() {
     assert_eq!(vals.iter().sum::<i64>(), total, "final balances {vals:?}");
     eprintln!("{} consistent checks", checks.load(Ordering::Relaxed));
 }
+in_both_threadings!(bank_transfer_in: bank_transfer, bank_transfer_apart);
 
 /// One optimistic increment of every key of `keys` (all equal): WATCH them,
 /// read them, `MULTI; SET k v+1 ...; EXEC`, retrying while EXEC returns nil.
@@ -564,10 +603,10 @@ fn cas_increment(con: &mut redis::Connection, keys: &[String]) -> usize {
     panic!("no successful EXEC in {CAS_ATTEMPTS_MAX} attempts");
 }
 
-fn cas_counter(keys: Vec<String>) {
+fn cas_counter(keys: Vec<String>, threads: Threads) {
     const THREADS: usize = 4;
     const INCREMENTS: usize = 100;
-    let srv = start();
+    let srv = start_in(threads);
     let keys = Arc::new(keys);
     let attempts = Arc::new(AtomicUsize::new(0));
     let workers = (0..THREADS)
@@ -597,14 +636,19 @@ fn cas_counter(keys: Vec<String>) {
 /// is lost.
 #[test]
 fn watch_cas_counter() {
-    cas_counter(keys_across_shards("cas:", 1));
+    cas_counter(keys_across_shards("cas:", 1), Threads::Together);
 }
 
 /// The same with the counter and a second key on another shard, both
 /// WATCHed and both set in the EXEC: they stay equal and lose nothing.
 #[test]
 fn watch_cas_counter_two_shards() {
-    cas_counter(keys_across_shards("cas2:", 2));
+    cas_counter(keys_across_shards("cas2:", 2), Threads::Together);
+}
+
+#[test]
+fn watch_cas_counter_two_shards_apart() {
+    cas_counter(keys_across_shards("cas2:", 2), Threads::Apart);
 }
 
 // ------------------------------------------------------------ disconnects
@@ -640,9 +684,8 @@ fn mset_then_reset(addr: &str, big_key: &str, keys: &[String], tok: &str, pause:
 /// right after sending multi-shard MSETs and EXECs: the live client's
 /// commands all complete, its MGETs stay uniform, and afterwards MSET,
 /// MGET and WATCH + EXEC on the keys still complete.
-#[test]
-fn disconnect_mid_transaction_releases() {
-    let srv = start();
+fn disconnect_mid_transaction_releases_in(threads: Threads) {
+    let srv = start_in(threads);
     let keys = Arc::new(keys_across_shards("dc:", 6));
     let mut live = srv.conn();
     for i in 0..40 {
@@ -777,6 +820,7 @@ fn disconnect_mid_transaction_releases() {
         assert!(n == 0 || n == keys.len() as i64, "DEL in EXEC removed {n}");
     }
 }
+in_both_threadings!(disconnect_mid_transaction_releases_in: disconnect_mid_transaction_releases, disconnect_mid_transaction_releases_apart);
 
 /// Clients send a GET of a big value and one MSET over keys on every
 /// shard, and reset the connection at once or after a pause of up to
@@ -879,10 +923,9 @@ fn pipelined_plain_write_then_mset_makes_progress() {
 /// MSET, MGET, DEL/EXISTS, MULTI/EXEC and WATCH transactions, while plain
 /// GET/SET clients hit the same keys: every client finishes its fixed
 /// number of operations (no deadlock, no starvation).
-#[test]
-fn hot_keys_progress() {
+fn hot_keys_progress_in(threads: Threads) {
     const OPS: usize = 300;
-    let srv = start();
+    let srv = start_in(threads);
     let hot = Arc::new(keys_across_shards("hot:", 3));
     let mut workers = Vec::new();
     for c in 0..3 {
@@ -979,6 +1022,7 @@ fn hot_keys_progress() {
     mset_all(&mut con, &hot, "end");
     assert_eq!(mget_uniform(&mut con, &hot).as_deref(), Some("end"));
 }
+in_both_threadings!(hot_keys_progress_in: hot_keys_progress, hot_keys_progress_apart);
 
 // ------------------------------------------------------ MULTI/EXEC basics
 

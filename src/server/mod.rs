@@ -11,6 +11,7 @@ pub mod aof;
 mod aof_rewrite;
 mod blocking;
 mod conn;
+mod host;
 mod mailbox;
 mod shutdown;
 mod worker;
@@ -268,6 +269,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
         n,
         std::process::id()
     ));
+    let hosts = {
+        let bells = bells.clone();
+        Arc::new(host::Hosts::new(
+            n,
+            Box::new(move || bells[0].wake()),
+            server.shard_threads_active.clone(),
+        ))
+    };
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
     for (id, (((poll, mailbox), tcp), shard)) in polls
@@ -280,6 +289,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let server = server.clone();
         let aof = aof.clone();
         let gate = gate.clone();
+        let hosts = hosts.clone();
         let unix = if id == 0 { unix.take() } else { None };
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
@@ -295,7 +305,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                     unix,
                     (Some(shard), aof),
                 ) {
-                    Ok(w) => w.run(&gate),
+                    Ok(w) => host::Host::new(w, hosts).run(&gate),
                     Err(e) => {
                         log::warning(format_args!("worker {id}: {e}"));
                         gate.absent();

@@ -78,6 +78,7 @@ struct Cached {
     tcp_keepalive_s: u64,
     loglevel: config::LogLevel,
     obuf: [config::ObufLimit; 3],
+    shard_consolidation: bool,
 }
 
 impl Cached {
@@ -95,6 +96,7 @@ impl Cached {
             tcp_keepalive_s: c.tcp_keepalive_s,
             loglevel: c.loglevel,
             obuf: c.client_output_buffer_limit,
+            shard_consolidation: c.shard_consolidation,
         }
     }
 }
@@ -443,6 +445,10 @@ pub struct Worker {
     /// Thread 0: the shared totals at the previous rate sample.
     rate_base: Option<(Instant, u64, u64, u64)>,
     nap: Nap,
+    /// Messages still spilled after the last iteration's flush.
+    spilled: bool,
+    /// When the running snapshot wants its next step.
+    save_wait: Option<Duration>,
 }
 
 /// When to nap instead of sleeping in epoll (see [`Worker::run`]).
@@ -618,6 +624,8 @@ impl Worker {
             reported: (0, 0, 0),
             rate_base: None,
             nap: Nap::new(),
+            spilled: false,
+            save_wait: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.prop.on = w.core.aof.is_some();
@@ -636,103 +644,148 @@ impl Worker {
         Ok(w)
     }
 
-    /// Serves until a shutdown is carried out: at a shutdown request the
-    /// shard goes to the main thread through `gate` (see `shutdown`), and
-    /// comes back if the shutdown is refused.
-    pub fn run(mut self, gate: &super::shutdown::Gate) {
-        let mut events = Events::with_capacity(1024);
-        let mut spilled = false;
-        let mut save_wait = None;
-        loop {
-            if self.core.server.shutdown.load(Ordering::Acquire) {
-                if self.park(gate) {
-                    break;
-                }
-                continue;
+    pub fn id(&self) -> usize {
+        self.core.id
+    }
+
+    /// The descriptor of this worker's epoll set (a host thread running
+    /// several workers waits on all of them at once).
+    pub fn epoll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.poll.as_raw_fd()
+    }
+
+    /// A shutdown was requested: the host hands this worker to the gate
+    /// ([`Worker::park`]).
+    pub fn shutdown_requested(&self) -> bool {
+        self.core.server.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Whether shard consolidation is on (`shard-consolidation`).
+    pub fn consolidation(&self) -> bool {
+        self.core.cfg.shard_consolidation
+    }
+
+    /// How long this worker may sleep before its next iteration: until
+    /// its cron, a blocked client's timeout, a save step; zero when work
+    /// is waiting.
+    pub fn timeout(&mut self, now: Instant) -> Duration {
+        let mut timeout = self.next_cron.saturating_duration_since(now);
+        if let Some(ms) = self.expire_blocked() {
+            timeout = timeout.min(Duration::from_millis(ms));
+        }
+        if self.spilled {
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        if let Some(w) = self.save_wait {
+            timeout = timeout.min(w);
+        }
+        if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
+            timeout = Duration::ZERO;
+        }
+        if self.want_durable() {
+            timeout = Duration::ZERO;
+        }
+        timeout
+    }
+
+    /// One iteration of a worker that has its thread to itself: sleeps in
+    /// its own epoll (or naps) until there is something to do, then
+    /// serves it.
+    /// `sleeps` counts the times it slept.
+    pub fn step_solo(&mut self, now: Instant, events: &mut Events, sleeps: &mut u32) {
+        let mut timeout = self.timeout(now);
+        self.nap.tick(now);
+        if !timeout.is_zero() && self.nap.wanted() {
+            self.core.mailbox.nap(self.nap.dur);
+        }
+        if self.park_flag() {
+            timeout = Duration::ZERO;
+        }
+        *sleeps += u32::from(!timeout.is_zero());
+        if let Err(e) = self.poll.poll(events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                log::warning(format_args!("epoll_wait failed: {e}"));
             }
-            let now = Instant::now();
-            let mut timeout = self.next_cron.saturating_duration_since(now);
-            if let Some(ms) = self.expire_blocked() {
-                timeout = timeout.min(Duration::from_millis(ms));
+        }
+        self.serve(events);
+    }
+
+    /// Raises this worker's parked flag before its thread sleeps (see
+    /// `mailbox`); true if messages wait, so the thread must not sleep.
+    pub fn park_flag(&mut self) -> bool {
+        let eager = self.direct_eager();
+        self.core.mailbox.park(eager)
+    }
+
+    /// One iteration of a worker that shares its thread with others (the
+    /// thread waited on all their epoll sets together): collects its
+    /// events without waiting, and serves them.
+    pub fn step_shared(&mut self, events: &mut Events) {
+        engine::alloc::enter_shard(self.core.id);
+        self.nap.tick(Instant::now());
+        if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                log::warning(format_args!("epoll_wait failed: {e}"));
             }
-            if spilled {
-                timeout = timeout.min(Duration::from_millis(1));
-            }
-            if let Some(w) = save_wait {
-                timeout = timeout.min(w);
-            }
-            if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
-                timeout = Duration::ZERO;
-            }
-            if self.want_durable() {
-                timeout = Duration::ZERO;
-            }
-            self.nap.tick(now);
-            if !timeout.is_zero() && self.nap.wanted() {
-                self.core.mailbox.nap(self.nap.dur);
-            }
-            let eager = self.direct_eager();
-            if self.core.mailbox.park(eager) {
-                timeout = Duration::ZERO;
-            }
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    log::warning(format_args!("epoll_wait failed: {e}"));
-                }
-            }
-            self.core.mailbox.unpark();
-            self.core.shard.tick();
-            self.refresh_config();
-            self.core.aof_always = self
-                .core
-                .aof
-                .as_ref()
-                .is_some_and(|a| a.policy() == config::AppendFsync::Always);
-            if self.core.mailbox.has_inbound() {
-                // Batches back from direct hops settle their connections'
-                // slots before those read again: the next request then
-                // finds nothing outstanding (its reply goes straight to
-                // `out`, and it may hop directly in turn).
-                self.drain();
-            }
-            self.nap.events = 0;
-            let cmds_before = self.core.stats.total_commands;
-            for ev in events.iter() {
-                match ev.token() {
-                    WAKER => {}
-                    UNIX => self.accept_unix(),
-                    Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
-                    Token(slot) => {
-                        self.nap.events += 1;
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            let hup = ev.is_read_closed() || ev.is_error();
-                            self.read_conn(slot, hup);
-                        }
-                        if ev.is_writable() {
-                            self.conns.mark_dirty(slot);
-                        }
+        }
+        self.serve(events);
+    }
+
+    /// Everything an iteration does after its wait: the parked flag comes
+    /// down, then messages, sockets, writes, AOF, saves, cron.
+    fn serve(&mut self, events: &Events) {
+        self.core.mailbox.unpark();
+        self.core.shard.tick();
+        self.refresh_config();
+        self.core.aof_always = self
+            .core
+            .aof
+            .as_ref()
+            .is_some_and(|a| a.policy() == config::AppendFsync::Always);
+        if self.core.mailbox.has_inbound() {
+            // Batches back from direct hops settle their connections'
+            // slots before those read again: the next request then
+            // finds nothing outstanding (its reply goes straight to
+            // `out`, and it may hop directly in turn).
+            self.drain();
+        }
+        self.nap.events = 0;
+        let cmds_before = self.core.stats.total_commands;
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => {}
+                UNIX => self.accept_unix(),
+                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
+                Token(slot) => {
+                    self.nap.events += 1;
+                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        let hup = ev.is_read_closed() || ev.is_error();
+                        self.read_conn(slot, hup);
+                    }
+                    if ev.is_writable() {
+                        self.conns.mark_dirty(slot);
                     }
                 }
             }
-            self.drain();
-            self.run_resumes();
-            self.nap.cmds = self.core.stats.total_commands - cmds_before;
-            self.flush_conns();
-            self.core.aof_flush();
-            save_wait = self.save_step(!events.is_empty());
-            spilled = self.core.mailbox.flush();
-            if Instant::now() >= self.next_cron {
-                self.cron();
-            }
         }
-        self.shutdown();
+        self.drain();
+        self.run_resumes();
+        self.nap.cmds = self.core.stats.total_commands - cmds_before;
+        self.flush_conns();
+        self.core.aof_flush();
+        self.save_wait = self.save_step(!events.is_empty());
+        self.spilled = self.core.mailbox.flush();
+        if Instant::now() >= self.next_cron {
+            self.cron();
+        }
     }
 
     /// At a shutdown request: hands this thread's AOF records to the
     /// writer and the shard to the main thread, and waits for its verdict.
     /// True to exit; otherwise the shard is back, and the clients that
     /// sent SHUTDOWN get Redis's error and go on.
-    fn park(&mut self, gate: &super::shutdown::Gate) -> bool {
+    pub fn park(&mut self, gate: &super::shutdown::Gate) -> bool {
         self.core.aof_flush();
         let id = self.core.id;
         let placeholder = Shard::new(id, 0);
@@ -2089,7 +2142,7 @@ impl Worker {
         }
     }
 
-    fn shutdown(&mut self) {
+    pub fn shutdown(&mut self) {
         self.core.aof_flush();
         for slot in 0..self.conns.slots.len() {
             if let Some(c) = self.conns.slots[slot].as_mut() {

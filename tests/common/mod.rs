@@ -925,6 +925,16 @@ pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> Stri
         .to_string()
 }
 
+/// Waits until `n` threads run the server's shards (INFO
+/// `shard_threads_active`; shard consolidation moves shards between
+/// threads with the load).
+pub fn wait_shard_threads(srv: &Server, n: usize) {
+    let mut c = srv.conn();
+    wait_for(&format!("{n} shard threads"), || {
+        info_field(&mut c, "server", "shard_threads_active") == n.to_string()
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

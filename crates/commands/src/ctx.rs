@@ -206,6 +206,9 @@ pub struct ServerShared {
     /// Allocator total once the shards were built (INFO
     /// `used_memory_startup`); see `memory::configure_shard`.
     pub startup_memory: AtomicU64,
+    /// Threads running shard event loops (INFO `shard_threads_active`):
+    /// fewer than `nshards` while shards are consolidated.
+    pub shard_threads_active: Arc<AtomicUsize>,
 }
 
 pub const SHUTDOWN_DEFAULT: u8 = 0;
@@ -253,6 +256,7 @@ impl ServerShared {
             output_kbps_bits: AtomicU64::new(0),
             mem: std::sync::Arc::new(mem),
             startup_memory: AtomicU64::new(0),
+            shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
         }
     }
 

@@ -444,6 +444,7 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
 struct Snapshot {
     config: config::Config,
     nshards: usize,
+    shard_threads_active: usize,
     uptime_s: u64,
     run_id: String,
     executable: String,
@@ -472,6 +473,7 @@ impl Snapshot {
         Snapshot {
             config: s.config(),
             nshards: s.nshards,
+            shard_threads_active: s.shard_threads_active.load(Ordering::Relaxed),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             executable: s.executable.clone(),
@@ -611,6 +613,8 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 file.map(|p| p.display().to_string()).unwrap_or_default(),
             );
             kv(o, "io_threads_active", 0);
+            kv(o, "shards", s.nshards);
+            kv(o, "shard_threads_active", s.shard_threads_active);
         }
         "clients" => {
             o.push_str("# Clients\r\n");

@@ -75,7 +75,6 @@
 //! scheduling; its cost is one round trip per remote shard to lock. With
 //! two shards that is one extra round trip per multi-shard command at most.
 
-use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 
 use resp::{Args, Reply};
@@ -86,20 +85,24 @@ use crate::error::CmdError;
 use crate::table::{flags, shard_of, CommandSpec};
 
 /// Names a transaction: unique over the process (the home thread's index
-/// in the low bits, a per-thread counter above).
+/// in the low bits, a per-home counter above).
 pub type TxId = u64;
 
-thread_local! {
-    static NEXT_TX: Cell<u64> = const { Cell::new(1) };
-}
+/// One counter per home shard, each on its own cache line: a shard's
+/// event loop may run on another thread for a while (shard
+/// consolidation), so a per-thread counter could repeat ids of a home.
+#[repr(align(64))]
+struct TxCounter(std::sync::atomic::AtomicU64);
+
+static NEXT_TX: [TxCounter; config::MAX_SHARDS as usize] =
+    [const { TxCounter(std::sync::atomic::AtomicU64::new(1)) }; config::MAX_SHARDS as usize];
 
 /// A fresh transaction id for a coordinator on thread `home`.
 pub fn new_tx_id(home: usize) -> TxId {
-    let n = NEXT_TX.with(|c| {
-        let n = c.get();
-        c.set(n + 1);
-        n
-    });
+    // Only the thread running `home`'s loop takes ids of it: no contention.
+    let n = NEXT_TX[home % NEXT_TX.len()]
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     (n << 16) | (home as u64 & 0xffff)
 }
 

@@ -235,6 +235,9 @@ pub struct Config {
     pub unixsocketperm: u32,
     /// `shards` (alias `threads`): number of shard threads; 0 = one per CPU.
     pub shards: usize,
+    /// `shard-consolidation`: while the load fits in fewer threads, one
+    /// thread runs several shards' event loops, and the others sleep.
+    pub shard_consolidation: bool,
     /// `databases`: number of logical databases (`SELECT 0..databases-1`).
     pub databases: usize,
     /// `maxclients`: connections accepted at once.
@@ -456,6 +459,7 @@ impl Config {
             unixsocket: None,
             unixsocketperm: 0,
             shards: 0,
+            shard_consolidation: false,
             databases: 0,
             maxclients: 0,
             timeout_s: 0,
@@ -734,6 +738,7 @@ static DIRECTIVES: &[Directive] = &[
     d("unixsocketperm",           Immutable, octal!(unixsocketperm: u32, 0, 0o777, 0)),
     d("shards",                   Immutable, int!(shards: usize, 0, MAX_SHARDS, 0))
         .alias("threads"),
+    d("shard-consolidation",      Mutable,   yes_no!(shard_consolidation, true)),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -1773,6 +1778,7 @@ mod tests {
         ("maxclients", "50", "maxclients", "50"),
         ("timeout", "30", "timeout", "30"),
         ("tcp-keepalive", "60", "tcp-keepalive", "60"),
+        ("shard-consolidation", "no", "shard-consolidation", "no"),
         ("protected-mode", "no", "protected-mode", "no"),
         ("loglevel", "warning", "loglevel", "warning"),
         ("logfile", "/var/log/t.log", "logfile", "/var/log/t.log"),
@@ -1911,6 +1917,7 @@ mod tests {
             "maxclients" => assert_eq!(c.maxclients, 50),
             "timeout" => assert_eq!(c.timeout_s, 30),
             "tcp-keepalive" => assert_eq!(c.tcp_keepalive_s, 60),
+            "shard-consolidation" => assert!(!c.shard_consolidation),
             "protected-mode" => assert!(!c.protected_mode),
             "loglevel" => assert_eq!(c.loglevel, LogLevel::Warning),
             "logfile" => assert_eq!(c.logfile, Some(PathBuf::from("/var/log/t.log"))),
