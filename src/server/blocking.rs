@@ -27,7 +27,6 @@
 //! the cron sweep.
 
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -142,7 +141,7 @@ pub fn wanted_type(r: Resolved) -> &'static str {
 /// This shard's blocked commands, per (db, key), oldest first.
 #[derive(Default)]
 pub struct Waiters {
-    queues: HashMap<(usize, Vec<u8>), VecDeque<Rc<BlockedCmd>>>,
+    queues: HashMap<(usize, Vec<u8>), VecDeque<Arc<BlockedCmd>>>,
     /// Ready keys a transaction's lock held back, retried on release.
     pub later: Vec<(usize, Vec<u8>)>,
 }
@@ -159,7 +158,7 @@ impl Waiters {
         let mut keys = cmd.keys.clone();
         keys.sort();
         keys.dedup();
-        let cmd = Rc::new(cmd);
+        let cmd = Arc::new(cmd);
         for k in &keys {
             self.queues
                 .entry((db, k.clone()))
@@ -176,7 +175,7 @@ impl Waiters {
         db: usize,
         key: &[u8],
         dropped: &mut Vec<(usize, Vec<u8>)>,
-    ) -> Option<Rc<BlockedCmd>> {
+    ) -> Option<Arc<BlockedCmd>> {
         let k = (db, key.to_vec());
         let q = self.queues.get_mut(&k)?;
         while let Some(w) = q.front() {
@@ -192,7 +191,7 @@ impl Waiters {
 
     /// Removes a served command from every queue it is in; returns the
     /// (db, key) pairs it left.
-    pub fn remove(&mut self, cmd: &Rc<BlockedCmd>) -> Vec<(usize, Vec<u8>)> {
+    pub fn remove(&mut self, cmd: &Arc<BlockedCmd>) -> Vec<(usize, Vec<u8>)> {
         let mut left = Vec::new();
         let mut keys = cmd.keys.clone();
         keys.sort();
@@ -200,7 +199,7 @@ impl Waiters {
         for k in keys {
             let key = (cmd.call.db, k);
             if let Some(q) = self.queues.get_mut(&key) {
-                q.retain(|w| !Rc::ptr_eq(w, cmd));
+                q.retain(|w| !Arc::ptr_eq(w, cmd));
                 if q.is_empty() {
                     self.queues.remove(&key);
                 }

@@ -15,15 +15,16 @@
 //! - it sleeps on an epoll set of their epoll sets (level-triggered), so a
 //!   socket event or doorbell of any of them wakes it;
 //! - before sleeping it raises every worker's parked flag (see
-//!   `mailbox`); while it runs, none is parked, so hops between the
-//!   workers it holds are ring pushes and pops with no doorbell;
+//!   `mailbox`), and lowers them all when it wakes: while it runs none is
+//!   parked, so hops between the workers it holds are ring pushes and pops
+//!   with no doorbell;
 //! - each worker's turn polls its own epoll set without waiting, and
 //!   serves its events and messages as it would on its own thread.
 //!
 //! A worker is a closed world (its connections, shard, blocked clients,
-//! coordinators), so moving it to another thread between iterations is
-//! sound; the hand-off goes through a mutex, which orders everything the
-//! old thread did before everything the new one does. Nothing in the
+//! coordinators), and `Send`, so it can move to another thread between
+//! iterations; the hand-off goes through a mutex, which orders everything
+//! the old thread did before everything the new one does. Nothing in the
 //! worker depends on which thread runs it, except: allocation accounting
 //! (each turn enters the worker's shard), naps (only a worker alone on its
 //! own thread naps), and transaction ids (counted per home shard, see
@@ -46,17 +47,9 @@ use super::shutdown::Gate;
 use super::worker::Worker;
 use crate::log;
 
-/// A worker on its way between threads.
+/// A worker on its way between threads (a worker is `Send`: everything
+/// it holds is its own or thread-safe shared state).
 pub struct Hosted(Box<Worker>);
-
-// SAFETY: a worker owns everything it points to, apart from `Arc`-shared,
-// thread-safe server state: its `Rc`s (blocked clients) and raw pointers
-// (an identity check of the AOF handle) point into the worker itself, its
-// coordinators are plain data and closures over such data, and nothing in
-// it refers to a thread-local or is bound to a thread (no guards). Only one
-// thread runs a worker at a time, and it changes hands under a mutex, so
-// all of it moves together with happens-before between its two threads.
-unsafe impl Send for Hosted {}
 
 /// CPU share of a thread in per mille of one core.
 type Permille = u32;
@@ -65,10 +58,10 @@ type Permille = u32;
 const WINDOW: Duration = Duration::from_millis(100);
 
 /// A thread hands its worker to the hub when its own load and the hub's
-/// added stay below this for [`STREAK`] windows. Two threads at half a
-/// core each (pipeline 1, light loads) merge; a second thread pays for
-/// itself once together they need more than this.
-const MERGE_BELOW: Permille = 1000;
+/// added stay below this for [`STREAK`] windows: two threads at 0.35–0.45
+/// of a core each (pipeline 1, 50 clients) merge. Below [`SPLIT_AT`], so a
+/// load between the two stays as it is.
+const MERGE_BELOW: Permille = 900;
 
 /// The hub gives a worker back when its load stays at or above this, and
 /// it slept at most [`SPLIT_MAX_SLEEPS`] times per window, for [`STREAK`]
@@ -116,6 +109,9 @@ pub struct Hosts {
     threads: Vec<OnceLock<std::thread::Thread>>,
     /// Each thread: no hand-off before this many ms since `epoch`.
     hold_until: Vec<AtomicU64>,
+    /// When the hub last adopted a worker (ms since `epoch`; 0: never):
+    /// its published load does not show that worker's yet.
+    last_adopt: AtomicU64,
     /// Wakes the hub's own worker (its doorbell).
     wake_hub: Box<dyn Fn() + Send + Sync>,
     /// Threads running at least one worker (INFO `shard_threads_active`).
@@ -137,6 +133,7 @@ impl Hosts {
             back: (0..n).map(|_| Mutex::new(None)).collect(),
             threads: (0..n).map(|_| OnceLock::new()).collect(),
             hold_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            last_adopt: AtomicU64::new(0),
             wake_hub,
             active,
         }
@@ -150,10 +147,14 @@ impl Hosts {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Hands `w` to the hub; gives it back if the hub takes none now.
+    /// Hands `w` to the hub; gives it back if the hub takes none now: at
+    /// shutdown, or while another worker's load is not yet in the hub's
+    /// (two threads deciding on the same hub load would overload it).
     fn give(&self, w: Hosted) -> Result<(), Hosted> {
         let mut inbox = self.inbox();
-        if inbox.closed {
+        let last = self.last_adopt.load(Ordering::Relaxed);
+        let settling = last != 0 && self.ms(Instant::now()) < last + 2 * WINDOW.as_millis() as u64;
+        if inbox.closed || !inbox.workers.is_empty() || settling {
             return Err(w);
         }
         inbox.workers.push(w);
@@ -329,7 +330,7 @@ impl Host {
                     self.hosts.inbox().closed = true;
                     self.adopt();
                     while self.workers.len() > 1 {
-                        self.give_back(Instant::now());
+                        self.give_back(Instant::now(), false);
                     }
                 }
                 if self.workers[0].park(gate) {
@@ -362,11 +363,9 @@ impl Host {
         for w in &mut self.workers {
             timeout = timeout.min(w.timeout(now));
         }
-        if !timeout.is_zero() {
-            for w in &mut self.workers {
-                if w.park_flag() {
-                    timeout = Duration::ZERO;
-                }
+        for w in &mut self.workers {
+            if w.park_flag() {
+                timeout = Duration::ZERO;
             }
         }
         if !timeout.is_zero() {
@@ -374,6 +373,11 @@ impl Host {
                 self.window.sleeps += 1;
                 wait(fd, timeout);
             }
+        }
+        // All awake before any runs: a message from one to another is then
+        // a ring push with no doorbell.
+        for w in &mut self.workers {
+            w.unpark_flag();
         }
         for w in &mut self.workers {
             w.step_shared(&mut self.events);
@@ -392,6 +396,8 @@ impl Host {
             let id = w.id();
             if let Err(e) = self.watch(&w) {
                 log::warning(format_args!("shard {id}: cannot run on thread 0: {e}"));
+                let until = self.hosts.ms(now + HOLD_MAX);
+                self.hosts.hold_until[id].store(until, Ordering::Relaxed);
                 self.hosts.send_back(id, Hosted(w));
                 continue;
             }
@@ -403,6 +409,12 @@ impl Host {
             self.merged_at[id] = Some(now);
             self.workers.push(w);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
+            self.hosts
+                .last_adopt
+                .store(self.hosts.ms(now).max(1), Ordering::Relaxed);
+            // Split decisions start afresh with the new load.
+            self.window.streak = 0;
+            self.window.ticks = None;
         }
     }
 
@@ -448,8 +460,9 @@ impl Host {
         Ok(())
     }
 
-    /// The hub gives its most recently adopted worker back.
-    fn give_back(&mut self, now: Instant) {
+    /// The hub gives its most recently adopted worker back; `split`: for
+    /// its load (then the worker is not taken again for a while).
+    fn give_back(&mut self, now: Instant, split: bool) {
         use std::os::fd::AsRawFd;
         let Some(w) = self.workers.pop_if(|w| w.id() != self.id) else {
             return;
@@ -469,18 +482,24 @@ impl Host {
         let held = self.merged_at[id]
             .take()
             .map_or(Duration::MAX, |t| now.saturating_duration_since(t));
-        self.hold[id] = next_hold(self.hold[id], held);
-        log::verbose(format_args!(
-            "Shard {id} back on its own thread (thread 0 load {} per mille); no merge for {} ms",
-            self.hosts.busy[0].load(Ordering::Relaxed),
-            self.hold[id].as_millis()
-        ));
-        let until = self.hosts.ms(now + self.hold[id]);
-        self.hosts.hold_until[id].store(until, Ordering::Relaxed);
+        if split {
+            self.hold[id] = next_hold(self.hold[id], held);
+            log::verbose(format_args!(
+                "Shard {id} back on its own thread (thread 0 load {} per mille); no merge for {} ms",
+                self.hosts.busy[0].load(Ordering::Relaxed),
+                self.hold[id].as_millis()
+            ));
+            let until = self.hosts.ms(now + self.hold[id]);
+            self.hosts.hold_until[id].store(until, Ordering::Relaxed);
+        } else {
+            log::verbose(format_args!("Shard {id} back on its own thread"));
+        }
         self.hosts.active.fetch_add(1, Ordering::Relaxed);
         self.hosts.send_back(id, Hosted(w));
         if self.workers.len() == 1 {
             self.outer = None;
+            self.window.streak = 0;
+            self.window.ticks = None;
             engine::alloc::enter_shard(self.id);
         }
     }
@@ -497,7 +516,7 @@ impl Host {
             }
             if !on {
                 while self.workers.len() > 1 {
-                    self.give_back(now);
+                    self.give_back(now, false);
                 }
                 return;
             }
@@ -511,7 +530,7 @@ impl Host {
             };
             if self.window.streak >= SPLIT_STREAK {
                 self.window.streak = 0;
-                self.give_back(now);
+                self.give_back(now, true);
             }
             return;
         }
@@ -556,9 +575,11 @@ mod tests {
 
     #[test]
     fn two_light_threads_merge_and_a_core_of_work_does_not() {
-        assert!(merge_wanted(450, 450));
+        assert!(merge_wanted(400, 400));
         assert!(merge_wanted(0, 0));
-        assert!(!merge_wanted(600, 450));
+        assert!(!merge_wanted(450, 450));
+        assert!(!merge_wanted(5, 990), "the hub is nearly full");
+        const { assert!(MERGE_BELOW < SPLIT_AT) };
         assert!(!merge_wanted(1000, 0));
     }
 

@@ -162,7 +162,7 @@ struct Core {
     /// The writer whose targets the held replies wait for (the writer
     /// changes with `CONFIG SET appendonly`; targets of another are
     /// meaningless, and a stopped writer has flushed everything).
-    held_aof: Option<*const super::aof::Aof>,
+    held_aof: Option<usize>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
@@ -272,7 +272,7 @@ impl Core {
 
     /// Puts a connection that got a held reply on the held list.
     fn note_held(&mut self, c: &mut Conn, slot: usize) {
-        self.held_aof = self.aof.as_ref().map(Arc::as_ptr);
+        self.held_aof = self.aof.as_ref().map(|a| Arc::as_ptr(a) as usize);
         if !c.held_listed {
             c.held_listed = true;
             self.held.push((slot, c.gen));
@@ -451,7 +451,7 @@ pub struct Worker {
     save_wait: Option<Duration>,
 }
 
-/// When to nap instead of sleeping in epoll (see [`Worker::run`]).
+/// When to nap instead of sleeping in epoll (see [`Worker::step_solo`]).
 ///
 /// At pipeline 1 with many clients, a thread that blocks in epoll as soon
 /// as it has answered what was ready is woken again for each request or
@@ -670,6 +670,7 @@ impl Worker {
     /// its cron, a blocked client's timeout, a save step; zero when work
     /// is waiting.
     pub fn timeout(&mut self, now: Instant) -> Duration {
+        engine::alloc::enter_shard(self.core.id);
         let mut timeout = self.next_cron.saturating_duration_since(now);
         if let Some(ms) = self.expire_blocked() {
             timeout = timeout.min(Duration::from_millis(ms));
@@ -714,8 +715,14 @@ impl Worker {
     /// Raises this worker's parked flag before its thread sleeps (see
     /// `mailbox`); true if messages wait, so the thread must not sleep.
     pub fn park_flag(&mut self) -> bool {
+        engine::alloc::enter_shard(self.core.id);
         let eager = self.direct_eager();
         self.core.mailbox.park(eager)
+    }
+
+    /// Lowers the parked flag once the thread is awake.
+    pub fn unpark_flag(&self) {
+        self.core.mailbox.unpark();
     }
 
     /// One iteration of a worker that shares its thread with others (the
@@ -1848,7 +1855,7 @@ impl Worker {
             return;
         }
         let durable = match (&core.aof, core.aof_always) {
-            (Some(a), true) if core.held_aof == Some(Arc::as_ptr(a)) => a.durable(),
+            (Some(a), true) if core.held_aof == Some(Arc::as_ptr(a) as usize) => a.durable(),
             _ => u64::MAX,
         };
         if !core.local_holds.is_empty() {
@@ -2607,8 +2614,10 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
 /// at its end (`done`), completes its transaction's slot. Returns the
 /// durability target they need (0: none).
 fn log_coord_step(core: &Core, coord: &dyn commands::coord::Coordinator, done: bool) -> u64 {
-    let Some(a) = &core.aof else { return 0 };
+    // Taken even without an AOF handle (appendonly just turned on): left
+    // in the thread's queue they would go with another worker's step.
     let home = commands::propagate::take_home();
+    let Some(a) = &core.aof else { return 0 };
     let mut hold = 0;
     match coord.tx_id() {
         Some(tx) => {

@@ -123,7 +123,7 @@ impl Plan {
 }
 
 /// A command running across shards; see the module documentation.
-pub trait Coordinator {
+pub trait Coordinator: Send {
     /// Advances the command with the outputs of the previous step's jobs
     /// (empty on the first call). Push jobs into `plan` to continue; push
     /// none to finish, with the reply written to `out`. An `Err` finishes
@@ -193,7 +193,8 @@ pub fn outputs<T: 'static>(results: Vec<JobOut>) -> Vec<T> {
         .collect()
 }
 
-type Finish<T> = Box<dyn FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError>>;
+type Finish<T> =
+    Box<dyn FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + Send>;
 
 /// A one-step coordinator: the jobs given, then `finish` with their outputs
 /// in issue order.
@@ -206,7 +207,9 @@ impl<T: Send + 'static> OneStep<T> {
     /// The coordinator, boxed as dispatch wants it.
     pub fn boxed(
         plan: Plan,
-        finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
+        finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError>
+            + Send
+            + 'static,
     ) -> Box<dyn Coordinator> {
         Box::new(OneStep {
             plan: Some(plan),
@@ -239,7 +242,7 @@ impl<T: Send + 'static> Coordinator for OneStep<T> {
 pub fn fan_out<T: Send + 'static>(
     nshards: usize,
     job: impl Fn(&mut ShardEnv<'_>) -> T + Send + Clone + 'static,
-    finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + 'static,
+    finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError> + Send + 'static,
 ) -> Box<dyn Coordinator> {
     let mut plan = Plan::default();
     plan.run_all(nshards, job);
