@@ -113,8 +113,24 @@ fn shards_share_a_thread_when_idle_and_part_when_told() {
     wait_shard_threads(&srv, 1);
     exercise(&srv, "together-again");
 
-    // A shutdown while consolidated: every shard reaches the final save.
+    // A refused shutdown while consolidated (the final save cannot be put
+    // in place): the shards go back to their threads for the gate, come
+    // back, and consolidate again.
+    let dump = dir.0.join("dump.rdb");
+    std::fs::create_dir(&dump).unwrap();
+    std::fs::write(dump.join("x"), b"x").unwrap();
     let mut r = srv.raw();
+    r.send(&common::encode_command(&[b"SHUTDOWN", b"SAVE"]));
+    assert_eq!(
+        r.read_reply(),
+        b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n"
+    );
+    assert!(srv.is_running());
+    wait_shard_threads(&srv, 1);
+    exercise(&srv, "after-refusal");
+    std::fs::remove_dir_all(&dump).unwrap();
+
+    // A shutdown while consolidated: every shard reaches the final save.
     r.send(&common::encode_command(&[b"SHUTDOWN", b"SAVE"]));
     let deadline = Instant::now() + Duration::from_secs(20);
     while srv.is_running() {
@@ -124,12 +140,12 @@ fn shards_share_a_thread_when_idle_and_part_when_told() {
     drop(srv);
     let srv = Server::tessera(&["--shards", &shards, "--dir", dir.path()]);
     let got: Vec<String> = srv.conn().mget(&keys()[2..]).unwrap();
-    assert!(got.iter().all(|v| v == "together-again"), "{got:?}");
+    assert!(got.iter().all(|v| v == "after-refusal"), "{got:?}");
     let size: usize = redis::cmd("DBSIZE").query(&mut srv.conn()).unwrap();
     assert_eq!(
         size,
-        keys().len() - 1 + 3,
-        "all keys but the deleted one, and 3 counters"
+        keys().len() - 1 + 4,
+        "all keys but the deleted one, and 4 counters"
     );
 }
 
