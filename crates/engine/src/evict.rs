@@ -29,7 +29,13 @@
 //! frees `excess × used_i / Σ used_j` (its counter, clamped at zero, over
 //! the sum of the clamped counters; `excess / nshards` each when all are
 //! zero), and at least one key. A shard above the average therefore frees
-//! more than one below it, and one holding nothing frees nothing. Each
+//! more than one below it, and one holding nothing frees nothing. The
+//! shares are of the excess as it was when this round of evictions began:
+//! each shard publishes what it evicted since it last saw the total under
+//! the limit, and both sides of the fraction count it back in (see
+//! [`MemView::to_free`]), so shards that run one after another on one
+//! thread (shard consolidation) share the work as shards on their own
+//! threads do. Each
 //! shard does this for itself, on its own keys only, before running a
 //! command (Redis's `performEvictions` in `processCommand`) and from its
 //! cron, so idle shards pay their part within one cron period too.
@@ -100,6 +106,9 @@ impl Policy {
 /// policy may evict, published when it checks memory.
 pub struct MemShared {
     evictable: Box<[AtomicU64]>,
+    /// Bytes each shard evicted since it last saw the total under the
+    /// limit (see [`MemView::to_free`]).
+    evicted: Box<[AtomicU64]>,
     /// `maxmemory`, 0 = none: read on every dispatch (one relaxed load).
     pub maxmemory: AtomicU64,
     noeviction: AtomicBool,
@@ -109,6 +118,7 @@ impl MemShared {
     pub fn new(nshards: usize) -> Self {
         MemShared {
             evictable: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            evicted: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
             maxmemory: AtomicU64::new(0),
             noeviction: AtomicBool::new(true),
         }
@@ -135,6 +145,19 @@ impl MemShared {
     pub fn any_evictable(&self) -> bool {
         self.evictable.iter().any(|e| e.load(Ordering::Relaxed) > 0)
     }
+    /// Adds `bytes` to what `shard` evicted in this round of evictions,
+    /// or with `None` ends its round (the total is under the limit).
+    fn note_evicted(&self, shard: usize, bytes: Option<u64>) {
+        if let Some(e) = self.evicted.get(shard) {
+            match bytes {
+                Some(b) => {
+                    e.fetch_add(b, Ordering::Relaxed);
+                }
+                None if e.load(Ordering::Relaxed) != 0 => e.store(0, Ordering::Relaxed),
+                None => {}
+            }
+        }
+    }
     fn publish(&self, shard: usize, n: u64) {
         if let Some(e) = self.evictable.get(shard) {
             if e.load(Ordering::Relaxed) != n {
@@ -154,36 +177,55 @@ pub struct MemView {
     /// The sum of every shard's clamped part.
     pub shards_sum: u64,
     pub nshards: usize,
+    /// What this shard, and all shards together, evicted in this round
+    /// (since each last saw the total under the limit).
+    pub evicted_mine: u64,
+    pub evicted_sum: u64,
 }
 
 impl MemView {
-    /// Reads the allocator counters.
-    pub fn read(shard: usize, nshards: usize) -> Self {
+    /// Reads the allocator counters, and the eviction round from
+    /// `shared`.
+    pub fn read(shard: usize, nshards: usize, shared: Option<&MemShared>) -> Self {
         let mine = crate::alloc::shard_used(shard).max(0) as u64;
         let shards_sum = (0..nshards)
             .map(|i| crate::alloc::shard_used(i).max(0) as u64)
             .sum();
+        let (evicted_mine, evicted_sum) = shared.map_or((0, 0), |s| {
+            let get = |i: usize| s.evicted.get(i).map_or(0, |e| e.load(Ordering::Relaxed));
+            (get(shard), (0..nshards).map(get).sum())
+        });
         MemView {
             total: crate::alloc::used_total(nshards),
             mine,
             shards_sum,
             nshards,
+            evicted_mine,
+            evicted_sum,
         }
     }
 
     /// Bytes this shard must free (0 when under `maxmemory`): its share of
-    /// the excess (see the module doc).
+    /// the excess (see the module doc), less what it already evicted in
+    /// this round. The shares are of the excess and usage as they were
+    /// before the round's evictions (what was evicted added back): shards
+    /// that evict one after another (several on one thread) then split the
+    /// work as those that evict at once do; with shares of what is left,
+    /// the first to run freed two thirds of an excess between two equal
+    /// shards.
     pub fn to_free(&self, maxmemory: u64) -> u64 {
         if self.total <= maxmemory {
             return 0;
         }
-        let excess = u128::from(self.total - maxmemory);
-        let share = if self.shards_sum == 0 {
+        let excess = u128::from(self.total - maxmemory + self.evicted_sum);
+        let mine = u128::from(self.mine.min(self.shards_sum) + self.evicted_mine);
+        let sum = u128::from(self.shards_sum + self.evicted_sum);
+        let share = if sum == 0 {
             excess / self.nshards.max(1) as u128
         } else {
-            excess * u128::from(self.mine.min(self.shards_sum)) / u128::from(self.shards_sum)
+            excess * mine / sum
         };
-        (share as u64).max(1)
+        (share as u64).saturating_sub(self.evicted_mine).max(1)
     }
 }
 
@@ -305,8 +347,9 @@ impl Shard {
     #[cold]
     pub fn check_memory(&mut self, denyoom: bool) -> bool {
         let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
-        let view = MemView::read(self.id, n);
+        let view = MemView::read(self.id, n, self.evict.shared.as_deref());
         if view.total <= self.evict.maxmemory {
+            self.end_eviction_round(view);
             return false;
         }
         let out = self.perform_evictions(view);
@@ -337,10 +380,12 @@ impl Shard {
     pub fn evict_cron(&mut self, budget_us: u64) {
         if self.evict.maxmemory != 0 {
             let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
-            let view = MemView::read(self.id, n);
+            let view = MemView::read(self.id, n, self.evict.shared.as_deref());
             if view.total > self.evict.maxmemory {
                 let limit = self.evict.time_limit_us().map(|l| l.max(budget_us));
                 self.evict_for(view, limit);
+            } else {
+                self.end_eviction_round(view);
             }
         }
         self.publish_evictable();
@@ -353,13 +398,33 @@ impl Shard {
         self.evict_for(view, limit)
     }
 
+    /// Under the limit: this shard's round of evictions is over.
+    fn end_eviction_round(&self, view: MemView) {
+        if view.evicted_mine != 0 {
+            if let Some(s) = &self.evict.shared {
+                s.note_evicted(self.id, None);
+            }
+        }
+    }
+
     fn evict_for(&mut self, view: MemView, limit: Option<u64>) -> Outcome {
+        let (out, freed) = self.evict_bytes(view, limit);
+        if freed != 0 {
+            if let Some(s) = &self.evict.shared {
+                s.note_evicted(self.id, Some(freed));
+            }
+        }
+        out
+    }
+
+    /// Evicts this shard's share; the outcome and the bytes freed.
+    fn evict_bytes(&mut self, view: MemView, limit: Option<u64>) -> (Outcome, u64) {
         let to_free = view.to_free(self.evict.maxmemory);
         if to_free == 0 {
-            return Outcome::Ok;
+            return (Outcome::Ok, 0);
         }
         if self.evict.policy == Policy::NoEviction {
-            return Outcome::Fail;
+            return (Outcome::Fail, 0);
         }
         let start = Instant::now();
         let mut freed = 0u64;
@@ -367,18 +432,18 @@ impl Shard {
         while freed < to_free {
             match self.evict_one() {
                 Some(bytes) => freed += bytes as u64,
-                None => return Outcome::Fail,
+                None => return (Outcome::Fail, freed),
             }
             keys += 1;
             if keys.is_multiple_of(16) {
                 if let Some(l) = limit {
                     if start.elapsed().as_micros() as u64 > l {
-                        return Outcome::Running;
+                        return (Outcome::Running, freed);
                     }
                 }
             }
         }
-        Outcome::Ok
+        (Outcome::Ok, freed)
     }
 
     /// Evicts the best key under the policy; its estimated size, or `None`
@@ -519,6 +584,8 @@ mod tests {
             mine: total,
             shards_sum: total,
             nshards: 1,
+            evicted_mine: 0,
+            evicted_sum: 0,
         }
     }
 
@@ -553,6 +620,8 @@ mod tests {
             mine: 300,
             shards_sum: 1_000,
             nshards: 2,
+            evicted_mine: 0,
+            evicted_sum: 0,
         };
         assert_eq!(v.to_free(1_200), 0);
         assert_eq!(v.to_free(1_000), 30);
@@ -564,6 +633,40 @@ mod tests {
             ..v
         };
         assert_eq!(none.to_free(1_000), 50);
+    }
+
+    #[test]
+    fn shards_evicting_one_after_another_split_the_excess_evenly() {
+        // Two shards of 500 each, limit 800: 100 each.
+        let a = MemView {
+            total: 1_000,
+            mine: 500,
+            shards_sum: 1_000,
+            nshards: 2,
+            evicted_mine: 0,
+            evicted_sum: 0,
+        };
+        assert_eq!(a.to_free(800), 100);
+        // A evicted its 100 first; B's share is still 100 (not half of
+        // the 100 left over), and A has nothing more to do.
+        let b = MemView {
+            total: 900,
+            mine: 500,
+            shards_sum: 900,
+            nshards: 2,
+            evicted_mine: 0,
+            evicted_sum: 100,
+        };
+        assert_eq!(b.to_free(800), 100);
+        let a_again = MemView {
+            total: 900,
+            mine: 400,
+            shards_sum: 900,
+            nshards: 2,
+            evicted_mine: 100,
+            evicted_sum: 100,
+        };
+        assert_eq!(a_again.to_free(800), 1, "at least one key");
     }
 
     #[test]
