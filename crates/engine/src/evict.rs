@@ -220,11 +220,9 @@ impl MemView {
         let excess = u128::from(self.total - maxmemory + self.evicted_sum);
         let mine = u128::from(self.mine.min(self.shards_sum) + self.evicted_mine);
         let sum = u128::from(self.shards_sum + self.evicted_sum);
-        let share = if sum == 0 {
-            excess / self.nshards.max(1) as u128
-        } else {
-            excess * mine / sum
-        };
+        let share = (excess * mine)
+            .checked_div(sum)
+            .unwrap_or(excess / self.nshards.max(1) as u128);
         (share as u64).saturating_sub(self.evicted_mine).max(1)
     }
 }
