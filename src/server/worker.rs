@@ -728,10 +728,14 @@ impl Worker {
     /// One iteration of a worker that shares its thread with others (the
     /// thread waited on all their epoll sets together): collects its
     /// events without waiting, and serves them.
-    pub fn step_shared(&mut self, events: &mut Events) {
+    /// `poll`: false when the thread's wait showed this worker's epoll set
+    /// holds nothing.
+    pub fn step_shared(&mut self, events: &mut Events, poll: bool) {
         engine::alloc::enter_shard(self.core.id);
         self.nap.tick(Instant::now());
-        if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
+        if !poll {
+            events.clear();
+        } else if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
