@@ -64,8 +64,8 @@ const WINDOW: Duration = Duration::from_millis(100);
 const MERGE_BELOW: Permille = 900;
 
 /// The hub gives a worker back when its load stays at or above this, and
-/// it slept at most [`SPLIT_MAX_SLEEPS`] times per window, for [`STREAK`]
-/// windows: it cannot keep up alone.
+/// it slept at most [`SPLIT_MAX_SLEEPS`] times per window, for
+/// [`SPLIT_STREAK`] windows: it cannot keep up alone.
 const SPLIT_AT: Permille = 950;
 const SPLIT_MAX_SLEEPS: u32 = 20;
 
@@ -426,46 +426,25 @@ impl Host {
         }
     }
 
-    /// Adds `w`'s epoll set to this thread's outer set.
+    /// Adds `w`'s epoll set to this thread's outer set, creating that
+    /// with this thread's own worker's set in it first.
     fn watch(&mut self, w: &Worker) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        if self.outer.is_none() {
-            self.watch_own()?;
-        }
-        let outer = self.outer.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: w.id() as u64,
-        };
-        // SAFETY: both descriptors are open epoll sets; `ev` is ours.
-        if unsafe { libc::epoll_ctl(outer, libc::EPOLL_CTL_ADD, w.epoll_fd(), &mut ev) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Creates the outer set, holding this thread's own worker's set.
-    fn watch_own(&mut self) -> std::io::Result<()> {
         use std::os::fd::FromRawFd;
-        // SAFETY: epoll_create1 returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a new descriptor nothing else owns.
-        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: self.id as u64,
+        let outer = match &self.outer {
+            Some(fd) => fd,
+            None => {
+                // SAFETY: epoll_create1 returns a new descriptor or -1.
+                let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // SAFETY: `fd` is a new descriptor nothing else owns.
+                let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+                epoll_add(&owned, &self.workers[0])?;
+                self.outer.insert(owned)
+            }
         };
-        // SAFETY: both descriptors are open epoll sets; `ev` is ours.
-        if unsafe { libc::epoll_ctl(fd, libc::EPOLL_CTL_ADD, self.workers[0].epoll_fd(), &mut ev) }
-            < 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        self.outer = Some(owned);
-        Ok(())
+        epoll_add(outer, w)
     }
 
     /// The hub gives its most recently adopted worker back; `split`: for
@@ -552,9 +531,8 @@ impl Host {
         if self.window.streak < STREAK || self.workers[0].shutdown_requested() {
             return;
         }
-        let w = self.workers.pop().map(Hosted);
-        let Some(w) = w else { return };
-        match self.hosts.give(w) {
+        let Some(w) = self.workers.pop() else { return };
+        match self.hosts.give(Hosted(w)) {
             Ok(()) => {
                 let Hosted(w) = self.hosts.wait_back(self.id);
                 self.workers.push(w);
@@ -563,6 +541,28 @@ impl Host {
         }
         self.window = Window::new(Instant::now());
     }
+}
+
+/// Adds `w`'s epoll set to `outer`, level-triggered, tagged with its id.
+fn epoll_add(outer: &std::os::fd::OwnedFd, w: &Worker) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: w.id() as u64,
+    };
+    // SAFETY: both descriptors are open epoll sets; `ev` is ours.
+    if unsafe {
+        libc::epoll_ctl(
+            outer.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            w.epoll_fd(),
+            &mut ev,
+        )
+    } < 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Sleeps on the outer epoll set until one of its sets is ready or

@@ -732,7 +732,6 @@ impl Worker {
     /// holds nothing.
     pub fn step_shared(&mut self, events: &mut Events, poll: bool) {
         engine::alloc::enter_shard(self.core.id);
-        self.nap.tick(Instant::now());
         if !poll {
             events.clear();
         } else if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
