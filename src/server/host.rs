@@ -301,6 +301,8 @@ pub struct Host {
     events: Events,
     /// Workers whose epoll sets the last outer wait found ready.
     ready: Vec<usize>,
+    /// Whether the last shared round polled the workers' sets.
+    polled: bool,
     window: Window,
     hosts: Arc<Hosts>,
 }
@@ -318,6 +320,7 @@ impl Host {
             outer: None,
             events: Events::with_capacity(1024),
             ready: Vec::new(),
+            polled: false,
             window: Window::new(Instant::now()),
             hosts,
         }
@@ -371,13 +374,18 @@ impl Host {
                 timeout = Duration::ZERO;
             }
         }
-        // After a sleep, only the workers whose sets woke it poll theirs
-        // (one syscall fewer per idle worker); the others still serve
-        // their messages.
+        // Work waiting right after a round that polled (most often a hop
+        // from one worker to another held here) is served without
+        // polling: the sockets were just read, and the round after this
+        // polls again. That halves the busy rounds' syscalls.
+        let skip = timeout.is_zero() && self.polled;
+        self.polled = !skip;
+        // Otherwise one wait on the outer set tells which workers' sets
+        // hold events, and only those poll theirs.
         let mut known = false;
-        if !timeout.is_zero() {
+        if !skip {
             if let Some(fd) = &self.outer {
-                self.window.sleeps += 1;
+                self.window.sleeps += u32::from(!timeout.is_zero());
                 known = wait(fd, timeout, &mut self.ready);
             }
         }
@@ -387,7 +395,7 @@ impl Host {
             w.unpark_flag();
         }
         for w in &mut self.workers {
-            let poll = !known || self.ready.contains(&w.id());
+            let poll = !skip && (!known || self.ready.contains(&w.id()));
             w.step_shared(&mut self.events, poll);
         }
         engine::alloc::enter_shard(self.id);
