@@ -277,12 +277,26 @@ fn crash_client(addr: String, t: usize, stop: Arc<AtomicBool>) -> Acked {
     acked
 }
 
+/// Shards on their own threads: the AOF writer thread fsyncs.
 #[test]
 fn always_keeps_every_acknowledged_write_across_kill_9() {
-    let dir = tmp_dir("load-always");
+    always_survives_kill_9("load-always", &["--shard-consolidation", "no"], false);
+}
+
+/// Every shard on one thread: that thread fsyncs itself (`Aof::lead`).
+#[test]
+fn always_keeps_every_acknowledged_write_across_kill_9_on_one_thread() {
+    always_survives_kill_9("load-always-led", &[], true);
+}
+
+fn always_survives_kill_9(name: &str, extra: &[&str], merged: bool) {
+    let dir = tmp_dir(name);
     const CLIENTS: usize = 6;
     let acked: Vec<Acked> = {
-        let s = start(&dir, "always", &[]);
+        let s = start(&dir, "always", extra);
+        if merged {
+            common::wait_shard_threads(&s, 1);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let hs: Vec<_> = (0..CLIENTS)
             .map(|t| {

@@ -83,6 +83,8 @@ const STREAK: u32 = 2;
 /// ticks (10 ms), coarse over one window.
 const SPLIT_STREAK: u32 = 5;
 
+/// Rounds an AOF lead waits for work left pending (see `Host::run`).
+const MAX_DEFER: u32 = 2;
 /// After a worker is given back, no merge for this long; doubled (up to
 /// `HOLD_MAX`) each time it is given back within `HOLD_RESET` of merging.
 const HOLD_MIN: Duration = Duration::from_secs(1);
@@ -303,6 +305,10 @@ pub struct Host {
     ready: Vec<usize>,
     /// Whether the last shared round polled the workers' sets.
     polled: bool,
+    /// Scratch: the ids of the workers held here.
+    ids: Vec<usize>,
+    /// Rounds since the last AOF lead that left work for the next.
+    deferred: u32,
     window: Window,
     hosts: Arc<Hosts>,
 }
@@ -321,6 +327,8 @@ impl Host {
             events: Events::with_capacity(1024),
             ready: Vec::new(),
             polled: false,
+            ids: Vec::new(),
+            deferred: 0,
             window: Window::new(Instant::now()),
             hosts,
         }
@@ -348,10 +356,23 @@ impl Host {
                 continue;
             }
             let now = Instant::now();
+            // A thread that runs every shard commits the AOF itself.
+            let led = self.workers.len() == self.hosts.busy.len();
             if self.workers.len() == 1 {
-                self.workers[0].step_solo(now, &mut self.events, &mut self.window.sleeps);
+                self.workers[0].step_solo(now, &mut self.events, &mut self.window.sleeps, led);
             } else {
-                self.step_shared(now);
+                self.step_shared(now, led);
+            }
+            if led {
+                // Work left for the next round (most often hops between
+                // the shards held here, whose records that round appends)
+                // joins this round's fsync, up to two rounds.
+                if self.deferred < MAX_DEFER && self.workers.iter().any(|w| w.has_pending_work()) {
+                    self.deferred += 1;
+                } else {
+                    self.deferred = 0;
+                    self.lead_aof();
+                }
             }
             if self.id == 0 && self.hosts.pending.load(Ordering::Acquire) {
                 self.adopt();
@@ -364,7 +385,7 @@ impl Host {
     }
 
     /// One iteration of every worker this thread holds.
-    fn step_shared(&mut self, now: Instant) {
+    fn step_shared(&mut self, now: Instant, led: bool) {
         let mut timeout = Duration::MAX;
         for w in &mut self.workers {
             timeout = timeout.min(w.timeout(now));
@@ -396,7 +417,30 @@ impl Host {
         }
         for w in &mut self.workers {
             let poll = !skip && (!known || self.ready.contains(&w.id()));
-            w.step_shared(&mut self.events, poll);
+            w.step_shared(&mut self.events, poll, led);
+        }
+        engine::alloc::enter_shard(self.id);
+    }
+
+    /// Under `appendfsync always`: one write and fsync of the records this
+    /// round appended, for every worker held here. In this thread while
+    /// nothing else waits (every client waits for these replies); by the
+    /// writer thread when the batch is big or requests wait on a socket,
+    /// so that this thread serves them during the fsync.
+    fn lead_aof(&mut self) {
+        let records: u64 = self.workers.iter().map(|w| w.aof_due()).sum();
+        if records == 0 {
+            return;
+        }
+        let waiting = self
+            .outer
+            .as_ref()
+            .is_some_and(|fd| wait(fd, Duration::ZERO, &mut self.ready) && !self.ready.is_empty());
+        let inline = records <= super::aof::LEAD_MAX_RECORDS && !waiting;
+        self.ids.clear();
+        self.ids.extend(self.workers.iter().map(|w| w.id()));
+        for w in &mut self.workers {
+            w.lead_aof(&self.ids, inline);
         }
         engine::alloc::enter_shard(self.id);
     }

@@ -152,6 +152,12 @@ struct Core {
     /// `appendfsync always` (refreshed each loop iteration): replies of
     /// writes are held until their records are durable (see `conn`).
     aof_always: bool,
+    /// `always`, and this thread runs every shard: it writes and fsyncs
+    /// the AOF itself at the end of each loop iteration
+    /// ([`super::aof::Aof::lead`]), so appends do not wake the writer.
+    aof_led: bool,
+    /// Records appended under `aof_led` since the last lead.
+    aof_due: std::cell::Cell<u64>,
     /// Connections with replies held on records still in this shard's
     /// buffer ([`HOLD_LOCAL`]): `(slot, gen)`.
     local_holds: Vec<(usize, u32)>,
@@ -242,7 +248,11 @@ impl Core {
         }
         if let Some(a) = &self.aof {
             if let Some(c) = self.shard.prop.take() {
-                self.aof_last = a.append(c);
+                let n = c.records;
+                self.aof_last = a.append(c, self.aof_led);
+                if self.aof_led {
+                    self.aof_due.set(self.aof_due.get() + n);
+                }
             }
         }
     }
@@ -265,7 +275,7 @@ impl Core {
             }
         } else if let Some(a) = self.aof.take() {
             if let Some(c) = self.shard.prop.take() {
-                self.aof_last = a.append(c);
+                self.aof_last = a.append(c, false);
             }
         }
     }
@@ -599,6 +609,8 @@ impl Worker {
                 aof_tx: Vec::new(),
                 aof_last: 0,
                 aof_always: false,
+                aof_led: false,
+                aof_due: std::cell::Cell::new(0),
                 local_holds: Vec::new(),
                 held: Vec::new(),
                 direct_conns: Vec::new(),
@@ -694,7 +706,8 @@ impl Worker {
     /// its own epoll (or naps) until there is something to do, then
     /// serves it.
     /// `sleeps` counts the times it slept.
-    pub fn step_solo(&mut self, now: Instant, events: &mut Events, sleeps: &mut u32) {
+    /// `led`: this thread runs every shard (see `Core::aof_led`).
+    pub fn step_solo(&mut self, now: Instant, events: &mut Events, sleeps: &mut u32, led: bool) {
         let mut timeout = self.timeout(now);
         self.nap.tick(now);
         if !timeout.is_zero() && self.nap.wanted() {
@@ -709,7 +722,7 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events);
+        self.serve(events, led);
     }
 
     /// Raises this worker's parked flag before its thread sleeps (see
@@ -730,7 +743,7 @@ impl Worker {
     /// events without waiting, and serves them.
     /// `poll`: false when the thread's wait showed this worker's epoll set
     /// holds nothing.
-    pub fn step_shared(&mut self, events: &mut Events, poll: bool) {
+    pub fn step_shared(&mut self, events: &mut Events, poll: bool, led: bool) {
         engine::alloc::enter_shard(self.core.id);
         if !poll {
             events.clear();
@@ -739,12 +752,46 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events);
+        self.serve(events, led);
+    }
+
+    /// Messages, local work or resumed connections wait: the next loop
+    /// iteration has work without polling.
+    pub fn has_pending_work(&self) -> bool {
+        self.core.mailbox.has_inbound()
+            || !self.core.local.is_empty()
+            || !self.conns.resume.is_empty()
+    }
+
+    /// Under `always` with `led`: writes and fsyncs the AOF records this
+    /// worker appended since the last call (and everything queued before
+    /// them), waking the threads other than the shards in `mine` that wait
+    /// for them, then sends the replies that waited for them (as Redis
+    /// writes its replies right after its fsync, before it sleeps).
+    /// `inline` false: the batch goes to the writer thread instead, and
+    /// this thread serves the next requests while the writer fsyncs.
+    pub fn lead_aof(&mut self, mine: &[usize], inline: bool) {
+        if self.core.aof_due.replace(0) == 0 {
+            return;
+        }
+        engine::alloc::enter_shard(self.core.id);
+        let Some(a) = &self.core.aof else { return };
+        if !inline {
+            a.hand_off();
+            return;
+        }
+        a.lead(mine);
+        self.flush_conns();
+    }
+
+    /// Records appended under `always` since the last lead.
+    pub fn aof_due(&self) -> u64 {
+        self.core.aof_due.get()
     }
 
     /// Everything an iteration does after its wait: the parked flag comes
     /// down, then messages, sockets, writes, AOF, saves, cron.
-    fn serve(&mut self, events: &Events) {
+    fn serve(&mut self, events: &Events, led: bool) {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
@@ -753,6 +800,7 @@ impl Worker {
             .aof
             .as_ref()
             .is_some_and(|a| a.policy() == config::AppendFsync::Always);
+        self.core.aof_led = led && self.core.aof_always;
         if self.core.mailbox.has_inbound() {
             // Batches back from direct hops settle their connections'
             // slots before those read again: the next request then
@@ -2626,12 +2674,19 @@ fn log_coord_step(core: &Core, coord: &dyn commands::coord::Coordinator, done: b
         Some(tx) => {
             a.tx_parts(tx, home);
             if done {
-                hold = a.tx_finish(tx);
+                hold = a.tx_finish(tx, core.aof_led);
+                if core.aof_led {
+                    core.aof_due.set(core.aof_due.get() + 1);
+                }
             }
         }
         None => {
             for (_, ch) in home {
-                hold = hold.max(a.append(ch));
+                let n = ch.records;
+                hold = hold.max(a.append(ch, core.aof_led));
+                if core.aof_led {
+                    core.aof_due.set(core.aof_due.get() + n);
+                }
             }
         }
     }
