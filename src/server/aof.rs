@@ -956,6 +956,26 @@ mod tests {
         p.take().expect("at least one record")
     }
 
+    /// A writer under `always` on a fresh file in a directory of its own
+    /// (`tag` and the process id).
+    fn always_aof(tag: &str) -> (PathBuf, PathBuf, Arc<Aof>) {
+        let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.aof");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        (dir, path, start(file, AppendFsync::Always))
+    }
+
+    /// SET records in the file at `path`.
+    fn sets_in(path: &Path) -> u64 {
+        let text = std::fs::read(path).unwrap();
+        text.windows(5).filter(|w| w == b"\r\nSET").count() as u64
+    }
+
     #[test]
     fn a_gathering_writer_is_woken_only_by_a_full_batch() {
         let mut q = Queue::default();
@@ -973,15 +993,7 @@ mod tests {
     /// records that do not come (it stops at GATHER_MAX).
     #[test]
     fn always_makes_every_batch_durable() {
-        let dir = std::env::temp_dir().join(format!("tessera-aof-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.aof");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .unwrap();
-        let aof = start(file, AppendFsync::Always);
+        let (dir, path, aof) = always_aof("tessera-aof");
         let mut sent = 0;
         for round in 0..40u64 {
             let mut target = 0;
@@ -1001,9 +1013,7 @@ mod tests {
         }
         assert_eq!(aof.lock().records, 0);
         aof.stop();
-        let text = std::fs::read(&path).unwrap();
-        let sets = text.windows(5).filter(|w| w == b"\r\nSET").count() as u64;
-        assert_eq!(sets, sent);
+        assert_eq!(sets_in(&path), sent);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1011,24 +1021,14 @@ mod tests {
     /// no help from the writer thread (which is not told of them).
     #[test]
     fn a_lead_writes_and_syncs_in_the_calling_thread() {
-        let dir = std::env::temp_dir().join(format!("tessera-aof-lead-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.aof");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .unwrap();
-        let aof = start(file, AppendFsync::Always);
+        let (dir, path, aof) = always_aof("tessera-aof-lead");
         let mut sent = 0;
         for n in 1..=5 {
             let target = aof.append(chunk(n), true);
             sent += n;
             aof.lead(&[0]);
             assert!(aof.durable() >= target, "batch {n} not durable after lead");
-            let text = std::fs::read(&path).unwrap();
-            let sets = text.windows(5).filter(|w| w == b"\r\nSET").count() as u64;
-            assert_eq!(sets, sent, "batch {n} not in the file after lead");
+            assert_eq!(sets_in(&path), sent, "batch {n} not in the file after lead");
         }
         assert_eq!(aof.lock().records, 0);
         aof.stop();

@@ -432,11 +432,11 @@ impl Host {
         if records == 0 {
             return;
         }
-        let waiting = self
-            .outer
-            .as_ref()
-            .is_some_and(|fd| wait(fd, Duration::ZERO, &mut self.ready) && !self.ready.is_empty());
-        let inline = records <= super::aof::LEAD_MAX_RECORDS && !waiting;
+        // The outer set is asked only for a batch small enough to lead.
+        let inline = records <= super::aof::LEAD_MAX_RECORDS
+            && !self.outer.as_ref().is_some_and(|fd| {
+                wait(fd, Duration::ZERO, &mut self.ready) && !self.ready.is_empty()
+            });
         self.ids.clear();
         self.ids.extend(self.workers.iter().map(|w| w.id()));
         for w in &mut self.workers {

@@ -239,6 +239,15 @@ impl Core {
             .publish_dirty(self.id, self.shard.dirty());
     }
 
+    /// Under `aof_led`, counts `records` just appended towards the next
+    /// lead (a finished transaction's slot counts as one).
+    #[inline]
+    fn count_led(&self, records: u64) {
+        if self.aof_led {
+            self.aof_due.set(self.aof_due.get() + records);
+        }
+    }
+
     /// Hands this shard's records to the AOF writer: before any message or
     /// reply lets another thread or a client see the writes.
     #[inline]
@@ -250,9 +259,7 @@ impl Core {
             if let Some(c) = self.shard.prop.take() {
                 let n = c.records;
                 self.aof_last = a.append(c, self.aof_led);
-                if self.aof_led {
-                    self.aof_due.set(self.aof_due.get() + n);
-                }
+                self.count_led(n);
             }
         }
     }
@@ -2675,18 +2682,14 @@ fn log_coord_step(core: &Core, coord: &dyn commands::coord::Coordinator, done: b
             a.tx_parts(tx, home);
             if done {
                 hold = a.tx_finish(tx, core.aof_led);
-                if core.aof_led {
-                    core.aof_due.set(core.aof_due.get() + 1);
-                }
+                core.count_led(u64::from(hold != 0));
             }
         }
         None => {
             for (_, ch) in home {
                 let n = ch.records;
                 hold = hold.max(a.append(ch, core.aof_led));
-                if core.aof_led {
-                    core.aof_due.set(core.aof_due.get() + n);
-                }
+                core.count_led(n);
             }
         }
     }
