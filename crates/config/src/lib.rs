@@ -767,7 +767,7 @@ static DIRECTIVES: &[Directive] = &[
     d("maxmemory-eviction-tenacity", Mutable, int!(maxmemory_eviction_tenacity: u32, 0, 100, 10)),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
-    d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 128))
+    d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 512))
         .alias("hash-max-ziplist-entries"),
     d("hash-max-listpack-value",  Mutable,   int!(hash_max_listpack_value: u64, 0, I64_MAX as i64, 64))
         .alias("hash-max-ziplist-value"),
