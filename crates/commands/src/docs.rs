@@ -198,8 +198,14 @@ fn info_entry(out: &mut Reply, id: usize) {
             out.set(0);
         }
     }
+    // Redis: an empty set for a command with no subcommands, an array
+    // of entries for a container (RESP2 shows both as arrays).
     let subs = sub_ids(id);
-    out.array(subs.len());
+    if subs.is_empty() {
+        out.set(0);
+    } else {
+        out.array(subs.len());
+    }
     for s in subs {
         info_entry(out, s);
     }
