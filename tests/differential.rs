@@ -50,6 +50,7 @@ use std::time::Duration;
 /// The scripts in `tests/diff/`; [`every_script_has_a_test`] keeps this list
 /// and the directory in step.
 const SCRIPTS: &[&str] = &[
+    "config",
     "connection",
     "dump",
     "found_by_random",
@@ -71,6 +72,7 @@ macro_rules! diff_tests {
     };
 }
 diff_tests!(
+    config,
     connection,
     dump,
     found_by_random,

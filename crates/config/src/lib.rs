@@ -164,18 +164,19 @@ impl MaxmemoryPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum AppendFsync {
-    /// Before a write is acknowledged (group commit).
-    Always,
     /// Once a second, in the background.
     Everysec,
+    /// Before a write is acknowledged (group commit).
+    Always,
     /// When the OS decides.
     No,
 }
 
 impl AppendFsync {
-    /// All values in declaration order; `ALL[i] as usize == i` and `NAMES[i]` is its name.
-    pub const ALL: [AppendFsync; 3] = [Self::Always, Self::Everysec, Self::No];
-    const NAMES: &'static [&'static str] = &["always", "everysec", "no"];
+    /// All values in declaration order, Redis's (its CONFIG SET error
+    /// lists them so); `ALL[i] as usize == i` and `NAMES[i]` is its name.
+    pub const ALL: [AppendFsync; 3] = [Self::Everysec, Self::Always, Self::No];
+    const NAMES: &'static [&'static str] = &["everysec", "always", "no"];
 
     /// The name used in config files and `CONFIG GET`.
     pub fn name(self) -> &'static str {
@@ -346,10 +347,14 @@ impl Config {
     }
 }
 
-/// Redis's `setConfigSaveOption` check: pairs of non-negative integers.
+/// Redis's `setConfigSaveOption` check: pairs of C `strtoll` numbers,
+/// seconds at least 1, changes at least 0.
 fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
-    let ok =
-        words.len().is_multiple_of(2) && words.iter().all(|w| string2ll(w).is_some_and(|n| n >= 0));
+    let ok = words.len().is_multiple_of(2)
+        && words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| strtoll(w).is_some_and(|n| n >= if i % 2 == 0 { 1 } else { 0 }));
     if ok {
         Ok(())
     } else {
@@ -357,14 +362,34 @@ fn check_save(words: &[Vec<u8>]) -> Result<(), String> {
     }
 }
 
+/// Stores the rules as Redis does: the parsed numbers (`" +05"` is `5`),
+/// changes narrowed to a C `int`.
+fn set_save(c: &mut Config, words: Vec<String>) {
+    c.save = words
+        .chunks_exact(2)
+        .flat_map(|p| {
+            let secs = strtoll(p[0].as_bytes()).unwrap_or(0);
+            let changes = strtoll(p[1].as_bytes()).unwrap_or(0) as i32;
+            [secs.to_string(), changes.to_string()]
+        })
+        .collect();
+}
+
 fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
 
-/// C's `strtoll(s, &end, 10)` then the cast to `int` Redis makes: leading C spaces and a sign,
-/// saturating at the `long long` bounds, truncated to 32 bits. `None` when `end` is not the
-/// end of `s` (no digits at all, unless `s` is empty or blank, is such a case).
+/// C's `strtoll(s, &end, 10)` then the cast to `int` Redis makes (see [`strtoll`]),
+/// truncated to 32 bits.
 fn strtoll_int(s: &[u8]) -> Option<i32> {
+    // The implementation-defined narrowing of a C cast: keep the low 32 bits.
+    strtoll(s).map(|v| v as i32)
+}
+
+/// C's `strtoll(s, &end, 10)`: leading C spaces and a sign, saturating at the `long long`
+/// bounds. `None` when `end` is not the end of `s` (no digits at all, unless `s` is empty or
+/// blank, is such a case).
+fn strtoll(s: &[u8]) -> Option<i64> {
     let mut i = s.iter().take_while(|&&b| is_c_space(b)).count();
     if i == s.len() {
         // No digits: strtoll leaves `end` at the start, which is the end only for "".
@@ -388,13 +413,11 @@ fn strtoll_int(s: &[u8]) -> Option<i32> {
     let mag = digits.iter().fold(0u128, |acc, d| {
         (acc * 10 + u128::from(d - b'0')).min(1 << 64)
     });
-    let v: i64 = if neg {
+    Some(if neg {
         (-(mag as i128)).max(i128::from(i64::MIN)) as i64
     } else {
         mag.min(i64::MAX as u128) as i64
-    };
-    // The implementation-defined narrowing of a C cast: keep the low 32 bits.
-    Some(v as i32)
+    })
 }
 
 /// Redis's `updateClientOutputBufferLimit` check: groups of `class hard soft soft-seconds`,
@@ -769,14 +792,14 @@ static DIRECTIVES: &[Directive] = &[
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
     d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 512))
         .alias("hash-max-ziplist-entries"),
-    d("hash-max-listpack-value",  Mutable,   int!(hash_max_listpack_value: u64, 0, I64_MAX as i64, 64))
+    d("hash-max-listpack-value",  Mutable,   memory!(hash_max_listpack_value, 0, I64_MAX, 64))
         .alias("hash-max-ziplist-value"),
     d("set-max-intset-entries",   Mutable,   int!(set_max_intset_entries: u64, 0, I64_MAX as i64, 512)),
     d("set-max-listpack-entries", Mutable,   int!(set_max_listpack_entries: u64, 0, I64_MAX as i64, 128)),
     d("set-max-listpack-value",   Mutable,   int!(set_max_listpack_value: u64, 0, I64_MAX as i64, 64)),
     d("zset-max-listpack-entries", Mutable,  int!(zset_max_listpack_entries: u64, 0, I64_MAX as i64, 128))
         .alias("zset-max-ziplist-entries"),
-    d("zset-max-listpack-value",  Mutable,   int!(zset_max_listpack_value: u64, 0, I64_MAX as i64, 64))
+    d("zset-max-listpack-value",  Mutable,   memory!(zset_max_listpack_value, 0, I64_MAX, 64))
         .alias("zset-max-ziplist-value"),
     d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
         .alias("list-max-ziplist-size"),
@@ -797,7 +820,13 @@ static DIRECTIVES: &[Directive] = &[
         get: |c| c.dbfilename.clone(),
         set: |c, v| c.dbfilename = v,
     }),
-    d("save",                     Mutable,   words!(save, 128, &["3600", "1", "300", "100", "60", "10000"], check_save)),
+    d("save",                     Mutable,   List {
+        max_len: 128,
+        default: &["3600", "1", "300", "100", "60", "10000"],
+        get: |c| c.save.clone(),
+        set: set_save,
+        check: check_save,
+    }),
     d("rdbcompression",           Mutable,   yes_no!(rdbcompression, true)),
     d("rdbchecksum",              Immutable, yes_no!(rdbchecksum, true)),
     d("stop-writes-on-bgsave-error", Mutable, yes_no!(stop_writes_on_bgsave_error, true)),
