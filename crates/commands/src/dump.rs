@@ -121,18 +121,20 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if o.replace {
         ctx.shard.delete(ctx.db, key);
     }
+    // Redis adds the relative TTL to the clock in a `long long`: past
+    // its end the sum wraps negative, so the key counts as expired.
     let at = match ttl {
         0 => 0,
-        t if o.absttl => t as u64,
-        t => (t as u64).saturating_add(now),
+        t if o.absttl => t,
+        t => t.wrapping_add(now as i64),
     };
-    if at != 0 && at <= now {
+    if at != 0 && at <= now as i64 {
         // Already expired: nothing is created (the old key, if replaced,
         // is gone and its deletion signalled by `delete`).
         ctx.out.ok();
         return Ok(());
     }
-    ctx.shard.store(ctx.db, key, value, at);
+    ctx.shard.store(ctx.db, key, value, at as u64);
     let lfu = ctx.shard.lfu.is_some();
     if let Some(e) = ctx.shard.dbs[ctx.db].get_mut(key) {
         match (lfu, o.freq, o.idle_s) {
