@@ -207,10 +207,14 @@ fn keys_numkeys_at_1(args: Args<'_>) -> Vec<usize> {
     v
 }
 
-/// Z*STORE: the destination, then `numkeys key...` at 2.
+/// Z*STORE: the destination, then `numkeys key...` at 2; none at all (as
+/// Redis's `zunionInterDiffStoreGetKeys`) if `numkeys` is not valid.
 fn keys_store(args: Args<'_>) -> Vec<usize> {
     let mut v = vec![1];
     numkeys_keys(args, 2, &mut v);
+    if v.len() == 1 {
+        v.clear();
+    }
     v
 }
 
