@@ -274,13 +274,20 @@ fn valid_attr(v: &[u8]) -> bool {
 }
 
 fn set_name(c: &mut ConnCtx<'_>, name: &[u8]) -> Result<(), CmdError> {
-    if !valid_attr(name) {
-        return Err(CmdError::err(
-            "Client names cannot contain spaces, newlines or special characters.",
-        ));
-    }
+    check_name(name)?;
     c.client.name = (!name.is_empty()).then(|| name.to_vec());
     Ok(())
+}
+
+/// Redis's `validateClientName`.
+fn check_name(name: &[u8]) -> Result<(), CmdError> {
+    if valid_attr(name) {
+        Ok(())
+    } else {
+        Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ))
+    }
 }
 
 /// HELLO [protover [AUTH user pass] [SETNAME name]]: switches protocol,
@@ -305,6 +312,8 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             creds = Some((args.get(j + 1), args.get(j + 2)));
             j += 2;
         } else if eq_ic(opt, "setname") && more >= 1 {
+            // Checked here, so errors come in argument order (Redis).
+            check_name(args.get(j + 1))?;
             name = Some(args.get(j + 1));
             j += 1;
         } else {
