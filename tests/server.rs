@@ -431,6 +431,35 @@ fn redis_crate_round_trip_on_many_shards() {
     assert_eq!(n, 2);
 }
 
+/// One command naming 100k distinct keys over every shard (each key a lock
+/// of the command's transaction), and the same key many times over.
+#[test]
+fn commands_with_a_hundred_thousand_keys() {
+    let srv = Server::tessera(&["--shards", "4"]);
+    let mut con = srv.conn();
+    let n = 100_000;
+    let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
+    let mut mset = redis::cmd("MSET");
+    for (i, k) in keys.iter().enumerate() {
+        mset.arg(k).arg(i);
+    }
+    let _: () = mset.query(&mut con).unwrap();
+    let vals: Vec<Option<usize>> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
+    assert_eq!(vals.len(), n);
+    assert!(vals.iter().enumerate().all(|(i, v)| *v == Some(i)));
+    let same = vec!["key:7"; n];
+    let e: usize = redis::cmd("EXISTS").arg(&same).query(&mut con).unwrap();
+    assert_eq!(e, n);
+    let d: usize = redis::cmd("DEL")
+        .arg(&keys)
+        .arg("missing")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(d, n);
+    let size: usize = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(size, 0);
+}
+
 fn info_field(info: &[u8], name: &str) -> Option<String> {
     let text = String::from_utf8_lossy(info);
     text.lines().find_map(|l| {
