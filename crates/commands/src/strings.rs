@@ -404,6 +404,7 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.out.null();
         return Ok(());
     };
+    let had_ttl = e.has_ttl();
     let s = as_str(e)?;
     let at = match o.exp {
         Some((k, v)) => Some((k, expire_ms(v, k.seconds(), k.relative(), now, "getex")?)),
@@ -417,7 +418,9 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         Some((_, ms)) => {
             ctx.shard.dbs[db].set_expire(key, ms);
         }
-        None if o.persist => {
+        // As Redis: a key without a TTL is not modified (no WATCH fails,
+        // nothing is propagated).
+        None if o.persist && had_ttl => {
             ctx.shard.dbs[db].set_expire(key, 0);
         }
         None => {}
