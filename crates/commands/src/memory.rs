@@ -381,7 +381,7 @@ fn doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, 
         |env| shard_mem(env.shard, env.clients),
         move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
             let o = overhead(MemFigures::read(&server), &parts);
-            out.bulk(doctor_report(&o.fig).as_bytes());
+            out.verbatim("txt", doctor_report(&o.fig).as_bytes());
             Ok(())
         },
     ))
@@ -434,7 +434,7 @@ fn malloc_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
         libc::free(buf.cast());
         t
     };
-    c.out.bulk(&text);
+    c.out.verbatim("txt", &text);
     Ok(())
 }
 
