@@ -291,15 +291,27 @@ impl Aof {
     /// as Redis's loop does before it sleeps), instead of handing it to
     /// the writer thread: no wake-up of the writer, and none back, per
     /// batch. Threads other than `mine` waiting for what it made durable
-    /// are woken. Under another policy (changed since the records were
-    /// appended) the writer is told instead.
-    pub fn lead(&self, mine: &[usize]) {
-        if self.policy() != AppendFsync::Always {
-            self.kick(true);
-            return;
+    /// are woken. Returns whether it did. It does not when the writer
+    /// thread is busy writing (the thread would wait for that fsync, then
+    /// make its own, serving nobody in between: the writer takes these
+    /// records next instead), or under another policy (changed since the
+    /// records were appended); the writer is told then.
+    pub fn lead(&self, mine: &[usize]) -> bool {
+        let sink = match self.sink.try_lock() {
+            Ok(s) => Some(s),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        match sink {
+            Some(mut s) if self.policy() == AppendFsync::Always => {
+                self.commit(&mut s, mine);
+                true
+            }
+            _ => {
+                self.kick(true);
+                false
+            }
         }
-        let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
-        self.commit(&mut sink, mine);
     }
 
     /// Takes every ready item off the queue (up to a pending switch),
@@ -1026,11 +1038,39 @@ mod tests {
         for n in 1..=5 {
             let target = aof.append(chunk(n), true);
             sent += n;
-            aof.lead(&[0]);
+            assert!(
+                aof.lead(&[0]),
+                "batch {n}: the sink was free, the lead must write"
+            );
             assert!(aof.durable() >= target, "batch {n} not durable after lead");
             assert_eq!(sets_in(&path), sent, "batch {n} not in the file after lead");
         }
         assert_eq!(aof.lock().records, 0);
+        aof.stop();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// While the writer thread holds the file (mid-fsync), a lead does not
+    /// wait for it: it hands the records to the writer, which makes them
+    /// durable once it is free.
+    #[test]
+    fn a_lead_hands_off_while_the_writer_writes() {
+        let (dir, path, aof) = always_aof("tessera-aof-lead-busy");
+        let target = aof.append(chunk(3), true);
+        {
+            let _writing = aof.sink.lock().unwrap();
+            assert!(!aof.lead(&[0]), "the lead must not wait for a busy writer");
+            assert!(aof.durable() < target);
+        }
+        let t0 = Instant::now();
+        while aof.durable() < target {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the writer never took the records"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(sets_in(&path), 3);
         aof.stop();
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -787,8 +787,9 @@ impl Worker {
             a.hand_off();
             return;
         }
-        a.lead(mine);
-        self.flush_conns();
+        if a.lead(mine) {
+            self.flush_conns();
+        }
     }
 
     /// Records appended under `always` since the last lead.
@@ -2386,12 +2387,16 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     c.client.id,
                     c.client.addr
                 ));
-                let mut r = Reply::new(c.client.resp3);
-                r.error(&e.message());
-                if c.inline_reply_target() {
-                    c.out.raw(r.as_bytes());
-                } else {
-                    c.push_ready(r.as_bytes());
+                // Under CLIENT REPLY OFF / SKIP the error is not sent
+                // either (Redis); the connection closes all the same.
+                if c.client.reply_mode == ReplyMode::On {
+                    let mut r = Reply::new(c.client.resp3);
+                    r.error(&e.message());
+                    if c.inline_reply_target() {
+                        c.out.raw(r.as_bytes());
+                    } else {
+                        c.push_ready(r.as_bytes());
+                    }
                 }
                 c.closing = true;
                 c.rpos = c.rbuf_end();
