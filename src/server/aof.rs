@@ -657,12 +657,18 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
 /// `appendfsync always` with every shard on one thread: a round that
 /// appended up to this many records, with no request waiting, fsyncs in
 /// the thread itself (see `Host::lead_aof`); otherwise the writer thread
-/// does, told as soon as the queue holds more (see [`Aof::append`]).
-/// SET, 50 clients (bench/aof.sh): at pipeline 1 (about 27 records a
-/// round) the thread's own fsync is faster (1.04x Redis against 0.93x
-/// for the writer), at pipeline 16 the writer's (1.52x against 1.36x,
-/// p99 3.9 against 6.9 ms): there is work to do while it fsyncs.
-pub const LEAD_MAX_RECORDS: u64 = 64;
+/// does, told as soon as the queue holds more (see [`Aof::append`]): it
+/// fsyncs while this thread reads and runs the next requests.
+/// SET, 50 clients (bench/aof.sh, two runs of 3 and 4 rounds, ratio to
+/// Redis in the same run; 0 = always the writer thread):
+///
+/// | limit | P1 | P16 |
+/// |---:|---:|---:|
+/// | 0 | 1.00 / 0.98 | 1.63 / 1.86 |
+/// | 20 | 1.19 / 1.21 | 1.64 / 1.83 |
+/// | 32 | — / 1.13 | — / 1.77 |
+/// | 64 | 1.24 / 1.05 | 1.52 / 1.67 |
+pub const LEAD_MAX_RECORDS: u64 = 20;
 /// `always`: how long after an fsync the writer may wait for the records
 /// of the clients that fsync released (see `writer`).
 const GATHER_MAX: Duration = Duration::from_millis(1);
