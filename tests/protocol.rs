@@ -371,6 +371,23 @@ fn redis_crate_clients_work() {
 
 // ---------------------------------------------------------------- protocol errors
 
+/// Under CLIENT REPLY OFF or SKIP a protocol error is not sent either (as
+/// Redis), and the connection still closes.
+#[test]
+fn protocol_errors_are_silent_when_replies_are_off() {
+    let srv = server();
+    for mode in [&b"OFF"[..], b"SKIP"] {
+        let mut c = srv.raw();
+        c.send(&encode_command(&[b"CLIENT", b"REPLY", mode]));
+        c.send(b"*abc\r\n");
+        c.read_eof();
+        let mut c = srv.raw();
+        c.send(&encode_command(&[b"CLIENT", b"REPLY", mode]));
+        c.send(b"GET \"a\r\n");
+        c.read_eof();
+    }
+}
+
 #[test]
 fn multibulk_protocol_errors_close_the_connection() {
     let srv = server();
