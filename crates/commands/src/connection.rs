@@ -1109,6 +1109,27 @@ mod tests {
         )
     }
 
+    /// CLIENT LIST's `cmd` is the last command whose name resolved, as
+    /// Redis's processCommand records it: also when queued in MULTI or
+    /// refused for its arity; NULL after an unknown command.
+    #[test]
+    fn last_command_is_recorded_as_redis_does() {
+        let mut t = TestServer::new(2);
+        for (cmd, last) in [
+            (&["MULTI"][..], "multi"),
+            (&["GET", "a"], "get"),
+            (&["SET", "a"], "set"),
+            (&["CLIENT", "NOSUCH"], ""),
+            (&["DISCARD"], "discard"),
+            (&["NOSUCH"], ""),
+            (&["CLIENT", "ID", "x"], "client|id"),
+            (&["CLIENT"], "client"),
+        ] {
+            t.run(cmd);
+            assert_eq!(t.client.last_cmd, last, "after {cmd:?}");
+        }
+    }
+
     #[test]
     fn client_info_and_list() {
         for n in [1, 2, 4] {

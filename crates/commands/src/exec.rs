@@ -156,9 +156,16 @@ pub fn dispatch(
 ) -> Step {
     use crate::table::{flags, target, Exec, Target};
     let reg = crate::table::registry();
+    // CLIENT LIST's `cmd`: set as soon as the name resolves, as Redis's
+    // processCommand does (also for a command queued in MULTI or refused;
+    // an unknown one shows NULL).
+    ctx.client.last_cmd.clear();
     let r = match reg.resolve(args) {
         Ok(r) => r,
         Err(e) => {
+            if let CmdError::WrongArity(name) = &e {
+                ctx.client.last_cmd.push_str(name);
+            }
             // Counted against the command when its name resolved.
             let top = reg.top(args.get(0));
             count_rejected(stats, top.map(|(id, _)| id));
@@ -173,6 +180,7 @@ pub fn dispatch(
             return Step::Done;
         }
     };
+    ctx.client.last_cmd.push_str(reg.full_name(r.id));
     if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) {
         count_rejected(stats, Some(r.id));
         if r.spec.name == "exec" {
@@ -221,8 +229,6 @@ pub fn dispatch(
         }
         return Step::Done;
     }
-    ctx.client.last_cmd.clear();
-    ctx.client.last_cmd.push_str(reg.full_name(r.id));
     match r.spec.exec {
         Exec::Conn(h) => {
             run_conn(r, h, args, ctx, stats);
