@@ -238,7 +238,7 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 13] {
+pub fn families() -> [&'static [CommandSpec]; 14] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
@@ -253,6 +253,7 @@ pub fn families() -> [&'static [CommandSpec]; 13] {
         crate::sort::COMMANDS,
         crate::persist::COMMANDS,
         crate::dump::COMMANDS,
+        crate::cluster::COMMANDS,
     ]
 }
 
