@@ -245,8 +245,21 @@ impl AofControl for Rewriter {
     }
 
     fn finish(&self, ok: bool) -> bool {
+        let aof = self.current();
         let mut st = self.lock();
-        st.next_file = None;
+        // The switch runs at the snapshot's instant, once every shard has
+        // begun, but the base can be complete before the coordinator gets
+        // there (a small dataset, a busy machine). Switching only then
+        // would come after the old incr is gone from the manifest and the
+        // disk: the writer went on appending to the deleted file, and
+        // every write since was lost at the next start. No write has run
+        // since the instant (the rewrite's locks hold them until the
+        // switch), so switching here splits the records at the same place.
+        if let Some(file) = st.next_file.take() {
+            if let (true, Some(a)) = (ok, &aof) {
+                a.switch_incr(file);
+            }
+        }
         let Some((base, incr)) = st.next.take() else {
             return st.enabling;
         };
@@ -319,5 +332,75 @@ impl AofControl for Rewriter {
         let st = self.lock();
         let total = st.files.iter().map(|f| file_len(&self.paths, f)).sum();
         (st.base_size, total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use config::AppendFsync;
+    use std::time::{Duration, Instant};
+
+    /// The base of a small dataset can be complete before the coordinator
+    /// reaches the snapshot's instant (where `switch` runs): the rewrite
+    /// must still move the writer to the new incr before it drops the old
+    /// one, or every write after it lands in a deleted file.
+    #[test]
+    fn a_rewrite_finished_before_its_instant_still_switches() {
+        let dir = std::env::temp_dir().join(format!("tessera-rw-early-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = Paths {
+            dir: dir.join("appendonlydir"),
+            name: "appendonly.aof".into(),
+        };
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        let old = ManifestFile {
+            name: "appendonly.aof.1.incr.aof".into(),
+            seq: 1,
+            kind: 'i',
+        };
+        write_manifest(&paths, std::slice::from_ref(&old)).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(paths.dir.join(&old.name))
+            .unwrap();
+        let aof = super::super::aof::start(file, AppendFsync::Always);
+        let r = Rewriter::new(
+            Paths {
+                dir: paths.dir.clone(),
+                name: paths.name.clone(),
+            },
+            Some(aof.clone()),
+        );
+        let base = r.prepare(true).unwrap();
+        std::fs::write(&base, b"REDIS0010").unwrap();
+        // The base is done; `switch` has not run.
+        assert!(!r.finish(true));
+        let manifest = std::fs::read_to_string(paths.manifest()).unwrap();
+        assert_eq!(
+            manifest,
+            "file appendonly.aof.1.base.rdb seq 1 type b\n\
+             file appendonly.aof.2.incr.aof seq 2 type i\n"
+        );
+        assert!(!paths.dir.join(&old.name).exists());
+        // A write after the rewrite reaches the listed incr.
+        let mut p = engine::prop::PropBuf::default();
+        p.cmd(0, &[b"SET", b"after", b"v"]);
+        let target = aof.append(p.take().unwrap(), false);
+        let t0 = Instant::now();
+        while aof.durable() < target {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never durable");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let incr = std::fs::read(paths.dir.join("appendonly.aof.2.incr.aof")).unwrap();
+        assert!(
+            incr.windows(5).any(|w| w == b"after"),
+            "the write after the rewrite is not in the listed incr"
+        );
+        // The instant's switch, arriving late, changes nothing.
+        r.switch();
+        aof.stop();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
