@@ -97,18 +97,20 @@ typed_access!(as_list, as_list_mut, List, List, "list");
 typed_access!(as_set, as_set_mut, Set, Set, "set");
 typed_access!(as_zset, as_zset_mut, ZSet, ZSet, "sorted set");
 
-/// A blocking command's timeout in seconds (fractional), as Redis's
+/// A blocking command's timeout in seconds (fractional), as Redis 7.0's
 /// `getTimeoutFromObjectOrReply`: the absolute deadline in Unix
 /// milliseconds, or 0 for "forever".
 pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
-    let v = parse_f64_opt(arg)
-        .ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
-    // Redis converts `v * 1000` with a C cast: values out of `long long`'s
-    // range (infinities included) come out as LLONG_MIN on the machines it
-    // runs on, hence "negative". Redis 7.0 has no "out of range" check: a
-    // deadline past the end of time waits forever.
-    let ms = v * 1000.0;
-    if !(0.0..9.223_372_036_854_775e18).contains(&ms) {
+    let v =
+        string2ld(arg).ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
+    // `(long long) ceill(v * 1000)`: a part of a millisecond rounds up
+    // (0.0001 waits 1 ms, not forever), anything above -1 ms rounds to 0
+    // (forever). Out of `long long`'s range (infinities included) the C
+    // cast gives LLONG_MIN on the machines Redis runs on, hence
+    // "negative"; 7.0 has no "out of range" check, and a deadline past
+    // the end of time waits forever.
+    let ms = (v * 1000.0).ceil();
+    if !(ms > -1.0 && ms < 9_223_372_036_854_775_808.0) {
         return Err(CmdError::err("timeout is negative"));
     }
     let ms = ms as u64;
@@ -116,6 +118,29 @@ pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
         return Ok(0);
     }
     Ok(now_ms.saturating_add(ms))
+}
+
+/// Redis's `string2ld`: C `strtold` syntax (hex floats and `inf`
+/// included) over the whole argument, no leading space, not NaN, at most
+/// 5 KiB. A `long double` holds what overflows or underflows an `f64`
+/// (up to 1e4932, down to 1e-4951): such a value stands in as an infinity
+/// or the smallest normal `f64` of its sign, which make the same timeout.
+fn string2ld(arg: &[u8]) -> Option<f64> {
+    if arg.is_empty()
+        || arg.len() > 5 * 1024
+        || matches!(arg[0], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+    {
+        return None;
+    }
+    let (v, n, erange) = crate::zset::strtod(arg);
+    if n != arg.len() || v.is_nan() {
+        return None;
+    }
+    Some(if erange && v == 0.0 {
+        f64::MIN_POSITIVE.copysign(v)
+    } else {
+        v
+    })
 }
 
 /// A database index argument as SELECT/MOVE/COPY parse it.
@@ -149,10 +174,29 @@ mod tests {
         assert_eq!(parse_timeout(b"0", 1000), Ok(0));
         assert_eq!(parse_timeout(b"0.5", 1000), Ok(1500));
         assert_eq!(parse_timeout(b"2", 1000), Ok(3000));
-        // Below a millisecond truncates to "forever", as in Redis.
-        assert_eq!(parse_timeout(b"0.0001", 1000), Ok(0));
+        // A part of a millisecond rounds up (Redis's ceill), and anything
+        // above -1 ms is 0 (forever).
+        assert_eq!(parse_timeout(b"0.0001", 1000), Ok(1001));
+        assert_eq!(parse_timeout(b"0.0015", 1000), Ok(1002));
+        assert_eq!(parse_timeout(b"-0.0009", 1000), Ok(0));
+        assert_eq!(parse_timeout(b"-0", 1000), Ok(0));
+        // strtold syntax: hex floats.
+        assert_eq!(parse_timeout(b"0x1", 1000), Ok(2000));
+        assert_eq!(parse_timeout(b"0x1p-3", 0), Ok(125));
         let e = |m: &str| Err(CmdError::err(m));
+        assert_eq!(parse_timeout(b"-0.0011", 0), e("timeout is negative"));
         assert_eq!(parse_timeout(b"-1", 0), e("timeout is negative"));
+        // Past an f64, within a long double.
+        assert_eq!(parse_timeout(b"1e999", 0), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"1e-400", 7), Ok(8));
+        assert_eq!(parse_timeout(b"-1e-400", 7), Ok(0));
+        for bad in [&b" 1"[..], b"1 ", b"", b"nan", b"0x"] {
+            assert_eq!(
+                parse_timeout(bad, 0),
+                e("timeout is not a float or out of range"),
+                "{bad:?}"
+            );
+        }
         assert_eq!(
             parse_timeout(b"x", 0),
             e("timeout is not a float or out of range")

@@ -232,7 +232,7 @@ fn keys_bzmpop(args: Args<'_>) -> Vec<usize> {
 /// accepts (0 if none), and whether the result over- or underflowed
 /// (`ERANGE`). Accepts leading whitespace, a sign, decimal and hex forms,
 /// `inf`/`infinity` and `nan` in any case.
-fn strtod(s: &[u8]) -> (f64, usize, bool) {
+pub(crate) fn strtod(s: &[u8]) -> (f64, usize, bool) {
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
         i += 1;
