@@ -544,6 +544,18 @@ fn order(
         keyed.push((el, score, cmp));
     }
     let by = o.by.is_some();
+    // ALPHA compares with strcoll (C locale: bytes up to the first NUL)
+    // unless the result is stored, then whole byte strings (Redis's
+    // sortCompare). Ties keep their input order (a stable sort, as glibc's
+    // qsort), in either direction.
+    let alpha = |x: &[u8], y: &[u8]| {
+        if o.store.is_some() {
+            x.cmp(y)
+        } else {
+            let c = |s: &[u8]| s.iter().position(|&b| b == 0).unwrap_or(s.len());
+            x[..c(x)].cmp(&y[..c(y)])
+        }
+    };
     keyed.sort_by(|a, b| {
         let c = if !o.alpha {
             a.1.partial_cmp(&b.1)
@@ -551,9 +563,12 @@ fn order(
                 .then_with(|| a.0.cmp(&b.0))
         } else if by {
             // A missing BY key sorts first.
-            a.2.cmp(&b.2)
+            match (&a.2, &b.2) {
+                (Some(x), Some(y)) => alpha(x, y),
+                (x, y) => x.is_some().cmp(&y.is_some()),
+            }
         } else {
-            a.0.cmp(&b.0)
+            alpha(&a.0, &b.0)
         };
         if o.desc {
             c.reverse()
