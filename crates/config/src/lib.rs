@@ -1519,7 +1519,8 @@ pub fn config_get(cfg: &Config, patterns: &[&[u8]]) -> Vec<(String, Vec<u8>)> {
 /// `ERR Unknown option or number of arguments for CONFIG SET - 'foo'` or
 /// `ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed
 /// into an integer`. As in Redis, lookup errors quote the name as typed and value errors quote
-/// the canonical name. The caller enforces the command's arity (an even, non-zero count).
+/// the name found, lowercase (the alias if one was typed). The caller enforces the command's
+/// arity (an even, non-zero count).
 pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), String> {
     let failed = |name: &str, why: &str| {
         format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
@@ -1544,8 +1545,14 @@ pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), Stri
         chosen.push(i);
     }
     let mut next = cfg.clone();
-    for (&i, (_, value)) in chosen.iter().zip(pairs) {
-        let kind = &DIRECTIVES[i].kind;
+    for (&i, (typed, value)) in chosen.iter().zip(pairs) {
+        let d = &DIRECTIVES[i];
+        let kind = &d.kind;
+        // Redis names the entry it found: the alias when one was typed.
+        let shown = match d.alias {
+            Some(a) if typed.eq_ignore_ascii_case(a.as_bytes()) => a,
+            _ => d.name,
+        };
         // Redis's performInterfaceSet splits multi-arg values on single spaces.
         let args: Vec<Vec<u8>> = if kind.is_multi_arg() {
             if value.is_empty() {
@@ -1557,7 +1564,7 @@ pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), Stri
             vec![value.to_vec()]
         };
         kind.set(&mut next, &args)
-            .map_err(|why| failed(DIRECTIVES[i].name, &why))?;
+            .map_err(|why| failed(shown, &why))?;
     }
     *cfg = next;
     Ok(())
