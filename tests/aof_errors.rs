@@ -224,3 +224,76 @@ fn config_set_appendonly_whose_rewrite_fails_waits_for_one_that_works() {
     let v: Vec<Option<u64>> = s.conn().mget(&["a", "b", "c", "d"]).unwrap();
     assert_eq!(v, [Some(1), Some(2), Some(3), Some(4)]);
 }
+
+/// Under `always` a write that cannot reach the file is never
+/// acknowledged: the server exits, as Redis does, and every write it did
+/// acknowledge is there after a restart. The file fails through
+/// RLIMIT_FSIZE (`ulimit -f`, 1 KiB blocks): its write gets EFBIG.
+#[test]
+fn always_exits_rather_than_acknowledge_a_failed_write() {
+    let dir = DataDir::new("aof-err-efbig");
+    let port = common::free_port();
+    let bin =
+        std::env::var("TESSERA_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tessera").into());
+    let log = std::fs::File::create(dir.0.join("server.log")).unwrap();
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 16 && exec '{bin}' --port {port} --bind 127.0.0.1 --dir '{}' \
+             --save '' --appendonly yes --appendfsync always",
+            dir.path()
+        ))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = None;
+    wait_for("the server", || {
+        c = client.get_connection().ok();
+        c.is_some()
+    });
+    let mut c = c.unwrap();
+    let value = "v".repeat(1000);
+    let mut acked = Vec::new();
+    for i in 0..100 {
+        let r: redis::RedisResult<()> = c.set(format!("k{i}"), &value);
+        match r {
+            Ok(()) => acked.push(i),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        acked.len() < 20,
+        "16 KiB cannot hold {} SETs of 1 KB",
+        acked.len()
+    );
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the server did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    let text = std::fs::read_to_string(dir.0.join("server.log")).unwrap();
+    assert!(
+        text.contains(
+            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting..."
+        ),
+        "{text}"
+    );
+    // Restarted without the limit (the torn tail is cut), every
+    // acknowledged write is there.
+    let s = start(&dir, true);
+    let mut c = s.conn();
+    for i in &acked {
+        let v: Option<String> = c.get(format!("k{i}")).unwrap();
+        assert_eq!(
+            v.as_deref(),
+            Some(value.as_str()),
+            "k{i} acknowledged but lost"
+        );
+    }
+}

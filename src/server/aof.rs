@@ -380,6 +380,13 @@ impl Aof {
                 Err(e) => {
                     self.write_failed.store(true, Ordering::Relaxed);
                     log::warning(format_args!("Error writing to the AOF file: {e}"));
+                    if self.policy() == AppendFsync::Always {
+                        // Replies wait for these records: they must not go
+                        // out as if durable (Redis exits here too).
+                        always_failed(
+                            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...",
+                        );
+                    }
                 }
             }
             s.buf.clear();
@@ -393,6 +400,11 @@ impl Aof {
         if sync_now {
             if let Err(e) = s.file.sync_data() {
                 log::warning(format_args!("Error fsyncing the AOF file: {e}"));
+                if self.policy() == AppendFsync::Always {
+                    always_failed(
+                        "Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...",
+                    );
+                }
             }
             s.last_sync = Instant::now();
             s.dirty = false;
@@ -676,6 +688,14 @@ const GATHER_MAX: Duration = Duration::from_millis(1);
 /// without being told (policies other than `always`; see [`Aof::kick`]).
 const POLL: Duration = Duration::from_millis(2);
 const BUSY: Duration = Duration::from_millis(100);
+
+/// Under `always`, a record that cannot be written or fsynced would
+/// release replies as if it were durable: the process ends instead, before
+/// publishing anything, as Redis's flushAppendOnlyFile does.
+fn always_failed(msg: &str) -> ! {
+    log::warning(format_args!("{msg}"));
+    std::process::exit(1);
+}
 
 /// The file and its writing state; see [`Aof::sink`].
 struct Sink {

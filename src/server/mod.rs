@@ -101,6 +101,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
         signal_hook::consts::SIGINT,
     ])
     .map_err(|e| format!("signals: {e}"))?;
+    // A file past RLIMIT_FSIZE fails its write with EFBIG (handled: see
+    // `aof::Aof::commit`) instead of the signal killing the process.
+    // SAFETY: setting a signal's disposition to SIG_IGN has no handler to
+    // run and no memory to share.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let n = match cfg.shards {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
