@@ -434,6 +434,20 @@ impl Aof {
         self.synced.load(Ordering::SeqCst)
     }
 
+    /// Tests: waits until `target` is durable; panics naming `what` after
+    /// 30 s.
+    #[cfg(test)]
+    pub fn wait_durable(&self, target: u64, what: &str) {
+        let t0 = Instant::now();
+        while self.durable() < target {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{what} never durable"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
     /// Thread `i` asks to be woken once the durable target reaches
     /// `target` (0: cancels). Returns the durable target as it stands
     /// after the request (if it already reached `target`, no wake-up
@@ -1040,14 +1054,7 @@ mod tests {
                 target = aof.append(chunk(n), false);
                 sent += n;
             }
-            let t0 = Instant::now();
-            while aof.durable() < target {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(30),
-                    "batch {round} never synced"
-                );
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            aof.wait_durable(target, &format!("batch {round}"));
         }
         assert_eq!(aof.lock().records, 0);
         aof.stop();
@@ -1088,14 +1095,7 @@ mod tests {
             assert!(!aof.lead(&[0]), "the lead must not wait for a busy writer");
             assert!(aof.durable() < target);
         }
-        let t0 = Instant::now();
-        while aof.durable() < target {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "the writer never took the records"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        aof.wait_durable(target, "a batch handed to the writer");
         assert_eq!(sets_in(&path), 3);
         aof.stop();
         std::fs::remove_dir_all(&dir).unwrap();

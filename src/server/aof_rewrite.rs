@@ -339,7 +339,6 @@ impl AofControl for Rewriter {
 mod tests {
     use super::*;
     use config::AppendFsync;
-    use std::time::{Duration, Instant};
 
     /// The base of a small dataset can be complete before the coordinator
     /// reaches the snapshot's instant (where `switch` runs): the rewrite
@@ -388,11 +387,7 @@ mod tests {
         let mut p = engine::prop::PropBuf::default();
         p.cmd(0, &[b"SET", b"after", b"v"]);
         let target = aof.append(p.take().unwrap(), false);
-        let t0 = Instant::now();
-        while aof.durable() < target {
-            assert!(t0.elapsed() < Duration::from_secs(10), "never durable");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        aof.wait_durable(target, "a write after the rewrite");
         let incr = std::fs::read(paths.dir.join("appendonly.aof.2.incr.aof")).unwrap();
         assert!(
             incr.windows(5).any(|w| w == b"after"),

@@ -17,7 +17,8 @@ const SLOW_ACL: &[&str] = &["slow"];
 /// Redis's flags for the administrative subcommands.
 const ADMIN_FLAGS: u32 = ADMIN | STALE | NO_ASYNC_LOADING;
 
-const fn sub(
+/// A command (or CLUSTER subcommand) that replies the disabled error.
+const fn off(
     name: &'static str,
     arity: i32,
     flags: u32,
@@ -28,56 +29,42 @@ const fn sub(
 
 /// Redis 7.0's CLUSTER subcommands, arities and flags (`COMMAND INFO cluster`).
 const CLUSTER: &[CommandSpec] = &[
-    sub("addslots", -3, ADMIN_FLAGS, ADMIN_ACL),
-    sub("addslotsrange", -4, ADMIN_FLAGS, ADMIN_ACL),
-    sub("bumpepoch", 2, ADMIN_FLAGS, ADMIN_ACL),
-    sub("count-failure-reports", 3, ADMIN | STALE, ADMIN_ACL),
-    sub("countkeysinslot", 3, STALE, SLOW_ACL),
-    sub("delslots", -3, ADMIN_FLAGS, ADMIN_ACL),
-    sub("delslotsrange", -4, ADMIN_FLAGS, ADMIN_ACL),
-    sub("failover", -2, ADMIN_FLAGS, ADMIN_ACL),
-    sub("flushslots", 2, ADMIN_FLAGS, ADMIN_ACL),
-    sub("forget", 3, ADMIN_FLAGS, ADMIN_ACL),
-    sub("getkeysinslot", 4, STALE, SLOW_ACL),
-    sub("help", 2, LOADING | STALE, SLOW_ACL),
-    sub("info", 2, STALE, SLOW_ACL),
-    sub("keyslot", 3, STALE, SLOW_ACL),
-    sub("links", 2, STALE, SLOW_ACL),
-    sub("meet", -4, ADMIN_FLAGS, ADMIN_ACL),
-    sub("myid", 2, STALE, SLOW_ACL),
-    sub("nodes", 2, STALE, SLOW_ACL),
-    sub("replicas", 3, ADMIN | STALE, ADMIN_ACL),
-    sub("replicate", 3, ADMIN_FLAGS, ADMIN_ACL),
-    sub("reset", -2, ADMIN | NOSCRIPT | STALE, ADMIN_ACL),
-    sub("saveconfig", 2, ADMIN_FLAGS, ADMIN_ACL),
-    sub("set-config-epoch", 3, ADMIN_FLAGS, ADMIN_ACL),
-    sub("setslot", -4, ADMIN_FLAGS, ADMIN_ACL),
-    sub("shards", 2, STALE, SLOW_ACL),
-    sub("slaves", 3, ADMIN | STALE, ADMIN_ACL),
-    sub("slots", 2, STALE, SLOW_ACL),
+    off("addslots", -3, ADMIN_FLAGS, ADMIN_ACL),
+    off("addslotsrange", -4, ADMIN_FLAGS, ADMIN_ACL),
+    off("bumpepoch", 2, ADMIN_FLAGS, ADMIN_ACL),
+    off("count-failure-reports", 3, ADMIN | STALE, ADMIN_ACL),
+    off("countkeysinslot", 3, STALE, SLOW_ACL),
+    off("delslots", -3, ADMIN_FLAGS, ADMIN_ACL),
+    off("delslotsrange", -4, ADMIN_FLAGS, ADMIN_ACL),
+    off("failover", -2, ADMIN_FLAGS, ADMIN_ACL),
+    off("flushslots", 2, ADMIN_FLAGS, ADMIN_ACL),
+    off("forget", 3, ADMIN_FLAGS, ADMIN_ACL),
+    off("getkeysinslot", 4, STALE, SLOW_ACL),
+    off("help", 2, LOADING | STALE, SLOW_ACL),
+    off("info", 2, STALE, SLOW_ACL),
+    off("keyslot", 3, STALE, SLOW_ACL),
+    off("links", 2, STALE, SLOW_ACL),
+    off("meet", -4, ADMIN_FLAGS, ADMIN_ACL),
+    off("myid", 2, STALE, SLOW_ACL),
+    off("nodes", 2, STALE, SLOW_ACL),
+    off("replicas", 3, ADMIN | STALE, ADMIN_ACL),
+    off("replicate", 3, ADMIN_FLAGS, ADMIN_ACL),
+    off("reset", -2, ADMIN | NOSCRIPT | STALE, ADMIN_ACL),
+    off("saveconfig", 2, ADMIN_FLAGS, ADMIN_ACL),
+    off("set-config-epoch", 3, ADMIN_FLAGS, ADMIN_ACL),
+    off("setslot", -4, ADMIN_FLAGS, ADMIN_ACL),
+    off("shards", 2, STALE, SLOW_ACL),
+    off("slaves", 3, ADMIN | STALE, ADMIN_ACL),
+    off("slots", 2, STALE, SLOW_ACL),
 ];
 
 const CONN_ACL: &[&str] = &["fast", "connection"];
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::parent("cluster", -2, 0, SLOW_ACL, CLUSTER),
-    CommandSpec::new(
-        "readonly",
-        1,
-        LOADING | STALE | FAST,
-        NO_KEYS,
-        Exec::Conn(disabled),
-        CONN_ACL,
-    ),
-    CommandSpec::new(
-        "readwrite",
-        1,
-        LOADING | STALE | FAST,
-        NO_KEYS,
-        Exec::Conn(disabled),
-        CONN_ACL,
-    ),
-    CommandSpec::new("asking", 1, FAST, NO_KEYS, Exec::Conn(disabled), CONN_ACL),
+    off("readonly", 1, LOADING | STALE | FAST, CONN_ACL),
+    off("readwrite", 1, LOADING | STALE | FAST, CONN_ACL),
+    off("asking", 1, FAST, CONN_ACL),
     CommandSpec::new(
         "role",
         1,

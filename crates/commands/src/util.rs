@@ -190,7 +190,9 @@ mod tests {
         assert_eq!(parse_timeout(b"1e999", 0), e("timeout is negative"));
         assert_eq!(parse_timeout(b"1e-400", 7), Ok(8));
         assert_eq!(parse_timeout(b"-1e-400", 7), Ok(0));
-        for bad in [&b" 1"[..], b"1 ", b"", b"nan", b"0x"] {
+        // string2ld reads at most 5 KiB.
+        let long = [&b"1"[..], &[b'0'; 5120]].concat();
+        for bad in [&b" 1"[..], b"1 ", b"", b"nan", b"0x", &long] {
             assert_eq!(
                 parse_timeout(bad, 0),
                 e("timeout is not a float or out of range"),

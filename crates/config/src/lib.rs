@@ -728,15 +728,12 @@ macro_rules! name {
 }
 macro_rules! words {
     ($field:ident, $max_len:expr, $default:expr) => {
-        words!($field, $max_len, $default, no_check)
-    };
-    ($field:ident, $max_len:expr, $default:expr, $check:expr) => {
         List {
             max_len: $max_len,
             default: $default,
             get: |c| c.$field.clone(),
             set: |c, v| c.$field = v,
-            check: $check,
+            check: no_check,
         }
     };
 }
