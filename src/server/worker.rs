@@ -2644,6 +2644,18 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
                 return;
             }
         }
+        if ac.out.as_bytes().is_empty() {
+            // Every command replies: a coordinator that ended without a
+            // reply would leave its client waiting forever (and the
+            // replies after it answering the wrong requests).
+            debug_assert!(false, "coordinator ended without a reply");
+            crate::log::warning(format_args!("a coordinator ended without a reply"));
+            exec::reply_error(
+                &mut ac.out,
+                &mut core.stats,
+                &commands::CmdError::err("internal error: the command produced no reply"),
+            );
+        }
         c.keep_deadline_ms = None;
         exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
         let seq = ac.seq;

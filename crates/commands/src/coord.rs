@@ -227,9 +227,14 @@ impl<T: Send + 'static> Coordinator for OneStep<T> {
         client: &mut ClientState,
     ) -> Result<(), CmdError> {
         if let Some(p) = self.plan.take() {
-            *plan = p;
-            plan.last = true;
-            return Ok(());
+            // A plan with no jobs (WATCH of keys already watched) finishes
+            // now: the runtime ends a coordinator at its first step without
+            // jobs, and a finish left unrun would leave it without a reply.
+            if !p.is_empty() {
+                *plan = p;
+                plan.last = true;
+                return Ok(());
+            }
         }
         match self.finish.take() {
             Some(f) => f(outputs(results), out, client),

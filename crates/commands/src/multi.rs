@@ -615,4 +615,20 @@ mod tests {
         t.run(&["GET", "k"]);
         assert_eq!(t.run(&["EXEC"]), "*1\r\n$2\r\n3x\r\n");
     }
+
+    /// A WATCH whose keys are all watched already has no shard work: it
+    /// still replies (it left its connection waiting forever, issue 21).
+    #[test]
+    fn watch_of_watched_keys_replies() {
+        for n in [1, 2, 32] {
+            let mut t = TestServer::new(n);
+            assert_eq!(t.run(&["WATCH", "a"]), "+OK\r\n", "{n} shards");
+            assert_eq!(t.run(&["MSET", "a", "1", "b", "2"]), "+OK\r\n");
+            assert_eq!(t.run(&["WATCH", "a"]), "+OK\r\n", "{n} shards");
+            assert_eq!(t.run(&["WATCH", "b", "a"]), "+OK\r\n", "{n} shards");
+            assert_eq!(t.run(&["WATCH", "a", "b"]), "+OK\r\n", "{n} shards");
+            t.run(&["MULTI"]);
+            assert_eq!(t.run(&["EXEC"]), "*-1\r\n", "{n} shards");
+        }
+    }
 }
