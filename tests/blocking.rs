@@ -433,3 +433,63 @@ fn replies_before_a_blocked_command_are_not_held_back() {
         assert_bytes(&c.read_reply(), want.as_bytes());
     }
 }
+
+/// A key on shard `shard` of 3 (the server's own `shard_of`), named
+/// `prefix` plus a number.
+fn key_on(prefix: &str, shard: usize) -> String {
+    (0..10_000)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), 3) == shard)
+        .expect("a key on every shard")
+}
+
+/// Issue 21: the oldest waiter is served first even when it moves into
+/// another shard (its home thread runs it again) and the next one could be
+/// served on the spot. The reply came to the second waiter before.
+#[test]
+fn a_waiter_moving_across_shards_keeps_its_turn() {
+    let s = server();
+    let mut ctl = s.raw();
+    let src = key_on("src", 0);
+    let (far, near) = (key_on("far", 1), key_on("near", 0));
+    let mut first = s.raw();
+    send(&mut first, &["BLMOVE", &src, &far, "LEFT", "RIGHT", "0"]);
+    wait_blocked(&mut ctl, 1);
+    let mut second = s.raw();
+    send(&mut second, &["BRPOPLPUSH", &src, &near, "0"]);
+    wait_blocked(&mut ctl, 2);
+    assert_bytes(&ctl.cmd_str(&["LPUSH", &src, "z"]), b":1\r\n");
+    assert_bytes(&first.read_reply(), b"$1\r\nz\r\n");
+    assert_silent(&mut second);
+    assert_bytes(&ctl.cmd_str(&["LPUSH", &src, "y"]), b":1\r\n");
+    assert_bytes(&second.read_reply(), b"$1\r\ny\r\n");
+    wait_blocked(&mut ctl, 0);
+    assert_bytes(
+        &ctl.cmd_str(&["LRANGE", &far, "0", "-1"]),
+        b"*1\r\n$1\r\nz\r\n",
+    );
+}
+
+/// Issue 21: a waiter is served from the key that became ready, whatever
+/// its other keys hold now (Redis 7.0's serveClientsBlockedOnKey): a key
+/// of another type created meanwhile does not make it WRONGTYPE.
+#[test]
+fn a_waiter_is_served_from_the_ready_key_only() {
+    let s = server();
+    let mut ctl = s.raw();
+    let mut w = s.raw();
+    send(&mut w, &["BZPOPMIN", "rz1", "rs", "rz2", "0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_bytes(&ctl.cmd_str(&["SET", "rs", "x"]), b"+OK\r\n");
+    assert_bytes(&ctl.cmd_str(&["ZADD", "rz2", "1", "m"]), b":1\r\n");
+    assert_bytes(
+        &w.read_reply(),
+        b"*3\r\n$3\r\nrz2\r\n$1\r\nm\r\n$1\r\n1\r\n",
+    );
+    let mut w = s.raw();
+    send(&mut w, &["BLPOP", "rl1", "rs2", "rl2", "0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_bytes(&ctl.cmd_str(&["SET", "rs2", "x"]), b"+OK\r\n");
+    assert_bytes(&ctl.cmd_str(&["RPUSH", "rl2", "v"]), b":1\r\n");
+    assert_bytes(&w.read_reply(), b"*2\r\n$3\r\nrl2\r\n$1\r\nv\r\n");
+}

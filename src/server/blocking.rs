@@ -142,9 +142,19 @@ pub fn wanted_type(r: Resolved) -> &'static str {
 #[derive(Default)]
 pub struct Waiters {
     queues: HashMap<(usize, Vec<u8>), VecDeque<Arc<BlockedCmd>>>,
-    /// Ready keys a transaction's lock held back, retried on release.
+    /// Ready keys held back, retried on the next lock release: a
+    /// transaction's lock held them, or their oldest waiter was woken home
+    /// to run again (the ones behind it wait for that run).
     pub later: Vec<(usize, Vec<u8>)>,
+    /// When `later` last became non-empty (Unix ms): the cron retries it
+    /// after [`LATER_RETRY_MS`] with no lock held.
+    pub later_since_ms: u64,
 }
+
+/// How long keys held back for a waiter woken home wait for its run (or a
+/// lock release) before the cron serves them anyway: only a waiter whose
+/// connection went away before it ran again gets near it.
+pub const LATER_RETRY_MS: u64 = 1000;
 
 impl Waiters {
     pub fn is_empty(&self) -> bool {

@@ -2082,6 +2082,15 @@ impl Worker {
         for (db, k) in self.core.waiters.sweep() {
             self.core.shard.dbs[db].remove_blocking(&k);
         }
+        // Keys held back for a waiter woken home whose command never came
+        // back (it disconnected): serve the others after a while.
+        let w = &self.core.waiters;
+        if !w.later.is_empty()
+            && self.core.shard.now_ms.saturating_sub(w.later_since_ms) >= blocking::LATER_RETRY_MS
+            && !self.core.locks.any_held()
+        {
+            retry_later(&mut self.core);
+        }
         // Watchers that went away (UNWATCH, EXEC, disconnect) without
         // their keys changing: forget them, or a client that WATCHes
         // ever-new keys would grow the table without bound.
@@ -2902,9 +2911,17 @@ const SERVE_ROUNDS_MAX: usize = 1024;
 fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
     // A transaction's lock holds the key's waiters back until a release.
     fn later(core: &mut Core, db: usize, key: &[u8]) {
+        if core.waiters.later.is_empty() {
+            core.waiters.later_since_ms = core.shard.now_ms;
+        }
         if !core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
             core.waiters.later.push((db, key.to_vec()));
         }
+    }
+    // Held back already (a lock, or a waiter woken home that has not run
+    // yet): the release that retries it comes.
+    if core.waiters.later.iter().any(|(d, k)| *d == db && k == key) {
+        return;
     }
     if core.locks.any_held() && core.locks.blocks(db, std::iter::once(key), true) {
         return later(core, db, key);
@@ -2949,11 +2966,16 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             } else {
                 core.mailbox.send(w.conn.thread as usize, msg);
             }
-            continue;
+            // Redis serves the oldest waiter first: the ones behind wait
+            // until its home has run it again (its locks on this shard
+            // hold them back, and their release retries the key), or the
+            // cron gives up on it (its connection went away meanwhile).
+            later(core, db, key);
+            break;
         }
         let mut out = Reply::new(w.resp3);
         let recorded = core.shard.prop.len();
-        let again = run_shard(
+        let again = exec::run_shard_ready(
             w.resolved,
             w.handler,
             w.args.args(),
@@ -2961,6 +2983,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             w.call,
             &mut out,
             &mut core.stats,
+            Some(key),
         );
         if again.is_some() {
             w.claim.store(false, Ordering::Release);

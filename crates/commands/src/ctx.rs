@@ -38,12 +38,23 @@ pub struct ShardCtx<'a> {
     /// Set by a blocking command that found nothing to serve while
     /// `may_block`: it wrote no reply, and waits on these keys.
     pub block: Option<BlockOn>,
+    /// A blocked command served because this key became ready: it pops
+    /// from this key only, whatever its other keys hold now, as Redis
+    /// 7.0's `serveClientsBlockedOnKey` does (7.2 runs the whole command
+    /// again, so a key of another type met first would be WRONGTYPE).
+    pub ready: Option<&'a [u8]>,
 }
 
 impl ShardCtx<'_> {
     #[inline]
     pub fn touch(&self) -> bool {
         !self.no_touch
+    }
+
+    /// Whether a blocking command may serve from `key` now (see `ready`).
+    #[inline]
+    pub fn may_serve(&self, key: &[u8]) -> bool {
+        self.ready.is_none_or(|r| r == key)
     }
 
     /// Blocks the client on `keys` (see [`BlockOn`]); the handler writes

@@ -65,6 +65,22 @@ pub fn run_shard(
     out: &mut Reply,
     stats: &mut ThreadStats,
 ) -> Option<crate::ctx::BlockOn> {
+    run_shard_ready(r, handler, args, shard, call, out, stats, None)
+}
+
+/// [`run_shard`] for a blocked command served because `ready` became
+/// ready: it pops from that key only (`ShardCtx::ready`).
+#[allow(clippy::too_many_arguments)]
+pub fn run_shard_ready(
+    r: Resolved,
+    handler: ShardHandler,
+    args: Args<'_>,
+    shard: &mut Shard,
+    call: ShardCall,
+    out: &mut Reply,
+    stats: &mut ThreadStats,
+    ready: Option<&[u8]>,
+) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
     if shard.evict.maxmemory != 0 && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM)) {
@@ -87,6 +103,7 @@ pub fn run_shard(
         max_bulk_len: call.max_bulk_len,
         may_block: call.may_block,
         block: None,
+        ready,
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();

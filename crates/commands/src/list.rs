@@ -735,6 +735,9 @@ fn serve_first<'a>(
 ) -> Result<bool, CmdError> {
     let db = ctx.db;
     for key in keys {
+        if !ctx.may_serve(key) {
+            continue;
+        }
         let Some(e) = ctx.shard.lookup_write(db, key) else {
             continue;
         };
@@ -948,6 +951,7 @@ mod tests {
             max_bulk_len: 512 << 20,
             may_block: true,
             block: None,
+            ready: None,
         };
         handler(&mut ctx, owned.args()).unwrap();
         let block = ctx.block.take();

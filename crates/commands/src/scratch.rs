@@ -199,6 +199,7 @@ impl Scratch {
             max_bulk_len: self.max_bulk_len,
             may_block: self.may_block,
             block: None,
+            ready: None,
         };
         (self.handler)(&mut ctx, self.args.args())?;
         let block = ctx.block.take();

@@ -1226,6 +1226,9 @@ fn first_nonempty<'a>(
     keys: &[&'a [u8]],
 ) -> Result<Option<&'a [u8]>, CmdError> {
     for &k in keys {
+        if !ctx.may_serve(k) {
+            continue;
+        }
         if let Some(e) = ctx.shard.lookup_write(ctx.db, k) {
             if !as_zset(e)?.is_empty() {
                 return Ok(Some(k));
