@@ -50,6 +50,7 @@ use std::time::Duration;
 /// The scripts in `tests/diff/`; [`every_script_has_a_test`] keeps this list
 /// and the directory in step.
 const SCRIPTS: &[&str] = &[
+    "bitmap",
     "config",
     "connection",
     "dump",
@@ -72,6 +73,7 @@ macro_rules! diff_tests {
     };
 }
 diff_tests!(
+    bitmap,
     config,
     connection,
     dump,

@@ -1,5 +1,5 @@
-//! Randomized differential test: a seeded random sequence of string and
-//! keyspace commands goes to Tessera (`--shards 3`, so multi-key commands
+//! Randomized differential test: a seeded random sequence of string,
+//! bitmap and keyspace commands goes to Tessera (`--shards 3`, so multi-key commands
 //! cross shards) and to a real `redis-server`, and the raw reply bytes must
 //! be identical.
 //!
@@ -500,13 +500,112 @@ impl Gen {
         ]))
     }
 
+    /// A bit offset: small mostly (so strings stay short), invalid
+    /// sometimes; the largest valid one only for reads (`write` false),
+    /// never making a 512 MB string.
+    fn bit_offset(&mut self, write: bool) -> Vec<u8> {
+        match self.rng.below(20) {
+            0 => b(self
+                .rng
+                .pick(&["-1", "abc", "", "4294967296", "1.5", "+1", "#1"])),
+            1 if !write => b(self.rng.pick(&["4294967295", "9223372036854775807"])),
+            _ => self.rng.range(0, 600).to_string().into_bytes(),
+        }
+    }
+
+    /// SETBIT's value or BITPOS's bit: 0 or 1 mostly.
+    fn bit_value(&mut self) -> Vec<u8> {
+        if self.rng.pct(90) {
+            self.rng.range(0, 1).to_string().into_bytes()
+        } else {
+            b(self.rng.pick(&["2", "-1", "abc", "", "01", "1.0"]))
+        }
+    }
+
+    /// BITCOUNT's `[start end [BIT|BYTE]]` or (with `pos`) BITPOS's
+    /// `[start [end [BIT|BYTE]]]`, sometimes malformed.
+    fn bit_range(&mut self, pos: bool) -> Vec<Vec<u8>> {
+        let n = match self.rng.below(10) {
+            0..=2 => 0,
+            3 if pos => 1,
+            3 => 1 + 2 * self.rng.below(2),
+            4..=6 => 2,
+            _ => 3,
+        };
+        let mut args = Vec::new();
+        for i in 0..n {
+            args.push(if i < 2 {
+                self.range_arg()
+            } else if self.rng.pct(90) {
+                let u = *self.rng.pick(&["BIT", "BYTE"]);
+                self.word(u)
+            } else {
+                b(self.rng.pick(&["BITS", "FOO", ""]))
+            });
+        }
+        if self.rng.pct(3) {
+            args.push(b("extra"));
+        }
+        args
+    }
+
+    /// BITFIELD's subcommands (GETs only with `ro`, mostly): small offsets
+    /// and widths at the edges, invalid ones sometimes.
+    fn bitfield_ops(&mut self, ro: bool) -> Vec<Vec<u8>> {
+        let mut args = Vec::new();
+        for _ in 0..self.rng.below(5) {
+            let ty = if self.rng.pct(92) {
+                let w = *self.rng.pick(&[1, 2, 5, 8, 8, 16, 31, 32, 63, 64]);
+                let sign = if w == 64 || self.rng.pct(50) {
+                    "i"
+                } else {
+                    "u"
+                };
+                b(format!("{sign}{w}"))
+            } else {
+                b(self.rng.pick(&["u64", "i65", "i0", "x8", "I8", "", "u"]))
+            };
+            let off = if self.rng.pct(20) {
+                b(format!("#{}", self.rng.range(0, 20)))
+            } else {
+                self.bit_offset(true)
+            };
+            let value = if self.rng.pct(50) {
+                self.rng.range(-300, 300).to_string().into_bytes()
+            } else {
+                self.int_like()
+            };
+            let op = if ro && self.rng.pct(90) {
+                0
+            } else {
+                self.rng.below(9)
+            };
+            match op {
+                0..=2 => args.extend([self.word("GET"), ty, off]),
+                3..=4 => args.extend([self.word("SET"), ty, off, value]),
+                5..=6 => args.extend([self.word("INCRBY"), ty, off, value]),
+                7 => {
+                    let o = if self.rng.pct(90) {
+                        let o = *self.rng.pick(&["WRAP", "SAT", "FAIL"]);
+                        self.word(o)
+                    } else {
+                        b("FOO")
+                    };
+                    args.extend([self.word("OVERFLOW"), o]);
+                }
+                _ => args.push(b(self.rng.pick(&["GET", "SET", "FOO", "OVERFLOW"]))),
+            }
+        }
+        args
+    }
+
     /// The steps of one random command (usually one step).
     fn next(&mut self) -> Vec<Step> {
         let e = Mode::Exact;
         let mut out: Vec<Step> = Vec::new();
         let mut args: Vec<Vec<u8>>;
         let mut mode = e;
-        let which = self.rng.below(100);
+        let which = self.rng.below(112);
         match which {
             0..=9 => {
                 args = vec![self.word("SET"), self.key(), self.value()];
@@ -718,6 +817,42 @@ impl Gen {
                 };
                 out.push(step(vec![b("SET"), k.clone(), v], e));
                 args = vec![self.word("INCRBYFLOAT"), k, self.float_like()];
+            }
+            100..=102 => {
+                let (off, v) = (self.bit_offset(true), self.bit_value());
+                args = vec![self.word("SETBIT"), self.key(), off, v];
+            }
+            103 => args = vec![self.word("GETBIT"), self.key(), self.bit_offset(false)],
+            104..=105 => {
+                args = vec![self.word("BITCOUNT"), self.key()];
+                args.extend(self.bit_range(false));
+            }
+            106..=107 => {
+                args = vec![self.word("BITPOS"), self.key(), self.bit_value()];
+                args.extend(self.bit_range(true));
+            }
+            108..=109 => {
+                let op = if self.rng.pct(95) {
+                    let op = *self.rng.pick(&["AND", "OR", "XOR", "NOT"]);
+                    self.word(op)
+                } else {
+                    b(self.rng.pick(&["FOO", "ANDX", ""]))
+                };
+                let n = if self.rng.pct(80) && op.eq_ignore_ascii_case(b"NOT") {
+                    1
+                } else {
+                    1 + self.rng.below(4)
+                };
+                args = vec![self.word("BITOP"), op, self.key()];
+                args.extend((0..n).map(|_| self.key()));
+            }
+            110..=111 => {
+                let ro = self.rng.pct(25);
+                args = vec![
+                    self.word(if ro { "BITFIELD_RO" } else { "BITFIELD" }),
+                    self.key(),
+                ];
+                args.extend(self.bitfield_ops(ro));
             }
             _ => {
                 // More of the commands with the most logic.

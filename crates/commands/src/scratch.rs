@@ -10,6 +10,7 @@
 //! 2. *run*: the home thread loads the copies into a scratch [`Shard`] and
 //!    runs the unmodified handler on it, which writes the reply;
 //! 3. *write back*: every key whose entry changed (value, expiry, presence)
+//!    or that the handler marked modified (a store of an identical value)
 //!    is stored or deleted on its shard, through the same `Db` calls a
 //!    handler would use, so WATCH and blocked clients see the change.
 //!
@@ -34,7 +35,9 @@
 //! could move only the result. That is the price of writing each command
 //! once; a command that proves hot across shards can get its own.
 
-use engine::{Entry, OwnedEntry, Shard, ValueRef};
+use std::sync::atomic::Ordering;
+
+use engine::{Entry, OwnedEntry, Shard, ValueRef, WatchFlag};
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, Parked, Plan};
@@ -186,6 +189,20 @@ impl Scratch {
             }
             before.push(g.entries);
         }
+        // Which keys the handler marked modified: one of them is written
+        // back even when its entry compares equal (a store of an identical
+        // value), so that WATCH on its shard fires as it would have had
+        // the command run there (Redis's `setKey` signals regardless).
+        let signalled: Vec<WatchFlag> = self
+            .groups
+            .iter()
+            .flat_map(|(_, ks)| ks)
+            .map(|k| {
+                let f = WatchFlag::default();
+                d.watch(k, &f);
+                f
+            })
+            .collect();
         // The append-only file: the handler's own records (rewritten as
         // on a real shard) go with the write-back, in the transaction.
         shard.prop.on = engine::prop::enabled();
@@ -224,13 +241,15 @@ impl Scratch {
         }
         let d = &mut shard.dbs[self.db];
         let mut writes = Vec::new();
+        let mut signalled = signalled.iter();
         for ((s, keys), before) in self.groups.iter().zip(before) {
             let mut w = Vec::new();
             for (k, b) in keys.iter().zip(before) {
                 // Lazy expiry must not count as a change: an entry the
                 // handler saw expire was already gone when gathered.
                 let after = d.get_with_ttl(k);
-                if !same(&b, after) {
+                let marked = signalled.next().is_some_and(|f| f.load(Ordering::Acquire));
+                if marked || !same(&b, after) {
                     w.push((k.clone(), d.remove_with_ttl(k)));
                 }
             }
@@ -373,6 +392,57 @@ mod tests {
         // Nothing to move: nothing written.
         assert_eq!(run(&mut t, "a", "b"), ":-1\r\n");
         assert_eq!(t.run(&["GET", "b"]), "$5\r\n123xy\r\n");
+    }
+
+    /// `RESTORESAME a b`: stores b's value back unchanged (as a BITOP or
+    /// SUNIONSTORE whose result equals the destination); replies 1.
+    fn restore_same(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+        let dst = args.get(2);
+        let v = match ctx.shard.lookup_write(ctx.db, dst) {
+            Some(e) => e.value().to_owned_value(),
+            None => return Err(CmdError::NoSuchKey),
+        };
+        ctx.shard.store(ctx.db, dst, v, 0);
+        ctx.out.int(1);
+        Ok(())
+    }
+
+    static SAME: CommandSpec = CommandSpec::new(
+        "restoresame",
+        3,
+        WRITE,
+        keys(1, 2, 1),
+        Exec::Shard(restore_same, None),
+        &[],
+    );
+
+    #[test]
+    fn an_identical_store_still_fires_watch_on_its_shard() {
+        let mut t = TestServer::new(2);
+        t.run(&["SET", "a", "x"]);
+        t.run(&["SET", "b", "y"]);
+        let sb = shard_of(b"b", 2);
+        let flag = engine::WatchFlag::default();
+        t.shards[sb].dbs[0].watch(b"b", &flag);
+        let owned = OwnedArgs::from_slices(&[&b"restoresame"[..], b"a", b"b"]);
+        let mut out = Reply::new(false);
+        let c = {
+            let mut ctx = ConnCtx {
+                client: &mut t.client,
+                out: &mut out,
+                server: &t.server.clone(),
+                home: 0,
+                key_shards: &[],
+            };
+            coordinator(&SAME, restore_same, &mut ctx, owned.args(), true)
+        };
+        t.drive(c, &mut out);
+        assert_eq!(out.into_bytes(), b":1\r\n");
+        assert!(
+            flag.load(Ordering::Acquire),
+            "b was stored: its watchers fail"
+        );
+        assert_eq!(t.run(&["GET", "b"]), "$1\r\ny\r\n");
     }
 
     #[test]
