@@ -238,7 +238,7 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 14] {
+pub fn families() -> [&'static [CommandSpec]; 15] {
     [
         crate::strings::COMMANDS,
         crate::keys::COMMANDS,
@@ -254,6 +254,7 @@ pub fn families() -> [&'static [CommandSpec]; 14] {
         crate::persist::COMMANDS,
         crate::dump::COMMANDS,
         crate::cluster::COMMANDS,
+        crate::hll::COMMANDS,
     ]
 }
 
