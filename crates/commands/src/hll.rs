@@ -102,9 +102,9 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         for ele in args.iter().skip(2) {
             updated += u64::from(hll::add(&mut v, ele, max_bytes).map_err(corrupt)?);
         }
-        if updated > 0 {
-            hll::invalidate(&mut v);
-        }
+        // Created counts as updated: the cache is stale even when no
+        // element was given (Redis).
+        hll::invalidate(&mut v);
         // Storing counts the creation; Redis's dirty is one more than the
         // registers changed.
         ctx.shard

@@ -33,7 +33,12 @@
 //! Corrupted sketches (anyone can SETRANGE into the string) are reported
 //! as [`Corrupt`] exactly where Redis reports `INVALIDOBJ`, and never
 //! panic: reads past the end of the string see a zero byte, as Redis's
-//! reads of the sds terminator do. This module knows nothing of replies.
+//! reads of the sds terminator do. Any opcode that runs past the last
+//! register makes a sparse body invalid when it is converted, counted or
+//! merged: the bounds of the CVE-2025-32023 fix, which the reference
+//! Redis 7.0.15 build (Debian's) and every later Redis carry; the
+//! unpatched 7.0.15 accepted a VAL overrunning the end in a conversion or
+//! a merge. This module knows nothing of replies.
 
 /// Bytes of the header.
 pub const HDR_SIZE: usize = 16;
@@ -291,12 +296,11 @@ pub fn to_dense(b: &mut Vec<u8>) -> Result<(), Corrupt> {
     let mut p = HDR_SIZE;
     while p < b.len() {
         let op = op_at(b, p);
-        if op.value != 0 {
-            // Redis bounds only the runs it writes.
-            if idx + op.span > REGISTERS {
-                break;
-            }
-            for r in idx..idx + op.span {
+        if idx + op.span > REGISTERS {
+            return Err(Corrupt);
+        }
+        for r in idx..idx + op.span {
+            if op.value != 0 {
                 dense_set(regs, r, op.value);
             }
         }
@@ -464,6 +468,9 @@ pub fn histogram(b: &[u8]) -> Result<Histogram, Corrupt> {
     let mut p = HDR_SIZE;
     while p < b.len() {
         let op = op_at(b, p);
+        if idx + op.span > REGISTERS {
+            return Err(Corrupt);
+        }
         idx += op.span;
         h[usize::from(op.value)] += op.span as u64;
         p += op.bytes;
@@ -568,14 +575,12 @@ pub fn merge_into(max: &mut [u8; REGISTERS], b: &[u8]) -> Result<(), Corrupt> {
     let mut p = HDR_SIZE;
     while p < b.len() {
         let op = op_at(b, p);
-        if op.value != 0 {
-            if i + op.span > REGISTERS {
-                break;
-            }
-            for m in &mut max[i..i + op.span] {
-                if op.value > *m {
-                    *m = op.value;
-                }
+        if i + op.span > REGISTERS {
+            return Err(Corrupt);
+        }
+        for m in &mut max[i..i + op.span] {
+            if op.value > *m {
+                *m = op.value;
             }
         }
         i += op.span;
@@ -795,10 +800,8 @@ mod tests {
         let mut h = new_sparse();
         h.extend_from_slice(&[0x80, 0x80]);
         assert_eq!(count(&h), Err(Corrupt));
-        // Redis's conversion stops at a VAL that runs past the end and
-        // finds all registers covered: it succeeds.
-        assert_eq!(to_dense(&mut h.clone()), Ok(()));
-        // Not so past a ZERO, which it does not bound.
+        assert_eq!(to_dense(&mut h.clone()), Err(Corrupt));
+        assert_eq!(merge_into(&mut [0; REGISTERS], &h), Err(Corrupt));
         h.truncate(h.len() - 2);
         h.push(0);
         assert_eq!(to_dense(&mut h), Err(Corrupt));
