@@ -542,10 +542,8 @@ pub fn estimate(h: &Histogram) -> u64 {
     let e = (ALPHA_INF * m * m / z).round();
     // llroundl of a value outside long long (a degenerate sketch of huge
     // registers) yields LLONG_MIN, which Redis then casts to uint64.
-    let ll = if e.is_finite()
-        && e >= -9.223_372_036_854_775_808e18
-        && e < 9.223_372_036_854_775_808e18
-    {
+    let two63 = 2f64.powi(63);
+    let ll = if (-two63..two63).contains(&e) {
         e as i64
     } else {
         i64::MIN
@@ -733,13 +731,12 @@ mod tests {
         let mut model = vec![0u8; REGISTERS];
         let mut x = 0x1234_5678_9abc_def0u64;
         for _ in 0..5 {
-            for i in 0..REGISTERS {
+            for (i, m) in model.iter_mut().enumerate() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let v = (x & 63) as u8;
-                dense_set(&mut regs, i, v);
-                model[i] = v;
+                *m = (x & 63) as u8;
+                dense_set(&mut regs, i, *m);
             }
             for (i, &v) in model.iter().enumerate() {
                 assert_eq!(dense_get(&regs, i), v, "register {i}");
