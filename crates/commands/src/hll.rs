@@ -23,13 +23,19 @@
 //!
 //! Keys on several shards: PFCOUNT and PFMERGE are plain shard handlers;
 //! dispatch runs them on copies of their keys (`crate::scratch`) under the
-//! transaction layer's locks, and writes back the destination only.
+//! transaction layer's locks, and writes back the destination only (a
+//! PFMERGE across shards is logged inside MULTI/EXEC, as every multi-shard
+//! write; on one shard the AOF holds exactly Redis's records).
+//!
+//! PFDEBUG has arity 3 in Redis 7.0, so its subcommands' own arity errors
+//! cannot happen; the key is checked before the subcommand is.
 //!
 //! Limits: every sketch is bounded by the string it lives in (a dense one
 //! is exactly 12304 bytes; a sparse one is promoted before it outgrows
 //! `hll-sparse-max-bytes`, but a string written by SET may be any size up
 //! to `proto-max-bulk-len` and is walked once per command). PFSELFTEST
-//! runs a fixed amount of work (Redis's 10 million additions).
+//! runs a fixed amount of work (Redis's 10 million additions) and holds
+//! its connection's thread meanwhile, as Redis holds its only one.
 
 use engine::{Entry, Shard, Str, StrView, Value};
 use resp::Args;
