@@ -356,7 +356,8 @@ impl ThreadStats {
     }
 }
 
-/// The collection encoding thresholds of a configuration; the event loop
+/// The collection encoding thresholds of a configuration (and the
+/// HyperLogLog promotion size); the event loop
 /// stores them in `Shard::enc` at start and after every CONFIG SET.
 pub fn enc_limits_of(c: &Config) -> engine::EncLimits {
     let sz = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
@@ -370,6 +371,7 @@ pub fn enc_limits_of(c: &Config) -> engine::EncLimits {
         zset_max_listpack_value: sz(c.zset_max_listpack_value),
         list_max_listpack_size: c.list_max_listpack_size,
         list_compress_depth: c.list_compress_depth,
+        hll_sparse_max_bytes: sz(c.hll_sparse_max_bytes),
     }
 }
 

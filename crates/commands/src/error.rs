@@ -32,6 +32,10 @@ pub enum CmdError {
     InvalidDbIndex,
     NoAuth,
     WrongPass,
+    /// A string that is not a HyperLogLog where one is expected.
+    NotHll,
+    /// A HyperLogLog whose registers do not decode (`INVALIDOBJ`).
+    CorruptHll,
     /// `ERR ...`: any other error whose text starts with ERR.
     Err(String),
     /// An error line with its own code (e.g. `NOPROTO ...`).
@@ -122,6 +126,10 @@ impl fmt::Display for CmdError {
             CmdError::WrongPass => {
                 f.write_str("WRONGPASS invalid username-password pair or user is disabled.")
             }
+            CmdError::NotHll => {
+                f.write_str("WRONGTYPE Key is not a valid HyperLogLog string value.")
+            }
+            CmdError::CorruptHll => f.write_str("INVALIDOBJ Corrupted HLL object detected"),
             CmdError::Err(m) => write!(f, "ERR {m}"),
             CmdError::Raw(m) => f.write_str(m),
         }
@@ -191,6 +199,14 @@ mod tests {
         assert_eq!(
             CmdError::NoAuth.to_string(),
             "NOAUTH Authentication required."
+        );
+        assert_eq!(
+            CmdError::NotHll.to_string(),
+            "WRONGTYPE Key is not a valid HyperLogLog string value."
+        );
+        assert_eq!(
+            CmdError::CorruptHll.to_string(),
+            "INVALIDOBJ Corrupted HLL object detected"
         );
         assert_eq!(CmdError::err("x y").to_string(), "ERR x y");
         assert_eq!(CmdError::Raw("NOPROTO x".into()).to_string(), "NOPROTO x");

@@ -18,6 +18,7 @@ pub mod dump;
 pub mod error;
 pub mod exec;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod memory;

@@ -238,25 +238,29 @@ pub struct Registry {
     sub: HashMap<(usize, String), usize, foldhash::fast::FixedState>,
 }
 
-pub fn families() -> [&'static [CommandSpec]; 15] {
-    [
-        crate::strings::COMMANDS,
-        crate::keys::COMMANDS,
-        crate::connection::COMMANDS,
-        crate::server::COMMANDS,
-        crate::multi::COMMANDS,
-        crate::hash::COMMANDS,
-        crate::list::COMMANDS,
-        crate::set::COMMANDS,
-        crate::zset::COMMANDS,
-        crate::memory::COMMANDS,
-        crate::sort::COMMANDS,
-        crate::persist::COMMANDS,
-        crate::dump::COMMANDS,
-        crate::cluster::COMMANDS,
-        crate::bitmap::COMMANDS,
-    ]
+/// Every family's command table (a family adds one line here).
+pub fn families() -> &'static [&'static [CommandSpec]] {
+    FAMILIES
 }
+
+const FAMILIES: &[&[CommandSpec]] = &[
+    crate::strings::COMMANDS,
+    crate::keys::COMMANDS,
+    crate::connection::COMMANDS,
+    crate::server::COMMANDS,
+    crate::multi::COMMANDS,
+    crate::hash::COMMANDS,
+    crate::list::COMMANDS,
+    crate::set::COMMANDS,
+    crate::zset::COMMANDS,
+    crate::memory::COMMANDS,
+    crate::sort::COMMANDS,
+    crate::persist::COMMANDS,
+    crate::dump::COMMANDS,
+    crate::cluster::COMMANDS,
+    crate::bitmap::COMMANDS,
+    crate::hll::COMMANDS,
+];
 
 pub fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
@@ -267,7 +271,7 @@ pub fn registry() -> &'static Registry {
             sub: HashMap::default(),
         };
         for fam in families() {
-            for spec in fam {
+            for spec in *fam {
                 let id = r.specs.len();
                 r.specs.push((spec.name.to_string(), spec, None));
                 let dup = r.top.insert(spec.name, id);

@@ -293,6 +293,9 @@ pub struct Config {
     pub list_max_listpack_size: i32,
     /// `list-compress-depth`: uncompressed nodes kept at each end; 0 = none compressed.
     pub list_compress_depth: u32,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog longer than this
+    /// (header included) is promoted to the dense encoding.
+    pub hll_sparse_max_bytes: u64,
     /// `dir`: where snapshots and the append-only file live; `None` = the
     /// working directory at start-up.
     pub dir: Option<PathBuf>,
@@ -510,6 +513,7 @@ impl Config {
             zset_max_listpack_value: 0,
             list_max_listpack_size: 0,
             list_compress_depth: 0,
+            hll_sparse_max_bytes: 0,
             dir: None,
             dbfilename: Vec::new(),
             save: Vec::new(),
@@ -801,6 +805,7 @@ static DIRECTIVES: &[Directive] = &[
     d("list-max-listpack-size",   Mutable,   int!(list_max_listpack_size: i32, I32_MIN, I32_MAX, -2))
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
+    d("hll-sparse-max-bytes",     Mutable,   memory!(hll_sparse_max_bytes, 0, I64_MAX, 3000)),
     // CONFIG GET dir: the absolute working directory, as Redis's getcwd().
     d("dir",                      Protected, Str {
         default: b"",
@@ -1901,6 +1906,12 @@ mod tests {
             "-3",
         ),
         ("list-compress-depth", "2", "list-compress-depth", "2"),
+        (
+            "hll-sparse-max-bytes",
+            "1kb",
+            "hll-sparse-max-bytes",
+            "1024",
+        ),
         ("dir", "/tmp", "dir", "/tmp"),
         ("dbfilename", "x.rdb", "dbfilename", "x.rdb"),
         ("save", "10 1 20 2", "save", "10 1 20 2"),
@@ -1975,6 +1986,7 @@ mod tests {
             "zset-max-listpack-value" => assert_eq!(c.zset_max_listpack_value, 15),
             "list-max-listpack-size" => assert_eq!(c.list_max_listpack_size, -3),
             "list-compress-depth" => assert_eq!(c.list_compress_depth, 2),
+            "hll-sparse-max-bytes" => assert_eq!(c.hll_sparse_max_bytes, 1024),
             "dir" => assert_eq!(c.dir.as_deref(), Some(Path::new("/tmp"))),
             "dbfilename" => assert_eq!(c.dbfilename, b"x.rdb"),
             "save" => assert_eq!(c.save_rules(), [(10, 1), (20, 2)]),
@@ -2719,6 +2731,7 @@ mod tests {
                 "zset-max-listpack-entries",
                 "zset-max-listpack-value",
                 "list-max-listpack-size",
+                "hll-sparse-max-bytes",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);

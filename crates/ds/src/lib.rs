@@ -20,11 +20,14 @@
 //!   nodes under `list-compress-depth`).
 //! * [`tiny`]: [`TinyBytes`], a 16-byte byte string for hash table keys.
 //! * [`packed`]: a compact packed sequence of small strings and integers.
+//! * [`hll`]: HyperLogLog sketches in Redis's byte layout (the bytes of a
+//!   string value).
 
 pub mod bytes;
 pub mod crc16;
 pub mod dict;
 pub mod glob;
+pub mod hll;
 pub mod intset;
 pub mod listpack;
 pub mod lzf;

@@ -31,6 +31,9 @@ pub struct EncLimits {
     /// (-1 = 4 KiB, -2 = 8 KiB, -3 = 16 KiB, -4 = 32 KiB, -5 = 64 KiB).
     pub list_max_listpack_size: i32,
     pub list_compress_depth: u32,
+    /// A sparse HyperLogLog whose string would grow past this many bytes
+    /// is promoted to dense (`hll-sparse-max-bytes`; see `ds::hll`).
+    pub hll_sparse_max_bytes: usize,
 }
 
 impl Default for EncLimits {
@@ -46,6 +49,7 @@ impl Default for EncLimits {
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
+            hll_sparse_max_bytes: ds::hll::SPARSE_MAX_BYTES_DEFAULT,
         }
     }
 }
