@@ -156,7 +156,8 @@ impl<'a> LexRange<'a> {
     /// The members ZRANGEBYLEX & co. reply (`genericZrangebylexCommand`):
     /// `(first rank, count)`, walking up or (`rev`) down from the first
     /// rank. `limit < 0` is no limit; `offset < 0` walks off the end, as
-    /// Redis's `while (node && offset--)` does.
+    /// Redis's `while (node && offset--)` does. The count costs a walk over
+    /// the reply's members (the array header needs it before them).
     pub(super) fn window(&self, z: &ZSet, offset: i64, limit: i64, rev: bool) -> (usize, usize) {
         let start = if rev {
             self.last_in(z)
