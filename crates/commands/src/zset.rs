@@ -6,9 +6,11 @@
 //! two encodings live in `engine::types::zset`; everything here is parsing,
 //! range arithmetic on ranks, and replies.
 //!
-//! Ranges: every score or lex range is turned into a span of ascending
-//! ranks `[start, end)` by two O(log n) descents (`partition_point`), then
+//! Ranges: every score range is turned into a span of ascending ranks
+//! `[start, end)` by two O(log n) descents (`partition_point`), then
 //! emitted by walking from a rank; nothing is materialised but the reply.
+//! Lex ranges follow Redis's walks step by step, since on members whose
+//! scores differ they are not spans of ranks: see [`lex`].
 //!
 //! Scores: parsed as Redis's `getDoubleFromObject` (strtod, no leading
 //! space, overflow and underflow-to-zero rejected, NaN rejected) and range
@@ -30,6 +32,9 @@ use crate::ctx::ShardCtx;
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, ShardHandler, NO_KEYS};
 use crate::util::{as_zset, as_zset_mut, eq_ic, parse_i64, parse_timeout};
+
+mod lex;
+use lex::LexRange;
 
 const R_FAST: &[&str] = &["read", "sortedset", "fast"];
 const R_SLOW: &[&str] = &["read", "sortedset", "slow"];
@@ -429,65 +434,6 @@ impl ScoreRange {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum LexBound<'a> {
-    Min,
-    Max,
-    Incl(&'a [u8]),
-    Excl(&'a [u8]),
-}
-
-#[derive(Clone, Copy, Debug)]
-struct LexRange<'a> {
-    min: LexBound<'a>,
-    max: LexBound<'a>,
-}
-
-impl<'a> LexRange<'a> {
-    /// `zslParseLexRangeItem` on both bounds: `-`, `+`, `(x`, `[x`.
-    fn parse(min: &'a [u8], max: &'a [u8]) -> Result<Self, CmdError> {
-        fn item(a: &[u8]) -> Option<LexBound<'_>> {
-            // "+"/"-" are compared as C strings: "+\0..." is "+".
-            let alone = a.len() == 1 || a.get(1) == Some(&0);
-            match a.first()? {
-                b'+' if alone => Some(LexBound::Max),
-                b'-' if alone => Some(LexBound::Min),
-                b'(' => Some(LexBound::Excl(&a[1..])),
-                b'[' => Some(LexBound::Incl(&a[1..])),
-                _ => None,
-            }
-        }
-        let bad = || CmdError::err("min or max not valid string range item");
-        Ok(LexRange {
-            min: item(min).ok_or_else(bad)?,
-            max: item(max).ok_or_else(bad)?,
-        })
-    }
-    fn gte_min(&self, m: &[u8]) -> bool {
-        match self.min {
-            LexBound::Min => true,
-            LexBound::Max => false,
-            LexBound::Incl(x) => m >= x,
-            LexBound::Excl(x) => m > x,
-        }
-    }
-    fn lte_max(&self, m: &[u8]) -> bool {
-        match self.max {
-            LexBound::Max => true,
-            LexBound::Min => false,
-            LexBound::Incl(x) => m <= x,
-            LexBound::Excl(x) => m < x,
-        }
-    }
-    /// Ascending ranks `[start, end)` of the members in range (members
-    /// must share one score for the answer to mean anything, as in Redis).
-    fn ranks(&self, z: &ZSet) -> (usize, usize) {
-        let start = z.partition_point(|m, _| !self.gte_min(m));
-        let end = z.partition_point(|m, _| self.lte_max(m));
-        (start, end.max(start))
-    }
-}
-
 /// Redis's `getRangeLongFromObjectOrReply` with a message used for both a
 /// non-integer and an out-of-range value.
 fn parse_range_i64(arg: &[u8], min: i64, max: i64, msg: &str) -> Result<i64, CmdError> {
@@ -825,12 +771,9 @@ fn zlexcount(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let touch = ctx.touch();
     let n = match ctx.shard.lookup_read(ctx.db, args.get(1), touch) {
         None => 0,
-        Some(e) => {
-            let (a, b) = range.ranks(as_zset(e)?);
-            b - a
-        }
+        Some(e) => range.count(as_zset(e)?),
     };
-    ctx.out.int(n as i64);
+    ctx.out.int(n);
     Ok(())
 }
 
@@ -933,7 +876,7 @@ enum Bounds<'a> {
     Lex(LexRange<'a>),
 }
 
-/// The `(first rank, count, 0)` of a score or lex range's ascending ranks
+/// The `(first rank, count, 0)` of a score range's ascending ranks
 /// `[a, b)` after LIMIT `offset count`, walking up or (`rev`) down.
 fn window((a, b): (usize, usize), offset: i64, limit: i64, rev: bool) -> (usize, usize, usize) {
     let avail = (b - a) as i64;
@@ -1050,7 +993,10 @@ fn zrange_generic(
             }
         }
         Bounds::Score(r) => window(r.ranks(z), offset, limit, rev),
-        Bounds::Lex(r) => window(r.ranks(z), offset, limit, rev),
+        Bounds::Lex(r) => {
+            let (first, n) = r.window(z, offset, limit, rev);
+            (first, n, 0)
+        }
     };
     if store {
         let mut out = ZSet::with_hint(hint, 0, &lim);
@@ -1113,7 +1059,7 @@ fn zremrange_generic(
             }
         }
         Bounds::Score(r) => r.ranks(z),
-        Bounds::Lex(r) => r.ranks(z),
+        Bounds::Lex(r) => r.doomed(z),
     };
     let deleted = b - a;
     if deleted > 0 {

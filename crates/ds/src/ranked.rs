@@ -591,7 +591,14 @@ impl Ranked {
     }
 
     /// The number of leading members (in ascending order) for which `pred`
-    /// holds; `pred` must hold on a prefix only. O(log n) expected.
+    /// holds, if `pred` holds on a prefix only. O(log n) expected.
+    ///
+    /// For any other `pred` the answer is still a *boundary*: a rank `r`
+    /// with `pred` true at `r - 1` (or `r == 0`) and false at `r` (or `r ==
+    /// len`), as a binary search finds; which one, where there are several,
+    /// depends on the tree's shape (so on the hash seed). Redis's skiplist
+    /// descents answer the same way, by their random levels: ZRANGEBYLEX on
+    /// members that are not in lex order relies on this.
     pub fn partition_point(&self, mut pred: impl FnMut(&[u8], f64) -> bool) -> usize {
         let mut n = 0usize;
         let mut t = self.root;
@@ -832,6 +839,30 @@ mod tests {
         assert_eq!(r.remove(b"m0000"), None);
         assert_eq!(r.iter().count(), 500);
         assert_eq!(r.iter_from(499, true).count(), 500);
+    }
+
+    #[test]
+    fn partition_point_on_any_predicate_finds_a_boundary() {
+        // Members in score order are not in lex order: `m >= "m"` holds on
+        // several runs, and any run's start is a valid answer.
+        let mut r = Ranked::new();
+        let members: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("{}{i}", char::from(b'a' + (i * 7 % 26) as u8)).into_bytes())
+            .collect();
+        for (i, m) in members.iter().enumerate() {
+            r.insert(m, i as f64);
+        }
+        for pivot in [&b"a"[..], b"g", b"m", b"z", b"{"] {
+            let pred = |m: &[u8]| m < pivot;
+            let p = r.partition_point(|m, _| pred(m));
+            assert!(p == 0 || pred(&members[p - 1]), "pivot {pivot:?} at {p}");
+            assert!(
+                p == members.len() || !pred(&members[p]),
+                "pivot {pivot:?} at {p}"
+            );
+        }
+        assert_eq!(r.partition_point(|_, _| true), 300);
+        assert_eq!(r.partition_point(|_, _| false), 0);
     }
 
     #[test]

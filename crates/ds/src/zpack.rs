@@ -273,6 +273,16 @@ impl ZPack {
             rev: false,
         }
     }
+
+    /// All entries from the highest down (O(1) to start, unlike
+    /// `iter_from(len - 1, true)`, which seeks from the front).
+    pub fn iter_rev(&self) -> Iter<'_> {
+        Iter {
+            pack: self,
+            pos: self.buf.len(),
+            rev: true,
+        }
+    }
 }
 
 /// Iterator over a [`ZPack`]; `pos` is the next entry's start (forward) or
@@ -326,6 +336,8 @@ mod tests {
         assert_eq!(z.get(3), Some((&b"a"[..], 5.0)));
         let rev: Vec<_> = z.iter_from(3, true).map(|(m, _)| m.len()).collect();
         assert_eq!(rev, vec![1, 1, 300, 1]);
+        assert!(z.iter_rev().eq(z.iter_from(3, true)));
+        assert_eq!(ZPack::new().iter_rev().count(), 0);
         let rev: Vec<_> = z.iter_from(1, true).map(|(m, _)| m.len()).collect();
         assert_eq!(rev, vec![300, 1]);
         assert_eq!(z.partition_point(|_, s| s < 2.0), 2);

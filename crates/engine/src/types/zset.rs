@@ -135,11 +135,42 @@ impl ZSet {
     }
 
     /// The number of leading members (ascending) for which `pred` holds;
-    /// `pred` must hold on a prefix (a lower bound on score or member).
+    /// `pred` must hold on a prefix (a lower bound on score, or on members
+    /// that share one score; see [`ZSet::seek_first`] for other cases).
     pub fn partition_point(&self, pred: impl FnMut(&[u8], f64) -> bool) -> usize {
         match self {
             ZSet::Pack(p) => p.partition_point(pred),
             ZSet::Skip(s) => s.partition_point(pred),
+        }
+    }
+
+    /// Where this encoding's search for the first member on which `hit`
+    /// holds stops, as Redis's searches do (`zzlFirstInLexRange`'s scan,
+    /// `zslFirstInLexRange`'s descent); `len()` if it finds none. `hit`
+    /// need not hold on a suffix (lex bounds on members whose scores
+    /// differ): a listpack answers the lowest rank where `hit` holds (a
+    /// linear scan); a skiplist some rank where `hit` holds and did not at
+    /// the rank before (a descent: which one depends on the structure's
+    /// shape, as Redis's depends on its random levels). On a suffix, both
+    /// answer its start.
+    pub fn seek_first(&self, mut hit: impl FnMut(&[u8]) -> bool) -> usize {
+        self.partition_point(|m, _| !hit(m))
+    }
+
+    /// Where this encoding's search for the last member on which `ok`
+    /// holds stops, as Redis's searches do; `None` if it finds none. A
+    /// listpack scans down from the highest member to the first where `ok`
+    /// holds (`zzlLastInLexRange`); a skiplist descends from the lowest
+    /// while `ok` holds (`zslLastInLexRange`): some rank where `ok` holds
+    /// and fails at the next rank (or is the highest), or `None` (always
+    /// when `ok` holds nowhere). On a prefix, both answer its end.
+    pub fn seek_last(&self, mut ok: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+        match self {
+            ZSet::Pack(p) => {
+                let down = p.iter_rev().position(|(m, _)| ok(m))?;
+                Some(p.len() - 1 - down)
+            }
+            ZSet::Skip(s) => s.partition_point(|m, _| ok(m)).checked_sub(1),
         }
     }
 
@@ -148,6 +179,14 @@ impl ZSet {
         match self {
             ZSet::Pack(p) => p.get(r),
             ZSet::Skip(s) => s.get(r),
+        }
+    }
+
+    /// The highest member.
+    pub fn last(&self) -> Option<(&[u8], f64)> {
+        match self {
+            ZSet::Pack(p) => p.iter_rev().next(),
+            ZSet::Skip(s) => s.get(s.len().checked_sub(1)?),
         }
     }
 
@@ -278,6 +317,64 @@ mod tests {
         assert_eq!(ZSet::with_hint(1, 6, &l).encoding(), "skiplist");
     }
 
+    /// Members in score order: c 10 a -5 b (not in lex order).
+    fn mixed(l: &EncLimits) -> ZSet {
+        let mut z = ZSet::with_hint(5, 2, l);
+        for (i, m) in ["c", "10", "a", "-5", "b"].iter().enumerate() {
+            z.insert(m.as_bytes(), i as f64, l);
+        }
+        z
+    }
+
+    #[test]
+    fn seeks_on_a_listpack_scan_as_redis() {
+        let z = mixed(&lim(128, 64));
+        assert_eq!(z.encoding(), "listpack");
+        // First member >= "a" from the lowest: c (rank 0); >= "b": c;
+        // >= "c": c; > "c": none.
+        assert_eq!(z.seek_first(|m| m >= &b"a"[..]), 0);
+        assert_eq!(z.seek_first(|m| m < &b"1"[..]), 3);
+        assert_eq!(z.seek_first(|m| m > &b"c"[..]), 5);
+        // Last member <= "a" scanning down from the highest: -5 (rank 3),
+        // skipping b; <= "b": b; < "-": none.
+        assert_eq!(z.seek_last(|m| m <= &b"a"[..]), Some(3));
+        assert_eq!(z.seek_last(|m| m <= &b"b"[..]), Some(4));
+        assert_eq!(z.seek_last(|m| m >= &b"c"[..]), Some(0));
+        assert_eq!(z.seek_last(|m| m < &b"-"[..]), None);
+        assert_eq!(ZSet::default().seek_last(|_| true), None);
+        assert_eq!(ZSet::default().seek_first(|_| true), 0);
+        assert_eq!(z.last(), Some((&b"b"[..], 4.0)));
+        assert_eq!(ZSet::default().last(), None);
+    }
+
+    #[test]
+    fn seeks_on_a_skiplist_stop_at_a_boundary() {
+        let z = mixed(&lim(0, 64));
+        assert_eq!(z.encoding(), "skiplist");
+        let members: Vec<&[u8]> = z.iter().map(|(m, _)| m).collect();
+        for pivot in [&b"-"[..], b"1", b"a", b"b", b"c", b"d"] {
+            let hit = |m: &[u8]| m >= pivot;
+            let r = z.seek_first(hit);
+            assert!(r == 0 || !hit(members[r - 1]), "{pivot:?}: {r}");
+            assert!(r == members.len() || hit(members[r]), "{pivot:?}: {r}");
+            let ok = |m: &[u8]| m <= pivot;
+            if let Some(r) = z.seek_last(ok) {
+                assert!(ok(members[r]), "{pivot:?}: {r}");
+                assert!(
+                    r + 1 == members.len() || !ok(members[r + 1]),
+                    "{pivot:?}: {r}"
+                );
+            } else {
+                assert!(!ok(members[0]), "{pivot:?}");
+            }
+        }
+        // A single boundary leaves no choice: the answers are the
+        // listpack's.
+        assert_eq!(z.seek_first(|m| m == &b"b"[..]), 4);
+        assert_eq!(z.seek_last(|m| m != &b"b"[..]), Some(3));
+        assert_eq!(z.last(), Some((&b"b"[..], 4.0)));
+    }
+
     #[test]
     fn both_encodings_agree() {
         let small = lim(1000, 64);
@@ -303,5 +400,19 @@ mod tests {
         b.remove_ranks(10, 40);
         assert!(a.iter().eq(b.iter()));
         assert_eq!(a.rank(b"m7"), b.rank(b"m7"));
+        // One score: members in lex order, where both seeks are exact.
+        let mut a = ZSet::with_hint(0, 0, &small);
+        let mut b = ZSet::with_hint(1, 0, &big);
+        for i in 0..100u32 {
+            let m = format!("m{:03}", (i * 37) % 100);
+            a.insert(m.as_bytes(), 1.0, &small);
+            b.insert(m.as_bytes(), 1.0, &big);
+        }
+        for p in [&b"m"[..], b"m000", b"m050", b"m0505", b"m099", b"n"] {
+            assert_eq!(a.seek_first(|m| m >= p), b.seek_first(|m| m >= p));
+            assert_eq!(a.seek_last(|m| m <= p), b.seek_last(|m| m <= p));
+        }
+        assert_eq!(a.seek_first(|m| m >= &b"m050"[..]), 50);
+        assert_eq!(a.seek_last(|m| m < &b"m050"[..]), Some(49));
     }
 }
