@@ -28,6 +28,7 @@
 //! | `@type CMD ...` | compare only the reply's RESP type byte (e.g. TTL of a fresh key) |
 //! | `@sorted CMD ...` | the reply is an array/set/map: compare after sorting its elements (map: its key-value pairs) |
 //! | `@noreply CMD ...` | send; both must stay silent (CLIENT REPLY OFF/SKIP) |
+//! | `@pushes C N CMD ...` | CMD's reply, then N messages read from connection C (PUBLISH to a subscriber there) |
 //! | `@replies N CMD ...` | the command answers with N replies (SUBSCRIBE a b, UNSUBSCRIBE with several channels): read and compare all N |
 //! | (commands in `LATER`) | lines using commands of later issues are sent to neither server |
 //! | `@scanall CMD [KEY] ARGS...` | iterate `SCAN 0 ARGS` (or `SSCAN/HSCAN/ZSCAN KEY 0 ARGS`) to cursor 0 on both (at most 100000 calls) and compare the sorted, de-duplicated union of the elements (pairs for HSCAN/ZSCAN) |
@@ -61,6 +62,7 @@ const SCRIPTS: &[&str] = &[
     "list",
     "memory",
     "multi",
+    "pubsub",
     "resp3",
     "set",
     "sort",
@@ -85,6 +87,7 @@ diff_tests!(
     list,
     memory,
     multi,
+    pubsub,
     resp3,
     set,
     sort,
@@ -106,22 +109,7 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
 const LATER: &[&str] = &[
-    "EVAL",
-    "EVALSHA",
-    "LOLWUT",
-    "XADD",
-    "XLEN",
-    "XRANGE",
-    "SUBSCRIBE",
-    "UNSUBSCRIBE",
-    "PSUBSCRIBE",
-    "PUBLISH",
-    "PUNSUBSCRIBE",
-    "SSUBSCRIBE",
-    "SUNSUBSCRIBE",
-    "PUBSUB",
-    "WAIT",
-    "SAVE",
+    "EVAL", "EVALSHA", "LOLWUT", "XADD", "XLEN", "XRANGE", "WAIT", "SAVE",
 ];
 
 /// How long a `@noreply` line listens for an unwanted reply.
@@ -193,6 +181,8 @@ enum Step {
     Sorted(Vec<Vec<u8>>),
     NoReply(Vec<Vec<u8>>),
     Replies(usize, Vec<Vec<u8>>),
+    /// CMD's reply, then `n` messages read from connection `conn`.
+    Pushes(usize, usize, Vec<Vec<u8>>),
     ScanAll(Vec<Vec<u8>>),
     Hello(u8),
     Flush,
@@ -237,6 +227,7 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
         if directive.is_none_or(|d| !matches!(d, "resp3" | "resp2" | "flush" | "sleep" | "conn")) {
             let cmd_text = match directive {
                 Some("replies") => rest.split_once(char::is_whitespace).map_or("", |x| x.1),
+                Some("pushes") => rest.splitn(3, char::is_whitespace).nth(2).unwrap_or(""),
                 Some(_) => rest,
                 None => text,
             };
@@ -262,6 +253,18 @@ fn parse_script(name: &str, source: &str) -> Result<Vec<Line>, String> {
                     return Err(fail(format!("@replies N must be in 1..={REPLIES_MAX}")));
                 }
                 Step::Replies(n, args(cmd.trim())?)
+            }
+            Some("pushes") => {
+                let mut it = rest.splitn(3, char::is_whitespace);
+                let (c, n, cmd) = (it.next(), it.next(), it.next().unwrap_or(""));
+                let num = |s: Option<&str>| s.and_then(|s| s.parse::<usize>().ok());
+                let (Some(c), Some(n)) = (num(c), num(n)) else {
+                    return Err(fail("@pushes wants CONN N CMD".into()));
+                };
+                if c >= CONNS_MAX || !(1..=REPLIES_MAX).contains(&n) {
+                    return Err(fail("@pushes CONN or N out of range".into()));
+                }
+                Step::Pushes(c, n, args(cmd.trim())?)
             }
             Some("scanall") => {
                 let a = args(rest)?;
@@ -452,6 +455,22 @@ impl Side {
         Ok(replies)
     }
 
+    /// Reads `n` replies nobody asked for on connection `c` (messages).
+    fn read_on(&mut self, c: usize, n: usize) -> Result<Vec<u8>, String> {
+        let cur = self.current;
+        self.switch(c);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let reply = self
+                .conn()
+                .try_read_reply()
+                .map_err(|e| format!("{} read on connection {c}: {e}", self.name))?;
+            out.extend_from_slice(&reply);
+        }
+        self.switch(cur);
+        Ok(out)
+    }
+
     /// Fails if bytes beyond the replies read so far have arrived on any
     /// connection (waiting up to `wait` on each for them).
     fn check_no_stray(&mut self, wait: Duration) -> Result<(), String> {
@@ -593,6 +612,12 @@ fn run_step(step: &Step, t: &mut Side, r: &mut Side) -> Result<Option<String>, S
         }
         Step::Replies(n, args) => {
             let (a, b) = (t.call_n(args, *n)?, r.call_n(args, *n)?);
+            Ok(differ(&a, &b))
+        }
+        Step::Pushes(c, n, args) => {
+            let (mut a, mut b) = (t.call(args)?, r.call(args)?);
+            a.extend(t.read_on(*c, *n)?);
+            b.extend(r.read_on(*c, *n)?);
             Ok(differ(&a, &b))
         }
         Step::Ignore(args) => {

@@ -300,6 +300,16 @@ impl Conn {
         }
     }
 
+    /// Appends bytes nobody asked for (a pub/sub message) after every
+    /// reply the connection owes so far.
+    pub fn push_unsolicited(&mut self, bytes: &[u8]) {
+        if self.pending.is_empty() {
+            self.out.raw(bytes);
+        } else {
+            self.push_held(bytes, 0);
+        }
+    }
+
     /// Queues an inline reply that waits for the AOF target `hold`.
     pub fn push_held(&mut self, bytes: &[u8], hold: u64) {
         let seq = self.open_slot(false);

@@ -230,6 +230,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
         polls.push(poll);
     }
     let bells = Arc::new(bells);
+    {
+        // A PUBLISH on any thread wakes the subscribers' threads.
+        let bells = bells.clone();
+        server.pubsub.set_ring(Box::new(move |i| {
+            if let Some(b) = bells.get(i) {
+                b.ring_if_parked();
+            }
+        }));
+    }
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {

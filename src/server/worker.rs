@@ -39,6 +39,8 @@ use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, HOLD_LOCAL, READ_CHUNK
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
+mod pubsub;
+
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
@@ -737,7 +739,9 @@ impl Worker {
     pub fn park_flag(&mut self) -> bool {
         engine::alloc::enter_shard(self.core.id);
         let eager = self.direct_eager();
-        self.core.mailbox.park(eager)
+        // After the parked flag and its fence: a publisher that queued
+        // before it is seen here, one after it rings the doorbell.
+        self.core.mailbox.park(eager) || self.core.server.pubsub.has_pending(self.core.id)
     }
 
     /// Lowers the parked flag once the thread is awake.
@@ -768,6 +772,7 @@ impl Worker {
         self.core.mailbox.has_inbound()
             || !self.core.local.is_empty()
             || !self.conns.resume.is_empty()
+            || self.core.server.pubsub.has_pending(self.core.id)
     }
 
     /// Under `always` with `led`: writes and fsyncs the AOF records this
@@ -837,6 +842,7 @@ impl Worker {
         }
         self.drain();
         self.run_resumes();
+        self.deliver_pubsub();
         self.nap.cmds = self.core.stats.total_commands - cmds_before;
         self.flush_conns();
         self.core.aof_flush();
@@ -1011,6 +1017,11 @@ impl Worker {
             created_ms: now,
             last_interaction_ms: now,
             last_cmd: "NULL".into(),
+            home: commands::ctx::Home {
+                thread: self.core.id as u16,
+                slot: slot as u32,
+                gen: self.conns.gens[slot],
+            },
             ..Default::default()
         };
         log::verbose(format_args!("Accepted {}", client.addr));
@@ -1040,6 +1051,7 @@ impl Worker {
                 }
             }
             blocking::set_blocked(&mut c.client, false);
+            commands::pubsub::unsubscribe_all(&self.core.server, &mut c.client);
             if let Some(claim) = c.block.claim() {
                 // Whoever claims first decides: a shard that has not served
                 // this client yet now never will.

@@ -189,6 +189,13 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
 
 /// PING [message]: PONG, or the message as a bulk string.
 fn ping(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    if c.client.subs.is_some() && !c.client.resp3 && args.len() <= 2 {
+        // Subscribed RESP2 clients read every reply as a message.
+        c.out.array(2);
+        c.out.bulk(b"pong");
+        c.out.bulk(if args.len() == 2 { args.get(1) } else { b"" });
+        return Ok(());
+    }
     match args.len() {
         1 => c.out.simple("PONG"),
         2 => c.out.bulk(args.get(1)),
@@ -382,6 +389,7 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.multi = None;
     cl.multi_count = None;
     cl.watch = None;
+    crate::pubsub::unsubscribe_all(c.server, cl);
     c.out.set_resp3(false);
     c.out.simple("RESET");
     Ok(())

@@ -120,6 +120,11 @@ pub struct ClientState {
     pub sub_count: usize,
     pub psub_count: usize,
     pub ssub_count: usize,
+    /// The subscriptions themselves (`None`: none); see `pubsub`.
+    pub subs: Option<Box<crate::pubsub::Subscriptions>>,
+    /// Where the runtime keeps this connection (pub/sub deliveries find
+    /// it by this address); set by the runtime.
+    pub home: Home,
     /// Commands queued since MULTI, `None` outside a transaction (CLIENT
     /// LIST `multi=-1`). Kept by the transaction layer.
     pub multi_count: Option<usize>,
@@ -138,6 +143,15 @@ pub struct ClientState {
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
     /// final save). Kept by the runtime.
     pub shutdown_wait: bool,
+}
+
+/// A connection's address in the runtime: its home thread, its slot
+/// there and the slot's generation (a reused slot has another).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Home {
+    pub thread: u16,
+    pub slot: u32,
+    pub gen: u32,
 }
 
 /// Commands queued between MULTI and EXEC.
@@ -171,6 +185,8 @@ pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 /// Process-wide state.
 pub struct ServerShared {
     pub config: RwLock<Config>,
+    /// Pub/Sub subscriptions of every thread, and their inboxes.
+    pub pubsub: crate::pubsub::PubSub,
     /// Bumped on every CONFIG SET; threads refresh their cached copies when
     /// it changes (one atomic load per loop iteration).
     pub config_gen: AtomicU64,
@@ -268,6 +284,7 @@ impl ServerShared {
             mem: std::sync::Arc::new(mem),
             startup_memory: AtomicU64::new(0),
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
+            pubsub: crate::pubsub::PubSub::new(nshards),
         }
     }
 

@@ -232,6 +232,18 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    // Redis's processCommand: a RESP2 client with subscriptions may only
+    // (un)subscribe, PING, QUIT and RESET.
+    if ctx.client.subs.is_some()
+        && !ctx.client.resp3
+        && !crate::pubsub::allowed_when_subscribed(r.spec.name)
+    {
+        count_rejected(stats, Some(r.id));
+        let e = crate::pubsub::refused_when_subscribed(reg.full_name(r.id));
+        reply_error(ctx.out, stats, &e);
+        crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
     if ctx.client.multi.is_some() && !crate::multi::runs_in_multi(reg.full_name(r.id)) {
         if r.spec.has(flags::NO_MULTI) {
             count_rejected(stats, Some(r.id));

@@ -26,6 +26,7 @@ pub mod multi;
 pub mod multikey;
 pub mod persist;
 pub mod propagate;
+pub mod pubsub;
 pub mod scratch;
 pub mod server;
 pub mod set;

@@ -460,6 +460,8 @@ struct Snapshot {
     input_kbps: f64,
     output_kbps: f64,
     mem: crate::memory::MemFigures,
+    /// Channels, patterns and shard channels with subscribers.
+    pubsub: (usize, usize, usize),
 }
 
 struct AofInfo {
@@ -474,6 +476,7 @@ impl Snapshot {
             config: s.config(),
             nshards: s.nshards,
             shard_threads_active: s.shard_threads_active.load(Ordering::Relaxed),
+            pubsub: s.pubsub.sizes(),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             executable: s.executable.clone(),
@@ -838,12 +841,13 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             );
             kv(o, "keyspace_hits", shard_sum(|x| x.keyspace_hits));
             kv(o, "keyspace_misses", shard_sum(|x| x.keyspace_misses));
+            let (chans, pats, shard_chans) = s.pubsub;
+            kv(o, "pubsub_channels", chans);
+            kv(o, "pubsub_patterns", pats);
+            kv(o, "pubsubshard_channels", shard_chans);
             zeros(
                 o,
                 &[
-                    "pubsub_channels",
-                    "pubsub_patterns",
-                    "pubsubshard_channels",
                     "latest_fork_usec",
                     "total_forks",
                     "migrate_cached_sockets",

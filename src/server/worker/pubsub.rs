@@ -1,0 +1,44 @@
+//! Pub/Sub on a connection's home thread: the messages other threads
+//! published for this thread's subscribers (see `commands::pubsub`).
+//!
+//! Each loop iteration drains the thread's inbox once: every delivery is
+//! encoded for its connection's protocol (a push in RESP3) and appended
+//! after the replies the connection already owes, so a message never
+//! overtakes a reply to a command that ran before it. A subscriber past
+//! its output buffer limit (`client-output-buffer-limit pubsub`) is marked
+//! for closing at once and gets nothing more: a subscriber that stops
+//! reading costs at most its limit, and the publisher never waits for it.
+
+use commands::ReplyMode;
+use resp::Reply;
+
+use super::Worker;
+
+impl Worker {
+    /// Writes the messages waiting in this thread's inbox to their
+    /// subscribers. One atomic load when there are none.
+    pub(super) fn deliver_pubsub(&mut self) {
+        let ps = &self.core.server.pubsub;
+        if !ps.has_pending(self.core.id) {
+            return;
+        }
+        let batches = ps.take(self.core.id);
+        let now_ms = self.core.shard.now_ms;
+        let mut enc = Reply::new(false);
+        for d in batches.into_iter().flatten() {
+            let slot = d.to.slot as usize;
+            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if c.gen != d.to.gen || c.closing || c.client.reply_mode == ReplyMode::Off {
+                continue;
+            }
+            enc.clear();
+            enc.set_resp3(c.client.resp3);
+            d.msg.encode(&mut enc);
+            c.push_unsolicited(enc.as_bytes());
+            c.check_obuf(&self.core.cfg.obuf, now_ms);
+            self.conns.mark_dirty(slot);
+        }
+    }
+}
