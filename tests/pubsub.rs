@@ -268,11 +268,8 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     // The slow one is gone: its connection closed.
     slow.set_reply_timeout(Duration::from_secs(20));
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match slow.try_read_reply() {
-            Ok(_) => assert!(Instant::now() < deadline, "still open"),
-            Err(_) => break,
-        }
+    while slow.try_read_reply().is_ok() {
+        assert!(Instant::now() < deadline, "still open");
     }
     let mut c = s.raw();
     assert_eq!(
