@@ -24,7 +24,10 @@ impl Worker {
         }
         let batches = ps.take(self.core.id);
         let now_ms = self.core.shard.now_ms;
+        // A batch is one message for many subscribers: encode it once per
+        // protocol, copy the bytes to each.
         let mut enc = Reply::new(false);
+        let mut encoded: Option<(*const commands::pubsub::Message, bool)> = None;
         for d in batches.into_iter().flatten() {
             let slot = d.to.slot as usize;
             let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
@@ -33,9 +36,13 @@ impl Worker {
             if c.gen != d.to.gen || c.closing || c.client.reply_mode == ReplyMode::Off {
                 continue;
             }
-            enc.clear();
-            enc.set_resp3(c.client.resp3);
-            d.msg.encode(&mut enc);
+            let key = (std::sync::Arc::as_ptr(&d.msg), c.client.resp3);
+            if encoded != Some(key) {
+                enc.clear();
+                enc.set_resp3(c.client.resp3);
+                d.msg.encode(&mut enc);
+                encoded = Some(key);
+            }
             c.push_unsolicited(enc.as_bytes());
             c.check_obuf(&self.core.cfg.obuf, now_ms);
             self.conns.mark_dirty(slot);
