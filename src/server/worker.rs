@@ -653,6 +653,8 @@ impl Worker {
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
         w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
+        let notify = w.core.server.config().notify_keyspace_events;
+        w.core.shard.set_notify(notify);
         commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
@@ -842,6 +844,7 @@ impl Worker {
         }
         self.drain();
         self.run_resumes();
+        self.publish_events();
         self.deliver_pubsub();
         self.nap.cmds = self.core.stats.total_commands - cmds_before;
         self.flush_conns();
@@ -850,6 +853,10 @@ impl Worker {
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
+            // Expired and evicted keys' events, without waiting for the
+            // next wake-up.
+            self.publish_events();
+            self.deliver_pubsub();
         }
     }
 
@@ -2030,6 +2037,8 @@ impl Worker {
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
             self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
+            let notify = self.core.server.config().notify_keyspace_events;
+            self.core.shard.set_notify(notify);
             if let Some(a) = &self.core.aof {
                 let p = self
                     .core

@@ -261,6 +261,8 @@ pub struct Config {
     pub client_output_buffer_limit: [ObufLimit; 3],
     /// `hz`: background task frequency, always in `1..=500`.
     pub hz: u32,
+    /// `notify-keyspace-events`: the classes of `ds::events` to publish.
+    pub notify_keyspace_events: u32,
     /// `requirepass`: `None` = no password.
     pub requirepass: Option<Vec<u8>>,
     /// `maxmemory`: 0 = no limit.
@@ -497,6 +499,7 @@ impl Config {
             client_query_buffer_limit: 0,
             client_output_buffer_limit: [ObufLimit::default(); 3],
             hz: 0,
+            notify_keyspace_events: 0,
             requirepass: None,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
@@ -605,6 +608,12 @@ enum Kind {
         get: fn(&Config) -> Vec<u8>,
         set: fn(&mut Config, Vec<u8>),
     },
+    /// One word parsed by `set`, whose error is Redis's reason text.
+    Parsed {
+        default: &'static [u8],
+        get: fn(&Config) -> Vec<u8>,
+        set: fn(&mut Config, &[u8]) -> Result<(), String>,
+    },
     /// Several words (Redis `MULTI_ARG_CONFIG`); printed space-separated.
     List {
         max_len: usize,
@@ -640,7 +649,7 @@ const fn d(name: &'static str, runtime: Runtime, kind: Kind) -> Directive {
     }
 }
 
-use Kind::{Bool, Enum, Int, List, Memory, Octal, Str};
+use Kind::{Bool, Enum, Int, List, Memory, Octal, Parsed, Str};
 use Runtime::{Immutable, Mutable, Protected};
 
 // Row builders: `int!(field: type, min, max, default)` reads and writes `Config::field`. The
@@ -783,6 +792,15 @@ static DIRECTIVES: &[Directive] = &[
     }),
     // Redis accepts 0..=INT_MAX and clamps into 1..=500 (updateHZ, initServer); so do we.
     d("hz",                       Mutable,   int!(hz: u32, 0, I32_MAX, 10, clamp_hz)),
+    d("notify-keyspace-events",   Mutable,   Parsed {
+        default: b"",
+        get: |c| ds::events::format(c.notify_keyspace_events).into_bytes(),
+        set: |c, v| {
+            c.notify_keyspace_events = ds::events::parse(v)
+                .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
+            Ok(())
+        },
+    }),
     // CONFIG GET shows the password, as Redis 7.0 does.
     d("requirepass",              Mutable,   bytes!(requirepass)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
@@ -875,6 +893,8 @@ impl Kind {
             Memory { default, set, .. } => set(cfg, default),
             Enum { default, set, .. } => set(cfg, default),
             Str { default, set, .. } => set(cfg, default.to_vec()),
+            // INVARIANT: every directive's default parses.
+            Parsed { default, set, .. } => set(cfg, default).expect("a valid default"),
             List { default, set, .. } => set(cfg, default.iter().map(|s| s.to_string()).collect()),
         }
     }
@@ -887,7 +907,7 @@ impl Kind {
             Octal { get, .. } => format!("{:o}", get(cfg)).into_bytes(),
             Memory { get, .. } => get(cfg).to_string().into_bytes(),
             Enum { names, get, .. } => names[get(cfg)].into(),
-            Str { get, .. } => get(cfg),
+            Str { get, .. } | Parsed { get, .. } => get(cfg),
             List { get, .. } => get(cfg).join(" ").into_bytes(),
         }
     }
@@ -960,6 +980,7 @@ impl Kind {
                 set(cfg, i);
             }
             Str { set, .. } => set(cfg, arg.clone()),
+            Parsed { set, .. } => set(cfg, arg)?,
             List {
                 max_len,
                 set,
@@ -1828,6 +1849,12 @@ mod tests {
             "2147483648",
         ),
         ("hz", "100", "hz", "100"),
+        (
+            "notify-keyspace-events",
+            "KEA",
+            "notify-keyspace-events",
+            "AKE",
+        ),
         ("requirepass", "s3cret", "requirepass", "s3cret"),
         ("maxmemory", "100m", "maxmemory", "100000000"),
         (
@@ -1968,6 +1995,10 @@ mod tests {
             "proto-max-bulk-len" => assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024),
             "client-query-buffer-limit" => assert_eq!(c.client_query_buffer_limit, 2 << 30),
             "hz" => assert_eq!(c.hz, 100),
+            "notify-keyspace-events" => assert_eq!(
+                c.notify_keyspace_events,
+                ds::events::ALL | ds::events::KEYSPACE | ds::events::KEYEVENT
+            ),
             "requirepass" => assert_eq!(c.requirepass.as_deref(), Some(&b"s3cret"[..])),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),

@@ -26,6 +26,7 @@
 pub mod bytes;
 pub mod crc16;
 pub mod dict;
+pub mod events;
 pub mod glob;
 pub mod hll;
 pub mod intset;

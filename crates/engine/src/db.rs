@@ -71,6 +71,10 @@ pub struct Db {
     /// Blocked-on keys that were (re)created since the runtime last looked
     /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
     ready: Vec<SmallBytes>,
+    /// `notify-keyspace-events` has `n`: keys created are listed in
+    /// `created` for the shard's `new` events (Redis's `dbAdd`).
+    pub track_new: bool,
+    pub(crate) created: Vec<SmallBytes>,
     /// Changes made to this database since it was created (Redis's
     /// `server.dirty`, per database): every mutation here and every
     /// [`Db::signal`] counts one. Save rules and INFO persistence read the
@@ -98,6 +102,8 @@ impl Db {
             watched: HashMap::new(),
             blocking: HashMap::new(),
             ready: Vec::new(),
+            track_new: false,
+            created: Vec::new(),
             dirty: 0,
             saving: false,
             epoch: 0,
@@ -384,6 +390,9 @@ impl Db {
         });
         if let Some(n) = new {
             self.table.insert_new(hash, n);
+            if self.track_new {
+                self.created.push(SmallBytes::from(key));
+            }
         }
         let had_ttl = old.as_ref().is_some_and(|o| o.entry().has_ttl());
         if let Some(o) = old {

@@ -467,6 +467,7 @@ impl Shard {
             // a DEL for each evicted key).
             self.prop.implicit_del(db, &key);
         }
+        self.notify(db, ds::events::EVICTED, "evicted", &key);
         Some(bytes)
     }
 

@@ -67,6 +67,24 @@ pub struct Shard {
     pub prop: prop::PropBuf,
     /// `maxmemory` settings and the eviction pool (see [`evict`]).
     pub evict: evict::Evictor,
+    /// The keyspace event classes to publish (`ds::events`, already
+    /// `effective`: 0 when notifications are off); set by the owning loop.
+    pub notify_flags: u32,
+    /// Keyspace events emitted and not yet published, in order (see
+    /// [`Shard::notify`]); the owning loop publishes them.
+    pub events: Vec<KeyEvent>,
+}
+
+/// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
+/// `__keyspace@<db>__:<key>` (message: the event) and
+/// `__keyevent@<db>__:<event>` (message: the key), as the flags allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyEvent {
+    pub db: usize,
+    /// Its class (one bit of `ds::events`).
+    pub class: u32,
+    pub event: &'static str,
+    pub key: SmallBytes,
 }
 
 impl Shard {
@@ -83,6 +101,65 @@ impl Shard {
             rdb_compression: true,
             prop: prop::PropBuf::default(),
             evict: evict::Evictor::default(),
+            notify_flags: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Emits keyspace event `event` of class `class` (a bit of
+    /// `ds::events`) for `key` of `db`, if that class is published: one
+    /// branch when notifications are off. Keys created before it (the
+    /// `new` class) are emitted first, as Redis's `dbAdd` notifies before
+    /// the command does.
+    #[inline]
+    pub fn notify(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        if self.notify_flags & class != 0 {
+            self.push_event(db, class, event, key);
+        }
+    }
+
+    #[cold]
+    fn push_event(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        self.flush_created();
+        self.events.push(KeyEvent {
+            db,
+            class,
+            event,
+            key: SmallBytes::from(key),
+        });
+    }
+
+    /// Moves the keys created so far into `events` as `new` events.
+    fn flush_created(&mut self) {
+        for (i, d) in self.dbs.iter_mut().enumerate() {
+            for k in d.created.drain(..) {
+                self.events.push(KeyEvent {
+                    db: i,
+                    class: ds::events::NEW,
+                    event: "new",
+                    key: k,
+                });
+            }
+        }
+    }
+
+    /// The events waiting to be published, oldest first.
+    pub fn take_events(&mut self) -> Vec<KeyEvent> {
+        if self.notify_flags & ds::events::NEW != 0 {
+            self.flush_created();
+        }
+        std::mem::take(&mut self.events)
+    }
+
+    /// Sets the published classes (`notify-keyspace-events`, raw flags).
+    pub fn set_notify(&mut self, flags: u32) {
+        self.notify_flags = ds::events::effective(flags);
+        let track_new = self.notify_flags & ds::events::NEW != 0;
+        for d in &mut self.dbs {
+            d.track_new = track_new;
+            if !track_new {
+                d.created.clear();
+            }
         }
     }
 
@@ -144,6 +221,7 @@ impl Shard {
         if self.prop.on {
             self.prop.implicit_del(db, key);
         }
+        self.notify(db, ds::events::EXPIRED, "expired", key);
         true
     }
 
@@ -227,6 +305,7 @@ impl Shard {
                 if self.prop.on {
                     self.prop.implicit_del(db, &key);
                 }
+                self.notify(db, ds::events::EXPIRED, "expired", &key);
             }
         }
         None
@@ -264,6 +343,7 @@ impl Shard {
                         if self.prop.on {
                             self.prop.implicit_del(db, k);
                         }
+                        self.notify(db, ds::events::EXPIRED, "expired", k);
                     }
                 }
                 total += expired;

@@ -15,6 +15,39 @@ use resp::Reply;
 use super::Worker;
 
 impl Worker {
+    /// Publishes the keyspace events this thread's shard emitted (see
+    /// `engine::Shard::notify`), in order: for each, the `__keyspace@`
+    /// channel (message: the event) then the `__keyevent@` one (message:
+    /// the key), as `notify-keyspace-events` asks. One branch when none.
+    pub(super) fn publish_events(&mut self) {
+        if self.core.shard.events.is_empty() && self.core.shard.notify_flags & ds::events::NEW == 0
+        {
+            return;
+        }
+        let events = self.core.shard.take_events();
+        let flags = self.core.shard.notify_flags;
+        let ps = &self.core.server.pubsub;
+        let mut ch = Vec::new();
+        for e in events {
+            if flags & ds::events::KEYSPACE != 0 {
+                ch.clear();
+                ch.extend_from_slice(b"__keyspace@");
+                ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
+                ch.extend_from_slice(b"__:");
+                ch.extend_from_slice(&e.key);
+                ps.publish(&ch, e.event.as_bytes(), false, 0);
+            }
+            if flags & ds::events::KEYEVENT != 0 {
+                ch.clear();
+                ch.extend_from_slice(b"__keyevent@");
+                ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
+                ch.extend_from_slice(b"__:");
+                ch.extend_from_slice(e.event.as_bytes());
+                ps.publish(&ch, &e.key, false, 0);
+            }
+        }
+    }
+
     /// Writes the messages waiting in this thread's inbox to their
     /// subscribers. One atomic load when there are none.
     pub(super) fn deliver_pubsub(&mut self) {
