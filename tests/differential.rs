@@ -67,6 +67,7 @@ const SCRIPTS: &[&str] = &[
     "set",
     "sort",
     "strings",
+    "tracking",
     "zset",
 ];
 
@@ -92,6 +93,7 @@ diff_tests!(
     set,
     sort,
     strings,
+    tracking,
     zset,
 );
 

@@ -183,6 +183,11 @@ pub enum Msg {
     Wake { conn: ConnRef, seq: u64 },
     /// A unix-socket connection accepted by another thread.
     Adopt(mio::net::UnixStream),
+    /// A tracking client read these keys of this shard (CLIENT TRACKING).
+    Track {
+        who: engine::Tracker,
+        keys: Vec<engine::SmallBytes>,
+    },
 }
 
 /// The wake-up side of one thread, shared by all threads.

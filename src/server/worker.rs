@@ -40,6 +40,7 @@ use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
 mod pubsub;
+mod tracking;
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
@@ -171,6 +172,11 @@ struct Core {
     /// changes with `CONFIG SET appendonly`; targets of another are
     /// meaningless, and a stopped writer has flushed everything).
     held_aof: Option<usize>,
+    /// Some client tracks keys: the databases list their changes (see
+    /// `tracking`).
+    track_on: bool,
+    /// Changed keys and the connection that changed them, this iteration.
+    touched: Vec<(engine::SmallBytes, Option<commands::ctx::Home>)>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
@@ -624,6 +630,8 @@ impl Worker {
                 held: Vec::new(),
                 direct_conns: Vec::new(),
                 held_aof: None,
+                track_on: false,
+                touched: Vec::new(),
             },
             conns: Conns {
                 slots: Vec::new(),
@@ -845,6 +853,7 @@ impl Worker {
         self.drain();
         self.run_resumes();
         self.publish_events();
+        self.invalidate_touched();
         self.deliver_pubsub();
         self.nap.cmds = self.core.stats.total_commands - cmds_before;
         self.flush_conns();
@@ -856,6 +865,7 @@ impl Worker {
             // Expired and evicted keys' events, without waiting for the
             // next wake-up.
             self.publish_events();
+            self.invalidate_touched();
             self.deliver_pubsub();
         }
     }
@@ -1032,6 +1042,7 @@ impl Worker {
             ..Default::default()
         };
         log::verbose(format_args!("Accepted {}", client.addr));
+        server.tracking.connected(client.id, client.home);
         self.conns.slots[slot] = Some(Conn::new(stream, self.conns.gens[slot], client));
     }
 
@@ -1059,6 +1070,7 @@ impl Worker {
             }
             blocking::set_blocked(&mut c.client, false);
             commands::pubsub::unsubscribe_all(&self.core.server, &mut c.client);
+            self.core.server.tracking.disconnected(&mut c.client);
             if let Some(claim) = c.block.claim() {
                 // Whoever claims first decides: a shard that has not served
                 // this client yet now never will.
@@ -1414,6 +1426,7 @@ impl Worker {
                     }
                 }
             }
+            Msg::Track { who, keys } => self.track_keys(who, keys),
             Msg::Wake { conn, seq } => {
                 let slot = conn.slot as usize;
                 let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
@@ -1484,6 +1497,7 @@ impl Worker {
     /// Runs a remote batch from command `next` on; stops and defers the
     /// rest at a command a transaction's lock holds back.
     fn run_batch(&mut self, conn: ConnRef, mut batch: Box<Batch>, next: usize, arg: usize) {
+        tracking::track_check(&mut self.core);
         let b = &mut *batch;
         let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
         let mut first = arg;
@@ -1549,6 +1563,7 @@ impl Worker {
             }
         }
         b.reply = out.into_bytes();
+        tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
         self.core.aof_flush();
         // Before the reply can reach the client (a direct reply goes out
         // just below): a later INFO on another thread counts these changes.
@@ -1639,6 +1654,7 @@ impl Worker {
     }
 
     fn run_work(&mut self, w: Waiter) {
+        tracking::track_check(&mut self.core);
         let mut queue = VecDeque::from([w]);
         while let Some(Waiter {
             conn,
@@ -1657,6 +1673,7 @@ impl Worker {
                 };
                 job(&mut env)
             };
+            tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
             let aof = match self.core.aof {
                 Some(_) => self.aof_job_done(conn, release),
                 None => 0,
@@ -2455,6 +2472,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
     let mut recorded = false;
     core.side.clear();
     core.side.set_resp3(c.client.resp3);
+    tracking::track_check(core);
+    if c.client.tracking.is_some() {
+        tracking::remember(core, c, args);
+    }
     let (step, mark) = {
         let out = if direct { &mut c.out } else { &mut core.side };
         let mark = out.len();
@@ -2500,6 +2521,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     blocked_on = Some((on, resolved, handler, call));
                 }
                 recorded = core.shard.prop.len() != prop0;
+                tracking::tag_touched(core, Some(c.client.home));
                 (Step::Done, mark)
             }
             step => (step, mark),
@@ -2513,6 +2535,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         c.lock_wait = true;
         core.lock_blocked.push((slot, c.gen));
         return false;
+    }
+    if c.client.tracking.is_some() {
+        commands::tracking::after_command(&mut c.client);
     }
     let mode_after = c.client.reply_mode;
     let suppress = mode_before == ReplyMode::Skipping

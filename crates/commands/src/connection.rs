@@ -178,6 +178,38 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         CLIENT_ACL,
     ),
     CommandSpec::new(
+        "tracking",
+        -3,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(crate::tracking::client_tracking),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "caching",
+        3,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(crate::tracking::client_caching),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "getredir",
+        2,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(crate::tracking::client_getredir),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
+        "trackinginfo",
+        2,
+        CLIENT_FLAGS,
+        NO_KEYS,
+        Exec::Conn(crate::tracking::client_trackinginfo),
+        CLIENT_ACL,
+    ),
+    CommandSpec::new(
         "help",
         2,
         LOADING | STALE,
@@ -531,6 +563,15 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
     if st.blocked {
         flags.push('b');
     }
+    if let Some(t) = &st.tracking {
+        flags.push('t');
+        if t.broken_redirect {
+            flags.push('R');
+        }
+        if t.bcast {
+            flags.push('B');
+        }
+    }
     if st.close_after_reply {
         flags.push('c');
     }
@@ -557,7 +598,7 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
          ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} obl={} \
-         oll={} omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={}",
+         oll={} omem={} tot-mem={} events={} cmd={} user=default redir={} resp={}",
         st.id,
         st.addr,
         st.laddr,
@@ -582,6 +623,7 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
         io.tot_mem,
         events,
         cmd,
+        st.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
         if st.resp3 { 3 } else { 2 },
     )
 }

@@ -125,6 +125,8 @@ pub struct ClientState {
     /// Where the runtime keeps this connection (pub/sub deliveries find
     /// it by this address); set by the runtime.
     pub home: Home,
+    /// CLIENT TRACKING state, `None` while tracking is off.
+    pub tracking: Option<Box<crate::tracking::TrackState>>,
     /// Commands queued since MULTI, `None` outside a transaction (CLIENT
     /// LIST `multi=-1`). Kept by the transaction layer.
     pub multi_count: Option<usize>,
@@ -187,6 +189,9 @@ pub struct ServerShared {
     pub config: RwLock<Config>,
     /// Pub/Sub subscriptions of every thread, and their inboxes.
     pub pubsub: crate::pubsub::PubSub,
+    /// Client-side caching: every client's address, tracking clients and
+    /// BCAST prefixes.
+    pub tracking: crate::tracking::Tracking,
     /// Bumped on every CONFIG SET; threads refresh their cached copies when
     /// it changes (one atomic load per loop iteration).
     pub config_gen: AtomicU64,
@@ -285,6 +290,7 @@ impl ServerShared {
             startup_memory: AtomicU64::new(0),
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
             pubsub: crate::pubsub::PubSub::new(nshards),
+            tracking: crate::tracking::Tracking::default(),
         }
     }
 

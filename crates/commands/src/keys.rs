@@ -1364,6 +1364,9 @@ fn parse_flush(args: Args<'_>) -> Result<bool, CmdError> {
 /// frees them on a background thread, so the shard never stalls on a large
 /// free.
 fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, asynchronous: bool) {
+    // Redis forgets every tracked key on any flush (its table spans the
+    // databases); the clients get a null invalidation.
+    shard.tracked.clear();
     if !asynchronous {
         for db in dbs {
             shard.dbs[db].clear();
@@ -1385,14 +1388,30 @@ fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, asynchronous: bool) {
 fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let asynchronous = parse_flush(args)?;
     let db = c.client.db;
+    let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
         move |env| flush(env.shard, db..db + 1, asynchronous),
-        |_: Vec<()>, out, _| {
+        move |_: Vec<()>, out, _| {
+            invalidate_all(&server);
             out.ok();
             Ok(())
         },
     ))
+}
+
+/// After a flush: every tracking client gets a null invalidation (all its
+/// keys), and every shard forgot its tracked keys (in `flush`), as
+/// Redis's `trackingInvalidateKeysOnFlush`.
+fn invalidate_all(server: &crate::ServerShared) {
+    for (id, to) in server.tracking.tracking_clients() {
+        server.pubsub.send_one(crate::pubsub::Delivery::Invalidate {
+            to,
+            id,
+            keys: None,
+            bcast: false,
+        });
+    }
 }
 
 /// FLUSHALL [ASYNC|SYNC]: empties every database on every shard.
@@ -1409,6 +1428,7 @@ fn flushall(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>,
             // A save in progress is abandoned; with save rules, the
             // emptied data is saved next (Redis's flushallCommand).
             server.persist.after_flushall(&server);
+            invalidate_all(&server);
             out.ok();
             Ok(())
         },

@@ -35,6 +35,7 @@ pub mod strings;
 pub mod table;
 #[doc(hidden)]
 pub mod testutil;
+pub mod tracking;
 pub mod tx;
 pub mod util;
 pub mod zset;

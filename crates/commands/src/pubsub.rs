@@ -171,10 +171,42 @@ impl Message {
     }
 }
 
-/// One subscriber's copy of a message (the message itself is shared).
-pub struct Delivery {
-    pub to: Home,
-    pub msg: Arc<Message>,
+/// Changed keys, each with the connection that changed it (NOLOOP).
+pub type ChangedKeys = Vec<(Box<[u8]>, Option<Home>)>;
+
+/// What a thread's inbox carries for one of its connections.
+pub enum Delivery {
+    /// A subscriber's copy of a message (the message itself is shared).
+    Message { to: Home, msg: Arc<Message> },
+    /// For tracking client `id`: `keys` changed, each with the connection
+    /// that changed it (NOLOOP), or every key (`None`: a flush). `bcast`:
+    /// sent for a BCAST prefix (a client not in BCAST mode ignores it, and
+    /// a BCAST client ignores the others, as Redis).
+    Invalidate {
+        to: Home,
+        id: u64,
+        keys: Option<ChangedKeys>,
+        bcast: bool,
+    },
+    /// An invalidation forwarded to REDIRECT client `id`; a null (flush)
+    /// is written in the tracking client's protocol (`null_resp3`), as
+    /// Redis does.
+    Redirected {
+        to: Home,
+        id: u64,
+        keys: Option<Vec<Box<[u8]>>>,
+        null_resp3: bool,
+    },
+}
+
+impl Delivery {
+    pub fn to(&self) -> Home {
+        match self {
+            Delivery::Message { to, .. }
+            | Delivery::Invalidate { to, .. }
+            | Delivery::Redirected { to, .. } => *to,
+        }
+    }
 }
 
 /// What one PUBLISH hands one thread.
@@ -269,6 +301,12 @@ impl PubSub {
         }
     }
 
+    /// Hands one delivery to its connection's thread.
+    pub fn send_one(&self, d: Delivery) {
+        let t = usize::from(d.to().thread);
+        self.send(t, vec![d]);
+    }
+
     fn add(&self, kind: Kind, name: &[u8], id: u64, home: Home) {
         let mut t = write(&self.table);
         t.map(kind).entry(name.into()).or_default().insert(id, home);
@@ -314,7 +352,7 @@ impl PubSub {
                     if per_thread.len() <= th {
                         per_thread.resize_with(th + 1, Vec::new);
                     }
-                    per_thread[th].push(Delivery {
+                    per_thread[th].push(Delivery::Message {
                         to: home,
                         msg: msg.clone(),
                     });

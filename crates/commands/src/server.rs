@@ -379,6 +379,8 @@ struct ShardInfo {
     clients_mem: u64,
     /// This thread's clients' largest (input, output) buffers lately.
     recent_buffers: (usize, usize),
+    /// Tracked keys and (key, client) items of client-side caching.
+    tracked: (usize, usize),
 }
 
 /// INFO [section ...]: Redis's sections and field names (verbatim string in
@@ -411,6 +413,7 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
                 sum
             },
             recent_buffers: env.clients.recent_max_buffers(),
+            tracked: (env.shard.tracked.keys.len(), env.shard.tracked.items),
             stats: env.shard.stats,
             dbs: env
                 .shard
@@ -462,6 +465,8 @@ struct Snapshot {
     mem: crate::memory::MemFigures,
     /// Channels, patterns and shard channels with subscribers.
     pubsub: (usize, usize, usize),
+    /// Clients with tracking on, BCAST prefixes.
+    tracking: (usize, usize),
 }
 
 struct AofInfo {
@@ -477,6 +482,7 @@ impl Snapshot {
             nshards: s.nshards,
             shard_threads_active: s.shard_threads_active.load(Ordering::Relaxed),
             pubsub: s.pubsub.sizes(),
+            tracking: s.tracking.counts(),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             executable: s.executable.clone(),
@@ -638,7 +644,8 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 "blocked_clients",
                 crate::ctx::BLOCKED_CLIENTS.load(Ordering::Relaxed),
             );
-            zeros(o, &["tracking_clients", "clients_in_timeout_table"]);
+            kv(o, "tracking_clients", s.tracking.0);
+            zeros(o, &["clients_in_timeout_table"]);
         }
         "memory" => {
             let f = &s.mem;
@@ -858,11 +865,14 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                     "active_defrag_key_misses",
                     "total_active_defrag_time",
                     "current_active_defrag_time",
-                    "tracking_total_keys",
-                    "tracking_total_items",
-                    "tracking_total_prefixes",
                 ],
             );
+            let tracked = parts
+                .iter()
+                .fold((0, 0), |a, p| (a.0 + p.tracked.0, a.1 + p.tracked.1));
+            kv(o, "tracking_total_keys", tracked.0);
+            kv(o, "tracking_total_items", tracked.1);
+            kv(o, "tracking_total_prefixes", s.tracking.1);
             kv(
                 o,
                 "unexpected_error_replies",

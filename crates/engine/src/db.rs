@@ -75,6 +75,10 @@ pub struct Db {
     /// `created` for the shard's `new` events (Redis's `dbAdd`).
     pub track_new: bool,
     pub(crate) created: Vec<SmallBytes>,
+    /// Some client tracks keys (CLIENT TRACKING): every change is listed
+    /// in `touched` for the shard's invalidations. Set by the owning loop.
+    pub track: bool,
+    pub touched: Vec<SmallBytes>,
     /// Changes made to this database since it was created (Redis's
     /// `server.dirty`, per database): every mutation here and every
     /// [`Db::signal`] counts one. Save rules and INFO persistence read the
@@ -104,6 +108,8 @@ impl Db {
             ready: Vec::new(),
             track_new: false,
             created: Vec::new(),
+            track: false,
+            touched: Vec::new(),
             dirty: 0,
             saving: false,
             epoch: 0,
@@ -174,6 +180,9 @@ impl Db {
         self.dirty += 1;
         if !self.watched.is_empty() {
             self.signal_slow(key);
+        }
+        if self.track {
+            self.touched.push(SmallBytes::from(key));
         }
     }
 
@@ -483,6 +492,9 @@ impl Db {
         if !self.watched.is_empty() && self.table.get(key).is_some() {
             self.signal_slow(key);
         }
+        if self.track && self.table.get(key).is_some() {
+            self.touched.push(SmallBytes::from(key));
+        }
         let Some(e) = self.table.get_mut(key).map(KeyNode::entry_mut) else {
             return false;
         };
@@ -524,10 +536,12 @@ impl Db {
         let watched = std::mem::take(&mut self.watched);
         let blocking = std::mem::take(&mut self.blocking);
         let (epoch, snap) = (self.epoch, self.snap.take());
+        let (track, track_new) = (self.track, self.track_new);
         let old = std::mem::take(self);
         self.watched = watched;
         self.blocking = blocking;
         self.dirty = dirty;
+        (self.track, self.track_new) = (track, track_new);
         (self.epoch, self.snap) = (epoch, snap);
         old
     }

@@ -73,6 +73,50 @@ pub struct Shard {
     /// Keyspace events emitted and not yet published, in order (see
     /// [`Shard::notify`]); the owning loop publishes them.
     pub events: Vec<KeyEvent>,
+    /// Client-side caching: the keys of this shard that clients read, and
+    /// who (CLIENT TRACKING's default mode); kept by the owning loop.
+    pub tracked: Tracked,
+}
+
+/// A client that may cache a key: its id and where it lives (thread,
+/// connection slot, the slot's generation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tracker {
+    pub id: u64,
+    pub thread: u16,
+    pub slot: u32,
+    pub gen: u32,
+}
+
+/// Key name (any database, as Redis's tracking table) -> its trackers.
+#[derive(Default)]
+pub struct Tracked {
+    pub keys: std::collections::HashMap<SmallBytes, Vec<Tracker>>,
+    /// Trackers across all keys (INFO `tracking_total_items`).
+    pub items: usize,
+}
+
+impl Tracked {
+    /// Remembers that `t` may cache `key`.
+    pub fn remember(&mut self, key: &[u8], t: Tracker) {
+        let v = self.keys.entry(SmallBytes::from(key)).or_default();
+        if !v.iter().any(|x| x.id == t.id) {
+            v.push(t);
+            self.items += 1;
+        }
+    }
+
+    /// Forgets `key`, returning who tracked it.
+    pub fn take(&mut self, key: &[u8]) -> Option<Vec<Tracker>> {
+        let v = self.keys.remove(key)?;
+        self.items -= v.len();
+        Some(v)
+    }
+
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.items = 0;
+    }
 }
 
 /// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
@@ -103,6 +147,7 @@ impl Shard {
             evict: evict::Evictor::default(),
             notify_flags: 0,
             events: Vec::new(),
+            tracked: Tracked::default(),
         }
     }
 

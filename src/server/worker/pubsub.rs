@@ -9,6 +9,7 @@
 //! for closing at once and gets nothing more: a subscriber that stops
 //! reading costs at most its limit, and the publisher never waits for it.
 
+use commands::pubsub::{Delivery, Message};
 use commands::ReplyMode;
 use resp::Reply;
 
@@ -48,8 +49,8 @@ impl Worker {
         }
     }
 
-    /// Writes the messages waiting in this thread's inbox to their
-    /// subscribers. One atomic load when there are none.
+    /// Writes the messages and invalidations waiting in this thread's
+    /// inbox to their connections. One atomic load when there are none.
     pub(super) fn deliver_pubsub(&mut self) {
         let ps = &self.core.server.pubsub;
         if !ps.has_pending(self.core.id) {
@@ -60,21 +61,58 @@ impl Worker {
         // A batch is one message for many subscribers: encode it once per
         // protocol, copy the bytes to each.
         let mut enc = Reply::new(false);
-        let mut encoded: Option<(*const commands::pubsub::Message, bool)> = None;
+        let mut encoded: Option<(*const Message, bool)> = None;
         for d in batches.into_iter().flatten() {
-            let slot = d.to.slot as usize;
+            let to = d.to();
+            let slot = to.slot as usize;
             let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
                 continue;
             };
-            if c.gen != d.to.gen || c.closing || c.client.reply_mode == ReplyMode::Off {
+            if c.gen != to.gen || c.closing || c.client.reply_mode == ReplyMode::Off {
                 continue;
             }
-            let key = (std::sync::Arc::as_ptr(&d.msg), c.client.resp3);
-            if encoded != Some(key) {
-                enc.clear();
-                enc.set_resp3(c.client.resp3);
-                d.msg.encode(&mut enc);
-                encoded = Some(key);
+            match d {
+                Delivery::Message { msg, .. } => {
+                    let key = (std::sync::Arc::as_ptr(&msg), c.client.resp3);
+                    if encoded != Some(key) {
+                        enc.clear();
+                        enc.set_resp3(c.client.resp3);
+                        msg.encode(&mut enc);
+                        encoded = Some(key);
+                    }
+                }
+                Delivery::Invalidate {
+                    id, keys, bcast, ..
+                } => {
+                    encoded = None;
+                    enc.clear();
+                    enc.set_resp3(c.client.resp3);
+                    if !super::tracking::invalidation(
+                        &self.core.server,
+                        c,
+                        id,
+                        keys,
+                        bcast,
+                        &mut enc,
+                    ) {
+                        continue;
+                    }
+                }
+                Delivery::Redirected {
+                    id,
+                    keys,
+                    null_resp3,
+                    ..
+                } => {
+                    encoded = None;
+                    enc.clear();
+                    enc.set_resp3(c.client.resp3);
+                    if c.client.id != id
+                        || !super::tracking::redirected(c, keys.as_deref(), null_resp3, &mut enc)
+                    {
+                        continue;
+                    }
+                }
             }
             c.push_unsolicited(enc.as_bytes());
             c.check_obuf(&self.core.cfg.obuf, now_ms);

@@ -1,0 +1,183 @@
+//! Client-side caching across threads (issue 22.5): invalidations reach a
+//! tracking client whatever shard its keys live on and whichever thread
+//! changed them; REDIRECT to a RESP2 subscriber on another thread; a
+//! broken redirect is reported; BCAST prefixes cover every shard; keys
+//! read across shards (MGET, EXEC) and keys that expire invalidate; a
+//! flush sends the null invalidation. Byte-exact single-connection cases
+//! are in `tests/diff/tracking.txt`.
+//!
+//! Servers run 16 shards on their own threads (`shard-consolidation no`),
+//! so keys and clients spread over threads. Every reply has the harness's
+//! deadline.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{testing_real_redis, RawConn, Server};
+
+fn server() -> Server {
+    if testing_real_redis() {
+        return Server::tessera(&[]);
+    }
+    Server::tessera(&["--shards", "16", "--shard-consolidation", "no"])
+}
+
+fn resp3(s: &Server) -> RawConn {
+    let mut c = s.raw();
+    let hello = c.cmd_str(&["HELLO", "3"]);
+    assert!(hello.starts_with(b"%"), "HELLO 3");
+    c
+}
+
+fn invalidate(keys: &[&str]) -> Vec<u8> {
+    let mut v = format!(">2\r\n$10\r\ninvalidate\r\n*{}\r\n", keys.len()).into_bytes();
+    for k in keys {
+        v.extend(format!("${}\r\n{k}\r\n", k.len()).into_bytes());
+    }
+    v
+}
+
+fn client_id(c: &mut RawConn) -> String {
+    let r = String::from_utf8(c.cmd_str(&["CLIENT", "ID"])).unwrap();
+    r.trim_start_matches(':').trim().to_string()
+}
+
+/// Keys on many shards, read in one MGET and changed one by one from
+/// other connections: one invalidation each.
+#[test]
+fn keys_read_across_shards_are_invalidated() {
+    let s = server();
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    t.cmd_str(&mget);
+    let mut writers: Vec<RawConn> = (0..4).map(|_| s.raw()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(writers[i % 4].cmd_str(&["SET", k, "v"]), b"+OK\r\n");
+        assert_eq!(t.read_reply(), invalidate(&[k]), "key {k}");
+    }
+    // Untracked now: no more invalidations.
+    for k in &keys {
+        writers[0].cmd_str(&["SET", k, "w"]);
+    }
+    t.assert_silent(Duration::from_millis(100));
+    // Keys read inside a transaction are tracked too.
+    t.cmd_str(&["MULTI"]);
+    t.cmd_str(&["GET", "k1"]);
+    t.cmd_str(&["HGET", "h7", "f"]);
+    t.cmd_str(&["EXEC"]);
+    writers[1].cmd_str(&["HSET", "h7", "f", "v"]);
+    assert_eq!(t.read_reply(), invalidate(&["h7"]));
+    writers[2].cmd_str(&["DEL", "k1"]);
+    assert_eq!(t.read_reply(), invalidate(&["k1"]));
+}
+
+/// REDIRECT to a RESP2 client in pub/sub mode on another thread: the
+/// invalidations arrive as `__redis__:invalidate` messages; when the
+/// target goes away, a RESP3 tracking client hears `tracking-redir-broken`.
+#[test]
+fn redirect_to_a_resp2_subscriber_and_broken_redirect() {
+    let s = server();
+    let mut target = s.raw();
+    let id = client_id(&mut target);
+    target.cmd_str(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut t = resp3(&s);
+    assert_eq!(
+        t.cmd_str(&["CLIENT", "TRACKING", "ON", "REDIRECT", &id]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        t.cmd_str(&["CLIENT", "GETREDIR"]),
+        format!(":{id}\r\n").as_bytes()
+    );
+    t.cmd_str(&["GET", "r1"]);
+    let mut w = s.raw();
+    w.cmd_str(&["SET", "r1", "x"]);
+    assert_eq!(
+        target.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$2\r\nr1\r\n"
+    );
+    t.assert_silent(Duration::from_millis(50));
+    // A flush: the null, in the tracking client's protocol (Redis's quirk).
+    w.cmd_str(&["FLUSHALL"]);
+    assert_eq!(
+        target.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n_\r\n"
+    );
+    // The target goes away.
+    drop(target);
+    let mut c = s.raw();
+    common::wait_for("the target to disconnect", || {
+        let list = String::from_utf8_lossy(&c.cmd_str(&["CLIENT", "LIST"])).into_owned();
+        !list.contains(&format!("id={id} "))
+    });
+    t.cmd_str(&["GET", "r2"]);
+    w.cmd_str(&["SET", "r2", "x"]);
+    let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{id}\r\n");
+    assert_eq!(t.read_reply(), broken.as_bytes());
+    let info = String::from_utf8_lossy(&t.cmd_str(&["CLIENT", "TRACKINGINFO"])).into_owned();
+    assert!(info.contains("broken_redirect"), "{info}");
+    let me = String::from_utf8_lossy(&t.cmd_str(&["CLIENT", "INFO"])).into_owned();
+    assert!(me.contains("flags=tR "), "{me}");
+    assert!(me.contains(&format!("redir={id} ")), "{me}");
+}
+
+/// BCAST: changes on every shard under a prefix reach the client, never
+/// keys outside it; NOLOOP keeps its own.
+#[test]
+fn bcast_prefixes_cover_every_shard() {
+    let s = server();
+    let mut t = resp3(&s);
+    assert_eq!(
+        t.cmd_str(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "user:", "NOLOOP"]),
+        b"+OK\r\n"
+    );
+    let mut w = s.raw();
+    for i in 0..32 {
+        let k = format!("user:{i}");
+        w.cmd_str(&["SET", &k, "v"]);
+        assert_eq!(t.read_reply(), invalidate(&[&k]));
+        w.cmd_str(&["SET", &format!("other:{i}"), "v"]);
+    }
+    t.cmd_str(&["SET", "user:self", "v"]);
+    t.assert_silent(Duration::from_millis(100));
+    let info = String::from_utf8_lossy(&w.cmd_str(&["INFO", "stats"])).into_owned();
+    assert!(info.contains("tracking_total_prefixes:1"), "{info}");
+}
+
+/// A key that expires (active expiry, nobody reads it) invalidates.
+#[test]
+fn an_expired_key_invalidates() {
+    let s = server();
+    let mut w = s.raw();
+    w.cmd_str(&["SET", "soon", "v", "PX", "100"]);
+    let mut t = resp3(&s);
+    t.cmd_str(&["CLIENT", "TRACKING", "ON"]);
+    t.cmd_str(&["GET", "soon"]);
+    t.set_reply_timeout(Duration::from_secs(10));
+    assert_eq!(t.read_reply(), invalidate(&["soon"]));
+}
+
+/// INFO counts tracking clients and tracked keys; TRACKING OFF and a
+/// disconnect forget the client.
+#[test]
+fn info_counts_tracking() {
+    if testing_real_redis() {
+        return;
+    }
+    let s = server();
+    let mut t = resp3(&s);
+    t.cmd_str(&["CLIENT", "TRACKING", "ON"]);
+    t.cmd_str(&["MGET", "a", "b", "c"]);
+    let mut c = s.raw();
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "all"])).into_owned();
+    assert!(info.contains("tracking_clients:1\r\n"), "{info}");
+    assert!(info.contains("tracking_total_keys:3\r\n"), "{info}");
+    assert!(info.contains("tracking_total_items:3\r\n"), "{info}");
+    t.cmd_str(&["CLIENT", "TRACKING", "OFF"]);
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "clients"])).into_owned();
+    assert!(info.contains("tracking_clients:0\r\n"), "{info}");
+}
