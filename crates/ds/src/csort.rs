@@ -9,7 +9,11 @@
 //! * [`partial_quicksort`]: Redis's `pqsort` (NetBSD's Bentley–McIlroy
 //!   quicksort that skips partitions outside a wanted range): not stable.
 //!   Redis sorts a GEO result with it when COUNT keeps fewer elements
-//!   than were found.
+//!   than were found. Reproduced from what redis-server 7.0.15 does (its
+//!   machine code was read to settle it): NetBSD's switch to insertion
+//!   sort after a partitioning pass that swapped nothing is not in it, so
+//!   such a pass partitions like any other (the source file in Redis's
+//!   repository still shows the switch; replies follow the binary).
 //!
 //! Both take a C-style comparator (negative, zero, positive), which may be
 //! inconsistent (NaN distances compare below everything both ways, as in
@@ -132,7 +136,6 @@ fn pq<T>(
         v.swap(lo, pm);
         let (mut pa, mut pb) = (lo + 1, lo + 1);
         let (mut pc, mut pd) = (lo + n - 1, lo + n - 1);
-        let mut swapped = false;
         loop {
             while pb <= pc {
                 let c = cmp(&v[pb], &v[lo]);
@@ -140,7 +143,6 @@ fn pq<T>(
                     break;
                 }
                 if c == 0 {
-                    swapped = true;
                     v.swap(pa, pb);
                     pa += 1;
                 }
@@ -152,7 +154,6 @@ fn pq<T>(
                     break;
                 }
                 if c == 0 {
-                    swapped = true;
                     v.swap(pc, pd);
                     pd -= 1;
                 }
@@ -163,13 +164,8 @@ fn pq<T>(
                 break;
             }
             v.swap(pb, pc);
-            swapped = true;
             pb += 1;
             pc -= 1;
-        }
-        if !swapped {
-            insertion(v, lo, n, cmp);
-            return;
         }
         let pn = lo + n;
         let r = (pa - lo).min(pb - pa);
