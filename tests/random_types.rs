@@ -1127,7 +1127,11 @@ impl Gen {
             groups.push(vec![self.word("COUNT"), b(n)]);
         }
         if store && self.rng.pct(30) {
-            let w = if self.rng.pct(50) { "STORE" } else { "STOREDIST" };
+            let w = if self.rng.pct(50) {
+                "STORE"
+            } else {
+                "STOREDIST"
+            };
             groups.push(vec![self.word(w), self.key(Fam::ZSet)]);
         }
         self.rng.shuffle(&mut groups);
@@ -1153,7 +1157,11 @@ impl Gen {
                 a
             }
             4 | 5 => {
-                let cmd = if self.rng.pct(50) { "GEOPOS" } else { "GEOHASH" };
+                let cmd = if self.rng.pct(50) {
+                    "GEOPOS"
+                } else {
+                    "GEOHASH"
+                };
                 let mut a = vec![self.word(cmd), k];
                 for _ in 0..self.rng.below(4) {
                     a.push(self.zmember());
@@ -1168,7 +1176,11 @@ impl Gen {
                 a
             }
             7 => {
-                let cmd = if self.rng.pct(70) { "GEORADIUS" } else { "GEORADIUS_RO" };
+                let cmd = if self.rng.pct(70) {
+                    "GEORADIUS"
+                } else {
+                    "GEORADIUS_RO"
+                };
                 let mut a = vec![self.word(cmd), k];
                 a.extend(self.lon_lat());
                 a.extend(self.geo_size(false));

@@ -279,7 +279,7 @@ pub(crate) fn as_zadd(args: Args<'_>) -> Result<Vec<Vec<u8>>, CmdError> {
         }
         first += 1;
     }
-    if (args.len() - first) % 3 != 0 || (nx && xx) {
+    if !(args.len() - first).is_multiple_of(3) || (nx && xx) {
         return Err(CmdError::Syntax);
     }
     let mut v: Vec<Vec<u8>> = Vec::with_capacity(first + (args.len() - first) / 3 * 2);
@@ -391,7 +391,10 @@ impl Form {
         matches!(self, Form::Search | Form::SearchStore)
     }
     fn may_store(self) -> bool {
-        matches!(self, Form::Coords { ro: false } | Form::Member { ro: false })
+        matches!(
+            self,
+            Form::Coords { ro: false } | Form::Member { ro: false }
+        )
     }
 }
 
@@ -703,7 +706,10 @@ fn sort_points(found: &mut Vec<Point>, sort: Sort, n: usize) {
         csort::merge_sort(&mut idx, |&a, &b| cmp(&found[a], &found[b]));
         let mut taken: Vec<Option<Point>> = std::mem::take(found).into_iter().map(Some).collect();
         // INVARIANT: `idx` is a permutation: each point is taken once.
-        found.extend(idx.into_iter().map(|i| taken[i].take().expect("permutation")));
+        found.extend(
+            idx.into_iter()
+                .map(|i| taken[i].take().expect("permutation")),
+        );
     } else {
         csort::partial_quicksort(found, cmp, 0, n - 1);
     }
@@ -762,18 +768,24 @@ mod tests {
 
     #[test]
     fn store_keys_follow_the_key_specs_and_the_real_destination() {
-        let a = |v: &[&str]| OwnedArgs::from_slices(v);
-        let g = a(&["GEORADIUS", "k", "0", "0", "1", "km", "STORE", "d"]);
-        assert_eq!(keys_georadius(g.args()), vec![1, 7]);
-        let g = a(&["GEORADIUS", "k", "0", "0", "1", "km", "STORE", "a", "STOREDIST", "b"]);
-        assert_eq!(keys_georadius(g.args()), vec![1, 7, 9]);
+        let keys = |line: &str| {
+            let v: Vec<&str> = line.split(' ').collect();
+            let a = OwnedArgs::from_slices(&v);
+            if v[0] == "GEORADIUS" {
+                keys_georadius(a.args())
+            } else {
+                keys_georadiusbymember(a.args())
+            }
+        };
+        assert_eq!(keys("GEORADIUS k 0 0 1 km STORE d"), vec![1, 7]);
+        assert_eq!(
+            keys("GEORADIUS k 0 0 1 km STORE a STOREDIST b"),
+            vec![1, 7, 9]
+        );
         // The second STORE is the one written.
-        let g = a(&["GEORADIUS", "k", "0", "0", "1", "km", "STORE", "a", "STORE", "b"]);
-        assert_eq!(keys_georadius(g.args()), vec![1, 7, 9]);
-        let g = a(&["GEORADIUSBYMEMBER", "k", "m", "1", "km", "store", "d"]);
-        assert_eq!(keys_georadiusbymember(g.args()), vec![1, 6]);
-        let g = a(&["GEORADIUS", "k", "0", "0", "1", "km", "STORE"]);
-        assert_eq!(keys_georadius(g.args()), vec![1]);
+        assert_eq!(keys("GEORADIUS k 0 0 1 km STORE a STORE b"), vec![1, 7, 9]);
+        assert_eq!(keys("GEORADIUSBYMEMBER k m 1 km store d"), vec![1, 6]);
+        assert_eq!(keys("GEORADIUS k 0 0 1 km STORE"), vec![1]);
     }
 
     #[test]

@@ -318,14 +318,20 @@ mod tests {
         let mut t = TestServer::new(1);
         // The bytes Redis 7.0.15 writes for the same command.
         assert_eq!(
-            logged(&mut t, &["GEOADD", "g", "13.361389", "38.115556", "Palermo"]),
+            logged(
+                &mut t,
+                &["GEOADD", "g", "13.361389", "38.115556", "Palermo"]
+            ),
             "*4 $4 zadd $1 g $16 3479099956230698 $7 Palermo "
         );
         assert_eq!(
             logged(&mut t, &["GEOADD", "g", "xx", "ch", "13", "38", "Palermo"]),
             "*6 $4 zadd $1 g $2 xx $2 ch $16 3479065152021743 $7 Palermo "
         );
-        assert_eq!(logged(&mut t, &["GEOADD", "g", "nx", "0", "0", "Palermo"]), "");
+        assert_eq!(
+            logged(&mut t, &["GEOADD", "g", "nx", "0", "0", "Palermo"]),
+            ""
+        );
     }
 
     #[test]

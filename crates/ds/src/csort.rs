@@ -202,7 +202,9 @@ mod tests {
 
     /// A small deterministic generator (no dependency for tests).
     fn lcg(seed: &mut u64) -> u32 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (*seed >> 33) as u32
     }
 
@@ -224,8 +226,7 @@ mod tests {
         for n in 1..300 {
             for k in [1, 2, n / 3 + 1, n] {
                 let k = k.min(n);
-                let mut v: Vec<(u32, usize)> =
-                    (0..n).map(|i| (lcg(&mut seed) % 50, i)).collect();
+                let mut v: Vec<(u32, usize)> = (0..n).map(|i| (lcg(&mut seed) % 50, i)).collect();
                 let mut want: Vec<u32> = v.iter().map(|e| e.0).collect();
                 want.sort_unstable();
                 partial_quicksort(&mut v, c_cmp, 0, k - 1);

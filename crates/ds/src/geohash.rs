@@ -200,7 +200,7 @@ pub fn score_bits(d: f64) -> u64 {
     const TWO63: f64 = 9_223_372_036_854_775_808.0;
     fn cvtt(x: f64) -> u64 {
         // cvttsd2si: the truncation if it fits an i64, else 0x8000...
-        if x.is_nan() || x >= TWO63 || x < -TWO63 {
+        if !(-TWO63..TWO63).contains(&x) {
             1 << 63
         } else {
             x as i64 as u64
@@ -371,7 +371,12 @@ pub fn bounding_box(s: &Shape) -> [f64; 4] {
     } else {
         lon_delta_top
     };
-    [lon - lon_delta, lat - lat_delta, lon + lon_delta, lat + lat_delta]
+    [
+        lon - lon_delta,
+        lat - lat_delta,
+        lon + lon_delta,
+        lat + lat_delta,
+    ]
 }
 
 /// Redis's `geohashCalculateAreasByShapeWGS84`: the centre cell and its
@@ -465,7 +470,11 @@ pub fn within(s: &Shape, p: [f64; 2]) -> Option<f64> {
     match s.kind {
         ShapeKind::Radius(r) => {
             let d = distance(x1, y1, x2, y2);
-            (!(d > r * s.to_m)).then_some(d)
+            // Redis rejects only `d > radius`: a NaN distance is inside.
+            match d.partial_cmp(&(r * s.to_m)) {
+                Some(std::cmp::Ordering::Greater) => None,
+                _ => Some(d),
+            }
         }
         ShapeKind::Box { width, height } => {
             let (w, h) = (width * s.to_m, height * s.to_m);
@@ -577,7 +586,13 @@ mod tests {
 
     #[test]
     fn interleaving_round_trips() {
-        for (x, y) in [(0u32, 0u32), (1, 0), (0, 1), (0x3ff_ffff, 0x155_5555), (u32::MAX, 7)] {
+        for (x, y) in [
+            (0u32, 0u32),
+            (1, 0),
+            (0, 1),
+            (0x3ff_ffff, 0x155_5555),
+            (u32::MAX, 7),
+        ] {
             let v = deinterleave64(interleave64(x, y));
             assert_eq!((v as u32, (v >> 32) as u32), (x, y));
         }
