@@ -1,5 +1,5 @@
 //! Randomized differential test of the collection types: a seeded random
-//! stream of hash, list, set and sorted-set commands (with TYPE, OBJECT
+//! stream of hash, list, set, sorted-set and GEO commands (with TYPE, OBJECT
 //! ENCODING, DEL, EXISTS, RENAME, COPY, SORT, the blocking commands and
 //! MULTI/EXEC groups around them) goes to Tessera (`--shards 3`) and to a
 //! real `redis-server`, and the raw reply bytes must agree. The same design
@@ -466,7 +466,8 @@ impl Gen {
             0..=21 => self.hash(&mut out),
             22..=43 => self.list(&mut out),
             44..=63 => self.set(&mut out),
-            64..=89 => self.zset(&mut out),
+            64..=83 => self.zset(&mut out),
+            84..=89 => self.geo(),
             _ => self.generic(&mut out),
         };
         let mut last = last;
@@ -1088,6 +1089,162 @@ impl Gen {
             }
         };
         step(args, e)
+    }
+
+    /// A longitude and a latitude: near one of a few centres (Sicily, the
+    /// origin, both sides of the antimeridian, the poles' limit, the cell
+    /// where sorted-set scores around 0 decode), sometimes out of range or
+    /// not a number.
+    fn lon_lat(&mut self) -> [Vec<u8>; 2] {
+        const CENTRES: &[(f64, f64)] = &[
+            (13.36, 38.11),
+            (0.0, 0.0),
+            (179.9, 0.0),
+            (-179.9, 0.0),
+            (0.0, 84.9),
+            (0.0, -84.9),
+            (-179.99, -85.0),
+        ];
+        if self.rng.pct(4) {
+            let bad = ["181", "-180.5", "0", "86", "nan", "x", "inf", "-1e300"];
+            return [b(self.rng.pick(&bad)), b(self.rng.pick(&bad))];
+        }
+        let (x, y) = *self.rng.pick(CENTRES);
+        let jitter = |g: &mut Gen| g.rng.range(-500, 500) as f64 / 1000.0;
+        let lon = (x + jitter(self)).clamp(-180.0, 180.0);
+        let lat = (y + jitter(self)).clamp(-85.05112878, 85.05112878);
+        [format!("{lon}").into_bytes(), format!("{lat}").into_bytes()]
+    }
+
+    /// `radius unit` (or a box's `width height unit`), sometimes wrong.
+    fn geo_size(&mut self, box_: bool) -> Vec<Vec<u8>> {
+        let sizes = ["0", "1", "50", "800", "5000", "20000", "1e9", "-1", "x"];
+        let units = ["m", "km", "ft", "mi", "KM", "yd"];
+        let mut v = vec![b(self.rng.pick(&sizes))];
+        if box_ {
+            v.push(b(self.rng.pick(&sizes)));
+        }
+        v.push(b(self.rng.pick(&units)));
+        v
+    }
+
+    /// Search options in random order: WITH*, ASC/DESC, COUNT [ANY], and
+    /// for GEORADIUS[BYMEMBER] a STORE/STOREDIST destination.
+    fn geo_options(&mut self, store: bool) -> Vec<Vec<u8>> {
+        let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+        for w in ["WITHDIST", "WITHCOORD", "WITHHASH", "ASC", "DESC", "ANY"] {
+            if self.rng.pct(20) {
+                groups.push(vec![self.word(w)]);
+            }
+        }
+        if self.rng.pct(40) {
+            let n = self.rng.pick(&["1", "2", "3", "5", "0", "x"]);
+            groups.push(vec![self.word("COUNT"), b(n)]);
+        }
+        if store && self.rng.pct(30) {
+            let w = if self.rng.pct(50) {
+                "STORE"
+            } else {
+                "STOREDIST"
+            };
+            groups.push(vec![self.word(w), self.key(Fam::ZSet)]);
+        }
+        self.rng.shuffle(&mut groups);
+        groups.concat()
+    }
+
+    /// The GEO commands, on the sorted-set keys (a geo set is a sorted
+    /// set; other sorted sets give odd scores to decode).
+    fn geo(&mut self) -> Step {
+        let k = self.key(Fam::ZSet);
+        let args = match self.rng.below(12) {
+            0..=3 => {
+                let mut a = vec![self.word("GEOADD"), k];
+                for w in ["NX", "XX", "CH"] {
+                    if self.rng.pct(10) {
+                        a.push(self.word(w));
+                    }
+                }
+                for _ in 0..1 + self.rng.below(3) {
+                    a.extend(self.lon_lat());
+                    a.push(self.zmember());
+                }
+                a
+            }
+            4 | 5 => {
+                let cmd = if self.rng.pct(50) {
+                    "GEOPOS"
+                } else {
+                    "GEOHASH"
+                };
+                let mut a = vec![self.word(cmd), k];
+                for _ in 0..self.rng.below(4) {
+                    a.push(self.zmember());
+                }
+                a
+            }
+            6 => {
+                let mut a = vec![self.word("GEODIST"), k, self.zmember(), self.zmember()];
+                if self.rng.pct(60) {
+                    a.push(b(self.rng.pick(&["m", "km", "ft", "mi", "yd"])));
+                }
+                a
+            }
+            7 => {
+                let cmd = if self.rng.pct(70) {
+                    "GEORADIUS"
+                } else {
+                    "GEORADIUS_RO"
+                };
+                let mut a = vec![self.word(cmd), k];
+                a.extend(self.lon_lat());
+                a.extend(self.geo_size(false));
+                a.extend(self.geo_options(true));
+                a
+            }
+            8 => {
+                let cmd = if self.rng.pct(70) {
+                    "GEORADIUSBYMEMBER"
+                } else {
+                    "GEORADIUSBYMEMBER_RO"
+                };
+                let mut a = vec![self.word(cmd), k, self.zmember()];
+                a.extend(self.geo_size(false));
+                a.extend(self.geo_options(true));
+                a
+            }
+            _ => {
+                let store = self.rng.pct(40);
+                let mut a = if store {
+                    vec![self.word("GEOSEARCHSTORE"), self.key(Fam::ZSet), k]
+                } else {
+                    vec![self.word("GEOSEARCH"), k]
+                };
+                let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+                if self.rng.pct(50) {
+                    groups.push(vec![self.word("FROMMEMBER"), self.zmember()]);
+                } else {
+                    let mut g = vec![self.word("FROMLONLAT")];
+                    g.extend(self.lon_lat());
+                    groups.push(g);
+                }
+                let box_ = self.rng.pct(50);
+                let mut g = vec![self.word(if box_ { "BYBOX" } else { "BYRADIUS" })];
+                g.extend(self.geo_size(box_));
+                groups.push(g);
+                if self.rng.pct(10) {
+                    groups.pop();
+                }
+                groups.push(self.geo_options(false));
+                if store && self.rng.pct(30) {
+                    groups.push(vec![self.word("STOREDIST")]);
+                }
+                self.rng.shuffle(&mut groups);
+                a.extend(groups.concat());
+                a
+            }
+        };
+        step(args, Mode::Exact)
     }
 
     fn generic(&mut self, out: &mut Vec<Step>) -> Step {

@@ -17,6 +17,7 @@ pub mod docs;
 pub mod dump;
 pub mod error;
 pub mod exec;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;

@@ -7,6 +7,7 @@
 //!   `SETEX`, `PSETEX` → `SET key value PXAT ms`; an expiry in the past
 //!   (the key is gone) → `DEL key`; `GETEX PERSIST` → `PERSIST key`;
 //! * `GETDEL` → `DEL key`; `SET ... GET` loses its `GET`;
+//! * `GEOADD` → the `zadd key [options] score member ...` it runs as;
 //! * random or computed effects are logged as their result: `SPOP` →
 //!   `SREM key members` (`DEL key` when the set is gone), `INCRBYFLOAT` →
 //!   `SET key value KEEPTTL`, `HINCRBYFLOAT` → `HSET key field value`;
@@ -111,6 +112,11 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
             }
         },
         "getdel" => p(shard, &[b"DEL", all[1]]),
+        // Redis runs GEOADD as the ZADD it rewrites it to, and logs that.
+        "geoadd" => match crate::geo::as_zadd(args) {
+            Ok(v) => p(shard, &v.iter().map(Vec::as_slice).collect::<Vec<_>>()),
+            Err(_) => p(shard, &all),
+        },
         "incrbyfloat" => match parse(reply) {
             Some(Rv::Bulk(v)) => p(shard, &[b"SET", all[1], &v, b"KEEPTTL"]),
             _ => p(shard, &all),
@@ -305,6 +311,27 @@ mod tests {
         assert_eq!(logged(&mut t, &["SET", "k", "v", "NX"]), "");
         assert_eq!(logged(&mut t, &["GETDEL", "k"]), "*2 $3 DEL $1 k ");
         assert_eq!(logged(&mut t, &["GET", "k"]), "");
+    }
+
+    #[test]
+    fn geoadd_is_logged_as_zadd() {
+        let mut t = TestServer::new(1);
+        // The bytes Redis 7.0.15 writes for the same command.
+        assert_eq!(
+            logged(
+                &mut t,
+                &["GEOADD", "g", "13.361389", "38.115556", "Palermo"]
+            ),
+            "*4 $4 zadd $1 g $16 3479099956230698 $7 Palermo "
+        );
+        assert_eq!(
+            logged(&mut t, &["GEOADD", "g", "xx", "ch", "13", "38", "Palermo"]),
+            "*6 $4 zadd $1 g $2 xx $2 ch $16 3479065152021743 $7 Palermo "
+        );
+        assert_eq!(
+            logged(&mut t, &["GEOADD", "g", "nx", "0", "0", "Palermo"]),
+            ""
+        );
     }
 
     #[test]

@@ -261,6 +261,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,
     crate::pubsub::COMMANDS,
+    crate::geo::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {

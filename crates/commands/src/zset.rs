@@ -558,7 +558,7 @@ fn zset_add(z: &mut ZSet, member: &[u8], score: f64, f: AddFlags, lim: &EncLimit
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]:
 /// the number of members added (with CH: added or updated); with INCR the
 /// new score, or null when NX/XX/GT/LT prevented the update.
-fn zadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+pub(crate) fn zadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     zadd_generic(ctx, args, AddFlags::default())
 }
 

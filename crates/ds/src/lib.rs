@@ -22,11 +22,17 @@
 //! * [`packed`]: a compact packed sequence of small strings and integers.
 //! * [`hll`]: HyperLogLog sketches in Redis's byte layout (the bytes of a
 //!   string value).
+//! * [`geohash`]: Redis's geohash arithmetic (GEO scores, cells,
+//!   distances).
+//! * [`csort`]: glibc's `qsort` and Redis's `pqsort`, step for step (the
+//!   order of ties in sorted replies).
 
 pub mod bytes;
 pub mod crc16;
+pub mod csort;
 pub mod dict;
 pub mod events;
+pub mod geohash;
 pub mod glob;
 pub mod hll;
 pub mod intset;
