@@ -372,6 +372,10 @@ pub fn enc_limits_of(c: &Config) -> engine::EncLimits {
         list_max_listpack_size: c.list_max_listpack_size,
         list_compress_depth: c.list_compress_depth,
         hll_sparse_max_bytes: sz(c.hll_sparse_max_bytes),
+        stream_node: engine::types::stream::NodeLimits {
+            max_bytes: sz(c.stream_node_max_bytes),
+            max_entries: c.stream_node_max_entries,
+        },
     }
 }
 

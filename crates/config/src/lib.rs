@@ -296,6 +296,13 @@ pub struct Config {
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog longer than this
     /// (header included) is promoted to the dense encoding.
     pub hll_sparse_max_bytes: u64,
+    /// `stream-node-max-bytes`: a stream's tail node (one listpack) takes
+    /// no new entry that would bring it to this size; 0 = no limit (but
+    /// never past 1 GiB).
+    pub stream_node_max_bytes: u64,
+    /// `stream-node-max-entries`: entries (deleted ones included) after
+    /// which a stream starts a new node; 0 = no limit.
+    pub stream_node_max_entries: i64,
     /// `dir`: where snapshots and the append-only file live; `None` = the
     /// working directory at start-up.
     pub dir: Option<PathBuf>,
@@ -514,6 +521,8 @@ impl Config {
             list_max_listpack_size: 0,
             list_compress_depth: 0,
             hll_sparse_max_bytes: 0,
+            stream_node_max_bytes: 0,
+            stream_node_max_entries: 0,
             dir: None,
             dbfilename: Vec::new(),
             save: Vec::new(),
@@ -806,6 +815,8 @@ static DIRECTIVES: &[Directive] = &[
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
     d("hll-sparse-max-bytes",     Mutable,   memory!(hll_sparse_max_bytes, 0, I64_MAX, 3000)),
+    d("stream-node-max-bytes",    Mutable,   memory!(stream_node_max_bytes, 0, I64_MAX, 4096)),
+    d("stream-node-max-entries",  Mutable,   int!(stream_node_max_entries: i64, 0, i64::MAX, 100)),
     // CONFIG GET dir: the absolute working directory, as Redis's getcwd().
     d("dir",                      Protected, Str {
         default: b"",
@@ -2732,6 +2743,8 @@ mod tests {
                 "zset-max-listpack-value",
                 "list-max-listpack-size",
                 "hll-sparse-max-bytes",
+                "stream-node-max-bytes",
+                "stream-node-max-entries",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);
