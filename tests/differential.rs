@@ -64,6 +64,7 @@ const SCRIPTS: &[&str] = &[
     "resp3",
     "set",
     "sort",
+    "stream",
     "strings",
     "zset",
 ];
@@ -88,6 +89,7 @@ diff_tests!(
     resp3,
     set,
     sort,
+    stream,
     strings,
     zset,
 );
@@ -109,9 +111,6 @@ const LATER: &[&str] = &[
     "EVAL",
     "EVALSHA",
     "LOLWUT",
-    "XADD",
-    "XLEN",
-    "XRANGE",
     "SUBSCRIBE",
     "UNSUBSCRIBE",
     "PSUBSCRIBE",

@@ -1377,6 +1377,7 @@ impl Worker {
                 let on = commands::BlockOn {
                     keys: keys.clone(),
                     deadline_ms: 0,
+                    args: None,
                 };
                 park_waiter(
                     &mut self.core,
@@ -2504,7 +2505,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         Step::Done => {
             // The arguments borrow the read buffer: copy a blocked
             // command's before the connection is touched.
-            let blocked_args = blocked_on.as_ref().map(|_| args.to_owned());
+            let blocked_args = blocked_on
+                .as_mut()
+                .map(|(on, ..)| on.args.take().unwrap_or_else(|| args.to_owned()));
             if suppress {
                 if direct {
                     c.out.truncate(mark);
@@ -2930,9 +2933,11 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
     while let Some(w) = core.waiters.front(db, key, &mut dropped) {
         let now = core.shard.now_ms;
         let d = &core.shard.dbs[db];
-        let servable = d
-            .get(key)
-            .is_some_and(|e| !d.is_expired(key, e, now) && e.value().type_name() == w.wants);
+        // A stream reader runs whatever the key holds now: XREADGROUP
+        // fails when its key or group went away, XREAD blocks again.
+        let servable = w.wants == "stream"
+            || d.get(key)
+                .is_some_and(|e| !d.is_expired(key, e, now) && e.value().type_name() == w.wants);
         if !servable {
             break;
         }

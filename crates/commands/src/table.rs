@@ -260,6 +260,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::cluster::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,
+    crate::stream::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {
