@@ -1504,16 +1504,19 @@ impl Worker {
                 &mut out,
                 &mut self.core.stats,
             );
-            if let Some(on) = block {
+            if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
                 let (seq, resolved, handler, call, resp3) =
                     (cmd.seq, cmd.resolved, cmd.handler, cmd.call, cmd.resp3);
+                // Run again with the arguments it asked for (XREAD's `$`
+                // resolved), else those received.
+                let again = on.args.take().unwrap_or_else(|| args.to_owned());
                 b.block = Some(park_waiter(
                     &mut self.core,
                     conn,
                     seq,
                     (resolved, handler, call, resp3, false),
-                    args.to_owned(),
+                    again,
                     claim,
                     on,
                 ));

@@ -456,12 +456,10 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         Some(e) => as_stream(e).map(|_| true)?,
         None => false,
     };
-    if !exists {
-        if a.no_mkstream {
-            ctx.out.null();
-            emit_none(ctx);
-            return Ok(());
-        }
+    if !exists && a.no_mkstream {
+        ctx.out.null();
+        emit_none(ctx);
+        return Ok(());
     }
     let now = ctx.shard.now_ms;
     let lim = node_limits(ctx);
@@ -797,7 +795,7 @@ fn parse_read<'a>(
         } else if eq_ic(o, "streams") && more > 0 {
             r.streams_at = i + 1;
             let n = argc - r.streams_at;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 let (name, sym) = if xreadgroup {
                     ("XREADGROUP", '>')
                 } else {
@@ -1018,7 +1016,7 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
     if let Some(deadline) = r.deadline_ms {
         if ctx.may_block {
             let keys: Vec<Vec<u8>> = (0..n).map(|i| key(i).to_vec()).collect();
-            if !xreadgroup && r.ids.iter().any(|x| *x == ReadFrom::Last) {
+            if !xreadgroup && r.ids.contains(&ReadFrom::Last) {
                 let mut again = OwnedArgs::with_capacity(args.len(), args.bytes());
                 for j in 0..args.len() {
                     let jj = j.wrapping_sub(sa + n);

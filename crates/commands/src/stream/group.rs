@@ -328,13 +328,10 @@ pub(super) fn read_group(
         _ if woken => s.last_id > g.last_id,
         _ => maxid.is_some_and(|m| m > g.last_id),
     };
-    let (entries_added, length) = (s.entries_added, s.length);
-    let _ = length;
-    // Borrow the entries and the group apart.
-    let snapshot_meta = (s.first_id, s.max_deleted_id, s.last_id);
-    let _ = snapshot_meta;
-    let mut delivered: Vec<(StreamId, Vec<u8>)> = Vec::new();
-    let mut missing = Vec::new();
+    let entries_added = s.entries_added;
+    // History entries found (their NACKs count a delivery); deleted ones
+    // are replied as `[id, nil]` and left as they are.
+    let mut delivered: Vec<StreamId> = Vec::new();
     {
         // The consumer is made (or its seen time refreshed) only when the
         // stream serves it, as Redis 7.0.15.
@@ -383,16 +380,15 @@ pub(super) fn read_group(
                     false
                 });
                 if found {
-                    delivered.push((id, Vec::new()));
+                    delivered.push(id);
                 } else {
                     body.array(2);
                     id_bulk(body, id);
                     body.null_array();
-                    missing.push(id);
                 }
             }
             let g = s.groups.get_mut(group).expect("INVARIANT: looked up above");
-            for (id, _) in &delivered {
+            for id in &delivered {
                 if let Some(n) = g.pel.get_mut(id) {
                     n.delivery_time = now;
                     n.delivery_count += 1;
@@ -464,7 +460,6 @@ pub(super) fn read_group(
             }
         }
     }
-    let _ = missing;
     out
 }
 
