@@ -67,6 +67,7 @@ const SCRIPTS: &[&str] = &[
     "resp3",
     "set",
     "sort",
+    "stream",
     "strings",
     "tracking",
     "zset",
@@ -94,6 +95,7 @@ diff_tests!(
     resp3,
     set,
     sort,
+    stream,
     strings,
     tracking,
     zset,
@@ -112,9 +114,7 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// replication after it; LOLWUT in none yet). Script lines using them are
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
-const LATER: &[&str] = &[
-    "EVAL", "EVALSHA", "LOLWUT", "XADD", "XLEN", "XRANGE", "WAIT", "SAVE",
-];
+const LATER: &[&str] = &["EVAL", "EVALSHA", "LOLWUT", "WAIT", "SAVE"];
 
 /// How long a `@noreply` line listens for an unwanted reply.
 const NOREPLY_WAIT: Duration = Duration::from_millis(30);

@@ -1408,6 +1408,7 @@ impl Worker {
                 let on = commands::BlockOn {
                     keys: keys.clone(),
                     deadline_ms: 0,
+                    args: None,
                 };
                 park_waiter(
                     &mut self.core,
@@ -1536,16 +1537,19 @@ impl Worker {
                 &mut out,
                 &mut self.core.stats,
             );
-            if let Some(on) = block {
+            if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
                 let (seq, resolved, handler, call, resp3) =
                     (cmd.seq, cmd.resolved, cmd.handler, cmd.call, cmd.resp3);
+                // Run again with the arguments it asked for (XREAD's `$`
+                // resolved), else those received.
+                let again = on.args.take().unwrap_or_else(|| args.to_owned());
                 b.block = Some(park_waiter(
                     &mut self.core,
                     conn,
                     seq,
                     (resolved, handler, call, resp3, false),
-                    args.to_owned(),
+                    again,
                     claim,
                     on,
                 ));
@@ -2550,7 +2554,9 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         Step::Done => {
             // The arguments borrow the read buffer: copy a blocked
             // command's before the connection is touched.
-            let blocked_args = blocked_on.as_ref().map(|_| args.to_owned());
+            let blocked_args = blocked_on
+                .as_mut()
+                .map(|(on, ..)| on.args.take().unwrap_or_else(|| args.to_owned()));
             if suppress {
                 if direct {
                     c.out.truncate(mark);
@@ -2976,9 +2982,11 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
     while let Some(w) = core.waiters.front(db, key, &mut dropped) {
         let now = core.shard.now_ms;
         let d = &core.shard.dbs[db];
-        let servable = d
-            .get(key)
-            .is_some_and(|e| !d.is_expired(key, e, now) && e.value().type_name() == w.wants);
+        // A stream reader runs whatever the key holds now: XREADGROUP
+        // fails when its key or group went away, XREAD blocks again.
+        let servable = w.wants == "stream"
+            || d.get(key)
+                .is_some_and(|e| !d.is_expired(key, e, now) && e.value().type_name() == w.wants);
         if !servable {
             break;
         }

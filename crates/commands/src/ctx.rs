@@ -61,7 +61,22 @@ impl ShardCtx<'_> {
     /// no reply. Only valid when `may_block`.
     pub fn block_on(&mut self, keys: Vec<Vec<u8>>, deadline_ms: u64) {
         debug_assert!(self.may_block);
-        self.block = Some(BlockOn { keys, deadline_ms });
+        self.block = Some(BlockOn {
+            keys,
+            deadline_ms,
+            args: None,
+        });
+    }
+
+    /// [`ShardCtx::block_on`], to be run again with `args` instead of the
+    /// arguments received (XREAD's `$` resolved when it blocks).
+    pub fn block_on_with(&mut self, keys: Vec<Vec<u8>>, deadline_ms: u64, args: resp::OwnedArgs) {
+        debug_assert!(self.may_block);
+        self.block = Some(BlockOn {
+            keys,
+            deadline_ms,
+            args: Some(args),
+        });
     }
 }
 
@@ -69,13 +84,15 @@ impl ShardCtx<'_> {
 /// into an empty list, ZADD into a missing sorted set ...), the command is
 /// run again, with the same arguments, on the shard that holds the key,
 /// in the order the clients blocked; if it blocks again it keeps waiting.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct BlockOn {
     pub keys: Vec<Vec<u8>>,
     /// Absolute Unix milliseconds; 0 = wait forever. On timeout the
     /// runtime answers a null array, as Redis 7.0 does for every blocked
     /// pop (BLMOVE included).
     pub deadline_ms: u64,
+    /// The arguments to run again with, when not those received.
+    pub args: Option<resp::OwnedArgs>,
 }
 
 /// CLIENT REPLY mode.
@@ -395,6 +412,10 @@ pub fn enc_limits_of(c: &Config) -> engine::EncLimits {
         list_max_listpack_size: c.list_max_listpack_size,
         list_compress_depth: c.list_compress_depth,
         hll_sparse_max_bytes: sz(c.hll_sparse_max_bytes),
+        stream_node: engine::types::stream::NodeLimits {
+            max_bytes: sz(c.stream_node_max_bytes),
+            max_entries: c.stream_node_max_entries,
+        },
     }
 }
 

@@ -94,6 +94,7 @@ pub fn run_shard_ready(
         .prop
         .on
         .then(|| (shard.dirty(), shard.prop.implicit, out.len()));
+    shard.prop.own_records = false;
     let mut ctx = ShardCtx {
         shard,
         db: call.db,

@@ -32,6 +32,7 @@ pub mod scratch;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod strings;
 pub mod table;
 #[doc(hidden)]

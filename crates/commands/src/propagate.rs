@@ -40,6 +40,9 @@ pub fn after(
     dirty0: u64,
     implicit0: u64,
 ) {
+    if std::mem::take(&mut shard.prop.own_records) {
+        return;
+    }
     let changed = shard.dirty() - dirty0;
     let implicit = shard.prop.implicit - implicit0;
     if changed <= implicit {

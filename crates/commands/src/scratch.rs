@@ -263,12 +263,16 @@ impl Scratch {
 
 impl Coordinator for Scratch {
     fn parked(&mut self) -> Option<Parked> {
-        let (on, wake_home) = self.parked.take()?;
+        let (mut on, wake_home) = self.parked.take()?;
+        let args = on
+            .args
+            .take()
+            .unwrap_or_else(|| std::mem::take(&mut self.args));
         Some(Parked {
             on,
             wake_home,
             handler: self.handler,
-            args: std::mem::take(&mut self.args),
+            args,
             call: crate::exec::ShardCall {
                 db: self.db,
                 no_touch: self.no_touch,

@@ -262,6 +262,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::hll::COMMANDS,
     crate::pubsub::COMMANDS,
     crate::geo::COMMANDS,
+    crate::stream::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {

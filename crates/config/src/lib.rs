@@ -298,6 +298,13 @@ pub struct Config {
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog longer than this
     /// (header included) is promoted to the dense encoding.
     pub hll_sparse_max_bytes: u64,
+    /// `stream-node-max-bytes`: a stream's tail node (one listpack) takes
+    /// no new entry that would bring it to this size; 0 = no limit (but
+    /// never past 1 GiB).
+    pub stream_node_max_bytes: u64,
+    /// `stream-node-max-entries`: entries (deleted ones included) after
+    /// which a stream starts a new node; 0 = no limit.
+    pub stream_node_max_entries: i64,
     /// `dir`: where snapshots and the append-only file live; `None` = the
     /// working directory at start-up.
     pub dir: Option<PathBuf>,
@@ -517,6 +524,8 @@ impl Config {
             list_max_listpack_size: 0,
             list_compress_depth: 0,
             hll_sparse_max_bytes: 0,
+            stream_node_max_bytes: 0,
+            stream_node_max_entries: 0,
             dir: None,
             dbfilename: Vec::new(),
             save: Vec::new(),
@@ -824,6 +833,8 @@ static DIRECTIVES: &[Directive] = &[
         .alias("list-max-ziplist-size"),
     d("list-compress-depth",      Mutable,   int!(list_compress_depth: u32, 0, I32_MAX, 0)),
     d("hll-sparse-max-bytes",     Mutable,   memory!(hll_sparse_max_bytes, 0, I64_MAX, 3000)),
+    d("stream-node-max-bytes",    Mutable,   memory!(stream_node_max_bytes, 0, I64_MAX, 4096)),
+    d("stream-node-max-entries",  Mutable,   int!(stream_node_max_entries: i64, 0, i64::MAX, 100)),
     // CONFIG GET dir: the absolute working directory, as Redis's getcwd().
     d("dir",                      Protected, Str {
         default: b"",
@@ -1939,6 +1950,18 @@ mod tests {
             "hll-sparse-max-bytes",
             "1024",
         ),
+        (
+            "stream-node-max-bytes",
+            "8kb",
+            "stream-node-max-bytes",
+            "8192",
+        ),
+        (
+            "stream-node-max-entries",
+            "7",
+            "stream-node-max-entries",
+            "7",
+        ),
         ("dir", "/tmp", "dir", "/tmp"),
         ("dbfilename", "x.rdb", "dbfilename", "x.rdb"),
         ("save", "10 1 20 2", "save", "10 1 20 2"),
@@ -2018,6 +2041,8 @@ mod tests {
             "list-max-listpack-size" => assert_eq!(c.list_max_listpack_size, -3),
             "list-compress-depth" => assert_eq!(c.list_compress_depth, 2),
             "hll-sparse-max-bytes" => assert_eq!(c.hll_sparse_max_bytes, 1024),
+            "stream-node-max-bytes" => assert_eq!(c.stream_node_max_bytes, 8192),
+            "stream-node-max-entries" => assert_eq!(c.stream_node_max_entries, 7),
             "dir" => assert_eq!(c.dir.as_deref(), Some(Path::new("/tmp"))),
             "dbfilename" => assert_eq!(c.dbfilename, b"x.rdb"),
             "save" => assert_eq!(c.save_rules(), [(10, 1), (20, 2)]),
@@ -2763,6 +2788,8 @@ mod tests {
                 "zset-max-listpack-value",
                 "list-max-listpack-size",
                 "hll-sparse-max-bytes",
+                "stream-node-max-bytes",
+                "stream-node-max-entries",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);

@@ -151,6 +151,24 @@ impl Db {
         }
     }
 
+    /// Marks `key` ready if a client waits for it although it existed
+    /// already: a stream exists empty, so XADD (and XGROUP DESTROY, which
+    /// fails its readers) signal it, as Redis's `signalKeyAsReady`.
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        if !self.blocking.is_empty() {
+            self.mark_ready(key);
+        }
+    }
+
+    /// Marks every waited-on key ready (after a flush: the readers of a
+    /// stream that was there fail).
+    fn mark_all_waited_ready(&mut self) {
+        let all: Vec<SmallBytes> = self.blocking.keys().cloned().collect();
+        for k in all {
+            self.mark_ready(&k);
+        }
+    }
+
     /// Marks every waited-on key that exists as ready (after SWAPDB).
     fn mark_existing_ready(&mut self) {
         let hit: Vec<SmallBytes> = self
@@ -426,6 +444,10 @@ impl Db {
         }
         let n = self.table.remove(key)?;
         self.signal(key);
+        // A stream's waiters hear of its deletion (XREADGROUP fails then).
+        if !self.blocking.is_empty() {
+            self.mark_ready(key);
+        }
         let at = if n.entry().has_ttl() {
             self.volatile.remove(key).map_or(0, |(_, at)| at)
         } else {
@@ -522,6 +544,7 @@ impl Db {
             self.table.clear();
         }
         self.volatile.clear();
+        self.mark_all_waited_ready();
     }
 
     /// Takes the whole table out, leaving this database empty (FLUSHDB
@@ -543,6 +566,7 @@ impl Db {
         self.dirty = dirty;
         (self.track, self.track_new) = (track, track_new);
         (self.epoch, self.snap) = (epoch, snap);
+        self.mark_all_waited_ready();
         old
     }
 

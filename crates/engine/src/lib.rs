@@ -24,7 +24,7 @@ pub mod value;
 pub use db::{Db, Entry, Meta, OwnedEntry, WatchFlag};
 pub use ds::SmallBytes;
 pub use lfu::LfuParams;
-pub use types::{EncLimits, Hash, List, Set, ZSet};
+pub use types::{EncLimits, Hash, List, Set, Stream, ZSet};
 pub use value::{Str, StrRef, StrView, Value, ValueRef};
 
 use rand::rngs::SmallRng;

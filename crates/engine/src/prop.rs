@@ -60,6 +60,10 @@ pub struct PropBuf {
     /// Keys deleted by expiry or eviction so far (their `DEL` records move
     /// the dirty counter without being the command's own change).
     pub implicit: u64,
+    /// Set by a handler that wrote its own records (a stream command's
+    /// rewritten forms): `propagate::after` then logs nothing more. Reset
+    /// before each command.
+    pub own_records: bool,
 }
 
 impl PropBuf {

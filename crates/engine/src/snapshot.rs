@@ -862,7 +862,7 @@ mod tests {
                                     Value::List(l) => l.push_front(b"new"),
                                     Value::Hash(h) => drop(h.set(b"new", b"v", &lim)),
                                     Value::Set(st) => drop(st.add(b"new", &lim)),
-                                    Value::Str(_) => {}
+                                    Value::Str(_) | Value::Stream(_) => {}
                                 }
                             }
                         }

@@ -48,7 +48,7 @@
 
 use std::borrow::Cow;
 
-use crate::types::{Hash, List, Set, ZSet};
+use crate::types::{Hash, List, Set, Stream, ZSet};
 
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
 pub const EMBSTR_MAX: usize = 44;
@@ -62,6 +62,8 @@ pub enum Value {
     Set(Box<Set>),
     /// Boxed: a `ZSet` (24 bytes) in place would keep `Value` at 32.
     ZSet(Box<ZSet>),
+    /// Boxed: a stream's metadata is far larger than a `Value`.
+    Stream(Box<Stream>),
 }
 
 // The key table holds a `Value` per key: a new type must not grow it.
@@ -354,6 +356,7 @@ pub enum ValueRef<'a> {
     List(&'a List),
     Set(&'a Set),
     ZSet(&'a ZSet),
+    Stream(&'a Stream),
 }
 
 impl<'a> ValueRef<'a> {
@@ -365,6 +368,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(_) => "list",
             ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
+            ValueRef::Stream(_) => "stream",
         }
     }
     /// The name OBJECT ENCODING replies with.
@@ -375,6 +379,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => l.encoding(),
             ValueRef::Set(s) => s.encoding(),
             ValueRef::ZSet(z) => z.encoding(),
+            ValueRef::Stream(_) => "stream",
         }
     }
     /// Approximate heap bytes used, for MEMORY USAGE / accounting.
@@ -385,6 +390,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => l.heap_bytes(),
             ValueRef::Set(s) => std::mem::size_of::<Set>() + s.heap_bytes(),
             ValueRef::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_bytes(),
+            ValueRef::Stream(s) => std::mem::size_of::<Stream>() + s.heap_bytes(),
         }
     }
     /// Elements held: 1 for a string.
@@ -395,6 +401,11 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => l.len(),
             ValueRef::Set(s) => s.len(),
             ValueRef::ZSet(z) => z.len(),
+            // Redis's lazy-free effort for a stream: its nodes plus its
+            // groups' PELs.
+            ValueRef::Stream(s) => {
+                s.node_count() + s.groups.values().map(|g| g.pel.len() + 1).sum::<usize>()
+            }
         }
     }
     /// An owned copy (same encoding).
@@ -405,6 +416,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => Value::List(l.clone()),
             ValueRef::Set(s) => Value::Set(Box::new(s.clone())),
             ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+            ValueRef::Stream(s) => Value::Stream(Box::new(s.clone())),
         }
     }
 }
@@ -418,6 +430,7 @@ impl<'a> From<&'a Value> for ValueRef<'a> {
             Value::List(l) => ValueRef::List(l),
             Value::Set(s) => ValueRef::Set(s),
             Value::ZSet(z) => ValueRef::ZSet(z),
+            Value::Stream(s) => ValueRef::Stream(s),
         }
     }
 }
@@ -431,6 +444,7 @@ impl PartialEq for ValueRef<'_> {
             (ValueRef::List(a), ValueRef::List(b)) => a == b,
             (ValueRef::Set(a), ValueRef::Set(b)) => a == b,
             (ValueRef::ZSet(a), ValueRef::ZSet(b)) => a == b,
+            (ValueRef::Stream(a), ValueRef::Stream(b)) => a == b,
             _ => false,
         }
     }

@@ -1,7 +1,11 @@
 //! A key as the commands that rebuild it: the body of an AOF base written
 //! with `aof-use-rdb-preamble no` (Redis's `rewriteAppendOnlyFileRio`):
 //! SET for strings; RPUSH, SADD, ZADD and HMSET in batches of 64 elements
-//! (`AOF_REWRITE_ITEMS_PER_CMD`); then PEXPIREAT for a key with a TTL.
+//! (`AOF_REWRITE_ITEMS_PER_CMD`); for a stream, Redis 7.0's
+//! `rewriteStreamObject` (an XADD per entry, or `XADD key MAXLEN 0 0-1 x y`
+//! for an empty one, XSETID with the counters, XGROUP CREATE per group,
+//! XCLAIM ... JUSTID FORCE per pending entry, XGROUP CREATECONSUMER per
+//! consumer without any); then PEXPIREAT for a key with a TTL.
 
 use crate::db::Entry;
 use crate::prop::{write_bulk, write_header};
@@ -83,6 +87,7 @@ pub fn write_entry_cmds(out: &mut Vec<u8>, key: &[u8], e: &Entry, expire_at_ms: 
                 v.with_bytes(|b| f(b));
             }
         }),
+        ValueRef::Stream(s) => write_stream_cmds(out, key, s),
     }
     write_expire_cmd(out, key, expire_at_ms);
 }
@@ -94,5 +99,93 @@ pub(super) fn write_expire_cmd(out: &mut Vec<u8>, key: &[u8], at: u64) {
         write_bulk(out, b"PEXPIREAT");
         write_bulk(out, key);
         write_bulk(out, itoa::Buffer::new().format(at).as_bytes());
+    }
+}
+
+fn cmd(out: &mut Vec<u8>, args: &[&[u8]]) {
+    write_header(out, b'*', args.len());
+    for a in args {
+        write_bulk(out, a);
+    }
+}
+
+fn write_stream_cmds(out: &mut Vec<u8>, key: &[u8], s: &crate::types::Stream) {
+    use crate::types::stream::StreamId;
+    if s.length > 0 {
+        s.range(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+            write_header(out, b'*', 3 + fields.len() * 2);
+            write_bulk(out, b"XADD");
+            write_bulk(out, key);
+            write_bulk(out, id.to_string().as_bytes());
+            for (f, v) in fields {
+                write_bulk(out, &f.to_vec());
+                write_bulk(out, &v.to_vec());
+            }
+            true
+        });
+    } else {
+        cmd(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
+    }
+    let last = s.last_id.to_string();
+    let added = s.entries_added.to_string();
+    let maxdel = s.max_deleted_id.to_string();
+    cmd(
+        out,
+        &[
+            b"XSETID",
+            key,
+            last.as_bytes(),
+            b"ENTRIESADDED",
+            added.as_bytes(),
+            b"MAXDELETEDID",
+            maxdel.as_bytes(),
+        ],
+    );
+    for (name, g) in &s.groups {
+        let last = g.last_id.to_string();
+        let read = g.entries_read.to_string();
+        cmd(
+            out,
+            &[
+                b"XGROUP",
+                b"CREATE",
+                key,
+                name,
+                last.as_bytes(),
+                b"ENTRIESREAD",
+                read.as_bytes(),
+            ],
+        );
+        for (cname, c) in &g.consumers {
+            if c.pel.is_empty() {
+                cmd(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
+                continue;
+            }
+            for id in &c.pel {
+                let Some(n) = g.pel.get(id) else { continue };
+                let (id, t, count) = (
+                    id.to_string(),
+                    n.delivery_time.to_string(),
+                    n.delivery_count.to_string(),
+                );
+                cmd(
+                    out,
+                    &[
+                        b"XCLAIM",
+                        key,
+                        name,
+                        cname,
+                        b"0",
+                        id.as_bytes(),
+                        b"TIME",
+                        t.as_bytes(),
+                        b"RETRYCOUNT",
+                        count.as_bytes(),
+                        b"JUSTID",
+                        b"FORCE",
+                    ],
+                );
+            }
+        }
     }
 }

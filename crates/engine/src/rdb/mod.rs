@@ -16,12 +16,13 @@
 //! | zset, skiplist            | 5 zset2 (binary doubles, highest first) |
 //! | hash, listpack            | 16 listpack                   |
 //! | hash, hashtable           | 4 plain hash                  |
+//! | stream                    | 19 listpacks 2 (see `stream.rs`) |
 //!
 //! # Reading
 //!
 //! [`Reader`] streams a whole file; [`restore_payload`] decodes a DUMP
 //! payload. Every type and encoding Redis 7.0 and 7.2 write, and the older
-//! ones they still load, are read (see `read.rs`); streams and module
+//! ones they still load, are read (see `read.rs`, `stream.rs`); module
 //! values are refused with an [`RdbError`]. Loaded values get the encoding
 //! Redis would choose on load under the given [`EncLimits`].
 //!
@@ -33,6 +34,7 @@ mod chunk;
 mod cmds;
 pub mod pack;
 mod read;
+mod stream;
 
 use std::fmt;
 
@@ -303,11 +305,13 @@ fn value_type(v: ValueRef<'_>) -> u8 {
         ValueRef::ZSet(_) => T_ZSET_2,
         ValueRef::Hash(h) if h.is_listpack() => T_HASH_LISTPACK,
         ValueRef::Hash(_) => T_HASH,
+        ValueRef::Stream(_) => T_STREAM_LISTPACKS_2,
     }
 }
 
 fn write_body(out: &mut Vec<u8>, v: ValueRef<'_>, t: u8, compress: bool) {
     match v {
+        ValueRef::Stream(s) => stream::write_stream(out, s, compress),
         ValueRef::Str(s) => match s.view() {
             StrView::Int(n) => write_int_string(out, n),
             StrView::Bytes(b) => write_string(out, b, compress),

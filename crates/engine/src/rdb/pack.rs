@@ -72,52 +72,12 @@ impl LpWriter {
     }
 
     pub fn push_int(&mut self, v: i64) {
-        let start = self.buf.len();
-        let b = &mut self.buf;
-        if (0..=127).contains(&v) {
-            b.push(v as u8);
-        } else if (-4096..=4095).contains(&v) {
-            let u = if v < 0 { (1i64 << 13) + v } else { v } as u16;
-            b.push(((u >> 8) as u8) | 0xC0);
-            b.push(u as u8);
-        } else if (-32768..=32767).contains(&v) {
-            b.push(0xF1);
-            b.extend_from_slice(&(v as i16).to_le_bytes());
-        } else if (-8_388_608..=8_388_607).contains(&v) {
-            b.push(0xF2);
-            b.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
-        } else if (-2_147_483_648..=2_147_483_647).contains(&v) {
-            b.push(0xF3);
-            b.extend_from_slice(&(v as i32).to_le_bytes());
-        } else {
-            b.push(0xF4);
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        self.finish_entry(start);
+        lp_append_int(&mut self.buf, v);
+        self.count += 1;
     }
 
     pub fn push_str(&mut self, s: &[u8]) {
-        let start = self.buf.len();
-        let len = s.len();
-        let b = &mut self.buf;
-        if len < 64 {
-            b.push(0x80 | len as u8);
-        } else if len < 4096 {
-            b.push(0xE0 | (len >> 8) as u8);
-            b.push(len as u8);
-        } else {
-            b.push(0xF0);
-            b.extend_from_slice(&(len as u32).to_le_bytes());
-        }
-        b.extend_from_slice(s);
-        self.finish_entry(start);
-    }
-
-    /// Appends the back-length of the entry that starts at `start`
-    /// (Redis's `lpEncodeBacklen`).
-    fn finish_entry(&mut self, start: usize) {
-        let l = self.buf.len() - start;
-        encode_backlen(l, &mut self.buf);
+        lp_append_str(&mut self.buf, s);
         self.count += 1;
     }
 
@@ -133,6 +93,59 @@ impl LpWriter {
         };
         self.buf[4..6].copy_from_slice(&n.to_le_bytes());
         self.buf
+    }
+}
+
+/// Appends one listpack entry (encoding, data, back-length) holding `v`,
+/// as Redis's `lpAppendInteger`.
+pub fn lp_append_int(b: &mut Vec<u8>, v: i64) {
+    let start = b.len();
+    if (0..=127).contains(&v) {
+        b.push(v as u8);
+    } else if (-4096..=4095).contains(&v) {
+        let u = if v < 0 { (1i64 << 13) + v } else { v } as u16;
+        b.push(((u >> 8) as u8) | 0xC0);
+        b.push(u as u8);
+    } else if (-32768..=32767).contains(&v) {
+        b.push(0xF1);
+        b.extend_from_slice(&(v as i16).to_le_bytes());
+    } else if (-8_388_608..=8_388_607).contains(&v) {
+        b.push(0xF2);
+        b.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+    } else if (-2_147_483_648..=2_147_483_647).contains(&v) {
+        b.push(0xF3);
+        b.extend_from_slice(&(v as i32).to_le_bytes());
+    } else {
+        b.push(0xF4);
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    let l = b.len() - start;
+    encode_backlen(l, b);
+}
+
+/// Appends one listpack entry holding the string `s` as a string.
+pub fn lp_append_str(b: &mut Vec<u8>, s: &[u8]) {
+    let start = b.len();
+    let len = s.len();
+    if len < 64 {
+        b.push(0x80 | len as u8);
+    } else if len < 4096 {
+        b.push(0xE0 | (len >> 8) as u8);
+        b.push(len as u8);
+    } else {
+        b.push(0xF0);
+        b.extend_from_slice(&(len as u32).to_le_bytes());
+    }
+    b.extend_from_slice(s);
+    let l = b.len() - start;
+    encode_backlen(l, b);
+}
+
+/// Appends `s` as Redis's `lpAppend`: an integer when it is a canonical one.
+pub fn lp_append(b: &mut Vec<u8>, s: &[u8]) {
+    match (s.len() <= 20).then(|| string2ll(s)).flatten() {
+        Some(n) => lp_append_int(b, n),
+        None => lp_append_str(b, s),
     }
 }
 
@@ -205,6 +218,62 @@ fn take(b: &[u8], at: usize, n: usize) -> PackResult<&[u8]> {
         .ok_or("packed entry runs past the end")
 }
 
+/// The element at `p` (which must be a valid index) and the length of
+/// its encoding (without the back-length).
+pub fn lp_elem(b: &[u8], p: usize) -> PackResult<(Elem<'_>, usize)> {
+    let h = take(b, p, 1)?[0];
+    Ok(match h {
+        0x00..=0x7F => (Elem::Int(i64::from(h)), 1),
+        0x80..=0xBF => {
+            let n = usize::from(h & 0x3F);
+            (Elem::Str(take(b, p + 1, n)?), 1 + n)
+        }
+        0xC0..=0xDF => {
+            let lo = take(b, p + 1, 1)?[0];
+            let u = (u16::from(h & 0x1F) << 8) | u16::from(lo);
+            (Elem::Int(i64::from(((u << 3) as i16) >> 3)), 2)
+        }
+        0xE0..=0xEF => {
+            let lo = take(b, p + 1, 1)?[0];
+            let n = (usize::from(h & 0x0F) << 8) | usize::from(lo);
+            (Elem::Str(take(b, p + 2, n)?), 2 + n)
+        }
+        0xF0 => {
+            let l = take(b, p + 1, 4)?;
+            let n = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
+            (Elem::Str(take(b, p + 5, n)?), 5 + n)
+        }
+        0xF1 => {
+            let d = take(b, p + 1, 2)?;
+            (Elem::Int(i64::from(i16::from_le_bytes([d[0], d[1]]))), 3)
+        }
+        0xF2 => {
+            let d = take(b, p + 1, 3)?;
+            let v = i32::from_le_bytes([0, d[0], d[1], d[2]]) >> 8;
+            (Elem::Int(i64::from(v)), 4)
+        }
+        0xF3 => {
+            let d = take(b, p + 1, 4)?;
+            (
+                Elem::Int(i64::from(i32::from_le_bytes([d[0], d[1], d[2], d[3]]))),
+                5,
+            )
+        }
+        0xF4 => {
+            let d = take(b, p + 1, 8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(d);
+            (Elem::Int(i64::from_le_bytes(a)), 9)
+        }
+        _ => return Err("listpack entry has an invalid encoding"),
+    })
+}
+
+/// The size of the back-length after an encoding of `enc_len` bytes.
+pub fn lp_backlen_size(enc_len: usize) -> usize {
+    backlen_size(enc_len)
+}
+
 /// Decodes a whole listpack, checking its header, every entry (and its
 /// back-length) and the terminator.
 pub fn lp_decode(b: &[u8]) -> PackResult<Vec<Elem<'_>>> {
@@ -223,51 +292,7 @@ pub fn lp_decode(b: &[u8]) -> PackResult<Vec<Elem<'_>>> {
         if h == LP_EOF {
             break;
         }
-        let (e, enc_len) = match h {
-            0x00..=0x7F => (Elem::Int(i64::from(h)), 1),
-            0x80..=0xBF => {
-                let n = usize::from(h & 0x3F);
-                (Elem::Str(take(b, p + 1, n)?), 1 + n)
-            }
-            0xC0..=0xDF => {
-                let lo = take(b, p + 1, 1)?[0];
-                let u = (u16::from(h & 0x1F) << 8) | u16::from(lo);
-                (Elem::Int(i64::from(((u << 3) as i16) >> 3)), 2)
-            }
-            0xE0..=0xEF => {
-                let lo = take(b, p + 1, 1)?[0];
-                let n = (usize::from(h & 0x0F) << 8) | usize::from(lo);
-                (Elem::Str(take(b, p + 2, n)?), 2 + n)
-            }
-            0xF0 => {
-                let l = take(b, p + 1, 4)?;
-                let n = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
-                (Elem::Str(take(b, p + 5, n)?), 5 + n)
-            }
-            0xF1 => {
-                let d = take(b, p + 1, 2)?;
-                (Elem::Int(i64::from(i16::from_le_bytes([d[0], d[1]]))), 3)
-            }
-            0xF2 => {
-                let d = take(b, p + 1, 3)?;
-                let v = i32::from_le_bytes([0, d[0], d[1], d[2]]) >> 8;
-                (Elem::Int(i64::from(v)), 4)
-            }
-            0xF3 => {
-                let d = take(b, p + 1, 4)?;
-                (
-                    Elem::Int(i64::from(i32::from_le_bytes([d[0], d[1], d[2], d[3]]))),
-                    5,
-                )
-            }
-            0xF4 => {
-                let d = take(b, p + 1, 8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(d);
-                (Elem::Int(i64::from_le_bytes(a)), 9)
-            }
-            _ => return Err("listpack entry has an invalid encoding"),
-        };
+        let (e, enc_len) = lp_elem(b, p)?;
         let bl = backlen_size(enc_len);
         let mut want = Vec::with_capacity(5);
         encode_backlen(enc_len, &mut want);

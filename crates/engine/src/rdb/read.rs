@@ -124,7 +124,7 @@ impl<R: Read> Src<R> {
         Ok(self.buf[self.pos - 1])
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
         self.fill(N)?;
         let mut a = [0u8; N];
         a.copy_from_slice(&self.buf[self.pos..self.pos + N]);
@@ -171,7 +171,7 @@ impl<R: Read> Src<R> {
 
     /// A length used to size a loop; preallocations derived from it are
     /// capped separately.
-    fn count(&mut self) -> Result<usize, RdbError> {
+    pub(crate) fn count(&mut self) -> Result<usize, RdbError> {
         let n = self.len()?;
         usize::try_from(n).or_else(|_| self.err("count too large"))
     }
@@ -411,7 +411,8 @@ pub(crate) fn read_object<R: Read>(
             )
         }
         T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2 | T_STREAM_LISTPACKS_3 => {
-            return s.err("stream type not supported")
+            // A stream may be empty: it is kept (Redis loads it).
+            return super::stream::read_stream(s, t).map(Some);
         }
         T_MODULE_PRE_GA | T_MODULE_2 => return s.err("module type not supported"),
         other => return s.err(format!("unknown value type {other}")),

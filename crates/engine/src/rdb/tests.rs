@@ -61,6 +61,7 @@ pub(crate) enum Canon {
     Set(Vec<Vec<u8>>),
     ZSet(Vec<(Vec<u8>, u64)>),
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    Stream(String),
 }
 
 pub(crate) fn canon(v: &Value) -> Canon {
@@ -81,6 +82,7 @@ pub(crate) fn canon(v: &Value) -> Canon {
             p.sort();
             Canon::Hash(p)
         }
+        Value::Stream(s) => Canon::Stream(format!("{s:?}")),
     }
 }
 
@@ -656,4 +658,25 @@ fn compressed_inner_nodes_saved_as_lzf_blobs() {
     assert_eq!(hex(&out), want);
     let back = restore_payload(&dump_payload(&v), enc).unwrap();
     assert_eq!(canon(&back), canon(&v));
+}
+
+/// A DUMP from Redis 7.0.15: XADD s 1-1 a 1 b 2, XADD s 1-2 a 3 b 4,
+/// XADD s 2-0 c 3, XGROUP CREATE s g 0, XREADGROUP GROUP g alice COUNT 1
+/// STREAMS s >. Read, and written back byte for byte.
+#[test]
+fn stream_dump_from_redis_round_trips() {
+    let p: &[u8] = b"\x13\x01\x10\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01==\x00\x00\x00\x19\x00\x03\x01\x00\x01\x02\x01\x81a\x02\x81b\x02\x00\x01\x02\x01\x00\x01\x00\x01\x01\x01\x02\x01\x05\x01\x02\x01\x00\x01\x01\x01\x03\x01\x04\x01\x05\x01\x00\x01\x01\x01\xdf\xff\x02\x01\x01\x81c\x02\x03\x01\x06\x01\xff\x03\x02\x00\x01\x01\x00\x00\x03\x01\x01g\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01e\xb1\"\x1c\xa2\x01\x00\x00\x01\x01\x05alicee\xb1\"\x1c\xa2\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\n\x00\x1f\xcc\xaaV\x08*Ey";
+    let v = restore_payload(p, lim()).unwrap();
+    let Value::Stream(s) = &v else {
+        panic!("not a stream")
+    };
+    assert_eq!(s.len(), 3);
+    assert_eq!(s.groups.len(), 1);
+    assert_eq!(dump_payload(&v), p);
+    // Every truncation fails cleanly.
+    for cut in 0..p.len() - 10 {
+        let mut q = p[..cut].to_vec();
+        q.extend_from_slice(&p[p.len() - 10..]);
+        let _ = restore_payload(&q, lim());
+    }
 }

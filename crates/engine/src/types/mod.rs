@@ -9,11 +9,13 @@
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::Stream;
 pub use zset::ZSet;
 
 /// Encoding thresholds, Redis's directives of the same names. The owning
@@ -34,6 +36,9 @@ pub struct EncLimits {
     /// A sparse HyperLogLog whose string would grow past this many bytes
     /// is promoted to dense (`hll-sparse-max-bytes`; see `ds::hll`).
     pub hll_sparse_max_bytes: usize,
+    /// Where a stream starts a new node (`stream-node-max-bytes`,
+    /// `stream-node-max-entries`).
+    pub stream_node: stream::NodeLimits,
 }
 
 impl Default for EncLimits {
@@ -50,6 +55,7 @@ impl Default for EncLimits {
             list_max_listpack_size: -2,
             list_compress_depth: 0,
             hll_sparse_max_bytes: ds::hll::SPARSE_MAX_BYTES_DEFAULT,
+            stream_node: stream::NodeLimits::default(),
         }
     }
 }
