@@ -62,6 +62,7 @@ const SCRIPTS: &[&str] = &[
     "memory",
     "multi",
     "resp3",
+    "scripting",
     "set",
     "sort",
     "strings",
@@ -86,6 +87,7 @@ diff_tests!(
     memory,
     multi,
     resp3,
+    scripting,
     set,
     sort,
     strings,
@@ -106,8 +108,6 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
 const LATER: &[&str] = &[
-    "EVAL",
-    "EVALSHA",
     "LOLWUT",
     "XADD",
     "XLEN",

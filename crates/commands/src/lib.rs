@@ -27,6 +27,7 @@ pub mod multikey;
 pub mod persist;
 pub mod propagate;
 pub mod scratch;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod sort;
