@@ -153,7 +153,7 @@ fn parse(lua: &Lua, b: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Val
             }
             let t = lua.create_table_with_capacity(n.min(1 << 16) as usize, 0)?;
             for i in 0..n {
-                let v = parse(lua, b, pos, depth + 1)?;
+                let v = super::libs::deep(|| parse(lua, b, pos, depth + 1))?;
                 t.raw_set(i + 1, v)?;
             }
             Value::Table(t)
@@ -353,6 +353,10 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         }
         return Ok(());
     }
+    super::libs::deep(|| write_array(t, out, script_resp3, depth))
+}
+
+fn write_array(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
     let mut items = Vec::new();
     for i in 1.. {
         let v: Value = t.get(i)?;

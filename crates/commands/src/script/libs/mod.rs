@@ -21,6 +21,14 @@ pub fn install(lua: &Lua, globals: &Table) -> mlua::Result<()> {
     Ok(())
 }
 
+/// Runs a step of a recursion whose depth the input decides (nested JSON,
+/// MessagePack, replies) with at least 64 KiB of stack left, growing the
+/// stack on the heap when needed: a thread's stack (2 MiB) would not hold
+/// the 1000 levels Lua CJSON allows, and running out aborts the process.
+pub fn deep<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
+}
+
 /// `luaL_where(L, 1)`: the position of the Lua code that called the
 /// running library function (`user_script:3: `), or nothing.
 pub fn where_(lua: &Lua) -> String {
