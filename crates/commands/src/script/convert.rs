@@ -151,7 +151,9 @@ fn parse(lua: &Lua, b: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Val
             if n < 0 {
                 return Ok(Value::Boolean(false));
             }
-            let t = lua.create_table_with_capacity(n.min(1 << 16) as usize, 0)?;
+            // No preallocated array part, as Redis's lua_newtable: the
+            // length operator of a table with holes (RESP3 nulls) agrees.
+            let t = lua.create_table()?;
             for i in 0..n {
                 let v = super::libs::deep(|| parse(lua, b, pos, depth + 1))?;
                 t.raw_set(i + 1, v)?;
