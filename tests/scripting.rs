@@ -179,11 +179,22 @@ fn the_script_cache_is_shared_by_every_connection() {
         let r: i64 = redis::cmd("EVALSHA").arg(sha42).arg(0).query(con).unwrap();
         assert_eq!(r, 42);
     }
+    let field = |con: &mut redis::Connection, name: &str| -> u64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    assert_eq!(field(&mut cons[4], "number_of_cached_scripts"), 2);
+    assert!(field(&mut cons[4], "used_memory_lua") > 0);
+    assert!(field(&mut cons[4], "used_memory_scripts_eval") > 0);
     // SCRIPT FLUSH anywhere empties it everywhere.
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query(&mut cons[5])
         .unwrap();
+    assert_eq!(field(&mut cons[4], "number_of_cached_scripts"), 0);
     for con in cons.iter_mut() {
         let err = redis::cmd("EVALSHA")
             .arg(&sha)

@@ -206,9 +206,13 @@ fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if !cache::cache().contains(&sha) {
         let (flags, shebang_len) = shebang::parse(body).map_err(CmdError::Err)?;
         let gen = cache::cache().generation();
-        vm::with_vm(|vm| vm.function(&sha, body, shebang_len, gen))
-            .map_err(|e| CmdError::err(vm::error_text(&e)))?
-            .map_err(CmdError::Err)?;
+        vm::with_vm(|vm| {
+            let f = vm.function(&sha, body, shebang_len, gen);
+            vm.report_memory();
+            f
+        })
+        .map_err(|e| CmdError::err(vm::error_text(&e)))?
+        .map_err(CmdError::Err)?;
         cache::cache().insert(cache::Script {
             sha,
             body: body.into(),

@@ -116,6 +116,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         }
         let run = Run {
             db: ctx.db,
+            orig_db: ctx.db,
             resp3: false,
             repl: REPL_ALL,
             read_only: v.read_only || flags.no_writes,
@@ -127,6 +128,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         };
         let (outcome, run) = call_function(vm, f, &keys, &argv, run);
         vm.stats = run.stats;
+        vm.report_memory();
         let script_resp3 = run.resp3;
         match outcome.map_err(|e| CmdError::err(error_text(&e)))? {
             Outcome::Returned(value) => {
@@ -299,6 +301,8 @@ struct Run<'r, 'a> {
     /// The script's database (SELECT inside the script changes it, not the
     /// client's).
     db: usize,
+    /// The database the script started in (its declared keys are there).
+    orig_db: usize,
     /// `redis.setresp(3)` was called.
     resp3: bool,
     /// `redis.set_repl` flags.
@@ -367,6 +371,16 @@ impl Run<'_, '_> {
         }
         let mut positions = Vec::new();
         r.spec.key_positions(args, &mut positions);
+        // On gathered copies only the declared keys of the first database
+        // exist (and only the databases up to it).
+        let on_shard = matches!(r.spec.exec, Exec::Shard(..));
+        let missing_db = on_shard && self.db >= self.ctx.shard.dbs.len();
+        if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
+            return refuse(
+                lua,
+                "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+            );
+        }
         for &p in &positions {
             let k = args.get(p);
             let local = !self.scratch && shard_of(k, self.ctx.nshards) == self.shard;

@@ -291,6 +291,26 @@ fn keys_on_several_shards_run_on_their_copies() {
         r.starts_with("-ERR Script attempted to access a key that was not declared"),
         "{r}"
     );
+    // Another database on copies: refused, not a crash.
+    let r = t.run(&[
+        "EVAL",
+        "redis.call('select', 5); return redis.call('get', KEYS[1])",
+        "2",
+        &a,
+        &b,
+    ]);
+    assert!(
+        r.starts_with("-ERR Script attempted to access a key"),
+        "{r}"
+    );
+    let r = t.run(&[
+        "EVAL",
+        "redis.call('select', 5); return redis.call('ping')",
+        "2",
+        &a,
+        &b,
+    ]);
+    assert_eq!(r, "+PONG\r\n");
     // Undeclared keys of the script's own shard work.
     let a2 = key_on("z", 0, n);
     t.run(&["SET", &a2, "here"]);

@@ -126,6 +126,8 @@ pub struct Vm {
     compiled: HashMap<[u8; 40], Function>,
     /// The script cache generation the compiled functions belong to.
     gen: u64,
+    /// This VM's memory as last reported (see `cache::report_vm_bytes`).
+    reported_bytes: usize,
     /// Statistics of commands run from scripts (not reported yet: Redis
     /// counts them in commandstats).
     pub stats: ThreadStats,
@@ -200,6 +202,13 @@ pub fn error_text(e: &mlua::Error) -> String {
 }
 
 impl Vm {
+    /// Reports this VM's memory for INFO (after a run or a compilation).
+    pub fn report_memory(&mut self) {
+        let now = self.lua.used_memory();
+        super::cache::report_vm_bytes(self.reported_bytes, now);
+        self.reported_bytes = now;
+    }
+
     fn new() -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
@@ -221,7 +230,10 @@ impl Vm {
         super::sandbox::install(&lua, &real, proxies)?;
         lua.set_globals(proxy)?;
         let handler = lua.create_function(message_handler)?;
+        let reported_bytes = lua.used_memory();
+        super::cache::report_vm_bytes(0, reported_bytes);
         Ok(Vm {
+            reported_bytes,
             lua,
             real,
             redis,
