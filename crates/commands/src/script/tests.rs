@@ -319,3 +319,40 @@ fn keys_on_several_shards_run_on_their_copies() {
         "$4\r\nhere\r\n"
     );
 }
+
+#[test]
+fn bad_input_is_an_error_not_a_crash() {
+    let mut t = TestServer::new(1);
+    let e = |t: &mut TestServer, s: &str| t.run(&["EVAL", s, "0"]);
+    let r = e(
+        &mut t,
+        "local function f(n) return 1 + f(n) end return f(1)",
+    );
+    assert!(r.starts_with("-ERR user_script:1: stack overflow"), "{r}");
+    // Recursion through pcall ends at Lua's C stack limit (Redis: 1).
+    assert_eq!(
+        e(&mut t, "local function f() return pcall(f) end return f()"),
+        ":1\r\n"
+    );
+    let r = e(
+        &mut t,
+        "local function f() return redis.pcall('ping') .. f() end return f()",
+    );
+    assert!(r.starts_with("-ERR"), "{r}");
+    // Lua 5.1 reads the count as a C int: 2^40 is 0.
+    assert_eq!(e(&mut t, "return string.rep('x', 2^40)"), "$0\r\n\r\n");
+    let r = e(&mut t, "return cjson.decode(string.rep('[', 100000))");
+    assert!(
+        r.contains("Found too many nested data structures (1001)"),
+        "{r}"
+    );
+    let r = e(
+        &mut t,
+        "return cmsgpack.unpack(string.rep(string.char(0x91), 100000))",
+    );
+    assert!(r.starts_with("-ERR"), "{r}");
+    let r = e(&mut t, "return struct.pack('i' .. string.rep('9', 30), 1)");
+    assert!(r.starts_with("-ERR"), "{r}");
+    // The VM still works afterwards.
+    assert_eq!(e(&mut t, "return 'fine'"), "$4\r\nfine\r\n");
+}
