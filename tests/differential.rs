@@ -65,6 +65,7 @@ const SCRIPTS: &[&str] = &[
     "multi",
     "pubsub",
     "resp3",
+    "scripting",
     "set",
     "sort",
     "stream",
@@ -93,6 +94,7 @@ diff_tests!(
     multi,
     pubsub,
     resp3,
+    scripting,
     set,
     sort,
     stream,
@@ -114,7 +116,7 @@ const SCRIPT_LINES_MAX: usize = 20_000;
 /// replication after it; LOLWUT in none yet). Script lines using them are
 /// skipped on both servers until the command lands; shrink this list as
 /// they do.
-const LATER: &[&str] = &["EVAL", "EVALSHA", "LOLWUT", "WAIT", "SAVE"];
+const LATER: &[&str] = &["LOLWUT", "WAIT", "SAVE"];
 
 /// How long a `@noreply` line listens for an unwanted reply.
 const NOREPLY_WAIT: Duration = Duration::from_millis(30);

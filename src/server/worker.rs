@@ -2511,6 +2511,8 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     databases: core.cfg.databases,
                     max_bulk_len: core.cfg.max_bulk_len,
                     may_block: true,
+                    in_tx: false,
+                    nshards: core.server.nshards,
                 };
                 let prop0 = core.shard.prop.len();
                 if let Some(on) = run_shard(
@@ -2621,6 +2623,8 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 databases: core.cfg.databases,
                 max_bulk_len: core.cfg.max_bulk_len,
                 may_block: true,
+                in_tx: false,
+                nshards: core.server.nshards,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -3084,6 +3088,11 @@ fn lock_blocked(
     db: usize,
     scratch: &mut Vec<usize>,
 ) -> bool {
+    // A script may touch keys it did not declare (as on a standalone
+    // Redis): any lock held on its shard holds it back.
+    if r.spec.has(commands::table::flags::SCRIPT) {
+        return true;
+    }
     r.spec.key_positions(args, scratch);
     let write = r.spec.has(commands::table::flags::WRITE);
     locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)

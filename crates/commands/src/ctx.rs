@@ -35,6 +35,11 @@ pub struct ShardCtx<'a> {
     /// MULTI/EXEC and wherever blocking is impossible, where it must reply
     /// at once as on timeout.
     pub may_block: bool,
+    /// Runs inside a transaction whose records the append-only file wraps
+    /// in MULTI/EXEC already (a script wraps its own effects otherwise).
+    pub in_tx: bool,
+    /// Shards in the process (see `ShardCall::nshards`).
+    pub nshards: usize,
     /// Set by a blocking command that found nothing to serve while
     /// `may_block`: it wrote no reply, and waits on these keys.
     pub block: Option<BlockOn>,

@@ -50,6 +50,12 @@ pub struct ShardCall {
     pub max_bulk_len: u64,
     /// A blocking command may block (false inside MULTI/EXEC).
     pub may_block: bool,
+    /// Runs inside a transaction (EXEC, a multi-shard command's run on
+    /// gathered keys): its records go into that transaction's MULTI/EXEC.
+    pub in_tx: bool,
+    /// Shards in the process (a script checks that the keys it did not
+    /// declare live on its own shard).
+    pub nshards: usize,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -103,6 +109,8 @@ pub fn run_shard_ready(
         databases: call.databases,
         max_bulk_len: call.max_bulk_len,
         may_block: call.may_block,
+        in_tx: call.in_tx,
+        nshards: call.nshards,
         block: None,
         ready,
     };

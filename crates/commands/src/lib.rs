@@ -29,6 +29,7 @@ pub mod persist;
 pub mod propagate;
 pub mod pubsub;
 pub mod scratch;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod sort;

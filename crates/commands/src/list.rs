@@ -950,6 +950,8 @@ mod tests {
             databases: 16,
             max_bulk_len: 512 << 20,
             may_block: true,
+            in_tx: false,
+            nshards: 1,
             block: None,
             ready: None,
         };

@@ -434,6 +434,8 @@ impl Coordinator for ExecCoord {
                                     // Inside EXEC blocking commands answer
                                     // at once, as on timeout.
                                     may_block: false,
+                                    in_tx: true,
+                                    nshards,
                                 },
                                 resp3: client.resp3,
                             };

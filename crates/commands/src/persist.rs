@@ -98,7 +98,7 @@ pub(crate) fn log_warning(line: &str) {
     log(true, line);
 }
 
-fn log(warning: bool, line: &str) {
+pub(crate) fn log(warning: bool, line: &str) {
     if let Some(f) = LOGGER.get() {
         f(warning, line);
     }

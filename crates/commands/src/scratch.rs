@@ -43,7 +43,7 @@ use resp::{Args, OwnedArgs, Reply};
 use crate::coord::{outputs, Coordinator, JobOut, Parked, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
-use crate::table::{flags, shard_of, CommandSpec, ShardHandler};
+use crate::table::{shard_of, CommandSpec, ShardHandler};
 
 /// What one shard sends in the gather step.
 struct Gathered {
@@ -77,6 +77,7 @@ pub struct Scratch {
     may_block: bool,
     /// Set when the handler blocked; true if only the home may re-run it.
     parked: Option<(crate::ctx::BlockOn, bool)>,
+    nshards: usize,
 }
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
@@ -137,7 +138,7 @@ pub fn coordinator(
         });
     }
     // A read-only command changes nothing: its locks go with the gather.
-    plan.last = !spec.has(flags::WRITE);
+    plan.last = !spec.may_write();
     let (databases, max_bulk_len) = {
         let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
         (c.databases, c.proto_max_bulk_len)
@@ -153,6 +154,7 @@ pub fn coordinator(
         phase: Phase::Gather(plan),
         may_block,
         parked: None,
+        nshards: n,
     })
 }
 
@@ -215,6 +217,8 @@ impl Scratch {
             databases: self.databases,
             max_bulk_len: self.max_bulk_len,
             may_block: self.may_block,
+            in_tx: true,
+            nshards: self.nshards,
             block: None,
             ready: None,
         };
@@ -279,6 +283,8 @@ impl Coordinator for Scratch {
                 databases: self.databases,
                 max_bulk_len: self.max_bulk_len,
                 may_block: true,
+                in_tx: false,
+                nshards: self.nshards,
             },
         })
     }

@@ -674,24 +674,27 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "allocator_resident", f.allocator_resident);
             kv(o, "total_system_memory", total);
             kv(o, "total_system_memory_human", human(total));
-            kv(o, "used_memory_lua", 0);
-            kv(o, "used_memory_vm_eval", 0);
-            kv(o, "used_memory_lua_human", "0B");
+            let lua = crate::script::cache::vm_bytes();
+            let scripts = crate::script::cache::cache();
+            let bodies = scripts.body_bytes();
+            kv(o, "used_memory_lua", lua);
+            kv(o, "used_memory_vm_eval", lua);
+            kv(o, "used_memory_lua_human", human(lua));
+            kv(o, "used_memory_scripts_eval", bodies);
+            kv(o, "number_of_cached_scripts", scripts.len());
             zeros(
                 o,
                 &[
-                    "used_memory_scripts_eval",
-                    "number_of_cached_scripts",
                     "number_of_functions",
                     "number_of_libraries",
                     "used_memory_vm_functions",
-                    "used_memory_vm_total",
                 ],
             );
-            kv(o, "used_memory_vm_total_human", "0B");
+            kv(o, "used_memory_vm_total", lua);
+            kv(o, "used_memory_vm_total_human", human(lua));
             kv(o, "used_memory_functions", 0);
-            kv(o, "used_memory_scripts", 0);
-            kv(o, "used_memory_scripts_human", "0B");
+            kv(o, "used_memory_scripts", bodies);
+            kv(o, "used_memory_scripts_human", human(bodies));
             kv(o, "maxmemory", s.config.maxmemory);
             kv(o, "maxmemory_human", human(s.config.maxmemory));
             kv(o, "maxmemory_policy", s.config.maxmemory_policy.name());

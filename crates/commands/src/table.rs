@@ -39,6 +39,10 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 18;
     pub const MOVABLE_KEYS: u32 = 1 << 19;
     pub const ALLOW_BUSY: u32 = 1 << 20;
+    /// Not a Redis flag (never printed): the command runs a Lua script,
+    /// which may write any key it declares and, on its own shard, keys it
+    /// does not (EVAL, EVALSHA ...). Locks treat it as a writer.
+    pub const SCRIPT: u32 = 1 << 21;
 
     /// Names in the order Redis prints them in `COMMAND INFO`.
     pub const NAMES: &[(u32, &str)] = &[
@@ -195,6 +199,13 @@ impl CommandSpec {
         self.flags & flag != 0
     }
 
+    /// Whether the command may change data: a write command, or a script
+    /// (which may write whatever its flags say). Locks and the scratch
+    /// coordinator treat both as writers.
+    pub fn may_write(&self) -> bool {
+        self.has(flags::WRITE) || self.has(flags::SCRIPT)
+    }
+
     /// Positions of the key arguments of this invocation.
     pub fn key_positions(&self, args: Args<'_>, out: &mut Vec<usize>) {
         out.clear();
@@ -263,6 +274,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::pubsub::COMMANDS,
     crate::geo::COMMANDS,
     crate::stream::COMMANDS,
+    crate::script::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {

@@ -81,6 +81,8 @@ impl TestServer {
                     max_bulk_len: self.server.config().proto_max_bulk_len,
                     // In process there is nobody to wake a blocked client.
                     may_block: false,
+                    in_tx: false,
+                    nshards: self.shards.len(),
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

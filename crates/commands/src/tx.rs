@@ -82,7 +82,7 @@ use resp::{Args, Reply};
 use crate::coord::{Coordinator, JobFn, JobOut, Plan, ShardEnv, Work};
 use crate::ctx::ClientState;
 use crate::error::CmdError;
-use crate::table::{flags, shard_of, CommandSpec};
+use crate::table::{shard_of, CommandSpec};
 
 /// Names a transaction: unique over the process (the home thread's index
 /// in the low bits, a per-home counter above).
@@ -472,7 +472,7 @@ impl LockSet {
         positions: &[usize],
         mut shard: impl FnMut(&[u8]) -> usize,
     ) {
-        let mode = if spec.has(flags::WRITE) {
+        let mode = if spec.may_write() {
             Mode::Write
         } else {
             Mode::Read

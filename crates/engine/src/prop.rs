@@ -121,6 +121,34 @@ impl PropBuf {
         self.bytes.is_empty()
     }
 
+    /// Where the buffer stands now, for [`PropBuf::wrap_multi`].
+    pub fn mark(&self) -> PropMark {
+        PropMark {
+            len: self.bytes.len(),
+            records: self.records,
+        }
+    }
+
+    /// Wraps the records appended since `m` in `MULTI ... EXEC` when there
+    /// are two or more of them (a script's effects, as Redis 7.0's
+    /// `propagatePendingCommands`: one command is atomic by itself and goes
+    /// bare). A `SELECT` that opens them stays before the `MULTI`. The
+    /// buffer must not have been taken since `m`.
+    pub fn wrap_multi(&mut self, m: PropMark) {
+        if self.records < m.records + 2 || self.bytes.len() < m.len {
+            return;
+        }
+        let tail = self.bytes.split_off(m.len);
+        // A SELECT opening the records (the first one changed database)
+        // stays before the MULTI.
+        let skip = leading_select_len(&tail);
+        self.bytes.extend_from_slice(&tail[..skip]);
+        write_array(&mut self.bytes, &[b"MULTI"]);
+        self.bytes.extend_from_slice(&tail[skip..]);
+        write_array(&mut self.bytes, &[b"EXEC"]);
+        self.records += 2;
+    }
+
     /// Takes the records, leaving the buffer empty (its capacity kept).
     pub fn take(&mut self) -> Option<Chunk> {
         if self.bytes.is_empty() {
@@ -135,6 +163,34 @@ impl PropBuf {
             records: std::mem::take(&mut self.records),
         })
     }
+}
+
+/// A position in a [`PropBuf`] (see [`PropBuf::mark`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PropMark {
+    len: usize,
+    records: u64,
+}
+
+/// The length of the `SELECT` record `b` opens with (0 if none), read
+/// back from the bytes this module wrote.
+fn leading_select_len(b: &[u8]) -> usize {
+    const SEL: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$";
+    if !b.starts_with(SEL) {
+        return 0;
+    }
+    let rest = &b[SEL.len()..];
+    let Some(nl) = rest.iter().position(|&c| c == b'\r') else {
+        return 0;
+    };
+    let n: usize = match std::str::from_utf8(&rest[..nl])
+        .ok()
+        .and_then(|d| d.parse().ok())
+    {
+        Some(n) => n,
+        None => return 0,
+    };
+    (SEL.len() + nl + 2 + n + 2).min(b.len())
 }
 
 /// `*n\r\n`-style header.
@@ -198,6 +254,41 @@ mod tests {
         p.implicit_del(5, b"k");
         assert_eq!(p.implicit, 1);
         assert_eq!(p.take().unwrap().first_db, 5);
+    }
+
+    #[test]
+    fn wrap_multi_wraps_two_or_more_records_after_their_select() {
+        let mut p = PropBuf::default();
+        p.cmd(0, &[b"DEL", b"z"]);
+        let m = p.mark();
+        p.cmd(2, &[b"SET", b"a", b"1"]);
+        p.wrap_multi(m);
+        let one = p.take().unwrap();
+        assert_eq!(one.records, 2, "one record: left bare");
+        let m = p.mark();
+        p.cmd(3, &[b"SET", b"a", b"1"]);
+        p.cmd(4, &[b"DEL", b"b"]);
+        p.wrap_multi(m);
+        let c = p.take().unwrap();
+        assert_eq!(c.records, 4);
+        assert_eq!((c.first_db, c.last_db), (3, 4));
+        assert_eq!(
+            c.bytes,
+            b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+              *2\r\n$6\r\nSELECT\r\n$1\r\n4\r\n*2\r\n$3\r\nDEL\r\n$1\r\nb\r\n\
+              *1\r\n$4\r\nEXEC\r\n"
+        );
+        p.cmd(4, &[b"DEL", b"x"]);
+        let m = p.mark();
+        p.cmd(7, &[b"DEL", b"y"]);
+        p.cmd(7, &[b"DEL", b"w"]);
+        p.wrap_multi(m);
+        let c = p.take().unwrap();
+        let s = String::from_utf8(c.bytes).unwrap().replace("\r\n", " ");
+        assert_eq!(
+            s,
+            "*2 $3 DEL $1 x *2 $6 SELECT $1 7 *1 $5 MULTI *2 $3 DEL $1 y *2 $3 DEL $1 w *1 $4 EXEC "
+        );
     }
 
     #[test]

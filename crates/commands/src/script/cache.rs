@@ -1,0 +1,124 @@
+//! The script cache every thread sees: SHA-1 → body (and its parsed
+//! shebang). EVAL adds to it, SCRIPT LOAD adds to it, EVALSHA and SCRIPT
+//! EXISTS read it, SCRIPT FLUSH empties it. Each thread's Lua VM compiles
+//! a script the first time it runs there and keeps the compiled function
+//! (see `vm`); the cache's generation tells a VM that a FLUSH happened so
+//! that it drops its compiled functions too.
+//!
+//! One process-wide value, not a field of `ServerShared`: it is read by
+//! shard handlers (EVALSHA runs where its keys live), which see only their
+//! shard. A read-write lock is enough: lookups take the read side for a
+//! hash-map probe; writes (a new script) are rare next to runs. Memory is
+//! bounded by what clients load, as in Redis (which also never evicts
+//! scripts in 7.0); SCRIPT FLUSH frees it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::shebang::ScriptFlags;
+
+/// A script as loaded.
+#[derive(Debug)]
+pub struct Script {
+    /// 40 lower-case hex digits.
+    pub sha: [u8; 40],
+    pub body: Box<[u8]>,
+    pub flags: ScriptFlags,
+    /// Length of the shebang line (compiled from there on).
+    pub shebang_len: usize,
+}
+
+#[derive(Default)]
+pub struct ScriptCache {
+    map: RwLock<HashMap<[u8; 40], Arc<Script>>>,
+    /// Bumped by every flush.
+    gen: AtomicU64,
+    /// Sum of the bodies' lengths (INFO `used_memory_scripts_eval`).
+    bytes: AtomicU64,
+}
+
+/// The process's cache.
+pub fn cache() -> &'static ScriptCache {
+    static CACHE: std::sync::OnceLock<ScriptCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(ScriptCache::default)
+}
+
+impl ScriptCache {
+    pub fn get(&self, sha: &[u8; 40]) -> Option<Arc<Script>> {
+        self.map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sha)
+            .cloned()
+    }
+
+    pub fn contains(&self, sha: &[u8; 40]) -> bool {
+        self.map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(sha)
+    }
+
+    /// Adds `s` (a script already present stays as it is); returns the
+    /// cached one.
+    pub fn insert(&self, s: Script) -> Arc<Script> {
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        m.entry(s.sha)
+            .or_insert_with(|| {
+                self.bytes.fetch_add(s.body.len() as u64, Ordering::Relaxed);
+                Arc::new(s)
+            })
+            .clone()
+    }
+
+    /// SCRIPT FLUSH: forgets every script; VMs drop their compiled
+    /// functions at their next run.
+    pub fn flush(&self) {
+        let old = {
+            let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+            self.gen.fetch_add(1, Ordering::AcqRel);
+            self.bytes.store(0, Ordering::Relaxed);
+            std::mem::take(&mut *m)
+        };
+        // Freed outside the lock.
+        drop(old);
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn body_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// `sha` as a cache key: 40 hex digits, lower-cased (EVALSHA and SCRIPT
+/// EXISTS accept either case, as Redis); `None` if it cannot be one.
+pub fn key(sha: &[u8]) -> Option<[u8; 40]> {
+    let k: [u8; 40] = sha.try_into().ok()?;
+    Some(k.map(|c| c.to_ascii_lowercase()))
+}
+
+/// Bytes every thread's Lua VM holds (INFO `used_memory_lua`): each VM
+/// adds what changed since it last reported, after every run.
+static VM_BYTES: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// A VM's memory went from `before` to `now` bytes.
+pub fn report_vm_bytes(before: usize, now: usize) {
+    VM_BYTES.fetch_add(now as i64 - before as i64, Ordering::Relaxed);
+}
+
+/// The sum over threads of their VMs' memory.
+pub fn vm_bytes() -> u64 {
+    VM_BYTES.load(Ordering::Relaxed).max(0) as u64
+}

@@ -1,0 +1,305 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, with
+//! Redis 7.0's semantics (issue 23).
+//!
+//! # Where a script runs, and why it is atomic
+//!
+//! EVAL is an ordinary keyed shard command whose keys are its declared
+//! `KEYS` (`numkeys` of them), so dispatch routes it like any other:
+//!
+//! * **All declared keys on one shard** (the common case, and any script
+//!   whose keys share a `{hashtag}`): the handler runs on that shard's
+//!   thread, inline when it is the connection's home, with no extra hop
+//!   and no lock. The whole script is one handler call, so nothing else
+//!   runs on that shard meanwhile. A script declaring no keys runs on the
+//!   home shard. Because a script may touch keys it did not declare, a
+//!   plain EVAL is held back while *any* transaction holds a lock on its
+//!   shard (`flags::SCRIPT`, checked by the runtime), and locks taken for
+//!   it (inside MULTI, or across shards) are write locks.
+//! * **Declared keys on several shards**: dispatch runs the same handler
+//!   through the scratch coordinator (`crate::scratch`) under the
+//!   transaction layer (`crate::tx`): write locks on every declared key,
+//!   a gather of their entries to the home thread, the whole script run
+//!   there on the copies, and a write-back of what changed, all before
+//!   the locks go. This is MULTI/EXEC's isolation (strict two-phase
+//!   locking) with the script in the middle. It costs a copy of the
+//!   declared values each way; a script that proves hot across shards can
+//!   get a coordinator that runs on the owning shards instead.
+//!
+//! Chosen over running the script on the home thread and sending each
+//! `redis.call` to the owning shard: that needs the Lua call to suspend
+//! mid-script, which Lua 5.1 cannot do across `pcall` (scripts use it).
+//!
+//! Undeclared keys: on the script's own shard they work (a standalone
+//! Redis allows them); on any other shard, or in a cross-shard script,
+//! `redis.call` refuses them with an error (see `run`).
+//!
+//! # Propagation
+//!
+//! Each command a script runs is logged by `run_shard` as it would be
+//! from a client (EVAL itself never is). A script on one shard wraps its
+//! records in MULTI/EXEC when there are two or more (Redis 7.0's
+//! `propagatePendingCommands`); inside a transaction (cross-shard, EXEC)
+//! the transaction's own MULTI/EXEC already surrounds them.
+//!
+//! # Parts
+//!
+//! `cache` (the one script cache, every thread), `vm` (a Lua VM per
+//! thread, the sandbox), `api` (the `redis` table), `run` (the handler and
+//! `redis.call`), `convert` (replies ↔ Lua values), `shebang` (`#!lua`
+//! flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`, `struct`).
+//!
+//! Not yet: FUNCTION/FCALL, SCRIPT KILL of a running script and the busy
+//! state (`busy-reply-threshold`), SCRIPT DEBUG's debugger, commands that
+//! fan out to every shard (DBSIZE, KEYS, FLUSHALL ...) from a script.
+
+pub mod api;
+pub mod cache;
+pub mod convert;
+pub mod libs;
+pub mod run;
+pub mod sandbox;
+pub mod sha1;
+pub mod shebang;
+pub mod vm;
+
+use resp::Args;
+
+use crate::ctx::{ConnCtx, ShardCtx};
+use crate::error::CmdError;
+use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
+use crate::util::eq_ic;
+use run::Variant;
+
+const EVAL_FLAGS: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS | SCRIPT;
+const ACL: &[&str] = &["slow", "scripting"];
+
+pub(crate) const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "eval",
+        -3,
+        EVAL_FLAGS,
+        NO_KEYS,
+        Exec::Shard(eval, None),
+        ACL,
+    )
+    .with_getkeys(eval_keys),
+    CommandSpec::new(
+        "evalsha",
+        -3,
+        EVAL_FLAGS,
+        NO_KEYS,
+        Exec::Shard(evalsha, None),
+        ACL,
+    )
+    .with_getkeys(eval_keys),
+    CommandSpec::new(
+        "eval_ro",
+        -3,
+        EVAL_FLAGS | READONLY,
+        NO_KEYS,
+        Exec::Shard(eval_ro, None),
+        ACL,
+    )
+    .with_getkeys(eval_keys),
+    CommandSpec::new(
+        "evalsha_ro",
+        -3,
+        EVAL_FLAGS | READONLY,
+        NO_KEYS,
+        Exec::Shard(evalsha_ro, None),
+        ACL,
+    )
+    .with_getkeys(eval_keys),
+    CommandSpec::parent("script", -2, 0, &["slow"], SCRIPT_SUBCOMMANDS),
+];
+
+const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "flush",
+        -2,
+        NOSCRIPT,
+        NO_KEYS,
+        Exec::Conn(script_flush),
+        ACL,
+    ),
+    CommandSpec::new(
+        "load",
+        3,
+        NOSCRIPT | STALE,
+        NO_KEYS,
+        Exec::Conn(script_load),
+        ACL,
+    ),
+    CommandSpec::new("debug", 3, NOSCRIPT, NO_KEYS, Exec::Conn(script_debug), ACL),
+    CommandSpec::new(
+        "kill",
+        2,
+        NOSCRIPT | ALLOW_BUSY,
+        NO_KEYS,
+        Exec::Conn(script_kill),
+        ACL,
+    ),
+    CommandSpec::new(
+        "exists",
+        -3,
+        NOSCRIPT,
+        NO_KEYS,
+        Exec::Conn(script_exists),
+        ACL,
+    ),
+    CommandSpec::new(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        Exec::Conn(script_help),
+        ACL,
+    ),
+];
+
+/// The declared keys: `numkeys` arguments after it (none when `numkeys`
+/// is invalid; the handler then replies the error).
+fn eval_keys(args: Args<'_>) -> Vec<usize> {
+    match run::numkeys(args) {
+        Ok(n) => (3..3 + n).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let v = Variant {
+        by_sha: false,
+        read_only: false,
+    };
+    run::eval(ctx, args, v)
+}
+
+fn evalsha(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let v = Variant {
+        by_sha: true,
+        read_only: false,
+    };
+    run::eval(ctx, args, v)
+}
+
+fn eval_ro(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let v = Variant {
+        by_sha: false,
+        read_only: true,
+    };
+    run::eval(ctx, args, v)
+}
+
+fn evalsha_ro(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let v = Variant {
+        by_sha: true,
+        read_only: true,
+    };
+    run::eval(ctx, args, v)
+}
+
+/// SCRIPT LOAD body: compiles it (on this thread's VM, so a syntax error
+/// is reported and nothing is cached) and caches it; replies its SHA-1.
+fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let body = args.get(2);
+    let sha = sha1::hex(body);
+    if !cache::cache().contains(&sha) {
+        let (flags, shebang_len) = shebang::parse(body).map_err(CmdError::Err)?;
+        let gen = cache::cache().generation();
+        vm::with_vm(|vm| {
+            let f = vm.function(&sha, body, shebang_len, gen);
+            vm.report_memory();
+            f
+        })
+        .map_err(|e| CmdError::err(vm::error_text(&e)))?
+        .map_err(CmdError::Err)?;
+        cache::cache().insert(cache::Script {
+            sha,
+            body: body.into(),
+            flags,
+            shebang_len,
+        });
+    }
+    c.out.bulk(&sha);
+    Ok(())
+}
+
+/// SCRIPT EXISTS sha...: 1 or 0 per SHA-1.
+fn script_exists(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    c.out.array(args.len() - 2);
+    for sha in args.iter().skip(2) {
+        let found = cache::key(sha).is_some_and(|k| cache::cache().contains(&k));
+        c.out.int(i64::from(found));
+    }
+    Ok(())
+}
+
+/// SCRIPT FLUSH [ASYNC|SYNC]: empties the cache for every thread (both
+/// modes free at once: the bodies are small next to a keyspace).
+fn script_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let ok = match args.len() {
+        2 => true,
+        3 => eq_ic(args.get(2), "async") || eq_ic(args.get(2), "sync"),
+        _ => false,
+    };
+    if !ok {
+        return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option"));
+    }
+    cache::cache().flush();
+    c.out.ok();
+    Ok(())
+}
+
+/// SCRIPT DEBUG: only NO (the debugger is not implemented).
+fn script_debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    let mode = args.get(2);
+    if eq_ic(mode, "no") {
+        c.out.ok();
+        return Ok(());
+    }
+    if eq_ic(mode, "yes") || eq_ic(mode, "sync") {
+        return Err(CmdError::err(
+            "SCRIPT DEBUG YES/SYNC is not supported: the Lua debugger is not implemented",
+        ));
+    }
+    Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
+}
+
+/// SCRIPT KILL: no script is ever running while a client can ask (a
+/// script runs to its end within one handler call).
+fn script_kill(_c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    Err(CmdError::Raw(
+        "NOTBUSY No scripts in execution right now.".into(),
+    ))
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn script_help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.out.array(SCRIPT_HELP.len());
+    for l in SCRIPT_HELP {
+        c.out.simple(l);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,452 @@
+//! Running one script on one shard: EVAL's shard handler and
+//! `redis.call` (the commands a script issues).
+//!
+//! The handler runs where dispatch put it: on the shard of its declared
+//! keys (or the home shard when it declares none), or, when they span
+//! shards, on a scratch shard holding copies of them (`crate::scratch`).
+//! Either way the whole script runs inside one handler call on one thread,
+//! so it is atomic and isolated as any single command is.
+//!
+//! Keys a script may touch: on its own shard, any key (declared or not, as
+//! a standalone Redis allows); on gathered copies, only its declared keys.
+//! A key of another shard that the script did not declare is refused with
+//! an error (a later layer widens the locks instead).
+
+use std::cell::RefCell;
+
+use mlua::{Lua, MultiValue, Value};
+use resp::{Args, OwnedArgs, Reply};
+
+use super::api::{REPL_ALL, REPL_AOF};
+use super::cache::{cache, Script};
+use super::convert::{error_table, lua_to_reply, reply_to_lua};
+use super::vm::{error_text, reply_error, with_vm, ReplyError, Vm};
+use crate::ctx::{ShardCtx, ThreadStats};
+use crate::error::CmdError;
+use crate::exec::{run_shard, ShardCall, OOM_ERROR};
+use crate::table::{flags, registry, shard_of, Exec};
+
+/// Which EVAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// EVALSHA / EVALSHA_RO: the first argument is a SHA-1.
+    pub by_sha: bool,
+    /// EVAL_RO / EVALSHA_RO.
+    pub read_only: bool,
+}
+
+/// Parses `numkeys` (argument 2) against the argument count, with Redis's
+/// errors.
+pub fn numkeys(args: Args<'_>) -> Result<usize, CmdError> {
+    let n = crate::util::parse_i64(args.get(2)).map_err(|_| CmdError::NotInteger)?;
+    if n < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    if n as u64 > (args.len() - 3) as u64 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(n as usize)
+}
+
+/// The script of an EVAL-family call: looked up by SHA-1, or (EVAL) taken
+/// from the body, its shebang parsed. Nothing is cached yet for a new body.
+fn script_of(
+    args: Args<'_>,
+    by_sha: bool,
+) -> Result<Result<std::sync::Arc<Script>, Script>, CmdError> {
+    let noscript = || CmdError::Raw("NOSCRIPT No matching script. Please use EVAL.".into());
+    if by_sha {
+        let key = super::cache::key(args.get(1)).ok_or_else(noscript)?;
+        return cache().get(&key).map(Ok).ok_or_else(noscript);
+    }
+    let body = args.get(1);
+    let sha = super::sha1::hex(body);
+    if let Some(s) = cache().get(&sha) {
+        return Ok(Ok(s));
+    }
+    let (flags, shebang_len) = super::shebang::parse(body).map_err(CmdError::Err)?;
+    Ok(Err(Script {
+        sha,
+        body: body.into(),
+        flags,
+        shebang_len,
+    }))
+}
+
+/// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO.
+pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), CmdError> {
+    let nkeys = numkeys(args)?;
+    let script = script_of(args, v.by_sha)?;
+    let flags = match &script {
+        Ok(s) => s.flags,
+        Err(s) => s.flags,
+    };
+    // Scripts with a shebang are checked up front (Redis 7.0's
+    // scriptPrepareForRun): OOM first, then the read-only variants.
+    if flags.shebang
+        && !flags.allow_oom
+        && !flags.no_writes
+        && ctx.shard.evict.maxmemory != 0
+        && ctx.shard.check_memory(true)
+    {
+        return Err(CmdError::Raw(OOM_ERROR.into()));
+    }
+    if v.read_only && flags.shebang && !flags.no_writes {
+        return Err(CmdError::err(
+            "Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    let keys: Vec<&[u8]> = (3..3 + nkeys).map(|i| args.get(i)).collect();
+    let argv: Vec<&[u8]> = (3 + nkeys..args.len()).map(|i| args.get(i)).collect();
+    // Declared keys on several shards: this runs on their gathered copies.
+    let home = keys.first().map(|k| shard_of(k, ctx.nshards));
+    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
+    let gen = cache().generation();
+    let mark = (ctx.shard.prop.on && !ctx.in_tx).then(|| ctx.shard.prop.mark());
+    let res = with_vm(|vm| -> Result<(), CmdError> {
+        let (sha, f) = match &script {
+            Ok(s) => (s.sha, vm.function(&s.sha, &s.body, s.shebang_len, gen)),
+            Err(s) => (s.sha, vm.function(&s.sha, &s.body, s.shebang_len, gen)),
+        };
+        let f = f.map_err(CmdError::Err)?;
+        if let Err(s) = script {
+            cache().insert(s);
+        }
+        let run = Run {
+            db: ctx.db,
+            orig_db: ctx.db,
+            resp3: false,
+            repl: REPL_ALL,
+            read_only: v.read_only || flags.no_writes,
+            declared: &keys,
+            scratch,
+            shard: ctx.shard.id,
+            stats: std::mem::take(&mut vm.stats),
+            ctx: &mut *ctx,
+        };
+        let (outcome, run) = call_function(vm, f, &keys, &argv, run);
+        vm.stats = run.stats;
+        vm.report_memory();
+        let script_resp3 = run.resp3;
+        match outcome.map_err(|e| CmdError::err(error_text(&e)))? {
+            Outcome::Returned(value) => {
+                match lua_to_reply(&value, ctx.out, script_resp3)
+                    .map_err(|e| CmdError::err(error_text(&e)))?
+                {
+                    Some(line) => Err(CmdError::Bytes(line[1..].to_vec())),
+                    None => Ok(()),
+                }
+            }
+            Outcome::Failed { err, line } => {
+                let mut msg: Vec<u8> = err
+                    .into_iter()
+                    .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+                    .collect();
+                if let Some(l) = line {
+                    msg.extend_from_slice(b" script: ");
+                    msg.extend_from_slice(&sha);
+                    msg.extend_from_slice(format!(", on @user_script:{l}.").as_bytes());
+                }
+                Err(CmdError::Bytes(msg))
+            }
+        }
+    });
+    if let Some(m) = mark {
+        ctx.shard.prop.wrap_multi(m);
+    }
+    res.map_err(|e| CmdError::err(error_text(&e)))?
+}
+
+/// How a script ended.
+enum Outcome {
+    Returned(Value),
+    /// The message handler's `{err=..., line=...}`.
+    Failed {
+        err: Vec<u8>,
+        line: Option<i64>,
+    },
+}
+
+/// Runs `f` with KEYS and ARGV set, `redis.call` & co. wired to `run`.
+fn call_function<'r, 'a>(
+    vm: &mut Vm,
+    f: mlua::Function,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    run: Run<'r, 'a>,
+) -> (mlua::Result<Outcome>, Run<'r, 'a>) {
+    let run = RefCell::new(run);
+    let res = (|| {
+        let lua = &vm.lua;
+        vm.real.raw_set(
+            "KEYS",
+            lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?,
+        )?;
+        vm.real.raw_set(
+            "ARGV",
+            lua.create_sequence_from(
+                argv.iter()
+                    .map(|a| lua.create_string(a))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?,
+        )?;
+        let out = lua.scope(|scope| {
+            vm.redis.raw_set(
+                "call",
+                scope.create_function(|lua, args: MultiValue| {
+                    let (v, failed) = run.borrow_mut().call(lua, args)?;
+                    if failed {
+                        // The table's text, raised as Redis raises the table.
+                        let text = match &v {
+                            Value::Table(t) => match t.raw_get::<Value>("err")? {
+                                Value::String(s) => s.to_string_lossy(),
+                                _ => String::new(),
+                            },
+                            _ => String::new(),
+                        };
+                        return Err(mlua::Error::external(ReplyError(text)));
+                    }
+                    Ok(v)
+                })?,
+            )?;
+            vm.redis.raw_set(
+                "pcall",
+                scope.create_function(|lua, args: MultiValue| {
+                    Ok(run.borrow_mut().call(lua, args)?.0)
+                })?,
+            )?;
+            vm.redis.raw_set(
+                "setresp",
+                scope.create_function(|_, args: MultiValue| {
+                    if args.len() != 1 {
+                        return Err(reply_error(b"redis.setresp() requires one argument."));
+                    }
+                    match to_number(&args[0]) as i64 {
+                        2 => run.borrow_mut().resp3 = false,
+                        3 => run.borrow_mut().resp3 = true,
+                        _ => return Err(reply_error(b"RESP version must be 2 or 3.")),
+                    }
+                    Ok(())
+                })?,
+            )?;
+            vm.redis.raw_set(
+                "set_repl",
+                scope.create_function(|_, args: MultiValue| {
+                    if args.len() != 1 {
+                        return Err(reply_error(b"redis.set_repl() requires two arguments."));
+                    }
+                    let flags = to_number(&args[0]) as i64;
+                    if flags & !REPL_ALL != 0 {
+                        return Err(reply_error(
+                            b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                        ));
+                    }
+                    run.borrow_mut().repl = flags;
+                    Ok(())
+                })?,
+            )?;
+            let mut r: MultiValue = vm.xpcall.call((f, vm.handler.clone()))?;
+            let ok = matches!(r.pop_front(), Some(Value::Boolean(true)));
+            let value = r.pop_front().unwrap_or(Value::Nil);
+            if ok {
+                return Ok(Outcome::Returned(value));
+            }
+            let Value::Table(t) = value else {
+                return Ok(Outcome::Failed {
+                    err: b"ERR execution failure".to_vec(),
+                    line: None,
+                });
+            };
+            let err = match t.raw_get::<Value>("err")? {
+                Value::String(s) => s.as_bytes().to_vec(),
+                _ => b"ERR execution failure".to_vec(),
+            };
+            let line = match t.raw_get::<Value>("line")? {
+                Value::Integer(n) => Some(n),
+                Value::Number(n) => Some(n as i64),
+                _ => None,
+            };
+            Ok(Outcome::Failed { err, line })
+        });
+        for h in ["call", "pcall", "setresp", "set_repl"] {
+            vm.redis.raw_set(h, Value::Nil)?;
+        }
+        out
+    })();
+    (res, run.into_inner())
+}
+
+/// Lua's `lua_tonumber`: numbers and numeric strings, 0 otherwise.
+fn to_number(v: &Value) -> f64 {
+    match v {
+        Value::Integer(n) => *n as f64,
+        Value::Number(n) => *n,
+        Value::String(s) => std::str::from_utf8(&s.as_bytes())
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+/// The state of one script run that `redis.call` needs.
+struct Run<'r, 'a> {
+    ctx: &'r mut ShardCtx<'a>,
+    /// The script's database (SELECT inside the script changes it, not the
+    /// client's).
+    db: usize,
+    /// The database the script started in (its declared keys are there).
+    orig_db: usize,
+    /// `redis.setresp(3)` was called.
+    resp3: bool,
+    /// `redis.set_repl` flags.
+    repl: i64,
+    /// EVAL_RO / `no-writes`: write commands are refused.
+    read_only: bool,
+    declared: &'r [&'r [u8]],
+    /// Running on gathered copies: only declared keys exist here.
+    scratch: bool,
+    /// The shard this runs on (when not on copies).
+    shard: usize,
+    stats: ThreadStats,
+}
+
+/// The error of a `redis.call` refused before running (Redis's text
+/// without the `ERR ` code, which `error_table` adds).
+fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
+    Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
+}
+
+impl Run<'_, '_> {
+    /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
+    /// a Lua value and whether it is an error (`redis.call` raises it).
+    fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        if args.is_empty() {
+            return refuse(
+                lua,
+                "Please specify at least one argument for this redis lib call",
+            );
+        }
+        let mut argv = OwnedArgs::with_capacity(args.len(), 64);
+        for a in &args {
+            match a {
+                Value::String(s) => argv.push(&s.as_bytes()),
+                // Not Lua's tostring (%.14g): Redis formats numbers with
+                // %.17g so that no precision is lost.
+                Value::Integer(n) => argv.push(n.to_string().as_bytes()),
+                Value::Number(n) => argv.push(resp::format_double(*n).as_bytes()),
+                _ => {
+                    return refuse(
+                        lua,
+                        "Lua redis lib command arguments must be strings or integers",
+                    )
+                }
+            }
+        }
+        let args = argv.args();
+        let r = match registry().resolve(args) {
+            Ok(r) => r,
+            Err(CmdError::WrongArity(_)) => {
+                return refuse(
+                    lua,
+                    "Wrong number of args calling Redis command from script",
+                )
+            }
+            Err(_) => return refuse(lua, "Unknown Redis command called from script"),
+        };
+        if r.spec.has(flags::NOSCRIPT) {
+            return refuse(lua, "This Redis command is not allowed from script");
+        }
+        if self.read_only && r.spec.has(flags::WRITE) {
+            return refuse(
+                lua,
+                "Write commands are not allowed from read-only scripts.",
+            );
+        }
+        let mut positions = Vec::new();
+        r.spec.key_positions(args, &mut positions);
+        // On gathered copies only the declared keys of the first database
+        // exist (and only the databases up to it).
+        let on_shard = matches!(r.spec.exec, Exec::Shard(..));
+        let missing_db = on_shard && self.db >= self.ctx.shard.dbs.len();
+        if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
+            return refuse(
+                lua,
+                "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+            );
+        }
+        for &p in &positions {
+            let k = args.get(p);
+            let local = !self.scratch && shard_of(k, self.ctx.nshards) == self.shard;
+            if !local && !self.declared.contains(&k) {
+                return refuse(
+                    lua,
+                    "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                );
+            }
+        }
+        let mut out = Reply::new(self.resp3);
+        match r.spec.exec {
+            Exec::Shard(handler, _) => {
+                let call = ShardCall {
+                    db: self.db,
+                    no_touch: self.ctx.no_touch,
+                    databases: self.ctx.databases,
+                    max_bulk_len: self.ctx.max_bulk_len,
+                    may_block: false,
+                    in_tx: self.ctx.in_tx,
+                    nshards: self.ctx.nshards,
+                };
+                // redis.set_repl without AOF: the command's records are
+                // not written.
+                let prop = self.ctx.shard.prop.on;
+                if self.repl & REPL_AOF == 0 {
+                    self.ctx.shard.prop.on = false;
+                }
+                run_shard(
+                    r,
+                    handler,
+                    args,
+                    self.ctx.shard,
+                    call,
+                    &mut out,
+                    &mut self.stats,
+                );
+                self.ctx.shard.prop.on = prop;
+            }
+            Exec::Conn(_) => match registry().full_name(r.id) {
+                "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {
+                    Ok(db) => {
+                        self.db = db;
+                        out.ok();
+                    }
+                    Err(e) => out.error_bytes(&e.line()),
+                },
+                "ping" => match args.len() {
+                    1 => out.simple("PONG"),
+                    _ => out.bulk(args.get(1)),
+                },
+                "echo" => out.bulk(args.get(1)),
+                "time" => {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    out.array(2);
+                    out.bulk(now.as_secs().to_string().as_bytes());
+                    out.bulk(now.subsec_micros().to_string().as_bytes());
+                }
+                _ => return refuse(lua, "This Redis command is not supported from scripts yet"),
+            },
+            Exec::Coord(_) | Exec::Parent => {
+                return refuse(lua, "This Redis command is not supported from scripts yet")
+            }
+        }
+        reply_to_lua(lua, out.as_bytes())
+    }
+}

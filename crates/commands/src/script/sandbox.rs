@@ -1,0 +1,129 @@
+//! The base functions that must see through the read-only proxies (see
+//! `vm`): `next`, `pairs`, `ipairs` and `rawget` read the real table
+//! behind a proxy; `rawset` and `setmetatable` refuse one with Redis's
+//! `Attempt to modify a readonly table`. Written in Rust so that they are
+//! C functions to Lua: an error they raise names the user's line, and a
+//! bad argument names them (`bad argument #1 to 'pairs'`).
+
+use mlua::{Function, Lua, MultiValue, Table, Value};
+
+use super::libs::{arg_error, type_name};
+
+/// Replaces the six functions in `globals`; `proxies` maps each proxy to
+/// the table it stands for (weak keys).
+pub fn install(lua: &Lua, globals: &Table, proxies: Table) -> mlua::Result<()> {
+    let next_raw: Function = globals.raw_get("next")?;
+    let ipairs_raw: Function = globals.raw_get("ipairs")?;
+    // The iterator `ipairs` returns (Lua's internal `ipairsaux`).
+    let ipairs_aux: Function = ipairs_raw
+        .call::<(Function, Value, Value)>(lua.create_table()?)?
+        .0;
+
+    let real = {
+        let proxies = proxies.clone();
+        move |t: Table| -> mlua::Result<Table> {
+            match proxies.raw_get::<Value>(&t)? {
+                Value::Table(r) => Ok(r),
+                _ => Ok(t),
+            }
+        }
+    };
+    let table_arg = |lua: &Lua, args: &MultiValue, fname: &str| -> mlua::Result<Table> {
+        match args.front() {
+            Some(Value::Table(t)) => Ok(t.clone()),
+            other => Err(arg_error(
+                lua,
+                1,
+                fname,
+                &format!("table expected, got {}", type_name(other)),
+            )),
+        }
+    };
+
+    {
+        let real = real.clone();
+        let next_raw = next_raw.clone();
+        globals.raw_set(
+            "next",
+            lua.create_function(move |lua, args: MultiValue| {
+                let t = real(table_arg(lua, &args, "next")?)?;
+                let k = args.get(1).cloned().unwrap_or(Value::Nil);
+                next_raw.call::<MultiValue>((t, k))
+            })?,
+        )?;
+    }
+    {
+        let real = real.clone();
+        let next_raw = next_raw.clone();
+        globals.raw_set(
+            "pairs",
+            lua.create_function(move |lua, args: MultiValue| {
+                let t = real(table_arg(lua, &args, "pairs")?)?;
+                Ok((next_raw.clone(), t, Value::Nil))
+            })?,
+        )?;
+    }
+    {
+        let real = real.clone();
+        globals.raw_set(
+            "ipairs",
+            lua.create_function(move |lua, args: MultiValue| {
+                let t = real(table_arg(lua, &args, "ipairs")?)?;
+                Ok((ipairs_aux.clone(), t, 0))
+            })?,
+        )?;
+    }
+    {
+        let real = real.clone();
+        globals.raw_set(
+            "rawget",
+            lua.create_function(move |lua, args: MultiValue| {
+                let t = real(table_arg(lua, &args, "rawget")?)?;
+                let k = args.get(1).cloned().unwrap_or(Value::Nil);
+                t.raw_get::<Value>(k)
+            })?,
+        )?;
+    }
+    let readonly = || mlua::Error::RuntimeError("Attempt to modify a readonly table".into());
+    {
+        let proxies = proxies.clone();
+        globals.raw_set(
+            "rawset",
+            lua.create_function(move |lua, args: MultiValue| {
+                let t = table_arg(lua, &args, "rawset")?;
+                if !proxies.raw_get::<Value>(&t)?.is_nil() {
+                    return Err(readonly());
+                }
+                let k = args.get(1).cloned().unwrap_or(Value::Nil);
+                if k.is_nil() {
+                    return Err(arg_error(lua, 2, "rawset", "value expected"));
+                }
+                t.raw_set(k, args.get(2).cloned().unwrap_or(Value::Nil))?;
+                Ok(t)
+            })?,
+        )?;
+    }
+    globals.raw_set(
+        "setmetatable",
+        lua.create_function(move |lua, args: MultiValue| {
+            let t = table_arg(lua, &args, "setmetatable")?;
+            if !proxies.raw_get::<Value>(&t)?.is_nil() {
+                return Err(readonly());
+            }
+            match args.get(1) {
+                Some(Value::Table(m)) => t.set_metatable(Some(m.clone()))?,
+                Some(Value::Nil) => t.set_metatable(None)?,
+                other => {
+                    return Err(arg_error(
+                        lua,
+                        2,
+                        "setmetatable",
+                        &format!("nil or table expected, got {}", type_name(other)),
+                    ))
+                }
+            }
+            Ok(t)
+        })?,
+    )?;
+    Ok(())
+}

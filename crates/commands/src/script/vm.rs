@@ -1,0 +1,382 @@
+//! One Lua 5.1 VM per thread, built once and reused by every script that
+//! runs on that thread (Redis keeps one per server; we keep one per thread
+//! because scripts run where their keys live, and a VM is not `Send`).
+//!
+//! The VM is a per-thread cache, like an allocator's arena: it holds no
+//! state a script could leave for the next one (globals are read-only, see
+//! below) beyond compiled functions and library tables, so which thread
+//! runs a script changes nothing. It is created on the first script a
+//! thread runs.
+//!
+//! # The sandbox (as Redis 7.0.15)
+//!
+//! * Libraries: base (without `print`, `dofile`, `loadfile`, `setfenv`,
+//!   `getfenv`, `module`, `require`, `newproxy`), `table`, `string`,
+//!   `math`, and Redis's `cjson`, `cmsgpack`, `bit`, `struct` (written in
+//!   Rust here, `libs`); no `os`, `io`, `debug`, `package`.
+//! * Globals are read-only: the thread's global table is an empty proxy
+//!   whose `__index` reads the real globals and raises Redis's
+//!   `Script attempted to access nonexistent global variable 'x'` for a
+//!   missing one, and whose `__newindex` raises `Attempt to modify a
+//!   readonly table` (Redis 7.0.15's readonly tables). The library tables
+//!   (`redis`, `string`, `cjson` ...) are proxies the same way, so no script
+//!   can monkey-patch `redis.call` for the next one. `pairs`, `next`,
+//!   `ipairs`, `rawget`, `rawset` and `setmetatable` see through (or refuse)
+//!   the proxies as Redis's readonly tables would; they are Rust functions
+//!   (`sandbox`), not Lua wrappers, so that errors name the user's line
+//!   (a Lua wrapper called as `return f(...)` is a tail call that hides
+//!   the caller's frame).
+//! * `pcall` is Redis's: an error table `{err=...}` caught by it becomes
+//!   its message string.
+//!
+//! Rejected: Redis patches the Lua VM for readonly tables; mlua builds the
+//! stock Lua 5.1 sources, so the proxies do the same job from Lua.
+//!
+//! # Errors
+//!
+//! Scripts run under `xpcall` with a message handler (Redis's
+//! `__redis__err__handler`): it turns any error into `{err=..., line=N}`,
+//! where `err` is an error table's own text or `ERR <message>`, and `N` the
+//! line of the innermost script frame (the user's code, not the prelude's
+//! wrappers); the caller formats Redis's `<err> script: <sha>, on
+//! @user_script:<N>.`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
+
+use crate::ctx::ThreadStats;
+
+/// The chunk name Redis gives scripts (`user_script:1: ...` in messages).
+pub const CHUNK_NAME: &str = "@user_script";
+
+/// Compiled functions a VM keeps at most; past it, the oldest half is
+/// dropped (they compile again on their next run). Redis keeps every
+/// script; a bound here costs only a recompilation.
+const COMPILED_MAX: usize = 10_000;
+
+/// Runs the prelude: removes what the sandbox forbids, replaces `pcall`,
+/// and builds the read-only proxies. `errstr` turns an mlua error value
+/// into its message.
+const PRELUDE: &str = r#"
+local errstr = ...
+local real = _G
+local error, type, tostring, rawget_raw, rawset_raw, ipairs_raw =
+      error, type, tostring, rawget, rawset, ipairs
+local setmetatable_raw, pcall_raw = setmetatable, pcall
+
+for _, name in ipairs_raw({'print', 'dofile', 'loadfile', 'setfenv', 'getfenv',
+                           'module', 'require', 'newproxy', 'os', 'io', 'debug',
+                           'package'}) do
+  rawset_raw(real, name, nil)
+end
+
+local function fix(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'table' then
+    local s = rawget_raw(e, 'err')
+    if type(s) == 'string' or type(s) == 'number' then e = s end
+  elseif type(e) == 'userdata' then
+    e = errstr(e)
+  end
+  return false, e
+end
+pcall = function(...) return fix(pcall_raw(...)) end
+
+local proxies = setmetatable_raw({}, {__mode = 'k'})
+local function readonly() error('Attempt to modify a readonly table', 2) end
+local function protect(t, globals)
+  local index = t
+  if globals then
+    index = function(_, k)
+      local v = rawget_raw(t, k)
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end
+  end
+  local p = setmetatable_raw({}, {__index = index, __newindex = readonly, __metatable = false})
+  proxies[p] = t
+  return p
+end
+
+for _, name in ipairs_raw({'redis', 'string', 'table', 'math', 'coroutine', 'cjson',
+                           'cmsgpack', 'bit', 'struct'}) do
+  local lib = rawget_raw(real, name)
+  if lib ~= nil then rawset_raw(real, name, protect(lib, false)) end
+end
+local g = protect(real, true)
+rawset_raw(real, '_G', g)
+return g, proxies
+"#;
+
+/// One thread's VM; see the module documentation.
+pub struct Vm {
+    pub lua: Lua,
+    /// The real globals (KEYS and ARGV are set here before each run).
+    pub real: Table,
+    /// The real `redis` table: `call`, `pcall`, `setresp` and `set_repl`
+    /// are set in it for each run (they reach the running command).
+    pub redis: Table,
+    pub xpcall: Function,
+    pub handler: Function,
+    compiled: HashMap<[u8; 40], Function>,
+    /// The script cache generation the compiled functions belong to.
+    gen: u64,
+    /// This VM's memory as last reported (see `cache::report_vm_bytes`).
+    reported_bytes: usize,
+    /// Statistics of commands run from scripts (not reported yet: Redis
+    /// counts them in commandstats).
+    pub stats: ThreadStats,
+}
+
+thread_local! {
+    static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's VM, creating it on first use.
+pub fn with_vm<R>(f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
+    VM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Vm::new()?);
+        }
+        // INVARIANT: filled just above.
+        Ok(f(slot.as_mut().expect("VM created")))
+    })
+}
+
+/// An error Redis raises as a table `{err=...}` (from `redis.call`,
+/// `redis.setresp` ...): the table's `err` text, `CODE message`. Raised
+/// from Rust as an mlua error (mlua cannot raise a table); the message
+/// handler and `pcall` read it back as Redis's table would be read.
+#[derive(Debug, Clone)]
+pub struct ReplyError(pub String);
+
+impl std::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReplyError {}
+
+/// Raises `{err="ERR msg"}` (or the code `msg` carries, see
+/// `convert::error_text`).
+pub fn reply_error(msg: &[u8]) -> mlua::Error {
+    let text = super::convert::error_text(msg);
+    mlua::Error::external(ReplyError(String::from_utf8_lossy(&text).into_owned()))
+}
+
+/// The table text of a [`ReplyError`] inside `e`, if it is one.
+pub fn reply_error_text(e: &mlua::Error) -> Option<&str> {
+    let mut e = e;
+    loop {
+        match e {
+            mlua::Error::CallbackError { cause, .. } => e = cause,
+            mlua::Error::ExternalError(x) => {
+                return x.downcast_ref::<ReplyError>().map(|r| r.0.as_str())
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The innermost message of an mlua error (a Rust library function's
+/// error comes wrapped in callback errors).
+pub fn error_text(e: &mlua::Error) -> String {
+    let mut e = e;
+    loop {
+        match e {
+            mlua::Error::CallbackError { cause, .. } => e = cause,
+            mlua::Error::ExternalError(x) => return x.to_string(),
+            mlua::Error::RuntimeError(s) => return s.clone(),
+            mlua::Error::SyntaxError { message, .. } => return message.clone(),
+            mlua::Error::MemoryError(s) => return s.clone(),
+            other => return other.to_string(),
+        }
+    }
+}
+
+impl Vm {
+    /// Reports this VM's memory for INFO (after a run or a compilation).
+    pub fn report_memory(&mut self) {
+        let now = self.lua.used_memory();
+        super::cache::report_vm_bytes(self.reported_bytes, now);
+        self.reported_bytes = now;
+    }
+
+    fn new() -> mlua::Result<Vm> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::new(),
+        )?;
+        let real = lua.globals();
+        let xpcall: Function = real.get("xpcall")?;
+        super::api::install(&lua, &real)?;
+        super::libs::install(&lua, &real)?;
+        let redis: Table = real.raw_get("redis")?;
+        let errstr = lua.create_function(|_, v: Value| {
+            Ok(match v {
+                Value::Error(e) => error_text(&e),
+                _ => String::new(),
+            })
+        })?;
+        let (proxy, proxies): (Table, Table) =
+            lua.load(PRELUDE).set_name("=prelude").call(errstr)?;
+        super::sandbox::install(&lua, &real, proxies)?;
+        lua.set_globals(proxy)?;
+        let handler = lua.create_function(message_handler)?;
+        let reported_bytes = lua.used_memory();
+        super::cache::report_vm_bytes(0, reported_bytes);
+        Ok(Vm {
+            reported_bytes,
+            lua,
+            real,
+            redis,
+            xpcall,
+            handler,
+            compiled: HashMap::new(),
+            gen: 0,
+            stats: ThreadStats::default(),
+        })
+    }
+
+    /// The compiled function of `sha`, compiling `body` (from `skip`, the
+    /// shebang's length) if this VM has not yet. A compile error is
+    /// Redis's `Error compiling script (new function): ...` text without
+    /// the `ERR ` code.
+    pub fn function(
+        &mut self,
+        sha: &[u8; 40],
+        body: &[u8],
+        skip: usize,
+        gen: u64,
+    ) -> Result<Function, String> {
+        if gen != self.gen {
+            self.compiled.clear();
+            self.gen = gen;
+        }
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        let f = compile(&self.lua, &body[skip..])?;
+        if self.compiled.len() >= COMPILED_MAX {
+            let drop: Vec<[u8; 40]> = self
+                .compiled
+                .keys()
+                .take(COMPILED_MAX / 2)
+                .copied()
+                .collect();
+            for k in drop {
+                self.compiled.remove(&k);
+            }
+        }
+        self.compiled.insert(*sha, f.clone());
+        Ok(f)
+    }
+}
+
+/// Compiles a script body as Redis names it (`f_<sha>`'s body, chunk
+/// `@user_script`).
+pub fn compile(lua: &Lua, body: &[u8]) -> Result<Function, String> {
+    lua.load(body)
+        .set_name(CHUNK_NAME)
+        .set_mode(mlua::chunk::ChunkMode::Text)
+        .into_function()
+        .map_err(|e| format!("Error compiling script (new function): {}", error_text(&e)))
+}
+
+/// Redis's `__redis__err__handler`, see the module documentation.
+fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
+    let mut msg: Vec<u8> = Vec::new();
+    match &err {
+        Value::Table(t) => match t.get::<Value>("err")? {
+            Value::String(s) => msg.extend_from_slice(&s.as_bytes()),
+            Value::Integer(n) => msg.extend_from_slice(n.to_string().as_bytes()),
+            Value::Number(n) => msg.extend_from_slice(lua_number(n).as_bytes()),
+            // Redis 7.0.15 crashes on an error table without `err`.
+            _ => msg.extend_from_slice(b"ERR unknown error"),
+        },
+        Value::String(s) => {
+            msg.extend_from_slice(b"ERR ");
+            msg.extend_from_slice(&s.as_bytes());
+        }
+        Value::Error(e) => match reply_error_text(e) {
+            Some(t) => msg.extend_from_slice(t.as_bytes()),
+            None => {
+                msg.extend_from_slice(b"ERR ");
+                msg.extend_from_slice(error_text(e).as_bytes());
+            }
+        },
+        Value::Nil => msg.extend_from_slice(b"ERR nil"),
+        Value::Boolean(b) => msg.extend_from_slice(if *b { b"ERR true" } else { b"ERR false" }),
+        Value::Integer(n) => msg.extend_from_slice(format!("ERR {n}").as_bytes()),
+        Value::Number(n) => msg.extend_from_slice(format!("ERR {}", lua_number(*n)).as_bytes()),
+        other => msg.extend_from_slice(format!("ERR {}", other.type_name()).as_bytes()),
+    }
+    // Level 0 is this handler; the first frame of the user's script from
+    // the error point outwards gives the line.
+    let mut line = None;
+    for level in 1..256 {
+        let Some((user, l)) = lua.inspect_stack(level, |d| {
+            let user = d.source().source.as_deref() == Some(CHUNK_NAME);
+            (user, d.current_line())
+        }) else {
+            break;
+        };
+        if user {
+            line = l;
+            break;
+        }
+    }
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(&msg)?)?;
+    if let Some(l) = line {
+        t.raw_set("line", l as i64)?;
+    }
+    Ok(t)
+}
+
+/// A Lua number as `tostring` prints it (`%.14g`).
+pub fn lua_number(n: f64) -> String {
+    if n.is_nan() {
+        return if n.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        return format!("{}", n as i64);
+    }
+    fmt_g(n, 14)
+}
+
+/// C's `%.<prec>g` for a finite, non-zero `n`.
+pub fn fmt_g(n: f64, prec: usize) -> String {
+    if n == 0.0 {
+        return if n.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let e = format!("{:.*e}", prec - 1, n);
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if exp < -4 || exp >= prec as i32 {
+        let mant = trim_zeros(mant);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", exp.abs())
+    } else {
+        let decimals = (prec as i32 - 1 - exp).max(0) as usize;
+        trim_zeros(&format!("{:.*}", decimals, n)).to_string()
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
