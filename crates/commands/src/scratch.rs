@@ -393,6 +393,7 @@ mod tests {
         };
         let v = as_str(e)?.as_bytes().into_owned();
         ctx.shard.delete(ctx.db, src);
+        ctx.notify(ds::events::GENERIC, "del", src);
         let mut cur = match ctx.shard.lookup_write(ctx.db, dst) {
             Some(e) => as_str(e)?.as_bytes().into_owned(),
             None => Vec::new(),
@@ -402,6 +403,7 @@ mod tests {
         let at = ctx.shard.dbs[ctx.db].expire_of(dst);
         ctx.shard
             .store(ctx.db, dst, Value::Str(Str::from_bytes(&cur)), at);
+        ctx.notify(ds::events::STRING, "append", dst);
         Ok(())
     }
 
@@ -498,6 +500,44 @@ mod tests {
             "b was stored: its watchers fail"
         );
         assert_eq!(t.run(&["GET", "b"]), "$1\r\ny\r\n");
+    }
+
+    #[test]
+    fn events_are_re_emitted_in_order_by_one_shard() {
+        let mut t = TestServer::new(2);
+        let flags = ds::events::parse(b"KEAn").unwrap();
+        for s in &mut t.shards {
+            s.set_notify(flags);
+        }
+        t.run(&["SET", "a", "xy"]);
+        for s in &mut t.shards {
+            s.take_events();
+        }
+        // "b" is on the other shard, and missing: the handler creates it.
+        assert_ne!(shard_of(b"a", 2), shard_of(b"b", 2));
+        assert_eq!(run(&mut t, "a", "b"), ":2\r\n");
+        let ev = |e: &KeyEvent| (e.event, String::from_utf8_lossy(&e.key).into_owned());
+        let on_a: Vec<_> = t.shards[shard_of(b"a", 2)]
+            .take_events()
+            .iter()
+            .map(ev)
+            .collect();
+        // The handler's order (Redis's), "new" from the scratch shard only.
+        assert_eq!(
+            on_a,
+            [
+                ("del", "a".into()),
+                ("new", "b".into()),
+                ("append", "b".into())
+            ]
+        );
+        assert!(t.shards[shard_of(b"b", 2)].take_events().is_empty());
+        // Off: nothing recorded anywhere.
+        for s in &mut t.shards {
+            s.set_notify(0);
+        }
+        assert_eq!(run(&mut t, "b", "a"), ":2\r\n");
+        assert!(t.shards.iter_mut().all(|s| s.take_events().is_empty()));
     }
 
     #[test]

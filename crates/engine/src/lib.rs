@@ -200,6 +200,7 @@ impl Shard {
     /// [`Shard::lookup_read`], with the `keymiss` event only if
     /// `notify_miss` (OBJECT looks keys up without it: Redis's
     /// `LOOKUP_NONOTIFY`).
+    #[inline]
     pub fn lookup_read_with(
         &mut self,
         db: usize,
