@@ -83,6 +83,15 @@ fn redis_py_pubsub() {
     run_script("redis_py_pubsub.py", &srv);
 }
 
+/// redis-py as a keyspace listener (a session store's pattern): `set`,
+/// `expire`, then `expired` from active expiry on the key's keyspace
+/// channel; `expired` for keys on every shard through `run_in_thread`.
+#[test]
+fn redis_py_notify() {
+    let srv = server();
+    run_script("redis_py_notify.py", &srv);
+}
+
 /// The `redis` crate's PubSub: subscribe, get messages published from
 /// another connection, patterns, unsubscribe.
 #[test]

@@ -1570,8 +1570,11 @@ impl Worker {
         tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
         self.core.aof_flush();
         // Before the reply can reach the client (a direct reply goes out
-        // just below): a later INFO on another thread counts these changes.
+        // just below): a later INFO on another thread counts these changes,
+        // and the batch's keyspace events reach subscribers ahead of
+        // anything the client sends once it has the reply (as in Redis).
         self.core.publish_dirty();
+        self.publish_events();
         if b.aof_from != usize::MAX {
             // Every record of the batch went out with this append or an
             // earlier one of this thread.
@@ -1683,6 +1686,9 @@ impl Worker {
                 None => 0,
             };
             self.core.publish_dirty();
+            // The job's keyspace events go out before its completion can
+            // reach the client (see the batch's epilogue).
+            self.publish_events();
             if conn.thread as usize == self.core.id {
                 self.job_done(conn, idx, out, aof);
             } else {

@@ -203,6 +203,7 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             bits::set_bit(&mut v, bit, on);
             ctx.shard
                 .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
+            ctx.notify(ds::events::STRING, "setbit", key);
             0
         }
         Some(e) => {
@@ -214,6 +215,7 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             if changed {
                 bits::set_bit(v, bit, on);
                 ctx.shard.dbs[db].signal(key);
+                ctx.notify(ds::events::STRING, "setbit", key);
             }
             old
         }
@@ -378,8 +380,9 @@ fn bitop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if len > 0 {
         ctx.shard
             .store(db, dest, Value::Str(Str::from_vec_raw(acc)), 0);
-    } else {
-        ctx.shard.delete(db, dest);
+        ctx.notify(ds::events::STRING, "set", dest);
+    } else if ctx.shard.delete(db, dest) {
+        ctx.notify(ds::events::GENERIC, "del", dest);
     }
     ctx.out.int(len as i64);
     Ok(())
@@ -573,6 +576,9 @@ fn bitfield_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, ro: bool) -> Result<
             ctx.shard
                 .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
             ctx.shard.dbs[db].dirty += changes.saturating_sub(1);
+            if changes > 0 {
+                ctx.notify(ds::events::STRING, "setbit", key);
+            }
         }
         Some(e) => {
             as_str(e)?;
@@ -584,6 +590,7 @@ fn bitfield_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, ro: bool) -> Result<
             if changes > 0 {
                 d.signal(key);
                 d.dirty += changes - 1;
+                ctx.shard.notify(db, ds::events::STRING, "setbit", key);
             } else if grew {
                 // Logged, without signalling WATCH (see the module docs).
                 d.dirty += 1;

@@ -51,6 +51,14 @@ pub struct ShardCtx<'a> {
 }
 
 impl ShardCtx<'_> {
+    /// Emits keyspace event `event` of class `class` (a bit of
+    /// `ds::events`) for `key` of the selected database (Redis's
+    /// `notifyKeyspaceEvent`); one branch when that class is off.
+    #[inline]
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.shard.notify(self.db, class, event, key);
+    }
+
     #[inline]
     pub fn touch(&self) -> bool {
         !self.no_touch

@@ -118,9 +118,7 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let value = rdb::decode_dump_payload(payload, ctx.shard.enc)
         .map_err(|_| CmdError::err("Bad data format"))?;
     let now = ctx.shard.now_ms;
-    if o.replace {
-        ctx.shard.delete(ctx.db, key);
-    }
+    let deleted = o.replace && ctx.shard.delete(ctx.db, key);
     // Redis adds the relative TTL to the clock in a `long long`: past
     // its end the sum wraps negative, so the key counts as expired.
     let at = match ttl {
@@ -131,6 +129,9 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if at != 0 && at <= now as i64 {
         // Already expired: nothing is created (the old key, if replaced,
         // is gone and its deletion signalled by `delete`).
+        if deleted {
+            ctx.notify(ds::events::GENERIC, "del", key);
+        }
         ctx.out.ok();
         return Ok(());
     }
@@ -149,6 +150,7 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             _ => {}
         }
     }
+    ctx.notify(ds::events::GENERIC, "restore", key);
     ctx.out.ok();
     Ok(())
 }

@@ -17,6 +17,7 @@
 //! HSETNX/HDEL only when they changed something, HINCRBY/HINCRBYFLOAT on
 //! success; creating or deleting the key signals through `store`/`remove`.
 
+use ds::events as ev;
 use ds::{LpEntry, SmallBytes};
 use engine::{Hash, Value};
 use resp::{Args, Reply};
@@ -144,6 +145,7 @@ fn hset_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, hmset: bool) -> Result<(
         }
         (created, true)
     })?;
+    ctx.notify(ev::HASH, "hset", key);
     if hmset {
         ctx.out.ok();
     } else {
@@ -173,6 +175,9 @@ fn hsetnx(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         h.set(field, value, lim);
         (true, true)
     })?;
+    if set {
+        ctx.notify(ev::HASH, "hset", key);
+    }
     ctx.out.int(i64::from(set));
     Ok(())
 }
@@ -196,8 +201,14 @@ fn hdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     let empty = h.is_empty();
+    if deleted > 0 {
+        ctx.notify(ev::HASH, "hdel", key);
+    }
     if empty {
         ctx.shard.remove(db, key);
+        if deleted > 0 {
+            ctx.notify(ev::GENERIC, "del", key);
+        }
     } else if deleted > 0 {
         ctx.shard.dbs[db].signal(key);
     }
@@ -225,6 +236,7 @@ fn hincrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let mut buf = itoa::Buffer::new();
     let text = buf.format(new).as_bytes();
     write_hash(ctx, key, true, |h, lim| (h.set(field, text, lim), true))?;
+    ctx.notify(ev::HASH, "hincrby", key);
     ctx.out.int(new);
     Ok(())
 }
@@ -257,6 +269,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
     write_hash(ctx, key, true, |h, lim| {
         (h.set(field, text.as_bytes(), lim), true)
     })?;
+    ctx.notify(ev::HASH, "hincrbyfloat", key);
     ctx.out.bulk(text.as_bytes());
     Ok(())
 }

@@ -116,6 +116,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.shard
             .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
         ctx.shard.dbs[db].dirty += updated;
+        ctx.notify(ds::events::STRING, "pfadd", key);
         ctx.out.int(1);
         return Ok(());
     }
@@ -128,6 +129,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let d = &mut ctx.shard.dbs[db];
         d.signal(key);
         d.dirty += updated - 1;
+        ctx.notify(ds::events::STRING, "pfadd", key);
     }
     ctx.out.int(i64::from(updated > 0));
     Ok(())
@@ -215,6 +217,7 @@ fn pfmerge(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         apply(sketch_mut(ctx.shard, db, dest))?;
         ctx.shard.dbs[db].signal(dest);
     }
+    ctx.notify(ds::events::STRING, "pfadd", dest);
     ctx.out.simple("OK");
     Ok(())
 }

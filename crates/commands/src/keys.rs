@@ -32,6 +32,7 @@
 //! counters from [`lfu_params`], which the owning loop applies to
 //! `Shard::lfu` whenever the configuration changes.
 
+use ds::events as ev;
 use engine::{Entry, LfuParams, OwnedEntry, Shard, SmallBytes, StrView, Value, ValueRef};
 use rand::Rng;
 use resp::{Args, Reply};
@@ -325,6 +326,7 @@ fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
         if shard.prop.on {
             shard.prop.implicit_del(db, key);
         }
+        shard.notify(db, ev::EXPIRED, "expired", key);
     }
     gone
 }
@@ -377,7 +379,11 @@ fn count(
 }
 
 fn op_remove(s: &mut Shard, db: usize, k: &[u8]) -> bool {
-    s.delete(db, k)
+    let deleted = s.delete(db, k);
+    if deleted {
+        s.notify(db, ev::GENERIC, "del", k);
+    }
+    deleted
 }
 
 /// EXISTS looks keys up without touching them but counts hits and misses
@@ -543,9 +549,11 @@ fn expire_generic(
     }
     if when <= now {
         ctx.shard.dbs[db].remove(key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else {
         // `when > now >= 0`, so it is a valid non-zero deadline.
         ctx.shard.dbs[db].set_expire(key, when as u64);
+        ctx.notify(ev::GENERIC, "expire", key);
     }
     ctx.out.int(1);
     Ok(())
@@ -557,6 +565,7 @@ fn persist(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let had = ctx.shard.lookup_write(db, key).is_some_and(|e| e.has_ttl());
     if had {
         ctx.shard.dbs[db].set_expire(key, 0);
+        ctx.notify(ev::GENERIC, "persist", key);
     }
     ctx.out.int(had as i64);
     Ok(())
@@ -652,6 +661,8 @@ fn rename_local(ctx: &mut ShardCtx<'_>, args: Args<'_>, nx: bool) -> Result<(), 
         .expect("INVARIANT: source present");
     ctx.shard.delete(db, dst);
     ctx.shard.dbs[db].insert(dst, entry, at);
+    ctx.notify(ev::GENERIC, "rename_from", src);
+    ctx.notify(ev::GENERIC, "rename_to", dst);
     rename_reply(ctx.out, nx, true);
     Ok(())
 }
@@ -732,9 +743,14 @@ impl RenameCoord {
                     return Err(true);
                 }
                 // INVARIANT: looked up (and not expired) just above.
-                Ok(env.shard.dbs[db]
+                let taken = env.shard.dbs[db]
                     .remove_with_ttl(&src)
-                    .expect("INVARIANT: source present"))
+                    .expect("INVARIANT: source present");
+                // Each half of a cross-shard rename is emitted by the
+                // shard that owns its key: `rename_from` here, `rename_to`
+                // with the store (their relative order is not kept).
+                env.shard.notify(db, ev::GENERIC, "rename_from", &src);
+                Ok(taken)
             },
         );
     }
@@ -785,6 +801,7 @@ impl Coordinator for RenameCoord {
                     }
                     let (e, at) = entry;
                     env.shard.dbs[db].insert(&dst, e, at);
+                    env.shard.notify(db, ev::GENERIC, "rename_to", &dst);
                     None
                 });
                 // RENAME's store cannot bounce: locks release with it.
@@ -884,6 +901,7 @@ fn copy_store(
         shard.delete(db, key);
     }
     shard.store(db, key, value, at);
+    shard.notify(db, ev::GENERIC, "copy_to", key);
     true
 }
 
@@ -970,6 +988,8 @@ fn move_(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .remove_with_ttl(key)
         .expect("INVARIANT: key present");
     ctx.shard.dbs[dst_db].insert(key, entry, at);
+    ctx.shard.notify(db, ev::GENERIC, "move_from", key);
+    ctx.shard.notify(dst_db, ev::GENERIC, "move_to", key);
     ctx.out.int(1);
     Ok(())
 }
@@ -1478,7 +1498,10 @@ const SHARED_REFCOUNT: i64 = 2_147_483_647;
 
 /// OBJECT ENCODING key: the encoding's name, or null.
 fn object_encoding(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    match ctx.shard.lookup_read(ctx.db, args.get(2), false) {
+    match ctx
+        .shard
+        .lookup_read_with(ctx.db, args.get(2), false, false)
+    {
         None => ctx.out.null(),
         Some(e) => ctx.out.bulk(e.value().encoding().as_bytes()),
     }
@@ -1539,7 +1562,7 @@ fn object_generic(
     plan.run(shard_of(&key, c.nshards()), move |env| {
         let now = env.shard.now_ms;
         env.shard
-            .lookup_read(db, &key, false)
+            .lookup_read_with(db, &key, false, false)
             .map(|e| f(e, now, pol))
     });
     Ok(OneStep::boxed(

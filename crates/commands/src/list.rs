@@ -17,6 +17,7 @@
 //! at once: a null array, or a null bulk for the move forms. (A blocked
 //! move form that times out gets a null array, as in Redis 7.0.)
 
+use ds::events as ev;
 use engine::{List, Value};
 use resp::{Args, Reply};
 
@@ -135,13 +136,32 @@ fn parse_at_least(arg: &[u8], min: i64, msg: &str) -> Result<i64, CmdError> {
     }
 }
 
-/// After elements were removed from the list under `key`: deletes it if
-/// it became empty (which signals watchers), else signals them.
-fn after_removal(ctx: &mut ShardCtx<'_>, key: &[u8], now_empty: bool) {
+/// After elements were removed from the list under `key`: emits the
+/// command's keyspace event, then deletes the list if it became empty
+/// (which signals watchers; Redis's `del` event follows), else signals
+/// them.
+fn after_removal(ctx: &mut ShardCtx<'_>, key: &[u8], event: &'static str, now_empty: bool) {
+    ctx.notify(ev::LIST, event, key);
     if now_empty {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else {
         ctx.shard.dbs[ctx.db].signal(key);
+    }
+}
+
+/// The keyspace event of a push onto / pop from `end`.
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
     }
 }
 
@@ -174,6 +194,7 @@ fn push_generic(
             }
             let n = l.len();
             ctx.shard.dbs[db].signal(key);
+            ctx.notify(ev::LIST, push_event(end), key);
             ctx.out.int(n as i64);
         }
         None if xx => ctx.out.int(0),
@@ -184,6 +205,7 @@ fn push_generic(
             }
             let n = l.len();
             ctx.shard.store(db, key, Value::List(l), 0);
+            ctx.notify(ev::LIST, push_event(end), key);
             ctx.out.int(n as i64);
         }
     }
@@ -286,7 +308,7 @@ fn pop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End) -> Result<(), C
         Some(n) => pop_range_reply(ctx.out, l, end, usize::try_from(n).unwrap_or(usize::MAX)),
         None => pop_one_reply(ctx.out, l, end),
     };
-    after_removal(ctx, key, empty);
+    after_removal(ctx, key, pop_event(end), empty);
     Ok(())
 }
 
@@ -486,6 +508,7 @@ fn lset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let i = index_of(l.len(), i).ok_or_else(|| CmdError::err("index out of range"))?;
     l.set(i, args.get(3));
     ctx.shard.dbs[db].signal(key);
+    ctx.notify(ev::LIST, "lset", key);
     ctx.out.ok();
     Ok(())
 }
@@ -514,6 +537,7 @@ fn linsert(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     l.insert(at + usize::from(after), args.get(4));
     let n = l.len();
     ctx.shard.dbs[db].signal(key);
+    ctx.notify(ev::LIST, "linsert", key);
     ctx.out.int(n as i64);
     Ok(())
 }
@@ -531,7 +555,7 @@ fn lrem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let removed = l.remove_matching(args.get(3), count);
     let empty = l.is_empty();
     if removed > 0 {
-        after_removal(ctx, key, empty);
+        after_removal(ctx, key, "lrem", empty);
     }
     ctx.out.int(removed as i64);
     Ok(())
@@ -558,7 +582,7 @@ fn ltrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     let empty = l.is_empty();
-    after_removal(ctx, key, empty);
+    after_removal(ctx, key, "ltrim", empty);
     ctx.out.ok();
     Ok(())
 }
@@ -600,6 +624,8 @@ fn lmove_generic(
         };
         push(l, to, &v);
         ctx.shard.dbs[db].signal(src);
+        ctx.notify(ev::LIST, push_event(to), dst);
+        ctx.notify(ev::LIST, pop_event(from), src);
         ctx.out.bulk(&v);
         return Ok(());
     }
@@ -624,7 +650,9 @@ fn lmove_generic(
             ctx.shard.store(db, dst, Value::List(nl), 0);
         }
     }
-    after_removal(ctx, src, src_empty);
+    // Redis's order: the push's event, then the pop's (and `del`).
+    ctx.notify(ev::LIST, push_event(to), dst);
+    after_removal(ctx, src, pop_event(from), src_empty);
     ctx.out.bulk(&v);
     Ok(())
 }
@@ -751,7 +779,7 @@ fn serve_first<'a>(
             Some(n) => pop_range_reply(ctx.out, l, end, usize::try_from(n).unwrap_or(usize::MAX)),
             None => pop_one_reply(ctx.out, l, end),
         };
-        after_removal(ctx, key, empty);
+        after_removal(ctx, key, pop_event(end), empty);
         return Ok(true);
     }
     Ok(false)

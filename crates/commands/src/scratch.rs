@@ -30,6 +30,19 @@
 //! (BLMOVE into another shard's key) is parked to wake its home thread
 //! instead, which runs the whole command again through this coordinator.
 //!
+//! Keyspace events: the scratch shard publishes the same classes as the
+//! real ones (their `notify_flags`, sent with the gather), so the handler
+//! records its events (`new` ones included) exactly as it would on a real
+//! shard. They are re-emitted with the write-back, all of them, in order,
+//! by the shard that owns the first event's key; the write-back itself
+//! records no `new` events (the scratch shard did). One shard rather than
+//! each key's owner: a subscriber then sees one command's events in
+//! Redis's order (SMOVE's `srem` on one shard before its `sadd` on
+//! another), which per-owner emission from concurrent jobs would not keep.
+//! A subscriber does not care which thread published. `expired` events
+//! of the scratch copy are dropped: the real shard emits its own when the
+//! key really goes (the gather already expired what was due).
+//!
 //! Cost: the values are copied twice (to the home thread and, if changed,
 //! back), O(size of the values involved), where a dedicated coordinator
 //! could move only the result. That is the price of writing each command
@@ -37,7 +50,7 @@
 
 use std::sync::atomic::Ordering;
 
-use engine::{Entry, OwnedEntry, Shard, ValueRef, WatchFlag};
+use engine::{Entry, KeyEvent, OwnedEntry, Shard, ValueRef, WatchFlag};
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, Parked, Plan};
@@ -51,10 +64,20 @@ struct Gathered {
     entries: Vec<Option<(OwnedEntry, u64)>>,
     enc: engine::EncLimits,
     now_ms: u64,
+    /// The shard's published event classes (`Shard::notify_flags`).
+    notify_flags: u32,
 }
 
 /// A shard's changed keys: the new entry and deadline, or `None` to delete.
 type Writes = Vec<(Vec<u8>, Option<(OwnedEntry, u64)>)>;
+
+/// What the run step hands the write-back: each shard's writes, and the
+/// handler's keyspace events with the shard that re-emits them.
+struct RunOut {
+    writes: Vec<(usize, Writes)>,
+    events: Vec<KeyEvent>,
+    events_shard: usize,
+}
 
 enum Phase {
     Gather(Plan),
@@ -114,26 +137,27 @@ pub fn coordinator(
         let keys = keys.clone();
         plan.run(*s, move |env| {
             let now = env.shard.now_ms;
-            let d = &mut env.shard.dbs[db];
-            let prop = &mut env.shard.prop;
-            let mut expired = 0;
+            let shard = &mut *env.shard;
             let entries = keys
                 .iter()
                 .map(|k| {
-                    if d.expire_if_needed(k, now) {
-                        expired += 1;
-                        if prop.on {
-                            prop.implicit_del(db, k);
+                    if shard.dbs[db].expire_if_needed(k, now) {
+                        shard.stats.expired_keys += 1;
+                        if shard.prop.on {
+                            shard.prop.implicit_del(db, k);
                         }
+                        shard.notify(db, ds::events::EXPIRED, "expired", k);
                     }
-                    d.get_with_ttl(k).map(|(e, at)| (e.to_owned_entry(), at))
+                    shard.dbs[db]
+                        .get_with_ttl(k)
+                        .map(|(e, at)| (e.to_owned_entry(), at))
                 })
                 .collect();
-            env.shard.stats.expired_keys += expired;
             Gathered {
                 entries,
-                enc: env.shard.enc,
+                enc: shard.enc,
                 now_ms: now,
+                notify_flags: shard.notify_flags,
             }
         });
     }
@@ -170,15 +194,13 @@ fn same(a: &Option<(OwnedEntry, u64)>, b: Option<(&Entry, u64)>) -> bool {
 
 impl Scratch {
     /// Runs the handler on the gathered copies; returns the changed keys
-    /// by shard.
-    fn run(
-        &mut self,
-        got: Vec<Gathered>,
-        out: &mut Reply,
-    ) -> Result<Vec<(usize, Writes)>, CmdError> {
+    /// by shard and the events to re-emit.
+    fn run(&mut self, got: Vec<Gathered>, out: &mut Reply) -> Result<RunOut, CmdError> {
         let mut shard = Shard::new(0, self.db + 1);
+        let mut notify_flags = 0;
         if let Some(g) = got.first() {
             shard.enc = g.enc;
+            notify_flags = g.notify_flags;
         }
         shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
         let d = &mut shard.dbs[self.db];
@@ -209,6 +231,8 @@ impl Scratch {
         // on a real shard) go with the write-back, in the transaction.
         shard.prop.on = engine::prop::enabled();
         let prop0 = (shard.dirty(), shard.prop.implicit, out.len());
+        // After loading the copies: those are not keys created.
+        shard.set_notify(notify_flags);
         let mut ctx = ShardCtx {
             shard: &mut shard,
             db: self.db,
@@ -241,8 +265,23 @@ impl Scratch {
                 .flat_map(|(_, ks)| ks)
                 .all(|k| on.keys.contains(k));
             self.parked = Some((on, !every_key_waited));
-            return Ok(Vec::new());
+            return Ok(RunOut {
+                writes: Vec::new(),
+                events: Vec::new(),
+                events_shard: 0,
+            });
         }
+        let mut events = shard.take_events();
+        events.retain(|e| e.class != ds::events::EXPIRED);
+        let events_shard = events
+            .first()
+            .and_then(|e| {
+                self.groups
+                    .iter()
+                    .find(|(_, ks)| ks.iter().any(|k| k[..] == e.key[..]))
+            })
+            .or(self.groups.first())
+            .map_or(0, |(s, _)| *s);
         let d = &mut shard.dbs[self.db];
         let mut writes = Vec::new();
         let mut signalled = signalled.iter();
@@ -257,11 +296,15 @@ impl Scratch {
                     w.push((k.clone(), d.remove_with_ttl(k)));
                 }
             }
-            if !w.is_empty() {
+            if !w.is_empty() || (*s == events_shard && !events.is_empty()) {
                 writes.push((*s, w));
             }
         }
-        Ok(writes)
+        Ok(RunOut {
+            writes,
+            events,
+            events_shard,
+        })
     }
 }
 
@@ -303,11 +346,19 @@ impl Coordinator for Scratch {
                 Ok(())
             }
             Phase::Run => {
-                let writes = self.run(outputs::<Gathered>(results), out)?;
+                let run = self.run(outputs::<Gathered>(results), out)?;
                 let db = self.db;
-                for (s, w) in writes {
+                let mut events = Some(run.events);
+                for (s, w) in run.writes {
+                    let events = if s == run.events_shard {
+                        events.take()
+                    } else {
+                        None
+                    };
                     plan.run(s, move |env| {
                         let d = &mut env.shard.dbs[db];
+                        // The scratch shard listed the keys it created.
+                        let track_new = std::mem::replace(&mut d.track_new, false);
                         for (k, e) in w {
                             match e {
                                 Some((e, at)) => d.insert(&k, e, at),
@@ -315,6 +366,10 @@ impl Coordinator for Scratch {
                                     d.remove(&k);
                                 }
                             }
+                        }
+                        d.track_new = track_new;
+                        if let Some(ev) = events {
+                            env.shard.emit_events(ev);
                         }
                     });
                 }
@@ -348,6 +403,7 @@ mod tests {
         };
         let v = as_str(e)?.as_bytes().into_owned();
         ctx.shard.delete(ctx.db, src);
+        ctx.notify(ds::events::GENERIC, "del", src);
         let mut cur = match ctx.shard.lookup_write(ctx.db, dst) {
             Some(e) => as_str(e)?.as_bytes().into_owned(),
             None => Vec::new(),
@@ -357,6 +413,7 @@ mod tests {
         let at = ctx.shard.dbs[ctx.db].expire_of(dst);
         ctx.shard
             .store(ctx.db, dst, Value::Str(Str::from_bytes(&cur)), at);
+        ctx.notify(ds::events::STRING, "append", dst);
         Ok(())
     }
 
@@ -453,6 +510,44 @@ mod tests {
             "b was stored: its watchers fail"
         );
         assert_eq!(t.run(&["GET", "b"]), "$1\r\ny\r\n");
+    }
+
+    #[test]
+    fn events_are_re_emitted_in_order_by_one_shard() {
+        let mut t = TestServer::new(2);
+        let flags = ds::events::parse(b"KEAn").unwrap();
+        for s in &mut t.shards {
+            s.set_notify(flags);
+        }
+        t.run(&["SET", "a", "xy"]);
+        for s in &mut t.shards {
+            s.take_events();
+        }
+        // "b" is on the other shard, and missing: the handler creates it.
+        assert_ne!(shard_of(b"a", 2), shard_of(b"b", 2));
+        assert_eq!(run(&mut t, "a", "b"), ":2\r\n");
+        let ev = |e: &KeyEvent| (e.event, String::from_utf8_lossy(&e.key).into_owned());
+        let on_a: Vec<_> = t.shards[shard_of(b"a", 2)]
+            .take_events()
+            .iter()
+            .map(ev)
+            .collect();
+        // The handler's order (Redis's), "new" from the scratch shard only.
+        assert_eq!(
+            on_a,
+            [
+                ("del", "a".into()),
+                ("new", "b".into()),
+                ("append", "b".into())
+            ]
+        );
+        assert!(t.shards[shard_of(b"b", 2)].take_events().is_empty());
+        // Off: nothing recorded anywhere.
+        for s in &mut t.shards {
+            s.set_notify(0);
+        }
+        assert_eq!(run(&mut t, "b", "a"), ":2\r\n");
+        assert!(t.shards.iter_mut().all(|s| s.take_events().is_empty()));
     }
 
     #[test]

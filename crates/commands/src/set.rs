@@ -16,6 +16,7 @@
 //! Limits: SRANDMEMBER with a negative count replies `|count|` members as
 //! Redis does (bounded only by the client's output buffer there).
 
+use ds::events as ev;
 use engine::types::set::{with_bytes, Member, OwnedMember, SetEncoding};
 use engine::{Entry, Set, Shard, Value, ValueRef};
 use rand::rngs::SmallRng;
@@ -173,6 +174,9 @@ fn sadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             ctx.shard.store(ctx.db, key, Value::Set(Box::new(s)), 0);
         }
     }
+    if added > 0 {
+        ctx.notify(ev::SET, "sadd", key);
+    }
     ctx.out.int(added);
     Ok(())
 }
@@ -197,8 +201,12 @@ fn srem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             }
         }
     }
+    if deleted > 0 {
+        ctx.notify(ev::SET, "srem", key);
+    }
     if emptied {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else if deleted > 0 {
         ctx.shard.dbs[ctx.db].signal(key);
     }
@@ -287,8 +295,10 @@ fn spop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     };
     let emptied = s.is_empty();
     reply_member(ctx.out, m.as_member());
+    ctx.notify(ev::SET, "spop", key);
     if emptied {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else {
         ctx.shard.dbs[ctx.db].signal(key);
     }
@@ -328,6 +338,8 @@ fn spop_count(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         reply_set(ctx.out, &u);
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::SET, "spop", key);
+        ctx.notify(ev::GENERIC, "del", key);
         return Ok(());
     }
     let popped = s.pop_many(count, rng, &lim);
@@ -336,6 +348,7 @@ fn spop_count(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         reply_member(ctx.out, m.as_member());
     }
     ctx.shard.dbs[ctx.db].signal(key);
+    ctx.notify(ev::SET, "spop", key);
     Ok(())
 }
 
@@ -440,8 +453,11 @@ fn smove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.out.int(0);
         return Ok(());
     }
-    if s.is_empty() {
+    let emptied = s.is_empty();
+    ctx.notify(ev::SET, "srem", src);
+    if emptied {
         ctx.shard.remove(db, src);
+        ctx.notify(ev::GENERIC, "del", src);
     } else {
         ctx.shard.dbs[db].signal(src);
     }
@@ -449,12 +465,14 @@ fn smove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         Some(e) => {
             if as_set_mut(e)?.add(member, &lim) {
                 ctx.shard.dbs[db].signal(dst);
+                ctx.notify(ev::SET, "sadd", dst);
             }
         }
         None => {
             let mut s = Set::create(member, 1, &lim);
             s.add(member, &lim);
             ctx.shard.store(db, dst, Value::Set(Box::new(s)), 0);
+            ctx.notify(ev::SET, "sadd", dst);
         }
     }
     ctx.out.int(1);
@@ -485,13 +503,15 @@ fn gather<'a>(
 }
 
 /// Stores a *STORE result (replacing any value and TTL) and replies its
-/// size; an empty result deletes the destination and replies 0.
-fn store_result(ctx: &mut ShardCtx<'_>, dst: &[u8], s: Set) {
+/// size, emitting `event`; an empty result deletes the destination (a
+/// `del` event if there was one) and replies 0.
+fn store_result(ctx: &mut ShardCtx<'_>, dst: &[u8], s: Set, event: &'static str) {
     let n = s.len();
     if n > 0 {
         ctx.shard.store(ctx.db, dst, Value::Set(Box::new(s)), 0);
-    } else {
-        ctx.shard.remove(ctx.db, dst);
+        ctx.notify(ev::SET, event, dst);
+    } else if ctx.shard.remove(ctx.db, dst).is_some() {
+        ctx.notify(ev::GENERIC, "del", dst);
     }
     ctx.out.int(n as i64);
 }
@@ -517,7 +537,7 @@ fn sinter_generic(
     let Some(mut sets) = sets.into_iter().collect::<Option<Vec<&Set>>>() else {
         // A missing key is an empty set: so is the intersection.
         match (dst, mode) {
-            (Some(d), _) => store_result(ctx, d, Set::new_intset()),
+            (Some(d), _) => store_result(ctx, d, Set::new_intset(), "sinterstore"),
             (None, InterOut::Card(_)) => ctx.out.int(0),
             _ => ctx.out.set(0),
         }
@@ -576,7 +596,7 @@ fn sinter_generic(
             }
             // INVARIANT: mode Store is only used with a destination.
             let dst = dst.expect("SINTERSTORE has a destination");
-            store_result(ctx, dst, result);
+            store_result(ctx, dst, result, "sinterstore");
         }
     }
     Ok(())
@@ -646,7 +666,13 @@ fn sunion_diff_generic(
         }
     }
     match dst {
-        Some(d) => store_result(ctx, d, result),
+        Some(d) => {
+            let event = match op {
+                SetOp::Union => "sunionstore",
+                SetOp::Diff => "sdiffstore",
+            };
+            store_result(ctx, d, result, event)
+        }
         None => reply_set(ctx.out, &result),
     }
     Ok(())

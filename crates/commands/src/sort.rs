@@ -613,11 +613,15 @@ fn sort_on(
 }
 
 /// Writes `items` to `dst` as a list (a missing GET stores an empty
-/// string); no items deletes `dst`. Returns the stored length.
+/// string; a `sortstore` event); no items deletes `dst` (`del` if it
+/// existed). Returns the stored length. Runs on `dst`'s shard, which
+/// emits the event.
 fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items) -> i64 {
     let n = items.len() as i64;
     if items.is_empty() {
-        shard.remove(db, dst);
+        if shard.remove(db, dst).is_some() {
+            shard.notify(db, ds::events::GENERIC, "del", dst);
+        }
         return 0;
     }
     let mut l = List::new(&shard.enc);
@@ -625,6 +629,8 @@ fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items) -> i64 {
         l.push_back(it.as_deref().unwrap_or(b""));
     }
     shard.store(db, dst, Value::List(l), 0);
+    // Redis files it under the list class.
+    shard.notify(db, ds::events::LIST, "sortstore", dst);
     n
 }
 

@@ -29,6 +29,7 @@
 
 pub(crate) mod longdouble;
 
+use ds::events as ev;
 use engine::{Str, StrRef, StrView, Value};
 use resp::{Args, OwnedArgs, Reply};
 
@@ -302,6 +303,10 @@ fn set_generic(
         return Ok(());
     }
     set_bytes(ctx, key, val, expire);
+    ctx.notify(ev::STRING, "set", key);
+    if matches!(expire, ExpireOpt::At(_)) {
+        ctx.notify(ev::GENERIC, "expire", key);
+    }
     if !o.get {
         match replies {
             SetReply::OkNull => ctx.out.ok(),
@@ -381,6 +386,7 @@ fn getset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
     set_bytes(ctx, key, args.get(2), ExpireOpt::None);
+    ctx.notify(ev::STRING, "set", key);
     Ok(())
 }
 
@@ -388,7 +394,9 @@ fn getset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn getdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
-    ctx.shard.remove(ctx.db, key);
+    if ctx.shard.remove(ctx.db, key).is_some() {
+        ctx.notify(ev::GENERIC, "del", key);
+    }
     Ok(())
 }
 
@@ -414,14 +422,17 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     match at {
         Some((k, ms)) if !k.relative() && ms <= now => {
             ctx.shard.remove(db, key);
+            ctx.notify(ev::GENERIC, "del", key);
         }
         Some((_, ms)) => {
             ctx.shard.dbs[db].set_expire(key, ms);
+            ctx.notify(ev::GENERIC, "expire", key);
         }
         // As Redis: a key without a TTL is not modified (no WATCH fails,
         // nothing is propagated).
         None if o.persist && had_ttl => {
             ctx.shard.dbs[db].set_expire(key, 0);
+            ctx.notify(ev::GENERIC, "persist", key);
         }
         None => {}
     }
@@ -529,6 +540,7 @@ fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
     for i in (1..args.len()).step_by(2) {
         touch_for_lfu(ctx.shard, ctx.db, args.get(i));
         set_bytes(ctx, args.get(i), args.get(i + 1), ExpireOpt::None);
+        ctx.notify(ev::STRING, "set", args.get(i));
     }
 }
 
@@ -558,6 +570,7 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
             let (k, v) = (a.get(i), a.get(i + 1));
             touch_for_lfu(env.shard, db, k);
             env.shard.store_bytes(db, k, v, 0);
+            env.shard.notify(db, ev::STRING, "set", k);
         }
     });
 }
@@ -692,6 +705,7 @@ fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             val.len()
         }
     };
+    ctx.notify(ev::STRING, "append", key);
     ctx.out.int(len as i64);
     Ok(())
 }
@@ -782,6 +796,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             n
         }
     };
+    ctx.notify(ev::STRING, "setrange", key);
     ctx.out.int(len as i64);
     Ok(())
 }
@@ -815,6 +830,7 @@ fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), Cmd
             incr
         }
     };
+    ctx.notify(ev::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
 }
@@ -872,6 +888,7 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         None => ctx.shard.store(db, key, Value::Str(value), 0),
     }
+    ctx.notify(ev::STRING, "incrbyfloat", key);
     ctx.out.bulk(text.as_bytes());
     Ok(())
 }

@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 
+use ds::events as ev;
 use engine::{EncLimits, Value, ValueRef, ZSet};
 use rand::Rng;
 use resp::{Args, Reply};
@@ -480,23 +481,28 @@ fn emit_ranks(out: &mut Reply, z: &ZSet, first: usize, n: usize, rev: bool, with
     }
 }
 
-/// Stores `z` at `key` if it has members, else deletes `key`; replies the
-/// member count (Redis's store epilogue of ZRANGESTORE/ZUNIONSTORE ...).
-fn store_result(ctx: &mut ShardCtx<'_>, key: &[u8], z: ZSet) {
+/// Stores `z` at `key` if it has members (emitting `event`), else
+/// deletes `key` (a `del` event if it existed); replies the member count
+/// (Redis's store epilogue of ZRANGESTORE/ZUNIONSTORE ...).
+fn store_result(ctx: &mut ShardCtx<'_>, key: &[u8], z: ZSet, event: &'static str) {
     let n = z.len();
     if n > 0 {
         ctx.shard.store(ctx.db, key, Value::ZSet(Box::new(z)), 0);
-    } else {
-        ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::ZSET, event, key);
+    } else if ctx.shard.remove(ctx.db, key).is_some() {
+        ctx.notify(ev::GENERIC, "del", key);
     }
     ctx.out.int(n as i64);
 }
 
-/// After removing members from the set at `key` in place: deletes the key
-/// if it became empty, else signals watchers.
-fn after_removal(ctx: &mut ShardCtx<'_>, key: &[u8], now_empty: bool) {
+/// After removing members from the set at `key` in place: emits the
+/// command's `event`, then deletes the key if it became empty (and emits
+/// `del`), else signals watchers.
+fn after_removal(ctx: &mut ShardCtx<'_>, key: &[u8], event: &'static str, now_empty: bool) {
+    ctx.notify(ev::ZSET, event, key);
     if now_empty {
         ctx.shard.remove(ctx.db, key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else {
         ctx.shard.dbs[ctx.db].signal(key);
     }
@@ -665,6 +671,7 @@ fn zadd_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, mut f: AddFlags) -> Resu
     }
     if added + updated > 0 {
         ctx.shard.dbs[ctx.db].signal(key);
+        ctx.notify(ev::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
     if nan {
         return Err(CmdError::err("resulting score is not a number (NaN)"));
@@ -703,7 +710,7 @@ fn zrem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     let empty = z.is_empty();
     if deleted > 0 {
-        after_removal(ctx, key, empty);
+        after_removal(ctx, key, "zrem", empty);
     }
     ctx.out.int(deleted);
     Ok(())
@@ -960,7 +967,7 @@ fn zrange_generic(
     let lim = ctx.shard.enc;
     let Some(e) = ctx.shard.lookup_read(ctx.db, key, touch) else {
         if store {
-            store_result(ctx, args.get(1), ZSet::default());
+            store_result(ctx, args.get(1), ZSet::default(), "zrangestore");
         } else {
             ctx.out.array(0);
         }
@@ -1003,7 +1010,7 @@ fn zrange_generic(
         for (m, s) in z.iter_from(first, rev).take(n) {
             out.insert(m, s, &lim);
         }
-        store_result(ctx, args.get(1), out);
+        store_result(ctx, args.get(1), out, "zrangestore");
     } else {
         emit_ranks(ctx.out, z, first, n, rev, withscores);
     }
@@ -1036,6 +1043,11 @@ fn zremrange_generic(
     key: &[u8],
     bounds: Bounds<'_>,
 ) -> Result<(), CmdError> {
+    let event = match bounds {
+        Bounds::Rank(..) => "zremrangebyrank",
+        Bounds::Score(_) => "zremrangebyscore",
+        Bounds::Lex(_) => "zremrangebylex",
+    };
     let Some(e) = ctx.shard.lookup_write(ctx.db, key) else {
         ctx.out.int(0);
         return Ok(());
@@ -1065,7 +1077,7 @@ fn zremrange_generic(
     if deleted > 0 {
         z.remove_ranks(a, b);
         let empty = z.is_empty();
-        after_removal(ctx, key, empty);
+        after_removal(ctx, key, event, empty);
     }
     ctx.out.int(deleted as i64);
     Ok(())
@@ -1098,7 +1110,7 @@ fn pop_members(ctx: &mut ShardCtx<'_>, key: &[u8], max: bool, count: usize) -> V
     }
     let empty = z.is_empty();
     if n > 0 {
-        after_removal(ctx, key, empty);
+        after_removal(ctx, key, if max { "zpopmax" } else { "zpopmin" }, empty);
     }
     popped
 }
@@ -1677,7 +1689,12 @@ fn setop_generic(
             }
             let mut z = ZSet::Skip(Box::new(r));
             z.compact_if_fits(&lim);
-            store_result(ctx, dst, z);
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            store_result(ctx, dst, z, event);
         }
         None => {
             results_header(ctx.out, rows.len(), withscores);

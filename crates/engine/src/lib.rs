@@ -188,6 +188,19 @@ impl Shard {
         }
     }
 
+    /// Emits events recorded on another shard (a scratch copy that ran a
+    /// multi-shard command, see `commands::scratch`), in order, as far as
+    /// this shard publishes their classes; keys this shard created before
+    /// them come first, as in [`Shard::notify`].
+    pub fn emit_events(&mut self, events: Vec<KeyEvent>) {
+        for e in events {
+            if self.notify_flags & e.class != 0 {
+                self.flush_created();
+                self.events.push(e);
+            }
+        }
+    }
+
     /// The events waiting to be published, oldest first.
     pub fn take_events(&mut self) -> Vec<KeyEvent> {
         if self.notify_flags & ds::events::NEW != 0 {
@@ -224,8 +237,34 @@ impl Shard {
     /// (CLIENT NO-TOUCH, OBJECT IDLETIME). The caller must not change the
     /// value (a command that does looks the key up with `lookup_write`):
     /// a snapshot writing a big value in slices relies on it.
+    /// A miss emits a `keymiss` event.
     pub fn lookup_read(&mut self, db: usize, key: &[u8], touch: bool) -> Option<&mut Entry> {
+        self.lookup_read_with(db, key, touch, true)
+    }
+
+    /// [`Shard::lookup_read`], with the `keymiss` event only if
+    /// `notify_miss` (OBJECT looks keys up without it: Redis's
+    /// `LOOKUP_NONOTIFY`).
+    #[inline]
+    pub fn lookup_read_with(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        touch: bool,
+        notify_miss: bool,
+    ) -> Option<&mut Entry> {
         self.expire_if_due(db, key);
+        // Redis's `lookupKey` emits `keymiss` where it counts a miss. Found
+        // first with a second lookup, only when that class is on: the
+        // borrow of the entry below cannot be released on a miss.
+        if notify_miss
+            && self.notify_flags & ds::events::KEY_MISS != 0
+            && !self.dbs[db].contains(key)
+        {
+            self.stats.keyspace_misses += 1;
+            self.notify(db, ds::events::KEY_MISS, "keymiss", key);
+            return None;
+        }
         let now = self.now_ms;
         let d = &mut self.dbs[db];
         // A read: the value is not changed (see `Db::get_mut_read`).
