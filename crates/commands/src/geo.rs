@@ -597,7 +597,9 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
     let Some(z) = z else {
         match o.store {
             Some(at) => {
-                ctx.shard.remove(db, args.get(at));
+                if ctx.shard.remove(db, args.get(at)).is_some() {
+                    ctx.notify(ds::events::GENERIC, "del", args.get(at));
+                }
                 ctx.out.int(0);
             }
             None => ctx.out.array(0),
@@ -627,7 +629,14 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
     }
     match o.store {
         None => reply_points(ctx.out, &found, &o),
-        Some(at) => store_points(ctx, args.get(at), found, o.storedist),
+        Some(at) => {
+            let event = if form == Form::SearchStore {
+                "geosearchstore"
+            } else {
+                "georadiusstore"
+            };
+            store_points(ctx, args.get(at), found, o.storedist, event)
+        }
     }
     Ok(())
 }
@@ -742,11 +751,19 @@ fn reply_points(out: &mut Reply, found: &[Point], o: &Opts) {
 /// STORE / STOREDIST / GEOSEARCHSTORE: `dest` becomes a sorted set of the
 /// points (nothing found deletes it); replies the number stored. Counts
 /// one change per member, as Redis's dirty counter.
-fn store_points(ctx: &mut ShardCtx<'_>, dest: &[u8], found: Vec<Point>, storedist: bool) {
+fn store_points(
+    ctx: &mut ShardCtx<'_>,
+    dest: &[u8],
+    found: Vec<Point>,
+    storedist: bool,
+    event: &'static str,
+) {
     let db = ctx.db;
     let n = found.len();
     if n == 0 {
-        ctx.shard.remove(db, dest);
+        if ctx.shard.remove(db, dest).is_some() {
+            ctx.notify(ds::events::GENERIC, "del", dest);
+        }
         ctx.out.int(0);
         return;
     }
@@ -759,6 +776,7 @@ fn store_points(ctx: &mut ShardCtx<'_>, dest: &[u8], found: Vec<Point>, storedis
     ctx.shard.store(db, dest, Value::ZSet(Box::new(z)), 0);
     ctx.shard.dbs[db].dirty += n as u64 - 1;
     ctx.out.int(n as i64);
+    ctx.notify(ds::events::ZSET, event, dest);
 }
 
 #[cfg(test)]

@@ -79,6 +79,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 /// Redis's `XREAD_BLOCKED_DEFAULT_COUNT`.
 const BLOCKED_DEFAULT_COUNT: usize = 1000;
 
+/// Keyspace events of this family (`t`).
+pub(crate) const STREAM_EV: u32 = ds::events::STREAM;
+
 fn invalid_id() -> CmdError {
     CmdError::err("Invalid stream ID specified as stream command argument")
 }
@@ -530,6 +533,10 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     d.dirty += 1 + trimmed;
     d.signal(key);
     d.signal_ready(key);
+    ctx.notify(STREAM_EV, "xadd", key);
+    if trimmed > 0 {
+        ctx.notify(STREAM_EV, "xtrim", key);
+    }
     let id_s = id.to_string();
     ctx.out.bulk(id_s.as_bytes());
     let rec = add_trim_record(args, &a, Some(&id_s), trimmed_to.as_deref());
@@ -555,6 +562,7 @@ fn xtrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let d = &mut ctx.shard.dbs[db];
         d.dirty += n;
         d.signal(key);
+        ctx.notify(STREAM_EV, "xtrim", key);
         let rec = add_trim_record(args, &a, None, trimmed_to.as_deref());
         let rec: Vec<&[u8]> = rec.iter().map(Vec::as_slice).collect();
         emit(ctx, &rec);
@@ -650,6 +658,7 @@ fn xdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let d = &mut ctx.shard.dbs[db];
         d.dirty += deleted;
         d.signal(key);
+        ctx.notify(STREAM_EV, "xdel", key);
     }
     ctx.out.int(deleted as i64);
     Ok(())
@@ -715,6 +724,7 @@ fn xsetid(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     d.dirty += 1;
     d.signal(key);
     ctx.out.ok();
+    ctx.notify(STREAM_EV, "xsetid", key);
     Ok(())
 }
 
@@ -969,6 +979,9 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
             if done.changed {
                 ctx.shard.dbs[db].dirty += 1;
                 ctx.shard.dbs[db].signal(k);
+            }
+            if done.created {
+                ctx.notify(STREAM_EV, "xgroup-createconsumer", k);
             }
             if ctx.shard.prop.on {
                 for cmd in done.records {

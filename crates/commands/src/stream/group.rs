@@ -16,6 +16,7 @@ use super::{
 };
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdError;
+use crate::stream::STREAM_EV;
 use crate::table::{flags::*, keys, CommandSpec, Exec, ShardHandler, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
 
@@ -171,6 +172,7 @@ fn xgroup_create(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError>
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
     ctx.out.ok();
+    ctx.notify(STREAM_EV, "xgroup-create", key);
     Ok(())
 }
 
@@ -194,6 +196,7 @@ fn xgroup_setid(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
     ctx.out.ok();
+    ctx.notify(STREAM_EV, "xgroup-setid", key);
     Ok(())
 }
 
@@ -208,6 +211,7 @@ fn xgroup_destroy(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError
         d.signal(key);
         d.signal_ready(key);
         ctx.out.int(1);
+        ctx.notify(STREAM_EV, "xgroup-destroy", key);
     } else {
         ctx.out.int(0);
     }
@@ -237,6 +241,7 @@ fn xgroup_createconsumer(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
     ctx.out.int(1);
+    ctx.notify(STREAM_EV, "xgroup-createconsumer", key);
     Ok(())
 }
 
@@ -258,6 +263,7 @@ fn xgroup_delconsumer(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdE
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
     ctx.out.int(c.pel.len() as i64);
+    ctx.notify(STREAM_EV, "xgroup-delconsumer", key);
     Ok(())
 }
 
@@ -268,6 +274,8 @@ pub(super) struct GroupRead {
     pub served: bool,
     /// The read changed the group (a consumer, the PEL, the last ID).
     pub changed: bool,
+    /// It made the consumer (`xgroup-createconsumer`).
+    pub created: bool,
     /// Records to log (module docs of `stream`).
     pub records: Vec<Vec<Vec<u8>>>,
 }
@@ -317,6 +325,7 @@ pub(super) fn read_group(
     let mut out = GroupRead {
         served: false,
         changed: false,
+        created: false,
         records: Vec::new(),
     };
     let maxid = s.edge_id(false);
@@ -341,6 +350,7 @@ pub(super) fn read_group(
         let g = s.groups.get_mut(group).expect("INVARIANT: looked up above");
         let (_, created) = consumer_mut(g, consumer, now);
         out.changed |= created;
+        out.created = created;
         if created && noack {
             out.records.push(vec![
                 b"XGROUP".to_vec(),
@@ -629,6 +639,23 @@ fn claim(
     }
 }
 
+/// Whether `group` of the stream at `key` has consumer `name`.
+fn has_consumer(ctx: &mut ShardCtx<'_>, key: &[u8], group: &[u8], name: &[u8]) -> bool {
+    let db = ctx.db;
+    ctx.shard.dbs[db]
+        .get(key)
+        .and_then(|e| as_stream(e).ok())
+        .and_then(|s| s.groups.get(group))
+        .is_some_and(|g| g.consumers.contains_key(name))
+}
+
+/// Emits `xgroup-createconsumer` if the command made consumer `name`.
+fn notify_created(ctx: &mut ShardCtx<'_>, key: &[u8], group: &[u8], name: &[u8], had: bool) {
+    if !had && has_consumer(ctx, key, group, name) {
+        ctx.notify(STREAM_EV, "xgroup-createconsumer", key);
+    }
+}
+
 /// XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms]
 /// [TIME ms] [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]
 pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
@@ -640,6 +667,7 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
     if !has {
         return Err(no_such_group(key, group));
     }
+    let had_consumer = has_consumer(ctx, key, group, name);
     let minidle = int_opt(args.get(4), "Invalid min-idle-time argument for XCLAIM")?.max(0);
     let mut j = 5;
     let mut ids = Vec::new();
@@ -780,6 +808,7 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
         ctx.shard.dbs[db].dirty += 1;
         ctx.shard.dbs[db].signal(key);
     }
+    notify_created(ctx, key, group, name, had_consumer);
     for r in &records {
         let v: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
         emit(ctx, &v);
@@ -822,6 +851,7 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
     if !has {
         return Err(no_such_group(key, group));
     }
+    let had_consumer = has_consumer(ctx, key, group, name);
     emit_none(ctx);
     let now = ctx.shard.now_ms;
     let mut body = Reply::new(ctx.out.resp3());
@@ -879,6 +909,7 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
         ctx.shard.dbs[db].dirty += 1;
         ctx.shard.dbs[db].signal(key);
     }
+    notify_created(ctx, key, group, name, had_consumer);
     for r in &records {
         let v: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
         emit(ctx, &v);
