@@ -77,6 +77,14 @@ fn run_script(name: &str, srv: &Server) {
     }
 }
 
+/// A client-side cache on redis-py 4 (REDIRECT to a RESP2 subscriber):
+/// every cached key is invalidated when another client changes it.
+#[test]
+fn redis_py_tracking_cache() {
+    let srv = server();
+    run_script("redis_py_cache.py", &srv);
+}
+
 #[test]
 fn redis_py_pubsub() {
     let srv = server();
