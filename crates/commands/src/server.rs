@@ -255,6 +255,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,

@@ -53,9 +53,13 @@
 //! fan out to every shard (DBSIZE, KEYS, FLUSHALL ...) from a script.
 
 pub mod api;
+pub mod busy;
 pub mod cache;
 pub mod convert;
+pub mod function;
+pub mod library;
 pub mod libs;
+pub mod load;
 pub mod run;
 pub mod sandbox;
 pub mod sha1;
@@ -159,7 +163,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
 
 /// The declared keys: `numkeys` arguments after it (none when `numkeys`
 /// is invalid; the handler then replies the error).
-fn eval_keys(args: Args<'_>) -> Vec<usize> {
+pub(crate) fn eval_keys(args: Args<'_>) -> Vec<usize> {
     match run::numkeys(args) {
         Ok(n) => (3..3 + n).collect(),
         Err(_) => Vec::new(),
@@ -265,12 +269,11 @@ fn script_debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
 }
 
-/// SCRIPT KILL: no script is ever running while a client can ask (a
-/// script runs to its end within one handler call).
-fn script_kill(_c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    Err(CmdError::Raw(
-        "NOTBUSY No scripts in execution right now.".into(),
-    ))
+/// SCRIPT KILL: see `busy::kill`.
+fn script_kill(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    busy::kill(true)?;
+    c.out.ok();
+    Ok(())
 }
 
 const SCRIPT_HELP: &[&str] = &[
