@@ -65,6 +65,9 @@ pub const BUSY_EVAL: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 pub const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the \
+     dataset. You can either wait the script termination or kill the server in a hard way using \
+     the SHUTDOWN NOSAVE command.";
 const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 const LOAD_TIMEOUT_TEXT: &str = "FUNCTION LOAD timeout";
 
@@ -96,6 +99,12 @@ static BUSY_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn busy_list() -> std::sync::MutexGuard<'static, Vec<Arc<Running>>> {
     BUSY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any script is busy (one relaxed load).
+#[inline]
+pub fn any() -> bool {
+    BUSY_COUNT.load(Ordering::Relaxed) != 0
 }
 
 /// The `-BUSY` error for a command that needs one of `shards` while a long
@@ -136,6 +145,11 @@ pub fn kill(eval: bool) -> Result<(), CmdError> {
     let mut first_err = None;
     let mut killed = false;
     for r in list.iter() {
+        // Redis's scriptKill checks the writes before the kind.
+        if r.state.load(Ordering::Acquire) == WROTE {
+            first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
+            continue;
+        }
         if r.eval != eval {
             first_err.get_or_insert(CmdError::Raw(
                 if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
@@ -146,15 +160,9 @@ pub fn kill(eval: bool) -> Result<(), CmdError> {
             .state
             .compare_exchange(CLEAN, KILLED_STATE, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => killed = true,
-            Err(KILLED_STATE) => killed = true,
+            Ok(_) | Err(KILLED_STATE) => killed = true,
             Err(_) => {
-                first_err.get_or_insert(CmdError::Raw(
-                    "UNKILLABLE Sorry the script already executed write commands against the \
-                     dataset. You can either wait the script termination or kill the server in a \
-                     hard way using the SHUTDOWN NOSAVE command."
-                        .into(),
-                ));
+                first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
             }
         }
     }
@@ -164,10 +172,13 @@ pub fn kill(eval: bool) -> Result<(), CmdError> {
     }
 }
 
+/// A busy function: its name, its command and milliseconds so far.
+pub type RunningFunction = (String, Vec<Vec<u8>>, u64);
+
 /// What FUNCTION STATS reports while busy: `Err` (Redis's `-BUSY` for
 /// SCRIPT KILL) when the busy script is an EVAL, the busy function's
 /// name, command and milliseconds so far otherwise.
-pub fn running_function() -> Result<Option<(String, Vec<Vec<u8>>, u64)>, CmdError> {
+pub fn running_function() -> Result<Option<RunningFunction>, CmdError> {
     let list = busy_list();
     match list.first() {
         None => Ok(None),

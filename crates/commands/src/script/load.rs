@@ -31,10 +31,13 @@ pub struct Registered {
     pub func: Function,
 }
 
+/// A library as one VM loaded it: its id and its functions by index.
+type LoadedLibrary = (u64, Vec<Function>);
+
 /// What a VM loaded: library name → (library id, its functions by index).
 #[derive(Default, Clone)]
 pub struct VmLibraries {
-    loaded: Rc<RefCell<HashMap<String, (u64, Vec<Function>)>>>,
+    loaded: Rc<RefCell<HashMap<String, LoadedLibrary>>>,
     /// The registry generation `loaded` was last checked against.
     gen: Rc<std::cell::Cell<u64>>,
     /// Registrations of the load in progress (`None`: no load runs).
