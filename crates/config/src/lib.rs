@@ -1866,6 +1866,7 @@ mod tests {
             "2147483648",
         ),
         ("hz", "100", "hz", "100"),
+        ("busy-reply-threshold", "100", "busy-reply-threshold", "100"),
         (
             "notify-keyspace-events",
             "KEA",
@@ -2024,6 +2025,7 @@ mod tests {
             "proto-max-bulk-len" => assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024),
             "client-query-buffer-limit" => assert_eq!(c.client_query_buffer_limit, 2 << 30),
             "hz" => assert_eq!(c.hz, 100),
+            "busy-reply-threshold" => assert_eq!(c.busy_reply_threshold_ms, 100),
             "notify-keyspace-events" => assert_eq!(
                 c.notify_keyspace_events,
                 ds::events::ALL | ds::events::KEYSPACE | ds::events::KEYEVENT

@@ -1,9 +1,10 @@
-//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, with
-//! Redis 7.0's semantics (issue 23).
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, and
+//! functions (FUNCTION, FCALL, FCALL_RO), with Redis 7.0's semantics
+//! (issue 23).
 //!
 //! # Where a script runs, and why it is atomic
 //!
-//! EVAL is an ordinary keyed shard command whose keys are its declared
+//! EVAL (and FCALL, routed the same way) is an ordinary keyed shard command whose keys are its declared
 //! `KEYS` (`numkeys` of them), so dispatch routes it like any other:
 //!
 //! * **All declared keys on one shard** (the common case, and any script
@@ -44,13 +45,18 @@
 //! # Parts
 //!
 //! `cache` (the one script cache, every thread), `vm` (a Lua VM per
-//! thread, the sandbox), `api` (the `redis` table), `run` (the handler and
-//! `redis.call`), `convert` (replies ↔ Lua values), `shebang` (`#!lua`
-//! flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`, `struct`).
+//! thread, the sandbox), `api` (the `redis` table), `run` (the EVAL and
+//! FCALL handlers and `redis.call`), `convert` (replies ↔ Lua values),
+//! `shebang` (`#!lua` flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`,
+//! `struct`); for functions, `library` (the one library registry, every
+//! thread), `load` (a library loaded into a thread's VM, lazily, and
+//! `redis.register_function`), `function` (FUNCTION and FCALL's table);
+//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`).
 //!
-//! Not yet: FUNCTION/FCALL, SCRIPT KILL of a running script and the busy
-//! state (`busy-reply-threshold`), SCRIPT DEBUG's debugger, commands that
-//! fan out to every shard (DBSIZE, KEYS, FLUSHALL ...) from a script.
+//! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
+//! (DBSIZE, KEYS, FLUSHALL ...) from a script; `-BUSY` for clients whose
+//! connection lives on the busy script's own thread (see `busy`); a memory
+//! limit on the VMs.
 
 pub mod api;
 pub mod busy;
