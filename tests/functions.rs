@@ -3,8 +3,8 @@
 //! (replayed, and in a rewrite's base with and without the RDB preamble);
 //! a script spinning past `busy-reply-threshold` is killed by SCRIPT KILL
 //! / FUNCTION KILL from a connection on another thread, its caller gets
-//! Redis's error, other clients get `-BUSY` for its shard meanwhile, and a
-//! script that wrote is UNKILLABLE.
+//! Redis's error, other clients get `-BUSY` for its shard meanwhile, a
+//! script that wrote is UNKILLABLE, and SHUTDOWN NOSAVE stops it.
 
 mod common;
 
@@ -198,7 +198,7 @@ fn script_kill_and_function_kill_from_another_thread() {
     if common::testing_real_redis() {
         return;
     }
-    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let mut s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
     let busy_key = key_on(0, 2, "spin");
     let other_key = key_on(1, 2, "free");
     let mut killer = connection_off(&s, &busy_key);
@@ -304,6 +304,21 @@ fn script_kill_and_function_kill_from_another_thread() {
     let unkillable: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
     assert_eq!(killer.cmd_str(&["SCRIPT", "KILL"]), unkillable);
     assert_eq!(killer.cmd_str(&["FUNCTION", "KILL"]), unkillable);
-    // The other shard is still served (the server is then killed).
+    // The other shard is still served.
     assert_eq!(killer.cmd_str(&["GET", &other_key]), bulk("1"));
+    // Only SHUTDOWN NOSAVE stops the server, and the script with it.
+    assert_eq!(
+        killer.cmd_str(&["SHUTDOWN"]),
+        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    killer.send(&encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
+    let mut stopped = false;
+    for _ in 0..1000 {
+        if !s.is_running() {
+            stopped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stopped, "SHUTDOWN NOSAVE stopped the server");
 }

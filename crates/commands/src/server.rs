@@ -158,6 +158,13 @@ fn shutdown(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if abort {
         return Err(CmdError::err("No shutdown in progress."));
     }
+    // A busy script: only NOSAVE may stop the server (it stops the
+    // script, whose effects are not persisted).
+    if nosave {
+        crate::script::busy::stop_for_shutdown();
+    } else {
+        crate::script::busy::refuse_shutdown()?;
+    }
     let mut mode = if nosave {
         SHUTDOWN_NOSAVE
     } else if save {

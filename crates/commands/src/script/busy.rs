@@ -34,7 +34,13 @@
 //! `processEventsWhileBlocked`). A script running on gathered copies of
 //! several shards' keys (`crate::scratch`) holds their locks: commands
 //! that need those keys wait on the locks instead of getting `-BUSY`.
-//! SHUTDOWN NOSAVE does not stop a running script.
+//!
+//! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
+//! every busy script (as SCRIPT KILL would, written or not) and drops its
+//! records from the append-only file, as Redis never propagates an
+//! unfinished script (except for one on gathered copies of several
+//! shards, whose transaction logs what it wrote back). Once set, the stop
+//! stays set: a refused shutdown leaves later busy scripts stopped too.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -89,6 +95,25 @@ pub struct Running {
     pub shard: Option<usize>,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
+}
+
+/// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.
+static SHUTDOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// SHUTDOWN NOSAVE: stops every busy script (written or not; its effects
+/// are not logged, see `run`), so that its thread can reach shutdown.
+pub fn stop_for_shutdown() {
+    SHUTDOWN.store(true, Ordering::Release);
+}
+
+/// SHUTDOWN without NOSAVE while a script is busy: Redis's `-BUSY`.
+pub fn refuse_shutdown() -> Result<(), CmdError> {
+    match busy_list().first() {
+        None => Ok(()),
+        Some(r) => Err(CmdError::Raw(
+            if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+        )),
+    }
 }
 
 /// Scripts running past the threshold, every thread's. Bounded by the
@@ -215,6 +240,8 @@ pub struct HookState {
     run: RefCell<Option<Timed>>,
     /// An error raised once and again at every line until the run ends.
     abort: Cell<Option<&'static str>>,
+    /// The run was stopped by SHUTDOWN NOSAVE (its records are dropped).
+    stopped_for_shutdown: Cell<bool>,
 }
 
 impl HookState {
@@ -223,6 +250,7 @@ impl HookState {
         let st = Rc::new(HookState {
             run: RefCell::new(None),
             abort: Cell::new(None),
+            stopped_for_shutdown: Cell::new(false),
         });
         set_hook(lua, &st, false);
         Ok(st)
@@ -239,8 +267,9 @@ impl HookState {
         });
     }
 
-    /// The run ended: unpublished, and the hook back to counting.
-    pub fn end(self: &Rc<Self>, lua: &Lua) {
+    /// The run ended: unpublished, and the hook back to counting. True if
+    /// SHUTDOWN NOSAVE stopped it.
+    pub fn end(self: &Rc<Self>, lua: &Lua) -> bool {
         let t = self.run.borrow_mut().take();
         if let Some(p) = t.and_then(|t| t.published) {
             let mut list = busy_list();
@@ -250,6 +279,7 @@ impl HookState {
         if self.abort.take().is_some() {
             set_hook(lua, self, false);
         }
+        self.stopped_for_shutdown.take()
     }
 
     /// The script is about to run a write command: false if it was killed
@@ -295,10 +325,15 @@ impl HookState {
                         publish(t);
                     }
                 }
-                t.published
-                    .as_ref()
-                    .is_some_and(|p| p.state.load(Ordering::Acquire) == KILLED_STATE)
-                    .then_some(KILLED)
+                if t.published.is_some() && SHUTDOWN.load(Ordering::Acquire) {
+                    self.stopped_for_shutdown.set(true);
+                    Some(KILLED)
+                } else {
+                    t.published
+                        .as_ref()
+                        .is_some_and(|p| p.state.load(Ordering::Acquire) == KILLED_STATE)
+                        .then_some(KILLED)
+                }
             }
         };
         drop(run);

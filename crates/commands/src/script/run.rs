@@ -193,6 +193,7 @@ fn execute(
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
     let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
     let mark = (ctx.shard.prop.on && !ctx.in_tx).then(|| ctx.shard.prop.mark());
+    let mut stopped = false;
     let res = with_vm(|vm| -> Result<(), CmdError> {
         let f = callee(vm)?;
         let run = Run {
@@ -212,7 +213,7 @@ fn execute(
         vm.hook.begin(kind, busy_shard);
         let (outcome, run) = call_function(vm, f, &keys, &argv, run);
         let lua = vm.lua.clone();
-        vm.hook.end(&lua);
+        stopped = vm.hook.end(&lua);
         vm.stats = run.stats;
         vm.report_memory();
         let script_resp3 = run.resp3;
@@ -240,7 +241,11 @@ fn execute(
         }
     });
     if let Some(m) = mark {
-        ctx.shard.prop.wrap_multi(m);
+        if stopped {
+            ctx.shard.prop.rollback(m);
+        } else {
+            ctx.shard.prop.wrap_multi(m);
+        }
     }
     res.map_err(|e| CmdError::err(error_text(&e)))?
 }
