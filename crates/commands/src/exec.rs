@@ -241,6 +241,16 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    // A long script holds a shard this command needs (one relaxed load
+    // when none does).
+    if crate::script::busy::any() && !r.spec.has(flags::ALLOW_BUSY) {
+        if let Some(e) = busy_refusal(r, args, ctx.nshards(), scratch) {
+            count_rejected(stats, Some(r.id));
+            reply_error(ctx.out, stats, &e);
+            crate::multi::flag_abort(ctx.client);
+            return Step::Done;
+        }
+    }
     // Redis's processCommand: a RESP2 client with subscriptions may only
     // (un)subscribe, PING, QUIT and RESET.
     if ctx.client.subs.is_some()
@@ -350,6 +360,46 @@ pub fn dispatch(
             reply_error(ctx.out, stats, &CmdError::Syntax);
             Step::Done
         }
+    }
+}
+
+/// Redis's `-BUSY` for a command that needs a shard a long script holds
+/// (see `script::busy`): a keyed command on that shard, or a command over
+/// every shard. Commands on other shards, and connection commands, run.
+#[cold]
+fn busy_refusal(
+    r: Resolved,
+    args: Args<'_>,
+    nshards: usize,
+    scratch: &mut Vec<usize>,
+) -> Option<CmdError> {
+    use crate::script::busy::refuse_if_busy;
+    use crate::table::{shard_of, target, Exec, Target};
+    match r.spec.exec {
+        Exec::Shard(..) => match target(r.spec, args, nshards, scratch) {
+            Target::NoKeys => None,
+            Target::One(s) => refuse_if_busy(Some(&[s])),
+            Target::Many => {
+                let shards: Vec<usize> = scratch
+                    .iter()
+                    .map(|&p| shard_of(args.get(p), nshards))
+                    .collect();
+                refuse_if_busy(Some(&shards))
+            }
+        },
+        Exec::Coord(_) => {
+            if r.spec.getkeys.is_some() || r.spec.keys.first > 0 {
+                r.spec.key_positions(args, scratch);
+                let shards: Vec<usize> = scratch
+                    .iter()
+                    .map(|&p| shard_of(args.get(p), nshards))
+                    .collect();
+                refuse_if_busy(Some(&shards))
+            } else {
+                refuse_if_busy(None)
+            }
+        }
+        Exec::Conn(_) | Exec::Parent => None,
     }
 }
 

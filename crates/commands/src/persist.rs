@@ -612,6 +612,8 @@ impl Persist {
             begin_dirty: begin_dirty.clone(),
             background,
             done: done_tx,
+            functions: crate::script::library::registry().codes(),
+            compress: cfg.rdbcompression,
         };
         std::thread::Builder::new()
             .name("rdb-writer".into())
@@ -687,6 +689,11 @@ struct WriterJob {
     begin_dirty: Arc<Vec<AtomicU64>>,
     background: bool,
     done: SyncSender<Result<(), String>>,
+    /// The function libraries when the snapshot began, written before the
+    /// data (RDB `FUNCTION2` opcodes, or FUNCTION LOAD commands in an AOF
+    /// base without the RDB preamble, as Redis's `rewriteFunctions`).
+    functions: Vec<Arc<crate::script::library::Library>>,
+    compress: bool,
 }
 
 impl WriterJob {
@@ -820,6 +827,13 @@ impl WriterJob {
                 engine::alloc::used_total(self.shards),
                 self.kind == Kind::Rewrite,
             );
+            for l in &self.functions {
+                engine::rdb::write_function(&mut head, &l.code, self.compress);
+            }
+        } else {
+            for l in &self.functions {
+                engine::prop::write_array(&mut head, &[b"FUNCTION", b"LOAD", &l.code]);
+            }
         }
         put(&mut w, &head)?;
         let (mut left, mut keys) = (self.shards, 0u64);
@@ -1257,6 +1271,8 @@ pub fn load(
             last_log = Instant::now();
         }
     }
+    crate::script::function::load_from_rdb(&reader.take_functions())
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
     log(
         false,
         &format!("Done loading RDB, keys loaded: {keys}, keys expired: {expired}."),
@@ -1295,6 +1311,8 @@ pub fn save_now(
         begin_dirty: Arc::new(Vec::new()),
         background: false,
         done: done_tx,
+        functions: crate::script::library::registry().codes(),
+        compress,
     };
     let writer = std::thread::spawn(move || job.run());
     let mut total = 0;

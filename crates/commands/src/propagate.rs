@@ -190,7 +190,7 @@ fn log(name: &str, args: Args<'_>, db: usize, shard: &mut Shard, reply: &[u8]) {
             }
         }
         // A script's commands were logged as they ran; EVAL itself never is.
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {}
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {}
         "restore" => {
             let abs = all.iter().skip(4).any(|a| eq_ic(a, "absttl"));
             let ttl = std::str::from_utf8(all[2])

@@ -158,6 +158,13 @@ fn shutdown(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if abort {
         return Err(CmdError::err("No shutdown in progress."));
     }
+    // A busy script: only NOSAVE may stop the server (it stops the
+    // script, whose effects are not persisted).
+    if nosave {
+        crate::script::busy::stop_for_shutdown();
+    } else {
+        crate::script::busy::refuse_shutdown()?;
+    }
     let mut mode = if nosave {
         SHUTDOWN_NOSAVE
     } else if save {
@@ -255,6 +262,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,
@@ -682,19 +690,21 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "used_memory_lua_human", human(lua));
             kv(o, "used_memory_scripts_eval", bodies);
             kv(o, "number_of_cached_scripts", scripts.len());
-            zeros(
-                o,
-                &[
-                    "number_of_functions",
-                    "number_of_libraries",
-                    "used_memory_vm_functions",
-                ],
-            );
+            let (nfuncs, nlibs, lib_bytes) = {
+                let reg = crate::script::library::registry().read();
+                let bytes: usize = reg.libs.values().map(|l| l.code.len()).sum();
+                (reg.function_count(), reg.libs.len(), bytes as u64)
+            };
+            kv(o, "number_of_functions", nfuncs);
+            kv(o, "number_of_libraries", nlibs);
+            // Functions run in the same per-thread VMs as scripts, whose
+            // memory is reported under eval.
+            kv(o, "used_memory_vm_functions", 0);
             kv(o, "used_memory_vm_total", lua);
             kv(o, "used_memory_vm_total_human", human(lua));
-            kv(o, "used_memory_functions", 0);
-            kv(o, "used_memory_scripts", bodies);
-            kv(o, "used_memory_scripts_human", human(bodies));
+            kv(o, "used_memory_functions", lib_bytes);
+            kv(o, "used_memory_scripts", bodies + lib_bytes);
+            kv(o, "used_memory_scripts_human", human(bodies + lib_bytes));
             kv(o, "maxmemory", s.config.maxmemory);
             kv(o, "maxmemory_human", human(s.config.maxmemory));
             kv(o, "maxmemory_policy", s.config.maxmemory_policy.name());

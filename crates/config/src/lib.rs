@@ -314,6 +314,9 @@ pub struct Config {
     pub save: Vec<String>,
     /// `rdbcompression`: LZF-compress long strings in snapshots.
     pub rdbcompression: bool,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): a script running
+    /// longer is busy (other clients get `-BUSY`, SCRIPT KILL works).
+    pub busy_reply_threshold_ms: u64,
     /// `rdbchecksum`: end snapshots with a CRC64 (0 when off).
     pub rdbchecksum: bool,
     /// `stop-writes-on-bgsave-error`: refuse writes (MISCONF) after a
@@ -530,6 +533,7 @@ impl Config {
             dbfilename: Vec::new(),
             save: Vec::new(),
             rdbcompression: false,
+            busy_reply_threshold_ms: 0,
             rdbchecksum: false,
             stop_writes_on_bgsave_error: false,
             appendonly: false,
@@ -801,6 +805,8 @@ static DIRECTIVES: &[Directive] = &[
     }),
     // Redis accepts 0..=INT_MAX and clamps into 1..=500 (updateHZ, initServer); so do we.
     d("hz",                       Mutable,   int!(hz: u32, 0, I32_MAX, 10, clamp_hz)),
+    d("busy-reply-threshold",     Mutable,   int!(busy_reply_threshold_ms: u64, 0, i64::MAX, 5000))
+        .alias("lua-time-limit"),
     d("notify-keyspace-events",   Mutable,   Parsed {
         default: b"",
         get: |c| ds::events::format(c.notify_keyspace_events).into_bytes(),
@@ -1160,7 +1166,7 @@ fn is_c_space(b: u8) -> bool {
 
 /// Redis's `sdssplitargs`: words separated by blanks, `"..."` with escapes, `'...'` with `\'`.
 /// `None` for unbalanced quotes or a closing quote not followed by a blank.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     // sdssplitargs works on C strings: a NUL ends the line.
     let line = line.split(|&b| b == 0).next().unwrap_or_default();
     let at = |i: usize| line.get(i).copied().unwrap_or(0);
@@ -1860,6 +1866,7 @@ mod tests {
             "2147483648",
         ),
         ("hz", "100", "hz", "100"),
+        ("busy-reply-threshold", "100", "busy-reply-threshold", "100"),
         (
             "notify-keyspace-events",
             "KEA",
@@ -2018,6 +2025,7 @@ mod tests {
             "proto-max-bulk-len" => assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024),
             "client-query-buffer-limit" => assert_eq!(c.client_query_buffer_limit, 2 << 30),
             "hz" => assert_eq!(c.hz, 100),
+            "busy-reply-threshold" => assert_eq!(c.busy_reply_threshold_ms, 100),
             "notify-keyspace-events" => assert_eq!(
                 c.notify_keyspace_events,
                 ds::events::ALL | ds::events::KEYSPACE | ds::events::KEYEVENT

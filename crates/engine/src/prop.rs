@@ -126,6 +126,7 @@ impl PropBuf {
         PropMark {
             len: self.bytes.len(),
             records: self.records,
+            cur_db: self.cur_db,
         }
     }
 
@@ -149,6 +150,18 @@ impl PropBuf {
         self.records += 2;
     }
 
+    /// Drops the records appended since `m` (a script stopped by SHUTDOWN
+    /// NOSAVE: Redis never propagates an unfinished script's effects). The
+    /// buffer must not have been taken since `m`.
+    pub fn rollback(&mut self, m: PropMark) {
+        if self.bytes.len() < m.len {
+            return;
+        }
+        self.bytes.truncate(m.len);
+        self.records = m.records;
+        self.cur_db = m.cur_db;
+    }
+
     /// Takes the records, leaving the buffer empty (its capacity kept).
     pub fn take(&mut self) -> Option<Chunk> {
         if self.bytes.is_empty() {
@@ -170,6 +183,7 @@ impl PropBuf {
 pub struct PropMark {
     len: usize,
     records: u64,
+    cur_db: usize,
 }
 
 /// The length of the `SELECT` record `b` opens with (0 if none), read
@@ -289,6 +303,22 @@ mod tests {
             s,
             "*2 $3 DEL $1 x *2 $6 SELECT $1 7 *1 $5 MULTI *2 $3 DEL $1 y *2 $3 DEL $1 w *1 $4 EXEC "
         );
+    }
+
+    #[test]
+    fn rollback_drops_what_followed_the_mark() {
+        let mut p = PropBuf::default();
+        p.cmd(2, &[b"DEL", b"x"]);
+        let m = p.mark();
+        p.cmd(5, &[b"SET", b"a", b"1"]);
+        p.cmd(5, &[b"DEL", b"b"]);
+        p.rollback(m);
+        // Back in database 2: the next record needs no SELECT.
+        p.cmd(2, &[b"DEL", b"y"]);
+        let c = p.take().unwrap();
+        assert_eq!(c.records, 2);
+        let s = String::from_utf8(c.bytes).unwrap().replace("\r\n", " ");
+        assert_eq!(s, "*2 $3 DEL $1 x *2 $3 DEL $1 y ");
     }
 
     #[test]

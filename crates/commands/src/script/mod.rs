@@ -1,9 +1,10 @@
-//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, with
-//! Redis 7.0's semantics (issue 23).
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, and
+//! functions (FUNCTION, FCALL, FCALL_RO), with Redis 7.0's semantics
+//! (issue 23).
 //!
 //! # Where a script runs, and why it is atomic
 //!
-//! EVAL is an ordinary keyed shard command whose keys are its declared
+//! EVAL (and FCALL, routed the same way) is an ordinary keyed shard command whose keys are its declared
 //! `KEYS` (`numkeys` of them), so dispatch routes it like any other:
 //!
 //! * **All declared keys on one shard** (the common case, and any script
@@ -44,18 +45,27 @@
 //! # Parts
 //!
 //! `cache` (the one script cache, every thread), `vm` (a Lua VM per
-//! thread, the sandbox), `api` (the `redis` table), `run` (the handler and
-//! `redis.call`), `convert` (replies ↔ Lua values), `shebang` (`#!lua`
-//! flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`, `struct`).
+//! thread, the sandbox), `api` (the `redis` table), `run` (the EVAL and
+//! FCALL handlers and `redis.call`), `convert` (replies ↔ Lua values),
+//! `shebang` (`#!lua` flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`,
+//! `struct`); for functions, `library` (the one library registry, every
+//! thread), `load` (a library loaded into a thread's VM, lazily, and
+//! `redis.register_function`), `function` (FUNCTION and FCALL's table);
+//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`).
 //!
-//! Not yet: FUNCTION/FCALL, SCRIPT KILL of a running script and the busy
-//! state (`busy-reply-threshold`), SCRIPT DEBUG's debugger, commands that
-//! fan out to every shard (DBSIZE, KEYS, FLUSHALL ...) from a script.
+//! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
+//! (DBSIZE, KEYS, FLUSHALL ...) from a script; `-BUSY` for clients whose
+//! connection lives on the busy script's own thread (see `busy`); a memory
+//! limit on the VMs.
 
 pub mod api;
+pub mod busy;
 pub mod cache;
 pub mod convert;
+pub mod function;
+pub mod library;
 pub mod libs;
+pub mod load;
 pub mod run;
 pub mod sandbox;
 pub mod sha1;
@@ -159,7 +169,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
 
 /// The declared keys: `numkeys` arguments after it (none when `numkeys`
 /// is invalid; the handler then replies the error).
-fn eval_keys(args: Args<'_>) -> Vec<usize> {
+pub(crate) fn eval_keys(args: Args<'_>) -> Vec<usize> {
     match run::numkeys(args) {
         Ok(n) => (3..3 + n).collect(),
         Err(_) => Vec::new(),
@@ -265,12 +275,11 @@ fn script_debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
 }
 
-/// SCRIPT KILL: no script is ever running while a client can ask (a
-/// script runs to its end within one handler call).
-fn script_kill(_c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    Err(CmdError::Raw(
-        "NOTBUSY No scripts in execution right now.".into(),
-    ))
+/// SCRIPT KILL: see `busy::kill`.
+fn script_kill(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    busy::kill(true)?;
+    c.out.ok();
+    Ok(())
 }
 
 const SCRIPT_HELP: &[&str] = &[

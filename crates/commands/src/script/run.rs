@@ -18,8 +18,11 @@ use mlua::{Lua, MultiValue, Value};
 use resp::{Args, OwnedArgs, Reply};
 
 use super::api::{REPL_ALL, REPL_AOF};
+use super::busy::{HookState, Kind};
 use super::cache::{cache, Script};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
+use super::library::registry as libraries;
+use super::shebang::ScriptFlags;
 use super::vm::{error_text, reply_error, with_vm, ReplyError, Vm};
 use crate::ctx::{ShardCtx, ThreadStats};
 use crate::error::CmdError;
@@ -83,8 +86,94 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         Ok(s) => s.flags,
         Err(s) => s.flags,
     };
-    // Scripts with a shebang are checked up front (Redis 7.0's
-    // scriptPrepareForRun): OOM first, then the read-only variants.
+    let sha = match &script {
+        Ok(s) => s.sha,
+        Err(s) => s.sha,
+    };
+    let gen = cache().generation();
+    let mut script = Some(script);
+    execute(
+        ctx,
+        args,
+        nkeys,
+        v.read_only,
+        flags,
+        &sha,
+        Kind::Eval,
+        |vm: &mut Vm| {
+            let s = script.take().ok_or_else(|| CmdError::err("script taken"))?;
+            let f = match &s {
+                Ok(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
+                Err(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
+            }
+            .map_err(CmdError::Err)?;
+            if let Err(s) = s {
+                cache().insert(s);
+            }
+            Ok(Callee::Script(f))
+        },
+    )
+}
+
+/// FCALL and FCALL_RO: the function by name (any case), then `numkeys`,
+/// with Redis's errors in Redis's order.
+pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<(), CmdError> {
+    let Some((lib, idx)) = libraries().read().function(args.get(1)) else {
+        return Err(CmdError::err("Function not found"));
+    };
+    let n = crate::util::parse_i64(args.get(2))
+        .map_err(|_| CmdError::err("Bad number of keys provided"))?;
+    if n > (args.len() - 3) as i64 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    if n < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    let info = &lib.functions[idx];
+    let kind = Kind::Function {
+        name: info.name.clone(),
+        command: args.iter().map(<[u8]>::to_vec).collect(),
+    };
+    execute(
+        ctx,
+        args,
+        n as usize,
+        read_only,
+        info.flags,
+        info.name.as_bytes(),
+        kind,
+        |vm: &mut Vm| {
+            let f = vm.library_function(&lib, idx).map_err(CmdError::Err)?;
+            Ok(Callee::Function(f))
+        },
+    )
+}
+
+/// What runs: a script's body (KEYS and ARGV as globals) or a library's
+/// function (called with the keys and the arguments as two tables).
+pub enum Callee {
+    Script(mlua::Function),
+    Function(mlua::Function),
+}
+
+/// Runs a script or function: the up-front flag checks, then the call on
+/// this thread's VM, its reply, and the MULTI/EXEC around its records.
+/// `name` is what errors name (the SHA-1, or the function's name).
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    ctx: &mut ShardCtx<'_>,
+    args: Args<'_>,
+    nkeys: usize,
+    read_only: bool,
+    flags: ScriptFlags,
+    name: &[u8],
+    kind: Kind,
+    callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
+) -> Result<(), CmdError> {
+    // Scripts with a shebang, and functions, are checked up front (Redis
+    // 7.0's scriptPrepareForRun): OOM first, then the read-only variants.
     if flags.shebang
         && !flags.allow_oom
         && !flags.no_writes
@@ -93,7 +182,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
     {
         return Err(CmdError::Raw(OOM_ERROR.into()));
     }
-    if v.read_only && flags.shebang && !flags.no_writes {
+    if read_only && flags.shebang && !flags.no_writes {
         return Err(CmdError::err(
             "Can not execute a script with write flag using *_ro command.",
         ));
@@ -103,30 +192,28 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
     // Declared keys on several shards: this runs on their gathered copies.
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
     let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
-    let gen = cache().generation();
     let mark = (ctx.shard.prop.on && !ctx.in_tx).then(|| ctx.shard.prop.mark());
+    let mut stopped = false;
     let res = with_vm(|vm| -> Result<(), CmdError> {
-        let (sha, f) = match &script {
-            Ok(s) => (s.sha, vm.function(&s.sha, &s.body, s.shebang_len, gen)),
-            Err(s) => (s.sha, vm.function(&s.sha, &s.body, s.shebang_len, gen)),
-        };
-        let f = f.map_err(CmdError::Err)?;
-        if let Err(s) = script {
-            cache().insert(s);
-        }
+        let f = callee(vm)?;
         let run = Run {
             db: ctx.db,
             orig_db: ctx.db,
             resp3: false,
             repl: REPL_ALL,
-            read_only: v.read_only || flags.no_writes,
+            read_only: read_only || flags.no_writes,
             declared: &keys,
             scratch,
             shard: ctx.shard.id,
             stats: std::mem::take(&mut vm.stats),
+            hook: vm.hook.clone(),
             ctx: &mut *ctx,
         };
+        let busy_shard = (!scratch).then_some(run.shard);
+        vm.hook.begin(kind, busy_shard);
         let (outcome, run) = call_function(vm, f, &keys, &argv, run);
+        let lua = vm.lua.clone();
+        stopped = vm.hook.end(&lua);
         vm.stats = run.stats;
         vm.report_memory();
         let script_resp3 = run.resp3;
@@ -144,17 +231,21 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
                     .into_iter()
                     .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c })
                     .collect();
-                if let Some(l) = line {
+                if let Some((l, source)) = line {
                     msg.extend_from_slice(b" script: ");
-                    msg.extend_from_slice(&sha);
-                    msg.extend_from_slice(format!(", on @user_script:{l}.").as_bytes());
+                    msg.extend_from_slice(name);
+                    msg.extend_from_slice(format!(", on {source}:{l}.").as_bytes());
                 }
                 Err(CmdError::Bytes(msg))
             }
         }
     });
     if let Some(m) = mark {
-        ctx.shard.prop.wrap_multi(m);
+        if stopped {
+            ctx.shard.prop.rollback(m);
+        } else {
+            ctx.shard.prop.wrap_multi(m);
+        }
     }
     res.map_err(|e| CmdError::err(error_text(&e)))?
 }
@@ -162,17 +253,17 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
 /// How a script ended.
 enum Outcome {
     Returned(Value),
-    /// The message handler's `{err=..., line=...}`.
+    /// The message handler's `{err=..., line=..., source=...}`.
     Failed {
         err: Vec<u8>,
-        line: Option<i64>,
+        line: Option<(i64, String)>,
     },
 }
 
 /// Runs `f` with KEYS and ARGV set, `redis.call` & co. wired to `run`.
 fn call_function<'r, 'a>(
     vm: &mut Vm,
-    f: mlua::Function,
+    f: Callee,
     keys: &[&[u8]],
     argv: &[&[u8]],
     run: Run<'r, 'a>,
@@ -180,6 +271,36 @@ fn call_function<'r, 'a>(
     let run = RefCell::new(run);
     let res = (|| {
         let lua = &vm.lua;
+        let f = match f {
+            Callee::Function(f) => {
+                let tables = |v: &[&[u8]]| {
+                    lua.create_sequence_from(
+                        v.iter()
+                            .map(|k| lua.create_string(k))
+                            .collect::<mlua::Result<Vec<_>>>()?,
+                    )
+                };
+                vm.bind
+                    .call::<mlua::Function>((f, tables(keys)?, tables(argv)?))?
+            }
+            Callee::Script(f) => {
+                set_keys_argv(vm, keys, argv)?;
+                f
+            }
+        };
+        let out = run_scoped(vm, f, &run);
+        for h in ["call", "pcall", "setresp", "set_repl"] {
+            vm.redis.raw_set(h, Value::Nil)?;
+        }
+        out
+    })();
+    (res, run.into_inner())
+}
+
+/// Sets the KEYS and ARGV globals of a script.
+fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
+    let lua = &vm.lua;
+    {
         vm.real.raw_set(
             "KEYS",
             lua.create_sequence_from(
@@ -196,7 +317,16 @@ fn call_function<'r, 'a>(
                     .collect::<mlua::Result<Vec<_>>>()?,
             )?,
         )?;
-        let out = lua.scope(|scope| {
+    }
+    Ok(())
+}
+
+/// Calls `f` under the message handler with `redis.call` & co. reaching
+/// `run` for the duration of the call.
+fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
+    let lua = &vm.lua;
+    {
+        lua.scope(|scope| {
             vm.redis.raw_set(
                 "call",
                 scope.create_function(|lua, args: MultiValue| {
@@ -272,14 +402,14 @@ fn call_function<'r, 'a>(
                 Value::Number(n) => Some(n as i64),
                 _ => None,
             };
+            let source = match t.raw_get::<Value>("source")? {
+                Value::String(s) => s.to_string_lossy(),
+                _ => super::vm::CHUNK_NAME.to_string(),
+            };
+            let line = line.map(|l| (l, source));
             Ok(Outcome::Failed { err, line })
-        });
-        for h in ["call", "pcall", "setresp", "set_repl"] {
-            vm.redis.raw_set(h, Value::Nil)?;
-        }
-        out
-    })();
-    (res, run.into_inner())
+        })
+    }
 }
 
 /// Lua's `lua_tonumber`: numbers and numeric strings, 0 otherwise.
@@ -315,6 +445,8 @@ struct Run<'r, 'a> {
     /// The shard this runs on (when not on copies).
     shard: usize,
     stats: ThreadStats,
+    /// The VM's hook (a kill must win or lose against the first write).
+    hook: std::rc::Rc<HookState>,
 }
 
 /// The error of a `redis.call` refused before running (Redis's text
@@ -368,6 +500,9 @@ impl Run<'_, '_> {
                 lua,
                 "Write commands are not allowed from read-only scripts.",
             );
+        }
+        if r.spec.has(flags::WRITE) && !self.hook.note_write() {
+            return Err(HookState::killed_error());
         }
         let mut positions = Vec::new();
         r.spec.key_positions(args, &mut positions);

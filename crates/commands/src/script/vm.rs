@@ -50,6 +50,8 @@ use crate::ctx::ThreadStats;
 
 /// The chunk name Redis gives scripts (`user_script:1: ...` in messages).
 pub const CHUNK_NAME: &str = "@user_script";
+/// The chunk name Redis gives function libraries.
+pub const FUNCTION_CHUNK_NAME: &str = "@user_function";
 
 /// Compiled functions a VM keeps at most; past it, the oldest half is
 /// dropped (they compile again on their next run). Redis keeps every
@@ -60,7 +62,7 @@ const COMPILED_MAX: usize = 10_000;
 /// and builds the read-only proxies. `errstr` turns an mlua error value
 /// into its message.
 const PRELUDE: &str = r#"
-local errstr = ...
+local errstr, load_redis = ...
 local real = _G
 local error, type, tostring, rawget_raw, rawset_raw, ipairs_raw =
       error, type, tostring, rawget, rawset, ipairs
@@ -110,7 +112,27 @@ for _, name in ipairs_raw({'redis', 'string', 'table', 'math', 'coroutine', 'cjs
 end
 local g = protect(real, true)
 rawset_raw(real, '_G', g)
-return g, proxies
+
+-- A function library's environment (Redis 7.0's function_lua.c): while
+-- its code loads, the only global is the load-time `redis` table; once
+-- loaded, `done()` turns it into the scripts' globals (without KEYS and
+-- ARGV, which functions receive as arguments). Writes are refused both
+-- times, missing names raise Redis's error.
+local load_api = {redis = protect(load_redis, true)}
+local function make_env()
+  local api = load_api
+  local env = setmetatable_raw({}, {
+    __index = function(_, k)
+      local v = rawget_raw(api, k)
+      if v == nil or (api == real and (k == 'KEYS' or k == 'ARGV')) then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = readonly, __metatable = false})
+  return env, function() api = real end
+end
+return g, proxies, make_env
 "#;
 
 /// One thread's VM; see the module documentation.
@@ -131,6 +153,15 @@ pub struct Vm {
     /// Statistics of commands run from scripts (not reported yet: Redis
     /// counts them in commandstats).
     pub stats: ThreadStats,
+    /// Builds a library's environment (see the prelude's `make_env`).
+    pub make_env: Function,
+    /// `bind(f, keys, args)`: a function calling `f(keys, args)`, run
+    /// under `xpcall` for FCALL (Lua 5.1's `xpcall` passes no arguments).
+    pub bind: Function,
+    /// Function libraries this VM has loaded (see `load`).
+    pub libs: super::load::VmLibraries,
+    /// The instruction hook's state: time limits and kills (see `busy`).
+    pub hook: std::rc::Rc<super::busy::HookState>,
 }
 
 thread_local! {
@@ -225,11 +256,20 @@ impl Vm {
                 _ => String::new(),
             })
         })?;
-        let (proxy, proxies): (Table, Table) =
-            lua.load(PRELUDE).set_name("=prelude").call(errstr)?;
+        let libs = super::load::VmLibraries::default();
+        let load_redis = super::load::load_api(&lua, &redis, &libs)?;
+        let (proxy, proxies, make_env): (Table, Table, Function) = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .call((errstr, load_redis))?;
         super::sandbox::install(&lua, &real, proxies)?;
         lua.set_globals(proxy)?;
         let handler = lua.create_function(message_handler)?;
+        let hook = super::busy::HookState::install(&lua)?;
+        let bind: Function = lua
+            .load("return function(f, k, a) return function() return f(k, a) end end")
+            .set_name("=bind")
+            .call(())?;
         let reported_bytes = lua.used_memory();
         super::cache::report_vm_bytes(0, reported_bytes);
         Ok(Vm {
@@ -242,6 +282,10 @@ impl Vm {
             compiled: HashMap::new(),
             gen: 0,
             stats: ThreadStats::default(),
+            make_env,
+            bind,
+            libs,
+            hook,
         })
     }
 
@@ -323,20 +367,25 @@ fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
     let mut line = None;
     for level in 1..256 {
         let Some((user, l)) = lua.inspect_stack(level, |d| {
-            let user = d.source().source.as_deref() == Some(CHUNK_NAME);
+            let user = match d.source().source.as_deref() {
+                Some(CHUNK_NAME) => Some(CHUNK_NAME),
+                Some(FUNCTION_CHUNK_NAME) => Some(FUNCTION_CHUNK_NAME),
+                _ => None,
+            };
             (user, d.current_line())
         }) else {
             break;
         };
-        if user {
-            line = l;
+        if let Some(source) = user {
+            line = l.map(|l| (l, source));
             break;
         }
     }
     let t = lua.create_table()?;
     t.raw_set("err", lua.create_string(&msg)?)?;
-    if let Some(l) = line {
+    if let Some((l, source)) = line {
         t.raw_set("line", l as i64)?;
+        t.raw_set("source", source)?;
     }
     Ok(t)
 }

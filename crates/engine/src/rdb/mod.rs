@@ -484,6 +484,50 @@ fn write_list_nodes(out: &mut Vec<u8>, l: &ds::QuickList, compress: bool) {
 
 /// 0xFF; the caller appends the 8-byte little-endian CRC64 of everything
 /// before it (0 when `rdbchecksum no`).
+/// One function library (Redis 7.0's `rdbSaveFunctions`: the
+/// `FUNCTION2` opcode, then the library's whole code, shebang included,
+/// as a string). Written after the AUX fields, before the databases.
+pub fn write_function(out: &mut Vec<u8>, code: &[u8], compress: bool) {
+    out.push(OP_FUNCTION2);
+    write_string(out, code, compress);
+}
+
+/// FUNCTION DUMP's payload: each library as [`write_function`] writes it,
+/// then the 2-byte RDB version and the CRC64, as a key's DUMP payload.
+pub fn function_dump_payload<'a>(codes: impl Iterator<Item = &'a [u8]>, compress: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in codes {
+        write_function(&mut out, c, compress);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The libraries' codes in a FUNCTION RESTORE payload whose footer
+/// [`verify_dump_payload`] accepted. Errors are Redis's texts (without the
+/// `ERR ` code): a byte other than the function opcode, the pre-GA form,
+/// or a string that cannot be read.
+pub fn function_payload_codes(p: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let body = &p[..p.len().saturating_sub(10)];
+    let mut s = read::Src::with_buffer(body, body.len());
+    let mut codes = Vec::new();
+    while (s.offset() as usize) < body.len() {
+        match s.u8() {
+            Ok(OP_FUNCTION2) => {}
+            Ok(OP_FUNCTION_PRE_GA) => return Err("Pre-GA function format not supported".into()),
+            Ok(_) => return Err("given type is not a function".into()),
+            Err(_) => return Err("can not read data type".into()),
+        }
+        match s.string() {
+            Ok(c) => codes.push(c),
+            Err(_) => return Err("failed loading the given functions payload".into()),
+        }
+    }
+    Ok(codes)
+}
+
 pub fn write_eof(out: &mut Vec<u8>) {
     out.push(OP_EOF);
 }

@@ -454,6 +454,9 @@ pub struct Reader<R: Read> {
     version: u16,
     db: usize,
     done: bool,
+    /// Function libraries met so far (their whole code), for the caller to
+    /// load: compiling Lua is not the engine's business.
+    functions: Vec<Vec<u8>>,
 }
 
 impl<R: Read> Reader<R> {
@@ -483,6 +486,7 @@ impl<R: Read> Reader<R> {
             version,
             db: 0,
             done: false,
+            functions: Vec::new(),
         })
     }
 
@@ -494,6 +498,12 @@ impl<R: Read> Reader<R> {
     /// Bytes consumed so far.
     pub fn offset(&self) -> u64 {
         self.src.offset()
+    }
+
+    /// The function libraries read so far (the `FUNCTION2` opcode, before
+    /// the databases), each its whole code; taken once the file is read.
+    pub fn take_functions(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.functions)
     }
 
     /// The next key; `Ok(None)` once EOF (and the checksum) was read.
@@ -553,9 +563,11 @@ impl<R: Read> Reader<R> {
                     s.string()?;
                 }
                 OP_MODULE_AUX => return s.err("module auxiliary data not supported"),
-                OP_FUNCTION_PRE_GA | OP_FUNCTION2 => {
-                    return s.err("functions in RDB files are not supported")
+                OP_FUNCTION2 => {
+                    let code = s.string()?;
+                    self.functions.push(code);
                 }
+                OP_FUNCTION_PRE_GA => return s.err("Pre-GA function format not supported"),
                 t => {
                     let key = s.string()?;
                     match read_object(s, t, &self.limits)? {

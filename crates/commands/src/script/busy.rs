@@ -1,0 +1,385 @@
+//! Long scripts: `busy-reply-threshold` (alias `lua-time-limit`), SCRIPT
+//! KILL and FUNCTION KILL, the FUNCTION LOAD time limit, and `-BUSY` for
+//! commands that need a shard a long script holds.
+//!
+//! # How a running script is watched
+//!
+//! Every thread's VM carries one instruction-count hook ([`HookState`],
+//! installed once with the VM, fired every [`HOOK_INSTRUCTIONS`] Lua
+//! instructions; Redis's `luaMaskCountHook` fires every 100,000 too). A run
+//! tells the hook what it is ([`HookState::begin`]): nothing else is done
+//! per run, no lock, no allocation for EVAL. When the hook sees a script
+//! running past the threshold, it *publishes* it: an `Arc<Running>` in the
+//! process-wide busy list, and a mark on its shard. From then on:
+//!
+//! * SCRIPT KILL / FUNCTION KILL, on whatever thread the killer's
+//!   connection lives, find it in the list and flip its state from clean
+//!   to killed (one compare-and-swap: the script's own thread flips clean
+//!   to wrote before its first write command, so a kill and a write cannot
+//!   both win). The hook raises Redis's error at its next call, and from
+//!   then on at every line (Redis switches its hook to `LUA_MASKLINE` for
+//!   the same reason: a `pcall` must not be able to swallow the kill).
+//! * Dispatch, on every thread, answers `-BUSY` to a command that needs the
+//!   marked shard (`refuse_if_busy`), except commands flagged `allow-busy`.
+//!
+//! A script below the threshold is invisible: SCRIPT KILL answers NOTBUSY,
+//! as Redis does (there a client cannot even be heard before it).
+//!
+//! # What is not covered (the runtime's side)
+//!
+//! The script's own thread serves nothing while the script runs: clients
+//! whose connection lives on that thread wait for it (Redis would answer
+//! them `-BUSY`); a SCRIPT KILL from such a client cannot be heard. Doing
+//! better needs the event loop to be re-entered from the hook (Redis's
+//! `processEventsWhileBlocked`). A script running on gathered copies of
+//! several shards' keys (`crate::scratch`) holds their locks: commands
+//! that need those keys wait on the locks instead of getting `-BUSY`.
+//!
+//! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
+//! every busy script (as SCRIPT KILL would, written or not) and drops its
+//! records from the append-only file, as Redis never propagates an
+//! unfinished script (except for one on gathered copies of several
+//! shards, whose transaction logs what it wrote back). Once set, the stop
+//! stays set: a refused shutdown leaves later busy scripts stopped too.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mlua::{HookTriggers, Lua, VmState};
+
+use super::vm::reply_error;
+use crate::error::CmdError;
+
+/// Lua instructions between two hook calls.
+const HOOK_INSTRUCTIONS: u32 = 100_000;
+/// FUNCTION LOAD's limit on a library's loading code (Redis's
+/// `LOAD_TIMEOUT_MS`).
+const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// `busy-reply-threshold` in milliseconds (set from the configuration).
+static THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
+
+/// Sets `busy-reply-threshold` (at start and after CONFIG SET).
+pub fn set_threshold_ms(ms: u64) {
+    THRESHOLD_MS.store(ms, Ordering::Relaxed);
+}
+
+pub const BUSY_EVAL: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the \
+     dataset. You can either wait the script termination or kill the server in a hard way using \
+     the SHUTDOWN NOSAVE command.";
+const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+const LOAD_TIMEOUT_TEXT: &str = "FUNCTION LOAD timeout";
+
+/// `Running::state` values.
+const CLEAN: u8 = 0;
+const WROTE: u8 = 1;
+const KILLED_STATE: u8 = 2;
+
+/// A script running past the threshold, as other threads see it.
+pub struct Running {
+    /// EVAL family (SCRIPT KILL) or FCALL (FUNCTION KILL).
+    pub eval: bool,
+    /// FCALL: the function's name.
+    pub name: String,
+    /// FCALL: the command as received (FUNCTION STATS).
+    pub command: Vec<Vec<u8>>,
+    pub started: Instant,
+    /// The shard the script holds, when it runs on one.
+    pub shard: Option<usize>,
+    /// CLEAN, WROTE or KILLED_STATE.
+    state: AtomicU8,
+}
+
+/// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.
+static SHUTDOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// SHUTDOWN NOSAVE: stops every busy script (written or not; its effects
+/// are not logged, see `run`), so that its thread can reach shutdown.
+pub fn stop_for_shutdown() {
+    SHUTDOWN.store(true, Ordering::Release);
+}
+
+/// SHUTDOWN without NOSAVE while a script is busy: Redis's `-BUSY`.
+pub fn refuse_shutdown() -> Result<(), CmdError> {
+    match busy_list().first() {
+        None => Ok(()),
+        Some(r) => Err(CmdError::Raw(
+            if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+        )),
+    }
+}
+
+/// Scripts running past the threshold, every thread's. Bounded by the
+/// number of threads (one script per thread at a time).
+static BUSY: Mutex<Vec<Arc<Running>>> = Mutex::new(Vec::new());
+/// Published scripts (a fast check for dispatch).
+static BUSY_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn busy_list() -> std::sync::MutexGuard<'static, Vec<Arc<Running>>> {
+    BUSY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any script is busy (one relaxed load).
+#[inline]
+pub fn any() -> bool {
+    BUSY_COUNT.load(Ordering::Relaxed) != 0
+}
+
+/// The `-BUSY` error for a command that needs one of `shards` while a long
+/// script holds it (`None`: needs every shard), unless the command may run
+/// while busy. One relaxed load when no script is busy.
+#[inline]
+pub fn refuse_if_busy(shards: Option<&[usize]>) -> Option<CmdError> {
+    if BUSY_COUNT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    busy_error(shards)
+}
+
+#[cold]
+fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
+    let list = busy_list();
+    let r = list.iter().find(|r| match (shards, r.shard) {
+        (None, _) => true,
+        (Some(s), Some(b)) => s.contains(&b),
+        (Some(_), None) => false,
+    })?;
+    Some(CmdError::Raw(
+        if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+    ))
+}
+
+/// SCRIPT KILL (`eval`) or FUNCTION KILL: kills the busy scripts of that
+/// kind that have not written. Errors as Redis's `scriptKill`: NOTBUSY when
+/// none is busy, UNKILLABLE when the busy one wrote, `-BUSY` naming the
+/// other command when the busy one is of the other kind.
+pub fn kill(eval: bool) -> Result<(), CmdError> {
+    let list = busy_list();
+    if list.is_empty() {
+        return Err(CmdError::Raw(
+            "NOTBUSY No scripts in execution right now.".into(),
+        ));
+    }
+    let mut first_err = None;
+    let mut killed = false;
+    for r in list.iter() {
+        // Redis's scriptKill checks the writes before the kind.
+        if r.state.load(Ordering::Acquire) == WROTE {
+            first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
+            continue;
+        }
+        if r.eval != eval {
+            first_err.get_or_insert(CmdError::Raw(
+                if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+            ));
+            continue;
+        }
+        match r
+            .state
+            .compare_exchange(CLEAN, KILLED_STATE, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) | Err(KILLED_STATE) => killed = true,
+            Err(_) => {
+                first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
+            }
+        }
+    }
+    match (killed, first_err) {
+        (true, _) | (false, None) => Ok(()),
+        (false, Some(e)) => Err(e),
+    }
+}
+
+/// A busy function: its name, its command and milliseconds so far.
+pub type RunningFunction = (String, Vec<Vec<u8>>, u64);
+
+/// What FUNCTION STATS reports while busy: `Err` (Redis's `-BUSY` for
+/// SCRIPT KILL) when the busy script is an EVAL, the busy function's
+/// name, command and milliseconds so far otherwise.
+pub fn running_function() -> Result<Option<RunningFunction>, CmdError> {
+    let list = busy_list();
+    match list.first() {
+        None => Ok(None),
+        Some(r) if r.eval => Err(CmdError::Raw(BUSY_EVAL.into())),
+        Some(r) => Ok(Some((
+            r.name.clone(),
+            r.command.clone(),
+            r.started.elapsed().as_millis() as u64,
+        ))),
+    }
+}
+
+/// What runs in a VM, for its hook.
+pub enum Kind {
+    /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
+    Load,
+    Eval,
+    Function {
+        name: String,
+        command: Vec<Vec<u8>>,
+    },
+}
+
+struct Timed {
+    kind: Kind,
+    started: Instant,
+    shard: Option<usize>,
+    wrote: bool,
+    published: Option<Arc<Running>>,
+}
+
+/// A VM's hook state; see the module documentation.
+pub struct HookState {
+    run: RefCell<Option<Timed>>,
+    /// An error raised once and again at every line until the run ends.
+    abort: Cell<Option<&'static str>>,
+    /// The run was stopped by SHUTDOWN NOSAVE (its records are dropped).
+    stopped_for_shutdown: Cell<bool>,
+}
+
+impl HookState {
+    /// Creates the state and installs its hook on `lua`.
+    pub fn install(lua: &Lua) -> mlua::Result<Rc<HookState>> {
+        let st = Rc::new(HookState {
+            run: RefCell::new(None),
+            abort: Cell::new(None),
+            stopped_for_shutdown: Cell::new(false),
+        });
+        set_hook(lua, &st, false);
+        Ok(st)
+    }
+
+    /// A run begins (`shard`: the shard it holds, if it runs on one).
+    pub fn begin(&self, kind: Kind, shard: Option<usize>) {
+        *self.run.borrow_mut() = Some(Timed {
+            kind,
+            started: Instant::now(),
+            shard,
+            wrote: false,
+            published: None,
+        });
+    }
+
+    /// The run ended: unpublished, and the hook back to counting. True if
+    /// SHUTDOWN NOSAVE stopped it.
+    pub fn end(self: &Rc<Self>, lua: &Lua) -> bool {
+        let t = self.run.borrow_mut().take();
+        if let Some(p) = t.and_then(|t| t.published) {
+            let mut list = busy_list();
+            list.retain(|r| !Arc::ptr_eq(r, &p));
+            BUSY_COUNT.store(list.len(), Ordering::Relaxed);
+        }
+        if self.abort.take().is_some() {
+            set_hook(lua, self, false);
+        }
+        self.stopped_for_shutdown.take()
+    }
+
+    /// The script is about to run a write command: false if it was killed
+    /// meanwhile (the command must not run; the hook raises the kill).
+    pub fn note_write(&self) -> bool {
+        let mut run = self.run.borrow_mut();
+        let Some(t) = run.as_mut() else { return true };
+        t.wrote = true;
+        match &t.published {
+            None => true,
+            Some(p) => {
+                match p
+                    .state
+                    .compare_exchange(CLEAN, WROTE, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => true,
+                    Err(s) => s != KILLED_STATE,
+                }
+            }
+        }
+    }
+
+    /// The error of a killed run (raised by `redis.call` when a kill won
+    /// the race against a write).
+    pub fn killed_error() -> mlua::Error {
+        reply_error(KILLED.as_bytes())
+    }
+
+    fn check(self: &Rc<Self>, lua: &Lua) -> mlua::Result<VmState> {
+        if let Some(msg) = self.abort.get() {
+            return Err(reply_error(msg.as_bytes()));
+        }
+        let mut run = self.run.borrow_mut();
+        let Some(t) = run.as_mut() else {
+            return Ok(VmState::Continue);
+        };
+        let abort = match &t.kind {
+            Kind::Load => (t.started.elapsed() > LOAD_TIMEOUT).then_some(LOAD_TIMEOUT_TEXT),
+            Kind::Eval | Kind::Function { .. } => {
+                if t.published.is_none() {
+                    let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
+                    if t.started.elapsed() >= threshold {
+                        publish(t);
+                    }
+                }
+                if t.published.is_some() && SHUTDOWN.load(Ordering::Acquire) {
+                    self.stopped_for_shutdown.set(true);
+                    Some(KILLED)
+                } else {
+                    t.published
+                        .as_ref()
+                        .is_some_and(|p| p.state.load(Ordering::Acquire) == KILLED_STATE)
+                        .then_some(KILLED)
+                }
+            }
+        };
+        drop(run);
+        match abort {
+            None => Ok(VmState::Continue),
+            Some(msg) => {
+                if matches!(msg, KILLED) {
+                    crate::persist::log(true, "Lua script killed by user with SCRIPT KILL.");
+                }
+                self.abort.set(Some(msg));
+                set_hook(lua, self, true);
+                Err(reply_error(msg.as_bytes()))
+            }
+        }
+    }
+}
+
+#[cold]
+fn publish(t: &mut Timed) {
+    let (eval, name, command) = match &t.kind {
+        Kind::Function { name, command } => (false, name.clone(), command.clone()),
+        _ => (true, String::new(), Vec::new()),
+    };
+    let r = Arc::new(Running {
+        eval,
+        name,
+        command,
+        started: t.started,
+        shard: t.shard,
+        state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
+    });
+    let mut list = busy_list();
+    list.push(r.clone());
+    BUSY_COUNT.store(list.len(), Ordering::Relaxed);
+    t.published = Some(r);
+}
+
+/// (Re)installs the hook: every [`HOOK_INSTRUCTIONS`] instructions, or
+/// at every line once a run is being aborted.
+fn set_hook(lua: &Lua, st: &Rc<HookState>, every_line: bool) {
+    let triggers = if every_line {
+        HookTriggers::new().every_line().every_nth_instruction(1000)
+    } else {
+        HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS)
+    };
+    let st = st.clone();
+    // Setting a hook on the main thread only fails for a dead state.
+    let _ = lua.set_hook(triggers, move |lua, _| st.check(lua));
+}
