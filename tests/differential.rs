@@ -411,7 +411,14 @@ struct Side {
 
 impl Side {
     fn start(name: &'static str, flavor: Flavor) -> Side {
-        let server = Server::start(flavor, &[]);
+        // TESSERA_DIFF_ARGS="--shards 16 --shard-consolidation no" runs the
+        // scripts on another layout of Tessera's shards.
+        let extra = std::env::var("TESSERA_DIFF_ARGS").unwrap_or_default();
+        let extra: Vec<&str> = match flavor {
+            Flavor::Tessera if !common::testing_real_redis() => extra.split_whitespace().collect(),
+            _ => Vec::new(),
+        };
+        let server = Server::start(flavor, &extra);
         let conn = server.raw();
         Side {
             name,
