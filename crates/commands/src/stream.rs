@@ -203,6 +203,13 @@ pub(crate) fn parse_range_bound(arg: &[u8], start: bool) -> Result<StreamId, Cmd
     }
 }
 
+/// Milliseconds from `t` to `now`, as Redis's `mstime_t` subtraction: the
+/// times are signed 64-bit and the difference wraps (a time loaded from a
+/// payload may be anything), so callers clamp it as Redis does.
+pub(crate) fn elapsed_ms(now: u64, t: u64) -> i64 {
+    (now as i64).wrapping_sub(t as i64)
+}
+
 pub(crate) fn id_bulk(out: &mut Reply, id: StreamId) {
     out.bulk(id.to_string().as_bytes());
 }
@@ -1037,3 +1044,6 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
     ctx.out.null_array();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

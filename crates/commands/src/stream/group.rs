@@ -11,7 +11,7 @@ use engine::types::stream::{Consumer, Group, Nack, Stream, StreamId, ENTRIES_REA
 use resp::{Args, Reply};
 
 use super::{
-    as_stream, as_stream_mut, emit, emit_none, id_bulk, nogroup_err, parse_range_bound,
+    as_stream, as_stream_mut, elapsed_ms, emit, emit_none, id_bulk, nogroup_err, parse_range_bound,
     parse_strict_id, reply_entry, ReadFrom,
 };
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -576,7 +576,7 @@ pub(super) fn xpending(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), Cmd
             break;
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        let idle = now as i64 - nack.delivery_time as i64;
+        let idle = elapsed_ms(now, nack.delivery_time);
         if minidle != 0 && idle < minidle {
             continue;
         }
@@ -724,7 +724,7 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
             );
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        if !forced && minidle != 0 && (now as i64 - nack.delivery_time as i64) < minidle {
+        if !forced && minidle != 0 && (elapsed_ms(now, nack.delivery_time)) < minidle {
             continue;
         }
         if forced {
@@ -855,7 +855,7 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
             continue;
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        if minidle != 0 && (now as i64 - nack.delivery_time as i64) < minidle {
+        if minidle != 0 && (elapsed_ms(now, nack.delivery_time)) < minidle {
             continue;
         }
         claim(g, id, name, now, now, None, justid);
