@@ -417,7 +417,7 @@ pub(super) fn read_group(
                 let g = s.groups.get_mut(group).expect("INVARIANT: looked up above");
                 if id > g.last_id {
                     if g.entries_read != ENTRIES_READ_INVALID && !tomb {
-                        g.entries_read += 1;
+                        g.entries_read = g.entries_read.wrapping_add(1);
                     } else if entries_added > 0 {
                         g.entries_read = est;
                     }

@@ -7,9 +7,9 @@ use engine::Value;
 
 use crate::testutil::TestServer;
 
-/// A stream `s` with entry 1-1, one group `g` whose consumer `c` has it
+/// A stream with entry 1-1, one group `g` whose consumer `c` has it
 /// pending, seen and delivered at the given times (ms).
-fn server_with(seen_time: u64, delivery_time: u64) -> TestServer {
+fn stream(seen_time: u64, delivery_time: u64) -> Stream {
     let mut st = Stream::new();
     let id = StreamId::new(1, 1);
     st.append(id, &[(b"f", b"v")], NodeLimits::default());
@@ -33,9 +33,18 @@ fn server_with(seen_time: u64, delivery_time: u64) -> TestServer {
     g.consumers.insert(b"c".to_vec(), c);
     st.groups.insert(b"g".to_vec(), g);
     st.check_consistency().unwrap();
+    st
+}
+
+/// A server holding `st` as `s`.
+fn server(st: Stream) -> TestServer {
     let mut t = TestServer::new(1);
     t.shards[0].store(0, b"s", Value::Stream(Box::new(st)), 0);
     t
+}
+
+fn server_with(seen_time: u64, delivery_time: u64) -> TestServer {
+    server(stream(seen_time, delivery_time))
 }
 
 /// Times past i64::MAX (negative to Redis's `mstime_t`): the idle time is
@@ -68,4 +77,41 @@ fn idle_times_from_any_loaded_time() {
         t.run(&["XCLAIM", "s", "g", "d", "1", "1-1", "JUSTID"]),
         "*1\r\n$3\r\n1-1\r\n"
     );
+}
+
+/// The DUMP payload of `key` (a bulk reply's body).
+fn dump(t: &mut TestServer, key: &str) -> Vec<u8> {
+    let r = t.raw(&[b"DUMP", key.as_bytes()]);
+    let nl = r.iter().position(|&c| c == b'\n').unwrap();
+    r[nl + 1..r.len() - 2].to_vec()
+}
+
+/// A payload whose entries-added counter is below its length is refused
+/// (the logical offsets subtract one from the other), and a group's
+/// entries-read counter, which a payload may set to anything, wraps in the
+/// lag and in XREADGROUP as Redis's unsigned arithmetic does.
+#[test]
+fn loaded_counters_cannot_overflow() {
+    let mut st = stream(0, 0);
+    st.entries_added = 0;
+    let mut t = server(st);
+    let p = dump(&mut t, "s");
+    assert_eq!(
+        t.raw(&[b"RESTORE", b"s2", b"0", &p]),
+        b"-ERR Bad data format\r\n"
+    );
+    // entries-read at i64::MAX, then one more read.
+    let mut st = stream(0, 0);
+    let g = st.groups.get_mut(&b"g"[..]).unwrap();
+    g.entries_read = i64::MAX;
+    g.last_id = StreamId::MIN;
+    let mut t = server(st);
+    let p = dump(&mut t, "s");
+    assert_eq!(t.raw(&[b"RESTORE", b"s2", b"0", &p]), b"+OK\r\n");
+    let r = t.run(&["XINFO", "GROUPS", "s2"]);
+    assert!(r.contains("$3\r\nlag\r\n:-9223372036854775806\r\n"), "{r}");
+    let r = t.run(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s2", ">"]);
+    assert!(r.starts_with("*1\r\n"), "{r}");
+    let r = t.run(&["XINFO", "GROUPS", "s2"]);
+    assert!(r.contains("$12\r\nentries-read\r\n:-9223372036854775808\r\n"), "{r}");
 }

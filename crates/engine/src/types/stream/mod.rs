@@ -328,7 +328,8 @@ impl Stream {
             }
         }
         self.length += 1;
-        self.entries_added += 1;
+        // XSETID may have set it anywhere (and a payload too).
+        self.entries_added = self.entries_added.wrapping_add(1);
         self.last_id = id;
         if self.length == 1 {
             self.first_id = id;
@@ -518,9 +519,9 @@ impl Stream {
         }
         if self.max_deleted_id.is_zero() || self.max_deleted_id < self.first_id {
             if id < self.first_id {
-                return (self.entries_added - self.length) as i64;
+                return self.entries_added.wrapping_sub(self.length) as i64;
             } else if id == self.first_id {
-                return (self.entries_added - self.length + 1) as i64;
+                return self.entries_added.wrapping_sub(self.length).wrapping_add(1) as i64;
             }
         }
         ENTRIES_READ_INVALID
@@ -534,10 +535,12 @@ impl Stream {
         if g.entries_read != ENTRIES_READ_INVALID
             && !self.range_has_tombstones(g.last_id, StreamId::MAX)
         {
-            return Some(self.entries_added as i64 - g.entries_read);
+            // Redis's unsigned arithmetic: `entries_read` from a payload
+            // may be anything.
+            return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
         let r = self.estimate_distance(g.last_id);
-        (r != ENTRIES_READ_INVALID).then(|| self.entries_added as i64 - r)
+        (r != ENTRIES_READ_INVALID).then(|| (self.entries_added as i64).wrapping_sub(r))
     }
 
     /// Checks a stream read from a file beyond its nodes: the live count
@@ -559,6 +562,10 @@ impl Stream {
         }
         if live != self.length {
             return Err("stream length mismatch");
+        }
+        // XSETID refuses this, and the logical offsets assume it.
+        if self.entries_added < self.length {
+            return Err("stream entries added below its length");
         }
         if last.is_some_and(|l| l > self.last_id) {
             return Err("stream entry after last ID");
