@@ -86,20 +86,36 @@ fn dump(t: &mut TestServer, key: &str) -> Vec<u8> {
     r[nl + 1..r.len() - 2].to_vec()
 }
 
-/// A payload whose entries-added counter is below its length is refused
-/// (the logical offsets subtract one from the other), and a group's
-/// entries-read counter, which a payload may set to anything, wraps in the
-/// lag and in XREADGROUP as Redis's unsigned arithmetic does.
+/// Counters a payload may set anywhere: entries-added below the length
+/// (or wrapped by XADD past 2^64 - 1) and entries-read near i64::MAX. The
+/// logical offsets and the lag are Redis's unsigned arithmetic, and the
+/// stream still DUMPs and RESTOREs.
 #[test]
 fn loaded_counters_cannot_overflow() {
     let mut st = stream(0, 0);
-    st.entries_added = 0;
+    st.entries_added = u64::MAX;
     let mut t = server(st);
+    assert!(t
+        .run(&["XADD", "s", "2-1", "f", "v"])
+        .starts_with("$3\r\n2-1"));
+    let r = t.run(&["XINFO", "STREAM", "s"]);
+    assert!(r.contains("$13\r\nentries-added\r\n:0\r\n"), "{r}");
     let p = dump(&mut t, "s");
-    assert_eq!(
-        t.raw(&[b"RESTORE", b"s2", b"0", &p]),
-        b"-ERR Bad data format\r\n"
-    );
+    assert_eq!(t.raw(&[b"RESTORE", b"s2", b"0", &p]), b"+OK\r\n");
+    t.run(&["XGROUP", "SETID", "s2", "g", "1-1"]);
+    t.run(&["XGROUP", "CREATE", "s2", "g2", "1-1"]);
+    let r = t.run(&["XINFO", "GROUPS", "s2"]);
+    assert!(r.starts_with("*2\r\n"), "{r}");
+    // One added, two live: a group before the first entry reads
+    // `entries_added - length`, -1 as Redis's wrapped uint64.
+    let mut st = stream(0, 0);
+    st.append(StreamId::new(2, 1), &[(b"f", b"v")], NodeLimits::default());
+    st.last_id = StreamId::new(2, 1);
+    st.entries_added = 1;
+    let mut t = server(st);
+    assert_eq!(t.run(&["XGROUP", "CREATE", "s", "g0", "0-1"]), "+OK\r\n");
+    let r = t.run(&["XINFO", "GROUPS", "s"]);
+    assert!(r.contains("$2\r\ng0\r\n"), "{r}");
     // entries-read at i64::MAX, then one more read.
     let mut st = stream(0, 0);
     let g = st.groups.get_mut(&b"g"[..]).unwrap();
@@ -113,5 +129,8 @@ fn loaded_counters_cannot_overflow() {
     let r = t.run(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s2", ">"]);
     assert!(r.starts_with("*1\r\n"), "{r}");
     let r = t.run(&["XINFO", "GROUPS", "s2"]);
-    assert!(r.contains("$12\r\nentries-read\r\n:-9223372036854775808\r\n"), "{r}");
+    assert!(
+        r.contains("$12\r\nentries-read\r\n:-9223372036854775808\r\n"),
+        "{r}"
+    );
 }
