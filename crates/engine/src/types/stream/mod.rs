@@ -314,14 +314,19 @@ impl Stream {
         }
         let tail = self.nodes.iter_mut().next_back().and_then(|(k, lp)| {
             let full = lp.len() + tot >= max_bytes || {
-                let m = node::master(lp);
-                lim.max_entries > 0 && m.count + m.deleted >= lim.max_entries
+                let (count, deleted) = node::master_counts(lp);
+                lim.max_entries > 0 && count + deleted >= lim.max_entries
             };
             (!full).then_some((*k, lp))
         });
         match tail {
             Some((master, lp)) => node::append(lp, master, id, fields),
             None => {
+                // The tail node is closed: give back its growth slack
+                // (Redis's listpacks are allocated to size).
+                if let Some(closed) = self.nodes.values_mut().next_back() {
+                    closed.shrink_to_fit();
+                }
                 let mut lp = node::new_node(fields);
                 node::append(&mut lp, id, id, fields);
                 self.nodes.insert(id, lp);

@@ -67,6 +67,11 @@ fn add_count(lp: &mut [u8], n: usize) {
 /// Replaces the integer element at `p` (Redis's `lpReplaceInteger`).
 pub fn replace_int(lp: &mut Vec<u8>, p: usize, v: i64) {
     let (_, next) = elem(lp, p);
+    // A 7-bit integer over another (a node's counts, up to 127): in place.
+    if next == p + 2 && lp[p] < 0x80 && (0..0x80).contains(&v) {
+        lp[p] = v as u8;
+        return;
+    }
     let mut enc = Vec::with_capacity(11);
     lp_append_int(&mut enc, v);
     lp.splice(p..next, enc);
@@ -150,14 +155,8 @@ pub fn master(lp: &[u8]) -> Master<'_> {
 /// Appends an entry to the node whose master ID is `master_id`, updating
 /// the master count (Redis's `streamAppendItem` after the node choice).
 pub fn append(lp: &mut Vec<u8>, master_id: StreamId, id: StreamId, fields: &[(&[u8], &[u8])]) {
-    let m = master(lp);
-    let same = m.fields.len() == fields.len()
-        && m.fields
-            .iter()
-            .zip(fields)
-            .all(|(a, (b, _))| elem_eq(*a, b));
-    let count = m.count;
-    drop(m);
+    let (count, _) = master_counts(lp);
+    let same = same_fields(lp, fields);
     replace_int(lp, HDR, count + 1);
     let mut a = Appender::new(lp);
     let flags = if same { F_SAMEFIELDS } else { 0 };
@@ -178,6 +177,33 @@ pub fn append(lp: &mut Vec<u8>, master_id: StreamId, id: StreamId, fields: &[(&[
         lp_count += fields.len() as i64 + 1;
     }
     a.int(lp_count);
+}
+
+/// The master entry's live and deleted counts (without [`master`]'s
+/// field list: XADD asks on every call).
+pub fn master_counts(lp: &[u8]) -> (i64, i64) {
+    let (count, p) = int(lp, HDR);
+    let (deleted, _) = int(lp, p);
+    (count, deleted)
+}
+
+/// Whether `fields` are the master entry's fields, in order (the entry is
+/// then stored SAMEFIELDS).
+fn same_fields(lp: &[u8], fields: &[(&[u8], &[u8])]) -> bool {
+    let (_, p) = int(lp, HDR);
+    let (_, p) = int(lp, p);
+    let (nf, mut p) = int(lp, p);
+    if nf != fields.len() as i64 {
+        return false;
+    }
+    for (f, _) in fields {
+        let (e, next) = elem(lp, p);
+        if !elem_eq(e, f) {
+            return false;
+        }
+        p = next;
+    }
+    true
 }
 
 /// Whether a listpack element holds exactly these bytes.
