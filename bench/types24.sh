@@ -321,7 +321,7 @@ REPORT="$OUT_DIR/report.md"
       C[$1, $3] = C[$1, $3] " " $5; O[$1, $3] = O[$1, $3] " " $6; if ($7 + 0 > OC[$1]) OC[$1] = $7 + 0 }
     END { for (i = 1; i <= nt; i++) { t = T[i]
       ct = med(C[t, "tessera"]); cr = med(C[t, "redis"]); ot = med(O[t, "tessera"]); or = med(O[t, "redis"])
-      printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %.2f |\n", t, ct, cr, (cr > 0 && ct != "NA") ? sprintf("%.2f", ct / cr) : "NA",
+      printf "| %s | %.3f | %.3f | %s | %s / %s | %.0f | %.0f | %s | %.2f |\n", t, ct, cr, (cr > 0 && ct != "NA") ? sprintf("%.2f", ct / cr) : "NA",
         spr(C[t, "tessera"]), spr(C[t, "redis"]), ot, or, (or > 0 && ot != "NA") ? sprintf("%.2f", ot / or) : "NA", OC[t] } }' "$RES"
   if [ "$(wc -l <"$MRES")" -gt 1 ]; then
     echo

@@ -999,6 +999,7 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
                 ctx.ready.is_some(),
                 &mut body,
                 k,
+                ctx.shard.prop.on,
             );
             if done.served {
                 served += 1;

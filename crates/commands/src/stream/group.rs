@@ -300,7 +300,8 @@ fn xclaim_record(key: &[u8], group: &[u8], id: StreamId, n: &Nack, last: StreamI
 
 /// XREADGROUP on one stream (Redis 7.0's `xreadCommand` for a group and
 /// `streamReplyWithRange` with it): writes `[key, entries]` to `body` when
-/// it serves.
+/// it serves. `log`: propagation is on (the per-entry XCLAIM records are
+/// built only then).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_group(
     s: &mut Stream,
@@ -313,6 +314,7 @@ pub(super) fn read_group(
     woken: bool,
     body: &mut Reply,
     key: &[u8],
+    log: bool,
 ) -> GroupRead {
     let mut out = GroupRead {
         served: false,
@@ -440,9 +442,13 @@ pub(super) fn read_group(
                 if let Some(c) = g.consumers.get_mut(consumer) {
                     c.pel.insert(id);
                 }
-                let n = &g.pel[&id];
-                out.records
-                    .push(xclaim_record(key, group, id, n, g.last_id));
+                // A record per entry only when something logs it (14
+                // allocations each).
+                if log {
+                    let n = &g.pel[&id];
+                    out.records
+                        .push(xclaim_record(key, group, id, n, g.last_id));
+                }
             }
             if noack && out.changed {
                 let g = s.groups.get(group).expect("INVARIANT: looked up above");

@@ -361,29 +361,13 @@ impl Stream {
                 .map(|(k, _)| *k)
                 .unwrap_or(start);
             for (m, lp) in self.nodes.range(from..) {
-                if *m > end {
+                if *m > end || !node::scan(lp, *m, start, end, false, &mut f) {
                     return;
-                }
-                for e in node::entries(lp, *m) {
-                    if e.id > end {
-                        return;
-                    }
-                    if e.id >= start && !e.deleted() && !f(e.id, &e.fields) {
-                        return;
-                    }
                 }
             }
         } else {
             for (m, lp) in self.nodes.range(..=end).rev() {
-                for e in node::entries(lp, *m).iter().rev() {
-                    if e.id < start {
-                        return;
-                    }
-                    if e.id <= end && !e.deleted() && !f(e.id, &e.fields) {
-                        return;
-                    }
-                }
-                if *m < start {
+                if !node::scan(lp, *m, start, end, true, &mut f) || *m < start {
                     return;
                 }
             }
