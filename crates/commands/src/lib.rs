@@ -17,6 +17,8 @@ pub mod docs;
 pub mod dump;
 pub mod error;
 pub mod exec;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod geo;
 pub mod hash;
 pub mod hll;

@@ -206,8 +206,43 @@ pub(crate) fn parse_range_bound(arg: &[u8], start: bool) -> Result<StreamId, Cmd
     }
 }
 
+/// Milliseconds from `t` to `now`, as Redis's `mstime_t` subtraction: the
+/// times are signed 64-bit and the difference wraps (a time loaded from a
+/// payload may be anything), so callers clamp it as Redis does.
+pub(crate) fn elapsed_ms(now: u64, t: u64) -> i64 {
+    (now as i64).wrapping_sub(t as i64)
+}
+
+/// An ID spelled `ms-seq` on the stack (replies write one per entry: no
+/// allocation for it).
+pub(crate) struct IdText {
+    buf: [u8; 41],
+    len: usize,
+}
+
+impl IdText {
+    pub(crate) fn new(id: StreamId) -> Self {
+        let mut buf = [0u8; 41];
+        let mut i = itoa::Buffer::new();
+        let ms = i.format(id.ms).as_bytes();
+        buf[..ms.len()].copy_from_slice(ms);
+        buf[ms.len()] = b'-';
+        let at = ms.len() + 1;
+        let seq = i.format(id.seq).as_bytes();
+        buf[at..at + seq.len()].copy_from_slice(seq);
+        IdText {
+            buf,
+            len: at + seq.len(),
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 pub(crate) fn id_bulk(out: &mut Reply, id: StreamId) {
-    out.bulk(id.to_string().as_bytes());
+    out.bulk(IdText::new(id).as_bytes());
 }
 
 fn elem_bulk(out: &mut Reply, e: Elem<'_>) {
@@ -455,10 +490,13 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ));
     }
     let (db, key) = (ctx.db, args.get(1));
-    let exists = match ctx.shard.lookup_write(db, key) {
-        Some(e) => as_stream(e).map(|_| true)?,
-        None => false,
+    // The stream's last ID (a new one is empty), or WRONGTYPE.
+    let last = match ctx.shard.lookup_write(db, key) {
+        Some(e) => Some(as_stream(e)?.last_id),
+        None => None,
     };
+    let exists = last.is_some();
+    let last = last.unwrap_or(StreamId::MIN);
     if !exists && a.no_mkstream {
         ctx.out.null();
         emit_none(ctx);
@@ -471,11 +509,6 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .map(|i| (args.get(i), args.get(i + 1)))
         .collect();
     let tot: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
-    // The new ID, checked against the stream (a new one is empty).
-    let last = match ctx.shard.lookup_write(db, key) {
-        Some(e) => as_stream(e)?.last_id,
-        None => StreamId::MIN,
-    };
     if last == StreamId::MAX {
         return Err(CmdError::err(
             "The stream has exhausted the last possible ID, unable to add more items",
@@ -537,11 +570,15 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if trimmed > 0 {
         ctx.notify(STREAM_EV, "xtrim", key);
     }
-    let id_s = id.to_string();
+    let id_s = IdText::new(id);
     ctx.out.bulk(id_s.as_bytes());
-    let rec = add_trim_record(args, &a, Some(&id_s), trimmed_to.as_deref());
-    let rec: Vec<&[u8]> = rec.iter().map(Vec::as_slice).collect();
-    emit(ctx, &rec);
+    // The record only when something logs it (it copies every argument).
+    if ctx.shard.prop.on {
+        let id_s = std::str::from_utf8(id_s.as_bytes()).unwrap_or_default();
+        let rec = add_trim_record(args, &a, Some(id_s), trimmed_to.as_deref());
+        let rec: Vec<&[u8]> = rec.iter().map(Vec::as_slice).collect();
+        emit(ctx, &rec);
+    }
     Ok(())
 }
 
@@ -972,6 +1009,7 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
                 ctx.ready.is_some(),
                 &mut body,
                 k,
+                ctx.shard.prop.on,
             );
             if done.served {
                 served += 1;
@@ -1050,3 +1088,6 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
     ctx.out.null_array();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -265,7 +265,32 @@ fn val_op(value: u8, len: usize) -> u8 {
     ((value - 1) << 2) | (len as u8 - 1) | VAL_BIT
 }
 
-fn push_xzero(v: &mut Vec<u8>, len: usize) {
+/// Where opcodes are written: a sketch, or [`Ops5`].
+trait PushByte {
+    fn push(&mut self, x: u8);
+}
+
+impl PushByte for Vec<u8> {
+    fn push(&mut self, x: u8) {
+        Vec::push(self, x);
+    }
+}
+
+/// The at most five opcode bytes of a sparse split (XZERO-VAL-XZERO), on
+/// the stack: PFADD makes one per changed register.
+struct Ops5 {
+    b: [u8; 5],
+    n: usize,
+}
+
+impl PushByte for Ops5 {
+    fn push(&mut self, x: u8) {
+        self.b[self.n] = x;
+        self.n += 1;
+    }
+}
+
+fn push_xzero(v: &mut impl PushByte, len: usize) {
     let l = len - 1;
     v.push((l >> 8) as u8 | XZERO_BIT);
     v.push((l & 0xff) as u8);
@@ -273,7 +298,7 @@ fn push_xzero(v: &mut Vec<u8>, len: usize) {
 
 /// Appends the opcode(s) for a run of `len` zeros (1..=16384): ZERO when
 /// it fits, XZERO otherwise.
-fn push_zeros(v: &mut Vec<u8>, len: usize) {
+fn push_zeros(v: &mut impl PushByte, len: usize) {
     if len > ZERO_MAX_LEN {
         push_xzero(v, len);
     } else {
@@ -358,7 +383,7 @@ fn sparse_set(
         b[p] = val_op(count, 1);
     } else {
         // At most XZERO-VAL-XZERO: five bytes.
-        let mut seq = Vec::with_capacity(5);
+        let mut seq = Ops5 { b: [0; 5], n: 0 };
         let last = first + op.span - 1;
         if zeros {
             if index != first {
@@ -378,12 +403,12 @@ fn sparse_set(
             }
         }
         // Step 3: replace the old opcode with the sequence.
-        let grow = seq.len() as isize - op.bytes as isize;
+        let grow = seq.n as isize - op.bytes as isize;
         if grow > 0 && end + grow as usize > sparse_max_bytes {
             return promote(b, index, count);
         }
         let new_len = (end as isize + grow) as usize;
-        b.splice(p..(p + op.bytes).min(end), seq);
+        b.splice(p..(p + op.bytes).min(end), seq.b[..seq.n].iter().copied());
         // An XZERO cut by the end of the string counted two bytes: Redis's
         // length moves by the difference all the same.
         b.truncate(new_len);

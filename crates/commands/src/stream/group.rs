@@ -11,7 +11,7 @@ use engine::types::stream::{Consumer, Group, Nack, Stream, StreamId, ENTRIES_REA
 use resp::{Args, Reply};
 
 use super::{
-    as_stream, as_stream_mut, emit, emit_none, id_bulk, nogroup_err, parse_range_bound,
+    as_stream, as_stream_mut, elapsed_ms, emit, emit_none, id_bulk, nogroup_err, parse_range_bound,
     parse_strict_id, reply_entry, ReadFrom,
 };
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -308,7 +308,8 @@ fn xclaim_record(key: &[u8], group: &[u8], id: StreamId, n: &Nack, last: StreamI
 
 /// XREADGROUP on one stream (Redis 7.0's `xreadCommand` for a group and
 /// `streamReplyWithRange` with it): writes `[key, entries]` to `body` when
-/// it serves.
+/// it serves. `log`: propagation is on (the per-entry XCLAIM records are
+/// built only then).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_group(
     s: &mut Stream,
@@ -321,6 +322,7 @@ pub(super) fn read_group(
     woken: bool,
     body: &mut Reply,
     key: &[u8],
+    log: bool,
 ) -> GroupRead {
     let mut out = GroupRead {
         served: false,
@@ -427,7 +429,7 @@ pub(super) fn read_group(
                 let g = s.groups.get_mut(group).expect("INVARIANT: looked up above");
                 if id > g.last_id {
                     if g.entries_read != ENTRIES_READ_INVALID && !tomb {
-                        g.entries_read += 1;
+                        g.entries_read = g.entries_read.wrapping_add(1);
                     } else if entries_added > 0 {
                         g.entries_read = est;
                     }
@@ -450,9 +452,13 @@ pub(super) fn read_group(
                 if let Some(c) = g.consumers.get_mut(consumer) {
                     c.pel.insert(id);
                 }
-                let n = &g.pel[&id];
-                out.records
-                    .push(xclaim_record(key, group, id, n, g.last_id));
+                // A record per entry only when something logs it (14
+                // allocations each).
+                if log {
+                    let n = &g.pel[&id];
+                    out.records
+                        .push(xclaim_record(key, group, id, n, g.last_id));
+                }
             }
             if noack && out.changed {
                 let g = s.groups.get(group).expect("INVARIANT: looked up above");
@@ -586,7 +592,7 @@ pub(super) fn xpending(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), Cmd
             break;
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        let idle = now as i64 - nack.delivery_time as i64;
+        let idle = elapsed_ms(now, nack.delivery_time);
         if minidle != 0 && idle < minidle {
             continue;
         }
@@ -752,7 +758,7 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
             );
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        if !forced && minidle != 0 && (now as i64 - nack.delivery_time as i64) < minidle {
+        if !forced && minidle != 0 && (elapsed_ms(now, nack.delivery_time)) < minidle {
             continue;
         }
         if forced {
@@ -885,7 +891,7 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
             continue;
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        if minidle != 0 && (now as i64 - nack.delivery_time as i64) < minidle {
+        if minidle != 0 && (elapsed_ms(now, nack.delivery_time)) < minidle {
             continue;
         }
         claim(g, id, name, now, now, None, justid);

@@ -9,7 +9,7 @@
 use engine::types::stream::{Group, Stream, StreamId, ENTRIES_READ_INVALID};
 use resp::{Args, Reply};
 
-use super::{as_stream, id_bulk, nogroup_err, reply_entry, reply_range};
+use super::{as_stream, elapsed_ms, id_bulk, nogroup_err, reply_entry, reply_range};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, NO_KEYS};
@@ -96,7 +96,7 @@ fn xinfo_consumers(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdErro
         body.bulk(b"pending");
         body.int(c.pel.len() as i64);
         body.bulk(b"idle");
-        body.int((now as i64 - c.seen_time as i64).max(0));
+        body.int(elapsed_ms(now, c.seen_time).max(0));
     }
     ctx.out.raw(body.as_bytes());
     Ok(())

@@ -314,21 +314,27 @@ impl Stream {
         }
         let tail = self.nodes.iter_mut().next_back().and_then(|(k, lp)| {
             let full = lp.len() + tot >= max_bytes || {
-                let m = node::master(lp);
-                lim.max_entries > 0 && m.count + m.deleted >= lim.max_entries
+                let (count, deleted) = node::master_counts(lp);
+                lim.max_entries > 0 && count + deleted >= lim.max_entries
             };
             (!full).then_some((*k, lp))
         });
         match tail {
             Some((master, lp)) => node::append(lp, master, id, fields),
             None => {
+                // The tail node is closed: give back its growth slack
+                // (Redis's listpacks are allocated to size).
+                if let Some(closed) = self.nodes.values_mut().next_back() {
+                    closed.shrink_to_fit();
+                }
                 let mut lp = node::new_node(fields);
                 node::append(&mut lp, id, id, fields);
                 self.nodes.insert(id, lp);
             }
         }
         self.length += 1;
-        self.entries_added += 1;
+        // XSETID may have set it anywhere (and a payload too).
+        self.entries_added = self.entries_added.wrapping_add(1);
         self.last_id = id;
         if self.length == 1 {
             self.first_id = id;
@@ -355,29 +361,13 @@ impl Stream {
                 .map(|(k, _)| *k)
                 .unwrap_or(start);
             for (m, lp) in self.nodes.range(from..) {
-                if *m > end {
+                if *m > end || !node::scan(lp, *m, start, end, false, &mut f) {
                     return;
-                }
-                for e in node::entries(lp, *m) {
-                    if e.id > end {
-                        return;
-                    }
-                    if e.id >= start && !e.deleted() && !f(e.id, &e.fields) {
-                        return;
-                    }
                 }
             }
         } else {
             for (m, lp) in self.nodes.range(..=end).rev() {
-                for e in node::entries(lp, *m).iter().rev() {
-                    if e.id < start {
-                        return;
-                    }
-                    if e.id <= end && !e.deleted() && !f(e.id, &e.fields) {
-                        return;
-                    }
-                }
-                if *m < start {
+                if !node::scan(lp, *m, start, end, true, &mut f) || *m < start {
                     return;
                 }
             }
@@ -516,11 +506,13 @@ impl Stream {
         } else if id > self.last_id {
             return ENTRIES_READ_INVALID;
         }
+        // Unsigned arithmetic as Redis's: a payload may hold fewer entries
+        // added than live ones, and XADD wraps the counter past 2^64 - 1.
         if self.max_deleted_id.is_zero() || self.max_deleted_id < self.first_id {
             if id < self.first_id {
-                return (self.entries_added - self.length) as i64;
+                return self.entries_added.wrapping_sub(self.length) as i64;
             } else if id == self.first_id {
-                return (self.entries_added - self.length + 1) as i64;
+                return self.entries_added.wrapping_sub(self.length).wrapping_add(1) as i64;
             }
         }
         ENTRIES_READ_INVALID
@@ -534,10 +526,12 @@ impl Stream {
         if g.entries_read != ENTRIES_READ_INVALID
             && !self.range_has_tombstones(g.last_id, StreamId::MAX)
         {
-            return Some(self.entries_added as i64 - g.entries_read);
+            // Redis's unsigned arithmetic: `entries_read` from a payload
+            // may be anything.
+            return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
         let r = self.estimate_distance(g.last_id);
-        (r != ENTRIES_READ_INVALID).then(|| self.entries_added as i64 - r)
+        (r != ENTRIES_READ_INVALID).then(|| (self.entries_added as i64).wrapping_sub(r))
     }
 
     /// Checks a stream read from a file beyond its nodes: the live count

@@ -67,6 +67,11 @@ fn add_count(lp: &mut [u8], n: usize) {
 /// Replaces the integer element at `p` (Redis's `lpReplaceInteger`).
 pub fn replace_int(lp: &mut Vec<u8>, p: usize, v: i64) {
     let (_, next) = elem(lp, p);
+    // A 7-bit integer over another (a node's counts, up to 127): in place.
+    if next == p + 2 && lp[p] < 0x80 && (0..0x80).contains(&v) {
+        lp[p] = v as u8;
+        return;
+    }
     let mut enc = Vec::with_capacity(11);
     lp_append_int(&mut enc, v);
     lp.splice(p..next, enc);
@@ -150,14 +155,8 @@ pub fn master(lp: &[u8]) -> Master<'_> {
 /// Appends an entry to the node whose master ID is `master_id`, updating
 /// the master count (Redis's `streamAppendItem` after the node choice).
 pub fn append(lp: &mut Vec<u8>, master_id: StreamId, id: StreamId, fields: &[(&[u8], &[u8])]) {
-    let m = master(lp);
-    let same = m.fields.len() == fields.len()
-        && m.fields
-            .iter()
-            .zip(fields)
-            .all(|(a, (b, _))| elem_eq(*a, b));
-    let count = m.count;
-    drop(m);
+    let (count, _) = master_counts(lp);
+    let same = same_fields(lp, fields);
     replace_int(lp, HDR, count + 1);
     let mut a = Appender::new(lp);
     let flags = if same { F_SAMEFIELDS } else { 0 };
@@ -178,6 +177,33 @@ pub fn append(lp: &mut Vec<u8>, master_id: StreamId, id: StreamId, fields: &[(&[
         lp_count += fields.len() as i64 + 1;
     }
     a.int(lp_count);
+}
+
+/// The master entry's live and deleted counts (without [`master`]'s
+/// field list: XADD asks on every call).
+pub fn master_counts(lp: &[u8]) -> (i64, i64) {
+    let (count, p) = int(lp, HDR);
+    let (deleted, _) = int(lp, p);
+    (count, deleted)
+}
+
+/// Whether `fields` are the master entry's fields, in order (the entry is
+/// then stored SAMEFIELDS).
+fn same_fields(lp: &[u8], fields: &[(&[u8], &[u8])]) -> bool {
+    let (_, p) = int(lp, HDR);
+    let (_, p) = int(lp, p);
+    let (nf, mut p) = int(lp, p);
+    if nf != fields.len() as i64 {
+        return false;
+    }
+    for (f, _) in fields {
+        let (e, next) = elem(lp, p);
+        if !elem_eq(e, f) {
+            return false;
+        }
+        p = next;
+    }
+    true
 }
 
 /// Whether a listpack element holds exactly these bytes.
@@ -241,6 +267,107 @@ pub fn entry_at<'a>(lp: &'a [u8], p: usize, master_id: StreamId, m: &Master<'a>)
         fields,
         next,
     }
+}
+
+/// The flags and ID of the entry at `p`, and where its fields start.
+#[inline]
+fn entry_head(lp: &[u8], p: usize, master_id: StreamId) -> (i64, StreamId, usize) {
+    let (flags, q) = int(lp, p);
+    let (ms, q) = int(lp, q);
+    let (seq, q) = int(lp, q);
+    let id = StreamId {
+        ms: master_id.ms.wrapping_add(ms as u64),
+        seq: master_id.seq.wrapping_add(seq as u64),
+    };
+    (flags, id, q)
+}
+
+/// Walks the fields of an entry starting at `q` (after its head), pushing
+/// them to `out` when given; returns the offset of the next entry.
+#[inline]
+fn entry_fields<'a>(
+    lp: &'a [u8],
+    mut q: usize,
+    flags: i64,
+    m: &Master<'a>,
+    mut out: Option<&mut Vec<(Elem<'a>, Elem<'a>)>>,
+) -> usize {
+    if flags & F_SAMEFIELDS != 0 {
+        for f in &m.fields {
+            let (v, n) = elem(lp, q);
+            if let Some(o) = out.as_deref_mut() {
+                o.push((*f, v));
+            }
+            q = n;
+        }
+    } else {
+        let (nf, n) = int(lp, q);
+        q = n;
+        for _ in 0..nf {
+            let (f, n) = elem(lp, q);
+            let (v, n) = elem(lp, n);
+            if let Some(o) = out.as_deref_mut() {
+                o.push((f, v));
+            }
+            q = n;
+        }
+    }
+    elem(lp, q).1
+}
+
+/// Calls `f` with each live entry of the node from `start` to `end`, in
+/// order (or reversed), until it returns false; false if it stopped (`f`
+/// did, or an entry passed the far bound). Unlike [`entries`], no
+/// allocation per entry: fields are decoded into one reused buffer, and
+/// only for the entries `f` sees.
+pub fn scan<'a>(
+    lp: &'a [u8],
+    master_id: StreamId,
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+    f: &mut impl FnMut(StreamId, &[(Elem<'a>, Elem<'a>)]) -> bool,
+) -> bool {
+    let m = master(lp);
+    let mut fields = Vec::with_capacity(m.fields.len());
+    if !rev {
+        let mut p = m.first_entry;
+        while lp[p] != EOF {
+            let (flags, id, q) = entry_head(lp, p, master_id);
+            if id > end {
+                return false;
+            }
+            let want = id >= start && flags & F_DELETED == 0;
+            fields.clear();
+            p = entry_fields(lp, q, flags, &m, want.then_some(&mut fields));
+            if want && !f(id, &fields) {
+                return false;
+            }
+        }
+        return true;
+    }
+    // Backwards: the heads first (one small buffer), then the fields of
+    // the entries `f` sees.
+    let mut heads = Vec::new();
+    let mut p = m.first_entry;
+    while lp[p] != EOF {
+        let (flags, id, q) = entry_head(lp, p, master_id);
+        heads.push((flags, id, q));
+        p = entry_fields(lp, q, flags, &m, None);
+    }
+    for &(flags, id, q) in heads.iter().rev() {
+        if id < start {
+            return false;
+        }
+        if id <= end && flags & F_DELETED == 0 {
+            fields.clear();
+            entry_fields(lp, q, flags, &m, Some(&mut fields));
+            if !f(id, &fields) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Every entry of the node (deleted ones included), in order.

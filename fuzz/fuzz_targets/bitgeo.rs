@@ -1,0 +1,8 @@
+//! `commands::fuzzing::bitgeo`: see that function and fuzz/README.md.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    commands::fuzzing::bitgeo(data);
+});
