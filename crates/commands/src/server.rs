@@ -255,6 +255,10 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        // Redis's updateRequirePass: the default user's only password.
+        if saved.requirepass != cfg.requirepass {
+            c.server.acl.set_requirepass(cfg.requirepass.as_deref());
+        }
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,

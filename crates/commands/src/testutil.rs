@@ -83,6 +83,11 @@ impl TestServer {
                     may_block: false,
                     in_tx: false,
                     nshards: self.shards.len(),
+                    caller: if resolved.spec.has(crate::table::flags::SCRIPT) {
+                        crate::acl::caller(&self.server, &mut self.client)
+                    } else {
+                        None
+                    },
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

@@ -369,6 +369,12 @@ impl Run<'_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        // The user who ran the script must be allowed this call.
+        if let Some(caller) = &self.ctx.caller {
+            if let Err(msg) = caller.check(r, args) {
+                return refuse(lua, msg);
+            }
+        }
         let mut positions = Vec::new();
         r.spec.key_positions(args, &mut positions);
         // On gathered copies only the declared keys of the first database
@@ -402,6 +408,7 @@ impl Run<'_, '_> {
                     may_block: false,
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,
+                    caller: None,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
