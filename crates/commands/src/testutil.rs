@@ -172,7 +172,10 @@ mod tests {
             t.run(&["MSET", "a", "1", "b"]),
             "-ERR wrong number of arguments for 'mset' command\r\n"
         );
+        // Redis's authRequired: only while the default user needs a password.
         t.client.authenticated = false;
+        assert_eq!(t.run(&["GET", "a"]), "$-1\r\n");
+        t.server.acl.set_requirepass(Some(b"pw"));
         assert_eq!(t.run(&["GET", "a"]), "-NOAUTH Authentication required.\r\n");
     }
 }

@@ -2824,6 +2824,7 @@ mod tests {
             [
                 "maxclients",
                 "proto-max-bulk-len",
+                "acllog-max-len",
                 "maxmemory",
                 "maxmemory-policy",
                 "maxmemory-samples",

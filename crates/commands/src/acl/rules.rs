@@ -266,7 +266,11 @@ impl Selector {
             self.change(sid, true);
             return Ok(());
         }
-        // Redis logs a deprecation warning for this form and keeps it.
+        crate::persist::log_warning(&format!(
+            "Deprecation warning: Allowing a first arg of an otherwise blocked command is a \
+             misuse of ACL and may get disabled in the future (offender: +{})",
+            String::from_utf8_lossy(name)
+        ));
         match self.firstargs.iter_mut().find(|(i, _)| *i == id) {
             Some((_, v)) => {
                 if !v.iter().any(|a| a.eq_ignore_ascii_case(sub)) {
