@@ -133,3 +133,9 @@ fn redis_crate_pubsub() {
         .expect("publish");
     assert_eq!(n, 0);
 }
+
+#[test]
+fn redis_py_acl() {
+    let srv = server();
+    run_script("redis_py_acl.py", &srv);
+}
