@@ -86,7 +86,10 @@ fn refusals_are_noperm_and_logged() {
     assert_eq!(field(&e, "object"), "r1");
     assert_eq!(field(&e, "username"), "r");
     assert!(field(&e, "age-seconds").parse::<f64>().is_ok());
-    assert!(field(&e, "client-info").contains(" cmd=set user=r "), "{e:?}");
+    assert!(
+        field(&e, "client-info").contains(" cmd=set user=r "),
+        "{e:?}"
+    );
 
     assert_eq!(
         c.cmd_str(&["HGET", "a1", "f"]),
@@ -134,7 +137,11 @@ fn refusals_are_noperm_and_logged() {
     assert!(text(&other.cmd_str(&["AUTH", "r", "bad"])).starts_with("-WRONGPASS"));
     let e = newest_log_entry(&mut admin);
     assert_eq!(
-        (field(&e, "reason"), field(&e, "object"), field(&e, "username")),
+        (
+            field(&e, "reason"),
+            field(&e, "object"),
+            field(&e, "username")
+        ),
         ("auth", "AUTH", "r")
     );
 }
@@ -154,7 +161,11 @@ fn scripts_run_as_their_caller() {
     );
     let e = newest_log_entry(&mut admin);
     assert_eq!(
-        (field(&e, "reason"), field(&e, "context"), field(&e, "object")),
+        (
+            field(&e, "reason"),
+            field(&e, "context"),
+            field(&e, "object")
+        ),
         ("key", "lua", "b")
     );
     let err = text(&c.cmd_str(&["EVAL", "return redis.call('hget','a','f')", "0"]));
@@ -199,7 +210,16 @@ fn deluser_and_load_close_the_users_connections() {
     assert_eq!(admin.cmd_str(&["PING"]), b"+PONG\r\n");
 
     // SAVE / LOAD round trip through the file.
-    admin.cmd_str(&["ACL", "SETUSER", "s", "on", ">pw", "~s*", "+get", "(+set ~t*)"]);
+    admin.cmd_str(&[
+        "ACL",
+        "SETUSER",
+        "s",
+        "on",
+        ">pw",
+        "~s*",
+        "+get",
+        "(+set ~t*)",
+    ]);
     let list = admin.cmd_str(&["ACL", "LIST"]);
     assert_eq!(admin.cmd_str(&["ACL", "SAVE"]), b"+OK\r\n");
     let saved = std::fs::read_to_string(&path).expect("read the ACL file");
@@ -214,7 +234,8 @@ fn deluser_and_load_close_the_users_connections() {
     let mut s = srv.raw();
     assert_eq!(s.cmd_str(&["AUTH", "s", "pw"]), b"+OK\r\n");
     assert_eq!(admin.cmd_str(&["ACL", "LOAD"]), b"+OK\r\n");
-    s.wait_closed(Duration::from_secs(5)).expect("closed by LOAD");
+    s.wait_closed(Duration::from_secs(5))
+        .expect("closed by LOAD");
     // A bad file changes nothing.
     std::fs::write(&path, "user x on +nosuch\n").expect("write");
     let err = text(&admin.cmd_str(&["ACL", "LOAD"]));
@@ -242,7 +263,8 @@ fn user_lines_in_the_configuration() {
     let srv = server(&["--user", "alice", "on", ">a", "~x*", "+get"]);
     // Set after start: the harness checks a new server with a bare PING.
     assert_eq!(
-        srv.raw().cmd_str(&["CONFIG", "SET", "requirepass", "rootpw"]),
+        srv.raw()
+            .cmd_str(&["CONFIG", "SET", "requirepass", "rootpw"]),
         b"+OK\r\n"
     );
     let mut c = srv.raw();

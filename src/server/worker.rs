@@ -992,10 +992,7 @@ impl Worker {
             return;
         }
         // Redis's protected mode: no password on the default user.
-        if self.core.cfg.protected_mode
-            && !local
-            && server.acl.default_user().rules().nopass()
-        {
+        if self.core.cfg.protected_mode && !local && server.acl.default_user().rules().nopass() {
             let _ = stream.write(DENIED);
             server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -1542,8 +1539,13 @@ impl Worker {
             );
             if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
-                let (seq, resolved, handler, call, resp3) =
-                    (cmd.seq, cmd.resolved, cmd.handler, cmd.call.clone(), cmd.resp3);
+                let (seq, resolved, handler, call, resp3) = (
+                    cmd.seq,
+                    cmd.resolved,
+                    cmd.handler,
+                    cmd.call.clone(),
+                    cmd.resp3,
+                );
                 // Run again with the arguments it asked for (XREAD's `$`
                 // resolved), else those received.
                 let again = on.args.take().unwrap_or_else(|| args.to_owned());

@@ -213,8 +213,7 @@ pub fn dispatch(
     ctx.client.last_cmd.push_str(reg.full_name(r.id));
     // Redis's authRequired: the default user may have become nopass since
     // this client connected.
-    if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) && !ctx.server.acl.default_open()
-    {
+    if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) && !ctx.server.acl.default_open() {
         count_rejected(stats, Some(r.id));
         if r.spec.name == "exec" {
             crate::multi::exec_abort(ctx.client, ctx.out, stats, &CmdError::NoAuth);

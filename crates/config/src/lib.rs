@@ -1897,7 +1897,12 @@ mod tests {
         ),
         ("requirepass", "s3cret", "requirepass", "s3cret"),
         ("aclfile", "/tmp/users.acl", "aclfile", "/tmp/users.acl"),
-        ("acl-pubsub-default", "ALLCHANNELS", "acl-pubsub-default", "allchannels"),
+        (
+            "acl-pubsub-default",
+            "ALLCHANNELS",
+            "acl-pubsub-default",
+            "allchannels",
+        ),
         ("acllog-max-len", "5", "acllog-max-len", "5"),
         ("maxmemory", "100m", "maxmemory", "100000000"),
         (
@@ -2208,7 +2213,12 @@ mod tests {
         assert_eq!(
             cfg.users,
             vec![
-                vec![b"alice".to_vec(), b"on".to_vec(), b">a".to_vec(), b"~*".to_vec()],
+                vec![
+                    b"alice".to_vec(),
+                    b"on".to_vec(),
+                    b">a".to_vec(),
+                    b"~*".to_vec()
+                ],
                 vec![b"bob".to_vec(), b"(+get ~x)".to_vec()],
             ]
         );

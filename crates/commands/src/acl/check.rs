@@ -142,8 +142,7 @@ pub fn check(rules: &Rules, id: usize, args: Args<'_>) -> Result<(), Denied> {
         match check_selector(s, id, args, &mut cache) {
             Ok(()) => return Ok(()),
             Err(d) => {
-                if d.rank() > worst.rank() || (d.rank() == worst.rank() && d.pos() > worst.pos())
-                {
+                if d.rank() > worst.rank() || (d.rank() == worst.rank() && d.pos() > worst.pos()) {
                     worst = d;
                 }
             }
@@ -163,7 +162,10 @@ mod tests {
             r.apply(op.as_bytes(), false).unwrap();
         }
         let owned = OwnedArgs::from_slices(
-            &argv.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>(),
+            &argv
+                .iter()
+                .map(|a| a.as_bytes().to_vec())
+                .collect::<Vec<_>>(),
         );
         let res = registry().resolve(owned.args()).unwrap();
         check(&r, res.id, owned.args())
@@ -171,7 +173,15 @@ mod tests {
 
     #[test]
     fn commands_keys_and_channels() {
-        let u = ["+get", "+set", "~a*", "%R~r*", "&ch*", "+publish", "+psubscribe"];
+        let u = [
+            "+get",
+            "+set",
+            "~a*",
+            "%R~r*",
+            "&ch*",
+            "+publish",
+            "+psubscribe",
+        ];
         assert_eq!(run(&u, &["get", "a1"]), Ok(()));
         assert_eq!(run(&u, &["get", "r1"]), Ok(()));
         assert_eq!(run(&u, &["set", "r1", "v"]), Err(Denied::Key(1)));

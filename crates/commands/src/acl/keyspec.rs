@@ -254,7 +254,11 @@ fn by_specs(specs: &[Spec], args: Args<'_>, out: &mut Vec<(usize, u8)>) -> bool 
                 };
                 (l, step)
             }
-            Find::Keynum { idx, first: f, step } => {
+            Find::Keynum {
+                idx,
+                first: f,
+                step,
+            } => {
                 if idx >= argc || first + idx >= argc {
                     return false;
                 }
@@ -354,7 +358,10 @@ mod tests {
 
     fn of(argv: &[&str]) -> Vec<(usize, u8)> {
         let owned = OwnedArgs::from_slices(
-            &argv.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>(),
+            &argv
+                .iter()
+                .map(|a| a.as_bytes().to_vec())
+                .collect::<Vec<_>>(),
         );
         let r = registry().resolve(owned.args()).unwrap();
         let mut out = Vec::new();
@@ -371,7 +378,10 @@ mod tests {
         assert_eq!(of(&["set", "k", "v"]), vec![(1, W)]);
         assert_eq!(of(&["set", "k", "v", "GET"]), vec![(1, R | W)]);
         assert_eq!(of(&["copy", "a", "b"]), vec![(1, R), (2, W)]);
-        assert_eq!(of(&["lmove", "a", "b", "left", "right"]), vec![(1, R | W), (2, W)]);
+        assert_eq!(
+            of(&["lmove", "a", "b", "left", "right"]),
+            vec![(1, R | W), (2, W)]
+        );
         assert_eq!(of(&["mset", "a", "1", "b", "2"]), vec![(1, W), (3, W)]);
         assert_eq!(of(&["del", "a", "b"]), vec![(1, W), (2, W)]);
         assert_eq!(
@@ -383,7 +393,10 @@ mod tests {
             vec![(4, R), (5, R)]
         );
         assert_eq!(of(&["bitfield", "k", "get", "u8", "0"]), vec![(1, R)]);
-        assert_eq!(of(&["bitfield", "k", "set", "u8", "0", "1"]), vec![(1, R | W)]);
+        assert_eq!(
+            of(&["bitfield", "k", "set", "u8", "0", "1"]),
+            vec![(1, R | W)]
+        );
         assert_eq!(of(&["sort", "k", "store", "d"]), vec![(1, R), (3, W)]);
         assert!(has_keys(registry().lookup_full(b"get").unwrap()));
         assert!(!has_keys(registry().lookup_full(b"ping").unwrap()));

@@ -169,7 +169,11 @@ fn disconnect(
             }
         },
         move |_: Vec<()>, out: &mut Reply, client: &mut ClientState| {
-            let mine = client.acl.user.as_ref().is_some_and(|m| gone.iter().any(|u| Arc::ptr_eq(m, u)));
+            let mine = client
+                .acl
+                .user
+                .as_ref()
+                .is_some_and(|m| gone.iter().any(|u| Arc::ptr_eq(m, u)));
             if mine {
                 client.authenticated = false;
                 client.close_after_reply = true;
@@ -425,11 +429,13 @@ fn help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 pub fn load_at_startup(server: &ServerShared) -> Result<(), String> {
     let cfg = server.config();
     if cfg.aclfile.is_some() && !cfg.users.is_empty() {
-        return Err("Configuring Redis with users defined in redis.conf and at the same setting \
+        return Err(
+            "Configuring Redis with users defined in redis.conf and at the same setting \
                     an ACL file path is invalid. This setup is very likely to lead to \
                     configuration errors and security holes, please define either an ACL file \
                     or declare users directly in your redis.conf, but not both."
-            .into());
+                .into(),
+        );
     }
     server
         .acl
@@ -469,7 +475,10 @@ pub fn log_denied(
     context: Context,
 ) {
     let (reason, object) = match d {
-        Denied::Command => (Reason::Command, registry().full_name(r.id).as_bytes().to_vec()),
+        Denied::Command => (
+            Reason::Command,
+            registry().full_name(r.id).as_bytes().to_vec(),
+        ),
         Denied::Key(p) => (Reason::Key, args.get(p).to_vec()),
         Denied::Channel(p) => (Reason::Channel, args.get(p).to_vec()),
     };

@@ -191,8 +191,7 @@ impl Selector {
             let mut flags = 0;
             let mut off = 1;
             if at(0) == b'%' {
-                loop {
-                    let Some(&c) = op.get(off) else { break };
+                while let Some(&c) = op.get(off) {
                     if c.eq_ignore_ascii_case(&b'r') && flags & KEY_READ == 0 {
                         flags |= KEY_READ;
                     } else if c.eq_ignore_ascii_case(&b'w') && flags & KEY_WRITE == 0 {
@@ -599,7 +598,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn valid_hash(h: &[u8]) -> Result<String, RuleError> {
-    if h.len() != 64 || !h.iter().all(|&c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+    if h.len() != 64
+        || !h
+            .iter()
+            .all(|&c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    {
         return Err(RuleError::BadHash);
     }
     Ok(String::from_utf8_lossy(h).into_owned())
@@ -655,13 +658,30 @@ mod tests {
         assert_eq!(text(&Rules::new(false)), "off resetchannels -@all");
         assert_eq!(text(&Rules::new(true)), "off &* -@all");
         assert_eq!(
-            text(&user(&["on", ">p", "~a*", "%R~r*", "+get", "&ch", "(+hget ~h*)"])),
+            text(&user(&[
+                "on",
+                ">p",
+                "~a*",
+                "%R~r*",
+                "+get",
+                "&ch",
+                "(+hget ~h*)"
+            ])),
             "on #148de9c5a7a44d19e56cd9ae1a554bf67847afb0c58f6e12fa29ac7ddfca9940 ~a* %R~r* \
              resetchannels &ch -@all +get (~h* resetchannels -@all +hget)"
         );
-        assert_eq!(text(&user(&["+@all", "-get"])), "off resetchannels +@all -get");
-        assert_eq!(text(&user(&["%RW~k", "%W~w"])), "off ~k %W~w resetchannels -@all");
-        assert_eq!(text(&user(&["+select|0"])), "off resetchannels -@all +select|0");
+        assert_eq!(
+            text(&user(&["+@all", "-get"])),
+            "off resetchannels +@all -get"
+        );
+        assert_eq!(
+            text(&user(&["%RW~k", "%W~w"])),
+            "off ~k %W~w resetchannels -@all"
+        );
+        assert_eq!(
+            text(&user(&["+select|0"])),
+            "off resetchannels -@all +select|0"
+        );
         assert_eq!(
             text(&user(&["+@all", "-@string", "reset"])),
             "off sanitize-payload resetchannels -@all"
@@ -698,7 +718,10 @@ mod tests {
     #[test]
     fn merging_selectors() {
         let m = merge_selectors(&[b"on", b"(~a", b"+get)", b"(+set)"]).unwrap();
-        assert_eq!(m, vec![b"on".to_vec(), b"(~a +get)".to_vec(), b"(+set)".to_vec()]);
+        assert_eq!(
+            m,
+            vec![b"on".to_vec(), b"(~a +get)".to_vec(), b"(+set)".to_vec()]
+        );
         assert_eq!(merge_selectors(&[b"on", b"(~a", b"+get"]), Err(1));
     }
 }

@@ -100,10 +100,7 @@ impl ClientAcl {
 
     /// The current rules, re-read only when the user changed.
     pub fn rules(&mut self, acl: &Acl) -> (Arc<User>, Arc<Rules>) {
-        let user = self
-            .user
-            .get_or_insert_with(|| acl.default_user())
-            .clone();
+        let user = self.user.get_or_insert_with(|| acl.default_user()).clone();
         let gen = user.gen.load(Ordering::Acquire);
         match &self.cached {
             Some((g, r)) if *g == gen => (user, r.clone()),
@@ -344,7 +341,11 @@ impl Acl {
     /// `user` lines of the configuration, applied at start (Redis's
     /// `ACLLoadConfiguredUsers`); a `default` line resets the default user
     /// first. `Err`: Redis's log text.
-    pub fn load_config_users(&self, lines: &[Vec<Vec<u8>>], pubsub_all: bool) -> Result<(), String> {
+    pub fn load_config_users(
+        &self,
+        lines: &[Vec<Vec<u8>>],
+        pubsub_all: bool,
+    ) -> Result<(), String> {
         for argv in lines {
             let Some((name, ops)) = argv.split_first() else {
                 continue;
@@ -460,7 +461,9 @@ impl Acl {
             return Err(errors);
         }
         let mut users = self.users.write().unwrap_or_else(|e| e.into_inner());
-        let default_rules = fresh.remove(&b"default"[..]).unwrap_or_else(Rules::default_user);
+        let default_rules = fresh
+            .remove(&b"default"[..])
+            .unwrap_or_else(Rules::default_user);
         self.default.set(default_rules);
         let mut gone = Vec::new();
         for (name, u) in std::mem::take(&mut *users) {
@@ -538,7 +541,9 @@ mod tests {
     fn set_user_is_all_or_nothing() {
         let acl = Acl::new();
         acl.set_user(b"u", &[b"on", b">p", b"+get"], false).unwrap();
-        let e = acl.set_user(b"u", &[b"off", b"+nosuch"], false).unwrap_err();
+        let e = acl
+            .set_user(b"u", &[b"off", b"+nosuch"], false)
+            .unwrap_err();
         assert_eq!(
             e,
             b"Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL"
@@ -618,11 +623,15 @@ mod tests {
         acl.save_file(&path).unwrap();
         let other = Acl::new();
         other.load_file(&path, false).unwrap();
-        let list = |a: &Acl| -> Vec<Vec<u8>> { a.all().iter().map(|u| u.rules().describe()).collect() };
+        let list =
+            |a: &Acl| -> Vec<Vec<u8>> { a.all().iter().map(|u| u.rules().describe()).collect() };
         assert_eq!(list(&acl), list(&other));
         std::fs::write(&path, "user x on +nosuch\nbogus\n").unwrap();
         let e = other.load_file(&path, false).unwrap_err();
-        assert!(e.contains(":1: Unknown command or category name in ACL. "), "{e}");
+        assert!(
+            e.contains(":1: Unknown command or category name in ACL. "),
+            "{e}"
+        );
         assert!(e.contains(":2 should start with user keyword"), "{e}");
         assert!(other.get(b"u").is_some());
         std::fs::remove_dir_all(&dir).unwrap();
