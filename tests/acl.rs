@@ -173,13 +173,14 @@ fn scripts_run_as_their_caller() {
         err.starts_with("-ERR The user executing the script can't run this command or subcommand"),
         "{err}"
     );
+    // Keys declared (Tessera refuses an undeclared key of another shard).
     assert_eq!(
-        c.cmd_str(&["EVAL", "return redis.call('get','a1')", "0"]),
+        c.cmd_str(&["EVAL", "return redis.call('get',KEYS[1])", "1", "a1"]),
         b"$-1\r\n"
     );
     // The default user's scripts are not restricted.
     assert_eq!(
-        admin.cmd_str(&["EVAL", "return redis.call('hget','a','f')", "0"]),
+        admin.cmd_str(&["EVAL", "return redis.call('hget',KEYS[1],'f')", "1", "a"]),
         b"$-1\r\n"
     );
 }
@@ -208,6 +209,13 @@ fn deluser_and_load_close_the_users_connections() {
             .expect("a deleted user's connection is closed");
     }
     assert_eq!(admin.cmd_str(&["PING"]), b"+PONG\r\n");
+    // A user deleting itself gets the reply, then the connection closes.
+    admin.cmd_str(&["ACL", "SETUSER", "k", "on", ">pw", "+@all", "~*"]);
+    let mut me = srv.raw();
+    assert_eq!(me.cmd_str(&["AUTH", "k", "pw"]), b"+OK\r\n");
+    assert_eq!(me.cmd_str(&["ACL", "DELUSER", "k"]), b":1\r\n");
+    me.wait_closed(Duration::from_secs(5))
+        .expect("closed after its reply");
 
     // SAVE / LOAD round trip through the file.
     admin.cmd_str(&[

@@ -78,16 +78,18 @@ pub fn channel_allowed(pats: &[Vec<u8>], ch: &[u8], literal: bool) -> bool {
     })
 }
 
-/// The keys of the call, found once for all selectors.
-struct KeyCache {
-    keys: Option<Vec<(usize, u8)>>,
+/// The keys of the call, found once for all selectors, in a buffer the
+/// caller reuses (no allocation per call once it has grown).
+struct KeyCache<'k> {
+    found: bool,
+    keys: &'k mut Vec<(usize, u8)>,
 }
 
 fn check_selector(
     s: &Selector,
     id: usize,
     args: Args<'_>,
-    cache: &mut KeyCache,
+    cache: &mut KeyCache<'_>,
 ) -> Result<(), Denied> {
     let reg = registry();
     let spec = reg.specs[id].1;
@@ -102,12 +104,11 @@ fn check_selector(
         }
     }
     if !s.allkeys && keyspec::has_keys(id) {
-        let keys = cache.keys.get_or_insert_with(|| {
-            let mut v = Vec::new();
-            keyspec::keys(id, args, &mut v);
-            v
-        });
-        for &(pos, need) in keys.iter() {
+        if !cache.found {
+            keyspec::keys(id, args, cache.keys);
+            cache.found = true;
+        }
+        for &(pos, need) in cache.keys.iter() {
             let key = args.get(pos);
             let ok = s
                 .keys
@@ -134,9 +135,15 @@ fn check_selector(
     Ok(())
 }
 
-/// Checks one call of command `id` against `rules`.
-pub fn check(rules: &Rules, id: usize, args: Args<'_>) -> Result<(), Denied> {
-    let mut cache = KeyCache { keys: None };
+/// Checks one call of command `id` against `rules`; `keys` is scratch
+/// space for the call's keys.
+pub fn check(
+    rules: &Rules,
+    id: usize,
+    args: Args<'_>,
+    keys: &mut Vec<(usize, u8)>,
+) -> Result<(), Denied> {
+    let mut cache = KeyCache { found: false, keys };
     let mut worst = Denied::Command;
     for s in &rules.selectors {
         match check_selector(s, id, args, &mut cache) {
@@ -168,7 +175,7 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         let res = registry().resolve(owned.args()).unwrap();
-        check(&r, res.id, owned.args())
+        check(&r, res.id, owned.args(), &mut Vec::new())
     }
 
     #[test]

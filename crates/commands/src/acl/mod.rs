@@ -149,6 +149,7 @@ fn getuser(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// closes after its reply if it is one of them.
 fn disconnect(
     nshards: usize,
+    me: u64,
     gone: Vec<Arc<User>>,
     reply: impl FnOnce(&mut Reply) + Send + 'static,
 ) -> Box<dyn Coordinator> {
@@ -160,7 +161,7 @@ fn disconnect(
             let mut victims = Vec::new();
             env.clients.for_each(&mut |st, _| {
                 let of = |u: &Arc<User>| st.acl.user.as_ref().is_some_and(|m| Arc::ptr_eq(m, u));
-                if job_gone.iter().any(of) {
+                if st.id != me && job_gone.iter().any(of) {
                     victims.push(st.id);
                 }
             });
@@ -193,7 +194,9 @@ fn deluser(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
     }
     let gone = c.server.acl.delete(&names);
     let n = gone.len() as i64;
-    Ok(disconnect(c.nshards(), gone, move |out| out.int(n)))
+    Ok(disconnect(c.nshards(), c.client.id, gone, move |out| {
+        out.int(n)
+    }))
 }
 
 /// ACL LIST / ACL USERS: every user, in name order.
@@ -331,7 +334,7 @@ fn dryrun(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         Err(CmdError::WrongArity(name)) => return Err(CmdError::WrongArity(name)),
         Err(_) => return Err(CmdError::err_echo("Command '", args.get(3), "' not found")),
     };
-    match check::check(&u.rules(), r.id, cmd) {
+    match check::check(&u.rules(), r.id, cmd, &mut Vec::new()) {
         Ok(()) => c.out.ok(),
         Err(d) => {
             let mut s = Vec::new();
@@ -384,7 +387,7 @@ fn load(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         .acl
         .load_file(&path, pubsub_all(c.server))
         .map_err(CmdError::Err)?;
-    Ok(disconnect(c.nshards(), gone, |out| out.ok()))
+    Ok(disconnect(c.nshards(), c.client.id, gone, |out| out.ok()))
 }
 
 fn help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
@@ -516,14 +519,17 @@ pub fn check_client(
     args: Args<'_>,
     context: Context,
 ) -> Result<(), Denied> {
-    let (user, rules) = client.acl.rules(&server.acl);
-    if user.deleted() {
-        // A client of a deleted user that the sweep missed.
-        client.close_after_reply = true;
-        return Err(Denied::Command);
-    }
-    let res = check::check(&rules, r.id, args);
+    let res = client.acl.check(&server.acl, r.id, args);
     if let Err(d) = res {
+        let user = client
+            .acl
+            .user
+            .clone()
+            .unwrap_or_else(|| server.acl.default_user());
+        if user.deleted() {
+            // A client of a deleted user that the sweep missed.
+            client.close_after_reply = true;
+        }
         log_denied(server, client_info(client), &user.name, r, args, d, context);
     }
     res
@@ -661,7 +667,7 @@ impl Caller {
     /// Checks one `redis.call`; `Err` is the script's error text (Redis's
     /// scriptVerifyACL), after logging it with context `lua`.
     pub fn check(&self, r: Resolved, args: Args<'_>) -> Result<(), &'static str> {
-        let Err(d) = check::check(&self.rules, r.id, args) else {
+        let Err(d) = check::check(&self.rules, r.id, args, &mut Vec::new()) else {
             return Ok(());
         };
         log_denied(

@@ -83,6 +83,8 @@ pub struct ClientAcl {
     /// `None` until the first check: then the default user.
     pub user: Option<Arc<User>>,
     cached: Option<(u64, Arc<Rules>)>,
+    /// Scratch for the keys of the call being checked.
+    keys: Vec<(usize, u8)>,
 }
 
 impl ClientAcl {
@@ -90,7 +92,30 @@ impl ClientAcl {
         ClientAcl {
             user: Some(user),
             cached: None,
+            keys: Vec::new(),
         }
+    }
+
+    /// Checks one call of command `id` against the user's current rules
+    /// (re-read only when they changed). A deleted user may run nothing.
+    /// No allocation and no lock once warm.
+    pub fn check(
+        &mut self,
+        acl: &Acl,
+        id: usize,
+        args: resp::Args<'_>,
+    ) -> Result<(), super::Denied> {
+        let user = self.user.get_or_insert_with(|| acl.default_user());
+        if user.deleted() {
+            return Err(super::Denied::Command);
+        }
+        let gen = user.gen.load(Ordering::Acquire);
+        if self.cached.as_ref().is_none_or(|(g, _)| *g != gen) {
+            self.cached = Some((gen, user.rules()));
+        }
+        // INVARIANT: set just above.
+        let rules = &self.cached.as_ref().expect("cached rules").1;
+        super::check::check(rules, id, args, &mut self.keys)
     }
 
     /// The user's name (`default` before any check).
