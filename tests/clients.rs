@@ -311,3 +311,9 @@ fn redis_crate_queue_script_across_shards() {
         .expect("events");
     assert_eq!(events, 100);
 }
+
+#[test]
+fn redis_py_acl() {
+    let srv = server();
+    run_script("redis_py_acl.py", &srv);
+}

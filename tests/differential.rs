@@ -51,6 +51,7 @@ use std::time::Duration;
 /// The scripts in `tests/diff/`; [`every_script_has_a_test`] keeps this list
 /// and the directory in step.
 const SCRIPTS: &[&str] = &[
+    "acl",
     "bitmap",
     "config",
     "connection",
@@ -82,6 +83,7 @@ macro_rules! diff_tests {
     };
 }
 diff_tests!(
+    acl,
     bitmap,
     config,
     connection,

@@ -202,6 +202,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    commands::acl::load_at_startup(&server)?;
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),
         aof.clone(),

@@ -76,7 +76,6 @@ struct Cached {
     hz: u32,
     maxclients: usize,
     databases: usize,
-    requirepass: bool,
     protected_mode: bool,
     tcp_keepalive_s: u64,
     loglevel: config::LogLevel,
@@ -94,7 +93,6 @@ impl Cached {
             hz: c.hz.clamp(1, 500),
             maxclients: c.maxclients as usize,
             databases: c.databases,
-            requirepass: c.requirepass.as_ref().is_some_and(|p| !p.is_empty()),
             protected_mode: c.protected_mode,
             tcp_keepalive_s: c.tcp_keepalive_s,
             loglevel: c.loglevel,
@@ -993,7 +991,8 @@ impl Worker {
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if self.core.cfg.protected_mode && !self.core.cfg.requirepass && !local {
+        // Redis's protected mode: no password on the default user.
+        if self.core.cfg.protected_mode && !local && server.acl.default_user().rules().nopass() {
             let _ = stream.write(DENIED);
             server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -1026,7 +1025,8 @@ impl Worker {
         let now = engine::now_ms();
         let client = ClientState {
             id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
-            authenticated: !self.core.cfg.requirepass,
+            authenticated: server.acl.default_open(),
+            acl: commands::acl::ClientAcl::of(server.acl.default_user()),
             addr,
             laddr,
             unix,
@@ -1414,7 +1414,7 @@ impl Worker {
                     &mut self.core,
                     conn,
                     seq,
-                    (resolved, handler, call, resp3, wake_home),
+                    (resolved, handler, call.clone(), resp3, wake_home),
                     args,
                     claim,
                     on,
@@ -1533,14 +1533,19 @@ impl Worker {
                 cmd.handler,
                 args,
                 &mut self.core.shard,
-                cmd.call,
+                cmd.call.clone(),
                 &mut out,
                 &mut self.core.stats,
             );
             if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
-                let (seq, resolved, handler, call, resp3) =
-                    (cmd.seq, cmd.resolved, cmd.handler, cmd.call, cmd.resp3);
+                let (seq, resolved, handler, call, resp3) = (
+                    cmd.seq,
+                    cmd.resolved,
+                    cmd.handler,
+                    cmd.call.clone(),
+                    cmd.resp3,
+                );
                 // Run again with the arguments it asked for (XREAD's `$`
                 // resolved), else those received.
                 let again = on.args.take().unwrap_or_else(|| args.to_owned());
@@ -2396,6 +2401,19 @@ fn write_direct(fd: i32, buf: &[u8]) -> usize {
     done
 }
 
+/// The restricted user of a script command, for its `redis.call` checks.
+fn script_caller(
+    server: &Arc<ServerShared>,
+    client: &mut commands::ClientState,
+    r: commands::Resolved,
+) -> Option<Arc<commands::acl::Caller>> {
+    if r.spec.has(commands::table::flags::SCRIPT) {
+        commands::acl::caller(server, client)
+    } else {
+        None
+    }
+}
+
 fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
     loop {
         if c.client.close_after_reply {
@@ -2519,6 +2537,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     may_block: true,
                     in_tx: false,
                     nshards: core.server.nshards,
+                    caller: script_caller(&core.server, &mut c.client, resolved),
                 };
                 let prop0 = core.shard.prop.len();
                 if let Some(on) = run_shard(
@@ -2526,7 +2545,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     handler,
                     args,
                     &mut core.shard,
-                    call,
+                    call.clone(),
                     out,
                     &mut core.stats,
                 ) {
@@ -2631,6 +2650,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 may_block: true,
                 in_tx: false,
                 nshards: core.server.nshards,
+                caller: script_caller(&core.server, &mut c.client, resolved),
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -2825,6 +2845,7 @@ fn park_waiter(
         cmd_id: resolved.id,
         redo: None,
     };
+    let db = call.db;
     let keys = core.waiters.add(BlockedCmd {
         conn,
         seq,
@@ -2839,7 +2860,7 @@ fn park_waiter(
         wake_home,
     });
     for k in keys {
-        core.shard.dbs[call.db].add_blocking(&k);
+        core.shard.dbs[db].add_blocking(&k);
     }
     ticket
 }
@@ -2887,7 +2908,7 @@ fn park_across(
                 resolved,
                 handler: p.handler,
                 args: p.args.clone(),
-                call: p.call,
+                call: p.call.clone(),
                 resp3: c.client.resp3,
                 keys,
                 wake_home: p.wake_home,
@@ -3044,7 +3065,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             w.handler,
             w.args.args(),
             &mut core.shard,
-            w.call,
+            w.call.clone(),
             &mut out,
             &mut core.stats,
             Some(key),

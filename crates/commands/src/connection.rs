@@ -254,53 +254,23 @@ fn quit(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Checks `user`/`pass` against the only user, `default`, whose password
-/// is `requirepass` (none: any password is accepted, as Redis's `nopass`).
-/// Authenticates the client on success; WRONGPASS otherwise.
-fn authenticate(c: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
-    let ok = user == b"default"
-        && match &c
-            .server
-            .config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .requirepass
-        {
-            None => true,
-            Some(p) => p.as_slice() == pass,
-        };
-    if !ok {
-        return Err(CmdError::WrongPass);
-    }
-    c.client.authenticated = true;
-    Ok(())
-}
-
-fn requirepass_set(c: &ConnCtx<'_>) -> bool {
-    c.server
-        .config
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .requirepass
-        .is_some()
-}
-
-/// AUTH [username] password: +OK, WRONGPASS, or an error when the one-
-/// argument form is used and no password is configured.
+/// AUTH [username] password: +OK, WRONGPASS (logged in ACL LOG), or an
+/// error when the one-argument form is used while the default user needs
+/// no password.
 fn auth(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
     if args.len() == 2 {
-        if !requirepass_set(c) {
+        if c.server.acl.default_user().rules().nopass() {
             return Err(CmdError::err(
                 "AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",
             ));
         }
-        authenticate(c, b"default", args.get(1))?;
+        crate::acl::authenticate(c, b"default", args.get(1), args.get(0))?;
     } else {
-        authenticate(c, args.get(1), args.get(2))?;
+        crate::acl::authenticate(c, args.get(1), args.get(2), args.get(0))?;
     }
     c.out.ok();
     Ok(())
@@ -365,7 +335,7 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         j += 1;
     }
     if let Some((user, pass)) = creds {
-        authenticate(c, user, pass)?;
+        crate::acl::authenticate(c, user, pass, args.get(0))?;
     }
     if !c.client.authenticated {
         return Err(CmdError::Raw(
@@ -402,11 +372,12 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 /// RESET: back to a fresh connection's state (database 0, RESP2, no name,
-/// replies on, no-evict/no-touch off, authenticated only without
-/// requirepass). Replies +RESET.
+/// replies on, no-evict/no-touch off, the default user, authenticated only
+/// if that needs no password). Replies +RESET.
 fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    let auth = !requirepass_set(c);
+    let auth = c.server.acl.default_open();
     let cl = &mut *c.client;
+    cl.acl = crate::acl::ClientAcl::of(c.server.acl.default_user());
     cl.db = 0;
     cl.resp3 = false;
     cl.name = None;
@@ -552,7 +523,7 @@ fn type_of(st: &ClientState) -> ClientType {
 /// One CLIENT LIST / CLIENT INFO line, Redis 7.0's fields in its order,
 /// without the trailing newline. `argv_mem`: bytes of the arguments being
 /// executed (the caller's own command; 0 for idle clients).
-fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> String {
+pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> String {
     let mut flags = String::new();
     if subscriptions(st) > 0 {
         flags.push('P');
@@ -598,7 +569,7 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
          ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} obl={} \
-         oll={} omem={} tot-mem={} events={} cmd={} user=default redir={} resp={}",
+         oll={} omem={} tot-mem={} events={} cmd={} user={} redir={} resp={}",
         st.id,
         st.addr,
         st.laddr,
@@ -623,6 +594,7 @@ fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> S
         io.tot_mem,
         events,
         cmd,
+        String::from_utf8_lossy(st.acl.name()),
         st.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
         if st.resp3 { 3 } else { 2 },
     )
@@ -725,6 +697,8 @@ struct KillFilter {
     skipme: bool,
     /// Only clients older than this many seconds (Redis 7.4's MAXAGE).
     max_age_s: Option<i64>,
+    /// Only clients authenticated as this user.
+    user: Option<Vec<u8>>,
 }
 
 impl KillFilter {
@@ -733,6 +707,7 @@ impl KillFilter {
             && self.typ.is_none_or(|t| type_of(st) == t)
             && self.addr.as_ref().is_none_or(|a| a == st.addr.as_bytes())
             && self.laddr.as_ref().is_none_or(|a| a == st.laddr.as_bytes())
+            && self.user.as_ref().is_none_or(|u| u == st.acl.name())
             && self
                 .max_age_s
                 .is_none_or(|m| (now_ms / 1000).saturating_sub(st.created_ms / 1000) as i64 > m)
@@ -769,9 +744,10 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
             } else if eq_ic(opt, "laddr") {
                 f.laddr = Some(val.to_vec());
             } else if eq_ic(opt, "user") {
-                if val != b"default" {
+                if c.server.acl.get(val).is_none() {
                     return Err(CmdError::err_echo("No such user '", val, "'"));
                 }
+                f.user = Some(val.to_vec());
             } else if eq_ic(opt, "skipme") {
                 f.skipme = if eq_ic(val, "yes") {
                     true

@@ -48,6 +48,9 @@ pub struct ShardCtx<'a> {
     /// 7.0's `serveClientsBlockedOnKey` does (7.2 runs the whole command
     /// again, so a key of another type met first would be WRONGTYPE).
     pub ready: Option<&'a [u8]>,
+    /// The restricted user who ran this command, for a script's
+    /// `redis.call` checks (`None`: nothing to check).
+    pub caller: Option<Arc<crate::acl::Caller>>,
 }
 
 impl ShardCtx<'_> {
@@ -130,6 +133,8 @@ pub struct ClientState {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The user this connection runs as (and its cached rules).
+    pub acl: crate::acl::ClientAcl,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
     pub no_touch: bool,
@@ -217,6 +222,8 @@ pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 /// Process-wide state.
 pub struct ServerShared {
     pub config: RwLock<Config>,
+    /// ACL users and the ACL log.
+    pub acl: crate::acl::Acl,
     /// Pub/Sub subscriptions of every thread, and their inboxes.
     pub pubsub: crate::pubsub::PubSub,
     /// Client-side caching: every client's address, tracking clients and
@@ -290,7 +297,10 @@ impl ServerShared {
             config.maxmemory,
             crate::memory::policy_of(config.maxmemory_policy),
         );
+        let acl = crate::acl::Acl::new();
+        acl.set_requirepass(config.requirepass.as_deref());
         ServerShared {
+            acl,
             config: RwLock::new(config),
             config_gen: AtomicU64::new(0),
             nshards,

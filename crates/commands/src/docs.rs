@@ -95,6 +95,12 @@ fn meta() -> &'static HashMap<&'static str, Meta> {
     })
 }
 
+/// Redis's key specs of the command named `full` (`get`, `client|kill`),
+/// as the stored RESP3 set; read once by `acl::keyspec`.
+pub(crate) fn key_specs_raw(full: &str) -> Option<&'static [u8]> {
+    meta().get(full).map(|m| m.key_specs)
+}
+
 /// Re-emits one stored RESP3 value through `out`; returns its length.
 fn replay(out: &mut Reply, b: &[u8]) -> usize {
     let (n, hdr) = header(b);

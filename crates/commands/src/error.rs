@@ -32,6 +32,12 @@ pub enum CmdError {
     InvalidDbIndex,
     NoAuth,
     WrongPass,
+    /// ACL: the user may not run this command (its full name).
+    NoPermCommand(String),
+    /// ACL: a key argument is outside the user's patterns.
+    NoPermKey,
+    /// ACL: a channel argument is outside the user's patterns.
+    NoPermChannel,
     /// A string that is not a HyperLogLog where one is expected.
     NotHll,
     /// A HyperLogLog whose registers do not decode (`INVALIDOBJ`).
@@ -126,6 +132,17 @@ impl fmt::Display for CmdError {
             CmdError::WrongPass => {
                 f.write_str("WRONGPASS invalid username-password pair or user is disabled.")
             }
+            CmdError::NoPermCommand(name) => write!(
+                f,
+                "NOPERM this user has no permissions to run the '{name}' command"
+            ),
+            CmdError::NoPermKey => f.write_str(
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+            ),
+            CmdError::NoPermChannel => f.write_str(
+                "NOPERM this user has no permissions to access one of the channels used as \
+                 arguments",
+            ),
             CmdError::NotHll => {
                 f.write_str("WRONGTYPE Key is not a valid HyperLogLog string value.")
             }
@@ -207,6 +224,18 @@ mod tests {
         assert_eq!(
             CmdError::CorruptHll.to_string(),
             "INVALIDOBJ Corrupted HLL object detected"
+        );
+        assert_eq!(
+            CmdError::NoPermCommand("client|list".into()).to_string(),
+            "NOPERM this user has no permissions to run the 'client|list' command"
+        );
+        assert_eq!(
+            CmdError::NoPermKey.to_string(),
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        );
+        assert_eq!(
+            CmdError::NoPermChannel.to_string(),
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
         );
         assert_eq!(CmdError::err("x y").to_string(), "ERR x y");
         assert_eq!(CmdError::Raw("NOPROTO x".into()).to_string(), "NOPROTO x");

@@ -41,7 +41,7 @@ pub fn record(stats: &mut ThreadStats, id: usize, started: Instant, failed: bool
 }
 
 /// Parameters of a shard execution that come from the client.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ShardCall {
     pub db: usize,
     pub no_touch: bool,
@@ -56,6 +56,9 @@ pub struct ShardCall {
     /// Shards in the process (a script checks that the keys it did not
     /// declare live on its own shard).
     pub nshards: usize,
+    /// The restricted user running a script command (see `acl::caller`);
+    /// `None` for everything else.
+    pub caller: Option<std::sync::Arc<crate::acl::Caller>>,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -113,6 +116,7 @@ pub fn run_shard_ready(
         nshards: call.nshards,
         block: None,
         ready,
+        caller: call.caller,
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();
@@ -207,7 +211,9 @@ pub fn dispatch(
         }
     };
     ctx.client.last_cmd.push_str(reg.full_name(r.id));
-    if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) {
+    // Redis's authRequired: the default user may have become nopass since
+    // this client connected.
+    if !ctx.client.authenticated && !r.spec.has(flags::NO_AUTH) && !ctx.server.acl.default_open() {
         count_rejected(stats, Some(r.id));
         if r.spec.name == "exec" {
             crate::multi::exec_abort(ctx.client, ctx.out, stats, &CmdError::NoAuth);
@@ -215,6 +221,12 @@ pub fn dispatch(
         }
         reply_error(ctx.out, stats, &CmdError::NoAuth);
         crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
+    // ACL (Redis's processCommand order: after NOAUTH and the no-multi
+    // refusal, which comes below here and so is skipped for the check).
+    let no_multi = ctx.client.multi.is_some() && r.spec.has(flags::NO_MULTI);
+    if !no_multi && !crate::acl::permitted(ctx.server, ctx.client, r, args, ctx.out, stats) {
         return Step::Done;
     }
     // Redis's processCommand order: maxmemory first, then disk errors.

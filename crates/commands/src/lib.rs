@@ -8,6 +8,7 @@
 //! calls [`exec::run_shard`] / [`exec::run_conn`] or drives a
 //! [`coord::Coordinator`].
 
+pub mod acl;
 pub mod bitmap;
 pub mod cluster;
 pub mod connection;

@@ -982,6 +982,7 @@ mod tests {
             nshards: 1,
             block: None,
             ready: None,
+            caller: None,
         };
         handler(&mut ctx, owned.args()).unwrap();
         let block = ctx.block.take();

@@ -396,6 +396,12 @@ impl Coordinator for ExecCoord {
                     continue;
                 }
             };
+            // The rules may have changed since the command was queued.
+            if let Err(e) = crate::acl::check_queued(&self.server, client, r, args) {
+                self.replies[i] = Some(Self::reply_of(&e, client.resp3));
+                self.pos += 1;
+                continue;
+            }
             let build = match r.spec.exec {
                 Exec::Conn(h) => {
                     let mut o = Reply::new(client.resp3);
@@ -436,6 +442,11 @@ impl Coordinator for ExecCoord {
                                     may_block: false,
                                     in_tx: true,
                                     nshards,
+                                    caller: if r.spec.has(crate::table::flags::SCRIPT) {
+                                        crate::acl::caller(&self.server, client)
+                                    } else {
+                                        None
+                                    },
                                 },
                                 resp3: client.resp3,
                             };

@@ -101,6 +101,8 @@ pub struct Scratch {
     /// Set when the handler blocked; true if only the home may re-run it.
     parked: Option<(crate::ctx::BlockOn, bool)>,
     nshards: usize,
+    /// A script's restricted user (`acl::caller`).
+    caller: Option<std::sync::Arc<crate::acl::Caller>>,
 }
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
@@ -167,7 +169,13 @@ pub fn coordinator(
         let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
         (c.databases, c.proto_max_bulk_len)
     };
+    let caller = if spec.has(crate::table::flags::SCRIPT) {
+        crate::acl::caller(ctx.server, ctx.client)
+    } else {
+        None
+    };
     Box::new(Scratch {
+        caller,
         handler,
         args: args.to_owned(),
         db,
@@ -245,6 +253,7 @@ impl Scratch {
             nshards: self.nshards,
             block: None,
             ready: None,
+            caller: self.caller.clone(),
         };
         (self.handler)(&mut ctx, self.args.args())?;
         let block = ctx.block.take();
@@ -328,6 +337,7 @@ impl Coordinator for Scratch {
                 may_block: true,
                 in_tx: false,
                 nshards: self.nshards,
+                caller: self.caller.clone(),
             },
         })
     }

@@ -263,6 +263,10 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
         crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
+        // Redis's updateRequirePass: the default user's only password.
+        if saved.requirepass != cfg.requirepass {
+            c.server.acl.set_requirepass(cfg.requirepass.as_deref());
+        }
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,

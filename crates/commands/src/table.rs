@@ -243,6 +243,9 @@ pub struct Resolved {
 pub struct Registry {
     /// `(full name, spec, parent)`, ids are indexes.
     pub specs: Vec<(String, &'static CommandSpec, Option<&'static CommandSpec>)>,
+    /// Each command's ACL categories as bits (`acl::cats`), computed once
+    /// from `CommandSpec::acl`; indexed like `specs`.
+    pub cats: Vec<u32>,
     // foldhash, not SipHash: names are looked up once per request and
     // come from a fixed table, so flooding resistance buys nothing here.
     top: HashMap<&'static str, usize, foldhash::fast::FixedState>,
@@ -276,6 +279,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::stream::COMMANDS,
     crate::script::COMMANDS,
     crate::script::function::COMMANDS,
+    crate::acl::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {
@@ -283,6 +287,7 @@ pub fn registry() -> &'static Registry {
     REG.get_or_init(|| {
         let mut r = Registry {
             specs: Vec::new(),
+            cats: Vec::new(),
             top: HashMap::default(),
             sub: HashMap::default(),
         };
@@ -300,6 +305,11 @@ pub fn registry() -> &'static Registry {
                 }
             }
         }
+        r.cats = r
+            .specs
+            .iter()
+            .map(|(_, s, _)| crate::acl::cats::bits(s.acl))
+            .collect();
         r
     })
 }
@@ -367,6 +377,35 @@ impl Registry {
         let mut buf = [0u8; 32];
         let id = *self.top.get(lower(name, &mut buf)?)?;
         Some((id, self.specs[id].1))
+    }
+
+    /// The command named `name` as ACL rules and COMMAND write it: `get`
+    /// or `client|list`, any case (Redis's `lookupCommandBySds`: a name
+    /// with more than one `|`, or `|` after a command without
+    /// subcommands, is no command).
+    pub fn lookup_full(&self, name: &[u8]) -> Option<usize> {
+        let mut parts = name.splitn(3, |&b| b == b'|');
+        let (id, _) = self.top(parts.next()?)?;
+        let Some(sub) = parts.next() else {
+            return Some(id);
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        let mut buf = [0u8; 32];
+        let sub = lower(sub, &mut buf)?;
+        self.sub.get(&(id, sub.to_string())).copied()
+    }
+
+    /// The ids of `id`'s subcommands (empty for a plain command): they
+    /// follow their parent in the registry.
+    pub fn children(&self, id: usize) -> std::ops::Range<usize> {
+        let n = if self.specs[id].2.is_none() {
+            self.specs[id].1.subcommands.len()
+        } else {
+            0
+        };
+        id + 1..id + 1 + n
     }
 
     pub fn len(&self) -> usize {

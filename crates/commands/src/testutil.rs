@@ -83,6 +83,11 @@ impl TestServer {
                     may_block: false,
                     in_tx: false,
                     nshards: self.shards.len(),
+                    caller: if resolved.spec.has(crate::table::flags::SCRIPT) {
+                        crate::acl::caller(&self.server, &mut self.client)
+                    } else {
+                        None
+                    },
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();
@@ -167,7 +172,10 @@ mod tests {
             t.run(&["MSET", "a", "1", "b"]),
             "-ERR wrong number of arguments for 'mset' command\r\n"
         );
+        // Redis's authRequired: only while the default user needs a password.
         t.client.authenticated = false;
+        assert_eq!(t.run(&["GET", "a"]), "$-1\r\n");
+        t.server.acl.set_requirepass(Some(b"pw"));
         assert_eq!(t.run(&["GET", "a"]), "-NOAUTH Authentication required.\r\n");
     }
 }

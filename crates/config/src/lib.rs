@@ -265,6 +265,17 @@ pub struct Config {
     pub notify_keyspace_events: u32,
     /// `requirepass`: `None` = no password.
     pub requirepass: Option<Vec<u8>>,
+    /// `aclfile`: where ACL SAVE / LOAD keep the users; `None` = no file.
+    pub aclfile: Option<PathBuf>,
+    /// `acl-pubsub-default`: new users get `allchannels` (true) or
+    /// `resetchannels` (false, Redis 7's default).
+    pub acl_pubsub_default_all: bool,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: u64,
+    /// `user <name> <rules ...>` lines, in order (each vector: the name,
+    /// then the rules as written); applied and checked at start by the
+    /// ACL layer, not shown by CONFIG GET.
+    pub users: Vec<Vec<Vec<u8>>>,
     /// `maxmemory`: 0 = no limit.
     pub maxmemory: u64,
     /// `maxmemory-policy`.
@@ -511,6 +522,10 @@ impl Config {
             hz: 0,
             notify_keyspace_events: 0,
             requirepass: None,
+            aclfile: None,
+            acl_pubsub_default_all: false,
+            acllog_max_len: 0,
+            users: Vec::new(),
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
             maxmemory_samples: 0,
@@ -818,6 +833,14 @@ static DIRECTIVES: &[Directive] = &[
     }),
     // CONFIG GET shows the password, as Redis 7.0 does.
     d("requirepass",              Mutable,   bytes!(requirepass)),
+    d("aclfile",                  Immutable, path!(aclfile)),
+    d("acl-pubsub-default",       Mutable,   Enum {
+        names: &["allchannels", "resetchannels"],
+        default: 1,
+        get: |c| if c.acl_pubsub_default_all { 0 } else { 1 },
+        set: |c, i| c.acl_pubsub_default_all = i == 0,
+    }),
+    d("acllog-max-len",           Mutable,   int!(acllog_max_len: u64, 0, I64_MAX as i64, 128)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
     d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
@@ -1118,6 +1141,12 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
         let Some((name, args)) = argv.split_first() else {
             continue;
         };
+        // Redis's `user` lines: kept for the ACL layer, which checks them at
+        // start (and exits on a bad one, as Redis does).
+        if name.eq_ignore_ascii_case(b"user") && !args.is_empty() {
+            cfg.users.push(args.to_vec());
+            continue;
+        }
         let Some(idx) = lookup(name) else {
             let reason = if name.eq_ignore_ascii_case(b"include") && args.len() == 1 {
                 "include is not supported by Tessera: put every directive in one file"
@@ -1874,6 +1903,14 @@ mod tests {
             "AKE",
         ),
         ("requirepass", "s3cret", "requirepass", "s3cret"),
+        ("aclfile", "/tmp/users.acl", "aclfile", "/tmp/users.acl"),
+        (
+            "acl-pubsub-default",
+            "ALLCHANNELS",
+            "acl-pubsub-default",
+            "allchannels",
+        ),
+        ("acllog-max-len", "5", "acllog-max-len", "5"),
         ("maxmemory", "100m", "maxmemory", "100000000"),
         (
             "maxmemory-policy",
@@ -2031,6 +2068,9 @@ mod tests {
                 ds::events::ALL | ds::events::KEYSPACE | ds::events::KEYEVENT
             ),
             "requirepass" => assert_eq!(c.requirepass.as_deref(), Some(&b"s3cret"[..])),
+            "aclfile" => assert_eq!(c.aclfile, Some(PathBuf::from("/tmp/users.acl"))),
+            "acl-pubsub-default" => assert!(c.acl_pubsub_default_all),
+            "acllog-max-len" => assert_eq!(c.acllog_max_len, 5),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
             "maxmemory-samples" => assert_eq!(c.maxmemory_samples, 10),
@@ -2165,6 +2205,7 @@ mod tests {
                 "shards",
                 "databases",
                 "logfile",
+                "aclfile",
                 "rdbchecksum",
                 "appendfilename",
                 "appenddirname"
@@ -2173,6 +2214,24 @@ mod tests {
     }
 
     // ----- config file syntax ----------------------------------------------------------------
+
+    #[test]
+    fn user_lines_are_kept_in_order() {
+        let cfg = file("user alice on >a ~*\nuser bob \"(+get ~x)\"\nport 1").unwrap();
+        assert_eq!(
+            cfg.users,
+            vec![
+                vec![
+                    b"alice".to_vec(),
+                    b"on".to_vec(),
+                    b">a".to_vec(),
+                    b"~*".to_vec()
+                ],
+                vec![b"bob".to_vec(), b"(+get ~x)".to_vec()],
+            ]
+        );
+        assert!(config_get(&cfg, &[b"user"]).is_empty());
+    }
 
     #[test]
     fn file_syntax() {
@@ -2783,6 +2842,7 @@ mod tests {
             [
                 "maxclients",
                 "proto-max-bulk-len",
+                "acllog-max-len",
                 "maxmemory",
                 "maxmemory-policy",
                 "maxmemory-samples",

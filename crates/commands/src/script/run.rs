@@ -501,6 +501,13 @@ impl Run<'_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        // The user who ran the script must be allowed this call (before
+        // the call counts as a write: a refused one writes nothing).
+        if let Some(caller) = &self.ctx.caller {
+            if let Err(msg) = caller.check(r, args) {
+                return refuse(lua, msg);
+            }
+        }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
         }
@@ -537,6 +544,7 @@ impl Run<'_, '_> {
                     may_block: false,
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,
+                    caller: None,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
