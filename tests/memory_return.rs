@@ -152,9 +152,8 @@ fn memory_purge_returns_at_once() {
     // INFO tells the truth: once returned, the allocator holds little
     // beyond the live data, neither as returnable pages nor as
     // fragmentation, and its resident figure is within the process's.
-    let field = |c: &mut Connection, f: &str| -> i64 {
-        info_field(c, "memory", f).parse().unwrap()
-    };
+    let field =
+        |c: &mut Connection, f: &str| -> i64 { info_field(c, "memory", f).parse().unwrap() };
     for f in ["allocator_rss_bytes", "allocator_frag_bytes"] {
         let v = field(&mut c, f);
         assert!(v < 16 * MB as i64, "{f} {v}");
@@ -221,7 +220,10 @@ fn an_idle_connection_gives_back_the_buffers_of_a_large_command() {
         if now < before + (256 << 10) {
             break;
         }
-        assert!(Instant::now() < deadline, "used_memory {now}, before {before}");
+        assert!(
+            Instant::now() < deadline,
+            "used_memory {now}, before {before}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // CLIENT INFO of the connection itself reports its own buffers.

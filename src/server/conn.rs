@@ -570,7 +570,10 @@ impl Conn {
         self.rbuf.capacity() + self.args.capacity() * std::mem::size_of::<Range<usize>>()
     }
 
-    /// CLIENT LIST's I/O fields, in Redis's terms. `obl`: unwritten bytes
+    /// CLIENT LIST's I/O fields, in Redis's terms. `qbuf`: unconsumed
+    /// request bytes; `qbuf-free`: the rest of the read buffer; `rbs` and
+    /// `rbp`: the reply buffer's capacity and recent peak (see
+    /// `worker::memory`); `obl`: unwritten bytes
     /// of the reply buffer up to [`REPLY_CHUNK`] (Redis's fixed buffer);
     /// `oll`: replies done but queued behind one still running elsewhere (a
     /// command in flight is not a reply yet: the caller of CLIENT LIST
@@ -579,7 +582,9 @@ impl Conn {
     pub fn io(&self) -> ClientIo {
         ClientIo {
             qbuf: self.qbuf_len(),
-            qbuf_free: self.rbuf.len() - self.rend,
+            // Consumed bytes are room too (the next read moves the rest
+            // to the front), as Redis's `sdsavail` after `sdsrange`.
+            qbuf_free: self.rbuf.len() - self.qbuf_len(),
             rbs: self.out.capacity(),
             rbp: self.out_peak,
             obl: self.unwritten().min(REPLY_CHUNK),

@@ -488,7 +488,72 @@ fn help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 
 #[cfg(test)]
 mod tests {
+    use super::{doctor_report, MemFigures, Overhead, DOCTOR_OK};
     use crate::testutil::TestServer;
+
+    fn figures(used: u64, rss: u64, allocated: u64, active: u64, resident: u64) -> MemFigures {
+        MemFigures {
+            used,
+            peak: used,
+            startup: 0,
+            rss,
+            allocator_allocated: allocated,
+            allocator_active: active,
+            allocator_resident: resident,
+        }
+    }
+
+    fn report(fig: MemFigures, clients: u64, nclients: u64) -> String {
+        doctor_report(&Overhead {
+            fig,
+            dbs: Vec::new(),
+            overhead: 0,
+            keys: 0,
+            dataset: 0,
+            clients,
+            nclients,
+        })
+    }
+
+    #[test]
+    fn doctor_tells_held_memory_from_fragmentation_and_the_process_own() {
+        let mb = 1 << 20;
+        assert_eq!(
+            report(
+                figures(100 * mb, 105 * mb, 100 * mb, 101 * mb, 102 * mb),
+                0,
+                1
+            ),
+            DOCTOR_OK
+        );
+        // Freed pages still resident: MEMORY PURGE is the advice.
+        let r = report(
+            figures(100 * mb, 300 * mb, 100 * mb, 101 * mb, 298 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High allocator RSS overhead"), "{r}");
+        assert!(!r.contains("High allocator fragmentation"), "{r}");
+        // What a trim cannot return is fragmentation.
+        let r = report(
+            figures(100 * mb, 300 * mb, 100 * mb, 297 * mb, 298 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High allocator fragmentation"), "{r}");
+        assert!(!r.contains("High allocator RSS overhead"), "{r}");
+        // Resident pages outside the allocator.
+        let r = report(
+            figures(100 * mb, 130 * mb, 100 * mb, 101 * mb, 102 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High process RSS overhead"), "{r}");
+        // Clients above 200 KB each on average.
+        let fig = || figures(100 * mb, 105 * mb, 100 * mb, 101 * mb, 102 * mb);
+        assert!(report(fig(), 10 * mb, 10).contains("Big client buffers"));
+        assert_eq!(report(fig(), 10 * mb, 100), DOCTOR_OK);
+    }
 
     fn usage(t: &mut TestServer, key: &str) -> i64 {
         t.run(&["MEMORY", "USAGE", key])[1..]

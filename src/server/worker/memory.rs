@@ -125,3 +125,97 @@ fn report(t: reclaim::Trimmed) {
         t.after >> 10
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::conn::Stream;
+    use commands::ClientState;
+
+    const NOW_MS: u64 = 1_000_000_000;
+
+    fn conn() -> Conn {
+        let (a, _b) = mio::net::UnixStream::pair().expect("socketpair");
+        let mut c = Conn::new(Stream::Unix(a), 0, ClientState::default());
+        c.client.last_interaction_ms = NOW_MS;
+        c
+    }
+
+    /// A read buffer of `size` bytes holding `pending` unconsumed bytes
+    /// after `consumed` ones, as the read loop leaves it.
+    fn filled(c: &mut Conn, size: usize, consumed: usize, pending: &[u8]) {
+        c.rbuf = vec![0; size];
+        c.rbuf[consumed..consumed + pending.len()].copy_from_slice(pending);
+        c.rpos = 0;
+        c.set_rbuf_end(consumed + pending.len());
+        c.rpos = consumed;
+    }
+
+    #[test]
+    fn a_busy_connection_shrinks_to_its_recent_peak_a_tick_later() {
+        let mut c = conn();
+        filled(&mut c, 1 << 20, 1 << 20, b"");
+        // The tick right after the big request: its peak says keep.
+        resize_buffers(&mut c, NOW_MS);
+        assert_eq!(c.rbuf.len(), 1 << 20);
+        // Nothing that big since: freed.
+        resize_buffers(&mut c, NOW_MS + 100);
+        assert_eq!(c.rbuf.capacity(), 0);
+        assert_eq!(c.io().qbuf + c.io().qbuf_free, 0);
+    }
+
+    #[test]
+    fn shrinking_keeps_unconsumed_bytes_and_the_request_being_received() {
+        let mut c = conn();
+        filled(&mut c, 1 << 20, 5000, b"*3\r\n$3\r\nSET\r\n");
+        c.need = 300_000;
+        c.qbuf_peak = 0;
+        resize_buffers(&mut c, NOW_MS);
+        assert_eq!(c.rbuf.len(), 300_000);
+        assert_eq!(&c.rbuf[..c.qbuf_len()], b"*3\r\n$3\r\nSET\r\n");
+        assert_eq!((c.rpos, c.rbuf_end()), (0, 13));
+        // Idle: only the unconsumed bytes stay.
+        resize_buffers(&mut c, NOW_MS + 3000);
+        assert_eq!(c.rbuf.len(), 13);
+        assert_eq!(&c.rbuf[..], b"*3\r\n$3\r\nSET\r\n");
+    }
+
+    #[test]
+    fn small_buffers_stay_until_idle_then_go() {
+        let mut c = conn();
+        filled(&mut c, 16 << 10, 100, b"");
+        c.args = vec![0..1; 10];
+        resize_buffers(&mut c, NOW_MS + 2000);
+        assert_eq!(c.rbuf.len(), 16 << 10);
+        assert!(c.args.capacity() > 0);
+        resize_buffers(&mut c, NOW_MS + 3000);
+        assert_eq!(c.rbuf.capacity(), 0);
+        assert_eq!(c.args.capacity(), 0);
+        // A huge argument vector goes even while busy.
+        c.args = vec![0..1; 100_000];
+        c.client.last_interaction_ms = NOW_MS + 3000;
+        resize_buffers(&mut c, NOW_MS + 3000);
+        assert_eq!(c.args.capacity(), 0);
+    }
+
+    #[test]
+    fn the_reply_buffer_shrinks_to_its_peak_as_redis_does() {
+        let mut c = conn();
+        c.out.raw(&[b'x'; 64 << 10]);
+        c.out.clear();
+        c.out_peak = 100;
+        c.out_peak_since_ms = NOW_MS;
+        resize_buffers(&mut c, NOW_MS);
+        let io = c.io();
+        assert!(io.rbs >= 1024 && io.rbs < 2048, "{}", io.rbs);
+        assert_eq!(io.rbp, 100);
+        // The peak restarts after 5 s: from what is held then.
+        resize_buffers(&mut c, NOW_MS + REPLY_PEAK_RESET_MS);
+        assert_eq!(c.io().rbp, 0);
+        // Unsent bytes are kept whatever the peak says.
+        c.out.raw(&[b'y'; 8000]);
+        c.out_peak = 0;
+        resize_buffers(&mut c, NOW_MS + REPLY_PEAK_RESET_MS);
+        assert_eq!(c.out.as_bytes(), &[b'y'; 8000][..]);
+    }
+}
