@@ -12,8 +12,15 @@
 # plus used_memory/key and the worst latency `redis-cli --latency` saw
 # from a second client (PING round trips, 10 ms apart) while loading.
 #
+# Then the way down (issue 28), per server: 200 connections each SET a
+# 1 MB value, plus 300,000 small keys; used_memory and RSS loaded; RSS 1 s
+# and 15 s after FLUSHALL; used_memory and mem_fragmentation_ratio at 15 s;
+# the worst PING round trip meanwhile (bench/memory_return.py).
+#
 # Environment: KEYS, SIZES ("16 100"), PORT_BASE (7435), BENCH_SKIP_BUILD=1,
-# TESSERA_BENCH_BIN, TESSERA_ARGS (extra server arguments, e.g. "--shards 1").
+# TESSERA_BENCH_BIN, TESSERA_ARGS (extra server arguments, e.g. "--shards 1"),
+# TESSERA_BASE_BIN (a previous build: adds "base" rows, for before/after in
+# one run), RETURN=0 (skip the way-down table), BYTES=0 (skip bytes/key).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +36,7 @@ else
 fi
 TMP=$(mktemp -d)
 PIDS=()
-trap 'kill "${PIDS[@]}" 2> /dev/null; rm -rf "$TMP"' EXIT
+trap 'kill "${PIDS[@]}" 2> /dev/null || true; rm -rf "$TMP"' EXIT
 
 rss() { awk '/VmRSS/ {printf "%d\n", $2 * 1024}' "/proc/$1/status"; }
 field() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
@@ -76,10 +83,42 @@ run() { # name port size cmd...
     "${max:-?}" "$(echo "$KEYS / ($t1 - $t0)" | bc -l)"
 }
 
-printf '%-8s %6s %10s %12s %12s %10s %10s\n' server value keys rss_B/key used_B/key max_ms load_ops/s
-for size in $SIZES; do
-  gen "$size"
-  run redis $PORT_BASE "$size" redis-server --port $PORT_BASE --save '' --appendonly no
+if [ "${BYTES:-1}" != 0 ]; then
+  printf '%-8s %6s %10s %12s %12s %10s %10s\n' server value keys rss_B/key used_B/key max_ms load_ops/s
+  for size in $SIZES; do
+    gen "$size"
+    run redis $PORT_BASE "$size" redis-server --port $PORT_BASE --save '' --appendonly no
+    # shellcheck disable=SC2086
+    run tessera $((PORT_BASE + 1)) "$size" "$BIN" --port $((PORT_BASE + 1)) --save '' ${TESSERA_ARGS:-}
+    if [ -n "${TESSERA_BASE_BIN:-}" ]; then
+      # shellcheck disable=SC2086
+      run base $((PORT_BASE + 2)) "$size" "$TESSERA_BASE_BIN" --port $((PORT_BASE + 2)) --save '' ${TESSERA_ARGS:-}
+    fi
+  done
+fi
+
+way_down() { # name port cmd...
+  local name=$1 port=$2; shift 2
+  "$@" > "$TMP/$name.down.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 100); do redis-cli -p "$port" ping > /dev/null 2>&1 && break; sleep 0.05; done
+  kill -0 $pid 2> /dev/null || { echo "$name did not start:" >&2; cat "$TMP/$name.down.log" >&2; exit 1; }
+  ulimit -n 4096 2> /dev/null || true
+  python3 "$ROOT/bench/memory_return.py" "$port" "$pid" "$name"
+  redis-cli -p "$port" shutdown nosave > /dev/null 2>&1 || kill $pid
+  wait $pid 2> /dev/null || true
+}
+
+if [ "${RETURN:-1}" != 0 ]; then
+  echo
+  echo "way down: 200 x SET 1 MB + 300k small keys, then FLUSHALL (MB = 10^6 bytes)"
+  printf '%-14s %10s %10s %10s %10s %12s %6s %9s\n' server used_MB rss_MB rss_1s rss_15s used_15s_MB frag ping_max
+  way_down redis $PORT_BASE redis-server --port $PORT_BASE --save '' --appendonly no
   # shellcheck disable=SC2086
-  run tessera $((PORT_BASE + 1)) "$size" "$BIN" --port $((PORT_BASE + 1)) --save '' ${TESSERA_ARGS:-}
-done
+  way_down tessera $((PORT_BASE + 1)) "$BIN" --port $((PORT_BASE + 1)) --save '' ${TESSERA_ARGS:-}
+  if [ -n "${TESSERA_BASE_BIN:-}" ]; then
+    # shellcheck disable=SC2086
+    way_down base $((PORT_BASE + 2)) "$TESSERA_BASE_BIN" --port $((PORT_BASE + 2)) --save '' ${TESSERA_ARGS:-}
+  fi
+fi

@@ -146,6 +146,13 @@ pub struct Conn {
     /// The worker's activity window in which this connection last read
     /// (see `worker::Nap`).
     pub read_window: u32,
+    /// Most unconsumed request bytes held since the cron last looked
+    /// (Redis's `querybuf_peak`, see `worker::memory`).
+    pub qbuf_peak: usize,
+    /// Most reply bytes `out` held at once since `out_peak_since_ms`
+    /// (Redis's `buf_peak`, CLIENT LIST `rbp`).
+    pub out_peak: usize,
+    pub out_peak_since_ms: u64,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -224,6 +231,9 @@ impl Conn {
             direct: false,
             direct_listed: false,
             read_window: u32::MAX,
+            qbuf_peak: 0,
+            out_peak: 0,
+            out_peak_since_ms: 0,
         }
     }
 
@@ -235,9 +245,55 @@ impl Conn {
     pub fn rbuf_end(&self) -> usize {
         self.rend
     }
+    /// Sets the end of the request bytes, noting the query buffer peak
+    /// (one compare per read).
     #[inline]
     pub fn set_rbuf_end(&mut self, end: usize) {
         self.rend = end;
+        self.qbuf_peak = self.qbuf_peak.max(end.saturating_sub(self.rpos));
+    }
+
+    /// Moves the unconsumed request bytes to the front of the read buffer
+    /// and makes the buffer `size` bytes (at least those bytes; 0 frees
+    /// it). Only between requests: nothing keeps offsets into it then.
+    pub fn resize_rbuf(&mut self, size: usize) {
+        let (s, e) = (self.rpos, self.rend);
+        let size = size.max(e - s);
+        if s > 0 {
+            self.rbuf.copy_within(s..e, 0);
+        }
+        self.rpos = 0;
+        self.rend = e - s;
+        if size == 0 {
+            self.rbuf = Vec::new();
+        } else {
+            self.rbuf.truncate(size);
+            self.rbuf.shrink_to(size);
+        }
+    }
+
+    /// Gives the reply buffer `size` bytes of capacity, or what its unsent
+    /// bytes need if more.
+    pub fn resize_out(&mut self, size: usize) {
+        let buf = self.out.buf_mut();
+        if size == 0 && buf.is_empty() {
+            *buf = Vec::new();
+        } else {
+            buf.shrink_to(size);
+        }
+    }
+
+    /// Frees the queue of out-of-order replies and its byte buffer when
+    /// nothing is queued.
+    pub fn free_idle_queues(&mut self) {
+        if self.pending.is_empty() {
+            if self.staging.capacity() > 0 {
+                self.staging = Vec::new();
+            }
+            if self.pending.capacity() > 0 {
+                self.pending = VecDeque::new();
+            }
+        }
     }
 
     /// Takes a reply slot for a command that completes later.
@@ -514,7 +570,10 @@ impl Conn {
         self.rbuf.capacity() + self.args.capacity() * std::mem::size_of::<Range<usize>>()
     }
 
-    /// CLIENT LIST's I/O fields, in Redis's terms. `obl`: unwritten bytes
+    /// CLIENT LIST's I/O fields, in Redis's terms. `qbuf`: unconsumed
+    /// request bytes; `qbuf-free`: the rest of the read buffer; `rbs` and
+    /// `rbp`: the reply buffer's capacity and recent peak (see
+    /// `worker::memory`); `obl`: unwritten bytes
     /// of the reply buffer up to [`REPLY_CHUNK`] (Redis's fixed buffer);
     /// `oll`: replies done but queued behind one still running elsewhere (a
     /// command in flight is not a reply yet: the caller of CLIENT LIST
@@ -523,7 +582,11 @@ impl Conn {
     pub fn io(&self) -> ClientIo {
         ClientIo {
             qbuf: self.qbuf_len(),
-            qbuf_free: self.rbuf.len() - self.rend,
+            // Consumed bytes are room too (the next read moves the rest
+            // to the front), as Redis's `sdsavail` after `sdsrange`.
+            qbuf_free: self.rbuf.len() - self.qbuf_len(),
+            rbs: self.out.capacity(),
+            rbp: self.out_peak,
             obl: self.unwritten().min(REPLY_CHUNK),
             oll: self.pending.iter().filter(|s| s.ready.is_some()).count(),
             omem: self.obuf_counted(),
@@ -575,6 +638,7 @@ impl Conn {
             }
         }
         if self.written == self.out.len() {
+            self.out_peak = self.out_peak.max(self.out.len());
             self.written = 0;
             self.out.clear();
             // Do not keep a huge reply buffer around after a big reply.

@@ -39,6 +39,7 @@ use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, HOLD_LOCAL, READ_CHUNK
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
+mod memory;
 mod pubsub;
 mod tracking;
 
@@ -2173,19 +2174,16 @@ impl Worker {
         // still owes (tables split and merge as they go, see ds::dict, so
         // this rarely finds any).
         self.core.shard.rehash_cron(1000);
-        // Redis's clientsCronResizeQueryBuffer: an idle connection does not
-        // keep the buffer one large request grew.
+        // Freed memory back to the system, and idle connections' buffers
+        // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
+        memory::reclaim_cron(now_ms, self.core.server.nshards);
         let now_s = now_ms / 1000;
         self.conns.peaks.sample(now_s, 0, 0);
         let mut over = Vec::new();
         for (slot, c) in self.conns.slots.iter_mut().enumerate() {
             let Some(c) = c.as_mut() else { continue };
-            if c.qbuf_len() == 0 && c.rbuf.len() > 4 * READ_CHUNK {
-                c.rbuf = Vec::new();
-                c.rpos = 0;
-                c.set_rbuf_end(0);
-            }
+            memory::resize_buffers(c, now_ms);
             let out = c.obuf_bytes();
             self.conns
                 .peaks

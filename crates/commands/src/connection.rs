@@ -16,7 +16,7 @@
 
 use resp::{Args, Reply};
 
-use crate::coord::{fan_out, ClientIo, Coordinator};
+use crate::coord::{fan_out, ClientIo, Coordinator, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ReplyMode};
 use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
@@ -110,7 +110,7 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         2,
         CLIENT_FLAGS,
         NO_KEYS,
-        Exec::Conn(client_info),
+        Exec::Coord(client_info),
         CLIENT_ACL,
     ),
     CommandSpec::new(
@@ -586,8 +586,8 @@ pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: 
         io.qbuf,
         io.qbuf_free,
         argv_mem,
-        st.reply_buf_size,
-        st.reply_buf_peak,
+        io.rbs,
+        io.rbp,
         io.obl,
         io.oll,
         io.omem,
@@ -601,16 +601,32 @@ pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: 
 }
 
 /// CLIENT INFO: this connection's CLIENT LIST line (verbatim in RESP3).
-fn client_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let mut s = info_line(
-        c.client,
-        &ClientIo::default(),
-        engine::now_ms(),
-        args.bytes(),
-    );
-    s.push('\n');
-    c.out.verbatim("txt", s.as_bytes());
-    Ok(())
+/// Its buffer figures belong to the runtime, so a job on the home thread
+/// reads them (the line of a connection unknown there, as in-process
+/// tests, shows zeros).
+fn client_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let me = c.client.id;
+    let argv_mem = args.bytes();
+    let mut plan = Plan::default();
+    plan.run(c.home, move |env| {
+        let mut mine = None;
+        env.clients.for_each(&mut |st, io| {
+            if st.id == me {
+                mine = Some(io.clone());
+            }
+        });
+        mine
+    });
+    Ok(OneStep::boxed(
+        plan,
+        move |mut io: Vec<Option<ClientIo>>, out: &mut Reply, client: &mut ClientState| {
+            let io = io.pop().flatten().unwrap_or_default();
+            let mut s = info_line(client, &io, engine::now_ms(), argv_mem);
+            s.push('\n');
+            out.verbatim("txt", s.as_bytes());
+            Ok(())
+        },
+    ))
 }
 
 /// What every thread reports for CLIENT LIST: the lines of its other

@@ -33,11 +33,15 @@ pub type JobOut = Box<dyn Any + Send>;
 /// Work for one shard.
 pub type JobFn = Box<dyn FnOnce(&mut ShardEnv<'_>) -> JobOut + Send>;
 
-/// I/O figures of one connection, for CLIENT LIST.
+/// I/O figures of one connection, for CLIENT LIST and INFO (Redis's
+/// names; the runtime says what each measures).
 #[derive(Clone, Debug, Default)]
 pub struct ClientIo {
     pub qbuf: usize,
     pub qbuf_free: usize,
+    /// Reply buffer size and its recent peak (`rbs`, `rbp`).
+    pub rbs: usize,
+    pub rbp: usize,
     pub obl: usize,
     pub oll: usize,
     pub omem: usize,

@@ -171,10 +171,6 @@ pub struct ClientState {
     pub watch: Option<WatchState>,
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
     pub blocked: bool,
-    /// Reply buffer size and its recent peak in bytes (CLIENT LIST `rbs`,
-    /// `rbp`). Kept by the runtime.
-    pub reply_buf_size: usize,
-    pub reply_buf_peak: usize,
     /// Sent SHUTDOWN and waits for its outcome: the connection executes
     /// nothing more; it closes when the server exits, or gets Redis's
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed

@@ -14,7 +14,9 @@
 //! counterpart of jemalloc's text Redis prints.
 //!
 //! Also here: [`configure_shard`], which the event loop calls after every
-//! configuration change to hand `maxmemory` and its policy to a shard.
+//! configuration change to hand `maxmemory` and its policy to a shard, and
+//! [`reclaim`], which gives freed memory back to the system (MEMORY PURGE,
+//! and automatically from the workers' crons).
 
 use std::sync::Arc;
 
@@ -30,6 +32,8 @@ use crate::error::CmdError;
 use crate::table::{flags::*, keys, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
 
+pub mod reclaim;
+
 const SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "usage",
@@ -39,7 +43,7 @@ const SUBCOMMANDS: &[CommandSpec] = &[
         Exec::Shard(usage, None),
         &["read", "slow"],
     ),
-    CommandSpec::new("purge", 2, 0, NO_KEYS, Exec::Coord(purge), &["slow"]),
+    CommandSpec::new("purge", 2, 0, NO_KEYS, Exec::Conn(purge), &["slow"]),
     CommandSpec::new("stats", 2, 0, NO_KEYS, Exec::Coord(stats), &["slow"]),
     CommandSpec::new("doctor", 2, 0, NO_KEYS, Exec::Coord(doctor), &["slow"]),
     CommandSpec::new(
@@ -89,23 +93,13 @@ fn usage(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// MEMORY PURGE: gives free memory back to the system on every thread
-/// (glibc's `malloc_trim`).
-fn purge(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    Ok(fan_out(
-        c.nshards(),
-        |_env| {
-            // SAFETY: malloc_trim only walks the allocator's own free
-            // lists; it has no preconditions.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-        },
-        |_: Vec<()>, out: &mut resp::Reply, _: &mut ClientState| {
-            out.ok();
-            Ok(())
-        },
-    ))
+/// MEMORY PURGE: gives every free page of every arena back to the system
+/// now (one `malloc_trim` covers all threads' arenas), as Redis's purges
+/// jemalloc's dirty pages synchronously. `+OK` whatever it returned.
+fn purge(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    reclaim::trim(c.nshards());
+    c.out.ok();
+    Ok(())
 }
 
 /// The engine's policy for a configured one (same order).
@@ -152,7 +146,19 @@ pub fn configure_shard(shard: &mut Shard, server: &Arc<ServerShared>) {
 }
 
 /// Memory figures of the whole process (INFO memory, MEMORY STATS and
-/// DOCTOR).
+/// DOCTOR), in jemalloc's terms as Redis reports them:
+///
+/// * `allocator_allocated`: bytes glibc has handed out and not got back
+///   (`mallinfo2`: in-use chunks plus `mmap`ped ones);
+/// * `allocator_resident`: resident anonymous memory ([`reclaim::resident`]),
+///   the pages the allocator holds, live or free (plus thread stacks);
+/// * `allocator_active`: the pages holding live data: allocated plus what
+///   the last trim could not return ([`reclaim::floor`]), at most resident.
+///
+/// So `allocator_rss_*` is the free memory held that a trim (MEMORY PURGE,
+/// or the automatic one) would give back, `allocator_frag_*` the part it
+/// cannot (free bytes sharing pages with live ones), and `rss_overhead_*`
+/// the process's own non-heap pages (code, libraries).
 pub(crate) struct MemFigures {
     /// The allocator count (`used_memory`); RSS when the counting
     /// allocator is not installed (in-process tests).
@@ -160,7 +166,6 @@ pub(crate) struct MemFigures {
     pub peak: u64,
     pub startup: u64,
     pub rss: u64,
-    /// glibc's in-use bytes and heap bytes (`mallinfo2`).
     pub allocator_allocated: u64,
     pub allocator_active: u64,
     pub allocator_resident: u64,
@@ -168,7 +173,7 @@ pub(crate) struct MemFigures {
 
 impl MemFigures {
     pub fn read(server: &ServerShared) -> Self {
-        let rss = rss_bytes();
+        let (rss, anon) = reclaim::resident();
         let used = if engine::alloc::installed() {
             engine::alloc::used_total(server.nshards)
         } else {
@@ -177,7 +182,10 @@ impl MemFigures {
         // SAFETY: mallinfo2 only reads the allocator's own statistics.
         let mi = unsafe { libc::mallinfo2() };
         let allocated = (mi.uordblks + mi.hblkhd) as u64;
-        let active = (mi.arena + mi.hblkhd) as u64;
+        let active = allocated
+            .saturating_add(reclaim::floor())
+            .min(anon)
+            .max(allocated);
         MemFigures {
             used,
             peak: engine::alloc::update_peak(used),
@@ -187,8 +195,8 @@ impl MemFigures {
                 .min(used),
             rss,
             allocator_allocated: allocated,
-            allocator_active: active.max(allocated),
-            allocator_resident: rss,
+            allocator_active: active,
+            allocator_resident: anon,
         }
     }
     pub fn ratio(a: u64, b: u64) -> f64 {
@@ -216,17 +224,14 @@ impl MemFigures {
     pub fn alloc_rss_bytes(&self) -> i64 {
         self.allocator_resident as i64 - self.allocator_active as i64
     }
-}
-
-/// Resident set size in bytes (`/proc/self/statm`, field 2, in pages).
-pub(crate) fn rss_bytes() -> u64 {
-    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+    /// Redis's `rss_extra`: the process's resident pages beyond the
+    /// allocator's.
+    pub fn rss_overhead(&self) -> f64 {
+        Self::ratio(self.rss, self.allocator_resident)
+    }
+    pub fn rss_overhead_bytes(&self) -> i64 {
+        self.rss as i64 - self.allocator_resident as i64
+    }
 }
 
 /// Per-shard figures MEMORY STATS and DOCTOR sum.
@@ -236,13 +241,19 @@ struct ShardMem {
     dbs: Vec<(usize, usize, usize)>,
     /// Heap bytes of the thread's client connections (`clients.normal`).
     clients: u64,
+    /// How many connections the thread has.
+    nclients: u64,
 }
 
 fn shard_mem(shard: &Shard, clients: &dyn crate::coord::ClientRegistry) -> ShardMem {
-    let mut sum = 0u64;
-    clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
+    let (mut sum, mut n) = (0u64, 0u64);
+    clients.for_each(&mut |_, io| {
+        sum += io.tot_mem as u64;
+        n += 1;
+    });
     ShardMem {
         clients: sum,
+        nclients: n,
         dbs: shard
             .dbs
             .iter()
@@ -263,6 +274,7 @@ struct Overhead {
     keys: u64,
     dataset: u64,
     clients: u64,
+    nclients: u64,
 }
 
 fn overhead(fig: MemFigures, parts: &[ShardMem]) -> Overhead {
@@ -289,6 +301,7 @@ fn overhead(fig: MemFigures, parts: &[ShardMem]) -> Overhead {
     let overhead = (fig.startup + tables + clients).min(fig.used);
     Overhead {
         clients,
+        nclients: parts.iter().map(|p| p.nclients).sum(),
         dataset: fig.used - overhead,
         fig,
         dbs,
@@ -356,10 +369,9 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             out.bulk(b"allocator-rss.ratio");
             out.double(ratio(f.alloc_rss()));
             int(out, "allocator-rss.bytes", f.alloc_rss_bytes());
-            // The allocator's resident figure is the process RSS here.
             out.bulk(b"rss-overhead.ratio");
-            out.double(1.0);
-            int(out, "rss-overhead.bytes", 0);
+            out.double(ratio(f.rss_overhead()));
+            int(out, "rss-overhead.bytes", f.rss_overhead_bytes());
             out.bulk(b"fragmentation");
             out.double(ratio(f.frag()));
             int(out, "fragmentation.bytes", f.frag_bytes());
@@ -372,8 +384,9 @@ const DOCTOR_EMPTY: &str = "Hi Sam, this instance is empty or is using very litt
 const DOCTOR_OK: &str = "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n";
 
 /// MEMORY DOCTOR: Redis's report and texts, for the conditions we can
-/// measure (peak, RSS and allocator fragmentation). No replicas, scripts
-/// or per-client buffer figures exist here, so those findings never show.
+/// measure (peak, RSS, allocator fragmentation and RSS overhead, client
+/// buffers). No replicas exist here, and the script cache is not
+/// counted, so those findings never show.
 fn doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let server = c.server.clone();
     Ok(fan_out(
@@ -381,14 +394,15 @@ fn doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, 
         |env| shard_mem(env.shard, env.clients),
         move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
             let o = overhead(MemFigures::read(&server), &parts);
-            out.verbatim("txt", doctor_report(&o.fig).as_bytes());
+            out.verbatim("txt", doctor_report(&o).as_bytes());
             Ok(())
         },
     ))
 }
 
-fn doctor_report(f: &MemFigures) -> String {
+fn doctor_report(o: &Overhead) -> String {
     const TEN_MB: i64 = 10 << 20;
+    let f = &o.fig;
     if f.used < 5 << 20 {
         return DOCTOR_EMPTY.to_string();
     }
@@ -396,7 +410,16 @@ fn doctor_report(f: &MemFigures) -> String {
     let high_frag = f.frag() > 1.4 && f.frag_bytes() > TEN_MB;
     let high_alloc_frag = f.alloc_frag() > 1.1 && f.alloc_frag_bytes() > TEN_MB;
     let high_alloc_rss = f.alloc_rss() > 1.1 && f.alloc_rss_bytes() > TEN_MB;
-    if !(big_peak || high_frag || high_alloc_frag || high_alloc_rss) {
+    let high_proc_rss = f.rss_overhead() > 1.1 && f.rss_overhead_bytes() > TEN_MB;
+    // Redis divides by the number of clients unguarded; the caller is one.
+    let big_client_buf = o.clients / o.nclients.max(1) > 200 << 10;
+    if !(big_peak
+        || high_frag
+        || high_alloc_frag
+        || high_alloc_rss
+        || high_proc_rss
+        || big_client_buf)
+    {
         return DOCTOR_OK.to_string();
     }
     let mut s =
@@ -412,6 +435,12 @@ fn doctor_report(f: &MemFigures) -> String {
     }
     if high_alloc_rss {
         s.push_str(" * High allocator RSS overhead: This instance has an RSS memory overhead is greater than 1.1 (this means that the Resident Set Size of the allocator is much larger than the sum what the allocator actually holds). This problem is usually due to a large peak memory (check if there is a peak memory entry above in the report), you can try the MEMORY PURGE command to reclaim it.\n\n");
+    }
+    if high_proc_rss {
+        s.push_str(" * High process RSS overhead: This instance has non-allocator RSS memory overhead is greater than 1.1 (this means that the Resident Set Size of the Redis process is much larger than the RSS the allocator holds). This problem may be due to Lua scripts or Modules.\n\n");
+    }
+    if big_client_buf {
+        s.push_str(" * Big client buffers: The clients output buffers in this instance are greater than 200K per client (on average). This may result from different causes, like Pub/Sub clients subscribed to channels bot not receiving data fast enough, so that data piles on the Redis instance output buffer, or clients sending commands with large replies or very large sequences of commands in the same pipeline. Please use the CLIENT LIST command in order to investigate the issue if it causes problems in your instance, or to understand better why certain clients are using a big amount of memory.\n\n");
     }
     s.push_str("I'm here to keep you safe, Sam. I want to help you.\n");
     s
@@ -459,7 +488,72 @@ fn help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 
 #[cfg(test)]
 mod tests {
+    use super::{doctor_report, MemFigures, Overhead, DOCTOR_OK};
     use crate::testutil::TestServer;
+
+    fn figures(used: u64, rss: u64, allocated: u64, active: u64, resident: u64) -> MemFigures {
+        MemFigures {
+            used,
+            peak: used,
+            startup: 0,
+            rss,
+            allocator_allocated: allocated,
+            allocator_active: active,
+            allocator_resident: resident,
+        }
+    }
+
+    fn report(fig: MemFigures, clients: u64, nclients: u64) -> String {
+        doctor_report(&Overhead {
+            fig,
+            dbs: Vec::new(),
+            overhead: 0,
+            keys: 0,
+            dataset: 0,
+            clients,
+            nclients,
+        })
+    }
+
+    #[test]
+    fn doctor_tells_held_memory_from_fragmentation_and_the_process_own() {
+        let mb = 1 << 20;
+        assert_eq!(
+            report(
+                figures(100 * mb, 105 * mb, 100 * mb, 101 * mb, 102 * mb),
+                0,
+                1
+            ),
+            DOCTOR_OK
+        );
+        // Freed pages still resident: MEMORY PURGE is the advice.
+        let r = report(
+            figures(100 * mb, 300 * mb, 100 * mb, 101 * mb, 298 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High allocator RSS overhead"), "{r}");
+        assert!(!r.contains("High allocator fragmentation"), "{r}");
+        // What a trim cannot return is fragmentation.
+        let r = report(
+            figures(100 * mb, 300 * mb, 100 * mb, 297 * mb, 298 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High allocator fragmentation"), "{r}");
+        assert!(!r.contains("High allocator RSS overhead"), "{r}");
+        // Resident pages outside the allocator.
+        let r = report(
+            figures(100 * mb, 130 * mb, 100 * mb, 101 * mb, 102 * mb),
+            0,
+            1,
+        );
+        assert!(r.contains("High process RSS overhead"), "{r}");
+        // Clients above 200 KB each on average.
+        let fig = || figures(100 * mb, 105 * mb, 100 * mb, 101 * mb, 102 * mb);
+        assert!(report(fig(), 10 * mb, 10).contains("Big client buffers"));
+        assert_eq!(report(fig(), 10 * mb, 100), DOCTOR_OK);
+    }
 
     fn usage(t: &mut TestServer, key: &str) -> i64 {
         t.run(&["MEMORY", "USAGE", key])[1..]

@@ -9,8 +9,8 @@
 //!
 //! Memory figures come from `memory::MemFigures`: `used_memory` is the
 //! counting allocator's total (`engine::alloc`), `used_memory_rss` the
-//! resident set size, `allocator_*` glibc's `mallinfo2`. CPU figures come
-//! from `getrusage`.
+//! resident set size, `allocator_*` glibc's `mallinfo2` and the resident
+//! anonymous memory (see `MemFigures`). CPU figures come from `getrusage`.
 //!
 //! Control path: allocation and locks (the config lock) are fine here.
 
@@ -717,9 +717,8 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "allocator_frag_bytes", f.alloc_frag_bytes());
             kv(o, "allocator_rss_ratio", r2(f.alloc_rss()));
             kv(o, "allocator_rss_bytes", f.alloc_rss_bytes());
-            // The allocator's resident figure is the process RSS.
-            kv(o, "rss_overhead_ratio", "1.00");
-            kv(o, "rss_overhead_bytes", 0);
+            kv(o, "rss_overhead_ratio", r2(f.rss_overhead()));
+            kv(o, "rss_overhead_bytes", f.rss_overhead_bytes());
             kv(o, "mem_fragmentation_ratio", r2(f.frag()));
             kv(o, "mem_fragmentation_bytes", f.frag_bytes());
             zeros(
