@@ -25,6 +25,7 @@ pub mod list;
 pub mod memory;
 pub mod multi;
 pub mod multikey;
+pub mod ops;
 pub mod persist;
 pub mod propagate;
 pub mod pubsub;

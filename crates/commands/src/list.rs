@@ -980,6 +980,8 @@ mod tests {
             may_block: true,
             in_tx: false,
             nshards: 1,
+            client: 1,
+            ops: crate::ops::Ops::leak(&config::Config::default()),
             block: None,
             ready: None,
         };

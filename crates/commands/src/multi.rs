@@ -436,6 +436,8 @@ impl Coordinator for ExecCoord {
                                     may_block: false,
                                     in_tx: true,
                                     nshards,
+                                    client: client.id,
+                                    ops: self.server.ops,
                                 },
                                 resp3: client.resp3,
                             };

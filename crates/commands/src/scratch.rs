@@ -93,6 +93,8 @@ pub struct Scratch {
     no_touch: bool,
     databases: usize,
     max_bulk_len: u64,
+    client: u64,
+    ops: &'static crate::ops::Ops,
     /// Distinct keys by shard, ascending shard order, as gathered.
     groups: Vec<(usize, Vec<Vec<u8>>)>,
     phase: Phase,
@@ -172,6 +174,8 @@ pub fn coordinator(
         args: args.to_owned(),
         db,
         no_touch: ctx.client.no_touch,
+        client: ctx.client.id,
+        ops: ctx.server.ops,
         databases,
         max_bulk_len,
         groups,
@@ -243,6 +247,8 @@ impl Scratch {
             may_block: self.may_block,
             in_tx: true,
             nshards: self.nshards,
+            client: self.client,
+            ops: self.ops,
             block: None,
             ready: None,
         };
@@ -328,6 +334,8 @@ impl Coordinator for Scratch {
                 may_block: true,
                 in_tx: false,
                 nshards: self.nshards,
+                client: self.client,
+                ops: self.ops,
             },
         })
     }

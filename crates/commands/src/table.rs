@@ -275,6 +275,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::geo::COMMANDS,
     crate::stream::COMMANDS,
     crate::script::COMMANDS,
+    crate::ops::COMMANDS,
 ];
 
 pub fn registry() -> &'static Registry {

@@ -77,7 +77,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval",
         -3,
-        EVAL_FLAGS,
+        EVAL_FLAGS | MAY_REPLICATE,
         NO_KEYS,
         Exec::Shard(eval, None),
         ACL,
@@ -86,7 +86,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha",
         -3,
-        EVAL_FLAGS,
+        EVAL_FLAGS | MAY_REPLICATE,
         NO_KEYS,
         Exec::Shard(evalsha, None),
         ACL,
