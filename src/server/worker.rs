@@ -867,7 +867,8 @@ impl Worker {
         self.publish_events();
         self.invalidate_touched();
         self.deliver_pubsub();
-        self.nap.cmds = self.core.stats.total_commands - cmds_before;
+        // CONFIG RESETSTAT may have zeroed the count meanwhile.
+        self.nap.cmds = self.core.stats.total_commands.saturating_sub(cmds_before);
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
