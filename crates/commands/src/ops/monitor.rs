@@ -130,6 +130,17 @@ fn who(c: &crate::ctx::ClientState) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The database a line shows: the one selected after the command (Redis
+/// feeds the monitors after the call), so SELECT and RESET show the
+/// database they select.
+fn db_after(name: &str, args: Args<'_>, db: usize, databases: usize) -> usize {
+    match name {
+        "select" => crate::util::parse_db_index(args.get(1), databases).unwrap_or(db),
+        "reset" => 0,
+        _ => db,
+    }
+}
+
 /// Dispatch accepted command `r` from this connection: feeds its line
 /// (for EXEC, its queued commands' lines first). Called only while
 /// someone monitors.
@@ -138,7 +149,8 @@ pub fn dispatched(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) {
     let reg = registry();
     let name = reg.full_name(r.id);
     let ops = ctx.server.ops;
-    let db = ctx.client.db;
+    let databases = ctx.server.databases();
+    let mut db = ctx.client.db;
     let me = who(ctx.client);
     if name == "exec" {
         if let Some(m) = &ctx.client.multi {
@@ -147,8 +159,10 @@ pub fn dispatched(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) {
                 for q in &m.queued {
                     let owned = resp::OwnedArgs::from_slices(q);
                     if let Ok(qr) = reg.resolve(owned.args()) {
+                        let qname = reg.full_name(qr.id);
+                        db = db_after(qname, owned.args(), db, databases);
                         if shown(qr) || qr.spec.has(SCRIPT) {
-                            let l = line(db, &me, reg.full_name(qr.id), owned.args());
+                            let l = line(db, &me, qname, owned.args());
                             ops.monitors.send(&ctx.server.pubsub, l);
                         }
                     }
@@ -159,6 +173,7 @@ pub fn dispatched(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) {
     // Scripts are shown before they run, their commands after them
     // (Redis's evalCommand feeds the monitors itself).
     if shown(r) || r.spec.has(SCRIPT) {
+        let db = db_after(name, args, db, databases);
         ops.monitors
             .send(&ctx.server.pubsub, line(db, &me, name, args));
     }
