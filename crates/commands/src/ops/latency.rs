@@ -293,13 +293,14 @@ pub(crate) fn latency_doctor(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(),
             .filter(|s| s.time_s != 0)
             .collect();
         let count = live.len() as u64;
-        let (mut avg, mut mad, mut period) = (0u64, 0u64, 0u64);
-        if count > 0 {
-            avg = live.iter().map(|s| s.latency_ms).sum::<u64>() / count;
-            let oldest = live.iter().map(|s| s.time_s).min().unwrap_or(now);
-            period = now.saturating_sub(oldest).max(1);
-            mad = live.iter().map(|s| avg.abs_diff(s.latency_ms)).sum::<u64>() / count;
-        }
+        let sum: u64 = live.iter().map(|s| s.latency_ms).sum();
+        let avg = sum.checked_div(count).unwrap_or(0);
+        let period = match live.iter().map(|s| s.time_s).min() {
+            Some(oldest) => now.saturating_sub(oldest).max(1),
+            None => 0,
+        };
+        let deviations: u64 = live.iter().map(|s| avg.abs_diff(s.latency_ms)).sum();
+        let mad = deviations.checked_div(count).unwrap_or(0);
         let _ = write!(
             r,
             "{}. {name}: {count} latency spikes (average {avg}ms, mean deviation {mad}ms, \
