@@ -21,6 +21,7 @@ pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;
+pub mod keyspecs;
 pub mod list;
 pub mod memory;
 pub mod multi;
