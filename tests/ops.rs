@@ -318,3 +318,87 @@ fn slowlog_names_clients_of_every_thread() {
     let gone = format!("127.0.0.1:{gone_port}\r\n$2\r\nc0\r\n");
     assert_eq!(text.matches(&gone).count(), 5, "{text}");
 }
+
+fn bin() -> String {
+    std::env::var("TESSERA_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tessera").into())
+}
+
+/// Starts the binary on `conf` (a config file, first as for
+/// redis-server) and waits for it to exit or listen on `port`.
+fn spawn_with_conf(conf: &std::path::Path, port: u16) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args([
+            conf.to_str().expect("path"),
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+        ])
+        .current_dir(conf.parent().expect("dir"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+#[test]
+fn rename_command_in_the_config_file() {
+    let dir = common::unique_temp_dir("rename");
+    let conf = dir.join("r.conf");
+    std::fs::write(
+        &conf,
+        "rename-command SET myset\nrename-command flushall \"\"\nrename-command config cfg\n",
+    )
+    .expect("write");
+    let port = common::free_port();
+    let mut child = spawn_with_conf(&conf, port);
+    let mut c = None;
+    for _ in 0..500 {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            c = Some(RawConn::connect(&format!("127.0.0.1:{port}")));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = c.expect("server did not start");
+    assert_eq!(
+        c.cmd_str(&["SET", "k", "v"]),
+        b"-ERR unknown command 'SET', with args beginning with: 'k' 'v' \r\n"
+    );
+    assert_eq!(c.cmd_str(&["MYSET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert_eq!(c.cmd_str(&["FLUSHALL"]).first(), Some(&b'-'));
+    assert_eq!(c.cmd_str(&["CFG", "GET", "port"]).first(), Some(&b'*'));
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A command that does not exist, or a name taken: Redis's errors.
+    for (text, why) in [
+        (
+            "port 1\nrename-command nosuch x\n",
+            "No such command in rename-command",
+        ),
+        (
+            "rename-command get set\n",
+            "Target command name already exists",
+        ),
+    ] {
+        std::fs::write(&conf, text).expect("write");
+        let mut child = spawn_with_conf(&conf, common::free_port());
+        for _ in 0..500 {
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Still running after 10 s: killed, and the assertions fail.
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{err}");
+        assert!(err.contains(">>> 'rename-command"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
