@@ -1572,7 +1572,9 @@ pub fn help_text() -> String {
         };
         let star = if d.runtime == Mutable { "*" } else { " " };
         let alias = d.alias.map(|a| format!(" (alias {a})")).unwrap_or_default();
-        s.push_str(&format!("     {star} {:<29}{value}{alias}\n", d.name));
+        // A name of 29 characters or more still gets a space before its value.
+        let gap = if d.name.len() >= 29 { " " } else { "" };
+        s.push_str(&format!("     {star} {:<29}{gap}{value}{alias}\n", d.name));
     }
     s
 }
@@ -2072,6 +2074,26 @@ mod tests {
             "1048576",
         ),
         (
+            "slowlog-log-slower-than",
+            "-1",
+            "slowlog-log-slower-than",
+            "-1",
+        ),
+        ("slowlog-max-len", "5", "slowlog-max-len", "5"),
+        (
+            "latency-monitor-threshold",
+            "100",
+            "latency-monitor-threshold",
+            "100",
+        ),
+        ("latency-tracking", "no", "latency-tracking", "no"),
+        (
+            "latency-tracking-info-percentiles",
+            "50.0 99.990",
+            "latency-tracking-info-percentiles",
+            "50 99.99",
+        ),
+        (
             "client-output-buffer-limit",
             "replica 1mb 2k 3 NORMAL 4 5 6",
             "client-output-buffer-limit",
@@ -2137,6 +2159,13 @@ mod tests {
             "aof-use-rdb-preamble" => assert!(!c.aof_use_rdb_preamble),
             "auto-aof-rewrite-percentage" => assert_eq!(c.auto_aof_rewrite_percentage, 50),
             "auto-aof-rewrite-min-size" => assert_eq!(c.auto_aof_rewrite_min_size, 1 << 20),
+            "slowlog-log-slower-than" => assert_eq!(c.slowlog_log_slower_than, -1),
+            "slowlog-max-len" => assert_eq!(c.slowlog_max_len, 5),
+            "latency-monitor-threshold" => assert_eq!(c.latency_monitor_threshold, 100),
+            "latency-tracking" => assert!(!c.latency_tracking),
+            "latency-tracking-info-percentiles" => {
+                assert_eq!(c.latency_tracking_info_percentiles, [50.0, 99.99])
+            }
             "client-output-buffer-limit" => assert_eq!(
                 c.client_output_buffer_limit[ObufClass::Normal as usize],
                 ObufLimit {
@@ -2870,6 +2899,7 @@ mod tests {
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
+                "slowlog-max-len",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);
@@ -3298,5 +3328,29 @@ mod tests {
             get_one(&f, name),
             "normal 7 8 9 slave 268435456 67108864 60 pubsub 1048576 1048576 0"
         );
+    }
+}
+
+#[cfg(test)]
+mod rename_tests {
+    use super::*;
+
+    #[test]
+    fn rename_command_lines_are_kept_in_order() {
+        let mut c = Config::default();
+        parse_config_text(
+            "port 1\nrename-command SET myset\nrename-command DEBUG \"\"\n",
+            &mut c,
+        )
+        .unwrap();
+        assert_eq!(c.rename_commands.len(), 2);
+        assert_eq!(c.rename_commands[0].from, b"SET");
+        assert_eq!(c.rename_commands[0].to, b"myset");
+        assert_eq!(c.rename_commands[0].line_no, 2);
+        assert_eq!(c.rename_commands[1].to, b"");
+        let e = parse_config_text("rename-command SET\n", &mut c).unwrap_err();
+        assert_eq!(e.reason(), "Bad directive or wrong number of arguments");
+        // Not a directive: CONFIG GET does not know it.
+        assert!(config_get(&c, &[b"rename-command".as_slice()]).is_empty());
     }
 }
