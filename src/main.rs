@@ -89,6 +89,14 @@ fn main() {
         eprintln!("Can't open the log file: {e}");
         std::process::exit(1);
     }
+    if let Err((n, line, why)) = commands::table::apply_renames(&cfg.rename_commands) {
+        eprintln!(
+            "\n*** FATAL CONFIG FILE ERROR (Tessera {}) ***\nReading the configuration file, at line \
+             {n}\n>>> '{line}'\n{why}",
+            config::VERSION
+        );
+        std::process::exit(1);
+    }
     if let Err(e) = server::run(cfg) {
         log::warning(format_args!("{e}"));
         eprintln!("{e}");

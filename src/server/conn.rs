@@ -54,6 +54,9 @@ pub struct ActiveCoord {
     /// Durability target of the AOF records its jobs made outside a
     /// transaction (see `aof`).
     pub aof_hold: u64,
+    /// The arguments, kept while the slowlog is on (the coordinator may
+    /// turn out slow; see `commands::ops::slowlog`).
+    pub slow_args: Option<resp::OwnedArgs>,
 }
 
 pub enum Stream {

@@ -40,6 +40,7 @@ use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
 mod memory;
+mod pause;
 mod pubsub;
 mod tracking;
 
@@ -140,6 +141,11 @@ struct Core {
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,
+    /// This thread's connections whose next request CLIENT PAUSE holds:
+    /// `(slot, gen)`, and the pause generation they were held under (see
+    /// `pause`).
+    pause_held: Vec<(usize, u32)>,
+    pause_gen: u64,
     /// Commands blocked on this shard's keys (see `blocking`).
     waiters: Waiters,
     /// This thread's connections blocked with a deadline: `(slot, gen)`.
@@ -615,6 +621,8 @@ impl Worker {
                 retrying: false,
                 retry_again: false,
                 lock_blocked: Vec::new(),
+                pause_held: Vec::new(),
+                pause_gen: 0,
                 waiters: Waiters::default(),
                 blocked_conns: Vec::new(),
                 save_link: None,
@@ -709,6 +717,9 @@ impl Worker {
             timeout = timeout.min(Duration::from_millis(1));
         }
         if let Some(w) = self.save_wait {
+            timeout = timeout.min(w);
+        }
+        if let Some(w) = self.pause_wait() {
             timeout = timeout.min(w);
         }
         if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
@@ -817,6 +828,7 @@ impl Worker {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
+        self.release_paused();
         self.core.aof_always = self
             .core
             .aof
@@ -854,7 +866,8 @@ impl Worker {
         self.publish_events();
         self.invalidate_touched();
         self.deliver_pubsub();
-        self.nap.cmds = self.core.stats.total_commands - cmds_before;
+        // CONFIG RESETSTAT may have zeroed the count meanwhile.
+        self.nap.cmds = self.core.stats.total_commands.saturating_sub(cmds_before);
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
@@ -1071,6 +1084,8 @@ impl Worker {
             }
             blocking::set_blocked(&mut c.client, false);
             commands::pubsub::unsubscribe_all(&self.core.server, &mut c.client);
+            commands::ops::monitor::stop(&self.core.server, &mut c.client);
+            self.core.server.ops.slowlog.forget_client(&c.client);
             self.core.server.tracking.disconnected(&mut c.client);
             if let Some(claim) = c.block.claim() {
                 // Whoever claims first decides: a shard that has not served
@@ -2124,7 +2139,8 @@ impl Worker {
             c.complete(seq, r.as_bytes());
             c.block = BlockPhase::None;
             blocking::set_blocked(&mut c.client, false);
-            exec::record(&mut self.core.stats, id, Instant::now(), false);
+            let ops = self.core.server.ops;
+            let _ = exec::record(&mut self.core.stats, ops, id, Instant::now(), false);
             self.conns.mark_dirty(slot);
             self.conns.resume.push(slot);
         }
@@ -2536,6 +2552,8 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     in_tx: false,
                     nshards: core.server.nshards,
                     caller: script_caller(&core.server, &mut c.client, resolved),
+                    client: c.client.id,
+                    ops: core.server.ops,
                 };
                 let prop0 = core.shard.prop.len();
                 if let Some(on) = run_shard(
@@ -2556,13 +2574,17 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             step => (step, mark),
         }
     };
-    if matches!(step, Step::Blocked) {
+    if matches!(step, Step::Blocked | Step::Paused) {
         c.client.reply_mode = mode_before;
         if mode_before == ReplyMode::Skipping {
             c.client.reply_mode = ReplyMode::Skip;
         }
         c.lock_wait = true;
-        core.lock_blocked.push((slot, c.gen));
+        if matches!(step, Step::Paused) {
+            pause::hold(core, c, slot);
+        } else {
+            core.lock_blocked.push((slot, c.gen));
+        }
         return false;
     }
     if c.client.tracking.is_some() {
@@ -2575,7 +2597,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         c.client.reply_mode = ReplyMode::On;
     }
     match step {
-        Step::Blocked => {}
+        Step::Blocked | Step::Paused => {}
         Step::Done => {
             // The arguments borrow the read buffer: copy a blocked
             // command's before the connection is touched.
@@ -2649,6 +2671,8 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 in_tx: false,
                 nshards: core.server.nshards,
                 caller: script_caller(&core.server, &mut c.client, resolved),
+                client: c.client.id,
+                ops: core.server.ops,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -2689,6 +2713,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
             // Requests already batched for other shards go first: the
             // coordinator's jobs must see their effects.
             core.send_batches();
+            let slow_args = core.server.ops.slowlog.enabled().then(|| args.to_owned());
             let seq = c.open_slot(suppress);
             c.coord = Some(ActiveCoord {
                 resolved,
@@ -2700,6 +2725,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 suppress,
                 out: Reply::new(c.client.resp3),
                 aof_hold: 0,
+                slow_args,
             });
             advance(core, c, slot);
         }
@@ -2746,7 +2772,13 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
             );
         }
         c.keep_deadline_ms = None;
-        exec::record(&mut core.stats, ac.resolved.id, ac.started, failed);
+        let ops = core.server.ops;
+        if let Some(us) = exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed) {
+            if let Some(a) = &ac.slow_args {
+                let label = commands::ops::slowlog::label_of(&c.client);
+                exec::slowlog(ops, ac.resolved, a.args(), us, c.client.id, Some(label));
+            }
+        }
         let seq = ac.seq;
         let hold = if core.aof_always { ac.aof_hold } else { 0 };
         c.complete_held(seq, if ac.suppress { &[] } else { ac.out.as_bytes() }, hold);
@@ -2932,7 +2964,11 @@ fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::Owne
             home: core.id,
             key_shards: &[],
         };
-        dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch)
+        // Dispatched before: MONITOR and CLIENT PAUSE saw it then.
+        ctx.client.reprocessing = true;
+        let step = dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch);
+        ctx.client.reprocessing = false;
+        step
     };
     match step {
         Step::Coord { resolved, coord } => {
@@ -2946,6 +2982,7 @@ fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::Owne
                 suppress: false,
                 out: Reply::new(c.client.resp3),
                 aof_hold: 0,
+                slow_args: core.server.ops.slowlog.enabled().then(|| args.clone()),
             });
             advance(core, c, slot);
         }

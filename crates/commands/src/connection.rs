@@ -209,6 +209,8 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         Exec::Conn(crate::tracking::client_trackinginfo),
         CLIENT_ACL,
     ),
+    crate::ops::CLIENT_PAUSE,
+    crate::ops::CLIENT_UNPAUSE,
     CommandSpec::new(
         "help",
         2,
@@ -393,6 +395,7 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.multi_count = None;
     cl.watch = None;
     crate::pubsub::unsubscribe_all(c.server, cl);
+    crate::ops::monitor::stop(c.server, cl);
     c.out.set_resp3(false);
     c.out.simple("RESET");
     Ok(())
@@ -525,6 +528,9 @@ fn type_of(st: &ClientState) -> ClientType {
 /// executed (the caller's own command; 0 for idle clients).
 pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: usize) -> String {
     let mut flags = String::new();
+    if st.monitor {
+        flags.push('O');
+    }
     if subscriptions(st) > 0 {
         flags.push('P');
     }

@@ -40,6 +40,9 @@ pub struct ShardCtx<'a> {
     pub in_tx: bool,
     /// Shards in the process (see `ShardCall::nshards`).
     pub nshards: usize,
+    /// See `ShardCall::client` and `ShardCall::ops`.
+    pub client: u64,
+    pub ops: &'static crate::ops::Ops,
     /// Set by a blocking command that found nothing to serve while
     /// `may_block`: it wrote no reply, and waits on these keys.
     pub block: Option<BlockOn>,
@@ -171,6 +174,12 @@ pub struct ClientState {
     pub watch: Option<WatchState>,
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
     pub blocked: bool,
+    /// Receives every command's line (MONITOR); see `ops::monitor`.
+    pub monitor: bool,
+    /// Set by the runtime while it dispatches again a command dispatched
+    /// before (a woken blocking command): MONITOR showed it and CLIENT
+    /// PAUSE let it through already.
+    pub reprocessing: bool,
     /// Sent SHUTDOWN and waits for its outcome: the connection executes
     /// nothing more; it closes when the server exits, or gets Redis's
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
@@ -274,6 +283,8 @@ pub struct ServerShared {
     /// Threads running shard event loops (INFO `shard_threads_active`):
     /// fewer than `nshards` while shards are consolidated.
     pub shard_threads_active: Arc<AtomicUsize>,
+    /// SLOWLOG, LATENCY, MONITOR and CLIENT PAUSE state (see `ops`).
+    pub ops: &'static crate::ops::Ops,
 }
 
 pub const SHUTDOWN_DEFAULT: u8 = 0;
@@ -295,8 +306,10 @@ impl ServerShared {
         );
         let acl = crate::acl::Acl::new();
         acl.set_requirepass(config.requirepass.as_deref());
+        let ops = crate::ops::Ops::leak(&config);
         ServerShared {
             acl,
+            ops,
             config: RwLock::new(config),
             config_gen: AtomicU64::new(0),
             nshards,
@@ -383,6 +396,9 @@ pub struct ThreadStats {
     pub total_error_replies: u64,
     /// Per-error-prefix counts (INFO errorstats): `ERR`, `WRONGTYPE` ...
     pub errors: Vec<(String, u64)>,
+    /// Per-command latency histograms (INFO latencystats, LATENCY
+    /// HISTOGRAM), by command id; allocated on a command's first call.
+    pub hist: Vec<Option<Box<crate::ops::hist::Hist>>>,
 }
 
 impl Default for ThreadStats {
@@ -395,11 +411,33 @@ impl Default for ThreadStats {
             unexpected_error_replies: 0,
             total_error_replies: 0,
             errors: Vec::new(),
+            hist: Vec::new(),
         }
     }
 }
 
 impl ThreadStats {
+    /// Command `id`'s histogram, created on first use.
+    #[inline]
+    pub fn histogram(&mut self, id: usize) -> &mut crate::ops::hist::Hist {
+        if self.hist.len() <= id {
+            self.hist.resize_with(registry().len(), || None);
+        }
+        self.hist[id].get_or_insert_with(Default::default)
+    }
+
+    /// Copies of the histograms of commands `ids` (all when `None`).
+    pub fn histograms(&self, ids: Option<&[usize]>) -> Vec<(usize, crate::ops::hist::Hist)> {
+        let has = |&i: &usize| self.hist.get(i).is_some_and(|h| h.is_some());
+        let ids: Vec<usize> = match ids {
+            Some(ids) => ids.iter().copied().filter(has).collect(),
+            None => (0..self.hist.len()).filter(has).collect(),
+        };
+        ids.into_iter()
+            .filter_map(|i| Some((i, (**self.hist[i].as_ref()?).clone())))
+            .collect()
+    }
+
     /// Counts an error reply under its code (the first word).
     pub fn count_error(&mut self, line: &[u8]) {
         self.total_error_replies += 1;

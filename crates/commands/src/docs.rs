@@ -286,6 +286,14 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         CMD_ACL,
     ),
     CommandSpec::new(
+        "getkeysandflags",
+        -4,
+        CMD_FLAGS,
+        NO_KEYS,
+        Exec::Conn(command_getkeysandflags),
+        CMD_ACL,
+    ),
+    CommandSpec::new(
         "help",
         2,
         CMD_FLAGS,
@@ -395,6 +403,18 @@ fn command_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// COMMAND GETKEYS command [arg ...]: the key arguments of that command.
 fn command_getkeys(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    getkeys(c, args, false)
+}
+
+/// COMMAND GETKEYSANDFLAGS command [arg ...]: each key argument with its
+/// key spec's flags (`[key, {RW, access, ...}]`), found by Redis's key
+/// specs (see `keyspecs`); where those do not apply, the table's key
+/// positions with the command's first spec's flags.
+fn command_getkeysandflags(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    getkeys(c, args, true)
+}
+
+fn getkeys(c: &mut ConnCtx<'_>, args: Args<'_>, with_flags: bool) -> Result<(), CmdError> {
     let invalid = || CmdError::err("Invalid command specified");
     let reg = registry();
     let (top_id, top) = reg.top(args.get(2)).ok_or_else(invalid)?;
@@ -420,12 +440,50 @@ fn command_getkeys(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
     let owned = OwnedArgs::from_slices(&sub);
     let mut pos = Vec::new();
     spec.key_positions(owned.args(), &mut pos);
-    if pos.is_empty() && !spec.has(NO_MANDATORY_KEYS) {
+    let name = registry()
+        .specs
+        .iter()
+        .find(|(_, s, _)| std::ptr::eq(*s, spec))
+        .map(|(n, _, _)| n.as_str())
+        .unwrap_or("");
+    let specs = meta().get(name).map(|m| m.key_specs).unwrap_or(b"*0\r\n");
+    let keys: Vec<(usize, Vec<String>)> = match with_flags
+        .then(|| crate::keyspecs::keys_with_flags(specs, owned.args()))
+        .flatten()
+    {
+        Some(k) => k,
+        // Redis's own key functions, for the specs marked variable_flags
+        // or incomplete whose flags depend on the arguments.
+        None if with_flags && matches!(name, "set" | "bitfield" | "sort") => {
+            let a = owned.args();
+            pos.into_iter()
+                .map(|p| (p, crate::keyspecs::native_flags(name, a, p)))
+                .collect()
+        }
+        None => {
+            let flags = if with_flags {
+                crate::keyspecs::first_flags(specs)
+            } else {
+                Vec::new()
+            };
+            pos.into_iter().map(|p| (p, flags.clone())).collect()
+        }
+    };
+    if keys.is_empty() && !spec.has(NO_MANDATORY_KEYS) {
         return Err(CmdError::err("Invalid arguments specified for command"));
     }
-    c.out.array(pos.len());
-    for p in pos {
-        c.out.bulk(sub[p]);
+    c.out.array(keys.len());
+    for (p, flags) in keys {
+        if with_flags {
+            c.out.array(2);
+            c.out.bulk(sub[p]);
+            c.out.set(flags.len());
+            for f in flags {
+                c.out.simple(&f);
+            }
+        } else {
+            c.out.bulk(sub[p]);
+        }
     }
     Ok(())
 }

@@ -28,16 +28,42 @@ pub fn count_rejected(stats: &mut ThreadStats, id: Option<usize>) {
     }
 }
 
-/// Records a finished call in the per-command statistics.
+/// Records a finished call in the per-command statistics, its latency
+/// histogram and the latency monitor. Returns its duration in
+/// microseconds when the slowlog wants it: the caller, who has the
+/// arguments, logs it ([`slowlog`]).
 #[inline]
-pub fn record(stats: &mut ThreadStats, id: usize, started: Instant, failed: bool) {
+#[must_use]
+pub fn record(
+    stats: &mut ThreadStats,
+    ops: &crate::ops::Ops,
+    id: usize,
+    started: Instant,
+    failed: bool,
+) -> Option<u64> {
+    let us = started.elapsed().as_micros() as u64;
     let s = &mut stats.cmd[id];
     s.calls += 1;
-    s.usec += started.elapsed().as_micros() as u64;
+    s.usec += us;
     if failed {
         s.failed_calls += 1;
     }
     stats.total_commands += 1;
+    ops.after_call(stats, id, us).then_some(us)
+}
+
+/// Logs a call of `r` that [`record`] found slow (`us`: its duration).
+#[cold]
+pub fn slowlog(
+    ops: &crate::ops::Ops,
+    r: Resolved,
+    args: Args<'_>,
+    us: u64,
+    client: u64,
+    label: Option<crate::ops::slowlog::Label>,
+) {
+    let name = crate::table::registry().full_name(r.id);
+    ops.slowlog.push(name, args, us, client, label);
 }
 
 /// Parameters of a shard execution that come from the client.
@@ -59,6 +85,11 @@ pub struct ShardCall {
     /// The restricted user running a script command (see `acl::caller`);
     /// `None` for everything else.
     pub caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    /// The client's id (its slowlog entries name it; 0 for a script's
+    /// commands).
+    pub client: u64,
+    /// SLOWLOG, LATENCY and MONITOR state.
+    pub ops: &'static crate::ops::Ops,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -114,6 +145,8 @@ pub fn run_shard_ready(
         may_block: call.may_block,
         in_tx: call.in_tx,
         nshards: call.nshards,
+        client: call.client,
+        ops: call.ops,
         block: None,
         ready,
         caller: call.caller,
@@ -128,12 +161,16 @@ pub fn run_shard_ready(
     }
     if let Err(e) = &res {
         reply_error(out, stats, e);
-        record(stats, r.id, started, true);
+        if let Some(us) = record(stats, call.ops, r.id, started, true) {
+            slowlog(call.ops, r, args, us, call.client, None);
+        }
         return None;
     }
     // A blocked command is counted when it is served or times out.
     if block.is_none() {
-        record(stats, r.id, started, false);
+        if let Some(us) = record(stats, call.ops, r.id, started, false) {
+            slowlog(call.ops, r, args, us, call.client, None);
+        }
     }
     block
 }
@@ -151,7 +188,11 @@ pub fn run_conn(
     if let Err(e) = &res {
         reply_error(ctx.out, stats, e);
     }
-    record(stats, r.id, started, res.is_err());
+    let ops = ctx.server.ops;
+    if let Some(us) = record(stats, ops, r.id, started, res.is_err()) {
+        let label = crate::ops::slowlog::label_of(ctx.client);
+        slowlog(ops, r, args, us, ctx.client.id, Some(label));
+    }
 }
 
 /// What the runtime must do with one request after [`dispatch`].
@@ -168,6 +209,10 @@ pub enum Step {
     /// Set by the runtime, never by dispatch: a transaction's lock holds
     /// the command back.
     Blocked,
+    /// CLIENT PAUSE holds the command: nothing happened; the runtime
+    /// dispatches it again when the pause changes or ends (see
+    /// `ops::pause`).
+    Paused,
     /// Drive this coordinator (see `coord`).
     Coord {
         resolved: Resolved,
@@ -275,6 +320,13 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    // CLIENT PAUSE: one atomic load while nothing is paused.
+    if ctx.server.ops.pause.active()
+        && !ctx.client.reprocessing
+        && ctx.server.ops.pause.holds(r, args, ctx)
+    {
+        return Step::Paused;
+    }
     if ctx.client.multi.is_some() && !crate::multi::runs_in_multi(reg.full_name(r.id)) {
         if r.spec.has(flags::NO_MULTI) {
             count_rejected(stats, Some(r.id));
@@ -288,6 +340,9 @@ pub fn dispatch(
             crate::multi::queue(ctx.client, args, ctx.out);
         }
         return Step::Done;
+    }
+    if ctx.server.ops.monitors.active() && !ctx.client.reprocessing {
+        crate::ops::monitor::dispatched(r, args, ctx);
     }
     match r.spec.exec {
         Exec::Conn(h) => {
@@ -487,7 +542,11 @@ fn coordinate(
         },
         Err(e) => {
             reply_error(ctx.out, stats, &e);
-            record(stats, r.id, Instant::now(), true);
+            let ops = ctx.server.ops;
+            if let Some(us) = record(stats, ops, r.id, Instant::now(), true) {
+                let label = crate::ops::slowlog::label_of(ctx.client);
+                slowlog(ops, r, args, us, ctx.client.id, Some(label));
+            }
             Step::Done
         }
     }

@@ -61,7 +61,7 @@ const fn cmd(
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     cmd("pfadd",   -2, WRITE | DENYOOM | FAST, keys(1, 1, 1),  pfadd,   &["write", "hyperloglog", "fast"]),
-    cmd("pfcount", -2, READONLY,              keys(1, -1, 1), pfcount, &["read", "hyperloglog", "slow"]),
+    cmd("pfcount", -2, READONLY | MAY_REPLICATE, keys(1, -1, 1), pfcount, &["read", "hyperloglog", "slow"]),
     cmd("pfmerge", -2, WRITE | DENYOOM,       keys(1, -1, 1), pfmerge, &["write", "hyperloglog", "slow"]),
     CommandSpec::new("pfselftest", 1, ADMIN, NO_KEYS, Exec::Conn(pfselftest),
                      &["hyperloglog", "admin", "slow", "dangerous"]),

@@ -815,7 +815,9 @@ fn block_or_timeout<'a>(
 /// non-empty list; else blocks (or, unable to, a null array).
 fn bpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End) -> Result<(), CmdError> {
     let last = args.len() - 1;
-    let deadline = parse_timeout(args.get(last), ctx.shard.now_ms)?;
+    // From the clock now (Redis reads it here): the loop's cached one may
+    // be milliseconds old, and the wait would end that much early.
+    let deadline = parse_timeout(args.get(last), engine::now_ms())?;
     let keys = || args.iter().skip(1).take(last - 1);
     if !serve_first(ctx, keys(), end, None)? {
         block_or_timeout(ctx, keys(), deadline);
@@ -837,7 +839,9 @@ fn brpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// the other arguments, as in Redis.
 fn blmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let a = parse_mpop(args, 2)?;
-    let deadline = parse_timeout(args.get(1), ctx.shard.now_ms)?;
+    // From the clock now (Redis reads it here): the loop's cached one may
+    // be milliseconds old, and the wait would end that much early.
+    let deadline = parse_timeout(args.get(1), engine::now_ms())?;
     let keys = || args.iter().skip(a.first_key).take(a.numkeys);
     if !serve_first(ctx, keys(), a.end, Some(a.count))? {
         block_or_timeout(ctx, keys(), deadline);
@@ -880,13 +884,17 @@ fn blmove_generic(
 fn blmove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let from = parse_end(args.get(3))?;
     let to = parse_end(args.get(4))?;
-    let deadline = parse_timeout(args.get(5), ctx.shard.now_ms)?;
+    // From the clock now (Redis reads it here): the loop's cached one may
+    // be milliseconds old, and the wait would end that much early.
+    let deadline = parse_timeout(args.get(5), engine::now_ms())?;
     blmove_generic(ctx, args, from, to, deadline)
 }
 
 /// BRPOPLPUSH source destination timeout
 fn brpoplpush(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let deadline = parse_timeout(args.get(3), ctx.shard.now_ms)?;
+    // From the clock now (Redis reads it here): the loop's cached one may
+    // be milliseconds old, and the wait would end that much early.
+    let deadline = parse_timeout(args.get(3), engine::now_ms())?;
     blmove_generic(ctx, args, End::Right, End::Left, deadline)
 }
 
@@ -980,6 +988,8 @@ mod tests {
             may_block: true,
             in_tx: false,
             nshards: 1,
+            client: 1,
+            ops: crate::ops::Ops::leak(&config::Config::default()),
             block: None,
             ready: None,
             caller: None,
@@ -992,12 +1002,14 @@ mod tests {
     #[test]
     fn blocking_forms_block_on_their_keys_when_allowed() {
         let mut sh = engine::Shard::new(0, 16);
-        sh.now_ms = 1_000;
+        let before = engine::now_ms();
         let (out, b) = run_blocking(&mut sh, super::blpop, &["BLPOP", "a", "b", "1.5"]);
         assert!(out.is_empty());
         let b = b.expect("blocked");
         assert_eq!(b.keys, vec![b"a".to_vec(), b"b".to_vec()]);
-        assert_eq!(b.deadline_ms, 2_500);
+        // 1.5 s from the clock when the command ran (not the loop's
+        // cached one).
+        assert!((before + 1_500..=engine::now_ms() + 1_500).contains(&b.deadline_ms));
         let argv = ["BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "2"];
         let (out, b) = run_blocking(&mut sh, super::blmpop, &argv);
         assert!(out.is_empty());

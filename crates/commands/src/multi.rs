@@ -447,6 +447,8 @@ impl Coordinator for ExecCoord {
                                     } else {
                                         None
                                     },
+                                    client: client.id,
+                                    ops: self.server.ops,
                                 },
                                 resp3: client.resp3,
                             };

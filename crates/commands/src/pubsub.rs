@@ -54,7 +54,7 @@ use crate::table::{flags::*, keys, CommandSpec, Exec, NO_KEYS};
 use crate::util::eq_ic;
 
 const PS_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
-const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST;
+const PUB_FLAGS: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
 const INFO_FLAGS: u32 = PUBSUB | LOADING | STALE;
 const PS_SLOW: &[&str] = &["pubsub", "slow"];
 const PS_FAST: &[&str] = &["pubsub", "fast"];
@@ -197,6 +197,9 @@ pub enum Delivery {
         keys: Option<Vec<Box<[u8]>>>,
         null_resp3: bool,
     },
+    /// A MONITOR line (a simple string, the same in RESP2 and RESP3) for
+    /// monitoring client `id` (see `ops::monitor`).
+    Monitor { to: Home, id: u64, line: Arc<[u8]> },
 }
 
 impl Delivery {
@@ -204,7 +207,8 @@ impl Delivery {
         match self {
             Delivery::Message { to, .. }
             | Delivery::Invalidate { to, .. }
-            | Delivery::Redirected { to, .. } => *to,
+            | Delivery::Redirected { to, .. }
+            | Delivery::Monitor { to, .. } => *to,
         }
     }
 }

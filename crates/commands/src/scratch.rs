@@ -93,6 +93,8 @@ pub struct Scratch {
     no_touch: bool,
     databases: usize,
     max_bulk_len: u64,
+    client: u64,
+    ops: &'static crate::ops::Ops,
     /// Distinct keys by shard, ascending shard order, as gathered.
     groups: Vec<(usize, Vec<Vec<u8>>)>,
     phase: Phase,
@@ -180,6 +182,8 @@ pub fn coordinator(
         args: args.to_owned(),
         db,
         no_touch: ctx.client.no_touch,
+        client: ctx.client.id,
+        ops: ctx.server.ops,
         databases,
         max_bulk_len,
         groups,
@@ -251,6 +255,8 @@ impl Scratch {
             may_block: self.may_block,
             in_tx: true,
             nshards: self.nshards,
+            client: self.client,
+            ops: self.ops,
             block: None,
             ready: None,
             caller: self.caller.clone(),
@@ -338,6 +344,8 @@ impl Coordinator for Scratch {
                 in_tx: false,
                 nshards: self.nshards,
                 caller: self.caller.clone(),
+                client: self.client,
+                ops: self.ops,
             },
         })
     }

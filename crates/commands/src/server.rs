@@ -267,6 +267,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         if saved.requirepass != cfg.requirepass {
             c.server.acl.set_requirepass(cfg.requirepass.as_deref());
         }
+        c.server.ops.configure(&cfg);
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,
@@ -979,7 +980,17 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
                 let _ = write!(o, "errorstat_{code}:count={n}\r\n");
             }
         }
-        "latencystats" => o.push_str("# Latencystats\r\n"),
+        "latencystats" => {
+            o.push_str("# Latencystats\r\n");
+            if s.config.latency_tracking {
+                let hists = threads.iter().map(|t| t.histograms(None)).collect();
+                crate::ops::latency::info_lines(
+                    o,
+                    hists,
+                    &s.config.latency_tracking_info_percentiles,
+                );
+            }
+        }
         "cluster" => {
             o.push_str("# Cluster\r\n");
             kv(o, "cluster_enabled", 0);

@@ -809,11 +809,7 @@ struct ReadArgs<'a> {
 }
 
 /// Redis 7.0's `xreadCommand` argument parsing (before any lookup).
-fn parse_read<'a>(
-    ctx: &ShardCtx<'_>,
-    args: Args<'a>,
-    xreadgroup: bool,
-) -> Result<ReadArgs<'a>, CmdError> {
+fn parse_read(args: Args<'_>, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError> {
     let mut r = ReadArgs {
         deadline_ms: None,
         count: 0,
@@ -831,10 +827,12 @@ fn parse_read<'a>(
         if eq_ic(o, "block") && more > 0 {
             i += 1;
             let ms = parse_block_ms(args.get(i))?;
+            // From the clock now (Redis reads it here): the loop's cached
+            // one may be milliseconds old, and the wait would end early.
             r.deadline_ms = Some(if ms == 0 {
                 0
             } else {
-                ctx.shard.now_ms.saturating_add(ms)
+                engine::now_ms().saturating_add(ms)
             });
         } else if eq_ic(o, "count") && more > 0 {
             i += 1;
@@ -906,7 +904,7 @@ fn xreadgroup(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Result<(), CmdError> {
-    let mut r = parse_read(ctx, args, xreadgroup)?;
+    let mut r = parse_read(args, xreadgroup)?;
     emit_none(ctx);
     let (db, n, sa) = (ctx.db, r.n, r.streams_at);
     let key = |i: usize| args.get(sa + i);

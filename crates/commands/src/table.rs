@@ -280,11 +280,53 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::script::COMMANDS,
     crate::script::function::COMMANDS,
     crate::acl::COMMANDS,
+    crate::ops::COMMANDS,
 ];
 
+static REG: OnceLock<Registry> = OnceLock::new();
+
 pub fn registry() -> &'static Registry {
-    static REG: OnceLock<Registry> = OnceLock::new();
-    REG.get_or_init(|| {
+    REG.get_or_init(build)
+}
+
+/// Applies the config file's `rename-command` lines to the table (Redis's
+/// `loadServerConfigFromString`): the command answers to its new name only
+/// (an empty name removes it); COMMAND and the statistics keep its own
+/// name. Must run before anything reads the table (start-up); the table
+/// is the process's, as Redis's. Errors: `(line number, line, reason)`
+/// with Redis's reason.
+pub fn apply_renames(renames: &[config::RenameCommand]) -> Result<(), (usize, String, String)> {
+    if renames.is_empty() {
+        return Ok(());
+    }
+    let mut r = build();
+    for rc in renames {
+        let fail = |why: &str| (rc.line_no, rc.line.clone(), why.to_string());
+        let from = String::from_utf8_lossy(&rc.from).to_ascii_lowercase();
+        let Some(id) = r.top.remove(from.as_str()) else {
+            return Err(fail("No such command in rename-command"));
+        };
+        if rc.to.is_empty() {
+            continue;
+        }
+        let to = String::from_utf8_lossy(&rc.to).to_ascii_lowercase();
+        if r.top.contains_key(to.as_str()) {
+            return Err(fail("Target command name already exists"));
+        }
+        // Leaked once at start-up: the table's keys are `'static`.
+        r.top.insert(Box::leak(to.into_boxed_str()), id);
+    }
+    REG.set(r).map_err(|_| {
+        (
+            0,
+            String::new(),
+            "rename-command after the command table was built".to_string(),
+        )
+    })
+}
+
+fn build() -> Registry {
+    {
         let mut r = Registry {
             specs: Vec::new(),
             cats: Vec::new(),
@@ -311,7 +353,7 @@ pub fn registry() -> &'static Registry {
             .map(|(_, s, _)| crate::acl::cats::bits(s.acl))
             .collect();
         r
-    })
+    }
 }
 
 /// Lower-cases a command name into `buf` without allocating; `None` if it

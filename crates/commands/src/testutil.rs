@@ -68,7 +68,7 @@ impl TestServer {
             dispatch(args, &mut ctx, &mut self.stats, &mut scratch)
         };
         match step {
-            Step::Done | Step::Blocked => {}
+            Step::Done | Step::Blocked | Step::Paused => {}
             Step::Shard {
                 shard,
                 resolved,
@@ -88,6 +88,8 @@ impl TestServer {
                     } else {
                         None
                     },
+                    client: self.client.id,
+                    ops: self.server.ops,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

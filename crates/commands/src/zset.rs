@@ -1208,7 +1208,8 @@ fn block_or_null(ctx: &mut ShardCtx<'_>, keys: Vec<Vec<u8>>, deadline_ms: u64) {
 
 /// `[key, member, score]` of the first non-empty set, or block.
 fn bzpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, max: bool) -> Result<(), CmdError> {
-    let deadline = parse_timeout(args.get(args.len() - 1), ctx.shard.now_ms)?;
+    // From the clock now, as Redis (the loop's cached one may be old).
+    let deadline = parse_timeout(args.get(args.len() - 1), engine::now_ms())?;
     let keys: Vec<&[u8]> = args.iter().skip(1).take(args.len() - 2).collect();
     match first_nonempty(ctx, &keys)? {
         Some(k) => {
@@ -1280,7 +1281,7 @@ fn zmpop_generic(
     }
     let count = count.unwrap_or(1) as usize;
     let deadline = if block {
-        parse_timeout(args.get(1), ctx.shard.now_ms)?
+        parse_timeout(args.get(1), engine::now_ms())?
     } else {
         0
     };

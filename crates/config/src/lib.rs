@@ -224,7 +224,8 @@ pub struct ObufLimit {
 
 /// The server's settings. Build with [`Config::default`], [`parse_cli`] or
 /// [`parse_config_text`]; change at runtime only through [`config_set`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+// Not `Eq`: `latency_tracking_info_percentiles` holds floats.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// `port`: TCP port; 0 disables TCP.
     pub port: u16,
@@ -350,8 +351,58 @@ pub struct Config {
     pub auto_aof_rewrite_percentage: u64,
     /// `auto-aof-rewrite-min-size`: ... and is at least this big.
     pub auto_aof_rewrite_min_size: u64,
+    /// `slowlog-log-slower-than`: µs a command must take to be logged; negative = off.
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`: entries the slowlog keeps.
+    pub slowlog_max_len: u64,
+    /// `latency-monitor-threshold`: ms a command must take to be a latency event; 0 = off.
+    pub latency_monitor_threshold: u64,
+    /// `latency-tracking`: per-command latency histograms.
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
+    pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `rename-command old new` lines of the config file, in order (`new` empty: the
+    /// command is removed). Not a directive: CONFIG GET does not show them.
+    pub rename_commands: Vec<RenameCommand>,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
+}
+
+/// One `rename-command` line, with where it was (for the start-up error when the command
+/// does not exist, which only the command table can tell).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenameCommand {
+    pub from: Vec<u8>,
+    pub to: Vec<u8>,
+    pub line_no: usize,
+    pub line: String,
+}
+
+/// A percentile as Redis prints it (`%f` without trailing zeros): `50`, `99.9`.
+pub fn format_percentile(p: f64) -> String {
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn parse_percentile(w: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(w).ok()?;
+    let v: f64 = s.parse().ok()?;
+    v.is_finite().then_some(v)
+}
+
+fn check_percentiles(words: &[Vec<u8>]) -> Result<(), String> {
+    for w in words {
+        let Some(v) = parse_percentile(w) else {
+            return Err("Invalid latency-tracking-info-percentiles parameters".into());
+        };
+        if !(0.0..=100.0).contains(&v) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Config {
@@ -559,6 +610,12 @@ impl Config {
             aof_use_rdb_preamble: false,
             auto_aof_rewrite_percentage: 0,
             auto_aof_rewrite_min_size: 0,
+            slowlog_log_slower_than: 0,
+            slowlog_max_len: 0,
+            latency_monitor_threshold: 0,
+            latency_tracking: false,
+            latency_tracking_info_percentiles: Vec::new(),
+            rename_commands: Vec::new(),
             config_file: None,
         }
     }
@@ -898,6 +955,20 @@ static DIRECTIVES: &[Directive] = &[
     d("aof-use-rdb-preamble",     Mutable,   yes_no!(aof_use_rdb_preamble, true)),
     d("auto-aof-rewrite-percentage", Mutable, int!(auto_aof_rewrite_percentage: u64, 0, I32_MAX, 100)),
     d("auto-aof-rewrite-min-size", Mutable,  memory!(auto_aof_rewrite_min_size, 0, I64_MAX, 64 * MIB)),
+    d("slowlog-log-slower-than",  Mutable,   int!(slowlog_log_slower_than: i64, -1, i64::MAX, 10_000)),
+    d("slowlog-max-len",          Mutable,   int!(slowlog_max_len: u64, 0, i64::MAX, 128)),
+    d("latency-monitor-threshold", Mutable,  int!(latency_monitor_threshold: u64, 0, i64::MAX, 0)),
+    d("latency-tracking",         Mutable,   yes_no!(latency_tracking, true)),
+    d("latency-tracking-info-percentiles", Mutable, List {
+        max_len: usize::MAX,
+        default: &["50", "99", "99.9"],
+        get: |c| c.latency_tracking_info_percentiles.iter().map(|&p| format_percentile(p)).collect(),
+        set: |c, v| {
+            c.latency_tracking_info_percentiles =
+                v.iter().filter_map(|w| parse_percentile(w.as_bytes())).collect();
+        },
+        check: check_percentiles,
+    }),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -1147,6 +1218,15 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             cfg.users.push(args.to_vec());
             continue;
         }
+        if name.eq_ignore_ascii_case(b"rename-command") && args.len() == 2 {
+            cfg.rename_commands.push(RenameCommand {
+                from: args[0].clone(),
+                to: args[1].clone(),
+                line_no,
+                line: String::from_utf8_lossy(line).into_owned(),
+            });
+            continue;
+        }
         let Some(idx) = lookup(name) else {
             let reason = if name.eq_ignore_ascii_case(b"include") && args.len() == 1 {
                 "include is not supported by Tessera: put every directive in one file"
@@ -1376,7 +1456,7 @@ fn memtoull(s: &[u8]) -> Option<u64> {
 // ---------------------------------------------------------------------------------------------
 
 /// What the command line asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CliAction {
     /// Start the server with this configuration.
     Run(Box<Config>),
@@ -1527,7 +1607,9 @@ pub fn help_text() -> String {
         };
         let star = if d.runtime == Mutable { "*" } else { " " };
         let alias = d.alias.map(|a| format!(" (alias {a})")).unwrap_or_default();
-        s.push_str(&format!("     {star} {:<29}{value}{alias}\n", d.name));
+        // A name of 29 characters or more still gets a space before its value.
+        let gap = if d.name.len() >= 29 { " " } else { "" };
+        s.push_str(&format!("     {star} {:<29}{gap}{value}{alias}\n", d.name));
     }
     s
 }
@@ -2036,6 +2118,26 @@ mod tests {
             "1048576",
         ),
         (
+            "slowlog-log-slower-than",
+            "-1",
+            "slowlog-log-slower-than",
+            "-1",
+        ),
+        ("slowlog-max-len", "5", "slowlog-max-len", "5"),
+        (
+            "latency-monitor-threshold",
+            "100",
+            "latency-monitor-threshold",
+            "100",
+        ),
+        ("latency-tracking", "no", "latency-tracking", "no"),
+        (
+            "latency-tracking-info-percentiles",
+            "50.0 99.990",
+            "latency-tracking-info-percentiles",
+            "50 99.99",
+        ),
+        (
             "client-output-buffer-limit",
             "replica 1mb 2k 3 NORMAL 4 5 6",
             "client-output-buffer-limit",
@@ -2105,6 +2207,13 @@ mod tests {
             "aof-use-rdb-preamble" => assert!(!c.aof_use_rdb_preamble),
             "auto-aof-rewrite-percentage" => assert_eq!(c.auto_aof_rewrite_percentage, 50),
             "auto-aof-rewrite-min-size" => assert_eq!(c.auto_aof_rewrite_min_size, 1 << 20),
+            "slowlog-log-slower-than" => assert_eq!(c.slowlog_log_slower_than, -1),
+            "slowlog-max-len" => assert_eq!(c.slowlog_max_len, 5),
+            "latency-monitor-threshold" => assert_eq!(c.latency_monitor_threshold, 100),
+            "latency-tracking" => assert!(!c.latency_tracking),
+            "latency-tracking-info-percentiles" => {
+                assert_eq!(c.latency_tracking_info_percentiles, [50.0, 99.99])
+            }
             "client-output-buffer-limit" => assert_eq!(
                 c.client_output_buffer_limit[ObufClass::Normal as usize],
                 ObufLimit {
@@ -2858,6 +2967,7 @@ mod tests {
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
+                "slowlog-max-len",
             ]
         );
         assert_eq!(get(&cfg, &["port"]), vec![("port".into(), "6379".into())]);
@@ -3286,5 +3396,29 @@ mod tests {
             get_one(&f, name),
             "normal 7 8 9 slave 268435456 67108864 60 pubsub 1048576 1048576 0"
         );
+    }
+}
+
+#[cfg(test)]
+mod rename_tests {
+    use super::*;
+
+    #[test]
+    fn rename_command_lines_are_kept_in_order() {
+        let mut c = Config::default();
+        parse_config_text(
+            "port 1\nrename-command SET myset\nrename-command DEBUG \"\"\n",
+            &mut c,
+        )
+        .unwrap();
+        assert_eq!(c.rename_commands.len(), 2);
+        assert_eq!(c.rename_commands[0].from, b"SET");
+        assert_eq!(c.rename_commands[0].to, b"myset");
+        assert_eq!(c.rename_commands[0].line_no, 2);
+        assert_eq!(c.rename_commands[1].to, b"");
+        let e = parse_config_text("rename-command SET\n", &mut c).unwrap_err();
+        assert_eq!(e.reason(), "Bad directive or wrong number of arguments");
+        // Not a directive: CONFIG GET does not know it.
+        assert!(config_get(&c, &[b"rename-command".as_slice()]).is_empty());
     }
 }

@@ -98,6 +98,15 @@ impl Worker {
                         continue;
                     }
                 }
+                Delivery::Monitor { id, line, .. } => {
+                    // RESET or a slot reused since: no longer its monitor.
+                    if c.client.id != id || !c.client.monitor {
+                        continue;
+                    }
+                    encoded = None;
+                    enc.clear();
+                    enc.raw(&line);
+                }
                 Delivery::Redirected {
                     id,
                     keys,

@@ -87,7 +87,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval",
         -3,
-        EVAL_FLAGS,
+        EVAL_FLAGS | MAY_REPLICATE,
         NO_KEYS,
         Exec::Shard(eval, None),
         ACL,
@@ -96,7 +96,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha",
         -3,
-        EVAL_FLAGS,
+        EVAL_FLAGS | MAY_REPLICATE,
         NO_KEYS,
         Exec::Shard(evalsha, None),
         ACL,

@@ -495,7 +495,9 @@ impl Run<'_, '_> {
         if r.spec.has(flags::NOSCRIPT) {
             return refuse(lua, "This Redis command is not allowed from script");
         }
-        if self.read_only && r.spec.has(flags::WRITE) {
+        // Redis's scriptVerifyWriteCommandAllow: may-replicate commands
+        // (PUBLISH, PFCOUNT ...) count as writes.
+        if self.read_only && (r.spec.has(flags::WRITE) || r.spec.has(flags::MAY_REPLICATE)) {
             return refuse(
                 lua,
                 "Write commands are not allowed from read-only scripts.",
@@ -533,6 +535,9 @@ impl Run<'_, '_> {
                 );
             }
         }
+        if self.ctx.ops.monitors.active() {
+            crate::ops::monitor::from_script(self.ctx.ops, r, self.db, args);
+        }
         let mut out = Reply::new(self.resp3);
         match r.spec.exec {
             Exec::Shard(handler, _) => {
@@ -545,6 +550,8 @@ impl Run<'_, '_> {
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,
                     caller: None,
+                    client: crate::ops::slowlog::SCRIPT_CLIENT,
+                    ops: self.ctx.ops,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.

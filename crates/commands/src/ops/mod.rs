@@ -1,0 +1,237 @@
+//! The operator's commands: SLOWLOG, LATENCY, MONITOR, CLIENT PAUSE /
+//! UNPAUSE, and the process-wide state behind them ([`Ops`], in
+//! `ServerShared`).
+//!
+//! Cost on the request path, per command: `exec::record` measures each
+//! call's duration anyway; with it [`Ops::after_call`] bumps the command's
+//! latency histogram (when `latency-tracking` is on, as Redis) and
+//! compares the duration with the slowlog and latency-monitor thresholds
+//! (relaxed loads of one read-mostly cache line). Dispatch adds one atomic
+//! load for MONITOR (any monitor?) and one for CLIENT PAUSE (any pause?).
+//! Everything else runs only for a slow command, while someone monitors
+//! or while clients are paused.
+//!
+//! Shard handlers see no `ServerShared`: `ShardCall` and `ShardCtx` carry
+//! a `&'static Ops` (one per server, leaked at start: a server lives as
+//! long as its process, and tests build a few).
+
+pub mod hist;
+pub mod latency;
+pub mod monitor;
+pub mod pause;
+pub mod slowlog;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use config::Config;
+
+use crate::ctx::ThreadStats;
+use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
+
+/// Process-wide state of the operator's commands.
+pub struct Ops {
+    pub slowlog: slowlog::SlowLog,
+    pub latency: latency::Latency,
+    pub monitors: monitor::Monitors,
+    pub pause: pause::Pause,
+    /// `latency-tracking`: per-command histograms (INFO latencystats,
+    /// LATENCY HISTOGRAM).
+    tracking: AtomicBool,
+}
+
+impl std::fmt::Debug for Ops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ops")
+    }
+}
+
+impl Ops {
+    /// A leaked instance configured from `cfg` (see the module docs).
+    pub fn leak(cfg: &Config) -> &'static Ops {
+        let ops = Box::leak(Box::new(Ops {
+            slowlog: slowlog::SlowLog::new(0, 0),
+            latency: latency::Latency::default(),
+            monitors: monitor::Monitors::default(),
+            pause: pause::Pause::default(),
+            tracking: AtomicBool::new(true),
+        }));
+        ops.configure(cfg);
+        ops
+    }
+
+    /// Picks up the settings of `cfg` (at start and after CONFIG SET).
+    pub fn configure(&self, cfg: &Config) {
+        self.slowlog
+            .threshold_us
+            .store(cfg.slowlog_log_slower_than, Ordering::Relaxed);
+        self.slowlog.max_len.store(
+            usize::try_from(cfg.slowlog_max_len).unwrap_or(usize::MAX),
+            Ordering::Relaxed,
+        );
+        self.latency
+            .threshold_ms
+            .store(cfg.latency_monitor_threshold, Ordering::Relaxed);
+        self.tracking.store(cfg.latency_tracking, Ordering::Relaxed);
+    }
+
+    pub fn tracking(&self) -> bool {
+        self.tracking.load(Ordering::Relaxed)
+    }
+
+    /// After a call of command `id` that took `us` microseconds: its
+    /// histogram and the latency monitor; returns whether the slowlog
+    /// wants it (the caller, who has the arguments, logs it).
+    #[inline]
+    pub fn after_call(&self, stats: &mut ThreadStats, id: usize, us: u64) -> bool {
+        if self.tracking.load(Ordering::Relaxed) {
+            stats.histogram(id).record(us.saturating_mul(1000));
+        }
+        let spec = || crate::table::registry().specs[id].1;
+        if self.latency.wants(us / 1000) {
+            self.latency.command_sample(spec().has(FAST), us / 1000);
+        }
+        self.slowlog.wants(us) && !spec().has(SKIP_SLOWLOG)
+    }
+}
+
+/// SLOWLOG and LATENCY subcommands are admin commands Redis lets run
+/// while loading and on a stale replica.
+const ADMIN_FLAGS: u32 = ADMIN | LOADING | STALE;
+const ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous"];
+const HELP_FLAGS: u32 = LOADING | STALE;
+
+const fn conn(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    h: crate::table::ConnHandler,
+    acl: &'static [&'static str],
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, NO_KEYS, Exec::Conn(h), acl)
+}
+
+const fn coord(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    h: crate::table::CoordBuilder,
+    acl: &'static [&'static str],
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, NO_KEYS, Exec::Coord(h), acl)
+}
+
+pub(crate) const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::parent("slowlog", -2, 0, &["slow"], SLOWLOG_SUBS),
+    CommandSpec::parent("latency", -2, 0, &["slow"], LATENCY_SUBS),
+    conn(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        monitor::monitor,
+        ADMIN_ACL,
+    ),
+];
+
+const SLOWLOG_SUBS: &[CommandSpec] = &[
+    coord("get", -2, ADMIN_FLAGS, slowlog::slowlog_get, ADMIN_ACL),
+    conn("len", 2, ADMIN_FLAGS, slowlog::slowlog_len, ADMIN_ACL),
+    conn("reset", 2, ADMIN_FLAGS, slowlog::slowlog_reset, ADMIN_ACL),
+    conn("help", 2, HELP_FLAGS, slowlog::slowlog_help, &["slow"]),
+];
+
+const LAT_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+const LATENCY_SUBS: &[CommandSpec] = &[
+    conn("latest", 2, LAT_FLAGS, latency::latency_latest, ADMIN_ACL),
+    conn("history", 3, LAT_FLAGS, latency::latency_history, ADMIN_ACL),
+    conn("reset", -2, LAT_FLAGS, latency::latency_reset, ADMIN_ACL),
+    conn("graph", 3, LAT_FLAGS, latency::latency_graph, ADMIN_ACL),
+    conn("doctor", 2, LAT_FLAGS, latency::latency_doctor, ADMIN_ACL),
+    coord(
+        "histogram",
+        -2,
+        LAT_FLAGS,
+        latency::latency_histogram,
+        ADMIN_ACL,
+    ),
+    conn("help", 2, HELP_FLAGS, latency::latency_help, &["slow"]),
+];
+
+/// CLIENT PAUSE and CLIENT UNPAUSE, for the CLIENT table.
+pub(crate) const CLIENT_PAUSE: CommandSpec = conn(
+    "pause",
+    -3,
+    ADMIN | NOSCRIPT | LOADING | STALE,
+    pause::client_pause,
+    &["admin", "slow", "dangerous", "connection"],
+);
+pub(crate) const CLIENT_UNPAUSE: CommandSpec = conn(
+    "unpause",
+    2,
+    ADMIN | NOSCRIPT | LOADING | STALE,
+    pause::client_unpause,
+    &["admin", "slow", "dangerous", "connection"],
+);
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::TestServer;
+
+    #[test]
+    fn latency_events_and_reports() {
+        let mut t = TestServer::new(2);
+        assert_eq!(
+            t.run(&["CONFIG", "SET", "latency-monitor-threshold", "5"]),
+            "+OK\r\n"
+        );
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0.01"]), "+OK\r\n");
+        let latest = t.run(&["LATENCY", "LATEST"]);
+        assert!(
+            latest.starts_with("*1\r\n*4\r\n$7\r\ncommand\r\n:"),
+            "{latest}"
+        );
+        let hist = t.run(&["LATENCY", "HISTORY", "command"]);
+        assert!(hist.starts_with("*1\r\n*2\r\n:"), "{hist}");
+        let graph = t.run(&["LATENCY", "GRAPH", "command"]);
+        assert!(graph.contains("command - high "), "{graph}");
+        assert!(
+            graph.contains(&format!("\n{}\n", "-".repeat(80))),
+            "{graph}"
+        );
+        let doctor = t.run(&["LATENCY", "DOCTOR"]);
+        assert!(
+            doctor.contains("Dave, I have observed latency spikes"),
+            "{doctor}"
+        );
+        assert!(doctor.contains("1. command: 1 latency spikes"), "{doctor}");
+        assert_eq!(t.run(&["LATENCY", "RESET", "command", "x"]), ":1\r\n");
+        assert_eq!(t.run(&["LATENCY", "LATEST"]), "*0\r\n");
+        // Fast commands are their own event; SLOWLOG sees the slow one.
+        assert_eq!(t.run(&["SLOWLOG", "LEN"]), ":1\r\n");
+    }
+
+    #[test]
+    fn info_latencystats_per_command() {
+        let mut t = TestServer::new(2);
+        t.run(&["SET", "a", "b"]);
+        t.run(&["CLIENT", "ID"]);
+        let info = t.run(&["INFO", "latencystats"]);
+        assert!(info.contains("latency_percentiles_usec_set:p50="), "{info}");
+        assert!(
+            info.contains("latency_percentiles_usec_client|id:p50="),
+            "{info}"
+        );
+        assert!(info.contains(",p99=") && info.contains(",p99.9="), "{info}");
+        t.run(&[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "0 100",
+        ]);
+        let info = t.run(&["INFO", "latencystats"]);
+        assert!(info.contains(":p0=") && info.contains(",p100="), "{info}");
+        t.run(&["CONFIG", "SET", "latency-tracking", "no"]);
+        let info = t.run(&["INFO", "latencystats"]);
+        assert!(!info.contains("latency_percentiles"), "{info}");
+    }
+}

@@ -1,0 +1,202 @@
+//! CLIENT PAUSE timeout [WRITE|ALL] and CLIENT UNPAUSE (Redis 7.0's
+//! `pauseClients`).
+//!
+//! The pause is process-wide state ([`Pause`]); dispatch asks it about
+//! each command (one atomic load while nothing is paused) and answers
+//! `Step::Paused` for a command it holds: the runtime leaves the request
+//! unparsed in the connection's buffer, stops reading that connection's
+//! pipeline (its later commands wait behind it, as in Redis), counts it as
+//! blocked (INFO `blocked_clients`, CLIENT LIST flag `b`), and dispatches
+//! it again once the pause changes or ends: an UNPAUSE or a new PAUSE
+//! (each bumps a generation and wakes every thread) or the end time,
+//! which every thread holding a client wakes up for. No thread spins.
+//!
+//! What a pause holds, as Redis 7.0's `processCommand`: with ALL, every
+//! command; with WRITE, commands that may write or replicate (`write` or
+//! `may_replicate`: PUBLISH, PFCOUNT, EVAL of a script not declared
+//! `no-writes`, ...), such commands queued inside MULTI, and EXEC of a
+//! transaction holding one. A command refused before (unknown, arity,
+//! NOAUTH) gets its error at once. A pause taken inside a transaction
+//! starts when the transaction ends (dispatch checks before EXEC, not the
+//! commands EXEC runs).
+//!
+//! Not done: Redis also stops expiring and evicting keys while writes are
+//! paused (a replica must not see deletions); Tessera's shards keep doing
+//! both.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use resp::Args;
+
+use crate::ctx::ConnCtx;
+use crate::error::CmdError;
+use crate::table::{flags::*, registry, Resolved};
+use crate::util::eq_ic;
+
+const NONE: u8 = 0;
+const WRITE_ONLY: u8 = 1;
+const ALL: u8 = 2;
+
+/// The pause every thread reads.
+#[derive(Default)]
+pub struct Pause {
+    kind: AtomicU8,
+    /// Unix ms at which the pause ends.
+    end_ms: AtomicU64,
+    /// Bumped by every PAUSE and UNPAUSE: held clients try again.
+    gen: AtomicU64,
+}
+
+impl Pause {
+    /// Whether clients may be paused (one atomic load).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.kind.load(Ordering::Acquire) != NONE
+    }
+
+    pub fn gen(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+
+    /// When the pause ends (Unix ms), if clients are paused.
+    pub fn end_ms(&self) -> Option<u64> {
+        self.active().then(|| self.end_ms.load(Ordering::Acquire))
+    }
+
+    /// Redis's `pauseClients`: the stricter kind and the later end win.
+    fn pause(&self, end_ms: u64, kind: u8) {
+        self.end_ms.fetch_max(end_ms, Ordering::AcqRel);
+        self.kind.fetch_max(kind, Ordering::AcqRel);
+        self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn unpause(&self) {
+        self.kind.store(NONE, Ordering::Release);
+        self.end_ms.store(0, Ordering::Release);
+        self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether dispatch must hold command `r` (see the module docs). Ends
+    /// a pause whose time is up.
+    #[cold]
+    pub fn holds(&self, r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
+        let kind = self.kind.load(Ordering::Acquire);
+        if kind == NONE {
+            return false;
+        }
+        if self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
+            self.kind.store(NONE, Ordering::Release);
+            return false;
+        }
+        kind == ALL || may_replicate(r, args, ctx)
+    }
+}
+
+/// Redis's `is_may_replicate_command`, with a script's own declaration.
+fn may_replicate(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
+    let reg = registry();
+    let name = reg.full_name(r.id);
+    if name == "exec" {
+        return ctx.client.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|q| {
+                let owned = resp::OwnedArgs::from_slices(q);
+                reg.resolve(owned.args())
+                    .is_ok_and(|q| q.spec.has(WRITE) || q.spec.has(MAY_REPLICATE))
+            })
+        });
+    }
+    // EVAL of a script whose shebang says `no-writes` cannot write
+    // (Redis's evalGetCommandFlags).
+    if name == "eval" && args.len() > 1 {
+        if let Ok((f, _)) = crate::script::shebang::parse(args.get(1)) {
+            if f.shebang && f.no_writes {
+                return false;
+            }
+        }
+    }
+    r.spec.has(WRITE) || r.spec.has(MAY_REPLICATE)
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL]: holds clients' commands for
+/// `timeout` milliseconds.
+pub(crate) fn client_pause(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    if args.len() > 4 {
+        return Err(CmdError::err_echo(
+            "unknown subcommand or wrong number of arguments for '",
+            args.get(1),
+            "'. Try CLIENT HELP.",
+        ));
+    }
+    let mut kind = ALL;
+    if args.len() == 4 {
+        let m = args.get(3);
+        kind = if eq_ic(m, "write") {
+            WRITE_ONLY
+        } else if eq_ic(m, "all") {
+            ALL
+        } else {
+            return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL"));
+        };
+    }
+    // Redis's getTimeoutFromObjectOrReply in milliseconds.
+    let t = resp::string2ll(args.get(2))
+        .ok_or(CmdError::err("timeout is not an integer or out of range"))?;
+    if t < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    let end = if t > 0 {
+        engine::now_ms().saturating_add(t as u64)
+    } else {
+        0
+    };
+    c.server.ops.pause.pause(end, kind);
+    wake(c);
+    c.out.ok();
+    Ok(())
+}
+
+/// CLIENT UNPAUSE: ends the pause; held commands run.
+pub(crate) fn client_unpause(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+    c.server.ops.pause.unpause();
+    wake(c);
+    c.out.ok();
+    Ok(())
+}
+
+fn wake(c: &ConnCtx<'_>) {
+    if let Some(w) = c.server.wake_all.get() {
+        w();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::TestServer;
+
+    #[test]
+    fn pause_arguments() {
+        let mut t = TestServer::new(1);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["CLIENT", "PAUSE", "abc"],
+                "-ERR timeout is not an integer or out of range\r\n",
+            ),
+            (&["CLIENT", "PAUSE", "-1"], "-ERR timeout is negative\r\n"),
+            (
+                &["CLIENT", "PAUSE", "10", "foo"],
+                "-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n",
+            ),
+            (&["CLIENT", "PAUSE", "0"], "+OK\r\n"),
+            (
+                &["CLIENT", "UNPAUSE", "x"],
+                "-ERR wrong number of arguments for 'client|unpause' command\r\n",
+            ),
+            (&["CLIENT", "UNPAUSE"], "+OK\r\n"),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(t.run(cmd), *want, "{cmd:?}");
+        }
+        // A pause whose time is up holds nothing.
+        assert_eq!(t.run(&["SET", "k", "v"]), "+OK\r\n");
+    }
+}
