@@ -9,11 +9,13 @@
 //! `<appendfilename>.manifest` naming them with Redis's line format
 //! (`file <name> seq <n> type b|i`).
 //!
-//! Ordering. A shard appends its records ([`engine::prop::Chunk`]) to the
+//! Ordering. A shard appends its records ([`engine::outbox::Chunk`], taken
+//! from its effects outbox) to the
 //! shared queue before it sends any message that lets another thread see
 //! its writes, and before running a transaction's job. A transaction's
 //! records (from each shard's jobs, and from its coordinator on the home
-//! thread) collect in a slot of the queue, created when the first of them
+//! thread, `Coordinator::take_records`) collect in a slot of the queue,
+//! created when the first of them
 //! arrives: after every lock was granted (each shard flushed its earlier
 //! records before granting) and no later than the first release (anything
 //! that conflicts with it comes after a release, so after the slot). The
@@ -69,7 +71,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use config::{AppendFsync, Config};
-use engine::prop::{write_array, Chunk};
+use engine::outbox::{write_array, Chunk};
 
 use crate::log;
 
@@ -158,6 +160,8 @@ pub struct Aof {
     /// The writer sleeps for long (nothing written lately) and must be
     /// notified of new records; see [`Aof::kick`].
     asleep: AtomicBool,
+    /// The order stamps of a transaction's parts (see [`Aof::stamp`]).
+    stamps: AtomicU64,
 }
 
 /// The shard threads' wake-ups: thread `i` asks to be woken once the
@@ -191,6 +195,15 @@ impl Aof {
     /// The last write to the file succeeded.
     pub fn last_write_ok(&self) -> bool {
         !self.write_failed.load(Ordering::Relaxed)
+    }
+
+    /// An order stamp for a part of a transaction recorded on some thread:
+    /// the writer puts a slot's parts in stamp order. Each step of a
+    /// transaction starts after the previous step's parts were stamped
+    /// (the coordinator waits for them), so stamp order follows execution
+    /// order; parts of one step touch disjoint keys.
+    pub fn stamp(&self) -> u64 {
+        self.stamps.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn set_policy(&self, f: AppendFsync) {
@@ -657,6 +670,7 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),
         asleep: AtomicBool::new(false),
+        stamps: AtomicU64::new(1),
     });
     let a = aof.clone();
     let h = std::thread::Builder::new()
@@ -1001,9 +1015,12 @@ mod tests {
     use super::*;
 
     fn chunk(records: u64) -> Chunk {
-        let mut p = engine::prop::PropBuf::default();
+        let mut p = engine::outbox::Outbox {
+            records_on: true,
+            ..Default::default()
+        };
         for i in 0..records {
-            p.cmd(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
+            p.record(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
         }
         p.take().expect("at least one record")
     }

@@ -153,6 +153,14 @@ pub trait Coordinator: Send {
         None
     }
 
+    /// The records it made on the home thread (its own record, as a
+    /// FLUSHALL's, or those of a handler it ran on scratch copies), for
+    /// the runtime to hand to their consumers after each step; jobs record
+    /// into their shard's outbox instead. A wrapper forwards its inner's.
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        Vec::new()
+    }
+
     /// Whether its first step reads state that a transaction's locks
     /// protect (EXEC's WATCH flag, set by writes to watched keys): the
     /// transaction layer then runs it only once every lock is held, not

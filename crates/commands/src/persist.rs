@@ -1048,8 +1048,7 @@ fn rewrite_with(
     let begin = begin_job_as(cfg.rdbcompression, !cfg.aof_use_rdb_preamble, begin_dirty);
     plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
         if enable {
-            engine::prop::set_enabled(true);
-            env.shard.prop.on = true;
+            env.shard.outbox.records_on = true;
         }
         begin(env)
     });
@@ -1115,14 +1114,13 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
             p.lock().rewrite_scheduled = false;
             let mut plan = Plan::default();
             plan.run_all(server.nshards, |env: &mut ShardEnv<'_>| {
-                env.shard.prop.on = false;
+                env.shard.outbox.records_on = false;
             });
             let aof = aof.clone();
             return Some(Box::new(AtInstant {
                 begin: Some(plan),
                 at_instant: Some(Box::new(move || {
                     aof.disable();
-                    engine::prop::set_enabled(false);
                 })),
                 reply: "OK",
             }));

@@ -15,7 +15,7 @@ pub mod evict;
 pub mod lazyfree;
 pub mod lfu;
 pub mod node;
-pub mod prop;
+pub mod outbox;
 pub mod rdb;
 pub mod snapshot;
 pub mod types;
@@ -62,9 +62,9 @@ pub struct Shard {
     /// `rdbcompression`: DUMP payloads LZF-compress long strings (set by
     /// the owning loop from the configuration).
     pub rdb_compression: bool,
-    /// Records of this shard's changes for the append-only file (see
-    /// [`prop`]); off unless `appendonly` is on.
-    pub prop: prop::PropBuf,
+    /// The effects of this shard's commands for their consumers (the
+    /// append-only file ...), see [`outbox`].
+    pub outbox: outbox::Outbox,
     /// `maxmemory` settings and the eviction pool (see [`evict`]).
     pub evict: evict::Evictor,
     /// The keyspace event classes to publish (`ds::events`, already
@@ -143,7 +143,7 @@ impl Shard {
             lfu: None,
             enc: EncLimits::default(),
             rdb_compression: true,
-            prop: prop::PropBuf::default(),
+            outbox: outbox::Outbox::default(),
             evict: evict::Evictor::default(),
             notify_flags: 0,
             events: Vec::new(),
@@ -302,9 +302,7 @@ impl Shard {
             return false;
         }
         self.stats.expired_keys += 1;
-        if self.prop.on {
-            self.prop.implicit_del(db, key);
-        }
+        self.outbox.implicit_del(db, key);
         self.notify(db, ds::events::EXPIRED, "expired", key);
         true
     }
@@ -386,9 +384,7 @@ impl Shard {
             };
             if self.dbs[db].expire_if_needed(&key, now) {
                 self.stats.expired_keys += 1;
-                if self.prop.on {
-                    self.prop.implicit_del(db, &key);
-                }
+                self.outbox.implicit_del(db, &key);
                 self.notify(db, ds::events::EXPIRED, "expired", &key);
             }
         }
@@ -424,9 +420,7 @@ impl Shard {
                 for k in &keys {
                     if self.dbs[db].expire_if_needed(k, now) {
                         expired += 1;
-                        if self.prop.on {
-                            self.prop.implicit_del(db, k);
-                        }
+                        self.outbox.implicit_del(db, k);
                         self.notify(db, ds::events::EXPIRED, "expired", k);
                     }
                 }

@@ -104,7 +104,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
     let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
     let gen = cache().generation();
-    let mark = (ctx.shard.prop.on && !ctx.in_tx).then(|| ctx.shard.prop.mark());
+    let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let res = with_vm(|vm| -> Result<(), CmdError> {
         let (sha, f) = match &script {
             Ok(s) => (s.sha, vm.function(&s.sha, &s.body, s.shebang_len, gen)),
@@ -154,7 +154,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         }
     });
     if let Some(m) = mark {
-        ctx.shard.prop.wrap_multi(m);
+        ctx.shard.outbox.wrap_multi(m);
     }
     res.map_err(|e| CmdError::err(error_text(&e)))?
 }
@@ -405,9 +405,9 @@ impl Run<'_, '_> {
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
-                let prop = self.ctx.shard.prop.on;
+                let prop = self.ctx.shard.outbox.records_on;
                 if self.repl & REPL_AOF == 0 {
-                    self.ctx.shard.prop.on = false;
+                    self.ctx.shard.outbox.records_on = false;
                 }
                 run_shard(
                     r,
@@ -418,7 +418,7 @@ impl Run<'_, '_> {
                     &mut out,
                     &mut self.stats,
                 );
-                self.ctx.shard.prop.on = prop;
+                self.ctx.shard.outbox.records_on = prop;
             }
             Exec::Conn(_) => match registry().full_name(r.id) {
                 "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {
