@@ -86,6 +86,18 @@ impl ShardCtx<'_> {
         self.shard.outbox.record_with(self.db, argc, f);
     }
 
+    /// Says that the change just made is, as in Redis, propagated by no
+    /// record (an XREADGROUP of a consumer's history counts deliveries on
+    /// this server only). Emits nothing; debug builds count it as said
+    /// (see `exec::check_said_so`).
+    #[inline]
+    pub fn propagate_none(&mut self) {
+        #[cfg(debug_assertions)]
+        {
+            self.shard.outbox.emitted += 1;
+        }
+    }
+
     #[inline]
     pub fn touch(&self) -> bool {
         !self.no_touch

@@ -967,6 +967,11 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
             if done.created {
                 ctx.notify(STREAM_EV, "xgroup-createconsumer", k);
             }
+            if done.changed && done.records.is_empty() {
+                // A history read (delivery counts, a consumer made):
+                // Redis 7.0 propagates nothing for it.
+                ctx.propagate_none();
+            }
             for cmd in done.records {
                 let v: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
                 ctx.propagate(&v);
