@@ -21,7 +21,9 @@
 //! that conflicts with it comes after a release, so after the slot). The
 //! home thread completes the slot when the coordinator finishes; the writer
 //! writes the queue in order and stops at an incomplete slot. A slot is
-//! written as one `MULTI ... EXEC` block, its parts in stamp order.
+//! written as one `MULTI ... EXEC` block, its parts in stamp order (a
+//! slot of one record goes bare, as Redis 7.0 propagates a transaction
+//! with one write).
 //!
 //! Durability targets. Every item of the queue (a shard's chunk, or a
 //! transaction's slot) has an index over the queue's whole life; "target
@@ -354,14 +356,27 @@ impl Aof {
                         emit(&mut s.buf, &mut s.cur_db, &c);
                     }
                     Some(Item::Tx { mut parts, .. }) => {
-                        popped += parts.iter().map(|(_, c)| c.records).sum::<u64>();
+                        let records = parts.iter().map(|(_, c)| c.records).sum::<u64>();
+                        popped += records;
+                        // Redis 7.0's propagatePendingCommands: one record
+                        // is atomic by itself and goes bare.
+                        let wrap = records > 1;
                         if !parts.is_empty() {
                             parts.sort_by_key(|(s, _)| *s);
-                            write_array(&mut s.buf, &[b"MULTI"]);
+                            if wrap {
+                                // Redis writes the first record's SELECT
+                                // before the MULTI.
+                                let db = parts[0].1.first_db;
+                                select(&mut s.buf, &mut s.cur_db, db);
+                                s.cur_db = Some(db);
+                                write_array(&mut s.buf, &[b"MULTI"]);
+                            }
                             for (_, c) in &parts {
                                 emit(&mut s.buf, &mut s.cur_db, c);
                             }
-                            write_array(&mut s.buf, &[b"EXEC"]);
+                            if wrap {
+                                write_array(&mut s.buf, &[b"EXEC"]);
+                            }
                         }
                     }
                     None => break,

@@ -588,7 +588,12 @@ fn ltrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     let empty = l.is_empty();
-    ctx.propagate_as_is(args);
+    // Redis counts (and so propagates) the elements trimmed only.
+    if l.len() < len {
+        ctx.propagate_as_is(args);
+    } else {
+        ctx.propagate_none();
+    }
     after_removal(ctx, key, "ltrim", empty);
     ctx.out.ok();
     Ok(())

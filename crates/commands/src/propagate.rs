@@ -14,7 +14,8 @@
 //!   strings: `set_generic`, `getex`); an expiry in the past (the key is
 //!   gone) → `DEL key` (`UNLINK` under `lazyfree-lazy-expire`, not
 //!   modelled); `GETEX PERSIST` → `PERSIST key`;
-//! * `GETDEL` → `DEL key`; `SET ... GET` loses its `GET`;
+//! * `GETDEL` → `DEL key`; `GETSET` → `SET key value`; `SET ... GET`
+//!   loses its `GET`;
 //! * `GEOADD` → the `zadd key [options] score member ...` it runs as
 //!   (geo: `geoadd`);
 //! * random or computed effects are logged as their result: `SPOP` →

@@ -62,7 +62,7 @@ fn strings() {
             (&[K], &["SETNX", "k", "v"], &[]),
             (&[], &["SETEX", "k", "100", "v"], &["SET k v PXAT {at:k}"]),
             (&[], &["PSETEX", "k", "100000", "v"], &["SET k v PXAT {at:k}"]),
-            (&[K_TTL], &["GETSET", "k", "w"], &["GETSET k w"]),
+            (&[K_TTL], &["GETSET", "k", "w"], &["SET k w"]),
             (&[K], &["GETDEL", "k"], &["DEL k"]),
             (&[], &["GETDEL", "k"], &[]),
             (&[K], &["GETEX", "k", "EX", "100"], &["PEXPIREAT k {at:k}"]),
@@ -214,6 +214,7 @@ fn lists() {
             (&[L3], &["LREM", "l", "0", "a"], &["LREM l 0 a"]),
             (&[L3], &["LREM", "l", "0", "z"], &[]),
             (&[L3], &["LTRIM", "l", "0", "1"], &["LTRIM l 0 1"]),
+            (&[L3], &["LTRIM", "l", "0", "-1"], &[]),
         ],
     );
 }

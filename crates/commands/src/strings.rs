@@ -395,12 +395,13 @@ fn deadline_of(ctx: &ShardCtx<'_>, key: &[u8], expire: ExpireOpt) -> u64 {
 }
 
 /// GETSET key value: the old value (or null), then SET without options
-/// (the TTL is dropped).
+/// (the TTL is dropped); propagated as `SET key value`.
 fn getset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
     set_bytes(ctx, key, args.get(2), ExpireOpt::None);
-    ctx.propagate_as_is(args);
+    // Redis 7.0 propagates GETSET as the SET it is.
+    ctx.propagate(&[b"SET", key, args.get(2)]);
     ctx.notify(ev::STRING, "set", key);
     Ok(())
 }
