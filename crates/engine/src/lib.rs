@@ -70,9 +70,6 @@ pub struct Shard {
     /// The keyspace event classes to publish (`ds::events`, already
     /// `effective`: 0 when notifications are off); set by the owning loop.
     pub notify_flags: u32,
-    /// Keyspace events emitted and not yet published, in order (see
-    /// [`Shard::notify`]); the owning loop publishes them.
-    pub events: Vec<KeyEvent>,
     /// Client-side caching: the keys of this shard that clients read, and
     /// who (CLIENT TRACKING's default mode); kept by the owning loop.
     pub tracked: Tracked,
@@ -119,17 +116,7 @@ impl Tracked {
     }
 }
 
-/// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
-/// `__keyspace@<db>__:<key>` (message: the event) and
-/// `__keyevent@<db>__:<event>` (message: the key), as the flags allow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyEvent {
-    pub db: usize,
-    /// Its class (one bit of `ds::events`).
-    pub class: u32,
-    pub event: &'static str,
-    pub key: SmallBytes,
-}
+pub use outbox::KeyEvent;
 
 impl Shard {
     pub fn new(id: usize, databases: usize) -> Self {
@@ -146,7 +133,6 @@ impl Shard {
             outbox: outbox::Outbox::default(),
             evict: evict::Evictor::default(),
             notify_flags: 0,
-            events: Vec::new(),
             tracked: Tracked::default(),
         }
     }
@@ -166,11 +152,12 @@ impl Shard {
     #[cold]
     fn push_event(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
         self.flush_created();
-        self.events.push(KeyEvent {
+        self.outbox.event(KeyEvent {
             db,
             class,
             event,
             key: SmallBytes::from(key),
+            seq: 0,
         });
     }
 
@@ -178,11 +165,12 @@ impl Shard {
     fn flush_created(&mut self) {
         for (i, d) in self.dbs.iter_mut().enumerate() {
             for k in d.created.drain(..) {
-                self.events.push(KeyEvent {
+                self.outbox.event(KeyEvent {
                     db: i,
                     class: ds::events::NEW,
                     event: "new",
                     key: k,
+                    seq: 0,
                 });
             }
         }
@@ -196,7 +184,7 @@ impl Shard {
         for e in events {
             if self.notify_flags & e.class != 0 {
                 self.flush_created();
-                self.events.push(e);
+                self.outbox.event(e);
             }
         }
     }
@@ -206,7 +194,7 @@ impl Shard {
         if self.notify_flags & ds::events::NEW != 0 {
             self.flush_created();
         }
-        std::mem::take(&mut self.events)
+        self.outbox.take_events()
     }
 
     /// Sets the published classes (`notify-keyspace-events`, raw flags).

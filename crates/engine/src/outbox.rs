@@ -13,13 +13,16 @@
 //!   databases, and `MULTI` / `EXEC` around a script's effects
 //!   ([`Outbox::wrap_multi`]); a transaction's parts on several shards are
 //!   put between `MULTI` and `EXEC` by the AOF writer, which sees them all;
-//! * a keyspace event and a tracking invalidation: still kept where they
-//!   were before this module took the records (`Shard::events`,
-//!   `Db::touched`), see "What remains" below.
+//! * a keyspace event ([`KeyEvent`], Redis's `notifyKeyspaceEvent`),
+//!   emitted through `Shard::notify` and published by the owning loop;
+//! * a tracking invalidation: still collected by each database
+//!   (`Db::touched`), see "What remains" below.
 //!
-//! Sequence numbers. Every record gets the shard's next sequence number
-//! (from 1, never reset, never reused), so a taken [`Chunk`] names the
-//! range of effects it holds (`first_seq..=last_seq`). A consumer that
+//! Sequence numbers. Every record and every event gets the shard's next
+//! sequence number (from 1, never reset, never reused), in execution
+//! order, so a taken [`Chunk`] names the range of effects it spans
+//! (`first_seq..=last_seq`; the events between its records have the
+//! numbers in between) and each event carries its own. A consumer that
 //! must resume or keep a window (the replication stream's backlog, issue
 //! 25) keeps "the last sequence number I have of shard s"; the order of
 //! records across shards is the order the AOF queue receives their chunks
@@ -34,13 +37,22 @@
 //! copies) gets it from the shards it copies. With it off, emitting a
 //! record costs one predictable branch and nothing is written.
 //!
-//! What remains (documented so the next step knows its place): keyspace
-//! events and invalidation keys do not have sequence numbers yet. They
-//! are emitted explicitly by handlers too (`Shard::notify`, `Db` marking
-//! touched keys), consumed by the runtime after each batch, and their
-//! order relative to the records of the same batch is the execution
-//! order within each kind; putting them in this outbox with the same
-//! counter is the next step of issue 22.6.
+//! Lanes. Records and events are kept apart (a byte buffer for the
+//! records, a list for the events) because their consumers differ: the
+//! AOF writer (and the replication stream) want the RESP bytes in one
+//! piece, pub/sub wants each event; one shared counter keeps their
+//! relative order, so a consumer of both (a replica that must see an
+//! event after the write that caused it) can merge them.
+//!
+//! What remains (documented so the next step knows its place): tracking
+//! invalidations are not in this outbox yet. Every change goes through
+//! `Db::signal`, which marks the key in its database's `touched` list
+//! when tracking is on; the runtime drains those lists after each batch
+//! (`server/worker/tracking.rs`). Moving them here needs the `Db` calls
+//! to reach the shard's outbox (or the outbox to live below the `Db`),
+//! which is the next step of issue 22.6.
+
+use ds::SmallBytes;
 
 /// Records of one shard, ready for a consumer.
 #[derive(Debug, Default)]
@@ -60,6 +72,21 @@ pub struct Chunk {
     pub last_seq: u64,
 }
 
+/// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
+/// `__keyspace@<db>__:<key>` (message: the event) and
+/// `__keyevent@<db>__:<event>` (message: the key), as the flags allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyEvent {
+    pub db: usize,
+    /// Its class (one bit of `ds::events`).
+    pub class: u32,
+    pub event: &'static str,
+    pub key: SmallBytes,
+    /// Its sequence number on the shard that emitted it (see the module
+    /// documentation); 0 until emitted.
+    pub seq: u64,
+}
+
 /// A shard's effects not yet taken by their consumers.
 #[derive(Debug)]
 pub struct Outbox {
@@ -73,8 +100,11 @@ pub struct Outbox {
     records: u64,
     first_db: usize,
     cur_db: usize,
-    /// Sequence number of the first record in `bytes`.
+    /// Sequence numbers of the first and last record in `bytes`.
     first_seq: u64,
+    last_seq: u64,
+    /// Keyspace events not yet published, oldest first.
+    events: Vec<KeyEvent>,
     /// Records emitted by commands (not by expiry or eviction), counted
     /// whether recorded or not, for the debug check that a handler which
     /// changed data said so (`commands::exec`).
@@ -95,6 +125,8 @@ impl Default for Outbox {
             first_db: 0,
             cur_db: 0,
             first_seq: 0,
+            last_seq: 0,
+            events: Vec::new(),
             #[cfg(debug_assertions)]
             emitted: 0,
             #[cfg(debug_assertions)]
@@ -116,8 +148,28 @@ impl Outbox {
             write_array(&mut self.bytes, &[b"SELECT", d.format(db).as_bytes()]);
             self.cur_db = db;
         }
+        self.last_seq = self.next_seq;
         self.next_seq += 1;
         self.records += 1;
+    }
+
+    /// Appends keyspace event `e` with the next sequence number. The
+    /// caller checked that its class is published (`Shard::notify`).
+    pub fn event(&mut self, mut e: KeyEvent) {
+        e.seq = self.next_seq;
+        self.next_seq += 1;
+        self.events.push(e);
+    }
+
+    /// Whether events wait to be published.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Takes the events, oldest first.
+    pub fn take_events(&mut self) -> Vec<KeyEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// A command emits record `args` for database `db` (Redis's
@@ -229,7 +281,7 @@ impl Outbox {
             bytes,
             records: std::mem::take(&mut self.records),
             first_seq: self.first_seq,
-            last_seq: self.next_seq - 1,
+            last_seq: self.last_seq,
         })
     }
 }
@@ -373,6 +425,27 @@ mod tests {
         let c = p.take().unwrap();
         assert_eq!((c.records, c.first_seq, c.last_seq), (1, 4, 4));
         assert_eq!(c.bytes, b"*2\r\n$3\r\nDEL\r\n$1\r\nb\r\n");
+    }
+
+    #[test]
+    fn records_and_events_share_one_sequence() {
+        let mut p = on();
+        let ev = |key: &[u8]| KeyEvent {
+            db: 0,
+            class: 1,
+            event: "set",
+            key: SmallBytes::from(key),
+            seq: 0,
+        };
+        p.record(0, &[b"SET", b"a", b"1"]);
+        p.event(ev(b"a"));
+        p.record(0, &[b"SET", b"b", b"1"]);
+        p.event(ev(b"b"));
+        let c = p.take().unwrap();
+        assert_eq!((c.first_seq, c.last_seq), (1, 3));
+        let seqs: Vec<u64> = p.take_events().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [2, 4]);
+        assert!(!p.has_events());
     }
 
     #[test]
