@@ -103,7 +103,9 @@ const SEQUENCE: &[&[&str]] = &[
     &["HDEL", "h", "c", "nope"],
     &["HDEL", "h", "nope"],
     // Sorted sets and GEO.
-    &["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"],
+    &[
+        "ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
+    ],
     &["ZADD", "z", "1", "a"],
     &["ZADD", "z", "XX", "CH", "9", "a"],
     &["ZINCRBY", "z", "1", "b"],
@@ -120,10 +122,30 @@ const SEQUENCE: &[&[&str]] = &[
     &["ZUNIONSTORE", "z2", "1", "z"],
     &["ZINTERSTORE", "z3", "2", "z", "nope"],
     &["ZRANGESTORE", "z4", "z", "0", "-1"],
-    &["GEOADD", "g", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"],
+    &[
+        "GEOADD",
+        "g",
+        "13.361389",
+        "38.115556",
+        "Palermo",
+        "15.087269",
+        "37.502669",
+        "Catania",
+    ],
     &["GEOADD", "g", "XX", "CH", "13", "38", "Palermo"],
     &["GEOADD", "g", "NX", "0", "0", "Palermo"],
-    &["GEOSEARCHSTORE", "g2", "g", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"],
+    &[
+        "GEOSEARCHSTORE",
+        "g2",
+        "g",
+        "FROMLONLAT",
+        "15",
+        "37",
+        "BYRADIUS",
+        "200",
+        "km",
+        "ASC",
+    ],
     // Bitmaps and HyperLogLogs.
     &["SETBIT", "b", "7", "1"],
     &["SETBIT", "b", "7", "1"],
@@ -178,11 +200,26 @@ const SEQUENCE: &[&[&str]] = &[
     &["EXEC"],
     // Scripts: their effects, never EVAL.
     &["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "e1"],
-    &["EVAL", "redis.call('set', KEYS[1], '1'); redis.call('incrbyfloat', KEYS[1], 1); return 1", "1", "e2"],
+    &[
+        "EVAL",
+        "redis.call('set', KEYS[1], '1'); redis.call('incrbyfloat', KEYS[1], 1); return 1",
+        "1",
+        "e2",
+    ],
     &["EVAL", "return redis.call('get', KEYS[1])", "1", "e2"],
     &["SELECT", "4"],
-    &["EVAL", "redis.call('set', KEYS[1], '1'); redis.call('del', KEYS[1]); return 1", "1", "e3"],
-    &["EVAL", "redis.call('select', 5); redis.call('set', KEYS[1], '1'); return 1", "1", "e4"],
+    &[
+        "EVAL",
+        "redis.call('set', KEYS[1], '1'); redis.call('del', KEYS[1]); return 1",
+        "1",
+        "e3",
+    ],
+    &[
+        "EVAL",
+        "redis.call('select', 5); redis.call('set', KEYS[1], '1'); return 1",
+        "1",
+        "e4",
+    ],
     &["SELECT", "0"],
     &["FLUSHALL"],
     &["SET", "last", "v"],
@@ -218,9 +255,18 @@ fn the_incr_file_is_redis_s_byte_for_byte() {
     let (ti, ri) = (incr(&td), incr(&rd));
     if ti != ri {
         // The first differing record, for the failure message.
-        let at = ti.iter().zip(&ri).position(|(a, b)| a != b).unwrap_or(ti.len().min(ri.len()));
-        let from = ti[..at].windows(3).rposition(|w| w == b"\r\n*").map_or(0, |p| p + 2);
-        let show = |b: &[u8]| String::from_utf8_lossy(&b[from..b.len().min(at + 200)]).replace("\r\n", " ");
+        let at = ti
+            .iter()
+            .zip(&ri)
+            .position(|(a, b)| a != b)
+            .unwrap_or(ti.len().min(ri.len()));
+        let from = ti[..at]
+            .windows(3)
+            .rposition(|w| w == b"\r\n*")
+            .map_or(0, |p| p + 2);
+        let show = |b: &[u8]| {
+            String::from_utf8_lossy(&b[from..b.len().min(at + 200)]).replace("\r\n", " ")
+        };
         panic!(
             "incr files differ at byte {at} ({} vs {} bytes)\n tessera: {}\n redis:   {}",
             ti.len(),

@@ -1030,10 +1030,8 @@ mod tests {
     use super::*;
 
     fn chunk(records: u64) -> Chunk {
-        let mut p = engine::outbox::Outbox {
-            records_on: true,
-            ..Default::default()
-        };
+        let mut p = engine::outbox::Outbox::default();
+        p.records_on = true;
         for i in 0..records {
             p.record(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
         }

@@ -41,8 +41,8 @@ use crate::coord::{fan_out, outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ServerShared, ShardCtx};
 use crate::error::CmdError;
 use crate::multikey::{prefetch_keys, split_by_shard};
-use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec, NO_KEYS};
 use crate::propagate::as_received;
+use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
 
 const KEYSPACE_READ_FAST: &[&str] = &["keyspace", "read", "fast"];

@@ -682,7 +682,12 @@ fn lmove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// RPOPLPUSH source destination: LMOVE source destination RIGHT LEFT.
 fn rpoplpush(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let record = [args.get(0), args.get(1), args.get(2)];
-    lmove_generic(ctx, (args.get(1), args.get(2)), (End::Right, End::Left), &record)
+    lmove_generic(
+        ctx,
+        (args.get(1), args.get(2)),
+        (End::Right, End::Left),
+        &record,
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -47,33 +47,65 @@ fn strings() {
         1,
         &[
             (&[], &["SET", "k", "v"], &["SET k v"]),
-            (&[], &["set", "k", "v", "EX", "100", "NX"], &["SET k v PXAT {at:k}"]),
-            (&[], &["SET", "k", "v", "PX", "100000"], &["SET k v PXAT {at:k}"]),
-            (&[], &["SET", "k", "v", "EXAT", "99999999999"], &["SET k v PXAT 99999999999000"]),
+            (
+                &[],
+                &["set", "k", "v", "EX", "100", "NX"],
+                &["SET k v PXAT {at:k}"],
+            ),
+            (
+                &[],
+                &["SET", "k", "v", "PX", "100000"],
+                &["SET k v PXAT {at:k}"],
+            ),
+            (
+                &[],
+                &["SET", "k", "v", "EXAT", "99999999999"],
+                &["SET k v PXAT 99999999999000"],
+            ),
             // An expiry in the past still logs the SET (Redis 7.0).
             (&[], &["SET", "k", "v", "EXAT", "1"], &["SET k v PXAT 1000"]),
-            (&[], &["SET", "k", "v", "PXAT", "99999999999999", "GET"], &["SET k v PXAT 99999999999999"]),
+            (
+                &[],
+                &["SET", "k", "v", "PXAT", "99999999999999", "GET"],
+                &["SET k v PXAT 99999999999999"],
+            ),
             (&[K], &["set", "k", "w", "GET"], &["set k w"]),
-            (&[K], &["set", "k", "w", "KEEPTTL", "get", "GET"], &["set k w KEEPTTL"]),
+            (
+                &[K],
+                &["set", "k", "w", "KEEPTTL", "get", "GET"],
+                &["set k w KEEPTTL"],
+            ),
             (&[K], &["SET", "k", "w", "NX"], &[]),
             (&[], &["SET", "k", "w", "XX"], &[]),
             (&[], &["SET", "k", "w", "XX", "GET"], &[]),
             (&[], &["SETNX", "k", "v"], &["SETNX k v"]),
             (&[K], &["SETNX", "k", "v"], &[]),
             (&[], &["SETEX", "k", "100", "v"], &["SET k v PXAT {at:k}"]),
-            (&[], &["PSETEX", "k", "100000", "v"], &["SET k v PXAT {at:k}"]),
+            (
+                &[],
+                &["PSETEX", "k", "100000", "v"],
+                &["SET k v PXAT {at:k}"],
+            ),
             (&[K_TTL], &["GETSET", "k", "w"], &["SET k w"]),
             (&[K], &["GETDEL", "k"], &["DEL k"]),
             (&[], &["GETDEL", "k"], &[]),
             (&[K], &["GETEX", "k", "EX", "100"], &["PEXPIREAT k {at:k}"]),
-            (&[K], &["GETEX", "k", "PXAT", "99999999999999"], &["PEXPIREAT k 99999999999999"]),
+            (
+                &[K],
+                &["GETEX", "k", "PXAT", "99999999999999"],
+                &["PEXPIREAT k 99999999999999"],
+            ),
             (&[K], &["GETEX", "k", "EXAT", "1"], &["DEL k"]),
             (&[K_TTL], &["GETEX", "k", "PERSIST"], &["PERSIST k"]),
             (&[K], &["GETEX", "k", "PERSIST"], &[]),
             (&[K], &["GETEX", "k"], &[]),
             (&[], &["GETEX", "k", "EX", "100"], &[]),
             (&[], &["INCRBYFLOAT", "f", "1.5"], &["SET f 1.5 KEEPTTL"]),
-            (&[&["SET", "f", "1", "EX", "100"]], &["INCRBYFLOAT", "f", "0.25"], &["SET f 1.25 KEEPTTL"]),
+            (
+                &[&["SET", "f", "1", "EX", "100"]],
+                &["INCRBYFLOAT", "f", "0.25"],
+                &["SET f 1.25 KEEPTTL"],
+            ),
             (&[&["SET", "f", "x"]], &["INCRBYFLOAT", "f", "1"], &[]),
             (&[], &["INCR", "n"], &["INCR n"]),
             (&[], &["DECRBY", "n", "5"], &["DECRBY n 5"]),
@@ -95,10 +127,22 @@ fn keys() {
         &[
             (&[K], &["EXPIRE", "k", "100"], &["PEXPIREAT k {at:k}"]),
             (&[K], &["PEXPIRE", "k", "100000"], &["PEXPIREAT k {at:k}"]),
-            (&[K], &["EXPIREAT", "k", "99999999999"], &["PEXPIREAT k 99999999999000"]),
-            (&[K], &["pexpireat", "k", "99999999999999"], &["pexpireat k 99999999999999"]),
+            (
+                &[K],
+                &["EXPIREAT", "k", "99999999999"],
+                &["PEXPIREAT k 99999999999000"],
+            ),
+            (
+                &[K],
+                &["pexpireat", "k", "99999999999999"],
+                &["pexpireat k 99999999999999"],
+            ),
             // The condition stays with the record, as Redis 7.0 keeps it.
-            (&[K], &["EXPIRE", "k", "100", "NX"], &["PEXPIREAT k {at:k} NX"]),
+            (
+                &[K],
+                &["EXPIRE", "k", "100", "NX"],
+                &["PEXPIREAT k {at:k} NX"],
+            ),
             (&[K_TTL], &["EXPIRE", "k", "100", "NX"], &[]),
             (&[K], &["EXPIRE", "k", "-1"], &["DEL k"]),
             (&[K], &["EXPIREAT", "k", "1"], &["DEL k"]),
@@ -133,11 +177,29 @@ fn restore_gets_an_absolute_ttl() {
     let at = t.shards[0].dbs[0].expire_of(b"k").to_string();
     let got = t.take_records();
     let payload_s = String::from_utf8_lossy(payload).into_owned();
-    assert_eq!(got, vec![vec!["RESTORE".to_string(), "k".into(), at, payload_s.clone(), "ABSTTL".into()]]);
+    assert_eq!(
+        got,
+        vec![vec![
+            "RESTORE".to_string(),
+            "k".into(),
+            at,
+            payload_s.clone(),
+            "ABSTTL".into()
+        ]]
+    );
     t.raw(&[b"RESTORE", b"k", b"0", payload, b"REPLACE"]);
     assert_eq!(got.len(), 1);
     let got = t.take_records();
-    assert_eq!(got, vec![vec!["RESTORE".to_string(), "k".into(), "0".into(), payload_s, "REPLACE".into()]]);
+    assert_eq!(
+        got,
+        vec![vec![
+            "RESTORE".to_string(),
+            "k".into(),
+            "0".into(),
+            payload_s,
+            "REPLACE".into()
+        ]]
+    );
     // Already expired: the replaced key's deletion only.
     t.raw(&[b"RESTORE", b"k", b"1", payload, b"REPLACE", b"ABSTTL"]);
     assert_eq!(t.take_records(), vec![vec!["DEL".to_string(), "k".into()]]);
@@ -161,9 +223,17 @@ fn sets() {
             (&[], &["SPOP", "s"], &[]),
             (&[S3], &["SMOVE", "s", "{s}d", "a"], &["SMOVE s {s}d a"]),
             (&[S3], &["SMOVE", "s", "s", "a"], &[]),
-            (&[S3], &["SINTERSTORE", "{s}d", "s"], &["SINTERSTORE {s}d s"]),
+            (
+                &[S3],
+                &["SINTERSTORE", "{s}d", "s"],
+                &["SINTERSTORE {s}d s"],
+            ),
             (&[], &["SUNIONSTORE", "{s}d", "s"], &[]),
-            (&[&["SADD", "{s}d", "x"]], &["SDIFFSTORE", "{s}d", "s"], &["SDIFFSTORE {s}d s"]),
+            (
+                &[&["SADD", "{s}d", "x"]],
+                &["SDIFFSTORE", "{s}d", "s"],
+                &["SDIFFSTORE {s}d s"],
+            ),
         ],
     );
 }
@@ -201,15 +271,39 @@ fn lists() {
             (&[L3], &["BLPOP", "nope", "l", "0"], &["LPOP l"]),
             (&[L3], &["BRPOP", "l", "0"], &["RPOP l"]),
             (&[], &["BRPOP", "l", "0"], &[]),
-            (&[L3], &["LMPOP", "1", "l", "LEFT", "COUNT", "2"], &["LPOP l 2"]),
-            (&[L3], &["BLMPOP", "0", "1", "l", "RIGHT", "COUNT", "5"], &["RPOP l 3"]),
-            (&[L3], &["LMOVE", "l", "{l}d", "LEFT", "RIGHT"], &["LMOVE l {l}d LEFT RIGHT"]),
-            (&[L3], &["BLMOVE", "l", "{l}d", "LEFT", "RIGHT", "0"], &["LMOVE l {l}d LEFT RIGHT"]),
+            (
+                &[L3],
+                &["LMPOP", "1", "l", "LEFT", "COUNT", "2"],
+                &["LPOP l 2"],
+            ),
+            (
+                &[L3],
+                &["BLMPOP", "0", "1", "l", "RIGHT", "COUNT", "5"],
+                &["RPOP l 3"],
+            ),
+            (
+                &[L3],
+                &["LMOVE", "l", "{l}d", "LEFT", "RIGHT"],
+                &["LMOVE l {l}d LEFT RIGHT"],
+            ),
+            (
+                &[L3],
+                &["BLMOVE", "l", "{l}d", "LEFT", "RIGHT", "0"],
+                &["LMOVE l {l}d LEFT RIGHT"],
+            ),
             (&[L3], &["RPOPLPUSH", "l", "l"], &["RPOPLPUSH l l"]),
-            (&[L3], &["BRPOPLPUSH", "l", "{l}d", "0"], &["RPOPLPUSH l {l}d"]),
+            (
+                &[L3],
+                &["BRPOPLPUSH", "l", "{l}d", "0"],
+                &["RPOPLPUSH l {l}d"],
+            ),
             (&[], &["BRPOPLPUSH", "l", "{l}d", "0"], &[]),
             (&[L3], &["LSET", "l", "0", "x"], &["LSET l 0 x"]),
-            (&[L3], &["LINSERT", "l", "BEFORE", "b", "x"], &["LINSERT l BEFORE b x"]),
+            (
+                &[L3],
+                &["LINSERT", "l", "BEFORE", "b", "x"],
+                &["LINSERT l BEFORE b x"],
+            ),
             (&[L3], &["LINSERT", "l", "BEFORE", "z", "x"], &[]),
             (&[L3], &["LREM", "l", "0", "a"], &["LREM l 0 a"]),
             (&[L3], &["LREM", "l", "0", "z"], &[]),
@@ -228,11 +322,19 @@ fn hashes() {
             (&[], &["HMSET", "h", "f", "v"], &["HMSET h f v"]),
             (&[], &["HSETNX", "h", "f", "v"], &["HSETNX h f v"]),
             (&[&["HSET", "h", "f", "v"]], &["HSETNX", "h", "f", "w"], &[]),
-            (&[&["HSET", "h", "f", "v"]], &["HDEL", "h", "f", "g"], &["HDEL h f g"]),
+            (
+                &[&["HSET", "h", "f", "v"]],
+                &["HDEL", "h", "f", "g"],
+                &["HDEL h f g"],
+            ),
             (&[&["HSET", "h", "f", "v"]], &["HDEL", "h", "g"], &[]),
             (&[], &["HINCRBY", "h", "n", "2"], &["HINCRBY h n 2"]),
             (&[], &["HINCRBYFLOAT", "h", "x", "2.5"], &["HSET h x 2.5"]),
-            (&[&["HSET", "h", "x", "1"]], &["HINCRBYFLOAT", "h", "x", "0.5"], &["HSET h x 1.5"]),
+            (
+                &[&["HSET", "h", "x", "1"]],
+                &["HINCRBYFLOAT", "h", "x", "0.5"],
+                &["HSET h x 1.5"],
+            ),
         ],
     );
 }
@@ -249,17 +351,33 @@ fn sorted_sets_and_geo() {
             (&[Z2], &["ZADD", "z", "CH", "3", "a"], &["ZADD z CH 3 a"]),
             (&[Z2], &["ZINCRBY", "z", "1", "a"], &["ZINCRBY z 1 a"]),
             (&[Z2], &["ZREM", "z", "a"], &["ZREM z a"]),
-            (&[Z2], &["ZREMRANGEBYSCORE", "z", "0", "1"], &["ZREMRANGEBYSCORE z 0 1"]),
+            (
+                &[Z2],
+                &["ZREMRANGEBYSCORE", "z", "0", "1"],
+                &["ZREMRANGEBYSCORE z 0 1"],
+            ),
             (&[Z2], &["ZREMRANGEBYRANK", "z", "5", "9"], &[]),
             (&[Z2], &["ZPOPMIN", "z"], &["ZPOPMIN z"]),
             (&[Z2], &["ZPOPMAX", "z", "5"], &["ZPOPMAX z 5"]),
             (&[Z2], &["BZPOPMIN", "z", "0"], &["ZPOPMIN z"]),
             (&[Z2], &["BZPOPMAX", "nope", "z", "0"], &["ZPOPMAX z"]),
-            (&[Z2], &["ZMPOP", "1", "z", "MIN", "COUNT", "10"], &["ZPOPMIN z 2"]),
+            (
+                &[Z2],
+                &["ZMPOP", "1", "z", "MIN", "COUNT", "10"],
+                &["ZPOPMIN z 2"],
+            ),
             (&[Z2], &["BZMPOP", "0", "1", "z", "MAX"], &["ZPOPMAX z 1"]),
             (&[], &["ZMPOP", "1", "z", "MIN"], &[]),
-            (&[Z2], &["ZUNIONSTORE", "{z}d", "1", "z"], &["ZUNIONSTORE {z}d 1 z"]),
-            (&[Z2], &["ZRANGESTORE", "{z}d", "z", "0", "-1"], &["ZRANGESTORE {z}d z 0 -1"]),
+            (
+                &[Z2],
+                &["ZUNIONSTORE", "{z}d", "1", "z"],
+                &["ZUNIONSTORE {z}d 1 z"],
+            ),
+            (
+                &[Z2],
+                &["ZRANGESTORE", "{z}d", "z", "0", "-1"],
+                &["ZRANGESTORE {z}d z 0 -1"],
+            ),
             (&[], &["ZINTERSTORE", "{z}d", "1", "z"], &[]),
             // The bytes Redis 7.0.15 writes for the same commands.
             (
@@ -279,7 +397,17 @@ fn sorted_sets_and_geo() {
             ),
             (
                 &[&["GEOADD", "g", "13.361389", "38.115556", "Palermo"]],
-                &["GEOSEARCHSTORE", "{g}d", "g", "FROMLONLAT", "13", "38", "BYRADIUS", "200", "km"],
+                &[
+                    "GEOSEARCHSTORE",
+                    "{g}d",
+                    "g",
+                    "FROMLONLAT",
+                    "13",
+                    "38",
+                    "BYRADIUS",
+                    "200",
+                    "km",
+                ],
                 &["GEOSEARCHSTORE {g}d g FROMLONLAT 13 38 BYRADIUS 200 km"],
             ),
         ],
@@ -292,17 +420,37 @@ fn bitmaps_and_hyperloglogs() {
         1,
         &[
             (&[], &["SETBIT", "b", "7", "1"], &["SETBIT b 7 1"]),
-            (&[&["SETBIT", "b", "7", "1"]], &["SETBIT", "b", "7", "1"], &[]),
-            (&[], &["BITFIELD", "b", "SET", "u8", "0", "1"], &["BITFIELD b SET u8 0 1"]),
-            (&[&["SET", "b", "\x01"]], &["BITFIELD", "b", "SET", "u8", "0", "1"], &[]),
+            (
+                &[&["SETBIT", "b", "7", "1"]],
+                &["SETBIT", "b", "7", "1"],
+                &[],
+            ),
+            (
+                &[],
+                &["BITFIELD", "b", "SET", "u8", "0", "1"],
+                &["BITFIELD b SET u8 0 1"],
+            ),
+            (
+                &[&["SET", "b", "\x01"]],
+                &["BITFIELD", "b", "SET", "u8", "0", "1"],
+                &[],
+            ),
             (&[K], &["BITOP", "NOT", "{k}d", "k"], &["BITOP NOT {k}d k"]),
             (&[], &["BITOP", "NOT", "{k}d", "k"], &[]),
             (&[], &["PFADD", "h", "a"], &["PFADD h a"]),
             (&[&["PFADD", "h", "a"]], &["PFADD", "h", "a"], &[]),
             // A stale cache is computed and stored: the command is logged.
             (&[&["PFADD", "h", "a"]], &["PFCOUNT", "h"], &["PFCOUNT h"]),
-            (&[&["PFADD", "h", "a"], &["PFCOUNT", "h"]], &["PFCOUNT", "h"], &[]),
-            (&[&["PFADD", "h", "a"]], &["PFMERGE", "h", "h"], &["PFMERGE h h"]),
+            (
+                &[&["PFADD", "h", "a"], &["PFCOUNT", "h"]],
+                &["PFCOUNT", "h"],
+                &[],
+            ),
+            (
+                &[&["PFADD", "h", "a"]],
+                &["PFMERGE", "h", "h"],
+                &["PFMERGE h h"],
+            ),
         ],
     );
 }
@@ -316,15 +464,35 @@ fn streams() {
         &[
             (&[], &["XADD", "x", "1-1", "f", "v"], &["XADD x 1-1 f v"]),
             (&[], &["XADD", "x", "NOMKSTREAM", "*", "f", "v"], &[]),
-            (&[X], &["XADD", "x", "MAXLEN", "1", "2-1", "f", "v"], &["XADD x MAXLEN 1 2-1 f v"]),
+            (
+                &[X],
+                &["XADD", "x", "MAXLEN", "1", "2-1", "f", "v"],
+                &["XADD x MAXLEN 1 2-1 f v"],
+            ),
             (&[X], &["XDEL", "x", "1-1"], &["XDEL x 1-1"]),
             (&[X], &["XDEL", "x", "9-9"], &[]),
             (&[X], &["XTRIM", "x", "MAXLEN", "0"], &["XTRIM x MAXLEN 0"]),
             (&[X], &["XSETID", "x", "5-5"], &["XSETID x 5-5"]),
-            (&[X], &["XGROUP", "CREATE", "x", "g", "0"], &["XGROUP CREATE x g 0"]),
-            (&[X, G], &["XGROUP", "SETID", "x", "g", "$"], &["XGROUP SETID x g $"]),
-            (&[X, G], &["XGROUP", "CREATECONSUMER", "x", "g", "c"], &["XGROUP CREATECONSUMER x g c"]),
-            (&[X, G], &["XGROUP", "DESTROY", "x", "g"], &["XGROUP DESTROY x g"]),
+            (
+                &[X],
+                &["XGROUP", "CREATE", "x", "g", "0"],
+                &["XGROUP CREATE x g 0"],
+            ),
+            (
+                &[X, G],
+                &["XGROUP", "SETID", "x", "g", "$"],
+                &["XGROUP SETID x g $"],
+            ),
+            (
+                &[X, G],
+                &["XGROUP", "CREATECONSUMER", "x", "g", "c"],
+                &["XGROUP CREATECONSUMER x g c"],
+            ),
+            (
+                &[X, G],
+                &["XGROUP", "DESTROY", "x", "g"],
+                &["XGROUP DESTROY x g"],
+            ),
             (&[X, G], &["XGROUP", "DESTROY", "x", "nope"], &[]),
             (&[X, G], &["XACK", "x", "g", "1-1"], &[]),
         ],
@@ -338,7 +506,16 @@ fn xadd_logs_the_generated_id() {
     t.recording(true);
     let reply = t.run(&["XADD", "x", "*", "f", "v"]);
     let id = reply.lines().nth(1).unwrap().to_string();
-    assert_eq!(t.take_records(), vec![vec!["XADD".to_string(), "x".into(), id, "f".into(), "v".into()]]);
+    assert_eq!(
+        t.take_records(),
+        vec![vec![
+            "XADD".to_string(),
+            "x".into(),
+            id,
+            "f".into(),
+            "v".into()
+        ]]
+    );
 }
 
 #[test]
@@ -347,15 +524,37 @@ fn scripts_log_the_commands_they_ran() {
         1,
         &[
             // One command: bare; several: in MULTI/EXEC; none: nothing.
-            (&[], &["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "k"], &["set k x"]),
             (
                 &[],
-                &["EVAL", "redis.call('set', KEYS[1], '1'); redis.call('incrbyfloat', KEYS[1], 1)", "1", "k"],
+                &["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "k"],
+                &["set k x"],
+            ),
+            (
+                &[],
+                &[
+                    "EVAL",
+                    "redis.call('set', KEYS[1], '1'); redis.call('incrbyfloat', KEYS[1], 1)",
+                    "1",
+                    "k",
+                ],
                 &["MULTI", "set k 1", "SET k 2 KEEPTTL", "EXEC"],
             ),
-            (&[K], &["EVAL", "return redis.call('get', KEYS[1])", "1", "k"], &[]),
+            (
+                &[K],
+                &["EVAL", "return redis.call('get', KEYS[1])", "1", "k"],
+                &[],
+            ),
             // A command that changed nothing logs nothing inside one either.
-            (&[K], &["EVAL", "return redis.call('set', KEYS[1], 'x', 'NX')", "1", "k"], &[]),
+            (
+                &[K],
+                &[
+                    "EVAL",
+                    "return redis.call('set', KEYS[1], 'x', 'NX')",
+                    "1",
+                    "k",
+                ],
+                &[],
+            ),
         ],
     );
 }
@@ -365,16 +564,32 @@ fn commands_across_shards() {
     run_table(
         4,
         &[
-            (&[], &["MSET", "a", "1", "b", "2", "c", "3"], &["MSET a 1 b 2 c 3"]),
+            (
+                &[],
+                &["MSET", "a", "1", "b", "2", "c", "3"],
+                &["MSET a 1 b 2 c 3"],
+            ),
             (&[], &["FLUSHALL"], &["FLUSHALL"]),
             (&[], &["SWAPDB", "0", "1"], &["SWAPDB 0 1"]),
             // Run on scratch copies: the handler's own record.
-            (&[&["SADD", "a", "x"]], &["SMOVE", "a", "b", "x"], &["SMOVE a b x"]),
+            (
+                &[&["SADD", "a", "x"]],
+                &["SMOVE", "a", "b", "x"],
+                &["SMOVE a b x"],
+            ),
             (&[&["SADD", "a", "x"]], &["SMOVE", "a", "b", "y"], &[]),
-            (&[&["RPUSH", "a", "x"]], &["BLMOVE", "a", "b", "LEFT", "LEFT", "0"], &["LMOVE a b LEFT LEFT"]),
+            (
+                &[&["RPUSH", "a", "x"]],
+                &["BLMOVE", "a", "b", "LEFT", "LEFT", "0"],
+                &["LMOVE a b LEFT LEFT"],
+            ),
             // SORT logs itself only when it stored something.
             (&[&["RPUSH", "a", "2", "1"]], &["SORT", "a"], &[]),
-            (&[&["RPUSH", "a", "2", "1"]], &["SORT", "a", "STORE", "b"], &["SORT a STORE b"]),
+            (
+                &[&["RPUSH", "a", "2", "1"]],
+                &["SORT", "a", "STORE", "b"],
+                &["SORT a STORE b"],
+            ),
             (&[], &["SORT", "a", "STORE", "b"], &[]),
         ],
     );

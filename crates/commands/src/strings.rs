@@ -606,13 +606,10 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     for (shard, pairs) in pairs_by_shard(args, c.nshards(), c.key_shards) {
         store_pairs(&mut plan, shard, db, pairs);
     }
-    let coord = OneStep::boxed(
-        plan,
-        |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-            out.ok();
-            Ok(())
-        },
-    );
+    let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+        out.ok();
+        Ok(())
+    });
     Ok(crate::propagate::as_received(coord, args, db))
 }
 

@@ -58,8 +58,11 @@ impl TestServer {
     /// arguments): each shard's in order, shard by shard, then the
     /// coordinators'. A `SELECT` between records is kept.
     pub fn take_records(&mut self) -> Vec<Vec<String>> {
-        let mut chunks: Vec<engine::outbox::Chunk> =
-            self.shards.iter_mut().filter_map(|s| s.outbox.take()).collect();
+        let mut chunks: Vec<engine::outbox::Chunk> = self
+            .shards
+            .iter_mut()
+            .filter_map(|s| s.outbox.take())
+            .collect();
         chunks.append(&mut self.home_records);
         let mut out = Vec::new();
         for c in chunks {
@@ -168,7 +171,10 @@ fn parse_array(b: &[u8]) -> (Vec<String>, usize) {
     fn line(b: &[u8], at: usize) -> (usize, usize) {
         // INVARIANT (test input): records are well-formed RESP.
         let end = at + b[at..].windows(2).position(|w| w == b"\r\n").expect("CRLF");
-        let n = std::str::from_utf8(&b[at + 1..end]).unwrap().parse().unwrap();
+        let n = std::str::from_utf8(&b[at + 1..end])
+            .unwrap()
+            .parse()
+            .unwrap();
         (n, end + 2)
     }
     let (argc, mut at) = line(b, 0);

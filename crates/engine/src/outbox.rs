@@ -407,7 +407,11 @@ mod tests {
         p.records_on = true;
         p.record(0, &[b"DEL", b"x"]);
         let c = p.take().unwrap();
-        assert_eq!((c.first_seq, c.last_seq), (1, 1), "no sequence number was spent");
+        assert_eq!(
+            (c.first_seq, c.last_seq),
+            (1, 1),
+            "no sequence number was spent"
+        );
     }
 
     #[test]

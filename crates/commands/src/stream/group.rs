@@ -11,8 +11,8 @@ use engine::types::stream::{Consumer, Group, Nack, Stream, StreamId, ENTRIES_REA
 use resp::{Args, Reply};
 
 use super::{
-    as_stream, as_stream_mut, id_bulk, nogroup_err, parse_range_bound,
-    parse_strict_id, reply_entry, ReadFrom,
+    as_stream, as_stream_mut, id_bulk, nogroup_err, parse_range_bound, parse_strict_id,
+    reply_entry, ReadFrom,
 };
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdError;
