@@ -148,7 +148,8 @@ pub trait Coordinator: Send {
     }
 
     /// The transaction this coordinator runs as, if any (the append-only
-    /// file writes its changes as one MULTI/EXEC block).
+    /// file writes its changes as one MULTI/EXEC block, or bare when they
+    /// are one record).
     fn tx_id(&self) -> Option<crate::tx::TxId> {
         None
     }

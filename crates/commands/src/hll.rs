@@ -24,8 +24,8 @@
 //! Keys on several shards: PFCOUNT and PFMERGE are plain shard handlers;
 //! dispatch runs them on copies of their keys (`crate::scratch`) under the
 //! transaction layer's locks, and writes back the destination only (a
-//! PFMERGE across shards is logged inside MULTI/EXEC, as every multi-shard
-//! write; on one shard the AOF holds exactly Redis's records).
+//! PFMERGE across shards is logged as received, its one record bare as
+//! Redis logs it).
 //!
 //! PFDEBUG has arity 3 in Redis 7.0, so its subcommands' own arity errors
 //! cannot happen; the key is checked before the subcommand is.
