@@ -47,7 +47,10 @@ use resp::Args;
 /// A coordinated command that writes (MSET, DEL, RENAME, FLUSHALL, SWAPDB
 /// ... across shards), wrapped by its builder: logged as received, once,
 /// when it finished without an error; its shards' jobs record nothing of
-/// their own but keys they found expired.
+/// their own but keys they found expired. Unlike Redis, such a command is
+/// logged also when it changed nothing (a DEL of missing keys, an MSETNX,
+/// RENAMENX or COPY that found its destination): its replay changes
+/// nothing either. On one shard, the handler logs exactly what Redis does.
 pub fn as_received(
     inner: Box<dyn crate::coord::Coordinator>,
     args: Args<'_>,
@@ -81,12 +84,11 @@ impl crate::coord::Coordinator for Logged {
         out: &mut resp::Reply,
         client: &mut crate::ctx::ClientState,
     ) -> Result<(), crate::error::CmdError> {
-        let mark = out.len();
+        // An error ends the command unlogged (`?`): every coordinator
+        // wrapped here returns its errors rather than writing them.
         self.inner.step(results, plan, out, client)?;
         self.issued |= !plan.is_empty();
-        let reply = &out.as_bytes()[mark..];
-        let failed = reply.first() == Some(&b'-');
-        if plan.is_empty() && !failed {
+        if plan.is_empty() {
             let argv: Vec<&[u8]> = self.args.args().iter().collect();
             self.records.push(engine::outbox::chunk_of(self.db, &argv));
         }
