@@ -43,6 +43,12 @@
 //! of the scratch copy are dropped: the real shard emits its own when the
 //! key really goes (the gather already expired what was due).
 //!
+//! Records (the append-only file): the handler emits them on the scratch
+//! shard exactly as on a real one (its shards' `records_on` travels with
+//! the gather); the coordinator hands them to the runtime
+//! (`Coordinator::take_records`), which puts them in the transaction's
+//! slot with the write-back. The write-back itself records nothing.
+//!
 //! Cost: the values are copied twice (to the home thread and, if changed,
 //! back), O(size of the values involved), where a dedicated coordinator
 //! could move only the result. That is the price of writing each command
