@@ -112,6 +112,8 @@ pub fn run_shard_ready(
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();
+    // The command's invalidations, numbered after its records and events.
+    shard.collect_touched();
     #[cfg(debug_assertions)]
     if res.is_ok() && block.is_none() {
         check_said_so(r, shard, said0);

@@ -629,3 +629,31 @@ fn records_are_numbered_per_shard_and_only_with_a_consumer() {
     let c = t.shards[0].outbox.take().unwrap();
     assert_eq!((c.first_seq, c.last_seq, c.first_db), (3, 3, 3));
 }
+
+/// Records, keyspace events and invalidations of one shard share one
+/// sequence, in execution order (a command's invalidations after its
+/// records and events).
+#[test]
+fn effects_share_one_sequence_in_execution_order() {
+    let mut t = TestServer::new(1);
+    t.recording(true);
+    t.shards[0].set_notify(ds::events::parse(b"KEA").unwrap());
+    t.shards[0].set_tracking(true);
+    t.run(&["SET", "a", "1"]);
+    t.run(&["SET", "b", "2"]);
+    let s = &mut t.shards[0];
+    let c = s.outbox.take().unwrap();
+    assert_eq!((c.first_seq, c.last_seq, c.records), (1, 4, 2));
+    let ev: Vec<(u64, String)> = s
+        .take_events()
+        .iter()
+        .map(|e| (e.seq, String::from_utf8_lossy(&e.key).into_owned()))
+        .collect();
+    assert_eq!(ev, [(2, "a".to_string()), (5, "b".to_string())]);
+    let inv: Vec<(u64, String)> = s
+        .outbox
+        .drain_invalidations()
+        .map(|i| (i.seq, String::from_utf8_lossy(&i.key).into_owned()))
+        .collect();
+    assert_eq!(inv, [(3, "a".to_string()), (6, "b".to_string())]);
+}

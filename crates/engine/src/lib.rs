@@ -73,6 +73,9 @@ pub struct Shard {
     /// Client-side caching: the keys of this shard that clients read, and
     /// who (CLIENT TRACKING's default mode); kept by the owning loop.
     pub tracked: Tracked,
+    /// Some client tracks: changes are collected as invalidations (see
+    /// [`Shard::set_tracking`]).
+    tracking: bool,
 }
 
 /// A client that may cache a key: its id and where it lives (thread,
@@ -116,7 +119,7 @@ impl Tracked {
     }
 }
 
-pub use outbox::KeyEvent;
+pub use outbox::{Invalidation, KeyEvent};
 
 impl Shard {
     pub fn new(id: usize, databases: usize) -> Self {
@@ -134,6 +137,7 @@ impl Shard {
             evict: evict::Evictor::default(),
             notify_flags: 0,
             tracked: Tracked::default(),
+            tracking: false,
         }
     }
 
@@ -195,6 +199,37 @@ impl Shard {
             self.flush_created();
         }
         self.outbox.take_events()
+    }
+
+    /// Turns the databases' change lists on while some client tracks
+    /// (set by the owning loop); off, the pending invalidations go.
+    pub fn set_tracking(&mut self, on: bool) {
+        self.tracking = on;
+        for d in &mut self.dbs {
+            d.track = on;
+            d.touched.clear();
+        }
+        if !on {
+            self.outbox.clear_invalidations();
+        }
+    }
+
+    /// Moves the keys changed since the last call (`Db::touched`) into
+    /// the outbox as numbered invalidations, database by database. One
+    /// branch while nobody tracks.
+    #[inline]
+    pub fn collect_touched(&mut self) {
+        if self.tracking {
+            self.collect_touched_slow();
+        }
+    }
+
+    fn collect_touched_slow(&mut self) {
+        for d in &mut self.dbs {
+            for k in d.touched.drain(..) {
+                self.outbox.invalidate(k);
+            }
+        }
     }
 
     /// Sets the published classes (`notify-keyspace-events`, raw flags).

@@ -15,8 +15,12 @@
 //!   put between `MULTI` and `EXEC` by the AOF writer, which sees them all;
 //! * a keyspace event ([`KeyEvent`], Redis's `notifyKeyspaceEvent`),
 //!   emitted through `Shard::notify` and published by the owning loop;
-//! * a tracking invalidation: still collected by each database
-//!   (`Db::touched`), see "What remains" below.
+//! * a tracking invalidation ([`Invalidation`], Redis's
+//!   `trackingInvalidateKey`): every change goes through `Db::signal`,
+//!   which marks the key in its database's `touched` list while some
+//!   client tracks; [`crate::Shard::collect_touched`] moves those keys
+//!   here, numbered, after each command (and before the runtime reads
+//!   them after a batch, a job or a cron step).
 //!
 //! Sequence numbers. Every record and every event gets the shard's next
 //! sequence number (from 1, never reset, never reused), in execution
@@ -37,20 +41,20 @@
 //! copies) gets it from the shards it copies. With it off, emitting a
 //! record costs one predictable branch and nothing is written.
 //!
-//! Lanes. Records and events are kept apart (a byte buffer for the
-//! records, a list for the events) because their consumers differ: the
-//! AOF writer (and the replication stream) want the RESP bytes in one
-//! piece, pub/sub wants each event; one shared counter keeps their
-//! relative order, so a consumer of both (a replica that must see an
-//! event after the write that caused it) can merge them.
+//! Lanes. Records, events and invalidations are kept apart (a byte
+//! buffer for the records, a list for each of the others) because their
+//! consumers differ: the AOF writer (and the replication stream) want the
+//! RESP bytes in one piece, pub/sub wants each event, tracking each key;
+//! one shared counter keeps their relative order, so a consumer of
+//! several (a replica that must see an event after the write that caused
+//! it) can merge them.
 //!
-//! What remains (documented so the next step knows its place): tracking
-//! invalidations are not in this outbox yet. Every change goes through
-//! `Db::signal`, which marks the key in its database's `touched` list
-//! when tracking is on; the runtime drains those lists after each batch
-//! (`server/worker/tracking.rs`). Moving them here needs the `Db` calls
-//! to reach the shard's outbox (or the outbox to live below the `Db`),
-//! which is the next step of issue 22.6.
+//! Order. Records and events are numbered where the handler emits them.
+//! Invalidations are numbered when collected from the databases, after
+//! the command that made them: their order is exact between commands,
+//! and within one command they follow its records and events (the `Db`
+//! calls that mark keys cannot reach the outbox; giving them its counter
+//! would make every `Db` change pay for it).
 
 use ds::SmallBytes;
 
@@ -87,6 +91,16 @@ pub struct KeyEvent {
     pub seq: u64,
 }
 
+/// A key changed while some client tracks (Redis's
+/// `trackingInvalidateKey`): the clients that may cache it get an
+/// invalidation. Key names only, as Redis's tracking table (any database).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalidation {
+    pub key: SmallBytes,
+    /// Its sequence number on this shard (see the module documentation).
+    pub seq: u64,
+}
+
 /// A shard's effects not yet taken by their consumers.
 #[derive(Debug)]
 pub struct Outbox {
@@ -105,6 +119,8 @@ pub struct Outbox {
     last_seq: u64,
     /// Keyspace events not yet published, oldest first.
     events: Vec<KeyEvent>,
+    /// Changed keys not yet turned into invalidations, oldest first.
+    invalidations: Vec<Invalidation>,
     /// Records emitted by commands (not by expiry or eviction), counted
     /// whether recorded or not, for the debug check that a handler which
     /// changed data said so (`commands::exec`).
@@ -127,6 +143,7 @@ impl Default for Outbox {
             first_seq: 0,
             last_seq: 0,
             events: Vec::new(),
+            invalidations: Vec::new(),
             #[cfg(debug_assertions)]
             emitted: 0,
             #[cfg(debug_assertions)]
@@ -170,6 +187,26 @@ impl Outbox {
     /// Takes the events, oldest first.
     pub fn take_events(&mut self) -> Vec<KeyEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Appends the invalidation of `key` with the next sequence number.
+    pub fn invalidate(&mut self, key: SmallBytes) {
+        self.invalidations.push(Invalidation {
+            key,
+            seq: self.next_seq,
+        });
+        self.next_seq += 1;
+    }
+
+    /// Takes the invalidations, oldest first (the buffer keeps its
+    /// capacity: tracking clients invalidate on every write).
+    pub fn drain_invalidations(&mut self) -> std::vec::Drain<'_, Invalidation> {
+        self.invalidations.drain(..)
+    }
+
+    /// Drops the invalidations (tracking turned off).
+    pub fn clear_invalidations(&mut self) {
+        self.invalidations.clear();
     }
 
     /// A command emits record `args` for database `db` (Redis's
@@ -450,6 +487,11 @@ mod tests {
         let seqs: Vec<u64> = p.take_events().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [2, 4]);
         assert!(!p.has_events());
+        p.invalidate(SmallBytes::from(&b"a"[..]));
+        p.record(0, &[b"DEL", b"a"]);
+        let inv: Vec<u64> = p.drain_invalidations().map(|i| i.seq).collect();
+        assert_eq!(inv, [5]);
+        assert_eq!(p.take().unwrap().first_seq, 6);
     }
 
     #[test]
