@@ -9,17 +9,21 @@
 //! `<appendfilename>.manifest` naming them with Redis's line format
 //! (`file <name> seq <n> type b|i`).
 //!
-//! Ordering. A shard appends its records ([`engine::prop::Chunk`]) to the
+//! Ordering. A shard appends its records ([`engine::outbox::Chunk`], taken
+//! from its effects outbox) to the
 //! shared queue before it sends any message that lets another thread see
 //! its writes, and before running a transaction's job. A transaction's
 //! records (from each shard's jobs, and from its coordinator on the home
-//! thread) collect in a slot of the queue, created when the first of them
+//! thread, `Coordinator::take_records`) collect in a slot of the queue,
+//! created when the first of them
 //! arrives: after every lock was granted (each shard flushed its earlier
 //! records before granting) and no later than the first release (anything
 //! that conflicts with it comes after a release, so after the slot). The
 //! home thread completes the slot when the coordinator finishes; the writer
 //! writes the queue in order and stops at an incomplete slot. A slot is
-//! written as one `MULTI ... EXEC` block, its parts in stamp order.
+//! written as one `MULTI ... EXEC` block, its parts in stamp order (a
+//! slot of one record goes bare, as Redis 7.0 propagates a transaction
+//! with one write).
 //!
 //! Durability targets. Every item of the queue (a shard's chunk, or a
 //! transaction's slot) has an index over the queue's whole life; "target
@@ -69,7 +73,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use config::{AppendFsync, Config};
-use engine::prop::{write_array, Chunk};
+use engine::outbox::{write_array, Chunk};
 
 use crate::log;
 
@@ -158,6 +162,8 @@ pub struct Aof {
     /// The writer sleeps for long (nothing written lately) and must be
     /// notified of new records; see [`Aof::kick`].
     asleep: AtomicBool,
+    /// The order stamps of a transaction's parts (see [`Aof::stamp`]).
+    stamps: AtomicU64,
 }
 
 /// The shard threads' wake-ups: thread `i` asks to be woken once the
@@ -191,6 +197,15 @@ impl Aof {
     /// The last write to the file succeeded.
     pub fn last_write_ok(&self) -> bool {
         !self.write_failed.load(Ordering::Relaxed)
+    }
+
+    /// An order stamp for a part of a transaction recorded on some thread:
+    /// the writer puts a slot's parts in stamp order. Each step of a
+    /// transaction starts after the previous step's parts were stamped
+    /// (the coordinator waits for them), so stamp order follows execution
+    /// order; parts of one step touch disjoint keys.
+    pub fn stamp(&self) -> u64 {
+        self.stamps.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn set_policy(&self, f: AppendFsync) {
@@ -341,14 +356,27 @@ impl Aof {
                         emit(&mut s.buf, &mut s.cur_db, &c);
                     }
                     Some(Item::Tx { mut parts, .. }) => {
-                        popped += parts.iter().map(|(_, c)| c.records).sum::<u64>();
+                        let records = parts.iter().map(|(_, c)| c.records).sum::<u64>();
+                        popped += records;
+                        // Redis 7.0's propagatePendingCommands: one record
+                        // is atomic by itself and goes bare.
+                        let wrap = records > 1;
                         if !parts.is_empty() {
                             parts.sort_by_key(|(s, _)| *s);
-                            write_array(&mut s.buf, &[b"MULTI"]);
+                            if wrap {
+                                // Redis writes the first record's SELECT
+                                // before the MULTI.
+                                let db = parts[0].1.first_db;
+                                select(&mut s.buf, &mut s.cur_db, db);
+                                s.cur_db = Some(db);
+                                write_array(&mut s.buf, &[b"MULTI"]);
+                            }
                             for (_, c) in &parts {
                                 emit(&mut s.buf, &mut s.cur_db, c);
                             }
-                            write_array(&mut s.buf, &[b"EXEC"]);
+                            if wrap {
+                                write_array(&mut s.buf, &[b"EXEC"]);
+                            }
                         }
                     }
                     None => break,
@@ -657,6 +685,7 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),
         asleep: AtomicBool::new(false),
+        stamps: AtomicU64::new(1),
     });
     let a = aof.clone();
     let h = std::thread::Builder::new()
@@ -1001,9 +1030,10 @@ mod tests {
     use super::*;
 
     fn chunk(records: u64) -> Chunk {
-        let mut p = engine::prop::PropBuf::default();
+        let mut p = engine::outbox::Outbox::default();
+        p.records_on = true;
         for i in 0..records {
-            p.cmd(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
+            p.record(0, &[b"SET", format!("k{i}").as_bytes(), b"v"]);
         }
         p.take().expect("at least one record")
     }

@@ -384,9 +384,8 @@ mod tests {
         );
         assert!(!paths.dir.join(&old.name).exists());
         // A write after the rewrite reaches the listed incr.
-        let mut p = engine::prop::PropBuf::default();
-        p.cmd(0, &[b"SET", b"after", b"v"]);
-        let target = aof.append(p.take().unwrap(), false);
+        let c = engine::outbox::chunk_of(0, &[b"SET", b"after", b"v"]);
+        let target = aof.append(c, false);
         aof.wait_durable(target, "a write after the rewrite");
         let incr = std::fs::read(paths.dir.join("appendonly.aof.2.incr.aof")).unwrap();
         assert!(

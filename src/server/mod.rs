@@ -176,7 +176,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
             shards = Some(l.shards);
         }
         let file = aof::open_files(&aof::Paths::of(&cfg))?;
-        engine::prop::set_enabled(true);
         Some(aof::start(file, cfg.appendfsync))
     } else {
         None

@@ -201,7 +201,7 @@ struct SysCoord {
 }
 
 /// A transaction's stamped records made on this shard so far.
-type TxParts = Vec<(u64, engine::prop::Chunk)>;
+type TxParts = Vec<(u64, engine::outbox::Chunk)>;
 
 /// A transaction's work waiting for its locks on this shard.
 struct Waiter {
@@ -265,11 +265,11 @@ impl Core {
     /// reply lets another thread or a client see the writes.
     #[inline]
     fn aof_flush(&mut self) {
-        if self.aof.is_some() != self.shard.prop.on {
+        if self.aof.is_some() != self.shard.outbox.records_on {
             self.aof_toggled();
         }
         if let Some(a) = &self.aof {
-            if let Some(c) = self.shard.prop.take() {
+            if let Some(c) = self.shard.outbox.take() {
                 let n = c.records;
                 self.aof_last = a.append(c, self.aof_led);
                 self.count_led(n);
@@ -282,7 +282,7 @@ impl Core {
     /// hand it what is left and let it go.
     #[cold]
     fn aof_toggled(&mut self) {
-        if self.shard.prop.on {
+        if self.shard.outbox.records_on {
             self.aof = self
                 .server
                 .aof
@@ -291,10 +291,10 @@ impl Core {
                 .and_then(|r| r.current());
             match &self.aof {
                 Some(a) => a.set_policy(self.server.config().appendfsync),
-                None => self.shard.prop.on = false,
+                None => self.shard.outbox.records_on = false,
             }
         } else if let Some(a) = self.aof.take() {
-            if let Some(c) = self.shard.prop.take() {
+            if let Some(c) = self.shard.outbox.take() {
                 self.aof_last = a.append(c, false);
             }
         }
@@ -664,7 +664,7 @@ impl Worker {
             save_wait: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
-        w.core.shard.prop.on = w.core.aof.is_some();
+        w.core.shard.outbox.records_on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
         w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
@@ -1543,7 +1543,7 @@ impl Worker {
             }
             first += cmd.nargs as usize;
             out.set_resp3(cmd.resp3);
-            let recorded = self.core.shard.prop.len();
+            let recorded = self.core.shard.outbox.len();
             let block = run_shard(
                 cmd.resolved,
                 cmd.handler,
@@ -1575,7 +1575,7 @@ impl Worker {
                     on,
                 ));
             }
-            if b.aof_from == usize::MAX && self.core.shard.prop.len() != recorded {
+            if b.aof_from == usize::MAX && self.core.shard.outbox.len() != recorded {
                 b.aof_from = i;
             }
             b.ends.push(out.len());
@@ -1747,12 +1747,12 @@ impl Worker {
         let i = self.core.aof_tx.iter().position(|(c, _, _)| *c == conn);
         let Some(i) = i else {
             // The buffer was emptied before the job ran.
-            let recorded = !self.core.shard.prop.is_empty();
+            let recorded = !self.core.shard.outbox.is_empty();
             self.core.aof_flush();
             return if recorded { self.core.aof_last } else { 0 };
         };
-        if let Some(c) = self.core.shard.prop.take() {
-            self.core.aof_tx[i].2.push((engine::prop::next_seq(), c));
+        if let Some(c) = self.core.shard.outbox.take() {
+            self.core.aof_tx[i].2.push((a.stamp(), c));
         }
         if release.is_some() {
             let (_, tx, parts) = self.core.aof_tx.swap_remove(i);
@@ -1855,7 +1855,7 @@ impl Worker {
                 .step(results, &mut plan, &mut o.ac.out, &mut o.client);
         let done = res.is_err() || plan.is_empty();
         // Nobody waits for the records to be durable.
-        log_coord_step(&self.core, &*o.ac.coord, done);
+        log_coord_step(&self.core, &mut *o.ac.coord, done);
         if done {
             self.conns.orphans.swap_remove(i);
             return;
@@ -2555,7 +2555,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     client: c.client.id,
                     ops: core.server.ops,
                 };
-                let prop0 = core.shard.prop.len();
+                let prop0 = core.shard.outbox.len();
                 if let Some(on) = run_shard(
                     resolved,
                     handler,
@@ -2567,7 +2567,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 ) {
                     blocked_on = Some((on, resolved, handler, call));
                 }
-                recorded = core.shard.prop.len() != prop0;
+                recorded = core.shard.outbox.len() != prop0;
                 tracking::tag_touched(core, Some(c.client.home));
                 (Step::Done, mark)
             }
@@ -2746,7 +2746,7 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         .coord
         .step(results, &mut plan, &mut ac.out, &mut c.client);
     let failed = res.is_err();
-    let hold = log_coord_step(core, &*ac.coord, failed || plan.is_empty());
+    let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
     ac.aof_hold = ac.aof_hold.max(hold);
     if let Err(e) = res {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
@@ -2809,11 +2809,12 @@ fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
 /// After a coordinator's step: appends its own records (home thread) and,
 /// at its end (`done`), completes its transaction's slot. Returns the
 /// durability target they need (0: none).
-fn log_coord_step(core: &Core, coord: &dyn commands::coord::Coordinator, done: bool) -> u64 {
-    // Taken even without an AOF handle (appendonly just turned on): left
-    // in the thread's queue they would go with another worker's step.
-    let home = commands::propagate::take_home();
+fn log_coord_step(core: &Core, coord: &mut dyn commands::coord::Coordinator, done: bool) -> u64 {
+    // Taken even without an AOF handle (nobody reads them then).
+    let records = coord.take_records();
     let Some(a) = &core.aof else { return 0 };
+    let home: Vec<(u64, engine::outbox::Chunk)> =
+        records.into_iter().map(|c| (a.stamp(), c)).collect();
     let mut hold = 0;
     match coord.tx_id() {
         Some(tx) => {
@@ -3094,7 +3095,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             break;
         }
         let mut out = Reply::new(w.resp3);
-        let recorded = core.shard.prop.len();
+        let recorded = core.shard.outbox.len();
         let again = exec::run_shard_ready(
             w.resolved,
             w.handler,
@@ -3112,7 +3113,7 @@ fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         for (d, k) in core.waiters.remove(&w) {
             core.shard.dbs[d].remove_blocking(&k);
         }
-        let recorded = core.shard.prop.len() != recorded;
+        let recorded = core.shard.outbox.len() != recorded;
         core.aof_flush();
         let msg = Msg::Unblocked {
             conn: w.conn,

@@ -203,6 +203,7 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             bits::set_bit(&mut v, bit, on);
             ctx.shard
                 .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
+            ctx.propagate_as_is(args);
             ctx.notify(ds::events::STRING, "setbit", key);
             0
         }
@@ -215,6 +216,7 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             if changed {
                 bits::set_bit(v, bit, on);
                 ctx.shard.dbs[db].signal(key);
+                ctx.propagate_as_is(args);
                 ctx.notify(ds::events::STRING, "setbit", key);
             }
             old
@@ -380,8 +382,10 @@ fn bitop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if len > 0 {
         ctx.shard
             .store(db, dest, Value::Str(Str::from_vec_raw(acc)), 0);
+        ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "set", dest);
     } else if ctx.shard.delete(db, dest) {
+        ctx.propagate_as_is(args);
         ctx.notify(ds::events::GENERIC, "del", dest);
     }
     ctx.out.int(len as i64);
@@ -576,6 +580,7 @@ fn bitfield_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, ro: bool) -> Result<
             ctx.shard
                 .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
             ctx.shard.dbs[db].dirty += changes.saturating_sub(1);
+            ctx.propagate_as_is(args);
             if changes > 0 {
                 ctx.notify(ds::events::STRING, "setbit", key);
             }
@@ -591,9 +596,11 @@ fn bitfield_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, ro: bool) -> Result<
                 d.signal(key);
                 d.dirty += changes - 1;
                 ctx.shard.notify(db, ds::events::STRING, "setbit", key);
+                ctx.propagate_as_is(args);
             } else if grew {
                 // Logged, without signalling WATCH (see the module docs).
                 d.dirty += 1;
+                ctx.propagate_as_is(args);
             }
         }
     }

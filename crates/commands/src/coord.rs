@@ -152,9 +152,18 @@ pub trait Coordinator: Send {
     }
 
     /// The transaction this coordinator runs as, if any (the append-only
-    /// file writes its changes as one MULTI/EXEC block).
+    /// file writes its changes as one MULTI/EXEC block, or bare when they
+    /// are one record).
     fn tx_id(&self) -> Option<crate::tx::TxId> {
         None
+    }
+
+    /// The records it made on the home thread (its own record, as a
+    /// FLUSHALL's, or those of a handler it ran on scratch copies), for
+    /// the runtime to hand to their consumers after each step; jobs record
+    /// into their shard's outbox instead. A wrapper forwards its inner's.
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        Vec::new()
     }
 
     /// Whether its first step reads state that a transaction's locks

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use config::Config;
 use engine::Shard;
-use resp::Reply;
+use resp::{Args, Reply};
 
 use crate::table::registry;
 
@@ -63,6 +63,45 @@ impl ShardCtx<'_> {
     #[inline]
     pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
         self.shard.notify(self.db, class, event, key);
+    }
+
+    /// Emits record `args` for the selected database: what this command's
+    /// change is propagated as (the append-only file; replicas next), at
+    /// the point where it changed the data (Redis's `alsoPropagate`, or
+    /// the rewritten argv of `rewriteClientCommandVector`). A handler
+    /// that changed nothing emits nothing. One branch when no consumer
+    /// reads records (see `engine::outbox`).
+    #[inline]
+    pub fn propagate(&mut self, args: &[&[u8]]) {
+        self.shard.outbox.record(self.db, args);
+    }
+
+    /// [`ShardCtx::propagate`] of the command as received (Redis's
+    /// propagation of a command that changed data and was not rewritten).
+    #[inline]
+    pub fn propagate_as_is(&mut self, args: Args<'_>) {
+        self.shard.outbox.record_args(self.db, args.iter());
+    }
+
+    /// [`ShardCtx::propagate`] of a record written by `f` (each argument
+    /// with `engine::outbox::write_bulk`) after its `argc` header; `f`
+    /// runs only when records are on, so a record assembled from many
+    /// parts (SREM of popped members) costs nothing without a consumer.
+    #[inline]
+    pub fn propagate_with(&mut self, argc: usize, f: impl FnOnce(&mut Vec<u8>)) {
+        self.shard.outbox.record_with(self.db, argc, f);
+    }
+
+    /// Says that the change just made is, as in Redis, propagated by no
+    /// record (an XREADGROUP of a consumer's history counts deliveries on
+    /// this server only). Emits nothing; debug builds count it as said
+    /// (see `exec::check_said_so`).
+    #[inline]
+    pub fn propagate_none(&mut self) {
+        #[cfg(debug_assertions)]
+        {
+            self.shard.outbox.emitted += 1;
+        }
     }
 
     #[inline]

@@ -130,12 +130,27 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         // Already expired: nothing is created (the old key, if replaced,
         // is gone and its deletion signalled by `delete`).
         if deleted {
+            ctx.propagate(&[b"DEL", key]);
             ctx.notify(ds::events::GENERIC, "del", key);
         }
         ctx.out.ok();
         return Ok(());
     }
     ctx.shard.store(ctx.db, key, value, at as u64);
+    if at != 0 && !o.absttl {
+        // Redis 7.0 propagates the deadline absolute: the command with
+        // its ttl replaced and ABSTTL appended.
+        let mut abs = itoa::Buffer::new();
+        let abs = abs.format(at).as_bytes();
+        ctx.propagate_with(args.len() + 1, |out| {
+            for (i, a) in args.iter().enumerate() {
+                engine::outbox::write_bulk(out, if i == 2 { abs } else { a });
+            }
+            engine::outbox::write_bulk(out, b"ABSTTL");
+        });
+    } else {
+        ctx.propagate_as_is(args);
+    }
     let lfu = ctx.shard.lfu.is_some();
     if let Some(e) = ctx.shard.dbs[ctx.db].get_mut(key) {
         match (lfu, o.freq, o.idle_s) {

@@ -129,12 +129,8 @@ pub fn run_shard_ready(
         return None;
     }
     let started = Instant::now();
-    // The append-only file: what the command changed (one branch when off).
-    let prop = shard
-        .prop
-        .on
-        .then(|| (shard.dirty(), shard.prop.implicit, out.len()));
-    shard.prop.own_records = false;
+    #[cfg(debug_assertions)]
+    let said0 = said_so_mark(shard);
     let mut ctx = ShardCtx {
         shard,
         db: call.db,
@@ -153,11 +149,11 @@ pub fn run_shard_ready(
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();
-    if let Some((dirty, implicit, mark)) = prop {
-        if res.is_ok() && block.is_none() {
-            let reply = &out.as_bytes()[mark..];
-            crate::propagate::after(r, args, call.db, shard, reply, dirty, implicit);
-        }
+    // The command's invalidations, numbered after its records and events.
+    shard.collect_touched();
+    #[cfg(debug_assertions)]
+    if res.is_ok() && block.is_none() {
+        check_said_so(r, shard, said0);
     }
     if let Err(e) = &res {
         reply_error(out, stats, e);
@@ -173,6 +169,31 @@ pub fn run_shard_ready(
         }
     }
     block
+}
+
+/// The dirty counter and the outbox's emission counters before a handler
+/// (see [`check_said_so`]).
+#[cfg(debug_assertions)]
+pub fn said_so_mark(shard: &Shard) -> (u64, u64, u64) {
+    (shard.dirty(), shard.outbox.emitted, shard.outbox.implicit)
+}
+
+/// Debug builds: a handler that changed data (the dirty counter moved by
+/// more than the keys expired or evicted on the way) must have emitted a
+/// record saying what (`ShardCtx::propagate`), else the append-only file
+/// and replicas would silently miss the change. The name is only read to
+/// say which handler forgot.
+#[cfg(debug_assertions)]
+pub fn check_said_so(r: Resolved, shard: &Shard, (dirty0, emitted0, implicit0): (u64, u64, u64)) {
+    let changed = shard.dirty() - dirty0;
+    let implicit = shard.outbox.implicit - implicit0;
+    let emitted = shard.outbox.emitted - emitted0;
+    debug_assert!(
+        changed <= implicit || emitted > 0,
+        "{} changed data ({} changes) and emitted no record",
+        crate::table::registry().full_name(r.id),
+        changed - implicit
+    );
 }
 
 /// Runs a connection handler.
@@ -534,11 +555,7 @@ fn coordinate(
     match build(ctx, args) {
         Ok(coord) => Step::Coord {
             resolved: r,
-            coord: crate::tx::TxCoord::wrap(
-                ctx.home,
-                crate::propagate::Logged::wrap(coord, r, args, ctx.client.db),
-                locks,
-            ),
+            coord: crate::tx::TxCoord::wrap(ctx.home, coord, locks),
         },
         Err(e) => {
             reply_error(ctx.out, stats, &e);

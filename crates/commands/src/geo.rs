@@ -7,8 +7,8 @@
 //!
 //! * GEOADD turns each `longitude latitude member` into `score member` and
 //!   runs ZADD with them, as Redis does (`replaceClientCommandVector`), so
-//!   it has ZADD's replies, and it is logged as that ZADD
-//!   ([`as_zadd`], called by `crate::propagate`);
+//!   it has ZADD's replies, and it is propagated as that ZADD (the ZADD
+//!   handler emits the arguments it ran with, [`as_zadd`]'s);
 //! * a search visits the centre cell and its 8 neighbours at a step chosen
 //!   from the radius, reading each cell's score range from the set, and
 //!   keeps the members inside the shape. Without ASC/DESC the reply is in
@@ -598,6 +598,7 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
         match o.store {
             Some(at) => {
                 if ctx.shard.remove(db, args.get(at)).is_some() {
+                    ctx.propagate_as_is(args);
                     ctx.notify(ds::events::GENERIC, "del", args.get(at));
                 }
                 ctx.out.int(0);
@@ -635,7 +636,7 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
             } else {
                 "georadiusstore"
             };
-            store_points(ctx, args.get(at), found, o.storedist, event)
+            store_points(ctx, (args, args.get(at)), found, o.storedist, event)
         }
     }
     Ok(())
@@ -751,9 +752,11 @@ fn reply_points(out: &mut Reply, found: &[Point], o: &Opts) {
 /// STORE / STOREDIST / GEOSEARCHSTORE: `dest` becomes a sorted set of the
 /// points (nothing found deletes it); replies the number stored. Counts
 /// one change per member, as Redis's dirty counter.
+///
+/// Propagated as received (`cmd`) when it changed `dest`.
 fn store_points(
     ctx: &mut ShardCtx<'_>,
-    dest: &[u8],
+    (cmd, dest): (Args<'_>, &[u8]),
     found: Vec<Point>,
     storedist: bool,
     event: &'static str,
@@ -762,6 +765,7 @@ fn store_points(
     let n = found.len();
     if n == 0 {
         if ctx.shard.remove(db, dest).is_some() {
+            ctx.propagate_as_is(cmd);
             ctx.notify(ds::events::GENERIC, "del", dest);
         }
         ctx.out.int(0);
@@ -775,6 +779,7 @@ fn store_points(
     }
     ctx.shard.store(db, dest, Value::ZSet(Box::new(z)), 0);
     ctx.shard.dbs[db].dirty += n as u64 - 1;
+    ctx.propagate_as_is(cmd);
     ctx.out.int(n as i64);
     ctx.notify(ds::events::ZSET, event, dest);
 }

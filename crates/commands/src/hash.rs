@@ -145,6 +145,7 @@ fn hset_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, hmset: bool) -> Result<(
         }
         (created, true)
     })?;
+    ctx.propagate_as_is(args);
     ctx.notify(ev::HASH, "hset", key);
     if hmset {
         ctx.out.ok();
@@ -176,6 +177,7 @@ fn hsetnx(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         (true, true)
     })?;
     if set {
+        ctx.propagate_as_is(args);
         ctx.notify(ev::HASH, "hset", key);
     }
     ctx.out.int(i64::from(set));
@@ -202,6 +204,7 @@ fn hdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     let empty = h.is_empty();
     if deleted > 0 {
+        ctx.propagate_as_is(args);
         ctx.notify(ev::HASH, "hdel", key);
     }
     if empty {
@@ -236,6 +239,7 @@ fn hincrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let mut buf = itoa::Buffer::new();
     let text = buf.format(new).as_bytes();
     write_hash(ctx, key, true, |h, lim| (h.set(field, text, lim), true))?;
+    ctx.propagate_as_is(args);
     ctx.notify(ev::HASH, "hincrby", key);
     ctx.out.int(new);
     Ok(())
@@ -244,7 +248,7 @@ fn hincrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// HINCRBYFLOAT key field increment: the new value, computed in `long
 /// double` and formatted as INCRBYFLOAT. Errors: a non-float or infinite
 /// increment (before the key's type), a stored value that is not a float,
-/// a result that is not finite.
+/// a result that is not finite. Propagated as `HSET key field value`.
 fn hincrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (key, field) = (args.get(1), args.get(2));
     let incr = longdouble::parse(args.get(3)).ok_or(CmdError::NotFloat)?;
@@ -269,6 +273,7 @@ fn hincrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
     write_hash(ctx, key, true, |h, lim| {
         (h.set(field, text.as_bytes(), lim), true)
     })?;
+    ctx.propagate(&[b"HSET", key, field, text.as_bytes()]);
     ctx.notify(ev::HASH, "hincrbyfloat", key);
     ctx.out.bulk(text.as_bytes());
     Ok(())

@@ -24,8 +24,8 @@
 //! Keys on several shards: PFCOUNT and PFMERGE are plain shard handlers;
 //! dispatch runs them on copies of their keys (`crate::scratch`) under the
 //! transaction layer's locks, and writes back the destination only (a
-//! PFMERGE across shards is logged inside MULTI/EXEC, as every multi-shard
-//! write; on one shard the AOF holds exactly Redis's records).
+//! PFMERGE across shards is logged as received, its one record bare as
+//! Redis logs it).
 //!
 //! PFDEBUG has arity 3 in Redis 7.0, so its subcommands' own arity errors
 //! cannot happen; the key is checked before the subcommand is.
@@ -116,6 +116,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.shard
             .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
         ctx.shard.dbs[db].dirty += updated;
+        ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "pfadd", key);
         ctx.out.int(1);
         return Ok(());
@@ -129,6 +130,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let d = &mut ctx.shard.dbs[db];
         d.signal(key);
         d.dirty += updated - 1;
+        ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "pfadd", key);
     }
     ctx.out.int(i64::from(updated > 0));
@@ -173,6 +175,7 @@ fn pfcount(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let card = card.map_err(corrupt)?;
     hll::set_cached(v, card);
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.int(card as i64);
     Ok(())
 }
@@ -217,6 +220,7 @@ fn pfmerge(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         apply(sketch_mut(ctx.shard, db, dest))?;
         ctx.shard.dbs[db].signal(dest);
     }
+    ctx.propagate_as_is(args);
     ctx.notify(ds::events::STRING, "pfadd", dest);
     ctx.out.simple("OK");
     Ok(())
@@ -267,6 +271,7 @@ fn pfdebug(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if converted {
         // Dirty (so propagated) but not signalled, as Redis.
         ctx.shard.dbs[db].dirty += 1;
+        ctx.propagate_as_is(args);
     }
     Ok(())
 }

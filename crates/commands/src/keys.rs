@@ -41,6 +41,7 @@ use crate::coord::{fan_out, outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ServerShared, ShardCtx};
 use crate::error::CmdError;
 use crate::multikey::{prefetch_keys, split_by_shard};
+use crate::propagate::as_received;
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
 
@@ -323,9 +324,7 @@ fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
     let gone = shard.dbs[db].expire_if_needed(key, now);
     if gone {
         shard.stats.expired_keys += 1;
-        if shard.prop.on {
-            shard.prop.implicit_del(db, key);
-        }
+        shard.outbox.implicit_del(db, key);
         shard.notify(db, ev::EXPIRED, "expired", key);
     }
     gone
@@ -404,12 +403,20 @@ fn op_touch(s: &mut Shard, db: usize, k: &[u8]) -> bool {
 /// DEL key [key ...] and UNLINK key [key ...]: the number of keys removed.
 /// Both free large values in the background (`engine::lazyfree`), as
 /// Redis's UNLINK and lazyfree-lazy-user-del do.
+///
+/// Propagated as received when it deleted a key.
 fn del(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    count_local(ctx, args, op_remove)
+    let n = count(ctx.shard, ctx.db, args.skip(1), op_remove);
+    if n > 0 {
+        ctx.propagate_as_is(args);
+    }
+    ctx.out.int(n as i64);
+    Ok(())
 }
 
 fn del_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    Ok(count_multi(c, args, op_remove))
+    let db = c.client.db;
+    Ok(as_received(count_multi(c, args, op_remove), args, db))
 }
 
 /// EXISTS key [key ...]: how many of the keys exist (repeats count again).
@@ -549,14 +556,35 @@ fn expire_generic(
     }
     if when <= now {
         ctx.shard.dbs[db].remove(key);
+        ctx.propagate(&[b"DEL", key]);
         ctx.notify(ev::GENERIC, "del", key);
     } else {
         // `when > now >= 0`, so it is a valid non-zero deadline.
         ctx.shard.dbs[db].set_expire(key, when as u64);
+        propagate_pexpireat(ctx, args, when, base_ms == 0 && !seconds);
         ctx.notify(ev::GENERIC, "expire", key);
     }
     ctx.out.int(1);
     Ok(())
+}
+
+/// The record of an EXPIRE-family command that set a deadline, as Redis
+/// 7.0's `expireGenericCommand` rewrites it: `PEXPIREAT key when [options]`
+/// (PEXPIREAT itself, `absolute_ms`, goes as received).
+fn propagate_pexpireat(ctx: &mut ShardCtx<'_>, args: Args<'_>, when: i64, absolute_ms: bool) {
+    if absolute_ms {
+        return ctx.propagate_as_is(args);
+    }
+    let mut at = itoa::Buffer::new();
+    let at = at.format(when).as_bytes();
+    ctx.propagate_with(args.len(), |out| {
+        engine::outbox::write_bulk(out, b"PEXPIREAT");
+        engine::outbox::write_bulk(out, args.get(1));
+        engine::outbox::write_bulk(out, at);
+        for opt in args.iter().skip(3) {
+            engine::outbox::write_bulk(out, opt);
+        }
+    });
 }
 
 /// PERSIST key: 1 if a deadline was removed, 0 if none or no key.
@@ -565,6 +593,7 @@ fn persist(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let had = ctx.shard.lookup_write(db, key).is_some_and(|e| e.has_ttl());
     if had {
         ctx.shard.dbs[db].set_expire(key, 0);
+        ctx.propagate_as_is(args);
         ctx.notify(ev::GENERIC, "persist", key);
     }
     ctx.out.int(had as i64);
@@ -661,6 +690,7 @@ fn rename_local(ctx: &mut ShardCtx<'_>, args: Args<'_>, nx: bool) -> Result<(), 
         .expect("INVARIANT: source present");
     ctx.shard.delete(db, dst);
     ctx.shard.dbs[db].insert(dst, entry, at);
+    ctx.propagate_as_is(args);
     ctx.notify(ev::GENERIC, "rename_from", src);
     ctx.notify(ev::GENERIC, "rename_to", dst);
     rename_reply(ctx.out, nx, true);
@@ -677,11 +707,13 @@ fn rename_reply(out: &mut Reply, nx: bool, renamed: bool) {
 }
 
 fn rename_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    Ok(RenameCoord::boxed(c, args, false))
+    let db = c.client.db;
+    Ok(as_received(RenameCoord::boxed(c, args, false), args, db))
 }
 
 fn renamenx_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    Ok(RenameCoord::boxed(c, args, true))
+    let db = c.client.db;
+    Ok(as_received(RenameCoord::boxed(c, args, true), args, db))
 }
 
 /// RENAME/RENAMENX with the keys on different shards.
@@ -878,6 +910,9 @@ fn copy(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let value = e.value().to_owned_value();
     let at = ctx.shard.dbs[ctx.db].expire_of(args.get(1));
     let copied = copy_store(ctx.shard, o.dst_db, args.get(2), value, at, o.replace);
+    if copied {
+        ctx.propagate_as_is(args);
+    }
     ctx.out.int(copied as i64);
     Ok(())
 }
@@ -922,13 +957,14 @@ fn copy_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
             .to_owned_value();
         Some((value, env.shard.dbs[db].expire_of(&src)))
     });
-    Ok(Box::new(CopyCoord {
+    let coord = Box::new(CopyCoord {
         first: Some(first),
         dst: args.get(2).to_vec(),
         dst_shard: shard_of(args.get(2), n),
         opts: o,
         stored: false,
-    }))
+    });
+    Ok(as_received(coord, args, db))
 }
 
 /// Steps of a cross-shard COPY: the source's read (issued at build time),
@@ -988,6 +1024,7 @@ fn move_(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .remove_with_ttl(key)
         .expect("INVARIANT: key present");
     ctx.shard.dbs[dst_db].insert(key, entry, at);
+    ctx.propagate_as_is(args);
     ctx.shard.notify(db, ev::GENERIC, "move_from", key);
     ctx.shard.notify(dst_db, ev::GENERIC, "move_to", key);
     ctx.out.int(1);
@@ -1409,7 +1446,7 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
     let asynchronous = parse_flush(args)?;
     let db = c.client.db;
     let server = c.server.clone();
-    Ok(fan_out(
+    let coord = fan_out(
         c.nshards(),
         move |env| flush(env.shard, db..db + 1, asynchronous),
         move |_: Vec<()>, out, _| {
@@ -1417,7 +1454,8 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
             out.ok();
             Ok(())
         },
-    ))
+    );
+    Ok(as_received(coord, args, db))
 }
 
 /// After a flush: every tracking client gets a null invalidation (all its
@@ -1438,7 +1476,7 @@ fn invalidate_all(server: &crate::ServerShared) {
 fn flushall(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let asynchronous = parse_flush(args)?;
     let server = c.server.clone();
-    Ok(fan_out(
+    let coord = fan_out(
         c.nshards(),
         move |env| {
             let n = env.shard.dbs.len();
@@ -1452,7 +1490,8 @@ fn flushall(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>,
             out.ok();
             Ok(())
         },
-    ))
+    );
+    Ok(as_received(coord, args, c.client.db))
 }
 
 /// SWAPDB index1 index2: swaps two databases on every shard.
@@ -1471,7 +1510,7 @@ fn swapdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             .ok_or(CmdError::DbIndexOutOfRange)
     };
     let (a, b) = (check(a)?, check(b)?);
-    Ok(fan_out(
+    let coord = fan_out(
         c.nshards(),
         move |env| {
             if a != b {
@@ -1484,7 +1523,8 @@ fn swapdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, C
             out.ok();
             Ok(())
         },
-    ))
+    );
+    Ok(as_received(coord, args, c.client.db))
 }
 
 // ---------------------------------------------------------------------------

@@ -194,6 +194,7 @@ fn push_generic(
             }
             let n = l.len();
             ctx.shard.dbs[db].signal(key);
+            ctx.propagate_as_is(args);
             ctx.notify(ev::LIST, push_event(end), key);
             ctx.out.int(n as i64);
         }
@@ -205,6 +206,7 @@ fn push_generic(
             }
             let n = l.len();
             ctx.shard.store(db, key, Value::List(l), 0);
+            ctx.propagate_as_is(args);
             ctx.notify(ev::LIST, push_event(end), key);
             ctx.out.int(n as i64);
         }
@@ -308,6 +310,7 @@ fn pop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, end: End) -> Result<(), C
         Some(n) => pop_range_reply(ctx.out, l, end, usize::try_from(n).unwrap_or(usize::MAX)),
         None => pop_one_reply(ctx.out, l, end),
     };
+    ctx.propagate_as_is(args);
     after_removal(ctx, key, pop_event(end), empty);
     Ok(())
 }
@@ -508,6 +511,7 @@ fn lset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let i = index_of(l.len(), i).ok_or_else(|| CmdError::err("index out of range"))?;
     l.set(i, args.get(3));
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.notify(ev::LIST, "lset", key);
     ctx.out.ok();
     Ok(())
@@ -537,6 +541,7 @@ fn linsert(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     l.insert(at + usize::from(after), args.get(4));
     let n = l.len();
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.notify(ev::LIST, "linsert", key);
     ctx.out.int(n as i64);
     Ok(())
@@ -555,6 +560,7 @@ fn lrem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let removed = l.remove_matching(args.get(3), count);
     let empty = l.is_empty();
     if removed > 0 {
+        ctx.propagate_as_is(args);
         after_removal(ctx, key, "lrem", empty);
     }
     ctx.out.int(removed as i64);
@@ -582,6 +588,12 @@ fn ltrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     let empty = l.is_empty();
+    // Redis counts (and so propagates) the elements trimmed only.
+    if l.len() < len {
+        ctx.propagate_as_is(args);
+    } else {
+        ctx.propagate_none();
+    }
     after_removal(ctx, key, "ltrim", empty);
     ctx.out.ok();
     Ok(())
@@ -593,13 +605,12 @@ fn ltrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// Redis's `lmoveGenericCommand`: pops from `src`'s `from` end and pushes
 /// onto `dst`'s `to` end, replying the element; a null bulk if `src` is
 /// missing; WRONGTYPE (nothing moved) if either key is not a list. `src ==
-/// dst` rotates the list.
+/// dst` rotates the list. Propagated as `record` when it moved an element.
 fn lmove_generic(
     ctx: &mut ShardCtx<'_>,
-    src: &[u8],
-    dst: &[u8],
-    from: End,
-    to: End,
+    (src, dst): (&[u8], &[u8]),
+    (from, to): (End, End),
+    record: &[&[u8]],
 ) -> Result<(), CmdError> {
     let db = ctx.db;
     let Some(e) = ctx.shard.lookup_write(db, src) else {
@@ -624,6 +635,7 @@ fn lmove_generic(
         };
         push(l, to, &v);
         ctx.shard.dbs[db].signal(src);
+        ctx.propagate(record);
         ctx.notify(ev::LIST, push_event(to), dst);
         ctx.notify(ev::LIST, pop_event(from), src);
         ctx.out.bulk(&v);
@@ -650,6 +662,7 @@ fn lmove_generic(
             ctx.shard.store(db, dst, Value::List(nl), 0);
         }
     }
+    ctx.propagate(record);
     // Redis's order: the push's event, then the pop's (and `del`).
     ctx.notify(ev::LIST, push_event(to), dst);
     after_removal(ctx, src, pop_event(from), src_empty);
@@ -662,12 +675,19 @@ fn lmove_generic(
 fn lmove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let from = parse_end(args.get(3))?;
     let to = parse_end(args.get(4))?;
-    lmove_generic(ctx, args.get(1), args.get(2), from, to)
+    let record: Vec<&[u8]> = args.iter().collect();
+    lmove_generic(ctx, (args.get(1), args.get(2)), (from, to), &record)
 }
 
 /// RPOPLPUSH source destination: LMOVE source destination RIGHT LEFT.
 fn rpoplpush(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    lmove_generic(ctx, args.get(1), args.get(2), End::Right, End::Left)
+    let record = [args.get(0), args.get(1), args.get(2)];
+    lmove_generic(
+        ctx,
+        (args.get(1), args.get(2)),
+        (End::Right, End::Left),
+        &record,
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -754,7 +774,9 @@ fn parse_mpop(args: Args<'_>, numkeys_at: usize) -> Result<MpopArgs, CmdError> {
 /// Pops up to `count` elements from the first non-empty list of `keys`
 /// (in order), replying `[key, [elements]]` (`with_count`) or `[key,
 /// element]`. Returns false, having replied nothing, if every key is
-/// missing; WRONGTYPE for a non-list key met before a list.
+/// missing; WRONGTYPE for a non-list key met before a list. Propagated
+/// as Redis 7.0's non-blocking form: `LPOP key` / `RPOP key`, with the
+/// number of elements popped when a count was given.
 fn serve_first<'a>(
     ctx: &mut ShardCtx<'_>,
     keys: impl Iterator<Item = &'a [u8]>,
@@ -775,10 +797,20 @@ fn serve_first<'a>(
         }
         ctx.out.array(2);
         ctx.out.bulk(key);
+        let len = l.len();
         let empty = match count {
             Some(n) => pop_range_reply(ctx.out, l, end, usize::try_from(n).unwrap_or(usize::MAX)),
             None => pop_one_reply(ctx.out, l, end),
         };
+        let pop: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
+        match count {
+            Some(n) => {
+                let popped = len.min(usize::try_from(n).unwrap_or(usize::MAX));
+                let mut buf = itoa::Buffer::new();
+                ctx.propagate(&[pop, key, buf.format(popped).as_bytes()]);
+            }
+            None => ctx.propagate(&[pop, key]),
+        }
         after_removal(ctx, key, pop_event(end), empty);
         return Ok(true);
     }
@@ -852,19 +884,19 @@ fn blmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// Redis's `blmoveGenericCommand`: LMOVE if the source holds elements,
 /// else block on the source (a null array on timeout) or, unable to block,
 /// reply a null bulk at once. Only the source's type is checked before
-/// blocking.
+/// blocking. Propagated as `record`, the non-blocking form.
 fn blmove_generic(
     ctx: &mut ShardCtx<'_>,
     args: Args<'_>,
-    from: End,
-    to: End,
+    (from, to): (End, End),
     deadline: u64,
+    record: &[&[u8]],
 ) -> Result<(), CmdError> {
     let (src, dst) = (args.get(1), args.get(2));
     match ctx.shard.lookup_write(ctx.db, src) {
         Some(e) => {
             as_list(e)?;
-            lmove_generic(ctx, src, dst, from, to)
+            lmove_generic(ctx, (src, dst), (from, to), record)
         }
         None => {
             if ctx.may_block {
@@ -887,7 +919,8 @@ fn blmove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     // From the clock now (Redis reads it here): the loop's cached one may
     // be milliseconds old, and the wait would end that much early.
     let deadline = parse_timeout(args.get(5), engine::now_ms())?;
-    blmove_generic(ctx, args, from, to, deadline)
+    let record = [b"LMOVE", args.get(1), args.get(2), args.get(3), args.get(4)];
+    blmove_generic(ctx, args, (from, to), deadline, &record)
 }
 
 /// BRPOPLPUSH source destination timeout
@@ -895,7 +928,8 @@ fn brpoplpush(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     // From the clock now (Redis reads it here): the loop's cached one may
     // be milliseconds old, and the wait would end that much early.
     let deadline = parse_timeout(args.get(3), engine::now_ms())?;
-    blmove_generic(ctx, args, End::Right, End::Left, deadline)
+    let record = [b"RPOPLPUSH", args.get(1), args.get(2)];
+    blmove_generic(ctx, args, (End::Right, End::Left), deadline, &record)
 }
 
 #[cfg(test)]

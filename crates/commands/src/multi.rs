@@ -251,6 +251,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         replies: Vec::new(),
         inflight: Vec::new(),
         sub: None,
+        records: Vec::new(),
         watch: watch.map(|w| w.flag),
         fused,
         checked: false,
@@ -301,6 +302,9 @@ struct ExecCoord {
     inflight: Vec<()>,
     /// A multi-shard command in progress: its index, coordinator, reply.
     sub: Option<(usize, Box<dyn Coordinator>, Reply)>,
+    /// Records the multi-shard commands made on the home thread so far
+    /// (see `Coordinator::take_records`).
+    records: Vec<engine::outbox::Chunk>,
     watch: Option<engine::WatchFlag>,
     /// All locks on one shard: the WATCH check happens in the job.
     fused: bool,
@@ -331,6 +335,10 @@ impl Coordinator for ExecCoord {
         self.watch.is_some() && !self.fused
     }
 
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        std::mem::take(&mut self.records)
+    }
+
     fn step(
         &mut self,
         results: Vec<JobOut>,
@@ -358,6 +366,7 @@ impl Coordinator for ExecCoord {
                 sout.error_bytes(&e.line());
                 p = Plan::default();
             }
+            self.records.extend(sub.take_records());
             if !p.jobs.is_empty() {
                 plan.jobs = p.jobs;
                 self.sub = Some((idx, sub, sout));
@@ -486,8 +495,7 @@ impl Coordinator for ExecCoord {
                     key_shards: &[],
                 };
                 match build {
-                    Build::Coord(b) => b(&mut ctx, args)
-                        .map(|c| crate::propagate::Logged::wrap(c, r, args, ctx.client.db)),
+                    Build::Coord(b) => b(&mut ctx, args),
                     Build::Scratch(h) => Ok(crate::scratch::coordinator(
                         r.spec, h, &mut ctx, args, false,
                     )),
@@ -499,7 +507,9 @@ impl Coordinator for ExecCoord {
                 }
                 Ok(mut sub) => {
                     let mut p = Plan::default();
-                    if let Err(e) = sub.step(Vec::new(), &mut p, &mut sout, client) {
+                    let stepped = sub.step(Vec::new(), &mut p, &mut sout, client);
+                    self.records.extend(sub.take_records());
+                    if let Err(e) = stepped {
                         sout.error_bytes(&e.line());
                     } else if !p.jobs.is_empty() {
                         plan.jobs = p.jobs;

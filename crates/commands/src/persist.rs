@@ -832,7 +832,7 @@ impl WriterJob {
             }
         } else {
             for l in &self.functions {
-                engine::prop::write_array(&mut head, &[b"FUNCTION", b"LOAD", &l.code]);
+                engine::outbox::write_array(&mut head, &[b"FUNCTION".as_slice(), b"LOAD", &l.code]);
             }
         }
         put(&mut w, &head)?;
@@ -1062,8 +1062,7 @@ fn rewrite_with(
     let begin = begin_job_as(cfg.rdbcompression, !cfg.aof_use_rdb_preamble, begin_dirty);
     plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
         if enable {
-            engine::prop::set_enabled(true);
-            env.shard.prop.on = true;
+            env.shard.outbox.records_on = true;
         }
         begin(env)
     });
@@ -1129,14 +1128,13 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
             p.lock().rewrite_scheduled = false;
             let mut plan = Plan::default();
             plan.run_all(server.nshards, |env: &mut ShardEnv<'_>| {
-                env.shard.prop.on = false;
+                env.shard.outbox.records_on = false;
             });
             let aof = aof.clone();
             return Some(Box::new(AtInstant {
                 begin: Some(plan),
                 at_instant: Some(Box::new(move || {
                     aof.disable();
-                    engine::prop::set_enabled(false);
                 })),
                 reply: "OK",
             }));

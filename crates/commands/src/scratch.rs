@@ -43,6 +43,12 @@
 //! of the scratch copy are dropped: the real shard emits its own when the
 //! key really goes (the gather already expired what was due).
 //!
+//! Records (the append-only file): the handler emits them on the scratch
+//! shard exactly as on a real one (its shards' `records_on` travels with
+//! the gather); the coordinator hands them to the runtime
+//! (`Coordinator::take_records`), which puts them in the transaction's
+//! slot with the write-back. The write-back itself records nothing.
+//!
 //! Cost: the values are copied twice (to the home thread and, if changed,
 //! back), O(size of the values involved), where a dedicated coordinator
 //! could move only the result. That is the price of writing each command
@@ -66,6 +72,8 @@ struct Gathered {
     now_ms: u64,
     /// The shard's published event classes (`Shard::notify_flags`).
     notify_flags: u32,
+    /// Whether the shard's records have a consumer (`Outbox::records_on`).
+    records_on: bool,
 }
 
 /// A shard's changed keys: the new entry and deadline, or `None` to delete.
@@ -105,6 +113,9 @@ pub struct Scratch {
     nshards: usize,
     /// A script's restricted user (`acl::caller`).
     caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    /// The handler's records, made on the scratch shard (see
+    /// `Coordinator::take_records`).
+    records: Vec<engine::outbox::Chunk>,
 }
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
@@ -147,9 +158,7 @@ pub fn coordinator(
                 .map(|k| {
                     if shard.dbs[db].expire_if_needed(k, now) {
                         shard.stats.expired_keys += 1;
-                        if shard.prop.on {
-                            shard.prop.implicit_del(db, k);
-                        }
+                        shard.outbox.implicit_del(db, k);
                         shard.notify(db, ds::events::EXPIRED, "expired", k);
                     }
                     shard.dbs[db]
@@ -162,6 +171,7 @@ pub fn coordinator(
                 enc: shard.enc,
                 now_ms: now,
                 notify_flags: shard.notify_flags,
+                records_on: shard.outbox.records_on,
             }
         });
     }
@@ -191,6 +201,7 @@ pub fn coordinator(
         may_block,
         parked: None,
         nshards: n,
+        records: Vec::new(),
     })
 }
 
@@ -213,6 +224,9 @@ impl Scratch {
         if let Some(g) = got.first() {
             shard.enc = g.enc;
             notify_flags = g.notify_flags;
+            // The handler's own records (made as on a real shard) go with
+            // the write-back, in the transaction (`take_records`).
+            shard.outbox.records_on = g.records_on;
         }
         shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
         let d = &mut shard.dbs[self.db];
@@ -239,10 +253,8 @@ impl Scratch {
                 f
             })
             .collect();
-        // The append-only file: the handler's own records (rewritten as
-        // on a real shard) go with the write-back, in the transaction.
-        shard.prop.on = engine::prop::enabled();
-        let prop0 = (shard.dirty(), shard.prop.implicit, out.len());
+        #[cfg(debug_assertions)]
+        let said0 = crate::exec::said_so_mark(&shard);
         // After loading the copies: those are not keys created.
         shard.set_notify(notify_flags);
         let mut ctx = ShardCtx {
@@ -263,15 +275,12 @@ impl Scratch {
         };
         (self.handler)(&mut ctx, self.args.args())?;
         let block = ctx.block.take();
-        if shard.prop.on && block.is_none() {
+        if block.is_none() {
+            #[cfg(debug_assertions)]
             if let Ok(r) = crate::table::registry().resolve(self.args.args()) {
-                let reply = &out.as_bytes()[prop0.2..];
-                let args = self.args.args();
-                crate::propagate::after(r, args, self.db, &mut shard, reply, prop0.0, prop0.1);
+                crate::exec::check_said_so(r, &shard, said0);
             }
-            if let Some(c) = shard.prop.take() {
-                crate::propagate::home_chunk(c);
-            }
+            self.records.extend(shard.outbox.take());
         }
         if let Some(on) = block {
             let every_key_waited = self
@@ -324,6 +333,10 @@ impl Scratch {
 }
 
 impl Coordinator for Scratch {
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        std::mem::take(&mut self.records)
+    }
+
     fn parked(&mut self) -> Option<Parked> {
         let (mut on, wake_home) = self.parked.take()?;
         let args = on

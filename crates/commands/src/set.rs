@@ -175,6 +175,7 @@ fn sadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     if added > 0 {
+        ctx.propagate_as_is(args);
         ctx.notify(ev::SET, "sadd", key);
     }
     ctx.out.int(added);
@@ -202,6 +203,7 @@ fn srem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
     }
     if deleted > 0 {
+        ctx.propagate_as_is(args);
         ctx.notify(ev::SET, "srem", key);
     }
     if emptied {
@@ -295,6 +297,13 @@ fn spop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     };
     let emptied = s.is_empty();
     reply_member(ctx.out, m.as_member());
+    // Redis 7.0 propagates the member removed, not the random choice.
+    let mut buf = itoa::Buffer::new();
+    let member: &[u8] = match m.as_member() {
+        Member::Str(b) => b,
+        Member::Int(n) => buf.format(n).as_bytes(),
+    };
+    ctx.propagate(&[b"SREM", key, member]);
     ctx.notify(ev::SET, "spop", key);
     if emptied {
         ctx.shard.remove(ctx.db, key);
@@ -303,6 +312,17 @@ fn spop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.shard.dbs[ctx.db].signal(key);
     }
     Ok(())
+}
+
+/// Members per SREM record of an SPOP with a count (Redis's `batchsize`).
+const SPOP_BATCH: usize = 1024;
+
+/// A member as a record's bulk string.
+fn write_member(out: &mut Vec<u8>, m: Member<'_>) {
+    match m {
+        Member::Str(b) => engine::outbox::write_bulk(out, b),
+        Member::Int(n) => engine::outbox::write_bulk(out, itoa::Buffer::new().format(n).as_bytes()),
+    }
 }
 
 /// Redis's `getPositiveLongFromObjectOrReply` with its default message.
@@ -338,6 +358,7 @@ fn spop_count(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         reply_set(ctx.out, &u);
         ctx.shard.remove(ctx.db, key);
+        ctx.propagate(&[b"DEL", key]);
         ctx.notify(ev::SET, "spop", key);
         ctx.notify(ev::GENERIC, "del", key);
         return Ok(());
@@ -348,6 +369,16 @@ fn spop_count(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         reply_member(ctx.out, m.as_member());
     }
     ctx.shard.dbs[ctx.db].signal(key);
+    // Redis 7.0: the members removed, as SREMs of up to 1024 members.
+    for batch in popped.chunks(SPOP_BATCH) {
+        ctx.propagate_with(2 + batch.len(), |out| {
+            engine::outbox::write_bulk(out, b"SREM");
+            engine::outbox::write_bulk(out, key);
+            for m in batch {
+                write_member(out, m.as_member());
+            }
+        });
+    }
     ctx.notify(ev::SET, "spop", key);
     Ok(())
 }
@@ -454,6 +485,7 @@ fn smove(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     let emptied = s.is_empty();
+    ctx.propagate_as_is(args);
     ctx.notify(ev::SET, "srem", src);
     if emptied {
         ctx.shard.remove(db, src);
@@ -502,15 +534,19 @@ fn gather<'a>(
         .collect()
 }
 
-/// Stores a *STORE result (replacing any value and TTL) and replies its
-/// size, emitting `event`; an empty result deletes the destination (a
-/// `del` event if there was one) and replies 0.
-fn store_result(ctx: &mut ShardCtx<'_>, dst: &[u8], s: Set, event: &'static str) {
-    let n = s.len();
+/// Stores the result of the *STORE command `cmd` (its destination is its
+/// first key; replacing any value and TTL) and replies its size, emitting
+/// `event`; an empty result deletes the destination (a `del` event if
+/// there was one) and replies 0. Propagated as received when it changed
+/// the destination.
+fn store_result(ctx: &mut ShardCtx<'_>, cmd: Args<'_>, s: Set, event: &'static str) {
+    let (n, dst) = (s.len(), cmd.get(1));
     if n > 0 {
         ctx.shard.store(ctx.db, dst, Value::Set(Box::new(s)), 0);
+        ctx.propagate_as_is(cmd);
         ctx.notify(ev::SET, event, dst);
     } else if ctx.shard.remove(ctx.db, dst).is_some() {
+        ctx.propagate_as_is(cmd);
         ctx.notify(ev::GENERIC, "del", dst);
     }
     ctx.out.int(n as i64);
@@ -528,7 +564,7 @@ enum InterOut {
 fn sinter_generic(
     ctx: &mut ShardCtx<'_>,
     keys: &[&[u8]],
-    dst: Option<&[u8]>,
+    dst: Option<Args<'_>>,
     mode: InterOut,
 ) -> Result<(), CmdError> {
     let lim = ctx.shard.enc;
@@ -615,7 +651,7 @@ enum SetOp {
 fn sunion_diff_generic(
     ctx: &mut ShardCtx<'_>,
     keys: &[&[u8]],
-    dst: Option<&[u8]>,
+    dst: Option<Args<'_>>,
     op: SetOp,
 ) -> Result<(), CmdError> {
     let lim = ctx.shard.enc;
@@ -689,7 +725,7 @@ fn sinter(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// SINTERSTORE destination key [key ...]: the size of the stored result.
 fn sinterstore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    sinter_generic(ctx, &all_keys(&args, 2), Some(args.get(1)), InterOut::Store)
+    sinter_generic(ctx, &all_keys(&args, 2), Some(args), InterOut::Store)
 }
 
 /// SUNION key [key ...]: the union (a RESP3 set).
@@ -699,7 +735,7 @@ fn sunion(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// SUNIONSTORE destination key [key ...]: the size of the stored result.
 fn sunionstore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    sunion_diff_generic(ctx, &all_keys(&args, 2), Some(args.get(1)), SetOp::Union)
+    sunion_diff_generic(ctx, &all_keys(&args, 2), Some(args), SetOp::Union)
 }
 
 /// SDIFF key [key ...]: members of the first set in none of the others.
@@ -709,7 +745,7 @@ fn sdiff(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// SDIFFSTORE destination key [key ...]: the size of the stored result.
 fn sdiffstore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    sunion_diff_generic(ctx, &all_keys(&args, 2), Some(args.get(1)), SetOp::Diff)
+    sunion_diff_generic(ctx, &all_keys(&args, 2), Some(args), SetOp::Diff)
 }
 
 /// SINTERCARD's numkeys (Redis: `getRangeLongFromObjectOrReply(1,

@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 use engine::{List, Shard, Value, ValueRef};
-use resp::{Args, Reply};
+use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx};
@@ -615,12 +615,14 @@ fn sort_on(
 /// Writes `items` to `dst` as a list (a missing GET stores an empty
 /// string; a `sortstore` event); no items deletes `dst` (`del` if it
 /// existed). Returns the stored length. Runs on `dst`'s shard, which
-/// emits the event.
-fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items) -> i64 {
+/// emits the event and, when it changed `dst`, the command as received
+/// (`sort`: Redis propagates SORT ... STORE verbatim when dirty).
+fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items, sort: &OwnedArgs) -> i64 {
     let n = items.len() as i64;
     if items.is_empty() {
         if shard.remove(db, dst).is_some() {
             shard.notify(db, ds::events::GENERIC, "del", dst);
+            shard.outbox.record_args(db, sort.args().iter());
         }
         return 0;
     }
@@ -631,6 +633,7 @@ fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items) -> i64 {
     shard.store(db, dst, Value::List(l), 0);
     // Redis files it under the list class.
     shard.notify(db, ds::events::LIST, "sortstore", dst);
+    shard.outbox.record_args(db, sort.args().iter());
     n
 }
 
@@ -668,6 +671,12 @@ fn build(
     let src = args.get(1).to_vec();
     let db = ctx.client.db;
     let touch = !ctx.client.no_touch;
+    // What a store is propagated as (see `store_on`).
+    let record = if opts.store.is_some() {
+        args.to_owned()
+    } else {
+        OwnedArgs::default()
+    };
     if crosses(&opts, &src, n) {
         return Ok(Box::new(CrossShard {
             stage: Stage::Start(src, opts),
@@ -676,6 +685,7 @@ fn build(
             nshards: n,
             read: HashMap::new(),
             stored: 0,
+            record,
         }));
     }
     let src_shard = shard_of(&src, n);
@@ -685,7 +695,7 @@ fn build(
         plan.run(src_shard, move |env| -> Result<Done, CmdError> {
             let items = sort_on(env.shard, db, touch, &src, &opts)?;
             Ok(match &opts.store {
-                Some(dst) => Done::Stored(store_on(env.shard, db, dst, items)),
+                Some(dst) => Done::Stored(store_on(env.shard, db, dst, items, &record)),
                 None => Done::Items(items),
             })
         });
@@ -711,6 +721,7 @@ fn build(
         dst,
         db,
         stored: None,
+        record,
     }))
 }
 
@@ -721,6 +732,8 @@ struct StoreElsewhere {
     dst: Option<(usize, Vec<u8>)>,
     db: usize,
     stored: Option<i64>,
+    /// The command as received, its record.
+    record: OwnedArgs,
 }
 
 impl Coordinator for StoreElsewhere {
@@ -747,8 +760,9 @@ impl Coordinator for StoreElsewhere {
         // INVARIANT: built with a destination.
         let (s, dst) = self.dst.take().expect("sort destination");
         let db = self.db;
+        let record = std::mem::take(&mut self.record);
         plan.run(s, move |env| {
-            store_on(env.shard, db, &dst, items);
+            store_on(env.shard, db, &dst, items, &record);
         });
         plan.last = true;
         Ok(())
@@ -795,6 +809,8 @@ struct CrossShard {
     read: HashMap<PatKey, Option<Vec<u8>>>,
     /// The stored length, for the reply after the store.
     stored: i64,
+    /// The command as received, its record.
+    record: OwnedArgs,
 }
 
 impl CrossShard {
@@ -905,8 +921,9 @@ impl CrossShard {
             Some(dst) => {
                 self.stored = items.len() as i64;
                 let db = self.db;
+                let record = std::mem::take(&mut self.record);
                 plan.run(shard_of(&dst, self.nshards), move |env| {
-                    store_on(env.shard, db, &dst, items);
+                    store_on(env.shard, db, &dst, items, &record);
                 });
                 plan.last = true;
                 self.stage = Stage::Storing;

@@ -7,7 +7,7 @@
 //! parse in Redis's order of checks, then act, then reply.
 //!
 //! Propagation (the AOF) follows Redis 7.0, written by the handlers
-//! themselves into the effects outbox (`emit`), never re-derived from the
+//! themselves into the effects outbox (`ShardCtx::propagate`), never re-derived from the
 //! reply: XADD logs the ID it generated and an approximate trim as the
 //! exact one that results (`MAXLEN = <length>` / `MINID = <first id>`);
 //! XREADGROUP logs each delivery as `XCLAIM ... FORCE JUSTID LASTID`, a
@@ -285,22 +285,6 @@ pub(crate) fn reply_range(
     ids
 }
 
-/// Logs a record of this command's effect (module docs): the handler then
-/// owns its records, and `propagate::after` adds nothing.
-pub(crate) fn emit(ctx: &mut ShardCtx<'_>, args: &[&[u8]]) {
-    if ctx.shard.prop.on {
-        ctx.shard.prop.cmd(ctx.db, args);
-        ctx.shard.prop.own_records = true;
-    }
-}
-
-/// Says the command logs nothing (its records, if any, were emitted).
-pub(crate) fn emit_none(ctx: &mut ShardCtx<'_>) {
-    if ctx.shard.prop.on {
-        ctx.shard.prop.own_records = true;
-    }
-}
-
 /// A `NOGROUP ...` line echoing client bytes (as Redis's `%s`).
 pub(crate) fn nogroup_err(parts: &[&[u8]], tail: &[u8]) -> CmdError {
     let mut line = b"NOGROUP ".to_vec();
@@ -499,7 +483,6 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let last = last.unwrap_or(StreamId::MIN);
     if !exists && a.no_mkstream {
         ctx.out.null();
-        emit_none(ctx);
         return Ok(());
     }
     let now = ctx.shard.now_ms;
@@ -573,11 +556,13 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let id_s = IdText::new(id);
     ctx.out.bulk(id_s.as_bytes());
     // The record only when something logs it (it copies every argument).
-    if ctx.shard.prop.on {
+    if ctx.shard.outbox.records_on {
         let id_s = std::str::from_utf8(id_s.as_bytes()).unwrap_or_default();
         let rec = add_trim_record(args, &a, Some(id_s), trimmed_to.as_deref());
         let rec: Vec<&[u8]> = rec.iter().map(Vec::as_slice).collect();
-        emit(ctx, &rec);
+        ctx.propagate(&rec);
+    } else {
+        ctx.propagate_none();
     }
     Ok(())
 }
@@ -602,7 +587,7 @@ fn xtrim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.notify(STREAM_EV, "xtrim", key);
         let rec = add_trim_record(args, &a, None, trimmed_to.as_deref());
         let rec: Vec<&[u8]> = rec.iter().map(Vec::as_slice).collect();
-        emit(ctx, &rec);
+        ctx.propagate(&rec);
     }
     Ok(())
 }
@@ -695,6 +680,7 @@ fn xdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let d = &mut ctx.shard.dbs[db];
         d.dirty += deleted;
         d.signal(key);
+        ctx.propagate_as_is(args);
         ctx.notify(STREAM_EV, "xdel", key);
     }
     ctx.out.int(deleted as i64);
@@ -760,6 +746,7 @@ fn xsetid(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let d = &mut ctx.shard.dbs[db];
     d.dirty += 1;
     d.signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.ok();
     ctx.notify(STREAM_EV, "xsetid", key);
     Ok(())
@@ -905,7 +892,6 @@ fn xreadgroup(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Result<(), CmdError> {
     let mut r = parse_read(args, xreadgroup)?;
-    emit_none(ctx);
     let (db, n, sa) = (ctx.db, r.n, r.streams_at);
     let key = |i: usize| args.get(sa + i);
     // A blocked reader served because a key became ready (module docs).
@@ -1007,7 +993,7 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
                 ctx.ready.is_some(),
                 &mut body,
                 k,
-                ctx.shard.prop.on,
+                ctx.shard.outbox.records_on,
             );
             if done.served {
                 served += 1;
@@ -1019,11 +1005,14 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
             if done.created {
                 ctx.notify(STREAM_EV, "xgroup-createconsumer", k);
             }
-            if ctx.shard.prop.on {
-                for cmd in done.records {
-                    let v: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-                    ctx.shard.prop.cmd(db, &v);
-                }
+            if done.changed && done.records.is_empty() {
+                // A history read (delivery counts, a consumer made):
+                // Redis 7.0 propagates nothing for it.
+                ctx.propagate_none();
+            }
+            for cmd in done.records {
+                let v: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                ctx.propagate(&v);
             }
             continue;
         }

@@ -275,10 +275,14 @@ enum SetReply {
 
 /// Redis's `setGenericCommand`: expiry value errors first, then GET's
 /// reply (or WRONGTYPE), then the NX/XX condition, then the write.
+///
+/// Propagated as Redis 7.0's: with any expiry option `SET key value PXAT
+/// ms` (other options dropped: the condition held); with GET, the command
+/// without its GETs; else as received.
 fn set_generic(
     ctx: &mut ShardCtx<'_>,
-    key: &[u8],
-    val: &[u8],
+    args: Args<'_>,
+    (key, val): (&[u8], &[u8]),
     o: &ExtOpts<'_>,
     cmd: &str,
     replies: SetReply,
@@ -303,6 +307,14 @@ fn set_generic(
         return Ok(());
     }
     set_bytes(ctx, key, val, expire);
+    match expire {
+        ExpireOpt::At(ms) => {
+            let mut at = itoa::Buffer::new();
+            ctx.propagate(&[b"SET", key, val, b"PXAT", at.format(ms).as_bytes()]);
+        }
+        _ if o.get => propagate_without_get(ctx, args),
+        _ => ctx.propagate_as_is(args),
+    }
     ctx.notify(ev::STRING, "set", key);
     if matches!(expire, ExpireOpt::At(_)) {
         ctx.notify(ev::GENERIC, "expire", key);
@@ -316,10 +328,23 @@ fn set_generic(
     Ok(())
 }
 
+/// SET without its GET options (each may repeat), as Redis 7.0 propagates
+/// `SET ... GET` without an expiry.
+fn propagate_without_get(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
+    let kept = |(j, a): &(usize, &[u8])| *j < 3 || !eq_ic(a, "get");
+    let argc = args.iter().enumerate().filter(kept).count();
+    ctx.propagate_with(argc, |out| {
+        for (_, a) in args.iter().enumerate().filter(kept) {
+            engine::outbox::write_bulk(out, a);
+        }
+    });
+}
+
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
 fn set(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let o = parse_ext(args, 3, true)?;
-    set_generic(ctx, args.get(1), args.get(2), &o, "set", SetReply::OkNull)
+    let kv = (args.get(1), args.get(2));
+    set_generic(ctx, args, kv, &o, "set", SetReply::OkNull)
 }
 
 /// SETNX key value: `:1` if set, `:0` if the key existed.
@@ -328,14 +353,8 @@ fn setnx(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         nx: true,
         ..Default::default()
     };
-    set_generic(
-        ctx,
-        args.get(1),
-        args.get(2),
-        &o,
-        "setnx",
-        SetReply::OneZero,
-    )
+    let kv = (args.get(1), args.get(2));
+    set_generic(ctx, args, kv, &o, "setnx", SetReply::OneZero)
 }
 
 /// SETEX key seconds value
@@ -344,7 +363,8 @@ fn setex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         exp: Some((ExpKind::Ex, args.get(2))),
         ..Default::default()
     };
-    set_generic(ctx, args.get(1), args.get(3), &o, "setex", SetReply::OkNull)
+    let kv = (args.get(1), args.get(3));
+    set_generic(ctx, args, kv, &o, "setex", SetReply::OkNull)
 }
 
 /// PSETEX key milliseconds value
@@ -353,14 +373,8 @@ fn psetex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         exp: Some((ExpKind::Px, args.get(2))),
         ..Default::default()
     };
-    set_generic(
-        ctx,
-        args.get(1),
-        args.get(3),
-        &o,
-        "psetex",
-        SetReply::OkNull,
-    )
+    let kv = (args.get(1), args.get(3));
+    set_generic(ctx, args, kv, &o, "psetex", SetReply::OkNull)
 }
 
 /// Stores a client's bytes as a string, encoded as `Str::from_bytes` would
@@ -381,20 +395,24 @@ fn deadline_of(ctx: &ShardCtx<'_>, key: &[u8], expire: ExpireOpt) -> u64 {
 }
 
 /// GETSET key value: the old value (or null), then SET without options
-/// (the TTL is dropped).
+/// (the TTL is dropped); propagated as `SET key value`.
 fn getset(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
     set_bytes(ctx, key, args.get(2), ExpireOpt::None);
+    // Redis 7.0 propagates GETSET as the SET it is.
+    ctx.propagate(&[b"SET", key, args.get(2)]);
     ctx.notify(ev::STRING, "set", key);
     Ok(())
 }
 
-/// GETDEL key: the value (or null), and the key deleted.
+/// GETDEL key: the value (or null), and the key deleted (propagated as
+/// `DEL key`).
 fn getdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let key = args.get(1);
     get_generic(ctx, key)?;
     if ctx.shard.remove(ctx.db, key).is_some() {
+        ctx.propagate(&[b"DEL", key]);
         ctx.notify(ev::GENERIC, "del", key);
     }
     Ok(())
@@ -403,6 +421,7 @@ fn getdel(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// GETEX key [EX s|PX ms|EXAT ts|PXAT ms-ts|PERSIST]: the value, and the
 /// TTL changed. As in Redis, a missing key replies null before the expiry
 /// value is checked, and an EXAT/PXAT in the past deletes the key.
+/// Propagated as `DEL key`, `PEXPIREAT key ms` or `PERSIST key`.
 fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let o = parse_ext(args, 2, false)?;
     let (db, key) = (ctx.db, args.get(1));
@@ -422,16 +441,20 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     match at {
         Some((k, ms)) if !k.relative() && ms <= now => {
             ctx.shard.remove(db, key);
+            ctx.propagate(&[b"DEL", key]);
             ctx.notify(ev::GENERIC, "del", key);
         }
         Some((_, ms)) => {
             ctx.shard.dbs[db].set_expire(key, ms);
+            let mut at = itoa::Buffer::new();
+            ctx.propagate(&[b"PEXPIREAT", key, at.format(ms).as_bytes()]);
             ctx.notify(ev::GENERIC, "expire", key);
         }
         // As Redis: a key without a TTL is not modified (no WATCH fails,
         // nothing is propagated).
         None if o.persist && had_ttl => {
             ctx.shard.dbs[db].set_expire(key, 0);
+            ctx.propagate(&[b"PERSIST", key]);
             ctx.notify(ev::GENERIC, "persist", key);
         }
         None => {}
@@ -542,6 +565,7 @@ fn mset_all(ctx: &mut ShardCtx<'_>, args: Args<'_>) {
         set_bytes(ctx, args.get(i), args.get(i + 1), ExpireOpt::None);
         ctx.notify(ev::STRING, "set", args.get(i));
     }
+    ctx.propagate_as_is(args);
 }
 
 /// MSET/MSETNX's key-value pairs of one shard, back to back.
@@ -582,13 +606,11 @@ fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator
     for (shard, pairs) in pairs_by_shard(args, c.nshards(), c.key_shards) {
         store_pairs(&mut plan, shard, db, pairs);
     }
-    Ok(OneStep::boxed(
-        plan,
-        |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-            out.ok();
-            Ok(())
-        },
-    ))
+    let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+        out.ok();
+        Ok(())
+    });
+    Ok(crate::propagate::as_received(coord, args, db))
 }
 
 /// MSETNX key value [key value ...]: sets every pair and replies `:1` if
@@ -664,11 +686,12 @@ impl Coordinator for MsetNx {
 
 fn msetnx_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     check_pairs(args, "msetnx")?;
-    Ok(Box::new(MsetNx {
+    let coord = Box::new(MsetNx {
         db: c.client.db,
         groups: pairs_by_shard(args, c.nshards(), c.key_shards),
         stage: 0,
-    }))
+    });
+    Ok(crate::propagate::as_received(coord, args, c.client.db))
 }
 
 // ---------------------------------------------------------------------------
@@ -705,6 +728,7 @@ fn append(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             val.len()
         }
     };
+    ctx.propagate_as_is(args);
     ctx.notify(ev::STRING, "append", key);
     ctx.out.int(len as i64);
     Ok(())
@@ -796,6 +820,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             n
         }
     };
+    ctx.propagate_as_is(args);
     ctx.notify(ev::STRING, "setrange", key);
     ctx.out.int(len as i64);
     Ok(())
@@ -813,8 +838,8 @@ fn write_at(v: &mut Vec<u8>, offset: usize, val: &[u8]) {
 // INCR family
 
 /// Adds `incr` to the integer at `key` (0 if missing), keeping its TTL.
-fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), CmdError> {
-    let db = ctx.db;
+fn incr_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, incr: i64) -> Result<(), CmdError> {
+    let (db, key) = (ctx.db, args.get(1));
     let n = match ctx.shard.lookup_write(db, key) {
         Some(e) => {
             let cur = as_str(e)?.as_i64().ok_or(CmdError::NotInteger)?;
@@ -830,22 +855,23 @@ fn incr_generic(ctx: &mut ShardCtx<'_>, key: &[u8], incr: i64) -> Result<(), Cmd
             incr
         }
     };
+    ctx.propagate_as_is(args);
     ctx.notify(ev::STRING, "incrby", key);
     ctx.out.int(n);
     Ok(())
 }
 
 fn incr(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    incr_generic(ctx, args.get(1), 1)
+    incr_generic(ctx, args, 1)
 }
 
 fn decr(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    incr_generic(ctx, args.get(1), -1)
+    incr_generic(ctx, args, -1)
 }
 
 fn incrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let by = parse_i64(args.get(2))?;
-    incr_generic(ctx, args.get(1), by)
+    incr_generic(ctx, args, by)
 }
 
 fn decrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
@@ -854,12 +880,14 @@ fn decrby(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         // Redis 7: negating LLONG_MIN would overflow.
         return Err(CmdError::err("decrement would overflow"));
     }
-    incr_generic(ctx, args.get(1), -by)
+    incr_generic(ctx, args, -by)
 }
 
 /// INCRBYFLOAT key increment: the new value as Redis prints a `long
 /// double` (`%.17Lf`, trailing zeros trimmed), stored as a string (never
 /// `int`), keeping the TTL. See `longdouble` for why not `f64`.
+/// Propagated as `SET key value KEEPTTL`: replicas and the AOF must not
+/// redo the float arithmetic.
 fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
     let cur = match ctx.shard.lookup_write(db, key) {
@@ -888,6 +916,7 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         None => ctx.shard.store(db, key, Value::Str(value), 0),
     }
+    ctx.propagate(&[b"SET", key, text.as_bytes(), b"KEEPTTL"]);
     ctx.notify(ev::STRING, "incrbyfloat", key);
     ctx.out.bulk(text.as_bytes());
     Ok(())

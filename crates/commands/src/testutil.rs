@@ -24,6 +24,9 @@ pub struct TestServer {
     pub client: ClientState,
     pub server: std::sync::Arc<ServerShared>,
     pub stats: ThreadStats,
+    /// Records coordinators made on the home thread
+    /// (`Coordinator::take_records`), in step order.
+    pub home_records: Vec<engine::outbox::Chunk>,
 }
 
 impl TestServer {
@@ -39,7 +42,38 @@ impl TestServer {
             },
             server: std::sync::Arc::new(ServerShared::new(cfg, nshards)),
             stats: ThreadStats::default(),
+            home_records: Vec::new(),
         }
+    }
+
+    /// Turns every shard's records on or off (as the runtime does for the
+    /// append-only file).
+    pub fn recording(&mut self, on: bool) {
+        for s in &mut self.shards {
+            s.outbox.records_on = on;
+        }
+    }
+
+    /// The records made since the last call, as commands (each a list of
+    /// arguments): each shard's in order, shard by shard, then the
+    /// coordinators'. A `SELECT` between records is kept.
+    pub fn take_records(&mut self) -> Vec<Vec<String>> {
+        let mut chunks: Vec<engine::outbox::Chunk> = self
+            .shards
+            .iter_mut()
+            .filter_map(|s| s.outbox.take())
+            .collect();
+        chunks.append(&mut self.home_records);
+        let mut out = Vec::new();
+        for c in chunks {
+            let mut buf = c.bytes.as_slice();
+            while !buf.is_empty() {
+                let (args, used) = parse_array(buf);
+                out.push(args);
+                buf = &buf[used..];
+            }
+        }
+        out
     }
 
     /// Runs one command and returns its raw reply bytes.
@@ -105,7 +139,9 @@ impl TestServer {
         let mut results = Vec::new();
         loop {
             let mut plan = Plan::default();
-            if let Err(e) = c.step(results, &mut plan, out, &mut self.client) {
+            let res = c.step(results, &mut plan, out, &mut self.client);
+            self.home_records.extend(c.take_records());
+            if let Err(e) = res {
                 out.error(&e.to_string());
                 break;
             }
@@ -134,6 +170,28 @@ impl TestServer {
         let v: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
         String::from_utf8_lossy(&self.raw(&v)).into_owned()
     }
+}
+
+/// One RESP array of bulk strings at the start of `b` (as records are
+/// written): its arguments (lossy UTF-8) and its length in bytes.
+fn parse_array(b: &[u8]) -> (Vec<String>, usize) {
+    fn line(b: &[u8], at: usize) -> (usize, usize) {
+        // INVARIANT (test input): records are well-formed RESP.
+        let end = at + b[at..].windows(2).position(|w| w == b"\r\n").expect("CRLF");
+        let n = std::str::from_utf8(&b[at + 1..end])
+            .unwrap()
+            .parse()
+            .unwrap();
+        (n, end + 2)
+    }
+    let (argc, mut at) = line(b, 0);
+    let mut args = Vec::with_capacity(argc);
+    for _ in 0..argc {
+        let (len, start) = line(b, at);
+        args.push(String::from_utf8_lossy(&b[start..start + len]).into_owned());
+        at = start + len + 2;
+    }
+    (args, at)
 }
 
 #[cfg(test)]

@@ -927,6 +927,10 @@ impl Coordinator for TxCoord {
         self.inner.parked()
     }
 
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        self.inner.take_records()
+    }
+
     fn tx_id(&self) -> Option<TxId> {
         Some(self.tx)
     }
@@ -937,8 +941,8 @@ impl Coordinator for TxCoord {
     /// before the fused part: its request may still wait (or, nowait, be
     /// refused), and another transaction that holds that shard could then
     /// take the released keys out of order and see half the command. And
-    /// once released, the last step still writes the command's AOF record
-    /// (`propagate::Logged`).
+    /// once released, the last step still makes the command's record
+    /// (`propagate::as_received`).
     fn must_finish(&self) -> bool {
         self.phase == Phase::Running
     }

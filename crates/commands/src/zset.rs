@@ -484,12 +484,17 @@ fn emit_ranks(out: &mut Reply, z: &ZSet, first: usize, n: usize, rev: bool, with
 /// Stores `z` at `key` if it has members (emitting `event`), else
 /// deletes `key` (a `del` event if it existed); replies the member count
 /// (Redis's store epilogue of ZRANGESTORE/ZUNIONSTORE ...).
-fn store_result(ctx: &mut ShardCtx<'_>, key: &[u8], z: ZSet, event: &'static str) {
-    let n = z.len();
+///
+/// `cmd` is the storing command (its destination is its first key),
+/// propagated as received when it changed the destination.
+fn store_result(ctx: &mut ShardCtx<'_>, cmd: Args<'_>, z: ZSet, event: &'static str) {
+    let (n, key) = (z.len(), cmd.get(1));
     if n > 0 {
         ctx.shard.store(ctx.db, key, Value::ZSet(Box::new(z)), 0);
+        ctx.propagate_as_is(cmd);
         ctx.notify(ev::ZSET, event, key);
     } else if ctx.shard.remove(ctx.db, key).is_some() {
+        ctx.propagate_as_is(cmd);
         ctx.notify(ev::GENERIC, "del", key);
     }
     ctx.out.int(n as i64);
@@ -671,6 +676,7 @@ fn zadd_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, mut f: AddFlags) -> Resu
     }
     if added + updated > 0 {
         ctx.shard.dbs[ctx.db].signal(key);
+        ctx.propagate_as_is(args);
         ctx.notify(ev::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
     if nan {
@@ -710,6 +716,7 @@ fn zrem(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     }
     let empty = z.is_empty();
     if deleted > 0 {
+        ctx.propagate_as_is(args);
         after_removal(ctx, key, "zrem", empty);
     }
     ctx.out.int(deleted);
@@ -967,7 +974,7 @@ fn zrange_generic(
     let lim = ctx.shard.enc;
     let Some(e) = ctx.shard.lookup_read(ctx.db, key, touch) else {
         if store {
-            store_result(ctx, args.get(1), ZSet::default(), "zrangestore");
+            store_result(ctx, args, ZSet::default(), "zrangestore");
         } else {
             ctx.out.array(0);
         }
@@ -1010,7 +1017,7 @@ fn zrange_generic(
         for (m, s) in z.iter_from(first, rev).take(n) {
             out.insert(m, s, &lim);
         }
-        store_result(ctx, args.get(1), out, "zrangestore");
+        store_result(ctx, args, out, "zrangestore");
     } else {
         emit_ranks(ctx.out, z, first, n, rev, withscores);
     }
@@ -1023,26 +1030,27 @@ fn zrange_generic(
 /// ZREMRANGEBYRANK key start stop: the number of members removed.
 fn zremrangebyrank(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let bounds = Bounds::Rank(parse_i64(args.get(2))?, parse_i64(args.get(3))?);
-    zremrange_generic(ctx, args.get(1), bounds)
+    zremrange_generic(ctx, args, bounds)
 }
 
 /// ZREMRANGEBYSCORE key min max: the number of members removed.
 fn zremrangebyscore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let bounds = Bounds::Score(ScoreRange::parse(args.get(2), args.get(3))?);
-    zremrange_generic(ctx, args.get(1), bounds)
+    zremrange_generic(ctx, args, bounds)
 }
 
 /// ZREMRANGEBYLEX key min max: the number of members removed.
 fn zremrangebylex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let bounds = Bounds::Lex(LexRange::parse(args.get(2), args.get(3))?);
-    zremrange_generic(ctx, args.get(1), bounds)
+    zremrange_generic(ctx, args, bounds)
 }
 
 fn zremrange_generic(
     ctx: &mut ShardCtx<'_>,
-    key: &[u8],
+    args: Args<'_>,
     bounds: Bounds<'_>,
 ) -> Result<(), CmdError> {
+    let key = args.get(1);
     let event = match bounds {
         Bounds::Rank(..) => "zremrangebyrank",
         Bounds::Score(_) => "zremrangebyscore",
@@ -1077,6 +1085,7 @@ fn zremrange_generic(
     if deleted > 0 {
         z.remove_ranks(a, b);
         let empty = z.is_empty();
+        ctx.propagate_as_is(args);
         after_removal(ctx, key, event, empty);
     }
     ctx.out.int(deleted as i64);
@@ -1152,6 +1161,9 @@ fn zpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, max: bool) -> Result<(),
     }
     let nested = ctx.out.resp3() && count.is_some();
     let popped = pop_members(ctx, key, max, count.unwrap_or(1));
+    if !popped.is_empty() {
+        ctx.propagate_as_is(args);
+    }
     if nested {
         ctx.out.array(popped.len());
     } else {
@@ -1206,7 +1218,17 @@ fn block_or_null(ctx: &mut ShardCtx<'_>, keys: Vec<Vec<u8>>, deadline_ms: u64) {
     }
 }
 
+/// The non-blocking pop a blocking or multi-key one is propagated as.
+fn zpop_name(max: bool) -> &'static [u8] {
+    if max {
+        b"ZPOPMAX"
+    } else {
+        b"ZPOPMIN"
+    }
+}
+
 /// `[key, member, score]` of the first non-empty set, or block.
+/// Propagated as `ZPOPMIN key` / `ZPOPMAX key`.
 fn bzpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, max: bool) -> Result<(), CmdError> {
     // From the clock now, as Redis (the loop's cached one may be old).
     let deadline = parse_timeout(args.get(args.len() - 1), engine::now_ms())?;
@@ -1214,6 +1236,9 @@ fn bzpop_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, max: bool) -> Result<()
     match first_nonempty(ctx, &keys)? {
         Some(k) => {
             let popped = pop_members(ctx, k, max, 1);
+            if !popped.is_empty() {
+                ctx.propagate(&[zpop_name(max), k]);
+            }
             ctx.out.array(1 + 2 * popped.len());
             ctx.out.bulk(k);
             for (m, s) in &popped {
@@ -1237,7 +1262,8 @@ fn bzmpop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 /// `[key, [[member, score] ...]]` from the first non-empty set; a null
-/// array if none (ZMPOP), or block (BZMPOP).
+/// array if none (ZMPOP), or block (BZMPOP). Propagated as `ZPOPMIN|ZPOPMAX
+/// key count` with the number of members popped.
 fn zmpop_generic(
     ctx: &mut ShardCtx<'_>,
     args: Args<'_>,
@@ -1303,6 +1329,10 @@ fn zmpop_generic(
     match found {
         Some(k) => {
             let popped = pop_members(ctx, k, max, count);
+            if !popped.is_empty() {
+                let mut n = itoa::Buffer::new();
+                ctx.propagate(&[zpop_name(max), k, n.format(popped.len()).as_bytes()]);
+            }
             ctx.out.array(2);
             ctx.out.bulk(k);
             ctx.out.array(popped.len());
@@ -1695,7 +1725,8 @@ fn setop_generic(
                 SetOp::Inter => "zinterstore",
                 SetOp::Diff => "zdiffstore",
             };
-            store_result(ctx, dst, z, event);
+            debug_assert_eq!(dst, args.get(1));
+            store_result(ctx, args, z, event);
         }
         None => {
             results_header(ctx.out, rows.len(), withscores);

@@ -462,11 +462,9 @@ impl Shard {
             return None;
         }
         self.stats.evicted_keys += 1;
-        if self.prop.on {
-            // The append-only file replays the eviction (Redis propagates
-            // a DEL for each evicted key).
-            self.prop.implicit_del(db, &key);
-        }
+        // The append-only file replays the eviction (Redis propagates a
+        // DEL for each evicted key).
+        self.outbox.implicit_del(db, &key);
         self.notify(db, ds::events::EVICTED, "evicted", &key);
         Some(bytes)
     }

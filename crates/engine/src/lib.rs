@@ -15,7 +15,7 @@ pub mod evict;
 pub mod lazyfree;
 pub mod lfu;
 pub mod node;
-pub mod prop;
+pub mod outbox;
 pub mod rdb;
 pub mod snapshot;
 pub mod types;
@@ -62,20 +62,20 @@ pub struct Shard {
     /// `rdbcompression`: DUMP payloads LZF-compress long strings (set by
     /// the owning loop from the configuration).
     pub rdb_compression: bool,
-    /// Records of this shard's changes for the append-only file (see
-    /// [`prop`]); off unless `appendonly` is on.
-    pub prop: prop::PropBuf,
+    /// The effects of this shard's commands for their consumers (the
+    /// append-only file ...), see [`outbox`].
+    pub outbox: outbox::Outbox,
     /// `maxmemory` settings and the eviction pool (see [`evict`]).
     pub evict: evict::Evictor,
     /// The keyspace event classes to publish (`ds::events`, already
     /// `effective`: 0 when notifications are off); set by the owning loop.
     pub notify_flags: u32,
-    /// Keyspace events emitted and not yet published, in order (see
-    /// [`Shard::notify`]); the owning loop publishes them.
-    pub events: Vec<KeyEvent>,
     /// Client-side caching: the keys of this shard that clients read, and
     /// who (CLIENT TRACKING's default mode); kept by the owning loop.
     pub tracked: Tracked,
+    /// Some client tracks: changes are collected as invalidations (see
+    /// [`Shard::set_tracking`]).
+    tracking: bool,
 }
 
 /// A client that may cache a key: its id and where it lives (thread,
@@ -119,17 +119,7 @@ impl Tracked {
     }
 }
 
-/// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
-/// `__keyspace@<db>__:<key>` (message: the event) and
-/// `__keyevent@<db>__:<event>` (message: the key), as the flags allow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyEvent {
-    pub db: usize,
-    /// Its class (one bit of `ds::events`).
-    pub class: u32,
-    pub event: &'static str,
-    pub key: SmallBytes,
-}
+pub use outbox::{Invalidation, KeyEvent};
 
 impl Shard {
     pub fn new(id: usize, databases: usize) -> Self {
@@ -143,11 +133,11 @@ impl Shard {
             lfu: None,
             enc: EncLimits::default(),
             rdb_compression: true,
-            prop: prop::PropBuf::default(),
+            outbox: outbox::Outbox::default(),
             evict: evict::Evictor::default(),
             notify_flags: 0,
-            events: Vec::new(),
             tracked: Tracked::default(),
+            tracking: false,
         }
     }
 
@@ -166,11 +156,12 @@ impl Shard {
     #[cold]
     fn push_event(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
         self.flush_created();
-        self.events.push(KeyEvent {
+        self.outbox.event(KeyEvent {
             db,
             class,
             event,
             key: SmallBytes::from(key),
+            seq: 0,
         });
     }
 
@@ -178,11 +169,12 @@ impl Shard {
     fn flush_created(&mut self) {
         for (i, d) in self.dbs.iter_mut().enumerate() {
             for k in d.created.drain(..) {
-                self.events.push(KeyEvent {
+                self.outbox.event(KeyEvent {
                     db: i,
                     class: ds::events::NEW,
                     event: "new",
                     key: k,
+                    seq: 0,
                 });
             }
         }
@@ -196,7 +188,7 @@ impl Shard {
         for e in events {
             if self.notify_flags & e.class != 0 {
                 self.flush_created();
-                self.events.push(e);
+                self.outbox.event(e);
             }
         }
     }
@@ -206,7 +198,38 @@ impl Shard {
         if self.notify_flags & ds::events::NEW != 0 {
             self.flush_created();
         }
-        std::mem::take(&mut self.events)
+        self.outbox.take_events()
+    }
+
+    /// Turns the databases' change lists on while some client tracks
+    /// (set by the owning loop); off, the pending invalidations go.
+    pub fn set_tracking(&mut self, on: bool) {
+        self.tracking = on;
+        for d in &mut self.dbs {
+            d.track = on;
+            d.touched.clear();
+        }
+        if !on {
+            self.outbox.clear_invalidations();
+        }
+    }
+
+    /// Moves the keys changed since the last call (`Db::touched`) into
+    /// the outbox as numbered invalidations, database by database. One
+    /// branch while nobody tracks.
+    #[inline]
+    pub fn collect_touched(&mut self) {
+        if self.tracking {
+            self.collect_touched_slow();
+        }
+    }
+
+    fn collect_touched_slow(&mut self) {
+        for d in &mut self.dbs {
+            for k in d.touched.drain(..) {
+                self.outbox.invalidate(k);
+            }
+        }
     }
 
     /// Sets the published classes (`notify-keyspace-events`, raw flags).
@@ -302,9 +325,7 @@ impl Shard {
             return false;
         }
         self.stats.expired_keys += 1;
-        if self.prop.on {
-            self.prop.implicit_del(db, key);
-        }
+        self.outbox.implicit_del(db, key);
         self.notify(db, ds::events::EXPIRED, "expired", key);
         true
     }
@@ -386,9 +407,7 @@ impl Shard {
             };
             if self.dbs[db].expire_if_needed(&key, now) {
                 self.stats.expired_keys += 1;
-                if self.prop.on {
-                    self.prop.implicit_del(db, &key);
-                }
+                self.outbox.implicit_del(db, &key);
                 self.notify(db, ds::events::EXPIRED, "expired", &key);
             }
         }
@@ -424,9 +443,7 @@ impl Shard {
                 for k in &keys {
                     if self.dbs[db].expire_if_needed(k, now) {
                         expired += 1;
-                        if self.prop.on {
-                            self.prop.implicit_del(db, k);
-                        }
+                        self.outbox.implicit_del(db, k);
                         self.notify(db, ds::events::EXPIRED, "expired", k);
                     }
                 }

@@ -17,11 +17,12 @@ use super::Worker;
 
 impl Worker {
     /// Publishes the keyspace events this thread's shard emitted (see
-    /// `engine::Shard::notify`), in order: for each, the `__keyspace@`
+    /// `engine::Shard::notify`; they wait in its effects outbox), in order: for each, the `__keyspace@`
     /// channel (message: the event) then the `__keyevent@` one (message:
     /// the key), as `notify-keyspace-events` asks. One branch when none.
     pub(super) fn publish_events(&mut self) {
-        if self.core.shard.events.is_empty() && self.core.shard.notify_flags & ds::events::NEW == 0
+        if !self.core.shard.outbox.has_events()
+            && self.core.shard.notify_flags & ds::events::NEW == 0
         {
             return;
         }

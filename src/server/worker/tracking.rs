@@ -6,7 +6,8 @@
 //! tracking client's home thread, or forwarding them to its REDIRECT
 //! client.
 //!
-//! Changed keys come from `engine::Db::touched` (every change goes through
+//! Changed keys come from the shard's effects outbox (its invalidations,
+//! collected from `engine::Db::touched`: every change goes through
 //! `Db::signal`), tagged with the connection that ran the command (NOLOOP)
 //! right after each command, batch or job; untagged ones (expiry,
 //! eviction) carry no writer.
@@ -84,10 +85,7 @@ pub(super) fn track_check(core: &mut Core) {
         return;
     }
     core.track_on = on;
-    for d in core.shard.dbs.iter_mut() {
-        d.track = on;
-        d.touched.clear();
-    }
+    core.shard.set_tracking(on);
     if !on {
         core.shard.tracked.clear();
         core.touched.clear();
@@ -100,10 +98,9 @@ pub(super) fn tag_touched(core: &mut Core, writer: Option<Home>) {
     if !core.track_on {
         return;
     }
-    for d in core.shard.dbs.iter_mut() {
-        for k in d.touched.drain(..) {
-            core.touched.push((k, writer));
-        }
+    core.shard.collect_touched();
+    for inv in core.shard.outbox.drain_invalidations() {
+        core.touched.push((inv.key, writer));
     }
 }
 

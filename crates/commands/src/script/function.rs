@@ -135,14 +135,19 @@ fn subcommand_syntax(args: Args<'_>) -> CmdError {
     )
 }
 
-/// A coordinator that does `f` once every shard is locked.
+/// A coordinator that does `f` once every shard is locked; the command is
+/// propagated as received once it succeeded (Redis propagates FUNCTION
+/// LOAD/DELETE/FLUSH/RESTORE as themselves).
 fn locked(
+    c: &ConnCtx<'_>,
+    args: Args<'_>,
     f: impl FnOnce(&mut Reply) -> Result<(), CmdError> + Send + 'static,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
-    Ok(OneStep::boxed(
+    let coord = OneStep::boxed(
         Plan::default(),
         move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| f(out),
-    ))
+    );
+    Ok(crate::propagate::as_received(coord, args, c.client.db))
 }
 
 /// Compiles `code` on this thread's VM into a library (not linked).
@@ -179,7 +184,7 @@ fn link_checked(libs: &mut Libraries, lib: Library) -> Result<String, CmdError> 
 }
 
 /// FUNCTION LOAD [REPLACE] code: the library's name.
-fn function_load(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+fn function_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let mut replace = false;
     let mut pos = 2;
     while pos < args.len() - 1 {
@@ -192,7 +197,7 @@ fn function_load(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
         return Err(CmdError::err_echo("Unknown option given: ", a, ""));
     }
     let code = args.get(pos).to_vec();
-    locked(move |out| {
+    locked(c, args, move |out| {
         let lib = compile(&code, replace, &registry().read())?;
         let name = registry().update(|libs| {
             if !replace && libs.libs.contains_key(&lib.name) {
@@ -209,9 +214,9 @@ fn function_load(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
 }
 
 /// FUNCTION DELETE library-name.
-fn function_delete(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+fn function_delete(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let name = args.get(2).to_vec();
-    locked(move |out| {
+    locked(c, args, move |out| {
         let name = String::from_utf8_lossy(&name).into_owned();
         registry()
             .update(|libs| libs.unlink(&name))
@@ -223,7 +228,7 @@ fn function_delete(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coord
 
 /// FUNCTION FLUSH [ASYNC|SYNC]: deletes every library (both modes free at
 /// once: the codes are small next to a keyspace).
-fn function_flush(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+fn function_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     match args.len() {
         2 => {}
         3 if eq_ic(args.get(2), "sync") || eq_ic(args.get(2), "async") => {}
@@ -234,7 +239,7 @@ fn function_flush(_c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordi
         }
         _ => return Err(subcommand_syntax(args)),
     }
-    locked(|out| {
+    locked(c, args, |out| {
         flush();
         out.ok();
         Ok(())
@@ -257,7 +262,7 @@ enum Policy {
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
 fn function_restore(
-    _c: &mut ConnCtx<'_>,
+    c: &mut ConnCtx<'_>,
     args: Args<'_>,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     if args.len() > 4 {
@@ -281,7 +286,7 @@ fn function_restore(
         _ => Policy::Append,
     };
     let payload = args.get(2).to_vec();
-    locked(move |out| {
+    locked(c, args, move |out| {
         restore(&payload, policy)?;
         out.ok();
         Ok(())

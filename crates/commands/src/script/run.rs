@@ -192,7 +192,7 @@ fn execute(
     // Declared keys on several shards: this runs on their gathered copies.
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
     let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
-    let mark = (ctx.shard.prop.on && !ctx.in_tx).then(|| ctx.shard.prop.mark());
+    let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
     let res = with_vm(|vm| -> Result<(), CmdError> {
         let f = callee(vm)?;
@@ -242,9 +242,9 @@ fn execute(
     });
     if let Some(m) = mark {
         if stopped {
-            ctx.shard.prop.rollback(m);
+            ctx.shard.outbox.rollback(m);
         } else {
-            ctx.shard.prop.wrap_multi(m);
+            ctx.shard.outbox.wrap_multi(m);
         }
     }
     res.map_err(|e| CmdError::err(error_text(&e)))?
@@ -555,9 +555,9 @@ impl Run<'_, '_> {
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
-                let prop = self.ctx.shard.prop.on;
+                let prop = self.ctx.shard.outbox.records_on;
                 if self.repl & REPL_AOF == 0 {
-                    self.ctx.shard.prop.on = false;
+                    self.ctx.shard.outbox.records_on = false;
                 }
                 run_shard(
                     r,
@@ -568,7 +568,7 @@ impl Run<'_, '_> {
                     &mut out,
                     &mut self.stats,
                 );
-                self.ctx.shard.prop.on = prop;
+                self.ctx.shard.outbox.records_on = prop;
             }
             Exec::Conn(_) => match registry().full_name(r.id) {
                 "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {

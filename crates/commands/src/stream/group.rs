@@ -11,8 +11,8 @@ use engine::types::stream::{Consumer, Group, Nack, Stream, StreamId, ENTRIES_REA
 use resp::{Args, Reply};
 
 use super::{
-    as_stream, as_stream_mut, elapsed_ms, emit, emit_none, id_bulk, nogroup_err, parse_range_bound,
-    parse_strict_id, reply_entry, ReadFrom,
+    as_stream, as_stream_mut, elapsed_ms, id_bulk, nogroup_err, parse_range_bound, parse_strict_id,
+    reply_entry, ReadFrom,
 };
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdError;
@@ -171,6 +171,7 @@ fn xgroup_create(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError>
         .insert(group.to_vec(), Group::new(id, entries_read));
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.ok();
     ctx.notify(STREAM_EV, "xgroup-create", key);
     Ok(())
@@ -195,6 +196,7 @@ fn xgroup_setid(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
     }
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.ok();
     ctx.notify(STREAM_EV, "xgroup-setid", key);
     Ok(())
@@ -210,6 +212,7 @@ fn xgroup_destroy(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError
         d.dirty += 1;
         d.signal(key);
         d.signal_ready(key);
+        ctx.propagate_as_is(args);
         ctx.out.int(1);
         ctx.notify(STREAM_EV, "xgroup-destroy", key);
     } else {
@@ -240,6 +243,7 @@ fn xgroup_createconsumer(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
     );
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.int(1);
     ctx.notify(STREAM_EV, "xgroup-createconsumer", key);
     Ok(())
@@ -262,6 +266,7 @@ fn xgroup_delconsumer(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdE
     }
     ctx.shard.dbs[db].dirty += 1;
     ctx.shard.dbs[db].signal(key);
+    ctx.propagate_as_is(args);
     ctx.out.int(c.pel.len() as i64);
     ctx.notify(STREAM_EV, "xgroup-delconsumer", key);
     Ok(())
@@ -505,6 +510,7 @@ pub(super) fn xack(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdErro
     if n > 0 {
         ctx.shard.dbs[db].dirty += n as u64;
         ctx.shard.dbs[db].signal(key);
+        ctx.propagate_as_is(args);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -714,7 +720,6 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
         }
         j += 1;
     }
-    emit_none(ctx);
     let time = if time < 0 || time > now as i64 {
         now
     } else {
@@ -817,7 +822,7 @@ pub(super) fn xclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdEr
     notify_created(ctx, key, group, name, had_consumer);
     for r in &records {
         let v: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
-        emit(ctx, &v);
+        ctx.propagate(&v);
     }
     ctx.out.array(n);
     ctx.out.raw(body.as_bytes());
@@ -858,7 +863,6 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
         return Err(no_such_group(key, group));
     }
     let had_consumer = has_consumer(ctx, key, group, name);
-    emit_none(ctx);
     let now = ctx.shard.now_ms;
     let mut body = Reply::new(ctx.out.resp3());
     let s = stream_mut(ctx, key);
@@ -918,7 +922,7 @@ pub(super) fn xautoclaim(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), C
     notify_created(ctx, key, group, name, had_consumer);
     for r in &records {
         let v: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
-        emit(ctx, &v);
+        ctx.propagate(&v);
     }
     let out = &mut *ctx.out;
     out.array(3);

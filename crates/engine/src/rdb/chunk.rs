@@ -28,7 +28,7 @@ use ds::WalkPos;
 use super::cmds::{write_expire_cmd, ITEMS_PER_CMD};
 use super::{write_entry_prefix, write_len, write_string, T_HASH, T_LIST, T_SET, T_ZSET_2};
 use crate::db::Entry;
-use crate::prop::{write_bulk, write_header};
+use crate::outbox::{write_bulk, write_header};
 use crate::types::zset::ZSet;
 use crate::value::ValueRef;
 

@@ -8,7 +8,7 @@
 //! consumer without any); then PEXPIREAT for a key with a TTL.
 
 use crate::db::Entry;
-use crate::prop::{write_bulk, write_header};
+use crate::outbox::{write_bulk, write_header};
 use crate::types::set::with_bytes as member_bytes;
 use crate::value::{StrView, ValueRef};
 
