@@ -2591,8 +2591,11 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
         commands::tracking::after_command(&mut c.client);
     }
     let mode_after = c.client.reply_mode;
-    let suppress = mode_before == ReplyMode::Skipping
-        || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off);
+    // Pub/sub confirmations go out even under REPLY OFF/SKIP, as Redis's.
+    let pushed = std::mem::take(&mut c.client.push_reply);
+    let suppress = !pushed
+        && (mode_before == ReplyMode::Skipping
+            || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off));
     if mode_after == ReplyMode::Skipping {
         c.client.reply_mode = ReplyMode::On;
     }

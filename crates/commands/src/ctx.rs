@@ -202,6 +202,10 @@ pub struct ClientState {
     /// Where the runtime keeps this connection (pub/sub deliveries find
     /// it by this address); set by the runtime.
     pub home: Home,
+    /// The command just run replied with pub/sub confirmations, which
+    /// Redis sends even under CLIENT REPLY OFF/SKIP (its CLIENT_PUSHING);
+    /// the runtime reads and clears it.
+    pub push_reply: bool,
     /// CLIENT TRACKING state, `None` while tracking is off.
     pub tracking: Option<Box<crate::tracking::TrackState>>,
     /// Commands queued since MULTI, `None` outside a transaction (CLIENT

@@ -514,6 +514,7 @@ fn verb(kind: Kind, sub: bool) -> &'static [u8] {
 }
 
 fn reply_sub(out: &mut Reply, kind: Kind, sub: bool, name: Option<&[u8]>, count: usize) {
+    // (The callers mark the client's reply as pushed: `push_reply`.)
     out.push(3);
     out.bulk(verb(kind, sub));
     match name {
@@ -534,6 +535,7 @@ pub fn subscribe_to(c: &mut ConnCtx<'_>, kind: Kind, names: &mut dyn Iterator<It
         sync_counts(c.client);
         let n = count_for(c.client, kind);
         reply_sub(c.out, kind, true, Some(name), n);
+        c.client.push_reply = true;
     }
 }
 
@@ -554,6 +556,7 @@ pub fn unsubscribe_from(c: &mut ConnCtx<'_>, kind: Kind, names: Vec<&[u8]>, repl
     if names.is_empty() && reply {
         let n = count_for(c.client, kind);
         reply_sub(c.out, kind, false, None, n);
+        c.client.push_reply = true;
         return;
     }
     for name in names {
@@ -569,6 +572,7 @@ pub fn unsubscribe_from(c: &mut ConnCtx<'_>, kind: Kind, names: Vec<&[u8]>, repl
         if reply {
             let n = count_for(c.client, kind);
             reply_sub(c.out, kind, false, Some(&name), n);
+            c.client.push_reply = true;
         }
     }
 }

@@ -69,9 +69,12 @@ impl Worker {
             let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
                 continue;
             };
-            if c.gen != to.gen || c.closing || c.client.reply_mode == ReplyMode::Off {
+            if c.gen != to.gen || c.closing {
                 continue;
             }
+            // Messages and invalidations go out even under CLIENT REPLY
+            // OFF, as Redis's pushes do; MONITOR lines do not.
+            let off = c.client.reply_mode == ReplyMode::Off;
             match d {
                 Delivery::Message { msg, .. } => {
                     let key = (std::sync::Arc::as_ptr(&msg), c.client.resp3);
@@ -101,7 +104,7 @@ impl Worker {
                 }
                 Delivery::Monitor { id, line, .. } => {
                     // RESET or a slot reused since: no longer its monitor.
-                    if c.client.id != id || !c.client.monitor {
+                    if off || c.client.id != id || !c.client.monitor {
                         continue;
                     }
                     encoded = None;

@@ -261,10 +261,7 @@ enum Policy {
 }
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
-fn function_restore(
-    c: &mut ConnCtx<'_>,
-    args: Args<'_>,
-) -> Result<Box<dyn Coordinator>, CmdError> {
+fn function_restore(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     if args.len() > 4 {
         return Err(subcommand_syntax(args));
     }
