@@ -6,7 +6,7 @@
 //!
 //! "Blocked" is observed, never slept on: a test waits until CLIENT LIST
 //! shows the expected number of clients with the `b` flag (bounded by
-//! [`WAIT_MAX`]). No timing thresholds: a timeout test only checks that
+//! the harness's reply timeout). No timing thresholds: a timeout test only checks that
 //! the reply is the timeout reply and came after the requested time.
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
@@ -18,43 +18,13 @@ use std::time::{Duration, Instant};
 
 use common::{assert_bytes, encode_command, testing_real_redis, RawConn, Server};
 
-/// Bound on waiting for clients to show as blocked.
-const WAIT_MAX: Duration = Duration::from_secs(20);
+use common::{send_str as send, wait_blocked};
 
 fn server() -> Server {
     if testing_real_redis() {
         Server::tessera(&[])
     } else {
         Server::tessera(&["--shards", "3"])
-    }
-}
-
-fn send(c: &mut RawConn, args: &[&str]) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.send(&encode_command(&a));
-}
-
-/// Waits until `n` clients are blocked (CLIENT LIST flag `b`).
-fn wait_blocked(ctl: &mut RawConn, n: usize) {
-    let start = Instant::now();
-    loop {
-        let list = ctl.cmd_str(&["CLIENT", "LIST"]);
-        let list = String::from_utf8_lossy(&list);
-        let blocked = list
-            .lines()
-            .filter(|l| {
-                l.split(' ')
-                    .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('b')))
-            })
-            .count();
-        if blocked == n {
-            return;
-        }
-        assert!(
-            start.elapsed() < WAIT_MAX,
-            "expected {n} blocked clients, CLIENT LIST:\n{list}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -27,17 +27,8 @@ fn server(extra: &[&str]) -> Server {
     Server::tessera(&args)
 }
 
-/// `count` keys named `{prefix}{i}.{n}`, key `i` on shard `i % SHARDS`.
 fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let want = i % SHARDS;
-            (0..10_000)
-                .map(|n| format!("{prefix}{i}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
-                .expect("a key on every shard")
-        })
-        .collect()
+    common::keys_across_shards(prefix, count, SHARDS)
 }
 
 fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&[u8]]) -> T {

@@ -29,17 +29,8 @@ fn server(extra: &[&str]) -> Server {
     Server::tessera(&args)
 }
 
-/// `count` keys named `{prefix}{i}.{n}`, key `i` on shard `i % SHARDS`.
 fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let want = i % SHARDS;
-            (0..10_000)
-                .map(|n| format!("{prefix}{i}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
-                .expect("a key on every shard")
-        })
-        .collect()
+    common::keys_across_shards(prefix, count, SHARDS)
 }
 
 /// Moves one element from KEYS[1] to KEYS[2] (if any) and counts the move

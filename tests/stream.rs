@@ -12,40 +12,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_bytes, encode_command, testing_real_redis, RawConn, Server};
+use common::{assert_bytes, testing_real_redis, RawConn, Server};
 
-const WAIT_MAX: Duration = Duration::from_secs(20);
+use common::{send_str as send, wait_blocked};
 
 fn server() -> Server {
     if testing_real_redis() {
         Server::tessera(&[])
     } else {
         Server::tessera(&["--shards", "3"])
-    }
-}
-
-fn send(c: &mut RawConn, args: &[&str]) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.send(&encode_command(&a));
-}
-
-fn wait_blocked(ctl: &mut RawConn, n: usize) {
-    let start = Instant::now();
-    loop {
-        let list = ctl.cmd_str(&["CLIENT", "LIST"]);
-        let list = String::from_utf8_lossy(&list);
-        let blocked = list
-            .lines()
-            .filter(|l| {
-                l.split(' ')
-                    .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('b')))
-            })
-            .count();
-        if blocked == n {
-            return;
-        }
-        assert!(start.elapsed() < WAIT_MAX, "expected {n} blocked:\n{list}");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

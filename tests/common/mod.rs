@@ -935,6 +935,53 @@ pub fn wait_shard_threads(srv: &Server, n: usize) {
     });
 }
 
+/// `count` key names starting with `prefix`, key `i` on shard `i % shards`
+/// by the server's own `shard_of` (a suffix is searched for each), so any
+/// `shards` consecutive keys span every shard.
+pub fn keys_across_shards(prefix: &str, count: usize, shards: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            let want = i % shards;
+            (0..10_000)
+                .map(|n| format!("{prefix}{i}.{n}"))
+                .find(|k| commands::table::shard_of(k.as_bytes(), shards) == want)
+                .expect("a key on every shard")
+        })
+        .collect()
+}
+
+/// Sends a command given as strings without reading its reply (a
+/// blocking command, a pipeline).
+pub fn send_str(c: &mut RawConn, args: &[&str]) {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.send(&encode_command(&a));
+}
+
+/// Waits (at most [`REPLY_TIMEOUT`]) until exactly `n` clients show the
+/// blocked flag `b` in CLIENT LIST.
+pub fn wait_blocked(ctl: &mut RawConn, n: usize) {
+    let start = Instant::now();
+    loop {
+        let list = ctl.cmd_str(&["CLIENT", "LIST"]);
+        let list = String::from_utf8_lossy(&list);
+        let blocked = list
+            .lines()
+            .filter(|l| {
+                l.split(' ')
+                    .any(|f| f.strip_prefix("flags=").is_some_and(|v| v.contains('b')))
+            })
+            .count();
+        if blocked == n {
+            return;
+        }
+        assert!(
+            start.elapsed() < REPLY_TIMEOUT,
+            "expected {n} blocked clients, CLIENT LIST:\n{list}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
