@@ -79,13 +79,35 @@ fn disabled(_: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
     Err(CmdError::err("This instance has cluster support disabled"))
 }
 
-/// ROLE: a master (Tessera has no replication), replication offset 0, no
-/// replicas.
+/// ROLE, from the replication state (`repl`): a master with its offset
+/// (its replicas' list is the master side's to fill), or a replica with
+/// its master, link state and processed offset.
 fn role(c: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
-    c.out.array(3);
-    c.out.bulk(b"master");
-    c.out.int(0);
-    c.out.array(0);
+    let (role, ids) = {
+        let r = c.server.repl.lock();
+        (r.role.clone(), r.ids.clone())
+    };
+    match role {
+        crate::repl::Role::Master => {
+            c.out.array(3);
+            c.out.bulk(b"master");
+            c.out.int(ids.master_repl_offset as i64);
+            c.out.array(0);
+        }
+        crate::repl::Role::Replica { host, port, link } => {
+            c.out.array(5);
+            c.out.bulk(b"slave");
+            c.out.bulk(host.as_bytes());
+            c.out.int(port as i64);
+            c.out.bulk(link.role_name().as_bytes());
+            let processed = if link == crate::repl::LinkState::Connected {
+                ids.master_repl_offset as i64
+            } else {
+                -1
+            };
+            c.out.int(processed);
+        }
+    }
     Ok(())
 }
 

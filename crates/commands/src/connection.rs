@@ -367,7 +367,11 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(b"master");
+    out.bulk(if c.server.repl.is_replica() {
+        b"replica".as_slice()
+    } else {
+        b"master"
+    });
     out.bulk(b"modules");
     out.array(0);
     Ok(())

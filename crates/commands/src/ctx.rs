@@ -328,6 +328,8 @@ pub struct ServerShared {
     pub shard_threads_active: Arc<AtomicUsize>,
     /// SLOWLOG, LATENCY, MONITOR and CLIENT PAUSE state (see `ops`).
     pub ops: &'static crate::ops::Ops,
+    /// Role, replication IDs and offsets (see `repl`).
+    pub repl: crate::repl::Repl,
 }
 
 pub const SHUTDOWN_DEFAULT: u8 = 0;
@@ -359,6 +361,7 @@ impl ServerShared {
             start: Instant::now(),
             start_unix_ms: now,
             run_id: random_hex(40),
+            repl: crate::repl::Repl::new(crate::repl::new_replid()),
             next_client_id: AtomicU64::new(1),
             connected_clients: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),
@@ -411,7 +414,7 @@ impl ServerShared {
     }
 }
 
-fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     (0..n)

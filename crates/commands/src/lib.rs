@@ -33,6 +33,7 @@ pub mod ops;
 pub mod persist;
 pub mod propagate;
 pub mod pubsub;
+pub mod repl;
 pub mod scratch;
 pub mod script;
 pub mod server;

@@ -480,6 +480,7 @@ struct Snapshot {
     pubsub: (usize, usize, usize),
     /// Clients with tracking on, BCAST prefixes.
     tracking: (usize, usize),
+    repl: crate::repl::ReplIds,
 }
 
 struct AofInfo {
@@ -498,6 +499,7 @@ impl Snapshot {
             tracking: s.tracking.counts(),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
+            repl: s.repl.ids(),
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -914,10 +916,10 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "role", "master");
             kv(o, "connected_slaves", 0);
             kv(o, "master_failover_state", "no-failover");
-            kv(o, "master_replid", &s.run_id);
-            kv(o, "master_replid2", "0".repeat(40));
-            kv(o, "master_repl_offset", 0);
-            kv(o, "second_repl_offset", -1);
+            kv(o, "master_replid", &s.repl.replid);
+            kv(o, "master_replid2", &s.repl.replid2);
+            kv(o, "master_repl_offset", s.repl.master_repl_offset);
+            kv(o, "second_repl_offset", s.repl.second_repl_offset);
             kv(o, "repl_backlog_active", 0);
             kv(o, "repl_backlog_size", 1048576);
             kv(o, "repl_backlog_first_byte_offset", 0);
