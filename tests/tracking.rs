@@ -181,3 +181,24 @@ fn info_counts_tracking() {
     let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "clients"])).into_owned();
     assert!(info.contains("tracking_clients:0\r\n"), "{info}");
 }
+
+/// Scripts whose declared keys live on several shards run on gathered
+/// copies; their declared keys are remembered before they run (an extra
+/// invalidation is possible, a missing one is not), and each key changed
+/// later from another connection invalidates once.
+#[test]
+fn keys_declared_by_a_script_across_shards_are_invalidated() {
+    let s = server();
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys: Vec<String> = (0..8).map(|i| format!("sk{i}")).collect();
+    let mut eval = vec!["EVAL", "return redis.call('get', KEYS[1])", "8"];
+    eval.extend(keys.iter().map(String::as_str));
+    assert_eq!(t.cmd_str(&eval), b"_\r\n");
+    let mut w = s.raw();
+    for k in &keys {
+        assert_eq!(w.cmd_str(&["SET", k, "v"]), b"+OK\r\n");
+        assert_eq!(t.read_reply(), invalidate(&[k]), "key {k}");
+    }
+    t.assert_silent(Duration::from_millis(100));
+}

@@ -2552,6 +2552,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     in_tx: false,
                     nshards: core.server.nshards,
                     caller: script_caller(&core.server, &mut c.client, resolved),
+                    tracker: commands::tracking::script_tracker(&c.client, resolved),
                     client: c.client.id,
                     ops: core.server.ops,
                 };
@@ -2674,6 +2675,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 in_tx: false,
                 nshards: core.server.nshards,
                 caller: script_caller(&core.server, &mut c.client, resolved),
+                tracker: commands::tracking::script_tracker(&c.client, resolved),
                 client: c.client.id,
                 ops: core.server.ops,
             };

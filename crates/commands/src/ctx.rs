@@ -54,6 +54,8 @@ pub struct ShardCtx<'a> {
     /// The restricted user who ran this command, for a script's
     /// `redis.call` checks (`None`: nothing to check).
     pub caller: Option<Arc<crate::acl::Caller>>,
+    /// See `ShardCall::tracker`.
+    pub tracker: Option<engine::Tracker>,
 }
 
 impl ShardCtx<'_> {

@@ -85,6 +85,10 @@ pub struct ShardCall {
     /// The restricted user running a script command (see `acl::caller`);
     /// `None` for everything else.
     pub caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    /// A script command of a client that tracks keys (CLIENT TRACKING's
+    /// default mode): the script remembers its declared keys for it if it
+    /// runs a read-only command (see `script::run`); `None` otherwise.
+    pub tracker: Option<engine::Tracker>,
     /// The client's id (its slowlog entries name it; 0 for a script's
     /// commands).
     pub client: u64,
@@ -146,6 +150,7 @@ pub fn run_shard_ready(
         block: None,
         ready,
         caller: call.caller,
+        tracker: call.tracker,
     };
     let res = handler(&mut ctx, args);
     let block = ctx.block.take();

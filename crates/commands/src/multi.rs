@@ -456,6 +456,9 @@ impl Coordinator for ExecCoord {
                                     } else {
                                         None
                                     },
+                                    // Queued scripts' keys are remembered
+                                    // before EXEC (`tracking::keys_read`).
+                                    tracker: None,
                                     client: client.id,
                                     ops: self.server.ops,
                                 },

@@ -272,6 +272,7 @@ impl Scratch {
             block: None,
             ready: None,
             caller: self.caller.clone(),
+            tracker: None,
         };
         (self.handler)(&mut ctx, self.args.args())?;
         let block = ctx.block.take();
@@ -357,6 +358,7 @@ impl Coordinator for Scratch {
                 in_tx: false,
                 nshards: self.nshards,
                 caller: self.caller.clone(),
+                tracker: None,
                 client: self.client,
                 ops: self.ops,
             },

@@ -122,6 +122,7 @@ impl TestServer {
                     } else {
                         None
                     },
+                    tracker: crate::tracking::script_tracker(&self.client, resolved),
                     client: self.client.id,
                     ops: self.server.ops,
                 };

@@ -56,7 +56,7 @@ pub(super) fn remember(core: &mut Core, c: &Conn, args: Args<'_>) {
     if !t.remembers() {
         return;
     }
-    let keys = commands::tracking::keys_read(&c.client, args);
+    let keys = commands::tracking::keys_read(&c.client, args, core.server.nshards);
     if keys.is_empty() {
         return;
     }
