@@ -202,3 +202,42 @@ fn keys_declared_by_a_script_across_shards_are_invalidated() {
     }
     t.assert_silent(Duration::from_millis(100));
 }
+
+/// `tracking-table-max-keys`: lowering the limit invalidates remembered
+/// keys until the table is back under it (each shard holds its share,
+/// rounded up: one key per shard for a limit of 1); INFO counts what is
+/// left.
+#[test]
+fn the_tracking_table_is_held_to_its_limit() {
+    let s = server();
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys: Vec<String> = (0..10).map(|i| format!("lim{i}{{t}}")).collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    t.cmd_str(&mget);
+    let mut admin = s.raw();
+    let set = admin.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    assert_eq!(set, b"+OK\r\n");
+    let mut gone = Vec::new();
+    for _ in 0..9 {
+        let r = String::from_utf8(t.read_reply()).unwrap();
+        let k = keys
+            .iter()
+            .find(|k| r == String::from_utf8(invalidate(&[k])).unwrap());
+        gone.push(
+            k.unwrap_or_else(|| panic!("not an invalidation of ours: {r:?}"))
+                .clone(),
+        );
+    }
+    gone.sort();
+    gone.dedup();
+    assert_eq!(gone.len(), 9, "nine distinct keys invalidated");
+    t.assert_silent(Duration::from_millis(200));
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("tracking_total_keys:1\r\n"), "{info}");
+    // The one left is still tracked.
+    let left = keys.iter().find(|k| !gone.contains(k)).unwrap();
+    admin.cmd_str(&["SET", left, "x"]);
+    assert_eq!(t.read_reply(), invalidate(&[left]));
+}

@@ -273,6 +273,9 @@ pub struct Config {
     pub acl_pubsub_default_all: bool,
     /// `acllog-max-len`: entries ACL LOG keeps.
     pub acllog_max_len: u64,
+    /// `tracking-table-max-keys`: keys remembered for client-side caching
+    /// before the oldest are invalidated to make room; 0 = no limit.
+    pub tracking_table_max_keys: u64,
     /// `user <name> <rules ...>` lines, in order (each vector: the name,
     /// then the rules as written); applied and checked at start by the
     /// ACL layer, not shown by CONFIG GET.
@@ -576,6 +579,7 @@ impl Config {
             aclfile: None,
             acl_pubsub_default_all: false,
             acllog_max_len: 0,
+            tracking_table_max_keys: 0,
             users: Vec::new(),
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
@@ -898,6 +902,7 @@ static DIRECTIVES: &[Directive] = &[
         set: |c, i| c.acl_pubsub_default_all = i == 0,
     }),
     d("acllog-max-len",           Mutable,   int!(acllog_max_len: u64, 0, I64_MAX as i64, 128)),
+    d("tracking-table-max-keys",  Mutable,   int!(tracking_table_max_keys: u64, 0, I64_MAX as i64, 1_000_000)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
     d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
@@ -1993,6 +1998,12 @@ mod tests {
             "allchannels",
         ),
         ("acllog-max-len", "5", "acllog-max-len", "5"),
+        (
+            "tracking-table-max-keys",
+            "7",
+            "tracking-table-max-keys",
+            "7",
+        ),
         ("maxmemory", "100m", "maxmemory", "100000000"),
         (
             "maxmemory-policy",
@@ -2173,6 +2184,7 @@ mod tests {
             "aclfile" => assert_eq!(c.aclfile, Some(PathBuf::from("/tmp/users.acl"))),
             "acl-pubsub-default" => assert!(c.acl_pubsub_default_all),
             "acllog-max-len" => assert_eq!(c.acllog_max_len, 5),
+            "tracking-table-max-keys" => assert_eq!(c.tracking_table_max_keys, 7),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
             "maxmemory-samples" => assert_eq!(c.maxmemory_samples, 10),
@@ -2952,6 +2964,7 @@ mod tests {
                 "maxclients",
                 "proto-max-bulk-len",
                 "acllog-max-len",
+                "tracking-table-max-keys",
                 "maxmemory",
                 "maxmemory-policy",
                 "maxmemory-samples",
