@@ -879,6 +879,10 @@ impl Worker {
             self.publish_events();
             self.invalidate_touched();
             self.deliver_pubsub();
+            // What the cron sent (unix clients handed over, woken
+            // waiters): its destinations learn of it now, not after this
+            // thread's next wake-up.
+            self.spilled = self.core.mailbox.flush();
         }
     }
 
@@ -1271,23 +1275,21 @@ impl Worker {
 
     // ------------------------------------------------------------ mailbox
 
+    /// Handles inbound messages, visiting only the threads that sent some
+    /// (the mailbox's ready set), then local jobs and served blocked
+    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
     fn drain(&mut self) {
-        let n = self.core.mailbox.threads();
         let mut budget = DRAIN_BUDGET;
         loop {
             let mut got = false;
-            for from in 0..n {
-                if from == self.core.id {
-                    continue;
-                }
-                while let Some(m) = self.core.mailbox.recv_from(from) {
-                    got = true;
-                    self.nap.note(&m);
-                    self.handle(m);
-                    budget -= 1;
-                    if budget == 0 {
-                        return;
-                    }
+            self.core.mailbox.collect();
+            while let Some(m) = self.core.mailbox.recv() {
+                got = true;
+                self.nap.note(&m);
+                self.handle(m);
+                budget -= 1;
+                if budget == 0 {
+                    return;
                 }
             }
             while let Some(m) = self.core.local.pop_front() {
@@ -2190,6 +2192,8 @@ impl Worker {
         // still owes (tables split and merge as they go, see ds::dict, so
         // this rarely finds any).
         self.core.shard.rehash_cron(1000);
+        // Rings this thread no longer uses (see `mailbox`).
+        self.core.mailbox.trim();
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
