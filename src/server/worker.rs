@@ -871,6 +871,9 @@ impl Worker {
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot").
+        self.core.shard.publish_memory();
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
