@@ -8,13 +8,18 @@
 //!
 //! Rings on first use, sized by traffic: no ring exists until `i` first
 //! sends to `j`. The first holds [`RING_MIN`] messages; when it is full the
-//! producer starts a ring twice as big (up to [`RING_CAPACITY`]) and goes
-//! on there, and the consumer finishes the old one first (it sees the old
-//! producer gone, `is_abandoned`), so order holds. The producer creates the
-//! ring and hands its consumer end over through the destination's `fresh`
-//! list (a mutex taken once per ring, never per message). A ring unused for
-//! a whole cron period is dropped ([`Mailbox::trim`]) and made again, small,
-//! when next needed. Idle, a server holds no rings at all.
+//! producer makes a ring twice as big (up to [`RING_CAPACITY`]) and goes
+//! on there. It hands the new ring's consumer end over through the
+//! destination's `fresh` list (a mutex taken once per ring, never per
+//! message) after its last push to the old one, so a consumer holding the
+//! newer ring finishes the old one and then drops its end: order holds. A
+//! ring unused for a cron period (a small one: [`SMALL_RING_IDLE_TRIMS`]
+//! periods) is let go with a last `Retire` mark, which tells the consumer
+//! to drop its end ([`Mailbox::trim`]); a later message makes a new, small
+//! one. The producer keeps the rings it let go until the consumer has
+//! dropped its end, and frees them itself: a ring is allocated and freed
+//! on one thread, so making rings never moves bytes between two shards'
+//! memory counters (`engine::alloc`). Idle, a server holds no rings at all.
 //!
 //! Ready set: each thread has a bitmap of the threads that sent it
 //! something (`Doorbell::ready`, one bit per thread). A producer sets its
@@ -64,7 +69,8 @@
 //! # Cost in the number of threads N (Msg is 88 bytes)
 //! - Rings: none idle; one per pair that talks, from `RING_MIN × 88` bytes
 //!   (under 3 KB), growing only while that pair's traffic fills it, and
-//!   dropped after a cron period unused. The worst case, every pair
+//!   let go after a cron period unused (a small one after
+//!   `SMALL_RING_IDLE_TRIMS`). The worst case, every pair
 //!   saturated at once, is the old up-front matrix: N(N−1) × 4096 × 88
 //!   bytes (1.4 GB at 64 threads); it is never reached idle or under
 //!   ordinary load.
@@ -258,7 +264,7 @@ pub struct Doorbell {
     ready: Box<[ReadyWord]>,
     /// Consumer ends of rings producers made for this thread, not yet
     /// taken by it, in the order they were made.
-    fresh: Mutex<Vec<(u16, rtrb::Consumer<Msg>)>>,
+    fresh: Mutex<Vec<(u16, rtrb::Consumer<Slot>)>>,
     /// Set (under `fresh`'s lock) when `fresh` is not empty.
     fresh_any: AtomicBool,
 }
@@ -298,7 +304,7 @@ impl Doorbell {
         self.ready.iter().any(|w| w.0.load(Ordering::Relaxed) != 0)
     }
 
-    fn lock_fresh(&self) -> std::sync::MutexGuard<'_, Vec<(u16, rtrb::Consumer<Msg>)>> {
+    fn lock_fresh(&self) -> std::sync::MutexGuard<'_, Vec<(u16, rtrb::Consumer<Slot>)>> {
         // A panic while holding it cannot leave the list inconsistent
         // (push and drain only).
         self.fresh.lock().unwrap_or_else(|e| e.into_inner())
@@ -342,11 +348,18 @@ impl Doorbell {
     }
 }
 
+/// What a ring carries: messages, and last the mark of a ring its
+/// producer let go (see [`Mailbox::trim`]).
+enum Slot {
+    Msg(Msg),
+    Retire,
+}
+
 /// The producer side of one destination.
 #[derive(Default)]
 struct Outbound {
     /// The newest ring to the destination (`None`: none yet, or trimmed).
-    ring: Option<rtrb::Producer<Msg>>,
+    ring: Option<rtrb::Producer<Slot>>,
     /// Messages that found the largest ring full, oldest first.
     overflow: VecDeque<Msg>,
     /// Got messages this iteration: 1 lazy only, 2 at least one eager.
@@ -357,13 +370,10 @@ struct Outbound {
     idle: u8,
 }
 
-/// Cron periods a ring of `RING_MIN` may stay unused before it is
-/// dropped (a grown one goes after one): a pair that talks now and then
-/// keeps its small ring, rather than making one per message. A ring is
-/// made on the producer's thread and freed on the consumer's, so each one
-/// made moves its bytes between the two shards' memory counters (see
-/// `engine::alloc`); this bounds that drift to a few KB per pair per
-/// several seconds.
+/// Cron periods a ring of `RING_MIN` may stay unused before it is let go
+/// (a grown one goes after one): a pair that talks now and then keeps its
+/// small ring, rather than making one (an allocation and a lock) for
+/// every message.
 const SMALL_RING_IDLE_TRIMS: u8 = 50;
 
 /// One thread's ends of its rings.
@@ -373,7 +383,7 @@ pub struct Mailbox {
     out: Vec<Outbound>,
     /// Per source thread: its rings to this one, oldest first (more than
     /// one only while a ring grows).
-    inb: Vec<VecDeque<rtrb::Consumer<Msg>>>,
+    inb: Vec<VecDeque<rtrb::Consumer<Slot>>>,
     /// Destinations marked in `out` this iteration.
     touched: Vec<u16>,
     /// Destinations with spilled messages.
@@ -382,6 +392,9 @@ pub struct Mailbox {
     taken: Vec<u64>,
     /// The source being drained.
     cur: Option<usize>,
+    /// Rings this thread let go (outgrown or idle), kept until their
+    /// consumer lets go too: a ring is freed by the thread that made it.
+    retired: Vec<rtrb::Producer<Slot>>,
     bells: Arc<Vec<Doorbell>>,
 }
 
@@ -397,6 +410,7 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
             spilled: Vec::new(),
             taken: vec![0; n.div_ceil(64).max(1)],
             cur: None,
+            retired: Vec::new(),
             bells: bells.clone(),
         })
         .collect()
@@ -443,9 +457,10 @@ impl Mailbox {
             return;
         }
         let msg = match o.ring.as_mut() {
-            Some(p) => match p.push(msg) {
+            Some(p) => match p.push(Slot::Msg(msg)) {
                 Ok(()) => return,
-                Err(rtrb::PushError::Full(m)) => m,
+                Err(rtrb::PushError::Full(Slot::Msg(m))) => m,
+                Err(rtrb::PushError::Full(Slot::Retire)) => unreachable!("pushed a message"),
             },
             None => msg,
         };
@@ -457,6 +472,8 @@ impl Mailbox {
             return;
         }
         let (mut p, c) = rtrb::RingBuffer::new((cap * 2).max(RING_MIN));
+        // Handed over after every push to the old ring: a consumer that
+        // holds the new one has seen all of the old one's messages.
         {
             let bell = &self.bells[to];
             let mut fresh = bell.lock_fresh();
@@ -464,12 +481,12 @@ impl Mailbox {
             bell.fresh_any.store(true, Ordering::Release);
         }
         // INVARIANT: a new ring has room for one message.
-        if p.push(msg).is_err() {
+        if p.push(Slot::Msg(msg)).is_err() {
             unreachable!("a new ring is empty");
         }
-        // Dropping the old producer marks its ring abandoned: the consumer
-        // takes the new one (handed over above) once the old is empty.
-        o.ring = Some(p);
+        if let Some(old) = o.ring.replace(p) {
+            self.retired.push(old);
+        }
     }
 
     /// Retries spilled messages, marks this thread ready at every thread
@@ -482,7 +499,7 @@ impl Mailbox {
             let o = &mut self.out[to];
             if let Some(p) = o.ring.as_mut() {
                 while let Some(m) = o.overflow.pop_front() {
-                    if let Err(rtrb::PushError::Full(m)) = p.push(m) {
+                    if let Err(rtrb::PushError::Full(Slot::Msg(m))) = p.push(Slot::Msg(m)) {
                         o.overflow.push_front(m);
                         break;
                     }
@@ -541,32 +558,40 @@ impl Mailbox {
         }
     }
 
-    /// Pops from `src`'s oldest ring, moving to the newer one when the
-    /// producer left it empty.
+    /// Pops from `src`'s oldest ring, moving to the next one when the
+    /// producer let the oldest go.
     fn pop_from(&mut self, src: usize) -> Option<Msg> {
         loop {
-            if self.inb[src].is_empty() {
-                // The producer hands a ring over before it sets its ready
-                // bit: a bit with no ring means it is in `fresh`.
-                if !self.take_fresh() || self.inb[src].is_empty() {
-                    return None;
+            let q = &mut self.inb[src];
+            let newer = q.len() > 1;
+            if let Some(c) = q.front_mut() {
+                match c.pop() {
+                    Ok(Slot::Msg(m)) => return Some(m),
+                    Ok(Slot::Retire) => {
+                        q.pop_front();
+                        continue;
+                    }
+                    Err(_) => {
+                        // Empty, and finished if a newer ring follows (it
+                        // was handed over after the last push here) or
+                        // the producer is gone (dropped after its last
+                        // push; acquire, then look again).
+                        let finished = newer || c.is_abandoned();
+                        if finished && c.is_empty() {
+                            q.pop_front();
+                            continue;
+                        }
+                        if finished {
+                            continue;
+                        }
+                    }
                 }
             }
-            let q = &mut self.inb[src];
-            let c = q.front_mut()?;
-            if let Ok(m) = c.pop() {
-                return Some(m);
-            }
-            // Abandoned (acquire) and then empty: the producer pushes
-            // nothing more here, and its newer ring is in `fresh` or in
-            // `q` already.
-            if !c.is_abandoned() {
+            // No ring, or the newest is empty: a bit with no ring means
+            // the ring waits in `fresh`; so may a newer one.
+            if !self.take_fresh() {
                 return None;
             }
-            if let Ok(m) = c.pop() {
-                return Some(m);
-            }
-            q.pop_front();
         }
     }
 
@@ -586,13 +611,14 @@ impl Mailbox {
         any
     }
 
-    /// From the cron: drops rings to destinations that got nothing since
-    /// the last call (a small one only after [`SMALL_RING_IDLE_TRIMS`]
-    /// calls; a later message makes a new, small one), and this thread's
-    /// ends of rings their producers dropped. Visits every peer.
+    /// From the cron: lets go of rings to destinations that got nothing
+    /// since the last call (a small one only after
+    /// [`SMALL_RING_IDLE_TRIMS`] calls; a later message makes a new, small
+    /// one), and frees the rings let go whose consumer let go too.
+    /// Visits every peer.
     pub fn trim(&mut self) {
-        for o in &mut self.out {
-            let Some(p) = o.ring.as_ref() else { continue };
+        for (to, o) in self.out.iter_mut().enumerate() {
+            let Some(p) = o.ring.as_mut() else { continue };
             if std::mem::take(&mut o.used) {
                 o.idle = 0;
                 continue;
@@ -601,16 +627,23 @@ impl Mailbox {
             let cap = p.buffer().capacity();
             let empty = p.slots() == cap && o.overflow.is_empty();
             if empty && (cap > RING_MIN || o.idle >= SMALL_RING_IDLE_TRIMS) {
-                o.ring = None;
+                // INVARIANT: an empty ring has room for the mark. The
+                // consumer drops its end when it pops it.
+                if p.push(Slot::Retire).is_err() {
+                    unreachable!("the ring is empty");
+                }
+                self.retired.extend(o.ring.take());
                 o.idle = 0;
+                // Told lazily: it finds the mark when it next wakes.
+                if o.mark == 0 {
+                    o.mark = 1;
+                    self.touched.push(to as u16);
+                }
             }
         }
-        let _ = self.take_fresh();
-        for q in &mut self.inb {
-            // Not the front ring of a source being drained (`cur`): only
-            // abandoned, empty rings go, whatever their place.
-            q.retain(|c| !(c.is_abandoned() && c.is_empty()));
-        }
+        // Freed here, where they were made (`is_abandoned`: the consumer
+        // dropped its end).
+        self.retired.retain(|p| !p.is_abandoned());
     }
 
     pub fn threads(&self) -> usize {
@@ -686,9 +719,18 @@ mod tests {
             .collect()
     }
 
+    /// Ring ends `m` holds.
     fn rings(m: &Mailbox) -> usize {
         m.out.iter().filter(|o| o.ring.is_some()).count()
+            + m.retired.len()
             + m.inb.iter().map(|q| q.len()).sum::<usize>()
+    }
+
+    #[test]
+    fn a_slot_costs_what_a_message_does() {
+        // The module doc's figures count 88 bytes a slot.
+        assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Msg>());
+        assert_eq!(std::mem::size_of::<Msg>(), 88);
     }
 
     #[test]
@@ -731,7 +773,10 @@ mod tests {
             }
         }
         assert_eq!(got, (0..n).collect::<Vec<_>>());
-        assert_eq!(mb[1].inb[0].len(), 1, "the outgrown rings are gone");
+        assert_eq!(mb[1].inb[0].len(), 1, "the consumer let the outgrown go");
+        assert_eq!(mb[0].retired.len(), 7, "32 to 2048, kept by their maker");
+        mb[0].trim();
+        assert_eq!(rings(&mb[0]), 1, "and freed by it");
     }
 
     #[test]
@@ -749,8 +794,12 @@ mod tests {
             mb[0].out[1].ring.is_none(),
             "a grown ring goes after one idle period"
         );
-        mb[1].trim();
-        assert_eq!(rings(&mb[1]), 0, "and so does the consumer's end");
+        assert_eq!(mb[0].retired.len(), 1, "until the consumer lets go");
+        assert!(!mb[0].flush());
+        assert!(received(&mut mb[1]).is_empty());
+        assert_eq!(rings(&mb[1]), 0, "the consumer took the mark");
+        mb[0].trim();
+        assert_eq!(rings(&mb[0]), 0, "the producer freed it");
         mb[0].send(1, wake(0, 7));
         mb[0].flush();
         assert_eq!(received(&mut mb[1]), [(0, 7)]);
