@@ -18,8 +18,9 @@
 //! to drop its end ([`Mailbox::trim`]); a later message makes a new, small
 //! one. The producer keeps the rings it let go until the consumer has
 //! dropped its end, and frees them itself: a ring is allocated and freed
-//! on one thread, so making rings never moves bytes between two shards'
-//! memory counters (`engine::alloc`). Idle, a server holds no rings at all.
+//! by one worker (charged to its shard's counter, whichever thread runs
+//! it), so making rings never moves bytes between two shards' memory
+//! counters (`engine::alloc`). Idle, a server holds no rings at all.
 //!
 //! Ready set: each thread has a bitmap of the threads that sent it
 //! something (`Doorbell::ready`, one bit per thread). A producer sets its
@@ -355,6 +356,16 @@ enum Slot {
     Retire,
 }
 
+/// Pushes a message; a full ring hands it back.
+fn push_msg(p: &mut rtrb::Producer<Slot>, m: Msg) -> Result<(), Msg> {
+    match p.push(Slot::Msg(m)) {
+        Ok(()) => Ok(()),
+        Err(rtrb::PushError::Full(Slot::Msg(m))) => Err(m),
+        // INVARIANT: `push` hands back the value it was given.
+        Err(rtrb::PushError::Full(Slot::Retire)) => unreachable!("not what was pushed"),
+    }
+}
+
 /// The producer side of one destination.
 #[derive(Default)]
 struct Outbound {
@@ -457,10 +468,9 @@ impl Mailbox {
             return;
         }
         let msg = match o.ring.as_mut() {
-            Some(p) => match p.push(Slot::Msg(msg)) {
+            Some(p) => match push_msg(p, msg) {
                 Ok(()) => return,
-                Err(rtrb::PushError::Full(Slot::Msg(m))) => m,
-                Err(rtrb::PushError::Full(Slot::Retire)) => unreachable!("pushed a message"),
+                Err(m) => m,
             },
             None => msg,
         };
@@ -481,7 +491,7 @@ impl Mailbox {
             bell.fresh_any.store(true, Ordering::Release);
         }
         // INVARIANT: a new ring has room for one message.
-        if p.push(Slot::Msg(msg)).is_err() {
+        if push_msg(&mut p, msg).is_err() {
             unreachable!("a new ring is empty");
         }
         if let Some(old) = o.ring.replace(p) {
@@ -499,7 +509,7 @@ impl Mailbox {
             let o = &mut self.out[to];
             if let Some(p) = o.ring.as_mut() {
                 while let Some(m) = o.overflow.pop_front() {
-                    if let Err(rtrb::PushError::Full(Slot::Msg(m))) = p.push(Slot::Msg(m)) {
+                    if let Err(m) = push_msg(p, m) {
                         o.overflow.push_front(m);
                         break;
                     }
