@@ -120,6 +120,9 @@ struct Core {
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
     batches: Vec<Option<Box<Batch>>>,
+    /// The shards with a batch in `batches`, so sending visits only those
+    /// (not all N).
+    batch_to: Vec<usize>,
     batch_conn: Option<ConnRef>,
     /// Batches back from their trip, for reuse. Boxed because messages
     /// carry them boxed (a small `Msg`); pooling the boxes reuses those
@@ -314,8 +317,8 @@ impl Core {
             return;
         };
         self.aof_flush();
-        for (to, b) in self.batches.iter_mut().enumerate() {
-            if let Some(batch) = b.take() {
+        for to in self.batch_to.drain(..) {
+            if let Some(batch) = self.batches[to].take() {
                 self.mailbox.send(to, Msg::Exec { conn, batch });
             }
         }
@@ -612,6 +615,7 @@ impl Worker {
                 scratch: Vec::new(),
                 local: VecDeque::new(),
                 batches: Vec::new(),
+                batch_to: Vec::new(),
                 batch_conn: None,
                 pool: Vec::new(),
                 pool_bytes: 0,
@@ -2373,14 +2377,10 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     {
         return;
     }
-    let mut only = None;
-    for b in core.batches.iter_mut().flatten() {
-        if only.is_some() {
-            return;
-        }
-        only = Some(b);
-    }
-    let Some(b) = only else { return };
+    let [to] = core.batch_to[..] else { return };
+    let Some(b) = core.batches[to].as_mut() else {
+        return;
+    };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
@@ -2695,6 +2695,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 Some(b) => b,
                 None => {
                     let b = core.take_batch();
+                    core.batch_to.push(shard);
                     core.batches[shard].insert(b)
                 }
             };
