@@ -3,20 +3,26 @@
 //! connection events.
 //!
 //! One iteration:
-//! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
-//!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
+//! 1. park (raise the flag, check the ready set), `epoll_wait` until an
+//!    event, a doorbell, or the next cron tick; unpark; refresh the shard
+//!    clock;
 //! 2. drain batches that came back without a doorbell (see `mailbox`);
 //!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
-//! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections (a lone
-//!    request of a connection with nothing else outstanding is answered by
-//!    the shard that runs it, straight to the socket: `mark_direct`);
+//! 3. drain the inbound rings of the threads that sent something (the
+//!    mailbox's ready set, not all N): run hops and jobs from other
+//!    threads on this shard, and collect replies for this thread's
+//!    connections (a lone request of a connection with nothing else
+//!    outstanding is answered by the shard that runs it, straight to the
+//!    socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
-//!    per iteration, however many replies it holds), then ring the doorbell
-//!    of each thread that got messages;
-//! 5. run the cron when due (active expiry, client timeouts, config).
+//!    per iteration, however many replies it holds), publish this shard's
+//!    memory figure if it moved (maxmemory, see `engine::evict`), then mark
+//!    this thread ready at, and ring the doorbell of, each thread that got
+//!    messages;
+//! 5. run the cron when due (active expiry, client timeouts, config, idle
+//!    rings let go), and send what it queued at once.
 
 use std::collections::VecDeque;
 use std::io;
