@@ -125,6 +125,7 @@ struct Core {
     local: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
+    /// N pointers per thread; only `batch_to`'s entries are visited.
     batches: Vec<Option<Box<Batch>>>,
     /// The shards with a batch in `batches`, so sending visits only those
     /// (not all N).

@@ -78,6 +78,13 @@
 //! end of its iteration. Publishing is a swap and one or two adds on the
 //! shared sums, at most once per tick or per bound's worth of net change.
 //!
+//! Cost in the number of shards N: [`MemShared`] holds one 64-byte line
+//! per shard (its published counter, evictable count and evicted bytes)
+//! and one line of sums; a check reads three lines whatever N is; a cron
+//! tick writes its own line and adds to the sums. Nothing walks the N
+//! lines, not even eviction: the shares of an excess come from the sums
+//! too.
+//!
 //! # Time budget
 //! One call evicts for at most the time `maxmemory-eviction-tenacity`
 //! allows (Redis's `evictionTimeLimitUs`: 50 µs × tenacity up to 10, then
