@@ -1,5 +1,5 @@
-//! Process wiring: listeners, one worker thread per shard, the mailbox
-//! matrix, signals and shutdown.
+//! Process wiring: listeners, one worker thread per shard, their
+//! mailboxes, signals and shutdown.
 //!
 //! Every worker has its own TCP listener on each bind address
 //! (SO_REUSEPORT), so the kernel spreads new connections over threads with
@@ -220,13 +220,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         let waker =
             Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| format!("eventfd: {e}"))?;
-        bells.push(Doorbell {
-            waker,
-            parked: std::sync::atomic::AtomicBool::new(false),
-            eager: std::sync::atomic::AtomicBool::new(false),
-            napping: std::sync::atomic::AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
-        });
+        bells.push(Doorbell::new(waker, n));
         polls.push(poll);
     }
     let bells = Arc::new(bells);

@@ -3,20 +3,26 @@
 //! connection events.
 //!
 //! One iteration:
-//! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
-//!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
+//! 1. park (raise the flag, check the ready set), `epoll_wait` until an
+//!    event, a doorbell, or the next cron tick; unpark; refresh the shard
+//!    clock;
 //! 2. drain batches that came back without a doorbell (see `mailbox`);
 //!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
-//! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections (a lone
-//!    request of a connection with nothing else outstanding is answered by
-//!    the shard that runs it, straight to the socket: `mark_direct`);
+//! 3. drain the inbound rings of the threads that sent something (the
+//!    mailbox's ready set, not all N): run hops and jobs from other
+//!    threads on this shard, and collect replies for this thread's
+//!    connections (a lone request of a connection with nothing else
+//!    outstanding is answered by the shard that runs it, straight to the
+//!    socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
-//!    per iteration, however many replies it holds), then ring the doorbell
-//!    of each thread that got messages;
-//! 5. run the cron when due (active expiry, client timeouts, config).
+//!    per iteration, however many replies it holds), publish this shard's
+//!    memory figure if it moved (maxmemory, see `engine::evict`), then mark
+//!    this thread ready at, and ring the doorbell of, each thread that got
+//!    messages;
+//! 5. run the cron when due (active expiry, client timeouts, config, idle
+//!    rings let go), and send what it queued at once.
 
 use std::collections::VecDeque;
 use std::io;
@@ -126,7 +132,11 @@ struct Core {
     local: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
+    /// N pointers per thread; only `batch_to`'s entries are visited.
     batches: Vec<Option<Box<Batch>>>,
+    /// The shards with a batch in `batches`, so sending visits only those
+    /// (not all N).
+    batch_to: Vec<usize>,
     batch_conn: Option<ConnRef>,
     /// Batches back from their trip, for reuse. Boxed because messages
     /// carry them boxed (a small `Msg`); pooling the boxes reuses those
@@ -321,8 +331,8 @@ impl Core {
             return;
         };
         self.aof_flush();
-        for (to, b) in self.batches.iter_mut().enumerate() {
-            if let Some(batch) = b.take() {
+        for to in self.batch_to.drain(..) {
+            if let Some(batch) = self.batches[to].take() {
                 self.mailbox.send(to, Msg::Exec { conn, batch });
             }
         }
@@ -619,6 +629,7 @@ impl Worker {
                 scratch: Vec::new(),
                 local: VecDeque::new(),
                 batches: Vec::new(),
+                batch_to: Vec::new(),
                 batch_conn: None,
                 pool: Vec::new(),
                 pool_bytes: 0,
@@ -878,6 +889,9 @@ impl Worker {
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot").
+        self.core.shard.publish_memory();
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -886,6 +900,10 @@ impl Worker {
             self.publish_events();
             self.invalidate_touched();
             self.deliver_pubsub();
+            // What the cron sent (unix clients handed over, woken
+            // waiters): its destinations learn of it now, not after this
+            // thread's next wake-up.
+            self.spilled = self.core.mailbox.flush();
         }
     }
 
@@ -1278,23 +1296,21 @@ impl Worker {
 
     // ------------------------------------------------------------ mailbox
 
+    /// Handles inbound messages, visiting only the threads that sent some
+    /// (the mailbox's ready set), then local jobs and served blocked
+    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
     fn drain(&mut self) {
-        let n = self.core.mailbox.threads();
         let mut budget = DRAIN_BUDGET;
         loop {
             let mut got = false;
-            for from in 0..n {
-                if from == self.core.id {
-                    continue;
-                }
-                while let Some(m) = self.core.mailbox.recv_from(from) {
-                    got = true;
-                    self.nap.note(&m);
-                    self.handle(m);
-                    budget -= 1;
-                    if budget == 0 {
-                        return;
-                    }
+            self.core.mailbox.collect();
+            while let Some(m) = self.core.mailbox.recv() {
+                got = true;
+                self.nap.note(&m);
+                self.handle(m);
+                budget -= 1;
+                if budget == 0 {
+                    return;
                 }
             }
             while let Some(m) = self.core.local.pop_front() {
@@ -2197,6 +2213,8 @@ impl Worker {
         // still owes (tables split and merge as they go, see ds::dict, so
         // this rarely finds any).
         self.core.shard.rehash_cron(1000);
+        // Rings this thread no longer uses (see `mailbox`).
+        self.core.mailbox.trim();
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
@@ -2373,14 +2391,10 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     {
         return;
     }
-    let mut only = None;
-    for b in core.batches.iter_mut().flatten() {
-        if only.is_some() {
-            return;
-        }
-        only = Some(b);
-    }
-    let Some(b) = only else { return };
+    let [to] = core.batch_to[..] else { return };
+    let Some(b) = core.batches[to].as_mut() else {
+        return;
+    };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
@@ -2697,6 +2711,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 Some(b) => b,
                 None => {
                     let b = core.take_batch();
+                    core.batch_to.push(shard);
                     core.batches[shard].insert(b)
                 }
             };
