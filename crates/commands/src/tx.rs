@@ -535,6 +535,13 @@ pub struct TxCoord {
     /// After a refusal of the fused request: the inner's last plan, grouped
     /// per shard, to send once the locks are held again.
     pending: Option<Vec<Group>>,
+    /// The requests from this index of `locks` on go out together, in one
+    /// round, each nowait (see "One round" in the module docs); `usize::MAX`
+    /// when every request goes alone, in order.
+    together_from: usize,
+    /// The shard of each lock request sent in the last step, in issue
+    /// order (the outputs come back in that order): who refused.
+    round: Vec<usize>,
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -567,8 +574,22 @@ impl TxCoord {
             r.settle();
         }
         let mut fallback = None;
-        // Home first (see "Out of order" in the module docs).
-        if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+        let mut together_from = usize::MAX;
+        if locks.len() >= 3 {
+            // One round (see the module docs): the home's request first
+            // and alone (inline, no hop; it may wait, holding nothing),
+            // then every other shard's at once, nowait.
+            fallback = Some(locks.clone());
+            together_from = 0;
+            if let Some(h) = locks.iter().position(|(s, _)| *s == home) {
+                locks[..=h].rotate_right(1);
+                together_from = 1;
+            }
+            for (_, r) in &mut locks[together_from..] {
+                r.nowait = true;
+            }
+        } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+            // Home first (see "Out of order" in the module docs).
             fallback = Some(locks.clone());
             let below = locks.iter().take_while(|(s, _)| *s < home).count();
             locks.rotate_left(below);
@@ -591,11 +612,18 @@ impl TxCoord {
             err: None,
             fallback,
             pending: None,
+            together_from,
+            round: Vec::new(),
         })
     }
 
     /// Pushes the request for the next lock, alone.
     fn request_next(&mut self, plan: &mut Plan) {
+        self.round.clear();
+        self.push_request(plan);
+    }
+
+    fn push_request(&mut self, plan: &mut Plan) {
         let (shard, req) = &mut self.locks[self.requested];
         plan.jobs.push((
             *shard,
@@ -605,27 +633,56 @@ impl TxCoord {
                 release: None,
             },
         ));
+        self.round.push(*shard);
         self.layout.push(Carried::Nothing);
         self.requested += 1;
     }
 
-    /// A nowait request (the last one made) was refused: release what is
-    /// held and start over in ascending shard order, where requests wait.
-    fn restart(&mut self, plan: &mut Plan) {
-        // INVARIANT: only out-of-order transactions make nowait requests.
+    /// Pushes every request not made yet, in one round (all nowait).
+    fn request_rest(&mut self, plan: &mut Plan) {
+        self.round.clear();
+        plan.jobs.reserve(self.locks.len() - self.requested);
+        while self.requested < self.locks.len() {
+            debug_assert!(self.locks[self.requested].1.nowait);
+            self.push_request(plan);
+        }
+    }
+
+    /// Nowait requests (among those of the last step, whose shards
+    /// `round` lists) were refused, as `results` say: release what is held
+    /// and start over in ascending shard order, where requests wait.
+    fn restart(&mut self, plan: &mut Plan, results: &[JobOut]) {
+        let refused: Vec<usize> = self
+            .round
+            .iter()
+            .zip(results)
+            .filter(|(_, r)| r.is::<LockConflict>())
+            .map(|(s, _)| *s)
+            .collect();
+        self.restart_without(plan, &refused);
+    }
+
+    /// [`TxCoord::restart`] with the refused shards known.
+    fn restart_without(&mut self, plan: &mut Plan, refused: &[usize]) {
+        // INVARIANT: only out-of-order or one-round transactions make
+        // nowait requests, and both keep their requests in order.
         let locks = self.fallback.take().expect("out-of-order locks");
-        let refused = self.locks[self.requested - 1].0;
         self.layout.clear();
         for &(s, _) in &self.locks[..self.requested] {
-            if s != refused {
+            if !refused.contains(&s) {
                 plan.jobs.push((s, self.release_only()));
                 self.layout.push(Carried::Nothing);
             }
         }
         self.locks = locks;
         self.requested = 0;
+        self.together_from = usize::MAX;
         self.phase = Phase::Locking;
+        let released = plan.jobs.len();
         self.request_next(plan);
+        // The outputs of the releases come first: `round` names the
+        // request, after them.
+        self.round.splice(0..0, std::iter::repeat_n(usize::MAX, released));
     }
 
     fn noop() -> JobFn {
@@ -806,10 +863,15 @@ impl Coordinator for TxCoord {
         match self.phase {
             Phase::Locking => {
                 if results.iter().any(|r| r.is::<LockConflict>()) {
-                    self.restart(plan);
+                    self.restart(plan, &results);
                     return Ok(());
                 }
                 let n = self.locks.len();
+                if self.requested == self.together_from {
+                    self.layout.clear();
+                    self.request_rest(plan);
+                    return Ok(());
+                }
                 if self.requested == n - 1
                     && self.early.is_none()
                     && self.pending.is_none()
@@ -878,7 +940,7 @@ impl Coordinator for TxCoord {
                     let mut groups = vec![(shard, c.job, carried.unwrap_or(Carried::Nothing))];
                     groups.extend(Self::group(self.rest.take().unwrap_or_default()));
                     self.pending = Some(groups);
-                    self.restart(plan);
+                    self.restart_without(plan, &[shard]);
                     return Ok(());
                 }
                 self.collect(results);
@@ -1292,9 +1354,10 @@ mod tests {
             assert!(step(&mut c, &mut rt, &mut out).is_empty());
         }
 
-        /// Three shards, home 2: the request for shard 0 goes alone
-        /// (nowait, before the fused one for shard 1); refused while
-        /// locking, the transaction starts over in order and completes.
+        /// Three shards, home 2: the home's request first, then those of
+        /// shards 0 and 1 together (nowait, one round); shard 0 refuses,
+        /// so the transaction releases 1 and 2 and starts over in order
+        /// and completes.
         #[test]
         fn a_nowait_request_refused_while_locking_starts_over() {
             let key_on = |want: usize| {
@@ -1321,13 +1384,22 @@ mod tests {
             assert_eq!(shape(&p), vec![(2, true, false, false)]);
             rt.deliver(p);
             let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, true, false)]);
-            rt.deliver(p);
-            // Refused: release shard 2, request shard 0 in order.
-            let p = step(&mut c, &mut rt, &mut out);
             assert_eq!(
                 shape(&p),
-                vec![(2, false, false, true), (0, true, false, false)]
+                vec![(0, true, true, false), (1, true, true, false)]
+            );
+            rt.deliver(p);
+            // Refused on 0: release 1 and 2, request shard 0 in order.
+            let p = step(&mut c, &mut rt, &mut out);
+            let mut sh = shape(&p);
+            sh[..2].sort();
+            assert_eq!(
+                sh,
+                vec![
+                    (1, false, false, true),
+                    (2, false, false, true),
+                    (0, true, false, false)
+                ]
             );
             assert!(!c.must_finish());
             rt.deliver(p);
@@ -1390,6 +1462,62 @@ mod tests {
             assert!(step(&mut c, &mut rt, &mut out).is_empty());
             assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
             assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+        }
+    }
+
+    /// Round trips and messages of whole commands, as the runtime would
+    /// send them (`TestServer` counts every step that reaches a shard
+    /// other than the home, shard 0).
+    mod hops {
+        use crate::testutil::TestServer;
+
+        /// `n` keys on `n` different shards, none of them the home.
+        fn keys(n: usize, nshards: usize) -> Vec<String> {
+            let mut used = vec![0];
+            let mut keys = Vec::new();
+            for i in 0.. {
+                let k = format!("key:{i}");
+                let s = crate::table::shard_of(k.as_bytes(), nshards);
+                if !used.contains(&s) {
+                    used.push(s);
+                    keys.push(k);
+                    if keys.len() == n {
+                        break;
+                    }
+                }
+            }
+            keys
+        }
+
+        fn cost(t: &mut TestServer, argv: &[&str]) -> (usize, usize) {
+            let (r, m) = (t.rounds, t.messages);
+            t.run(argv);
+            (t.rounds - r, t.messages - m)
+        }
+
+        /// The locks of a multi-shard command are asked for in one round,
+        /// then the jobs run and release in another: two round trips
+        /// whatever the number of shards (it was one per shard).
+        #[test]
+        fn a_multi_shard_command_takes_two_round_trips() {
+            let mut t = TestServer::new(32);
+            let k = keys(10, 32);
+            let mut argv = vec!["MSET"];
+            for key in &k {
+                argv.push(key);
+                argv.push("v");
+            }
+            let (rounds, messages) = cost(&mut t, &argv);
+            eprintln!("MSET of 10 keys on 10 of 32 shards: {rounds} rounds, {messages} messages");
+            assert!(rounds <= 2, "{rounds} round trips");
+
+            let mut t = TestServer::new(64);
+            let k = keys(20, 64);
+            let mut argv = vec!["MGET"];
+            argv.extend(k.iter().map(String::as_str));
+            let (rounds, messages) = cost(&mut t, &argv);
+            eprintln!("MGET of 20 keys on 20 of 64 shards: {rounds} rounds, {messages} messages");
+            assert!(rounds <= 2, "{rounds} round trips");
         }
     }
 
