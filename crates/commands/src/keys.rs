@@ -21,9 +21,14 @@
 //!   destination's shard. The entry moves whole, so the TTL (an absolute
 //!   deadline) and, for RENAME, the access time travel with it.
 //! * KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL and SWAPDB fan out to every
-//!   shard.
+//!   shard, in one round (one job per shard).
 //! * SCAN talks to one shard per call; see [`ScanCursor`] for how its
 //!   cursor names the shard.
+//! * The reads (KEYS, DBSIZE, RANDOMKEY, SCAN) take no lock outside
+//!   MULTI/EXEC: each shard's part is atomic, the whole is not (see
+//!   `multi::keyspace_locks` for what that gives up and why); inside EXEC
+//!   the transaction's whole-shard locks make them exact. The writes lock
+//!   every shard.
 //!
 //! OBJECT FREQ, IDLETIME and REFCOUNT depend on the eviction policy, which
 //! lives in the server configuration a shard handler does not see, so they

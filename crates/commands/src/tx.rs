@@ -1641,6 +1641,39 @@ mod tests {
             eprintln!("MGET of 20 keys on 20 of 64 shards: {rounds} rounds, {messages} messages");
             assert!(rounds <= 2, "{rounds} round trips");
         }
+
+        /// DBSIZE, KEYS and RANDOMKEY read every shard in one round and
+        /// SCAN one shard, none of them locking (they took a whole-shard
+        /// lock on each of the 32 shards, one after another); inside
+        /// MULTI, EXEC locks every shard for them.
+        #[test]
+        fn keyspace_reads_take_one_round_without_locks() {
+            let mut t = TestServer::new(32);
+            for k in keys(10, 32) {
+                t.run(&["SET", &k, "v"]);
+            }
+            for argv in [&["DBSIZE"][..], &["KEYS", "*"], &["RANDOMKEY"]] {
+                let (rounds, messages) = cost(&mut t, argv);
+                eprintln!("{}: {rounds} rounds, {messages} messages", argv[0]);
+                assert!(rounds <= 1, "{argv:?}: {rounds} round trips");
+            }
+            // SCAN walks on from an empty shard (the home has no key): one
+            // job per round, no lock messages.
+            let (rounds, messages) = cost(&mut t, &["SCAN", "0", "COUNT", "1"]);
+            eprintln!("SCAN: {rounds} rounds, {messages} messages");
+            assert_eq!(rounds, messages);
+            assert_eq!(t.run(&["DBSIZE"]), ":10\r\n");
+            let reg = crate::table::registry();
+            for argv in [&["dbsize"][..], &["keys", "*"], &["scan", "0"], &["randomkey"]] {
+                let owned = resp::OwnedArgs::from_slices(argv);
+                let r = reg.resolve(owned.args()).expect("a command");
+                assert!(crate::multi::keyspace_locks(r.spec, 32).is_empty(), "{argv:?}");
+            }
+            t.run(&["MULTI"]);
+            t.run(&["DBSIZE"]);
+            let (rounds, _) = cost(&mut t, &["EXEC"]);
+            assert!(rounds >= 2, "EXEC locks, then runs DBSIZE");
+        }
     }
 
     #[test]
