@@ -716,7 +716,8 @@ impl TxCoord {
         self.request_next(plan);
         // The outputs of the releases come first: `round` names the
         // request, after them.
-        self.round.splice(0..0, std::iter::repeat_n(usize::MAX, released));
+        self.round
+            .splice(0..0, std::iter::repeat_n(usize::MAX, released));
     }
 
     fn noop() -> JobFn {
@@ -1308,8 +1309,7 @@ mod tests {
                     return None;
                 }
                 self.done.sort_by_key(|(i, _)| *i);
-                let (m, rest): (Vec<_>, Vec<_>) =
-                    self.done.drain(..).partition(|(i, _)| mine(i));
+                let (m, rest): (Vec<_>, Vec<_>) = self.done.drain(..).partition(|(i, _)| mine(i));
                 self.done = rest;
                 Some(m.into_iter().map(|(_, o)| o).collect())
             }
@@ -1505,7 +1505,7 @@ mod tests {
                         (c, Reply::new(false), 0, false)
                     })
                     .collect();
-                let mut first = vec![true; 4];
+                let mut first = [true; 4];
                 let mut rounds = 0;
                 while cs.iter().any(|c| !c.3) {
                     rounds += 1;
@@ -1540,7 +1540,10 @@ mod tests {
                 for (_, out, _, _) in &cs {
                     assert_eq!(out.as_bytes().first(), Some(&b'*'));
                 }
-                assert!(rt.locks.iter().all(|t| !t.any_held() && t.waiting_len() == 0));
+                assert!(rt
+                    .locks
+                    .iter()
+                    .all(|t| !t.any_held() && t.waiting_len() == 0));
             }
         }
 
@@ -1664,10 +1667,18 @@ mod tests {
             assert_eq!(rounds, messages);
             assert_eq!(t.run(&["DBSIZE"]), ":10\r\n");
             let reg = crate::table::registry();
-            for argv in [&["dbsize"][..], &["keys", "*"], &["scan", "0"], &["randomkey"]] {
+            for argv in [
+                &["dbsize"][..],
+                &["keys", "*"],
+                &["scan", "0"],
+                &["randomkey"],
+            ] {
                 let owned = resp::OwnedArgs::from_slices(argv);
                 let r = reg.resolve(owned.args()).expect("a command");
-                assert!(crate::multi::keyspace_locks(r.spec, 32).is_empty(), "{argv:?}");
+                assert!(
+                    crate::multi::keyspace_locks(r.spec, 32).is_empty(),
+                    "{argv:?}"
+                );
             }
             t.run(&["MULTI"]);
             t.run(&["DBSIZE"]);
