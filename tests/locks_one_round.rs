@@ -6,8 +6,8 @@
 //!
 //! What must hold, as in Redis: a multi-shard command or a MULTI/EXEC is
 //! seen whole or not at all (MGET of keys an MSET writes together is
-//! uniform; a bank's total never changes; DBSIZE and KEYS inside MULTI
-//! count a batch of keys whole), and nothing deadlocks (every workload
+//! uniform; a bank's total never changes; DBSIZE and KEYS, alone or
+//! inside MULTI, count a batch of keys whole), and nothing deadlocks (every workload
 //! finishes within [`DEADLINE`]).
 //!
 //! Validate the tests against Redis (they must pass there too):
@@ -221,10 +221,10 @@ fn bank_transfers_keep_the_total() {
 }
 
 /// Writers create ten keys on ten shards with one MSET and delete them
-/// with one DEL, over and over; DBSIZE and KEYS inside MULTI see the keys
-/// all or none (each writer has its own ten).
+/// with one DEL, over and over; DBSIZE and KEYS, alone and inside MULTI,
+/// see each writer's ten keys all or none.
 #[test]
-fn dbsize_and_keys_in_multi_are_exact() {
+fn dbsize_and_keys_are_exact() {
     const WRITERS: usize = 2;
     const ITERATIONS: usize = 200;
     let srv = start();
@@ -258,14 +258,28 @@ fn dbsize_and_keys_in_multi_are_exact() {
             .expect("MULTI DBSIZE KEYS");
         assert_eq!(n % 10, 0, "DBSIZE in MULTI saw part of a batch: {n}");
         assert_eq!(keys.len(), n, "KEYS and DBSIZE in one MULTI: {keys:?}");
+        let n: usize = redis::cmd("DBSIZE").query(&mut con).expect("DBSIZE");
+        assert_eq!(n % 10, 0, "DBSIZE saw part of a batch: {n}");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("batch*")
+            .query(&mut con)
+            .expect("KEYS");
+        assert_eq!(keys.len() % 10, 0, "KEYS saw part of a batch: {keys:?}");
         if last {
             break;
         }
     }));
     run(workers);
-    // Outside MULTI, without locks, they agree once nothing runs.
+    // SCAN (no locks) finds nothing left either.
     let mut con = srv.conn();
     let n: usize = redis::cmd("DBSIZE").query(&mut con).expect("DBSIZE");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).expect("KEYS");
     assert_eq!((n, keys.len()), (0, 0));
+    let (cursor, page): (String, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("COUNT")
+        .arg(1000)
+        .query(&mut con)
+        .expect("SCAN");
+    assert!(page.is_empty(), "SCAN found {page:?} (cursor {cursor})");
 }

@@ -556,31 +556,25 @@ impl Coordinator for ExecCoord {
 }
 
 /// Keyspace-wide commands outside MULTI: whole-shard write locks on every
-/// shard for FLUSHALL / FLUSHDB / SWAPDB, read locks for SAVE and BGSAVE
-/// (they begin a snapshot on every shard at one instant), and none for the
-/// keyspace reads (DBSIZE, KEYS, SCAN, RANDOMKEY: the keyless READONLY
-/// coordinators).
+/// shard for FLUSHALL / FLUSHDB / SWAPDB, read locks for the keyspace
+/// reads (DBSIZE, KEYS, RANDOMKEY; SCAN plans its own, none, with
+/// `keys::scan_locks`). The transaction layer asks for them in one round.
 ///
-/// The keyspace reads run one job per shard (SCAN: on the shard its cursor
-/// names, and the following ones while its page is not full), each atomic
-/// on its shard, all in one round, without waiting for any transaction.
-/// What they give up: a multi-shard command running at the same time may
-/// be counted or listed on some shards and not yet on others (a DBSIZE
-/// during an MSET of new keys on two shards may count one of them). Redis
-/// promises SCAN no more than that (a key added or removed during the
-/// iteration may or may not be returned); for DBSIZE, KEYS and RANDOMKEY it
-/// is the price of not stopping every shard's transactions, at every shard
-/// count, for a read of all of them (a whole-shard Read lock on each of `N`
-/// shards; KEYS holds them for its whole walk). No client can see a
-/// state that was not committed: a transaction's jobs run only once all
-/// its locks are held, and are never undone. Inside MULTI/EXEC they stay
-/// exact: EXEC locks every shard for them (see `exec`), and jobs of a
-/// transaction see its locks held. Scripts cannot call them.
+/// The reads stay exact, as in Redis: a DBSIZE during an MSET of two new
+/// keys on two shards counts both or neither, and a RANDOMKEY while a
+/// RENAME moves the only key between shards finds it. Per-shard reads
+/// without locks, in one round, would see some shards before a command
+/// and others after it (even single-shard commands in sequence: `SET y`
+/// then `DEL x` could be counted as no key at all); only locks held on
+/// every shard at once give one instant to read at.
 pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
     let mut set = LockSet::default();
     if spec.has(WRITE) {
         set.whole(nshards, Mode::Write);
-    } else if crate::persist::is_snapshot_command(spec.name) {
+    } else if spec.has(READONLY) || crate::persist::is_snapshot_command(spec.name) {
+        // DBSIZE, KEYS, RANDOMKEY read every shard: a shared lock on each
+        // makes them see a multi-shard command whole or not at all.
+        // SAVE and BGSAVE begin a snapshot on every shard at one instant.
         set.whole(nshards, Mode::Read);
     }
     set
