@@ -32,6 +32,8 @@ pub struct TestServer {
     /// the command waits for), `messages` the works sent there.
     pub rounds: usize,
     pub messages: usize,
+    /// Of `rounds`, those that asked another shard for a lock.
+    pub lock_rounds: usize,
 }
 
 impl TestServer {
@@ -50,6 +52,7 @@ impl TestServer {
             home_records: Vec::new(),
             rounds: 0,
             messages: 0,
+            lock_rounds: 0,
         }
     }
 
@@ -159,6 +162,8 @@ impl TestServer {
             let remote = plan.jobs.iter().filter(|(s, _)| *s != 0).count();
             self.messages += remote;
             self.rounds += usize::from(remote > 0);
+            let locking = plan.jobs.iter().any(|(s, w)| *s != 0 && w.lock.is_some());
+            self.lock_rounds += usize::from(locking);
             // One thread, one command at a time: every lock is
             // granted at once, so locks and releases are no-ops.
             for (s, work) in plan.jobs {

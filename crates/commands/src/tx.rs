@@ -70,7 +70,14 @@
 //! (`k` works), then `k` round trips in order. Two shards keep the fused
 //! forms below (one round trip). Nothing in the protocol grows with `N`
 //! beyond the shards a command touches, except keyspace-wide commands
-//! (FLUSHALL, EXEC with KEYS), which lock all `N` shards, in one round.
+//! (FLUSHALL, DBSIZE, KEYS, RANDOMKEY, EXEC with any of them), which lock
+//! all `N` shards, in one round (2 round trips and `2N` works; they took
+//! `N + 1` round trips in order). The per-shard [`LockTable`] holds what
+//! is granted and queued there and nothing per other shard: its memory is
+//! O(locked keys + waiting requests) whatever `N`; a request costs
+//! O(its keys) against the held locks plus O(waiting requests x keys)
+//! against the FIFO queue, usually empty. A plain command pays one branch
+//! ([`LockTable::any_held`]) while nothing is held on its shard.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks

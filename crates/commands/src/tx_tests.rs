@@ -548,9 +548,17 @@ mod hops {
         keys
     }
 
+    /// Round trips and messages of one command; asserts that it asked
+    /// for its remote locks in one round at most.
     fn cost(t: &mut TestServer, argv: &[&str]) -> (usize, usize) {
-        let (r, m) = (t.rounds, t.messages);
+        let (r, m, l) = (t.rounds, t.messages, t.lock_rounds);
         t.run(argv);
+        assert!(
+            t.lock_rounds - l <= 1,
+            "{}: locks in {} rounds",
+            argv[0],
+            t.lock_rounds - l
+        );
         (t.rounds - r, t.messages - m)
     }
 
