@@ -46,10 +46,10 @@
 //!
 //! **One round.** Locking one shard after another costs one round trip
 //! per shard while the earlier locks are held (a 20-key MGET over 64
-//! shards waited on ~20). A transaction over three shards or more instead
-//! sends its home shard's request first, alone (it runs inline, no hop; it
-//! may wait there, holding nothing), and then *every other request at
-//! once*, all nowait: each shard grants or refuses on the spot, and the
+//! shards waited on ~20). A transaction over three shards or more (or
+//! over two, neither of them its home) instead sends its home shard's
+//! request first, alone (it runs inline, no hop; it may wait there,
+//! holding nothing), and then *every other request at once*, all nowait: each shard grants or refuses on the spot, and the
 //! coordinator goes on when the round's answers are in. All granted: the
 //! inner's jobs run and release (the second and last round). Any refused:
 //! the refused shards hold nothing; the transaction releases what was
@@ -67,9 +67,10 @@
 //! lock round, then job plus release), whatever `k` and `N` (MSET of 10
 //! keys on 10 of 32 shards: 2 round trips, 20 works; it was 11 round trips
 //! and 19 works in order; see `hops` in the tests). Refused: one more round
-//! (`k` works), then `k` round trips in order. Two shards keep the fused
-//! forms below (one round trip). Nothing in the protocol grows with `N`
-//! beyond the shards a command touches, except keyspace-wide commands
+//! (`k` works), then `k` round trips in order. Two shards, one of them the
+//! home, keep the fused forms below (one round trip; two remote shards
+//! took three in order). Nothing in the protocol grows with `N` beyond
+//! the shards a command touches, except keyspace-wide commands
 //! (FLUSHALL, DBSIZE, KEYS, RANDOMKEY, EXEC with any of them), which lock
 //! all `N` shards, in one round (2 round trips and `2N` works; they took
 //! `N + 1` round trips in order). The per-shard [`LockTable`] holds what
@@ -616,13 +617,14 @@ impl TxCoord {
         }
         let mut fallback = None;
         let mut together_from = usize::MAX;
-        if locks.len() >= 3 {
+        let home_at = locks.iter().position(|(s, _)| *s == home);
+        if locks.len() >= 3 || (locks.len() == 2 && home_at.is_none()) {
             // One round (see the module docs): the home's request first
             // and alone (inline, no hop; it may wait, holding nothing),
             // then every other shard's at once, nowait.
             fallback = Some(locks.clone());
             together_from = 0;
-            if let Some(h) = locks.iter().position(|(s, _)| *s == home) {
+            if let Some(h) = home_at {
                 locks[..=h].rotate_right(1);
                 together_from = 1;
             }

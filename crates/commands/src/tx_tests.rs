@@ -578,6 +578,13 @@ mod hops {
         eprintln!("MSET of 10 keys on 10 of 32 shards: {rounds} rounds, {messages} messages");
         assert!(rounds <= 2, "{rounds} round trips");
 
+        // Two shards, neither the home: both locks at once (three round
+        // trips in order: lock one, lock and run the other, run the first).
+        let k = keys(2, 32);
+        let (rounds, messages) = cost(&mut t, &["MSET", &k[0], "v", &k[1], "v"]);
+        eprintln!("MSET of 2 keys on 2 of 32 shards: {rounds} rounds, {messages} messages");
+        assert!(rounds <= 2, "{rounds} round trips");
+
         let mut t = TestServer::new(64);
         let k = keys(20, 64);
         let mut argv = vec!["MGET"];
