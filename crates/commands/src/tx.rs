@@ -42,32 +42,37 @@
 //! strictly increases (shard, queue position) and has no cycle.
 //! **Starvation** is impossible: queues are FIFO, a request passes a
 //! queued one only if they do not conflict, and a transaction refused
-//! anywhere starts over in ascending order, where it waits its turn.
+//! anywhere goes on in ascending order from there, where it waits its
+//! turn.
 //!
 //! **One round.** Locking one shard after another costs one round trip
 //! per shard while the earlier locks are held (a 20-key MGET over 64
 //! shards waited on ~20). A transaction over three shards or more (or
-//! over two, neither of them its home) instead sends its home shard's
-//! request first, alone (it runs inline, no hop; it may wait there,
-//! holding nothing), and then *every other request at once*, all nowait: each shard grants or refuses on the spot, and the
+//! over two, neither of them its home) instead sends *every request at
+//! once*, all nowait: each shard grants or refuses on the spot, and the
 //! coordinator goes on when the round's answers are in. All granted: the
-//! inner's jobs run and release (the second and last round). Any refused:
-//! the refused shards hold nothing; the transaction releases what was
-//! granted and starts over in ascending order, one shard at a time with
-//! requests that wait (as above), so a contended transaction still makes
-//! progress and never spins. Both keep the rule, so a transaction in one
-//! round and one that walks in order can meet without a deadlock. Global
-//! tickets (Dragonfly's VLL, Calvin) would let a request wait in one round
-//! too, but a shard cannot know that a smaller ticket is not still in
-//! flight without a shared sequencer or a scheduling round of its own;
-//! a refusal costs the rare contended transaction one wasted round instead.
+//! inner's jobs run and release (the second and last round). Some refused
+//! (they hold nothing): in ascending shard order, the locks below the
+//! first shard not held stay held, the ones above it are released, that
+//! shard is asked again with a request that waits (it holds lower shards
+//! only, so it keeps the rule), and once granted, the shards above it are
+//! asked together again. Each refusal moves that frontier up by one shard
+//! at least, and each wait is in a FIFO queue, so a contended transaction
+//! makes progress and never spins: one refusal typically costs two round
+//! trips (the wait, the next round), at most one per shard. Transactions in
+//! one round, walking in order, or out of order (below) keep the same
+//! rule, so they can meet without a deadlock. Global tickets (Dragonfly's
+//! VLL, Calvin) would let a request wait in one round too, but a shard
+//! cannot know that a smaller ticket is not still in flight without a
+//! shared sequencer or a scheduling round of its own; a refusal costs the
+//! rare contended transaction a round or two instead.
 //!
 //! Cost, for a transaction over `k` shards (`k <= min(keys, N)`, `N` the
 //! shard count): uncontended, 2 round trips and about `2k` works (the
 //! lock round, then job plus release), whatever `k` and `N` (MSET of 10
 //! keys on 10 of 32 shards: 2 round trips, 20 works; it was 11 round trips
-//! and 19 works in order; see `hops` in the tests). Refused: one more round
-//! (`k` works), then `k` round trips in order. Two shards, one of them the
+//! and 19 works in order; see `hops` in the tests). Refused: about two
+//! more round trips per refusal (at most `k` in all). Two shards, one of them the
 //! home, keep the fused forms below (one round trip; two remote shards
 //! took three in order). Nothing in the protocol grows with `N` beyond
 //! the shards a command touches, except keyspace-wide commands
@@ -103,8 +108,9 @@
 //! (fused, as above), so every such command costs one round trip,
 //! whichever its home. The rule holds: the waiting request is made holding
 //! nothing. A refused request's job comes back unrun ([`LockConflict`]);
-//! the transaction releases what it holds and starts over in ascending
-//! order. Still two-phase: every lock is held before any is released.
+//! the transaction releases its home shard and asks again in ascending
+//! order, as after a refusal in one round. Still two-phase: every lock is
+//! held before any is released.
 //!
 //! **Disconnects.** A connection that goes away while its transaction is
 //! still locking releases what it holds ([`Coordinator::abort`]); once
@@ -571,8 +577,8 @@ pub struct TxCoord {
     rest: Option<Vec<(usize, usize, JobFn)>>,
     released: bool,
     err: Option<CmdError>,
-    /// Out of order only: the requests in ascending shard order, to start
-    /// over with when a nowait request is refused.
+    /// One round or out of order: the requests in ascending shard order,
+    /// to go on with when a nowait request is refused.
     fallback: Option<Vec<(usize, LockReq)>>,
     /// After a refusal of the fused request: the inner's last plan, grouped
     /// per shard, to send once the locks are held again.
@@ -617,18 +623,13 @@ impl TxCoord {
         }
         let mut fallback = None;
         let mut together_from = usize::MAX;
-        let home_at = locks.iter().position(|(s, _)| *s == home);
-        if locks.len() >= 3 || (locks.len() == 2 && home_at.is_none()) {
-            // One round (see the module docs): the home's request first
-            // and alone (inline, no hop; it may wait, holding nothing),
-            // then every other shard's at once, nowait.
+        let home_in = locks.iter().any(|(s, _)| *s == home);
+        if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
+            // One round (see the module docs): every request at once,
+            // nowait.
             fallback = Some(locks.clone());
             together_from = 0;
-            if let Some(h) = home_at {
-                locks[..=h].rotate_right(1);
-                together_from = 1;
-            }
-            for (_, r) in &mut locks[together_from..] {
+            for (_, r) in &mut locks {
                 r.nowait = true;
             }
         } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
@@ -692,8 +693,9 @@ impl TxCoord {
     }
 
     /// Nowait requests (among those of the last step, whose shards
-    /// `round` lists) were refused, as `results` say: release what is held
-    /// and start over in ascending shard order, where requests wait.
+    /// `round` lists) were refused, as `results` say: go on in ascending
+    /// shard order from the first shard not held, where requests wait
+    /// (see [`TxCoord::restart_without`]).
     fn restart(&mut self, plan: &mut Plan, results: &[JobOut]) {
         let refused: Vec<usize> = self
             .round
@@ -705,21 +707,46 @@ impl TxCoord {
         self.restart_without(plan, &refused);
     }
 
-    /// [`TxCoord::restart`] with the refused shards known.
+    /// [`TxCoord::restart`] with the refused shards known: in ascending
+    /// shard order, the locks below the first shard not held stay held,
+    /// those above it are released; that shard is asked again with a
+    /// request that waits (holding lower shards only), then the shards
+    /// above it (in one round again if there are two or more).
     fn restart_without(&mut self, plan: &mut Plan, refused: &[usize]) {
         // INVARIANT: only out-of-order or one-round transactions make
         // nowait requests, and both keep their requests in order.
-        let locks = self.fallback.take().expect("out-of-order locks");
+        let ascending = self.fallback.as_ref().expect("out-of-order locks");
+        let held: Vec<usize> = self.locks[..self.requested]
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| !refused.contains(s))
+            .collect();
+        let frontier = ascending
+            .iter()
+            .position(|(s, _)| !held.contains(s))
+            .expect("INVARIANT: a refused shard is not held");
+        let mut locks = ascending.clone();
+        for (_, r) in &mut locks[..frontier] {
+            // Held: no request to make.
+            *r = LockReq::default();
+        }
+        let n = locks.len();
+        self.together_from = usize::MAX;
+        if n - frontier - 1 >= 2 {
+            self.together_from = frontier + 1;
+            for (_, r) in &mut locks[frontier + 1..] {
+                r.nowait = true;
+            }
+        }
         self.layout.clear();
-        for &(s, _) in &self.locks[..self.requested] {
-            if !refused.contains(&s) {
+        for s in held {
+            if s > locks[frontier].0 {
                 plan.jobs.push((s, self.release_only()));
                 self.layout.push(Carried::Nothing);
             }
         }
         self.locks = locks;
-        self.requested = 0;
-        self.together_from = usize::MAX;
+        self.requested = frontier;
         self.phase = Phase::Locking;
         let released = plan.jobs.len();
         self.request_next(plan);

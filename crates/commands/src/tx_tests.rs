@@ -340,72 +340,77 @@ mod protocol {
         assert!(step(&mut c, &mut rt, &mut out).is_empty());
     }
 
-    /// Three shards, home 2: the home's request first, then those of
-    /// shards 0 and 1 together (nowait, one round); shard 0 refuses,
-    /// so the transaction releases 1 and 2 and starts over in order
-    /// and completes.
+    /// Four shards, every request in one round; shard `b` refuses (another
+    /// transaction writes its key). The locks below `b` stay held, those
+    /// above are released; `b` is asked again with a request that waits,
+    /// then the shards above it together, and the transaction completes.
     #[test]
-    fn a_nowait_request_refused_while_locking_starts_over() {
+    fn a_refusal_in_the_round_goes_on_in_order_from_the_refused_shard() {
         let key_on = |want: usize| {
             (0..1000)
                 .map(|i| format!("k{i}"))
-                .find(|k| shard_of(k.as_bytes(), 3) == want)
+                .find(|k| shard_of(k.as_bytes(), 4) == want)
                 .expect("a key on every shard")
         };
-        let keys: Vec<String> = (0..3).map(key_on).collect();
-        let mut set = LockSet::default();
-        for k in &keys {
-            set.key(3, 0, k.as_bytes(), Mode::Read);
-        }
-        let mut c = TxCoord::wrap(2, Box::new(ReadEach(vec![0, 1, 2])), set);
-        let (mut rt, mut out) = (Rt::with(3), Reply::new(false));
-        let mut blocker = LockReq {
-            tx: 999,
-            ..Default::default()
-        };
-        blocker.add(0, keys[0].as_bytes(), Mode::Write);
-        assert!(rt.locks[0].try_acquire(blocker).is_ok());
+        let keys: Vec<String> = (0..4).map(key_on).collect();
+        for b in 0..4 {
+            let mut set = LockSet::default();
+            for k in &keys {
+                set.key(4, 0, k.as_bytes(), Mode::Read);
+            }
+            let mut c = TxCoord::wrap(3, Box::new(ReadEach(vec![0, 1, 2, 3])), set);
+            let (mut rt, mut out) = (Rt::with(4), Reply::new(false));
+            let mut blocker = LockReq {
+                tx: 999,
+                ..Default::default()
+            };
+            blocker.add(0, keys[b].as_bytes(), Mode::Write);
+            assert!(rt.locks[b].try_acquire(blocker).is_ok());
 
-        let p = step(&mut c, &mut rt, &mut out);
-        assert_eq!(shape(&p), vec![(2, true, false, false)]);
-        rt.deliver(p);
-        let p = step(&mut c, &mut rt, &mut out);
-        assert_eq!(
-            shape(&p),
-            vec![(0, true, true, false), (1, true, true, false)]
-        );
-        rt.deliver(p);
-        // Refused on 0: release 1 and 2, request shard 0 in order.
-        let p = step(&mut c, &mut rt, &mut out);
-        let mut sh = shape(&p);
-        sh[..2].sort();
-        assert_eq!(
-            sh,
-            vec![
-                (1, false, false, true),
-                (2, false, false, true),
-                (0, true, false, false)
-            ]
-        );
-        assert!(!c.must_finish());
-        rt.deliver(p);
-        assert_eq!(rt.locks[0].waiting_len(), 1);
-        rt.release(0, 999);
-        let p = step(&mut c, &mut rt, &mut out);
-        assert_eq!(shape(&p), vec![(1, true, false, false)]);
-        rt.deliver(p);
-        // The last lock, in order, fused with its job.
-        let p = step(&mut c, &mut rt, &mut out);
-        assert_eq!(shape(&p), vec![(2, true, false, true)]);
-        rt.deliver(p);
-        let p = step(&mut c, &mut rt, &mut out);
-        let mut sh = shape(&p);
-        sh.sort();
-        assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
-        rt.deliver(p);
-        assert!(step(&mut c, &mut rt, &mut out).is_empty());
-        assert_eq!(out.as_bytes(), b"*3\r\n:0\r\n:1\r\n:2\r\n");
-        assert!(rt.locks.iter().all(|t| !t.any_held()));
+            let p = step(&mut c, &mut rt, &mut out);
+            let all: Vec<_> = (0..4).map(|s| (s, true, true, false)).collect();
+            assert_eq!(shape(&p), all, "one round, all nowait");
+            rt.deliver(p);
+            // Refused on b: release above b, ask b again (waits).
+            let p = step(&mut c, &mut rt, &mut out);
+            let mut want: Vec<_> = (b + 1..4).map(|s| (s, false, false, true)).collect();
+            want.push((b, true, false, false));
+            assert_eq!(shape(&p), want, "refused on {b}");
+            assert!(!c.must_finish());
+            rt.deliver(p);
+            assert!((0..b).all(|s| rt.locks[s].any_held()), "kept below {b}");
+            assert!(
+                (b + 1..4).all(|s| !rt.locks[s].any_held()),
+                "released above"
+            );
+            assert_eq!(rt.locks[b].waiting_len(), 1);
+            rt.release(b, 999);
+            let mut p = step(&mut c, &mut rt, &mut out);
+            match 3 - b {
+                // Two or more above: together, nowait.
+                2.. => {
+                    let rest: Vec<_> = (b + 1..4).map(|s| (s, true, true, false)).collect();
+                    assert_eq!(shape(&p), rest);
+                    rt.deliver(p);
+                    p = step(&mut c, &mut rt, &mut out);
+                }
+                // One: it waits, fused with its job (all others held).
+                1 => {
+                    assert_eq!(shape(&p), vec![(3, true, false, true)]);
+                    rt.deliver(p);
+                    p = step(&mut c, &mut rt, &mut out);
+                }
+                _ => {}
+            }
+            // Every lock held: the jobs run and release.
+            let mut sh = shape(&p);
+            sh.sort();
+            assert!(sh.iter().all(|&(_, lock, _, rel)| !lock && rel), "{sh:?}");
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
+            assert_eq!(out.as_bytes(), b"*4\r\n:0\r\n:1\r\n:2\r\n:3\r\n");
+            assert!(rt.locks.iter().all(|t| !t.any_held()));
+        }
     }
 
     /// Transactions over the same keys on four shards, homes
