@@ -732,7 +732,7 @@ impl TxCoord {
         }
         let n = locks.len();
         self.together_from = usize::MAX;
-        if n - frontier - 1 >= 2 {
+        if n - frontier > 2 {
             self.together_from = frontier + 1;
             for (_, r) in &mut locks[frontier + 1..] {
                 r.nowait = true;
