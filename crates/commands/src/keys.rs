@@ -21,9 +21,12 @@
 //!   destination's shard. The entry moves whole, so the TTL (an absolute
 //!   deadline) and, for RENAME, the access time travel with it.
 //! * KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL and SWAPDB fan out to every
-//!   shard.
+//!   shard, in one round (one job per shard).
 //! * SCAN talks to one shard per call; see [`ScanCursor`] for how its
 //!   cursor names the shard.
+//! * SCAN takes no lock outside MULTI/EXEC ([`scan_locks`]); KEYS, DBSIZE
+//!   and RANDOMKEY take a whole-shard Read lock on every shard (asked for
+//!   in one round, see `tx`), FLUSHDB, FLUSHALL and SWAPDB a Write lock.
 //!
 //! OBJECT FREQ, IDLETIME and REFCOUNT depend on the eviction policy, which
 //! lives in the server configuration a shard handler does not see, so they
@@ -217,7 +220,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
         Exec::Coord(scan),
         KEYSPACE_READ_SLOW,
-    ),
+    )
+    .with_locks(scan_locks),
     CommandSpec::new(
         "randomkey",
         1,
@@ -1229,6 +1233,18 @@ fn scan(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
         type_name,
         keys: Vec::new(),
     }))
+}
+
+/// SCAN's locks outside MULTI/EXEC: none. Each call's job on a shard is
+/// atomic there, and Redis promises no more of SCAN across its calls: an
+/// element present for the whole iteration is returned, one added or
+/// removed meanwhile may or may not be. The pages of one call that walks on
+/// to the following shards may see a multi-shard command on one shard and
+/// not yet on the next, which a SCAN in two calls could see anyway. (It
+/// took a whole-shard Read lock on every shard, one after another, to read
+/// one of them.) Inside MULTI, EXEC locks every shard (see `multi`).
+fn scan_locks(_args: Args<'_>, _db: usize, _nshards: usize) -> Option<crate::tx::LockSet> {
+    Some(crate::tx::LockSet::default())
 }
 
 /// One SCAN call: a job on the cursor's shard, then on the following
