@@ -195,6 +195,7 @@ fn execute(
     let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
     let res = with_vm(|vm| -> Result<(), CmdError> {
+        vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
         let run = Run {
             db: ctx.db,
@@ -213,6 +214,9 @@ fn execute(
         let busy_shard = (!scratch).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
         let (outcome, run) = call_function(vm, f, &keys, &argv, run);
+        if is_memory_error(&outcome) {
+            vm.collect_garbage();
+        }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
         vm.stats = run.stats;
@@ -236,6 +240,24 @@ fn execute(
                     Some(line) => Err(CmdError::Bytes(line[1..].to_vec())),
                     None => Ok(()),
                 }
+            }
+            Outcome::Message(text) => {
+                // Redis's luaCallFunction for an error that is not an
+                // error table (Lua's own memory error): `%.100s` of it.
+                let mut msg = b"ERR Error running script ".to_vec();
+                msg.extend_from_slice(name);
+                msg.extend_from_slice(b", ");
+                msg.extend(text.iter().take(100).map(|&c| {
+                    if c == b'\r' || c == b'\n' {
+                        b' '
+                    } else {
+                        c
+                    }
+                }));
+                while msg.last() == Some(&b' ') {
+                    msg.pop();
+                }
+                Err(CmdError::Bytes(msg))
             }
             Outcome::Failed { err, line } => {
                 let mut msg: Vec<u8> = err
@@ -261,9 +283,24 @@ fn execute(
     res.map_err(|e| CmdError::err(error_text(&e)))?
 }
 
+/// Whether a run failed on the VM's memory bound (see `vm`'s "Memory").
+fn is_memory_error(outcome: &mlua::Result<Outcome>) -> bool {
+    match outcome {
+        Ok(Outcome::Message(m)) => m.as_slice() == MEMORY_ERROR.as_bytes(),
+        Ok(_) => false,
+        Err(e) => matches!(e, mlua::Error::MemoryError(_)) || error_text(e) == MEMORY_ERROR,
+    }
+}
+
+/// Lua 5.1's text for an allocation refused (`MEMERRMSG`).
+const MEMORY_ERROR: &str = "not enough memory";
+
 /// How a script ended.
 enum Outcome {
     Returned(Value),
+    /// An error that is not an error table: Lua's memory error, which
+    /// Lua 5.1 raises without calling the message handler.
+    Message(Vec<u8>),
     /// The message handler's `{err=..., line=..., source=...}`.
     Failed {
         err: Vec<u8>,
@@ -397,6 +434,9 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
             let value = r.pop_front().unwrap_or(Value::Nil);
             if ok {
                 return Ok(Outcome::Returned(value));
+            }
+            if let Value::String(s) = &value {
+                return Ok(Outcome::Message(s.as_bytes().to_vec()));
             }
             let Value::Table(t) = value else {
                 return Ok(Outcome::Failed {

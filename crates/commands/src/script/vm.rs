@@ -32,6 +32,25 @@
 //! Rejected: Redis patches the Lua VM for readonly tables; mlua builds the
 //! stock Lua 5.1 sources, so the proxies do the same job from Lua.
 //!
+//! # Memory
+//!
+//! Each VM is bounded ([`memory_limit`]): a script that allocates without
+//! end (`while true do t[#t+1] = string.rep('x', 1e6) end`) fails with
+//! Lua's `not enough memory`, replied as Redis replies an error that is
+//! not an error table (`ERR Error running script <name>, not enough
+//! memory`), and the VM collects its garbage before the next run. Redis
+//! has no such bound (its Lua heap grows until the machine runs out); the
+//! bound here is `maxmemory` when set, clamped to [`VM_MEMORY_MIN`,
+//! `VM_MEMORY_MAX`], and `VM_MEMORY_MAX` (1 GiB) without it, per VM, so a
+//! runaway script cannot take the process down. Lua 5.1 has no emergency
+//! collection: an allocation refused at the bound fails even when garbage
+//! could be freed, hence a bound far above what real scripts use. The VM's
+//! allocations are this thread's, so they also count in its shard's
+//! memory (`used_memory`), and INFO reports them as `used_memory_lua` /
+//! `used_memory_vm_eval` (`cache::vm_bytes`, updated after each run).
+//! A bound makes mlua run more of its API calls protected (a memory error
+//! can then happen anywhere): a small cost per `redis.call`, not measured.
+//!
 //! # Errors
 //!
 //! Scripts run under `xpcall` with a message handler (Redis's
@@ -52,6 +71,23 @@ use crate::ctx::ThreadStats;
 pub const CHUNK_NAME: &str = "@user_script";
 /// The chunk name Redis gives function libraries.
 pub const FUNCTION_CHUNK_NAME: &str = "@user_function";
+
+/// A VM's memory bound without `maxmemory`, and its ceiling with it.
+pub const VM_MEMORY_MAX: usize = 1 << 30;
+/// The lowest bound `maxmemory` can set (the VM's own tables and compiled
+/// scripts need a few MiB).
+pub const VM_MEMORY_MIN: usize = 32 << 20;
+
+/// The memory bound of a VM under `maxmemory` (0: none); see the module
+/// documentation.
+pub fn memory_limit(maxmemory: u64) -> usize {
+    if maxmemory == 0 {
+        return VM_MEMORY_MAX;
+    }
+    usize::try_from(maxmemory)
+        .unwrap_or(usize::MAX)
+        .clamp(VM_MEMORY_MIN, VM_MEMORY_MAX)
+}
 
 /// Compiled functions a VM keeps at most; past it, the oldest half is
 /// dropped (they compile again on their next run). Redis keeps every
@@ -162,6 +198,8 @@ pub struct Vm {
     pub libs: super::load::VmLibraries,
     /// The instruction hook's state: time limits and kills (see `busy`).
     pub hook: std::rc::Rc<super::busy::HookState>,
+    /// The memory bound set on `lua` (see [`memory_limit`]).
+    memory_limit: usize,
 }
 
 thread_local! {
@@ -171,7 +209,11 @@ thread_local! {
 /// Runs `f` with this thread's VM, creating it on first use.
 pub fn with_vm<R>(f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
     VM.with(|cell| {
-        let mut slot = cell.borrow_mut();
+        // A re-entry (a command served while a script runs, see `busy`)
+        // is refused, never a panic.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return Err(mlua::Error::runtime("the Lua VM is busy running a script"));
+        };
         if slot.is_none() {
             *slot = Some(Vm::new()?);
         }
@@ -240,6 +282,25 @@ impl Vm {
         self.reported_bytes = now;
     }
 
+    /// Bounds this VM's memory (see [`memory_limit`]); a no-op when
+    /// unchanged.
+    pub fn set_memory_limit(&mut self, limit: usize) {
+        if limit != self.memory_limit {
+            // Fails only without mlua's allocator, which the vendored
+            // build always has; the VM then stays unbounded.
+            if self.lua.set_memory_limit(limit).is_ok() {
+                self.memory_limit = limit;
+            }
+        }
+    }
+
+    /// After a run that hit the bound: frees its garbage now (Lua 5.1 has
+    /// no emergency collection), so the next run starts with room.
+    pub fn collect_garbage(&mut self) {
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.gc_collect();
+    }
+
     fn new() -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
@@ -286,6 +347,7 @@ impl Vm {
             bind,
             libs,
             hook,
+            memory_limit: 0,
         })
     }
 
