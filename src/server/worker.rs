@@ -45,6 +45,7 @@ use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream, HOLD_LOCAL, READ_CHUNK
 use super::mailbox::{Batch, BatchCmd, ConnRef, Mailbox, Msg};
 use crate::log;
 
+mod busy;
 mod memory;
 mod pause;
 mod pubsub;
@@ -361,7 +362,9 @@ impl Core {
 }
 
 struct Conns {
-    slots: Vec<Option<Conn>>,
+    /// Boxed: a connection is taken out of its slot while it executes
+    /// (see `process_lent`), a pointer move.
+    slots: Vec<Option<Box<Conn>>>,
     gens: Vec<u32>,
     free: Vec<usize>,
     /// Connections with output to write this iteration.
@@ -400,7 +403,7 @@ impl Conns {
     fn get(&mut self, r: ConnRef) -> Option<&mut Conn> {
         self.slots
             .get_mut(r.slot as usize)?
-            .as_mut()
+            .as_deref_mut()
             .filter(|c| c.gen == r.gen)
     }
 
@@ -496,6 +499,10 @@ pub struct Worker {
     spilled: bool,
     /// When the running snapshot wants its next step.
     save_wait: Option<Duration>,
+    /// What the desk lent to long scripts keeps (see `busy`).
+    desk: busy::DeskState,
+    /// The shared state, for the desk (`core` is lent to the handler).
+    shared: Arc<ServerShared>,
 }
 
 /// When to nap instead of sleeping in epoll (see [`Worker::step_solo`]).
@@ -617,6 +624,7 @@ impl Worker {
         }
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
+        let server_for_desk = server.clone();
         let mut w = Worker {
             core: Core {
                 id,
@@ -680,6 +688,8 @@ impl Worker {
             nap: Nap::new(),
             spilled: false,
             save_wait: None,
+            desk: busy::DeskState::default(),
+            shared: server_for_desk,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
@@ -943,36 +953,14 @@ impl Worker {
     // ------------------------------------------------------------ accept
 
     fn accept_tcp(&mut self, i: usize) {
-        loop {
-            let (stream, peer) = match self.tcp[i].accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    log::warning(format_args!("Accepting client connection: {e}"));
-                    return;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            if self.core.cfg.tcp_keepalive_s > 0 {
-                let s = socket2::SockRef::from(&stream);
-                let ka = socket2::TcpKeepalive::new()
-                    .with_time(Duration::from_secs(self.core.cfg.tcp_keepalive_s));
-                let _ = s.set_tcp_keepalive(&ka);
-            }
-            let local = stream
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            let is_local = peer.ip().is_loopback();
-            self.add_conn(
-                Stream::Tcp(stream),
-                peer.to_string(),
-                local,
-                false,
-                is_local,
-            );
-        }
+        let Worker {
+            core,
+            conns,
+            poll,
+            tcp,
+            ..
+        } = self;
+        Door::of(core, conns, poll).accept_tcp(&tcp[i]);
     }
 
     fn accept_unix(&mut self) {
@@ -1013,76 +1001,11 @@ impl Worker {
         self.add_conn(Stream::Unix(stream), addr.clone(), addr, true, true);
     }
 
-    fn add_conn(
-        &mut self,
-        mut stream: Stream,
-        addr: String,
-        laddr: String,
-        unix: bool,
-        local: bool,
-    ) {
-        let server = &self.core.server;
-        server.total_connections.fetch_add(1, Ordering::Relaxed);
-        let connected = server.connected_clients.fetch_add(1, Ordering::AcqRel);
-        if connected >= self.core.cfg.maxclients {
-            let _ = stream.write(b"-ERR max number of clients reached\r\n");
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        // Redis's protected mode: no password on the default user.
-        if self.core.cfg.protected_mode && !local && server.acl.default_user().rules().nopass() {
-            let _ = stream.write(DENIED);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let slot = match self.conns.free.pop() {
-            Some(s) => s,
-            None => {
-                self.conns.slots.push(None);
-                self.conns.gens.push(0);
-                self.conns.slots.len() - 1
-            }
-        };
-        if let Err(e) = self.poll.registry().register(
-            stream.source(),
-            Token(slot),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
-            log::warning(format_args!(
-                "Error registering fd event for the new client: {e}"
-            ));
-            self.conns.free.push(slot);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            return;
-        }
-        let fd = match &stream {
-            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-        };
-        let now = engine::now_ms();
-        let client = ClientState {
-            id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
-            authenticated: server.acl.default_open(),
-            acl: commands::acl::ClientAcl::of(server.acl.default_user()),
-            addr,
-            laddr,
-            unix,
-            fd,
-            created_ms: now,
-            last_interaction_ms: now,
-            last_cmd: "NULL".into(),
-            home: commands::ctx::Home {
-                thread: self.core.id as u16,
-                slot: slot as u32,
-                gen: self.conns.gens[slot],
-            },
-            ..Default::default()
-        };
-        log::verbose(format_args!("Accepted {}", client.addr));
-        server.tracking.connected(client.id, client.home);
-        self.conns.slots[slot] = Some(Conn::new(stream, self.conns.gens[slot], client));
+    fn add_conn(&mut self, stream: Stream, addr: String, laddr: String, unix: bool, local: bool) {
+        let Worker {
+            core, conns, poll, ..
+        } = self;
+        Door::of(core, conns, poll).add_conn(stream, addr, laddr, unix, local);
     }
 
     fn close_conn(&mut self, slot: usize) {
@@ -1178,9 +1101,24 @@ impl Worker {
     /// Reads and executes. `hup`: the peer shut its side, so read to EOF
     /// (the short-read shortcut would miss a FIN that came with data).
     fn read_conn(&mut self, slot: usize, hup: bool) {
-        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+        // Out of its slot while it executes (see `process_lent`); back
+        // before anything else looks at the table.
+        let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
             return;
         };
+        let broken = self.read_lent(&mut c, slot, hup);
+        self.conns.slots[slot] = Some(c);
+        if broken {
+            self.close_conn(slot);
+        } else {
+            self.conns.mark_dirty(slot);
+        }
+        self.after_desk();
+    }
+
+    /// `read_conn`'s body, with the connection out of its slot; true if it
+    /// must be closed.
+    fn read_lent(&mut self, c: &mut Conn, slot: usize, hup: bool) -> bool {
         // Once the peer hung up, read to EOF whenever reading resumes: the
         // event that announced it will not come again.
         c.hup |= hup;
@@ -1236,7 +1174,7 @@ impl Worker {
                     c.set_rbuf_end(end + n);
                     self.core.stats.net_input_bytes += n as u64;
                     c.client.last_interaction_ms = self.core.shard.now_ms;
-                    process(&mut self.core, c, slot);
+                    self.process_lent(c, slot);
                     if c.qbuf_len() > self.core.cfg.qbuf_limit {
                         log::warning(format_args!(
                             "Closing client that reached max query buffer length: id={} addr={} qbuf={}",
@@ -1262,10 +1200,49 @@ impl Worker {
                 }
             }
         }
-        if broken {
-            self.close_conn(slot);
-        } else {
-            self.conns.mark_dirty(slot);
+        broken
+    }
+
+    /// [`process`] for a connection taken out of its slot, with this
+    /// loop's other connections lent to a script it may run (served if it
+    /// runs long, see `busy`).
+    fn process_lent(&mut self, c: &mut Conn, slot: usize) {
+        let Worker {
+            core,
+            conns,
+            poll,
+            desk,
+            tcp,
+            shared,
+            ..
+        } = self;
+        let mut lent = busy::Desk {
+            conns,
+            poll,
+            server: shared,
+            id: core.id,
+            limits: busy::DeskLimits {
+                max_bulk_len: core.cfg.max_bulk_len,
+                qbuf_limit: core.cfg.qbuf_limit,
+                maxclients: core.cfg.maxclients,
+                protected_mode: core.cfg.protected_mode,
+                tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+            },
+            tcp,
+            state: desk,
+            first: true,
+        };
+        commands::script::busy::lend_desk(&mut lent, || process(core, c, slot));
+    }
+
+    /// After a lend: accepts what a busy script's desk left waiting on the
+    /// listeners (their events were taken).
+    fn after_desk(&mut self) {
+        if std::mem::take(&mut self.desk.missed_listener) {
+            for i in 0..self.tcp.len() {
+                self.accept_tcp(i);
+            }
+            self.accept_unix();
         }
     }
 
@@ -1278,11 +1255,13 @@ impl Worker {
             let spare = self.conns.spare.pop().unwrap_or_default();
             let mut list = std::mem::replace(&mut self.conns.resume, spare);
             for &slot in &list {
-                let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
                     continue;
                 };
-                process(&mut self.core, c, slot);
-                let unread = c.unread && !paused(c);
+                self.process_lent(&mut c, slot);
+                let unread = c.unread && !paused(&c);
+                self.conns.slots[slot] = Some(c);
+                self.after_desk();
                 self.conns.mark_dirty(slot);
                 if unread {
                     self.read_conn(slot, false);
@@ -1567,15 +1546,57 @@ impl Worker {
             first += cmd.nargs as usize;
             out.set_resp3(cmd.resp3);
             let recorded = self.core.shard.outbox.len();
-            let block = run_shard(
-                cmd.resolved,
-                cmd.handler,
-                args,
-                &mut self.core.shard,
-                cmd.call.clone(),
-                &mut out,
-                &mut self.core.stats,
-            );
+            let block = if cmd.resolved.spec.has(commands::table::flags::SCRIPT) {
+                // This loop's connections are lent to the script (see
+                // `busy`; the caller's lives on another thread).
+                let Worker {
+                    core,
+                    conns,
+                    poll,
+                    desk,
+                    tcp,
+                    shared,
+                    ..
+                } = &mut *self;
+                let mut lent = busy::Desk {
+                    conns,
+                    poll,
+                    server: shared,
+                    id: core.id,
+                    limits: busy::DeskLimits {
+                        max_bulk_len: core.cfg.max_bulk_len,
+                        qbuf_limit: core.cfg.qbuf_limit,
+                        maxclients: core.cfg.maxclients,
+                        protected_mode: core.cfg.protected_mode,
+                        tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+                    },
+                    tcp,
+                    state: desk,
+                    first: true,
+                };
+                commands::script::busy::lend_desk(&mut lent, || {
+                    run_shard(
+                        cmd.resolved,
+                        cmd.handler,
+                        args,
+                        &mut core.shard,
+                        cmd.call.clone(),
+                        &mut out,
+                        &mut core.stats,
+                    )
+                })
+            } else {
+                run_shard(
+                    cmd.resolved,
+                    cmd.handler,
+                    args,
+                    &mut self.core.shard,
+                    cmd.call.clone(),
+                    &mut out,
+                    &mut self.core.stats,
+                )
+            };
+            self.after_desk();
             if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
                 let (seq, resolved, handler, call, resp3) = (
@@ -2344,6 +2365,138 @@ fn prefetch_batch(shard: &Shard, b: &Batch) {
             }
             first += n;
         }
+    }
+}
+
+/// What accepting a connection touches: the table, the poll set and a few
+/// settings, apart from the rest of the worker (a busy script's desk
+/// accepts while `core` is lent to the handler, see `busy`).
+struct Door<'a> {
+    conns: &'a mut Conns,
+    poll: &'a Poll,
+    server: &'a ServerShared,
+    id: usize,
+    maxclients: usize,
+    protected_mode: bool,
+    tcp_keepalive_s: u64,
+}
+
+impl<'a> Door<'a> {
+    fn of(core: &'a Core, conns: &'a mut Conns, poll: &'a Poll) -> Self {
+        Door {
+            conns,
+            poll,
+            server: &core.server,
+            id: core.id,
+            maxclients: core.cfg.maxclients,
+            protected_mode: core.cfg.protected_mode,
+            tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+        }
+    }
+
+    fn accept_tcp(&mut self, listener: &TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warning(format_args!("Accepting client connection: {e}"));
+                    return;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            if self.tcp_keepalive_s > 0 {
+                let s = socket2::SockRef::from(&stream);
+                let ka = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(self.tcp_keepalive_s));
+                let _ = s.set_tcp_keepalive(&ka);
+            }
+            let local = stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let is_local = peer.ip().is_loopback();
+            self.add_conn(
+                Stream::Tcp(stream),
+                peer.to_string(),
+                local,
+                false,
+                is_local,
+            );
+        }
+    }
+
+    fn add_conn(
+        &mut self,
+        mut stream: Stream,
+        addr: String,
+        laddr: String,
+        unix: bool,
+        local: bool,
+    ) {
+        let server = self.server;
+        server.total_connections.fetch_add(1, Ordering::Relaxed);
+        let connected = server.connected_clients.fetch_add(1, Ordering::AcqRel);
+        if connected >= self.maxclients {
+            let _ = stream.write(b"-ERR max number of clients reached\r\n");
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // Redis's protected mode: no password on the default user.
+        if self.protected_mode && !local && server.acl.default_user().rules().nopass() {
+            let _ = stream.write(DENIED);
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            server.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let slot = match self.conns.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.slots.push(None);
+                self.conns.gens.push(0);
+                self.conns.slots.len() - 1
+            }
+        };
+        if let Err(e) = self.poll.registry().register(
+            stream.source(),
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            log::warning(format_args!(
+                "Error registering fd event for the new client: {e}"
+            ));
+            self.conns.free.push(slot);
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let fd = match &stream {
+            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+        };
+        let now = engine::now_ms();
+        let client = ClientState {
+            id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
+            authenticated: server.acl.default_open(),
+            acl: commands::acl::ClientAcl::of(server.acl.default_user()),
+            addr,
+            laddr,
+            unix,
+            fd,
+            created_ms: now,
+            last_interaction_ms: now,
+            last_cmd: "NULL".into(),
+            home: commands::ctx::Home {
+                thread: self.id as u16,
+                slot: slot as u32,
+                gen: self.conns.gens[slot],
+            },
+            ..Default::default()
+        };
+        log::verbose(format_args!("Accepted {}", client.addr));
+        server.tracking.connected(client.id, client.home);
+        self.conns.slots[slot] = Some(Box::new(Conn::new(stream, self.conns.gens[slot], client)));
     }
 }
 

@@ -327,8 +327,14 @@ pub fn dispatch(
     // A long script holds a shard this command needs (one relaxed load
     // when none does).
     if crate::script::busy::any() && !r.spec.has(flags::ALLOW_BUSY) {
-        if let Some(e) = busy_refusal(r, args, ctx.nshards(), scratch) {
+        if let Some(e) = busy_refusal(r, args, ctx.home, ctx.nshards(), scratch) {
             count_rejected(stats, Some(r.id));
+            if r.spec.name == "exec" && ctx.client.multi.is_some() {
+                // Redis's EXEC is allow-busy: it discards the transaction
+                // its refused commands flagged.
+                crate::multi::exec_abort(ctx.client, ctx.out, stats, &e);
+                return Step::Done;
+            }
             reply_error(ctx.out, stats, &e);
             crate::multi::flag_abort(ctx.client);
             return Step::Done;
@@ -458,16 +464,22 @@ pub fn dispatch(
 
 /// Redis's `-BUSY` for a command that needs a shard a long script holds
 /// (see `script::busy`): a keyed command on that shard, or a command over
-/// every shard. Commands on other shards, and connection commands, run.
+/// every shard. Commands on other shards, and connection commands, run,
+/// except on the busy shard's own event loop (`home`), served from the
+/// script's hook: there, as in Redis, only allow-busy commands run.
 #[cold]
 fn busy_refusal(
     r: Resolved,
     args: Args<'_>,
+    home: usize,
     nshards: usize,
     scratch: &mut Vec<usize>,
 ) -> Option<CmdError> {
     use crate::script::busy::refuse_if_busy;
     use crate::table::{shard_of, target, Exec, Target};
+    if let Some(e) = refuse_if_busy(Some(&[home])) {
+        return Some(e);
+    }
     match r.spec.exec {
         Exec::Shard(..) => match target(r.spec, args, nshards, scratch) {
             Target::NoKeys => None,

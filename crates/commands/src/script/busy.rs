@@ -25,15 +25,39 @@
 //! A script below the threshold is invisible: SCRIPT KILL answers NOTBUSY,
 //! as Redis does (there a client cannot even be heard before it).
 //!
-//! # What is not covered (the runtime's side)
+//! # The script's own event loop (Redis's `processEventsWhileBlocked`)
 //!
-//! The script's own thread serves nothing while the script runs: clients
-//! whose connection lives on that thread wait for it (Redis would answer
-//! them `-BUSY`); a SCRIPT KILL from such a client cannot be heard. Doing
-//! better needs the event loop to be re-entered from the hook (Redis's
-//! `processEventsWhileBlocked`). A script running on gathered copies of
-//! several shards' keys (`crate::scratch`) holds their locks: commands
-//! that need those keys wait on the locks instead of getting `-BUSY`.
+//! Clients whose connection lives on the script's own event loop would not
+//! be read at all until the script ends, so a SCRIPT KILL or SHUTDOWN
+//! NOSAVE from them could not be heard. So the runtime lends the hook a
+//! [`BusyServe`] ([`lend_desk`], around the code that may run a script):
+//! once the script is published, every hook call (every
+//! [`HOOK_INSTRUCTIONS`], about a millisecond of Lua) lets it serve the
+//! loop's *other* connections once, in Redis's restricted mode: requests
+//! are read and parsed, commands flagged `allow-busy` that need no shard
+//! run (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN, MULTI,
+//! DISCARD, AUTH, HELLO, QUIT, RESET ...), and everything else gets
+//! Redis's `-BUSY` (dispatch refuses any other command of a connection
+//! whose home is the busy shard: `refuse_if_busy` with its home). Nothing
+//! runs on a shard from there: an allow-busy command that would (WATCH)
+//! stays unread, with everything behind it on its connection, until the
+//! script ends. The connection that runs the script is not in the table
+//! the runtime lends (it is taken out while it executes).
+//!
+//! The lend is a thread-local pointer with its lifetime erased, set and
+//! cleared around the call by a guard: the hook is a `'static` closure
+//! (mlua's), so it cannot borrow the runtime's table otherwise. The
+//! pointer is taken out of the slot while the desk serves, so it cannot
+//! be re-entered.
+//!
+//! Not covered: scripts run from a coordinator (a script across shards on
+//! gathered copies, EVAL inside MULTI/EXEC) or from a connection resumed
+//! after a lock or a pause serve nothing meanwhile. A script running on
+//! gathered copies of several shards' keys (`crate::scratch`) holds their
+//! locks: commands that need those keys wait on the locks instead of
+//! getting `-BUSY`. Other threads' requests already in this shard's
+//! mailbox when the script became busy wait for it; new ones are refused
+//! by the sender's dispatch (`refuse_if_busy`).
 //!
 //! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
 //! every busy script (as SCRIPT KILL would, written or not) and drops its
@@ -216,6 +240,51 @@ pub fn running_function() -> Result<Option<RunningFunction>, CmdError> {
     }
 }
 
+/// The runtime's side of a busy script: serves the script's own event
+/// loop once, in the restricted mode of the module documentation. Must
+/// not run anything on a shard, nor any Lua.
+pub trait BusyServe {
+    fn serve_busy(&mut self);
+}
+
+thread_local! {
+    /// The desk lent by [`lend_desk`] for this thread's running scripts.
+    static DESK: std::cell::Cell<Option<std::ptr::NonNull<dyn BusyServe>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Lends `desk` to the scripts `f` runs on this thread (see the module
+/// documentation).
+pub fn lend_desk<R>(desk: &mut dyn BusyServe, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn BusyServe>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DESK.with(|d| d.set(self.0));
+        }
+    }
+    let ptr: std::ptr::NonNull<dyn BusyServe + '_> = std::ptr::NonNull::from(desk);
+    // SAFETY: only the trait object's lifetime bound changes (same fat
+    // pointer). The pointer is dereferenced only by `serve_while_busy` on
+    // this thread while `f` runs: `Restore` puts the previous value back
+    // before this function returns or unwinds, so it never outlives the
+    // borrow of `desk`.
+    let ptr: std::ptr::NonNull<dyn BusyServe + 'static> = unsafe { std::mem::transmute(ptr) };
+    let _restore = Restore(DESK.with(|d| d.replace(Some(ptr))));
+    f()
+}
+
+/// Serves the lent desk once, if any (from the hook of a published run).
+fn serve_while_busy() {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut desk) = DESK.with(|d| d.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_desk`, whose borrow is alive (see there); this
+    // is the only reference made from it, as the slot is empty meanwhile.
+    unsafe { desk.as_mut().serve_busy() };
+    DESK.with(|d| d.set(Some(desk)));
+}
+
 /// What runs in a VM, for its hook.
 pub enum Kind {
     /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
@@ -311,6 +380,23 @@ impl HookState {
     fn check(self: &Rc<Self>, lua: &Lua) -> mlua::Result<VmState> {
         if let Some(msg) = self.abort.get() {
             return Err(reply_error(msg.as_bytes()));
+        }
+        let serve = match self.run.borrow_mut().as_mut() {
+            Some(t) if !matches!(t.kind, Kind::Load) => {
+                if t.published.is_none() {
+                    let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
+                    if t.started.elapsed() >= threshold {
+                        publish(t);
+                    }
+                }
+                t.published.is_some()
+            }
+            _ => false,
+        };
+        if serve {
+            // Before the kill check: a SCRIPT KILL served now stops the
+            // script at once.
+            serve_while_busy();
         }
         let mut run = self.run.borrow_mut();
         let Some(t) = run.as_mut() else {

@@ -1,0 +1,323 @@
+//! The desk a worker lends a long script (see `commands::script::busy`,
+//! Redis's `processEventsWhileBlocked`): while a script on this loop runs
+//! past `busy-reply-threshold`, its hook calls [`Desk::serve_busy`] about
+//! every millisecond of Lua, which serves this loop's *other* connections
+//! in Redis's restricted mode.
+//!
+//! What a pass does, and never does:
+//! * It polls this worker's epoll set without waiting (the first pass of
+//!   a lend visits every connection instead: events the loop had already
+//!   taken before the script started would otherwise never come again).
+//! * A connection that can execute (not paused, closing, or deferred) is
+//!   read to `EAGAIN` and its complete requests go through the ordinary
+//!   `dispatch`: errors of unknown commands, arity, NOAUTH and ACL come
+//!   first as in Redis, then the command is refused with `-BUSY` unless
+//!   flagged allow-busy (dispatch refuses everything else of a connection
+//!   whose home is the busy shard). Allow-busy commands that need no shard
+//!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
+//!   are answered; one that would need a shard (WATCH: `Step::Coord`) is
+//!   left unparsed and its connection deferred until the script ends, so
+//!   its pipeline stays in order. Nothing ever runs on a shard from here.
+//! * Replies are written at once (what the socket does not take waits for
+//!   the loop's next flush). Pipelined bytes after a refused request stay
+//!   framed: each request is consumed whole, exactly as the loop would.
+//! * It accepts TCP connections (as Redis does while busy: an operator's
+//!   new `redis-cli` must reach SCRIPT KILL); a unix socket's event, which
+//!   may hand the connection to another thread through the mailbox, is
+//!   replayed by the loop once the script ends
+//!   ([`DeskState::missed_listener`]). It handles no mailbox message: the
+//!   loop drains the mailbox as always after the handler returns. A connection it skipped or could
+//!   not finish is put on the loop's resume list with `unread` set, so the
+//!   loop reads it again afterwards (epoll is edge-triggered: the event
+//!   this pass took will not come back).
+//!
+//! Commands served here are not counted in this thread's statistics (the
+//! loop's counters are borrowed by the running handler).
+
+use mio::{Events, Poll, Token};
+use resp::{parse_request, Args, Limits, Parsed, Reply};
+
+use commands::exec::{dispatch, Step};
+use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
+
+use super::{paused, Conns, Door, READ_CHUNK, TCP_BASE, UNIX, WAKER};
+
+/// Events one pass takes from epoll at most (the rest wait for the next
+/// pass, about a millisecond later).
+const EVENTS_MAX: usize = 256;
+
+/// What a worker keeps between lends (allocated on the first busy pass).
+#[derive(Default)]
+pub(crate) struct DeskState {
+    events: Option<Events>,
+    side: Option<Reply>,
+    stats: ThreadStats,
+    scratch: Vec<usize>,
+    args: Vec<std::ops::Range<usize>>,
+    /// A pass took a listener's event: the loop accepts once the script
+    /// ends.
+    pub missed_listener: bool,
+    /// Connections left alone until the script ends: `(slot, gen)`.
+    deferred: Vec<(usize, u32)>,
+}
+
+/// Settings a pass needs (copied from the worker's cached config).
+#[derive(Clone, Copy)]
+pub(crate) struct DeskLimits {
+    pub max_bulk_len: u64,
+    pub qbuf_limit: usize,
+    pub maxclients: usize,
+    pub protected_mode: bool,
+    pub tcp_keepalive_s: u64,
+}
+
+/// What a worker lends a script; see the module documentation.
+pub(crate) struct Desk<'a> {
+    pub conns: &'a mut Conns,
+    pub poll: &'a mut Poll,
+    pub server: &'a std::sync::Arc<ServerShared>,
+    pub id: usize,
+    pub limits: DeskLimits,
+    pub tcp: &'a [mio::net::TcpListener],
+    pub state: &'a mut DeskState,
+    /// No pass yet in this lend.
+    pub first: bool,
+}
+
+impl commands::script::busy::BusyServe for Desk<'_> {
+    fn serve_busy(&mut self) {
+        let mut events = self
+            .state
+            .events
+            .take()
+            .unwrap_or_else(|| Events::with_capacity(EVENTS_MAX));
+        if self
+            .poll
+            .poll(&mut events, Some(std::time::Duration::ZERO))
+            .is_err()
+        {
+            events.clear();
+        }
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => {}
+                UNIX => self.state.missed_listener = true,
+                Token(t) if t >= TCP_BASE => {
+                    // Accepted now (Redis accepts while busy too): an
+                    // operator's new connection can send SCRIPT KILL.
+                    if let Some(l) = self.tcp.get(t - TCP_BASE) {
+                        let mut door = Door {
+                            conns: &mut *self.conns,
+                            poll: &*self.poll,
+                            server: self.server,
+                            id: self.id,
+                            maxclients: self.limits.maxclients,
+                            protected_mode: self.limits.protected_mode,
+                            tcp_keepalive_s: self.limits.tcp_keepalive_s,
+                        };
+                        door.accept_tcp(l);
+                    }
+                }
+                Token(slot) => {
+                    if ev.is_writable() {
+                        self.conns.mark_dirty(slot);
+                    }
+                    let hup = ev.is_read_closed() || ev.is_error();
+                    if ev.is_readable() || hup {
+                        self.serve_conn(slot, hup);
+                    }
+                }
+            }
+        }
+        self.state.events = Some(events);
+        if std::mem::take(&mut self.first) {
+            for slot in 0..self.conns.slots.len() {
+                self.serve_conn(slot, false);
+            }
+        }
+    }
+}
+
+impl Desk<'_> {
+    /// Reads and answers one connection (see the module documentation).
+    fn serve_conn(&mut self, slot: usize, hup: bool) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        c.hup |= hup;
+        let gen = c.gen;
+        let deferred = self.state.deferred.contains(&(slot, gen));
+        if deferred || c.closing || c.peer_eof || paused(c) {
+            // The loop reads it after the script.
+            c.unread = true;
+            self.conns.resume.push(slot);
+            return;
+        }
+        let mut broken = false;
+        let mut defer = false;
+        let mut got = false;
+        loop {
+            if c.rpos == c.rbuf_end() {
+                c.rpos = 0;
+                c.set_rbuf_end(0);
+            }
+            if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
+                if c.rpos > 0 {
+                    let (s, e) = (c.rpos, c.rbuf_end());
+                    c.rbuf.copy_within(s..e, 0);
+                    c.set_rbuf_end(e - s);
+                    c.rpos = 0;
+                }
+                if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
+                    let want = (c.rbuf.len() * 2).max(READ_CHUNK);
+                    c.rbuf.resize(want, 0);
+                }
+            }
+            let end = c.rbuf_end();
+            match c.stream.read(&mut c.rbuf[end..]) {
+                Ok(0) => {
+                    c.peer_eof = true;
+                    got = true;
+                    break;
+                }
+                Ok(n) => {
+                    got = true;
+                    c.set_rbuf_end(end + n);
+                    if !answer(self.server, self.id, self.limits, self.state, c) {
+                        defer = true;
+                        break;
+                    }
+                    if c.qbuf_len() > self.limits.qbuf_limit || c.closing || paused(c) {
+                        // Over the limit: the loop closes it.
+                        broken = c.qbuf_len() > self.limits.qbuf_limit;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        if c.flush().is_err() {
+            broken = true;
+        }
+        if defer {
+            self.state.deferred.push((slot, gen));
+        }
+        if broken {
+            self.conns.killed.push((slot, gen));
+            return;
+        }
+        let unwritten = c.unwritten() > 0;
+        if got {
+            // Whatever is left (a deferred request, an EOF, a read cut
+            // short) the loop finishes after the script.
+            c.unread = true;
+            self.conns.resume.push(slot);
+        }
+        if unwritten {
+            self.conns.mark_dirty(slot);
+        }
+    }
+}
+
+/// Answers the complete requests in `c`'s buffer; false at one that
+/// needs a shard (left unparsed: the connection waits for the script).
+fn answer(
+    server: &std::sync::Arc<ServerShared>,
+    id: usize,
+    limits: DeskLimits,
+    st: &mut DeskState,
+    c: &mut super::Conn,
+) -> bool {
+    loop {
+        if c.client.close_after_reply {
+            c.closing = true;
+        }
+        if c.closing || paused(c) {
+            return true;
+        }
+        let avail = c.qbuf_len();
+        if avail == 0 || avail < c.need {
+            return true;
+        }
+        let parse_limits = Limits {
+            max_bulk_len: limits.max_bulk_len,
+            auth_required: !c.client.authenticated,
+        };
+        let (rpos, end) = (c.rpos, c.rbuf_end());
+        match parse_request(&mut c.rbuf[rpos..end], &parse_limits, &mut st.args) {
+            Parsed::Complete(n) => {
+                c.need = 0;
+                if !st.args.is_empty() && !run_one(server, id, st, c) {
+                    return false;
+                }
+                c.rpos += n;
+            }
+            Parsed::Incomplete(need) => {
+                c.need = need;
+                return true;
+            }
+            // The loop replies and closes, as it always does.
+            Parsed::Error(_) => return true,
+        }
+    }
+}
+
+/// Runs one parsed request through dispatch; false if it needs a shard
+/// (nothing was replied; the request stays in the buffer).
+fn run_one(
+    server: &std::sync::Arc<ServerShared>,
+    id: usize,
+    st: &mut DeskState,
+    c: &mut super::Conn,
+) -> bool {
+    let args = Args::new(&c.rbuf[c.rpos..c.rbuf_end()], &st.args);
+    let mode_before = c.client.reply_mode;
+    if mode_before == ReplyMode::Skip {
+        c.client.reply_mode = ReplyMode::Skipping;
+    }
+    let skipping = c.client.reply_mode;
+    let direct = c.inline_reply_target();
+    let side = st.side.get_or_insert_with(|| Reply::new(false));
+    side.clear();
+    side.set_resp3(c.client.resp3);
+    let out = if direct { &mut c.out } else { &mut *side };
+    let mark = out.len();
+    let mut ctx = ConnCtx {
+        client: &mut c.client,
+        out,
+        server,
+        home: id,
+        key_shards: &[],
+    };
+    let step = dispatch(args, &mut ctx, &mut st.stats, &mut st.scratch);
+    if !matches!(step, Step::Done) {
+        // Nothing ran and nothing was written (dispatch replies only when
+        // it is done); the coordinator or hop is dropped unstarted.
+        c.client.reply_mode = mode_before;
+        return false;
+    }
+    let mode_after = c.client.reply_mode;
+    let pushed = std::mem::take(&mut c.client.push_reply);
+    let suppress = !pushed
+        && (skipping == ReplyMode::Skipping
+            || (skipping == ReplyMode::Off && mode_after == ReplyMode::Off));
+    if mode_after == ReplyMode::Skipping {
+        c.client.reply_mode = ReplyMode::On;
+    }
+    if direct {
+        if suppress {
+            c.out.truncate(mark);
+        }
+    } else if !suppress && !side.is_empty() {
+        c.push_ready(side.as_bytes());
+    }
+    if c.out.resp3() != c.client.resp3 {
+        c.out.set_resp3(c.client.resp3);
+    }
+    true
+}
