@@ -1,0 +1,287 @@
+//! Long scripts seen from their own event loop (issue 23): with one shard
+//! (and with two shards consolidated on one thread) every other client
+//! lives on the loop that runs the script, which serves them from the
+//! script's hook as Redis's `processEventsWhileBlocked` does: `-BUSY` for
+//! everything but allow-busy commands, SCRIPT KILL / FUNCTION KILL heard,
+//! UNKILLABLE once the script wrote, SHUTDOWN NOSAVE stopping the server.
+//! The replies are compared byte for byte with a real redis-server 7.0 when
+//! one is installed. Also: a script that allocates without end fails with
+//! a clear error instead of taking the server down (the VM's memory bound).
+//!
+//! Every wait is bounded: replies by the harness's timeouts, the loops
+//! below in count.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{encode_command, RawConn, Server};
+
+const SPIN: &str = "while true do end";
+const LIB: &str =
+    "#!lua name=spin\nredis.register_function('spin', function(k) while true do end end)";
+
+fn bulk(s: &str) -> Vec<u8> {
+    format!("${}\r\n{s}\r\n", s.len()).into_bytes()
+}
+
+/// Sends PING until the reply is not PONG (the script is busy), at most
+/// 500 times 10 ms apart; returns that reply. A PING sent before the script
+/// is busy waits for it (the loop is inside the script) and then gets
+/// `-BUSY`, in Redis as here.
+fn wait_busy(c: &mut RawConn) -> Vec<u8> {
+    for _ in 0..500 {
+        let r = c.cmd_str(&["PING"]);
+        if r != b"+PONG\r\n" {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the script never became busy");
+}
+
+/// A client that waits for its script's reply for long.
+fn caller(s: &Server) -> RawConn {
+    let mut c = s.raw();
+    c.set_reply_timeout(Duration::from_secs(60));
+    c
+}
+
+/// The scenario, run against `s` (`other` connected before the script);
+/// returns every reply in order. Ends with the server shut down by
+/// SHUTDOWN NOSAVE sent from the script's own loop.
+fn scenario(s: &mut Server) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut other = s.raw();
+    assert_eq!(
+        other.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(other.cmd_str(&["FUNCTION", "LOAD", LIB]), bulk("spin"));
+
+    // An EVAL that never ends, killed by SCRIPT KILL from the same loop.
+    let mut spin = caller(s);
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    got.push(wait_busy(&mut other));
+    for cmd in [
+        &["GET", "x"][..],
+        &["FOO"],
+        &["GET"],
+        &["FUNCTION", "KILL"],
+        &["FUNCTION", "STATS"],
+        &["SCRIPT", "LOAD", "return 1"],
+        &["SHUTDOWN"],
+        &["MULTI"],
+        &["GET", "x"],
+        &["EXEC"],
+    ] {
+        got.push(other.cmd_str(cmd));
+    }
+    // A connection made while the script runs is accepted and served.
+    let mut late = s.raw();
+    got.push(late.cmd_str(&["GET", "x"]));
+    // Pipelined: every request framed, the kill answered in order.
+    let mut pipe = Vec::new();
+    for cmd in [&["PING"][..], &["SET", "a", "1"], &["SCRIPT", "KILL"]] {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        pipe.extend_from_slice(&encode_command(&args));
+    }
+    late.send(&pipe);
+    got.extend(late.read_replies(3));
+    got.push(spin.read_reply());
+    // Everyone is served again.
+    got.push(other.cmd_str(&["PING"]));
+    got.push(spin.cmd_str(&["GET", "a"]));
+
+    // A function, killed by FUNCTION KILL (SCRIPT KILL names it).
+    spin.send(&encode_command(&[b"FCALL", b"spin", b"0"]));
+    got.push(wait_busy(&mut other));
+    got.push(other.cmd_str(&["SCRIPT", "KILL"]));
+    got.push(other.cmd_str(&["FUNCTION", "KILL"]));
+    got.push(spin.read_reply());
+
+    // A script that wrote: UNKILLABLE; only SHUTDOWN NOSAVE stops it.
+    spin.send(&encode_command(&[
+        b"EVAL",
+        b"redis.call('set', 'w', '1') while true do end",
+        b"0",
+    ]));
+    got.push(wait_busy(&mut other));
+    got.push(other.cmd_str(&["SCRIPT", "KILL"]));
+    got.push(other.cmd_str(&["SHUTDOWN"]));
+    other.send(&encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
+    let mut stopped = false;
+    for _ in 0..1000 {
+        if !s.is_running() {
+            stopped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        stopped,
+        "SHUTDOWN NOSAVE from the script's loop stopped the server"
+    );
+    got
+}
+
+const BUSY_EVAL: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const BUSY_FUNCTION: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+
+/// The replies Redis 7.0.15 gives (checked against it below when it is
+/// installed).
+fn expected() -> Vec<Vec<u8>> {
+    let sha = "694a5fe1ddb97a4c6a1bf299d9537c7d3d0f84e7";
+    let unkillable: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
+    vec![
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        b"-ERR unknown command 'FOO', with args beginning with: \r\n".to_vec(),
+        b"-ERR wrong number of arguments for 'get' command\r\n".to_vec(),
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        b"+OK\r\n".to_vec(),
+        BUSY_EVAL.to_vec(),
+        b"-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n".to_vec(),
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
+        b"+OK\r\n".to_vec(),
+        format!("-ERR Script killed by user with SCRIPT KILL... script: {sha}, on @user_script:1.\r\n").into_bytes(),
+        b"+PONG\r\n".to_vec(),
+        b"$-1\r\n".to_vec(),
+        BUSY_FUNCTION.to_vec(),
+        BUSY_FUNCTION.to_vec(),
+        b"+OK\r\n".to_vec(),
+        b"-ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2.\r\n".to_vec(),
+        BUSY_EVAL.to_vec(),
+        unkillable.to_vec(),
+        BUSY_EVAL.to_vec(),
+    ]
+}
+
+fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
+    assert_eq!(got.len(), want.len(), "{who}: reply count");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            String::from_utf8_lossy(g),
+            String::from_utf8_lossy(w),
+            "{who}: reply {i}"
+        );
+    }
+}
+
+#[test]
+fn one_shard_serves_its_clients_while_a_script_is_busy() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let mut s = Server::tessera(&["--shards", "1"]);
+    check(&scenario(&mut s), &expected(), "tessera");
+}
+
+#[test]
+fn redis_gives_the_same_replies() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let mut s = Server::redis(&[]);
+    check(&scenario(&mut s), &expected(), "redis-server");
+}
+
+/// A key on `shard` of `nshards`.
+fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
+    (0..10_000)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), nshards) == shard)
+        .expect("a key on the shard")
+}
+
+/// A connection whose home is the shard of `key`: a script may touch
+/// undeclared keys of its own shard only, which tells where it lives.
+fn connection_on(s: &Server, key: &str) -> RawConn {
+    for _ in 0..64 {
+        let mut c = s.raw();
+        let r = c.cmd_str(&["EVAL", "return redis.pcall('exists', ARGV[1])", "0", key]);
+        if r == b":0\r\n" {
+            return c;
+        }
+    }
+    panic!("no connection landed on the key's shard");
+}
+
+#[test]
+fn consolidated_shards_serve_the_script_loop_clients() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "yes"]);
+    common::wait_shard_threads(&s, 1);
+    let key = key_on(0, 2, "k");
+    let mut other = connection_on(&s, &key);
+    assert_eq!(
+        other.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = connection_on(&s, &key);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    // Declared key on shard 0: the script runs on the loop of both clients.
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        key.as_bytes(),
+    ]));
+    assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["GET", &key]), BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    assert_eq!(other.cmd_str(&["SET", &key, "1"]), b"+OK\r\n");
+    assert_eq!(spin.cmd_str(&["GET", &key]), bulk("1"));
+}
+
+#[test]
+fn a_script_allocating_without_end_fails_cleanly() {
+    if common::testing_real_redis() {
+        return;
+    }
+    // The VM's bound is maxmemory (clamped to 32 MiB .. 1 GiB).
+    let s = Server::tessera(&["--shards", "1", "--maxmemory", "64mb"]);
+    let mut c = s.raw();
+    c.set_reply_timeout(Duration::from_secs(60));
+    // Distinct strings: Lua interns equal ones.
+    let body = "local t = {} while true do t[#t+1] = string.rep('x', 1e6) .. #t end";
+    let sha = String::from_utf8(c.cmd_str(&["SCRIPT", "LOAD", body])).unwrap();
+    let sha = sha.trim_end().rsplit('\n').next().unwrap().to_string();
+    assert_eq!(
+        String::from_utf8(c.cmd_str(&["EVAL", body, "0"])).unwrap(),
+        format!("-ERR Error running script {sha}, not enough memory\r\n")
+    );
+    // The VM collected its garbage and runs the next script.
+    assert_eq!(c.cmd_str(&["EVAL", "return 1", "0"]), b":1\r\n");
+    let mut r = s.conn();
+    let lua: u64 = common::info_field(&mut r, "memory", "used_memory_lua")
+        .parse()
+        .unwrap();
+    let vm_eval: u64 = common::info_field(&mut r, "memory", "used_memory_vm_eval")
+        .parse()
+        .unwrap();
+    let bodies: u64 = common::info_field(&mut r, "memory", "used_memory_scripts_eval")
+        .parse()
+        .unwrap();
+    assert!(lua > 0 && lua < 32 << 20, "used_memory_lua {lua}");
+    assert_eq!(vm_eval, lua);
+    assert!(
+        bodies as usize >= body.len() + "return 1".len(),
+        "used_memory_scripts_eval {bodies}"
+    );
+}
