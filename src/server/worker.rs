@@ -1836,14 +1836,15 @@ impl Worker {
         }
         self.core.retrying = false;
         for (slot, gen) in std::mem::take(&mut self.core.lock_blocked) {
-            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
                 continue;
             };
-            if c.gen != gen {
-                continue;
+            if c.gen == gen {
+                c.lock_wait = false;
+                self.process_lent(&mut c, slot);
             }
-            c.lock_wait = false;
-            process(&mut self.core, c, slot);
+            self.conns.slots[slot] = Some(c);
+            self.after_desk();
             self.conns.mark_dirty(slot);
         }
     }

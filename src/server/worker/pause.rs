@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::{blocking, process, Conn, Core, Worker};
+use super::{blocking, Conn, Core, Worker};
 
 /// Holds `c`'s next command (dispatch answered `Step::Paused`).
 pub(super) fn hold(core: &mut Core, c: &mut Conn, slot: usize) {
@@ -52,15 +52,19 @@ impl Worker {
         }
         self.core.pause_gen = gen;
         for (slot, g) in std::mem::take(&mut self.core.pause_held) {
-            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
                 continue;
             };
             if c.gen != g {
+                self.conns.slots[slot] = Some(c);
                 continue;
             }
             c.lock_wait = false;
             blocking::set_blocked(&mut c.client, false);
-            process(&mut self.core, c, slot);
+            // Out of its slot while it runs (a script may serve the rest).
+            self.process_lent(&mut c, slot);
+            self.conns.slots[slot] = Some(c);
+            self.after_desk();
             self.conns.mark_dirty(slot);
         }
     }

@@ -50,9 +50,9 @@
 //! pointer is taken out of the slot while the desk serves, so it cannot
 //! be re-entered.
 //!
-//! Not covered: scripts run from a coordinator (a script across shards on
-//! gathered copies, EVAL inside MULTI/EXEC) or from a connection resumed
-//! after a lock or a pause serve nothing meanwhile. A script running on
+//! Not covered: a script run from a coordinator (a script across shards
+//! on gathered copies, EVAL inside MULTI/EXEC, which run as jobs holding
+//! the connection table for CLIENT commands) serves nothing meanwhile. A script running on
 //! gathered copies of several shards' keys (`crate::scratch`) holds their
 //! locks: commands that need those keys wait on the locks instead of
 //! getting `-BUSY`. Other threads' requests already in this shard's
@@ -468,4 +468,33 @@ fn set_hook(lua: &Lua, st: &Rc<HookState>, every_line: bool) {
     let st = st.clone();
     // Setting a hook on the main thread only fails for a dead state.
     let _ = lua.set_hook(triggers, move |lua, _| st.check(lua));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(u32);
+    impl BusyServe for Count {
+        fn serve_busy(&mut self) {
+            self.0 += 1;
+            // Re-entry finds nothing lent.
+            serve_while_busy();
+        }
+    }
+
+    #[test]
+    fn a_desk_is_lent_for_the_call_only_and_never_reentered() {
+        serve_while_busy();
+        let mut outer = Count(0);
+        let mut inner = Count(0);
+        lend_desk(&mut outer, || {
+            serve_while_busy();
+            lend_desk(&mut inner, serve_while_busy);
+            // The outer desk is back once the inner lend ends.
+            serve_while_busy();
+        });
+        serve_while_busy();
+        assert_eq!((outer.0, inner.0), (2, 1));
+    }
 }

@@ -54,9 +54,9 @@
 //! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`).
 //!
 //! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
-//! (DBSIZE, KEYS, FLUSHALL ...) from a script; `-BUSY` for clients whose
-//! connection lives on the busy script's own thread (see `busy`); a memory
-//! limit on the VMs.
+//! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
+//! event loop while a script runs from a coordinator (across shards, or in
+//! MULTI/EXEC: see `busy`).
 
 pub mod api;
 pub mod busy;

@@ -333,7 +333,7 @@ impl Vm {
             .call(())?;
         let reported_bytes = lua.used_memory();
         super::cache::report_vm_bytes(0, reported_bytes);
-        Ok(Vm {
+        let mut vm = Vm {
             reported_bytes,
             lua,
             real,
@@ -348,7 +348,11 @@ impl Vm {
             libs,
             hook,
             memory_limit: 0,
-        })
+        };
+        // Bounded from the start (FUNCTION LOAD runs library code before
+        // any script sets the bound under maxmemory).
+        vm.set_memory_limit(VM_MEMORY_MAX);
+        Ok(vm)
     }
 
     /// The compiled function of `sha`, compiling `body` (from `skip`, the
