@@ -182,6 +182,14 @@ fn one_shard_serves_its_clients_while_a_script_is_busy() {
     }
     let mut s = Server::tessera(&["--shards", "1"]);
     check(&scenario(&mut s), &expected(), "tessera");
+    // Redis's warning, word for word (the milliseconds vary).
+    let log = s.log();
+    assert!(
+        log.contains("# Slow script detected: still in execution after ")
+            && log.contains(" milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: 694a5fe1ddb97a4c6a1bf299d9537c7d3d0f84e7.")
+            && log.contains("using the FUNCTION KILL command. Script name is: spin."),
+        "{log}"
+    );
 }
 
 #[test]
@@ -284,4 +292,48 @@ fn a_script_allocating_without_end_fails_cleanly() {
         bodies as usize >= body.len() + "return 1".len(),
         "used_memory_scripts_eval {bodies}"
     );
+}
+
+/// A connection whose home is not the shard of `key`.
+fn connection_off(s: &Server, key: &str) -> RawConn {
+    for _ in 0..64 {
+        let mut c = s.raw();
+        let r = c.cmd_str(&["EVAL", "return redis.pcall('exists', ARGV[1])", "0", key]);
+        if r.starts_with(b"-") {
+            return c;
+        }
+    }
+    panic!("no connection landed on another shard");
+}
+
+#[test]
+fn a_script_from_another_thread_lends_its_shard_loop_too() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let key = key_on(0, 2, "k");
+    let mut other = connection_on(&s, &key);
+    assert_eq!(
+        other.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    // The caller lives on the other thread: its EVAL runs on shard 0 as a
+    // hop, and shard 0's own clients are served from the script's hook.
+    let mut spin = connection_off(&s, &key);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        key.as_bytes(),
+    ]));
+    assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
 }

@@ -289,7 +289,8 @@ fn serve_while_busy() {
 pub enum Kind {
     /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
     Load,
-    Eval,
+    /// A script, by its SHA-1 (for the log).
+    Eval([u8; 40]),
     Function {
         name: String,
         command: Vec<Vec<u8>>,
@@ -404,7 +405,7 @@ impl HookState {
         };
         let abort = match &t.kind {
             Kind::Load => (t.started.elapsed() > LOAD_TIMEOUT).then_some(LOAD_TIMEOUT_TEXT),
-            Kind::Eval | Kind::Function { .. } => {
+            Kind::Eval(_) | Kind::Function { .. } => {
                 if t.published.is_none() {
                     let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
                     if t.started.elapsed() >= threshold {
@@ -451,6 +452,21 @@ fn publish(t: &mut Timed) {
         shard: t.shard,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
     });
+    // Redis's scriptInterrupt, word for word.
+    let script = match &t.kind {
+        Kind::Eval(sha) => String::from_utf8_lossy(sha).into_owned(),
+        Kind::Function { name, .. } => name.clone(),
+        Kind::Load => String::new(),
+    };
+    crate::persist::log(
+        true,
+        &format!(
+            "Slow script detected: still in execution after {} milliseconds. You can try \
+             killing the script using the {} command. Script name is: {script}.",
+            t.started.elapsed().as_millis(),
+            if eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
+        ),
+    );
     let mut list = busy_list();
     list.push(r.clone());
     BUSY_COUNT.store(list.len(), Ordering::Relaxed);

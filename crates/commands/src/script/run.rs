@@ -99,7 +99,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         v.read_only,
         flags,
         &sha,
-        Kind::Eval,
+        Kind::Eval(sha),
         |vm: &mut Vm| {
             let s = script.take().ok_or_else(|| CmdError::err("script taken"))?;
             let f = match &s {
