@@ -337,3 +337,39 @@ fn a_script_from_another_thread_lends_its_shard_loop_too() {
     );
     assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn a_script_across_shards_lends_its_home_loop() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let k0 = key_on(0, 2, "a");
+    let k1 = key_on(1, 2, "b");
+    let mut other = connection_on(&s, &k0);
+    assert_eq!(
+        other.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    // Declared keys on both shards: the script runs on gathered copies on
+    // its caller's loop (shard 0's), which serves its other clients.
+    let mut spin = connection_on(&s, &k0);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+    ]));
+    assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["GET", &k0]), BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    assert_eq!(other.cmd_str(&["SET", &k1, "1"]), b"+OK\r\n");
+    assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("1"));
+}

@@ -1207,6 +1207,13 @@ impl Worker {
     /// loop's other connections lent to a script it may run (served if it
     /// runs long, see `busy`).
     fn process_lent(&mut self, c: &mut Conn, slot: usize) {
+        self.lend(c, slot, process);
+    }
+
+    /// Runs `step` ([`process`] or [`advance`]) for a connection taken out
+    /// of its slot, with this loop's other connections lent to a script it
+    /// may run.
+    fn lend(&mut self, c: &mut Conn, slot: usize, step: fn(&mut Core, &mut Conn, usize)) {
         let Worker {
             core,
             conns,
@@ -1232,7 +1239,7 @@ impl Worker {
             state: desk,
             first: true,
         };
-        commands::script::busy::lend_desk(&mut lent, || process(core, c, slot));
+        commands::script::busy::lend_desk(&mut lent, core.id, || step(core, c, slot));
     }
 
     /// After a lend: accepts what a busy script's desk left waiting on the
@@ -1574,7 +1581,7 @@ impl Worker {
                     state: desk,
                     first: true,
                 };
-                commands::script::busy::lend_desk(&mut lent, || {
+                commands::script::busy::lend_desk(&mut lent, core.id, || {
                     run_shard(
                         cmd.resolved,
                         cmd.handler,
@@ -1873,8 +1880,16 @@ impl Worker {
             ac.remaining -= 1;
         }
         if ac.remaining == 0 {
-            advance(&mut self.core, c, slot);
-            if c.coord.is_none() {
+            // Out of its slot while it steps: a script across shards runs
+            // in this step, and may serve the rest of the loop.
+            let Some(mut c) = self.conns.slots[slot].take() else {
+                return;
+            };
+            self.lend(&mut c, slot, advance);
+            let done = c.coord.is_none();
+            self.conns.slots[slot] = Some(c);
+            self.after_desk();
+            if done {
                 self.conns.resume.push(slot);
             }
             self.conns.mark_dirty(slot);

@@ -50,12 +50,16 @@
 //! pointer is taken out of the slot while the desk serves, so it cannot
 //! be re-entered.
 //!
-//! Not covered: a script run from a coordinator (a script across shards
-//! on gathered copies, EVAL inside MULTI/EXEC, which run as jobs holding
-//! the connection table for CLIENT commands) serves nothing meanwhile. A script running on
-//! gathered copies of several shards' keys (`crate::scratch`) holds their
-//! locks: commands that need those keys wait on the locks instead of
-//! getting `-BUSY`. Other threads' requests already in this shard's
+//! The lending loop is published with the script (`Running::home`): its
+//! shard's commands get `-BUSY` on every thread, also while the script
+//! runs on gathered copies of several shards' keys (`crate::scratch`,
+//! which holds no one shard, but stops its caller's loop). Commands that
+//! need those keys' other shards wait on the transaction's locks instead
+//! of getting `-BUSY`.
+//!
+//! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
+//! holds the connection table (CLIENT commands reach it): its loop serves
+//! nothing until it ends. Other threads' requests already in this shard's
 //! mailbox when the script became busy wait for it; new ones are refused
 //! by the sender's dispatch (`refuse_if_busy`).
 //!
@@ -117,6 +121,10 @@ pub struct Running {
     pub started: Instant,
     /// The shard the script holds, when it runs on one.
     pub shard: Option<usize>,
+    /// The event loop (shard) the script runs on, when one lent its desk:
+    /// that loop serves nothing else meanwhile (a script on gathered
+    /// copies holds no one shard, but stops its loop all the same).
+    pub home: Option<usize>,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
 }
@@ -170,10 +178,11 @@ pub fn refuse_if_busy(shards: Option<&[usize]>) -> Option<CmdError> {
 #[cold]
 fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
     let list = busy_list();
-    let r = list.iter().find(|r| match (shards, r.shard) {
-        (None, _) => true,
-        (Some(s), Some(b)) => s.contains(&b),
-        (Some(_), None) => false,
+    let r = list.iter().find(|r| match shards {
+        None => true,
+        Some(s) => {
+            r.shard.is_some_and(|b| s.contains(&b)) || r.home.is_some_and(|h| s.contains(&h))
+        }
     })?;
     Some(CmdError::Raw(
         if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
@@ -251,15 +260,18 @@ thread_local! {
     /// The desk lent by [`lend_desk`] for this thread's running scripts.
     static DESK: std::cell::Cell<Option<std::ptr::NonNull<dyn BusyServe>>> =
         const { std::cell::Cell::new(None) };
+    /// The loop that lent it (published as `Running::home`).
+    static DESK_HOME: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
-/// Lends `desk` to the scripts `f` runs on this thread (see the module
-/// documentation).
-pub fn lend_desk<R>(desk: &mut dyn BusyServe, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<std::ptr::NonNull<dyn BusyServe>>);
+/// Lends `desk`, the event loop of shard `home`, to the scripts `f` runs
+/// on this thread (see the module documentation).
+pub fn lend_desk<R>(desk: &mut dyn BusyServe, home: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn BusyServe>>, Option<usize>);
     impl Drop for Restore {
         fn drop(&mut self) {
             DESK.with(|d| d.set(self.0));
+            DESK_HOME.with(|d| d.set(self.1));
         }
     }
     let ptr: std::ptr::NonNull<dyn BusyServe + '_> = std::ptr::NonNull::from(desk);
@@ -269,7 +281,10 @@ pub fn lend_desk<R>(desk: &mut dyn BusyServe, f: impl FnOnce() -> R) -> R {
     // before this function returns or unwinds, so it never outlives the
     // borrow of `desk`.
     let ptr: std::ptr::NonNull<dyn BusyServe + 'static> = unsafe { std::mem::transmute(ptr) };
-    let _restore = Restore(DESK.with(|d| d.replace(Some(ptr))));
+    let _restore = Restore(
+        DESK.with(|d| d.replace(Some(ptr))),
+        DESK_HOME.with(|d| d.replace(Some(home))),
+    );
     f()
 }
 
@@ -450,6 +465,7 @@ fn publish(t: &mut Timed) {
         command,
         started: t.started,
         shard: t.shard,
+        home: DESK_HOME.with(|d| d.get()),
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
     });
     // Redis's scriptInterrupt, word for word.
@@ -504,9 +520,9 @@ mod tests {
         serve_while_busy();
         let mut outer = Count(0);
         let mut inner = Count(0);
-        lend_desk(&mut outer, || {
+        lend_desk(&mut outer, 0, || {
             serve_while_busy();
-            lend_desk(&mut inner, serve_while_busy);
+            lend_desk(&mut inner, 0, serve_while_busy);
             // The outer desk is back once the inner lend ends.
             serve_while_busy();
         });
