@@ -228,6 +228,12 @@ pub struct ClientState {
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
     /// final save). Kept by the runtime.
     pub shutdown_wait: bool,
+    /// What it said as a replica (REPLCONF) and the sync it asked for
+    /// (PSYNC / SYNC): the runtime then takes its socket (see
+    /// `repl::cmds`).
+    pub replica: Option<Box<crate::repl::ReplicaHello>>,
+    /// A WAIT the runtime blocks (see `repl::cmds`).
+    pub repl_wait: Option<Box<crate::repl::WaitRequest>>,
 }
 
 /// A connection's address in the runtime: its home thread, its slot

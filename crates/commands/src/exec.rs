@@ -319,6 +319,18 @@ pub fn dispatch(
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
     }
+    // Redis's processCommand: not enough good replicas (min-replicas-to-
+    // write; one relaxed load).
+    if ctx.server.repl.refuses_writes() && r.spec.has(flags::WRITE) {
+        count_rejected(stats, Some(r.id));
+        reply_error(
+            ctx.out,
+            stats,
+            &CmdError::Raw(crate::repl::NOREPLICAS.into()),
+        );
+        crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
     // A long script holds a shard this command needs (one relaxed load
     // when none does).
     if crate::script::busy::any() && !r.spec.has(flags::ALLOW_BUSY) {

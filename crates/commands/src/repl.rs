@@ -17,8 +17,23 @@
 //!
 //! One mutex guards it: it changes on role switches, syncs and (the
 //! offset) once per batch the stream writer emits, never per command.
+//!
+//! Master side (this module's [`MasterSide`] and [`backlog`]; the
+//! runtime's `server/repl` drives them): the backlog, the attached
+//! replicas as INFO, ROLE and CLIENT LIST show them, the sync counters,
+//! and the NOREPLICAS verdict the command path reads with one relaxed
+//! load. The commands a replica sends (REPLCONF, PSYNC, SYNC) and WAIT
+//! live in [`cmds`]: they record what was asked on the client
+//! ([`ReplicaHello`], [`WaitRequest`]) and the runtime acts on it (it
+//! takes the socket of a PSYNC, it blocks a WAIT).
 
-use std::sync::Mutex;
+pub mod backlog;
+pub mod cmds;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub use backlog::Backlog;
 
 /// The role and the link to a master, if any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,13 +90,119 @@ pub struct ReplIds {
 pub struct ReplInner {
     pub role: Role,
     pub ids: ReplIds,
+    pub master: MasterSide,
+}
+
+/// What a master knows of its replicas and its stream (Redis's
+/// `server.slaves`, `repl_backlog`, `stat_sync_*`).
+#[derive(Debug, Default)]
+pub struct MasterSide {
+    /// Created when the first replica attaches; freed `repl-backlog-ttl`
+    /// after the last one left.
+    pub backlog: Option<Backlog>,
+    /// Attached replicas, in attach order (INFO's `slaveN`).
+    pub replicas: Vec<ReplicaInfo>,
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
+    /// Unix ms since when no replica is attached (0: some are, or the
+    /// backlog was never created).
+    pub no_replicas_since_ms: u64,
+}
+
+/// Redis's `replstate` of an attached replica, as INFO names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Waiting for its snapshot to begin or end.
+    WaitBgsave,
+    /// Receiving the snapshot.
+    SendBulk,
+    /// Streaming.
+    Online,
+}
+
+impl ReplicaState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicaState::WaitBgsave => "wait_bgsave",
+            ReplicaState::SendBulk => "send_bulk",
+            ReplicaState::Online => "online",
+        }
+    }
+}
+
+/// One attached replica.
+#[derive(Clone, Debug)]
+pub struct ReplicaInfo {
+    /// Its client id (CLIENT LIST / KILL ID).
+    pub id: u64,
+    /// The connection's peer and local addresses (`ip:port`).
+    pub addr: String,
+    pub laddr: String,
+    /// The address INFO shows: REPLCONF ip-address, else the peer's IP.
+    pub ip: String,
+    /// REPLCONF listening-port (0 if never sent).
+    pub port: u16,
+    pub state: ReplicaState,
+    /// The last offset it acknowledged.
+    pub ack_offset: u64,
+    /// Unix ms of its last ACK (or of the attach).
+    pub ack_ms: u64,
+    pub created_ms: u64,
+    /// Its socket: CLIENT KILL shuts it down (the runtime closes it after
+    /// removing the entry, under this state's lock, so it never names
+    /// another connection).
+    pub fd: i32,
+    pub name: Option<Vec<u8>>,
+    pub user: String,
+}
+
+/// What a connection told about itself as a replica (REPLCONF), and the
+/// sync it asked for (PSYNC / SYNC): the runtime takes the connection
+/// over once the request's reply-less turn is done.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaHello {
+    pub listening_port: u16,
+    pub ip_address: Option<String>,
+    /// `capa eof`: it can load a diskless (EOF-marked) transfer.
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+    pub sync: Option<SyncRequest>,
+}
+
+/// PSYNC replid offset, or the old SYNC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyncRequest {
+    Psync { replid: String, offset: i64 },
+    Sync,
+}
+
+/// A blocked WAIT: how many replicas must acknowledge, until when (unix
+/// ms, 0: forever), and the stream offset they must reach, once the
+/// runtime knows it (`u64::MAX` until then).
+#[derive(Clone, Debug)]
+pub struct WaitRequest {
+    pub numreplicas: u64,
+    pub deadline_ms: u64,
+    pub target: Option<Arc<AtomicU64>>,
 }
 
 /// Process-wide replication state (`ServerShared::repl`).
 #[derive(Debug)]
 pub struct Repl {
     inner: Mutex<ReplInner>,
+    /// `min-replicas-to-write` is not met: writes get NOREPLICAS (kept by
+    /// the runtime's replication cron, read on every write).
+    refuse_writes: AtomicBool,
+    /// The stream has consumers other than the AOF (replicas or their
+    /// backlog): shards keep recording when the AOF is turned off.
+    streaming: AtomicBool,
+    /// Bytes ever fed to the stream, readable without the lock (WAIT).
+    offset: AtomicU64,
 }
+
+/// Redis's `shared.noreplicaserr`.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 impl Repl {
     pub fn new(replid: String) -> Repl {
@@ -94,8 +215,64 @@ impl Repl {
                     master_repl_offset: 0,
                     second_repl_offset: -1,
                 },
+                master: MasterSide::default(),
             }),
+            refuse_writes: AtomicBool::new(false),
+            streaming: AtomicBool::new(false),
+            offset: AtomicU64::new(0),
         }
+    }
+
+    /// Writes are refused for want of good replicas (one relaxed load).
+    #[inline]
+    pub fn refuses_writes(&self) -> bool {
+        self.refuse_writes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_refuse_writes(&self, on: bool) {
+        self.refuse_writes.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the replication stream is on (see `streaming`).
+    pub fn streaming(&self) -> bool {
+        self.streaming.load(Ordering::Acquire)
+    }
+
+    pub fn set_streaming(&self, on: bool) {
+        self.streaming.store(on, Ordering::Release);
+    }
+
+    /// `master_repl_offset` without the lock.
+    pub fn offset(&self) -> u64 {
+        self.offset.load(Ordering::Acquire)
+    }
+
+    /// Appends stream bytes: the offset grows by their length and the
+    /// backlog keeps them. Called by the stream writer, once per batch.
+    pub fn feed(&self, b: &[u8]) {
+        let mut r = self.lock();
+        r.ids.master_repl_offset += b.len() as u64;
+        if let Some(bl) = &mut r.master.backlog {
+            bl.append(b);
+        }
+        self.offset
+            .store(r.ids.master_repl_offset, Ordering::Release);
+    }
+
+    /// Sets `master_repl_offset` (the replica side, after a sync).
+    pub fn set_offset(r: &mut ReplInner, off: u64, this: &Repl) {
+        r.ids.master_repl_offset = off;
+        this.offset.store(off, Ordering::Release);
+    }
+
+    /// Replicas whose last ACK is at least `offset`.
+    pub fn acked(&self, offset: u64) -> u64 {
+        let r = self.lock();
+        r.master
+            .replicas
+            .iter()
+            .filter(|x| x.state == ReplicaState::Online && x.ack_offset >= offset)
+            .count() as u64
     }
 
     /// The state, locked (held briefly: never across I/O).
@@ -120,6 +297,47 @@ impl Repl {
 /// `changeReplicationId`.
 pub fn new_replid() -> String {
     crate::ctx::random_hex(40)
+}
+
+/// INFO replication's master fields after `role` (Redis 7.0's order):
+/// `connected_slaves`, one `slaveN` line per replica, then the IDs,
+/// offsets and backlog.
+pub fn info_master(r: &ReplInner, now_ms: u64, o: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(o, "connected_slaves:{}\r\n", r.master.replicas.len());
+    for (i, x) in r.master.replicas.iter().enumerate() {
+        let _ = write!(
+            o,
+            "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+            x.ip,
+            x.port,
+            x.state.name(),
+            x.ack_offset,
+            now_ms.saturating_sub(x.ack_ms) / 1000
+        );
+    }
+}
+
+/// INFO replication's lines from `master_failover_state` on
+/// (`backlog_size`: `repl-backlog-size`, shown while there is none).
+pub fn info_ids(r: &ReplInner, backlog_size: u64, o: &mut String) {
+    use std::fmt::Write;
+    let ids = &r.ids;
+    let _ = write!(
+        o,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
+        ids.replid, ids.replid2, ids.master_repl_offset, ids.second_repl_offset
+    );
+    let (active, size, first, hist) = match &r.master.backlog {
+        Some(b) => (1, b.size() as u64, b.first(), b.histlen() as u64),
+        None => (0, backlog_size, 0, 0),
+    };
+    let _ = write!(
+        o,
+        "repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\n\
+         repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n"
+    );
 }
 
 #[cfg(test)]

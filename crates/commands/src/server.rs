@@ -480,7 +480,10 @@ struct Snapshot {
     pubsub: (usize, usize, usize),
     /// Clients with tracking on, BCAST prefixes.
     tracking: (usize, usize),
-    repl: crate::repl::ReplIds,
+    /// INFO replication's lines after `role`, and INFO stats'
+    /// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
+    repl_lines: String,
+    sync_stats: [u64; 3],
 }
 
 struct AofInfo {
@@ -499,7 +502,21 @@ impl Snapshot {
             tracking: s.tracking.counts(),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
-            repl: s.repl.ids(),
+            repl_lines: {
+                let r = s.repl.lock();
+                let mut o = String::new();
+                crate::repl::info_master(&r, engine::now_ms(), &mut o);
+                crate::repl::info_ids(&r, s.config().repl_backlog_size, &mut o);
+                o
+            },
+            sync_stats: {
+                let r = s.repl.lock();
+                [
+                    r.master.sync_full,
+                    r.master.sync_partial_ok,
+                    r.master.sync_partial_err,
+                ]
+            },
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -842,7 +859,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "instantaneous_input_repl_kbps", "0.00");
             kv(o, "instantaneous_output_repl_kbps", "0.00");
             kv(o, "rejected_connections", s.rejected_connections);
-            zeros(o, &["sync_full", "sync_partial_ok", "sync_partial_err"]);
+            kv(o, "sync_full", s.sync_stats[0]);
+            kv(o, "sync_partial_ok", s.sync_stats[1]);
+            kv(o, "sync_partial_err", s.sync_stats[2]);
             kv(o, "expired_keys", shard_sum(|x| x.expired_keys));
             let stale = parts
                 .iter()
@@ -914,16 +933,7 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         "replication" => {
             o.push_str("# Replication\r\n");
             kv(o, "role", "master");
-            kv(o, "connected_slaves", 0);
-            kv(o, "master_failover_state", "no-failover");
-            kv(o, "master_replid", &s.repl.replid);
-            kv(o, "master_replid2", &s.repl.replid2);
-            kv(o, "master_repl_offset", s.repl.master_repl_offset);
-            kv(o, "second_repl_offset", s.repl.second_repl_offset);
-            kv(o, "repl_backlog_active", 0);
-            kv(o, "repl_backlog_size", 1048576);
-            kv(o, "repl_backlog_first_byte_offset", 0);
-            kv(o, "repl_backlog_histlen", 0);
+            o.push_str(&s.repl_lines);
         }
         "cpu" => {
             o.push_str("# CPU\r\n");

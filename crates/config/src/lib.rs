@@ -336,6 +336,31 @@ pub struct Config {
     pub stop_writes_on_bgsave_error: bool,
     /// `appendonly`: log every write to the append-only file.
     pub appendonly: bool,
+    /// `repl-backlog-size`: bytes of the replication stream kept for
+    /// partial resyncs.
+    pub repl_backlog_size: u64,
+    /// `repl-backlog-ttl`: seconds without replicas after which the
+    /// backlog is freed (0: never).
+    pub repl_backlog_ttl_s: u64,
+    /// `repl-diskless-sync`: full syncs stream the snapshot to the
+    /// replica's socket instead of writing it to disk first.
+    pub repl_diskless_sync: bool,
+    /// `repl-diskless-sync-delay`: seconds a diskless sync waits for more
+    /// replicas to share it.
+    pub repl_diskless_sync_delay_s: u64,
+    /// `repl-diskless-sync-max-replicas`: start a waiting diskless sync
+    /// as soon as this many replicas wait (0: no limit).
+    pub repl_diskless_sync_max_replicas: u64,
+    /// `repl-ping-replica-period`: seconds between PINGs in the stream.
+    pub repl_ping_replica_period_s: u64,
+    /// `repl-timeout`: seconds without an ACK before a replica is dropped.
+    pub repl_timeout_s: u64,
+    /// `min-replicas-to-write`: writes are refused (NOREPLICAS) with
+    /// fewer good replicas (0: off).
+    pub min_replicas_to_write: u64,
+    /// `min-replicas-max-lag`: seconds since its last ACK under which a
+    /// replica is good.
+    pub min_replicas_max_lag_s: u64,
     /// `appendfilename`: base name of the AOF files.
     pub appendfilename: Vec<u8>,
     /// `appenddirname`: directory (under `dir`) holding the AOF files.
@@ -603,6 +628,15 @@ impl Config {
             rdbchecksum: false,
             stop_writes_on_bgsave_error: false,
             appendonly: false,
+            repl_backlog_size: 0,
+            repl_backlog_ttl_s: 0,
+            repl_diskless_sync: false,
+            repl_diskless_sync_delay_s: 0,
+            repl_diskless_sync_max_replicas: 0,
+            repl_ping_replica_period_s: 0,
+            repl_timeout_s: 0,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_s: 0,
             appendfilename: Vec::new(),
             appenddirname: Vec::new(),
             appendfsync: AppendFsync::Everysec,
@@ -955,6 +989,19 @@ static DIRECTIVES: &[Directive] = &[
     d("aof-use-rdb-preamble",     Mutable,   yes_no!(aof_use_rdb_preamble, true)),
     d("auto-aof-rewrite-percentage", Mutable, int!(auto_aof_rewrite_percentage: u64, 0, I32_MAX, 100)),
     d("auto-aof-rewrite-min-size", Mutable,  memory!(auto_aof_rewrite_min_size, 0, I64_MAX, 64 * MIB)),
+    // Replication, master side (issue 25).
+    d("repl-backlog-size",        Mutable,   memory!(repl_backlog_size, 1, I64_MAX, MIB)),
+    d("repl-backlog-ttl",         Mutable,   int!(repl_backlog_ttl_s: u64, 0, I32_MAX, 3600)),
+    d("repl-diskless-sync",       Mutable,   yes_no!(repl_diskless_sync, true)),
+    d("repl-diskless-sync-delay", Mutable,   int!(repl_diskless_sync_delay_s: u64, 0, I32_MAX, 5)),
+    d("repl-diskless-sync-max-replicas", Mutable, int!(repl_diskless_sync_max_replicas: u64, 0, I32_MAX, 0)),
+    d("repl-ping-replica-period", Mutable,   int!(repl_ping_replica_period_s: u64, 1, I32_MAX, 10))
+        .alias("repl-ping-slave-period"),
+    d("repl-timeout",             Mutable,   int!(repl_timeout_s: u64, 1, I32_MAX, 60)),
+    d("min-replicas-to-write",    Mutable,   int!(min_replicas_to_write: u64, 0, I32_MAX, 0))
+        .alias("min-slaves-to-write"),
+    d("min-replicas-max-lag",     Mutable,   int!(min_replicas_max_lag_s: u64, 0, I32_MAX, 10))
+        .alias("min-slaves-max-lag"),
     d("slowlog-log-slower-than",  Mutable,   int!(slowlog_log_slower_than: i64, -1, i64::MAX, 10_000)),
     d("slowlog-max-len",          Mutable,   int!(slowlog_max_len: u64, 0, i64::MAX, 128)),
     d("latency-monitor-threshold", Mutable,  int!(latency_monitor_threshold: u64, 0, i64::MAX, 0)),
