@@ -239,11 +239,6 @@ impl Aof {
         AppendFsync::ALL[self.fsync.load(Ordering::Relaxed) as usize]
     }
 
-    /// Whether a file is attached (`appendonly yes`), not only the stream.
-    pub fn has_file(&self) -> bool {
-        self.has_file.load(Ordering::SeqCst)
-    }
-
     /// Attaches (or detaches) the replication stream's consumer. Batches
     /// written from now on are fed to it.
     pub fn set_feed(&self, feed: Option<Arc<dyn StreamFeed>>) {

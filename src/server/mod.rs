@@ -13,6 +13,7 @@ mod blocking;
 mod conn;
 mod host;
 mod mailbox;
+mod repl;
 mod shutdown;
 mod worker;
 
@@ -207,6 +208,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         aof.clone(),
     ));
     let _ = server.aof.set(rewriter.clone());
+    repl::init(&server);
     let gate = Arc::new(shutdown::Gate::new(n));
     if let Some((keys, expired)) = loaded {
         server.persist.loaded(keys, expired);

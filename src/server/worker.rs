@@ -42,6 +42,7 @@ use crate::log;
 mod memory;
 mod pause;
 mod pubsub;
+mod repl_wait;
 mod tracking;
 
 const WAKER: Token = Token(usize::MAX);
@@ -187,6 +188,8 @@ struct Core {
     /// A coordinator the server runs for itself (a save the `save` rules
     /// started), with no connection: its jobs report to [`SYS_SLOT`].
     sys: Option<SysCoord>,
+    /// This thread's connections blocked in WAIT: `(slot, gen)`.
+    repl_waits: Vec<(usize, u32)>,
 }
 
 /// The connection slot that stands for the server itself.
@@ -627,6 +630,7 @@ impl Worker {
                 blocked_conns: Vec::new(),
                 save_link: None,
                 sys: None,
+                repl_waits: Vec::new(),
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,
@@ -721,6 +725,9 @@ impl Worker {
         }
         if let Some(w) = self.pause_wait() {
             timeout = timeout.min(w);
+        }
+        if !self.core.repl_waits.is_empty() {
+            timeout = timeout.min(repl_wait::POLL);
         }
         if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
             timeout = Duration::ZERO;
@@ -835,6 +842,9 @@ impl Worker {
             .as_ref()
             .is_some_and(|a| a.policy() == config::AppendFsync::Always);
         self.core.aof_led = led && self.core.aof_always;
+        if !self.core.repl_waits.is_empty() {
+            self.check_repl_waits();
+        }
         if self.core.mailbox.has_inbound() {
             // Batches back from direct hops settle their connections'
             // slots before those read again: the next request then
@@ -1103,6 +1113,7 @@ impl Worker {
                 "Client closed connection id={} addr={}",
                 c.client.id, c.client.addr
             ));
+            let syncing = c.client.replica.as_ref().is_some_and(|h| h.sync.is_some());
             if c.direct {
                 let conn = ConnRef {
                     thread: self.core.id as u16,
@@ -1110,6 +1121,9 @@ impl Worker {
                     gen: c.gen,
                 };
                 self.conns.zombies.push((conn, c.stream));
+            } else if syncing {
+                // PSYNC / SYNC: the socket becomes a replica's link.
+                super::repl::adopt(c.stream, &mut c.client);
             }
             if let Some((ac, client)) = orphan {
                 let conn = ConnRef {
@@ -1935,7 +1949,9 @@ impl Worker {
             return;
         }
         let server = self.core.server.clone();
-        if let Some(coord) = commands::persist::cron_due(&server) {
+        if let Some(coord) =
+            commands::persist::cron_due(&server).or_else(|| super::repl::cron_due(&server))
+        {
             let mut set = commands::tx::LockSet::default();
             set.whole(server.nshards, commands::tx::Mode::Read);
             let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
@@ -2331,6 +2347,7 @@ fn has_work(c: &Conn) -> bool {
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
     c.client.shutdown_wait
+        || c.client.repl_wait.is_some()
         || c.coord.is_some()
         || c.lock_wait
         || !c.block.is_none()
@@ -2455,6 +2472,13 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     if !ran {
                         // Held back by a lock: parsed again after a release.
                         return;
+                    }
+                    if c.client
+                        .repl_wait
+                        .as_ref()
+                        .is_some_and(|w| w.target.is_none())
+                    {
+                        repl_wait::start(core, c, slot);
                     }
                     if c.client.close_after_reply {
                         c.closing = true;

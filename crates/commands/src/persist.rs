@@ -1083,6 +1083,24 @@ pub fn sync_coordinator(
     }))
 }
 
+/// A coordinator (run under the whole-keyspace lock) that runs `job` on
+/// every shard, then `at_instant` while every lock is still held (the
+/// replication stream's end: shards stop recording, then the writer lets
+/// it go).
+pub fn all_shards_then(
+    server: &Arc<ServerShared>,
+    job: impl Fn(&mut Shard) + Send + Clone + 'static,
+    at_instant: Box<dyn FnOnce() + Send>,
+) -> Box<dyn Coordinator> {
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| job(env.shard));
+    Box::new(AtInstant {
+        begin: Some(plan),
+        at_instant: Some(at_instant),
+        reply: "OK",
+    })
+}
+
 /// A coordinator that only replies (a scheduled save or rewrite).
 fn reply_only(line: &'static str) -> Box<dyn Coordinator> {
     Box::new(AtInstant {
