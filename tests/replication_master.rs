@@ -1,0 +1,441 @@
+//! Tessera as a replication master with a real `redis-server --replicaof`
+//! as its replica (issue 25): full syncs (to disk and diskless) while a
+//! writer runs, every type, TTLs, several databases, a MULTI/EXEC across
+//! shards; a cut link resumed with a partial resync; WAIT; a replica that
+//! sends garbage. The datasets are compared key by key with type-specific
+//! reads. Every wait is bounded by a deadline.
+//!
+//! Skipped when `redis-server` is missing (a failure under
+//! `TESSERA_REQUIRE_REDIS=1`, as CI sets).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{RawConn, Server};
+use redis::{Commands, Connection, Value};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const DBS: [u32; 3] = [0, 2, 9];
+
+fn cmd(c: &mut Connection, args: &[&str]) -> Value {
+    let mut k = redis::cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn info_field(c: &mut Connection, section: &str, name: &str) -> String {
+    let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in INFO {section}: {info}"))
+        .trim()
+        .to_string()
+}
+
+/// Waits until `f` holds, panicking with `what` at the deadline.
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_master(shards: &str, extra: &[&str]) -> Server {
+    let mut args = vec![
+        "--shards",
+        shards,
+        "--save",
+        "",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    Server::tessera(&args)
+}
+
+fn start_replica(master: &Server) -> Server {
+    let port = master.port().to_string();
+    Server::redis(&["--replicaof", "127.0.0.1", &port, "--repl-timeout", "60"])
+}
+
+/// Every type, TTLs, several databases; `tag` keeps rounds apart.
+fn fill(c: &mut Connection, tag: &str, n: usize) {
+    for &db in &DBS {
+        let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
+        let mut p = redis::pipe();
+        for i in 0..n {
+            p.cmd("SET")
+                .arg(format!("{tag}s{i}"))
+                .arg(format!("v{i}"))
+                .ignore();
+            p.cmd("RPUSH")
+                .arg(format!("{tag}l{}", i % 7))
+                .arg(i)
+                .ignore();
+            p.cmd("HSET")
+                .arg(format!("{tag}h{}", i % 5))
+                .arg(format!("f{i}"))
+                .arg(i)
+                .ignore();
+            p.cmd("SADD")
+                .arg(format!("{tag}set{}", i % 3))
+                .arg(i)
+                .ignore();
+            p.cmd("ZADD")
+                .arg(format!("{tag}z{}", i % 4))
+                .arg(i as f64 / 3.0)
+                .arg(format!("m{i}"))
+                .ignore();
+            if i % 10 == 0 {
+                p.cmd("XADD")
+                    .arg(format!("{tag}x"))
+                    .arg("*")
+                    .arg("i")
+                    .arg(i)
+                    .ignore();
+                p.cmd("SET")
+                    .arg(format!("{tag}ttl{i}"))
+                    .arg("t")
+                    .arg("PX")
+                    .arg(600_000)
+                    .ignore();
+                p.cmd("INCRBYFLOAT")
+                    .arg(format!("{tag}f"))
+                    .arg("0.5")
+                    .ignore();
+                p.cmd("SPOP").arg(format!("{tag}set0")).ignore();
+            }
+        }
+        let _: () = p.query(c).unwrap();
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+}
+
+/// Every key of [`DBS`] with its type, value and TTL class, comparable
+/// across the two servers; PTTLs are returned apart (compared with a
+/// tolerance).
+fn contents(c: &mut Connection) -> (Vec<String>, Vec<(String, i64)>) {
+    let mut out = Vec::new();
+    let mut ttls = Vec::new();
+    for &db in &DBS {
+        let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
+        let mut keys: Vec<String> = c.keys("*").unwrap();
+        keys.sort();
+        for k in keys {
+            let t: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+            let v = match t.as_str() {
+                "string" => format!("{:?}", c.get::<_, Vec<u8>>(&k).unwrap()),
+                "list" => format!("{:?}", c.lrange::<_, Vec<String>>(&k, 0, -1).unwrap()),
+                "set" => {
+                    let mut m: Vec<String> = c.smembers(&k).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "hash" => {
+                    let mut m: Vec<(String, String)> = c.hgetall(&k).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "zset" => format!(
+                    "{:?}",
+                    c.zrange_withscores::<_, Vec<(String, String)>>(&k, 0, -1)
+                        .unwrap()
+                ),
+                "stream" => format!("{:?}", cmd(c, &["XRANGE", &k, "-", "+"])),
+                other => panic!("type {other}"),
+            };
+            let ttl: i64 = c.pttl(&k).unwrap();
+            out.push(format!("{db} {k} {t} ttl={} {v}", ttl > 0));
+            if ttl > 0 {
+                ttls.push((format!("{db} {k}"), ttl));
+            }
+        }
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+    (out, ttls)
+}
+
+/// The replica's link is up and it processed everything the master
+/// streamed (the writers stopped).
+fn wait_caught_up(master: &Server, replica: &Server) {
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    wait_until("the replica to catch up", || {
+        if info_field(&mut r, "replication", "master_link_status") != "up" {
+            return false;
+        }
+        let mo = info_field(&mut m, "replication", "master_repl_offset");
+        let ro = info_field(&mut r, "replication", "slave_repl_offset");
+        mo == ro
+    });
+}
+
+fn assert_same(master: &Server, replica: &Server) {
+    wait_caught_up(master, replica);
+    let (a, at) = contents(&mut master.conn());
+    let (b, bt) = contents(&mut replica.conn());
+    assert!(!a.is_empty());
+    if a != b {
+        let only_m: Vec<_> = a.iter().filter(|x| !b.contains(x)).take(10).collect();
+        let only_r: Vec<_> = b.iter().filter(|x| !a.contains(x)).take(10).collect();
+        panic!(
+            "datasets differ ({} vs {} keys)\nmaster only: {only_m:#?}\nreplica only: {only_r:#?}",
+            a.len(),
+            b.len()
+        );
+    }
+    for ((ka, ta), (kb, tb)) in at.iter().zip(&bt) {
+        assert_eq!(ka, kb);
+        assert!((ta - tb).abs() < 5_000, "{ka}: pttl {ta} vs {tb}");
+    }
+}
+
+/// Writes on several keys and databases until stopped (bounded); returns
+/// how many it made.
+fn writer(master: &Server, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    let client = master.client();
+    std::thread::spawn(move || {
+        let mut c = client.get_connection().unwrap();
+        let mut n = 0u64;
+        while !stop.load(Ordering::Acquire) && n < 200_000 {
+            let db = DBS[(n % 3) as usize];
+            let mut p = redis::pipe();
+            p.cmd("SELECT").arg(db).ignore();
+            for j in 0..16 {
+                let i = n * 16 + j;
+                p.cmd("INCR").arg(format!("w{}", i % 50)).ignore();
+                p.cmd("LPUSH").arg(format!("wl{}", i % 5)).arg(i).ignore();
+                p.cmd("LTRIM")
+                    .arg(format!("wl{}", i % 5))
+                    .arg(0)
+                    .arg(20)
+                    .ignore();
+                p.cmd("HINCRBY")
+                    .arg("wh")
+                    .arg(format!("f{}", i % 9))
+                    .arg(1)
+                    .ignore();
+                p.cmd("SET")
+                    .arg(format!("wx{}", i % 30))
+                    .arg(i)
+                    .arg("EX")
+                    .arg(1000)
+                    .ignore();
+            }
+            let _: () = p.query(&mut c).unwrap();
+            n += 1;
+        }
+        n
+    })
+}
+
+/// A MULTI/EXEC over keys on different shards.
+fn cross_shard_tx(c: &mut Connection, shards: usize) {
+    let keys = common::keys_across_shards("tx", 4, shards);
+    let mut p = redis::pipe();
+    p.atomic();
+    for (i, k) in keys.iter().enumerate() {
+        p.cmd("SET").arg(k).arg(i).ignore();
+        p.cmd("INCRBY").arg(k).arg(10).ignore();
+    }
+    p.cmd("DEL").arg(&keys[0]).ignore();
+    let _: () = p.query(c).unwrap();
+}
+
+/// Full sync under writes, then the stream; `extra` picks the sync kind.
+fn full_sync_under_writes(shards: usize, extra: &[&str]) -> (Server, Server) {
+    let s = shards.to_string();
+    let master = start_master(&s, extra);
+    let mut c = master.conn();
+    fill(&mut c, "a", 3000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer(&master, stop.clone());
+    let replica = start_replica(&master);
+    let mut r = replica.conn();
+    // Writes keep coming while the replica syncs and after.
+    wait_until("the sync to end", || {
+        info_field(&mut r, "replication", "master_link_status") == "up"
+    });
+    fill(&mut c, "b", 200);
+    cross_shard_tx(&mut c, shards);
+    stop.store(true, Ordering::Release);
+    let n = w.join().unwrap();
+    assert!(n > 0);
+    assert_same(&master, &replica);
+    let mut c = master.conn();
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+    assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
+    (master, replica)
+}
+
+fn skip() -> bool {
+    if !common::redis_available() {
+        eprintln!("skipped: redis-server not found");
+        return true;
+    }
+    common::testing_real_redis()
+}
+
+#[test]
+fn disk_sync_with_two_shards_unconsolidated() {
+    if skip() {
+        return;
+    }
+    let (master, _replica) = full_sync_under_writes(
+        2,
+        &["--shard-consolidation", "no", "--repl-diskless-sync", "no"],
+    );
+    let log = master.log();
+    assert!(
+        log.contains("Starting BGSAVE for SYNC with target: disk"),
+        "{log}"
+    );
+}
+
+#[test]
+fn diskless_sync_with_sixteen_shards() {
+    if skip() {
+        return;
+    }
+    let (master, _replica) = full_sync_under_writes(16, &["--repl-diskless-sync", "yes"]);
+    let log = master.log();
+    assert!(
+        log.contains("Starting BGSAVE for SYNC with target: replicas sockets"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_cut_link_resumes_with_a_partial_resync() {
+    if skip() {
+        return;
+    }
+    let master = start_master("4", &[]);
+    let mut c = master.conn();
+    fill(&mut c, "a", 300);
+    let replica = start_replica(&master);
+    assert_same(&master, &replica);
+    let before: u64 = info_field(&mut c, "stats", "sync_partial_ok")
+        .parse()
+        .unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(killed, 1);
+    // Writes while the link is down and while it comes back.
+    fill(&mut c, "b", 200);
+    cross_shard_tx(&mut c, 4);
+    wait_until("a partial resync", || {
+        info_field(&mut c, "stats", "sync_partial_ok")
+            .parse::<u64>()
+            .unwrap()
+            > before
+    });
+    fill(&mut c, "c", 50);
+    assert_same(&master, &replica);
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+    let mut r = replica.conn();
+    let log = replica.log();
+    assert!(
+        log.contains("Successful partial resynchronization"),
+        "{log}"
+    );
+    // ROLE lists it with its offset.
+    let role = cmd(&mut c, &["ROLE"]);
+    let Value::Array(parts) = role else {
+        panic!("ROLE: {role:?}")
+    };
+    assert_eq!(parts[0], Value::BulkString(b"master".to_vec()));
+    let Value::Array(replicas) = &parts[2] else {
+        panic!("ROLE: {parts:?}")
+    };
+    assert_eq!(replicas.len(), 1);
+    let _ = info_field(&mut r, "replication", "master_link_status");
+}
+
+#[test]
+fn wait_counts_acknowledging_replicas() {
+    if skip() {
+        return;
+    }
+    let master = start_master("2", &[]);
+    let mut c = master.conn();
+    let _: () = c.set("k", "v").unwrap();
+    // No replica: the timeout, then 0.
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(200).query(&mut c).unwrap();
+    assert_eq!(n, 0);
+    let replica = start_replica(&master);
+    assert_same(&master, &replica);
+    let _: () = c.set("k2", "v2").unwrap();
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(0).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let mut r = replica.conn();
+    let v: String = r.get("k2").unwrap();
+    assert_eq!(v, "v2", "WAIT returned before the replica had the write");
+    // Two replicas asked for, one attached: the timeout, then 1.
+    let n: i64 = redis::cmd("WAIT").arg(2).arg(300).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    // min-replicas-to-write: refused with two required, accepted with one.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
+    wait_until("NOREPLICAS", || {
+        let r: redis::RedisResult<()> = c.set("k3", "v");
+        r.is_err_and(|e| e.to_string().contains("NOREPLICAS"))
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    wait_until("writes accepted again", || {
+        c.set::<_, _, ()>("k3", "v").is_ok()
+    });
+}
+
+#[test]
+fn a_replica_sending_garbage_hurts_nobody_else() {
+    if skip() {
+        return;
+    }
+    let master = start_master("2", &["--repl-diskless-sync", "no"]);
+    let mut c = master.conn();
+    fill(&mut c, "a", 50);
+    let mut bad = RawConn::connect(&master.addr());
+    assert_eq!(
+        bad.cmd_str(&["REPLCONF", "listening-port", "1"]),
+        b"+OK\r\n"
+    );
+    common::send_str(&mut bad, &["PSYNC", "?", "-1"]);
+    let line = bad.read_reply();
+    assert!(
+        line.starts_with(b"+FULLRESYNC "),
+        "{}",
+        String::from_utf8_lossy(&line)
+    );
+    bad.send(b"\x00\x01 garbage *** $-7\r\n*x\r\n");
+    // Other clients go on.
+    for i in 0..100 {
+        let _: () = c.set(format!("after{i}"), i).unwrap();
+    }
+    let v: i64 = c.get("after99").unwrap();
+    assert_eq!(v, 99);
+    wait_until("the bad link to be dropped", || {
+        info_field(&mut c, "replication", "connected_slaves") == "0"
+    });
+    // A real replica still syncs.
+    let replica = start_replica(&master);
+    assert_same(&master, &replica);
+}
