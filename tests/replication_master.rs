@@ -439,3 +439,55 @@ fn a_replica_sending_garbage_hurts_nobody_else() {
     let replica = start_replica(&master);
     assert_same(&master, &replica);
 }
+
+/// The stream and the AOF share the writer: turning the AOF off keeps the
+/// stream going (the writer drops only its file), turning it on again
+/// attaches a file at the rewrite's instant; nothing is lost either way.
+#[test]
+fn the_aof_turned_off_and_on_under_a_replica() {
+    if skip() {
+        return;
+    }
+    let dir = common::DataDir::new("repl-aof");
+    let master = start_master("3", &["--appendonly", "yes", "--dir", dir.path()]);
+    let mut c = master.conn();
+    fill(&mut c, "a", 100);
+    let replica = start_replica(&master);
+    assert_same(&master, &replica);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    wait_until("the AOF off", || {
+        info_field(&mut c, "persistence", "aof_enabled") == "0"
+    });
+    fill(&mut c, "b", 100);
+    assert_same(&master, &replica);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    fill(&mut c, "c", 100);
+    wait_until("the AOF rewrite", || {
+        info_field(&mut c, "persistence", "aof_rewrite_in_progress") == "0"
+            && info_field(&mut c, "persistence", "aof_enabled") == "1"
+    });
+    fill(&mut c, "d", 100);
+    assert_same(&master, &replica);
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+    // The AOF got the writes after it came back (in the base when they
+    // came before the rewrite's instant, else in the incr file).
+    let aof_dir = dir.0.join("appendonlydir");
+    let logged = std::fs::read_dir(&aof_dir)
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+        .any(|b| b.windows(4).any(|w| w == b"ds99"));
+    assert!(
+        logged,
+        "the AOF lacks the writes made after it was turned on"
+    );
+}

@@ -85,12 +85,12 @@ fn disabled(_: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
 fn role(c: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
     let (role, ids, replicas) = {
         let r = c.server.repl.lock();
-        // Redis lists the replicas that told their listening port.
+        // Redis lists the online replicas.
         let replicas: Vec<(String, u16, u64)> = r
             .master
             .replicas
             .iter()
-            .filter(|x| x.port != 0)
+            .filter(|x| x.state == crate::repl::ReplicaState::Online)
             .map(|x| (x.ip.clone(), x.port, x.ack_offset))
             .collect();
         (r.role.clone(), r.ids.clone(), replicas)

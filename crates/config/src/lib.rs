@@ -2147,6 +2147,30 @@ mod tests {
             "no",
         ),
         ("appendonly", "yes", "appendonly", "yes"),
+        ("repl-backlog-size", "2mb", "repl-backlog-size", "2097152"),
+        ("repl-backlog-ttl", "60", "repl-backlog-ttl", "60"),
+        ("repl-diskless-sync", "no", "repl-diskless-sync", "no"),
+        (
+            "repl-diskless-sync-delay",
+            "0",
+            "repl-diskless-sync-delay",
+            "0",
+        ),
+        (
+            "repl-diskless-sync-max-replicas",
+            "2",
+            "repl-diskless-sync-max-replicas",
+            "2",
+        ),
+        (
+            "repl-ping-replica-period",
+            "3",
+            "repl-ping-replica-period",
+            "3",
+        ),
+        ("repl-timeout", "30", "repl-timeout", "30"),
+        ("min-replicas-to-write", "1", "min-replicas-to-write", "1"),
+        ("min-replicas-max-lag", "5", "min-replicas-max-lag", "5"),
         ("appendfilename", "x.aof", "appendfilename", "x.aof"),
         ("appenddirname", "aofs", "appenddirname", "aofs"),
         ("appendfsync", "ALWAYS", "appendfsync", "always"),
@@ -2247,6 +2271,17 @@ mod tests {
             "rdbchecksum" => assert!(!c.rdbchecksum),
             "stop-writes-on-bgsave-error" => assert!(!c.stop_writes_on_bgsave_error),
             "appendonly" => assert!(c.appendonly),
+            "repl-backlog-size" => assert_eq!(c.repl_backlog_size, 2 << 20),
+            "repl-backlog-ttl" => assert_eq!(c.repl_backlog_ttl_s, 60),
+            "repl-diskless-sync" => assert!(!c.repl_diskless_sync),
+            "repl-diskless-sync-delay" => assert_eq!(c.repl_diskless_sync_delay_s, 0),
+            "repl-diskless-sync-max-replicas" => {
+                assert_eq!(c.repl_diskless_sync_max_replicas, 2)
+            }
+            "repl-ping-replica-period" => assert_eq!(c.repl_ping_replica_period_s, 3),
+            "repl-timeout" => assert_eq!(c.repl_timeout_s, 30),
+            "min-replicas-to-write" => assert_eq!(c.min_replicas_to_write, 1),
+            "min-replicas-max-lag" => assert_eq!(c.min_replicas_max_lag_s, 5),
             "appendfilename" => assert_eq!(c.appendfilename, b"x.aof"),
             "appenddirname" => assert_eq!(c.appenddirname, b"aofs"),
             "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
@@ -3014,6 +3049,8 @@ mod tests {
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
+                "repl-diskless-sync-max-replicas",
+                "min-replicas-max-lag",
                 "slowlog-max-len",
             ]
         );

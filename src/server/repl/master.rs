@@ -391,8 +391,15 @@ impl Master {
             &server,
             move |shard| shard.outbox.records_on = keep,
             Box::new(move || {
+                let mut inner = m.lock();
+                if !inner.waiting.is_empty() || !inner.streaming.is_empty() {
+                    // A replica came meanwhile: the stream stays (its
+                    // sync's snapshot turns the shards' records back on).
+                    return;
+                }
+                inner.fed = false;
+                drop(inner);
                 m.server.repl.set_streaming(false);
-                m.lock().fed = false;
                 if let Some(rw) = rewriter(&m.server) {
                     rw.stream_stop();
                 }
@@ -422,6 +429,7 @@ impl Master {
             inner.limit = cfg.client_output_buffer_limit[1];
             !inner.streaming.is_empty()
         };
+        let mut expired = false;
         let (good, replicas) = {
             let mut r = self.server.repl.lock();
             if let Some(b) = &mut r.master.backlog {
@@ -453,10 +461,14 @@ impl Master {
                     "Replication backlog freed after {} seconds without connected replicas.",
                     cfg.repl_backlog_ttl_s
                 ));
-                self.lock().stop_stream = true;
+                expired = true;
             }
             (good, r.master.replicas.len())
         };
+        // Not under the state's lock: the feed takes `inner`, then it.
+        if expired {
+            self.lock().stop_stream = true;
+        }
         let refuse = cfg.min_replicas_to_write > 0
             && cfg.min_replicas_max_lag_s > 0
             && good < cfg.min_replicas_to_write;

@@ -66,7 +66,7 @@ const HOST_STR_MAX: usize = 256;
 /// Redis's errors: an odd number of arguments is a syntax error; an
 /// unknown option "Unrecognized REPLCONF option: <name>".
 fn replconf(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut hello = c.client.replica.take().unwrap_or_default();
