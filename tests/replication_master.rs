@@ -491,3 +491,86 @@ fn the_aof_turned_off_and_on_under_a_replica() {
         "the AOF lacks the writes made after it was turned on"
     );
 }
+
+/// The wire format of both sync kinds, read raw: SYNC (no capabilities)
+/// gets a disk-style `$<len>` RDB with no `+FULLRESYNC`; PSYNC with
+/// `capa eof` under `repl-diskless-sync yes` gets `+FULLRESYNC <replid>
+/// <offset>` and an EOF-marked transfer ending with its 40-byte mark.
+#[test]
+fn sync_and_psync_on_the_wire() {
+    if skip() {
+        return;
+    }
+    let master = start_master("2", &["--repl-diskless-sync", "yes"]);
+    let mut c = master.conn();
+    let _: () = c.set("k", "v").unwrap();
+
+    let mut old = RawConn::connect(&master.addr());
+    common::send_str(&mut old, &["SYNC"]);
+    // Newlines may precede the bulk (keep-alives while the save runs).
+    let skip_nl = |b: &[u8]| b.iter().position(|&c| c != b'\n').unwrap_or(b.len());
+    let bulk = read_until(&mut old, |b| {
+        let b = &b[skip_nl(b)..];
+        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
+            return false;
+        };
+        let len: usize = std::str::from_utf8(&b[1..nl]).unwrap().parse().unwrap();
+        b.len() >= nl + 2 + len
+    });
+    let bulk = &bulk[skip_nl(&bulk)..];
+    assert_eq!(bulk[0], b'$', "{}", String::from_utf8_lossy(bulk));
+    let nl = bulk.windows(2).position(|w| w == b"\r\n").unwrap();
+    assert!(bulk[nl + 2..].starts_with(b"REDIS0010"));
+
+    let mut new = RawConn::connect(&master.addr());
+    assert_eq!(
+        new.cmd_str(&["REPLCONF", "capa", "eof", "capa", "psync2"]),
+        b"+OK\r\n"
+    );
+    common::send_str(&mut new, &["PSYNC", "?", "-1"]);
+    let got = read_until(&mut new, |b| {
+        let Some(at) = b.windows(5).position(|w| w == b"$EOF:") else {
+            return false;
+        };
+        let Some(mark) = b.get(at + 5..at + 45) else {
+            return false;
+        };
+        b.len() > at + 47 + 40 && b.ends_with(mark)
+    });
+    let text = String::from_utf8_lossy(&got);
+    let line = text.lines().next().unwrap();
+    let words: Vec<&str> = line.split(' ').collect();
+    assert_eq!(words[0], "+FULLRESYNC", "{line}");
+    assert_eq!(words[1].len(), 40);
+    assert_eq!(
+        words[1],
+        info_field(&mut c, "replication", "master_replid"),
+        "the announced ID is the master's"
+    );
+    assert!(text.contains("\r\n$EOF:"));
+    assert!(text.contains("REDIS0010"));
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "2");
+}
+
+/// Reads from `c` until `done` holds on everything read (bounded).
+fn read_until(c: &mut RawConn, mut done: impl FnMut(&[u8]) -> bool) -> Vec<u8> {
+    use std::io::Read;
+    let mut got = c.buffered().to_vec();
+    let mut s = c.stream();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut chunk = [0u8; 65536];
+    while !done(&got) {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "read only {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        if let Ok(n) = s.read(&mut chunk) {
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&chunk[..n]);
+        }
+    }
+    got
+}

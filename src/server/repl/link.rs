@@ -310,8 +310,24 @@ impl Link {
     }
 
     fn send_file(&self, set_state: &dyn Fn(ReplicaState)) -> bool {
-        let Some(mut o) = self.wait_for(|o| !matches!(o.bulk, Bulk::Pending)) else {
-            return false;
+        // While the snapshot is written, a newline a second keeps the
+        // replica's repl-timeout from firing (Redis's replicationCron does
+        // the same; replicas skip newlines before the bulk).
+        let mut o = loop {
+            let mut ticks = 0;
+            let Some(o) = self.wait_for(|o| {
+                ticks += 1;
+                !matches!(o.bulk, Bulk::Pending) || ticks > 5
+            }) else {
+                return false;
+            };
+            if !matches!(o.bulk, Bulk::Pending) {
+                break o;
+            }
+            drop(o);
+            if !self.send(b"\n") {
+                return false;
+            }
         };
         let mut file = match std::mem::replace(&mut o.bulk, Bulk::Failed) {
             Bulk::File(f) => f,

@@ -419,8 +419,8 @@ impl Master {
     }
 
     /// Redis's replicationCron, the master's part: the stream's PING, the
-    /// good-replicas count (min-replicas-to-write), the backlog's size and
-    /// time to live.
+    /// good-replicas count (min-replicas-to-write), replicas past
+    /// `repl-timeout`, the backlog's size and time to live.
     fn cron(&self, last_ping: &mut Instant) {
         let cfg = self.server.config();
         let now = engine::now_ms();
@@ -430,8 +430,21 @@ impl Master {
             !inner.streaming.is_empty()
         };
         let mut expired = false;
+        let mut timed_out = Vec::new();
         let (good, replicas) = {
             let mut r = self.server.repl.lock();
+            // Redis's replicationCron: an online replica silent for
+            // `repl-timeout` is dropped (it reconnects and resyncs).
+            let timeout_ms = cfg.repl_timeout_s * 1000;
+            timed_out.extend(
+                r.master
+                    .replicas
+                    .iter()
+                    .filter(|x| {
+                        x.state == ReplicaState::Online && now.saturating_sub(x.ack_ms) > timeout_ms
+                    })
+                    .map(|x| x.id),
+            );
             if let Some(b) = &mut r.master.backlog {
                 b.resize(cfg.repl_backlog_size as usize);
             }
@@ -468,6 +481,22 @@ impl Master {
         // Not under the state's lock: the feed takes `inner`, then it.
         if expired {
             self.lock().stop_stream = true;
+        }
+        if !timed_out.is_empty() {
+            let links: Vec<Arc<Link>> = self
+                .lock()
+                .streaming
+                .iter()
+                .filter(|l| timed_out.contains(&l.id))
+                .cloned()
+                .collect();
+            for l in links {
+                log::warning(format_args!(
+                    "Disconnecting timedout replica (streaming sync): {}",
+                    l.addr
+                ));
+                l.close("");
+            }
         }
         let refuse = cfg.min_replicas_to_write > 0
             && cfg.min_replicas_max_lag_s > 0
