@@ -574,3 +574,39 @@ fn read_until(c: &mut RawConn, mut done: impl FnMut(&[u8]) -> bool) -> Vec<u8> {
     }
     got
 }
+
+/// A replica that stops reading is cut at the `replica` output limit
+/// (the stream waiting for it would otherwise grow without bound); the
+/// master and its other clients go on.
+#[test]
+fn a_replica_that_falls_behind_is_cut_at_its_output_limit() {
+    if skip() {
+        return;
+    }
+    let master = start_master("2", &["--repl-diskless-sync", "no"]);
+    let mut c = master.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("replica 1mb 0 0")
+        .query(&mut c)
+        .unwrap();
+    let mut slow = RawConn::connect(&master.addr());
+    common::send_str(&mut slow, &["PSYNC", "?", "-1"]);
+    wait_until("the replica to stream", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+        info.contains("state=online")
+    });
+    // It never reads: the kernel's buffers fill, then its queue.
+    let big = "x".repeat(1 << 20);
+    let t0 = Instant::now();
+    while info_field(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(t0.elapsed() < DEADLINE, "the slow replica was never cut");
+        for i in 0..8 {
+            let _: () = c.set(format!("big{i}"), &big).unwrap();
+        }
+    }
+    let log = master.log();
+    assert!(log.contains("overcoming of output buffer limits"), "{log}");
+    let _: () = c.set("still", "fine").unwrap();
+}
