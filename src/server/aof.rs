@@ -112,9 +112,17 @@ enum Item {
 }
 
 /// Where the replication stream goes (the runtime's replication master):
-/// every batch's bytes, in order, from whichever thread writes.
+/// every batch's bytes, in order, from whichever thread writes. The batch
+/// is handed over (the replicas' queues share it; no copy per replica).
 pub trait StreamFeed: Send + Sync {
-    fn feed(&self, bytes: &[u8]);
+    fn feed(&self, bytes: Vec<u8>);
+}
+
+/// Hands the stream's batch to `f`, leaving `rbuf` empty with room for
+/// a batch like it.
+fn hand_over(f: &dyn StreamFeed, rbuf: &mut Vec<u8>) {
+    let room = rbuf.len().min(1 << 20);
+    f.feed(std::mem::replace(rbuf, Vec::with_capacity(room)));
 }
 
 fn ready(item: Option<&Item>) -> bool {
@@ -450,8 +458,7 @@ impl Aof {
                         // Everything before the mark is fed first: its
                         // callback sees the stream's offset up to it.
                         if let Some(f) = feed.as_ref().filter(|_| !rbuf.is_empty()) {
-                            f.feed(rbuf);
-                            rbuf.clear();
+                            hand_over(f.as_ref(), rbuf);
                         }
                         if reset_db {
                             *repl_db = None;
@@ -473,10 +480,10 @@ impl Aof {
             s.batch_records = popped;
         }
         if !s.rbuf.is_empty() {
-            if let Some(f) = &s.feed {
-                f.feed(&s.rbuf);
+            match &s.feed {
+                Some(f) => hand_over(f.as_ref(), &mut s.rbuf),
+                None => s.rbuf.clear(),
             }
-            s.rbuf.clear();
         }
         if !s.buf.is_empty() && self.discard.load(Ordering::SeqCst) {
             s.buf.clear();
@@ -1265,8 +1272,8 @@ mod tests {
 
     struct Collect(Mutex<Vec<u8>>);
     impl StreamFeed for Collect {
-        fn feed(&self, b: &[u8]) {
-            self.0.lock().unwrap().extend_from_slice(b);
+        fn feed(&self, b: Vec<u8>) {
+            self.0.lock().unwrap().extend_from_slice(&b);
         }
     }
 

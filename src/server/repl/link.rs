@@ -70,7 +70,7 @@ pub struct Out {
     pub rdb_bytes: usize,
     pub rdb_end: Option<bool>,
     /// Stream bytes not sent yet.
-    pub stream: VecDeque<Arc<[u8]>>,
+    pub stream: VecDeque<Arc<Vec<u8>>>,
     pub stream_bytes: usize,
     /// Since when the stream queue is over the soft limit.
     pub soft_since: Option<Instant>,
@@ -161,7 +161,7 @@ impl Link {
 
     /// Queues stream bytes; disconnects the replica past its output
     /// limits. Called by the stream writer, under the master's lock.
-    pub fn push_stream(&self, b: &Arc<[u8]>, limit: &config::ObufLimit) {
+    pub fn push_stream(&self, b: &Arc<Vec<u8>>, limit: &config::ObufLimit) {
         let mut o = self.lock();
         if o.closed {
             return;
@@ -291,7 +291,7 @@ impl Link {
             }
         }
         set_state(ReplicaState::Online);
-        let mut batch: Vec<Arc<[u8]>> = Vec::new();
+        let mut batch: Vec<Arc<Vec<u8>>> = Vec::new();
         loop {
             {
                 let Some(mut o) = self.wait_for(|o| !o.stream.is_empty()) else {

@@ -99,13 +99,13 @@ const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 
 impl StreamFeed for Master {
-    fn feed(&self, b: &[u8]) {
+    fn feed(&self, b: Vec<u8>) {
         let inner = self.lock();
-        self.server.repl.feed(b);
+        self.server.repl.feed(&b);
         if inner.streaming.is_empty() {
             return;
         }
-        let chunk: Arc<[u8]> = Arc::from(b);
+        let chunk = Arc::new(b);
         for l in &inner.streaming {
             l.push_stream(&chunk, &inner.limit);
         }
@@ -228,7 +228,7 @@ impl Master {
             o.replid = replid;
             if !data.is_empty() {
                 o.stream_bytes += data.len();
-                o.stream.push_back(Arc::from(data));
+                o.stream.push_back(Arc::new(data));
             }
             drop(o);
             inner.streaming.push(link.clone());
