@@ -618,3 +618,27 @@ fn a_replica_that_falls_behind_is_cut_at_its_output_limit() {
     assert!(log.contains("overcoming of output buffer limits"), "{log}");
     let _: () = c.set("still", "fine").unwrap();
 }
+
+/// SHUTDOWN hands the stream's last records to the replicas before the
+/// process exits.
+#[test]
+fn shutdown_sends_the_last_writes_to_the_replica() {
+    if skip() {
+        return;
+    }
+    let master = start_master("2", &[]);
+    let mut c = master.conn();
+    fill(&mut c, "a", 20);
+    let replica = start_replica(&master);
+    assert_same(&master, &replica);
+    let mut p = redis::pipe();
+    for i in 0..2000 {
+        p.cmd("SET").arg(format!("last{i}")).arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+    let mut r = replica.conn();
+    wait_until("the last write on the replica", || {
+        r.get::<_, Option<i64>>("last1999").unwrap() == Some(1999)
+    });
+}

@@ -74,6 +74,8 @@ pub struct Out {
     pub stream_bytes: usize,
     /// Since when the stream queue is over the soft limit.
     pub soft_since: Option<Instant>,
+    /// Stream bytes taken off the queue and not written yet.
+    pub sending: bool,
     pub closed: bool,
 }
 
@@ -122,6 +124,7 @@ impl Link {
                 stream: VecDeque::new(),
                 stream_bytes: 0,
                 soft_since: None,
+                sending: false,
                 closed: false,
             }),
             cv: Condvar::new(),
@@ -300,12 +303,14 @@ impl Link {
                 batch.extend(o.stream.drain(..));
                 o.stream_bytes = 0;
                 o.soft_since = None;
+                o.sending = true;
             }
             for b in batch.drain(..) {
                 if !self.send(&b) {
                     return;
                 }
             }
+            self.lock().sending = false;
         }
     }
 

@@ -570,6 +570,25 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
     true
 }
 
+/// At exit, after the stream writer stopped: waits (at most `limit`) for
+/// the streaming replicas' queues to reach their sockets, as Redis
+/// flushes its replicas' output before it exits.
+pub fn drain(limit: Duration) {
+    let Some(m) = get() else { return };
+    let t0 = Instant::now();
+    let links: Vec<Arc<Link>> = m.lock().streaming.clone();
+    for l in links {
+        while t0.elapsed() < limit {
+            let o = l.lock();
+            if o.closed || (o.stream.is_empty() && !o.sending) {
+                break;
+            }
+            drop(o);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// Thread 0's cron: the full sync (or the stream's end) to start now.
 pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
     get()?.sync_due()
