@@ -642,3 +642,34 @@ fn shutdown_sends_the_last_writes_to_the_replica() {
         r.get::<_, Option<i64>>("last1999").unwrap() == Some(1999)
     });
 }
+
+/// Two replicas at once: both sync (sharing a diskless snapshot when they
+/// ask within the delay) and both stream; INFO lists each.
+#[test]
+fn two_replicas_at_once() {
+    if skip() {
+        return;
+    }
+    let master = start_master("3", &["--repl-diskless-sync-delay", "1"]);
+    let mut c = master.conn();
+    fill(&mut c, "a", 500);
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer(&master, stop.clone());
+    let r1 = start_replica(&master);
+    let r2 = start_replica(&master);
+    let mut a = r1.conn();
+    let mut b = r2.conn();
+    wait_until("both links up", || {
+        info_field(&mut a, "replication", "master_link_status") == "up"
+            && info_field(&mut b, "replication", "master_link_status") == "up"
+    });
+    fill(&mut c, "b", 100);
+    stop.store(true, Ordering::Release);
+    w.join().unwrap();
+    assert_same(&master, &r1);
+    assert_same(&master, &r2);
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+    assert!(info.contains("connected_slaves:2"), "{info}");
+    assert!(info.contains("\r\nslave0:ip=127.0.0.1,port="), "{info}");
+    assert!(info.contains("\r\nslave1:ip=127.0.0.1,port="), "{info}");
+}
