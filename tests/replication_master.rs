@@ -672,4 +672,16 @@ fn two_replicas_at_once() {
     assert!(info.contains("connected_slaves:2"), "{info}");
     assert!(info.contains("\r\nslave0:ip=127.0.0.1,port="), "{info}");
     assert!(info.contains("\r\nslave1:ip=127.0.0.1,port="), "{info}");
+    let sent: u64 = info_field(&mut c, "stats", "total_net_repl_output_bytes")
+        .parse()
+        .unwrap();
+    assert!(sent > 0);
+    assert_eq!(
+        info_field(&mut c, "memory", "mem_replication_backlog"),
+        "1048576"
+    );
+    assert_eq!(
+        info_field(&mut c, "replication", "repl_backlog_active"),
+        "1"
+    );
 }

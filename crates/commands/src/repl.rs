@@ -199,6 +199,9 @@ pub struct Repl {
     streaming: AtomicBool,
     /// Bytes ever fed to the stream, readable without the lock (WAIT).
     offset: AtomicU64,
+    /// Bytes written to replicas' sockets (INFO's
+    /// `total_net_repl_output_bytes`).
+    pub net_output_bytes: AtomicU64,
 }
 
 /// Redis's `shared.noreplicaserr`.
@@ -220,6 +223,7 @@ impl Repl {
             refuse_writes: AtomicBool::new(false),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
         }
     }
 

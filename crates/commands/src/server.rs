@@ -484,6 +484,9 @@ struct Snapshot {
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
     repl_lines: String,
     sync_stats: [u64; 3],
+    repl_output_bytes: u64,
+    /// The replication backlog's bytes (INFO memory).
+    repl_backlog_bytes: u64,
 }
 
 struct AofInfo {
@@ -508,6 +511,12 @@ impl Snapshot {
                 crate::repl::info_master(&r, engine::now_ms(), &mut o);
                 crate::repl::info_ids(&r, s.config().repl_backlog_size, &mut o);
                 o
+            },
+            repl_output_bytes: s.repl.net_output_bytes.load(Ordering::Relaxed),
+            repl_backlog_bytes: {
+                // A block: the guard must go before the next field locks.
+                let r = s.repl.lock();
+                r.master.backlog.as_ref().map_or(0, |b| b.size() as u64)
             },
             sync_stats: {
                 let r = s.repl.lock();
@@ -741,15 +750,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "rss_overhead_bytes", f.rss_overhead_bytes());
             kv(o, "mem_fragmentation_ratio", r2(f.frag()));
             kv(o, "mem_fragmentation_bytes", f.frag_bytes());
-            zeros(
-                o,
-                &[
-                    "mem_not_counted_for_evict",
-                    "mem_replication_backlog",
-                    "mem_total_replication_buffers",
-                    "mem_clients_slaves",
-                ],
-            );
+            zeros(o, &["mem_not_counted_for_evict"]);
+            kv(o, "mem_replication_backlog", s.repl_backlog_bytes);
+            zeros(o, &["mem_total_replication_buffers", "mem_clients_slaves"]);
             kv(o, "mem_clients_normal", clients);
             zeros(o, &["mem_cluster_links", "mem_aof_buffer"]);
             kv(o, "mem_allocator", "libc");
@@ -845,7 +848,7 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "total_net_input_bytes", sum(|t| t.net_input_bytes));
             kv(o, "total_net_output_bytes", sum(|t| t.net_output_bytes));
             kv(o, "total_net_repl_input_bytes", 0);
-            kv(o, "total_net_repl_output_bytes", 0);
+            kv(o, "total_net_repl_output_bytes", s.repl_output_bytes);
             kv(
                 o,
                 "instantaneous_input_kbps",

@@ -95,18 +95,22 @@ pub struct Link {
     /// ACKs received since the snapshot was sent, and the last offset.
     pub acks: AtomicU64,
     pub ack_offset: AtomicU64,
+    /// For INFO's `total_net_repl_output_bytes`.
+    server: Arc<ServerShared>,
 }
 
 impl Link {
     pub fn new(
+        server: Arc<ServerShared>,
         id: u64,
         addr: String,
         sock: File,
         request: SyncRequest,
-        eof: bool,
-        psync2: bool,
+        capa: (bool, bool),
     ) -> Link {
+        let (eof, psync2) = capa;
         Link {
+            server,
             id,
             addr,
             sock,
@@ -238,7 +242,13 @@ impl Link {
 
     fn send(&self, b: &[u8]) -> bool {
         match (&self.sock).write_all(b) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.server
+                    .repl
+                    .net_output_bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+                true
+            }
             Err(e) => {
                 self.close(&e.to_string());
                 false

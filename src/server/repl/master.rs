@@ -559,12 +559,12 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
             .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
     });
     let link = Arc::new(Link::new(
+        m.server.clone(),
         client.id,
         client.addr.clone(),
         into_file(stream),
         req,
-        hello.capa_eof,
-        hello.capa_psync2,
+        (hello.capa_eof, hello.capa_psync2),
     ));
     m.attach(link, ip, hello.listening_port, client);
     true
