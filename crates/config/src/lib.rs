@@ -366,6 +366,98 @@ pub struct Config {
     pub rename_commands: Vec<RenameCommand>,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
+    /// `tls-port`: TCP port for TLS clients; 0 = none.
+    pub tls_port: u16,
+    /// `tls-cert-file`, `tls-key-file` (and its `tls-key-file-pass`): the
+    /// server's certificate chain and private key (PEM).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_key_file_pass: Option<Vec<u8>>,
+    /// `tls-client-cert-file`, `tls-client-key-file`, `tls-client-key-file-pass`:
+    /// what the server presents when it connects out (replication).
+    pub tls_client_cert_file: Option<PathBuf>,
+    pub tls_client_key_file: Option<PathBuf>,
+    pub tls_client_key_file_pass: Option<Vec<u8>>,
+    /// `tls-dh-params-file`: accepted and kept (rustls uses ECDHE only).
+    pub tls_dh_params_file: Option<PathBuf>,
+    /// `tls-ca-cert-file` / `tls-ca-cert-dir`: the CAs client certificates
+    /// (and a master's) must chain to.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    pub tls_ca_cert_dir: Option<PathBuf>,
+    /// `tls-auth-clients`.
+    pub tls_auth_clients: TlsAuthClients,
+    /// `tls-protocols` (e.g. `TLSv1.2 TLSv1.3`), `tls-ciphers` (TLS 1.2,
+    /// OpenSSL's list syntax), `tls-ciphersuites` (TLS 1.3); `None` = defaults.
+    pub tls_protocols: Option<Vec<u8>>,
+    pub tls_ciphers: Option<Vec<u8>>,
+    pub tls_ciphersuites: Option<Vec<u8>>,
+    /// `tls-prefer-server-ciphers`: the server's suite order wins.
+    pub tls_prefer_server_ciphers: bool,
+    /// `tls-session-caching`, `-cache-size`, `-cache-timeout`.
+    pub tls_session_caching: bool,
+    pub tls_session_cache_size: u32,
+    pub tls_session_cache_timeout_s: u32,
+    /// `tls-replication`, `tls-cluster`: links to a master (cluster bus) use TLS.
+    pub tls_replication: bool,
+    pub tls_cluster: bool,
+}
+
+/// `tls-auth-clients`: whether TLS clients must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    No,
+    Yes,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub const ALL: [TlsAuthClients; 3] = [Self::No, Self::Yes, Self::Optional];
+    const NAMES: &'static [&'static str] = &["no", "yes", "optional"];
+}
+
+impl Config {
+    /// Redis's rule for building the TLS context at all (`tlsConfigure` is
+    /// called, at start and on CONFIG SET of a `tls-*` directive, only
+    /// then).
+    pub fn tls_wanted(&self) -> bool {
+        self.tls_port != 0 || self.tls_replication || self.tls_cluster
+    }
+
+    /// Whether a setting the TLS context is built from differs.
+    pub fn tls_context_differs(&self, o: &Config) -> bool {
+        let files = |c: &Config| {
+            [
+                c.tls_cert_file.clone(),
+                c.tls_key_file.clone(),
+                c.tls_client_cert_file.clone(),
+                c.tls_client_key_file.clone(),
+                c.tls_dh_params_file.clone(),
+                c.tls_ca_cert_file.clone(),
+                c.tls_ca_cert_dir.clone(),
+            ]
+        };
+        let words = |c: &Config| {
+            [
+                c.tls_key_file_pass.clone(),
+                c.tls_client_key_file_pass.clone(),
+                c.tls_protocols.clone(),
+                c.tls_ciphers.clone(),
+                c.tls_ciphersuites.clone(),
+            ]
+        };
+        let flags = |c: &Config| {
+            (
+                c.tls_auth_clients,
+                c.tls_prefer_server_ciphers,
+                c.tls_session_caching,
+                c.tls_session_cache_size,
+                c.tls_session_cache_timeout_s,
+                c.tls_replication,
+                c.tls_cluster,
+            )
+        };
+        files(self) != files(o) || words(self) != words(o) || flags(self) != flags(o)
+    }
 }
 
 /// One `rename-command` line, with where it was (for the start-up error when the command
@@ -617,6 +709,26 @@ impl Config {
             latency_tracking_info_percentiles: Vec::new(),
             rename_commands: Vec::new(),
             config_file: None,
+            tls_port: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_key_file_pass: None,
+            tls_client_cert_file: None,
+            tls_client_key_file: None,
+            tls_client_key_file_pass: None,
+            tls_dh_params_file: None,
+            tls_ca_cert_file: None,
+            tls_ca_cert_dir: None,
+            tls_auth_clients: TlsAuthClients::Yes,
+            tls_protocols: None,
+            tls_ciphers: None,
+            tls_ciphersuites: None,
+            tls_prefer_server_ciphers: false,
+            tls_session_caching: false,
+            tls_session_cache_size: 0,
+            tls_session_cache_timeout_s: 0,
+            tls_replication: false,
+            tls_cluster: false,
         }
     }
 }
@@ -969,6 +1081,29 @@ static DIRECTIVES: &[Directive] = &[
         },
         check: check_percentiles,
     }),
+    // TLS (Redis 7.0's names, bounds and defaults). `tls-port` cannot
+    // change at run time here (Redis rebinds it); the others rebuild the
+    // TLS context, and a context that fails to build fails CONFIG SET.
+    d("tls-port",                 Immutable, int!(tls_port: u16, 0, 65535, 0)),
+    d("tls-cert-file",            Mutable,   path!(tls_cert_file)),
+    d("tls-key-file",             Mutable,   path!(tls_key_file)),
+    d("tls-key-file-pass",        Mutable,   bytes!(tls_key_file_pass)),
+    d("tls-client-cert-file",     Mutable,   path!(tls_client_cert_file)),
+    d("tls-client-key-file",      Mutable,   path!(tls_client_key_file)),
+    d("tls-client-key-file-pass", Mutable,   bytes!(tls_client_key_file_pass)),
+    d("tls-dh-params-file",       Mutable,   path!(tls_dh_params_file)),
+    d("tls-ca-cert-file",         Mutable,   path!(tls_ca_cert_file)),
+    d("tls-ca-cert-dir",          Mutable,   path!(tls_ca_cert_dir)),
+    d("tls-auth-clients",         Mutable,   one_of!(tls_auth_clients: TlsAuthClients, Yes)),
+    d("tls-protocols",            Mutable,   bytes!(tls_protocols)),
+    d("tls-ciphers",              Mutable,   bytes!(tls_ciphers)),
+    d("tls-ciphersuites",         Mutable,   bytes!(tls_ciphersuites)),
+    d("tls-prefer-server-ciphers", Mutable,  yes_no!(tls_prefer_server_ciphers, false)),
+    d("tls-session-caching",      Mutable,   yes_no!(tls_session_caching, true)),
+    d("tls-session-cache-size",   Mutable,   int!(tls_session_cache_size: u32, 0, I32_MAX, 20 * 1024)),
+    d("tls-session-cache-timeout", Mutable,  int!(tls_session_cache_timeout_s: u32, 0, I32_MAX, 300)),
+    d("tls-replication",          Mutable,   yes_no!(tls_replication, false)),
+    d("tls-cluster",              Mutable,   yes_no!(tls_cluster, false)),
 ];
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
@@ -2143,6 +2278,71 @@ mod tests {
             "client-output-buffer-limit",
             "normal 4 5 6 slave 1048576 2000 3 pubsub 33554432 8388608 60",
         ),
+        ("tls-port", "6380", "tls-port", "6380"),
+        ("tls-cert-file", "/c.crt", "tls-cert-file", "/c.crt"),
+        ("tls-key-file", "/c.key", "tls-key-file", "/c.key"),
+        ("tls-key-file-pass", "pw", "tls-key-file-pass", "pw"),
+        (
+            "tls-client-cert-file",
+            "/cc.crt",
+            "tls-client-cert-file",
+            "/cc.crt",
+        ),
+        (
+            "tls-client-key-file",
+            "/cc.key",
+            "tls-client-key-file",
+            "/cc.key",
+        ),
+        (
+            "tls-client-key-file-pass",
+            "cpw",
+            "tls-client-key-file-pass",
+            "cpw",
+        ),
+        (
+            "tls-dh-params-file",
+            "/dh.pem",
+            "tls-dh-params-file",
+            "/dh.pem",
+        ),
+        ("tls-ca-cert-file", "/ca.crt", "tls-ca-cert-file", "/ca.crt"),
+        ("tls-ca-cert-dir", "/cas", "tls-ca-cert-dir", "/cas"),
+        (
+            "tls-auth-clients",
+            "OPTIONAL",
+            "tls-auth-clients",
+            "optional",
+        ),
+        ("tls-protocols", "TLSv1.3", "tls-protocols", "TLSv1.3"),
+        ("tls-ciphers", "DEFAULT", "tls-ciphers", "DEFAULT"),
+        (
+            "tls-ciphersuites",
+            "TLS_AES_128_GCM_SHA256",
+            "tls-ciphersuites",
+            "TLS_AES_128_GCM_SHA256",
+        ),
+        (
+            "tls-prefer-server-ciphers",
+            "yes",
+            "tls-prefer-server-ciphers",
+            "yes",
+        ),
+        ("tls-session-caching", "no", "tls-session-caching", "no"),
+        (
+            "tls-session-cache-size",
+            "100",
+            "tls-session-cache-size",
+            "100",
+        ),
+        (
+            "tls-session-cache-timeout",
+            "60",
+            "tls-session-cache-timeout",
+            "60",
+        ),
+        ("tls-replication", "yes", "tls-replication", "yes"),
+        ("tls-cluster", "yes", "tls-cluster", "yes"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -2222,6 +2422,37 @@ mod tests {
                     soft_seconds: 6
                 }
             ),
+            "tls-port" => assert_eq!(c.tls_port, 6380),
+            "tls-cert-file" => assert_eq!(c.tls_cert_file, Some(PathBuf::from("/c.crt"))),
+            "tls-key-file" => assert_eq!(c.tls_key_file, Some(PathBuf::from("/c.key"))),
+            "tls-key-file-pass" => assert_eq!(c.tls_key_file_pass.as_deref(), Some(&b"pw"[..])),
+            "tls-client-cert-file" => {
+                assert_eq!(c.tls_client_cert_file, Some(PathBuf::from("/cc.crt")))
+            }
+            "tls-client-key-file" => {
+                assert_eq!(c.tls_client_key_file, Some(PathBuf::from("/cc.key")))
+            }
+            "tls-client-key-file-pass" => {
+                assert_eq!(c.tls_client_key_file_pass.as_deref(), Some(&b"cpw"[..]))
+            }
+            "tls-dh-params-file" => {
+                assert_eq!(c.tls_dh_params_file, Some(PathBuf::from("/dh.pem")))
+            }
+            "tls-ca-cert-file" => assert_eq!(c.tls_ca_cert_file, Some(PathBuf::from("/ca.crt"))),
+            "tls-ca-cert-dir" => assert_eq!(c.tls_ca_cert_dir, Some(PathBuf::from("/cas"))),
+            "tls-auth-clients" => assert_eq!(c.tls_auth_clients, TlsAuthClients::Optional),
+            "tls-protocols" => assert_eq!(c.tls_protocols.as_deref(), Some(&b"TLSv1.3"[..])),
+            "tls-ciphers" => assert_eq!(c.tls_ciphers.as_deref(), Some(&b"DEFAULT"[..])),
+            "tls-ciphersuites" => assert_eq!(
+                c.tls_ciphersuites.as_deref(),
+                Some(&b"TLS_AES_128_GCM_SHA256"[..])
+            ),
+            "tls-prefer-server-ciphers" => assert!(c.tls_prefer_server_ciphers),
+            "tls-session-caching" => assert!(!c.tls_session_caching),
+            "tls-session-cache-size" => assert_eq!(c.tls_session_cache_size, 100),
+            "tls-session-cache-timeout" => assert_eq!(c.tls_session_cache_timeout_s, 60),
+            "tls-replication" => assert!(c.tls_replication),
+            "tls-cluster" => assert!(c.tls_cluster),
             other => panic!("no check for {other}"),
         }
     }
@@ -2298,6 +2529,26 @@ mod tests {
     }
 
     #[test]
+    fn tls_directives_as_redis() {
+        let mut cfg = Config::default();
+        // Redis 7.0.15's text.
+        assert_eq!(
+            set(&mut cfg, &[("tls-auth-clients", "maybe")]).unwrap_err(),
+            "ERR CONFIG SET failed (possibly related to argument 'tls-auth-clients') - \
+             argument(s) must be one of the following: no, yes, optional"
+        );
+        assert!(!cfg.tls_wanted());
+        let before = cfg.clone();
+        assert_eq!(set(&mut cfg, &[("tls-cert-file", "/x.crt")]), Ok(()));
+        assert!(cfg.tls_context_differs(&before));
+        assert!(!cfg.tls_wanted());
+        assert_eq!(set(&mut cfg, &[("tls-replication", "yes")]), Ok(()));
+        assert!(cfg.tls_wanted());
+        assert_eq!(set(&mut cfg, &[("tls-cert-file", "")]), Ok(()));
+        assert_eq!(cfg.tls_cert_file, None);
+    }
+
+    #[test]
     fn mutability_matches_the_spec() {
         let immutable: Vec<&str> = DIRECTIVES
             .iter()
@@ -2317,7 +2568,8 @@ mod tests {
                 "aclfile",
                 "rdbchecksum",
                 "appendfilename",
-                "appenddirname"
+                "appenddirname",
+                "tls-port"
             ]
         );
     }
