@@ -59,22 +59,34 @@ pub struct ActiveCoord {
     pub slow_args: Option<resp::OwnedArgs>,
 }
 
+/// A connection's byte stream. Plain TCP and unix sockets go straight to
+/// the kernel; TLS goes through rustls (see `tls`). One match per read or
+/// write; the TLS state is boxed so the plain variants stay small.
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
+    Tls(Box<super::tls::TlsStream>),
 }
 
 impl Stream {
+    /// Plaintext in. A short count means the socket is drained (the
+    /// worker's edge-triggered reads rely on it); `Ok(0)`: the peer closed.
+    #[inline]
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
+    /// Plaintext out. After `WouldBlock` a TLS stream expects the same
+    /// bytes again (see `tls`); `Conn::flush` retries from `written`.
+    #[inline]
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     pub fn raw_fd(&self) -> i32 {
@@ -82,12 +94,26 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.tcp.as_raw_fd(),
+        }
+    }
+    /// The descriptor another thread may write a reply to directly (see
+    /// `worker::mark_direct`), if this stream allows it: a TLS stream
+    /// declines, its records can only come from its own state.
+    #[inline]
+    pub fn direct_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => Some(s.as_raw_fd()),
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Tls(_) => None,
         }
     }
     pub fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
+            Stream::Tls(s) => &mut s.tcp,
         }
     }
 }
@@ -641,6 +667,11 @@ impl Conn {
             }
         }
         if self.written == self.out.len() {
+            // Records a TLS stream still holds with nothing of `out` left
+            // (handshake messages a full socket delayed).
+            if let Stream::Tls(t) = &mut self.stream {
+                t.push()?;
+            }
             self.out_peak = self.out_peak.max(self.out.len());
             self.written = 0;
             self.out.clear();

@@ -14,6 +14,7 @@ mod conn;
 mod host;
 mod mailbox;
 mod shutdown;
+mod tls;
 mod worker;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -144,8 +145,45 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
         }
     }
+    // Redis builds the TLS context before it listens.
+    if let Err(why) = tls::configure(&cfg) {
+        log::warning(format_args!("{why}"));
+        return Err(tls::START_FAILED.into());
+    }
+    let mut tls_tcp: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    if cfg.tls_port != 0 {
+        for entry in &cfg.bind {
+            let (addr, optional) = bind_addr(entry, cfg.tls_port)?;
+            match bind_all(addr, n) {
+                Ok(ls) => {
+                    for (t, l) in ls.into_iter().enumerate() {
+                        tls_tcp[t].push(l);
+                    }
+                }
+                Err(e) if optional => {
+                    log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
+                }
+                Err(e) => {
+                    log::warning(format_args!(
+                        "Warning: Could not create server TCP listening socket {}: bind: {}",
+                        addr, e
+                    ));
+                    return Err(format!(
+                        "Failed listening on port {} (TLS), aborting.",
+                        cfg.tls_port
+                    ));
+                }
+            }
+        }
+        if tls_tcp[0].is_empty() {
+            return Err(format!(
+                "Failed listening on port {} (TLS), aborting.",
+                cfg.tls_port
+            ));
+        }
+    }
     let unix = bind_unix(&cfg)?;
-    if tcp[0].is_empty() && unix.is_none() {
+    if tcp[0].is_empty() && tls_tcp[0].is_empty() && unix.is_none() {
         return Err("Configured to not listen anywhere, exiting.".into());
     }
 
@@ -239,6 +277,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
         }));
     }
+    let _ = server.tls_reload.set(Box::new(tls::reload));
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {
@@ -298,7 +337,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     for (id, (((poll, mailbox), tcp), shard)) in polls
         .into_iter()
         .zip(mailbox::matrix(bells))
-        .zip(tcp)
+        .zip(tcp.into_iter().zip(tls_tcp))
         .zip(shards)
         .enumerate()
     {
@@ -334,6 +373,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     if cfg.port != 0 {
         log::notice(format_args!("Ready to accept connections tcp"));
+    }
+    if cfg.tls_port != 0 {
+        log::notice(format_args!("Ready to accept connections tls"));
     }
     if let Some(p) = &cfg.unixsocket {
         log::notice(format_args!(

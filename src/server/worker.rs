@@ -47,6 +47,8 @@ mod tracking;
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
+/// Tokens of the TLS listeners (`tls-port`), below the plain ones.
+const TLS_BASE: usize = usize::MAX - 128;
 
 /// Stop executing a connection's requests while this much output is
 /// unwritten (the client is not reading); resume once it drains. This
@@ -467,6 +469,8 @@ pub struct Worker {
     conns: Conns,
     poll: Poll,
     tcp: Vec<TcpListener>,
+    /// Listeners on `tls-port`: their connections speak TLS.
+    tls: Vec<TcpListener>,
     unix: Option<UnixListener>,
     unix_rr: usize,
     next_cron: Instant,
@@ -585,7 +589,7 @@ impl Worker {
         poll: Poll,
         mailbox: Mailbox,
         server: Arc<ServerShared>,
-        tcp: Vec<TcpListener>,
+        (tcp, tls): (Vec<TcpListener>, Vec<TcpListener>),
         unix: Option<UnixListener>,
         (shard, aof): (Option<Shard>, Option<Arc<super::aof::Aof>>),
     ) -> io::Result<Self> {
@@ -654,6 +658,7 @@ impl Worker {
             },
             poll,
             tcp,
+            tls,
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
@@ -675,6 +680,11 @@ impl Worker {
             w.poll
                 .registry()
                 .register(l, Token(TCP_BASE + i), Interest::READABLE)?;
+        }
+        for (i, l) in w.tls.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TLS_BASE + i), Interest::READABLE)?;
         }
         if let Some(u) = w.unix.as_mut() {
             w.poll.registry().register(u, UNIX, Interest::READABLE)?;
@@ -848,7 +858,8 @@ impl Worker {
             match ev.token() {
                 WAKER => {}
                 UNIX => self.accept_unix(),
-                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
+                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
+                Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
                 Token(slot) => {
                     self.nap.events += 1;
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -917,9 +928,11 @@ impl Worker {
 
     // ------------------------------------------------------------ accept
 
-    fn accept_tcp(&mut self, i: usize) {
+    /// Accepts on plain listener `i`, or on TLS listener `i` (`tls`).
+    fn accept_tcp(&mut self, i: usize, tls: bool) {
         loop {
-            let (stream, peer) = match self.tcp[i].accept() {
+            let l = if tls { &self.tls[i] } else { &self.tcp[i] };
+            let (stream, peer) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -940,13 +953,23 @@ impl Worker {
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let is_local = peer.ip().is_loopback();
-            self.add_conn(
-                Stream::Tcp(stream),
-                peer.to_string(),
-                local,
-                false,
-                is_local,
-            );
+            let stream = if tls {
+                // The context of the moment (CONFIG SET may replace it);
+                // connections keep the one they started with.
+                let made = super::tls::current()
+                    .ok_or_else(|| io::Error::other("no TLS context"))
+                    .and_then(|ctx| super::tls::TlsStream::new(stream, ctx));
+                match made {
+                    Ok(t) => Stream::Tls(Box::new(t)),
+                    Err(e) => {
+                        log::warning(format_args!("Accepting TLS client connection: {e}"));
+                        continue;
+                    }
+                }
+            } else {
+                Stream::Tcp(stream)
+            };
+            self.add_conn(stream, peer.to_string(), local, false, is_local);
         }
     }
 
@@ -1007,10 +1030,15 @@ impl Worker {
         }
         // Redis's protected mode: no password on the default user.
         if self.core.cfg.protected_mode && !local && server.acl.default_user().rules().nopass() {
-            let _ = stream.write(DENIED);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            return;
+            if let Stream::Tls(t) = &mut stream {
+                // Redis refuses once the handshake is done, over TLS.
+                t.refuse_after_handshake(DENIED);
+            } else {
+                let _ = stream.write(DENIED);
+                server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
         }
         let slot = match self.conns.free.pop() {
             Some(s) => s,
@@ -1032,10 +1060,7 @@ impl Worker {
             server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             return;
         }
-        let fd = match &stream {
-            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-        };
+        let fd = stream.raw_fd();
         let now = engine::now_ms();
         let client = ClientState {
             id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
@@ -2176,7 +2201,10 @@ impl Worker {
         // Listeners are edge-triggered: after an accept error (EMFILE) the
         // backlog would wait for the next new connection. Retry each tick.
         for i in 0..self.tcp.len() {
-            self.accept_tcp(i);
+            self.accept_tcp(i, false);
+        }
+        for i in 0..self.tls.len() {
+            self.accept_tcp(i, true);
         }
         if self.unix.is_some() {
             self.accept_unix();
@@ -2357,6 +2385,10 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 /// the socket (every later reply queues behind the hop's slot, and `out`
 /// is empty now) and keeps the socket open (`Conns::zombies`).
 fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
+    // A stream that declines (TLS) gets its replies home the usual way.
+    let Some(fd) = c.stream.direct_fd() else {
+        return;
+    };
     if core.batch_conn.is_none()
         || c.direct
         || c.closing
@@ -2377,7 +2409,7 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
-    b.direct_fd = c.stream.raw_fd();
+    b.direct_fd = fd;
     c.direct = true;
     if !c.direct_listed {
         c.direct_listed = true;
@@ -3164,7 +3196,7 @@ fn lock_blocked(
     locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
 }
 
-const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 #[allow(dead_code)]
 fn _assert_addr(_: SocketAddr) {}

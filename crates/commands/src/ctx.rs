@@ -268,6 +268,9 @@ impl WatchState {
 pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Process-wide state.
+/// See [`ServerShared::tls_reload`].
+pub type TlsReload = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
+
 pub struct ServerShared {
     pub config: RwLock<Config>,
     /// ACL users and the ACL log.
@@ -301,6 +304,9 @@ pub struct ServerShared {
     pub executable: String,
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Rebuilds the TLS context from a configuration (set by the runtime
+    /// at start); `Err` when it cannot (the reason is logged).
+    pub tls_reload: OnceLock<TlsReload>,
     /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
     /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`],
     /// either possibly with the [`SHUTDOWN_FORCE`] bit; read by whoever
@@ -375,6 +381,7 @@ impl ServerShared {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             wake_all: OnceLock::new(),
+            tls_reload: OnceLock::new(),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             ops_per_sec: AtomicU64::new(0),
             sampled_commands: AtomicU64::new(0),
