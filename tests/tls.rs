@@ -331,6 +331,56 @@ fn tls_auth_clients_yes_no_optional() {
     assert!(can_ping(tls_port, with("client")));
 }
 
+/// `tls-port` instead of `port` (port 0), and the CA given as a directory.
+#[test]
+fn tls_only_with_a_ca_directory() {
+    let pki = Pki::new();
+    let cas = pki.dir.join("cas");
+    fs::create_dir_all(&cas).expect("mkdir");
+    fs::copy(pki.path("ca.crt"), cas.join("5ed1a2b3.0")).expect("copy ca");
+    fs::write(cas.join("README"), "not a certificate").expect("write");
+    let tls_port = free_port();
+    let tp = tls_port.to_string();
+    let (cert, key) = (pki.path("server.crt"), pki.path("server.key"));
+    let dir = cas.display().to_string();
+    let log = fs::File::create(pki.dir.join("tls-only.log")).expect("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["--port", "0", "--save", "", "--tls-port", &tp])
+        .args([
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-dir",
+            &dir,
+        ])
+        .current_dir(&pki.dir)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("spawn tessera");
+    let cfg = client_config(&pki, "ca.crt", Cert::Named("client"));
+    let deadline = Instant::now() + common::STARTUP_TIMEOUT;
+    let mut up = false;
+    while Instant::now() < deadline && !up {
+        up = can_ping(tls_port, cfg.clone());
+        if !up {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    let stranger = can_ping(
+        tls_port,
+        client_config(&pki, "ca.crt", Cert::Named("stranger")),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = fs::read_to_string(pki.dir.join("tls-only.log")).unwrap_or_default();
+    assert!(up, "no PONG over TLS with port 0:\n{log}");
+    assert!(!stranger, "a certificate from another CA must be refused");
+    assert!(log.contains("Ready to accept connections tls"), "{log}");
+    assert!(!log.contains("Ready to accept connections tcp"), "{log}");
+}
+
 #[test]
 fn plain_text_on_the_tls_port_is_closed_and_others_go_on() {
     let pki = Pki::new();

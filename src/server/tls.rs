@@ -52,6 +52,11 @@
 //!   A list that selects no suite fails as in Redis.
 //! * `tls-key-file-pass`: encrypted private keys are refused with a clear
 //!   error (no PKCS#8 decryption); a plain key with a pass set loads.
+//! * `tls-ca-cert-dir` is read whole when the context is built (every
+//!   file holding certificates counts, whatever its name); a directory
+//!   that is missing, or a CA setting that yields no certificate, fails
+//!   then (OpenSSL looks certificates up lazily, so Redis starts and
+//!   refuses every client instead).
 //! * `tls-dh-params-file` is kept but unused (rustls has no finite-field
 //!   DH); `tls-session-cache-timeout` is not applied (rustls's cache is by
 //!   count).
@@ -729,6 +734,40 @@ mod tests {
             }
         }
         assert_eq!(back, reply);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn encrypted_keys_are_refused_clearly() {
+        let dir = pki();
+        let enc = dir.join("enc.key");
+        std::fs::write(
+            &enc,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let mut cfg = Config {
+            tls_port: 1,
+            tls_cert_file: Some(dir.join("s.crt")),
+            tls_key_file: Some(enc.clone()),
+            tls_ca_cert_file: Some(dir.join("ca.crt")),
+            ..Config::default()
+        };
+        let why = build(&cfg).unwrap_err();
+        assert_eq!(
+            why,
+            format!(
+                "Failed to load private key: {}: the private key is encrypted",
+                enc.display()
+            )
+        );
+        cfg.tls_key_file_pass = Some(b"pw".to_vec());
+        assert!(build(&cfg)
+            .unwrap_err()
+            .contains("encrypted private keys are not supported"));
+        // A plain key with a pass set loads (OpenSSL ignores the pass too).
+        cfg.tls_key_file = Some(dir.join("s.key"));
+        assert!(build(&cfg).is_ok());
         let _ = std::fs::remove_dir_all(dir);
     }
 
