@@ -809,6 +809,17 @@ fn protected_mode_refuses_outside_clients_as_redis() {
     if redis_available() {
         flavors.push(common::Flavor::Redis);
     }
+    for &flavor in &flavors {
+        // Redis 7.0 does not look at `bind` for protected mode: an address
+        // named explicitly is refused as well.
+        let both = format!("{ip} 127.0.0.1");
+        let srv = Server::start(flavor, &["--bind", &both]);
+        assert_eq!(
+            String::from_utf8_lossy(&ping_from(ip, srv.port())),
+            DENIED,
+            "{flavor:?} with an explicit bind"
+        );
+    }
     for flavor in flavors {
         // Listening everywhere, no password, protected mode by default.
         let srv = Server::start(flavor, &["--bind", "0.0.0.0"]);

@@ -248,7 +248,8 @@ pub struct Config {
     pub timeout_s: u64,
     /// `tcp-keepalive`: `SO_KEEPALIVE` interval in seconds; 0 = off.
     pub tcp_keepalive_s: u64,
-    /// `protected-mode`: refuse non-loopback clients when no password and no bind are set.
+    /// `protected-mode`: refuse non-loopback clients while the default user is `nopass`
+    /// (Redis 7.0 no longer looks at `bind` for this, whatever its comment says).
     pub protected_mode: bool,
     /// `loglevel`.
     pub loglevel: LogLevel,
