@@ -59,7 +59,8 @@
 //!   refuses every client instead).
 //! * `tls-dh-params-file` is kept but unused (rustls has no finite-field
 //!   DH); `tls-session-cache-timeout` is not applied (rustls's cache is by
-//!   count).
+//!   count); `tls-session-cache-size 0` (OpenSSL: no limit) is
+//!   [`SESSION_CACHE_MAX`] sessions.
 
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -79,6 +80,10 @@ use rustls::{
 const WRITE_CHUNK: usize = 64 * 1024;
 /// Largest certificate, key or CA file read.
 const PEM_MAX_BYTES: u64 = 4 << 20;
+/// Most TLS sessions cached for resumption (`tls-session-cache-size` 0,
+/// OpenSSL's "unlimited", and anything larger): rustls allocates the
+/// cache's table at its full size up front.
+const SESSION_CACHE_MAX: usize = 1 << 16;
 /// Most files read from `tls-ca-cert-dir`.
 const CA_DIR_FILES_MAX: usize = 4096;
 
@@ -174,8 +179,13 @@ pub fn build(cfg: &Config) -> Result<ServerConfig, String> {
     }
     let mut sc = builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
     sc.ignore_client_order = cfg.tls_prefer_server_ciphers;
-    sc.session_storage = if cfg.tls_session_caching && cfg.tls_session_cache_size > 0 {
-        ServerSessionMemoryCache::new(cfg.tls_session_cache_size as usize)
+    sc.session_storage = if cfg.tls_session_caching {
+        // OpenSSL reads a size of 0 as "unlimited": here, the bound.
+        let size = match cfg.tls_session_cache_size as usize {
+            0 => SESSION_CACHE_MAX,
+            n => n.min(SESSION_CACHE_MAX),
+        };
+        ServerSessionMemoryCache::new(size)
     } else {
         Arc::new(NoServerSessionStorage {})
     };
