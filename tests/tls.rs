@@ -877,3 +877,60 @@ fn protected_mode_refusal_goes_over_tls() {
     // Loopback TLS clients are served.
     assert!(can_ping(port, cfg));
 }
+
+/// Redis's own `TLS: Working with an encrypted keyfile`, on both servers:
+/// a key encrypted by the openssl CLI fails CONFIG SET without
+/// `tls-key-file-pass` and loads with it.
+#[test]
+fn encrypted_key_file_with_its_pass_as_redis() {
+    let pki = Pki::new();
+    let enc = pki.path("server.key.encrypted");
+    let made = Command::new("openssl")
+        .args([
+            "pkcs8",
+            "-topk8",
+            "-v2",
+            "aes-256-cbc",
+            "-passout",
+            "pass:1234",
+        ])
+        .args(["-in", &pki.path("server.key"), "-out", &enc])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("SKIPPED: no openssl CLI to encrypt a key with");
+        return;
+    }
+    let mut flavors = vec![common::Flavor::Tessera];
+    if redis_available() {
+        flavors.push(common::Flavor::Redis);
+    }
+    for flavor in flavors {
+        let tls_port = free_port();
+        let args = pki.args(tls_port, &[]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let srv = Server::start(flavor, &args);
+        let mut c = srv.raw();
+        let r = c.cmd_str(&["CONFIG", "SET", "tls-key-file", &enc]);
+        assert!(
+            String::from_utf8_lossy(&r).contains("Unable to update TLS"),
+            "{flavor:?}: {}",
+            String::from_utf8_lossy(&r)
+        );
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "tls-key-file-pass", "1234"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "tls-key-file", &enc]),
+            b"+OK\r\n",
+            "{flavor:?}"
+        );
+        assert!(can_ping(
+            tls_port,
+            client_config(&pki, "ca.crt", Cert::Named("client"))
+        ));
+    }
+}

@@ -50,8 +50,9 @@
 //!   `DEFAULT`, `ALL`, `HIGH`, `ECDHE`, `EECDH`, `AESGCM`, `CHACHA20`,
 //!   `TLSv1.2`; `!`, `-`, `+` and `@` terms are accepted and not applied.
 //!   A list that selects no suite fails as in Redis.
-//! * `tls-key-file-pass`: encrypted private keys are refused with a clear
-//!   error (no PKCS#8 decryption); a plain key with a pass set loads.
+//! * `tls-key-file-pass` decrypts PKCS#8 keys (`ENCRYPTED PRIVATE KEY`,
+//!   OpenSSL 3's output); OpenSSL's legacy encrypted PEM (`Proc-Type: 4,
+//!   ENCRYPTED`) is refused with a clear error.
 //! * `tls-ca-cert-dir` is read whole when the context is built (every
 //!   file holding certificates counts, whatever its name); a directory
 //!   that is missing, or a CA setting that yields no certificate, fails
@@ -135,7 +136,7 @@ pub fn build(cfg: &Config) -> Result<ServerConfig, String> {
     let versions = protocols(cfg.tls_protocols.as_deref())?;
     let certs = load_certs(cert_file)
         .map_err(|e| format!("Failed to load certificate: {}: {e}", cert_file.display()))?;
-    let key = load_key(key_file, cfg.tls_key_file_pass.is_some())
+    let key = load_key(key_file, cfg.tls_key_file_pass.as_deref())
         .map_err(|e| format!("Failed to load private key: {}: {e}", key_file.display()))?;
     let roots = if has_ca { Some(load_roots(cfg)?) } else { None };
     let suites = cipher_suites(cfg)?;
@@ -388,22 +389,30 @@ fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-fn load_key(path: &Path, has_pass: bool) -> Result<PrivateKeyDer<'static>, String> {
+/// A PEM private key (PKCS#1, SEC1 or PKCS#8). An encrypted PKCS#8 key
+/// (`ENCRYPTED PRIVATE KEY`, what OpenSSL 3 writes for `openssl rsa
+/// -aes256`) is decrypted with `pass` (PBES2: PBKDF2 or scrypt, AES-CBC).
+fn load_key(path: &Path, pass: Option<&[u8]>) -> Result<PrivateKeyDer<'static>, String> {
     let pem = read_pem(path).map_err(io_why)?;
-    if pem
-        .windows(b"ENCRYPTED PRIVATE KEY".len())
-        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-        || pem
-            .windows(b"Proc-Type: 4,ENCRYPTED".len())
-            .any(|w| w == b"Proc-Type: 4,ENCRYPTED")
-    {
-        return Err(if has_pass {
-            "encrypted private keys are not supported (tls-key-file-pass): decrypt the key \
-             (openssl pkey -in KEY -out PLAIN)"
-                .into()
-        } else {
-            "the private key is encrypted".into()
-        });
+    let has = |s: &[u8]| pem.windows(s.len()).any(|w| w == s);
+    if has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        let Some(pass) = pass else {
+            return Err("the private key is encrypted and tls-key-file-pass is not set".into());
+        };
+        let text = std::str::from_utf8(&pem).map_err(|_| "not a PEM file".to_string())?;
+        let (_, doc) = pkcs8::SecretDocument::from_pem(text).map_err(|e| e.to_string())?;
+        let info =
+            pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes()).map_err(|e| e.to_string())?;
+        let plain = info.decrypt(pass).map_err(|_| "bad decrypt".to_string())?;
+        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
+    }
+    if has(b"Proc-Type: 4,ENCRYPTED") {
+        // OpenSSL's legacy encryption (MD5-derived key): not supported.
+        return Err(
+            "keys encrypted in OpenSSL's legacy PEM format are not supported: \
+                    convert it (openssl pkcs8 -topk8 -in KEY -out NEW)"
+                .into(),
+        );
     }
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| e.to_string())
 }
@@ -457,15 +466,19 @@ pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, String> {
         .with_protocol_versions(&versions)
         .map_err(|e| format!("Failed to configure ciphers: {e}"))?
         .with_root_certificates(roots);
-    let (cert, key) = match (&cfg.tls_client_cert_file, &cfg.tls_client_key_file) {
-        (Some(c), Some(k)) => (Some(c), Some(k)),
-        _ => (cfg.tls_cert_file.as_ref(), cfg.tls_key_file.as_ref()),
+    let (cert, key, pass) = match (&cfg.tls_client_cert_file, &cfg.tls_client_key_file) {
+        (Some(c), Some(k)) => (Some(c), Some(k), &cfg.tls_client_key_file_pass),
+        _ => (
+            cfg.tls_cert_file.as_ref(),
+            cfg.tls_key_file.as_ref(),
+            &cfg.tls_key_file_pass,
+        ),
     };
     let cc = match (cert, key) {
         (Some(c), Some(k)) => {
             let certs = load_certs(c)
                 .map_err(|e| format!("Failed to load certificate: {}: {e}", c.display()))?;
-            let key = load_key(k, false)
+            let key = load_key(k, pass.as_deref())
                 .map_err(|e| format!("Failed to load private key: {}: {e}", k.display()))?;
             b.with_client_auth_cert(certs, key)
                 .map_err(|e| format!("Failed to load private key: {}: {e}", k.display()))?
@@ -747,15 +760,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// Encrypts the PKCS#8 key in `plain` (PEM) with `pass` as OpenSSL 3
+    /// does for `openssl rsa -aes256` (PBES2, PBKDF2-SHA256, AES-256-CBC).
+    fn encrypt_key(plain: &Path, out: &Path, pass: &[u8]) {
+        use pkcs8::der::{Decode, EncodePem};
+        let pem = std::fs::read_to_string(plain).unwrap();
+        let (_, doc) = pkcs8::SecretDocument::from_pem(&pem).unwrap();
+        let info = pkcs8::PrivateKeyInfo::from_der(doc.as_bytes()).unwrap();
+        let params =
+            pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, b"saltsalt", &[7; 16])
+                .unwrap();
+        let enc = info.encrypt_with_params(params, pass).unwrap();
+        let enc = pkcs8::EncryptedPrivateKeyInfo::from_der(enc.as_bytes()).unwrap();
+        std::fs::write(out, enc.to_pem(pkcs8::LineEnding::LF).unwrap()).unwrap();
+    }
+
     #[test]
-    fn encrypted_keys_are_refused_clearly() {
+    fn encrypted_keys_need_tls_key_file_pass() {
         let dir = pki();
         let enc = dir.join("enc.key");
-        std::fs::write(
-            &enc,
-            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
-        )
-        .unwrap();
+        encrypt_key(&dir.join("s.key"), &enc, b"1234");
         let mut cfg = Config {
             tls_port: 1,
             tls_cert_file: Some(dir.join("s.crt")),
@@ -763,21 +787,30 @@ mod tests {
             tls_ca_cert_file: Some(dir.join("ca.crt")),
             ..Config::default()
         };
-        let why = build(&cfg).unwrap_err();
+        let fail = |why: &str| format!("Failed to load private key: {}: {why}", enc.display());
         assert_eq!(
-            why,
-            format!(
-                "Failed to load private key: {}: the private key is encrypted",
-                enc.display()
-            )
+            build(&cfg).unwrap_err(),
+            fail("the private key is encrypted and tls-key-file-pass is not set")
         );
-        cfg.tls_key_file_pass = Some(b"pw".to_vec());
-        assert!(build(&cfg)
-            .unwrap_err()
-            .contains("encrypted private keys are not supported"));
+        cfg.tls_key_file_pass = Some(b"4321".to_vec());
+        assert_eq!(build(&cfg).unwrap_err(), fail("bad decrypt"));
+        cfg.tls_key_file_pass = Some(b"1234".to_vec());
+        assert!(build(&cfg).is_ok());
+        // The client side (replication) uses the same key and pass.
+        assert!(client_config(&cfg).is_ok());
         // A plain key with a pass set loads (OpenSSL ignores the pass too).
         cfg.tls_key_file = Some(dir.join("s.key"));
         assert!(build(&cfg).is_ok());
+        // OpenSSL's legacy encrypted PEM is refused with a way out.
+        let legacy = dir.join("legacy.key");
+        std::fs::write(
+            &legacy,
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\
+             DEK-Info: AES-256-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        cfg.tls_key_file = Some(legacy);
+        assert!(build(&cfg).unwrap_err().contains("openssl pkcs8 -topk8"));
         let _ = std::fs::remove_dir_all(dir);
     }
 
