@@ -934,3 +934,65 @@ fn encrypted_key_file_with_its_pass_as_redis() {
         ));
     }
 }
+
+/// CONFIG SET tls-port: TLS turned on at run time, moved, turned off;
+/// Redis's errors for a missing certificate and a port in use. Same steps
+/// on redis-server when installed.
+#[test]
+fn config_set_tls_port_as_redis() {
+    let pki = Pki::new();
+    let mut flavors = vec![common::Flavor::Tessera];
+    if redis_available() {
+        flavors.push(common::Flavor::Redis);
+    }
+    let cfg = client_config(&pki, "ca.crt", Cert::Named("client"));
+    for flavor in flavors {
+        let srv = Server::start(flavor, &[]);
+        let mut c = srv.raw();
+        let (a, b) = (free_port(), free_port());
+        let set_port = |c: &mut common::RawConn, p: u16| {
+            c.cmd_str(&["CONFIG", "SET", "tls-port", &p.to_string()])
+        };
+        assert_eq!(
+            set_port(&mut c, a),
+            &b"-ERR CONFIG SET failed (possibly related to argument 'tls-port') - \
+               Unable to update TLS configuration. Check server logs.\r\n"[..],
+            "{flavor:?}"
+        );
+        let (crt, key, ca) = (pki.path("server.crt"), pki.path("server.key"), pki.path("ca.crt"));
+        assert_eq!(
+            c.cmd_str(&[
+                "CONFIG", "SET", "tls-cert-file", &crt, "tls-key-file", &key,
+                "tls-ca-cert-file", &ca,
+            ]),
+            b"+OK\r\n"
+        );
+        assert_eq!(set_port(&mut c, a), b"+OK\r\n", "{flavor:?}");
+        common::wait_for("TLS on the new port", || can_ping(a, cfg.clone()));
+        let mut open = TlsClient::connect(a, cfg.clone());
+        // Moved: the old port closes, its connections go on.
+        assert_eq!(set_port(&mut c, b), b"+OK\r\n");
+        common::wait_for("TLS on the moved port", || can_ping(b, cfg.clone()));
+        common::wait_for("the old port closed", || {
+            TcpStream::connect(("127.0.0.1", a)).is_err()
+        });
+        assert_eq!(open.cmd(&["PING"]), b"+PONG\r\n");
+        // A port someone else listens on.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = taken.local_addr().expect("addr").port();
+        assert_eq!(
+            set_port(&mut c, port),
+            &b"-ERR CONFIG SET failed (possibly related to argument 'tls-port') - \
+               Unable to listen on this port. Check server logs.\r\n"[..],
+            "{flavor:?}"
+        );
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "GET", "tls-port"]),
+            format!("*2\r\n$8\r\ntls-port\r\n${}\r\n{b}\r\n", b.to_string().len()).as_bytes()
+        );
+        assert!(can_ping(b, cfg.clone()));
+        assert_eq!(set_port(&mut c, 0), b"+OK\r\n");
+        common::wait_for("TLS off", || TcpStream::connect(("127.0.0.1", b)).is_err());
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}

@@ -277,7 +277,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
         }));
     }
-    let _ = server.tls_reload.set(Box::new(tls::reload));
+    let _ = server
+        .tls_apply
+        .set(Box::new(move |old, new| tls::apply(old, new, n)));
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {

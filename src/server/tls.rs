@@ -6,7 +6,8 @@
 //!
 //! * The live context ([`current`]): one `rustls::ServerConfig` shared by
 //!   every thread, built at start ([`configure`]) and rebuilt by CONFIG SET
-//!   of a `tls-*` directive ([`reload`]), as Redis's `tlsConfigure`. A new
+//!   of a `tls-*` directive ([`apply`]), as Redis's `tlsConfigure`; and the
+//!   `tls-port` listeners CONFIG SET binds, handed to the workers. A new
 //!   context applies to connections accepted after it; open ones keep the
 //!   one they shook hands with (Redis's behaviour too).
 //! * [`TlsStream`]: rustls's sans-I/O state machine over a non-blocking
@@ -43,6 +44,8 @@
 //!
 //! # Deliberate differences from Redis 7.0 (OpenSSL)
 //!
+//! * `tls-port` changes at run time as in Redis, but `port` does not (it
+//!   is fixed at start here).
 //! * TLSv1 and TLSv1.1 do not exist in rustls: `tls-protocols` naming only
 //!   them fails; named beside TLSv1.2/1.3 they are ignored with a warning.
 //! * `tls-ciphers` (TLS 1.2) understands OpenSSL's names of the suites
@@ -65,7 +68,7 @@
 
 use std::io::{self, Read, Write};
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use config::{Config, TlsAuthClients};
 use rustls::crypto::{ring as provider, CryptoProvider};
@@ -91,7 +94,15 @@ const CA_DIR_FILES_MAX: usize = 4096;
 /// Redis's start-up failure line, after the reason was logged.
 pub const START_FAILED: &str = "Failed to configure TLS. Check logs for more info.";
 
+/// Redis's CONFIG SET failure reasons.
+const SET_FAILED: &str = "Unable to update TLS configuration. Check server logs.";
+const LISTEN_FAILED: &str = "Unable to listen on this port. Check server logs.";
+
 static CONTEXT: RwLock<Option<Arc<ServerConfig>>> = RwLock::new(None);
+
+/// Listeners bound by CONFIG SET tls-port, one set per worker, until that
+/// worker takes them ([`take_listeners`], at its next config refresh).
+static HANDOFF: Mutex<Vec<Option<Vec<mio::net::TcpListener>>>> = Mutex::new(Vec::new());
 
 /// The context new TLS connections use; `None` until one was built.
 pub fn current() -> Option<Arc<ServerConfig>> {
@@ -109,10 +120,78 @@ pub fn configure(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-/// CONFIG SET of a `tls-*` directive: rebuilds the context from `cfg`;
-/// on failure logs why and keeps the old one.
-pub fn reload(cfg: &Config) -> Result<(), String> {
-    configure(cfg).inspect_err(|why| crate::log::warning(format_args!("{why}")))
+/// CONFIG SET of `tls-*` directives, from `old` to `new` (Redis's
+/// applyTlsCfg and applyTLSPort): rebuilds the context when TLS is wanted
+/// and its settings (or the wish) changed, and binds a changed `tls-port`
+/// on every bind address, once per worker (`threads`); each worker swaps
+/// its listeners at its next config refresh. `Err`: Redis's reason; the
+/// details are logged, and nothing changed.
+pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
+    if new.tls_wanted() && (new.tls_context_differs(old) || !old.tls_wanted()) {
+        let ctx = build(new).map_err(|why| {
+            crate::log::warning(format_args!("{why}"));
+            SET_FAILED.to_string()
+        })?;
+        if new.tls_port != old.tls_port {
+            // Bound first: a port that fails keeps the old context too.
+            let ls = bind_tls(new, threads)?;
+            *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
+            hand_over(ls);
+            return Ok(());
+        }
+        *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
+    } else if new.tls_port != old.tls_port {
+        hand_over(bind_tls(new, threads)?);
+    }
+    Ok(())
+}
+
+/// `tls-port` on every `bind` address, one listener per worker each
+/// (none for port 0).
+fn bind_tls(cfg: &Config, threads: usize) -> Result<Vec<Vec<mio::net::TcpListener>>, String> {
+    let mut per: Vec<Vec<mio::net::TcpListener>> = (0..threads).map(|_| Vec::new()).collect();
+    if cfg.tls_port == 0 {
+        return Ok(per);
+    }
+    for entry in &cfg.bind {
+        let (addr, optional) = super::bind_addr(entry, cfg.tls_port).map_err(|why| {
+            crate::log::warning(format_args!("{why}"));
+            LISTEN_FAILED.to_string()
+        })?;
+        match super::bind_all(addr, threads) {
+            Ok(ls) => {
+                for (t, l) in ls.into_iter().enumerate() {
+                    per[t].push(l);
+                }
+            }
+            Err(e) if optional => {
+                crate::log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
+            }
+            Err(e) => {
+                crate::log::warning(format_args!(
+                    "Warning: Could not create server TCP listening socket {addr}: bind: {e}"
+                ));
+                return Err(LISTEN_FAILED.into());
+            }
+        }
+    }
+    if per[0].is_empty() {
+        return Err(LISTEN_FAILED.into());
+    }
+    Ok(per)
+}
+
+fn hand_over(per: Vec<Vec<mio::net::TcpListener>>) {
+    *HANDOFF.lock().unwrap_or_else(|e| e.into_inner()) = per.into_iter().map(Some).collect();
+}
+
+/// The TLS listeners CONFIG SET tls-port bound for worker `id`, once.
+pub fn take_listeners(id: usize) -> Option<Vec<mio::net::TcpListener>> {
+    HANDOFF
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(id)?
+        .take()
 }
 
 /// Redis's `tlsConfigure` + `createSSLContext`, in their order of checks

@@ -2100,6 +2100,23 @@ impl Worker {
 
     // ------------------------------------------------------------ cron
 
+    /// CONFIG SET tls-port: this thread's TLS listeners, replaced (the old
+    /// ones close; their accepted connections go on).
+    fn swap_tls_listeners(&mut self, ls: Vec<TcpListener>) {
+        for mut l in std::mem::replace(&mut self.tls, ls) {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        for (i, l) in self.tls.iter_mut().enumerate() {
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(l, Token(TLS_BASE + i), Interest::READABLE)
+            {
+                log::warning(format_args!("Registering the TLS listener: {e}"));
+            }
+        }
+    }
+
     /// Picks up CONFIG SET from any thread: one atomic load per iteration.
     fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
@@ -2107,6 +2124,9 @@ impl Worker {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
+            if let Some(ls) = super::tls::take_listeners(self.core.id) {
+                self.swap_tls_listeners(ls);
+            }
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
             self.core.shard.rdb_compression = self.core.server.config().rdbcompression;

@@ -1082,10 +1082,10 @@ static DIRECTIVES: &[Directive] = &[
         },
         check: check_percentiles,
     }),
-    // TLS (Redis 7.0's names, bounds and defaults). `tls-port` cannot
-    // change at run time here (Redis rebinds it); the others rebuild the
-    // TLS context, and a context that fails to build fails CONFIG SET.
-    d("tls-port",                 Immutable, int!(tls_port: u16, 0, 65535, 0)),
+    // TLS (Redis 7.0's names, bounds and defaults). CONFIG SET rebuilds
+    // the TLS context (and rebinds tls-port); a context or port that fails
+    // fails CONFIG SET.
+    d("tls-port",                 Mutable,   int!(tls_port: u16, 0, 65535, 0)),
     d("tls-cert-file",            Mutable,   path!(tls_cert_file)),
     d("tls-key-file",             Mutable,   path!(tls_key_file)),
     d("tls-key-file-pass",        Mutable,   bytes!(tls_key_file_pass)),
@@ -2569,8 +2569,7 @@ mod tests {
                 "aclfile",
                 "rdbchecksum",
                 "appendfilename",
-                "appenddirname",
-                "tls-port"
+                "appenddirname"
             ]
         );
     }
