@@ -959,11 +959,21 @@ fn config_set_tls_port_as_redis() {
                Unable to update TLS configuration. Check server logs.\r\n"[..],
             "{flavor:?}"
         );
-        let (crt, key, ca) = (pki.path("server.crt"), pki.path("server.key"), pki.path("ca.crt"));
+        let (crt, key, ca) = (
+            pki.path("server.crt"),
+            pki.path("server.key"),
+            pki.path("ca.crt"),
+        );
         assert_eq!(
             c.cmd_str(&[
-                "CONFIG", "SET", "tls-cert-file", &crt, "tls-key-file", &key,
-                "tls-ca-cert-file", &ca,
+                "CONFIG",
+                "SET",
+                "tls-cert-file",
+                &crt,
+                "tls-key-file",
+                &key,
+                "tls-ca-cert-file",
+                &ca,
             ]),
             b"+OK\r\n"
         );
@@ -988,7 +998,11 @@ fn config_set_tls_port_as_redis() {
         );
         assert_eq!(
             c.cmd_str(&["CONFIG", "GET", "tls-port"]),
-            format!("*2\r\n$8\r\ntls-port\r\n${}\r\n{b}\r\n", b.to_string().len()).as_bytes()
+            format!(
+                "*2\r\n$8\r\ntls-port\r\n${}\r\n{b}\r\n",
+                b.to_string().len()
+            )
+            .as_bytes()
         );
         assert!(can_ping(b, cfg.clone()));
         assert_eq!(set_port(&mut c, 0), b"+OK\r\n");

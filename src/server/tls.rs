@@ -52,7 +52,15 @@
 //!   rustls has (ECDHE with AES-GCM or ChaCha20-Poly1305) and the keywords
 //!   `DEFAULT`, `ALL`, `HIGH`, `ECDHE`, `EECDH`, `AESGCM`, `CHACHA20`,
 //!   `TLSv1.2`; `!`, `-`, `+` and `@` terms are accepted and not applied.
-//!   A list that selects no suite fails as in Redis.
+//!   A list that selects no suite fails as in Redis. OpenSSL's other TLS
+//!   1.2 suites (RSA key exchange, CBC: `AES128-SHA256`...) do not exist
+//!   in rustls, so a client offering only those is refused.
+//! * Client certificates are checked by webpki: X.509 v1 certificates
+//!   (`openssl x509 -req` without extensions) are refused, where OpenSSL
+//!   takes them. The server's own v1 certificate is served.
+//! * Plain text or garbage on the TLS port gets a TLS alert, then the close
+//!   (Redis's OpenSSL closes without one; either way the client sees the
+//!   connection end and nobody else is affected).
 //! * `tls-key-file-pass` decrypts PKCS#8 keys (`ENCRYPTED PRIVATE KEY`,
 //!   OpenSSL 3's output); OpenSSL's legacy encrypted PEM (`Proc-Type: 4,
 //!   ENCRYPTED`) is refused with a clear error.
