@@ -15,6 +15,11 @@
 //! * **Moves** ([`moves`]): RENAMENX, SMOVE and LMOVE between keys on
 //!   different shards; every snapshot (EXISTS of all, SCARDs / LLENs in one
 //!   MULTI, SUNION) counts every element exactly once.
+//! * **Keyspace counts** ([`keyspace_counts`]): DBSIZE, KEYS and RANDOMKEY
+//!   (alone, and DBSIZE/KEYS next to EXISTS inside MULTI/EXEC) while
+//!   RENAMENX moves a fixed number of keys between shards: every read sees
+//!   that number (Redis runs each of them alone; a count taken shard by
+//!   shard without isolation could see a moving key twice or not at all).
 //! * **Blocking pops** ([`blocking_moves`]): items pushed onto lists travel
 //!   through two stages of BLMOVE (source and destination on different
 //!   shards) to BLPOP consumers; every item arrives exactly once.
@@ -537,6 +542,83 @@ fn moves(layout: Layout) {
     assert_eq!(in_lists, want, "{layout}: list elements after LMOVEs");
 }
 
+// ---------------------------------------------------------------- keyspace counts
+
+const COUNT_KEYS: usize = 32;
+const COUNT_CHECKS: usize = 250;
+
+/// Whole-keyspace reads (DBSIZE, KEYS, RANDOMKEY, and DBSIZE inside
+/// MULTI/EXEC next to EXISTS) while RENAMENX moves a fixed number of keys
+/// between shards: the count never changes, so every read must see it.
+fn keyspace_counts(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let names = Arc::new(keys("kc:", COUNT_KEYS, layout));
+    let mut setup = Client::new(&srv, "setup");
+    for t in 0..TOKENS {
+        setup.ok(&["SET", &names[t], &format!("token{t}")]).unwrap();
+    }
+    let mut workers: Vec<Box<dyn FnOnce() -> Outcome + Send>> = Vec::new();
+    for m in 0..MOVERS {
+        let mut c = Client::new(&srv, format!("renamer {m}"));
+        let names = names.clone();
+        workers.push(Box::new(move || {
+            let mut rng = Rng::new(2727 + m as u64);
+            for _ in 0..MOVES {
+                let src = rng.pick(&names[..]);
+                let dst = rng.pick(&names[..]);
+                let r = c.call(&["RENAMENX", src, dst])?;
+                if r.first() == Some(&b'-') && !r.starts_with(b"-ERR no such key") {
+                    return Err(c.fail(&format!("RENAMENX: {}", escape(&r, 200))));
+                }
+            }
+            Ok(())
+        }));
+    }
+    {
+        let mut c = Client::new(&srv, "counter");
+        let names = names.clone();
+        workers.push(Box::new(move || {
+            let want = TOKENS as i64;
+            let mut block = vec![cmd(&["MULTI"]), cmd(&["DBSIZE"])];
+            let mut exists = cmd(&["EXISTS"]);
+            exists.extend(names.iter().cloned());
+            block.push(exists);
+            block.push(cmd(&["KEYS", "*"]));
+            block.push(cmd(&["EXEC"]));
+            for i in 0..COUNT_CHECKS {
+                let exec = c.pipeline(&block)?.pop().expect("EXEC's reply");
+                let (_, parts) = split_aggregate(&exec).expect("EXEC's array");
+                let (dbsize, present, listed) =
+                    (int(&parts[0]), int(&parts[1]), items(&parts[2]).len() as i64);
+                if (dbsize, present, listed) != (want, want, want) {
+                    return Err(c.fail(&format!(
+                        "check {i}: inside MULTI, DBSIZE {dbsize}, EXISTS {present}, \
+                         KEYS * {listed}; {want} keys exist"
+                    )));
+                }
+                let dbsize = int(&c.ok(&["DBSIZE"])?);
+                if dbsize != want {
+                    return Err(c.fail(&format!("check {i}: DBSIZE {dbsize}, not {want}")));
+                }
+                let listed = items(&c.ok(&["KEYS", "kc:*"])?).len() as i64;
+                if listed != want {
+                    return Err(c.fail(&format!("check {i}: KEYS lists {listed}, not {want}")));
+                }
+                let random = c.ok(&["RANDOMKEY"])?;
+                if reply_payload(&random).is_none() {
+                    return Err(c.fail(&format!(
+                        "check {i}: RANDOMKEY replied {} with {want} keys in the db",
+                        escape(&random, 100)
+                    )));
+                }
+            }
+            Ok(())
+        }));
+    }
+    run_all(&format!("keyspace counts under RENAMENX, {layout}"), workers);
+    assert_eq!(setup.ok(&["DBSIZE"]).unwrap(), format!(":{TOKENS}\r\n").into_bytes());
+}
+
 // ---------------------------------------------------------------- blocking
 
 const PRODUCERS: usize = 2;
@@ -789,4 +871,11 @@ macro_rules! in_layouts {
     };
 }
 
-in_layouts!(mset_mget, bank, moves, blocking_moves, expiry_flush);
+in_layouts!(
+    mset_mget,
+    bank,
+    moves,
+    keyspace_counts,
+    blocking_moves,
+    expiry_flush
+);
