@@ -478,6 +478,4 @@ fn random_operations_agree_with_a_model() {
     }
 }
 
-per_layout!(
-    multi_spans_shards,
-);
+per_layout!(multi_spans_shards,);

@@ -298,9 +298,9 @@ fn watched_transfer(c: &mut Client, from: &str, to: &str, amount: i64) -> Result
     loop {
         c.ok(&["WATCH", from, to])?;
         let balances = items(&c.ok(&["MGET", from, to])?);
-        let have: i64 = text(&balances[0]).parse().map_err(|_| {
-            c.fail(&format!("balance of {from} is {}", text(&balances[0])))
-        })?;
+        let have: i64 = text(&balances[0])
+            .parse()
+            .map_err(|_| c.fail(&format!("balance of {from} is {}", text(&balances[0]))))?;
         if have < amount {
             c.ok(&["UNWATCH"])?;
             return Ok(aborted);
@@ -345,7 +345,12 @@ fn bank(layout: Layout) {
             .iter()
             .map(|v| text(v).parse::<i64>())
             .sum::<Result<i64, _>>()
-            .map_err(|_| c.fail(&format!("a balance is not a number: {}", escape(reply, 300))))
+            .map_err(|_| {
+                c.fail(&format!(
+                    "a balance is not a number: {}",
+                    escape(reply, 300)
+                ))
+            })
     };
 
     let mut workers: Vec<Box<dyn FnOnce() -> Outcome + Send>> = Vec::new();
@@ -430,7 +435,9 @@ fn moves(layout: Layout) {
     let lists = Arc::new(keys("mvlist:", MOVE_KEYS, layout));
     let mut setup = Client::new(&srv, "setup");
     for t in 0..TOKENS {
-        setup.ok(&["SET", &strings[t], &format!("token{t}")]).unwrap();
+        setup
+            .ok(&["SET", &strings[t], &format!("token{t}")])
+            .unwrap();
     }
     let elems: Vec<String> = (0..ELEMENTS).map(|e| format!("e{e}")).collect();
     let mut sadd = vec!["SADD", &sets[0]];
@@ -588,8 +595,11 @@ fn keyspace_counts(layout: Layout) {
             for i in 0..COUNT_CHECKS {
                 let exec = c.pipeline(&block)?.pop().expect("EXEC's reply");
                 let (_, parts) = split_aggregate(&exec).expect("EXEC's array");
-                let (dbsize, present, listed) =
-                    (int(&parts[0]), int(&parts[1]), items(&parts[2]).len() as i64);
+                let (dbsize, present, listed) = (
+                    int(&parts[0]),
+                    int(&parts[1]),
+                    items(&parts[2]).len() as i64,
+                );
                 if (dbsize, present, listed) != (want, want, want) {
                     return Err(c.fail(&format!(
                         "check {i}: inside MULTI, DBSIZE {dbsize}, EXISTS {present}, \
@@ -615,8 +625,14 @@ fn keyspace_counts(layout: Layout) {
             Ok(())
         }));
     }
-    run_all(&format!("keyspace counts under RENAMENX, {layout}"), workers);
-    assert_eq!(setup.ok(&["DBSIZE"]).unwrap(), format!(":{TOKENS}\r\n").into_bytes());
+    run_all(
+        &format!("keyspace counts under RENAMENX, {layout}"),
+        workers,
+    );
+    assert_eq!(
+        setup.ok(&["DBSIZE"]).unwrap(),
+        format!(":{TOKENS}\r\n").into_bytes()
+    );
 }
 
 // ---------------------------------------------------------------- blocking
@@ -635,7 +651,8 @@ fn blocking_moves(layout: Layout) {
     // 9 lists, one per shard in turn: consecutive ones are on different
     // shards (with 2 shards, a move from list i to list i + 1 crosses).
     let all = keys("q:", STAGE_WIDTH * 3, layout);
-    let stages: Arc<Vec<Vec<String>>> = Arc::new(all.chunks(STAGE_WIDTH).map(|c| c.to_vec()).collect());
+    let stages: Arc<Vec<Vec<String>>> =
+        Arc::new(all.chunks(STAGE_WIDTH).map(|c| c.to_vec()).collect());
     let total = PRODUCERS * ITEMS_EACH;
     let received = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -719,7 +736,11 @@ fn blocking_moves(layout: Layout) {
     // Nothing left behind in any list.
     let mut c = Client::new(&srv, "final check");
     for list in stages.iter().flatten() {
-        assert_eq!(c.ok(&["LLEN", list]).unwrap(), b":0\r\n", "{layout}: {list}");
+        assert_eq!(
+            c.ok(&["LLEN", list]).unwrap(),
+            b":0\r\n",
+            "{layout}: {list}"
+        );
     }
 }
 
@@ -832,7 +853,10 @@ fn expiry_flush(layout: Layout) {
             Ok(())
         }));
     }
-    run_all(&format!("expiry and FLUSHALL under load, {layout}"), workers);
+    run_all(
+        &format!("expiry and FLUSHALL under load, {layout}"),
+        workers,
+    );
 
     let mut c = Client::new(&srv, "final check");
     assert_eq!(c.ok(&["PING"]).unwrap(), b"+PONG\r\n");

@@ -362,6 +362,4 @@ fn random_commands_agree_with_a_model() {
     assert_eq!(all, ordered(&model));
 }
 
-per_layout!(
-    multi_key_commands_across_shards,
-);
+per_layout!(multi_key_commands_across_shards,);
