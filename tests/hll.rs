@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 
 use common::{testing_real_redis, Layout, Server};
 
-/// Shards of every Tessera started here.
-
 fn server(extra: &[&str]) -> Server {
     let mut args = if testing_real_redis() {
         vec![]

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use common::{assert_bytes, encode_command, escape, testing_real_redis, Layout, RawConn, Server};
 use redis::Value;
 
-/// Shards of every Tessera started here.
+/// Shards of the servers of the tests that do not run per layout.
 const SHARDS: usize = 3;
 /// Bound on a whole concurrent workload; only a hang gets near it.
 const WORKLOAD_DEADLINE: Duration = Duration::from_secs(60);
