@@ -3,7 +3,10 @@
 //! Owns: starting a server process (Tessera or a real `redis-server`) on a
 //! free loopback port, waiting until it answers PING, handing out clients
 //! (`redis` crate, RESP2 or RESP3) and raw sockets ([`RawConn`]), and killing
-//! the process when the [`Server`] is dropped.
+//! the process when the [`Server`] is dropped. Also the shard layouts every
+//! multi-shard test runs in ([`LAYOUTS`], [`per_layout!`]: 2 and 16 shards,
+//! consolidated and not, so a concurrency bug cannot hide behind one
+//! thread).
 //!
 //! Invariants:
 //! * Every wait is bounded in time and every loop in count: startup gives up
