@@ -12,9 +12,9 @@
 //!   (plain MULTI DECRBY/INCRBY EXEC, and WATCH + check + MULTI); every
 //!   MGET of all the accounts, and the end state, sum to the same total, and
 //!   no WATCHed transfer overdraws.
-//! * **Moves** ([`moves`]): RENAMENX, SMOVE and LMOVE between keys on
-//!   different shards; every snapshot (EXISTS of all, SCARDs / LLENs in one
-//!   MULTI, SUNION) counts every element exactly once.
+//! * **Moves** ([`moves`]): RENAME, RENAMENX, SMOVE and LMOVE between keys
+//!   on different shards; every snapshot (MGET or EXISTS of all, SCARDs /
+//!   LLENs in one MULTI, SUNION) counts every element exactly once.
 //! * **Keyspace counts** ([`keyspace_counts`]): DBSIZE, KEYS and RANDOMKEY
 //!   (alone, and DBSIZE/KEYS next to EXISTS inside MULTI/EXEC) while
 //!   RENAMENX moves a fixed number of keys between shards: every read sees
@@ -439,7 +439,11 @@ fn moves(layout: Layout) {
     let strings = Arc::new(keys("mvs:", MOVE_KEYS, layout));
     let sets = Arc::new(keys("mvset:", MOVE_KEYS, layout));
     let lists = Arc::new(keys("mvlist:", MOVE_KEYS, layout));
+    // One token moved by RENAME (which overwrites: with one token, it can
+    // only ever overwrite nothing).
+    let renamed = Arc::new(keys("mvr:", MOVE_KEYS, layout));
     let mut setup = Client::new(&srv, "setup");
+    setup.ok(&["SET", &renamed[0], "the-one"]).unwrap();
     for t in 0..TOKENS {
         setup
             .ok(&["SET", &strings[t], &format!("token{t}")])
@@ -456,13 +460,25 @@ fn moves(layout: Layout) {
     let mut workers: Vec<Box<dyn FnOnce() -> Outcome + Send>> = Vec::new();
     for m in 0..MOVERS {
         let mut c = Client::new(&srv, format!("mover {m}"));
-        let (strings, sets, lists) = (strings.clone(), sets.clone(), lists.clone());
+        let (strings, sets, lists, renamed) = (
+            strings.clone(),
+            sets.clone(),
+            lists.clone(),
+            renamed.clone(),
+        );
         workers.push(Box::new(move || {
             let mut rng = Rng::new(2700 + m as u64);
             for _ in 0..MOVES {
                 let src = rng.below(MOVE_KEYS as u64) as usize;
                 let dst = rng.below(MOVE_KEYS as u64) as usize;
-                match rng.below(3) {
+                match rng.below(4) {
+                    3 => {
+                        // OK, or "no such key" (the token is elsewhere).
+                        let r = c.call(&["RENAME", &renamed[src], &renamed[dst]])?;
+                        if r != b"+OK\r\n" && !r.starts_with(b"-ERR no such key") {
+                            return Err(c.fail(&format!("RENAME: {}", escape(&r, 200))));
+                        }
+                    }
                     0 => {
                         // 1, 0 (destination taken) or "no such key": all fine.
                         let r = c.call(&["RENAMENX", &strings[src], &strings[dst]])?;
@@ -489,10 +505,17 @@ fn moves(layout: Layout) {
     }
     {
         let mut c = Client::new(&srv, "checker");
-        let (strings, sets, lists) = (strings.clone(), sets.clone(), lists.clone());
+        let (strings, sets, lists, renamed) = (
+            strings.clone(),
+            sets.clone(),
+            lists.clone(),
+            renamed.clone(),
+        );
         workers.push(Box::new(move || {
             let mut exists = vec!["EXISTS"];
             exists.extend(strs(&strings));
+            let mut mget_renamed = vec!["MGET"];
+            mget_renamed.extend(strs(&renamed));
             let mut sunion = vec!["SUNION"];
             sunion.extend(strs(&sets));
             let mut counts = vec![cmd(&["MULTI"])];
@@ -503,6 +526,16 @@ fn moves(layout: Layout) {
                 let n = int(&c.ok(&exists)?);
                 if n != TOKENS as i64 {
                     return Err(c.fail(&format!("check {i}: EXISTS counts {n} tokens")));
+                }
+                let held: Vec<String> = items(&c.ok(&mget_renamed)?)
+                    .iter()
+                    .filter(|v| v.is_some())
+                    .map(text)
+                    .collect();
+                if held != ["the-one"] {
+                    return Err(c.fail(&format!(
+                        "check {i}: MGET of the RENAME chain holds {held:?}"
+                    )));
                 }
                 let union = items(&c.ok(&sunion)?).len();
                 if union != ELEMENTS {
@@ -523,7 +556,10 @@ fn moves(layout: Layout) {
             Ok(())
         }));
     }
-    run_all(&format!("RENAMENX/SMOVE/LMOVE chains, {layout}"), workers);
+    run_all(
+        &format!("RENAME/RENAMENX/SMOVE/LMOVE chains, {layout}"),
+        workers,
+    );
 
     // The end state: the tokens, the set elements and the list elements,
     // each exactly once.
