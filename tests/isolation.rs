@@ -23,13 +23,17 @@
 //! * **Blocking pops** ([`blocking_moves`]): items pushed onto lists travel
 //!   through two stages of BLMOVE (source and destination on different
 //!   shards) to BLPOP consumers; every item arrives exactly once.
+//! * **Bursts** ([`bursts`]): MSET/MGET generations and bank transfers in
+//!   bursts after quiet spells, with shard consolidation on (16 and 2
+//!   shards): each burst starts with shards gathered on few threads and
+//!   spreads them while transactions are in flight.
 //! * **Expiry and FLUSHALL** ([`expiry_flush`]): writes with short TTLs,
 //!   multi-key reads and scans, FLUSHALL / FLUSHDB (sync and async) in the
 //!   middle; no reply is an error, MGETs of keys written together by MSET
 //!   are all one generation or all gone, and the server is alive and empty
 //!   after the last FLUSHALL.
 //!
-//! Layouts: 32 shards, each on its own thread (`--shard-consolidation no`),
+//! Layouts (bursts aside): 32 shards, each on its own thread (`--shard-consolidation no`),
 //! which on a 2-core machine makes the threads interleave at every step;
 //! and 2 shards, consolidated (the default).
 //!
@@ -223,16 +227,25 @@ fn one_generation(got: &[Option<Vec<u8>>], keys: &[String]) -> Result<(), String
     Err(format!("mixed generations in one read: {}", seen.join(" ")))
 }
 
-fn mset_mget(layout: Layout) {
-    let srv = layout.tessera(&[]);
-    let keys = Arc::new(keys("gen:", GEN_KEYS, layout));
-    let mut workers: Vec<Box<dyn FnOnce() -> Outcome + Send>> = Vec::new();
+type Work = Box<dyn FnOnce() -> Outcome + Send>;
+
+/// Writers that set `keys` to one generation per call (`writes` each, the
+/// generation tagged with `round`) and readers that check `reads` reads
+/// each.
+fn generation_workers(
+    srv: &Server,
+    keys: &Arc<Vec<String>>,
+    round: usize,
+    writes: usize,
+    reads: usize,
+) -> Vec<Work> {
+    let mut workers: Vec<Work> = Vec::new();
     for w in 0..GEN_WRITERS {
-        let mut c = Client::new(&srv, format!("writer {w}"));
+        let mut c = Client::new(srv, format!("writer {w}"));
         let keys = keys.clone();
         workers.push(Box::new(move || {
-            for i in 0..GEN_WRITES {
-                let gen = format!("w{w}-{i}");
+            for i in 0..writes {
+                let gen = format!("r{round}-w{w}-{i}");
                 if i % 3 == 2 {
                     // The same generation through MULTI/EXEC.
                     let mut block = vec![cmd(&["MULTI"])];
@@ -251,10 +264,10 @@ fn mset_mget(layout: Layout) {
         }));
     }
     for r in 0..GEN_READERS {
-        let mut c = Client::new(&srv, format!("reader {r}"));
+        let mut c = Client::new(srv, format!("reader {r}"));
         let keys = keys.clone();
         workers.push(Box::new(move || {
-            for i in 0..GEN_READS {
+            for i in 0..reads {
                 let got = if (i + r) % 3 == 0 {
                     let mut block = vec![cmd(&["MULTI"])];
                     block.extend(keys.iter().map(|k| cmd(&["GET", k])));
@@ -271,6 +284,13 @@ fn mset_mget(layout: Layout) {
             Ok(())
         }));
     }
+    workers
+}
+
+fn mset_mget(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let keys = Arc::new(keys("gen:", GEN_KEYS, layout));
+    let workers = generation_workers(&srv, &keys, 0, GEN_WRITES, GEN_READS);
     run_all(&format!("MSET/MGET isolation, {layout}"), workers);
     // Every key ends on the same generation.
     let mut c = Client::new(&srv, "final check");
@@ -335,37 +355,48 @@ fn watched_transfer(c: &mut Client, from: &str, to: &str, amount: i64) -> Result
     }
 }
 
-fn bank(layout: Layout) {
-    let srv = layout.tessera(&[]);
-    let accounts = Arc::new(keys("acct:", ACCOUNTS, layout));
-    let total = OPENING * ACCOUNTS as i64;
-    let mut setup = Client::new(&srv, "setup");
+/// The sum of the balances in an MGET (or EXEC of GETs) reply.
+fn sum_of(c: &Client, reply: &[u8]) -> Result<i64, String> {
+    items(reply)
+        .iter()
+        .map(|v| text(v).parse::<i64>())
+        .sum::<Result<i64, _>>()
+        .map_err(|_| {
+            c.fail(&format!(
+                "a balance is not a number: {}",
+                escape(reply, 300)
+            ))
+        })
+}
+
+/// Opens the accounts with [`OPENING`] each; returns the total.
+fn open_accounts(srv: &Server, accounts: &[String]) -> i64 {
+    let mut setup = Client::new(srv, "setup");
     let mut args = vec!["MSET".to_string()];
-    for a in accounts.iter() {
+    for a in accounts {
         args.extend([a.clone(), OPENING.to_string()]);
     }
     setup.ok(&strs(&args)).unwrap();
+    OPENING * accounts.len() as i64
+}
 
-    let sum_of = |c: &Client, reply: &[u8]| -> Result<i64, String> {
-        items(reply)
-            .iter()
-            .map(|v| text(v).parse::<i64>())
-            .sum::<Result<i64, _>>()
-            .map_err(|_| {
-                c.fail(&format!(
-                    "a balance is not a number: {}",
-                    escape(reply, 300)
-                ))
-            })
-    };
-
-    let mut workers: Vec<Box<dyn FnOnce() -> Outcome + Send>> = Vec::new();
+/// Tellers that make `transfers` transfers each (seeded with `round`) and
+/// auditors that check `audits` snapshots each against `total`.
+fn bank_workers(
+    srv: &Server,
+    accounts: &Arc<Vec<String>>,
+    total: i64,
+    round: usize,
+    transfers: usize,
+    audits: usize,
+) -> Vec<Work> {
+    let mut workers: Vec<Work> = Vec::new();
     for t in 0..TELLERS {
-        let mut c = Client::new(&srv, format!("teller {t}"));
+        let mut c = Client::new(srv, format!("teller {t}"));
         let accounts = accounts.clone();
         workers.push(Box::new(move || {
-            let mut rng = Rng::new(27_000 + t as u64);
-            for i in 0..TRANSFERS {
+            let mut rng = Rng::new(27_000 + (round * TELLERS + t) as u64);
+            for i in 0..transfers {
                 let from = rng.below(ACCOUNTS as u64) as usize;
                 let to = (from + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
                 let amount = rng.range(1, 50);
@@ -387,12 +418,12 @@ fn bank(layout: Layout) {
         }));
     }
     for a in 0..AUDITORS {
-        let mut c = Client::new(&srv, format!("auditor {a}"));
+        let mut c = Client::new(srv, format!("auditor {a}"));
         let accounts = accounts.clone();
         workers.push(Box::new(move || {
             let mut mget = vec!["MGET"];
             mget.extend(strs(&accounts));
-            for i in 0..AUDITS {
+            for i in 0..audits {
                 let reply = if (i + a) % 4 == 0 {
                     let mut block = vec![cmd(&["MULTI"])];
                     block.extend(accounts.iter().map(|k| cmd(&["GET", k])));
@@ -412,12 +443,21 @@ fn bank(layout: Layout) {
             Ok(())
         }));
     }
+    workers
+}
+
+fn bank(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let accounts = Arc::new(keys("acct:", ACCOUNTS, layout));
+    let total = open_accounts(&srv, &accounts);
+    let workers = bank_workers(&srv, &accounts, total, 0, TRANSFERS, AUDITS);
     run_all(&format!("bank transfers, {layout}"), workers);
+    let setup = &mut Client::new(&srv, "final check");
     let mut mget = vec!["MGET"];
     mget.extend(strs(&accounts));
     let reply = setup.ok(&mget).unwrap();
     assert_eq!(
-        sum_of(&setup, &reply).unwrap(),
+        sum_of(setup, &reply).unwrap(),
         total,
         "{layout}: final balances {}",
         escape(&reply, 400)
@@ -922,6 +962,74 @@ fn expiry_flush(layout: Layout) {
         b"*2\r\n$1\r\n0\r\n*0\r\n",
         "{layout}"
     );
+}
+
+// ---------------------------------------------------------------- bursts
+
+const BURSTS: usize = 4;
+/// Quiet time before each burst: long enough for shard consolidation to
+/// adopt idle shards onto fewer threads (one per 200 ms today), so each
+/// burst starts from a consolidated state and spreads shards out while its
+/// transactions run. A pause, not a threshold: nothing is timed.
+const QUIET_BEFORE_BURST: Duration = Duration::from_millis(700);
+
+/// `INFO server`'s `shard_threads_active`, or "?" (a real Redis).
+fn shard_threads(c: &mut Client) -> String {
+    let info = c.ok(&["INFO", "server"]).unwrap_or_default();
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("shard_threads_active:"))
+        .unwrap_or("?")
+        .trim()
+        .to_string()
+}
+
+/// Bursts of MSET/MGET generations and bank transfers after quiet spells,
+/// with consolidation on: shards move between threads while transactions
+/// and multi-key commands are in flight.
+fn bursts(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let gen_keys = Arc::new(keys("bgen:", GEN_KEYS, layout));
+    let accounts = Arc::new(keys("bacct:", ACCOUNTS, layout));
+    let total = open_accounts(&srv, &accounts);
+    let mut c = Client::new(&srv, "observer");
+    let mut threads = Vec::new();
+    for round in 0..BURSTS {
+        thread::sleep(QUIET_BEFORE_BURST);
+        let before = shard_threads(&mut c);
+        let mut workers = generation_workers(&srv, &gen_keys, round, 100, 130);
+        workers.extend(bank_workers(&srv, &accounts, total, round, 80, 100));
+        run_all(
+            &format!("burst {round} (from {before} shard threads), {layout}"),
+            workers,
+        );
+        threads.push(format!("{before} -> {}", shard_threads(&mut c)));
+    }
+    let mut mget = vec!["MGET"];
+    mget.extend(strs(&accounts));
+    let reply = c.ok(&mget).unwrap();
+    assert_eq!(
+        sum_of(&c, &reply).unwrap(),
+        total,
+        "{layout}: final balances"
+    );
+    let mut mget = vec!["MGET"];
+    mget.extend(strs(&gen_keys));
+    one_generation(&items(&c.ok(&mget).unwrap()), &gen_keys).unwrap();
+    eprintln!("{layout}: shard threads around each burst: {threads:?}");
+}
+
+mod bursts {
+    use super::Layout;
+    /// 16 shards, consolidated: adoption and spreading with many shards.
+    #[test]
+    fn s16() {
+        super::bursts(Layout::new(16, true))
+    }
+    #[test]
+    fn s2() {
+        super::bursts(Layout::new(2, true))
+    }
 }
 
 // ---------------------------------------------------------------- layouts
