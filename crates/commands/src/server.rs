@@ -310,13 +310,38 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// CONFIG REWRITE: the config file rewritten with the running
+/// configuration (`config::rewrite`), with ACL's users as `user` lines
+/// unless they live in an `aclfile`.
 fn config_rewrite(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    if c.server.config().config_file.is_none() {
-        return Err(CmdError::err("The server is running without a config file"));
+    let cfg = c.server.config();
+    let users: Vec<Vec<u8>> = if cfg.aclfile.is_some() {
+        Vec::new()
+    } else {
+        c.server
+            .acl
+            .all()
+            .iter()
+            .map(|u| {
+                let mut line = b"user ".to_vec();
+                line.extend_from_slice(&u.name);
+                line.push(b' ');
+                line.extend_from_slice(&u.rules().describe());
+                line
+            })
+            .collect()
+    };
+    match config::rewrite::rewrite(&cfg, &users) {
+        Ok(()) => {
+            crate::persist::log(false, "CONFIG REWRITE executed with success.");
+            c.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            crate::persist::log(true, &format!("CONFIG REWRITE failed: {e}"));
+            Err(CmdError::Raw(e))
+        }
     }
-    Err(CmdError::err(
-        "Rewriting config file: CONFIG REWRITE is not supported yet",
-    ))
 }
 
 /// CONFIG RESETSTAT: zeroes every thread's command/error statistics and

@@ -1384,6 +1384,8 @@ fn cat_repr(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+pub mod rewrite;
+
 use ds::string2ll;
 
 /// C `strtoll(s, &end, 8)` accepted only if `*end == '\0'` and there was no overflow, as
