@@ -292,7 +292,11 @@ pub fn dispatch(
     // ACL (Redis's processCommand order: after NOAUTH and the no-multi
     // refusal, which comes below here and so is skipped for the check).
     let no_multi = ctx.client.multi.is_some() && r.spec.has(flags::NO_MULTI);
-    if !no_multi && !crate::acl::permitted(ctx.server, ctx.client, r, args, ctx.out, stats) {
+    // A replica's master is obeyed: no ACL, no maxmemory (Redis's
+    // mustObeyClient).
+    let obey = ctx.client.master;
+    if !no_multi && !obey && !crate::acl::permitted(ctx.server, ctx.client, r, args, ctx.out, stats)
+    {
         return Step::Done;
     }
     // Redis's processCommand order: maxmemory first, then disk errors.
@@ -302,6 +306,7 @@ pub fn dispatch(
         .maxmemory
         .load(std::sync::atomic::Ordering::Relaxed)
         != 0
+        && !obey
         && oom_refused(r, args, ctx, stats, scratch)
     {
         return Step::Done;
@@ -318,6 +323,15 @@ pub fn dispatch(
         );
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
+    }
+    // A replica: READONLY and MASTERDOWN (one relaxed load on a master).
+    if ctx.server.repl.replica_fast() {
+        if let Some(e) = crate::replica::refusal(ctx.server, ctx.client, r.spec.flags) {
+            count_rejected(stats, Some(r.id));
+            reply_error(ctx.out, stats, &CmdError::Raw(e.into()));
+            crate::multi::flag_abort(ctx.client);
+            return Step::Done;
+        }
     }
     // A long script holds a shard this command needs (one relaxed load
     // when none does).

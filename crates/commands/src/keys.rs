@@ -1461,7 +1461,7 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
 /// After a flush: every tracking client gets a null invalidation (all its
 /// keys), and every shard forgot its tracked keys (in `flush`), as
 /// Redis's `trackingInvalidateKeysOnFlush`.
-fn invalidate_all(server: &crate::ServerShared) {
+pub(crate) fn invalidate_all(server: &crate::ServerShared) {
     for (id, to) in server.tracking.tracking_clients() {
         server.pubsub.send_one(crate::pubsub::Delivery::Invalidate {
             to,
