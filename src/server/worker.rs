@@ -2496,8 +2496,15 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
         match parse_request(&mut c.rbuf[rpos..end], &limits, &mut c.args) {
             Parsed::Complete(n) => {
                 c.need = 0;
-                if c.master.is_some() && master_request(c, n) {
-                    continue;
+                if let Some(m) = c.master.as_ref() {
+                    // REPLICAOF moved on: nothing more of this master runs.
+                    if m.gen != core.server.repl.gen.load(Ordering::Acquire) {
+                        c.closing = true;
+                        return;
+                    }
+                    if master_request(c, n) {
+                        continue;
+                    }
                 }
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);

@@ -112,6 +112,9 @@ pub struct Repl {
     /// Unix ms of the last bytes from the master (INFO's
     /// `master_last_io_seconds_ago`).
     pub last_io_ms: AtomicU64,
+    /// `ReplInner::gen`, readable without the lock (the master connection
+    /// checks it before each command it runs).
+    pub gen: AtomicU64,
 }
 
 impl Repl {
@@ -132,6 +135,7 @@ impl Repl {
             replica: AtomicBool::new(false),
             link_up: AtomicBool::new(false),
             last_io_ms: AtomicU64::new(0),
+            gen: AtomicU64::new(0),
         }
     }
 
@@ -147,6 +151,7 @@ impl Repl {
         let replica = matches!(role, Role::Replica { .. });
         g.role = role;
         g.gen += 1;
+        self.gen.store(g.gen, Ordering::Release);
         self.replica.store(replica, Ordering::Relaxed);
         self.link_up.store(false, Ordering::Relaxed);
         self.wake.notify_all();

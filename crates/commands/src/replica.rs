@@ -118,9 +118,6 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
             return false;
         }
     }
-    if g.link.down_since_ms == 0 {
-        g.link.down_since_ms = engine::now_ms();
-    }
     repl.set_role(
         &mut g,
         Role::Replica {
@@ -227,6 +224,89 @@ pub fn refusal(server: &ServerShared, client: &ClientState, flags: u32) -> Optio
         return Some(MASTERDOWN_ERR);
     }
     None
+}
+
+/// INFO replication's replica lines after `role:slave`, up to
+/// `connected_slaves` (Redis 7.0's order and names); `None` on a master.
+pub fn info_fields(server: &ServerShared) -> Option<String> {
+    use std::fmt::Write;
+    let (host, port, link, ids, info) = {
+        let g = server.repl.lock();
+        match &g.role {
+            Role::Master => return None,
+            Role::Replica { host, port, link } => {
+                (host.clone(), *port, *link, g.ids.clone(), g.link.clone())
+            }
+        }
+    };
+    let cfg = server.config();
+    let now_ms = engine::now_ms();
+    let secs_since = |ms: u64| (now_ms.saturating_sub(ms) / 1000) as i64;
+    let up = link == LinkState::Connected;
+    let last_io = server
+        .repl
+        .last_io_ms
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let mut o = String::new();
+    let _ = write!(o, "master_host:{host}\r\nmaster_port:{port}\r\n");
+    let _ = write!(
+        o,
+        "master_link_status:{}\r\n",
+        if up { "up" } else { "down" }
+    );
+    let _ = write!(
+        o,
+        "master_last_io_seconds_ago:{}\r\n",
+        if up { secs_since(last_io) } else { -1 }
+    );
+    let _ = write!(
+        o,
+        "master_sync_in_progress:{}\r\n",
+        u8::from(info.sync_in_progress)
+    );
+    // Redis shows 1 before any master connection was made.
+    let offset = if up || info.down_since_ms != 0 {
+        ids.master_repl_offset.max(1)
+    } else {
+        1
+    };
+    let _ = write!(
+        o,
+        "slave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n"
+    );
+    if info.sync_in_progress {
+        let total = info.sync_total_bytes;
+        let read = info.sync_read_bytes as i64;
+        let perc = if total > 0 {
+            read as f64 / total as f64 * 100.0
+        } else {
+            0.0
+        };
+        let _ = write!(
+            o,
+            "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
+             master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
+             master_sync_last_io_seconds_ago:{}\r\n",
+            total - read,
+            secs_since(info.sync_last_io_ms)
+        );
+    }
+    if !up {
+        let down = if info.down_since_ms == 0 {
+            -1
+        } else {
+            secs_since(info.down_since_ms)
+        };
+        let _ = write!(o, "master_link_down_since_seconds:{down}\r\n");
+    }
+    let _ = write!(
+        o,
+        "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+        cfg.replica_priority,
+        u8::from(cfg.replica_read_only),
+        u8::from(cfg.replica_announced)
+    );
+    Some(o)
 }
 
 #[cfg(test)]

@@ -667,7 +667,7 @@ mod tests {
     fn getack_is_recognised_in_any_case() {
         let buf = b"replconfGETACK*";
         assert!(is_getack(buf, &[0..8, 8..14, 14..15]));
-        assert!(!is_getack(buf, &[0..8]));
+        assert!(!is_getack(buf, &[std::ops::Range { start: 0, end: 8 }]));
         assert!(!is_getack(b"REPLCONFACK", &[0..8, 8..11]));
     }
 }

@@ -150,7 +150,8 @@ fn start_load(
 ) {
     let reg = commands::registry();
     // Counted as the FLUSHALL it mostly is (INFO commandstats).
-    let Ok(resolved) = reg.resolve(resp::Args::new(b"flushall", &[0..8])) else {
+    let name = vec![std::ops::Range { start: 0, end: 8 }];
+    let Ok(resolved) = reg.resolve(resp::Args::new(b"flushall", &name)) else {
         return;
     };
     let seq = c.open_slot(true);
