@@ -383,6 +383,27 @@ fn read_only_then_promoted_with_shifted_ids() {
         raw.cmd_str(&["EXEC"]),
         b"-EXECABORT Transaction discarded because of previous errors.\r\n".to_vec()
     );
+    // Scripts: a write call fails inside, a shebang script without
+    // no-writes is refused up front (Redis 7.0).
+    let script = raw.cmd_str(&["EVAL", "return redis.call('set',KEYS[1],'y')", "1", "k"]);
+    assert!(
+        script.starts_with(b"-READONLY You can't write against a read only replica. script: "),
+        "{}",
+        String::from_utf8_lossy(&script)
+    );
+    assert_eq!(
+        raw.cmd_str(&["EVAL", "#!lua\nreturn 1", "0"]),
+        b"-READONLY You can't write against a read only replica.\r\n".to_vec()
+    );
+    assert_eq!(
+        raw.cmd_str(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('get',KEYS[1])",
+            "1",
+            "k"
+        ]),
+        b"$1\r\nv\r\n".to_vec()
+    );
     // replica-read-only no: writes are accepted.
     let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]);
     let _: () = q(&mut r, &["SET", "local", "1"]);
@@ -540,4 +561,90 @@ fn garbage_instead_of_a_payload_leaves_the_old_data() {
         b"hello there\r\n".to_vec(),
         "Bad protocol from MASTER, the first byte is not '$'",
     );
+}
+
+#[test]
+fn keys_past_their_deadline_wait_for_the_master_s_del() {
+    if skip() {
+        return;
+    }
+    let master = Server::redis(&[
+        "--repl-diskless-sync",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut m = master.conn();
+    // The master deletes expired keys only when they are touched.
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = q(&mut m, &["SET", "live", "1"]);
+    let replica = Server::tessera(&["--shards", "2", "--save", "", "--hz", "100"]);
+    let mut r = replica.conn();
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port().to_string()],
+    );
+    wait_synced(&master, &replica);
+    let _: () = q(&mut m, &["SET", "k", "v", "PX", "200"]);
+    wait_synced(&master, &replica);
+    std::thread::sleep(Duration::from_millis(600));
+    // Logically expired for clients, still stored: the replica neither
+    // deletes it lazily nor in its active cycle.
+    let v: Option<String> = q(&mut r, &["GET", "k"]);
+    assert_eq!(v, None);
+    let n: i64 = q(&mut r, &["EXISTS", "k"]);
+    assert_eq!(n, 0);
+    let ttl: i64 = q(&mut r, &["PTTL", "k"]);
+    assert_eq!(ttl, -2);
+    let size: i64 = q(&mut r, &["DBSIZE"]);
+    assert_eq!(size, 2, "the replica keeps the key until its master's DEL");
+    // The master's lazy expiry sends the DEL.
+    let v: Option<String> = q(&mut m, &["GET", "k"]);
+    assert_eq!(v, None);
+    wait_for("the master's DEL", || q::<i64>(&mut r, &["DBSIZE"]) == 1);
+    let v: String = q(&mut r, &["GET", "live"]);
+    assert_eq!(v, "1");
+}
+
+#[test]
+fn no_stale_data_while_the_link_is_down_when_configured() {
+    if skip() {
+        return;
+    }
+    let replica = Server::tessera(&[
+        "--shards",
+        "2",
+        "--save",
+        "",
+        "--replica-serve-stale-data",
+        "no",
+    ]);
+    let mut raw = replica.raw();
+    assert_eq!(raw.cmd_str(&["SET", "k", "v"]), b"+OK\r\n".to_vec());
+    // Nothing listens there: the link stays down.
+    let port = common::free_port().to_string();
+    assert_eq!(
+        raw.cmd_str(&["REPLICAOF", "127.0.0.1", &port]),
+        b"+OK\r\n".to_vec()
+    );
+    assert_eq!(
+        raw.cmd_str(&["GET", "k"]),
+        b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+            .to_vec()
+    );
+    // Even PING is refused (Redis 7.0: it has no `stale` flag); STALE
+    // commands (INFO) still run.
+    assert!(raw.cmd_str(&["PING"]).starts_with(b"-MASTERDOWN "));
+    let info = raw.cmd_str(&["INFO", "replication"]);
+    let text = String::from_utf8_lossy(&info);
+    assert!(text.contains("master_link_status:down"), "{text}");
+    assert!(text.contains("master_link_down_since_seconds:-1"), "{text}");
+    wait_for("a retry in the log", || {
+        replica.log().matches("Connecting to MASTER").count() >= 2
+    });
+    assert_eq!(
+        raw.cmd_str(&["CONFIG", "SET", "replica-serve-stale-data", "yes"]),
+        b"+OK\r\n".to_vec()
+    );
+    assert_eq!(raw.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n".to_vec());
 }

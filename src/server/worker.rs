@@ -84,6 +84,7 @@ struct Cached {
     loglevel: config::LogLevel,
     obuf: [config::ObufLimit; 3],
     shard_consolidation: bool,
+    replica_read_only: bool,
 }
 
 impl Cached {
@@ -101,6 +102,7 @@ impl Cached {
             loglevel: c.loglevel,
             obuf: c.client_output_buffer_limit,
             shard_consolidation: c.shard_consolidation,
+            replica_read_only: c.replica_read_only,
         }
     }
 }
@@ -2226,6 +2228,17 @@ impl Worker {
         if self.unix.is_some() {
             self.accept_unix();
         }
+        // A replica's shards keep keys past their deadline (see
+        // `engine::Expiry`); the role may have changed since the last tick.
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         self.core.shard.active_expire_cycle(budget_us);
         self.save_rules_cron();
         self.replica_cron();
@@ -2638,6 +2651,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     caller: script_caller(&core.server, &mut c.client, resolved),
                     client: c.client.id,
                     ops: core.server.ops,
+                    master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
                 if let Some(on) = run_shard(
@@ -2760,6 +2774,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 caller: script_caller(&core.server, &mut c.client, resolved),
                 client: c.client.id,
                 ops: core.server.ops,
+                master: c.client.master,
             };
             let conn = ConnRef {
                 thread: core.id as u16,

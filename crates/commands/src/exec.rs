@@ -90,6 +90,9 @@ pub struct ShardCall {
     pub client: u64,
     /// SLOWLOG, LATENCY and MONITOR state.
     pub ops: &'static crate::ops::Ops,
+    /// Run for a replica's master (see `ClientState::master`): no OOM
+    /// refusal, and keys past their deadline are still there.
+    pub master: bool,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -123,7 +126,10 @@ pub fn run_shard_ready(
 ) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
-    if shard.evict.maxmemory != 0 && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM)) {
+    if shard.evict.maxmemory != 0
+        && !call.master
+        && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM))
+    {
         count_rejected(stats, Some(r.id));
         reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
         return None;
@@ -147,7 +153,16 @@ pub fn run_shard_ready(
         ready,
         caller: call.caller,
     };
+    // A replica: a normal client's command reads keys past their deadline
+    // as missing; its master's see them (one branch on a master).
+    let replica = ctx.shard.expiry != engine::Expiry::Delete;
+    if replica && !call.master {
+        ctx.shard.expiry = engine::Expiry::Hide;
+    }
     let res = handler(&mut ctx, args);
+    if replica {
+        ctx.shard.expiry = engine::Expiry::Keep;
+    }
     let block = ctx.block.take();
     // The command's invalidations, numbered after its records and events.
     shard.collect_touched();

@@ -320,14 +320,8 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
 /// Deletes `key` if its deadline has passed, counting it as Redis's
 /// `expireIfNeeded` does; true if it was deleted.
 fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
-    let now = shard.now_ms;
-    let gone = shard.dbs[db].expire_if_needed(key, now);
-    if gone {
-        shard.stats.expired_keys += 1;
-        shard.outbox.implicit_del(db, key);
-        shard.notify(db, ev::EXPIRED, "expired", key);
-    }
-    gone
+    // On a replica: nothing is deleted (see `engine::Expiry`).
+    shard.expire_or_hide(db, key)
 }
 
 /// Sums a per-shard count over the shards holding the keys.

@@ -458,6 +458,7 @@ impl Coordinator for ExecCoord {
                                     },
                                     client: client.id,
                                     ops: self.server.ops,
+                                    master: client.master,
                                 },
                                 resp3: client.resp3,
                             };

@@ -156,10 +156,8 @@ pub fn coordinator(
             let entries = keys
                 .iter()
                 .map(|k| {
-                    if shard.dbs[db].expire_if_needed(k, now) {
-                        shard.stats.expired_keys += 1;
-                        shard.outbox.implicit_del(db, k);
-                        shard.notify(db, ds::events::EXPIRED, "expired", k);
+                    if shard.expire_or_hide(db, k) && shard.expiry == engine::Expiry::Hide {
+                        return None;
                     }
                     shard.dbs[db]
                         .get_with_ttl(k)
@@ -359,6 +357,7 @@ impl Coordinator for Scratch {
                 caller: self.caller.clone(),
                 client: self.client,
                 ops: self.ops,
+                master: false,
             },
         })
     }

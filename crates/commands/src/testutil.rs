@@ -124,6 +124,7 @@ impl TestServer {
                     },
                     client: self.client.id,
                     ops: self.server.ops,
+                    master: false,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();
