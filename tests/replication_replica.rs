@@ -648,3 +648,50 @@ fn no_stale_data_while_the_link_is_down_when_configured() {
     );
     assert_eq!(raw.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n".to_vec());
 }
+
+#[test]
+fn the_append_only_file_follows_a_full_sync_and_the_stream() {
+    if skip() {
+        return;
+    }
+    let master = Server::redis(&["--repl-diskless-sync", "no"]);
+    let mut m = master.conn();
+    fill(&mut m, "a");
+    let dir = common::DataDir::new("replica-aof");
+    let aof = [
+        "--shards",
+        "2",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--dir",
+        dir.path(),
+    ];
+    {
+        let replica = Server::tessera(&aof);
+        let mut r = replica.conn();
+        let _: () = q(&mut r, &["SET", "replica-only", "x"]);
+        let _: String = q(
+            &mut r,
+            &["REPLICAOF", "127.0.0.1", &master.port().to_string()],
+        );
+        wait_synced(&master, &replica);
+        // The rewrite that makes the file hold the loaded data.
+        wait_for("the AOF rewrite after the sync", || {
+            info(&mut r, "persistence", "aof_rewrites").as_deref() == Some("1")
+                && info(&mut r, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+        });
+        fill(&mut m, "b");
+        multi_exec(&mut m, 2);
+        wait_synced(&master, &replica);
+    }
+    // Restarted from its file alone (a master now): the same data.
+    let restarted = Server::tessera(&aof);
+    assert_same_data(&master, &restarted);
+    let mut r = restarted.conn();
+    let gone: Option<String> = q(&mut r, &["GET", "replica-only"]);
+    assert_eq!(gone, None);
+}

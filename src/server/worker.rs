@@ -1096,13 +1096,17 @@ impl Worker {
 
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
-            if let Some(m) = c.master.take() {
-                crate::server::repl::replica::link_lost(&self.core.server, &m);
+            // A replica's master: what it sent runs to its end (the next
+            // PSYNC continues after it), as a coordinator that cannot be
+            // aborted does.
+            let master = c.master.take();
+            if let Some(m) = &master {
+                crate::server::repl::replica::link_lost(&self.core.server, m);
             }
             // Kept running to its end instead (see `Orphan`).
             let orphan = c
                 .coord
-                .take_if(|ac| ac.coord.must_finish())
+                .take_if(|ac| master.is_some() || ac.coord.must_finish())
                 .map(|ac| (ac, c.client.clone()));
             if let Some(mut ac) = c.coord.take() {
                 // A transaction in flight releases its locks; outputs come

@@ -126,7 +126,15 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
             link: LinkState::Connect,
         },
     );
+    drop(g);
+    // CONFIG GET replicaof (and CONFIG REWRITE) show the live master.
+    show_master(server, vec![host.to_owned(), port.to_string()]);
     true
+}
+
+fn show_master(server: &ServerShared, words: Vec<String>) {
+    let mut cfg = server.config.write().unwrap_or_else(|e| e.into_inner());
+    cfg.replicaof = words;
 }
 
 /// REPLICAOF NO ONE: a replica becomes a master with a new replication ID
@@ -141,6 +149,8 @@ pub fn unset_master(server: &ServerShared) -> bool {
     crate::repl::Repl::shift_replid(&mut g.ids);
     g.link = Default::default();
     repl.set_role(&mut g, Role::Master);
+    drop(g);
+    show_master(server, Vec::new());
     true
 }
 

@@ -100,6 +100,9 @@ pub struct MasterLink {
     pub last_ack_ms: u64,
     /// The load coordinator has not finished: publish nothing yet.
     pub loading: bool,
+    /// A full sync replaced the data under the append-only file: it must
+    /// be rewritten (Redis's restartAOFAfterSYNC).
+    pub aof_rewrite_due: bool,
 }
 
 impl MasterLink {
@@ -110,6 +113,7 @@ impl MasterLink {
             published: offset,
             last_ack_ms: 0,
             loading,
+            aof_rewrite_due: false,
         }
     }
 }
@@ -170,6 +174,20 @@ pub fn link_lost(server: &ServerShared, m: &MasterLink) {
     log::notice(format_args!("* Caching the disconnected master state."));
 }
 
+/// Worker 0 could not take the link over (no descriptor left, epoll
+/// refused it): the link thread starts again.
+pub fn adopt_failed(server: &ServerShared, gen: u64) {
+    log::warning(format_args!(
+        "Could not serve the link to the MASTER: retrying the sync"
+    ));
+    if set_state(server, gen, LinkState::Connect) {
+        let g = server.repl.lock();
+        server.repl.link_up.store(false, Ordering::Relaxed);
+        server.repl.wake.notify_all();
+        drop(g);
+    }
+}
+
 /// The load coordinator's last step, at the instant the new data is in
 /// place: the master's IDs become ours (Redis's readSyncBulkPayload: the
 /// new history starts here, `replid2` cleared) and the link is up.
@@ -184,10 +202,16 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
     g.ids.replid2 = "0".repeat(40);
     g.ids.second_repl_offset = -1;
     g.link.sync_in_progress = false;
-    if let Role::Replica { link, .. } = &mut g.role {
+    // The link may have dropped while the data was being swapped in: the
+    // IDs above describe the data either way, but the link is not up.
+    if let Role::Replica {
+        link: link @ LinkState::Sync,
+        ..
+    } = &mut g.role
+    {
         *link = LinkState::Connected;
+        repl.link_up.store(true, Ordering::Relaxed);
     }
-    repl.link_up.store(true, Ordering::Relaxed);
     drop(g);
     log::notice(format_args!(
         "MASTER <-> REPLICA sync: Finished with success"

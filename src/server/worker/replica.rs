@@ -51,6 +51,18 @@ impl Worker {
             // The first ACK goes at once: a diskless Redis master starts
             // the stream only when it comes.
             m.last_ack_ms = 0;
+            m.aof_rewrite_due = server.config().appendonly;
+        }
+        if m.aof_rewrite_due && self.core.sys.is_none() {
+            // Retried each tick while another rewrite runs.
+            if let Ok(coord) = commands::persist::rewrite_coordinator(&server) {
+                m.aof_rewrite_due = false;
+                let mut set = commands::tx::LockSet::default();
+                set.whole(server.nshards, commands::tx::Mode::Read);
+                let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
+                self.start_sys(coord);
+                return;
+            }
         }
         let last_io = server.repl.last_io_ms.load(Ordering::Relaxed);
         if now.saturating_sub(last_io) > timeout_ms {
@@ -99,11 +111,13 @@ impl Worker {
             .map(|a| a.to_string())
             .unwrap_or_default();
         if h.stream.set_nonblocking(true).is_err() {
+            link::adopt_failed(&server, h.gen);
             return;
         }
         let _ = h.stream.set_read_timeout(None);
         let stream = TcpStream::from_std(h.stream);
         let Some(slot) = self.add_master_conn(Stream::Tcp(stream), peer, local) else {
+            link::adopt_failed(&server, h.gen);
             return;
         };
         let loading = h.load.is_some();
