@@ -475,6 +475,16 @@ fn wrong_masterauth_is_logged_and_retried() {
 /// A fake master: answers the handshake, then `payload` after the
 /// `+FULLRESYNC` line, then closes. Serves `rounds` connections.
 fn fake_master(payload: Vec<u8>, rounds: usize) -> (u16, std::thread::JoinHandle<()>) {
+    fake_master_holding(payload, rounds, None)
+}
+
+/// [`fake_master`]; with `hold`, keeps the first connection open after the
+/// payload until `hold` says go.
+fn fake_master_holding(
+    payload: Vec<u8>,
+    rounds: usize,
+    hold: Option<std::sync::mpsc::Receiver<()>>,
+) -> (u16, std::thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let h = std::thread::spawn(move || {
@@ -505,6 +515,9 @@ fn fake_master(payload: Vec<u8>, rounds: usize) -> (u16, std::thread::JoinHandle
                         w.write_all(format!("+FULLRESYNC {} 0\r\n", "f".repeat(40)).as_bytes())
                             .unwrap();
                         w.write_all(&payload).unwrap();
+                        if let Some(h) = &hold {
+                            let _ = h.recv_timeout(DEADLINE);
+                        }
                         break;
                     }
                     _ => w.write_all(b"-ERR unknown\r\n").unwrap(),
@@ -694,4 +707,59 @@ fn the_append_only_file_follows_a_full_sync_and_the_stream() {
     let mut r = restarted.conn();
     let gone: Option<String> = q(&mut r, &["GET", "replica-only"]);
     assert_eq!(gone, None);
+}
+
+#[test]
+fn info_and_role_while_a_sync_is_received() {
+    if skip() {
+        return;
+    }
+    let replica = Server::tessera(&["--shards", "2", "--save", ""]);
+    let mut r = replica.conn();
+    let _: () = q(&mut r, &["SET", "old", "data"]);
+    let (go, hold) = std::sync::mpsc::channel();
+    let (port, h) = fake_master_holding(b"$1000\r\nREDIS0010".to_vec(), 1, Some(hold));
+    let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    wait_for("the transfer to start", || {
+        info(&mut r, "replication", "master_sync_read_bytes").as_deref() == Some("9")
+    });
+    let text: String = q(&mut r, &["INFO", "replication"]);
+    let want = format!(
+        "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:{port}\r\n\
+         master_link_status:down\r\nmaster_last_io_seconds_ago:-1\r\n\
+         master_sync_in_progress:1\r\nslave_read_repl_offset:1\r\nslave_repl_offset:1\r\n\
+         master_sync_total_bytes:1000\r\nmaster_sync_read_bytes:9\r\n\
+         master_sync_left_bytes:991\r\nmaster_sync_perc:0.90\r\n"
+    );
+    assert!(text.contains(&want), "{text}");
+    assert!(
+        text.contains(
+            "master_link_down_since_seconds:-1\r\nslave_priority:100\r\n\
+        slave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n"
+        ),
+        "{text}"
+    );
+    let role: Vec<Value> = q(&mut r, &["ROLE"]);
+    assert_eq!(
+        role,
+        vec![
+            Value::BulkString(b"slave".to_vec()),
+            Value::BulkString(b"127.0.0.1".to_vec()),
+            Value::Int(i64::from(port)),
+            Value::BulkString(b"sync".to_vec()),
+            Value::Int(-1),
+        ]
+    );
+    // Old data is served meanwhile (replica-serve-stale-data yes).
+    let v: String = q(&mut r, &["GET", "old"]);
+    assert_eq!(v, "data");
+    go.send(()).unwrap();
+    h.join().unwrap();
+    wait_for("the failed transfer in the log", || {
+        replica
+            .log()
+            .contains("I/O error trying to sync with MASTER")
+    });
+    let v: String = q(&mut r, &["GET", "old"]);
+    assert_eq!(v, "data");
 }

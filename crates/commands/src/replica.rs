@@ -287,7 +287,8 @@ pub fn info_fields(server: &ServerShared) -> Option<String> {
     if info.sync_in_progress {
         let total = info.sync_total_bytes;
         let read = info.sync_read_bytes as i64;
-        let perc = if total > 0 {
+        // Redis divides by the size even when it is -1 (EOF-marked).
+        let perc = if total != 0 {
             read as f64 / total as f64 * 100.0
         } else {
             0.0
