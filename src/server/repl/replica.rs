@@ -303,7 +303,10 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     let cfg = server.config();
     let timeout = Duration::from_secs(cfg.repl_timeout_s.max(1));
     let stream = connect(host, port, timeout).map_err(|e| {
-        log::warning(format_args!("Unable to connect to MASTER: {e}"));
+        log::warning(format_args!(
+            "Error condition on socket for SYNC: {}",
+            strerror(&e)
+        ));
         Failure::Retry
     })?;
     log::notice(format_args!("MASTER <-> REPLICA sync started"));
@@ -439,6 +442,16 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     Err(Failure::Retry)
 }
 
+/// An I/O error as C's `strerror` words it (Redis's logs), without Rust's
+/// " (os error N)" suffix.
+fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
+
 fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStream> {
     let mut last = std::io::Error::other("no address");
     for a in (host, port).to_socket_addrs()? {
@@ -465,7 +478,10 @@ impl Link {
             b.extend_from_slice(b"\r\n");
         }
         self.w.write_all(&b).map_err(|e| {
-            log::warning(format_args!("Error condition on socket for SYNC: {e}"));
+            log::warning(format_args!(
+                "Error condition on socket for SYNC: {}",
+                strerror(&e)
+            ));
             Failure::Retry
         })
     }
@@ -497,7 +513,10 @@ impl Link {
                 Err(Failure::Retry)
             }
             Err(e) => {
-                log::warning(format_args!("Error condition on socket for SYNC: {e}"));
+                log::warning(format_args!(
+                    "Error condition on socket for SYNC: {}",
+                    strerror(&e)
+                ));
                 Err(Failure::Retry)
             }
         }
@@ -608,14 +627,18 @@ fn download(
     size: Option<u64>,
 ) -> Result<(), Failure> {
     let io_err = |e: std::io::Error| {
-        log::warning(format_args!("I/O error trying to sync with MASTER: {e}"));
+        log::warning(format_args!(
+            "I/O error trying to sync with MASTER: {}",
+            strerror(&e)
+        ));
         Failure::Retry
     };
     let mut f = std::io::BufWriter::with_capacity(
         CHUNK,
         std::fs::File::create(tmp).map_err(|e| {
             log::warning(format_args!(
-                "Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"
+                "Opening the temp file needed for MASTER <-> REPLICA synchronization: {}",
+                strerror(&e)
             ));
             Failure::Retry
         })?,
@@ -678,6 +701,51 @@ fn download(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The EOF-marked form: the mark split across reads is found, nothing
+    /// past it is consumed (the stream that follows stays buffered).
+    #[test]
+    fn an_eof_mark_split_across_reads_ends_the_payload_exactly() {
+        let server = ServerShared::new(config::Config::default(), 1);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mark = b"0123456789abcdef0123456789abcdef01234567".to_vec();
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let (b2, m2) = (body.clone(), mark.clone());
+        let t = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&b2).unwrap();
+            s.write_all(&m2[..17]).unwrap();
+            s.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            s.write_all(&m2[17..]).unwrap();
+            s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        });
+        let (sock, _) = l.accept().unwrap();
+        let mut link = Link {
+            r: BufReader::with_capacity(CHUNK, sock.try_clone().unwrap()),
+            w: sock,
+        };
+        let dir = std::env::temp_dir().join(format!("tessera-eof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = dir.join("payload.rdb");
+        assert!(download(&server, &mut link, &tmp, Some(&mark), None).is_ok());
+        assert_eq!(std::fs::read(&tmp).unwrap(), body);
+        t.join().unwrap();
+        let mut rest = link.r.buffer().to_vec();
+        if rest.is_empty() {
+            link.r.read_to_end(&mut rest).unwrap();
+        }
+        assert!(rest.starts_with(b"*1\r\n$4\r\nPING\r\n"), "{rest:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn errors_read_as_strerror() {
+        let e = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(strerror(&e), "Connection refused");
+    }
 
     #[test]
     fn acks_are_command_arrays() {
