@@ -272,13 +272,9 @@ fn run(server: &ServerShared) {
                     w();
                 }
             }
-            Err(Failure::Stale) => {}
-            Err(Failure::Retry) => {
-                {
-                    let mut g = server.repl.lock();
-                    g.link.sync_in_progress = false;
-                }
-                if set_state(server, gen, LinkState::Connect) {
+            Err(why) => {
+                server.repl.lock().link.sync_in_progress = false;
+                if matches!(why, Failure::Retry) && set_state(server, gen, LinkState::Connect) {
                     std::thread::sleep(RETRY);
                 }
             }
@@ -595,7 +591,7 @@ fn receive_payload(
         engine::now_ms() / 1000,
         std::process::id()
     ));
-    let r = download(server, link, &tmp, eof_mark.as_deref(), size);
+    let r = download(server, gen, link, &tmp, eof_mark.as_deref(), size);
     let parsed = r.and_then(|()| {
         if server.repl.lock().gen != gen {
             return Err(Failure::Stale);
@@ -621,6 +617,7 @@ fn receive_payload(
 /// 40-byte `eof_mark` (which is not written).
 fn download(
     server: &ServerShared,
+    gen: u64,
     link: &mut Link,
     tmp: &std::path::Path,
     eof_mark: Option<&[u8]>,
@@ -644,6 +641,9 @@ fn download(
         })?,
     );
     let mut read = 0u64;
+    let timeout = link.w.read_timeout().ok().flatten().unwrap_or(RETRY);
+    let _ = link.w.set_read_timeout(Some(RETRY));
+    let mut last_io = std::time::Instant::now();
     // EOF form: the last 40 bytes seen are held back until more come.
     let mut tail: Vec<u8> = Vec::new();
     loop {
@@ -652,7 +652,32 @@ fn download(
             Some(n) => (n - read).min(CHUNK as u64) as usize,
             None => CHUNK,
         };
-        let buf = link.r.fill_buf().map_err(io_err)?;
+        // Reads wake every second: a REPLICAOF meanwhile ends the
+        // transfer at once, and `repl-timeout` is counted here.
+        if server.repl.gen.load(Ordering::Acquire) != gen {
+            return Err(Failure::Stale);
+        }
+        let buf = match link.r.fill_buf() {
+            Ok(b) => b,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if last_io.elapsed() > timeout {
+                    log::warning(format_args!(
+                        "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."
+                    ));
+                    return Err(Failure::Retry);
+                }
+                continue;
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+        last_io = std::time::Instant::now();
         if buf.is_empty() {
             log::warning(format_args!(
                 "I/O error trying to sync with MASTER: connection lost"
@@ -730,7 +755,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tessera-eof-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let tmp = dir.join("payload.rdb");
-        assert!(download(&server, &mut link, &tmp, Some(&mark), None).is_ok());
+        assert!(download(&server, 0, &mut link, &tmp, Some(&mark), None).is_ok());
         assert_eq!(std::fs::read(&tmp).unwrap(), body);
         t.join().unwrap();
         let mut rest = link.r.buffer().to_vec();
