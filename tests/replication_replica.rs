@@ -385,7 +385,26 @@ fn read_only_then_promoted_with_shifted_ids() {
     );
     // Scripts: a write call fails inside, a shebang script without
     // no-writes is refused up front (Redis 7.0).
-    let script = raw.cmd_str(&["EVAL", "return redis.call('set',KEYS[1],'y')", "1", "k"]);
+    let script = raw.cmd_str(&[
+        "EVAL",
+        "redis.call('get',KEYS[1]) return redis.call('set',KEYS[1],'y')",
+        "1",
+        "k",
+    ]);
+    assert!(
+        script.starts_with(b"-READONLY You can't write against a read only replica. script: "),
+        "{}",
+        String::from_utf8_lossy(&script)
+    );
+    // Keys on both shards (the script runs on gathered copies).
+    let ks = keys_across_shards("s", 2, 2);
+    let script = raw.cmd_str(&[
+        "EVAL",
+        "redis.call('get',KEYS[2]) return redis.call('set',KEYS[1],'y')",
+        "2",
+        &ks[0],
+        &ks[1],
+    ]);
     assert!(
         script.starts_with(b"-READONLY You can't write against a read only replica. script: "),
         "{}",

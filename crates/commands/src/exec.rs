@@ -155,13 +155,15 @@ pub fn run_shard_ready(
     };
     // A replica: a normal client's command reads keys past their deadline
     // as missing; its master's see them (one branch on a master).
-    let replica = ctx.shard.expiry != engine::Expiry::Delete;
+    // Restored after: a script's `redis.call` runs nested in its command.
+    let expiry = ctx.shard.expiry;
+    let replica = expiry != engine::Expiry::Delete;
     if replica && !call.master {
         ctx.shard.expiry = engine::Expiry::Hide;
     }
     let res = handler(&mut ctx, args);
     if replica {
-        ctx.shard.expiry = engine::Expiry::Keep;
+        ctx.shard.expiry = expiry;
     }
     let block = ctx.block.take();
     // The command's invalidations, numbered after its records and events.
