@@ -782,3 +782,36 @@ fn info_and_role_while_a_sync_is_received() {
     let v: String = q(&mut r, &["GET", "old"]);
     assert_eq!(v, "data");
 }
+
+#[test]
+fn replicaof_at_start_and_a_switch_to_another_master() {
+    if skip() {
+        return;
+    }
+    let a = Server::redis(&["--repl-diskless-sync", "no"]);
+    let b = Server::redis(&["--repl-diskless-sync", "no"]);
+    let (mut ma, mut mb) = (a.conn(), b.conn());
+    fill(&mut ma, "a");
+    fill(&mut mb, "b");
+    let target = format!("127.0.0.1 {}", a.port());
+    let replica = Server::tessera(&["--shards", "2", "--save", "", "--replicaof", &target]);
+    let mut r = replica.conn();
+    wait_synced(&a, &replica);
+    assert_same_data(&a, &replica);
+    let got: Vec<String> = q(&mut r, &["CONFIG", "GET", "replicaof"]);
+    assert_eq!(got, vec!["replicaof".to_string(), target]);
+    // Another master: its data replaces the first one's, and the first
+    // one's later writes do not arrive.
+    let ok: String = q(&mut r, &["SLAVEOF", "127.0.0.1", &b.port().to_string()]);
+    assert_eq!(ok, "OK");
+    let _: () = q(&mut ma, &["SET", "from-a", "1"]);
+    let _: () = q(&mut mb, &["SET", "from-b", "1"]);
+    wait_synced(&b, &replica);
+    assert_same_data(&b, &replica);
+    let v: Option<String> = q(&mut r, &["GET", "from-a"]);
+    assert_eq!(v, None);
+    assert_eq!(
+        info(&mut r, "replication", "master_port"),
+        Some(b.port().to_string())
+    );
+}
