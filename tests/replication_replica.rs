@@ -815,3 +815,112 @@ fn replicaof_at_start_and_a_switch_to_another_master() {
         Some(b.port().to_string())
     );
 }
+
+/// The master's side of the stream, by hand: after a real RDB payload the
+/// replica answers only `REPLCONF GETACK` (with the offset of what came
+/// before it), never a command's reply, sends `REPLCONF ACK`s on its own,
+/// and drops a link silent for longer than `repl-timeout`, then resyncs.
+#[test]
+fn acks_offsets_and_the_link_timeout_as_a_master_sees_them() {
+    if skip() {
+        return;
+    }
+    // A real payload: Redis's own dump of one key.
+    let rdb = {
+        let r = Server::redis(&[]);
+        let mut c = r.conn();
+        let _: () = q(&mut c, &["SET", "from-rdb", "1"]);
+        let _: () = q(&mut c, &["SAVE"]);
+        std::fs::read(r.log_path().parent().unwrap().join("dump.rdb")).unwrap()
+    };
+    let replica = Server::tessera(&["--shards", "2", "--save", "", "--repl-timeout", "1"]);
+    let mut r = replica.conn();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    let (s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut rd = BufReader::new(s.try_clone().unwrap());
+    let mut w = s;
+    let mut read_cmd = |rd: &mut BufReader<std::net::TcpStream>| -> Vec<String> {
+        let mut line = String::new();
+        rd.read_line(&mut line).unwrap();
+        assert!(line.starts_with('*'), "a command array, got {line:?}");
+        let n: usize = line[1..].trim().parse().unwrap();
+        (0..n)
+            .map(|_| {
+                let (mut len, mut arg) = (String::new(), String::new());
+                rd.read_line(&mut len).unwrap();
+                rd.read_line(&mut arg).unwrap();
+                arg.trim_end().to_string()
+            })
+            .collect()
+    };
+    // The handshake, as Redis 7.0's replica sends it.
+    assert_eq!(read_cmd(&mut rd), ["PING"]);
+    w.write_all(b"+PONG\r\n").unwrap();
+    assert_eq!(
+        read_cmd(&mut rd),
+        ["REPLCONF", "listening-port", &replica.port().to_string()]
+    );
+    w.write_all(b"+OK\r\n").unwrap();
+    assert_eq!(
+        read_cmd(&mut rd),
+        ["REPLCONF", "capa", "eof", "capa", "psync2"]
+    );
+    w.write_all(b"+OK\r\n").unwrap();
+    let psync = read_cmd(&mut rd);
+    assert_eq!(psync[0], "PSYNC");
+    assert_eq!(psync[2], "1");
+    let id = "e".repeat(40);
+    w.write_all(format!("+FULLRESYNC {id} 1000\r\n\n${}\r\n", rdb.len()).as_bytes())
+        .unwrap();
+    w.write_all(&rdb).unwrap();
+    // The stream: a write, then GETACK.
+    let set = common::encode_command(&[b"SET", b"k", b"v"]);
+    let getack = common::encode_command(&[b"REPLCONF", b"GETACK", b"*"]);
+    w.write_all(&set).unwrap();
+    w.write_all(&getack).unwrap();
+    let want = (1000 + set.len()).to_string();
+    // Periodic ACKs may come first; each is an ACK, never a reply.
+    let mut acks = 0;
+    loop {
+        let cmd = read_cmd(&mut rd);
+        assert_eq!(&cmd[..2], ["REPLCONF", "ACK"]);
+        acks += 1;
+        assert!(acks < 100, "no ACK of {want}");
+        if cmd[2] == want {
+            break;
+        }
+    }
+    wait_for("the write applied", || {
+        q::<Option<String>>(&mut r, &["GET", "k"]).as_deref() == Some("v")
+    });
+    let v: String = q(&mut r, &["GET", "from-rdb"]);
+    assert_eq!(v, "1");
+    let processed = (1000 + set.len() + getack.len()).to_string();
+    wait_for("the offset", || {
+        info(&mut r, "replication", "master_repl_offset").as_deref() == Some(processed.as_str())
+    });
+    assert_eq!(
+        info(&mut r, "replication", "master_replid"),
+        Some(id.clone())
+    );
+    // Silence past repl-timeout: the replica drops the link and comes back
+    // with a partial resync request for the next byte.
+    let (s2, _) = l.accept().unwrap();
+    assert!(replica
+        .log()
+        .contains("MASTER timeout: no data nor PING received"));
+    s2.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut rd2 = BufReader::new(s2.try_clone().unwrap());
+    let mut w2 = s2;
+    assert_eq!(read_cmd(&mut rd2), ["PING"]);
+    w2.write_all(b"+PONG\r\n").unwrap();
+    let _ = read_cmd(&mut rd2);
+    w2.write_all(b"+OK\r\n").unwrap();
+    let _ = read_cmd(&mut rd2);
+    w2.write_all(b"+OK\r\n").unwrap();
+    let next = (1000 + set.len() + getack.len() + 1).to_string();
+    assert_eq!(read_cmd(&mut rd2), ["PSYNC", id.as_str(), next.as_str()]);
+}

@@ -135,9 +135,26 @@ pub fn is_getack(buf: &[u8], ranges: &[std::ops::Range<usize>]) -> bool {
         && buf[ranges[1].clone()].eq_ignore_ascii_case(b"getack")
 }
 
+/// Ends the master connection's loading phase once the load coordinator
+/// raised `link_up` (its instant passed); true while still loading.
+pub fn still_loading(server: &ServerShared, m: &mut MasterLink) -> bool {
+    if !m.loading {
+        return false;
+    }
+    if !server.repl.link_up.load(Ordering::Relaxed) {
+        return true;
+    }
+    m.loading = false;
+    // The first ACK goes at the next tick: a diskless Redis master starts
+    // the stream only when it comes.
+    m.last_ack_ms = 0;
+    m.aof_rewrite_due = server.config().appendonly;
+    false
+}
+
 /// Publishes the master connection's offset (nothing of it in flight).
 pub fn publish(server: &ServerShared, m: &mut MasterLink) {
-    if m.loading || m.published == m.offset {
+    if still_loading(server, m) || m.published == m.offset {
         return;
     }
     let mut g = server.repl.lock();

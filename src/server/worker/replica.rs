@@ -42,16 +42,8 @@ impl Worker {
             self.close_conn(slot);
             return;
         }
-        if m.loading {
-            // The load coordinator's instant raises `link_up`.
-            if !server.repl.link_up.load(Ordering::Relaxed) {
-                return;
-            }
-            m.loading = false;
-            // The first ACK goes at once: a diskless Redis master starts
-            // the stream only when it comes.
-            m.last_ack_ms = 0;
-            m.aof_rewrite_due = server.config().appendonly;
+        if link::still_loading(&server, m) {
+            return;
         }
         if m.aof_rewrite_due && self.core.sys.is_none() {
             // Retried each tick while another rewrite runs.
