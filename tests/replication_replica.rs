@@ -842,7 +842,7 @@ fn acks_offsets_and_the_link_timeout_as_a_master_sees_them() {
     s.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut rd = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
-    let mut read_cmd = |rd: &mut BufReader<std::net::TcpStream>| -> Vec<String> {
+    let read_cmd = |rd: &mut BufReader<std::net::TcpStream>| -> Vec<String> {
         let mut line = String::new();
         rd.read_line(&mut line).unwrap();
         assert!(line.starts_with('*'), "a command array, got {line:?}");
