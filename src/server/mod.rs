@@ -13,6 +13,7 @@ mod blocking;
 mod conn;
 mod host;
 mod mailbox;
+pub mod repl;
 mod shutdown;
 mod worker;
 
@@ -214,6 +215,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
     server
         .tcp_port
         .store(u64::from(cfg.port), std::sync::atomic::Ordering::Relaxed);
+    if let [host, port] = cfg.replicaof.as_slice() {
+        // INVARIANT-free: the config check admitted only a port in range.
+        if let Ok(port) = port.parse::<u16>() {
+            commands::replica::set_master(&server, host, port);
+        }
+    }
+    repl::replica::start(server.clone())?;
     let mut polls = Vec::with_capacity(n);
     let mut bells = Vec::with_capacity(n);
     for _ in 0..n {

@@ -461,6 +461,7 @@ impl Coordinator for ExecCoord {
                                     tracker: None,
                                     client: client.id,
                                     ops: self.server.ops,
+                                    master: client.master,
                                 },
                                 resp3: client.resp3,
                             };

@@ -506,6 +506,9 @@ struct Snapshot {
     /// Clients with tracking on, BCAST prefixes.
     tracking: (usize, usize),
     repl: crate::repl::ReplIds,
+    /// A replica's lines between `role` and `connected_slaves` (see
+    /// `replica::info_fields`); `None` on a master.
+    replica_info: Option<String>,
 }
 
 struct AofInfo {
@@ -525,6 +528,7 @@ impl Snapshot {
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             repl: s.repl.ids(),
+            replica_info: crate::replica::info_fields(s),
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -938,7 +942,13 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         }
         "replication" => {
             o.push_str("# Replication\r\n");
-            kv(o, "role", "master");
+            match &s.replica_info {
+                Some(lines) => {
+                    kv(o, "role", "slave");
+                    o.push_str(lines);
+                }
+                None => kv(o, "role", "master"),
+            }
             kv(o, "connected_slaves", 0);
             kv(o, "master_failover_state", "no-failover");
             kv(o, "master_replid", &s.repl.replid);

@@ -364,6 +364,22 @@ pub struct Config {
     pub latency_tracking: bool,
     /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `replicaof host port` (alias `slaveof`): empty, or the master's host and port.
+    pub replicaof: Vec<String>,
+    /// `masterauth`: the password a replica sends its master (`None`: no AUTH).
+    pub masterauth: Option<Vec<u8>>,
+    /// `masteruser`: the ACL user of that AUTH (`None`: the password alone).
+    pub masteruser: Option<Vec<u8>>,
+    /// `replica-read-only`: a replica refuses normal clients' writes.
+    pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: a replica whose link is down still serves its data.
+    pub replica_serve_stale_data: bool,
+    /// `replica-priority`: shown in INFO for Sentinel's choice.
+    pub replica_priority: u32,
+    /// `replica-announced`: shown in INFO for Sentinel.
+    pub replica_announced: bool,
+    /// `repl-timeout`: seconds without data after which a replication link is dropped.
+    pub repl_timeout_s: u64,
     /// `rename-command old new` lines of the config file, in order (`new` empty: the
     /// command is removed). Not a directive: CONFIG GET does not show them.
     pub rename_commands: Vec<RenameCommand>,
@@ -619,6 +635,14 @@ impl Config {
             latency_monitor_threshold: 0,
             latency_tracking: false,
             latency_tracking_info_percentiles: Vec::new(),
+            replicaof: Vec::new(),
+            masterauth: None,
+            masteruser: None,
+            replica_read_only: false,
+            replica_serve_stale_data: false,
+            replica_priority: 0,
+            replica_announced: false,
+            repl_timeout_s: 0,
             rename_commands: Vec::new(),
             config_file: None,
         }
@@ -974,7 +998,34 @@ static DIRECTIVES: &[Directive] = &[
         },
         check: check_percentiles,
     }),
+    d("replicaof",                Immutable, List {
+        max_len: 2,
+        default: &[],
+        get: |c| c.replicaof.clone(),
+        set: |c, v| c.replicaof = v,
+        check: check_replicaof,
+    }).alias("slaveof"),
+    d("masterauth",               Mutable,   bytes!(masterauth)),
+    d("masteruser",               Mutable,   bytes!(masteruser)),
+    d("replica-read-only",        Mutable,   yes_no!(replica_read_only, true))
+        .alias("slave-read-only"),
+    d("replica-serve-stale-data", Mutable,   yes_no!(replica_serve_stale_data, true))
+        .alias("slave-serve-stale-data"),
+    d("replica-priority",         Mutable,   int!(replica_priority: u32, 0, I32_MAX, 100))
+        .alias("slave-priority"),
+    d("replica-announced",        Mutable,   yes_no!(replica_announced, true)),
+    d("repl-timeout",             Mutable,   int!(repl_timeout_s: u64, 1, I32_MAX, 60)),
 ];
+
+/// `replicaof <host> <port>`: both or nothing, the port a number in 0..=65535.
+fn check_replicaof(words: &[Vec<u8>]) -> Result<(), String> {
+    match words {
+        [] => Ok(()),
+        [_, port] if strtoll(port).is_some_and(|p| (0..=65535).contains(&p)) => Ok(()),
+        [_, _] => Err("Invalid master port".into()),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
     p.as_ref()
@@ -2150,6 +2201,21 @@ mod tests {
             "latency-tracking-info-percentiles",
             "50 99.99",
         ),
+        ("replicaof", "10.0.0.9 6380", "replicaof", "10.0.0.9 6380"),
+        ("slaveof", "h 1", "replicaof", "h 1"),
+        ("masterauth", "pw", "masterauth", "pw"),
+        ("masteruser", "u", "masteruser", "u"),
+        ("replica-read-only", "no", "replica-read-only", "no"),
+        ("slave-read-only", "no", "replica-read-only", "no"),
+        (
+            "replica-serve-stale-data",
+            "no",
+            "replica-serve-stale-data",
+            "no",
+        ),
+        ("replica-priority", "7", "replica-priority", "7"),
+        ("replica-announced", "no", "replica-announced", "no"),
+        ("repl-timeout", "9", "repl-timeout", "9"),
         (
             "client-output-buffer-limit",
             "replica 1mb 2k 3 NORMAL 4 5 6",
@@ -2228,6 +2294,15 @@ mod tests {
             "latency-tracking-info-percentiles" => {
                 assert_eq!(c.latency_tracking_info_percentiles, [50.0, 99.99])
             }
+            "replicaof" => assert_eq!(c.replicaof, strings(&["10.0.0.9", "6380"])),
+            "slaveof" => assert_eq!(c.replicaof, strings(&["h", "1"])),
+            "masterauth" => assert_eq!(c.masterauth.as_deref(), Some(&b"pw"[..])),
+            "masteruser" => assert_eq!(c.masteruser.as_deref(), Some(&b"u"[..])),
+            "replica-read-only" | "slave-read-only" => assert!(!c.replica_read_only),
+            "replica-serve-stale-data" => assert!(!c.replica_serve_stale_data),
+            "replica-priority" => assert_eq!(c.replica_priority, 7),
+            "replica-announced" => assert!(!c.replica_announced),
+            "repl-timeout" => assert_eq!(c.repl_timeout_s, 9),
             "client-output-buffer-limit" => assert_eq!(
                 c.client_output_buffer_limit[ObufClass::Normal as usize],
                 ObufLimit {
@@ -2331,7 +2406,8 @@ mod tests {
                 "aclfile",
                 "rdbchecksum",
                 "appendfilename",
-                "appenddirname"
+                "appenddirname",
+                "replicaof"
             ]
         );
     }
