@@ -85,6 +85,31 @@ fn xread_block_timeout_and_recreated_key(layout: Layout) {
     assert!(t0.elapsed() >= Duration::from_millis(50));
 }
 
+/// A blocked XREAD whose key a MULTI turns into a list keeps waiting (no
+/// WRONGTYPE; Redis 7.0 serves only the clients blocked for the key's
+/// type), and is served by the stream created after (Redis's unit
+/// type/stream "XREAD: XADD + DEL + LPUSH should not awake client").
+#[test]
+fn xread_block_survives_its_key_becoming_a_list() {
+    let s = server();
+    let mut ctl = s.raw();
+    let mut r = s.raw();
+    send(&mut r, &["XREAD", "BLOCK", "20000", "STREAMS", "s1", "$"]);
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd_str(&["MULTI"]);
+    ctl.cmd_str(&["XADD", "s1", "1-0", "old", "abcd1234"]);
+    ctl.cmd_str(&["DEL", "s1"]);
+    ctl.cmd_str(&["LPUSH", "s1", "foo", "bar"]);
+    ctl.cmd_str(&["EXEC"]);
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd_str(&["DEL", "s1"]);
+    ctl.cmd_str(&["XADD", "s1", "2-0", "new", "abcd1234"]);
+    assert_bytes(
+        &r.read_reply(),
+        b"*1\r\n*2\r\n$2\r\ns1\r\n*1\r\n*2\r\n$3\r\n2-0\r\n*2\r\n$3\r\nnew\r\n$8\r\nabcd1234\r\n",
+    );
+}
+
 /// XREADGROUP BLOCK `>`: woken by XADD (the entry enters the PEL), failed
 /// by XGROUP DESTROY (NOGROUP) and by the key's deletion (UNBLOCKED).
 fn xreadgroup_block_woken_and_failed(layout: Layout) {

@@ -176,10 +176,70 @@ fn info_counts_tracking(layout: Layout) {
     assert!(info.contains("tracking_clients:0\r\n"), "{info}");
 }
 
+/// Scripts whose declared keys live on several shards run on gathered
+/// copies; their declared keys are remembered before they run (an extra
+/// invalidation is possible, a missing one is not), and each key changed
+/// later from another connection invalidates once.
+fn keys_declared_by_a_script_across_shards_are_invalidated(layout: Layout) {
+    let s = server(layout);
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys: Vec<String> = (0..8).map(|i| format!("sk{i}")).collect();
+    let mut eval = vec!["EVAL", "return redis.call('get', KEYS[1])", "8"];
+    eval.extend(keys.iter().map(String::as_str));
+    assert_eq!(t.cmd_str(&eval), b"_\r\n");
+    let mut w = s.raw();
+    for k in &keys {
+        assert_eq!(w.cmd_str(&["SET", k, "v"]), b"+OK\r\n");
+        assert_eq!(t.read_reply(), invalidate(&[k]), "key {k}");
+    }
+    t.assert_silent(Duration::from_millis(100));
+}
+
+/// `tracking-table-max-keys`: lowering the limit invalidates remembered
+/// keys until the table is back under it (each shard holds its share,
+/// rounded up: one key per shard for a limit of 1); INFO counts what is
+/// left.
+fn the_tracking_table_is_held_to_its_limit(layout: Layout) {
+    let s = server(layout);
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys: Vec<String> = (0..10).map(|i| format!("lim{i}{{t}}")).collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    t.cmd_str(&mget);
+    let mut admin = s.raw();
+    let set = admin.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    assert_eq!(set, b"+OK\r\n");
+    let mut gone = Vec::new();
+    for _ in 0..9 {
+        let r = String::from_utf8(t.read_reply()).unwrap();
+        let k = keys
+            .iter()
+            .find(|k| r == String::from_utf8(invalidate(&[k])).unwrap());
+        gone.push(
+            k.unwrap_or_else(|| panic!("not an invalidation of ours: {r:?}"))
+                .clone(),
+        );
+    }
+    gone.sort();
+    gone.dedup();
+    assert_eq!(gone.len(), 9, "nine distinct keys invalidated");
+    t.assert_silent(Duration::from_millis(200));
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("tracking_total_keys:1\r\n"), "{info}");
+    // The one left is still tracked.
+    let left = keys.iter().find(|k| !gone.contains(k)).unwrap();
+    admin.cmd_str(&["SET", left, "x"]);
+    assert_eq!(t.read_reply(), invalidate(&[left]));
+}
+
 per_layout!(
     keys_read_across_shards_are_invalidated,
     redirect_to_a_resp2_subscriber_and_broken_redirect,
     bcast_prefixes_cover_every_shard,
     an_expired_key_invalidates,
     info_counts_tracking,
+    keys_declared_by_a_script_across_shards_are_invalidated,
+    the_tracking_table_is_held_to_its_limit,
 );
