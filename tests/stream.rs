@@ -89,9 +89,8 @@ fn xread_block_timeout_and_recreated_key(layout: Layout) {
 /// WRONGTYPE; Redis 7.0 serves only the clients blocked for the key's
 /// type), and is served by the stream created after (Redis's unit
 /// type/stream "XREAD: XADD + DEL + LPUSH should not awake client").
-#[test]
-fn xread_block_survives_its_key_becoming_a_list() {
-    let s = server();
+fn xread_block_survives_its_key_becoming_a_list(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut r = s.raw();
     send(&mut r, &["XREAD", "BLOCK", "20000", "STREAMS", "s1", "$"]);
@@ -333,4 +332,5 @@ per_layout!(
     xread_block_timeout_and_recreated_key,
     xreadgroup_block_woken_and_failed,
     xread_block_in_multi_does_not_block,
+    xread_block_survives_its_key_becoming_a_list,
 );

@@ -1252,6 +1252,10 @@ pub fn parse_config_text(text: &str, cfg: &mut Config) -> Result<(), ConfigError
 
 /// Redis's `loadServerConfigFromString`, on bytes: values such as `requirepass` may be binary.
 fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> {
+    // Redis's setConfigSaveOption while reading a file: the first `save`
+    // line replaces the defaults, later ones add their points (`save ""`
+    // clears what came before it).
+    let mut save_loaded = false;
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line_no = i + 1;
         let line = trim(raw, b" \t\r\n");
@@ -1292,6 +1296,7 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             return Err(ConfigError::at_line(line_no, line, reason));
         };
         let kind = &DIRECTIVES[idx].kind;
+        let kept_save = (DIRECTIVES[idx].name == "save" && save_loaded).then(|| cfg.save.clone());
         let result = if !kind.is_multi_arg() {
             if args.len() != 1 {
                 return Err(ConfigError::at_line(
@@ -1311,6 +1316,14 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             kind.set(cfg, args)
         };
         result.map_err(|reason| ConfigError::at_line(line_no, line, reason))?;
+        if DIRECTIVES[idx].name == "save" {
+            save_loaded = true;
+            let reset = args.len() == 1 && args[0].is_empty();
+            if let (Some(mut kept), false) = (kept_save, reset) {
+                kept.append(&mut cfg.save);
+                cfg.save = kept;
+            }
+        }
     }
     Ok(())
 }
@@ -1881,6 +1894,21 @@ fn glob_rec(mut p: &[u8], mut s: &[u8], skip_longer: &mut bool, nesting: u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Several `save` lines in a file add up, as Redis 7.0 reads them (the
+    /// first replaces the defaults; `save ""` clears what came before).
+    #[test]
+    fn save_lines_in_a_file_add_up() {
+        let rules = |text: &str| {
+            let mut c = Config::default();
+            parse_config_text(text, &mut c).unwrap();
+            c.save_rules()
+        };
+        assert_eq!(rules("save 900 1\nsave 300 10\n"), [(900, 1), (300, 10)]);
+        assert_eq!(rules("save 900 1\nsave \"\"\n"), []);
+        assert_eq!(rules("save \"\"\nsave 60 5\n"), [(60, 5)]);
+        assert_eq!(rules("hz 10\n"), [(3600, 1), (300, 100), (60, 10000)]);
+    }
 
     fn strings(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

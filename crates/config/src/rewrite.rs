@@ -144,7 +144,7 @@ pub fn rewrite_text(old: &[u8], cfg: &Config, users: &[Vec<u8>], force_all: bool
         let now = d.kind.get(cfg);
         let default = d.kind.get(&defaults);
         let force = now != default || d.name == "dir";
-        let new = directive_lines(d.name, &d.kind, &now, &default, force_all);
+        let new = directive_lines(d.name, &d.kind, cfg, &now, &default, force_all);
         place(i, new, force, &mut lines);
     }
     let users: Vec<Vec<u8>> = users.to_vec();
@@ -194,17 +194,26 @@ fn trim(b: &[u8]) -> &[u8] {
 }
 
 /// The lines directive `name` is written as, with CONFIG GET value `now`.
-fn directive_lines(name: &str, kind: &Kind, now: &[u8], default: &[u8], all: bool) -> Vec<Vec<u8>> {
+fn directive_lines(
+    name: &str,
+    kind: &Kind,
+    cfg: &Config,
+    now: &[u8],
+    default: &[u8],
+    all: bool,
+) -> Vec<Vec<u8>> {
     let line = |value: &[u8]| {
         let mut l = name.as_bytes().to_vec();
         l.push(b' ');
         l.extend_from_slice(value);
         l
     };
-    let words: Vec<&[u8]> = now
-        .split(|&b| b == b' ')
-        .filter(|w| !w.is_empty())
-        .collect();
+    // A list's own words (one may be empty, or hold a space).
+    let owned: Vec<Vec<u8>> = match kind {
+        Kind::List { get, .. } => get(cfg).into_iter().map(String::into_bytes).collect(),
+        _ => Vec::new(),
+    };
+    let words: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
     match (name, kind) {
         // One line per save point; `save ""` for none.
         ("save", _) => {
@@ -241,7 +250,32 @@ fn directive_lines(name: &str, kind: &Kind, now: &[u8], default: &[u8], all: boo
             vec![line(&v)]
         }
         (_, Kind::Memory { .. }) => vec![line(memory_text(now).as_bytes())],
+        // Several words (`bind`, percentiles ...): each bare, or quoted
+        // when it would not read back as one word.
+        (_, Kind::List { .. }) => {
+            let mut v = Vec::new();
+            for (j, w) in words.iter().enumerate() {
+                if j > 0 {
+                    v.push(b' ');
+                }
+                bare_or_quoted(&mut v, w);
+            }
+            vec![line(&v)]
+        }
         _ => vec![line(now)],
+    }
+}
+
+/// `w` as one config-file word: bare when plain printable ASCII without
+/// quotes, else quoted as `sdscatrepr` does.
+fn bare_or_quoted(out: &mut Vec<u8>, w: &[u8]) {
+    if !w.is_empty()
+        && w.iter()
+            .all(|&c| (0x21..=0x7e).contains(&c) && c != b'"' && c != b'\'')
+    {
+        out.extend_from_slice(w);
+    } else {
+        cat_repr(out, w);
     }
 }
 
