@@ -182,6 +182,8 @@ pub struct Conn {
     /// (Redis's `buf_peak`, CLIENT LIST `rbp`).
     pub out_peak: usize,
     pub out_peak_since_ms: u64,
+    /// The link from this replica's master (see `repl::replica`).
+    pub master: Option<Box<crate::server::repl::replica::MasterLink>>,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -263,7 +265,19 @@ impl Conn {
             qbuf_peak: 0,
             out_peak: 0,
             out_peak_since_ms: 0,
+            master: None,
         }
+    }
+
+    /// Puts `bytes` (read elsewhere: a replica's link read past the sync
+    /// payload) at the end of the read buffer, to be executed as read.
+    pub fn preload(&mut self, bytes: &[u8]) {
+        let end = self.rbuf_end();
+        if self.rbuf.len() < end + bytes.len() {
+            self.rbuf.resize(end + bytes.len(), 0);
+        }
+        self.rbuf[end..end + bytes.len()].copy_from_slice(bytes);
+        self.set_rbuf_end(end + bytes.len());
     }
 
     /// Unconsumed request bytes (Redis's query buffer length).

@@ -1,5 +1,5 @@
-//! Process wiring: listeners, one worker thread per shard, the mailbox
-//! matrix, signals and shutdown.
+//! Process wiring: listeners, one worker thread per shard, their
+//! mailboxes, signals and shutdown.
 //!
 //! Every worker has its own TCP listener on each bind address
 //! (SO_REUSEPORT), so the kernel spreads new connections over threads with
@@ -13,6 +13,7 @@ mod blocking;
 mod conn;
 mod host;
 mod mailbox;
+pub mod repl;
 mod shutdown;
 mod tls;
 mod worker;
@@ -252,19 +253,20 @@ pub fn run(cfg: Config) -> Result<(), String> {
     server
         .tcp_port
         .store(u64::from(cfg.port), std::sync::atomic::Ordering::Relaxed);
+    if let [host, port] = cfg.replicaof.as_slice() {
+        // INVARIANT-free: the config check admitted only a port in range.
+        if let Ok(port) = port.parse::<u16>() {
+            commands::replica::set_master(&server, host, port);
+        }
+    }
+    repl::replica::start(server.clone())?;
     let mut polls = Vec::with_capacity(n);
     let mut bells = Vec::with_capacity(n);
     for _ in 0..n {
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         let waker =
             Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| format!("eventfd: {e}"))?;
-        bells.push(Doorbell {
-            waker,
-            parked: std::sync::atomic::AtomicBool::new(false),
-            eager: std::sync::atomic::AtomicBool::new(false),
-            napping: std::sync::atomic::AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
-        });
+        bells.push(Doorbell::new(waker, n));
         polls.push(poll);
     }
     let bells = Arc::new(bells);

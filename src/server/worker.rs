@@ -3,20 +3,26 @@
 //! connection events.
 //!
 //! One iteration:
-//! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
-//!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
+//! 1. park (raise the flag, check the ready set), `epoll_wait` until an
+//!    event, a doorbell, or the next cron tick; unpark; refresh the shard
+//!    clock;
 //! 2. drain batches that came back without a doorbell (see `mailbox`);
 //!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
-//! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections (a lone
-//!    request of a connection with nothing else outstanding is answered by
-//!    the shard that runs it, straight to the socket: `mark_direct`);
+//! 3. drain the inbound rings of the threads that sent something (the
+//!    mailbox's ready set, not all N): run hops and jobs from other
+//!    threads on this shard, and collect replies for this thread's
+//!    connections (a lone request of a connection with nothing else
+//!    outstanding is answered by the shard that runs it, straight to the
+//!    socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
-//!    per iteration, however many replies it holds), then ring the doorbell
-//!    of each thread that got messages;
-//! 5. run the cron when due (active expiry, client timeouts, config).
+//!    per iteration, however many replies it holds), publish this shard's
+//!    memory figure if it moved (maxmemory, see `engine::evict`), then mark
+//!    this thread ready at, and ring the doorbell of, each thread that got
+//!    messages;
+//! 5. run the cron when due (active expiry, client timeouts, config, idle
+//!    rings let go), and send what it queued at once.
 
 use std::collections::VecDeque;
 use std::io;
@@ -42,6 +48,7 @@ use crate::log;
 mod memory;
 mod pause;
 mod pubsub;
+mod replica;
 mod tracking;
 
 const WAKER: Token = Token(usize::MAX);
@@ -85,6 +92,10 @@ struct Cached {
     loglevel: config::LogLevel,
     obuf: [config::ObufLimit; 3],
     shard_consolidation: bool,
+    /// `tracking-table-max-keys` split over the shards (each shard's
+    /// table holds at most its share, rounded up); 0 = no limit.
+    tracking_max_keys: usize,
+    replica_read_only: bool,
 }
 
 impl Cached {
@@ -102,6 +113,11 @@ impl Cached {
             loglevel: c.loglevel,
             obuf: c.client_output_buffer_limit,
             shard_consolidation: c.shard_consolidation,
+            tracking_max_keys: c
+                .tracking_table_max_keys
+                .div_ceil(server.nshards.max(1) as u64)
+                .min(usize::MAX as u64) as usize,
+            replica_read_only: c.replica_read_only,
         }
     }
 }
@@ -121,7 +137,11 @@ struct Core {
     local: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
+    /// N pointers per thread; only `batch_to`'s entries are visited.
     batches: Vec<Option<Box<Batch>>>,
+    /// The shards with a batch in `batches`, so sending visits only those
+    /// (not all N).
+    batch_to: Vec<usize>,
     batch_conn: Option<ConnRef>,
     /// Batches back from their trip, for reuse. Boxed because messages
     /// carry them boxed (a small `Msg`); pooling the boxes reuses those
@@ -316,8 +336,8 @@ impl Core {
             return;
         };
         self.aof_flush();
-        for (to, b) in self.batches.iter_mut().enumerate() {
-            if let Some(batch) = b.take() {
+        for to in self.batch_to.drain(..) {
+            if let Some(batch) = self.batches[to].take() {
                 self.mailbox.send(to, Msg::Exec { conn, batch });
             }
         }
@@ -483,6 +503,8 @@ pub struct Worker {
     spilled: bool,
     /// When the running snapshot wants its next step.
     save_wait: Option<Duration>,
+    /// Thread 0 of a replica: the connection from its master `(slot, gen)`.
+    master_conn: Option<(usize, u32)>,
 }
 
 /// When to nap instead of sleeping in epoll (see [`Worker::step_solo`]).
@@ -616,6 +638,7 @@ impl Worker {
                 scratch: Vec::new(),
                 local: VecDeque::new(),
                 batches: Vec::new(),
+                batch_to: Vec::new(),
                 batch_conn: None,
                 pool: Vec::new(),
                 pool_bytes: 0,
@@ -667,6 +690,7 @@ impl Worker {
             nap: Nap::new(),
             spilled: false,
             save_wait: None,
+            master_conn: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
@@ -882,6 +906,9 @@ impl Worker {
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot").
+        self.core.shard.publish_memory();
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -890,6 +917,10 @@ impl Worker {
             self.publish_events();
             self.invalidate_touched();
             self.deliver_pubsub();
+            // What the cron sent (unix clients handed over, woken
+            // waiters): its destinations learn of it now, not after this
+            // thread's next wake-up.
+            self.spilled = self.core.mailbox.flush();
         }
     }
 
@@ -1040,6 +1071,34 @@ impl Worker {
                 return;
             }
         }
+        if self.insert_conn(stream, addr, laddr, unix).is_none() {
+            let server = &self.core.server;
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A replica's link to its master as a connection of this thread
+    /// (no client limits apply to it); its slot.
+    fn add_master_conn(&mut self, stream: Stream, addr: String, laddr: String) -> Option<usize> {
+        let server = self.core.server.clone();
+        server.total_connections.fetch_add(1, Ordering::Relaxed);
+        server.connected_clients.fetch_add(1, Ordering::AcqRel);
+        let slot = self.insert_conn(stream, addr, laddr, false);
+        if slot.is_none() {
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+        slot
+    }
+
+    /// Registers a connection admitted by the caller; its slot.
+    fn insert_conn(
+        &mut self,
+        mut stream: Stream,
+        addr: String,
+        laddr: String,
+        unix: bool,
+    ) -> Option<usize> {
+        let server = &self.core.server;
         let slot = match self.conns.free.pop() {
             Some(s) => s,
             None => {
@@ -1057,8 +1116,7 @@ impl Worker {
                 "Error registering fd event for the new client: {e}"
             ));
             self.conns.free.push(slot);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            return;
+            return None;
         }
         let fd = stream.raw_fd();
         let now = engine::now_ms();
@@ -1083,14 +1141,22 @@ impl Worker {
         log::verbose(format_args!("Accepted {}", client.addr));
         server.tracking.connected(client.id, client.home);
         self.conns.slots[slot] = Some(Conn::new(stream, self.conns.gens[slot], client));
+        Some(slot)
     }
 
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
+            // A replica's master: what it sent runs to its end (the next
+            // PSYNC continues after it), as a coordinator that cannot be
+            // aborted does.
+            let master = c.master.take();
+            if let Some(m) = &master {
+                crate::server::repl::replica::link_lost(&self.core.server, m);
+            }
             // Kept running to its end instead (see `Orphan`).
             let orphan = c
                 .coord
-                .take_if(|ac| ac.coord.must_finish())
+                .take_if(|ac| master.is_some() || ac.coord.must_finish())
                 .map(|ac| (ac, c.client.clone()));
             if let Some(mut ac) = c.coord.take() {
                 // A transaction in flight releases its locks; outputs come
@@ -1236,6 +1302,11 @@ impl Worker {
                     c.set_rbuf_end(end + n);
                     self.core.stats.net_input_bytes += n as u64;
                     c.client.last_interaction_ms = self.core.shard.now_ms;
+                    if c.master.is_some() {
+                        let repl = &self.core.server.repl;
+                        repl.last_io_ms
+                            .store(self.core.shard.now_ms, Ordering::Relaxed);
+                    }
                     process(&mut self.core, c, slot);
                     if c.qbuf_len() > self.core.cfg.qbuf_limit {
                         log::warning(format_args!(
@@ -1296,23 +1367,21 @@ impl Worker {
 
     // ------------------------------------------------------------ mailbox
 
+    /// Handles inbound messages, visiting only the threads that sent some
+    /// (the mailbox's ready set), then local jobs and served blocked
+    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
     fn drain(&mut self) {
-        let n = self.core.mailbox.threads();
         let mut budget = DRAIN_BUDGET;
         loop {
             let mut got = false;
-            for from in 0..n {
-                if from == self.core.id {
-                    continue;
-                }
-                while let Some(m) = self.core.mailbox.recv_from(from) {
-                    got = true;
-                    self.nap.note(&m);
-                    self.handle(m);
-                    budget -= 1;
-                    if budget == 0 {
-                        return;
-                    }
+            self.core.mailbox.collect();
+            while let Some(m) = self.core.mailbox.recv() {
+                got = true;
+                self.nap.note(&m);
+                self.handle(m);
+                budget -= 1;
+                if budget == 0 {
+                    return;
                 }
             }
             while let Some(m) = self.core.local.pop_front() {
@@ -2088,6 +2157,11 @@ impl Worker {
                 Err(_) => return self.close_conn(slot),
             }
         }
+        if let Some(m) = c.master.as_mut() {
+            if c.pending.is_empty() && c.coord.is_none() {
+                crate::server::repl::replica::publish(&self.core.server, m);
+            }
+        }
         let idle = c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none();
         if idle && (c.closing || (c.peer_eof && !has_work(c))) {
             // QUIT, a protocol error, CLIENT KILL of itself, or a peer that
@@ -2229,8 +2303,20 @@ impl Worker {
         if self.unix.is_some() {
             self.accept_unix();
         }
+        // A replica's shards keep keys past their deadline (see
+        // `engine::Expiry`); the role may have changed since the last tick.
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         self.core.shard.active_expire_cycle(budget_us);
         self.save_rules_cron();
+        self.replica_cron();
         // maxmemory: this shard's share of any excess, even without
         // commands (see engine::evict).
         self.core.shard.evict_cron(budget_us);
@@ -2238,6 +2324,8 @@ impl Worker {
         // still owes (tables split and merge as they go, see ds::dict, so
         // this rarely finds any).
         self.core.shard.rehash_cron(1000);
+        // Rings this thread no longer uses (see `mailbox`).
+        self.core.mailbox.trim();
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
@@ -2272,7 +2360,9 @@ impl Worker {
                 .filter_map(|(i, c)| {
                     let c = c.as_ref()?;
                     let idle = now.saturating_sub(c.client.last_interaction_ms) > limit_ms;
-                    (idle && c.pending.is_empty() && c.coord.is_none()).then_some(i)
+                    // The master's link has `repl-timeout` instead.
+                    (idle && c.pending.is_empty() && c.coord.is_none() && !c.client.master)
+                        .then_some(i)
                 })
                 .collect();
             for slot in idle {
@@ -2418,14 +2508,10 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     {
         return;
     }
-    let mut only = None;
-    for b in core.batches.iter_mut().flatten() {
-        if only.is_some() {
-            return;
-        }
-        only = Some(b);
-    }
-    let Some(b) = only else { return };
+    let [to] = core.batch_to[..] else { return };
+    let Some(b) = core.batches[to].as_mut() else {
+        return;
+    };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
@@ -2500,6 +2586,16 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
         match parse_request(&mut c.rbuf[rpos..end], &limits, &mut c.args) {
             Parsed::Complete(n) => {
                 c.need = 0;
+                if let Some(m) = c.master.as_ref() {
+                    // REPLICAOF moved on: nothing more of this master runs.
+                    if m.gen != core.server.repl.gen.load(Ordering::Acquire) {
+                        c.closing = true;
+                        return;
+                    }
+                    if master_request(c, n) {
+                        continue;
+                    }
+                }
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);
                     let ran = execute(core, c, slot, &args);
@@ -2513,6 +2609,9 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     }
                 }
                 c.rpos += n;
+                if let Some(m) = c.master.as_mut() {
+                    m.offset += n as u64;
+                }
                 if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
                     return;
                 }
@@ -2545,6 +2644,29 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
             }
         }
     }
+}
+
+/// A request from a replica's master that the master connection handles
+/// itself: `REPLCONF GETACK` gets `REPLCONF ACK <offset>` (the offset of
+/// what came before it), the one reply a master reads. True if handled
+/// (consumed and counted).
+fn master_request(c: &mut Conn, n: usize) -> bool {
+    let rpos = c.rpos;
+    if !crate::server::repl::replica::is_getack(&c.rbuf[rpos..], &c.args) {
+        return false;
+    }
+    let Some(m) = c.master.as_mut() else {
+        return false;
+    };
+    let ack = crate::server::repl::replica::ack_bytes(m.offset);
+    m.offset += n as u64;
+    c.rpos += n;
+    if c.inline_reply_target() {
+        c.out.raw(&ack);
+    } else {
+        c.push_ready(&ack);
+    }
+    true
 }
 
 /// Runs one request; false if a transaction's lock holds it back (then
@@ -2604,8 +2726,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     in_tx: false,
                     nshards: core.server.nshards,
                     caller: script_caller(&core.server, &mut c.client, resolved),
+                    tracker: commands::tracking::script_tracker(&c.client, resolved),
                     client: c.client.id,
                     ops: core.server.ops,
+                    master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
                 if let Some(on) = run_shard(
@@ -2726,8 +2850,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 in_tx: false,
                 nshards: core.server.nshards,
                 caller: script_caller(&core.server, &mut c.client, resolved),
+                tracker: commands::tracking::script_tracker(&c.client, resolved),
                 client: c.client.id,
                 ops: core.server.ops,
+                master: c.client.master,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -2740,6 +2866,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 Some(b) => b,
                 None => {
                     let b = core.take_batch();
+                    core.batch_to.push(shard);
                     core.batches[shard].insert(b)
                 }
             };

@@ -54,6 +54,8 @@ pub struct ShardCtx<'a> {
     /// The restricted user who ran this command, for a script's
     /// `redis.call` checks (`None`: nothing to check).
     pub caller: Option<Arc<crate::acl::Caller>>,
+    /// See `ShardCall::tracker`.
+    pub tracker: Option<engine::Tracker>,
 }
 
 impl ShardCtx<'_> {
@@ -228,6 +230,10 @@ pub struct ClientState {
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
     /// final save). Kept by the runtime.
     pub shutdown_wait: bool,
+    /// The link from this replica's master (Redis's `CLIENT_MASTER`): its
+    /// commands bypass READONLY, ACL and maxmemory, and it gets no
+    /// replies. Set by the runtime.
+    pub master: bool,
 }
 
 /// A connection's address in the runtime: its home thread, its slot

@@ -328,13 +328,38 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// CONFIG REWRITE: the config file rewritten with the running
+/// configuration (`config::rewrite`), with ACL's users as `user` lines
+/// unless they live in an `aclfile`.
 fn config_rewrite(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    if c.server.config().config_file.is_none() {
-        return Err(CmdError::err("The server is running without a config file"));
+    let cfg = c.server.config();
+    let users: Vec<Vec<u8>> = if cfg.aclfile.is_some() {
+        Vec::new()
+    } else {
+        c.server
+            .acl
+            .all()
+            .iter()
+            .map(|u| {
+                let mut line = b"user ".to_vec();
+                line.extend_from_slice(&u.name);
+                line.push(b' ');
+                line.extend_from_slice(&u.rules().describe());
+                line
+            })
+            .collect()
+    };
+    match config::rewrite::rewrite(&cfg, &users) {
+        Ok(()) => {
+            crate::persist::log(false, "CONFIG REWRITE executed with success.");
+            c.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            crate::persist::log(true, &format!("CONFIG REWRITE failed: {e}"));
+            Err(CmdError::Raw(e))
+        }
     }
-    Err(CmdError::err(
-        "Rewriting config file: CONFIG REWRITE is not supported yet",
-    ))
 }
 
 /// CONFIG RESETSTAT: zeroes every thread's command/error statistics and
@@ -499,6 +524,9 @@ struct Snapshot {
     /// Clients with tracking on, BCAST prefixes.
     tracking: (usize, usize),
     repl: crate::repl::ReplIds,
+    /// A replica's lines between `role` and `connected_slaves` (see
+    /// `replica::info_fields`); `None` on a master.
+    replica_info: Option<String>,
 }
 
 struct AofInfo {
@@ -518,6 +546,7 @@ impl Snapshot {
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             repl: s.repl.ids(),
+            replica_info: crate::replica::info_fields(s),
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -931,7 +960,13 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         }
         "replication" => {
             o.push_str("# Replication\r\n");
-            kv(o, "role", "master");
+            match &s.replica_info {
+                Some(lines) => {
+                    kv(o, "role", "slave");
+                    o.push_str(lines);
+                }
+                None => kv(o, "role", "master"),
+            }
             kv(o, "connected_slaves", 0);
             kv(o, "master_failover_state", "no-failover");
             kv(o, "master_replid", &s.repl.replid);

@@ -272,6 +272,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::persist::COMMANDS,
     crate::dump::COMMANDS,
     crate::cluster::COMMANDS,
+    crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,
     crate::pubsub::COMMANDS,

@@ -274,6 +274,9 @@ pub struct Config {
     pub acl_pubsub_default_all: bool,
     /// `acllog-max-len`: entries ACL LOG keeps.
     pub acllog_max_len: u64,
+    /// `tracking-table-max-keys`: keys remembered for client-side caching
+    /// before the oldest are invalidated to make room; 0 = no limit.
+    pub tracking_table_max_keys: u64,
     /// `user <name> <rules ...>` lines, in order (each vector: the name,
     /// then the rules as written); applied and checked at start by the
     /// ACL layer, not shown by CONFIG GET.
@@ -362,6 +365,22 @@ pub struct Config {
     pub latency_tracking: bool,
     /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `replicaof host port` (alias `slaveof`): empty, or the master's host and port.
+    pub replicaof: Vec<String>,
+    /// `masterauth`: the password a replica sends its master (`None`: no AUTH).
+    pub masterauth: Option<Vec<u8>>,
+    /// `masteruser`: the ACL user of that AUTH (`None`: the password alone).
+    pub masteruser: Option<Vec<u8>>,
+    /// `replica-read-only`: a replica refuses normal clients' writes.
+    pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: a replica whose link is down still serves its data.
+    pub replica_serve_stale_data: bool,
+    /// `replica-priority`: shown in INFO for Sentinel's choice.
+    pub replica_priority: u32,
+    /// `replica-announced`: shown in INFO for Sentinel.
+    pub replica_announced: bool,
+    /// `repl-timeout`: seconds without data after which a replication link is dropped.
+    pub repl_timeout_s: u64,
     /// `rename-command old new` lines of the config file, in order (`new` empty: the
     /// command is removed). Not a directive: CONFIG GET does not show them.
     pub rename_commands: Vec<RenameCommand>,
@@ -669,6 +688,7 @@ impl Config {
             aclfile: None,
             acl_pubsub_default_all: false,
             acllog_max_len: 0,
+            tracking_table_max_keys: 0,
             users: Vec::new(),
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
@@ -708,6 +728,14 @@ impl Config {
             latency_monitor_threshold: 0,
             latency_tracking: false,
             latency_tracking_info_percentiles: Vec::new(),
+            replicaof: Vec::new(),
+            masterauth: None,
+            masteruser: None,
+            replica_read_only: false,
+            replica_serve_stale_data: false,
+            replica_priority: 0,
+            replica_announced: false,
+            repl_timeout_s: 0,
             rename_commands: Vec::new(),
             config_file: None,
             tls_port: 0,
@@ -1011,6 +1039,7 @@ static DIRECTIVES: &[Directive] = &[
         set: |c, i| c.acl_pubsub_default_all = i == 0,
     }),
     d("acllog-max-len",           Mutable,   int!(acllog_max_len: u64, 0, I64_MAX as i64, 128)),
+    d("tracking-table-max-keys",  Mutable,   int!(tracking_table_max_keys: u64, 0, I64_MAX as i64, 1_000_000)),
     d("maxmemory",                Mutable,   memory!(maxmemory, 0, u64::MAX, 0)),
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
     d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
@@ -1105,7 +1134,34 @@ static DIRECTIVES: &[Directive] = &[
     d("tls-session-cache-timeout", Mutable,  int!(tls_session_cache_timeout_s: u32, 0, I32_MAX, 300)),
     d("tls-replication",          Mutable,   yes_no!(tls_replication, false)),
     d("tls-cluster",              Mutable,   yes_no!(tls_cluster, false)),
+    d("replicaof",                Immutable, List {
+        max_len: 2,
+        default: &[],
+        get: |c| c.replicaof.clone(),
+        set: |c, v| c.replicaof = v,
+        check: check_replicaof,
+    }).alias("slaveof"),
+    d("masterauth",               Mutable,   bytes!(masterauth)),
+    d("masteruser",               Mutable,   bytes!(masteruser)),
+    d("replica-read-only",        Mutable,   yes_no!(replica_read_only, true))
+        .alias("slave-read-only"),
+    d("replica-serve-stale-data", Mutable,   yes_no!(replica_serve_stale_data, true))
+        .alias("slave-serve-stale-data"),
+    d("replica-priority",         Mutable,   int!(replica_priority: u32, 0, I32_MAX, 100))
+        .alias("slave-priority"),
+    d("replica-announced",        Mutable,   yes_no!(replica_announced, true)),
+    d("repl-timeout",             Mutable,   int!(repl_timeout_s: u64, 1, I32_MAX, 60)),
 ];
+
+/// `replicaof <host> <port>`: both or nothing, the port a number in 0..=65535.
+fn check_replicaof(words: &[Vec<u8>]) -> Result<(), String> {
+    match words {
+        [] => Ok(()),
+        [_, port] if strtoll(port).is_some_and(|p| (0..=65535).contains(&p)) => Ok(()),
+        [_, _] => Err("Invalid master port".into()),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
     p.as_ref()
@@ -1332,6 +1388,10 @@ pub fn parse_config_text(text: &str, cfg: &mut Config) -> Result<(), ConfigError
 
 /// Redis's `loadServerConfigFromString`, on bytes: values such as `requirepass` may be binary.
 fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> {
+    // Redis's setConfigSaveOption while reading a file: the first `save`
+    // line replaces the defaults, later ones add their points (`save ""`
+    // clears what came before it).
+    let mut save_loaded = false;
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line_no = i + 1;
         let line = trim(raw, b" \t\r\n");
@@ -1372,6 +1432,7 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             return Err(ConfigError::at_line(line_no, line, reason));
         };
         let kind = &DIRECTIVES[idx].kind;
+        let kept_save = (DIRECTIVES[idx].name == "save" && save_loaded).then(|| cfg.save.clone());
         let result = if !kind.is_multi_arg() {
             if args.len() != 1 {
                 return Err(ConfigError::at_line(
@@ -1391,6 +1452,14 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             kind.set(cfg, args)
         };
         result.map_err(|reason| ConfigError::at_line(line_no, line, reason))?;
+        if DIRECTIVES[idx].name == "save" {
+            save_loaded = true;
+            let reset = args.len() == 1 && args[0].is_empty();
+            if let (Some(mut kept), false) = (kept_save, reset) {
+                kept.append(&mut cfg.save);
+                cfg.save = kept;
+            }
+        }
     }
     Ok(())
 }
@@ -1514,6 +1583,8 @@ fn cat_repr(out: &mut Vec<u8>, s: &[u8]) {
     }
     out.push(b'"');
 }
+
+pub mod rewrite;
 
 use ds::string2ll;
 
@@ -1960,6 +2031,21 @@ fn glob_rec(mut p: &[u8], mut s: &[u8], skip_longer: &mut bool, nesting: u32) ->
 mod tests {
     use super::*;
 
+    /// Several `save` lines in a file add up, as Redis 7.0 reads them (the
+    /// first replaces the defaults; `save ""` clears what came before).
+    #[test]
+    fn save_lines_in_a_file_add_up() {
+        let rules = |text: &str| {
+            let mut c = Config::default();
+            parse_config_text(text, &mut c).unwrap();
+            c.save_rules()
+        };
+        assert_eq!(rules("save 900 1\nsave 300 10\n"), [(900, 1), (300, 10)]);
+        assert_eq!(rules("save 900 1\nsave \"\"\n"), []);
+        assert_eq!(rules("save \"\"\nsave 60 5\n"), [(60, 5)]);
+        assert_eq!(rules("hz 10\n"), [(3600, 1), (300, 100), (60, 10000)]);
+    }
+
     fn strings(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
     }
@@ -2129,6 +2215,12 @@ mod tests {
             "allchannels",
         ),
         ("acllog-max-len", "5", "acllog-max-len", "5"),
+        (
+            "tracking-table-max-keys",
+            "7",
+            "tracking-table-max-keys",
+            "7",
+        ),
         ("maxmemory", "100m", "maxmemory", "100000000"),
         (
             "maxmemory-policy",
@@ -2273,6 +2365,21 @@ mod tests {
             "latency-tracking-info-percentiles",
             "50 99.99",
         ),
+        ("replicaof", "10.0.0.9 6380", "replicaof", "10.0.0.9 6380"),
+        ("slaveof", "h 1", "replicaof", "h 1"),
+        ("masterauth", "pw", "masterauth", "pw"),
+        ("masteruser", "u", "masteruser", "u"),
+        ("replica-read-only", "no", "replica-read-only", "no"),
+        ("slave-read-only", "no", "replica-read-only", "no"),
+        (
+            "replica-serve-stale-data",
+            "no",
+            "replica-serve-stale-data",
+            "no",
+        ),
+        ("replica-priority", "7", "replica-priority", "7"),
+        ("replica-announced", "no", "replica-announced", "no"),
+        ("repl-timeout", "9", "repl-timeout", "9"),
         (
             "client-output-buffer-limit",
             "replica 1mb 2k 3 NORMAL 4 5 6",
@@ -2374,6 +2481,7 @@ mod tests {
             "aclfile" => assert_eq!(c.aclfile, Some(PathBuf::from("/tmp/users.acl"))),
             "acl-pubsub-default" => assert!(c.acl_pubsub_default_all),
             "acllog-max-len" => assert_eq!(c.acllog_max_len, 5),
+            "tracking-table-max-keys" => assert_eq!(c.tracking_table_max_keys, 7),
             "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
             "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
             "maxmemory-samples" => assert_eq!(c.maxmemory_samples, 10),
@@ -2415,6 +2523,15 @@ mod tests {
             "latency-tracking-info-percentiles" => {
                 assert_eq!(c.latency_tracking_info_percentiles, [50.0, 99.99])
             }
+            "replicaof" => assert_eq!(c.replicaof, strings(&["10.0.0.9", "6380"])),
+            "slaveof" => assert_eq!(c.replicaof, strings(&["h", "1"])),
+            "masterauth" => assert_eq!(c.masterauth.as_deref(), Some(&b"pw"[..])),
+            "masteruser" => assert_eq!(c.masteruser.as_deref(), Some(&b"u"[..])),
+            "replica-read-only" | "slave-read-only" => assert!(!c.replica_read_only),
+            "replica-serve-stale-data" => assert!(!c.replica_serve_stale_data),
+            "replica-priority" => assert_eq!(c.replica_priority, 7),
+            "replica-announced" => assert!(!c.replica_announced),
+            "repl-timeout" => assert_eq!(c.repl_timeout_s, 9),
             "client-output-buffer-limit" => assert_eq!(
                 c.client_output_buffer_limit[ObufClass::Normal as usize],
                 ObufLimit {
@@ -2569,7 +2686,8 @@ mod tests {
                 "aclfile",
                 "rdbchecksum",
                 "appendfilename",
-                "appenddirname"
+                "appenddirname",
+                "replicaof"
             ]
         );
     }
@@ -3204,6 +3322,7 @@ mod tests {
                 "maxclients",
                 "proto-max-bulk-len",
                 "acllog-max-len",
+                "tracking-table-max-keys",
                 "maxmemory",
                 "maxmemory-policy",
                 "maxmemory-samples",
