@@ -1,16 +1,41 @@
 //! Mailboxes: how threads pass work and replies to each other.
 //!
-//! Every ordered pair of threads (i → j) has its own single-producer,
-//! single-consumer ring (`rtrb`), so pushing and popping are wait-free and
-//! need no lock. Each thread has one `mio::Waker` (an eventfd registered in
-//! its epoll set) and a `parked` flag it raises just before sleeping.
+//! Every ordered pair of threads (i → j) that has exchanged messages has
+//! its own single-producer, single-consumer ring (`rtrb`), so pushing and
+//! popping are wait-free and need no lock. Each thread has one `mio::Waker`
+//! (an eventfd registered in its epoll set) and a `parked` flag it raises
+//! just before sleeping.
+//!
+//! Rings on first use, sized by traffic: no ring exists until `i` first
+//! sends to `j`. The first holds [`RING_MIN`] messages; when it is full the
+//! producer makes a ring twice as big (up to [`RING_CAPACITY`]) and goes
+//! on there. It hands the new ring's consumer end over through the
+//! destination's `fresh` list (a mutex taken once per ring, never per
+//! message) after its last push to the old one, so a consumer holding the
+//! newer ring finishes the old one and then drops its end: order holds. A
+//! ring unused for a cron period (a small one: [`SMALL_RING_IDLE_TRIMS`]
+//! periods) is let go with a last `Retire` mark, which tells the consumer
+//! to drop its end ([`Mailbox::trim`]); a later message makes a new, small
+//! one. The producer keeps the rings it let go until the consumer has
+//! dropped its end, and frees them itself: a ring is allocated and freed
+//! by one worker (charged to its shard's counter, whichever thread runs
+//! it), so making rings never moves bytes between two shards' memory
+//! counters (`engine::alloc`). Idle, a server holds no rings at all.
+//!
+//! Ready set: each thread has a bitmap of the threads that sent it
+//! something (`Doorbell::ready`, one bit per thread). A producer sets its
+//! bit in a destination's map once per loop iteration, after the last push
+//! (in [`Mailbox::flush`]); the consumer takes the whole map with one swap
+//! per 64 threads and visits only those sources' rings. A set bit may be
+//! stale (its messages already taken): that costs one empty pop.
 //!
 //! Batching: during one loop iteration a thread pushes every message it has
-//! for a destination and remembers the destination as dirty; at the end of
-//! the iteration it wakes each dirty destination once, and only if that
-//! destination is parked. A busy thread is never woken (it drains its rings
-//! every iteration anyway), so the cost of a hop is a ring push and pop,
-//! plus at most one eventfd write per destination per iteration.
+//! for a destination and remembers the destination as touched; at the end
+//! of the iteration it marks itself ready at each touched destination once,
+//! and wakes it only if it is parked. A busy thread is never woken (it
+//! takes its ready set every iteration anyway), so the cost of a hop is a
+//! ring push and pop, plus at most one atomic OR and one eventfd write per
+//! destination per iteration.
 //!
 //! Lazy sends: a batch whose reply its executing shard already wrote to
 //! the client's socket (a direct reply, see `worker::mark_direct`) goes
@@ -22,31 +47,52 @@
 //! of two. The same fence protocol covers `eager`.
 //!
 //! Lost wake-ups are impossible: the consumer stores `parked = true`, issues
-//! a SeqCst fence, then checks its rings; the producer pushes, issues a
-//! SeqCst fence, then reads `parked`. At least one of them sees the other.
+//! a SeqCst fence, then reads its ready set; the producer pushes, sets its
+//! ready bit, issues a SeqCst fence, then reads `parked`. At least one of
+//! them sees the other. The consumer swaps a word of its ready set to zero
+//! before popping those sources' rings, and a producer ORs its bit in after
+//! pushing (release/acquire on the same word): a message is either seen by
+//! the pops that follow the swap, or its bit is set for the next one.
 //!
 //! Naps: a thread may sleep a few microseconds in `park_timeout` instead
 //! of in epoll (see `worker::Nap`), with its `napping` flag raised under
 //! the same fence protocol; a doorbell then unparks it instead of writing
 //! the eventfd, so a message never waits for a nap to end.
 //!
-//! Bounds: rings hold `RING_CAPACITY` messages; a full ring spills into a
-//! per-destination overflow queue that is retried first on every iteration
-//! (keeping FIFO order), and a thread with spilled messages polls with a
-//! short timeout instead of sleeping. Each message belongs to a connection
-//! whose pipeline is itself bounded, so the overflow is bounded too.
+//! Bounds: a ring holds at most `RING_CAPACITY` messages; a full ring of
+//! that size spills into a per-destination overflow queue that is retried
+//! first on every iteration (keeping FIFO order), and a thread with spilled
+//! messages polls with a short timeout instead of sleeping. Each message
+//! belongs to a connection whose pipeline is itself bounded, so the
+//! overflow is bounded too. While a ring grows, the chain of one pair's
+//! rings holds less than `2 × RING_CAPACITY` slots.
+//!
+//! # Cost in the number of threads N (Msg is 88 bytes)
+//! - Rings: none idle; one per pair that talks, from `RING_MIN × 88` bytes
+//!   (under 3 KB), growing only while that pair's traffic fills it, and
+//!   let go after a cron period unused (a small one after
+//!   `SMALL_RING_IDLE_TRIMS`). The worst case, every pair
+//!   saturated at once, is the old up-front matrix: N(N−1) × 4096 × 88
+//!   bytes (1.4 GB at 64 threads); it is never reached idle or under
+//!   ordinary load.
+//! - Per thread, fixed: one producer slot, one overflow queue and one
+//!   consumer list per peer (about 100 bytes × N, 6 KB at 64 threads: N²
+//!   in total, 400 KB at 64), and a ready bitmap of ⌈N/64⌉ padded words.
+//! - Per loop iteration: sending touches only the destinations messaged;
+//!   [`Mailbox::flush`] visits those and the ones with spilled messages;
+//!   receiving swaps ⌈N/64⌉ words and visits only sources with a bit set.
+//!   Nothing per iteration scans all N peers.
+//! - Per cron tick: [`Mailbox::trim`] visits the N peers once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use commands::coord::{JobOut, Work};
 use commands::exec::ShardCall;
 use commands::table::ShardHandler;
 use commands::Resolved;
 use resp::OwnedArgs;
-
-pub const RING_CAPACITY: usize = 4096;
 
 /// Names a connection on its home thread; `gen` guards against the slot
 /// having been reused by a newer connection.
@@ -190,7 +236,19 @@ pub enum Msg {
     },
 }
 
-/// The wake-up side of one thread, shared by all threads.
+/// Messages a ring holds when first made: 32 × 88 bytes.
+pub const RING_MIN: usize = 32;
+
+/// The largest ring; past it messages spill into the overflow queue.
+pub const RING_CAPACITY: usize = 4096;
+
+/// One padded word of a ready bitmap (producers of different
+/// destinations never share a line).
+#[repr(align(64))]
+struct ReadyWord(AtomicU64);
+
+/// The wake-up side of one thread, and its ready set, shared by all
+/// threads.
 pub struct Doorbell {
     pub waker: mio::Waker,
     pub parked: AtomicBool,
@@ -202,9 +260,57 @@ pub struct Doorbell {
     pub napping: AtomicBool,
     /// The thread, once it runs (set by [`Mailbox::nap`]'s first call).
     pub thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Bit `i`: thread `i` pushed messages for this thread since it last
+    /// took its ready set.
+    ready: Box<[ReadyWord]>,
+    /// Consumer ends of rings producers made for this thread, not yet
+    /// taken by it, in the order they were made.
+    fresh: Mutex<Vec<(u16, rtrb::Consumer<Slot>)>>,
+    /// Set (under `fresh`'s lock) when `fresh` is not empty.
+    fresh_any: AtomicBool,
 }
 
 impl Doorbell {
+    /// The doorbell of one of `nthreads` threads.
+    pub fn new(waker: mio::Waker, nthreads: usize) -> Self {
+        Doorbell {
+            waker,
+            parked: AtomicBool::new(false),
+            eager: AtomicBool::new(false),
+            napping: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+            ready: (0..nthreads.div_ceil(64).max(1))
+                .map(|_| ReadyWord(AtomicU64::new(0)))
+                .collect(),
+            fresh: Mutex::new(Vec::new()),
+            fresh_any: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks thread `from` as having messages for this one.
+    fn mark_ready(&self, from: usize) {
+        // Always the read-modify-write, even when the bit looks set: a
+        // plain load could read the word from before the consumer's swap
+        // while the consumer's pops miss this push (the store-buffer
+        // pattern). An OR is ordered with the swap either way: before it
+        // (the swap's acquire then sees the push) or after (the bit stays
+        // for the next swap).
+        self.ready[from / 64]
+            .0
+            .fetch_or(1u64 << (from % 64), Ordering::AcqRel);
+    }
+
+    /// Whether any thread has marked itself ready here.
+    fn any_ready(&self) -> bool {
+        self.ready.iter().any(|w| w.0.load(Ordering::Relaxed) != 0)
+    }
+
+    fn lock_fresh(&self) -> std::sync::MutexGuard<'_, Vec<(u16, rtrb::Consumer<Slot>)>> {
+        // A panic while holding it cannot leave the list inconsistent
+        // (push and drain only).
+        self.fresh.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Wakes the thread if it is (about to be) asleep.
     pub fn ring_if_parked(&self) {
         fence(Ordering::SeqCst);
@@ -243,44 +349,79 @@ impl Doorbell {
     }
 }
 
-/// One thread's ends of the ring matrix.
+/// What a ring carries: messages, and last the mark of a ring its
+/// producer let go (see [`Mailbox::trim`]).
+enum Slot {
+    Msg(Msg),
+    Retire,
+}
+
+/// Pushes a message; a full ring hands it back.
+fn push_msg(p: &mut rtrb::Producer<Slot>, m: Msg) -> Result<(), Msg> {
+    match p.push(Slot::Msg(m)) {
+        Ok(()) => Ok(()),
+        Err(rtrb::PushError::Full(Slot::Msg(m))) => Err(m),
+        // INVARIANT: `push` hands back the value it was given.
+        Err(rtrb::PushError::Full(Slot::Retire)) => unreachable!("not what was pushed"),
+    }
+}
+
+/// The producer side of one destination.
+#[derive(Default)]
+struct Outbound {
+    /// The newest ring to the destination (`None`: none yet, or trimmed).
+    ring: Option<rtrb::Producer<Slot>>,
+    /// Messages that found the largest ring full, oldest first.
+    overflow: VecDeque<Msg>,
+    /// Got messages this iteration: 1 lazy only, 2 at least one eager.
+    mark: u8,
+    /// Got messages since the last [`Mailbox::trim`].
+    used: bool,
+    /// Trims since it last got messages.
+    idle: u8,
+}
+
+/// Cron periods a ring of `RING_MIN` may stay unused before it is let go
+/// (a grown one goes after one): a pair that talks now and then keeps its
+/// small ring, rather than making one (an allocation and a lock) for
+/// every message.
+const SMALL_RING_IDLE_TRIMS: u8 = 50;
+
+/// One thread's ends of its rings.
 pub struct Mailbox {
     pub me: usize,
-    out: Vec<Option<rtrb::Producer<Msg>>>,
-    inb: Vec<Option<rtrb::Consumer<Msg>>>,
-    overflow: Vec<VecDeque<Msg>>,
-    dirty: Vec<bool>,
-    /// Got only lazy messages this iteration.
-    lazy: Vec<bool>,
+    /// Per destination thread.
+    out: Vec<Outbound>,
+    /// Per source thread: its rings to this one, oldest first (more than
+    /// one only while a ring grows).
+    inb: Vec<VecDeque<rtrb::Consumer<Slot>>>,
+    /// Destinations marked in `out` this iteration.
+    touched: Vec<u16>,
+    /// Destinations with spilled messages.
+    spilled: Vec<u16>,
+    /// Sources taken from the ready set and not yet drained.
+    taken: Vec<u64>,
+    /// The source being drained.
+    cur: Option<usize>,
+    /// Rings this thread let go (outgrown or idle), kept until their
+    /// consumer lets go too: a ring is freed by the thread that made it.
+    retired: Vec<rtrb::Producer<Slot>>,
     bells: Arc<Vec<Doorbell>>,
 }
 
-/// Builds the n × n ring matrix: one mailbox per thread.
+/// One mailbox per thread (no ring is made before it is needed).
 pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
     let n = bells.len();
-    let mut outs: Vec<Vec<Option<rtrb::Producer<Msg>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut inbs: Vec<Vec<Option<rtrb::Consumer<Msg>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    for (i, out_i) in outs.iter_mut().enumerate() {
-        for (j, slot) in out_i.iter_mut().enumerate() {
-            if i != j {
-                let (p, c) = rtrb::RingBuffer::new(RING_CAPACITY);
-                *slot = Some(p);
-                inbs[j][i] = Some(c);
-            }
-        }
-    }
-    outs.into_iter()
-        .zip(inbs)
-        .enumerate()
-        .map(|(me, (out, inb))| Mailbox {
+    (0..n)
+        .map(|me| Mailbox {
             me,
-            out,
-            inb,
-            overflow: (0..n).map(|_| VecDeque::new()).collect(),
-            dirty: vec![false; n],
-            lazy: vec![false; n],
+            out: (0..n).map(|_| Outbound::default()).collect(),
+            inb: (0..n).map(|_| VecDeque::new()).collect(),
+            touched: Vec::new(),
+            spilled: Vec::new(),
+            taken: vec![0; n.div_ceil(64).max(1)],
+            cur: None,
+            retired: Vec::new(),
             bells: bells.clone(),
         })
         .collect()
@@ -289,79 +430,239 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
 impl Mailbox {
     /// Queues `msg` for thread `to` (never itself).
     pub fn send(&mut self, to: usize, msg: Msg) {
-        debug_assert_ne!(to, self.me);
-        self.dirty[to] = true;
-        if !self.overflow[to].is_empty() {
-            self.overflow[to].push_back(msg);
-            return;
-        }
-        if let Some(p) = self.out[to].as_mut() {
-            if let Err(rtrb::PushError::Full(m)) = p.push(msg) {
-                self.overflow[to].push_back(m);
-            }
-        }
+        self.mark(to, 2);
+        self.push(to, msg);
     }
 
     /// Queues `msg` for thread `to` without waking it, unless it sleeps
     /// with its `eager` flag raised: for a message the destination can take
     /// whenever it next wakes.
     pub fn send_lazy(&mut self, to: usize, msg: Msg) {
+        // Behind spilled messages it is not lazy: those need the wake-up.
+        let mark = if self.out[to].overflow.is_empty() {
+            1
+        } else {
+            2
+        };
+        self.mark(to, mark);
+        self.push(to, msg);
+    }
+
+    fn mark(&mut self, to: usize, mark: u8) {
         debug_assert_ne!(to, self.me);
-        if !self.overflow[to].is_empty() {
-            self.dirty[to] = true;
-            self.overflow[to].push_back(msg);
+        let o = &mut self.out[to];
+        if o.mark == 0 {
+            self.touched.push(to as u16);
+        }
+        o.mark = o.mark.max(mark);
+        o.used = true;
+    }
+
+    /// Pushes onto `to`'s ring: a new one if there is none or it is full
+    /// and below `RING_CAPACITY`, the overflow queue if it is full at that
+    /// size or messages are spilled already.
+    fn push(&mut self, to: usize, msg: Msg) {
+        let o = &mut self.out[to];
+        if !o.overflow.is_empty() {
+            o.overflow.push_back(msg);
             return;
         }
-        self.lazy[to] = true;
-        if let Some(p) = self.out[to].as_mut() {
-            if let Err(rtrb::PushError::Full(m)) = p.push(msg) {
-                self.dirty[to] = true;
-                self.overflow[to].push_back(m);
-            }
+        let msg = match o.ring.as_mut() {
+            Some(p) => match push_msg(p, msg) {
+                Ok(()) => return,
+                Err(m) => m,
+            },
+            None => msg,
+        };
+        let cap = o.ring.as_ref().map_or(0, |p| p.buffer().capacity());
+        if cap >= RING_CAPACITY {
+            o.overflow.push_back(msg);
+            self.spilled.push(to as u16);
+            self.mark(to, 2);
+            return;
+        }
+        let (mut p, c) = rtrb::RingBuffer::new((cap * 2).max(RING_MIN));
+        // Handed over after every push to the old ring: a consumer that
+        // holds the new one has seen all of the old one's messages.
+        {
+            let bell = &self.bells[to];
+            let mut fresh = bell.lock_fresh();
+            fresh.push((self.me as u16, c));
+            bell.fresh_any.store(true, Ordering::Release);
+        }
+        // INVARIANT: a new ring has room for one message.
+        if push_msg(&mut p, msg).is_err() {
+            unreachable!("a new ring is empty");
+        }
+        if let Some(old) = o.ring.replace(p) {
+            self.retired.push(old);
         }
     }
 
-    /// Retries spilled messages, then rings the doorbell of every thread
-    /// that got messages this iteration. Returns true if messages are still
-    /// spilled (the caller must not sleep long).
+    /// Retries spilled messages, marks this thread ready at every thread
+    /// that got messages this iteration and rings the doorbells. Returns
+    /// true if messages are still spilled (the caller must not sleep long).
     pub fn flush(&mut self) -> bool {
-        let mut spilled = false;
-        for to in 0..self.dirty.len() {
-            let q = &mut self.overflow[to];
-            if let (false, Some(p)) = (q.is_empty(), self.out[to].as_mut()) {
-                while let Some(m) = q.pop_front() {
-                    if let Err(rtrb::PushError::Full(m)) = p.push(m) {
-                        q.push_front(m);
+        let mut i = 0;
+        while i < self.spilled.len() {
+            let to = usize::from(self.spilled[i]);
+            let o = &mut self.out[to];
+            if let Some(p) = o.ring.as_mut() {
+                while let Some(m) = o.overflow.pop_front() {
+                    if let Err(m) = push_msg(p, m) {
+                        o.overflow.push_front(m);
                         break;
                     }
                 }
-                spilled |= !q.is_empty();
-                self.dirty[to] = true;
             }
-            if self.dirty[to] {
-                self.dirty[to] = false;
-                self.lazy[to] = false;
-                self.bells[to].ring_if_parked();
-            } else if self.lazy[to] {
-                self.lazy[to] = false;
-                self.bells[to].ring_if_eager();
+            if self.out[to].overflow.is_empty() {
+                self.spilled.swap_remove(i);
+            } else {
+                i += 1;
+            }
+            self.mark(to, 2);
+        }
+        for &to in &self.touched {
+            let to = usize::from(to);
+            let bell = &self.bells[to];
+            bell.mark_ready(self.me);
+            match std::mem::take(&mut self.out[to].mark) {
+                2 => bell.ring_if_parked(),
+                _ => bell.ring_if_eager(),
             }
         }
-        spilled
+        self.touched.clear();
+        !self.spilled.is_empty()
     }
 
-    /// Pops one inbound message, visiting senders round-robin from `start`.
-    pub fn recv_from(&mut self, from: usize) -> Option<Msg> {
-        self.inb[from].as_mut().and_then(|c| c.pop().ok())
+    /// Takes this thread's ready set: the sources [`Mailbox::recv`] visits
+    /// next. Messages sent after it wait for the next call.
+    pub fn collect(&mut self) {
+        let bell = &self.bells[self.me];
+        for (t, w) in self.taken.iter_mut().zip(bell.ready.iter()) {
+            if w.0.load(Ordering::Relaxed) != 0 {
+                *t |= w.0.swap(0, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Pops one inbound message from the sources taken by
+    /// [`Mailbox::collect`], draining each in turn.
+    pub fn recv(&mut self) -> Option<Msg> {
+        loop {
+            let src = match self.cur {
+                Some(s) => s,
+                None => {
+                    let (w, bits) = self.taken.iter_mut().enumerate().find(|(_, b)| **b != 0)?;
+                    let bit = bits.trailing_zeros() as usize;
+                    *bits &= *bits - 1;
+                    let s = w * 64 + bit;
+                    self.cur = Some(s);
+                    s
+                }
+            };
+            if let Some(m) = self.pop_from(src) {
+                return Some(m);
+            }
+            self.cur = None;
+        }
+    }
+
+    /// Pops from `src`'s oldest ring, moving to the next one when the
+    /// producer let the oldest go.
+    fn pop_from(&mut self, src: usize) -> Option<Msg> {
+        loop {
+            let q = &mut self.inb[src];
+            let newer = q.len() > 1;
+            if let Some(c) = q.front_mut() {
+                match c.pop() {
+                    Ok(Slot::Msg(m)) => return Some(m),
+                    Ok(Slot::Retire) => {
+                        q.pop_front();
+                        continue;
+                    }
+                    Err(_) => {
+                        // Empty, and finished if a newer ring follows (it
+                        // was handed over after the last push here) or
+                        // the producer is gone (dropped after its last
+                        // push; acquire, then look again).
+                        let finished = newer || c.is_abandoned();
+                        if finished && c.is_empty() {
+                            q.pop_front();
+                            continue;
+                        }
+                        if finished {
+                            continue;
+                        }
+                    }
+                }
+            }
+            // No ring, or the newest is empty: a bit with no ring means
+            // the ring waits in `fresh`; so may a newer one.
+            if !self.take_fresh() {
+                return None;
+            }
+        }
+    }
+
+    /// Moves the rings producers handed over into `inb`; false if there
+    /// were none.
+    fn take_fresh(&mut self) -> bool {
+        let bell = &self.bells[self.me];
+        if !bell.fresh_any.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut fresh = bell.lock_fresh();
+        bell.fresh_any.store(false, Ordering::Relaxed);
+        let any = !fresh.is_empty();
+        for (src, c) in fresh.drain(..) {
+            self.inb[usize::from(src)].push_back(c);
+        }
+        any
+    }
+
+    /// From the cron: lets go of rings to destinations that got nothing
+    /// since the last call (a small one only after
+    /// [`SMALL_RING_IDLE_TRIMS`] calls; a later message makes a new, small
+    /// one), and frees the rings let go whose consumer let go too.
+    /// Visits every peer.
+    pub fn trim(&mut self) {
+        for (to, o) in self.out.iter_mut().enumerate() {
+            let Some(p) = o.ring.as_mut() else { continue };
+            if std::mem::take(&mut o.used) {
+                o.idle = 0;
+                continue;
+            }
+            o.idle = o.idle.saturating_add(1);
+            let cap = p.buffer().capacity();
+            let empty = p.slots() == cap && o.overflow.is_empty();
+            if empty && (cap > RING_MIN || o.idle >= SMALL_RING_IDLE_TRIMS) {
+                // INVARIANT: an empty ring has room for the mark. The
+                // consumer drops its end when it pops it.
+                if p.push(Slot::Retire).is_err() {
+                    unreachable!("the ring is empty");
+                }
+                self.retired.extend(o.ring.take());
+                o.idle = 0;
+                // Told lazily: it finds the mark when it next wakes.
+                if o.mark == 0 {
+                    o.mark = 1;
+                    self.touched.push(to as u16);
+                }
+            }
+        }
+        // Freed here, where they were made (`is_abandoned`: the consumer
+        // dropped its end).
+        self.retired.retain(|p| !p.is_abandoned());
     }
 
     pub fn threads(&self) -> usize {
         self.inb.len()
     }
 
-    /// Raises this thread's parked flag and reports whether any inbound ring
-    /// holds messages (then the thread must not sleep). `eager`: lazily
-    /// sent messages must wake it too.
+    /// Raises this thread's parked flag and reports whether any messages
+    /// wait (then the thread must not sleep). `eager`: lazily sent messages
+    /// must wake it too.
     pub fn park(&self, eager: bool) -> bool {
         self.bells[self.me].eager.store(eager, Ordering::Relaxed);
         self.bells[self.me].parked.store(true, Ordering::Relaxed);
@@ -369,9 +670,10 @@ impl Mailbox {
         self.has_inbound()
     }
 
-    /// Whether any inbound ring holds messages.
+    /// Whether messages may wait: sources taken and not yet drained, or
+    /// sources marked ready since.
     pub fn has_inbound(&self) -> bool {
-        self.inb.iter().flatten().any(|c| !c.is_empty())
+        self.cur.is_some() || self.taken.iter().any(|&b| b != 0) || self.bells[self.me].any_ready()
     }
 
     pub fn unpark(&self) {
@@ -396,6 +698,167 @@ impl Mailbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `n` mailboxes (and the polls their wakers live in).
+    fn mailboxes(n: usize) -> (Vec<mio::Poll>, Vec<Mailbox>) {
+        let polls: Vec<mio::Poll> = (0..n).map(|_| mio::Poll::new().unwrap()).collect();
+        let bells = polls
+            .iter()
+            .map(|p| Doorbell::new(mio::Waker::new(p.registry(), mio::Token(0)).unwrap(), n))
+            .collect();
+        (polls, matrix(Arc::new(bells)))
+    }
+
+    fn wake(from: usize, seq: u64) -> Msg {
+        let conn = ConnRef {
+            thread: from as u16,
+            slot: 0,
+            gen: 0,
+        };
+        Msg::Wake { conn, seq }
+    }
+
+    /// (sender, seq) of every message `m` receives now.
+    fn received(m: &mut Mailbox) -> Vec<(u16, u64)> {
+        m.collect();
+        std::iter::from_fn(|| m.recv())
+            .map(|m| match m {
+                Msg::Wake { conn, seq } => (conn.thread, seq),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    /// Ring ends `m` holds.
+    fn rings(m: &Mailbox) -> usize {
+        m.out.iter().filter(|o| o.ring.is_some()).count()
+            + m.retired.len()
+            + m.inb.iter().map(|q| q.len()).sum::<usize>()
+    }
+
+    #[test]
+    fn a_slot_costs_what_a_message_does() {
+        // The module doc's figures count 88 bytes a slot.
+        assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Msg>());
+        assert_eq!(std::mem::size_of::<Msg>(), 88);
+    }
+
+    #[test]
+    fn no_ring_exists_before_a_message_and_only_senders_are_visited() {
+        let (_p, mut mb) = mailboxes(130);
+        assert_eq!(mb.iter().map(rings).sum::<usize>(), 0, "idle: no rings");
+        for &from in &[3usize, 70, 129] {
+            mb[from].send(5, wake(from, 1));
+            mb[from].send(5, wake(from, 2));
+            assert!(!mb[from].flush());
+        }
+        assert!(mb[5].has_inbound());
+        let got = received(&mut mb[5]);
+        assert_eq!(got, [(3, 1), (3, 2), (70, 1), (70, 2), (129, 1), (129, 2)]);
+        assert!(!mb[5].has_inbound());
+        assert_eq!(rings(&mb[5]), 3, "one ring per source that sent");
+        assert_eq!(
+            mb.iter().map(rings).sum::<usize>(),
+            6,
+            "both ends of 3 rings"
+        );
+    }
+
+    #[test]
+    fn a_ring_grows_with_traffic_then_spills_and_order_holds() {
+        let (_p, mut mb) = mailboxes(2);
+        let n = 3 * RING_CAPACITY as u64;
+        for seq in 0..n {
+            mb[0].send(1, wake(0, seq));
+        }
+        let cap = mb[0].out[1].ring.as_ref().unwrap().buffer().capacity();
+        assert_eq!(cap, RING_CAPACITY, "grown from RING_MIN by doubling");
+        assert!(mb[0].flush(), "the rest spilled");
+        let mut got = Vec::new();
+        loop {
+            got.extend(received(&mut mb[1]).into_iter().map(|(_, s)| s));
+            if !mb[0].flush() {
+                got.extend(received(&mut mb[1]).into_iter().map(|(_, s)| s));
+                break;
+            }
+        }
+        assert_eq!(got, (0..n).collect::<Vec<_>>());
+        assert_eq!(mb[1].inb[0].len(), 1, "the consumer let the outgrown go");
+        assert_eq!(mb[0].retired.len(), 7, "32 to 2048, kept by their maker");
+        mb[0].trim();
+        assert_eq!(rings(&mb[0]), 1, "and freed by it");
+    }
+
+    #[test]
+    fn idle_rings_are_trimmed_and_made_again_when_needed() {
+        let (_p, mut mb) = mailboxes(2);
+        for seq in 0..100 {
+            mb[0].send(1, wake(0, seq));
+        }
+        mb[0].flush();
+        assert_eq!(received(&mut mb[1]).len(), 100);
+        mb[0].trim();
+        assert!(mb[0].out[1].ring.is_some(), "used since the last trim");
+        mb[0].trim();
+        assert!(
+            mb[0].out[1].ring.is_none(),
+            "a grown ring goes after one idle period"
+        );
+        assert_eq!(mb[0].retired.len(), 1, "until the consumer lets go");
+        assert!(!mb[0].flush());
+        assert!(received(&mut mb[1]).is_empty());
+        assert_eq!(rings(&mb[1]), 0, "the consumer took the mark");
+        mb[0].trim();
+        assert_eq!(rings(&mb[0]), 0, "the producer freed it");
+        mb[0].send(1, wake(0, 7));
+        mb[0].flush();
+        assert_eq!(received(&mut mb[1]), [(0, 7)]);
+        assert_eq!(
+            mb[0].out[1].ring.as_ref().unwrap().buffer().capacity(),
+            RING_MIN
+        );
+        for _ in 0..=SMALL_RING_IDLE_TRIMS {
+            assert!(mb[0].out[1].ring.is_some());
+            mb[0].trim();
+        }
+        assert!(mb[0].out[1].ring.is_none(), "a small ring stays longer");
+    }
+
+    #[test]
+    fn threads_exchanging_messages_lose_none_and_keep_order() {
+        let (_p, mb) = mailboxes(3);
+        let n: u64 = 50_000;
+        let mut mb = mb.into_iter();
+        let (mut rx, tx) = (mb.next().unwrap(), mb.collect::<Vec<_>>());
+        let senders: Vec<_> = tx
+            .into_iter()
+            .map(|mut m| {
+                std::thread::spawn(move || {
+                    for seq in 0..n {
+                        m.send(0, wake(m.me, seq));
+                        if seq % 100 == 0 {
+                            m.flush();
+                        }
+                    }
+                    while m.flush() {
+                        std::thread::yield_now();
+                    }
+                })
+            })
+            .collect();
+        let mut next = [0u64; 3];
+        while next[1] < n || next[2] < n {
+            for (from, seq) in received(&mut rx) {
+                assert_eq!(seq, next[from as usize], "from {from}");
+                next[from as usize] += 1;
+            }
+            std::thread::yield_now();
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        assert!(received(&mut rx).is_empty());
+    }
 
     #[test]
     fn a_batch_that_carried_a_big_argument_is_not_kept() {

@@ -3,20 +3,26 @@
 //! connection events.
 //!
 //! One iteration:
-//! 1. park (raise the flag, check the rings), `epoll_wait` until an event,
-//!    a doorbell, or the next cron tick; unpark; refresh the shard clock;
+//! 1. park (raise the flag, check the ready set), `epoll_wait` until an
+//!    event, a doorbell, or the next cron tick; unpark; refresh the shard
+//!    clock;
 //! 2. drain batches that came back without a doorbell (see `mailbox`);
 //!    accept on this thread's listeners; read every readable connection
 //!    and execute every complete request it holds: inline when the keys are
 //!    on this thread's shard, as a hop or a coordinator otherwise;
-//! 3. drain the inbound rings: run hops and jobs from other threads on this
-//!    shard, and collect replies for this thread's connections (a lone
-//!    request of a connection with nothing else outstanding is answered by
-//!    the shard that runs it, straight to the socket: `mark_direct`);
+//! 3. drain the inbound rings of the threads that sent something (the
+//!    mailbox's ready set, not all N): run hops and jobs from other
+//!    threads on this shard, and collect replies for this thread's
+//!    connections (a lone request of a connection with nothing else
+//!    outstanding is answered by the shard that runs it, straight to the
+//!    socket: `mark_direct`);
 //! 4. write every connection with new output (one `write` per connection
-//!    per iteration, however many replies it holds), then ring the doorbell
-//!    of each thread that got messages;
-//! 5. run the cron when due (active expiry, client timeouts, config).
+//!    per iteration, however many replies it holds), publish this shard's
+//!    memory figure if it moved (maxmemory, see `engine::evict`), then mark
+//!    this thread ready at, and ring the doorbell of, each thread that got
+//!    messages;
+//! 5. run the cron when due (active expiry, client timeouts, config, idle
+//!    rings let go), and send what it queued at once.
 
 use std::collections::VecDeque;
 use std::io;
@@ -43,11 +49,14 @@ mod memory;
 mod pause;
 mod pubsub;
 mod repl_wait;
+mod replica;
 mod tracking;
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
+/// Tokens of the TLS listeners (`tls-port`), below the plain ones.
+const TLS_BASE: usize = usize::MAX - 128;
 
 /// Stop executing a connection's requests while this much output is
 /// unwritten (the client is not reading); resume once it drains. This
@@ -84,6 +93,10 @@ struct Cached {
     loglevel: config::LogLevel,
     obuf: [config::ObufLimit; 3],
     shard_consolidation: bool,
+    /// `tracking-table-max-keys` split over the shards (each shard's
+    /// table holds at most its share, rounded up); 0 = no limit.
+    tracking_max_keys: usize,
+    replica_read_only: bool,
 }
 
 impl Cached {
@@ -101,6 +114,11 @@ impl Cached {
             loglevel: c.loglevel,
             obuf: c.client_output_buffer_limit,
             shard_consolidation: c.shard_consolidation,
+            tracking_max_keys: c
+                .tracking_table_max_keys
+                .div_ceil(server.nshards.max(1) as u64)
+                .min(usize::MAX as u64) as usize,
+            replica_read_only: c.replica_read_only,
         }
     }
 }
@@ -120,7 +138,11 @@ struct Core {
     local: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
+    /// N pointers per thread; only `batch_to`'s entries are visited.
     batches: Vec<Option<Box<Batch>>>,
+    /// The shards with a batch in `batches`, so sending visits only those
+    /// (not all N).
+    batch_to: Vec<usize>,
     batch_conn: Option<ConnRef>,
     /// Batches back from their trip, for reuse. Boxed because messages
     /// carry them boxed (a small `Msg`); pooling the boxes reuses those
@@ -317,8 +339,8 @@ impl Core {
             return;
         };
         self.aof_flush();
-        for (to, b) in self.batches.iter_mut().enumerate() {
-            if let Some(batch) = b.take() {
+        for to in self.batch_to.drain(..) {
+            if let Some(batch) = self.batches[to].take() {
                 self.mailbox.send(to, Msg::Exec { conn, batch });
             }
         }
@@ -470,6 +492,8 @@ pub struct Worker {
     conns: Conns,
     poll: Poll,
     tcp: Vec<TcpListener>,
+    /// Listeners on `tls-port`: their connections speak TLS.
+    tls: Vec<TcpListener>,
     unix: Option<UnixListener>,
     unix_rr: usize,
     next_cron: Instant,
@@ -482,6 +506,8 @@ pub struct Worker {
     spilled: bool,
     /// When the running snapshot wants its next step.
     save_wait: Option<Duration>,
+    /// Thread 0 of a replica: the connection from its master `(slot, gen)`.
+    master_conn: Option<(usize, u32)>,
 }
 
 /// When to nap instead of sleeping in epoll (see [`Worker::step_solo`]).
@@ -588,7 +614,7 @@ impl Worker {
         poll: Poll,
         mailbox: Mailbox,
         server: Arc<ServerShared>,
-        tcp: Vec<TcpListener>,
+        (tcp, tls): (Vec<TcpListener>, Vec<TcpListener>),
         unix: Option<UnixListener>,
         (shard, aof): (Option<Shard>, Option<Arc<super::aof::Aof>>),
     ) -> io::Result<Self> {
@@ -615,6 +641,7 @@ impl Worker {
                 scratch: Vec::new(),
                 local: VecDeque::new(),
                 batches: Vec::new(),
+                batch_to: Vec::new(),
                 batch_conn: None,
                 pool: Vec::new(),
                 pool_bytes: 0,
@@ -658,6 +685,7 @@ impl Worker {
             },
             poll,
             tcp,
+            tls,
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
@@ -666,6 +694,7 @@ impl Worker {
             nap: Nap::new(),
             spilled: false,
             save_wait: None,
+            master_conn: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
@@ -679,6 +708,11 @@ impl Worker {
             w.poll
                 .registry()
                 .register(l, Token(TCP_BASE + i), Interest::READABLE)?;
+        }
+        for (i, l) in w.tls.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TLS_BASE + i), Interest::READABLE)?;
         }
         if let Some(u) = w.unix.as_mut() {
             w.poll.registry().register(u, UNIX, Interest::READABLE)?;
@@ -858,7 +892,8 @@ impl Worker {
             match ev.token() {
                 WAKER => {}
                 UNIX => self.accept_unix(),
-                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
+                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
+                Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
                 Token(slot) => {
                     self.nap.events += 1;
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -881,6 +916,9 @@ impl Worker {
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot").
+        self.core.shard.publish_memory();
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -889,6 +927,10 @@ impl Worker {
             self.publish_events();
             self.invalidate_touched();
             self.deliver_pubsub();
+            // What the cron sent (unix clients handed over, woken
+            // waiters): its destinations learn of it now, not after this
+            // thread's next wake-up.
+            self.spilled = self.core.mailbox.flush();
         }
     }
 
@@ -927,9 +969,11 @@ impl Worker {
 
     // ------------------------------------------------------------ accept
 
-    fn accept_tcp(&mut self, i: usize) {
+    /// Accepts on plain listener `i`, or on TLS listener `i` (`tls`).
+    fn accept_tcp(&mut self, i: usize, tls: bool) {
         loop {
-            let (stream, peer) = match self.tcp[i].accept() {
+            let l = if tls { &self.tls[i] } else { &self.tcp[i] };
+            let (stream, peer) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -950,13 +994,23 @@ impl Worker {
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let is_local = peer.ip().is_loopback();
-            self.add_conn(
-                Stream::Tcp(stream),
-                peer.to_string(),
-                local,
-                false,
-                is_local,
-            );
+            let stream = if tls {
+                // The context of the moment (CONFIG SET may replace it);
+                // connections keep the one they started with.
+                let made = super::tls::current()
+                    .ok_or_else(|| io::Error::other("no TLS context"))
+                    .and_then(|ctx| super::tls::TlsStream::new(stream, ctx));
+                match made {
+                    Ok(t) => Stream::Tls(Box::new(t)),
+                    Err(e) => {
+                        log::warning(format_args!("Accepting TLS client connection: {e}"));
+                        continue;
+                    }
+                }
+            } else {
+                Stream::Tcp(stream)
+            };
+            self.add_conn(stream, peer.to_string(), local, false, is_local);
         }
     }
 
@@ -1017,11 +1071,44 @@ impl Worker {
         }
         // Redis's protected mode: no password on the default user.
         if self.core.cfg.protected_mode && !local && server.acl.default_user().rules().nopass() {
-            let _ = stream.write(DENIED);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            return;
+            if let Stream::Tls(t) = &mut stream {
+                // Redis refuses once the handshake is done, over TLS.
+                t.refuse_after_handshake(DENIED);
+            } else {
+                let _ = stream.write(DENIED);
+                server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
         }
+        if self.insert_conn(stream, addr, laddr, unix).is_none() {
+            let server = &self.core.server;
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A replica's link to its master as a connection of this thread
+    /// (no client limits apply to it); its slot.
+    fn add_master_conn(&mut self, stream: Stream, addr: String, laddr: String) -> Option<usize> {
+        let server = self.core.server.clone();
+        server.total_connections.fetch_add(1, Ordering::Relaxed);
+        server.connected_clients.fetch_add(1, Ordering::AcqRel);
+        let slot = self.insert_conn(stream, addr, laddr, false);
+        if slot.is_none() {
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+        slot
+    }
+
+    /// Registers a connection admitted by the caller; its slot.
+    fn insert_conn(
+        &mut self,
+        mut stream: Stream,
+        addr: String,
+        laddr: String,
+        unix: bool,
+    ) -> Option<usize> {
+        let server = &self.core.server;
         let slot = match self.conns.free.pop() {
             Some(s) => s,
             None => {
@@ -1039,13 +1126,9 @@ impl Worker {
                 "Error registering fd event for the new client: {e}"
             ));
             self.conns.free.push(slot);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            return;
+            return None;
         }
-        let fd = match &stream {
-            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-        };
+        let fd = stream.raw_fd();
         let now = engine::now_ms();
         let client = ClientState {
             id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
@@ -1068,14 +1151,22 @@ impl Worker {
         log::verbose(format_args!("Accepted {}", client.addr));
         server.tracking.connected(client.id, client.home);
         self.conns.slots[slot] = Some(Conn::new(stream, self.conns.gens[slot], client));
+        Some(slot)
     }
 
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
+            // A replica's master: what it sent runs to its end (the next
+            // PSYNC continues after it), as a coordinator that cannot be
+            // aborted does.
+            let master = c.master.take();
+            if let Some(m) = &master {
+                crate::server::repl::replica::link_lost(&self.core.server, m);
+            }
             // Kept running to its end instead (see `Orphan`).
             let orphan = c
                 .coord
-                .take_if(|ac| ac.coord.must_finish())
+                .take_if(|ac| master.is_some() || ac.coord.must_finish())
                 .map(|ac| (ac, c.client.clone()));
             if let Some(mut ac) = c.coord.take() {
                 // A transaction in flight releases its locks; outputs come
@@ -1225,6 +1316,11 @@ impl Worker {
                     c.set_rbuf_end(end + n);
                     self.core.stats.net_input_bytes += n as u64;
                     c.client.last_interaction_ms = self.core.shard.now_ms;
+                    if c.master.is_some() {
+                        let repl = &self.core.server.repl;
+                        repl.last_io_ms
+                            .store(self.core.shard.now_ms, Ordering::Relaxed);
+                    }
                     process(&mut self.core, c, slot);
                     if c.qbuf_len() > self.core.cfg.qbuf_limit {
                         log::warning(format_args!(
@@ -1285,23 +1381,21 @@ impl Worker {
 
     // ------------------------------------------------------------ mailbox
 
+    /// Handles inbound messages, visiting only the threads that sent some
+    /// (the mailbox's ready set), then local jobs and served blocked
+    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
     fn drain(&mut self) {
-        let n = self.core.mailbox.threads();
         let mut budget = DRAIN_BUDGET;
         loop {
             let mut got = false;
-            for from in 0..n {
-                if from == self.core.id {
-                    continue;
-                }
-                while let Some(m) = self.core.mailbox.recv_from(from) {
-                    got = true;
-                    self.nap.note(&m);
-                    self.handle(m);
-                    budget -= 1;
-                    if budget == 0 {
-                        return;
-                    }
+            self.core.mailbox.collect();
+            while let Some(m) = self.core.mailbox.recv() {
+                got = true;
+                self.nap.note(&m);
+                self.handle(m);
+                budget -= 1;
+                if budget == 0 {
+                    return;
                 }
             }
             while let Some(m) = self.core.local.pop_front() {
@@ -2079,6 +2173,11 @@ impl Worker {
                 Err(_) => return self.close_conn(slot),
             }
         }
+        if let Some(m) = c.master.as_mut() {
+            if c.pending.is_empty() && c.coord.is_none() {
+                crate::server::repl::replica::publish(&self.core.server, m);
+            }
+        }
         let idle = c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none();
         if idle && (c.closing || (c.peer_eof && !has_work(c))) {
             // QUIT, a protocol error, CLIENT KILL of itself, or a peer that
@@ -2091,6 +2190,23 @@ impl Worker {
 
     // ------------------------------------------------------------ cron
 
+    /// CONFIG SET tls-port: this thread's TLS listeners, replaced (the old
+    /// ones close; their accepted connections go on).
+    fn swap_tls_listeners(&mut self, ls: Vec<TcpListener>) {
+        for mut l in std::mem::replace(&mut self.tls, ls) {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        for (i, l) in self.tls.iter_mut().enumerate() {
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(l, Token(TLS_BASE + i), Interest::READABLE)
+            {
+                log::warning(format_args!("Registering the TLS listener: {e}"));
+            }
+        }
+    }
+
     /// Picks up CONFIG SET from any thread: one atomic load per iteration.
     fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
@@ -2098,6 +2214,9 @@ impl Worker {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
+            if let Some(ls) = super::tls::take_listeners(self.core.id) {
+                self.swap_tls_listeners(ls);
+            }
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
             self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
@@ -2192,13 +2311,28 @@ impl Worker {
         // Listeners are edge-triggered: after an accept error (EMFILE) the
         // backlog would wait for the next new connection. Retry each tick.
         for i in 0..self.tcp.len() {
-            self.accept_tcp(i);
+            self.accept_tcp(i, false);
+        }
+        for i in 0..self.tls.len() {
+            self.accept_tcp(i, true);
         }
         if self.unix.is_some() {
             self.accept_unix();
         }
+        // A replica's shards keep keys past their deadline (see
+        // `engine::Expiry`); the role may have changed since the last tick.
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         self.core.shard.active_expire_cycle(budget_us);
         self.save_rules_cron();
+        self.replica_cron();
         // maxmemory: this shard's share of any excess, even without
         // commands (see engine::evict).
         self.core.shard.evict_cron(budget_us);
@@ -2206,6 +2340,8 @@ impl Worker {
         // still owes (tables split and merge as they go, see ds::dict, so
         // this rarely finds any).
         self.core.shard.rehash_cron(1000);
+        // Rings this thread no longer uses (see `mailbox`).
+        self.core.mailbox.trim();
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
@@ -2240,7 +2376,9 @@ impl Worker {
                 .filter_map(|(i, c)| {
                     let c = c.as_ref()?;
                     let idle = now.saturating_sub(c.client.last_interaction_ms) > limit_ms;
-                    (idle && c.pending.is_empty() && c.coord.is_none()).then_some(i)
+                    // The master's link has `repl-timeout` instead.
+                    (idle && c.pending.is_empty() && c.coord.is_none() && !c.client.master)
+                        .then_some(i)
                 })
                 .collect();
             for slot in idle {
@@ -2374,6 +2512,10 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 /// the socket (every later reply queues behind the hop's slot, and `out`
 /// is empty now) and keeps the socket open (`Conns::zombies`).
 fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
+    // A stream that declines (TLS) gets its replies home the usual way.
+    let Some(fd) = c.stream.direct_fd() else {
+        return;
+    };
     if core.batch_conn.is_none()
         || c.direct
         || c.closing
@@ -2383,18 +2525,14 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     {
         return;
     }
-    let mut only = None;
-    for b in core.batches.iter_mut().flatten() {
-        if only.is_some() {
-            return;
-        }
-        only = Some(b);
-    }
-    let Some(b) = only else { return };
+    let [to] = core.batch_to[..] else { return };
+    let Some(b) = core.batches[to].as_mut() else {
+        return;
+    };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
-    b.direct_fd = c.stream.raw_fd();
+    b.direct_fd = fd;
     c.direct = true;
     if !c.direct_listed {
         c.direct_listed = true;
@@ -2465,6 +2603,16 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
         match parse_request(&mut c.rbuf[rpos..end], &limits, &mut c.args) {
             Parsed::Complete(n) => {
                 c.need = 0;
+                if let Some(m) = c.master.as_ref() {
+                    // REPLICAOF moved on: nothing more of this master runs.
+                    if m.gen != core.server.repl.gen.load(Ordering::Acquire) {
+                        c.closing = true;
+                        return;
+                    }
+                    if master_request(c, n) {
+                        continue;
+                    }
+                }
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);
                     let ran = execute(core, c, slot, &args);
@@ -2485,6 +2633,9 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                     }
                 }
                 c.rpos += n;
+                if let Some(m) = c.master.as_mut() {
+                    m.offset += n as u64;
+                }
                 if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
                     return;
                 }
@@ -2517,6 +2668,29 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
             }
         }
     }
+}
+
+/// A request from a replica's master that the master connection handles
+/// itself: `REPLCONF GETACK` gets `REPLCONF ACK <offset>` (the offset of
+/// what came before it), the one reply a master reads. True if handled
+/// (consumed and counted).
+fn master_request(c: &mut Conn, n: usize) -> bool {
+    let rpos = c.rpos;
+    if !crate::server::repl::replica::is_getack(&c.rbuf[rpos..], &c.args) {
+        return false;
+    }
+    let Some(m) = c.master.as_mut() else {
+        return false;
+    };
+    let ack = crate::server::repl::replica::ack_bytes(m.offset);
+    m.offset += n as u64;
+    c.rpos += n;
+    if c.inline_reply_target() {
+        c.out.raw(&ack);
+    } else {
+        c.push_ready(&ack);
+    }
+    true
 }
 
 /// Runs one request; false if a transaction's lock holds it back (then
@@ -2576,8 +2750,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     in_tx: false,
                     nshards: core.server.nshards,
                     caller: script_caller(&core.server, &mut c.client, resolved),
+                    tracker: commands::tracking::script_tracker(&c.client, resolved),
                     client: c.client.id,
                     ops: core.server.ops,
+                    master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
                 if let Some(on) = run_shard(
@@ -2698,8 +2874,10 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 in_tx: false,
                 nshards: core.server.nshards,
                 caller: script_caller(&core.server, &mut c.client, resolved),
+                tracker: commands::tracking::script_tracker(&c.client, resolved),
                 client: c.client.id,
                 ops: core.server.ops,
+                master: c.client.master,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -2712,6 +2890,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 Some(b) => b,
                 None => {
                     let b = core.take_batch();
+                    core.batch_to.push(shard);
                     core.batches[shard].insert(b)
                 }
             };
@@ -3188,7 +3367,7 @@ fn lock_blocked(
     locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
 }
 
-const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 #[allow(dead_code)]
 fn _assert_addr(_: SocketAddr) {}

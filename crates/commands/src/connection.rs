@@ -520,7 +520,9 @@ fn subscriptions(st: &ClientState) -> usize {
 }
 
 fn type_of(st: &ClientState) -> ClientType {
-    if subscriptions(st) > 0 {
+    if st.master {
+        ClientType::Master
+    } else if subscriptions(st) > 0 {
         ClientType::PubSub
     } else {
         ClientType::Normal
@@ -534,6 +536,9 @@ pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: 
     let mut flags = String::new();
     if st.monitor {
         flags.push('O');
+    }
+    if st.master {
+        flags.push('M');
     }
     if subscriptions(st) > 0 {
         flags.push('P');

@@ -21,9 +21,12 @@
 //!   destination's shard. The entry moves whole, so the TTL (an absolute
 //!   deadline) and, for RENAME, the access time travel with it.
 //! * KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL and SWAPDB fan out to every
-//!   shard.
+//!   shard, in one round (one job per shard).
 //! * SCAN talks to one shard per call; see [`ScanCursor`] for how its
 //!   cursor names the shard.
+//! * SCAN takes no lock outside MULTI/EXEC ([`scan_locks`]); KEYS, DBSIZE
+//!   and RANDOMKEY take a whole-shard Read lock on every shard (asked for
+//!   in one round, see `tx`), FLUSHDB, FLUSHALL and SWAPDB a Write lock.
 //!
 //! OBJECT FREQ, IDLETIME and REFCOUNT depend on the eviction policy, which
 //! lives in the server configuration a shard handler does not see, so they
@@ -217,7 +220,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
         Exec::Coord(scan),
         KEYSPACE_READ_SLOW,
-    ),
+    )
+    .with_locks(scan_locks),
     CommandSpec::new(
         "randomkey",
         1,
@@ -320,14 +324,8 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
 /// Deletes `key` if its deadline has passed, counting it as Redis's
 /// `expireIfNeeded` does; true if it was deleted.
 fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
-    let now = shard.now_ms;
-    let gone = shard.dbs[db].expire_if_needed(key, now);
-    if gone {
-        shard.stats.expired_keys += 1;
-        shard.outbox.implicit_del(db, key);
-        shard.notify(db, ev::EXPIRED, "expired", key);
-    }
-    gone
+    // On a replica: nothing is deleted (see `engine::Expiry`).
+    shard.expire_or_hide(db, key)
 }
 
 /// Sums a per-shard count over the shards holding the keys.
@@ -1231,6 +1229,18 @@ fn scan(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
     }))
 }
 
+/// SCAN's locks outside MULTI/EXEC: none. Each call's job on a shard is
+/// atomic there, and Redis promises no more of SCAN across its calls: an
+/// element present for the whole iteration is returned, one added or
+/// removed meanwhile may or may not be. The pages of one call that walks on
+/// to the following shards may see a multi-shard command on one shard and
+/// not yet on the next, which a SCAN in two calls could see anyway. (It
+/// took a whole-shard Read lock on every shard, one after another, to read
+/// one of them.) Inside MULTI, EXEC locks every shard (see `multi`).
+fn scan_locks(_args: Args<'_>, _db: usize, _nshards: usize) -> Option<crate::tx::LockSet> {
+    Some(crate::tx::LockSet::default())
+}
+
 /// One SCAN call: a job on the cursor's shard, then on the following
 /// shards while the page is not full (see [`ScanCursor`]).
 struct ScanCoord {
@@ -1461,7 +1471,7 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
 /// After a flush: every tracking client gets a null invalidation (all its
 /// keys), and every shard forgot its tracked keys (in `flush`), as
 /// Redis's `trackingInvalidateKeysOnFlush`.
-fn invalidate_all(server: &crate::ServerShared) {
+pub(crate) fn invalidate_all(server: &crate::ServerShared) {
     for (id, to) in server.tracking.tracking_clients() {
         server.pubsub.send_one(crate::pubsub::Delivery::Invalidate {
             to,

@@ -1027,6 +1027,7 @@ mod tests {
             block: None,
             ready: None,
             caller: None,
+            tracker: None,
         };
         handler(&mut ctx, owned.args()).unwrap();
         let block = ctx.block.take();

@@ -462,8 +462,12 @@ impl Coordinator for ExecCoord {
                                     } else {
                                         None
                                     },
+                                    // Queued scripts' keys are remembered
+                                    // before EXEC (`tracking::keys_read`).
+                                    tracker: None,
                                     client: client.id,
                                     ops: self.server.ops,
+                                    master: client.master,
                                 },
                                 resp3: client.resp3,
                             };
@@ -563,14 +567,23 @@ impl Coordinator for ExecCoord {
 
 /// Keyspace-wide commands outside MULTI: whole-shard write locks on every
 /// shard for FLUSHALL / FLUSHDB / SWAPDB, read locks for the keyspace
-/// reads (DBSIZE, KEYS, SCAN, RANDOMKEY).
+/// reads (DBSIZE, KEYS, RANDOMKEY; SCAN plans its own, none, with
+/// `keys::scan_locks`). The transaction layer asks for them in one round.
+///
+/// The reads stay exact, as in Redis: a DBSIZE during an MSET of two new
+/// keys on two shards counts both or neither, and a RANDOMKEY while a
+/// RENAME moves the only key between shards finds it. Per-shard reads
+/// without locks, in one round, would see some shards before a command
+/// and others after it (even single-shard commands in sequence: `SET y`
+/// then `DEL x` could be counted as no key at all); only locks held on
+/// every shard at once give one instant to read at.
 pub fn keyspace_locks(spec: &CommandSpec, nshards: usize) -> LockSet {
     let mut set = LockSet::default();
     if spec.has(WRITE) {
         set.whole(nshards, Mode::Write);
     } else if spec.has(READONLY) || crate::persist::is_snapshot_command(spec.name) {
-        // DBSIZE, KEYS, SCAN, RANDOMKEY read every shard: a shared lock
-        // on each makes them see a multi-shard command whole or not at all.
+        // DBSIZE, KEYS, RANDOMKEY read every shard: a shared lock on each
+        // makes them see a multi-shard command whole or not at all.
         // SAVE and BGSAVE begin a snapshot on every shard at one instant.
         set.whole(nshards, Mode::Read);
     }

@@ -1343,6 +1343,17 @@ pub fn load(
     shards: &mut [Shard],
     limits: engine::EncLimits,
 ) -> Result<Option<(u64, u64)>, String> {
+    load_as(path, shards, limits, false)
+}
+
+/// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
+/// does when it loads its master's payload (the master's DEL removes them).
+pub fn load_as(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+    keep_expired: bool,
+) -> Result<Option<(u64, u64)>, String> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -1361,7 +1372,7 @@ pub fn load(
             .next()
             .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
         let Some(l) = item else { break };
-        if l.expire_at_ms != 0 && l.expire_at_ms < now {
+        if !keep_expired && l.expire_at_ms != 0 && l.expire_at_ms < now {
             expired += 1;
             continue;
         }

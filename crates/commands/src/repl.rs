@@ -31,7 +31,7 @@ pub mod backlog;
 pub mod cmds;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 pub use backlog::Backlog;
 
@@ -90,6 +90,11 @@ pub struct ReplIds {
 pub struct ReplInner {
     pub role: Role,
     pub ids: ReplIds,
+    /// Bumped by every REPLICAOF that changes the master (or drops it):
+    /// a link started under an older value ends.
+    pub gen: u64,
+    /// The replica side's link figures (INFO replication).
+    pub link: LinkInfo,
     pub master: MasterSide,
 }
 
@@ -187,6 +192,21 @@ pub struct WaitRequest {
     pub target: Option<Arc<AtomicU64>>,
 }
 
+/// What INFO shows of a replica's link to its master (Redis's
+/// `repl_transfer_*`, `repl_down_since`).
+#[derive(Clone, Debug, Default)]
+pub struct LinkInfo {
+    /// A full sync is being received.
+    pub sync_in_progress: bool,
+    /// The payload's size (-1: EOF-marked, size unknown).
+    pub sync_total_bytes: i64,
+    pub sync_read_bytes: u64,
+    /// Unix ms of the last byte of the sync payload.
+    pub sync_last_io_ms: u64,
+    /// Unix ms since which the link is down (0: it never was up).
+    pub down_since_ms: u64,
+}
+
 /// Process-wide replication state (`ServerShared::repl`).
 #[derive(Debug)]
 pub struct Repl {
@@ -202,6 +222,19 @@ pub struct Repl {
     /// Bytes written to replicas' sockets (INFO's
     /// `total_net_repl_output_bytes`).
     pub net_output_bytes: AtomicU64,
+    /// Signalled when the role changes or a link drops (the replica's
+    /// link thread waits on it).
+    pub wake: Condvar,
+    /// A replica (one relaxed load on the write path: READONLY, expiry).
+    pub replica: AtomicBool,
+    /// A replica whose link is up (streaming).
+    pub link_up: AtomicBool,
+    /// Unix ms of the last bytes from the master (INFO's
+    /// `master_last_io_seconds_ago`).
+    pub last_io_ms: AtomicU64,
+    /// `ReplInner::gen`, readable without the lock (the master connection
+    /// checks it before each command it runs).
+    pub gen: AtomicU64,
 }
 
 /// Redis's `shared.noreplicaserr`.
@@ -219,7 +252,14 @@ impl Repl {
                     second_repl_offset: -1,
                 },
                 master: MasterSide::default(),
+                gen: 0,
+                link: LinkInfo::default(),
             }),
+            wake: Condvar::new(),
+            replica: AtomicBool::new(false),
+            link_up: AtomicBool::new(false),
+            last_io_ms: AtomicU64::new(0),
+            gen: AtomicU64::new(0),
             refuse_writes: AtomicBool::new(false),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),
@@ -277,6 +317,33 @@ impl Repl {
             .iter()
             .filter(|x| x.state == ReplicaState::Online && x.ack_offset >= offset)
             .count() as u64
+    }
+
+    /// Whether this server is a replica (a relaxed load: for hot paths).
+    #[inline]
+    pub fn replica_fast(&self) -> bool {
+        self.replica.load(Ordering::Relaxed)
+    }
+
+    /// Sets the role (REPLICAOF): a new generation, the fast flags, and a
+    /// wake-up for the link thread. Returns the new generation.
+    pub fn set_role(&self, g: &mut ReplInner, role: Role) -> u64 {
+        let replica = matches!(role, Role::Replica { .. });
+        g.role = role;
+        g.gen += 1;
+        self.gen.store(g.gen, Ordering::Release);
+        self.replica.store(replica, Ordering::Relaxed);
+        self.link_up.store(false, Ordering::Relaxed);
+        self.wake.notify_all();
+        g.gen
+    }
+
+    /// Redis's `shiftReplicationId`: a promoted replica takes a new ID and
+    /// keeps its master's as `replid2`, valid up to the offset it reached,
+    /// so its own replicas can continue with a partial resync.
+    pub fn shift_replid(ids: &mut ReplIds) {
+        ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
+        ids.second_repl_offset = ids.master_repl_offset as i64 + 1;
     }
 
     /// The state, locked (held briefly: never across I/O).
@@ -358,5 +425,30 @@ mod tests {
         assert_eq!(ids.master_repl_offset, 0);
         assert!(!r.is_replica());
         assert_eq!(new_replid().len(), 40);
+    }
+
+    #[test]
+    fn a_promotion_shifts_the_ids() {
+        let mut ids = Repl::new("a".repeat(40)).ids();
+        ids.master_repl_offset = 99;
+        Repl::shift_replid(&mut ids);
+        assert_eq!(ids.replid2, "a".repeat(40));
+        assert_eq!(ids.second_repl_offset, 100);
+        assert_ne!(ids.replid, "a".repeat(40));
+    }
+
+    #[test]
+    fn set_role_moves_the_generation_and_flags() {
+        let r = Repl::new("a".repeat(40));
+        let mut g = r.lock();
+        let role = Role::Replica {
+            host: "h".into(),
+            port: 1,
+            link: LinkState::Connect,
+        };
+        assert_eq!(r.set_role(&mut g, role), 1);
+        assert!(r.replica_fast());
+        assert_eq!(r.set_role(&mut g, Role::Master), 2);
+        assert!(!r.replica_fast());
     }
 }

@@ -262,6 +262,24 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        // Redis's applyTlsCfg / applyTLSPort: a changed tls-* setting
+        // rebuilds the TLS context (when TLS is in use), a changed
+        // tls-port rebinds; one that fails restores everything.
+        let tls_changed =
+            cfg.tls_port != saved.tls_port || (cfg.tls_context_differs(&saved) && cfg.tls_wanted());
+        if let Some(apply) = c.server.tls_apply.get().filter(|_| tls_changed) {
+            if let Err(why) = apply(&saved, &cfg) {
+                *cfg = saved;
+                let name = pairs
+                    .iter()
+                    .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
+                    .find(|n| n.starts_with("tls-"))
+                    .unwrap_or_default();
+                return Err(CmdError::Raw(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                )));
+            }
+        }
         crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
         // Redis's updateRequirePass: the default user's only password.
         if saved.requirepass != cfg.requirepass {
@@ -310,13 +328,38 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// CONFIG REWRITE: the config file rewritten with the running
+/// configuration (`config::rewrite`), with ACL's users as `user` lines
+/// unless they live in an `aclfile`.
 fn config_rewrite(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    if c.server.config().config_file.is_none() {
-        return Err(CmdError::err("The server is running without a config file"));
+    let cfg = c.server.config();
+    let users: Vec<Vec<u8>> = if cfg.aclfile.is_some() {
+        Vec::new()
+    } else {
+        c.server
+            .acl
+            .all()
+            .iter()
+            .map(|u| {
+                let mut line = b"user ".to_vec();
+                line.extend_from_slice(&u.name);
+                line.push(b' ');
+                line.extend_from_slice(&u.rules().describe());
+                line
+            })
+            .collect()
+    };
+    match config::rewrite::rewrite(&cfg, &users) {
+        Ok(()) => {
+            crate::persist::log(false, "CONFIG REWRITE executed with success.");
+            c.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            crate::persist::log(true, &format!("CONFIG REWRITE failed: {e}"));
+            Err(CmdError::Raw(e))
+        }
     }
-    Err(CmdError::err(
-        "Rewriting config file: CONFIG REWRITE is not supported yet",
-    ))
 }
 
 /// CONFIG RESETSTAT: zeroes every thread's command/error statistics and
@@ -487,6 +530,9 @@ struct Snapshot {
     repl_output_bytes: u64,
     /// The replication backlog's bytes (INFO memory).
     repl_backlog_bytes: u64,
+    /// A replica's lines between `role` and `connected_slaves` (see
+    /// `replica::info_fields`); `None` on a master.
+    replica_info: Option<String>,
 }
 
 struct AofInfo {
@@ -526,6 +572,7 @@ impl Snapshot {
                     r.master.sync_partial_err,
                 ]
             },
+            replica_info: crate::replica::info_fields(s),
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -935,7 +982,13 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         }
         "replication" => {
             o.push_str("# Replication\r\n");
-            kv(o, "role", "master");
+            match &s.replica_info {
+                Some(lines) => {
+                    kv(o, "role", "slave");
+                    o.push_str(lines);
+                }
+                None => kv(o, "role", "master"),
+            }
             o.push_str(&s.repl_lines);
         }
         "cpu" => {

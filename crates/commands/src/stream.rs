@@ -924,6 +924,10 @@ fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Re
         let idarg = args.get(sa + n + i);
         let e = ctx.shard.lookup_write(db, k);
         let s = match e {
+            // A woken reader whose key is no stream now (a MULTI replaced
+            // it) keeps waiting, as Redis 7.0 serves only the clients
+            // blocked for the key's type.
+            Some(e) if ctx.ready.is_some() => as_stream(e).ok(),
             Some(e) => Some(as_stream(e)?),
             None => None,
         };

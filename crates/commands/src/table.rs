@@ -273,6 +273,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::dump::COMMANDS,
     crate::cluster::COMMANDS,
     crate::repl::cmds::COMMANDS,
+    crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,
     crate::pubsub::COMMANDS,

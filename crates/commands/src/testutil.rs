@@ -27,6 +27,13 @@ pub struct TestServer {
     /// Records coordinators made on the home thread
     /// (`Coordinator::take_records`), in step order.
     pub home_records: Vec<engine::outbox::Chunk>,
+    /// Hops coordinators cost so far (the home is shard 0): `rounds`
+    /// counts steps that sent work to another shard (each a round trip
+    /// the command waits for), `messages` the works sent there.
+    pub rounds: usize,
+    pub messages: usize,
+    /// Of `rounds`, those that asked another shard for a lock.
+    pub lock_rounds: usize,
 }
 
 impl TestServer {
@@ -43,6 +50,9 @@ impl TestServer {
             server: std::sync::Arc::new(ServerShared::new(cfg, nshards)),
             stats: ThreadStats::default(),
             home_records: Vec::new(),
+            rounds: 0,
+            messages: 0,
+            lock_rounds: 0,
         }
     }
 
@@ -122,8 +132,10 @@ impl TestServer {
                     } else {
                         None
                     },
+                    tracker: crate::tracking::script_tracker(&self.client, resolved),
                     client: self.client.id,
                     ops: self.server.ops,
+                    master: false,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();
@@ -149,6 +161,11 @@ impl TestServer {
                 break;
             }
             results = Vec::new();
+            let remote = plan.jobs.iter().filter(|(s, _)| *s != 0).count();
+            self.messages += remote;
+            self.rounds += usize::from(remote > 0);
+            let locking = plan.jobs.iter().any(|(s, w)| *s != 0 && w.lock.is_some());
+            self.lock_rounds += usize::from(locking);
             // One thread, one command at a time: every lock is
             // granted at once, so locks and releases are no-ops.
             for (s, work) in plan.jobs {

@@ -402,16 +402,36 @@ pub(crate) fn client_trackinginfo(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Resul
 }
 
 /// The keys a command of `client` reads, for a tracking client to
-/// remember (Redis's `trackingRememberKeys`): those of a read-only command
-/// (not a pub/sub one); for EXEC, those of its queued read-only commands.
-pub fn keys_read(client: &crate::ClientState, args: Args<'_>) -> Vec<Vec<u8>> {
+/// remember before it runs (Redis's `trackingRememberKeys`): those of a
+/// read-only command (not a pub/sub one, not a script); for EXEC, those of
+/// its queued read-only commands.
+///
+/// Scripts: Redis remembers a script's *declared* keys if the script ran
+/// a read-only command, which is known only once it ran. A script whose
+/// keys share one shard remembers them itself, on that shard, when it
+/// ends (`ShardCall::tracker`, exact). A script across shards, or queued
+/// in MULTI, runs on copies or inside EXEC: its declared keys are
+/// remembered here, before it runs, whatever it calls (an extra
+/// invalidation is possible, a missing one is not).
+pub fn keys_read(client: &crate::ClientState, args: Args<'_>, nshards: usize) -> Vec<Vec<u8>> {
     let reg = crate::table::registry();
     let mut out = Vec::new();
     let mut pos = Vec::new();
-    let mut add = |a: Args<'_>, out: &mut Vec<Vec<u8>>| {
+    let mut add = |a: Args<'_>, out: &mut Vec<Vec<u8>>, queued: bool| {
         if let Ok(r) = reg.resolve(a) {
             let s = r.spec;
-            if s.has(crate::table::flags::READONLY) && !s.has(crate::table::flags::PUBSUB) {
+            if s.has(crate::table::flags::SCRIPT) {
+                s.key_positions(a, &mut pos);
+                let first = pos
+                    .first()
+                    .map(|&p| crate::table::shard_of(a.get(p), nshards));
+                let spread = pos
+                    .iter()
+                    .any(|&p| Some(crate::table::shard_of(a.get(p), nshards)) != first);
+                if queued || spread {
+                    out.extend(pos.iter().map(|&p| a.get(p).to_vec()));
+                }
+            } else if s.has(crate::table::flags::READONLY) && !s.has(crate::table::flags::PUBSUB) {
                 s.key_positions(a, &mut pos);
                 out.extend(pos.iter().map(|&p| a.get(p).to_vec()));
             }
@@ -421,13 +441,29 @@ pub fn keys_read(client: &crate::ClientState, args: Args<'_>) -> Vec<Vec<u8>> {
         if let Some(m) = &client.multi {
             for q in &m.queued {
                 let owned = resp::OwnedArgs::from_slices(q);
-                add(owned.args(), &mut out);
+                add(owned.args(), &mut out, true);
             }
         }
         return out;
     }
-    add(args, &mut out);
+    add(args, &mut out, false);
     out
+}
+
+/// For a script command of a client that remembers the keys it reads:
+/// who it is, for the script to remember its declared keys if it runs a
+/// read-only command (see [`keys_read`]). `None` for anything else.
+pub fn script_tracker(client: &crate::ClientState, r: crate::Resolved) -> Option<engine::Tracker> {
+    if !r.spec.has(crate::table::flags::SCRIPT) {
+        return None;
+    }
+    let t = client.tracking.as_deref()?;
+    t.remembers().then_some(engine::Tracker {
+        id: client.id,
+        thread: client.home.thread,
+        slot: client.home.slot,
+        gen: client.home.gen,
+    })
 }
 
 /// After a command: a CLIENT CACHING given for it is used up (unless the

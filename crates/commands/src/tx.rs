@@ -13,11 +13,13 @@
 //! coordinator (which only describes work as jobs) and runs it in three
 //! phases:
 //!
-//! 1. **Lock**, one shard at a time in ascending shard order: a [`LockReq`]
-//!    (the keys on that shard, each Read or Write; or the whole shard) is
-//!    granted at once if it conflicts with nothing held or queued there,
-//!    and otherwise waits in that shard's FIFO queue (it is not retried
-//!    and nothing spins). The shard replies when it grants.
+//! 1. **Lock**: a [`LockReq`] per shard (the keys on that shard, each Read
+//!    or Write; or the whole shard) is granted at once if it conflicts with
+//!    nothing held or queued there, and otherwise either waits in that
+//!    shard's FIFO queue (it is not retried and nothing spins; the shard
+//!    replies when it grants) or, made [`LockReq::nowait`], is refused at
+//!    once. Which requests may wait, and which go together in one round,
+//!    is the subject of "One round" and "Out of order" below.
 //! 2. **Run** the inner coordinator's steps. Its jobs run on their shards
 //!    while every lock is held; the runtime packs one step's jobs into one
 //!    message per shard.
@@ -26,13 +28,62 @@
 //!    message of its own. A transaction whose locks all sit on one shard
 //!    sends a single message: lock, run, release (*fused*).
 //!
-//! This is strict two-phase locking, so transactions are serializable.
-//! Deadlock is impossible: a transaction waits only at the shard it is
-//! locking, holding locks on lower shards only; a waiter waits for holders
-//! (which are further along) or for earlier entries of the same FIFO
-//! queue, so the waits-for relation follows (shard, queue position) and
-//! has no cycle. Starvation is impossible: queues are FIFO, and a request
-//! passes a queued one only if they do not conflict.
+//! This is strict two-phase locking, so transactions are serializable:
+//! no job runs before every lock is held (a fused job runs at the last
+//! one), and no lock is released before every job ran.
+//!
+//! **Deadlock** is impossible because of one rule every request keeps: *a
+//! request that may wait is made holding locks on lower shards only*
+//! (nowait requests never wait, so they need no rule). A waiter waits for
+//! holders of its shard or for earlier entries of the same FIFO queue. A
+//! holder that waits itself waits at a higher shard (it holds this one, so
+//! by the rule its own waiting request is above it); an earlier queue
+//! entry waits at the same shard, earlier. So the waits-for relation
+//! strictly increases (shard, queue position) and has no cycle.
+//! **Starvation** is impossible: queues are FIFO, a request passes a
+//! queued one only if they do not conflict, and a transaction refused
+//! anywhere goes on in ascending order from there, where it waits its
+//! turn.
+//!
+//! **One round.** Locking one shard after another costs one round trip
+//! per shard while the earlier locks are held (a 20-key MGET over 64
+//! shards waited on ~20). A transaction over three shards or more (or
+//! over two, neither of them its home) instead sends *every request at
+//! once*, all nowait: each shard grants or refuses on the spot, and the
+//! coordinator goes on when the round's answers are in. All granted: the
+//! inner's jobs run and release (the second and last round). Some refused
+//! (they hold nothing): in ascending shard order, the locks below the
+//! first shard not held stay held, the ones above it are released, that
+//! shard is asked again with a request that waits (it holds lower shards
+//! only, so it keeps the rule), and once granted, the shards above it are
+//! asked together again. Each refusal moves that frontier up by one shard
+//! at least, and each wait is in a FIFO queue, so a contended transaction
+//! makes progress and never spins: one refusal typically costs two round
+//! trips (the wait, the next round), at most one per shard. Transactions in
+//! one round, walking in order, or out of order (below) keep the same
+//! rule, so they can meet without a deadlock. Global tickets (Dragonfly's
+//! VLL, Calvin) would let a request wait in one round too, but a shard
+//! cannot know that a smaller ticket is not still in flight without a
+//! shared sequencer or a scheduling round of its own; a refusal costs the
+//! rare contended transaction a round or two instead.
+//!
+//! Cost, for a transaction over `k` shards (`k <= min(keys, N)`, `N` the
+//! shard count): uncontended, 2 round trips and about `2k` works (the
+//! lock round, then job plus release), whatever `k` and `N` (MSET of 10
+//! keys on 10 of 32 shards: 2 round trips, 20 works; it was 11 round trips
+//! and 19 works in order; see `hops` in the tests). Refused: about two
+//! more round trips per refusal (at most `k` in all). Two shards, one of them the
+//! home, keep the fused forms below (one round trip; two remote shards
+//! took three in order). Nothing in the protocol grows with `N` beyond
+//! the shards a command touches, except keyspace-wide commands
+//! (FLUSHALL, DBSIZE, KEYS, RANDOMKEY, EXEC with any of them), which lock
+//! all `N` shards, in one round (2 round trips and `2N` works; they took
+//! `N + 1` round trips in order). The per-shard [`LockTable`] holds what
+//! is granted and queued there and nothing per other shard: its memory is
+//! O(locked keys + waiting requests) whatever `N`; a request costs
+//! O(its keys) against the held locks plus O(waiting requests x keys)
+//! against the FIFO queue, usually empty. A plain command pays one branch
+//! ([`LockTable::any_held`]) while nothing is held on its shard.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
@@ -48,21 +99,18 @@
 //! transaction's request from the wait queue. One that goes away later
 //! leaves it to finish (see "Disconnects" below).
 //!
-//! **Out of order.** Ordered locking costs a connection whose home shard
-//! is not the lowest of its transaction an extra round trip: it must lock
-//! a remote shard before its own. A transaction that locks keys (not whole
-//! shards) therefore locks its home shard first (it may wait there,
-//! holding nothing), then the shards above it in order, then the shards
-//! below it with [`LockReq::nowait`] requests, which are granted at once
-//! or refused, never queued. With two shards the remote request carries
-//! the job and the release (fused, as above), so every such command costs
-//! one round trip, whichever its home. No cycle can form: a request that
-//! waits is made holding only locks on lower shards, as before, and nowait
-//! requests never wait. A refused request's job comes back unrun
-//! ([`LockConflict`]); the transaction releases what it holds and starts
-//! over in ascending order, where it waits in FIFO queues, so it cannot
-//! starve. Still two-phase: every lock is held before any is released, so
-//! serializable.
+//! **Out of order** (two shards). Ordered locking costs a connection whose
+//! home shard is the higher of its transaction's two an extra round trip:
+//! it must lock the remote shard before its own. A two-shard transaction
+//! that locks keys (not whole shards) therefore locks its home shard first
+//! (it may wait there, holding nothing), then the lower shard with a
+//! [`LockReq::nowait`] request that carries the job and the release
+//! (fused, as above), so every such command costs one round trip,
+//! whichever its home. The rule holds: the waiting request is made holding
+//! nothing. A refused request's job comes back unrun ([`LockConflict`]);
+//! the transaction releases its home shard and asks again in ascending
+//! order, as after a refusal in one round. Still two-phase: every lock is
+//! held before any is released.
 //!
 //! **Disconnects.** A connection that goes away while its transaction is
 //! still locking releases what it holds ([`Coordinator::abort`]); once
@@ -71,9 +119,9 @@
 //! (and its AOF record, written at its last step, is not lost).
 //!
 //! Compared with Dragonfly's VLL, which orders all transactions by a global
-//! id, ordered locking needs no shared counter and no out-of-order
-//! scheduling; its cost is one round trip per remote shard to lock. With
-//! two shards that is one extra round trip per multi-shard command at most.
+//! id, this needs no shared counter and no out-of-order scheduling: one
+//! lock round at any shard count while uncontended, and ordered locking
+//! (one round trip per shard) only after a refusal.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -529,12 +577,19 @@ pub struct TxCoord {
     rest: Option<Vec<(usize, usize, JobFn)>>,
     released: bool,
     err: Option<CmdError>,
-    /// Out of order only: the requests in ascending shard order, to start
-    /// over with when a nowait request is refused.
+    /// One round or out of order: the requests in ascending shard order,
+    /// to go on with when a nowait request is refused.
     fallback: Option<Vec<(usize, LockReq)>>,
     /// After a refusal of the fused request: the inner's last plan, grouped
     /// per shard, to send once the locks are held again.
     pending: Option<Vec<Group>>,
+    /// The requests from this index of `locks` on go out together, in one
+    /// round, each nowait (see "One round" in the module docs); `usize::MAX`
+    /// when every request goes alone, in order.
+    together_from: usize,
+    /// The shard of each lock request sent in the last step, in issue
+    /// order (the outputs come back in that order): who refused.
+    round: Vec<usize>,
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -567,8 +622,18 @@ impl TxCoord {
             r.settle();
         }
         let mut fallback = None;
-        // Home first (see "Out of order" in the module docs).
-        if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+        let mut together_from = usize::MAX;
+        let home_in = locks.iter().any(|(s, _)| *s == home);
+        if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
+            // One round (see the module docs): every request at once,
+            // nowait.
+            fallback = Some(locks.clone());
+            together_from = 0;
+            for (_, r) in &mut locks {
+                r.nowait = true;
+            }
+        } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+            // Home first (see "Out of order" in the module docs).
             fallback = Some(locks.clone());
             let below = locks.iter().take_while(|(s, _)| *s < home).count();
             locks.rotate_left(below);
@@ -591,11 +656,18 @@ impl TxCoord {
             err: None,
             fallback,
             pending: None,
+            together_from,
+            round: Vec::new(),
         })
     }
 
     /// Pushes the request for the next lock, alone.
     fn request_next(&mut self, plan: &mut Plan) {
+        self.round.clear();
+        self.push_request(plan);
+    }
+
+    fn push_request(&mut self, plan: &mut Plan) {
         let (shard, req) = &mut self.locks[self.requested];
         plan.jobs.push((
             *shard,
@@ -605,27 +677,83 @@ impl TxCoord {
                 release: None,
             },
         ));
+        self.round.push(*shard);
         self.layout.push(Carried::Nothing);
         self.requested += 1;
     }
 
-    /// A nowait request (the last one made) was refused: release what is
-    /// held and start over in ascending shard order, where requests wait.
-    fn restart(&mut self, plan: &mut Plan) {
-        // INVARIANT: only out-of-order transactions make nowait requests.
-        let locks = self.fallback.take().expect("out-of-order locks");
-        let refused = self.locks[self.requested - 1].0;
+    /// Pushes every request not made yet, in one round (all nowait).
+    fn request_rest(&mut self, plan: &mut Plan) {
+        self.round.clear();
+        plan.jobs.reserve(self.locks.len() - self.requested);
+        while self.requested < self.locks.len() {
+            debug_assert!(self.locks[self.requested].1.nowait);
+            self.push_request(plan);
+        }
+    }
+
+    /// Nowait requests (among those of the last step, whose shards
+    /// `round` lists) were refused, as `results` say: go on in ascending
+    /// shard order from the first shard not held, where requests wait
+    /// (see [`TxCoord::restart_without`]).
+    fn restart(&mut self, plan: &mut Plan, results: &[JobOut]) {
+        let refused: Vec<usize> = self
+            .round
+            .iter()
+            .zip(results)
+            .filter(|(_, r)| r.is::<LockConflict>())
+            .map(|(s, _)| *s)
+            .collect();
+        self.restart_without(plan, &refused);
+    }
+
+    /// [`TxCoord::restart`] with the refused shards known: in ascending
+    /// shard order, the locks below the first shard not held stay held,
+    /// those above it are released; that shard is asked again with a
+    /// request that waits (holding lower shards only), then the shards
+    /// above it (in one round again if there are two or more).
+    fn restart_without(&mut self, plan: &mut Plan, refused: &[usize]) {
+        // INVARIANT: only out-of-order or one-round transactions make
+        // nowait requests, and both keep their requests in order.
+        let ascending = self.fallback.as_ref().expect("out-of-order locks");
+        let held: Vec<usize> = self.locks[..self.requested]
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| !refused.contains(s))
+            .collect();
+        let frontier = ascending
+            .iter()
+            .position(|(s, _)| !held.contains(s))
+            .expect("INVARIANT: a refused shard is not held");
+        let mut locks = ascending.clone();
+        for (_, r) in &mut locks[..frontier] {
+            // Held: no request to make.
+            *r = LockReq::default();
+        }
+        let n = locks.len();
+        self.together_from = usize::MAX;
+        if n - frontier > 2 {
+            self.together_from = frontier + 1;
+            for (_, r) in &mut locks[frontier + 1..] {
+                r.nowait = true;
+            }
+        }
         self.layout.clear();
-        for &(s, _) in &self.locks[..self.requested] {
-            if s != refused {
+        for s in held {
+            if s > locks[frontier].0 {
                 plan.jobs.push((s, self.release_only()));
                 self.layout.push(Carried::Nothing);
             }
         }
         self.locks = locks;
-        self.requested = 0;
+        self.requested = frontier;
         self.phase = Phase::Locking;
+        let released = plan.jobs.len();
         self.request_next(plan);
+        // The outputs of the releases come first: `round` names the
+        // request, after them.
+        self.round
+            .splice(0..0, std::iter::repeat_n(usize::MAX, released));
     }
 
     fn noop() -> JobFn {
@@ -806,10 +934,15 @@ impl Coordinator for TxCoord {
         match self.phase {
             Phase::Locking => {
                 if results.iter().any(|r| r.is::<LockConflict>()) {
-                    self.restart(plan);
+                    self.restart(plan, &results);
                     return Ok(());
                 }
                 let n = self.locks.len();
+                if self.requested == self.together_from {
+                    self.layout.clear();
+                    self.request_rest(plan);
+                    return Ok(());
+                }
                 if self.requested == n - 1
                     && self.early.is_none()
                     && self.pending.is_none()
@@ -878,7 +1011,7 @@ impl Coordinator for TxCoord {
                     let mut groups = vec![(shard, c.job, carried.unwrap_or(Carried::Nothing))];
                     groups.extend(Self::group(self.rest.take().unwrap_or_default()));
                     self.pending = Some(groups);
-                    self.restart(plan);
+                    self.restart_without(plan, &[shard]);
                     return Ok(());
                 }
                 self.collect(results);
@@ -969,437 +1102,5 @@ impl Coordinator for TxCoord {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {
-        let mut r = LockReq {
-            tx,
-            ..Default::default()
-        };
-        for (k, m) in keys {
-            r.add(0, k.as_bytes(), *m);
-        }
-        r
-    }
-
-    #[test]
-    fn readers_share_writers_exclude() {
-        let mut t: LockTable<u32> = LockTable::default();
-        assert_eq!(t.acquire(req(1, &[("a", Mode::Read)]), 1), Some(1));
-        assert_eq!(t.acquire(req(2, &[("a", Mode::Read)]), 2), Some(2));
-        assert_eq!(t.acquire(req(3, &[("a", Mode::Write)]), 3), None);
-        assert!(t.blocks(0, [&b"a"[..]].into_iter(), true));
-        assert!(!t.blocks(0, [&b"a"[..]].into_iter(), false));
-        assert!(!t.blocks(0, [&b"b"[..]].into_iter(), true));
-        assert_eq!(t.release(1), Vec::<u32>::new());
-        assert_eq!(t.release(2), vec![3]);
-        assert!(t.blocks(0, [&b"a"[..]].into_iter(), false));
-        assert_eq!(t.release(3), Vec::<u32>::new());
-        assert!(!t.any_held());
-    }
-
-    #[test]
-    fn fifo_no_starvation_and_non_conflicting_pass() {
-        let mut t: LockTable<u32> = LockTable::default();
-        assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
-        // A writer waits; a later reader of the same key queues behind it.
-        assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
-        assert!(t.acquire(req(3, &[("a", Mode::Read)]), 3).is_none());
-        // Unrelated keys pass.
-        assert!(t.acquire(req(4, &[("b", Mode::Write)]), 4).is_some());
-        assert_eq!(t.release(1), vec![2]);
-        assert_eq!(t.release(2), vec![3]);
-    }
-
-    #[test]
-    fn whole_shard_locks() {
-        let mut t: LockTable<u32> = LockTable::default();
-        let mut w = LockReq {
-            tx: 1,
-            ..Default::default()
-        };
-        w.add_whole(Mode::Write);
-        assert!(t.acquire(w, 1).is_some());
-        assert!(t.blocks(0, std::iter::empty(), false));
-        assert!(t.acquire(req(2, &[("x", Mode::Read)]), 2).is_none());
-        assert_eq!(t.release(1), vec![2]);
-        assert!(!t.blocks(0, std::iter::empty(), true));
-    }
-
-    #[test]
-    fn nowait_requests_never_queue() {
-        let mut t: LockTable<u32> = LockTable::default();
-        assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
-        // Readers share: granted.
-        assert!(t.try_acquire(req(2, &[("a", Mode::Read)])).is_ok());
-        assert!(t.acquire(req(3, &[("b", Mode::Write)]), 3).is_some());
-        // Refused, handed back whole, nothing queued.
-        let back = t.try_acquire(req(4, &[("b", Mode::Read)])).unwrap_err();
-        assert_eq!((back.tx, back.keys.len()), (4, 1));
-        assert_eq!(t.waiting_len(), 0);
-        // A queued writer refuses a later reader too (FIFO), without
-        // queueing it.
-        assert!(t.acquire(req(5, &[("a", Mode::Write)]), 5).is_none());
-        assert!(t.try_acquire(req(6, &[("a", Mode::Read)])).is_err());
-        assert_eq!(t.waiting_len(), 1);
-        assert!(t.release(1).is_empty());
-        assert_eq!(t.release(2), vec![5]);
-    }
-
-    /// Duplicates merge when the table takes a request (Write wins, in
-    /// any order of adding), so a request holds one lock per key and
-    /// releases it once.
-    #[test]
-    fn a_request_locks_each_key_once() {
-        let mut t: LockTable<u32> = LockTable::default();
-        let keys: Vec<(String, Mode)> = (0..200)
-            .flat_map(|i| {
-                let k = format!("k{}", i % 50);
-                let m = if i == 120 { Mode::Write } else { Mode::Read };
-                [(k.clone(), m), (k, Mode::Read)]
-            })
-            .collect();
-        let refs: Vec<(&str, Mode)> = keys.iter().map(|(k, m)| (k.as_str(), *m)).collect();
-        let mut r = req(1, &refs);
-        r.settle();
-        assert_eq!(r.keys.len(), 50);
-        assert_eq!(r.keys.iter().filter(|k| k.2 == Mode::Write).count(), 1);
-        assert!(r
-            .keys
-            .windows(2)
-            .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
-        assert!(t.acquire(req(1, &refs), 1).is_some());
-        // k20 (i = 120) is written: a reader of it waits, a reader of the
-        // others passes.
-        assert!(t.try_acquire(req(2, &[("k20", Mode::Read)])).is_err());
-        assert!(t.try_acquire(req(3, &[("k21", Mode::Read)])).is_ok());
-        assert!(t.release(1).is_empty());
-        assert!(t.release(3).is_empty());
-        assert!(!t.any_held(), "every lock released once");
-    }
-
-    /// Queued requests conflict exactly when they share a key and one of
-    /// them writes it, whatever the order their keys were added in.
-    #[test]
-    fn queued_requests_conflict_on_shared_written_keys() {
-        let mut t: LockTable<u32> = LockTable::default();
-        assert!(t.acquire(req(1, &[("z", Mode::Write)]), 1).is_some());
-        // Waits behind 1; then everything after it is checked against it.
-        let many: Vec<String> = (0..100).rev().map(|i| format!("m{i}")).collect();
-        let mut w: Vec<(&str, Mode)> = many.iter().map(|k| (k.as_str(), Mode::Read)).collect();
-        w.push(("z", Mode::Read));
-        assert!(t.acquire(req(2, &w), 2).is_none());
-        // Reads of keys that 2 also reads pass the queue (granted at once).
-        assert!(t
-            .try_acquire(req(3, &[("m7", Mode::Read), ("m93", Mode::Read)]))
-            .is_ok());
-        // A write of one of them: refused, FIFO behind 2.
-        assert!(t
-            .try_acquire(req(4, &[("q", Mode::Read), ("m42", Mode::Write)]))
-            .is_err());
-        // Keys 2 does not have: granted.
-        assert!(t
-            .try_acquire(req(5, &[("m100", Mode::Write), ("a", Mode::Write)]))
-            .is_ok());
-        assert_eq!(t.release(1), vec![2]);
-    }
-
-    mod protocol {
-        use super::super::*;
-        use crate::ctx::ThreadStats;
-        use crate::testutil::NoClients;
-        use engine::Shard;
-
-        /// Reads one key per shard: one plan (its last), then the shard
-        /// ids its jobs ran on, as a reply of integers.
-        struct ReadEach(Vec<usize>);
-        impl Coordinator for ReadEach {
-            fn step(
-                &mut self,
-                results: Vec<JobOut>,
-                plan: &mut Plan,
-                out: &mut Reply,
-                _client: &mut ClientState,
-            ) -> Result<(), CmdError> {
-                if results.is_empty() {
-                    for &s in &self.0 {
-                        plan.run(s, |env| env.shard.id);
-                    }
-                    plan.last = true;
-                    return Ok(());
-                }
-                out.array(results.len());
-                for r in results {
-                    out.int(*r.downcast::<usize>().unwrap() as i64);
-                }
-                Ok(())
-            }
-        }
-
-        /// Shards (two unless said), their lock tables, and works queued
-        /// behind locks.
-        struct Rt {
-            shards: Vec<Shard>,
-            locks: Vec<LockTable<(u32, JobFn, Option<TxId>)>>,
-            done: Vec<(u32, JobOut)>,
-        }
-
-        impl Rt {
-            fn new() -> Self {
-                Self::with(2)
-            }
-            fn with(n: usize) -> Self {
-                Rt {
-                    shards: (0..n).map(|i| Shard::new(i, 16)).collect(),
-                    locks: (0..n).map(|_| LockTable::default()).collect(),
-                    done: Vec::new(),
-                }
-            }
-            fn run(&mut self, s: usize, (idx, job, release): (u32, JobFn, Option<TxId>)) {
-                let mut stats = ThreadStats::default();
-                let mut env = ShardEnv {
-                    shard: &mut self.shards[s],
-                    stats: &mut stats,
-                    clients: &mut NoClients,
-                };
-                self.done.push((idx, job(&mut env)));
-                if let Some(tx) = release {
-                    self.release(s, tx);
-                }
-            }
-            /// Releases `tx`'s locks on shard `s` and runs what they held up.
-            fn release(&mut self, s: usize, tx: TxId) {
-                for w in self.locks[s].release(tx) {
-                    self.run(s, w);
-                }
-            }
-            /// Delivers a plan as the worker does.
-            fn deliver(&mut self, plan: Plan) {
-                for (i, (s, w)) in plan.jobs.into_iter().enumerate() {
-                    let entry = (i as u32, w.job, w.release);
-                    match w.lock {
-                        Some(req) if req.nowait => match self.locks[s].try_acquire(req) {
-                            Ok(()) => self.run(s, entry),
-                            Err(req) => {
-                                let out = Box::new(LockConflict { req, job: entry.1 });
-                                self.done.push((entry.0, out));
-                            }
-                        },
-                        Some(req) => {
-                            if let Some(e) = self.locks[s].acquire(req, entry) {
-                                self.run(s, e);
-                            }
-                        }
-                        None => self.run(s, entry),
-                    }
-                }
-            }
-            fn outputs(&mut self) -> Vec<JobOut> {
-                self.done.sort_by_key(|(i, _)| *i);
-                self.done.drain(..).map(|(_, o)| o).collect()
-            }
-        }
-
-        fn tx_on(home: usize) -> (Box<dyn Coordinator>, LockSet) {
-            let mut set = LockSet::default();
-            set.key(2, 0, b"a", Mode::Read);
-            set.key(2, 0, b"b", Mode::Read);
-            let shards: Vec<usize> = set.shards.iter().map(|(s, _)| *s).collect();
-            assert_eq!(shards.len(), 2, "keys on both shards");
-            let inner = Box::new(ReadEach(vec![0, 1]));
-            (TxCoord::wrap(home, inner, set.clone()), set)
-        }
-
-        fn step(c: &mut Box<dyn Coordinator>, rt: &mut Rt, out: &mut Reply) -> Plan {
-            let mut plan = Plan::default();
-            let results = rt.outputs();
-            c.step(results, &mut plan, out, &mut ClientState::default())
-                .unwrap();
-            plan
-        }
-
-        fn shape(p: &Plan) -> Vec<(usize, bool, bool, bool)> {
-            p.jobs
-                .iter()
-                .map(|(s, w)| {
-                    let l = w.lock.as_ref();
-                    (
-                        *s,
-                        l.is_some(),
-                        l.is_some_and(|r| r.nowait),
-                        w.release.is_some(),
-                    )
-                })
-                .collect()
-        }
-
-        #[test]
-        fn a_read_from_the_higher_shard_takes_one_round_trip() {
-            let (mut c, _) = tx_on(1);
-            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
-            // Its own shard first (may wait), ...
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, true, false, false)]);
-            rt.deliver(p);
-            // ... then the lower one: lock (nowait), run and release in one.
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, true, true)]);
-            rt.deliver(p);
-            // Its own part, released.
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, false, false, true)]);
-            rt.deliver(p);
-            assert!(step(&mut c, &mut rt, &mut out).is_empty());
-            assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
-            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
-        }
-
-        #[test]
-        fn home_on_the_lowest_shard_or_whole_shard_locks_keep_shard_order() {
-            let (mut c, _) = tx_on(0);
-            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, false, false)]);
-            assert!(!c.must_finish());
-
-            let mut set = LockSet::default();
-            set.whole(2, Mode::Read);
-            let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
-            let p = step(&mut c, &mut Rt::new(), &mut out);
-            assert_eq!(shape(&p), vec![(0, true, false, false)]);
-        }
-
-        #[test]
-        fn a_write_goes_out_of_order_and_must_finish_while_undecided() {
-            let mut set = LockSet::default();
-            set.key(2, 0, b"a", Mode::Write);
-            set.key(2, 0, b"b", Mode::Write);
-            let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
-            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, true, false, false)]);
-            assert!(!c.must_finish(), "nothing ran: abort releases");
-            rt.deliver(p);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, true, true)]);
-            assert!(c.must_finish(), "shard 0 decides whether shard 1 runs");
-            rt.deliver(p);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, false, false, true)]);
-            assert!(c.must_finish(), "released, but its last step is to come");
-            rt.deliver(p);
-            assert!(step(&mut c, &mut rt, &mut out).is_empty());
-        }
-
-        /// Three shards, home 2: the request for shard 0 goes alone
-        /// (nowait, before the fused one for shard 1); refused while
-        /// locking, the transaction starts over in order and completes.
-        #[test]
-        fn a_nowait_request_refused_while_locking_starts_over() {
-            let key_on = |want: usize| {
-                (0..1000)
-                    .map(|i| format!("k{i}"))
-                    .find(|k| shard_of(k.as_bytes(), 3) == want)
-                    .expect("a key on every shard")
-            };
-            let keys: Vec<String> = (0..3).map(key_on).collect();
-            let mut set = LockSet::default();
-            for k in &keys {
-                set.key(3, 0, k.as_bytes(), Mode::Read);
-            }
-            let mut c = TxCoord::wrap(2, Box::new(ReadEach(vec![0, 1, 2])), set);
-            let (mut rt, mut out) = (Rt::with(3), Reply::new(false));
-            let mut blocker = LockReq {
-                tx: 999,
-                ..Default::default()
-            };
-            blocker.add(0, keys[0].as_bytes(), Mode::Write);
-            assert!(rt.locks[0].try_acquire(blocker).is_ok());
-
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(2, true, false, false)]);
-            rt.deliver(p);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, true, false)]);
-            rt.deliver(p);
-            // Refused: release shard 2, request shard 0 in order.
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(
-                shape(&p),
-                vec![(2, false, false, true), (0, true, false, false)]
-            );
-            assert!(!c.must_finish());
-            rt.deliver(p);
-            assert_eq!(rt.locks[0].waiting_len(), 1);
-            rt.release(0, 999);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, true, false, false)]);
-            rt.deliver(p);
-            // The last lock, in order, fused with its job.
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(2, true, false, true)]);
-            rt.deliver(p);
-            let p = step(&mut c, &mut rt, &mut out);
-            let mut sh = shape(&p);
-            sh.sort();
-            assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
-            rt.deliver(p);
-            assert!(step(&mut c, &mut rt, &mut out).is_empty());
-            assert_eq!(out.as_bytes(), b"*3\r\n:0\r\n:1\r\n:2\r\n");
-            assert!(rt.locks.iter().all(|t| !t.any_held()));
-        }
-
-        #[test]
-        fn a_refused_nowait_request_starts_over_in_order() {
-            let (mut c, set) = tx_on(1);
-            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
-            // Another transaction writes the key on shard 0.
-            let (_, mut blocker) = set.shards.into_iter().find(|(s, _)| *s == 0).unwrap();
-            blocker.tx = 999;
-            blocker.keys.iter_mut().for_each(|k| k.2 = Mode::Write);
-            assert!(rt.locks[0].try_acquire(blocker).is_ok());
-
-            let p = step(&mut c, &mut rt, &mut out);
-            rt.deliver(p);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(0, true, true, true)]);
-            rt.deliver(p);
-            assert_eq!(rt.locks[0].waiting_len(), 0, "nowait: not queued");
-            // Refused: release its own shard, request shard 0 in order.
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(
-                shape(&p),
-                vec![(1, false, false, true), (0, true, false, false)]
-            );
-            rt.deliver(p);
-            assert!(!rt.locks[1].any_held());
-            assert_eq!(rt.locks[0].waiting_len(), 1, "waits in order now");
-            // The writer finishes; the request is granted and its (no-op)
-            // work runs.
-            rt.release(0, 999);
-            let p = step(&mut c, &mut rt, &mut out);
-            assert_eq!(shape(&p), vec![(1, true, false, false)]);
-            rt.deliver(p);
-            // Every lock held: the kept jobs run and release.
-            let p = step(&mut c, &mut rt, &mut out);
-            let mut sh = shape(&p);
-            sh.sort();
-            assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
-            rt.deliver(p);
-            assert!(step(&mut c, &mut rt, &mut out).is_empty());
-            assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
-            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
-        }
-    }
-
-    #[test]
-    fn release_drops_a_waiting_request() {
-        let mut t: LockTable<u32> = LockTable::default();
-        assert!(t.acquire(req(1, &[("a", Mode::Write)]), 1).is_some());
-        assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
-        assert!(t.release(2).is_empty());
-        assert_eq!(t.waiting_len(), 0);
-        assert!(t.release(1).is_empty());
-    }
-}
+#[path = "tx_tests.rs"]
+mod tests;

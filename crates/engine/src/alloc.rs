@@ -139,6 +139,13 @@ pub fn shard_used(id: usize) -> isize {
     COUNTERS[1 + id.min(SLOTS - 2)].0.load(Ordering::Relaxed)
 }
 
+/// Bytes charged to the threads that are not shards (slot 0; may be
+/// negative).
+#[inline]
+pub fn others_used() -> isize {
+    COUNTERS[0].0.load(Ordering::Relaxed)
+}
+
 /// Total bytes allocated by the process and not freed, counting slots
 /// `0..=nshards` (every thread charges one of those).
 #[inline]

@@ -19,10 +19,10 @@
 //! the databases in turn.
 //!
 //! # The budget: maxmemory across shards
-//! Used memory is the allocator's count (see `alloc`): the process total is
-//! exact and every shard thread reads it without locks (one relaxed load
-//! per thread counter); each shard's own part is approximate.
-//! `maxmemory` is one global limit, not `maxmemory / nshards` per shard:
+//! Used memory is the allocator's count (see `alloc`): one counter per
+//! thread, whose sum is exact (INFO's `used_memory` sums them); each
+//! shard's own part is approximate. A check does not sum them: see
+//! "Snapshot" below. `maxmemory` is one global limit, not `maxmemory / nshards` per shard:
 //! a shard may use more than its even share as long as the total is under
 //! the limit (a hot shard borrows what idle shards do not use). When the
 //! total `T` exceeds `maxmemory`, the excess is shared out: shard `i`
@@ -44,9 +44,46 @@
 //! over the limit and either the policy is `noeviction`, or this shard
 //! found nothing to evict and no shard reports evictable keys (each shard
 //! publishes its count of keys the policy may evict in [`MemShared`] when
-//! it checks, and from its cron). While another shard still has keys to
+//! it checks, and from its cron; a running count of the shards with some
+//! is what the check reads). While another shard still has keys to
 //! evict the command runs: that shard frees the excess on its next command
 //! or cron tick.
+//!
+//! # Snapshot: what a check reads
+//! Summing N counters that other threads write on every allocation, before
+//! every command, cost 3N contended cache lines per command (the counters,
+//! the clamped shard sum, the eviction rounds). Instead every thread's
+//! figure is published in [`MemShared`] with running sums kept by the
+//! publishers, and a check on shard `s` reads its own counter fresh plus
+//! the others' published sum: `total = Σpublished − published_s +
+//! fresh_s`, three loads, two of them lines only `s` writes. A shard
+//! publishes its counter
+//! - every cron tick, with or without a limit (so a limit set by CONFIG
+//!   SET finds every figure at most one tick old), together with the
+//!   non-shard threads' slot (AOF writer, lazyfree, main thread);
+//! - with a limit, whenever it moved by more than [`publish_bound`]
+//!   (`maxmemory / 16N`, within 64 KiB..1 MiB) since it last did: checked
+//!   before each of its commands and once per loop iteration.
+//!
+//! The error this allows, in either direction: each other shard's figure
+//! is off by at most the bound plus what that shard allocated or freed in
+//! one loop iteration (its hops and jobs run without a check of their
+//! own; the iteration's end republishes); the non-shard threads' by what
+//! they did within one cron period. So over the limit by at most
+//! `(N − 1) × (bound + one iteration)` plus a period of non-shard
+//! allocations: under a sixteenth of `maxmemory` (N − 1 MiB above 16N
+//! MiB) plus the iterations' work. A burst of big writes on one shard is
+//! seen at once by that shard's own checks (its counter is read fresh), so
+//! it evicts or refuses before its next command, and by the others by the
+//! end of its iteration. Publishing is a swap and one or two adds on the
+//! shared sums, at most once per tick or per bound's worth of net change.
+//!
+//! Cost in the number of shards N: [`MemShared`] holds one 64-byte line
+//! per shard (its published counter, evictable count and evicted bytes)
+//! and one line of sums; a check reads three lines whatever N is; a cron
+//! tick writes its own line and adds to the sums. Nothing walks the N
+//! lines, not even eviction: the shares of an excess come from the sums
+//! too.
 //!
 //! # Time budget
 //! One call evicts for at most the time `maxmemory-eviction-tenacity`
@@ -59,7 +96,7 @@
 //! (before the key goes; large values are freed by the lazyfree thread, so
 //! the allocator's figure lags behind).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -100,15 +137,60 @@ impl Policy {
     }
 }
 
+/// One thread's published figures, on a line of its own: written by that
+/// shard's thread (or, for `used`, by whichever thread publishes the
+/// non-shard threads' slot), read by others only through [`Sums`] and by
+/// the cold paths.
+#[repr(align(64))]
+#[derive(Default)]
+struct Published {
+    /// The allocator counter as last published.
+    used: AtomicI64,
+    /// Keys the policy may evict (shards only).
+    evictable: AtomicU64,
+    /// Bytes evicted since it last saw the total under the limit (see
+    /// [`MemView::to_free`]).
+    evicted: AtomicU64,
+}
+
+/// The sums of the published figures, kept up to date by each publisher
+/// (one add per change): what a check reads instead of N counters.
+#[repr(align(64))]
+#[derive(Default)]
+struct Sums {
+    /// Σ published counters, the non-shard threads' slot included.
+    used: AtomicI64,
+    /// Σ max(published shard counter, 0).
+    shards_used: AtomicI64,
+    /// Σ evicted.
+    evicted: AtomicU64,
+    /// Shards that published a non-zero evictable count.
+    evictable_shards: AtomicU64,
+}
+
+/// A shard republishes its counter when it has moved by more than this
+/// much since it last did (besides every cron tick): `maxmemory / 16N`,
+/// within 64 KiB..1 MiB. The N − 1 other shards' drift then adds up to at
+/// most a sixteenth of the limit (or N − 1 MiB) plus one loop
+/// iteration's allocations each (see the module doc).
+pub fn publish_bound(maxmemory: u64, nshards: usize) -> i64 {
+    let n = nshards.max(1) as u64;
+    (maxmemory / (16 * n)).clamp(MIN_PUBLISH_BOUND as u64, MAX_PUBLISH_BOUND as u64) as i64
+}
+const MIN_PUBLISH_BOUND: i64 = 64 << 10;
+const MAX_PUBLISH_BOUND: i64 = 1 << 20;
+
 /// What shards and connection threads share about memory: the limit and
 /// whether the policy evicts (for checks made where no shard is at hand:
-/// MULTI, EXEC, multi-shard commands), and each shard's count of keys its
-/// policy may evict, published when it checks memory.
+/// MULTI, EXEC, multi-shard commands), and a snapshot of every thread's
+/// allocator counter with its running sums (see the module doc's
+/// "Snapshot"), each shard's count of keys its policy may evict, and what
+/// each evicted in this round.
 pub struct MemShared {
-    evictable: Box<[AtomicU64]>,
-    /// Bytes each shard evicted since it last saw the total under the
-    /// limit (see [`MemView::to_free`]).
-    evicted: Box<[AtomicU64]>,
+    shards: Box<[Published]>,
+    /// The slot of the threads that are not shards (`alloc` slot 0).
+    others: Published,
+    sums: Sums,
     /// `maxmemory`, 0 = none: read on every dispatch (one relaxed load).
     pub maxmemory: AtomicU64,
     noeviction: AtomicBool,
@@ -117,8 +199,9 @@ pub struct MemShared {
 impl MemShared {
     pub fn new(nshards: usize) -> Self {
         MemShared {
-            evictable: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
-            evicted: (0..nshards.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            shards: (0..nshards.max(1)).map(|_| Published::default()).collect(),
+            others: Published::default(),
+            sums: Sums::default(),
             maxmemory: AtomicU64::new(0),
             noeviction: AtomicBool::new(true),
         }
@@ -131,37 +214,115 @@ impl MemShared {
     }
     /// The out-of-memory state as seen without a shard (Redis's
     /// `performEvictions() == EVICT_FAIL`, minus the eviction, which the
-    /// shards do): over the limit and nothing can be evicted.
+    /// shards do): over the limit and nothing can be evicted. On a shard's
+    /// thread (the connection's home) that shard's own counter is read
+    /// fresh, the others' from the snapshot.
     pub fn out_of_memory(&self) -> bool {
         let max = self.maxmemory.load(Ordering::Relaxed);
-        max != 0
-            && crate::alloc::used_total(self.nshards()) > max
-            && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
+        if max == 0 {
+            return false;
+        }
+        let slot = crate::alloc::current_slot();
+        let total = match slot.checked_sub(1).filter(|&s| s < self.nshards()) {
+            Some(s) => self.seen_total(s, crate::alloc::shard_used(s) as i64),
+            None => self.sums.used.load(Ordering::Relaxed).max(0) as u64,
+        };
+        total > max && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
     }
     pub fn nshards(&self) -> usize {
-        self.evictable.len()
+        self.shards.len()
     }
     /// Whether some shard reported keys it may evict.
     pub fn any_evictable(&self) -> bool {
-        self.evictable.iter().any(|e| e.load(Ordering::Relaxed) > 0)
+        self.sums.evictable_shards.load(Ordering::Relaxed) > 0
     }
+
+    /// Publishes `used` as the counter of `shard` (`None`: the non-shard
+    /// threads' slot), keeping the sums. Any thread may publish any slot:
+    /// the swap makes concurrent publications add up to the last one.
+    pub fn publish_used(&self, shard: Option<usize>, used: i64) {
+        let cell = match shard {
+            Some(s) => match self.shards.get(s) {
+                Some(p) => &p.used,
+                None => return,
+            },
+            None => &self.others.used,
+        };
+        if cell.load(Ordering::Relaxed) == used {
+            return;
+        }
+        let old = cell.swap(used, Ordering::Relaxed);
+        self.sums.used.fetch_add(used - old, Ordering::Relaxed);
+        let d = used.max(0) - old.max(0);
+        if shard.is_some() && d != 0 {
+            self.sums.shards_used.fetch_add(d, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes `shard`'s fresh counter if it moved by more than
+    /// [`publish_bound`] for `maxmemory` since its last publication; true
+    /// if it did. One load of the shard's own line otherwise.
+    pub fn refresh(&self, shard: usize, fresh: i64, maxmemory: u64) -> bool {
+        let Some(p) = self.shards.get(shard) else {
+            return false;
+        };
+        let drift = (fresh - p.used.load(Ordering::Relaxed)).abs();
+        if drift <= MIN_PUBLISH_BOUND || drift <= publish_bound(maxmemory, self.nshards()) {
+            return false;
+        }
+        self.publish_used(Some(shard), fresh);
+        true
+    }
+
+    /// The process total as `shard` sees it: its own counter `fresh`, every
+    /// other thread's as published.
+    pub fn seen_total(&self, shard: usize, fresh: i64) -> u64 {
+        let mine = self
+            .shards
+            .get(shard)
+            .map_or(0, |p| p.used.load(Ordering::Relaxed));
+        (self.sums.used.load(Ordering::Relaxed) - mine + fresh).max(0) as u64
+    }
+
+    /// Σ over shards of max(counter, 0) as `shard` sees it (its own fresh).
+    fn seen_shards_sum(&self, shard: usize, fresh: i64) -> u64 {
+        let mine = self
+            .shards
+            .get(shard)
+            .map_or(0, |p| p.used.load(Ordering::Relaxed));
+        (self.sums.shards_used.load(Ordering::Relaxed) - mine.max(0) + fresh.max(0)).max(0) as u64
+    }
+
     /// Adds `bytes` to what `shard` evicted in this round of evictions,
     /// or with `None` ends its round (the total is under the limit).
     fn note_evicted(&self, shard: usize, bytes: Option<u64>) {
-        if let Some(e) = self.evicted.get(shard) {
+        if let Some(p) = self.shards.get(shard) {
             match bytes {
                 Some(b) => {
-                    e.fetch_add(b, Ordering::Relaxed);
+                    p.evicted.fetch_add(b, Ordering::Relaxed);
+                    self.sums.evicted.fetch_add(b, Ordering::Relaxed);
                 }
-                None if e.load(Ordering::Relaxed) != 0 => e.store(0, Ordering::Relaxed),
+                None if p.evicted.load(Ordering::Relaxed) != 0 => {
+                    let old = p.evicted.swap(0, Ordering::Relaxed);
+                    self.sums.evicted.fetch_sub(old, Ordering::Relaxed);
+                }
                 None => {}
             }
         }
     }
     fn publish(&self, shard: usize, n: u64) {
-        if let Some(e) = self.evictable.get(shard) {
-            if e.load(Ordering::Relaxed) != n {
-                e.store(n, Ordering::Relaxed);
+        if let Some(p) = self.shards.get(shard) {
+            if p.evictable.load(Ordering::Relaxed) != n {
+                let old = p.evictable.swap(n, Ordering::Relaxed);
+                match (old > 0, n > 0) {
+                    (false, true) => {
+                        self.sums.evictable_shards.fetch_add(1, Ordering::Relaxed);
+                    }
+                    (true, false) => {
+                        self.sums.evictable_shards.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
             }
         }
     }
@@ -170,7 +331,8 @@ impl MemShared {
 /// Memory as one shard sees it at a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemView {
-    /// The process total (allocator count).
+    /// The process total: this shard's counter read now, the others' as
+    /// published.
     pub total: u64,
     /// This shard's part, clamped at zero.
     pub mine: u64,
@@ -184,24 +346,36 @@ pub struct MemView {
 }
 
 impl MemView {
-    /// Reads the allocator counters, and the eviction round from
-    /// `shared`.
-    pub fn read(shard: usize, nshards: usize, shared: Option<&MemShared>) -> Self {
-        let mine = crate::alloc::shard_used(shard).max(0) as u64;
-        let shards_sum = (0..nshards)
-            .map(|i| crate::alloc::shard_used(i).max(0) as u64)
-            .sum();
-        let (evicted_mine, evicted_sum) = shared.map_or((0, 0), |s| {
-            let get = |i: usize| s.evicted.get(i).map_or(0, |e| e.load(Ordering::Relaxed));
-            (get(shard), (0..nshards).map(get).sum())
-        });
+    /// This shard's fresh counter, and the others' and the eviction round
+    /// from `shared`'s snapshot (all the allocator's counters without
+    /// it: a lone shard).
+    pub fn read(shard: usize, shared: Option<&MemShared>) -> Self {
+        let fresh = crate::alloc::shard_used(shard) as i64;
+        match shared {
+            Some(s) => Self::seen_by(shard, fresh, s),
+            None => MemView {
+                total: crate::alloc::used_total(1),
+                mine: fresh.max(0) as u64,
+                shards_sum: fresh.max(0) as u64,
+                nshards: 1,
+                evicted_mine: 0,
+                evicted_sum: 0,
+            },
+        }
+    }
+
+    /// The view of `shard` whose own counter reads `fresh`.
+    pub fn seen_by(shard: usize, fresh: i64, s: &MemShared) -> Self {
         MemView {
-            total: crate::alloc::used_total(nshards),
-            mine,
-            shards_sum,
-            nshards,
-            evicted_mine,
-            evicted_sum,
+            total: s.seen_total(shard, fresh),
+            mine: fresh.max(0) as u64,
+            shards_sum: s.seen_shards_sum(shard, fresh),
+            nshards: s.nshards(),
+            evicted_mine: s
+                .shards
+                .get(shard)
+                .map_or(0, |p| p.evicted.load(Ordering::Relaxed)),
+            evicted_sum: s.sums.evicted.load(Ordering::Relaxed),
         }
     }
 
@@ -338,14 +512,39 @@ impl Shard {
         }
     }
 
+    /// Publishes this shard's allocator counter if it moved by more than
+    /// [`publish_bound`] since it last did; the loop calls it once per
+    /// iteration (a no-op without `maxmemory`), so other shards see a
+    /// burst of writes here within one iteration.
+    pub fn publish_memory(&self) {
+        if self.evict.maxmemory != 0 {
+            if let Some(s) = &self.evict.shared {
+                let fresh = crate::alloc::shard_used(self.id) as i64;
+                s.refresh(self.id, fresh, self.evict.maxmemory);
+            }
+        }
+    }
+
+    /// Memory as this shard sees it now (its own counter fresh, and
+    /// republished if it moved past the bound; the others' snapshot).
+    fn mem_view(&self) -> MemView {
+        let fresh = crate::alloc::shard_used(self.id) as i64;
+        match &self.evict.shared {
+            Some(s) => {
+                s.refresh(self.id, fresh, self.evict.maxmemory);
+                MemView::seen_by(self.id, fresh, s)
+            }
+            None => MemView::read(self.id, None),
+        }
+    }
+
     /// The check before a command (Redis's `processCommand` with
     /// `maxmemory`): evicts this shard's share of any excess, and says
     /// whether a command that may grow memory must be refused. Only call
     /// when `self.evict.maxmemory != 0`.
     #[cold]
     pub fn check_memory(&mut self, denyoom: bool) -> bool {
-        let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
-        let view = MemView::read(self.id, n, self.evict.shared.as_deref());
+        let view = self.mem_view();
         if view.total <= self.evict.maxmemory {
             self.end_eviction_round(view);
             return false;
@@ -376,9 +575,14 @@ impl Shard {
     /// from a timer until under the limit; the cron's budget plays that
     /// part), and publishes its evictable count.
     pub fn evict_cron(&mut self, budget_us: u64) {
+        // Every tick, with or without a limit: a limit set later finds
+        // every figure at most one tick old.
+        if let Some(s) = &self.evict.shared {
+            s.publish_used(Some(self.id), crate::alloc::shard_used(self.id) as i64);
+            s.publish_used(None, crate::alloc::others_used() as i64);
+        }
         if self.evict.maxmemory != 0 {
-            let n = self.evict.shared.as_ref().map_or(1, |s| s.nshards());
-            let view = MemView::read(self.id, n, self.evict.shared.as_deref());
+            let view = self.mem_view();
             if view.total > self.evict.maxmemory {
                 let limit = self.evict.time_limit_us().map(|l| l.max(budget_us));
                 self.evict_for(view, limit);
@@ -608,6 +812,120 @@ mod tests {
             key: SmallBytes::from(&b"k20"[..]),
         });
         assert_eq!(ev.pool.iter().filter(|c| &c.key[..] == b"k20").count(), 1);
+    }
+
+    #[test]
+    fn the_snapshot_sums_what_each_thread_published_last() {
+        let m = MemShared::new(3);
+        m.publish_used(Some(0), 1_000);
+        m.publish_used(Some(1), 500);
+        m.publish_used(Some(2), -200);
+        m.publish_used(None, 300);
+        // Shard 0 reads its own counter fresh (1 200), the others'
+        // published figures.
+        assert_eq!(m.seen_total(0, 1_200), 1_200 + 500 - 200 + 300);
+        assert_eq!(m.seen_shards_sum(0, 1_200), 1_200 + 500);
+        assert_eq!(m.seen_total(1, 500), 1_000 + 500 - 200 + 300);
+        m.publish_used(Some(2), 100);
+        assert_eq!(m.seen_shards_sum(1, 500), 1_000 + 500 + 100);
+        m.publish_used(Some(9), 1 << 40);
+        assert_eq!(
+            m.seen_total(1, 500),
+            1_000 + 500 + 100 + 300,
+            "no such shard"
+        );
+        // Any thread may publish the non-shard slot: concurrent
+        // publications leave the sums at the last value.
+        std::thread::scope(|sc| {
+            for t in 0..4i64 {
+                let m = &m;
+                sc.spawn(move || {
+                    for i in 0..10_000 {
+                        m.publish_used(None, t * 1_000 + i % 7);
+                    }
+                });
+            }
+        });
+        m.publish_used(None, 42);
+        assert_eq!(m.sums.used.load(Ordering::Relaxed), 1_000 + 500 + 100 + 42);
+    }
+
+    #[test]
+    fn a_burst_is_seen_at_once_by_its_shard_and_by_the_others_past_the_bound() {
+        let max = 64u64 << 20;
+        let m = MemShared::new(2);
+        m.set_limit(max, Policy::AllkeysLru);
+        assert_eq!(publish_bound(max, 2), 1 << 20);
+        m.publish_used(Some(0), 30 << 20);
+        m.publish_used(Some(1), 30 << 20);
+        let burst = (30i64 << 20) + (8 << 20);
+        let mine = MemView::seen_by(0, burst, &m);
+        assert!(
+            mine.total > max,
+            "the writer sees its burst before publishing"
+        );
+        assert_eq!(mine.mine, burst as u64);
+        assert!(m.seen_total(1, 30 << 20) < max, "the others do not yet");
+        assert!(
+            !m.refresh(0, (30 << 20) + (1 << 20), max),
+            "within the bound"
+        );
+        assert!(m.refresh(0, burst, max));
+        assert!(m.seen_total(1, 30 << 20) > max, "published past the bound");
+        assert!(!m.refresh(0, burst, max), "nothing new");
+    }
+
+    #[test]
+    fn every_shard_sees_the_total_within_the_bound_per_other_shard() {
+        // Shards whose counters move at random, each republishing past
+        // the bound as the loop does: every shard's view of the total is
+        // off by at most (N - 1) bounds.
+        let (n, max) = (8usize, 256u64 << 20);
+        let bound = publish_bound(max, n);
+        let m = MemShared::new(n);
+        let mut fresh = vec![0i64; n];
+        let mut rng = SmallRng::seed_from_u64(7);
+        for step in 0..20_000 {
+            let s = step % n;
+            fresh[s] += rand::Rng::gen_range(&mut rng, -300_000i64..400_000);
+            m.refresh(s, fresh[s], max);
+            let truth: i64 = fresh.iter().sum();
+            for (v, &f) in fresh.iter().enumerate() {
+                let seen = m.seen_total(v, f) as i64;
+                assert!(
+                    (seen - truth.max(0)).abs() <= (n as i64 - 1) * bound,
+                    "step {step}: shard {v} sees {seen}, truth {truth}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn evictable_shards_and_eviction_rounds_keep_their_sums() {
+        let m = MemShared::new(3);
+        assert!(!m.any_evictable());
+        m.publish(0, 5);
+        m.publish(1, 0);
+        m.publish(0, 7);
+        assert!(m.any_evictable());
+        m.publish(2, 1);
+        m.publish(0, 0);
+        m.publish(0, 0);
+        assert!(m.any_evictable());
+        m.publish(2, 0);
+        assert!(!m.any_evictable(), "counts transitions, not publications");
+        m.note_evicted(0, Some(100));
+        m.note_evicted(1, Some(50));
+        m.note_evicted(0, Some(10));
+        let v = MemView::seen_by(0, 0, &m);
+        assert_eq!((v.evicted_mine, v.evicted_sum), (110, 160));
+        m.note_evicted(0, None);
+        let v = MemView::seen_by(1, 0, &m);
+        assert_eq!((v.evicted_mine, v.evicted_sum), (50, 50));
+        m.set_limit(1_000, Policy::NoEviction);
+        assert!(!m.out_of_memory());
+        m.publish_used(None, 2_000);
+        assert!(m.out_of_memory(), "off a shard's thread: the published sum");
     }
 
     #[test]

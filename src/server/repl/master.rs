@@ -525,11 +525,14 @@ fn set_state(server: &ServerShared, id: u64, st: ReplicaState) {
     }
 }
 
-/// A connection's socket, turned blocking, as a file.
-fn into_file(stream: Stream) -> File {
+/// A connection's socket, turned blocking, as a file; `None` for a TLS
+/// connection (the replication link writes the socket directly: a
+/// replica over TLS is not served yet, its connection is closed).
+fn into_file(stream: Stream) -> Option<File> {
     let fd = match stream {
         Stream::Tcp(s) => s.into_raw_fd(),
         Stream::Unix(s) => s.into_raw_fd(),
+        Stream::Tls(_) => return None,
     };
     // SAFETY: `fd` was just released by its owner; the File owns it now.
     // Clearing O_NONBLOCK on an fd we own is sound.
@@ -538,7 +541,7 @@ fn into_file(stream: Stream) -> File {
         if flags >= 0 {
             libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
-        File::from_raw_fd(fd)
+        Some(File::from_raw_fd(fd))
     }
 }
 
@@ -558,11 +561,17 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
             .rsplit_once(':')
             .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
     });
+    let Some(file) = into_file(stream) else {
+        crate::log::warning(format_args!(
+            "Replica over TLS refused: replication over TLS is not supported yet"
+        ));
+        return false;
+    };
     let link = Arc::new(Link::new(
         m.server.clone(),
         client.id,
         client.addr.clone(),
-        into_file(stream),
+        file,
         req,
         (hello.capa_eof, hello.capa_psync2),
     ));

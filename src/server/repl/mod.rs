@@ -8,3 +8,4 @@ pub mod link;
 pub mod master;
 
 pub use master::{adopt, cron_due, init, wait_ticket};
+pub mod replica;

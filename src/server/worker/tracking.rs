@@ -56,7 +56,7 @@ pub(super) fn remember(core: &mut Core, c: &Conn, args: Args<'_>) {
     if !t.remembers() {
         return;
     }
-    let keys = commands::tracking::keys_read(&c.client, args);
+    let keys = commands::tracking::keys_read(&c.client, args, core.server.nshards);
     if keys.is_empty() {
         return;
     }
@@ -104,6 +104,29 @@ pub(super) fn tag_touched(core: &mut Core, writer: Option<Home>) {
     }
 }
 
+/// `tracking-table-max-keys` (Redis's `trackingLimitUsedSlots`): while
+/// this shard remembers more keys than its share of the limit, keys are
+/// invalidated (as if changed, by no client) until it is back under. Redis
+/// picks them by a random walk of its radix tree; here the table's own
+/// (hash) order, as arbitrary. Once per loop iteration: a tracking client
+/// that keeps reading is held to the limit within one iteration's reads.
+fn limit_tracked(core: &mut Core) {
+    let max = core.cfg.tracking_max_keys;
+    let have = core.shard.tracked.keys.len();
+    if max == 0 || have <= max {
+        return;
+    }
+    let over: Vec<SmallBytes> = core
+        .shard
+        .tracked
+        .keys
+        .keys()
+        .take(have - max)
+        .cloned()
+        .collect();
+    core.touched.extend(over.into_iter().map(|k| (k, None)));
+}
+
 impl Worker {
     /// Turns the keys changed this iteration into invalidations. Keeps
     /// the databases' change lists on only while some client tracks.
@@ -113,6 +136,7 @@ impl Worker {
         }
         tag_touched(&mut self.core, None);
         track_check(&mut self.core);
+        limit_tracked(&mut self.core);
         if self.core.touched.is_empty() {
             return;
         }

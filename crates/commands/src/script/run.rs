@@ -182,6 +182,15 @@ fn execute(
     {
         return Err(CmdError::Raw(OOM_ERROR.into()));
     }
+    // Redis's processCommand: a script that declares it may write is a
+    // write command, refused on a read-only replica.
+    if flags.shebang
+        && !flags.no_writes
+        && ctx.shard.expiry == engine::Expiry::Hide
+        && ctx.shard.read_only_replica
+    {
+        return Err(CmdError::Raw(crate::replica::READONLY_ERR.into()));
+    }
     if read_only && flags.shebang && !flags.no_writes {
         return Err(CmdError::err(
             "Can not execute a script with write flag using *_ro command.",
@@ -207,6 +216,7 @@ fn execute(
             shard: ctx.shard.id,
             stats: std::mem::take(&mut vm.stats),
             hook: vm.hook.clone(),
+            read_called: false,
             ctx: &mut *ctx,
         };
         let busy_shard = (!scratch).then_some(run.shard);
@@ -215,7 +225,17 @@ fn execute(
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
         vm.stats = run.stats;
+        let read_called = run.read_called;
         vm.report_memory();
+        // Client-side caching: a script that read remembers its declared
+        // keys for a tracking caller, here on their shard, before anything
+        // else runs on it (scripts across shards remembered them up front:
+        // `tracking::keys_read`).
+        if let (Some(who), true, false) = (run.ctx.tracker, read_called, scratch) {
+            for k in &keys {
+                run.ctx.shard.tracked.remember(k, who);
+            }
+        }
         let script_resp3 = run.resp3;
         match outcome.map_err(|e| CmdError::err(error_text(&e)))? {
             Outcome::Returned(value) => {
@@ -447,6 +467,9 @@ struct Run<'r, 'a> {
     stats: ThreadStats,
     /// The VM's hook (a kill must win or lose against the first write).
     hook: std::rc::Rc<HookState>,
+    /// A read-only command ran (a tracking caller then remembers the
+    /// declared keys, as Redis's `call` does for a script's caller).
+    read_called: bool,
 }
 
 /// The error of a `redis.call` refused before running (Redis's text
@@ -503,6 +526,14 @@ impl Run<'_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        // Redis's scriptVerifyWriteCommandAllow on a read-only replica (a
+        // normal client's script: `Hide`).
+        if r.spec.has(flags::WRITE)
+            && self.ctx.shard.read_only_replica
+            && self.ctx.shard.expiry == engine::Expiry::Hide
+        {
+            return refuse(lua, &format!("-{}", crate::replica::READONLY_ERR));
+        }
         // The user who ran the script must be allowed this call (before
         // the call counts as a write: a refused one writes nothing).
         if let Some(caller) = &self.ctx.caller {
@@ -538,6 +569,9 @@ impl Run<'_, '_> {
         if self.ctx.ops.monitors.active() {
             crate::ops::monitor::from_script(self.ctx.ops, r, self.db, args);
         }
+        if r.spec.has(flags::READONLY) {
+            self.read_called = true;
+        }
         let mut out = Reply::new(self.resp3);
         match r.spec.exec {
             Exec::Shard(handler, _) => {
@@ -550,8 +584,10 @@ impl Run<'_, '_> {
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,
                     caller: None,
+                    tracker: None,
                     client: crate::ops::slowlog::SCRIPT_CLIENT,
                     ops: self.ctx.ops,
+                    master: false,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.

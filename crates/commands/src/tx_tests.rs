@@ -1,0 +1,640 @@
+//! Tests of the transaction layer: the lock table, the protocol stepped by
+//! hand over in-process shards, and the hops whole commands cost.
+
+use super::*;
+
+fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {
+    let mut r = LockReq {
+        tx,
+        ..Default::default()
+    };
+    for (k, m) in keys {
+        r.add(0, k.as_bytes(), *m);
+    }
+    r
+}
+
+#[test]
+fn readers_share_writers_exclude() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert_eq!(t.acquire(req(1, &[("a", Mode::Read)]), 1), Some(1));
+    assert_eq!(t.acquire(req(2, &[("a", Mode::Read)]), 2), Some(2));
+    assert_eq!(t.acquire(req(3, &[("a", Mode::Write)]), 3), None);
+    assert!(t.blocks(0, [&b"a"[..]].into_iter(), true));
+    assert!(!t.blocks(0, [&b"a"[..]].into_iter(), false));
+    assert!(!t.blocks(0, [&b"b"[..]].into_iter(), true));
+    assert_eq!(t.release(1), Vec::<u32>::new());
+    assert_eq!(t.release(2), vec![3]);
+    assert!(t.blocks(0, [&b"a"[..]].into_iter(), false));
+    assert_eq!(t.release(3), Vec::<u32>::new());
+    assert!(!t.any_held());
+}
+
+#[test]
+fn fifo_no_starvation_and_non_conflicting_pass() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
+    // A writer waits; a later reader of the same key queues behind it.
+    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
+    assert!(t.acquire(req(3, &[("a", Mode::Read)]), 3).is_none());
+    // Unrelated keys pass.
+    assert!(t.acquire(req(4, &[("b", Mode::Write)]), 4).is_some());
+    assert_eq!(t.release(1), vec![2]);
+    assert_eq!(t.release(2), vec![3]);
+}
+
+#[test]
+fn whole_shard_locks() {
+    let mut t: LockTable<u32> = LockTable::default();
+    let mut w = LockReq {
+        tx: 1,
+        ..Default::default()
+    };
+    w.add_whole(Mode::Write);
+    assert!(t.acquire(w, 1).is_some());
+    assert!(t.blocks(0, std::iter::empty(), false));
+    assert!(t.acquire(req(2, &[("x", Mode::Read)]), 2).is_none());
+    assert_eq!(t.release(1), vec![2]);
+    assert!(!t.blocks(0, std::iter::empty(), true));
+}
+
+#[test]
+fn nowait_requests_never_queue() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
+    // Readers share: granted.
+    assert!(t.try_acquire(req(2, &[("a", Mode::Read)])).is_ok());
+    assert!(t.acquire(req(3, &[("b", Mode::Write)]), 3).is_some());
+    // Refused, handed back whole, nothing queued.
+    let back = t.try_acquire(req(4, &[("b", Mode::Read)])).unwrap_err();
+    assert_eq!((back.tx, back.keys.len()), (4, 1));
+    assert_eq!(t.waiting_len(), 0);
+    // A queued writer refuses a later reader too (FIFO), without
+    // queueing it.
+    assert!(t.acquire(req(5, &[("a", Mode::Write)]), 5).is_none());
+    assert!(t.try_acquire(req(6, &[("a", Mode::Read)])).is_err());
+    assert_eq!(t.waiting_len(), 1);
+    assert!(t.release(1).is_empty());
+    assert_eq!(t.release(2), vec![5]);
+}
+
+/// Duplicates merge when the table takes a request (Write wins, in
+/// any order of adding), so a request holds one lock per key and
+/// releases it once.
+#[test]
+fn a_request_locks_each_key_once() {
+    let mut t: LockTable<u32> = LockTable::default();
+    let keys: Vec<(String, Mode)> = (0..200)
+        .flat_map(|i| {
+            let k = format!("k{}", i % 50);
+            let m = if i == 120 { Mode::Write } else { Mode::Read };
+            [(k.clone(), m), (k, Mode::Read)]
+        })
+        .collect();
+    let refs: Vec<(&str, Mode)> = keys.iter().map(|(k, m)| (k.as_str(), *m)).collect();
+    let mut r = req(1, &refs);
+    r.settle();
+    assert_eq!(r.keys.len(), 50);
+    assert_eq!(r.keys.iter().filter(|k| k.2 == Mode::Write).count(), 1);
+    assert!(r
+        .keys
+        .windows(2)
+        .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
+    assert!(t.acquire(req(1, &refs), 1).is_some());
+    // k20 (i = 120) is written: a reader of it waits, a reader of the
+    // others passes.
+    assert!(t.try_acquire(req(2, &[("k20", Mode::Read)])).is_err());
+    assert!(t.try_acquire(req(3, &[("k21", Mode::Read)])).is_ok());
+    assert!(t.release(1).is_empty());
+    assert!(t.release(3).is_empty());
+    assert!(!t.any_held(), "every lock released once");
+}
+
+/// Queued requests conflict exactly when they share a key and one of
+/// them writes it, whatever the order their keys were added in.
+#[test]
+fn queued_requests_conflict_on_shared_written_keys() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert!(t.acquire(req(1, &[("z", Mode::Write)]), 1).is_some());
+    // Waits behind 1; then everything after it is checked against it.
+    let many: Vec<String> = (0..100).rev().map(|i| format!("m{i}")).collect();
+    let mut w: Vec<(&str, Mode)> = many.iter().map(|k| (k.as_str(), Mode::Read)).collect();
+    w.push(("z", Mode::Read));
+    assert!(t.acquire(req(2, &w), 2).is_none());
+    // Reads of keys that 2 also reads pass the queue (granted at once).
+    assert!(t
+        .try_acquire(req(3, &[("m7", Mode::Read), ("m93", Mode::Read)]))
+        .is_ok());
+    // A write of one of them: refused, FIFO behind 2.
+    assert!(t
+        .try_acquire(req(4, &[("q", Mode::Read), ("m42", Mode::Write)]))
+        .is_err());
+    // Keys 2 does not have: granted.
+    assert!(t
+        .try_acquire(req(5, &[("m100", Mode::Write), ("a", Mode::Write)]))
+        .is_ok());
+    assert_eq!(t.release(1), vec![2]);
+}
+
+mod protocol {
+    use super::super::*;
+    use crate::ctx::ThreadStats;
+    use crate::testutil::NoClients;
+    use engine::Shard;
+
+    /// Reads one key per shard: one plan (its last), then the shard
+    /// ids its jobs ran on, as a reply of integers.
+    struct ReadEach(Vec<usize>);
+    impl Coordinator for ReadEach {
+        fn step(
+            &mut self,
+            results: Vec<JobOut>,
+            plan: &mut Plan,
+            out: &mut Reply,
+            _client: &mut ClientState,
+        ) -> Result<(), CmdError> {
+            if results.is_empty() {
+                for &s in &self.0 {
+                    plan.run(s, |env| env.shard.id);
+                }
+                plan.last = true;
+                return Ok(());
+            }
+            out.array(results.len());
+            for r in results {
+                out.int(*r.downcast::<usize>().unwrap() as i64);
+            }
+            Ok(())
+        }
+    }
+
+    /// Shards (two unless said), their lock tables, and works queued
+    /// behind locks.
+    struct Rt {
+        shards: Vec<Shard>,
+        locks: Vec<LockTable<(u32, JobFn, Option<TxId>)>>,
+        done: Vec<(u32, JobOut)>,
+    }
+
+    impl Rt {
+        fn new() -> Self {
+            Self::with(2)
+        }
+        fn with(n: usize) -> Self {
+            Rt {
+                shards: (0..n).map(|i| Shard::new(i, 16)).collect(),
+                locks: (0..n).map(|_| LockTable::default()).collect(),
+                done: Vec::new(),
+            }
+        }
+        fn run(&mut self, s: usize, (idx, job, release): (u32, JobFn, Option<TxId>)) {
+            let mut stats = ThreadStats::default();
+            let mut env = ShardEnv {
+                shard: &mut self.shards[s],
+                stats: &mut stats,
+                clients: &mut NoClients,
+            };
+            self.done.push((idx, job(&mut env)));
+            if let Some(tx) = release {
+                self.release(s, tx);
+            }
+        }
+        /// Releases `tx`'s locks on shard `s` and runs what they held up.
+        fn release(&mut self, s: usize, tx: TxId) {
+            for w in self.locks[s].release(tx) {
+                self.run(s, w);
+            }
+        }
+        /// Delivers a plan as the worker does.
+        fn deliver(&mut self, plan: Plan) {
+            self.deliver_as(0, plan);
+        }
+        /// Delivers the plan of coordinator `tag` (outputs for
+        /// [`Rt::outputs_of`]).
+        fn deliver_as(&mut self, tag: u32, plan: Plan) {
+            for (i, (s, w)) in plan.jobs.into_iter().enumerate() {
+                let entry = (tag * 1000 + i as u32, w.job, w.release);
+                match w.lock {
+                    Some(req) if req.nowait => match self.locks[s].try_acquire(req) {
+                        Ok(()) => self.run(s, entry),
+                        Err(req) => {
+                            let out = Box::new(LockConflict { req, job: entry.1 });
+                            self.done.push((entry.0, out));
+                        }
+                    },
+                    Some(req) => {
+                        if let Some(e) = self.locks[s].acquire(req, entry) {
+                            self.run(s, e);
+                        }
+                    }
+                    None => self.run(s, entry),
+                }
+            }
+        }
+        fn outputs(&mut self) -> Vec<JobOut> {
+            self.done.sort_by_key(|(i, _)| *i);
+            self.done.drain(..).map(|(_, o)| o).collect()
+        }
+        /// The outputs of coordinator `tag`'s last plan, once all of
+        /// them are in (`n` of them); `None` while some still wait.
+        fn outputs_of(&mut self, tag: u32, n: usize) -> Option<Vec<JobOut>> {
+            let mine = |i: &u32| *i / 1000 == tag;
+            if self.done.iter().filter(|(i, _)| mine(i)).count() < n {
+                return None;
+            }
+            self.done.sort_by_key(|(i, _)| *i);
+            let (m, rest): (Vec<_>, Vec<_>) = self.done.drain(..).partition(|(i, _)| mine(i));
+            self.done = rest;
+            Some(m.into_iter().map(|(_, o)| o).collect())
+        }
+    }
+
+    fn tx_on(home: usize) -> (Box<dyn Coordinator>, LockSet) {
+        let mut set = LockSet::default();
+        set.key(2, 0, b"a", Mode::Read);
+        set.key(2, 0, b"b", Mode::Read);
+        let shards: Vec<usize> = set.shards.iter().map(|(s, _)| *s).collect();
+        assert_eq!(shards.len(), 2, "keys on both shards");
+        let inner = Box::new(ReadEach(vec![0, 1]));
+        (TxCoord::wrap(home, inner, set.clone()), set)
+    }
+
+    fn step(c: &mut Box<dyn Coordinator>, rt: &mut Rt, out: &mut Reply) -> Plan {
+        let mut plan = Plan::default();
+        let results = rt.outputs();
+        c.step(results, &mut plan, out, &mut ClientState::default())
+            .unwrap();
+        plan
+    }
+
+    fn shape(p: &Plan) -> Vec<(usize, bool, bool, bool)> {
+        p.jobs
+            .iter()
+            .map(|(s, w)| {
+                let l = w.lock.as_ref();
+                (
+                    *s,
+                    l.is_some(),
+                    l.is_some_and(|r| r.nowait),
+                    w.release.is_some(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_read_from_the_higher_shard_takes_one_round_trip() {
+        let (mut c, _) = tx_on(1);
+        let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+        // Its own shard first (may wait), ...
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, true, false, false)]);
+        rt.deliver(p);
+        // ... then the lower one: lock (nowait), run and release in one.
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, true, true, true)]);
+        rt.deliver(p);
+        // Its own part, released.
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, false, false, true)]);
+        rt.deliver(p);
+        assert!(step(&mut c, &mut rt, &mut out).is_empty());
+        assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
+        assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+    }
+
+    #[test]
+    fn home_on_the_lowest_shard_or_whole_shard_locks_keep_shard_order() {
+        let (mut c, _) = tx_on(0);
+        let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, true, false, false)]);
+        assert!(!c.must_finish());
+
+        let mut set = LockSet::default();
+        set.whole(2, Mode::Read);
+        let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+        let p = step(&mut c, &mut Rt::new(), &mut out);
+        assert_eq!(shape(&p), vec![(0, true, false, false)]);
+    }
+
+    #[test]
+    fn a_write_goes_out_of_order_and_must_finish_while_undecided() {
+        let mut set = LockSet::default();
+        set.key(2, 0, b"a", Mode::Write);
+        set.key(2, 0, b"b", Mode::Write);
+        let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+        let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, true, false, false)]);
+        assert!(!c.must_finish(), "nothing ran: abort releases");
+        rt.deliver(p);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, true, true, true)]);
+        assert!(c.must_finish(), "shard 0 decides whether shard 1 runs");
+        rt.deliver(p);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, false, false, true)]);
+        assert!(c.must_finish(), "released, but its last step is to come");
+        rt.deliver(p);
+        assert!(step(&mut c, &mut rt, &mut out).is_empty());
+    }
+
+    /// Four shards, every request in one round; shard `b` refuses (another
+    /// transaction writes its key). The locks below `b` stay held, those
+    /// above are released; `b` is asked again with a request that waits,
+    /// then the shards above it together, and the transaction completes.
+    #[test]
+    fn a_refusal_in_the_round_goes_on_in_order_from_the_refused_shard() {
+        let key_on = |want: usize| {
+            (0..1000)
+                .map(|i| format!("k{i}"))
+                .find(|k| shard_of(k.as_bytes(), 4) == want)
+                .expect("a key on every shard")
+        };
+        let keys: Vec<String> = (0..4).map(key_on).collect();
+        for b in 0..4 {
+            let mut set = LockSet::default();
+            for k in &keys {
+                set.key(4, 0, k.as_bytes(), Mode::Read);
+            }
+            let mut c = TxCoord::wrap(3, Box::new(ReadEach(vec![0, 1, 2, 3])), set);
+            let (mut rt, mut out) = (Rt::with(4), Reply::new(false));
+            let mut blocker = LockReq {
+                tx: 999,
+                ..Default::default()
+            };
+            blocker.add(0, keys[b].as_bytes(), Mode::Write);
+            assert!(rt.locks[b].try_acquire(blocker).is_ok());
+
+            let p = step(&mut c, &mut rt, &mut out);
+            let all: Vec<_> = (0..4).map(|s| (s, true, true, false)).collect();
+            assert_eq!(shape(&p), all, "one round, all nowait");
+            rt.deliver(p);
+            // Refused on b: release above b, ask b again (waits).
+            let p = step(&mut c, &mut rt, &mut out);
+            let mut want: Vec<_> = (b + 1..4).map(|s| (s, false, false, true)).collect();
+            want.push((b, true, false, false));
+            assert_eq!(shape(&p), want, "refused on {b}");
+            assert!(!c.must_finish());
+            rt.deliver(p);
+            assert!((0..b).all(|s| rt.locks[s].any_held()), "kept below {b}");
+            assert!(
+                (b + 1..4).all(|s| !rt.locks[s].any_held()),
+                "released above"
+            );
+            assert_eq!(rt.locks[b].waiting_len(), 1);
+            rt.release(b, 999);
+            let mut p = step(&mut c, &mut rt, &mut out);
+            match 3 - b {
+                // Two or more above: together, nowait.
+                2.. => {
+                    let rest: Vec<_> = (b + 1..4).map(|s| (s, true, true, false)).collect();
+                    assert_eq!(shape(&p), rest);
+                    rt.deliver(p);
+                    p = step(&mut c, &mut rt, &mut out);
+                }
+                // One: it waits, fused with its job (all others held).
+                1 => {
+                    assert_eq!(shape(&p), vec![(3, true, false, true)]);
+                    rt.deliver(p);
+                    p = step(&mut c, &mut rt, &mut out);
+                }
+                _ => {}
+            }
+            // Every lock held: the jobs run and release.
+            let mut sh = shape(&p);
+            sh.sort();
+            assert!(sh.iter().all(|&(_, lock, _, rel)| !lock && rel), "{sh:?}");
+            rt.deliver(p);
+            assert!(step(&mut c, &mut rt, &mut out).is_empty());
+            assert_eq!(out.as_bytes(), b"*4\r\n:0\r\n:1\r\n:2\r\n:3\r\n");
+            assert!(rt.locks.iter().all(|t| !t.any_held()));
+        }
+    }
+
+    /// Transactions over the same keys on four shards, homes
+    /// everywhere, stepped round-robin from each starting point: each
+    /// one-round request is granted or refused at once, refused ones
+    /// start over in order, and all of them finish with every lock
+    /// released (no deadlock, no lost waiter). With the round's
+    /// requests waiting instead of nowait, they deadlock.
+    #[test]
+    fn one_round_transactions_that_meet_all_finish() {
+        let key_on = |want: usize| {
+            (0..1000)
+                .map(|i| format!("k{i}"))
+                .find(|k| shard_of(k.as_bytes(), 4) == want)
+                .expect("a key on every shard")
+        };
+        let keys: Vec<String> = (0..4).map(key_on).collect();
+        for start in 0..4 {
+            let mut rt = Rt::with(4);
+            let mut refused = 0;
+            let mut cs: Vec<(Box<dyn Coordinator>, Reply, usize, bool)> = (0..4)
+                .map(|home| {
+                    // Each writes the keys of three shards, one of them
+                    // its home.
+                    let on: Vec<usize> = (0..4).filter(|s| *s != (home + 2) % 4).collect();
+                    let mut set = LockSet::default();
+                    for &s in &on {
+                        set.key(4, 0, keys[s].as_bytes(), Mode::Write);
+                    }
+                    let c = TxCoord::wrap(home, Box::new(ReadEach(on)), set);
+                    (c, Reply::new(false), 0, false)
+                })
+                .collect();
+            let mut first = [true; 4];
+            let mut rounds = 0;
+            while cs.iter().any(|c| !c.3) {
+                rounds += 1;
+                assert!(rounds < 1000, "no progress: a deadlock");
+                for t in (0..4).map(|i| (i + start) % 4) {
+                    let (c, out, want, done) = &mut cs[t];
+                    if *done {
+                        continue;
+                    }
+                    let results = if first[t] {
+                        first[t] = false;
+                        Vec::new()
+                    } else {
+                        match rt.outputs_of(t as u32, *want) {
+                            Some(r) => r,
+                            None => continue,
+                        }
+                    };
+                    refused += results.iter().filter(|r| r.is::<LockConflict>()).count();
+                    let mut plan = Plan::default();
+                    c.step(results, &mut plan, out, &mut ClientState::default())
+                        .unwrap();
+                    if plan.is_empty() {
+                        *done = true;
+                        continue;
+                    }
+                    *want = plan.jobs.len();
+                    rt.deliver_as(t as u32, plan);
+                }
+            }
+            assert!(refused > 0, "the transactions met");
+            for (_, out, _, _) in &cs {
+                assert_eq!(out.as_bytes().first(), Some(&b'*'));
+            }
+            assert!(rt
+                .locks
+                .iter()
+                .all(|t| !t.any_held() && t.waiting_len() == 0));
+        }
+    }
+
+    #[test]
+    fn a_refused_nowait_request_starts_over_in_order() {
+        let (mut c, set) = tx_on(1);
+        let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+        // Another transaction writes the key on shard 0.
+        let (_, mut blocker) = set.shards.into_iter().find(|(s, _)| *s == 0).unwrap();
+        blocker.tx = 999;
+        blocker.keys.iter_mut().for_each(|k| k.2 = Mode::Write);
+        assert!(rt.locks[0].try_acquire(blocker).is_ok());
+
+        let p = step(&mut c, &mut rt, &mut out);
+        rt.deliver(p);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, true, true, true)]);
+        rt.deliver(p);
+        assert_eq!(rt.locks[0].waiting_len(), 0, "nowait: not queued");
+        // Refused: release its own shard, request shard 0 in order.
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(
+            shape(&p),
+            vec![(1, false, false, true), (0, true, false, false)]
+        );
+        rt.deliver(p);
+        assert!(!rt.locks[1].any_held());
+        assert_eq!(rt.locks[0].waiting_len(), 1, "waits in order now");
+        // The writer finishes; the request is granted and its (no-op)
+        // work runs.
+        rt.release(0, 999);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, true, false, false)]);
+        rt.deliver(p);
+        // Every lock held: the kept jobs run and release.
+        let p = step(&mut c, &mut rt, &mut out);
+        let mut sh = shape(&p);
+        sh.sort();
+        assert_eq!(sh, vec![(0, false, false, true), (1, false, false, true)]);
+        rt.deliver(p);
+        assert!(step(&mut c, &mut rt, &mut out).is_empty());
+        assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
+        assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+    }
+}
+
+/// Round trips and messages of whole commands, as the runtime would
+/// send them (`TestServer` counts every step that reaches a shard
+/// other than the home, shard 0).
+mod hops {
+    use crate::testutil::TestServer;
+
+    /// `n` keys on `n` different shards, none of them the home.
+    fn keys(n: usize, nshards: usize) -> Vec<String> {
+        let mut used = vec![0];
+        let mut keys = Vec::new();
+        for i in 0.. {
+            let k = format!("key:{i}");
+            let s = crate::table::shard_of(k.as_bytes(), nshards);
+            if !used.contains(&s) {
+                used.push(s);
+                keys.push(k);
+                if keys.len() == n {
+                    break;
+                }
+            }
+        }
+        keys
+    }
+
+    /// Round trips and messages of one command; asserts that it asked
+    /// for its remote locks in one round at most.
+    fn cost(t: &mut TestServer, argv: &[&str]) -> (usize, usize) {
+        let (r, m, l) = (t.rounds, t.messages, t.lock_rounds);
+        t.run(argv);
+        assert!(
+            t.lock_rounds - l <= 1,
+            "{}: locks in {} rounds",
+            argv[0],
+            t.lock_rounds - l
+        );
+        (t.rounds - r, t.messages - m)
+    }
+
+    /// The locks of a multi-shard command are asked for in one round,
+    /// then the jobs run and release in another: two round trips
+    /// whatever the number of shards (it was one per shard).
+    #[test]
+    fn a_multi_shard_command_takes_two_round_trips() {
+        let mut t = TestServer::new(32);
+        let k = keys(10, 32);
+        let mut argv = vec!["MSET"];
+        for key in &k {
+            argv.push(key);
+            argv.push("v");
+        }
+        let (rounds, messages) = cost(&mut t, &argv);
+        eprintln!("MSET of 10 keys on 10 of 32 shards: {rounds} rounds, {messages} messages");
+        assert!(rounds <= 2, "{rounds} round trips");
+
+        // Two shards, neither the home: both locks at once (three round
+        // trips in order: lock one, lock and run the other, run the first).
+        let k = keys(2, 32);
+        let (rounds, messages) = cost(&mut t, &["MSET", &k[0], "v", &k[1], "v"]);
+        eprintln!("MSET of 2 keys on 2 of 32 shards: {rounds} rounds, {messages} messages");
+        assert!(rounds <= 2, "{rounds} round trips");
+
+        let mut t = TestServer::new(64);
+        let k = keys(20, 64);
+        let mut argv = vec!["MGET"];
+        argv.extend(k.iter().map(String::as_str));
+        let (rounds, messages) = cost(&mut t, &argv);
+        eprintln!("MGET of 20 keys on 20 of 64 shards: {rounds} rounds, {messages} messages");
+        assert!(rounds <= 2, "{rounds} round trips");
+    }
+
+    /// DBSIZE, KEYS and RANDOMKEY lock every shard in one round, then
+    /// read and release in another (they took a whole-shard lock on
+    /// each of the 32 shards, one after another); SCAN reads its
+    /// shards without a lock.
+    #[test]
+    fn keyspace_reads_take_one_lock_round_and_scan_none() {
+        let mut t = TestServer::new(32);
+        for k in keys(10, 32) {
+            t.run(&["SET", &k, "v"]);
+        }
+        for argv in [&["DBSIZE"][..], &["KEYS", "*"], &["RANDOMKEY"]] {
+            let (rounds, messages) = cost(&mut t, argv);
+            eprintln!("{}: {rounds} rounds, {messages} messages", argv[0]);
+            assert!(rounds <= 2, "{argv:?}: {rounds} round trips");
+        }
+        // SCAN walks on from an empty shard (the home has no key): one
+        // job per round, no lock messages.
+        let (rounds, messages) = cost(&mut t, &["SCAN", "0", "COUNT", "1"]);
+        eprintln!("SCAN: {rounds} rounds, {messages} messages");
+        assert_eq!(rounds, messages);
+        assert_eq!(t.run(&["DBSIZE"]), ":10\r\n");
+        let owned = resp::OwnedArgs::from_slices(&[&b"scan"[..], b"0"]);
+        let r = crate::table::registry()
+            .resolve(owned.args())
+            .expect("SCAN");
+        let plan = r.spec.locks.and_then(|f| f(owned.args(), 0, 32));
+        assert!(plan.is_some_and(|set| set.is_empty()), "SCAN locks nothing");
+    }
+}
+
+#[test]
+fn release_drops_a_waiting_request() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert!(t.acquire(req(1, &[("a", Mode::Write)]), 1).is_some());
+    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
+    assert!(t.release(2).is_empty());
+    assert_eq!(t.waiting_len(), 0);
+    assert!(t.release(1).is_empty());
+}
