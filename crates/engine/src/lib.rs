@@ -111,29 +111,49 @@ pub struct Tracker {
     pub gen: u32,
 }
 
-/// Key name (any database, as Redis's tracking table) -> its trackers.
+/// Key name (any database, as Redis's tracking table) -> its trackers,
+/// each with the shard's effect sequence number when it was remembered
+/// (see [`Tracked::take_changed`]).
 #[derive(Default)]
 pub struct Tracked {
-    pub keys: std::collections::HashMap<SmallBytes, Vec<Tracker>>,
+    pub keys: std::collections::HashMap<SmallBytes, Vec<(Tracker, u64)>>,
     /// Trackers across all keys (INFO `tracking_total_items`).
     pub items: usize,
 }
 
 impl Tracked {
-    /// Remembers that `t` may cache `key`.
-    pub fn remember(&mut self, key: &[u8], t: Tracker) {
+    /// Remembers that `t` may cache `key`, from effect `since` on (the
+    /// shard's next sequence number: changes numbered before it were made
+    /// before the read). A tracker already there keeps its older number.
+    pub fn remember(&mut self, key: &[u8], t: Tracker, since: u64) {
         let v = self.keys.entry(SmallBytes::from(key)).or_default();
-        if !v.iter().any(|x| x.id == t.id) {
-            v.push(t);
+        if !v.iter().any(|x| x.0.id == t.id) {
+            v.push((t, since));
             self.items += 1;
         }
     }
 
-    /// Forgets `key`, returning who tracked it.
-    pub fn take(&mut self, key: &[u8]) -> Option<Vec<Tracker>> {
-        let v = self.keys.remove(key)?;
-        self.items -= v.len();
-        Some(v)
+    /// The change numbered `seq` of `key`: forgets and returns the
+    /// trackers remembered before it. One remembered after it (a read
+    /// that ran between the change and its invalidation, in the same loop
+    /// iteration) read the new value and stays.
+    pub fn take_changed(&mut self, key: &[u8], seq: u64) -> Vec<Tracker> {
+        let Some(v) = self.keys.get_mut(key) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        v.retain(|&(t, since)| {
+            let before = since <= seq;
+            if before {
+                out.push(t);
+            }
+            !before
+        });
+        if v.is_empty() {
+            self.keys.remove(key);
+        }
+        self.items -= out.len();
+        out
     }
 
     pub fn clear(&mut self) {
@@ -698,5 +718,36 @@ mod tests {
         let (now, q) = (sh.now_ms, sh.lfu.unwrap());
         let e = sh.lookup_read(0, b"k", false).unwrap();
         assert_eq!(e.lfu_freq(now, q), before);
+    }
+}
+
+#[cfg(test)]
+mod tracked_tests {
+    use super::{Tracked, Tracker};
+
+    fn t(id: u64) -> Tracker {
+        Tracker {
+            id,
+            thread: 0,
+            slot: 0,
+            gen: 0,
+        }
+    }
+
+    /// A change invalidates the trackers remembered before it; one
+    /// remembered after it (a read later in the same loop iteration) stays.
+    #[test]
+    fn a_change_takes_only_the_trackers_remembered_before_it() {
+        let mut tr = Tracked::default();
+        tr.remember(b"k", t(1), 5);
+        tr.remember(b"k", t(2), 9);
+        tr.remember(b"k", t(1), 20); // already there: keeps 5
+        assert_eq!(tr.items, 2);
+        assert_eq!(tr.take_changed(b"k", 7), vec![t(1)]);
+        assert_eq!(tr.items, 1);
+        assert_eq!(tr.take_changed(b"k", 8), vec![]);
+        assert_eq!(tr.take_changed(b"k", 9), vec![t(2)]);
+        assert!(tr.keys.is_empty() && tr.items == 0);
+        assert_eq!(tr.take_changed(b"none", 1), vec![]);
     }
 }

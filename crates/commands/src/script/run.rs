@@ -232,8 +232,12 @@ fn execute(
         // else runs on it (scripts across shards remembered them up front:
         // `tracking::keys_read`).
         if let (Some(who), true, false) = (run.ctx.tracker, read_called, scratch) {
+            // Changes made so far are collected first: their
+            // invalidations (numbered before this read) skip the caller.
+            run.ctx.shard.collect_touched();
+            let since = run.ctx.shard.outbox.next_seq();
             for k in &keys {
-                run.ctx.shard.tracked.remember(k, who);
+                run.ctx.shard.tracked.remember(k, who, since);
             }
         }
         let script_resp3 = run.resp3;
