@@ -281,11 +281,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let hosts = {
         let bells = bells.clone();
-        Arc::new(host::Hosts::new(
+        host::Hosts::new(
             n,
-            Box::new(move || bells[0].wake()),
+            Box::new(move |i| bells[i].wake()),
             server.shard_threads_active.clone(),
-        ))
+        )
     };
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
