@@ -29,11 +29,15 @@
 //! - only a thread with a lower id: hand-offs never form a cycle, and a
 //!   thread that hosts others never hands its own worker away (it would
 //!   first have to give theirs back);
-//! - among those with room, the *fullest* whose load (its last window's,
-//!   plus the loads handed to it since, its "pledged" load) still leaves
-//!   the sum below [`MERGE_BELOW`]: best fit, so a load that fits in `L`
-//!   cores gathers on about `ceil(L)` hubs (a little more: bin packing),
-//!   and never on thread 0 alone;
+//! - the first (lowest id) whose load (its last window's, plus the loads
+//!   handed to it since: its "pledged" load) leaves the sum below
+//!   [`MERGE_BELOW`]: first fit, so an idle server gathers on thread 0,
+//!   and a load that fits in `L` cores on about `ceil(L)` hubs (a little
+//!   more: bin packing), not on thread 0 alone. Best fit (the fullest hub
+//!   with room) was tried and rejected: near-zero loads differ by noise,
+//!   and an idle server with 4 shards ended up on two hubs when thread 1
+//!   looked "fuller" than thread 0 for one window and was picked while it
+//!   was handing itself to thread 0;
 //! - a hub runs at most [`MAX_LOOPS`] loops (its own included), so a round
 //!   over its loops stays bounded however many shards there are: with
 //!   `N` shards there are at least `ceil(N / MAX_LOOPS)` hubs.
@@ -273,21 +277,14 @@ impl Hosts {
     }
 
     /// The hub thread `id`, alone with its worker at load `mine`, should
-    /// hand it to (see the module doc: lower ids, room, best fit).
+    /// hand it to (see the module doc: the first with room).
     fn target(&self, id: usize, mine: Permille, now: Instant) -> Option<usize> {
         let now_us = self.us(now);
-        let mut best: Option<(Permille, usize)> = None;
-        for (j, s) in self.slots[..id].iter().enumerate() {
+        self.slots[..id].iter().enumerate().position(|(j, s)| {
             let runs = s.runs.load(Ordering::Relaxed);
-            if runs == 0 || runs >= MAX_LOOPS || self.stuck(j, now_us) {
-                continue;
-            }
             let load = s.busy.load(Ordering::Relaxed) + s.pledged.load(Ordering::Relaxed);
-            if merge_wanted(mine, load) && best.is_none_or(|(b, _)| load > b) {
-                best = Some((load, j));
-            }
-        }
-        best.map(|(_, j)| j)
+            runs != 0 && runs < MAX_LOOPS && !self.stuck(j, now_us) && merge_wanted(mine, load)
+        })
     }
 
     /// Thread `id` stops taking workers, to hand its own away; false if
