@@ -229,3 +229,37 @@ fn a_script_stuck_on_a_hub_frees_the_other_loops() {
         assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
     }
 }
+
+/// `server-cpulist 0`: every shard thread runs on CPU 0 only, and the
+/// server serves (and consolidates) as usual.
+#[test]
+fn server_cpulist_pins_the_shard_threads() {
+    let srv = Server::tessera(&["--shards", "3", "--server-cpulist", "0"]);
+    let mut c = srv.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("server_cpulist")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["server_cpulist", "0"]);
+    let pid = info_field(&mut c, "server", "process_id");
+    let mut pinned = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        if !name.starts_with("shard-") {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        assert_eq!(cpus, "0", "{}", name.trim());
+        pinned += 1;
+    }
+    assert_eq!(pinned, 3);
+    wait_shard_threads(&srv, 1);
+    exercise(&srv, "pinned");
+}
