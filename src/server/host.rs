@@ -1036,6 +1036,45 @@ mod tests {
         assert_eq!(busy_of(ms(0), ms(1)), 0, "no span");
     }
 
+    fn hosts(n: usize) -> Arc<Hosts> {
+        Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+    }
+
+    #[test]
+    fn a_thread_goes_to_the_first_lower_thread_with_room() {
+        let h = hosts(6);
+        let now = Instant::now();
+        let set = |i: usize, busy: Permille, runs: usize| {
+            h.slots[i].busy.store(busy, Ordering::Relaxed);
+            h.slots[i].runs.store(runs, Ordering::Relaxed);
+        };
+        assert_eq!(h.target(0, 0, now), None, "thread 0 hands to nobody");
+        assert_eq!(h.target(5, 0, now), Some(0), "idle: everything on thread 0");
+        set(0, 800, 3);
+        assert_eq!(h.target(5, 50, now), Some(0), "still room");
+        assert_eq!(h.target(5, 200, now), Some(1), "thread 0 full: a second hub");
+        set(1, 0, 0);
+        assert_eq!(h.target(5, 200, now), Some(2), "thread 1 is away at a hub");
+        set(2, 10, MAX_LOOPS);
+        assert_eq!(h.target(5, 200, now), Some(3), "thread 2 runs all it may");
+        h.slots[3].pledged.store(800, Ordering::Relaxed);
+        assert_eq!(h.target(5, 200, now), Some(4), "loads handed to 3 fill it");
+        assert_eq!(h.target(4, 200, now), None, "only lower ids");
+        h.slots[4].round_us.store(1, Ordering::Relaxed);
+        let later = h.epoch + STUCK * 2;
+        assert_eq!(h.target(5, 200, later), None, "thread 4 is stuck in a round");
+    }
+
+    #[test]
+    fn a_thread_hands_itself_away_only_while_open() {
+        let h = hosts(3);
+        assert!(h.close(2), "thread 2 hands its worker away");
+        assert!(!h.close(2), "already closed");
+        h.reopen(2);
+        locked(&h.inbox[1]).closed = true;
+        assert!(!h.close(1), "closed for shutdown");
+    }
+
     #[test]
     fn idle_cpu_is_counted_in_cores() {
         // Two CPUs, 20 ticks, 10 of them idle: one core idle.
