@@ -77,6 +77,11 @@
 //! - when `shard-consolidation` is turned off, and at shutdown (each
 //!   worker goes to the shutdown gate from its own thread).
 //!
+//! What a stuck hub cannot free: the loop running the long command, and
+//! its own loop (a thread's own worker lives on its stack, not in a seat),
+//! whose clients wait for the command as they would without
+//! consolidation. Workers handed to it and not adopted yet go back too.
+//!
 //! After a burst or a stuck round a worker is not taken again for a while,
 //! doubling each time it comes back soon after merging, so a load at the
 //! edge does not make workers shuttle.
@@ -397,8 +402,22 @@ impl Hosts {
         }
     }
 
-    /// Takes back every worker stuck hub `h` holds but is not running.
+    /// Takes back every worker stuck hub `h` holds but is not running,
+    /// and those handed to it that it has not adopted yet.
     fn recall(&self, h: usize, now: Instant) {
+        let waiting = std::mem::take(&mut locked(&self.inbox[h]).workers);
+        for Hosted(w) in waiting {
+            let id = w.id();
+            let hold = self.ms(now + HOLD_MIN);
+            self.slots[id].hold_until_ms.store(hold, Ordering::Relaxed);
+            *locked(&self.seats[id]) = Seat {
+                worker: Some(w),
+                back: true,
+            };
+            if let Some(t) = self.threads[id].get() {
+                t.unpark();
+            }
+        }
         for id in 0..self.slots.len() {
             if self.slots[id].host.load(Ordering::Relaxed) != h {
                 continue;
@@ -659,6 +678,10 @@ impl Host {
             if now.saturating_duration_since(self.window.start) >= WINDOW {
                 self.end_window(now);
             }
+            if self.adopted.is_empty() && self.outer.is_some() {
+                // The watchdog took every adopted worker back.
+                self.alone();
+            }
         }
         self.own[0].shutdown();
     }
@@ -720,10 +743,6 @@ impl Host {
         });
         engine::alloc::enter_shard(self.id);
         self.slot().round_us.store(0, Ordering::Relaxed);
-        if self.adopted.is_empty() {
-            // The watchdog took every adopted worker back.
-            self.alone();
-        }
     }
 
     /// A hub between rounds: gives every adopted worker back on a burst
