@@ -422,6 +422,11 @@ impl Hosts {
             if self.slots[id].host.load(Ordering::Relaxed) != h {
                 continue;
             }
+            // The round may have ended meanwhile.
+            let start = self.slots[h].round_us.load(Ordering::Relaxed);
+            if !self.stuck(h, self.us(now)) {
+                return;
+            }
             // The seat of the worker running now is locked: it stays.
             let Ok(mut seat) = self.seats[id].try_lock() else {
                 continue;
@@ -431,7 +436,6 @@ impl Hosts {
             }
             seat.back = true;
             drop(seat);
-            let start = self.slots[h].round_us.load(Ordering::Relaxed);
             let round = self.us(now).saturating_sub(start) / 1000;
             log::verbose(format_args!(
                 "Shard {id} back on its own thread: thread {h} has been in one round for {round} ms"
