@@ -357,7 +357,10 @@ impl Hosts {
         if for_load {
             let merged = s.merged_ms.load(Ordering::Relaxed);
             let held = Duration::from_millis(self.ms(now).saturating_sub(merged));
-            let hold = next_hold(Duration::from_millis(s.hold_ms.load(Ordering::Relaxed)), held);
+            let hold = next_hold(
+                Duration::from_millis(s.hold_ms.load(Ordering::Relaxed)),
+                held,
+            );
             s.hold_ms.store(hold.as_millis() as u64, Ordering::Relaxed);
             s.hold_until_ms
                 .store(self.ms(now + hold), Ordering::Relaxed);
@@ -1075,7 +1078,11 @@ mod tests {
         assert_eq!(h.target(5, 0, now), Some(0), "idle: everything on thread 0");
         set(0, 800, 3);
         assert_eq!(h.target(5, 50, now), Some(0), "still room");
-        assert_eq!(h.target(5, 200, now), Some(1), "thread 0 full: a second hub");
+        assert_eq!(
+            h.target(5, 200, now),
+            Some(1),
+            "thread 0 full: a second hub"
+        );
         set(1, 0, 0);
         assert_eq!(h.target(5, 200, now), Some(2), "thread 1 is away at a hub");
         set(2, 10, MAX_LOOPS);
@@ -1085,7 +1092,11 @@ mod tests {
         assert_eq!(h.target(4, 200, now), None, "only lower ids");
         h.slots[4].round_us.store(1, Ordering::Relaxed);
         let later = h.epoch + STUCK * 2;
-        assert_eq!(h.target(5, 200, later), None, "thread 4 is stuck in a round");
+        assert_eq!(
+            h.target(5, 200, later),
+            None,
+            "thread 4 is stuck in a round"
+        );
     }
 
     #[test]
