@@ -92,7 +92,10 @@
 //! - a hub's round visits each of its loops three times (timeout and
 //!   parked flag, unpark, turn), each adopted one under its seat's lock (an
 //!   uncontended lock and unlock: two atomic read-modify-writes): O(k) per
-//!   round, bounded by `MAX_LOOPS`, not by `N`;
+//!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
+//!   (a socket event or doorbell in the outer wait, a message waiting, a
+//!   timer due) take their turn: the O(k) part is a few loads and locks
+//!   per loop, the serving is O(loops with work);
 //! - each thread alone with its worker looks for a hub at the end of each
 //!   load window ([`WINDOW`]): O(N) relaxed loads per thread per window,
 //!   so O(N²) loads per window over the process (64 threads: 4096 loads
@@ -561,9 +564,8 @@ pub struct Host {
     /// move between threads, a box moves as one pointer.
     #[allow(clippy::vec_box)]
     own: Vec<Box<Worker>>,
-    /// Workers adopted here (their ids and epoll sets); each lives in its
-    /// seat in `Hosts`.
-    adopted: Vec<(usize, RawFd)>,
+    /// Workers adopted here; each lives in its seat in `Hosts`.
+    adopted: Vec<Adopted>,
     /// Epoll set of the workers' epoll sets (level-triggered), while this
     /// thread holds more than one.
     outer: Option<OwnedFd>,
@@ -586,25 +588,35 @@ pub struct Host {
     hosts: Arc<Hosts>,
 }
 
+/// A worker a hub adopted, as the hub sees it.
+struct Adopted {
+    id: usize,
+    /// Its epoll set.
+    fd: RawFd,
+    /// This round: when it has work without a socket event (its timeout
+    /// runs out; now if messages wait).
+    due: Instant,
+}
+
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
 /// drops from `adopted` (and from `outer`) those given back meanwhile.
 fn each_adopted(
     hosts: &Hosts,
-    adopted: &mut Vec<(usize, RawFd)>,
+    adopted: &mut Vec<Adopted>,
     outer: &Option<OwnedFd>,
-    mut f: impl FnMut(&mut Worker),
+    mut f: impl FnMut(&mut Adopted, &mut Worker),
 ) {
-    adopted.retain(|&(id, fd)| {
-        let mut seat = locked(&hosts.seats[id]);
+    adopted.retain_mut(|a| {
+        let mut seat = locked(&hosts.seats[a.id]);
         let seat = &mut *seat;
         match seat.worker.as_mut() {
             Some(w) if !seat.back => {
-                f(w);
+                f(a, w);
                 true
             }
             _ => {
                 if let Some(o) = outer {
-                    epoll_del(o, fd);
+                    epoll_del(o, a.fd);
                 }
                 false
             }
@@ -695,7 +707,7 @@ impl Host {
 
     fn has_pending_work(&mut self) -> bool {
         let mut any = self.own[0].has_pending_work();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
             any = any || w.has_pending_work();
         });
         any
@@ -708,11 +720,13 @@ impl Host {
         if self.own[0].park_flag() {
             timeout = Duration::ZERO;
         }
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
-            timeout = timeout.min(w.timeout(now));
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+            let mut mine = w.timeout(now);
             if w.park_flag() {
-                timeout = Duration::ZERO;
+                mine = Duration::ZERO;
             }
+            a.due = now.checked_add(mine).unwrap_or(now + WINDOW);
+            timeout = timeout.min(mine);
         });
         // Work waiting right after a round that polled (most often a hop
         // from one worker to another held here) is served without
@@ -738,15 +752,23 @@ impl Host {
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell.
         self.own[0].unpark_flag();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
             w.unpark_flag()
         });
         let ready = &self.ready;
         let polls = |id: usize| !skip && (!known || ready.contains(&id));
         self.own[0].step_shared(&mut self.events, polls(self.id), led);
         let events = &mut self.events;
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
-            w.step_shared(events, polls(w.id()), led)
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+            // An adopted worker with no socket event, no message and no
+            // timer due sits this round out: a round serves the loops
+            // that have work, not all of the hub's (messages between the
+            // loops held here ring no doorbell, but show in the next
+            // round's parked flags, which then makes it due).
+            let poll = polls(a.id);
+            if poll || !known || a.due <= woke {
+                w.step_shared(events, poll, led);
+            }
         });
         engine::alloc::enter_shard(self.id);
         self.slot().round_us.store(0, Ordering::Relaxed);
@@ -781,7 +803,7 @@ impl Host {
     /// so that this thread serves them during the fsync.
     fn lead_aof(&mut self) {
         let mut records = self.own[0].aof_due();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
             records += w.aof_due()
         });
         if records == 0 {
@@ -794,10 +816,10 @@ impl Host {
             });
         self.ids.clear();
         self.ids.push(self.id);
-        self.ids.extend(self.adopted.iter().map(|&(id, _)| id));
+        self.ids.extend(self.adopted.iter().map(|a| a.id));
         self.own[0].lead_aof(&self.ids, inline);
         let ids = &self.ids;
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |w| {
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
             w.lead_aof(ids, inline)
         });
         engine::alloc::enter_shard(self.id);
@@ -844,7 +866,7 @@ impl Host {
             };
             s.merged_ms.store(self.hosts.ms(now), Ordering::Relaxed);
             s.host.store(self.id, Ordering::Relaxed);
-            self.adopted.push((id, fd));
+            self.adopted.push(Adopted { id, fd, due: now });
             self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
             if self.hosts.hosted.fetch_add(1, Ordering::Release) == 0 {
@@ -887,7 +909,7 @@ impl Host {
     /// Gives every adopted worker back; `for_load`: for this thread's load
     /// (then they are not taken again for a while).
     fn give_back_all(&mut self, now: Instant, for_load: bool) {
-        for (id, _) in std::mem::take(&mut self.adopted) {
+        for Adopted { id, .. } in std::mem::take(&mut self.adopted) {
             {
                 let mut seat = locked(&self.hosts.seats[id]);
                 if seat.back || seat.worker.is_none() {
