@@ -70,7 +70,8 @@
 //!   of very many requests): the hub cannot act, so a *watchdog* thread
 //!   takes back every seat whose lock it gets (all but the worker running).
 //!   Their clients are then served by their own threads, get `-BUSY` for the
-//!   stuck shard's keys, and can send SCRIPT KILL. The watchdog wakes every
+//!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
+//!   hub gives back the rest (the worker that ran). The watchdog wakes every
 //!   [`WATCH_MIN`] while some hub is in a round, backing off to
 //!   [`WATCH_MAX`] while the hubs sleep, and sleeps for good while no
 //!   worker is adopted (then nothing is consolidated and it costs nothing);
@@ -491,10 +492,12 @@ impl Window {
     }
 }
 
-/// A hub's idle time over the current [`SPREAD_WINDOW`].
+/// A hub's idle time over the current [`SPREAD_WINDOW`], and when its
+/// last round's work began.
 struct Burst {
     start: Instant,
     idle: Duration,
+    round: Instant,
 }
 
 /// Whether a thread alone with its worker should hand it to a hub.
@@ -643,6 +646,7 @@ impl Host {
             burst: Burst {
                 start: now,
                 idle: Duration::ZERO,
+                round: now,
             },
             ticks: None,
             machine_idle: None,
@@ -746,6 +750,7 @@ impl Host {
         if !timeout.is_zero() {
             self.burst.idle += woke.saturating_duration_since(now);
         }
+        self.burst.round = woke;
         self.slot()
             .round_us
             .store(self.hosts.us(woke).max(1), Ordering::Relaxed);
@@ -774,18 +779,26 @@ impl Host {
         self.slot().round_us.store(0, Ordering::Relaxed);
     }
 
-    /// A hub between rounds: gives every adopted worker back on a burst
-    /// (see the module doc).
+    /// A hub between rounds: gives every adopted worker back after a
+    /// stuck round (the watchdog took the others meanwhile, not the one
+    /// that ran), or on a burst (see the module doc).
     fn check_burst(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.burst.round) >= STUCK && self.own[0].consolidation() {
+            log::verbose(format_args!(
+                "Thread {} was in one round for {} ms: its shards go back to their threads",
+                self.id,
+                now.saturating_duration_since(self.burst.round).as_millis()
+            ));
+            self.give_back_all(now, true);
+            return;
+        }
         let span = now.saturating_duration_since(self.burst.start);
         if span < SPREAD_WINDOW {
             return;
         }
         let busy = busy_of(span, self.burst.idle);
-        self.burst = Burst {
-            start: now,
-            idle: Duration::ZERO,
-        };
+        self.burst.start = now;
+        self.burst.idle = Duration::ZERO;
         if spread_wanted(busy, self.machine_idle) && self.own[0].consolidation() {
             log::verbose(format_args!(
                 "Thread {} busy {busy} per mille of the last {} us: its shards go back to their threads",
@@ -892,9 +905,11 @@ impl Host {
                 // SAFETY: `raw` is a new descriptor nothing else owns.
                 let owned = unsafe { OwnedFd::from_raw_fd(raw) };
                 epoll_add(&owned, self.own[0].epoll_fd(), self.id)?;
+                let now = Instant::now();
                 self.burst = Burst {
-                    start: Instant::now(),
+                    start: now,
                     idle: Duration::ZERO,
+                    round: now,
                 };
                 // A reading from an earlier time as a hub says nothing of
                 // now: no spreading until the next window's reading.
