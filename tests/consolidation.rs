@@ -159,14 +159,16 @@ fn consolidation_off_keeps_a_thread_per_shard() {
     exercise(&srv, "apart");
 }
 
-/// A hub stuck in a long script gives its other shards' loops back to
-/// their threads: their clients are served, get `-BUSY` for the busy
-/// shard's keys, and can SCRIPT KILL it. (Clients whose connection lives
-/// on the script's own loop, or on the stuck hub's own, wait for it.)
-#[test]
-fn a_script_stuck_on_a_hub_frees_the_other_loops() {
-    const BUSY: &[u8] =
-        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const BUSY: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+
+/// A consolidated server whose hub is stuck in an endless script on the
+/// shard of `busy:key`: the server, the script's connection, the idle
+/// clients (their index in the returned list says nothing), and one
+/// client that is served meanwhile with the index it had when probed.
+/// Clients whose connection lives on the script's own loop, or on the
+/// stuck hub's own, wait for the script (see `host`).
+fn stuck_hub() -> (Server, RawConn, Vec<RawConn>, RawConn, usize) {
     let srv = Server::tessera(&["--shards", "4", "--busy-reply-threshold", "100"]);
     // Connections spread over the threads by the kernel (SO_REUSEPORT).
     let mut clients: Vec<RawConn> = (0..12).map(|_| srv.raw()).collect();
@@ -181,7 +183,8 @@ fn a_script_stuck_on_a_hub_frees_the_other_loops() {
     // on a loop that neither runs the script nor is the stuck hub's own.
     // FUNCTION KILL, which does not touch an EVAL script, tells: NOTBUSY
     // until the threshold, then BUSY. A client that gets no answer within
-    // a bounded wait is on a stuck loop, and is left alone.
+    // a bounded wait is on a stuck loop, and is left alone (its FUNCTION
+    // KILL is answered later).
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut free = None;
     let mut next = 0;
@@ -205,6 +208,15 @@ fn a_script_stuck_on_a_hub_frees_the_other_loops() {
     let free = free.expect("some client on another loop is served while the script runs");
     let mut c = clients.swap_remove(free);
     c.set_reply_timeout(common::REPLY_TIMEOUT);
+    (srv, runner, clients, c, free)
+}
+
+/// A hub stuck in a long script gives its other shards' loops back to
+/// their threads: their clients are served, get `-BUSY` for the busy
+/// shard's keys, and can SCRIPT KILL it.
+#[test]
+fn a_script_stuck_on_a_hub_frees_the_other_loops() {
+    let (_srv, mut runner, mut clients, mut c, free) = stuck_hub();
     assert_eq!(c.cmd_str(&["GET", "busy:key"]), BUSY);
     assert_eq!(c.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
     let r = runner.read_reply();
@@ -228,6 +240,20 @@ fn a_script_stuck_on_a_hub_frees_the_other_loops() {
         }
         assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
     }
+}
+
+/// SHUTDOWN NOSAVE from a loop the stuck hub gave back stops the script,
+/// and every shard, adopted or not, reaches the exit.
+#[test]
+fn shutdown_nosave_while_a_hub_is_stuck() {
+    let (mut srv, _runner, _clients, mut c, _) = stuck_hub();
+    send_str(&mut c, &["SHUTDOWN", "NOSAVE"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while srv.is_running() {
+        assert!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(srv);
 }
 
 /// `server-cpulist 0`: every shard thread runs on CPU 0 only, and the
