@@ -76,6 +76,29 @@ pub struct Shard {
     /// Some client tracks: changes are collected as invalidations (see
     /// [`Shard::set_tracking`]).
     tracking: bool,
+    /// What happens to keys past their deadline (see [`Expiry`]); set by
+    /// the owning loop (the role) and per command (who runs it).
+    pub expiry: Expiry,
+    /// A read-only replica (`replica-read-only`): a normal client's
+    /// script may not write (set by the owning loop).
+    pub read_only_replica: bool,
+}
+
+/// How a shard treats keys past their deadline. A master deletes them
+/// (lazily and in the active cycle). A replica never deletes them: it
+/// waits for its master's DEL, so that its data stays its master's
+/// (Redis 7.0's `expireIfNeeded` with `masterhost` set); to its master's
+/// commands they are still there, to everybody else's reads they are
+/// missing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Expiry {
+    #[default]
+    Delete,
+    /// A replica, between commands and for its master's commands: keys
+    /// past their deadline are kept and seen.
+    Keep,
+    /// A replica running a normal client's command: kept, read as missing.
+    Hide,
 }
 
 /// A client that may cache a key: its id and where it lives (thread,
@@ -138,6 +161,8 @@ impl Shard {
             notify_flags: 0,
             tracked: Tracked::default(),
             tracking: false,
+            expiry: Expiry::Delete,
+            read_only_replica: false,
         }
     }
 
@@ -276,7 +301,14 @@ impl Shard {
         touch: bool,
         notify_miss: bool,
     ) -> Option<&mut Entry> {
-        self.expire_if_due(db, key);
+        if self.expire_if_due(db, key) && self.expiry == Expiry::Hide {
+            // A replica's logically expired key: a miss, still stored.
+            self.stats.keyspace_misses += 1;
+            if notify_miss && self.notify_flags & ds::events::KEY_MISS != 0 {
+                self.notify(db, ds::events::KEY_MISS, "keymiss", key);
+            }
+            return None;
+        }
         // Redis's `lookupKey` emits `keymiss` where it counts a miss. Found
         // first with a second lookup, only when that class is on: the
         // borrow of the entry below cannot be released on a miss.
@@ -310,7 +342,9 @@ impl Shard {
     /// (as `lookup_read`), counts no hit or miss (as Redis's
     /// `lookupKeyWrite`).
     pub fn lookup_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
-        self.expire_if_due(db, key);
+        if self.expire_if_due(db, key) && self.expiry == Expiry::Hide {
+            return None;
+        }
         let now = self.now_ms;
         let d = &mut self.dbs[db];
         let e = d.get_mut(key)?;
@@ -321,6 +355,9 @@ impl Shard {
     /// Deletes `key` if its deadline has passed, counting it and
     /// propagating the deletion (Redis's `expireIfNeeded`); true if it did.
     fn expire_if_due(&mut self, db: usize, key: &[u8]) -> bool {
+        if self.expiry != Expiry::Delete {
+            return self.expiry == Expiry::Hide && self.dbs[db].expired(key, self.now_ms);
+        }
         if !self.dbs[db].expire_if_needed(key, self.now_ms) {
             return false;
         }
@@ -405,13 +442,24 @@ impl Shard {
                 }
                 SmallBytes::from(k)
             };
-            if self.dbs[db].expire_if_needed(&key, now) {
-                self.stats.expired_keys += 1;
-                self.outbox.implicit_del(db, &key);
-                self.notify(db, ds::events::EXPIRED, "expired", &key);
+            match self.expiry {
+                // A replica's master sees it.
+                Expiry::Keep => return Some(key),
+                Expiry::Hide => {}
+                Expiry::Delete => {
+                    self.expire_if_due(db, &key);
+                }
             }
         }
         None
+    }
+
+    /// Whether `key` of `db` is past its deadline and must be treated as
+    /// gone by the caller; deletes it on a master (Redis's
+    /// `expireIfNeeded`), only reports it on a replica running a normal
+    /// client's command, and says no for a replica's master.
+    pub fn expire_or_hide(&mut self, db: usize, key: &[u8]) -> bool {
+        self.expire_if_due(db, key)
     }
 
     /// One run of the adaptive active expiry cycle over every database,
@@ -420,6 +468,10 @@ impl Shard {
     /// more than 10 % of a sample was expired and time remains.
     /// Returns the number of keys deleted.
     pub fn active_expire_cycle(&mut self, budget_us: u64) -> u64 {
+        // A replica's keys expire by its master's DELs only.
+        if self.expiry != Expiry::Delete {
+            return 0;
+        }
         const SAMPLE: usize = 20;
         const ACCEPTABLE_STALE_PERC: u64 = 10;
         let start = std::time::Instant::now();

@@ -182,6 +182,15 @@ fn execute(
     {
         return Err(CmdError::Raw(OOM_ERROR.into()));
     }
+    // Redis's processCommand: a script that declares it may write is a
+    // write command, refused on a read-only replica.
+    if flags.shebang
+        && !flags.no_writes
+        && ctx.shard.expiry == engine::Expiry::Hide
+        && ctx.shard.read_only_replica
+    {
+        return Err(CmdError::Raw(crate::replica::READONLY_ERR.into()));
+    }
     if read_only && flags.shebang && !flags.no_writes {
         return Err(CmdError::err(
             "Can not execute a script with write flag using *_ro command.",
@@ -517,6 +526,14 @@ impl Run<'_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        // Redis's scriptVerifyWriteCommandAllow on a read-only replica (a
+        // normal client's script: `Hide`).
+        if r.spec.has(flags::WRITE)
+            && self.ctx.shard.read_only_replica
+            && self.ctx.shard.expiry == engine::Expiry::Hide
+        {
+            return refuse(lua, &format!("-{}", crate::replica::READONLY_ERR));
+        }
         // The user who ran the script must be allowed this call (before
         // the call counts as a write: a refused one writes nothing).
         if let Some(caller) = &self.ctx.caller {
@@ -570,6 +587,7 @@ impl Run<'_, '_> {
                     tracker: None,
                     client: crate::ops::slowlog::SCRIPT_CLIENT,
                     ops: self.ctx.ops,
+                    master: false,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
