@@ -331,12 +331,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let hosts = {
         let bells = bells.clone();
-        Arc::new(host::Hosts::new(
+        host::Hosts::new(
             n,
-            Box::new(move || bells[0].wake()),
+            Box::new(move |i| bells[i].wake()),
             server.shard_threads_active.clone(),
-        ))
+        )
     };
+    // INVARIANT: the list was checked when the configuration was read.
+    let cpus = config::cpulist::parse(&cfg.server_cpulist).unwrap_or_default();
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
     for (id, (((poll, mailbox), tcp), shard)) in polls
@@ -351,11 +353,18 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let gate = gate.clone();
         let hosts = hosts.clone();
         let unix = if id == 0 { unix.take() } else { None };
+        // `server-cpulist`: thread `id` on the list's `id`-th CPU.
+        let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
         let h = std::thread::Builder::new()
             .name(format!("shard-{id}"))
             .spawn(move || {
+                if let Some(cpu) = cpu {
+                    if let Err(e) = host::pin_to_cpu(cpu) {
+                        log::warning(format_args!("shard {id}: cannot pin to CPU {cpu}: {e}"));
+                    }
+                }
                 match worker::Worker::new(
                     id,
                     poll,

@@ -777,9 +777,8 @@ impl Worker {
     /// One iteration of a worker that has its thread to itself: sleeps in
     /// its own epoll (or naps) until there is something to do, then
     /// serves it.
-    /// `sleeps` counts the times it slept.
     /// `led`: this thread runs every shard (see `Core::aof_led`).
-    pub fn step_solo(&mut self, now: Instant, events: &mut Events, sleeps: &mut u32, led: bool) {
+    pub fn step_solo(&mut self, now: Instant, events: &mut Events, led: bool) {
         let mut timeout = self.timeout(now);
         self.nap.tick(now);
         if !timeout.is_zero() && self.nap.wanted() {
@@ -788,7 +787,6 @@ impl Worker {
         if self.park_flag() {
             timeout = Duration::ZERO;
         }
-        *sleeps += u32::from(!timeout.is_zero());
         if let Err(e) = self.poll.poll(events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 log::warning(format_args!("epoll_wait failed: {e}"));

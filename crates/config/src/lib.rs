@@ -54,6 +54,8 @@
 //!   both name and alias (Redis 7.0 can return an alias and its target twice).
 //! * `shards`/`databases` have small upper bounds (see [`MAX_SHARDS`], [`MAX_DATABASES`]).
 
+pub mod cpulist;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Read};
@@ -240,6 +242,9 @@ pub struct Config {
     /// `shard-consolidation`: while the load fits in fewer threads, one
     /// thread runs several shards' event loops, and the others sleep.
     pub shard_consolidation: bool,
+    /// `server-cpulist` (alias `server_cpulist`): the list as written
+    /// (`""`: threads not pinned); see [`cpulist`].
+    pub server_cpulist: String,
     /// `databases`: number of logical databases (`SELECT 0..databases-1`).
     pub databases: usize,
     /// `maxclients`: connections accepted at once.
@@ -695,6 +700,7 @@ impl Config {
             unixsocketperm: 0,
             shards: 0,
             shard_consolidation: false,
+            server_cpulist: String::new(),
             databases: 0,
             maxclients: 0,
             timeout_s: 0,
@@ -1029,6 +1035,17 @@ static DIRECTIVES: &[Directive] = &[
     d("shards",                   Immutable, int!(shards: usize, 0, MAX_SHARDS, 0))
         .alias("threads"),
     d("shard-consolidation",      Mutable,   yes_no!(shard_consolidation, true)),
+    d("server-cpulist",           Immutable, Parsed {
+        default: b"",
+        get: |c| c.server_cpulist.clone().into_bytes(),
+        set: |c, v| {
+            let text = std::str::from_utf8(v).map_err(|_| cpulist::INVALID.to_string())?;
+            cpulist::parse(text)?;
+            c.server_cpulist = text.to_string();
+            Ok(())
+        },
+    })
+        .alias("server_cpulist"),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -2231,6 +2248,8 @@ mod tests {
         ("timeout", "30", "timeout", "30"),
         ("tcp-keepalive", "60", "tcp-keepalive", "60"),
         ("shard-consolidation", "no", "shard-consolidation", "no"),
+        ("server-cpulist", "0-3,8", "server-cpulist", "0-3,8"),
+        ("server_cpulist", "0-7:2", "server-cpulist", "0-7:2"),
         ("protected-mode", "no", "protected-mode", "no"),
         ("loglevel", "warning", "loglevel", "warning"),
         ("logfile", "/var/log/t.log", "logfile", "/var/log/t.log"),
@@ -2532,6 +2551,8 @@ mod tests {
             "timeout" => assert_eq!(c.timeout_s, 30),
             "tcp-keepalive" => assert_eq!(c.tcp_keepalive_s, 60),
             "shard-consolidation" => assert!(!c.shard_consolidation),
+            "server-cpulist" => assert_eq!(c.server_cpulist, "0-3,8"),
+            "server_cpulist" => assert_eq!(c.server_cpulist, "0-7:2"),
             "protected-mode" => assert!(!c.protected_mode),
             "loglevel" => assert_eq!(c.loglevel, LogLevel::Warning),
             "logfile" => assert_eq!(c.logfile, Some(PathBuf::from("/var/log/t.log"))),
@@ -2757,6 +2778,7 @@ mod tests {
                 "unixsocket",
                 "unixsocketperm",
                 "shards",
+                "server-cpulist",
                 "databases",
                 "logfile",
                 "aclfile",
