@@ -6,14 +6,15 @@
 //! `user` lines in the configuration. Byte-exact replies are in
 //! `tests/diff/acl.txt`; redis-py's AUTH in `tests/clients.rs`.
 //!
-//! Servers run four shards on separate threads, so the connections of one
+//! Servers run four shards on separate threads (the refusal and script
+//! tests: each layout of [`common::LAYOUTS`]), so the connections of one
 //! user sit on several threads.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{testing_real_redis, unique_temp_dir, RawConn, Server};
+use common::{testing_real_redis, unique_temp_dir, Layout, RawConn, Server};
 
 fn server(extra: &[&str]) -> Server {
     if testing_real_redis() {
@@ -68,9 +69,8 @@ fn restricted(admin: &mut RawConn, srv: &Server) -> RawConn {
     c
 }
 
-#[test]
-fn refusals_are_noperm_and_logged() {
-    let srv = server(&[]);
+fn refusals_are_noperm_and_logged(layout: Layout) {
+    let srv = layout.tessera(&[]);
     let mut admin = srv.raw();
     let mut c = restricted(&mut admin, &srv);
     assert_eq!(c.cmd_str(&["SET", "a1", "v"]), b"+OK\r\n");
@@ -146,9 +146,8 @@ fn refusals_are_noperm_and_logged() {
     );
 }
 
-#[test]
-fn scripts_run_as_their_caller() {
-    let srv = server(&[]);
+fn scripts_run_as_their_caller(layout: Layout) {
+    let srv = layout.tessera(&[]);
     let mut admin = srv.raw();
     let mut c = restricted(&mut admin, &srv);
     let err = text(&c.cmd_str(&["EVAL", "return redis.call('get','b')", "0"]));
@@ -290,3 +289,5 @@ fn user_lines_in_the_configuration() {
     assert_eq!(d.cmd_str(&["AUTH", "rootpw"]), b"+OK\r\n");
     assert_eq!(d.cmd_str(&["ACL", "WHOAMI"]), b"$7\r\ndefault\r\n");
 }
+
+per_layout!(refusals_are_noperm_and_logged, scripts_run_as_their_caller,);

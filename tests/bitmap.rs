@@ -1,5 +1,5 @@
 //! Bitmaps through the real binary with several shards: BITOP whose keys
-//! live on three different shards (run atomically by the scratch layer)
+//! live on different shards (in each layout of [`common::LAYOUTS`]) (run atomically by the scratch layer)
 //! checked against a byte model, and bitmaps surviving a SAVE (RDB) and a
 //! restart, and a kill and restart with the append-only file, where the log must
 //! hold exactly the writes that changed something.
@@ -12,7 +12,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{testing_real_redis, Rng, Server};
+use common::{testing_real_redis, Layout, Rng, Server};
 
 /// Shards of every Tessera started here.
 const SHARDS: usize = 3;
@@ -28,10 +28,10 @@ fn server(extra: &[&str]) -> Server {
 }
 
 /// A key named `{prefix}.{n}` on shard `shard`.
-fn key_on(prefix: &str, shard: usize) -> String {
+fn key_on(prefix: &str, shard: usize, shards: usize) -> String {
     (0..10_000)
         .map(|n| format!("{prefix}.{n}"))
-        .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == shard)
+        .find(|k| commands::table::shard_of(k.as_bytes(), shards) == shard)
         .expect("a key on every shard")
 }
 
@@ -68,12 +68,13 @@ fn model(op: &str, srcs: &[Option<Vec<u8>>]) -> Vec<u8> {
         .collect()
 }
 
-#[test]
-fn bitop_across_shards_matches_a_byte_model() {
-    let s = server(&[]);
+fn bitop_across_shards_matches_a_byte_model(layout: Layout) {
+    let s = layout.tessera(&[]);
     let mut con = s.conn();
     // One source per shard and a destination on each shard in turn.
-    let srcs: Vec<String> = (0..SHARDS).map(|i| key_on("src", i)).collect();
+    let srcs: Vec<String> = (0..layout.shards)
+        .map(|i| key_on("src", i, layout.shards))
+        .collect();
     let mut rng = Rng::new(7);
     for round in 0..60 {
         for k in &srcs {
@@ -92,11 +93,11 @@ fn bitop_across_shards_matches_a_byte_model() {
                 }
             }
         }
-        let dest = key_on("dest", round % SHARDS);
+        let dest = key_on("dest", round % layout.shards, layout.shards);
         let _: () = q(&mut con, &[b"SET", dest.as_bytes(), b"old", b"EX", b"1000"]);
         let op = *rng.pick(&["AND", "OR", "XOR", "NOT"]);
         let used: Vec<&String> = if op == "NOT" {
-            vec![&srcs[round % SHARDS]]
+            vec![&srcs[round % layout.shards]]
         } else {
             srcs.iter().collect()
         };
@@ -122,11 +123,11 @@ fn bitop_across_shards_matches_a_byte_model() {
         }
     }
     // A wrong type on any shard: an error, and the destination unchanged.
-    let dest = key_on("dest", 0);
+    let dest = key_on("dest", 0, layout.shards);
     let _: () = q(&mut con, &[b"SET", dest.as_bytes(), b"keep"]);
     let _: () = q(&mut con, &[b"SET", srcs[0].as_bytes(), b"x"]);
-    let _: i64 = q(&mut con, &[b"DEL", srcs[2].as_bytes()]);
-    let _: i64 = q(&mut con, &[b"RPUSH", srcs[2].as_bytes(), b"x"]);
+    let _: i64 = q(&mut con, &[b"DEL", srcs[srcs.len() - 1].as_bytes()]);
+    let _: i64 = q(&mut con, &[b"RPUSH", srcs[srcs.len() - 1].as_bytes(), b"x"]);
     let r: redis::RedisResult<i64> = redis::cmd("BITOP")
         .arg("OR")
         .arg(&dest)
@@ -144,10 +145,10 @@ fn bitmaps(con: &mut redis::Connection, keys: &[String]) -> Vec<(String, Option<
 
 /// Bitmap writes of every kind, on keys of every shard; returns the keys.
 fn write(con: &mut redis::Connection) -> Vec<String> {
-    let a = key_on("bm-a", 0);
-    let b = key_on("bm-b", 1);
-    let c = key_on("bm-c", 2);
-    let d = key_on("bm-d", 1);
+    let a = key_on("bm-a", 0, SHARDS);
+    let b = key_on("bm-b", 1, SHARDS);
+    let c = key_on("bm-c", 2, SHARDS);
+    let d = key_on("bm-d", 1, SHARDS);
     let (ab, bb, cb, db) = (a.as_bytes(), b.as_bytes(), c.as_bytes(), d.as_bytes());
     let cmds: &[&[&[u8]]] = &[
         &[b"SETBIT", ab, b"7", b"1"],
@@ -272,3 +273,5 @@ fn bitmaps_survive_a_kill_and_restart_with_the_aof() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+per_layout!(bitop_across_shards_matches_a_byte_model);

@@ -9,6 +9,9 @@
 //! the harness's reply timeout). No timing thresholds: a timeout test only checks that
 //! the reply is the timeout reply and came after the requested time.
 //!
+//! Every test runs in each layout of [`common::LAYOUTS`] (2 and 16 shards,
+//! consolidated and not; `per_layout!`).
+//!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
 //! test --test blocking` (Redis gets no `--shards`).
 
@@ -16,16 +19,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_bytes, encode_command, testing_real_redis, RawConn, Server};
+use common::{assert_bytes, encode_command, Layout, RawConn, Server};
 
 use common::{send_str as send, wait_blocked};
 
-fn server() -> Server {
-    if testing_real_redis() {
-        Server::tessera(&[])
-    } else {
-        Server::tessera(&["--shards", "3"])
-    }
+/// Tessera in `layout` (every test runs in each of [`common::LAYOUTS`]).
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 /// Asserts nothing arrives on `c` for a short while.
@@ -40,11 +40,10 @@ fn assert_silent(c: &mut RawConn) {
     c.set_reply_timeout(Duration::from_secs(10));
 }
 
-#[test]
-fn push_from_another_connection_serves_a_blocked_pop() {
-    let s = server();
+fn push_from_another_connection_serves_a_blocked_pop(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
-    // Several keys, so with 3 shards the waiter's key, the waiter's home
+    // Several keys, so with several shards the waiter's key, the waiter's home
     // thread and the pusher's home thread differ in some combination.
     for key in ["k1", "k2", "k3", "k4", "k5"] {
         let mut waiter = s.raw();
@@ -63,9 +62,8 @@ fn push_from_another_connection_serves_a_blocked_pop() {
     }
 }
 
-#[test]
-fn blocked_clients_are_served_in_fifo_order() {
-    let s = server();
+fn blocked_clients_are_served_in_fifo_order(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut waiters: Vec<RawConn> = (0..3).map(|_| s.raw()).collect();
     for (i, w) in waiters.iter_mut().enumerate() {
@@ -83,9 +81,8 @@ fn blocked_clients_are_served_in_fifo_order() {
     assert_bytes(&ctl.cmd_str(&["EXISTS", "q"]), b":0\r\n");
 }
 
-#[test]
-fn a_push_serves_only_as_many_as_it_pushed() {
-    let s = server();
+fn a_push_serves_only_as_many_as_it_pushed(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut a = s.raw();
     let mut b = s.raw();
@@ -103,9 +100,8 @@ fn a_push_serves_only_as_many_as_it_pushed() {
     assert_bytes(&b.read_reply(), b"*2\r\n$3\r\none\r\n$1\r\ny\r\n");
 }
 
-#[test]
-fn timeout_replies_null_after_the_timeout() {
-    let s = server();
+fn timeout_replies_null_after_the_timeout(layout: Layout) {
+    let s = server(layout);
     let mut c = s.raw();
     let t = Instant::now();
     assert_bytes(&c.cmd_str(&["BLPOP", "none", "0.2"]), b"*-1\r\n");
@@ -134,9 +130,8 @@ fn timeout_replies_null_after_the_timeout() {
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
-#[test]
-fn commands_pipelined_behind_a_blocked_one_wait_for_it() {
-    let s = server();
+fn commands_pipelined_behind_a_blocked_one_wait_for_it(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut c = s.raw();
     let mut bytes = encode_command(&[b"BLPOP", b"pipe", b"0"]);
@@ -152,9 +147,8 @@ fn commands_pipelined_behind_a_blocked_one_wait_for_it() {
     assert_bytes(&c.read_reply(), b"+PONG\r\n");
 }
 
-#[test]
-fn inside_multi_blocking_commands_do_not_block() {
-    let s = server();
+fn inside_multi_blocking_commands_do_not_block(layout: Layout) {
+    let s = server(layout);
     let mut c = s.raw();
     assert_bytes(&c.cmd_str(&["MULTI"]), b"+OK\r\n");
     assert_bytes(&c.cmd_str(&["BLPOP", "m", "0"]), b"+QUEUED\r\n");
@@ -166,9 +160,8 @@ fn inside_multi_blocking_commands_do_not_block() {
     assert_bytes(&c.cmd_str(&["EXEC"]), b"*3\r\n*-1\r\n$-1\r\n*-1\r\n");
 }
 
-#[test]
-fn a_transaction_push_serves_a_blocked_client_after_exec() {
-    let s = server();
+fn a_transaction_push_serves_a_blocked_client_after_exec(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     send(&mut w, &["BLPOP", "tx", "0"]);
@@ -181,9 +174,8 @@ fn a_transaction_push_serves_a_blocked_client_after_exec() {
     assert_bytes(&w.read_reply(), b"*2\r\n$2\r\ntx\r\n$1\r\nb\r\n");
 }
 
-#[test]
-fn blmove_and_lmove_into_a_waited_key_serve_it() {
-    let s = server();
+fn blmove_and_lmove_into_a_waited_key_serve_it(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     // Same hash tag: one shard.
@@ -203,9 +195,8 @@ fn blmove_and_lmove_into_a_waited_key_serve_it() {
     assert_bytes(&ctl.cmd_str(&["EXISTS", "{t}src", "{t}dst"]), b":0\r\n");
 }
 
-#[test]
-fn zadd_serves_bzpopmin() {
-    let s = server();
+fn zadd_serves_bzpopmin(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     send(&mut w, &["BZPOPMIN", "zq", "0"]);
@@ -215,9 +206,8 @@ fn zadd_serves_bzpopmin() {
     assert_bytes(&ctl.cmd_str(&["ZCARD", "zq"]), b":1\r\n");
 }
 
-#[test]
-fn a_key_of_another_type_does_not_serve() {
-    let s = server();
+fn a_key_of_another_type_does_not_serve(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     send(&mut w, &["BLPOP", "ty", "0"]);
@@ -229,9 +219,8 @@ fn a_key_of_another_type_does_not_serve() {
     assert_bytes(&w.read_reply(), b"*2\r\n$2\r\nty\r\n$1\r\nx\r\n");
 }
 
-#[test]
-fn a_disconnected_waiter_loses_nothing() {
-    let s = server();
+fn a_disconnected_waiter_loses_nothing(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     {
         let mut w = s.raw();
@@ -246,9 +235,8 @@ fn a_disconnected_waiter_loses_nothing() {
     );
 }
 
-#[test]
-fn client_unblock_ends_a_blocked_command() {
-    let s = server();
+fn client_unblock_ends_a_blocked_command(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     let id = String::from_utf8(w.cmd_str(&["CLIENT", "ID"])).unwrap();
@@ -279,9 +267,8 @@ fn client_unblock_ends_a_blocked_command() {
     assert_bytes(&ctl.cmd_str(&["LLEN", "u"]), b":1\r\n");
 }
 
-#[test]
-fn many_waiters_many_keys_every_element_served_once() {
-    let s = server();
+fn many_waiters_many_keys_every_element_served_once(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let keys: Vec<String> = (0..6).map(|i| format!("mk{i}")).collect();
     let mut waiters = Vec::new();
@@ -318,9 +305,8 @@ fn many_waiters_many_keys_every_element_served_once() {
     }
 }
 
-#[test]
-fn a_pop_waiting_on_keys_of_several_shards_is_served_once() {
-    let s = server();
+fn a_pop_waiting_on_keys_of_several_shards_is_served_once(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let keys = ["ma", "mb", "mc", "md", "me", "mf"];
     for (round, served) in keys.iter().enumerate() {
@@ -351,11 +337,10 @@ fn a_pop_waiting_on_keys_of_several_shards_is_served_once() {
     }
 }
 
-#[test]
-fn blmove_between_shards_blocks_and_moves() {
-    let s = server();
+fn blmove_between_shards_blocks_and_moves(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
-    // Several pairs, so with 3 shards most cross shards.
+    // Several pairs, so with several shards most cross shards.
     for (src, dst) in [("xa", "xb"), ("xc", "xd"), ("xe", "xf"), ("xg", "xh")] {
         let mut w = s.raw();
         send(&mut w, &["BLMOVE", src, dst, "LEFT", "RIGHT", "0"]);
@@ -383,9 +368,8 @@ fn blmove_between_shards_blocks_and_moves() {
     }
 }
 
-#[test]
-fn replies_before_a_blocked_command_are_not_held_back() {
-    let s = server();
+fn replies_before_a_blocked_command_are_not_held_back(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     // Several keys, so the blocked one lives on this connection's shard
     // for some and on another shard for others.
@@ -404,24 +388,23 @@ fn replies_before_a_blocked_command_are_not_held_back() {
     }
 }
 
-/// A key on shard `shard` of 3 (the server's own `shard_of`), named
+/// A key on shard `shard` of `layout` (the server's own `shard_of`), named
 /// `prefix` plus a number.
-fn key_on(prefix: &str, shard: usize) -> String {
+fn key_on(prefix: &str, shard: usize, layout: Layout) -> String {
     (0..10_000)
         .map(|n| format!("{prefix}{n}"))
-        .find(|k| commands::table::shard_of(k.as_bytes(), 3) == shard)
+        .find(|k| commands::table::shard_of(k.as_bytes(), layout.shards) == shard)
         .expect("a key on every shard")
 }
 
 /// Issue 21: the oldest waiter is served first even when it moves into
 /// another shard (its home thread runs it again) and the next one could be
 /// served on the spot. The reply came to the second waiter before.
-#[test]
-fn a_waiter_moving_across_shards_keeps_its_turn() {
-    let s = server();
+fn a_waiter_moving_across_shards_keeps_its_turn(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
-    let src = key_on("src", 0);
-    let (far, near) = (key_on("far", 1), key_on("near", 0));
+    let src = key_on("src", 0, layout);
+    let (far, near) = (key_on("far", 1, layout), key_on("near", 0, layout));
     let mut first = s.raw();
     send(&mut first, &["BLMOVE", &src, &far, "LEFT", "RIGHT", "0"]);
     wait_blocked(&mut ctl, 1);
@@ -443,9 +426,8 @@ fn a_waiter_moving_across_shards_keeps_its_turn() {
 /// Issue 21: a waiter is served from the key that became ready, whatever
 /// its other keys hold now (Redis 7.0's serveClientsBlockedOnKey): a key
 /// of another type created meanwhile does not make it WRONGTYPE.
-#[test]
-fn a_waiter_is_served_from_the_ready_key_only() {
-    let s = server();
+fn a_waiter_is_served_from_the_ready_key_only(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut w = s.raw();
     send(&mut w, &["BZPOPMIN", "rz1", "rs", "rz2", "0"]);
@@ -463,3 +445,24 @@ fn a_waiter_is_served_from_the_ready_key_only() {
     assert_bytes(&ctl.cmd_str(&["RPUSH", "rl2", "v"]), b":1\r\n");
     assert_bytes(&w.read_reply(), b"*2\r\n$3\r\nrl2\r\n$1\r\nv\r\n");
 }
+
+per_layout!(
+    push_from_another_connection_serves_a_blocked_pop,
+    blocked_clients_are_served_in_fifo_order,
+    a_push_serves_only_as_many_as_it_pushed,
+    timeout_replies_null_after_the_timeout,
+    commands_pipelined_behind_a_blocked_one_wait_for_it,
+    inside_multi_blocking_commands_do_not_block,
+    a_transaction_push_serves_a_blocked_client_after_exec,
+    blmove_and_lmove_into_a_waited_key_serve_it,
+    zadd_serves_bzpopmin,
+    a_key_of_another_type_does_not_serve,
+    a_disconnected_waiter_loses_nothing,
+    client_unblock_ends_a_blocked_command,
+    many_waiters_many_keys_every_element_served_once,
+    a_pop_waiting_on_keys_of_several_shards_is_served_once,
+    blmove_between_shards_blocks_and_moves,
+    replies_before_a_blocked_command_are_not_held_back,
+    a_waiter_moving_across_shards_keeps_its_turn,
+    a_waiter_is_served_from_the_ready_key_only,
+);

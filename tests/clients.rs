@@ -1,8 +1,9 @@
 //! Real client libraries against Tessera: scripts in `tests/clients/`
 //! written for redis-py (Debian's `python3-redis`, installed by `.ci/run`)
 //! run against a fresh server, the `redis` crate's own PubSub, and a
-//! BullMQ-like queue script over keys on four shards under concurrent
-//! connections.
+//! BullMQ-like queue script over keys on every shard under concurrent
+//! connections. Every test runs in each layout of [`common::LAYOUTS`] (2
+//! and 16 shards, consolidated and not; `per_layout!`).
 //!
 //! A script is run with `/usr/bin/python3` (Debian's interpreter, where
 //! `python3-redis` installs) under a time limit, and must exit 0. Without
@@ -14,15 +15,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{testing_real_redis, Server};
-
-/// Four shards on four threads (Redis itself when validating the tests).
-fn server() -> Server {
-    if testing_real_redis() {
-        return Server::tessera(&[]);
-    }
-    Server::tessera(&["--shards", "4", "--shard-consolidation", "no"])
-}
+use common::{Layout, Server};
 
 /// Bound on one client script.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -81,32 +74,28 @@ fn run_script(name: &str, srv: &Server) {
 
 /// A client-side cache on redis-py 4 (REDIRECT to a RESP2 subscriber):
 /// every cached key is invalidated when another client changes it.
-#[test]
-fn redis_py_tracking_cache() {
-    let srv = server();
+fn redis_py_tracking_cache(layout: Layout) {
+    let srv = layout.tessera(&[]);
     run_script("redis_py_cache.py", &srv);
 }
 
-#[test]
-fn redis_py_pubsub() {
-    let srv = server();
+fn redis_py_pubsub(layout: Layout) {
+    let srv = layout.tessera(&[]);
     run_script("redis_py_pubsub.py", &srv);
 }
 
 /// redis-py as a keyspace listener (a session store's pattern): `set`,
 /// `expire`, then `expired` from active expiry on the key's keyspace
 /// channel; `expired` for keys on every shard through `run_in_thread`.
-#[test]
-fn redis_py_notify() {
-    let srv = server();
+fn redis_py_notify(layout: Layout) {
+    let srv = layout.tessera(&[]);
     run_script("redis_py_notify.py", &srv);
 }
 
 /// The `redis` crate's PubSub: subscribe, get messages published from
 /// another connection, patterns, unsubscribe.
-#[test]
-fn redis_crate_pubsub() {
-    let srv = server();
+fn redis_crate_pubsub(layout: Layout) {
+    let srv = layout.tessera(&[]);
     let mut sub_conn = srv.conn();
     let mut publisher = srv.conn();
     let mut ps = sub_conn.as_pubsub();
@@ -147,16 +136,13 @@ fn redis_crate_pubsub() {
 /// redis-py's `Lock` (acquire, extend, reacquire, release; two threads
 /// contending) and `register_script` (EVALSHA, the NOSCRIPT fallback, in a
 /// pipeline), and its function commands.
-#[test]
-fn redis_py_scripting() {
-    let srv = server();
+fn redis_py_scripting(layout: Layout) {
+    let srv = layout.tessera(&[]);
     run_script("redis_py_scripting.py", &srv);
 }
 
-const QUEUE_SHARDS: usize = 4;
-
-/// The queue's nine keys, key `i` on shard `i % 4`.
-fn queue_keys() -> Vec<String> {
+/// The queue's nine keys, key `i` on shard `i % shards`.
+fn queue_keys(shards: usize) -> Vec<String> {
     let names = [
         "q:wait",
         "q:active",
@@ -174,7 +160,7 @@ fn queue_keys() -> Vec<String> {
         .map(|(i, name)| {
             (0..10_000)
                 .map(|n| format!("{name}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), QUEUE_SHARDS) == i % QUEUE_SHARDS)
+                .find(|k| commands::table::shard_of(k.as_bytes(), shards) == i % shards)
                 .expect("a key on every shard")
         })
         .collect()
@@ -229,10 +215,9 @@ fn check_jobs(mut found: Vec<String>, jobs: usize) {
 /// concurrently by eight connections while a ninth reads every job
 /// atomically: no job is ever lost or duplicated, and the counters add up
 /// (every activation and completion happened exactly once).
-#[test]
-fn redis_crate_queue_script_across_shards() {
-    let srv = server();
-    let keys = queue_keys();
+fn redis_crate_queue_script_across_shards(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let keys = queue_keys(layout.shards);
     let jobs = 50;
     let mut con = srv.conn();
     for i in 0..jobs {
@@ -312,8 +297,17 @@ fn redis_crate_queue_script_across_shards() {
     assert_eq!(events, 100);
 }
 
-#[test]
-fn redis_py_acl() {
-    let srv = server();
+fn redis_py_acl(layout: Layout) {
+    let srv = layout.tessera(&[]);
     run_script("redis_py_acl.py", &srv);
 }
+
+per_layout!(
+    redis_py_tracking_cache,
+    redis_py_pubsub,
+    redis_py_notify,
+    redis_crate_pubsub,
+    redis_py_scripting,
+    redis_crate_queue_script_across_shards,
+    redis_py_acl,
+);

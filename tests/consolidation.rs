@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{info_field, wait_shard_threads, DataDir, Server};
+use common::{info_field, send_str, wait_shard_threads, DataDir, RawConn, Server};
 use redis::Commands;
 
 const SHARDS: usize = 3;
@@ -157,4 +157,135 @@ fn consolidation_off_keeps_a_thread_per_shard() {
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(shard_threads(&srv), SHARDS.to_string());
     exercise(&srv, "apart");
+}
+
+const BUSY: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+
+/// A consolidated server whose hub is stuck in an endless script on the
+/// shard of `busy:key`: the server, the script's connection, the idle
+/// clients (their index in the returned list says nothing), and one
+/// client that is served meanwhile with the index it had when probed.
+/// Clients whose connection lives on the script's own loop, or on the
+/// stuck hub's own, wait for the script (see `host`).
+fn stuck_hub() -> (Server, RawConn, Vec<RawConn>, RawConn, usize) {
+    let srv = Server::tessera(&["--shards", "4", "--busy-reply-threshold", "100"]);
+    // Connections spread over the threads by the kernel (SO_REUSEPORT).
+    let mut clients: Vec<RawConn> = (0..12).map(|_| srv.raw()).collect();
+    for c in &mut clients {
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+    wait_shard_threads(&srv, 1);
+
+    let mut runner = srv.raw();
+    send_str(&mut runner, &["EVAL", "while true do end", "1", "busy:key"]);
+    // A client served while the script is busy (past the threshold): one
+    // on a loop that neither runs the script nor is the stuck hub's own.
+    // FUNCTION KILL, which does not touch an EVAL script, tells: NOTBUSY
+    // until the threshold, then BUSY. A client that gets no answer within
+    // a bounded wait is on a stuck loop, and is left alone (its FUNCTION
+    // KILL is answered later).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut free = None;
+    let mut next = 0;
+    while free.is_none() && next < clients.len() {
+        assert!(
+            Instant::now() < deadline,
+            "no client was told BUSY: the script never became busy, or no loop was free"
+        );
+        let c = &mut clients[next];
+        send_str(c, &["FUNCTION", "KILL"]);
+        c.set_reply_timeout(Duration::from_secs(3));
+        match c.try_read_reply() {
+            Ok(r) if r == BUSY => free = Some(next),
+            Ok(r) => {
+                assert_eq!(r, b"-NOTBUSY No scripts in execution right now.\r\n");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(_) => next += 1,
+        }
+    }
+    let free = free.expect("some client on another loop is served while the script runs");
+    let mut c = clients.swap_remove(free);
+    c.set_reply_timeout(common::REPLY_TIMEOUT);
+    (srv, runner, clients, c, free)
+}
+
+/// A hub stuck in a long script gives its other shards' loops back to
+/// their threads: their clients are served, get `-BUSY` for the busy
+/// shard's keys, and can SCRIPT KILL it.
+#[test]
+fn a_script_stuck_on_a_hub_frees_the_other_loops() {
+    let (_srv, mut runner, mut clients, mut c, free) = stuck_hub();
+    assert_eq!(c.cmd_str(&["GET", "busy:key"]), BUSY);
+    assert_eq!(c.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = runner.read_reply();
+    let text = String::from_utf8_lossy(&r);
+    assert!(
+        text.starts_with("-ERR") && text.contains("Script killed by user with SCRIPT KILL"),
+        "{text}"
+    );
+    // Everyone is served again, including the clients that waited.
+    assert_eq!(c.cmd_str(&["GET", "busy:key"]), b"$-1\r\n");
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.set_reply_timeout(common::REPLY_TIMEOUT);
+        if i < free {
+            // Its FUNCTION KILL, answered once its loop was free again.
+            let r = c.read_reply();
+            assert!(
+                r == b"-NOTBUSY No scripts in execution right now.\r\n" || r == BUSY,
+                "{}",
+                String::from_utf8_lossy(&r)
+            );
+        }
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+/// SHUTDOWN NOSAVE from a loop the stuck hub gave back stops the script,
+/// and every shard, adopted or not, reaches the exit.
+#[test]
+fn shutdown_nosave_while_a_hub_is_stuck() {
+    let (mut srv, _runner, _clients, mut c, _) = stuck_hub();
+    send_str(&mut c, &["SHUTDOWN", "NOSAVE"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while srv.is_running() {
+        assert!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(srv);
+}
+
+/// `server-cpulist 0`: every shard thread runs on CPU 0 only, and the
+/// server serves (and consolidates) as usual.
+#[test]
+fn server_cpulist_pins_the_shard_threads() {
+    let srv = Server::tessera(&["--shards", "3", "--server-cpulist", "0"]);
+    let mut c = srv.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("server_cpulist")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["server_cpulist", "0"]);
+    let pid = info_field(&mut c, "server", "process_id");
+    let mut pinned = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        if !name.starts_with("shard-") {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        assert_eq!(cpus, "0", "{}", name.trim());
+        pinned += 1;
+    }
+    assert_eq!(pinned, 3);
+    wait_shard_threads(&srv, 1);
+    exercise(&srv, "pinned");
 }

@@ -33,6 +33,11 @@
 //! | (commands in `LATER`) | lines using commands of later issues are sent to neither server |
 //! | `@scanall CMD [KEY] ARGS...` | iterate `SCAN 0 ARGS` (or `SSCAN/HSCAN/ZSCAN KEY 0 ARGS`) to cursor 0 on both (at most 100000 calls) and compare the sorted, de-duplicated union of the elements (pairs for HSCAN/ZSCAN) |
 //!
+//! Every script runs in each layout of [`common::LAYOUTS`] (2 and 16
+//! shards, consolidated and not): one test per script and layout, e.g.
+//! `hash::s16_apart` (`cargo test --test differential -- hash::` runs the
+//! four).
+//!
 //! Run against Redis on both sides to validate the scripts themselves:
 //! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --test differential`.
 //! Run one script: `cargo test --test differential -- strings`. With
@@ -42,7 +47,10 @@
 
 mod common;
 
-use common::{encode_command, escape, reply_payload, split_aggregate, Flavor, RawConn, Server};
+use common::{
+    encode_command, escape, reply_payload, split_aggregate, Flavor, Layout, RawConn, Server,
+    LAYOUTS,
+};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -78,11 +86,50 @@ const SCRIPTS: &[&str] = &[
     "zset",
 ];
 
+/// One test per script and layout: `SCRIPT::s2`, `::s2_apart`, `::s16`,
+/// `::s16_apart` ([`common::LAYOUTS`]); the scripts after `two_shards:` run
+/// in the 2-shard layouts only.
 macro_rules! diff_tests {
-    ($($name:ident),* $(,)?) => {
-        $( #[test] fn $name() { run_script(stringify!($name)); } )*
+    ($($name:ident),* $(,)?; two_shards: $($small:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use super::{run_script, LAYOUTS};
+                #[test]
+                fn s2() {
+                    run_script(stringify!($name), LAYOUTS[0]);
+                }
+                #[test]
+                fn s2_apart() {
+                    run_script(stringify!($name), LAYOUTS[1]);
+                }
+                #[test]
+                fn s16() {
+                    run_script(stringify!($name), LAYOUTS[2]);
+                }
+                #[test]
+                fn s16_apart() {
+                    run_script(stringify!($name), LAYOUTS[3]);
+                }
+            }
+        )*
+        $(
+            mod $small {
+                use super::{run_script, LAYOUTS};
+                #[test]
+                fn s2() {
+                    run_script(stringify!($small), LAYOUTS[0]);
+                }
+                #[test]
+                fn s2_apart() {
+                    run_script(stringify!($small), LAYOUTS[1]);
+                }
+            }
+        )*
     };
 }
+// MEMORY DOCTOR's "empty instance" threshold counts the mailboxes of every
+// shard, so memory.txt (which expects Redis's empty-instance text) runs at
+// 2 shards only.
 diff_tests!(
     acl,
     bitmap,
@@ -96,7 +143,6 @@ diff_tests!(
     hll,
     keys,
     list,
-    memory,
     multi,
     notify,
     ops,
@@ -108,7 +154,8 @@ diff_tests!(
     stream,
     strings,
     tracking,
-    zset,
+    zset;
+    two_shards: memory
 );
 
 /// Longest `@sleep` a script may ask for.
@@ -414,15 +461,19 @@ struct Side {
 }
 
 impl Side {
-    fn start(name: &'static str, flavor: Flavor) -> Side {
-        // TESSERA_DIFF_ARGS="--shards 16 --shard-consolidation no" runs the
-        // scripts on another layout of Tessera's shards.
-        let extra = std::env::var("TESSERA_DIFF_ARGS").unwrap_or_default();
-        let extra: Vec<&str> = match flavor {
-            Flavor::Tessera if !common::testing_real_redis() => extra.split_whitespace().collect(),
-            _ => Vec::new(),
+    /// Starts a server; Tessera in `layout`, or with the arguments of
+    /// `TESSERA_DIFF_ARGS` if set (e.g. `--shards 64 --shard-consolidation
+    /// no`, to try another layout by hand).
+    fn start(name: &'static str, flavor: Flavor, layout: Layout) -> Side {
+        let server = match flavor {
+            Flavor::Tessera => match std::env::var("TESSERA_DIFF_ARGS") {
+                Ok(args) if !common::testing_real_redis() => {
+                    Server::start(flavor, &args.split_whitespace().collect::<Vec<_>>())
+                }
+                _ => layout.tessera(&[]),
+            },
+            Flavor::Redis => Server::start(flavor, &[]),
         };
-        let server = Server::start(flavor, &extra);
         let conn = server.raw();
         Side {
             name,
@@ -515,7 +566,7 @@ struct Mismatch {
     detail: String,
 }
 
-fn run_script(name: &str) {
+fn run_script(name: &str, layout: Layout) {
     if !common::redis_available() {
         eprintln!(
             "SKIPPED differential test '{name}': redis-server is not on PATH \
@@ -528,8 +579,8 @@ fn run_script(name: &str) {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let script = parse_script(name, &source).unwrap_or_else(|e| panic!("{e}"));
 
-    let mut tessera = Side::start("tessera", Flavor::Tessera);
-    let mut redis = Side::start("redis", Flavor::Redis);
+    let mut tessera = Side::start("tessera", Flavor::Tessera, layout);
+    let mut redis = Side::start("redis", Flavor::Redis, layout);
     let mut mismatches = Vec::new();
     let flush = [b"FLUSHALL".to_vec()];
     let mut steps_run = 0usize;

@@ -3,7 +3,9 @@
 //! `worker::mark_direct`). These tests drive that path and the ones around
 //! it: pipelines that start right behind a direct reply, half-closed and
 //! dropped connections with a direct reply in flight, and descriptor reuse.
-//! Every wait is bounded by the raw connection's reply timeout.
+//! Every test runs in each layout of [`common::LAYOUTS`] (2 and 16 shards,
+//! consolidated and not; `per_layout!`). Every wait is bounded by the raw
+//! connection's reply timeout.
 
 mod common;
 
@@ -11,15 +13,13 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use commands::table::shard_of;
-use common::{assert_bytes, encode_command, RawConn, Server};
+use common::{assert_bytes, encode_command, Layout, RawConn};
 
-const SHARDS: usize = 2;
-
-/// A key named `{prefix}{n}` on `shard`.
-fn key_on(shard: usize, prefix: &str) -> String {
+/// A key named `{prefix}{n}` on `shard` of `shards`.
+fn key_on(shards: usize, shard: usize, prefix: &str) -> String {
     (0..)
         .map(|n| format!("{prefix}{n}"))
-        .find(|k| shard_of(k.as_bytes(), SHARDS) == shard)
+        .find(|k| shard_of(k.as_bytes(), shards) == shard)
         .unwrap()
 }
 
@@ -27,9 +27,8 @@ fn bulk(v: &str) -> Vec<u8> {
     format!("${}\r\n{}\r\n", v.len(), v).into_bytes()
 }
 
-#[test]
-fn one_request_at_a_time_on_both_shards_from_many_connections() {
-    let srv = Server::tessera(&["--shards", "2"]);
+fn one_request_at_a_time_on_both_shards_from_many_connections(layout: Layout) {
+    let srv = layout.tessera(&[]);
     let addr = srv.addr();
     // Enough connections that both threads are home to some.
     let threads: Vec<_> = (0..6)
@@ -37,7 +36,10 @@ fn one_request_at_a_time_on_both_shards_from_many_connections() {
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let mut c = RawConn::connect(&addr);
-                let keys = [key_on(0, &format!("t{t}a")), key_on(1, &format!("t{t}b"))];
+                let keys = [
+                    key_on(layout.shards, 0, &format!("t{t}a")),
+                    key_on(layout.shards, 1, &format!("t{t}b")),
+                ];
                 for i in 0..400 {
                     let k = &keys[i % 2];
                     let v = format!("{t}-{i}");
@@ -62,13 +64,12 @@ fn one_request_at_a_time_on_both_shards_from_many_connections() {
     }
 }
 
-#[test]
-fn requests_sent_right_behind_a_reply_are_answered() {
+fn requests_sent_right_behind_a_reply_are_answered(layout: Layout) {
     // The home thread gets a direct batch back without a wake-up; a request
     // queued behind it must still be answered (the home asks to be woken).
-    let srv = Server::tessera(&["--shards", "2"]);
-    let k0 = key_on(0, "near");
-    let k1 = key_on(1, "far");
+    let srv = layout.tessera(&[]);
+    let k0 = key_on(layout.shards, 0, "near");
+    let k1 = key_on(layout.shards, 1, "far");
     let mut c = srv.raw();
     assert_bytes(&c.cmd_str(&["SET", &k0, "zero"]), b"+OK\r\n");
     assert_bytes(&c.cmd_str(&["SET", &k1, "one"]), b"+OK\r\n");
@@ -86,11 +87,10 @@ fn requests_sent_right_behind_a_reply_are_answered() {
     }
 }
 
-#[test]
-fn half_closed_connections_get_their_reply_then_close() {
-    let srv = Server::tessera(&["--shards", "2"]);
-    let k0 = key_on(0, "hc");
-    let k1 = key_on(1, "hc");
+fn half_closed_connections_get_their_reply_then_close(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let k0 = key_on(layout.shards, 0, "hc");
+    let k1 = key_on(layout.shards, 1, "hc");
     let mut c = srv.raw();
     assert_bytes(&c.cmd_str(&["SET", &k0, "a"]), b"+OK\r\n");
     assert_bytes(&c.cmd_str(&["SET", &k1, "b"]), b"+OK\r\n");
@@ -108,15 +108,17 @@ fn half_closed_connections_get_their_reply_then_close() {
     }
 }
 
-#[test]
-fn a_dropped_connection_never_receives_into_a_new_one() {
+fn a_dropped_connection_never_receives_into_a_new_one(layout: Layout) {
     // A client that goes away while the other shard writes its (large)
     // reply: the socket stays open until the batch is back, so the write
     // can never land on a newer connection given the same descriptor.
-    let srv = Server::tessera(&["--shards", "2"]);
+    let srv = layout.tessera(&[]);
     let big = "x".repeat(2 << 20);
     let mut c = srv.raw();
-    let bigs = [key_on(0, "big"), key_on(1, "big")];
+    let bigs = [
+        key_on(layout.shards, 0, "big"),
+        key_on(layout.shards, 1, "big"),
+    ];
     for k in &bigs {
         assert_bytes(&c.cmd_str(&["SET", k, &big]), b"+OK\r\n");
     }
@@ -135,14 +137,13 @@ fn a_dropped_connection_never_receives_into_a_new_one() {
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
-#[test]
-fn big_replies_written_in_part_by_the_other_shard_arrive_whole() {
+fn big_replies_written_in_part_by_the_other_shard_arrive_whole(layout: Layout) {
     // The shard writes what the socket takes; the home thread writes the
     // rest.
-    let srv = Server::tessera(&["--shards", "2"]);
+    let srv = layout.tessera(&[]);
     let mut c = srv.raw();
     for (i, shard) in [0, 1, 1, 0].into_iter().enumerate() {
-        let k = key_on(shard, &format!("part{i}"));
+        let k = key_on(layout.shards, shard, &format!("part{i}"));
         let v: String = (0..(3 << 20) + i)
             .map(|j| (b'a' + (j % 26) as u8) as char)
             .collect();
@@ -160,16 +161,18 @@ fn big_replies_written_in_part_by_the_other_shard_arrive_whole() {
 /// single-key requests hop, MGETs coordinate both shards, and a blocked
 /// BLPOP is served from the other shard's thread: a doorbell lost during a
 /// nap would leave a reply unsent and time the read out.
-#[test]
-fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
-    let srv = Server::tessera(&["--shards", "2"]);
+fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap(layout: Layout) {
+    let srv = layout.tessera(&[]);
     let addr = srv.addr();
     let threads: Vec<_> = (0..40)
         .map(|t| {
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let mut c = RawConn::connect(&addr);
-                let keys = [key_on(0, &format!("n{t}a")), key_on(1, &format!("n{t}b"))];
+                let keys = [
+                    key_on(layout.shards, 0, &format!("n{t}a")),
+                    key_on(layout.shards, 1, &format!("n{t}b")),
+                ];
                 for i in 0..300 {
                     let k = &keys[i % 2];
                     let v = format!("{t}-{i}");
@@ -182,7 +185,7 @@ fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
                 }
                 // Pairs: the even client blocks on a list, the odd one
                 // pushes to it (pairs' lists on both shards).
-                let list = key_on((t / 2) % 2, &format!("l{}-", t / 2));
+                let list = key_on(layout.shards, (t / 2) % 2, &format!("l{}-", t / 2));
                 if t % 2 == 0 {
                     let r = c.cmd_str(&["BLPOP", &list, "10"]);
                     assert_bytes(&r, &[&b"*2\r\n"[..], &bulk(&list), &bulk("x")].concat());
@@ -197,3 +200,12 @@ fn forty_clients_at_pipeline_one_get_every_reply_while_threads_nap() {
         t.join().unwrap();
     }
 }
+
+per_layout!(
+    one_request_at_a_time_on_both_shards_from_many_connections,
+    requests_sent_right_behind_a_reply_are_answered,
+    half_closed_connections_get_their_reply_then_close,
+    a_dropped_connection_never_receives_into_a_new_one,
+    big_replies_written_in_part_by_the_other_shard_arrive_whole,
+    forty_clients_at_pipeline_one_get_every_reply_while_threads_nap,
+);

@@ -14,10 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{testing_real_redis, Server};
-
-/// Shards of every Tessera started here.
-const SHARDS: usize = 3;
+use common::{testing_real_redis, Layout, Server};
 
 fn server(extra: &[&str]) -> Server {
     let mut args = if testing_real_redis() {
@@ -29,8 +26,15 @@ fn server(extra: &[&str]) -> Server {
     Server::tessera(&args)
 }
 
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    common::keys_across_shards(prefix, count, SHARDS)
+/// Tessera in `layout` followed by `extra`: the multi-shard tests run in
+/// each of [`common::LAYOUTS`] (`per_layout!`).
+fn server_in(layout: Layout, extra: &[&str]) -> Server {
+    layout.tessera(extra)
+}
+
+/// `count` keys, the i-th on shard `i % layout.shards`.
+fn keys_in(layout: Layout, prefix: &str, count: usize) -> Vec<String> {
+    common::keys_across_shards(prefix, count, layout.shards)
 }
 
 fn cmd<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
@@ -80,11 +84,10 @@ fn add_points(con: &mut redis::Connection, key: &str) {
 
 /// Every store form, with the destination on each shard in turn: the
 /// stored set equals the one stored next to the source.
-#[test]
-fn stores_into_other_shards_equal_stores_on_one_shard() {
-    let srv = server(&[]);
+fn stores_into_other_shards_equal_stores_on_one_shard(layout: Layout) {
+    let srv = server_in(layout, &[]);
     let mut con = srv.conn();
-    let [src, d1, d2] = <[String; 3]>::try_from(keys_across_shards("g", 3)).unwrap();
+    let [src, d1, d2] = <[String; 3]>::try_from(keys_in(layout, "g", 3)).unwrap();
     // The reference: source and destination share a hash tag.
     let (rsrc, rdst) = ("{r}src", "{r}dst");
     add_points(&mut con, &src);
@@ -225,11 +228,10 @@ fn stores_into_other_shards_equal_stores_on_one_shard() {
 
 /// Errors found while parsing or on the source leave the destination on
 /// the other shard as it was.
-#[test]
-fn failed_stores_across_shards_change_nothing() {
-    let srv = server(&[]);
+fn failed_stores_across_shards_change_nothing(layout: Layout) {
+    let srv = server_in(layout, &[]);
     let mut con = srv.conn();
-    let [src, dst, s] = <[String; 3]>::try_from(keys_across_shards("e", 3)).unwrap();
+    let [src, dst, s] = <[String; 3]>::try_from(keys_in(layout, "e", 3)).unwrap();
     add_points(&mut con, &src);
     let _: () = cmd(&mut con, &["SET", &dst, "keep"]);
     let _: () = cmd(&mut con, &["SET", &s, "a string"]);
@@ -264,12 +266,11 @@ fn failed_stores_across_shards_change_nothing() {
 
 /// A cross-shard store is one command to other clients: it fails a WATCH
 /// on the destination's shard, and runs inside MULTI/EXEC.
-#[test]
-fn stores_across_shards_are_atomic_commands() {
-    let srv = server(&[]);
+fn stores_across_shards_are_atomic_commands(layout: Layout) {
+    let srv = server_in(layout, &[]);
     let mut con = srv.conn();
     let mut other = srv.conn();
-    let [src, dst] = <[String; 2]>::try_from(keys_across_shards("w", 2)).unwrap();
+    let [src, dst] = <[String; 2]>::try_from(keys_in(layout, "w", 2)).unwrap();
     add_points(&mut con, &src);
     let _: () = cmd(&mut con, &["WATCH", &dst]);
     let n: i64 = cmd(
@@ -305,11 +306,10 @@ fn stores_across_shards_are_atomic_commands() {
     assert_eq!(got[2], "Marsala");
 }
 
+/// A fresh directory of its own (the same test runs in several layouts
+/// at once, so a name per process is not enough).
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-geo-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::unique_temp_dir(name)
 }
 
 /// The same GEO writes on a server with an AOF; the incremental file.
@@ -393,3 +393,9 @@ fn propagation_matches_redis() {
         String::from_utf8_lossy(&theirs)
     );
 }
+
+per_layout!(
+    stores_into_other_shards_equal_stores_on_one_shard,
+    failed_stores_across_shards_change_nothing,
+    stores_across_shards_are_atomic_commands,
+);

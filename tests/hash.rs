@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::{assert_bytes, testing_real_redis, Server};
+use common::{assert_bytes, testing_real_redis, Layout, Server};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
@@ -31,6 +31,12 @@ fn server() -> Server {
     } else {
         Server::tessera(&["--shards", &SHARDS.to_string()])
     }
+}
+
+/// Tessera in `layout`: the multi-shard test runs in each of
+/// [`common::LAYOUTS`] (`per_layout!`).
+fn server_in(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 #[test]
@@ -113,23 +119,22 @@ fn encodings_follow_the_thresholds() {
     assert_eq!(got, HashMap::from([("f".to_string(), long)]));
 }
 
-#[test]
-fn multi_spans_shards() {
-    let s = server();
+fn multi_spans_shards(layout: Layout) {
+    let s = server_in(layout);
     let mut c = s.conn();
-    // Keys chosen to land on different shards of three.
-    let keys = ["h:a", "h:b", "h:c", "h:d", "h:e", "h:f"];
+    // Keys on different shards.
+    let keys = common::keys_across_shards("h:", 6, layout.shards);
     let mut pipe = redis::pipe();
     pipe.atomic();
     for (i, k) in keys.iter().enumerate() {
-        pipe.cmd("HSET").arg(*k).arg("n").arg(i);
-        pipe.cmd("HINCRBY").arg(*k).arg("n").arg(10);
+        pipe.cmd("HSET").arg(k).arg("n").arg(i);
+        pipe.cmd("HINCRBY").arg(k).arg("n").arg(10);
     }
     let replies: Vec<i64> = pipe.query(&mut c).unwrap();
     let want: Vec<i64> = (0..keys.len() as i64).flat_map(|i| [1, i + 10]).collect();
     assert_eq!(replies, want);
     for (i, k) in keys.iter().enumerate() {
-        let v: i64 = redis::cmd("HGET").arg(*k).arg("n").query(&mut c).unwrap();
+        let v: i64 = redis::cmd("HGET").arg(k).arg("n").query(&mut c).unwrap();
         assert_eq!(v, i as i64 + 10);
     }
 }
@@ -472,3 +477,5 @@ fn random_operations_agree_with_a_model() {
         run_model(seed);
     }
 }
+
+per_layout!(multi_spans_shards,);

@@ -12,10 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{testing_real_redis, Server};
-
-/// Shards of every Tessera started here.
-const SHARDS: usize = 3;
+use common::{testing_real_redis, Layout, Server};
 
 fn server(extra: &[&str]) -> Server {
     let mut args = if testing_real_redis() {
@@ -27,8 +24,15 @@ fn server(extra: &[&str]) -> Server {
     Server::tessera(&args)
 }
 
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    common::keys_across_shards(prefix, count, SHARDS)
+/// Tessera in `layout` followed by `extra`: the multi-shard tests run in
+/// each of [`common::LAYOUTS`] (`per_layout!`).
+fn server_in(layout: Layout, extra: &[&str]) -> Server {
+    layout.tessera(extra)
+}
+
+/// `count` keys, the i-th on shard `i % layout.shards`.
+fn keys_in(layout: Layout, prefix: &str, count: usize) -> Vec<String> {
+    common::keys_across_shards(prefix, count, layout.shards)
 }
 
 fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&[u8]]) -> T {
@@ -58,14 +62,13 @@ fn registers(con: &mut redis::Connection, key: &str) -> Vec<i64> {
     cmd(con, &["PFDEBUG", "GETREG", key])
 }
 
-#[test]
-fn count_and_merge_across_shards() {
-    let srv = server(&[]);
+fn count_and_merge_across_shards(layout: Layout) {
+    let srv = server_in(layout, &[]);
     let mut con = srv.conn();
     // Six sources, two on each shard, of overlapping ranges; `all` gets
     // every element, so its registers are the union's.
-    let src = keys_across_shards("src", 6);
-    let [dest, all, fresh] = <[String; 3]>::try_from(keys_across_shards("d", 3)).unwrap();
+    let src = keys_in(layout, "src", 6);
+    let [dest, all, fresh] = <[String; 3]>::try_from(keys_in(layout, "d", 3)).unwrap();
     for (i, k) in src.iter().enumerate() {
         // The last one dense: 3000 elements.
         let n = if i == 5 { 3000 } else { 200 };
@@ -138,18 +141,17 @@ fn count_and_merge_across_shards() {
     assert!(cmd::<i64>(&mut con, &["PFCOUNT", &fresh]) >= union);
 
     // A destination alone is created, on any shard.
-    for k in keys_across_shards("only", 3) {
+    for k in keys_in(layout, "only", 3) {
         assert_eq!(cmd::<String>(&mut con, &["PFMERGE", &k]), "OK");
         assert_eq!(cmd::<i64>(&mut con, &["PFCOUNT", &k]), 0);
         assert_eq!(cmd::<i64>(&mut con, &["STRLEN", &k]), 18);
     }
 }
 
-#[test]
-fn errors_across_shards_change_nothing() {
-    let srv = server(&[]);
+fn errors_across_shards_change_nothing(layout: Layout) {
+    let srv = server_in(layout, &[]);
     let mut con = srv.conn();
-    let [a, s, l, dest, c] = <[String; 5]>::try_from(keys_across_shards("e", 5)).unwrap();
+    let [a, s, l, dest, c] = <[String; 5]>::try_from(keys_in(layout, "e", 5)).unwrap();
     let _: i64 = cmd(&mut con, &["PFADD", &a, "x", "y"]);
     let _: () = cmd(&mut con, &["SET", &s, "not a sketch"]);
     let _: i64 = cmd(&mut con, &["RPUSH", &l, "x"]);
@@ -171,11 +173,10 @@ fn errors_across_shards_change_nothing() {
     assert_eq!(raw.cmd_str(&["EXISTS", &dest]), b":0\r\n");
 }
 
+/// A fresh directory of its own (the same test runs in several layouts
+/// at once, so a name per process is not enough).
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-hll-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::unique_temp_dir(name)
 }
 
 fn incr_aof(dir: &Path) -> Vec<u8> {
@@ -236,13 +237,12 @@ fn propagation_matches_redis() {
     );
 }
 
-#[test]
-fn sketches_survive_a_restart_byte_for_byte() {
+fn sketches_survive_a_restart_byte_for_byte(layout: Layout) {
     let dir = tmp_dir("rdb");
     let d = dir.to_str().unwrap();
-    let keys = keys_across_shards("keep", 3);
+    let keys = keys_in(layout, "keep", 3);
     let before: Vec<Vec<u8>> = {
-        let srv = server(&["--dir", d]);
+        let srv = server_in(layout, &["--dir", d]);
         let mut con = srv.conn();
         for (i, k) in keys.iter().enumerate() {
             pfadd(&mut con, k, (0..(i + 1) * 1500).map(|j| format!("{j}")));
@@ -251,7 +251,7 @@ fn sketches_survive_a_restart_byte_for_byte() {
         let _: String = cmd(&mut con, &["SAVE"]);
         keys.iter().map(|k| cmd(&mut con, &["GET", k])).collect()
     };
-    let srv = server(&["--dir", d]);
+    let srv = server_in(layout, &["--dir", d]);
     let mut con = srv.conn();
     for (k, bytes) in keys.iter().zip(&before) {
         let now: Vec<u8> = cmd(&mut con, &["GET", k]);
@@ -304,7 +304,21 @@ fn degenerate_dense_sketch_counts_as_redis() {
 
 #[test]
 fn selftest_passes() {
+    use std::io::{Read, Write};
+    // PFSELFTEST runs for seconds in a debug build (6 s on a loaded 2-core
+    // machine), longer than the harness allows one read; its own deadline.
+    const SELFTEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
     let srv = server(&[]);
-    let mut raw = srv.raw();
-    assert_eq!(raw.cmd_str(&["PFSELFTEST"]), b"+OK\r\n");
+    let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
+    s.set_read_timeout(Some(SELFTEST_DEADLINE)).unwrap();
+    s.write_all(b"*1\r\n$10\r\nPFSELFTEST\r\n").unwrap();
+    let mut reply = [0u8; 5];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+OK\r\n");
 }
+
+per_layout!(
+    count_and_merge_across_shards,
+    errors_across_shards_change_nothing,
+    sketches_survive_a_restart_byte_for_byte,
+);

@@ -8,6 +8,9 @@
 //! arity) to Tessera and to a real `redis-server` and compares the reply
 //! bytes.
 //!
+//! Every test runs in each layout of [`common::LAYOUTS`] (2 and 16 shards,
+//! consolidated and not; `per_layout!`).
+//!
 //! Validate against Redis (everything must pass there too):
 //! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --test list`
 //! (Redis gets no `--shards`).
@@ -16,31 +19,12 @@ mod common;
 
 use std::collections::VecDeque;
 
-use common::{escape, redis_available, testing_real_redis, RawConn, Server};
+use common::{escape, redis_available, Layout, RawConn, Server};
 use redis::{Commands, Connection, RedisResult, Value};
 
-const SHARDS: usize = 3;
-
-fn start() -> Server {
-    if testing_real_redis() {
-        Server::tessera(&[])
-    } else {
-        Server::tessera(&["--shards", &SHARDS.to_string()])
-    }
-}
-
-/// `count` key names starting with `prefix`, the i-th on shard
-/// `i % SHARDS`, so consecutive keys are on different shards.
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let want = i % SHARDS;
-            (0..10_000)
-                .map(|n| format!("{prefix}{i}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
-                .expect("a key on every shard")
-        })
-        .collect()
+/// Tessera in `layout` (every test runs in each of [`common::LAYOUTS`]).
+fn start(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 fn range(c: &mut Connection, k: &str) -> Vec<String> {
@@ -59,11 +43,10 @@ fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
 }
 
-#[test]
-fn lmove_between_shards() {
-    let s = start();
+fn lmove_between_shards(layout: Layout) {
+    let s = start(layout);
     let mut c = s.conn();
-    let k = keys_across_shards("mv", 3);
+    let k = common::keys_across_shards("mv", 3, layout.shards);
     let (src, dst, other) = (&k[0], &k[1], &k[2]);
     let _: () = c.rpush(src, &["a", "b", "c"]).unwrap();
     assert_eq!(
@@ -111,11 +94,10 @@ fn lmove_between_shards() {
     assert_eq!(range(&mut c, other), ["a", "c"]);
 }
 
-#[test]
-fn lmpop_and_blpop_over_shards() {
-    let s = start();
+fn lmpop_and_blpop_over_shards(layout: Layout) {
+    let s = start(layout);
     let mut c = s.conn();
-    let k = keys_across_shards("mp", 3);
+    let k = common::keys_across_shards("mp", 3, layout.shards);
     let _: () = c.rpush(&k[1], &["1", "2", "3"]).unwrap();
     let _: () = c.rpush(&k[2], &["x", "y"]).unwrap();
     let r = cmd(
@@ -177,9 +159,8 @@ fn lmpop_and_blpop_over_shards() {
     assert_eq!(r, Value::Array(vec![Value::Nil, Value::Nil]));
 }
 
-#[test]
-fn large_list() {
-    let s = start();
+fn large_list(layout: Layout) {
+    let s = start(layout);
     let mut c = s.conn();
     const N: usize = 200_000;
     const BATCH: usize = 1000;
@@ -276,11 +257,10 @@ fn clamp(len: usize, s: i64, e: i64) -> (usize, usize) {
     (s as usize, (e - s + 1) as usize)
 }
 
-#[test]
-fn random_operations_match_a_model() {
+fn random_operations_match_a_model(layout: Layout) {
     const OPS: usize = 4000;
     const SEEDS: [u64; 3] = [1, 7, 2024];
-    let s = start();
+    let s = start(layout);
     let mut c = s.conn();
     for (round, seed) in SEEDS.into_iter().enumerate() {
         // Small nodes so a few hundred elements already span many nodes.
@@ -292,7 +272,7 @@ fn random_operations_match_a_model() {
             .query(&mut c)
             .unwrap();
         let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
-        let keys = keys_across_shards(&format!("r{seed}."), 3);
+        let keys = common::keys_across_shards(&format!("r{seed}."), 3, layout.shards);
         let mut model: Vec<VecDeque<String>> = vec![VecDeque::new(); keys.len()];
         let mut r = Rng::new(seed);
         for step in 0..OPS {
@@ -602,19 +582,18 @@ fn random_command(r: &mut Rng, keys: &[String]) -> Vec<String> {
     c
 }
 
-#[test]
-fn random_commands_match_redis_bytes() {
+fn random_commands_match_redis_bytes(layout: Layout) {
     if !redis_available() {
         eprintln!("SKIPPED random_commands_match_redis_bytes: redis-server is not on PATH");
         return;
     }
     const STEPS: usize = 3000;
     const SEED: u64 = 0x1157;
-    let tessera = start();
+    let tessera = start(layout);
     let redis = Server::redis(&[]);
     let mut t = RawConn::connect(&tessera.addr());
     let mut rd = RawConn::connect(&redis.addr());
-    let mut keys = keys_across_shards("rb", 3);
+    let mut keys = common::keys_across_shards("rb", 3, layout.shards);
     keys.push("str".into());
     let mut both = |args: &[String]| -> (Vec<u8>, Vec<u8>) {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
@@ -660,3 +639,11 @@ fn random_commands_match_redis_bytes() {
         assert_eq!(escape(&a, 10_000), escape(&b, 10_000), "final {k}");
     }
 }
+
+per_layout!(
+    lmove_between_shards,
+    lmpop_and_blpop_over_shards,
+    large_list,
+    random_operations_match_a_model,
+    random_commands_match_redis_bytes,
+);

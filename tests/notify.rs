@@ -1,7 +1,8 @@
 //! Keyspace notifications (issue 22.4) where a byte-for-byte script cannot
 //! reach: `expired` from active expiry (no client touches the keys),
 //! `evicted` under `maxmemory`, and multi-key commands whose keys live on
-//! different shards (three, one thread each), compared with a real
+//! different shards (in each layout of [`common::LAYOUTS`]: 2 and 16 shards,
+//! consolidated and not), compared with a real
 //! redis-server as the *set* of events each command emits (across shards
 //! Tessera may publish one shard's events before another's). Blocked
 //! clients served by a later push are among them. Byte-exact events with
@@ -14,59 +15,16 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    info_field, redis_available, reply_payload, split_aggregate, testing_real_redis, RawConn,
-    Server,
+    info_field, redis_available, reply_payload, split_aggregate, Layout, RawConn, Server,
 };
 
-const SHARDS: usize = 3;
 /// The channel a step's marker is published on: everything the listener
 /// got before it belongs to the step.
 const MARKER: &str = "__keyspace@0__:~marker~";
 
-fn server() -> Server {
-    if testing_real_redis() {
-        return Server::tessera(&[]);
-    }
-    let n = SHARDS.to_string();
-    Server::tessera(&["--shards", &n, "--shard-consolidation", "no"])
-}
-
-/// Redis Cluster's key slot (CRC16/XMODEM of the key or its hash tag).
-fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&c| c == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let close = rest.iter().position(|&c| c == b'}')?;
-        (close > 0).then(|| &rest[..close])
-    });
-    let mut crc: u16 = 0;
-    for &b in tagged.unwrap_or(key) {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc & 0x3fff
-}
-
-/// Tessera's shard of `key` among `SHARDS` (`commands::table::shard_of`).
-fn shard_of(key: &str) -> usize {
-    key_slot(key.as_bytes()) as usize * SHARDS / 16384
-}
-
-/// A key on each shard, named `<prefix><i>`.
-fn keys_on_each_shard(prefix: &str) -> Vec<String> {
-    (0..SHARDS)
-        .map(|s| {
-            (0..10_000)
-                .map(|i| format!("{prefix}{i}"))
-                .find(|k| shard_of(k) == s)
-                .expect("a key on every shard")
-        })
-        .collect()
+/// Tessera in `layout` (every test runs in each of [`common::LAYOUTS`]).
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 /// A connection listening on every keyspace and keyevent channel.
@@ -102,12 +60,11 @@ fn set_events(s: &Server, flags: &str) {
 
 /// A key with a short TTL that nobody reads again is deleted by active
 /// expiry, and a listener sees `expired` for it, on every shard.
-#[test]
-fn expired_from_active_expiry() {
-    let s = server();
+fn expired_from_active_expiry(layout: Layout) {
+    let s = server(layout);
     set_events(&s, "Ex");
     let mut l = Listener::new(&s);
-    let keys = keys_on_each_shard("exp");
+    let keys = common::keys_across_shards("exp", layout.shards, layout.shards);
     let mut c = s.raw();
     for k in &keys {
         assert_eq!(c.cmd_str(&["SET", k, "v", "PX", "50"]), b"+OK\r\n");
@@ -127,11 +84,10 @@ fn expired_from_active_expiry() {
 
 /// Keys evicted under `maxmemory` each get one `evicted` event, and every
 /// event names a key that is gone.
-#[test]
-fn evicted_under_maxmemory() {
+fn evicted_under_maxmemory(layout: Layout) {
     const KEYS: usize = 2000;
     const VALUE: usize = 1000;
-    let s = server();
+    let s = server(layout);
     set_events(&s, "Ee");
     let mut l = Listener::new(&s);
     let mut c = s.conn();
@@ -279,16 +235,15 @@ impl Side {
 /// Multi-key commands across shards emit the events Redis emits (as a
 /// set per command), `new` included, in and out of MULTI, and for
 /// blocked clients served by a later push.
-#[test]
-fn multi_shard_commands_emit_redis_events() {
+fn multi_shard_commands_emit_redis_events(layout: Layout) {
     if !redis_available() {
         eprintln!("SKIPPED multi_shard_commands_emit_redis_events: no redis-server");
         return;
     }
-    let k = keys_on_each_shard("k");
-    let mut tessera = Side::new(server());
+    let k = common::keys_across_shards("k", 3, layout.shards);
+    let mut tessera = Side::new(server(layout));
     let mut redis = Side::new(Server::redis(&[]));
-    // `%0` `%1` `%2`: a key on shard 0, 1, 2.
+    // `%0` `%1` `%2`: keys on shards 0, 1, 2 (0, 1, 0 with 2 shards).
     let script: &[&str] = &[
         "MSET %0 1 %1 2 %2 3",
         "DEL %0 %1 %2 %0",
@@ -374,3 +329,9 @@ fn multi_shard_commands_emit_redis_events() {
         assert_eq!(t, r, "{line} (keys {k:?}): tessera, then redis");
     }
 }
+
+per_layout!(
+    expired_from_active_expiry,
+    evicted_under_maxmemory,
+    multi_shard_commands_emit_redis_events,
+);

@@ -5,21 +5,20 @@
 //! clients on every thread; SLOWLOG names clients of other threads.
 //! Byte-exact replies are in `tests/diff/ops.txt`.
 //!
-//! Servers run 4 shards on separate threads (`shard-consolidation no`), so
-//! a handful of connections land on several threads. Every read has the
+//! Most tests run in each layout of [`common::LAYOUTS`] (2 and 16 shards,
+//! consolidated and not; `per_layout!`), so a handful of connections land
+//! on several threads. Every read has the
 //! harness's deadline; every loop is bounded by a count.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{testing_real_redis, RawConn, Server};
+use common::{Layout, RawConn, Server};
 
-fn server() -> Server {
-    if testing_real_redis() {
-        return Server::tessera(&[]);
-    }
-    Server::tessera(&["--shards", "4", "--shard-consolidation", "no"])
+/// Tessera in `layout` (every test runs in each of [`common::LAYOUTS`]).
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 fn port_of(c: &RawConn) -> u16 {
@@ -33,11 +32,10 @@ fn monitor_lines(m: &mut RawConn, n: usize) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn monitor_sees_every_thread_in_order() {
+fn monitor_sees_every_thread_in_order(layout: Layout) {
     const CLIENTS: usize = 6;
     const CMDS: usize = 20;
-    let s = server();
+    let s = server(layout);
     let mut m = s.raw();
     assert_eq!(m.cmd_str(&["MONITOR"]), b"+OK\r\n");
     let mut clients: Vec<RawConn> = (0..CLIENTS).map(|_| s.raw()).collect();
@@ -77,9 +75,8 @@ fn monitor_sees_every_thread_in_order() {
     m.assert_silent(Duration::from_millis(100));
 }
 
-#[test]
-fn monitor_shows_transactions_and_scripts_as_redis() {
-    let s = server();
+fn monitor_shows_transactions_and_scripts_as_redis(layout: Layout) {
+    let s = server(layout);
     let mut m = s.raw();
     assert_eq!(m.cmd_str(&["MONITOR"]), b"+OK\r\n");
     let mut c = s.raw();
@@ -119,10 +116,9 @@ fn wait_blocked(c: &mut RawConn, n: u64) {
     panic!("never {n} blocked clients");
 }
 
-#[test]
-fn pause_write_holds_writes_in_order_and_lets_reads_through() {
+fn pause_write_holds_writes_in_order_and_lets_reads_through(layout: Layout) {
     const WRITERS: usize = 4;
-    let s = server();
+    let s = server(layout);
     let mut admin = s.raw();
     assert_eq!(admin.cmd_str(&["SET", "k", "0"]), b"+OK\r\n");
     assert_eq!(
@@ -176,9 +172,8 @@ fn pause_write_holds_writes_in_order_and_lets_reads_through() {
     assert_eq!(blocked_clients(&mut admin), 0);
 }
 
-#[test]
-fn pause_ends_by_itself_and_all_holds_reads() {
-    let s = server();
+fn pause_ends_by_itself_and_all_holds_reads(layout: Layout) {
+    let s = server(layout);
     let mut admin = s.raw();
     // ALL holds reads too; the pause ends when its time is up, without an
     // UNPAUSE.
@@ -217,9 +212,8 @@ fn pause_ends_by_itself_and_all_holds_reads() {
     assert_eq!(e.read_reply(), b":2\r\n");
 }
 
-#[test]
-fn client_kill_filters_reach_every_thread() {
-    let s = server();
+fn client_kill_filters_reach_every_thread(layout: Layout) {
+    let s = server(layout);
     let mut admin = s.raw();
     let mut victims: Vec<RawConn> = (0..6).map(|_| s.raw()).collect();
     for v in &mut victims {
@@ -283,10 +277,9 @@ fn client_kill_filters_reach_every_thread() {
         .expect("killed itself");
 }
 
-#[test]
-fn slowlog_names_clients_of_every_thread() {
+fn slowlog_names_clients_of_every_thread(layout: Layout) {
     const CLIENTS: usize = 5;
-    let s = server();
+    let s = server(layout);
     let mut admin = s.raw();
     assert_eq!(
         admin.cmd_str(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
@@ -402,3 +395,12 @@ fn rename_command_in_the_config_file() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+per_layout!(
+    monitor_sees_every_thread_in_order,
+    monitor_shows_transactions_and_scripts_as_redis,
+    pause_write_holds_writes_in_order_and_lets_reads_through,
+    pause_ends_by_itself_and_all_holds_reads,
+    client_kill_filters_reach_every_thread,
+    slowlog_names_clients_of_every_thread,
+);

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{assert_bytes, encode_command, escape, testing_real_redis, RawConn, Server};
+use common::{assert_bytes, encode_command, escape, testing_real_redis, Layout, RawConn, Server};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -24,9 +24,16 @@ const CLOSE_WAIT: Duration = Duration::from_secs(20);
 /// Size of each big value.
 const BIG: usize = 1 << 20;
 
-/// A server with several shards when it is Tessera (replies then also
-/// come from other threads), plain when it is Redis.
-fn server() -> Server {
+/// Tessera in `layout` (replies then also come from other threads; every
+/// test using it runs in each of [`common::LAYOUTS`]), plain Redis when
+/// validating.
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
+}
+
+/// 3 shards, for the tests that wait out limits in seconds (they would
+/// cost their waits once per layout).
+fn server_3() -> Server {
     if testing_real_redis() {
         Server::tessera(&[])
     } else {
@@ -137,9 +144,8 @@ fn drain_to_close(c: &mut RawConn) -> usize {
     }
 }
 
-#[test]
-fn hard_limit_closes_a_client_that_does_not_read() {
-    let srv = server();
+fn hard_limit_closes_a_client_that_does_not_read(layout: Layout) {
+    let srv = server(layout);
     let mut admin = srv.raw();
     load_big(&mut admin, 6);
     set_limit(&mut admin, "normal 10mb 5mb 1");
@@ -171,7 +177,7 @@ fn hard_limit_closes_a_client_that_does_not_read() {
 
 #[test]
 fn soft_limit_closes_a_client_that_stays_above_it() {
-    let srv = server();
+    let srv = server_3();
     let mut admin = srv.raw();
     load_big(&mut admin, 3);
     // No hard limit: only staying above 2 MB for more than a second counts.
@@ -200,7 +206,7 @@ fn soft_limit_closes_a_client_that_stays_above_it() {
 
 #[test]
 fn a_client_that_reads_in_time_is_not_closed() {
-    let srv = server();
+    let srv = server_3();
     let mut admin = srv.raw();
     load_big(&mut admin, 4);
     // Above the soft limit for a moment each round, far below 30 seconds.
@@ -225,9 +231,8 @@ fn a_client_that_reads_in_time_is_not_closed() {
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
-#[test]
-fn one_huge_reply_past_the_hard_limit_closes_the_client() {
-    let srv = server();
+fn one_huge_reply_past_the_hard_limit_closes_the_client(layout: Layout) {
+    let srv = server(layout);
     let mut admin = srv.raw();
     // A list whose LRANGE reply is about 8 MB.
     let item = vec![b'x'; 1000];
@@ -250,9 +255,8 @@ fn one_huge_reply_past_the_hard_limit_closes_the_client() {
     assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
-#[test]
-fn client_list_and_info_show_real_buffer_figures() {
-    let srv = server();
+fn client_list_and_info_show_real_buffer_figures(layout: Layout) {
+    let srv = server(layout);
     let mut admin = srv.raw();
     load_big(&mut admin, 2);
     let mut slow = srv.raw();
@@ -312,7 +316,7 @@ fn client_list_and_info_show_real_buffer_figures() {
 
 #[test]
 fn client_output_buffer_limit_through_config_get_and_set() {
-    let srv = server();
+    let srv = server_3();
     let mut c = srv.raw();
     let get = |c: &mut RawConn| {
         let r = c.cmd_str(&["CONFIG", "GET", "client-output-buffer-limit"]);
@@ -395,3 +399,9 @@ fn unauthenticated_request_limits() {
         .collect();
     assert_bytes(&c.cmd(&args), b":0\r\n");
 }
+
+per_layout!(
+    hard_limit_closes_a_client_that_does_not_read,
+    one_huge_reply_past_the_hard_limit_closes_the_client,
+    client_list_and_info_show_real_buffer_figures,
+);

@@ -4,8 +4,10 @@
 //! everyone else gets every message. Byte-exact replies are in
 //! `tests/diff/pubsub.txt`; real clients in `tests/clients.rs`.
 //!
-//! Every server runs its shards on separate threads (`shard-consolidation
-//! no`) unless said otherwise, so subscribers and publishers sit on
+//! The fan-out, visibility and ordering tests run in each layout of
+//! [`common::LAYOUTS`] (2 and 16 shards, consolidated and not;
+//! `per_layout!`); the others run their shards on separate threads
+//! (`shard-consolidation no`), so subscribers and publishers sit on
 //! different threads. Every reply has the harness's deadline; loops are
 //! bounded by counts.
 
@@ -16,15 +18,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{encode_command, testing_real_redis, RawConn, Server};
+use common::{encode_command, testing_real_redis, Layout, RawConn, Server};
 
 fn server(shards: usize, consolidation: bool) -> Server {
-    if testing_real_redis() {
-        return Server::tessera(&[]);
-    }
-    let n = shards.to_string();
-    let c = if consolidation { "yes" } else { "no" };
-    Server::tessera(&["--shards", &n, "--shard-consolidation", c])
+    Layout::new(shards, consolidation).tessera(&[])
 }
 
 fn message(channel: &str, payload: &str) -> Vec<u8> {
@@ -48,11 +45,11 @@ fn pmessage(pattern: &str, channel: &str, payload: &str) -> Vec<u8> {
 
 /// Subscribers on every thread get every message, in publish order, and
 /// PUBLISH counts them exactly.
-fn fan_out(shards: usize, consolidation: bool) {
+fn fan_out(layout: Layout) {
     const CHANNEL_SUBS: usize = 8;
     const PATTERN_SUBS: usize = 4;
     const MESSAGES: usize = 300;
-    let s = server(shards, consolidation);
+    let s = layout.tessera(&[]);
     let mut subs: Vec<RawConn> = (0..CHANNEL_SUBS).map(|_| s.raw()).collect();
     for c in &mut subs {
         assert_eq!(
@@ -97,27 +94,11 @@ fn fan_out(shards: usize, consolidation: bool) {
     }
 }
 
-#[test]
-fn fan_out_across_threads() {
-    fan_out(4, false);
-}
-
-#[test]
-fn fan_out_consolidated() {
-    fan_out(2, true);
-}
-
-#[test]
-fn fan_out_many_threads() {
-    fan_out(16, false);
-}
-
 /// Once a client has its SUBSCRIBE reply, a PUBLISH from any other
 /// connection finds it; once it has its UNSUBSCRIBE reply, none does.
-#[test]
-fn a_subscription_counts_as_soon_as_it_is_acknowledged() {
+fn a_subscription_counts_as_soon_as_it_is_acknowledged(layout: Layout) {
     const ROUNDS: usize = 300;
-    let s = server(4, false);
+    let s = layout.tessera(&[]);
     // Connections land on threads as the kernel spreads them: several
     // publishers make some pairs cross threads whatever it does.
     let mut pubs: Vec<RawConn> = (0..4).map(|_| s.raw()).collect();
@@ -152,12 +133,11 @@ fn message_ack(verb: &str, ch: &str, n: usize) -> Vec<u8> {
 /// Several publishers at once, each to the same subscribers: every
 /// subscriber sees each publisher's messages in that publisher's order,
 /// and the counts add up.
-#[test]
-fn concurrent_publishers_keep_their_order() {
+fn concurrent_publishers_keep_their_order(layout: Layout) {
     const PUBLISHERS: usize = 4;
     const MESSAGES: usize = 200;
     const SUBSCRIBERS: usize = 3;
-    let s = server(4, false);
+    let s = layout.tessera(&[]);
     let mut subs: Vec<RawConn> = (0..SUBSCRIBERS).map(|_| s.raw()).collect();
     for c in &mut subs {
         c.cmd_str(&["SUBSCRIBE", "c"]);
@@ -282,3 +262,9 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
         assert!(rss_max_kb < 90 * 1024, "RSS peaked at {rss_max_kb} kB");
     }
 }
+
+per_layout!(
+    fan_out,
+    a_subscription_counts_as_soon_as_it_is_acknowledged,
+    concurrent_publishers_keep_their_order,
+);

@@ -1,7 +1,7 @@
 //! Randomized differential test of the collection types: a seeded random
 //! stream of hash, list, set, sorted-set and GEO commands (with TYPE, OBJECT
 //! ENCODING, DEL, EXISTS, RENAME, COPY, SORT, the blocking commands and
-//! MULTI/EXEC groups around them) goes to Tessera (`--shards 3`) and to a
+//! MULTI/EXEC groups around them) goes to Tessera (`--shards 3`, and 32 shards each on its own thread) and to a
 //! real `redis-server`, and the raw reply bytes must agree. The same design
 //! as `tests/random_differential.rs` (strings and keyspace):
 //!
@@ -60,7 +60,7 @@
 
 mod common;
 
-use common::{escape, split_aggregate, RawConn, Rng, Server};
+use common::{escape, split_aggregate, Layout, RawConn, Rng, Server};
 use std::fmt::Write as _;
 
 const DEFAULT_SEEDS: &[u64] = &[1, 0x7e55e7a, 20240601];
@@ -1626,8 +1626,20 @@ fn env_list(name: &str) -> Option<Vec<u64>> {
     Some(list)
 }
 
+/// 3 shards, consolidated (the layout these seeds were first run in).
 #[test]
 fn random_types_differential() {
+    random_types_in(Layout::new(3, true));
+}
+
+/// 32 shards on their own threads (issue 27): on 2 cores every multi-shard
+/// command and MULTI/EXEC crosses threads that interleave.
+#[test]
+fn random_types_differential_32_shards_apart() {
+    random_types_in(Layout::new(32, false));
+}
+
+fn random_types_in(layout: Layout) {
     if !common::redis_available() {
         eprintln!(
             "SKIPPED random types differential test: redis-server is not on PATH \
@@ -1641,12 +1653,7 @@ fn random_types_differential() {
         .map_or(DEFAULT_STEPS, |n| n as usize);
     // `TESSERA_TEST_BIN=/usr/bin/redis-server` validates the test itself
     // (Redis against Redis must always agree); Redis has no `--shards`.
-    let shards: &[&str] = if common::testing_real_redis() {
-        &[]
-    } else {
-        &["--shards", "3"]
-    };
-    let servers = (Server::tessera(shards), Server::redis(&[]));
+    let servers = (layout.tessera(&[]), Server::redis(&[]));
     for server in [&servers.0, &servers.1] {
         let mut conn = server.raw();
         for (name, value) in CONFIG {
@@ -1664,7 +1671,7 @@ fn random_types_differential() {
         }
     }
     eprintln!(
-        "random types differential: {} seed(s) x 2 protocols x {steps} steps agree \
+        "random types differential ({layout}): {} seed(s) x 2 protocols x {steps} steps agree \
          ({sent} commands sent, {skipped} skipped by their guard, {:?})",
         seeds.len(),
         started.elapsed()

@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{testing_real_redis, Server};
-
-const SHARDS: usize = 3;
+use common::{testing_real_redis, Layout, Server};
 
 fn server(extra: &[&str]) -> Server {
     let mut args = if testing_real_redis() {
@@ -29,8 +27,15 @@ fn server(extra: &[&str]) -> Server {
     Server::tessera(&args)
 }
 
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    common::keys_across_shards(prefix, count, SHARDS)
+/// Tessera in `layout` followed by `extra`: the multi-shard tests run in
+/// each of [`common::LAYOUTS`] (`per_layout!`).
+fn server_in(layout: Layout, extra: &[&str]) -> Server {
+    layout.tessera(extra)
+}
+
+/// `count` keys, the i-th on shard `i % layout.shards`.
+fn keys_in(layout: Layout, prefix: &str, count: usize) -> Vec<String> {
+    common::keys_across_shards(prefix, count, layout.shards)
 }
 
 /// Moves one element from KEYS[1] to KEYS[2] (if any) and counts the move
@@ -50,14 +55,13 @@ for i = 1, #KEYS do n = n + redis.call('LLEN', KEYS[i]) end
 return n
 "#;
 
-#[test]
-fn a_cross_shard_move_is_atomic_under_concurrent_clients() {
+fn a_cross_shard_move_is_atomic_under_concurrent_clients(layout: Layout) {
     const ELEMENTS: usize = 60;
     const CLIENTS: usize = 4;
     const MOVES_EACH: usize = 150;
-    let srv = server(&[]);
-    let lists = keys_across_shards("list", 6);
-    let stats = keys_across_shards("stats", 3)[2].clone();
+    let srv = server_in(layout, &[]);
+    let lists = keys_in(layout, "list", 6);
+    let stats = keys_in(layout, "stats", 3)[2].clone();
     let mut con = srv.conn();
     for (i, l) in lists.iter().enumerate() {
         let items: Vec<String> = (0..ELEMENTS / lists.len())
@@ -202,11 +206,10 @@ fn the_script_cache_is_shared_by_every_connection() {
     assert_eq!(r, ["c", "d", "shared"]);
 }
 
+/// A fresh directory of its own (the same test runs in several layouts
+/// at once, so a name per process is not enough).
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-lua-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::unique_temp_dir(name)
 }
 
 fn incr_aof(dir: &Path) -> Vec<u8> {
@@ -318,15 +321,14 @@ fn single_shard_scripts_are_logged_as_redis_logs_them() {
     assert_eq!(strip(&ours), strip(&theirs));
 }
 
-#[test]
-fn the_aof_replays_script_effects_after_a_restart() {
+fn the_aof_replays_script_effects_after_a_restart(layout: Layout) {
     let dir = tmp_dir("replay");
     let d = dir.to_str().unwrap();
     let args = ["--dir", d, "--appendonly", "yes", "--appendfsync", "always"];
-    let lists = keys_across_shards("q", 4);
+    let lists = keys_in(layout, "q", 4);
     let stats = &lists[3];
     {
-        let srv = server(&args);
+        let srv = server_in(layout, &args);
         let mut con = srv.conn();
         let _: i64 = redis::cmd("RPUSH")
             .arg(&lists[0])
@@ -350,7 +352,7 @@ fn the_aof_replays_script_effects_after_a_restart() {
             .query(&mut con)
             .unwrap();
     }
-    let srv = server(&args);
+    let srv = server_in(layout, &args);
     let mut con = srv.conn();
     let l0: Vec<String> = redis::cmd("LRANGE")
         .arg(&lists[0])
@@ -389,3 +391,8 @@ fn the_aof_replays_script_effects_after_a_restart() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+per_layout!(
+    a_cross_shard_move_is_atomic_under_concurrent_clients,
+    the_aof_replays_script_effects_after_a_restart,
+);

@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{testing_real_redis, Server};
+use common::{testing_real_redis, Layout, Server};
 
 /// Shards of every Tessera started here.
 const SHARDS: usize = 3;
@@ -21,21 +21,14 @@ fn server() -> Server {
     if testing_real_redis() {
         Server::tessera(&[])
     } else {
-        Server::tessera(&["--shards", "3"])
+        Server::tessera(&["--shards", &SHARDS.to_string()])
     }
 }
 
-/// `count` keys named `{prefix}{i}.{n}`, key `i` on shard `i % SHARDS`.
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let want = i % SHARDS;
-            (0..10_000)
-                .map(|n| format!("{prefix}{i}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
-                .expect("a key on every shard")
-        })
-        .collect()
+/// Tessera in `layout`: the multi-shard tests run in each of
+/// [`common::LAYOUTS`] (`per_layout!`).
+fn server_in(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&[u8]]) -> T {
@@ -60,11 +53,10 @@ fn encoding(con: &mut redis::Connection, key: &str) -> String {
     q(con, &[b"OBJECT", b"ENCODING", key.as_bytes()])
 }
 
-#[test]
-fn multi_key_commands_across_shards() {
-    let srv = server();
+fn multi_key_commands_across_shards(layout: Layout) {
+    let srv = server_in(layout);
     let mut con = srv.conn();
-    let k = keys_across_shards("s", 6);
+    let k = common::keys_across_shards("s", 6, layout.shards);
     let (a, b, c, d, e, f) = (&k[0], &k[1], &k[2], &k[3], &k[4], &k[5]);
     let _: i64 = q(&mut con, &[b"SADD", a.as_bytes(), b"1", b"2", b"3", b"x"]);
     let _: i64 = q(&mut con, &[b"SADD", b.as_bytes(), b"2", b"3", b"4", b"x"]);
@@ -370,11 +362,10 @@ fn member(rng: &mut Rng) -> Vec<u8> {
 /// Random set commands on keys spread over every shard, checked against a
 /// `BTreeSet` model after each step. Seeded and bounded (a fixed number of
 /// operations); small encoding thresholds make conversions frequent.
-#[test]
-fn random_operations_agree_with_a_model() {
+fn random_operations_agree_with_a_model(layout: Layout) {
     const KEYS: usize = 5;
     const OPS: usize = 3000;
-    let srv = server();
+    let srv = server_in(layout);
     let mut con = srv.conn();
     let _: () = q(
         &mut con,
@@ -387,7 +378,7 @@ fn random_operations_agree_with_a_model() {
             &[b"CONFIG", b"SET", b"set-max-listpack-entries", b"8"],
         );
     }
-    let keys = keys_across_shards("p", KEYS);
+    let keys = common::keys_across_shards("p", KEYS, layout.shards);
     let mut model: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); KEYS];
     let mut rng = Rng::new(2024);
     for step in 0..OPS {
@@ -578,3 +569,8 @@ fn random_operations_agree_with_a_model() {
         }
     }
 }
+
+per_layout!(
+    multi_key_commands_across_shards,
+    random_operations_agree_with_a_model,
+);

@@ -1,4 +1,5 @@
-//! SORT / SORT_RO through the real binary with three shards: STORE into
+//! SORT / SORT_RO through the real binary with several shards (each layout
+//! of [`common::LAYOUTS`]: 2 and 16 shards, consolidated and not): STORE into
 //! another shard, BY/GET patterns inside the source's hash tag (sorted on
 //! one shard), and patterns whose keys live on other shards (sorted across
 //! shards, atomically).
@@ -6,19 +7,14 @@
 mod common;
 
 use commands::table::shard_of;
-use common::Server;
+use common::Layout;
 
-const SHARDS: usize = 3;
-
-fn server() -> Server {
-    Server::tessera(&["--shards", "3"])
-}
-
-/// A hash tag `{name}` whose keys live on `shard`.
-fn tag_on(shard: usize) -> String {
+/// A hash tag `{name}` whose keys live on shard `shard % shards` (so with
+/// 2 shards, "shard 2" is shard 0 again).
+fn tag_on(shards: usize, shard: usize) -> String {
     (0..10_000)
         .map(|n| format!("{{t{n}}}"))
-        .find(|t| shard_of(t.as_bytes(), SHARDS) == shard)
+        .find(|t| shard_of(t.as_bytes(), shards) == shard % shards)
         .expect("a tag on every shard")
 }
 
@@ -42,11 +38,11 @@ fn err(con: &mut redis::Connection, args: &[&str]) -> String {
     }
 }
 
-#[test]
-fn store_into_another_shard() {
-    let s = server();
+fn store_into_another_shard(layout: Layout) {
+    let shards = layout.shards;
+    let s = layout.tessera(&[]);
     let mut con = s.conn();
-    let (a, b) = (tag_on(0), tag_on(2));
+    let (a, b) = (tag_on(shards, 0), tag_on(shards, shards - 1));
     let src = format!("{a}src");
     let dst = format!("{b}dst");
     let _: i64 = q(&mut con, &["RPUSH", &src, "3", "1", "2"]);
@@ -87,12 +83,12 @@ fn store_into_another_shard() {
     assert_eq!(r, (3, vec!["1".into(), "2".into(), "3".into()]));
 }
 
-#[test]
-fn patterns_in_the_source_tag_work() {
-    let s = server();
+fn patterns_in_the_source_tag_work(layout: Layout) {
+    let shards = layout.shards;
+    let s = layout.tessera(&[]);
     let mut con = s.conn();
-    for shard in 0..SHARDS {
-        let t = tag_on(shard);
+    for shard in 0..shards {
+        let t = tag_on(shards, shard);
         let src = format!("{t}l");
         let _: i64 = q(&mut con, &["RPUSH", &src, "a", "b", "c"]);
         for (m, w, f) in [("a", "3", "x"), ("b", "1", "y"), ("c", "2", "z")] {
@@ -117,26 +113,35 @@ fn patterns_in_the_source_tag_work() {
     }
 }
 
-/// `n` elements `e` such that the keys `{prefix}{e}` cover every shard.
-fn spread(prefix: &str, n: usize) -> Vec<String> {
-    let els: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
-    let shards: std::collections::HashSet<usize> = els
-        .iter()
-        .map(|e| shard_of(format!("{prefix}{e}").as_bytes(), SHARDS))
-        .collect();
-    assert_eq!(shards.len(), SHARDS, "pick more elements");
+/// Elements `e0`, `e1`, ...: at least `n`, and as many more as it takes
+/// for the keys `{prefix}{e}` of every prefix to cover every shard.
+fn spread(shards: usize, prefixes: &[&str], n: usize) -> Vec<String> {
+    let covered = |els: &[String]| {
+        prefixes.iter().all(|p| {
+            let on: std::collections::HashSet<usize> = els
+                .iter()
+                .map(|e| shard_of(format!("{p}{e}").as_bytes(), shards))
+                .collect();
+            on.len() == shards
+        })
+    };
+    let mut els: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+    while !covered(&els) {
+        els.push(format!("e{}", els.len()));
+        assert!(els.len() < 100, "no {n}+ elements cover {shards} shards");
+    }
     els
 }
 
-#[test]
-fn patterns_across_shards() {
-    let s = server();
+fn patterns_across_shards(layout: Layout) {
+    let shards = layout.shards;
+    let s = layout.tessera(&[]);
     let mut con = s.conn();
-    let src = format!("{}l", tag_on(0));
-    let els = spread("w_", 9);
-    assert!((0..SHARDS).all(|sh| els
+    let src = format!("{}l", tag_on(shards, 0));
+    let els = spread(shards, &["w_", "o_"], 9);
+    assert!((0..shards).all(|sh| els
         .iter()
-        .any(|e| shard_of(format!("o_{e}").as_bytes(), SHARDS) == sh)));
+        .any(|e| shard_of(format!("o_{e}").as_bytes(), shards) == sh)));
     // Weights descending with the element's index, objects and hashes for
     // every element but the last two.
     let n = els.len();
@@ -215,7 +220,7 @@ fn patterns_across_shards() {
     let got: Vec<String> = q(&mut con, &["SORT", &src, "BY", "o_*->f", "LIMIT", "0", "2"]);
     assert_eq!(got, [sorted[0].clone(), sorted[1].clone()]);
     // Another shard's tag, a `*` inside the tag.
-    let b = tag_on(1);
+    let b = tag_on(shards, 1);
     let _: () = q(&mut con, &["SET", &format!("{b}w_{}", els[0]), "-1"]);
     let got: Vec<String> = q(
         &mut con,
@@ -228,7 +233,7 @@ fn patterns_across_shards() {
     );
     assert_eq!(got, [None]);
     // A BY value that is no number: the error, nothing stored.
-    let dst = format!("{}dst", tag_on(2));
+    let dst = format!("{}dst", tag_on(shards, 2));
     let _: () = q(&mut con, &["SET", &dst, "keep"]);
     let _: () = q(&mut con, &["SET", &format!("w_{}", els[3]), "nan"]);
     assert!(err(&mut con, &["SORT", &src, "BY", "w_*", "STORE", &dst])
@@ -260,7 +265,7 @@ fn patterns_across_shards() {
         &mut con,
         &[
             "SORT",
-            &format!("{}none", tag_on(1)),
+            &format!("{}none", tag_on(shards, 1)),
             "BY",
             "w_*",
             "STORE",
@@ -283,11 +288,11 @@ fn patterns_across_shards() {
     assert_eq!(r, ("OK".into(), vec!["obj1".into()]));
 }
 
-#[test]
-fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
-    let s = server();
-    let els = spread("w_", 12);
-    let src = format!("{}l", tag_on(0));
+fn cross_shard_sort_sees_a_multi_shard_mset_whole(layout: Layout) {
+    let shards = layout.shards;
+    let s = layout.tessera(&[]);
+    let els = spread(shards, &["w_", "o_"], 12);
+    let src = format!("{}l", tag_on(shards, 0));
     let mut con = s.conn();
     let mut rpush = vec!["RPUSH", &src];
     rpush.extend(els.iter().map(String::as_str));
@@ -356,3 +361,10 @@ fn cross_shard_sort_sees_a_multi_shard_mset_whole() {
         assert!(seen.contains(&ROUNDS));
     });
 }
+
+per_layout!(
+    store_into_another_shard,
+    patterns_in_the_source_tag_work,
+    patterns_across_shards,
+    cross_shard_sort_sees_a_multi_shard_mset_whole,
+);

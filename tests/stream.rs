@@ -1,5 +1,5 @@
 //! Streams end to end: XREAD/XREADGROUP BLOCK woken by XADD from another
-//! connection (keys on several shards: `--shards 3`), `$` resolved when
+//! connection (keys on several shards: each layout of [`common::LAYOUTS`]), `$` resolved when
 //! the reader blocks, timeouts, readers failed by XGROUP DESTROY and by
 //! the key's deletion, XREAD BLOCK inside MULTI; DUMP/RESTORE with real
 //! Redis both ways; RDB and AOF restarts.
@@ -12,11 +12,17 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_bytes, testing_real_redis, RawConn, Server};
+use common::{assert_bytes, testing_real_redis, Layout, RawConn, Server};
 
 use common::{send_str as send, wait_blocked};
 
-fn server() -> Server {
+/// Tessera in `layout` (the blocking tests run in each of
+/// [`common::LAYOUTS`]; `per_layout!`).
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
+}
+
+fn server_3() -> Server {
     if testing_real_redis() {
         Server::tessera(&[])
     } else {
@@ -28,9 +34,8 @@ fn server() -> Server {
 /// to one of them from another connection, served that key only; an
 /// entry added before the reader blocked is not served (`$` is resolved
 /// when it blocks, not when woken).
-#[test]
-fn xread_block_dollar_woken_by_xadd() {
-    let s = server();
+fn xread_block_dollar_woken_by_xadd(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut r = s.raw();
     ctl.cmd_str(&["XADD", "a", "1-0", "f", "old"]);
@@ -58,9 +63,8 @@ fn xread_block_dollar_woken_by_xadd() {
 
 /// A deleted and recreated stream serves entries after the resolved ID
 /// only; a timeout replies a null array.
-#[test]
-fn xread_block_timeout_and_recreated_key() {
-    let s = server();
+fn xread_block_timeout_and_recreated_key(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut r = s.raw();
     ctl.cmd_str(&["XADD", "k", "3-0", "f", "v"]);
@@ -85,9 +89,8 @@ fn xread_block_timeout_and_recreated_key() {
 /// WRONGTYPE; Redis 7.0 serves only the clients blocked for the key's
 /// type), and is served by the stream created after (Redis's unit
 /// type/stream "XREAD: XADD + DEL + LPUSH should not awake client").
-#[test]
-fn xread_block_survives_its_key_becoming_a_list() {
-    let s = server();
+fn xread_block_survives_its_key_becoming_a_list(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut r = s.raw();
     send(&mut r, &["XREAD", "BLOCK", "20000", "STREAMS", "s1", "$"]);
@@ -108,9 +111,8 @@ fn xread_block_survives_its_key_becoming_a_list() {
 
 /// XREADGROUP BLOCK `>`: woken by XADD (the entry enters the PEL), failed
 /// by XGROUP DESTROY (NOGROUP) and by the key's deletion (UNBLOCKED).
-#[test]
-fn xreadgroup_block_woken_and_failed() {
-    let s = server();
+fn xreadgroup_block_woken_and_failed(layout: Layout) {
+    let s = server(layout);
     let mut ctl = s.raw();
     let mut r = s.raw();
     assert_bytes(
@@ -186,9 +188,8 @@ fn xreadgroup_block_woken_and_failed() {
 }
 
 /// Inside MULTI, XREAD BLOCK does not block: a null array at once.
-#[test]
-fn xread_block_in_multi_does_not_block() {
-    let s = server();
+fn xread_block_in_multi_does_not_block(layout: Layout) {
+    let s = server(layout);
     let mut c = s.raw();
     c.cmd_str(&["MULTI"]);
     c.cmd_str(&["XREAD", "BLOCK", "0", "STREAMS", "m", "$"]);
@@ -203,7 +204,7 @@ fn dump_restore_with_real_redis() {
     if !common::redis_available() || testing_real_redis() {
         return;
     }
-    let t = server();
+    let t = server_3();
     let r = Server::redis(&[]);
     let mut tc = t.raw();
     let mut rc = r.raw();
@@ -325,3 +326,11 @@ fn stream_survives_restart() {
         assert_bytes(&c.cmd_str(&["XINFO", "GROUPS", "s"]), &before.2);
     }
 }
+
+per_layout!(
+    xread_block_dollar_woken_by_xadd,
+    xread_block_timeout_and_recreated_key,
+    xreadgroup_block_woken_and_failed,
+    xread_block_in_multi_does_not_block,
+    xread_block_survives_its_key_becoming_a_list,
+);

@@ -6,21 +6,20 @@
 //! flush sends the null invalidation. Byte-exact single-connection cases
 //! are in `tests/diff/tracking.txt`.
 //!
-//! Servers run 16 shards on their own threads (`shard-consolidation no`),
-//! so keys and clients spread over threads. Every reply has the harness's
+//! Every test runs in each layout of [`common::LAYOUTS`] (2 and 16 shards,
+//! consolidated and not; `per_layout!`), so keys and clients spread over
+//! threads. Every reply has the harness's
 //! deadline.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{testing_real_redis, RawConn, Server};
+use common::{testing_real_redis, Layout, RawConn, Server};
 
-fn server() -> Server {
-    if testing_real_redis() {
-        return Server::tessera(&[]);
-    }
-    Server::tessera(&["--shards", "16", "--shard-consolidation", "no"])
+/// Tessera in `layout` (every test runs in each of [`common::LAYOUTS`]).
+fn server(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
 fn resp3(s: &Server) -> RawConn {
@@ -45,9 +44,8 @@ fn client_id(c: &mut RawConn) -> String {
 
 /// Keys on many shards, read in one MGET and changed one by one from
 /// other connections: one invalidation each.
-#[test]
-fn keys_read_across_shards_are_invalidated() {
-    let s = server();
+fn keys_read_across_shards_are_invalidated(layout: Layout) {
+    let s = server(layout);
     let mut t = resp3(&s);
     assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
     let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
@@ -78,9 +76,8 @@ fn keys_read_across_shards_are_invalidated() {
 /// REDIRECT to a RESP2 client in pub/sub mode on another thread: the
 /// invalidations arrive as `__redis__:invalidate` messages; when the
 /// target goes away, a RESP3 tracking client hears `tracking-redir-broken`.
-#[test]
-fn redirect_to_a_resp2_subscriber_and_broken_redirect() {
-    let s = server();
+fn redirect_to_a_resp2_subscriber_and_broken_redirect(layout: Layout) {
+    let s = server(layout);
     let mut target = s.raw();
     let id = client_id(&mut target);
     target.cmd_str(&["SUBSCRIBE", "__redis__:invalidate"]);
@@ -127,9 +124,8 @@ fn redirect_to_a_resp2_subscriber_and_broken_redirect() {
 
 /// BCAST: changes on every shard under a prefix reach the client, never
 /// keys outside it; NOLOOP keeps its own.
-#[test]
-fn bcast_prefixes_cover_every_shard() {
-    let s = server();
+fn bcast_prefixes_cover_every_shard(layout: Layout) {
+    let s = server(layout);
     let mut t = resp3(&s);
     assert_eq!(
         t.cmd_str(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "user:", "NOLOOP"]),
@@ -149,9 +145,8 @@ fn bcast_prefixes_cover_every_shard() {
 }
 
 /// A key that expires (active expiry, nobody reads it) invalidates.
-#[test]
-fn an_expired_key_invalidates() {
-    let s = server();
+fn an_expired_key_invalidates(layout: Layout) {
+    let s = server(layout);
     let mut w = s.raw();
     w.cmd_str(&["SET", "soon", "v", "PX", "100"]);
     let mut t = resp3(&s);
@@ -163,12 +158,11 @@ fn an_expired_key_invalidates() {
 
 /// INFO counts tracking clients and tracked keys; TRACKING OFF and a
 /// disconnect forget the client.
-#[test]
-fn info_counts_tracking() {
+fn info_counts_tracking(layout: Layout) {
     if testing_real_redis() {
         return;
     }
-    let s = server();
+    let s = server(layout);
     let mut t = resp3(&s);
     t.cmd_str(&["CLIENT", "TRACKING", "ON"]);
     t.cmd_str(&["MGET", "a", "b", "c"]);
@@ -186,9 +180,8 @@ fn info_counts_tracking() {
 /// copies; their declared keys are remembered before they run (an extra
 /// invalidation is possible, a missing one is not), and each key changed
 /// later from another connection invalidates once.
-#[test]
-fn keys_declared_by_a_script_across_shards_are_invalidated() {
-    let s = server();
+fn keys_declared_by_a_script_across_shards_are_invalidated(layout: Layout) {
+    let s = server(layout);
     let mut t = resp3(&s);
     assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
     let keys: Vec<String> = (0..8).map(|i| format!("sk{i}")).collect();
@@ -207,9 +200,8 @@ fn keys_declared_by_a_script_across_shards_are_invalidated() {
 /// keys until the table is back under it (each shard holds its share,
 /// rounded up: one key per shard for a limit of 1); INFO counts what is
 /// left.
-#[test]
-fn the_tracking_table_is_held_to_its_limit() {
-    let s = server();
+fn the_tracking_table_is_held_to_its_limit(layout: Layout) {
+    let s = server(layout);
     let mut t = resp3(&s);
     assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
     let keys: Vec<String> = (0..10).map(|i| format!("lim{i}{{t}}")).collect();
@@ -241,3 +233,13 @@ fn the_tracking_table_is_held_to_its_limit() {
     admin.cmd_str(&["SET", left, "x"]);
     assert_eq!(t.read_reply(), invalidate(&[left]));
 }
+
+per_layout!(
+    keys_read_across_shards_are_invalidated,
+    redirect_to_a_resp2_subscriber_and_broken_redirect,
+    bcast_prefixes_cover_every_shard,
+    an_expired_key_invalidates,
+    info_counts_tracking,
+    keys_declared_by_a_script_across_shards_are_invalidated,
+    the_tracking_table_is_held_to_its_limit,
+);

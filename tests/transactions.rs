@@ -2,10 +2,12 @@
 //! DISCARD / WATCH / UNWATCH behave as in Redis, on a server with several
 //! shards.
 //!
-//! Every server here runs with [`SHARDS`] shards and the keys of a test are
-//! chosen with [`keys_across_shards`], so consecutive keys live on different
-//! shards (by the server's own `shard_of`): the MSET, MGET, DEL, EXISTS,
-//! MSETNX, WATCH and EXEC below span shards (bar the one-key CAS counter).
+//! The concurrent tests run in each layout of [`common::LAYOUTS`] (2 and 16
+//! shards, consolidated and not; `per_layout!`), the others with
+//! [`SHARDS`] shards; the keys of a test are chosen with
+//! [`keys_across_shards`], so consecutive keys live on different shards (by
+//! the server's own `shard_of`): the MSET, MGET, DEL, EXISTS, MSETNX, WATCH
+//! and EXEC below span shards (bar the one-key CAS counter).
 //!
 //! The concurrent tests check invariants that only hold if a multi-shard
 //! command (or transaction) is seen by every other command as one step:
@@ -31,61 +33,36 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{assert_bytes, encode_command, escape, testing_real_redis, RawConn, Server};
+use common::{assert_bytes, encode_command, escape, testing_real_redis, Layout, RawConn, Server};
 use redis::Value;
 
-/// Shards of every Tessera started here.
+/// Shards of the servers of the tests that do not run per layout.
 const SHARDS: usize = 3;
 /// Bound on a whole concurrent workload; only a hang gets near it.
 const WORKLOAD_DEADLINE: Duration = Duration::from_secs(60);
 /// Bound on WATCH retries of one increment (only a livelock gets near it).
 const CAS_ATTEMPTS_MAX: usize = 100_000;
 
+/// [`SHARDS`] shards, the default threading (whatever the load makes of
+/// them).
 fn start() -> Server {
-    start_in(Threads::Default)
-}
-
-/// How the shards' event loops sit on threads while a test runs.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Threads {
-    /// Whatever the load makes of them (the default).
-    Default,
-    /// All on one thread: shard consolidation is on, and the test waits
-    /// for it before starting.
-    Together,
-    /// Each on its own thread (`shard-consolidation no`).
-    Apart,
-}
-
-fn start_in(threads: Threads) -> Server {
     if testing_real_redis() {
         return Server::tessera(&[]);
     }
-    let shards = SHARDS.to_string();
-    let mut args = vec!["--shards", &shards];
-    if threads == Threads::Apart {
-        args.extend(["--shard-consolidation", "no"]);
-    }
-    let srv = Server::tessera(&args);
-    if threads == Threads::Together {
+    Server::tessera(&["--shards", &SHARDS.to_string()])
+}
+
+/// Tessera in `layout` (the concurrent tests run in each of
+/// [`common::LAYOUTS`] through `per_layout!`). With 2 shards consolidated
+/// the test waits until both shards are on one thread (the server's state
+/// at light load); 16 shards take seconds to gather, so those tests start
+/// while shards are still being adopted (a mixed state worth running too).
+fn start_layout(layout: Layout) -> Server {
+    let srv = layout.tessera(&[]);
+    if layout.consolidated && layout.shards <= 2 && !testing_real_redis() {
         common::wait_shard_threads(&srv, 1);
     }
     srv
-}
-
-/// Runs `$f` twice: as `$together` with every shard on one thread (the
-/// server's state at light load), as `$apart` with one thread per shard.
-macro_rules! in_both_threadings {
-    ($f:ident: $together:ident, $apart:ident) => {
-        #[test]
-        fn $together() {
-            $f(Threads::Together)
-        }
-        #[test]
-        fn $apart() {
-            $f(Threads::Apart)
-        }
-    };
 }
 
 /// `count` key names starting with `prefix`, the i-th on shard `i % SHARDS`
@@ -227,12 +204,12 @@ fn mset_args<'a>(keys: &'a [String], value: &'a str) -> Vec<&'a str> {
 
 /// 3 writers MSET ten keys (spread over every shard) to one token per call;
 /// 3 readers MGET them while the writers run: every reply is uniform.
-fn mset_mget_isolation_in(threads: Threads) {
+fn mset_mget_isolation(layout: Layout) {
     const WRITERS: usize = 3;
     const READERS: usize = 3;
     const ITERATIONS: usize = 2000;
-    let srv = start_in(threads);
-    let keys = Arc::new(keys_across_shards("iso:", 10));
+    let srv = start_layout(layout);
+    let keys = Arc::new(common::keys_across_shards("iso:", 10, layout.shards));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
     for w in 0..WRITERS {
@@ -266,7 +243,6 @@ fn mset_mget_isolation_in(threads: Threads) {
     );
     eprintln!("{} uniform MGETs", reads.load(Ordering::Relaxed));
 }
-in_both_threadings!(mset_mget_isolation_in: mset_mget_isolation, mset_mget_isolation_apart);
 
 /// A pipeline's multi-shard command sees the commands before it: a write
 /// sent to another shard and then an MGET of that key, in one pipeline,
@@ -321,11 +297,11 @@ fn pipelined_multi_shard_read_sees_earlier_write() {
 
 /// Writers alternate MSET-all and DEL-all on ten keys spread over the
 /// shards; EXISTS (and DEL's own count) is always 0 or 10, MGET uniform.
-fn mset_del_exists_isolation_in(threads: Threads) {
+fn mset_del_exists_isolation(layout: Layout) {
     const WRITERS: usize = 3;
     const ITERATIONS: usize = 1500;
-    let srv = start_in(threads);
-    let keys = Arc::new(keys_across_shards("ex:", 10));
+    let srv = start_layout(layout);
+    let keys = Arc::new(common::keys_across_shards("ex:", 10, layout.shards));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
     for w in 0..WRITERS {
@@ -371,7 +347,6 @@ fn mset_del_exists_isolation_in(threads: Threads) {
         "EXISTS counted {n} of 10 keys at the end"
     );
 }
-in_both_threadings!(mset_del_exists_isolation_in: mset_del_exists_isolation, mset_del_exists_isolation_apart);
 
 /// Writers alternate MSET-all and DEL-all on ten keys spread over the
 /// shards (nothing else is in the database); DBSIZE and KEYS, which read
@@ -427,7 +402,7 @@ fn keyspace_reads_see_whole_multi_shard_commands() {
 /// spread across shards) pairwise overlap: in each round exactly one call
 /// succeeds (the first to run finds no key; every later one finds one of
 /// its keys), and the round's keys are exactly the winner's, with its value.
-fn msetnx_all_or_nothing_in(threads: Threads) {
+fn msetnx_all_or_nothing(layout: Layout) {
     const ROUNDS: usize = 300;
     // Indices into a round's 9 keys; every two sets share a key.
     const SETS: [&[usize]; 4] = [
@@ -436,10 +411,10 @@ fn msetnx_all_or_nothing_in(threads: Threads) {
         &[6, 7, 8, 0, 1, 2],
         &[2, 5, 8],
     ];
-    let srv = start_in(threads);
+    let srv = start_layout(layout);
     let rounds: Arc<Vec<Vec<String>>> = Arc::new(
         (0..ROUNDS)
-            .map(|r| keys_across_shards(&format!("nx{r}:"), 9))
+            .map(|r| common::keys_across_shards(&format!("nx{r}:"), 9, layout.shards))
             .collect(),
     );
     let barrier = Arc::new(Barrier::new(SETS.len()));
@@ -484,20 +459,19 @@ fn msetnx_all_or_nothing_in(threads: Threads) {
         }
     }
 }
-in_both_threadings!(msetnx_all_or_nothing_in: msetnx_all_or_nothing, msetnx_all_or_nothing_apart);
 
 // ----------------------------------------------------------- transactions
 
 /// Transfers between 8 accounts on different shards, each one a MULTI of
 /// DECRBY + INCRBY, while checkers read every balance (one with MGET, one
 /// with a MULTI of GETs): the total never changes.
-fn bank_transfer_in(threads: Threads) {
+fn bank_transfer(layout: Layout) {
     const ACCOUNTS: usize = 8;
     const INITIAL: i64 = 1000;
     const TRANSFERRERS: usize = 3;
     const TRANSFERS: usize = 600;
-    let srv = start_in(threads);
-    let accounts = Arc::new(keys_across_shards("acct:", ACCOUNTS));
+    let srv = start_layout(layout);
+    let accounts = Arc::new(common::keys_across_shards("acct:", ACCOUNTS, layout.shards));
     mset_all(&mut srv.conn(), &accounts, &INITIAL.to_string());
     let total = INITIAL * ACCOUNTS as i64;
     let running = Arc::new(AtomicUsize::new(TRANSFERRERS));
@@ -572,7 +546,6 @@ fn bank_transfer_in(threads: Threads) {
     assert_eq!(vals.iter().sum::<i64>(), total, "final balances {vals:?}");
     eprintln!("{} consistent checks", checks.load(Ordering::Relaxed));
 }
-in_both_threadings!(bank_transfer_in: bank_transfer, bank_transfer_apart);
 
 /// One optimistic increment of every key of `keys` (all equal): WATCH them,
 /// read them, `MULTI; SET k v+1 ...; EXEC`, retrying while EXEC returns nil.
@@ -603,11 +576,11 @@ fn cas_increment(con: &mut redis::Connection, keys: &[String]) -> usize {
     panic!("no successful EXEC in {CAS_ATTEMPTS_MAX} attempts");
 }
 
-fn cas_counter(keys: Vec<String>, threads: Threads) {
+fn cas_counter(prefix: &str, nkeys: usize, layout: Layout) {
     const THREADS: usize = 4;
     const INCREMENTS: usize = 100;
-    let srv = start_in(threads);
-    let keys = Arc::new(keys);
+    let srv = start_layout(layout);
+    let keys = Arc::new(common::keys_across_shards(prefix, nkeys, layout.shards));
     let attempts = Arc::new(AtomicUsize::new(0));
     let workers = (0..THREADS)
         .map(|t| {
@@ -634,21 +607,14 @@ fn cas_counter(keys: Vec<String>, threads: Threads) {
 
 /// WATCH-based check-and-set of one counter from 4 threads: no increment
 /// is lost.
-#[test]
-fn watch_cas_counter() {
-    cas_counter(keys_across_shards("cas:", 1), Threads::Together);
+fn watch_cas_counter(layout: Layout) {
+    cas_counter("cas:", 1, layout);
 }
 
 /// The same with the counter and a second key on another shard, both
 /// WATCHed and both set in the EXEC: they stay equal and lose nothing.
-#[test]
-fn watch_cas_counter_two_shards() {
-    cas_counter(keys_across_shards("cas2:", 2), Threads::Together);
-}
-
-#[test]
-fn watch_cas_counter_two_shards_apart() {
-    cas_counter(keys_across_shards("cas2:", 2), Threads::Apart);
+fn watch_cas_counter_two_shards(layout: Layout) {
+    cas_counter("cas2:", 2, layout);
 }
 
 // ------------------------------------------------------------ disconnects
@@ -684,9 +650,9 @@ fn mset_then_reset(addr: &str, big_key: &str, keys: &[String], tok: &str, pause:
 /// right after sending multi-shard MSETs and EXECs: the live client's
 /// commands all complete, its MGETs stay uniform, and afterwards MSET,
 /// MGET and WATCH + EXEC on the keys still complete.
-fn disconnect_mid_transaction_releases_in(threads: Threads) {
-    let srv = start_in(threads);
-    let keys = Arc::new(keys_across_shards("dc:", 6));
+fn disconnect_mid_transaction_releases(layout: Layout) {
+    let srv = start_layout(layout);
+    let keys = Arc::new(common::keys_across_shards("dc:", 6, layout.shards));
     let mut live = srv.conn();
     for i in 0..40 {
         let mut raw = srv.raw();
@@ -820,7 +786,6 @@ fn disconnect_mid_transaction_releases_in(threads: Threads) {
         assert!(n == 0 || n == keys.len() as i64, "DEL in EXEC removed {n}");
     }
 }
-in_both_threadings!(disconnect_mid_transaction_releases_in: disconnect_mid_transaction_releases, disconnect_mid_transaction_releases_apart);
 
 /// Clients send a GET of a big value and one MSET over keys on every
 /// shard, and reset the connection at once or after a pause of up to
@@ -923,10 +888,10 @@ fn pipelined_plain_write_then_mset_makes_progress() {
 /// MSET, MGET, DEL/EXISTS, MULTI/EXEC and WATCH transactions, while plain
 /// GET/SET clients hit the same keys: every client finishes its fixed
 /// number of operations (no deadlock, no starvation).
-fn hot_keys_progress_in(threads: Threads) {
+fn hot_keys_progress(layout: Layout) {
     const OPS: usize = 300;
-    let srv = start_in(threads);
-    let hot = Arc::new(keys_across_shards("hot:", 3));
+    let srv = start_layout(layout);
+    let hot = Arc::new(common::keys_across_shards("hot:", 3, layout.shards));
     let mut workers = Vec::new();
     for c in 0..3 {
         let (hot, mut con) = (hot.clone(), srv.conn());
@@ -1022,7 +987,6 @@ fn hot_keys_progress_in(threads: Threads) {
     mset_all(&mut con, &hot, "end");
     assert_eq!(mget_uniform(&mut con, &hot).as_deref(), Some("end"));
 }
-in_both_threadings!(hot_keys_progress_in: hot_keys_progress, hot_keys_progress_apart);
 
 // ------------------------------------------------------ MULTI/EXEC basics
 
@@ -1703,3 +1667,14 @@ fn deadlines_move_with_keys_across_shards() {
     assert_eq!(pttl(&mut c, s2), -1, "SUNIONSTORE destination");
     assert!(long(pttl(&mut c, s1)), "SUNIONSTORE source");
 }
+
+per_layout!(
+    mset_mget_isolation,
+    mset_del_exists_isolation,
+    msetnx_all_or_nothing,
+    bank_transfer,
+    watch_cas_counter,
+    watch_cas_counter_two_shards,
+    disconnect_mid_transaction_releases,
+    hot_keys_progress,
+);

@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{testing_real_redis, Server};
+use common::{testing_real_redis, Layout, Server};
 use redis::Commands;
 
 const SHARDS: usize = 3;
@@ -30,24 +30,16 @@ fn start() -> Server {
     }
 }
 
-/// `count` key names, the i-th on shard `i % SHARDS`.
-fn keys_across_shards(prefix: &str, count: usize) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let want = i % SHARDS;
-            (0..10_000)
-                .map(|n| format!("{prefix}{i}.{n}"))
-                .find(|k| commands::table::shard_of(k.as_bytes(), SHARDS) == want)
-                .expect("a key on every shard")
-        })
-        .collect()
+/// Tessera in `layout`: the multi-shard test runs in each of
+/// [`common::LAYOUTS`] (`per_layout!`).
+fn start_in(layout: Layout) -> Server {
+    layout.tessera(&[])
 }
 
-#[test]
-fn multi_key_commands_across_shards() {
-    let s = start();
+fn multi_key_commands_across_shards(layout: Layout) {
+    let s = start_in(layout);
     let mut c = s.conn();
-    let k = keys_across_shards("zx", 4);
+    let k = common::keys_across_shards("zx", 4, layout.shards);
     let (a, b, d, dst) = (&k[0], &k[1], &k[2], &k[3]);
     let _: () = redis::cmd("ZADD")
         .arg(a)
@@ -151,7 +143,7 @@ fn multi_key_commands_across_shards() {
     assert!(!exists);
 
     // ZMPOP takes from the first non-empty key, wherever it lives.
-    let missing = keys_across_shards("zmissing", 1).remove(0);
+    let missing = common::keys_across_shards("zmissing", 1, layout.shards).remove(0);
     let v: redis::Value = redis::cmd("ZMPOP")
         .arg(2)
         .arg(&missing)
@@ -369,3 +361,5 @@ fn random_commands_agree_with_a_model() {
     let all: Vec<(String, f64)> = c.zrange_withscores(key, 0, -1).unwrap();
     assert_eq!(all, ordered(&model));
 }
+
+per_layout!(multi_key_commands_across_shards,);

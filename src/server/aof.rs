@@ -58,6 +58,22 @@
 //! the sink ([`Aof::sink`]) from taking items off the queue to publishing
 //! their target, so batches reach the file and are published in order.
 
+//! The replication stream (issue 25). The writer is the one place where
+//! every shard's records meet in order, so it is also the replication
+//! stream's source: with a [`StreamFeed`] attached (replicas, or their
+//! backlog, exist), each batch is emitted a second time with the stream's
+//! own `SELECT` state into the feed, byte for byte what the file gets
+//! (the file's `SELECT` state restarts with each incr file, the stream's
+//! with each full sync). The file itself is optional: with `appendonly
+//! no` and replicas attached the writer runs with no file (the shards
+//! record because a consumer reads, whichever it is). Two kinds of items
+//! exist only for the stream: raw bytes (`PING`, `REPLCONF GETACK *`,
+//! which Redis writes into the stream and not into the AOF, with no
+//! `SELECT`), and marks: callbacks run in stream order once everything
+//! queued before them was fed (a full sync's starting offset, a WAIT's
+//! target), which can reset the stream's `SELECT` state (Redis forces a
+//! `SELECT` after a full sync begins).
+//!
 //! Rewrite hook (BGREWRITEAOF, `CONFIG SET appendonly yes`): a rewrite is
 //! "at one instant, switch to a new incr file, snapshot as the new base,
 //! swap the manifest". [`Aof::switch_incr`] does the first part under the
@@ -85,6 +101,36 @@ enum Item {
         parts: Vec<(u64, Chunk)>,
         done: bool,
     },
+    /// Stream-only bytes (see the module docs).
+    Raw(Vec<u8>),
+    /// Runs in stream order; `reset_db`: the stream's next record gets a
+    /// `SELECT`.
+    Mark {
+        run: Box<dyn FnOnce() + Send>,
+        reset_db: bool,
+    },
+}
+
+/// Where the replication stream goes (the runtime's replication master):
+/// every batch's bytes, in order, from whichever thread writes. The batch
+/// is handed over (the replicas' queues share it; no copy per replica).
+pub trait StreamFeed: Send + Sync {
+    fn feed(&self, bytes: Vec<u8>);
+}
+
+/// Hands the stream's batch to `f`, leaving `rbuf` empty with room for
+/// a batch like it.
+fn hand_over(f: &dyn StreamFeed, rbuf: &mut Vec<u8>) {
+    let room = rbuf.len().min(1 << 20);
+    f.feed(std::mem::replace(rbuf, Vec::with_capacity(room)));
+}
+
+fn ready(item: Option<&Item>) -> bool {
+    match item {
+        Some(Item::Tx { done, .. }) => *done,
+        Some(_) => true,
+        None => false,
+    }
 }
 
 #[derive(Default)]
@@ -95,9 +141,10 @@ struct Queue {
     /// Open transaction slots: absolute item index.
     txs: HashMap<TxId, u64>,
     stop: bool,
-    /// Set by [`Aof::switch_incr`]: the writer moves to this file after
-    /// writing everything queued before the switch.
-    switch_to: Option<(u64, File)>,
+    /// Set by [`Aof::switch_file`]: the writer moves to this file (none:
+    /// stops writing one) after writing everything queued before the
+    /// switch.
+    switch_to: Option<(u64, Option<File>)>,
     /// Transactions finished by an abort (see [`Aof::tx_abort`]).
     aborted: VecDeque<TxId>,
     /// Records queued (in chunks and transaction slots).
@@ -131,7 +178,7 @@ impl Queue {
         };
         match &mut self.items[(idx - self.base) as usize] {
             Item::Tx { parts, .. } => parts,
-            Item::Chunk(_) => unreachable!("INVARIANT: txs index Tx items"),
+            _ => unreachable!("INVARIANT: txs index Tx items"),
         }
     }
 }
@@ -164,6 +211,9 @@ pub struct Aof {
     asleep: AtomicBool,
     /// The order stamps of a transaction's parts (see [`Aof::stamp`]).
     stamps: AtomicU64,
+    /// A file is attached (else the writer only feeds the stream and
+    /// syncs nothing: its policy is `no`).
+    has_file: AtomicBool,
 }
 
 /// The shard threads' wake-ups: thread `i` asks to be woken once the
@@ -191,7 +241,31 @@ fn fsync_code(f: AppendFsync) -> u8 {
 
 impl Aof {
     pub fn policy(&self) -> AppendFsync {
+        if !self.has_file.load(Ordering::Relaxed) {
+            return AppendFsync::No;
+        }
         AppendFsync::ALL[self.fsync.load(Ordering::Relaxed) as usize]
+    }
+
+    /// Attaches (or detaches) the replication stream's consumer. Batches
+    /// written from now on are fed to it.
+    pub fn set_feed(&self, feed: Option<Arc<dyn StreamFeed>>) {
+        let mut s = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        s.repl_db = None;
+        s.feed = feed;
+    }
+
+    /// Queues stream-only bytes (`PING`, `REPLCONF GETACK *`).
+    pub fn stream_raw(&self, bytes: Vec<u8>) {
+        self.lock().items.push_back(Item::Raw(bytes));
+        self.kick(true);
+    }
+
+    /// Queues `run`, to be called by the writer once everything queued
+    /// before it was fed to the stream (see the module docs).
+    pub fn stream_mark(&self, reset_db: bool, run: Box<dyn FnOnce() + Send>) {
+        self.lock().items.push_back(Item::Mark { run, reset_db });
+        self.kick(true);
     }
 
     /// The last write to the file succeeded.
@@ -341,43 +415,55 @@ impl Aof {
             let base0 = q.base;
             let limit = q.switch_to.as_ref().map_or(u64::MAX, |(at, _)| *at);
             let mut popped = 0u64;
+            let (to_file, to_stream) = (s.file.is_some(), s.feed.is_some());
+            let Sink {
+                buf,
+                cur_db,
+                rbuf,
+                repl_db,
+                feed,
+                ..
+            } = &mut *s;
             while q.base < limit {
-                let ready = match q.items.front() {
-                    Some(Item::Chunk(_)) => true,
-                    Some(Item::Tx { done, .. }) => *done,
-                    None => false,
-                };
-                if !ready {
+                if !ready(q.items.front()) {
                     break;
                 }
                 match q.items.pop_front() {
                     Some(Item::Chunk(c)) => {
                         popped += c.records;
-                        emit(&mut s.buf, &mut s.cur_db, &c);
+                        if to_file {
+                            emit(buf, cur_db, &c);
+                        }
+                        if to_stream {
+                            emit(rbuf, repl_db, &c);
+                        }
                     }
                     Some(Item::Tx { mut parts, .. }) => {
                         let records = parts.iter().map(|(_, c)| c.records).sum::<u64>();
                         popped += records;
-                        // Redis 7.0's propagatePendingCommands: one record
-                        // is atomic by itself and goes bare.
-                        let wrap = records > 1;
-                        if !parts.is_empty() {
-                            parts.sort_by_key(|(s, _)| *s);
-                            if wrap {
-                                // Redis writes the first record's SELECT
-                                // before the MULTI.
-                                let db = parts[0].1.first_db;
-                                select(&mut s.buf, &mut s.cur_db, db);
-                                s.cur_db = Some(db);
-                                write_array(&mut s.buf, &[b"MULTI"]);
-                            }
-                            for (_, c) in &parts {
-                                emit(&mut s.buf, &mut s.cur_db, c);
-                            }
-                            if wrap {
-                                write_array(&mut s.buf, &[b"EXEC"]);
-                            }
+                        parts.sort_by_key(|(s, _)| *s);
+                        if to_file {
+                            emit_tx(buf, cur_db, &parts, records);
                         }
+                        if to_stream {
+                            emit_tx(rbuf, repl_db, &parts, records);
+                        }
+                    }
+                    Some(Item::Raw(b)) => {
+                        if to_stream {
+                            rbuf.extend_from_slice(&b);
+                        }
+                    }
+                    Some(Item::Mark { run, reset_db }) => {
+                        // Everything before the mark is fed first: its
+                        // callback sees the stream's offset up to it.
+                        if let Some(f) = feed.as_ref().filter(|_| !rbuf.is_empty()) {
+                            hand_over(f.as_ref(), rbuf);
+                        }
+                        if reset_db {
+                            *repl_db = None;
+                        }
+                        run();
                     }
                     None => break,
                 }
@@ -393,12 +479,18 @@ impl Aof {
         if end > base0 {
             s.batch_records = popped;
         }
+        if !s.rbuf.is_empty() {
+            match &s.feed {
+                Some(f) => hand_over(f.as_ref(), &mut s.rbuf),
+                None => s.rbuf.clear(),
+            }
+        }
         if !s.buf.is_empty() && self.discard.load(Ordering::SeqCst) {
             s.buf.clear();
         }
-        if !s.buf.is_empty() {
+        if let (false, Some(file)) = (s.buf.is_empty(), s.file.as_mut()) {
             s.last_write = Instant::now();
-            match s.file.write_all(&s.buf) {
+            match file.write_all(&s.buf) {
                 Ok(()) => {
                     self.write_failed.store(false, Ordering::Relaxed);
                     self.written
@@ -417,16 +509,16 @@ impl Aof {
                     }
                 }
             }
-            s.buf.clear();
         }
+        s.buf.clear();
         let sync_now = s.dirty
             && match self.policy() {
                 AppendFsync::Always => true,
                 AppendFsync::Everysec => s.last_sync.elapsed() >= Duration::from_secs(1) || stop,
                 AppendFsync::No => false,
             };
-        if sync_now {
-            if let Err(e) = s.file.sync_data() {
+        if let (true, Some(file)) = (sync_now, s.file.as_ref()) {
+            if let Err(e) = file.sync_data() {
                 log::warning(format_args!("Error fsyncing the AOF file: {e}"));
                 if self.policy() == AppendFsync::Always {
                     always_failed(
@@ -438,16 +530,20 @@ impl Aof {
             s.dirty = false;
         }
         if let Some(f) = switch {
-            let _ = s.file.sync_data();
+            if let Some(old) = &s.file {
+                let _ = old.sync_data();
+            }
+            self.has_file.store(f.is_some(), Ordering::SeqCst);
             s.file = f;
             s.cur_db = None;
+            s.dirty = false;
             self.written.store(0, Ordering::Relaxed);
             self.discard.store(false, Ordering::SeqCst);
         }
         self.synced.store(end, Ordering::SeqCst);
         self.wake_waiters(end, mine);
-        if stop {
-            let _ = s.file.sync_data();
+        if let (true, Some(file)) = (stop, s.file.as_ref()) {
+            let _ = file.sync_data();
         }
         stop
     }
@@ -516,6 +612,13 @@ impl Aof {
     /// stops the rewrite before it starts). (The rewrite hook; see the
     /// module docs.)
     pub fn switch_incr(&self, file: File) {
+        self.switch_file(Some(file));
+    }
+
+    /// [`Aof::switch_incr`] to `file`, or to none: the writer stops
+    /// writing a file but goes on feeding the stream (`appendonly no`
+    /// with replicas attached).
+    pub fn switch_file(&self, file: Option<File>) {
         let mut q = self.lock();
         let at = q.next();
         q.switch_to = Some((at, file));
@@ -662,10 +765,16 @@ pub fn open_files(p: &Paths) -> Result<File, String> {
         .map_err(|e| format!("Can't open the append only file {}: {e}", incr.name))
 }
 
-/// Starts the writer thread on `file`.
-pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
+/// Starts the writer thread on `file` (none: a writer that only feeds
+/// the replication stream).
+pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
+    let file: Option<File> = file.into();
     let now = Instant::now();
-    let len = file.metadata().map_or(0, |m| m.len());
+    let len = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.len());
+    let has_file = file.is_some();
     let aof = Arc::new(Aof {
         q: Mutex::new(Queue::default()),
         sink: Mutex::new(Sink {
@@ -676,6 +785,9 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
             last_sync: now,
             last_write: now,
             batch_records: 0,
+            rbuf: Vec::new(),
+            repl_db: None,
+            feed: None,
         }),
         work: Condvar::new(),
         synced: AtomicU64::new(0),
@@ -686,6 +798,7 @@ pub fn start(file: File, policy: AppendFsync) -> Arc<Aof> {
         thread: Mutex::new(None),
         asleep: AtomicBool::new(false),
         stamps: AtomicU64::new(1),
+        has_file: AtomicBool::new(has_file),
     });
     let a = aof.clone();
     let h = std::thread::Builder::new()
@@ -707,6 +820,29 @@ fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
     select(buf, cur, c.first_db);
     buf.extend_from_slice(&c.bytes);
     *cur = Some(c.last_db);
+}
+
+/// A transaction's parts (in stamp order) as one block.
+fn emit_tx(buf: &mut Vec<u8>, cur: &mut Option<usize>, parts: &[(u64, Chunk)], records: u64) {
+    if parts.is_empty() {
+        return;
+    }
+    // Redis 7.0's propagatePendingCommands: one record is atomic by
+    // itself and goes bare.
+    let wrap = records > 1;
+    if wrap {
+        // Redis writes the first record's SELECT before the MULTI.
+        let db = parts[0].1.first_db;
+        select(buf, cur, db);
+        *cur = Some(db);
+        write_array(buf, &[b"MULTI"]);
+    }
+    for (_, c) in parts {
+        emit(buf, cur, c);
+    }
+    if wrap {
+        write_array(buf, &[b"EXEC"]);
+    }
 }
 
 /// `appendfsync always` with every shard on one thread: a round that
@@ -742,7 +878,8 @@ fn always_failed(msg: &str) -> ! {
 
 /// The file and its writing state; see [`Aof::sink`].
 struct Sink {
-    file: File,
+    /// None: the writer feeds only the stream.
+    file: Option<File>,
     /// The database the file's last record selected.
     cur_db: Option<usize>,
     buf: Vec<u8>,
@@ -752,6 +889,10 @@ struct Sink {
     last_write: Instant,
     /// `always`: records in the last batch (see `writer`).
     batch_records: u64,
+    /// The stream's batch, its `SELECT` state, and its consumer.
+    rbuf: Vec<u8>,
+    repl_db: Option<usize>,
+    feed: Option<Arc<dyn StreamFeed>>,
 }
 
 fn writer(aof: Arc<Aof>) {
@@ -788,12 +929,10 @@ fn writer(aof: Arc<Aof>) {
         {
             let mut q = aof.lock();
             loop {
-                let ready = match q.items.front() {
-                    Some(Item::Chunk(_)) => true,
-                    Some(Item::Tx { done, .. }) => *done,
-                    None => false,
-                };
-                if ready || q.stop || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base) {
+                if ready(q.items.front())
+                    || q.stop
+                    || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base)
+                {
                     break;
                 }
                 let mut wait = if dirty {
@@ -1129,6 +1268,58 @@ mod tests {
         assert_eq!(sets_in(&path), 3);
         aof.stop();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    struct Collect(Mutex<Vec<u8>>);
+    impl StreamFeed for Collect {
+        fn feed(&self, b: Vec<u8>) {
+            self.0.lock().unwrap().extend_from_slice(&b);
+        }
+    }
+
+    /// With no file, the writer feeds the stream: the same bytes a file
+    /// would get (SELECT between databases, MULTI/EXEC around a
+    /// transaction's parts), stream-only raw bytes with no SELECT, and
+    /// marks that run in order and make the next record SELECT again.
+    #[test]
+    fn a_fileless_writer_feeds_the_stream_in_order() {
+        let aof = start(None, AppendFsync::Always);
+        assert_eq!(aof.policy(), AppendFsync::No, "no file: nothing to sync");
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        aof.append(engine::outbox::chunk_of(1, &[b"SET", b"b", b"2"]), false);
+        aof.tx_parts(7, vec![(2, engine::outbox::chunk_of(1, &[b"DEL", b"c"]))]);
+        aof.tx_parts(
+            7,
+            vec![(1, engine::outbox::chunk_of(1, &[b"SET", b"c", b"3"]))],
+        );
+        aof.tx_finish(7, false);
+        aof.stream_raw(b"*1\r\n$4\r\nPING\r\n".to_vec());
+        let at = Arc::new(Mutex::new(0usize));
+        let (g, a) = (got.clone(), at.clone());
+        aof.stream_mark(
+            true,
+            Box::new(move || *a.lock().unwrap() = g.0.lock().unwrap().len()),
+        );
+        let t = aof.append(engine::outbox::chunk_of(1, &[b"SET", b"d", b"4"]), false);
+        aof.wait_durable(t, "the stream");
+        let text = String::from_utf8(got.0.lock().unwrap().clone()).unwrap();
+        let expect = "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+            *2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n\
+            *1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$1\r\n3\r\n\
+            *2\r\n$3\r\nDEL\r\n$1\r\nc\r\n*1\r\n$4\r\nEXEC\r\n\
+            *1\r\n$4\r\nPING\r\n\
+            *2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nd\r\n$1\r\n4\r\n";
+        assert_eq!(text, expect);
+        let mark = *at.lock().unwrap();
+        assert_eq!(
+            &text[mark..mark + 4],
+            "*2\r\n",
+            "the mark ran after the PING"
+        );
+        assert!(text[..mark].ends_with("PING\r\n"));
+        aof.stop();
     }
 
     #[test]

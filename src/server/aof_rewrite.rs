@@ -29,7 +29,15 @@
 //! set a restart with `appendonly yes` would load, as in Redis), and a
 //! shutdown during the rewrite is refused without FORCE.
 
+//!
+//! The writer is also the replication stream's source (see `aof`): it
+//! runs while `appendonly` is on *or* the stream is (replicas, or their
+//! backlog); turning the AOF off with the stream on detaches the file and
+//! keeps the writer, turning it on with the stream on attaches the file at
+//! the rewrite's instant.
+
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use commands::persist::AofControl;
@@ -40,8 +48,13 @@ use crate::log;
 pub struct Rewriter {
     paths: Paths,
     /// The writer while `appendonly` is on (set at start, or by
-    /// CONFIG SET appendonly).
+    /// CONFIG SET appendonly) or the replication stream runs.
     aof: Mutex<Option<Arc<Aof>>>,
+    /// `appendonly` is on (the writer has, or will have at the rewrite's
+    /// instant, a file).
+    appendonly: AtomicBool,
+    /// The replication stream runs (see [`Rewriter::stream_writer`]).
+    stream_on: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -77,6 +90,8 @@ impl Rewriter {
             .sum();
         Rewriter {
             paths,
+            appendonly: AtomicBool::new(aof.is_some()),
+            stream_on: AtomicBool::new(false),
             aof: Mutex::new(aof),
             state: Mutex::new(State {
                 files,
@@ -86,9 +101,33 @@ impl Rewriter {
         }
     }
 
-    /// The writer, when the AOF is on.
+    /// The writer, when the AOF or the replication stream is on.
     pub fn current(&self) -> Option<Arc<Aof>> {
         self.aof.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The writer for the replication stream: the AOF's, or a new one
+    /// with no file. The stream stays on until [`Rewriter::stream_stop`].
+    pub fn stream_writer(&self) -> Arc<Aof> {
+        let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
+        self.stream_on.store(true, Ordering::SeqCst);
+        w.get_or_insert_with(|| super::aof::start(None, config::AppendFsync::No))
+            .clone()
+    }
+
+    /// The stream is off (every shard stopped recording for it): the
+    /// writer goes unless the AOF needs it.
+    pub fn stream_stop(&self) {
+        let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
+        self.stream_on.store(false, Ordering::SeqCst);
+        if let Some(a) = w.as_ref() {
+            a.set_feed(None);
+        }
+        if !self.appendonly.load(Ordering::SeqCst) {
+            if let Some(a) = w.take() {
+                a.stop();
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -130,7 +169,7 @@ fn file_len(p: &Paths, f: &ManifestFile) -> u64 {
 
 impl AofControl for Rewriter {
     fn enabled(&self) -> bool {
-        self.current().is_some()
+        self.appendonly.load(Ordering::SeqCst)
     }
 
     fn enable(&self) -> Result<(), String> {
@@ -144,9 +183,16 @@ impl AofControl for Rewriter {
         // instant on; this one proves the file can be created.
         let file = self.create_temp_incr()?;
         self.lock().enabling = true;
-        // The policy follows CONFIG SET appendfsync from the next refresh.
-        let aof = super::aof::start(file, config::AppendFsync::Everysec);
-        *self.aof.lock().unwrap_or_else(|e| e.into_inner()) = Some(aof);
+        let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
+        // A writer that feeds only the stream gets its file at the
+        // rewrite's instant (the switch); until then the snapshot holds
+        // what it writes.
+        if w.is_none() {
+            // The policy follows CONFIG SET appendfsync from the next refresh.
+            *w = Some(super::aof::start(file, config::AppendFsync::Everysec));
+        }
+        self.appendonly.store(true, Ordering::SeqCst);
+        drop(w);
         log::notice(format_args!(
             "Background append only file rewriting for AOF enable"
         ));
@@ -154,11 +200,23 @@ impl AofControl for Rewriter {
     }
 
     fn disable(&self) {
-        let aof = self.aof.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.appendonly.store(false, Ordering::SeqCst);
+        let aof = {
+            let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
+            if self.stream_on.load(Ordering::SeqCst) {
+                // The stream goes on without the file.
+                if let Some(a) = w.as_ref() {
+                    a.switch_file(None);
+                }
+                None
+            } else {
+                w.take()
+            }
+        };
         if let Some(a) = aof {
             a.stop();
-            log::notice(format_args!("Append only file turned off"));
         }
+        log::notice(format_args!("Append only file turned off"));
         let mut st = self.lock();
         if st.enabling {
             // Never made it into the manifest.
@@ -321,7 +379,7 @@ impl AofControl for Rewriter {
     }
 
     fn write_ok(&self) -> bool {
-        self.current().is_none_or(|a| a.last_write_ok())
+        !self.enabled() || self.current().is_none_or(|a| a.last_write_ok())
     }
 
     fn waiting_rewrite(&self) -> bool {

@@ -59,22 +59,34 @@ pub struct ActiveCoord {
     pub slow_args: Option<resp::OwnedArgs>,
 }
 
+/// A connection's byte stream. Plain TCP and unix sockets go straight to
+/// the kernel; TLS goes through rustls (see `tls`). One match per read or
+/// write; the TLS state is boxed so the plain variants stay small.
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
+    Tls(Box<super::tls::TlsStream>),
 }
 
 impl Stream {
+    /// Plaintext in. A short count means the socket is drained (the
+    /// worker's edge-triggered reads rely on it); `Ok(0)`: the peer closed.
+    #[inline]
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
+    /// Plaintext out. After `WouldBlock` a TLS stream expects the same
+    /// bytes again (see `tls`); `Conn::flush` retries from `written`.
+    #[inline]
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     pub fn raw_fd(&self) -> i32 {
@@ -82,12 +94,26 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.tcp.as_raw_fd(),
+        }
+    }
+    /// The descriptor another thread may write a reply to directly (see
+    /// `worker::mark_direct`), if this stream allows it: a TLS stream
+    /// declines, its records can only come from its own state.
+    #[inline]
+    pub fn direct_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => Some(s.as_raw_fd()),
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Tls(_) => None,
         }
     }
     pub fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
+            Stream::Tls(s) => &mut s.tcp,
         }
     }
 }
@@ -156,6 +182,8 @@ pub struct Conn {
     /// (Redis's `buf_peak`, CLIENT LIST `rbp`).
     pub out_peak: usize,
     pub out_peak_since_ms: u64,
+    /// The link from this replica's master (see `repl::replica`).
+    pub master: Option<Box<crate::server::repl::replica::MasterLink>>,
 }
 
 /// Redis's `client_recent_max_input_buffer` / `_output_buffer`: the
@@ -237,7 +265,19 @@ impl Conn {
             qbuf_peak: 0,
             out_peak: 0,
             out_peak_since_ms: 0,
+            master: None,
         }
+    }
+
+    /// Puts `bytes` (read elsewhere: a replica's link read past the sync
+    /// payload) at the end of the read buffer, to be executed as read.
+    pub fn preload(&mut self, bytes: &[u8]) {
+        let end = self.rbuf_end();
+        if self.rbuf.len() < end + bytes.len() {
+            self.rbuf.resize(end + bytes.len(), 0);
+        }
+        self.rbuf[end..end + bytes.len()].copy_from_slice(bytes);
+        self.set_rbuf_end(end + bytes.len());
     }
 
     /// Unconsumed request bytes (Redis's query buffer length).
@@ -641,6 +681,11 @@ impl Conn {
             }
         }
         if self.written == self.out.len() {
+            // Records a TLS stream still holds with nothing of `out` left
+            // (handshake messages a full socket delayed).
+            if let Stream::Tls(t) = &mut self.stream {
+                t.push()?;
+            }
             self.out_peak = self.out_peak.max(self.out.len());
             self.written = 0;
             self.out.clear();

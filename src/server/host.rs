@@ -9,9 +9,11 @@
 //! MGET of 10 keys against Redis's 0.004, and lost 10–20 % of throughput to
 //! them; `--shards 1` beat Redis by a quarter.
 //!
-//! So a thread whose load and thread 0's (the hub's) together fit well in
-//! one core hands its worker to the hub, and sleeps until it gets it back.
-//! The hub runs all the workers it holds in turn, as one event loop:
+//! # Hubs
+//!
+//! So a thread whose load fits, with another thread's, well in one core
+//! hands its worker to that thread (a *hub*), and sleeps until it gets it
+//! back. A hub runs all the workers it holds in turn, as one event loop:
 //! - it sleeps on an epoll set of their epoll sets (level-triggered), so a
 //!   socket event or doorbell of any of them wakes it;
 //! - before sleeping it raises every worker's parked flag (see
@@ -21,24 +23,91 @@
 //! - each worker's turn polls its own epoll set without waiting, and
 //!   serves its events and messages as it would on its own thread.
 //!
+//! Any thread running its own worker may be a hub. The policy that picks
+//! one (`Hosts::target`), run by each thread alone with its worker at the
+//! end of each load window:
+//! - only a thread with a lower id: hand-offs never form a cycle, and a
+//!   thread that hosts others never hands its own worker away (it would
+//!   first have to give theirs back);
+//! - the first (lowest id) whose load (its last window's, plus the loads
+//!   handed to it since: its "pledged" load) leaves the sum below
+//!   [`MERGE_BELOW`]: first fit, so an idle server gathers on thread 0,
+//!   and a load that fits in `L` cores on about `ceil(L)` hubs (a little
+//!   more: bin packing), not on thread 0 alone. Best fit (the fullest hub
+//!   with room) was tried and rejected: near-zero loads differ by noise,
+//!   and an idle server with 4 shards ended up on two hubs when thread 1
+//!   looked "fuller" than thread 0 for one window and was picked while it
+//!   was handing itself to thread 0;
+//! - a hub runs at most [`MAX_LOOPS`] loops (its own included), so a round
+//!   over its loops stays bounded however many shards there are: with
+//!   `N` shards there are at least `ceil(N / MAX_LOOPS)` hubs.
+//!
 //! A worker is a closed world (its connections, shard, blocked clients,
 //! coordinators), and `Send`, so it can move to another thread between
-//! iterations; the hand-off goes through a mutex, which orders everything
+//! iterations; the hand-off goes through mutexes, which order everything
 //! the old thread did before everything the new one does. Nothing in the
 //! worker depends on which thread runs it, except: allocation accounting
 //! (each turn enters the worker's shard), naps (only a worker alone on its
 //! own thread naps), and transaction ids (counted per home shard, see
 //! `commands::tx`).
 //!
-//! The hub gives a worker back when it is saturated (busy nearly all of a
-//! window, in CPU time, and hardly ever sleeping), when
-//! `shard-consolidation` is turned off, and at shutdown (each worker goes
-//! to the shutdown gate from its own thread). After giving a worker back
-//! it is not taken again for a while, doubling each time it comes back
-//! soon after, so a load at the edge does not make workers shuttle.
+//! # Spreading out
+//!
+//! A worker a hub adopted sits in its *seat* (a mutex per shard), and the
+//! hub locks the seat for each of that worker's turns only; its own worker
+//! needs no lock. A worker goes back to its own thread, at once and all of
+//! the hub's adopted workers together:
+//! - on a burst: the hub was busy at least [`SPREAD_BUSY`] of the last
+//!   [`SPREAD_WINDOW`] (the time it spent in its outer wait is its idle
+//!   time: one clock read per round, no syscall), and the machine had an
+//!   idle core in the last load window (see [`SPLIT_MIN_IDLE`]: on two
+//!   vCPUs with the load generator on one, two threads did worse than one
+//!   hub). The check is made between rounds, so it adds nothing to a
+//!   request's path; a worker given back is served by its own thread from
+//!   its next iteration;
+//! - when the hub is stuck in one round for [`STUCK`] (a Lua script past
+//!   `busy-reply-threshold`, a KEYS over a large keyspace, or just a round
+//!   of very many requests): the hub cannot act, so a *watchdog* thread
+//!   takes back every seat whose lock it gets (all but the worker running).
+//!   Their clients are then served by their own threads, get `-BUSY` for the
+//!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
+//!   hub gives back the rest (the worker that ran). The watchdog wakes every
+//!   [`WATCH_MIN`] while some hub is in a round, backing off to
+//!   [`WATCH_MAX`] while the hubs sleep, and sleeps for good while no
+//!   worker is adopted (then nothing is consolidated and it costs nothing);
+//! - when `shard-consolidation` is turned off, and at shutdown (each
+//!   worker goes to the shutdown gate from its own thread).
+//!
+//! What a stuck hub cannot free: the loop running the long command, and
+//! its own loop (a thread's own worker lives on its stack, not in a seat),
+//! whose clients wait for the command as they would without
+//! consolidation. Workers handed to it and not adopted yet go back too.
+//!
+//! After a burst or a stuck round a worker is not taken again for a while,
+//! doubling each time it comes back soon after merging, so a load at the
+//! edge does not make workers shuttle.
+//!
+//! # Cost as N grows
+//!
+//! For `N` shards and a hub holding `k <= MAX_LOOPS` loops:
+//! - a hub's round visits each of its loops three times (timeout and
+//!   parked flag, unpark, turn), each adopted one under its seat's lock (an
+//!   uncontended lock and unlock: two atomic read-modify-writes): O(k) per
+//!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
+//!   (a socket event or doorbell in the outer wait, a message waiting, a
+//!   timer due) take their turn: the O(k) part is a few loads and locks
+//!   per loop, the serving is O(loops with work);
+//! - each thread alone with its worker looks for a hub at the end of each
+//!   load window ([`WINDOW`]): O(N) relaxed loads per thread per window,
+//!   so O(N²) loads per window over the process (64 threads: 4096 loads
+//!   per 100 ms);
+//! - the watchdog: O(N) relaxed loads per tick while some worker is
+//!   adopted;
+//! - memory: per thread one padded slot, one inbox and one seat: O(N).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::Events;
@@ -57,133 +126,328 @@ type Permille = u32;
 /// Length of a load window.
 const WINDOW: Duration = Duration::from_millis(100);
 
-/// A thread hands its worker to the hub when its own load and the hub's
+/// A thread hands its worker to a hub when its own load and the hub's
 /// added stay below this for [`STREAK`] windows: two threads at 0.35–0.45
-/// of a core each (pipeline 1, 50 clients) merge. Below [`SPLIT_AT`], so a
-/// load between the two stays as it is.
+/// of a core each (pipeline 1, 50 clients) merge.
 const MERGE_BELOW: Permille = 900;
 
-/// The hub gives a worker back when its load stays at or above this, and
-/// it slept at most [`SPLIT_MAX_SLEEPS`] times per window, for
-/// [`SPLIT_STREAK`] windows: it cannot keep up alone.
-const SPLIT_AT: Permille = 950;
-const SPLIT_MAX_SLEEPS: u32 = 20;
+/// Loops one hub runs at most, its own included. A round visits every
+/// loop the hub holds (see "Cost as N grows"), so this bounds a round's
+/// overhead and the latency a request can wait behind other loops' idle
+/// turns; 32 keeps 2 to 32 shards on one hub when idle.
+pub const MAX_LOOPS: usize = 32;
 
-/// ... and only while the machine has most of a core idle for the thread
-/// to be given back to. Without it, a second thread competes for the same
-/// cores: with redis-benchmark on one of two vCPUs, a saturated hub at
-/// pipeline 16 ran MGET of 10 keys at 263k/s, the two threads apart at
-/// 215k/s; the machine was about half a core idle meanwhile (the load
-/// generator waits for replies too).
+/// A burst: the hub was busy at least this share of [`SPREAD_WINDOW`].
+const SPREAD_BUSY: Permille = 970;
+const SPREAD_WINDOW: Duration = Duration::from_millis(5);
+
+/// ... and only while the machine has most of a core idle for the threads
+/// given back. Without it, a second thread competes for the same cores:
+/// with redis-benchmark on one of two vCPUs, a saturated hub at pipeline
+/// 16 ran MGET of 10 keys at 263k/s, the two threads apart at 215k/s; the
+/// machine was about half a core idle meanwhile (the load generator waits
+/// for replies too). Read from `/proc/stat` once per load window.
 const SPLIT_MIN_IDLE: Permille = 900;
 
-/// Consecutive windows a merge condition must hold...
+/// A hub round running this long is stuck: the watchdog takes its other
+/// loops back.
+const STUCK: Duration = Duration::from_millis(5);
+/// The watchdog's tick while a hub is in a round...
+const WATCH_MIN: Duration = Duration::from_millis(2);
+/// ... and the longest it backs off to while every hub sleeps (a round
+/// that starts then is found stuck within `STUCK + WATCH_MAX`).
+const WATCH_MAX: Duration = Duration::from_millis(16);
+
+/// Consecutive windows a merge condition must hold.
 const STREAK: u32 = 2;
-/// ... and a split condition: the machine's idle time comes in clock
-/// ticks (10 ms), coarse over one window.
-const SPLIT_STREAK: u32 = 5;
 
 /// Rounds an AOF lead waits for work left pending (see `Host::run`).
 const MAX_DEFER: u32 = 2;
-/// After a worker is given back, no merge for this long; doubled (up to
-/// `HOLD_MAX`) each time it is given back within `HOLD_RESET` of merging.
+/// After a worker is given back for load, no merge for this long; doubled
+/// (up to `HOLD_MAX`) each time it is given back within `HOLD_RESET` of
+/// merging.
 const HOLD_MIN: Duration = Duration::from_secs(1);
 const HOLD_MAX: Duration = Duration::from_secs(60);
 const HOLD_RESET: Duration = Duration::from_secs(30);
 
+/// `Slot::host` of a worker on its own thread.
+const NO_HOST: usize = usize::MAX;
+
 #[derive(Default)]
 struct Inbox {
     workers: Vec<Hosted>,
-    /// Shutdown: the hub takes no workers until it reopens.
+    /// The thread takes no workers: it is handing its own away, or
+    /// shutting down.
     closed: bool,
+}
+
+/// Where an adopted worker lives while a hub runs it.
+#[derive(Default)]
+struct Seat {
+    worker: Option<Box<Worker>>,
+    /// Given back (by the hub or the watchdog): its own thread takes it,
+    /// and the hub no longer touches it.
+    back: bool,
+}
+
+/// What the other threads need to know about one thread. Padded to a
+/// cache line: a hub writes `round_us` twice per round.
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    /// Its load over its last window.
+    busy: AtomicU32,
+    /// Loads handed to it since its last window began (not yet in `busy`).
+    pledged: AtomicU32,
+    /// Loops it runs: 0 while its own is away.
+    runs: AtomicUsize,
+    /// A hub in a round: when the round's work began (µs since `epoch`);
+    /// 0 while it waits or holds no other loop.
+    round_us: AtomicU64,
+    /// Who runs its worker ([`NO_HOST`]: itself).
+    host: AtomicUsize,
+    /// Its worker is not handed to a hub before this (ms since `epoch`).
+    hold_until_ms: AtomicU64,
+    /// Its worker's last hold, and when it last merged (ms since `epoch`).
+    hold_ms: AtomicU64,
+    merged_ms: AtomicU64,
+    /// Its inbox holds workers.
+    pending: AtomicBool,
 }
 
 /// What the threads share about who hosts whom.
 pub struct Hosts {
     epoch: Instant,
-    /// Each thread's load over its last window.
-    busy: Vec<AtomicU32>,
-    /// Workers handed to the hub (thread 0), to adopt.
-    inbox: Mutex<Inbox>,
-    pending: AtomicBool,
-    /// Each thread's worker, handed back by the hub.
-    back: Vec<Mutex<Option<Hosted>>>,
+    slots: Vec<Slot>,
+    inbox: Vec<Mutex<Inbox>>,
+    seats: Vec<Mutex<Seat>>,
     threads: Vec<OnceLock<std::thread::Thread>>,
-    /// Each thread: no hand-off before this many ms since `epoch`.
-    hold_until: Vec<AtomicU64>,
-    /// When the hub last adopted a worker (ms since `epoch`; 0: never):
-    /// its published load does not show that worker's yet.
-    last_adopt: AtomicU64,
-    /// Wakes the hub's own worker (its doorbell).
-    wake_hub: Box<dyn Fn() + Send + Sync>,
+    watchdog: OnceLock<std::thread::Thread>,
+    /// Workers adopted by hubs.
+    hosted: AtomicUsize,
+    /// Wakes thread `i`'s own worker (its doorbell).
+    wake: Box<dyn Fn(usize) + Send + Sync>,
     /// Threads running at least one worker (INFO `shard_threads_active`).
-    active: Arc<std::sync::atomic::AtomicUsize>,
+    active: Arc<AtomicUsize>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Hosts {
     pub fn new(
         n: usize,
-        wake_hub: Box<dyn Fn() + Send + Sync>,
-        active: Arc<std::sync::atomic::AtomicUsize>,
-    ) -> Self {
+        wake: Box<dyn Fn(usize) + Send + Sync>,
+        active: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
         active.store(n, Ordering::Relaxed);
-        Hosts {
+        let hosts = Arc::new(Hosts {
             epoch: Instant::now(),
-            busy: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            inbox: Mutex::new(Inbox::default()),
-            pending: AtomicBool::new(false),
-            back: (0..n).map(|_| Mutex::new(None)).collect(),
+            slots: (0..n)
+                .map(|_| Slot {
+                    runs: AtomicUsize::new(1),
+                    host: AtomicUsize::new(NO_HOST),
+                    ..Slot::default()
+                })
+                .collect(),
+            inbox: (0..n).map(|_| Mutex::default()).collect(),
+            seats: (0..n).map(|_| Mutex::default()).collect(),
             threads: (0..n).map(|_| OnceLock::new()).collect(),
-            hold_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            last_adopt: AtomicU64::new(0),
-            wake_hub,
+            watchdog: OnceLock::new(),
+            hosted: AtomicUsize::new(0),
+            wake,
             active,
+        });
+        if n > 1 {
+            let h = hosts.clone();
+            let spawned = std::thread::Builder::new()
+                .name("consolidation".into())
+                .spawn(move || h.watch());
+            if let Err(e) = spawned {
+                log::warning(format_args!("consolidation watchdog: {e}"));
+            }
         }
+        hosts
     }
 
     fn ms(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
-    fn inbox(&self) -> std::sync::MutexGuard<'_, Inbox> {
-        self.inbox.lock().unwrap_or_else(|e| e.into_inner())
+    fn us(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_micros() as u64
     }
 
-    /// Hands `w` to the hub; gives it back if the hub takes none now: at
-    /// shutdown, or while another worker's load is not yet in the hub's
-    /// (two threads deciding on the same hub load would overload it).
-    fn give(&self, w: Hosted) -> Result<(), Hosted> {
-        let mut inbox = self.inbox();
-        let last = self.last_adopt.load(Ordering::Relaxed);
-        let settling = last != 0 && self.ms(Instant::now()) < last + 2 * WINDOW.as_millis() as u64;
-        if inbox.closed || !inbox.workers.is_empty() || settling {
+    /// Whether hub `h` has been in one round for [`STUCK`] or more.
+    fn stuck(&self, h: usize, now_us: u64) -> bool {
+        let start = self.slots[h].round_us.load(Ordering::Relaxed);
+        start != 0 && now_us.saturating_sub(start) >= STUCK.as_micros() as u64
+    }
+
+    /// The hub thread `id`, alone with its worker at load `mine`, should
+    /// hand it to (see the module doc: the first with room).
+    fn target(&self, id: usize, mine: Permille, now: Instant) -> Option<usize> {
+        let now_us = self.us(now);
+        self.slots[..id].iter().enumerate().position(|(j, s)| {
+            let runs = s.runs.load(Ordering::Relaxed);
+            let load = s.busy.load(Ordering::Relaxed) + s.pledged.load(Ordering::Relaxed);
+            runs != 0 && runs < MAX_LOOPS && !self.stuck(j, now_us) && merge_wanted(mine, load)
+        })
+    }
+
+    /// Thread `id` stops taking workers, to hand its own away; false if
+    /// one was just handed to it (it adopts that instead).
+    fn close(&self, id: usize) -> bool {
+        let mut inbox = locked(&self.inbox[id]);
+        if inbox.closed || !inbox.workers.is_empty() {
+            return false;
+        }
+        inbox.closed = true;
+        true
+    }
+
+    fn reopen(&self, id: usize) {
+        locked(&self.inbox[id]).closed = false;
+    }
+
+    /// Hands `w` (load `mine`) to hub `h`; gives it back if `h` takes none
+    /// now: it is closed, full, stuck, or loads handed to it meanwhile
+    /// leave no room.
+    fn give(&self, h: usize, w: Hosted, mine: Permille, now: Instant) -> Result<(), Hosted> {
+        let mut inbox = locked(&self.inbox[h]);
+        let s = &self.slots[h];
+        let runs = s.runs.load(Ordering::Relaxed) + inbox.workers.len();
+        let load = s.busy.load(Ordering::Relaxed) + s.pledged.load(Ordering::Relaxed);
+        if inbox.closed
+            || runs == 0
+            || runs >= MAX_LOOPS
+            || self.stuck(h, self.us(now))
+            || !merge_wanted(mine, load)
+        {
             return Err(w);
         }
+        // At least 1: a hand-off of idle loads still counts.
+        s.pledged.fetch_add(mine.max(1), Ordering::Relaxed);
         inbox.workers.push(w);
-        self.pending.store(true, Ordering::Release);
+        s.pending.store(true, Ordering::Release);
         drop(inbox);
-        (self.wake_hub)();
+        (self.wake)(h);
         Ok(())
     }
 
-    /// Thread `id` sleeps until the hub gives its worker back.
-    fn wait_back(&self, id: usize) -> Hosted {
+    /// Thread `id` sleeps until its worker is given back.
+    fn wait_back(&self, id: usize) -> Box<Worker> {
         loop {
-            if let Some(w) = self.back[id]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
             {
-                return w;
+                let mut seat = locked(&self.seats[id]);
+                if seat.back {
+                    if let Some(w) = seat.worker.take() {
+                        seat.back = false;
+                        return w;
+                    }
+                }
             }
             std::thread::park();
         }
     }
 
-    fn send_back(&self, id: usize, w: Hosted) {
-        *self.back[id].lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
+    /// Books worker `id` (whose seat is now marked back) as given back by
+    /// hub `h`, and wakes its thread. `for_load`: it left for the hub's
+    /// load, and is not taken again for a while.
+    fn returned(&self, h: usize, id: usize, now: Instant, for_load: bool) {
+        let s = &self.slots[id];
+        s.host.store(NO_HOST, Ordering::Relaxed);
+        if for_load {
+            let merged = s.merged_ms.load(Ordering::Relaxed);
+            let held = Duration::from_millis(self.ms(now).saturating_sub(merged));
+            let hold = next_hold(
+                Duration::from_millis(s.hold_ms.load(Ordering::Relaxed)),
+                held,
+            );
+            s.hold_ms.store(hold.as_millis() as u64, Ordering::Relaxed);
+            s.hold_until_ms
+                .store(self.ms(now + hold), Ordering::Relaxed);
+        }
+        self.slots[h].runs.fetch_sub(1, Ordering::Relaxed);
+        self.hosted.fetch_sub(1, Ordering::Relaxed);
+        self.active.fetch_add(1, Ordering::Relaxed);
         if let Some(t) = self.threads[id].get() {
             t.unpark();
+        }
+    }
+
+    /// The watchdog thread: takes back the adopted workers of a hub stuck
+    /// in one round (see the module doc).
+    fn watch(&self) {
+        let _ = self.watchdog.set(std::thread::current());
+        let mut tick = WATCH_MIN;
+        loop {
+            if self.hosted.load(Ordering::Acquire) == 0 {
+                std::thread::park();
+                tick = WATCH_MIN;
+                continue;
+            }
+            std::thread::park_timeout(tick);
+            let now = Instant::now();
+            let now_us = self.us(now);
+            let mut working = false;
+            for h in 0..self.slots.len() {
+                if self.slots[h].round_us.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                working = true;
+                if self.stuck(h, now_us) {
+                    self.recall(h, now);
+                }
+            }
+            tick = if working {
+                WATCH_MIN
+            } else {
+                (tick * 2).min(WATCH_MAX)
+            };
+        }
+    }
+
+    /// Takes back every worker stuck hub `h` holds but is not running,
+    /// and those handed to it that it has not adopted yet.
+    fn recall(&self, h: usize, now: Instant) {
+        let waiting = std::mem::take(&mut locked(&self.inbox[h]).workers);
+        for Hosted(w) in waiting {
+            let id = w.id();
+            let hold = self.ms(now + HOLD_MIN);
+            self.slots[id].hold_until_ms.store(hold, Ordering::Relaxed);
+            *locked(&self.seats[id]) = Seat {
+                worker: Some(w),
+                back: true,
+            };
+            if let Some(t) = self.threads[id].get() {
+                t.unpark();
+            }
+        }
+        for id in 0..self.slots.len() {
+            if self.slots[id].host.load(Ordering::Relaxed) != h {
+                continue;
+            }
+            // The round may have ended meanwhile.
+            let start = self.slots[h].round_us.load(Ordering::Relaxed);
+            if !self.stuck(h, self.us(now)) {
+                return;
+            }
+            // The seat of the worker running now is locked: it stays.
+            let Ok(mut seat) = self.seats[id].try_lock() else {
+                continue;
+            };
+            if seat.back || seat.worker.is_none() {
+                continue;
+            }
+            seat.back = true;
+            drop(seat);
+            let round = self.us(now).saturating_sub(start) / 1000;
+            log::verbose(format_args!(
+                "Shard {id} back on its own thread: thread {h} has been in one round for {round} ms"
+            ));
+            self.returned(h, id, now, true);
         }
     }
 }
@@ -192,12 +456,8 @@ impl Hosts {
 struct Window {
     start: Instant,
     cpu_ns: u64,
-    /// Times the thread slept in this window.
-    sleeps: u32,
-    /// Consecutive windows the merge (or, on the hub, split) condition held.
+    /// Consecutive windows the merge condition held.
     streak: u32,
-    /// The hub: the machine's CPU ticks at the start of the window.
-    ticks: Option<(u64, u64, u64)>,
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -217,9 +477,7 @@ impl Window {
         Window {
             start: now,
             cpu_ns: thread_cpu_ns(),
-            sleeps: 0,
             streak: 0,
-            ticks: None,
         }
     }
 
@@ -230,21 +488,34 @@ impl Window {
         let busy = (cpu.saturating_sub(self.cpu_ns) * 1000 / wall).min(1000) as Permille;
         self.start = now;
         self.cpu_ns = cpu;
-        self.sleeps = 0;
         busy
     }
 }
 
-/// Whether a thread alone with its worker should hand it to the hub.
+/// A hub's idle time over the current [`SPREAD_WINDOW`], and when its
+/// last round's work began.
+struct Burst {
+    start: Instant,
+    idle: Duration,
+    round: Instant,
+}
+
+/// Whether a thread alone with its worker should hand it to a hub.
 fn merge_wanted(mine: Permille, hub: Permille) -> bool {
     mine + hub < MERGE_BELOW
 }
 
-/// Whether the hub, holding other workers, cannot keep up alone, and a
-/// core is idle for another thread (`idle`: idle CPU of the machine, per
-/// mille of a core).
-fn split_wanted(busy: Permille, sleeps: u32, idle: Permille) -> bool {
-    busy >= SPLIT_AT && sleeps <= SPLIT_MAX_SLEEPS && idle >= SPLIT_MIN_IDLE
+/// Whether a hub busy `busy` of its last [`SPREAD_WINDOW`] should give its
+/// workers back, given the machine's idle CPU (`None`: not known yet,
+/// then it keeps them).
+fn spread_wanted(busy: Permille, idle: Option<Permille>) -> bool {
+    busy >= SPREAD_BUSY && idle.is_some_and(|i| i >= SPLIT_MIN_IDLE)
+}
+
+/// A hub's busy share of a span, in per mille, from its idle time in it.
+fn busy_of(span: Duration, idle: Duration) -> Permille {
+    let span = span.as_nanos().max(1);
+    1000 - (idle.as_nanos().min(span) * 1000 / span) as Permille
 }
 
 /// The machine's idle and total CPU time so far (`/proc/stat`, in clock
@@ -288,18 +559,19 @@ fn next_hold(prev: Duration, held: Duration) -> Duration {
     }
 }
 
-/// One thread: the workers it runs (its own first) and its load.
+/// One thread: its own worker, the workers it adopted, and its load.
 pub struct Host {
     id: usize,
-    /// Boxed: workers move between threads, a box moves as one pointer.
+    /// This thread's own worker: exactly one, except while it is away at
+    /// a hub (a `Vec` so that it can leave and come back). Boxed: workers
+    /// move between threads, a box moves as one pointer.
     #[allow(clippy::vec_box)]
-    workers: Vec<Box<Worker>>,
-    /// The hub: when each adopted worker (by id) arrived, and its last hold.
-    merged_at: Vec<Option<Instant>>,
-    hold: Vec<Duration>,
+    own: Vec<Box<Worker>>,
+    /// Workers adopted here; each lives in its seat in `Hosts`.
+    adopted: Vec<Adopted>,
     /// Epoll set of the workers' epoll sets (level-triggered), while this
     /// thread holds more than one.
-    outer: Option<std::os::fd::OwnedFd>,
+    outer: Option<OwnedFd>,
     events: Events,
     /// Workers whose epoll sets the last outer wait found ready.
     ready: Vec<usize>,
@@ -310,28 +582,80 @@ pub struct Host {
     /// Rounds since the last AOF lead that left work for the next.
     deferred: u32,
     window: Window,
+    burst: Burst,
+    /// A hub: the machine's CPU ticks at the start of the window, and its
+    /// idle CPU over the last window (per mille of a core; `None` until a
+    /// window has passed since this thread became a hub).
+    ticks: Option<(u64, u64, u64)>,
+    machine_idle: Option<Permille>,
     hosts: Arc<Hosts>,
+}
+
+/// A worker a hub adopted, as the hub sees it.
+struct Adopted {
+    id: usize,
+    /// Its epoll set.
+    fd: RawFd,
+    /// This round: when it has work without a socket event (its timeout
+    /// runs out; now if messages wait).
+    due: Instant,
+}
+
+/// Runs `f` on each worker in `adopted`, each under its seat's lock, and
+/// drops from `adopted` (and from `outer`) those given back meanwhile.
+fn each_adopted(
+    hosts: &Hosts,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<OwnedFd>,
+    mut f: impl FnMut(&mut Adopted, &mut Worker),
+) {
+    adopted.retain_mut(|a| {
+        let mut seat = locked(&hosts.seats[a.id]);
+        let seat = &mut *seat;
+        match seat.worker.as_mut() {
+            Some(w) if !seat.back => {
+                f(a, w);
+                true
+            }
+            _ => {
+                if let Some(o) = outer {
+                    epoll_del(o, a.fd);
+                }
+                false
+            }
+        }
+    });
 }
 
 impl Host {
     pub fn new(worker: Worker, hosts: Arc<Hosts>) -> Self {
         let id = worker.id();
         let _ = hosts.threads[id].set(std::thread::current());
-        let n = hosts.busy.len();
+        let now = Instant::now();
         Host {
             id,
-            workers: vec![Box::new(worker)],
-            merged_at: vec![None; n],
-            hold: vec![Duration::ZERO; n],
+            own: vec![Box::new(worker)],
+            adopted: Vec::new(),
             outer: None,
             events: Events::with_capacity(1024),
             ready: Vec::new(),
             polled: false,
             ids: Vec::new(),
             deferred: 0,
-            window: Window::new(Instant::now()),
+            window: Window::new(now),
+            burst: Burst {
+                start: now,
+                idle: Duration::ZERO,
+                round: now,
+            },
+            ticks: None,
+            machine_idle: None,
             hosts,
         }
+    }
+
+    fn slot(&self) -> &Slot {
+        &self.hosts.slots[self.id]
     }
 
     /// Serves until a shutdown is carried out: at a shutdown request every
@@ -339,27 +663,24 @@ impl Host {
     /// there (see `shutdown`); if the shutdown is refused they carry on.
     pub fn run(mut self, gate: &Gate) {
         loop {
-            if self.workers[0].shutdown_requested() {
-                if self.id == 0 {
-                    self.hosts.inbox().closed = true;
-                    self.adopt();
-                    while self.workers.len() > 1 {
-                        self.give_back(Instant::now(), false);
-                    }
-                }
-                if self.workers[0].park(gate) {
+            if self.own[0].shutdown_requested() {
+                locked(&self.hosts.inbox[self.id]).closed = true;
+                self.adopt();
+                self.give_back_all(Instant::now(), false);
+                if self.own[0].park(gate) {
                     break;
                 }
-                if self.id == 0 {
-                    self.hosts.inbox().closed = false;
-                }
+                self.hosts.reopen(self.id);
                 continue;
             }
             let now = Instant::now();
+            if !self.adopted.is_empty() {
+                self.check_burst(now);
+            }
             // A thread that runs every shard commits the AOF itself.
-            let led = self.workers.len() == self.hosts.busy.len();
-            if self.workers.len() == 1 {
-                self.workers[0].step_solo(now, &mut self.events, &mut self.window.sleeps, led);
+            let led = self.adopted.len() + 1 == self.hosts.slots.len();
+            if self.adopted.is_empty() {
+                self.own[0].step_solo(now, &mut self.events, led);
             } else {
                 self.step_shared(now, led);
             }
@@ -367,34 +688,50 @@ impl Host {
                 // Work left for the next round (most often hops between
                 // the shards held here, whose records that round appends)
                 // joins this round's fsync, up to two rounds.
-                if self.deferred < MAX_DEFER && self.workers.iter().any(|w| w.has_pending_work()) {
+                if self.deferred < MAX_DEFER && self.has_pending_work() {
                     self.deferred += 1;
                 } else {
                     self.deferred = 0;
                     self.lead_aof();
                 }
             }
-            if self.id == 0 && self.hosts.pending.load(Ordering::Acquire) {
+            if self.slot().pending.load(Ordering::Acquire) {
                 self.adopt();
             }
             if now.saturating_duration_since(self.window.start) >= WINDOW {
                 self.end_window(now);
             }
+            if self.adopted.is_empty() && self.outer.is_some() {
+                // The watchdog took every adopted worker back.
+                self.alone();
+            }
         }
-        self.workers[0].shutdown();
+        self.own[0].shutdown();
+    }
+
+    fn has_pending_work(&mut self) -> bool {
+        let mut any = self.own[0].has_pending_work();
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+            any = any || w.has_pending_work();
+        });
+        any
     }
 
     /// One iteration of every worker this thread holds.
     fn step_shared(&mut self, now: Instant, led: bool) {
-        let mut timeout = Duration::MAX;
-        for w in &mut self.workers {
-            timeout = timeout.min(w.timeout(now));
+        self.slot().round_us.store(0, Ordering::Relaxed);
+        let mut timeout = self.own[0].timeout(now);
+        if self.own[0].park_flag() {
+            timeout = Duration::ZERO;
         }
-        for w in &mut self.workers {
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+            let mut mine = w.timeout(now);
             if w.park_flag() {
-                timeout = Duration::ZERO;
+                mine = Duration::ZERO;
             }
-        }
+            a.due = now.checked_add(mine).unwrap_or(now + WINDOW);
+            timeout = timeout.min(mine);
+        });
         // Work waiting right after a round that polled (most often a hop
         // from one worker to another held here) is served without
         // polling: the sockets were just read, and the round after this
@@ -406,20 +743,70 @@ impl Host {
         let mut known = false;
         if !skip {
             if let Some(fd) = &self.outer {
-                self.window.sleeps += u32::from(!timeout.is_zero());
                 known = wait(fd, timeout, &mut self.ready);
             }
         }
+        let woke = Instant::now();
+        if !timeout.is_zero() {
+            self.burst.idle += woke.saturating_duration_since(now);
+        }
+        self.burst.round = woke;
+        self.slot()
+            .round_us
+            .store(self.hosts.us(woke).max(1), Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell.
-        for w in &mut self.workers {
-            w.unpark_flag();
-        }
-        for w in &mut self.workers {
-            let poll = !skip && (!known || self.ready.contains(&w.id()));
-            w.step_shared(&mut self.events, poll, led);
-        }
+        self.own[0].unpark_flag();
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+            w.unpark_flag()
+        });
+        let ready = &self.ready;
+        let polls = |id: usize| !skip && (!known || ready.contains(&id));
+        self.own[0].step_shared(&mut self.events, polls(self.id), led);
+        let events = &mut self.events;
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+            // An adopted worker with no socket event, no message and no
+            // timer due sits this round out: a round serves the loops
+            // that have work, not all of the hub's (messages between the
+            // loops held here ring no doorbell, but show in the next
+            // round's parked flags, which then makes it due).
+            let poll = polls(a.id);
+            if poll || !known || a.due <= woke {
+                w.step_shared(events, poll, led);
+            }
+        });
         engine::alloc::enter_shard(self.id);
+        self.slot().round_us.store(0, Ordering::Relaxed);
+    }
+
+    /// A hub between rounds: gives every adopted worker back after a
+    /// stuck round (the watchdog took the others meanwhile, not the one
+    /// that ran), or on a burst (see the module doc).
+    fn check_burst(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.burst.round) >= STUCK && self.own[0].consolidation() {
+            log::verbose(format_args!(
+                "Thread {} was in one round for {} ms: its shards go back to their threads",
+                self.id,
+                now.saturating_duration_since(self.burst.round).as_millis()
+            ));
+            self.give_back_all(now, true);
+            return;
+        }
+        let span = now.saturating_duration_since(self.burst.start);
+        if span < SPREAD_WINDOW {
+            return;
+        }
+        let busy = busy_of(span, self.burst.idle);
+        self.burst.start = now;
+        self.burst.idle = Duration::ZERO;
+        if spread_wanted(busy, self.machine_idle) && self.own[0].consolidation() {
+            log::verbose(format_args!(
+                "Thread {} busy {busy} per mille of the last {} us: its shards go back to their threads",
+                self.id,
+                span.as_micros()
+            ));
+            self.give_back_all(now, true);
+        }
     }
 
     /// Under `appendfsync always`: one write and fsync of the records this
@@ -428,7 +815,10 @@ impl Host {
     /// writer thread when the batch is big or requests wait on a socket,
     /// so that this thread serves them during the fsync.
     fn lead_aof(&mut self) {
-        let records: u64 = self.workers.iter().map(|w| w.aof_due()).sum();
+        let mut records = self.own[0].aof_due();
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+            records += w.aof_due()
+        });
         if records == 0 {
             return;
         }
@@ -438,190 +828,217 @@ impl Host {
                 wait(fd, Duration::ZERO, &mut self.ready) && !self.ready.is_empty()
             });
         self.ids.clear();
-        self.ids.extend(self.workers.iter().map(|w| w.id()));
-        for w in &mut self.workers {
-            w.lead_aof(&self.ids, inline);
-        }
+        self.ids.push(self.id);
+        self.ids.extend(self.adopted.iter().map(|a| a.id));
+        self.own[0].lead_aof(&self.ids, inline);
+        let ids = &self.ids;
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+            w.lead_aof(ids, inline)
+        });
         engine::alloc::enter_shard(self.id);
     }
 
-    /// The hub takes the workers handed to it.
+    /// Takes the workers handed to this thread.
     fn adopt(&mut self) {
-        let mut inbox = self.hosts.inbox();
-        self.hosts.pending.store(false, Ordering::Relaxed);
-        let arrived = std::mem::take(&mut inbox.workers);
-        drop(inbox);
+        let arrived = {
+            let mut inbox = locked(&self.hosts.inbox[self.id]);
+            self.slot().pending.store(false, Ordering::Relaxed);
+            std::mem::take(&mut inbox.workers)
+        };
         let now = Instant::now();
         for Hosted(w) in arrived {
             let id = w.id();
-            if let Err(e) = self.watch(&w) {
-                log::warning(format_args!("shard {id}: cannot run on thread 0: {e}"));
-                let until = self.hosts.ms(now + HOLD_MAX);
-                self.hosts.hold_until[id].store(until, Ordering::Relaxed);
-                self.hosts.send_back(id, Hosted(w));
+            let fd = w.epoll_fd();
+            let hosts = self.hosts.clone();
+            let s = &hosts.slots[id];
+            if let Err(e) = self.watch(id, fd) {
+                log::warning(format_args!(
+                    "shard {id}: cannot run on thread {}: {e}",
+                    self.id
+                ));
+                s.hold_until_ms
+                    .store(self.hosts.ms(now + HOLD_MAX), Ordering::Relaxed);
+                *locked(&self.hosts.seats[id]) = Seat {
+                    worker: Some(w),
+                    back: true,
+                };
+                if let Some(t) = self.hosts.threads[id].get() {
+                    t.unpark();
+                }
                 continue;
             }
             log::verbose(format_args!(
-                "Shard {id} runs on thread 0 (loads {} and {} per mille)",
-                self.hosts.busy[id].load(Ordering::Relaxed),
-                self.hosts.busy[0].load(Ordering::Relaxed)
+                "Shard {id} runs on thread {} (loads {} and {} per mille)",
+                self.id,
+                s.busy.load(Ordering::Relaxed),
+                self.slot().busy.load(Ordering::Relaxed)
             ));
-            self.merged_at[id] = Some(now);
-            self.workers.push(w);
+            *locked(&self.hosts.seats[id]) = Seat {
+                worker: Some(w),
+                back: false,
+            };
+            s.merged_ms.store(self.hosts.ms(now), Ordering::Relaxed);
+            s.host.store(self.id, Ordering::Relaxed);
+            self.adopted.push(Adopted { id, fd, due: now });
+            self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
-            self.hosts
-                .last_adopt
-                .store(self.hosts.ms(now).max(1), Ordering::Relaxed);
-            // Split decisions start afresh with the new load.
-            self.window.streak = 0;
-            self.window.ticks = None;
+            if self.hosts.hosted.fetch_add(1, Ordering::Release) == 0 {
+                if let Some(t) = self.hosts.watchdog.get() {
+                    t.unpark();
+                }
+            }
         }
     }
 
-    /// Adds `w`'s epoll set to this thread's outer set, creating that
-    /// with this thread's own worker's set in it first.
-    fn watch(&mut self, w: &Worker) -> std::io::Result<()> {
-        use std::os::fd::FromRawFd;
+    /// Adds worker `id`'s epoll set `fd` to this thread's outer set,
+    /// creating that with this thread's own worker's set in it first (and
+    /// starting to read the machine's idle CPU).
+    fn watch(&mut self, id: usize, fd: RawFd) -> std::io::Result<()> {
         let outer = match &self.outer {
-            Some(fd) => fd,
+            Some(o) => o,
             None => {
                 // SAFETY: epoll_create1 returns a new descriptor or -1.
-                let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-                if fd < 0 {
+                let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+                if raw < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                // SAFETY: `fd` is a new descriptor nothing else owns.
-                let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-                epoll_add(&owned, &self.workers[0])?;
+                // SAFETY: `raw` is a new descriptor nothing else owns.
+                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                epoll_add(&owned, self.own[0].epoll_fd(), self.id)?;
+                let now = Instant::now();
+                self.burst = Burst {
+                    start: now,
+                    idle: Duration::ZERO,
+                    round: now,
+                };
+                // A reading from an earlier time as a hub says nothing of
+                // now: no spreading until the next window's reading.
+                self.ticks = cpu_ticks();
+                self.machine_idle = None;
                 self.outer.insert(owned)
             }
         };
-        epoll_add(outer, w)
+        epoll_add(outer, fd, id)
     }
 
-    /// The hub gives its most recently adopted worker back; `split`: for
-    /// its load (then the worker is not taken again for a while).
-    fn give_back(&mut self, now: Instant, split: bool) {
-        use std::os::fd::AsRawFd;
-        let Some(w) = self.workers.pop_if(|w| w.id() != self.id) else {
-            return;
-        };
-        let id = w.id();
-        if let Some(fd) = &self.outer {
-            // SAFETY: both descriptors are open; DEL ignores the event.
-            unsafe {
-                libc::epoll_ctl(
-                    fd.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    w.epoll_fd(),
-                    std::ptr::null_mut(),
-                );
+    /// Gives every adopted worker back; `for_load`: for this thread's load
+    /// (then they are not taken again for a while).
+    fn give_back_all(&mut self, now: Instant, for_load: bool) {
+        for Adopted { id, .. } in std::mem::take(&mut self.adopted) {
+            {
+                let mut seat = locked(&self.hosts.seats[id]);
+                if seat.back || seat.worker.is_none() {
+                    continue;
+                }
+                seat.back = true;
             }
-        }
-        let held = self.merged_at[id]
-            .take()
-            .map_or(Duration::MAX, |t| now.saturating_duration_since(t));
-        if split {
-            self.hold[id] = next_hold(self.hold[id], held);
-            log::verbose(format_args!(
-                "Shard {id} back on its own thread (thread 0 load {} per mille); no merge for {} ms",
-                self.hosts.busy[0].load(Ordering::Relaxed),
-                self.hold[id].as_millis()
-            ));
-            let until = self.hosts.ms(now + self.hold[id]);
-            self.hosts.hold_until[id].store(until, Ordering::Relaxed);
-        } else {
             log::verbose(format_args!("Shard {id} back on its own thread"));
+            self.hosts.returned(self.id, id, now, for_load);
         }
-        self.hosts.active.fetch_add(1, Ordering::Relaxed);
-        self.hosts.send_back(id, Hosted(w));
-        if self.workers.len() == 1 {
-            self.outer = None;
-            self.window.streak = 0;
-            self.window.ticks = None;
-            engine::alloc::enter_shard(self.id);
-        }
+        self.alone();
+    }
+
+    /// This thread holds its own worker only.
+    fn alone(&mut self) {
+        self.outer = None;
+        self.window = Window::new(Instant::now());
+        engine::alloc::enter_shard(self.id);
     }
 
     /// End of a load window: publish this thread's load and decide.
     fn end_window(&mut self, now: Instant) {
-        let sleeps = self.window.sleeps;
         let busy = self.window.roll(now);
-        self.hosts.busy[self.id].store(busy, Ordering::Relaxed);
-        let on = self.workers[0].consolidation();
-        if self.id == 0 {
-            if self.workers.len() == 1 {
-                return;
+        let slot = &self.hosts.slots[self.id];
+        slot.busy.store(busy, Ordering::Relaxed);
+        let on = self.own[0].consolidation();
+        {
+            // The loads handed here before this window began are in `busy`
+            // now (approximately: a worker handed over during the window
+            // counts for part of it).
+            let inbox = locked(&self.hosts.inbox[self.id]);
+            if inbox.workers.is_empty() {
+                slot.pledged.store(0, Ordering::Relaxed);
             }
+        }
+        if !self.adopted.is_empty() {
             if !on {
-                while self.workers.len() > 1 {
-                    self.give_back(now, false);
-                }
+                self.give_back_all(now, false);
                 return;
             }
             let ticks = cpu_ticks();
-            let idle = idle_between(self.window.ticks, ticks);
-            self.window.ticks = ticks;
-            self.window.streak = if idle.is_some_and(|i| split_wanted(busy, sleeps, i)) {
-                self.window.streak + 1
-            } else {
-                0
-            };
-            if self.window.streak >= SPLIT_STREAK {
-                self.window.streak = 0;
-                self.give_back(now, true);
-            }
+            self.machine_idle = idle_between(self.ticks, ticks);
+            self.ticks = ticks;
             return;
         }
-        let hub = self.hosts.busy[0].load(Ordering::Relaxed);
-        let held = self.hosts.ms(now) < self.hosts.hold_until[self.id].load(Ordering::Relaxed);
-        self.window.streak = if on && !held && merge_wanted(busy, hub) {
+        let held = self.hosts.ms(now) < slot.hold_until_ms.load(Ordering::Relaxed);
+        let target = (on && !held)
+            .then(|| self.hosts.target(self.id, busy, now))
+            .flatten();
+        self.window.streak = if target.is_some() {
             self.window.streak + 1
         } else {
             0
         };
-        if self.window.streak < STREAK || self.workers[0].shutdown_requested() {
+        if self.window.streak < STREAK || self.own[0].shutdown_requested() {
             return;
         }
-        let Some(w) = self.workers.pop() else { return };
-        match self.hosts.give(Hosted(w)) {
-            Ok(()) => {
-                let Hosted(w) = self.hosts.wait_back(self.id);
-                self.workers.push(w);
-            }
-            Err(Hosted(w)) => self.workers.push(w),
+        let Some(h) = target else { return };
+        self.hand_off(h, busy, now);
+    }
+
+    /// Hands this thread's worker to hub `h` and sleeps until it is given
+    /// back (or keeps it, if `h` takes none now).
+    fn hand_off(&mut self, h: usize, busy: Permille, now: Instant) {
+        if !self.hosts.close(self.id) {
+            return;
         }
+        let Some(w) = self.own.pop() else { return };
+        let slot = &self.hosts.slots[self.id];
+        slot.runs.store(0, Ordering::Relaxed);
+        match self.hosts.give(h, Hosted(w), busy, now) {
+            Ok(()) => {
+                let w = self.hosts.wait_back(self.id);
+                self.own.push(w);
+            }
+            Err(Hosted(w)) => self.own.push(w),
+        }
+        slot.runs.store(1, Ordering::Relaxed);
+        self.hosts.reopen(self.id);
         self.window = Window::new(Instant::now());
     }
 }
 
-/// Adds `w`'s epoll set to `outer`, level-triggered, tagged with its id.
-fn epoll_add(outer: &std::os::fd::OwnedFd, w: &Worker) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
+/// Adds epoll set `fd` to `outer`, level-triggered, tagged with `tag`.
+fn epoll_add(outer: &OwnedFd, fd: RawFd, tag: usize) -> std::io::Result<()> {
     let mut ev = libc::epoll_event {
         events: libc::EPOLLIN as u32,
-        u64: w.id() as u64,
+        u64: tag as u64,
     };
     // SAFETY: both descriptors are open epoll sets; `ev` is ours.
-    if unsafe {
-        libc::epoll_ctl(
-            outer.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            w.epoll_fd(),
-            &mut ev,
-        )
-    } < 0
-    {
+    if unsafe { libc::epoll_ctl(outer.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
 
+/// Removes epoll set `fd` from `outer` (a closed `fd` is gone already).
+fn epoll_del(outer: &OwnedFd, fd: RawFd) {
+    // SAFETY: `outer` is open; DEL of a descriptor not in it fails
+    // harmlessly, and ignores the event.
+    unsafe {
+        libc::epoll_ctl(
+            outer.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
 /// Sleeps on the outer epoll set until one of its sets is ready or
 /// `timeout` passes; fills `ready` with the ids of the workers whose sets
 /// are, or returns false if it cannot tell (every set must be polled).
-fn wait(fd: &std::os::fd::OwnedFd, timeout: Duration, ready: &mut Vec<usize>) -> bool {
-    use std::os::fd::AsRawFd;
+fn wait(fd: &OwnedFd, timeout: Duration, ready: &mut Vec<usize>) -> bool {
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
     // SAFETY: `evs` has room for the events asked for.
@@ -634,6 +1051,24 @@ fn wait(fd: &std::os::fd::OwnedFd, timeout: Duration, ready: &mut Vec<usize>) ->
     true
 }
 
+/// Pins the calling thread to `cpu` (`server-cpulist`).
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `cpu` is within the set (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is ours and its size is
+    // passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,21 +1079,71 @@ mod tests {
         assert!(merge_wanted(0, 0));
         assert!(!merge_wanted(450, 450));
         assert!(!merge_wanted(5, 990), "the hub is nearly full");
-        const { assert!(MERGE_BELOW < SPLIT_AT) };
         assert!(!merge_wanted(1000, 0));
     }
 
     #[test]
-    fn the_hub_splits_only_when_it_cannot_keep_up() {
-        assert!(split_wanted(1000, 0, 1000));
-        assert!(split_wanted(980, SPLIT_MAX_SLEEPS, 950));
+    fn a_hub_spreads_on_a_burst_when_a_core_is_idle() {
+        assert!(spread_wanted(1000, Some(1000)));
+        assert!(spread_wanted(SPREAD_BUSY, Some(SPLIT_MIN_IDLE)));
+        assert!(!spread_wanted(1000, None), "no reading yet");
         assert!(
-            !split_wanted(1000, 0, 500),
+            !spread_wanted(1000, Some(500)),
             "half a core idle: the load generator waits"
         );
-        assert!(!split_wanted(980, 1000, 1000), "it still sleeps often");
-        assert!(!split_wanted(800, 0, 1000));
-        assert!(!split_wanted(1000, 0, 100), "no idle core to split onto");
+        assert!(!spread_wanted(900, Some(1000)), "it still sleeps");
+        let ms = Duration::from_millis;
+        assert_eq!(busy_of(ms(5), ms(0)), 1000);
+        assert_eq!(busy_of(ms(5), ms(5)), 0);
+        assert_eq!(busy_of(ms(10), ms(1)), 900);
+        assert_eq!(busy_of(ms(0), ms(1)), 0, "no span");
+    }
+
+    fn hosts(n: usize) -> Arc<Hosts> {
+        Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+    }
+
+    #[test]
+    fn a_thread_goes_to_the_first_lower_thread_with_room() {
+        let h = hosts(6);
+        let now = Instant::now();
+        let set = |i: usize, busy: Permille, runs: usize| {
+            h.slots[i].busy.store(busy, Ordering::Relaxed);
+            h.slots[i].runs.store(runs, Ordering::Relaxed);
+        };
+        assert_eq!(h.target(0, 0, now), None, "thread 0 hands to nobody");
+        assert_eq!(h.target(5, 0, now), Some(0), "idle: everything on thread 0");
+        set(0, 800, 3);
+        assert_eq!(h.target(5, 50, now), Some(0), "still room");
+        assert_eq!(
+            h.target(5, 200, now),
+            Some(1),
+            "thread 0 full: a second hub"
+        );
+        set(1, 0, 0);
+        assert_eq!(h.target(5, 200, now), Some(2), "thread 1 is away at a hub");
+        set(2, 10, MAX_LOOPS);
+        assert_eq!(h.target(5, 200, now), Some(3), "thread 2 runs all it may");
+        h.slots[3].pledged.store(800, Ordering::Relaxed);
+        assert_eq!(h.target(5, 200, now), Some(4), "loads handed to 3 fill it");
+        assert_eq!(h.target(4, 200, now), None, "only lower ids");
+        h.slots[4].round_us.store(1, Ordering::Relaxed);
+        let later = h.epoch + STUCK * 2;
+        assert_eq!(
+            h.target(5, 200, later),
+            None,
+            "thread 4 is stuck in a round"
+        );
+    }
+
+    #[test]
+    fn a_thread_hands_itself_away_only_while_open() {
+        let h = hosts(3);
+        assert!(h.close(2), "thread 2 hands its worker away");
+        assert!(!h.close(2), "already closed");
+        h.reopen(2);
+        locked(&h.inbox[1]).closed = true;
+        assert!(!h.close(1), "closed for shutdown");
     }
 
     #[test]

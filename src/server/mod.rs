@@ -13,7 +13,9 @@ mod blocking;
 mod conn;
 mod host;
 mod mailbox;
+pub mod repl;
 mod shutdown;
+mod tls;
 mod worker;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -144,8 +146,45 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
         }
     }
+    // Redis builds the TLS context before it listens.
+    if let Err(why) = tls::configure(&cfg) {
+        log::warning(format_args!("{why}"));
+        return Err(tls::START_FAILED.into());
+    }
+    let mut tls_tcp: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    if cfg.tls_port != 0 {
+        for entry in &cfg.bind {
+            let (addr, optional) = bind_addr(entry, cfg.tls_port)?;
+            match bind_all(addr, n) {
+                Ok(ls) => {
+                    for (t, l) in ls.into_iter().enumerate() {
+                        tls_tcp[t].push(l);
+                    }
+                }
+                Err(e) if optional => {
+                    log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
+                }
+                Err(e) => {
+                    log::warning(format_args!(
+                        "Warning: Could not create server TCP listening socket {}: bind: {}",
+                        addr, e
+                    ));
+                    return Err(format!(
+                        "Failed listening on port {} (TLS), aborting.",
+                        cfg.tls_port
+                    ));
+                }
+            }
+        }
+        if tls_tcp[0].is_empty() {
+            return Err(format!(
+                "Failed listening on port {} (TLS), aborting.",
+                cfg.tls_port
+            ));
+        }
+    }
     let unix = bind_unix(&cfg)?;
-    if tcp[0].is_empty() && unix.is_none() {
+    if tcp[0].is_empty() && tls_tcp[0].is_empty() && unix.is_none() {
         return Err("Configured to not listen anywhere, exiting.".into());
     }
 
@@ -207,6 +246,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         aof.clone(),
     ));
     let _ = server.aof.set(rewriter.clone());
+    repl::init(&server);
     let gate = Arc::new(shutdown::Gate::new(n));
     if let Some((keys, expired)) = loaded {
         server.persist.loaded(keys, expired);
@@ -214,6 +254,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
     server
         .tcp_port
         .store(u64::from(cfg.port), std::sync::atomic::Ordering::Relaxed);
+    if let [host, port] = cfg.replicaof.as_slice() {
+        // INVARIANT-free: the config check admitted only a port in range.
+        if let Ok(port) = port.parse::<u16>() {
+            commands::replica::set_master(&server, host, port);
+        }
+    }
+    repl::replica::start(server.clone())?;
     let mut polls = Vec::with_capacity(n);
     let mut bells = Vec::with_capacity(n);
     for _ in 0..n {
@@ -233,6 +280,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
         }));
     }
+    let _ = server
+        .tls_apply
+        .set(Box::new(move |old, new| tls::apply(old, new, n)));
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {
@@ -281,18 +331,20 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let hosts = {
         let bells = bells.clone();
-        Arc::new(host::Hosts::new(
+        host::Hosts::new(
             n,
-            Box::new(move || bells[0].wake()),
+            Box::new(move |i| bells[i].wake()),
             server.shard_threads_active.clone(),
-        ))
+        )
     };
+    // INVARIANT: the list was checked when the configuration was read.
+    let cpus = config::cpulist::parse(&cfg.server_cpulist).unwrap_or_default();
     let mut unix = unix;
     let mut handles = Vec::with_capacity(n);
     for (id, (((poll, mailbox), tcp), shard)) in polls
         .into_iter()
         .zip(mailbox::matrix(bells))
-        .zip(tcp)
+        .zip(tcp.into_iter().zip(tls_tcp))
         .zip(shards)
         .enumerate()
     {
@@ -301,11 +353,18 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let gate = gate.clone();
         let hosts = hosts.clone();
         let unix = if id == 0 { unix.take() } else { None };
+        // `server-cpulist`: thread `id` on the list's `id`-th CPU.
+        let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
         // Built on its own thread: a worker holds connection state that
         // never crosses threads.
         let h = std::thread::Builder::new()
             .name(format!("shard-{id}"))
             .spawn(move || {
+                if let Some(cpu) = cpu {
+                    if let Err(e) = host::pin_to_cpu(cpu) {
+                        log::warning(format_args!("shard {id}: cannot pin to CPU {cpu}: {e}"));
+                    }
+                }
                 match worker::Worker::new(
                     id,
                     poll,
@@ -328,6 +387,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     if cfg.port != 0 {
         log::notice(format_args!("Ready to accept connections tcp"));
+    }
+    if cfg.tls_port != 0 {
+        log::notice(format_args!("Ready to accept connections tls"));
     }
     if let Some(p) = &cfg.unixsocket {
         log::notice(format_args!(

@@ -194,8 +194,12 @@ fn finish(
     // Exiting: the AOF's last records are written and fsynced (Redis
     // flushes and fsyncs it at exit; a failure there is only logged).
     if let Some(a) = rewriter.current() {
-        log::notice(format_args!("Calling fsync() on the AOF file."));
+        if rewriter.enabled() {
+            log::notice(format_args!("Calling fsync() on the AOF file."));
+        }
         a.stop();
+        // The stream's last records reach the replicas' sockets.
+        super::repl::master::drain(std::time::Duration::from_secs(10));
         if !a.last_write_ok() {
             log::warning(format_args!(
                 "Fail to write or fsync the AOF file at exit: see the errors above."

@@ -49,11 +49,15 @@ mod busy;
 mod memory;
 mod pause;
 mod pubsub;
+mod repl_wait;
+mod replica;
 mod tracking;
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
 const TCP_BASE: usize = usize::MAX - 64;
+/// Tokens of the TLS listeners (`tls-port`), below the plain ones.
+const TLS_BASE: usize = usize::MAX - 128;
 
 /// Stop executing a connection's requests while this much output is
 /// unwritten (the client is not reading); resume once it drains. This
@@ -93,6 +97,7 @@ struct Cached {
     /// `tracking-table-max-keys` split over the shards (each shard's
     /// table holds at most its share, rounded up); 0 = no limit.
     tracking_max_keys: usize,
+    replica_read_only: bool,
 }
 
 impl Cached {
@@ -114,6 +119,7 @@ impl Cached {
                 .tracking_table_max_keys
                 .div_ceil(server.nshards.max(1) as u64)
                 .min(usize::MAX as u64) as usize,
+            replica_read_only: c.replica_read_only,
         }
     }
 }
@@ -199,12 +205,16 @@ struct Core {
     /// `tracking`).
     track_on: bool,
     /// Changed keys and the connection that changed them, this iteration.
-    touched: Vec<(engine::SmallBytes, Option<commands::ctx::Home>)>,
+    /// Keys changed this iteration: who changed them (NOLOOP) and the
+    /// change's sequence number (see `engine::Tracked::take_changed`).
+    touched: Vec<(engine::SmallBytes, Option<commands::ctx::Home>, u64)>,
     /// This shard's link to a running background save.
     save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
     /// started), with no connection: its jobs report to [`SYS_SLOT`].
     sys: Option<SysCoord>,
+    /// This thread's connections blocked in WAIT: `(slot, gen)`.
+    repl_waits: Vec<(usize, u32)>,
 }
 
 /// The connection slot that stands for the server itself.
@@ -487,6 +497,8 @@ pub struct Worker {
     conns: Conns,
     poll: Poll,
     tcp: Vec<TcpListener>,
+    /// Listeners on `tls-port`: their connections speak TLS.
+    tls: Vec<TcpListener>,
     unix: Option<UnixListener>,
     unix_rr: usize,
     next_cron: Instant,
@@ -503,6 +515,8 @@ pub struct Worker {
     desk: busy::DeskState,
     /// The shared state, for the desk (`core` is lent to the handler).
     shared: Arc<ServerShared>,
+    /// Thread 0 of a replica: the connection from its master `(slot, gen)`.
+    master_conn: Option<(usize, u32)>,
 }
 
 /// When to nap instead of sleeping in epoll (see [`Worker::step_solo`]).
@@ -609,7 +623,7 @@ impl Worker {
         poll: Poll,
         mailbox: Mailbox,
         server: Arc<ServerShared>,
-        tcp: Vec<TcpListener>,
+        (tcp, tls): (Vec<TcpListener>, Vec<TcpListener>),
         unix: Option<UnixListener>,
         (shard, aof): (Option<Shard>, Option<Arc<super::aof::Aof>>),
     ) -> io::Result<Self> {
@@ -653,6 +667,7 @@ impl Worker {
                 blocked_conns: Vec::new(),
                 save_link: None,
                 sys: None,
+                repl_waits: Vec::new(),
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,
@@ -680,6 +695,7 @@ impl Worker {
             },
             poll,
             tcp,
+            tls,
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
@@ -690,6 +706,7 @@ impl Worker {
             save_wait: None,
             desk: busy::DeskState::default(),
             shared: server_for_desk,
+            master_conn: None,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
@@ -703,6 +720,11 @@ impl Worker {
             w.poll
                 .registry()
                 .register(l, Token(TCP_BASE + i), Interest::READABLE)?;
+        }
+        for (i, l) in w.tls.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TLS_BASE + i), Interest::READABLE)?;
         }
         if let Some(u) = w.unix.as_mut() {
             w.poll.registry().register(u, UNIX, Interest::READABLE)?;
@@ -750,6 +772,9 @@ impl Worker {
         if let Some(w) = self.pause_wait() {
             timeout = timeout.min(w);
         }
+        if !self.core.repl_waits.is_empty() {
+            timeout = timeout.min(repl_wait::POLL);
+        }
         if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
             timeout = Duration::ZERO;
         }
@@ -762,9 +787,8 @@ impl Worker {
     /// One iteration of a worker that has its thread to itself: sleeps in
     /// its own epoll (or naps) until there is something to do, then
     /// serves it.
-    /// `sleeps` counts the times it slept.
     /// `led`: this thread runs every shard (see `Core::aof_led`).
-    pub fn step_solo(&mut self, now: Instant, events: &mut Events, sleeps: &mut u32, led: bool) {
+    pub fn step_solo(&mut self, now: Instant, events: &mut Events, led: bool) {
         let mut timeout = self.timeout(now);
         self.nap.tick(now);
         if !timeout.is_zero() && self.nap.wanted() {
@@ -773,7 +797,6 @@ impl Worker {
         if self.park_flag() {
             timeout = Duration::ZERO;
         }
-        *sleeps += u32::from(!timeout.is_zero());
         if let Err(e) = self.poll.poll(events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 log::warning(format_args!("epoll_wait failed: {e}"));
@@ -863,6 +886,9 @@ impl Worker {
             .as_ref()
             .is_some_and(|a| a.policy() == config::AppendFsync::Always);
         self.core.aof_led = led && self.core.aof_always;
+        if !self.core.repl_waits.is_empty() {
+            self.check_repl_waits();
+        }
         if self.core.mailbox.has_inbound() {
             // Batches back from direct hops settle their connections'
             // slots before those read again: the next request then
@@ -876,7 +902,8 @@ impl Worker {
             match ev.token() {
                 WAKER => {}
                 UNIX => self.accept_unix(),
-                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE),
+                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
+                Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
                 Token(slot) => {
                     self.nap.events += 1;
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -952,15 +979,18 @@ impl Worker {
 
     // ------------------------------------------------------------ accept
 
-    fn accept_tcp(&mut self, i: usize) {
+    /// Accepts on plain listener `i`, or on TLS listener `i` (`tls`).
+    fn accept_tcp(&mut self, i: usize, tls: bool) {
         let Worker {
             core,
             conns,
             poll,
             tcp,
+            tls: tls_listeners,
             ..
         } = self;
-        Door::of(core, conns, poll).accept_tcp(&tcp[i]);
+        let l = if tls { &tls_listeners[i] } else { &tcp[i] };
+        Door::of(core, conns, poll).accept_tcp(l, tls);
     }
 
     fn accept_unix(&mut self) {
@@ -1008,12 +1038,35 @@ impl Worker {
         Door::of(core, conns, poll).add_conn(stream, addr, laddr, unix, local);
     }
 
+    /// A replica's link to its master as a connection of this thread
+    /// (no client limits apply to it); its slot.
+    fn add_master_conn(&mut self, stream: Stream, addr: String, laddr: String) -> Option<usize> {
+        let server = self.core.server.clone();
+        server.total_connections.fetch_add(1, Ordering::Relaxed);
+        server.connected_clients.fetch_add(1, Ordering::AcqRel);
+        let Worker {
+            core, conns, poll, ..
+        } = self;
+        let slot = Door::of(core, conns, poll).insert_conn(stream, addr, laddr, false);
+        if slot.is_none() {
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+        slot
+    }
+
     fn close_conn(&mut self, slot: usize) {
         if let Some(mut c) = self.conns.slots[slot].take() {
+            // A replica's master: what it sent runs to its end (the next
+            // PSYNC continues after it), as a coordinator that cannot be
+            // aborted does.
+            let master = c.master.take();
+            if let Some(m) = &master {
+                crate::server::repl::replica::link_lost(&self.core.server, m);
+            }
             // Kept running to its end instead (see `Orphan`).
             let orphan = c
                 .coord
-                .take_if(|ac| ac.coord.must_finish())
+                .take_if(|ac| master.is_some() || ac.coord.must_finish())
                 .map(|ac| (ac, c.client.clone()));
             if let Some(mut ac) = c.coord.take() {
                 // A transaction in flight releases its locks; outputs come
@@ -1051,6 +1104,7 @@ impl Worker {
                 "Client closed connection id={} addr={}",
                 c.client.id, c.client.addr
             ));
+            let syncing = c.client.replica.as_ref().is_some_and(|h| h.sync.is_some());
             if c.direct {
                 let conn = ConnRef {
                     thread: self.core.id as u16,
@@ -1058,6 +1112,9 @@ impl Worker {
                     gen: c.gen,
                 };
                 self.conns.zombies.push((conn, c.stream));
+            } else if syncing {
+                // PSYNC / SYNC: the socket becomes a replica's link.
+                super::repl::adopt(c.stream, &mut c.client);
             }
             if let Some((ac, client)) = orphan {
                 let conn = ConnRef {
@@ -1174,6 +1231,11 @@ impl Worker {
                     c.set_rbuf_end(end + n);
                     self.core.stats.net_input_bytes += n as u64;
                     c.client.last_interaction_ms = self.core.shard.now_ms;
+                    if c.master.is_some() {
+                        let repl = &self.core.server.repl;
+                        repl.last_io_ms
+                            .store(self.core.shard.now_ms, Ordering::Relaxed);
+                    }
                     self.process_lent(c, slot);
                     if c.qbuf_len() > self.core.cfg.qbuf_limit {
                         log::warning(format_args!(
@@ -1247,7 +1309,10 @@ impl Worker {
     fn after_desk(&mut self) {
         if std::mem::take(&mut self.desk.missed_listener) {
             for i in 0..self.tcp.len() {
-                self.accept_tcp(i);
+                self.accept_tcp(i, false);
+            }
+            for i in 0..self.tls.len() {
+                self.accept_tcp(i, true);
             }
             self.accept_unix();
         }
@@ -1995,7 +2060,9 @@ impl Worker {
             return;
         }
         let server = self.core.server.clone();
-        if let Some(coord) = commands::persist::cron_due(&server) {
+        if let Some(coord) =
+            commands::persist::cron_due(&server).or_else(|| super::repl::cron_due(&server))
+        {
             let mut set = commands::tx::LockSet::default();
             set.whole(server.nshards, commands::tx::Mode::Read);
             let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
@@ -2123,6 +2190,11 @@ impl Worker {
                 Err(_) => return self.close_conn(slot),
             }
         }
+        if let Some(m) = c.master.as_mut() {
+            if c.pending.is_empty() && c.coord.is_none() {
+                crate::server::repl::replica::publish(&self.core.server, m);
+            }
+        }
         let idle = c.unwritten() == 0 && c.pending.is_empty() && c.coord.is_none();
         if idle && (c.closing || (c.peer_eof && !has_work(c))) {
             // QUIT, a protocol error, CLIENT KILL of itself, or a peer that
@@ -2135,6 +2207,23 @@ impl Worker {
 
     // ------------------------------------------------------------ cron
 
+    /// CONFIG SET tls-port: this thread's TLS listeners, replaced (the old
+    /// ones close; their accepted connections go on).
+    fn swap_tls_listeners(&mut self, ls: Vec<TcpListener>) {
+        for mut l in std::mem::replace(&mut self.tls, ls) {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        for (i, l) in self.tls.iter_mut().enumerate() {
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(l, Token(TLS_BASE + i), Interest::READABLE)
+            {
+                log::warning(format_args!("Registering the TLS listener: {e}"));
+            }
+        }
+    }
+
     /// Picks up CONFIG SET from any thread: one atomic load per iteration.
     fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
@@ -2142,6 +2231,9 @@ impl Worker {
             self.core.cfg_gen = gen;
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
+            if let Some(ls) = super::tls::take_listeners(self.core.id) {
+                self.swap_tls_listeners(ls);
+            }
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
             self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
@@ -2236,13 +2328,28 @@ impl Worker {
         // Listeners are edge-triggered: after an accept error (EMFILE) the
         // backlog would wait for the next new connection. Retry each tick.
         for i in 0..self.tcp.len() {
-            self.accept_tcp(i);
+            self.accept_tcp(i, false);
+        }
+        for i in 0..self.tls.len() {
+            self.accept_tcp(i, true);
         }
         if self.unix.is_some() {
             self.accept_unix();
         }
+        // A replica's shards keep keys past their deadline (see
+        // `engine::Expiry`); the role may have changed since the last tick.
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         self.core.shard.active_expire_cycle(budget_us);
         self.save_rules_cron();
+        self.replica_cron();
         // maxmemory: this shard's share of any excess, even without
         // commands (see engine::evict).
         self.core.shard.evict_cron(budget_us);
@@ -2286,7 +2393,9 @@ impl Worker {
                 .filter_map(|(i, c)| {
                     let c = c.as_ref()?;
                     let idle = now.saturating_sub(c.client.last_interaction_ms) > limit_ms;
-                    (idle && c.pending.is_empty() && c.coord.is_none()).then_some(i)
+                    // The master's link has `repl-timeout` instead.
+                    (idle && c.pending.is_empty() && c.coord.is_none() && !c.client.master)
+                        .then_some(i)
                 })
                 .collect();
             for slot in idle {
@@ -2410,7 +2519,7 @@ impl<'a> Door<'a> {
         }
     }
 
-    fn accept_tcp(&mut self, listener: &TcpListener) {
+    fn accept_tcp(&mut self, listener: &TcpListener, tls: bool) {
         loop {
             let (stream, peer) = match listener.accept() {
                 Ok(x) => x,
@@ -2433,13 +2542,23 @@ impl<'a> Door<'a> {
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let is_local = peer.ip().is_loopback();
-            self.add_conn(
-                Stream::Tcp(stream),
-                peer.to_string(),
-                local,
-                false,
-                is_local,
-            );
+            let stream = if tls {
+                // The context of the moment (CONFIG SET may replace it);
+                // connections keep the one they started with.
+                let made = super::tls::current()
+                    .ok_or_else(|| io::Error::other("no TLS context"))
+                    .and_then(|ctx| super::tls::TlsStream::new(stream, ctx));
+                match made {
+                    Ok(t) => Stream::Tls(Box::new(t)),
+                    Err(e) => {
+                        log::warning(format_args!("Accepting TLS client connection: {e}"));
+                        continue;
+                    }
+                }
+            } else {
+                Stream::Tcp(stream)
+            };
+            self.add_conn(stream, peer.to_string(), local, false, is_local);
         }
     }
 
@@ -2462,11 +2581,30 @@ impl<'a> Door<'a> {
         }
         // Redis's protected mode: no password on the default user.
         if self.protected_mode && !local && server.acl.default_user().rules().nopass() {
-            let _ = stream.write(DENIED);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            return;
+            if let Stream::Tls(t) = &mut stream {
+                // Redis refuses once the handshake is done, over TLS.
+                t.refuse_after_handshake(DENIED);
+            } else {
+                let _ = stream.write(DENIED);
+                server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
         }
+        if self.insert_conn(stream, addr, laddr, unix).is_none() {
+            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Registers a connection admitted by the caller; its slot.
+    fn insert_conn(
+        &mut self,
+        mut stream: Stream,
+        addr: String,
+        laddr: String,
+        unix: bool,
+    ) -> Option<usize> {
+        let server = self.server;
         let slot = match self.conns.free.pop() {
             Some(s) => s,
             None => {
@@ -2484,13 +2622,9 @@ impl<'a> Door<'a> {
                 "Error registering fd event for the new client: {e}"
             ));
             self.conns.free.push(slot);
-            server.connected_clients.fetch_sub(1, Ordering::AcqRel);
-            return;
+            return None;
         }
-        let fd = match &stream {
-            Stream::Tcp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-            Stream::Unix(s) => std::os::fd::AsRawFd::as_raw_fd(s),
-        };
+        let fd = stream.raw_fd();
         let now = engine::now_ms();
         let client = ClientState {
             id: server.next_client_id.fetch_add(1, Ordering::Relaxed),
@@ -2513,6 +2647,7 @@ impl<'a> Door<'a> {
         log::verbose(format_args!("Accepted {}", client.addr));
         server.tracking.connected(client.id, client.home);
         self.conns.slots[slot] = Some(Box::new(Conn::new(stream, self.conns.gens[slot], client)));
+        Some(slot)
     }
 }
 
@@ -2525,6 +2660,7 @@ fn has_work(c: &Conn) -> bool {
 /// Whether a connection must not execute more requests now.
 fn paused(c: &Conn) -> bool {
     c.client.shutdown_wait
+        || c.client.repl_wait.is_some()
         || c.coord.is_some()
         || c.lock_wait
         || !c.block.is_none()
@@ -2551,6 +2687,10 @@ fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 /// the socket (every later reply queues behind the hop's slot, and `out`
 /// is empty now) and keeps the socket open (`Conns::zombies`).
 fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
+    // A stream that declines (TLS) gets its replies home the usual way.
+    let Some(fd) = c.stream.direct_fd() else {
+        return;
+    };
     if core.batch_conn.is_none()
         || c.direct
         || c.closing
@@ -2567,7 +2707,7 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
-    b.direct_fd = c.stream.raw_fd();
+    b.direct_fd = fd;
     c.direct = true;
     if !c.direct_listed {
         c.direct_listed = true;
@@ -2638,6 +2778,16 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
         match parse_request(&mut c.rbuf[rpos..end], &limits, &mut c.args) {
             Parsed::Complete(n) => {
                 c.need = 0;
+                if let Some(m) = c.master.as_ref() {
+                    // REPLICAOF moved on: nothing more of this master runs.
+                    if m.gen != core.server.repl.gen.load(Ordering::Acquire) {
+                        c.closing = true;
+                        return;
+                    }
+                    if master_request(c, n) {
+                        continue;
+                    }
+                }
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);
                     let ran = execute(core, c, slot, &args);
@@ -2646,11 +2796,21 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                         // Held back by a lock: parsed again after a release.
                         return;
                     }
+                    if c.client
+                        .repl_wait
+                        .as_ref()
+                        .is_some_and(|w| w.target.is_none())
+                    {
+                        repl_wait::start(core, c, slot);
+                    }
                     if c.client.close_after_reply {
                         c.closing = true;
                     }
                 }
                 c.rpos += n;
+                if let Some(m) = c.master.as_mut() {
+                    m.offset += n as u64;
+                }
                 if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
                     return;
                 }
@@ -2683,6 +2843,29 @@ fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
             }
         }
     }
+}
+
+/// A request from a replica's master that the master connection handles
+/// itself: `REPLCONF GETACK` gets `REPLCONF ACK <offset>` (the offset of
+/// what came before it), the one reply a master reads. True if handled
+/// (consumed and counted).
+fn master_request(c: &mut Conn, n: usize) -> bool {
+    let rpos = c.rpos;
+    if !crate::server::repl::replica::is_getack(&c.rbuf[rpos..], &c.args) {
+        return false;
+    }
+    let Some(m) = c.master.as_mut() else {
+        return false;
+    };
+    let ack = crate::server::repl::replica::ack_bytes(m.offset);
+    m.offset += n as u64;
+    c.rpos += n;
+    if c.inline_reply_target() {
+        c.out.raw(&ack);
+    } else {
+        c.push_ready(&ack);
+    }
+    true
 }
 
 /// Runs one request; false if a transaction's lock holds it back (then
@@ -2745,6 +2928,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     tracker: commands::tracking::script_tracker(&c.client, resolved),
                     client: c.client.id,
                     ops: core.server.ops,
+                    master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
                 if let Some(on) = run_shard(
@@ -2868,6 +3052,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                 tracker: commands::tracking::script_tracker(&c.client, resolved),
                 client: c.client.id,
                 ops: core.server.ops,
+                master: c.client.master,
             };
             let conn = ConnRef {
                 thread: core.id as u16,
@@ -3357,7 +3542,7 @@ fn lock_blocked(
     locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
 }
 
-const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 #[allow(dead_code)]
 fn _assert_addr(_: SocketAddr) {}

@@ -3,7 +3,10 @@
 //! Owns: starting a server process (Tessera or a real `redis-server`) on a
 //! free loopback port, waiting until it answers PING, handing out clients
 //! (`redis` crate, RESP2 or RESP3) and raw sockets ([`RawConn`]), and killing
-//! the process when the [`Server`] is dropped.
+//! the process when the [`Server`] is dropped. Also the shard layouts every
+//! multi-shard test runs in ([`LAYOUTS`], [`per_layout!`]: 2 and 16 shards,
+//! consolidated and not, so a concurrency bug cannot hide behind one
+//! thread).
 //!
 //! Invariants:
 //! * Every wait is bounded in time and every loop in count: startup gives up
@@ -1031,4 +1034,106 @@ mod tests {
         assert!(reply_len(b"?x\r\n").is_err());
         assert!(reply_len(b"$1\r\nab\r\n").is_err());
     }
+}
+
+// ---------------------------------------------------------------- layouts
+
+/// How a Tessera server lays its shards out on threads: how many shards,
+/// and whether idle shards are consolidated onto fewer threads
+/// (`shard-consolidation yes`, the default: a shard is adopted by another
+/// thread after a short idle window, so a consolidated server runs its
+/// shards on one thread once it is quiet and spreads them out under load)
+/// or each stays on its own thread (`no`: every multi-shard command
+/// crosses threads, so races show).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub shards: usize,
+    pub consolidated: bool,
+}
+
+/// The layouts every multi-shard integration and differential test runs in
+/// (issue 27): 2 and 16 shards, consolidated and not. [`per_layout!`]
+/// makes one test per entry.
+pub const LAYOUTS: [Layout; 4] = [
+    Layout::new(2, true),
+    Layout::new(2, false),
+    Layout::new(16, true),
+    Layout::new(16, false),
+];
+
+impl Layout {
+    pub const fn new(shards: usize, consolidated: bool) -> Layout {
+        Layout {
+            shards,
+            consolidated,
+        }
+    }
+
+    /// The command-line arguments that select this layout.
+    pub fn args(self) -> Vec<String> {
+        let cons = if self.consolidated { "yes" } else { "no" };
+        vec![
+            "--shards".into(),
+            self.shards.to_string(),
+            "--shard-consolidation".into(),
+            cons.into(),
+        ]
+    }
+
+    /// Starts Tessera in this layout followed by `extra` arguments. A real
+    /// `redis-server` standing in for Tessera (`TESSERA_TEST_BIN`) gets
+    /// only `extra` (Redis has no shards).
+    pub fn tessera(self, extra: &[&str]) -> Server {
+        if testing_real_redis() {
+            return Server::tessera(extra);
+        }
+        let args = self.args();
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.extend_from_slice(extra);
+        Server::tessera(&all)
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.consolidated {
+            "consolidated"
+        } else {
+            "one thread each"
+        };
+        write!(f, "{} shards, {how}", self.shards)
+    }
+}
+
+/// Turns each named `fn(Layout)` of the calling test file into one test per
+/// entry of [`LAYOUTS`]: `per_layout::NAME::s2`, `::s2_apart`, `::s16`,
+/// `::s16_apart` (`cargo test --test list apart` runs the unconsolidated
+/// ones). Invoke it where the functions are (usually the file's root).
+#[macro_export]
+macro_rules! per_layout {
+    ($($name:ident),* $(,)?) => {
+        mod per_layout {
+            $(
+                pub mod $name {
+                    use $crate::common::LAYOUTS;
+                    #[test]
+                    fn s2() {
+                        super::super::$name(LAYOUTS[0])
+                    }
+                    #[test]
+                    fn s2_apart() {
+                        super::super::$name(LAYOUTS[1])
+                    }
+                    #[test]
+                    fn s16() {
+                        super::super::$name(LAYOUTS[2])
+                    }
+                    #[test]
+                    fn s16_apart() {
+                        super::super::$name(LAYOUTS[3])
+                    }
+                }
+            )*
+        }
+    };
 }

@@ -83,16 +83,30 @@ fn disabled(_: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
 /// (its replicas' list is the master side's to fill), or a replica with
 /// its master, link state and processed offset.
 fn role(c: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
-    let (role, ids) = {
+    let (role, ids, replicas) = {
         let r = c.server.repl.lock();
-        (r.role.clone(), r.ids.clone())
+        // Redis lists the online replicas.
+        let replicas: Vec<(String, u16, u64)> = r
+            .master
+            .replicas
+            .iter()
+            .filter(|x| x.state == crate::repl::ReplicaState::Online)
+            .map(|x| (x.ip.clone(), x.port, x.ack_offset))
+            .collect();
+        (r.role.clone(), r.ids.clone(), replicas)
     };
     match role {
         crate::repl::Role::Master => {
             c.out.array(3);
             c.out.bulk(b"master");
             c.out.int(ids.master_repl_offset as i64);
-            c.out.array(0);
+            c.out.array(replicas.len());
+            for (ip, port, off) in replicas {
+                c.out.array(3);
+                c.out.bulk(ip.as_bytes());
+                c.out.bulk(port.to_string().as_bytes());
+                c.out.bulk(off.to_string().as_bytes());
+            }
         }
         crate::repl::Role::Replica { host, port, link } => {
             c.out.array(5);

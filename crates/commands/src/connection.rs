@@ -520,7 +520,9 @@ fn subscriptions(st: &ClientState) -> usize {
 }
 
 fn type_of(st: &ClientState) -> ClientType {
-    if subscriptions(st) > 0 {
+    if st.master {
+        ClientType::Master
+    } else if subscriptions(st) > 0 {
         ClientType::PubSub
     } else {
         ClientType::Normal
@@ -534,6 +536,9 @@ pub(crate) fn info_line(st: &ClientState, io: &ClientIo, now_ms: u64, argv_mem: 
     let mut flags = String::new();
     if st.monitor {
         flags.push('O');
+    }
+    if st.master {
+        flags.push('M');
     }
     if subscriptions(st) > 0 {
         flags.push('P');
@@ -663,6 +668,7 @@ fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
     let me = c.client.id;
     let argv_mem = args.bytes();
     let wanted = ids.clone();
+    let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
         move |env| {
@@ -691,6 +697,12 @@ fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
                 let io = my_io.unwrap_or_default();
                 lines.push((me, info_line(client, &io, engine::now_ms(), argv_mem)));
             }
+            if typ.is_none_or(|t| t == ClientType::Replica) {
+                let now = engine::now_ms();
+                for r in server.repl.lock().master.replicas.iter() {
+                    lines.push((r.id, replica_line(r, now)));
+                }
+            }
             lines.sort_by_key(|(id, _)| *id);
             let mut s = String::new();
             let mut emit = |l: &str| {
@@ -711,6 +723,29 @@ fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
             Ok(())
         },
     ))
+}
+
+/// The CLIENT LIST line of an attached replica (its socket belongs to
+/// the replication threads): flags `S`, its last command PSYNC.
+fn replica_line(r: &crate::repl::ReplicaInfo, now_ms: u64) -> String {
+    let st = replica_state(r);
+    info_line(&st, &ClientIo::default(), now_ms, 0).replacen(" flags=N ", " flags=S ", 1)
+}
+
+/// A replica as a client state, for its CLIENT LIST line and the
+/// CLIENT KILL filters.
+fn replica_state(r: &crate::repl::ReplicaInfo) -> ClientState {
+    ClientState {
+        id: r.id,
+        addr: r.addr.clone(),
+        laddr: r.laddr.clone(),
+        fd: r.fd,
+        name: r.name.clone(),
+        created_ms: r.created_ms,
+        last_interaction_ms: r.ack_ms,
+        last_cmd: "replconf".into(),
+        ..Default::default()
+    }
 }
 
 /// Which clients CLIENT KILL closes.
@@ -792,6 +827,7 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
     }
     let me = c.client.id;
     let job_filter = f.clone();
+    let server = c.server.clone();
     Ok(fan_out(
         c.nshards(),
         move |env| {
@@ -809,6 +845,28 @@ fn client_kill(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
         },
         move |killed: Vec<usize>, out: &mut Reply, client: &mut ClientState| {
             let mut n: usize = killed.iter().sum();
+            if f.typ.is_none_or(|t| t == ClientType::Replica) {
+                // Attached replicas: their socket is shut down; the
+                // replication threads see it and let the link go.
+                let any_type = KillFilter {
+                    typ: None,
+                    user: None,
+                    ..f.clone()
+                };
+                let now = engine::now_ms();
+                for r in server.repl.lock().master.replicas.iter() {
+                    if any_type.matches(&replica_state(r), now)
+                        && f.user.as_ref().is_none_or(|u| *u == r.user.as_bytes())
+                    {
+                        // SAFETY: the fd stays open while the entry is
+                        // listed (the runtime removes it before closing).
+                        unsafe {
+                            libc::shutdown(r.fd, libc::SHUT_RDWR);
+                        }
+                        n += 1;
+                    }
+                }
+            }
             if !f.skipme && f.matches(client, engine::now_ms()) {
                 client.close_after_reply = true;
                 n += 1;

@@ -230,6 +230,16 @@ pub struct ClientState {
     /// "Errors trying to SHUTDOWN" when the shutdown is refused (a failed
     /// final save). Kept by the runtime.
     pub shutdown_wait: bool,
+    /// What it said as a replica (REPLCONF) and the sync it asked for
+    /// (PSYNC / SYNC): the runtime then takes its socket (see
+    /// `repl::cmds`).
+    pub replica: Option<Box<crate::repl::ReplicaHello>>,
+    /// A WAIT the runtime blocks (see `repl::cmds`).
+    pub repl_wait: Option<Box<crate::repl::WaitRequest>>,
+    /// The link from this replica's master (Redis's `CLIENT_MASTER`): its
+    /// commands bypass READONLY, ACL and maxmemory, and it gets no
+    /// replies. Set by the runtime.
+    pub master: bool,
 }
 
 /// A connection's address in the runtime: its home thread, its slot
@@ -270,6 +280,9 @@ impl WatchState {
 pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Process-wide state.
+/// See [`ServerShared::tls_apply`].
+pub type TlsApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
+
 pub struct ServerShared {
     pub config: RwLock<Config>,
     /// ACL users and the ACL log.
@@ -303,6 +316,11 @@ pub struct ServerShared {
     pub executable: String,
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Applies a CONFIG SET of `tls-*` directives, given the old and the
+    /// new configuration (set by the runtime at start): rebuilds the TLS
+    /// context and rebinds `tls-port`. `Err`: the reason CONFIG SET gives
+    /// (Redis's text; details are logged).
+    pub tls_apply: OnceLock<TlsApply>,
     /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
     /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`],
     /// either possibly with the [`SHUTDOWN_FORCE`] bit; read by whoever
@@ -377,6 +395,7 @@ impl ServerShared {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             wake_all: OnceLock::new(),
+            tls_apply: OnceLock::new(),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             ops_per_sec: AtomicU64::new(0),
             sampled_commands: AtomicU64::new(0),

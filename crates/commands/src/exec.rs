@@ -94,6 +94,9 @@ pub struct ShardCall {
     pub client: u64,
     /// SLOWLOG, LATENCY and MONITOR state.
     pub ops: &'static crate::ops::Ops,
+    /// Run for a replica's master (see `ClientState::master`): no OOM
+    /// refusal, and keys past their deadline are still there.
+    pub master: bool,
 }
 
 /// Runs a shard handler on `shard` (inline on the home thread, or on the
@@ -127,7 +130,10 @@ pub fn run_shard_ready(
 ) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
-    if shard.evict.maxmemory != 0 && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM)) {
+    if shard.evict.maxmemory != 0
+        && !call.master
+        && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM))
+    {
         count_rejected(stats, Some(r.id));
         reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
         return None;
@@ -152,7 +158,18 @@ pub fn run_shard_ready(
         caller: call.caller,
         tracker: call.tracker,
     };
+    // A replica: a normal client's command reads keys past their deadline
+    // as missing; its master's see them (one branch on a master).
+    // Restored after: a script's `redis.call` runs nested in its command.
+    let expiry = ctx.shard.expiry;
+    let replica = expiry != engine::Expiry::Delete;
+    if replica && !call.master {
+        ctx.shard.expiry = engine::Expiry::Hide;
+    }
     let res = handler(&mut ctx, args);
+    if replica {
+        ctx.shard.expiry = expiry;
+    }
     let block = ctx.block.take();
     // The command's invalidations, numbered after its records and events.
     shard.collect_touched();
@@ -297,7 +314,11 @@ pub fn dispatch(
     // ACL (Redis's processCommand order: after NOAUTH and the no-multi
     // refusal, which comes below here and so is skipped for the check).
     let no_multi = ctx.client.multi.is_some() && r.spec.has(flags::NO_MULTI);
-    if !no_multi && !crate::acl::permitted(ctx.server, ctx.client, r, args, ctx.out, stats) {
+    // A replica's master is obeyed: no ACL, no maxmemory (Redis's
+    // mustObeyClient).
+    let obey = ctx.client.master;
+    if !no_multi && !obey && !crate::acl::permitted(ctx.server, ctx.client, r, args, ctx.out, stats)
+    {
         return Step::Done;
     }
     // Redis's processCommand order: maxmemory first, then disk errors.
@@ -307,6 +328,7 @@ pub fn dispatch(
         .maxmemory
         .load(std::sync::atomic::Ordering::Relaxed)
         != 0
+        && !obey
         && oom_refused(r, args, ctx, stats, scratch)
     {
         return Step::Done;
@@ -323,6 +345,27 @@ pub fn dispatch(
         );
         crate::multi::flag_abort(ctx.client);
         return Step::Done;
+    }
+    // Redis's processCommand: not enough good replicas (min-replicas-to-
+    // write; one relaxed load).
+    if ctx.server.repl.refuses_writes() && r.spec.has(flags::WRITE) {
+        count_rejected(stats, Some(r.id));
+        reply_error(
+            ctx.out,
+            stats,
+            &CmdError::Raw(crate::repl::NOREPLICAS.into()),
+        );
+        crate::multi::flag_abort(ctx.client);
+        return Step::Done;
+    }
+    // A replica: READONLY and MASTERDOWN (one relaxed load on a master).
+    if ctx.server.repl.replica_fast() {
+        if let Some(e) = crate::replica::refusal(ctx.server, ctx.client, r.spec.flags) {
+            count_rejected(stats, Some(r.id));
+            reply_error(ctx.out, stats, &CmdError::Raw(e.into()));
+            crate::multi::flag_abort(ctx.client);
+            return Step::Done;
+        }
     }
     // A long script holds a shard this command needs (one relaxed load
     // when none does).

@@ -324,14 +324,8 @@ fn parse_db(arg: &[u8], databases: usize) -> Result<usize, CmdError> {
 /// Deletes `key` if its deadline has passed, counting it as Redis's
 /// `expireIfNeeded` does; true if it was deleted.
 fn expire_if_needed(shard: &mut Shard, db: usize, key: &[u8]) -> bool {
-    let now = shard.now_ms;
-    let gone = shard.dbs[db].expire_if_needed(key, now);
-    if gone {
-        shard.stats.expired_keys += 1;
-        shard.outbox.implicit_del(db, key);
-        shard.notify(db, ev::EXPIRED, "expired", key);
-    }
-    gone
+    // On a replica: nothing is deleted (see `engine::Expiry`).
+    shard.expire_or_hide(db, key)
 }
 
 /// Sums a per-shard count over the shards holding the keys.
@@ -1477,7 +1471,7 @@ fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, 
 /// After a flush: every tracking client gets a null invalidation (all its
 /// keys), and every shard forgot its tracked keys (in `flush`), as
 /// Redis's `trackingInvalidateKeysOnFlush`.
-fn invalidate_all(server: &crate::ServerShared) {
+pub(crate) fn invalidate_all(server: &crate::ServerShared) {
     for (id, to) in server.tracking.tracking_clients() {
         server.pubsub.send_one(crate::pubsub::Delivery::Invalidate {
             to,

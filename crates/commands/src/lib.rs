@@ -34,6 +34,7 @@ pub mod persist;
 pub mod propagate;
 pub mod pubsub;
 pub mod repl;
+pub mod replica;
 pub mod scratch;
 pub mod script;
 pub mod server;

@@ -424,6 +424,12 @@ impl Coordinator for ExecCoord {
                     if let Err(e) = h(&mut ctx, args) {
                         o.error_bytes(&e.line());
                     }
+                    // WAIT in a transaction answers at once (Redis's
+                    // CLIENT_DENY_BLOCKING).
+                    if client.repl_wait.take().is_some() {
+                        let acked = self.server.repl.acked(self.server.repl.offset());
+                        o.int(acked as i64);
+                    }
                     self.replies[i] = Some(o.into_bytes());
                     self.pos += 1;
                     continue;
@@ -461,6 +467,7 @@ impl Coordinator for ExecCoord {
                                     tracker: None,
                                     client: client.id,
                                     ops: self.server.ops,
+                                    master: client.master,
                                 },
                                 resp3: client.resp3,
                             };

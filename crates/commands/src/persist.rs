@@ -224,6 +224,17 @@ enum Kind {
     Bgsave,
     /// BGREWRITEAOF: the snapshot is the AOF's new base.
     Rewrite,
+    /// A diskless replication sync: the RDB goes to the replicas'
+    /// sockets, not to a file (no LASTSAVE, no change counters).
+    Sync,
+}
+
+/// Where a replication sync's snapshot goes (see [`sync_coordinator`]).
+pub enum SyncTarget {
+    /// Redis's disk-based sync: a BGSAVE to `dbfilename`.
+    Disk,
+    /// Diskless: the RDB's bytes, as written, to this sink.
+    Socket(Box<dyn Write + Send>),
 }
 
 /// The append-only file as the snapshot layer drives it (implemented by
@@ -555,6 +566,19 @@ impl Persist {
         server: &ServerShared,
         kind: Kind,
     ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
+        self.start_with(server, kind, None, None)
+    }
+
+    /// [`Persist::start`] with a callback for the outcome (a sync's
+    /// replicas wait for it) and, for [`Kind::Sync`], the sink the RDB
+    /// goes to.
+    fn start_with(
+        self: &Arc<Self>,
+        server: &ServerShared,
+        kind: Kind,
+        done_hook: Option<OnDone>,
+        sink: Option<Box<dyn Write + Send>>,
+    ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
         let mut st = self.lock();
         match st.running.as_ref().map(|r| r.kind) {
             None => {}
@@ -591,7 +615,7 @@ impl Persist {
             };
             (path, Some(Box::new(move |ok| aof.finish(ok))))
         } else {
-            (cfg.rdb_path(), None)
+            (cfg.rdb_path(), done_hook)
         };
         let background = kind != Kind::Save;
         let (tx, rx) = sync_channel(CHANNEL_DEPTH);
@@ -614,6 +638,7 @@ impl Persist {
             done: done_tx,
             functions: crate::script::library::registry().codes(),
             compress: cfg.rdbcompression,
+            sink: Mutex::new(sink),
         };
         std::thread::Builder::new()
             .name("rdb-writer".into())
@@ -624,6 +649,11 @@ impl Persist {
             st.rewrite_scheduled = false;
             // Counted when started, as Redis's stat_aof_rewrites.
             st.rewrites += 1;
+        } else if kind == Kind::Sync {
+            log(
+                false,
+                "Starting BGSAVE for SYNC with target: replicas sockets",
+            );
         } else {
             if background {
                 log(false, "Background saving started");
@@ -694,6 +724,8 @@ struct WriterJob {
     /// base without the RDB preamble, as Redis's `rewriteFunctions`).
     functions: Vec<Arc<crate::script::library::Library>>,
     compress: bool,
+    /// [`Kind::Sync`]: where the RDB goes instead of a file.
+    sink: Mutex<Option<Box<dyn Write + Send>>>,
 }
 
 impl WriterJob {
@@ -741,6 +773,19 @@ impl WriterJob {
             let _ = self.done.try_send(res.map(|_| ()));
             return;
         }
+        if self.kind == Kind::Sync {
+            {
+                let mut st = self.persist.lock();
+                st.running = None;
+                self.persist.in_progress.store(false, Ordering::Release);
+            }
+            match &res {
+                Ok(_) => log(false, "Diskless sync: the RDB was sent to the replicas"),
+                Err(e) => log(true, &format!("Diskless sync failed: {e}")),
+            }
+            let _ = self.done.try_send(res.map(|_| ()));
+            return;
+        }
         let now_s = engine::now_ms() / 1000;
         let keys = res.as_ref().copied().unwrap_or(0);
         let reason;
@@ -780,6 +825,15 @@ impl WriterJob {
 
     /// Writes the file; returns the number of keys written.
     fn write(&self) -> Result<u64, String> {
+        if self.kind == Kind::Sync {
+            let sink = self.sink.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let Some(mut sink) = sink else {
+                return Err("no replica to send the RDB to".into());
+            };
+            let keys = self.write_rdb(&mut sink)?;
+            sink.flush().map_err(|e| e.to_string())?;
+            return Ok(keys);
+        }
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -814,8 +868,17 @@ impl WriterJob {
     fn write_to(&self, tmp: &Path) -> Result<u64, String> {
         let f = File::create(tmp).map_err(|e| e.to_string())?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
+        let keys = self.write_rdb(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())?;
+        Ok(keys)
+    }
+
+    /// Writes the snapshot (header, fragments, EOF and checksum) to `w`;
+    /// returns the number of keys written.
+    fn write_rdb<W: Write + ?Sized>(&self, w: &mut W) -> Result<u64, String> {
         let mut crc = 0u64;
-        let mut put = |w: &mut BufWriter<File>, b: &[u8]| -> Result<(), String> {
+        let mut put = |w: &mut W, b: &[u8]| -> Result<(), String> {
             crc = engine::rdb::crc64(crc, b);
             w.write_all(b).map_err(|e| e.to_string())
         };
@@ -835,12 +898,12 @@ impl WriterJob {
                 engine::outbox::write_array(&mut head, &[b"FUNCTION".as_slice(), b"LOAD", &l.code]);
             }
         }
-        put(&mut w, &head)?;
+        put(w, &head)?;
         let (mut left, mut keys) = (self.shards, 0u64);
         while left > 0 {
             use std::sync::mpsc::RecvTimeoutError;
             match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                Ok(SaveMsg::Fragment(b)) => put(&mut w, &b)?,
+                Ok(SaveMsg::Fragment(b)) => put(w, &b)?,
                 Ok(SaveMsg::Done { keys: k }) => {
                     keys += k;
                     left -= 1;
@@ -857,12 +920,10 @@ impl WriterJob {
         if self.rdb {
             let mut tail = Vec::new();
             engine::rdb::write_eof(&mut tail);
-            put(&mut w, &tail)?;
+            put(w, &tail)?;
             let sum = if self.checksum { crc } else { 0 };
             w.write_all(&sum.to_le_bytes()).map_err(|e| e.to_string())?;
         }
-        let f = w.into_inner().map_err(|e| e.to_string())?;
-        f.sync_all().map_err(|e| e.to_string())?;
         Ok(keys)
     }
 }
@@ -982,6 +1043,62 @@ pub fn bgsave_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordina
             Ok(())
         },
     ))
+}
+
+/// The coordinator of a replication full sync (run by the runtime under
+/// the whole-keyspace Read locks): begins a snapshot on every shard,
+/// turning each shard's records on (the replication stream needs them from
+/// the instant on), then, still under every lock, runs `at_instant` (the
+/// runtime marks the stream there: the replicas' stream starts at that
+/// offset). The RDB goes to `dbfilename` (a BGSAVE, as Redis's disk-based
+/// sync) or to `target`'s sink; `on_done` gets the outcome once the file
+/// is in place or the last byte was written.
+pub fn sync_coordinator(
+    server: &Arc<ServerShared>,
+    target: SyncTarget,
+    at_instant: Box<dyn FnOnce() + Send>,
+    on_done: OnDone,
+) -> Result<Box<dyn Coordinator>, CmdError> {
+    let (kind, sink) = match target {
+        SyncTarget::Disk => (Kind::Bgsave, None),
+        SyncTarget::Socket(w) => (Kind::Sync, Some(w)),
+    };
+    if kind == Kind::Bgsave {
+        log(false, "Starting BGSAVE for SYNC with target: disk");
+    }
+    let (begin_dirty, _done) = server
+        .persist
+        .start_with(server, kind, Some(on_done), sink)?;
+    let compress = server.config().rdbcompression;
+    let begin = begin_job(compress, begin_dirty);
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
+        env.shard.outbox.records_on = true;
+        begin(env)
+    });
+    Ok(Box::new(AtInstant {
+        begin: Some(plan),
+        at_instant: Some(at_instant),
+        reply: "OK",
+    }))
+}
+
+/// A coordinator (run under the whole-keyspace lock) that runs `job` on
+/// every shard, then `at_instant` while every lock is still held (the
+/// replication stream's end: shards stop recording, then the writer lets
+/// it go).
+pub fn all_shards_then(
+    server: &Arc<ServerShared>,
+    job: impl Fn(&mut Shard) + Send + Clone + 'static,
+    at_instant: Box<dyn FnOnce() + Send>,
+) -> Box<dyn Coordinator> {
+    let mut plan = Plan::default();
+    plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| job(env.shard));
+    Box::new(AtInstant {
+        begin: Some(plan),
+        at_instant: Some(at_instant),
+        reply: "OK",
+    })
 }
 
 /// A coordinator that only replies (a scheduled save or rewrite).
@@ -1127,8 +1244,10 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
             // on is no longer wanted.
             p.lock().rewrite_scheduled = false;
             let mut plan = Plan::default();
-            plan.run_all(server.nshards, |env: &mut ShardEnv<'_>| {
-                env.shard.outbox.records_on = false;
+            // The replication stream keeps the shards recording.
+            let keep = server.repl.streaming();
+            plan.run_all(server.nshards, move |env: &mut ShardEnv<'_>| {
+                env.shard.outbox.records_on = keep;
             });
             let aof = aof.clone();
             return Some(Box::new(AtInstant {
@@ -1224,6 +1343,17 @@ pub fn load(
     shards: &mut [Shard],
     limits: engine::EncLimits,
 ) -> Result<Option<(u64, u64)>, String> {
+    load_as(path, shards, limits, false)
+}
+
+/// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
+/// does when it loads its master's payload (the master's DEL removes them).
+pub fn load_as(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+    keep_expired: bool,
+) -> Result<Option<(u64, u64)>, String> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -1242,7 +1372,7 @@ pub fn load(
             .next()
             .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
         let Some(l) = item else { break };
-        if l.expire_at_ms != 0 && l.expire_at_ms < now {
+        if !keep_expired && l.expire_at_ms != 0 && l.expire_at_ms < now {
             expired += 1;
             continue;
         }
@@ -1311,6 +1441,7 @@ pub fn save_now(
         done: done_tx,
         functions: crate::script::library::registry().codes(),
         compress,
+        sink: Mutex::new(None),
     };
     let writer = std::thread::spawn(move || job.run());
     let mut total = 0;

@@ -17,8 +17,23 @@
 //!
 //! One mutex guards it: it changes on role switches, syncs and (the
 //! offset) once per batch the stream writer emits, never per command.
+//!
+//! Master side (this module's [`MasterSide`] and [`backlog`]; the
+//! runtime's `server/repl` drives them): the backlog, the attached
+//! replicas as INFO, ROLE and CLIENT LIST show them, the sync counters,
+//! and the NOREPLICAS verdict the command path reads with one relaxed
+//! load. The commands a replica sends (REPLCONF, PSYNC, SYNC) and WAIT
+//! live in [`cmds`]: they record what was asked on the client
+//! ([`ReplicaHello`], [`WaitRequest`]) and the runtime acts on it (it
+//! takes the socket of a PSYNC, it blocks a WAIT).
 
-use std::sync::Mutex;
+pub mod backlog;
+pub mod cmds;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+pub use backlog::Backlog;
 
 /// The role and the link to a master, if any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,13 +90,155 @@ pub struct ReplIds {
 pub struct ReplInner {
     pub role: Role,
     pub ids: ReplIds,
+    /// Bumped by every REPLICAOF that changes the master (or drops it):
+    /// a link started under an older value ends.
+    pub gen: u64,
+    /// The replica side's link figures (INFO replication).
+    pub link: LinkInfo,
+    pub master: MasterSide,
+}
+
+/// What a master knows of its replicas and its stream (Redis's
+/// `server.slaves`, `repl_backlog`, `stat_sync_*`).
+#[derive(Debug, Default)]
+pub struct MasterSide {
+    /// Created when the first replica attaches; freed `repl-backlog-ttl`
+    /// after the last one left.
+    pub backlog: Option<Backlog>,
+    /// Attached replicas, in attach order (INFO's `slaveN`).
+    pub replicas: Vec<ReplicaInfo>,
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
+    /// Unix ms since when no replica is attached (0: some are, or the
+    /// backlog was never created).
+    pub no_replicas_since_ms: u64,
+}
+
+/// Redis's `replstate` of an attached replica, as INFO names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Waiting for its snapshot to begin or end.
+    WaitBgsave,
+    /// Receiving the snapshot.
+    SendBulk,
+    /// Streaming.
+    Online,
+}
+
+impl ReplicaState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicaState::WaitBgsave => "wait_bgsave",
+            ReplicaState::SendBulk => "send_bulk",
+            ReplicaState::Online => "online",
+        }
+    }
+}
+
+/// One attached replica.
+#[derive(Clone, Debug)]
+pub struct ReplicaInfo {
+    /// Its client id (CLIENT LIST / KILL ID).
+    pub id: u64,
+    /// The connection's peer and local addresses (`ip:port`).
+    pub addr: String,
+    pub laddr: String,
+    /// The address INFO shows: REPLCONF ip-address, else the peer's IP.
+    pub ip: String,
+    /// REPLCONF listening-port (0 if never sent).
+    pub port: u16,
+    pub state: ReplicaState,
+    /// The last offset it acknowledged.
+    pub ack_offset: u64,
+    /// Unix ms of its last ACK (or of the attach).
+    pub ack_ms: u64,
+    pub created_ms: u64,
+    /// Its socket: CLIENT KILL shuts it down (the runtime closes it after
+    /// removing the entry, under this state's lock, so it never names
+    /// another connection).
+    pub fd: i32,
+    pub name: Option<Vec<u8>>,
+    pub user: String,
+}
+
+/// What a connection told about itself as a replica (REPLCONF), and the
+/// sync it asked for (PSYNC / SYNC): the runtime takes the connection
+/// over once the request's reply-less turn is done.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaHello {
+    pub listening_port: u16,
+    pub ip_address: Option<String>,
+    /// `capa eof`: it can load a diskless (EOF-marked) transfer.
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+    pub sync: Option<SyncRequest>,
+}
+
+/// PSYNC replid offset, or the old SYNC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyncRequest {
+    Psync { replid: String, offset: i64 },
+    Sync,
+}
+
+/// A blocked WAIT: how many replicas must acknowledge, until when (unix
+/// ms, 0: forever), and the stream offset they must reach, once the
+/// runtime knows it (`u64::MAX` until then).
+#[derive(Clone, Debug)]
+pub struct WaitRequest {
+    pub numreplicas: u64,
+    pub deadline_ms: u64,
+    pub target: Option<Arc<AtomicU64>>,
+}
+
+/// What INFO shows of a replica's link to its master (Redis's
+/// `repl_transfer_*`, `repl_down_since`).
+#[derive(Clone, Debug, Default)]
+pub struct LinkInfo {
+    /// A full sync is being received.
+    pub sync_in_progress: bool,
+    /// The payload's size (-1: EOF-marked, size unknown).
+    pub sync_total_bytes: i64,
+    pub sync_read_bytes: u64,
+    /// Unix ms of the last byte of the sync payload.
+    pub sync_last_io_ms: u64,
+    /// Unix ms since which the link is down (0: it never was up).
+    pub down_since_ms: u64,
 }
 
 /// Process-wide replication state (`ServerShared::repl`).
 #[derive(Debug)]
 pub struct Repl {
     inner: Mutex<ReplInner>,
+    /// `min-replicas-to-write` is not met: writes get NOREPLICAS (kept by
+    /// the runtime's replication cron, read on every write).
+    refuse_writes: AtomicBool,
+    /// The stream has consumers other than the AOF (replicas or their
+    /// backlog): shards keep recording when the AOF is turned off.
+    streaming: AtomicBool,
+    /// Bytes ever fed to the stream, readable without the lock (WAIT).
+    offset: AtomicU64,
+    /// Bytes written to replicas' sockets (INFO's
+    /// `total_net_repl_output_bytes`).
+    pub net_output_bytes: AtomicU64,
+    /// Signalled when the role changes or a link drops (the replica's
+    /// link thread waits on it).
+    pub wake: Condvar,
+    /// A replica (one relaxed load on the write path: READONLY, expiry).
+    pub replica: AtomicBool,
+    /// A replica whose link is up (streaming).
+    pub link_up: AtomicBool,
+    /// Unix ms of the last bytes from the master (INFO's
+    /// `master_last_io_seconds_ago`).
+    pub last_io_ms: AtomicU64,
+    /// `ReplInner::gen`, readable without the lock (the master connection
+    /// checks it before each command it runs).
+    pub gen: AtomicU64,
 }
+
+/// Redis's `shared.noreplicaserr`.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 impl Repl {
     pub fn new(replid: String) -> Repl {
@@ -94,8 +251,99 @@ impl Repl {
                     master_repl_offset: 0,
                     second_repl_offset: -1,
                 },
+                master: MasterSide::default(),
+                gen: 0,
+                link: LinkInfo::default(),
             }),
+            wake: Condvar::new(),
+            replica: AtomicBool::new(false),
+            link_up: AtomicBool::new(false),
+            last_io_ms: AtomicU64::new(0),
+            gen: AtomicU64::new(0),
+            refuse_writes: AtomicBool::new(false),
+            streaming: AtomicBool::new(false),
+            offset: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Writes are refused for want of good replicas (one relaxed load).
+    #[inline]
+    pub fn refuses_writes(&self) -> bool {
+        self.refuse_writes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_refuse_writes(&self, on: bool) {
+        self.refuse_writes.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the replication stream is on (see `streaming`).
+    pub fn streaming(&self) -> bool {
+        self.streaming.load(Ordering::Acquire)
+    }
+
+    pub fn set_streaming(&self, on: bool) {
+        self.streaming.store(on, Ordering::Release);
+    }
+
+    /// `master_repl_offset` without the lock.
+    pub fn offset(&self) -> u64 {
+        self.offset.load(Ordering::Acquire)
+    }
+
+    /// Appends stream bytes: the offset grows by their length and the
+    /// backlog keeps them. Called by the stream writer, once per batch.
+    pub fn feed(&self, b: &[u8]) {
+        let mut r = self.lock();
+        r.ids.master_repl_offset += b.len() as u64;
+        if let Some(bl) = &mut r.master.backlog {
+            bl.append(b);
+        }
+        self.offset
+            .store(r.ids.master_repl_offset, Ordering::Release);
+    }
+
+    /// Sets `master_repl_offset` (the replica side, after a sync).
+    pub fn set_offset(r: &mut ReplInner, off: u64, this: &Repl) {
+        r.ids.master_repl_offset = off;
+        this.offset.store(off, Ordering::Release);
+    }
+
+    /// Replicas whose last ACK is at least `offset`.
+    pub fn acked(&self, offset: u64) -> u64 {
+        let r = self.lock();
+        r.master
+            .replicas
+            .iter()
+            .filter(|x| x.state == ReplicaState::Online && x.ack_offset >= offset)
+            .count() as u64
+    }
+
+    /// Whether this server is a replica (a relaxed load: for hot paths).
+    #[inline]
+    pub fn replica_fast(&self) -> bool {
+        self.replica.load(Ordering::Relaxed)
+    }
+
+    /// Sets the role (REPLICAOF): a new generation, the fast flags, and a
+    /// wake-up for the link thread. Returns the new generation.
+    pub fn set_role(&self, g: &mut ReplInner, role: Role) -> u64 {
+        let replica = matches!(role, Role::Replica { .. });
+        g.role = role;
+        g.gen += 1;
+        self.gen.store(g.gen, Ordering::Release);
+        self.replica.store(replica, Ordering::Relaxed);
+        self.link_up.store(false, Ordering::Relaxed);
+        self.wake.notify_all();
+        g.gen
+    }
+
+    /// Redis's `shiftReplicationId`: a promoted replica takes a new ID and
+    /// keeps its master's as `replid2`, valid up to the offset it reached,
+    /// so its own replicas can continue with a partial resync.
+    pub fn shift_replid(ids: &mut ReplIds) {
+        ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
+        ids.second_repl_offset = ids.master_repl_offset as i64 + 1;
     }
 
     /// The state, locked (held briefly: never across I/O).
@@ -122,6 +370,47 @@ pub fn new_replid() -> String {
     crate::ctx::random_hex(40)
 }
 
+/// INFO replication's master fields after `role` (Redis 7.0's order):
+/// `connected_slaves`, one `slaveN` line per replica, then the IDs,
+/// offsets and backlog.
+pub fn info_master(r: &ReplInner, now_ms: u64, o: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(o, "connected_slaves:{}\r\n", r.master.replicas.len());
+    for (i, x) in r.master.replicas.iter().enumerate() {
+        let _ = write!(
+            o,
+            "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+            x.ip,
+            x.port,
+            x.state.name(),
+            x.ack_offset,
+            now_ms.saturating_sub(x.ack_ms) / 1000
+        );
+    }
+}
+
+/// INFO replication's lines from `master_failover_state` on
+/// (`backlog_size`: `repl-backlog-size`, shown while there is none).
+pub fn info_ids(r: &ReplInner, backlog_size: u64, o: &mut String) {
+    use std::fmt::Write;
+    let ids = &r.ids;
+    let _ = write!(
+        o,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
+        ids.replid, ids.replid2, ids.master_repl_offset, ids.second_repl_offset
+    );
+    let (active, size, first, hist) = match &r.master.backlog {
+        Some(b) => (1, b.size() as u64, b.first(), b.histlen() as u64),
+        None => (0, backlog_size, 0, 0),
+    };
+    let _ = write!(
+        o,
+        "repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\n\
+         repl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +425,30 @@ mod tests {
         assert_eq!(ids.master_repl_offset, 0);
         assert!(!r.is_replica());
         assert_eq!(new_replid().len(), 40);
+    }
+
+    #[test]
+    fn a_promotion_shifts_the_ids() {
+        let mut ids = Repl::new("a".repeat(40)).ids();
+        ids.master_repl_offset = 99;
+        Repl::shift_replid(&mut ids);
+        assert_eq!(ids.replid2, "a".repeat(40));
+        assert_eq!(ids.second_repl_offset, 100);
+        assert_ne!(ids.replid, "a".repeat(40));
+    }
+
+    #[test]
+    fn set_role_moves_the_generation_and_flags() {
+        let r = Repl::new("a".repeat(40));
+        let mut g = r.lock();
+        let role = Role::Replica {
+            host: "h".into(),
+            port: 1,
+            link: LinkState::Connect,
+        };
+        assert_eq!(r.set_role(&mut g, role), 1);
+        assert!(r.replica_fast());
+        assert_eq!(r.set_role(&mut g, Role::Master), 2);
+        assert!(!r.replica_fast());
     }
 }

@@ -74,6 +74,10 @@ struct Gathered {
     notify_flags: u32,
     /// Whether the shard's records have a consumer (`Outbox::records_on`).
     records_on: bool,
+    /// A replica's shard: the copies keep its expiry rules and read-only
+    /// scripts (`Shard::expiry`, `Shard::read_only_replica`).
+    replica: bool,
+    read_only_replica: bool,
 }
 
 /// A shard's changed keys: the new entry and deadline, or `None` to delete.
@@ -102,6 +106,8 @@ pub struct Scratch {
     databases: usize,
     max_bulk_len: u64,
     client: u64,
+    /// Run for a replica's master (see `ShardCall::master`).
+    master: bool,
     ops: &'static crate::ops::Ops,
     /// Distinct keys by shard, ascending shard order, as gathered.
     groups: Vec<(usize, Vec<Vec<u8>>)>,
@@ -156,10 +162,8 @@ pub fn coordinator(
             let entries = keys
                 .iter()
                 .map(|k| {
-                    if shard.dbs[db].expire_if_needed(k, now) {
-                        shard.stats.expired_keys += 1;
-                        shard.outbox.implicit_del(db, k);
-                        shard.notify(db, ds::events::EXPIRED, "expired", k);
+                    if shard.expire_or_hide(db, k) && shard.expiry == engine::Expiry::Hide {
+                        return None;
                     }
                     shard.dbs[db]
                         .get_with_ttl(k)
@@ -172,6 +176,8 @@ pub fn coordinator(
                 now_ms: now,
                 notify_flags: shard.notify_flags,
                 records_on: shard.outbox.records_on,
+                replica: shard.expiry != engine::Expiry::Delete,
+                read_only_replica: shard.read_only_replica,
             }
         });
     }
@@ -193,6 +199,7 @@ pub fn coordinator(
         db,
         no_touch: ctx.client.no_touch,
         client: ctx.client.id,
+        master: ctx.client.master,
         ops: ctx.server.ops,
         databases,
         max_bulk_len,
@@ -227,6 +234,15 @@ impl Scratch {
             // The handler's own records (made as on a real shard) go with
             // the write-back, in the transaction (`take_records`).
             shard.outbox.records_on = g.records_on;
+            // On a replica, as `exec::run_shard` sets it per command.
+            if g.replica {
+                shard.expiry = if self.master {
+                    engine::Expiry::Keep
+                } else {
+                    engine::Expiry::Hide
+                };
+                shard.read_only_replica = g.read_only_replica;
+            }
         }
         shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
         let d = &mut shard.dbs[self.db];
@@ -361,6 +377,7 @@ impl Coordinator for Scratch {
                 tracker: None,
                 client: self.client,
                 ops: self.ops,
+                master: false,
             },
         })
     }

@@ -262,6 +262,24 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
+        // Redis's applyTlsCfg / applyTLSPort: a changed tls-* setting
+        // rebuilds the TLS context (when TLS is in use), a changed
+        // tls-port rebinds; one that fails restores everything.
+        let tls_changed =
+            cfg.tls_port != saved.tls_port || (cfg.tls_context_differs(&saved) && cfg.tls_wanted());
+        if let Some(apply) = c.server.tls_apply.get().filter(|_| tls_changed) {
+            if let Err(why) = apply(&saved, &cfg) {
+                *cfg = saved;
+                let name = pairs
+                    .iter()
+                    .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
+                    .find(|n| n.starts_with("tls-"))
+                    .unwrap_or_default();
+                return Err(CmdError::Raw(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                )));
+            }
+        }
         crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
         // Redis's updateRequirePass: the default user's only password.
         if saved.requirepass != cfg.requirepass {
@@ -310,13 +328,38 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// CONFIG REWRITE: the config file rewritten with the running
+/// configuration (`config::rewrite`), with ACL's users as `user` lines
+/// unless they live in an `aclfile`.
 fn config_rewrite(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    if c.server.config().config_file.is_none() {
-        return Err(CmdError::err("The server is running without a config file"));
+    let cfg = c.server.config();
+    let users: Vec<Vec<u8>> = if cfg.aclfile.is_some() {
+        Vec::new()
+    } else {
+        c.server
+            .acl
+            .all()
+            .iter()
+            .map(|u| {
+                let mut line = b"user ".to_vec();
+                line.extend_from_slice(&u.name);
+                line.push(b' ');
+                line.extend_from_slice(&u.rules().describe());
+                line
+            })
+            .collect()
+    };
+    match config::rewrite::rewrite(&cfg, &users) {
+        Ok(()) => {
+            crate::persist::log(false, "CONFIG REWRITE executed with success.");
+            c.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            crate::persist::log(true, &format!("CONFIG REWRITE failed: {e}"));
+            Err(CmdError::Raw(e))
+        }
     }
-    Err(CmdError::err(
-        "Rewriting config file: CONFIG REWRITE is not supported yet",
-    ))
 }
 
 /// CONFIG RESETSTAT: zeroes every thread's command/error statistics and
@@ -480,7 +523,16 @@ struct Snapshot {
     pubsub: (usize, usize, usize),
     /// Clients with tracking on, BCAST prefixes.
     tracking: (usize, usize),
-    repl: crate::repl::ReplIds,
+    /// INFO replication's lines after `role`, and INFO stats'
+    /// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
+    repl_lines: String,
+    sync_stats: [u64; 3],
+    repl_output_bytes: u64,
+    /// The replication backlog's bytes (INFO memory).
+    repl_backlog_bytes: u64,
+    /// A replica's lines between `role` and `connected_slaves` (see
+    /// `replica::info_fields`); `None` on a master.
+    replica_info: Option<String>,
 }
 
 struct AofInfo {
@@ -499,7 +551,28 @@ impl Snapshot {
             tracking: s.tracking.counts(),
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
-            repl: s.repl.ids(),
+            repl_lines: {
+                let r = s.repl.lock();
+                let mut o = String::new();
+                crate::repl::info_master(&r, engine::now_ms(), &mut o);
+                crate::repl::info_ids(&r, s.config().repl_backlog_size, &mut o);
+                o
+            },
+            repl_output_bytes: s.repl.net_output_bytes.load(Ordering::Relaxed),
+            repl_backlog_bytes: {
+                // A block: the guard must go before the next field locks.
+                let r = s.repl.lock();
+                r.master.backlog.as_ref().map_or(0, |b| b.size() as u64)
+            },
+            sync_stats: {
+                let r = s.repl.lock();
+                [
+                    r.master.sync_full,
+                    r.master.sync_partial_ok,
+                    r.master.sync_partial_err,
+                ]
+            },
+            replica_info: crate::replica::info_fields(s),
             executable: s.executable.clone(),
             tcp_port: s.tcp_port.load(Ordering::Relaxed),
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
@@ -724,15 +797,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "rss_overhead_bytes", f.rss_overhead_bytes());
             kv(o, "mem_fragmentation_ratio", r2(f.frag()));
             kv(o, "mem_fragmentation_bytes", f.frag_bytes());
-            zeros(
-                o,
-                &[
-                    "mem_not_counted_for_evict",
-                    "mem_replication_backlog",
-                    "mem_total_replication_buffers",
-                    "mem_clients_slaves",
-                ],
-            );
+            zeros(o, &["mem_not_counted_for_evict"]);
+            kv(o, "mem_replication_backlog", s.repl_backlog_bytes);
+            zeros(o, &["mem_total_replication_buffers", "mem_clients_slaves"]);
             kv(o, "mem_clients_normal", clients);
             zeros(o, &["mem_cluster_links", "mem_aof_buffer"]);
             kv(o, "mem_allocator", "libc");
@@ -828,7 +895,7 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "total_net_input_bytes", sum(|t| t.net_input_bytes));
             kv(o, "total_net_output_bytes", sum(|t| t.net_output_bytes));
             kv(o, "total_net_repl_input_bytes", 0);
-            kv(o, "total_net_repl_output_bytes", 0);
+            kv(o, "total_net_repl_output_bytes", s.repl_output_bytes);
             kv(
                 o,
                 "instantaneous_input_kbps",
@@ -842,7 +909,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "instantaneous_input_repl_kbps", "0.00");
             kv(o, "instantaneous_output_repl_kbps", "0.00");
             kv(o, "rejected_connections", s.rejected_connections);
-            zeros(o, &["sync_full", "sync_partial_ok", "sync_partial_err"]);
+            kv(o, "sync_full", s.sync_stats[0]);
+            kv(o, "sync_partial_ok", s.sync_stats[1]);
+            kv(o, "sync_partial_err", s.sync_stats[2]);
             kv(o, "expired_keys", shard_sum(|x| x.expired_keys));
             let stale = parts
                 .iter()
@@ -913,17 +982,14 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
         }
         "replication" => {
             o.push_str("# Replication\r\n");
-            kv(o, "role", "master");
-            kv(o, "connected_slaves", 0);
-            kv(o, "master_failover_state", "no-failover");
-            kv(o, "master_replid", &s.repl.replid);
-            kv(o, "master_replid2", &s.repl.replid2);
-            kv(o, "master_repl_offset", s.repl.master_repl_offset);
-            kv(o, "second_repl_offset", s.repl.second_repl_offset);
-            kv(o, "repl_backlog_active", 0);
-            kv(o, "repl_backlog_size", 1048576);
-            kv(o, "repl_backlog_first_byte_offset", 0);
-            kv(o, "repl_backlog_histlen", 0);
+            match &s.replica_info {
+                Some(lines) => {
+                    kv(o, "role", "slave");
+                    o.push_str(lines);
+                }
+                None => kv(o, "role", "master"),
+            }
+            o.push_str(&s.repl_lines);
         }
         "cpu" => {
             o.push_str("# CPU\r\n");

@@ -272,6 +272,8 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::persist::COMMANDS,
     crate::dump::COMMANDS,
     crate::cluster::COMMANDS,
+    crate::repl::cmds::COMMANDS,
+    crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,
     crate::pubsub::COMMANDS,

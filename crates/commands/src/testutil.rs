@@ -135,6 +135,7 @@ impl TestServer {
                     tracker: crate::tracking::script_tracker(&self.client, resolved),
                     client: self.client.id,
                     ops: self.server.ops,
+                    master: false,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

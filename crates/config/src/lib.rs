@@ -54,6 +54,8 @@
 //!   both name and alias (Redis 7.0 can return an alias and its target twice).
 //! * `shards`/`databases` have small upper bounds (see [`MAX_SHARDS`], [`MAX_DATABASES`]).
 
+pub mod cpulist;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Read};
@@ -240,6 +242,9 @@ pub struct Config {
     /// `shard-consolidation`: while the load fits in fewer threads, one
     /// thread runs several shards' event loops, and the others sleep.
     pub shard_consolidation: bool,
+    /// `server-cpulist` (alias `server_cpulist`): the list as written
+    /// (`""`: threads not pinned); see [`cpulist`].
+    pub server_cpulist: String,
     /// `databases`: number of logical databases (`SELECT 0..databases-1`).
     pub databases: usize,
     /// `maxclients`: connections accepted at once.
@@ -248,7 +253,8 @@ pub struct Config {
     pub timeout_s: u64,
     /// `tcp-keepalive`: `SO_KEEPALIVE` interval in seconds; 0 = off.
     pub tcp_keepalive_s: u64,
-    /// `protected-mode`: refuse non-loopback clients when no password and no bind are set.
+    /// `protected-mode`: refuse non-loopback clients while the default user is `nopass`
+    /// (Redis 7.0 no longer looks at `bind` for this, whatever its comment says).
     pub protected_mode: bool,
     /// `loglevel`.
     pub loglevel: LogLevel,
@@ -339,6 +345,31 @@ pub struct Config {
     pub stop_writes_on_bgsave_error: bool,
     /// `appendonly`: log every write to the append-only file.
     pub appendonly: bool,
+    /// `repl-backlog-size`: bytes of the replication stream kept for
+    /// partial resyncs.
+    pub repl_backlog_size: u64,
+    /// `repl-backlog-ttl`: seconds without replicas after which the
+    /// backlog is freed (0: never).
+    pub repl_backlog_ttl_s: u64,
+    /// `repl-diskless-sync`: full syncs stream the snapshot to the
+    /// replica's socket instead of writing it to disk first.
+    pub repl_diskless_sync: bool,
+    /// `repl-diskless-sync-delay`: seconds a diskless sync waits for more
+    /// replicas to share it.
+    pub repl_diskless_sync_delay_s: u64,
+    /// `repl-diskless-sync-max-replicas`: start a waiting diskless sync
+    /// as soon as this many replicas wait (0: no limit).
+    pub repl_diskless_sync_max_replicas: u64,
+    /// `repl-ping-replica-period`: seconds between PINGs in the stream.
+    pub repl_ping_replica_period_s: u64,
+    /// `repl-timeout`: seconds without an ACK before a replica is dropped.
+    pub repl_timeout_s: u64,
+    /// `min-replicas-to-write`: writes are refused (NOREPLICAS) with
+    /// fewer good replicas (0: off).
+    pub min_replicas_to_write: u64,
+    /// `min-replicas-max-lag`: seconds since its last ACK under which a
+    /// replica is good.
+    pub min_replicas_max_lag_s: u64,
     /// `appendfilename`: base name of the AOF files.
     pub appendfilename: Vec<u8>,
     /// `appenddirname`: directory (under `dir`) holding the AOF files.
@@ -364,11 +395,117 @@ pub struct Config {
     pub latency_tracking: bool,
     /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `replicaof host port` (alias `slaveof`): empty, or the master's host and port.
+    pub replicaof: Vec<String>,
+    /// `masterauth`: the password a replica sends its master (`None`: no AUTH).
+    pub masterauth: Option<Vec<u8>>,
+    /// `masteruser`: the ACL user of that AUTH (`None`: the password alone).
+    pub masteruser: Option<Vec<u8>>,
+    /// `replica-read-only`: a replica refuses normal clients' writes.
+    pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: a replica whose link is down still serves its data.
+    pub replica_serve_stale_data: bool,
+    /// `replica-priority`: shown in INFO for Sentinel's choice.
+    pub replica_priority: u32,
+    /// `replica-announced`: shown in INFO for Sentinel.
+    pub replica_announced: bool,
     /// `rename-command old new` lines of the config file, in order (`new` empty: the
     /// command is removed). Not a directive: CONFIG GET does not show them.
     pub rename_commands: Vec<RenameCommand>,
     /// Absolute path of the config file given on the command line, if any. Not a directive.
     pub config_file: Option<PathBuf>,
+    /// `tls-port`: TCP port for TLS clients; 0 = none.
+    pub tls_port: u16,
+    /// `tls-cert-file`, `tls-key-file` (and its `tls-key-file-pass`): the
+    /// server's certificate chain and private key (PEM).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_key_file_pass: Option<Vec<u8>>,
+    /// `tls-client-cert-file`, `tls-client-key-file`, `tls-client-key-file-pass`:
+    /// what the server presents when it connects out (replication).
+    pub tls_client_cert_file: Option<PathBuf>,
+    pub tls_client_key_file: Option<PathBuf>,
+    pub tls_client_key_file_pass: Option<Vec<u8>>,
+    /// `tls-dh-params-file`: accepted and kept (rustls uses ECDHE only).
+    pub tls_dh_params_file: Option<PathBuf>,
+    /// `tls-ca-cert-file` / `tls-ca-cert-dir`: the CAs client certificates
+    /// (and a master's) must chain to.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    pub tls_ca_cert_dir: Option<PathBuf>,
+    /// `tls-auth-clients`.
+    pub tls_auth_clients: TlsAuthClients,
+    /// `tls-protocols` (e.g. `TLSv1.2 TLSv1.3`), `tls-ciphers` (TLS 1.2,
+    /// OpenSSL's list syntax), `tls-ciphersuites` (TLS 1.3); `None` = defaults.
+    pub tls_protocols: Option<Vec<u8>>,
+    pub tls_ciphers: Option<Vec<u8>>,
+    pub tls_ciphersuites: Option<Vec<u8>>,
+    /// `tls-prefer-server-ciphers`: the server's suite order wins.
+    pub tls_prefer_server_ciphers: bool,
+    /// `tls-session-caching`, `-cache-size`, `-cache-timeout`.
+    pub tls_session_caching: bool,
+    pub tls_session_cache_size: u32,
+    pub tls_session_cache_timeout_s: u32,
+    /// `tls-replication`, `tls-cluster`: links to a master (cluster bus) use TLS.
+    pub tls_replication: bool,
+    pub tls_cluster: bool,
+}
+
+/// `tls-auth-clients`: whether TLS clients must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    No,
+    Yes,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub const ALL: [TlsAuthClients; 3] = [Self::No, Self::Yes, Self::Optional];
+    const NAMES: &'static [&'static str] = &["no", "yes", "optional"];
+}
+
+impl Config {
+    /// Redis's rule for building the TLS context at all (`tlsConfigure` is
+    /// called, at start and on CONFIG SET of a `tls-*` directive, only
+    /// then).
+    pub fn tls_wanted(&self) -> bool {
+        self.tls_port != 0 || self.tls_replication || self.tls_cluster
+    }
+
+    /// Whether a setting the TLS context is built from differs.
+    pub fn tls_context_differs(&self, o: &Config) -> bool {
+        let files = |c: &Config| {
+            [
+                c.tls_cert_file.clone(),
+                c.tls_key_file.clone(),
+                c.tls_client_cert_file.clone(),
+                c.tls_client_key_file.clone(),
+                c.tls_dh_params_file.clone(),
+                c.tls_ca_cert_file.clone(),
+                c.tls_ca_cert_dir.clone(),
+            ]
+        };
+        let words = |c: &Config| {
+            [
+                c.tls_key_file_pass.clone(),
+                c.tls_client_key_file_pass.clone(),
+                c.tls_protocols.clone(),
+                c.tls_ciphers.clone(),
+                c.tls_ciphersuites.clone(),
+            ]
+        };
+        let flags = |c: &Config| {
+            (
+                c.tls_auth_clients,
+                c.tls_prefer_server_ciphers,
+                c.tls_session_caching,
+                c.tls_session_cache_size,
+                c.tls_session_cache_timeout_s,
+                c.tls_replication,
+                c.tls_cluster,
+            )
+        };
+        files(self) != files(o) || words(self) != words(o) || flags(self) != flags(o)
+    }
 }
 
 /// One `rename-command` line, with where it was (for the start-up error when the command
@@ -563,6 +700,7 @@ impl Config {
             unixsocketperm: 0,
             shards: 0,
             shard_consolidation: false,
+            server_cpulist: String::new(),
             databases: 0,
             maxclients: 0,
             timeout_s: 0,
@@ -607,6 +745,15 @@ impl Config {
             rdbchecksum: false,
             stop_writes_on_bgsave_error: false,
             appendonly: false,
+            repl_backlog_size: 0,
+            repl_backlog_ttl_s: 0,
+            repl_diskless_sync: false,
+            repl_diskless_sync_delay_s: 0,
+            repl_diskless_sync_max_replicas: 0,
+            repl_ping_replica_period_s: 0,
+            repl_timeout_s: 0,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_s: 0,
             appendfilename: Vec::new(),
             appenddirname: Vec::new(),
             appendfsync: AppendFsync::Everysec,
@@ -619,8 +766,35 @@ impl Config {
             latency_monitor_threshold: 0,
             latency_tracking: false,
             latency_tracking_info_percentiles: Vec::new(),
+            replicaof: Vec::new(),
+            masterauth: None,
+            masteruser: None,
+            replica_read_only: false,
+            replica_serve_stale_data: false,
+            replica_priority: 0,
+            replica_announced: false,
             rename_commands: Vec::new(),
             config_file: None,
+            tls_port: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_key_file_pass: None,
+            tls_client_cert_file: None,
+            tls_client_key_file: None,
+            tls_client_key_file_pass: None,
+            tls_dh_params_file: None,
+            tls_ca_cert_file: None,
+            tls_ca_cert_dir: None,
+            tls_auth_clients: TlsAuthClients::Yes,
+            tls_protocols: None,
+            tls_ciphers: None,
+            tls_ciphersuites: None,
+            tls_prefer_server_ciphers: false,
+            tls_session_caching: false,
+            tls_session_cache_size: 0,
+            tls_session_cache_timeout_s: 0,
+            tls_replication: false,
+            tls_cluster: false,
         }
     }
 }
@@ -861,6 +1035,17 @@ static DIRECTIVES: &[Directive] = &[
     d("shards",                   Immutable, int!(shards: usize, 0, MAX_SHARDS, 0))
         .alias("threads"),
     d("shard-consolidation",      Mutable,   yes_no!(shard_consolidation, true)),
+    d("server-cpulist",           Immutable, Parsed {
+        default: b"",
+        get: |c| c.server_cpulist.clone().into_bytes(),
+        set: |c, v| {
+            let text = std::str::from_utf8(v).map_err(|_| cpulist::INVALID.to_string())?;
+            cpulist::parse(text)?;
+            c.server_cpulist = text.to_string();
+            Ok(())
+        },
+    })
+        .alias("server_cpulist"),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -960,6 +1145,19 @@ static DIRECTIVES: &[Directive] = &[
     d("aof-use-rdb-preamble",     Mutable,   yes_no!(aof_use_rdb_preamble, true)),
     d("auto-aof-rewrite-percentage", Mutable, int!(auto_aof_rewrite_percentage: u64, 0, I32_MAX, 100)),
     d("auto-aof-rewrite-min-size", Mutable,  memory!(auto_aof_rewrite_min_size, 0, I64_MAX, 64 * MIB)),
+    // Replication, master side (issue 25).
+    d("repl-backlog-size",        Mutable,   memory!(repl_backlog_size, 1, I64_MAX, MIB)),
+    d("repl-backlog-ttl",         Mutable,   int!(repl_backlog_ttl_s: u64, 0, I32_MAX, 3600)),
+    d("repl-diskless-sync",       Mutable,   yes_no!(repl_diskless_sync, true)),
+    d("repl-diskless-sync-delay", Mutable,   int!(repl_diskless_sync_delay_s: u64, 0, I32_MAX, 5)),
+    d("repl-diskless-sync-max-replicas", Mutable, int!(repl_diskless_sync_max_replicas: u64, 0, I32_MAX, 0)),
+    d("repl-ping-replica-period", Mutable,   int!(repl_ping_replica_period_s: u64, 1, I32_MAX, 10))
+        .alias("repl-ping-slave-period"),
+    d("repl-timeout",             Mutable,   int!(repl_timeout_s: u64, 1, I32_MAX, 60)),
+    d("min-replicas-to-write",    Mutable,   int!(min_replicas_to_write: u64, 0, I32_MAX, 0))
+        .alias("min-slaves-to-write"),
+    d("min-replicas-max-lag",     Mutable,   int!(min_replicas_max_lag_s: u64, 0, I32_MAX, 10))
+        .alias("min-slaves-max-lag"),
     d("slowlog-log-slower-than",  Mutable,   int!(slowlog_log_slower_than: i64, -1, i64::MAX, 10_000)),
     d("slowlog-max-len",          Mutable,   int!(slowlog_max_len: u64, 0, i64::MAX, 128)),
     d("latency-monitor-threshold", Mutable,  int!(latency_monitor_threshold: u64, 0, i64::MAX, 0)),
@@ -974,7 +1172,56 @@ static DIRECTIVES: &[Directive] = &[
         },
         check: check_percentiles,
     }),
+    // TLS (Redis 7.0's names, bounds and defaults). CONFIG SET rebuilds
+    // the TLS context (and rebinds tls-port); a context or port that fails
+    // fails CONFIG SET.
+    d("tls-port",                 Mutable,   int!(tls_port: u16, 0, 65535, 0)),
+    d("tls-cert-file",            Mutable,   path!(tls_cert_file)),
+    d("tls-key-file",             Mutable,   path!(tls_key_file)),
+    d("tls-key-file-pass",        Mutable,   bytes!(tls_key_file_pass)),
+    d("tls-client-cert-file",     Mutable,   path!(tls_client_cert_file)),
+    d("tls-client-key-file",      Mutable,   path!(tls_client_key_file)),
+    d("tls-client-key-file-pass", Mutable,   bytes!(tls_client_key_file_pass)),
+    d("tls-dh-params-file",       Mutable,   path!(tls_dh_params_file)),
+    d("tls-ca-cert-file",         Mutable,   path!(tls_ca_cert_file)),
+    d("tls-ca-cert-dir",          Mutable,   path!(tls_ca_cert_dir)),
+    d("tls-auth-clients",         Mutable,   one_of!(tls_auth_clients: TlsAuthClients, Yes)),
+    d("tls-protocols",            Mutable,   bytes!(tls_protocols)),
+    d("tls-ciphers",              Mutable,   bytes!(tls_ciphers)),
+    d("tls-ciphersuites",         Mutable,   bytes!(tls_ciphersuites)),
+    d("tls-prefer-server-ciphers", Mutable,  yes_no!(tls_prefer_server_ciphers, false)),
+    d("tls-session-caching",      Mutable,   yes_no!(tls_session_caching, true)),
+    d("tls-session-cache-size",   Mutable,   int!(tls_session_cache_size: u32, 0, I32_MAX, 20 * 1024)),
+    d("tls-session-cache-timeout", Mutable,  int!(tls_session_cache_timeout_s: u32, 0, I32_MAX, 300)),
+    d("tls-replication",          Mutable,   yes_no!(tls_replication, false)),
+    d("tls-cluster",              Mutable,   yes_no!(tls_cluster, false)),
+    d("replicaof",                Immutable, List {
+        max_len: 2,
+        default: &[],
+        get: |c| c.replicaof.clone(),
+        set: |c, v| c.replicaof = v,
+        check: check_replicaof,
+    }).alias("slaveof"),
+    d("masterauth",               Mutable,   bytes!(masterauth)),
+    d("masteruser",               Mutable,   bytes!(masteruser)),
+    d("replica-read-only",        Mutable,   yes_no!(replica_read_only, true))
+        .alias("slave-read-only"),
+    d("replica-serve-stale-data", Mutable,   yes_no!(replica_serve_stale_data, true))
+        .alias("slave-serve-stale-data"),
+    d("replica-priority",         Mutable,   int!(replica_priority: u32, 0, I32_MAX, 100))
+        .alias("slave-priority"),
+    d("replica-announced",        Mutable,   yes_no!(replica_announced, true)),
 ];
+
+/// `replicaof <host> <port>`: both or nothing, the port a number in 0..=65535.
+fn check_replicaof(words: &[Vec<u8>]) -> Result<(), String> {
+    match words {
+        [] => Ok(()),
+        [_, port] if strtoll(port).is_some_and(|p| (0..=65535).contains(&p)) => Ok(()),
+        [_, _] => Err("Invalid master port".into()),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
 
 fn path_bytes(p: &Option<PathBuf>) -> Vec<u8> {
     p.as_ref()
@@ -1201,6 +1448,10 @@ pub fn parse_config_text(text: &str, cfg: &mut Config) -> Result<(), ConfigError
 
 /// Redis's `loadServerConfigFromString`, on bytes: values such as `requirepass` may be binary.
 fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> {
+    // Redis's setConfigSaveOption while reading a file: the first `save`
+    // line replaces the defaults, later ones add their points (`save ""`
+    // clears what came before it).
+    let mut save_loaded = false;
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line_no = i + 1;
         let line = trim(raw, b" \t\r\n");
@@ -1241,6 +1492,7 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             return Err(ConfigError::at_line(line_no, line, reason));
         };
         let kind = &DIRECTIVES[idx].kind;
+        let kept_save = (DIRECTIVES[idx].name == "save" && save_loaded).then(|| cfg.save.clone());
         let result = if !kind.is_multi_arg() {
             if args.len() != 1 {
                 return Err(ConfigError::at_line(
@@ -1260,6 +1512,14 @@ fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), ConfigError> 
             kind.set(cfg, args)
         };
         result.map_err(|reason| ConfigError::at_line(line_no, line, reason))?;
+        if DIRECTIVES[idx].name == "save" {
+            save_loaded = true;
+            let reset = args.len() == 1 && args[0].is_empty();
+            if let (Some(mut kept), false) = (kept_save, reset) {
+                kept.append(&mut cfg.save);
+                cfg.save = kept;
+            }
+        }
     }
     Ok(())
 }
@@ -1383,6 +1643,8 @@ fn cat_repr(out: &mut Vec<u8>, s: &[u8]) {
     }
     out.push(b'"');
 }
+
+pub mod rewrite;
 
 use ds::string2ll;
 
@@ -1829,6 +2091,21 @@ fn glob_rec(mut p: &[u8], mut s: &[u8], skip_longer: &mut bool, nesting: u32) ->
 mod tests {
     use super::*;
 
+    /// Several `save` lines in a file add up, as Redis 7.0 reads them (the
+    /// first replaces the defaults; `save ""` clears what came before).
+    #[test]
+    fn save_lines_in_a_file_add_up() {
+        let rules = |text: &str| {
+            let mut c = Config::default();
+            parse_config_text(text, &mut c).unwrap();
+            c.save_rules()
+        };
+        assert_eq!(rules("save 900 1\nsave 300 10\n"), [(900, 1), (300, 10)]);
+        assert_eq!(rules("save 900 1\nsave \"\"\n"), []);
+        assert_eq!(rules("save \"\"\nsave 60 5\n"), [(60, 5)]);
+        assert_eq!(rules("hz 10\n"), [(3600, 1), (300, 100), (60, 10000)]);
+    }
+
     fn strings(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
     }
@@ -1971,6 +2248,8 @@ mod tests {
         ("timeout", "30", "timeout", "30"),
         ("tcp-keepalive", "60", "tcp-keepalive", "60"),
         ("shard-consolidation", "no", "shard-consolidation", "no"),
+        ("server-cpulist", "0-3,8", "server-cpulist", "0-3,8"),
+        ("server_cpulist", "0-7:2", "server-cpulist", "0-7:2"),
         ("protected-mode", "no", "protected-mode", "no"),
         ("loglevel", "warning", "loglevel", "warning"),
         ("logfile", "/var/log/t.log", "logfile", "/var/log/t.log"),
@@ -2111,6 +2390,30 @@ mod tests {
             "no",
         ),
         ("appendonly", "yes", "appendonly", "yes"),
+        ("repl-backlog-size", "2mb", "repl-backlog-size", "2097152"),
+        ("repl-backlog-ttl", "60", "repl-backlog-ttl", "60"),
+        ("repl-diskless-sync", "no", "repl-diskless-sync", "no"),
+        (
+            "repl-diskless-sync-delay",
+            "0",
+            "repl-diskless-sync-delay",
+            "0",
+        ),
+        (
+            "repl-diskless-sync-max-replicas",
+            "2",
+            "repl-diskless-sync-max-replicas",
+            "2",
+        ),
+        (
+            "repl-ping-replica-period",
+            "3",
+            "repl-ping-replica-period",
+            "3",
+        ),
+        ("repl-timeout", "30", "repl-timeout", "30"),
+        ("min-replicas-to-write", "1", "min-replicas-to-write", "1"),
+        ("min-replicas-max-lag", "5", "min-replicas-max-lag", "5"),
         ("appendfilename", "x.aof", "appendfilename", "x.aof"),
         ("appenddirname", "aofs", "appenddirname", "aofs"),
         ("appendfsync", "ALWAYS", "appendfsync", "always"),
@@ -2148,12 +2451,91 @@ mod tests {
             "latency-tracking-info-percentiles",
             "50 99.99",
         ),
+        ("replicaof", "10.0.0.9 6380", "replicaof", "10.0.0.9 6380"),
+        ("slaveof", "h 1", "replicaof", "h 1"),
+        ("masterauth", "pw", "masterauth", "pw"),
+        ("masteruser", "u", "masteruser", "u"),
+        ("replica-read-only", "no", "replica-read-only", "no"),
+        ("slave-read-only", "no", "replica-read-only", "no"),
+        (
+            "replica-serve-stale-data",
+            "no",
+            "replica-serve-stale-data",
+            "no",
+        ),
+        ("replica-priority", "7", "replica-priority", "7"),
+        ("replica-announced", "no", "replica-announced", "no"),
         (
             "client-output-buffer-limit",
             "replica 1mb 2k 3 NORMAL 4 5 6",
             "client-output-buffer-limit",
             "normal 4 5 6 slave 1048576 2000 3 pubsub 33554432 8388608 60",
         ),
+        ("tls-port", "6380", "tls-port", "6380"),
+        ("tls-cert-file", "/c.crt", "tls-cert-file", "/c.crt"),
+        ("tls-key-file", "/c.key", "tls-key-file", "/c.key"),
+        ("tls-key-file-pass", "pw", "tls-key-file-pass", "pw"),
+        (
+            "tls-client-cert-file",
+            "/cc.crt",
+            "tls-client-cert-file",
+            "/cc.crt",
+        ),
+        (
+            "tls-client-key-file",
+            "/cc.key",
+            "tls-client-key-file",
+            "/cc.key",
+        ),
+        (
+            "tls-client-key-file-pass",
+            "cpw",
+            "tls-client-key-file-pass",
+            "cpw",
+        ),
+        (
+            "tls-dh-params-file",
+            "/dh.pem",
+            "tls-dh-params-file",
+            "/dh.pem",
+        ),
+        ("tls-ca-cert-file", "/ca.crt", "tls-ca-cert-file", "/ca.crt"),
+        ("tls-ca-cert-dir", "/cas", "tls-ca-cert-dir", "/cas"),
+        (
+            "tls-auth-clients",
+            "OPTIONAL",
+            "tls-auth-clients",
+            "optional",
+        ),
+        ("tls-protocols", "TLSv1.3", "tls-protocols", "TLSv1.3"),
+        ("tls-ciphers", "DEFAULT", "tls-ciphers", "DEFAULT"),
+        (
+            "tls-ciphersuites",
+            "TLS_AES_128_GCM_SHA256",
+            "tls-ciphersuites",
+            "TLS_AES_128_GCM_SHA256",
+        ),
+        (
+            "tls-prefer-server-ciphers",
+            "yes",
+            "tls-prefer-server-ciphers",
+            "yes",
+        ),
+        ("tls-session-caching", "no", "tls-session-caching", "no"),
+        (
+            "tls-session-cache-size",
+            "100",
+            "tls-session-cache-size",
+            "100",
+        ),
+        (
+            "tls-session-cache-timeout",
+            "60",
+            "tls-session-cache-timeout",
+            "60",
+        ),
+        ("tls-replication", "yes", "tls-replication", "yes"),
+        ("tls-cluster", "yes", "tls-cluster", "yes"),
     ];
 
     fn check_sample(c: &Config, name: &str) {
@@ -2169,6 +2551,8 @@ mod tests {
             "timeout" => assert_eq!(c.timeout_s, 30),
             "tcp-keepalive" => assert_eq!(c.tcp_keepalive_s, 60),
             "shard-consolidation" => assert!(!c.shard_consolidation),
+            "server-cpulist" => assert_eq!(c.server_cpulist, "0-3,8"),
+            "server_cpulist" => assert_eq!(c.server_cpulist, "0-7:2"),
             "protected-mode" => assert!(!c.protected_mode),
             "loglevel" => assert_eq!(c.loglevel, LogLevel::Warning),
             "logfile" => assert_eq!(c.logfile, Some(PathBuf::from("/var/log/t.log"))),
@@ -2212,6 +2596,17 @@ mod tests {
             "rdbchecksum" => assert!(!c.rdbchecksum),
             "stop-writes-on-bgsave-error" => assert!(!c.stop_writes_on_bgsave_error),
             "appendonly" => assert!(c.appendonly),
+            "repl-backlog-size" => assert_eq!(c.repl_backlog_size, 2 << 20),
+            "repl-backlog-ttl" => assert_eq!(c.repl_backlog_ttl_s, 60),
+            "repl-diskless-sync" => assert!(!c.repl_diskless_sync),
+            "repl-diskless-sync-delay" => assert_eq!(c.repl_diskless_sync_delay_s, 0),
+            "repl-diskless-sync-max-replicas" => {
+                assert_eq!(c.repl_diskless_sync_max_replicas, 2)
+            }
+            "repl-ping-replica-period" => assert_eq!(c.repl_ping_replica_period_s, 3),
+            "repl-timeout" => assert_eq!(c.repl_timeout_s, 30),
+            "min-replicas-to-write" => assert_eq!(c.min_replicas_to_write, 1),
+            "min-replicas-max-lag" => assert_eq!(c.min_replicas_max_lag_s, 5),
             "appendfilename" => assert_eq!(c.appendfilename, b"x.aof"),
             "appenddirname" => assert_eq!(c.appenddirname, b"aofs"),
             "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
@@ -2226,6 +2621,14 @@ mod tests {
             "latency-tracking-info-percentiles" => {
                 assert_eq!(c.latency_tracking_info_percentiles, [50.0, 99.99])
             }
+            "replicaof" => assert_eq!(c.replicaof, strings(&["10.0.0.9", "6380"])),
+            "slaveof" => assert_eq!(c.replicaof, strings(&["h", "1"])),
+            "masterauth" => assert_eq!(c.masterauth.as_deref(), Some(&b"pw"[..])),
+            "masteruser" => assert_eq!(c.masteruser.as_deref(), Some(&b"u"[..])),
+            "replica-read-only" | "slave-read-only" => assert!(!c.replica_read_only),
+            "replica-serve-stale-data" => assert!(!c.replica_serve_stale_data),
+            "replica-priority" => assert_eq!(c.replica_priority, 7),
+            "replica-announced" => assert!(!c.replica_announced),
             "client-output-buffer-limit" => assert_eq!(
                 c.client_output_buffer_limit[ObufClass::Normal as usize],
                 ObufLimit {
@@ -2234,6 +2637,37 @@ mod tests {
                     soft_seconds: 6
                 }
             ),
+            "tls-port" => assert_eq!(c.tls_port, 6380),
+            "tls-cert-file" => assert_eq!(c.tls_cert_file, Some(PathBuf::from("/c.crt"))),
+            "tls-key-file" => assert_eq!(c.tls_key_file, Some(PathBuf::from("/c.key"))),
+            "tls-key-file-pass" => assert_eq!(c.tls_key_file_pass.as_deref(), Some(&b"pw"[..])),
+            "tls-client-cert-file" => {
+                assert_eq!(c.tls_client_cert_file, Some(PathBuf::from("/cc.crt")))
+            }
+            "tls-client-key-file" => {
+                assert_eq!(c.tls_client_key_file, Some(PathBuf::from("/cc.key")))
+            }
+            "tls-client-key-file-pass" => {
+                assert_eq!(c.tls_client_key_file_pass.as_deref(), Some(&b"cpw"[..]))
+            }
+            "tls-dh-params-file" => {
+                assert_eq!(c.tls_dh_params_file, Some(PathBuf::from("/dh.pem")))
+            }
+            "tls-ca-cert-file" => assert_eq!(c.tls_ca_cert_file, Some(PathBuf::from("/ca.crt"))),
+            "tls-ca-cert-dir" => assert_eq!(c.tls_ca_cert_dir, Some(PathBuf::from("/cas"))),
+            "tls-auth-clients" => assert_eq!(c.tls_auth_clients, TlsAuthClients::Optional),
+            "tls-protocols" => assert_eq!(c.tls_protocols.as_deref(), Some(&b"TLSv1.3"[..])),
+            "tls-ciphers" => assert_eq!(c.tls_ciphers.as_deref(), Some(&b"DEFAULT"[..])),
+            "tls-ciphersuites" => assert_eq!(
+                c.tls_ciphersuites.as_deref(),
+                Some(&b"TLS_AES_128_GCM_SHA256"[..])
+            ),
+            "tls-prefer-server-ciphers" => assert!(c.tls_prefer_server_ciphers),
+            "tls-session-caching" => assert!(!c.tls_session_caching),
+            "tls-session-cache-size" => assert_eq!(c.tls_session_cache_size, 100),
+            "tls-session-cache-timeout" => assert_eq!(c.tls_session_cache_timeout_s, 60),
+            "tls-replication" => assert!(c.tls_replication),
+            "tls-cluster" => assert!(c.tls_cluster),
             other => panic!("no check for {other}"),
         }
     }
@@ -2310,6 +2744,26 @@ mod tests {
     }
 
     #[test]
+    fn tls_directives_as_redis() {
+        let mut cfg = Config::default();
+        // Redis 7.0.15's text.
+        assert_eq!(
+            set(&mut cfg, &[("tls-auth-clients", "maybe")]).unwrap_err(),
+            "ERR CONFIG SET failed (possibly related to argument 'tls-auth-clients') - \
+             argument(s) must be one of the following: no, yes, optional"
+        );
+        assert!(!cfg.tls_wanted());
+        let before = cfg.clone();
+        assert_eq!(set(&mut cfg, &[("tls-cert-file", "/x.crt")]), Ok(()));
+        assert!(cfg.tls_context_differs(&before));
+        assert!(!cfg.tls_wanted());
+        assert_eq!(set(&mut cfg, &[("tls-replication", "yes")]), Ok(()));
+        assert!(cfg.tls_wanted());
+        assert_eq!(set(&mut cfg, &[("tls-cert-file", "")]), Ok(()));
+        assert_eq!(cfg.tls_cert_file, None);
+    }
+
+    #[test]
     fn mutability_matches_the_spec() {
         let immutable: Vec<&str> = DIRECTIVES
             .iter()
@@ -2324,12 +2778,14 @@ mod tests {
                 "unixsocket",
                 "unixsocketperm",
                 "shards",
+                "server-cpulist",
                 "databases",
                 "logfile",
                 "aclfile",
                 "rdbchecksum",
                 "appendfilename",
-                "appenddirname"
+                "appenddirname",
+                "replicaof"
             ]
         );
     }
@@ -2980,6 +3436,8 @@ mod tests {
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
+                "repl-diskless-sync-max-replicas",
+                "min-replicas-max-lag",
                 "slowlog-max-len",
             ]
         );

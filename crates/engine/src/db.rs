@@ -359,6 +359,16 @@ impl Db {
         }
     }
 
+    /// Whether `key` exists and has expired at `now_ms` (nothing changes).
+    pub fn expired(&self, key: &[u8], now_ms: u64) -> bool {
+        if self.volatile.is_empty() {
+            return false;
+        }
+        self.table
+            .get(key)
+            .is_some_and(|n| self.is_expired(key, n.entry(), now_ms))
+    }
+
     /// Deletes `key` if it has expired at `now_ms`; true if it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
         // No key with a TTL (the invariant above): nothing can expire, and

@@ -76,6 +76,29 @@ pub struct Shard {
     /// Some client tracks: changes are collected as invalidations (see
     /// [`Shard::set_tracking`]).
     tracking: bool,
+    /// What happens to keys past their deadline (see [`Expiry`]); set by
+    /// the owning loop (the role) and per command (who runs it).
+    pub expiry: Expiry,
+    /// A read-only replica (`replica-read-only`): a normal client's
+    /// script may not write (set by the owning loop).
+    pub read_only_replica: bool,
+}
+
+/// How a shard treats keys past their deadline. A master deletes them
+/// (lazily and in the active cycle). A replica never deletes them: it
+/// waits for its master's DEL, so that its data stays its master's
+/// (Redis 7.0's `expireIfNeeded` with `masterhost` set); to its master's
+/// commands they are still there, to everybody else's reads they are
+/// missing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Expiry {
+    #[default]
+    Delete,
+    /// A replica, between commands and for its master's commands: keys
+    /// past their deadline are kept and seen.
+    Keep,
+    /// A replica running a normal client's command: kept, read as missing.
+    Hide,
 }
 
 /// A client that may cache a key: its id and where it lives (thread,
@@ -88,29 +111,49 @@ pub struct Tracker {
     pub gen: u32,
 }
 
-/// Key name (any database, as Redis's tracking table) -> its trackers.
+/// Key name (any database, as Redis's tracking table) -> its trackers,
+/// each with the shard's effect sequence number when it was remembered
+/// (see [`Tracked::take_changed`]).
 #[derive(Default)]
 pub struct Tracked {
-    pub keys: std::collections::HashMap<SmallBytes, Vec<Tracker>>,
+    pub keys: std::collections::HashMap<SmallBytes, Vec<(Tracker, u64)>>,
     /// Trackers across all keys (INFO `tracking_total_items`).
     pub items: usize,
 }
 
 impl Tracked {
-    /// Remembers that `t` may cache `key`.
-    pub fn remember(&mut self, key: &[u8], t: Tracker) {
+    /// Remembers that `t` may cache `key`, from effect `since` on (the
+    /// shard's next sequence number: changes numbered before it were made
+    /// before the read). A tracker already there keeps its older number.
+    pub fn remember(&mut self, key: &[u8], t: Tracker, since: u64) {
         let v = self.keys.entry(SmallBytes::from(key)).or_default();
-        if !v.iter().any(|x| x.id == t.id) {
-            v.push(t);
+        if !v.iter().any(|x| x.0.id == t.id) {
+            v.push((t, since));
             self.items += 1;
         }
     }
 
-    /// Forgets `key`, returning who tracked it.
-    pub fn take(&mut self, key: &[u8]) -> Option<Vec<Tracker>> {
-        let v = self.keys.remove(key)?;
-        self.items -= v.len();
-        Some(v)
+    /// The change numbered `seq` of `key`: forgets and returns the
+    /// trackers remembered before it. One remembered after it (a read
+    /// that ran between the change and its invalidation, in the same loop
+    /// iteration) read the new value and stays.
+    pub fn take_changed(&mut self, key: &[u8], seq: u64) -> Vec<Tracker> {
+        let Some(v) = self.keys.get_mut(key) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        v.retain(|&(t, since)| {
+            let before = since <= seq;
+            if before {
+                out.push(t);
+            }
+            !before
+        });
+        if v.is_empty() {
+            self.keys.remove(key);
+        }
+        self.items -= out.len();
+        out
     }
 
     pub fn clear(&mut self) {
@@ -138,6 +181,8 @@ impl Shard {
             notify_flags: 0,
             tracked: Tracked::default(),
             tracking: false,
+            expiry: Expiry::Delete,
+            read_only_replica: false,
         }
     }
 
@@ -276,7 +321,14 @@ impl Shard {
         touch: bool,
         notify_miss: bool,
     ) -> Option<&mut Entry> {
-        self.expire_if_due(db, key);
+        if self.expire_if_due(db, key) && self.expiry == Expiry::Hide {
+            // A replica's logically expired key: a miss, still stored.
+            self.stats.keyspace_misses += 1;
+            if notify_miss && self.notify_flags & ds::events::KEY_MISS != 0 {
+                self.notify(db, ds::events::KEY_MISS, "keymiss", key);
+            }
+            return None;
+        }
         // Redis's `lookupKey` emits `keymiss` where it counts a miss. Found
         // first with a second lookup, only when that class is on: the
         // borrow of the entry below cannot be released on a miss.
@@ -310,7 +362,9 @@ impl Shard {
     /// (as `lookup_read`), counts no hit or miss (as Redis's
     /// `lookupKeyWrite`).
     pub fn lookup_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
-        self.expire_if_due(db, key);
+        if self.expire_if_due(db, key) && self.expiry == Expiry::Hide {
+            return None;
+        }
         let now = self.now_ms;
         let d = &mut self.dbs[db];
         let e = d.get_mut(key)?;
@@ -321,6 +375,9 @@ impl Shard {
     /// Deletes `key` if its deadline has passed, counting it and
     /// propagating the deletion (Redis's `expireIfNeeded`); true if it did.
     fn expire_if_due(&mut self, db: usize, key: &[u8]) -> bool {
+        if self.expiry != Expiry::Delete {
+            return self.expiry == Expiry::Hide && self.dbs[db].expired(key, self.now_ms);
+        }
         if !self.dbs[db].expire_if_needed(key, self.now_ms) {
             return false;
         }
@@ -405,13 +462,24 @@ impl Shard {
                 }
                 SmallBytes::from(k)
             };
-            if self.dbs[db].expire_if_needed(&key, now) {
-                self.stats.expired_keys += 1;
-                self.outbox.implicit_del(db, &key);
-                self.notify(db, ds::events::EXPIRED, "expired", &key);
+            match self.expiry {
+                // A replica's master sees it.
+                Expiry::Keep => return Some(key),
+                Expiry::Hide => {}
+                Expiry::Delete => {
+                    self.expire_if_due(db, &key);
+                }
             }
         }
         None
+    }
+
+    /// Whether `key` of `db` is past its deadline and must be treated as
+    /// gone by the caller; deletes it on a master (Redis's
+    /// `expireIfNeeded`), only reports it on a replica running a normal
+    /// client's command, and says no for a replica's master.
+    pub fn expire_or_hide(&mut self, db: usize, key: &[u8]) -> bool {
+        self.expire_if_due(db, key)
     }
 
     /// One run of the adaptive active expiry cycle over every database,
@@ -420,6 +488,10 @@ impl Shard {
     /// more than 10 % of a sample was expired and time remains.
     /// Returns the number of keys deleted.
     pub fn active_expire_cycle(&mut self, budget_us: u64) -> u64 {
+        // A replica's keys expire by its master's DELs only.
+        if self.expiry != Expiry::Delete {
+            return 0;
+        }
         const SAMPLE: usize = 20;
         const ACCEPTABLE_STALE_PERC: u64 = 10;
         let start = std::time::Instant::now();
@@ -646,5 +718,36 @@ mod tests {
         let (now, q) = (sh.now_ms, sh.lfu.unwrap());
         let e = sh.lookup_read(0, b"k", false).unwrap();
         assert_eq!(e.lfu_freq(now, q), before);
+    }
+}
+
+#[cfg(test)]
+mod tracked_tests {
+    use super::{Tracked, Tracker};
+
+    fn t(id: u64) -> Tracker {
+        Tracker {
+            id,
+            thread: 0,
+            slot: 0,
+            gen: 0,
+        }
+    }
+
+    /// A change invalidates the trackers remembered before it; one
+    /// remembered after it (a read later in the same loop iteration) stays.
+    #[test]
+    fn a_change_takes_only_the_trackers_remembered_before_it() {
+        let mut tr = Tracked::default();
+        tr.remember(b"k", t(1), 5);
+        tr.remember(b"k", t(2), 9);
+        tr.remember(b"k", t(1), 20); // already there: keeps 5
+        assert_eq!(tr.items, 2);
+        assert_eq!(tr.take_changed(b"k", 7), vec![t(1)]);
+        assert_eq!(tr.items, 1);
+        assert_eq!(tr.take_changed(b"k", 8), vec![]);
+        assert_eq!(tr.take_changed(b"k", 9), vec![t(2)]);
+        assert!(tr.keys.is_empty() && tr.items == 0);
+        assert_eq!(tr.take_changed(b"none", 1), vec![]);
     }
 }

@@ -170,6 +170,11 @@ impl Outbox {
         self.records += 1;
     }
 
+    /// The sequence number the next effect will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Appends keyspace event `e` with the next sequence number. The
     /// caller checked that its class is published (`Shard::notify`).
     pub fn event(&mut self, mut e: KeyEvent) {

@@ -40,7 +40,7 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use commands::exec::{dispatch, Step};
 use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
 
-use super::{paused, Conns, Door, READ_CHUNK, TCP_BASE, UNIX, WAKER};
+use super::{paused, Conns, Door, READ_CHUNK, TCP_BASE, TLS_BASE, UNIX, WAKER};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
@@ -102,6 +102,9 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             match ev.token() {
                 WAKER => {}
                 UNIX => self.state.missed_listener = true,
+                // TLS listeners: accepted once the script ends (the
+                // handshake would run inside the hook).
+                Token(t) if (TLS_BASE..TCP_BASE).contains(&t) => self.state.missed_listener = true,
                 Token(t) if t >= TCP_BASE => {
                     // Accepted now (Redis accepts while busy too): an
                     // operator's new connection can send SCRIPT KILL.
@@ -115,7 +118,7 @@ impl commands::script::busy::BusyServe for Desk<'_> {
                             protected_mode: self.limits.protected_mode,
                             tcp_keepalive_s: self.limits.tcp_keepalive_s,
                         };
-                        door.accept_tcp(l);
+                        door.accept_tcp(l, false);
                     }
                 }
                 Token(slot) => {

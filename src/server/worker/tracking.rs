@@ -62,11 +62,15 @@ pub(super) fn remember(core: &mut Core, c: &Conn, args: Args<'_>) {
     }
     let who = tracker(c.client.home, c.client.id);
     let n = core.server.nshards;
+    // Changes already made here come before this read (see
+    // `engine::Tracked::take_changed`).
+    core.shard.collect_touched();
+    let since = core.shard.outbox.next_seq();
     let mut remote: BTreeMap<usize, Vec<SmallBytes>> = BTreeMap::new();
     for k in keys {
         let s = commands::table::shard_of(&k, n);
         if s == core.id {
-            core.shard.tracked.remember(&k, who);
+            core.shard.tracked.remember(&k, who, since);
         } else {
             remote.entry(s).or_default().push(SmallBytes::from(&k[..]));
         }
@@ -100,7 +104,7 @@ pub(super) fn tag_touched(core: &mut Core, writer: Option<Home>) {
     }
     core.shard.collect_touched();
     for inv in core.shard.outbox.drain_invalidations() {
-        core.touched.push((inv.key, writer));
+        core.touched.push((inv.key, writer, inv.seq));
     }
 }
 
@@ -124,7 +128,8 @@ fn limit_tracked(core: &mut Core) {
         .take(have - max)
         .cloned()
         .collect();
-    core.touched.extend(over.into_iter().map(|k| (k, None)));
+    core.touched
+        .extend(over.into_iter().map(|k| (k, None, u64::MAX)));
 }
 
 impl Worker {
@@ -145,20 +150,18 @@ impl Worker {
         // Prefix -> its clients and this iteration's keys under it.
         let mut prefixes: BTreeMap<Box<[u8]>, PrefixState> = BTreeMap::new();
         let mut matched = Vec::new();
-        for (key, writer) in std::mem::take(&mut self.core.touched) {
-            if let Some(trackers) = self.core.shard.tracked.take(&key) {
-                for t in trackers {
-                    server.pubsub.send_one(Delivery::Invalidate {
-                        to: Home {
-                            thread: t.thread,
-                            slot: t.slot,
-                            gen: t.gen,
-                        },
-                        id: t.id,
-                        keys: Some(vec![(Box::from(&key[..]), writer)]),
-                        bcast: false,
-                    });
-                }
+        for (key, writer, seq) in std::mem::take(&mut self.core.touched) {
+            for t in self.core.shard.tracked.take_changed(&key, seq) {
+                server.pubsub.send_one(Delivery::Invalidate {
+                    to: Home {
+                        thread: t.thread,
+                        slot: t.slot,
+                        gen: t.gen,
+                    },
+                    id: t.id,
+                    keys: Some(vec![(Box::from(&key[..]), writer)]),
+                    bcast: false,
+                });
             }
             if bcast {
                 matched.clear();
@@ -190,8 +193,10 @@ impl Worker {
     /// `Msg::Track`: another thread's tracking client read these keys.
     pub(super) fn track_keys(&mut self, who: Tracker, keys: Vec<SmallBytes>) {
         track_check(&mut self.core);
+        self.core.shard.collect_touched();
+        let since = self.core.shard.outbox.next_seq();
         for k in keys {
-            self.core.shard.tracked.remember(&k, who);
+            self.core.shard.tracked.remember(&k, who, since);
         }
     }
 }

@@ -182,6 +182,15 @@ fn execute(
     {
         return Err(CmdError::Raw(OOM_ERROR.into()));
     }
+    // Redis's processCommand: a script that declares it may write is a
+    // write command, refused on a read-only replica.
+    if flags.shebang
+        && !flags.no_writes
+        && ctx.shard.expiry == engine::Expiry::Hide
+        && ctx.shard.read_only_replica
+    {
+        return Err(CmdError::Raw(crate::replica::READONLY_ERR.into()));
+    }
     if read_only && flags.shebang && !flags.no_writes {
         return Err(CmdError::err(
             "Can not execute a script with write flag using *_ro command.",
@@ -227,8 +236,12 @@ fn execute(
         // else runs on it (scripts across shards remembered them up front:
         // `tracking::keys_read`).
         if let (Some(who), true, false) = (run.ctx.tracker, read_called, scratch) {
+            // Changes made so far are collected first: their
+            // invalidations (numbered before this read) skip the caller.
+            run.ctx.shard.collect_touched();
+            let since = run.ctx.shard.outbox.next_seq();
             for k in &keys {
-                run.ctx.shard.tracked.remember(k, who);
+                run.ctx.shard.tracked.remember(k, who, since);
             }
         }
         let script_resp3 = run.resp3;
@@ -557,6 +570,14 @@ impl Run<'_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        // Redis's scriptVerifyWriteCommandAllow on a read-only replica (a
+        // normal client's script: `Hide`).
+        if r.spec.has(flags::WRITE)
+            && self.ctx.shard.read_only_replica
+            && self.ctx.shard.expiry == engine::Expiry::Hide
+        {
+            return refuse(lua, &format!("-{}", crate::replica::READONLY_ERR));
+        }
         // The user who ran the script must be allowed this call (before
         // the call counts as a write: a refused one writes nothing).
         if let Some(caller) = &self.ctx.caller {
@@ -610,6 +631,7 @@ impl Run<'_, '_> {
                     tracker: None,
                     client: crate::ops::slowlog::SCRIPT_CLIENT,
                     ops: self.ctx.ops,
+                    master: false,
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.

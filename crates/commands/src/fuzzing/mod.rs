@@ -17,6 +17,13 @@
 
 use crate::testutil::TestServer;
 
+pub mod bounded;
+mod parse;
+mod rules;
+
+pub use parse::parse_request;
+pub use rules::{acl_rules, config_text};
+
 /// The DUMP footer: RDB version 10 and the CRC64 of everything before.
 pub fn with_footer(body: &[u8]) -> Vec<u8> {
     let mut p = body.to_vec();
@@ -592,7 +599,7 @@ mod tests {
 
     /// Every file under `fuzz/<dir>/<target>/`.
     fn inputs(dir: &str, target: &str) -> Vec<(String, Vec<u8>)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        let root = bounded::fuzz_dir();
         let Ok(rd) = std::fs::read_dir(root.join(dir).join(target)) else {
             return Vec::new();
         };

@@ -1,0 +1,573 @@
+//! One attached replica: its socket, taken off the worker's event loop
+//! after PSYNC / SYNC, served by two threads of its own.
+//!
+//! Why threads and blocking I/O, not the workers' event loops: there are
+//! few replicas (a handful, against thousands of clients), a replica's
+//! output is one long stream, and the full sync's RDB transfer is a long
+//! sequence of large writes; a thread per direction keeps the workers'
+//! loops free of the sync's phases and of slow-replica back-pressure, and
+//! costs two parked threads per replica.
+//!
+//! * The writer thread ([`Link::serve`]) sends, in order: the sync's
+//!   first line (`+FULLRESYNC replid offset`, `+CONTINUE replid`, nothing
+//!   for SYNC), the snapshot (`$<len>` and the file for a disk sync;
+//!   `$EOF:<mark>`, the bytes and the mark for a diskless one), then the
+//!   stream from its queue. After a diskless transfer the stream waits for
+//!   the replica's first ACK, as Redis's `repl_start_cmd_stream_on_ack`:
+//!   a replica finds the end of an EOF-marked transfer in the last bytes
+//!   of a read, and stream bytes in the same read would hide it.
+//! * The reader thread ([`Link::read_acks`]) reads what the replica
+//!   sends: `REPLCONF ACK <offset>` (recorded: WAIT, INFO's lag,
+//!   min-replicas), anything else is ignored; bytes that are not RESP end
+//!   the link (the replica reconnects), as Redis's protocol errors do.
+//!
+//! Bounds: the stream queue is held to the `replica` class of
+//! `client-output-buffer-limit` (hard limit, or soft limit for its
+//! seconds): a replica that falls that far behind is disconnected and
+//! will resync. The diskless RDB queue holds at most [`RDB_QUEUE_MAX`]
+//! bytes: the snapshot's writer waits for the slowest replica (and the
+//! shards for the writer).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use commands::repl::{ReplicaState, SyncRequest};
+use commands::ServerShared;
+
+use crate::log;
+
+/// Bytes of a diskless RDB queued for one replica before the snapshot's
+/// writer waits.
+pub const RDB_QUEUE_MAX: usize = 8 << 20;
+/// Bytes per write of a disk sync's file.
+const FILE_CHUNK: usize = 256 << 10;
+
+/// Where the sync's snapshot comes from.
+pub enum Bulk {
+    /// Nothing yet (the snapshot has not ended / begun).
+    Pending,
+    /// Disk sync: the file, opened when the save ended.
+    File(File),
+    /// The save failed: the link ends (the replica retries).
+    Failed,
+}
+
+/// What the writer thread waits for; guarded by [`Link::out`].
+pub struct Out {
+    /// The stream offset the replica's stream starts after (set by the
+    /// stream's mark at the snapshot's instant, or at a partial resync).
+    pub start: Option<u64>,
+    /// The replication ID to announce with `+FULLRESYNC`.
+    pub replid: String,
+    pub bulk: Bulk,
+    /// Diskless: the RDB's bytes not sent yet, and whether the last came.
+    pub rdb: VecDeque<Vec<u8>>,
+    pub rdb_bytes: usize,
+    pub rdb_end: Option<bool>,
+    /// Stream bytes not sent yet.
+    pub stream: VecDeque<Arc<Vec<u8>>>,
+    pub stream_bytes: usize,
+    /// Since when the stream queue is over the soft limit.
+    pub soft_since: Option<Instant>,
+    /// Stream bytes taken off the queue and not written yet.
+    pub sending: bool,
+    pub closed: bool,
+}
+
+/// One attached replica.
+pub struct Link {
+    pub id: u64,
+    pub addr: String,
+    /// The socket; the writer thread writes it, the reader reads a dup.
+    sock: File,
+    pub request: SyncRequest,
+    pub capa_eof: bool,
+    pub capa_psync2: bool,
+    /// Its full sync is diskless (decided when the snapshot starts).
+    pub diskless: AtomicBool,
+    pub out: Mutex<Out>,
+    pub cv: Condvar,
+    /// ACKs received since the snapshot was sent, and the last offset.
+    pub acks: AtomicU64,
+    pub ack_offset: AtomicU64,
+    /// For INFO's `total_net_repl_output_bytes`.
+    server: Arc<ServerShared>,
+}
+
+impl Link {
+    pub fn new(
+        server: Arc<ServerShared>,
+        id: u64,
+        addr: String,
+        sock: File,
+        request: SyncRequest,
+        capa: (bool, bool),
+    ) -> Link {
+        let (eof, psync2) = capa;
+        Link {
+            server,
+            id,
+            addr,
+            sock,
+            request,
+            capa_eof: eof,
+            capa_psync2: psync2,
+            diskless: AtomicBool::new(false),
+            out: Mutex::new(Out {
+                start: None,
+                replid: String::new(),
+                bulk: Bulk::Pending,
+                rdb: VecDeque::new(),
+                rdb_bytes: 0,
+                rdb_end: None,
+                stream: VecDeque::new(),
+                stream_bytes: 0,
+                soft_since: None,
+                sending: false,
+                closed: false,
+            }),
+            cv: Condvar::new(),
+            acks: AtomicU64::new(0),
+            ack_offset: AtomicU64::new(0),
+        }
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.sock.as_raw_fd()
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Out> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the link: both threads see it (the socket is shut down, so a
+    /// blocked read or write returns).
+    pub fn close(&self, why: &str) {
+        let mut o = self.lock();
+        if !o.closed {
+            o.closed = true;
+            if !why.is_empty() {
+                log::warning(format_args!(
+                    "Connection with replica {} lost: {why}",
+                    self.addr
+                ));
+            }
+        }
+        drop(o);
+        // SAFETY: the fd is owned by `sock`, alive as long as `self`.
+        unsafe {
+            libc::shutdown(self.fd(), libc::SHUT_RDWR);
+        }
+        self.cv.notify_all();
+    }
+
+    /// Queues stream bytes; disconnects the replica past its output
+    /// limits. Called by the stream writer, under the master's lock.
+    pub fn push_stream(&self, b: &Arc<Vec<u8>>, limit: &config::ObufLimit) {
+        let mut o = self.lock();
+        if o.closed {
+            return;
+        }
+        o.stream.push_back(b.clone());
+        o.stream_bytes += b.len();
+        let bytes = o.stream_bytes as u64;
+        let over = if limit.hard > 0 && bytes >= limit.hard {
+            true
+        } else if limit.soft > 0 && bytes >= limit.soft {
+            let since = *o.soft_since.get_or_insert_with(Instant::now);
+            since.elapsed() >= Duration::from_secs(limit.soft_seconds.max(0) as u64)
+        } else {
+            o.soft_since = None;
+            false
+        };
+        drop(o);
+        if over {
+            log::warning(format_args!(
+                "Client id={} addr={} flags=S scheduled to be closed ASAP for overcoming of output buffer limits.",
+                self.id, self.addr
+            ));
+            self.close("");
+        } else {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Queues a diskless RDB's bytes, waiting while the queue is full.
+    /// False when the link is closed.
+    pub fn push_rdb(&self, b: &[u8]) -> bool {
+        let mut o = self.lock();
+        while !o.closed && o.rdb_bytes >= RDB_QUEUE_MAX {
+            o = self
+                .cv
+                .wait_timeout(o, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        if o.closed {
+            return false;
+        }
+        o.rdb.push_back(b.to_vec());
+        o.rdb_bytes += b.len();
+        drop(o);
+        self.cv.notify_all();
+        true
+    }
+
+    /// Waits until `ready` holds on the queue state (or the link closed);
+    /// returns the guard, or None when closed.
+    fn wait_for(
+        &self,
+        mut ready: impl FnMut(&mut Out) -> bool,
+    ) -> Option<std::sync::MutexGuard<'_, Out>> {
+        let mut o = self.lock();
+        loop {
+            if o.closed {
+                return None;
+            }
+            if ready(&mut o) {
+                return Some(o);
+            }
+            o = self
+                .cv
+                .wait_timeout(o, Duration::from_millis(200))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    fn send(&self, b: &[u8]) -> bool {
+        match (&self.sock).write_all(b) {
+            Ok(()) => {
+                self.server
+                    .repl
+                    .net_output_bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.close(&e.to_string());
+                false
+            }
+        }
+    }
+
+    /// The writer thread: the sync's first line, the snapshot, then the
+    /// stream until the link closes. `set_state` updates what INFO shows.
+    pub fn serve(&self, partial: bool, set_state: &dyn Fn(ReplicaState)) {
+        let Some(o) = self.wait_for(|o| o.start.is_some()) else {
+            return;
+        };
+        let (start, replid) = (o.start.unwrap_or(0), o.replid.clone());
+        drop(o);
+        if partial {
+            let line = if self.capa_psync2 {
+                format!("+CONTINUE {replid}\r\n")
+            } else {
+                "+CONTINUE\r\n".to_string()
+            };
+            if !self.send(line.as_bytes()) {
+                return;
+            }
+        } else {
+            if let SyncRequest::Psync { .. } = self.request {
+                if !self.send(format!("+FULLRESYNC {replid} {start}\r\n").as_bytes()) {
+                    return;
+                }
+            }
+            let ok = if self.diskless.load(Ordering::Acquire) {
+                self.send_diskless()
+            } else {
+                set_state(ReplicaState::WaitBgsave);
+                self.send_file(set_state)
+            };
+            if !ok {
+                return;
+            }
+            log::notice(format_args!(
+                "Synchronization with replica {} succeeded",
+                self.addr
+            ));
+            if self.diskless.load(Ordering::Acquire) {
+                // See the module docs: the stream starts after the
+                // replica's first ACK.
+                if self
+                    .wait_for(|_| self.acks.load(Ordering::Acquire) > 0)
+                    .is_none()
+                {
+                    return;
+                }
+            }
+        }
+        set_state(ReplicaState::Online);
+        let mut batch: Vec<Arc<Vec<u8>>> = Vec::new();
+        loop {
+            {
+                let Some(mut o) = self.wait_for(|o| !o.stream.is_empty()) else {
+                    return;
+                };
+                batch.extend(o.stream.drain(..));
+                o.stream_bytes = 0;
+                o.soft_since = None;
+                o.sending = true;
+            }
+            for b in batch.drain(..) {
+                if !self.send(&b) {
+                    return;
+                }
+            }
+            self.lock().sending = false;
+        }
+    }
+
+    fn send_file(&self, set_state: &dyn Fn(ReplicaState)) -> bool {
+        // While the snapshot is written, a newline a second keeps the
+        // replica's repl-timeout from firing (Redis's replicationCron does
+        // the same; replicas skip newlines before the bulk).
+        let mut o = loop {
+            let mut ticks = 0;
+            let Some(o) = self.wait_for(|o| {
+                ticks += 1;
+                !matches!(o.bulk, Bulk::Pending) || ticks > 5
+            }) else {
+                return false;
+            };
+            if !matches!(o.bulk, Bulk::Pending) {
+                break o;
+            }
+            drop(o);
+            if !self.send(b"\n") {
+                return false;
+            }
+        };
+        let mut file = match std::mem::replace(&mut o.bulk, Bulk::Failed) {
+            Bulk::File(f) => f,
+            _ => {
+                drop(o);
+                self.close("the snapshot for its sync failed");
+                return false;
+            }
+        };
+        drop(o);
+        set_state(ReplicaState::SendBulk);
+        let len = file.metadata().map_or(0, |m| m.len());
+        if !self.send(format!("${len}\r\n").as_bytes()) {
+            return false;
+        }
+        let mut buf = vec![0u8; FILE_CHUNK];
+        let mut left = len;
+        while left > 0 {
+            let n = match file.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    self.close("can't read the RDB file for its sync");
+                    return false;
+                }
+                Ok(n) => n.min(left as usize),
+            };
+            if !self.send(&buf[..n]) {
+                return false;
+            }
+            left -= n as u64;
+        }
+        true
+    }
+
+    fn send_diskless(&self) -> bool {
+        let mark = commands::repl::new_replid();
+        if !self.send(format!("$EOF:{mark}\r\n").as_bytes()) {
+            return false;
+        }
+        loop {
+            let Some(mut o) = self.wait_for(|o| !o.rdb.is_empty() || o.rdb_end.is_some()) else {
+                return false;
+            };
+            if o.rdb.is_empty() {
+                let ok = o.rdb_end == Some(true);
+                drop(o);
+                if !ok {
+                    self.close("the snapshot for its sync failed");
+                    return false;
+                }
+                return self.send(mark.as_bytes());
+            }
+            let parts: Vec<Vec<u8>> = o.rdb.drain(..).collect();
+            o.rdb_bytes = 0;
+            drop(o);
+            self.cv.notify_all();
+            for p in parts {
+                if !self.send(&p) {
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// The reader thread: records `REPLCONF ACK`s until the link ends.
+    /// `on_ack` gets each acknowledged offset.
+    pub fn read_acks(&self, on_ack: &dyn Fn(u64)) {
+        let mut sock = match self.sock.try_clone() {
+            Ok(s) => s,
+            Err(e) => return self.close(&e.to_string()),
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(4096);
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = match sock.read(&mut chunk) {
+                Ok(0) => return self.close("connection closed"),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.close(&e.to_string()),
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            loop {
+                match parse(&buf) {
+                    Parse::Cmd(args, used) => {
+                        if args.len() >= 3
+                            && args[0].eq_ignore_ascii_case(b"replconf")
+                            && args[1].eq_ignore_ascii_case(b"ack")
+                        {
+                            if let Some(off) = std::str::from_utf8(&args[2])
+                                .ok()
+                                .and_then(|s| s.parse().ok())
+                            {
+                                self.ack_offset.store(off, Ordering::Release);
+                                self.acks.fetch_add(1, Ordering::AcqRel);
+                                on_ack(off);
+                                self.cv.notify_all();
+                            }
+                        }
+                        buf.drain(..used);
+                    }
+                    Parse::Short if buf.len() <= QUERY_MAX => break,
+                    Parse::Short | Parse::Bad => {
+                        return self.close("protocol error from replica");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The longest request a replica may send (Redis's inline limit).
+const QUERY_MAX: usize = 64 << 10;
+
+enum Parse {
+    Cmd(Vec<Vec<u8>>, usize),
+    Short,
+    Bad,
+}
+
+/// One request: a RESP array of bulk strings, or an inline line (a
+/// replica's newline keep-alives while it loads are empty inline lines).
+fn parse(b: &[u8]) -> Parse {
+    fn line(b: &[u8], from: usize) -> Option<(&[u8], usize)> {
+        let rel = b.get(from..)?.windows(2).position(|w| w == b"\r\n")?;
+        Some((&b[from..from + rel], from + rel + 2))
+    }
+    fn num(l: &[u8]) -> Option<usize> {
+        std::str::from_utf8(l).ok()?.parse().ok()
+    }
+    let Some(&first) = b.first() else {
+        return Parse::Short;
+    };
+    if first != b'*' {
+        let Some(nl) = b.iter().position(|&c| c == b'\n') else {
+            return Parse::Short;
+        };
+        let text = String::from_utf8_lossy(&b[..nl]);
+        let args = text
+            .split_whitespace()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        return Parse::Cmd(args, nl + 1);
+    }
+    let Some((l, mut pos)) = line(b, 1) else {
+        return Parse::Short;
+    };
+    let Some(argc) = num(l).filter(|&n| n <= 1024) else {
+        return Parse::Bad;
+    };
+    let mut args = Vec::with_capacity(argc);
+    for _ in 0..argc {
+        match b.get(pos) {
+            None => return Parse::Short,
+            Some(b'$') => {}
+            Some(_) => return Parse::Bad,
+        }
+        let Some((l, p)) = line(b, pos + 1) else {
+            return Parse::Short;
+        };
+        let Some(len) = num(l).filter(|&n| n <= QUERY_MAX) else {
+            return Parse::Bad;
+        };
+        if b.len() < p + len + 2 {
+            return Parse::Short;
+        }
+        if &b[p + len..p + len + 2] != b"\r\n" {
+            return Parse::Bad;
+        }
+        args.push(b[p..p + len].to_vec());
+        pos = p + len + 2;
+    }
+    Parse::Cmd(args, pos)
+}
+
+/// The diskless snapshot's sink: every byte the RDB writer writes goes to
+/// each replica of the sync (see [`Link::push_rdb`]); fails once none is
+/// left.
+pub struct Fanout {
+    pub links: Vec<Arc<Link>>,
+}
+
+impl Write for Fanout {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let mut any = false;
+        for l in &self.links {
+            any |= l.push_rdb(b);
+        }
+        if any {
+            Ok(b.len())
+        } else {
+            Err(std::io::Error::other("every replica of the sync is gone"))
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The server's view of a link, for the threads' callbacks.
+pub fn server_ack(server: &ServerShared, id: u64, off: u64) {
+    let mut r = server.repl.lock();
+    if let Some(x) = r.master.replicas.iter_mut().find(|x| x.id == id) {
+        x.ack_offset = off;
+        x.ack_ms = engine::now_ms();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse_as_a_replica_sends_them() {
+        let ack = b"*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$2\r\n42\r\n";
+        match parse(ack) {
+            Parse::Cmd(a, n) => {
+                assert_eq!(n, ack.len());
+                assert_eq!(a[2], b"42");
+            }
+            _ => panic!("not parsed"),
+        }
+        for cut in 0..ack.len() {
+            assert!(matches!(parse(&ack[..cut]), Parse::Short), "{cut}");
+        }
+        assert!(matches!(parse(b"\n"), Parse::Cmd(ref a, 1) if a.is_empty()));
+        assert!(matches!(parse(b"*1\r\n+x\r\n"), Parse::Bad));
+        assert!(matches!(parse(b"*99999\r\n"), Parse::Bad));
+    }
+}

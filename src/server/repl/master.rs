@@ -1,0 +1,628 @@
+//! Tessera as a replication master (Redis 7.0's protocol): PSYNC and
+//! SYNC, full and partial resyncs, the stream to every replica, WAIT's
+//! acknowledgements, and the replication cron.
+//!
+//! The stream. The AOF writer (`aof`) is where every shard's records meet
+//! in order; replication attaches to it as a [`StreamFeed`]: each batch's
+//! bytes advance `master_repl_offset`, go into the backlog and are queued
+//! to every streaming replica, all under [`Master`]'s lock, so a replica
+//! joining (a partial resync reads the backlog, a full sync's mark fixes
+//! its starting offset) sees every byte once. With the AOF off, the
+//! writer runs with no file ([`Rewriter::stream_writer`]) and the shards
+//! record from the first full sync's snapshot instant on.
+//!
+//! A full sync is a fork-less snapshot (`commands::persist`) begun on
+//! every shard under the whole-keyspace lock by thread 0's cron (as the
+//! `save` rules are): at its instant the coordinator queues a mark into
+//! the stream, after every record that the snapshot holds and before
+//! every one it does not; the writer runs the mark in stream order, and
+//! the offset there is the replicas' `+FULLRESYNC` offset and the start of
+//! their stream (Redis also forces a `SELECT` there). Everything written
+//! during the transfer waits in each replica's queue (bounded by the
+//! `replica` output limits). Replicas asking while a snapshot runs wait
+//! for the next one; a diskless sync waits `repl-diskless-sync-delay`
+//! for more replicas to share it, as Redis's.
+//!
+//! One [`Master`] per process, reached through [`get`]: the workers'
+//! connection code hands it sockets and WAITs, and the commands crate
+//! cannot name runtime types (an `Arc` in `ServerShared` would have to be
+//! a trait object for one implementation).
+
+use std::fs::File;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use commands::coord::Coordinator;
+use commands::repl::{Backlog, ReplicaInfo, ReplicaState, SyncRequest};
+use commands::{ClientState, ServerShared};
+
+use super::link::{server_ack, Bulk, Fanout, Link};
+use crate::log;
+use crate::server::aof::StreamFeed;
+use crate::server::aof_rewrite::Rewriter;
+use crate::server::conn::Stream;
+
+static MASTER: OnceLock<Arc<Master>> = OnceLock::new();
+
+/// The process's master side, once [`init`] ran.
+pub fn get() -> Option<&'static Arc<Master>> {
+    MASTER.get()
+}
+
+pub struct Master {
+    server: Arc<ServerShared>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Replicas receiving the stream (their start offset is set).
+    streaming: Vec<Arc<Link>>,
+    /// Replicas waiting for a full sync's snapshot to begin.
+    waiting: Vec<Arc<Link>>,
+    waiting_since: Option<Instant>,
+    /// A sync's snapshot runs.
+    syncing: bool,
+    /// The feed is attached to the writer.
+    fed: bool,
+    /// The `replica` class of `client-output-buffer-limit` (refreshed by
+    /// the cron: the feed runs per batch and must not clone the config).
+    limit: config::ObufLimit,
+    /// The backlog outlived `repl-backlog-ttl`: thread 0 stops the stream.
+    stop_stream: bool,
+}
+
+/// Starts the master side and its cron thread.
+pub fn init(server: &Arc<ServerShared>) {
+    let m = Arc::new(Master {
+        server: server.clone(),
+        inner: Mutex::new(Inner {
+            limit: server.config().client_output_buffer_limit[1],
+            ..Inner::default()
+        }),
+    });
+    if MASTER.set(m.clone()).is_err() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("repl-cron".into())
+        .spawn(move || m.cron_loop());
+}
+
+fn rewriter(server: &ServerShared) -> Option<&Rewriter> {
+    server.aof.get()?.as_any().downcast_ref::<Rewriter>()
+}
+
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+
+impl StreamFeed for Master {
+    fn feed(&self, b: Vec<u8>) {
+        let inner = self.lock();
+        self.server.repl.feed(&b);
+        if inner.streaming.is_empty() {
+            return;
+        }
+        let chunk = Arc::new(b);
+        for l in &inner.streaming {
+            l.push_stream(&chunk, &inner.limit);
+        }
+    }
+}
+
+impl Master {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stream is on: the writer runs (with no file if the AOF is
+    /// off) and feeds this master. Not under `inner` (the writer calls the
+    /// feed with its sink held; attaching takes the sink).
+    fn ensure_stream(self: &Arc<Self>) -> bool {
+        let Some(rw) = rewriter(&self.server) else {
+            return false;
+        };
+        if self.lock().fed {
+            return true;
+        }
+        let w = rw.stream_writer();
+        self.server.repl.set_streaming(true);
+        w.set_feed(Some(self.clone() as Arc<dyn StreamFeed>));
+        self.lock().fed = true;
+        true
+    }
+
+    /// A connection that sent PSYNC / SYNC becomes a replica.
+    fn attach(self: &Arc<Self>, link: Arc<Link>, ip: String, port: u16, client: &ClientState) {
+        let server = &self.server;
+        log::notice(format_args!("Replica {ip}:{port} asks for synchronization"));
+        if !self.ensure_stream() {
+            link.close("no stream writer");
+            return;
+        }
+        let now = engine::now_ms();
+        let mut inner = self.lock();
+        let cfg_size = server.config().repl_backlog_size as usize;
+        let mut r = server.repl.lock();
+        let partial = match &link.request {
+            SyncRequest::Psync { replid, offset } => {
+                let ids = &r.ids;
+                let id_ok = *replid == ids.replid
+                    || (*replid == ids.replid2 && *offset <= ids.second_repl_offset);
+                let data = (*offset >= 0)
+                    .then(|| r.master.backlog.as_ref()?.read_from(*offset as u64))
+                    .flatten();
+                match (id_ok, data) {
+                    (true, Some(d)) => Some((d, *offset as u64)),
+                    (id_ok, _) => {
+                        if replid != "?" {
+                            if !id_ok {
+                                log::notice(format_args!(
+                                    "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{replid}', my replication IDs are '{}' and '{}')",
+                                    ids.replid, ids.replid2
+                                ));
+                            } else {
+                                log::notice(format_args!(
+                                    "Unable to partial resync with replica {ip}:{port} for lack of backlog (Replica request was: {offset})."
+                                ));
+                            }
+                            r.master.sync_partial_err += 1;
+                        } else {
+                            log::notice(format_args!(
+                                "Full resync requested by replica {ip}:{port}"
+                            ));
+                        }
+                        None
+                    }
+                }
+            }
+            SyncRequest::Sync => None,
+        };
+        if partial.is_none() && r.master.backlog.is_none() {
+            // The first replica: a new history begins (Redis's
+            // syncCommand changes the ID when it creates the backlog).
+            if r.master.replicas.is_empty() {
+                r.ids.replid = commands::repl::new_replid();
+                r.ids.replid2 = "0".repeat(40);
+                r.ids.second_repl_offset = -1;
+            }
+            let next = r.ids.master_repl_offset + 1;
+            r.master.backlog = Some(Backlog::new(cfg_size, next));
+        }
+        r.master.no_replicas_since_ms = 0;
+        inner.stop_stream = false;
+        let state = if partial.is_some() {
+            r.master.sync_partial_ok += 1;
+            ReplicaState::Online
+        } else {
+            r.master.sync_full += 1;
+            ReplicaState::WaitBgsave
+        };
+        r.master.replicas.push(ReplicaInfo {
+            id: link.id,
+            addr: client.addr.clone(),
+            laddr: client.laddr.clone(),
+            ip,
+            port,
+            state,
+            ack_offset: 0,
+            ack_ms: now,
+            created_ms: client.created_ms,
+            fd: link.fd(),
+            name: client.name.clone(),
+            user: String::from_utf8_lossy(client.acl.name()).into_owned(),
+        });
+        let replid = r.ids.replid.clone();
+        drop(r);
+        let is_partial = partial.is_some();
+        if let Some((data, from)) = partial {
+            log::notice(format_args!(
+                "Partial resynchronization request from {} accepted. Sending {} bytes of backlog starting from offset {from}.",
+                link.addr,
+                data.len()
+            ));
+            let mut o = link.lock();
+            o.start = Some(from - 1);
+            o.replid = replid;
+            if !data.is_empty() {
+                o.stream_bytes += data.len();
+                o.stream.push_back(Arc::new(data));
+            }
+            drop(o);
+            inner.streaming.push(link.clone());
+        } else {
+            inner.waiting.push(link.clone());
+            inner.waiting_since.get_or_insert_with(Instant::now);
+        }
+        drop(inner);
+        self.spawn(link, is_partial);
+    }
+
+    fn spawn(self: &Arc<Self>, link: Arc<Link>, partial: bool) {
+        let (m, l) = (self.clone(), link.clone());
+        let out = std::thread::Builder::new()
+            .name(format!("repl-out-{}", link.id))
+            .spawn(move || {
+                let server = m.server.clone();
+                let id = l.id;
+                l.serve(partial, &|st| set_state(&server, id, st));
+                m.detach(&l);
+            });
+        let (m, l) = (self.clone(), link.clone());
+        let inp = std::thread::Builder::new()
+            .name(format!("repl-in-{}", link.id))
+            .spawn(move || {
+                let server = m.server.clone();
+                let id = l.id;
+                l.read_acks(&|off| server_ack(&server, id, off));
+            });
+        if out.is_err() || inp.is_err() {
+            link.close("can't start its threads");
+            self.detach(&link);
+        }
+    }
+
+    /// A link ended: it leaves every list (its entry in the shared state
+    /// first, so CLIENT KILL never names its socket after it is closed).
+    fn detach(&self, link: &Arc<Link>) {
+        link.close("");
+        let mut inner = self.lock();
+        inner.streaming.retain(|l| !Arc::ptr_eq(l, link));
+        inner.waiting.retain(|l| !Arc::ptr_eq(l, link));
+        let mut r = self.server.repl.lock();
+        r.master.replicas.retain(|x| x.id != link.id);
+        if r.master.replicas.is_empty() {
+            r.master.no_replicas_since_ms = engine::now_ms();
+        }
+    }
+
+    /// The stream's mark of a full sync (see the module docs): the
+    /// replicas' stream starts here.
+    fn start_streams(&self, batch: &[Arc<Link>]) {
+        let mut inner = self.lock();
+        let off = self.server.repl.offset();
+        let replid = self.server.repl.ids().replid;
+        for l in batch {
+            let mut o = l.lock();
+            o.start = Some(off);
+            o.replid = replid.clone();
+            let closed = o.closed;
+            drop(o);
+            l.cv.notify_all();
+            if !closed {
+                inner.streaming.push(l.clone());
+            }
+        }
+    }
+
+    /// A sync's snapshot ended (`ok`) or failed.
+    fn sync_done(&self, batch: &[Arc<Link>], ok: bool, diskless: bool) {
+        let rdb = self.server.config().rdb_path();
+        for l in batch {
+            let mut o = l.lock();
+            if diskless {
+                o.rdb_end = Some(ok);
+            } else {
+                o.bulk = match (ok, File::open(&rdb)) {
+                    (true, Ok(f)) => Bulk::File(f),
+                    _ => Bulk::Failed,
+                };
+            }
+            drop(o);
+            l.cv.notify_all();
+        }
+        self.lock().syncing = false;
+    }
+
+    /// The sync thread 0 must start now, if any (see [`cron_due`]).
+    fn sync_due(self: &Arc<Self>) -> Option<Box<dyn Coordinator>> {
+        let cfg = self.server.config();
+        let mut inner = self.lock();
+        if inner.stop_stream && !inner.syncing && inner.waiting.is_empty() {
+            inner.stop_stream = false;
+            drop(inner);
+            return Some(self.stop_stream_coordinator());
+        }
+        inner.waiting.retain(|l| !l.lock().closed);
+        if inner.syncing || inner.waiting.is_empty() {
+            return None;
+        }
+        let diskless = cfg.repl_diskless_sync && inner.waiting.iter().all(|l| l.capa_eof);
+        if diskless {
+            let waited_s = inner.waiting_since.map_or(0, |t| t.elapsed().as_secs());
+            let max = cfg.repl_diskless_sync_max_replicas;
+            let enough = max > 0 && inner.waiting.len() as u64 >= max;
+            if waited_s < cfg.repl_diskless_sync_delay_s && !enough {
+                return None;
+            }
+        }
+        let writer = rewriter(&self.server)?.current()?;
+        let batch = std::mem::take(&mut inner.waiting);
+        inner.waiting_since = None;
+        inner.syncing = true;
+        drop(inner);
+        for l in &batch {
+            l.diskless.store(diskless, Ordering::Release);
+        }
+        let target = if diskless {
+            commands::persist::SyncTarget::Socket(Box::new(Fanout {
+                links: batch.clone(),
+            }))
+        } else {
+            commands::persist::SyncTarget::Disk
+        };
+        let (m, b) = (self.clone(), batch.clone());
+        let at_instant = Box::new(move || {
+            writer.stream_mark(true, Box::new(move || m.start_streams(&b)));
+        });
+        let (m, b) = (self.clone(), batch.clone());
+        let on_done = Box::new(move |ok: bool| {
+            m.sync_done(&b, ok, diskless);
+            false
+        });
+        match commands::persist::sync_coordinator(&self.server, target, at_instant, on_done) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // A save runs: the replicas wait for the next snapshot.
+                log::verbose(format_args!(
+                    "Sync deferred: {}",
+                    String::from_utf8_lossy(&e.line())
+                ));
+                let mut inner = self.lock();
+                inner.syncing = false;
+                let mut batch = batch;
+                batch.append(&mut inner.waiting);
+                inner.waiting = batch;
+                inner.waiting_since.get_or_insert_with(Instant::now);
+                None
+            }
+        }
+    }
+
+    /// Ends the stream once its backlog expired: every shard stops
+    /// recording (unless the AOF reads), then the writer drops the feed.
+    fn stop_stream_coordinator(self: &Arc<Self>) -> Box<dyn Coordinator> {
+        let server = self.server.clone();
+        let keep = server.aof.get().is_some_and(|a| a.enabled());
+        let m = self.clone();
+        commands::persist::all_shards_then(
+            &server,
+            move |shard| shard.outbox.records_on = keep,
+            Box::new(move || {
+                let mut inner = m.lock();
+                if !inner.waiting.is_empty() || !inner.streaming.is_empty() {
+                    // A replica came meanwhile: the stream stays (its
+                    // sync's snapshot turns the shards' records back on).
+                    return;
+                }
+                inner.fed = false;
+                drop(inner);
+                m.server.repl.set_streaming(false);
+                if let Some(rw) = rewriter(&m.server) {
+                    rw.stream_stop();
+                }
+            }),
+        )
+    }
+
+    fn cron_loop(self: Arc<Self>) {
+        let mut last_ping = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if self.server.shutdown.load(Ordering::Acquire) {
+                continue;
+            }
+            self.cron(&mut last_ping);
+        }
+    }
+
+    /// Redis's replicationCron, the master's part: the stream's PING, the
+    /// good-replicas count (min-replicas-to-write), replicas past
+    /// `repl-timeout`, the backlog's size and time to live.
+    fn cron(&self, last_ping: &mut Instant) {
+        let cfg = self.server.config();
+        let now = engine::now_ms();
+        let streaming = {
+            let mut inner = self.lock();
+            inner.limit = cfg.client_output_buffer_limit[1];
+            !inner.streaming.is_empty()
+        };
+        let mut expired = false;
+        let mut timed_out = Vec::new();
+        let (good, replicas) = {
+            let mut r = self.server.repl.lock();
+            // Redis's replicationCron: an online replica silent for
+            // `repl-timeout` is dropped (it reconnects and resyncs).
+            let timeout_ms = cfg.repl_timeout_s * 1000;
+            timed_out.extend(
+                r.master
+                    .replicas
+                    .iter()
+                    .filter(|x| {
+                        x.state == ReplicaState::Online && now.saturating_sub(x.ack_ms) > timeout_ms
+                    })
+                    .map(|x| x.id),
+            );
+            if let Some(b) = &mut r.master.backlog {
+                b.resize(cfg.repl_backlog_size as usize);
+            }
+            let max_lag_ms = cfg.min_replicas_max_lag_s * 1000;
+            let good = r
+                .master
+                .replicas
+                .iter()
+                .filter(|x| {
+                    x.state == ReplicaState::Online && now.saturating_sub(x.ack_ms) <= max_lag_ms
+                })
+                .count() as u64;
+            let since = r.master.no_replicas_since_ms;
+            if r.master.replicas.is_empty()
+                && r.master.backlog.is_some()
+                && cfg.repl_backlog_ttl_s > 0
+                && since != 0
+                && now.saturating_sub(since) >= cfg.repl_backlog_ttl_s * 1000
+            {
+                // Redis's replicationCron: a new history once the backlog
+                // is gone (no replica could continue from it anyway).
+                r.master.backlog = None;
+                r.ids.replid = commands::repl::new_replid();
+                r.ids.replid2 = "0".repeat(40);
+                r.ids.second_repl_offset = -1;
+                log::notice(format_args!(
+                    "Replication backlog freed after {} seconds without connected replicas.",
+                    cfg.repl_backlog_ttl_s
+                ));
+                expired = true;
+            }
+            (good, r.master.replicas.len())
+        };
+        // Not under the state's lock: the feed takes `inner`, then it.
+        if expired {
+            self.lock().stop_stream = true;
+        }
+        if !timed_out.is_empty() {
+            let links: Vec<Arc<Link>> = self
+                .lock()
+                .streaming
+                .iter()
+                .filter(|l| timed_out.contains(&l.id))
+                .cloned()
+                .collect();
+            for l in links {
+                log::warning(format_args!(
+                    "Disconnecting timedout replica (streaming sync): {}",
+                    l.addr
+                ));
+                l.close("");
+            }
+        }
+        let refuse = cfg.min_replicas_to_write > 0
+            && cfg.min_replicas_max_lag_s > 0
+            && good < cfg.min_replicas_to_write;
+        self.server.repl.set_refuse_writes(refuse);
+        if replicas > 0
+            && streaming
+            && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
+        {
+            *last_ping = Instant::now();
+            if let Some(w) = rewriter(&self.server).and_then(|r| r.current()) {
+                w.stream_raw(PING.to_vec());
+            }
+        }
+    }
+}
+
+/// INFO's state of replica `id`.
+fn set_state(server: &ServerShared, id: u64, st: ReplicaState) {
+    let mut r = server.repl.lock();
+    if let Some(x) = r.master.replicas.iter_mut().find(|x| x.id == id) {
+        x.state = st;
+        if st == ReplicaState::Online {
+            x.ack_ms = engine::now_ms();
+        }
+    }
+}
+
+/// A connection's socket, turned blocking, as a file; `None` for a TLS
+/// connection (the replication link writes the socket directly: a
+/// replica over TLS is not served yet, its connection is closed).
+fn into_file(stream: Stream) -> Option<File> {
+    let fd = match stream {
+        Stream::Tcp(s) => s.into_raw_fd(),
+        Stream::Unix(s) => s.into_raw_fd(),
+        Stream::Tls(_) => return None,
+    };
+    // SAFETY: `fd` was just released by its owner; the File owns it now.
+    // Clearing O_NONBLOCK on an fd we own is sound.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+        Some(File::from_raw_fd(fd))
+    }
+}
+
+/// The worker closing a connection that sent PSYNC / SYNC hands its
+/// socket here instead; true if taken.
+pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
+    let Some(m) = get() else { return false };
+    let Some(hello) = client.replica.take() else {
+        return false;
+    };
+    let Some(req) = hello.sync.clone() else {
+        return false;
+    };
+    let ip = hello.ip_address.clone().unwrap_or_else(|| {
+        client
+            .addr
+            .rsplit_once(':')
+            .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
+    });
+    let Some(file) = into_file(stream) else {
+        crate::log::warning(format_args!(
+            "Replica over TLS refused: replication over TLS is not supported yet"
+        ));
+        return false;
+    };
+    let link = Arc::new(Link::new(
+        m.server.clone(),
+        client.id,
+        client.addr.clone(),
+        file,
+        req,
+        (hello.capa_eof, hello.capa_psync2),
+    ));
+    m.attach(link, ip, hello.listening_port, client);
+    true
+}
+
+/// At exit, after the stream writer stopped: waits (at most `limit`) for
+/// the streaming replicas' queues to reach their sockets, as Redis
+/// flushes its replicas' output before it exits.
+pub fn drain(limit: Duration) {
+    let Some(m) = get() else { return };
+    let t0 = Instant::now();
+    let links: Vec<Arc<Link>> = m.lock().streaming.clone();
+    for l in links {
+        while t0.elapsed() < limit {
+            let o = l.lock();
+            if o.closed || (o.stream.is_empty() && !o.sending) {
+                break;
+            }
+            drop(o);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Thread 0's cron: the full sync (or the stream's end) to start now.
+pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+    get()?.sync_due()
+}
+
+/// WAIT: the stream offset that covers everything queued so far (the
+/// caller flushed its shard's records first), known once the writer gets
+/// there (`u64::MAX` until then); asks the replicas for an ACK.
+pub fn wait_ticket(server: &ServerShared) -> Arc<AtomicU64> {
+    let t = Arc::new(AtomicU64::new(u64::MAX));
+    let writer = server
+        .repl
+        .streaming()
+        .then(|| rewriter(server).and_then(|r| r.current()))
+        .flatten();
+    match (writer, get()) {
+        (Some(w), Some(m)) => {
+            let (t2, m) = (t.clone(), m.clone());
+            w.stream_mark(
+                false,
+                Box::new(move || t2.store(m.server.repl.offset(), Ordering::Release)),
+            );
+            w.stream_raw(GETACK.to_vec());
+        }
+        _ => t.store(server.repl.offset(), Ordering::Release),
+    }
+    t
+}
