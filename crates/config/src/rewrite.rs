@@ -262,7 +262,12 @@ fn directive_lines(
             }
             vec![line(&v)]
         }
-        _ => vec![line(now)],
+        // One word (numbers, enums ...): quoted when empty or odd.
+        _ => {
+            let mut v = Vec::new();
+            bare_or_quoted(&mut v, now);
+            vec![line(&v)]
+        }
     }
 }
 
