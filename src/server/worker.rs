@@ -989,7 +989,15 @@ impl Worker {
             tls: tls_listeners,
             ..
         } = self;
-        let l = if tls { &tls_listeners[i] } else { &tcp[i] };
+        // An event of a listener CONFIG SET tls-port closed in this very
+        // poll round names an index that is gone: nothing to accept.
+        let Some(l) = (if tls {
+            tls_listeners.get(i)
+        } else {
+            tcp.get(i)
+        }) else {
+            return;
+        };
         Door::of(core, conns, poll).accept_tcp(l, tls);
     }
 
