@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{RawConn, Server};
+use common::{info_field, RawConn, Server};
 use redis::{Commands, Connection, Value};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -26,15 +26,6 @@ fn cmd(c: &mut Connection, args: &[&str]) -> Value {
         k.arg(*a);
     }
     k.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn info_field(c: &mut Connection, section: &str, name: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in INFO {section}: {info}"))
-        .trim()
-        .to_string()
 }
 
 /// Waits until `f` holds, panicking with `what` at the deadline.

@@ -7,32 +7,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{RawConn, Server};
-
-fn text(r: Vec<u8>) -> String {
-    String::from_utf8_lossy(&r).into_owned()
-}
-
-fn field(c: &mut RawConn, section: &str, name: &str) -> String {
-    let info = text(c.cmd_str(&["INFO", section]));
-    let prefix = format!("{name}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
-        .unwrap_or_default()
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "{what} within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use common::{info_field as field, wait_for as wait_until, Server};
 
 /// The replica has processed everything the master streamed.
-fn caught_up(m: &mut RawConn, r: &mut RawConn) -> bool {
+fn caught_up(m: &mut redis::Connection, r: &mut redis::Connection) -> bool {
     let off = field(m, "replication", "master_repl_offset");
     field(r, "replication", "master_link_status") == "up"
         && off != "0"
@@ -45,17 +23,21 @@ fn partial_resync_after_a_cut(replica_args: &[&str]) {
     let mut args = vec!["--replicaof", "127.0.0.1", &port];
     args.extend_from_slice(replica_args);
     let replica = Server::tessera(&args);
-    let (mut m, mut r) = (master.raw(), replica.raw());
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let (mut mraw, mut rraw) = (master.raw(), replica.raw());
     for i in 0..50 {
-        m.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
+        mraw.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
     }
     wait_until("the replica catches up", || caught_up(&mut m, &mut r));
     assert_eq!(field(&mut m, "stats", "sync_full"), "1");
-    assert_eq!(m.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    assert_eq!(
+        mraw.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"]),
+        b":1\r\n"
+    );
     for i in 50..80 {
-        m.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
+        mraw.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
     }
-    m.cmd_str(&["MSET", "a{x}", "1", "b", "2", "c", "3"]);
+    mraw.cmd_str(&["MSET", "a{x}", "1", "b", "2", "c", "3"]);
     wait_until("a partial resync", || {
         field(&mut m, "stats", "sync_partial_ok") == "1" && caught_up(&mut m, &mut r)
     });
@@ -64,14 +46,18 @@ fn partial_resync_after_a_cut(replica_args: &[&str]) {
         "1",
         "no second full sync"
     );
-    assert_eq!(r.cmd_str(&["DBSIZE"]), m.cmd_str(&["DBSIZE"]));
+    assert_eq!(rraw.cmd_str(&["DBSIZE"]), mraw.cmd_str(&["DBSIZE"]));
     for i in 0..80 {
         let k = format!("k{i}");
-        assert_eq!(r.cmd_str(&["GET", &k]), m.cmd_str(&["GET", &k]), "{k}");
+        assert_eq!(
+            rraw.cmd_str(&["GET", &k]),
+            mraw.cmd_str(&["GET", &k]),
+            "{k}"
+        );
     }
     assert_eq!(
-        r.cmd_str(&["MGET", "a{x}", "b", "c"]),
-        m.cmd_str(&["MGET", "a{x}", "b", "c"])
+        rraw.cmd_str(&["MGET", "a{x}", "b", "c"]),
+        mraw.cmd_str(&["MGET", "a{x}", "b", "c"])
     );
 }
 

@@ -31,6 +31,47 @@ use mailbox::Doorbell;
 
 const WAKER_TOKEN: Token = Token(usize::MAX);
 
+/// One `SO_REUSEPORT` listener per thread on every `bind` address for
+/// `port` (none when `port` is 0), as Redis's listenToPort: an optional
+/// address (`-` prefix) that cannot be bound is skipped, any other is
+/// fatal. `kind` names the port in Redis's error ("tcp", "TLS").
+fn listen(
+    cfg: &config::Config,
+    port: u16,
+    n: usize,
+    kind: &str,
+) -> Result<Vec<Vec<TcpListener>>, String> {
+    let mut out: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    if port == 0 {
+        return Ok(out);
+    }
+    let failed = || format!("Failed listening on port {port} ({kind}), aborting.");
+    for entry in &cfg.bind {
+        let (addr, optional) = bind_addr(entry, port)?;
+        match bind_all(addr, n) {
+            Ok(ls) => {
+                for (t, l) in ls.into_iter().enumerate() {
+                    out[t].push(l);
+                }
+            }
+            Err(e) if optional => {
+                log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
+            }
+            Err(e) => {
+                log::warning(format_args!(
+                    "Warning: Could not create server TCP listening socket {}: bind: {}",
+                    addr, e
+                ));
+                return Err(failed());
+            }
+        }
+    }
+    if out[0].is_empty() {
+        return Err(failed());
+    }
+    Ok(out)
+}
+
 /// Resolves a `bind` entry (`127.0.0.1`, `::1`, `*`, `-::1`) to an address.
 /// The `-` prefix marks an address whose absence is not an error.
 fn bind_addr(entry: &str, port: u16) -> Result<(SocketAddr, bool), String> {
@@ -114,75 +155,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let mut tcp: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
-    if cfg.port != 0 {
-        for entry in &cfg.bind {
-            let (addr, optional) = bind_addr(entry, cfg.port)?;
-            match bind_all(addr, n) {
-                Ok(ls) => {
-                    for (t, l) in ls.into_iter().enumerate() {
-                        tcp[t].push(l);
-                    }
-                }
-                Err(e) if optional => {
-                    log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
-                }
-                Err(e) => {
-                    log::warning(format_args!(
-                        "Warning: Could not create server TCP listening socket {}: bind: {}",
-                        addr, e
-                    ));
-                    return Err(format!(
-                        "Failed listening on port {} (tcp), aborting.",
-                        cfg.port
-                    ));
-                }
-            }
-        }
-        if tcp[0].is_empty() {
-            return Err(format!(
-                "Failed listening on port {} (tcp), aborting.",
-                cfg.port
-            ));
-        }
-    }
+    let tcp = listen(&cfg, cfg.port, n, "tcp")?;
     // Redis builds the TLS context before it listens.
     if let Err(why) = tls::configure(&cfg) {
         log::warning(format_args!("{why}"));
         return Err(tls::START_FAILED.into());
     }
-    let mut tls_tcp: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
-    if cfg.tls_port != 0 {
-        for entry in &cfg.bind {
-            let (addr, optional) = bind_addr(entry, cfg.tls_port)?;
-            match bind_all(addr, n) {
-                Ok(ls) => {
-                    for (t, l) in ls.into_iter().enumerate() {
-                        tls_tcp[t].push(l);
-                    }
-                }
-                Err(e) if optional => {
-                    log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
-                }
-                Err(e) => {
-                    log::warning(format_args!(
-                        "Warning: Could not create server TCP listening socket {}: bind: {}",
-                        addr, e
-                    ));
-                    return Err(format!(
-                        "Failed listening on port {} (TLS), aborting.",
-                        cfg.tls_port
-                    ));
-                }
-            }
-        }
-        if tls_tcp[0].is_empty() {
-            return Err(format!(
-                "Failed listening on port {} (TLS), aborting.",
-                cfg.tls_port
-            ));
-        }
-    }
+    let tls_tcp = listen(&cfg, cfg.tls_port, n, "TLS")?;
     let unix = bind_unix(&cfg)?;
     if tcp[0].is_empty() && tls_tcp[0].is_empty() && unix.is_none() {
         return Err("Configured to not listen anywhere, exiting.".into());

@@ -155,38 +155,12 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
 }
 
 /// `tls-port` on every `bind` address, one listener per worker each
-/// (none for port 0).
+/// (none for port 0): the start's `listen`, with CONFIG SET's error.
 fn bind_tls(cfg: &Config, threads: usize) -> Result<Vec<Vec<mio::net::TcpListener>>, String> {
-    let mut per: Vec<Vec<mio::net::TcpListener>> = (0..threads).map(|_| Vec::new()).collect();
-    if cfg.tls_port == 0 {
-        return Ok(per);
-    }
-    for entry in &cfg.bind {
-        let (addr, optional) = super::bind_addr(entry, cfg.tls_port).map_err(|why| {
-            crate::log::warning(format_args!("{why}"));
-            LISTEN_FAILED.to_string()
-        })?;
-        match super::bind_all(addr, threads) {
-            Ok(ls) => {
-                for (t, l) in ls.into_iter().enumerate() {
-                    per[t].push(l);
-                }
-            }
-            Err(e) if optional => {
-                crate::log::notice(format_args!("Skipping optional bind address {entry}: {e}"));
-            }
-            Err(e) => {
-                crate::log::warning(format_args!(
-                    "Warning: Could not create server TCP listening socket {addr}: bind: {e}"
-                ));
-                return Err(LISTEN_FAILED.into());
-            }
-        }
-    }
-    if per[0].is_empty() {
-        return Err(LISTEN_FAILED.into());
-    }
-    Ok(per)
+    super::listen(cfg, cfg.tls_port, threads, "TLS").map_err(|why| {
+        crate::log::warning(format_args!("{why}"));
+        LISTEN_FAILED.to_string()
+    })
 }
 
 fn hand_over(per: Vec<Vec<mio::net::TcpListener>>) {
