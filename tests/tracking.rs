@@ -234,6 +234,65 @@ fn the_tracking_table_is_held_to_its_limit(layout: Layout) {
     assert_eq!(t.read_reply(), invalidate(&[left]));
 }
 
+/// A key evicted before a command runs (Redis's `performEvictions` in
+/// `processCommand`) is invalidated ahead of that command's reply on the
+/// tracking client's own connection (Redis 7.0.15's unit/tracking, "...
+/// eviction keys should be before response"). The keys share a hash tag:
+/// each shard evicts its own keys.
+fn an_evicted_key_is_invalidated_before_the_reply(layout: Layout) {
+    let s = server(layout);
+    let mut t = resp3(&s);
+    t.set_reply_timeout(Duration::from_secs(10));
+    // Each command's first call allocates its latency histogram (24 KiB,
+    // as Redis's), and the first INFO the mailboxes between its thread and
+    // every other: called once before memory is read.
+    for cmd in [
+        &["INFO", "memory"][..],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["CLIENT", "TRACKING", "OFF"],
+        &["SETEX", "{t}warm", "10000", "x"],
+        &["GET", "{t}warm"],
+        &["SETBIT", "{t}warm", "1", "0"],
+        &["GETBIT", "{t}warm", "0"],
+        &["EXISTS", "{t}warm"],
+        &["DEL", "{t}warm"],
+    ] {
+        t.cmd_str(cmd);
+    }
+    let used: u64 = {
+        let info = String::from_utf8_lossy(&t.cmd_str(&["INFO", "memory"])).into_owned();
+        let field = |name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        field("used_memory") - field("mem_not_counted_for_evict")
+    };
+    let limit = (used + 100 * 1024).to_string();
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    assert_eq!(
+        t.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        t.cmd_str(&["CONFIG", "SET", "maxmemory", &limit]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        t.cmd_str(&["SETEX", "{t}volatile", "10000", "x"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(t.cmd_str(&["GET", "{t}volatile"]), b"$1\r\nx\r\n");
+    // 200 KB: over the limit, so the next command evicts the volatile key.
+    assert_eq!(t.cmd_str(&["SETBIT", "{t}big", "1600000", "0"]), b":0\r\n");
+    t.send(&common::encode_command(&[b"GETBIT", b"{t}big", b"0"]));
+    assert_eq!(t.read_reply(), invalidate(&["{t}volatile"]));
+    assert_eq!(t.read_reply(), b":0\r\n");
+    assert_eq!(t.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+    assert_eq!(t.cmd_str(&["EXISTS", "{t}volatile"]), b":0\r\n");
+}
+
 per_layout!(
     keys_read_across_shards_are_invalidated,
     redirect_to_a_resp2_subscriber_and_broken_redirect,
@@ -242,4 +301,5 @@ per_layout!(
     info_counts_tracking,
     keys_declared_by_a_script_across_shards_are_invalidated,
     the_tracking_table_is_held_to_its_limit,
+    an_evicted_key_is_invalidated_before_the_reply,
 );

@@ -89,6 +89,10 @@ pub struct ShardCall {
     /// default mode): the script remembers its declared keys for it if it
     /// runs a read-only command (see `script::run`); `None` otherwise.
     pub tracker: Option<engine::Tracker>,
+    /// A client whose invalidations are pushes on its own connection
+    /// (`tracking::evicting_for`): keys evicted for its command are
+    /// invalidated ahead of the reply, as Redis.
+    pub evicting_for: Option<engine::Tracker>,
     /// The client's id (its slowlog entries name it; 0 for a script's
     /// commands).
     pub client: u64,
@@ -130,13 +134,21 @@ pub fn run_shard_ready(
 ) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
-    if shard.evict.maxmemory != 0
-        && !call.master
-        && shard.check_memory(r.spec.has(crate::table::flags::DENYOOM))
-    {
-        count_rejected(stats, Some(r.id));
-        reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
-        return None;
+    if shard.evict.maxmemory != 0 && !call.master {
+        let ahead = call.evicting_for.filter(|_| !call.in_tx);
+        let mark = ahead.map(|_| {
+            shard.collect_touched();
+            shard.outbox.invalidations_len()
+        });
+        let refused = shard.check_memory(r.spec.has(crate::table::flags::DENYOOM));
+        if let (Some(me), Some(mark)) = (ahead, mark) {
+            crate::tracking::invalidate_evicted(shard, &me, mark, out);
+        }
+        if refused {
+            count_rejected(stats, Some(r.id));
+            reply_error(out, stats, &CmdError::Raw(OOM_ERROR.into()));
+            return None;
+        }
     }
     let started = Instant::now();
     #[cfg(debug_assertions)]

@@ -465,6 +465,7 @@ impl Coordinator for ExecCoord {
                                     // Queued scripts' keys are remembered
                                     // before EXEC (`tracking::keys_read`).
                                     tracker: None,
+                                    evicting_for: None,
                                     client: client.id,
                                     ops: self.server.ops,
                                     master: client.master,

@@ -375,6 +375,7 @@ impl Coordinator for Scratch {
                 nshards: self.nshards,
                 caller: self.caller.clone(),
                 tracker: None,
+                evicting_for: None,
                 client: self.client,
                 ops: self.ops,
                 master: false,

@@ -133,6 +133,7 @@ impl TestServer {
                         None
                     },
                     tracker: crate::tracking::script_tracker(&self.client, resolved),
+                    evicting_for: crate::tracking::evicting_for(&self.client),
                     client: self.client.id,
                     ops: self.server.ops,
                     master: false,

@@ -466,6 +466,49 @@ pub fn script_tracker(client: &crate::ClientState, r: crate::Resolved) -> Option
     })
 }
 
+/// A client whose invalidations are RESP3 pushes on its own connection
+/// (tracking on in the default mode, no REDIRECT): keys evicted before
+/// its command runs are invalidated ahead of the reply (see
+/// [`invalidate_evicted`]).
+pub fn evicting_for(client: &crate::ClientState) -> Option<engine::Tracker> {
+    let t = client.tracking.as_deref()?;
+    (client.resp3 && !t.bcast && t.redirect == 0).then_some(engine::Tracker {
+        id: client.id,
+        thread: client.home.thread,
+        slot: client.home.slot,
+        gen: client.home.gen,
+    })
+}
+
+/// Keys evicted (or otherwise changed) on `shard` since invalidation
+/// `mark` that client `me` tracks: their invalidations go to `out` now,
+/// before the reply of the command about to run, as Redis sends
+/// invalidations made outside a command's execution at once (eviction
+/// runs in `processCommand`, before `call`). The key's other trackers are
+/// left to the loop's usual pass.
+pub fn invalidate_evicted(
+    shard: &mut engine::Shard,
+    me: &engine::Tracker,
+    mark: usize,
+    out: &mut resp::Reply,
+) {
+    shard.collect_touched();
+    let keys: Vec<(engine::SmallBytes, u64)> = shard
+        .outbox
+        .invalidations_since(mark)
+        .iter()
+        .map(|i| (i.key.clone(), i.seq))
+        .collect();
+    for (key, seq) in keys {
+        if shard.tracked.take_changed_for(&key, me, seq) {
+            out.push(2);
+            out.bulk(b"invalidate");
+            out.array(1);
+            out.bulk(&key);
+        }
+    }
+}
+
 /// After a command: a CLIENT CACHING given for it is used up (unless the
 /// command was a CLIENT subcommand, or the client is queueing a MULTI).
 pub fn after_command(client: &mut crate::ClientState) {

@@ -156,6 +156,24 @@ impl Tracked {
         out
     }
 
+    /// The change numbered `seq` of `key`, for tracker `who` alone:
+    /// forgets it if it was remembered before the change (true), leaving
+    /// the key's other trackers to [`Tracked::take_changed`].
+    pub fn take_changed_for(&mut self, key: &[u8], who: &Tracker, seq: u64) -> bool {
+        let Some(v) = self.keys.get_mut(key) else {
+            return false;
+        };
+        let Some(i) = v.iter().position(|(t, since)| t == who && *since <= seq) else {
+            return false;
+        };
+        v.swap_remove(i);
+        if v.is_empty() {
+            self.keys.remove(key);
+        }
+        self.items -= 1;
+        true
+    }
+
     pub fn clear(&mut self) {
         self.keys.clear();
         self.items = 0;

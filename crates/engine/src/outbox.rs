@@ -209,6 +209,17 @@ impl Outbox {
         self.invalidations.drain(..)
     }
 
+    /// How many invalidations wait: a mark for [`Outbox::invalidations_since`].
+    pub fn invalidations_len(&self) -> usize {
+        self.invalidations.len()
+    }
+
+    /// The invalidations appended since `mark` (from
+    /// [`Outbox::invalidations_len`]), oldest first.
+    pub fn invalidations_since(&self, mark: usize) -> &[Invalidation] {
+        self.invalidations.get(mark..).unwrap_or(&[])
+    }
+
     /// Drops the invalidations (tracking turned off).
     pub fn clear_invalidations(&mut self) {
         self.invalidations.clear();

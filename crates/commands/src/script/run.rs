@@ -629,6 +629,7 @@ impl Run<'_, '_> {
                     nshards: self.ctx.nshards,
                     caller: None,
                     tracker: None,
+                    evicting_for: None,
                     client: crate::ops::slowlog::SCRIPT_CLIENT,
                     ops: self.ctx.ops,
                     master: false,
