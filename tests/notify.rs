@@ -330,7 +330,62 @@ fn multi_shard_commands_emit_redis_events(layout: Layout) {
     }
 }
 
+/// Shards build events only while some subscription could hear them
+/// (`engine::Shard::event_listeners`): each subscription that could (a
+/// keyevent channel, a keyspace pattern, `*`) hears every write made after
+/// its SUBSCRIBE reply, on every shard, exactly once, as subscriptions
+/// come and go; a channel or pattern that cannot hear them does not open
+/// the gate and gets nothing.
+fn events_only_while_someone_listens(layout: Layout) {
+    let s = server(layout);
+    set_events(&s, "KEA");
+    let keys = common::keys_across_shards("gate", layout.shards, layout.shards);
+    let mut w = s.raw();
+    let mut other = s.raw();
+    other.cmd_str(&["PSUBSCRIBE", "news.*"]);
+    other.cmd_str(&["SUBSCRIBE", "__keyspace"]);
+    for (round, sub) in [
+        (1, ["SUBSCRIBE", "__keyevent@0__:set"]),
+        (2, ["PSUBSCRIBE", "__keyspace@0__:gate*"]),
+        (3, ["PSUBSCRIBE", "*"]),
+    ] {
+        let mut l = s.raw();
+        let r = l.cmd_str(&sub);
+        assert!(r.starts_with(b"*3\r\n"), "{r:?}");
+        for k in &keys {
+            assert_eq!(w.cmd_str(&["SET", k, "v"]), b"+OK\r\n");
+        }
+        let mut want: Vec<(String, String)> = Vec::new();
+        for k in &keys {
+            if round != 2 {
+                want.push(("__keyevent@0__:set".into(), k.clone()));
+            }
+            if round != 1 {
+                want.push((format!("__keyspace@0__:{k}"), "set".into()));
+            }
+        }
+        let mut got: Vec<(String, String)> = (0..want.len())
+            .map(|_| {
+                let m = l.read_reply();
+                let (_, parts) = split_aggregate(&m).expect("a message");
+                let text = |p: &[u8]| {
+                    String::from_utf8_lossy(&reply_payload(p).expect("bulk")).into_owned()
+                };
+                let n = parts.len();
+                (text(&parts[n - 2]), text(&parts[n - 1]))
+            })
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "round {round}");
+        // Nothing more (PING's reply comes next).
+        assert_eq!(l.cmd_str(&["PING"]), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    }
+    assert_eq!(other.cmd_str(&["PING"]), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+}
+
 per_layout!(
+    events_only_while_someone_listens,
     expired_from_active_expiry,
     evicted_under_maxmemory,
     multi_shard_commands_emit_redis_events,

@@ -715,6 +715,7 @@ impl Worker {
         w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
         let notify = w.core.server.config().notify_keyspace_events;
         w.core.shard.set_notify(notify);
+        w.core.shard.event_listeners = Some(w.core.server.pubsub.keyspace_gate());
         commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll

@@ -70,6 +70,12 @@ pub struct Shard {
     /// The keyspace event classes to publish (`ds::events`, already
     /// `effective`: 0 when notifications are off); set by the owning loop.
     pub notify_flags: u32,
+    /// How many subscriptions could receive keyspace events (kept by the
+    /// pub/sub registry; set by the owning loop): with none, configured
+    /// notifications build no events, so `notify-keyspace-events` costs
+    /// one atomic load per event while nobody listens. `None` (tests,
+    /// scratch copies): always build them.
+    pub event_listeners: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
     /// Client-side caching: the keys of this shard that clients read, and
     /// who (CLIENT TRACKING's default mode); kept by the owning loop.
     pub tracked: Tracked,
@@ -197,6 +203,7 @@ impl Shard {
             outbox: outbox::Outbox::default(),
             evict: evict::Evictor::default(),
             notify_flags: 0,
+            event_listeners: None,
             tracked: Tracked::default(),
             tracking: false,
             expiry: Expiry::Delete,
@@ -218,6 +225,9 @@ impl Shard {
 
     #[cold]
     fn push_event(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
+        if !self.events_listened() {
+            return;
+        }
         self.flush_created();
         self.outbox.event(KeyEvent {
             db,
@@ -228,8 +238,25 @@ impl Shard {
         });
     }
 
-    /// Moves the keys created so far into `events` as `new` events.
+    /// Whether a subscription could receive keyspace events (see
+    /// `event_listeners`). Acquire: a subscription acknowledged before a
+    /// command started is seen by it.
+    #[inline]
+    fn events_listened(&self) -> bool {
+        self.event_listeners
+            .as_ref()
+            .is_none_or(|n| n.load(std::sync::atomic::Ordering::Acquire) != 0)
+    }
+
+    /// Moves the keys created so far into `events` as `new` events (or
+    /// drops them while nobody listens).
     fn flush_created(&mut self) {
+        if !self.events_listened() {
+            for d in &mut self.dbs {
+                d.created.clear();
+            }
+            return;
+        }
         for (i, d) in self.dbs.iter_mut().enumerate() {
             for k in d.created.drain(..) {
                 self.outbox.event(KeyEvent {
@@ -248,6 +275,9 @@ impl Shard {
     /// this shard publishes their classes; keys this shard created before
     /// them come first, as in [`Shard::notify`].
     pub fn emit_events(&mut self, events: Vec<KeyEvent>) {
+        if !self.events_listened() {
+            return;
+        }
         for e in events {
             if self.notify_flags & e.class != 0 {
                 self.flush_created();
@@ -352,6 +382,7 @@ impl Shard {
         // borrow of the entry below cannot be released on a miss.
         if notify_miss
             && self.notify_flags & ds::events::KEY_MISS != 0
+            && self.events_listened()
             && !self.dbs[db].contains(key)
         {
             self.stats.keyspace_misses += 1;

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# bench/callgrind.sh - instructions per operation, server by server, under
+# valgrind's callgrind: a figure that does not move with the machine's load
+# (these VMs are shared; CPU time per op moves 5-30 % between runs).
+#
+# Usage:
+#   bench/callgrind.sh NAME=CMD [NAME=CMD ...]
+#
+# CMD starts one server in the foreground on 127.0.0.1 port $PORT, as in
+# ../shared/bench/compare.sh (quote it in single quotes). It is run under
+# `valgrind --tool=callgrind`; the counters are zeroed before each measured
+# load (after a warm-up of the same load) and dumped after it, so start-up
+# and warm-up are not counted (idle ticks during the load are). Each test's count is printed as
+# instructions per request (all threads), and for the second and later
+# servers as a ratio to the first.
+#
+# Tessera re-executes itself to tune malloc; valgrind does not follow that,
+# so this script sets GLIBC_TUNABLES=glibc.malloc.tcache_count=256 itself
+# (what the re-execution would set: the image then runs as in production).
+#
+# Environment (all optional):
+#   CG_TESTS     space-separated test names (default: "set_p16 get_p16")
+#   CG_REQUESTS  requests per measured run (default 200000)
+#   CG_CLIENTS   connections (default 50)
+#   CG_SETUP     redis-cli command run on each server before the tests, e.g.
+#                "CONFIG SET notify-keyspace-events KEA" (default: none)
+#   OUT_DIR      where callgrind.out files and logs go (default: a temp dir)
+#
+# Tests: set_p1, set_p16, get_p1, get_p16 (keys from a 100k space; GET
+# after the keys are loaded), mset10_p16, publish_p16 (no subscribers).
+set -euo pipefail
+
+[ $# -ge 1 ] || { sed -n 2,30p "$0"; exit 2; }
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)"; exit 2; }
+TESTS=${CG_TESTS:-"set_p16 get_p16"}
+N=${CG_REQUESTS:-200000}
+CLIENTS=${CG_CLIENTS:-50}
+OUT=${OUT_DIR:-$(mktemp -d /tmp/callgrind-bench.XXXXXX)}
+mkdir -p "$OUT"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+load() { # port test requests
+  local p=$1 t=$2 n=$3
+  case $t in
+    set_p1) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 1 -r 100000 -t set ;;
+    set_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 -r 100000 -t set ;;
+    get_p1) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 1 -r 100000 -t get ;;
+    get_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 -r 100000 -t get ;;
+    mset10_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 -r 100000 \
+      mset k1:__rand_int__ v k2:__rand_int__ v k3:__rand_int__ v k4:__rand_int__ v \
+      k5:__rand_int__ v k6:__rand_int__ v k7:__rand_int__ v k8:__rand_int__ v \
+      k9:__rand_int__ v k10:__rand_int__ v ;;
+    publish_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 publish chan hello ;;
+    *) echo "unknown test $t" >&2; exit 2 ;;
+  esac >/dev/null 2>&1
+}
+
+first=()
+i=0
+for spec in "$@"; do
+  name=${spec%%=*}; cmd=${spec#*=}
+  PORT=$(free_port); export PORT
+  log="$OUT/$name.log"
+  ( export GLIBC_TUNABLES=glibc.malloc.tcache_count=256
+    eval "exec valgrind --tool=callgrind \
+      --callgrind-out-file=\"$OUT/$name.%p.out\" $cmd" ) >"$log" 2>&1 &
+  vpid=$!
+  for _ in $(seq 600); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  [ -n "${CG_SETUP:-}" ] && redis-cli -p "$PORT" $CG_SETUP >/dev/null
+  redis-benchmark -p "$PORT" -q -n 100000 -c "$CLIENTS" -P 16 -r 100000 -t set >/dev/null 2>&1
+  j=0
+  for t in $TESTS; do
+    load "$PORT" "$t" $((N / 4))          # warm-up, not counted
+    callgrind_control -z "$vpid" >/dev/null 2>&1
+    load "$PORT" "$t" "$N"
+    callgrind_control --dump="$t" "$vpid" >/dev/null 2>&1
+    ir=""
+    for _ in $(seq 600); do
+      f=$(ls -t "$OUT/$name".*.out.* 2>/dev/null | head -1 || true)
+      [ -n "$f" ] && ir=$(grep -h '^summary:\|^totals:' "$f" | head -1 | awk '{print $2}')
+      [ -n "$ir" ] && [ "$f" != "${last:-}" ] && break
+      ir=""; sleep 0.2
+    done
+    last=$f
+    [ -n "$ir" ] || { echo "no callgrind dump for $name $t" >&2; exit 1; }
+    per=$(python3 -c "print(f'{$ir/$N:.0f}')")
+    if [ $i -eq 0 ]; then
+      first[$j]=$per; ratio=""
+    else
+      ratio=$(python3 -c "print(f'  ratio {$per/${first[$j]}:.3f}')")
+    fi
+    printf '%-12s %-12s %10s instructions/request%s\n' "$name" "$t" "$per" "$ratio"
+    j=$((j + 1))
+  done
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$vpid" 2>/dev/null || true
+  wait "$vpid" 2>/dev/null || true
+  i=$((i + 1))
+done
+echo "callgrind files and logs: $OUT"
