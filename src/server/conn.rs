@@ -98,7 +98,7 @@ impl Stream {
         }
     }
     /// The descriptor another thread may write a reply to directly (see
-    /// `worker::mark_direct`), if this stream allows it: a TLS stream
+    /// `worker::request::mark_direct`), if this stream allows it: a TLS stream
     /// declines, its records can only come from its own state.
     #[inline]
     pub fn direct_fd(&self) -> Option<i32> {
@@ -166,14 +166,14 @@ pub struct Conn {
     /// On the thread's list of connections with held replies.
     pub held_listed: bool,
     /// Its only outstanding request runs on another shard, which writes
-    /// the reply to the socket itself (see `worker::mark_direct`): nothing
+    /// the reply to the socket itself (see `worker::request::mark_direct`): nothing
     /// else may be written, and the socket must stay open, until the batch
     /// is back.
     pub direct: bool,
     /// On the thread's list of connections with a direct hop in flight.
     pub direct_listed: bool,
     /// The worker's activity window in which this connection last read
-    /// (see `worker::Nap`).
+    /// (see `worker::nap::Nap`).
     pub read_window: u32,
     /// Most unconsumed request bytes held since the cron last looked
     /// (Redis's `querybuf_peak`, see `worker::memory`).

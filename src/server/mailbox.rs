@@ -38,7 +38,7 @@
 //! destination per iteration.
 //!
 //! Lazy sends: a batch whose reply its executing shard already wrote to
-//! the client's socket (a direct reply, see `worker::mark_direct`) goes
+//! the client's socket (a direct reply, see `worker::request::mark_direct`) goes
 //! home with [`Mailbox::send_lazy`], which rings only a destination that
 //! sleeps with its `eager` flag raised (it has replies queued behind such a
 //! batch, or a close waiting for it). Otherwise the home thread takes the
@@ -55,7 +55,7 @@
 //! the pops that follow the swap, or its bit is set for the next one.
 //!
 //! Naps: a thread may sleep a few microseconds in `park_timeout` instead
-//! of in epoll (see `worker::Nap`), with its `napping` flag raised under
+//! of in epoll (see `worker::nap::Nap`), with its `napping` flag raised under
 //! the same fence protocol; a doorbell then unparks it instead of writing
 //! the eventfd, so a message never waits for a nap to end.
 //!

@@ -40,7 +40,10 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use commands::exec::{dispatch, Step};
 use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
 
-use super::{paused, Conns, Door, READ_CHUNK, TCP_BASE, TLS_BASE, UNIX, WAKER};
+use super::super::conn::READ_CHUNK;
+use super::accept::Door;
+use super::request::paused;
+use super::{Conns, TCP_BASE, TLS_BASE, UNIX, WAKER};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
