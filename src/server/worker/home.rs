@@ -33,7 +33,7 @@ impl Worker {
         let slot = conn.slot as usize;
         let mut batch = batch;
         let mut newly_blocked = false;
-        if batch.direct_fd >= 0 {
+        if batch.direct.is_some() {
             match self.conns.get(conn) {
                 Some(c) => c.direct = false,
                 None => self.conns.zombies.retain(|(z, _)| *z != conn),

@@ -101,7 +101,7 @@ impl Nap {
     /// such work at both ends.
     pub(super) fn note(&mut self, m: &Msg) {
         let coord = match m {
-            Msg::Exec { batch, .. } => batch.direct_fd < 0,
+            Msg::Exec { batch, .. } => batch.direct.is_none(),
             Msg::ExecDone { batch, .. } => batch.direct_written < batch.reply.len(),
             Msg::Job { .. } | Msg::JobDone { .. } => true,
             _ => false,

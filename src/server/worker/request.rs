@@ -277,8 +277,10 @@ pub(super) fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 }
 
 /// The pipeline-1 hop: when a connection's only outstanding request is one
-/// command for another shard and nothing else waits to be written, that
-/// shard writes the reply to the socket itself and sends the batch home
+/// command for another shard and nothing else waits to be written, the
+/// batch carries the connection stream's `conn::DirectReply` (if the stream
+/// grants one: TLS does not): that shard writes the reply to the client
+/// itself and sends the batch home
 /// without waking this thread (`Mailbox::send_lazy`). Without it, a hop
 /// costs the home thread a second wake-up (doorbell, `epoll_wait`, context
 /// switch) just to write one reply.
@@ -288,7 +290,7 @@ pub(super) fn process(core: &mut Core, c: &mut Conn, slot: usize) {
 /// is empty now) and keeps the socket open (`Conns::zombies`).
 pub(super) fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     // A stream that declines (TLS) gets its replies home the usual way.
-    let Some(fd) = c.stream.direct_fd() else {
+    let Some(direct) = c.stream.direct_reply() else {
         return;
     };
     if core.batch_conn.is_none()
@@ -307,7 +309,7 @@ pub(super) fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
         return;
     }
-    b.direct_fd = fd;
+    b.direct = Some(direct);
     c.direct = true;
     if !c.direct_listed {
         c.direct_listed = true;

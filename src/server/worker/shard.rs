@@ -9,15 +9,17 @@
 //! before anything lets another thread or a client see the writes
 //! (`Core::aof_flush`).
 //!
-//! Nothing here reads a socket or parses a request; the replies go home
-//! in the batch or the job's output.
+//! A shard never touches a socket: nothing here reads one, parses a
+//! request, or knows a descriptor. The replies go home in the batch or
+//! the job's output; the one exception, a direct reply, goes through the
+//! write-only right the connection's stream granted the batch
+//! (`conn::DirectReply`), never through the socket itself.
 //!
 //! Per thread: the lock table, the deferred queue and the open
 //! transactions' records grow with the work held here, not with the number
 //! of threads.
 
 use std::collections::VecDeque;
-use std::io;
 
 use commands::coord::{JobOut, ShardEnv, Work};
 use commands::exec::run_shard;
@@ -283,11 +285,11 @@ impl Worker {
         }
         // A reply held for the AOF, or a blocked command's missing one,
         // goes home the usual way.
-        let direct = b.direct_fd >= 0
-            && b.block.is_none()
-            && !(self.core.aof_always && b.aof_from != usize::MAX);
-        if direct {
-            let n = write_direct(b.direct_fd, &b.reply);
+        let direct = b
+            .direct
+            .filter(|_| b.block.is_none() && !(self.core.aof_always && b.aof_from != usize::MAX));
+        if let Some(direct) = direct {
+            let n = direct.write(&b.reply);
             b.direct_written = n;
             self.core.stats.net_output_bytes += n as u64;
             if n == b.reply.len() {
@@ -501,36 +503,6 @@ pub(super) fn prefetch_batch(shard: &Shard, b: &Batch) {
             first += n;
         }
     }
-}
-
-/// Writes a direct reply to a home thread's socket; returns the bytes
-/// written (what is left goes home with the batch, as do all the bytes
-/// after an error, where the home thread finds the socket broken).
-pub(super) fn write_direct(fd: i32, buf: &[u8]) -> usize {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &buf[done..];
-        // SAFETY: `fd` is the home connection's socket, kept open until
-        // this batch is back (`Conns::zombies`); `rest` is valid for reads
-        // of its length. MSG_NOSIGNAL: a closed peer is an error, not a
-        // SIGPIPE.
-        let r = unsafe {
-            libc::send(
-                fd,
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if r > 0 {
-            done += r as usize;
-        } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        } else {
-            break;
-        }
-    }
-    done
 }
 
 /// Whether a transaction's lock holds back a plain command.
