@@ -51,6 +51,12 @@
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | home  | the desk a long script gets |
 //! | `pause`, `repl_wait`, `pubsub`, `tracking`, `replica`, `memory` | home | one feature each |
+//! | `testing`, `tests` | -  | real workers in process, driven in rounds as a hub drives them |
+//!
+//! One scheduler: a worker is only ever run through `sched`'s interface,
+//! by its own thread (`step_solo`), by a hub (`prepare`, `unpark_flag`,
+//! `step_shared` for each worker it holds), or by the in-process tests,
+//! which make the hub's calls in the hub's order, one round at a time.
 //!
 //! # Cost with the number of threads N
 //!
@@ -92,6 +98,10 @@ mod replica;
 mod request;
 mod sched;
 mod shard;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
 mod tracking;
 mod waiters;
 

@@ -211,6 +211,21 @@ impl Worker {
         timeout
     }
 
+    /// Before its thread waits, for a thread that runs several workers (a
+    /// hub, and the in-process tests, see `testing`): how long this worker
+    /// may sleep ([`Worker::timeout`]), with its parked flag raised (zero
+    /// if messages wait already, see [`Worker::park_flag`]). Then, once the
+    /// thread is awake, [`Worker::unpark_flag`] for every worker it runs,
+    /// and [`Worker::step_shared`] for each.
+    pub fn prepare(&mut self, now: Instant) -> Duration {
+        let timeout = self.timeout(now);
+        if self.park_flag() {
+            Duration::ZERO
+        } else {
+            timeout
+        }
+    }
+
     /// One iteration of a worker that has its thread to itself: sleeps in
     /// its own epoll (or naps) until there is something to do, then
     /// serves it.
