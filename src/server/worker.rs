@@ -222,7 +222,7 @@ struct Core {
     /// Records appended under `aof_led` since the last lead.
     aof_due: std::cell::Cell<u64>,
     /// Connections with replies held on records still in this shard's
-    /// buffer ([`HOLD_LOCAL`]): `(slot, gen)`.
+    /// buffer ([`HOLD_LOCAL`](super::conn::HOLD_LOCAL)): `(slot, gen)`.
     local_holds: Vec<(usize, u32)>,
     /// Connections with held replies: `(slot, gen)`.
     held: Vec<(usize, u32)>,

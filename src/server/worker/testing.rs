@@ -32,7 +32,7 @@ const WAKER_TOKEN: Token = Token(usize::MAX);
 pub(super) const ROUNDS_MAX: usize = 1_000;
 
 pub(super) struct Cluster {
-    workers: Vec<Worker>,
+    pub(super) workers: Vec<Worker>,
     events: Events,
     /// The test's ends of its connections, and bytes read but not yet
     /// returned as a reply.

@@ -115,3 +115,64 @@ fn a_blocked_multi_key_pop_parks_on_every_shard_and_is_served_once() {
     assert_eq!(t.try_reply(waiter), None, "served once");
     assert_eq!(t.call(pusher, &["EXISTS", &k0, &k2]), ":1\r\n");
 }
+
+/// Whether some worker holds work back for a transaction's lock: a remote
+/// batch or job deferred on its shard, or a connection of its own whose
+/// next request waits for a release.
+fn holding_back(t: &Cluster) -> bool {
+    t.workers
+        .iter()
+        .any(|w| !w.core.deferred.is_empty() || !w.core.lock_blocked.is_empty())
+}
+
+#[test]
+fn plain_commands_wait_for_a_transaction_across_shards() {
+    let mut held_back = 0;
+    // The reads start at every round of the transaction's life: each
+    // offset is one interleaving, the same on every run.
+    for offset in 0..8 {
+        // A transaction over two shards, neither its home: it holds both
+        // locks from its first round to its second.
+        let mut t = Cluster::new(3);
+        let (a, b) = (key_on(1, 3, "x"), key_on(2, 3, "y"));
+        let tx = t.connect(0);
+        let rd = t.connect(2);
+        assert_eq!(t.call(rd, &["MSET", &a, "old", &b, "old"]), "+OK\r\n");
+        assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+        assert_eq!(t.call(tx, &["SET", &a, "new"]), "+QUEUED\r\n");
+        assert_eq!(t.call(tx, &["SET", &b, "new"]), "+QUEUED\r\n");
+        t.send(tx, &["EXEC"]);
+        for _ in 0..offset {
+            t.round();
+            held_back += usize::from(holding_back(&t));
+        }
+        // A pipeline: a command on the reader's home shard, then a hop to
+        // the transaction's other shard.
+        t.send(rd, &["GET", &b]);
+        t.send(rd, &["GET", &a]);
+        let mut replies = Vec::new();
+        let mut exec = None;
+        for _ in 0..super::testing::ROUNDS_MAX {
+            if replies.len() == 2 && exec.is_some() {
+                break;
+            }
+            t.round();
+            held_back += usize::from(holding_back(&t));
+            while let Some(r) = t.try_reply(rd) {
+                replies.push(r);
+            }
+            exec = exec.or_else(|| t.try_reply(tx));
+        }
+        assert_eq!(exec.as_deref(), Some("*2\r\n+OK\r\n+OK\r\n"));
+        let new = "$3\r\nnew\r\n";
+        let old = "$3\r\nold\r\n";
+        assert_eq!(replies.len(), 2, "offset {offset}");
+        // In order, and never half a transaction: a read after one that
+        // saw its write sees its other write too.
+        assert!(
+            !(replies[0] == new && replies[1] == old),
+            "offset {offset}: {replies:?}"
+        );
+    }
+    assert!(held_back > 0, "no interleaving held a command back");
+}
