@@ -35,7 +35,7 @@ use super::super::mailbox::{Batch, BatchCmd, ConnRef, Msg};
 use super::home::advance;
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
-use super::{busy, pause, repl_wait, tracking, Core, Worker};
+use super::{pause, repl_wait, tracking, Core, Worker};
 use crate::log;
 
 /// Stop executing a connection's requests while this much output is
@@ -206,6 +206,23 @@ impl Worker {
         broken
     }
 
+    /// After a release: executes again this thread's connections whose
+    /// next request waited for a transaction's lock (see `execute`).
+    pub(super) fn resume_lock_blocked(&mut self) {
+        for (slot, gen) in std::mem::take(&mut self.core.lock_blocked) {
+            let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
+                continue;
+            };
+            if c.gen == gen {
+                c.lock_wait = false;
+                self.process_lent(&mut c, slot);
+            }
+            self.conns.slots[slot] = Some(c);
+            self.after_desk();
+            self.conns.mark_dirty(slot);
+        }
+    }
+
     /// [`process`] for a connection taken out of its slot, with this
     /// loop's other connections lent to a script it may run (served if it
     /// runs long, see `busy`).
@@ -222,32 +239,7 @@ impl Worker {
         slot: usize,
         step: fn(&mut Core, &mut Conn, usize),
     ) {
-        let Worker {
-            core,
-            conns,
-            poll,
-            desk,
-            tcp,
-            shared,
-            ..
-        } = self;
-        let mut lent = busy::Desk {
-            conns,
-            poll,
-            server: shared,
-            id: core.id,
-            limits: busy::DeskLimits {
-                max_bulk_len: core.cfg.max_bulk_len,
-                qbuf_limit: core.cfg.qbuf_limit,
-                maxclients: core.cfg.maxclients,
-                protected_mode: core.cfg.protected_mode,
-                tcp_keepalive_s: core.cfg.tcp_keepalive_s,
-            },
-            tcp,
-            state: desk,
-            first: true,
-        };
-        commands::script::busy::lend_desk(&mut lent, core.id, || step(core, c, slot));
+        self.with_desk(|core| step(core, c, slot));
     }
 }
 

@@ -29,7 +29,7 @@ use resp::{Args, Reply};
 
 use super::super::mailbox::{Batch, ConnRef, Msg};
 use super::waiters::{park_waiter, retry_later, serve_ready};
-use super::{busy, tracking, Core, Deferred, Held, Waiter, Worker};
+use super::{tracking, Core, Deferred, Held, Waiter, Worker};
 
 impl Core {
     /// Publishes this shard's change count (INFO's
@@ -183,32 +183,7 @@ impl Worker {
             let block = if cmd.resolved.spec.has(commands::table::flags::SCRIPT) {
                 // This loop's connections are lent to the script (see
                 // `busy`; the caller's lives on another thread).
-                let Worker {
-                    core,
-                    conns,
-                    poll,
-                    desk,
-                    tcp,
-                    shared,
-                    ..
-                } = &mut *self;
-                let mut lent = busy::Desk {
-                    conns,
-                    poll,
-                    server: shared,
-                    id: core.id,
-                    limits: busy::DeskLimits {
-                        max_bulk_len: core.cfg.max_bulk_len,
-                        qbuf_limit: core.cfg.qbuf_limit,
-                        maxclients: core.cfg.maxclients,
-                        protected_mode: core.cfg.protected_mode,
-                        tcp_keepalive_s: core.cfg.tcp_keepalive_s,
-                    },
-                    tcp,
-                    state: desk,
-                    first: true,
-                };
-                commands::script::busy::lend_desk(&mut lent, core.id, || {
+                self.with_desk(|core| {
                     run_shard(
                         cmd.resolved,
                         cmd.handler,
@@ -469,18 +444,8 @@ impl Worker {
             }
         }
         self.core.retrying = false;
-        for (slot, gen) in std::mem::take(&mut self.core.lock_blocked) {
-            let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
-                continue;
-            };
-            if c.gen == gen {
-                c.lock_wait = false;
-                self.process_lent(&mut c, slot);
-            }
-            self.conns.slots[slot] = Some(c);
-            self.after_desk();
-            self.conns.mark_dirty(slot);
-        }
+        // Then the home side's connections that waited for the release.
+        self.resume_lock_blocked();
     }
 }
 
