@@ -97,15 +97,16 @@ impl Stream {
             Stream::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
-    /// The descriptor another thread may write a reply to directly (see
-    /// `worker::mark_direct`), if this stream allows it: a TLS stream
-    /// declines, its records can only come from its own state.
+    /// The right for the shard that runs this connection's lone hop to
+    /// write its reply to the client itself (see [`DirectReply`]), if this
+    /// stream grants it: a TLS stream declines, its records can only come
+    /// from its own state.
     #[inline]
-    pub fn direct_fd(&self) -> Option<i32> {
+    pub fn direct_reply(&self) -> Option<DirectReply> {
         use std::os::fd::AsRawFd;
         match self {
-            Stream::Tcp(s) => Some(s.as_raw_fd()),
-            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Tcp(s) => Some(DirectReply { fd: s.as_raw_fd() }),
+            Stream::Unix(s) => Some(DirectReply { fd: s.as_raw_fd() }),
             Stream::Tls(_) => None,
         }
     }
@@ -115,6 +116,59 @@ impl Stream {
             Stream::Unix(s) => s,
             Stream::Tls(s) => &mut s.tcp,
         }
+    }
+}
+
+/// A direct reply: the right a connection's stream grants the shard that
+/// runs its lone hop to write the hop's reply to the client itself,
+/// without waking the home thread (see `worker::request::mark_direct`).
+/// The shard side never holds the socket: this is the one thing it can do
+/// with it: write bytes, never read, close, or change its registration.
+///
+/// Only a stream whose bytes any thread may write grants it (a plain TCP
+/// or unix socket: the kernel keeps one `send` in order with the home
+/// thread's writes, and the home thread writes nothing until the batch is
+/// back). A TLS stream declines ([`Stream::direct_reply`]).
+///
+/// Valid while the batch carrying it is away: the home thread keeps the
+/// socket open until the batch is back, even past a close
+/// (`worker::Conns::zombies`), so the descriptor is never one reused by a
+/// newer socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectReply {
+    fd: std::os::fd::RawFd,
+}
+
+impl DirectReply {
+    /// Writes as much of `buf` as the socket takes without blocking;
+    /// returns the bytes written (what is left goes home with the batch,
+    /// as do all the bytes after an error, where the home thread finds the
+    /// socket broken).
+    pub fn write(&self, buf: &[u8]) -> usize {
+        let mut done = 0;
+        while done < buf.len() {
+            let rest = &buf[done..];
+            // SAFETY: `fd` is the home connection's socket, kept open until
+            // the batch carrying this is back (`worker::Conns::zombies`);
+            // `rest` is valid for reads of its length. MSG_NOSIGNAL: a
+            // closed peer is an error, not a SIGPIPE.
+            let r = unsafe {
+                libc::send(
+                    self.fd,
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                done += r as usize;
+            } else if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            } else {
+                break;
+            }
+        }
+        done
     }
 }
 
@@ -166,14 +220,14 @@ pub struct Conn {
     /// On the thread's list of connections with held replies.
     pub held_listed: bool,
     /// Its only outstanding request runs on another shard, which writes
-    /// the reply to the socket itself (see `worker::mark_direct`): nothing
+    /// the reply to the socket itself (see `worker::request::mark_direct`): nothing
     /// else may be written, and the socket must stay open, until the batch
     /// is back.
     pub direct: bool,
     /// On the thread's list of connections with a direct hop in flight.
     pub direct_listed: bool,
     /// The worker's activity window in which this connection last read
-    /// (see `worker::Nap`).
+    /// (see `worker::nap::Nap`).
     pub read_window: u32,
     /// Most unconsumed request bytes held since the cron last looked
     /// (Redis's `querybuf_peak`, see `worker::memory`).
@@ -705,6 +759,31 @@ mod tests {
     fn conn() -> Conn {
         let (a, _b) = mio::net::UnixStream::pair().expect("socketpair");
         Conn::new(Stream::Unix(a), 0, ClientState::default())
+    }
+
+    /// A direct reply writes to the client's end of the socket, all of it
+    /// while the socket takes it, and reports what the socket did not take.
+    #[test]
+    fn a_direct_reply_writes_to_the_peer_and_counts_what_went() {
+        use std::io::Read as _;
+        let (a, b) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        a.set_nonblocking(true).unwrap();
+        let s = Stream::Unix(mio::net::UnixStream::from_std(a));
+        let d = s
+            .direct_reply()
+            .expect("a unix stream grants direct replies");
+        assert_eq!(d.write(b"+OK\r\n"), 5);
+        let mut got = [0u8; 5];
+        (&b).read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"+OK\r\n");
+        // Nobody reads: the socket fills, and the rest is left to the home
+        // thread (never a blocking write on the shard's thread).
+        let big = vec![b'x'; 64 << 20];
+        let n = d.write(&big);
+        assert!(n > 0 && n < big.len(), "wrote {n}");
+        // A peer gone: nothing is written, no SIGPIPE.
+        drop(b);
+        assert_eq!(d.write(b"+OK\r\n"), 0);
     }
 
     #[test]

@@ -727,15 +727,9 @@ impl Host {
     /// One iteration of every worker this thread holds.
     fn step_shared(&mut self, now: Instant, led: bool) {
         self.slot().round_us.store(0, Ordering::Relaxed);
-        let mut timeout = self.own[0].timeout(now);
-        if self.own[0].park_flag() {
-            timeout = Duration::ZERO;
-        }
+        let mut timeout = self.own[0].prepare(now);
         each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-            let mut mine = w.timeout(now);
-            if w.park_flag() {
-                mine = Duration::ZERO;
-            }
+            let mine = w.prepare(now);
             a.due = now.checked_add(mine).unwrap_or(now + WINDOW);
             timeout = timeout.min(mine);
         });

@@ -38,7 +38,7 @@
 //! destination per iteration.
 //!
 //! Lazy sends: a batch whose reply its executing shard already wrote to
-//! the client's socket (a direct reply, see `worker::mark_direct`) goes
+//! the client's socket (a direct reply, see `worker::request::mark_direct`) goes
 //! home with [`Mailbox::send_lazy`], which rings only a destination that
 //! sleeps with its `eager` flag raised (it has replies queued behind such a
 //! batch, or a close waiting for it). Otherwise the home thread takes the
@@ -55,7 +55,7 @@
 //! the pops that follow the swap, or its bit is set for the next one.
 //!
 //! Naps: a thread may sleep a few microseconds in `park_timeout` instead
-//! of in epoll (see `worker::Nap`), with its `napping` flag raised under
+//! of in epoll (see `worker::nap::Nap`), with its `napping` flag raised under
 //! the same fence protocol; a doorbell then unparks it instead of writing
 //! the eventfd, so a message never waits for a nap to end.
 //!
@@ -133,11 +133,11 @@ pub struct Batch {
     /// later ones are held under `appendfsync always`.
     pub aof_from: usize,
     pub aof_hold: u64,
-    /// A direct reply (see [`Msg::ExecDone`]): the socket of the home
-    /// connection, which the executing shard may write the reply to itself
-    /// (-1: no).
-    pub direct_fd: i32,
-    /// Bytes of `reply` the executing shard wrote to `direct_fd`.
+    /// A direct reply (see [`Msg::ExecDone`]): the home connection's
+    /// stream lets the executing shard write the reply to the client
+    /// itself.
+    pub direct: Option<super::conn::DirectReply>,
+    /// Bytes of `reply` the executing shard wrote through `direct`.
     pub direct_written: usize,
 }
 
@@ -151,7 +151,7 @@ impl Default for Batch {
             block: None,
             aof_from: usize::MAX,
             aof_hold: 0,
-            direct_fd: -1,
+            direct: None,
             direct_written: 0,
         }
     }
@@ -171,7 +171,7 @@ impl Batch {
         self.block = None;
         self.aof_from = usize::MAX;
         self.aof_hold = 0;
-        self.direct_fd = -1;
+        self.direct = None;
         self.direct_written = 0;
         // Pooled batches keep their buffers, up to a bound on the whole
         // batch (the argument buffer of a hop that carried a 100 MB SET
@@ -197,7 +197,7 @@ pub enum Msg {
     /// Run a coordinator's work (lock, job, release) and send the job's
     /// output back.
     Job { conn: ConnRef, idx: u32, work: Work },
-    /// A batch back with its replies. A direct batch (`direct_fd`) whose
+    /// A batch back with its replies. A direct batch (`Batch::direct`) whose
     /// reply the executing shard wrote to the socket completely comes back
     /// through [`Mailbox::send_lazy`]: the home thread needs no wake-up to
     /// write anything, and picks the batch up when it next wakes.

@@ -30,8 +30,8 @@
 //!   holds at most its default 64 KiB of records unsent and its default
 //!   16 KiB of received plaintext (a read drains plaintext before it reads
 //!   the socket again). Certificate files are read up to [`PEM_MAX_BYTES`].
-//! * A TLS stream never offers its descriptor for another thread's direct
-//!   write (`Stream::direct_fd`): records carry sequence numbers and a MAC
+//! * A TLS stream never grants another thread a direct reply
+//!   (`Stream::direct_reply`): records carry sequence numbers and a MAC
 //!   that only this side's state can produce.
 //!
 //! # Why rustls, sans-I/O
@@ -732,6 +732,32 @@ mod tests {
         std::fs::write(dir.join("s.crt"), cert.pem()).unwrap();
         std::fs::write(dir.join("s.key"), key.serialize_pem()).unwrap();
         dir
+    }
+
+    /// The direct-reply path is a capability of the stream: a plain TCP
+    /// stream grants it, a TLS stream over the same kind of socket
+    /// declines (another thread cannot make its records).
+    #[test]
+    fn a_tls_stream_declines_direct_replies() {
+        let dir = pki();
+        let cfg = Config {
+            tls_port: 1,
+            tls_cert_file: Some(dir.join("s.crt")),
+            tls_key_file: Some(dir.join("s.key")),
+            tls_ca_cert_file: Some(dir.join("ca.crt")),
+            ..Config::default()
+        };
+        let ctx = Arc::new(build(&cfg).unwrap());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c1 = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _c2 = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (plain, _) = l.accept().unwrap();
+        let (tls, _) = l.accept().unwrap();
+        let plain = super::super::conn::Stream::Tcp(mio::net::TcpStream::from_std(plain));
+        assert!(plain.direct_reply().is_some());
+        let tls = TlsStream::new(mio::net::TcpStream::from_std(tls), ctx).unwrap();
+        let tls = super::super::conn::Stream::Tls(Box::new(tls));
+        assert!(tls.direct_reply().is_none());
     }
 
     /// Both ends of the stream contract over a real loopback socket with

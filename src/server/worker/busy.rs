@@ -40,7 +40,10 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use commands::exec::{dispatch, Step};
 use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
 
-use super::{paused, Conns, Door, READ_CHUNK, TCP_BASE, TLS_BASE, UNIX, WAKER};
+use super::super::conn::READ_CHUNK;
+use super::accept::Door;
+use super::request::paused;
+use super::{Conns, Core, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
@@ -82,6 +85,42 @@ pub(crate) struct Desk<'a> {
     pub state: &'a mut DeskState,
     /// No pass yet in this lend.
     pub first: bool,
+}
+
+impl Worker {
+    /// Runs `f` on this loop's core with the rest of the loop (its other
+    /// connections, poll set and listeners) lent to a script `f` may run,
+    /// which serves them if it runs long. The request path lends for every
+    /// connection it executes, the shard side for a script command of a
+    /// batch (whose caller lives on another thread).
+    pub(super) fn with_desk<R>(&mut self, f: impl FnOnce(&mut Core) -> R) -> R {
+        let Worker {
+            core,
+            conns,
+            poll,
+            desk,
+            tcp,
+            shared,
+            ..
+        } = self;
+        let mut lent = Desk {
+            conns,
+            poll,
+            server: shared,
+            id: core.id,
+            limits: DeskLimits {
+                max_bulk_len: core.cfg.max_bulk_len,
+                qbuf_limit: core.cfg.qbuf_limit,
+                maxclients: core.cfg.maxclients,
+                protected_mode: core.cfg.protected_mode,
+                tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+            },
+            tcp,
+            state: desk,
+            first: true,
+        };
+        commands::script::busy::lend_desk(&mut lent, core.id, || f(core))
+    }
 }
 
 impl commands::script::busy::BusyServe for Desk<'_> {

@@ -6,7 +6,7 @@
 //! Query buffer (`Conn::rbuf`), Redis 7.0's policy: once more than
 //! [`QBUF_MIN_WASTE`] of it is unused, a connection idle for more than
 //! [`IDLE_S`] seconds keeps only its unconsumed bytes (none: the buffer is
-//! freed; the next read allocates [`READ_CHUNK`](super::READ_CHUNK)
+//! freed; the next read allocates [`READ_CHUNK`](super::super::conn::READ_CHUNK)
 //! again); a busy one above [`QBUF_RESIZE_THRESHOLD`] bytes whose recent
 //! peak used less than half of it shrinks to that peak (never below the
 //! unconsumed bytes or the request being received). The peak restarts at

@@ -16,7 +16,8 @@
 
 use std::time::Duration;
 
-use super::{blocking, Conn, Core, Worker};
+use super::super::blocking;
+use super::{Conn, Core, Worker};
 
 /// Holds `c`'s next command (dispatch answered `Step::Paused`).
 pub(super) fn hold(core: &mut Core, c: &mut Conn, slot: usize) {

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use resp::Reply;
 
-use super::{blocking, Conn, Core, Worker};
+use super::super::blocking;
+use super::{Conn, Core, Worker};
 
 /// How often a thread with WAITing connections looks at the ACKs.
 pub(super) const POLL: Duration = Duration::from_millis(5);

@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering;
 use commands::ReplyMode;
 use mio::net::TcpStream;
 
-use super::{advance, ActiveCoord, Conn, Core, Stream, Worker};
+use super::home::advance;
+use super::{ActiveCoord, Conn, Core, Stream, Worker};
 use crate::log;
 use crate::server::repl::replica::{self as link, Handoff, MasterLink};
 
@@ -139,7 +140,7 @@ impl Worker {
                 start_load(&mut self.core, c, slot, coord);
             }
             None => {
-                super::process(&mut self.core, c, slot);
+                super::request::process(&mut self.core, c, slot);
             }
         }
         self.conns.mark_dirty(slot);

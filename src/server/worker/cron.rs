@@ -1,0 +1,283 @@
+//! A worker's timed work: the cron (`hz` times a second: blocked keys'
+//! bookkeeping, expiry, eviction, rehash, idle rings let go, buffers and
+//! memory given back, output limits, client timeouts, the replica link),
+//! blocked clients' deadlines, picking up CONFIG SET (one atomic load per
+//! iteration), INFO's rates, and this shard's share of a running
+//! background save.
+//!
+//! Per thread: a few counters; each tick visits this thread's connections
+//! once, never the other threads'.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use commands::exec;
+use resp::Reply;
+
+use super::super::blocking::{self, BlockPhase};
+use super::waiters::retry_later;
+use super::{memory, Cached, Worker};
+use crate::log;
+
+impl Worker {
+    /// This shard's share of a running background save, once per loop
+    /// iteration; returns how long the next poll may wait.
+    pub(super) fn save_step(&mut self, busy: bool) -> Option<Duration> {
+        let c = &mut self.core;
+        c.publish_dirty();
+        match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link, busy) {
+            commands::persist::Tick::Idle => None,
+            commands::persist::Tick::Busy => Some(Duration::ZERO),
+            commands::persist::Tick::Throttled => Some(Duration::from_millis(1)),
+        }
+    }
+
+    /// Thread 0, each cron tick: starts a background save when a `save`
+    /// rule is due, as Redis's serverCron does; also a scheduled save or
+    /// AOF rewrite, and an automatic rewrite.
+    pub(super) fn save_rules_cron(&mut self) {
+        if self.core.id != 0 || self.core.sys.is_some() {
+            return;
+        }
+        let server = self.core.server.clone();
+        if let Some(coord) =
+            commands::persist::cron_due(&server).or_else(|| crate::server::repl::cron_due(&server))
+        {
+            let mut set = commands::tx::LockSet::default();
+            set.whole(server.nshards, commands::tx::Mode::Read);
+            let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
+            self.start_sys(coord);
+        }
+    }
+
+    /// Picks up CONFIG SET from any thread: one atomic load per iteration.
+    pub(super) fn refresh_config(&mut self) {
+        let gen = self.core.server.config_gen.load(Ordering::Acquire);
+        if gen != self.core.cfg_gen {
+            self.core.cfg_gen = gen;
+            self.core.cfg = Cached::read(&self.core.server);
+            log::set_level(self.core.cfg.loglevel);
+            if let Some(ls) = crate::server::tls::take_listeners(self.core.id) {
+                self.swap_tls_listeners(ls);
+            }
+            self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
+            self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
+            self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
+            let notify = self.core.server.config().notify_keyspace_events;
+            self.core.shard.set_notify(notify);
+            if let Some(a) = &self.core.aof {
+                let p = self
+                    .core
+                    .server
+                    .config
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .appendfsync;
+                a.set_policy(p);
+            }
+            commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
+        }
+    }
+
+    /// Times out this thread's blocked connections whose deadline passed;
+    /// returns the milliseconds until the next deadline, if any.
+    pub(super) fn expire_blocked(&mut self) -> Option<u64> {
+        if self.core.blocked_conns.is_empty() {
+            return None;
+        }
+        let now = engine::now_ms();
+        let mut next: Option<u64> = None;
+        for (slot, gen) in std::mem::take(&mut self.core.blocked_conns) {
+            let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if c.gen != gen {
+                continue;
+            }
+            let BlockPhase::Blocked(t) = &c.block else {
+                continue;
+            };
+            if t.deadline_ms == 0 || t.deadline_ms > now {
+                if t.deadline_ms != 0 {
+                    let left = t.deadline_ms - now;
+                    next = Some(next.map_or(left, |n| n.min(left)));
+                }
+                self.core.blocked_conns.push((slot, gen));
+                continue;
+            }
+            if !blocking::claim(&t.claim) {
+                // Served: the reply is on its way.
+                continue;
+            }
+            let (seq, id) = (t.seq, t.cmd_id);
+            // Redis 7.0 answers every timed-out list/zset pop with a null
+            // array, BLMOVE included (`replyToBlockedClientTimedOut`).
+            let mut r = Reply::new(c.client.resp3);
+            r.null_array();
+            c.complete(seq, r.as_bytes());
+            c.block = BlockPhase::None;
+            blocking::set_blocked(&mut c.client, false);
+            let ops = self.core.server.ops;
+            let _ = exec::record(&mut self.core.stats, ops, id, Instant::now(), false);
+            self.conns.mark_dirty(slot);
+            self.conns.resume.push(slot);
+        }
+        next
+    }
+
+    pub(super) fn cron(&mut self) {
+        let hz = self.core.cfg.hz;
+        for (db, k) in self.core.waiters.sweep() {
+            self.core.shard.dbs[db].remove_blocking(&k);
+        }
+        // Keys held back for a waiter woken home whose command never came
+        // back (it disconnected): serve the others after a while.
+        let w = &self.core.waiters;
+        if !w.later.is_empty()
+            && self.core.shard.now_ms.saturating_sub(w.later_since_ms) >= blocking::LATER_RETRY_MS
+            && !self.core.locks.any_held()
+        {
+            retry_later(&mut self.core);
+        }
+        // Watchers that went away (UNWATCH, EXEC, disconnect) without
+        // their keys changing: forget them, or a client that WATCHes
+        // ever-new keys would grow the table without bound.
+        for d in self.core.shard.dbs.iter_mut() {
+            d.prune_watches();
+        }
+        let period = Duration::from_millis(1000 / u64::from(hz));
+        self.next_cron = Instant::now() + period;
+        // Redis's slow cycle: at most 25 % of the cron period.
+        let budget_us = 250_000 / u64::from(hz);
+        self.core.shard.tick();
+        self.sample_rates();
+        // Listeners are edge-triggered: after an accept error (EMFILE) the
+        // backlog would wait for the next new connection. Retry each tick.
+        for i in 0..self.tcp.len() {
+            self.accept_tcp(i, false);
+        }
+        for i in 0..self.tls.len() {
+            self.accept_tcp(i, true);
+        }
+        if self.unix.is_some() {
+            self.accept_unix();
+        }
+        // A replica's shards keep keys past their deadline (see
+        // `engine::Expiry`); the role may have changed since the last tick.
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
+        self.core.shard.active_expire_cycle(budget_us);
+        self.save_rules_cron();
+        self.replica_cron();
+        // maxmemory: this shard's share of any excess, even without
+        // commands (see engine::evict).
+        self.core.shard.evict_cron(budget_us);
+        // Redis's incrementallyRehash, at most 1 ms: shrink work a table
+        // still owes (tables split and merge as they go, see ds::dict, so
+        // this rarely finds any).
+        self.core.shard.rehash_cron(1000);
+        // Rings this thread no longer uses (see `mailbox`).
+        self.core.mailbox.trim();
+        // Freed memory back to the system, and idle connections' buffers
+        // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
+        let now_ms = self.core.shard.now_ms;
+        memory::reclaim_cron(now_ms, self.core.server.nshards);
+        let now_s = now_ms / 1000;
+        self.conns.peaks.sample(now_s, 0, 0);
+        let mut over = Vec::new();
+        for (slot, c) in self.conns.slots.iter_mut().enumerate() {
+            let Some(c) = c.as_mut() else { continue };
+            memory::resize_buffers(c, now_ms);
+            let out = c.obuf_bytes();
+            self.conns
+                .peaks
+                .sample(now_s, c.mem_input(), c.obuf_counted());
+            // Output limits also while no reply is added (a client paused
+            // with output pending stays above the soft limit).
+            if out > 0 && c.check_obuf(&self.core.cfg.obuf, now_ms) {
+                over.push(slot);
+            }
+        }
+        for slot in over {
+            self.close_conn(slot);
+        }
+        if self.core.cfg.timeout_s > 0 {
+            let now = self.core.shard.now_ms;
+            let limit_ms = self.core.cfg.timeout_s * 1000;
+            let idle: Vec<usize> = self
+                .conns
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| {
+                    let c = c.as_ref()?;
+                    let idle = now.saturating_sub(c.client.last_interaction_ms) > limit_ms;
+                    // The master's link has `repl-timeout` instead.
+                    (idle && c.pending.is_empty() && c.coord.is_none() && !c.client.master)
+                        .then_some(i)
+                })
+                .collect();
+            for slot in idle {
+                log::verbose(format_args!("Closing idle client"));
+                self.close_conn(slot);
+            }
+        }
+    }
+
+    /// INFO's instantaneous_ops_per_sec and kbps: every thread adds what
+    /// it did since its last tick to shared totals; thread 0 turns the
+    /// totals into rates about once a second.
+    pub(super) fn sample_rates(&mut self) {
+        let st = &self.core.stats;
+        let now = (st.total_commands, st.net_input_bytes, st.net_output_bytes);
+        let server = &self.core.server;
+        // Counters reset by CONFIG RESETSTAT start from zero again.
+        let delta = |a: u64, b: u64| a.saturating_sub(b);
+        server
+            .sampled_commands
+            .fetch_add(delta(now.0, self.reported.0), Ordering::Relaxed);
+        server
+            .sampled_net_in
+            .fetch_add(delta(now.1, self.reported.1), Ordering::Relaxed);
+        server
+            .sampled_net_out
+            .fetch_add(delta(now.2, self.reported.2), Ordering::Relaxed);
+        self.reported = now;
+        if self.core.id != 0 {
+            return;
+        }
+        let t = Instant::now();
+        let totals = (
+            server.sampled_commands.load(Ordering::Relaxed),
+            server.sampled_net_in.load(Ordering::Relaxed),
+            server.sampled_net_out.load(Ordering::Relaxed),
+        );
+        match self.rate_base {
+            Some((t0, c0, i0, o0)) if t.duration_since(t0) >= Duration::from_secs(1) => {
+                let secs = t.duration_since(t0).as_secs_f64();
+                let ops = (totals.0 - c0) as f64 / secs;
+                let kin = (totals.1 - i0) as f64 / secs / 1024.0;
+                let kout = (totals.2 - o0) as f64 / secs / 1024.0;
+                server
+                    .ops_per_sec
+                    .store(ops.round() as u64, Ordering::Relaxed);
+                server
+                    .input_kbps_bits
+                    .store(kin.to_bits(), Ordering::Relaxed);
+                server
+                    .output_kbps_bits
+                    .store(kout.to_bits(), Ordering::Relaxed);
+                self.rate_base = Some((t, totals.0, totals.1, totals.2));
+            }
+            Some(_) => {}
+            None => self.rate_base = Some((t, totals.0, totals.1, totals.2)),
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The home side's completions: what comes back to a connection's own
+//! thread from the shards: a batch with its replies (`exec_done`), a
+//! blocked command served (`unblocked`) or woken to run again (`wake`),
+//! and coordinator jobs' outputs (`job_done`), which step the connection's
+//! coordinator ([`advance`]) until it replies. Also coordinators without a
+//! connection: orphans (their connection closed, they must finish) and
+//! the server's own (a save the `save` rules started, [`SYS_SLOT`]).
+//!
+//! Nothing here runs on a shard's data: a coordinator's work goes out as
+//! jobs ([`send_plan`]); this thread's own shard gets them through
+//! `Core::local`, like any other shard's.
+//!
+//! Per thread: state per connection with a coordinator, none per thread
+//! of the server.
+
+use std::time::Instant;
+
+use commands::coord::{JobOut, Plan};
+use commands::exec::{self, dispatch, Step};
+use commands::ConnCtx;
+use resp::Reply;
+
+use super::super::blocking::{self, BlockPhase, BlockTicket};
+use super::super::conn::{ActiveCoord, Conn};
+use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::request::paused;
+use super::{Core, SysCoord, Worker, SYS_SLOT};
+
+impl Worker {
+    /// A batch of this thread's connection back from its shard, with its
+    /// replies (some of them already written, by a direct reply).
+    pub(super) fn exec_done(&mut self, conn: ConnRef, batch: Box<Batch>) {
+        let slot = conn.slot as usize;
+        let mut batch = batch;
+        let mut newly_blocked = false;
+        if batch.direct.is_some() {
+            match self.conns.get(conn) {
+                Some(c) => c.direct = false,
+                None => self.conns.zombies.retain(|(z, _)| *z != conn),
+            }
+        }
+        if let Some(c) = self.conns.get(conn) {
+            // Bytes the shard wrote to the socket itself.
+            let mut start = batch.direct_written;
+            let blocked_seq = batch.block.as_ref().map(|t| t.seq);
+            let mut held = false;
+            for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
+                if Some(cmd.seq) != blocked_seq {
+                    let hold = if self.core.aof_always && i >= batch.aof_from {
+                        held = true;
+                        batch.aof_hold
+                    } else {
+                        0
+                    };
+                    c.complete_held(cmd.seq, &batch.reply[start.min(end)..end], hold);
+                }
+                start = start.max(end);
+            }
+            if held {
+                self.core.note_held(c, slot);
+            }
+            match batch.block.take() {
+                Some(t) => {
+                    c.block = BlockPhase::Blocked(t);
+                    blocking::set_blocked(&mut c.client, true);
+                    newly_blocked = true;
+                }
+                None => {
+                    if matches!(c.block, BlockPhase::Awaiting(_)) {
+                        c.block = BlockPhase::None;
+                    }
+                }
+            }
+            let resume = !paused(c);
+            self.conns.mark_dirty(slot);
+            if resume {
+                self.conns.resume.push(slot);
+            }
+        }
+        if newly_blocked {
+            self.core.blocked_conns.push((slot, conn.gen));
+        }
+        self.core.recycle(batch);
+    }
+
+    /// A waiter of this thread's connection woken on a shard: its
+    /// command runs again here (see `park_across`).
+    pub(super) fn wake(&mut self, conn: ConnRef, seq: u64) {
+        let slot = conn.slot as usize;
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.gen != conn.gen {
+            return;
+        }
+        let BlockPhase::Blocked(t) = &c.block else {
+            return;
+        };
+        if t.seq != seq {
+            return;
+        }
+        let Some(args) = t.redo.clone() else {
+            return;
+        };
+        c.keep_deadline_ms = Some(t.deadline_ms);
+        c.block = BlockPhase::None;
+        blocking::set_blocked(&mut c.client, false);
+        rerun(&mut self.core, c, slot, seq, &args);
+        let resume = !paused(c);
+        self.conns.mark_dirty(slot);
+        if resume {
+            self.conns.resume.push(slot);
+        }
+    }
+
+    /// A blocked command of this thread's connection served on a shard,
+    /// with its reply.
+    pub(super) fn unblocked(&mut self, conn: ConnRef, seq: u64, reply: Vec<u8>, aof: u64) {
+        let slot = conn.slot as usize;
+        let hold = if self.core.aof_always { aof } else { 0 };
+        let Worker { core, conns, .. } = self;
+        if let Some(c) = conns.get(conn) {
+            let ours = match &c.block {
+                BlockPhase::Blocked(t) => t.seq == seq,
+                BlockPhase::Awaiting(_) => true,
+                BlockPhase::None => false,
+            };
+            if ours {
+                c.complete_held(seq, &reply, hold);
+                if hold != 0 {
+                    core.note_held(c, slot);
+                }
+                c.block = BlockPhase::None;
+                blocking::set_blocked(&mut c.client, false);
+                let resume = !paused(c);
+                conns.mark_dirty(slot);
+                if resume {
+                    conns.resume.push(slot);
+                }
+            }
+        }
+    }
+
+    pub(super) fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
+        if conn.slot == SYS_SLOT {
+            self.sys_job_done(idx, out);
+            return;
+        }
+        if !self.conns.orphans.is_empty() {
+            if let Some(i) = self.conns.orphans.iter().position(|o| o.conn == conn) {
+                return self.orphan_job_done(i, idx, out);
+            }
+        }
+        let slot = conn.slot as usize;
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.gen != conn.gen {
+            return;
+        }
+        let Some(ac) = c.coord.as_mut() else { return };
+        ac.aof_hold = ac.aof_hold.max(aof);
+        if let Some(r) = ac.results.get_mut(idx as usize) {
+            *r = Some(out);
+            ac.remaining -= 1;
+        }
+        if ac.remaining == 0 {
+            // Out of its slot while it steps: a script across shards runs
+            // in this step, and may serve the rest of the loop.
+            let Some(mut c) = self.conns.slots[slot].take() else {
+                return;
+            };
+            self.lend(&mut c, slot, advance);
+            let done = c.coord.is_none();
+            self.conns.slots[slot] = Some(c);
+            self.after_desk();
+            if done {
+                self.conns.resume.push(slot);
+            }
+            self.conns.mark_dirty(slot);
+        }
+    }
+
+    /// An output for an orphaned coordinator: once its step is complete,
+    /// step it as [`advance`] would, without a connection to reply to.
+    #[cold]
+    pub(super) fn orphan_job_done(&mut self, i: usize, idx: u32, out: JobOut) {
+        let o = &mut self.conns.orphans[i];
+        if let Some(r) = o.ac.results.get_mut(idx as usize) {
+            *r = Some(out);
+            o.ac.remaining -= 1;
+        }
+        if o.ac.remaining > 0 {
+            return;
+        }
+        let results: Vec<JobOut> = o.ac.results.drain(..).flatten().collect();
+        let mut plan = Plan::default();
+        let res =
+            o.ac.coord
+                .step(results, &mut plan, &mut o.ac.out, &mut o.client);
+        let done = res.is_err() || plan.is_empty();
+        // Nobody waits for the records to be durable.
+        log_coord_step(&self.core, &mut *o.ac.coord, done);
+        if done {
+            self.conns.orphans.swap_remove(i);
+            return;
+        }
+        let conn = o.conn;
+        o.ac.remaining = plan.jobs.len();
+        o.ac.results.resize_with(plan.jobs.len(), || None);
+        send_plan(&mut self.core, conn, plan);
+    }
+
+    /// Starts a coordinator on behalf of the server itself.
+    pub(super) fn start_sys(&mut self, coord: Box<dyn commands::coord::Coordinator>) {
+        self.core.sys = Some(SysCoord {
+            coord,
+            results: Vec::new(),
+            remaining: 0,
+            out: Reply::new(false),
+            client: commands::ClientState::default(),
+        });
+        self.advance_sys();
+    }
+
+    pub(super) fn sys_job_done(&mut self, idx: u32, out: JobOut) {
+        let Some(sc) = self.core.sys.as_mut() else {
+            return;
+        };
+        if let Some(r) = sc.results.get_mut(idx as usize) {
+            *r = Some(out);
+            sc.remaining -= 1;
+        }
+        if sc.remaining == 0 {
+            self.advance_sys();
+        }
+    }
+
+    /// [`advance`] for the server's own coordinator.
+    pub(super) fn advance_sys(&mut self) {
+        let Some(sc) = self.core.sys.as_mut() else {
+            return;
+        };
+        let results: Vec<JobOut> = sc.results.drain(..).flatten().collect();
+        let mut plan = Plan::default();
+        let res = sc
+            .coord
+            .step(results, &mut plan, &mut sc.out, &mut sc.client);
+        if res.is_err() || plan.is_empty() {
+            self.core.sys = None;
+            return;
+        }
+        sc.remaining = plan.jobs.len();
+        sc.results = (0..plan.jobs.len()).map(|_| None).collect();
+        let conn = ConnRef {
+            thread: self.core.id as u16,
+            slot: SYS_SLOT,
+            gen: 0,
+        };
+        send_plan(&mut self.core, conn, plan);
+    }
+}
+
+/// Steps a connection's coordinator until it issues jobs to wait for, or
+/// finishes (its reply then fills the coordinator's slot).
+pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
+    let Some(ac) = c.coord.as_mut() else { return };
+    let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
+    let mut plan = Plan::default();
+    let res = ac
+        .coord
+        .step(results, &mut plan, &mut ac.out, &mut c.client);
+    let failed = res.is_err();
+    let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
+    ac.aof_hold = ac.aof_hold.max(hold);
+    if let Err(e) = res {
+        exec::reply_error(&mut ac.out, &mut core.stats, &e);
+    }
+    if failed || plan.is_empty() {
+        let Some(mut ac) = c.coord.take() else { return };
+        if !failed {
+            if let Some(p) = ac.coord.parked() {
+                park_across(core, c, slot, ac.resolved, ac.seq, p);
+                return;
+            }
+        }
+        if ac.out.as_bytes().is_empty() {
+            // Every command replies: a coordinator that ended without a
+            // reply would leave its client waiting forever (and the
+            // replies after it answering the wrong requests).
+            debug_assert!(false, "coordinator ended without a reply");
+            crate::log::warning(format_args!("a coordinator ended without a reply"));
+            exec::reply_error(
+                &mut ac.out,
+                &mut core.stats,
+                &commands::CmdError::err("internal error: the command produced no reply"),
+            );
+        }
+        c.keep_deadline_ms = None;
+        let ops = core.server.ops;
+        if let Some(us) = exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed) {
+            if let Some(a) = &ac.slow_args {
+                let label = commands::ops::slowlog::label_of(&c.client);
+                exec::slowlog(ops, ac.resolved, a.args(), us, c.client.id, Some(label));
+            }
+        }
+        let seq = ac.seq;
+        let hold = if core.aof_always { ac.aof_hold } else { 0 };
+        c.complete_held(seq, if ac.suppress { &[] } else { ac.out.as_bytes() }, hold);
+        if hold != 0 {
+            core.note_held(c, slot);
+        }
+        // A coordinator (CLIENT KILL of this very client) may end the
+        // connection: nothing after it in the pipeline runs.
+        if c.client.close_after_reply {
+            c.closing = true;
+        }
+        if c.out.resp3() != c.client.resp3 {
+            c.out.set_resp3(c.client.resp3);
+        }
+        return;
+    }
+    let conn = ConnRef {
+        thread: core.id as u16,
+        slot: slot as u32,
+        gen: c.gen,
+    };
+    ac.remaining = plan.jobs.len();
+    // Reuses the vector the outputs were drained from.
+    ac.results.resize_with(plan.jobs.len(), || None);
+    send_plan(core, conn, plan);
+}
+
+/// After a coordinator's step: appends its own records (home thread) and,
+/// at its end (`done`), completes its transaction's slot. Returns the
+/// durability target they need (0: none).
+pub(super) fn log_coord_step(
+    core: &Core,
+    coord: &mut dyn commands::coord::Coordinator,
+    done: bool,
+) -> u64 {
+    // Taken even without an AOF handle (nobody reads them then).
+    let records = coord.take_records();
+    let Some(a) = &core.aof else { return 0 };
+    let home: Vec<(u64, engine::outbox::Chunk)> =
+        records.into_iter().map(|c| (a.stamp(), c)).collect();
+    let mut hold = 0;
+    match coord.tx_id() {
+        Some(tx) => {
+            a.tx_parts(tx, home);
+            if done {
+                hold = a.tx_finish(tx, core.aof_led);
+                core.count_led(u64::from(hold != 0));
+            }
+        }
+        None => {
+            for (_, ch) in home {
+                let n = ch.records;
+                hold = hold.max(a.append(ch, core.aof_led));
+                core.count_led(n);
+            }
+        }
+    }
+    hold
+}
+
+/// Sends a plan's works to their shards (this thread's own go through the
+/// local queue).
+pub(super) fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
+    for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let msg = Msg::Job {
+            conn,
+            idx: idx as u32,
+            work,
+        };
+        if shard == core.id {
+            core.local.push_back(msg);
+        } else {
+            core.mailbox.send(shard, msg);
+        }
+    }
+}
+
+/// Blocks a connection whose multi-shard command blocked: parks it on the
+/// shard of every key it waits for, all sharing one claim.
+pub(super) fn park_across(
+    core: &mut Core,
+    c: &mut Conn,
+    slot: usize,
+    resolved: commands::Resolved,
+    seq: u64,
+    p: commands::coord::Parked,
+) {
+    let claim = blocking::Claim::default();
+    c.block = BlockPhase::Blocked(BlockTicket {
+        seq,
+        claim: claim.clone(),
+        deadline_ms: c.keep_deadline_ms.take().unwrap_or(p.on.deadline_ms),
+        cmd_id: resolved.id,
+        redo: p.wake_home.then(|| p.args.clone()),
+    });
+    blocking::set_blocked(&mut c.client, true);
+    core.blocked_conns.push((slot, c.gen));
+    let conn = ConnRef {
+        thread: core.id as u16,
+        slot: slot as u32,
+        gen: c.gen,
+    };
+    let n = core.server.nshards;
+    let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for k in p.on.keys {
+        let s = commands::table::shard_of(&k, n);
+        match by_shard.iter_mut().find(|(x, _)| *x == s) {
+            Some((_, v)) => v.push(k),
+            None => by_shard.push((s, vec![k])),
+        }
+    }
+    for (s, keys) in by_shard {
+        let msg = Msg::Park {
+            conn,
+            seq,
+            cmd: Box::new(blocking::ParkReq {
+                claim: claim.clone(),
+                resolved,
+                handler: p.handler,
+                args: p.args.clone(),
+                call: p.call.clone(),
+                resp3: c.client.resp3,
+                keys,
+                wake_home: p.wake_home,
+            }),
+        };
+        if s == core.id {
+            core.local.push_back(msg);
+        } else {
+            core.mailbox.send(s, msg);
+        }
+    }
+}
+
+/// Runs a woken multi-shard blocking command again in its reply slot
+/// `seq` (it blocks again, or replies).
+pub(super) fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: &resp::OwnedArgs) {
+    let mut out = Reply::new(c.client.resp3);
+    let step = {
+        let mut ctx = ConnCtx {
+            client: &mut c.client,
+            out: &mut out,
+            server: &core.server,
+            home: core.id,
+            key_shards: &[],
+        };
+        // Dispatched before: MONITOR and CLIENT PAUSE saw it then.
+        ctx.client.reprocessing = true;
+        let step = dispatch(args.args(), &mut ctx, &mut core.stats, &mut core.scratch);
+        ctx.client.reprocessing = false;
+        step
+    };
+    match step {
+        Step::Coord { resolved, coord } => {
+            c.coord = Some(ActiveCoord {
+                resolved,
+                coord,
+                results: Vec::new(),
+                remaining: 0,
+                seq,
+                started: Instant::now(),
+                suppress: false,
+                out: Reply::new(c.client.resp3),
+                aof_hold: 0,
+                slow_args: core.server.ops.slowlog.enabled().then(|| args.clone()),
+            });
+            advance(core, c, slot);
+        }
+        // Same arguments, same routing: only an error reply lands here.
+        _ => {
+            c.keep_deadline_ms = None;
+            c.complete(seq, out.as_bytes());
+        }
+    }
+}

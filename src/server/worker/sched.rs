@@ -1,0 +1,501 @@
+//! The event loop itself: one iteration of a worker, in the order the
+//! module docs of `worker` give, and the interface its host thread drives
+//! (`server::host`): [`Worker::timeout`], [`Worker::park_flag`] /
+//! [`Worker::unpark_flag`], then [`Worker::step_solo`] (the thread is the
+//! worker's own) or [`Worker::step_shared`] (a hub runs several workers in
+//! turn), [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
+//! of step end in the same `serve`, so a worker behaves the same whichever
+//! thread runs it.
+//!
+//! It owns the order of the stages and nothing of their content: reading
+//! and executing is `request`, inbound messages are dispatched by
+//! [`Worker::handle`] to the shard side (`shard`, `waiters`) or the home
+//! side (`home`), writing is `output`, the cron is `cron`. A stage never
+//! calls back into an earlier one except through the lists it fills
+//! (`Conns::resume`, `Conns::dirty`, `Core::local`), which the next stage
+//! walks; every such walk is bounded (`DRAIN_BUDGET`, four resume passes).
+//!
+//! Per thread, independent of the number of threads N: the loop's own
+//! state is a few words and three short lists; what grows with N lives in
+//! `Core::batches` (one pointer per shard) and the mailbox (see there).
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use commands::tx::LockTable;
+use commands::{ServerShared, ThreadStats};
+use engine::Shard;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token};
+use resp::Reply;
+
+use super::super::blocking::Waiters;
+use super::super::conn::RecentPeaks;
+use super::super::mailbox::{Mailbox, Msg};
+use super::nap::Nap;
+use super::request::paused;
+use super::waiters::serve_ready;
+use super::{busy, repl_wait, Cached, Conns, Core, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
+use crate::log;
+
+/// Inbound messages handled per iteration before serving sockets again.
+const DRAIN_BUDGET: usize = 64 * 1024;
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        poll: Poll,
+        mailbox: Mailbox,
+        server: Arc<ServerShared>,
+        (tcp, tls): (Vec<TcpListener>, Vec<TcpListener>),
+        unix: Option<UnixListener>,
+        (shard, aof): (Option<Shard>, Option<Arc<crate::server::aof::Aof>>),
+    ) -> io::Result<Self> {
+        // This thread's allocations count as this shard's (maxmemory).
+        engine::alloc::enter_shard(id);
+        // Naps are tens of microseconds: the default timer slack (50 us)
+        // would more than double them.
+        // SAFETY: prctl with PR_SET_TIMERSLACK takes one integer argument
+        // and changes only this thread's timer slack.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
+        }
+        let cfg = Cached::read(&server);
+        let nthreads = mailbox.threads();
+        let server_for_desk = server.clone();
+        let mut w = Worker {
+            core: Core {
+                id,
+                shard: shard.unwrap_or_else(|| Shard::new(id, cfg.databases)),
+                stats: ThreadStats::default(),
+                mailbox,
+                cfg_gen: server.config_gen.load(Ordering::Acquire),
+                server,
+                cfg,
+                scratch: Vec::new(),
+                local: VecDeque::new(),
+                batches: Vec::new(),
+                batch_to: Vec::new(),
+                batch_conn: None,
+                pool: Vec::new(),
+                pool_bytes: 0,
+                side: Reply::new(false),
+                locks: LockTable::default(),
+                deferred: VecDeque::new(),
+                retrying: false,
+                retry_again: false,
+                lock_blocked: Vec::new(),
+                pause_held: Vec::new(),
+                pause_gen: 0,
+                waiters: Waiters::default(),
+                blocked_conns: Vec::new(),
+                save_link: None,
+                sys: None,
+                repl_waits: Vec::new(),
+                aof,
+                aof_tx: Vec::new(),
+                aof_last: 0,
+                aof_always: false,
+                aof_led: false,
+                aof_due: std::cell::Cell::new(0),
+                local_holds: Vec::new(),
+                held: Vec::new(),
+                direct_conns: Vec::new(),
+                held_aof: None,
+                track_on: false,
+                touched: Vec::new(),
+            },
+            conns: Conns {
+                slots: Vec::new(),
+                gens: Vec::new(),
+                free: Vec::new(),
+                dirty: Vec::new(),
+                spare: Vec::new(),
+                resume: Vec::new(),
+                killed: Vec::new(),
+                peaks: RecentPeaks::default(),
+                zombies: Vec::new(),
+                orphans: Vec::new(),
+            },
+            poll,
+            tcp,
+            tls,
+            unix,
+            unix_rr: 0,
+            next_cron: Instant::now(),
+            reported: (0, 0, 0),
+            rate_base: None,
+            nap: Nap::new(),
+            spilled: false,
+            save_wait: None,
+            desk: busy::DeskState::default(),
+            shared: server_for_desk,
+            master_conn: None,
+        };
+        w.core.batches = (0..nthreads).map(|_| None).collect();
+        w.core.shard.outbox.records_on = w.core.aof.is_some();
+        w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
+        w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
+        w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
+        let notify = w.core.server.config().notify_keyspace_events;
+        w.core.shard.set_notify(notify);
+        w.core.shard.event_listeners = Some(w.core.server.pubsub.keyspace_gate());
+        commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
+        for (i, l) in w.tcp.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TCP_BASE + i), Interest::READABLE)?;
+        }
+        for (i, l) in w.tls.iter_mut().enumerate() {
+            w.poll
+                .registry()
+                .register(l, Token(TLS_BASE + i), Interest::READABLE)?;
+        }
+        if let Some(u) = w.unix.as_mut() {
+            w.poll.registry().register(u, UNIX, Interest::READABLE)?;
+        }
+        Ok(w)
+    }
+
+    pub fn id(&self) -> usize {
+        self.core.id
+    }
+
+    /// The descriptor of this worker's epoll set (a host thread running
+    /// several workers waits on all of them at once).
+    pub fn epoll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.poll.as_raw_fd()
+    }
+
+    /// A shutdown was requested: the host hands this worker to the gate
+    /// ([`Worker::park`]).
+    pub fn shutdown_requested(&self) -> bool {
+        self.core.server.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Whether shard consolidation is on (`shard-consolidation`).
+    pub fn consolidation(&self) -> bool {
+        self.core.cfg.shard_consolidation
+    }
+
+    /// How long this worker may sleep before its next iteration: until
+    /// its cron, a blocked client's timeout, a save step; zero when work
+    /// is waiting.
+    pub fn timeout(&mut self, now: Instant) -> Duration {
+        engine::alloc::enter_shard(self.core.id);
+        let mut timeout = self.next_cron.saturating_duration_since(now);
+        if let Some(ms) = self.expire_blocked() {
+            timeout = timeout.min(Duration::from_millis(ms));
+        }
+        if self.spilled {
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        if let Some(w) = self.save_wait {
+            timeout = timeout.min(w);
+        }
+        if let Some(w) = self.pause_wait() {
+            timeout = timeout.min(w);
+        }
+        if !self.core.repl_waits.is_empty() {
+            timeout = timeout.min(repl_wait::POLL);
+        }
+        if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
+            timeout = Duration::ZERO;
+        }
+        if self.want_durable() {
+            timeout = Duration::ZERO;
+        }
+        timeout
+    }
+
+    /// Before its thread waits, for a thread that runs several workers (a
+    /// hub, and the in-process tests, see `testing`): how long this worker
+    /// may sleep ([`Worker::timeout`]), with its parked flag raised (zero
+    /// if messages wait already, see [`Worker::park_flag`]). Then, once the
+    /// thread is awake, [`Worker::unpark_flag`] for every worker it runs,
+    /// and [`Worker::step_shared`] for each.
+    pub fn prepare(&mut self, now: Instant) -> Duration {
+        let timeout = self.timeout(now);
+        if self.park_flag() {
+            Duration::ZERO
+        } else {
+            timeout
+        }
+    }
+
+    /// One iteration of a worker that has its thread to itself: sleeps in
+    /// its own epoll (or naps) until there is something to do, then
+    /// serves it.
+    /// `led`: this thread runs every shard (see `Core::aof_led`).
+    pub fn step_solo(&mut self, now: Instant, events: &mut Events, led: bool) {
+        let mut timeout = self.timeout(now);
+        self.nap.tick(now);
+        if !timeout.is_zero() && self.nap.wanted() {
+            self.core.mailbox.nap(self.nap.dur);
+        }
+        if self.park_flag() {
+            timeout = Duration::ZERO;
+        }
+        if let Err(e) = self.poll.poll(events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                log::warning(format_args!("epoll_wait failed: {e}"));
+            }
+        }
+        self.serve(events, led);
+    }
+
+    /// Raises this worker's parked flag before its thread sleeps (see
+    /// `mailbox`); true if messages wait, so the thread must not sleep.
+    pub fn park_flag(&mut self) -> bool {
+        engine::alloc::enter_shard(self.core.id);
+        let eager = self.direct_eager();
+        // After the parked flag and its fence: a publisher that queued
+        // before it is seen here, one after it rings the doorbell.
+        self.core.mailbox.park(eager) || self.core.server.pubsub.has_pending(self.core.id)
+    }
+
+    /// Lowers the parked flag once the thread is awake.
+    pub fn unpark_flag(&self) {
+        self.core.mailbox.unpark();
+    }
+
+    /// One iteration of a worker that shares its thread with others (the
+    /// thread waited on all their epoll sets together): collects its
+    /// events without waiting, and serves them.
+    /// `poll`: false when the thread's wait showed this worker's epoll set
+    /// holds nothing.
+    pub fn step_shared(&mut self, events: &mut Events, poll: bool, led: bool) {
+        engine::alloc::enter_shard(self.core.id);
+        if !poll {
+            events.clear();
+        } else if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                log::warning(format_args!("epoll_wait failed: {e}"));
+            }
+        }
+        self.serve(events, led);
+    }
+
+    /// Messages, local work or resumed connections wait: the next loop
+    /// iteration has work without polling.
+    pub fn has_pending_work(&self) -> bool {
+        self.core.mailbox.has_inbound()
+            || !self.core.local.is_empty()
+            || !self.conns.resume.is_empty()
+            || self.core.server.pubsub.has_pending(self.core.id)
+    }
+
+    /// Everything an iteration does after its wait: the parked flag comes
+    /// down, then messages, sockets, writes, AOF, saves, cron.
+    pub(super) fn serve(&mut self, events: &Events, led: bool) {
+        self.core.mailbox.unpark();
+        self.core.shard.tick();
+        self.refresh_config();
+        self.release_paused();
+        self.core.aof_always = self
+            .core
+            .aof
+            .as_ref()
+            .is_some_and(|a| a.policy() == config::AppendFsync::Always);
+        self.core.aof_led = led && self.core.aof_always;
+        if !self.core.repl_waits.is_empty() {
+            self.check_repl_waits();
+        }
+        if self.core.mailbox.has_inbound() {
+            // Batches back from direct hops settle their connections'
+            // slots before those read again: the next request then
+            // finds nothing outstanding (its reply goes straight to
+            // `out`, and it may hop directly in turn).
+            self.drain();
+        }
+        self.nap.events = 0;
+        let cmds_before = self.core.stats.total_commands;
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => {}
+                UNIX => self.accept_unix(),
+                Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
+                Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
+                Token(slot) => {
+                    self.nap.events += 1;
+                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        let hup = ev.is_read_closed() || ev.is_error();
+                        self.read_conn(slot, hup);
+                    }
+                    if ev.is_writable() {
+                        self.conns.mark_dirty(slot);
+                    }
+                }
+            }
+        }
+        self.drain();
+        self.run_resumes();
+        self.publish_events();
+        self.invalidate_touched();
+        self.deliver_pubsub();
+        // CONFIG RESETSTAT may have zeroed the count meanwhile.
+        self.nap.cmds = self.core.stats.total_commands.saturating_sub(cmds_before);
+        self.flush_conns();
+        self.core.aof_flush();
+        self.save_wait = self.save_step(!events.is_empty());
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot").
+        self.core.shard.publish_memory();
+        self.spilled = self.core.mailbox.flush();
+        if Instant::now() >= self.next_cron {
+            self.cron();
+            // Expired and evicted keys' events, without waiting for the
+            // next wake-up.
+            self.publish_events();
+            self.invalidate_touched();
+            self.deliver_pubsub();
+            // What the cron sent (unix clients handed over, woken
+            // waiters): its destinations learn of it now, not after this
+            // thread's next wake-up.
+            self.spilled = self.core.mailbox.flush();
+        }
+    }
+
+    /// At a shutdown request: hands this thread's AOF records to the
+    /// writer and the shard to the main thread, and waits for its verdict.
+    /// True to exit; otherwise the shard is back, and the clients that
+    /// sent SHUTDOWN get Redis's error and go on.
+    pub fn park(&mut self, gate: &crate::server::shutdown::Gate) -> bool {
+        self.core.aof_flush();
+        let id = self.core.id;
+        let placeholder = Shard::new(id, 0);
+        let shard = std::mem::replace(&mut self.core.shard, placeholder);
+        let (verdict, back) = gate.park(id, shard);
+        if let Some(s) = back {
+            self.core.shard = s;
+        }
+        if verdict == crate::server::shutdown::Verdict::Exit {
+            return true;
+        }
+        for slot in 0..self.conns.slots.len() {
+            let Some(c) = self.conns.slots[slot].as_mut() else {
+                continue;
+            };
+            if !c.client.shutdown_wait {
+                continue;
+            }
+            c.client.shutdown_wait = false;
+            let mut r = Reply::new(c.client.resp3);
+            r.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            c.push_ready(r.as_bytes());
+            self.conns.mark_dirty(slot);
+            self.conns.resume.push(slot);
+        }
+        false
+    }
+
+    pub(super) fn run_resumes(&mut self) {
+        // Bounded: each pass only handles what earlier steps queued.
+        for _ in 0..4 {
+            if self.conns.resume.is_empty() {
+                return;
+            }
+            let spare = self.conns.spare.pop().unwrap_or_default();
+            let mut list = std::mem::replace(&mut self.conns.resume, spare);
+            for &slot in &list {
+                let Some(mut c) = self.conns.slots.get_mut(slot).and_then(Option::take) else {
+                    continue;
+                };
+                self.process_lent(&mut c, slot);
+                let unread = c.unread && !paused(&c);
+                self.conns.slots[slot] = Some(c);
+                self.after_desk();
+                self.conns.mark_dirty(slot);
+                if unread {
+                    self.read_conn(slot, false);
+                }
+            }
+            list.clear();
+            self.conns.spare.push(list);
+            self.drain();
+        }
+    }
+
+    /// Handles inbound messages, visiting only the threads that sent some
+    /// (the mailbox's ready set), then local jobs and served blocked
+    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
+    pub(super) fn drain(&mut self) {
+        let mut budget = DRAIN_BUDGET;
+        loop {
+            let mut got = false;
+            self.core.mailbox.collect();
+            while let Some(m) = self.core.mailbox.recv() {
+                got = true;
+                self.nap.note(&m);
+                self.handle(m);
+                budget -= 1;
+                if budget == 0 {
+                    return;
+                }
+            }
+            while let Some(m) = self.core.local.pop_front() {
+                got = true;
+                self.handle(m);
+            }
+            if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+                serve_ready(&mut self.core);
+                got = true;
+            }
+            if !got {
+                break;
+            }
+        }
+        for (slot, gen) in std::mem::take(&mut self.conns.killed) {
+            let same = self.conns.slots.get(slot).and_then(|c| c.as_ref());
+            if same.is_some_and(|c| c.gen == gen) {
+                self.close_conn(slot);
+            }
+        }
+    }
+
+    /// One inbound message: the shard side's work (a batch, a job, a
+    /// parked command, keys to track) or the home side's completions.
+    pub(super) fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Exec { conn, batch } => self.exec_arrived(conn, batch),
+            Msg::Job { conn, idx, work } => self.job_arrived(conn, idx, work),
+            Msg::Park { conn, seq, cmd } => self.park_arrived(conn, seq, cmd),
+            Msg::Track { who, keys } => self.track_keys(who, keys),
+            Msg::ExecDone { conn, batch } => self.exec_done(conn, batch),
+            Msg::Wake { conn, seq } => self.wake(conn, seq),
+            Msg::Unblocked {
+                conn,
+                seq,
+                reply,
+                aof,
+            } => self.unblocked(conn, seq, reply, aof),
+            Msg::JobDone {
+                conn,
+                idx,
+                out,
+                aof,
+            } => self.job_done(conn, idx, out, aof),
+            Msg::Adopt(stream) => self.adopt_unix(stream),
+        }
+    }
+
+    pub fn shutdown(&mut self) {
+        self.core.aof_flush();
+        for slot in 0..self.conns.slots.len() {
+            if let Some(c) = self.conns.slots[slot].as_mut() {
+                let _ = c.flush();
+            }
+            self.close_conn(slot);
+        }
+        // Sockets another shard may still write a direct reply to until it
+        // stops: never closed, so their descriptors cannot be reused under
+        // that write meanwhile (the process is ending).
+        for (_, s) in self.conns.zombies.drain(..) {
+            std::mem::forget(s);
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! The shard side: running work other threads (or this one) sent to this
+//! thread's shard. A batch of plain commands ([`Worker::run_batch`]) runs
+//! in order and answers its home thread (or writes a direct reply, see
+//! `request::mark_direct`); a coordinator's job takes its transaction
+//! locks first ([`Worker::start_job`], `commands::tx`). Work that a
+//! transaction's lock holds back is deferred (`Core::deferred`), in
+//! arrival order per connection, and retried at each release
+//! ([`Worker::retry_deferred`]). The shard's AOF records go to the writer
+//! before anything lets another thread or a client see the writes
+//! (`Core::aof_flush`).
+//!
+//! A shard never touches a socket: nothing here reads one, parses a
+//! request, or knows a descriptor. The replies go home in the batch or
+//! the job's output; the one exception, a direct reply, goes through the
+//! write-only right the connection's stream granted the batch
+//! (`conn::DirectReply`), never through the socket itself.
+//!
+//! Per thread: the lock table, the deferred queue and the open
+//! transactions' records grow with the work held here, not with the number
+//! of threads.
+
+use std::collections::VecDeque;
+
+use commands::coord::{JobOut, ShardEnv, Work};
+use commands::exec::run_shard;
+use commands::tx::{LockTable, TxId};
+use engine::Shard;
+use resp::{Args, Reply};
+
+use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::waiters::{park_waiter, retry_later, serve_ready};
+use super::{tracking, Core, Deferred, Held, Waiter, Worker};
+
+impl Core {
+    /// Publishes this shard's change count (INFO's
+    /// `rdb_changes_since_last_save`, save rules).
+    #[inline]
+    pub(super) fn publish_dirty(&self) {
+        self.server
+            .persist
+            .publish_dirty(self.id, self.shard.dirty());
+    }
+
+    /// Under `aof_led`, counts `records` just appended towards the next
+    /// lead (a finished transaction's slot counts as one).
+    #[inline]
+    pub(super) fn count_led(&self, records: u64) {
+        if self.aof_led {
+            self.aof_due.set(self.aof_due.get() + records);
+        }
+    }
+
+    /// Hands this shard's records to the AOF writer: before any message or
+    /// reply lets another thread or a client see the writes.
+    #[inline]
+    pub(super) fn aof_flush(&mut self) {
+        if self.aof.is_some() != self.shard.outbox.records_on {
+            self.aof_toggled();
+        }
+        if let Some(a) = &self.aof {
+            if let Some(c) = self.shard.outbox.take() {
+                let n = c.records;
+                self.aof_last = a.append(c, self.aof_led);
+                self.count_led(n);
+            }
+        }
+    }
+
+    /// CONFIG SET appendonly turned logging on or off on this shard (a job
+    /// at the rewrite's instant, or at the stop): pick the writer up, or
+    /// hand it what is left and let it go.
+    #[cold]
+    pub(super) fn aof_toggled(&mut self) {
+        if self.shard.outbox.records_on {
+            self.aof = self
+                .server
+                .aof
+                .get()
+                .and_then(|c| {
+                    c.as_any()
+                        .downcast_ref::<crate::server::aof_rewrite::Rewriter>()
+                })
+                .and_then(|r| r.current());
+            match &self.aof {
+                Some(a) => a.set_policy(self.server.config().appendfsync),
+                None => self.shard.outbox.records_on = false,
+            }
+        } else if let Some(a) = self.aof.take() {
+            if let Some(c) = self.shard.outbox.take() {
+                self.aof_last = a.append(c, false);
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// A batch of plain commands from a connection of another thread (or
+    /// this one) to run on this shard.
+    pub(super) fn exec_arrived(&mut self, conn: ConnRef, batch: Box<Batch>) {
+        // Behind a deferred batch of the same connection: keep its
+        // order.
+        if self.core.deferred.iter().any(|d| d.conn == conn) {
+            self.core.deferred.push_back(Deferred {
+                conn,
+                what: Held::Batch {
+                    batch,
+                    next: 0,
+                    arg: 0,
+                },
+            });
+        } else {
+            prefetch_batch(&self.core.shard, &batch);
+            self.run_batch(conn, batch, 0, 0);
+        }
+    }
+
+    /// A coordinator's job for this shard.
+    pub(super) fn job_arrived(&mut self, conn: ConnRef, idx: u32, work: Work) {
+        let behind = self.core.deferred.iter().any(|d| d.conn == conn);
+        if behind && work.lock.as_ref().is_some_and(|r| r.nowait) {
+            // Waiting behind the batch would be waiting for a lock
+            // out of shard order (its transaction holds a higher
+            // shard): a deadlock if the lock's holder waits for
+            // that shard. Refused instead: it starts over in order.
+            let Work { lock, job, release } = work;
+            let w = Waiter {
+                conn,
+                idx,
+                job,
+                release,
+            };
+            // INVARIANT: checked just above.
+            self.refuse(w, lock.expect("a nowait request"));
+        } else if behind {
+            self.core.deferred.push_back(Deferred {
+                conn,
+                what: Held::Job { idx, work },
+            });
+        } else {
+            self.start_job(conn, idx, work);
+        }
+    }
+
+    /// Runs a remote batch from command `next` on; stops and defers the
+    /// rest at a command a transaction's lock holds back.
+    pub(super) fn run_batch(
+        &mut self,
+        conn: ConnRef,
+        mut batch: Box<Batch>,
+        next: usize,
+        arg: usize,
+    ) {
+        tracking::track_check(&mut self.core);
+        let b = &mut *batch;
+        let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+        let mut first = arg;
+        for i in next..b.cmds.len() {
+            let cmd = &b.cmds[i];
+            let args = b.args.sub(first, cmd.nargs as usize);
+            if self.core.locks.any_held()
+                && lock_blocked(
+                    &self.core.locks,
+                    cmd.resolved,
+                    args,
+                    cmd.call.db,
+                    &mut self.core.scratch,
+                )
+            {
+                b.reply = out.into_bytes();
+                self.core.deferred.push_back(Deferred {
+                    conn,
+                    what: Held::Batch {
+                        batch,
+                        next: i,
+                        arg: first,
+                    },
+                });
+                return;
+            }
+            first += cmd.nargs as usize;
+            out.set_resp3(cmd.resp3);
+            let recorded = self.core.shard.outbox.len();
+            let block = if cmd.resolved.spec.has(commands::table::flags::SCRIPT) {
+                // This loop's connections are lent to the script (see
+                // `busy`; the caller's lives on another thread).
+                self.with_desk(|core| {
+                    run_shard(
+                        cmd.resolved,
+                        cmd.handler,
+                        args,
+                        &mut core.shard,
+                        cmd.call.clone(),
+                        &mut out,
+                        &mut core.stats,
+                    )
+                })
+            } else {
+                run_shard(
+                    cmd.resolved,
+                    cmd.handler,
+                    args,
+                    &mut self.core.shard,
+                    cmd.call.clone(),
+                    &mut out,
+                    &mut self.core.stats,
+                )
+            };
+            self.after_desk();
+            if let Some(mut on) = block {
+                let claim = cmd.claim.clone().unwrap_or_default();
+                let (seq, resolved, handler, call, resp3) = (
+                    cmd.seq,
+                    cmd.resolved,
+                    cmd.handler,
+                    cmd.call.clone(),
+                    cmd.resp3,
+                );
+                // Run again with the arguments it asked for (XREAD's `$`
+                // resolved), else those received.
+                let again = on.args.take().unwrap_or_else(|| args.to_owned());
+                b.block = Some(park_waiter(
+                    &mut self.core,
+                    conn,
+                    seq,
+                    (resolved, handler, call, resp3, false),
+                    again,
+                    claim,
+                    on,
+                ));
+            }
+            if b.aof_from == usize::MAX && self.core.shard.outbox.len() != recorded {
+                b.aof_from = i;
+            }
+            b.ends.push(out.len());
+            if self.core.shard.dbs[cmd.call.db].has_ready() {
+                // Serve blocked clients before the next command, as Redis
+                // does after each command.
+                b.reply = out.into_bytes();
+                serve_ready(&mut self.core);
+                out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+            }
+        }
+        b.reply = out.into_bytes();
+        tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
+        self.core.aof_flush();
+        // Before the reply can reach the client (a direct reply goes out
+        // just below): a later INFO on another thread counts these changes,
+        // and the batch's keyspace events reach subscribers ahead of
+        // anything the client sends once it has the reply (as in Redis).
+        self.core.publish_dirty();
+        self.publish_events();
+        if b.aof_from != usize::MAX {
+            // Every record of the batch went out with this append or an
+            // earlier one of this thread.
+            b.aof_hold = self.core.aof_last;
+        }
+        if conn.thread as usize == self.core.id {
+            self.handle(Msg::ExecDone { conn, batch });
+            return;
+        }
+        // A reply held for the AOF, or a blocked command's missing one,
+        // goes home the usual way.
+        let direct = b
+            .direct
+            .filter(|_| b.block.is_none() && !(self.core.aof_always && b.aof_from != usize::MAX));
+        if let Some(direct) = direct {
+            let n = direct.write(&b.reply);
+            b.direct_written = n;
+            self.core.stats.net_output_bytes += n as u64;
+            if n == b.reply.len() {
+                self.core
+                    .mailbox
+                    .send_lazy(conn.thread as usize, Msg::ExecDone { conn, batch });
+                return;
+            }
+        }
+        self.core
+            .mailbox
+            .send(conn.thread as usize, Msg::ExecDone { conn, batch });
+    }
+
+    /// Runs a transaction's work whose locks are held, then its release
+    /// and whatever the release lets go on.
+    /// Takes a coordinator job's locks and runs it once they are granted.
+    pub(super) fn start_job(&mut self, conn: ConnRef, idx: u32, work: Work) {
+        let Work { lock, job, release } = work;
+        if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
+            if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
+                self.core.aof_tx.push((conn, req.tx, Vec::new()));
+            }
+        }
+        let w = Waiter {
+            conn,
+            idx,
+            job,
+            release,
+        };
+        let ready = match lock {
+            Some(req) if req.nowait => match self.core.locks.try_acquire(req) {
+                Ok(()) => Some(w),
+                Err(req) => {
+                    self.refuse(w, req);
+                    None
+                }
+            },
+            Some(req) => self.core.locks.acquire(req, w),
+            None => Some(w),
+        };
+        if let Some(w) = ready {
+            self.run_work(w);
+        }
+    }
+
+    /// A nowait lock request was refused: its job goes back unrun.
+    #[cold]
+    pub(super) fn refuse(&mut self, w: Waiter, req: commands::tx::LockReq) {
+        // The transaction holds nothing here: it has no records to collect.
+        self.core
+            .aof_tx
+            .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
+        let out: JobOut = Box::new(commands::tx::LockConflict { req, job: w.job });
+        if w.conn.thread as usize == self.core.id {
+            self.job_done(w.conn, w.idx, out, 0);
+        } else {
+            self.core.mailbox.send(
+                w.conn.thread as usize,
+                Msg::JobDone {
+                    conn: w.conn,
+                    idx: w.idx,
+                    out,
+                    aof: 0,
+                },
+            );
+        }
+    }
+
+    pub(super) fn run_work(&mut self, w: Waiter) {
+        tracking::track_check(&mut self.core);
+        let mut queue = VecDeque::from([w]);
+        while let Some(Waiter {
+            conn,
+            idx,
+            job,
+            release,
+        }) = queue.pop_front()
+        {
+            // Records made before the job are not the transaction's.
+            self.core.aof_flush();
+            let out = {
+                let mut env = ShardEnv {
+                    shard: &mut self.core.shard,
+                    stats: &mut self.core.stats,
+                    clients: &mut self.conns,
+                };
+                job(&mut env)
+            };
+            tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
+            let aof = match self.core.aof {
+                Some(_) => self.aof_job_done(conn, release),
+                None => 0,
+            };
+            self.core.publish_dirty();
+            // The job's keyspace events go out before its completion can
+            // reach the client (see the batch's epilogue).
+            self.publish_events();
+            if conn.thread as usize == self.core.id {
+                self.job_done(conn, idx, out, aof);
+            } else {
+                self.core.mailbox.send(
+                    conn.thread as usize,
+                    Msg::JobDone {
+                        conn,
+                        idx,
+                        out,
+                        aof,
+                    },
+                );
+            }
+            if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+                serve_ready(&mut self.core);
+            }
+            if let Some(tx) = release {
+                self.core.locks.unlock(tx);
+                retry_later(&mut self.core);
+                // Plain commands first, so transactions cannot starve them.
+                self.retry_deferred();
+                queue.extend(self.core.locks.grant_waiting());
+            }
+        }
+    }
+
+    /// A job of `conn` ran: its records join its transaction's (if it holds
+    /// locks here), which go to the writer's slot at the release. Returns
+    /// the durability target of records appended on their own (0: none;
+    /// a transaction's reach the coordinator through its slot).
+    pub(super) fn aof_job_done(&mut self, conn: ConnRef, release: Option<TxId>) -> u64 {
+        let Some(a) = self.core.aof.clone() else {
+            return 0;
+        };
+        let i = self.core.aof_tx.iter().position(|(c, _, _)| *c == conn);
+        let Some(i) = i else {
+            // The buffer was emptied before the job ran.
+            let recorded = !self.core.shard.outbox.is_empty();
+            self.core.aof_flush();
+            return if recorded { self.core.aof_last } else { 0 };
+        };
+        if let Some(c) = self.core.shard.outbox.take() {
+            self.core.aof_tx[i].2.push((a.stamp(), c));
+        }
+        if release.is_some() {
+            let (_, tx, parts) = self.core.aof_tx.swap_remove(i);
+            a.tx_parts(tx, parts);
+        }
+        0
+    }
+
+    /// After a release: re-runs held-back batches (in arrival order, each
+    /// connection's behind its earlier ones) and this thread's connections
+    /// waiting for a lock.
+    pub(super) fn retry_deferred(&mut self) {
+        // A job run from here may release locks and call this again; the
+        // nested call only asks for another pass, so no entry overtakes an
+        // earlier one of its connection still in `list`.
+        if self.core.retrying {
+            self.core.retry_again = true;
+            return;
+        }
+        self.core.retrying = true;
+        loop {
+            self.core.retry_again = false;
+            let list = std::mem::take(&mut self.core.deferred);
+            for d in list {
+                if self.core.deferred.iter().any(|e| e.conn == d.conn) {
+                    self.core.deferred.push_back(d);
+                    continue;
+                }
+                match d.what {
+                    Held::Batch { batch, next, arg } => self.run_batch(d.conn, batch, next, arg),
+                    Held::Job { idx, work } => self.start_job(d.conn, idx, work),
+                }
+            }
+            if !self.core.retry_again {
+                break;
+            }
+        }
+        self.core.retrying = false;
+        // Then the home side's connections that waited for the release.
+        self.resume_lock_blocked();
+    }
+}
+
+/// Overlaps the key-lookup cache misses of a whole batch: two passes of
+/// prefetches (bucket slots, then first nodes) before any command runs.
+pub(super) fn prefetch_batch(shard: &Shard, b: &Batch) {
+    if b.cmds.len() < 2 {
+        return;
+    }
+    for stage in 0..2 {
+        let mut first = 0;
+        for cmd in &b.cmds {
+            let n = cmd.nargs as usize;
+            let k = cmd.resolved.spec.keys.first;
+            if k > 0 && (k as usize) < n {
+                if let Some(db) = shard.dbs.get(cmd.call.db) {
+                    db.prefetch(b.args.sub(first, n).get(k as usize), stage);
+                }
+            }
+            first += n;
+        }
+    }
+}
+
+/// Whether a transaction's lock holds back a plain command.
+pub(super) fn lock_blocked(
+    locks: &LockTable<Waiter>,
+    r: commands::Resolved,
+    args: Args<'_>,
+    db: usize,
+    scratch: &mut Vec<usize>,
+) -> bool {
+    // A script may touch keys it did not declare (as on a standalone
+    // Redis): any lock held on its shard holds it back.
+    if r.spec.has(commands::table::flags::SCRIPT) {
+        return true;
+    }
+    r.spec.key_positions(args, scratch);
+    let write = r.spec.has(commands::table::flags::WRITE);
+    locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
+}

@@ -1,0 +1,178 @@
+//! The runtime's scheduling, tested in process: real workers driven in
+//! rounds exactly as a hub drives them (see `testing`), so cross-shard
+//! paths are checked step by step, with no threads and no timing.
+
+use super::testing::Cluster;
+
+/// A key that lives on `shard` of `n`.
+fn key_on(shard: usize, n: usize, tag: &str) -> String {
+    (0..)
+        .map(|i| format!("{tag}{i}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), n) == shard)
+        .expect("some key hashes to every shard")
+}
+
+#[test]
+fn a_lone_hop_is_answered_by_the_shard_that_ran_it() {
+    let mut t = Cluster::new(2);
+    let c = t.connect(0);
+    let k = key_on(1, 2, "k");
+    // Worker 0 sends the hop and worker 1 runs it in the same round; the
+    // reply reaches the client without worker 0 taking another turn.
+    t.send(c, &["SET", &k, "v"]);
+    assert_eq!(t.reply(c), ("+OK\r\n".into(), 1));
+    t.send(c, &["GET", &k]);
+    assert_eq!(t.reply(c), ("$1\r\nv\r\n".into(), 1));
+    // Two requests in flight: not a lone hop, so the replies go home and
+    // worker 0 writes them in its next turn.
+    t.send(c, &["GET", &k]);
+    t.send(c, &["GET", &k]);
+    assert_eq!(t.reply(c), ("$1\r\nv\r\n".into(), 2));
+    assert_eq!(t.reply(c), ("$1\r\nv\r\n".into(), 0));
+    // A key of the home shard: answered in the turn that read it.
+    let h = key_on(0, 2, "h");
+    t.send(c, &["SET", &h, "w"]);
+    assert_eq!(t.reply(c), ("+OK\r\n".into(), 1));
+}
+
+#[test]
+fn multi_shard_commands_see_every_shard() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "m")).collect();
+    let c = t.connect(1);
+    let d = t.connect(2);
+    let mset = ["MSET", &keys[0], "a", &keys[1], "b", &keys[2], "c"];
+    assert_eq!(t.call(c, &mset), "+OK\r\n");
+    assert_eq!(
+        t.call(d, &["MGET", &keys[2], &keys[0], "nope", &keys[1]]),
+        "*4\r\n$1\r\nc\r\n$1\r\na\r\n$-1\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(t.call(d, &["DBSIZE"]), ":3\r\n");
+    assert_eq!(t.call(c, &["DEL", &keys[0], &keys[1], "nope"]), ":2\r\n");
+    assert_eq!(
+        t.call(c, &["EXISTS", &keys[0], &keys[1], &keys[2]]),
+        ":1\r\n"
+    );
+}
+
+#[test]
+fn a_transaction_across_shards_applies_as_one() {
+    let mut t = Cluster::new(2);
+    let (a, b) = (key_on(0, 2, "t"), key_on(1, 2, "t"));
+    let c = t.connect(0);
+    assert_eq!(t.call(c, &["MULTI"]), "+OK\r\n");
+    assert_eq!(t.call(c, &["SET", &a, "1"]), "+QUEUED\r\n");
+    assert_eq!(t.call(c, &["INCR", &b]), "+QUEUED\r\n");
+    assert_eq!(t.call(c, &["EXEC"]), "*2\r\n+OK\r\n:1\r\n");
+    let d = t.connect(1);
+    assert_eq!(t.call(d, &["MGET", &a, &b]), "*2\r\n$1\r\n1\r\n$1\r\n1\r\n");
+}
+
+#[test]
+fn a_blocked_pop_is_served_by_a_push_from_another_worker() {
+    let mut t = Cluster::new(2);
+    let k = key_on(1, 2, "q");
+    let waiter = t.connect(0);
+    let pusher = t.connect(1);
+    t.send(waiter, &["BLPOP", &k, "0"]);
+    for _ in 0..10 {
+        t.round();
+    }
+    assert_eq!(t.try_reply(waiter), None, "nothing to pop yet");
+    assert_eq!(t.call(pusher, &["LPUSH", &k, "x"]), ":1\r\n");
+    let (r, _) = t.reply(waiter);
+    assert_eq!(r, format!("*2\r\n${}\r\n{k}\r\n$1\r\nx\r\n", k.len()));
+    assert_eq!(t.call(pusher, &["EXISTS", &k]), ":0\r\n");
+}
+
+#[test]
+fn a_blocked_multi_key_pop_parks_on_every_shard_and_is_served_once() {
+    let mut t = Cluster::new(3);
+    let (k0, k2) = (key_on(0, 3, "p"), key_on(2, 3, "p"));
+    let waiter = t.connect(1);
+    let pusher = t.connect(0);
+    t.send(waiter, &["BLPOP", &k0, &k2, "0"]);
+    for _ in 0..10 {
+        t.round();
+    }
+    assert_eq!(t.try_reply(waiter), None);
+    // Both keys filled in one command: one of them serves the waiter, the
+    // other keeps its element.
+    assert_eq!(t.call(pusher, &["MULTI"]), "+OK\r\n");
+    assert_eq!(t.call(pusher, &["RPUSH", &k2, "b"]), "+QUEUED\r\n");
+    assert_eq!(t.call(pusher, &["RPUSH", &k0, "a"]), "+QUEUED\r\n");
+    assert_eq!(t.call(pusher, &["EXEC"]), "*2\r\n:1\r\n:1\r\n");
+    let (r, _) = t.reply(waiter);
+    assert!(
+        r == format!("*2\r\n${}\r\n{k0}\r\n$1\r\na\r\n", k0.len())
+            || r == format!("*2\r\n${}\r\n{k2}\r\n$1\r\nb\r\n", k2.len()),
+        "{r:?}"
+    );
+    for _ in 0..10 {
+        t.round();
+    }
+    assert_eq!(t.try_reply(waiter), None, "served once");
+    assert_eq!(t.call(pusher, &["EXISTS", &k0, &k2]), ":1\r\n");
+}
+
+/// Whether some worker holds work back for a transaction's lock: a remote
+/// batch or job deferred on its shard, or a connection of its own whose
+/// next request waits for a release.
+fn holding_back(t: &Cluster) -> bool {
+    t.workers
+        .iter()
+        .any(|w| !w.core.deferred.is_empty() || !w.core.lock_blocked.is_empty())
+}
+
+#[test]
+fn plain_commands_wait_for_a_transaction_across_shards() {
+    let mut held_back = 0;
+    // The reads start at every round of the transaction's life: each
+    // offset is one interleaving, the same on every run.
+    for offset in 0..8 {
+        // A transaction over two shards, neither its home: it holds both
+        // locks from its first round to its second.
+        let mut t = Cluster::new(3);
+        let (a, b) = (key_on(1, 3, "x"), key_on(2, 3, "y"));
+        let tx = t.connect(0);
+        let rd = t.connect(2);
+        assert_eq!(t.call(rd, &["MSET", &a, "old", &b, "old"]), "+OK\r\n");
+        assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+        assert_eq!(t.call(tx, &["SET", &a, "new"]), "+QUEUED\r\n");
+        assert_eq!(t.call(tx, &["SET", &b, "new"]), "+QUEUED\r\n");
+        t.send(tx, &["EXEC"]);
+        for _ in 0..offset {
+            t.round();
+            held_back += usize::from(holding_back(&t));
+        }
+        // A pipeline: a command on the reader's home shard, then a hop to
+        // the transaction's other shard.
+        t.send(rd, &["GET", &b]);
+        t.send(rd, &["GET", &a]);
+        let mut replies = Vec::new();
+        let mut exec = None;
+        for _ in 0..super::testing::ROUNDS_MAX {
+            if replies.len() == 2 && exec.is_some() {
+                break;
+            }
+            t.round();
+            held_back += usize::from(holding_back(&t));
+            while let Some(r) = t.try_reply(rd) {
+                replies.push(r);
+            }
+            exec = exec.or_else(|| t.try_reply(tx));
+        }
+        assert_eq!(exec.as_deref(), Some("*2\r\n+OK\r\n+OK\r\n"));
+        let new = "$3\r\nnew\r\n";
+        let old = "$3\r\nold\r\n";
+        assert_eq!(replies.len(), 2, "offset {offset}");
+        // In order, and never half a transaction: a read after one that
+        // saw its write sees its other write too.
+        assert!(
+            !(replies[0] == new && replies[1] == old),
+            "offset {offset}: {replies:?}"
+        );
+    }
+    assert!(held_back > 0, "no interleaving held a command back");
+}
