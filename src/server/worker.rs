@@ -50,8 +50,17 @@
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | home  | the desk a long script gets |
-//! | `pause`, `repl_wait`, `pubsub`, `tracking`, `replica`, `memory` | home | one feature each |
+//! | `pause`, `repl_wait`, `replica`, `memory` | home | one feature each |
+//! | `pubsub`, `tracking` | both | events and invalidations: made on the shard, sent from home |
 //! | `testing`, `tests` | -  | real workers in process, driven in rounds as a hub drives them |
+//!
+//! The seam between the sides: a shard never touches a socket. What the
+//! shard side sends a client goes home in the batch or the job's output;
+//! the one shortcut, a lone hop's direct reply, is a write-only right the
+//! connection's stream grants the batch (`conn::DirectReply`), which a TLS
+//! stream declines. (A long script's hook serves this loop's other
+//! connections while the shard runs it: that is the home side's code,
+//! lent to the script through `Worker::with_desk`, see `busy`.)
 //!
 //! One scheduler: a worker is only ever run through `sched`'s interface,
 //! by its own thread (`step_solo`), by a hub (`prepare`, `unpark_flag`,
@@ -65,7 +74,8 @@
 //! shard: N per thread, N² in all, of which only the shards in `batch_to`
 //! are visited) and the mailbox's rings (made on first use and let go when
 //! idle, see `mailbox`). Draining visits only the threads that sent
-//! something; nothing in an iteration walks all N.
+//! something; nothing in an iteration walks all N (the cron's ring trim
+//! visits every peer, once per tick).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
