@@ -33,8 +33,13 @@
 //! must run through the same dispatch, locks and reply machinery as any
 //! client, which only a worker has.
 //!
-//! Never: forward the master's stream to sub-replicas (the master side's
-//! backlog does that), or touch the data outside the load coordinator.
+//! The stream's bytes, once applied, are handed to the master side
+//! ([`publish`], `master::proxy`): they extend this replica's offset and
+//! its backlog, and reach its own replicas byte for byte (Redis's
+//! proxying of its master's stream). A master that does not know PSYNC
+//! (it answers with an error) is asked with SYNC, as Redis falls back.
+//!
+//! Never: touch the data outside the load coordinator.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -96,6 +101,10 @@ pub struct MasterLink {
     pub offset: u64,
     /// Offset last published to `repl`.
     pub published: u64,
+    /// The bytes consumed since (`offset - published` of them), to be
+    /// proxied once applied. Bounded by what the connection has in flight
+    /// (`MAX_PENDING` requests, or one transaction).
+    pub proxy: Vec<u8>,
     /// Unix ms of the last `REPLCONF ACK`.
     pub last_ack_ms: u64,
     /// The load coordinator has not finished: publish nothing yet.
@@ -106,15 +115,28 @@ pub struct MasterLink {
 }
 
 impl MasterLink {
-    pub fn new(gen: u64, offset: u64, loading: bool) -> MasterLink {
+    /// The master connection's state; `server` learns that it exists.
+    pub fn new(server: &ServerShared, gen: u64, offset: u64, loading: bool) -> MasterLink {
+        server.repl.master_conn.store(true, Ordering::Release);
+        server.repl.read_offset.store(offset, Ordering::Relaxed);
         MasterLink {
             gen,
             offset,
             published: offset,
+            proxy: Vec::new(),
             last_ack_ms: 0,
             loading,
             aof_rewrite_due: false,
         }
+    }
+
+    /// The master connection consumed `bytes` of the stream (one request,
+    /// run or in flight).
+    #[inline]
+    pub fn consumed(&mut self, server: &ServerShared, bytes: &[u8]) {
+        self.offset += bytes.len() as u64;
+        self.proxy.extend_from_slice(bytes);
+        server.repl.read_offset.store(self.offset, Ordering::Relaxed);
     }
 }
 
@@ -152,15 +174,16 @@ pub fn still_loading(server: &ServerShared, m: &mut MasterLink) -> bool {
     false
 }
 
-/// Publishes the master connection's offset (nothing of it in flight).
+/// Publishes the master connection's offset (nothing of it in flight):
+/// the bytes applied since the last time are proxied (they extend
+/// `master_repl_offset`, the backlog, and this server's replicas' streams).
 pub fn publish(server: &ServerShared, m: &mut MasterLink) {
-    if still_loading(server, m) || m.published == m.offset {
+    if still_loading(server, m) || m.proxy.is_empty() {
         return;
     }
-    let mut g = server.repl.lock();
-    if g.gen == m.gen {
-        g.ids.master_repl_offset = m.offset;
+    if super::master::proxy(server, m.gen, &m.proxy) {
         m.published = m.offset;
+        m.proxy.clear();
     }
 }
 
@@ -174,11 +197,19 @@ pub fn stale(server: &ServerShared, m: &MasterLink) -> bool {
 pub fn link_lost(server: &ServerShared, m: &MasterLink) {
     let repl = &server.repl;
     let mut g = repl.lock();
+    repl.master_conn.store(false, Ordering::Release);
     if g.gen != m.gen {
         return;
     }
-    if !m.loading {
-        g.ids.master_repl_offset = m.offset;
+    if !m.loading && !m.proxy.is_empty() {
+        // What it consumed runs to its end (see the worker's close): the
+        // next PSYNC continues after it, and so must the backlog.
+        drop(g);
+        super::master::proxy(server, m.gen, &m.proxy);
+        g = repl.lock();
+        if g.gen != m.gen {
+            return;
+        }
     }
     if let Role::Replica { link, .. } = &mut g.role {
         *link = LinkState::Connect;
@@ -215,10 +246,15 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
         return;
     }
     g.ids.replid = replid.to_owned();
-    g.ids.master_repl_offset = offset;
+    commands::repl::Repl::set_offset(&mut g, offset, repl);
     g.ids.replid2 = "0".repeat(40);
     g.ids.second_repl_offset = -1;
     g.link.sync_in_progress = false;
+    // Redis's readSyncBulkPayload: a replica keeps a backlog of its
+    // master's stream whether or not it has replicas, to continue them
+    // after a promotion; the old one described other data.
+    let size = server.config().repl_backlog_size as usize;
+    g.master.backlog = Some(commands::repl::Backlog::new(size, offset + 1));
     // The link may have dropped while the data was being swapped in: the
     // IDs above describe the data either way, but the link is not up.
     if let Role::Replica {
@@ -230,6 +266,8 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
         repl.link_up.store(true, Ordering::Relaxed);
     }
     drop(g);
+    // Replicas that attached during the load got the old data.
+    super::master::disconnect_replicas();
     log::notice(format_args!(
         "MASTER <-> REPLICA sync: Finished with success"
     ));
@@ -394,6 +432,9 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             return Err(Failure::Retry);
         };
         log::notice(format_args!("Full resync from master: {replid}:{offset}"));
+        // Redis's replicationAttachToNewMaster: our replicas must resync
+        // with the new data.
+        super::master::disconnect_replicas();
         let fresh = receive_payload(server, gen, &mut link)?;
         let leftover = link.r.buffer().to_vec();
         return Ok(Handoff {
@@ -416,19 +457,30 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             if g.gen != gen {
                 return Err(Failure::Stale);
             }
-            if new_id.len() == 40 && new_id != g.ids.replid {
+            let changed = new_id.len() == 40 && new_id != g.ids.replid;
+            if changed {
                 // Redis: the master's ID changed (it was promoted); the old
                 // one stays valid up to here for our own replicas.
                 g.ids.replid2 = std::mem::replace(&mut g.ids.replid, new_id.to_owned());
                 g.ids.second_repl_offset = g.ids.master_repl_offset as i64 + 1;
                 log::notice(format_args!("Master replication ID changed to {new_id}"));
             }
+            if g.master.backlog.is_none() {
+                let next = g.ids.master_repl_offset + 1;
+                let size = server.config().repl_backlog_size as usize;
+                g.master.backlog = Some(commands::repl::Backlog::new(size, next));
+            }
             if let Role::Replica { link, .. } = &mut g.role {
                 *link = LinkState::Connected;
             }
             repl.link_up.store(true, Ordering::Relaxed);
-            g.ids.master_repl_offset
+            (g.ids.master_repl_offset, changed)
         };
+        let (offset, changed) = offset;
+        if changed {
+            // Redis: our replicas reconnect to learn the new ID.
+            super::master::disconnect_replicas();
+        }
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
         ));
@@ -447,12 +499,40 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         log::notice(format_args!(
             "Master is currently unable to PSYNC but should be in the future: {reply}"
         ));
+        return Err(Failure::Retry);
+    }
+    // Redis's PSYNC_NOT_SUPPORTED: an old master (or one in an error
+    // state) is asked with SYNC; the payload follows with no ID or offset.
+    if reply.starts_with("-ERR") {
+        log::notice(format_args!(
+            "Master does not support PSYNC or is in error state (reply: {reply})"
+        ));
     } else {
         log::warning(format_args!(
             "Unexpected reply to PSYNC from master: {reply}"
         ));
     }
-    Err(Failure::Retry)
+    log::notice(format_args!("Retrying with SYNC..."));
+    link.w.write_all(b"SYNC\r\n").map_err(|e| {
+        log::warning(format_args!(
+            "I/O error writing to MASTER: {}",
+            strerror(&e)
+        ));
+        Failure::Retry
+    })?;
+    super::master::disconnect_replicas();
+    let fresh = receive_payload(server, gen, &mut link)?;
+    let leftover = link.r.buffer().to_vec();
+    // No history to continue from: a new ID of our own, counted from 0
+    // (the next PSYNC gets an error again and falls back here).
+    Ok(Handoff {
+        stream: link.w,
+        leftover,
+        load: Some(fresh),
+        replid: commands::repl::new_replid(),
+        offset: 0,
+        gen,
+    })
 }
 
 /// An I/O error as C's `strerror` words it (Redis's logs), without Rust's
