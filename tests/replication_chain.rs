@@ -2,8 +2,10 @@
 //! replica keeps a backlog of its master's stream and proxies it byte for
 //! byte, so that
 //! * a replica of the replica (Redis or Tessera) gets the top master's
-//!   data and stream, with the master's replication ID and offsets, and
-//!   continues with a partial resync after its link is cut;
+//!   data and stream, with the master's replication ID and offsets, in
+//!   the database the stream is in (`repl-stream-db`, and after a partial
+//!   resync of the replica), and continues with a partial resync after
+//!   its link is cut;
 //! * once the replica is promoted (REPLICAOF NO ONE), the old master's
 //!   other replicas re-pointed to it continue with `+CONTINUE`
 //!   (`sync_partial_ok` grows, `sync_full` does not) and then get the new
@@ -85,8 +87,12 @@ fn chain(top: Server, sub_tessera: bool) {
     let mid = Server::tessera(&["--shards", "4", "--replicaof", "127.0.0.1", &tport]);
     let mport = mid.port().to_string();
     let (mut t, mut m) = (top.conn(), mid.conn());
+    let mut t3 = top.conn();
+    let _: () = q(&mut t3, &["SELECT", "3"]);
     writes(&mut t, "before", 20);
     wait_for("the replica syncs", || caught_up(&mut t, &mut m));
+    let _: () = q(&mut t3, &["SET", "db3:a", "1"]);
+    wait_for("the replica follows", || caught_up(&mut t, &mut m));
     let sub_args = ["--replicaof", "127.0.0.1", &mport];
     let sub = if sub_tessera {
         Server::tessera(&sub_args)
@@ -95,6 +101,22 @@ fn chain(top: Server, sub_tessera: bool) {
     };
     let mut s = sub.conn();
     wait_for("the sub-replica syncs", || caught_up(&mut m, &mut s));
+    // The stream is in database 3 (no SELECT comes again): the payload
+    // says so (`repl-stream-db`), and a partial resync goes on there.
+    let _: () = q(&mut t3, &["SET", "db3:b", "2"]);
+    wait_for("the write in db 3 arrives", || caught_up(&mut t, &mut s));
+    let mut s3 = sub.conn();
+    let _: () = q(&mut s3, &["SELECT", "3"]);
+    assert_eq!(q::<Option<String>>(&mut s3, &["GET", "db3:b"]).as_deref(), Some("2"));
+    let killed: i64 = q(&mut t, &["CLIENT", "KILL", "TYPE", "replica"]);
+    assert_eq!(killed, 1);
+    let _: () = q(&mut t3, &["SET", "db3:c", "3"]);
+    wait_for("the replica continues", || {
+        field(&mut t, "stats", "sync_partial_ok") == "1" && caught_up(&mut t, &mut s)
+    });
+    assert_eq!(q::<Option<String>>(&mut s3, &["GET", "db3:c"]).as_deref(), Some("3"));
+    let db0: Option<String> = q(&mut s, &["GET", "db3:c"]);
+    assert_eq!(db0, None, "not in database 0");
     writes(&mut t, "after", 20);
     wait_for("the stream reaches the sub-replica", || {
         caught_up(&mut t, &mut m) && caught_up(&mut t, &mut s)

@@ -266,6 +266,11 @@ pub struct Repl {
     /// `slave_read_repl_offset`; `master_repl_offset` counts those
     /// applied).
     pub read_offset: AtomicU64,
+    /// The database the master's stream is in where the last master
+    /// connection stopped: a partial resync goes on there, and a sync of
+    /// this replica's replicas without a master connection says so
+    /// (`repl-stream-db`).
+    pub master_db: AtomicU64,
 }
 
 impl std::fmt::Debug for dyn ReplRuntime {
@@ -300,6 +305,7 @@ impl Repl {
             runtime: OnceLock::new(),
             master_conn: AtomicBool::new(false),
             read_offset: AtomicU64::new(0),
+            master_db: AtomicU64::new(0),
             refuse_writes: AtomicBool::new(false),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),

@@ -199,17 +199,22 @@ pub fn unset_master(server: &ServerShared) -> bool {
 /// Parses a full sync's payload at `path` into fresh shards, one per real
 /// shard (each key on the shard its hash picks), keeping keys already
 /// expired (the master deletes them). The live data is not touched.
-pub fn parse_payload(server: &ServerShared, path: &Path) -> Result<(Vec<Shard>, u64), String> {
+/// Returns the shards and the database the master's stream is in
+/// (`repl-stream-db`: a replica's payload; 0 when absent).
+pub fn parse_payload(server: &ServerShared, path: &Path) -> Result<(Vec<Shard>, usize), String> {
     let cfg = server.config();
     let mut shards: Vec<Shard> = (0..server.nshards)
         .map(|id| Shard::new(id, cfg.databases))
         .collect();
     let limits = crate::ctx::enc_limits_of(&cfg);
-    let keys = match crate::persist::load_as(path, &mut shards, limits, true)? {
-        Some((keys, _)) => keys,
+    let db = match crate::persist::load_as(path, &mut shards, limits, true)? {
+        Some((_, _, db)) => db.unwrap_or(0),
         None => return Err(format!("{}: no such file", path.display())),
     };
-    Ok((shards, keys))
+    if db >= cfg.databases {
+        return Err(format!("repl-stream-db {db} out of range"));
+    }
+    Ok((shards, db))
 }
 
 /// The coordinator that replaces every shard's data with `fresh` at one

@@ -357,8 +357,10 @@ impl Master {
     }
 
     /// The sync thread 0 must start now, if any (see [`cron_due`]);
-    /// `on_master_conn`: asked by a replica's idle master connection.
-    fn sync_due(self: &Arc<Self>, on_master_conn: bool) -> Option<Box<dyn Coordinator>> {
+    /// `conn_db`: asked by a replica's idle master connection, whose
+    /// stream is in that database.
+    fn sync_due(self: &Arc<Self>, conn_db: Option<usize>) -> Option<Box<dyn Coordinator>> {
+        let on_master_conn = conn_db.is_some();
         let cfg = self.server.config();
         let mut inner = self.lock();
         if inner.stop_stream && !inner.syncing && inner.waiting.is_empty() && !on_master_conn {
@@ -385,7 +387,8 @@ impl Master {
                 return None;
             }
         }
-        let writer = if inner.replica {
+        let replica = inner.replica;
+        let writer = if replica {
             None
         } else {
             Some(rewriter(&self.server)?.current()?)
@@ -418,7 +421,18 @@ impl Master {
             m.sync_done(&b, ok, diskless);
             false
         });
-        match commands::persist::sync_coordinator(&self.server, target, at_instant, on_done) {
+        // A replica's replicas start mid-stream: the payload says which
+        // database it is in (a master's stream begins with a SELECT).
+        let stream_db = replica.then(|| {
+            conn_db.unwrap_or(self.server.repl.master_db.load(Ordering::Acquire) as usize)
+        });
+        match commands::persist::sync_coordinator(
+            &self.server,
+            target,
+            at_instant,
+            on_done,
+            stream_db,
+        ) {
             Ok(c) => Some(c),
             Err(e) => {
                 // A save runs: the replicas wait for the next snapshot.
@@ -664,14 +678,14 @@ pub fn drain(limit: Duration) {
 
 /// Thread 0's cron: the full sync (or the stream's end) to start now.
 pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
-    get()?.sync_due(false)
+    get()?.sync_due(None)
 }
 
 /// A replica's master connection, idle (nothing of the master's stream in
 /// flight, every byte applied was proxied): the full sync of this
 /// server's own replicas to run now as its next command, if any.
-pub fn sync_due_on_master_conn() -> Option<Box<dyn Coordinator>> {
-    get()?.sync_due(true)
+pub fn sync_due_on_master_conn(db: usize) -> Option<Box<dyn Coordinator>> {
+    get()?.sync_due(Some(db))
 }
 
 /// A replica's master connection applied `bytes` of its master's stream

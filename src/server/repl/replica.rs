@@ -75,6 +75,9 @@ pub struct Handoff {
     /// leftover byte follows.
     pub replid: String,
     pub offset: u64,
+    /// The database the stream is in there (a payload's
+    /// `repl-stream-db`, or where the last link left it).
+    pub db: usize,
     /// The role generation the link was made under.
     pub gen: u64,
 }
@@ -192,12 +195,16 @@ pub fn stale(server: &ServerShared, m: &MasterLink) -> bool {
     server.repl.lock().gen != m.gen
 }
 
-/// The master connection closed: the offset it reached is cached for the
-/// next PSYNC, and the link thread reconnects.
-pub fn link_lost(server: &ServerShared, m: &MasterLink) {
+/// The master connection closed in database `db`: the offset it reached
+/// is cached for the next PSYNC (and the database for the stream that
+/// continues), and the link thread reconnects.
+pub fn link_lost(server: &ServerShared, m: &MasterLink, db: usize) {
     let repl = &server.repl;
     let mut g = repl.lock();
     repl.master_conn.store(false, Ordering::Release);
+    if g.gen == m.gen {
+        repl.master_db.store(db as u64, Ordering::Release);
+    }
     if g.gen != m.gen {
         return;
     }
@@ -435,7 +442,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         // Redis's replicationAttachToNewMaster: our replicas must resync
         // with the new data.
         super::master::disconnect_replicas();
-        let fresh = receive_payload(server, gen, &mut link)?;
+        let (fresh, db) = receive_payload(server, gen, &mut link)?;
         let leftover = link.r.buffer().to_vec();
         return Ok(Handoff {
             stream: link.w,
@@ -443,6 +450,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             load: Some(fresh),
             replid: replid.to_owned(),
             offset,
+            db,
             gen,
         });
     }
@@ -492,6 +500,10 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             load: None,
             replid,
             offset,
+            // The master does not repeat its SELECT: the stream goes on in
+            // the database the last link left it in (Redis keeps its
+            // cached master client's).
+            db: server.repl.master_db.load(Ordering::Acquire) as usize,
             gen,
         });
     }
@@ -521,7 +533,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         Failure::Retry
     })?;
     super::master::disconnect_replicas();
-    let fresh = receive_payload(server, gen, &mut link)?;
+    let (fresh, db) = receive_payload(server, gen, &mut link)?;
     let leftover = link.r.buffer().to_vec();
     // No history to continue from: a new ID of our own, counted from 0
     // (the next PSYNC gets an error again and falls back here).
@@ -531,6 +543,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         load: Some(fresh),
         replid: commands::repl::new_replid(),
         offset: 0,
+        db,
         gen,
     })
 }
@@ -627,7 +640,7 @@ fn receive_payload(
     server: &ServerShared,
     gen: u64,
     link: &mut Link,
-) -> Result<Vec<engine::Shard>, Failure> {
+) -> Result<(Vec<engine::Shard>, usize), Failure> {
     let header = loop {
         let l = link.line()?;
         if !l.is_empty() {
@@ -705,9 +718,9 @@ fn receive_payload(
         })
     });
     let _ = std::fs::remove_file(&tmp);
-    let (shards, _keys) = parsed?;
+    let (shards, db) = parsed?;
     log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
-    Ok(shards)
+    Ok((shards, db))
 }
 
 /// Copies the payload from the link to `tmp`: `size` bytes, or up to the

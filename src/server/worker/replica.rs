@@ -71,7 +71,8 @@ impl Worker {
             // Our replicas' full sync, between two of the master's
             // commands (see `repl::master`).
             if c.client.multi.is_none() {
-                if let Some(coord) = crate::server::repl::master::sync_due_on_master_conn() {
+                let db = c.client.db;
+                if let Some(coord) = crate::server::repl::master::sync_due_on_master_conn(db) {
                     let mut set = commands::tx::LockSet::default();
                     set.whole(server.nshards, commands::tx::Mode::Read);
                     let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
@@ -137,6 +138,7 @@ impl Worker {
         c.client.master = true;
         c.client.authenticated = true;
         c.client.reply_mode = ReplyMode::Off;
+        c.client.db = h.db;
         c.master = Some(Box::new(MasterLink::new(&server, h.gen, h.offset, loading)));
         server
             .repl
