@@ -115,8 +115,15 @@ fn chain(top: Server, sub_tessera: bool) {
         field(&mut t, "stats", "sync_partial_ok") == "1" && caught_up(&mut t, &mut s)
     });
     assert_eq!(q::<Option<String>>(&mut s3, &["GET", "db3:c"]).as_deref(), Some("3"));
-    let db0: Option<String> = q(&mut s, &["GET", "db3:c"]);
-    assert_eq!(db0, None, "not in database 0");
+    let mut m3 = mid.conn();
+    let _: () = q(&mut m3, &["SELECT", "3"]);
+    for c in [&mut s3, &mut m3] {
+        assert_eq!(q::<Option<String>>(c, &["GET", "db3:c"]).as_deref(), Some("3"));
+    }
+    for c in [&mut s, &mut m] {
+        let db0: Option<String> = q(c, &["GET", "db3:c"]);
+        assert_eq!(db0, None, "not in database 0");
+    }
     writes(&mut t, "after", 20);
     wait_for("the stream reaches the sub-replica", || {
         caught_up(&mut t, &mut m) && caught_up(&mut t, &mut s)
