@@ -107,18 +107,27 @@ fn chain(top: Server, sub_tessera: bool) {
     wait_for("the write in db 3 arrives", || caught_up(&mut t, &mut s));
     let mut s3 = sub.conn();
     let _: () = q(&mut s3, &["SELECT", "3"]);
-    assert_eq!(q::<Option<String>>(&mut s3, &["GET", "db3:b"]).as_deref(), Some("2"));
+    assert_eq!(
+        q::<Option<String>>(&mut s3, &["GET", "db3:b"]).as_deref(),
+        Some("2")
+    );
     let killed: i64 = q(&mut t, &["CLIENT", "KILL", "TYPE", "replica"]);
     assert_eq!(killed, 1);
     let _: () = q(&mut t3, &["SET", "db3:c", "3"]);
     wait_for("the replica continues", || {
         field(&mut t, "stats", "sync_partial_ok") == "1" && caught_up(&mut t, &mut s)
     });
-    assert_eq!(q::<Option<String>>(&mut s3, &["GET", "db3:c"]).as_deref(), Some("3"));
+    assert_eq!(
+        q::<Option<String>>(&mut s3, &["GET", "db3:c"]).as_deref(),
+        Some("3")
+    );
     let mut m3 = mid.conn();
     let _: () = q(&mut m3, &["SELECT", "3"]);
     for c in [&mut s3, &mut m3] {
-        assert_eq!(q::<Option<String>>(c, &["GET", "db3:c"]).as_deref(), Some("3"));
+        assert_eq!(
+            q::<Option<String>>(c, &["GET", "db3:c"]).as_deref(),
+            Some("3")
+        );
     }
     for c in [&mut s, &mut m] {
         let db0: Option<String> = q(c, &["GET", "db3:c"]);
@@ -134,7 +143,11 @@ fn chain(top: Server, sub_tessera: bool) {
         "the sub-replica holds the top master's history"
     );
     for tag in ["before", "after"] {
-        assert_eq!(contents(&mut s, tag, 20), contents(&mut t, tag, 20), "{tag}");
+        assert_eq!(
+            contents(&mut s, tag, 20),
+            contents(&mut t, tag, 20),
+            "{tag}"
+        );
     }
     assert_eq!(field(&mut m, "stats", "sync_full"), "1");
     // The sub-replica's link is cut: it continues from the backlog.
@@ -144,7 +157,11 @@ fn chain(top: Server, sub_tessera: bool) {
     wait_for("a partial resync of the sub-replica", || {
         field(&mut m, "stats", "sync_partial_ok") == "1" && caught_up(&mut t, &mut s)
     });
-    assert_eq!(field(&mut m, "stats", "sync_full"), "1", "no second full sync");
+    assert_eq!(
+        field(&mut m, "stats", "sync_full"),
+        "1",
+        "no second full sync"
+    );
     assert_eq!(contents(&mut s, "cut", 10), contents(&mut t, "cut", 10));
     let dbsize: i64 = q(&mut t, &["DBSIZE"]);
     let sub_dbsize: i64 = q(&mut s, &["DBSIZE"]);
@@ -303,7 +320,8 @@ fn a_master_without_psync_is_asked_with_sync() {
                     .write_all(b"-ERR unknown command 'PSYNC', with args beginning with: \r\n")
                     .unwrap(),
                 "SYNC" => {
-                    w.write_all(format!("${}\r\n", rdb.len()).as_bytes()).unwrap();
+                    w.write_all(format!("${}\r\n", rdb.len()).as_bytes())
+                        .unwrap();
                     w.write_all(&rdb).unwrap();
                     w.write_all(b"*3\r\n$3\r\nSET\r\n$2\r\nk2\r\n$2\r\nv2\r\n")
                         .unwrap();
@@ -316,17 +334,29 @@ fn a_master_without_psync_is_asked_with_sync() {
             }
         }
     });
-    let replica = Server::tessera(&["--shards", "2", "--replicaof", "127.0.0.1", &port.to_string()]);
+    let replica = Server::tessera(&[
+        "--shards",
+        "2",
+        "--replicaof",
+        "127.0.0.1",
+        &port.to_string(),
+    ]);
     let mut c = replica.conn();
     let seen = rx.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(seen, ["PING", "REPLCONF", "REPLCONF", "PSYNC", "SYNC"]);
     wait_for("the payload and the stream are applied", || {
         q::<Option<String>>(&mut c, &["GET", "k2"]).as_deref() == Some("v2")
     });
-    assert_eq!(q::<Option<String>>(&mut c, &["GET", "k"]).as_deref(), Some("v"));
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "k"]).as_deref(),
+        Some("v")
+    );
     assert_eq!(field(&mut c, "replication", "master_link_status"), "up");
     let log = replica.log();
-    assert!(log.contains("Master does not support PSYNC or is in error state"), "{log}");
+    assert!(
+        log.contains("Master does not support PSYNC or is in error state"),
+        "{log}"
+    );
     assert!(log.contains("Retrying with SYNC..."), "{log}");
     let _ = done_tx.send(());
     drop(replica);

@@ -1075,9 +1075,10 @@ pub fn sync_coordinator(
     if kind == Kind::Bgsave {
         log(false, "Starting BGSAVE for SYNC with target: disk");
     }
-    let (begin_dirty, _done) = server
-        .persist
-        .start_with(server, kind, Some(on_done), sink, stream_db)?;
+    let (begin_dirty, _done) =
+        server
+            .persist
+            .start_with(server, kind, Some(on_done), sink, stream_db)?;
     let compress = server.config().rdbcompression;
     let begin = begin_job(compress, begin_dirty);
     let mut plan = Plan::default();

@@ -717,7 +717,12 @@ pub fn disconnect_replicas() {
     let Some(m) = get() else { return };
     let links: Vec<Arc<Link>> = {
         let inner = m.lock();
-        inner.streaming.iter().chain(&inner.waiting).cloned().collect()
+        inner
+            .streaming
+            .iter()
+            .chain(&inner.waiting)
+            .cloned()
+            .collect()
     };
     for l in links {
         l.close("");

@@ -139,7 +139,10 @@ impl MasterLink {
     pub fn consumed(&mut self, server: &ServerShared, bytes: &[u8]) {
         self.offset += bytes.len() as u64;
         self.proxy.extend_from_slice(bytes);
-        server.repl.read_offset.store(self.offset, Ordering::Relaxed);
+        server
+            .repl
+            .read_offset
+            .store(self.offset, Ordering::Relaxed);
     }
 }
 
