@@ -49,7 +49,7 @@
 //! a trait object for one implementation).
 
 use std::fs::File;
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ use commands::coord::Coordinator;
 use commands::repl::{Backlog, ReplicaInfo, ReplicaState, SyncRequest};
 use commands::{ClientState, ServerShared};
 
-use super::link::{server_ack, Bulk, Fanout, Link};
+use super::link::{server_ack, Bulk, Fanout, Link, Sock};
 use crate::log;
 use crate::server::aof::StreamFeed;
 use crate::server::aof_rewrite::Rewriter;
@@ -603,14 +603,20 @@ fn set_state(server: &ServerShared, id: u64, st: ReplicaState) {
     }
 }
 
-/// A connection's socket, turned blocking, as a file; `None` for a TLS
-/// connection (the replication link writes the socket directly: a
-/// replica over TLS is not served yet, its connection is closed).
-fn into_file(stream: Stream) -> Option<File> {
+/// A connection's socket for its replication link: a plain one turned
+/// blocking, as a file; a TLS one keeps its session (and stays
+/// non-blocking: see `link`).
+fn into_sock(stream: Stream) -> Sock {
     let fd = match stream {
         Stream::Tcp(s) => s.into_raw_fd(),
         Stream::Unix(s) => s.into_raw_fd(),
-        Stream::Tls(_) => return None,
+        Stream::Tls(t) => {
+            let fd = t.tcp.as_raw_fd();
+            return Sock::Tls {
+                session: Mutex::new(t),
+                fd,
+            };
+        }
     };
     // SAFETY: `fd` was just released by its owner; the File owns it now.
     // Clearing O_NONBLOCK on an fd we own is sound.
@@ -619,7 +625,7 @@ fn into_file(stream: Stream) -> Option<File> {
         if flags >= 0 {
             libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
-        Some(File::from_raw_fd(fd))
+        Sock::Plain(File::from_raw_fd(fd))
     }
 }
 
@@ -639,17 +645,12 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
             .rsplit_once(':')
             .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
     });
-    let Some(file) = into_file(stream) else {
-        crate::log::warning(format_args!(
-            "Replica over TLS refused: replication over TLS is not supported yet"
-        ));
-        return false;
-    };
+    let sock = into_sock(stream);
     let link = Arc::new(Link::new(
         m.server.clone(),
         client.id,
         client.addr.clone(),
-        file,
+        sock,
         req,
         (hello.capa_eof, hello.capa_psync2),
     ));

@@ -66,6 +66,8 @@ pub const ACK_PERIOD_MS: u64 = 1000;
 /// (and the payload), ready to stream.
 pub struct Handoff {
     pub stream: TcpStream,
+    /// The TLS session over it (`tls-replication`).
+    pub tls: Option<rustls::ClientConnection>,
     /// Stream bytes read past the payload.
     pub leftover: Vec<u8>,
     /// A full sync's data, one detached shard per real shard; `None` for a
@@ -377,10 +379,28 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     let _ = stream.set_read_timeout(Some(timeout));
     let _ = stream.set_write_timeout(Some(timeout));
     let _ = stream.set_nodelay(true);
-    let mut link = Link {
-        r: BufReader::with_capacity(CHUNK, stream.try_clone().map_err(|_| Failure::Retry)?),
-        w: stream,
+    let transport = if cfg.tls_replication {
+        // `tls-replication yes`: the handshake happens on the first
+        // exchange (PING), as Redis's connTLSConnect before it.
+        let ctx = crate::server::tls::client_config(&cfg).map_err(|e| {
+            log::warning(format_args!(
+                "Unable to configure TLS for the MASTER link: {e}"
+            ));
+            Failure::Retry
+        })?;
+        let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+            log::warning(format_args!("Bad MASTER host name for TLS: {e}"));
+            Failure::Retry
+        })?;
+        let conn = rustls::ClientConnection::new(ctx, name).map_err(|e| {
+            log::warning(format_args!("Unable to start TLS with MASTER: {e}"));
+            Failure::Retry
+        })?;
+        Transport::Tls(Box::new(rustls::StreamOwned::new(conn, stream)))
+    } else {
+        Transport::Plain(stream)
     };
+    let mut link = Link::new(transport);
     // PING: an error other than an authentication one ends the attempt.
     let reply = link.call(&[b"PING"])?;
     if reply.starts_with('-')
@@ -446,9 +466,10 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         // with the new data.
         super::master::disconnect_replicas();
         let (fresh, db) = receive_payload(server, gen, &mut link)?;
-        let leftover = link.r.buffer().to_vec();
+        let (stream, tls, leftover) = link.into_parts();
         return Ok(Handoff {
-            stream: link.w,
+            stream,
+            tls,
             leftover,
             load: Some(fresh),
             replid: replid.to_owned(),
@@ -495,10 +516,11 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
         ));
-        let leftover = link.r.buffer().to_vec();
+        let (stream, tls, leftover) = link.into_parts();
         let replid = server.repl.ids().replid;
         return Ok(Handoff {
-            stream: link.w,
+            stream,
+            tls,
             leftover,
             load: None,
             replid,
@@ -528,7 +550,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         ));
     }
     log::notice(format_args!("Retrying with SYNC..."));
-    link.w.write_all(b"SYNC\r\n").map_err(|e| {
+    link.r.get_mut().write_all(b"SYNC\r\n").map_err(|e| {
         log::warning(format_args!(
             "I/O error writing to MASTER: {}",
             strerror(&e)
@@ -537,11 +559,12 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     })?;
     super::master::disconnect_replicas();
     let (fresh, db) = receive_payload(server, gen, &mut link)?;
-    let leftover = link.r.buffer().to_vec();
+    let (stream, tls, leftover) = link.into_parts();
     // No history to continue from: a new ID of our own, counted from 0
     // (the next PSYNC gets an error again and falls back here).
     Ok(Handoff {
-        stream: link.w,
+        stream,
+        tls,
         leftover,
         load: Some(fresh),
         replid: commands::repl::new_replid(),
@@ -572,13 +595,84 @@ fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStrea
     Err(last)
 }
 
-/// The handshake's socket: a buffered reader and the writer.
+/// The link's byte stream: the socket, or a TLS session over it
+/// (`tls-replication`).
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Transport {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+            Transport::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.read(b),
+            Transport::Tls(t) => t.read(b),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.write(b),
+            Transport::Tls(t) => t.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Transport::Plain(s) => s.flush(),
+            Transport::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// The handshake's link: a buffered reader over the transport (writes go
+/// to the transport directly).
 struct Link {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
+    r: BufReader<Transport>,
 }
 
 impl Link {
+    fn new(t: Transport) -> Link {
+        Link {
+            r: BufReader::with_capacity(CHUNK, t),
+        }
+    }
+
+    fn tcp(&self) -> &TcpStream {
+        self.r.get_ref().tcp()
+    }
+
+    /// The socket, the TLS session if any, and the stream bytes already
+    /// read past the handshake (buffered here, or decrypted by the
+    /// session and not read yet).
+    fn into_parts(self) -> (TcpStream, Option<rustls::ClientConnection>, Vec<u8>) {
+        let mut leftover = self.r.buffer().to_vec();
+        match self.r.into_inner() {
+            Transport::Plain(s) => (s, None, leftover),
+            Transport::Tls(t) => {
+                let rustls::StreamOwned { mut conn, sock } = *t;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.reader().read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    leftover.extend_from_slice(&buf[..n]);
+                }
+                (sock, Some(conn), leftover)
+            }
+        }
+    }
+
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), Failure> {
         let mut b = format!("*{}\r\n", argv.len()).into_bytes();
         for a in argv {
@@ -586,7 +680,7 @@ impl Link {
             b.extend_from_slice(a);
             b.extend_from_slice(b"\r\n");
         }
-        self.w.write_all(&b).map_err(|e| {
+        self.r.get_mut().write_all(&b).map_err(|e| {
             log::warning(format_args!(
                 "Error condition on socket for SYNC: {}",
                 strerror(&e)
@@ -754,8 +848,8 @@ fn download(
         })?,
     );
     let mut read = 0u64;
-    let timeout = link.w.read_timeout().ok().flatten().unwrap_or(RETRY);
-    let _ = link.w.set_read_timeout(Some(RETRY));
+    let timeout = link.tcp().read_timeout().ok().flatten().unwrap_or(RETRY);
+    let _ = link.tcp().set_read_timeout(Some(RETRY));
     let mut last_io = std::time::Instant::now();
     // EOF form: the last 40 bytes seen are held back until more come.
     let mut tail: Vec<u8> = Vec::new();
@@ -861,10 +955,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         });
         let (sock, _) = l.accept().unwrap();
-        let mut link = Link {
-            r: BufReader::with_capacity(CHUNK, sock.try_clone().unwrap()),
-            w: sock,
-        };
+        let mut link = Link::new(Transport::Plain(sock));
         let dir = std::env::temp_dir().join(format!("tessera-eof-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let tmp = dir.join("payload.rdb");

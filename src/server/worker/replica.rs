@@ -124,8 +124,14 @@ impl Worker {
             return;
         }
         let _ = h.stream.set_read_timeout(None);
-        let stream = TcpStream::from_std(h.stream);
-        let Some(slot) = self.add_master_conn(Stream::Tcp(stream), peer, local) else {
+        let tcp = TcpStream::from_std(h.stream);
+        let stream = match h.tls {
+            Some(tls) => Stream::Tls(Box::new(crate::server::tls::TlsStream::from_client(
+                tcp, tls,
+            ))),
+            None => Stream::Tcp(tcp),
+        };
+        let Some(slot) = self.add_master_conn(stream, peer, local) else {
             link::adopt_failed(&server, h.gen);
             return;
         };
