@@ -63,13 +63,14 @@ fn is_no_one(args: Args<'_>) -> bool {
     eq_ic(args.get(1), "no") && eq_ic(args.get(2), "one")
 }
 
-/// REPLICAOF NO ONE runs under whole-keyspace Read locks: no write runs
-/// while the stream changes hands (see `repl::ReplRuntime`). The other
+/// REPLICAOF NO ONE runs under whole-keyspace Write locks: no write runs
+/// while the stream changes hands (see `repl::ReplRuntime`), nor does the
+/// runtime's coordinator that ends the stream (Read locks). The other
 /// form touches no data.
 fn promotion_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
     let mut set = crate::tx::LockSet::default();
     if is_no_one(args) {
-        set.whole(nshards, crate::tx::Mode::Read);
+        set.whole(nshards, crate::tx::Mode::Write);
     }
     Some(set)
 }
@@ -89,8 +90,14 @@ fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>
         let runtime = server.repl.runtime.get().cloned();
         let record = replica && runtime.as_ref().is_some_and(|r| r.prepare_promotion());
         let mut plan = Plan::default();
-        if record {
-            plan.run_all(server.nshards, |env| env.shard.outbox.records_on = true);
+        if let Some(rt) = runtime.clone().filter(|_| record) {
+            // Readied again under the locks: a stream that ended between
+            // the build and the grant comes back before the shards record.
+            plan.run_all(server.nshards, move |env| {
+                if rt.prepare_promotion() {
+                    env.shard.outbox.records_on = true;
+                }
+            });
         }
         return Ok(OneStep::boxed(
             plan,

@@ -456,16 +456,19 @@ impl Master {
     fn stop_stream_coordinator(self: &Arc<Self>) -> Box<dyn Coordinator> {
         let server = self.server.clone();
         let keep = server.aof.get().is_some_and(|a| a.enabled());
-        let m = self.clone();
+        let (m, m2) = (self.clone(), self.clone());
         commands::persist::all_shards_then(
             &server,
-            move |shard| shard.outbox.records_on = keep,
+            move |shard| {
+                // A promotion (under Write locks: never between two of
+                // these jobs) may have put the stream back meanwhile.
+                if !m2.stream_wanted() {
+                    shard.outbox.records_on = keep;
+                }
+            },
             Box::new(move || {
                 let mut inner = m.lock();
-                let wanted = !inner.waiting.is_empty()
-                    || !inner.streaming.is_empty()
-                    || m.server.repl.lock().master.backlog.is_some();
-                if !inner.replica && wanted {
+                if m.stream_wanted_locked(&inner) {
                     // A replica came meanwhile, or a promotion put the
                     // stream back: it stays (a sync's snapshot turns the
                     // shards' records back on).
@@ -479,6 +482,19 @@ impl Master {
                 }
             }),
         )
+    }
+
+    /// Whether this server's own writes must go on feeding the stream: a
+    /// master with replicas or a backlog.
+    fn stream_wanted(&self) -> bool {
+        self.stream_wanted_locked(&self.lock())
+    }
+
+    fn stream_wanted_locked(&self, inner: &Inner) -> bool {
+        !inner.replica
+            && (!inner.waiting.is_empty()
+                || !inner.streaming.is_empty()
+                || self.server.repl.lock().master.backlog.is_some())
     }
 
     fn cron_loop(self: Arc<Self>) {
