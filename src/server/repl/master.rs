@@ -757,6 +757,14 @@ impl commands::repl::ReplRuntime for Master {
     }
 
     fn promoted(&self) {
+        {
+            // Redis's replicationUnsetMaster: the backlog's time to live
+            // counts from the promotion while no replica is attached.
+            let mut r = self.server.repl.lock();
+            if r.master.replicas.is_empty() {
+                r.master.no_replicas_since_ms = engine::now_ms();
+            }
+        }
         let fed = {
             let mut inner = self.lock();
             inner.replica = false;
