@@ -514,7 +514,6 @@ fn load_roots(cfg: &Config) -> Result<RootCertStore, String> {
 /// `tls-ca-cert-file`/`-dir` to verify the peer. Unlike OpenSSL as Redis
 /// sets it up, rustls also checks that the peer's certificate names the
 /// host (or IP address) connected to.
-#[allow(dead_code)] // For the replication link (issue 25).
 pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, String> {
     let versions = protocols(cfg.tls_protocols.as_deref())?;
     let base = provider::default_provider();
@@ -600,6 +599,17 @@ impl TlsStream {
             held: 0,
             refusal: None,
         })
+    }
+
+    /// A client session that shook hands elsewhere (the replication
+    /// link's handshake thread) goes on over `tcp`, now non-blocking.
+    pub fn from_client(tcp: mio::net::TcpStream, conn: ClientConnection) -> Self {
+        TlsStream {
+            tcp,
+            conn: conn.into(),
+            held: 0,
+            refusal: None,
+        }
     }
 
     /// Ends the connection with `msg` once the handshake is done.

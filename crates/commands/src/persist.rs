@@ -566,7 +566,7 @@ impl Persist {
         server: &ServerShared,
         kind: Kind,
     ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
-        self.start_with(server, kind, None, None)
+        self.start_with(server, kind, None, None, None)
     }
 
     /// [`Persist::start`] with a callback for the outcome (a sync's
@@ -578,6 +578,7 @@ impl Persist {
         kind: Kind,
         done_hook: Option<OnDone>,
         sink: Option<Box<dyn Write + Send>>,
+        stream_db: Option<usize>,
     ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
         let mut st = self.lock();
         match st.running.as_ref().map(|r| r.kind) {
@@ -639,6 +640,7 @@ impl Persist {
             functions: crate::script::library::registry().codes(),
             compress: cfg.rdbcompression,
             sink: Mutex::new(sink),
+            stream_db,
         };
         std::thread::Builder::new()
             .name("rdb-writer".into())
@@ -726,6 +728,9 @@ struct WriterJob {
     compress: bool,
     /// [`Kind::Sync`]: where the RDB goes instead of a file.
     sink: Mutex<Option<Box<dyn Write + Send>>>,
+    /// A replica's sync: the database its master's stream is in (the
+    /// `repl-stream-db` AUX field).
+    stream_db: Option<usize>,
 }
 
 impl WriterJob {
@@ -890,6 +895,9 @@ impl WriterJob {
                 engine::alloc::used_total(self.shards),
                 self.kind == Kind::Rewrite,
             );
+            if let Some(db) = self.stream_db {
+                engine::rdb::write_repl_stream_db(&mut head, db);
+            }
             for l in &self.functions {
                 engine::rdb::write_function(&mut head, &l.code, self.compress);
             }
@@ -1058,6 +1066,7 @@ pub fn sync_coordinator(
     target: SyncTarget,
     at_instant: Box<dyn FnOnce() + Send>,
     on_done: OnDone,
+    stream_db: Option<usize>,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let (kind, sink) = match target {
         SyncTarget::Disk => (Kind::Bgsave, None),
@@ -1066,9 +1075,10 @@ pub fn sync_coordinator(
     if kind == Kind::Bgsave {
         log(false, "Starting BGSAVE for SYNC with target: disk");
     }
-    let (begin_dirty, _done) = server
-        .persist
-        .start_with(server, kind, Some(on_done), sink)?;
+    let (begin_dirty, _done) =
+        server
+            .persist
+            .start_with(server, kind, Some(on_done), sink, stream_db)?;
     let compress = server.config().rdbcompression;
     let begin = begin_job(compress, begin_dirty);
     let mut plan = Plan::default();
@@ -1343,17 +1353,19 @@ pub fn load(
     shards: &mut [Shard],
     limits: engine::EncLimits,
 ) -> Result<Option<(u64, u64)>, String> {
-    load_as(path, shards, limits, false)
+    Ok(load_as(path, shards, limits, false)?.map(|(k, e, _)| (k, e)))
 }
 
 /// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
 /// does when it loads its master's payload (the master's DEL removes them).
+/// Returns the keys loaded, those skipped as expired, and the payload's
+/// `repl-stream-db`.
 pub fn load_as(
     path: &Path,
     shards: &mut [Shard],
     limits: engine::EncLimits,
     keep_expired: bool,
-) -> Result<Option<(u64, u64)>, String> {
+) -> Result<Option<(u64, u64, Option<usize>)>, String> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -1412,7 +1424,7 @@ pub fn load_as(
             started.elapsed().as_secs_f64()
         ),
     );
-    Ok(Some((keys, expired)))
+    Ok(Some((keys, expired, reader.repl_stream_db())))
 }
 
 /// Writes `shards` to `path` at once, from one thread (the final save at
@@ -1442,6 +1454,7 @@ pub fn save_now(
         functions: crate::script::library::registry().codes(),
         compress,
         sink: Mutex::new(None),
+        stream_db: None,
     };
     let writer = std::thread::spawn(move || job.run());
     let mut total = 0;

@@ -31,9 +31,31 @@ pub mod backlog;
 pub mod cmds;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 pub use backlog::Backlog;
+
+/// What the runtime's master side does when the role changes (the
+/// commands crate cannot name its types; it registers itself at start).
+///
+/// A replica proxies its master's stream to its own backlog and replicas
+/// (Redis's `replicationFeedStreamFromMasterStream`); a master streams its
+/// own writes. The switch must fall between two writes, so a promotion
+/// runs under the whole-keyspace lock (REPLICAOF NO ONE is coordinated):
+/// [`ReplRuntime::prepare_promotion`] before, the shards start recording
+/// under the lock, [`ReplRuntime::promoted`] at the instant.
+pub trait ReplRuntime: Send + Sync {
+    /// Before a promotion's locks: readies the stream writer if the
+    /// stream will go on (a backlog exists); true if the shards must
+    /// record from the promotion's instant on.
+    fn prepare_promotion(&self) -> bool;
+    /// At the promotion's instant (every lock held, the role just
+    /// changed): this server's writes continue the stream from its offset.
+    fn promoted(&self);
+    /// REPLICAOF host port: the stream becomes the new master's, proxied;
+    /// the replicas reconnect (Redis's disconnectSlaves).
+    fn demoted(&self);
+}
 
 /// The role and the link to a master, if any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -235,6 +257,26 @@ pub struct Repl {
     /// `ReplInner::gen`, readable without the lock (the master connection
     /// checks it before each command it runs).
     pub gen: AtomicU64,
+    /// The runtime's side of role changes, once registered.
+    pub runtime: OnceLock<Arc<dyn ReplRuntime>>,
+    /// A replica's master connection exists (worker 0 serves it): a sync
+    /// for this server's own replicas then runs as one of its commands.
+    pub master_conn: AtomicBool,
+    /// Bytes of the master's stream read by the master connection (INFO's
+    /// `slave_read_repl_offset`; `master_repl_offset` counts those
+    /// applied).
+    pub read_offset: AtomicU64,
+    /// The database the master's stream is in where the last master
+    /// connection stopped: a partial resync goes on there, and a sync of
+    /// this replica's replicas without a master connection says so
+    /// (`repl-stream-db`).
+    pub master_db: AtomicU64,
+}
+
+impl std::fmt::Debug for dyn ReplRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplRuntime")
+    }
 }
 
 /// Redis's `shared.noreplicaserr`.
@@ -260,6 +302,10 @@ impl Repl {
             link_up: AtomicBool::new(false),
             last_io_ms: AtomicU64::new(0),
             gen: AtomicU64::new(0),
+            runtime: OnceLock::new(),
+            master_conn: AtomicBool::new(false),
+            read_offset: AtomicU64::new(0),
+            master_db: AtomicU64::new(0),
             refuse_writes: AtomicBool::new(false),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),
@@ -301,6 +347,22 @@ impl Repl {
         }
         self.offset
             .store(r.ids.master_repl_offset, Ordering::Release);
+    }
+
+    /// [`Repl::feed`] if the role's generation is still `gen` (a
+    /// replica's proxied stream); false, and nothing fed, otherwise.
+    pub fn feed_if(&self, gen: u64, b: &[u8]) -> bool {
+        let mut r = self.lock();
+        if r.gen != gen {
+            return false;
+        }
+        r.ids.master_repl_offset += b.len() as u64;
+        if let Some(bl) = &mut r.master.backlog {
+            bl.append(b);
+        }
+        self.offset
+            .store(r.ids.master_repl_offset, Ordering::Release);
+        true
     }
 
     /// Sets `master_repl_offset` (the replica side, after a sync).

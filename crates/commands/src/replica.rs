@@ -38,17 +38,19 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         3,
         ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
         NO_KEYS,
-        Exec::Conn(replicaof),
+        Exec::Coord(replicaof),
         ACL,
-    ),
+    )
+    .with_locks(promotion_locks),
     CommandSpec::new(
         "slaveof",
         3,
         ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
         NO_KEYS,
-        Exec::Conn(replicaof),
+        Exec::Coord(replicaof),
         ACL,
-    ),
+    )
+    .with_locks(promotion_locks),
 ];
 
 /// Redis's `shared.roslaveerr`.
@@ -57,22 +59,62 @@ pub const READONLY_ERR: &str = "READONLY You can't write against a read only rep
 pub const MASTERDOWN_ERR: &str = "MASTERDOWN Link with MASTER is down and \
      replica-serve-stale-data is set to 'no'.";
 
+fn is_no_one(args: Args<'_>) -> bool {
+    eq_ic(args.get(1), "no") && eq_ic(args.get(2), "one")
+}
+
+/// REPLICAOF NO ONE runs under whole-keyspace Write locks: no write runs
+/// while the stream changes hands (see `repl::ReplRuntime`), nor does the
+/// runtime's coordinator that ends the stream (Read locks). The other
+/// form touches no data.
+fn promotion_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    let mut set = crate::tx::LockSet::default();
+    if is_no_one(args) {
+        set.whole(nshards, crate::tx::Mode::Write);
+    }
+    Some(set)
+}
+
 /// REPLICAOF host port | NO ONE (and SLAVEOF): `+OK`, or `+OK Already
 /// connected to specified master` when nothing changes; `-ERR Invalid
 /// master port` for a port outside 0..=65535.
-fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    if eq_ic(args.get(1), "no") && eq_ic(args.get(2), "one") {
-        if unset_master(c.server) {
-            crate::persist::log(
-                false,
-                &format!(
-                    "MASTER MODE enabled (user request from 'id={} addr={}')",
-                    c.client.id, c.client.addr
-                ),
-            );
+///
+/// NO ONE on a replica is a promotion: when a backlog exists the shards
+/// start recording (the stream goes on with this server's writes) and, at
+/// the instant every lock is held, the role changes.
+fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    if is_no_one(args) {
+        let server = c.server.clone();
+        let who = format!("id={} addr={}", c.client.id, c.client.addr);
+        let replica = server.repl.is_replica();
+        let runtime = server.repl.runtime.get().cloned();
+        let record = replica && runtime.as_ref().is_some_and(|r| r.prepare_promotion());
+        let mut plan = Plan::default();
+        if let Some(rt) = runtime.clone().filter(|_| record) {
+            // Readied again under the locks: a stream that ended between
+            // the build and the grant comes back before the shards record.
+            plan.run_all(server.nshards, move |env| {
+                if rt.prepare_promotion() {
+                    env.shard.outbox.records_on = true;
+                }
+            });
         }
-        c.out.ok();
-        return Ok(());
+        return Ok(OneStep::boxed(
+            plan,
+            move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+                if unset_master(&server) {
+                    if let Some(r) = runtime {
+                        r.promoted();
+                    }
+                    crate::persist::log(
+                        false,
+                        &format!("MASTER MODE enabled (user request from '{who}')"),
+                    );
+                }
+                out.ok();
+                Ok(())
+            },
+        ));
     }
     if c.client.master {
         return Err(CmdError::err(
@@ -84,24 +126,28 @@ fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .and_then(|p| u16::try_from(p).ok())
         .ok_or_else(|| CmdError::err("Invalid master port"))?;
     let host = String::from_utf8_lossy(args.get(1)).into_owned();
-    if !set_master(c.server, &host, port) {
-        crate::persist::log(
-            false,
-            "REPLICAOF would result into synchronization with the master we are already \
-             connected with. No operation performed.",
-        );
-        c.out.simple("OK Already connected to specified master");
-        return Ok(());
-    }
-    crate::persist::log(
-        false,
-        &format!(
-            "REPLICAOF {host}:{port} enabled (user request from 'id={} addr={}')",
-            c.client.id, c.client.addr
-        ),
-    );
-    c.out.ok();
-    Ok(())
+    let server = c.server.clone();
+    let who = format!("id={} addr={}", c.client.id, c.client.addr);
+    Ok(OneStep::boxed(
+        Plan::default(),
+        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            if !set_master(&server, &host, port) {
+                crate::persist::log(
+                    false,
+                    "REPLICAOF would result into synchronization with the master we are \
+                     already connected with. No operation performed.",
+                );
+                out.simple("OK Already connected to specified master");
+                return Ok(());
+            }
+            crate::persist::log(
+                false,
+                &format!("REPLICAOF {host}:{port} enabled (user request from '{who}')"),
+            );
+            out.ok();
+            Ok(())
+        },
+    ))
 }
 
 /// Makes this server a replica of `host:port` (REPLICAOF, `replicaof`);
@@ -127,6 +173,9 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
         },
     );
     drop(g);
+    if let Some(r) = repl.runtime.get() {
+        r.demoted();
+    }
     // CONFIG GET replicaof (and CONFIG REWRITE) show the live master.
     show_master(server, vec![host.to_owned(), port.to_string()]);
     true
@@ -157,17 +206,22 @@ pub fn unset_master(server: &ServerShared) -> bool {
 /// Parses a full sync's payload at `path` into fresh shards, one per real
 /// shard (each key on the shard its hash picks), keeping keys already
 /// expired (the master deletes them). The live data is not touched.
-pub fn parse_payload(server: &ServerShared, path: &Path) -> Result<(Vec<Shard>, u64), String> {
+/// Returns the shards and the database the master's stream is in
+/// (`repl-stream-db`: a replica's payload; 0 when absent).
+pub fn parse_payload(server: &ServerShared, path: &Path) -> Result<(Vec<Shard>, usize), String> {
     let cfg = server.config();
     let mut shards: Vec<Shard> = (0..server.nshards)
         .map(|id| Shard::new(id, cfg.databases))
         .collect();
     let limits = crate::ctx::enc_limits_of(&cfg);
-    let keys = match crate::persist::load_as(path, &mut shards, limits, true)? {
-        Some((keys, _)) => keys,
+    let db = match crate::persist::load_as(path, &mut shards, limits, true)? {
+        Some((_, _, db)) => db.unwrap_or(0),
         None => return Err(format!("{}: no such file", path.display())),
     };
-    Ok((shards, keys))
+    if db >= cfg.databases {
+        return Err(format!("repl-stream-db {db} out of range"));
+    }
+    Ok((shards, db))
 }
 
 /// The coordinator that replaces every shard's data with `fresh` at one
@@ -280,9 +334,20 @@ pub fn info_fields(server: &ServerShared) -> Option<String> {
     } else {
         1
     };
+    // Read: what the master connection consumed (run or in flight);
+    // applied: what it finished (Redis's read_reploff and reploff).
+    let read = if up {
+        server
+            .repl
+            .read_offset
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(offset)
+    } else {
+        offset
+    };
     let _ = write!(
         o,
-        "slave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n"
+        "slave_read_repl_offset:{read}\r\nslave_repl_offset:{offset}\r\n"
     );
     if info.sync_in_progress {
         let total = info.sync_total_bytes;

@@ -21,6 +21,11 @@
 //!   min-replicas), anything else is ignored; bytes that are not RESP end
 //!   the link (the replica reconnects), as Redis's protocol errors do.
 //!
+//! A replica on the TLS port: both threads share the session (one
+//! mutex); the socket stays non-blocking and each thread waits for it with
+//! `poll` outside the lock, so a writer stalled by a slow replica never
+//! holds the session while the reader waits for an ACK, or the reverse.
+//!
 //! Bounds: the stream queue is held to the `replica` class of
 //! `client-output-buffer-limit` (hard limit, or soft limit for its
 //! seconds): a replica that falls that far behind is disconnected and
@@ -40,6 +45,7 @@ use commands::repl::{ReplicaState, SyncRequest};
 use commands::ServerShared;
 
 use crate::log;
+use crate::server::tls::TlsStream;
 
 /// Bytes of a diskless RDB queued for one replica before the snapshot's
 /// writer waits.
@@ -79,12 +85,21 @@ pub struct Out {
     pub closed: bool,
 }
 
+/// A replica's connection: a blocking socket (the writer thread writes
+/// it, the reader reads a dup), or a TLS session over a non-blocking one.
+pub enum Sock {
+    Plain(File),
+    Tls {
+        session: Mutex<Box<TlsStream>>,
+        fd: i32,
+    },
+}
+
 /// One attached replica.
 pub struct Link {
     pub id: u64,
     pub addr: String,
-    /// The socket; the writer thread writes it, the reader reads a dup.
-    sock: File,
+    sock: Sock,
     pub request: SyncRequest,
     pub capa_eof: bool,
     pub capa_psync2: bool,
@@ -104,7 +119,7 @@ impl Link {
         server: Arc<ServerShared>,
         id: u64,
         addr: String,
-        sock: File,
+        sock: Sock,
         request: SyncRequest,
         capa: (bool, bool),
     ) -> Link {
@@ -138,7 +153,48 @@ impl Link {
     }
 
     pub fn fd(&self) -> i32 {
-        self.sock.as_raw_fd()
+        match &self.sock {
+            Sock::Plain(f) => f.as_raw_fd(),
+            Sock::Tls { fd, .. } => *fd,
+        }
+    }
+
+    /// Waits (at most 200 ms) until the socket is ready for `events`.
+    fn wait_ready(&self, events: libc::c_short) {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the fd lives as long as `self`.
+        unsafe {
+            libc::poll(&mut p, 1, 200);
+        }
+    }
+
+    /// Writes all of `b` through the TLS session, waiting for the socket
+    /// outside the lock (TlsStream's contract: a `WouldBlock` write is
+    /// retried with the same bytes).
+    fn tls_write_all(&self, session: &Mutex<Box<TlsStream>>, b: &[u8]) -> std::io::Result<()> {
+        let mut off = 0;
+        while off < b.len() {
+            let r = session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write(&b[off..]);
+            match r {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if self.lock().closed {
+                        return Err(std::io::ErrorKind::BrokenPipe.into());
+                    }
+                    self.wait_ready(libc::POLLOUT);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Out> {
@@ -241,7 +297,11 @@ impl Link {
     }
 
     fn send(&self, b: &[u8]) -> bool {
-        match (&self.sock).write_all(b) {
+        let r = match &self.sock {
+            Sock::Plain(f) => (&*f).write_all(b),
+            Sock::Tls { session, .. } => self.tls_write_all(session, b),
+        };
+        match r {
             Ok(()) => {
                 self.server
                     .repl
@@ -409,14 +469,38 @@ impl Link {
     /// The reader thread: records `REPLCONF ACK`s until the link ends.
     /// `on_ack` gets each acknowledged offset.
     pub fn read_acks(&self, on_ack: &dyn Fn(u64)) {
-        let mut sock = match self.sock.try_clone() {
-            Ok(s) => s,
-            Err(e) => return self.close(&e.to_string()),
+        let mut plain = match &self.sock {
+            Sock::Plain(f) => match f.try_clone() {
+                Ok(s) => Some(s),
+                Err(e) => return self.close(&e.to_string()),
+            },
+            Sock::Tls { .. } => None,
         };
         let mut buf: Vec<u8> = Vec::with_capacity(4096);
         let mut chunk = [0u8; 4096];
         loop {
-            let n = match sock.read(&mut chunk) {
+            let r = match (&mut plain, &self.sock) {
+                (Some(f), _) => f.read(&mut chunk),
+                (None, Sock::Tls { session, .. }) => {
+                    if self.lock().closed {
+                        return;
+                    }
+                    self.wait_ready(libc::POLLIN);
+                    let r = session
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .read(&mut chunk);
+                    match r {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        // TlsStream: a short read is not an end; 0 with
+                        // the peer gone is.
+                        Ok(0) => Ok(0),
+                        r => r,
+                    }
+                }
+                (None, Sock::Plain(_)) => return,
+            };
+            let n = match r {
                 Ok(0) => return self.close("connection closed"),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

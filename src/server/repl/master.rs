@@ -23,14 +23,34 @@
 //! for the next one; a diskless sync waits `repl-diskless-sync-delay`
 //! for more replicas to share it, as Redis's.
 //!
+//! A replica's replicas (chained replication). A replica does not stream
+//! its own records: it proxies its master's stream, byte for byte, with
+//! the master's replication ID and offsets, as Redis's
+//! `replicationFeedStreamFromMasterStream`. Its master connection (worker
+//! 0) hands over the bytes of every command once applied ([`proxy`]):
+//! they extend `master_repl_offset` and the backlog (which a replica keeps
+//! whether or not it has replicas, so that once promoted its old master's
+//! other replicas continue with `+CONTINUE`), and go to each streaming
+//! replica. The writer's output is then dropped ([`Master`]'s
+//! `proxying`), so the AOF of a replica still gets its records. A full
+//! sync of a replica's replica runs as a command of the master connection
+//! while nothing of the master's stream is in flight: the snapshot holds
+//! exactly the bytes applied up to the offset its replicas start from
+//! (with no master connection, nothing changes the data, and thread 0's
+//! cron runs it as a master's). REPLICAOF NO ONE switches the stream back
+//! to the writer at one instant (see `commands::repl::ReplRuntime`): a
+//! mark in the writer's queue ends the proxying after every record of the
+//! old role and before every one of the new; the offsets go on from where
+//! the master's stream left them.
+//!
 //! One [`Master`] per process, reached through [`get`]: the workers'
 //! connection code hands it sockets and WAITs, and the commands crate
 //! cannot name runtime types (an `Arc` in `ServerShared` would have to be
 //! a trait object for one implementation).
 
 use std::fs::File;
-use std::os::fd::{FromRawFd, IntoRawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,7 +58,7 @@ use commands::coord::Coordinator;
 use commands::repl::{Backlog, ReplicaInfo, ReplicaState, SyncRequest};
 use commands::{ClientState, ServerShared};
 
-use super::link::{server_ack, Bulk, Fanout, Link};
+use super::link::{server_ack, Bulk, Fanout, Link, Sock};
 use crate::log;
 use crate::server::aof::StreamFeed;
 use crate::server::aof_rewrite::Rewriter;
@@ -54,6 +74,10 @@ pub fn get() -> Option<&'static Arc<Master>> {
 pub struct Master {
     server: Arc<ServerShared>,
     inner: Mutex<Inner>,
+    /// The writer's output is dropped: this server is a replica and
+    /// proxies its master's stream instead. Switched in stream order (a
+    /// mark in the writer's queue) when the writer is attached.
+    proxying: AtomicBool,
 }
 
 #[derive(Default)]
@@ -70,8 +94,13 @@ struct Inner {
     /// The `replica` class of `client-output-buffer-limit` (refreshed by
     /// the cron: the feed runs per batch and must not clone the config).
     limit: config::ObufLimit,
-    /// The backlog outlived `repl-backlog-ttl`: thread 0 stops the stream.
+    /// The backlog outlived `repl-backlog-ttl`, or this server became a
+    /// replica: thread 0 stops the stream (the shards' records).
     stop_stream: bool,
+    /// The role as this side last learned it (promotion and demotion
+    /// hooks): a replica proxies, and its syncs run on the master
+    /// connection.
+    replica: bool,
 }
 
 /// Starts the master side and its cron thread.
@@ -80,12 +109,18 @@ pub fn init(server: &Arc<ServerShared>) {
         server: server.clone(),
         inner: Mutex::new(Inner {
             limit: server.config().client_output_buffer_limit[1],
+            replica: server.repl.is_replica(),
             ..Inner::default()
         }),
+        proxying: AtomicBool::new(server.repl.is_replica()),
     });
     if MASTER.set(m.clone()).is_err() {
         return;
     }
+    let _ = server
+        .repl
+        .runtime
+        .set(m.clone() as Arc<dyn commands::repl::ReplRuntime>);
     let _ = std::thread::Builder::new()
         .name("repl-cron".into())
         .spawn(move || m.cron_loop());
@@ -100,6 +135,9 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 
 impl StreamFeed for Master {
     fn feed(&self, b: Vec<u8>) {
+        if self.proxying.load(Ordering::Acquire) {
+            return;
+        }
         let inner = self.lock();
         self.server.repl.feed(&b);
         if inner.streaming.is_empty() {
@@ -138,7 +176,8 @@ impl Master {
     fn attach(self: &Arc<Self>, link: Arc<Link>, ip: String, port: u16, client: &ClientState) {
         let server = &self.server;
         log::notice(format_args!("Replica {ip}:{port} asks for synchronization"));
-        if !self.ensure_stream() {
+        // A replica proxies its master's stream: no writer of its own.
+        if !self.lock().replica && !self.ensure_stream() {
             link.close("no stream writer");
             return;
         }
@@ -182,8 +221,9 @@ impl Master {
         };
         if partial.is_none() && r.master.backlog.is_none() {
             // The first replica: a new history begins (Redis's
-            // syncCommand changes the ID when it creates the backlog).
-            if r.master.replicas.is_empty() {
+            // syncCommand changes the ID when it creates the backlog; a
+            // replica keeps its master's).
+            if r.master.replicas.is_empty() && !inner.replica {
                 r.ids.replid = commands::repl::new_replid();
                 r.ids.replid2 = "0".repeat(40);
                 r.ids.second_repl_offset = -1;
@@ -316,14 +356,23 @@ impl Master {
         self.lock().syncing = false;
     }
 
-    /// The sync thread 0 must start now, if any (see [`cron_due`]).
-    fn sync_due(self: &Arc<Self>) -> Option<Box<dyn Coordinator>> {
+    /// The sync thread 0 must start now, if any (see [`cron_due`]);
+    /// `conn_db`: asked by a replica's idle master connection, whose
+    /// stream is in that database.
+    fn sync_due(self: &Arc<Self>, conn_db: Option<usize>) -> Option<Box<dyn Coordinator>> {
+        let on_master_conn = conn_db.is_some();
         let cfg = self.server.config();
         let mut inner = self.lock();
-        if inner.stop_stream && !inner.syncing && inner.waiting.is_empty() {
+        if inner.stop_stream && !inner.syncing && inner.waiting.is_empty() && !on_master_conn {
             inner.stop_stream = false;
             drop(inner);
             return Some(self.stop_stream_coordinator());
+        }
+        // A replica's sync runs on its master connection when there is
+        // one (see the module docs), as a master's otherwise.
+        let conn = self.server.repl.master_conn.load(Ordering::Acquire);
+        if inner.replica && conn != on_master_conn {
+            return None;
         }
         inner.waiting.retain(|l| !l.lock().closed);
         if inner.syncing || inner.waiting.is_empty() {
@@ -338,7 +387,12 @@ impl Master {
                 return None;
             }
         }
-        let writer = rewriter(&self.server)?.current()?;
+        let replica = inner.replica;
+        let writer = if replica {
+            None
+        } else {
+            Some(rewriter(&self.server)?.current()?)
+        };
         let batch = std::mem::take(&mut inner.waiting);
         inner.waiting_since = None;
         inner.syncing = true;
@@ -354,15 +408,31 @@ impl Master {
             commands::persist::SyncTarget::Disk
         };
         let (m, b) = (self.clone(), batch.clone());
-        let at_instant = Box::new(move || {
-            writer.stream_mark(true, Box::new(move || m.start_streams(&b)));
-        });
+        let at_instant: Box<dyn FnOnce() + Send> = match writer {
+            Some(w) => Box::new(move || {
+                w.stream_mark(true, Box::new(move || m.start_streams(&b)));
+            }),
+            // A replica: nothing of its master's stream is in flight (see
+            // the module docs), the offset is the snapshot's.
+            None => Box::new(move || m.start_streams(&b)),
+        };
         let (m, b) = (self.clone(), batch.clone());
         let on_done = Box::new(move |ok: bool| {
             m.sync_done(&b, ok, diskless);
             false
         });
-        match commands::persist::sync_coordinator(&self.server, target, at_instant, on_done) {
+        // A replica's replicas start mid-stream: the payload says which
+        // database it is in (a master's stream begins with a SELECT).
+        let stream_db = replica.then(|| {
+            conn_db.unwrap_or(self.server.repl.master_db.load(Ordering::Acquire) as usize)
+        });
+        match commands::persist::sync_coordinator(
+            &self.server,
+            target,
+            at_instant,
+            on_done,
+            stream_db,
+        ) {
             Ok(c) => Some(c),
             Err(e) => {
                 // A save runs: the replicas wait for the next snapshot.
@@ -386,15 +456,22 @@ impl Master {
     fn stop_stream_coordinator(self: &Arc<Self>) -> Box<dyn Coordinator> {
         let server = self.server.clone();
         let keep = server.aof.get().is_some_and(|a| a.enabled());
-        let m = self.clone();
+        let (m, m2) = (self.clone(), self.clone());
         commands::persist::all_shards_then(
             &server,
-            move |shard| shard.outbox.records_on = keep,
+            move |shard| {
+                // A promotion (under Write locks: never between two of
+                // these jobs) may have put the stream back meanwhile.
+                if !m2.stream_wanted() {
+                    shard.outbox.records_on = keep;
+                }
+            },
             Box::new(move || {
                 let mut inner = m.lock();
-                if !inner.waiting.is_empty() || !inner.streaming.is_empty() {
-                    // A replica came meanwhile: the stream stays (its
-                    // sync's snapshot turns the shards' records back on).
+                if m.stream_wanted_locked(&inner) {
+                    // A replica came meanwhile, or a promotion put the
+                    // stream back: it stays (a sync's snapshot turns the
+                    // shards' records back on).
                     return;
                 }
                 inner.fed = false;
@@ -405,6 +482,19 @@ impl Master {
                 }
             }),
         )
+    }
+
+    /// Whether this server's own writes must go on feeding the stream: a
+    /// master with replicas or a backlog.
+    fn stream_wanted(&self) -> bool {
+        self.stream_wanted_locked(&self.lock())
+    }
+
+    fn stream_wanted_locked(&self, inner: &Inner) -> bool {
+        !inner.replica
+            && (!inner.waiting.is_empty()
+                || !inner.streaming.is_empty()
+                || self.server.repl.lock().master.backlog.is_some())
     }
 
     fn cron_loop(self: Arc<Self>) {
@@ -458,7 +548,10 @@ impl Master {
                 })
                 .count() as u64;
             let since = r.master.no_replicas_since_ms;
-            if r.master.replicas.is_empty()
+            // A replica keeps its backlog (Redis: only a top master frees
+            // it), to continue its master's replicas once promoted.
+            if !matches!(r.role, commands::repl::Role::Replica { .. })
+                && r.master.replicas.is_empty()
                 && r.master.backlog.is_some()
                 && cfg.repl_backlog_ttl_s > 0
                 && since != 0
@@ -504,6 +597,7 @@ impl Master {
         self.server.repl.set_refuse_writes(refuse);
         if replicas > 0
             && streaming
+            && !self.lock().replica
             && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
         {
             *last_ping = Instant::now();
@@ -525,14 +619,20 @@ fn set_state(server: &ServerShared, id: u64, st: ReplicaState) {
     }
 }
 
-/// A connection's socket, turned blocking, as a file; `None` for a TLS
-/// connection (the replication link writes the socket directly: a
-/// replica over TLS is not served yet, its connection is closed).
-fn into_file(stream: Stream) -> Option<File> {
+/// A connection's socket for its replication link: a plain one turned
+/// blocking, as a file; a TLS one keeps its session (and stays
+/// non-blocking: see `link`).
+fn into_sock(stream: Stream) -> Sock {
     let fd = match stream {
         Stream::Tcp(s) => s.into_raw_fd(),
         Stream::Unix(s) => s.into_raw_fd(),
-        Stream::Tls(_) => return None,
+        Stream::Tls(t) => {
+            let fd = t.tcp.as_raw_fd();
+            return Sock::Tls {
+                session: Mutex::new(t),
+                fd,
+            };
+        }
     };
     // SAFETY: `fd` was just released by its owner; the File owns it now.
     // Clearing O_NONBLOCK on an fd we own is sound.
@@ -541,7 +641,7 @@ fn into_file(stream: Stream) -> Option<File> {
         if flags >= 0 {
             libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
-        Some(File::from_raw_fd(fd))
+        Sock::Plain(File::from_raw_fd(fd))
     }
 }
 
@@ -561,17 +661,12 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
             .rsplit_once(':')
             .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
     });
-    let Some(file) = into_file(stream) else {
-        crate::log::warning(format_args!(
-            "Replica over TLS refused: replication over TLS is not supported yet"
-        ));
-        return false;
-    };
+    let sock = into_sock(stream);
     let link = Arc::new(Link::new(
         m.server.clone(),
         client.id,
         client.addr.clone(),
-        file,
+        sock,
         req,
         (hello.capa_eof, hello.capa_psync2),
     ));
@@ -600,7 +695,121 @@ pub fn drain(limit: Duration) {
 
 /// Thread 0's cron: the full sync (or the stream's end) to start now.
 pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
-    get()?.sync_due()
+    get()?.sync_due(None)
+}
+
+/// A replica's master connection, idle (nothing of the master's stream in
+/// flight, every byte applied was proxied): the full sync of this
+/// server's own replicas to run now as its next command, if any.
+pub fn sync_due_on_master_conn(db: usize) -> Option<Box<dyn Coordinator>> {
+    get()?.sync_due(Some(db))
+}
+
+/// A replica's master connection applied `bytes` of its master's stream
+/// (role generation `gen`): they extend the offset and the backlog and go
+/// to this server's streaming replicas, byte for byte. False if the role
+/// moved on (nothing was fed).
+pub fn proxy(server: &ServerShared, gen: u64, bytes: &[u8]) -> bool {
+    let Some(m) = get() else {
+        return server.repl.feed_if(gen, bytes);
+    };
+    // Under `inner`, as the writer's feed: a replica joining sees every
+    // byte once (in its backlog read, or queued to it).
+    let inner = m.lock();
+    if !server.repl.feed_if(gen, bytes) {
+        return false;
+    }
+    if !inner.streaming.is_empty() && !bytes.is_empty() {
+        let chunk = Arc::new(bytes.to_vec());
+        for l in &inner.streaming {
+            l.push_stream(&chunk, &inner.limit);
+        }
+    }
+    true
+}
+
+/// Redis's `disconnectSlaves`: every replica's link ends (they reconnect
+/// and resync, learning a new replication ID or data).
+pub fn disconnect_replicas() {
+    let Some(m) = get() else { return };
+    let links: Vec<Arc<Link>> = {
+        let inner = m.lock();
+        inner
+            .streaming
+            .iter()
+            .chain(&inner.waiting)
+            .cloned()
+            .collect()
+    };
+    for l in links {
+        l.close("");
+    }
+}
+
+impl commands::repl::ReplRuntime for Master {
+    fn prepare_promotion(&self) -> bool {
+        if self.server.repl.lock().master.backlog.is_none() {
+            return false;
+        }
+        // INVARIANT: `self` is the process's master side, held by MASTER.
+        let Some(me) = get() else { return false };
+        me.ensure_stream()
+    }
+
+    fn promoted(&self) {
+        {
+            // Redis's replicationUnsetMaster: the backlog's time to live
+            // counts from the promotion while no replica is attached.
+            let mut r = self.server.repl.lock();
+            if r.master.replicas.is_empty() {
+                r.master.no_replicas_since_ms = engine::now_ms();
+            }
+        }
+        let fed = {
+            let mut inner = self.lock();
+            inner.replica = false;
+            inner.stop_stream = false;
+            inner.fed
+        };
+        let writer = fed
+            .then(|| rewriter(&self.server).and_then(|r| r.current()))
+            .flatten();
+        match (writer, get()) {
+            (Some(w), Some(me)) => {
+                // Redis forces a SELECT on the new master's first write.
+                let me = me.clone();
+                w.stream_mark(
+                    true,
+                    Box::new(move || me.proxying.store(false, Ordering::Release)),
+                );
+            }
+            _ => self.proxying.store(false, Ordering::Release),
+        }
+        disconnect_replicas();
+    }
+
+    fn demoted(&self) {
+        let fed = {
+            let mut inner = self.lock();
+            inner.replica = true;
+            inner.stop_stream = inner.fed;
+            inner.fed
+        };
+        let writer = fed
+            .then(|| rewriter(&self.server).and_then(|r| r.current()))
+            .flatten();
+        match (writer, get()) {
+            (Some(w), Some(me)) => {
+                let me = me.clone();
+                w.stream_mark(
+                    false,
+                    Box::new(move || me.proxying.store(true, Ordering::Release)),
+                );
+            }
+            _ => self.proxying.store(true, Ordering::Release),
+        }
+        disconnect_replicas();
+    }
 }
 
 /// WAIT: the stream offset that covers everything queued so far (the

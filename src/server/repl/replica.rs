@@ -33,8 +33,13 @@
 //! must run through the same dispatch, locks and reply machinery as any
 //! client, which only a worker has.
 //!
-//! Never: forward the master's stream to sub-replicas (the master side's
-//! backlog does that), or touch the data outside the load coordinator.
+//! The stream's bytes, once applied, are handed to the master side
+//! ([`publish`], `master::proxy`): they extend this replica's offset and
+//! its backlog, and reach its own replicas byte for byte (Redis's
+//! proxying of its master's stream). A master that does not know PSYNC
+//! (it answers with an error) is asked with SYNC, as Redis falls back.
+//!
+//! Never: touch the data outside the load coordinator.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -61,6 +66,8 @@ pub const ACK_PERIOD_MS: u64 = 1000;
 /// (and the payload), ready to stream.
 pub struct Handoff {
     pub stream: TcpStream,
+    /// The TLS session over it (`tls-replication`).
+    pub tls: Option<rustls::ClientConnection>,
     /// Stream bytes read past the payload.
     pub leftover: Vec<u8>,
     /// A full sync's data, one detached shard per real shard; `None` for a
@@ -70,6 +77,9 @@ pub struct Handoff {
     /// leftover byte follows.
     pub replid: String,
     pub offset: u64,
+    /// The database the stream is in there (a payload's
+    /// `repl-stream-db`, or where the last link left it).
+    pub db: usize,
     /// The role generation the link was made under.
     pub gen: u64,
 }
@@ -96,6 +106,10 @@ pub struct MasterLink {
     pub offset: u64,
     /// Offset last published to `repl`.
     pub published: u64,
+    /// The bytes consumed since (`offset - published` of them), to be
+    /// proxied once applied. Bounded by what the connection has in flight
+    /// (`MAX_PENDING` requests, or one transaction).
+    pub proxy: Vec<u8>,
     /// Unix ms of the last `REPLCONF ACK`.
     pub last_ack_ms: u64,
     /// The load coordinator has not finished: publish nothing yet.
@@ -106,15 +120,31 @@ pub struct MasterLink {
 }
 
 impl MasterLink {
-    pub fn new(gen: u64, offset: u64, loading: bool) -> MasterLink {
+    /// The master connection's state; `server` learns that it exists.
+    pub fn new(server: &ServerShared, gen: u64, offset: u64, loading: bool) -> MasterLink {
+        server.repl.master_conn.store(true, Ordering::Release);
+        server.repl.read_offset.store(offset, Ordering::Relaxed);
         MasterLink {
             gen,
             offset,
             published: offset,
+            proxy: Vec::new(),
             last_ack_ms: 0,
             loading,
             aof_rewrite_due: false,
         }
+    }
+
+    /// The master connection consumed `bytes` of the stream (one request,
+    /// run or in flight).
+    #[inline]
+    pub fn consumed(&mut self, server: &ServerShared, bytes: &[u8]) {
+        self.offset += bytes.len() as u64;
+        self.proxy.extend_from_slice(bytes);
+        server
+            .repl
+            .read_offset
+            .store(self.offset, Ordering::Relaxed);
     }
 }
 
@@ -152,15 +182,16 @@ pub fn still_loading(server: &ServerShared, m: &mut MasterLink) -> bool {
     false
 }
 
-/// Publishes the master connection's offset (nothing of it in flight).
+/// Publishes the master connection's offset (nothing of it in flight):
+/// the bytes applied since the last time are proxied (they extend
+/// `master_repl_offset`, the backlog, and this server's replicas' streams).
 pub fn publish(server: &ServerShared, m: &mut MasterLink) {
-    if still_loading(server, m) || m.published == m.offset {
+    if still_loading(server, m) || m.proxy.is_empty() {
         return;
     }
-    let mut g = server.repl.lock();
-    if g.gen == m.gen {
-        g.ids.master_repl_offset = m.offset;
+    if super::master::proxy(server, m.gen, &m.proxy) {
         m.published = m.offset;
+        m.proxy.clear();
     }
 }
 
@@ -169,16 +200,28 @@ pub fn stale(server: &ServerShared, m: &MasterLink) -> bool {
     server.repl.lock().gen != m.gen
 }
 
-/// The master connection closed: the offset it reached is cached for the
-/// next PSYNC, and the link thread reconnects.
-pub fn link_lost(server: &ServerShared, m: &MasterLink) {
+/// The master connection closed in database `db`: the offset it reached
+/// is cached for the next PSYNC (and the database for the stream that
+/// continues), and the link thread reconnects.
+pub fn link_lost(server: &ServerShared, m: &MasterLink, db: usize) {
     let repl = &server.repl;
     let mut g = repl.lock();
+    repl.master_conn.store(false, Ordering::Release);
+    if g.gen == m.gen {
+        repl.master_db.store(db as u64, Ordering::Release);
+    }
     if g.gen != m.gen {
         return;
     }
-    if !m.loading {
-        g.ids.master_repl_offset = m.offset;
+    if !m.loading && !m.proxy.is_empty() {
+        // What it consumed runs to its end (see the worker's close): the
+        // next PSYNC continues after it, and so must the backlog.
+        drop(g);
+        super::master::proxy(server, m.gen, &m.proxy);
+        g = repl.lock();
+        if g.gen != m.gen {
+            return;
+        }
     }
     if let Role::Replica { link, .. } = &mut g.role {
         *link = LinkState::Connect;
@@ -215,10 +258,15 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
         return;
     }
     g.ids.replid = replid.to_owned();
-    g.ids.master_repl_offset = offset;
+    commands::repl::Repl::set_offset(&mut g, offset, repl);
     g.ids.replid2 = "0".repeat(40);
     g.ids.second_repl_offset = -1;
     g.link.sync_in_progress = false;
+    // Redis's readSyncBulkPayload: a replica keeps a backlog of its
+    // master's stream whether or not it has replicas, to continue them
+    // after a promotion; the old one described other data.
+    let size = server.config().repl_backlog_size as usize;
+    g.master.backlog = Some(commands::repl::Backlog::new(size, offset + 1));
     // The link may have dropped while the data was being swapped in: the
     // IDs above describe the data either way, but the link is not up.
     if let Role::Replica {
@@ -230,6 +278,8 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
         repl.link_up.store(true, Ordering::Relaxed);
     }
     drop(g);
+    // Replicas that attached during the load got the old data.
+    super::master::disconnect_replicas();
     log::notice(format_args!(
         "MASTER <-> REPLICA sync: Finished with success"
     ));
@@ -329,10 +379,28 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     let _ = stream.set_read_timeout(Some(timeout));
     let _ = stream.set_write_timeout(Some(timeout));
     let _ = stream.set_nodelay(true);
-    let mut link = Link {
-        r: BufReader::with_capacity(CHUNK, stream.try_clone().map_err(|_| Failure::Retry)?),
-        w: stream,
+    let transport = if cfg.tls_replication {
+        // `tls-replication yes`: the handshake happens on the first
+        // exchange (PING), as Redis's connTLSConnect before it.
+        let ctx = crate::server::tls::client_config(&cfg).map_err(|e| {
+            log::warning(format_args!(
+                "Unable to configure TLS for the MASTER link: {e}"
+            ));
+            Failure::Retry
+        })?;
+        let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+            log::warning(format_args!("Bad MASTER host name for TLS: {e}"));
+            Failure::Retry
+        })?;
+        let conn = rustls::ClientConnection::new(ctx, name).map_err(|e| {
+            log::warning(format_args!("Unable to start TLS with MASTER: {e}"));
+            Failure::Retry
+        })?;
+        Transport::Tls(Box::new(rustls::StreamOwned::new(conn, stream)))
+    } else {
+        Transport::Plain(stream)
     };
+    let mut link = Link::new(transport);
     // PING: an error other than an authentication one ends the attempt.
     let reply = link.call(&[b"PING"])?;
     if reply.starts_with('-')
@@ -394,14 +462,19 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             return Err(Failure::Retry);
         };
         log::notice(format_args!("Full resync from master: {replid}:{offset}"));
-        let fresh = receive_payload(server, gen, &mut link)?;
-        let leftover = link.r.buffer().to_vec();
+        // Redis's replicationAttachToNewMaster: our replicas must resync
+        // with the new data.
+        super::master::disconnect_replicas();
+        let (fresh, db) = receive_payload(server, gen, &mut link)?;
+        let (stream, tls, leftover) = link.into_parts();
         return Ok(Handoff {
-            stream: link.w,
+            stream,
+            tls,
             leftover,
             load: Some(fresh),
             replid: replid.to_owned(),
             offset,
+            db,
             gen,
         });
     }
@@ -416,30 +489,46 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             if g.gen != gen {
                 return Err(Failure::Stale);
             }
-            if new_id.len() == 40 && new_id != g.ids.replid {
+            let changed = new_id.len() == 40 && new_id != g.ids.replid;
+            if changed {
                 // Redis: the master's ID changed (it was promoted); the old
                 // one stays valid up to here for our own replicas.
                 g.ids.replid2 = std::mem::replace(&mut g.ids.replid, new_id.to_owned());
                 g.ids.second_repl_offset = g.ids.master_repl_offset as i64 + 1;
                 log::notice(format_args!("Master replication ID changed to {new_id}"));
             }
+            if g.master.backlog.is_none() {
+                let next = g.ids.master_repl_offset + 1;
+                let size = server.config().repl_backlog_size as usize;
+                g.master.backlog = Some(commands::repl::Backlog::new(size, next));
+            }
             if let Role::Replica { link, .. } = &mut g.role {
                 *link = LinkState::Connected;
             }
             repl.link_up.store(true, Ordering::Relaxed);
-            g.ids.master_repl_offset
+            (g.ids.master_repl_offset, changed)
         };
+        let (offset, changed) = offset;
+        if changed {
+            // Redis: our replicas reconnect to learn the new ID.
+            super::master::disconnect_replicas();
+        }
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
         ));
-        let leftover = link.r.buffer().to_vec();
+        let (stream, tls, leftover) = link.into_parts();
         let replid = server.repl.ids().replid;
         return Ok(Handoff {
-            stream: link.w,
+            stream,
+            tls,
             leftover,
             load: None,
             replid,
             offset,
+            // The master does not repeat its SELECT: the stream goes on in
+            // the database the last link left it in (Redis keeps its
+            // cached master client's).
+            db: server.repl.master_db.load(Ordering::Acquire) as usize,
             gen,
         });
     }
@@ -447,12 +536,42 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         log::notice(format_args!(
             "Master is currently unable to PSYNC but should be in the future: {reply}"
         ));
+        return Err(Failure::Retry);
+    }
+    // Redis's PSYNC_NOT_SUPPORTED: an old master (or one in an error
+    // state) is asked with SYNC; the payload follows with no ID or offset.
+    if reply.starts_with("-ERR") {
+        log::notice(format_args!(
+            "Master does not support PSYNC or is in error state (reply: {reply})"
+        ));
     } else {
         log::warning(format_args!(
             "Unexpected reply to PSYNC from master: {reply}"
         ));
     }
-    Err(Failure::Retry)
+    log::notice(format_args!("Retrying with SYNC..."));
+    link.r.get_mut().write_all(b"SYNC\r\n").map_err(|e| {
+        log::warning(format_args!(
+            "I/O error writing to MASTER: {}",
+            strerror(&e)
+        ));
+        Failure::Retry
+    })?;
+    super::master::disconnect_replicas();
+    let (fresh, db) = receive_payload(server, gen, &mut link)?;
+    let (stream, tls, leftover) = link.into_parts();
+    // No history to continue from: a new ID of our own, counted from 0
+    // (the next PSYNC gets an error again and falls back here).
+    Ok(Handoff {
+        stream,
+        tls,
+        leftover,
+        load: Some(fresh),
+        replid: commands::repl::new_replid(),
+        offset: 0,
+        db,
+        gen,
+    })
 }
 
 /// An I/O error as C's `strerror` words it (Redis's logs), without Rust's
@@ -476,13 +595,84 @@ fn connect(host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpStrea
     Err(last)
 }
 
-/// The handshake's socket: a buffered reader and the writer.
+/// The link's byte stream: the socket, or a TLS session over it
+/// (`tls-replication`).
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Transport {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+            Transport::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.read(b),
+            Transport::Tls(t) => t.read(b),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.write(b),
+            Transport::Tls(t) => t.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Transport::Plain(s) => s.flush(),
+            Transport::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// The handshake's link: a buffered reader over the transport (writes go
+/// to the transport directly).
 struct Link {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
+    r: BufReader<Transport>,
 }
 
 impl Link {
+    fn new(t: Transport) -> Link {
+        Link {
+            r: BufReader::with_capacity(CHUNK, t),
+        }
+    }
+
+    fn tcp(&self) -> &TcpStream {
+        self.r.get_ref().tcp()
+    }
+
+    /// The socket, the TLS session if any, and the stream bytes already
+    /// read past the handshake (buffered here, or decrypted by the
+    /// session and not read yet).
+    fn into_parts(self) -> (TcpStream, Option<rustls::ClientConnection>, Vec<u8>) {
+        let mut leftover = self.r.buffer().to_vec();
+        match self.r.into_inner() {
+            Transport::Plain(s) => (s, None, leftover),
+            Transport::Tls(t) => {
+                let rustls::StreamOwned { mut conn, sock } = *t;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.reader().read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    leftover.extend_from_slice(&buf[..n]);
+                }
+                (sock, Some(conn), leftover)
+            }
+        }
+    }
+
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), Failure> {
         let mut b = format!("*{}\r\n", argv.len()).into_bytes();
         for a in argv {
@@ -490,7 +680,7 @@ impl Link {
             b.extend_from_slice(a);
             b.extend_from_slice(b"\r\n");
         }
-        self.w.write_all(&b).map_err(|e| {
+        self.r.get_mut().write_all(&b).map_err(|e| {
             log::warning(format_args!(
                 "Error condition on socket for SYNC: {}",
                 strerror(&e)
@@ -547,7 +737,7 @@ fn receive_payload(
     server: &ServerShared,
     gen: u64,
     link: &mut Link,
-) -> Result<Vec<engine::Shard>, Failure> {
+) -> Result<(Vec<engine::Shard>, usize), Failure> {
     let header = loop {
         let l = link.line()?;
         if !l.is_empty() {
@@ -625,9 +815,9 @@ fn receive_payload(
         })
     });
     let _ = std::fs::remove_file(&tmp);
-    let (shards, _keys) = parsed?;
+    let (shards, db) = parsed?;
     log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
-    Ok(shards)
+    Ok((shards, db))
 }
 
 /// Copies the payload from the link to `tmp`: `size` bytes, or up to the
@@ -658,8 +848,8 @@ fn download(
         })?,
     );
     let mut read = 0u64;
-    let timeout = link.w.read_timeout().ok().flatten().unwrap_or(RETRY);
-    let _ = link.w.set_read_timeout(Some(RETRY));
+    let timeout = link.tcp().read_timeout().ok().flatten().unwrap_or(RETRY);
+    let _ = link.tcp().set_read_timeout(Some(RETRY));
     let mut last_io = std::time::Instant::now();
     // EOF form: the last 40 bytes seen are held back until more come.
     let mut tail: Vec<u8> = Vec::new();
@@ -765,10 +955,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         });
         let (sock, _) = l.accept().unwrap();
-        let mut link = Link {
-            r: BufReader::with_capacity(CHUNK, sock.try_clone().unwrap()),
-            w: sock,
-        };
+        let mut link = Link::new(Transport::Plain(sock));
         let dir = std::env::temp_dir().join(format!("tessera-eof-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let tmp = dir.join("payload.rdb");

@@ -115,7 +115,7 @@ impl Worker {
             // aborted does.
             let master = c.master.take();
             if let Some(m) = &master {
-                crate::server::repl::replica::link_lost(&self.core.server, m);
+                crate::server::repl::replica::link_lost(&self.core.server, m, c.client.db);
             }
             // Kept running to its end instead (see `Orphan`).
             let orphan = c

@@ -21,8 +21,12 @@ impl Worker {
         if self.core.id != 0 {
             return;
         }
-        if let Some(h) = link::take_handoff() {
-            self.adopt_master(h);
+        // Not while a sync's snapshot begins: its offset is the one the
+        // link had when it started (see `repl::master`).
+        if self.core.sys.is_none() {
+            if let Some(h) = link::take_handoff() {
+                self.adopt_master(h);
+            }
         }
         let Some((slot, gen)) = self.master_conn else {
             return;
@@ -65,6 +69,19 @@ impl Worker {
         }
         if c.pending.is_empty() && c.coord.is_none() {
             link::publish(&server, m);
+            // Our replicas' full sync, between two of the master's
+            // commands (see `repl::master`).
+            if c.client.multi.is_none() {
+                let db = c.client.db;
+                if let Some(coord) = crate::server::repl::master::sync_due_on_master_conn(db) {
+                    let mut set = commands::tx::LockSet::default();
+                    set.whole(server.nshards, commands::tx::Mode::Read);
+                    let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
+                    start_load(&mut self.core, c, slot, coord, b"sync");
+                    self.conns.mark_dirty(slot);
+                    return;
+                }
+            }
         }
         if m.last_ack_ms == 0 || now.saturating_sub(m.last_ack_ms) >= link::ACK_PERIOD_MS {
             m.last_ack_ms = now;
@@ -108,8 +125,14 @@ impl Worker {
             return;
         }
         let _ = h.stream.set_read_timeout(None);
-        let stream = TcpStream::from_std(h.stream);
-        let Some(slot) = self.add_master_conn(Stream::Tcp(stream), peer, local) else {
+        let tcp = TcpStream::from_std(h.stream);
+        let stream = match h.tls {
+            Some(tls) => Stream::Tls(Box::new(crate::server::tls::TlsStream::from_client(
+                tcp, tls,
+            ))),
+            None => Stream::Tcp(tcp),
+        };
+        let Some(slot) = self.add_master_conn(stream, peer, local) else {
             link::adopt_failed(&server, h.gen);
             return;
         };
@@ -122,7 +145,8 @@ impl Worker {
         c.client.master = true;
         c.client.authenticated = true;
         c.client.reply_mode = ReplyMode::Off;
-        c.master = Some(Box::new(MasterLink::new(h.gen, h.offset, loading)));
+        c.client.db = h.db;
+        c.master = Some(Box::new(MasterLink::new(&server, h.gen, h.offset, loading)));
         server
             .repl
             .last_io_ms
@@ -137,7 +161,7 @@ impl Worker {
                 let at_instant = Box::new(move || link::loaded(&s2, gen_, &replid, offset));
                 let coord =
                     commands::replica::load_coordinator(&server, self.core.id, fresh, at_instant);
-                start_load(&mut self.core, c, slot, coord);
+                start_load(&mut self.core, c, slot, coord, b"flushall");
             }
             None => {
                 super::request::process(&mut self.core, c, slot);
@@ -147,18 +171,24 @@ impl Worker {
     }
 }
 
-/// Runs the load coordinator as the master connection's first command:
-/// nothing of the stream runs before every shard has the new data.
+/// Runs a coordinator as the master connection's next command (the load
+/// of a full sync: nothing of the stream runs before every shard has the
+/// new data; our replicas' sync: nothing runs until its instant).
 fn start_load(
     core: &mut Core,
     c: &mut Conn,
     slot: usize,
     coord: Box<dyn commands::coord::Coordinator>,
+    counted_as: &[u8],
 ) {
     let reg = commands::registry();
-    // Counted as the FLUSHALL it mostly is (INFO commandstats).
-    let name = vec![std::ops::Range { start: 0, end: 8 }];
-    let Ok(resolved) = reg.resolve(resp::Args::new(b"flushall", &name)) else {
+    // Counted as the command it mostly is (INFO commandstats): the load
+    // as FLUSHALL, our replicas' snapshot as SYNC.
+    let name = vec![std::ops::Range {
+        start: 0,
+        end: counted_as.len(),
+    }];
+    let Ok(resolved) = reg.resolve(resp::Args::new(counted_as, &name)) else {
         return;
     };
     let seq = c.open_slot(true);

@@ -348,7 +348,7 @@ pub(super) fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                         c.closing = true;
                         return;
                     }
-                    if master_request(c, n) {
+                    if master_request(core, c, n) {
                         continue;
                     }
                 }
@@ -373,7 +373,7 @@ pub(super) fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                 }
                 c.rpos += n;
                 if let Some(m) = c.master.as_mut() {
-                    m.offset += n as u64;
+                    m.consumed(&core.server, &c.rbuf[c.rpos - n..c.rpos]);
                 }
                 if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
                     return;
@@ -413,7 +413,7 @@ pub(super) fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
 /// itself: `REPLCONF GETACK` gets `REPLCONF ACK <offset>` (the offset of
 /// what came before it), the one reply a master reads. True if handled
 /// (consumed and counted).
-pub(super) fn master_request(c: &mut Conn, n: usize) -> bool {
+pub(super) fn master_request(core: &Core, c: &mut Conn, n: usize) -> bool {
     let rpos = c.rpos;
     if !crate::server::repl::replica::is_getack(&c.rbuf[rpos..], &c.args) {
         return false;
@@ -422,7 +422,7 @@ pub(super) fn master_request(c: &mut Conn, n: usize) -> bool {
         return false;
     };
     let ack = crate::server::repl::replica::ack_bytes(m.offset);
-    m.offset += n as u64;
+    m.consumed(&core.server, &c.rbuf[rpos..rpos + n]);
     c.rpos += n;
     if c.inline_reply_target() {
         c.out.raw(&ack);

@@ -228,6 +228,13 @@ pub fn write_header(out: &mut Vec<u8>, ctime_s: u64, used_mem: u64, aof_base: bo
     write_aux(out, "aof-base", if aof_base { b"1" } else { b"0" });
 }
 
+/// The AUX field of a replication sync's payload: the database the
+/// stream that follows it is in (Redis's `repl-stream-db`).
+pub fn write_repl_stream_db(out: &mut Vec<u8>, db: usize) {
+    let mut b = itoa::Buffer::new();
+    write_aux(out, "repl-stream-db", b.format(db).as_bytes());
+}
+
 pub fn write_select_db(out: &mut Vec<u8>, db: usize) {
     out.push(OP_SELECTDB);
     write_len(out, db as u64);

@@ -457,6 +457,9 @@ pub struct Reader<R: Read> {
     /// Function libraries met so far (their whole code), for the caller to
     /// load: compiling Lua is not the engine's business.
     functions: Vec<Vec<u8>>,
+    /// The `repl-stream-db` AUX field: the database its writer's stream
+    /// was in at the snapshot (a replica's replica starts there).
+    repl_stream_db: Option<usize>,
 }
 
 impl<R: Read> Reader<R> {
@@ -487,6 +490,7 @@ impl<R: Read> Reader<R> {
             db: 0,
             done: false,
             functions: Vec::new(),
+            repl_stream_db: None,
         })
     }
 
@@ -504,6 +508,11 @@ impl<R: Read> Reader<R> {
     /// the databases), each its whole code; taken once the file is read.
     pub fn take_functions(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.functions)
+    }
+
+    /// The `repl-stream-db` AUX field, once read (a sync's payload).
+    pub fn repl_stream_db(&self) -> Option<usize> {
+        self.repl_stream_db
     }
 
     /// The next key; `Ok(None)` once EOF (and the checksum) was read.
@@ -559,8 +568,14 @@ impl<R: Read> Reader<R> {
                     s.len()?;
                 }
                 OP_AUX => {
-                    s.string()?;
-                    s.string()?;
+                    let k = s.string()?;
+                    let v = s.string()?;
+                    if k == b"repl-stream-db" {
+                        self.repl_stream_db = std::str::from_utf8(&v)
+                            .ok()
+                            .and_then(|v| v.parse::<i64>().ok())
+                            .and_then(|d| usize::try_from(d).ok());
+                    }
                 }
                 OP_MODULE_AUX => return s.err("module auxiliary data not supported"),
                 OP_FUNCTION2 => {
