@@ -27,7 +27,10 @@
 #   OUT_DIR      where callgrind.out files and logs go (default: a temp dir)
 #
 # Tests: set_p1, set_p16, get_p1, get_p16 (keys from a 100k space; GET
-# after the keys are loaded), mset10_p16, publish_p16 (no subscribers).
+# after the keys are loaded), mset10_p16, publish_p16 (no subscribers),
+# pub<S>x<B> (S subscribers reading with bench/pubsub_subs.py, PUBLISH of
+# B-byte payloads from 10 clients at pipeline 16; counted per delivered
+# message, e.g. pub10x64, pub100x1024).
 set -euo pipefail
 
 [ $# -ge 1 ] || { sed -n 2,30p "$0"; exit 2; }
@@ -54,8 +57,28 @@ load() { # port test requests
       k5:__rand_int__ v k6:__rand_int__ v k7:__rand_int__ v k8:__rand_int__ v \
       k9:__rand_int__ v k10:__rand_int__ v ;;
     publish_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 publish chan hello ;;
+    pub*x*) # pub<S>x<B>: S subscribers (bench/pubsub_subs.py), B-byte payloads
+      local subs=${t#pub}; subs=${subs%x*}; local bytes=${t#*x}
+      local fifo; fifo=$(mktemp -u /tmp/cg-subs.XXXXXX); mkfifo "$fifo"
+      python3 "$(dirname "$0")/pubsub_subs.py" "$p" "$subs" bench "$bytes" "$n" 600 >"$fifo" &
+      local spid=$! line
+      exec 3<"$fifo"
+      read -r line <&3   # ready
+      redis-benchmark -p "$p" -q -n "$n" -c 10 -P 16 publish bench "$(head -c "$bytes" /dev/zero | tr '\0' x)"
+      read -r line <&3   # messages N
+      exec 3<&-
+      wait "$spid" 2>/dev/null || true
+      rm -f "$fifo" ;;
     *) echo "unknown test $t" >&2; exit 2 ;;
   esac >/dev/null 2>&1
+}
+
+# Requests in a test that one figure is "per": deliveries for pub<S>x<B>.
+per_unit() { # test requests
+  case $1 in
+    pub*x*) local subs=${1#pub}; echo $(( ${subs%x*} * $2 )) ;;
+    *) echo "$2" ;;
+  esac
 }
 
 first=()
@@ -86,13 +109,14 @@ for spec in "$@"; do
     done
     last=$f
     [ -n "$ir" ] || { echo "no callgrind dump for $name $t" >&2; exit 1; }
-    per=$(python3 -c "print(f'{$ir/$N:.0f}')")
+    per=$(python3 -c "print(f'{$ir/$(per_unit "$t" "$N"):.0f}')")
     if [ $i -eq 0 ]; then
       first[$j]=$per; ratio=""
     else
       ratio=$(python3 -c "print(f'  ratio {$per/${first[$j]}:.3f}')")
     fi
-    printf '%-12s %-12s %10s instructions/request%s\n' "$name" "$t" "$per" "$ratio"
+    unit=request; case $t in pub*x*) unit=delivery ;; esac
+    printf '%-12s %-12s %10s instructions/%s%s\n' "$name" "$t" "$per" "$unit" "$ratio"
     j=$((j + 1))
   done
   redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$vpid" 2>/dev/null || true
