@@ -9,11 +9,13 @@
 //! [`coord::Coordinator`].
 
 pub mod acl;
+pub mod admit;
 pub mod bitmap;
 pub mod cluster;
 pub mod connection;
 pub mod coord;
 pub mod ctx;
+pub mod dispatch;
 pub mod docs;
 pub mod dump;
 pub mod error;

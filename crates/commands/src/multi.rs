@@ -1,8 +1,8 @@
 //! MULTI / EXEC / DISCARD / WATCH / UNWATCH.
 //!
-//! Queueing happens in `exec::dispatch`: while a connection is in MULTI,
+//! Queueing happens in `dispatch` (see `admit`): while a connection is in MULTI,
 //! every command but EXEC, DISCARD, MULTI, WATCH, QUIT and RESET is
-//! checked (name, arity, `no-multi`) and queued with `+QUEUED`; a rejected
+//! checked (name, arity, then every admission check) and queued with `+QUEUED`; a rejected
 //! one dooms the transaction (EXECABORT).
 //!
 //! EXEC runs the queue as one transaction ([`crate::tx`]): it locks every

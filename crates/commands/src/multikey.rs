@@ -104,3 +104,34 @@ pub(crate) fn prefetch_values(shard: &engine::Shard, db: usize, args: Args<'_>, 
         ds::prefetch_ptr(p);
     }
 }
+
+/// [`prefetch_keys`] then [`prefetch_values`] for the keys `keys` yields
+/// (a shard's share of a command's keys, picked out of arguments that all
+/// shards' jobs share), when it yields two or more.
+pub(crate) fn prefetch_keys_and_values<'a, I>(shard: &engine::Shard, db: usize, keys: I)
+where
+    I: Iterator<Item = &'a [u8]> + Clone,
+{
+    let Some(d) = shard.dbs.get(db) else { return };
+    if keys.clone().nth(1).is_none() {
+        return;
+    }
+    for stage in 0..2 {
+        for k in keys.clone() {
+            d.prefetch(k, stage);
+        }
+    }
+    for k in keys {
+        let bytes: &[u8] = match d.get(k).map(|e| e.value()) {
+            Some(ValueRef::Str(StrRef::Str(Str::Inline(_)))) => continue,
+            Some(ValueRef::Str(s)) => match s.view() {
+                StrView::Bytes(b) => b,
+                StrView::Int(_) => continue,
+            },
+            _ => continue,
+        };
+        let p = bytes.as_ptr();
+        ds::prefetch_ptr(p.wrapping_sub(8));
+        ds::prefetch_ptr(p);
+    }
+}

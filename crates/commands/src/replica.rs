@@ -264,30 +264,42 @@ pub fn load_coordinator(
     crate::tx::TxCoord::wrap(home, coord, set)
 }
 
-/// Redis's check in processCommand for a replica: `Some(error)` when a
-/// normal client's command must be refused (a write on a read-only
-/// replica; anything but STALE commands while the link is down and stale
-/// data must not be served). Called only on a replica.
-pub fn refusal(server: &ServerShared, client: &ClientState, flags: u32) -> Option<&'static str> {
-    if client.master {
+/// Redis's read-only replica check in processCommand: `Some(error)` for a
+/// normal client's write while `replica-read-only` is on. Called only on a
+/// replica.
+pub fn read_only_refusal(
+    server: &ServerShared,
+    client: &ClientState,
+    flags: u32,
+) -> Option<&'static str> {
+    if client.master || flags & WRITE == 0 {
         return None;
     }
-    let write = flags & WRITE != 0;
+    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
+    cfg.replica_read_only.then_some(READONLY_ERR)
+}
+
+/// Redis's `replica-serve-stale-data no` check in processCommand (after
+/// the pub/sub context check): `Some(error)` for a normal client's command
+/// without the STALE flag while the link to the master is down. Called
+/// only on a replica.
+pub fn stale_refusal(
+    server: &ServerShared,
+    client: &ClientState,
+    flags: u32,
+) -> Option<&'static str> {
+    if client.master || flags & STALE != 0 {
+        return None;
+    }
     let link_up = server
         .repl
         .link_up
         .load(std::sync::atomic::Ordering::Relaxed);
-    if !write && (link_up || flags & STALE != 0) {
+    if link_up {
         return None;
     }
     let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
-    if write && cfg.replica_read_only {
-        return Some(READONLY_ERR);
-    }
-    if !link_up && !cfg.replica_serve_stale_data && flags & STALE == 0 {
-        return Some(MASTERDOWN_ERR);
-    }
-    None
+    (!cfg.replica_serve_stale_data).then_some(MASTERDOWN_ERR)
 }
 
 /// INFO replication's replica lines after `role:slave`, up to

@@ -29,6 +29,8 @@
 
 pub(crate) mod longdouble;
 
+use std::sync::Arc;
+
 use ds::events as ev;
 use engine::{Str, StrRef, StrView, Value};
 use resp::{Args, OwnedArgs, Reply};
@@ -36,7 +38,7 @@ use resp::{Args, OwnedArgs, Reply};
 use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
-use crate::multikey::{prefetch_keys, prefetch_values, split_by_shard};
+use crate::multikey::{prefetch_keys, prefetch_keys_and_values, prefetch_values, split_by_shard};
 use crate::table::{flags::*, keys, shard_of, CommandSpec, Exec};
 use crate::util::{as_str, eq_ic, parse_i64};
 
@@ -599,12 +601,61 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
     });
 }
 
+/// MSET's pairs across shards, shared by its shards' jobs: one copy of
+/// the arguments and each pair's shard, where a buffer per shard cost two
+/// allocations each (an MSET of 10 keys over 32 shards touches about 9).
+struct SharedPairs {
+    /// key, value, key, value ...
+    args: OwnedArgs,
+    shard_of_pair: Vec<u16>,
+}
+
+/// A job storing, on `shard`, the pairs of `pairs` that live there, in
+/// command order (see [`store_pairs`]).
+fn store_shared_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Arc<SharedPairs>) {
+    plan.run(shard, move |env| {
+        let a = pairs.args.args();
+        let mine = || {
+            pairs
+                .shard_of_pair
+                .iter()
+                .enumerate()
+                .filter(|&(_, &s)| usize::from(s) == shard)
+                .map(|(i, _)| 2 * i)
+        };
+        prefetch_keys_and_values(env.shard, db, mine().map(|i| a.get(i)));
+        for i in mine() {
+            let (k, v) = (a.get(i), a.get(i + 1));
+            touch_for_lfu(env.shard, db, k);
+            env.shard.store_bytes(db, k, v, 0);
+            env.shard.notify(db, ev::STRING, "set", k);
+        }
+    });
+}
+
 fn mset_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     check_pairs(args, "mset")?;
     let db = c.client.db;
+    let npairs = (args.len() - 1) / 2;
+    let shard_of_pair: Vec<u16> = if c.key_shards.len() == npairs {
+        c.key_shards.to_vec()
+    } else {
+        let n = c.nshards();
+        (0..npairs)
+            .map(|i| shard_of(args.get(1 + 2 * i), n) as u16)
+            .collect()
+    };
+    let mut shards = shard_of_pair.clone();
+    shards.sort_unstable();
+    shards.dedup();
+    let pairs = Arc::new(SharedPairs {
+        args: args.skip(1).to_owned(),
+        shard_of_pair,
+    });
     let mut plan = Plan::default();
-    for (shard, pairs) in pairs_by_shard(args, c.nshards(), c.key_shards) {
-        store_pairs(&mut plan, shard, db, pairs);
+    plan.jobs.reserve(shards.len());
+    for s in shards {
+        store_shared_pairs(&mut plan, usize::from(s), db, pairs.clone());
     }
     let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
         out.ok();

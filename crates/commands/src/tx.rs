@@ -279,7 +279,9 @@ pub struct LockTable<W> {
     keys: Vec<HashMap<u64, Held, foldhash::fast::FixedState>>,
     whole_readers: u32,
     whole_writer: bool,
-    granted: HashMap<TxId, LockReq>,
+    /// Keyed by transaction id with a fixed fast hash: ids are ours, not
+    /// a client's (SipHash here cost more than the lock's own work).
+    granted: HashMap<TxId, LockReq, foldhash::fast::FixedState>,
     waiting: VecDeque<(LockReq, W)>,
 }
 
@@ -289,7 +291,7 @@ impl<W> Default for LockTable<W> {
             keys: Vec::new(),
             whole_readers: 0,
             whole_writer: false,
-            granted: HashMap::new(),
+            granted: HashMap::default(),
             waiting: VecDeque::new(),
         }
     }
@@ -685,7 +687,10 @@ impl TxCoord {
     /// Pushes every request not made yet, in one round (all nowait).
     fn request_rest(&mut self, plan: &mut Plan) {
         self.round.clear();
-        plan.jobs.reserve(self.locks.len() - self.requested);
+        let n = self.locks.len() - self.requested;
+        plan.jobs.reserve(n);
+        self.round.reserve(n);
+        self.layout.reserve(n);
         while self.requested < self.locks.len() {
             debug_assert!(self.locks[self.requested].1.nowait);
             self.push_request(plan);

@@ -336,13 +336,14 @@ impl Worker {
 
     pub(super) fn run_work(&mut self, w: Waiter) {
         tracking::track_check(&mut self.core);
-        let mut queue = VecDeque::from([w]);
+        // A queue (and its allocation) only once a release grants waiters.
+        let (mut first, mut queue) = (Some(w), VecDeque::new());
         while let Some(Waiter {
             conn,
             idx,
             job,
             release,
-        }) = queue.pop_front()
+        }) = first.take().or_else(|| queue.pop_front())
         {
             // Records made before the job are not the transaction's.
             self.core.aof_flush();

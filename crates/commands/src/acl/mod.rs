@@ -6,7 +6,7 @@
 //! * [`check`] / [`keyspec`]: whether a user may run one call;
 //! * [`cats`]: categories as bits, computed once with the registry.
 //!
-//! Where checks happen: once per command in `exec::dispatch` (after
+//! Where checks happen: once per command in `admit` (after
 //! NOAUTH, Redis's processCommand order), again for each queued command at
 //! EXEC (rules may have changed since it was queued), and for each
 //! `redis.call` of a script, against the user who ran it. Dispatch tests
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{fan_out, ClientIo, Coordinator};
-use crate::ctx::{ClientState, ConnCtx, ServerShared, ThreadStats};
+use crate::ctx::{ClientState, ConnCtx, ServerShared};
 use crate::error::CmdError;
 use crate::table::{flags::*, registry, CommandSpec, Exec, Resolved, NO_KEYS};
 use crate::util::eq_ic;
@@ -535,38 +535,27 @@ pub fn check_client(
     res
 }
 
-/// Dispatch's ACL check: `true` when the call may run. One relaxed load
-/// and a branch for an unrestricted user; otherwise the refusal is replied
-/// (EXEC's as EXECABORT) and the transaction flagged.
+/// Dispatch's ACL check (see `admit`): `Some(NOPERM ...)` when the call
+/// may not run (the denial is logged). One relaxed load and a branch for
+/// an unrestricted user.
 #[inline]
-pub fn permitted(
+pub fn refusal(
     server: &ServerShared,
     client: &mut ClientState,
     r: Resolved,
     args: Args<'_>,
-    out: &mut Reply,
-    stats: &mut ThreadStats,
-) -> bool {
+) -> Option<CmdError> {
     if client.acl.user.as_ref().is_some_and(|u| u.unrestricted()) {
-        return true;
+        return None;
     }
     let context = if client.multi.is_some() {
         Context::Multi
     } else {
         Context::Toplevel
     };
-    let Err(d) = check_client(server, client, r, args, context) else {
-        return true;
-    };
-    crate::exec::count_rejected(stats, Some(r.id));
-    let e = noperm(r, d);
-    if r.spec.name == "exec" {
-        crate::multi::exec_abort(client, out, stats, &e);
-    } else {
-        crate::exec::reply_error(out, stats, &e);
-        crate::multi::flag_abort(client);
-    }
-    false
+    check_client(server, client, r, args, context)
+        .err()
+        .map(|d| noperm(r, d))
 }
 
 /// EXEC's check of one queued command: `Err` is the reply line when the

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/mset_callgrind.sh — instructions per MSET of 10 keys at several
+# shard counts (issue 27: the multi-shard cost that grows with N).
+#
+#   bench/mset_callgrind.sh BIN [SHARDS...]      (default shards: 2 32)
+#
+# Runs BIN under `valgrind --tool=callgrind` once per shard count, with
+# shard consolidation on, loads it with redis-benchmark (BENCH_CLIENTS
+# clients, default 50; pipeline BENCH_PIPELINE, default 16) sending
+# `MSET k1:__rand_int__ v ... k10:__rand_int__ v`, zeroes the counters
+# after a warm-up of 2000 commands, and dumps them after BENCH_N commands
+# (default 20000). Prints the server's instructions (all threads) per MSET.
+# Instruction counts do not depend on the machine's load, so this is the
+# figure to compare before/after on a shared machine; throughput under
+# valgrind means nothing.
+#
+# Consolidation under valgrind: valgrind runs one thread at a time and
+# slowly, so a hub round lasts longer than `host::STUCK` and the watchdog
+# gives every shard back to its own thread (and bursts spread them): the
+# run then measures unconsolidated shards. To measure every shard on one
+# hub, build BIN with, in src/server/host.rs (never commit it):
+#   MERGE_BELOW = 1_000_000, SPREAD_BUSY = 2_000, STUCK = 3600 s
+# A quick build is enough for ratios:
+#   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+#     cargo build --release
+# The slowlog threshold is raised so that commands slowed by valgrind are
+# not logged (that would add the slowlog's cost to every command).
+#
+# The dumps are kept (MSET_CG_DIR, default a temporary directory that is
+# printed) for `callgrind_annotate`.
+set -euo pipefail
+
+BIN=${1:?usage: $0 BIN [SHARDS...]}
+shift
+if [ $# -gt 0 ]; then SHARDS=("$@"); else SHARDS=(2 32); fi
+CLIENTS=${BENCH_CLIENTS:-50}
+PIPELINE=${BENCH_PIPELINE:-16}
+N=${BENCH_N:-20000}
+DIR=${MSET_CG_DIR:-$(mktemp -d /tmp/mset_cg.XXXXXX)}
+PORT=${BENCH_PORT:-7391}
+
+command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark not found" >&2; exit 1; }
+
+CMD=(mset)
+for k in 1 2 3 4 5 6 7 8 9 10; do CMD+=("k$k:__rand_int__" v); done
+
+for s in "${SHARDS[@]}"; do
+  out="$DIR/cg.s$s"
+  rm -f "$out" "$out".*
+  # Set by hand: Tessera re-executes itself to set it otherwise, which
+  # valgrind would follow into a second process.
+  GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind \
+    --callgrind-out-file="$out" "$BIN" --port "$PORT" --bind 127.0.0.1 \
+    --shards "$s" --shard-consolidation yes --save '' --appendonly no \
+    --slowlog-log-slower-than 1000000000 >"$DIR/log.s$s" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 240); do
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  redis-benchmark -p "$PORT" -n 2000 -P "$PIPELINE" -c "$CLIENTS" -r 1000000 -q \
+    "${CMD[@]}" >/dev/null 2>&1
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  redis-benchmark -p "$PORT" -n "$N" -P "$PIPELINE" -c "$CLIENTS" -r 1000000 -q \
+    "${CMD[@]}" >"$DIR/bench.s$s" 2>&1
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  sleep 1
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
+  total=0
+  for f in "$out".*; do
+    t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
+    total=$((total + ${t:-0}))
+  done
+  echo "shards=$s pipeline=$PIPELINE clients=$CLIENTS instructions_per_mset=$((total / N))"
+done
+echo "dumps kept in $DIR"

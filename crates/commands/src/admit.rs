@@ -1,0 +1,220 @@
+//! Admission: whether a resolved command may run now, the second stage of
+//! [`crate::dispatch`]. Request path: no allocation, no locks, no logging
+//! while nothing refuses (each check is a flag test or one relaxed load).
+//!
+//! Every check lives here, in the order of Redis 7.0's `processCommand`,
+//! because the order is visible to clients: a command that fails two
+//! checks gets the first one's error (a `no-multi` command inside MULTI
+//! while out of memory is refused as "not allowed inside a transaction",
+//! not as OOM). The order:
+//!
+//! 1. authentication (NOAUTH);
+//! 2. a `no-multi` command inside MULTI;
+//! 3. ACL (NOPERM);
+//! 4. maxmemory (OOM), the part that needs no shard (see [`oom_refused`]);
+//! 5. a failed save (MISCONF);
+//! 6. `min-replicas-to-write` (NOREPLICAS);
+//! 7. a read-only replica (READONLY);
+//! 8. a RESP2 client with subscriptions;
+//! 9. a replica whose master link is down (MASTERDOWN);
+//! 10. a long script holding a shard the command needs (BUSY);
+//! 11. CLIENT PAUSE (held, not refused);
+//! 12. MULTI: queued instead of run.
+//!
+//! A replica's master is obeyed (Redis's `mustObeyClient`): no ACL, no
+//! maxmemory, no replica checks. Checks 1 to 10 only say *what* refuses;
+//! the caller replies it in one place, as Redis's `rejectCommand` does (a
+//! refused EXEC ends its transaction with EXECABORT).
+
+use resp::Args;
+
+use crate::ctx::ConnCtx;
+use crate::error::CmdError;
+use crate::table::{flags, registry, shard_of, target, Exec, Resolved, Target};
+
+/// The verdict on one command.
+pub enum Admission {
+    /// Run it now.
+    Run,
+    /// Refused with this error (see [`crate::dispatch`]'s `reject`).
+    Refused(CmdError),
+    /// CLIENT PAUSE holds it: nothing happened (see `ops::pause`).
+    Paused,
+    /// Inside MULTI: queue it for EXEC.
+    Queued,
+}
+
+/// Runs the checks in Redis's order (see the module docs). `scratch` is
+/// the caller's key-position buffer (its contents are left undefined).
+#[inline]
+pub fn admit(
+    r: Resolved,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    scratch: &mut Vec<usize>,
+) -> Admission {
+    if let Some(e) = refusal(r, args, ctx, scratch) {
+        return Admission::Refused(e);
+    }
+    // One atomic load while nothing is paused.
+    if ctx.server.ops.pause.active()
+        && !ctx.client.reprocessing
+        && ctx.server.ops.pause.holds(r, args, ctx)
+    {
+        return Admission::Paused;
+    }
+    if ctx.client.multi.is_some() && !crate::multi::runs_in_multi(registry().full_name(r.id)) {
+        return Admission::Queued;
+    }
+    Admission::Run
+}
+
+/// Checks 1 to 10 of the module docs: the first that refuses.
+#[inline]
+fn refusal(
+    r: Resolved,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    scratch: &mut Vec<usize>,
+) -> Option<CmdError> {
+    let spec = r.spec;
+    let server = ctx.server;
+    // Redis's authRequired: the default user may have become nopass since
+    // this client connected.
+    if !ctx.client.authenticated && !spec.has(flags::NO_AUTH) && !server.acl.default_open() {
+        return Some(CmdError::NoAuth);
+    }
+    if ctx.client.multi.is_some()
+        && spec.has(flags::NO_MULTI)
+        && !crate::multi::runs_in_multi(registry().full_name(r.id))
+    {
+        return Some(CmdError::err("Command not allowed inside a transaction"));
+    }
+    let obey = ctx.client.master;
+    if !obey {
+        if let Some(e) = crate::acl::refusal(server, ctx.client, r, args) {
+            return Some(e);
+        }
+    }
+    if server
+        .mem
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        != 0
+        && !obey
+        && oom_refused(r, args, ctx, scratch)
+    {
+        return Some(CmdError::Raw(crate::exec::OOM_ERROR.into()));
+    }
+    // One relaxed load while saves succeed.
+    if server.persist.refuses_writes(server) && (spec.has(flags::WRITE) || spec.name == "ping") {
+        return Some(CmdError::Raw(crate::persist::MISCONF.into()));
+    }
+    // Not enough good replicas (one relaxed load).
+    if server.repl.refuses_writes() && spec.has(flags::WRITE) {
+        return Some(CmdError::Raw(crate::repl::NOREPLICAS.into()));
+    }
+    // One relaxed load on a master.
+    let replica = server.repl.replica_fast();
+    if replica {
+        if let Some(e) = crate::replica::read_only_refusal(server, ctx.client, spec.flags) {
+            return Some(CmdError::Raw(e.into()));
+        }
+    }
+    // A RESP2 client with subscriptions may only (un)subscribe, PING, QUIT
+    // and RESET.
+    if ctx.client.subs.is_some()
+        && !ctx.client.resp3
+        && !crate::pubsub::allowed_when_subscribed(spec.name)
+    {
+        return Some(crate::pubsub::refused_when_subscribed(
+            registry().full_name(r.id),
+        ));
+    }
+    if replica {
+        if let Some(e) = crate::replica::stale_refusal(server, ctx.client, spec.flags) {
+            return Some(CmdError::Raw(e.into()));
+        }
+    }
+    // One relaxed load when no script is busy.
+    if crate::script::busy::any() && !spec.has(flags::ALLOW_BUSY) {
+        return busy_refusal(r, args, ctx.home, ctx.nshards(), scratch);
+    }
+    None
+}
+
+/// Redis's `-BUSY` for a command that needs a shard a long script holds
+/// (see `script::busy`): a keyed command on that shard, or a command over
+/// every shard. Commands on other shards, and connection commands, run,
+/// except on the busy shard's own event loop (`home`), served from the
+/// script's hook: there, as in Redis, only allow-busy commands run.
+#[cold]
+fn busy_refusal(
+    r: Resolved,
+    args: Args<'_>,
+    home: usize,
+    nshards: usize,
+    scratch: &mut Vec<usize>,
+) -> Option<CmdError> {
+    use crate::script::busy::refuse_if_busy;
+    if let Some(e) = refuse_if_busy(Some(&[home])) {
+        return Some(e);
+    }
+    let shards_of = |scratch: &[usize]| -> Vec<usize> {
+        scratch
+            .iter()
+            .map(|&p| shard_of(args.get(p), nshards))
+            .collect()
+    };
+    match r.spec.exec {
+        Exec::Shard(..) => match target(r.spec, args, nshards, scratch) {
+            Target::NoKeys => None,
+            Target::One(s) => refuse_if_busy(Some(&[s])),
+            Target::Many => refuse_if_busy(Some(&shards_of(scratch))),
+        },
+        Exec::Coord(_) => {
+            if r.spec.getkeys.is_some() || r.spec.keys.first > 0 {
+                r.spec.key_positions(args, scratch);
+                refuse_if_busy(Some(&shards_of(scratch)))
+            } else {
+                refuse_if_busy(None)
+            }
+        }
+        Exec::Conn(_) | Exec::Parent => None,
+    }
+}
+
+/// The part of Redis's maxmemory check in `processCommand` that needs no
+/// shard: commands queued in MULTI (any command but EXEC, DISCARD, QUIT
+/// and RESET is refused while out of memory), EXEC of a transaction
+/// holding a `denyoom` command (the transaction is discarded), and
+/// `denyoom` commands whose keys span shards. Single-shard commands are
+/// checked where they run, by their shard (`exec::run_shard`), which can
+/// evict first. True if the command is refused.
+#[cold]
+fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec<usize>) -> bool {
+    let reg = registry();
+    let name = reg.full_name(r.id);
+    let is_exec = name == "exec";
+    let denyoom = if is_exec {
+        ctx.client.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|q| {
+                let owned = resp::OwnedArgs::from_slices(q);
+                reg.resolve(owned.args())
+                    .is_ok_and(|q| q.spec.has(flags::DENYOOM))
+            })
+        })
+    } else {
+        r.spec.has(flags::DENYOOM)
+    };
+    let in_multi =
+        ctx.client.multi.is_some() && !matches!(name, "exec" | "discard" | "quit" | "reset");
+    let elsewhere = in_multi
+        || is_exec
+        || match r.spec.exec {
+            Exec::Coord(_) => true,
+            Exec::Shard(..) => target(r.spec, args, ctx.nshards(), scratch) == Target::Many,
+            _ => false,
+        };
+    (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
+}

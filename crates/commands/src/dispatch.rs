@@ -1,0 +1,276 @@
+//! Dispatch: from a request's arguments to where it runs, the one routing
+//! decision shared by the runtime and the in-process test driver. Request
+//! path: no allocation for a single-shard command, no locks, no logging.
+//!
+//! [`dispatch`] is one straight line of three stages, each owned by one
+//! module:
+//!
+//! 1. **Resolve** the command in the table (`table::Registry::resolve`):
+//!    unknown command, unknown subcommand, arity.
+//! 2. **Admit** it ([`crate::admit`]): every check of Redis's
+//!    `processCommand`, in its order; a command may also be held (CLIENT
+//!    PAUSE) or queued (MULTI, [`crate::multi::queue`]).
+//! 3. **Route** it by its table entry ([`route`]): a connection command
+//!    runs here at once; a shard command whose keys sit on one shard goes
+//!    to that shard (inline when it is the home shard, the runtime
+//!    decides); anything else becomes a coordinator, wrapped in a
+//!    transaction ([`crate::tx::TxCoord`]) holding the locks it needs.
+//!
+//! A refusal at stage 1 or 2 is replied in one place ([`reject`]), as
+//! Redis's `rejectCommand` does: counted against the command when its
+//! name resolved, the open transaction flagged, and a refused EXEC ends
+//! its transaction with EXECABORT.
+//!
+//! Alternatives rejected: checks spread over routing (each stage asking
+//! the next one's questions) made the order of errors depend on which
+//! path a command took, and sent a reader back and forth between five
+//! modules for one request.
+
+use std::time::Instant;
+
+use resp::Args;
+
+use crate::admit::Admission;
+use crate::ctx::{ConnCtx, ThreadStats};
+use crate::error::CmdError;
+use crate::exec::{count_rejected, record, reply_error, run_conn, slowlog};
+use crate::table::{
+    registry, shard_of, target, CoordBuilder, Exec, Resolved, ShardHandler, Target,
+};
+use crate::tx::{LockSet, TxCoord};
+
+/// What the runtime must do with one request after [`dispatch`].
+pub enum Step {
+    /// Finished on the home thread; the reply (or error) is in `out`.
+    Done,
+    /// Run `handler` on `shard`: inline if it is the home shard, through a
+    /// hop otherwise.
+    Shard {
+        shard: usize,
+        resolved: Resolved,
+        handler: ShardHandler,
+    },
+    /// Set by the runtime, never by dispatch: a transaction's lock holds
+    /// the command back.
+    Blocked,
+    /// CLIENT PAUSE holds the command: nothing happened; the runtime
+    /// dispatches it again when the pause changes or ends (see
+    /// `ops::pause`).
+    Paused,
+    /// Drive this coordinator (see `coord`).
+    Coord {
+        resolved: Resolved,
+        coord: Box<dyn crate::coord::Coordinator>,
+    },
+}
+
+/// Resolves a request, admits it and decides where it runs (see the
+/// module docs). `scratch` is a key-position buffer the caller keeps
+/// between requests.
+pub fn dispatch(
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    scratch: &mut Vec<usize>,
+) -> Step {
+    let Some(r) = resolve(args, ctx, stats) else {
+        return Step::Done;
+    };
+    match crate::admit::admit(r, args, ctx, scratch) {
+        Admission::Run => {}
+        Admission::Refused(e) => {
+            reject(Some(r.id), r.spec.name == "exec", &e, ctx, stats);
+            return Step::Done;
+        }
+        Admission::Paused => return Step::Paused,
+        Admission::Queued => {
+            crate::multi::queue(ctx.client, args, ctx.out);
+            return Step::Done;
+        }
+    }
+    if ctx.server.ops.monitors.active() && !ctx.client.reprocessing {
+        crate::ops::monitor::dispatched(r, args, ctx);
+    }
+    route(r, args, ctx, stats, scratch)
+}
+
+/// Stage 1: the command's table entry, or `None` once its error is
+/// replied. Sets CLIENT LIST's `cmd` as soon as the name resolves, as
+/// Redis's processCommand does (also for a command queued in MULTI or
+/// refused; an unknown one shows NULL).
+fn resolve(args: Args<'_>, ctx: &mut ConnCtx<'_>, stats: &mut ThreadStats) -> Option<Resolved> {
+    let reg = registry();
+    ctx.client.last_cmd.clear();
+    match reg.resolve(args) {
+        Ok(r) => {
+            ctx.client.last_cmd.push_str(reg.full_name(r.id));
+            Some(r)
+        }
+        Err(e) => {
+            if let CmdError::WrongArity(name) = &e {
+                ctx.client.last_cmd.push_str(name);
+            }
+            // Counted against the command when its name resolved.
+            let top = reg.top(args.get(0));
+            let is_exec = top.is_some_and(|(_, s)| s.name == "exec");
+            reject(top.map(|(id, _)| id), is_exec, &e, ctx, stats);
+            None
+        }
+    }
+}
+
+/// Replies a refused command's error (Redis's `rejectCommand`): counts
+/// it against command `id`, flags the open transaction, and ends it with
+/// EXECABORT when the refused command is EXEC itself.
+#[cold]
+fn reject(
+    id: Option<usize>,
+    is_exec: bool,
+    e: &CmdError,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+) {
+    count_rejected(stats, id);
+    if is_exec {
+        crate::multi::exec_abort(ctx.client, ctx.out, stats, e);
+    } else {
+        reply_error(ctx.out, stats, e);
+        crate::multi::flag_abort(ctx.client);
+    }
+}
+
+/// Stage 3: where an admitted command runs, from its table entry.
+#[inline]
+fn route(
+    r: Resolved,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    scratch: &mut Vec<usize>,
+) -> Step {
+    match r.spec.exec {
+        Exec::Conn(h) => {
+            run_conn(r, h, args, ctx, stats);
+            Step::Done
+        }
+        Exec::Shard(handler, multi) => match target(r.spec, args, ctx.nshards(), scratch) {
+            Target::NoKeys => Step::Shard {
+                shard: ctx.home,
+                resolved: r,
+                handler,
+            },
+            Target::One(shard) => Step::Shard {
+                shard,
+                resolved: r,
+                handler,
+            },
+            // `target` left the key positions in `scratch`.
+            Target::Many => across_shards(r, handler, multi, args, ctx, stats, scratch),
+        },
+        Exec::Coord(build) => {
+            let locks = coordinated_locks(r, args, ctx.client.db, ctx.nshards(), scratch);
+            coordinate(r, build, args, ctx, stats, locks)
+        }
+        Exec::Parent => {
+            // INVARIANT: resolve() always descends into a subcommand.
+            reply_error(ctx.out, stats, &CmdError::Syntax);
+            Step::Done
+        }
+    }
+}
+
+/// A shard command whose keys (at the positions in `positions`) span
+/// shards: its own coordinator when it has one (MSET, MGET, DEL ...),
+/// else its handler run on copies of its keys (see `scratch`); either
+/// way a transaction locking its keys.
+#[allow(clippy::too_many_arguments)]
+fn across_shards(
+    r: Resolved,
+    handler: ShardHandler,
+    multi: Option<CoordBuilder>,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    positions: &mut Vec<usize>,
+) -> Step {
+    let n = ctx.nshards();
+    let db = ctx.client.db;
+    let mut set = LockSet::default();
+    let Some(build) = multi else {
+        set.command(r.spec, args, db, n, positions);
+        return Step::Coord {
+            resolved: r,
+            coord: TxCoord::wrap(
+                ctx.home,
+                crate::scratch::coordinator(r.spec, handler, ctx, args, true),
+                set,
+            ),
+        };
+    };
+    // Each key's shard, hashed once for the locks and the builder.
+    let shards: Vec<u16> = positions
+        .iter()
+        .map(|&p| shard_of(args.get(p), n) as u16)
+        .collect();
+    set.command_on(r.spec, args, db, positions, &shards);
+    let mut ctx = ConnCtx {
+        client: &mut *ctx.client,
+        out: &mut *ctx.out,
+        server: ctx.server,
+        home: ctx.home,
+        key_shards: &shards,
+    };
+    coordinate(r, build, args, &mut ctx, stats, set)
+}
+
+/// The locks of a command with a coordinator of its own: those it plans
+/// from its arguments (SORT with BY/GET patterns whose keys may live
+/// anywhere); else its keys when they span shards (on one shard its
+/// single job is atomic by itself); else, keyless, the whole keyspace it
+/// reads or writes (`multi::keyspace_locks`).
+fn coordinated_locks(
+    r: Resolved,
+    args: Args<'_>,
+    db: usize,
+    nshards: usize,
+    scratch: &mut Vec<usize>,
+) -> LockSet {
+    if let Some(set) = r.spec.locks.and_then(|f| f(args, db, nshards)) {
+        return set;
+    }
+    if r.spec.getkeys.is_none() && r.spec.keys.first == 0 {
+        return crate::multi::keyspace_locks(r.spec, nshards);
+    }
+    let mut set = LockSet::default();
+    if target(r.spec, args, nshards, scratch) == Target::Many {
+        set.command(r.spec, args, db, nshards, scratch);
+    }
+    set
+}
+
+/// Builds the coordinator and wraps it in its transaction; a builder's
+/// error (a syntax error found before any job) is the command's reply.
+fn coordinate(
+    r: Resolved,
+    build: CoordBuilder,
+    args: Args<'_>,
+    ctx: &mut ConnCtx<'_>,
+    stats: &mut ThreadStats,
+    locks: LockSet,
+) -> Step {
+    match build(ctx, args) {
+        Ok(coord) => Step::Coord {
+            resolved: r,
+            coord: TxCoord::wrap(ctx.home, coord, locks),
+        },
+        Err(e) => {
+            reply_error(ctx.out, stats, &e);
+            let ops = ctx.server.ops;
+            if let Some(us) = record(stats, ops, r.id, Instant::now(), true) {
+                let label = crate::ops::slowlog::label_of(ctx.client);
+                slowlog(ops, r, args, us, ctx.client.id, Some(label));
+            }
+            Step::Done
+        }
+    }
+}
