@@ -288,7 +288,8 @@ pub struct ServerShared {
     /// ACL users and the ACL log.
     pub acl: crate::acl::Acl,
     /// Pub/Sub subscriptions of every thread, and their inboxes.
-    pub pubsub: crate::pubsub::PubSub,
+    /// Leaked with `ops` (scripts on shards publish through `ops`).
+    pub pubsub: &'static crate::pubsub::PubSub,
     /// Client-side caching: every client's address, tracking clients and
     /// BCAST prefixes.
     pub tracking: crate::tracking::Tracking,
@@ -372,6 +373,10 @@ impl ServerShared {
         let acl = crate::acl::Acl::new();
         acl.set_requirepass(config.requirepass.as_deref());
         let ops = crate::ops::Ops::leak(&config);
+        let pubsub: &'static crate::pubsub::PubSub =
+            Box::leak(Box::new(crate::pubsub::PubSub::new(nshards)));
+        // INVARIANT: `ops` was just made, nothing set it.
+        let _ = ops.pubsub.set(pubsub);
         ServerShared {
             acl,
             ops,
@@ -406,7 +411,7 @@ impl ServerShared {
             mem: std::sync::Arc::new(mem),
             startup_memory: AtomicU64::new(0),
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
-            pubsub: crate::pubsub::PubSub::new(nshards),
+            pubsub,
             tracking: crate::tracking::Tracking::default(),
         }
     }
