@@ -2355,7 +2355,10 @@ impl Worker {
             };
         }
         self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
-        self.core.shard.active_expire_cycle(budget_us);
+        // No key expires while clients are paused (see `commands::ops::pause`).
+        if !self.core.server.ops.pause.paused() {
+            self.core.shard.active_expire_cycle(budget_us);
+        }
         self.save_rules_cron();
         self.replica_cron();
         // maxmemory: this shard's share of any excess, even without

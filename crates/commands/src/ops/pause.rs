@@ -20,9 +20,11 @@
 //! starts when the transaction ends (dispatch checks before EXEC, not the
 //! commands EXEC runs).
 //!
-//! Not done: Redis also stops expiring and evicting keys while writes are
-//! paused (a replica must not see deletions); Tessera's shards keep doing
-//! both.
+//! While clients are paused (either kind), keys past their deadline are
+//! not deleted, as in Redis (a replica must see no write): commands read
+//! them as missing (`exec::run_shard`) and the active expire cycle waits.
+//! Not done: Redis also stops evicting keys meanwhile; Tessera's shards
+//! keep evicting.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -76,6 +78,25 @@ impl Pause {
         self.kind.store(NONE, Ordering::Release);
         self.end_ms.store(0, Ordering::Release);
         self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether clients are paused at this moment (Redis's
+    /// `checkClientPauseTimeoutAndReturnIfPaused`): while they are, keys
+    /// past their deadline read as missing but are not deleted, actively
+    /// or on access, so that a replica sees no write (one atomic load while
+    /// nothing is paused). Ends a pause whose time is up.
+    #[inline]
+    pub fn paused(&self) -> bool {
+        self.active() && self.not_over()
+    }
+
+    #[cold]
+    fn not_over(&self) -> bool {
+        if self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
+            self.kind.store(NONE, Ordering::Release);
+            return false;
+        }
+        true
     }
 
     /// Whether dispatch must hold command `r` (see the module docs). Ends
