@@ -44,8 +44,6 @@
 //!
 //! # Deliberate differences from Redis 7.0 (OpenSSL)
 //!
-//! * `tls-port` changes at run time as in Redis, but `port` does not (it
-//!   is fixed at start here).
 //! * TLSv1 and TLSv1.1 do not exist in rustls: `tls-protocols` naming only
 //!   them fails; named beside TLSv1.2/1.3 they are ignored with a warning.
 //! * `tls-ciphers` (TLS 1.2) understands OpenSSL's names of the suites

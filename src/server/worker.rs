@@ -2215,19 +2215,25 @@ impl Worker {
 
     // ------------------------------------------------------------ cron
 
-    /// CONFIG SET tls-port: this thread's TLS listeners, replaced (the old
-    /// ones close; their accepted connections go on).
-    fn swap_tls_listeners(&mut self, ls: Vec<TcpListener>) {
-        for mut l in std::mem::replace(&mut self.tls, ls) {
+    /// CONFIG SET port or tls-port (`tls`): this thread's plain or TLS
+    /// listeners, replaced (the old ones close; their accepted connections
+    /// go on).
+    fn swap_listeners(&mut self, ls: Vec<TcpListener>, tls: bool) {
+        let (list, base) = if tls {
+            (&mut self.tls, TLS_BASE)
+        } else {
+            (&mut self.tcp, TCP_BASE)
+        };
+        for mut l in std::mem::replace(list, ls) {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        for (i, l) in self.tls.iter_mut().enumerate() {
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(l, Token(TLS_BASE + i), Interest::READABLE)
+        for (i, l) in list.iter_mut().enumerate() {
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(l, Token(base + i), Interest::READABLE)
             {
-                log::warning(format_args!("Registering the TLS listener: {e}"));
+                log::warning(format_args!("Registering a listener: {e}"));
             }
         }
     }
@@ -2240,7 +2246,10 @@ impl Worker {
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
             if let Some(ls) = super::tls::take_listeners(self.core.id) {
-                self.swap_tls_listeners(ls);
+                self.swap_listeners(ls, true);
+            }
+            if let Some(ls) = super::take_listeners(self.core.id) {
+                self.swap_listeners(ls, false);
             }
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);

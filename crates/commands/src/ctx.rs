@@ -280,8 +280,8 @@ impl WatchState {
 pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Process-wide state.
-/// See [`ServerShared::tls_apply`].
-pub type TlsApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
+/// See [`ServerShared::listen_apply`].
+pub type ListenApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
 
 pub struct ServerShared {
     pub config: RwLock<Config>,
@@ -317,11 +317,12 @@ pub struct ServerShared {
     pub executable: String,
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
-    /// Applies a CONFIG SET of `tls-*` directives, given the old and the
-    /// new configuration (set by the runtime at start): rebuilds the TLS
-    /// context and rebinds `tls-port`. `Err`: the reason CONFIG SET gives
-    /// (Redis's text; details are logged).
-    pub tls_apply: OnceLock<TlsApply>,
+    /// Applies a CONFIG SET of `port` or `tls-*` directives, given the old
+    /// and the new configuration (set by the runtime at start): rebinds
+    /// `port`, rebuilds the TLS context and rebinds `tls-port`. `Err`: the
+    /// reason CONFIG SET gives (Redis's text; details are logged), and
+    /// nothing changed.
+    pub listen_apply: OnceLock<ListenApply>,
     /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
     /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`],
     /// either possibly with the [`SHUTDOWN_FORCE`] bit; read by whoever
@@ -400,7 +401,7 @@ impl ServerShared {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             wake_all: OnceLock::new(),
-            tls_apply: OnceLock::new(),
+            listen_apply: OnceLock::new(),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             ops_per_sec: AtomicU64::new(0),
             sampled_commands: AtomicU64::new(0),
