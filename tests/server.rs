@@ -180,7 +180,7 @@ fn second_instance_on_the_same_port_is_refused() {
 }
 
 #[test]
-fn config_set_port_rebinds_every_thread() {
+fn config_set_port_and_bind_rebind_every_thread() {
     let srv = Server::tessera(&["--shards", "4"]);
     let old = srv.port();
     let mut c = srv.raw();
@@ -218,6 +218,18 @@ fn config_set_port_rebinds_every_thread() {
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
     let info = String::from_utf8(c.cmd_str(&["INFO", "server"])).unwrap();
     assert!(info.contains(&format!("tcp_port:{new}\r\n")), "{info}");
+    // `bind` rebinds too: to the same address again, then to one that
+    // cannot be bound (Redis's reason; the old listeners stay).
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
+        b"+OK\r\n",
+    );
+    assert_bytes(&RawConn::connect(&new_addr).cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "bind", "192.0.2.1"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n",
+    );
+    assert_bytes(&RawConn::connect(&new_addr).cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
 #[test]

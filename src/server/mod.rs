@@ -36,14 +36,19 @@ const WAKER_TOKEN: Token = Token(usize::MAX);
 /// worker takes them ([`take_listeners`], at its next config refresh).
 static HANDOFF: Mutex<Vec<Option<Vec<TcpListener>>>> = Mutex::new(Vec::new());
 
-/// CONFIG SET port (Redis's updatePort): `port` on every `bind` address,
-/// one listener per worker each (none for port 0), with CONFIG SET's
-/// error. The new listeners are bound before the old ones close (they
-/// share the port through SO_REUSEPORT when it is the same).
-fn bind_port(cfg: &Config, threads: usize) -> Result<Vec<Vec<TcpListener>>, String> {
+/// CONFIG SET port or bind (`new_bind`; Redis's updatePort and
+/// applyBind): `port` on every `bind` address, one listener per worker
+/// each (none for port 0), with CONFIG SET's error. The new listeners are
+/// bound before the old ones close (they share the port through
+/// SO_REUSEPORT when it is the same).
+fn bind_port(cfg: &Config, threads: usize, new_bind: bool) -> Result<Vec<Vec<TcpListener>>, String> {
     listen(cfg, cfg.port, threads, "tcp").map_err(|why| {
         log::warning(format_args!("{why}"));
-        "Unable to listen on this port. Check server logs.".to_string()
+        if new_bind {
+            "Failed to bind to specified addresses.".to_string()
+        } else {
+            "Unable to listen on this port. Check server logs.".to_string()
+        }
     })
 }
 
@@ -292,9 +297,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
     {
         let shared = server.clone();
         let _ = server.listen_apply.set(Box::new(move |old, new| {
-            // Bound first: a port that fails changes nothing.
-            let plain = (new.port != old.port)
-                .then(|| bind_port(new, n))
+            // Bound first: a port that fails changes nothing. A new `bind`
+            // rebinds both ports (Redis's changeBindAddr).
+            let plain = (new.port != old.port || new.bind != old.bind)
+                .then(|| bind_port(new, n, new.bind != old.bind))
                 .transpose()?;
             tls::apply(old, new, n)?;
             if let Some(ls) = plain {

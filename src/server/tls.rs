@@ -129,7 +129,7 @@ pub fn configure(cfg: &Config) -> Result<(), String> {
 /// CONFIG SET of `tls-*` directives, from `old` to `new` (Redis's
 /// applyTlsCfg and applyTLSPort): rebuilds the context when TLS is wanted
 /// and its settings (or the wish) changed, and binds a changed `tls-port`
-/// on every bind address, once per worker (`threads`); each worker swaps
+/// (or `tls-port` after a changed `bind`) on every bind address, once per worker (`threads`); each worker swaps
 /// its listeners at its next config refresh. `Err`: Redis's reason; the
 /// details are logged, and nothing changed.
 pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
@@ -138,7 +138,7 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
             crate::log::warning(format_args!("{why}"));
             SET_FAILED.to_string()
         })?;
-        if new.tls_port != old.tls_port {
+        if new.tls_port != old.tls_port || new.bind != old.bind {
             // Bound first: a port that fails keeps the old context too.
             let ls = bind_tls(new, threads)?;
             *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
@@ -146,7 +146,7 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
             return Ok(());
         }
         *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
-    } else if new.tls_port != old.tls_port {
+    } else if new.tls_port != old.tls_port || new.bind != old.bind {
         hand_over(bind_tls(new, threads)?);
     }
     Ok(())

@@ -266,6 +266,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         // or tls-port rebinds, a changed tls-* setting rebuilds the TLS
         // context (when TLS is in use); one that fails restores everything.
         let listen_changed = cfg.port != saved.port
+            || cfg.bind != saved.bind
             || cfg.tls_port != saved.tls_port
             || (cfg.tls_context_differs(&saved) && cfg.tls_wanted());
         if let Some(apply) = c.server.listen_apply.get().filter(|_| listen_changed) {
@@ -274,7 +275,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                 let name = pairs
                     .iter()
                     .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
-                    .find(|n| n == "port" || n.starts_with("tls-"))
+                    .find(|n| n == "port" || n == "bind" || n.starts_with("tls-"))
                     .unwrap_or_default();
                 return Err(CmdError::Raw(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"

@@ -820,6 +820,11 @@ enum Runtime {
     Mutable,
     /// Only the file and the command line may set it.
     Immutable,
+    /// Tessera's own start-up setting (Redis has no such directive):
+    /// immutable, but CONFIG SET to its current value succeeds, so that
+    /// tools which write back everything CONFIG GET * lists (Redis's own
+    /// "CONFIG sanity" test skips only Redis's immutable names) work.
+    Fixed,
     /// Redis 7's protected configs (`dir`, `dbfilename`): CONFIG SET
     /// refuses them while `enable-protected-configs` is `no`, its default.
     Protected,
@@ -913,7 +918,7 @@ const fn d(name: &'static str, runtime: Runtime, kind: Kind) -> Directive {
 }
 
 use Kind::{Bool, Enum, Int, List, Memory, Octal, Parsed, Str};
-use Runtime::{Immutable, Mutable, Protected};
+use Runtime::{Fixed, Immutable, Mutable, Protected};
 
 // Row builders: `int!(field: type, min, max, default)` reads and writes `Config::field`. The
 // setters' `as` casts are exact because `Kind::set` checks `min..=max` first.
@@ -1028,15 +1033,16 @@ const U32_MAX: i64 = u32::MAX as i64;
 #[rustfmt::skip]
 static DIRECTIVES: &[Directive] = &[
     // name                       runtime    kind!(field: type, min, max, default)
-    // CONFIG SET rebinds (see commands::server's config_set).
+    // CONFIG SET of these two rebinds (see commands::server's config_set).
     d("port",                     Mutable,   int!(port: u16, 0, 65535, 6379)),
-    d("bind",                     Immutable, words!(bind, MAX_BIND_ADDRS, &["127.0.0.1"])),
+    d("bind",                     Mutable,   words!(bind, MAX_BIND_ADDRS, &["127.0.0.1"])),
     d("unixsocket",               Immutable, path!(unixsocket)),
     d("unixsocketperm",           Immutable, octal!(unixsocketperm: u32, 0, 0o777, 0)),
-    d("shards",                   Immutable, int!(shards: usize, 0, MAX_SHARDS, 0))
+    d("shards",                   Fixed,     int!(shards: usize, 0, MAX_SHARDS, 0))
         .alias("threads"),
     d("shard-consolidation",      Mutable,   yes_no!(shard_consolidation, true)),
-    d("server-cpulist",           Immutable, Parsed {
+    // Redis's name first (CONFIG GET * lists it so).
+    d("server_cpulist",           Immutable, Parsed {
         default: b"",
         get: |c| c.server_cpulist.clone().into_bytes(),
         set: |c, v| {
@@ -1046,7 +1052,7 @@ static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     })
-        .alias("server_cpulist"),
+        .alias("server-cpulist"),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -1945,14 +1951,15 @@ pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), Stri
         format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
     };
     let mut chosen: Vec<usize> = Vec::with_capacity(pairs.len());
-    for (name, _) in pairs {
+    for &(name, value) in pairs {
         let typed = String::from_utf8_lossy(name);
         let Some(i) = lookup(name) else {
             return Err(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{typed}'"
             ));
         };
-        if DIRECTIVES[i].runtime == Immutable {
+        let d = &DIRECTIVES[i];
+        if d.runtime == Immutable || (d.runtime == Fixed && d.kind.get(cfg) != value) {
             return Err(failed(&typed, "can't set immutable config"));
         }
         if DIRECTIVES[i].runtime == Protected {
@@ -2765,20 +2772,37 @@ mod tests {
     }
 
     #[test]
+    fn fixed_directives_accept_only_their_current_value() {
+        let mut cfg = Config::default();
+        assert_eq!(set(&mut cfg, &[("shards", "0")]), Ok(()));
+        assert_eq!(set(&mut cfg, &[("threads", "0")]), Ok(()));
+        assert_eq!(
+            set(&mut cfg, &[("shards", "2")]).unwrap_err(),
+            "ERR CONFIG SET failed (possibly related to argument 'shards') - \
+             can't set immutable config"
+        );
+        assert_eq!(cfg, Config::default());
+    }
+
+    #[test]
     fn mutability_matches_the_spec() {
         let immutable: Vec<&str> = DIRECTIVES
             .iter()
             .filter(|d| d.runtime == Immutable)
             .map(|d| d.name)
             .collect();
+        let fixed: Vec<&str> = DIRECTIVES
+            .iter()
+            .filter(|d| d.runtime == Fixed)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(fixed, ["shards"]);
         assert_eq!(
             immutable,
             [
-                "bind",
                 "unixsocket",
                 "unixsocketperm",
-                "shards",
-                "server-cpulist",
+                "server_cpulist",
                 "databases",
                 "logfile",
                 "aclfile",
