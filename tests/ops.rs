@@ -298,6 +298,49 @@ fn pause_keeps_expired_keys_until_unpause(layout: Layout) {
     assert_eq!(expired(&mut admin), 2);
 }
 
+/// A field of a CLIENT LIST / CLIENT INFO line.
+fn client_field(reply: &[u8], field: &str) -> String {
+    let text = String::from_utf8_lossy(reply);
+    let key = format!("{field}=");
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(&key))
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+        .to_string()
+}
+
+/// CLIENT INFO and the caller's CLIENT LIST line show the query buffer as
+/// Redis does while the command runs: what this read brought, the
+/// command's own bytes included (Redis trims after the read's commands).
+fn client_info_counts_the_running_command_in_qbuf(layout: Layout) {
+    let s = server(layout);
+    let mut c = s.raw();
+    // *2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n: 26 bytes.
+    let info = c.cmd_str(&["CLIENT", "INFO"]);
+    assert_eq!(client_field(&info, "qbuf"), "26");
+    assert_eq!(client_field(&info, "argv-mem"), "10");
+    // With ID 2 added: 4 + 12 + 10 + 8 + 7 bytes.
+    let id = client_field(&info, "id");
+    let list = c.cmd_str(&["CLIENT", "LIST", "ID", &id]);
+    assert_eq!(client_field(&list, "qbuf"), (41 + id.len() - 1).to_string());
+    // Inline, after a PING of the same read: 6 + 13 bytes.
+    c.send(b"PING\r\nCLIENT INFO\r\n");
+    let replies = c.read_replies(2);
+    assert_eq!(replies[0], b"+PONG\r\n");
+    assert_eq!(client_field(&replies[1], "qbuf"), "19");
+    // Another, idle, client: nothing buffered.
+    let _other = s.raw();
+    let list = c.cmd_str(&["CLIENT", "LIST"]);
+    let text = String::from_utf8_lossy(&list);
+    let idle: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("id=") && !l.contains("cmd=client|list"))
+        .collect();
+    assert!(!idle.is_empty(), "{text}");
+    for l in idle {
+        assert_eq!(client_field(l.as_bytes(), "qbuf"), "0", "{l}");
+    }
+}
+
 fn client_kill_filters_reach_every_thread(layout: Layout) {
     let s = server(layout);
     let mut admin = s.raw();
@@ -489,6 +532,7 @@ per_layout!(
     pause_ends_by_itself_and_all_holds_reads,
     pause_write_judges_scripts_by_their_declared_flags,
     pause_keeps_expired_keys_until_unpause,
+    client_info_counts_the_running_command_in_qbuf,
     client_kill_filters_reach_every_thread,
     slowlog_names_clients_of_every_thread,
 );
