@@ -490,6 +490,29 @@ impl Default for ThreadStats {
 }
 
 impl ThreadStats {
+    /// Adds `o`'s command counts, command total and latency histograms to
+    /// these, and empties `o`.
+    pub fn absorb(&mut self, o: &mut ThreadStats) {
+        if o.total_commands == 0 {
+            return;
+        }
+        for (a, b) in self.cmd.iter_mut().zip(&o.cmd) {
+            a.calls += b.calls;
+            a.usec += b.usec;
+            a.rejected_calls += b.rejected_calls;
+            a.failed_calls += b.failed_calls;
+        }
+        self.total_commands += o.total_commands;
+        for (id, h) in o.hist.iter().enumerate() {
+            if let Some(h) = h {
+                self.histogram(id).merge(h);
+            }
+        }
+        o.cmd.iter_mut().for_each(|c| *c = CmdStat::default());
+        o.total_commands = 0;
+        o.hist.clear();
+    }
+
     /// Command `id`'s histogram, created on first use.
     #[inline]
     pub fn histogram(&mut self, id: usize) -> &mut crate::ops::hist::Hist {

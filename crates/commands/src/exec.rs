@@ -168,6 +168,9 @@ pub fn run_shard_ready(
         ctx.shard.expiry = engine::Expiry::Hide;
     }
     let res = handler(&mut ctx, args);
+    if r.spec.has(crate::table::flags::SCRIPT) {
+        crate::script::vm::drain_stats(stats);
+    }
     if keep {
         ctx.shard.expiry = expiry;
     }
