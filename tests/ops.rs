@@ -341,6 +341,44 @@ fn client_info_counts_the_running_command_in_qbuf(layout: Layout) {
     }
 }
 
+/// An active expiry cycle that takes longer than
+/// `latency-monitor-threshold` is a latency event `expire-cycle`. (Redis's
+/// own test makes one slow cycle by expiring a set of a million members;
+/// Tessera frees such a value on its background thread, so here many small
+/// keys expire at once: a threshold of 1 ms is far below what deleting
+/// them takes.)
+fn slow_expire_cycle_is_a_latency_event(layout: Layout) {
+    const KEYS: usize = 30_000;
+    let s = server(layout);
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "latency-monitor-threshold", "1"]),
+        b"+OK\r\n"
+    );
+    // Keys are set past their deadline only after all are in (PX 200).
+    let mut wire = Vec::new();
+    for i in 0..KEYS {
+        wire.extend(common::encode_command(&[
+            b"SET",
+            format!("e{i}").as_bytes(),
+            b"v",
+            b"PX",
+            b"200",
+        ]));
+    }
+    c.send(&wire);
+    for _ in 0..KEYS {
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+    }
+    common::wait_for("the keys to expire", || c.cmd_str(&["DBSIZE"]) == b":0\r\n");
+    let latest = c.cmd_str(&["LATENCY", "LATEST"]);
+    assert!(
+        String::from_utf8_lossy(&latest).contains("expire-cycle"),
+        "{}",
+        String::from_utf8_lossy(&latest)
+    );
+}
+
 fn client_kill_filters_reach_every_thread(layout: Layout) {
     let s = server(layout);
     let mut admin = s.raw();
@@ -533,6 +571,7 @@ per_layout!(
     pause_write_judges_scripts_by_their_declared_flags,
     pause_keeps_expired_keys_until_unpause,
     client_info_counts_the_running_command_in_qbuf,
+    slow_expire_cycle_is_a_latency_event,
     client_kill_filters_reach_every_thread,
     slowlog_names_clients_of_every_thread,
 );

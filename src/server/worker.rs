@@ -2366,7 +2366,9 @@ impl Worker {
         self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         // No key expires while clients are paused (see `commands::ops::pause`).
         if !self.core.server.ops.pause.paused() {
+            let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);
+            (self.core.server.ops.latency).add_if_needed("expire-cycle", started);
         }
         self.save_rules_cron();
         self.replica_cron();
