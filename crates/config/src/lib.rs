@@ -1909,32 +1909,45 @@ pub fn version_text() -> String {
 /// matched is returned. Values are bytes: `requirepass` and paths are binary-safe.
 /// Complexity: O(patterns × table × pattern length).
 pub fn config_get(cfg: &Config, patterns: &[&[u8]]) -> Vec<(String, Vec<u8>)> {
-    let mut hits: Vec<Option<String>> = vec![None; DIRECTIVES.len()];
+    // Per directive, the name and the alias: each is listed when a pattern
+    // matches it (Redis's table holds aliases as entries of their own, so
+    // `*of` gives both `replicaof` and `slaveof`), once. Tessera's own
+    // aliases are found by name only: Redis has no such entries.
+    let mut hits: Vec<[Option<String>; 2]> = vec![[None, None]; DIRECTIVES.len()];
     for pat in patterns {
         if !pat.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
             if let Some(i) = lookup(pat) {
+                let alias = DIRECTIVES[i]
+                    .alias
+                    .is_some_and(|a| a.as_bytes().eq_ignore_ascii_case(pat));
                 // lookup() matched an ASCII name, so the pattern is ASCII.
-                hits[i].get_or_insert_with(|| String::from_utf8_lossy(pat).into_owned());
+                hits[i][usize::from(alias)]
+                    .get_or_insert_with(|| String::from_utf8_lossy(pat).into_owned());
             }
             continue;
         }
         for (i, d) in DIRECTIVES.iter().enumerate() {
-            if hits[i].is_some() {
-                continue;
-            }
-            let matched = std::iter::once(d.name)
-                .chain(d.alias)
-                .find(|n| glob_match(pat, n.as_bytes()));
-            if let Some(n) = matched {
-                hits[i] = Some(n.to_string());
+            let alias = d.alias.filter(|a| !TESSERA_ALIASES.contains(a));
+            for (k, n) in std::iter::once(d.name).chain(alias).enumerate() {
+                if hits[i][k].is_none() && glob_match(pat, n.as_bytes()) {
+                    hits[i][k] = Some(n.to_string());
+                }
             }
         }
     }
     hits.into_iter()
         .zip(DIRECTIVES)
-        .filter_map(|(hit, d)| Some((hit?, d.kind.get(cfg))))
+        .flat_map(|(names, d)| {
+            names
+                .into_iter()
+                .flatten()
+                .map(move |n| (n, d.kind.get(cfg)))
+        })
         .collect()
 }
+
+/// Aliases Redis does not have (its own aliases are Redis's old names).
+const TESSERA_ALIASES: &[&str] = &["threads", "server-cpulist"];
 
 /// `CONFIG SET name value [name value ...]`, atomically: all pairs are checked (unknown name,
 /// immutable, duplicate — first failure wins — then each value in order) against a copy, and
@@ -3431,10 +3444,25 @@ mod tests {
         let cfg = Config::default();
         let all = get(&cfg, &["*"]);
         let names: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
-        let table: Vec<&str> = DIRECTIVES.iter().map(|d| d.name).collect();
+        let table: Vec<&str> = DIRECTIVES
+            .iter()
+            .flat_map(|d| {
+                std::iter::once(d.name).chain(d.alias.filter(|a| !TESSERA_ALIASES.contains(a)))
+            })
+            .collect();
         assert_eq!(
             names, table,
-            "every directive once, in table order, no alias"
+            "every directive once, in table order, then Redis's alias"
+        );
+        assert!(names.contains(&"slaveof") && !names.contains(&"threads"));
+        // Name and alias both, when both are asked for or matched.
+        let both: Vec<String> = get(&cfg, &["replica-read-only", "slave-read-only", "*of"])
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            both,
+            ["replicaof", "slaveof", "replica-read-only", "slave-read-only"]
         );
 
         let max: Vec<String> = get(&cfg, &["*max*"]).into_iter().map(|(k, _)| k).collect();
@@ -3450,18 +3478,24 @@ mod tests {
                 "maxmemory-samples",
                 "maxmemory-eviction-tenacity",
                 "hash-max-listpack-entries",
+                "hash-max-ziplist-entries",
                 "hash-max-listpack-value",
+                "hash-max-ziplist-value",
                 "set-max-intset-entries",
                 "set-max-listpack-entries",
                 "set-max-listpack-value",
                 "zset-max-listpack-entries",
+                "zset-max-ziplist-entries",
                 "zset-max-listpack-value",
+                "zset-max-ziplist-value",
                 "list-max-listpack-size",
+                "list-max-ziplist-size",
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
                 "repl-diskless-sync-max-replicas",
                 "min-replicas-max-lag",
+                "min-slaves-max-lag",
                 "slowlog-max-len",
             ]
         );
@@ -3478,18 +3512,18 @@ mod tests {
                 ("proto-max-bulk-len".into(), "536870912".into()),
             ]
         );
-        // Aliases: found by exact name or glob, never listed twice.
+        // Tessera's own aliases: found by exact name only (Redis's table
+        // has no such entry for a glob to list).
         assert_eq!(
             get(&cfg, &["threads"]),
             vec![("threads".into(), "0".into())]
         );
-        assert_eq!(get(&cfg, &["thr*"]), vec![("threads".into(), "0".into())]);
+        assert_eq!(get(&cfg, &["thr*"]), vec![]);
         assert_eq!(
             get(&cfg, &["*ards", "*eads"]),
             vec![("shards".into(), "0".into())]
         );
-        assert_eq!(get(&cfg, &["*eads"]), vec![("threads".into(), "0".into())]);
-        assert_eq!(get(&cfg, &["shards", "threads"]).len(), 1);
+        assert_eq!(get(&cfg, &["shards", "threads", "shards"]).len(), 2);
         assert!(get(&cfg, &["*[", "nosuch", "p\\ort"]).is_empty());
         assert_eq!(get(&cfg, &["p\\ort*"]).len(), 1);
         assert_eq!(get(&cfg, &["[^a-z]*"]), vec![]);
