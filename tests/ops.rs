@@ -251,7 +251,11 @@ fn pause_write_judges_scripts_by_their_declared_flags(layout: Layout) {
     let mut f = s.raw();
     f.send(&common::encode_command(&[b"FCALL", b"rw", b"0"]));
     let mut e = s.raw();
-    e.send(&common::encode_command(&[b"EVAL_RO", b"#!lua\nreturn 3", b"0"]));
+    e.send(&common::encode_command(&[
+        b"EVAL_RO",
+        b"#!lua\nreturn 3",
+        b"0",
+    ]));
     wait_blocked(&mut admin, 2);
     assert_eq!(admin.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
     assert_eq!(f.read_reply(), b"$1\r\nw\r\n");
@@ -275,16 +279,19 @@ fn pause_keeps_expired_keys_until_unpause(layout: Layout) {
             .expect("expired_keys")
     };
     assert_eq!(admin.cmd_str(&["MULTI"]), b"+OK\r\n");
-    assert_eq!(admin.cmd_str(&["SET", "a{t}", "1", "PX", "1"]), b"+QUEUED\r\n");
-    assert_eq!(admin.cmd_str(&["SET", "b{t}", "1", "PX", "1"]), b"+QUEUED\r\n");
+    assert_eq!(
+        admin.cmd_str(&["SET", "a{t}", "1", "PX", "1"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(
+        admin.cmd_str(&["SET", "b{t}", "1", "PX", "1"]),
+        b"+QUEUED\r\n"
+    );
     assert_eq!(
         admin.cmd_str(&["CLIENT", "PAUSE", "60000", "WRITE"]),
         b"+QUEUED\r\n"
     );
-    assert_eq!(
-        admin.cmd_str(&["EXEC"]),
-        b"*3\r\n+OK\r\n+OK\r\n+OK\r\n"
-    );
+    assert_eq!(admin.cmd_str(&["EXEC"]), b"*3\r\n+OK\r\n+OK\r\n+OK\r\n");
     common::wait_for("keys past their deadline", || {
         admin.cmd_str(&["GET", "a{t}"]) == b"$-1\r\n"
             && admin.cmd_str(&["GET", "b{t}"]) == b"$-1\r\n"

@@ -189,7 +189,10 @@ fn config_set_port_and_bind_rebind_every_thread() {
         &c.cmd_str(&["CONFIG", "SET", "port", &old.to_string()]),
         b"+OK\r\n",
     );
-    assert_bytes(&RawConn::connect(&srv.addr()).cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_bytes(
+        &RawConn::connect(&srv.addr()).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
     // A port in use fails with Redis's reason and keeps the old one.
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = holder.local_addr().unwrap().port().to_string();
@@ -199,7 +202,11 @@ fn config_set_port_and_bind_rebind_every_thread() {
     );
     assert_bytes(
         &c.cmd_str(&["CONFIG", "GET", "port"]),
-        format!("*2\r\n$4\r\nport\r\n${}\r\n{old}\r\n", old.to_string().len()).as_bytes(),
+        format!(
+            "*2\r\n$4\r\nport\r\n${}\r\n{old}\r\n",
+            old.to_string().len()
+        )
+        .as_bytes(),
     );
     // A new port: every thread accepts there, the old one closes, and
     // connections accepted before go on.
@@ -210,7 +217,10 @@ fn config_set_port_and_bind_rebind_every_thread() {
     );
     let new_addr = format!("127.0.0.1:{new}");
     for _ in 0..16 {
-        assert_bytes(&RawConn::connect(&new_addr).cmd_str(&["PING"]), b"+PONG\r\n");
+        assert_bytes(
+            &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+            b"+PONG\r\n",
+        );
     }
     common::wait_for("the old port to close", || {
         std::net::TcpStream::connect(srv.addr()).is_err()
@@ -224,12 +234,18 @@ fn config_set_port_and_bind_rebind_every_thread() {
         &c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
         b"+OK\r\n",
     );
-    assert_bytes(&RawConn::connect(&new_addr).cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_bytes(
+        &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
     assert_bytes(
         &c.cmd_str(&["CONFIG", "SET", "bind", "192.0.2.1"]),
         b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n",
     );
-    assert_bytes(&RawConn::connect(&new_addr).cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_bytes(
+        &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
 }
 
 #[test]

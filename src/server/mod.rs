@@ -41,7 +41,11 @@ static HANDOFF: Mutex<Vec<Option<Vec<TcpListener>>>> = Mutex::new(Vec::new());
 /// each (none for port 0), with CONFIG SET's error. The new listeners are
 /// bound before the old ones close (they share the port through
 /// SO_REUSEPORT when it is the same).
-fn bind_port(cfg: &Config, threads: usize, new_bind: bool) -> Result<Vec<Vec<TcpListener>>, String> {
+fn bind_port(
+    cfg: &Config,
+    threads: usize,
+    new_bind: bool,
+) -> Result<Vec<Vec<TcpListener>>, String> {
     listen(cfg, cfg.port, threads, "tcp").map_err(|why| {
         log::warning(format_args!("{why}"));
         if new_bind {
@@ -304,7 +308,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .transpose()?;
             tls::apply(old, new, n)?;
             if let Some(ls) = plain {
-                shared.tcp_port.store(u64::from(new.port), Ordering::Relaxed);
+                shared
+                    .tcp_port
+                    .store(u64::from(new.port), Ordering::Relaxed);
                 hand_over(ls);
             }
             Ok(())

@@ -3462,7 +3462,12 @@ mod tests {
             .collect();
         assert_eq!(
             both,
-            ["replicaof", "slaveof", "replica-read-only", "slave-read-only"]
+            [
+                "replicaof",
+                "slaveof",
+                "replica-read-only",
+                "slave-read-only"
+            ]
         );
 
         let max: Vec<String> = get(&cfg, &["*max*"]).into_iter().map(|(k, _)| k).collect();
