@@ -212,6 +212,180 @@ fn pause_ends_by_itself_and_all_holds_reads(layout: Layout) {
     assert_eq!(e.read_reply(), b":2\r\n");
 }
 
+/// CLIENT PAUSE WRITE judges a script by the flags it declares, wherever
+/// they come from: the cache (EVALSHA), the library (FCALL) or the body's
+/// shebang, and EXEC by its queued scripts; a non-RO script may PUBLISH.
+fn pause_write_judges_scripts_by_their_declared_flags(layout: Layout) {
+    let s = server(layout);
+    let mut admin = s.raw();
+    let lib = "#!lua name=l\n\
+        redis.register_function{function_name='ro', callback=function() return 'r' end, flags={'no-writes'}}\n\
+        redis.register_function('rw', function() return 'w' end)";
+    assert_eq!(admin.cmd_str(&["FUNCTION", "LOAD", lib]), b"$1\r\nl\r\n");
+    let ro_sha = admin.cmd_str(&["SCRIPT", "LOAD", "#!lua flags=no-writes\nreturn 2"]);
+    let ro_sha = String::from_utf8(common::reply_payload(&ro_sha).expect("sha")).expect("utf8");
+    // Publishing from a script reaches subscribers (none here) and is
+    // refused to read-only scripts.
+    assert_eq!(
+        admin.cmd_str(&["EVAL", "return redis.call('publish','ch','m')", "0"]),
+        b":0\r\n"
+    );
+    let refused = admin.cmd_str(&["EVAL_RO", "return redis.call('publish','ch','m')", "0"]);
+    assert!(
+        refused.starts_with(b"-ERR Write commands are not allowed from read-only scripts."),
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    assert_eq!(
+        admin.cmd_str(&["CLIENT", "PAUSE", "60000", "WRITE"]),
+        b"+OK\r\n"
+    );
+    // Not held: declared no-writes.
+    assert_eq!(admin.cmd_str(&["EVALSHA", &ro_sha, "0"]), b":2\r\n");
+    assert_eq!(admin.cmd_str(&["FCALL", "ro", "0"]), b"$1\r\nr\r\n");
+    assert_eq!(admin.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(admin.cmd_str(&["EVALSHA", &ro_sha, "0"]), b"+QUEUED\r\n");
+    assert_eq!(admin.cmd_str(&["EXEC"]), b"*1\r\n:2\r\n");
+    // Held: a function that may write, and EVAL_RO of a script whose
+    // shebang does not say no-writes (its flags replace the command's).
+    let mut f = s.raw();
+    f.send(&common::encode_command(&[b"FCALL", b"rw", b"0"]));
+    let mut e = s.raw();
+    e.send(&common::encode_command(&[
+        b"EVAL_RO",
+        b"#!lua\nreturn 3",
+        b"0",
+    ]));
+    wait_blocked(&mut admin, 2);
+    assert_eq!(admin.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    assert_eq!(f.read_reply(), b"$1\r\nw\r\n");
+    assert_eq!(
+        e.read_reply(),
+        b"-ERR Can not execute a script with write flag using *_ro command.\r\n"
+    );
+}
+
+/// While clients are paused, keys past their deadline read as missing but
+/// are not deleted (INFO expired_keys stays), on access or actively; after
+/// UNPAUSE an access deletes them.
+fn pause_keeps_expired_keys_until_unpause(layout: Layout) {
+    let s = server(layout);
+    let mut admin = s.raw();
+    let expired = |c: &mut RawConn| -> u64 {
+        let info = String::from_utf8(c.cmd_str(&["INFO", "stats"])).expect("utf8");
+        info.lines()
+            .find_map(|l| l.strip_prefix("expired_keys:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("expired_keys")
+    };
+    assert_eq!(admin.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd_str(&["SET", "a{t}", "1", "PX", "1"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(
+        admin.cmd_str(&["SET", "b{t}", "1", "PX", "1"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(
+        admin.cmd_str(&["CLIENT", "PAUSE", "60000", "WRITE"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(admin.cmd_str(&["EXEC"]), b"*3\r\n+OK\r\n+OK\r\n+OK\r\n");
+    common::wait_for("keys past their deadline", || {
+        admin.cmd_str(&["GET", "a{t}"]) == b"$-1\r\n"
+            && admin.cmd_str(&["GET", "b{t}"]) == b"$-1\r\n"
+    });
+    // Several server ticks (hz 10): the active cycle deletes nothing either.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(expired(&mut admin), 0);
+    assert_eq!(admin.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    assert_eq!(admin.cmd_str(&["GET", "a{t}"]), b"$-1\r\n");
+    assert_eq!(admin.cmd_str(&["GET", "b{t}"]), b"$-1\r\n");
+    assert_eq!(expired(&mut admin), 2);
+}
+
+/// A field of a CLIENT LIST / CLIENT INFO line.
+fn client_field(reply: &[u8], field: &str) -> String {
+    let text = String::from_utf8_lossy(reply);
+    let key = format!("{field}=");
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(&key))
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+        .to_string()
+}
+
+/// CLIENT INFO and the caller's CLIENT LIST line show the query buffer as
+/// Redis does while the command runs: what this read brought, the
+/// command's own bytes included (Redis trims after the read's commands).
+fn client_info_counts_the_running_command_in_qbuf(layout: Layout) {
+    let s = server(layout);
+    let mut c = s.raw();
+    // *2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n: 26 bytes.
+    let info = c.cmd_str(&["CLIENT", "INFO"]);
+    assert_eq!(client_field(&info, "qbuf"), "26");
+    assert_eq!(client_field(&info, "argv-mem"), "10");
+    // With ID 2 added: 4 + 12 + 10 + 8 + 7 bytes.
+    let id = client_field(&info, "id");
+    let list = c.cmd_str(&["CLIENT", "LIST", "ID", &id]);
+    assert_eq!(client_field(&list, "qbuf"), (41 + id.len() - 1).to_string());
+    // Inline, after a PING of the same read: 6 + 13 bytes.
+    c.send(b"PING\r\nCLIENT INFO\r\n");
+    let replies = c.read_replies(2);
+    assert_eq!(replies[0], b"+PONG\r\n");
+    assert_eq!(client_field(&replies[1], "qbuf"), "19");
+    // Another, idle, client: nothing buffered.
+    let _other = s.raw();
+    let list = c.cmd_str(&["CLIENT", "LIST"]);
+    let text = String::from_utf8_lossy(&list);
+    let idle: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("id=") && !l.contains("cmd=client|list"))
+        .collect();
+    assert!(!idle.is_empty(), "{text}");
+    for l in idle {
+        assert_eq!(client_field(l.as_bytes(), "qbuf"), "0", "{l}");
+    }
+}
+
+/// An active expiry cycle that takes longer than
+/// `latency-monitor-threshold` is a latency event `expire-cycle`. (Redis's
+/// own test makes one slow cycle by expiring a set of a million members;
+/// Tessera frees such a value on its background thread, so here many small
+/// keys expire at once: a threshold of 1 ms is far below what deleting
+/// them takes.)
+fn slow_expire_cycle_is_a_latency_event(layout: Layout) {
+    const KEYS: usize = 30_000;
+    let s = server(layout);
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "latency-monitor-threshold", "1"]),
+        b"+OK\r\n"
+    );
+    // Keys are set past their deadline only after all are in (PX 200).
+    let mut wire = Vec::new();
+    for i in 0..KEYS {
+        wire.extend(common::encode_command(&[
+            b"SET",
+            format!("e{i}").as_bytes(),
+            b"v",
+            b"PX",
+            b"200",
+        ]));
+    }
+    c.send(&wire);
+    for _ in 0..KEYS {
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+    }
+    common::wait_for("the keys to expire", || c.cmd_str(&["DBSIZE"]) == b":0\r\n");
+    let latest = c.cmd_str(&["LATENCY", "LATEST"]);
+    assert!(
+        String::from_utf8_lossy(&latest).contains("expire-cycle"),
+        "{}",
+        String::from_utf8_lossy(&latest)
+    );
+}
+
 fn client_kill_filters_reach_every_thread(layout: Layout) {
     let s = server(layout);
     let mut admin = s.raw();
@@ -401,6 +575,10 @@ per_layout!(
     monitor_shows_transactions_and_scripts_as_redis,
     pause_write_holds_writes_in_order_and_lets_reads_through,
     pause_ends_by_itself_and_all_holds_reads,
+    pause_write_judges_scripts_by_their_declared_flags,
+    pause_keeps_expired_keys_until_unpause,
+    client_info_counts_the_running_command_in_qbuf,
+    slow_expire_cycle_is_a_latency_event,
     client_kill_filters_reach_every_thread,
     slowlog_names_clients_of_every_thread,
 );

@@ -180,6 +180,75 @@ fn second_instance_on_the_same_port_is_refused() {
 }
 
 #[test]
+fn config_set_port_and_bind_rebind_every_thread() {
+    let srv = Server::tessera(&["--shards", "4"]);
+    let old = srv.port();
+    let mut c = srv.raw();
+    // The same port: nothing to do, still served.
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "port", &old.to_string()]),
+        b"+OK\r\n",
+    );
+    assert_bytes(
+        &RawConn::connect(&srv.addr()).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
+    // A port in use fails with Redis's reason and keeps the old one.
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = holder.local_addr().unwrap().port().to_string();
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "port", &busy]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n",
+    );
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "GET", "port"]),
+        format!(
+            "*2\r\n$4\r\nport\r\n${}\r\n{old}\r\n",
+            old.to_string().len()
+        )
+        .as_bytes(),
+    );
+    // A new port: every thread accepts there, the old one closes, and
+    // connections accepted before go on.
+    let new = free_port();
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "port", &new.to_string()]),
+        b"+OK\r\n",
+    );
+    let new_addr = format!("127.0.0.1:{new}");
+    for _ in 0..16 {
+        assert_bytes(
+            &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+            b"+PONG\r\n",
+        );
+    }
+    common::wait_for("the old port to close", || {
+        std::net::TcpStream::connect(srv.addr()).is_err()
+    });
+    assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
+    let info = String::from_utf8(c.cmd_str(&["INFO", "server"])).unwrap();
+    assert!(info.contains(&format!("tcp_port:{new}\r\n")), "{info}");
+    // `bind` rebinds too: to the same address again, then to one that
+    // cannot be bound (Redis's reason; the old listeners stay).
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
+        b"+OK\r\n",
+    );
+    assert_bytes(
+        &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
+    assert_bytes(
+        &c.cmd_str(&["CONFIG", "SET", "bind", "192.0.2.1"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n",
+    );
+    assert_bytes(
+        &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+        b"+PONG\r\n",
+    );
+}
+
+#[test]
 fn unix_socket_serves_clients() {
     let dir = std::env::temp_dir().join(format!("tessera-unix-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -677,11 +677,21 @@ impl Conn {
     /// shows 0 as in Redis); `omem`: [`Self::obuf_counted`], what the
     /// output limits compare.
     pub fn io(&self) -> ClientIo {
+        // While a command runs (a coordinator in flight: CLIENT LIST and
+        // CLIENT INFO are ones), Redis's query buffer still holds what was
+        // read and consumed since its last trim, the command's own bytes
+        // included: it trims after the read's commands ran. Here that is
+        // the buffer up to its end. Between commands, consumed bytes are
+        // room too (the next read moves the rest to the front), as Redis's
+        // `sdsavail` after `sdsrange`.
+        let qbuf = if self.coord.is_some() {
+            self.rend
+        } else {
+            self.qbuf_len()
+        };
         ClientIo {
-            qbuf: self.qbuf_len(),
-            // Consumed bytes are room too (the next read moves the rest
-            // to the front), as Redis's `sdsavail` after `sdsrange`.
-            qbuf_free: self.rbuf.len() - self.qbuf_len(),
+            qbuf,
+            qbuf_free: self.rbuf.len() - qbuf,
             rbs: self.out.capacity(),
             rbp: self.out_peak,
             obl: self.unwritten().min(REPLY_CHUNK),

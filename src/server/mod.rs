@@ -19,7 +19,8 @@ mod tls;
 mod worker;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use commands::ServerShared;
 use config::Config;
@@ -30,6 +31,44 @@ use crate::log;
 use mailbox::Doorbell;
 
 const WAKER_TOKEN: Token = Token(usize::MAX);
+
+/// Listeners bound by CONFIG SET port, one set per worker, until that
+/// worker takes them ([`take_listeners`], at its next config refresh).
+static HANDOFF: Mutex<Vec<Option<Vec<TcpListener>>>> = Mutex::new(Vec::new());
+
+/// CONFIG SET port or bind (`new_bind`; Redis's updatePort and
+/// applyBind): `port` on every `bind` address, one listener per worker
+/// each (none for port 0), with CONFIG SET's error. The new listeners are
+/// bound before the old ones close (they share the port through
+/// SO_REUSEPORT when it is the same).
+fn bind_port(
+    cfg: &Config,
+    threads: usize,
+    new_bind: bool,
+) -> Result<Vec<Vec<TcpListener>>, String> {
+    listen(cfg, cfg.port, threads, "tcp").map_err(|why| {
+        log::warning(format_args!("{why}"));
+        if new_bind {
+            "Failed to bind to specified addresses.".to_string()
+        } else {
+            "Unable to listen on this port. Check server logs.".to_string()
+        }
+    })
+}
+
+fn hand_over(per: Vec<Vec<TcpListener>>) {
+    *HANDOFF.lock().unwrap_or_else(|e| e.into_inner()) = per.into_iter().map(Some).collect();
+}
+
+/// The plain listeners CONFIG SET port bound for worker `id`, once (the
+/// worker closes its old ones; their accepted connections go on).
+fn take_listeners(id: usize) -> Option<Vec<TcpListener>> {
+    HANDOFF
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(id)?
+        .take()
+}
 
 /// One `SO_REUSEPORT` listener per thread on every `bind` address for
 /// `port` (none when `port` is 0), as Redis's listenToPort: an optional
@@ -259,9 +298,24 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
         }));
     }
-    let _ = server
-        .tls_apply
-        .set(Box::new(move |old, new| tls::apply(old, new, n)));
+    {
+        let shared = server.clone();
+        let _ = server.listen_apply.set(Box::new(move |old, new| {
+            // Bound first: a port that fails changes nothing. A new `bind`
+            // rebinds both ports (Redis's changeBindAddr).
+            let plain = (new.port != old.port || new.bind != old.bind)
+                .then(|| bind_port(new, n, new.bind != old.bind))
+                .transpose()?;
+            tls::apply(old, new, n)?;
+            if let Some(ls) = plain {
+                shared
+                    .tcp_port
+                    .store(u64::from(new.port), Ordering::Relaxed);
+                hand_over(ls);
+            }
+            Ok(())
+        }));
+    }
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {

@@ -44,8 +44,6 @@
 //!
 //! # Deliberate differences from Redis 7.0 (OpenSSL)
 //!
-//! * `tls-port` changes at run time as in Redis, but `port` does not (it
-//!   is fixed at start here).
 //! * TLSv1 and TLSv1.1 do not exist in rustls: `tls-protocols` naming only
 //!   them fails; named beside TLSv1.2/1.3 they are ignored with a warning.
 //! * `tls-ciphers` (TLS 1.2) understands OpenSSL's names of the suites
@@ -131,7 +129,7 @@ pub fn configure(cfg: &Config) -> Result<(), String> {
 /// CONFIG SET of `tls-*` directives, from `old` to `new` (Redis's
 /// applyTlsCfg and applyTLSPort): rebuilds the context when TLS is wanted
 /// and its settings (or the wish) changed, and binds a changed `tls-port`
-/// on every bind address, once per worker (`threads`); each worker swaps
+/// (or `tls-port` after a changed `bind`) on every bind address, once per worker (`threads`); each worker swaps
 /// its listeners at its next config refresh. `Err`: Redis's reason; the
 /// details are logged, and nothing changed.
 pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
@@ -140,7 +138,7 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
             crate::log::warning(format_args!("{why}"));
             SET_FAILED.to_string()
         })?;
-        if new.tls_port != old.tls_port {
+        if new.tls_port != old.tls_port || new.bind != old.bind {
             // Bound first: a port that fails keeps the old context too.
             let ls = bind_tls(new, threads)?;
             *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
@@ -148,7 +146,7 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
             return Ok(());
         }
         *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
-    } else if new.tls_port != old.tls_port {
+    } else if new.tls_port != old.tls_port || new.bind != old.bind {
         hand_over(bind_tls(new, threads)?);
     }
     Ok(())

@@ -280,15 +280,16 @@ impl WatchState {
 pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Process-wide state.
-/// See [`ServerShared::tls_apply`].
-pub type TlsApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
+/// See [`ServerShared::listen_apply`].
+pub type ListenApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
 
 pub struct ServerShared {
     pub config: RwLock<Config>,
     /// ACL users and the ACL log.
     pub acl: crate::acl::Acl,
     /// Pub/Sub subscriptions of every thread, and their inboxes.
-    pub pubsub: crate::pubsub::PubSub,
+    /// Leaked with `ops` (scripts on shards publish through `ops`).
+    pub pubsub: &'static crate::pubsub::PubSub,
     /// Client-side caching: every client's address, tracking clients and
     /// BCAST prefixes.
     pub tracking: crate::tracking::Tracking,
@@ -316,11 +317,12 @@ pub struct ServerShared {
     pub executable: String,
     /// Wakes every thread (set by the runtime at start).
     pub wake_all: OnceLock<Box<dyn Fn() + Send + Sync>>,
-    /// Applies a CONFIG SET of `tls-*` directives, given the old and the
-    /// new configuration (set by the runtime at start): rebuilds the TLS
-    /// context and rebinds `tls-port`. `Err`: the reason CONFIG SET gives
-    /// (Redis's text; details are logged).
-    pub tls_apply: OnceLock<TlsApply>,
+    /// Applies a CONFIG SET of `port` or `tls-*` directives, given the old
+    /// and the new configuration (set by the runtime at start): rebinds
+    /// `port`, rebuilds the TLS context and rebinds `tls-port`. `Err`: the
+    /// reason CONFIG SET gives (Redis's text; details are logged), and
+    /// nothing changed.
+    pub listen_apply: OnceLock<ListenApply>,
     /// How SHUTDOWN asked to stop: [`SHUTDOWN_DEFAULT`] (save if save
     /// points are configured), [`SHUTDOWN_NOSAVE`] or [`SHUTDOWN_SAVE`],
     /// either possibly with the [`SHUTDOWN_FORCE`] bit; read by whoever
@@ -372,6 +374,10 @@ impl ServerShared {
         let acl = crate::acl::Acl::new();
         acl.set_requirepass(config.requirepass.as_deref());
         let ops = crate::ops::Ops::leak(&config);
+        let pubsub: &'static crate::pubsub::PubSub =
+            Box::leak(Box::new(crate::pubsub::PubSub::new(nshards)));
+        // INVARIANT: `ops` was just made, nothing set it.
+        let _ = ops.pubsub.set(pubsub);
         ServerShared {
             acl,
             ops,
@@ -395,7 +401,7 @@ impl ServerShared {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             wake_all: OnceLock::new(),
-            tls_apply: OnceLock::new(),
+            listen_apply: OnceLock::new(),
             shutdown_mode: AtomicU8::new(SHUTDOWN_DEFAULT),
             ops_per_sec: AtomicU64::new(0),
             sampled_commands: AtomicU64::new(0),
@@ -406,7 +412,7 @@ impl ServerShared {
             mem: std::sync::Arc::new(mem),
             startup_memory: AtomicU64::new(0),
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
-            pubsub: crate::pubsub::PubSub::new(nshards),
+            pubsub,
             tracking: crate::tracking::Tracking::default(),
         }
     }
@@ -484,6 +490,29 @@ impl Default for ThreadStats {
 }
 
 impl ThreadStats {
+    /// Adds `o`'s command counts, command total and latency histograms to
+    /// these, and empties `o`.
+    pub fn absorb(&mut self, o: &mut ThreadStats) {
+        if o.total_commands == 0 {
+            return;
+        }
+        for (a, b) in self.cmd.iter_mut().zip(&o.cmd) {
+            a.calls += b.calls;
+            a.usec += b.usec;
+            a.rejected_calls += b.rejected_calls;
+            a.failed_calls += b.failed_calls;
+        }
+        self.total_commands += o.total_commands;
+        for (id, h) in o.hist.iter().enumerate() {
+            if let Some(h) = h {
+                self.histogram(id).merge(h);
+            }
+        }
+        o.cmd.iter_mut().for_each(|c| *c = CmdStat::default());
+        o.total_commands = 0;
+        o.hist.clear();
+    }
+
     /// Command `id`'s histogram, created on first use.
     #[inline]
     pub fn histogram(&mut self, id: usize) -> &mut crate::ops::hist::Hist {

@@ -174,16 +174,20 @@ pub fn run_shard_ready(
         caller: call.caller,
         tracker: call.tracker,
     };
-    // A replica: a normal client's command reads keys past their deadline
-    // as missing; its master's see them (one branch on a master).
+    // A replica, or any server while clients are paused (see
+    // `ops::pause`): a normal client's command reads keys past their
+    // deadline as missing, without deleting them; a master's see them.
     // Restored after: a script's `redis.call` runs nested in its command.
     let expiry = ctx.shard.expiry;
-    let replica = expiry != engine::Expiry::Delete;
-    if replica && !call.master {
+    let keep = expiry != engine::Expiry::Delete || call.ops.pause.paused();
+    if keep && !call.master {
         ctx.shard.expiry = engine::Expiry::Hide;
     }
     let res = handler(&mut ctx, args);
-    if replica {
+    if r.spec.has(crate::table::flags::SCRIPT) {
+        crate::script::vm::drain_stats(stats);
+    }
+    if keep {
         ctx.shard.expiry = expiry;
     }
     let block = ctx.block.take();

@@ -262,18 +262,20 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let mut cfg = c.server.config.write().unwrap_or_else(|e| e.into_inner());
         let saved = cfg.clone();
         config::config_set(&mut cfg, &pairs).map_err(CmdError::Raw)?;
-        // Redis's applyTlsCfg / applyTLSPort: a changed tls-* setting
-        // rebuilds the TLS context (when TLS is in use), a changed
-        // tls-port rebinds; one that fails restores everything.
-        let tls_changed =
-            cfg.tls_port != saved.tls_port || (cfg.tls_context_differs(&saved) && cfg.tls_wanted());
-        if let Some(apply) = c.server.tls_apply.get().filter(|_| tls_changed) {
+        // Redis's updatePort / applyTlsCfg / applyTLSPort: a changed port
+        // or tls-port rebinds, a changed tls-* setting rebuilds the TLS
+        // context (when TLS is in use); one that fails restores everything.
+        let listen_changed = cfg.port != saved.port
+            || cfg.bind != saved.bind
+            || cfg.tls_port != saved.tls_port
+            || (cfg.tls_context_differs(&saved) && cfg.tls_wanted());
+        if let Some(apply) = c.server.listen_apply.get().filter(|_| listen_changed) {
             if let Err(why) = apply(&saved, &cfg) {
                 *cfg = saved;
                 let name = pairs
                     .iter()
                     .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
-                    .find(|n| n.starts_with("tls-"))
+                    .find(|n| n == "port" || n == "bind" || n.starts_with("tls-"))
                     .unwrap_or_default();
                 return Err(CmdError::Raw(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"

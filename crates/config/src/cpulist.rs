@@ -1,4 +1,4 @@
-//! `server-cpulist` (alias `server_cpulist`, Redis 7's and Valkey's name):
+//! `server_cpulist` (Redis 7's and Valkey's name, alias `server-cpulist`):
 //! the CPUs the shard threads are pinned to, thread `i` to the `i`-th CPU
 //! of the list (wrapping round when there are more threads than CPUs).
 //!

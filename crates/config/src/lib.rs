@@ -820,6 +820,11 @@ enum Runtime {
     Mutable,
     /// Only the file and the command line may set it.
     Immutable,
+    /// Tessera's own start-up setting (Redis has no such directive):
+    /// immutable, but CONFIG SET to its current value succeeds, so that
+    /// tools which write back everything CONFIG GET * lists (Redis's own
+    /// "CONFIG sanity" test skips only Redis's immutable names) work.
+    Fixed,
     /// Redis 7's protected configs (`dir`, `dbfilename`): CONFIG SET
     /// refuses them while `enable-protected-configs` is `no`, its default.
     Protected,
@@ -913,7 +918,7 @@ const fn d(name: &'static str, runtime: Runtime, kind: Kind) -> Directive {
 }
 
 use Kind::{Bool, Enum, Int, List, Memory, Octal, Parsed, Str};
-use Runtime::{Immutable, Mutable, Protected};
+use Runtime::{Fixed, Immutable, Mutable, Protected};
 
 // Row builders: `int!(field: type, min, max, default)` reads and writes `Config::field`. The
 // setters' `as` casts are exact because `Kind::set` checks `min..=max` first.
@@ -1028,14 +1033,16 @@ const U32_MAX: i64 = u32::MAX as i64;
 #[rustfmt::skip]
 static DIRECTIVES: &[Directive] = &[
     // name                       runtime    kind!(field: type, min, max, default)
-    d("port",                     Immutable, int!(port: u16, 0, 65535, 6379)),
-    d("bind",                     Immutable, words!(bind, MAX_BIND_ADDRS, &["127.0.0.1"])),
+    // CONFIG SET of these two rebinds (see commands::server's config_set).
+    d("port",                     Mutable,   int!(port: u16, 0, 65535, 6379)),
+    d("bind",                     Mutable,   words!(bind, MAX_BIND_ADDRS, &["127.0.0.1"])),
     d("unixsocket",               Immutable, path!(unixsocket)),
     d("unixsocketperm",           Immutable, octal!(unixsocketperm: u32, 0, 0o777, 0)),
-    d("shards",                   Immutable, int!(shards: usize, 0, MAX_SHARDS, 0))
+    d("shards",                   Fixed,     int!(shards: usize, 0, MAX_SHARDS, 0))
         .alias("threads"),
     d("shard-consolidation",      Mutable,   yes_no!(shard_consolidation, true)),
-    d("server-cpulist",           Immutable, Parsed {
+    // Redis's name first (CONFIG GET * lists it so).
+    d("server_cpulist",           Immutable, Parsed {
         default: b"",
         get: |c| c.server_cpulist.clone().into_bytes(),
         set: |c, v| {
@@ -1045,7 +1052,7 @@ static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     })
-        .alias("server_cpulist"),
+        .alias("server-cpulist"),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -1902,32 +1909,45 @@ pub fn version_text() -> String {
 /// matched is returned. Values are bytes: `requirepass` and paths are binary-safe.
 /// Complexity: O(patterns × table × pattern length).
 pub fn config_get(cfg: &Config, patterns: &[&[u8]]) -> Vec<(String, Vec<u8>)> {
-    let mut hits: Vec<Option<String>> = vec![None; DIRECTIVES.len()];
+    // Per directive, the name and the alias: each is listed when a pattern
+    // matches it (Redis's table holds aliases as entries of their own, so
+    // `*of` gives both `replicaof` and `slaveof`), once. Tessera's own
+    // aliases are found by name only: Redis has no such entries.
+    let mut hits: Vec<[Option<String>; 2]> = vec![[None, None]; DIRECTIVES.len()];
     for pat in patterns {
         if !pat.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
             if let Some(i) = lookup(pat) {
+                let alias = DIRECTIVES[i]
+                    .alias
+                    .is_some_and(|a| a.as_bytes().eq_ignore_ascii_case(pat));
                 // lookup() matched an ASCII name, so the pattern is ASCII.
-                hits[i].get_or_insert_with(|| String::from_utf8_lossy(pat).into_owned());
+                hits[i][usize::from(alias)]
+                    .get_or_insert_with(|| String::from_utf8_lossy(pat).into_owned());
             }
             continue;
         }
         for (i, d) in DIRECTIVES.iter().enumerate() {
-            if hits[i].is_some() {
-                continue;
-            }
-            let matched = std::iter::once(d.name)
-                .chain(d.alias)
-                .find(|n| glob_match(pat, n.as_bytes()));
-            if let Some(n) = matched {
-                hits[i] = Some(n.to_string());
+            let alias = d.alias.filter(|a| !TESSERA_ALIASES.contains(a));
+            for (k, n) in std::iter::once(d.name).chain(alias).enumerate() {
+                if hits[i][k].is_none() && glob_match(pat, n.as_bytes()) {
+                    hits[i][k] = Some(n.to_string());
+                }
             }
         }
     }
     hits.into_iter()
         .zip(DIRECTIVES)
-        .filter_map(|(hit, d)| Some((hit?, d.kind.get(cfg))))
+        .flat_map(|(names, d)| {
+            names
+                .into_iter()
+                .flatten()
+                .map(move |n| (n, d.kind.get(cfg)))
+        })
         .collect()
 }
+
+/// Aliases Redis does not have (its own aliases are Redis's old names).
+const TESSERA_ALIASES: &[&str] = &["threads", "server-cpulist"];
 
 /// `CONFIG SET name value [name value ...]`, atomically: all pairs are checked (unknown name,
 /// immutable, duplicate — first failure wins — then each value in order) against a copy, and
@@ -1944,14 +1964,15 @@ pub fn config_set(cfg: &mut Config, pairs: &[(&[u8], &[u8])]) -> Result<(), Stri
         format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
     };
     let mut chosen: Vec<usize> = Vec::with_capacity(pairs.len());
-    for (name, _) in pairs {
+    for &(name, value) in pairs {
         let typed = String::from_utf8_lossy(name);
         let Some(i) = lookup(name) else {
             return Err(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{typed}'"
             ));
         };
-        if DIRECTIVES[i].runtime == Immutable {
+        let d = &DIRECTIVES[i];
+        if d.runtime == Immutable || (d.runtime == Fixed && d.kind.get(cfg) != value) {
             return Err(failed(&typed, "can't set immutable config"));
         }
         if DIRECTIVES[i].runtime == Protected {
@@ -2764,21 +2785,37 @@ mod tests {
     }
 
     #[test]
+    fn fixed_directives_accept_only_their_current_value() {
+        let mut cfg = Config::default();
+        assert_eq!(set(&mut cfg, &[("shards", "0")]), Ok(()));
+        assert_eq!(set(&mut cfg, &[("threads", "0")]), Ok(()));
+        assert_eq!(
+            set(&mut cfg, &[("shards", "2")]).unwrap_err(),
+            "ERR CONFIG SET failed (possibly related to argument 'shards') - \
+             can't set immutable config"
+        );
+        assert_eq!(cfg, Config::default());
+    }
+
+    #[test]
     fn mutability_matches_the_spec() {
         let immutable: Vec<&str> = DIRECTIVES
             .iter()
             .filter(|d| d.runtime == Immutable)
             .map(|d| d.name)
             .collect();
+        let fixed: Vec<&str> = DIRECTIVES
+            .iter()
+            .filter(|d| d.runtime == Fixed)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(fixed, ["shards"]);
         assert_eq!(
             immutable,
             [
-                "port",
-                "bind",
                 "unixsocket",
                 "unixsocketperm",
-                "shards",
-                "server-cpulist",
+                "server_cpulist",
                 "databases",
                 "logfile",
                 "aclfile",
@@ -3407,10 +3444,30 @@ mod tests {
         let cfg = Config::default();
         let all = get(&cfg, &["*"]);
         let names: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
-        let table: Vec<&str> = DIRECTIVES.iter().map(|d| d.name).collect();
+        let table: Vec<&str> = DIRECTIVES
+            .iter()
+            .flat_map(|d| {
+                std::iter::once(d.name).chain(d.alias.filter(|a| !TESSERA_ALIASES.contains(a)))
+            })
+            .collect();
         assert_eq!(
             names, table,
-            "every directive once, in table order, no alias"
+            "every directive once, in table order, then Redis's alias"
+        );
+        assert!(names.contains(&"slaveof") && !names.contains(&"threads"));
+        // Name and alias both, when both are asked for or matched.
+        let both: Vec<String> = get(&cfg, &["replica-read-only", "slave-read-only", "*of"])
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            both,
+            [
+                "replicaof",
+                "slaveof",
+                "replica-read-only",
+                "slave-read-only"
+            ]
         );
 
         let max: Vec<String> = get(&cfg, &["*max*"]).into_iter().map(|(k, _)| k).collect();
@@ -3426,18 +3483,24 @@ mod tests {
                 "maxmemory-samples",
                 "maxmemory-eviction-tenacity",
                 "hash-max-listpack-entries",
+                "hash-max-ziplist-entries",
                 "hash-max-listpack-value",
+                "hash-max-ziplist-value",
                 "set-max-intset-entries",
                 "set-max-listpack-entries",
                 "set-max-listpack-value",
                 "zset-max-listpack-entries",
+                "zset-max-ziplist-entries",
                 "zset-max-listpack-value",
+                "zset-max-ziplist-value",
                 "list-max-listpack-size",
+                "list-max-ziplist-size",
                 "hll-sparse-max-bytes",
                 "stream-node-max-bytes",
                 "stream-node-max-entries",
                 "repl-diskless-sync-max-replicas",
                 "min-replicas-max-lag",
+                "min-slaves-max-lag",
                 "slowlog-max-len",
             ]
         );
@@ -3454,18 +3517,18 @@ mod tests {
                 ("proto-max-bulk-len".into(), "536870912".into()),
             ]
         );
-        // Aliases: found by exact name or glob, never listed twice.
+        // Tessera's own aliases: found by exact name only (Redis's table
+        // has no such entry for a glob to list).
         assert_eq!(
             get(&cfg, &["threads"]),
             vec![("threads".into(), "0".into())]
         );
-        assert_eq!(get(&cfg, &["thr*"]), vec![("threads".into(), "0".into())]);
+        assert_eq!(get(&cfg, &["thr*"]), vec![]);
         assert_eq!(
             get(&cfg, &["*ards", "*eads"]),
             vec![("shards".into(), "0".into())]
         );
-        assert_eq!(get(&cfg, &["*eads"]), vec![("threads".into(), "0".into())]);
-        assert_eq!(get(&cfg, &["shards", "threads"]).len(), 1);
+        assert_eq!(get(&cfg, &["shards", "threads", "shards"]).len(), 2);
         assert!(get(&cfg, &["*[", "nosuch", "p\\ort"]).is_empty());
         assert_eq!(get(&cfg, &["p\\ort*"]).len(), 1);
         assert_eq!(get(&cfg, &["[^a-z]*"]), vec![]);
@@ -3716,7 +3779,7 @@ mod tests {
             ),
             (
                 &[("port", "abc")],
-                failed("port", "can't set immutable config"),
+                failed("port", "argument couldn't be parsed into an integer"),
             ),
             (
                 &[("Threads", "2")],

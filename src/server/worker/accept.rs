@@ -22,7 +22,7 @@ use mio::{Interest, Poll, Token};
 
 use super::super::conn::{Conn, Stream};
 use super::super::mailbox::Msg;
-use super::{Conns, Core, Worker, TLS_BASE};
+use super::{Conns, Core, Worker, TCP_BASE, TLS_BASE};
 use crate::log;
 
 impl Worker {
@@ -135,19 +135,25 @@ impl Worker {
         }
     }
 
-    /// CONFIG SET tls-port: this thread's TLS listeners, replaced (the old
-    /// ones close; their accepted connections go on).
-    pub(super) fn swap_tls_listeners(&mut self, ls: Vec<TcpListener>) {
-        for mut l in std::mem::replace(&mut self.tls, ls) {
+    /// CONFIG SET port or tls-port (`tls`): this thread's plain or TLS
+    /// listeners, replaced (the old ones close; their accepted connections
+    /// go on).
+    pub(super) fn swap_listeners(&mut self, ls: Vec<TcpListener>, tls: bool) {
+        let (list, base) = if tls {
+            (&mut self.tls, TLS_BASE)
+        } else {
+            (&mut self.tcp, TCP_BASE)
+        };
+        for mut l in std::mem::replace(list, ls) {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        for (i, l) in self.tls.iter_mut().enumerate() {
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(l, Token(TLS_BASE + i), Interest::READABLE)
+        for (i, l) in list.iter_mut().enumerate() {
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(l, Token(base + i), Interest::READABLE)
             {
-                log::warning(format_args!("Registering the TLS listener: {e}"));
+                log::warning(format_args!("Registering a listener: {e}"));
             }
         }
     }

@@ -345,8 +345,10 @@ fn run_one(
     }
     let mode_after = c.client.reply_mode;
     let pushed = std::mem::take(&mut c.client.push_reply);
+    // CLIENT REPLY ON run while skipping is answered (Redis drops a reply
+    // by the flags in force when it is written).
     let suppress = !pushed
-        && (skipping == ReplyMode::Skipping
+        && ((skipping == ReplyMode::Skipping && mode_after != ReplyMode::On)
             || (skipping == ReplyMode::Off && mode_after == ReplyMode::Off));
     if mode_after == ReplyMode::Skipping {
         c.client.reply_mode = ReplyMode::On;

@@ -58,7 +58,10 @@ impl Worker {
             self.core.cfg = Cached::read(&self.core.server);
             log::set_level(self.core.cfg.loglevel);
             if let Some(ls) = crate::server::tls::take_listeners(self.core.id) {
-                self.swap_tls_listeners(ls);
+                self.swap_listeners(ls, true);
+            }
+            if let Some(ls) = crate::server::take_listeners(self.core.id) {
+                self.swap_listeners(ls, false);
             }
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
@@ -173,7 +176,12 @@ impl Worker {
             };
         }
         self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
-        self.core.shard.active_expire_cycle(budget_us);
+        // No key expires while clients are paused (see `commands::ops::pause`).
+        if !self.core.server.ops.pause.paused() {
+            let started = Instant::now();
+            self.core.shard.active_expire_cycle(budget_us);
+            (self.core.server.ops.latency).add_if_needed("expire-cycle", started);
+        }
         self.save_rules_cron();
         self.replica_cron();
         // maxmemory: this shard's share of any excess, even without

@@ -538,8 +538,10 @@ pub(super) fn execute(
     let mode_after = c.client.reply_mode;
     // Pub/sub confirmations go out even under REPLY OFF/SKIP, as Redis's.
     let pushed = std::mem::take(&mut c.client.push_reply);
+    // CLIENT REPLY ON run while skipping is answered (Redis drops a reply
+    // by the flags in force when it is written).
     let suppress = !pushed
-        && (mode_before == ReplyMode::Skipping
+        && ((mode_before == ReplyMode::Skipping && mode_after != ReplyMode::On)
             || (mode_before == ReplyMode::Off && mode_after == ReplyMode::Off));
     if mode_after == ReplyMode::Skipping {
         c.client.reply_mode = ReplyMode::On;

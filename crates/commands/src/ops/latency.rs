@@ -69,6 +69,16 @@ impl Latency {
         t != 0 && ms >= t
     }
 
+    /// Redis's `latencyAddSampleIfNeeded` for `event`, which took the
+    /// time since `started` (one relaxed load below the threshold).
+    #[inline]
+    pub fn add_if_needed(&self, event: &'static str, started: std::time::Instant) {
+        let ms = started.elapsed().as_millis() as u64;
+        if self.wants(ms) {
+            self.add(event, ms);
+        }
+    }
+
     #[cold]
     pub fn command_sample(&self, fast: bool, ms: u64) {
         self.add(if fast { "fast-command" } else { "command" }, ms);

@@ -37,6 +37,9 @@ pub struct Ops {
     /// `latency-tracking`: per-command histograms (INFO latencystats,
     /// LATENCY HISTOGRAM).
     tracking: AtomicBool,
+    /// The server's Pub/Sub registry, for a script's `redis.call('publish')`
+    /// on a shard (set once by `ServerShared::new`).
+    pub pubsub: std::sync::OnceLock<&'static crate::pubsub::PubSub>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -54,6 +57,7 @@ impl Ops {
             monitors: monitor::Monitors::default(),
             pause: pause::Pause::default(),
             tracking: AtomicBool::new(true),
+            pubsub: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops

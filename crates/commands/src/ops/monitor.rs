@@ -163,7 +163,7 @@ pub fn dispatched(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) {
                         db = db_after(qname, owned.args(), db, databases);
                         if shown(qr) || qr.spec.has(SCRIPT) {
                             let l = line(db, &me, qname, owned.args());
-                            ops.monitors.send(&ctx.server.pubsub, l);
+                            ops.monitors.send(ctx.server.pubsub, l);
                         }
                     }
                 }
@@ -175,7 +175,7 @@ pub fn dispatched(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) {
     if shown(r) || r.spec.has(SCRIPT) {
         let db = db_after(name, args, db, databases);
         ops.monitors
-            .send(&ctx.server.pubsub, line(db, &me, name, args));
+            .send(ctx.server.pubsub, line(db, &me, name, args));
     }
 }
 
@@ -187,7 +187,7 @@ pub fn from_script(ops: &super::Ops, r: Resolved, db: usize, args: Args<'_>) {
     if let (true, Some(server)) = (shown(r), server) {
         let name = registry().full_name(r.id);
         ops.monitors
-            .send(&server.pubsub, line(db, "lua", name, args));
+            .send(server.pubsub, line(db, "lua", name, args));
     }
 }
 

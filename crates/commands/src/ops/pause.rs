@@ -20,9 +20,11 @@
 //! starts when the transaction ends (dispatch checks before EXEC, not the
 //! commands EXEC runs).
 //!
-//! Not done: Redis also stops expiring and evicting keys while writes are
-//! paused (a replica must not see deletions); Tessera's shards keep doing
-//! both.
+//! While clients are paused (either kind), keys past their deadline are
+//! not deleted, as in Redis (a replica must see no write): commands read
+//! them as missing (`exec::run_shard`) and the active expire cycle waits.
+//! Not done: Redis also stops evicting keys meanwhile; Tessera's shards
+//! keep evicting.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -30,6 +32,8 @@ use resp::Args;
 
 use crate::ctx::ConnCtx;
 use crate::error::CmdError;
+use crate::script::shebang::{self, ScriptFlags};
+use crate::script::{cache, library, sha1};
 use crate::table::{flags::*, registry, Resolved};
 use crate::util::eq_ic;
 
@@ -76,6 +80,25 @@ impl Pause {
         self.gen.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Whether clients are paused at this moment (Redis's
+    /// `checkClientPauseTimeoutAndReturnIfPaused`): while they are, keys
+    /// past their deadline read as missing but are not deleted, actively
+    /// or on access, so that a replica sees no write (one atomic load while
+    /// nothing is paused). Ends a pause whose time is up.
+    #[inline]
+    pub fn paused(&self) -> bool {
+        self.active() && self.not_over()
+    }
+
+    #[cold]
+    fn not_over(&self) -> bool {
+        if self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
+            self.kind.store(NONE, Ordering::Release);
+            return false;
+        }
+        true
+    }
+
     /// Whether dispatch must hold command `r` (see the module docs). Ends
     /// a pause whose time is up.
     #[cold]
@@ -95,26 +118,60 @@ impl Pause {
 /// Redis's `is_may_replicate_command`, with a script's own declaration.
 fn may_replicate(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
     let reg = registry();
-    let name = reg.full_name(r.id);
-    if name == "exec" {
+    if reg.full_name(r.id) == "exec" {
         return ctx.client.multi.as_ref().is_some_and(|m| {
             m.queued.iter().any(|q| {
                 let owned = resp::OwnedArgs::from_slices(q);
-                reg.resolve(owned.args())
-                    .is_ok_and(|q| q.spec.has(WRITE) || q.spec.has(MAY_REPLICATE))
+                let args = owned.args();
+                reg.resolve(args).is_ok_and(|q| writes(q, args))
             })
         });
     }
-    // EVAL of a script whose shebang says `no-writes` cannot write
-    // (Redis's evalGetCommandFlags).
-    if name == "eval" && args.len() > 1 {
-        if let Ok((f, _)) = crate::script::shebang::parse(args.get(1)) {
-            if f.shebang && f.no_writes {
-                return false;
-            }
-        }
+    writes(r, args)
+}
+
+/// Whether command `r` may write or replicate: its flags, or for a script
+/// that declares its flags, unless it says `no-writes` (Redis's
+/// evalGetCommandFlags, fcallGetCommandFlags and scriptFlagsToCmdFlags).
+fn writes(r: Resolved, args: Args<'_>) -> bool {
+    if let Some(declared) = declared_script_flags(registry().full_name(r.id), args) {
+        return !declared.no_writes;
     }
     r.spec.has(WRITE) || r.spec.has(MAY_REPLICATE)
+}
+
+/// The flags a script run by EVAL*, EVALSHA* or FCALL* declares: those of
+/// the cached script or loaded function, else (EVAL) those of the body's
+/// shebang. None for a script without a shebang (it keeps the command's
+/// flags), an unknown SHA or function, or another command.
+fn declared_script_flags(name: &str, args: Args<'_>) -> Option<ScriptFlags> {
+    if args.len() < 2 {
+        return None;
+    }
+    let body_or_name = args.get(1);
+    let flags = match name {
+        "eval" | "eval_ro" | "evalsha" | "evalsha_ro" => {
+            let evalsha = name.starts_with("evalsha");
+            let sha = if evalsha {
+                cache::key(body_or_name)?
+            } else {
+                sha1::hex(body_or_name)
+            };
+            match cache::cache().get(&sha) {
+                Some(script) => script.flags,
+                None if evalsha => return None,
+                None => shebang::parse(body_or_name).ok()?.0,
+            }
+        }
+        "fcall" | "fcall_ro" => {
+            let libs = library::registry().read();
+            let (lib, idx) = libs.function(body_or_name)?;
+            // Functions always declare their flags.
+            return Some(lib.functions[idx].flags);
+        }
+        _ => return None,
+    };
+    flags.shebang.then_some(flags)
 }
 
 /// CLIENT PAUSE timeout [WRITE|ALL]: holds clients' commands for

@@ -664,6 +664,18 @@ impl Run<'_, '_> {
                     _ => out.bulk(args.get(1)),
                 },
                 "echo" => out.bulk(args.get(1)),
+                // The script's own client subscribes to nothing: every
+                // receiver is another client (Redis's lua client).
+                "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
+                    Some(ps) => {
+                        let shard = r.spec.name == "spublish";
+                        let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
+                        out.int(n as i64);
+                    }
+                    None => {
+                        return refuse(lua, "This Redis command is not supported from scripts yet")
+                    }
+                },
                 "time" => {
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)

@@ -356,3 +356,29 @@ fn bad_input_is_an_error_not_a_crash() {
     // The VM still works afterwards.
     assert_eq!(e(&mut t, "return 'fine'"), "$4\r\nfine\r\n");
 }
+
+/// Commands a script runs count in INFO commandstats and
+/// total_commands_processed, as in Redis.
+#[test]
+fn commands_run_by_scripts_count_in_commandstats() {
+    let mut t = TestServer::new(1);
+    t.run(&["SET", "k", "v"]);
+    t.run(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], 0) redis.call('expire', KEYS[1], 0) \
+         redis.call('geoadd', KEYS[1], 0, 0, 'bar')",
+        "1",
+        "k",
+    ]);
+    let r = t.run(&["INFO", "commandstats"]);
+    for want in [
+        "\r\ncmdstat_eval:calls=1,",
+        "\r\ncmdstat_set:calls=2,",
+        "\r\ncmdstat_expire:calls=1,",
+        "\r\ncmdstat_geoadd:calls=1,",
+    ] {
+        assert!(r.contains(want), "{want} in {r}");
+    }
+    let r = t.run(&["INFO", "stats"]);
+    assert!(r.contains("\r\ntotal_commands_processed:5\r\n"), "{r}");
+}

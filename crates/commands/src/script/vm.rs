@@ -222,6 +222,20 @@ pub fn with_vm<R>(f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
     })
 }
 
+/// Moves the statistics of the commands this thread's scripts ran with
+/// `redis.call` into `into` (Redis counts them in INFO commandstats and
+/// total_commands_processed, as any command). Nothing when this thread
+/// has no VM or its VM is running a script (those come next time).
+pub fn drain_stats(into: &mut ThreadStats) {
+    VM.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if let Some(vm) = slot.as_mut() {
+                into.absorb(&mut vm.stats);
+            }
+        }
+    });
+}
+
 /// An error Redis raises as a table `{err=...}` (from `redis.call`,
 /// `redis.setresp` ...): the table's `err` text, `CODE message`. Raised
 /// from Rust as an mlua error (mlua cannot raise a table); the message
