@@ -237,27 +237,36 @@ fn the_tracking_table_is_held_to_its_limit(layout: Layout) {
 /// A key evicted before a command runs (Redis's `performEvictions` in
 /// `processCommand`) is invalidated ahead of that command's reply on the
 /// tracking client's own connection (Redis 7.0.15's unit/tracking, "...
-/// eviction keys should be before response"). The keys share a hash tag:
-/// each shard evicts its own keys.
+/// eviction keys should be before response"): the keys on one shard.
 fn an_evicted_key_is_invalidated_before_the_reply(layout: Layout) {
+    evicted_before_reply(layout, "{t}volatile", "{t}big");
+}
+
+/// The same with the volatile key on another shard than the command's
+/// (which has nothing to evict): the command waits for that shard to evict
+/// (`worker::evict`).
+fn a_key_evicted_on_another_shard_is_invalidated_before_the_reply(layout: Layout) {
+    let keys = common::keys_across_shards("ev", 2, layout.shards);
+    evicted_before_reply(layout, &keys[0], &keys[1]);
+}
+
+fn evicted_before_reply(layout: Layout, volatile: &str, big: &str) {
     let s = server(layout);
     let mut t = resp3(&s);
     t.set_reply_timeout(Duration::from_secs(10));
     // Each command's first call allocates its latency histogram (24 KiB,
     // as Redis's), and the first INFO the mailboxes between its thread and
     // every other: called once before memory is read.
-    for cmd in [
-        &["INFO", "memory"][..],
-        &["CONFIG", "SET", "maxmemory", "0"],
-        &["CLIENT", "TRACKING", "OFF"],
-        &["SETEX", "{t}warm", "10000", "x"],
-        &["GET", "{t}warm"],
-        &["SETBIT", "{t}warm", "1", "0"],
-        &["GETBIT", "{t}warm", "0"],
-        &["EXISTS", "{t}warm"],
-        &["DEL", "{t}warm"],
-    ] {
-        t.cmd_str(cmd);
+    t.cmd_str(&["INFO", "memory"]);
+    t.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]);
+    t.cmd_str(&["CLIENT", "TRACKING", "OFF"]);
+    for k in [volatile, big] {
+        t.cmd_str(&["SETEX", k, "10000", "x"]);
+        t.cmd_str(&["GET", k]);
+        t.cmd_str(&["SETBIT", k, "1", "0"]);
+        t.cmd_str(&["GETBIT", k, "0"]);
+        t.cmd_str(&["EXISTS", k]);
+        t.cmd_str(&["DEL", k]);
     }
     let used: u64 = {
         let info = String::from_utf8_lossy(&t.cmd_str(&["INFO", "memory"])).into_owned();
@@ -279,18 +288,15 @@ fn an_evicted_key_is_invalidated_before_the_reply(layout: Layout) {
         t.cmd_str(&["CONFIG", "SET", "maxmemory", &limit]),
         b"+OK\r\n"
     );
-    assert_eq!(
-        t.cmd_str(&["SETEX", "{t}volatile", "10000", "x"]),
-        b"+OK\r\n"
-    );
-    assert_eq!(t.cmd_str(&["GET", "{t}volatile"]), b"$1\r\nx\r\n");
+    assert_eq!(t.cmd_str(&["SETEX", volatile, "10000", "x"]), b"+OK\r\n");
+    assert_eq!(t.cmd_str(&["GET", volatile]), b"$1\r\nx\r\n");
     // 200 KB: over the limit, so the next command evicts the volatile key.
-    assert_eq!(t.cmd_str(&["SETBIT", "{t}big", "1600000", "0"]), b":0\r\n");
-    t.send(&common::encode_command(&[b"GETBIT", b"{t}big", b"0"]));
-    assert_eq!(t.read_reply(), invalidate(&["{t}volatile"]));
+    assert_eq!(t.cmd_str(&["SETBIT", big, "1600000", "0"]), b":0\r\n");
+    t.send(&common::encode_command(&[b"GETBIT", big.as_bytes(), b"0"]));
+    assert_eq!(t.read_reply(), invalidate(&[volatile]));
     assert_eq!(t.read_reply(), b":0\r\n");
     assert_eq!(t.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
-    assert_eq!(t.cmd_str(&["EXISTS", "{t}volatile"]), b":0\r\n");
+    assert_eq!(t.cmd_str(&["EXISTS", volatile]), b":0\r\n");
 }
 
 per_layout!(
@@ -302,4 +308,5 @@ per_layout!(
     keys_declared_by_a_script_across_shards_are_invalidated,
     the_tracking_table_is_held_to_its_limit,
     an_evicted_key_is_invalidated_before_the_reply,
+    a_key_evicted_on_another_shard_is_invalidated_before_the_reply,
 );

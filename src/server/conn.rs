@@ -194,6 +194,10 @@ pub struct Conn {
     /// The next request waits for a transaction's lock on this thread's
     /// shard (it stays unparsed in the read buffer until a release).
     pub lock_wait: bool,
+    /// Other shards were asked to evict for this connection's next
+    /// request (`worker::memory::evict_elsewhere`): it runs next time
+    /// whatever they freed.
+    pub evict_asked: bool,
     /// Blocked in BLPOP & co. (see `blocking`).
     pub block: super::blocking::BlockPhase,
     /// The deadline a command woken to run again keeps if it blocks again.
@@ -302,6 +306,7 @@ impl Conn {
             next_seq: 0,
             coord: None,
             lock_wait: false,
+            evict_asked: false,
             block: Default::default(),
             keep_deadline_ms: None,
             closing: false,

@@ -192,6 +192,13 @@ impl Batch {
 }
 
 pub enum Msg {
+    /// Over `maxmemory` with nothing to evict on a command's own shard:
+    /// evict this shard's share now and answer `EvictDone` to thread `from`
+    /// (see `worker::memory::evict_elsewhere`).
+    EvictNow { from: u16 },
+    /// A shard asked by `EvictNow` has evicted; its invalidations and
+    /// events were sent before this.
+    EvictDone,
     /// Run a batch of shard handlers and send the batch back with replies.
     Exec { conn: ConnRef, batch: Box<Batch> },
     /// Run a coordinator's work (lock, job, release) and send the job's

@@ -97,6 +97,7 @@ mod accept;
 mod busy;
 mod conns;
 mod cron;
+mod evict;
 mod home;
 mod memory;
 mod nap;
@@ -206,6 +207,13 @@ struct Core {
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,
+    /// This thread's connections whose next request waits for other shards
+    /// to evict (`memory::evict_elsewhere`), and the answers still due.
+    evict_blocked: Vec<(usize, u32)>,
+    evict_due: usize,
+    /// When this thread last started a round while no shard reported
+    /// evictable keys (`evict::needed`).
+    evict_blind_ms: u64,
     /// This thread's connections whose next request CLIENT PAUSE holds:
     /// `(slot, gen)`, and the pause generation they were held under (see
     /// `pause`).

@@ -218,6 +218,17 @@ impl MemShared {
     /// thread (the connection's home) that shard's own counter is read
     /// fresh, the others' from the snapshot.
     pub fn out_of_memory(&self) -> bool {
+        self.over_limit() && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
+    }
+
+    /// Whether the policy is `noeviction`.
+    pub fn noeviction(&self) -> bool {
+        self.noeviction.load(Ordering::Relaxed)
+    }
+
+    /// Whether used memory is over `maxmemory` (set), as the calling
+    /// thread sees it (see [`MemShared::out_of_memory`]).
+    pub fn over_limit(&self) -> bool {
         let max = self.maxmemory.load(Ordering::Relaxed);
         if max == 0 {
             return false;
@@ -227,12 +238,19 @@ impl MemShared {
             Some(s) => self.seen_total(s, crate::alloc::shard_used(s) as i64),
             None => self.sums.used.load(Ordering::Relaxed).max(0) as u64,
         };
-        total > max && (self.noeviction.load(Ordering::Relaxed) || !self.any_evictable())
+        total > max
     }
     pub fn nshards(&self) -> usize {
         self.shards.len()
     }
     /// Whether some shard reported keys it may evict.
+    /// Whether shard `shard` last reported keys the policy may evict.
+    pub fn evictable_on(&self, shard: usize) -> bool {
+        self.shards
+            .get(shard)
+            .is_some_and(|p| p.evictable.load(Ordering::Relaxed) > 0)
+    }
+
     pub fn any_evictable(&self) -> bool {
         self.sums.evictable_shards.load(Ordering::Relaxed) > 0
     }

@@ -13,7 +13,7 @@ use commands::pubsub::{Delivery, Message};
 use commands::ReplyMode;
 use resp::Reply;
 
-use super::Worker;
+use super::{Core, Worker};
 
 impl Worker {
     /// Publishes the keyspace events this thread's shard emitted (see
@@ -21,33 +21,7 @@ impl Worker {
     /// channel (message: the event) then the `__keyevent@` one (message:
     /// the key), as `notify-keyspace-events` asks. One branch when none.
     pub(super) fn publish_events(&mut self) {
-        if !self.core.shard.outbox.has_events()
-            && self.core.shard.notify_flags & ds::events::NEW == 0
-        {
-            return;
-        }
-        let events = self.core.shard.take_events();
-        let flags = self.core.shard.notify_flags;
-        let ps = &self.core.server.pubsub;
-        let mut ch = Vec::new();
-        for e in events {
-            if flags & ds::events::KEYSPACE != 0 {
-                ch.clear();
-                ch.extend_from_slice(b"__keyspace@");
-                ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
-                ch.extend_from_slice(b"__:");
-                ch.extend_from_slice(&e.key);
-                ps.publish(&ch, e.event.as_bytes(), false, 0);
-            }
-            if flags & ds::events::KEYEVENT != 0 {
-                ch.clear();
-                ch.extend_from_slice(b"__keyevent@");
-                ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
-                ch.extend_from_slice(b"__:");
-                ch.extend_from_slice(e.event.as_bytes());
-                ps.publish(&ch, &e.key, false, 0);
-            }
-        }
+        publish_events(&mut self.core);
     }
 
     /// Writes the messages and invalidations waiting in this thread's
@@ -130,6 +104,36 @@ impl Worker {
             c.push_unsolicited(enc.as_bytes());
             c.check_obuf(&self.core.cfg.obuf, now_ms);
             self.conns.mark_dirty(slot);
+        }
+    }
+}
+
+/// Publishes the keyspace events `core`'s shard emitted
+/// ([`Worker::publish_events`]).
+pub(super) fn publish_events(core: &mut Core) {
+    if !core.shard.outbox.has_events() && core.shard.notify_flags & ds::events::NEW == 0 {
+        return;
+    }
+    let events = core.shard.take_events();
+    let flags = core.shard.notify_flags;
+    let ps = &core.server.pubsub;
+    let mut ch = Vec::new();
+    for e in events {
+        if flags & ds::events::KEYSPACE != 0 {
+            ch.clear();
+            ch.extend_from_slice(b"__keyspace@");
+            ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
+            ch.extend_from_slice(b"__:");
+            ch.extend_from_slice(&e.key);
+            ps.publish(&ch, e.event.as_bytes(), false, 0);
+        }
+        if flags & ds::events::KEYEVENT != 0 {
+            ch.clear();
+            ch.extend_from_slice(b"__keyevent@");
+            ch.extend_from_slice(itoa::Buffer::new().format(e.db).as_bytes());
+            ch.extend_from_slice(b"__:");
+            ch.extend_from_slice(e.event.as_bytes());
+            ps.publish(&ch, &e.key, false, 0);
         }
     }
 }

@@ -35,7 +35,7 @@ use super::super::mailbox::{Batch, BatchCmd, ConnRef, Msg};
 use super::home::advance;
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
-use super::{pause, repl_wait, tracking, Core, Worker};
+use super::{evict, pause, repl_wait, tracking, Core, Worker};
 use crate::log;
 
 /// Stop executing a connection's requests while this much output is
@@ -451,6 +451,9 @@ pub(super) fn execute(
     let mode_before = c.client.reply_mode;
     let direct = c.inline_reply_target();
     let mut blocked_on = None;
+    // The command's shard, when it must first wait for other shards to
+    // evict (see `evict`).
+    let mut evict_wait = None;
     // Whether the command wrote AOF records (its reply then waits for them
     // under appendfsync always).
     let mut recorded = false;
@@ -472,6 +475,19 @@ pub(super) fn execute(
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
         match step {
+            Step::Shard { shard, .. }
+                if core.shard.evict.maxmemory != 0
+                    && !c.evict_asked
+                    && evict::needed(
+                        &core.server.mem,
+                        shard,
+                        core.shard.now_ms,
+                        core.evict_blind_ms,
+                    ) =>
+            {
+                evict_wait = Some(shard);
+                (Step::Blocked, mark)
+            }
             Step::Shard {
                 shard, resolved, ..
             } if shard == core.id
@@ -524,6 +540,15 @@ pub(super) fn execute(
         if mode_before == ReplyMode::Skipping {
             c.client.reply_mode = ReplyMode::Skip;
         }
+        if let Some(shard) = evict_wait {
+            if !evict::wait_for_others(core, c, slot, shard) {
+                // Only this thread's shard had keys to give: evicted
+                // already, so the request runs now.
+                return execute(core, c, slot, ranges);
+            }
+            c.lock_wait = true;
+            return false;
+        }
         c.lock_wait = true;
         if matches!(step, Step::Paused) {
             pause::hold(core, c, slot);
@@ -532,6 +557,7 @@ pub(super) fn execute(
         }
         return false;
     }
+    c.evict_asked = false;
     if c.client.tracking.is_some() {
         commands::tracking::after_command(&mut c.client);
     }

@@ -88,6 +88,9 @@ impl Worker {
                 retrying: false,
                 retry_again: false,
                 lock_blocked: Vec::new(),
+                evict_blocked: Vec::new(),
+                evict_due: 0,
+                evict_blind_ms: 0,
                 pause_held: Vec::new(),
                 pause_gen: 0,
                 waiters: Waiters::default(),
@@ -339,12 +342,14 @@ impl Worker {
         self.deliver_pubsub();
         // CONFIG RESETSTAT may have zeroed the count meanwhile.
         self.nap.cmds = self.core.stats.total_commands.saturating_sub(cmds_before);
+        // maxmemory: this shard's counter for the others' checks, when it
+        // moved past the bound (see engine::evict's "Snapshot"); before the
+        // replies go out, so a client's next command sees what its last
+        // one took (see `evict`).
+        self.core.shard.publish_memory();
         self.flush_conns();
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty());
-        // maxmemory: this shard's counter for the others' checks, when it
-        // moved past the bound (see engine::evict's "Snapshot").
-        self.core.shard.publish_memory();
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -465,6 +470,8 @@ impl Worker {
             Msg::Job { conn, idx, work } => self.job_arrived(conn, idx, work),
             Msg::Park { conn, seq, cmd } => self.park_arrived(conn, seq, cmd),
             Msg::Track { who, keys } => self.track_keys(who, keys),
+            Msg::EvictNow { from } => self.evict_now(usize::from(from)),
+            Msg::EvictDone => self.evict_done(),
             Msg::ExecDone { conn, batch } => self.exec_done(conn, batch),
             Msg::Wake { conn, seq } => self.wake(conn, seq),
             Msg::Unblocked {

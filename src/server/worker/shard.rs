@@ -249,6 +249,9 @@ impl Worker {
         // anything the client sends once it has the reply (as in Redis).
         self.core.publish_dirty();
         self.publish_events();
+        // maxmemory: the memory this batch took is seen by the command the
+        // client sends next (see `evict`).
+        self.core.shard.publish_memory();
         if b.aof_from != usize::MAX {
             // Every record of the batch went out with this append or an
             // earlier one of this thread.

@@ -136,58 +136,7 @@ impl Worker {
     /// Turns the keys changed this iteration into invalidations. Keeps
     /// the databases' change lists on only while some client tracks.
     pub(super) fn invalidate_touched(&mut self) {
-        if !self.core.track_on && !self.core.server.tracking.active() {
-            return;
-        }
-        tag_touched(&mut self.core, None);
-        track_check(&mut self.core);
-        limit_tracked(&mut self.core);
-        if self.core.touched.is_empty() {
-            return;
-        }
-        let server = self.core.server.clone();
-        let bcast = server.tracking.bcast_active();
-        // Prefix -> its clients and this iteration's keys under it.
-        let mut prefixes: BTreeMap<Box<[u8]>, PrefixState> = BTreeMap::new();
-        let mut matched = Vec::new();
-        for (key, writer, seq) in std::mem::take(&mut self.core.touched) {
-            for t in self.core.shard.tracked.take_changed(&key, seq) {
-                server.pubsub.send_one(Delivery::Invalidate {
-                    to: Home {
-                        thread: t.thread,
-                        slot: t.slot,
-                        gen: t.gen,
-                    },
-                    id: t.id,
-                    keys: Some(vec![(Box::from(&key[..]), writer)]),
-                    bcast: false,
-                });
-            }
-            if bcast {
-                matched.clear();
-                server.tracking.prefixes_of(&key, &mut matched);
-                for (prefix, clients) in matched.drain(..) {
-                    let e = prefixes
-                        .entry(prefix)
-                        .or_insert_with(|| (clients, Vec::new()));
-                    if !e.1.iter().any(|(k, _)| k[..] == key[..]) {
-                        e.1.push((Box::from(&key[..]), writer));
-                    }
-                }
-            }
-        }
-        // One message per prefix and client, keys in Redis's radix order.
-        for (_, (clients, mut keys)) in prefixes {
-            keys.sort_by(|a, b| a.0.cmp(&b.0));
-            for (id, to) in clients {
-                server.pubsub.send_one(Delivery::Invalidate {
-                    to,
-                    id,
-                    keys: Some(keys.clone()),
-                    bcast: true,
-                });
-            }
-        }
+        invalidate_touched(&mut self.core);
     }
 
     /// `Msg::Track`: another thread's tracking client read these keys.
@@ -301,4 +250,62 @@ pub(super) fn redirected(
     }
     write_keys(out, keys, null_resp3);
     true
+}
+
+/// Turns the keys changed on `core`'s shard into invalidations
+/// ([`Worker::invalidate_touched`], also run by a shard that evicted for
+/// another thread's command before it answers, see `evict`).
+pub(super) fn invalidate_touched(core: &mut Core) {
+    if !core.track_on && !core.server.tracking.active() {
+        return;
+    }
+    tag_touched(core, None);
+    track_check(core);
+    limit_tracked(core);
+    if core.touched.is_empty() {
+        return;
+    }
+    let server = core.server.clone();
+    let bcast = server.tracking.bcast_active();
+    // Prefix -> its clients and this iteration's keys under it.
+    let mut prefixes: BTreeMap<Box<[u8]>, PrefixState> = BTreeMap::new();
+    let mut matched = Vec::new();
+    for (key, writer, seq) in std::mem::take(&mut core.touched) {
+        for t in core.shard.tracked.take_changed(&key, seq) {
+            server.pubsub.send_one(Delivery::Invalidate {
+                to: Home {
+                    thread: t.thread,
+                    slot: t.slot,
+                    gen: t.gen,
+                },
+                id: t.id,
+                keys: Some(vec![(Box::from(&key[..]), writer)]),
+                bcast: false,
+            });
+        }
+        if bcast {
+            matched.clear();
+            server.tracking.prefixes_of(&key, &mut matched);
+            for (prefix, clients) in matched.drain(..) {
+                let e = prefixes
+                    .entry(prefix)
+                    .or_insert_with(|| (clients, Vec::new()));
+                if !e.1.iter().any(|(k, _)| k[..] == key[..]) {
+                    e.1.push((Box::from(&key[..]), writer));
+                }
+            }
+        }
+    }
+    // One message per prefix and client, keys in Redis's radix order.
+    for (_, (clients, mut keys)) in prefixes {
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, to) in clients {
+            server.pubsub.send_one(Delivery::Invalidate {
+                to,
+                id,
+                keys: Some(keys.clone()),
+                bcast: true,
+            });
+        }
+    }
 }
