@@ -10,6 +10,11 @@
 //!   does), which also makes it `raw` as Redis's `dbUnshareStringValue`:
 //!   PFCOUNT of one key and every PFDEBUG do that even when they change
 //!   nothing else;
+//! * a new sketch (PFADD, PFMERGE of a missing key) is stored as built,
+//!   `raw`, without growth slack (`Shard::store_raw`: a sparse one of
+//!   45..=4096 bytes lives in its key's node, as a created `raw` string
+//!   does), which keeps a small sparse sketch under Redis's bytes per key;
+//!   the first change makes it growable again;
 //! * PFCOUNT of one key stores the cardinality it computed in the header
 //!   when the cache was stale: the key is modified (WATCH sees it) and the
 //!   command is propagated as it is, as Redis 7.0 does (it counts as
@@ -37,7 +42,7 @@
 //! runs a fixed amount of work (Redis's 10 million additions) and holds
 //! its connection's thread meanwhile, as Redis holds its only one.
 
-use engine::{Entry, Shard, Str, StrView, Value};
+use engine::{Entry, Shard, StrView};
 use resp::Args;
 
 use ds::hll;
@@ -113,8 +118,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         hll::invalidate(&mut v);
         // Storing counts the creation; Redis's dirty is one more than the
         // registers changed.
-        ctx.shard
-            .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
+        ctx.shard.store_raw(db, key, v, 0);
         ctx.shard.dbs[db].dirty += updated;
         ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "pfadd", key);
@@ -214,8 +218,7 @@ fn pfmerge(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if ctx.shard.lookup_write(db, dest).is_none() {
         let mut v = hll::new_sparse();
         apply(&mut v)?;
-        ctx.shard
-            .store(db, dest, Value::Str(Str::from_vec_raw(v)), 0);
+        ctx.shard.store_raw(db, dest, v, 0);
     } else {
         apply(sketch_mut(ctx.shard, db, dest))?;
         ctx.shard.dbs[db].signal(dest);

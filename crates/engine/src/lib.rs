@@ -435,6 +435,24 @@ impl Shard {
         self.dbs[db].insert_str(key, bytes, meta, expire_at_ms);
     }
 
+    /// [`Shard::store`] of a new `raw` string built by a command (Redis's
+    /// `createObject(OBJ_STRING, sds)`, e.g. PFADD's new sketch), which
+    /// will not be changed again until looked up with `Db::str_mut`. Longer
+    /// than `embstr`'s limit and at most [`node::BYTES_MAX`] bytes it is
+    /// stored with its key (reported `raw` by its length, one allocation
+    /// and no growth slack); otherwise a growable `raw` string trimmed to
+    /// its length. Never an integer, whatever the bytes.
+    pub fn store_raw(&mut self, db: usize, key: &[u8], mut v: Vec<u8>, expire_at_ms: u64) {
+        if v.len() > value::EMBSTR_MAX && v.len() <= node::BYTES_MAX {
+            let mut meta = Meta::new(self.now_ms);
+            self.inherit_lfu(db, key, &mut meta);
+            self.dbs[db].insert_str(key, &v, meta, expire_at_ms);
+        } else {
+            v.shrink_to_fit();
+            self.store(db, key, Value::Str(Str::from_vec_raw(v)), expire_at_ms);
+        }
+    }
+
     /// Under an LFU policy, a live key being replaced passes its counter
     /// on to `meta`.
     #[inline]
