@@ -103,12 +103,8 @@ fn corrupt(_: hll::Corrupt) -> CmdError {
 fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
     let max_bytes = ctx.shard.enc.hll_sparse_max_bytes;
-    let exists = match ctx.shard.lookup_write(db, key) {
-        Some(e) => sketch(e).map(|_| true)?,
-        None => false,
-    };
     let mut updated = 0u64;
-    if !exists {
+    let Some(e) = ctx.shard.lookup_write(db, key) else {
         let mut v = hll::new_sparse();
         for ele in args.iter().skip(2) {
             updated += u64::from(hll::add(&mut v, ele, max_bytes).map_err(corrupt)?);
@@ -124,8 +120,13 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.notify(ds::events::STRING, "pfadd", key);
         ctx.out.int(1);
         return Ok(());
-    }
-    let v = sketch_mut(ctx.shard, db, key);
+    };
+    sketch(e)?;
+    // One lookup when the sketch is already a growable string.
+    let v = match e.str_in_place() {
+        Some(s) => s.make_raw(),
+        None => sketch_mut(ctx.shard, db, key),
+    };
     for ele in args.iter().skip(2) {
         updated += u64::from(hll::add(v, ele, max_bytes).map_err(corrupt)?);
     }

@@ -312,16 +312,13 @@ impl Db {
             self.preserve(key);
         }
         let hash = self.table.hash_of(key);
-        let e = self.table.find(hash, key)?.entry();
-        match e.value() {
-            ValueRef::Str(StrRef::Bytes(_)) => {
-                self.table
-                    .replace_node(hash, key, |old| KeyNode::new_value(key, old.into_owned()));
-            }
-            ValueRef::Str(_) => {}
-            _ => return None,
-        }
-        match self.table.find_mut(hash, key)?.entry_mut().value_mut() {
+        let node = self.table.find_mut_replacing(
+            hash,
+            key,
+            |n| matches!(n.entry().value(), ValueRef::Str(StrRef::Bytes(_))),
+            |old| KeyNode::new_value(key, old.into_owned()),
+        )?;
+        match node.entry_mut().value_mut() {
             Value::Str(s) => Some(s),
             _ => None,
         }

@@ -619,6 +619,36 @@ mod tests {
     }
 
     #[test]
+    fn store_raw_keeps_no_slack_and_stays_raw() {
+        let mut sh = Shard::new(0, 1);
+        let mut big = Vec::with_capacity(200);
+        big.extend_from_slice(&[b'x'; 48]);
+        sh.store_raw(0, b"big", big, 0);
+        let mut small = Vec::with_capacity(200);
+        small.extend_from_slice(b"12");
+        sh.store_raw(0, b"small", small, 0);
+        // 45..=4096 bytes: with the key, no buffer of its own.
+        let e = sh.lookup_write(0, b"big").unwrap();
+        match e.value() {
+            ValueRef::Str(r @ StrRef::Bytes(b)) => {
+                assert_eq!(b, &[b'x'; 48][..]);
+                assert_eq!(r.encoding(), "raw");
+            }
+            v => panic!("stored as {v:?}"),
+        }
+        assert!(e.str_in_place().is_none(), "bytes move before a change");
+        let s = sh.dbs[0].str_mut(b"big").unwrap();
+        assert_eq!(s.encoding(), "raw");
+        s.make_raw().push(b'y');
+        assert!(sh.lookup_write(0, b"big").unwrap().str_in_place().is_some());
+        // Short: growable, trimmed, and raw even when it reads as a number.
+        let e = sh.lookup_write(0, b"small").unwrap();
+        let s = e.str_in_place().unwrap();
+        assert_eq!(s.encoding(), "raw");
+        assert_eq!(s.make_raw().capacity(), 2);
+    }
+
+    #[test]
     fn expired_exactly_after_deadline() {
         // Redis: a key is expired when now > when.
         let mut sh = Shard::new(0, 1);

@@ -653,6 +653,23 @@ impl Entry {
         unsafe { &mut *(self.at_mut(p.value_at()) as *mut Value) }
     }
 
+    /// The string, to change in place where it is, if that needs no new
+    /// node: `None` for a string stored as bytes in its node (change it
+    /// through `Db::str_mut`, which moves it to a node holding a `Str`)
+    /// and for another type. Saves the second lookup of `Db::str_mut`
+    /// after a `Shard::lookup_write` (which already readied the entry for
+    /// a change).
+    #[inline]
+    pub fn str_in_place(&mut self) -> Option<&mut Str> {
+        if self.parts().kind == KIND_BYTES {
+            return None;
+        }
+        match self.value_mut() {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// BYTES -> CONVERTED: writes a `Str` holding the bytes at the
     /// CONVERTED value offset (the node was sized for it) and sets the
     /// kind. The length field stays (it sizes the node).
