@@ -14,7 +14,8 @@
 //!   `raw`, without growth slack (`Shard::store_raw`: a sparse one of
 //!   45..=4096 bytes lives in its key's node, as a created `raw` string
 //!   does), which keeps a small sparse sketch under Redis's bytes per key;
-//!   the first change makes it growable again;
+//!   PFCOUNT's cached cardinality is written there in place, the first
+//!   PFADD makes it growable again;
 //! * PFCOUNT of one key stores the cardinality it computed in the header
 //!   when the cache was stale: the key is modified (WATCH sees it) and the
 //!   command is propagated as it is, as Redis 7.0 does (it counts as
@@ -176,7 +177,10 @@ fn pfcount(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     let card = hll::count(b);
-    let v = sketch_mut(ctx.shard, db, key);
+    // Same length: a sketch stored with its key stays there.
+    let v = ctx.shard.dbs[db]
+        .str_bytes_mut(key)
+        .expect("INVARIANT: a string, looked up just before");
     let card = card.map_err(corrupt)?;
     hll::set_cached(v, card);
     ctx.shard.dbs[db].signal(key);

@@ -637,6 +637,17 @@ mod tests {
             v => panic!("stored as {v:?}"),
         }
         assert!(e.str_in_place().is_none(), "bytes move before a change");
+        // A change of the same length leaves them with the key.
+        sh.dbs[0].str_bytes_mut(b"big").unwrap()[0] = b'z';
+        match sh.lookup_write(0, b"big").unwrap().value() {
+            ValueRef::Str(StrRef::Bytes(b)) => assert_eq!(&b[..2], b"zx"),
+            v => panic!("moved: {v:?}"),
+        }
+        // An embstr stored with its key moves (and becomes raw).
+        sh.store_bytes(0, b"emb", &[b'e'; 30], 0);
+        sh.dbs[0].str_bytes_mut(b"emb").unwrap()[0] = b'f';
+        let e = sh.lookup_write(0, b"emb").unwrap();
+        assert_eq!(e.str_in_place().unwrap().encoding(), "raw");
         let s = sh.dbs[0].str_mut(b"big").unwrap();
         assert_eq!(s.encoding(), "raw");
         s.make_raw().push(b'y');
