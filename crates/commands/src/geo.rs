@@ -640,7 +640,12 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
             // Copied out of the source, which the store may replace.
             let found: Vec<(Vec<u8>, f64)> = found
                 .iter()
-                .map(|p| (p.member.to_vec(), if o.storedist { p.dist } else { p.score }))
+                .map(|p| {
+                    (
+                        p.member.to_vec(),
+                        if o.storedist { p.dist } else { p.score },
+                    )
+                })
                 .collect();
             store_points(ctx, (args, args.get(at)), found, event)
         }
@@ -741,7 +746,7 @@ fn reply_points(out: &mut Reply, found: &[Point], o: &Opts) {
         if extras > 0 {
             out.array(extras + 1);
         }
-        out.bulk(&p.member);
+        out.bulk(p.member);
         if o.withdist {
             reply_distance(out, p.dist);
         }

@@ -702,7 +702,10 @@ impl<N: ChainNode, S> RawDict<N, S> {
             put_link(link, old.next_mut().take());
             self.used -= 1;
             let new = f(old);
-            debug_assert!(new.key().borrow() == key, "find_mut_replacing changed the key");
+            debug_assert!(
+                new.key().borrow() == key,
+                "find_mut_replacing changed the key"
+            );
             let rest = link.take();
             let new = put_node(link, new);
             put_link(new.next_mut(), rest);

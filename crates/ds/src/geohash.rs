@@ -712,7 +712,9 @@ mod tests {
             (x >> 11) as f64 / (1u64 << 53) as f64
         };
         let plain = |s: &Shape, p: [f64; 2]| -> Option<f64> {
-            let ShapeKind::Radius(r) = s.kind else { unreachable!() };
+            let ShapeKind::Radius(r) = s.kind else {
+                unreachable!()
+            };
             let d = distance(s.center[0], s.center[1], p[0], p[1]);
             match d.partial_cmp(&(r * s.to_m)) {
                 Some(std::cmp::Ordering::Greater) => None,
@@ -723,15 +725,21 @@ mod tests {
         for _ in 0..2000 {
             let center = [rnd() * 360.0 - 180.0, rnd() * 170.0 - 85.0];
             let r = [0.0, 1.0, 150.0, 10_000.0, 2_000_000.0, 20_100_000.0][(rnd() * 6.0) as usize];
-            let s = Shape { center, to_m: 1.0, kind: ShapeKind::Radius(r) };
+            let s = Shape {
+                center,
+                to_m: 1.0,
+                kind: ShapeKind::Radius(r),
+            };
             let w = Within::new(&s);
             let spread = [0.001, 0.1, 1.0, 30.0, 200.0][(rnd() * 5.0) as usize];
             for _ in 0..50 {
-                let p = decode_score(score_of(
-                    (center[0] + (rnd() - 0.5) * spread).clamp(-180.0, 180.0),
-                    (center[1] + (rnd() - 0.5) * spread).clamp(-85.0, 85.0),
-                )
-                .unwrap_or(0) as f64);
+                let p = decode_score(
+                    score_of(
+                        (center[0] + (rnd() - 0.5) * spread).clamp(-180.0, 180.0),
+                        (center[1] + (rnd() - 0.5) * spread).clamp(-85.0, 85.0),
+                    )
+                    .unwrap_or(0) as f64,
+                );
                 let (a, b) = (w.test(p), plain(&s, p));
                 assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "{s:?} {p:?}");
                 inside += usize::from(a.is_some());
@@ -739,11 +747,20 @@ mod tests {
             // The antipode (NaN or the half circumference) and the point
             // exactly at the radius along the meridian.
             let anti = [center[0] - 180.0f64.copysign(center[0]), -center[1]];
-            assert_eq!(w.test(anti).map(f64::to_bits), plain(&s, anti).map(f64::to_bits));
+            assert_eq!(
+                w.test(anti).map(f64::to_bits),
+                plain(&s, anti).map(f64::to_bits)
+            );
             let d = plain(&s, [center[0], center[1] + 0.01]);
-            let on = Shape { kind: ShapeKind::Radius(d.unwrap_or(0.0)), ..s };
+            let on = Shape {
+                kind: ShapeKind::Radius(d.unwrap_or(0.0)),
+                ..s
+            };
             let p = [center[0], center[1] + 0.01];
-            assert_eq!(Within::new(&on).test(p).map(f64::to_bits), plain(&on, p).map(f64::to_bits));
+            assert_eq!(
+                Within::new(&on).test(p).map(f64::to_bits),
+                plain(&on, p).map(f64::to_bits)
+            );
         }
         assert!(inside > 1000, "the test reaches points inside ({inside})");
     }

@@ -982,10 +982,15 @@ fn raw_find_mut_replacing_replaces_only_stale_nodes() {
         let hash = raw.hash_of(&key[..]);
         let made = census.made.get();
         let n = raw
-            .find_mut_replacing(hash, &key[..], |n| n.value() % 2 == 0, |old| {
-                assert!(old.next().is_none(), "f gets the node unlinked");
-                TestNode::new(old.key(), old.value() + 101, &census)
-            })
+            .find_mut_replacing(
+                hash,
+                &key[..],
+                |n| n.value() % 2 == 0,
+                |old| {
+                    assert!(old.next().is_none(), "f gets the node unlinked");
+                    TestNode::new(old.key(), old.value() + 101, &census)
+                },
+            )
             .expect("present");
         assert_eq!(n.key(), &key[..]);
         assert_eq!(n.value() % 2, 1, "stale nodes replaced, others found");
@@ -998,7 +1003,12 @@ fn raw_find_mut_replacing_replaces_only_stale_nodes() {
     assert_eq!(raw.iter().filter(|n| n.value() >= 100).count(), 5);
     let hash = raw.hash_of(&b"absent"[..]);
     assert!(raw
-        .find_mut_replacing(hash, &b"absent"[..], |_| panic!("asked"), |_| panic!("called"))
+        .find_mut_replacing(
+            hash,
+            &b"absent"[..],
+            |_| panic!("asked"),
+            |_| panic!("called")
+        )
         .is_none());
     // `f` panics: the table is whole without the node.
     let key = before[3].clone();
