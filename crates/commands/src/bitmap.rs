@@ -209,7 +209,11 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         Some(e) => {
             as_str(e)?;
-            let v = raw_mut(ctx.shard, db, key);
+            // One lookup when the string is already growable.
+            let v = match e.str_in_place() {
+                Some(s) => s.make_raw(),
+                None => raw_mut(ctx.shard, db, key),
+            };
             let grew = grow(v, len);
             let old = bits::get_bit(v, bit);
             let changed = grew || (old == 1) != on;

@@ -445,9 +445,10 @@ fn geosearchstore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError
     search(ctx, args, 2, Form::SearchStore)
 }
 
-/// One member found inside the shape.
-struct Point {
-    member: Vec<u8>,
+/// One member found inside the shape (borrowed from the set: a reply
+/// copies it once, into the reply).
+struct Point<'a> {
+    member: &'a [u8],
     lon: f64,
     lat: f64,
     /// Metres while searching; in the request's unit once reported.
@@ -636,7 +637,17 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
             } else {
                 "georadiusstore"
             };
-            store_points(ctx, (args, args.get(at)), found, o.storedist, event)
+            // Copied out of the source, which the store may replace.
+            let found: Vec<(Vec<u8>, f64)> = found
+                .iter()
+                .map(|p| {
+                    (
+                        p.member.to_vec(),
+                        if o.storedist { p.dist } else { p.score },
+                    )
+                })
+                .collect();
+            store_points(ctx, (args, args.get(at)), found, event)
         }
     }
     Ok(())
@@ -645,8 +656,9 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
 /// The members inside `shape`, cell by cell in Redis's order
 /// (`membersOfAllNeighbors`); with `limit > 0` (COUNT ANY) the walk stops
 /// once that many are found.
-fn points_in_cells(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
+fn points_in_cells<'a>(z: &'a ZSet, shape: &Shape, limit: usize) -> Vec<Point<'a>> {
     let cells = geohash::cells_for(shape);
+    let within = geohash::Within::new(shape);
     let full = |found: &Vec<Point>| limit > 0 && found.len() >= limit;
     let mut found = Vec::new();
     let mut last = 0;
@@ -671,9 +683,9 @@ fn points_in_cells(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
                 break;
             }
             let p = geohash::decode_score(s);
-            if let Some(dist) = geohash::within(shape, p) {
+            if let Some(dist) = within.test(p) {
                 found.push(Point {
-                    member: m.to_vec(),
+                    member: m,
                     lon: p[0],
                     lat: p[1],
                     dist,
@@ -734,7 +746,7 @@ fn reply_points(out: &mut Reply, found: &[Point], o: &Opts) {
         if extras > 0 {
             out.array(extras + 1);
         }
-        out.bulk(&p.member);
+        out.bulk(p.member);
         if o.withdist {
             reply_distance(out, p.dist);
         }
@@ -750,15 +762,15 @@ fn reply_points(out: &mut Reply, found: &[Point], o: &Opts) {
 }
 
 /// STORE / STOREDIST / GEOSEARCHSTORE: `dest` becomes a sorted set of the
-/// points (nothing found deletes it); replies the number stored. Counts
+/// points found, each `(member, score)` with the score to store (geohash
+/// or distance) (nothing found deletes it); replies the number stored. Counts
 /// one change per member, as Redis's dirty counter.
 ///
 /// Propagated as received (`cmd`) when it changed `dest`.
 fn store_points(
     ctx: &mut ShardCtx<'_>,
     (cmd, dest): (Args<'_>, &[u8]),
-    found: Vec<Point>,
-    storedist: bool,
+    found: Vec<(Vec<u8>, f64)>,
     event: &'static str,
 ) {
     let db = ctx.db;
@@ -772,10 +784,10 @@ fn store_points(
         return;
     }
     let lim = ctx.shard.enc;
-    let longest = found.iter().map(|p| p.member.len()).max().unwrap_or(0);
+    let longest = found.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
     let mut z = ZSet::with_hint(n, longest, &lim);
-    for p in &found {
-        z.insert(&p.member, if storedist { p.dist } else { p.score }, &lim);
+    for (m, score) in &found {
+        z.insert(m, *score, &lim);
     }
     ctx.shard.store(db, dest, Value::ZSet(Box::new(z)), 0);
     ctx.shard.dbs[db].dirty += n as u64 - 1;

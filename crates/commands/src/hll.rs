@@ -10,6 +10,12 @@
 //!   does), which also makes it `raw` as Redis's `dbUnshareStringValue`:
 //!   PFCOUNT of one key and every PFDEBUG do that even when they change
 //!   nothing else;
+//! * a new sketch (PFADD, PFMERGE of a missing key) is stored as built,
+//!   `raw`, without growth slack (`Shard::store_raw`: a sparse one of
+//!   45..=4096 bytes lives in its key's node, as a created `raw` string
+//!   does), which keeps a small sparse sketch under Redis's bytes per key;
+//!   PFCOUNT's cached cardinality is written there in place, the first
+//!   PFADD makes it growable again;
 //! * PFCOUNT of one key stores the cardinality it computed in the header
 //!   when the cache was stale: the key is modified (WATCH sees it) and the
 //!   command is propagated as it is, as Redis 7.0 does (it counts as
@@ -37,7 +43,7 @@
 //! runs a fixed amount of work (Redis's 10 million additions) and holds
 //! its connection's thread meanwhile, as Redis holds its only one.
 
-use engine::{Entry, Shard, Str, StrView, Value};
+use engine::{Entry, Shard, StrView};
 use resp::Args;
 
 use ds::hll;
@@ -98,12 +104,8 @@ fn corrupt(_: hll::Corrupt) -> CmdError {
 fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.db, args.get(1));
     let max_bytes = ctx.shard.enc.hll_sparse_max_bytes;
-    let exists = match ctx.shard.lookup_write(db, key) {
-        Some(e) => sketch(e).map(|_| true)?,
-        None => false,
-    };
     let mut updated = 0u64;
-    if !exists {
+    let Some(e) = ctx.shard.lookup_write(db, key) else {
         let mut v = hll::new_sparse();
         for ele in args.iter().skip(2) {
             updated += u64::from(hll::add(&mut v, ele, max_bytes).map_err(corrupt)?);
@@ -113,15 +115,19 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         hll::invalidate(&mut v);
         // Storing counts the creation; Redis's dirty is one more than the
         // registers changed.
-        ctx.shard
-            .store(db, key, Value::Str(Str::from_vec_raw(v)), 0);
+        ctx.shard.store_raw(db, key, v, 0);
         ctx.shard.dbs[db].dirty += updated;
         ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "pfadd", key);
         ctx.out.int(1);
         return Ok(());
-    }
-    let v = sketch_mut(ctx.shard, db, key);
+    };
+    sketch(e)?;
+    // One lookup when the sketch is already a growable string.
+    let v = match e.str_in_place() {
+        Some(s) => s.make_raw(),
+        None => sketch_mut(ctx.shard, db, key),
+    };
     for ele in args.iter().skip(2) {
         updated += u64::from(hll::add(v, ele, max_bytes).map_err(corrupt)?);
     }
@@ -171,7 +177,10 @@ fn pfcount(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     let card = hll::count(b);
-    let v = sketch_mut(ctx.shard, db, key);
+    // Same length: a sketch stored with its key stays there.
+    let v = ctx.shard.dbs[db]
+        .str_bytes_mut(key)
+        .expect("INVARIANT: a string, looked up just before");
     let card = card.map_err(corrupt)?;
     hll::set_cached(v, card);
     ctx.shard.dbs[db].signal(key);
@@ -214,8 +223,7 @@ fn pfmerge(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if ctx.shard.lookup_write(db, dest).is_none() {
         let mut v = hll::new_sparse();
         apply(&mut v)?;
-        ctx.shard
-            .store(db, dest, Value::Str(Str::from_vec_raw(v)), 0);
+        ctx.shard.store_raw(db, dest, v, 0);
     } else {
         apply(sketch_mut(ctx.shard, db, dest))?;
         ctx.shard.dbs[db].signal(dest);

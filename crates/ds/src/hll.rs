@@ -484,8 +484,12 @@ pub fn histogram(b: &[u8]) -> Result<Histogram, Corrupt> {
     let mut h = [0u64; 64];
     let regs = &b[HDR_SIZE..];
     if encoding(b) == DENSE {
-        for i in 0..REGISTERS {
-            h[usize::from(dense_get(regs, i))] += 1;
+        // A group of 3 bytes at a time, as `merge_into`.
+        for g in regs[..DENSE_SIZE - HDR_SIZE].chunks_exact(3) {
+            let w = u32::from(g[0]) | (u32::from(g[1]) << 8) | (u32::from(g[2]) << 16);
+            for k in 0..4 {
+                h[((w >> (BITS * k)) & 63) as usize] += 1;
+            }
         }
         return Ok(h);
     }
@@ -585,11 +589,15 @@ pub fn count(b: &[u8]) -> Result<u64, Corrupt> {
 /// Redis's `hllMerge`); `Corrupt` for an invalid sparse body.
 pub fn merge_into(max: &mut [u8; REGISTERS], b: &[u8]) -> Result<(), Corrupt> {
     if encoding(b) == DENSE {
-        let regs = &b[HDR_SIZE..];
-        for (i, m) in max.iter_mut().enumerate() {
-            let v = dense_get(regs, i);
-            if v > *m {
-                *m = v;
+        // Four 6-bit registers in every 3 bytes (12288 bytes: no partial
+        // group), unpacked a group at a time rather than one `dense_get`
+        // per register: PFCOUNT of several dense keys spends its time
+        // here.
+        let regs = &b[HDR_SIZE..DENSE_SIZE];
+        for (g, m) in regs.chunks_exact(3).zip(max.chunks_exact_mut(4)) {
+            let w = u32::from(g[0]) | (u32::from(g[1]) << 8) | (u32::from(g[2]) << 16);
+            for (k, m) in m.iter_mut().enumerate() {
+                *m = (*m).max(((w >> (BITS * k)) & 63) as u8);
             }
         }
         return Ok(());
@@ -748,6 +756,33 @@ mod tests {
             }
             assert_eq!(estimate(&histogram_raw(&a)), count(&s).unwrap());
         }
+    }
+
+    #[test]
+    fn dense_merge_and_histogram_read_every_register() {
+        let mut d = new_sparse();
+        to_dense(&mut d).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x & 63) as u8
+        };
+        for i in 0..REGISTERS {
+            dense_set(&mut d[HDR_SIZE..], i, next());
+        }
+        let mut max = [0u8; REGISTERS];
+        max.iter_mut().for_each(|m| *m = next());
+        let before = max;
+        merge_into(&mut max, &d).unwrap();
+        let mut want = [0u64; 64];
+        for i in 0..REGISTERS {
+            let r = dense_get(&d[HDR_SIZE..], i);
+            assert_eq!(max[i], before[i].max(r), "register {i}");
+            want[usize::from(r)] += 1;
+        }
+        assert_eq!(histogram(&d).unwrap(), want);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use rand::Rng;
 
 pub(crate) use crate::node::STAMP_MASK;
 pub use crate::node::{Entry, KeyNode, Meta, OwnedEntry};
-use crate::value::{Str, StrRef, Value, ValueRef};
+use crate::value::{Str, StrRef, Value, ValueRef, EMBSTR_MAX};
 
 /// What glibc's malloc takes for a request of `n` bytes: the request plus
 /// its 8-byte header, rounded to 16.
@@ -312,19 +312,35 @@ impl Db {
             self.preserve(key);
         }
         let hash = self.table.hash_of(key);
-        let e = self.table.find(hash, key)?.entry();
-        match e.value() {
-            ValueRef::Str(StrRef::Bytes(_)) => {
-                self.table
-                    .replace_node(hash, key, |old| KeyNode::new_value(key, old.into_owned()));
-            }
-            ValueRef::Str(_) => {}
-            _ => return None,
-        }
-        match self.table.find_mut(hash, key)?.entry_mut().value_mut() {
+        let node = self.table.find_mut_replacing(
+            hash,
+            key,
+            |n| matches!(n.entry().value(), ValueRef::Str(StrRef::Bytes(_))),
+            |old| KeyNode::new_value(key, old.into_owned()),
+        )?;
+        match node.entry_mut().value_mut() {
             Value::Str(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// The bytes of the string under `key`, to change in place without
+    /// changing their length (PFCOUNT's cached cardinality): a `raw`
+    /// string stored with its key stays there (nothing Redis shows
+    /// depends on the node), an `embstr` one moves as in [`Db::str_mut`].
+    /// `None` if the key is absent or holds another type.
+    pub fn str_bytes_mut(&mut self, key: &[u8]) -> Option<&mut [u8]> {
+        if self.saving {
+            self.preserve(key);
+        }
+        let hash = self.table.hash_of(key);
+        let node = self.table.find_mut_replacing(
+            hash,
+            key,
+            |n| matches!(n.entry().value(), ValueRef::Str(StrRef::Bytes(b)) if b.len() <= EMBSTR_MAX),
+            |old| KeyNode::new_value(key, old.into_owned()),
+        )?;
+        node.entry_mut().raw_bytes_mut()
     }
 
     #[cold]

@@ -484,6 +484,24 @@ impl Shard {
         self.dbs[db].insert_str(key, bytes, meta, expire_at_ms);
     }
 
+    /// [`Shard::store`] of a new `raw` string built by a command (Redis's
+    /// `createObject(OBJ_STRING, sds)`, e.g. PFADD's new sketch), which
+    /// will not be changed again until looked up with `Db::str_mut`. Longer
+    /// than `embstr`'s limit and at most [`node::BYTES_MAX`] bytes it is
+    /// stored with its key (reported `raw` by its length, one allocation
+    /// and no growth slack); otherwise a growable `raw` string trimmed to
+    /// its length. Never an integer, whatever the bytes.
+    pub fn store_raw(&mut self, db: usize, key: &[u8], mut v: Vec<u8>, expire_at_ms: u64) {
+        if v.len() > value::EMBSTR_MAX && v.len() <= node::BYTES_MAX {
+            let mut meta = Meta::new(self.now_ms);
+            self.inherit_lfu(db, key, &mut meta);
+            self.dbs[db].insert_str(key, &v, meta, expire_at_ms);
+        } else {
+            v.shrink_to_fit();
+            self.store(db, key, Value::Str(Str::from_vec_raw(v)), expire_at_ms);
+        }
+    }
+
     /// Under an LFU policy, a live key being replaced passes its counter
     /// on to `meta`.
     #[inline]
@@ -647,6 +665,47 @@ mod tests {
         assert_eq!(sh.stats.keyspace_hits, 1);
         assert_eq!(sh.stats.keyspace_misses, 1);
         assert!(sh.lookup_read(1, b"b", true).is_none());
+    }
+
+    #[test]
+    fn store_raw_keeps_no_slack_and_stays_raw() {
+        let mut sh = Shard::new(0, 1);
+        let mut big = Vec::with_capacity(200);
+        big.extend_from_slice(&[b'x'; 48]);
+        sh.store_raw(0, b"big", big, 0);
+        let mut small = Vec::with_capacity(200);
+        small.extend_from_slice(b"12");
+        sh.store_raw(0, b"small", small, 0);
+        // 45..=4096 bytes: with the key, no buffer of its own.
+        let e = sh.lookup_write(0, b"big").unwrap();
+        match e.value() {
+            ValueRef::Str(r @ StrRef::Bytes(b)) => {
+                assert_eq!(b, &[b'x'; 48][..]);
+                assert_eq!(r.encoding(), "raw");
+            }
+            v => panic!("stored as {v:?}"),
+        }
+        assert!(e.str_in_place().is_none(), "bytes move before a change");
+        // A change of the same length leaves them with the key.
+        sh.dbs[0].str_bytes_mut(b"big").unwrap()[0] = b'z';
+        match sh.lookup_write(0, b"big").unwrap().value() {
+            ValueRef::Str(StrRef::Bytes(b)) => assert_eq!(&b[..2], b"zx"),
+            v => panic!("moved: {v:?}"),
+        }
+        // An embstr stored with its key moves (and becomes raw).
+        sh.store_bytes(0, b"emb", &[b'e'; 30], 0);
+        sh.dbs[0].str_bytes_mut(b"emb").unwrap()[0] = b'f';
+        let e = sh.lookup_write(0, b"emb").unwrap();
+        assert_eq!(e.str_in_place().unwrap().encoding(), "raw");
+        let s = sh.dbs[0].str_mut(b"big").unwrap();
+        assert_eq!(s.encoding(), "raw");
+        s.make_raw().push(b'y');
+        assert!(sh.lookup_write(0, b"big").unwrap().str_in_place().is_some());
+        // Short: growable, trimmed, and raw even when it reads as a number.
+        let e = sh.lookup_write(0, b"small").unwrap();
+        let s = e.str_in_place().unwrap();
+        assert_eq!(s.encoding(), "raw");
+        assert_eq!(s.make_raw().capacity(), 2);
     }
 
     #[test]

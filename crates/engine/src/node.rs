@@ -62,7 +62,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 
 use crate::lfu::{self, LfuParams, LFU_INIT_VAL};
-use crate::value::{Str, StrRef, Value, ValueRef, INLINE_MAX};
+use crate::value::{Str, StrRef, Value, ValueRef, EMBSTR_MAX, INLINE_MAX};
 
 /// Offset of the metadata (after the link).
 const META_AT: usize = 8;
@@ -651,6 +651,50 @@ impl Entry {
         // SAFETY: now a VALUE/CONVERTED node, holding an initialised,
         // aligned `Value` at value_at within `data`, borrowed exclusively.
         unsafe { &mut *(self.at_mut(p.value_at()) as *mut Value) }
+    }
+
+    /// The string, to change in place where it is, if that needs no new
+    /// node: `None` for a string stored as bytes in its node (change it
+    /// through `Db::str_mut`, which moves it to a node holding a `Str`)
+    /// and for another type. Saves the second lookup of `Db::str_mut`
+    /// after a `Shard::lookup_write` (which already readied the entry for
+    /// a change).
+    #[inline]
+    pub fn str_in_place(&mut self) -> Option<&mut Str> {
+        if self.parts().kind == KIND_BYTES {
+            return None;
+        }
+        match self.value_mut() {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The string's bytes, to change in place without changing their
+    /// length, if that keeps its encoding without moving the node: the
+    /// bytes of a BYTES node longer than [`EMBSTR_MAX`] (it reads `raw`
+    /// by its length, as Redis's string changed in place), those of a
+    /// `Str` (made `raw` first). `None` for a BYTES string of up to
+    /// [`EMBSTR_MAX`] bytes (`embstr`: `Db::str_mut` must move it) and
+    /// for another type.
+    pub fn raw_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let p = self.parts();
+        if p.kind == KIND_BYTES {
+            // SAFETY: a BYTES node has its u32 length at payload_at and
+            // that many bytes after it, within `data`, borrowed
+            // exclusively with `self`; the length is not changed.
+            unsafe {
+                let n = ptr::read_unaligned(self.at(p.payload_at) as *const u32) as usize;
+                if n <= EMBSTR_MAX {
+                    return None;
+                }
+                return Some(std::slice::from_raw_parts_mut(self.at_mut(p.bytes_at()), n));
+            }
+        }
+        match self.value_mut() {
+            Value::Str(s) => Some(s.make_raw().as_mut_slice()),
+            _ => None,
+        }
     }
 
     /// BYTES -> CONVERTED: writes a `Str` holding the bytes at the

@@ -968,6 +968,64 @@ fn raw_replace_node_keeps_the_chain() {
 }
 
 #[test]
+fn raw_find_mut_replacing_replaces_only_stale_nodes() {
+    let census = Rc::new(Census::default());
+    let mut raw = RawDict::with_hasher(Collide);
+    for i in 0..10 {
+        raw_insert(&mut raw, i, &census);
+    }
+    let order = |raw: &RawDict<TestNode, Collide>| -> Vec<Vec<u8>> {
+        raw.iter().map(|n| n.key().to_vec()).collect()
+    };
+    let before = order(&raw);
+    for key in &before {
+        let hash = raw.hash_of(&key[..]);
+        let made = census.made.get();
+        let n = raw
+            .find_mut_replacing(
+                hash,
+                &key[..],
+                |n| n.value() % 2 == 0,
+                |old| {
+                    assert!(old.next().is_none(), "f gets the node unlinked");
+                    TestNode::new(old.key(), old.value() + 101, &census)
+                },
+            )
+            .expect("present");
+        assert_eq!(n.key(), &key[..]);
+        assert_eq!(n.value() % 2, 1, "stale nodes replaced, others found");
+        let replaced = census.made.get() - made;
+        assert!(replaced <= 1);
+        assert_eq!(census.live(), 10);
+        assert_eq!(order(&raw), before, "same place in the chain");
+        check_raw_invariants(&raw);
+    }
+    assert_eq!(raw.iter().filter(|n| n.value() >= 100).count(), 5);
+    let hash = raw.hash_of(&b"absent"[..]);
+    assert!(raw
+        .find_mut_replacing(
+            hash,
+            &b"absent"[..],
+            |_| panic!("asked"),
+            |_| panic!("called")
+        )
+        .is_none());
+    // `f` panics: the table is whole without the node.
+    let key = before[3].clone();
+    let hash = raw.hash_of(&key[..]);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        raw.find_mut_replacing(hash, &key[..], |_| true, |_| panic!("allocation failed"));
+    }));
+    assert!(r.is_err());
+    assert_eq!(raw.len(), 9);
+    assert_eq!(census.live(), 9);
+    assert!(raw.get(&key[..]).is_none());
+    check_raw_invariants(&raw);
+    drop(raw);
+    assert_eq!(census.live(), 0);
+}
+
+#[test]
 fn raw_iterators_walk_and_sampling() {
     let census = Rc::new(Census::default());
     let mut raw: RawDict<TestNode> = RawDict::new();
