@@ -125,6 +125,7 @@ impl ShardCtx<'_> {
             keys,
             deadline_ms,
             args: None,
+            widen: false,
         });
     }
 
@@ -136,6 +137,7 @@ impl ShardCtx<'_> {
             keys,
             deadline_ms,
             args: Some(args),
+            widen: false,
         });
     }
 }
@@ -153,6 +155,11 @@ pub struct BlockOn {
     pub deadline_ms: u64,
     /// The arguments to run again with, when not those received.
     pub args: Option<resp::OwnedArgs>,
+    /// Not a block: a script touched `keys`, undeclared and not on its
+    /// shard, before writing anything; the runtime runs it again on the
+    /// home thread under wider locks (`script::wide::coordinator`). Only
+    /// set outside transactions (`ShardCtx::in_tx` false).
+    pub widen: bool,
 }
 
 /// CLIENT REPLY mode.

@@ -457,6 +457,11 @@ pub fn dispatch(
                         };
                         coordinate(r, build, args, &mut ctx, stats, set)
                     }
+                    // A script may touch keys it did not declare: it runs
+                    // over a key set that can grow (see `script::wide`).
+                    None if r.spec.has(flags::SCRIPT) => {
+                        crate::script::wide::step(r, handler, ctx, args)
+                    }
                     // No coordinator of its own: the handler runs on copies
                     // of its keys (see `scratch`).
                     None => {

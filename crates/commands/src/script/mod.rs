@@ -71,6 +71,7 @@ pub mod sandbox;
 pub mod sha1;
 pub mod shebang;
 pub mod vm;
+pub mod wide;
 
 use resp::Args;
 

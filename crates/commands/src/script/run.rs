@@ -8,9 +8,10 @@
 //! so it is atomic and isolated as any single command is.
 //!
 //! Keys a script may touch: on its own shard, any key (declared or not, as
-//! a standalone Redis allows); on gathered copies, only its declared keys.
-//! A key of another shard that the script did not declare is refused with
-//! an error (a later layer widens the locks instead).
+//! a standalone Redis allows); on gathered copies, the keys gathered. A
+//! key of another shard that the script did not declare makes the script
+//! run again under wider locks (see `wide`), or is refused with an error
+//! where that cannot be done.
 
 use std::cell::RefCell;
 
@@ -200,9 +201,14 @@ fn execute(
     let argv: Vec<&[u8]> = (3 + nkeys..args.len()).map(|i| args.get(i)).collect();
     // Declared keys on several shards: this runs on their gathered copies.
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
-    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
+    // (or, inside `wide::Wide`, on the copies of a wider key set).
+    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+        || super::wide::held(b"").is_some();
     let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
+    // Whether a run may be abandoned for a wider one (see `wide`): on
+    // copies only inside `Wide`; on a shard, outside transactions.
+    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
     let res = with_vm(|vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -218,19 +224,33 @@ fn execute(
             stats: std::mem::take(&mut vm.stats),
             hook: vm.hook.clone(),
             read_called: false,
+            widen_ok,
+            wrote: false,
+            found: Vec::new(),
             ctx: &mut *ctx,
         };
         let busy_shard = (!scratch).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
-        let (outcome, run) = call_function(vm, f, &keys, &argv, run);
+        let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
             vm.collect_garbage();
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
-        vm.stats = run.stats;
+        vm.stats = std::mem::take(&mut run.stats);
         let read_called = run.read_called;
         vm.report_memory();
+        if !run.found.is_empty() {
+            // Abandoned (whatever it returned): no reply, run it again over
+            // more keys (see `wide`).
+            run.ctx.block = Some(crate::ctx::BlockOn {
+                keys: std::mem::take(&mut run.found),
+                deadline_ms: 0,
+                args: None,
+                widen: true,
+            });
+            return Ok(());
+        }
         // Client-side caching: a script that read remembers its declared
         // keys for a tracking caller, here on their shard, before anything
         // else runs on it (scripts across shards remembered them up front:
@@ -514,6 +534,13 @@ struct Run<'r, 'a> {
     /// A read-only command ran (a tracking caller then remembers the
     /// declared keys, as Redis's `call` does for a script's caller).
     read_called: bool,
+    /// The run may be abandoned for a wider one (see `wide`).
+    widen_ok: bool,
+    /// A write command ran (on a real shard, it cannot be taken back).
+    wrote: bool,
+    /// Keys it touched and does not hold: the run is abandoned, every
+    /// later `redis.call` raises, and it runs again over them.
+    found: Vec<Vec<u8>>,
 }
 
 /// The error of a `redis.call` refused before running (Redis's text
@@ -523,9 +550,24 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
 }
 
 impl Run<'_, '_> {
+    /// Whether this run may touch `key` (of its first database): on a
+    /// shard, its keys; on copies, the declared and gathered ones.
+    fn holds(&self, key: &[u8]) -> bool {
+        if self.scratch {
+            self.declared.contains(&key) || super::wide::held(key) == Some(true)
+        } else {
+            shard_of(key, self.ctx.nshards) == self.shard || self.declared.contains(&key)
+        }
+    }
+
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        if !self.found.is_empty() {
+            return Err(mlua::Error::external(ReplyError(
+                super::wide::RESTART_TEXT.into(),
+            )));
+        }
         if args.is_empty() {
             return refuse(
                 lua,
@@ -585,11 +627,26 @@ impl Run<'_, '_> {
                 return refuse(lua, msg);
             }
         }
+        let mut positions = Vec::new();
+        r.spec.key_positions(args, &mut positions);
+        // Keys it does not hold, found before anything ran (see `wide`).
+        if self.widen_ok && (self.scratch || !self.wrote) && self.db == self.orig_db {
+            let missing: Vec<Vec<u8>> = positions
+                .iter()
+                .map(|&p| args.get(p))
+                .filter(|&k| !self.holds(k))
+                .map(<[u8]>::to_vec)
+                .collect();
+            if !missing.is_empty() && !(self.scratch && self.db >= self.ctx.shard.dbs.len()) {
+                self.found = missing;
+                return Err(mlua::Error::external(ReplyError(
+                    super::wide::RESTART_TEXT.into(),
+                )));
+            }
+        }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
         }
-        let mut positions = Vec::new();
-        r.spec.key_positions(args, &mut positions);
         // On gathered copies only the declared keys of the first database
         // exist (and only the databases up to it).
         let on_shard = matches!(r.spec.exec, Exec::Shard(..));
@@ -602,8 +659,7 @@ impl Run<'_, '_> {
         }
         for &p in &positions {
             let k = args.get(p);
-            let local = !self.scratch && shard_of(k, self.ctx.nshards) == self.shard;
-            if !local && !self.declared.contains(&k) {
+            if !self.holds(k) {
                 return refuse(
                     lua,
                     "Script attempted to access a key that was not declared in KEYS and lives on another shard",
@@ -615,6 +671,9 @@ impl Run<'_, '_> {
         }
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
+        }
+        if r.spec.has(flags::WRITE) {
+            self.wrote = true;
         }
         let mut out = Reply::new(self.resp3);
         match r.spec.exec {
