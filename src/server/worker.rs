@@ -1450,9 +1450,10 @@ impl Worker {
                     // Bytes the shard wrote to the socket itself.
                     let mut start = batch.direct_written;
                     let blocked_seq = batch.block.as_ref().map(|t| t.seq);
+                    let widen_seq = batch.widen.as_ref().map(|w| w.seq);
                     let mut held = false;
                     for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
-                        if Some(cmd.seq) != blocked_seq {
+                        if Some(cmd.seq) != blocked_seq && Some(cmd.seq) != widen_seq {
                             let hold = if self.core.aof_always && i >= batch.aof_from {
                                 held = true;
                                 batch.aof_hold
@@ -1477,6 +1478,9 @@ impl Worker {
                                 c.block = BlockPhase::None;
                             }
                         }
+                    }
+                    if let Some(w) = batch.widen.take() {
+                        widen(&mut self.core, c, slot, *w);
                     }
                     let resume = !paused(c);
                     self.conns.mark_dirty(slot);
@@ -1678,7 +1682,17 @@ impl Worker {
                 )
             };
             self.after_desk();
-            if let Some(mut on) = block {
+            if let Some(on) = block.as_ref().filter(|on| on.widen) {
+                // Not a block: the home runs the script again over more
+                // keys (it is the batch's last command: see `execute`).
+                b.widen = Some(Box::new(crate::server::mailbox::Widen {
+                    seq: cmd.seq,
+                    resolved: cmd.resolved,
+                    handler: cmd.handler,
+                    args: args.to_owned(),
+                    keys: on.keys.clone(),
+                }));
+            } else if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
                 let (seq, resolved, handler, call, resp3) = (
                     cmd.seq,
@@ -1734,6 +1748,7 @@ impl Worker {
         // goes home the usual way.
         let direct = b.direct_fd >= 0
             && b.block.is_none()
+            && b.widen.is_none()
             && !(self.core.aof_always && b.aof_from != usize::MAX);
         if direct {
             let n = write_direct(b.direct_fd, &b.reply);
@@ -2940,6 +2955,7 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
+                let mut found = None;
                 if let Some(on) = run_shard(
                     resolved,
                     handler,
@@ -2949,11 +2965,38 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     out,
                     &mut core.stats,
                 ) {
-                    blocked_on = Some((on, resolved, handler, call));
+                    if on.widen {
+                        found = Some(on.keys);
+                    } else {
+                        blocked_on = Some((on, resolved, handler, call));
+                    }
                 }
                 recorded = core.shard.outbox.len() != prop0;
                 tracking::tag_touched(core, Some(c.client.home));
-                (Step::Done, mark)
+                match found {
+                    // A script that touched keys of other shards: run it
+                    // again over more keys (`commands::script::wide`).
+                    Some(keys) => {
+                        // It replied nothing, and building writes nothing.
+                        let mut none = Reply::new(false);
+                        let mut ctx = ConnCtx {
+                            client: &mut c.client,
+                            out: &mut none,
+                            server: &core.server,
+                            home: core.id,
+                            key_shards: &[],
+                        };
+                        let coord = commands::script::wide::coordinator(
+                            resolved.spec,
+                            handler,
+                            &mut ctx,
+                            args,
+                            keys,
+                        );
+                        (Step::Coord { resolved, coord }, mark)
+                    }
+                    None => (Step::Done, mark),
+                }
             }
             step => (step, mark),
         }
@@ -3078,10 +3121,12 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     core.batches[shard].insert(b)
                 }
             };
-            let claim = resolved
-                .spec
-                .has(commands::table::flags::BLOCKING)
-                .then(blocking::Claim::default);
+            // A script too: it may come back to run again here over more
+            // keys (`Batch::widen`), before any later command of this
+            // connection runs.
+            let claim = (resolved.spec.has(commands::table::flags::BLOCKING)
+                || resolved.spec.has(commands::table::flags::SCRIPT))
+            .then(blocking::Claim::default);
             if let Some(cl) = &claim {
                 // Paused until the batch tells whether it blocked.
                 c.block = BlockPhase::Awaiting(cl.clone());
@@ -3341,6 +3386,41 @@ fn park_across(
             core.mailbox.send(s, msg);
         }
     }
+}
+
+/// Runs a script that touched keys of other shards again, over more keys,
+/// in its reply slot (see `commands::script::wide`).
+fn widen(core: &mut Core, c: &mut Conn, slot: usize, w: crate::server::mailbox::Widen) {
+    let mut out = Reply::new(c.client.resp3);
+    let coord = {
+        let mut ctx = ConnCtx {
+            client: &mut c.client,
+            out: &mut out,
+            server: &core.server,
+            home: core.id,
+            key_shards: &[],
+        };
+        commands::script::wide::coordinator(
+            w.resolved.spec,
+            w.handler,
+            &mut ctx,
+            w.args.args(),
+            w.keys,
+        )
+    };
+    c.coord = Some(ActiveCoord {
+        resolved: w.resolved,
+        coord,
+        results: Vec::new(),
+        remaining: 0,
+        seq: w.seq,
+        started: Instant::now(),
+        suppress: false,
+        out: Reply::new(c.client.resp3),
+        aof_hold: 0,
+        slow_args: core.server.ops.slowlog.enabled().then(|| w.args.clone()),
+    });
+    advance(core, c, slot);
 }
 
 /// Runs a woken multi-shard blocking command again in its reply slot

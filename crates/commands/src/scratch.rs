@@ -126,6 +126,8 @@ pub struct Scratch {
     read_only: bool,
     /// A script's: where it asks to run again over more keys.
     widen: Option<WidenSlot>,
+    /// The handler's error, replied once its writes are back.
+    failed: Option<CmdError>,
 }
 
 /// Where a script run on the copies leaves the keys it found missing
@@ -258,6 +260,7 @@ fn build(
         records: Vec::new(),
         read_only: !spec.may_write(),
         widen,
+        failed: None,
     }
 }
 
@@ -287,6 +290,7 @@ impl Scratch {
             records: Vec::new(),
             read_only: self.read_only,
             widen: self.widen.clone(),
+            failed: None,
         }
     }
 }
@@ -369,8 +373,14 @@ impl Scratch {
             caller: self.caller.clone(),
             tracker: None,
         };
-        (self.handler)(&mut ctx, self.args.args())?;
+        // A script that fails after writing keeps its writes (as in Redis):
+        // they are written back and the error replied after (`failed`).
+        // Other handlers fail before changing anything.
+        let res = (self.handler)(&mut ctx, self.args.args());
         let block = ctx.block.take();
+        if let Err(e) = res {
+            self.failed = Some(e);
+        }
         if let (Some(on), Some(slot)) = (&block, &self.widen) {
             if on.widen {
                 // The copies, their records and events are dropped: the
@@ -385,7 +395,7 @@ impl Scratch {
         }
         if block.is_none() {
             #[cfg(debug_assertions)]
-            if let Ok(r) = crate::table::registry().resolve(self.args.args()) {
+            if let (Ok(r), None) = (crate::table::registry().resolve(self.args.args()), &self.failed) {
                 crate::exec::check_said_so(r, &shard, said0);
             }
             self.records.extend(shard.outbox.take());
@@ -515,11 +525,19 @@ impl Coordinator for Scratch {
                     });
                 }
                 plan.last = true;
+                if plan.is_empty() {
+                    if let Some(e) = self.failed.take() {
+                        return Err(e);
+                    }
+                }
                 Ok(())
             }
             Phase::Done => {
                 drop(results);
-                Ok(())
+                match self.failed.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
             }
         }
     }

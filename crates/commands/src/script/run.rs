@@ -226,6 +226,8 @@ fn execute(
             read_called: false,
             widen_ok,
             wrote: false,
+            pinned: false,
+            undo: None,
             found: Vec::new(),
             ctx: &mut *ctx,
         };
@@ -241,8 +243,11 @@ fn execute(
         let read_called = run.read_called;
         vm.report_memory();
         if !run.found.is_empty() {
-            // Abandoned (whatever it returned): no reply, run it again over
-            // more keys (see `wide`).
+            // Abandoned (whatever it returned): no reply, its writes taken
+            // back, run it again over more keys (see `wide`).
+            if let Some(u) = run.undo.take() {
+                u.apply(run.ctx.shard);
+            }
             run.ctx.block = Some(crate::ctx::BlockOn {
                 keys: std::mem::take(&mut run.found),
                 deadline_ms: 0,
@@ -536,8 +541,14 @@ struct Run<'r, 'a> {
     read_called: bool,
     /// The run may be abandoned for a wider one (see `wide`).
     widen_ok: bool,
-    /// A write command ran (on a real shard, it cannot be taken back).
+    /// A write command ran on a real shard that the run cannot take back
+    /// (too large to copy: see `Undo`).
     wrote: bool,
+    /// Something ran that no restart can take back (a PUBLISH, a write
+    /// outside the command's keys).
+    pinned: bool,
+    /// On a real shard: what its writes replaced (see `wide`).
+    undo: Option<Undo>,
     /// Keys it touched and does not hold: the run is abandoned, every
     /// later `redis.call` raises, and it runs again over them.
     found: Vec<Vec<u8>>,
@@ -549,7 +560,93 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
     Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
 }
 
+/// What a script's writes on a real shard replaced, to take them back if
+/// the run is abandoned (see `wide`): each written key's entry before
+/// its first write, and the outbox where the first write began.
+struct Undo {
+    keys: Vec<(usize, Vec<u8>, Option<(engine::OwnedEntry, u64)>)>,
+    records: engine::outbox::PropMark,
+    events: usize,
+}
+
+/// Entries larger than this are not copied for [`Undo`] (the run then
+/// cannot be abandoned after writing one).
+const UNDO_ELEMENTS_MAX: usize = 128;
+const UNDO_BYTES_MAX: usize = 64 << 10;
+
+impl Undo {
+    /// Puts every key back as it was, drops the records and events since.
+    fn apply(self, shard: &mut engine::Shard) {
+        for (db, k, e) in self.keys.into_iter().rev() {
+            let d = &mut shard.dbs[db];
+            let track_new = std::mem::replace(&mut d.track_new, false);
+            d.remove(&k);
+            if let Some((e, at)) = e {
+                d.insert(&k, e, at);
+            }
+            d.track_new = track_new;
+            d.forget_created(&k);
+        }
+        shard.outbox.rollback(self.records);
+        shard.outbox.truncate_events(self.events);
+    }
+}
+
+/// Whether an entry is small enough to copy for [`Undo`].
+fn small(e: &engine::Entry) -> bool {
+    use engine::ValueRef;
+    match e.value() {
+        ValueRef::Str(s) => s.len() <= UNDO_BYTES_MAX,
+        ValueRef::Hash(h) => h.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::List(l) => l.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::Set(s) => s.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::ZSet(z) => z.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::Stream(_) => false,
+    }
+}
+
 impl Run<'_, '_> {
+    /// Before a command that may change something, on a run that may still
+    /// be abandoned: on copies only effects outside the data pin it; on a
+    /// real shard, the entries it may write are kept to be put back.
+    fn before_effects(&mut self, r: crate::table::Resolved, args: Args<'_>, positions: &[usize]) {
+        let writes = r.spec.has(flags::WRITE);
+        if !writes && !r.spec.has(flags::MAY_REPLICATE) {
+            return;
+        }
+        // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
+        // database): effects no restart can take back.
+        let name = r.spec.name;
+        if positions.is_empty() || name == "move" || name == "copy" || !writes {
+            self.pinned = true;
+            return;
+        }
+        if self.scratch {
+            return;
+        }
+        let shard = &mut *self.ctx.shard;
+        let undo = self.undo.get_or_insert_with(|| Undo {
+            keys: Vec::new(),
+            records: shard.outbox.mark(),
+            events: shard.outbox.events_len(),
+        });
+        for &p in positions {
+            let k = args.get(p);
+            if undo.keys.iter().any(|(db, x, _)| *db == self.db && x[..] == *k) {
+                continue;
+            }
+            let old = match shard.dbs[self.db].get_with_ttl(k) {
+                None => None,
+                Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
+                Some(_) => {
+                    self.wrote = true;
+                    return;
+                }
+            };
+            undo.keys.push((self.db, k.to_vec(), old));
+        }
+    }
+
     /// Whether this run may touch `key` (of its first database): on a
     /// shard, its keys; on copies, the declared and gathered ones.
     fn holds(&self, key: &[u8]) -> bool {
@@ -630,7 +727,7 @@ impl Run<'_, '_> {
         let mut positions = Vec::new();
         r.spec.key_positions(args, &mut positions);
         // Keys it does not hold, found before anything ran (see `wide`).
-        if self.widen_ok && (self.scratch || !self.wrote) && self.db == self.orig_db {
+        if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
             let missing: Vec<Vec<u8>> = positions
                 .iter()
                 .map(|&p| args.get(p))
@@ -672,8 +769,8 @@ impl Run<'_, '_> {
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
         }
-        if r.spec.has(flags::WRITE) {
-            self.wrote = true;
+        if self.widen_ok && !self.pinned {
+            self.before_effects(r, args, &positions);
         }
         let mut out = Reply::new(self.resp3);
         match r.spec.exec {

@@ -417,10 +417,36 @@ fn undeclared_keys_of_other_shards_run_again_wider() {
     t.run(&["EVAL", "return redis.call('get', ARGV[1])", "1", &a, &b]);
     let r = t.run(&["EXEC"]);
     assert!(r.contains("not declared"), "{r}");
-    // After a write on the script's own shard (first run): still refused.
+    // After a write on the script's own shard (first run): the write is
+    // taken back and the script runs again (it happens once).
+    t.run(&["SET", &a, "5"]);
+    t.run(&["SET", &b, "bee"]);
     let r = t.run(&[
         "EVAL",
-        "redis.call('set', KEYS[1], 1); return redis.call('get', ARGV[1])",
+        "redis.call('incr', KEYS[1]); return {redis.call('get', KEYS[1]), redis.call('get', ARGV[1])}",
+        "1",
+        &a,
+        &b,
+    ]);
+    assert_eq!(r, "*2\r\n$1\r\n6\r\n$3\r\nbee\r\n");
+    // Its effects are logged once: the INCR (as a run on copies logs it).
+    t.recording(true);
+    t.take_records();
+    t.run(&[
+        "EVAL",
+        "redis.call('incr', KEYS[1]); return redis.call('get', ARGV[1])",
+        "1",
+        &a,
+        &b,
+    ]);
+    let recs = t.take_records();
+    assert_eq!(recs.iter().filter(|r| r[0].eq_ignore_ascii_case("incr")).count(), 1, "{recs:?}");
+    assert_eq!(t.run(&["GET", &a]), "$1\r\n7\r\n");
+    // A MOVE (a key of another database) is not taken back: a key found
+    // after it is refused.
+    let r = t.run(&[
+        "EVAL",
+        "redis.call('move', KEYS[1], 3); return redis.call('get', ARGV[1])",
         "1",
         &a,
         &b,
