@@ -75,7 +75,12 @@ fn counters_keep_their_sum_under_concurrent_scripts(layout: Layout) {
                 for i in 0..MOVES_EACH {
                     let from = &keys[(c + i) % COUNTERS];
                     let to = &keys[(c * 5 + i * 7 + 1) % COUNTERS];
-                    let _: i64 = mv.arg(from).arg(to).arg(1 + i % 3).invoke(&mut con).unwrap();
+                    let _: i64 = mv
+                        .arg(from)
+                        .arg(to)
+                        .arg(1 + i % 3)
+                        .invoke(&mut con)
+                        .unwrap();
                 }
             })
         })
@@ -86,7 +91,11 @@ fn counters_keep_their_sum_under_concurrent_scripts(layout: Layout) {
     done.store(true, Ordering::Release);
     assert!(reader.join().unwrap() > 0);
     let values: Vec<i64> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
-    assert_eq!(values.iter().sum::<i64>(), START * COUNTERS as i64, "{values:?}");
+    assert_eq!(
+        values.iter().sum::<i64>(),
+        START * COUNTERS as i64,
+        "{values:?}"
+    );
 }
 
 fn a_pipeline_sees_a_restarted_script_in_order(layout: Layout) {

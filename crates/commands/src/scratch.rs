@@ -395,7 +395,10 @@ impl Scratch {
         }
         if block.is_none() {
             #[cfg(debug_assertions)]
-            if let (Ok(r), None) = (crate::table::registry().resolve(self.args.args()), &self.failed) {
+            if let (Ok(r), None) = (
+                crate::table::registry().resolve(self.args.args()),
+                &self.failed,
+            ) {
                 crate::exec::check_said_so(r, &shard, said0);
             }
             self.records.extend(shard.outbox.take());

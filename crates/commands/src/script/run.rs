@@ -632,7 +632,11 @@ impl Run<'_, '_> {
         });
         for &p in positions {
             let k = args.get(p);
-            if undo.keys.iter().any(|(db, x, _)| *db == self.db && x[..] == *k) {
+            if undo
+                .keys
+                .iter()
+                .any(|(db, x, _)| *db == self.db && x[..] == *k)
+            {
                 continue;
             }
             let old = match shard.dbs[self.db].get_with_ttl(k) {

@@ -383,7 +383,10 @@ fn undeclared_keys_of_other_shards_run_again_wider() {
         t.run(&["EVAL", script, "0", &b, &c, &d]),
         "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\n5\r\n"
     );
-    assert_eq!(t.run(&["MGET", &b, &c, &d]), "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\n5\r\n");
+    assert_eq!(
+        t.run(&["MGET", &b, &c, &d]),
+        "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\n5\r\n"
+    );
     // A write on copies, then a key not held: the copies are dropped and
     // the script runs once more (each INCR happens once).
     t.run(&["SET", &c, "10"]);
@@ -391,7 +394,10 @@ fn undeclared_keys_of_other_shards_run_again_wider() {
                   return redis.call('incr', ARGV[1])";
     t.run(&["SET", &b, "0"]);
     assert_eq!(t.run(&["EVAL", script, "2", &a, &b, &c]), ":11\r\n");
-    assert_eq!(t.run(&["MGET", &a, &b, &c]), "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$2\r\n11\r\n");
+    assert_eq!(
+        t.run(&["MGET", &a, &b, &c]),
+        "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$2\r\n11\r\n"
+    );
     // A pcall that catches the abandoned run's error cannot go on: every
     // later call raises too, and the run that counts is the wider one.
     let script = "local ok = pcall(redis.call, 'get', ARGV[1]); \
@@ -440,7 +446,13 @@ fn undeclared_keys_of_other_shards_run_again_wider() {
         &b,
     ]);
     let recs = t.take_records();
-    assert_eq!(recs.iter().filter(|r| r[0].eq_ignore_ascii_case("incr")).count(), 1, "{recs:?}");
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r[0].eq_ignore_ascii_case("incr"))
+            .count(),
+        1,
+        "{recs:?}"
+    );
     assert_eq!(t.run(&["GET", &a]), "$1\r\n7\r\n");
     // A MOVE (a key of another database) is not taken back: a key found
     // after it is refused.

@@ -9,14 +9,21 @@
 //! Instead a script learns its footprint by running:
 //!
 //! 1. **First run, where its declared keys are** (inline, no lock), as
-//!    usual. If `redis.call` names an undeclared key of another shard
-//!    *before the script wrote anything*, the run is abandoned: that call
-//!    and every later one raise an error the script cannot get past
-//!    (a `pcall` that catches it only sees the next call fail too), its
-//!    reply is dropped, and nothing of it remains (it wrote nothing; reads
-//!    may have expired keys, as any read does). The handler reports the
-//!    keys it found (`BlockOn::widen`) and the runtime runs the script
-//!    again from the start on the home thread through [`coordinator`].
+//!    usual. If `redis.call` names an undeclared key of another shard, the
+//!    run is abandoned: that call and every later one raise an error the
+//!    script cannot get past (a `pcall` that catches it only sees the next
+//!    call fail too), its reply is dropped, and what it wrote is taken
+//!    back: before a write command's first write of a key, the key's entry
+//!    is copied (`run::Undo`), and an abandoned run puts the copies back
+//!    and drops the records and keyspace events made since its first
+//!    write. Nothing else ran on the shard meanwhile (the script is one
+//!    handler call), so no client saw those writes. The handler reports
+//!    the keys it found (`BlockOn::widen`) and the runtime runs the script
+//!    again from the start on the home thread through [`coordinator`]
+//!    (a script sent to another shard's thread is the last command of its
+//!    connection's batch, so no later command of that connection runs
+//!    before it: the connection waits for the batch, as for a blocking
+//!    command).
 //! 2. **Wider runs** ([`Wide`]): the transaction layer write-locks the
 //!    declared keys *and every key found so far*, gathers copies of them
 //!    to the home thread, and runs the script on the copies
@@ -41,17 +48,25 @@
 //! when shard consolidation runs both shards on one thread).
 //!
 //! What stays refused, with the error of before: an undeclared key of
-//! another shard named *after the first write of a first (inline) run*
-//! (its writes are on the real shard and cannot be taken back; Redis's
-//! cluster mode refuses these keys outright), keys of a database other
-//! than the script's own on another shard, and scripts inside MULTI/EXEC
-//! (the transaction's other commands already ran under its locks).
+//! another shard named in a first run after a write that cannot be taken
+//! back (an entry over 128 elements or 64 KiB, a stream, MOVE or COPY into
+//! another database: copying large values before every script write would
+//! cost every script; Redis's cluster mode refuses these keys outright),
+//! keys of a database other than the script's own on another shard, and
+//! scripts inside MULTI/EXEC (the transaction's other commands already ran
+//! under its locks). Taking writes back leaves two traces: WATCH on a key
+//! the abandoned run wrote fails the watcher's EXEC (the key was touched),
+//! and a key that expired lazily after the first write is not deleted on
+//! replicas until they see it deleted again.
 //!
-//! Cost: a script that keeps to its declared keys pays one branch per
-//! `redis.call` key (as before). One that strays runs once inline until
-//! the stray key, then once per round through the transaction layer (two
-//! round trips and a copy of each key's value each way, as any
-//! cross-shard script).
+//! Cost: a script that keeps to its declared keys pays one check per
+//! `redis.call` key, and a copy of each key it writes before its first
+//! write (a small entry: an INCR's counter; bench/scripting.sh measures
+//! it). One that strays runs once inline until the stray key, then once
+//! per round through the transaction layer (two round trips and a copy of
+//! each key's value each way, as any cross-shard script). A script sent to
+//! another shard's thread ends its connection's pipeline pass there (one
+//! hop per pipelined script instead of one per batch).
 
 use std::cell::RefCell;
 
