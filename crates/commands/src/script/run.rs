@@ -564,10 +564,13 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
 /// the run is abandoned (see `wide`): each written key's entry before
 /// its first write, and the outbox where the first write began.
 struct Undo {
-    keys: Vec<(usize, Vec<u8>, Option<(engine::OwnedEntry, u64)>)>,
+    keys: Vec<(usize, Vec<u8>, Saved)>,
     records: engine::outbox::PropMark,
     events: usize,
 }
+
+/// A key's entry and deadline before a write, or `None` if it was missing.
+type Saved = Option<(engine::OwnedEntry, u64)>;
 
 /// Entries larger than this are not copied for [`Undo`] (the run then
 /// cannot be abandoned after writing one).
@@ -738,7 +741,8 @@ impl Run<'_, '_> {
                 .filter(|&k| !self.holds(k))
                 .map(<[u8]>::to_vec)
                 .collect();
-            if !missing.is_empty() && !(self.scratch && self.db >= self.ctx.shard.dbs.len()) {
+            // (The script's first database always exists on copies.)
+            if !missing.is_empty() {
                 self.found = missing;
                 return Err(mlua::Error::external(ReplyError(
                     super::wide::RESTART_TEXT.into(),
