@@ -491,6 +491,22 @@ impl Default for ThreadStats {
 }
 
 impl ThreadStats {
+    /// A stand-in that allocates nothing, for the moment the real one is
+    /// lent out (a script's run holds its VM's: `script::run`). Not to be
+    /// counted into: it has no command slots.
+    pub(crate) fn lent() -> ThreadStats {
+        ThreadStats {
+            cmd: Vec::new(),
+            total_commands: 0,
+            net_input_bytes: 0,
+            net_output_bytes: 0,
+            unexpected_error_replies: 0,
+            total_error_replies: 0,
+            errors: Vec::new(),
+            hist: Vec::new(),
+        }
+    }
+
     /// Command `id`'s histogram, created on first use.
     #[inline]
     pub fn histogram(&mut self, id: usize) -> &mut crate::ops::hist::Hist {
