@@ -139,6 +139,10 @@ pub struct Conn {
     pub coord: Option<ActiveCoord>,
     /// The next request waits for a transaction's lock on this thread's
     /// shard (it stays unparsed in the read buffer until a release).
+    /// A script went to another shard's thread in a batch: no later
+    /// request runs until the batch is back (the script may come back to
+    /// run again here over more keys: `commands::script::wide`).
+    pub script_wait: bool,
     pub lock_wait: bool,
     /// Blocked in BLPOP & co. (see `blocking`).
     pub block: super::blocking::BlockPhase,
@@ -248,6 +252,7 @@ impl Conn {
             next_seq: 0,
             coord: None,
             lock_wait: false,
+            script_wait: false,
             block: Default::default(),
             keep_deadline_ms: None,
             closing: false,

@@ -1479,6 +1479,15 @@ impl Worker {
                             }
                         }
                     }
+                    // Its script is back (the last command of this batch;
+                    // another shard's batch may come back before it).
+                    if batch
+                        .cmds
+                        .last()
+                        .is_some_and(|b| b.resolved.spec.has(commands::table::flags::SCRIPT))
+                    {
+                        c.script_wait = false;
+                    }
                     if let Some(w) = batch.widen.take() {
                         widen(&mut self.core, c, slot, *w);
                     }
@@ -2687,6 +2696,7 @@ fn paused(c: &Conn) -> bool {
         || c.client.repl_wait.is_some()
         || c.coord.is_some()
         || c.lock_wait
+        || c.script_wait
         || !c.block.is_none()
         || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT
         || c.pending.len() >= MAX_PENDING
@@ -2729,6 +2739,12 @@ fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
         return;
     };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
+        return;
+    }
+    // A script holds back the requests behind it (`Conn::script_wait`)
+    // until its batch is back: with more of them read, the batch must
+    // come back with a wake-up.
+    if c.script_wait && c.qbuf_len() != 0 {
         return;
     }
     b.direct_fd = fd;
@@ -3121,12 +3137,16 @@ fn execute(core: &mut Core, c: &mut Conn, slot: usize, ranges: &[std::ops::Range
                     core.batches[shard].insert(b)
                 }
             };
-            // A script too: it may come back to run again here over more
-            // keys (`Batch::widen`), before any later command of this
-            // connection runs.
-            let claim = (resolved.spec.has(commands::table::flags::BLOCKING)
-                || resolved.spec.has(commands::table::flags::SCRIPT))
-            .then(blocking::Claim::default);
+            let claim = resolved
+                .spec
+                .has(commands::table::flags::BLOCKING)
+                .then(blocking::Claim::default);
+            // A script may come back to run again here over more keys
+            // (`Batch::widen`): no later command of this connection runs
+            // before the batch is back.
+            if resolved.spec.has(commands::table::flags::SCRIPT) {
+                c.script_wait = true;
+            }
             if let Some(cl) = &claim {
                 // Paused until the batch tells whether it blocked.
                 c.block = BlockPhase::Awaiting(cl.clone());

@@ -13,7 +13,7 @@
 //! run again under wider locks (see `wide`), or is refused with an error
 //! where that cannot be done.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use mlua::{Lua, MultiValue, Value};
 use resp::{Args, OwnedArgs, Reply};
@@ -221,7 +221,8 @@ fn execute(
             declared: &keys,
             scratch,
             shard: ctx.shard.id,
-            stats: std::mem::take(&mut vm.stats),
+            // Lent, not defaulted: a default allocates a slot per command.
+            stats: std::mem::replace(&mut vm.stats, ThreadStats::lent()),
             hook: vm.hook.clone(),
             read_called: false,
             widen_ok,
@@ -239,7 +240,7 @@ fn execute(
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
-        vm.stats = std::mem::take(&mut run.stats);
+        vm.stats = std::mem::replace(&mut run.stats, ThreadStats::lent());
         let read_called = run.read_called;
         vm.report_memory();
         if !run.found.is_empty() {
@@ -374,11 +375,7 @@ fn call_function<'r, 'a>(
                 f
             }
         };
-        let out = run_scoped(vm, f, &run);
-        for h in ["call", "pcall", "setresp", "set_repl"] {
-            vm.redis.raw_set(h, Value::Nil)?;
-        }
-        out
+        run_scoped(vm, f, &run)
     })();
     (res, run.into_inner())
 }
@@ -407,66 +404,117 @@ fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
     Ok(())
 }
 
+thread_local! {
+    /// The run `redis.call` & co. reach: a `RefCell<Run>` with its
+    /// lifetimes erased, set by [`run_scoped`] for the duration of one
+    /// script call (null otherwise).
+    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Clears [`CURRENT`] when the call ends, however it ends.
+struct CurrentGuard;
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+/// Runs `f` with the current run.
+fn with_run<R>(f: impl FnOnce(&RefCell<Run<'_, '_>>) -> mlua::Result<R>) -> mlua::Result<R> {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        // Nothing runs the real globals outside a run (libraries load in
+        // an environment of their own: `load`).
+        return Err(reply_error(
+            b"redis.call is only available to a running script",
+        ));
+    }
+    // SAFETY: `run_scoped` set `p` from a `&RefCell<Run>` that lives
+    // across the whole Lua call this function is called from, and the
+    // guard clears it before that borrow ends; only this thread sees it.
+    // The lifetimes are erased, never extended: `Run` is used only inside
+    // that call.
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    f(run)
+}
+
+/// Installs `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.set_repl` in the real `redis` table, once per VM: they reach the
+/// running script's command through [`CURRENT`]. (Created per run they
+/// cost four closures and eight protected table writes a call.)
+pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
+    redis.raw_set(
+        "call",
+        lua.create_function(|lua, args: MultiValue| {
+            with_run(|run| {
+                let (v, failed) = run.borrow_mut().call(lua, args)?;
+                if failed {
+                    // The table's text, raised as Redis raises the table.
+                    let text = match &v {
+                        Value::Table(t) => match t.raw_get::<Value>("err")? {
+                            Value::String(s) => s.to_string_lossy(),
+                            _ => String::new(),
+                        },
+                        _ => String::new(),
+                    };
+                    return Err(mlua::Error::external(ReplyError(text)));
+                }
+                Ok(v)
+            })
+        })?,
+    )?;
+    redis.raw_set(
+        "pcall",
+        lua.create_function(|lua, args: MultiValue| {
+            with_run(|run| Ok(run.borrow_mut().call(lua, args)?.0))
+        })?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|_, args: MultiValue| {
+            with_run(|run| {
+                if args.len() != 1 {
+                    return Err(reply_error(b"redis.setresp() requires one argument."));
+                }
+                match to_number(&args[0]) as i64 {
+                    2 => run.borrow_mut().resp3 = false,
+                    3 => run.borrow_mut().resp3 = true,
+                    _ => return Err(reply_error(b"RESP version must be 2 or 3.")),
+                }
+                Ok(())
+            })
+        })?,
+    )?;
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|_, args: MultiValue| {
+            with_run(|run| {
+                if args.len() != 1 {
+                    return Err(reply_error(b"redis.set_repl() requires two arguments."));
+                }
+                let flags = to_number(&args[0]) as i64;
+                if flags & !REPL_ALL != 0 {
+                    return Err(reply_error(
+                        b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    ));
+                }
+                run.borrow_mut().repl = flags;
+                Ok(())
+            })
+        })?,
+    )?;
+    Ok(())
+}
+
 /// Calls `f` under the message handler with `redis.call` & co. reaching
 /// `run` for the duration of the call.
 fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
-    let lua = &vm.lua;
     {
-        lua.scope(|scope| {
-            vm.redis.raw_set(
-                "call",
-                scope.create_function(|lua, args: MultiValue| {
-                    let (v, failed) = run.borrow_mut().call(lua, args)?;
-                    if failed {
-                        // The table's text, raised as Redis raises the table.
-                        let text = match &v {
-                            Value::Table(t) => match t.raw_get::<Value>("err")? {
-                                Value::String(s) => s.to_string_lossy(),
-                                _ => String::new(),
-                            },
-                            _ => String::new(),
-                        };
-                        return Err(mlua::Error::external(ReplyError(text)));
-                    }
-                    Ok(v)
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "pcall",
-                scope.create_function(|lua, args: MultiValue| {
-                    Ok(run.borrow_mut().call(lua, args)?.0)
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "setresp",
-                scope.create_function(|_, args: MultiValue| {
-                    if args.len() != 1 {
-                        return Err(reply_error(b"redis.setresp() requires one argument."));
-                    }
-                    match to_number(&args[0]) as i64 {
-                        2 => run.borrow_mut().resp3 = false,
-                        3 => run.borrow_mut().resp3 = true,
-                        _ => return Err(reply_error(b"RESP version must be 2 or 3.")),
-                    }
-                    Ok(())
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "set_repl",
-                scope.create_function(|_, args: MultiValue| {
-                    if args.len() != 1 {
-                        return Err(reply_error(b"redis.set_repl() requires two arguments."));
-                    }
-                    let flags = to_number(&args[0]) as i64;
-                    if flags & !REPL_ALL != 0 {
-                        return Err(reply_error(
-                            b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
-                        ));
-                    }
-                    run.borrow_mut().repl = flags;
-                    Ok(())
-                })?,
-            )?;
+        {
+            let prev = CURRENT.with(|c| c.replace(run as *const RefCell<Run<'_, '_>> as *const ()));
+            debug_assert!(prev.is_null(), "a script run inside another");
+            let _guard = CurrentGuard;
             let mut r: MultiValue = vm.xpcall.call((f, vm.handler.clone()))?;
             let ok = matches!(r.pop_front(), Some(Value::Boolean(true)));
             let value = r.pop_front().unwrap_or(Value::Nil);
@@ -497,7 +545,7 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
             };
             let line = line.map(|l| (l, source));
             Ok(Outcome::Failed { err, line })
-        })
+        }
     }
 }
 

@@ -176,8 +176,8 @@ pub struct Vm {
     pub lua: Lua,
     /// The real globals (KEYS and ARGV are set here before each run).
     pub real: Table,
-    /// The real `redis` table: `call`, `pcall`, `setresp` and `set_repl`
-    /// are set in it for each run (they reach the running command).
+    /// The real `redis` table (its `call`, `pcall`, `setresp` and
+    /// `set_repl` reach the running command: `run::install`).
     pub redis: Table,
     pub xpcall: Function,
     pub handler: Function,
@@ -311,6 +311,7 @@ impl Vm {
         super::api::install(&lua, &real)?;
         super::libs::install(&lua, &real)?;
         let redis: Table = real.raw_get("redis")?;
+        super::run::install(&lua, &redis)?;
         let errstr = lua.create_function(|_, v: Value| {
             Ok(match v {
                 Value::Error(e) => error_text(&e),
