@@ -515,7 +515,7 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
             let prev = CURRENT.with(|c| c.replace(run as *const RefCell<Run<'_, '_>> as *const ()));
             debug_assert!(prev.is_null(), "a script run inside another");
             let _guard = CurrentGuard;
-            let mut r: MultiValue = vm.xpcall.call((f, vm.handler.clone()))?;
+            let mut r: MultiValue = vm.bounded(|| vm.xpcall.call((f, vm.handler.clone())))?;
             let ok = matches!(r.pop_front(), Some(Value::Boolean(true)));
             let value = r.pop_front().unwrap_or(Value::Nil);
             if ok {
