@@ -131,17 +131,15 @@ pcall = function(...) return fix(pcall_raw(...)) end
 local proxies = setmetatable_raw({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
 local function protect(t, globals)
-  local index = t
   if globals then
-    index = function(_, k)
-      local v = rawget_raw(t, k)
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end
+    -- On the real table, so that the proxy's __index is a table: a read
+    -- of a global that exists costs no function call (a script reads
+    -- `redis` and `KEYS` on every call); a missing one still raises.
+    setmetatable_raw(t, {__index = function(_, k)
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end, __metatable = false})
   end
-  local p = setmetatable_raw({}, {__index = index, __newindex = readonly, __metatable = false})
+  local p = setmetatable_raw({}, {__index = t, __newindex = readonly, __metatable = false})
   proxies[p] = t
   return p
 end
