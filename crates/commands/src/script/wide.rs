@@ -22,8 +22,8 @@
 //!    again from the start on the home thread through [`coordinator`]
 //!    (a script sent to another shard's thread is the last command of its
 //!    connection's batch, so no later command of that connection runs
-//!    before it: the connection waits for the batch, as for a blocking
-//!    command).
+//!    before it: the runtime reads none of its requests until that batch
+//!    is back, `Conn::script_wait`).
 //! 2. **Wider runs** ([`Wide`]): the transaction layer write-locks the
 //!    declared keys *and every key found so far*, gathers copies of them
 //!    to the home thread, and runs the script on the copies
