@@ -54,10 +54,11 @@
 //! cost every script; Redis's cluster mode refuses these keys outright),
 //! keys of a database other than the script's own on another shard, and
 //! scripts inside MULTI/EXEC (the transaction's other commands already ran
-//! under its locks). Taking writes back leaves two traces: WATCH on a key
-//! the abandoned run wrote fails the watcher's EXEC (the key was touched),
-//! and a key that expired lazily after the first write is not deleted on
-//! replicas until they see it deleted again.
+//! under its locks). Taking writes back leaves three traces: WATCH on a
+//! key the abandoned run wrote fails the watcher's EXEC (the key was
+//! touched), a client tracking it gets an extra invalidation, and a key
+//! that expired lazily after the first write is not deleted on replicas
+//! until they see it deleted again.
 //!
 //! Cost: a script that keeps to its declared keys pays one check per
 //! `redis.call` key, and a copy of each key it writes before its first
