@@ -215,8 +215,7 @@ fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
 fn connection_on(s: &Server, key: &str) -> RawConn {
     for _ in 0..64 {
         let mut c = s.raw();
-        let r = c.cmd_str(&["EVAL", "return redis.pcall('exists', ARGV[1])", "0", key]);
-        if r == b":0\r\n" {
+        if home_has(&mut c, key) {
             return c;
         }
     }
@@ -294,12 +293,21 @@ fn a_script_allocating_without_end_fails_cleanly() {
     );
 }
 
+/// Whether `key` (missing) lives on `c`'s home shard: a script with no
+/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere,
+/// so an undeclared key of another shard is refused.
+fn home_has(c: &mut RawConn, key: &str) -> bool {
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    let script = "return redis.pcall('exists', ARGV[1])";
+    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
+    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
+}
+
 /// A connection whose home is not the shard of `key`.
 fn connection_off(s: &Server, key: &str) -> RawConn {
     for _ in 0..64 {
         let mut c = s.raw();
-        let r = c.cmd_str(&["EVAL", "return redis.pcall('exists', ARGV[1])", "0", key]);
-        if r.starts_with(b"-") {
+        if !home_has(&mut c, key) {
             return c;
         }
     }

@@ -160,18 +160,15 @@ fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
 }
 
 /// A connection whose home thread is not the one owning `busy_key`: a
-/// script there may touch undeclared keys of its own shard only, which
-/// tells where it lives.
+/// script in MULTI/EXEC may touch undeclared keys of its own shard only
+/// (it cannot run again wider there), which tells where it lives.
 fn connection_off(s: &Server, busy_key: &str) -> RawConn {
     for _ in 0..64 {
         let mut c = s.raw();
-        let r = c.cmd_str(&[
-            "EVAL",
-            "return redis.pcall('exists', ARGV[1])",
-            "0",
-            busy_key,
-        ]);
-        if r.starts_with(b"-") {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        let script = "return redis.pcall('exists', ARGV[1])";
+        assert_eq!(c.cmd_str(&["EVAL", script, "0", busy_key]), b"+QUEUED\r\n");
+        if c.cmd_str(&["EXEC"]).starts_with(b"*1\r\n-") {
             return c;
         }
     }

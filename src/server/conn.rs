@@ -193,6 +193,10 @@ pub struct Conn {
     pub coord: Option<ActiveCoord>,
     /// The next request waits for a transaction's lock on this thread's
     /// shard (it stays unparsed in the read buffer until a release).
+    /// A script went to another shard's thread in a batch: no later
+    /// request runs until the batch is back (the script may come back to
+    /// run again here over more keys: `commands::script::wide`).
+    pub script_wait: bool,
     pub lock_wait: bool,
     /// Other shards were asked to evict for this connection's next
     /// request (`worker::memory::evict_elsewhere`): it runs next time
@@ -307,6 +311,7 @@ impl Conn {
             coord: None,
             lock_wait: false,
             evict_asked: false,
+            script_wait: false,
             block: Default::default(),
             keep_deadline_ms: None,
             closing: false,

@@ -139,6 +139,19 @@ pub struct Batch {
     pub direct: Option<super::conn::DirectReply>,
     /// Bytes of `reply` the executing shard wrote through `direct`.
     pub direct_written: usize,
+    /// Its (last) command, a script, touched keys of other shards: no
+    /// reply; the home runs it again (`commands::script::wide`).
+    pub widen: Option<Box<Widen>>,
+}
+
+/// A script to run again on the home thread over more keys.
+pub struct Widen {
+    pub seq: u64,
+    pub resolved: Resolved,
+    pub handler: ShardHandler,
+    pub args: OwnedArgs,
+    /// The keys it found.
+    pub keys: Vec<Vec<u8>>,
 }
 
 impl Default for Batch {
@@ -153,6 +166,7 @@ impl Default for Batch {
             aof_hold: 0,
             direct: None,
             direct_written: 0,
+            widen: None,
         }
     }
 }
@@ -173,6 +187,7 @@ impl Batch {
         self.aof_hold = 0;
         self.direct = None;
         self.direct_written = 0;
+        self.widen = None;
         // Pooled batches keep their buffers, up to a bound on the whole
         // batch (the argument buffer of a hop that carried a 100 MB SET
         // counts too); the pool as a whole is bounded in bytes by the

@@ -125,6 +125,7 @@ impl ShardCtx<'_> {
             keys,
             deadline_ms,
             args: None,
+            widen: false,
         });
     }
 
@@ -136,6 +137,7 @@ impl ShardCtx<'_> {
             keys,
             deadline_ms,
             args: Some(args),
+            widen: false,
         });
     }
 }
@@ -153,6 +155,11 @@ pub struct BlockOn {
     pub deadline_ms: u64,
     /// The arguments to run again with, when not those received.
     pub args: Option<resp::OwnedArgs>,
+    /// Not a block: a script touched `keys`, undeclared and not on its
+    /// shard, before writing anything; the runtime runs it again on the
+    /// home thread under wider locks (`script::wide::coordinator`). Only
+    /// set outside transactions (`ShardCtx::in_tx` false).
+    pub widen: bool,
 }
 
 /// CLIENT REPLY mode.
@@ -511,6 +518,22 @@ impl ThreadStats {
         o.cmd.iter_mut().for_each(|c| *c = CmdStat::default());
         o.total_commands = 0;
         o.hist.clear();
+    }
+
+    /// A stand-in that allocates nothing, for the moment the real one is
+    /// lent out (a script's run holds its VM's: `script::run`). Not to be
+    /// counted into: it has no command slots.
+    pub(crate) fn lent() -> ThreadStats {
+        ThreadStats {
+            cmd: Vec::new(),
+            total_commands: 0,
+            net_input_bytes: 0,
+            net_output_bytes: 0,
+            unexpected_error_replies: 0,
+            total_error_replies: 0,
+            errors: Vec::new(),
+            hist: Vec::new(),
+        }
     }
 
     /// Command `id`'s histogram, created on first use.

@@ -193,6 +193,11 @@ fn across_shards(
     stats: &mut ThreadStats,
     positions: &mut Vec<usize>,
 ) -> Step {
+    // A script may touch keys it did not declare: it runs over a key set
+    // that can grow (see `script::wide`).
+    if multi.is_none() && r.spec.has(crate::table::flags::SCRIPT) {
+        return crate::script::wide::step(r, handler, ctx, args);
+    }
     let n = ctx.nshards();
     let db = ctx.client.db;
     let mut set = LockSet::default();

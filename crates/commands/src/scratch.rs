@@ -122,7 +122,17 @@ pub struct Scratch {
     /// The handler's records, made on the scratch shard (see
     /// `Coordinator::take_records`).
     records: Vec<engine::outbox::Chunk>,
+    /// The command writes nothing (its locks go with the gather).
+    read_only: bool,
+    /// A script's: where it asks to run again over more keys.
+    widen: Option<WidenSlot>,
+    /// The handler's error, replied once its writes are back.
+    failed: Option<CmdError>,
 }
+
+/// Where a script run on the copies leaves the keys it found missing
+/// instead of replying (see `script::wide`, which runs it again).
+pub type WidenSlot = std::sync::Arc<std::sync::Mutex<Option<Vec<Vec<u8>>>>>;
 
 /// Builds the coordinator for `spec`'s `handler` on `args`.
 pub fn coordinator(
@@ -132,12 +142,31 @@ pub fn coordinator(
     args: Args<'_>,
     may_block: bool,
 ) -> Box<dyn Coordinator> {
-    let n = ctx.nshards();
     let mut pos = Vec::new();
     spec.key_positions(args, &mut pos);
+    let keys: Vec<&[u8]> = pos.iter().map(|&p| args.get(p)).collect();
+    Box::new(build(spec, handler, ctx, args, may_block, &keys, None))
+}
+
+/// [`coordinator`] for a script over `keys` (its declared keys and those
+/// it was found to touch), whose handler may ask for more through `widen`
+/// (see `script::wide`).
+pub fn for_script(
+    spec: &CommandSpec,
+    handler: ShardHandler,
+    ctx: &mut ConnCtx<'_>,
+    args: Args<'_>,
+    keys: &[Vec<u8>],
+    widen: WidenSlot,
+) -> Scratch {
+    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    build(spec, handler, ctx, args, true, &keys, Some(widen))
+}
+
+/// Distinct keys by shard, ascending shard order.
+fn groups_of(keys: &[&[u8]], n: usize) -> Vec<(usize, Vec<Vec<u8>>)> {
     let mut groups: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
-    for p in pos {
-        let k = args.get(p);
+    for &k in keys {
         let s = shard_of(k, n);
         let g = match groups.iter_mut().find(|(gs, _)| *gs == s) {
             Some(g) => g,
@@ -152,9 +181,13 @@ pub fn coordinator(
         }
     }
     groups.sort_by_key(|(s, _)| *s);
-    let db = ctx.client.db;
+    groups
+}
+
+/// The gather step: each shard's live entries of its keys.
+fn gather_plan(groups: &[(usize, Vec<Vec<u8>>)], db: usize, read_only: bool) -> Plan {
     let mut plan = Plan::default();
-    for (s, keys) in &groups {
+    for (s, keys) in groups {
         let keys = keys.clone();
         plan.run(*s, move |env| {
             let now = env.shard.now_ms;
@@ -182,7 +215,23 @@ pub fn coordinator(
         });
     }
     // A read-only command changes nothing: its locks go with the gather.
-    plan.last = !spec.may_write();
+    plan.last = read_only;
+    plan
+}
+
+fn build(
+    spec: &CommandSpec,
+    handler: ShardHandler,
+    ctx: &mut ConnCtx<'_>,
+    args: Args<'_>,
+    may_block: bool,
+    keys: &[&[u8]],
+    widen: Option<WidenSlot>,
+) -> Scratch {
+    let n = ctx.nshards();
+    let groups = groups_of(keys, n);
+    let db = ctx.client.db;
+    let plan = gather_plan(&groups, db, !spec.may_write());
     let (databases, max_bulk_len) = {
         let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
         (c.databases, c.proto_max_bulk_len)
@@ -192,7 +241,7 @@ pub fn coordinator(
     } else {
         None
     };
-    Box::new(Scratch {
+    Scratch {
         caller,
         handler,
         args: args.to_owned(),
@@ -209,7 +258,41 @@ pub fn coordinator(
         parked: None,
         nshards: n,
         records: Vec::new(),
-    })
+        read_only: !spec.may_write(),
+        widen,
+        failed: None,
+    }
+}
+
+impl Scratch {
+    /// A fresh run of the same command over `keys` (a script that asked
+    /// for more: see `script::wide`).
+    pub fn respawn(&self, keys: &[Vec<u8>]) -> Scratch {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let groups = groups_of(&keys, self.nshards);
+        let plan = gather_plan(&groups, self.db, self.read_only);
+        Scratch {
+            caller: self.caller.clone(),
+            handler: self.handler,
+            args: self.args.clone(),
+            db: self.db,
+            no_touch: self.no_touch,
+            client: self.client,
+            master: self.master,
+            ops: self.ops,
+            databases: self.databases,
+            max_bulk_len: self.max_bulk_len,
+            groups,
+            phase: Phase::Gather(plan),
+            may_block: self.may_block,
+            parked: None,
+            nshards: self.nshards,
+            records: Vec::new(),
+            read_only: self.read_only,
+            widen: self.widen.clone(),
+            failed: None,
+        }
+    }
 }
 
 fn same(a: &Option<(OwnedEntry, u64)>, b: Option<(&Entry, u64)>) -> bool {
@@ -290,11 +373,32 @@ impl Scratch {
             caller: self.caller.clone(),
             tracker: None,
         };
-        (self.handler)(&mut ctx, self.args.args())?;
+        // A script that fails after writing keeps its writes (as in Redis):
+        // they are written back and the error replied after (`failed`).
+        // Other handlers fail before changing anything.
+        let res = (self.handler)(&mut ctx, self.args.args());
         let block = ctx.block.take();
+        if let Err(e) = res {
+            self.failed = Some(e);
+        }
+        if let (Some(on), Some(slot)) = (&block, &self.widen) {
+            if on.widen {
+                // The copies, their records and events are dropped: the
+                // script runs again, from the start, over more keys.
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(on.keys.clone());
+                return Ok(RunOut {
+                    writes: Vec::new(),
+                    events: Vec::new(),
+                    events_shard: 0,
+                });
+            }
+        }
         if block.is_none() {
             #[cfg(debug_assertions)]
-            if let Ok(r) = crate::table::registry().resolve(self.args.args()) {
+            if let (Ok(r), None) = (
+                crate::table::registry().resolve(self.args.args()),
+                &self.failed,
+            ) {
                 crate::exec::check_said_so(r, &shard, said0);
             }
             self.records.extend(shard.outbox.take());
@@ -425,11 +529,19 @@ impl Coordinator for Scratch {
                     });
                 }
                 plan.last = true;
+                if plan.is_empty() {
+                    if let Some(e) = self.failed.take() {
+                        return Err(e);
+                    }
+                }
                 Ok(())
             }
             Phase::Done => {
                 drop(results);
-                Ok(())
+                match self.failed.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
             }
         }
     }

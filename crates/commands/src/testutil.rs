@@ -140,7 +140,28 @@ impl TestServer {
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();
-                run_shard(resolved, handler, args, sh, call, &mut out, &mut self.stats);
+                let on = run_shard(resolved, handler, args, sh, call, &mut out, &mut self.stats);
+                if let Some(on) = on.filter(|on| on.widen) {
+                    // A script that strayed: run again under wider locks,
+                    // as the runtime does.
+                    let c = {
+                        let mut ctx = ConnCtx {
+                            client: &mut self.client,
+                            out: &mut out,
+                            server: &self.server,
+                            home: 0,
+                            key_shards: &[],
+                        };
+                        crate::script::wide::coordinator(
+                            resolved.spec,
+                            handler,
+                            &mut ctx,
+                            args,
+                            on.keys,
+                        )
+                    };
+                    self.drive(c, &mut out);
+                }
             }
             Step::Coord { coord, .. } => self.drive(coord, &mut out),
         }

@@ -615,7 +615,18 @@ impl TxCoord {
         if set.is_empty() {
             return inner;
         }
-        let tx = new_tx_id(home);
+        Self::wrap_as(home, inner, set, new_tx_id(home))
+    }
+
+    /// [`TxCoord::wrap`] as transaction `tx` (a script run again over more
+    /// keys keeps its id: see `script::wide`); `set` must not be empty.
+    pub fn wrap_as(
+        home: usize,
+        inner: Box<dyn Coordinator>,
+        set: LockSet,
+        tx: TxId,
+    ) -> Box<dyn Coordinator> {
+        debug_assert!(!set.is_empty());
         let keys_only = set.keys_only();
         let mut locks = set.shards;
         locks.sort_by_key(|(s, _)| *s);

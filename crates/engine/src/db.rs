@@ -487,6 +487,12 @@ impl Db {
         self.unlink(key).map(|(n, at)| (n.into_owned(), at))
     }
 
+    /// Forgets that `key` was created (a script's write taken back before
+    /// its `new` event went out: `commands::script::wide`).
+    pub fn forget_created(&mut self, key: &[u8]) {
+        self.created.retain(|c| c[..] != *key);
+    }
+
     pub fn remove(&mut self, key: &[u8]) -> Option<OwnedEntry> {
         self.remove_with_ttl(key).map(|(e, _)| e)
     }

@@ -189,6 +189,17 @@ impl Outbox {
         !self.events.is_empty()
     }
 
+    /// Events waiting (a mark for [`Outbox::truncate_events`]).
+    pub fn events_len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Drops the events after the first `n` (a script's writes taken
+    /// back: `commands::script::wide`). Nothing may have taken them since.
+    pub fn truncate_events(&mut self, n: usize) {
+        self.events.truncate(n);
+    }
+
     /// Takes the events, oldest first.
     pub fn take_events(&mut self) -> Vec<KeyEvent> {
         std::mem::take(&mut self.events)

@@ -43,9 +43,10 @@ impl Worker {
             // Bytes the shard wrote to the socket itself.
             let mut start = batch.direct_written;
             let blocked_seq = batch.block.as_ref().map(|t| t.seq);
+            let widen_seq = batch.widen.as_ref().map(|w| w.seq);
             let mut held = false;
             for (i, (cmd, &end)) in batch.cmds.iter().zip(&batch.ends).enumerate() {
-                if Some(cmd.seq) != blocked_seq {
+                if Some(cmd.seq) != blocked_seq && Some(cmd.seq) != widen_seq {
                     let hold = if self.core.aof_always && i >= batch.aof_from {
                         held = true;
                         batch.aof_hold
@@ -70,6 +71,18 @@ impl Worker {
                         c.block = BlockPhase::None;
                     }
                 }
+            }
+            // Its script is back (the last command of this batch; another
+            // shard's batch may come back before it).
+            if batch
+                .cmds
+                .last()
+                .is_some_and(|b| b.resolved.spec.has(commands::table::flags::SCRIPT))
+            {
+                c.script_wait = false;
+            }
+            if let Some(w) = batch.widen.take() {
+                widen(&mut self.core, c, slot, *w);
             }
             let resume = !paused(c);
             self.conns.mark_dirty(slot);
@@ -436,6 +449,41 @@ pub(super) fn park_across(
             core.mailbox.send(s, msg);
         }
     }
+}
+
+/// Runs a script that touched keys of other shards again, over more keys,
+/// in its reply slot (see `commands::script::wide`).
+fn widen(core: &mut Core, c: &mut Conn, slot: usize, w: crate::server::mailbox::Widen) {
+    let mut out = Reply::new(c.client.resp3);
+    let coord = {
+        let mut ctx = ConnCtx {
+            client: &mut c.client,
+            out: &mut out,
+            server: &core.server,
+            home: core.id,
+            key_shards: &[],
+        };
+        commands::script::wide::coordinator(
+            w.resolved.spec,
+            w.handler,
+            &mut ctx,
+            w.args.args(),
+            w.keys,
+        )
+    };
+    c.coord = Some(ActiveCoord {
+        resolved: w.resolved,
+        coord,
+        results: Vec::new(),
+        remaining: 0,
+        seq: w.seq,
+        started: Instant::now(),
+        suppress: false,
+        out: Reply::new(c.client.resp3),
+        aof_hold: 0,
+        slow_args: core.server.ops.slowlog.enabled().then(|| w.args.clone()),
+    });
+    advance(core, c, slot);
 }
 
 /// Runs a woken multi-shard blocking command again in its reply slot

@@ -255,6 +255,7 @@ pub(super) fn paused(c: &Conn) -> bool {
         || c.client.repl_wait.is_some()
         || c.coord.is_some()
         || c.lock_wait
+        || c.script_wait
         || !c.block.is_none()
         || c.unwritten() + c.staged_bytes() > OUT_SOFT_LIMIT
         || c.pending.len() >= MAX_PENDING
@@ -299,6 +300,12 @@ pub(super) fn mark_direct(core: &mut Core, c: &mut Conn, slot: usize) {
         return;
     };
     if b.cmds.len() != 1 || b.cmds[0].claim.is_some() {
+        return;
+    }
+    // A script holds back the requests behind it (`Conn::script_wait`)
+    // until its batch is back: with more of them read, the batch must
+    // come back with a wake-up.
+    if c.script_wait && c.qbuf_len() != 0 {
         return;
     }
     b.direct = Some(direct);
@@ -517,6 +524,7 @@ pub(super) fn execute(
                     master: c.client.master,
                 };
                 let prop0 = core.shard.outbox.len();
+                let mut found = None;
                 if let Some(on) = run_shard(
                     resolved,
                     handler,
@@ -526,11 +534,38 @@ pub(super) fn execute(
                     out,
                     &mut core.stats,
                 ) {
-                    blocked_on = Some((on, resolved, handler, call));
+                    if on.widen {
+                        found = Some(on.keys);
+                    } else {
+                        blocked_on = Some((on, resolved, handler, call));
+                    }
                 }
                 recorded = core.shard.outbox.len() != prop0;
                 tracking::tag_touched(core, Some(c.client.home));
-                (Step::Done, mark)
+                match found {
+                    // A script that touched keys of other shards: run it
+                    // again over more keys (`commands::script::wide`).
+                    Some(keys) => {
+                        // It replied nothing, and building writes nothing.
+                        let mut none = Reply::new(false);
+                        let mut ctx = ConnCtx {
+                            client: &mut c.client,
+                            out: &mut none,
+                            server: &core.server,
+                            home: core.id,
+                            key_shards: &[],
+                        };
+                        let coord = commands::script::wide::coordinator(
+                            resolved.spec,
+                            handler,
+                            &mut ctx,
+                            args,
+                            keys,
+                        );
+                        (Step::Coord { resolved, coord }, mark)
+                    }
+                    None => (Step::Done, mark),
+                }
             }
             step => (step, mark),
         }
@@ -672,6 +707,12 @@ pub(super) fn execute(
                 .spec
                 .has(commands::table::flags::BLOCKING)
                 .then(blocking::Claim::default);
+            // A script may come back to run again here over more keys
+            // (`Batch::widen`): no later command of this connection runs
+            // before the batch is back.
+            if resolved.spec.has(commands::table::flags::SCRIPT) {
+                c.script_wait = true;
+            }
             if let Some(cl) = &claim {
                 // Paused until the batch tells whether it blocked.
                 c.block = BlockPhase::Awaiting(cl.clone());

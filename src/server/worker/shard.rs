@@ -206,7 +206,17 @@ impl Worker {
                 )
             };
             self.after_desk();
-            if let Some(mut on) = block {
+            if let Some(on) = block.as_ref().filter(|on| on.widen) {
+                // Not a block: the home runs the script again over more
+                // keys (it is the batch's last command: see `execute`).
+                b.widen = Some(Box::new(crate::server::mailbox::Widen {
+                    seq: cmd.seq,
+                    resolved: cmd.resolved,
+                    handler: cmd.handler,
+                    args: args.to_owned(),
+                    keys: on.keys.clone(),
+                }));
+            } else if let Some(mut on) = block {
                 let claim = cmd.claim.clone().unwrap_or_default();
                 let (seq, resolved, handler, call, resp3) = (
                     cmd.seq,
@@ -263,9 +273,11 @@ impl Worker {
         }
         // A reply held for the AOF, or a blocked command's missing one,
         // goes home the usual way.
-        let direct = b
-            .direct
-            .filter(|_| b.block.is_none() && !(self.core.aof_always && b.aof_from != usize::MAX));
+        let direct = b.direct.filter(|_| {
+            b.block.is_none()
+                && b.widen.is_none()
+                && !(self.core.aof_always && b.aof_from != usize::MAX)
+        });
         if let Some(direct) = direct {
             let n = direct.write(&b.reply);
             b.direct_written = n;

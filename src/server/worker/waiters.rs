@@ -39,6 +39,7 @@ impl Worker {
             keys: keys.clone(),
             deadline_ms: 0,
             args: None,
+            widen: false,
         };
         park_waiter(
             &mut self.core,

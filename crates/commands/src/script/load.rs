@@ -239,7 +239,7 @@ pub fn load_library(
         .map_err(|e| format!("Error compiling function: {}", error_text(&e)))?;
     *vm.libs.loading.borrow_mut() = Some(Vec::new());
     vm.hook.begin(Kind::Load, None);
-    let r: mlua::Result<MultiValue> = vm.xpcall.call((chunk, vm.handler.clone()));
+    let r: mlua::Result<MultiValue> = vm.bounded(|| vm.xpcall.call((chunk, vm.handler.clone())));
     vm.hook.end(&lua);
     let regs = vm.libs.loading.borrow_mut().take().unwrap_or_default();
     let mut r = r.map_err(|e| format!("Error registering functions: {}", error_text(&e)))?;

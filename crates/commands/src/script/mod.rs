@@ -31,8 +31,11 @@
 //! mid-script, which Lua 5.1 cannot do across `pcall` (scripts use it).
 //!
 //! Undeclared keys: on the script's own shard they work (a standalone
-//! Redis allows them); on any other shard, or in a cross-shard script,
-//! `redis.call` refuses them with an error (see `run`).
+//! Redis allows them). One of another shard makes the script run again
+//! from the start under write locks on its declared keys and the keys it
+//! was found to touch, on copies of them, as a cross-shard script runs
+//! (`wide`: no global stop; a first run's writes on its shard are taken
+//! back first). Inside MULTI/EXEC they are still refused with an error.
 //!
 //! # Propagation
 //!
@@ -51,7 +54,8 @@
 //! `struct`); for functions, `library` (the one library registry, every
 //! thread), `load` (a library loaded into a thread's VM, lazily, and
 //! `redis.register_function`), `function` (FUNCTION and FCALL's table);
-//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`).
+//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`);
+//! `wide` (scripts that touch undeclared keys of other shards).
 //!
 //! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
 //! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
@@ -71,6 +75,7 @@ pub mod sandbox;
 pub mod sha1;
 pub mod shebang;
 pub mod vm;
+pub mod wide;
 
 use resp::Args;
 

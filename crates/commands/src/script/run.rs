@@ -8,11 +8,12 @@
 //! so it is atomic and isolated as any single command is.
 //!
 //! Keys a script may touch: on its own shard, any key (declared or not, as
-//! a standalone Redis allows); on gathered copies, only its declared keys.
-//! A key of another shard that the script did not declare is refused with
-//! an error (a later layer widens the locks instead).
+//! a standalone Redis allows); on gathered copies, the keys gathered. A
+//! key of another shard that the script did not declare makes the script
+//! run again under wider locks (see `wide`), or is refused with an error
+//! where that cannot be done.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use mlua::{Lua, MultiValue, Value};
 use resp::{Args, OwnedArgs, Reply};
@@ -200,9 +201,14 @@ fn execute(
     let argv: Vec<&[u8]> = (3 + nkeys..args.len()).map(|i| args.get(i)).collect();
     // Declared keys on several shards: this runs on their gathered copies.
     let home = keys.first().map(|k| shard_of(k, ctx.nshards));
-    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home);
+    // (or, inside `wide::Wide`, on the copies of a wider key set).
+    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+        || super::wide::held(b"").is_some();
     let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
+    // Whether a run may be abandoned for a wider one (see `wide`): on
+    // copies only inside `Wide`; on a shard, outside transactions.
+    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
     let res = with_vm(|vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -215,22 +221,42 @@ fn execute(
             declared: &keys,
             scratch,
             shard: ctx.shard.id,
-            stats: std::mem::take(&mut vm.stats),
+            // Lent, not defaulted: a default allocates a slot per command.
+            stats: std::mem::replace(&mut vm.stats, ThreadStats::lent()),
             hook: vm.hook.clone(),
             read_called: false,
+            widen_ok,
+            wrote: false,
+            pinned: false,
+            undo: None,
+            found: Vec::new(),
             ctx: &mut *ctx,
         };
         let busy_shard = (!scratch).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
-        let (outcome, run) = call_function(vm, f, &keys, &argv, run);
+        let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
             vm.collect_garbage();
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
-        vm.stats = run.stats;
+        vm.stats = std::mem::replace(&mut run.stats, ThreadStats::lent());
         let read_called = run.read_called;
         vm.report_memory();
+        if !run.found.is_empty() {
+            // Abandoned (whatever it returned): no reply, its writes taken
+            // back, run it again over more keys (see `wide`).
+            if let Some(u) = run.undo.take() {
+                u.apply(run.ctx.shard);
+            }
+            run.ctx.block = Some(crate::ctx::BlockOn {
+                keys: std::mem::take(&mut run.found),
+                deadline_ms: 0,
+                args: None,
+                widen: true,
+            });
+            return Ok(());
+        }
         // Client-side caching: a script that read remembers its declared
         // keys for a tracking caller, here on their shard, before anything
         // else runs on it (scripts across shards remembered them up front:
@@ -349,11 +375,7 @@ fn call_function<'r, 'a>(
                 f
             }
         };
-        let out = run_scoped(vm, f, &run);
-        for h in ["call", "pcall", "setresp", "set_repl"] {
-            vm.redis.raw_set(h, Value::Nil)?;
-        }
-        out
+        run_scoped(vm, f, &run)
     })();
     (res, run.into_inner())
 }
@@ -382,67 +404,118 @@ fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
     Ok(())
 }
 
+thread_local! {
+    /// The run `redis.call` & co. reach: a `RefCell<Run>` with its
+    /// lifetimes erased, set by [`run_scoped`] for the duration of one
+    /// script call (null otherwise).
+    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Clears [`CURRENT`] when the call ends, however it ends.
+struct CurrentGuard;
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+/// Runs `f` with the current run.
+fn with_run<R>(f: impl FnOnce(&RefCell<Run<'_, '_>>) -> mlua::Result<R>) -> mlua::Result<R> {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        // Nothing runs the real globals outside a run (libraries load in
+        // an environment of their own: `load`).
+        return Err(reply_error(
+            b"redis.call is only available to a running script",
+        ));
+    }
+    // SAFETY: `run_scoped` set `p` from a `&RefCell<Run>` that lives
+    // across the whole Lua call this function is called from, and the
+    // guard clears it before that borrow ends; only this thread sees it.
+    // The lifetimes are erased, never extended: `Run` is used only inside
+    // that call.
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    f(run)
+}
+
+/// Installs `redis.call`, `redis.pcall`, `redis.setresp` and
+/// `redis.set_repl` in the real `redis` table, once per VM: they reach the
+/// running script's command through [`CURRENT`]. (Created per run they
+/// cost four closures and eight protected table writes a call.)
+pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
+    redis.raw_set(
+        "call",
+        lua.create_function(|lua, args: MultiValue| {
+            with_run(|run| {
+                let (v, failed) = run.borrow_mut().call(lua, args)?;
+                if failed {
+                    // The table's text, raised as Redis raises the table.
+                    let text = match &v {
+                        Value::Table(t) => match t.raw_get::<Value>("err")? {
+                            Value::String(s) => s.to_string_lossy(),
+                            _ => String::new(),
+                        },
+                        _ => String::new(),
+                    };
+                    return Err(mlua::Error::external(ReplyError(text)));
+                }
+                Ok(v)
+            })
+        })?,
+    )?;
+    redis.raw_set(
+        "pcall",
+        lua.create_function(|lua, args: MultiValue| {
+            with_run(|run| Ok(run.borrow_mut().call(lua, args)?.0))
+        })?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|_, args: MultiValue| {
+            with_run(|run| {
+                if args.len() != 1 {
+                    return Err(reply_error(b"redis.setresp() requires one argument."));
+                }
+                match to_number(&args[0]) as i64 {
+                    2 => run.borrow_mut().resp3 = false,
+                    3 => run.borrow_mut().resp3 = true,
+                    _ => return Err(reply_error(b"RESP version must be 2 or 3.")),
+                }
+                Ok(())
+            })
+        })?,
+    )?;
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|_, args: MultiValue| {
+            with_run(|run| {
+                if args.len() != 1 {
+                    return Err(reply_error(b"redis.set_repl() requires two arguments."));
+                }
+                let flags = to_number(&args[0]) as i64;
+                if flags & !REPL_ALL != 0 {
+                    return Err(reply_error(
+                        b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    ));
+                }
+                run.borrow_mut().repl = flags;
+                Ok(())
+            })
+        })?,
+    )?;
+    Ok(())
+}
+
 /// Calls `f` under the message handler with `redis.call` & co. reaching
 /// `run` for the duration of the call.
 fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
-    let lua = &vm.lua;
     {
-        lua.scope(|scope| {
-            vm.redis.raw_set(
-                "call",
-                scope.create_function(|lua, args: MultiValue| {
-                    let (v, failed) = run.borrow_mut().call(lua, args)?;
-                    if failed {
-                        // The table's text, raised as Redis raises the table.
-                        let text = match &v {
-                            Value::Table(t) => match t.raw_get::<Value>("err")? {
-                                Value::String(s) => s.to_string_lossy(),
-                                _ => String::new(),
-                            },
-                            _ => String::new(),
-                        };
-                        return Err(mlua::Error::external(ReplyError(text)));
-                    }
-                    Ok(v)
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "pcall",
-                scope.create_function(|lua, args: MultiValue| {
-                    Ok(run.borrow_mut().call(lua, args)?.0)
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "setresp",
-                scope.create_function(|_, args: MultiValue| {
-                    if args.len() != 1 {
-                        return Err(reply_error(b"redis.setresp() requires one argument."));
-                    }
-                    match to_number(&args[0]) as i64 {
-                        2 => run.borrow_mut().resp3 = false,
-                        3 => run.borrow_mut().resp3 = true,
-                        _ => return Err(reply_error(b"RESP version must be 2 or 3.")),
-                    }
-                    Ok(())
-                })?,
-            )?;
-            vm.redis.raw_set(
-                "set_repl",
-                scope.create_function(|_, args: MultiValue| {
-                    if args.len() != 1 {
-                        return Err(reply_error(b"redis.set_repl() requires two arguments."));
-                    }
-                    let flags = to_number(&args[0]) as i64;
-                    if flags & !REPL_ALL != 0 {
-                        return Err(reply_error(
-                            b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
-                        ));
-                    }
-                    run.borrow_mut().repl = flags;
-                    Ok(())
-                })?,
-            )?;
-            let mut r: MultiValue = vm.xpcall.call((f, vm.handler.clone()))?;
+        {
+            let prev = CURRENT.with(|c| c.replace(run as *const RefCell<Run<'_, '_>> as *const ()));
+            debug_assert!(prev.is_null(), "a script run inside another");
+            let _guard = CurrentGuard;
+            let mut r: MultiValue = vm.bounded(|| vm.xpcall.call((f, vm.handler.clone())))?;
             let ok = matches!(r.pop_front(), Some(Value::Boolean(true)));
             let value = r.pop_front().unwrap_or(Value::Nil);
             if ok {
@@ -472,7 +545,7 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
             };
             let line = line.map(|l| (l, source));
             Ok(Outcome::Failed { err, line })
-        })
+        }
     }
 }
 
@@ -514,6 +587,19 @@ struct Run<'r, 'a> {
     /// A read-only command ran (a tracking caller then remembers the
     /// declared keys, as Redis's `call` does for a script's caller).
     read_called: bool,
+    /// The run may be abandoned for a wider one (see `wide`).
+    widen_ok: bool,
+    /// A write command ran on a real shard that the run cannot take back
+    /// (too large to copy: see `Undo`).
+    wrote: bool,
+    /// Something ran that no restart can take back (a PUBLISH, a write
+    /// outside the command's keys).
+    pinned: bool,
+    /// On a real shard: what its writes replaced (see `wide`).
+    undo: Option<Undo>,
+    /// Keys it touched and does not hold: the run is abandoned, every
+    /// later `redis.call` raises, and it runs again over them.
+    found: Vec<Vec<u8>>,
 }
 
 /// The error of a `redis.call` refused before running (Redis's text
@@ -522,10 +608,118 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
     Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
 }
 
+/// What a script's writes on a real shard replaced, to take them back if
+/// the run is abandoned (see `wide`): each written key's entry before
+/// its first write, and the outbox where the first write began.
+struct Undo {
+    keys: Vec<(usize, Vec<u8>, Saved)>,
+    records: engine::outbox::PropMark,
+    events: usize,
+}
+
+/// A key's entry and deadline before a write, or `None` if it was missing.
+type Saved = Option<(engine::OwnedEntry, u64)>;
+
+/// Entries larger than this are not copied for [`Undo`] (the run then
+/// cannot be abandoned after writing one).
+const UNDO_ELEMENTS_MAX: usize = 128;
+const UNDO_BYTES_MAX: usize = 64 << 10;
+
+impl Undo {
+    /// Puts every key back as it was, drops the records and events since.
+    fn apply(self, shard: &mut engine::Shard) {
+        for (db, k, e) in self.keys.into_iter().rev() {
+            let d = &mut shard.dbs[db];
+            let track_new = std::mem::replace(&mut d.track_new, false);
+            d.remove(&k);
+            if let Some((e, at)) = e {
+                d.insert(&k, e, at);
+            }
+            d.track_new = track_new;
+            d.forget_created(&k);
+        }
+        shard.outbox.rollback(self.records);
+        shard.outbox.truncate_events(self.events);
+    }
+}
+
+/// Whether an entry is small enough to copy for [`Undo`].
+fn small(e: &engine::Entry) -> bool {
+    use engine::ValueRef;
+    match e.value() {
+        ValueRef::Str(s) => s.len() <= UNDO_BYTES_MAX,
+        ValueRef::Hash(h) => h.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::List(l) => l.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::Set(s) => s.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::ZSet(z) => z.len() <= UNDO_ELEMENTS_MAX,
+        ValueRef::Stream(_) => false,
+    }
+}
+
 impl Run<'_, '_> {
+    /// Before a command that may change something, on a run that may still
+    /// be abandoned: on copies only effects outside the data pin it; on a
+    /// real shard, the entries it may write are kept to be put back.
+    fn before_effects(&mut self, r: crate::table::Resolved, args: Args<'_>, positions: &[usize]) {
+        let writes = r.spec.has(flags::WRITE);
+        if !writes && !r.spec.has(flags::MAY_REPLICATE) {
+            return;
+        }
+        // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
+        // database): effects no restart can take back.
+        let name = r.spec.name;
+        if positions.is_empty() || name == "move" || name == "copy" || !writes {
+            self.pinned = true;
+            return;
+        }
+        if self.scratch {
+            return;
+        }
+        let shard = &mut *self.ctx.shard;
+        let undo = self.undo.get_or_insert_with(|| Undo {
+            keys: Vec::new(),
+            records: shard.outbox.mark(),
+            events: shard.outbox.events_len(),
+        });
+        for &p in positions {
+            let k = args.get(p);
+            if undo
+                .keys
+                .iter()
+                .any(|(db, x, _)| *db == self.db && x[..] == *k)
+            {
+                continue;
+            }
+            let old = match shard.dbs[self.db].get_with_ttl(k) {
+                None => None,
+                Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
+                Some(_) => {
+                    self.wrote = true;
+                    return;
+                }
+            };
+            undo.keys.push((self.db, k.to_vec(), old));
+        }
+    }
+
+    /// Whether this run may touch `key` (of its first database): on a
+    /// shard, its keys; on copies, the declared and gathered ones.
+    fn holds(&self, key: &[u8]) -> bool {
+        if self.scratch {
+            self.declared.contains(&key) || super::wide::held(key) == Some(true)
+        } else {
+            shard_of(key, self.ctx.nshards) == self.shard || self.declared.contains(&key)
+        }
+    }
+
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        if !self.found.is_empty() {
+            return Err(mlua::Error::external(ReplyError(
+                super::wide::RESTART_TEXT.into(),
+            )));
+        }
         if args.is_empty() {
             return refuse(
                 lua,
@@ -585,11 +779,27 @@ impl Run<'_, '_> {
                 return refuse(lua, msg);
             }
         }
+        let mut positions = Vec::new();
+        r.spec.key_positions(args, &mut positions);
+        // Keys it does not hold, found before anything ran (see `wide`).
+        if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
+            let missing: Vec<Vec<u8>> = positions
+                .iter()
+                .map(|&p| args.get(p))
+                .filter(|&k| !self.holds(k))
+                .map(<[u8]>::to_vec)
+                .collect();
+            // (The script's first database always exists on copies.)
+            if !missing.is_empty() {
+                self.found = missing;
+                return Err(mlua::Error::external(ReplyError(
+                    super::wide::RESTART_TEXT.into(),
+                )));
+            }
+        }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
         }
-        let mut positions = Vec::new();
-        r.spec.key_positions(args, &mut positions);
         // On gathered copies only the declared keys of the first database
         // exist (and only the databases up to it).
         let on_shard = matches!(r.spec.exec, Exec::Shard(..));
@@ -602,8 +812,7 @@ impl Run<'_, '_> {
         }
         for &p in &positions {
             let k = args.get(p);
-            let local = !self.scratch && shard_of(k, self.ctx.nshards) == self.shard;
-            if !local && !self.declared.contains(&k) {
+            if !self.holds(k) {
                 return refuse(
                     lua,
                     "Script attempted to access a key that was not declared in KEYS and lives on another shard",
@@ -615,6 +824,9 @@ impl Run<'_, '_> {
         }
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
+        }
+        if self.widen_ok && !self.pinned {
+            self.before_effects(r, args, &positions);
         }
         let mut out = Reply::new(self.resp3);
         match r.spec.exec {

@@ -277,8 +277,9 @@ fn keys_on_several_shards_run_on_their_copies() {
     assert_eq!(t.run(&["EVAL", script, "2", &a, &b]), "*2\r\n:1\r\n:1\r\n");
     assert_eq!(t.run(&["LRANGE", &b, "0", "-1"]), "*1\r\n$1\r\ny\r\n");
     assert_eq!(t.run(&["LMOVE", &a, &b, "LEFT", "LEFT"]), "$1\r\nx\r\n");
-    // An undeclared key of another shard is refused, a declared one is not.
+    // An undeclared key of another shard runs again under wider locks.
     let c = key_on("c", 1, n);
+    t.run(&["SET", &c, "cv"]);
     let r = t.run(&[
         "EVAL",
         "return redis.call('get', KEYS[1] .. '') or redis.call('get', ARGV[1])",
@@ -287,10 +288,7 @@ fn keys_on_several_shards_run_on_their_copies() {
         &b,
         &c,
     ]);
-    assert!(
-        r.starts_with("-ERR Script attempted to access a key that was not declared"),
-        "{r}"
-    );
+    assert_eq!(r, "$2\r\ncv\r\n");
     // Another database on copies: refused, not a crash.
     let r = t.run(&[
         "EVAL",
@@ -381,4 +379,139 @@ fn commands_run_by_scripts_count_in_commandstats() {
     }
     let r = t.run(&["INFO", "stats"]);
     assert!(r.contains("\r\ntotal_commands_processed:5\r\n"), "{r}");
+}
+
+#[test]
+fn undeclared_keys_of_other_shards_run_again_wider() {
+    let n = 4;
+    let mut t = TestServer::new(n);
+    let a = key_on("a", 0, n);
+    let b = key_on("b", 1, n);
+    let c = key_on("c", 2, n);
+    let d = key_on("d", 3, n);
+    t.run(&["SET", &b, "bee"]);
+    // Read one undeclared key of another shard, from a one-shard script.
+    assert_eq!(
+        t.run(&[
+            "EVAL",
+            "return {redis.call('get', KEYS[1]), redis.call('get', ARGV[1])}",
+            "1",
+            &a,
+            &b
+        ]),
+        "*2\r\n$-1\r\n$3\r\nbee\r\n"
+    );
+    // Writes to undeclared keys, found one after another (three rounds),
+    // with no key declared at all.
+    let script = "redis.call('set', ARGV[1], 'x'); redis.call('set', ARGV[2], 'y'); \
+                  redis.call('incrby', ARGV[3], 5); return redis.call('mget', ARGV[1], ARGV[2], ARGV[3])";
+    assert_eq!(
+        t.run(&["EVAL", script, "0", &b, &c, &d]),
+        "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\n5\r\n"
+    );
+    assert_eq!(
+        t.run(&["MGET", &b, &c, &d]),
+        "*3\r\n$1\r\nx\r\n$1\r\ny\r\n$1\r\n5\r\n"
+    );
+    // A write on copies, then a key not held: the copies are dropped and
+    // the script runs once more (each INCR happens once).
+    t.run(&["SET", &c, "10"]);
+    let script = "redis.call('incr', KEYS[1]); redis.call('incr', KEYS[2]); \
+                  return redis.call('incr', ARGV[1])";
+    t.run(&["SET", &b, "0"]);
+    assert_eq!(t.run(&["EVAL", script, "2", &a, &b, &c]), ":11\r\n");
+    assert_eq!(
+        t.run(&["MGET", &a, &b, &c]),
+        "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$2\r\n11\r\n"
+    );
+    // A pcall that catches the abandoned run's error cannot go on: every
+    // later call raises too, and the run that counts is the wider one.
+    let script = "local ok = pcall(redis.call, 'get', ARGV[1]); \
+                  local ok2, e = pcall(redis.call, 'set', KEYS[1], 'w'); \
+                  return {tostring(ok), tostring(ok2), redis.call('get', KEYS[1])}";
+    assert_eq!(
+        t.run(&["EVAL", script, "1", &a, &b]),
+        "*3\r\n$4\r\ntrue\r\n$4\r\ntrue\r\n$1\r\nw\r\n"
+    );
+    // Functions too.
+    assert!(t
+        .run(&[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=mv\nredis.register_function('mv', function(keys, args) \
+             local v = redis.call('get', args[1]); redis.call('set', args[2], v); return v end)"
+        ])
+        .starts_with("$2"));
+    assert_eq!(t.run(&["FCALL", "mv", "0", &c, &d]), "$2\r\n11\r\n");
+    assert_eq!(t.run(&["GET", &d]), "$2\r\n11\r\n");
+    // Inside MULTI the other commands already ran: still refused.
+    t.run(&["MULTI"]);
+    t.run(&["EVAL", "return redis.call('get', ARGV[1])", "1", &a, &b]);
+    let r = t.run(&["EXEC"]);
+    assert!(r.contains("not declared"), "{r}");
+    // After a write on the script's own shard (first run): the write is
+    // taken back and the script runs again (it happens once).
+    t.run(&["SET", &a, "5"]);
+    t.run(&["SET", &b, "bee"]);
+    let r = t.run(&[
+        "EVAL",
+        "redis.call('incr', KEYS[1]); return {redis.call('get', KEYS[1]), redis.call('get', ARGV[1])}",
+        "1",
+        &a,
+        &b,
+    ]);
+    assert_eq!(r, "*2\r\n$1\r\n6\r\n$3\r\nbee\r\n");
+    // Its effects are logged once: the INCR (as a run on copies logs it).
+    t.recording(true);
+    t.take_records();
+    t.run(&[
+        "EVAL",
+        "redis.call('incr', KEYS[1]); return redis.call('get', ARGV[1])",
+        "1",
+        &a,
+        &b,
+    ]);
+    let recs = t.take_records();
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r[0].eq_ignore_ascii_case("incr"))
+            .count(),
+        1,
+        "{recs:?}"
+    );
+    assert_eq!(t.run(&["GET", &a]), "$1\r\n7\r\n");
+    // A MOVE (a key of another database) is not taken back: a key found
+    // after it is refused.
+    let r = t.run(&[
+        "EVAL",
+        "redis.call('move', KEYS[1], 3); return redis.call('get', ARGV[1])",
+        "1",
+        &a,
+        &b,
+    ]);
+    assert!(r.contains("not declared"), "{r}");
+}
+
+#[test]
+fn moving_counters_between_undeclared_keys_keeps_the_sum() {
+    let n = 16;
+    let mut t = TestServer::new(n);
+    let keys: Vec<String> = (0..8).map(|i| format!("ctr{i}")).collect();
+    for k in &keys {
+        t.run(&["SET", k, "100"]);
+    }
+    let script = "local v = tonumber(redis.call('get', ARGV[1])); \
+                  redis.call('decrby', ARGV[1], ARGV[3]); redis.call('incrby', ARGV[2], ARGV[3]); return v";
+    for i in 0..64 {
+        let (x, y) = (&keys[i % 8], &keys[(i * 3 + 1) % 8]);
+        t.run(&["EVAL", script, "0", x, y, "7"]);
+    }
+    let sum: i64 = keys
+        .iter()
+        .map(|k| {
+            let r = t.run(&["GET", k]);
+            r.lines().nth(1).unwrap().parse::<i64>().unwrap()
+        })
+        .sum();
+    assert_eq!(sum, 800);
 }

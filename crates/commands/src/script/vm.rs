@@ -48,8 +48,13 @@
 //! allocations are this thread's, so they also count in its shard's
 //! memory (`used_memory`), and INFO reports them as `used_memory_lua` /
 //! `used_memory_vm_eval` (`cache::vm_bytes`, updated after each run).
-//! A bound makes mlua run more of its API calls protected (a memory error
-//! can then happen anywhere): a small cost per `redis.call`, not measured.
+//! A bound makes mlua run every API call protected (each one a `pcall`
+//! with a fresh C closure: a memory error can then happen anywhere), about
+//! a third of an EVALSHA's instructions under callgrind. So the bound is
+//! set only while Lua code runs ([`Vm::bounded`]: the script, a library's
+//! load); the calls around it (KEYS and ARGV, compiling) allocate little
+//! and run unprotected. Replies converted for `redis.call` run inside the
+//! script, bounded.
 //!
 //! # Errors
 //!
@@ -126,17 +131,15 @@ pcall = function(...) return fix(pcall_raw(...)) end
 local proxies = setmetatable_raw({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
 local function protect(t, globals)
-  local index = t
   if globals then
-    index = function(_, k)
-      local v = rawget_raw(t, k)
-      if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end
+    -- On the real table, so that the proxy's __index is a table: a read
+    -- of a global that exists costs no function call (a script reads
+    -- `redis` and `KEYS` on every call); a missing one still raises.
+    setmetatable_raw(t, {__index = function(_, k)
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end, __metatable = false})
   end
-  local p = setmetatable_raw({}, {__index = index, __newindex = readonly, __metatable = false})
+  local p = setmetatable_raw({}, {__index = t, __newindex = readonly, __metatable = false})
   proxies[p] = t
   return p
 end
@@ -176,8 +179,8 @@ pub struct Vm {
     pub lua: Lua,
     /// The real globals (KEYS and ARGV are set here before each run).
     pub real: Table,
-    /// The real `redis` table: `call`, `pcall`, `setresp` and `set_repl`
-    /// are set in it for each run (they reach the running command).
+    /// The real `redis` table (its `call`, `pcall`, `setresp` and
+    /// `set_repl` reach the running command: `run::install`).
     pub redis: Table,
     pub xpcall: Function,
     pub handler: Function,
@@ -296,16 +299,21 @@ impl Vm {
         self.reported_bytes = now;
     }
 
-    /// Bounds this VM's memory (see [`memory_limit`]); a no-op when
-    /// unchanged.
+    /// Sets the bound of this VM's memory (see [`memory_limit`]), applied
+    /// while Lua code runs ([`Vm::bounded`]).
     pub fn set_memory_limit(&mut self, limit: usize) {
-        if limit != self.memory_limit {
-            // Fails only without mlua's allocator, which the vendored
-            // build always has; the VM then stays unbounded.
-            if self.lua.set_memory_limit(limit).is_ok() {
-                self.memory_limit = limit;
-            }
-        }
+        self.memory_limit = limit;
+    }
+
+    /// Runs `f` (Lua code) under the memory bound; unbounded again after
+    /// (see "Memory" above).
+    pub fn bounded<R>(&self, f: impl FnOnce() -> R) -> R {
+        // Fails only without mlua's allocator, which the vendored build
+        // always has; the VM then stays unbounded.
+        let _ = self.lua.set_memory_limit(self.memory_limit);
+        let r = f();
+        let _ = self.lua.set_memory_limit(0);
+        r
     }
 
     /// After a run that hit the bound: frees its garbage now (Lua 5.1 has
@@ -325,6 +333,7 @@ impl Vm {
         super::api::install(&lua, &real)?;
         super::libs::install(&lua, &real)?;
         let redis: Table = real.raw_get("redis")?;
+        super::run::install(&lua, &redis)?;
         let errstr = lua.create_function(|_, v: Value| {
             Ok(match v {
                 Value::Error(e) => error_text(&e),
@@ -361,7 +370,7 @@ impl Vm {
             bind,
             libs,
             hook,
-            memory_limit: 0,
+            memory_limit: VM_MEMORY_MAX,
         };
         // Bounded from the start (FUNCTION LOAD runs library code before
         // any script sets the bound under maxmemory).

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# bench/scripting.sh — Lua scripts (issue 23): Tessera next to Redis 7 in
+# one run, as ratios of server CPU per call.
+#
+#   bench/scripting.sh
+#
+# Tests (50 clients, redis-benchmark; every __rand_int__ occurrence gets its
+# own random number, so the 8 keys of one call spread over the shards):
+#
+#   evalsha1   EVALSHA of a one-key script: INCR KEYS[1]; EXPIRE KEYS[1] 100
+#              (pipeline 1 and 16)
+#   evalsha8   EVALSHA of an 8-key script: INCR of each of KEYS[1..8]
+#              (cross-shard on Tessera; pipeline 1)
+#   rss        one million EVALSHA calls of evalsha1's script over 1000 keys
+#              (all made by a warm-up of 100000 calls): the server's RSS
+#              (VmRSS) before and after (must not grow)
+#   stray      GET/SET throughput of 50 clients (redis-benchmark -t get,set,
+#              keys "key:*") alone, then while 10 other clients run a script
+#              that declares one key and touches two undeclared keys of other
+#              shards (`EVALSHA sha 1 u:A u:B u:C`, commands::script::wide),
+#              then while they run the same work with every key declared
+#              (`EVALSHA sha 3 u:A u:B u:C`): the share of the lone
+#              throughput kept in each case. The declared run is the control
+#              (the same CPU load without undeclared keys): on 2 cores any
+#              concurrent load takes CPU from GET/SET, so the figure that
+#              isolates the cost of undeclared keys is stray / declared.
+#
+# Reported: server CPU (utime+stime from /proc, all threads) per call in
+# microseconds, calls per second, and Tessera / Redis. Measurements, never
+# pass/fail: the machine is shared; for a close ratio use callgrind
+# instruction counts (see bench/README.md).
+#
+# Env: BENCH_REQUESTS (default 200000 per measured run), BENCH_ROUNDS
+#      (default 2), BENCH_RSS_CALLS (default 1000000), BENCH_TESTS (subset of
+#      "evalsha1 evalsha8 rss stray"), TESSERA_BENCH_BIN, BENCH_SKIP_BUILD=1.
+# The script only signals PIDs it started itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${TESSERA_BENCH_BIN:-target/release/tessera}
+if [ -z "${TESSERA_BENCH_BIN:-}" ] && [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
+  cargo build --release -q
+fi
+N=${BENCH_REQUESTS:-200000}
+ROUNDS=${BENCH_ROUNDS:-2}
+RSS_CALLS=${BENCH_RSS_CALLS:-1000000}
+TESTS=${BENCH_TESTS:-evalsha1 evalsha8 rss stray}
+PY=${PYTHON:-python3}
+HZ=$(getconf CLK_TCK)
+KEYSPACE=100000
+
+ONE="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
+EIGHT="for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end; return #KEYS"
+# Declares KEYS[1]; ARGV[1..2] are keys it did not declare.
+STRAY="redis.call('INCR', KEYS[1]); redis.call('INCR', ARGV[1]); redis.call('INCR', ARGV[2]); return 1"
+# The same work with every key declared.
+DECL="redis.call('INCR', KEYS[1]); redis.call('INCR', KEYS[2]); redis.call('INCR', KEYS[3]); return 1"
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+
+SERVERS=(
+  "redis=redis-server --bind 127.0.0.1 --port \$PORT --save '' --appendonly no"
+  "tessera=$BIN --bind 127.0.0.1 --port \$PORT --save ''"
+)
+
+PID=""
+PORT=""
+start() { # cmd
+  PORT=$(free_port)
+  local c=${1//\$PORT/$PORT}
+  bash -c "exec $c" >/dev/null 2>&1 &
+  PID=$!
+  for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "scripting.sh: server did not start: $c" >&2; exit 1
+}
+stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
+load() { redis-cli -p "$PORT" SCRIPT LOAD "$1"; }
+
+# measure LABEL PIPELINE ARGS... -> "us_per_call calls_per_s"
+measure() {
+  local p=$1; shift
+  local c0 t0 c1 t1
+  c0=$(cpu_ticks "$PID"); t0=$(now)
+  redis-benchmark -p "$PORT" -c 50 -P "$p" -n "$N" -r "$KEYSPACE" -q "$@" >/dev/null
+  c1=$(cpu_ticks "$PID"); t1=$(now)
+  awk -v c=$((c1 - c0)) -v hz="$HZ" -v n="$N" -v t="$(echo "$t1 - $t0" | bc)" \
+    'BEGIN { printf "%.3f %.0f\n", (c / hz) * 1e6 / n, n / t }'
+}
+
+# GET/SET ops/s of 50 clients on keys key:*, from redis-benchmark's CSV.
+getset_rate() {
+  redis-benchmark -p "$PORT" -c 50 -n "$N" -r "$KEYSPACE" -t set,get --csv 2>/dev/null \
+    | tr -d '"' | awk -F, '$1 ~ /^(SET|GET)$/ { s += $2; n++ } END { printf "%.0f\n", s / n }'
+}
+
+# stray_rate SHA NUMKEYS -> GET/SET ops/s while 10 clients run the script
+stray_rate() {
+  local sha=$1 nk=$2
+  redis-benchmark -p "$PORT" -c 10 -n 100000000 -r "$KEYSPACE" -q \
+    EVALSHA "$sha" "$nk" u:__rand_int__ u:__rand_int__ u:__rand_int__ >/dev/null 2>&1 &
+  local bg=$!
+  sleep 1
+  getset_rate
+  kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+}
+
+declare -A RES
+for round in $(seq "$ROUNDS"); do
+  for s in "${SERVERS[@]}"; do
+    name=${s%%=*}; cmd=${s#*=}
+    for t in $TESTS; do
+      start "$cmd"
+      case $t in
+        evalsha1)
+          sha=$(load "$ONE")
+          for p in 1 16; do
+            RES[$name,evalsha1_p$p,$round]=$(measure "$p" EVALSHA "$sha" 1 k:__rand_int__)
+          done ;;
+        evalsha8)
+          sha=$(load "$EIGHT")
+          RES[$name,evalsha8_p1,$round]=$(measure 1 EVALSHA "$sha" 8 \
+            a:__rand_int__ b:__rand_int__ c:__rand_int__ d:__rand_int__ \
+            e:__rand_int__ f:__rand_int__ g:__rand_int__ h:__rand_int__) ;;
+        rss)
+          sha=$(load "$ONE")
+          # 1000 keys, all made by the warm-up: growth after it is the
+          # scripts' own, not the keyspace's.
+          redis-benchmark -p "$PORT" -c 50 -P 16 -n 100000 -r 1000 -q EVALSHA "$sha" 1 k:__rand_int__ >/dev/null
+          before=$(rss_kb "$PID")
+          redis-benchmark -p "$PORT" -c 50 -P 16 -n "$RSS_CALLS" -r 1000 -q EVALSHA "$sha" 1 k:__rand_int__ >/dev/null
+          after=$(rss_kb "$PID")
+          RES[$name,rss,$round]="$before $after" ;;
+        stray)
+          stray=$(load "$STRAY"); decl=$(load "$DECL")
+          alone=$(getset_rate)
+          with_stray=$(stray_rate "$stray" 1)
+          with_decl=$(stray_rate "$decl" 3)
+          RES[$name,stray,$round]="$alone $with_stray $with_decl" ;;
+      esac
+      stop
+    done
+  done
+done
+
+echo
+echo "## bench/scripting.sh — $(date -u +%FT%TZ), $ROUNDS round(s), $N calls per run"
+echo
+echo "| test | round | redis cpu-us/call | tessera cpu-us/call | tessera/redis | redis calls/s | tessera calls/s |"
+echo "|---|---|---|---|---|---|---|"
+for t in evalsha1_p1 evalsha1_p16 evalsha8_p1; do
+  for round in $(seq "$ROUNDS"); do
+    r=${RES[redis,$t,$round]:-}; x=${RES[tessera,$t,$round]:-}
+    [ -z "$r" ] && continue
+    read -r rc rr <<<"$r"; read -r xc xr <<<"$x"
+    awk -v t="$t" -v round="$round" -v rc="$rc" -v xc="$xc" -v rr="$rr" -v xr="$xr" \
+      'BEGIN { printf "| %s | %d | %.2f | %.2f | %.2f | %d | %d |\n", t, round, rc, xc, xc / rc, rr, xr }'
+  done
+done
+if [[ " $TESTS " == *" rss "* ]]; then
+  echo
+  echo "| server | round | RSS before (KB) | RSS after $RSS_CALLS EVALSHA (KB) | growth |"
+  echo "|---|---|---|---|---|"
+  for name in redis tessera; do
+    for round in $(seq "$ROUNDS"); do
+      read -r b a <<<"${RES[$name,rss,$round]}"
+      echo "| $name | $round | $b | $a | $((a - b)) |"
+    done
+  done
+fi
+if [[ " $TESTS " == *" stray "* ]]; then
+  echo
+  echo "| server | round | GET/SET ops/s alone | with undeclared-key scripts | with declared-key scripts | undeclared / alone | undeclared / declared |"
+  echo "|---|---|---|---|---|---|---|"
+  for name in redis tessera; do
+    for round in $(seq "$ROUNDS"); do
+      read -r al st de <<<"${RES[$name,stray,$round]}"
+      awk -v n="$name" -v r="$round" -v al="$al" -v st="$st" -v de="$de" \
+        'BEGIN { printf "| %s | %d | %d | %d | %d | %.2f | %.2f |\n", n, r, al, st, de, st / al, st / de }'
+    done
+  done
+fi

@@ -1,0 +1,261 @@
+//! Scripts that touch keys they did not declare, on other shards.
+//!
+//! A standalone Redis lets a script touch any key, declared in `KEYS` or
+//! not, and real applications rely on it. Tessera runs a script where its
+//! declared keys live (see the parent module), so an undeclared key may
+//! live on a shard the script holds nothing of. Stopping every shard for
+//! such scripts (Dragonfly's "global" script mode) would be the simple
+//! answer; it costs every other client its throughput while they run.
+//! Instead a script learns its footprint by running:
+//!
+//! 1. **First run, where its declared keys are** (inline, no lock), as
+//!    usual. If `redis.call` names an undeclared key of another shard, the
+//!    run is abandoned: that call and every later one raise an error the
+//!    script cannot get past (a `pcall` that catches it only sees the next
+//!    call fail too), its reply is dropped, and what it wrote is taken
+//!    back: before a write command's first write of a key, the key's entry
+//!    is copied (`run::Undo`), and an abandoned run puts the copies back
+//!    and drops the records and keyspace events made since its first
+//!    write. Nothing else ran on the shard meanwhile (the script is one
+//!    handler call), so no client saw those writes. The handler reports
+//!    the keys it found (`BlockOn::widen`) and the runtime runs the script
+//!    again from the start on the home thread through [`coordinator`]
+//!    (a script sent to another shard's thread is the last command of its
+//!    connection's batch, so no later command of that connection runs
+//!    before it: the runtime reads none of its requests until that batch
+//!    is back, `Conn::script_wait`).
+//! 2. **Wider runs** ([`Wide`]): the transaction layer write-locks the
+//!    declared keys *and every key found so far*, gathers copies of them
+//!    to the home thread, and runs the script on the copies
+//!    (`crate::scratch`), then writes back what changed before the locks
+//!    go: strict two-phase locking, so the run is atomic and isolated as
+//!    a single-shard script is. Only those keys are locked: other clients'
+//!    commands on other keys, on every shard, go on meanwhile. If this run
+//!    also names a key it does not hold, at any point (before or after a
+//!    write: the writes went to copies), the copies are dropped, the locks
+//!    released, and the script runs again over the larger key set, under
+//!    the same transaction id (so an append-only file sees one
+//!    transaction). Every round adds at least one key, so a script
+//!    terminates after at most as many rounds as keys it touches; the
+//!    rounds are bounded ([`ROUNDS_MAX`]) with an error after.
+//!
+//! Rejected: locking every shard once a script touches an undeclared key
+//! (simple, but stops every other client; kept out on purpose, see the
+//! issue's throughput target), and suspending the script at the
+//! `redis.call` while the key's shard is locked (Lua 5.1 cannot yield
+//! across `pcall`, and a thread waiting inside a script for another
+//! shard's thread deadlocks once two scripts do it in opposite orders, or
+//! when shard consolidation runs both shards on one thread).
+//!
+//! What stays refused, with the error of before: an undeclared key of
+//! another shard named in a first run after a write that cannot be taken
+//! back (an entry over 128 elements or 64 KiB, a stream, MOVE or COPY into
+//! another database: copying large values before every script write would
+//! cost every script; Redis's cluster mode refuses these keys outright),
+//! keys of a database other than the script's own on another shard, and
+//! scripts inside MULTI/EXEC (the transaction's other commands already ran
+//! under its locks). Taking writes back leaves three traces: WATCH on a
+//! key the abandoned run wrote fails the watcher's EXEC (the key was
+//! touched), a client tracking it gets an extra invalidation, and a key
+//! that expired lazily after the first write is not deleted on replicas
+//! until they see it deleted again.
+//!
+//! Cost: a script that keeps to its declared keys pays one check per
+//! `redis.call` key, and a copy of each key it writes before its first
+//! write (a small entry: an INCR's counter; bench/scripting.sh measures
+//! it). One that strays runs once inline until the stray key, then once
+//! per round through the transaction layer (two round trips and a copy of
+//! each key's value each way, as any cross-shard script). A script sent to
+//! another shard's thread ends its connection's pipeline pass there (one
+//! hop per pipelined script instead of one per batch).
+
+use std::cell::RefCell;
+
+use resp::{Args, Reply};
+
+use crate::coord::{Coordinator, JobOut, Parked, Plan};
+use crate::ctx::{ClientState, ConnCtx};
+use crate::error::CmdError;
+use crate::exec::Step;
+use crate::scratch::{Scratch, WidenSlot};
+use crate::table::{CommandSpec, ShardHandler};
+use crate::tx::{LockSet, Mode, TxCoord, TxId};
+
+/// Rounds after which a script that keeps finding new keys is refused.
+pub const ROUNDS_MAX: u32 = 1024;
+
+thread_local! {
+    /// While a [`Wide`] steps: the keys its copies hold (a script run on
+    /// them may touch these, and asks for a new round for any other).
+    static HELD: RefCell<Option<Vec<Vec<u8>>>> = const { RefCell::new(None) };
+}
+
+/// Whether a script run on copies may ask for another round, and if so,
+/// whether `key` is among the copies.
+pub(crate) fn held(key: &[u8]) -> Option<bool> {
+    HELD.with(|h| h.borrow().as_ref().map(|ks| ks.iter().any(|k| k == key)))
+}
+
+/// The error a run that asked for more keys raises at every `redis.call`.
+pub(crate) const RESTART_TEXT: &str = "ERR Script touched undeclared keys: running it again";
+
+/// Runs a script again from the start over its declared keys and
+/// `found` (keys it touched that were not on its shard), under locks on
+/// all of them; `spec` and `handler` are the script command's.
+pub fn coordinator(
+    spec: &'static CommandSpec,
+    handler: ShardHandler,
+    ctx: &mut ConnCtx<'_>,
+    args: Args<'_>,
+    found: Vec<Vec<u8>>,
+) -> Box<dyn Coordinator> {
+    let mut keys: Vec<Vec<u8>> = crate::script::eval_keys(args)
+        .into_iter()
+        .map(|p| args.get(p).to_vec())
+        .collect();
+    add(&mut keys, found);
+    let slot = WidenSlot::default();
+    let scratch = crate::scratch::for_script(spec, handler, ctx, args, &keys, slot.clone());
+    let home = ctx.home;
+    let tx = crate::tx::new_tx_id(home);
+    let inner = wrap(home, ctx.nshards(), ctx.client.db, &keys, &scratch, tx);
+    Box::new(Wide {
+        home,
+        nshards: ctx.nshards(),
+        db: ctx.client.db,
+        tx,
+        keys,
+        template: scratch,
+        inner,
+        slot,
+        rounds: 1,
+    })
+}
+
+/// The dispatch of a script whose declared keys span shards: as
+/// [`coordinator`] with nothing found yet.
+pub fn step(
+    r: crate::table::Resolved,
+    handler: ShardHandler,
+    ctx: &mut ConnCtx<'_>,
+    args: Args<'_>,
+) -> Step {
+    Step::Coord {
+        resolved: r,
+        coord: coordinator(r.spec, handler, ctx, args, Vec::new()),
+    }
+}
+
+/// Appends the keys of `more` not in `keys`.
+fn add(keys: &mut Vec<Vec<u8>>, more: Vec<Vec<u8>>) {
+    for k in more {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+}
+
+/// One round: the scratch run over `keys` under write locks on them.
+fn wrap(
+    home: usize,
+    nshards: usize,
+    db: usize,
+    keys: &[Vec<u8>],
+    scratch: &Scratch,
+    tx: TxId,
+) -> Box<dyn Coordinator> {
+    let mut set = LockSet::default();
+    for k in keys {
+        // Write: a script may write any key it touches.
+        set.key(nshards, db, k, Mode::Write);
+    }
+    TxCoord::wrap_as(home, Box::new(scratch.respawn(keys)), set, tx)
+}
+
+/// A script's run over its declared keys and those found so far; see the
+/// module documentation.
+pub struct Wide {
+    home: usize,
+    nshards: usize,
+    db: usize,
+    tx: TxId,
+    keys: Vec<Vec<u8>>,
+    /// What each round's scratch run is made from.
+    template: Scratch,
+    inner: Box<dyn Coordinator>,
+    /// Where a round's script leaves the keys it did not hold.
+    slot: WidenSlot,
+    rounds: u32,
+}
+
+impl Coordinator for Wide {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        let mut results = results;
+        loop {
+            HELD.with(|h| *h.borrow_mut() = Some(self.keys.clone()));
+            let res = self.inner.step(results, plan, out, client);
+            HELD.with(|h| *h.borrow_mut() = None);
+            res?;
+            if !plan.is_empty() {
+                return Ok(());
+            }
+            // The round ended (its locks are released).
+            let found = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let Some(found) = found else {
+                return Ok(());
+            };
+            if self.rounds >= ROUNDS_MAX {
+                return Err(CmdError::err(
+                    "Script touched too many undeclared keys on other shards",
+                ));
+            }
+            self.rounds += 1;
+            let before = self.keys.len();
+            add(&mut self.keys, found);
+            if self.keys.len() == before {
+                // INVARIANT: a run asks only for keys it does not hold;
+                // a round that adds none would repeat forever.
+                return Err(CmdError::err("Script keys could not be locked"));
+            }
+            self.inner = wrap(
+                self.home,
+                self.nshards,
+                self.db,
+                &self.keys,
+                &self.template,
+                self.tx,
+            );
+            results = Vec::new();
+        }
+    }
+
+    fn abort(&mut self, plan: &mut Plan) {
+        self.inner.abort(plan);
+    }
+
+    fn parked(&mut self) -> Option<Parked> {
+        self.inner.parked()
+    }
+
+    fn tx_id(&self) -> Option<TxId> {
+        Some(self.tx)
+    }
+
+    fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
+        self.inner.take_records()
+    }
+
+    fn first_step_needs_locks(&self) -> bool {
+        self.inner.first_step_needs_locks()
+    }
+
+    fn must_finish(&self) -> bool {
+        self.inner.must_finish()
+    }
+}
