@@ -234,6 +234,36 @@ fn the_tracking_table_is_held_to_its_limit(layout: Layout) {
     assert_eq!(t.read_reply(), invalidate(&[left]));
 }
 
+/// `tracking-table-max-keys` is one limit for the keys of every shard
+/// together (Redis 7.0.15's unit/tracking, "Server is able to evacuate
+/// enough keys ..."): with keys tracked on every shard and the limit set
+/// to 1, exactly all but one are invalidated, even when the shards trim
+/// their tables at the same time on their own threads.
+fn the_tracking_table_limit_holds_across_shards(layout: Layout) {
+    let s = server(layout);
+    let mut t = resp3(&s);
+    assert_eq!(t.cmd_str(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let keys = common::keys_across_shards("tt", 4 * layout.shards, layout.shards);
+    for k in &keys {
+        assert_eq!(t.cmd_str(&["GET", k]), b"_\r\n");
+    }
+    let mut admin = s.raw();
+    let set = admin.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    assert_eq!(set, b"+OK\r\n");
+    t.set_reply_timeout(Duration::from_secs(10));
+    let mut gone: Vec<Vec<u8>> = (1..keys.len()).map(|_| t.read_reply()).collect();
+    gone.sort();
+    gone.dedup();
+    assert_eq!(gone.len(), keys.len() - 1, "distinct invalidations");
+    for g in &gone {
+        assert!(keys.iter().any(|k| invalidate(&[k]) == *g), "{g:?}");
+    }
+    // Nothing more: PING's reply comes next.
+    assert_eq!(t.cmd_str(&["PING"]), b"+PONG\r\n");
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("tracking_total_keys:1\r\n"), "{info}");
+}
+
 /// A key evicted before a command runs (Redis's `performEvictions` in
 /// `processCommand`) is invalidated ahead of that command's reply on the
 /// tracking client's own connection (Redis 7.0.15's unit/tracking, "...
@@ -307,6 +337,7 @@ per_layout!(
     info_counts_tracking,
     keys_declared_by_a_script_across_shards_are_invalidated,
     the_tracking_table_is_held_to_its_limit,
+    the_tracking_table_limit_holds_across_shards,
     an_evicted_key_is_invalidated_before_the_reply,
     a_key_evicted_on_another_shard_is_invalidated_before_the_reply,
 );

@@ -136,8 +136,8 @@ struct Cached {
     loglevel: config::LogLevel,
     obuf: [config::ObufLimit; 3],
     shard_consolidation: bool,
-    /// `tracking-table-max-keys` split over the shards (each shard's
-    /// table holds at most its share, rounded up); 0 = no limit.
+    /// `tracking-table-max-keys`, for the tables of every shard together
+    /// (see `tracking::limit_tracked`); 0 = no limit.
     tracking_max_keys: usize,
     replica_read_only: bool,
 }
@@ -157,10 +157,7 @@ impl Cached {
             loglevel: c.loglevel,
             obuf: c.client_output_buffer_limit,
             shard_consolidation: c.shard_consolidation,
-            tracking_max_keys: c
-                .tracking_table_max_keys
-                .div_ceil(server.nshards.max(1) as u64)
-                .min(usize::MAX as u64) as usize,
+            tracking_max_keys: c.tracking_table_max_keys.min(usize::MAX as u64) as usize,
             replica_read_only: c.replica_read_only,
         }
     }

@@ -85,6 +85,9 @@ pub struct Tracking {
     /// Sizes of `on` and `prefixes`, read without a lock on every change.
     on_count: AtomicUsize,
     prefix_count: AtomicUsize,
+    /// Keys in every shard's tracking table together
+    /// (`engine::Tracked::total`).
+    pub table_keys: std::sync::Arc<AtomicUsize>,
 }
 
 fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -125,6 +125,10 @@ pub struct Tracked {
     pub keys: std::collections::HashMap<SmallBytes, Vec<(Tracker, u64)>>,
     /// Trackers across all keys (INFO `tracking_total_items`).
     pub items: usize,
+    /// Keys remembered on every shard together (`tracking-table-max-keys`
+    /// is one limit for the whole table, as Redis's): kept up to date by
+    /// each shard as keys enter and leave its table. `None` in tests.
+    pub total: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Tracked {
@@ -132,7 +136,15 @@ impl Tracked {
     /// shard's next sequence number: changes numbered before it were made
     /// before the read). A tracker already there keeps its older number.
     pub fn remember(&mut self, key: &[u8], t: Tracker, since: u64) {
-        let v = self.keys.entry(SmallBytes::from(key)).or_default();
+        let v = match self.keys.entry(SmallBytes::from(key)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                if let Some(n) = &self.total {
+                    n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                e.insert(Vec::new())
+            }
+        };
         if !v.iter().any(|x| x.0.id == t.id) {
             v.push((t, since));
             self.items += 1;
@@ -156,10 +168,49 @@ impl Tracked {
             !before
         });
         if v.is_empty() {
-            self.keys.remove(key);
+            self.forget(key);
         }
         self.items -= out.len();
         out
+    }
+
+    /// Drops `key`'s entry (counted out of the shared total).
+    fn forget(&mut self, key: &[u8]) {
+        if self.keys.remove(key).is_some() {
+            if let Some(n) = &self.total {
+                n.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `tracking-table-max-keys`: while the keys of every shard together
+    /// are more than `max`, takes up to that excess out of this table
+    /// (claimed from the shared total first, so shards that do this at
+    /// once never take more than the excess between them) and returns
+    /// them with their trackers, to be invalidated. Redis picks the keys by
+    /// a random walk of its table; here the table's own (hash) order.
+    pub fn evict_over(&mut self, max: usize) -> Vec<(SmallBytes, Vec<Tracker>)> {
+        let Some(total) = self.total.clone() else {
+            return Vec::new();
+        };
+        let mine = self.keys.len();
+        let claimed = total.fetch_update(
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+            |t| (t > max && mine > 0).then(|| t - (t - max).min(mine)),
+        );
+        let Ok(before) = claimed else {
+            return Vec::new();
+        };
+        let n = (before - max).min(mine);
+        let keys: Vec<SmallBytes> = self.keys.keys().take(n).cloned().collect();
+        keys.into_iter()
+            .map(|k| {
+                let v = self.keys.remove(&k[..]).unwrap_or_default();
+                self.items -= v.len();
+                (k, v.into_iter().map(|(t, _)| t).collect())
+            })
+            .collect()
     }
 
     /// The change numbered `seq` of `key`, for tracker `who` alone:
@@ -174,13 +225,16 @@ impl Tracked {
         };
         v.swap_remove(i);
         if v.is_empty() {
-            self.keys.remove(key);
+            self.forget(key);
         }
         self.items -= 1;
         true
     }
 
     pub fn clear(&mut self) {
+        if let Some(n) = &self.total {
+            n.fetch_sub(self.keys.len(), std::sync::atomic::Ordering::Relaxed);
+        }
         self.keys.clear();
         self.items = 0;
     }

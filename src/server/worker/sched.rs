@@ -146,6 +146,7 @@ impl Worker {
         let notify = w.core.server.config().notify_keyspace_events;
         w.core.shard.set_notify(notify);
         w.core.shard.event_listeners = Some(w.core.server.pubsub.keyspace_gate());
+        w.core.shard.tracked.total = Some(w.core.server.tracking.table_keys.clone());
         commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll

@@ -108,28 +108,40 @@ pub(super) fn tag_touched(core: &mut Core, writer: Option<Home>) {
     }
 }
 
-/// `tracking-table-max-keys` (Redis's `trackingLimitUsedSlots`): while
-/// this shard remembers more keys than its share of the limit, keys are
-/// invalidated (as if changed, by no client) until it is back under. Redis
-/// picks them by a random walk of its radix tree; here the table's own
-/// (hash) order, as arbitrary. Once per loop iteration: a tracking client
-/// that keeps reading is held to the limit within one iteration's reads.
+/// `tracking-table-max-keys` (Redis's `trackingLimitUsedSlots`): while the
+/// tables of every shard together hold more keys than the limit, this
+/// shard takes its part of the excess out of its table and invalidates
+/// those keys (as if changed, by no client); shards claim their part from
+/// the shared count, so together they take exactly the excess. Once per
+/// loop iteration: a tracking client that keeps reading is held to the
+/// limit within one iteration's reads.
 fn limit_tracked(core: &mut Core) {
     let max = core.cfg.tracking_max_keys;
-    let have = core.shard.tracked.keys.len();
-    if max == 0 || have <= max {
+    if max == 0 || core.shard.tracked.keys.is_empty() {
         return;
     }
-    let over: Vec<SmallBytes> = core
-        .shard
-        .tracked
-        .keys
-        .keys()
-        .take(have - max)
-        .cloned()
-        .collect();
-    core.touched
-        .extend(over.into_iter().map(|k| (k, None, u64::MAX)));
+    let total = core
+        .server
+        .tracking
+        .table_keys
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if total <= max {
+        return;
+    }
+    for (key, trackers) in core.shard.tracked.evict_over(max) {
+        for t in trackers {
+            core.server.pubsub.send_one(Delivery::Invalidate {
+                to: Home {
+                    thread: t.thread,
+                    slot: t.slot,
+                    gen: t.gen,
+                },
+                id: t.id,
+                keys: Some(vec![(Box::from(&key[..]), None)]),
+                bcast: false,
+            });
+        }
+    }
 }
 
 impl Worker {
