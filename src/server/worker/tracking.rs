@@ -83,11 +83,16 @@ pub(super) fn remember(core: &mut Core, c: &Conn, args: Args<'_>) {
 /// Turns the databases' change lists on while some client tracks (one
 /// atomic load): called before commands run on this shard, so a write
 /// that follows a CLIENT TRACKING ON reply is always seen.
+#[inline]
 pub(super) fn track_check(core: &mut Core) {
     let on = core.server.tracking.active();
-    if on == core.track_on {
-        return;
+    if on != core.track_on {
+        track_switch(core, on);
     }
+}
+
+#[cold]
+fn track_switch(core: &mut Core, on: bool) {
     core.track_on = on;
     core.shard.set_tracking(on);
     if !on {
