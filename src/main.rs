@@ -66,6 +66,19 @@ fn tunables_with_tcache(cur: &str) -> Option<String> {
     Some(format!("{cur}{sep}{TCACHE_COUNT}={TCACHE_CHUNKS}"))
 }
 
+/// `daemonize yes`: Redis's `daemonize()` — fork, the parent exits 0, the
+/// child starts a session of its own with stdin, stdout and stderr on
+/// /dev/null (the working directory is kept: `dir` decides it). Runs before
+/// any thread starts, as a fork must.
+fn daemonize() {
+    // SAFETY: single-threaded here; daemon(3) forks, calls setsid and
+    // redirects the standard descriptors, with no Rust state involved.
+    if unsafe { libc::daemon(1, 0) } != 0 {
+        eprintln!("Can't daemonize: {}", std::io::Error::last_os_error());
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     tune_malloc();
     engine::alloc::mark_installed();
@@ -85,6 +98,9 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if cfg.daemonize {
+        daemonize();
+    }
     if let Err(e) = log::init(cfg.loglevel, cfg.logfile.as_deref()) {
         eprintln!("Can't open the log file: {e}");
         std::process::exit(1);

@@ -786,3 +786,42 @@ fn config_rewrite_without_a_file() {
         b"-ERR The server is running without a config file\r\n",
     );
 }
+
+/// `daemonize yes` (Redis's `daemonize()`): the process started exits 0 at
+/// once and a child in the background serves; CONFIG GET shows the setting
+/// and CONFIG SET refuses it as immutable, as Redis 7.0 does.
+#[test]
+fn daemonize_yes_serves_from_the_background() {
+    if std::env::var_os("TESSERA_TEST_BIN").is_some() {
+        return;
+    }
+    let port = free_port();
+    let port_s = port.to_string();
+    let (code, out) = run_to_exit(&["--port", &port_s, "--save", "", "--daemonize", "yes"]);
+    assert_eq!(code, 0, "{out}");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut c = loop {
+        match client.get_connection() {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => panic!("daemon not serving: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("daemonize")
+        .query(&mut c)
+        .unwrap();
+    let refused = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("daemonize")
+        .arg("no")
+        .query::<String>(&mut c)
+        .unwrap_err()
+        .to_string();
+    // Stop the daemon before asserting, so a failure leaves nothing running.
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    assert_eq!(got, ["daemonize", "yes"]);
+    assert!(refused.contains("can't set immutable config"), "{refused}");
+}

@@ -163,7 +163,7 @@ pub fn help_text() -> String {
          Directives and their defaults (* = can be changed with CONFIG SET):\n",
     );
     let defaults = Config::default();
-    for d in DIRECTIVES {
+    for d in DIRECTIVES.iter().filter(|d| !d.hidden) {
         let value = String::from_utf8_lossy(&d.kind.get(&defaults)).into_owned();
         let value = if value.is_empty() {
             "\"\"".to_string()

@@ -89,6 +89,36 @@ fn set_save(c: &mut Config, words: Vec<String>) {
         .collect();
 }
 
+/// Redis's `numericParseString` and `numericBoundaryCheck` for `maxmemory-clients` (a signed
+/// `MEMORY_CONFIG | PERCENT_CONFIG` from -100 to `SSIZE_MAX`): a memory value first (its
+/// unsigned result reinterpreted as signed, as Redis's `long long` does), then `N%` stored as -N.
+fn set_maxmemory_clients(c: &mut Config, v: &[u8]) -> Result<(), String> {
+    let value = match memtoull(v) {
+        Some(n) => n as i64,
+        None => match v.split_last() {
+            Some((b'%', digits)) if !digits.is_empty() => match string2ll(digits) {
+                Some(n) if n >= 0 => -n,
+                _ => return Err(MEMORY_OR_PERCENT.into()),
+            },
+            _ => return Err(MEMORY_OR_PERCENT.into()),
+        },
+    };
+    if value < -100 {
+        return Err("percentage argument must be less or equal to 100".into());
+    }
+    c.maxmemory_clients = value;
+    Ok(())
+}
+
+const MEMORY_OR_PERCENT: &str = "argument must be a memory or percent value";
+
+fn get_maxmemory_clients(c: &Config) -> Vec<u8> {
+    match c.maxmemory_clients {
+        n if n < 0 => format!("{}%", n.unsigned_abs()).into_bytes(),
+        n => n.to_string().into_bytes(),
+    }
+}
+
 fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
@@ -229,12 +259,22 @@ pub(crate) struct Directive {
     pub(crate) alias: Option<&'static str>,
     pub(crate) runtime: Runtime,
     pub(crate) kind: Kind,
+    /// Redis's `HIDDEN_CONFIG`: `CONFIG GET` lists it only when asked by its exact name, never
+    /// for a pattern, and `--help` leaves it out (test hooks, not settings).
+    pub(crate) hidden: bool,
 }
 
 impl Directive {
     const fn alias(self, alias: &'static str) -> Directive {
         Directive {
             alias: Some(alias),
+            ..self
+        }
+    }
+
+    const fn hidden(self) -> Directive {
+        Directive {
+            hidden: true,
             ..self
         }
     }
@@ -246,6 +286,7 @@ const fn d(name: &'static str, runtime: Runtime, kind: Kind) -> Directive {
         alias: None,
         runtime,
         kind,
+        hidden: false,
     }
 }
 
@@ -385,6 +426,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         },
     })
         .alias("server-cpulist"),
+    d("daemonize",                Immutable, yes_no!(daemonize, false)),
     d("databases",                Immutable, int!(databases: usize, 1, MAX_DATABASES, 16)),
     d("maxclients",               Mutable,   int!(maxclients: u64, 1, U32_MAX, 10_000)),
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
@@ -431,6 +473,12 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("maxmemory-policy",         Mutable,   one_of!(maxmemory_policy: Policy, Noeviction)),
     d("maxmemory-samples",        Mutable,   int!(maxmemory_samples: u32, 1, I32_MAX, 5)),
     d("maxmemory-eviction-tenacity", Mutable, int!(maxmemory_eviction_tenacity: u32, 0, 100, 10)),
+    // Bytes, or a percentage of maxmemory (stored negative, as Redis does).
+    d("maxmemory-clients",        Mutable,   Parsed {
+        default: b"0",
+        get: get_maxmemory_clients,
+        set: set_maxmemory_clients,
+    }),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
     d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 512))
@@ -474,6 +522,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         check: check_save,
     }),
     d("rdbcompression",           Mutable,   yes_no!(rdbcompression, true)),
+    d("key-load-delay",           Mutable,   int!(key_load_delay: i32, I32_MIN, I32_MAX, 0)).hidden(),
     d("rdbchecksum",              Immutable, yes_no!(rdbchecksum, true)),
     d("stop-writes-on-bgsave-error", Mutable, yes_no!(stop_writes_on_bgsave_error, true)),
     d("appendonly",               Mutable,   yes_no!(appendonly, false)),

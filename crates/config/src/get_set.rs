@@ -45,7 +45,7 @@ pub fn config_get(cfg: &Config, patterns: &[&[u8]]) -> Vec<(String, Vec<u8>)> {
             }
             continue;
         }
-        for (i, d) in DIRECTIVES.iter().enumerate() {
+        for (i, d) in DIRECTIVES.iter().enumerate().filter(|(_, d)| !d.hidden) {
             let alias = d.alias.filter(|a| !TESSERA_ALIASES.contains(a));
             for (k, n) in std::iter::once(d.name).chain(alias).enumerate() {
                 if hits[i][k].is_none() && glob_match(pat, n.as_bytes()) {

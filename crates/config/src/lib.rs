@@ -303,6 +303,15 @@ pub struct Config {
     pub users: Vec<Vec<Vec<u8>>>,
     /// `maxmemory`: 0 = no limit.
     pub maxmemory: u64,
+    /// `maxmemory-clients` as Redis stores it: bytes when positive, a
+    /// percentage of `maxmemory` when negative (`10%` is -10), 0 = no
+    /// limit. Read through [`Config::client_eviction_limit`].
+    pub maxmemory_clients: i64,
+    /// `daemonize`: fork into the background at start (immutable).
+    pub daemonize: bool,
+    /// `key-load-delay` (hidden, a Redis test hook): microseconds to sleep
+    /// per key loaded; negative = a loop of that many iterations in Redis.
+    pub key_load_delay: i32,
     /// `maxmemory-policy`.
     pub maxmemory_policy: MaxmemoryPolicy,
     /// `maxmemory-samples`: keys sampled per database to pick an eviction candidate
@@ -540,6 +549,21 @@ pub fn format_percentile(p: f64) -> String {
 }
 
 impl Config {
+    /// The byte limit on all normal and pub/sub clients' memory together,
+    /// 0 = none (Redis's `getClientEvictionLimit`): a percentage applies
+    /// only while `maxmemory` is set, and any limit is at least 128 KiB so
+    /// that a bad setting cannot cut every client off.
+    pub fn client_eviction_limit(&self) -> u64 {
+        let limit = if self.maxmemory_clients < 0 && self.maxmemory > 0 {
+            (self.maxmemory as f64 * -(self.maxmemory_clients as f64) / 100.0) as u64
+        } else if self.maxmemory_clients > 0 {
+            self.maxmemory_clients as u64
+        } else {
+            return 0;
+        };
+        limit.max(128 * 1024)
+    }
+
     /// The `save` rules as `(seconds, changes)` pairs.
     pub fn save_rules(&self) -> Vec<(u64, u64)> {
         self.save
@@ -588,6 +612,9 @@ impl Config {
             tracking_table_max_keys: 0,
             users: Vec::new(),
             maxmemory: 0,
+            maxmemory_clients: 0,
+            daemonize: false,
+            key_load_delay: 0,
             maxmemory_policy: MaxmemoryPolicy::Noeviction,
             maxmemory_samples: 0,
             maxmemory_eviction_tenacity: 0,

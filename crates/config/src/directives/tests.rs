@@ -72,6 +72,7 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("shards", "4", "shards", "4"),
     ("threads", "3", "shards", "3"),
     ("databases", "32", "databases", "32"),
+    ("daemonize", "yes", "daemonize", "yes"),
     ("maxclients", "50", "maxclients", "50"),
     ("timeout", "30", "timeout", "30"),
     ("tcp-keepalive", "60", "tcp-keepalive", "60"),
@@ -112,6 +113,7 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
         "7",
     ),
     ("maxmemory", "100m", "maxmemory", "100000000"),
+    ("maxmemory-clients", "10%", "maxmemory-clients", "10%"),
     (
         "maxmemory-policy",
         "allkeys-lfu",
@@ -210,6 +212,7 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("dbfilename", "x.rdb", "dbfilename", "x.rdb"),
     ("save", "10 1 20 2", "save", "10 1 20 2"),
     ("rdbcompression", "no", "rdbcompression", "no"),
+    ("key-load-delay", "-7", "key-load-delay", "-7"),
     ("rdbchecksum", "no", "rdbchecksum", "no"),
     (
         "stop-writes-on-bgsave-error",
@@ -398,6 +401,9 @@ fn check_sample(c: &Config, name: &str) {
         "acllog-max-len" => assert_eq!(c.acllog_max_len, 5),
         "tracking-table-max-keys" => assert_eq!(c.tracking_table_max_keys, 7),
         "maxmemory" => assert_eq!(c.maxmemory, 100_000_000),
+        "maxmemory-clients" => assert_eq!(c.maxmemory_clients, -10),
+        "daemonize" => assert!(c.daemonize),
+        "key-load-delay" => assert_eq!(c.key_load_delay, -7),
         "maxmemory-policy" => assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllkeysLfu),
         "maxmemory-samples" => assert_eq!(c.maxmemory_samples, 10),
         "maxmemory-eviction-tenacity" => assert_eq!(c.maxmemory_eviction_tenacity, 50),
@@ -623,6 +629,7 @@ fn mutability_matches_the_spec() {
             "unixsocket",
             "unixsocketperm",
             "server_cpulist",
+            "daemonize",
             "databases",
             "logfile",
             "aclfile",
@@ -632,4 +639,49 @@ fn mutability_matches_the_spec() {
             "replicaof"
         ]
     );
+}
+
+#[test]
+fn maxmemory_clients_takes_bytes_or_a_percentage() {
+    let set = |v: &str| {
+        let mut c = Config::default();
+        crate::config_set(&mut c, &[(b"maxmemory-clients", v.as_bytes())]).map(|()| c)
+    };
+    assert_eq!(set("1mb").unwrap().maxmemory_clients, 1 << 20);
+    assert_eq!(set("100%").unwrap().maxmemory_clients, -100);
+    assert_eq!(
+        get(&set("5%").unwrap(), &["maxmemory-clients"]),
+        [("maxmemory-clients".into(), "5%".into())]
+    );
+    let err = |v: &str| set(v).err().unwrap();
+    assert_eq!(
+        err("200%"),
+        "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - \
+         percentage argument must be less or equal to 100"
+    );
+    for bad in ["-1", "%", "x%", "-5%", "1x"] {
+        assert!(
+            err(bad).ends_with("argument must be a memory or percent value"),
+            "{bad}"
+        );
+    }
+    // Redis's getClientEvictionLimit: percentages need maxmemory; 128 KiB at least.
+    let mut c = set("50%").unwrap();
+    assert_eq!(c.client_eviction_limit(), 0);
+    c.maxmemory = 10_000_000;
+    assert_eq!(c.client_eviction_limit(), 5_000_000);
+    c.maxmemory_clients = 1000;
+    assert_eq!(c.client_eviction_limit(), 128 * 1024);
+}
+
+#[test]
+fn hidden_directives_need_their_exact_name() {
+    let c = Config::default();
+    assert!(get(&c, &["*"]).iter().all(|(n, _)| n != "key-load-delay"));
+    assert!(get(&c, &["key-*"]).is_empty());
+    assert_eq!(
+        get(&c, &["key-load-delay"]),
+        [("key-load-delay".into(), "0".into())]
+    );
+    assert!(!crate::help_text().contains("key-load-delay"));
 }

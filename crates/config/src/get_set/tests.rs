@@ -9,6 +9,7 @@ fn config_get_patterns() {
     let names: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
     let table: Vec<&str> = DIRECTIVES
         .iter()
+        .filter(|d| !d.hidden)
         .flat_map(|d| {
             std::iter::once(d.name).chain(d.alias.filter(|a| !TESSERA_ALIASES.contains(a)))
         })
@@ -45,6 +46,7 @@ fn config_get_patterns() {
             "maxmemory-policy",
             "maxmemory-samples",
             "maxmemory-eviction-tenacity",
+            "maxmemory-clients",
             "hash-max-listpack-entries",
             "hash-max-ziplist-entries",
             "hash-max-listpack-value",
