@@ -572,7 +572,59 @@ fn rename_command_in_the_config_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `maxmemory-clients` (Redis 7.0's client eviction): a client whose query
+/// buffer takes the clients' memory over the limit is disconnected and
+/// counted in INFO `evicted_clients`; one with CLIENT NO-EVICT on is not.
+/// Clients land on several threads: the limit is on their sum.
+fn maxmemory_clients_evicts_the_biggest_client(layout: Layout) {
+    let s = server(layout);
+    let mut admin = s.raw();
+    assert_eq!(admin.cmd_str(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd_str(&["CONFIG", "SET", "maxmemory-clients", "1mb"]),
+        b"+OK\r\n"
+    );
+    let mut others: Vec<RawConn> = (0..4).map(|_| s.raw()).collect();
+    for o in &mut others {
+        assert_eq!(o.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+    // An unfinished 3 MB argument: its query buffer goes past 1 MB.
+    const BULK: usize = 3_000_000;
+    let head = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${BULK}\r\n");
+    let body = vec![b'x'; 2_000_000];
+    let mut victim = s.raw();
+    let _ = victim.try_send(head.as_bytes());
+    let _ = victim.try_send(&body);
+    assert!(
+        victim.try_read_reply().is_err(),
+        "the big client was disconnected"
+    );
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("\r\nevicted_clients:1\r\n"), "{info}");
+    // The small clients stayed.
+    for o in &mut others {
+        assert_eq!(o.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+    // NO-EVICT: the same request completes. (While it is over the limit
+    // alone, Redis evicts every evictable client: only NO-EVICT ones stay.)
+    drop(others);
+    let mut kept = s.raw();
+    assert_eq!(kept.cmd_str(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    kept.send(head.as_bytes());
+    kept.send(&body);
+    kept.send(&vec![b'x'; BULK - body.len()]);
+    kept.send(b"\r\n");
+    assert_eq!(kept.read_reply(), b"+OK\r\n");
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("\r\nevicted_clients:1\r\n"), "{info}");
+    // CONFIG RESETSTAT zeroes the count, as in Redis.
+    assert_eq!(admin.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    let info = String::from_utf8(admin.cmd_str(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("\r\nevicted_clients:0\r\n"), "{info}");
+}
+
 per_layout!(
+    maxmemory_clients_evicts_the_biggest_client,
     monitor_sees_every_thread_in_order,
     monitor_shows_transactions_and_scripts_as_redis,
     pause_write_holds_writes_in_order_and_lets_reads_through,

@@ -95,6 +95,7 @@ use super::mailbox::{Batch, ConnRef, Mailbox, Msg};
 
 mod accept;
 mod busy;
+mod client_evict;
 mod conns;
 mod cron;
 mod evict;
@@ -140,6 +141,8 @@ struct Cached {
     /// (see `tracking::limit_tracked`); 0 = no limit.
     tracking_max_keys: usize,
     replica_read_only: bool,
+    /// `maxmemory-clients` in bytes (see `client_evict`); 0 = no limit.
+    client_evict_limit: u64,
 }
 
 impl Cached {
@@ -159,6 +162,7 @@ impl Cached {
             shard_consolidation: c.shard_consolidation,
             tracking_max_keys: c.tracking_table_max_keys.min(usize::MAX as u64) as usize,
             replica_read_only: c.replica_read_only,
+            client_evict_limit: c.client_eviction_limit(),
         }
     }
 }

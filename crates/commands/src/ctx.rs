@@ -359,6 +359,56 @@ pub struct ServerShared {
     pub ops: &'static crate::ops::Ops,
     /// Role, replication IDs and offsets (see `repl`).
     pub repl: crate::repl::Repl,
+    /// `maxmemory-clients`: every thread's clients' memory, and INFO
+    /// `evicted_clients`.
+    pub client_mem: ClientMem,
+}
+
+/// Client eviction's shared figures (Redis's `stat_clients_type_memory`
+/// for normal and pub/sub clients, and `stat_evictedclients`): each thread
+/// publishes the memory of its own clients and the size of its biggest
+/// evictable one; the sum is what `maxmemory-clients` limits, and only the
+/// thread holding the biggest evictable client evicts (Redis's order,
+/// biggest first, across threads). A thread stores its total before its
+/// biggest, so a reader never pairs an old total with a new biggest.
+pub struct ClientMem {
+    total: Box<[AtomicU64]>,
+    biggest: Box<[AtomicU64]>,
+    /// Clients disconnected by client eviction (INFO `evicted_clients`).
+    pub evicted: AtomicU64,
+}
+
+impl ClientMem {
+    pub fn new(threads: usize) -> Self {
+        let zeros = || (0..threads).map(|_| AtomicU64::new(0)).collect();
+        ClientMem {
+            total: zeros(),
+            biggest: zeros(),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    /// Stores `thread`'s total and biggest evictable client; returns every
+    /// thread's total summed, and whether `thread` holds the biggest
+    /// evictable client of all (ties go to the lowest thread).
+    /// Complexity: O(threads).
+    pub fn publish(&self, thread: usize, total: u64, biggest: u64) -> (u64, bool) {
+        if let (Some(t), Some(b)) = (self.total.get(thread), self.biggest.get(thread)) {
+            t.store(total, Ordering::SeqCst);
+            b.store(biggest, Ordering::SeqCst);
+        }
+        let sum = self
+            .total
+            .iter()
+            .map(|a| a.load(Ordering::SeqCst))
+            .fold(0u64, u64::saturating_add);
+        let first = biggest > 0
+            && self.biggest.iter().enumerate().all(|(i, b)| {
+                let b = b.load(Ordering::SeqCst);
+                i == thread || b < biggest || (b == biggest && i > thread)
+            });
+        (sum, first)
+    }
 }
 
 pub const SHUTDOWN_DEFAULT: u8 = 0;
@@ -421,6 +471,7 @@ impl ServerShared {
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
             pubsub,
             tracking: crate::tracking::Tracking::default(),
+            client_mem: ClientMem::new(nshards),
         }
     }
 

@@ -372,6 +372,7 @@ fn config_resetstat(
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     c.server.total_connections.store(0, Ordering::Relaxed);
     c.server.rejected_connections.store(0, Ordering::Relaxed);
+    c.server.client_mem.evicted.store(0, Ordering::Relaxed);
     Ok(fan_out(
         c.nshards(),
         |env| {
@@ -513,6 +514,7 @@ struct Snapshot {
     connected_clients: usize,
     total_connections: u64,
     rejected_connections: u64,
+    evicted_clients: u64,
     lastsave_s: u64,
     persist: crate::persist::PersistInfo,
     /// When `appendonly` is on.
@@ -580,6 +582,7 @@ impl Snapshot {
             connected_clients: s.connected_clients.load(Ordering::Relaxed),
             total_connections: s.total_connections.load(Ordering::Relaxed),
             rejected_connections: s.rejected_connections.load(Ordering::Relaxed),
+            evicted_clients: s.client_mem.evicted.load(Ordering::Relaxed),
             lastsave_s: s.lastsave_s.load(Ordering::Relaxed),
             persist: s.persist.info(),
             aof: s.aof.get().filter(|a| a.enabled()).map(|a| {
@@ -928,10 +931,10 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             );
             zeros(o, &["expire_cycle_cpu_milliseconds"]);
             kv(o, "evicted_keys", shard_sum(|x| x.evicted_keys));
+            kv(o, "evicted_clients", s.evicted_clients);
             zeros(
                 o,
                 &[
-                    "evicted_clients",
                     "total_eviction_exceeded_time",
                     "current_eviction_exceeded_time",
                 ],

@@ -216,6 +216,7 @@ impl Worker {
         for slot in over {
             self.close_conn(slot);
         }
+        self.evict_clients();
         if self.core.cfg.timeout_s > 0 {
             let now = self.core.shard.now_ms;
             let limit_ms = self.core.cfg.timeout_s * 1000;

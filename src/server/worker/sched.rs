@@ -337,6 +337,7 @@ impl Worker {
             }
         }
         self.drain();
+        self.evict_clients();
         self.run_resumes();
         self.publish_events();
         self.invalidate_touched();
