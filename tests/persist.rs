@@ -631,3 +631,37 @@ fn save_with_big_values_on_every_shard_loads_back() {
     let s = tessera(&dir, &["--shards", "2", "--save", ""]);
     assert_eq!(contents(&mut s.conn()), before);
 }
+
+/// `key-load-delay` (Redis's hidden test hook): every key loaded sleeps
+/// that many microseconds, so 4 keys at 100 ms take at least 0.4 s to load
+/// (a lower bound sleeping guarantees, not a speed threshold).
+#[test]
+fn key_load_delay_slows_loading_by_each_key() {
+    let dir = DataDir::new("persist-key-load-delay");
+    let mut s = tessera(&dir, &["--save", ""]);
+    let mut c = s.conn();
+    for k in 0..4 {
+        let _: () = c.set(format!("k{k}"), k).unwrap();
+    }
+    assert_eq!(redis::cmd("SAVE").query::<String>(&mut c).unwrap(), "OK");
+    drop(c);
+    shutdown(&mut s, &["NOSAVE"]);
+
+    let s = tessera(&dir, &["--save", "", "--key-load-delay", "100000"]);
+    let mut c = s.conn();
+    let delay: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("key-load-delay")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(delay, ["key-load-delay", "100000"]);
+    let log = s.log();
+    let secs: f64 = log
+        .split("DB loaded from disk: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no load time in the log:\n{log}"));
+    assert!(secs >= 0.4, "loaded in {secs} s");
+    assert_eq!(info_field(&mut c, "rdb_last_load_keys_loaded"), "4");
+}

@@ -1060,6 +1060,7 @@ fn replay(
                 }
                 n += 1;
                 pos += used;
+                commands::persist::key_load_delay();
             }
             Parsed::Short => {
                 if !last || !load_truncated {

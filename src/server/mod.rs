@@ -224,6 +224,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // The AOF wins over the RDB when enabled: load it before accepting
     // clients, then start its writer. Without an AOF to load, the RDB.
     let mut shards: Option<Vec<engine::Shard>> = None;
+    commands::persist::set_key_load_delay(cfg.key_load_delay);
     let aof = if cfg.appendonly {
         if let Some(l) = aof::load(&cfg, n)? {
             log::notice(format_args!(

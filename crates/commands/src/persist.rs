@@ -1345,6 +1345,34 @@ fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
 // Start-up and shutdown
 // ---------------------------------------------------------------------------
 
+/// `key-load-delay` (a Redis test hook, set at start and by CONFIG SET):
+/// read by every loader, which calls [`key_load_delay`] after each key or
+/// AOF command.
+static KEY_LOAD_DELAY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static KEY_LOAD_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// Sets `key-load-delay`.
+pub fn set_key_load_delay(v: i32) {
+    KEY_LOAD_DELAY.store(v, Ordering::Relaxed);
+}
+
+/// Redis's `debugDelay(key_load_delay)` after a key is loaded: a positive
+/// value sleeps that many microseconds; a negative `-n` sleeps 1 µs once
+/// every `n` keys (Redis: with probability 1/n); 0 does nothing.
+pub fn key_load_delay() {
+    let v = KEY_LOAD_DELAY.load(Ordering::Relaxed);
+    let us = match v {
+        0 => return,
+        v if v > 0 => v.unsigned_abs(),
+        v => u32::from(
+            KEY_LOAD_COUNT.fetch_add(1, Ordering::Relaxed) % u64::from(v.unsigned_abs()) == 0,
+        ),
+    };
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(u64::from(us)));
+    }
+}
+
 /// Loads `path` into `shards` (each key to the shard its hash picks).
 /// `Ok(None)` if there is no file. Keys already expired are skipped, as a
 /// Redis primary does.
@@ -1406,6 +1434,7 @@ pub fn load_as(
         }
         s.dbs[l.db].insert(&l.key, e, l.expire_at_ms);
         keys += 1;
+        key_load_delay();
         if last_log.elapsed().as_secs() >= 2 {
             log(false, &format!("Loading RDB: {keys} keys loaded so far..."));
             last_log = Instant::now();

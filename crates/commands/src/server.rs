@@ -283,6 +283,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             }
         }
         crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
+        crate::persist::set_key_load_delay(cfg.key_load_delay);
         // Redis's updateRequirePass: the default user's only password.
         if saved.requirepass != cfg.requirepass {
             c.server.acl.set_requirepass(cfg.requirepass.as_deref());
