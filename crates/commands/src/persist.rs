@@ -1365,7 +1365,9 @@ pub fn key_load_delay() {
         0 => return,
         v if v > 0 => v.unsigned_abs(),
         v => u32::from(
-            KEY_LOAD_COUNT.fetch_add(1, Ordering::Relaxed) % u64::from(v.unsigned_abs()) == 0,
+            KEY_LOAD_COUNT
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(u64::from(v.unsigned_abs())),
         ),
     };
     if us > 0 {
