@@ -23,7 +23,8 @@
 //!    threads on this shard, and collect replies for this thread's
 //!    connections (a lone request of a connection with nothing else
 //!    outstanding is answered by the shard that runs it, straight to the
-//!    client: `request::mark_direct`);
+//!    client: `request::mark_direct`); then, with `maxmemory-clients`
+//!    set, disconnect clients over it (`client_evict`);
 //! 4. write every connection with new output (one `write` per connection
 //!    per iteration, however many replies it holds), publish this shard's
 //!    memory figure if it moved (maxmemory, see `engine::evict`), then mark
@@ -50,7 +51,7 @@
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | home  | the desk a long script gets |
-//! | `pause`, `repl_wait`, `replica`, `memory` | home | one feature each |
+//! | `pause`, `repl_wait`, `replica`, `memory`, `client_evict` | home | one feature each |
 //! | `pubsub`, `tracking` | both | events and invalidations: made on the shard, sent from home |
 //! | `testing`, `tests` | -  | real workers in process, driven in rounds as a hub drives them |
 //!
