@@ -29,6 +29,7 @@ pub mod keys;
 pub mod keyspecs;
 pub mod list;
 pub mod memory;
+pub mod migrate;
 pub mod multi;
 pub mod multikey;
 pub mod ops;
