@@ -334,10 +334,9 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         .flatten()
         .find(|l| l.first() == Some(&b'-'));
         match failed {
+            // Only the first error is reported.
             Some(e) => {
-                if target_err.is_none() {
-                    target_err = Some(e[1..].to_vec());
-                }
+                target_err.get_or_insert_with(|| e[1..].to_vec());
             }
             None if !o.copy => {
                 if ctx.shard.delete(ctx.db, key) {
@@ -449,5 +448,106 @@ mod tests {
             p(&[b"MIGRATE", b"h", b"1", b"k", b"x", b"y"]),
             Err("ERR value is not an integer or out of range".into())
         );
+    }
+
+    /// A target on a loopback port that answers each request line of
+    /// `replies` at once (before reading: the command writes its whole
+    /// request first), then hands back everything it was sent.
+    fn fake_target(replies: &'static str) -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            s.write_all(replies.as_bytes()).expect("reply");
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            got
+        });
+        (port, t)
+    }
+
+    #[test]
+    fn acknowledged_keys_are_deleted_and_propagated_as_del() {
+        for nshards in [1, 3] {
+            let mut t = crate::testutil::TestServer::new(nshards);
+            t.recording(true);
+            t.run(&["SET", "a", "1", "PX", "100000"]);
+            t.run(&["SET", "b", "2"]);
+            t.run(&["SET", "c", "3"]);
+            t.take_records();
+            // SELECT, then a's RESTORE accepted, b's refused, c's accepted.
+            let (port, target) =
+                fake_target("+OK\r\n+OK\r\n-BUSYKEY Target key name already exists.\r\n+OK\r\n");
+            let port = port.to_string();
+            let argv = [
+                "MIGRATE",
+                "127.0.0.1",
+                &port,
+                "",
+                "5",
+                "5000",
+                "KEYS",
+                "a",
+                "nokey",
+                "b",
+                "c",
+            ];
+            assert_eq!(
+                t.run(&argv),
+                "-ERR Target instance replied with error: BUSYKEY Target key name already exists.\r\n"
+            );
+            let sent = String::from_utf8_lossy(&target.join().expect("target")).into_owned();
+            assert!(
+                sent.starts_with(
+                    "*2\r\n$6\r\nSELECT\r\n$1\r\n5\r\n*4\r\n$7\r\nRESTORE\r\n$1\r\na\r\n"
+                ),
+                "{sent:?}"
+            );
+            // a's remaining TTL, at most its 100 s.
+            let ttl: Vec<&str> = sent.split("\r\n").skip(10).take(2).collect();
+            let ms: u64 = ttl[1].parse().expect("ttl");
+            assert!(ms > 0 && ms <= 100_000, "{ttl:?}");
+            assert_eq!(sent.matches("RESTORE").count(), 3);
+            assert!(!sent.contains("nokey"));
+            assert_eq!(t.take_records(), [["DEL", "a", "c"]]);
+            assert_eq!(t.run(&["EXISTS", "a", "b", "c"]), ":1\r\n");
+            assert_eq!(t.run(&["GET", "b"]), "$1\r\n2\r\n");
+        }
+    }
+
+    #[test]
+    fn copy_deletes_and_propagates_nothing() {
+        let mut t = crate::testutil::TestServer::new(1);
+        t.recording(true);
+        t.run(&["SET", "a", "1"]);
+        t.take_records();
+        let (port, target) = fake_target("+OK\r\n+OK\r\n+OK\r\n");
+        let port = port.to_string();
+        assert_eq!(
+            t.run(&[
+                "MIGRATE",
+                "127.0.0.1",
+                &port,
+                "a",
+                "0",
+                "5000",
+                "COPY",
+                "REPLACE",
+                "AUTH2",
+                "u",
+                "p"
+            ]),
+            "+OK\r\n"
+        );
+        let sent = String::from_utf8_lossy(&target.join().expect("target")).into_owned();
+        assert!(
+            sent.starts_with("*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n*2\r\n$6\r\nSELECT\r\n"),
+            "{sent:?}"
+        );
+        assert!(sent.ends_with("$7\r\nREPLACE\r\n"), "{sent:?}");
+        assert!(t.take_records().is_empty());
+        assert_eq!(t.run(&["EXISTS", "a"]), ":1\r\n");
     }
 }
