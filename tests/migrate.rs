@@ -2,8 +2,8 @@
 //! a TTL, moved from Tessera to a real `redis-server` and to another
 //! Tessera (KEYS across shards, so the scratch layer runs it), COPY,
 //! REPLACE, a destination db, AUTH/AUTH2, NOKEY, a target that refuses
-//! (BUSYKEY, WRONGPASS) and a closed port; every reply compared byte for
-//! byte with what Redis 7.0 sends.
+//! (BUSYKEY, WRONGPASS), a closed port, and the cache of connections;
+//! every reply compared byte for byte with what Redis 7.0 sends.
 //!
 //! Validate against Redis (source and target both Redis):
 //! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --test migrate`.
@@ -295,4 +295,60 @@ fn silent_target_times_out() {
     );
     assert_eq!(cmd(&mut c, &["EXISTS", "k"]), b":1\r\n");
     drop(l);
+}
+
+/// The value of `field` in `INFO section`.
+fn info_field(c: &mut RawConn, section: &str, field: &str) -> String {
+    let info = s(&cmd(c, &["INFO", section]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+/// Connections to a target are kept (Redis's cache, 10 s) and SELECT is
+/// sent only when the db changes; a cached connection the target closed
+/// is replaced on the spot (Redis retries once when no reply came).
+#[test]
+fn connections_are_cached_and_replaced_when_closed() {
+    let src = Server::tessera(&[]);
+    let mut c = src.raw();
+    assert_eq!(info_field(&mut c, "stats", "migrate_cached_sockets"), "0");
+    let dsts = targets(&[]);
+    for (i, dst) in dsts.iter().enumerate() {
+        let port = dst.port().to_string();
+        let mut d = dst.raw();
+        for k in ["k1", "k2"] {
+            cmd(&mut c, &["SET", k, "v"]);
+            assert_eq!(
+                cmd(&mut c, &["MIGRATE", "127.0.0.1", &port, k, "2", "5000"]),
+                b"+OK\r\n"
+            );
+        }
+        assert_eq!(
+            info_field(&mut c, "stats", "migrate_cached_sockets"),
+            (i + 1).to_string()
+        );
+        assert_eq!(
+            info_field(&mut d, "commandstats", "cmdstat_select")
+                .split(',')
+                .next(),
+            Some("calls=1")
+        );
+        // The target drops the cached connection.
+        assert_eq!(
+            cmd(
+                &mut d,
+                &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]
+            ),
+            b":1\r\n"
+        );
+        cmd(&mut c, &["SET", "k3", "v"]);
+        assert_eq!(
+            cmd(&mut c, &["MIGRATE", "127.0.0.1", &port, "k3", "2", "5000"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(cmd(&mut d, &["SELECT", "2"]), b"+OK\r\n");
+        assert_eq!(cmd(&mut d, &["DBSIZE"]), b":3\r\n");
+    }
 }

@@ -29,15 +29,22 @@
 //! Propagated as `DEL` of the keys the target acknowledged (none under
 //! COPY), as Redis rewrites the command.
 //!
-//! Differences from Redis: no cache of target connections (Redis keeps
-//! each for 10 s and skips SELECT when the db is unchanged), so a failed
-//! write or read is not retried on a fresh connection (Redis retries once,
-//! for a cached socket the target closed); `migrate_cached_sockets` stays
-//! 0. The target always sees AUTH (if given), SELECT, then the RESTOREs.
+//! Connections are cached as Redis caches them: one per `host:port` (at
+//! most 64), closed after 10 s idle (by the next MIGRATE or INFO, which
+//! reports `migrate_cached_sockets`, where Redis's cron closes them);
+//! SELECT is sent only when the db differs from the last one selected
+//! without error; a socket error before any reply is retried once on a
+//! fresh connection unless it was a timeout.
+//!
+//! Differences from Redis: the cache is the process's, but a connection in
+//! use is taken out of it, so two MIGRATEs to one target from different
+//! threads at once use two connections; a full cache evicts its least
+//! recently used connection where Redis picks one at random.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use engine::rdb;
 use resp::Args;
@@ -197,54 +204,130 @@ fn io_err(what: &str) -> CmdError {
 
 /// A blocking connection to `host:port` within `timeout` (Redis's
 /// `connBlockingConnect`), with that timeout on every read and write.
-/// `Err(true)`: the address does not resolve (a name unknown, an empty
-/// host, a negative port), Redis's only "connecting" error; `Err(false)`:
-/// no address accepted the connection in time. Redis connects without
-/// blocking and reports a refused or timed-out connection when its first
-/// write fails, so that is "writing" here too.
-fn connect(host: &[u8], port: &[u8], timeout: Duration) -> Result<TcpStream, bool> {
+/// `Err(None)`: the address does not resolve (a name unknown, an empty
+/// host, a negative port), Redis's only "connecting" error;
+/// `Err(Some(e))`: no address accepted the connection in time. Redis
+/// connects without blocking and reports a refused or timed-out
+/// connection when its first write fails, so that is "writing" here too.
+fn connect(
+    host: &[u8],
+    port: &[u8],
+    timeout: Duration,
+) -> Result<TcpStream, Option<std::io::Error>> {
     let port = atoi(port);
     if port < 0 {
-        return Err(true);
+        return Err(None);
     }
     // getaddrinfo takes the port as text and keeps its low 16 bits.
     let port = port as u16;
-    let host = std::str::from_utf8(host).map_err(|_| true)?;
-    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(|_| true)?.collect();
-    if addrs.is_empty() {
-        return Err(true);
-    }
+    let host = std::str::from_utf8(host).map_err(|_| None)?;
+    let addrs = (host, port).to_socket_addrs().map_err(|_| None)?;
+    let mut last = None;
     for a in addrs {
-        if let Ok(s) = TcpStream::connect_timeout(&a, timeout) {
-            s.set_read_timeout(Some(timeout)).map_err(|_| false)?;
-            s.set_write_timeout(Some(timeout)).map_err(|_| false)?;
-            let _ = s.set_nodelay(true);
-            return Ok(s);
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
         }
     }
-    Err(false)
+    // No address at all is a resolution failure.
+    Err(last)
 }
 
 /// Reads one reply line without its CRLF (Redis's `connSyncReadLine`,
-/// cut to its buffer); `None` on error, timeout or end of stream.
-fn read_line(r: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+/// cut to its buffer); an error on timeout or end of stream.
+fn read_line(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
     let mut line = Vec::new();
     // Bounded: a target that never sends a newline costs at most this
     // much memory before the line is refused.
-    let n = r
-        .by_ref()
-        .take(64 * 1024)
-        .read_until(b'\n', &mut line)
-        .ok()?;
-    if n == 0 || line.last() != Some(&b'\n') {
-        return None;
+    r.by_ref().take(64 * 1024).read_until(b'\n', &mut line)?;
+    if line.last() != Some(&b'\n') {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
     line.pop();
     if line.last() == Some(&b'\r') {
         line.pop();
     }
     line.truncate(LINE_MAX);
-    Some(line)
+    Ok(line)
+}
+
+/// A connection to a target, cached between MIGRATEs (Redis's
+/// `migrateCachedSocket`): its reader, the db it last SELECTed
+/// successfully, and when it was last used.
+struct Link {
+    r: BufReader<TcpStream>,
+    db: Option<i64>,
+    used: Instant,
+}
+
+/// Redis's `MIGRATE_SOCKET_CACHE_ITEMS` and `MIGRATE_SOCKET_CACHE_TTL`.
+const CACHE_MAX: usize = 64;
+const CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// Idle links by `host:port` as the client wrote them. Process-wide, as
+/// Redis's: a MIGRATE runs on whichever thread holds its keys. A link is
+/// taken out while in use, so two MIGRATEs to one target at once each
+/// use their own connection. Never touched on the data path.
+static CACHE: Mutex<Vec<(Vec<u8>, Link)>> = Mutex::new(Vec::new());
+
+fn cache() -> std::sync::MutexGuard<'static, Vec<(Vec<u8>, Link)>> {
+    // A poisoned cache holds only sockets: keep using it.
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Closes the links idle for longer than [`CACHE_TTL`] (Redis's
+/// `migrateCloseTimedoutSockets`, run by its cron; here by every MIGRATE
+/// and INFO) and returns how many remain (`migrate_cached_sockets`).
+pub fn cached_sockets() -> usize {
+    let mut c = cache();
+    c.retain(|(_, l)| l.used.elapsed() <= CACHE_TTL);
+    c.len()
+}
+
+/// The cached link to `name`, taken out of the cache.
+fn take_link(name: &[u8]) -> Option<Link> {
+    cached_sockets();
+    let mut c = cache();
+    let i = c.iter().position(|(n, _)| n == name)?;
+    Some(c.swap_remove(i).1)
+}
+
+/// Puts a link that worked back, evicting the least recently used one
+/// when the cache is full (Redis evicts a random one).
+fn keep_link(name: Vec<u8>, mut link: Link) {
+    link.used = Instant::now();
+    let mut c = cache();
+    if c.iter().any(|(n, _)| *n == name) {
+        return;
+    }
+    if c.len() >= CACHE_MAX {
+        if let Some(i) = (0..c.len()).min_by_key(|&i| c[i].1.used) {
+            c.swap_remove(i);
+        }
+    }
+    c.push((name, link));
+}
+
+/// How an attempt failed: writing or reading, and whether by timeout
+/// (Redis retries once on a fresh connection unless it timed out).
+struct SocketErr {
+    writing: bool,
+    timed_out: bool,
+}
+
+impl SocketErr {
+    fn of(writing: bool, e: Option<&std::io::Error>) -> Self {
+        let timed_out = e.is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
+        });
+        SocketErr { writing, timed_out }
+    }
 }
 
 /// MIGRATE (see the module docs for its replies).
@@ -254,8 +337,10 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let touch = ctx.touch();
     let compress = ctx.shard.rdb_compression;
     let now = ctx.shard.now_ms;
-    // Each existing key with its remaining TTL (0: none) and payload.
-    let mut found: Vec<(&[u8], i64, Vec<u8>)> = Vec::new();
+    // The RESTOREs of the keys that exist, with their remaining TTL (0:
+    // none) and payload.
+    let mut restores = Vec::new();
+    let mut found: Vec<&[u8]> = Vec::new();
     for key in args.iter().skip(o.first_key).take(o.num_keys) {
         let Some(e) = ctx.shard.lookup_read(ctx.db, key, touch) else {
             continue;
@@ -267,13 +352,97 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         } else {
             (at as i64).saturating_sub(now as i64).max(1)
         };
-        found.push((key, ttl, payload));
+        write_count(&mut restores, if o.replace { 5 } else { 4 });
+        write_bulk(&mut restores, b"RESTORE");
+        write_bulk(&mut restores, key);
+        write_bulk(&mut restores, itoa::Buffer::new().format(ttl).as_bytes());
+        write_bulk(&mut restores, &payload);
+        if o.replace {
+            write_bulk(&mut restores, b"REPLACE");
+        }
+        found.push(key);
     }
     if found.is_empty() {
         ctx.out.simple("NOKEY");
         return Ok(());
     }
+    let mut name = args.get(1).to_vec();
+    name.push(b':');
+    name.extend_from_slice(args.get(2));
 
+    let mut may_retry = true;
+    let fail = loop {
+        let link = match take_link(&name) {
+            Some(l) => Ok(l),
+            None => match connect(args.get(1), args.get(2), timeout) {
+                Ok(s) => Ok(Link {
+                    r: BufReader::new(s),
+                    db: None,
+                    used: Instant::now(),
+                }),
+                Err(None) => {
+                    return Err(CmdError::Raw(
+                        "IOERR error or timeout connecting to the client".into(),
+                    ))
+                }
+                Err(Some(e)) => Err(SocketErr::of(true, Some(&e))),
+            },
+        };
+        let err = match link {
+            Err(e) => e,
+            Ok(mut link) => {
+                let sock = link.r.get_ref();
+                let _ = sock.set_read_timeout(Some(timeout));
+                let _ = sock.set_write_timeout(Some(timeout));
+                let select = link.db != Some(o.db);
+                match exchange(ctx, &o, &found, &restores, &mut link, select) {
+                    Ok(Sent::Done) => {
+                        link.db = Some(o.db);
+                        keep_link(name, link);
+                        ctx.out.ok();
+                        return Ok(());
+                    }
+                    Ok(Sent::TargetErr(e)) => {
+                        // Whatever the target's db now, SELECT it next time.
+                        link.db = None;
+                        keep_link(name, link);
+                        return Err(e);
+                    }
+                    // Replies came for some keys before the socket
+                    // failed: too late to retry.
+                    Ok(Sent::Broken) => break SocketErr::of(false, None),
+                    Err(e) => e,
+                }
+            }
+        };
+        if err.timed_out || !may_retry {
+            break err;
+        }
+        may_retry = false;
+    };
+    Err(io_err(if fail.writing { "writing" } else { "reading" }))
+}
+
+/// What an exchange with the target came to (a failure before any key's
+/// reply is the `Err` of [`exchange`]).
+enum Sent {
+    Done,
+    TargetErr(CmdError),
+    /// The socket failed after some keys' replies.
+    Broken,
+}
+
+/// Sends AUTH, SELECT (when `select`) and the RESTOREs, reads their
+/// replies and deletes each key the target accepted (unless COPY),
+/// propagating one DEL of them.
+fn exchange(
+    ctx: &mut ShardCtx<'_>,
+    o: &Opts<'_>,
+    found: &[&[u8]],
+    restores: &[u8],
+    link: &mut Link,
+    select: bool,
+) -> Result<Sent, SocketErr> {
     let mut req = Vec::new();
     if let Some(pass) = o.password {
         write_count(&mut req, if o.user.is_some() { 3 } else { 2 });
@@ -283,51 +452,41 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         write_bulk(&mut req, pass);
     }
-    write_count(&mut req, 2);
-    write_bulk(&mut req, b"SELECT");
-    write_bulk(&mut req, itoa::Buffer::new().format(o.db).as_bytes());
-    for (key, ttl, payload) in &found {
-        write_count(&mut req, if o.replace { 5 } else { 4 });
-        write_bulk(&mut req, b"RESTORE");
-        write_bulk(&mut req, key);
-        write_bulk(&mut req, itoa::Buffer::new().format(*ttl).as_bytes());
-        write_bulk(&mut req, payload);
-        if o.replace {
-            write_bulk(&mut req, b"REPLACE");
-        }
+    if select {
+        write_count(&mut req, 2);
+        write_bulk(&mut req, b"SELECT");
+        write_bulk(&mut req, itoa::Buffer::new().format(o.db).as_bytes());
     }
-
-    let mut sock = match connect(args.get(1), args.get(2), timeout) {
-        Ok(s) => s,
-        Err(true) => {
-            return Err(CmdError::Raw(
-                "IOERR error or timeout connecting to the client".into(),
-            ))
-        }
-        Err(false) => return Err(io_err("writing")),
-    };
-    if sock.write_all(&req).is_err() {
-        return Err(io_err("writing"));
-    }
-    drop(req);
-    let mut r = BufReader::new(sock);
+    let sock = link.r.get_mut();
+    sock.write_all(&req)
+        .and_then(|()| sock.write_all(restores))
+        .map_err(|e| SocketErr::of(true, Some(&e)))?;
+    let read_err = |e: std::io::Error| SocketErr::of(false, Some(&e));
     let auth_reply = match o.password {
-        Some(_) => Some(read_line(&mut r).ok_or_else(|| io_err("reading"))?),
+        Some(_) => Some(read_line(&mut link.r).map_err(read_err)?),
         None => None,
     };
-    let select_reply = read_line(&mut r).ok_or_else(|| io_err("reading"))?;
+    let select_reply = match select {
+        true => Some(read_line(&mut link.r).map_err(read_err)?),
+        false => None,
+    };
 
     let mut target_err: Option<Vec<u8>> = None;
-    let mut socket_err = false;
+    let mut broken = false;
     let mut deleted: Vec<&[u8]> = Vec::new();
-    for (key, _, _) in &found {
-        let Some(line) = read_line(&mut r) else {
-            socket_err = true;
-            break;
+    for (j, &key) in found.iter().enumerate() {
+        let line = match read_line(&mut link.r) {
+            Ok(l) => l,
+            // No reply at all: the caller may retry (nothing changed).
+            Err(e) if j == 0 => return Err(read_err(e)),
+            Err(_) => {
+                broken = true;
+                break;
+            }
         };
         let failed = [
             auth_reply.as_deref(),
-            Some(&select_reply[..]),
+            select_reply.as_deref(),
             Some(&line[..]),
         ]
         .into_iter()
@@ -361,13 +520,9 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             e.iter()
                 .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
         );
-        return Err(CmdError::Bytes(line));
+        return Ok(Sent::TargetErr(CmdError::Bytes(line)));
     }
-    if socket_err {
-        return Err(io_err("reading"));
-    }
-    ctx.out.ok();
-    Ok(())
+    Ok(if broken { Sent::Broken } else { Sent::Done })
 }
 
 #[cfg(test)]
@@ -450,6 +605,30 @@ mod tests {
         );
     }
 
+    /// Closes the cached link to 127.0.0.1:`port` (the fake target reads
+    /// to its end).
+    fn drop_link(port: &str) {
+        assert!(take_link(format!("127.0.0.1:{port}").as_bytes()).is_some());
+    }
+
+    #[test]
+    fn idle_links_are_closed_after_the_ttl() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let new_link = || Link {
+            r: BufReader::new(TcpStream::connect(l.local_addr().expect("addr")).expect("connect")),
+            db: Some(0),
+            used: Instant::now(),
+        };
+        let name = |n: &str| format!("test-ttl-{n}").into_bytes();
+        keep_link(name("fresh"), new_link());
+        let mut old = new_link();
+        old.used = Instant::now() - CACHE_TTL - Duration::from_secs(1);
+        cache().push((name("old"), old));
+        cached_sockets();
+        assert!(take_link(&name("old")).is_none());
+        assert!(take_link(&name("fresh")).is_some());
+    }
+
     /// A target on a loopback port that answers each request line of
     /// `replies` at once (before reading: the command writes its whole
     /// request first), then hands back everything it was sent.
@@ -498,6 +677,7 @@ mod tests {
                 t.run(&argv),
                 "-ERR Target instance replied with error: BUSYKEY Target key name already exists.\r\n"
             );
+            drop_link(&port);
             let sent = String::from_utf8_lossy(&target.join().expect("target")).into_owned();
             assert!(
                 sent.starts_with(
@@ -541,6 +721,7 @@ mod tests {
             ]),
             "+OK\r\n"
         );
+        drop_link(&port);
         let sent = String::from_utf8_lossy(&target.join().expect("target")).into_owned();
         assert!(
             sent.starts_with("*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n*2\r\n$6\r\nSELECT\r\n"),
