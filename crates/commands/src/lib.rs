@@ -3,6 +3,8 @@
 //!
 //! Layering: this crate knows the engine's data (through shard handlers and
 //! jobs) and the protocol's reply encoder, but no sockets and no threads.
+//! One exception, as in Redis: MIGRATE (`migrate`) talks to its target
+//! over a blocking client socket of its own, bounded by its timeout.
 //! The runtime (the `tessera` binary) resolves each request here
 //! ([`table::registry`]), decides where it runs with [`table::target`], and
 //! calls [`exec::run_shard`] / [`exec::run_conn`] or drives a
@@ -29,6 +31,7 @@ pub mod keys;
 pub mod keyspecs;
 pub mod list;
 pub mod memory;
+pub mod migrate;
 pub mod multi;
 pub mod multikey;
 pub mod ops;

@@ -946,12 +946,15 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "pubsub_channels", chans);
             kv(o, "pubsub_patterns", pats);
             kv(o, "pubsubshard_channels", shard_chans);
+            zeros(o, &["latest_fork_usec", "total_forks"]);
+            kv(
+                o,
+                "migrate_cached_sockets",
+                crate::migrate::cached_sockets(),
+            );
             zeros(
                 o,
                 &[
-                    "latest_fork_usec",
-                    "total_forks",
-                    "migrate_cached_sockets",
                     "slave_expires_tracked_keys",
                     "active_defrag_hits",
                     "active_defrag_misses",

@@ -271,6 +271,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::sort::COMMANDS,
     crate::persist::COMMANDS,
     crate::dump::COMMANDS,
+    crate::migrate::COMMANDS,
     crate::cluster::COMMANDS,
     crate::repl::cmds::COMMANDS,
     crate::replica::COMMANDS,
