@@ -7,7 +7,8 @@
 #   bench/callgrind.sh NAME=CMD [NAME=CMD ...]
 #
 # CMD starts one server in the foreground on 127.0.0.1 port $PORT, as in
-# ../shared/bench/compare.sh (quote it in single quotes). It is run under
+# ../shared/bench/compare.sh (quote it in single quotes); the script adds
+# `--dir` with an empty directory of its own. It is run under
 # `valgrind --tool=callgrind`; the counters are zeroed before each measured
 # load (after a warm-up of the same load) and dumped after it, so start-up
 # and warm-up are not counted (idle ticks during the load are). Each test's count is printed as
@@ -47,6 +48,8 @@ free_port() {
 
 load() { # port test requests
   local p=$1 t=$2 n=$3
+  # A server that dies under the load must not leave the script waiting.
+  redis-benchmark() { timeout "${CG_LOAD_TIMEOUT:-900}" command redis-benchmark "$@"; }
   case $t in
     set_p1) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 1 -r 100000 -t set ;;
     set_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 -r 100000 -t set ;;
@@ -88,10 +91,16 @@ for spec in "$@"; do
   PORT=$(free_port); export PORT
   log="$OUT/$name.log"
   ( export GLIBC_TUNABLES=glibc.malloc.tcache_count=256
+    # Its own empty directory: no dump.rdb or AOF of another run is loaded.
+    mkdir -p "$OUT/$name.dir"
     eval "exec valgrind --tool=callgrind \
-      --callgrind-out-file=\"$OUT/$name.%p.out\" $cmd" ) >"$log" 2>&1 &
+      --callgrind-out-file=\"$OUT/$name.%p.out\" $cmd --dir \"$OUT/$name.dir\"" ) >"$log" 2>&1 &
   vpid=$!
-  for _ in $(seq 600); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  up=0
+  for _ in $(seq 600); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && { up=1; break; }; sleep 0.1; done
+  if [ $up -eq 0 ] || ! kill -0 "$vpid" 2>/dev/null; then
+    echo "$name did not start (see $log)" >&2; exit 1
+  fi
   [ -n "${CG_SETUP:-}" ] && redis-cli -p "$PORT" $CG_SETUP >/dev/null
   redis-benchmark -p "$PORT" -q -n 100000 -c "$CLIENTS" -P 16 -r 100000 -t set >/dev/null 2>&1
   j=0
