@@ -49,7 +49,7 @@ free_port() {
 load() { # port test requests
   local p=$1 t=$2 n=$3
   # A server that dies under the load must not leave the script waiting.
-  redis-benchmark() { timeout "${CG_LOAD_TIMEOUT:-900}" command redis-benchmark "$@"; }
+  redis-benchmark() { timeout "${CG_LOAD_TIMEOUT:-900}" redis-benchmark "$@"; }
   case $t in
     set_p1) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 1 -r 100000 -t set ;;
     set_p16) redis-benchmark -p "$p" -q -n "$n" -c "$CLIENTS" -P 16 -r 100000 -t set ;;
