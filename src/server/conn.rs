@@ -360,6 +360,28 @@ impl Conn {
         self.qbuf_peak = self.qbuf_peak.max(end.saturating_sub(self.rpos));
     }
 
+    /// Before a read: keeps at least half of [`READ_CHUNK`] of initialised
+    /// room after the request bytes (the consumed front is reused first,
+    /// then the buffer doubles).
+    pub fn make_read_room(&mut self) {
+        if self.rpos == self.rend {
+            self.rpos = 0;
+            self.set_rbuf_end(0);
+        }
+        if self.rbuf.len() - self.rend < READ_CHUNK / 2 {
+            if self.rpos > 0 {
+                let (s, e) = (self.rpos, self.rend);
+                self.rbuf.copy_within(s..e, 0);
+                self.set_rbuf_end(e - s);
+                self.rpos = 0;
+            }
+            if self.rbuf.len() - self.rend < READ_CHUNK / 2 {
+                let want = (self.rbuf.len() * 2).max(READ_CHUNK);
+                self.rbuf.resize(want, 0);
+            }
+        }
+    }
+
     /// Moves the unconsumed request bytes to the front of the read buffer
     /// and makes the buffer `size` bytes (at least those bytes; 0 frees
     /// it). Only between requests: nothing keeps offsets into it then.

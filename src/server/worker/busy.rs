@@ -40,7 +40,6 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use commands::exec::{dispatch, Step};
 use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
 
-use super::super::conn::READ_CHUNK;
 use super::accept::Door;
 use super::request::paused;
 use super::{Conns, Core, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
@@ -199,22 +198,7 @@ impl Desk<'_> {
         let mut defer = false;
         let mut got = false;
         loop {
-            if c.rpos == c.rbuf_end() {
-                c.rpos = 0;
-                c.set_rbuf_end(0);
-            }
-            if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
-                if c.rpos > 0 {
-                    let (s, e) = (c.rpos, c.rbuf_end());
-                    c.rbuf.copy_within(s..e, 0);
-                    c.set_rbuf_end(e - s);
-                    c.rpos = 0;
-                }
-                if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
-                    let want = (c.rbuf.len() * 2).max(READ_CHUNK);
-                    c.rbuf.resize(want, 0);
-                }
-            }
+            c.make_read_room();
             let end = c.rbuf_end();
             match c.stream.read(&mut c.rbuf[end..]) {
                 Ok(0) => {

@@ -49,11 +49,11 @@ const BLIND_MS: u64 = 100;
 pub(super) fn wait_for_others(core: &mut Core, c: &mut Conn, slot: usize, shard: usize) -> bool {
     c.evict_asked = true;
     let mem = core.server.mem.clone();
-    if !mem.any_evictable() {
+    let blind = !mem.any_evictable();
+    if blind {
         core.evict_blind_ms = core.shard.now_ms;
     }
     if core.evict_due == 0 {
-        let blind = !mem.any_evictable();
         for s in (0..core.server.nshards).filter(|&s| s != shard && (blind || mem.evictable_on(s)))
         {
             if s == core.id {

@@ -30,7 +30,7 @@ use commands::{ConnCtx, ReplyMode, ServerShared};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
 
 use super::super::blocking::{self, BlockPhase};
-use super::super::conn::{ActiveCoord, Conn, HOLD_LOCAL, READ_CHUNK};
+use super::super::conn::{ActiveCoord, Conn, HOLD_LOCAL};
 use super::super::mailbox::{Batch, BatchCmd, ConnRef, Msg};
 use super::home::advance;
 use super::shard::lock_blocked;
@@ -141,23 +141,7 @@ impl Worker {
                 break;
             }
             c.unread = false;
-            // Keep READ_CHUNK of initialised room at the end.
-            if c.rpos == c.rbuf_end() {
-                c.rpos = 0;
-                c.set_rbuf_end(0);
-            }
-            if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
-                if c.rpos > 0 {
-                    let (s, e) = (c.rpos, c.rbuf_end());
-                    c.rbuf.copy_within(s..e, 0);
-                    c.set_rbuf_end(e - s);
-                    c.rpos = 0;
-                }
-                if c.rbuf.len() - c.rbuf_end() < READ_CHUNK / 2 {
-                    let want = (c.rbuf.len() * 2).max(READ_CHUNK);
-                    c.rbuf.resize(want, 0);
-                }
-            }
+            c.make_read_room();
             let end = c.rbuf_end();
             let room = c.rbuf.len() - end;
             match c.stream.read(&mut c.rbuf[end..]) {

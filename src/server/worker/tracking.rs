@@ -101,6 +101,21 @@ fn track_switch(core: &mut Core, on: bool) {
     }
 }
 
+/// Sends tracker `t` the invalidation of `key`, changed by `writer` (its
+/// NOLOOP filter; `None`: expiry, eviction, the table's limit).
+fn invalidate_key(server: &ServerShared, t: Tracker, key: &[u8], writer: Option<Home>) {
+    server.pubsub.send_one(Delivery::Invalidate {
+        to: Home {
+            thread: t.thread,
+            slot: t.slot,
+            gen: t.gen,
+        },
+        id: t.id,
+        keys: Some(vec![(Box::from(key), writer)]),
+        bcast: false,
+    });
+}
+
 /// Tags the changes made since the last call with the connection that
 /// made them.
 pub(super) fn tag_touched(core: &mut Core, writer: Option<Home>) {
@@ -135,16 +150,7 @@ fn limit_tracked(core: &mut Core) {
     }
     for (key, trackers) in core.shard.tracked.evict_over(max) {
         for t in trackers {
-            core.server.pubsub.send_one(Delivery::Invalidate {
-                to: Home {
-                    thread: t.thread,
-                    slot: t.slot,
-                    gen: t.gen,
-                },
-                id: t.id,
-                keys: Some(vec![(Box::from(&key[..]), None)]),
-                bcast: false,
-            });
+            invalidate_key(&core.server, t, &key, None);
         }
     }
 }
@@ -289,16 +295,7 @@ pub(super) fn invalidate_touched(core: &mut Core) {
     let mut matched = Vec::new();
     for (key, writer, seq) in std::mem::take(&mut core.touched) {
         for t in core.shard.tracked.take_changed(&key, seq) {
-            server.pubsub.send_one(Delivery::Invalidate {
-                to: Home {
-                    thread: t.thread,
-                    slot: t.slot,
-                    gen: t.gen,
-                },
-                id: t.id,
-                keys: Some(vec![(Box::from(&key[..]), writer)]),
-                bcast: false,
-            });
+            invalidate_key(&server, t, &key, writer);
         }
         if bcast {
             matched.clear();
