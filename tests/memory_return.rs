@@ -182,7 +182,9 @@ fn memory_purge_returns_at_once() {
     let mut c = srv.conn();
     let empty = empty_rss(&srv, &mut c);
     load(&mut c);
-    redis::cmd("FLUSHALL").query::<()>(&mut c).unwrap();
+    // SYNC: freed before the reply (a plain FLUSHALL is ASYNC under
+    // Tessera's default `lazyfree-lazy-user-flush yes`).
+    redis::cmd("FLUSHALL").arg("SYNC").query::<()>(&mut c).unwrap();
     let ok: String = redis::cmd("MEMORY").arg("PURGE").query(&mut c).unwrap();
     assert_eq!(ok, "OK");
     // Synchronous: no wait.

@@ -38,6 +38,7 @@
 
 mod bits;
 
+use engine::lazyfree::Del;
 use engine::{Shard, Str, Value};
 use resp::{Args, Reply};
 
@@ -388,7 +389,7 @@ fn bitop(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             .store(db, dest, Value::Str(Str::from_vec_raw(acc)), 0);
         ctx.propagate_as_is(args);
         ctx.notify(ds::events::STRING, "set", dest);
-    } else if ctx.shard.delete(db, dest) {
+    } else if ctx.shard.delete(db, dest, Del::Server) {
         ctx.propagate_as_is(args);
         ctx.notify(ds::events::GENERIC, "del", dest);
     }

@@ -10,6 +10,7 @@
 //! IDLETIME applies under an LRU policy and FREQ under an LFU one (Redis's
 //! `objectSetLRUOrLFU`); each is accepted but ignored under the other.
 
+use engine::lazyfree::Del;
 use engine::rdb;
 use resp::Args;
 
@@ -118,7 +119,7 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let value = rdb::decode_dump_payload(payload, ctx.shard.enc)
         .map_err(|_| CmdError::err("Bad data format"))?;
     let now = ctx.shard.now_ms;
-    let deleted = o.replace && ctx.shard.delete(ctx.db, key);
+    let deleted = o.replace && ctx.shard.delete(ctx.db, key, Del::Server);
     // Redis adds the relative TTL to the clock in a `long long`: past
     // its end the sum wraps negative, so the key counts as expired.
     let at = match ttl {

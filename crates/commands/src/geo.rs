@@ -33,6 +33,7 @@
 //! set and keeps at most the set's size; COUNT bounds the reply, COUNT
 //! ANY also the walk.
 
+use engine::lazyfree::Del;
 use engine::{Value, ZSet};
 use resp::{Args, OwnedArgs, Reply};
 
@@ -598,7 +599,7 @@ fn search(ctx: &mut ShardCtx<'_>, args: Args<'_>, src: usize, form: Form) -> Res
     let Some(z) = z else {
         match o.store {
             Some(at) => {
-                if ctx.shard.remove(db, args.get(at)).is_some() {
+                if ctx.shard.delete(db, args.get(at), Del::Server) {
                     ctx.propagate_as_is(args);
                     ctx.notify(ds::events::GENERIC, "del", args.get(at));
                 }
@@ -776,7 +777,7 @@ fn store_points(
     let db = ctx.db;
     let n = found.len();
     if n == 0 {
-        if ctx.shard.remove(db, dest).is_some() {
+        if ctx.shard.delete(db, dest, Del::Server) {
             ctx.propagate_as_is(cmd);
             ctx.notify(ds::events::GENERIC, "del", dest);
         }

@@ -36,6 +36,7 @@
 //! `Shard::lfu` whenever the configuration changes.
 
 use ds::events as ev;
+use engine::lazyfree::Del;
 use engine::{Entry, LfuParams, OwnedEntry, Shard, SmallBytes, StrView, Value, ValueRef};
 use rand::Rng;
 use resp::{Args, Reply};
@@ -66,7 +67,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         -2,
         WRITE | FAST,
         keys(1, -1, 1),
-        Exec::Shard(del, Some(del_multi)),
+        Exec::Shard(unlink, Some(unlink_multi)),
         KEYSPACE_WRITE_FAST,
     ),
     CommandSpec::new(
@@ -375,8 +376,19 @@ fn count(
     keys.iter().filter(|k| op(shard, db, k)).count()
 }
 
-fn op_remove(s: &mut Shard, db: usize, k: &[u8]) -> bool {
-    let deleted = s.delete(db, k);
+/// DEL's deletion of one key (`lazyfree-lazy-user-del`).
+fn op_del(s: &mut Shard, db: usize, k: &[u8]) -> bool {
+    op_remove(s, db, k, Del::User)
+}
+
+/// UNLINK's deletion of one key (always lazy).
+fn op_unlink(s: &mut Shard, db: usize, k: &[u8]) -> bool {
+    op_remove(s, db, k, Del::Unlink)
+}
+
+#[inline]
+fn op_remove(s: &mut Shard, db: usize, k: &[u8], why: Del) -> bool {
+    let deleted = s.delete(db, k, why);
     if deleted {
         s.notify(db, ev::GENERIC, "del", k);
     }
@@ -398,23 +410,41 @@ fn op_touch(s: &mut Shard, db: usize, k: &[u8]) -> bool {
 // DEL UNLINK EXISTS TOUCH DBSIZE TYPE
 // ---------------------------------------------------------------------------
 
-/// DEL key [key ...] and UNLINK key [key ...]: the number of keys removed.
-/// Both free large values in the background (`engine::lazyfree`), as
-/// Redis's UNLINK and lazyfree-lazy-user-del do.
+/// DEL key [key ...]: the number of keys removed. A large value is freed
+/// in the background under `lazyfree-lazy-user-del` (`engine::lazyfree`).
 ///
 /// Propagated as received when it deleted a key.
 fn del(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    let n = count(ctx.shard, ctx.db, args.skip(1), op_remove);
+    del_local(ctx, args, op_del)
+}
+
+fn del_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let db = c.client.db;
+    Ok(as_received(count_multi(c, args, op_del), args, db))
+}
+
+/// UNLINK key [key ...]: DEL that always frees a large value in the
+/// background.
+fn unlink(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+    del_local(ctx, args, op_unlink)
+}
+
+fn unlink_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let db = c.client.db;
+    Ok(as_received(count_multi(c, args, op_unlink), args, db))
+}
+
+fn del_local(
+    ctx: &mut ShardCtx<'_>,
+    args: Args<'_>,
+    op: fn(&mut Shard, usize, &[u8]) -> bool,
+) -> Result<(), CmdError> {
+    let n = count(ctx.shard, ctx.db, args.skip(1), op);
     if n > 0 {
         ctx.propagate_as_is(args);
     }
     ctx.out.int(n as i64);
     Ok(())
-}
-
-fn del_multi(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let db = c.client.db;
-    Ok(as_received(count_multi(c, args, op_remove), args, db))
 }
 
 /// EXISTS key [key ...]: how many of the keys exist (repeats count again).
@@ -553,7 +583,9 @@ fn expire_generic(
         return Ok(());
     }
     if when <= now {
-        ctx.shard.dbs[db].remove(key);
+        // Redis's expireGenericCommand: `lazyfree-lazy-expire` decides.
+        let lazy = ctx.shard.lazy().expire;
+        ctx.shard.dbs[db].delete(key, lazy);
         ctx.propagate(&[b"DEL", key]);
         ctx.notify(ev::GENERIC, "del", key);
     } else {
@@ -686,7 +718,7 @@ fn rename_local(ctx: &mut ShardCtx<'_>, args: Args<'_>, nx: bool) -> Result<(), 
     let (entry, at) = ctx.shard.dbs[db]
         .remove_with_ttl(src)
         .expect("INVARIANT: source present");
-    ctx.shard.delete(db, dst);
+    ctx.shard.delete(db, dst, Del::Server);
     ctx.shard.dbs[db].insert(dst, entry, at);
     ctx.propagate_as_is(args);
     ctx.notify(ev::GENERIC, "rename_from", src);
@@ -827,7 +859,7 @@ impl Coordinator for RenameCoord {
                             return Some(entry);
                         }
                     } else {
-                        env.shard.remove(db, &dst);
+                        env.shard.delete(db, &dst, Del::Server);
                     }
                     let (e, at) = entry;
                     env.shard.dbs[db].insert(&dst, e, at);
@@ -931,7 +963,7 @@ fn copy_store(
         return false;
     }
     if replace {
-        shard.delete(db, key);
+        shard.delete(db, key, Del::Server);
     }
     shard.store(db, key, value, at);
     shard.notify(db, ev::GENERIC, "copy_to", key);
@@ -1416,49 +1448,47 @@ fn randomkey(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator
 /// shard's flushed databases are freed inline, since a thread costs more.
 const LAZYFREE_MIN_KEYS: usize = 64;
 
-/// Redis's `getFlushCommandFlags`: `[ASYNC|SYNC]`; true for ASYNC. Without
-/// an option Redis follows `lazyfree-lazy-user-flush` (default no).
-fn parse_flush(args: Args<'_>) -> Result<bool, CmdError> {
+/// Redis's `getFlushCommandFlags`: `[ASYNC|SYNC]`; `Some(true)` for
+/// ASYNC, `None` without an option (`lazyfree-lazy-user-flush` decides,
+/// see `engine::lazyfree::Lazy::flush_async`).
+fn parse_flush(args: Args<'_>) -> Result<Option<bool>, CmdError> {
     match args.len() {
-        1 => Ok(false),
-        2 if eq_ic(args.get(1), "sync") => Ok(false),
-        2 if eq_ic(args.get(1), "async") => Ok(true),
+        1 => Ok(None),
+        2 if eq_ic(args.get(1), "sync") => Ok(Some(false)),
+        2 if eq_ic(args.get(1), "async") => Ok(Some(true)),
         _ => Err(CmdError::Syntax),
     }
 }
 
-/// Empties databases `dbs` of one shard. ASYNC swaps the tables out and
-/// frees them on a background thread, so the shard never stalls on a large
-/// free.
-fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, asynchronous: bool) {
+/// Empties databases `dbs` of one shard. ASYNC (`mode`, or
+/// `lazyfree-lazy-user-flush` without one) swaps the tables out and frees
+/// them on a background thread, so the shard never stalls on a large free.
+fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, mode: Option<bool>) {
     // Redis forgets every tracked key on any flush (its table spans the
     // databases); the clients get a null invalidation.
     shard.tracked.clear();
-    if !asynchronous {
+    if !shard.lazy().flush_async(mode) {
         for db in dbs {
             shard.dbs[db].clear();
         }
         return;
     }
     let old: Vec<engine::Db> = dbs.map(|db| shard.dbs[db].take()).collect();
-    if old.iter().map(engine::Db::len).sum::<usize>() < LAZYFREE_MIN_KEYS {
+    let keys = old.iter().map(engine::Db::len).sum::<usize>();
+    if keys < LAZYFREE_MIN_KEYS {
         return;
     }
-    // If the thread cannot be spawned the closure is dropped here, which
-    // frees the tables inline: slower, never lost.
-    let _ = std::thread::Builder::new()
-        .name("lazyfree".into())
-        .spawn(move || drop(old));
+    engine::lazyfree::free_in_thread(old, keys as u64);
 }
 
 /// FLUSHDB [ASYNC|SYNC]: empties the selected database on every shard.
 fn flushdb(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let asynchronous = parse_flush(args)?;
+    let mode = parse_flush(args)?;
     let db = c.client.db;
     let server = c.server.clone();
     let coord = fan_out(
         c.nshards(),
-        move |env| flush(env.shard, db..db + 1, asynchronous),
+        move |env| flush(env.shard, db..db + 1, mode),
         move |_: Vec<()>, out, _| {
             invalidate_all(&server);
             out.ok();
@@ -1484,13 +1514,13 @@ pub(crate) fn invalidate_all(server: &crate::ServerShared) {
 
 /// FLUSHALL [ASYNC|SYNC]: empties every database on every shard.
 fn flushall(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let asynchronous = parse_flush(args)?;
+    let mode = parse_flush(args)?;
     let server = c.server.clone();
     let coord = fan_out(
         c.nshards(),
         move |env| {
             let n = env.shard.dbs.len();
-            flush(env.shard, 0..n, asynchronous)
+            flush(env.shard, 0..n, mode)
         },
         move |_: Vec<()>, out, _| {
             // A save in progress is abandoned; with save rules, the

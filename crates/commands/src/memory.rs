@@ -14,7 +14,8 @@
 //! counterpart of jemalloc's text Redis prints.
 //!
 //! Also here: [`configure_shard`], which the event loop calls after every
-//! configuration change to hand `maxmemory` and its policy to a shard, and
+//! configuration change to hand `maxmemory` and its policy (and the
+//! `lazyfree-*` directives, [`lazy_of`]) to a shard, and
 //! [`reclaim`], which gives freed memory back to the system (MEMORY PURGE,
 //! and automatically from the workers' crons).
 
@@ -117,20 +118,23 @@ pub fn policy_of(p: config::MaxmemoryPolicy) -> Policy {
     }
 }
 
-/// Hands the `maxmemory` settings to `shard` (at start and after every
-/// CONFIG SET, on the shard's thread) and publishes them for the checks
-/// made without a shard. Lowering `maxmemory` below the current usage
-/// starts evicting at once, as Redis's CONFIG SET does.
+/// Hands the `maxmemory` settings and the `lazyfree-*` directives to
+/// `shard` (at start and after every CONFIG SET, on the shard's thread)
+/// and publishes the former for the checks made without a shard. Lowering
+/// `maxmemory` below the current usage starts evicting at once, as Redis's
+/// CONFIG SET does.
 pub fn configure_shard(shard: &mut Shard, server: &Arc<ServerShared>) {
-    let (max, policy, samples, tenacity) = {
+    let (max, policy, samples, tenacity, lazy) = {
         let c = server.config.read().unwrap_or_else(|e| e.into_inner());
         (
             c.maxmemory,
             policy_of(c.maxmemory_policy),
             c.maxmemory_samples as usize,
             c.maxmemory_eviction_tenacity,
+            lazy_of(&c),
         )
     };
+    shard.set_lazy(lazy);
     shard.evict.configure(max, policy, samples, tenacity);
     shard.evict.shared = Some(server.mem.clone());
     server.mem.set_limit(max, policy);
@@ -143,6 +147,19 @@ pub fn configure_shard(shard: &mut Shard, server: &Arc<ServerShared>) {
         );
     }
     shard.evict_cron(25_000);
+}
+
+/// Which deletions free big values in the background under `c` (the
+/// `lazyfree-lazy-*` and `replica-lazy-flush` directives).
+pub fn lazy_of(c: &config::Config) -> engine::lazyfree::Lazy {
+    engine::lazyfree::Lazy {
+        eviction: c.lazyfree_lazy_eviction,
+        expire: c.lazyfree_lazy_expire,
+        server_del: c.lazyfree_lazy_server_del,
+        user_del: c.lazyfree_lazy_user_del,
+        user_flush: c.lazyfree_lazy_user_flush,
+        replica_flush: c.replica_lazy_flush,
+    }
 }
 
 /// Memory figures of the whole process (INFO memory, MEMORY STATS and

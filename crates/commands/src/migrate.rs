@@ -46,6 +46,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use engine::lazyfree::Del;
 use engine::rdb;
 use resp::Args;
 
@@ -498,7 +499,7 @@ fn exchange(
                 target_err.get_or_insert_with(|| e[1..].to_vec());
             }
             None if !o.copy => {
-                if ctx.shard.delete(ctx.db, key) {
+                if ctx.shard.delete(ctx.db, key, Del::Server) {
                     ctx.notify(ds::events::GENERIC, "del", key);
                 }
                 deleted.push(key);

@@ -241,11 +241,16 @@ pub fn load_coordinator(
             for (db, new) in env.shard.dbs.iter_mut().zip(mine.dbs.iter_mut()) {
                 engine::Db::swap_contents(db, new);
             }
-            // The old data goes with `mine`: freed on another thread, as
-            // FLUSHALL ASYNC does, so this shard's loop does not stall.
-            let _ = std::thread::Builder::new()
-                .name("lazyfree".into())
-                .spawn(move || drop(mine));
+            // The old data goes with `mine`: with `replica-lazy-flush`
+            // freed on another thread, as FLUSHALL ASYNC does, so this
+            // shard's loop does not stall; without it here (Redis's
+            // emptyData without EMPTYDB_ASYNC).
+            if env.shard.lazy().replica_flush {
+                let keys = mine.key_count() as u64;
+                engine::lazyfree::free_in_thread(mine, keys);
+            } else {
+                drop(mine);
+            }
         });
     }
     let server2 = server.clone();

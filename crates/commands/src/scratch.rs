@@ -565,7 +565,7 @@ mod tests {
             return Ok(());
         };
         let v = as_str(e)?.as_bytes().into_owned();
-        ctx.shard.delete(ctx.db, src);
+        ctx.shard.delete(ctx.db, src, engine::lazyfree::Del::Server);
         ctx.notify(ds::events::GENERIC, "del", src);
         let mut cur = match ctx.shard.lookup_write(ctx.db, dst) {
             Some(e) => as_str(e)?.as_bytes().into_owned(),

@@ -374,6 +374,7 @@ fn config_resetstat(
     c.server.total_connections.store(0, Ordering::Relaxed);
     c.server.rejected_connections.store(0, Ordering::Relaxed);
     c.server.client_mem.evicted.store(0, Ordering::Relaxed);
+    engine::lazyfree::reset_stats();
     Ok(fan_out(
         c.nshards(),
         |env| {
@@ -809,7 +810,8 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "mem_clients_normal", clients);
             zeros(o, &["mem_cluster_links", "mem_aof_buffer"]);
             kv(o, "mem_allocator", "libc");
-            zeros(o, &["active_defrag_running", "lazyfree_pending_objects"]);
+            zeros(o, &["active_defrag_running"]);
+            kv(o, "lazyfree_pending_objects", engine::lazyfree::pending());
             kv(
                 o,
                 "lazyfreed_objects",

@@ -17,6 +17,7 @@
 //! Redis does (bounded only by the client's output buffer there).
 
 use ds::events as ev;
+use engine::lazyfree::Del;
 use engine::types::set::{with_bytes, Member, OwnedMember, SetEncoding};
 use engine::{Entry, Set, Shard, Value, ValueRef};
 use rand::rngs::SmallRng;
@@ -545,7 +546,7 @@ fn store_result(ctx: &mut ShardCtx<'_>, cmd: Args<'_>, s: Set, event: &'static s
         ctx.shard.store(ctx.db, dst, Value::Set(Box::new(s)), 0);
         ctx.propagate_as_is(cmd);
         ctx.notify(ev::SET, event, dst);
-    } else if ctx.shard.remove(ctx.db, dst).is_some() {
+    } else if ctx.shard.delete(ctx.db, dst, Del::Server) {
         ctx.propagate_as_is(cmd);
         ctx.notify(ev::GENERIC, "del", dst);
     }

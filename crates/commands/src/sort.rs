@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 
+use engine::lazyfree::Del;
 use engine::{List, Shard, Value, ValueRef};
 use resp::{Args, OwnedArgs, Reply};
 
@@ -620,7 +621,7 @@ fn sort_on(
 fn store_on(shard: &mut Shard, db: usize, dst: &[u8], items: Items, sort: &OwnedArgs) -> i64 {
     let n = items.len() as i64;
     if items.is_empty() {
-        if shard.remove(db, dst).is_some() {
+        if shard.delete(db, dst, Del::Server) {
             shard.notify(db, ds::events::GENERIC, "del", dst);
             shard.outbox.record_args(db, sort.args().iter());
         }

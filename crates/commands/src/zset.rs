@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 
 use ds::events as ev;
+use engine::lazyfree::Del;
 use engine::{EncLimits, Value, ValueRef, ZSet};
 use rand::Rng;
 use resp::{Args, Reply};
@@ -493,7 +494,7 @@ fn store_result(ctx: &mut ShardCtx<'_>, cmd: Args<'_>, z: ZSet, event: &'static 
         ctx.shard.store(ctx.db, key, Value::ZSet(Box::new(z)), 0);
         ctx.propagate_as_is(cmd);
         ctx.notify(ev::ZSET, event, key);
-    } else if ctx.shard.remove(ctx.db, key).is_some() {
+    } else if ctx.shard.delete(ctx.db, key, Del::Server) {
         ctx.propagate_as_is(cmd);
         ctx.notify(ev::GENERIC, "del", key);
     }

@@ -481,6 +481,15 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     }),
     d("lfu-log-factor",           Mutable,   int!(lfu_log_factor: u32, 0, I32_MAX, 10)),
     d("lfu-decay-time",           Mutable,   int!(lfu_decay_time_min: u32, 0, I32_MAX, 1)),
+    // Which deletions free a big value on the background thread. Redis 7.0 defaults them to
+    // `no`; Tessera to `yes` (low tail latency, as Valkey 8): see engine::lazyfree.
+    d("lazyfree-lazy-eviction",   Mutable,   yes_no!(lazyfree_lazy_eviction, true)),
+    d("lazyfree-lazy-expire",     Mutable,   yes_no!(lazyfree_lazy_expire, true)),
+    d("lazyfree-lazy-server-del", Mutable,   yes_no!(lazyfree_lazy_server_del, true)),
+    d("lazyfree-lazy-user-del",   Mutable,   yes_no!(lazyfree_lazy_user_del, true)),
+    d("lazyfree-lazy-user-flush", Mutable,   yes_no!(lazyfree_lazy_user_flush, true)),
+    d("replica-lazy-flush",       Mutable,   yes_no!(replica_lazy_flush, true))
+        .alias("slave-lazy-flush"),
     d("hash-max-listpack-entries", Mutable,  int!(hash_max_listpack_entries: u64, 0, I64_MAX as i64, 512))
         .alias("hash-max-ziplist-entries"),
     d("hash-max-listpack-value",  Mutable,   memory!(hash_max_listpack_value, 0, I64_MAX, 64))

@@ -53,6 +53,9 @@
 //! * `CONFIG GET` replies in table order and returns each directive once even when asked by
 //!   both name and alias (Redis 7.0 can return an alias and its target twice).
 //! * `shards`/`databases` have small upper bounds (see [`MAX_SHARDS`], [`MAX_DATABASES`]).
+//! * `lazyfree-lazy-eviction`, `-expire`, `-server-del`, `-user-del`, `-user-flush` and
+//!   `replica-lazy-flush` default to `yes` (Redis 7.0: `no`): Tessera frees big values off the
+//!   shard's thread unless told otherwise, for low tail latency, as Valkey 8 chose too.
 //!
 //! # Module map
 //!
@@ -323,6 +326,20 @@ pub struct Config {
     pub lfu_log_factor: u32,
     /// `lfu-decay-time`: minutes per LFU counter decrement of an idle key; 0 = never decay.
     pub lfu_decay_time_min: u32,
+    /// `lazyfree-lazy-eviction`: eviction frees big values in the background.
+    pub lazyfree_lazy_eviction: bool,
+    /// `lazyfree-lazy-expire`: expiry frees big values in the background.
+    pub lazyfree_lazy_expire: bool,
+    /// `lazyfree-lazy-server-del`: implicit deletes (an overwrite, RENAME's target, RESTORE
+    /// REPLACE ...) free big values in the background.
+    pub lazyfree_lazy_server_del: bool,
+    /// `lazyfree-lazy-user-del`: DEL frees big values in the background, as UNLINK always does.
+    pub lazyfree_lazy_user_del: bool,
+    /// `lazyfree-lazy-user-flush`: FLUSHALL / FLUSHDB without ASYNC or SYNC are ASYNC.
+    pub lazyfree_lazy_user_flush: bool,
+    /// `replica-lazy-flush` (alias `slave-lazy-flush`): a replica's full sync frees its old
+    /// data in the background.
+    pub replica_lazy_flush: bool,
     /// `hash-max-listpack-entries`/`-value`: a hash stays compact while it
     /// has at most this many fields and no field or value longer than this.
     pub hash_max_listpack_entries: u64,
@@ -620,6 +637,12 @@ impl Config {
             maxmemory_eviction_tenacity: 0,
             lfu_log_factor: 0,
             lfu_decay_time_min: 0,
+            lazyfree_lazy_eviction: false,
+            lazyfree_lazy_expire: false,
+            lazyfree_lazy_server_del: false,
+            lazyfree_lazy_user_del: false,
+            lazyfree_lazy_user_flush: false,
+            replica_lazy_flush: false,
             hash_max_listpack_entries: 0,
             hash_max_listpack_value: 0,
             set_max_intset_entries: 0,
@@ -695,7 +718,8 @@ impl Config {
 }
 
 impl Default for Config {
-    /// The defaults of the directive table (Redis's, except `bind 127.0.0.1`).
+    /// The defaults of the directive table (Redis's, except `bind 127.0.0.1` and the
+    /// `lazyfree-*` directives: see the module doc).
     fn default() -> Config {
         let mut cfg = Config::blank();
         for d in DIRECTIVES {

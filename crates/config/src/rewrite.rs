@@ -388,6 +388,33 @@ mod tests {
         assert!(back.save_rules().is_empty());
     }
 
+    /// `no` (Redis's default, not Tessera's) is written; `yes` in the
+    /// file goes back to blank when it is the default again; the rewritten
+    /// file loads back.
+    #[test]
+    fn lazyfree_directives_are_rewritten() {
+        let cfg = with(&[
+            ("lazyfree-lazy-expire", "no"),
+            ("slave-lazy-flush", "no"),
+            ("lazyfree-lazy-user-del", "yes"),
+        ]);
+        let out = text(&rewrite_text(
+            b"lazyfree-lazy-user-del no
+",
+            &cfg,
+            &[],
+            false,
+        ));
+        assert_eq!(out.lines().next(), Some("lazyfree-lazy-user-del yes"));
+        assert!(out.contains("\nlazyfree-lazy-expire no\n"), "{out}");
+        assert!(out.contains("\nreplica-lazy-flush no\n"), "{out}");
+        assert!(!out.contains("lazyfree-lazy-eviction"), "{out}");
+        let mut back = Config::default();
+        crate::parse_config_text(&out, &mut back).unwrap();
+        back.dir = cfg.dir.clone();
+        assert_eq!(back, cfg);
+    }
+
     #[test]
     fn aliases_in_the_file_are_rewritten_in_place() {
         let cfg = with(&[("hash-max-listpack-entries", "7")]);

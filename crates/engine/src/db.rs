@@ -51,7 +51,6 @@ pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Meta) ->
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
 
-#[derive(Default)]
 pub struct Db {
     /// The keys: one node per key (see [`crate::node`]).
     pub(crate) table: RawDict<KeyNode>,
@@ -79,6 +78,9 @@ pub struct Db {
     /// in `touched` for the shard's invalidations. Set by the owning loop.
     pub track: bool,
     pub touched: Vec<SmallBytes>,
+    /// `lazyfree-lazy-server-del`: a big value an insert replaces is freed
+    /// in the background (set through `Shard::set_lazy`).
+    pub(crate) lazy_server_del: bool,
     /// Changes made to this database since it was created (Redis's
     /// `server.dirty`, per database): every mutation here and every
     /// [`Db::signal`] counts one. Save rules and INFO persistence read the
@@ -98,6 +100,12 @@ pub struct Db {
     pub(crate) snap: Option<Box<crate::snapshot::DbSnap>>,
 }
 
+impl Default for Db {
+    fn default() -> Self {
+        Db::new()
+    }
+}
+
 impl Db {
     pub fn new() -> Self {
         Db {
@@ -110,6 +118,7 @@ impl Db {
             created: Vec::new(),
             track: false,
             touched: Vec::new(),
+            lazy_server_del: true,
             dirty: 0,
             saving: false,
             epoch: 0,
@@ -385,8 +394,9 @@ impl Db {
             .is_some_and(|n| self.is_expired(key, n.entry(), now_ms))
     }
 
-    /// Deletes `key` if it has expired at `now_ms`; true if it did.
-    pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
+    /// Deletes `key` if it has expired at `now_ms` (a big value freed in
+    /// the background if `lazy`: `lazyfree-lazy-expire`); true if it did.
+    pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64, lazy: bool) -> bool {
         // No key with a TTL (the invariant above): nothing can expire, and
         // the lookup that follows is the only one.
         if self.volatile.is_empty() {
@@ -394,7 +404,7 @@ impl Db {
         }
         match self.table.get(key) {
             Some(n) if self.is_expired(key, n.entry(), now_ms) => {
-                self.delete(key);
+                self.delete(key, lazy);
                 true
             }
             _ => false,
@@ -449,7 +459,7 @@ impl Db {
         }
         let had_ttl = old.as_ref().is_some_and(|o| o.entry().has_ttl());
         if let Some(o) = old {
-            free_node(o);
+            free_node(o, self.lazy_server_del);
         }
         if expire_at_ms != 0 {
             match self.volatile.get_mut(key) {
@@ -497,12 +507,12 @@ impl Db {
         self.remove_with_ttl(key).map(|(e, _)| e)
     }
 
-    /// Removes `key` and frees its value (a large one in the background,
-    /// see `lazyfree`); false if absent.
-    pub fn delete(&mut self, key: &[u8]) -> bool {
+    /// Removes `key` and frees its value (a large one in the background
+    /// if `lazy`, see `lazyfree`); false if absent.
+    pub fn delete(&mut self, key: &[u8], lazy: bool) -> bool {
         match self.unlink(key) {
             Some((n, _)) => {
-                free_node(n);
+                free_node(n, lazy);
                 true
             }
             None => false,
@@ -592,7 +602,9 @@ impl Db {
         let blocking = std::mem::take(&mut self.blocking);
         let (epoch, snap) = (self.epoch, self.snap.take());
         let (track, track_new) = (self.track, self.track_new);
+        let lazy_server_del = self.lazy_server_del;
         let old = std::mem::take(self);
+        self.lazy_server_del = lazy_server_del;
         self.watched = watched;
         self.blocking = blocking;
         self.dirty = dirty;
@@ -663,12 +675,12 @@ impl Db {
 }
 
 /// Frees a removed node: a string at once, any other value through
-/// `lazyfree` (which frees a big one in the background).
-fn free_node(n: KeyNode) {
+/// `lazyfree` (which frees a big one in the background if `lazy`).
+fn free_node(n: KeyNode, lazy: bool) {
     if matches!(n.entry().value(), ValueRef::Str(_)) {
         drop(n);
     } else {
-        crate::lazyfree::free(n.into_owned().value);
+        crate::lazyfree::free(n.into_owned().value, lazy);
     }
 }
 
@@ -789,7 +801,7 @@ mod tests {
         a.set_stamp(3);
         assert!(a.has_ttl() && a.stamp() == 3);
         assert_eq!(db.remove_with_ttl(b"a").map(|(_, at)| at), Some(200));
-        assert!(db.expire_if_needed(b"b", 401));
+        assert!(db.expire_if_needed(b"b", 401, true));
         assert_eq!((db.len(), db.volatile_len()), (0, 0));
     }
 
@@ -864,11 +876,11 @@ mod tests {
         let list = Value::List(crate::types::List::default());
         db.insert(b"list", OwnedEntry::new(list, 0), 0);
         assert!(db.str_mut(b"list").is_none(), "another type: no string");
-        assert!(db.delete(b"list"));
+        assert!(db.delete(b"list", true));
         for k in 0..60usize {
             let key = format!("key:{k}");
             if k % 2 == 0 {
-                assert!(db.delete(key.as_bytes()));
+                assert!(db.delete(key.as_bytes(), true));
             } else {
                 let (e, at) = db.remove_with_ttl(key.as_bytes()).unwrap();
                 assert_eq!(at, want[key.as_bytes()].1);

@@ -680,7 +680,8 @@ impl Shard {
             } else {
                 0
             };
-        if !self.dbs[db].delete(&key) {
+        let lazy = self.lazy().eviction;
+        if !self.dbs[db].delete(&key, lazy) {
             return None;
         }
         self.stats.evicted_keys += 1;

@@ -88,6 +88,9 @@ pub struct Shard {
     /// A read-only replica (`replica-read-only`): a normal client's
     /// script may not write (set by the owning loop).
     pub read_only_replica: bool,
+    /// Which deletions free big values in the background (the
+    /// `lazyfree-*` directives); set through [`Shard::set_lazy`].
+    lazy: lazyfree::Lazy,
 }
 
 /// How a shard treats keys past their deadline. A master deletes them
@@ -262,7 +265,23 @@ impl Shard {
             tracking: false,
             expiry: Expiry::Delete,
             read_only_replica: false,
+            lazy: lazyfree::Lazy::default(),
         }
+    }
+
+    /// Applies the `lazyfree-*` directives (by the owning loop, at start
+    /// and after every CONFIG SET).
+    pub fn set_lazy(&mut self, lazy: lazyfree::Lazy) {
+        self.lazy = lazy;
+        for d in &mut self.dbs {
+            d.lazy_server_del = lazy.server_del;
+        }
+    }
+
+    /// The `lazyfree-*` directives this shard follows.
+    #[inline]
+    pub fn lazy(&self) -> lazyfree::Lazy {
+        self.lazy
     }
 
     /// Emits keyspace event `event` of class `class` (a bit of
@@ -481,7 +500,7 @@ impl Shard {
         if self.expiry != Expiry::Delete {
             return self.expiry == Expiry::Hide && self.dbs[db].expired(key, self.now_ms);
         }
-        if !self.dbs[db].expire_if_needed(key, self.now_ms) {
+        if !self.dbs[db].expire_if_needed(key, self.now_ms, self.lazy.expire) {
             return false;
         }
         self.stats.expired_keys += 1;
@@ -506,13 +525,15 @@ impl Shard {
         self.dbs[db].remove(key)
     }
 
-    /// Deletes a live key, freeing a large value in the background (DEL,
-    /// UNLINK); false if absent or already expired.
-    pub fn delete(&mut self, db: usize, key: &[u8]) -> bool {
+    /// Deletes a live key, freeing a large value in the background if the
+    /// directive of `why` allows (see [`lazyfree::Del`]); false if absent
+    /// or already expired.
+    pub fn delete(&mut self, db: usize, key: &[u8], why: lazyfree::Del) -> bool {
         if self.expire_if_due(db, key) {
             return false;
         }
-        self.dbs[db].delete(key)
+        let lazy = self.lazy.allows(why);
+        self.dbs[db].delete(key, lazy)
     }
 
     /// Stores `value` under `key` with the given expiry (`0` = none),
@@ -633,8 +654,9 @@ impl Shard {
                 self.dbs[db].sample_volatile(&mut self.rng, SAMPLE, &mut keys);
                 let sampled = keys.len() as u64;
                 let mut expired = 0u64;
+                let lazy = self.lazy.expire;
                 for k in &keys {
-                    if self.dbs[db].expire_if_needed(k, now) {
+                    if self.dbs[db].expire_if_needed(k, now, lazy) {
                         expired += 1;
                         self.outbox.implicit_del(db, k);
                         self.notify(db, ds::events::EXPIRED, "expired", k);
@@ -719,6 +741,66 @@ mod tests {
         assert_eq!(sh.stats.keyspace_hits, 1);
         assert_eq!(sh.stats.keyspace_misses, 1);
         assert!(sh.lookup_read(1, b"b", true).is_none());
+    }
+
+    fn big_set() -> Value {
+        let lim = EncLimits::default();
+        let mut s = crate::types::Set::create(b"m0", 1000, &lim);
+        for i in 0..1000 {
+            s.add(format!("m{i}").as_bytes(), &lim);
+        }
+        Value::Set(Box::new(s))
+    }
+
+    /// Each deletion path asks its own directive; with `no` nothing
+    /// reaches the lazyfree thread (the value is freed inline).
+    #[test]
+    fn every_deletion_path_follows_its_lazyfree_directive() {
+        let _serial = crate::lazyfree::tests::SERIAL.lock();
+        let sent = lazyfree::sent;
+        let no = lazyfree::Lazy {
+            eviction: false,
+            expire: false,
+            server_del: false,
+            user_del: false,
+            user_flush: false,
+            replica_flush: false,
+        };
+        for lazy in [no, lazyfree::Lazy::default()] {
+            let mut sh = Shard::new(0, 2);
+            sh.set_lazy(lazy);
+            let one = u64::from(lazy.user_del);
+            // DEL.
+            sh.store(0, b"k", big_set(), 0);
+            let before = sent();
+            assert!(sh.delete(0, b"k", lazyfree::Del::User));
+            assert_eq!(sent(), before + one);
+            // UNLINK: always.
+            sh.store(0, b"k", big_set(), 0);
+            let before = sent();
+            assert!(sh.delete(0, b"k", lazyfree::Del::Unlink));
+            assert_eq!(sent(), before + 1);
+            // An overwrite, in every database (set_lazy reached them all).
+            for db in 0..2 {
+                sh.store(db, b"k", big_set(), 0);
+                let before = sent();
+                sh.store(db, b"k", Value::Str(Str::from_bytes(b"x")), 0);
+                assert_eq!(sent(), before + one);
+            }
+            // ... and after FLUSHDB ASYNC took the tables out.
+            drop(sh.dbs[1].take());
+            sh.store(1, b"k", big_set(), 0);
+            let before = sent();
+            sh.store(1, b"k", Value::Str(Str::from_bytes(b"x")), 0);
+            assert_eq!(sent(), before + one);
+            // Expiry: on access and in the active cycle.
+            sh.store(0, b"e1", big_set(), 1);
+            sh.store(0, b"e2", big_set(), 1);
+            let before = sent();
+            assert!(!sh.exists(0, b"e1"));
+            assert_eq!(sh.active_expire_cycle(1_000_000), 1);
+            assert_eq!(sent(), before + 2 * one);
+        }
     }
 
     #[test]

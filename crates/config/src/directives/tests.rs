@@ -30,6 +30,22 @@ fn defaults_come_from_the_table() {
     assert_eq!(c.config_file, None);
 }
 
+/// Tessera frees big values in the background on every path by default, where Redis 7.0
+/// defaults the six directives to `no` (a deliberate difference, as Valkey 8's).
+#[test]
+fn lazyfree_directives_default_to_yes() {
+    let c = Config::default();
+    assert!(c.lazyfree_lazy_eviction);
+    assert!(c.lazyfree_lazy_expire);
+    assert!(c.lazyfree_lazy_server_del);
+    assert!(c.lazyfree_lazy_user_del);
+    assert!(c.lazyfree_lazy_user_flush);
+    assert!(c.replica_lazy_flush);
+    let got = crate::config_get(&c, &[b"lazyfree-lazy-*", b"replica-lazy-flush"]);
+    assert_eq!(got.len(), 6);
+    assert!(got.iter().all(|(_, v)| v == b"yes"), "{got:?}");
+}
+
 #[test]
 fn table_is_consistent() {
     for (i, d) in DIRECTIVES.iter().enumerate() {
@@ -297,6 +313,33 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("replica-priority", "7", "replica-priority", "7"),
     ("replica-announced", "no", "replica-announced", "no"),
     (
+        "lazyfree-lazy-eviction",
+        "no",
+        "lazyfree-lazy-eviction",
+        "no",
+    ),
+    ("lazyfree-lazy-expire", "no", "lazyfree-lazy-expire", "no"),
+    (
+        "lazyfree-lazy-server-del",
+        "no",
+        "lazyfree-lazy-server-del",
+        "no",
+    ),
+    (
+        "lazyfree-lazy-user-del",
+        "no",
+        "lazyfree-lazy-user-del",
+        "no",
+    ),
+    (
+        "lazyfree-lazy-user-flush",
+        "no",
+        "lazyfree-lazy-user-flush",
+        "no",
+    ),
+    ("replica-lazy-flush", "no", "replica-lazy-flush", "no"),
+    ("slave-lazy-flush", "no", "replica-lazy-flush", "no"),
+    (
         "client-output-buffer-limit",
         "replica 1mb 2k 3 NORMAL 4 5 6",
         "client-output-buffer-limit",
@@ -463,6 +506,12 @@ fn check_sample(c: &Config, name: &str) {
         "replica-serve-stale-data" => assert!(!c.replica_serve_stale_data),
         "replica-priority" => assert_eq!(c.replica_priority, 7),
         "replica-announced" => assert!(!c.replica_announced),
+        "lazyfree-lazy-eviction" => assert!(!c.lazyfree_lazy_eviction),
+        "lazyfree-lazy-expire" => assert!(!c.lazyfree_lazy_expire),
+        "lazyfree-lazy-server-del" => assert!(!c.lazyfree_lazy_server_del),
+        "lazyfree-lazy-user-del" => assert!(!c.lazyfree_lazy_user_del),
+        "lazyfree-lazy-user-flush" => assert!(!c.lazyfree_lazy_user_flush),
+        "replica-lazy-flush" | "slave-lazy-flush" => assert!(!c.replica_lazy_flush),
         "client-output-buffer-limit" => assert_eq!(
             c.client_output_buffer_limit[ObufClass::Normal as usize],
             ObufLimit {
