@@ -184,7 +184,10 @@ fn memory_purge_returns_at_once() {
     load(&mut c);
     // SYNC: freed before the reply (a plain FLUSHALL is ASYNC under
     // Tessera's default `lazyfree-lazy-user-flush yes`).
-    redis::cmd("FLUSHALL").arg("SYNC").query::<()>(&mut c).unwrap();
+    redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .query::<()>(&mut c)
+        .unwrap();
     let ok: String = redis::cmd("MEMORY").arg("PURGE").query(&mut c).unwrap();
     assert_eq!(ok, "OK");
     // Synchronous: no wait.
