@@ -1,3 +1,4 @@
+use super::buckets::Buckets;
 use super::*;
 use crate::SmallBytes;
 use proptest::prelude::*;
@@ -645,7 +646,7 @@ struct TestInner {
 struct TestNode(NonNull<TestInner>);
 
 impl TestNode {
-    fn new(key: &[u8], value: u64, census: &Rc<Census>) -> Self {
+    pub(super) fn new(key: &[u8], value: u64, census: &Rc<Census>) -> Self {
         census.made.set(census.made.get() + 1);
         let inner = Box::new(TestInner {
             next: None,
