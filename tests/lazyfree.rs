@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{RawConn, Server};
+use common::{Layout, RawConn, Server};
 
 /// Members of the big sets: far above the lazyfree threshold (64), and
 /// enough that freeing one inline is a latency event at a 1 ms threshold.
@@ -120,11 +120,13 @@ fn del_follows_lazy_user_del_unlink_is_always_lazy() {
 }
 
 /// Implicit deletes: an overwrite by SET, RENAME's target, a STORE
-/// command's empty result.
+/// command's empty result (on one shard, and across shards where the
+/// command runs on gathered copies).
 #[test]
 fn implicit_deletes_follow_lazy_server_del() {
-    let s = Server::tessera(&[]);
+    let s = Layout::new(4, true).tessera(&[]);
     let mut c = s.raw();
+    let apart = common::keys_across_shards("x", 2, 4);
     let mut expect = freed(&mut c);
     for lazy in ["no", "yes"] {
         ok(&mut c, &["CONFIG", "SET", "lazyfree-lazy-server-del", lazy]);
@@ -144,6 +146,16 @@ fn implicit_deletes_follow_lazy_server_del() {
         );
         expect += one;
         assert_eq!(freed(&mut c), expect, "SINTERSTORE's empty result, {lazy}");
+        big_set(&mut c, &apart[0]);
+        assert_eq!(
+            c.cmd_str(&["SINTERSTORE", &apart[0], &apart[1], &apart[0]]),
+            b":0\r\n"
+        );
+        // The command ran on a gathered copy, freed too (as the shards
+        // would free it): the original and the copy with `yes`.
+        let got = freed(&mut c);
+        assert_eq!(got, expect + 2 * one, "across shards, {lazy}");
+        expect = got;
         ok(&mut c, &["FLUSHALL", "SYNC"]);
     }
 }

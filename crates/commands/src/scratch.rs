@@ -78,6 +78,8 @@ struct Gathered {
     /// scripts (`Shard::expiry`, `Shard::read_only_replica`).
     replica: bool,
     read_only_replica: bool,
+    /// The `lazyfree-*` directives (the copies free as the shards would).
+    lazy: engine::lazyfree::Lazy,
 }
 
 /// A shard's changed keys: the new entry and deadline, or `None` to delete.
@@ -211,6 +213,7 @@ fn gather_plan(groups: &[(usize, Vec<Vec<u8>>)], db: usize, read_only: bool) -> 
                 records_on: shard.outbox.records_on,
                 replica: shard.expiry != engine::Expiry::Delete,
                 read_only_replica: shard.read_only_replica,
+                lazy: shard.lazy(),
             }
         });
     }
@@ -313,6 +316,7 @@ impl Scratch {
         let mut notify_flags = 0;
         if let Some(g) = got.first() {
             shard.enc = g.enc;
+            shard.set_lazy(g.lazy);
             notify_flags = g.notify_flags;
             // The handler's own records (made as on a real shard) go with
             // the write-back, in the transaction (`take_records`).
@@ -511,6 +515,10 @@ impl Coordinator for Scratch {
                         None
                     };
                     plan.run(s, move |env| {
+                        // A key the command deleted (an emptied source, a
+                        // STORE's empty result) goes as Redis's dbDelete:
+                        // `lazyfree-lazy-server-del` decides.
+                        let lazy = env.shard.lazy().server_del;
                         let d = &mut env.shard.dbs[db];
                         // The scratch shard listed the keys it created.
                         let track_new = std::mem::replace(&mut d.track_new, false);
@@ -518,7 +526,7 @@ impl Coordinator for Scratch {
                             match e {
                                 Some((e, at)) => d.insert(&k, e, at),
                                 None => {
-                                    d.remove(&k);
+                                    d.delete(&k, lazy);
                                 }
                             }
                         }
