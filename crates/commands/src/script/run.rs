@@ -852,6 +852,13 @@ impl Run<'_, '_> {
                 if self.repl & REPL_AOF == 0 {
                     self.ctx.shard.outbox.records_on = false;
                 }
+                // A failed call counts in commandstats (failed_calls), not
+                // in errorstats: the script's own reply does, as Redis
+                // counts it. (These may be the thread's statistics, lent:
+                // `vm::lend_stats`.)
+                let errors = std::mem::take(&mut self.stats.errors);
+                let total = self.stats.total_error_replies;
+                let unexpected = self.stats.unexpected_error_replies;
                 run_shard(
                     r,
                     handler,
@@ -861,6 +868,9 @@ impl Run<'_, '_> {
                     &mut out,
                     &mut self.stats,
                 );
+                self.stats.errors = errors;
+                self.stats.total_error_replies = total;
+                self.stats.unexpected_error_replies = unexpected;
                 self.ctx.shard.outbox.records_on = prop;
             }
             Exec::Conn(_) => match registry().full_name(r.id) {
