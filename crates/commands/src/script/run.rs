@@ -360,15 +360,11 @@ fn call_function<'r, 'a>(
         let lua = &vm.lua;
         let f = match f {
             Callee::Function(f) => {
-                let tables = |v: &[&[u8]]| {
-                    lua.create_sequence_from(
-                        v.iter()
-                            .map(|k| lua.create_string(k))
-                            .collect::<mlua::Result<Vec<_>>>()?,
-                    )
-                };
-                vm.bind
-                    .call::<mlua::Function>((f, tables(keys)?, tables(argv)?))?
+                vm.bind.call::<mlua::Function>((
+                    f,
+                    string_array(lua, keys)?,
+                    string_array(lua, argv)?,
+                ))?
             }
             Callee::Script(f) => {
                 set_keys_argv(vm, keys, argv)?;
@@ -380,28 +376,69 @@ fn call_function<'r, 'a>(
     (res, run.into_inner())
 }
 
-/// Sets the KEYS and ARGV globals of a script.
+/// Sets the KEYS and ARGV globals of a script: two new arrays, as
+/// Redis's `luaCreateArray` builds them per call.
+///
+/// Built through Lua's C API: through mlua's `create_sequence_from` and
+/// `raw_set` each key was a registry reference made and dropped, ~4.7 k
+/// instructions an EVALSHA of one key (Redis's whole EVALSHA is ~25 k).
 fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
-    let lua = &vm.lua;
-    {
-        vm.real.raw_set(
-            "KEYS",
-            lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
-        vm.real.raw_set(
-            "ARGV",
-            lua.create_sequence_from(
-                argv.iter()
-                    .map(|a| lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
+    use mlua::ffi;
+    vm.lua.exec_raw_lua(|raw| {
+        // SAFETY: the state is the VM's own, outside any Lua call (no
+        // callback frame is running on it); the stack has the room checked
+        // here and is restored to `top`. Unprotected as mlua's own calls
+        // are while no memory bound is set (`Vm::bounded` sets it only
+        // while Lua code runs): an allocation cannot fail at a bound.
+        unsafe {
+            let state = raw.state();
+            if ffi::lua_checkstack(state, 4) == 0 {
+                return Err(mlua::Error::runtime("Lua stack overflow"));
+            }
+            let top = ffi::lua_gettop(state);
+            raw.push(&vm.real)?;
+            for (name, items) in [(&b"KEYS"[..], keys), (&b"ARGV"[..], argv)] {
+                ffi::lua_pushlstring_(state, name.as_ptr().cast(), name.len());
+                push_array(state, items);
+                ffi::lua_rawset(state, -3);
+            }
+            ffi::lua_settop(state, top);
+        }
+        Ok(())
+    })
+}
+
+/// A new array of `items` as Lua strings, as a table handle (FCALL's
+/// keys and arguments); see [`set_keys_argv`].
+fn string_array(lua: &Lua, items: &[&[u8]]) -> mlua::Result<mlua::Table> {
+    use mlua::ffi;
+    lua.exec_raw_lua(|raw| {
+        // SAFETY: as in `set_keys_argv`; the table is popped into a handle.
+        unsafe {
+            let state = raw.state();
+            if ffi::lua_checkstack(state, 3) == 0 {
+                return Err(mlua::Error::runtime("Lua stack overflow"));
+            }
+            push_array(state, items);
+            raw.pop::<mlua::Table>()
+        }
+    })
+}
+
+/// Pushes a new array of `items` (strings at 1..=n).
+///
+/// # Safety
+/// `state` is a valid Lua state with two free stack slots, and no memory
+/// bound can make an allocation fail (see [`set_keys_argv`]).
+unsafe fn push_array(state: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
+    use mlua::ffi;
+    let n = std::os::raw::c_int::try_from(items.len()).unwrap_or(std::os::raw::c_int::MAX);
+    ffi::lua_createtable(state, n, 0);
+    for (i, s) in items.iter().take(n as usize).enumerate() {
+        ffi::lua_pushlstring_(state, s.as_ptr().cast(), s.len());
+        // `i < n <= c_int::MAX`, so `i + 1` fits.
+        ffi::lua_rawseti_(state, -2, (i + 1) as std::os::raw::c_int);
     }
-    Ok(())
 }
 
 thread_local! {
