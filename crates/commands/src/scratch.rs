@@ -148,19 +148,18 @@ pub fn coordinator(
     Box::new(build(spec, handler, ctx, args, may_block, &keys, None))
 }
 
-/// [`coordinator`] for a script over `keys` (its declared keys and those
-/// it was found to touch), whose handler may ask for more through `widen`
-/// (see `script::wide`).
+/// The template of a script's runs (see `script::wide`), whose handler
+/// may ask for more keys through `widen`: over no keys, so it gathers
+/// nothing; each run is a [`Scratch::respawn`] of it over the script's
+/// keys (building the template over them cost a gather plan thrown away).
 pub fn for_script(
     spec: &CommandSpec,
     handler: ShardHandler,
     ctx: &mut ConnCtx<'_>,
     args: Args<'_>,
-    keys: &[Vec<u8>],
     widen: WidenSlot,
 ) -> Scratch {
-    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    build(spec, handler, ctx, args, true, &keys, Some(widen))
+    build(spec, handler, ctx, args, true, &[], Some(widen))
 }
 
 /// Distinct keys by shard, ascending shard order.

@@ -639,6 +639,45 @@ struct Run<'r, 'a> {
     found: Vec<Vec<u8>>,
 }
 
+/// The buffers of one `redis.call` (its arguments, key positions and
+/// reply), kept per thread between calls: made per call they were ~10
+/// allocations of an EVALSHA running two commands.
+#[derive(Default)]
+struct CallBufs {
+    argv: OwnedArgs,
+    positions: Vec<usize>,
+    out: Reply,
+}
+
+thread_local! {
+    static CALL_BUFS: Cell<Option<Box<CallBufs>>> = const { Cell::new(None) };
+}
+
+/// What a kept buffer may hold at most (a large reply's buffer is freed).
+const CALL_BUF_KEEP_BYTES: usize = 64 << 10;
+
+impl CallBufs {
+    /// This thread's buffers, emptied (new ones if they are in use: a
+    /// call cannot nest in another today, but nothing depends on it).
+    fn take() -> Box<CallBufs> {
+        let mut b = CALL_BUFS.with(Cell::take).unwrap_or_default();
+        b.argv.clear();
+        b.positions.clear();
+        b.out.clear();
+        b
+    }
+
+    /// Keeps them for the next call, unless they grew large.
+    fn put_back(mut self: Box<Self>) {
+        if self.argv.capacity_bytes() <= CALL_BUF_KEEP_BYTES
+            && self.out.buf_mut().capacity() <= CALL_BUF_KEEP_BYTES
+            && self.positions.capacity() <= 1024
+        {
+            CALL_BUFS.with(|c| c.set(Some(self)));
+        }
+    }
+}
+
 /// The error of a `redis.call` refused before running (Redis's text
 /// without the `ERR ` code, which `error_table` adds).
 fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
@@ -752,6 +791,19 @@ impl Run<'_, '_> {
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        let mut bufs = CallBufs::take();
+        let res = self.call_with(lua, args, &mut bufs);
+        bufs.put_back();
+        res
+    }
+
+    /// [`Run::call`] with its buffers.
+    fn call_with(
+        &mut self,
+        lua: &Lua,
+        args: MultiValue,
+        bufs: &mut CallBufs,
+    ) -> mlua::Result<(Value, bool)> {
         if !self.found.is_empty() {
             return Err(mlua::Error::external(ReplyError(
                 super::wide::RESTART_TEXT.into(),
@@ -763,13 +815,13 @@ impl Run<'_, '_> {
                 "Please specify at least one argument for this redis lib call",
             );
         }
-        let mut argv = OwnedArgs::with_capacity(args.len(), 64);
+        let argv = &mut bufs.argv;
         for a in &args {
             match a {
                 Value::String(s) => argv.push(&s.as_bytes()),
                 // Not Lua's tostring (%.14g): Redis formats numbers with
                 // %.17g so that no precision is lost.
-                Value::Integer(n) => argv.push(n.to_string().as_bytes()),
+                Value::Integer(n) => argv.push(itoa::Buffer::new().format(*n).as_bytes()),
                 Value::Number(n) => argv.push(resp::format_double(*n).as_bytes()),
                 _ => {
                     return refuse(
@@ -816,8 +868,9 @@ impl Run<'_, '_> {
                 return refuse(lua, msg);
             }
         }
-        let mut positions = Vec::new();
-        r.spec.key_positions(args, &mut positions);
+        let positions = &mut bufs.positions;
+        r.spec.key_positions(args, positions);
+        let positions = &positions[..];
         // Keys it does not hold, found before anything ran (see `wide`).
         if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
             let missing: Vec<Vec<u8>> = positions
@@ -847,7 +900,7 @@ impl Run<'_, '_> {
                 "Script attempted to access a key that was not declared in KEYS and lives on another shard",
             );
         }
-        for &p in &positions {
+        for &p in positions {
             let k = args.get(p);
             if !self.holds(k) {
                 return refuse(
@@ -863,9 +916,10 @@ impl Run<'_, '_> {
             self.read_called = true;
         }
         if self.widen_ok && !self.pinned {
-            self.before_effects(r, args, &positions);
+            self.before_effects(r, args, positions);
         }
-        let mut out = Reply::new(self.resp3);
+        let out = &mut bufs.out;
+        out.set_resp3(self.resp3);
         match r.spec.exec {
             Exec::Shard(handler, _) => {
                 let call = ShardCall {
@@ -902,7 +956,7 @@ impl Run<'_, '_> {
                     args,
                     self.ctx.shard,
                     call,
-                    &mut out,
+                    out,
                     &mut self.stats,
                 );
                 self.stats.errors = errors;
