@@ -341,6 +341,7 @@ impl Scratch {
         // back even when its entry compares equal (a store of an identical
         // value), so that WATCH on its shard fires as it would have had
         // the command run there (Redis's `setKey` signals regardless).
+        d.reserve_watches(self.groups.iter().map(|(_, ks)| ks.len()).sum());
         let signalled: Vec<WatchFlag> = self
             .groups
             .iter()
