@@ -872,6 +872,8 @@ impl Run<'_, '_> {
         r.spec.key_positions(args, positions);
         let positions = &positions[..];
         // Keys it does not hold, found before anything ran (see `wide`).
+        // Found none: the check below is not made again.
+        let mut all_held = false;
         if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
             let missing: Vec<Vec<u8>> = positions
                 .iter()
@@ -886,6 +888,7 @@ impl Run<'_, '_> {
                     super::wide::RESTART_TEXT.into(),
                 )));
             }
+            all_held = true;
         }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
@@ -900,13 +903,15 @@ impl Run<'_, '_> {
                 "Script attempted to access a key that was not declared in KEYS and lives on another shard",
             );
         }
-        for &p in positions {
-            let k = args.get(p);
-            if !self.holds(k) {
-                return refuse(
-                    lua,
-                    "Script attempted to access a key that was not declared in KEYS and lives on another shard",
-                );
+        if !all_held {
+            for &p in positions {
+                let k = args.get(p);
+                if !self.holds(k) {
+                    return refuse(
+                        lua,
+                        "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                    );
+                }
             }
         }
         if self.ctx.ops.monitors.active() {
