@@ -341,15 +341,24 @@ impl Scratch {
         // back even when its entry compares equal (a store of an identical
         // value), so that WATCH on its shard fires as it would have had
         // the command run there (Redis's `setKey` signals regardless).
-        d.reserve_watches(self.groups.iter().map(|(_, ks)| ks.len()).sum());
-        let signalled: Vec<WatchFlag> = self
+        // Only keys that exist need it: a missing key that the handler
+        // stores differs anyway, and one it creates and deletes again
+        // leaves nothing to write back (a delete of a missing key signals
+        // nothing on its shard either). A watch costs a flag and an entry
+        // in the watch table per key, and every write a lookup in it.
+        let present = before.iter().flatten().filter(|e| e.is_some()).count();
+        d.reserve_watches(present);
+        let signalled: Vec<Option<WatchFlag>> = self
             .groups
             .iter()
-            .flat_map(|(_, ks)| ks)
-            .map(|k| {
-                let f = WatchFlag::default();
-                d.watch(k, &f);
-                f
+            .zip(&before)
+            .flat_map(|((_, ks), b)| ks.iter().zip(b))
+            .map(|(k, e)| {
+                e.as_ref().map(|_| {
+                    let f = WatchFlag::default();
+                    d.watch(k, &f);
+                    f
+                })
             })
             .collect();
         #[cfg(debug_assertions)]
@@ -436,7 +445,9 @@ impl Scratch {
                 // Lazy expiry must not count as a change: an entry the
                 // handler saw expire was already gone when gathered.
                 let after = d.get_with_ttl(k);
-                let marked = signalled.next().is_some_and(|f| f.load(Ordering::Acquire));
+                let marked = signalled
+                    .next()
+                    .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
                 if marked || !same(&b, after) {
                     w.push((k.clone(), d.remove_with_ttl(k)));
                 }
