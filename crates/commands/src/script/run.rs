@@ -359,13 +359,11 @@ fn call_function<'r, 'a>(
     let res = (|| {
         let lua = &vm.lua;
         let f = match f {
-            Callee::Function(f) => {
-                vm.bind.call::<mlua::Function>((
-                    f,
-                    string_array(lua, keys)?,
-                    string_array(lua, argv)?,
-                ))?
-            }
+            Callee::Function(f) => vm.bind.call::<mlua::Function>((
+                f,
+                string_array(lua, keys)?,
+                string_array(lua, argv)?,
+            ))?,
             Callee::Script(f) => {
                 set_keys_argv(vm, keys, argv)?;
                 f
@@ -955,15 +953,7 @@ impl Run<'_, '_> {
                 let errors = std::mem::take(&mut self.stats.errors);
                 let total = self.stats.total_error_replies;
                 let unexpected = self.stats.unexpected_error_replies;
-                run_shard(
-                    r,
-                    handler,
-                    args,
-                    self.ctx.shard,
-                    call,
-                    out,
-                    &mut self.stats,
-                );
+                run_shard(r, handler, args, self.ctx.shard, call, out, &mut self.stats);
                 self.stats.errors = errors;
                 self.stats.total_error_replies = total;
                 self.stats.unexpected_error_replies = unexpected;
