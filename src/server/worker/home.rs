@@ -311,6 +311,11 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         }
         c.keep_deadline_ms = None;
         let ops = core.server.ops;
+        if ac.resolved.spec.has(commands::table::flags::SCRIPT) {
+            // A script run on gathered copies counted its commands in this
+            // thread's VM (see `script::vm::lend_stats`).
+            commands::script::vm::drain_stats(&mut core.stats);
+        }
         if let Some(us) = exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed) {
             if let Some(a) = &ac.slow_args {
                 let label = commands::ops::slowlog::label_of(&c.client);

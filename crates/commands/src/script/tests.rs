@@ -402,19 +402,22 @@ fn failed_script_calls_count_once_in_errorstats() {
     let r = t.run(&["INFO", "stats"]);
     assert!(r.contains("\r\ntotal_error_replies:2\r\n"), "{r}");
     let r = t.run(&["INFO", "commandstats"]);
-    for want in [
-        "\r\ncmdstat_eval:calls=3,",
-        "\r\ncmdstat_get:calls=1,",
-    ] {
+    for want in ["\r\ncmdstat_eval:calls=3,", "\r\ncmdstat_get:calls=1,"] {
         assert!(r.contains(want), "{want} in {r}");
     }
-    let incr = r.lines().find(|l| l.starts_with("cmdstat_incr:")).unwrap_or("");
+    let incr = r
+        .lines()
+        .find(|l| l.starts_with("cmdstat_incr:"))
+        .unwrap_or("");
     assert!(
         incr.starts_with("cmdstat_incr:calls=2,") && incr.ends_with(",failed_calls=2"),
         "{r}"
     );
     let r = t.run(&["INFO", "latencystats"]);
-    for want in ["latency_percentiles_usec_incr:", "latency_percentiles_usec_get:"] {
+    for want in [
+        "latency_percentiles_usec_incr:",
+        "latency_percentiles_usec_get:",
+    ] {
         assert!(r.contains(want), "{want} in {r}");
     }
 }
