@@ -4,7 +4,8 @@
 //! concurrent script reads them all (atomic and isolated), a pipeline
 //! sees a restarted script's effects in order, and the first run's writes
 //! on its own shard are taken back before it runs wider (each INCR counted
-//! once). Each runs in every layout (`per_layout!`).
+//! once), and their commands count in INFO commandstats. Each runs in
+//! every layout (`per_layout!`).
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
 //! test --test scripting_wide`.
@@ -132,7 +133,32 @@ fn a_pipeline_sees_a_restarted_script_in_order(layout: Layout) {
     }
 }
 
+/// Commands a script runs on keys of several shards (on gathered copies)
+/// count in INFO commandstats as a one-shard script's do: they were left
+/// in the home thread's VM until a one-shard script ran there.
+fn scripts_across_shards_count_their_commands(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let keys = common::keys_across_shards("cnt", 2, layout.shards);
+    let mut con = srv.conn();
+    for round in 1..=3 {
+        let n: i64 = redis::cmd("EVAL")
+            .arg("redis.call('INCR', KEYS[1]) return redis.call('INCR', KEYS[2])")
+            .arg(2)
+            .arg(&keys[0])
+            .arg(&keys[1])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(n, round);
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("\r\ncmdstat_incr:calls=6,"), "{info}");
+}
+
 per_layout!(
     counters_keep_their_sum_under_concurrent_scripts,
     a_pipeline_sees_a_restarted_script_in_order,
+    scripts_across_shards_count_their_commands,
 );

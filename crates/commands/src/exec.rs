@@ -183,8 +183,15 @@ pub fn run_shard_ready(
     if keep && !call.master {
         ctx.shard.expiry = engine::Expiry::Hide;
     }
+    let script = r.spec.has(crate::table::flags::SCRIPT);
+    let lent = script && crate::script::vm::lend_stats(stats);
     let res = handler(&mut ctx, args);
-    if r.spec.has(crate::table::flags::SCRIPT) {
+    if script {
+        if lent {
+            crate::script::vm::return_stats(stats);
+        }
+        // What scripts ran where the thread's statistics were not lent
+        // (the VM's first script, a run on gathered copies).
         crate::script::vm::drain_stats(stats);
     }
     if keep {

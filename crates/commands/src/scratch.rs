@@ -150,19 +150,18 @@ pub fn coordinator(
     Box::new(build(spec, handler, ctx, args, may_block, &keys, None))
 }
 
-/// [`coordinator`] for a script over `keys` (its declared keys and those
-/// it was found to touch), whose handler may ask for more through `widen`
-/// (see `script::wide`).
+/// The template of a script's runs (see `script::wide`), whose handler
+/// may ask for more keys through `widen`: over no keys, so it gathers
+/// nothing; each run is a [`Scratch::respawn`] of it over the script's
+/// keys (building the template over them cost a gather plan thrown away).
 pub fn for_script(
     spec: &CommandSpec,
     handler: ShardHandler,
     ctx: &mut ConnCtx<'_>,
     args: Args<'_>,
-    keys: &[Vec<u8>],
     widen: WidenSlot,
 ) -> Scratch {
-    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    build(spec, handler, ctx, args, true, &keys, Some(widen))
+    build(spec, handler, ctx, args, true, &[], Some(widen))
 }
 
 /// Distinct keys by shard, ascending shard order.
@@ -346,14 +345,24 @@ impl Scratch {
         // back even when its entry compares equal (a store of an identical
         // value), so that WATCH on its shard fires as it would have had
         // the command run there (Redis's `setKey` signals regardless).
-        let signalled: Vec<WatchFlag> = self
+        // Only keys that exist need it: a missing key that the handler
+        // stores differs anyway, and one it creates and deletes again
+        // leaves nothing to write back (a delete of a missing key signals
+        // nothing on its shard either). A watch costs a flag and an entry
+        // in the watch table per key, and every write a lookup in it.
+        let present = before.iter().flatten().filter(|e| e.is_some()).count();
+        d.reserve_watches(present);
+        let signalled: Vec<Option<WatchFlag>> = self
             .groups
             .iter()
-            .flat_map(|(_, ks)| ks)
-            .map(|k| {
-                let f = WatchFlag::default();
-                d.watch(k, &f);
-                f
+            .zip(&before)
+            .flat_map(|((_, ks), b)| ks.iter().zip(b))
+            .map(|(k, e)| {
+                e.as_ref().map(|_| {
+                    let f = WatchFlag::default();
+                    d.watch(k, &f);
+                    f
+                })
             })
             .collect();
         #[cfg(debug_assertions)]
@@ -440,7 +449,9 @@ impl Scratch {
                 // Lazy expiry must not count as a change: an entry the
                 // handler saw expire was already gone when gathered.
                 let after = d.get_with_ttl(k);
-                let marked = signalled.next().is_some_and(|f| f.load(Ordering::Acquire));
+                let marked = signalled
+                    .next()
+                    .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
                 if marked || !same(&b, after) {
                     w.push((k.clone(), d.remove_with_ttl(k)));
                 }

@@ -191,6 +191,13 @@ impl Db {
         }
     }
 
+    /// Makes room for `n` more watched keys (a scratch copy watches each
+    /// of its keys: growing the table one by one rehashed it three times
+    /// for eight keys).
+    pub fn reserve_watches(&mut self, n: usize) {
+        self.watched.reserve(n);
+    }
+
     /// Registers `flag` to be set when `key` changes.
     pub fn watch(&mut self, key: &[u8], flag: &WatchFlag) {
         let v = self.watched.entry(SmallBytes::from(key)).or_default();

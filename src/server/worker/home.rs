@@ -280,9 +280,17 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let Some(ac) = c.coord.as_mut() else { return };
     let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
     let mut plan = Plan::default();
+    // A script's step may run it (on gathered copies): its commands count
+    // straight into this thread's statistics, lent to the VM as for a
+    // one-shard script (`exec::run_shard_ready`).
+    let script = ac.resolved.spec.has(commands::table::flags::SCRIPT);
+    let lent = script && commands::script::vm::lend_stats(&mut core.stats);
     let res = ac
         .coord
         .step(results, &mut plan, &mut ac.out, &mut c.client);
+    if lent {
+        commands::script::vm::return_stats(&mut core.stats);
+    }
     let failed = res.is_err();
     let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
     ac.aof_hold = ac.aof_hold.max(hold);
@@ -311,6 +319,11 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         }
         c.keep_deadline_ms = None;
         let ops = core.server.ops;
+        if script {
+            // What a script's run counted in this thread's VM while the
+            // statistics were not lent (the VM's first script).
+            commands::script::vm::drain_stats(&mut core.stats);
+        }
         if let Some(us) = exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed) {
             if let Some(a) = &ac.slow_args {
                 let label = commands::ops::slowlog::label_of(&c.client);

@@ -359,17 +359,11 @@ fn call_function<'r, 'a>(
     let res = (|| {
         let lua = &vm.lua;
         let f = match f {
-            Callee::Function(f) => {
-                let tables = |v: &[&[u8]]| {
-                    lua.create_sequence_from(
-                        v.iter()
-                            .map(|k| lua.create_string(k))
-                            .collect::<mlua::Result<Vec<_>>>()?,
-                    )
-                };
-                vm.bind
-                    .call::<mlua::Function>((f, tables(keys)?, tables(argv)?))?
-            }
+            Callee::Function(f) => vm.bind.call::<mlua::Function>((
+                f,
+                string_array(lua, keys)?,
+                string_array(lua, argv)?,
+            ))?,
             Callee::Script(f) => {
                 set_keys_argv(vm, keys, argv)?;
                 f
@@ -380,28 +374,69 @@ fn call_function<'r, 'a>(
     (res, run.into_inner())
 }
 
-/// Sets the KEYS and ARGV globals of a script.
+/// Sets the KEYS and ARGV globals of a script: two new arrays, as
+/// Redis's `luaCreateArray` builds them per call.
+///
+/// Built through Lua's C API: through mlua's `create_sequence_from` and
+/// `raw_set` each key was a registry reference made and dropped, ~4.7 k
+/// instructions an EVALSHA of one key (Redis's whole EVALSHA is ~25 k).
 fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
-    let lua = &vm.lua;
-    {
-        vm.real.raw_set(
-            "KEYS",
-            lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
-        vm.real.raw_set(
-            "ARGV",
-            lua.create_sequence_from(
-                argv.iter()
-                    .map(|a| lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?,
-        )?;
+    use mlua::ffi;
+    vm.lua.exec_raw_lua(|raw| {
+        // SAFETY: the state is the VM's own, outside any Lua call (no
+        // callback frame is running on it); the stack has the room checked
+        // here and is restored to `top`. Unprotected as mlua's own calls
+        // are while no memory bound is set (`Vm::bounded` sets it only
+        // while Lua code runs): an allocation cannot fail at a bound.
+        unsafe {
+            let state = raw.state();
+            if ffi::lua_checkstack(state, 4) == 0 {
+                return Err(mlua::Error::runtime("Lua stack overflow"));
+            }
+            let top = ffi::lua_gettop(state);
+            raw.push(&vm.real)?;
+            for (name, items) in [(&b"KEYS"[..], keys), (&b"ARGV"[..], argv)] {
+                ffi::lua_pushlstring_(state, name.as_ptr().cast(), name.len());
+                push_array(state, items);
+                ffi::lua_rawset(state, -3);
+            }
+            ffi::lua_settop(state, top);
+        }
+        Ok(())
+    })
+}
+
+/// A new array of `items` as Lua strings, as a table handle (FCALL's
+/// keys and arguments); see [`set_keys_argv`].
+fn string_array(lua: &Lua, items: &[&[u8]]) -> mlua::Result<mlua::Table> {
+    use mlua::ffi;
+    lua.exec_raw_lua(|raw| {
+        // SAFETY: as in `set_keys_argv`; the table is popped into a handle.
+        unsafe {
+            let state = raw.state();
+            if ffi::lua_checkstack(state, 3) == 0 {
+                return Err(mlua::Error::runtime("Lua stack overflow"));
+            }
+            push_array(state, items);
+            raw.pop::<mlua::Table>()
+        }
+    })
+}
+
+/// Pushes a new array of `items` (strings at 1..=n).
+///
+/// # Safety
+/// `state` is a valid Lua state with two free stack slots, and no memory
+/// bound can make an allocation fail (see [`set_keys_argv`]).
+unsafe fn push_array(state: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
+    use mlua::ffi;
+    let n = std::os::raw::c_int::try_from(items.len()).unwrap_or(std::os::raw::c_int::MAX);
+    ffi::lua_createtable(state, n, 0);
+    for (i, s) in items.iter().take(n as usize).enumerate() {
+        ffi::lua_pushlstring_(state, s.as_ptr().cast(), s.len());
+        // `i < n <= c_int::MAX`, so `i + 1` fits.
+        ffi::lua_rawseti_(state, -2, (i + 1) as std::os::raw::c_int);
     }
-    Ok(())
 }
 
 thread_local! {
@@ -602,6 +637,45 @@ struct Run<'r, 'a> {
     found: Vec<Vec<u8>>,
 }
 
+/// The buffers of one `redis.call` (its arguments, key positions and
+/// reply), kept per thread between calls: made per call they were ~10
+/// allocations of an EVALSHA running two commands.
+#[derive(Default)]
+struct CallBufs {
+    argv: OwnedArgs,
+    positions: Vec<usize>,
+    out: Reply,
+}
+
+thread_local! {
+    static CALL_BUFS: Cell<Option<Box<CallBufs>>> = const { Cell::new(None) };
+}
+
+/// What a kept buffer may hold at most (a large reply's buffer is freed).
+const CALL_BUF_KEEP_BYTES: usize = 64 << 10;
+
+impl CallBufs {
+    /// This thread's buffers, emptied (new ones if they are in use: a
+    /// call cannot nest in another today, but nothing depends on it).
+    fn take() -> Box<CallBufs> {
+        let mut b = CALL_BUFS.with(Cell::take).unwrap_or_default();
+        b.argv.clear();
+        b.positions.clear();
+        b.out.clear();
+        b
+    }
+
+    /// Keeps them for the next call, unless they grew large.
+    fn put_back(mut self: Box<Self>) {
+        if self.argv.capacity_bytes() <= CALL_BUF_KEEP_BYTES
+            && self.out.buf_mut().capacity() <= CALL_BUF_KEEP_BYTES
+            && self.positions.capacity() <= 1024
+        {
+            CALL_BUFS.with(|c| c.set(Some(self)));
+        }
+    }
+}
+
 /// The error of a `redis.call` refused before running (Redis's text
 /// without the `ERR ` code, which `error_table` adds).
 fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
@@ -715,6 +789,19 @@ impl Run<'_, '_> {
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        let mut bufs = CallBufs::take();
+        let res = self.call_with(lua, args, &mut bufs);
+        bufs.put_back();
+        res
+    }
+
+    /// [`Run::call`] with its buffers.
+    fn call_with(
+        &mut self,
+        lua: &Lua,
+        args: MultiValue,
+        bufs: &mut CallBufs,
+    ) -> mlua::Result<(Value, bool)> {
         if !self.found.is_empty() {
             return Err(mlua::Error::external(ReplyError(
                 super::wide::RESTART_TEXT.into(),
@@ -726,13 +813,13 @@ impl Run<'_, '_> {
                 "Please specify at least one argument for this redis lib call",
             );
         }
-        let mut argv = OwnedArgs::with_capacity(args.len(), 64);
+        let argv = &mut bufs.argv;
         for a in &args {
             match a {
                 Value::String(s) => argv.push(&s.as_bytes()),
                 // Not Lua's tostring (%.14g): Redis formats numbers with
                 // %.17g so that no precision is lost.
-                Value::Integer(n) => argv.push(n.to_string().as_bytes()),
+                Value::Integer(n) => argv.push(itoa::Buffer::new().format(*n).as_bytes()),
                 Value::Number(n) => argv.push(resp::format_double(*n).as_bytes()),
                 _ => {
                     return refuse(
@@ -779,9 +866,12 @@ impl Run<'_, '_> {
                 return refuse(lua, msg);
             }
         }
-        let mut positions = Vec::new();
-        r.spec.key_positions(args, &mut positions);
+        let positions = &mut bufs.positions;
+        r.spec.key_positions(args, positions);
+        let positions = &positions[..];
         // Keys it does not hold, found before anything ran (see `wide`).
+        // Found none: the check below is not made again.
+        let mut all_held = false;
         if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
             let missing: Vec<Vec<u8>> = positions
                 .iter()
@@ -796,6 +886,7 @@ impl Run<'_, '_> {
                     super::wide::RESTART_TEXT.into(),
                 )));
             }
+            all_held = true;
         }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
@@ -810,13 +901,15 @@ impl Run<'_, '_> {
                 "Script attempted to access a key that was not declared in KEYS and lives on another shard",
             );
         }
-        for &p in &positions {
-            let k = args.get(p);
-            if !self.holds(k) {
-                return refuse(
-                    lua,
-                    "Script attempted to access a key that was not declared in KEYS and lives on another shard",
-                );
+        if !all_held {
+            for &p in positions {
+                let k = args.get(p);
+                if !self.holds(k) {
+                    return refuse(
+                        lua,
+                        "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                    );
+                }
             }
         }
         if self.ctx.ops.monitors.active() {
@@ -826,9 +919,10 @@ impl Run<'_, '_> {
             self.read_called = true;
         }
         if self.widen_ok && !self.pinned {
-            self.before_effects(r, args, &positions);
+            self.before_effects(r, args, positions);
         }
-        let mut out = Reply::new(self.resp3);
+        let out = &mut bufs.out;
+        out.set_resp3(self.resp3);
         match r.spec.exec {
             Exec::Shard(handler, _) => {
                 let call = ShardCall {
@@ -852,15 +946,17 @@ impl Run<'_, '_> {
                 if self.repl & REPL_AOF == 0 {
                     self.ctx.shard.outbox.records_on = false;
                 }
-                run_shard(
-                    r,
-                    handler,
-                    args,
-                    self.ctx.shard,
-                    call,
-                    &mut out,
-                    &mut self.stats,
-                );
+                // A failed call counts in commandstats (failed_calls), not
+                // in errorstats: the script's own reply does, as Redis
+                // counts it. (These may be the thread's statistics, lent:
+                // `vm::lend_stats`.)
+                let errors = std::mem::take(&mut self.stats.errors);
+                let total = self.stats.total_error_replies;
+                let unexpected = self.stats.unexpected_error_replies;
+                run_shard(r, handler, args, self.ctx.shard, call, out, &mut self.stats);
+                self.stats.errors = errors;
+                self.stats.total_error_replies = total;
+                self.stats.unexpected_error_replies = unexpected;
                 self.ctx.shard.outbox.records_on = prop;
             }
             Exec::Conn(_) => match registry().full_name(r.id) {

@@ -381,6 +381,47 @@ fn commands_run_by_scripts_count_in_commandstats() {
     assert!(r.contains("\r\ntotal_commands_processed:5\r\n"), "{r}");
 }
 
+/// A failed `redis.call` counts as a failed call of its command and in
+/// its latency histogram, and once in errorstats (the script's own error
+/// reply), as Redis 7.0.15 counts them. The first script creates the VM
+/// (its statistics drained after), the later ones run with the thread's
+/// lent (`vm::lend_stats`): both count the same.
+#[test]
+fn failed_script_calls_count_once_in_errorstats() {
+    let mut t = TestServer::new(1);
+    t.run(&["SET", "s", "abc"]);
+    for script in [
+        "return redis.pcall('incr', KEYS[1])",
+        "return redis.call('incr', KEYS[1])",
+        "redis.call('set', KEYS[1], 'x') return redis.call('get', KEYS[1])",
+    ] {
+        t.run(&["EVAL", script, "1", "s"]);
+    }
+    let r = t.run(&["INFO", "errorstats"]);
+    assert!(r.contains("\r\nerrorstat_ERR:count=2\r\n"), "{r}");
+    let r = t.run(&["INFO", "stats"]);
+    assert!(r.contains("\r\ntotal_error_replies:2\r\n"), "{r}");
+    let r = t.run(&["INFO", "commandstats"]);
+    for want in ["\r\ncmdstat_eval:calls=3,", "\r\ncmdstat_get:calls=1,"] {
+        assert!(r.contains(want), "{want} in {r}");
+    }
+    let incr = r
+        .lines()
+        .find(|l| l.starts_with("cmdstat_incr:"))
+        .unwrap_or("");
+    assert!(
+        incr.starts_with("cmdstat_incr:calls=2,") && incr.ends_with(",failed_calls=2"),
+        "{r}"
+    );
+    let r = t.run(&["INFO", "latencystats"]);
+    for want in [
+        "latency_percentiles_usec_incr:",
+        "latency_percentiles_usec_get:",
+    ] {
+        assert!(r.contains(want), "{want} in {r}");
+    }
+}
+
 #[test]
 fn undeclared_keys_of_other_shards_run_again_wider() {
     let n = 4;

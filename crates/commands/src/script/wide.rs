@@ -115,7 +115,7 @@ pub fn coordinator(
         .collect();
     add(&mut keys, found);
     let slot = WidenSlot::default();
-    let scratch = crate::scratch::for_script(spec, handler, ctx, args, &keys, slot.clone());
+    let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
     let home = ctx.home;
     let tx = crate::tx::new_tx_id(home);
     let inner = wrap(home, ctx.nshards(), ctx.client.db, &keys, &scratch, tx);
@@ -198,9 +198,11 @@ impl Coordinator for Wide {
     ) -> Result<(), CmdError> {
         let mut results = results;
         loop {
-            HELD.with(|h| *h.borrow_mut() = Some(self.keys.clone()));
+            // Lent, not cloned (a clone was an allocation per key and step).
+            let keys = std::mem::take(&mut self.keys);
+            HELD.with(|h| *h.borrow_mut() = Some(keys));
             let res = self.inner.step(results, plan, out, client);
-            HELD.with(|h| *h.borrow_mut() = None);
+            self.keys = HELD.with(|h| h.borrow_mut().take()).unwrap_or_default();
             res?;
             if !plan.is_empty() {
                 return Ok(());
