@@ -1,7 +1,8 @@
-//! WAIT against a hand-driven replica (issue 25): the test speaks the
-//! replica's side of the protocol itself, so it decides when ACKs are
-//! sent and sees every byte of the stream, GETACKs included.
+//! A hand-driven replica (issue 25): the test speaks the replica's side
+//! of the protocol itself, so it decides when ACKs are sent and sees
+//! every byte of the stream, GETACKs included.
 //!
+//! WAIT:
 //! * A WAIT whose writes the replica already acknowledged answers at once:
 //!   no `REPLCONF GETACK *` and no ACK round trip (Redis compares the
 //!   replicas' acknowledged offsets with the client's last write offset
@@ -11,6 +12,14 @@
 //!   count against the next WAIT (a replica's ACK to a GETACK reports the
 //!   offset before it).
 //! * WAIT 0 0 answers at once.
+//!
+//! The pending stream of a full sync (`repl::spill`):
+//! * while the replica has not taken the stream (it loads the snapshot:
+//!   no ACK yet after a diskless transfer), the master's writes wait in
+//!   an unlinked file, not in memory, and reach the replica in order
+//!   once it ACKs;
+//! * they count against `client-output-buffer-limit replica`: over the
+//!   hard limit before the replica takes the stream, it is dropped.
 //!
 //! Every wait is bounded by a deadline.
 
@@ -39,11 +48,54 @@ impl FakeReplica {
     /// PSYNC ? -1 to a master with disk syncs: `+FULLRESYNC`, newlines,
     /// `$<len>` and the RDB, then the stream.
     fn attach(master: &Server) -> FakeReplica {
+        let mut r = FakeReplica::psync(master, false);
+        // Keep-alive newlines, then `$<len>\r\n` and the payload.
+        r.read_until("the RDB", |b| {
+            let skip = b.iter().position(|&c| c != b'\n').unwrap_or(b.len());
+            let b = &b[skip..];
+            let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
+                return false;
+            };
+            let len: usize = std::str::from_utf8(&b[1..nl]).unwrap().parse().unwrap();
+            b.len() >= nl + 2 + len
+        });
+        let skip = r.got.iter().position(|&c| c != b'\n').unwrap();
+        let nl = skip + r.got[skip..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let len: usize = std::str::from_utf8(&r.got[skip + 1..nl])
+            .unwrap()
+            .parse()
+            .unwrap();
+        r.stream_at = nl + 2 + len;
+        r
+    }
+
+    /// PSYNC ? -1 with `capa eof` to a master with diskless syncs:
+    /// `+FULLRESYNC`, `$EOF:<mark>`, the RDB, the mark. The stream starts
+    /// after this replica's first ACK (not sent here).
+    fn attach_diskless(master: &Server) -> FakeReplica {
+        let mut r = FakeReplica::psync(master, true);
+        r.read_until("the EOF mark", |b| b.len() >= 47);
+        assert_eq!(&r.got[..5], b"$EOF:", "{}", common::escape(&r.got, 100));
+        let mark = r.got[5..45].to_vec();
+        r.read_until("the RDB's end", |b| {
+            b.len() > 47 + 40 && b[47..].windows(40).any(|w| w == mark)
+        });
+        let end = 47 + r.got[47..].windows(40).position(|w| w == mark).unwrap() + 40;
+        r.stream_at = end;
+        r
+    }
+
+    /// The handshake up to the `+FULLRESYNC` line (consumed).
+    fn psync(master: &Server, eof: bool) -> FakeReplica {
         let mut s = TcpStream::connect(master.addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        s.write_all(&encode_command(&[b"REPLCONF", b"capa", b"psync2"]))
-            .unwrap();
+        let capa: &[&[u8]] = if eof {
+            &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]
+        } else {
+            &[b"REPLCONF", b"capa", b"psync2"]
+        };
+        s.write_all(&encode_command(capa)).unwrap();
         s.write_all(&encode_command(&[b"PSYNC", b"?", b"-1"]))
             .unwrap();
         let mut r = FakeReplica {
@@ -62,25 +114,23 @@ impl FakeReplica {
         assert_eq!(words[0], "+FULLRESYNC", "{line}");
         r.start_offset = words[2].parse().unwrap();
         r.got.drain(..nl + 2);
-        // Keep-alive newlines, then `$<len>\r\n` and the payload.
-        let at = r.read_until("the RDB", |b| {
-            let skip = b.iter().position(|&c| c != b'\n').unwrap_or(b.len());
-            let b = &b[skip..];
-            let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
-                return false;
-            };
-            let len: usize = std::str::from_utf8(&b[1..nl]).unwrap().parse().unwrap();
-            b.len() >= nl + 2 + len
-        });
-        let skip = r.got.iter().position(|&c| c != b'\n').unwrap();
-        let nl = skip + r.got[skip..].windows(2).position(|w| w == b"\r\n").unwrap();
-        let len: usize = std::str::from_utf8(&r.got[skip + 1..nl])
-            .unwrap()
-            .parse()
-            .unwrap();
-        let _ = at;
-        r.stream_at = nl + 2 + len;
         r
+    }
+
+    /// Reads until the master closes the link (bounded).
+    fn wait_closed(&mut self) {
+        let t0 = Instant::now();
+        let mut chunk = [0u8; 65536];
+        loop {
+            assert!(t0.elapsed() < DEADLINE, "the link was never closed");
+            match self.s.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return,
+            }
+        }
     }
 
     /// Reads until `done` holds on everything read (bounded).
@@ -208,4 +258,117 @@ fn wait_answers_at_once_when_the_replicas_already_acknowledged() {
     assert_eq!(w.read_reply(), b":1\r\n");
     assert_eq!(w2.read_reply(), b":1\r\n");
     assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
+}
+
+/// Bytes of files named `temp-repl-*` (deleted) that `pid` holds open.
+fn spilled_bytes(pid: u32) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if target.to_string_lossy().contains("temp-repl-") {
+            total += std::fs::metadata(e.path()).map_or(0, |m| m.len());
+        }
+    }
+    total
+}
+
+fn diskless_master(extra: &[&str]) -> Server {
+    let mut args = vec![
+        "--shards",
+        "2",
+        "--save",
+        "",
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    Server::tessera(&args)
+}
+
+#[test]
+fn a_syncing_replicas_stream_waits_on_disk_and_arrives_in_order() {
+    let master = diskless_master(&[]);
+    let pid = master.pid().expect("the master's pid");
+    let mut c = master.conn();
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    let mut r = FakeReplica::attach_diskless(&master);
+    // Loaded, not acknowledged: the master's writes wait for the replica.
+    let big = "x".repeat(1 << 20);
+    for i in 0..8 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("big{i}"))
+            .arg(format!("{i}{big}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    let t0 = Instant::now();
+    while spilled_bytes(pid) < 8 << 20 {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "the pending stream is not on disk: {} bytes",
+            spilled_bytes(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(r.stream().is_empty(), "stream bytes before the first ACK");
+    // The replica takes the stream: every write, in order, then what
+    // comes after (from memory).
+    r.ack(r.start_offset);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("2")
+        .query(&mut c)
+        .unwrap();
+    let end = r.read_stream_past(0, b"after\r\n");
+    let mut at = 0;
+    for i in 0..8 {
+        let key = format!("big{i}\r\n");
+        at = r.read_stream_past(at, key.as_bytes());
+        let want = format!("$1048577\r\n{i}x");
+        assert!(r.stream()[at..].starts_with(want.as_bytes()), "big{i}");
+    }
+    assert!(
+        at < end,
+        "the write after the ACK came before the waiting ones"
+    );
+    let t0 = Instant::now();
+    while spilled_bytes(pid) != 0 {
+        assert!(t0.elapsed() < DEADLINE, "the file outlived its use");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
+}
+
+#[test]
+fn a_syncing_replica_over_the_hard_limit_is_dropped() {
+    let master = diskless_master(&["--client-output-buffer-limit", "replica 4mb 0 0"]);
+    let mut c = master.conn();
+    let mut r = FakeReplica::attach_diskless(&master);
+    let big = "x".repeat(1 << 20);
+    let t0 = Instant::now();
+    let mut i = 0;
+    while info_field(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(t0.elapsed() < DEADLINE, "the replica was never dropped");
+        let _: () = redis::cmd("SET")
+            .arg(format!("big{i}"))
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
+        i += 1;
+    }
+    assert!(i >= 4, "dropped under its limit, after {i} MB");
+    let log = master.log();
+    assert!(log.contains("overcoming of output buffer limits"), "{log}");
+    r.wait_closed();
 }

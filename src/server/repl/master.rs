@@ -317,6 +317,8 @@ impl Master {
             let mut o = link.lock();
             o.start = Some(from - 1);
             o.replid = replid;
+            // The replica takes the stream at once: no file.
+            o.live = true;
             if !data.is_empty() {
                 o.stream_bytes += data.len();
                 o.stream.push_back(Arc::new(data));
@@ -736,7 +738,7 @@ pub fn drain(limit: Duration) {
     for l in links {
         while t0.elapsed() < limit {
             let o = l.lock();
-            if o.closed || (o.stream.is_empty() && !o.sending) {
+            if o.closed || (!o.stream_pending() && !o.sending) {
                 break;
             }
             drop(o);
