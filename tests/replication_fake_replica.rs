@@ -77,11 +77,9 @@ impl FakeReplica {
         r.read_until("the EOF mark", |b| b.len() >= 47);
         assert_eq!(&r.got[..5], b"$EOF:", "{}", common::escape(&r.got, 100));
         let mark = r.got[5..45].to_vec();
-        r.read_until("the RDB's end", |b| {
-            b.len() > 47 + 40 && b[47..].windows(40).any(|w| w == mark)
-        });
-        let end = 47 + r.got[47..].windows(40).position(|w| w == mark).unwrap() + 40;
-        r.stream_at = end;
+        // Nothing follows the mark before this replica's first ACK.
+        r.read_until("the RDB's end", |b| b.len() > 47 + 40 && b.ends_with(&mark));
+        r.stream_at = r.got.len();
         r
     }
 
@@ -371,4 +369,64 @@ fn a_syncing_replica_over_the_hard_limit_is_dropped() {
     let log = master.log();
     assert!(log.contains("overcoming of output buffer limits"), "{log}");
     r.wait_closed();
+}
+
+/// Incompressible bytes (the RDB's LZF would shrink repeated ones).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as u8
+        })
+        .collect()
+}
+
+/// The limit holds during the transfer too: a replica that reads nothing
+/// of its snapshot (the transfer stalls on its socket) while the master
+/// takes writes is dropped at the hard limit, and its snapshot ends.
+#[test]
+fn a_replica_stalled_mid_transfer_is_dropped_at_the_hard_limit() {
+    let master = diskless_master(&["--client-output-buffer-limit", "replica 4mb 0 0"]);
+    let mut c = master.conn();
+    for i in 0..24 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("data{i}"))
+            .arg(noise(i, 1 << 20))
+            .query(&mut c)
+            .unwrap();
+    }
+    // The handshake only: not one byte of the 24 MB snapshot is read.
+    let mut r = FakeReplica::psync(&master, true);
+    let t0 = Instant::now();
+    let mut i = 0;
+    while info_field(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "the stalled replica was never dropped"
+        );
+        let _: () = redis::cmd("SET")
+            .arg(format!("big{}", i % 16))
+            .arg(noise(100 + i, 1 << 20))
+            .query(&mut c)
+            .unwrap();
+        i += 1;
+    }
+    assert!(i >= 4, "dropped under its limit, after {i} MB");
+    let log = master.log();
+    assert!(log.contains("overcoming of output buffer limits"), "{log}");
+    r.wait_closed();
+    // The master goes on: a new replica gets a whole snapshot.
+    let mut r2 = FakeReplica::attach_diskless(&master);
+    r2.ack(r2.start_offset);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    r2.read_stream_past(0, b"after\r\n");
 }
