@@ -25,6 +25,9 @@
 #   CG_CLIENTS   connections (default 50)
 #   CG_SETUP     redis-cli command run on each server before the tests, e.g.
 #                "CONFIG SET notify-keyspace-events KEA" (default: none)
+#   CG_REPLICA   1: each server gets a real redis-server replica (not under
+#                valgrind) before the tests, linked and synced; the figures
+#                are then the master's with one replica attached
 #   OUT_DIR      where callgrind.out files and logs go (default: a temp dir)
 #
 # Tests: set_p1, set_p16, get_p1, get_p16 (keys from a 100k space; GET
@@ -102,6 +105,21 @@ for spec in "$@"; do
     echo "$name did not start (see $log)" >&2; exit 1
   fi
   [ -n "${CG_SETUP:-}" ] && redis-cli -p "$PORT" $CG_SETUP >/dev/null
+  rport=""
+  if [ "${CG_REPLICA:-0}" = 1 ]; then
+    rport=$(free_port)
+    mkdir -p "$OUT/$name.replica"
+    redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$OUT/$name.replica" --replicaof 127.0.0.1 "$PORT" --repl-timeout 600 \
+      >"$OUT/$name.replica.log" 2>&1 &
+    linked=0
+    for _ in $(seq 1200); do
+      redis-cli -p "$rport" info replication 2>/dev/null | tr -d '\r' \
+        | grep -q '^master_link_status:up' && { linked=1; break; }
+      sleep 0.1
+    done
+    [ $linked = 1 ] || { echo "$name: the replica never linked (see $OUT/$name.replica.log)" >&2; exit 1; }
+  fi
   redis-benchmark -p "$PORT" -q -n 100000 -c "$CLIENTS" -P 16 -r 100000 -t set >/dev/null 2>&1
   j=0
   for t in $TESTS; do
@@ -128,6 +146,7 @@ for spec in "$@"; do
     printf '%-12s %-12s %10s instructions/%s%s\n' "$name" "$t" "$per" "$unit" "$ratio"
     j=$((j + 1))
   done
+  [ -n "$rport" ] && redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1
   redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$vpid" 2>/dev/null || true
   wait "$vpid" 2>/dev/null || true
   i=$((i + 1))

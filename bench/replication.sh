@@ -12,8 +12,9 @@
 #      replication threads included) and ops/s; then the replication lag
 #      after the load (ms until the replica's offset equals the master's).
 #   2. Full sync of BENCH_REPL_KEYS keys (default 1M, loaded with
-#      redis-cli --pipe) under writes (redis-benchmark SET at P16 running
-#      through the sync): the sync time (replica asks → link up with
+#      redis-cli --pipe, named as redis-benchmark's -r keys) under writes
+#      (redis-benchmark SET at P16 over the same keys and value size, so
+#      the dataset does not grow: what grows is the sync's cost): the sync time (replica asks → link up with
 #      nothing in progress), and the master's peak memory over its memory
 #      before the sync. Memory is PSS summed over the master and its
 #      children (Redis forks for the sync; PSS counts the pages the fork
@@ -25,6 +26,10 @@
 #   BENCH_SKIP_BUILD=1  use the existing release build
 #   BENCH_REPL_KEYS     keys for the full sync (default 1000000)
 #   BENCH_REPL_OPS      SET operations for the CPU test (default 2000000)
+#   BENCH_REPL_VALUE    value size in bytes of the loaded keys and of the
+#                       writer's SETs (default 18)
+#   BENCH_REPL_MASTERS  which masters to run (default "redis tessera")
+#   BENCH_REPL_SKIP_CPU=1  only the full sync (skip the SET P16 test)
 #   BENCH_REPL_DISKLESS yes|no  repl-diskless-sync of both masters (default yes)
 #   BENCH_SERVER_CPUS / BENCH_CLIENT_CPUS  taskset lists for the masters and
 #                       for the load generator + replica (default: none)
@@ -53,6 +58,8 @@ done
 KEYS=${BENCH_REPL_KEYS:-1000000}
 OPS=${BENCH_REPL_OPS:-2000000}
 DISKLESS=${BENCH_REPL_DISKLESS:-yes}
+VALUE=${BENCH_REPL_VALUE:-18}
+MASTERS=${BENCH_REPL_MASTERS:-redis tessera}
 OUT_DIR=${OUT_DIR:-./bench-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT_DIR"
 WORK=$(mktemp -d /tmp/replbench.XXXXXX)
@@ -170,14 +177,15 @@ lag_ms() { # lag_ms MASTER_PORT REPLICA_PORT: ms until the offsets match (bounde
   echo "timeout"
 }
 
-load_keys() { # load_keys PORT: KEYS string keys through redis-cli --pipe
-  python3 - "$KEYS" <<'EOF' | redis-cli -p "$1" --pipe >/dev/null
+load_keys() { # load_keys PORT: KEYS string keys through redis-cli --pipe,
+  # named as redis-benchmark's -r keys (key:%012d), so the writer overwrites
+  python3 - "$KEYS" "$VALUE" <<'EOF' | redis-cli -p "$1" --pipe >/dev/null
 import sys
-n = int(sys.argv[1])
+n, size = int(sys.argv[1]), int(sys.argv[2])
 out = sys.stdout.buffer
 for i in range(n):
-    k = b"key:%d" % i
-    v = b"value-%012d" % i
+    k = b"key:%012d" % i
+    v = (b"value-%012d" % i).ljust(size, b"v")[:size]
     out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v))
 EOF
 }
@@ -186,31 +194,34 @@ REPORT="$OUT_DIR/report.md"
 {
   echo "# Replication: one replica attached (redis-server $(redis-server --version | awk '{print $3}'))"
   echo
-  echo "diskless=$DISKLESS keys=$KEYS set_ops=$OPS"
+  echo "diskless=$DISKLESS keys=$KEYS value=$VALUE set_ops=$OPS"
   echo
   echo "| master | SET P16 ops/s | master CPU µs/op | lag after load ms | full sync s | peak PSS over before | PSS before MB | lag after sync ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 } >"$REPORT"
 
-for name in redis tessera; do
+for name in $MASTERS; do
   port=$(free_port)
   dir="$WORK/$name"
   mkdir -p "$dir"
   start_master "$name" "$port" "$dir"
 
   # 1. SET P16 with a replica attached.
-  start_replica "$name" "$port"
-  wait_link_up "$RPORT"
-  c0=$(cpu_ticks "$MPID")
-  t0=$(now_ms)
-  pin "${BENCH_CLIENT_CPUS:-}" redis-benchmark -p "$port" -t set -n "$OPS" -c 50 -P 16 \
-    -r 1000000 -q >"$OUT_DIR/$name-set.txt" 2>&1
-  t1=$(now_ms)
-  c1=$(cpu_ticks "$MPID")
-  lag1=$(lag_ms "$port" "$RPORT")
-  cpu_us=$(python3 -c "print('%.3f' % (($c1 - $c0) / $HZ * 1e6 / $OPS))")
-  ops_s=$(python3 -c "print('%.0f' % ($OPS / max(1, $t1 - $t0) * 1000))")
-  stop_replica
+  ops_s=- cpu_us=- lag1=-
+  if [ "${BENCH_REPL_SKIP_CPU:-0}" != 1 ]; then
+    start_replica "$name" "$port"
+    wait_link_up "$RPORT"
+    c0=$(cpu_ticks "$MPID")
+    t0=$(now_ms)
+    pin "${BENCH_CLIENT_CPUS:-}" redis-benchmark -p "$port" -t set -n "$OPS" -c 50 -P 16 \
+      -r 1000000 -q >"$OUT_DIR/$name-set.txt" 2>&1
+    t1=$(now_ms)
+    c1=$(cpu_ticks "$MPID")
+    lag1=$(lag_ms "$port" "$RPORT")
+    cpu_us=$(python3 -c "print('%.3f' % (($c1 - $c0) / $HZ * 1e6 / $OPS))")
+    ops_s=$(python3 -c "print('%.0f' % ($OPS / max(1, $t1 - $t0) * 1000))")
+    stop_replica
+  fi
 
   # 2. Full sync of KEYS keys under writes.
   redis-cli -p "$port" flushall >/dev/null
@@ -218,7 +229,7 @@ for name in redis tessera; do
   sleep 1
   before=$(pss_kb "$MPID")
   spawn "${BENCH_CLIENT_CPUS:-}" /dev/null redis-benchmark -p "$port" -t set -n 100000000 \
-    -c 10 -P 16 -r 1000000 -q
+    -c 10 -P 16 -r "$KEYS" -d "$VALUE" -q
   WPID=$SPAWNED
   sleep 0.5
   t0=$(now_ms)

@@ -188,6 +188,51 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     }))
 }
 
+/// The locks of a transaction's queued commands (run from `db`): their
+/// keys, whole-keyspace locks for the keyless commands that read or
+/// write everything (and for REPLICAOF NO ONE, as outside MULTI: the
+/// stream changes hands with no write running; `replica::promotes`), an
+/// empty request on every shard for the other keyless ones.
+fn queued_locks(
+    queued: &[Vec<Vec<u8>>],
+    mut db: usize,
+    nshards: usize,
+    databases: usize,
+) -> LockSet {
+    let reg = registry();
+    let mut set = LockSet::default();
+    let mut scratch = Vec::new();
+    for argv in queued {
+        let owned = OwnedArgs::from_slices(argv);
+        let args = owned.args();
+        let Ok(r) = reg.resolve(args) else { continue };
+        match r.spec.exec {
+            Exec::Shard(..) => set.command(r.spec, args, db, nshards, &mut scratch),
+            Exec::Coord(_) if r.spec.has(WRITE) => set.whole(nshards, Mode::Write),
+            Exec::Coord(_) if r.spec.has(READONLY) => set.whole(nshards, Mode::Read),
+            Exec::Coord(_) if crate::persist::is_snapshot_command(r.spec.name) => {
+                set.whole(nshards, Mode::Read)
+            }
+            Exec::Coord(_) if crate::replica::promotes(r.spec, args) => {
+                set.whole(nshards, Mode::Write)
+            }
+            // Jobs on any shard (INFO, CLIENT LIST, MEMORY STATS ...): an
+            // empty lock on each, so the transaction reaches every shard
+            // it will send jobs to while locking, in order (a job could
+            // otherwise wait behind the connection's held-back batch there
+            // while the transaction holds its locks: a deadlock).
+            Exec::Coord(_) => set.touch_all(nshards),
+            Exec::Conn(_) if reg.full_name(r.id) == "select" => {
+                if let Ok(n) = parse_db_index(args.get(1), databases) {
+                    db = n;
+                }
+            }
+            _ => {}
+        }
+    }
+    set
+}
+
 /// EXEC: runs the queued commands as one transaction.
 fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let Some(m) = c.client.multi.take() else {
@@ -204,36 +249,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         return Ok(Box::new(Finished));
     }
     let nshards = c.nshards();
-    let reg = registry();
-    let mut set = LockSet::default();
-    let mut scratch = Vec::new();
-    let mut db = c.client.db;
-    let databases = c.server.databases();
-    for argv in &m.queued {
-        let owned = OwnedArgs::from_slices(argv);
-        let args = owned.args();
-        let Ok(r) = reg.resolve(args) else { continue };
-        match r.spec.exec {
-            Exec::Shard(..) => set.command(r.spec, args, db, nshards, &mut scratch),
-            Exec::Coord(_) if r.spec.has(WRITE) => set.whole(nshards, Mode::Write),
-            Exec::Coord(_) if r.spec.has(READONLY) => set.whole(nshards, Mode::Read),
-            Exec::Coord(_) if crate::persist::is_snapshot_command(r.spec.name) => {
-                set.whole(nshards, Mode::Read)
-            }
-            // Jobs on any shard (INFO, CLIENT LIST, MEMORY STATS ...): an
-            // empty lock on each, so the transaction reaches every shard
-            // it will send jobs to while locking, in order (a job could
-            // otherwise wait behind the connection's held-back batch there
-            // while the transaction holds its locks: a deadlock).
-            Exec::Coord(_) => set.touch_all(nshards),
-            Exec::Conn(_) if reg.full_name(r.id) == "select" => {
-                if let Ok(n) = parse_db_index(args.get(1), databases) {
-                    db = n;
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut set = queued_locks(&m.queued, c.client.db, nshards, c.server.databases());
     if let Some(w) = &watch {
         for (d, k) in &w.keys {
             set.key(nshards, *d, k, Mode::Read);
@@ -600,6 +616,27 @@ enum Build {
 #[cfg(test)]
 mod tests {
     use crate::testutil::TestServer;
+
+    fn argv(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    /// REPLICAOF NO ONE in a transaction locks the whole keyspace for
+    /// writing, as outside MULTI (the stream changes hands with no write
+    /// running); REPLICAOF host port locks nothing whole.
+    #[test]
+    fn a_promotion_in_a_transaction_locks_the_whole_keyspace() {
+        use crate::tx::Mode;
+        for cmd in ["REPLICAOF", "slaveof"] {
+            let set = super::queued_locks(&[argv(&[cmd, "no", "one"])], 0, 3, 16);
+            assert_eq!(set.shards.len(), 3, "{cmd}");
+            for (_, req) in &set.shards {
+                assert_eq!(req.whole, Some(Mode::Write), "{cmd}");
+            }
+        }
+        let set = super::queued_locks(&[argv(&["REPLICAOF", "h", "1"])], 0, 3, 16);
+        assert!(set.keys_only());
+    }
 
     #[test]
     fn queued_commands_run_in_order_across_shards() {

@@ -63,6 +63,12 @@ fn is_no_one(args: Args<'_>) -> bool {
     eq_ic(args.get(1), "no") && eq_ic(args.get(2), "one")
 }
 
+/// Whether `spec` with `args` is REPLICAOF / SLAVEOF NO ONE (a promotion:
+/// whole-keyspace Write locks, in a transaction too).
+pub(crate) fn promotes(spec: &CommandSpec, args: Args<'_>) -> bool {
+    matches!(spec.name, "replicaof" | "slaveof") && is_no_one(args)
+}
+
 /// REPLICAOF NO ONE runs under whole-keyspace Write locks: no write runs
 /// while the stream changes hands (see `repl::ReplRuntime`), nor does the
 /// runtime's coordinator that ends the stream (Read locks). The other

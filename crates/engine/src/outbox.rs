@@ -252,13 +252,20 @@ impl Outbox {
 
     /// [`Outbox::record`] of the arguments `args` as received.
     #[inline]
-    pub fn record_args<'a>(&mut self, db: usize, args: impl ExactSizeIterator<Item = &'a [u8]>) {
+    pub fn record_args<'a>(
+        &mut self,
+        db: usize,
+        args: impl ExactSizeIterator<Item = &'a [u8]> + Clone,
+    ) {
         #[cfg(debug_assertions)]
         {
             self.emitted += 1;
         }
         if self.records_on {
             self.begin(db);
+            // One growth for the whole record (see `write_array`).
+            let room = 16 + args.clone().map(|a| a.len() + 16).sum::<usize>();
+            self.bytes.reserve(room);
             write_header(&mut self.bytes, b'*', args.len());
             for a in args {
                 write_bulk(&mut self.bytes, a);
@@ -409,7 +416,28 @@ fn leading_select_len(b: &[u8]) -> usize {
 }
 
 /// `*n\r\n`-style header.
+#[inline]
 pub fn write_header(out: &mut Vec<u8>, kind: u8, n: usize) {
+    // Most headers are an argument count or a short length: one copy of
+    // a few bytes, with no digit loop (a replica's stream writes one per
+    // argument of every write).
+    if n < 10 {
+        out.extend_from_slice(&[kind, b'0' + n as u8, b'\r', b'\n']);
+    } else if n < 100 {
+        out.extend_from_slice(&[
+            kind,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+    } else {
+        write_header_long(out, kind, n);
+    }
+}
+
+#[inline(never)]
+fn write_header_long(out: &mut Vec<u8>, kind: u8, n: usize) {
     // Digits on the stack: a record of 21 arguments wrote 22 headers, and
     // a heap buffer for each was most of the cost of encoding it.
     let mut tmp = [0u8; 20];
@@ -429,6 +457,7 @@ pub fn write_header(out: &mut Vec<u8>, kind: u8, n: usize) {
 }
 
 /// One bulk string.
+#[inline]
 pub fn write_bulk(out: &mut Vec<u8>, a: &[u8]) {
     write_header(out, b'$', a.len());
     out.extend_from_slice(a);
@@ -454,6 +483,28 @@ mod tests {
         Outbox {
             records_on: true,
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn headers_at_every_digit_count() {
+        for n in [
+            0usize,
+            1,
+            9,
+            10,
+            11,
+            42,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            123_456_789,
+        ] {
+            let mut out = Vec::new();
+            write_header(&mut out, b'$', n);
+            assert_eq!(out, format!("${n}\r\n").into_bytes(), "{n}");
         }
     }
 

@@ -320,7 +320,7 @@ impl<'a> Args<'a> {
     pub fn get(&self, i: usize) -> &'a [u8] {
         &self.buf[self.ranges[i].clone()]
     }
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [u8]> + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone + 'a {
         let buf = self.buf;
         self.ranges.iter().map(move |r| &buf[r.clone()])
     }

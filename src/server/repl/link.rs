@@ -29,13 +29,15 @@
 //! Bounds: the stream queue is held to the `replica` class of
 //! `client-output-buffer-limit` (hard limit, or soft limit for its
 //! seconds): a replica that falls that far behind is disconnected and
-//! will resync. The diskless RDB queue holds at most [`RDB_QUEUE_MAX`]
+//! will resync. Until a full sync's replica takes the stream (it is
+//! receiving or loading the snapshot), the queue is on disk
+//! ([`super::spill`]), still counted against that limit. The diskless RDB queue holds at most [`RDB_QUEUE_MAX`]
 //! bytes: the snapshot's writer waits for the slowest replica (and the
 //! shards for the writer).
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -44,6 +46,7 @@ use std::time::{Duration, Instant};
 use commands::repl::{ReplicaState, SyncRequest};
 use commands::ServerShared;
 
+use super::spill::Spill;
 use crate::log;
 use crate::server::tls::TlsStream;
 
@@ -52,6 +55,8 @@ use crate::server::tls::TlsStream;
 pub const RDB_QUEUE_MAX: usize = 8 << 20;
 /// Bytes per write of a disk sync's file.
 const FILE_CHUNK: usize = 256 << 10;
+/// Stream chunks per `writev` (Linux's UIO_MAXIOV is 1024).
+const IOV_MAX: usize = 512;
 
 /// Where the sync's snapshot comes from.
 pub enum Bulk {
@@ -83,6 +88,22 @@ pub struct Out {
     /// Stream bytes taken off the queue and not written yet.
     pub sending: bool,
     pub closed: bool,
+    /// The replica takes the stream (partial resync, or its full sync's
+    /// snapshot is loaded). Before, and after until the file is drained,
+    /// stream bytes go to `spill` while `stream` is empty (every byte in
+    /// the file comes before every byte in the queue); then the queue is
+    /// in memory.
+    pub live: bool,
+    pub spill: Option<Spill>,
+    /// The file could not be made: the queue stays in memory.
+    pub spill_failed: bool,
+}
+
+impl Out {
+    /// Stream bytes not sent yet, on disk or queued.
+    pub fn stream_pending(&self) -> bool {
+        !self.stream.is_empty() || self.spill.as_ref().is_some_and(|s| s.pending() > 0)
+    }
 }
 
 /// A replica's connection: a blocking socket (the writer thread writes
@@ -145,6 +166,9 @@ impl Link {
                 soft_since: None,
                 sending: false,
                 closed: false,
+                live: false,
+                spill: None,
+                spill_failed: false,
             }),
             cv: Condvar::new(),
             acks: AtomicU64::new(0),
@@ -205,6 +229,8 @@ impl Link {
     /// blocked read or write returns).
     pub fn close(&self, why: &str) {
         let mut o = self.lock();
+        // The file goes now (its disk space with it).
+        o.spill = None;
         if !o.closed {
             o.closed = true;
             if !why.is_empty() {
@@ -229,7 +255,14 @@ impl Link {
         if o.closed {
             return;
         }
-        o.stream.push_back(b.clone());
+        // Before the replica takes the stream, and after while the file
+        // is not drained (what is on disk goes first, so new bytes follow
+        // it there rather than pile up in memory behind it).
+        if !o.spill_failed && o.stream.is_empty() && (!o.live || o.spill.is_some()) {
+            self.spill_push(&mut o, b);
+        } else {
+            o.stream.push_back(b.clone());
+        }
         o.stream_bytes += b.len();
         let bytes = o.stream_bytes as u64;
         let over = if limit.hard > 0 && bytes >= limit.hard {
@@ -250,6 +283,36 @@ impl Link {
             self.close("");
         } else {
             self.cv.notify_all();
+        }
+    }
+
+    /// Writes `b` to the replica's file (made on first use); on failure
+    /// the queue in memory takes it and every byte after it.
+    fn spill_push(&self, o: &mut Out, b: &Arc<Vec<u8>>) {
+        if o.spill.is_none() {
+            let dir = self.server.config().rdb_path();
+            let dir = dir.parent().unwrap_or(std::path::Path::new("."));
+            match Spill::create(dir, self.id) {
+                Ok(s) => o.spill = Some(s),
+                Err(e) => {
+                    log::warning(format_args!(
+                        "Can't create a file for the pending stream of replica {} in {}: {e}; it is kept in memory",
+                        self.addr,
+                        dir.display()
+                    ));
+                    o.spill_failed = true;
+                    o.stream.push_back(b.clone());
+                    return;
+                }
+            }
+        }
+        if let Some(Err(e)) = o.spill.as_mut().map(|s| s.append(b)) {
+            log::warning(format_args!(
+                "Can't write the pending stream of replica {} to its file: {e}; the rest is kept in memory",
+                self.addr
+            ));
+            o.spill_failed = true;
+            o.stream.push_back(b.clone());
         }
     }
 
@@ -316,6 +379,40 @@ impl Link {
         }
     }
 
+    /// Sends the stream's queued chunks in order: on a plain socket with
+    /// one `writev` for up to [`IOV_MAX`] of them (a replica that fell a
+    /// little behind finds many small batches queued: one system call
+    /// instead of one per batch); through TLS one by one.
+    fn send_all(&self, chunks: &[Arc<Vec<u8>>]) -> bool {
+        let Sock::Plain(f) = &self.sock else {
+            return chunks.iter().all(|b| self.send(b));
+        };
+        for group in chunks.chunks(IOV_MAX) {
+            let mut slices: Vec<IoSlice<'_>> = group.iter().map(|b| IoSlice::new(b)).collect();
+            let total: usize = group.iter().map(|b| b.len()).sum();
+            let mut left = &mut slices[..];
+            while !left.is_empty() {
+                match (&*f).write_vectored(left) {
+                    Ok(0) => {
+                        self.close("connection closed while writing");
+                        return false;
+                    }
+                    Ok(n) => IoSlice::advance_slices(&mut left, n),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.close(&e.to_string());
+                        return false;
+                    }
+                }
+            }
+            self.server
+                .repl
+                .net_output_bytes
+                .fetch_add(total as u64, Ordering::Relaxed);
+        }
+        true
+    }
+
     /// The writer thread: the sync's first line, the snapshot, then the
     /// stream until the link closes. `set_state` updates what INFO shows.
     pub fn serve(&self, partial: bool, set_state: &dyn Fn(ReplicaState)) {
@@ -364,22 +461,49 @@ impl Link {
             }
         }
         set_state(ReplicaState::Online);
+        // From here on the queue is in memory; what waited on disk goes
+        // first.
+        self.lock().live = true;
         let mut batch: Vec<Arc<Vec<u8>>> = Vec::new();
         loop {
             {
-                let Some(mut o) = self.wait_for(|o| !o.stream.is_empty()) else {
+                let Some(mut o) = self.wait_for(|o| {
+                    // Drained: the file goes (its space with it), the
+                    // queue is in memory from now on.
+                    if o.spill.as_ref().is_some_and(|s| s.pending() == 0) {
+                        o.spill = None;
+                    }
+                    o.stream_pending()
+                }) else {
                     return;
                 };
+                if let Some(sp) = o.spill.as_mut().filter(|s| s.pending() > 0) {
+                    let chunk = match sp.next_chunk() {
+                        Ok(c) => c,
+                        Err(e) => {
+                            drop(o);
+                            self.close(&format!("can't read its pending stream back: {e}"));
+                            return;
+                        }
+                    };
+                    o.stream_bytes = o.stream_bytes.saturating_sub(chunk.len());
+                    o.sending = true;
+                    drop(o);
+                    if !self.send(&chunk) {
+                        return;
+                    }
+                    self.lock().sending = false;
+                    continue;
+                }
                 batch.extend(o.stream.drain(..));
                 o.stream_bytes = 0;
                 o.soft_since = None;
                 o.sending = true;
             }
-            for b in batch.drain(..) {
-                if !self.send(&b) {
-                    return;
-                }
+            if !self.send_all(&batch) {
+                return;
             }
+            batch.clear();
             self.lock().sending = false;
         }
     }

@@ -101,6 +101,15 @@ struct Inner {
     /// hooks): a replica proxies, and its syncs run on the master
     /// connection.
     replica: bool,
+    /// Bytes of the stream's own commands (`PING`, `REPLCONF GETACK *`)
+    /// fed since its last data: a WAIT's target stops before them, as
+    /// Redis's client `woff` is its last write's offset, not the stream's
+    /// (a replica's ACK to a GETACK counts the bytes before the GETACK).
+    raw_tail: u64,
+    /// Where the last `REPLCONF GETACK *` went into the stream (the
+    /// offset before it): a WAIT whose target is at or before it has an
+    /// ACK on its way and asks for none.
+    getack_at: Option<u64>,
 }
 
 /// Starts the master side and its cron thread.
@@ -138,8 +147,23 @@ impl StreamFeed for Master {
         if self.proxying.load(Ordering::Acquire) {
             return;
         }
-        let inner = self.lock();
-        self.server.repl.feed(&b);
+        let mut inner = self.lock();
+        if !b.is_empty() {
+            inner.raw_tail = 0;
+        }
+        Self::feed_locked(&self.server, &inner, b);
+    }
+}
+
+impl Master {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stream bytes into the offset, the backlog and every streaming
+    /// replica's queue (under `inner`: see the module docs).
+    fn feed_locked(server: &ServerShared, inner: &Inner, b: Vec<u8>) {
+        server.repl.feed(&b);
         if inner.streaming.is_empty() {
             return;
         }
@@ -148,11 +172,38 @@ impl StreamFeed for Master {
             l.push_stream(&chunk, &inner.limit);
         }
     }
-}
 
-impl Master {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// The stream's own command `b` (`PING`, `GETACK`), fed by a mark in
+    /// the writer's queue (so in stream order) and not counted as data
+    /// (see `raw_tail`).
+    fn feed_raw(&self, b: &[u8]) {
+        if self.proxying.load(Ordering::Acquire) {
+            return;
+        }
+        let mut inner = self.lock();
+        inner.raw_tail += b.len() as u64;
+        Self::feed_locked(&self.server, &inner, b.to_vec());
+    }
+
+    /// A WAIT's mark ran: its target is the stream's data up to here
+    /// (every write of the client is before the mark). When fewer than
+    /// `need` replicas acknowledged it, a `REPLCONF GETACK *` follows,
+    /// unless one is already on its way after the target (one per target
+    /// for every WAIT, as Redis's once per event loop).
+    fn wait_mark(&self, need: u64) -> u64 {
+        let mut inner = self.lock();
+        let off = self.server.repl.offset();
+        let target = off.saturating_sub(inner.raw_tail);
+        if self.proxying.load(Ordering::Acquire) || self.server.repl.acked(target) >= need {
+            return target;
+        }
+        if inner.getack_at.is_some_and(|at| at >= target) {
+            return target;
+        }
+        inner.getack_at = Some(off);
+        inner.raw_tail += GETACK.len() as u64;
+        Self::feed_locked(&self.server, &inner, GETACK.to_vec());
+        target
     }
 
     /// The stream is on: the writer runs (with no file if the AOF is
@@ -266,6 +317,8 @@ impl Master {
             let mut o = link.lock();
             o.start = Some(from - 1);
             o.replid = replid;
+            // The replica takes the stream at once: no file.
+            o.live = true;
             if !data.is_empty() {
                 o.stream_bytes += data.len();
                 o.stream.push_back(Arc::new(data));
@@ -601,8 +654,9 @@ impl Master {
             && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
         {
             *last_ping = Instant::now();
-            if let Some(w) = rewriter(&self.server).and_then(|r| r.current()) {
-                w.stream_raw(PING.to_vec());
+            if let (Some(w), Some(me)) = (rewriter(&self.server).and_then(|r| r.current()), get()) {
+                let me = me.clone();
+                w.stream_mark(false, Box::new(move || me.feed_raw(PING)));
             }
         }
     }
@@ -684,7 +738,7 @@ pub fn drain(limit: Duration) {
     for l in links {
         while t0.elapsed() < limit {
             let o = l.lock();
-            if o.closed || (o.stream.is_empty() && !o.sending) {
+            if o.closed || (!o.stream_pending() && !o.sending) {
                 break;
             }
             drop(o);
@@ -715,9 +769,12 @@ pub fn proxy(server: &ServerShared, gen: u64, bytes: &[u8]) -> bool {
     };
     // Under `inner`, as the writer's feed: a replica joining sees every
     // byte once (in its backlog read, or queued to it).
-    let inner = m.lock();
+    let mut inner = m.lock();
     if !server.repl.feed_if(gen, bytes) {
         return false;
+    }
+    if !bytes.is_empty() {
+        inner.raw_tail = 0;
     }
     if !inner.streaming.is_empty() && !bytes.is_empty() {
         let chunk = Arc::new(bytes.to_vec());
@@ -769,6 +826,8 @@ impl commands::repl::ReplRuntime for Master {
             let mut inner = self.lock();
             inner.replica = false;
             inner.stop_stream = false;
+            inner.raw_tail = 0;
+            inner.getack_at = None;
             inner.fed
         };
         let writer = fed
@@ -793,6 +852,8 @@ impl commands::repl::ReplRuntime for Master {
             let mut inner = self.lock();
             inner.replica = true;
             inner.stop_stream = inner.fed;
+            inner.raw_tail = 0;
+            inner.getack_at = None;
             inner.fed
         };
         let writer = fed
@@ -812,10 +873,11 @@ impl commands::repl::ReplRuntime for Master {
     }
 }
 
-/// WAIT: the stream offset that covers everything queued so far (the
-/// caller flushed its shard's records first), known once the writer gets
-/// there (`u64::MAX` until then); asks the replicas for an ACK.
-pub fn wait_ticket(server: &ServerShared) -> Arc<AtomicU64> {
+/// WAIT for `need` replicas: the stream offset that covers everything
+/// queued so far (the caller flushed its shard's records first), known
+/// once the writer gets there (`u64::MAX` until then); the replicas are
+/// asked for an ACK there only if too few acknowledged it already.
+pub fn wait_ticket(server: &ServerShared, need: u64) -> Arc<AtomicU64> {
     let t = Arc::new(AtomicU64::new(u64::MAX));
     let writer = server
         .repl
@@ -827,9 +889,8 @@ pub fn wait_ticket(server: &ServerShared) -> Arc<AtomicU64> {
             let (t2, m) = (t.clone(), m.clone());
             w.stream_mark(
                 false,
-                Box::new(move || t2.store(m.server.repl.offset(), Ordering::Release)),
+                Box::new(move || t2.store(m.wait_mark(need), Ordering::Release)),
             );
-            w.stream_raw(GETACK.to_vec());
         }
         _ => t.store(server.repl.offset(), Ordering::Release),
     }

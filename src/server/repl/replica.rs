@@ -23,8 +23,11 @@
 //!   the load coordinator (every shard swaps in its new data at one
 //!   instant, `commands::replica`), then the stream. [`MasterLink`] counts
 //!   the stream's bytes; the offset published to `repl` (INFO, ROLE, ACKs,
-//!   the next PSYNC) is that count whenever nothing it consumed is still
-//!   in flight, so it never claims a command not yet applied.
+//!   the next PSYNC) is that count up to the oldest request still in
+//!   flight (its reply slot is the connection's oldest outstanding one:
+//!   [`MasterLink::applied`]), so it never claims a command not yet
+//!   applied, and a master connection that is never idle (a pipelined
+//!   stream) still publishes as it goes.
 //!
 //! Why a thread for the handshake and the payload, and the event loop for
 //! the stream: the handshake is a strictly sequential exchange that a
@@ -41,6 +44,7 @@
 //!
 //! Never: touch the data outside the load coordinator.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -108,8 +112,12 @@ pub struct MasterLink {
     pub published: u64,
     /// The bytes consumed since (`offset - published` of them), to be
     /// proxied once applied. Bounded by what the connection has in flight
-    /// (`MAX_PENDING` requests, or one transaction).
+    /// (`MAX_PENDING` requests, or one transaction) and what it consumed
+    /// since its last publish.
     pub proxy: Vec<u8>,
+    /// Requests consumed with reply slots still open: the seq of the
+    /// first slot each opened and the stream offset before it (ascending).
+    pub in_flight: VecDeque<(u64, u64)>,
     /// Unix ms of the last `REPLCONF ACK`.
     pub last_ack_ms: u64,
     /// The load coordinator has not finished: publish nothing yet.
@@ -129,6 +137,7 @@ impl MasterLink {
             offset,
             published: offset,
             proxy: Vec::new(),
+            in_flight: VecDeque::new(),
             last_ack_ms: 0,
             loading,
             aof_rewrite_due: false,
@@ -145,6 +154,32 @@ impl MasterLink {
             .repl
             .read_offset
             .store(self.offset, Ordering::Relaxed);
+    }
+
+    /// The request just consumed opened reply slots from `seq` on (it is
+    /// in flight); the stream before it began at `before`.
+    pub fn opened(&mut self, seq: u64, before: u64) {
+        self.in_flight.push_back((seq, before));
+    }
+
+    /// The stream offset applied so far, given the connection's oldest
+    /// outstanding reply slot (`front`; None: nothing outstanding):
+    /// everything consumed before the request that slot belongs to (or,
+    /// for a slot no request opened, an ACK queued behind them, before the
+    /// first request still listed). Requests with no slot ran inline.
+    pub fn applied(&mut self, front: Option<u64>) -> u64 {
+        let Some(f) = front else {
+            self.in_flight.clear();
+            return self.offset;
+        };
+        // A request whose next one opened its slots at or before the
+        // front is done (slots are numbered in order).
+        while self.in_flight.len() >= 2 && self.in_flight[1].0 <= f {
+            self.in_flight.pop_front();
+        }
+        self.in_flight
+            .front()
+            .map_or(self.offset, |&(_, before)| before)
     }
 }
 
@@ -186,12 +221,23 @@ pub fn still_loading(server: &ServerShared, m: &mut MasterLink) -> bool {
 /// the bytes applied since the last time are proxied (they extend
 /// `master_repl_offset`, the backlog, and this server's replicas' streams).
 pub fn publish(server: &ServerShared, m: &mut MasterLink) {
+    publish_applied(server, m, None);
+}
+
+/// [`publish`] up to what is applied while requests may be in flight
+/// (`front`: the connection's oldest outstanding reply slot).
+pub fn publish_applied(server: &ServerShared, m: &mut MasterLink, front: Option<u64>) {
     if still_loading(server, m) || m.proxy.is_empty() {
         return;
     }
-    if super::master::proxy(server, m.gen, &m.proxy) {
-        m.published = m.offset;
-        m.proxy.clear();
+    let upto = m.applied(front).max(m.published);
+    let n = ((upto - m.published) as usize).min(m.proxy.len());
+    if n == 0 {
+        return;
+    }
+    if super::master::proxy(server, m.gen, &m.proxy[..n]) {
+        m.published += n as u64;
+        m.proxy.drain(..n);
     }
 }
 
@@ -928,6 +974,47 @@ fn download(
     f.flush().map_err(io_err)?;
     f.get_ref().sync_all().map_err(io_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod applied_tests {
+    use super::*;
+
+    fn link(offset: u64) -> MasterLink {
+        MasterLink {
+            gen: 0,
+            offset,
+            published: offset,
+            proxy: Vec::new(),
+            in_flight: VecDeque::new(),
+            last_ack_ms: 0,
+            loading: false,
+            aof_rewrite_due: false,
+        }
+    }
+
+    /// Requests at 100 (inline), 110 (slot 5), 120 (inline), 130 (slots 6
+    /// and 7), 150 (slot 8); consumed up to 160.
+    #[test]
+    fn the_applied_prefix_stops_at_the_oldest_request_in_flight() {
+        let mut m = link(160);
+        m.opened(5, 110);
+        m.opened(6, 130);
+        m.opened(8, 150);
+        assert_eq!(m.applied(Some(5)), 110, "the first slotted request runs");
+        assert_eq!(m.applied(Some(6)), 130, "it is done; the next runs");
+        assert_eq!(m.applied(Some(7)), 130, "its second slot is open");
+        assert_eq!(m.applied(Some(8)), 150);
+        assert_eq!(m.applied(None), 160, "nothing outstanding");
+        assert!(m.in_flight.is_empty());
+        // A slot no request opened (an ACK queued behind the others) at
+        // the front: everything before the first listed request.
+        m.opened(10, 170);
+        assert_eq!(m.applied(Some(9)), 170);
+        // None listed: every slot is such a one.
+        let mut m = link(40);
+        assert_eq!(m.applied(Some(3)), 40);
+    }
 }
 
 #[cfg(test)]

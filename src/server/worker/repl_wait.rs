@@ -7,7 +7,12 @@
 //! thread hands its shard's records over first, then queues a mark in the
 //! stream (`repl::wait_ticket`): every record queued before it is this
 //! client's earlier writes or older, and the offset at the mark covers
-//! them. A `REPLCONF GETACK *` follows it in the stream.
+//! them (the stream's own PINGs and GETACKs after the last data are not
+//! counted, as Redis's client `woff`). A `REPLCONF GETACK *` follows it
+//! in the stream only when too few replicas acknowledged the target
+//! already, and at most one per target (`Master::wait_mark`): a WAIT
+//! whose writes the replicas already acknowledged answers with no round
+//! trip.
 //!
 //! Waking: ACKs arrive on the replication threads; while a thread has
 //! WAITing connections its loop looks at them every [`POLL`] (a few
@@ -29,7 +34,10 @@ pub(super) const POLL: Duration = Duration::from_millis(5);
 pub(super) fn start(core: &mut Core, c: &mut Conn, slot: usize) {
     core.aof_flush();
     if let Some(w) = c.client.repl_wait.as_mut() {
-        w.target = Some(crate::server::repl::wait_ticket(&core.server));
+        w.target = Some(crate::server::repl::wait_ticket(
+            &core.server,
+            w.numreplicas,
+        ));
     }
     blocking::set_blocked(&mut c.client, true);
     core.repl_waits.push((slot, c.gen));

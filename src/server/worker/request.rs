@@ -249,6 +249,12 @@ pub(super) fn paused(c: &Conn) -> bool {
 /// it runs out, pauses, or closes.
 pub(super) fn process(core: &mut Core, c: &mut Conn, slot: usize) {
     process_requests(core, c, slot);
+    if let Some(m) = c.master.as_mut() {
+        // A replica's master connection hands on what it applied so far,
+        // even with requests in flight (a pipelined stream is never idle).
+        let front = c.pending.front().map(|s| s.seq);
+        crate::server::repl::replica::publish_applied(&core.server, m, front);
+    }
     mark_direct(core, c, slot);
     core.send_batches();
 }
@@ -343,6 +349,9 @@ pub(super) fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                         continue;
                     }
                 }
+                // A master connection's request that leaves a reply slot
+                // open is in flight (`MasterLink::applied`).
+                let seq0 = c.next_seq;
                 if !c.args.is_empty() {
                     let args = std::mem::take(&mut c.args);
                     let ran = execute(core, c, slot, &args);
@@ -364,7 +373,11 @@ pub(super) fn process_requests(core: &mut Core, c: &mut Conn, slot: usize) {
                 }
                 c.rpos += n;
                 if let Some(m) = c.master.as_mut() {
+                    let before = m.offset;
                     m.consumed(&core.server, &c.rbuf[c.rpos - n..c.rpos]);
+                    if c.pending.back().is_some_and(|s| s.seq >= seq0) {
+                        m.opened(seq0, before);
+                    }
                 }
                 if c.check_obuf(&core.cfg.obuf, core.shard.now_ms) {
                     return;
