@@ -97,6 +97,7 @@ use super::mailbox::{Batch, ConnRef, Mailbox, Msg};
 mod accept;
 mod busy;
 mod client_evict;
+mod cohost;
 mod conns;
 mod cron;
 mod evict;
@@ -117,6 +118,8 @@ mod testing;
 mod tests;
 mod tracking;
 mod waiters;
+
+pub use cohost::{lending, Lender};
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
@@ -266,6 +269,10 @@ struct Core {
     sys: Option<SysCoord>,
     /// This thread's connections blocked in WAIT: `(slot, gen)`.
     repl_waits: Vec<(usize, u32)>,
+    /// The job a co-hosted worker is delivering by a call (see `cohost`),
+    /// and its output once it ran, for that caller.
+    lent_job: Option<(ConnRef, u32)>,
+    lent_out: Option<(JobOut, u64)>,
 }
 
 /// The connection slot that stands for the server itself.

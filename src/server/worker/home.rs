@@ -276,8 +276,19 @@ impl Worker {
 
 /// Steps a connection's coordinator until it issues jobs to wait for, or
 /// finishes (its reply then fills the coordinator's slot).
+///
+/// Jobs for shards co-hosted on this thread run at once (see `cohost`):
+/// when every output of a step is in after sending it, the coordinator
+/// steps again here.
 pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
-    let Some(ac) = c.coord.as_mut() else { return };
+    while step_coord(core, c, slot) {}
+}
+
+/// One step of [`advance`]; true if its outputs are all in already.
+fn step_coord(core: &mut Core, c: &mut Conn, slot: usize) -> bool {
+    let Some(ac) = c.coord.as_mut() else {
+        return false;
+    };
     let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
     let mut plan = Plan::default();
     let res = ac
@@ -290,11 +301,13 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
     }
     if failed || plan.is_empty() {
-        let Some(mut ac) = c.coord.take() else { return };
+        let Some(mut ac) = c.coord.take() else {
+            return false;
+        };
         if !failed {
             if let Some(p) = ac.coord.parked() {
                 park_across(core, c, slot, ac.resolved, ac.seq, p);
-                return;
+                return false;
             }
         }
         if ac.out.as_bytes().is_empty() {
@@ -331,7 +344,7 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         if c.out.resp3() != c.client.resp3 {
             c.out.set_resp3(c.client.resp3);
         }
-        return;
+        return false;
     }
     let conn = ConnRef {
         thread: core.id as u16,
@@ -341,7 +354,43 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     ac.remaining = plan.jobs.len();
     // Reuses the vector the outputs were drained from.
     ac.results.resize_with(plan.jobs.len(), || None);
-    send_plan(core, conn, plan);
+    // Lent only while every earlier request of the connection is back:
+    // a job must not overtake a batch it sent that shard before.
+    if c.pending.front().is_some_and(|s| s.seq == ac.seq) {
+        send_plan_lent(core, conn, plan, ac);
+        ac.remaining == 0
+    } else {
+        send_plan(core, conn, plan);
+        false
+    }
+}
+
+/// [`send_plan`] for a connection's coordinator, with the jobs for
+/// co-hosted shards run at once (see `cohost`): their outputs go straight
+/// into `ac`.
+fn send_plan_lent(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoord) {
+    for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let idx = idx as u32;
+        if shard == core.id {
+            core.local.push_back(Msg::Job { conn, idx, work });
+            continue;
+        }
+        let mut work = Some(work);
+        let ran = super::cohost::with_worker(shard, core.id, |w| {
+            // INVARIANT: taken once, by this call.
+            w.run_lent_job(conn, idx, work.take().expect("the job"))
+        });
+        match work {
+            Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
+            None => {
+                if let Some((out, aof)) = ran.flatten() {
+                    ac.aof_hold = ac.aof_hold.max(aof);
+                    ac.results[idx as usize] = Some(out);
+                    ac.remaining -= 1;
+                }
+            }
+        }
+    }
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,

@@ -98,6 +98,8 @@ impl Worker {
                 save_link: None,
                 sys: None,
                 repl_waits: Vec::new(),
+                lent_job: None,
+                lent_out: None,
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,

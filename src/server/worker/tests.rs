@@ -134,6 +134,9 @@ fn plain_commands_wait_for_a_transaction_across_shards() {
         // A transaction over two shards, neither its home: it holds both
         // locks from its first round to its second.
         let mut t = Cluster::new(3);
+        // Through the mailbox, so the transaction holds its locks across
+        // rounds (lent, it runs in one call: see the test below).
+        t.lend = false;
         let (a, b) = (key_on(1, 3, "x"), key_on(2, 3, "y"));
         let tx = t.connect(0);
         let rd = t.connect(2);

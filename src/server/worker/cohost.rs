@@ -1,0 +1,157 @@
+//! Co-hosted shards: a coordinator's jobs for a shard whose worker runs on
+//! the same thread (a hub holding both, see `server::host`) run at once, in
+//! a direct call, instead of as a message and its reply.
+//!
+//! Why: with every shard on one hub, an MSET of 10 keys over 32 shards is
+//! a transaction over about 9 shards; through the mailbox that is ~38
+//! messages (a lock round and a run round, each a message out and a reply
+//! back per shard), each a ring push and pop, a dispatch, a completion and
+//! a coordinator step, and the second half of each round waits for the
+//! next hub round. The shard's work itself is the same either way.
+//!
+//! How: whoever runs several workers on one thread (a hub's round, the
+//! in-process tests' `Cluster::round`) installs a [`Lender`] for the
+//! round ([`lending`]). A coordinator's step (`home::advance`) hands each
+//! job for another shard to [`with_worker`]: if the lender holds that
+//! worker and it is not the one running, the job is delivered by calling
+//! that worker's own shard side (`Worker::run_lent_job`: the same
+//! `job_arrived` a message would reach), and its output comes straight
+//! back if it ran to its end (its locks granted at once); a job that waits
+//! (a lock queued, a deferred batch ahead of it) stays there, and its
+//! output goes home by the mailbox later, as any job's. Once every output
+//! of a step is in, the coordinator steps again in the same call.
+//!
+//! Nothing of the transaction protocol changes (`commands::tx`): the same
+//! lock requests, in the same order, reach the same lock tables; only
+//! their delivery is earlier. Order: a job must not overtake what its
+//! connection sent the same shard before it, so a coordinator lends only
+//! while it is its connection's oldest outstanding request (every earlier
+//! batch is back), and a step only goes out once the previous one's
+//! outputs are all in. Another connection's message still in a ring is
+//! overtaken, which is the same as it arriving later: neither client has
+//! its reply yet.
+//!
+//! Re-entry: while a lent worker runs, no other is lent ([`with_worker`]
+//! takes the lender out for the call), so a lent worker never reaches back
+//! into the one that called it (which is borrowed up the stack). A hub's
+//! adopted workers are lent under their seat's lock (`try_lock`: the one
+//! running holds its own, and the watchdog may hold one), so the watchdog
+//! never takes a worker back in the middle of a lent job.
+//!
+//! What the lent worker owes its own loop afterwards: its messages are
+//! flushed at once (it may not take a turn this round), and anything it
+//! queued for itself (a resumed connection, a local job) makes it due in
+//! the next round (`Worker::prepare`).
+//!
+//! Cost: one thread-local read per job for another shard; on a thread
+//! alone with its worker no lender is installed and nothing else runs.
+//! Per job lent, a seat `try_lock` (two atomics) instead of a ring push,
+//! a pop and a reply message.
+
+use std::cell::Cell;
+
+use commands::coord::{JobOut, Work};
+
+use super::super::mailbox::ConnRef;
+use super::Worker;
+
+/// Gives access to the workers a thread holds, one at a time.
+pub trait Lender {
+    /// Runs `f` on worker `id` if this lender holds it and it is not
+    /// running now; false (with `f` not run) otherwise.
+    fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool;
+}
+
+thread_local! {
+    static LENDER: Cell<Option<*const (dyn Lender + 'static)>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `l` installed as this thread's lender.
+pub fn lending<R>(l: &dyn Lender, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<*const (dyn Lender + 'static)>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LENDER.set(self.0);
+        }
+    }
+    let ptr: *const (dyn Lender + '_) = l;
+    // SAFETY: only the lifetime is erased; the pointer is removed (by
+    // `Reset`, also on unwinding) before `l`'s borrow ends, and only
+    // dereferenced inside `f` (in `with_worker`).
+    let ptr: *const (dyn Lender + 'static) = unsafe { std::mem::transmute(ptr) };
+    let _reset = Reset(LENDER.replace(Some(ptr)));
+    f()
+}
+
+/// Runs `f` on co-hosted worker `id`, if the installed lender holds it and
+/// it is free; `home` is the calling worker (its shard's allocation
+/// accounting is restored after the call). While `f` runs no worker is
+/// lent (no re-entry).
+pub(super) fn with_worker<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    let l = LENDER.take()?;
+    struct Put(*const (dyn Lender + 'static));
+    impl Drop for Put {
+        fn drop(&mut self) {
+            LENDER.set(Some(self.0));
+        }
+    }
+    let _put = Put(l);
+    let (mut f, mut r) = (Some(f), None);
+    // SAFETY: installed by `lending`, whose scope encloses this call (the
+    // pointer is removed when it ends).
+    let lender = unsafe { &*l };
+    lender.lend(id, &mut |w| {
+        if let Some(f) = f.take() {
+            r = Some(f(w));
+        }
+    });
+    engine::alloc::enter_shard(home);
+    r
+}
+
+impl Worker {
+    /// A coordinator job from a worker on this thread, delivered by a
+    /// call (see the module docs): handled as the `Msg::Job` would be.
+    /// Its output and AOF target if it ran to its end now; otherwise it
+    /// waits here and its output goes home by the mailbox.
+    pub(super) fn run_lent_job(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        work: Work,
+    ) -> Option<(JobOut, u64)> {
+        engine::alloc::enter_shard(self.core.id);
+        self.core.lent_job = Some((conn, idx));
+        self.job_arrived(conn, idx, work);
+        self.core.lent_job = None;
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        self.core.lent_out.take()
+    }
+
+    /// Where a job's output goes: the connection's coordinator on this
+    /// thread, the caller of a lent job (`run_lent_job`), or home by the
+    /// mailbox.
+    pub(super) fn send_job_out(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
+        if conn.thread as usize == self.core.id {
+            self.job_done(conn, idx, out, aof);
+        } else if self.core.lent_job == Some((conn, idx)) {
+            self.core.lent_job = None;
+            self.core.lent_out = Some((out, aof));
+        } else {
+            self.core.mailbox.send(
+                conn.thread as usize,
+                super::super::mailbox::Msg::JobDone {
+                    conn,
+                    idx,
+                    out,
+                    aof,
+                },
+            );
+        }
+    }
+}
