@@ -123,8 +123,12 @@ impl Worker {
         conn: ConnRef,
         idx: u32,
         work: Work,
+        now_ms: u64,
     ) -> Option<(JobOut, u64)> {
         engine::alloc::enter_shard(self.core.id);
+        // The caller's clock (it ticked at its turn, after this worker's
+        // last one): a shard idle for a while must not run on a stale one.
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
         self.core.lent_job = Some((conn, idx));
         self.job_arrived(conn, idx, work);
         self.core.lent_job = None;

@@ -376,9 +376,10 @@ fn send_plan_lent(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoo
             continue;
         }
         let mut work = Some(work);
+        let now_ms = core.shard.now_ms;
         let ran = super::cohost::with_worker(shard, core.id, |w| {
             // INVARIANT: taken once, by this call.
-            w.run_lent_job(conn, idx, work.take().expect("the job"))
+            w.run_lent_job(conn, idx, work.take().expect("the job"), now_ms)
         });
         match work {
             Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
