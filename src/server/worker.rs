@@ -48,6 +48,7 @@
 //! | `home`      | home  | completions back from shards, coordinators |
 //! | `output`    | home  | writing replies, replies held for the AOF |
 //! | `shard`     | shard | batches and jobs run here, locks, deferral, AOF records |
+//! | `cohost`    | both  | jobs for a worker on the same thread delivered by a call |
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | home  | the desk a long script gets |
@@ -67,6 +68,9 @@
 //! by its own thread (`step_solo`), by a hub (`prepare`, `unpark_flag`,
 //! `step_shared` for each worker it holds), or by the in-process tests,
 //! which make the hub's calls in the hub's order, one round at a time.
+//! A thread running several workers also lends them to each other for the
+//! round (`cohost`): a coordinator's job for a co-hosted shard goes in by
+//! a call to that worker's `job_arrived`, the same entry a message takes.
 //!
 //! # Cost with the number of threads N
 //!
@@ -77,6 +81,13 @@
 //! idle, see `mailbox`). Draining visits only the threads that sent
 //! something; nothing in an iteration walks all N (the cron's ring trim
 //! visits every peer, once per tick).
+//!
+//! A multi-shard command over `k` shards costs about `2k` works (the lock
+//! round, then run and release: `commands::tx`) whatever N is. Each is a
+//! message and a reply to a shard on another thread, and a call to a
+//! shard on the same hub (`cohost`): with every shard on one hub, an MSET
+//! of 10 keys over 32 shards went from 84.6k to 72.4k instructions (38
+//! messages to none); the works themselves remain.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -71,7 +71,9 @@
 //! shard count): uncontended, 2 round trips and about `2k` works (the
 //! lock round, then job plus release), whatever `k` and `N` (MSET of 10
 //! keys on 10 of 32 shards: 2 round trips, 20 works; it was 11 round trips
-//! and 19 works in order; see `hops` in the tests). Refused: about two
+//! and 19 works in order; see `hops` in the tests; the runtime delivers a
+//! work for a shard run by the home's own thread, a hub, by a call
+//! instead of a message, so the round trips cost nothing there). Refused: about two
 //! more round trips per refusal (at most `k` in all). Two shards, one of them the
 //! home, keep the fused forms below (one round trip; two remote shards
 //! took three in order). Nothing in the protocol grows with `N` beyond
