@@ -617,6 +617,19 @@ struct HubLender<'a> {
     hub: usize,
     /// The hub's own worker, once its turn in the round is over.
     own: std::cell::Cell<*mut Worker>,
+    /// Seats held across calls for an unlocked transaction (`pin`).
+    pinned: std::cell::RefCell<Vec<(usize, MutexGuard<'a, Seat>)>>,
+}
+
+impl HubLender<'_> {
+    /// Whether this hub runs worker `id` (not its own).
+    fn adopted(&self, id: usize) -> bool {
+        self.hosts
+            .slots
+            .get(id)
+            .map(|s| s.host.load(Ordering::Relaxed))
+            == Some(self.hub)
+    }
 }
 
 impl worker::Lender for HubLender<'_> {
@@ -633,13 +646,17 @@ impl worker::Lender for HubLender<'_> {
             f(unsafe { &mut *w });
             return true;
         }
-        if self
-            .hosts
-            .slots
-            .get(id)
-            .map(|s| s.host.load(Ordering::Relaxed))
-            != Some(self.hub)
-        {
+        if let Some((_, seat)) = self.pinned.borrow_mut().iter_mut().find(|(p, _)| *p == id) {
+            let seat = &mut **seat;
+            return match seat.worker.as_mut() {
+                Some(w) if !seat.back => {
+                    f(w);
+                    true
+                }
+                _ => false,
+            };
+        }
+        if !self.adopted(id) {
             return false;
         }
         let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
@@ -653,6 +670,30 @@ impl worker::Lender for HubLender<'_> {
             }
             _ => false,
         }
+    }
+
+    fn pin(&self, id: usize) -> bool {
+        if id == self.hub {
+            return !self.own.get().is_null();
+        }
+        if self.pinned.borrow().iter().any(|(p, _)| *p == id) {
+            return true;
+        }
+        if !self.adopted(id) {
+            return false;
+        }
+        let Ok(seat) = self.hosts.seats[id].try_lock() else {
+            return false;
+        };
+        if seat.back || seat.worker.is_none() {
+            return false;
+        }
+        self.pinned.borrow_mut().push((id, seat));
+        true
+    }
+
+    fn unpin_all(&self) {
+        self.pinned.borrow_mut().clear();
     }
 }
 
@@ -817,6 +858,7 @@ impl Host {
             hosts: &self.hosts,
             hub: self.id,
             own: std::cell::Cell::new(std::ptr::null_mut()),
+            pinned: std::cell::RefCell::new(Vec::new()),
         };
         worker::lending(&lender, || {
             self.own[0].step_shared(&mut self.events, polls(self.id), led);

@@ -284,6 +284,9 @@ struct Core {
     /// and its output once it ran, for that caller.
     lent_job: Option<(ConnRef, u32)>,
     lent_out: Option<(JobOut, u64)>,
+    /// Scratch: the shards of a transaction run without locks (see
+    /// `home::run_unlocked`).
+    unlocked_shards: Vec<usize>,
 }
 
 /// The connection slot that stands for the server itself.

@@ -594,6 +594,8 @@ pub struct TxCoord {
     /// The shard of each lock request sent in the last step, in issue
     /// order (the outputs come back in that order): who refused.
     round: Vec<usize>,
+    /// Runs without locks (see `Coordinator::lock_shards`).
+    unlocked: bool,
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -673,6 +675,7 @@ impl TxCoord {
             pending: None,
             together_from,
             round: Vec::new(),
+            unlocked: false,
         })
     }
 
@@ -823,7 +826,7 @@ impl TxCoord {
     /// every locked shard not in `skip` without a job gets a release-only
     /// work.
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
-        let rel = release.then_some(self.tx);
+        let rel = (release && !self.unlocked).then_some(self.tx);
         plan.jobs.reserve(groups.len());
         for (shard, job, carried) in groups {
             plan.jobs.push((
@@ -950,6 +953,14 @@ impl Coordinator for TxCoord {
         client: &mut ClientState,
     ) -> Result<(), CmdError> {
         match self.phase {
+            Phase::Locking if self.unlocked => {
+                // Nothing to lock: the inner's first plan goes out now.
+                self.phase = Phase::Running;
+                let mut p = Plan::default();
+                self.inner.step(Vec::new(), &mut p, out, client)?;
+                self.after_inner(p, plan);
+                Ok(())
+            }
             Phase::Locking => {
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);
@@ -1050,7 +1061,7 @@ impl Coordinator for TxCoord {
                     .collect();
                 let mut p = Plan::default();
                 if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
-                    if self.released {
+                    if self.released || self.unlocked {
                         return Err(e);
                     }
                     self.err = Some(e);
@@ -1100,6 +1111,20 @@ impl Coordinator for TxCoord {
 
     fn first_step_needs_locks(&self) -> bool {
         self.inner.first_step_needs_locks()
+    }
+
+    fn lock_shards(&self, out: &mut Vec<usize>) -> bool {
+        if self.phase != Phase::Locking || self.requested != 0 || self.unlocked {
+            return false;
+        }
+        out.extend(self.locks.iter().map(|(s, _)| *s));
+        true
+    }
+
+    fn run_unlocked(&mut self) {
+        debug_assert!(self.phase == Phase::Locking && self.requested == 0);
+        self.unlocked = true;
+        self.locks.clear();
     }
 
     /// Only while locking (nothing ran) or releasing after an error: see

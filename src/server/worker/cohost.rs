@@ -60,6 +60,11 @@ pub trait Lender {
     /// Runs `f` on worker `id` if this lender holds it and it is not
     /// running now; false (with `f` not run) otherwise.
     fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool;
+    /// Keeps worker `id` lendable, and on this thread, until
+    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile);
+    /// false if it cannot be lent now.
+    fn pin(&self, id: usize) -> bool;
+    fn unpin_all(&self);
 }
 
 thread_local! {
@@ -113,7 +118,52 @@ pub(super) fn with_worker<R>(
     r
 }
 
+/// Pins worker `id` for an unlocked transaction (see
+/// `home::run_unlocked`): false if there is no lender or it cannot lend
+/// that worker.
+pub(super) fn pin(id: usize) -> bool {
+    match LENDER.get() {
+        // SAFETY: as in `with_worker`.
+        Some(l) => unsafe { &*l }.pin(id),
+        None => false,
+    }
+}
+
+/// Lets go of every pinned worker.
+pub(super) fn unpin_all() {
+    if let Some(l) = LENDER.get() {
+        // SAFETY: as in `with_worker`.
+        unsafe { &*l }.unpin_all();
+    }
+}
+
+/// What a job run without its connection's worker sees of connections:
+/// none. Only for the jobs of keyed multi-key commands (see
+/// `home::run_unlocked`), which never look at clients.
+pub(super) struct NoClients;
+
+impl commands::coord::ClientRegistry for NoClients {
+    fn for_each(&self, _f: &mut dyn FnMut(&commands::ClientState, &commands::coord::ClientIo)) {}
+    fn kill(&mut self, _id: u64) -> bool {
+        false
+    }
+}
+
 impl Worker {
+    /// Whether an unlocked transaction may run on this shard now: no lock
+    /// held or asked for, nothing held back for one, no AOF or replica
+    /// stream (their records of a transaction go out as one block, which
+    /// the locked path assembles).
+    pub(super) fn idle_for_unlocked(&self) -> bool {
+        let c = &self.core;
+        !c.locks.any_held()
+            && c.locks.waiting_len() == 0
+            && c.deferred.is_empty()
+            && c.lock_blocked.is_empty()
+            && c.aof.is_none()
+            && !c.shard.outbox.records_on
+    }
+
     /// A coordinator job from a worker on this thread, delivered by a
     /// call (see the module docs): handled as the `Msg::Job` would be.
     /// Its output and AOF target if it ran to its end now; otherwise it

@@ -280,12 +280,98 @@ impl Worker {
 /// Jobs for shards co-hosted on this thread run at once (see `cohost`):
 /// when every output of a step is in after sending it, the coordinator
 /// steps again here.
+///
+/// A transaction that can run to its end at once, on shards nothing else
+/// touches meanwhile, runs without locks ([`run_unlocked`]).
 pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
-    while step_coord(core, c, slot) {}
+    let unlocked = run_unlocked(core, c);
+    while step_coord(core, c, slot, unlocked) {}
+    if unlocked {
+        super::cohost::unpin_all();
+    }
+}
+
+/// Whether the connection's coordinator, a transaction that has not
+/// started, runs without locks: as one thread runs a command in Redis,
+/// which is what this thread does then. Only when
+/// - it is a keyed command (not EXEC, a script or a blocking command):
+///   its jobs run on the shards of its keys, the ones it would lock, and
+///   never look at clients (the home shard's run with [`NoClients`]);
+/// - every earlier request of the connection is back (nothing of it
+///   waits in a ring or on a shard);
+/// - every shard it would lock is this worker's or lent to it (`cohost`)
+///   and pinned until it ends, so every job of every step runs by a call,
+///   now; and none holds a lock, has a request waiting for one, or holds
+///   work back for one (nothing it could conflict with or overtake), nor
+///   has an AOF or replica stream (whose records of a transaction the
+///   locked path assembles into one block).
+///
+/// [`NoClients`]: super::cohost::NoClients
+fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
+    use commands::table::flags::{BLOCKING, SCRIPT};
+    let Some(ac) = c.coord.as_mut() else {
+        return false;
+    };
+    let spec = ac.resolved.spec;
+    if spec.keys.first <= 0
+        || spec.has(SCRIPT)
+        || spec.has(BLOCKING)
+        || !c.pending.front().is_some_and(|s| s.seq == ac.seq)
+    {
+        return false;
+    }
+    let mut shards = std::mem::take(&mut core.unlocked_shards);
+    shards.clear();
+    let home = core.id;
+    let ok = ac.coord.lock_shards(&mut shards)
+        && shards.iter().all(|&s| {
+            if s == home {
+                home_idle(core)
+            } else {
+                super::cohost::pin(s)
+                    && super::cohost::with_worker(s, home, |w| w.idle_for_unlocked()) == Some(true)
+            }
+        });
+    core.unlocked_shards = shards;
+    if !ok {
+        super::cohost::unpin_all();
+        return false;
+    }
+    ac.coord.run_unlocked();
+    true
+}
+
+/// [`Worker::idle_for_unlocked`] for the home shard.
+fn home_idle(core: &Core) -> bool {
+    !core.locks.any_held()
+        && core.locks.waiting_len() == 0
+        && core.deferred.is_empty()
+        && core.lock_blocked.is_empty()
+        && core.aof.is_none()
+        && !core.shard.outbox.records_on
+}
+
+/// Runs a job of an unlocked transaction on the home shard, now, with the
+/// epilogue `Worker::run_work` gives a job (tracking, dirty count,
+/// keyspace events, blocked clients served).
+fn run_home_job(core: &mut Core, conn: ConnRef, work: commands::coord::Work) -> JobOut {
+    super::tracking::track_check(core);
+    let out = (work.job)(&mut commands::coord::ShardEnv {
+        shard: &mut core.shard,
+        stats: &mut core.stats,
+        clients: &mut super::cohost::NoClients,
+    });
+    super::tracking::tag_touched(core, Some(super::tracking::home_of(conn)));
+    core.publish_dirty();
+    super::pubsub::publish_events(core);
+    if core.shard.dbs.iter().any(|d| d.has_ready()) {
+        super::waiters::serve_ready(core);
+    }
+    out
 }
 
 /// One step of [`advance`]; true if its outputs are all in already.
-fn step_coord(core: &mut Core, c: &mut Conn, slot: usize) -> bool {
+fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> bool {
     let Some(ac) = c.coord.as_mut() else {
         return false;
     };
@@ -357,7 +443,7 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize) -> bool {
     // Lent only while every earlier request of the connection is back:
     // a job must not overtake a batch it sent that shard before.
     if c.pending.front().is_some_and(|s| s.seq == ac.seq) {
-        send_plan_lent(core, conn, plan, ac);
+        send_plan_lent(core, conn, plan, ac, unlocked);
         ac.remaining == 0
     } else {
         send_plan(core, conn, plan);
@@ -368,9 +454,22 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize) -> bool {
 /// [`send_plan`] for a connection's coordinator, with the jobs for
 /// co-hosted shards run at once (see `cohost`): their outputs go straight
 /// into `ac`.
-fn send_plan_lent(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoord) {
+/// `unlocked`: its transaction runs without locks ([`run_unlocked`]), so
+/// every job must run now, the home shard's too.
+fn send_plan_lent(
+    core: &mut Core,
+    conn: ConnRef,
+    plan: Plan,
+    ac: &mut ActiveCoord,
+    unlocked: bool,
+) {
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
         let idx = idx as u32;
+        if shard == core.id && unlocked {
+            ac.results[idx as usize] = Some(run_home_job(core, conn, work));
+            ac.remaining -= 1;
+            continue;
+        }
         if shard == core.id {
             core.local.push_back(Msg::Job { conn, idx, work });
             continue;
@@ -381,10 +480,17 @@ fn send_plan_lent(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoo
             // INVARIANT: taken once, by this call.
             w.run_lent_job(conn, idx, work.take().expect("the job"), now_ms)
         });
+        let ran = ran.flatten();
+        // INVARIANT (`run_unlocked`): its shards are pinned and hold no
+        // lock, so every job runs now.
+        debug_assert!(
+            !unlocked || ran.is_some(),
+            "an unlocked job did not run at once"
+        );
         match work {
             Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
             None => {
-                if let Some((out, aof)) = ran.flatten() {
+                if let Some((out, aof)) = ran {
                     ac.aof_hold = ac.aof_hold.max(aof);
                     ac.results[idx as usize] = Some(out);
                     ac.remaining -= 1;

@@ -100,6 +100,7 @@ impl Worker {
                 repl_waits: Vec::new(),
                 lent_job: None,
                 lent_out: None,
+                unlocked_shards: Vec::new(),
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,

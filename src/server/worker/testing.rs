@@ -188,6 +188,12 @@ impl Lender for Lent {
         f(unsafe { &mut *self.base.add(id) });
         true
     }
+
+    fn pin(&self, id: usize) -> bool {
+        self.on && id < self.n && id != self.running.get()
+    }
+
+    fn unpin_all(&self) {}
 }
 
 /// The length of the first complete RESP2 reply in `b`, if there is one
