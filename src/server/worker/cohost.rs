@@ -176,7 +176,10 @@ impl Worker {
         now_ms: u64,
     ) -> Option<(JobOut, u64)> {
         engine::alloc::enter_shard(self.core.id);
-        // The caller's clock (it ticked at its turn, after this worker's
+        // What its turn would have picked up first: a CONFIG SET since
+        // (encodings, notifications, LFU), ...
+        self.refresh_config();
+        // ... and the caller's clock (it ticked at its turn, after this worker's
         // last one): a shard idle for a while must not run on a stale one.
         self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
         self.core.lent_job = Some((conn, idx));

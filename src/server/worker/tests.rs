@@ -258,3 +258,27 @@ fn lent_and_mailed_transactions_stay_isolated() {
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
     }
 }
+
+/// A lent worker picks up a CONFIG SET before it runs a job, as its own
+/// turn would have first (the store's encoding follows the new limit).
+#[test]
+fn a_lent_worker_runs_on_the_current_config() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (src, dst) = (key_on(1, n, "src"), key_on(2, n, "dst"));
+    let c = t.connect(0);
+    assert_eq!(
+        t.call(c, &["ZADD", &src, "1", "a", "2", "b", "3", "c", "4", "d"]),
+        ":4\r\n"
+    );
+    // One write: the store runs in the same turn as the CONFIG SET,
+    // before the other workers take a turn.
+    t.send(c, &["CONFIG", "SET", "zset-max-listpack-entries", "3"]);
+    t.send(c, &["ZUNIONSTORE", &dst, "1", &src]);
+    assert_eq!(t.reply(c).0, "+OK\r\n");
+    assert_eq!(t.reply(c).0, ":4\r\n");
+    assert_eq!(
+        t.call(c, &["OBJECT", "ENCODING", &dst]),
+        "$8\r\nskiplist\r\n"
+    );
+}
