@@ -87,6 +87,15 @@
 //! against the FIFO queue, usually empty. A plain command pays one branch
 //! ([`LockTable::any_held`]) while nothing is held on its shard.
 //!
+//! **Unlocked.** A runtime that can run a transaction to its end in one
+//! go, on shards nothing else touches meanwhile and none of which holds
+//! or waits for a lock, may tell it to take none
+//! ([`Coordinator::run_unlocked`], after [`Coordinator::lock_shards`]
+//! named them): it then skips the lock round and the releases, and runs
+//! the inner coordinator's steps as they are. Tessera's runtime does so
+//! when every shard is run by the connection's own thread (a hub), as
+//! Redis runs every command on its one thread.
+//!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
 //! [`LockTable::blocks`] whether one of its keys is held in a conflicting

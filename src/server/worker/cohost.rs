@@ -38,6 +38,24 @@
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
 //!
+//! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
+//! multi-shard command would lock is this worker's or lent to it, and
+//! none holds a lock, has a request waiting for one or holds work back,
+//! the command needs no lock at all: its shards are pinned ([`pin`]: a
+//! hub holds their seats until it ends), so nothing else runs on them,
+//! and every job of every step runs by a call, the home shard's too (on
+//! its `Core`, [`NoClients`]: a keyed command's jobs never look at
+//! clients). That is how Redis runs a command, on one thread; with every
+//! shard on one hub it skips the lock round, the releases and the lock
+//! tables altogether. Excluded: EXEC (its queued commands may look at
+//! clients, and WATCH), scripts, blocking commands, and shards with an AOF
+//! or replica stream (the locked path assembles a transaction's records
+//! into one MULTI/EXEC block).
+//!
+//! What a lent worker picks up first, as its own turn would: a CONFIG SET
+//! since its last turn (`refresh_config`), and the caller's clock if its
+//! own is older.
+//!
 //! What the lent worker owes its own loop afterwards: its messages are
 //! flushed at once (it may not take a turn this round), and anything it
 //! queued for itself (a resumed connection, a local job) makes it due in
