@@ -593,6 +593,9 @@ pub struct TxCoord {
     /// One round or out of order: the requests in ascending shard order,
     /// to go on with when a nowait request is refused.
     fallback: Option<Vec<(usize, LockReq)>>,
+    /// `fallback` is wanted: made when the first requests go out (an
+    /// unlocked run never needs it).
+    want_fallback: bool,
     /// After a refusal of the fused request: the inner's last plan, grouped
     /// per shard, to send once the locks are held again.
     pending: Option<Vec<Group>>,
@@ -647,20 +650,20 @@ impl TxCoord {
             r.tx = tx;
             r.settle();
         }
-        let mut fallback = None;
+        let mut fallback = false;
         let mut together_from = usize::MAX;
         let home_in = locks.iter().any(|(s, _)| *s == home);
         if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
             // One round (see the module docs): every request at once,
             // nowait.
-            fallback = Some(locks.clone());
+            fallback = true;
             together_from = 0;
             for (_, r) in &mut locks {
                 r.nowait = true;
             }
         } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
             // Home first (see "Out of order" in the module docs).
-            fallback = Some(locks.clone());
+            fallback = true;
             let below = locks.iter().take_while(|(s, _)| *s < home).count();
             locks.rotate_left(below);
             let n = locks.len();
@@ -680,7 +683,8 @@ impl TxCoord {
             rest: None,
             released: false,
             err: None,
-            fallback,
+            fallback: None,
+            want_fallback: fallback,
             pending: None,
             together_from,
             round: Vec::new(),
@@ -971,6 +975,16 @@ impl Coordinator for TxCoord {
                 Ok(())
             }
             Phase::Locking => {
+                if std::mem::take(&mut self.want_fallback) {
+                    // The requests as made, in ascending shard order,
+                    // before any goes out.
+                    let mut f = self.locks.clone();
+                    f.sort_by_key(|(s, _)| *s);
+                    for (_, r) in &mut f {
+                        r.nowait = false;
+                    }
+                    self.fallback = Some(f);
+                }
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);
                     return Ok(());

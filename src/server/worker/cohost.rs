@@ -71,7 +71,7 @@ use std::cell::Cell;
 use commands::coord::{JobOut, Work};
 
 use super::super::mailbox::ConnRef;
-use super::Worker;
+use super::{tracking, Core, Worker};
 
 /// Gives access to the workers a thread holds, one at a time.
 pub trait Lender {
@@ -167,7 +167,47 @@ impl commands::coord::ClientRegistry for NoClients {
     }
 }
 
+/// Runs a job of an unlocked transaction (see `home::run_unlocked`) on
+/// `core`'s shard, now, with the epilogue `Worker::run_work` gives a job:
+/// tracking, the dirty count, keyspace events, blocked clients served.
+/// No lock, no waiter, no AOF record (unlocked transactions run where
+/// there is no AOF), no message.
+pub(super) fn run_job_now(
+    core: &mut Core,
+    clients: &mut dyn commands::coord::ClientRegistry,
+    conn: ConnRef,
+    job: commands::coord::JobFn,
+) -> JobOut {
+    tracking::track_check(core);
+    let out = job(&mut commands::coord::ShardEnv {
+        shard: &mut core.shard,
+        stats: &mut core.stats,
+        clients,
+    });
+    tracking::tag_touched(core, Some(tracking::home_of(conn)));
+    core.publish_dirty();
+    super::pubsub::publish_events(core);
+    if core.shard.dbs.iter().any(|d| d.has_ready()) {
+        super::waiters::serve_ready(core);
+    }
+    out
+}
+
 impl Worker {
+    /// A job of an unlocked transaction whose home is another worker on
+    /// this thread: run now ([`run_job_now`]), after what this worker's
+    /// turn would have picked up first (see `run_lent_job`).
+    pub(super) fn run_unlocked_job(&mut self, conn: ConnRef, work: Work, now_ms: u64) -> JobOut {
+        engine::alloc::enter_shard(self.core.id);
+        self.refresh_config();
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        debug_assert!(work.lock.is_none() && work.release.is_none());
+        let out = run_job_now(&mut self.core, &mut self.conns, conn, work.job);
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        out
+    }
+
     /// Whether an unlocked transaction may run on this shard now: no lock
     /// held or asked for, nothing held back for one, no AOF or replica
     /// stream (their records of a transaction go out as one block, which

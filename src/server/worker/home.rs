@@ -23,6 +23,7 @@ use resp::Reply;
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
 
@@ -287,7 +288,7 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let unlocked = run_unlocked(core, c);
     while step_coord(core, c, slot, unlocked) {}
     if unlocked {
-        super::cohost::unpin_all();
+        cohost::unpin_all();
     }
 }
 
@@ -306,7 +307,7 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
 ///   has an AOF or replica stream (whose records of a transaction the
 ///   locked path assembles into one block).
 ///
-/// [`NoClients`]: super::cohost::NoClients
+/// [`NoClients`]: cohost::NoClients
 fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     use commands::table::flags::{BLOCKING, SCRIPT};
     let Some(ac) = c.coord.as_mut() else {
@@ -328,13 +329,13 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
             if s == home {
                 home_idle(core)
             } else {
-                super::cohost::pin(s)
-                    && super::cohost::with_worker(s, home, |w| w.idle_for_unlocked()) == Some(true)
+                cohost::pin(s)
+                    && cohost::with_worker(s, home, |w| w.idle_for_unlocked()) == Some(true)
             }
         });
     core.unlocked_shards = shards;
     if !ok {
-        super::cohost::unpin_all();
+        cohost::unpin_all();
         return false;
     }
     ac.coord.run_unlocked();
@@ -349,25 +350,6 @@ fn home_idle(core: &Core) -> bool {
         && core.lock_blocked.is_empty()
         && core.aof.is_none()
         && !core.shard.outbox.records_on
-}
-
-/// Runs a job of an unlocked transaction on the home shard, now, with the
-/// epilogue `Worker::run_work` gives a job (tracking, dirty count,
-/// keyspace events, blocked clients served).
-fn run_home_job(core: &mut Core, conn: ConnRef, work: commands::coord::Work) -> JobOut {
-    super::tracking::track_check(core);
-    let out = (work.job)(&mut commands::coord::ShardEnv {
-        shard: &mut core.shard,
-        stats: &mut core.stats,
-        clients: &mut super::cohost::NoClients,
-    });
-    super::tracking::tag_touched(core, Some(super::tracking::home_of(conn)));
-    core.publish_dirty();
-    super::pubsub::publish_events(core);
-    if core.shard.dbs.iter().any(|d| d.has_ready()) {
-        super::waiters::serve_ready(core);
-    }
-    out
 }
 
 /// One step of [`advance`]; true if its outputs are all in already.
@@ -466,7 +448,9 @@ fn send_plan_lent(
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
         let idx = idx as u32;
         if shard == core.id && unlocked {
-            ac.results[idx as usize] = Some(run_home_job(core, conn, work));
+            // A keyed command's jobs never look at clients.
+            let out = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
+            ac.results[idx as usize] = Some(out);
             ac.remaining -= 1;
             continue;
         }
@@ -476,9 +460,14 @@ fn send_plan_lent(
         }
         let mut work = Some(work);
         let now_ms = core.shard.now_ms;
-        let ran = super::cohost::with_worker(shard, core.id, |w| {
+        let ran = cohost::with_worker(shard, core.id, |w| {
             // INVARIANT: taken once, by this call.
-            w.run_lent_job(conn, idx, work.take().expect("the job"), now_ms)
+            let work = work.take().expect("the job");
+            if unlocked {
+                Some((w.run_unlocked_job(conn, work, now_ms), 0))
+            } else {
+                w.run_lent_job(conn, idx, work, now_ms)
+            }
         });
         let ran = ran.flatten();
         // INVARIANT (`run_unlocked`): its shards are pinned and hold no
