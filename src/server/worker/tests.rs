@@ -282,3 +282,34 @@ fn a_lent_worker_runs_on_the_current_config() {
         "$8\r\nskiplist\r\n"
     );
 }
+
+/// An unlocked transaction (every shard lent, none locked) that feeds a
+/// blocked client: the waiter is served once, on whichever worker the
+/// pushed list lives, the home's included.
+#[test]
+fn an_unlocked_move_serves_a_blocked_pop() {
+    let n = 3;
+    for home in [0, 2] {
+        let mut t = Cluster::new(n);
+        let (src, dst) = (key_on(1, n, "s"), key_on(2, n, "d"));
+        let waiter = t.connect(2);
+        let mover = t.connect(home);
+        t.send(waiter, &["BLPOP", &dst, "0"]);
+        for _ in 0..5 {
+            t.round();
+        }
+        assert_eq!(t.call(mover, &["RPUSH", &src, "a", "b"]), ":2\r\n");
+        assert_eq!(
+            t.call(mover, &["LMOVE", &src, &dst, "LEFT", "RIGHT"]),
+            "$1\r\na\r\n"
+        );
+        let (r, _) = t.reply(waiter);
+        assert_eq!(r, format!("*2\r\n${}\r\n{dst}\r\n$1\r\na\r\n", dst.len()));
+        assert_eq!(
+            t.call(mover, &["LRANGE", &src, "0", "-1"]),
+            "*1\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(t.call(mover, &["EXISTS", &dst]), ":0\r\n");
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
