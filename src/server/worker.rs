@@ -88,8 +88,8 @@
 //! shard on the same hub (`cohost`); a command whose shards are all on
 //! its hub and free of locks takes none (`home::run_unlocked`): `k` calls.
 //! With every shard on one hub, an MSET of 10 keys (instructions, under
-//! callgrind) went from 50.3k to 42.7k at 2 shards and from 84.6k to
-//! 58.7k at 32 (38 messages per MSET to none); what grows with `k` is
+//! callgrind) went from 50.3k to 42.3k at 2 shards and from 84.6k to
+//! 54.6k at 32 (38 messages per MSET to none); what grows with `k` is
 //! each shard's job and its bookkeeping (lock set, coordinator layout).
 
 use std::collections::VecDeque;
