@@ -317,7 +317,7 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     if spec.keys.first <= 0
         || spec.has(SCRIPT)
         || spec.has(BLOCKING)
-        || !c.pending.front().is_some_and(|s| s.seq == ac.seq)
+        || c.pending.front().is_none_or(|s| s.seq != ac.seq)
     {
         return false;
     }
