@@ -5,7 +5,7 @@
 #   bench/mset_callgrind.sh BIN [SHARDS...]      (default shards: 2 32)
 #
 # Runs BIN under `valgrind --tool=callgrind` once per shard count, with
-# shard consolidation on, loads it with redis-benchmark (BENCH_CLIENTS
+# shard consolidation on (BENCH_CONSOLIDATION=no: off), loads it with redis-benchmark (BENCH_CLIENTS
 # clients, default 50; pipeline BENCH_PIPELINE, default 16) sending
 # `MSET k1:__rand_int__ v ... k10:__rand_int__ v`, zeroes the counters
 # after a warm-up of 2000 commands, and dumps them after BENCH_N commands
@@ -38,6 +38,7 @@ PIPELINE=${BENCH_PIPELINE:-16}
 N=${BENCH_N:-20000}
 DIR=${MSET_CG_DIR:-$(mktemp -d /tmp/mset_cg.XXXXXX)}
 PORT=${BENCH_PORT:-7391}
+CONSOLIDATION=${BENCH_CONSOLIDATION:-yes}
 
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark not found" >&2; exit 1; }
@@ -52,7 +53,7 @@ for s in "${SHARDS[@]}"; do
   # valgrind would follow into a second process.
   GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind \
     --callgrind-out-file="$out" "$BIN" --port "$PORT" --bind 127.0.0.1 \
-    --shards "$s" --shard-consolidation yes --save '' --appendonly no \
+    --shards "$s" --shard-consolidation "$CONSOLIDATION" --save '' --appendonly no \
     --slowlog-log-slower-than 1000000000 >"$DIR/log.s$s" 2>&1 &
   pid=$!
   for _ in $(seq 1 240); do
@@ -73,6 +74,6 @@ for s in "${SHARDS[@]}"; do
     t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
     total=$((total + ${t:-0}))
   done
-  echo "shards=$s pipeline=$PIPELINE clients=$CLIENTS instructions_per_mset=$((total / N))"
+  echo "shards=$s consolidation=$CONSOLIDATION pipeline=$PIPELINE clients=$CLIENTS instructions_per_mset=$((total / N))"
 done
 echo "dumps kept in $DIR"

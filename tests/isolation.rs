@@ -35,7 +35,9 @@
 //!
 //! Layouts (bursts aside): 32 shards, each on its own thread (`--shard-consolidation no`),
 //! which on a 2-core machine makes the threads interleave at every step;
-//! and 2 shards, consolidated (the default).
+//! 16 shards, consolidated, starting with every shard on one hub (where
+//! multi-shard jobs run by a call, `worker::cohost`, until a burst gives
+//! shards back); and 2 shards, consolidated (the default).
 //!
 //! Every reply has a deadline ([`REPLY_DEADLINE`]); a missing reply fails
 //! the test with the thread's recent commands. Work is bounded by counts,
@@ -288,7 +290,7 @@ fn generation_workers(
 }
 
 fn mset_mget(layout: Layout) {
-    let srv = layout.tessera(&[]);
+    let srv = start(layout, &[]);
     let keys = Arc::new(keys("gen:", GEN_KEYS, layout));
     let workers = generation_workers(&srv, &keys, 0, GEN_WRITES, GEN_READS);
     run_all(&format!("MSET/MGET isolation, {layout}"), workers);
@@ -447,7 +449,7 @@ fn bank_workers(
 }
 
 fn bank(layout: Layout) {
-    let srv = layout.tessera(&[]);
+    let srv = start(layout, &[]);
     let accounts = Arc::new(keys("acct:", ACCOUNTS, layout));
     let total = open_accounts(&srv, &accounts);
     let workers = bank_workers(&srv, &accounts, total, 0, TRANSFERS, AUDITS);
@@ -474,7 +476,7 @@ const MOVES: usize = 300;
 const MOVE_CHECKS: usize = 300;
 
 fn moves(layout: Layout) {
-    let srv = layout.tessera(&[]);
+    let srv = start(layout, &[]);
     // One key of each kind per shard in turn.
     let strings = Arc::new(keys("mvs:", MOVE_KEYS, layout));
     let sets = Arc::new(keys("mvset:", MOVE_KEYS, layout));
@@ -640,7 +642,7 @@ const COUNT_CHECKS: usize = 250;
 /// MULTI/EXEC next to EXISTS) while RENAMENX moves a fixed number of keys
 /// between shards: the count never changes, so every read must see it.
 fn keyspace_counts(layout: Layout) {
-    let srv = layout.tessera(&[]);
+    let srv = start(layout, &[]);
     let names = Arc::new(keys("kc:", COUNT_KEYS, layout));
     let mut setup = Client::new(&srv, "setup");
     for t in 0..TOKENS {
@@ -729,7 +731,7 @@ const STAGE_WIDTH: usize = 3;
 /// Items flow: producers RPUSH onto stage 0; movers BLMOVE from stage s to
 /// stage s + 1 (a list on another shard); consumers BLPOP stage 2.
 fn blocking_moves(layout: Layout) {
-    let srv = layout.tessera(&[]);
+    let srv = start(layout, &[]);
     // 9 lists, one per shard in turn: consecutive ones are on different
     // shards (with 2 shards, a move from list i to list i + 1 crosses).
     let all = keys("q:", STAGE_WIDTH * 3, layout);
@@ -848,7 +850,7 @@ const FLUSHES: usize = 40;
 const FLUSH_GEN_KEYS: usize = 8;
 
 fn expiry_flush(layout: Layout) {
-    let srv = layout.tessera(&["--hz", "100"]);
+    let srv = start(layout, &["--hz", "100"]);
     let gen_keys = Arc::new(keys("fgen:", FLUSH_GEN_KEYS, layout));
     let plain = Arc::new(keys("fk:", 16, layout));
     let churning = Arc::new(AtomicUsize::new(CHURNERS));
@@ -1038,15 +1040,34 @@ mod bursts {
 const APART_32: Layout = Layout::new(32, false);
 /// 2 shards, consolidated (the default on a 2-core machine).
 const CONSOLIDATED_2: Layout = Layout::new(2, true);
+/// 16 shards, consolidated: the load starts with every shard on one hub,
+/// where coordinators' jobs for the other shards run by a call instead of
+/// a message (`worker::cohost`), next to those the hub gave back.
+const CONSOLIDATED_16: Layout = Layout::new(16, true);
+
+/// Starts a scenario's server; a consolidated one with more than two
+/// shards once every shard is on one thread (idle, they gather on thread
+/// 0 within a few load windows).
+fn start(layout: Layout, extra: &[&str]) -> Server {
+    let srv = layout.tessera(extra);
+    if layout.consolidated && layout.shards > 2 && !common::testing_real_redis() {
+        common::wait_shard_threads(&srv, 1);
+    }
+    srv
+}
 
 macro_rules! in_layouts {
     ($($f:ident),* $(,)?) => {
         $(
             mod $f {
-                use super::{APART_32, CONSOLIDATED_2};
+                use super::{APART_32, CONSOLIDATED_16, CONSOLIDATED_2};
                 #[test]
                 fn s32_apart() {
                     super::$f(APART_32)
+                }
+                #[test]
+                fn s16() {
+                    super::$f(CONSOLIDATED_16)
                 }
                 #[test]
                 fn s2() {

@@ -114,7 +114,7 @@ use std::time::{Duration, Instant};
 use mio::Events;
 
 use super::shutdown::Gate;
-use super::worker::Worker;
+use super::worker::{self, Worker};
 use crate::log;
 
 /// A worker on its way between threads (a worker is `Send`: everything
@@ -608,6 +608,95 @@ struct Adopted {
     due: Instant,
 }
 
+/// The workers a hub holds, lent to the one running during a round (see
+/// `worker::cohost`): an adopted one under its seat's lock (the running
+/// one's is held by its turn, so it is never lent), the hub's own once
+/// its turn is over.
+struct HubLender<'a> {
+    hosts: &'a Hosts,
+    hub: usize,
+    /// The hub's own worker, once its turn in the round is over.
+    own: std::cell::Cell<*mut Worker>,
+    /// Seats held across calls for an unlocked transaction (`pin`).
+    pinned: std::cell::RefCell<Vec<(usize, MutexGuard<'a, Seat>)>>,
+}
+
+impl HubLender<'_> {
+    /// Whether this hub runs worker `id` (not its own).
+    fn adopted(&self, id: usize) -> bool {
+        self.hosts
+            .slots
+            .get(id)
+            .map(|s| s.host.load(Ordering::Relaxed))
+            == Some(self.hub)
+    }
+}
+
+impl worker::Lender for HubLender<'_> {
+    fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool {
+        if id == self.hub {
+            let w = self.own.get();
+            if w.is_null() {
+                return false;
+            }
+            // SAFETY: set from the hub's own worker after its turn; the
+            // hub touches it again only after the round (the lender's
+            // scope), and `cohost::with_worker` never lends it twice at
+            // once.
+            f(unsafe { &mut *w });
+            return true;
+        }
+        if let Some((_, seat)) = self.pinned.borrow_mut().iter_mut().find(|(p, _)| *p == id) {
+            let seat = &mut **seat;
+            return match seat.worker.as_mut() {
+                Some(w) if !seat.back => {
+                    f(w);
+                    true
+                }
+                _ => false,
+            };
+        }
+        if !self.adopted(id) {
+            return false;
+        }
+        let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
+            return false;
+        };
+        let seat = &mut *seat;
+        match seat.worker.as_mut() {
+            Some(w) if !seat.back => {
+                f(w);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn pin(&self, id: usize) -> bool {
+        if id == self.hub {
+            return !self.own.get().is_null();
+        }
+        if self.pinned.borrow().iter().any(|(p, _)| *p == id) {
+            return true;
+        }
+        if !self.adopted(id) {
+            return false;
+        }
+        let Ok(seat) = self.hosts.seats[id].try_lock() else {
+            return false;
+        };
+        if seat.back || seat.worker.is_none() {
+            return false;
+        }
+        self.pinned.borrow_mut().push((id, seat));
+        true
+    }
+
+    fn unpin_all(&self) {
+        self.pinned.borrow_mut().clear();
+    }
+}
+
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
 /// drops from `adopted` (and from `outer`) those given back meanwhile.
 fn each_adopted(
@@ -763,18 +852,32 @@ impl Host {
         });
         let ready = &self.ready;
         let polls = |id: usize| !skip && (!known || ready.contains(&id));
-        self.own[0].step_shared(&mut self.events, polls(self.id), led);
-        let events = &mut self.events;
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-            // An adopted worker with no socket event, no message and no
-            // timer due sits this round out: a round serves the loops
-            // that have work, not all of the hub's (messages between the
-            // loops held here ring no doorbell, but show in the next
-            // round's parked flags, which then makes it due).
-            let poll = polls(a.id);
-            if poll || !known || a.due <= woke {
-                w.step_shared(events, poll, led);
-            }
+        // Coordinators' jobs for the other workers held here run at once
+        // (see `worker::cohost`).
+        let lender = HubLender {
+            hosts: &self.hosts,
+            hub: self.id,
+            own: std::cell::Cell::new(std::ptr::null_mut()),
+            pinned: std::cell::RefCell::new(Vec::new()),
+        };
+        worker::lending(&lender, || {
+            self.own[0].step_shared(&mut self.events, polls(self.id), led);
+            // From here on the own worker is idle: it may be lent.
+            lender.own.set(&mut *self.own[0]);
+            let events = &mut self.events;
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+                // An adopted worker with no socket event, no message and
+                // no timer due sits this round out: a round serves the
+                // loops that have work, not all of the hub's (messages
+                // between the loops held here ring no doorbell, but show
+                // in the next round's parked flags, which then makes it
+                // due; a worker lent a job flushes what it sent, and what
+                // it queued for itself makes it due next round).
+                let poll = polls(a.id);
+                if poll || !known || a.due <= woke {
+                    w.step_shared(events, poll, led);
+                }
+            });
         });
         engine::alloc::enter_shard(self.id);
         self.slot().round_us.store(0, Ordering::Relaxed);

@@ -174,6 +174,21 @@ pub trait Coordinator: Send {
         false
     }
 
+    /// A transaction that has not started: pushes the shards it would
+    /// lock into `out` and returns true. The runtime may then run it
+    /// without locks ([`Coordinator::run_unlocked`]) when it can run it
+    /// to its end in one go, on shards nothing else touches meanwhile (all
+    /// run by the connection's own thread, none holding a lock or work
+    /// waiting for one): as one thread runs a command in Redis.
+    fn lock_shards(&self, _out: &mut Vec<usize>) -> bool {
+        false
+    }
+
+    /// Run without taking locks (see [`Coordinator::lock_shards`]): every
+    /// job of every step then runs at once, on shards nothing else
+    /// touches until the last step ends.
+    fn run_unlocked(&mut self) {}
+
     /// Whether [`Coordinator::abort`] cannot stop it cleanly now: the
     /// runtime must then keep stepping it to its end (outputs and reply
     /// dropped) when its connection goes away.

@@ -71,7 +71,9 @@
 //! shard count): uncontended, 2 round trips and about `2k` works (the
 //! lock round, then job plus release), whatever `k` and `N` (MSET of 10
 //! keys on 10 of 32 shards: 2 round trips, 20 works; it was 11 round trips
-//! and 19 works in order; see `hops` in the tests). Refused: about two
+//! and 19 works in order; see `hops` in the tests; the runtime delivers a
+//! work for a shard run by the home's own thread, a hub, by a call
+//! instead of a message, so the round trips cost nothing there). Refused: about two
 //! more round trips per refusal (at most `k` in all). Two shards, one of them the
 //! home, keep the fused forms below (one round trip; two remote shards
 //! took three in order). Nothing in the protocol grows with `N` beyond
@@ -84,6 +86,15 @@
 //! O(its keys) against the held locks plus O(waiting requests x keys)
 //! against the FIFO queue, usually empty. A plain command pays one branch
 //! ([`LockTable::any_held`]) while nothing is held on its shard.
+//!
+//! **Unlocked.** A runtime that can run a transaction to its end in one
+//! go, on shards nothing else touches meanwhile and none of which holds
+//! or waits for a lock, may tell it to take none
+//! ([`Coordinator::run_unlocked`], after [`Coordinator::lock_shards`]
+//! named them): it then skips the lock round and the releases, and runs
+//! the inner coordinator's steps as they are. Tessera's runtime does so
+//! when every shard is run by the connection's own thread (a hub), as
+//! Redis runs every command on its one thread.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
@@ -582,6 +593,9 @@ pub struct TxCoord {
     /// One round or out of order: the requests in ascending shard order,
     /// to go on with when a nowait request is refused.
     fallback: Option<Vec<(usize, LockReq)>>,
+    /// `fallback` is wanted: made when the first requests go out (an
+    /// unlocked run never needs it).
+    want_fallback: bool,
     /// After a refusal of the fused request: the inner's last plan, grouped
     /// per shard, to send once the locks are held again.
     pending: Option<Vec<Group>>,
@@ -592,6 +606,8 @@ pub struct TxCoord {
     /// The shard of each lock request sent in the last step, in issue
     /// order (the outputs come back in that order): who refused.
     round: Vec<usize>,
+    /// Runs without locks (see `Coordinator::lock_shards`).
+    unlocked: bool,
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -634,20 +650,20 @@ impl TxCoord {
             r.tx = tx;
             r.settle();
         }
-        let mut fallback = None;
+        let mut fallback = false;
         let mut together_from = usize::MAX;
         let home_in = locks.iter().any(|(s, _)| *s == home);
         if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
             // One round (see the module docs): every request at once,
             // nowait.
-            fallback = Some(locks.clone());
+            fallback = true;
             together_from = 0;
             for (_, r) in &mut locks {
                 r.nowait = true;
             }
         } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
             // Home first (see "Out of order" in the module docs).
-            fallback = Some(locks.clone());
+            fallback = true;
             let below = locks.iter().take_while(|(s, _)| *s < home).count();
             locks.rotate_left(below);
             let n = locks.len();
@@ -667,10 +683,12 @@ impl TxCoord {
             rest: None,
             released: false,
             err: None,
-            fallback,
+            fallback: None,
+            want_fallback: fallback,
             pending: None,
             together_from,
             round: Vec::new(),
+            unlocked: false,
         })
     }
 
@@ -821,7 +839,7 @@ impl TxCoord {
     /// every locked shard not in `skip` without a job gets a release-only
     /// work.
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
-        let rel = release.then_some(self.tx);
+        let rel = (release && !self.unlocked).then_some(self.tx);
         plan.jobs.reserve(groups.len());
         for (shard, job, carried) in groups {
             plan.jobs.push((
@@ -948,7 +966,25 @@ impl Coordinator for TxCoord {
         client: &mut ClientState,
     ) -> Result<(), CmdError> {
         match self.phase {
+            Phase::Locking if self.unlocked => {
+                // Nothing to lock: the inner's first plan goes out now.
+                self.phase = Phase::Running;
+                let mut p = Plan::default();
+                self.inner.step(Vec::new(), &mut p, out, client)?;
+                self.after_inner(p, plan);
+                Ok(())
+            }
             Phase::Locking => {
+                if std::mem::take(&mut self.want_fallback) {
+                    // The requests as made, in ascending shard order,
+                    // before any goes out.
+                    let mut f = self.locks.clone();
+                    f.sort_by_key(|(s, _)| *s);
+                    for (_, r) in &mut f {
+                        r.nowait = false;
+                    }
+                    self.fallback = Some(f);
+                }
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);
                     return Ok(());
@@ -1048,7 +1084,7 @@ impl Coordinator for TxCoord {
                     .collect();
                 let mut p = Plan::default();
                 if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
-                    if self.released {
+                    if self.released || self.unlocked {
                         return Err(e);
                     }
                     self.err = Some(e);
@@ -1098,6 +1134,20 @@ impl Coordinator for TxCoord {
 
     fn first_step_needs_locks(&self) -> bool {
         self.inner.first_step_needs_locks()
+    }
+
+    fn lock_shards(&self, out: &mut Vec<usize>) -> bool {
+        if self.phase != Phase::Locking || self.requested != 0 || self.unlocked {
+            return false;
+        }
+        out.extend(self.locks.iter().map(|(s, _)| *s));
+        true
+    }
+
+    fn run_unlocked(&mut self) {
+        debug_assert!(self.phase == Phase::Locking && self.requested == 0);
+        self.unlocked = true;
+        self.locks.clear();
     }
 
     /// Only while locking (nothing ran) or releasing after an error: see

@@ -23,6 +23,7 @@ use resp::Reply;
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
 
@@ -276,8 +277,86 @@ impl Worker {
 
 /// Steps a connection's coordinator until it issues jobs to wait for, or
 /// finishes (its reply then fills the coordinator's slot).
+///
+/// Jobs for shards co-hosted on this thread run at once (see `cohost`):
+/// when every output of a step is in after sending it, the coordinator
+/// steps again here.
+///
+/// A transaction that can run to its end at once, on shards nothing else
+/// touches meanwhile, runs without locks ([`run_unlocked`]).
 pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
-    let Some(ac) = c.coord.as_mut() else { return };
+    let unlocked = run_unlocked(core, c);
+    while step_coord(core, c, slot, unlocked) {}
+    if unlocked {
+        cohost::unpin_all();
+    }
+}
+
+/// Whether the connection's coordinator, a transaction that has not
+/// started, runs without locks: as one thread runs a command in Redis,
+/// which is what this thread does then. Only when
+/// - it is a keyed command (not EXEC, a script or a blocking command):
+///   its jobs run on the shards of its keys, the ones it would lock, and
+///   never look at clients (the home shard's run with [`NoClients`]);
+/// - every earlier request of the connection is back (nothing of it
+///   waits in a ring or on a shard);
+/// - every shard it would lock is this worker's or lent to it (`cohost`)
+///   and pinned until it ends, so every job of every step runs by a call,
+///   now; and none holds a lock, has a request waiting for one, or holds
+///   work back for one (nothing it could conflict with or overtake), nor
+///   has an AOF or replica stream (whose records of a transaction the
+///   locked path assembles into one block).
+///
+/// [`NoClients`]: cohost::NoClients
+fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
+    use commands::table::flags::{BLOCKING, SCRIPT};
+    let Some(ac) = c.coord.as_mut() else {
+        return false;
+    };
+    let spec = ac.resolved.spec;
+    if spec.keys.first <= 0
+        || spec.has(SCRIPT)
+        || spec.has(BLOCKING)
+        || c.pending.front().is_none_or(|s| s.seq != ac.seq)
+    {
+        return false;
+    }
+    let mut shards = std::mem::take(&mut core.unlocked_shards);
+    shards.clear();
+    let home = core.id;
+    let ok = ac.coord.lock_shards(&mut shards)
+        && shards.iter().all(|&s| {
+            if s == home {
+                home_idle(core)
+            } else {
+                cohost::pin(s)
+                    && cohost::with_worker(s, home, |w| w.idle_for_unlocked()) == Some(true)
+            }
+        });
+    core.unlocked_shards = shards;
+    if !ok {
+        cohost::unpin_all();
+        return false;
+    }
+    ac.coord.run_unlocked();
+    true
+}
+
+/// [`Worker::idle_for_unlocked`] for the home shard.
+fn home_idle(core: &Core) -> bool {
+    !core.locks.any_held()
+        && core.locks.waiting_len() == 0
+        && core.deferred.is_empty()
+        && core.lock_blocked.is_empty()
+        && core.aof.is_none()
+        && !core.shard.outbox.records_on
+}
+
+/// One step of [`advance`]; true if its outputs are all in already.
+fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> bool {
+    let Some(ac) = c.coord.as_mut() else {
+        return false;
+    };
     let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
     let mut plan = Plan::default();
     // A script's step may run it (on gathered copies): its commands count
@@ -298,11 +377,13 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         exec::reply_error(&mut ac.out, &mut core.stats, &e);
     }
     if failed || plan.is_empty() {
-        let Some(mut ac) = c.coord.take() else { return };
+        let Some(mut ac) = c.coord.take() else {
+            return false;
+        };
         if !failed {
             if let Some(p) = ac.coord.parked() {
                 park_across(core, c, slot, ac.resolved, ac.seq, p);
-                return;
+                return false;
             }
         }
         if ac.out.as_bytes().is_empty() {
@@ -344,7 +425,7 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
         if c.out.resp3() != c.client.resp3 {
             c.out.set_resp3(c.client.resp3);
         }
-        return;
+        return false;
     }
     let conn = ConnRef {
         thread: core.id as u16,
@@ -354,7 +435,73 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     ac.remaining = plan.jobs.len();
     // Reuses the vector the outputs were drained from.
     ac.results.resize_with(plan.jobs.len(), || None);
-    send_plan(core, conn, plan);
+    // Lent only while every earlier request of the connection is back:
+    // a job must not overtake a batch it sent that shard before.
+    if c.pending.front().is_some_and(|s| s.seq == ac.seq) {
+        send_plan_lent(core, conn, plan, ac, unlocked);
+        ac.remaining == 0
+    } else {
+        send_plan(core, conn, plan);
+        false
+    }
+}
+
+/// [`send_plan`] for a connection's coordinator, with the jobs for
+/// co-hosted shards run at once (see `cohost`): their outputs go straight
+/// into `ac`.
+/// `unlocked`: its transaction runs without locks ([`run_unlocked`]), so
+/// every job must run now, the home shard's too.
+fn send_plan_lent(
+    core: &mut Core,
+    conn: ConnRef,
+    plan: Plan,
+    ac: &mut ActiveCoord,
+    unlocked: bool,
+) {
+    for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let idx = idx as u32;
+        if shard == core.id && unlocked {
+            // A keyed command's jobs never look at clients.
+            let out = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
+            ac.results[idx as usize] = Some(out);
+            ac.remaining -= 1;
+            continue;
+        }
+        if shard == core.id {
+            core.local.push_back(Msg::Job { conn, idx, work });
+            continue;
+        }
+        let mut work = Some(work);
+        let now_ms = core.shard.now_ms;
+        let ran = cohost::with_worker(shard, core.id, |w| {
+            // INVARIANT: taken once, by this call.
+            let work = work.take().expect("the job");
+            if unlocked {
+                Some((w.run_unlocked_job(conn, work, now_ms), 0))
+            } else {
+                w.run_lent_job(conn, idx, work, now_ms)
+            }
+        });
+        let ran = ran.flatten();
+        // INVARIANT (`run_unlocked`): its shards are pinned and hold no
+        // lock, so every job runs now.
+        if unlocked && ran.is_none() {
+            debug_assert!(false, "an unlocked job did not run at once");
+            crate::log::warning(format_args!(
+                "an unlocked transaction's job for shard {shard} did not run at once"
+            ));
+        }
+        match work {
+            Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
+            None => {
+                if let Some((out, aof)) = ran {
+                    ac.aof_hold = ac.aof_hold.max(aof);
+                    ac.results[idx as usize] = Some(out);
+                    ac.remaining -= 1;
+                }
+            }
+        }
+    }
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,

@@ -334,19 +334,7 @@ impl Worker {
             .aof_tx
             .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
         let out: JobOut = Box::new(commands::tx::LockConflict { req, job: w.job });
-        if w.conn.thread as usize == self.core.id {
-            self.job_done(w.conn, w.idx, out, 0);
-        } else {
-            self.core.mailbox.send(
-                w.conn.thread as usize,
-                Msg::JobDone {
-                    conn: w.conn,
-                    idx: w.idx,
-                    out,
-                    aof: 0,
-                },
-            );
-        }
+        self.send_job_out(w.conn, w.idx, out, 0);
     }
 
     pub(super) fn run_work(&mut self, w: Waiter) {
@@ -379,19 +367,7 @@ impl Worker {
             // The job's keyspace events go out before its completion can
             // reach the client (see the batch's epilogue).
             self.publish_events();
-            if conn.thread as usize == self.core.id {
-                self.job_done(conn, idx, out, aof);
-            } else {
-                self.core.mailbox.send(
-                    conn.thread as usize,
-                    Msg::JobDone {
-                        conn,
-                        idx,
-                        out,
-                        aof,
-                    },
-                );
-            }
+            self.send_job_out(conn, idx, out, aof);
             if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
                 serve_ready(&mut self.core);
             }

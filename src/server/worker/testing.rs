@@ -23,7 +23,8 @@ use commands::ServerShared;
 use mio::{Events, Poll, Token, Waker};
 
 use super::super::mailbox::{self, Doorbell};
-use super::Worker;
+use super::{lending, Lender, Worker};
+use std::cell::Cell;
 
 /// The waker's token, as the server sets it up.
 const WAKER_TOKEN: Token = Token(usize::MAX);
@@ -33,6 +34,9 @@ pub(super) const ROUNDS_MAX: usize = 1_000;
 
 pub(super) struct Cluster {
     pub(super) workers: Vec<Worker>,
+    /// Coordinators' jobs for other workers run at once, as on a hub
+    /// (`cohost`); on by default.
+    pub(super) lend: bool,
     events: Events,
     /// The test's ends of its connections, and bytes read but not yet
     /// returned as a reply.
@@ -74,6 +78,7 @@ impl Cluster {
             .collect();
         Cluster {
             workers,
+            lend: true,
             events: Events::with_capacity(1024),
             clients: Vec::new(),
         }
@@ -90,7 +95,8 @@ impl Cluster {
         self.clients.len() - 1
     }
 
-    /// One round, as a hub runs the workers it holds.
+    /// One round, as a hub runs the workers it holds (lending them to
+    /// each other's coordinators unless `lend` is off).
     pub(super) fn round(&mut self) {
         let now = Instant::now();
         for w in &mut self.workers {
@@ -99,9 +105,24 @@ impl Cluster {
         for w in &self.workers {
             w.unpark_flag();
         }
-        for w in &mut self.workers {
-            w.step_shared(&mut self.events, true, false);
-        }
+        let n = self.workers.len();
+        let lender = Lent {
+            base: self.workers.as_mut_ptr(),
+            n,
+            running: Cell::new(usize::MAX),
+            on: self.lend,
+        };
+        let events = &mut self.events;
+        lending(&lender, || {
+            for i in 0..n {
+                lender.running.set(i);
+                // SAFETY: `i < n`; every access to the workers during the
+                // round goes through `base`, and the lender never lends
+                // the one running.
+                let w = unsafe { &mut *lender.base.add(i) };
+                w.step_shared(events, true, false);
+            }
+        });
     }
 
     /// Sends `args` as one request of client `c`.
@@ -147,6 +168,32 @@ impl Cluster {
         self.send(c, args);
         self.reply(c).0
     }
+}
+
+/// The cluster's workers, lent to the one running (see `cohost`).
+struct Lent {
+    base: *mut Worker,
+    n: usize,
+    running: Cell<usize>,
+    on: bool,
+}
+
+impl Lender for Lent {
+    fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool {
+        if !self.on || id >= self.n || id == self.running.get() {
+            return false;
+        }
+        // SAFETY: in bounds, not the worker running, and
+        // `cohost::with_worker` lends one worker at a time.
+        f(unsafe { &mut *self.base.add(id) });
+        true
+    }
+
+    fn pin(&self, id: usize) -> bool {
+        self.on && id < self.n && id != self.running.get()
+    }
+
+    fn unpin_all(&self) {}
 }
 
 /// The length of the first complete RESP2 reply in `b`, if there is one

@@ -134,6 +134,9 @@ fn plain_commands_wait_for_a_transaction_across_shards() {
         // A transaction over two shards, neither its home: it holds both
         // locks from its first round to its second.
         let mut t = Cluster::new(3);
+        // Through the mailbox, so the transaction holds its locks across
+        // rounds (lent, it runs in one call: see the test below).
+        t.lend = false;
         let (a, b) = (key_on(1, 3, "x"), key_on(2, 3, "y"));
         let tx = t.connect(0);
         let rd = t.connect(2);
@@ -175,4 +178,138 @@ fn plain_commands_wait_for_a_transaction_across_shards() {
         );
     }
     assert!(held_back > 0, "no interleaving held a command back");
+}
+
+#[test]
+fn a_transaction_over_lent_shards_answers_in_the_turn_that_read_it() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "l")).collect();
+    let c = t.connect(3);
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    // Eight shards, two lock-and-run rounds, all through calls: the reply
+    // is written in the round that read the request (its own shard's job
+    // goes through the local queue, in the same turn).
+    t.send(c, &mset);
+    assert_eq!(t.reply(c), ("+OK\r\n".into(), 1));
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    t.send(c, &mget);
+    let (r, rounds) = t.reply(c);
+    assert_eq!(r, format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n)));
+    assert_eq!(rounds, 1);
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
+/// Transactions lent and through the mailbox, meeting: related keys on
+/// every shard are always written together, and every read of them sees
+/// one write whole.
+#[test]
+fn lent_and_mailed_transactions_stay_isolated() {
+    for n in [2, 3, 5] {
+        let mut t = Cluster::new(n);
+        let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "i")).collect();
+        let clients: Vec<usize> = (0..2 * n).map(|i| t.connect(i % n)).collect();
+        let mut expect = vec![0usize; clients.len()];
+        for step in 0..60usize {
+            for (i, &c) in clients.iter().enumerate() {
+                let v = format!("{}", step * 100 + i);
+                let mut mset = vec!["MSET"];
+                for k in &keys {
+                    mset.extend([k.as_str(), v.as_str()]);
+                }
+                // Every other step a plain command on another shard goes
+                // first: the transaction then waits for it and goes by
+                // the mailbox, holding its locks across rounds.
+                if (step + i) % 2 == 0 {
+                    t.send(c, &["GET", &keys[(i + 1) % n]]);
+                    expect[i] += 1;
+                }
+                t.send(c, &mset);
+                let mut mget = vec!["MGET"];
+                mget.extend(keys.iter().map(String::as_str));
+                t.send(c, &mget);
+                expect[i] += 2;
+            }
+            // A few rounds: requests of many clients in flight at once.
+            for _ in 0..(step % 3) {
+                t.round();
+            }
+            if step % 3 != 2 {
+                continue;
+            }
+            for (i, &c) in clients.iter().enumerate() {
+                while expect[i] > 0 {
+                    let (r, _) = t.reply(c);
+                    expect[i] -= 1;
+                    if let Some(body) = r.strip_prefix(&format!("*{n}\r\n")) {
+                        let vals: Vec<&str> = body.split("\r\n").skip(1).step_by(2).collect();
+                        assert!(
+                            vals.windows(2).all(|w| w[0] == w[1]),
+                            "n {n}: half a transaction seen: {r:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
+
+/// A lent worker picks up a CONFIG SET before it runs a job, as its own
+/// turn would have first (the store's encoding follows the new limit).
+#[test]
+fn a_lent_worker_runs_on_the_current_config() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (src, dst) = (key_on(1, n, "src"), key_on(2, n, "dst"));
+    let c = t.connect(0);
+    assert_eq!(
+        t.call(c, &["ZADD", &src, "1", "a", "2", "b", "3", "c", "4", "d"]),
+        ":4\r\n"
+    );
+    // One write: the store runs in the same turn as the CONFIG SET,
+    // before the other workers take a turn.
+    t.send(c, &["CONFIG", "SET", "zset-max-listpack-entries", "3"]);
+    t.send(c, &["ZUNIONSTORE", &dst, "1", &src]);
+    assert_eq!(t.reply(c).0, "+OK\r\n");
+    assert_eq!(t.reply(c).0, ":4\r\n");
+    assert_eq!(
+        t.call(c, &["OBJECT", "ENCODING", &dst]),
+        "$8\r\nskiplist\r\n"
+    );
+}
+
+/// An unlocked transaction (every shard lent, none locked) that feeds a
+/// blocked client: the waiter is served once, on whichever worker the
+/// pushed list lives, the home's included.
+#[test]
+fn an_unlocked_move_serves_a_blocked_pop() {
+    let n = 3;
+    for home in [0, 2] {
+        let mut t = Cluster::new(n);
+        let (src, dst) = (key_on(1, n, "s"), key_on(2, n, "d"));
+        let waiter = t.connect(2);
+        let mover = t.connect(home);
+        t.send(waiter, &["BLPOP", &dst, "0"]);
+        for _ in 0..5 {
+            t.round();
+        }
+        assert_eq!(t.call(mover, &["RPUSH", &src, "a", "b"]), ":2\r\n");
+        assert_eq!(
+            t.call(mover, &["LMOVE", &src, &dst, "LEFT", "RIGHT"]),
+            "$1\r\na\r\n"
+        );
+        let (r, _) = t.reply(waiter);
+        assert_eq!(r, format!("*2\r\n${}\r\n{dst}\r\n$1\r\na\r\n", dst.len()));
+        assert_eq!(
+            t.call(mover, &["LRANGE", &src, "0", "-1"]),
+            "*1\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(t.call(mover, &["EXISTS", &dst]), ":0\r\n");
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
 }

@@ -1,0 +1,272 @@
+//! Co-hosted shards: a coordinator's jobs for a shard whose worker runs on
+//! the same thread (a hub holding both, see `server::host`) run at once, in
+//! a direct call, instead of as a message and its reply.
+//!
+//! Why: with every shard on one hub, an MSET of 10 keys over 32 shards is
+//! a transaction over about 9 shards; through the mailbox that is ~38
+//! messages (a lock round and a run round, each a message out and a reply
+//! back per shard), each a ring push and pop, a dispatch, a completion and
+//! a coordinator step, and the second half of each round waits for the
+//! next hub round. The shard's work itself is the same either way.
+//!
+//! How: whoever runs several workers on one thread (a hub's round, the
+//! in-process tests' `Cluster::round`) installs a [`Lender`] for the
+//! round ([`lending`]). A coordinator's step (`home::advance`) hands each
+//! job for another shard to [`with_worker`]: if the lender holds that
+//! worker and it is not the one running, the job is delivered by calling
+//! that worker's own shard side (`Worker::run_lent_job`: the same
+//! `job_arrived` a message would reach), and its output comes straight
+//! back if it ran to its end (its locks granted at once); a job that waits
+//! (a lock queued, a deferred batch ahead of it) stays there, and its
+//! output goes home by the mailbox later, as any job's. Once every output
+//! of a step is in, the coordinator steps again in the same call.
+//!
+//! Nothing of the transaction protocol changes (`commands::tx`): the same
+//! lock requests, in the same order, reach the same lock tables; only
+//! their delivery is earlier. Order: a job must not overtake what its
+//! connection sent the same shard before it, so a coordinator lends only
+//! while it is its connection's oldest outstanding request (every earlier
+//! batch is back), and a step only goes out once the previous one's
+//! outputs are all in. Another connection's message still in a ring is
+//! overtaken, which is the same as it arriving later: neither client has
+//! its reply yet.
+//!
+//! Re-entry: while a lent worker runs, no other is lent ([`with_worker`]
+//! takes the lender out for the call), so a lent worker never reaches back
+//! into the one that called it (which is borrowed up the stack). A hub's
+//! adopted workers are lent under their seat's lock (`try_lock`: the one
+//! running holds its own, and the watchdog may hold one), so the watchdog
+//! never takes a worker back in the middle of a lent job.
+//!
+//! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
+//! multi-shard command would lock is this worker's or lent to it, and
+//! none holds a lock, has a request waiting for one or holds work back,
+//! the command needs no lock at all: its shards are pinned ([`pin`]: a
+//! hub holds their seats until it ends), so nothing else runs on them,
+//! and every job of every step runs by a call, the home shard's too (on
+//! its `Core`, [`NoClients`]: a keyed command's jobs never look at
+//! clients). That is how Redis runs a command, on one thread; with every
+//! shard on one hub it skips the lock round, the releases and the lock
+//! tables altogether. Excluded: EXEC (its queued commands may look at
+//! clients, and WATCH), scripts, blocking commands, and shards with an AOF
+//! or replica stream (the locked path assembles a transaction's records
+//! into one MULTI/EXEC block).
+//!
+//! What a lent worker picks up first, as its own turn would: a CONFIG SET
+//! since its last turn (`refresh_config`), and the caller's clock if its
+//! own is older.
+//!
+//! What the lent worker owes its own loop afterwards: its messages are
+//! flushed at once (it may not take a turn this round), and anything it
+//! queued for itself (a resumed connection, a local job) makes it due in
+//! the next round (`Worker::prepare`).
+//!
+//! Cost: one thread-local read per job for another shard; on a thread
+//! alone with its worker no lender is installed and nothing else runs.
+//! Per job lent, a seat `try_lock` (two atomics) instead of a ring push,
+//! a pop and a reply message.
+
+use std::cell::Cell;
+
+use commands::coord::{JobOut, Work};
+
+use super::super::mailbox::ConnRef;
+use super::{tracking, Core, Worker};
+
+/// Gives access to the workers a thread holds, one at a time.
+pub trait Lender {
+    /// Runs `f` on worker `id` if this lender holds it and it is not
+    /// running now; false (with `f` not run) otherwise.
+    fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool;
+    /// Keeps worker `id` lendable, and on this thread, until
+    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile);
+    /// false if it cannot be lent now.
+    fn pin(&self, id: usize) -> bool;
+    fn unpin_all(&self);
+}
+
+thread_local! {
+    static LENDER: Cell<Option<*const (dyn Lender + 'static)>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `l` installed as this thread's lender.
+pub fn lending<R>(l: &dyn Lender, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<*const (dyn Lender + 'static)>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LENDER.set(self.0);
+        }
+    }
+    let ptr: *const (dyn Lender + '_) = l;
+    // SAFETY: only the lifetime is erased; the pointer is removed (by
+    // `Reset`, also on unwinding) before `l`'s borrow ends, and only
+    // dereferenced inside `f` (in `with_worker`).
+    let ptr: *const (dyn Lender + 'static) = unsafe { std::mem::transmute(ptr) };
+    let _reset = Reset(LENDER.replace(Some(ptr)));
+    f()
+}
+
+/// Runs `f` on co-hosted worker `id`, if the installed lender holds it and
+/// it is free; `home` is the calling worker (its shard's allocation
+/// accounting is restored after the call). While `f` runs no worker is
+/// lent (no re-entry).
+pub(super) fn with_worker<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    let l = LENDER.take()?;
+    struct Put(*const (dyn Lender + 'static));
+    impl Drop for Put {
+        fn drop(&mut self) {
+            LENDER.set(Some(self.0));
+        }
+    }
+    let _put = Put(l);
+    let (mut f, mut r) = (Some(f), None);
+    // SAFETY: installed by `lending`, whose scope encloses this call (the
+    // pointer is removed when it ends).
+    let lender = unsafe { &*l };
+    lender.lend(id, &mut |w| {
+        if let Some(f) = f.take() {
+            r = Some(f(w));
+        }
+    });
+    engine::alloc::enter_shard(home);
+    r
+}
+
+/// Pins worker `id` for an unlocked transaction (see
+/// `home::run_unlocked`): false if there is no lender or it cannot lend
+/// that worker.
+pub(super) fn pin(id: usize) -> bool {
+    match LENDER.get() {
+        // SAFETY: as in `with_worker`.
+        Some(l) => unsafe { &*l }.pin(id),
+        None => false,
+    }
+}
+
+/// Lets go of every pinned worker.
+pub(super) fn unpin_all() {
+    if let Some(l) = LENDER.get() {
+        // SAFETY: as in `with_worker`.
+        unsafe { &*l }.unpin_all();
+    }
+}
+
+/// What a job run without its connection's worker sees of connections:
+/// none. Only for the jobs of keyed multi-key commands (see
+/// `home::run_unlocked`), which never look at clients.
+pub(super) struct NoClients;
+
+impl commands::coord::ClientRegistry for NoClients {
+    fn for_each(&self, _f: &mut dyn FnMut(&commands::ClientState, &commands::coord::ClientIo)) {}
+    fn kill(&mut self, _id: u64) -> bool {
+        false
+    }
+}
+
+/// Runs a job of an unlocked transaction (see `home::run_unlocked`) on
+/// `core`'s shard, now, with the epilogue `Worker::run_work` gives a job:
+/// tracking, the dirty count, keyspace events, blocked clients served.
+/// No lock, no waiter, no AOF record (unlocked transactions run where
+/// there is no AOF), no message.
+pub(super) fn run_job_now(
+    core: &mut Core,
+    clients: &mut dyn commands::coord::ClientRegistry,
+    conn: ConnRef,
+    job: commands::coord::JobFn,
+) -> JobOut {
+    tracking::track_check(core);
+    let out = job(&mut commands::coord::ShardEnv {
+        shard: &mut core.shard,
+        stats: &mut core.stats,
+        clients,
+    });
+    tracking::tag_touched(core, Some(tracking::home_of(conn)));
+    core.publish_dirty();
+    super::pubsub::publish_events(core);
+    if core.shard.dbs.iter().any(|d| d.has_ready()) {
+        super::waiters::serve_ready(core);
+    }
+    out
+}
+
+impl Worker {
+    /// A job of an unlocked transaction whose home is another worker on
+    /// this thread: run now ([`run_job_now`]), after what this worker's
+    /// turn would have picked up first (see `run_lent_job`).
+    pub(super) fn run_unlocked_job(&mut self, conn: ConnRef, work: Work, now_ms: u64) -> JobOut {
+        engine::alloc::enter_shard(self.core.id);
+        self.refresh_config();
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        debug_assert!(work.lock.is_none() && work.release.is_none());
+        let out = run_job_now(&mut self.core, &mut self.conns, conn, work.job);
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        out
+    }
+
+    /// Whether an unlocked transaction may run on this shard now: no lock
+    /// held or asked for, nothing held back for one, no AOF or replica
+    /// stream (their records of a transaction go out as one block, which
+    /// the locked path assembles).
+    pub(super) fn idle_for_unlocked(&self) -> bool {
+        let c = &self.core;
+        !c.locks.any_held()
+            && c.locks.waiting_len() == 0
+            && c.deferred.is_empty()
+            && c.lock_blocked.is_empty()
+            && c.aof.is_none()
+            && !c.shard.outbox.records_on
+    }
+
+    /// A coordinator job from a worker on this thread, delivered by a
+    /// call (see the module docs): handled as the `Msg::Job` would be.
+    /// Its output and AOF target if it ran to its end now; otherwise it
+    /// waits here and its output goes home by the mailbox.
+    pub(super) fn run_lent_job(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        work: Work,
+        now_ms: u64,
+    ) -> Option<(JobOut, u64)> {
+        engine::alloc::enter_shard(self.core.id);
+        // What its turn would have picked up first: a CONFIG SET since
+        // (encodings, notifications, LFU), ...
+        self.refresh_config();
+        // ... and the caller's clock (it ticked at its turn, after this worker's
+        // last one): a shard idle for a while must not run on a stale one.
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        self.core.lent_job = Some((conn, idx));
+        self.job_arrived(conn, idx, work);
+        self.core.lent_job = None;
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        self.core.lent_out.take()
+    }
+
+    /// Where a job's output goes: the connection's coordinator on this
+    /// thread, the caller of a lent job (`run_lent_job`), or home by the
+    /// mailbox.
+    pub(super) fn send_job_out(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
+        if conn.thread as usize == self.core.id {
+            self.job_done(conn, idx, out, aof);
+        } else if self.core.lent_job == Some((conn, idx)) {
+            self.core.lent_job = None;
+            self.core.lent_out = Some((out, aof));
+        } else {
+            self.core.mailbox.send(
+                conn.thread as usize,
+                super::super::mailbox::Msg::JobDone {
+                    conn,
+                    idx,
+                    out,
+                    aof,
+                },
+            );
+        }
+    }
+}
