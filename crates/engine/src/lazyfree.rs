@@ -116,10 +116,25 @@ static PENDING: AtomicU64 = AtomicU64::new(0);
 /// pending, one load).
 static SENT: AtomicU64 = AtomicU64::new(0);
 
-/// How many values were ever sent to the background.
+#[cfg(test)]
+thread_local! {
+    /// Values this thread handed to the background: tests run in
+    /// parallel, and another test's frees must not move this count.
+    static SENT_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many values this thread ever sent to the background.
 #[cfg(test)]
 pub(crate) fn sent() -> u64 {
-    SENT.load(Ordering::Relaxed)
+    SENT_HERE.with(|c| c.get())
+}
+
+/// Counts `n` values sent (the process's figure, and in tests the thread's).
+#[inline]
+fn count_sent(n: u64) {
+    SENT.fetch_add(n, Ordering::Relaxed);
+    #[cfg(test)]
+    SENT_HERE.with(|c| c.set(c.get() + n));
 }
 
 /// How many values were freed in the background so far (since the last
@@ -180,9 +195,7 @@ fn send(v: Value) {
         // Counted before it is sent, so the thread never takes 1 from 0.
         PENDING.fetch_add(1, Ordering::Relaxed);
         match tx.try_send((v, crate::alloc::current_slot())) {
-            Ok(()) => {
-                SENT.fetch_add(1, Ordering::Relaxed);
-            }
+            Ok(()) => count_sent(1),
             Err(TrySendError::Full(v) | TrySendError::Disconnected(v)) => {
                 PENDING.fetch_sub(1, Ordering::Relaxed);
                 drop(v)
@@ -211,7 +224,7 @@ pub fn free_in_thread<T: Send + 'static>(what: T, objects: u64) {
         // The closure (and `what` with it) was dropped by the failed spawn.
         PENDING.fetch_sub(objects, Ordering::Relaxed);
     } else {
-        SENT.fetch_add(objects, Ordering::Relaxed);
+        count_sent(objects);
     }
 }
 
