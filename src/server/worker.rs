@@ -181,6 +181,10 @@ struct Core {
     scratch: Vec<usize>,
     /// Jobs this thread's coordinators addressed to its own shard.
     local: VecDeque<Msg>,
+    /// Messages a busy script's desk took from the mailbox and could not
+    /// handle then (see `busy`): handled before anything still in the
+    /// mailbox, in arrival order.
+    kept: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
     /// N pointers per thread; only `batch_to`'s entries are visited.

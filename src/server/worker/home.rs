@@ -23,6 +23,7 @@ use resp::Reply;
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::busy::{lend_inbox, Inbox};
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
 
@@ -280,9 +281,18 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let Some(ac) = c.coord.as_mut() else { return };
     let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
     let mut plan = Plan::default();
-    let res = ac
-        .coord
-        .step(results, &mut plan, &mut ac.out, &mut c.client);
+    let res = if ac.resolved.spec.has(commands::table::flags::SCRIPT) {
+        // A script on gathered copies runs in this step: the shard side's
+        // inbox is lent to it (see `busy`).
+        let mut inbox = Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
+        lend_inbox(&mut inbox, || {
+            ac.coord
+                .step(results, &mut plan, &mut ac.out, &mut c.client)
+        })
+    } else {
+        ac.coord
+            .step(results, &mut plan, &mut ac.out, &mut c.client)
+    };
     let failed = res.is_err();
     let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
     ac.aof_hold = ac.aof_hold.max(hold);
