@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, RawConn, Server};
+use common::{encode_command, Layout, RawConn, Server};
 
 const SPIN: &str = "while true do end";
 const LIB: &str =
@@ -381,3 +381,153 @@ fn a_script_across_shards_lends_its_home_loop() {
     assert_eq!(other.cmd_str(&["SET", &k1, "1"]), b"+OK\r\n");
     assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("1"));
 }
+
+/// Sends one pipeline of commands given as strings.
+fn send_all(c: &mut RawConn, cmds: &[&[&str]]) {
+    let mut pipe = Vec::new();
+    for cmd in cmds {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        pipe.extend_from_slice(&encode_command(&args));
+    }
+    c.send(&pipe);
+}
+
+/// Waits (bounded) until a script is busy, as FUNCTION STATS on `c`'s
+/// own loop (no shard needed) sees it.
+fn wait_published(c: &mut RawConn) {
+    for _ in 0..2000 {
+        if c.cmd_str(&["FUNCTION", "STATS"]).starts_with(b"-BUSY") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the script never became busy");
+}
+
+/// Requests other loops sent to the busy shard before its script was
+/// published wait in that shard's mailbox: its desk answers them `-BUSY`
+/// (they waited for the script's end), as Redis answers every client
+/// while busy; multi-shard work it cannot refuse waits and runs, in
+/// order, once the script is killed; after the publication every loop's
+/// dispatch refuses the shard's commands, multi-shard ones included.
+/// Also: a lone hop's completion, sent lazily by the busy shard just
+/// before the script, reaches its loop while the script runs (its
+/// client's next reply queued behind it).
+fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // Every shard on thread 0 first. A worker handed to a hub that
+        // runs alone (no worker adopted yet) when its script starts is
+        // stranded until the script ends (the watchdog looks at hubs in a
+        // shared round only, see `server::host`): its clients would wait.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "busy");
+    let k1 = key_on(1, n, "free");
+    let mut ctl = s.raw();
+    // Long enough for everything below to be sent before the script is
+    // published (the replies are the same if it is not, only the path
+    // differs).
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "1000"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["SET", &k0, "v0"]), b"+OK\r\n");
+    assert_eq!(ctl.cmd_str(&["SET", &k1, "v1"]), b"+OK\r\n");
+    // The script's caller and clients of its loop (not shard 0's): what
+    // they send after the script reaches shard 0 behind it (one ring).
+    // (Probed with missing keys: see `home_has`.)
+    let mut spin = connection_off(&s, &key_on(0, n, "home"));
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let home = (1..n)
+        .map(|i| key_on(i, n, "home"))
+        .find(|k| home_has(&mut spin, k))
+        .expect("the caller's home shard");
+    let mut peers: Vec<RawConn> = (0..4).map(|_| connection_on(&s, &home)).collect();
+    let mut lone = connection_on(&s, &home);
+    let mut pipe = connection_on(&s, &home);
+    let mut multi = connection_on(&s, &home);
+    let mut killer = connection_on(&s, &home);
+
+    // A lone GET (the shard writes its reply itself) and the script, back
+    // to back: shard 0 often takes both in one drain.
+    send_all(&mut lone, &[&["GET", &k0]]);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        k0.as_bytes(),
+    ]));
+    let r = lone.read_reply();
+    assert!(
+        r == bulk("v0") || r == BUSY_EVAL,
+        "{}",
+        common::escape(&r, 200)
+    );
+    // The loop has forwarded the script when it answers this.
+    assert_eq!(peers[0].cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(lone.cmd_str(&["PING"]), b"+PONG\r\n");
+
+    for p in &mut peers {
+        send_all(p, &[&["GET", &k0]]);
+    }
+    // One batch for shard 0 (GET, SET), then a command of another shard.
+    send_all(
+        &mut pipe,
+        &[&["GET", &k0], &["SET", &k0, "x"], &["GET", &k1]],
+    );
+    // A multi-shard command, then more behind it on the same connection.
+    send_all(
+        &mut multi,
+        &[&["MGET", &k0, &k1], &["SET", &k0, "m"], &["GET", &k0]],
+    );
+    for p in &mut peers {
+        assert_eq!(p.read_reply(), BUSY_EVAL);
+    }
+    assert_eq!(
+        pipe.read_replies(3),
+        vec![BUSY_EVAL.to_vec(), BUSY_EVAL.to_vec(), bulk("v1")]
+    );
+
+    // Published: every loop refuses the shard's commands at dispatch.
+    wait_published(&mut killer);
+    assert_eq!(killer.cmd_str(&["GET", &k0]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["MSET", &k0, "a", &k1, "b"]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["MGET", &k1, &k0]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["GET", &k1]), bulk("v1"));
+    assert_eq!(killer.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    // The MGET sent before the publication waited and ran, then what its
+    // connection sent behind it, in order (all refused if the MGET came
+    // after the publication).
+    let got = multi.read_replies(3);
+    let waited = vec![
+        format!("*2\r\n$2\r\nv0\r\n$2\r\nv1\r\n").into_bytes(),
+        b"+OK\r\n".to_vec(),
+        bulk("m"),
+    ];
+    let refused = vec![BUSY_EVAL.to_vec(); 3];
+    assert!(
+        got == waited || got == refused,
+        "{:?}",
+        got.iter()
+            .map(|r| common::escape(r, 100))
+            .collect::<Vec<_>>()
+    );
+    let now = if got == waited { bulk("m") } else { bulk("v0") };
+    for p in &mut peers {
+        assert_eq!(p.cmd_str(&["GET", &k0]), now);
+    }
+    assert_eq!(ctl.cmd_str(&["GET", &k0]), now);
+    assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("v1"));
+}
+
+per_layout!(other_loops_get_busy_for_requests_queued_behind_a_script);

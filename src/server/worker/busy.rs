@@ -54,10 +54,11 @@
 //!     connections wait, their loop being inside the script), and a unix
 //!     connection handed over (`Adopt`).
 //!
-//!   Then it flushes the mailbox: the replies, and what the loop sent
-//!   before the script began (a direct hop's completion sent lazily
-//!   earlier in the same drain, which its connection's later replies
-//!   queue behind), reach their threads now.
+//!   Then it flushes the mailbox, so the replies reach their threads now.
+//!   (The lend flushes it before the script starts: what the loop sent
+//!   before, such as a lone hop's completion sent lazily earlier in the
+//!   same drain, which its connection's later replies queue behind, would
+//!   otherwise wait for the end of the iteration, after the script.)
 //!
 //! A hub's other loops (shard consolidation) are not served here: their
 //! threads take them back while the hub is stuck (see `host`), and their
@@ -439,6 +440,11 @@ pub(super) fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
     // Only the lifetime changes: the pointer is dereferenced by
     // `serve_inbox` alone, on this thread, while `f` runs (`Restore` puts
     // the previous value back before this returns or unwinds).
+    // What the loop sent before the script (a lone hop's completion sent
+    // lazily earlier in this very drain, which its connection's next
+    // replies queue behind) goes now, not at the end of the iteration
+    // after the script: cheap when nothing was sent.
+    inbox.mailbox.flush();
     let ptr = NonNull::from(inbox).cast::<Inbox<'static>>();
     let _restore = Restore(INBOX.with(|i| i.replace(Some(ptr))));
     f()
