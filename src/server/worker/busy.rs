@@ -60,9 +60,23 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! A hub's other loops (shard consolidation) are not served here: their
-//! threads take them back while the hub is stuck (see `host`), and their
-//! messages to this loop are answered as any thread's.
+//! WATCH stays deferred (a local connection's, see above; another
+//! thread's WATCH job is kept): Redis 7.0 answers it `+OK` at once (it is
+//! allow-busy) and watches from then on, so a key the script writes later
+//! dooms the transaction. Here the watch starts, and `+OK` is sent, once
+//! the script ends: the client has no reply before, so its WATCH takes
+//! effect at a later instant, which is just as linearizable (EXEC aborts
+//! exactly for writes after that instant; none is missed). Answering at
+//! once would need the busy shard's watch list, which the script holds.
+//!
+//! A hub's other loops (shard consolidation) are not served here: the
+//! watchdog gives its adopted loops back to their threads while it is
+//! stuck (see `host`), where they are served and their requests for this
+//! shard answered as any thread's. The hub's own loop, when the script
+//! runs on an adopted one, waits for the script (host's limit), and so
+//! does a loop handed to a hub that was running alone when the script
+//! started (the watchdog does not see that hub stuck): no deadlock, both
+//! are served when the script ends.
 //!
 //! Commands served here are not counted in this thread's statistics (the
 //! loop's counters are borrowed by the running handler).
