@@ -510,7 +510,7 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
     // after the publication).
     let got = multi.read_replies(3);
     let waited = vec![
-        format!("*2\r\n$2\r\nv0\r\n$2\r\nv1\r\n").into_bytes(),
+        b"*2\r\n$2\r\nv0\r\n$2\r\nv1\r\n".to_vec(),
         b"+OK\r\n".to_vec(),
         bulk("m"),
     ];
