@@ -531,3 +531,47 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
 }
 
 per_layout!(other_loops_get_busy_for_requests_queued_behind_a_script);
+
+/// WATCH from another loop while a script is busy (allow-busy, as in
+/// Redis): its job waits on the busy shard, kept in order, and the watch
+/// starts once the script ends (`+OK` then; Redis answers at once). A
+/// change after that dooms the transaction, as always.
+#[test]
+fn watch_from_another_loop_waits_for_the_busy_script() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let k0 = key_on(0, 2, "w");
+    let mut watcher = connection_off(&s, &key_on(0, 2, "home"));
+    let mut killer = connection_off(&s, &key_on(0, 2, "home"));
+    assert_eq!(
+        killer.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = caller(&s);
+    for doomed in [false, true] {
+        spin.send(&encode_command(&[
+            b"EVAL",
+            SPIN.as_bytes(),
+            b"1",
+            k0.as_bytes(),
+        ]));
+        wait_published(&mut killer);
+        send_all(&mut watcher, &[&["WATCH", &k0], &["PING"]]);
+        assert_eq!(killer.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        let r = String::from_utf8(spin.read_reply()).unwrap();
+        assert!(r.starts_with("-ERR Script killed by user"), "{r}");
+        assert_eq!(
+            watcher.read_replies(2),
+            vec![b"+OK\r\n".to_vec(), b"+PONG\r\n".to_vec()]
+        );
+        if doomed {
+            assert_eq!(killer.cmd_str(&["SET", &k0, "changed"]), b"+OK\r\n");
+        }
+        assert_eq!(watcher.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(watcher.cmd_str(&["SET", &k0, "tx"]), b"+QUEUED\r\n");
+        let want: &[u8] = if doomed { b"*-1\r\n" } else { b"*1\r\n+OK\r\n" };
+        assert_eq!(watcher.cmd_str(&["EXEC"]), want);
+    }
+}
