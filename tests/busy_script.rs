@@ -382,6 +382,42 @@ fn a_script_across_shards_lends_its_home_loop() {
     assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("1"));
 }
 
+/// The home shard of `c` (its loop): a script with no keys runs there,
+/// and inside MULTI/EXEC it cannot run again elsewhere, so only its own
+/// shard's key (missing) answers.
+fn home_of(c: &mut RawConn, nshards: usize) -> usize {
+    let probes: Vec<String> = (0..nshards).map(|i| key_on(i, nshards, "home")).collect();
+    let script = "for i = 1, #ARGV do \
+         if type(redis.pcall('exists', ARGV[i])) == 'number' then return i - 1 end \
+         end return -1";
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    let mut args = vec!["EVAL", script, "0"];
+    args.extend(probes.iter().map(String::as_str));
+    assert_eq!(c.cmd_str(&args), b"+QUEUED\r\n");
+    let r = String::from_utf8(c.cmd_str(&["EXEC"])).unwrap();
+    r.strip_prefix("*1\r\n:")
+        .and_then(|r| r.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("home probe: {r}"))
+}
+
+/// `count` connections of one loop other than shard 0's (bounded: at most
+/// 500 connections are tried).
+fn conns_of_one_loop(s: &Server, nshards: usize, count: usize) -> Vec<RawConn> {
+    let mut by_home: Vec<Vec<RawConn>> = (0..nshards).map(|_| Vec::new()).collect();
+    for _ in 0..500 {
+        let mut c = s.raw();
+        let h = home_of(&mut c, nshards);
+        if h == 0 {
+            continue;
+        }
+        by_home[h].push(c);
+        if by_home[h].len() == count {
+            return std::mem::take(&mut by_home[h]);
+        }
+    }
+    panic!("no loop got {count} connections");
+}
+
 /// Sends one pipeline of commands given as strings.
 fn send_all(c: &mut RawConn, cmds: &[&[&str]]) {
     let mut pipe = Vec::new();
@@ -440,18 +476,15 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
     assert_eq!(ctl.cmd_str(&["SET", &k1, "v1"]), b"+OK\r\n");
     // The script's caller and clients of its loop (not shard 0's): what
     // they send after the script reaches shard 0 behind it (one ring).
-    // (Probed with missing keys: see `home_has`.)
-    let mut spin = connection_off(&s, &key_on(0, n, "home"));
+    let mut loop_conns = conns_of_one_loop(&s, n, 9).into_iter();
+    let mut next = || loop_conns.next().expect("nine connections");
+    let mut spin = next();
     spin.set_reply_timeout(Duration::from_secs(60));
-    let home = (1..n)
-        .map(|i| key_on(i, n, "home"))
-        .find(|k| home_has(&mut spin, k))
-        .expect("the caller's home shard");
-    let mut peers: Vec<RawConn> = (0..4).map(|_| connection_on(&s, &home)).collect();
-    let mut lone = connection_on(&s, &home);
-    let mut pipe = connection_on(&s, &home);
-    let mut multi = connection_on(&s, &home);
-    let mut killer = connection_on(&s, &home);
+    let mut peers: Vec<RawConn> = (0..4).map(|_| next()).collect();
+    let mut lone = next();
+    let mut pipe = next();
+    let mut multi = next();
+    let mut killer = next();
 
     // A lone GET (the shard writes its reply itself) and the script, back
     // to back: shard 0 often takes both in one drain.
