@@ -608,3 +608,34 @@ fn watch_from_another_loop_waits_for_the_busy_script() {
         assert_eq!(watcher.cmd_str(&["EXEC"]), want);
     }
 }
+
+/// A connection of the script's loop whose WATCH waited for one busy
+/// script is served by the desk again during the next one (it stayed on
+/// the desk's deferred list, unread until each later script ended).
+#[test]
+fn a_watch_deferred_by_one_busy_script_does_not_defer_the_next() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "1"]);
+    let mut ctl = s.raw();
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut watcher = s.raw();
+    let mut spin = caller(&s);
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
+    send_all(&mut watcher, &[&["WATCH", "x"]]);
+    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+    assert_eq!(watcher.read_reply(), b"+OK\r\n");
+
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
+    assert_eq!(watcher.cmd_str(&["PING"]), BUSY_EVAL);
+    assert_eq!(watcher.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+    assert_eq!(watcher.cmd_str(&["PING"]), b"+PONG\r\n");
+}

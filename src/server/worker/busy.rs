@@ -176,6 +176,12 @@ impl Worker {
 
 impl commands::script::busy::BusyServe for Desk<'_> {
     fn serve_busy(&mut self) {
+        if self.first {
+            // A new lend: the connections an earlier one deferred went to
+            // the loop's resume list when it ended (a deferred request
+            // still unparsed is deferred again when read).
+            self.state.deferred.clear();
+        }
         serve_inbox(self.id);
         let mut events = self
             .state
