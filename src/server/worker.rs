@@ -50,7 +50,7 @@
 //! | `shard`     | shard | batches and jobs run here, locks, deferral, AOF records |
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
-//! | `busy`      | home  | the desk a long script gets |
+//! | `busy`      | both  | the desk a long script gets: its loop's connections and mailbox |
 //! | `pause`, `repl_wait`, `replica`, `memory`, `client_evict` | home | one feature each |
 //! | `pubsub`, `tracking` | both | events and invalidations: made on the shard, sent from home |
 //! | `testing`, `tests` | -  | real workers in process, driven in rounds as a hub drives them |
