@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, RawConn, Server};
+use common::{encode_command, Layout, RawConn, Server};
 
 const SPIN: &str = "while true do end";
 const LIB: &str =
@@ -380,4 +380,262 @@ fn a_script_across_shards_lends_its_home_loop() {
     );
     assert_eq!(other.cmd_str(&["SET", &k1, "1"]), b"+OK\r\n");
     assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("1"));
+}
+
+/// The home shard of `c` (its loop): a script with no keys runs there,
+/// and inside MULTI/EXEC it cannot run again elsewhere, so only its own
+/// shard's key (missing) answers.
+fn home_of(c: &mut RawConn, nshards: usize) -> usize {
+    let probes: Vec<String> = (0..nshards).map(|i| key_on(i, nshards, "home")).collect();
+    let script = "for i = 1, #ARGV do \
+         if type(redis.pcall('exists', ARGV[i])) == 'number' then return i - 1 end \
+         end return -1";
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    let mut args = vec!["EVAL", script, "0"];
+    args.extend(probes.iter().map(String::as_str));
+    assert_eq!(c.cmd_str(&args), b"+QUEUED\r\n");
+    let r = String::from_utf8(c.cmd_str(&["EXEC"])).unwrap();
+    r.strip_prefix("*1\r\n:")
+        .and_then(|r| r.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("home probe: {r}"))
+}
+
+/// `count` connections of one loop other than shard 0's (bounded: at most
+/// 500 connections are tried).
+fn conns_of_one_loop(s: &Server, nshards: usize, count: usize) -> Vec<RawConn> {
+    let mut by_home: Vec<Vec<RawConn>> = (0..nshards).map(|_| Vec::new()).collect();
+    for _ in 0..500 {
+        let mut c = s.raw();
+        let h = home_of(&mut c, nshards);
+        if h == 0 {
+            continue;
+        }
+        by_home[h].push(c);
+        if by_home[h].len() == count {
+            return std::mem::take(&mut by_home[h]);
+        }
+    }
+    panic!("no loop got {count} connections");
+}
+
+/// Sends one pipeline of commands given as strings.
+fn send_all(c: &mut RawConn, cmds: &[&[&str]]) {
+    let mut pipe = Vec::new();
+    for cmd in cmds {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        pipe.extend_from_slice(&encode_command(&args));
+    }
+    c.send(&pipe);
+}
+
+/// Waits (bounded) until a script is busy, as FUNCTION STATS on `c`'s
+/// own loop (no shard needed) sees it.
+fn wait_published(c: &mut RawConn) {
+    for _ in 0..2000 {
+        if c.cmd_str(&["FUNCTION", "STATS"]).starts_with(b"-BUSY") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the script never became busy");
+}
+
+/// Requests other loops sent to the busy shard before its script was
+/// published wait in that shard's mailbox: its desk answers them `-BUSY`
+/// (they waited for the script's end), as Redis answers every client
+/// while busy; multi-shard work it cannot refuse waits and runs, in
+/// order, once the script is killed; after the publication every loop's
+/// dispatch refuses the shard's commands, multi-shard ones included.
+/// Also: a lone hop's completion, sent lazily by the busy shard just
+/// before the script, reaches its loop while the script runs (its
+/// client's next reply queued behind it).
+fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // Every shard on thread 0 first. A worker handed to a hub that
+        // runs alone (no worker adopted yet) when its script starts is
+        // stranded until the script ends (the watchdog looks at hubs in a
+        // shared round only, see `server::host`): its clients would wait.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "busy");
+    let k1 = key_on(1, n, "free");
+    let mut ctl = s.raw();
+    // Long enough for everything below to be sent before the script is
+    // published (the replies are the same if it is not, only the path
+    // differs).
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "1000"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["SET", &k0, "v0"]), b"+OK\r\n");
+    assert_eq!(ctl.cmd_str(&["SET", &k1, "v1"]), b"+OK\r\n");
+    // The script's caller and clients of its loop (not shard 0's): what
+    // they send after the script reaches shard 0 behind it (one ring).
+    let mut loop_conns = conns_of_one_loop(&s, n, 9).into_iter();
+    let mut next = || loop_conns.next().expect("nine connections");
+    let mut spin = next();
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut peers: Vec<RawConn> = (0..4).map(|_| next()).collect();
+    let mut lone = next();
+    let mut pipe = next();
+    let mut multi = next();
+    let mut killer = next();
+
+    // A lone GET (the shard writes its reply itself) and the script, back
+    // to back: shard 0 often takes both in one drain.
+    send_all(&mut lone, &[&["GET", &k0]]);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        k0.as_bytes(),
+    ]));
+    let r = lone.read_reply();
+    assert!(
+        r == bulk("v0") || r == BUSY_EVAL,
+        "{}",
+        common::escape(&r, 200)
+    );
+    // The loop has forwarded the script when it answers this.
+    assert_eq!(peers[0].cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(lone.cmd_str(&["PING"]), b"+PONG\r\n");
+
+    for p in &mut peers {
+        send_all(p, &[&["GET", &k0]]);
+    }
+    // One batch for shard 0 (GET, SET), then a command of another shard.
+    send_all(
+        &mut pipe,
+        &[&["GET", &k0], &["SET", &k0, "x"], &["GET", &k1]],
+    );
+    // A multi-shard command, then more behind it on the same connection.
+    send_all(
+        &mut multi,
+        &[&["MGET", &k0, &k1], &["SET", &k0, "m"], &["GET", &k0]],
+    );
+    for p in &mut peers {
+        assert_eq!(p.read_reply(), BUSY_EVAL);
+    }
+    assert_eq!(
+        pipe.read_replies(3),
+        vec![BUSY_EVAL.to_vec(), BUSY_EVAL.to_vec(), bulk("v1")]
+    );
+
+    // Published: every loop refuses the shard's commands at dispatch.
+    wait_published(&mut killer);
+    assert_eq!(killer.cmd_str(&["GET", &k0]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["MSET", &k0, "a", &k1, "b"]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["MGET", &k1, &k0]), BUSY_EVAL);
+    assert_eq!(killer.cmd_str(&["GET", &k1]), bulk("v1"));
+    assert_eq!(killer.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    // The MGET sent before the publication waited and ran, then what its
+    // connection sent behind it, in order (all refused if the MGET came
+    // after the publication).
+    let got = multi.read_replies(3);
+    let waited = vec![
+        b"*2\r\n$2\r\nv0\r\n$2\r\nv1\r\n".to_vec(),
+        b"+OK\r\n".to_vec(),
+        bulk("m"),
+    ];
+    let refused = vec![BUSY_EVAL.to_vec(); 3];
+    assert!(
+        got == waited || got == refused,
+        "{:?}",
+        got.iter()
+            .map(|r| common::escape(r, 100))
+            .collect::<Vec<_>>()
+    );
+    let now = if got == waited { bulk("m") } else { bulk("v0") };
+    for p in &mut peers {
+        assert_eq!(p.cmd_str(&["GET", &k0]), now);
+    }
+    assert_eq!(ctl.cmd_str(&["GET", &k0]), now);
+    assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("v1"));
+}
+
+per_layout!(other_loops_get_busy_for_requests_queued_behind_a_script);
+
+/// WATCH from another loop while a script is busy (allow-busy, as in
+/// Redis): its job waits on the busy shard, kept in order, and the watch
+/// starts once the script ends (`+OK` then; Redis answers at once). A
+/// change after that dooms the transaction, as always.
+#[test]
+fn watch_from_another_loop_waits_for_the_busy_script() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let k0 = key_on(0, 2, "w");
+    let mut watcher = connection_off(&s, &key_on(0, 2, "home"));
+    let mut killer = connection_off(&s, &key_on(0, 2, "home"));
+    assert_eq!(
+        killer.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = caller(&s);
+    for doomed in [false, true] {
+        spin.send(&encode_command(&[
+            b"EVAL",
+            SPIN.as_bytes(),
+            b"1",
+            k0.as_bytes(),
+        ]));
+        wait_published(&mut killer);
+        send_all(&mut watcher, &[&["WATCH", &k0], &["PING"]]);
+        assert_eq!(killer.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        let r = String::from_utf8(spin.read_reply()).unwrap();
+        assert!(r.starts_with("-ERR Script killed by user"), "{r}");
+        assert_eq!(
+            watcher.read_replies(2),
+            vec![b"+OK\r\n".to_vec(), b"+PONG\r\n".to_vec()]
+        );
+        if doomed {
+            assert_eq!(killer.cmd_str(&["SET", &k0, "changed"]), b"+OK\r\n");
+        }
+        assert_eq!(watcher.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(watcher.cmd_str(&["SET", &k0, "tx"]), b"+QUEUED\r\n");
+        let want: &[u8] = if doomed { b"*-1\r\n" } else { b"*1\r\n+OK\r\n" };
+        assert_eq!(watcher.cmd_str(&["EXEC"]), want);
+    }
+}
+
+/// A connection of the script's loop whose WATCH waited for one busy
+/// script is served by the desk again during the next one (it stayed on
+/// the desk's deferred list, unread until each later script ended).
+#[test]
+fn a_watch_deferred_by_one_busy_script_does_not_defer_the_next() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "1"]);
+    let mut ctl = s.raw();
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut watcher = s.raw();
+    let mut spin = caller(&s);
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
+    send_all(&mut watcher, &[&["WATCH", "x"]]);
+    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+    assert_eq!(watcher.read_reply(), b"+OK\r\n");
+
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
+    assert_eq!(watcher.cmd_str(&["PING"]), BUSY_EVAL);
+    assert_eq!(watcher.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+    assert_eq!(watcher.cmd_str(&["PING"]), b"+PONG\r\n");
 }

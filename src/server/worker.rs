@@ -51,7 +51,7 @@
 //! | `cohost`    | both  | jobs for a worker on the same thread delivered by a call |
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
-//! | `busy`      | home  | the desk a long script gets |
+//! | `busy`      | both  | the desk a long script gets: its loop's connections and mailbox |
 //! | `pause`, `repl_wait`, `replica`, `memory`, `client_evict` | home | one feature each |
 //! | `pubsub`, `tracking` | both | events and invalidations: made on the shard, sent from home |
 //! | `testing`, `tests` | -  | real workers in process, driven in rounds as a hub drives them |
@@ -198,6 +198,10 @@ struct Core {
     scratch: Vec<usize>,
     /// Jobs this thread's coordinators addressed to its own shard.
     local: VecDeque<Msg>,
+    /// Messages a busy script's desk took from the mailbox and could not
+    /// handle then (see `busy`): handled before anything still in the
+    /// mailbox, in arrival order.
+    kept: VecDeque<Msg>,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
     /// N pointers per thread; only `batch_to`'s entries are visited.

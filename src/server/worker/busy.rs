@@ -25,14 +25,65 @@
 //!   new `redis-cli` must reach SCRIPT KILL); a unix socket's event, which
 //!   may hand the connection to another thread through the mailbox, is
 //!   replayed by the loop once the script ends
-//!   ([`DeskState::missed_listener`]). It handles no mailbox message: the
-//!   loop drains the mailbox as always after the handler returns. A connection it skipped or could
+//!   ([`DeskState::missed_listener`]). A connection it skipped or could
 //!   not finish is put on the loop's resume list with `unread` set, so the
 //!   loop reads it again afterwards (epoll is edge-triggered: the event
 //!   this pass took will not come back).
+//! * It drains the loop's mailbox ([`serve_inbox`]), when the code that
+//!   runs the script lent it ([`lend_inbox`]: the inline request path, a
+//!   remote batch's script, a script on gathered copies in a coordinator's
+//!   step). Other threads' requests sent before the script was published
+//!   (afterwards their own dispatch refuses them) would otherwise wait
+//!   for its end, where Redis answers them `-BUSY`:
+//!   - a remote batch (`Msg::Exec`, plain commands of a connection of
+//!     another thread, GET, MSET on one shard, EVAL ...) is answered
+//!     `-BUSY`, every command of it, through the normal reply path (a
+//!     direct reply written to the client, or the batch home); nothing
+//!     runs on the shard. Unless work of its connection is held on this
+//!     shard (`Core::deferred`, or kept by the desk) or it holds an
+//!     allow-busy command: then it is kept, so that connection's replies
+//!     and effects keep their order;
+//!   - everything else is kept (`Core::kept`) in arrival order, and the
+//!     loop handles it before anything newer once the script ends: a
+//!     coordinator's job or lock request (`Msg::Job`: a multi-shard
+//!     command, WATCH, a transaction; its coordinator waits, as a
+//!     command that needs a locked shard waits), a blocked command parked
+//!     here (`Park`), an eviction request (`EvictNow`, `EvictDone`),
+//!     tracked keys (`Track`), completions for this loop's connections
+//!     from other shards (`ExecDone`, `JobDone`, `Unblocked`, `Wake`: the
+//!     connections wait, their loop being inside the script), and a unix
+//!     connection handed over (`Adopt`).
+//!
+//!   Then it flushes the mailbox, so the replies reach their threads now.
+//!   (The lend flushes it before the script starts: what the loop sent
+//!   before, such as a lone hop's completion sent lazily earlier in the
+//!   same drain, which its connection's later replies queue behind, would
+//!   otherwise wait for the end of the iteration, after the script.)
+//!
+//! WATCH stays deferred (a local connection's, see above; another
+//! thread's WATCH job is kept): Redis 7.0 answers it `+OK` at once (it is
+//! allow-busy) and watches from then on, so a key the script writes later
+//! dooms the transaction. Here the watch starts, and `+OK` is sent, once
+//! the script ends: the client has no reply before, so its WATCH takes
+//! effect at a later instant, which is just as linearizable (EXEC aborts
+//! exactly for writes after that instant; none is missed). Answering at
+//! once would need the busy shard's watch list, which the script holds.
+//!
+//! A hub's other loops (shard consolidation) are not served here: the
+//! watchdog gives its adopted loops back to their threads while it is
+//! stuck (see `host`), where they are served and their requests for this
+//! shard answered as any thread's. The hub's own loop, when the script
+//! runs on an adopted one, waits for the script (host's limit), and so
+//! does a loop handed to a hub that was running alone when the script
+//! started (the watchdog does not see that hub stuck): no deadlock, both
+//! are served when the script ends.
 //!
 //! Commands served here are not counted in this thread's statistics (the
 //! loop's counters are borrowed by the running handler).
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ptr::NonNull;
 
 use mio::{Events, Poll, Token};
 use resp::{parse_request, Args, Limits, Parsed, Reply};
@@ -40,9 +91,10 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use commands::exec::{dispatch, Step};
 use commands::{ConnCtx, ReplyMode, ServerShared, ThreadStats};
 
+use super::super::mailbox::{Batch, ConnRef, Mailbox, Msg};
 use super::accept::Door;
 use super::request::paused;
-use super::{Conns, Core, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
+use super::{Conns, Core, Deferred, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
@@ -124,6 +176,13 @@ impl Worker {
 
 impl commands::script::busy::BusyServe for Desk<'_> {
     fn serve_busy(&mut self) {
+        if self.first {
+            // A new lend: the connections an earlier one deferred went to
+            // the loop's resume list when it ended (a deferred request
+            // still unparsed is deferred again when read).
+            self.state.deferred.clear();
+        }
+        serve_inbox(self.id);
         let mut events = self
             .state
             .events
@@ -348,4 +407,149 @@ fn run_one(
         c.out.set_resp3(c.client.resp3);
     }
     true
+}
+
+/// Messages one pass takes from the mailbox at most (the rest wait for
+/// the next pass, about a millisecond of Lua later).
+const INBOX_MAX: usize = 4096;
+
+/// The shard side of a loop whose script runs: its mailbox, the messages
+/// the desk keeps for after the script (`Core::kept`, handled by the loop
+/// before anything newer), and the work its shard holds back
+/// (`Core::deferred`). Lent by [`lend_inbox`] where a script may run with
+/// those fields free (the shard itself is the script's).
+pub(super) struct Inbox<'a> {
+    pub id: usize,
+    pub mailbox: &'a mut Mailbox,
+    pub kept: &'a mut VecDeque<Msg>,
+    pub deferred: &'a VecDeque<Deferred>,
+}
+
+impl<'a> Inbox<'a> {
+    /// The inbox of `core` (split from the shard a script runs on).
+    pub(super) fn split(
+        id: usize,
+        mailbox: &'a mut Mailbox,
+        kept: &'a mut VecDeque<Msg>,
+        deferred: &'a VecDeque<Deferred>,
+    ) -> Self {
+        Inbox {
+            id,
+            mailbox,
+            kept,
+            deferred,
+        }
+    }
+}
+
+thread_local! {
+    /// The inbox lent by [`lend_inbox`], for [`serve_inbox`].
+    static INBOX: Cell<Option<NonNull<Inbox<'static>>>> = const { Cell::new(None) };
+}
+
+/// Lends `inbox` to the busy passes of the script `f` may run (see the
+/// module documentation). The caller runs scripts only: any other command
+/// never calls the hook.
+pub(super) fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<NonNull<Inbox<'static>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INBOX.with(|i| i.set(self.0));
+        }
+    }
+    // Only the lifetime changes: the pointer is dereferenced by
+    // `serve_inbox` alone, on this thread, while `f` runs (`Restore` puts
+    // the previous value back before this returns or unwinds).
+    // What the loop sent before the script (a lone hop's completion sent
+    // lazily earlier in this very drain, which its connection's next
+    // replies queue behind) goes now, not at the end of the iteration
+    // after the script: cheap when nothing was sent.
+    inbox.mailbox.flush();
+    let ptr = NonNull::from(inbox).cast::<Inbox<'static>>();
+    let _restore = Restore(INBOX.with(|i| i.replace(Some(ptr))));
+    f()
+}
+
+/// One busy pass over the lent inbox of loop `id`, if any: remote
+/// batches for the busy shard are answered `-BUSY` (unless they must wait
+/// behind work of their connection held here, or hold an allow-busy
+/// command); every other message is kept, in arrival order. Then the
+/// mailbox is flushed: the replies, and whatever the loop sent before the
+/// script began (a direct hop's completion sent lazily, a job), reach
+/// their threads now rather than after the script.
+fn serve_inbox(id: usize) {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut ptr) = INBOX.with(|i| i.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_inbox`, whose borrow is alive (the hook runs
+    // inside its `f`); the only reference made from it meanwhile, as the
+    // slot is empty.
+    let inbox = unsafe { ptr.as_mut() };
+    // A nested loop's lend (another worker of a hub) is not this desk's.
+    if inbox.id == id {
+        take_messages(inbox);
+        inbox.mailbox.flush();
+    }
+    INBOX.with(|i| i.set(Some(ptr)));
+}
+
+fn take_messages(ib: &mut Inbox<'_>) {
+    ib.mailbox.collect();
+    for _ in 0..INBOX_MAX {
+        let Some(m) = ib.mailbox.recv() else { return };
+        match m {
+            Msg::Exec { conn, batch } if refusable(ib, conn, &batch) => {
+                match commands::script::busy::refuse_if_busy(Some(&[ib.id])) {
+                    Some(e) => refuse_batch(ib, conn, batch, &e.line()),
+                    None => ib.kept.push_back(Msg::Exec { conn, batch }),
+                }
+            }
+            m => ib.kept.push_back(m),
+        }
+    }
+}
+
+/// Whether a remote batch may be answered `-BUSY` now: no earlier work of
+/// its connection is held on this shard (its replies and effects keep
+/// their order) and none of its commands may run while busy.
+fn refusable(ib: &Inbox<'_>, conn: ConnRef, batch: &Batch) -> bool {
+    conn.thread as usize != ib.id
+        && !batch
+            .cmds
+            .iter()
+            .any(|c| c.resolved.spec.has(commands::table::flags::ALLOW_BUSY))
+        && !ib.deferred.iter().any(|d| d.conn == conn)
+        && !ib.kept.iter().any(|m| kept_conn(m) == Some(conn))
+}
+
+/// The connection a kept message is work of, on this shard.
+fn kept_conn(m: &Msg) -> Option<ConnRef> {
+    match m {
+        Msg::Exec { conn, .. } | Msg::Job { conn, .. } | Msg::Park { conn, .. } => Some(*conn),
+        _ => None,
+    }
+}
+
+/// Answers every command of `batch` with `line` and sends it home as the
+/// shard side would (a direct reply written to the client first).
+fn refuse_batch(ib: &mut Inbox<'_>, conn: ConnRef, mut batch: Box<Batch>, line: &[u8]) {
+    let b = &mut *batch;
+    let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+    for cmd in &b.cmds[b.ends.len()..] {
+        out.set_resp3(cmd.resp3);
+        out.error_bytes(line);
+        b.ends.push(out.len());
+    }
+    b.reply = out.into_bytes();
+    let home = conn.thread as usize;
+    if let Some(direct) = b.direct {
+        let n = direct.write(&b.reply);
+        b.direct_written = n;
+        if n == b.reply.len() {
+            ib.mailbox.send_lazy(home, Msg::ExecDone { conn, batch });
+            return;
+        }
+    }
+    ib.mailbox.send(home, Msg::ExecDone { conn, batch });
 }

@@ -23,6 +23,7 @@ use resp::Reply;
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::busy::{lend_inbox, Inbox};
 use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
@@ -361,15 +362,24 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
     let mut plan = Plan::default();
     // A script's step may run it (on gathered copies): its commands count
     // straight into this thread's statistics, lent to the VM as for a
-    // one-shard script (`exec::run_shard_ready`).
+    // one-shard script (`exec::run_shard_ready`), and the shard side's
+    // inbox is lent to it (see `busy`).
     let script = ac.resolved.spec.has(commands::table::flags::SCRIPT);
-    let lent = script && commands::script::vm::lend_stats(&mut core.stats);
-    let res = ac
-        .coord
-        .step(results, &mut plan, &mut ac.out, &mut c.client);
-    if lent {
-        commands::script::vm::return_stats(&mut core.stats);
-    }
+    let res = if script {
+        let lent = commands::script::vm::lend_stats(&mut core.stats);
+        let mut inbox = Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
+        let res = lend_inbox(&mut inbox, || {
+            ac.coord
+                .step(results, &mut plan, &mut ac.out, &mut c.client)
+        });
+        if lent {
+            commands::script::vm::return_stats(&mut core.stats);
+        }
+        res
+    } else {
+        ac.coord
+            .step(results, &mut plan, &mut ac.out, &mut c.client)
+    };
     let failed = res.is_err();
     let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
     ac.aof_hold = ac.aof_hold.max(hold);

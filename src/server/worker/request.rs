@@ -32,6 +32,7 @@ use resp::{parse_request, Args, Limits, Parsed, Reply};
 use super::super::blocking::{self, BlockPhase};
 use super::super::conn::{ActiveCoord, Conn, HOLD_LOCAL};
 use super::super::mailbox::{Batch, BatchCmd, ConnRef, Msg};
+use super::busy::{lend_inbox, Inbox};
 use super::home::advance;
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
@@ -522,15 +523,33 @@ pub(super) fn execute(
                 };
                 let prop0 = core.shard.outbox.len();
                 let mut found = None;
-                if let Some(on) = run_shard(
-                    resolved,
-                    handler,
-                    args,
-                    &mut core.shard,
-                    call.clone(),
-                    out,
-                    &mut core.stats,
-                ) {
+                let ran = if resolved.spec.has(commands::table::flags::SCRIPT) {
+                    // The shard side's inbox is lent to it too (see `busy`).
+                    let mut inbox =
+                        Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
+                    lend_inbox(&mut inbox, || {
+                        run_shard(
+                            resolved,
+                            handler,
+                            args,
+                            &mut core.shard,
+                            call.clone(),
+                            out,
+                            &mut core.stats,
+                        )
+                    })
+                } else {
+                    run_shard(
+                        resolved,
+                        handler,
+                        args,
+                        &mut core.shard,
+                        call.clone(),
+                        out,
+                        &mut core.stats,
+                    )
+                };
+                if let Some(on) = ran {
                     if on.widen {
                         found = Some(on.keys);
                     } else {

@@ -77,6 +77,7 @@ impl Worker {
                 cfg,
                 scratch: Vec::new(),
                 local: VecDeque::new(),
+                kept: VecDeque::new(),
                 batches: Vec::new(),
                 batch_to: Vec::new(),
                 batch_conn: None,
@@ -210,7 +211,10 @@ impl Worker {
         if !self.core.repl_waits.is_empty() {
             timeout = timeout.min(repl_wait::POLL);
         }
-        if !self.conns.resume.is_empty() || !self.core.local.is_empty() {
+        if !self.conns.resume.is_empty()
+            || !self.core.local.is_empty()
+            || !self.core.kept.is_empty()
+        {
             timeout = Duration::ZERO;
         }
         if self.want_durable() {
@@ -292,6 +296,7 @@ impl Worker {
     pub fn has_pending_work(&self) -> bool {
         self.core.mailbox.has_inbound()
             || !self.core.local.is_empty()
+            || !self.core.kept.is_empty()
             || !self.conns.resume.is_empty()
             || self.core.server.pubsub.has_pending(self.core.id)
     }
@@ -312,7 +317,7 @@ impl Worker {
         if !self.core.repl_waits.is_empty() {
             self.check_repl_waits();
         }
-        if self.core.mailbox.has_inbound() {
+        if self.core.mailbox.has_inbound() || !self.core.kept.is_empty() {
             // Batches back from direct hops settle their connections'
             // slots before those read again: the next request then
             // finds nothing outstanding (its reply goes straight to
@@ -438,7 +443,14 @@ impl Worker {
         loop {
             let mut got = false;
             self.core.mailbox.collect();
-            while let Some(m) = self.core.mailbox.recv() {
+            // What a busy script's desk kept is older than anything still
+            // in the mailbox (and a script run from here may keep more).
+            while let Some(m) = self
+                .core
+                .kept
+                .pop_front()
+                .or_else(|| self.core.mailbox.recv())
+            {
                 got = true;
                 self.nap.note(&m);
                 self.handle(m);

@@ -28,6 +28,7 @@ use engine::Shard;
 use resp::{Args, Reply};
 
 use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::busy::{lend_inbox, Inbox};
 use super::waiters::{park_waiter, retry_later, serve_ready};
 use super::{tracking, Core, Deferred, Held, Waiter, Worker};
 
@@ -184,15 +185,19 @@ impl Worker {
                 // This loop's connections are lent to the script (see
                 // `busy`; the caller's lives on another thread).
                 self.with_desk(|core| {
-                    run_shard(
-                        cmd.resolved,
-                        cmd.handler,
-                        args,
-                        &mut core.shard,
-                        cmd.call.clone(),
-                        &mut out,
-                        &mut core.stats,
-                    )
+                    let mut inbox =
+                        Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
+                    lend_inbox(&mut inbox, || {
+                        run_shard(
+                            cmd.resolved,
+                            cmd.handler,
+                            args,
+                            &mut core.shard,
+                            cmd.call.clone(),
+                            &mut out,
+                            &mut core.stats,
+                        )
+                    })
                 })
             } else {
                 run_shard(

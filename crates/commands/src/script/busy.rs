@@ -60,8 +60,9 @@
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
-//! mailbox when the script became busy wait for it; new ones are refused
-//! by the sender's dispatch (`refuse_if_busy`).
+//! mailbox when the script became busy are answered `-BUSY` by the desk
+//! (the runtime lends it the loop's mailbox too); new ones are refused by
+//! the sender's dispatch (`refuse_if_busy`).
 //!
 //! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
 //! every busy script (as SCRIPT KILL would, written or not) and drops its
