@@ -85,6 +85,26 @@ fn slack(anon: u64, used: u64) -> u64 {
     anon.saturating_sub(used)
 }
 
+/// The floor a trim leaves: the slack it could not return, unless values
+/// were still being freed in the background (`lazyfree`: a FLUSHALL's
+/// databases, big values) while it ran. Pages those values still held
+/// could not be returned then and come free later, in pieces that may each
+/// stay under [`TRIM_MIN_BYTES`]: taken as the floor they would stay
+/// resident. Floor 0 keeps the next check's trim due (at most one per
+/// [`TRIM_INTERVAL_MS`]) until a trim ran with nothing pending.
+fn floor_after(slack: u64, lazyfree_busy: bool) -> u64 {
+    if lazyfree_busy {
+        0
+    } else {
+        slack
+    }
+}
+
+/// Whether the background thread still has values to free.
+fn lazyfree_busy() -> bool {
+    engine::lazyfree::pending() > 0
+}
+
 /// Whether the slack grew enough over `floor` for a trim to be worth it.
 fn worth_trimming(slack: u64, floor: u64, used: u64) -> bool {
     slack > floor.saturating_add(TRIM_MIN_BYTES.max(used / 8))
@@ -157,7 +177,7 @@ pub fn trim(nshards: usize) -> Trimmed {
     let after = resident().1;
     if engine::alloc::installed() {
         let used = engine::alloc::used_total(nshards);
-        FLOOR.store(slack(after, used), Ordering::Relaxed);
+        FLOOR.store(floor_after(slack(after, used), lazyfree_busy()), Ordering::Relaxed);
     }
     LAST_TRIM_MS.store(engine::now_ms(), Ordering::Relaxed);
     TRIMS.fetch_add(1, Ordering::Relaxed);
@@ -191,6 +211,18 @@ pub fn totals() -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trim_during_background_frees_leaves_the_next_one_due() {
+        let mb = 1 << 20;
+        // 30 MB the trim could not return while a FLUSHALL was being
+        // freed: not a floor, so 20 MB more slack still gets trimmed.
+        let floor = floor_after(30 * mb, true);
+        assert!(worth_trimming(20 * mb, floor, 0));
+        // The same with nothing pending is the floor.
+        let floor = floor_after(30 * mb, false);
+        assert!(!worth_trimming(40 * mb, floor, 0));
+    }
 
     #[test]
     fn a_trim_is_worth_it_only_past_the_floor_by_the_threshold() {
