@@ -177,7 +177,10 @@ pub fn trim(nshards: usize) -> Trimmed {
     let after = resident().1;
     if engine::alloc::installed() {
         let used = engine::alloc::used_total(nshards);
-        FLOOR.store(floor_after(slack(after, used), lazyfree_busy()), Ordering::Relaxed);
+        FLOOR.store(
+            floor_after(slack(after, used), lazyfree_busy()),
+            Ordering::Relaxed,
+        );
     }
     LAST_TRIM_MS.store(engine::now_ms(), Ordering::Relaxed);
     TRIMS.fetch_add(1, Ordering::Relaxed);

@@ -237,7 +237,7 @@ pub fn lua_to_reply(
     script_resp3: bool,
 ) -> mlua::Result<Option<Vec<u8>>> {
     if let Value::Table(t) = v {
-        if let Value::String(e) = t.get::<Value>("err")? {
+        if let Value::String(e) = t.raw_get::<Value>("err")? {
             return Ok(Some(error_reply_line(&e.as_bytes())));
         }
     }
@@ -281,13 +281,16 @@ fn write(v: &Value, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::
     Ok(())
 }
 
+/// Fields are read raw, as Redis's `lua_rawget`: a table's metatable (a
+/// script's `__index`, the guard on `_G` against missing globals) is never
+/// consulted.
 fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
-    if let Value::String(e) = t.get::<Value>("err")? {
+    if let Value::String(e) = t.raw_get::<Value>("err")? {
         let line = error_reply_line(&e.as_bytes());
         out.error_bytes(&line[1..]);
         return Ok(());
     }
-    if let Value::String(s) = t.get::<Value>("ok")? {
+    if let Value::String(s) = t.raw_get::<Value>("ok")? {
         let s: Vec<u8> = s
             .as_bytes()
             .iter()
@@ -299,7 +302,7 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         b.extend_from_slice(b"\r\n");
         return Ok(());
     }
-    match t.get::<Value>("double")? {
+    match t.raw_get::<Value>("double")? {
         Value::Number(d) => {
             out.double(d);
             return Ok(());
@@ -310,7 +313,7 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         }
         _ => {}
     }
-    if let Value::String(s) = t.get::<Value>("big_number")? {
+    if let Value::String(s) = t.raw_get::<Value>("big_number")? {
         let s: Vec<u8> = s
             .as_bytes()
             .iter()
@@ -326,16 +329,17 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         }
         return Ok(());
     }
-    if let Value::Table(vs) = t.get::<Value>("verbatim_string")? {
-        if let (Value::String(f), Value::String(s)) =
-            (vs.get::<Value>("format")?, vs.get::<Value>("string")?)
-        {
+    if let Value::Table(vs) = t.raw_get::<Value>("verbatim_string")? {
+        if let (Value::String(f), Value::String(s)) = (
+            vs.raw_get::<Value>("format")?,
+            vs.raw_get::<Value>("string")?,
+        ) {
             let f = String::from_utf8_lossy(&f.as_bytes()).into_owned();
             out.verbatim(&f, &s.as_bytes());
             return Ok(());
         }
     }
-    if let Value::Table(m) = t.get::<Value>("map")? {
+    if let Value::Table(m) = t.raw_get::<Value>("map")? {
         let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
         out.map(pairs.len());
         for (k, v) in &pairs {
@@ -344,7 +348,7 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         }
         return Ok(());
     }
-    if let Value::Table(s) = t.get::<Value>("set")? {
+    if let Value::Table(s) = t.raw_get::<Value>("set")? {
         let keys: Vec<Value> = s
             .pairs::<Value, Value>()
             .map(|p| p.map(|(k, _)| k))
@@ -361,7 +365,7 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
 fn write_array(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
     let mut items = Vec::new();
     for i in 1.. {
-        let v: Value = t.get(i)?;
+        let v: Value = t.raw_get(i)?;
         if v.is_nil() {
             break;
         }
