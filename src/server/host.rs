@@ -180,6 +180,10 @@ struct Inbox {
     /// The thread takes no workers: it is handing its own away, or
     /// shutting down.
     closed: bool,
+    /// When the oldest of `workers` was handed over (µs since `epoch`; 0
+    /// while empty): the watchdog gives back workers a hub leaves
+    /// waiting for [`STUCK`] (it is in a long command, alone).
+    since_us: u64,
 }
 
 /// Where an adopted worker lives while a hub runs it.
@@ -226,6 +230,8 @@ pub struct Hosts {
     watchdog: OnceLock<std::thread::Thread>,
     /// Workers adopted by hubs.
     hosted: AtomicUsize,
+    /// Workers handed to hubs and not adopted yet.
+    handed: AtomicUsize,
     /// Wakes thread `i`'s own worker (its doorbell).
     wake: Box<dyn Fn(usize) + Send + Sync>,
     /// Threads running at least one worker (INFO `shard_threads_active`).
@@ -257,6 +263,7 @@ impl Hosts {
             threads: (0..n).map(|_| OnceLock::new()).collect(),
             watchdog: OnceLock::new(),
             hosted: AtomicUsize::new(0),
+            handed: AtomicUsize::new(0),
             wake,
             active,
         });
@@ -330,7 +337,15 @@ impl Hosts {
         }
         // At least 1: a hand-off of idle loads still counts.
         s.pledged.fetch_add(mine.max(1), Ordering::Relaxed);
+        if inbox.workers.is_empty() {
+            inbox.since_us = self.us(now).max(1);
+        }
         inbox.workers.push(w);
+        if self.handed.fetch_add(1, Ordering::Release) == 0 {
+            if let Some(t) = self.watchdog.get() {
+                t.unpark();
+            }
+        }
         s.pending.store(true, Ordering::Release);
         drop(inbox);
         (self.wake)(h);
@@ -384,7 +399,8 @@ impl Hosts {
         let _ = self.watchdog.set(std::thread::current());
         let mut tick = WATCH_MIN;
         loop {
-            if self.hosted.load(Ordering::Acquire) == 0 {
+            if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
+            {
                 std::thread::park();
                 tick = WATCH_MIN;
                 continue;
@@ -392,7 +408,14 @@ impl Hosts {
             std::thread::park_timeout(tick);
             let now = Instant::now();
             let now_us = self.us(now);
-            let mut working = false;
+            // Workers handed to a hub that has not taken them: a hub
+            // alone with its own worker in a long command (a script past
+            // `busy-reply-threshold`) is in no shared round, so the check
+            // below never sees it stuck.
+            let mut working = self.handed.load(Ordering::Acquire) != 0;
+            if working {
+                self.recall_unadopted(now);
+            }
             for h in 0..self.slots.len() {
                 if self.slots[h].round_us.load(Ordering::Relaxed) == 0 {
                     continue;
@@ -410,12 +433,31 @@ impl Hosts {
         }
     }
 
-    /// Takes back every worker stuck hub `h` holds but is not running,
-    /// and those handed to it that it has not adopted yet.
-    fn recall(&self, h: usize, now: Instant) {
-        let waiting = std::mem::take(&mut locked(&self.inbox[h]).workers);
+    /// Gives back the workers a hub has left in its inbox for [`STUCK`].
+    fn recall_unadopted(&self, now: Instant) {
+        let now_us = self.us(now);
+        for h in 0..self.slots.len() {
+            let since = locked(&self.inbox[h]).since_us;
+            if since != 0 && now_us.saturating_sub(since) >= STUCK.as_micros() as u64 {
+                self.recall_waiting(h, now);
+            }
+        }
+    }
+
+    /// Gives back the workers handed to hub `h` that it has not adopted
+    /// yet (it is stuck).
+    fn recall_waiting(&self, h: usize, now: Instant) {
+        let waiting = {
+            let mut inbox = locked(&self.inbox[h]);
+            inbox.since_us = 0;
+            std::mem::take(&mut inbox.workers)
+        };
+        self.handed.fetch_sub(waiting.len(), Ordering::Release);
         for Hosted(w) in waiting {
             let id = w.id();
+            log::verbose(format_args!(
+                "Shard {id} back on its own thread: thread {h} did not take it (in one long command)"
+            ));
             let hold = self.ms(now + HOLD_MIN);
             self.slots[id].hold_until_ms.store(hold, Ordering::Relaxed);
             *locked(&self.seats[id]) = Seat {
@@ -426,6 +468,12 @@ impl Hosts {
                 t.unpark();
             }
         }
+    }
+
+    /// Takes back every worker stuck hub `h` holds but is not running,
+    /// and those handed to it that it has not adopted yet.
+    fn recall(&self, h: usize, now: Instant) {
+        self.recall_waiting(h, now);
         for id in 0..self.slots.len() {
             if self.slots[id].host.load(Ordering::Relaxed) != h {
                 continue;
@@ -953,7 +1001,12 @@ impl Host {
         let arrived = {
             let mut inbox = locked(&self.hosts.inbox[self.id]);
             self.slot().pending.store(false, Ordering::Relaxed);
-            std::mem::take(&mut inbox.workers)
+            inbox.since_us = 0;
+            let arrived = std::mem::take(&mut inbox.workers);
+            self.hosts
+                .handed
+                .fetch_sub(arrived.len(), Ordering::Release);
+            arrived
         };
         let now = Instant::now();
         for Hosted(w) in arrived {
@@ -1281,6 +1334,27 @@ mod tests {
             None,
             "thread 4 is stuck in a round"
         );
+    }
+
+    /// A hub alone with its own worker in a long command (a script past
+    /// `busy-reply-threshold`) runs no shared round, so it is never seen
+    /// stuck: a worker handed to it then must still come back, or its
+    /// clients wait for the whole command.
+    #[test]
+    fn a_worker_a_hub_leaves_in_its_inbox_goes_back() {
+        let h = hosts(2);
+        let mut c = crate::server::worker::testing::Cluster::new(2);
+        let w = c.workers.pop().expect("worker 1");
+        let at = h.epoch;
+        assert!(h.give(0, Hosted(Box::new(w)), 0, at).is_ok());
+        assert_eq!(h.handed.load(Ordering::Relaxed), 1);
+        h.recall_unadopted(at + STUCK / 2);
+        assert!(locked(&h.seats[1]).worker.is_none(), "not yet");
+        h.recall_unadopted(at + STUCK * 2);
+        let seat = locked(&h.seats[1]);
+        assert!(seat.back && seat.worker.is_some(), "given back");
+        assert_eq!(h.handed.load(Ordering::Relaxed), 0);
+        assert!(locked(&h.inbox[0]).workers.is_empty());
     }
 
     #[test]

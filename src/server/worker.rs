@@ -127,7 +127,7 @@ mod request;
 mod sched;
 mod shard;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 mod tracking;

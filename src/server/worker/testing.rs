@@ -32,8 +32,8 @@ const WAKER_TOKEN: Token = Token(usize::MAX);
 /// Rounds a request may take before the test gives up on its reply.
 pub(super) const ROUNDS_MAX: usize = 1_000;
 
-pub(super) struct Cluster {
-    pub(super) workers: Vec<Worker>,
+pub(crate) struct Cluster {
+    pub(crate) workers: Vec<Worker>,
     /// Coordinators' jobs for other workers run at once, as on a hub
     /// (`cohost`); on by default.
     pub(super) lend: bool,
@@ -45,7 +45,7 @@ pub(super) struct Cluster {
 
 impl Cluster {
     /// `n` workers of a server with the default configuration.
-    pub(super) fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         let cfg = config::Config {
             shards: n,
             ..config::Config::default()
