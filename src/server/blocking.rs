@@ -20,14 +20,23 @@
 //! waits while a transaction holds a lock on the key, and resumes on its
 //! release, so a transaction never sees a pop it did not make.
 //!
-//! Exactly-once: each blocked command has a claim flag shared by its home
-//! thread and the shard. Whoever sets it first decides the outcome: the
-//! shard (served), or the home thread (timeout, disconnect, CLIENT
-//! UNBLOCK). A claimed waiter left in a queue is dropped when met, and by
-//! the cron sweep.
+//! Exactly-once: each blocked command has a claim ([`ClaimFlag`]) shared
+//! by its home thread and every shard it waits on. Whoever takes it first
+//! decides the outcome: a shard (served), or the home thread (timeout,
+//! disconnect, CLIENT UNBLOCK). A taken waiter left in a queue is dropped
+//! when met, and by the cron sweep.
+//!
+//! A shard cannot know whether a re-run serves before it runs it, and the
+//! run may pop (BLPOP): it holds the claim *on trial* meanwhile, and gives
+//! it back if the command blocks again. A claim on trial is neither free
+//! nor taken: the others wait for the trial's outcome (a bounded handler
+//! run on another thread, which waits for nobody) instead of reading it
+//! as taken. Read as taken, a trial on one shard made another shard drop
+//! the command it was parking (or serving), and the home thread give up
+//! its timeout: a client that then stayed blocked forever.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use commands::exec::ShardCall;
@@ -37,8 +46,83 @@ use resp::OwnedArgs;
 
 use super::mailbox::ConnRef;
 
-/// The claim flag of one blocked command (see the module documentation).
-pub type Claim = Arc<AtomicBool>;
+/// The claim of one blocked command (see the module documentation).
+pub type Claim = Arc<ClaimFlag>;
+
+/// A blocked command's claim: free, on trial on one shard, or taken.
+#[derive(Debug, Default)]
+pub struct ClaimFlag(AtomicU8);
+
+/// Nobody decided yet.
+const FREE: u8 = 0;
+/// A shard runs the command again; it serves (taken) or blocks (free).
+const TRIAL: u8 = 1;
+/// Decided: served, woken home, timed out, unblocked or disconnected.
+const TAKEN: u8 = 2;
+
+impl ClaimFlag {
+    /// Whether the outcome is decided (the waiter is dead to its shards).
+    /// A claim on trial is not: its command may block again.
+    #[inline]
+    pub fn is_taken(&self) -> bool {
+        self.0.load(Ordering::Acquire) == TAKEN
+    }
+
+    /// Takes the claim for good (the home thread: timeout, CLIENT
+    /// UNBLOCK); true if nobody had. Waits out another shard's trial.
+    pub fn take(&self) -> bool {
+        self.settle(TAKEN)
+    }
+
+    /// Puts the claim on trial before a shard runs the command again;
+    /// false if it is taken. Waits out another shard's trial. The caller
+    /// ends the trial with [`ClaimFlag::decide`] or [`ClaimFlag::release`]
+    /// before it does anything else.
+    pub fn try_trial(&self) -> bool {
+        self.settle(TRIAL)
+    }
+
+    /// From free to `to`, after any trial in progress ends: the trial is
+    /// one handler run on another thread, which waits for nobody (a
+    /// thread ends its own trial before anything else), so the wait is
+    /// short and bounded. False if the claim is taken.
+    fn settle(&self, to: u8) -> bool {
+        loop {
+            match self
+                .0
+                .compare_exchange(FREE, to, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(TAKEN) => return false,
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+    }
+
+    /// Ends a trial that served the command (or woke its home): taken.
+    pub fn decide(&self) {
+        let was = self.0.swap(TAKEN, Ordering::AcqRel);
+        debug_assert_ne!(was, FREE, "decided a claim not on trial");
+    }
+
+    /// Ends a trial whose command blocked again: free, unless its client
+    /// went away meanwhile ([`ClaimFlag::abandon`]), which stays decided.
+    pub fn release(&self) {
+        let r = self
+            .0
+            .compare_exchange(TRIAL, FREE, Ordering::AcqRel, Ordering::Acquire);
+        debug_assert!(
+            r.is_ok() || r == Err(TAKEN),
+            "released a claim not on trial"
+        );
+    }
+
+    /// The client went away: taken for good, at once. A trial in progress
+    /// still ends (its reply finds no connection) but cannot free it.
+    pub fn abandon(&self) {
+        self.0.store(TAKEN, Ordering::Release);
+    }
+}
 
 /// Marks a client blocked or not, keeping INFO's `blocked_clients`.
 pub fn set_blocked(c: &mut commands::ClientState, on: bool) {
@@ -50,13 +134,6 @@ pub fn set_blocked(c: &mut commands::ClientState, on: bool) {
             commands::ctx::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
         }
     }
-}
-
-/// Takes the claim; true if nobody had.
-#[inline]
-pub fn claim(c: &Claim) -> bool {
-    c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
 }
 
 /// What the home thread knows about its blocked connection.
@@ -189,7 +266,7 @@ impl Waiters {
         let k = (db, key.to_vec());
         let q = self.queues.get_mut(&k)?;
         while let Some(w) = q.front() {
-            if !w.claim.load(Ordering::Acquire) {
+            if !w.claim.is_taken() {
                 return Some(w.clone());
             }
             q.pop_front();
@@ -225,7 +302,7 @@ impl Waiters {
         let mut left = Vec::new();
         self.queues.retain(|k, q| {
             q.retain(|w| {
-                let dead = w.claim.load(Ordering::Acquire);
+                let dead = w.claim.is_taken();
                 if dead {
                     left.push(k.clone());
                 }
@@ -234,5 +311,55 @@ impl Waiters {
             !q.is_empty()
         });
         left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_that_blocks_again_leaves_the_claim_free() {
+        let c = Claim::default();
+        assert!(c.try_trial());
+        assert!(!c.is_taken(), "on trial: still a live waiter");
+        c.release();
+        assert!(c.try_trial());
+        c.decide();
+        assert!(c.is_taken());
+        assert!(!c.try_trial() && !c.take(), "decided once");
+    }
+
+    #[test]
+    fn a_client_gone_during_a_trial_stays_gone() {
+        let c = Claim::default();
+        assert!(c.try_trial());
+        c.abandon();
+        // The trial blocked again: it may not bring the waiter back.
+        c.release();
+        assert!(c.is_taken());
+        assert!(!c.try_trial());
+    }
+
+    /// The home thread's timeout (or CLIENT UNBLOCK) meeting a trial on a
+    /// shard waits for its outcome instead of reading it as served.
+    #[test]
+    fn take_waits_for_a_trials_outcome() {
+        for served in [false, true] {
+            let c = Claim::default();
+            assert!(c.try_trial());
+            let home = {
+                let c = c.clone();
+                std::thread::spawn(move || c.take())
+            };
+            if served {
+                c.decide();
+            } else {
+                c.release();
+            }
+            let took = home.join().expect("home thread");
+            assert_eq!(took, !served, "served={served}");
+            assert!(c.is_taken());
+        }
     }
 }

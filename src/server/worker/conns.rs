@@ -57,7 +57,7 @@ impl ClientRegistry for Conns {
         let BlockPhase::Blocked(t) = &c.block else {
             return false;
         };
-        if !blocking::claim(&t.claim) {
+        if !t.claim.take() {
             return false;
         }
         let seq = t.seq;
@@ -145,7 +145,7 @@ impl Worker {
             if let Some(claim) = c.block.claim() {
                 // Whoever claims first decides: a shard that has not served
                 // this client yet now never will.
-                claim.store(true, Ordering::Release);
+                claim.abandon();
             }
             let _ = self.poll.registry().deregister(c.stream.source());
             self.conns.gens[slot] = self.conns.gens[slot].wrapping_add(1);

@@ -108,7 +108,7 @@ impl Worker {
                 self.core.blocked_conns.push((slot, gen));
                 continue;
             }
-            if !blocking::claim(&t.claim) {
+            if !t.claim.take() {
                 // Served: the reply is on its way.
                 continue;
             }

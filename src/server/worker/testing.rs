@@ -125,6 +125,15 @@ impl Cluster {
         });
     }
 
+    /// One turn of worker `i` alone (a round in which the others have
+    /// nothing to do): lets a test act between two workers' turns.
+    pub(super) fn turn(&mut self, i: usize) {
+        let w = &mut self.workers[i];
+        let _ = w.prepare(Instant::now());
+        w.unpark_flag();
+        w.step_shared(&mut self.events, true, false);
+    }
+
     /// Sends `args` as one request of client `c`.
     pub(super) fn send(&mut self, c: usize, args: &[&str]) {
         let mut req = format!("*{}\r\n", args.len());

@@ -313,3 +313,70 @@ fn an_unlocked_move_serves_a_blocked_pop() {
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
     }
 }
+
+/// The claim of the blocked command of a connection of worker `home`.
+fn blocked_claim(t: &Cluster, home: usize) -> Option<crate::server::blocking::Claim> {
+    t.workers[home]
+        .conns
+        .slots
+        .iter()
+        .flatten()
+        .find_map(|c| match &c.block {
+            crate::server::blocking::BlockPhase::Blocked(b) => Some(b.claim.clone()),
+            _ => None,
+        })
+}
+
+/// A shard re-running a multi-shard blocked command (its key there was
+/// filled) holds its claim on trial while the parks to its other shards
+/// are still on their way. A park that arrives then is still parked: the
+/// trial may block again (XREAD's `$` saw nothing new), and the command
+/// must then hear of this shard's key. Read as taken, the park was
+/// dropped and the XADD below never served the reader.
+#[test]
+fn a_park_arriving_during_another_shards_trial_is_kept() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (a, c) = (key_on(0, n, "x"), key_on(2, n, "x"));
+    let reader = t.connect(1);
+    let writer = t.connect(0);
+    assert_eq!(
+        t.call(writer, &["XADD", &a, "1-0", "f", "old"]),
+        "$3\r\n1-0\r\n"
+    );
+    t.send(
+        reader,
+        &["XREAD", "BLOCK", "0", "STREAMS", &a, &c, "$", "$"],
+    );
+    // Worker 1 alone until it blocks the reader: its parks wait in the
+    // mailboxes of workers 0 and 2 (the gather before it hops to them).
+    let mut claim = None;
+    for _ in 0..super::testing::ROUNDS_MAX {
+        for w in 0..n {
+            if claim.is_none() {
+                t.turn(w);
+                claim = blocked_claim(&t, 1);
+            }
+        }
+        if claim.is_some() {
+            break;
+        }
+    }
+    let claim = claim.expect("the reader blocks");
+    // As worker 0 would, running the reader again for its key `a`.
+    assert!(claim.try_trial());
+    t.turn(2);
+    assert!(!claim.is_taken(), "a trial decides nothing");
+    // The trial found nothing after `$`: blocked again.
+    claim.release();
+    assert_eq!(
+        t.call(writer, &["XADD", &c, "5-0", "f", "new"]),
+        "$3\r\n5-0\r\n"
+    );
+    let (r, _) = t.reply(reader);
+    let want = format!(
+        "*1\r\n*2\r\n${}\r\n{c}\r\n*1\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$3\r\nnew\r\n",
+        c.len()
+    );
+    assert_eq!(r, want);
+}

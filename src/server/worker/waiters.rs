@@ -9,8 +9,6 @@
 //! Per thread: the waiters of this shard's keys; nothing per thread of the
 //! server.
 
-use std::sync::atomic::Ordering;
-
 use commands::exec::{self, ShardCall};
 
 use super::super::blocking::{self, BlockTicket, BlockedCmd};
@@ -32,7 +30,10 @@ impl Worker {
             keys,
             wake_home,
         } = *cmd;
-        if claim.load(Ordering::Acquire) {
+        // Only a decided claim is gone: one on trial on another shard
+        // (its key filled meanwhile) may block again, and then waits for
+        // this shard's keys too.
+        if claim.is_taken() {
             return;
         }
         let on = commands::BlockOn {
@@ -177,13 +178,15 @@ pub(super) fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
                 break;
             }
         }
-        if !blocking::claim(&w.claim) {
-            // Timed out or gone meanwhile: `front` drops it next.
+        if !w.claim.try_trial() {
+            // Timed out, gone or served elsewhere meanwhile: `front` drops
+            // it next.
             continue;
         }
         if w.wake_home {
             // Its home runs the whole command again (it writes keys of
             // other shards); the claim keeps others from serving it.
+            w.claim.decide();
             for (d, k) in core.waiters.remove(&w) {
                 core.shard.dbs[d].remove_blocking(&k);
             }
@@ -216,9 +219,10 @@ pub(super) fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
             Some(key),
         );
         if again.is_some() {
-            w.claim.store(false, Ordering::Release);
+            w.claim.release();
             break;
         }
+        w.claim.decide();
         for (d, k) in core.waiters.remove(&w) {
             core.shard.dbs[d].remove_blocking(&k);
         }
