@@ -344,6 +344,7 @@ impl Vm {
         // Fails only without mlua's allocator, which the vendored build
         // always has; the VM then stays unbounded.
         let _ = self.lua.set_memory_limit(self.memory_limit);
+        super::libs::cjson::reset();
         let r = f();
         let _ = self.lua.set_memory_limit(0);
         r
