@@ -360,9 +360,7 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
                     format!("Cannot serialise, excessive nesting ({depth})"),
                 ));
             }
-            let pairs: Vec<(Value, Value)> =
-                t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-            match array_length(lua, &pairs)? {
+            match array_length(lua, t)? {
                 Some(n) if n > 0 => {
                     out.push(b'[');
                     for i in 1..=n {
@@ -376,11 +374,13 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
                 }
                 _ => {
                     out.push(b'{');
-                    for (i, (k, v)) in pairs.iter().enumerate() {
+                    // A pair at a time (see `array_length`).
+                    for (i, kv) in t.pairs::<Value, Value>().enumerate() {
+                        let (k, v) = kv?;
                         if i > 0 {
                             out.push(b',');
                         }
-                        match k {
+                        match &k {
                             Value::String(s) => string(&s.as_bytes(), out),
                             Value::Integer(n) => {
                                 out.push(b'"');
@@ -403,7 +403,7 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
                             }
                         }
                         out.push(b':');
-                        super::deep(|| encode(lua, v, depth, out))?;
+                        super::deep(|| encode(lua, &v, depth, out))?;
                     }
                     out.push(b'}');
                 }
@@ -424,21 +424,25 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
 
 /// Lua CJSON's `lua_array_length`: `Some(max index)` when every key is a
 /// positive integer (refusing excessively sparse arrays), `None` for an
-/// object.
-fn array_length(lua: &Lua, pairs: &[(Value, Value)]) -> mlua::Result<Option<usize>> {
+/// object. Walks the table with `next`, holding one pair at a time: a
+/// table of 100,000 strings collected at once would need a reference for
+/// each, past Lua's stack.
+fn array_length(lua: &Lua, t: &Table) -> mlua::Result<Option<usize>> {
     let mut max = 0usize;
-    for (k, _) in pairs {
+    let mut items = 0usize;
+    for kv in t.pairs::<Value, Value>() {
+        let (k, _) = kv?;
         let n = match k {
-            Value::Integer(n) => *n as f64,
-            Value::Number(n) => *n,
+            Value::Integer(n) => n as f64,
+            Value::Number(n) => n,
             _ => return Ok(None),
         };
         if n < 1.0 || n.fract() != 0.0 {
             return Ok(None);
         }
         max = max.max(n as usize);
+        items += 1;
     }
-    let items = pairs.len();
     let c = cfg();
     let (ratio, safe) = (c.sparse_ratio as usize, c.sparse_safe as usize);
     if ratio > 0 && max > items.saturating_mul(ratio) && max > safe {
