@@ -1048,6 +1048,44 @@ impl Run<'_, '_> {
                 }
                 _ => return refuse(lua, "This Redis command is not supported from scripts yet"),
             },
+            // SORT runs here on the script's shard, its pattern keys
+            // gathered first when it does not hold them (see `wide`).
+            Exec::Coord(_) if matches!(r.spec.name, "sort" | "sort_ro") => {
+                let (scratch, nshards, shard) = (self.scratch, self.ctx.nshards, self.shard);
+                let declared = self.declared;
+                let held = |k: &[u8]| {
+                    if scratch {
+                        declared.contains(&k) || super::wide::held(k) == Some(true)
+                    } else {
+                        shard_of(k, nshards) == shard || declared.contains(&k)
+                    }
+                };
+                let readonly = r.spec.name == "sort_ro";
+                match crate::sort::from_script(
+                    self.ctx.shard,
+                    self.db,
+                    !self.ctx.no_touch,
+                    args,
+                    readonly,
+                    &held,
+                    out,
+                ) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(missing)) => {
+                        if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
+                            self.found = missing;
+                            return Err(mlua::Error::external(ReplyError(
+                                super::wide::RESTART_TEXT.into(),
+                            )));
+                        }
+                        return refuse(
+                            lua,
+                            "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                        );
+                    }
+                    Err(e) => out.error_bytes(&e.line()),
+                }
+            }
             Exec::Coord(_) | Exec::Parent => {
                 return refuse(lua, "This Redis command is not supported from scripts yet")
             }
