@@ -209,6 +209,13 @@ fn execute(
     // Whether a run may be abandoned for a wider one (see `wide`): on
     // copies only inside `Wide`; on a shard, outside transactions.
     let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
+    // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
+    // a shebang script that may write was refused above already.
+    let oom = !flags.allow_oom
+        && !flags.no_writes
+        && !read_only
+        && ctx.shard.evict.maxmemory != 0
+        && ctx.shard.check_memory(true);
     let res = with_vm(|vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -227,6 +234,8 @@ fn execute(
             read_called: false,
             widen_ok,
             wrote: false,
+            oom,
+            dirty: false,
             pinned: false,
             undo: None,
             found: Vec::new(),
@@ -633,6 +642,13 @@ struct Run<'r, 'a> {
     /// A write command ran on a real shard that the run cannot take back
     /// (too large to copy: see `Undo`).
     wrote: bool,
+    /// Over `maxmemory` when the script started (and not `allow-oom`):
+    /// its calls of commands that may grow memory are refused until it
+    /// has written (Redis's scriptVerifyOOM). The calls themselves neither
+    /// evict nor refuse (Redis's `call` does not).
+    oom: bool,
+    /// A write command ran (Redis's SCRIPT_WRITE_DIRTY).
+    dirty: bool,
     /// Something ran that no restart can take back (a PUBLISH, a write
     /// outside the command's keys).
     pinned: bool,
@@ -942,6 +958,9 @@ impl Run<'_, '_> {
             }
             all_held = true;
         }
+        if self.oom && !self.dirty && r.spec.has(flags::DENYOOM) {
+            return refuse(lua, &format!("-{OOM_ERROR}"));
+        }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
         }
@@ -1007,7 +1026,13 @@ impl Run<'_, '_> {
                 let errors = std::mem::take(&mut self.stats.errors);
                 let total = self.stats.total_error_replies;
                 let unexpected = self.stats.unexpected_error_replies;
+                // No eviction or OOM refusal inside a script (see `oom`).
+                let maxmemory = std::mem::replace(&mut self.ctx.shard.evict.maxmemory, 0);
                 run_shard(r, handler, args, self.ctx.shard, call, out, &mut self.stats);
+                self.ctx.shard.evict.maxmemory = maxmemory;
+                if r.spec.has(flags::WRITE) {
+                    self.dirty = true;
+                }
                 self.stats.errors = errors;
                 self.stats.total_error_replies = total;
                 self.stats.unexpected_error_replies = unexpected;
