@@ -808,6 +808,13 @@ impl Run<'_, '_> {
         }
     }
 
+    /// [`refuse`] a call of a known command, counted in its
+    /// `rejected_calls` (Redis's scriptCall errors).
+    fn reject(&mut self, lua: &Lua, r: crate::Resolved, msg: &str) -> mlua::Result<(Value, bool)> {
+        crate::exec::count_rejected(&mut self.stats, Some(r.id));
+        refuse(lua, msg)
+    }
+
     /// `redis.acl_check_cmd(cmd, args...)`: whether the script's caller
     /// may run that call. The command is found as Redis's `lookupCommand`
     /// finds it (no arity check); an unknown one raises.
@@ -911,13 +918,14 @@ impl Run<'_, '_> {
             Err(_) => return refuse(lua, "Unknown Redis command called from script"),
         };
         if r.spec.has(flags::NOSCRIPT) {
-            return refuse(lua, "This Redis command is not allowed from script");
+            return self.reject(lua, r, "This Redis command is not allowed from script");
         }
         // Redis's scriptVerifyWriteCommandAllow: may-replicate commands
         // (PUBLISH, PFCOUNT ...) count as writes.
         if self.read_only && (r.spec.has(flags::WRITE) || r.spec.has(flags::MAY_REPLICATE)) {
-            return refuse(
+            return self.reject(
                 lua,
+                r,
                 "Write commands are not allowed from read-only scripts.",
             );
         }
@@ -927,13 +935,13 @@ impl Run<'_, '_> {
             && self.ctx.shard.read_only_replica
             && self.ctx.shard.expiry == engine::Expiry::Hide
         {
-            return refuse(lua, &format!("-{}", crate::replica::READONLY_ERR));
+            return self.reject(lua, r, &format!("-{}", crate::replica::READONLY_ERR));
         }
         // The user who ran the script must be allowed this call (before
         // the call counts as a write: a refused one writes nothing).
         if let Some(caller) = &self.ctx.caller {
             if let Err(msg) = caller.check(r, args) {
-                return refuse(lua, msg);
+                return self.reject(lua, r, msg);
             }
         }
         let positions = &mut bufs.positions;
@@ -959,7 +967,7 @@ impl Run<'_, '_> {
             all_held = true;
         }
         if self.oom && !self.dirty && r.spec.has(flags::DENYOOM) {
-            return refuse(lua, &format!("-{OOM_ERROR}"));
+            return self.reject(lua, r, &format!("-{OOM_ERROR}"));
         }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
