@@ -106,6 +106,13 @@ impl ShardCtx<'_> {
         }
     }
 
+    /// Called by a script's `redis.call` (which runs under the Lua
+    /// client's id).
+    #[inline]
+    pub fn from_script(&self) -> bool {
+        self.client == crate::ops::slowlog::SCRIPT_CLIENT
+    }
+
     #[inline]
     pub fn touch(&self) -> bool {
         !self.no_touch

@@ -103,6 +103,8 @@ struct Opts {
     /// Some `BY` named a constant (no `*`): keep the native order.
     dontsort: bool,
     gets: Vec<Vec<u8>>,
+    /// Called from a script: an unsorted set is sorted as for STORE.
+    script: bool,
 }
 
 /// The hash slot every key a pattern forms hashes to, as Redis's
@@ -430,7 +432,7 @@ fn load(
     };
     // A set has no order of its own: sorting it for STORE keeps replicas
     // and the stored list deterministic.
-    if o.dontsort && kind == Kind::Set && o.store.is_some() {
+    if o.dontsort && kind == Kind::Set && (o.store.is_some() || o.script) {
         o.dontsort = false;
         o.alpha = true;
         o.by = None;
@@ -611,6 +613,51 @@ fn sort_on(
     let mut look = |p: &[u8], el: &[u8]| lookup_by_pattern(shard, db, touch, p, el);
     order(&mut l, &mut look)?;
     Ok(project(&l, look))
+}
+
+/// SORT / SORT_RO called by a script, on the shard (or the gathered
+/// copies) it runs on: `Ok(Err(keys))` when pattern keys the script does
+/// not hold (`held`) are needed, to gather before running it again (see
+/// `script::wide`). As Redis, an unsorted set (BY a constant) comes
+/// sorted lexicographically to a script.
+pub(crate) fn from_script(
+    shard: &mut Shard,
+    db: usize,
+    touch: bool,
+    args: Args<'_>,
+    readonly: bool,
+    held: &dyn Fn(&[u8]) -> bool,
+    out: &mut Reply,
+) -> Result<Result<(), Vec<Vec<u8>>>, CmdError> {
+    let mut opts = parse(args, readonly)?;
+    opts.script = true;
+    let src = args.get(1);
+    let mut l = load(shard, db, touch, src, &opts)?;
+    let mut missing = Vec::new();
+    let by = l.o.by.clone().filter(|_| sorts_by_pattern(&l.o));
+    for p in by.iter().chain(l.o.gets.iter()) {
+        for el in &l.elems {
+            if let PatRef::Key((key, _)) = pattern_ref(p, el) {
+                if !held(&key) && !missing.contains(&key) {
+                    missing.push(key);
+                }
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Ok(Err(missing));
+    }
+    let mut look = |p: &[u8], el: &[u8]| lookup_by_pattern(shard, db, touch, p, el);
+    order(&mut l, &mut look)?;
+    let items = project(&l, look);
+    match &opts.store {
+        Some(dst) => {
+            let n = store_on(shard, db, dst, items, &args.to_owned());
+            out.int(n);
+        }
+        None => reply_items(out, &items),
+    }
+    Ok(Ok(()))
 }
 
 /// Writes `items` to `dst` as a list (a missing GET stores an empty

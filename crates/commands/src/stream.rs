@@ -796,7 +796,9 @@ struct ReadArgs<'a> {
 }
 
 /// Redis 7.0's `xreadCommand` argument parsing (before any lookup).
-fn parse_read(args: Args<'_>, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError> {
+/// `script`: called from a script, where BLOCK is refused as it is met
+/// (Redis keeps this error for Lua rather than just not blocking).
+fn parse_read(args: Args<'_>, xreadgroup: bool, script: bool) -> Result<ReadArgs<'_>, CmdError> {
     let mut r = ReadArgs {
         deadline_ms: None,
         count: 0,
@@ -812,6 +814,12 @@ fn parse_read(args: Args<'_>, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError
         let more = argc - i - 1;
         let o = args.get(i);
         if eq_ic(o, "block") && more > 0 {
+            if script {
+                return Err(CmdError::err(format!(
+                    "{} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(args.get(0))
+                )));
+            }
             i += 1;
             let ms = parse_block_ms(args.get(i))?;
             // From the clock now (Redis reads it here): the loop's cached
@@ -891,7 +899,7 @@ fn xreadgroup(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 fn xread_generic(ctx: &mut ShardCtx<'_>, args: Args<'_>, xreadgroup: bool) -> Result<(), CmdError> {
-    let mut r = parse_read(args, xreadgroup)?;
+    let mut r = parse_read(args, xreadgroup, ctx.from_script())?;
     let (db, n, sa) = (ctx.db, r.n, r.streams_at);
     let key = |i: usize| args.get(sa + i);
     // A blocked reader served because a key became ready (module docs).

@@ -653,6 +653,12 @@ impl std::fmt::Debug for Caller {
 }
 
 impl Caller {
+    /// `redis.acl_check_cmd`: whether the user may run this call (nothing
+    /// logged, as Redis's ACLCheckAllUserCommandPerm there).
+    pub fn allows(&self, id: usize, args: Args<'_>) -> bool {
+        check::check(&self.rules, id, args, &mut Vec::new()).is_ok()
+    }
+
     /// Checks one `redis.call`; `Err` is the script's error text (Redis's
     /// scriptVerifyACL), after logging it with context `lua`.
     pub fn check(&self, r: Resolved, args: Args<'_>) -> Result<(), &'static str> {

@@ -155,11 +155,6 @@ pub fn install(lua: &Lua, globals: &Table) -> mlua::Result<()> {
         lua.create_function(|_, _: MultiValue| Ok(false))?,
     )?;
     redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
-    // No ACLs yet: the default user may run everything.
-    redis.raw_set(
-        "acl_check_cmd",
-        lua.create_function(|_, _: MultiValue| Ok(true))?,
-    )?;
     globals.raw_set("redis", redis)
 }
 

@@ -340,40 +340,48 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         }
     }
     if let Value::Table(m) = t.raw_get::<Value>("map")? {
-        let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-        out.map(pairs.len());
-        for (k, v) in &pairs {
-            write(k, out, script_resp3, depth + 1)?;
-            write(v, out, script_resp3, depth + 1)?;
+        // Counted, then written a pair at a time (see `write_array`).
+        let mut n = 0;
+        for kv in m.pairs::<Value, Value>() {
+            kv?;
+            n += 1;
+        }
+        out.map(n);
+        for kv in m.pairs::<Value, Value>() {
+            let (k, v) = kv?;
+            write(&k, out, script_resp3, depth + 1)?;
+            write(&v, out, script_resp3, depth + 1)?;
         }
         return Ok(());
     }
     if let Value::Table(s) = t.raw_get::<Value>("set")? {
-        let keys: Vec<Value> = s
-            .pairs::<Value, Value>()
-            .map(|p| p.map(|(k, _)| k))
-            .collect::<mlua::Result<_>>()?;
-        out.set(keys.len());
-        for k in &keys {
-            write(k, out, script_resp3, depth + 1)?;
+        let mut n = 0;
+        for kv in s.pairs::<Value, Value>() {
+            kv?;
+            n += 1;
+        }
+        out.set(n);
+        for kv in s.pairs::<Value, Value>() {
+            let (k, _) = kv?;
+            write(&k, out, script_resp3, depth + 1)?;
         }
         return Ok(());
     }
     super::libs::deep(|| write_array(t, out, script_resp3, depth))
 }
 
+/// Counted, then written an element at a time: holding every element at
+/// once (a reference each, on mlua's reference stack) overflows Lua's
+/// stack past a few thousand strings or tables.
 fn write_array(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
-    let mut items = Vec::new();
-    for i in 1.. {
-        let v: Value = t.raw_get(i)?;
-        if v.is_nil() {
-            break;
-        }
-        items.push(v);
+    let mut n = 0;
+    while !t.raw_get::<Value>(n + 1)?.is_nil() {
+        n += 1;
     }
-    out.array(items.len());
-    for v in &items {
-        write(v, out, script_resp3, depth + 1)?;
+    out.array(n);
+    for i in 1..=n {
+        let v: Value = t.raw_get(i)?;
+        write(&v, out, script_resp3, depth + 1)?;
     }
     Ok(())
 }

@@ -209,6 +209,13 @@ fn execute(
     // Whether a run may be abandoned for a wider one (see `wide`): on
     // copies only inside `Wide`; on a shard, outside transactions.
     let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
+    // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
+    // a shebang script that may write was refused above already.
+    let oom = !flags.allow_oom
+        && !flags.no_writes
+        && !read_only
+        && ctx.shard.evict.maxmemory != 0
+        && ctx.shard.check_memory(true);
     let res = with_vm(|vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -227,6 +234,8 @@ fn execute(
             read_called: false,
             widen_ok,
             wrote: false,
+            oom,
+            dirty: false,
             pinned: false,
             undo: None,
             found: Vec::new(),
@@ -506,6 +515,12 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
         })?,
     )?;
     redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(|_, args: MultiValue| {
+            with_run(|run| Ok(run.borrow().acl_check_cmd(args)?.0))
+        })?,
+    )?;
+    redis.raw_set(
         "setresp",
         lua.create_function(|_, args: MultiValue| {
             with_run(|run| {
@@ -627,6 +642,13 @@ struct Run<'r, 'a> {
     /// A write command ran on a real shard that the run cannot take back
     /// (too large to copy: see `Undo`).
     wrote: bool,
+    /// Over `maxmemory` when the script started (and not `allow-oom`):
+    /// its calls of commands that may grow memory are refused until it
+    /// has written (Redis's scriptVerifyOOM). The calls themselves neither
+    /// evict nor refuse (Redis's `call` does not).
+    oom: bool,
+    /// A write command ran (Redis's SCRIPT_WRITE_DIRTY).
+    dirty: bool,
     /// Something ran that no restart can take back (a PUBLISH, a write
     /// outside the command's keys).
     pinned: bool,
@@ -786,6 +808,61 @@ impl Run<'_, '_> {
         }
     }
 
+    /// [`refuse`] a call of a known command, counted in its
+    /// `rejected_calls` (Redis's scriptCall errors).
+    fn reject(&mut self, lua: &Lua, r: crate::Resolved, msg: &str) -> mlua::Result<(Value, bool)> {
+        crate::exec::count_rejected(&mut self.stats, Some(r.id));
+        refuse(lua, msg)
+    }
+
+    /// `redis.acl_check_cmd(cmd, args...)`: whether the script's caller
+    /// may run that call. The command is found as Redis's `lookupCommand`
+    /// finds it (no arity check); an unknown one raises.
+    fn acl_check_cmd(&self, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        if args.is_empty() {
+            return Err(reply_error(
+                b"Please specify at least one argument for this redis lib call",
+            ));
+        }
+        let mut argv = resp::OwnedArgs::default();
+        for a in &args {
+            match a {
+                Value::String(s) => argv.push(&s.as_bytes()),
+                Value::Integer(n) => argv.push(itoa::Buffer::new().format(*n).as_bytes()),
+                Value::Number(n) => argv.push(resp::format_double(*n).as_bytes()),
+                _ => {
+                    return Err(reply_error(
+                        b"Lua redis lib command arguments must be strings or integers",
+                    ))
+                }
+            }
+        }
+        let args = argv.args();
+        let reg = registry();
+        let id = reg.top(args.get(0)).and_then(|(id, spec)| {
+            if spec.subcommands.is_empty() || args.len() == 1 {
+                return Some(id);
+            }
+            let mut full = args.get(0).to_vec();
+            full.push(b'|');
+            full.extend_from_slice(args.get(1));
+            reg.lookup_full(&full)
+        });
+        let Some(id) = id else {
+            return Err(reply_error(
+                b"Invalid command passed to redis.acl_check_cmd()",
+            ));
+        };
+        // A call of the wrong arity has no keys to check (and key
+        // extraction assumes the arity): a restricted user is refused it,
+        // which is Redis's answer for most (SET; not GET).
+        let ok = match &self.ctx.caller {
+            Some(caller) => reg.specs[id].1.arity_ok(args.len()) && caller.allows(id, args),
+            None => true,
+        };
+        Ok((Value::Boolean(ok), false))
+    }
+
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
@@ -841,13 +918,14 @@ impl Run<'_, '_> {
             Err(_) => return refuse(lua, "Unknown Redis command called from script"),
         };
         if r.spec.has(flags::NOSCRIPT) {
-            return refuse(lua, "This Redis command is not allowed from script");
+            return self.reject(lua, r, "This Redis command is not allowed from script");
         }
         // Redis's scriptVerifyWriteCommandAllow: may-replicate commands
         // (PUBLISH, PFCOUNT ...) count as writes.
         if self.read_only && (r.spec.has(flags::WRITE) || r.spec.has(flags::MAY_REPLICATE)) {
-            return refuse(
+            return self.reject(
                 lua,
+                r,
                 "Write commands are not allowed from read-only scripts.",
             );
         }
@@ -857,13 +935,13 @@ impl Run<'_, '_> {
             && self.ctx.shard.read_only_replica
             && self.ctx.shard.expiry == engine::Expiry::Hide
         {
-            return refuse(lua, &format!("-{}", crate::replica::READONLY_ERR));
+            return self.reject(lua, r, &format!("-{}", crate::replica::READONLY_ERR));
         }
         // The user who ran the script must be allowed this call (before
         // the call counts as a write: a refused one writes nothing).
         if let Some(caller) = &self.ctx.caller {
             if let Err(msg) = caller.check(r, args) {
-                return refuse(lua, msg);
+                return self.reject(lua, r, msg);
             }
         }
         let positions = &mut bufs.positions;
@@ -887,6 +965,9 @@ impl Run<'_, '_> {
                 )));
             }
             all_held = true;
+        }
+        if self.oom && !self.dirty && r.spec.has(flags::DENYOOM) {
+            return self.reject(lua, r, &format!("-{OOM_ERROR}"));
         }
         if r.spec.has(flags::WRITE) && !self.hook.note_write() {
             return Err(HookState::killed_error());
@@ -953,7 +1034,13 @@ impl Run<'_, '_> {
                 let errors = std::mem::take(&mut self.stats.errors);
                 let total = self.stats.total_error_replies;
                 let unexpected = self.stats.unexpected_error_replies;
+                // No eviction or OOM refusal inside a script (see `oom`).
+                let maxmemory = std::mem::replace(&mut self.ctx.shard.evict.maxmemory, 0);
                 run_shard(r, handler, args, self.ctx.shard, call, out, &mut self.stats);
+                self.ctx.shard.evict.maxmemory = maxmemory;
+                if r.spec.has(flags::WRITE) {
+                    self.dirty = true;
+                }
                 self.stats.errors = errors;
                 self.stats.total_error_replies = total;
                 self.stats.unexpected_error_replies = unexpected;
@@ -994,6 +1081,44 @@ impl Run<'_, '_> {
                 }
                 _ => return refuse(lua, "This Redis command is not supported from scripts yet"),
             },
+            // SORT runs here on the script's shard, its pattern keys
+            // gathered first when it does not hold them (see `wide`).
+            Exec::Coord(_) if matches!(r.spec.name, "sort" | "sort_ro") => {
+                let (scratch, nshards, shard) = (self.scratch, self.ctx.nshards, self.shard);
+                let declared = self.declared;
+                let held = |k: &[u8]| {
+                    if scratch {
+                        declared.contains(&k) || super::wide::held(k) == Some(true)
+                    } else {
+                        shard_of(k, nshards) == shard || declared.contains(&k)
+                    }
+                };
+                let readonly = r.spec.name == "sort_ro";
+                match crate::sort::from_script(
+                    self.ctx.shard,
+                    self.db,
+                    !self.ctx.no_touch,
+                    args,
+                    readonly,
+                    &held,
+                    out,
+                ) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(missing)) => {
+                        if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
+                            self.found = missing;
+                            return Err(mlua::Error::external(ReplyError(
+                                super::wide::RESTART_TEXT.into(),
+                            )));
+                        }
+                        return refuse(
+                            lua,
+                            "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                        );
+                    }
+                    Err(e) => out.error_bytes(&e.line()),
+                }
+            }
             Exec::Coord(_) | Exec::Parent => {
                 return refuse(lua, "This Redis command is not supported from scripts yet")
             }

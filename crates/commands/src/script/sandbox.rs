@@ -9,9 +9,55 @@ use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::libs::{arg_error, type_name};
 
-/// Replaces the six functions in `globals`; `proxies` maps each proxy to
-/// the table it stands for (weak keys).
-pub fn install(lua: &Lua, globals: &Table, proxies: Table) -> mlua::Result<()> {
+/// Replaces the six functions in `globals`, and `getmetatable` and
+/// `loadstring`; `proxies` maps each proxy to the table it stands for
+/// (weak keys); `getmeta` is the prelude's answer to `getmetatable`.
+pub fn install(lua: &Lua, globals: &Table, proxies: Table, getmeta: Function) -> mlua::Result<()> {
+    globals.raw_set(
+        "getmetatable",
+        lua.create_function(move |lua, args: MultiValue| {
+            let Some(o) = args.front() else {
+                return Err(arg_error(lua, 1, "getmetatable", "value expected"));
+            };
+            getmeta.call::<Value>(o.clone())
+        })?,
+    )?;
+    let loadstring_raw: Function = globals.raw_get("loadstring")?;
+    globals.raw_set(
+        "loadstring",
+        lua.create_function(move |lua, args: MultiValue| {
+            let text = |i: usize, v: Option<&Value>| match v {
+                Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+                Some(Value::Integer(n)) => Ok(n.to_string().into_bytes()),
+                Some(Value::Number(n)) => Ok(super::vm::lua_number(*n).into_bytes()),
+                other => Err(arg_error(
+                    lua,
+                    i,
+                    "loadstring",
+                    &format!("string expected, got {}", type_name(other)),
+                )),
+            };
+            let code = text(1, args.front())?;
+            let name = match args.get(1) {
+                None | Some(Value::Nil) => None,
+                v => Some(text(2, v)?),
+            };
+            // Redis 7.0.15 reads every chunk as text: bytecode (a chunk
+            // starting with ESC) fails to parse at its first byte.
+            if code.first() == Some(&0x1b) {
+                let name = lua.create_string(name.unwrap_or(code))?;
+                let (_, e): (Value, String) = loadstring_raw.call((")", name))?;
+                let e = e.strip_suffix("near ')'").unwrap_or(&e);
+                let e = lua.create_string(format!("{e}near 'char(27)'"))?;
+                return Ok(MultiValue::from_vec(vec![Value::Nil, Value::String(e)]));
+            }
+            let name = match name {
+                Some(n) => Value::String(lua.create_string(n)?),
+                None => Value::Nil,
+            };
+            loadstring_raw.call::<MultiValue>((lua.create_string(code)?, name))
+        })?,
+    )?;
     let next_raw: Function = globals.raw_get("next")?;
     let ipairs_raw: Function = globals.raw_get("ipairs")?;
     // The iterator `ipairs` returns (Lua's internal `ipairsaux`).

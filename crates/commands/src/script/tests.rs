@@ -556,3 +556,24 @@ fn moving_counters_between_undeclared_keys_keeps_the_sum() {
         .sum();
     assert_eq!(sum, 800);
 }
+
+/// A call a script may not make (read-only script, NOSCRIPT command, over
+/// maxmemory) counts in its command's rejected_calls, as Redis's
+/// scriptCall errors do. Not yet in the VM's first script, whose
+/// statistics are drained only when it ran a command (`ThreadStats::absorb`).
+#[test]
+fn refused_script_calls_count_as_rejected() {
+    let mut t = TestServer::new(1);
+    t.run(&["EVAL", "return 1", "0"]);
+    for _ in 0..2 {
+        t.run(&["EVAL_RO", "return redis.pcall('set', KEYS[1], 1)", "1", "x"]);
+        t.run(&["EVAL", "return redis.pcall('multi')", "0"]);
+    }
+    let r = t.run(&["INFO", "commandstats"]);
+    for want in [
+        "\r\ncmdstat_set:calls=0,usec=0,usec_per_call=0.00,rejected_calls=2,failed_calls=0\r\n",
+        "\r\ncmdstat_multi:calls=0,usec=0,usec_per_call=0.00,rejected_calls=2,failed_calls=0\r\n",
+    ] {
+        assert!(r.contains(want), "{want} in {r}");
+    }
+}

@@ -130,14 +130,15 @@ pcall = function(...) return fix(pcall_raw(...)) end
 
 local proxies = setmetatable_raw({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
+local function missing(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
 local function protect(t, globals)
   if globals then
     -- On the real table, so that the proxy's __index is a table: a read
     -- of a global that exists costs no function call (a script reads
     -- `redis` and `KEYS` on every call); a missing one still raises.
-    setmetatable_raw(t, {__index = function(_, k)
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end, __metatable = false})
+    setmetatable_raw(t, {__index = missing, __metatable = false})
   end
   local p = setmetatable_raw({}, {__index = t, __newindex = readonly, __metatable = false})
   proxies[p] = t
@@ -151,6 +152,26 @@ for _, name in ipairs_raw({'redis', 'string', 'table', 'math', 'coroutine', 'cjs
 end
 local g = protect(real, true)
 rawset_raw(real, '_G', g)
+
+-- What `getmetatable` shows (Redis 7.0.15 makes these metatables read-only
+-- rather than hiding them): the library proxies have none; _G's is a
+-- read-only table with the missing-global `__index`; the strings' one is
+-- read-only, its `__index` the `string` proxy (so that no script can add
+-- string methods for the next one).
+local getmetatable_raw = getmetatable
+local smt = getmetatable_raw('')
+rawset_raw(smt, '__index', rawget_raw(real, 'string'))
+local smt_proxy = protect(smt, false)
+local gmeta = protect({__index = missing}, false)
+local function getmeta(o)
+  if o ~= nil and o == o and proxies[o] ~= nil then
+    if o == g then return gmeta end
+    return nil
+  end
+  local m = getmetatable_raw(o)
+  if m == smt then return smt_proxy end
+  return m
+end
 
 -- A function library's environment (Redis 7.0's function_lua.c): while
 -- its code loads, the only global is the load-time `redis` table; once
@@ -171,7 +192,7 @@ local function make_env()
     __newindex = readonly, __metatable = false})
   return env, function() api = real end
 end
-return g, proxies, make_env
+return g, proxies, make_env, getmeta
 "#;
 
 /// One thread's VM; see the module documentation.
@@ -344,6 +365,7 @@ impl Vm {
         // Fails only without mlua's allocator, which the vendored build
         // always has; the VM then stays unbounded.
         let _ = self.lua.set_memory_limit(self.memory_limit);
+        super::libs::cjson::reset();
         let r = f();
         let _ = self.lua.set_memory_limit(0);
         r
@@ -375,11 +397,11 @@ impl Vm {
         })?;
         let libs = super::load::VmLibraries::default();
         let load_redis = super::load::load_api(&lua, &redis, &libs)?;
-        let (proxy, proxies, make_env): (Table, Table, Function) = lua
+        let (proxy, proxies, make_env, getmeta): (Table, Table, Function, Function) = lua
             .load(PRELUDE)
             .set_name("=prelude")
             .call((errstr, load_redis))?;
-        super::sandbox::install(&lua, &real, proxies)?;
+        super::sandbox::install(&lua, &real, proxies, getmeta)?;
         lua.set_globals(proxy)?;
         let handler = lua.create_function(message_handler)?;
         let hook = super::busy::HookState::install(&lua)?;

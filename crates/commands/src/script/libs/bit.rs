@@ -4,7 +4,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::{arg_error, check_number};
+use super::check_number;
 
 /// LuaBitOp's `barg`: adding 2^52 + 2^51 puts the rounded integer in the
 /// low 32 bits of the double's mantissa.
@@ -86,16 +86,19 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                 None | Some(Value::Nil) => 8,
                 Some(_) => to_bits(check_number(lua, &a, 2, "tohex")?) as i32,
             };
-            let (upper, n) = if n < 0 { (true, -n) } else { (false, n) };
+            // Redis 7.0.15's fix: i32::MIN counts as one more (negating
+            // it overflowed).
+            let (upper, n) = if n < 0 {
+                (true, n.saturating_neg())
+            } else {
+                (false, n)
+            };
             let n = n.clamp(0, 8) as usize;
             let s = if upper {
                 format!("{x:08X}")
             } else {
                 format!("{x:08x}")
             };
-            if n == 0 && a.get(1).is_some() {
-                return Err(arg_error(lua, 2, "tohex", "out of range"));
-            }
             Ok(s[8 - n..].to_string())
         })?,
     )?;

@@ -5,15 +5,245 @@
 //! elements refused, nesting limited to 1000 both ways, `cjson.null` a
 //! light userdata. Error texts are Lua CJSON's
 //! (`Expected value but found T_END at character 1`).
+//!
+//! The configuration functions (`encode_max_depth`, `decode_max_depth`,
+//! `encode_number_precision`, `encode_invalid_numbers`,
+//! `decode_invalid_numbers`, `encode_sparse_array`, `encode_keep_buffer`)
+//! work as Lua CJSON's for the rest of the run. Unlike Redis, whose one Lua
+//! state keeps them for every later script, each run starts from the
+//! defaults ([`reset`], called as a VM starts running Lua code): scripts
+//! run on several threads' VMs here, and a setting left by one script
+//! would otherwise reach only the scripts that happen to run on its thread.
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
 use super::{arg_error, error, type_name};
 use crate::script::vm::fmt_g;
 
-const MAX_DEPTH: usize = 1000;
-const SPARSE_RATIO: usize = 2;
-const SPARSE_SAFE: usize = 10;
+/// Lua CJSON's `json_config_t` (the settings scripts can change).
+#[derive(Clone, Copy)]
+struct Config {
+    encode_max_depth: i64,
+    decode_max_depth: i64,
+    encode_precision: i64,
+    /// 0 refuse, 1 write `inf`/`nan`, 2 write `null`.
+    encode_invalid: i64,
+    decode_invalid: bool,
+    sparse_convert: bool,
+    sparse_ratio: i64,
+    sparse_safe: i64,
+    keep_buffer: bool,
+}
+
+const DEFAULTS: Config = Config {
+    encode_max_depth: 1000,
+    decode_max_depth: 1000,
+    encode_precision: 14,
+    encode_invalid: 0,
+    decode_invalid: true,
+    sparse_convert: false,
+    sparse_ratio: 2,
+    sparse_safe: 10,
+    keep_buffer: true,
+};
+
+thread_local! {
+    static CONFIG: std::cell::Cell<Config> = const { std::cell::Cell::new(DEFAULTS) };
+}
+
+fn cfg() -> Config {
+    CONFIG.with(|c| c.get())
+}
+
+fn set_cfg(f: impl FnOnce(&mut Config)) {
+    CONFIG.with(|c| {
+        let mut v = c.get();
+        f(&mut v);
+        c.set(v);
+    })
+}
+
+/// Back to Lua CJSON's defaults (a new run, see the module docs).
+pub fn reset() {
+    CONFIG.with(|c| c.set(DEFAULTS));
+}
+
+/// `json_verify_arg_count`.
+fn max_args(lua: &Lua, name: &str, args: &MultiValue, n: usize) -> mlua::Result<()> {
+    if args.len() > n {
+        return Err(arg_error(lua, n + 1, name, "found too many arguments"));
+    }
+    Ok(())
+}
+
+/// `json_integer_option`: argument `i` (0-based) when given and not nil,
+/// an integer in `min..=max` (range errors name argument #1, as Lua
+/// CJSON's do).
+fn int_option(
+    lua: &Lua,
+    name: &str,
+    args: &MultiValue,
+    i: usize,
+    (min, max): (i64, i64),
+) -> mlua::Result<Option<i64>> {
+    let v = match args.get(i) {
+        None | Some(Value::Nil) => return Ok(None),
+        Some(v) => v.clone(),
+    };
+    let tname = type_name(Some(&v));
+    let Some(n) = lua.coerce_number(v)? else {
+        return Err(arg_error(
+            lua,
+            i + 1,
+            name,
+            &format!("number expected, got {tname}"),
+        ));
+    };
+    // lua_tointeger truncates.
+    let n = n.trunc();
+    if !(min as f64..=max as f64).contains(&n) {
+        return Err(arg_error(
+            lua,
+            1,
+            name,
+            &format!("expected integer between {min} and {max}"),
+        ));
+    }
+    Ok(Some(n as i64))
+}
+
+/// `json_enum_option` with `options` (`off`, `on` ...; a boolean is
+/// `off`/`on`): the index chosen, when given and not nil.
+fn enum_option(
+    lua: &Lua,
+    name: &str,
+    args: &MultiValue,
+    i: usize,
+    options: &[&str],
+) -> mlua::Result<Option<i64>> {
+    match args.get(i) {
+        None | Some(Value::Nil) => Ok(None),
+        Some(Value::Boolean(b)) => Ok(Some(*b as i64)),
+        Some(v) => {
+            let text = match v {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(n) => n.to_string().into_bytes(),
+                Value::Number(n) => crate::script::vm::lua_number(*n).into_bytes(),
+                other => {
+                    return Err(arg_error(
+                        lua,
+                        i + 1,
+                        name,
+                        &format!("string expected, got {}", type_name(Some(other))),
+                    ))
+                }
+            };
+            match options.iter().position(|o| o.as_bytes() == text) {
+                Some(p) => Ok(Some(p as i64)),
+                None => Err(arg_error(
+                    lua,
+                    i + 1,
+                    name,
+                    &format!("invalid option '{}'", String::from_utf8_lossy(&text)),
+                )),
+            }
+        }
+    }
+}
+
+/// An enum setting's value as Lua CJSON returns it: a boolean for off/on,
+/// the option's name otherwise.
+fn enum_value(lua: &Lua, setting: i64, options: &[&str]) -> mlua::Result<Value> {
+    Ok(match setting {
+        0 | 1 => Value::Boolean(setting == 1),
+        n => Value::String(lua.create_string(options[n as usize])?),
+    })
+}
+
+const INT_MAX: i64 = i32::MAX as i64;
+const BOOL: &[&str] = &["off", "on"];
+const INVALID: &[&str] = &["off", "on", "null"];
+
+fn config_functions(lua: &Lua, t: &Table) -> mlua::Result<()> {
+    type Field = fn(&mut Config) -> &mut i64;
+    let ints: [(&str, (i64, i64), Field); 3] = [
+        ("encode_max_depth", (1, INT_MAX), |c| {
+            &mut c.encode_max_depth
+        }),
+        ("decode_max_depth", (1, INT_MAX), |c| {
+            &mut c.decode_max_depth
+        }),
+        ("encode_number_precision", (1, 14), |c| {
+            &mut c.encode_precision
+        }),
+    ];
+    for (name, range, field) in ints {
+        t.raw_set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                max_args(lua, name, &args, 1)?;
+                if let Some(n) = int_option(lua, name, &args, 0, range)? {
+                    set_cfg(|c| *field(c) = n);
+                }
+                let mut c = cfg();
+                Ok(*field(&mut c))
+            })?,
+        )?;
+    }
+    type Flag = fn(&mut Config) -> &mut bool;
+    let flags: [(&str, Flag); 2] = [
+        ("encode_keep_buffer", |c| &mut c.keep_buffer),
+        ("decode_invalid_numbers", |c| &mut c.decode_invalid),
+    ];
+    for (name, field) in flags {
+        t.raw_set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                max_args(lua, name, &args, 1)?;
+                if let Some(n) = enum_option(lua, name, &args, 0, BOOL)? {
+                    set_cfg(|c| *field(c) = n == 1);
+                }
+                let mut c = cfg();
+                Ok(*field(&mut c))
+            })?,
+        )?;
+    }
+    t.raw_set(
+        "encode_invalid_numbers",
+        lua.create_function(|lua, args: MultiValue| {
+            let name = "encode_invalid_numbers";
+            max_args(lua, name, &args, 1)?;
+            if let Some(n) = enum_option(lua, name, &args, 0, INVALID)? {
+                set_cfg(|c| c.encode_invalid = n);
+            }
+            enum_value(lua, cfg().encode_invalid, INVALID)
+        })?,
+    )?;
+    t.raw_set(
+        "encode_sparse_array",
+        lua.create_function(|lua, args: MultiValue| {
+            let name = "encode_sparse_array";
+            max_args(lua, name, &args, 3)?;
+            let convert = enum_option(lua, name, &args, 0, BOOL)?;
+            let ratio = int_option(lua, name, &args, 1, (0, INT_MAX))?;
+            let safe = int_option(lua, name, &args, 2, (0, INT_MAX))?;
+            set_cfg(|c| {
+                if let Some(v) = convert {
+                    c.sparse_convert = v == 1;
+                }
+                if let Some(v) = ratio {
+                    c.sparse_ratio = v;
+                }
+                if let Some(v) = safe {
+                    c.sparse_safe = v;
+                }
+            });
+            let c = cfg();
+            Ok((c.sparse_convert, c.sparse_ratio, c.sparse_safe))
+        })?,
+    )?;
+    Ok(())
+}
 
 fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
@@ -67,45 +297,31 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     t.raw_set("null", null())?;
-    // The configuration functions answer the defaults and change nothing:
-    // a script cannot alter another script's encoder.
-    for (name, value) in [
-        ("encode_max_depth", 1000),
-        ("decode_max_depth", 1000),
-        ("encode_number_precision", 14),
-    ] {
-        t.raw_set(
-            name,
-            lua.create_function(move |_, _: MultiValue| Ok(value))?,
-        )?;
-    }
-    for (name, value) in [
-        ("encode_keep_buffer", true),
-        ("encode_invalid_numbers", false),
-        ("decode_invalid_numbers", true),
-    ] {
-        t.raw_set(
-            name,
-            lua.create_function(move |_, _: MultiValue| Ok(value))?,
-        )?;
-    }
-    t.raw_set(
-        "encode_sparse_array",
-        lua.create_function(|_, _: MultiValue| Ok((false, SPARSE_RATIO, SPARSE_SAFE)))?,
-    )?;
+    config_functions(lua, &t)?;
     t.raw_set("_NAME", "cjson")?;
     t.raw_set("_VERSION", "2.1.0")?;
     Ok(t)
 }
 
+/// `json_append_number` (keys too, as Lua CJSON writes them).
 fn number(lua: &Lua, n: f64, out: &mut Vec<u8>) -> mlua::Result<()> {
+    let c = cfg();
     if !n.is_finite() {
-        return Err(error(
-            lua,
-            "Cannot serialise number: must not be NaN or Inf",
-        ));
+        match c.encode_invalid {
+            0 => {
+                return Err(error(
+                    lua,
+                    "Cannot serialise number: must not be NaN or Inf",
+                ))
+            }
+            1 if n.is_nan() => out.extend_from_slice(b"nan"),
+            1 if n > 0.0 => out.extend_from_slice(b"inf"),
+            1 => out.extend_from_slice(b"-inf"),
+            _ => out.extend_from_slice(b"null"),
+        }
+        return Ok(());
     }
-    out.extend_from_slice(fmt_g(n, 14).as_bytes());
+    out.extend_from_slice(fmt_g(n, c.encode_precision as usize).as_bytes());
     Ok(())
 }
 
@@ -138,15 +354,13 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
         Value::String(s) => string(&s.as_bytes(), out),
         Value::Table(t) => {
             let depth = depth + 1;
-            if depth > MAX_DEPTH {
+            if depth as i64 > cfg().encode_max_depth {
                 return Err(error(
                     lua,
                     format!("Cannot serialise, excessive nesting ({depth})"),
                 ));
             }
-            let pairs: Vec<(Value, Value)> =
-                t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-            match array_length(lua, &pairs)? {
+            match array_length(lua, t)? {
                 Some(n) if n > 0 => {
                     out.push(b'[');
                     for i in 1..=n {
@@ -160,11 +374,13 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
                 }
                 _ => {
                     out.push(b'{');
-                    for (i, (k, v)) in pairs.iter().enumerate() {
+                    // A pair at a time (see `array_length`).
+                    for (i, kv) in t.pairs::<Value, Value>().enumerate() {
+                        let (k, v) = kv?;
                         if i > 0 {
                             out.push(b',');
                         }
-                        match k {
+                        match &k {
                             Value::String(s) => string(&s.as_bytes(), out),
                             Value::Integer(n) => {
                                 out.push(b'"');
@@ -187,7 +403,7 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
                             }
                         }
                         out.push(b':');
-                        super::deep(|| encode(lua, v, depth, out))?;
+                        super::deep(|| encode(lua, &v, depth, out))?;
                     }
                     out.push(b'}');
                 }
@@ -208,22 +424,31 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
 
 /// Lua CJSON's `lua_array_length`: `Some(max index)` when every key is a
 /// positive integer (refusing excessively sparse arrays), `None` for an
-/// object.
-fn array_length(lua: &Lua, pairs: &[(Value, Value)]) -> mlua::Result<Option<usize>> {
+/// object. Walks the table with `next`, holding one pair at a time: a
+/// table of 100,000 strings collected at once would need a reference for
+/// each, past Lua's stack.
+fn array_length(lua: &Lua, t: &Table) -> mlua::Result<Option<usize>> {
     let mut max = 0usize;
-    for (k, _) in pairs {
+    let mut items = 0usize;
+    for kv in t.pairs::<Value, Value>() {
+        let (k, _) = kv?;
         let n = match k {
-            Value::Integer(n) => *n as f64,
-            Value::Number(n) => *n,
+            Value::Integer(n) => n as f64,
+            Value::Number(n) => n,
             _ => return Ok(None),
         };
         if n < 1.0 || n.fract() != 0.0 {
             return Ok(None);
         }
         max = max.max(n as usize);
+        items += 1;
     }
-    let items = pairs.len();
-    if max > items * SPARSE_RATIO && max > SPARSE_SAFE {
+    let c = cfg();
+    let (ratio, safe) = (c.sparse_ratio as usize, c.sparse_safe as usize);
+    if ratio > 0 && max > items.saturating_mul(ratio) && max > safe {
+        if c.sparse_convert {
+            return Ok(None);
+        }
         return Err(error(
             lua,
             "Cannot serialise table: excessively sparse array",
@@ -323,7 +548,20 @@ impl Decoder<'_> {
             _ => {
                 let rest = &self.s[at..];
                 let word = |w: &[u8]| rest.starts_with(w);
-                let kind = if word(b"true") {
+                let number = |d: &mut Self| match strtod(rest) {
+                    Some((n, used)) => {
+                        d.pos += used;
+                        Kind::Num(n)
+                    }
+                    None => Kind::Error("invalid number"),
+                };
+                let kind = if c == b'-' || c.is_ascii_digit() {
+                    if !cfg().decode_invalid && invalid_number(rest) {
+                        Kind::Error("invalid number")
+                    } else {
+                        number(self)
+                    }
+                } else if word(b"true") {
                     self.pos += 4;
                     Kind::Bool(true)
                 } else if word(b"false") {
@@ -332,14 +570,8 @@ impl Decoder<'_> {
                 } else if word(b"null") {
                     self.pos += 4;
                     Kind::Null
-                } else if c == b'-' || c.is_ascii_digit() || invalid_number(rest) {
-                    match strtod(rest) {
-                        Some((n, used)) => {
-                            self.pos += used;
-                            Kind::Num(n)
-                        }
-                        None => Kind::Error("invalid number"),
-                    }
+                } else if cfg().decode_invalid && invalid_number(rest) {
+                    number(self)
                 } else {
                     Kind::Error("invalid token")
                 };
@@ -443,7 +675,7 @@ impl Decoder<'_> {
 
     fn descend(&mut self, at: usize) -> mlua::Result<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
+        if self.depth as i64 > cfg().decode_max_depth {
             return Err(error(
                 self.lua,
                 format!(
@@ -511,12 +743,22 @@ impl Decoder<'_> {
     }
 }
 
-/// Lua CJSON's `json_is_invalid_number` for a token not starting with a
-/// digit or `-`: `inf` / `nan` spellings (read when decoding, the default).
+/// Lua CJSON's `json_is_invalid_number`: what JSON does not allow but
+/// strtod reads (a `+`, hex, leading zeros, `inf` / `nan`), read only
+/// under `decode_invalid_numbers` (the default).
 fn invalid_number(s: &[u8]) -> bool {
-    let s = s.strip_prefix(b"+").unwrap_or(s);
-    let lower: Vec<u8> = s.iter().take(3).map(|c| c.to_ascii_lowercase()).collect();
-    lower == b"inf" || lower == b"nan"
+    if s.first() == Some(&b'+') {
+        return true;
+    }
+    let s = s.strip_prefix(b"-").unwrap_or(s);
+    match s.first() {
+        Some(b'0') => matches!(s.get(1), Some(c) if c | 0x20 == b'x' || c.is_ascii_digit()),
+        Some(c) if *c <= b'9' => false,
+        _ => {
+            let lower: Vec<u8> = s.iter().take(3).map(|c| c.to_ascii_lowercase()).collect();
+            lower == b"inf" || lower == b"nan"
+        }
+    }
 }
 
 /// C's `strtod` on the start of `s`: the value and the bytes used.

@@ -177,37 +177,46 @@ fn header(n: usize, fix: u8, b16: u8, b32: u8, out: &mut Vec<u8>) {
     }
 }
 
+/// Two walks with `next` (lua-cmsgpack's `table_is_an_array`, then the
+/// encoding), holding one pair at a time: a table of 100,000 strings
+/// collected at once would need a reference for each, past Lua's stack.
 fn table(t: &Table, depth: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
-    let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
     // An array when the keys are exactly 1..n.
     let mut max = 0f64;
+    let mut count = 0usize;
     let mut array = true;
-    for (k, _) in &pairs {
+    for kv in t.pairs::<Value, Value>() {
+        let (k, _) = kv?;
+        count += 1;
+        if !array {
+            continue;
+        }
         let n = match k {
-            Value::Integer(n) => *n as f64,
-            Value::Number(n) => *n,
+            Value::Integer(n) => n as f64,
+            Value::Number(n) => n,
             _ => {
                 array = false;
-                break;
+                continue;
             }
         };
         if n <= 0.0 || n.fract() != 0.0 {
             array = false;
-            break;
+            continue;
         }
         max = f64::max(max, n);
     }
-    if array && max as usize == pairs.len() {
-        header(pairs.len(), 0x90, 0xdc, 0xdd, out);
-        for i in 1..=pairs.len() {
+    if array && max as usize == count {
+        header(count, 0x90, 0xdc, 0xdd, out);
+        for i in 1..=count {
             let v: Value = t.raw_get(i)?;
             encode(&v, depth, out)?;
         }
     } else {
-        header(pairs.len(), 0x80, 0xde, 0xdf, out);
-        for (k, v) in &pairs {
-            encode(k, depth, out)?;
-            encode(v, depth, out)?;
+        header(count, 0x80, 0xde, 0xdf, out);
+        for kv in t.pairs::<Value, Value>() {
+            let (k, v) = kv?;
+            encode(&k, depth, out)?;
+            encode(&v, depth, out)?;
         }
     }
     Ok(())
