@@ -246,6 +246,8 @@ fn execute(
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
             vm.collect_garbage();
+        } else {
+            vm.after_run();
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
