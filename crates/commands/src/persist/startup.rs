@@ -1,0 +1,176 @@
+//! Start-up and shutdown: loading a snapshot (with the `key-load-delay`
+//! test hook) and the synchronous save at shutdown.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use engine::Shard;
+
+use super::{log, Kind, Persist, SaveMsg, WriterJob, CHANNEL_DEPTH, STEP_BYTES};
+
+/// `key-load-delay` (a Redis test hook, set at start and by CONFIG SET):
+/// read by every loader, which calls [`key_load_delay`] after each key or
+/// AOF command.
+static KEY_LOAD_DELAY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static KEY_LOAD_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// Sets `key-load-delay`.
+pub fn set_key_load_delay(v: i32) {
+    KEY_LOAD_DELAY.store(v, Ordering::Relaxed);
+}
+
+/// Redis's `debugDelay(key_load_delay)` after a key is loaded: a positive
+/// value sleeps that many microseconds; a negative `-n` sleeps 1 µs once
+/// every `n` keys (Redis: with probability 1/n); 0 does nothing.
+pub fn key_load_delay() {
+    let v = KEY_LOAD_DELAY.load(Ordering::Relaxed);
+    let us = match v {
+        0 => return,
+        v if v > 0 => v.unsigned_abs(),
+        v => u32::from(
+            KEY_LOAD_COUNT
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(u64::from(v.unsigned_abs())),
+        ),
+    };
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(u64::from(us)));
+    }
+}
+
+/// Loads `path` into `shards` (each key to the shard its hash picks).
+/// `Ok(None)` if there is no file. Keys already expired are skipped, as a
+/// Redis primary does.
+pub fn load(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+) -> Result<Option<(u64, u64)>, String> {
+    Ok(load_as(path, shards, limits, false)?.map(|(k, e, _)| (k, e)))
+}
+
+/// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
+/// does when it loads its master's payload (the master's DEL removes them).
+/// Returns the keys loaded, those skipped as expired, and the payload's
+/// `repl-stream-db`.
+pub fn load_as(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+    keep_expired: bool,
+) -> Result<Option<(u64, u64, Option<usize>)>, String> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+    };
+    let started = Instant::now();
+    let r = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut reader = engine::rdb::Reader::new(r, limits)
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    let now = engine::now_ms();
+    let n = shards.len();
+    let (mut keys, mut expired) = (0u64, 0u64);
+    let mut last_log = Instant::now();
+    loop {
+        let item = reader
+            .next()
+            .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+        let Some(l) = item else { break };
+        if !keep_expired && l.expire_at_ms != 0 && l.expire_at_ms < now {
+            expired += 1;
+            continue;
+        }
+        let s = &mut shards[crate::table::shard_of(&l.key, n)];
+        if l.db >= s.dbs.len() {
+            return Err(format!(
+                "Fatal error loading the DB {}: database {} out of range (databases {})",
+                path.display(),
+                l.db,
+                s.dbs.len()
+            ));
+        }
+        let mut e = engine::OwnedEntry::new(l.value, now);
+        if let Some(idle) = l.idle_s {
+            e.access_s = ((now / 1000).saturating_sub(idle)) as u32;
+        }
+        if let Some(f) = l.freq {
+            e.lfu_counter = f;
+        }
+        s.dbs[l.db].insert(&l.key, e, l.expire_at_ms);
+        keys += 1;
+        key_load_delay();
+        if last_log.elapsed().as_secs() >= 2 {
+            log(false, &format!("Loading RDB: {keys} keys loaded so far..."));
+            last_log = Instant::now();
+        }
+    }
+    crate::script::function::load_from_rdb(&reader.take_functions())
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    log(
+        false,
+        &format!("Done loading RDB, keys loaded: {keys}, keys expired: {expired}."),
+    );
+    log(
+        false,
+        &format!(
+            "DB loaded from disk: {:.3} seconds",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Some((keys, expired, reader.repl_stream_db())))
+}
+
+/// Writes `shards` to `path` at once, from one thread (the final save at
+/// shutdown, after the workers stopped).
+pub fn save_now(
+    path: &Path,
+    shards: &mut [Shard],
+    compress: bool,
+    checksum: bool,
+) -> Result<u64, String> {
+    let persist = Arc::new(Persist::new(shards.len(), Arc::new(AtomicU64::new(0))));
+    let (tx, rx) = sync_channel(CHANNEL_DEPTH);
+    let (done_tx, done_rx) = sync_channel(1);
+    let job = WriterJob {
+        path: path.to_path_buf(),
+        kind: Kind::Save,
+        rdb: true,
+        on_done: None,
+        checksum,
+        shards: shards.len(),
+        rx,
+        abort: Arc::new(AtomicBool::new(false)),
+        persist,
+        begin_dirty: Arc::new(Vec::new()),
+        background: false,
+        done: done_tx,
+        functions: crate::script::library::registry().codes(),
+        compress,
+        sink: Mutex::new(None),
+        stream_db: None,
+    };
+    let writer = std::thread::spawn(move || job.run());
+    let mut total = 0;
+    // One shard after another: a shard's open fragments are followed by
+    // its own next ones.
+    for s in shards.iter_mut() {
+        s.snapshot_abort();
+        let keys = s.snapshot_all(compress, STEP_BYTES, |b, _| {
+            let _ = tx.send(SaveMsg::Fragment(b));
+        });
+        total += keys;
+        let _ = tx.send(SaveMsg::Done { keys });
+    }
+    drop(tx);
+    let _ = writer.join();
+    match done_rx.recv() {
+        Ok(Ok(())) => Ok(total),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the writer thread died".into()),
+    }
+}
