@@ -385,7 +385,7 @@ impl Vm {
     /// `used_memory_lua` stays under 100 KB over 10,000 runs.
     pub fn after_run(&mut self) {
         self.runs = self.runs.wrapping_add(1);
-        if self.runs % GC_PERIOD != 0 {
+        if !self.runs.is_multiple_of(GC_PERIOD) {
             return;
         }
         use mlua::ffi;
