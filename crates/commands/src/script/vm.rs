@@ -441,6 +441,10 @@ impl Vm {
             .load("return function(f, k, a) return function() return f(k, a) end end")
             .set_name("=bind")
             .call(())?;
+        // What building the libraries, the sandbox and the prelude left
+        // behind is garbage from here on: collected once, so a VM starts
+        // at its live size (each thread has one).
+        lua.gc_collect()?;
         let reported_bytes = lua.used_memory();
         super::cache::report_vm_bytes(0, reported_bytes);
         let mut vm = Vm {
