@@ -822,36 +822,26 @@ impl commands::repl::ReplRuntime for Master {
                 r.master.no_replicas_since_ms = engine::now_ms();
             }
         }
-        let fed = {
-            let mut inner = self.lock();
-            inner.replica = false;
-            inner.stop_stream = false;
-            inner.raw_tail = 0;
-            inner.getack_at = None;
-            inner.fed
-        };
-        let writer = fed
-            .then(|| rewriter(&self.server).and_then(|r| r.current()))
-            .flatten();
-        match (writer, get()) {
-            (Some(w), Some(me)) => {
-                // Redis forces a SELECT on the new master's first write.
-                let me = me.clone();
-                w.stream_mark(
-                    true,
-                    Box::new(move || me.proxying.store(false, Ordering::Release)),
-                );
-            }
-            _ => self.proxying.store(false, Ordering::Release),
-        }
-        disconnect_replicas();
+        self.switch_role(false);
     }
 
     fn demoted(&self) {
+        self.switch_role(true);
+    }
+}
+
+impl Master {
+    /// The stream's side of a role change: a replica (`replica`) stops
+    /// feeding its own stream and proxies its master's; a promoted one
+    /// feeds its own again. When this side fed the stream, the change
+    /// waits for the writer to reach the switch point (a promoted master
+    /// then forces a SELECT on its first write, as Redis); replicas are
+    /// disconnected either way.
+    fn switch_role(&self, replica: bool) {
         let fed = {
             let mut inner = self.lock();
-            inner.replica = true;
-            inner.stop_stream = inner.fed;
+            inner.replica = replica;
+            inner.stop_stream = replica && inner.fed;
             inner.raw_tail = 0;
             inner.getack_at = None;
             inner.fed
@@ -863,11 +853,11 @@ impl commands::repl::ReplRuntime for Master {
             (Some(w), Some(me)) => {
                 let me = me.clone();
                 w.stream_mark(
-                    false,
-                    Box::new(move || me.proxying.store(true, Ordering::Release)),
+                    !replica,
+                    Box::new(move || me.proxying.store(replica, Ordering::Release)),
                 );
             }
-            _ => self.proxying.store(true, Ordering::Release),
+            _ => self.proxying.store(replica, Ordering::Release),
         }
         disconnect_replicas();
     }

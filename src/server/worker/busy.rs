@@ -470,6 +470,18 @@ pub(super) fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+impl Core {
+    /// Runs `f` (a script command, on this loop's shard and statistics)
+    /// with this loop's inbox lent to its busy passes ([`lend_inbox`]).
+    pub(super) fn lending_inbox<R>(
+        &mut self,
+        f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
+    ) -> R {
+        let mut inbox = Inbox::split(self.id, &mut self.mailbox, &mut self.kept, &self.deferred);
+        lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats))
+    }
+}
+
 /// One busy pass over the lent inbox of loop `id`, if any: remote
 /// batches for the busy shard are answered `-BUSY` (unless they must wait
 /// behind work of their connection held here, or hold an allow-busy

@@ -23,7 +23,6 @@ use resp::Reply;
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Msg};
-use super::busy::{lend_inbox, Inbox};
 use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
@@ -366,16 +365,16 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
     // inbox is lent to it (see `busy`).
     let script = ac.resolved.spec.has(commands::table::flags::SCRIPT);
     let res = if script {
-        let lent = commands::script::vm::lend_stats(&mut core.stats);
-        let mut inbox = Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
-        let res = lend_inbox(&mut inbox, || {
-            ac.coord
-                .step(results, &mut plan, &mut ac.out, &mut c.client)
-        });
-        if lent {
-            commands::script::vm::return_stats(&mut core.stats);
-        }
-        res
+        core.lending_inbox(|_, stats| {
+            let lent = commands::script::vm::lend_stats(stats);
+            let res = ac
+                .coord
+                .step(results, &mut plan, &mut ac.out, &mut c.client);
+            if lent {
+                commands::script::vm::return_stats(stats);
+            }
+            res
+        })
     } else {
         ac.coord
             .step(results, &mut plan, &mut ac.out, &mut c.client)

@@ -523,31 +523,17 @@ pub(super) fn execute(
                 };
                 let prop0 = core.shard.outbox.len();
                 let mut found = None;
+                let mut run = |shard: &mut engine::Shard, stats: &mut commands::ThreadStats| {
+                    run_shard(resolved, handler, args, shard, call.clone(), out, stats)
+                };
                 let ran = if resolved.spec.has(commands::table::flags::SCRIPT) {
-                    // The shard side's inbox is lent to it too (see `busy`).
+                    // The shard side's inbox is lent to it too (see `busy`);
+                    // split by hand: `out` may be the core's side buffer.
                     let mut inbox =
                         Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
-                    lend_inbox(&mut inbox, || {
-                        run_shard(
-                            resolved,
-                            handler,
-                            args,
-                            &mut core.shard,
-                            call.clone(),
-                            out,
-                            &mut core.stats,
-                        )
-                    })
+                    lend_inbox(&mut inbox, || run(&mut core.shard, &mut core.stats))
                 } else {
-                    run_shard(
-                        resolved,
-                        handler,
-                        args,
-                        &mut core.shard,
-                        call.clone(),
-                        out,
-                        &mut core.stats,
-                    )
+                    run(&mut core.shard, &mut core.stats)
                 };
                 if let Some(on) = ran {
                     if on.widen {

@@ -28,7 +28,6 @@ use engine::Shard;
 use resp::{Args, Reply};
 
 use super::super::mailbox::{Batch, ConnRef, Msg};
-use super::busy::{lend_inbox, Inbox};
 use super::waiters::{park_waiter, retry_later, serve_ready};
 use super::{tracking, Core, Deferred, Held, Waiter, Worker};
 
@@ -181,34 +180,23 @@ impl Worker {
             first += cmd.nargs as usize;
             out.set_resp3(cmd.resp3);
             let recorded = self.core.shard.outbox.len();
-            let block = if cmd.resolved.spec.has(commands::table::flags::SCRIPT) {
-                // This loop's connections are lent to the script (see
-                // `busy`; the caller's lives on another thread).
-                self.with_desk(|core| {
-                    let mut inbox =
-                        Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
-                    lend_inbox(&mut inbox, || {
-                        run_shard(
-                            cmd.resolved,
-                            cmd.handler,
-                            args,
-                            &mut core.shard,
-                            cmd.call.clone(),
-                            &mut out,
-                            &mut core.stats,
-                        )
-                    })
-                })
-            } else {
+            let mut run = |shard: &mut engine::Shard, stats: &mut commands::ThreadStats| {
                 run_shard(
                     cmd.resolved,
                     cmd.handler,
                     args,
-                    &mut self.core.shard,
+                    shard,
                     cmd.call.clone(),
                     &mut out,
-                    &mut self.core.stats,
+                    stats,
                 )
+            };
+            let block = if cmd.resolved.spec.has(commands::table::flags::SCRIPT) {
+                // This loop's connections are lent to the script (see
+                // `busy`; the caller's lives on another thread).
+                self.with_desk(|core| core.lending_inbox(run))
+            } else {
+                run(&mut self.core.shard, &mut self.core.stats)
             };
             self.after_desk();
             if let Some(on) = block.as_ref().filter(|on| on.widen) {
