@@ -111,7 +111,7 @@ fn refusal(
         return Some(CmdError::Raw(crate::persist::MISCONF.into()));
     }
     // Not enough good replicas (one relaxed load).
-    if server.repl.refuses_writes() && spec.has(flags::WRITE) {
+    if server.ops.refuses_writes() && spec.has(flags::WRITE) {
         return Some(CmdError::Raw(crate::repl::NOREPLICAS.into()));
     }
     // One relaxed load on a master.

@@ -442,6 +442,8 @@ impl ServerShared {
             Box::leak(Box::new(crate::pubsub::PubSub::new(nshards)));
         // INVARIANT: `ops` was just made, nothing set it.
         let _ = ops.pubsub.set(pubsub);
+        let mem = Arc::new(mem);
+        let _ = ops.mem.set(mem.clone());
         ServerShared {
             acl,
             ops,
@@ -473,7 +475,7 @@ impl ServerShared {
             sampled_net_out: AtomicU64::new(0),
             input_kbps_bits: AtomicU64::new(0),
             output_kbps_bits: AtomicU64::new(0),
-            mem: std::sync::Arc::new(mem),
+            mem,
             startup_memory: AtomicU64::new(0),
             shard_threads_active: Arc::new(AtomicUsize::new(nshards)),
             pubsub,

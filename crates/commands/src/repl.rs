@@ -21,8 +21,8 @@
 //! Master side (this module's [`MasterSide`] and [`backlog`]; the
 //! runtime's `server/repl` drives them): the backlog, the attached
 //! replicas as INFO, ROLE and CLIENT LIST show them, the sync counters,
-//! and the NOREPLICAS verdict the command path reads with one relaxed
-//! load. The commands a replica sends (REPLCONF, PSYNC, SYNC) and WAIT
+//! and the NOREPLICAS verdict ([`MasterSide::too_few_good_replicas`],
+//! kept in `ops::Ops` for the command path's one relaxed load). The commands a replica sends (REPLCONF, PSYNC, SYNC) and WAIT
 //! live in [`cmds`]: they record what was asked on the client
 //! ([`ReplicaHello`], [`WaitRequest`]) and the runtime acts on it (it
 //! takes the socket of a PSYNC, it blocks a WAIT).
@@ -137,6 +137,26 @@ pub struct MasterSide {
     pub no_replicas_since_ms: u64,
 }
 
+impl MasterSide {
+    /// Whether `min-replicas-to-write` is not met at `now_ms`: fewer online
+    /// replicas acknowledged within `min-replicas-max-lag` than it asks
+    /// (Redis's `refreshGoodSlavesCount` and `checkGoodReplicasStatus`).
+    pub fn too_few_good_replicas(&self, cfg: &config::Config, now_ms: u64) -> bool {
+        if cfg.min_replicas_to_write == 0 || cfg.min_replicas_max_lag_s == 0 {
+            return false;
+        }
+        let max_lag_ms = cfg.min_replicas_max_lag_s.saturating_mul(1000);
+        let good = self
+            .replicas
+            .iter()
+            .filter(|x| {
+                x.state == ReplicaState::Online && now_ms.saturating_sub(x.ack_ms) <= max_lag_ms
+            })
+            .count() as u64;
+        good < cfg.min_replicas_to_write
+    }
+}
+
 /// Redis's `replstate` of an attached replica, as INFO names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplicaState {
@@ -233,9 +253,6 @@ pub struct LinkInfo {
 #[derive(Debug)]
 pub struct Repl {
     inner: Mutex<ReplInner>,
-    /// `min-replicas-to-write` is not met: writes get NOREPLICAS (kept by
-    /// the runtime's replication cron, read on every write).
-    refuse_writes: AtomicBool,
     /// The stream has consumers other than the AOF (replicas or their
     /// backlog): shards keep recording when the AOF is turned off.
     streaming: AtomicBool,
@@ -306,21 +323,10 @@ impl Repl {
             master_conn: AtomicBool::new(false),
             read_offset: AtomicU64::new(0),
             master_db: AtomicU64::new(0),
-            refuse_writes: AtomicBool::new(false),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
         }
-    }
-
-    /// Writes are refused for want of good replicas (one relaxed load).
-    #[inline]
-    pub fn refuses_writes(&self) -> bool {
-        self.refuse_writes.load(Ordering::Relaxed)
-    }
-
-    pub fn set_refuse_writes(&self, on: bool) {
-        self.refuse_writes.store(on, Ordering::Relaxed);
     }
 
     /// Whether the replication stream is on (see `streaming`).

@@ -289,6 +289,19 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             c.server.acl.set_requirepass(cfg.requirepass.as_deref());
         }
         c.server.ops.configure(&cfg);
+        // Redis's updateGoodSlaves: the verdict at once, so that a write
+        // right after CONFIG SET min-replicas-* sees it.
+        if (saved.min_replicas_to_write, saved.min_replicas_max_lag_s)
+            != (cfg.min_replicas_to_write, cfg.min_replicas_max_lag_s)
+        {
+            let refuse = c
+                .server
+                .repl
+                .lock()
+                .master
+                .too_few_good_replicas(&cfg, engine::now_ms());
+            c.server.ops.set_refuse_writes(refuse);
+        }
         (
             (saved.appendonly != cfg.appendonly).then_some(cfg.appendonly),
             saved,

@@ -574,7 +574,7 @@ impl Master {
         };
         let mut expired = false;
         let mut timed_out = Vec::new();
-        let (good, replicas) = {
+        let (refuse, replicas) = {
             let mut r = self.server.repl.lock();
             // Redis's replicationCron: an online replica silent for
             // `repl-timeout` is dropped (it reconnects and resyncs).
@@ -591,15 +591,7 @@ impl Master {
             if let Some(b) = &mut r.master.backlog {
                 b.resize(cfg.repl_backlog_size as usize);
             }
-            let max_lag_ms = cfg.min_replicas_max_lag_s * 1000;
-            let good = r
-                .master
-                .replicas
-                .iter()
-                .filter(|x| {
-                    x.state == ReplicaState::Online && now.saturating_sub(x.ack_ms) <= max_lag_ms
-                })
-                .count() as u64;
+            let refuse = r.master.too_few_good_replicas(&cfg, now);
             let since = r.master.no_replicas_since_ms;
             // A replica keeps its backlog (Redis: only a top master frees
             // it), to continue its master's replicas once promoted.
@@ -622,7 +614,7 @@ impl Master {
                 ));
                 expired = true;
             }
-            (good, r.master.replicas.len())
+            (refuse, r.master.replicas.len())
         };
         // Not under the state's lock: the feed takes `inner`, then it.
         if expired {
@@ -644,10 +636,7 @@ impl Master {
                 l.close("");
             }
         }
-        let refuse = cfg.min_replicas_to_write > 0
-            && cfg.min_replicas_max_lag_s > 0
-            && good < cfg.min_replicas_to_write;
-        self.server.repl.set_refuse_writes(refuse);
+        self.server.ops.set_refuse_writes(refuse);
         if replicas > 0
             && streaming
             && !self.lock().replica

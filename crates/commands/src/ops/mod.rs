@@ -40,6 +40,16 @@ pub struct Ops {
     /// The server's Pub/Sub registry, for a script's `redis.call('publish')`
     /// on a shard (set once by `ServerShared::new`).
     pub pubsub: std::sync::OnceLock<&'static crate::pubsub::PubSub>,
+    /// The server's memory snapshot (set once by `ServerShared::new`), for
+    /// a script running on gathered copies, whose scratch shard has no
+    /// limit of its own: Redis refuses its writes when the *server* is
+    /// over `maxmemory` (see `script::run::execute`).
+    pub mem: std::sync::OnceLock<std::sync::Arc<engine::evict::MemShared>>,
+    /// `min-replicas-to-write` is not met: writes get NOREPLICAS. Kept by
+    /// the replication cron and refreshed at once by CONFIG SET of
+    /// `min-replicas-*` (Redis's `refreshGoodSlavesCount`); read by
+    /// admission and by scripts on their shard (one relaxed load).
+    no_good_replicas: AtomicBool,
 }
 
 impl std::fmt::Debug for Ops {
@@ -58,6 +68,8 @@ impl Ops {
             pause: pause::Pause::default(),
             tracking: AtomicBool::new(true),
             pubsub: std::sync::OnceLock::new(),
+            mem: std::sync::OnceLock::new(),
+            no_good_replicas: AtomicBool::new(false),
         }));
         ops.configure(cfg);
         ops
@@ -76,6 +88,24 @@ impl Ops {
             .threshold_ms
             .store(cfg.latency_monitor_threshold, Ordering::Relaxed);
         self.tracking.store(cfg.latency_tracking, Ordering::Relaxed);
+    }
+
+    /// Writes are refused for want of good replicas (one relaxed load).
+    #[inline]
+    pub fn refuses_writes(&self) -> bool {
+        self.no_good_replicas.load(Ordering::Relaxed)
+    }
+
+    /// Records the verdict of [`crate::repl::Repl::too_few_good_replicas`].
+    pub fn set_refuse_writes(&self, on: bool) {
+        self.no_good_replicas.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the server is out of memory for a write (over `maxmemory`
+    /// and nothing may be evicted), from the per-tick snapshot: Redis's
+    /// `pre_command_oom_state` where no real shard is at hand.
+    pub fn out_of_memory(&self) -> bool {
+        self.mem.get().is_some_and(|m| m.out_of_memory())
     }
 
     pub fn tracking(&self) -> bool {

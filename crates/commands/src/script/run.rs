@@ -173,37 +173,43 @@ fn execute(
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
-    // Scripts with a shebang, and functions, are checked up front (Redis
-    // 7.0's scriptPrepareForRun): OOM first, then the read-only variants.
-    if flags.shebang
-        && !flags.allow_oom
-        && !flags.no_writes
-        && ctx.shard.evict.maxmemory != 0
-        && ctx.shard.check_memory(true)
-    {
+    let keys_: Vec<&[u8]> = (3..3 + nkeys).map(|i| args.get(i)).collect();
+    // Declared keys on several shards, or a run inside `wide::Wide`: this
+    // runs on gathered copies, on a scratch shard without a limit.
+    let home = keys_.first().map(|k| shard_of(k, ctx.nshards));
+    let scratch = keys_.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+        || super::wide::held(b"").is_some();
+    // Redis's pre_command_oom_state: the server over `maxmemory` with
+    // nothing to evict. On a real shard, its check (which evicts first);
+    // on copies, the server's snapshot.
+    let over_maxmemory = |ctx: &mut ShardCtx<'_>| {
+        if scratch {
+            ctx.ops.out_of_memory()
+        } else {
+            ctx.shard.evict.maxmemory != 0 && ctx.shard.check_memory(true)
+        }
+    };
+    // Scripts with a shebang, and functions, are checked up front. One that
+    // may write is a `denyoom` write command to Redis 7.0's processCommand
+    // (OOM, then too few good replicas, then a read-only replica), then
+    // scriptPrepareForRun refuses it to the read-only variants.
+    let may_write = flags.shebang && !flags.no_writes;
+    if may_write && !flags.allow_oom && over_maxmemory(ctx) {
         return Err(CmdError::Raw(OOM_ERROR.into()));
     }
-    // Redis's processCommand: a script that declares it may write is a
-    // write command, refused on a read-only replica.
-    if flags.shebang
-        && !flags.no_writes
-        && ctx.shard.expiry == engine::Expiry::Hide
-        && ctx.shard.read_only_replica
-    {
+    if may_write && ctx.ops.refuses_writes() {
+        return Err(CmdError::Raw(crate::repl::NOREPLICAS.into()));
+    }
+    if may_write && ctx.shard.expiry == engine::Expiry::Hide && ctx.shard.read_only_replica {
         return Err(CmdError::Raw(crate::replica::READONLY_ERR.into()));
     }
-    if read_only && flags.shebang && !flags.no_writes {
+    if read_only && may_write {
         return Err(CmdError::err(
             "Can not execute a script with write flag using *_ro command.",
         ));
     }
-    let keys: Vec<&[u8]> = (3..3 + nkeys).map(|i| args.get(i)).collect();
+    let keys = keys_;
     let argv: Vec<&[u8]> = (3 + nkeys..args.len()).map(|i| args.get(i)).collect();
-    // Declared keys on several shards: this runs on their gathered copies.
-    let home = keys.first().map(|k| shard_of(k, ctx.nshards));
-    // (or, inside `wide::Wide`, on the copies of a wider key set).
-    let scratch = keys.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
-        || super::wide::held(b"").is_some();
     let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
     // Whether a run may be abandoned for a wider one (see `wide`): on
@@ -211,11 +217,7 @@ fn execute(
     let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
-    let oom = !flags.allow_oom
-        && !flags.no_writes
-        && !read_only
-        && ctx.shard.evict.maxmemory != 0
-        && ctx.shard.check_memory(true);
+    let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
     let res = with_vm(|vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -967,6 +969,13 @@ impl Run<'_, '_> {
                 )));
             }
             all_held = true;
+        }
+        // Redis's scriptVerifyWriteCommandAllow: too few good replicas
+        // refuse a write until the script has written (then it must go on:
+        // a half-done script would be worse). Only a script without a
+        // shebang gets here with it: others were refused up front.
+        if r.spec.has(flags::WRITE) && !self.dirty && self.ctx.ops.refuses_writes() {
+            return self.reject(lua, r, &format!("-{}", crate::repl::NOREPLICAS));
         }
         if self.oom && !self.dirty && r.spec.has(flags::DENYOOM) {
             return self.reject(lua, r, &format!("-{OOM_ERROR}"));

