@@ -139,3 +139,135 @@ fn a_script_on_gathered_copies_is_refused_over_maxmemory() {
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 0);
 }
+
+/// INFO errorstats, total_error_replies and the commandstats of `cmds`
+/// (calls, rejected_calls, failed_calls), one line each.
+fn error_stats(c: &mut redis::Connection, cmds: &[&str]) -> String {
+    let mut lines = Vec::new();
+    let errs: String = redis::cmd("INFO").arg("errorstats").query(c).unwrap();
+    let mut errs: Vec<&str> = errs
+        .lines()
+        .filter(|l| l.starts_with("errorstat_"))
+        .collect();
+    errs.sort_unstable();
+    lines.extend(errs.iter().map(|l| l.to_string()));
+    lines.push(format!(
+        "total_error_replies:{}",
+        common::info_field(c, "stats", "total_error_replies")
+    ));
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    for cmd in cmds {
+        let prefix = format!("cmdstat_{cmd}:");
+        let Some(l) = stats.lines().find_map(|l| l.strip_prefix(prefix.as_str())) else {
+            continue;
+        };
+        let field = |name: &str| {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                .unwrap_or("?")
+                .to_string()
+        };
+        lines.push(format!(
+            "{cmd}:{},{},{}",
+            field("calls"),
+            field("rejected_calls"),
+            field("failed_calls")
+        ));
+    }
+    lines.join(" ")
+}
+
+/// Redis's "Consistent eval error reporting" and more: an error of a call
+/// inside a script (its reply, or its rejection before it ran) counts
+/// once in INFO errorstats and total_error_replies, when the call ran, and
+/// as the called command's failed or rejected call; the script's own
+/// error reply then counts as its failed call but not again as an error,
+/// and a `pcall` that catches the error leaves the script's call a
+/// success. (Figures taken from Redis 7.0.15.)
+#[test]
+fn errors_inside_scripts_count_once() {
+    let srv = server("2");
+    let mut c = srv.conn();
+    let cmds = ["set", "get", "select", "geoadd", "eval", "eval_ro"];
+    let mut check = |c: &mut redis::Connection, body: &str, ro: bool, keys: &[&str], want: &str| {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
+        let _ = redis::cmd(if ro { "EVAL_RO" } else { "EVAL" })
+            .arg(body)
+            .arg(keys.len())
+            .arg(keys)
+            .query::<redis::Value>(c);
+        assert_eq!(error_stats(c, &cmds), want, "{body}");
+    };
+    config_set(&mut c, "maxmemory", "1");
+    check(
+        &mut c,
+        "return redis.call('set','x','y')",
+        false,
+        &["x"],
+        "errorstat_OOM:count=1 total_error_replies:1 set:0,1,0 eval:1,0,1",
+    );
+    check(
+        &mut c,
+        "local t = redis.pcall('set','x','y') return 1",
+        false,
+        &["x"],
+        "errorstat_OOM:count=1 total_error_replies:1 set:0,1,0 eval:1,0,0",
+    );
+    check(
+        &mut c,
+        "return redis.pcall('set','x','y')",
+        false,
+        &["x"],
+        "errorstat_OOM:count=1 total_error_replies:1 set:0,1,0 eval:1,0,1",
+    );
+    config_set(&mut c, "maxmemory", "0");
+    check(
+        &mut c,
+        "return redis.call('select',99)",
+        false,
+        &[],
+        "errorstat_ERR:count=1 total_error_replies:1 select:1,0,1 eval:1,0,1",
+    );
+    check(
+        &mut c,
+        "redis.pcall('select',99) return 1",
+        false,
+        &[],
+        "errorstat_ERR:count=1 total_error_replies:1 select:1,0,1 eval:1,0,0",
+    );
+    check(
+        &mut c,
+        "redis.pcall('set','x','y') return 1",
+        true,
+        &["x"],
+        "errorstat_ERR:count=1 total_error_replies:1 set:0,1,0 eval_ro:1,0,0",
+    );
+    let _: () = redis::cmd("SET")
+        .arg("Sicily")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    check(
+        &mut c,
+        "return redis.call('GEOADD', 'Sicily', '13.361389', '38.115556', 'Palermo')",
+        false,
+        &["Sicily"],
+        "errorstat_WRONGTYPE:count=1 total_error_replies:1 geoadd:1,0,1 eval:1,0,1",
+    );
+    // Unknown commands and wrong arities are rejections too; an error
+    // table the script makes itself counts when replied.
+    check(
+        &mut c,
+        "redis.pcall('nosuchcmd') return redis.pcall('get')",
+        false,
+        &[],
+        "errorstat_ERR:count=2 total_error_replies:2 get:0,1,0 eval:1,0,1",
+    );
+    check(
+        &mut c,
+        "redis.pcall('select',99) return redis.error_reply('MY x')",
+        false,
+        &[],
+        "errorstat_ERR:count=1 errorstat_MY:count=1 total_error_replies:2 select:1,0,1 eval:1,0,1",
+    );
+}

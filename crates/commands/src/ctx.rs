@@ -560,7 +560,8 @@ impl ThreadStats {
     /// Adds `o`'s command counts, command total and latency histograms to
     /// these, and empties `o`.
     pub fn absorb(&mut self, o: &mut ThreadStats) {
-        if o.total_commands == 0 {
+        // Every call counts a command, and every rejection an error.
+        if o.total_commands == 0 && o.total_error_replies == 0 {
             return;
         }
         for (a, b) in self.cmd.iter_mut().zip(&o.cmd) {
@@ -570,6 +571,18 @@ impl ThreadStats {
             a.failed_calls += b.failed_calls;
         }
         self.total_commands += o.total_commands;
+        self.total_error_replies += o.total_error_replies;
+        for (code, n) in o.errors.drain(..) {
+            match self.errors.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, m)) => *m += n,
+                None => {
+                    if self.errors.len() < 128 {
+                        self.errors.push((code, n));
+                    }
+                }
+            }
+        }
+        o.total_error_replies = 0;
         for (id, h) in o.hist.iter().enumerate() {
             if let Some(h) = h {
                 self.histogram(id).merge(h);

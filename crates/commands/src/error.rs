@@ -49,6 +49,11 @@ pub enum CmdError {
     /// A whole error line as raw bytes, for messages that echo client
     /// bytes: Redis copies them as they are, valid UTF-8 or not.
     Bytes(Vec<u8>),
+    /// A script's error reply whose error was counted already, when the
+    /// `redis.call` that raised it ran or was rejected (Redis's
+    /// `ignore_error_stats_update`): replied as [`CmdError::Bytes`], it
+    /// counts as the script's failed call but not again in INFO errorstats.
+    Counted(Vec<u8>),
 }
 
 impl CmdError {
@@ -95,7 +100,7 @@ impl CmdError {
                 line.extend_from_slice(format!("'. Try {parent} HELP.").as_bytes());
                 line
             }
-            CmdError::Bytes(b) => b.clone(),
+            CmdError::Bytes(b) | CmdError::Counted(b) => b.clone(),
             other => other.to_string().into_bytes(),
         }
     }
@@ -113,7 +118,8 @@ impl fmt::Display for CmdError {
         match self {
             CmdError::UnknownCommand { .. }
             | CmdError::UnknownSubcommand { .. }
-            | CmdError::Bytes(_) => f.write_str(&String::from_utf8_lossy(&self.line())),
+            | CmdError::Bytes(_)
+            | CmdError::Counted(_) => f.write_str(&String::from_utf8_lossy(&self.line())),
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }

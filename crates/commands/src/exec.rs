@@ -21,7 +21,9 @@ pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemo
 /// Writes `e` as an error reply and counts it.
 pub fn reply_error(out: &mut Reply, stats: &mut ThreadStats, e: &CmdError) {
     let line = e.line();
-    stats.count_error(&line);
+    if !matches!(e, CmdError::Counted(_)) {
+        stats.count_error(&line);
+    }
     out.error_bytes(&line);
 }
 

@@ -142,9 +142,13 @@ fn parse(lua: &Lua, b: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Val
             Value::Table(t)
         }
         b'-' => {
+            // The command counted its error reply when it ran (see
+            // `vm::CountedError`).
             let mut full = b"-".to_vec();
             full.extend_from_slice(l);
-            Value::Table(error_table(lua, &full)?)
+            let t = error_table(lua, &full)?;
+            t.raw_set(super::vm::COUNTED_FIELD, true)?;
+            Value::Table(t)
         }
         b'*' => {
             let n = number(l)?;
@@ -230,15 +234,20 @@ pub fn c_cast_i64(n: f64) -> i64 {
 /// Writes the script's return value `v` as a reply in `out`'s protocol.
 /// `script_resp3`: the script called `redis.setresp(3)` (booleans are
 /// then RESP3 booleans). An error at the top is returned instead of
-/// written, so that the caller replies and counts it as an error.
+/// written, so that the caller replies and counts it as an error (unless
+/// its flag says it was counted: see `vm::CountedError`).
 pub fn lua_to_reply(
     v: &Value,
     out: &mut Reply,
     script_resp3: bool,
-) -> mlua::Result<Option<Vec<u8>>> {
+) -> mlua::Result<Option<(Vec<u8>, bool)>> {
     if let Value::Table(t) = v {
         if let Value::String(e) = t.raw_get::<Value>("err")? {
-            return Ok(Some(error_reply_line(&e.as_bytes())));
+            let counted = matches!(
+                t.raw_get::<Value>(super::vm::COUNTED_FIELD)?,
+                Value::Boolean(true)
+            );
+            return Ok(Some((error_reply_line(&e.as_bytes()), counted)));
         }
     }
     write(v, out, script_resp3, 0)?;
@@ -394,7 +403,7 @@ mod tests {
         let v: Value = lua.load(code).eval().unwrap();
         let mut out = Reply::new(resp3);
         match lua_to_reply(&v, &mut out, script_resp3).unwrap() {
-            Some(e) => String::from_utf8_lossy(&e).into_owned(),
+            Some((e, _)) => String::from_utf8_lossy(&e).into_owned(),
             None => String::from_utf8_lossy(out.as_bytes()).into_owned(),
         }
     }
@@ -487,9 +496,20 @@ mod tests {
         assert_eq!(t(b"+OK\r\n"), ("{ok=string:OK}".into(), false));
         assert_eq!(
             t(b"-WRONGTYPE Operation\r\n"),
-            ("{err=string:WRONGTYPE Operation}".into(), true)
+            (
+                "{err=string:WRONGTYPE Operation,ignore_error_stats_update=boolean:true}".into(),
+                true
+            )
         );
-        assert_eq!(t(b"-FOO\r\n"), ("{err=string:ERR FOO}".into(), true));
+        // Redis marks a command's error reply as counted (see
+        // `vm::CountedError`); scripts see the field as in Redis.
+        assert_eq!(
+            t(b"-FOO\r\n"),
+            (
+                "{err=string:ERR FOO,ignore_error_stats_update=boolean:true}".into(),
+                true
+            )
+        );
         assert_eq!(
             t(b"*2\r\n:1\r\n$1\r\na\r\n"),
             ("{1=number:1,2=string:a}".into(), false)

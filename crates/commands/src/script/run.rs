@@ -24,7 +24,7 @@ use super::cache::{cache, Script};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
-use super::vm::{error_text, reply_error, with_vm, ReplyError, Vm};
+use super::vm::{error_text, reply_error, with_vm, CountedError, ReplyError, Vm, COUNTED_FIELD};
 use crate::ctx::{ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
@@ -289,7 +289,8 @@ fn execute(
                 match lua_to_reply(&value, ctx.out, script_resp3)
                     .map_err(|e| CmdError::err(error_text(&e)))?
                 {
-                    Some(line) => Err(CmdError::Bytes(line[1..].to_vec())),
+                    Some((line, true)) => Err(CmdError::Counted(line[1..].to_vec())),
+                    Some((line, false)) => Err(CmdError::Bytes(line[1..].to_vec())),
                     None => Ok(()),
                 }
             }
@@ -311,7 +312,7 @@ fn execute(
                 }
                 Err(CmdError::Bytes(msg))
             }
-            Outcome::Failed { err, line } => {
+            Outcome::Failed { err, line, counted } => {
                 let mut msg: Vec<u8> = err
                     .into_iter()
                     .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c })
@@ -320,6 +321,9 @@ fn execute(
                     msg.extend_from_slice(b" script: ");
                     msg.extend_from_slice(name);
                     msg.extend_from_slice(format!(", on {source}:{l}.").as_bytes());
+                }
+                if counted {
+                    return Err(CmdError::Counted(msg));
                 }
                 Err(CmdError::Bytes(msg))
             }
@@ -357,6 +361,8 @@ enum Outcome {
     Failed {
         err: Vec<u8>,
         line: Option<(i64, String)>,
+        /// Its error was counted already (see `vm::CountedError`).
+        counted: bool,
     },
 }
 
@@ -498,14 +504,21 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
             with_run(|run| {
                 let (v, failed) = run.borrow_mut().call(lua, args)?;
                 if failed {
-                    // The table's text, raised as Redis raises the table.
-                    let text = match &v {
-                        Value::Table(t) => match t.raw_get::<Value>("err")? {
-                            Value::String(s) => s.to_string_lossy(),
-                            _ => String::new(),
-                        },
-                        _ => String::new(),
+                    // The table's text, raised as Redis raises the table
+                    // (with its mark: see `CountedError`).
+                    let (text, counted) = match &v {
+                        Value::Table(t) => (
+                            match t.raw_get::<Value>("err")? {
+                                Value::String(s) => s.to_string_lossy(),
+                                _ => String::new(),
+                            },
+                            matches!(t.raw_get::<Value>(COUNTED_FIELD)?, Value::Boolean(true)),
+                        ),
+                        _ => (String::new(), false),
                     };
+                    if counted {
+                        return Err(mlua::Error::external(CountedError(text)));
+                    }
                     return Err(mlua::Error::external(ReplyError(text)));
                 }
                 Ok(v)
@@ -582,6 +595,7 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
                 return Ok(Outcome::Failed {
                     err: b"ERR execution failure".to_vec(),
                     line: None,
+                    counted: false,
                 });
             };
             let err = match t.raw_get::<Value>("err")? {
@@ -598,7 +612,8 @@ fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::R
                 _ => super::vm::CHUNK_NAME.to_string(),
             };
             let line = line.map(|l| (l, source));
-            Ok(Outcome::Failed { err, line })
+            let counted = matches!(t.raw_get::<Value>(COUNTED_FIELD)?, Value::Boolean(true));
+            Ok(Outcome::Failed { err, line, counted })
         }
     }
 }
@@ -702,8 +717,23 @@ impl CallBufs {
     }
 }
 
-/// The error of a `redis.call` refused before running (Redis's text
-/// without the `ERR ` code, which `error_table` adds).
+/// The command `args` name, found as Redis's `lookupCommand` finds it (no
+/// arity check), for the statistics of a call of the wrong arity.
+fn command_id(args: Args<'_>) -> Option<usize> {
+    let reg = registry();
+    let (id, spec) = reg.top(args.get(0))?;
+    if spec.subcommands.is_empty() || args.len() == 1 {
+        return Some(id);
+    }
+    let mut full = args.get(0).to_vec();
+    full.push(b'|');
+    full.extend_from_slice(args.get(1));
+    reg.lookup_full(&full)
+}
+
+/// The error of a `redis.call` whose arguments are not a command (Redis's
+/// text without the `ERR ` code, which `error_table` adds): counted only
+/// if the script replies it.
 fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
     Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
 }
@@ -815,8 +845,25 @@ impl Run<'_, '_> {
     /// [`refuse`] a call of a known command, counted in its
     /// `rejected_calls` (Redis's scriptCall errors).
     fn reject(&mut self, lua: &Lua, r: crate::Resolved, msg: &str) -> mlua::Result<(Value, bool)> {
-        crate::exec::count_rejected(&mut self.stats, Some(r.id));
-        refuse(lua, msg)
+        self.reject_id(lua, Some(r.id), msg)
+    }
+
+    /// Redis's scriptCall refusing a call (`id`: its command, when known):
+    /// the error counts now, in INFO errorstats and the command's
+    /// `rejected_calls`, and its table is marked so that the script's own
+    /// error reply does not count it again (see `vm::CountedError`).
+    fn reject_id(
+        &mut self,
+        lua: &Lua,
+        id: Option<usize>,
+        msg: &str,
+    ) -> mlua::Result<(Value, bool)> {
+        crate::exec::count_rejected(&mut self.stats, id);
+        self.stats
+            .count_error(&super::convert::error_text(msg.as_bytes()));
+        let t = error_table(lua, msg.as_bytes())?;
+        t.raw_set(COUNTED_FIELD, true)?;
+        Ok((Value::Table(t), true))
     }
 
     /// `redis.acl_check_cmd(cmd, args...)`: whether the script's caller
@@ -867,6 +914,67 @@ impl Run<'_, '_> {
         Ok((Value::Boolean(ok), false))
     }
 
+    /// A connection command called from a script, written to `out`;
+    /// `Some` for a call refused (its error table).
+    fn conn_call(
+        &mut self,
+        lua: &Lua,
+        r: crate::Resolved,
+        args: Args<'_>,
+        out: &mut Reply,
+    ) -> mlua::Result<Option<(Value, bool)>> {
+        match registry().full_name(r.id) {
+            "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {
+                Ok(db) => {
+                    self.db = db;
+                    out.ok();
+                }
+                Err(e) => out.error_bytes(&e.line()),
+            },
+            "ping" => match args.len() {
+                1 => out.simple("PONG"),
+                _ => out.bulk(args.get(1)),
+            },
+            "echo" => out.bulk(args.get(1)),
+            // The script's own client subscribes to nothing: every
+            // receiver is another client (Redis's lua client).
+            "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
+                Some(ps) => {
+                    let shard = r.spec.name == "spublish";
+                    let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
+                    out.int(n as i64);
+                }
+                None => {
+                    return self
+                        .reject(
+                            lua,
+                            r,
+                            "This Redis command is not supported from scripts yet",
+                        )
+                        .map(Some)
+                }
+            },
+            "time" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                out.array(2);
+                out.bulk(now.as_secs().to_string().as_bytes());
+                out.bulk(now.subsec_micros().to_string().as_bytes());
+            }
+            _ => {
+                return self
+                    .reject(
+                        lua,
+                        r,
+                        "This Redis command is not supported from scripts yet",
+                    )
+                    .map(Some)
+            }
+        }
+        Ok(None)
+    }
+
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
@@ -914,12 +1022,13 @@ impl Run<'_, '_> {
         let r = match registry().resolve(args) {
             Ok(r) => r,
             Err(CmdError::WrongArity(_)) => {
-                return refuse(
+                return self.reject_id(
                     lua,
+                    command_id(args),
                     "Wrong number of args calling Redis command from script",
                 )
             }
-            Err(_) => return refuse(lua, "Unknown Redis command called from script"),
+            Err(_) => return self.reject_id(lua, None, "Unknown Redis command called from script"),
         };
         if r.spec.has(flags::NOSCRIPT) {
             return self.reject(lua, r, "This Redis command is not allowed from script");
@@ -988,8 +1097,9 @@ impl Run<'_, '_> {
         let on_shard = matches!(r.spec.exec, Exec::Shard(..));
         let missing_db = on_shard && self.db >= self.ctx.shard.dbs.len();
         if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
-            return refuse(
+            return self.reject(
                 lua,
+                r,
                 "Script attempted to access a key that was not declared in KEYS and lives on another shard",
             );
         }
@@ -997,8 +1107,9 @@ impl Run<'_, '_> {
             for &p in positions {
                 let k = args.get(p);
                 if !self.holds(k) {
-                    return refuse(
+                    return self.reject(
                         lua,
+                        r,
                         "Script attempted to access a key that was not declared in KEYS and lives on another shard",
                     );
                 }
@@ -1038,12 +1149,11 @@ impl Run<'_, '_> {
                 if self.repl & REPL_AOF == 0 {
                     self.ctx.shard.outbox.records_on = false;
                 }
-                // A failed call counts in commandstats (failed_calls), not
-                // in errorstats: the script's own reply does, as Redis
-                // counts it. (These may be the thread's statistics, lent:
-                // `vm::lend_stats`.)
-                let errors = std::mem::take(&mut self.stats.errors);
-                let total = self.stats.total_error_replies;
+                // A failed call counts as any command's: in commandstats
+                // (failed_calls) and errorstats, as Redis's `call` counts
+                // it; its error table is marked so that the script's reply
+                // does not count it again (see `vm::CountedError`). (These
+                // may be the thread's statistics, lent: `vm::lend_stats`.)
                 let unexpected = self.stats.unexpected_error_replies;
                 // No eviction or OOM refusal inside a script (see `oom`).
                 let maxmemory = std::mem::replace(&mut self.ctx.shard.evict.maxmemory, 0);
@@ -1052,46 +1162,24 @@ impl Run<'_, '_> {
                 if r.spec.has(flags::WRITE) {
                     self.dirty = true;
                 }
-                self.stats.errors = errors;
-                self.stats.total_error_replies = total;
                 self.stats.unexpected_error_replies = unexpected;
                 self.ctx.shard.outbox.records_on = prop;
             }
-            Exec::Conn(_) => match registry().full_name(r.id) {
-                "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {
-                    Ok(db) => {
-                        self.db = db;
-                        out.ok();
-                    }
-                    Err(e) => out.error_bytes(&e.line()),
-                },
-                "ping" => match args.len() {
-                    1 => out.simple("PONG"),
-                    _ => out.bulk(args.get(1)),
-                },
-                "echo" => out.bulk(args.get(1)),
-                // The script's own client subscribes to nothing: every
-                // receiver is another client (Redis's lua client).
-                "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
-                    Some(ps) => {
-                        let shard = r.spec.name == "spublish";
-                        let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
-                        out.int(n as i64);
-                    }
-                    None => {
-                        return refuse(lua, "This Redis command is not supported from scripts yet")
-                    }
-                },
-                "time" => {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default();
-                    out.array(2);
-                    out.bulk(now.as_secs().to_string().as_bytes());
-                    out.bulk(now.subsec_micros().to_string().as_bytes());
+            Exec::Conn(_) => {
+                let started = std::time::Instant::now();
+                if let Some(refused) = self.conn_call(lua, r, args, out)? {
+                    return Ok(refused);
                 }
-                _ => return refuse(lua, "This Redis command is not supported from scripts yet"),
-            },
+                // Counted as Redis's `call` counts it (no slowlog: these
+                // are O(1)).
+                let failed = out.as_bytes().first() == Some(&b'-');
+                if failed {
+                    let line = &out.as_bytes()[1..];
+                    let line = line.strip_suffix(b"\r\n").unwrap_or(line).to_vec();
+                    self.stats.count_error(&line);
+                }
+                let _ = crate::exec::record(&mut self.stats, self.ctx.ops, r.id, started, failed);
+            }
             // SORT runs here on the script's shard, its pattern keys
             // gathered first when it does not hold them (see `wide`).
             Exec::Coord(_) if matches!(r.spec.name, "sort" | "sort_ro") => {
@@ -1122,8 +1210,9 @@ impl Run<'_, '_> {
                                 super::wide::RESTART_TEXT.into(),
                             )));
                         }
-                        return refuse(
+                        return self.reject(
                             lua,
+                            r,
                             "Script attempted to access a key that was not declared in KEYS and lives on another shard",
                         );
                     }
@@ -1131,7 +1220,11 @@ impl Run<'_, '_> {
                 }
             }
             Exec::Coord(_) | Exec::Parent => {
-                return refuse(lua, "This Redis command is not supported from scripts yet")
+                return self.reject(
+                    lua,
+                    r,
+                    "This Redis command is not supported from scripts yet",
+                )
             }
         }
         reply_to_lua(lua, out.as_bytes())

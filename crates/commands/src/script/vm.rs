@@ -313,6 +313,25 @@ impl std::fmt::Display for ReplyError {
 
 impl std::error::Error for ReplyError {}
 
+/// A [`ReplyError`] whose error was counted in INFO errorstats already:
+/// `redis.call`'s error reply or rejection (Redis marks that table
+/// `ignore_error_stats_update`, so the script's own error reply does not
+/// count it again).
+#[derive(Debug, Clone)]
+pub struct CountedError(pub String);
+
+impl std::fmt::Display for CountedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CountedError {}
+
+/// The field Redis sets on an error table whose error was counted (see
+/// [`CountedError`]).
+pub const COUNTED_FIELD: &str = "ignore_error_stats_update";
+
 /// Raises `{err="ERR msg"}` (or the code `msg` carries, see
 /// `convert::error_text`).
 pub fn reply_error(msg: &[u8]) -> mlua::Error {
@@ -320,14 +339,20 @@ pub fn reply_error(msg: &[u8]) -> mlua::Error {
     mlua::Error::external(ReplyError(String::from_utf8_lossy(&text).into_owned()))
 }
 
-/// The table text of a [`ReplyError`] inside `e`, if it is one.
-pub fn reply_error_text(e: &mlua::Error) -> Option<&str> {
+/// The table text of a [`ReplyError`] or [`CountedError`] inside `e`, if
+/// it is one, and whether it is counted.
+pub fn reply_error_text(e: &mlua::Error) -> Option<(&str, bool)> {
     let mut e = e;
     loop {
         match e {
             mlua::Error::CallbackError { cause, .. } => e = cause,
             mlua::Error::ExternalError(x) => {
-                return x.downcast_ref::<ReplyError>().map(|r| r.0.as_str())
+                if let Some(c) = x.downcast_ref::<CountedError>() {
+                    return Some((c.0.as_str(), true));
+                }
+                return x
+                    .downcast_ref::<ReplyError>()
+                    .map(|r| (r.0.as_str(), false));
             }
             _ => return None,
         }
@@ -518,6 +543,7 @@ pub fn compile(lua: &Lua, body: &[u8]) -> Result<Function, String> {
 /// Redis's `__redis__err__handler`, see the module documentation.
 fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
     let mut msg: Vec<u8> = Vec::new();
+    let mut counted = false;
     match &err {
         Value::Table(t) => match t.get::<Value>("err")? {
             Value::String(s) => msg.extend_from_slice(&s.as_bytes()),
@@ -531,7 +557,10 @@ fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
             msg.extend_from_slice(&s.as_bytes());
         }
         Value::Error(e) => match reply_error_text(e) {
-            Some(t) => msg.extend_from_slice(t.as_bytes()),
+            Some((t, c)) => {
+                msg.extend_from_slice(t.as_bytes());
+                counted = c;
+            }
             None => {
                 msg.extend_from_slice(b"ERR ");
                 msg.extend_from_slice(error_text(e).as_bytes());
@@ -562,8 +591,16 @@ fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
             break;
         }
     }
+    // The raised table itself, as Redis's handler returns it, keeps its
+    // mark (see `CountedError`).
+    if let Value::Table(t) = &err {
+        counted = matches!(t.raw_get::<Value>(COUNTED_FIELD)?, Value::Boolean(true));
+    }
     let t = lua.create_table()?;
     t.raw_set("err", lua.create_string(&msg)?)?;
+    if counted {
+        t.raw_set(COUNTED_FIELD, true)?;
+    }
     if let Some((l, source)) = line {
         t.raw_set("line", l as i64)?;
         t.raw_set("source", source)?;
