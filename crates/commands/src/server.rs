@@ -782,7 +782,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             kv(o, "allocator_resident", f.allocator_resident);
             kv(o, "total_system_memory", total);
             kv(o, "total_system_memory_human", human(total));
-            let lua = crate::script::cache::vm_bytes();
+            use crate::script::vm::VmKind;
+            let lua = crate::script::cache::vm_bytes(VmKind::Eval);
+            let lua_functions = crate::script::cache::vm_bytes(VmKind::Functions);
             let scripts = crate::script::cache::cache();
             let bodies = scripts.body_bytes();
             kv(o, "used_memory_lua", lua);
@@ -797,11 +799,9 @@ fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardInfo]) {
             };
             kv(o, "number_of_functions", nfuncs);
             kv(o, "number_of_libraries", nlibs);
-            // Functions run in the same per-thread VMs as scripts, whose
-            // memory is reported under eval.
-            kv(o, "used_memory_vm_functions", 0);
-            kv(o, "used_memory_vm_total", lua);
-            kv(o, "used_memory_vm_total_human", human(lua));
+            kv(o, "used_memory_vm_functions", lua_functions);
+            kv(o, "used_memory_vm_total", lua + lua_functions);
+            kv(o, "used_memory_vm_total_human", human(lua + lua_functions));
             kv(o, "used_memory_functions", lib_bytes);
             kv(o, "used_memory_scripts", bodies + lib_bytes);
             kv(o, "used_memory_scripts_human", human(bodies + lib_bytes));

@@ -109,16 +109,21 @@ pub fn key(sha: &[u8]) -> Option<[u8; 40]> {
     Some(k.map(|c| c.to_ascii_lowercase()))
 }
 
-/// Bytes every thread's Lua VM holds (INFO `used_memory_lua`): each VM
-/// adds what changed since it last reported, after every run.
-static VM_BYTES: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+/// Bytes every thread's Lua VMs of each kind hold (INFO
+/// `used_memory_lua` for the EVAL VMs, `used_memory_vm_functions` for the
+/// function VMs): each VM adds what changed since it last reported,
+/// after every run.
+static VM_BYTES: [std::sync::atomic::AtomicI64; 2] = [
+    std::sync::atomic::AtomicI64::new(0),
+    std::sync::atomic::AtomicI64::new(0),
+];
 
-/// A VM's memory went from `before` to `now` bytes.
-pub fn report_vm_bytes(before: usize, now: usize) {
-    VM_BYTES.fetch_add(now as i64 - before as i64, Ordering::Relaxed);
+/// A VM of `kind` went from `before` to `now` bytes.
+pub fn report_vm_bytes(kind: super::vm::VmKind, before: usize, now: usize) {
+    VM_BYTES[kind as usize].fetch_add(now as i64 - before as i64, Ordering::Relaxed);
 }
 
-/// The sum over threads of their VMs' memory.
-pub fn vm_bytes() -> u64 {
-    VM_BYTES.load(Ordering::Relaxed).max(0) as u64
+/// The sum over threads of their `kind` VMs' memory.
+pub fn vm_bytes(kind: super::vm::VmKind) -> u64 {
+    VM_BYTES[kind as usize].load(Ordering::Relaxed).max(0) as u64
 }

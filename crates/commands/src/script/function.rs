@@ -157,7 +157,7 @@ fn compile(code: &[u8], replace: bool, existing: &Libraries) -> Result<Library, 
     if !replace && existing.libs.contains_key(&name) {
         return Err(CmdError::err(format!("Library '{name}' already exists")));
     }
-    let lib = with_vm(|vm| {
+    let lib = with_vm(super::vm::VmKind::Functions, |vm| {
         let r = create(vm, code, name, shebang_len);
         vm.report_memory();
         r

@@ -221,7 +221,7 @@ fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if !cache::cache().contains(&sha) {
         let (flags, shebang_len) = shebang::parse(body).map_err(CmdError::Err)?;
         let gen = cache::cache().generation();
-        vm::with_vm(|vm| {
+        vm::with_vm(vm::VmKind::Eval, |vm| {
             let f = vm.function(&sha, body, shebang_len, gen);
             vm.report_memory();
             f

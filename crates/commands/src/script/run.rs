@@ -24,7 +24,9 @@ use super::cache::{cache, Script};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
-use super::vm::{error_text, reply_error, with_vm, CountedError, ReplyError, Vm, COUNTED_FIELD};
+use super::vm::{
+    error_text, reply_error, with_vm, CountedError, ReplyError, Vm, VmKind, COUNTED_FIELD,
+};
 use crate::ctx::{ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
@@ -218,7 +220,11 @@ fn execute(
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
-    let res = with_vm(|vm| -> Result<(), CmdError> {
+    let vm_kind = match kind {
+        Kind::Eval(_) => VmKind::Eval,
+        Kind::Function { .. } | Kind::Load => VmKind::Functions,
+    };
+    let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
         let run = Run {
@@ -231,7 +237,7 @@ fn execute(
             scratch,
             shard: ctx.shard.id,
             // Lent, not defaulted: a default allocates a slot per command.
-            stats: std::mem::replace(&mut vm.stats, ThreadStats::lent()),
+            stats: super::vm::take_stats(),
             hook: vm.hook.clone(),
             read_called: false,
             widen_ok,
@@ -253,7 +259,7 @@ fn execute(
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
-        vm.stats = std::mem::replace(&mut run.stats, ThreadStats::lent());
+        super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
         if !run.found.is_empty() {

@@ -1,6 +1,14 @@
-//! One Lua 5.1 VM per thread, built once and reused by every script that
-//! runs on that thread (Redis keeps one per server; we keep one per thread
-//! because scripts run where their keys live, and a VM is not `Send`).
+//! Two Lua 5.1 VMs per thread, each built once and reused by every run on
+//! that thread: one for EVAL scripts, one for function libraries (Redis
+//! keeps the same two per server, `lctx.lua` and the function engine's
+//! VM; we keep them per thread because scripts run where their keys live,
+//! and a VM is not `Send`). Two, as Redis, so that each reports its own
+//! memory (INFO `used_memory_lua` / `used_memory_vm_eval` for scripts,
+//! `used_memory_vm_functions` for libraries: Redis's unit/scripting bounds
+//! the first while functions are loaded) and so that loaded libraries
+//! never weigh on the scripts' collections. The function VM is created on
+//! the first function a thread loads or calls; a thread that runs only
+//! scripts has one VM.
 //!
 //! The VM is a per-thread cache, like an allocator's arena: it holds no
 //! state a script could leave for the next one (globals are read-only, see
@@ -198,8 +206,18 @@ end
 return g, proxies, make_env, getmeta
 "#;
 
-/// One thread's VM; see the module documentation.
+/// Which of a thread's two VMs (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmKind {
+    /// EVAL, EVALSHA, SCRIPT LOAD.
+    Eval = 0,
+    /// FUNCTION LOAD, FCALL.
+    Functions = 1,
+}
+
+/// One thread's VM of one kind; see the module documentation.
 pub struct Vm {
+    pub kind: VmKind,
     pub lua: Lua,
     /// The real globals (KEYS and ARGV are set here before each run).
     pub real: Table,
@@ -213,9 +231,6 @@ pub struct Vm {
     gen: u64,
     /// This VM's memory as last reported (see `cache::report_vm_bytes`).
     reported_bytes: usize,
-    /// Statistics of commands run from scripts (not reported yet: Redis
-    /// counts them in commandstats).
-    pub stats: ThreadStats,
     /// Builds a library's environment (see the prelude's `make_env`).
     pub make_env: Function,
     /// `bind(f, keys, args)`: a function calling `f(keys, args)`, run
@@ -232,68 +247,80 @@ pub struct Vm {
 }
 
 thread_local! {
-    static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+    static VMS: [RefCell<Option<Vm>>; 2] = const { [RefCell::new(None), RefCell::new(None)] };
+    /// Statistics of commands run from scripts on this thread, not
+    /// reported yet (Redis counts them in commandstats); `None` while a
+    /// run holds them.
+    static STATS: RefCell<Option<ThreadStats>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's VM, creating it on first use.
-pub fn with_vm<R>(f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
-    VM.with(|cell| {
+/// Runs `f` with this thread's VM of `kind`, creating it on first use.
+pub fn with_vm<R>(kind: VmKind, f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
+    VMS.with(|vms| {
         // A re-entry (a command served while a script runs, see `busy`)
-        // is refused, never a panic.
-        let Ok(mut slot) = cell.try_borrow_mut() else {
-            return Err(mlua::Error::runtime("the Lua VM is busy running a script"));
+        // is refused, never a panic, whichever VM the run holds.
+        let busy = || mlua::Error::runtime("the Lua VM is busy running a script");
+        if vms[1 - kind as usize].try_borrow_mut().is_err() {
+            return Err(busy());
+        }
+        let Ok(mut slot) = vms[kind as usize].try_borrow_mut() else {
+            return Err(busy());
         };
         if slot.is_none() {
-            *slot = Some(Vm::new()?);
+            *slot = Some(Vm::new(kind)?);
         }
         // INVARIANT: filled just above.
         Ok(f(slot.as_mut().expect("VM created")))
     })
 }
 
-/// Lends the thread's statistics to this thread's VM for one script
-/// command (`exec::run_shard_ready`), so that the script's `redis.call`s
-/// count straight into them: draining the VM's own afterwards cost ~15 k
+/// Takes this thread's script statistics for a run (fresh ones if a run
+/// holds them: runs do not nest); [`put_stats`] gives them back.
+pub fn take_stats() -> ThreadStats {
+    STATS.with(|s| s.borrow_mut().take()).unwrap_or_default()
+}
+
+/// Gives back what [`take_stats`] took.
+pub fn put_stats(stats: ThreadStats) {
+    STATS.with(|s| *s.borrow_mut() = Some(stats));
+}
+
+/// Lends the thread's statistics to its scripts for one script command
+/// (`exec::run_shard_ready`), so that the script's `redis.call`s count
+/// straight into them: draining the scripts' own afterwards cost ~15 k
 /// instructions a call (a pass over every command's slot) plus a latency
 /// histogram (24 KiB) freed and allocated again per command it ran.
-/// Returns whether they were lent (not when this thread has no VM yet or
-/// its VM is running a script); [`return_stats`] gives them back.
+/// Returns whether they were lent (not before this thread's first script
+/// or while a script runs); [`return_stats`] gives them back.
 pub fn lend_stats(stats: &mut ThreadStats) -> bool {
-    VM.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut slot) => match slot.as_mut() {
-            Some(vm) => {
-                std::mem::swap(&mut vm.stats, stats);
-                true
-            }
-            None => false,
-        },
-        Err(_) => false,
+    STATS.with(|s| match s.try_borrow_mut().as_deref_mut() {
+        Ok(Some(own)) => {
+            std::mem::swap(own, stats);
+            true
+        }
+        _ => false,
     })
 }
 
-/// Takes back what [`lend_stats`] lent (`stats` holds the VM's own
-/// meanwhile). The VM is never dropped, and a script's run gives its
-/// statistics back before it ends, so the swap restores both.
+/// Takes back what [`lend_stats`] lent (`stats` holds the scripts' own
+/// meanwhile). A script's run gives its statistics back before it ends,
+/// so the swap restores both.
 pub fn return_stats(stats: &mut ThreadStats) {
-    VM.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            if let Some(vm) = slot.as_mut() {
-                std::mem::swap(&mut vm.stats, stats);
-            }
+    STATS.with(|s| {
+        if let Ok(Some(own)) = s.try_borrow_mut().as_deref_mut() {
+            std::mem::swap(own, stats);
         }
     });
 }
 
 /// Moves the statistics of the commands this thread's scripts ran with
 /// `redis.call` into `into` (Redis counts them in INFO commandstats and
-/// total_commands_processed, as any command). Nothing when this thread
-/// has no VM or its VM is running a script (those come next time).
+/// total_commands_processed, as any command). Nothing while a script
+/// runs (those come next time).
 pub fn drain_stats(into: &mut ThreadStats) {
-    VM.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            if let Some(vm) = slot.as_mut() {
-                into.absorb(&mut vm.stats);
-            }
+    STATS.with(|s| {
+        if let Ok(Some(own)) = s.try_borrow_mut().as_deref_mut() {
+            into.absorb(own);
         }
     });
 }
@@ -379,7 +406,7 @@ impl Vm {
     /// Reports this VM's memory for INFO (after a run or a compilation).
     pub fn report_memory(&mut self) {
         let now = self.lua.used_memory();
-        super::cache::report_vm_bytes(self.reported_bytes, now);
+        super::cache::report_vm_bytes(self.kind, self.reported_bytes, now);
         self.reported_bytes = now;
     }
 
@@ -435,7 +462,7 @@ impl Vm {
         let _ = self.lua.gc_collect();
     }
 
-    fn new() -> mlua::Result<Vm> {
+    fn new(kind: VmKind) -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
@@ -471,8 +498,9 @@ impl Vm {
         // at its live size (each thread has one).
         lua.gc_collect()?;
         let reported_bytes = lua.used_memory();
-        super::cache::report_vm_bytes(0, reported_bytes);
+        super::cache::report_vm_bytes(kind, 0, reported_bytes);
         let mut vm = Vm {
+            kind,
             reported_bytes,
             lua,
             real,
@@ -481,7 +509,6 @@ impl Vm {
             handler,
             compiled: HashMap::new(),
             gen: 0,
-            stats: ThreadStats::default(),
             make_env,
             bind,
             libs,
