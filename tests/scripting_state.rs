@@ -320,3 +320,35 @@ fn function_libraries_live_in_their_own_vm() {
     assert!(functions > 300_000, "used_memory_vm_functions {functions}");
     assert_eq!(total, lua + functions);
 }
+
+/// SCRIPT FLUSH resets the scripts' VMs as Redis resets its one: the
+/// compiled scripts they held go with them (Redis's "EVAL does not leak in
+/// the Lua stack" flushes, then bounds `used_memory_lua`). Tessera drops
+/// each thread's VM from its cron, so the figure is awaited.
+#[test]
+fn script_flush_resets_the_scripts_vms() {
+    let srv = server("2");
+    let mut c = srv.conn();
+    for i in 0..300 {
+        let body = format!("local t = {{}} for i = 1, 10 do t[i] = {i} end return #t");
+        let _: i64 = redis::cmd("EVAL")
+            .arg(body)
+            .arg(1)
+            .arg(format!("k{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    let before = memory_field(&mut c, "used_memory_lua");
+    assert!(before > 200_000, "used_memory_lua {before}");
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    common::wait_for("the scripts' VMs reset", || {
+        memory_field(&mut c, "used_memory_lua") < 64 * 1024
+    });
+    // Scripts run on fresh VMs.
+    let n: i64 = redis::cmd("EVAL")
+        .arg("return 7")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 7);
+}

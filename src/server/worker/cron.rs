@@ -193,6 +193,9 @@ impl Worker {
         self.core.shard.rehash_cron(1000);
         // Rings this thread no longer uses (see `mailbox`).
         self.core.mailbox.trim();
+        // A scripts' VM SCRIPT FLUSH made stale goes now (see
+        // `commands::script::vm`).
+        commands::script::vm::cron();
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;

@@ -266,12 +266,41 @@ pub fn with_vm<R>(kind: VmKind, f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua:
         let Ok(mut slot) = vms[kind as usize].try_borrow_mut() else {
             return Err(busy());
         };
+        if kind == VmKind::Eval {
+            drop_stale(&mut slot);
+        }
         if slot.is_none() {
             *slot = Some(Vm::new(kind)?);
         }
         // INVARIANT: filled just above.
         Ok(f(slot.as_mut().expect("VM created")))
     })
+}
+
+/// SCRIPT FLUSH resets the scripts' VMs, as Redis resets its one (its
+/// unit/scripting runs 10,000 scripts after one and bounds
+/// `used_memory_lua` at 100 KB, about two fresh VMs here): a thread's VM
+/// older than the script cache's generation is dropped, from its thread's
+/// cron ([`cron`]) or at its next use, whichever comes first, and made
+/// anew on its next use. Function VMs live on (FUNCTION FLUSH does not
+/// reset Redis's).
+fn drop_stale(slot: &mut Option<Vm>) {
+    let gen = super::cache::cache().generation();
+    if slot.as_ref().is_some_and(|vm| vm.gen != gen) {
+        if let Some(old) = slot.take() {
+            super::cache::report_vm_bytes(old.kind, old.reported_bytes, 0);
+        }
+    }
+}
+
+/// A worker's cron, each tick: drops this thread's scripts' VM if SCRIPT
+/// FLUSH made it stale (see [`drop_stale`]); nothing while it runs.
+pub fn cron() {
+    VMS.with(|vms| {
+        if let Ok(mut slot) = vms[VmKind::Eval as usize].try_borrow_mut() {
+            drop_stale(&mut slot);
+        }
+    });
 }
 
 /// Takes this thread's script statistics for a run (fresh ones if a run
@@ -508,7 +537,7 @@ impl Vm {
             xpcall,
             handler,
             compiled: HashMap::new(),
-            gen: 0,
+            gen: super::cache::cache().generation(),
             make_env,
             bind,
             libs,
