@@ -189,7 +189,7 @@ fn errors_inside_scripts_count_once() {
     let srv = server("2");
     let mut c = srv.conn();
     let cmds = ["set", "get", "select", "geoadd", "eval", "eval_ro"];
-    let mut check = |c: &mut redis::Connection, body: &str, ro: bool, keys: &[&str], want: &str| {
+    let check = |c: &mut redis::Connection, body: &str, ro: bool, keys: &[&str], want: &str| {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
         let _ = redis::cmd(if ro { "EVAL_RO" } else { "EVAL" })
             .arg(body)
