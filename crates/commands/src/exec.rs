@@ -193,7 +193,7 @@ pub fn run_shard_ready(
             crate::script::vm::return_stats(stats);
         }
         // What scripts ran where the thread's statistics were not lent
-        // (the VM's first script, a run on gathered copies).
+        // (the thread's first script, a run on gathered copies).
         crate::script::vm::drain_stats(stats);
     }
     if keep {

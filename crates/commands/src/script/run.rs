@@ -236,7 +236,8 @@ fn execute(
             declared: &keys,
             scratch,
             shard: ctx.shard.id,
-            // Lent, not defaulted: a default allocates a slot per command.
+            // The thread's (lent: `vm::lend_stats`), or the scripts' own;
+            // not defaulted: a default allocates a slot per command.
             stats: super::vm::take_stats(),
             hook: vm.hook.clone(),
             read_called: false,

@@ -558,13 +558,13 @@ fn moving_counters_between_undeclared_keys_keeps_the_sum() {
 }
 
 /// A call a script may not make (read-only script, NOSCRIPT command, over
-/// maxmemory) counts in its command's rejected_calls, as Redis's
-/// scriptCall errors do. Not yet in the VM's first script, whose
-/// statistics are drained only when it ran a command (`ThreadStats::absorb`).
+/// maxmemory) counts in its command's rejected_calls and in errorstats, as
+/// Redis's scriptCall errors do, once (the script replying the error does
+/// not count it again), also in a thread's first script (whose statistics
+/// are not lent: `ThreadStats::absorb` drains rejections too).
 #[test]
 fn refused_script_calls_count_as_rejected() {
     let mut t = TestServer::new(1);
-    t.run(&["EVAL", "return 1", "0"]);
     for _ in 0..2 {
         t.run(&["EVAL_RO", "return redis.pcall('set', KEYS[1], 1)", "1", "x"]);
         t.run(&["EVAL", "return redis.pcall('multi')", "0"]);
@@ -576,4 +576,6 @@ fn refused_script_calls_count_as_rejected() {
     ] {
         assert!(r.contains(want), "{want} in {r}");
     }
+    let r = t.run(&["INFO", "errorstats"]);
+    assert!(r.contains("\r\nerrorstat_ERR:count=4\r\n"), "{r}");
 }
