@@ -187,7 +187,12 @@ pub(super) fn run_job_now(
     tracking::tag_touched(core, Some(tracking::home_of(conn)));
     core.publish_dirty();
     super::pubsub::publish_events(core);
-    if core.shard.dbs.iter().any(|d| d.has_ready()) {
+    // A key is only marked ready while a client of this shard waits for
+    // it: with none waiting (nearly always), one load instead of a look
+    // at every database. Anything marked before the last waiter left is
+    // only ever dropped (`serve_ready` with no waiters), here or at the
+    // shard's next look.
+    if !core.waiters.is_empty() && core.shard.dbs.iter().any(|d| d.has_ready()) {
         super::waiters::serve_ready(core);
     }
     out
