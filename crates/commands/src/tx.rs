@@ -213,11 +213,7 @@ impl LockReq {
     /// command of n distinct keys (DEL, MGET, MSET ...) cost O(n²), 1.2 s
     /// at 100k keys with every client of the shard waiting.
     pub fn add(&mut self, db: usize, key: &[u8], mode: Mode) {
-        self.add_hash(db, key_hash(key), mode);
-    }
-
-    /// [`LockReq::add`] with the key's hash known.
-    fn add_hash(&mut self, db: usize, key: u64, mode: Mode) {
+        let key = key_hash(key);
         match self.keys.last_mut() {
             // The same key again (`DEL k k k`): no entry per copy.
             Some(e) if e.0 == db && e.1 == key => {
@@ -591,37 +587,47 @@ impl LockSet {
     }
 
     /// One request per shard, ascending by shard, each settled (see
-    /// [`LockReq::settle`]), for transaction `tx`.
-    pub(crate) fn requests(self, tx: TxId) -> Vec<(usize, LockReq)> {
-        let mut shards = Vec::with_capacity(self.keys.len() + self.shards.len());
-        self.shards_into(&mut shards);
-        let mut reqs: Vec<(usize, LockReq)> = shards
-            .into_iter()
-            .map(|s| {
-                let req = LockReq {
-                    tx,
-                    ..LockReq::default()
-                };
-                (s, req)
-            })
-            .collect();
-        let at = |reqs: &[(usize, LockReq)], shard: usize| {
-            // INVARIANT: every entry's shard has a request.
-            reqs.binary_search_by_key(&shard, |(s, _)| *s)
-                .expect("a request per shard")
-        };
-        for &(shard, db, hash, mode) in &self.keys {
-            let i = at(&reqs, shard);
-            reqs[i].1.add_hash(db, hash, mode);
-        }
-        for &(shard, mode) in &self.shards {
-            let i = at(&reqs, shard);
-            if let Some(m) = mode {
-                reqs[i].1.add_whole(m);
+    /// [`LockReq::settle`]), for transaction `tx`: one sort of the keys
+    /// by (shard, db, hash), then one walk, each request's keys allocated
+    /// once at their size.
+    pub(crate) fn requests(mut self, tx: TxId) -> Vec<(usize, LockReq)> {
+        // Write sorts first among equal keys, so the kept entry has it.
+        self.keys
+            .sort_unstable_by_key(|&(s, d, h, m)| (s, d, h, m != Mode::Write));
+        self.shards.sort_unstable_by_key(|&(s, _)| s);
+        let mut reqs: Vec<(usize, LockReq)> = Vec::new();
+        let (mut keys, mut whole) = (&self.keys[..], &self.shards[..]);
+        loop {
+            let shard = match (keys.first(), whole.first()) {
+                (Some(k), Some(w)) => k.0.min(w.0),
+                (Some(k), None) => k.0,
+                (None, Some(w)) => w.0,
+                (None, None) => break,
+            };
+            let nk = keys.iter().take_while(|k| k.0 == shard).count();
+            let mut req = LockReq {
+                tx,
+                keys: Vec::with_capacity(nk),
+                ..LockReq::default()
+            };
+            for &(_, db, hash, mode) in &keys[..nk] {
+                if req.keys.last().is_none_or(|e| (e.0, e.1) != (db, hash)) {
+                    req.keys.push((db, hash, mode));
+                }
             }
-        }
-        for (_, r) in &mut reqs {
-            r.settle();
+            keys = &keys[nk..];
+            let nw = whole.iter().take_while(|w| w.0 == shard).count();
+            for &(_, mode) in &whole[..nw] {
+                if let Some(m) = mode {
+                    req.add_whole(m);
+                }
+            }
+            whole = &whole[nw..];
+            debug_assert!(req
+                .keys
+                .windows(2)
+                .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
+            reqs.push((shard, req));
         }
         reqs
     }
