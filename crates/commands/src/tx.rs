@@ -94,7 +94,11 @@
 //! named them): it then skips the lock round and the releases, and runs
 //! the inner coordinator's steps as they are. Tessera's runtime does so
 //! when every shard is run by the connection's own thread (a hub), as
-//! Redis runs every command on its one thread.
+//! Redis runs every command on its one thread. Such a run pays nothing
+//! per shard for the locks it does not take: the [`LockSet`] stays one
+//! flat list made at dispatch (an entry per key), and the requests per
+//! shard are only made when locking starts. Nor does the grouping of the
+//! inner's jobs: a plan of one job per shard goes out as it is.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
@@ -474,8 +478,9 @@ impl<W> LockTable<W> {
 /// only when the transaction takes its locks: one run without locks
 /// ([`Coordinator::run_unlocked`]) only asks which shards it covers
 /// ([`LockSet::shards_into`]), so it never builds (nor frees) a request
-/// per shard: that was about 250 instructions per shard an MSET of 10
-/// keys touched, a third of what the command cost per shard on a hub.
+/// per shard. Measured with callgrind on a 32-shard hub (MSET of 10 keys,
+/// about 9 shards): building, sorting and freeing the requests it never
+/// used cost about 6.0k instructions per MSET, the flat set 1.9k.
 #[derive(Default, Debug, Clone)]
 pub struct LockSet {
     /// `(shard, db, key hash, mode)` per key, in the order added.
