@@ -255,7 +255,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             set.key(nshards, *d, k, Mode::Read);
         }
     }
-    let fused = set.shards.len() == 1;
+    let fused = set.one_shard();
     let cfg = c.server.config();
     let coord = ExecCoord {
         server: c.server.clone(),
@@ -629,8 +629,9 @@ mod tests {
         use crate::tx::Mode;
         for cmd in ["REPLICAOF", "slaveof"] {
             let set = super::queued_locks(&[argv(&[cmd, "no", "one"])], 0, 3, 16);
-            assert_eq!(set.shards.len(), 3, "{cmd}");
-            for (_, req) in &set.shards {
+            let reqs = set.requests(0);
+            assert_eq!(reqs.len(), 3, "{cmd}");
+            for (_, req) in &reqs {
                 assert_eq!(req.whole, Some(Mode::Write), "{cmd}");
             }
         }

@@ -94,7 +94,11 @@
 //! named them): it then skips the lock round and the releases, and runs
 //! the inner coordinator's steps as they are. Tessera's runtime does so
 //! when every shard is run by the connection's own thread (a hub), as
-//! Redis runs every command on its one thread.
+//! Redis runs every command on its one thread. Such a run pays nothing
+//! per shard for the locks it does not take: the [`LockSet`] stays one
+//! flat list made at dispatch (an entry per key), and the requests per
+//! shard are only made when locking starts. Nor does the grouping of the
+//! inner's jobs: a plan of one job per shard goes out as it is.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
@@ -468,30 +472,31 @@ impl<W> LockTable<W> {
     }
 }
 
-/// The lock requests of a transaction, per shard, ascending.
+/// The lock requests of a transaction, gathered flat: one entry per key
+/// and per whole-shard request, in one allocation whatever the number of
+/// shards. They become one [`LockReq`] per shard ([`LockSet::requests`])
+/// only when the transaction takes its locks: one run without locks
+/// ([`Coordinator::run_unlocked`]) only asks which shards it covers
+/// ([`LockSet::shards_into`]), so it never builds (nor frees) a request
+/// per shard. Measured with callgrind on a 32-shard hub (MSET of 10 keys,
+/// about 9 shards): building, sorting and freeing the requests it never
+/// used cost about 6.0k instructions per MSET, the flat set 1.9k.
 #[derive(Default, Debug, Clone)]
 pub struct LockSet {
-    pub shards: Vec<(usize, LockReq)>,
+    /// `(shard, db, key hash, mode)` per key, in the order added.
+    keys: Vec<(usize, usize, u64, Mode)>,
+    /// `(shard, mode)` per whole-shard request; `None`: an empty request
+    /// (conflicting with nothing, see [`LockSet::touch_all`]).
+    shards: Vec<(usize, Option<Mode>)>,
 }
 
 impl LockSet {
-    fn req(&mut self, shard: usize) -> &mut LockReq {
-        let i = match self.shards.iter().position(|(s, _)| *s == shard) {
-            Some(i) => i,
-            None => {
-                self.shards.push((shard, LockReq::default()));
-                self.shards.len() - 1
-            }
-        };
-        &mut self.shards[i].1
-    }
     pub fn key(&mut self, nshards: usize, db: usize, key: &[u8], mode: Mode) {
-        self.req(shard_of(key, nshards)).add(db, key, mode);
+        self.keys
+            .push((shard_of(key, nshards), db, key_hash(key), mode));
     }
     pub fn whole(&mut self, nshards: usize, mode: Mode) {
-        for s in 0..nshards {
-            self.req(s).add_whole(mode);
-        }
+        self.shards.extend((0..nshards).map(|s| (s, Some(mode))));
     }
     /// The keys of one invocation of `spec` in `db`: Write if the command
     /// writes, Read otherwise.
@@ -538,29 +543,98 @@ impl LockSet {
         } else {
             Mode::Read
         };
+        self.keys.reserve(positions.len());
         for &p in positions {
             let key = args.get(p);
-            let req = self.req(shard(key));
-            if req.keys.capacity() == 0 {
-                // Room for every key at once (a few bytes each) instead of
-                // growing one key at a time.
-                req.keys.reserve(positions.len());
-            }
-            req.add(db, key, mode);
+            self.keys.push((shard(key), db, key_hash(key), mode));
         }
     }
     pub fn is_empty(&self) -> bool {
-        self.shards.is_empty()
+        self.keys.is_empty() && self.shards.is_empty()
     }
     /// An empty request (conflicting with nothing) on every shard.
     pub fn touch_all(&mut self, nshards: usize) {
-        for s in 0..nshards {
-            self.req(s);
-        }
+        self.shards.extend((0..nshards).map(|s| (s, None)));
     }
     /// Locks on keys only (no whole-shard lock).
     pub fn keys_only(&self) -> bool {
-        self.shards.iter().all(|(_, r)| r.whole.is_none())
+        self.shards.iter().all(|(_, m)| m.is_none())
+    }
+
+    /// Every request on one shard (and at least one request).
+    pub fn one_shard(&self) -> bool {
+        let mut all = self
+            .keys
+            .iter()
+            .map(|k| k.0)
+            .chain(self.shards.iter().map(|s| s.0));
+        match all.next() {
+            Some(first) => all.all(|s| s == first),
+            None => false,
+        }
+    }
+
+    /// Pushes the shards it covers into `out`, ascending, each once.
+    /// O(entries log entries), nothing allocated beyond `out`.
+    pub fn shards_into(&self, out: &mut Vec<usize>) {
+        let from = out.len();
+        out.extend(self.keys.iter().map(|k| k.0));
+        out.extend(self.shards.iter().map(|s| s.0));
+        out[from..].sort_unstable();
+        let mut kept = from;
+        for i in from..out.len() {
+            if i == from || out[i] != out[kept - 1] {
+                out[kept] = out[i];
+                kept += 1;
+            }
+        }
+        out.truncate(kept);
+    }
+
+    /// One request per shard, ascending by shard, each settled (see
+    /// [`LockReq::settle`]), for transaction `tx`: one sort of the keys
+    /// by (shard, db, hash), then one walk, each request's keys allocated
+    /// once at their size.
+    pub(crate) fn requests(mut self, tx: TxId) -> Vec<(usize, LockReq)> {
+        // Write sorts first among equal keys, so the kept entry has it.
+        self.keys
+            .sort_unstable_by_key(|&(s, d, h, m)| (s, d, h, m != Mode::Write));
+        self.shards.sort_unstable_by_key(|&(s, _)| s);
+        let mut reqs: Vec<(usize, LockReq)> = Vec::new();
+        let (mut keys, mut whole) = (&self.keys[..], &self.shards[..]);
+        loop {
+            let shard = match (keys.first(), whole.first()) {
+                (Some(k), Some(w)) => k.0.min(w.0),
+                (Some(k), None) => k.0,
+                (None, Some(w)) => w.0,
+                (None, None) => break,
+            };
+            let nk = keys.iter().take_while(|k| k.0 == shard).count();
+            let mut req = LockReq {
+                tx,
+                keys: Vec::with_capacity(nk),
+                ..LockReq::default()
+            };
+            for &(_, db, hash, mode) in &keys[..nk] {
+                if req.keys.last().is_none_or(|e| (e.0, e.1) != (db, hash)) {
+                    req.keys.push((db, hash, mode));
+                }
+            }
+            keys = &keys[nk..];
+            let nw = whole.iter().take_while(|w| w.0 == shard).count();
+            for &(_, mode) in &whole[..nw] {
+                if let Some(m) = mode {
+                    req.add_whole(m);
+                }
+            }
+            whole = &whole[nw..];
+            debug_assert!(req
+                .keys
+                .windows(2)
+                .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
+            reqs.push((shard, req));
+        }
+        reqs
     }
 }
 
@@ -574,7 +648,13 @@ enum Phase {
 /// Runs an inner coordinator as a transaction; see the module docs.
 pub struct TxCoord {
     tx: TxId,
+    /// The connection's home shard (out-of-order locking starts there).
+    home: usize,
     inner: Box<dyn Coordinator>,
+    /// The locks to take, until locking starts and makes them `locks`
+    /// ([`TxCoord::prepare_locks`]); dropped unused by a run without locks.
+    set: Option<LockSet>,
+    /// One request per shard (empty before locking starts).
     locks: Vec<(usize, LockReq)>,
     /// Locks requested so far (a prefix of `locks`).
     requested: usize,
@@ -636,6 +716,9 @@ impl TxCoord {
 
     /// [`TxCoord::wrap`] as transaction `tx` (a script run again over more
     /// keys keeps its id: see `script::wide`); `set` must not be empty.
+    /// Its requests are made per shard when locking starts
+    /// ([`TxCoord::prepare_locks`]), not here: a run without locks never
+    /// needs them.
     pub fn wrap_as(
         home: usize,
         inner: Box<dyn Coordinator>,
@@ -643,38 +726,12 @@ impl TxCoord {
         tx: TxId,
     ) -> Box<dyn Coordinator> {
         debug_assert!(!set.is_empty());
-        let keys_only = set.keys_only();
-        let mut locks = set.shards;
-        locks.sort_by_key(|(s, _)| *s);
-        for (_, r) in &mut locks {
-            r.tx = tx;
-            r.settle();
-        }
-        let mut fallback = false;
-        let mut together_from = usize::MAX;
-        let home_in = locks.iter().any(|(s, _)| *s == home);
-        if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
-            // One round (see the module docs): every request at once,
-            // nowait.
-            fallback = true;
-            together_from = 0;
-            for (_, r) in &mut locks {
-                r.nowait = true;
-            }
-        } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
-            // Home first (see "Out of order" in the module docs).
-            fallback = true;
-            let below = locks.iter().take_while(|(s, _)| *s < home).count();
-            locks.rotate_left(below);
-            let n = locks.len();
-            for (_, r) in &mut locks[n - below..] {
-                r.nowait = true;
-            }
-        }
         Box::new(TxCoord {
             tx,
+            home,
             inner,
-            locks,
+            set: Some(set),
+            locks: Vec::new(),
             requested: 0,
             phase: Phase::Locking,
             layout: Vec::new(),
@@ -684,12 +741,40 @@ impl TxCoord {
             released: false,
             err: None,
             fallback: None,
-            want_fallback: fallback,
+            want_fallback: false,
             pending: None,
-            together_from,
+            together_from: usize::MAX,
             round: Vec::new(),
             unlocked: false,
         })
+    }
+
+    /// Makes the lock requests, one per shard, and decides how they go out
+    /// (in order, out of order or in one round: see the module docs).
+    fn prepare_locks(&mut self, set: LockSet) {
+        let keys_only = set.keys_only();
+        let mut locks = set.requests(self.tx);
+        let home = self.home;
+        let home_in = locks.iter().any(|(s, _)| *s == home);
+        if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
+            // One round (see the module docs): every request at once,
+            // nowait.
+            self.want_fallback = true;
+            self.together_from = 0;
+            for (_, r) in &mut locks {
+                r.nowait = true;
+            }
+        } else if keys_only && locks.iter().skip(1).any(|(s, _)| *s == home) {
+            // Home first (see "Out of order" in the module docs).
+            self.want_fallback = true;
+            let below = locks.iter().take_while(|(s, _)| *s < home).count();
+            locks.rotate_left(below);
+            let n = locks.len();
+            for (_, r) in &mut locks[n - below..] {
+                r.nowait = true;
+            }
+        }
+        self.locks = locks;
     }
 
     /// Pushes the request for the next lock, alone.
@@ -841,6 +926,7 @@ impl TxCoord {
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
         let rel = (release && !self.unlocked).then_some(self.tx);
         plan.jobs.reserve(groups.len());
+        self.layout.reserve(groups.len());
         for (shard, job, carried) in groups {
             plan.jobs.push((
                 shard,
@@ -853,21 +939,46 @@ impl TxCoord {
             self.layout.push(carried);
         }
         if release {
-            self.released = true;
-            for &(s, _) in &self.locks[..self.requested] {
-                if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
-                    plan.jobs.push((s, self.release_only()));
-                    self.layout.push(Carried::Nothing);
-                }
+            self.release_rest(plan, skip);
+        }
+    }
+
+    /// With the last jobs in `plan`: a release-only work for every locked
+    /// shard not in `skip` that has no job there.
+    fn release_rest(&mut self, plan: &mut Plan, skip: Option<usize>) {
+        self.released = true;
+        for &(s, _) in &self.locks[..self.requested] {
+            if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
+                plan.jobs.push((s, self.release_only()));
+                self.layout.push(Carried::Nothing);
             }
         }
     }
 
-    /// Issues an inner plan while every lock is held.
+    /// Issues an inner plan while every lock is held (or none is needed).
     fn issue(&mut self, p: Plan, plan: &mut Plan) {
-        self.acc = (0..p.jobs.len()).map(|_| None).collect();
+        self.acc.clear();
+        self.acc.resize_with(p.jobs.len(), || None);
         self.layout.clear();
         let last = p.last;
+        if plan.jobs.is_empty() && p.jobs.windows(2).all(|w| w[0].0 < w[1].0) {
+            // One job per shard, ascending (MSET, MGET, DEL ...): the
+            // inner's plan goes out as it is, nothing to group, sort or
+            // allocate per shard.
+            let rel = (last && !self.unlocked).then_some(self.tx);
+            *plan = p;
+            plan.last = false;
+            self.layout.reserve(plan.jobs.len());
+            for (i, (_, w)) in plan.jobs.iter_mut().enumerate() {
+                debug_assert!(w.lock.is_none() && w.release.is_none());
+                w.release = rel;
+                self.layout.push(Carried::One(i));
+            }
+            if last {
+                self.release_rest(plan, None);
+            }
+            return;
+        }
         let groups = Self::group(
             p.jobs
                 .into_iter()
@@ -880,8 +991,8 @@ impl TxCoord {
 
     /// Stores packed results into `acc`.
     fn collect(&mut self, results: Vec<JobOut>) {
-        let layout = std::mem::take(&mut self.layout);
-        for (r, l) in results.into_iter().zip(layout) {
+        // Drained, not taken: the layout keeps its room for the next step.
+        for (r, l) in results.into_iter().zip(self.layout.drain(..)) {
             match l {
                 Carried::Nothing => {}
                 Carried::One(i) => self.acc[i] = Some(r),
@@ -975,6 +1086,9 @@ impl Coordinator for TxCoord {
                 Ok(())
             }
             Phase::Locking => {
+                if let Some(set) = self.set.take() {
+                    self.prepare_locks(set);
+                }
                 if std::mem::take(&mut self.want_fallback) {
                     // The requests as made, in ascending shard order,
                     // before any goes out.
@@ -1078,10 +1192,10 @@ impl Coordinator for TxCoord {
                     }
                     self.released = true;
                 }
-                let inner_results: Vec<JobOut> = std::mem::take(&mut self.acc)
-                    .into_iter()
-                    .flatten()
-                    .collect();
+                // Sized at once: collected from a flattening iterator it
+                // grew (and moved) twice for ten outputs.
+                let mut inner_results: Vec<JobOut> = Vec::with_capacity(self.acc.len());
+                inner_results.extend(self.acc.drain(..).flatten());
                 let mut p = Plan::default();
                 if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
                     if self.released || self.unlocked {
@@ -1137,17 +1251,19 @@ impl Coordinator for TxCoord {
     }
 
     fn lock_shards(&self, out: &mut Vec<usize>) -> bool {
-        if self.phase != Phase::Locking || self.requested != 0 || self.unlocked {
-            return false;
+        match &self.set {
+            Some(set) if self.phase == Phase::Locking && !self.unlocked => {
+                set.shards_into(out);
+                true
+            }
+            _ => false,
         }
-        out.extend(self.locks.iter().map(|(s, _)| *s));
-        true
     }
 
     fn run_unlocked(&mut self) {
         debug_assert!(self.phase == Phase::Locking && self.requested == 0);
         self.unlocked = true;
-        self.locks.clear();
+        self.set = None;
     }
 
     /// Only while locking (nothing ran) or releasing after an error: see

@@ -253,7 +253,7 @@ mod protocol {
         let mut set = LockSet::default();
         set.key(2, 0, b"a", Mode::Read);
         set.key(2, 0, b"b", Mode::Read);
-        let shards: Vec<usize> = set.shards.iter().map(|(s, _)| *s).collect();
+        let shards: Vec<usize> = set.clone().requests(0).iter().map(|(s, _)| *s).collect();
         assert_eq!(shards.len(), 2, "keys on both shards");
         let inner = Box::new(ReadEach(vec![0, 1]));
         (TxCoord::wrap(home, inner, set.clone()), set)
@@ -491,7 +491,7 @@ mod protocol {
         let (mut c, set) = tx_on(1);
         let (mut rt, mut out) = (Rt::new(), Reply::new(false));
         // Another transaction writes the key on shard 0.
-        let (_, mut blocker) = set.shards.into_iter().find(|(s, _)| *s == 0).unwrap();
+        let (_, mut blocker) = set.requests(0).into_iter().find(|(s, _)| *s == 0).unwrap();
         blocker.tx = 999;
         blocker.keys.iter_mut().for_each(|k| k.2 = Mode::Write);
         assert!(rt.locks[0].try_acquire(blocker).is_ok());

@@ -380,3 +380,134 @@ fn a_park_arriving_during_another_shards_trial_is_kept() {
     );
     assert_eq!(r, want);
 }
+
+/// The fields of a bulk INFO reply, `field:value` per line.
+fn info_value(reply: &str, field: &str) -> String {
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {reply:?}"))
+        .to_string()
+}
+
+/// An unlocked transaction over many co-hosted shards (every key on its
+/// own shard) counts every change: the dirty counter each lent shard
+/// publishes after its job (INFO's rdb_changes_since_last_save), at once.
+#[test]
+fn an_unlocked_mset_over_many_shards_counts_every_change() {
+    let n = 16;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "d")).collect();
+    let c = t.connect(5);
+    let before = info_value(
+        &t.call(c, &["INFO", "persistence"]),
+        "rdb_changes_since_last_save",
+    );
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    // The INFO goes in the same pipeline: it runs in the turn that ran the
+    // MSET, before any lent shard takes a turn of its own.
+    t.send(c, &mset);
+    t.send(c, &["INFO", "persistence"]);
+    assert_eq!(t.reply(c).0, "+OK\r\n");
+    let after = info_value(&t.reply(c).0, "rdb_changes_since_last_save");
+    let changed = after.parse::<u64>().unwrap() - before.parse::<u64>().unwrap();
+    assert_eq!(changed, n as u64);
+    assert_eq!(t.call(c, &["DBSIZE"]), format!(":{n}\r\n"));
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
+/// A client tracking keys on many shards is sent an invalidation for each
+/// of them when an unlocked transaction (MSET over co-hosted shards)
+/// writes them, and none for its own writes under NOLOOP: each lent
+/// shard's job tags its changes with the writer.
+#[test]
+fn an_unlocked_mset_invalidates_tracked_keys_on_every_shard() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "t")).collect();
+    let (sub, reader, writer) = (t.connect(1), t.connect(1), t.connect(6));
+    let id = t.call(sub, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end();
+    assert_eq!(
+        t.call(sub, &["SUBSCRIBE", "__redis__:invalidate"]),
+        "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n"
+    );
+    assert_eq!(
+        t.call(
+            reader,
+            &["CLIENT", "TRACKING", "ON", "REDIRECT", id, "NOLOOP"]
+        ),
+        "+OK\r\n"
+    );
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    // The reader's own MSET first (NOLOOP: no invalidation), then the
+    // writer's.
+    for by in [reader, writer] {
+        for k in &keys {
+            let r = t.call(reader, &["GET", k]);
+            assert!(r == "$-1\r\n" || r == "$1\r\nv\r\n", "{r:?}");
+        }
+        assert_eq!(t.call(by, &mset), "+OK\r\n");
+    }
+    let mut invalidated = Vec::new();
+    for _ in 0..n {
+        let (r, _) = t.reply(sub);
+        let prefix = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n";
+        let body = r.strip_prefix(prefix).unwrap_or_else(|| panic!("{r:?}"));
+        invalidated.push(body.split("\r\n").nth(1).unwrap().to_string());
+    }
+    invalidated.sort();
+    let mut want = keys.clone();
+    want.sort();
+    assert_eq!(invalidated, want);
+    for _ in 0..5 {
+        t.round();
+    }
+    assert_eq!(t.try_reply(sub), None, "the reader's own MSET invalidated");
+}
+
+/// Clients blocked on lists of several co-hosted shards are served by
+/// unlocked transactions whose jobs run on those shards from another
+/// worker's coordinator (the waiters are the shard's, not the home's).
+#[test]
+fn unlocked_moves_serve_waiters_on_many_shards() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let src = key_on(0, n, "s");
+    let dsts: Vec<String> = (1..n).map(|s| key_on(s, n, "w")).collect();
+    let waiters: Vec<usize> = (1..n).map(|s| t.connect((s + 3) % n)).collect();
+    let mover = t.connect(0);
+    for (w, d) in waiters.iter().zip(&dsts) {
+        t.send(*w, &["BLPOP", d, "0"]);
+    }
+    for _ in 0..5 {
+        t.round();
+    }
+    let items: Vec<String> = (1..n).map(|i| format!("x{i}")).collect();
+    let mut push = vec!["RPUSH", src.as_str()];
+    push.extend(items.iter().map(String::as_str));
+    assert_eq!(t.call(mover, &push), format!(":{}\r\n", n - 1));
+    for (i, d) in dsts.iter().enumerate() {
+        assert_eq!(
+            t.call(mover, &["LMOVE", &src, d, "LEFT", "RIGHT"]),
+            format!("$2\r\n{}\r\n", items[i])
+        );
+        // Served by the lent shard's job itself: its reply is out before
+        // any round after the mover's (the shard's own next turn would
+        // have served it a round later for some of the homes).
+        let (r, rounds) = t.reply(waiters[i]);
+        assert_eq!(rounds, 0, "waiter {i} served late");
+        assert_eq!(
+            r,
+            format!("*2\r\n${}\r\n{d}\r\n$2\r\n{}\r\n", d.len(), items[i])
+        );
+        assert_eq!(t.call(mover, &["EXISTS", d]), ":0\r\n");
+    }
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}

@@ -156,26 +156,32 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
 }
 
 /// MSET's pairs across shards, shared by its shards' jobs: one copy of
-/// the arguments and each pair's shard, where a buffer per shard cost two
-/// allocations each (an MSET of 10 keys over 32 shards touches about 9).
+/// the arguments and the pairs' order by shard, where a buffer per shard
+/// cost two allocations each (an MSET of 10 keys over 32 shards touches
+/// about 9).
 struct SharedPairs {
     /// key, value, key, value ...
     args: OwnedArgs,
-    shard_of_pair: Vec<u16>,
+    /// The pairs' indices, by shard, in command order within a shard:
+    /// each shard's job stores a range of it.
+    by_shard: Vec<u32>,
 }
 
-/// A job storing, on `shard`, the pairs of `pairs` that live there, in
-/// command order (see [`store_pairs`]).
-fn store_shared_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Arc<SharedPairs>) {
+/// A job storing, on `shard`, the pairs `pairs.by_shard[range]` (all of
+/// that shard's), in command order (see [`store_pairs`]).
+fn store_shared_pairs(
+    plan: &mut Plan,
+    shard: usize,
+    db: usize,
+    pairs: Arc<SharedPairs>,
+    range: std::ops::Range<usize>,
+) {
     plan.run(shard, move |env| {
         let a = pairs.args.args();
         let mine = || {
-            pairs
-                .shard_of_pair
+            pairs.by_shard[range.clone()]
                 .iter()
-                .enumerate()
-                .filter(|&(_, &s)| usize::from(s) == shard)
-                .map(|(i, _)| 2 * i)
+                .map(|&i| 2 * i as usize)
         };
         prefetch_keys_and_values(env.shard, db, mine().map(|i| a.get(i)));
         for i in mine() {
@@ -194,25 +200,37 @@ pub(super) fn mset_multi(
     check_pairs(args, "mset")?;
     let db = c.client.db;
     let npairs = (args.len() - 1) / 2;
-    let shard_of_pair: Vec<u16> = if c.key_shards.len() == npairs {
-        c.key_shards.to_vec()
+    let computed: Vec<u16>;
+    let shard_of_pair: &[u16] = if c.key_shards.len() == npairs {
+        c.key_shards
     } else {
         let n = c.nshards();
-        (0..npairs)
+        computed = (0..npairs)
             .map(|i| shard_of(args.get(1 + 2 * i), n) as u16)
-            .collect()
+            .collect();
+        &computed
     };
-    let mut shards = shard_of_pair.clone();
-    shards.sort_unstable();
-    shards.dedup();
+    let mut by_shard: Vec<u32> = (0..npairs as u32).collect();
+    // Stable: a shard's pairs stay in command order (the last value of a
+    // key given twice wins).
+    by_shard.sort_by_key(|&i| shard_of_pair[i as usize]);
     let pairs = Arc::new(SharedPairs {
         args: args.skip(1).to_owned(),
-        shard_of_pair,
+        by_shard,
     });
     let mut plan = Plan::default();
-    plan.jobs.reserve(shards.len());
-    for s in shards {
-        store_shared_pairs(&mut plan, usize::from(s), db, pairs.clone());
+    plan.jobs.reserve(npairs.min(c.nshards()));
+    let order = &pairs.by_shard;
+    let mut start = 0;
+    while start < npairs {
+        let shard = shard_of_pair[order[start] as usize];
+        let len = order[start..]
+            .iter()
+            .take_while(|&&i| shard_of_pair[i as usize] == shard)
+            .count();
+        let range = start..start + len;
+        store_shared_pairs(&mut plan, usize::from(shard), db, pairs.clone(), range);
+        start += len;
     }
     let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
         out.ok();
