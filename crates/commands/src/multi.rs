@@ -163,6 +163,17 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
             per_shard[shard_of(k, nshards)].push(k.to_vec());
         }
     }
+    // Keys of one shard a long script holds: its thread watches them
+    // before the script's next command (see `script::busy`), and WATCH is
+    // answered now, as Redis answers it while busy.
+    if crate::script::busy::any() {
+        let s = shard_of(args.get(1), nshards);
+        if args.iter().skip(1).all(|k| shard_of(k, nshards) == s)
+            && crate::script::busy::watch_while_busy(s, db, &per_shard[s], &w.flag)
+        {
+            per_shard[s].clear();
+        }
+    }
     let mut plan = Plan::default();
     for (s, keys) in per_shard.into_iter().enumerate() {
         if keys.is_empty() {

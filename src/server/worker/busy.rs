@@ -105,7 +105,8 @@ const EVENTS_MAX: usize = 256;
 pub(crate) struct DeskState {
     events: Option<Events>,
     side: Option<Reply>,
-    stats: ThreadStats,
+    /// What its passes answered and refused on this loop's connections.
+    pub tally: Tally,
     scratch: Vec<usize>,
     args: Vec<std::ops::Range<usize>>,
     /// A pass took a listener's event: the loop accepts once the script
@@ -170,7 +171,9 @@ impl Worker {
             state: desk,
             first: true,
         };
-        commands::script::busy::lend_desk(&mut lent, core.id, || f(core))
+        let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
+        lent.state.tally.settle(&mut core.stats);
+        r
     }
 }
 
@@ -372,18 +375,48 @@ fn run_one(
     side.set_resp3(c.client.resp3);
     let out = if direct { &mut c.out } else { &mut *side };
     let mark = out.len();
+    // A WATCH left for later is dispatched again then: what its builder
+    // added to the client's list is taken back (it would find those keys
+    // watched already and register nothing).
+    let watched = c.client.watch.as_ref().map(|w| w.keys.len());
+    let started = std::time::Instant::now();
     let mut ctx = ConnCtx {
         client: &mut c.client,
-        out,
+        out: &mut *out,
         server,
         home: id,
         key_shards: &[],
     };
-    let step = dispatch(args, &mut ctx, &mut st.stats, &mut st.scratch);
-    if !matches!(step, Step::Done) {
+    let step = dispatch(args, &mut ctx, st.tally.get(), &mut st.scratch);
+    let done = match step {
+        Step::Done => true,
+        Step::Coord { resolved, coord } if resolved.spec.name == "watch" => {
+            let stats = st.tally.get();
+            watch_now(
+                server,
+                resolved,
+                coord,
+                args,
+                out,
+                &mut c.client,
+                stats,
+                started,
+            )
+        }
+        _ => false,
+    };
+    if !done {
         // Nothing ran and nothing was written (dispatch replies only when
         // it is done); the coordinator or hop is dropped unstarted.
         c.client.reply_mode = mode_before;
+        match watched {
+            None => c.client.watch = None,
+            Some(n) => {
+                if let Some(w) = c.client.watch.as_mut() {
+                    w.keys.truncate(n);
+                }
+            }
+        }
         return false;
     }
     let mode_after = c.client.reply_mode;
@@ -409,6 +442,90 @@ fn run_one(
     true
 }
 
+/// The statistics of what a desk served (the commands it answered, the
+/// requests it refused) while the loop's own are lent to the running
+/// script: added to the loop's when the script ends ([`Tally::settle`]),
+/// before the loop handles anything else, so INFO counts them as Redis
+/// does (commandstats `calls` and `rejected_calls`, errorstats,
+/// `total_error_replies`). Allocated on a desk's first count.
+#[derive(Default)]
+pub(crate) struct Tally(Option<Box<ThreadStats>>);
+
+impl Tally {
+    fn get(&mut self) -> &mut ThreadStats {
+        self.0.get_or_insert_with(Default::default)
+    }
+
+    /// Moves everything counted here into `into`: a flag test when
+    /// nothing was (every refusal replies an error, every answer is a
+    /// call).
+    pub(super) fn settle(&mut self, into: &mut ThreadStats) {
+        let Some(t) = self.0.as_deref_mut() else {
+            return;
+        };
+        if t.total_commands == 0 && t.total_error_replies == 0 {
+            return;
+        }
+        for (a, b) in into.cmd.iter_mut().zip(t.cmd.iter_mut()) {
+            a.calls += b.calls;
+            a.usec += b.usec;
+            a.rejected_calls += b.rejected_calls;
+            a.failed_calls += b.failed_calls;
+            *b = Default::default();
+        }
+        for (id, h) in t.hist.iter().enumerate() {
+            if let Some(h) = h {
+                into.histogram(id).merge(h);
+            }
+        }
+        t.hist.clear();
+        for (code, n) in t.errors.drain(..) {
+            if let Some((_, m)) = into.errors.iter_mut().find(|(c, _)| *c == code) {
+                *m += n;
+            } else if into.errors.len() < 128 {
+                // The same bound as `ThreadStats::count_error`'s.
+                into.errors.push((code, n));
+            }
+        }
+        into.total_commands += std::mem::take(&mut t.total_commands);
+        into.total_error_replies += std::mem::take(&mut t.total_error_replies);
+        into.unexpected_error_replies += std::mem::take(&mut t.unexpected_error_replies);
+    }
+}
+
+/// Finishes a WATCH here when it needs no shard: its keys are on the
+/// busy shard and its script took them (`script::busy::watch_while_busy`,
+/// which registers them before the script's next command), or they are
+/// watched already. True once it replied (and was counted); false if it
+/// has jobs for shards (which only the loop can send and wait for):
+/// nothing ran, nothing was written.
+#[allow(clippy::too_many_arguments)]
+fn watch_now(
+    server: &std::sync::Arc<ServerShared>,
+    resolved: commands::Resolved,
+    mut coord: Box<dyn commands::coord::Coordinator>,
+    args: Args<'_>,
+    out: &mut Reply,
+    client: &mut commands::ClientState,
+    stats: &mut ThreadStats,
+    started: std::time::Instant,
+) -> bool {
+    let mut plan = commands::coord::Plan::default();
+    let res = coord.step(Vec::new(), &mut plan, out, client);
+    if !plan.is_empty() {
+        return false;
+    }
+    if let Err(e) = &res {
+        commands::exec::reply_error(out, stats, e);
+    }
+    let ops = server.ops;
+    if let Some(us) = commands::exec::record(stats, ops, resolved.id, started, res.is_err()) {
+        let label = commands::ops::slowlog::label_of(client);
+        commands::exec::slowlog(ops, resolved, args, us, client.id, Some(label));
+    }
+    true
+}
+
 /// Messages one pass takes from the mailbox at most (the rest wait for
 /// the next pass, about a millisecond of Lua later).
 const INBOX_MAX: usize = 4096;
@@ -423,6 +540,8 @@ pub(super) struct Inbox<'a> {
     pub mailbox: &'a mut Mailbox,
     pub kept: &'a mut VecDeque<Msg>,
     pub deferred: &'a VecDeque<Deferred>,
+    /// The requests it refused (`Core::refused`).
+    pub tally: &'a mut Tally,
 }
 
 impl<'a> Inbox<'a> {
@@ -432,12 +551,14 @@ impl<'a> Inbox<'a> {
         mailbox: &'a mut Mailbox,
         kept: &'a mut VecDeque<Msg>,
         deferred: &'a VecDeque<Deferred>,
+        tally: &'a mut Tally,
     ) -> Self {
         Inbox {
             id,
             mailbox,
             kept,
             deferred,
+            tally,
         }
     }
 }
@@ -477,8 +598,16 @@ impl Core {
         &mut self,
         f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
     ) -> R {
-        let mut inbox = Inbox::split(self.id, &mut self.mailbox, &mut self.kept, &self.deferred);
-        lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats))
+        let mut inbox = Inbox::split(
+            self.id,
+            &mut self.mailbox,
+            &mut self.kept,
+            &self.deferred,
+            &mut self.refused,
+        );
+        let r = lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats));
+        self.refused.settle(&mut self.stats);
+        r
     }
 }
 
@@ -545,13 +674,18 @@ fn kept_conn(m: &Msg) -> Option<ConnRef> {
 
 /// Answers every command of `batch` with `line` and sends it home as the
 /// shard side would (a direct reply written to the client first).
+/// Each is counted as Redis's `rejectCommand` counts it (the command's
+/// `rejected_calls`, the error's code, `total_error_replies`).
 fn refuse_batch(ib: &mut Inbox<'_>, conn: ConnRef, mut batch: Box<Batch>, line: &[u8]) {
     let b = &mut *batch;
     let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+    let stats = ib.tally.get();
     for cmd in &b.cmds[b.ends.len()..] {
         out.set_resp3(cmd.resp3);
         out.error_bytes(line);
         b.ends.push(out.len());
+        commands::exec::count_rejected(stats, Some(cmd.resolved.id));
+        stats.count_error(line);
     }
     b.reply = out.into_bytes();
     let home = conn.thread as usize;
