@@ -15,9 +15,13 @@
 //!   flagged allow-busy (dispatch refuses everything else of a connection
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
-//!   are answered; one that would need a shard (WATCH: `Step::Coord`) is
-//!   left unparsed and its connection deferred until the script ends, so
-//!   its pipeline stays in order. Nothing ever runs on a shard from here.
+//!   are answered, and so is a WATCH whose coordinator plans no job (see
+//!   below). One that would need a shard (a WATCH of keys on several
+//!   shards: its transaction locks them) is left unparsed and its
+//!   connection deferred until the script ends, so its pipeline stays in
+//!   order; what dispatch added to the client's watch list is taken back
+//!   (run again, it would find the keys watched and register nothing).
+//!   Nothing ever runs on a shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
 //!   framed: each request is consumed whole, exactly as the loop would.
@@ -60,14 +64,18 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! WATCH stays deferred (a local connection's, see above; another
-//! thread's WATCH job is kept): Redis 7.0 answers it `+OK` at once (it is
-//! allow-busy) and watches from then on, so a key the script writes later
-//! dooms the transaction. Here the watch starts, and `+OK` is sent, once
-//! the script ends: the client has no reply before, so its WATCH takes
-//! effect at a later instant, which is just as linearizable (EXEC aborts
-//! exactly for writes after that instant; none is missed). Answering at
-//! once would need the busy shard's watch list, which the script holds.
+//! WATCH of keys of one shard held by the busy script is answered at
+//! once, as Redis 7.0 answers it (allow-busy), here and on every other
+//! thread: its builder hands the keys to the published script
+//! (`script::busy::watch_while_busy`), whose thread registers them on the
+//! shard before the script's next command and when it ends, so a write
+//! the script makes after `+OK` dooms the transaction exactly as in Redis
+//! (none is missed, none is counted that came before). Keys of a script
+//! on gathered copies of several shards (which holds no one shard), and a
+//! WATCH of keys on several shards, still wait for the script's end (the
+//! keys' lock or job waits on the busy shard): the client has no reply
+//! before, so its WATCH takes effect at a later instant, which is just as
+//! linearizable.
 //!
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is
@@ -78,8 +86,11 @@
 //! started (the watchdog does not see that hub stuck): no deadlock, both
 //! are served when the script ends.
 //!
-//! Commands served here are not counted in this thread's statistics (the
-//! loop's counters are borrowed by the running handler).
+//! What the desk answers and refuses is counted as Redis counts it
+//! (commandstats calls and `rejected_calls`, errorstats,
+//! `total_error_replies`), in a [`Tally`] of its own while the loop's
+//! counters are lent to the running handler, added to them when the script
+//! ends.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
