@@ -584,6 +584,7 @@ per_layout!(
     other_loops_get_busy_for_requests_queued_behind_a_script,
     busy_refusals_are_counted_as_redis_counts_them,
     watch_while_busy_is_answered_at_once_and_sees_the_script_write,
+    allow_busy_commands_are_answered_as_redis_from_every_loop,
 );
 
 /// WATCH from another loop while a script is busy (allow-busy, as in
@@ -986,4 +987,89 @@ fn watch_while_busy_is_answered_at_once_and_sees_the_script_write(layout: Layout
     let mut near = connection_on(&s, &k0);
     let mut far = connection_off(&s, &k0);
     watch_scenario(&s, &mut near, Some(&mut far), [&k0, &other]);
+}
+
+/// Redis 7.0.15's allow-busy commands (COMMAND's `allow_busy` flag) and
+/// their replies while an EVAL is busy, in this order on one connection.
+/// HELLO's reply is checked by its start (the client id varies).
+const ALLOW_BUSY: &[(&[&str], &str)] = &[
+    (&["AUTH", "x"], "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"),
+    (&["AUTH", "default", "x"], "+OK\r\n"),
+    (&["HELLO", "3", "SETNAME", "n"], "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+    (&["HELLO", "2"], "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+    (&["MULTI"], "+OK\r\n"),
+    (&["DISCARD"], "+OK\r\n"),
+    (&["WATCH", "{k}"], "+OK\r\n"),
+    (&["UNWATCH"], "+OK\r\n"),
+    (&["MULTI"], "+OK\r\n"),
+    (&["WATCH", "{k}"], "-ERR WATCH inside MULTI is not allowed\r\n"),
+    (&["DISCARD"], "+OK\r\n"),
+    (&["REPLCONF", "listening-port", "1"], "+OK\r\n"),
+    (&["FUNCTION", "STATS"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["FUNCTION", "KILL"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["SHUTDOWN"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["RESET"], "+RESET\r\n"),
+    (&["QUIT"], "+OK\r\n"),
+];
+
+/// Sends [`ALLOW_BUSY`] on each of `conns` (`{k}` replaced by `k0`, a key
+/// on the busy shard) while an EVAL is busy on `k0`'s shard.
+fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &str) {
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = caller(s);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        k0.as_bytes(),
+    ]));
+    assert_eq!(wait_busy(ctl), BUSY_EVAL);
+    for (i, mut c) in conns.into_iter().enumerate() {
+        for (cmd, want) in ALLOW_BUSY {
+            let args: Vec<&str> = cmd
+                .iter()
+                .map(|a| if *a == "{k}" { k0 } else { a })
+                .collect();
+            let r = c.cmd_str(&args);
+            assert!(
+                r.starts_with(want.as_bytes()),
+                "connection {i}, {cmd:?}: {}",
+                common::escape(&r, 200)
+            );
+        }
+    }
+    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+}
+
+#[test]
+fn redis_answers_allow_busy_commands_so() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let s = Server::redis(&[]);
+    let mut ctl = s.raw();
+    allow_busy_scenario(&s, &mut ctl, vec![s.raw()], "k");
+}
+
+/// From the busy shard's own loop (its desk, or the home check of its
+/// dispatch) and from another loop, Redis's replies.
+fn allow_busy_commands_are_answered_as_redis_from_every_loop(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "ab");
+    let mut ctl = connection_on(&s, &k0);
+    let conns = vec![connection_on(&s, &k0), connection_off(&s, &k0)];
+    allow_busy_scenario(&s, &mut ctl, conns, &k0);
 }
