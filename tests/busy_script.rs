@@ -688,6 +688,8 @@ struct Seen {
     err: u64,
     /// Every error reply.
     total: u64,
+    /// Request bytes sent.
+    sent: u64,
 }
 
 impl Seen {
@@ -707,10 +709,17 @@ impl Seen {
 
     /// Sends `args` on `c` and notes the reply as one of `cmd`.
     fn cmd(&mut self, c: &mut RawConn, cmd: &'static str, args: &[&str]) -> Vec<u8> {
+        self.sent += request_len(args);
         let r = c.cmd_str(args);
         self.note(cmd, &r);
         r
     }
+}
+
+/// The bytes of `args` as a request.
+fn request_len(args: &[&str]) -> u64 {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    encode_command(&args).len() as u64
 }
 
 /// The `field:value` lines of INFO `section`.
@@ -759,18 +768,26 @@ fn refusals_are_counted(
     assert_eq!(ctl.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     let mut seen = Seen::default();
     let watches = 1 + u64::from(far.is_some());
-    spin.send(&encode_command(&[
-        b"EVAL",
-        SPIN.as_bytes(),
-        b"1",
-        k0.as_bytes(),
-    ]));
+    let eval = ["EVAL", SPIN, "1", k0];
+    seen.sent += request_len(&eval);
+    spin.send(&encode_command(
+        &eval.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(),
+    ));
     let mut behind = behind;
     if let Some(b) = behind.as_deref_mut() {
+        seen.sent += request_len(&["GET", k0]);
         b.send(&encode_command(&[b"GET", k0.as_bytes()]));
     }
-    let r = wait_busy(near);
-    seen.note("ping", &r);
+    // As `wait_busy`, counting what it sends.
+    let mut busy = false;
+    for _ in 0..500 {
+        if seen.cmd(near, "ping", &["PING"]) != b"+PONG\r\n" {
+            busy = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(busy, "the script never became busy");
     for (cmd, args) in [
         ("get", &["GET", k0][..]),
         ("set", &["SET", k0, "v"]),
@@ -803,7 +820,7 @@ fn refusals_are_counted(
         let r = b.read_reply();
         seen.note("get", &r);
     }
-    assert_eq!(near.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert_eq!(seen.cmd(near, "script", &["SCRIPT", "KILL"]), b"+OK\r\n");
     let r = spin.read_reply();
     assert!(r.starts_with(b"-ERR Script killed by user"), "{r:?}");
     seen.note("eval", &r);
@@ -834,6 +851,16 @@ fn refusals_are_counted(
     assert_eq!(
         stats["total_error_replies"],
         seen.total.to_string(),
+        "{stats:?}"
+    );
+    // Every request read counts, the desk's too (INFO's own included).
+    let info = ["commandstats", "errorstats", "stats"]
+        .map(|s| request_len(&["INFO", s]))
+        .iter()
+        .sum::<u64>();
+    assert_eq!(
+        stats["total_net_input_bytes"],
+        (seen.sent + info).to_string(),
         "{stats:?}"
     );
 }

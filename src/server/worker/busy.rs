@@ -88,7 +88,7 @@
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
-//! `total_error_replies`), in a [`Tally`] of its own while the loop's
+//! `total_error_replies`, network bytes), in a [`Tally`] of its own while the loop's
 //! counters are lent to the running handler, added to them when the script
 //! ends.
 
@@ -282,6 +282,7 @@ impl Desk<'_> {
                 Ok(n) => {
                     got = true;
                     c.set_rbuf_end(end + n);
+                    self.state.tally.get().net_input_bytes += n as u64;
                     if !answer(self.server, self.id, self.limits, self.state, c) {
                         defer = true;
                         break;
@@ -300,8 +301,9 @@ impl Desk<'_> {
                 }
             }
         }
-        if c.flush().is_err() {
-            broken = true;
+        match c.flush() {
+            Ok(n) => self.state.tally.get().net_output_bytes += n as u64,
+            Err(_) => broken = true,
         }
         if defer {
             self.state.deferred.push((slot, gen));
@@ -458,7 +460,8 @@ fn run_one(
 /// script: added to the loop's when the script ends ([`Tally::settle`]),
 /// before the loop handles anything else, so INFO counts them as Redis
 /// does (commandstats `calls` and `rejected_calls`, errorstats,
-/// `total_error_replies`). Allocated on a desk's first count.
+/// `total_error_replies`, the network bytes). Allocated on a desk's first
+/// count.
 #[derive(Default)]
 pub(crate) struct Tally(Option<Box<ThreadStats>>);
 
@@ -474,6 +477,8 @@ impl Tally {
         let Some(t) = self.0.as_deref_mut() else {
             return;
         };
+        into.net_input_bytes += std::mem::take(&mut t.net_input_bytes);
+        into.net_output_bytes += std::mem::take(&mut t.net_output_bytes);
         if t.total_commands == 0 && t.total_error_replies == 0 {
             return;
         }
@@ -703,6 +708,7 @@ fn refuse_batch(ib: &mut Inbox<'_>, conn: ConnRef, mut batch: Box<Batch>, line: 
     if let Some(direct) = b.direct {
         let n = direct.write(&b.reply);
         b.direct_written = n;
+        ib.tally.get().net_output_bytes += n as u64;
         if n == b.reply.len() {
             ib.mailbox.send_lazy(home, Msg::ExecDone { conn, batch });
             return;
