@@ -19,7 +19,10 @@
 //! WATCH registers the keys with their shards (`engine::Db::watch`); any
 //! change to a watched key (a write from any connection, expiry, FLUSHDB,
 //! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
-//! with a null array without running anything.
+//! with a null array without running anything. Keys of one shard a long
+//! script holds are handed to that script instead, whose thread registers
+//! them before the script's next command (`script::busy::watch_while_busy`):
+//! WATCH is answered at once while busy, as in Redis.
 
 use std::sync::Arc;
 

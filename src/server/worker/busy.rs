@@ -70,7 +70,7 @@
 //! (`script::busy::watch_while_busy`), whose thread registers them on the
 //! shard before the script's next command and when it ends, so a write
 //! the script makes after `+OK` dooms the transaction exactly as in Redis
-//! (none is missed, none is counted that came before). Keys of a script
+//! (none is missed; one made before the WATCH does not doom it). Keys of a script
 //! on gathered copies of several shards (which holds no one shard), and a
 //! WATCH of keys on several shards, still wait for the script's end (the
 //! keys' lock or job waits on the busy shard): the client has no reply
@@ -88,9 +88,9 @@
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
-//! `total_error_replies`, network bytes), in a [`Tally`] of its own while the loop's
-//! counters are lent to the running handler, added to them when the script
-//! ends.
+//! `total_error_replies`, network bytes): in a [`Tally`] of its own while
+//! the loop's counters are lent to the running handler, added to them
+//! when the script ends.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
