@@ -150,7 +150,7 @@ pub struct PendingWatch {
 /// WATCH takes the ordinary way (its job waits for the script's end).
 const PENDING_WATCHES_MAX: usize = 1 << 16;
 
-/// WATCH of `keys` (database `db`), all on `shard`, while a script may be
+/// WATCH of `keys` (database `db`) on `shard`, while a script may be
 /// busy there: true if a published script holds that shard and took the
 /// keys, which its thread registers on the shard before the script's next
 /// command, and when it ends ([`HookState::take_watches`],
@@ -187,6 +187,12 @@ pub fn watch_while_busy(
     }));
     r.watching.store(true, Ordering::Release);
     true
+}
+
+/// Whether a published script holds `shard` itself (not one on gathered
+/// copies): a WATCH of its keys is taken by [`watch_while_busy`].
+pub fn holds_shard(shard: usize) -> bool {
+    any() && busy_list().iter().any(|r| r.shard == Some(shard))
 }
 
 /// Registers `watches` on `shard`, the shard the script that took them
