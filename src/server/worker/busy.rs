@@ -16,11 +16,12 @@
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
 //!   are answered, and so is a WATCH whose coordinator plans no job (see
-//!   below). One that would need a shard (a WATCH of keys on several
-//!   shards: its transaction locks them) is left unparsed and its
-//!   connection deferred until the script ends, so its pipeline stays in
-//!   order; what dispatch added to the client's watch list is taken back
-//!   (run again, it would find the keys watched and register nothing).
+//!   below). One that would need a shard (a WATCH with keys of another
+//!   shard, whose job only the loop can send and wait for) is left
+//!   unparsed and its connection deferred until the script ends, so its
+//!   pipeline stays in order; what dispatch added to the client's watch
+//!   list is taken back (run again, it would find the keys watched and
+//!   register nothing).
 //!   Nothing ever runs on a shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
@@ -64,18 +65,19 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! WATCH of keys of one shard held by the busy script is answered at
-//! once, as Redis 7.0 answers it (allow-busy), here and on every other
-//! thread: its builder hands the keys to the published script
+//! WATCH of keys of a shard held by the busy script is answered at once,
+//! as Redis 7.0 answers it (allow-busy), here (when all its keys are of
+//! that shard, or watched already) and on every other thread: its builder
+//! hands those keys to the published script
 //! (`script::busy::watch_while_busy`), whose thread registers them on the
 //! shard before the script's next command and when it ends, so a write
 //! the script makes after `+OK` dooms the transaction exactly as in Redis
-//! (none is missed; one made before the WATCH does not doom it). Keys of a script
-//! on gathered copies of several shards (which holds no one shard), and a
-//! WATCH of keys on several shards, still wait for the script's end (the
-//! keys' lock or job waits on the busy shard): the client has no reply
-//! before, so its WATCH takes effect at a later instant, which is just as
-//! linearizable.
+//! (none is missed; one made before the WATCH does not doom it). Keys of
+//! the loop's shard while its script runs on gathered copies of several
+//! shards (which holds no one shard) still wait for the script's end (the
+//! WATCH's job waits on the busy loop), as does a WATCH deferred here:
+//! the client has no reply before, so its WATCH takes effect at a later
+//! instant, which is just as linearizable.
 //!
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is

@@ -40,12 +40,13 @@
 //! Redis's `-BUSY` (dispatch refuses any other command of a connection
 //! whose home is the busy shard: `refuse_if_busy` with its home). Nothing
 //! runs on a shard from there: an allow-busy command that would (a WATCH
-//! of keys on several shards) stays unread, with everything behind it on
-//! its connection, until the script ends. A WATCH of keys of the one shard
-//! a published script holds needs no shard: the script takes them
-//! ([`watch_while_busy`]) and its thread registers them before its next
-//! command, so WATCH is answered at once there and on every thread. The connection that runs the script is not in the table
-//! the runtime lends (it is taken out while it executes).
+//! with keys of another shard) stays unread, with everything behind it on
+//! its connection, until the script ends. Keys of the shard a published
+//! script holds need no job: the script takes them ([`watch_while_busy`])
+//! and its thread registers them before its next command, so WATCH is
+//! answered at once there and on every thread. The connection that runs
+//! the script is not in the table the runtime lends (it is taken out
+//! while it executes).
 //!
 //! The lend is a thread-local pointer with its lifetime erased, set and
 //! cleared around the call by a guard: the hook is a `'static` closure
