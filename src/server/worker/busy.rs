@@ -119,7 +119,7 @@ pub(crate) struct DeskState {
     events: Option<Events>,
     side: Option<Reply>,
     /// What its passes answered and refused on this loop's connections.
-    pub tally: Tally,
+    tally: Tally,
     scratch: Vec<usize>,
     args: Vec<std::ops::Range<usize>>,
     /// A pass took a listener's event: the loop accepts once the script
@@ -717,4 +717,44 @@ fn refuse_batch(ib: &mut Inbox<'_>, conn: ConnRef, mut batch: Box<Batch>, line: 
         }
     }
     ib.mailbox.send(home, Msg::ExecDone { conn, batch });
+}
+
+#[cfg(test)]
+mod tally_tests {
+    use super::*;
+
+    /// Everything a desk counted reaches the loop's statistics once, and
+    /// the tally is empty afterwards.
+    #[test]
+    fn a_tally_moves_every_count_into_the_loop_statistics() {
+        let reg = commands::registry();
+        let (get, _) = reg.top(b"get").unwrap();
+        let (watch, _) = reg.top(b"watch").unwrap();
+        let mut into = ThreadStats::default();
+        into.count_error(b"ERR x");
+        let mut t = Tally::default();
+        t.settle(&mut into);
+        assert!(t.0.is_none(), "nothing allocated before a count");
+
+        let s = t.get();
+        commands::exec::count_rejected(s, Some(get));
+        s.count_error(b"BUSY Redis is busy");
+        s.count_error(b"ERR unknown command");
+        s.cmd[watch].calls += 1;
+        s.cmd[watch].usec += 5;
+        s.total_commands += 1;
+        s.net_input_bytes += 40;
+        s.net_output_bytes += 90;
+        for _ in 0..2 {
+            t.settle(&mut into);
+        }
+        assert_eq!(into.cmd[get].rejected_calls, 1);
+        assert_eq!((into.cmd[watch].calls, into.cmd[watch].usec), (1, 5));
+        assert_eq!(into.total_commands, 1);
+        assert_eq!(into.total_error_replies, 3);
+        let mut errors = into.errors.clone();
+        errors.sort();
+        assert_eq!(errors, vec![("BUSY".into(), 1), ("ERR".into(), 2)]);
+        assert_eq!((into.net_input_bytes, into.net_output_bytes), (40, 90));
+    }
 }
