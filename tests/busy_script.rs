@@ -211,9 +211,10 @@ fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
 }
 
 /// A connection whose home is the shard of `key`: a script may touch
-/// undeclared keys of its own shard only, which tells where it lives.
+/// undeclared keys of its own shard only, which tells where it lives. At
+/// most 600 tries: with 16 shards, 64 missed one in 60 times.
 fn connection_on(s: &Server, key: &str) -> RawConn {
-    for _ in 0..64 {
+    for _ in 0..600 {
         let mut c = s.raw();
         if home_has(&mut c, key) {
             return c;
@@ -485,6 +486,7 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
     let mut pipe = next();
     let mut multi = next();
     let mut killer = next();
+    assert_eq!(ctl.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
 
     // A lone GET (the shard writes its reply itself) and the script, back
     // to back: shard 0 often takes both in one drain.
@@ -495,11 +497,11 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
         b"1",
         k0.as_bytes(),
     ]));
-    let r = lone.read_reply();
+    let lone_reply = lone.read_reply();
     assert!(
-        r == bulk("v0") || r == BUSY_EVAL,
+        lone_reply == bulk("v0") || lone_reply == BUSY_EVAL,
         "{}",
-        common::escape(&r, 200)
+        common::escape(&lone_reply, 200)
     );
     // The loop has forwarded the script when it answers this.
     assert_eq!(peers[0].cmd_str(&["PING"]), b"+PONG\r\n");
@@ -561,13 +563,38 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
     }
     assert_eq!(ctl.cmd_str(&["GET", &k0]), now);
     assert_eq!(spin.cmd_str(&["GET", &k1]), bulk("v1"));
+    // Every -BUSY counted, whoever refused it (the desk from the mailbox,
+    // or a loop's dispatch): the lone GET's, the peers', the pipeline's,
+    // the killer's, FUNCTION STATS's (a failed call, not a rejected one),
+    // the multi-shard connection's.
+    let lone_busy = u64::from(lone_reply == BUSY_EVAL);
+    let multi_busy = if got == refused { 3 } else { 0 };
+    let busy = lone_busy + 4 + 2 + 3 + 1 + multi_busy;
+    let errs = info_lines(&mut ctl, "errorstats");
+    assert_eq!(
+        errs.get("errorstat_BUSY").map(String::as_str),
+        Some(format!("count={busy}").as_str()),
+        "{errs:?}"
+    );
+    let cmds = info_lines(&mut ctl, "commandstats");
+    let gets = lone_busy + 4 + 1 + 1 + u64::from(got == refused);
+    assert_eq!(cmdstat(&cmds, "get", "rejected_calls"), gets, "{cmds:?}");
 }
 
-per_layout!(other_loops_get_busy_for_requests_queued_behind_a_script);
+per_layout!(
+    other_loops_get_busy_for_requests_queued_behind_a_script,
+    busy_refusals_are_counted_as_redis_counts_them,
+    watch_while_busy_is_answered_at_once_and_sees_the_script_write,
+    allow_busy_commands_are_answered_as_redis_from_every_loop,
+);
 
 /// WATCH from another loop while a script is busy (allow-busy, as in
-/// Redis): its job waits on the busy shard, kept in order, and the watch
-/// starts once the script ends (`+OK` then; Redis answers at once). A
+/// Redis) on gathered copies of keys of two shards, on the loop of the
+/// watched key's shard: such a script holds no one shard, so the WATCH's
+/// job waits on that loop, kept in order, and the watch starts once the
+/// script ends (`+OK` then; Redis answers at once, as Tessera does while
+/// a script holds the key's shard itself: see
+/// `watch_while_busy_is_answered_at_once_and_sees_the_script_write`). A
 /// change after that dooms the transaction, as always.
 #[test]
 fn watch_from_another_loop_waits_for_the_busy_script() {
@@ -575,20 +602,22 @@ fn watch_from_another_loop_waits_for_the_busy_script() {
         return;
     }
     let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
-    let k0 = key_on(0, 2, "w");
-    let mut watcher = connection_off(&s, &key_on(0, 2, "home"));
-    let mut killer = connection_off(&s, &key_on(0, 2, "home"));
+    let (k0, k1) = (key_on(0, 2, "w"), key_on(1, 2, "w"));
+    let mut watcher = connection_off(&s, &k0);
+    let mut killer = connection_off(&s, &k0);
     assert_eq!(
         killer.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
         b"+OK\r\n"
     );
-    let mut spin = caller(&s);
+    let mut spin = connection_on(&s, &k0);
+    spin.set_reply_timeout(Duration::from_secs(60));
     for doomed in [false, true] {
         spin.send(&encode_command(&[
             b"EVAL",
             SPIN.as_bytes(),
-            b"1",
+            b"2",
             k0.as_bytes(),
+            k1.as_bytes(),
         ]));
         wait_published(&mut killer);
         send_all(&mut watcher, &[&["WATCH", &k0], &["PING"]]);
@@ -609,33 +638,470 @@ fn watch_from_another_loop_waits_for_the_busy_script() {
     }
 }
 
-/// A connection of the script's loop whose WATCH waited for one busy
-/// script is served by the desk again during the next one (it stayed on
-/// the desk's deferred list, unread until each later script ended).
+/// A connection of the script's loop whose WATCH must wait for the busy
+/// script (keys on two shards: the transaction's lock on the busy shard
+/// waits) is deferred, and answered once the script ends, with every key
+/// watched (the desk takes back what dispatch added to its list, which
+/// would otherwise make the WATCH run again register nothing); during the
+/// next script the desk serves it again (it stayed on the deferred list,
+/// unread until each later script ended).
 #[test]
 fn a_watch_deferred_by_one_busy_script_does_not_defer_the_next() {
     if common::testing_real_redis() {
         return;
     }
-    let s = Server::tessera(&["--shards", "1"]);
-    let mut ctl = s.raw();
+    let s = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    let (k0, k1) = (key_on(0, 2, "w"), key_on(1, 2, "w"));
+    let mut ctl = connection_on(&s, &k0);
     assert_eq!(
         ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
         b"+OK\r\n"
     );
-    let mut watcher = s.raw();
+    let mut watcher = connection_on(&s, &k0);
     let mut spin = caller(&s);
-    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    let eval = encode_command(&[b"EVAL", SPIN.as_bytes(), b"1", k0.as_bytes()]);
+    spin.send(&eval);
     assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
-    send_all(&mut watcher, &[&["WATCH", "x"]]);
+    send_all(&mut watcher, &[&["WATCH", &k0, &k1]]);
     assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
     assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
     assert_eq!(watcher.read_reply(), b"+OK\r\n");
 
-    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    spin.send(&eval);
     assert_eq!(wait_busy(&mut ctl), BUSY_EVAL);
     assert_eq!(watcher.cmd_str(&["PING"]), BUSY_EVAL);
     assert_eq!(watcher.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
     assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
     assert_eq!(watcher.cmd_str(&["PING"]), b"+PONG\r\n");
+    // Both keys are watched.
+    assert_eq!(ctl.cmd_str(&["SET", &k1, "changed"]), b"+OK\r\n");
+    assert_eq!(watcher.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(watcher.cmd_str(&["PING"]), b"+QUEUED\r\n");
+    assert_eq!(watcher.cmd_str(&["EXEC"]), b"*-1\r\n");
+}
+
+/// Error replies a test saw, to compare with INFO's figures.
+#[derive(Default)]
+struct Seen {
+    /// Rejected calls by command (`-BUSY`, arity errors), as Redis's
+    /// `rejectCommand` counts them.
+    rejected: std::collections::BTreeMap<&'static str, u64>,
+    /// `-BUSY` replies.
+    busy: u64,
+    /// `-ERR` replies.
+    err: u64,
+    /// Every error reply.
+    total: u64,
+    /// Request bytes sent.
+    sent: u64,
+}
+
+impl Seen {
+    fn note(&mut self, cmd: &'static str, r: &[u8]) {
+        if r.starts_with(b"-") {
+            self.total += 1;
+        }
+        if r.starts_with(b"-BUSY ") || r.starts_with(b"-ERR wrong number of arguments") {
+            *self.rejected.entry(cmd).or_default() += 1;
+        }
+        if r.starts_with(b"-BUSY ") {
+            self.busy += 1;
+        } else if r.starts_with(b"-ERR ") {
+            self.err += 1;
+        }
+    }
+
+    /// Sends `args` on `c` and notes the reply as one of `cmd`.
+    fn cmd(&mut self, c: &mut RawConn, cmd: &'static str, args: &[&str]) -> Vec<u8> {
+        self.sent += request_len(args);
+        let r = c.cmd_str(args);
+        self.note(cmd, &r);
+        r
+    }
+}
+
+/// The bytes of `args` as a request.
+fn request_len(args: &[&str]) -> u64 {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    encode_command(&args).len() as u64
+}
+
+/// The `field:value` lines of INFO `section`.
+fn info_lines(c: &mut RawConn, section: &str) -> std::collections::HashMap<String, String> {
+    let r = String::from_utf8(c.cmd_str(&["INFO", section])).unwrap();
+    r.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `name=value` out of a commandstats line (0 when the command has none).
+fn cmdstat(stats: &std::collections::HashMap<String, String>, cmd: &str, name: &str) -> u64 {
+    let Some(line) = stats.get(&format!("cmdstat_{cmd}")) else {
+        return 0;
+    };
+    line.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Refusals while a script is busy on `k0`'s shard, from every path that
+/// makes them: the script's own loop (`near`, served by its desk, or the
+/// home check of its dispatch), another loop's dispatch (`far`), and a
+/// request that reached the busy shard behind the script (`behind`, sent
+/// on the caller's loop right after the script: refused by the desk from
+/// the shard's mailbox, or by dispatch once the script is published, or
+/// run before it). INFO must count every `-BUSY` as a rejected call of its
+/// command and in errorstats, and `total_error_replies` every error, as
+/// Redis's `rejectCommand` does; WATCH is a call.
+fn refusals_are_counted(
+    s: &Server,
+    near: &mut RawConn,
+    far: Option<&mut RawConn>,
+    spin: &mut RawConn,
+    behind: Option<&mut RawConn>,
+    k0: &str,
+) {
+    let mut ctl = s.raw();
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    let mut seen = Seen::default();
+    let watches = 1 + u64::from(far.is_some());
+    let eval = ["EVAL", SPIN, "1", k0];
+    seen.sent += request_len(&eval);
+    spin.send(&encode_command(
+        &eval.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(),
+    ));
+    let mut behind = behind;
+    if let Some(b) = behind.as_deref_mut() {
+        seen.sent += request_len(&["GET", k0]);
+        b.send(&encode_command(&[b"GET", k0.as_bytes()]));
+    }
+    // As `wait_busy`, counting what it sends.
+    let mut busy = false;
+    for _ in 0..500 {
+        if seen.cmd(near, "ping", &["PING"]) != b"+PONG\r\n" {
+            busy = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(busy, "the script never became busy");
+    for (cmd, args) in [
+        ("get", &["GET", k0][..]),
+        ("set", &["SET", k0, "v"]),
+        ("ping", &["PING"]),
+        ("foo", &["FOO"]),
+        ("get", &["GET"]),
+        ("watch", &["WATCH", k0]),
+        ("unwatch", &["UNWATCH"]),
+    ] {
+        let r = seen.cmd(near, cmd, args);
+        if cmd.ends_with("watch") {
+            assert_eq!(r, b"+OK\r\n", "{cmd}");
+        }
+    }
+    if let Some(f) = far {
+        for (cmd, args) in [
+            ("get", &["GET", k0][..]),
+            ("set", &["SET", k0, "v"]),
+            ("incr", &["INCR", k0]),
+            ("foo", &["FOO", k0]),
+            ("watch", &["WATCH", k0]),
+        ] {
+            let r = seen.cmd(f, cmd, args);
+            if cmd == "watch" {
+                assert_eq!(r, b"+OK\r\n");
+            }
+        }
+    }
+    if let Some(b) = behind {
+        let r = b.read_reply();
+        seen.note("get", &r);
+    }
+    assert_eq!(seen.cmd(near, "script", &["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = spin.read_reply();
+    assert!(r.starts_with(b"-ERR Script killed by user"), "{r:?}");
+    seen.note("eval", &r);
+
+    let cmds = info_lines(&mut ctl, "commandstats");
+    assert!(seen.rejected["get"] >= 2, "{:?}", seen.rejected);
+    for (cmd, n) in &seen.rejected {
+        assert_eq!(
+            cmdstat(&cmds, cmd, "rejected_calls"),
+            *n,
+            "rejected {cmd}: {cmds:?}"
+        );
+    }
+    assert_eq!(cmdstat(&cmds, "watch", "calls"), watches, "{cmds:?}");
+    assert_eq!(cmdstat(&cmds, "script|kill", "calls"), 1, "{cmds:?}");
+    let errs = info_lines(&mut ctl, "errorstats");
+    assert_eq!(
+        errs.get("errorstat_BUSY").map(String::as_str),
+        Some(format!("count={}", seen.busy).as_str()),
+        "{errs:?}"
+    );
+    assert_eq!(
+        errs.get("errorstat_ERR").map(String::as_str),
+        Some(format!("count={}", seen.err).as_str()),
+        "{errs:?}"
+    );
+    let stats = info_lines(&mut ctl, "stats");
+    assert_eq!(
+        stats["total_error_replies"],
+        seen.total.to_string(),
+        "{stats:?}"
+    );
+    // Every request read counts, the desk's too (INFO's own included).
+    let info = ["commandstats", "errorstats", "stats"]
+        .map(|s| request_len(&["INFO", s]))
+        .iter()
+        .sum::<u64>();
+    assert_eq!(
+        stats["total_net_input_bytes"],
+        (seen.sent + info).to_string(),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn one_shard_counts_the_desk_refusals_as_redis() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "1"]);
+    let (mut near, mut spin) = (s.raw(), caller(&s));
+    refusals_are_counted(&s, &mut near, None, &mut spin, None, "k");
+}
+
+#[test]
+fn redis_counts_busy_refusals_so() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let s = Server::redis(&[]);
+    let (mut near, mut far, mut spin) = (s.raw(), s.raw(), caller(&s));
+    refusals_are_counted(&s, &mut near, Some(&mut far), &mut spin, None, "k");
+}
+
+fn busy_refusals_are_counted_as_redis_counts_them(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "busy");
+    let mut near = connection_on(&s, &k0);
+    let mut far = connection_off(&s, &k0);
+    let mut on_one = conns_of_one_loop(&s, n, 2).into_iter();
+    let (mut spin, mut behind) = (on_one.next().unwrap(), on_one.next().unwrap());
+    spin.set_reply_timeout(Duration::from_secs(60));
+    refusals_are_counted(
+        &s,
+        &mut near,
+        Some(&mut far),
+        &mut spin,
+        Some(&mut behind),
+        &k0,
+    );
+}
+
+/// A script that spins for `ARGV[1]` microseconds (calling TIME, so its
+/// thread looks at waiting watches between its commands), then sets
+/// `KEYS[1]` and returns 1.
+const SPIN_THEN_SET: &str = "local function now() local t = redis.call('time') \
+     return t[1] * 1000000 + t[2] end \
+     local t0 = now() while now() - t0 < tonumber(ARGV[1]) do end \
+     redis.call('set', KEYS[1], 'script') return 1";
+
+/// WATCH while a script is busy on the key's shard, from the script's own
+/// loop (`near`, served by its desk) and from another loop (`far`, with a
+/// key of another shard too): `+OK` at once, as Redis answers it, and the key the script sets afterwards
+/// dooms the transaction (Redis's `touchWatchedKey` from the script's
+/// write); a script that sets another key does not. Proof that the write
+/// came after the watches: `near`'s PING, answered after them, still gets
+/// `-BUSY` (the script's last hook pass, which serves it, comes before its
+/// final write). A script that ended before (a slow machine) is run again
+/// longer, at most three times.
+fn watch_scenario(s: &Server, near: &mut RawConn, mut far: Option<&mut RawConn>, keys: [&str; 3]) {
+    let [k0, other, far_too] = keys;
+    let mut spin = caller(s);
+    assert_eq!(
+        near.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    for target in [k0, other] {
+        let mut us = 2_000_000u64;
+        let mut proven = false;
+        for _ in 0..3 {
+            spin.send(&encode_command(&[
+                b"EVAL",
+                SPIN_THEN_SET.as_bytes(),
+                b"1",
+                target.as_bytes(),
+                us.to_string().as_bytes(),
+            ]));
+            assert_eq!(wait_busy(near), BUSY_EVAL);
+            assert_eq!(near.cmd_str(&["WATCH", k0]), b"+OK\r\n");
+            if let Some(f) = far.as_deref_mut() {
+                assert_eq!(f.cmd_str(&["WATCH", k0, far_too]), b"+OK\r\n");
+            }
+            proven = near.cmd_str(&["PING"]) == BUSY_EVAL;
+            assert_eq!(spin.read_reply(), b":1\r\n");
+            if proven {
+                break;
+            }
+            for c in std::iter::once(&mut *near).chain(far.as_deref_mut()) {
+                assert_eq!(c.cmd_str(&["UNWATCH"]), b"+OK\r\n");
+            }
+            us *= 4;
+        }
+        assert!(proven, "the script always ended before the watches");
+        // (A transaction that writes nothing: one client's would doom the
+        // other's.)
+        let want: &[u8] = if target == k0 {
+            b"*-1\r\n"
+        } else {
+            b"*1\r\n+PONG\r\n"
+        };
+        for c in std::iter::once(&mut *near).chain(far.as_deref_mut()) {
+            assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+            assert_eq!(c.cmd_str(&["PING"]), b"+QUEUED\r\n");
+            assert_eq!(c.cmd_str(&["EXEC"]), want, "script set {target}");
+        }
+    }
+}
+
+#[test]
+fn one_shard_watch_while_busy_sees_the_script_write() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = Server::tessera(&["--shards", "1"]);
+    let (mut near, mut far) = (s.raw(), s.raw());
+    watch_scenario(&s, &mut near, Some(&mut far), ["w", "v", "x"]);
+}
+
+#[test]
+fn redis_watch_while_busy_sees_the_script_write() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let s = Server::redis(&[]);
+    let (mut near, mut far) = (s.raw(), s.raw());
+    watch_scenario(&s, &mut near, Some(&mut far), ["w", "v", "x"]);
+}
+
+fn watch_while_busy_is_answered_at_once_and_sees_the_script_write(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "w");
+    let other = key_on(0, n, "v");
+    let elsewhere = key_on(1, n, "x");
+    let mut near = connection_on(&s, &k0);
+    let mut far = connection_off(&s, &k0);
+    watch_scenario(&s, &mut near, Some(&mut far), [&k0, &other, &elsewhere]);
+}
+
+/// Redis 7.0.15's allow-busy commands (COMMAND's `allow_busy` flag) and
+/// their replies while an EVAL is busy, in this order on one connection.
+/// HELLO's reply is checked by its start (the client id varies).
+const ALLOW_BUSY: &[(&[&str], &str)] = &[
+    (&["AUTH", "x"], "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"),
+    (&["AUTH", "default", "x"], "+OK\r\n"),
+    (&["HELLO", "3", "SETNAME", "n"], "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+    (&["HELLO", "2"], "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+    (&["MULTI"], "+OK\r\n"),
+    (&["DISCARD"], "+OK\r\n"),
+    (&["WATCH", "{k}"], "+OK\r\n"),
+    (&["UNWATCH"], "+OK\r\n"),
+    (&["MULTI"], "+OK\r\n"),
+    (&["WATCH", "{k}"], "-ERR WATCH inside MULTI is not allowed\r\n"),
+    (&["DISCARD"], "+OK\r\n"),
+    (&["REPLCONF", "listening-port", "1"], "+OK\r\n"),
+    (&["FUNCTION", "STATS"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["FUNCTION", "KILL"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["SHUTDOWN"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+    (&["RESET"], "+RESET\r\n"),
+    (&["QUIT"], "+OK\r\n"),
+];
+
+/// Sends [`ALLOW_BUSY`] on each of `conns` (`{k}` replaced by `k0`, a key
+/// on the busy shard) while an EVAL is busy on `k0`'s shard.
+fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &str) {
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = caller(s);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        k0.as_bytes(),
+    ]));
+    assert_eq!(wait_busy(ctl), BUSY_EVAL);
+    for (i, mut c) in conns.into_iter().enumerate() {
+        for (cmd, want) in ALLOW_BUSY {
+            let args: Vec<&str> = cmd
+                .iter()
+                .map(|a| if *a == "{k}" { k0 } else { a })
+                .collect();
+            let r = c.cmd_str(&args);
+            assert!(
+                r.starts_with(want.as_bytes()),
+                "connection {i}, {cmd:?}: {}",
+                common::escape(&r, 200)
+            );
+        }
+    }
+    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+}
+
+#[test]
+fn redis_answers_allow_busy_commands_so() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let s = Server::redis(&[]);
+    let mut ctl = s.raw();
+    allow_busy_scenario(&s, &mut ctl, vec![s.raw()], "k");
+}
+
+/// From the busy shard's own loop (its desk, or the home check of its
+/// dispatch) and from another loop, Redis's replies.
+fn allow_busy_commands_are_answered_as_redis_from_every_loop(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = layout.tessera(&[]);
+    let n = layout.shards;
+    if layout.consolidated {
+        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
+        common::wait_shard_threads(&s, 1);
+    }
+    let k0 = key_on(0, n, "ab");
+    let mut ctl = connection_on(&s, &k0);
+    let conns = vec![connection_on(&s, &k0), connection_off(&s, &k0)];
+    allow_busy_scenario(&s, &mut ctl, conns, &k0);
 }

@@ -202,6 +202,9 @@ struct Core {
     /// handle then (see `busy`): handled before anything still in the
     /// mailbox, in arrival order.
     kept: VecDeque<Msg>,
+    /// What a busy script's desk refused from the mailbox (see `busy`),
+    /// added to `stats` when the script ends.
+    refused: busy::Tally,
     /// Remote requests of the connection being processed, per shard; sent
     /// when the pass over its pipeline ends (or before a coordinator starts).
     /// N pointers per thread; only `batch_to`'s entries are visited.

@@ -19,7 +19,10 @@
 //! WATCH registers the keys with their shards (`engine::Db::watch`); any
 //! change to a watched key (a write from any connection, expiry, FLUSHDB,
 //! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
-//! with a null array without running anything.
+//! with a null array without running anything. Keys of one shard a long
+//! script holds are handed to that script instead, whose thread registers
+//! them before the script's next command (`script::busy::watch_while_busy`):
+//! WATCH is answered at once while busy, as in Redis.
 
 use std::sync::Arc;
 
@@ -69,7 +72,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         keys(1, -1, 1),
         Exec::Coord(watch),
         &["fast", "transaction"],
-    ),
+    )
+    .with_locks(watch_locks),
     CommandSpec::new(
         "unwatch",
         1,
@@ -148,6 +152,23 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// WATCH's locks: dispatch's default (its keys, when they span shards:
+/// every key is registered under the transaction's locks, at one instant)
+/// unless a long script holds one of their shards, whose lock would wait
+/// for the script's end. Then none: the script takes that shard's keys
+/// (see [`watch`]) and the other shards' jobs run at once, so each key is
+/// watched from its own instant on, before the reply. A write between
+/// those instants to a key watched first may doom the transaction where
+/// Redis's one-instant WATCH would not; none after the reply is missed.
+fn watch_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<LockSet> {
+    let busy = crate::script::busy::any()
+        && args
+            .iter()
+            .skip(1)
+            .any(|k| crate::script::busy::holds_shard(shard_of(k, nshards)));
+    busy.then(LockSet::default)
+}
+
 /// WATCH key...: registers the keys on their shards.
 fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     if c.client.multi.is_some() {
@@ -161,6 +182,17 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         if !w.keys.iter().any(|(d, key)| *d == db && key == k) {
             w.keys.push((db, k.to_vec()));
             per_shard[shard_of(k, nshards)].push(k.to_vec());
+        }
+    }
+    // Keys of a shard a long script holds: its thread watches them before
+    // the script's next command (see `script::busy`), and WATCH is
+    // answered without waiting for the script, as Redis answers it while
+    // busy (see `watch_locks`).
+    if crate::script::busy::any() {
+        for (s, keys) in per_shard.iter_mut().enumerate() {
+            if !keys.is_empty() && crate::script::busy::watch_while_busy(s, db, keys, &w.flag) {
+                keys.clear();
+            }
         }
     }
     let mut plan = Plan::default();

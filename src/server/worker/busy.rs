@@ -15,9 +15,14 @@
 //!   flagged allow-busy (dispatch refuses everything else of a connection
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
-//!   are answered; one that would need a shard (WATCH: `Step::Coord`) is
-//!   left unparsed and its connection deferred until the script ends, so
-//!   its pipeline stays in order. Nothing ever runs on a shard from here.
+//!   are answered, and so is a WATCH whose coordinator plans no job (see
+//!   below). One that would need a shard (a WATCH with keys of another
+//!   shard, whose job only the loop can send and wait for) is left
+//!   unparsed and its connection deferred until the script ends, so its
+//!   pipeline stays in order; what dispatch added to the client's watch
+//!   list is taken back (run again, it would find the keys watched and
+//!   register nothing).
+//!   Nothing ever runs on a shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
 //!   framed: each request is consumed whole, exactly as the loop would.
@@ -60,14 +65,19 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! WATCH stays deferred (a local connection's, see above; another
-//! thread's WATCH job is kept): Redis 7.0 answers it `+OK` at once (it is
-//! allow-busy) and watches from then on, so a key the script writes later
-//! dooms the transaction. Here the watch starts, and `+OK` is sent, once
-//! the script ends: the client has no reply before, so its WATCH takes
-//! effect at a later instant, which is just as linearizable (EXEC aborts
-//! exactly for writes after that instant; none is missed). Answering at
-//! once would need the busy shard's watch list, which the script holds.
+//! WATCH of keys of a shard held by the busy script is answered at once,
+//! as Redis 7.0 answers it (allow-busy), here (when all its keys are of
+//! that shard, or watched already) and on every other thread: its builder
+//! hands those keys to the published script
+//! (`script::busy::watch_while_busy`), whose thread registers them on the
+//! shard before the script's next command and when it ends, so a write
+//! the script makes after `+OK` dooms the transaction exactly as in Redis
+//! (none is missed; one made before the WATCH does not doom it). Keys of
+//! the loop's shard while its script runs on gathered copies of several
+//! shards (which holds no one shard) still wait for the script's end (the
+//! WATCH's job waits on the busy loop), as does a WATCH deferred here:
+//! the client has no reply before, so its WATCH takes effect at a later
+//! instant, which is just as linearizable.
 //!
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is
@@ -78,8 +88,11 @@
 //! started (the watchdog does not see that hub stuck): no deadlock, both
 //! are served when the script ends.
 //!
-//! Commands served here are not counted in this thread's statistics (the
-//! loop's counters are borrowed by the running handler).
+//! What the desk answers and refuses is counted as Redis counts it
+//! (commandstats calls and `rejected_calls`, errorstats,
+//! `total_error_replies`, network bytes): in a [`Tally`] of its own while
+//! the loop's counters are lent to the running handler, added to them
+//! when the script ends.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -105,7 +118,8 @@ const EVENTS_MAX: usize = 256;
 pub(crate) struct DeskState {
     events: Option<Events>,
     side: Option<Reply>,
-    stats: ThreadStats,
+    /// What its passes answered and refused on this loop's connections.
+    tally: Tally,
     scratch: Vec<usize>,
     args: Vec<std::ops::Range<usize>>,
     /// A pass took a listener's event: the loop accepts once the script
@@ -170,7 +184,9 @@ impl Worker {
             state: desk,
             first: true,
         };
-        commands::script::busy::lend_desk(&mut lent, core.id, || f(core))
+        let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
+        lent.state.tally.settle(&mut core.stats);
+        r
     }
 }
 
@@ -268,6 +284,7 @@ impl Desk<'_> {
                 Ok(n) => {
                     got = true;
                     c.set_rbuf_end(end + n);
+                    self.state.tally.get().net_input_bytes += n as u64;
                     if !answer(self.server, self.id, self.limits, self.state, c) {
                         defer = true;
                         break;
@@ -286,8 +303,9 @@ impl Desk<'_> {
                 }
             }
         }
-        if c.flush().is_err() {
-            broken = true;
+        match c.flush() {
+            Ok(n) => self.state.tally.get().net_output_bytes += n as u64,
+            Err(_) => broken = true,
         }
         if defer {
             self.state.deferred.push((slot, gen));
@@ -372,18 +390,48 @@ fn run_one(
     side.set_resp3(c.client.resp3);
     let out = if direct { &mut c.out } else { &mut *side };
     let mark = out.len();
+    // A WATCH left for later is dispatched again then: what its builder
+    // added to the client's list is taken back (it would find those keys
+    // watched already and register nothing).
+    let watched = c.client.watch.as_ref().map(|w| w.keys.len());
+    let started = std::time::Instant::now();
     let mut ctx = ConnCtx {
         client: &mut c.client,
-        out,
+        out: &mut *out,
         server,
         home: id,
         key_shards: &[],
     };
-    let step = dispatch(args, &mut ctx, &mut st.stats, &mut st.scratch);
-    if !matches!(step, Step::Done) {
+    let step = dispatch(args, &mut ctx, st.tally.get(), &mut st.scratch);
+    let done = match step {
+        Step::Done => true,
+        Step::Coord { resolved, coord } if resolved.spec.name == "watch" => {
+            let stats = st.tally.get();
+            watch_now(
+                server,
+                resolved,
+                coord,
+                args,
+                out,
+                &mut c.client,
+                stats,
+                started,
+            )
+        }
+        _ => false,
+    };
+    if !done {
         // Nothing ran and nothing was written (dispatch replies only when
         // it is done); the coordinator or hop is dropped unstarted.
         c.client.reply_mode = mode_before;
+        match watched {
+            None => c.client.watch = None,
+            Some(n) => {
+                if let Some(w) = c.client.watch.as_mut() {
+                    w.keys.truncate(n);
+                }
+            }
+        }
         return false;
     }
     let mode_after = c.client.reply_mode;
@@ -409,6 +457,93 @@ fn run_one(
     true
 }
 
+/// The statistics of what a desk served (the commands it answered, the
+/// requests it refused) while the loop's own are lent to the running
+/// script: added to the loop's when the script ends ([`Tally::settle`]),
+/// before the loop handles anything else, so INFO counts them as Redis
+/// does (commandstats `calls` and `rejected_calls`, errorstats,
+/// `total_error_replies`, the network bytes). Allocated on a desk's first
+/// count.
+#[derive(Default)]
+pub(crate) struct Tally(Option<Box<ThreadStats>>);
+
+impl Tally {
+    fn get(&mut self) -> &mut ThreadStats {
+        self.0.get_or_insert_with(Default::default)
+    }
+
+    /// Moves everything counted here into `into`: a flag test when
+    /// nothing was (every refusal replies an error, every answer is a
+    /// call).
+    pub(super) fn settle(&mut self, into: &mut ThreadStats) {
+        let Some(t) = self.0.as_deref_mut() else {
+            return;
+        };
+        into.net_input_bytes += std::mem::take(&mut t.net_input_bytes);
+        into.net_output_bytes += std::mem::take(&mut t.net_output_bytes);
+        if t.total_commands == 0 && t.total_error_replies == 0 {
+            return;
+        }
+        for (a, b) in into.cmd.iter_mut().zip(t.cmd.iter_mut()) {
+            a.calls += b.calls;
+            a.usec += b.usec;
+            a.rejected_calls += b.rejected_calls;
+            a.failed_calls += b.failed_calls;
+            *b = Default::default();
+        }
+        for (id, h) in t.hist.iter().enumerate() {
+            if let Some(h) = h {
+                into.histogram(id).merge(h);
+            }
+        }
+        t.hist.clear();
+        for (code, n) in t.errors.drain(..) {
+            if let Some((_, m)) = into.errors.iter_mut().find(|(c, _)| *c == code) {
+                *m += n;
+            } else if into.errors.len() < 128 {
+                // The same bound as `ThreadStats::count_error`'s.
+                into.errors.push((code, n));
+            }
+        }
+        into.total_commands += std::mem::take(&mut t.total_commands);
+        into.total_error_replies += std::mem::take(&mut t.total_error_replies);
+        into.unexpected_error_replies += std::mem::take(&mut t.unexpected_error_replies);
+    }
+}
+
+/// Finishes a WATCH here when it needs no shard: its keys are on the
+/// busy shard and its script took them (`script::busy::watch_while_busy`,
+/// which registers them before the script's next command), or they are
+/// watched already. True once it replied (and was counted); false if it
+/// has jobs for shards (which only the loop can send and wait for):
+/// nothing ran, nothing was written.
+#[allow(clippy::too_many_arguments)]
+fn watch_now(
+    server: &std::sync::Arc<ServerShared>,
+    resolved: commands::Resolved,
+    mut coord: Box<dyn commands::coord::Coordinator>,
+    args: Args<'_>,
+    out: &mut Reply,
+    client: &mut commands::ClientState,
+    stats: &mut ThreadStats,
+    started: std::time::Instant,
+) -> bool {
+    let mut plan = commands::coord::Plan::default();
+    let res = coord.step(Vec::new(), &mut plan, out, client);
+    if !plan.is_empty() {
+        return false;
+    }
+    if let Err(e) = &res {
+        commands::exec::reply_error(out, stats, e);
+    }
+    let ops = server.ops;
+    if let Some(us) = commands::exec::record(stats, ops, resolved.id, started, res.is_err()) {
+        let label = commands::ops::slowlog::label_of(client);
+        commands::exec::slowlog(ops, resolved, args, us, client.id, Some(label));
+    }
+    true
+}
+
 /// Messages one pass takes from the mailbox at most (the rest wait for
 /// the next pass, about a millisecond of Lua later).
 const INBOX_MAX: usize = 4096;
@@ -423,6 +558,8 @@ pub(super) struct Inbox<'a> {
     pub mailbox: &'a mut Mailbox,
     pub kept: &'a mut VecDeque<Msg>,
     pub deferred: &'a VecDeque<Deferred>,
+    /// The requests it refused (`Core::refused`).
+    pub tally: &'a mut Tally,
 }
 
 impl<'a> Inbox<'a> {
@@ -432,12 +569,14 @@ impl<'a> Inbox<'a> {
         mailbox: &'a mut Mailbox,
         kept: &'a mut VecDeque<Msg>,
         deferred: &'a VecDeque<Deferred>,
+        tally: &'a mut Tally,
     ) -> Self {
         Inbox {
             id,
             mailbox,
             kept,
             deferred,
+            tally,
         }
     }
 }
@@ -477,8 +616,16 @@ impl Core {
         &mut self,
         f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
     ) -> R {
-        let mut inbox = Inbox::split(self.id, &mut self.mailbox, &mut self.kept, &self.deferred);
-        lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats))
+        let mut inbox = Inbox::split(
+            self.id,
+            &mut self.mailbox,
+            &mut self.kept,
+            &self.deferred,
+            &mut self.refused,
+        );
+        let r = lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats));
+        self.refused.settle(&mut self.stats);
+        r
     }
 }
 
@@ -545,23 +692,69 @@ fn kept_conn(m: &Msg) -> Option<ConnRef> {
 
 /// Answers every command of `batch` with `line` and sends it home as the
 /// shard side would (a direct reply written to the client first).
+/// Each is counted as Redis's `rejectCommand` counts it (the command's
+/// `rejected_calls`, the error's code, `total_error_replies`).
 fn refuse_batch(ib: &mut Inbox<'_>, conn: ConnRef, mut batch: Box<Batch>, line: &[u8]) {
     let b = &mut *batch;
     let mut out = Reply::from_vec(std::mem::take(&mut b.reply), false);
+    let stats = ib.tally.get();
     for cmd in &b.cmds[b.ends.len()..] {
         out.set_resp3(cmd.resp3);
         out.error_bytes(line);
         b.ends.push(out.len());
+        commands::exec::count_rejected(stats, Some(cmd.resolved.id));
+        stats.count_error(line);
     }
     b.reply = out.into_bytes();
     let home = conn.thread as usize;
     if let Some(direct) = b.direct {
         let n = direct.write(&b.reply);
         b.direct_written = n;
+        ib.tally.get().net_output_bytes += n as u64;
         if n == b.reply.len() {
             ib.mailbox.send_lazy(home, Msg::ExecDone { conn, batch });
             return;
         }
     }
     ib.mailbox.send(home, Msg::ExecDone { conn, batch });
+}
+
+#[cfg(test)]
+mod tally_tests {
+    use super::*;
+
+    /// Everything a desk counted reaches the loop's statistics once, and
+    /// the tally is empty afterwards.
+    #[test]
+    fn a_tally_moves_every_count_into_the_loop_statistics() {
+        let reg = commands::registry();
+        let (get, _) = reg.top(b"get").unwrap();
+        let (watch, _) = reg.top(b"watch").unwrap();
+        let mut into = ThreadStats::default();
+        into.count_error(b"ERR x");
+        let mut t = Tally::default();
+        t.settle(&mut into);
+        assert!(t.0.is_none(), "nothing allocated before a count");
+
+        let s = t.get();
+        commands::exec::count_rejected(s, Some(get));
+        s.count_error(b"BUSY Redis is busy");
+        s.count_error(b"ERR unknown command");
+        s.cmd[watch].calls += 1;
+        s.cmd[watch].usec += 5;
+        s.total_commands += 1;
+        s.net_input_bytes += 40;
+        s.net_output_bytes += 90;
+        for _ in 0..2 {
+            t.settle(&mut into);
+        }
+        assert_eq!(into.cmd[get].rejected_calls, 1);
+        assert_eq!((into.cmd[watch].calls, into.cmd[watch].usec), (1, 5));
+        assert_eq!(into.total_commands, 1);
+        assert_eq!(into.total_error_replies, 3);
+        let mut errors = into.errors.clone();
+        errors.sort();
+        assert_eq!(errors, vec![("BUSY".into(), 1), ("ERR".into(), 2)]);
+        assert_eq!((into.net_input_bytes, into.net_output_bytes), (40, 90));
+    }
 }

@@ -529,9 +529,16 @@ pub(super) fn execute(
                 let ran = if resolved.spec.has(commands::table::flags::SCRIPT) {
                     // The shard side's inbox is lent to it too (see `busy`);
                     // split by hand: `out` may be the core's side buffer.
-                    let mut inbox =
-                        Inbox::split(core.id, &mut core.mailbox, &mut core.kept, &core.deferred);
-                    lend_inbox(&mut inbox, || run(&mut core.shard, &mut core.stats))
+                    let mut inbox = Inbox::split(
+                        core.id,
+                        &mut core.mailbox,
+                        &mut core.kept,
+                        &core.deferred,
+                        &mut core.refused,
+                    );
+                    let ran = lend_inbox(&mut inbox, || run(&mut core.shard, &mut core.stats));
+                    core.refused.settle(&mut core.stats);
+                    ran
                 } else {
                     run(&mut core.shard, &mut core.stats)
                 };

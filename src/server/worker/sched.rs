@@ -78,6 +78,7 @@ impl Worker {
                 scratch: Vec::new(),
                 local: VecDeque::new(),
                 kept: VecDeque::new(),
+                refused: busy::Tally::default(),
                 batches: Vec::new(),
                 batch_to: Vec::new(),
                 batch_conn: None,

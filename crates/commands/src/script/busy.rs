@@ -39,10 +39,14 @@
 //! DISCARD, AUTH, HELLO, QUIT, RESET ...), and everything else gets
 //! Redis's `-BUSY` (dispatch refuses any other command of a connection
 //! whose home is the busy shard: `refuse_if_busy` with its home). Nothing
-//! runs on a shard from there: an allow-busy command that would (WATCH)
-//! stays unread, with everything behind it on its connection, until the
-//! script ends. The connection that runs the script is not in the table
-//! the runtime lends (it is taken out while it executes).
+//! runs on a shard from there: an allow-busy command that would (a WATCH
+//! with keys of another shard) stays unread, with everything behind it on
+//! its connection, until the script ends. Keys of the shard a published
+//! script holds need no job: the script takes them ([`watch_while_busy`])
+//! and its thread registers them before its next command, so WATCH is
+//! answered at once there and on every thread. The connection that runs
+//! the script is not in the table the runtime lends (it is taken out
+//! while it executes).
 //!
 //! The lend is a thread-local pointer with its lifetime erased, set and
 //! cleared around the call by a guard: the hook is a `'static` closure
@@ -73,7 +77,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -128,6 +132,83 @@ pub struct Running {
     pub home: Option<usize>,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
+    /// WATCHes of keys on `shard` answered while it runs (see
+    /// [`watch_while_busy`]), not yet registered on the shard.
+    watches: Mutex<Vec<PendingWatch>>,
+    /// `watches` is not empty (one load before each of the script's
+    /// commands).
+    watching: AtomicBool,
+}
+
+/// A key watched while a published script holds its shard.
+pub struct PendingWatch {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub flag: engine::WatchFlag,
+}
+
+/// Keys waiting in one script's `Running::watches` at most: past it a
+/// WATCH takes the ordinary way (its job waits for the script's end).
+const PENDING_WATCHES_MAX: usize = 1 << 16;
+
+/// WATCH of `keys` (database `db`) on `shard`, while a script may be
+/// busy there: true if a published script holds that shard and took the
+/// keys, which its thread registers on the shard before the script's next
+/// command, and when it ends ([`HookState::take_watches`],
+/// [`register_watches`]). The caller then answers `+OK` at once, as Redis
+/// 7.0 does (WATCH is allow-busy there): every write the script makes
+/// after this returns signals the keys, so the transaction fails exactly
+/// as in Redis. False (nothing taken) when no published script holds the
+/// shard itself (one on gathered copies of several shards' keys holds
+/// none: its keys are written back by its transaction), or too many keys
+/// wait already: the caller watches the ordinary way.
+pub fn watch_while_busy(
+    shard: usize,
+    db: usize,
+    keys: &[Vec<u8>],
+    flag: &engine::WatchFlag,
+) -> bool {
+    if !any() {
+        return false;
+    }
+    // Under the list's lock: a script unpublished (`HookState::end`) after
+    // this takes what was pushed here.
+    let list = busy_list();
+    let Some(r) = list.iter().find(|r| r.shard == Some(shard)) else {
+        return false;
+    };
+    let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
+    if w.len() + keys.len() > PENDING_WATCHES_MAX {
+        return false;
+    }
+    w.extend(keys.iter().map(|k| PendingWatch {
+        db,
+        key: k.clone(),
+        flag: flag.clone(),
+    }));
+    r.watching.store(true, Ordering::Release);
+    true
+}
+
+/// Whether a published script holds `shard` itself (not one on gathered
+/// copies): a WATCH of its keys is taken by [`watch_while_busy`].
+pub fn holds_shard(shard: usize) -> bool {
+    any() && busy_list().iter().any(|r| r.shard == Some(shard))
+}
+
+/// Registers `watches` on `shard`, the shard the script that took them
+/// runs on, as WATCH's own job would (a key already logically expired is
+/// not watched).
+pub fn register_watches(shard: &mut engine::Shard, watches: Vec<PendingWatch>) {
+    let now = shard.now_ms;
+    for w in watches {
+        let Some(d) = shard.dbs.get_mut(w.db) else {
+            continue;
+        };
+        if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
+            d.watch(&w.key, &w.flag);
+        }
+    }
 }
 
 /// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.
@@ -328,6 +409,9 @@ pub struct HookState {
     abort: Cell<Option<&'static str>>,
     /// The run was stopped by SHUTDOWN NOSAVE (its records are dropped).
     stopped_for_shutdown: Cell<bool>,
+    /// Watches its published run took and had not registered when it
+    /// ended (see [`HookState::take_watches`]).
+    left_watches: RefCell<Vec<PendingWatch>>,
 }
 
 impl HookState {
@@ -337,6 +421,7 @@ impl HookState {
             run: RefCell::new(None),
             abort: Cell::new(None),
             stopped_for_shutdown: Cell::new(false),
+            left_watches: RefCell::new(Vec::new()),
         });
         set_hook(lua, &st, false);
         Ok(st)
@@ -361,6 +446,11 @@ impl HookState {
             let mut list = busy_list();
             list.retain(|r| !Arc::ptr_eq(r, &p));
             BUSY_COUNT.store(list.len(), Ordering::Relaxed);
+            drop(list);
+            // Nothing is pushed any more (`watch_while_busy` finds it
+            // under the list's lock).
+            let mut w = p.watches.lock().unwrap_or_else(|e| e.into_inner());
+            self.left_watches.borrow_mut().append(&mut w);
         }
         if self.abort.take().is_some() {
             set_hook(lua, self, false);
@@ -384,6 +474,31 @@ impl HookState {
                     Ok(_) => true,
                     Err(s) => s != KILLED_STATE,
                 }
+            }
+        }
+    }
+
+    /// The watches of keys on its shard that other clients made while
+    /// the run is published ([`watch_while_busy`]) and, once it ended,
+    /// those it had not taken: the caller registers them on the shard
+    /// ([`register_watches`]) before the script's next command, and when
+    /// it ends. Cheap while nothing waits (a flag test).
+    #[inline]
+    pub fn take_watches(&self) -> Option<Vec<PendingWatch>> {
+        let run = self.run.borrow();
+        match run.as_ref() {
+            Some(t) => match &t.published {
+                Some(p) if p.watching.load(Ordering::Acquire) => {
+                    let mut w = p.watches.lock().unwrap_or_else(|e| e.into_inner());
+                    p.watching.store(false, Ordering::Release);
+                    Some(std::mem::take(&mut *w))
+                }
+                _ => None,
+            },
+            None => {
+                drop(run);
+                let left = std::mem::take(&mut *self.left_watches.borrow_mut());
+                (!left.is_empty()).then_some(left)
             }
         }
     }
@@ -468,6 +583,8 @@ fn publish(t: &mut Timed) {
         shard: t.shard,
         home: DESK_HOME.with(|d| d.get()),
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
+        watches: Mutex::new(Vec::new()),
+        watching: AtomicBool::new(false),
     });
     // Redis's scriptInterrupt, word for word.
     let script = match &t.kind {

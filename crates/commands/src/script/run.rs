@@ -260,6 +260,10 @@ fn execute(
         }
         let lua = vm.lua.clone();
         stopped = vm.hook.end(&lua);
+        // Watches taken while it ran and not registered yet.
+        if let Some(w) = vm.hook.take_watches() {
+            super::busy::register_watches(run.ctx.shard, w);
+        }
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
@@ -985,6 +989,11 @@ impl Run<'_, '_> {
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
     fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+        // Keys other clients WATCHed while the script is busy are
+        // watched before it writes again (see `busy::watch_while_busy`).
+        if let Some(w) = self.hook.take_watches() {
+            super::busy::register_watches(self.ctx.shard, w);
+        }
         let mut bufs = CallBufs::take();
         let res = self.call_with(lua, args, &mut bufs);
         bufs.put_back();
