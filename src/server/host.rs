@@ -170,8 +170,13 @@ const WINDOW: Duration = Duration::from_millis(100);
 pub const MAX_LOOPS: usize = 32;
 
 /// A hub round running this long is stuck: the watchdog takes its other
-/// loops back.
+/// loops back...
 const STUCK: Duration = Duration::from_millis(5);
+/// ... if the hub ran most of that time: a hub that sat on a run queue
+/// (on a machine busier than its cores) is not stuck, and giving its loops
+/// back would only add threads to the queue; unless the round has lasted
+/// this long.
+const STUCK_ANYWAY: Duration = Duration::from_millis(20);
 /// The watchdog's tick while a hub is in a round...
 const WATCH_MIN: Duration = Duration::from_millis(2);
 /// ... and the longest it backs off to while every hub sleeps (a round
@@ -427,6 +432,9 @@ impl Hosts {
     fn watch(&self) {
         let _ = self.watchdog.set(std::thread::current());
         let mut tick = WATCH_MIN;
+        // Per hub: a round seen lasting at least a tick (its start), the
+        // hub's CPU time then, and when (µs since `epoch`).
+        let mut seen: Vec<(u64, u64, u64)> = vec![(0, 0, 0); self.slots.len()];
         loop {
             if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
             {
@@ -446,11 +454,29 @@ impl Hosts {
                 self.recall_unadopted(now);
             }
             for h in 0..self.slots.len() {
-                if self.slots[h].round_us.load(Ordering::Relaxed) == 0 {
+                let round = self.slots[h].round_us.load(Ordering::Relaxed);
+                if round == 0 {
                     continue;
                 }
                 working = true;
-                if self.stuck(h, now_us) {
+                let age = now_us.saturating_sub(round);
+                if age < WATCH_MIN.as_micros() as u64 {
+                    continue;
+                }
+                // A long round: the hub's CPU clock tells whether it runs.
+                let tid = self.slots[h].tid.load(Ordering::Relaxed);
+                let Some(cpu) = thread_cpu_ns_of(tid) else {
+                    continue;
+                };
+                if seen[h].0 != round {
+                    seen[h] = (round, cpu, now_us);
+                }
+                let (_, cpu0, at) = seen[h];
+                let wall = Duration::from_micros(now_us.saturating_sub(at));
+                let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
+                let running = wall >= WATCH_MIN && policy::ran_most(ran, wall);
+                if self.stuck(h, now_us) && (running || Duration::from_micros(age) >= STUCK_ANYWAY)
+                {
                     self.recall(h, now);
                 }
             }
@@ -965,11 +991,12 @@ impl Host {
     /// stuck round (the watchdog took the others meanwhile, not the one
     /// that ran), or on a burst (see the module doc).
     fn check_burst(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.burst.round) >= STUCK && self.own[0].consolidation() {
+        let round = now.saturating_duration_since(self.burst.round);
+        if round >= STUCK && self.own[0].consolidation() && !self.was_preempted(now, round) {
             log::verbose(format_args!(
                 "Thread {} was in one round for {} ms: its shards go back to their threads",
                 self.id,
-                now.saturating_duration_since(self.burst.round).as_millis()
+                round.as_millis()
             ));
             // A trial's group just changed under it: it says nothing.
             self.trial = None;
@@ -1020,6 +1047,34 @@ impl Host {
                 self.start_trial(now, before, given, workers);
             }
         }
+    }
+
+    /// Whether this hub's last round, which lasted `round`, was long
+    /// because the hub waited on a run queue rather than ran (see
+    /// [`STUCK_ANYWAY`]): it ran less than half of the time since the
+    /// last span's sample, its idle time in the span aside.
+    fn was_preempted(&self, now: Instant, round: Duration) -> bool {
+        let Some(last) = self.burst.last else {
+            return false;
+        };
+        if round >= STUCK_ANYWAY {
+            return false;
+        }
+        let wall = now
+            .saturating_duration_since(last.at)
+            .saturating_sub(self.burst.idle);
+        let ran = Duration::from_nanos(thread_cpu_ns().saturating_sub(last.cpu_ns));
+        let preempted = !policy::ran_most(ran, wall);
+        if preempted {
+            log::verbose(format_args!(
+                "Thread {} was in one round for {} ms, but ran {} us of the last {} us: not stuck",
+                self.id,
+                round.as_millis(),
+                ran.as_micros(),
+                wall.as_micros()
+            ));
+        }
+        preempted
     }
 
     /// What this hub has done so far (see [`Sample`]).

@@ -85,6 +85,13 @@ pub(super) fn next_hold(prev: Duration, held: Duration) -> Duration {
     }
 }
 
+/// Whether a thread that had `ran` of CPU time over `wall` ran most of
+/// it (else it mostly waited on a run queue: the machine is busier than
+/// its cores).
+pub(super) fn ran_most(ran: Duration, wall: Duration) -> bool {
+    ran * 2 >= wall
+}
+
 /// What a group of threads achieved over a span: requests served per
 /// second, and CPU time per request.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -301,6 +308,15 @@ mod tests {
         assert_eq!(next_hold(s(2), s(2)), s(4));
         assert_eq!(next_hold(s(40), s(2)), HOLD_MAX);
         assert_eq!(next_hold(s(40), HOLD_RESET), HOLD_MIN);
+    }
+
+    #[test]
+    fn a_thread_that_ran_half_its_time_ran() {
+        let ms = Duration::from_millis;
+        assert!(ran_most(ms(5), ms(5)));
+        assert!(ran_most(ms(3), ms(6)));
+        assert!(!ran_most(ms(1), ms(6)), "on a run queue");
+        assert!(ran_most(Duration::ZERO, Duration::ZERO));
     }
 
     fn fig(per_sec: u64, cpu_ns_per_req: u64) -> Figures {
