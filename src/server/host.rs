@@ -115,6 +115,14 @@
 //! for the trial; only the judgment comes later. On many cores a real
 //! burst's throughput rises with the threads, and they stay.
 //!
+//! The workers a stuck round gave back are on trial too, from the end of
+//! the round, compared with the hub's last load window: a hub kept off its
+//! core for 20 ms by a busy machine, or one long command, does not leave
+//! the workers spread for the rest of a load that does not need it. (A
+//! round is stuck only if the hub ran at least half of it, or it lasted
+//! [`STUCK_ANYWAY`]: on two vCPUs at load 5-9, hubs serving SETBIT were
+//! "stuck" for 5-13 ms every few seconds while they ran 0.1-3.8 ms of it.)
+//!
 //! # Cost as N grows
 //!
 //! For `N` shards and a hub holding `k <= MAX_LOOPS` loops:
@@ -150,11 +158,13 @@ use super::worker::{self, Worker};
 use crate::log;
 
 mod policy;
+mod trial;
 use policy::{
     busy_of, cpu_ticks, gettid, idle_between, merge_wanted, next_hold, spread_count, spread_wanted,
     thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, SPREAD_BUSY,
     SPREAD_WINDOW, TRIAL, TRIAL_STALE,
 };
+use trial::{Sample, Trial};
 
 /// A worker on its way between threads (a worker is `Send`: everything
 /// it holds is its own or thread-safe shared state).
@@ -453,7 +463,7 @@ impl Hosts {
             if working {
                 self.recall_unadopted(now);
             }
-            for h in 0..self.slots.len() {
+            for (h, seen) in seen.iter_mut().enumerate() {
                 let round = self.slots[h].round_us.load(Ordering::Relaxed);
                 if round == 0 {
                     continue;
@@ -468,10 +478,10 @@ impl Hosts {
                 let Some(cpu) = thread_cpu_ns_of(tid) else {
                     continue;
                 };
-                if seen[h].0 != round {
-                    seen[h] = (round, cpu, now_us);
+                if seen.0 != round {
+                    *seen = (round, cpu, now_us);
                 }
-                let (_, cpu0, at) = seen[h];
+                let (_, cpu0, at) = *seen;
                 let wall = Duration::from_micros(now_us.saturating_sub(at));
                 let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
                 let running = wall >= WATCH_MIN && policy::ran_most(ran, wall);
@@ -566,6 +576,9 @@ struct Window {
     /// and how many loops it held (another count makes the sums
     /// incomparable).
     reqs: Option<(u64, usize)>,
+    /// A hub: what it achieved over its last window, and with how many
+    /// loops.
+    last: Option<(Figures, usize)>,
 }
 
 impl Window {
@@ -575,6 +588,7 @@ impl Window {
             cpu_ns: thread_cpu_ns(),
             streak: 0,
             reqs: None,
+            last: None,
         }
     }
 
@@ -612,42 +626,6 @@ impl Burst {
             run: None,
         }
     }
-}
-
-/// What a hub had done at one moment: its CPU time, and the requests
-/// served by the loops it held (and how many it held).
-#[derive(Clone, Copy)]
-struct Sample {
-    at: Instant,
-    cpu_ns: u64,
-    reqs: u64,
-    loops: usize,
-}
-
-impl Sample {
-    /// What the hub achieved from `self` to `to`.
-    fn to(self, to: Sample) -> Option<Figures> {
-        Figures::of(
-            to.reqs.saturating_sub(self.reqs),
-            to.cpu_ns.saturating_sub(self.cpu_ns),
-            to.at.saturating_duration_since(self.at),
-        )
-    }
-}
-
-/// A spread on trial (see "Does a spread pay?" in the module doc): the
-/// group is the hub's thread and the threads given their workers back,
-/// and every worker the hub held.
-struct Trial {
-    at: Instant,
-    /// The hub over its last run of busy [`SPREAD_WINDOW`]s.
-    before: Figures,
-    /// The group's threads (the hub first) and their CPU time at `at`.
-    threads: Vec<usize>,
-    cpu_ns: u64,
-    /// The group's workers and the requests they had served at `at`.
-    workers: Vec<usize>,
-    reqs: u64,
 }
 
 /// One thread: its own worker, the workers it adopted, and its load.
@@ -998,9 +976,25 @@ impl Host {
                 self.id,
                 round.as_millis()
             ));
-            // A trial's group just changed under it: it says nothing.
+            // A trial's group just changed under it: it says nothing. The
+            // give-back is a trial of its own, compared with the hub's
+            // last window (a hub that was not saturated cannot serve more
+            // apart): once a long command is over, or the 20 ms a busy
+            // machine kept the hub waiting, the workers come back if the
+            // spread does not pay. Every adopted worker is on its own
+            // thread now (the watchdog gave back those it could).
             self.trial = None;
+            let mut workers = vec![self.id];
+            workers.extend(self.adopted.iter().map(|a| a.id));
+            let before = self
+                .window
+                .last
+                .filter(|&(_, loops)| loops == workers.len())
+                .map(|(f, _)| f);
             self.give_back_all(now, true);
+            if let Some(before) = before {
+                self.start_trial(now, before, workers[1..].to_vec(), workers);
+            }
             return;
         }
         let span = now.saturating_duration_since(self.burst.start);
@@ -1047,149 +1041,6 @@ impl Host {
                 self.start_trial(now, before, given, workers);
             }
         }
-    }
-
-    /// Whether this hub's last round, which lasted `round`, was long
-    /// because the hub waited on a run queue rather than ran (see
-    /// [`STUCK_ANYWAY`]): it ran less than half of the time since the
-    /// last span's sample, its idle time in the span aside.
-    fn was_preempted(&self, now: Instant, round: Duration) -> bool {
-        let Some(last) = self.burst.last else {
-            return false;
-        };
-        if round >= STUCK_ANYWAY {
-            return false;
-        }
-        let wall = now
-            .saturating_duration_since(last.at)
-            .saturating_sub(self.burst.idle);
-        let ran = Duration::from_nanos(thread_cpu_ns().saturating_sub(last.cpu_ns));
-        let preempted = !policy::ran_most(ran, wall);
-        if preempted {
-            log::verbose(format_args!(
-                "Thread {} was in one round for {} ms, but ran {} us of the last {} us: not stuck",
-                self.id,
-                round.as_millis(),
-                ran.as_micros(),
-                wall.as_micros()
-            ));
-        }
-        preempted
-    }
-
-    /// What this hub has done so far (see [`Sample`]).
-    fn sample(&self, now: Instant) -> Sample {
-        let slots = &self.hosts.slots;
-        let reqs = slots[self.id].reqs.load(Ordering::Relaxed)
-            + self
-                .adopted
-                .iter()
-                .map(|a| slots[a.id].reqs.load(Ordering::Relaxed))
-                .sum::<u64>();
-        Sample {
-            at: now,
-            cpu_ns: thread_cpu_ns(),
-            reqs,
-            loops: 1 + self.adopted.len(),
-        }
-    }
-
-    /// The CPU time so far of `threads` together; `None` if one exited.
-    fn cpu_of(&self, threads: &[usize]) -> Option<u64> {
-        threads.iter().try_fold(0, |sum, &t| {
-            Some(sum + thread_cpu_ns_of(self.hosts.slots[t].tid.load(Ordering::Relaxed))?)
-        })
-    }
-
-    /// The requests `workers` have served so far (as of their last turns).
-    fn reqs_of(&self, workers: &[usize]) -> u64 {
-        let slots = &self.hosts.slots;
-        workers
-            .iter()
-            .map(|&w| slots[w].reqs.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// This hub gave workers back to the threads `given` on a burst,
-    /// having achieved `before` with all of `workers`: the spread is on
-    /// trial for [`TRIAL`].
-    fn start_trial(
-        &mut self,
-        now: Instant,
-        before: Figures,
-        given: Vec<usize>,
-        workers: Vec<usize>,
-    ) {
-        let mut threads = vec![self.id];
-        threads.extend(given);
-        let Some(cpu_ns) = self.cpu_of(&threads) else {
-            return;
-        };
-        let reqs = self.reqs_of(&workers);
-        self.trial = Some(Trial {
-            at: now,
-            before,
-            threads,
-            cpu_ns,
-            workers,
-            reqs,
-        });
-    }
-
-    /// The trial's time is up: if the spread did not pay, call the workers
-    /// back and back off from spreading (see the module doc).
-    fn judge(&mut self, now: Instant) {
-        let Some(t) = self.trial.take() else { return };
-        let span = now.saturating_duration_since(t.at);
-        if span >= TRIAL_STALE || !self.own[0].consolidation() {
-            return;
-        }
-        let Some(cpu_ns) = self.cpu_of(&t.threads) else {
-            return;
-        };
-        let reqs = self.reqs_of(&t.workers);
-        let Some(after) = Figures::of(
-            reqs.saturating_sub(t.reqs),
-            cpu_ns.saturating_sub(t.cpu_ns),
-            span,
-        ) else {
-            return;
-        };
-        let (b, a) = (t.before, after);
-        if policy::pays(b, a) {
-            log::verbose(format_args!(
-                "Thread {}: spreading paid ({} to {} requests/s, {} to {} ns of CPU each): shards {:?} stay on their threads",
-                self.id, b.per_sec, a.per_sec, b.cpu_ns_per_req, a.cpu_ns_per_req, &t.threads[1..]
-            ));
-            self.backoff.paid();
-            return;
-        }
-        let hold = self.backoff.failed(now, b.per_sec);
-        log::verbose(format_args!(
-            "Thread {}: spreading did not pay ({} to {} requests/s, {} to {} ns of CPU each): shards {:?} come back, no spreading for {} ms",
-            self.id, b.per_sec, a.per_sec, b.cpu_ns_per_req, a.cpu_ns_per_req, &t.threads[1..],
-            hold.as_millis()
-        ));
-        for &j in &t.threads[1..] {
-            self.hosts.slots[j].rejoin.store(self.id, Ordering::Relaxed);
-            (self.hosts.wake)(j);
-        }
-    }
-
-    /// The hub this thread's worker left in a spread that did not pay
-    /// calls it back: it goes now, whatever the loads.
-    fn rejoin(&mut self) {
-        let h = self.slot().rejoin.swap(NO_HOST, Ordering::Relaxed);
-        if h >= self.id
-            || !self.adopted.is_empty()
-            || self.outer.is_some()
-            || !self.own[0].consolidation()
-            || self.own[0].shutdown_requested()
-        {
-            return;
-        }
-        let busy = self.slot().busy.load(Ordering::Relaxed);
-        self.hand_off(h, busy, Instant::now(), true);
     }
 
     /// Under `appendfsync always`: one write and fsync of the records this
@@ -1369,7 +1220,9 @@ impl Host {
     /// End of a load window: publish this thread's load and decide.
     fn end_window(&mut self, now: Instant) {
         let wall = now.saturating_duration_since(self.window.start);
+        let cpu0 = self.window.cpu_ns;
         let busy = self.window.roll(now);
+        let cpu_ns = self.window.cpu_ns.saturating_sub(cpu0);
         let slot = &self.hosts.slots[self.id];
         slot.busy.store(busy, Ordering::Relaxed);
         let on = self.own[0].consolidation();
@@ -1390,7 +1243,7 @@ impl Host {
             let ticks = cpu_ticks();
             self.machine_idle = idle_between(self.ticks, ticks);
             self.ticks = ticks;
-            self.observe_load(now, wall);
+            self.observe_load(now, wall, cpu_ns);
             return;
         }
         let held = self.hosts.ms(now) < slot.hold_until_ms.load(Ordering::Relaxed);
@@ -1407,24 +1260,6 @@ impl Host {
         }
         let Some(h) = target else { return };
         self.hand_off(h, busy, now, false);
-    }
-
-    /// A hub at the end of a load window: a load much higher or lower than
-    /// the one of its last spread that did not pay ends its backoff.
-    fn observe_load(&mut self, now: Instant, wall: Duration) {
-        let s = self.sample(now);
-        let last = self.window.reqs.replace((s.reqs, s.loops));
-        let Some((reqs, loops)) = last else { return };
-        if loops != s.loops {
-            return;
-        }
-        let per_sec = policy::per_sec(s.reqs.saturating_sub(reqs), wall);
-        if self.backoff.observe(per_sec) {
-            log::verbose(format_args!(
-                "Thread {}: the load changed ({per_sec} requests/s): it may spread again",
-                self.id
-            ));
-        }
     }
 
     /// Hands this thread's worker to hub `h` and sleeps until it is given
