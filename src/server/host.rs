@@ -1274,6 +1274,8 @@ impl Host {
         match self.hosts.give(h, Hosted(w), busy, now, force) {
             Ok(()) => {
                 let w = self.hosts.wait_back(self.id);
+                // A call back from a trial while away is stale.
+                slot.rejoin.store(NO_HOST, Ordering::Relaxed);
                 self.own.push(w);
             }
             Err(Hosted(w)) => self.own.push(w),
