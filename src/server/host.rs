@@ -72,7 +72,14 @@
 //!   takes back every seat whose lock it gets (all but the worker running).
 //!   Their clients are then served by their own threads, get `-BUSY` for the
 //!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
-//!   hub gives back the rest (the worker that ran). The watchdog wakes every
+//!   hub gives back the rest (the worker that ran). A round is stuck only
+//!   if the hub ran: the watchdog reads the hub's CPU clock (by thread id,
+//!   only for rounds older than a tick) and needs it to have run half the
+//!   time since, or [`STUCK`] of CPU, or the round to have lasted
+//!   [`STUCK_ANYWAY`]. On two vCPUs at load 5-10, hub rounds of ordinary
+//!   SETBITs lasted 5-83 ms every few seconds while the hub ran 0.1-3.8
+//!   ms of them: giving its loops back then only added threads to the run
+//!   queue, for the rest of the run. The watchdog wakes every
 //!   [`WATCH_MIN`] while some hub is in a round, backing off to
 //!   [`WATCH_MAX`] while the hubs sleep, and sleeps for good while no
 //!   worker is adopted (then nothing is consolidated and it costs nothing);
@@ -116,12 +123,10 @@
 //! burst's throughput rises with the threads, and they stay.
 //!
 //! The workers a stuck round gave back are on trial too, from the end of
-//! the round, compared with the hub's last load window: a hub kept off its
-//! core for 20 ms by a busy machine, or one long command, does not leave
-//! the workers spread for the rest of a load that does not need it. (A
-//! round is stuck only if the hub ran at least half of it, or it lasted
-//! [`STUCK_ANYWAY`]: on two vCPUs at load 5-9, hubs serving SETBIT were
-//! "stuck" for 5-13 ms every few seconds while they ran 0.1-3.8 ms of it.)
+//! the round, compared with the hub's last load window: one long command
+//! (or a hub kept off its core for [`STUCK_ANYWAY`] by a busy machine)
+//! does not leave the workers spread for the rest of a load that does not
+//! need it.
 //!
 //! # Cost as N grows
 //!
@@ -182,11 +187,13 @@ pub const MAX_LOOPS: usize = 32;
 /// A hub round running this long is stuck: the watchdog takes its other
 /// loops back...
 const STUCK: Duration = Duration::from_millis(5);
-/// ... if the hub ran most of that time: a hub that sat on a run queue
-/// (on a machine busier than its cores) is not stuck, and giving its loops
-/// back would only add threads to the queue; unless the round has lasted
-/// this long.
-const STUCK_ANYWAY: Duration = Duration::from_millis(20);
+/// ... if the hub ran most of that time, or [`STUCK`] of CPU time: a hub
+/// that sat on a run queue (on a machine busier than its cores) is not
+/// stuck, and giving its loops back would only add threads to the queue;
+/// unless the round has lasted this long (a command that sleeps: DEBUG
+/// SLEEP). On two vCPUs at load 9-10, hub rounds of ordinary work lasted
+/// up to 83 ms.
+const STUCK_ANYWAY: Duration = Duration::from_millis(100);
 /// The watchdog's tick while a hub is in a round...
 const WATCH_MIN: Duration = Duration::from_millis(2);
 /// ... and the longest it backs off to while every hub sleeps (a round
@@ -237,6 +244,9 @@ struct Slot {
     /// A hub in a round: when the round's work began (µs since `epoch`);
     /// 0 while it waits or holds no other loop.
     round_us: AtomicU64,
+    /// The last round (its `round_us`) the watchdog found stuck: the hub
+    /// gives the rest of its loops back when that round ends.
+    stuck_round: AtomicU64,
     /// Who runs its worker ([`NO_HOST`]: itself).
     host: AtomicUsize,
     /// Its worker is not handed to a hub before this (ms since `epoch`).
@@ -443,8 +453,9 @@ impl Hosts {
         let _ = self.watchdog.set(std::thread::current());
         let mut tick = WATCH_MIN;
         // Per hub: a round seen lasting at least a tick (its start), the
-        // hub's CPU time then, and when (µs since `epoch`).
-        let mut seen: Vec<(u64, u64, u64)> = vec![(0, 0, 0); self.slots.len()];
+        // hub's CPU time then, when (µs since `epoch`), and whether it was
+        // logged as not stuck.
+        let mut seen: Vec<(u64, u64, u64, bool)> = vec![(0, 0, 0, false); self.slots.len()];
         loop {
             if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
             {
@@ -479,15 +490,27 @@ impl Hosts {
                     continue;
                 };
                 if seen.0 != round {
-                    *seen = (round, cpu, now_us);
+                    *seen = (round, cpu, now_us, false);
                 }
-                let (_, cpu0, at) = *seen;
+                let (_, cpu0, at, logged) = *seen;
                 let wall = Duration::from_micros(now_us.saturating_sub(at));
                 let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
-                let running = wall >= WATCH_MIN && policy::ran_most(ran, wall);
-                if self.stuck(h, now_us) && (running || Duration::from_micros(age) >= STUCK_ANYWAY)
-                {
+                let running = wall >= WATCH_MIN && (policy::ran_most(ran, wall) || ran >= STUCK);
+                let age = Duration::from_micros(age);
+                if !self.stuck(h, now_us) {
+                    continue;
+                }
+                if running || age >= STUCK_ANYWAY {
+                    self.slots[h].stuck_round.store(round, Ordering::Relaxed);
                     self.recall(h, now);
+                } else if !logged {
+                    seen.3 = true;
+                    log::verbose(format_args!(
+                        "Thread {h} has been in one round for {} ms, but ran {} us of the last {} us: not stuck",
+                        age.as_millis(),
+                        ran.as_micros(),
+                        wall.as_micros()
+                    ));
                 }
             }
             tick = if working {
@@ -650,6 +673,8 @@ pub struct Host {
     ids: Vec<usize>,
     /// Rounds since the last AOF lead that left work for the next.
     deferred: u32,
+    /// When the last shared round's work began (its `Slot::round_us`).
+    round_us: u64,
     window: Window,
     burst: Burst,
     /// A hub: the machine's CPU ticks at the start of the window, and its
@@ -804,6 +829,7 @@ impl Host {
             polled: false,
             ids: Vec::new(),
             deferred: 0,
+            round_us: 0,
             window: Window::new(now),
             burst: Burst::new(now),
             ticks: None,
@@ -918,9 +944,8 @@ impl Host {
             self.burst.idle += woke.saturating_duration_since(now);
         }
         self.burst.round = woke;
-        self.slot()
-            .round_us
-            .store(self.hosts.us(woke).max(1), Ordering::Relaxed);
+        self.round_us = self.hosts.us(woke).max(1);
+        self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell.
         self.own[0].unpark_flag();
@@ -970,7 +995,10 @@ impl Host {
     /// that ran), or on a burst (see the module doc).
     fn check_burst(&mut self, now: Instant) {
         let round = now.saturating_duration_since(self.burst.round);
-        if round >= STUCK && self.own[0].consolidation() && !self.was_preempted(now, round) {
+        // Stuck: the watchdog found this round stuck (and took the loops
+        // it could).
+        let judged = self.slot().stuck_round.load(Ordering::Relaxed) == self.round_us;
+        if round >= STUCK && judged && self.own[0].consolidation() {
             log::verbose(format_args!(
                 "Thread {} was in one round for {} ms: its shards go back to their threads",
                 self.id,

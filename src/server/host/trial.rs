@@ -1,7 +1,6 @@
 //! Spreads on trial (see "Does a spread pay?" in `host`): what a hub
 //! achieved before it gave workers back, what its group achieved after,
-//! the verdict, and the call back of workers whose spread did not pay;
-//! and the readings that tell a stuck round from a hub kept off its core.
+//! the verdict, and the call back of workers whose spread did not pay.
 //! The numbers and the verdict are `policy`'s; this side reads the clocks
 //! and counters and moves the workers.
 
@@ -9,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::policy::{self, thread_cpu_ns, thread_cpu_ns_of, Figures};
-use super::{Host, NO_HOST, STUCK_ANYWAY, TRIAL_STALE};
+use super::{Host, NO_HOST, TRIAL_STALE};
 use crate::log;
 
 /// What a hub had done at one moment: its CPU time, and the requests
@@ -49,34 +48,6 @@ pub(super) struct Trial {
 }
 
 impl Host {
-    /// Whether this hub's last round, which lasted `round`, was long
-    /// because the hub waited on a run queue rather than ran (see
-    /// [`STUCK_ANYWAY`]): it ran less than half of the time since the
-    /// last span's sample, its idle time in the span aside.
-    pub(super) fn was_preempted(&self, now: Instant, round: Duration) -> bool {
-        let Some(last) = self.burst.last else {
-            return false;
-        };
-        if round >= STUCK_ANYWAY {
-            return false;
-        }
-        let wall = now
-            .saturating_duration_since(last.at)
-            .saturating_sub(self.burst.idle);
-        let ran = Duration::from_nanos(thread_cpu_ns().saturating_sub(last.cpu_ns));
-        let preempted = !policy::ran_most(ran, wall);
-        if preempted {
-            log::verbose(format_args!(
-                "Thread {} was in one round for {} ms, but ran {} us of the last {} us: not stuck",
-                self.id,
-                round.as_millis(),
-                ran.as_micros(),
-                wall.as_micros()
-            ));
-        }
-        preempted
-    }
-
     /// What this hub has done so far (see [`Sample`]).
     pub(super) fn sample(&self, now: Instant) -> Sample {
         let slots = &self.hosts.slots;
