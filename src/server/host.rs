@@ -503,7 +503,7 @@ impl Hosts {
                 if running || age >= STUCK_ANYWAY {
                     self.slots[h].stuck_round.store(round, Ordering::Relaxed);
                     self.recall(h, now);
-                } else if !logged {
+                } else if !logged && wall >= WATCH_MIN {
                     seen.3 = true;
                     log::verbose(format_args!(
                         "Thread {h} has been in one round for {} ms, but ran {} us of the last {} us: not stuck",
