@@ -31,7 +31,7 @@
 //!   first have to give theirs back);
 //! - the first (lowest id) whose load (its last window's, plus the loads
 //!   handed to it since: its "pledged" load) leaves the sum below
-//!   [`MERGE_BELOW`]: first fit, so an idle server gathers on thread 0,
+//!   [`policy::MERGE_BELOW`]: first fit, so an idle server gathers on thread 0,
 //!   and a load that fits in `L` cores on about `ceil(L)` hubs (a little
 //!   more: bin packing), not on thread 0 alone. Best fit (the fullest hub
 //!   with room) was tried and rejected: near-zero loads differ by noise,
@@ -61,7 +61,7 @@
 //!   at least [`SPREAD_BUSY`] of the last
 //!   [`SPREAD_WINDOW`] (the time it spent in its outer wait is its idle
 //!   time: one clock read per round, no syscall), and the machine had an
-//!   idle core in the last load window (see [`SPLIT_MIN_IDLE`]: on two
+//!   idle core in the last load window (see [`policy::SPLIT_MIN_IDLE`]: on two
 //!   vCPUs with the load generator on one, two threads did worse than one
 //!   hub). The check is made between rounds, so it adds nothing to a
 //!   request's path; a worker given back is served by its own thread from
@@ -72,7 +72,14 @@
 //!   takes back every seat whose lock it gets (all but the worker running).
 //!   Their clients are then served by their own threads, get `-BUSY` for the
 //!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
-//!   hub gives back the rest (the worker that ran). The watchdog wakes every
+//!   hub gives back the rest (the worker that ran). A round is stuck only
+//!   if the hub ran: the watchdog reads the hub's CPU clock (by thread id,
+//!   only for rounds older than a tick) and needs it to have run half the
+//!   time since, or [`STUCK`] of CPU, or the round to have lasted
+//!   [`STUCK_ANYWAY`]. On two vCPUs at load 5-10, hub rounds of ordinary
+//!   SETBITs lasted 5-83 ms every few seconds while the hub ran 0.1-3.8
+//!   ms of them: giving its loops back then only added threads to the run
+//!   queue, for the rest of the run. The watchdog wakes every
 //!   [`WATCH_MIN`] while some hub is in a round, backing off to
 //!   [`WATCH_MAX`] while the hubs sleep, and sleeps for good while no
 //!   worker is adopted (then nothing is consolidated and it costs nothing);
@@ -87,6 +94,39 @@
 //! After a burst or a stuck round a worker is not taken again for a while,
 //! doubling each time it comes back soon after merging, so a load at the
 //! edge does not make workers shuttle.
+//!
+//! # Does a spread pay?
+//!
+//! An idle core is no proof that a second thread helps: on two vCPUs with
+//! redis-benchmark on one, SETBIT at pipeline 1 cost 6.3 µs of server CPU
+//! per request on one hub and 7.4–7.9 µs on two threads (27k context
+//! switches per 100k requests against 9k), for no more throughput. So a
+//! spread on a burst is a trial:
+//! - *before*: what the hub achieved over its run of busy
+//!   [`SPREAD_WINDOW`]s that ended in the spread (requests per second, CPU
+//!   per request: its CPU clock and its loops' command counts, read once
+//!   per span);
+//! - *after*: what the group (the hub's thread and the threads given their
+//!   workers back; every worker the hub held) achieved over the next
+//!   [`TRIAL`]: the threads' CPU clocks (read by thread id, see
+//!   `policy::thread_cpu_ns_of`) and the workers' command counts (each
+//!   published by the thread running it once per turn, a relaxed store);
+//! - if the throughput rose less than 10 % while the CPU per request rose
+//!   (`policy::pays`), the hub calls the workers back (their threads hand
+//!   them over at their next iteration, whatever the loads) and spreads no
+//!   more for a backoff that doubles with each spread that did not pay (1
+//!   to 64 s), and ends when the hub's request rate over a load window is
+//!   half or twice the one of that spread (the load changed).
+//!
+//! The spread itself comes as soon as before: a burst is never kept waiting
+//! for the trial; only the judgment comes later. On many cores a real
+//! burst's throughput rises with the threads, and they stay.
+//!
+//! The workers a stuck round gave back are on trial too, from the end of
+//! the round, compared with the hub's last load window: one long command
+//! (or a hub kept off its core for [`STUCK_ANYWAY`] by a busy machine)
+//! does not leave the workers spread for the rest of a load that does not
+//! need it.
 //!
 //! # Cost as N grows
 //!
@@ -104,10 +144,15 @@
 //!   per 100 ms);
 //! - the watchdog: O(N) relaxed loads per tick while some worker is
 //!   adopted;
+//! - spreading on trial: per [`SPREAD_WINDOW`] a hub reads its CPU clock
+//!   and one counter per loop (O(k)); a trial reads one CPU clock per
+//!   thread of its group and one counter per worker, once; each turn
+//!   stores its worker's command count (one relaxed store, no sharing on
+//!   the request path);
 //! - memory: per thread one padded slot, one inbox and one seat: O(N).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -117,20 +162,21 @@ use super::shutdown::Gate;
 use super::worker::{self, Worker};
 use crate::log;
 
+mod policy;
+mod trial;
+use policy::{
+    busy_of, cpu_ticks, gettid, idle_between, merge_wanted, next_hold, spread_count, spread_wanted,
+    thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, SPREAD_BUSY,
+    SPREAD_WINDOW, TRIAL, TRIAL_STALE,
+};
+use trial::{Sample, Trial};
+
 /// A worker on its way between threads (a worker is `Send`: everything
 /// it holds is its own or thread-safe shared state).
 pub struct Hosted(Box<Worker>);
 
-/// CPU share of a thread in per mille of one core.
-type Permille = u32;
-
 /// Length of a load window.
 const WINDOW: Duration = Duration::from_millis(100);
-
-/// A thread hands its worker to a hub when its own load and the hub's
-/// added stay below this for [`STREAK`] windows: two threads at 0.35–0.45
-/// of a core each (pipeline 1, 50 clients) merge.
-const MERGE_BELOW: Permille = 900;
 
 /// Loops one hub runs at most, its own included. A round visits every
 /// loop the hub holds (see "Cost as N grows"), so this bounds a round's
@@ -138,21 +184,16 @@ const MERGE_BELOW: Permille = 900;
 /// turns; 32 keeps 2 to 32 shards on one hub when idle.
 pub const MAX_LOOPS: usize = 32;
 
-/// A burst: the hub was busy at least this share of [`SPREAD_WINDOW`].
-const SPREAD_BUSY: Permille = 970;
-const SPREAD_WINDOW: Duration = Duration::from_millis(5);
-
-/// ... and only while the machine has most of a core idle for the threads
-/// given back. Without it, a second thread competes for the same cores:
-/// with redis-benchmark on one of two vCPUs, a saturated hub at pipeline
-/// 16 ran MGET of 10 keys at 263k/s, the two threads apart at 215k/s; the
-/// machine was about half a core idle meanwhile (the load generator waits
-/// for replies too). Read from `/proc/stat` once per load window.
-const SPLIT_MIN_IDLE: Permille = 900;
-
 /// A hub round running this long is stuck: the watchdog takes its other
-/// loops back.
+/// loops back...
 const STUCK: Duration = Duration::from_millis(5);
+/// ... if the hub ran most of that time, or [`STUCK`] of CPU time: a hub
+/// that sat on a run queue (on a machine busier than its cores) is not
+/// stuck, and giving its loops back would only add threads to the queue;
+/// unless the round has lasted this long (a command that sleeps: DEBUG
+/// SLEEP). On two vCPUs at load 9-10, hub rounds of ordinary work lasted
+/// up to 83 ms.
+const STUCK_ANYWAY: Duration = Duration::from_millis(100);
 /// The watchdog's tick while a hub is in a round...
 const WATCH_MIN: Duration = Duration::from_millis(2);
 /// ... and the longest it backs off to while every hub sleeps (a round
@@ -164,12 +205,6 @@ const STREAK: u32 = 2;
 
 /// Rounds an AOF lead waits for work left pending (see `Host::run`).
 const MAX_DEFER: u32 = 2;
-/// After a worker is given back for load, no merge for this long; doubled
-/// (up to `HOLD_MAX`) each time it is given back within `HOLD_RESET` of
-/// merging.
-const HOLD_MIN: Duration = Duration::from_secs(1);
-const HOLD_MAX: Duration = Duration::from_secs(60);
-const HOLD_RESET: Duration = Duration::from_secs(30);
 
 /// `Slot::host` of a worker on its own thread.
 const NO_HOST: usize = usize::MAX;
@@ -209,6 +244,9 @@ struct Slot {
     /// A hub in a round: when the round's work began (µs since `epoch`);
     /// 0 while it waits or holds no other loop.
     round_us: AtomicU64,
+    /// The last round (its `round_us`) the watchdog found stuck: the hub
+    /// gives the rest of its loops back when that round ends.
+    stuck_round: AtomicU64,
     /// Who runs its worker ([`NO_HOST`]: itself).
     host: AtomicUsize,
     /// Its worker is not handed to a hub before this (ms since `epoch`).
@@ -218,6 +256,14 @@ struct Slot {
     merged_ms: AtomicU64,
     /// Its inbox holds workers.
     pending: AtomicBool,
+    /// Its kernel thread id (its CPU clock, for a hub judging a spread).
+    tid: AtomicI32,
+    /// Commands its worker has run so far, as of its last turn (written by
+    /// whichever thread runs it, once per turn).
+    reqs: AtomicU64,
+    /// A hub whose spread did not pay wants its worker back: the thread
+    /// hands it over at once ([`NO_HOST`]: none).
+    rejoin: AtomicUsize,
 }
 
 /// What the threads share about who hosts whom.
@@ -255,6 +301,7 @@ impl Hosts {
                 .map(|_| Slot {
                     runs: AtomicUsize::new(1),
                     host: AtomicUsize::new(NO_HOST),
+                    rejoin: AtomicUsize::new(NO_HOST),
                     ..Slot::default()
                 })
                 .collect(),
@@ -321,8 +368,15 @@ impl Hosts {
 
     /// Hands `w` (load `mine`) to hub `h`; gives it back if `h` takes none
     /// now: it is closed, full, stuck, or loads handed to it meanwhile
-    /// leave no room.
-    fn give(&self, h: usize, w: Hosted, mine: Permille, now: Instant) -> Result<(), Hosted> {
+    /// leave no room (unless `force`d: the hub called it back).
+    fn give(
+        &self,
+        h: usize,
+        w: Hosted,
+        mine: Permille,
+        now: Instant,
+        force: bool,
+    ) -> Result<(), Hosted> {
         let mut inbox = locked(&self.inbox[h]);
         let s = &self.slots[h];
         let runs = s.runs.load(Ordering::Relaxed) + inbox.workers.len();
@@ -331,7 +385,7 @@ impl Hosts {
             || runs == 0
             || runs >= MAX_LOOPS
             || self.stuck(h, self.us(now))
-            || !merge_wanted(mine, load)
+            || (!force && !merge_wanted(mine, load))
         {
             return Err(w);
         }
@@ -398,6 +452,10 @@ impl Hosts {
     fn watch(&self) {
         let _ = self.watchdog.set(std::thread::current());
         let mut tick = WATCH_MIN;
+        // Per hub: a round seen lasting at least a tick (its start), the
+        // hub's CPU time then, when (µs since `epoch`), and whether it was
+        // logged as not stuck.
+        let mut seen: Vec<(u64, u64, u64, bool)> = vec![(0, 0, 0, false); self.slots.len()];
         loop {
             if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
             {
@@ -416,13 +474,43 @@ impl Hosts {
             if working {
                 self.recall_unadopted(now);
             }
-            for h in 0..self.slots.len() {
-                if self.slots[h].round_us.load(Ordering::Relaxed) == 0 {
+            for (h, seen) in seen.iter_mut().enumerate() {
+                let round = self.slots[h].round_us.load(Ordering::Relaxed);
+                if round == 0 {
                     continue;
                 }
                 working = true;
-                if self.stuck(h, now_us) {
+                let age = now_us.saturating_sub(round);
+                if age < WATCH_MIN.as_micros() as u64 {
+                    continue;
+                }
+                // A long round: the hub's CPU clock tells whether it runs.
+                let tid = self.slots[h].tid.load(Ordering::Relaxed);
+                let Some(cpu) = thread_cpu_ns_of(tid) else {
+                    continue;
+                };
+                if seen.0 != round {
+                    *seen = (round, cpu, now_us, false);
+                }
+                let (_, cpu0, at, logged) = *seen;
+                let wall = Duration::from_micros(now_us.saturating_sub(at));
+                let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
+                let running = wall >= WATCH_MIN && (policy::ran_most(ran, wall) || ran >= STUCK);
+                let age = Duration::from_micros(age);
+                if !self.stuck(h, now_us) {
+                    continue;
+                }
+                if running || age >= STUCK_ANYWAY {
+                    self.slots[h].stuck_round.store(round, Ordering::Relaxed);
                     self.recall(h, now);
+                } else if !logged && wall >= WATCH_MIN {
+                    seen.3 = true;
+                    log::verbose(format_args!(
+                        "Thread {h} has been in one round for {} ms, but ran {} us of the last {} us: not stuck",
+                        age.as_millis(),
+                        ran.as_micros(),
+                        wall.as_micros()
+                    ));
                 }
             }
             tick = if working {
@@ -507,18 +595,13 @@ struct Window {
     cpu_ns: u64,
     /// Consecutive windows the merge condition held.
     streak: u32,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    /// A hub: the requests its loops had served when the window began,
+    /// and how many loops it held (another count makes the sums
+    /// incomparable).
+    reqs: Option<(u64, usize)>,
+    /// A hub: what it achieved over its last window, and with how many
+    /// loops.
+    last: Option<(Figures, usize)>,
 }
 
 impl Window {
@@ -527,6 +610,8 @@ impl Window {
             start: now,
             cpu_ns: thread_cpu_ns(),
             streak: 0,
+            reqs: None,
+            last: None,
         }
     }
 
@@ -547,70 +632,22 @@ struct Burst {
     start: Instant,
     idle: Duration,
     round: Instant,
+    /// The hub's loops at the end of the last [`SPREAD_WINDOW`], and at
+    /// the start of the current run of busy ones (what a spread is
+    /// compared with).
+    last: Option<Sample>,
+    run: Option<Sample>,
 }
 
-/// Whether a thread alone with its worker should hand it to a hub.
-fn merge_wanted(mine: Permille, hub: Permille) -> bool {
-    mine + hub < MERGE_BELOW
-}
-
-/// Whether a hub busy `busy` of its last [`SPREAD_WINDOW`] should give its
-/// workers back, given the machine's idle CPU (`None`: not known yet,
-/// then it keeps them).
-/// How many workers a burst gives back: one per idle core of the last
-/// reading (at least one).
-fn spread_count(idle: Option<Permille>) -> usize {
-    (idle.unwrap_or(0) / 1000).max(1) as usize
-}
-
-fn spread_wanted(busy: Permille, idle: Option<Permille>) -> bool {
-    busy >= SPREAD_BUSY && idle.is_some_and(|i| i >= SPLIT_MIN_IDLE)
-}
-
-/// A hub's busy share of a span, in per mille, from its idle time in it.
-fn busy_of(span: Duration, idle: Duration) -> Permille {
-    let span = span.as_nanos().max(1);
-    1000 - (idle.as_nanos().min(span) * 1000 / span) as Permille
-}
-
-/// The machine's idle and total CPU time so far (`/proc/stat`, in clock
-/// ticks), and its number of CPUs.
-fn cpu_ticks() -> Option<(u64, u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let mut lines = stat.lines();
-    let first = lines.next()?.strip_prefix("cpu ")?;
-    let f: Vec<u64> = first
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // user nice system idle iowait irq softirq steal (guest is in user).
-    let total: u64 = f.iter().take(8).sum();
-    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
-    let cpus = lines.filter(|l| l.starts_with("cpu")).count() as u64;
-    Some((idle, total, cpus.max(1)))
-}
-
-/// Idle CPU between two [`cpu_ticks`] readings, per mille of one core;
-/// a full core's worth when `/proc/stat` cannot be read (then only the
-/// hub's load decides); `None` for a first reading.
-fn idle_between(a: Option<(u64, u64, u64)>, b: Option<(u64, u64, u64)>) -> Option<Permille> {
-    match (a, b) {
-        (Some((i0, t0, _)), Some((i1, t1, cpus))) if t1 > t0 => {
-            Some(((i1.saturating_sub(i0)) * 1000 * cpus / (t1 - t0)) as Permille)
+impl Burst {
+    fn new(now: Instant) -> Self {
+        Burst {
+            start: now,
+            idle: Duration::ZERO,
+            round: now,
+            last: None,
+            run: None,
         }
-        (Some(_), Some(_)) => Some(0),
-        (None, Some(_)) => None,
-        (_, None) => Some(1000),
-    }
-}
-
-/// How long to refuse a merge after giving a worker back that merged
-/// `held` ago, given the previous hold.
-fn next_hold(prev: Duration, held: Duration) -> Duration {
-    if held >= HOLD_RESET || prev.is_zero() {
-        HOLD_MIN
-    } else {
-        (prev * 2).min(HOLD_MAX)
     }
 }
 
@@ -636,6 +673,8 @@ pub struct Host {
     ids: Vec<usize>,
     /// Rounds since the last AOF lead that left work for the next.
     deferred: u32,
+    /// When the last shared round's work began (its `Slot::round_us`).
+    round_us: u64,
     window: Window,
     burst: Burst,
     /// A hub: the machine's CPU ticks at the start of the window, and its
@@ -643,6 +682,9 @@ pub struct Host {
     /// window has passed since this thread became a hub).
     ticks: Option<(u64, u64, u64)>,
     machine_idle: Option<Permille>,
+    /// A spread being tried, and the backoff of spreads that did not pay.
+    trial: Option<Trial>,
+    backoff: Backoff,
     hosts: Arc<Hosts>,
 }
 
@@ -775,6 +817,7 @@ impl Host {
     pub fn new(worker: Worker, hosts: Arc<Hosts>) -> Self {
         let id = worker.id();
         let _ = hosts.threads[id].set(std::thread::current());
+        hosts.slots[id].tid.store(gettid(), Ordering::Relaxed);
         let now = Instant::now();
         Host {
             id,
@@ -786,14 +829,13 @@ impl Host {
             polled: false,
             ids: Vec::new(),
             deferred: 0,
+            round_us: 0,
             window: Window::new(now),
-            burst: Burst {
-                start: now,
-                idle: Duration::ZERO,
-                round: now,
-            },
+            burst: Burst::new(now),
             ticks: None,
             machine_idle: None,
+            trial: None,
+            backoff: Backoff::default(),
             hosts,
         }
     }
@@ -809,6 +851,7 @@ impl Host {
         loop {
             if self.own[0].shutdown_requested() {
                 locked(&self.hosts.inbox[self.id]).closed = true;
+                self.trial = None;
                 self.adopt();
                 self.give_back_all(Instant::now(), false);
                 if self.own[0].park(gate) {
@@ -825,6 +868,8 @@ impl Host {
             let led = self.adopted.len() + 1 == self.hosts.slots.len();
             if self.adopted.is_empty() {
                 self.own[0].step_solo(now, &mut self.events, led);
+                let reqs = self.own[0].commands();
+                self.slot().reqs.store(reqs, Ordering::Relaxed);
             } else {
                 self.step_shared(now, led);
             }
@@ -841,6 +886,16 @@ impl Host {
             }
             if self.slot().pending.load(Ordering::Acquire) {
                 self.adopt();
+            }
+            if self.slot().rejoin.load(Ordering::Relaxed) != NO_HOST {
+                self.rejoin();
+            }
+            if self
+                .trial
+                .as_ref()
+                .is_some_and(|t| now.saturating_duration_since(t.at) >= TRIAL)
+            {
+                self.judge(now);
             }
             if now.saturating_duration_since(self.window.start) >= WINDOW {
                 self.end_window(now);
@@ -889,9 +944,8 @@ impl Host {
             self.burst.idle += woke.saturating_duration_since(now);
         }
         self.burst.round = woke;
-        self.slot()
-            .round_us
-            .store(self.hosts.us(woke).max(1), Ordering::Relaxed);
+        self.round_us = self.hosts.us(woke).max(1);
+        self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell.
         self.own[0].unpark_flag();
@@ -910,6 +964,10 @@ impl Host {
         };
         worker::lending(&lender, || {
             self.own[0].step_shared(&mut self.events, polls(self.id), led);
+            let slots = &self.hosts.slots;
+            slots[self.id]
+                .reqs
+                .store(self.own[0].commands(), Ordering::Relaxed);
             // From here on the own worker is idle: it may be lent.
             lender.own.set(&mut *self.own[0]);
             let events = &mut self.events;
@@ -924,6 +982,7 @@ impl Host {
                 let poll = polls(a.id);
                 if poll || !known || a.due <= woke {
                     w.step_shared(events, poll, led);
+                    slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
                 }
             });
         });
@@ -935,13 +994,35 @@ impl Host {
     /// stuck round (the watchdog took the others meanwhile, not the one
     /// that ran), or on a burst (see the module doc).
     fn check_burst(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.burst.round) >= STUCK && self.own[0].consolidation() {
+        let round = now.saturating_duration_since(self.burst.round);
+        // Stuck: the watchdog found this round stuck (and took the loops
+        // it could).
+        let judged = self.slot().stuck_round.load(Ordering::Relaxed) == self.round_us;
+        if round >= STUCK && judged && self.own[0].consolidation() {
             log::verbose(format_args!(
                 "Thread {} was in one round for {} ms: its shards go back to their threads",
                 self.id,
-                now.saturating_duration_since(self.burst.round).as_millis()
+                round.as_millis()
             ));
+            // A trial's group just changed under it: it says nothing. The
+            // give-back is a trial of its own, compared with the hub's
+            // last window (a hub that was not saturated cannot serve more
+            // apart): once a long command is over, or the 20 ms a busy
+            // machine kept the hub waiting, the workers come back if the
+            // spread does not pay. Every adopted worker is on its own
+            // thread now (the watchdog gave back those it could).
+            self.trial = None;
+            let mut workers = vec![self.id];
+            workers.extend(self.adopted.iter().map(|a| a.id));
+            let before = self
+                .window
+                .last
+                .filter(|&(_, loops)| loops == workers.len())
+                .map(|(f, _)| f);
             self.give_back_all(now, true);
+            if let Some(before) = before {
+                self.start_trial(now, before, workers[1..].to_vec(), workers);
+            }
             return;
         }
         let span = now.saturating_duration_since(self.burst.start);
@@ -951,7 +1032,23 @@ impl Host {
         let busy = busy_of(span, self.burst.idle);
         self.burst.start = now;
         self.burst.idle = Duration::ZERO;
-        if spread_wanted(busy, self.machine_idle) && self.own[0].consolidation() {
+        // The run of busy spans this one ends (or none): what the hub
+        // achieved in it is what a spread now is compared with. One CPU
+        // clock read and a load per loop, per span.
+        let sample = self.sample(now);
+        let run = if busy >= SPREAD_BUSY {
+            self.burst.run.or(self.burst.last)
+        } else {
+            None
+        }
+        .filter(|r| r.loops == sample.loops);
+        self.burst.run = run;
+        self.burst.last = Some(sample);
+        if spread_wanted(busy, self.machine_idle)
+            && self.trial.is_none()
+            && self.backoff.allows(now)
+            && self.own[0].consolidation()
+        {
             // As many threads as there are idle cores, not one per shard:
             // 32 shards spread over 2 cores paid 1.8-4.9x the CPU per op of
             // 2 shards (bench/many_cores.sh). The next spread waits for the
@@ -963,7 +1060,14 @@ impl Host {
                 span.as_micros()
             ));
             self.machine_idle = None;
-            self.give_back_some(now, k);
+            let mut workers = vec![self.id];
+            workers.extend(self.adopted.iter().map(|a| a.id));
+            let given = self.give_back_some(now, k);
+            self.burst.run = None;
+            self.burst.last = None;
+            if let Some(before) = run.and_then(|r| r.to(sample)) {
+                self.start_trial(now, before, given, workers);
+            }
         }
     }
 
@@ -1068,12 +1172,7 @@ impl Host {
                 // SAFETY: `raw` is a new descriptor nothing else owns.
                 let owned = unsafe { OwnedFd::from_raw_fd(raw) };
                 epoll_add(&owned, self.own[0].epoll_fd(), self.id)?;
-                let now = Instant::now();
-                self.burst = Burst {
-                    start: now,
-                    idle: Duration::ZERO,
-                    round: now,
-                };
+                self.burst = Burst::new(Instant::now());
                 // A reading from an earlier time as a hub says nothing of
                 // now: no spreading until the next window's reading.
                 self.ticks = cpu_ticks();
@@ -1086,7 +1185,8 @@ impl Host {
 
     /// Gives every adopted worker back; `for_load`: for this thread's load
     /// (then they are not taken again for a while).
-    fn give_back_all(&mut self, now: Instant, for_load: bool) {
+    fn give_back_all(&mut self, now: Instant, for_load: bool) -> Vec<usize> {
+        let mut given = Vec::new();
         for Adopted { id, .. } in std::mem::take(&mut self.adopted) {
             {
                 let mut seat = locked(&self.hosts.seats[id]);
@@ -1097,14 +1197,17 @@ impl Host {
             }
             log::verbose(format_args!("Shard {id} back on its own thread"));
             self.hosts.returned(self.id, id, now, for_load);
+            given.push(id);
         }
         self.alone();
+        given
     }
 
     /// Gives `k` adopted workers back for this thread's load (all of them
     /// if it holds no more); the others stay. Their entries leave
-    /// `adopted` (and the outer set) at the next pass over it.
-    fn give_back_some(&mut self, now: Instant, k: usize) {
+    /// `adopted` (and the outer set) at the next pass over it. Returns the
+    /// ids given back.
+    fn give_back_some(&mut self, now: Instant, k: usize) -> Vec<usize> {
         let live = self
             .adopted
             .iter()
@@ -1116,9 +1219,9 @@ impl Host {
         if k >= live {
             return self.give_back_all(now, true);
         }
-        let mut given = 0;
+        let mut given = Vec::with_capacity(k);
         for a in self.adopted.iter().rev() {
-            if given == k {
+            if given.len() == k {
                 break;
             }
             {
@@ -1130,8 +1233,9 @@ impl Host {
             }
             log::verbose(format_args!("Shard {} back on its own thread", a.id));
             self.hosts.returned(self.id, a.id, now, true);
-            given += 1;
+            given.push(a.id);
         }
+        given
     }
 
     /// This thread holds its own worker only.
@@ -1143,7 +1247,10 @@ impl Host {
 
     /// End of a load window: publish this thread's load and decide.
     fn end_window(&mut self, now: Instant) {
+        let wall = now.saturating_duration_since(self.window.start);
+        let cpu0 = self.window.cpu_ns;
         let busy = self.window.roll(now);
+        let cpu_ns = self.window.cpu_ns.saturating_sub(cpu0);
         let slot = &self.hosts.slots[self.id];
         slot.busy.store(busy, Ordering::Relaxed);
         let on = self.own[0].consolidation();
@@ -1164,6 +1271,7 @@ impl Host {
             let ticks = cpu_ticks();
             self.machine_idle = idle_between(self.ticks, ticks);
             self.ticks = ticks;
+            self.observe_load(now, wall, cpu_ns);
             return;
         }
         let held = self.hosts.ms(now) < slot.hold_until_ms.load(Ordering::Relaxed);
@@ -1179,21 +1287,23 @@ impl Host {
             return;
         }
         let Some(h) = target else { return };
-        self.hand_off(h, busy, now);
+        self.hand_off(h, busy, now, false);
     }
 
     /// Hands this thread's worker to hub `h` and sleeps until it is given
     /// back (or keeps it, if `h` takes none now).
-    fn hand_off(&mut self, h: usize, busy: Permille, now: Instant) {
+    fn hand_off(&mut self, h: usize, busy: Permille, now: Instant, force: bool) {
         if !self.hosts.close(self.id) {
             return;
         }
         let Some(w) = self.own.pop() else { return };
         let slot = &self.hosts.slots[self.id];
         slot.runs.store(0, Ordering::Relaxed);
-        match self.hosts.give(h, Hosted(w), busy, now) {
+        match self.hosts.give(h, Hosted(w), busy, now, force) {
             Ok(()) => {
                 let w = self.hosts.wait_back(self.id);
+                // A call back from a trial while away is stale.
+                slot.rejoin.store(NO_HOST, Ordering::Relaxed);
                 self.own.push(w);
             }
             Err(Hosted(w)) => self.own.push(w),
@@ -1269,36 +1379,6 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn two_light_threads_merge_and_a_core_of_work_does_not() {
-        assert!(merge_wanted(400, 400));
-        assert!(merge_wanted(0, 0));
-        assert!(!merge_wanted(450, 450));
-        assert!(!merge_wanted(5, 990), "the hub is nearly full");
-        assert!(!merge_wanted(1000, 0));
-    }
-
-    #[test]
-    fn a_hub_spreads_on_a_burst_when_a_core_is_idle() {
-        assert!(spread_wanted(1000, Some(1000)));
-        assert!(spread_wanted(SPREAD_BUSY, Some(SPLIT_MIN_IDLE)));
-        assert!(!spread_wanted(1000, None), "no reading yet");
-        assert!(
-            !spread_wanted(1000, Some(500)),
-            "half a core idle: the load generator waits"
-        );
-        assert!(!spread_wanted(900, Some(1000)), "it still sleeps");
-        assert_eq!(spread_count(Some(SPLIT_MIN_IDLE)), 1);
-        assert_eq!(spread_count(Some(1999)), 1);
-        assert_eq!(spread_count(Some(30_500)), 30, "one per idle core");
-        assert_eq!(spread_count(None), 1);
-        let ms = Duration::from_millis;
-        assert_eq!(busy_of(ms(5), ms(0)), 1000);
-        assert_eq!(busy_of(ms(5), ms(5)), 0);
-        assert_eq!(busy_of(ms(10), ms(1)), 900);
-        assert_eq!(busy_of(ms(0), ms(1)), 0, "no span");
-    }
-
     fn hosts(n: usize) -> Arc<Hosts> {
         Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
     }
@@ -1346,7 +1426,7 @@ mod tests {
         let mut c = crate::server::worker::testing::Cluster::new(2);
         let w = c.workers.pop().expect("worker 1");
         let at = h.epoch;
-        assert!(h.give(0, Hosted(Box::new(w)), 0, at).is_ok());
+        assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
         assert_eq!(h.handed.load(Ordering::Relaxed), 1);
         h.recall_unadopted(at + STUCK / 2);
         assert!(locked(&h.seats[1]).worker.is_none(), "not yet");
@@ -1357,6 +1437,48 @@ mod tests {
         assert!(locked(&h.inbox[0]).workers.is_empty());
     }
 
+    /// A hub whose spread did not pay calls its workers back: they go
+    /// though the loads say the two threads would not merge.
+    #[test]
+    fn a_worker_called_back_goes_whatever_the_loads() {
+        let h = hosts(2);
+        let mut c = crate::server::worker::testing::Cluster::new(2);
+        let w = c.workers.pop().expect("worker 1");
+        h.slots[0].busy.store(900, Ordering::Relaxed);
+        let at = h.epoch;
+        assert!(!merge_wanted(500, 900));
+        let w = h
+            .give(0, Hosted(Box::new(w)), 500, at, false)
+            .expect_err("no room by the loads");
+        h.slots[0].runs.store(MAX_LOOPS, Ordering::Relaxed);
+        let w = h
+            .give(0, w, 500, at, true)
+            .expect_err("a full hub takes none, called back or not");
+        h.slots[0].runs.store(1, Ordering::Relaxed);
+        assert!(h.give(0, w, 500, at, true).is_ok(), "called back");
+        assert_eq!(locked(&h.inbox[0]).workers.len(), 1);
+        assert!(h.slots[0].pending.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_hubs_figures_are_its_requests_and_cpu_between_two_samples() {
+        let t0 = Instant::now();
+        let at = |ms: u64, cpu_ms: u64, reqs: u64| Sample {
+            at: t0 + Duration::from_millis(ms),
+            cpu_ns: cpu_ms * 1_000_000,
+            reqs,
+            loops: 2,
+        };
+        let f = at(0, 0, 1_000).to(at(10, 10, 2_600)).expect("figures");
+        assert_eq!(f.per_sec, 160_000);
+        assert_eq!(f.cpu_ns_per_req, 6_250);
+        assert!(at(0, 0, 5).to(at(10, 10, 5)).is_none(), "no requests");
+        assert!(
+            at(0, 0, 5).to(at(10, 10, 0)).is_none(),
+            "CONFIG RESETSTAT meanwhile: no figures, not a huge rate"
+        );
+    }
+
     #[test]
     fn a_thread_hands_itself_away_only_while_open() {
         let h = hosts(3);
@@ -1365,27 +1487,5 @@ mod tests {
         h.reopen(2);
         locked(&h.inbox[1]).closed = true;
         assert!(!h.close(1), "closed for shutdown");
-    }
-
-    #[test]
-    fn idle_cpu_is_counted_in_cores() {
-        // Two CPUs, 20 ticks, 10 of them idle: one core idle.
-        assert_eq!(idle_between(Some((0, 0, 2)), Some((10, 20, 2))), Some(1000));
-        assert_eq!(idle_between(Some((0, 0, 2)), Some((1, 20, 2))), Some(100));
-        assert_eq!(idle_between(None, Some((1, 20, 2))), None, "first reading");
-        assert_eq!(idle_between(Some((0, 0, 2)), None), Some(1000), "unknown");
-        assert_eq!(idle_between(Some((5, 20, 2)), Some((5, 20, 2))), Some(0));
-        let now = cpu_ticks().expect("/proc/stat");
-        assert!(now.1 >= now.0 && now.2 >= 1);
-    }
-
-    #[test]
-    fn the_hold_doubles_when_a_worker_comes_back_soon_after_merging() {
-        let s = Duration::from_secs;
-        assert_eq!(next_hold(Duration::ZERO, s(1)), HOLD_MIN);
-        assert_eq!(next_hold(s(1), s(2)), s(2));
-        assert_eq!(next_hold(s(2), s(2)), s(4));
-        assert_eq!(next_hold(s(40), s(2)), HOLD_MAX);
-        assert_eq!(next_hold(s(40), HOLD_RESET), HOLD_MIN);
     }
 }

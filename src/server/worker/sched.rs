@@ -191,6 +191,12 @@ impl Worker {
         self.core.cfg.shard_consolidation
     }
 
+    /// Commands this worker has run so far (its share of INFO's
+    /// total_commands_processed; CONFIG RESETSTAT starts it over).
+    pub fn commands(&self) -> u64 {
+        self.core.stats.total_commands
+    }
+
     /// How long this worker may sleep before its next iteration: until
     /// its cron, a blocked client's timeout, a save step; zero when work
     /// is waiting.
