@@ -82,6 +82,10 @@ pub struct Work {
     pub lock: Option<crate::tx::LockReq>,
     pub job: JobFn,
     pub release: Option<crate::tx::TxId>,
+    /// `job` does nothing and answers `()` (a lock or release request
+    /// alone): a shard may answer without running it, and without the
+    /// epilogue a job that touched the shard needs.
+    pub noop: bool,
 }
 
 /// The jobs of one step.
@@ -108,6 +112,7 @@ impl Plan {
                 lock: None,
                 job,
                 release: None,
+                noop: false,
             },
         ));
     }

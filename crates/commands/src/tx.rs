@@ -592,7 +592,7 @@ pub struct TxCoord {
     err: Option<CmdError>,
     /// One round or out of order: the requests in ascending shard order,
     /// to go on with when a nowait request is refused.
-    fallback: Option<Vec<(usize, LockReq)>>,
+    fallback: Option<Fallback>,
     /// `fallback` is wanted: made when the first requests go out (an
     /// unlocked run never needs it).
     want_fallback: bool,
@@ -608,6 +608,64 @@ pub struct TxCoord {
     round: Vec<usize>,
     /// Runs without locks (see `Coordinator::lock_shards`).
     unlocked: bool,
+}
+
+/// A transaction's lock requests as first made, in ascending shard order
+/// and waiting (not nowait), kept to go on with after a refusal. Flat: two
+/// allocations whatever the number of shards, where a copy of each
+/// shard's request cost one each (an MSET of 10 keys over 8 shards made
+/// about 7 of them, for a refusal that seldom comes).
+#[derive(Default)]
+struct Fallback {
+    /// Per request: its shard, its whole-shard mode, and the end of its
+    /// keys in `keys`.
+    shards: Vec<(usize, Option<Mode>, usize)>,
+    keys: Vec<(usize, u64, Mode)>,
+}
+
+impl Fallback {
+    /// Of `locks`: settled requests in ascending shard order, or a
+    /// rotation of it (home first, see [`TxCoord::wrap_as`]).
+    fn of(locks: &[(usize, LockReq)]) -> Self {
+        let mut f = Fallback {
+            shards: Vec::with_capacity(locks.len()),
+            keys: Vec::with_capacity(locks.iter().map(|(_, r)| r.keys.len()).sum()),
+        };
+        let n = locks.len();
+        let first = (0..n).min_by_key(|&i| locks[i].0).unwrap_or(0);
+        for i in (first..n).chain(0..first) {
+            let (s, r) = &locks[i];
+            debug_assert!(f.shards.last().is_none_or(|&(p, _, _)| p < *s));
+            f.keys.extend_from_slice(&r.keys);
+            f.shards.push((*s, r.whole, f.keys.len()));
+        }
+        f
+    }
+
+    /// The requests of transaction `tx`, waiting, in ascending shard order.
+    fn requests(&self, tx: TxId) -> Vec<(usize, LockReq)> {
+        let mut start = 0;
+        self.shards
+            .iter()
+            .map(|&(s, whole, end)| {
+                let keys = self.keys[start..end].to_vec();
+                start = end;
+                (
+                    s,
+                    LockReq {
+                        tx,
+                        keys,
+                        whole,
+                        nowait: false,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn position(&self, f: impl Fn(usize) -> bool) -> Option<usize> {
+        self.shards.iter().position(|&(s, _, _)| f(s))
+    }
 }
 
 /// One shard's work job for inner jobs, and which inner jobs it carries.
@@ -706,6 +764,7 @@ impl TxCoord {
                 lock: Some(std::mem::take(req)),
                 job: Self::noop(),
                 release: None,
+                noop: true,
             },
         ));
         self.round.push(*shard);
@@ -756,10 +815,9 @@ impl TxCoord {
             .filter(|s| !refused.contains(s))
             .collect();
         let frontier = ascending
-            .iter()
-            .position(|(s, _)| !held.contains(s))
+            .position(|s| !held.contains(&s))
             .expect("INVARIANT: a refused shard is not held");
-        let mut locks = ascending.clone();
+        let mut locks = ascending.requests(self.tx);
         for (_, r) in &mut locks[..frontier] {
             // Held: no request to make.
             *r = LockReq::default();
@@ -800,6 +858,7 @@ impl TxCoord {
             lock: None,
             job: Self::noop(),
             release: Some(self.tx),
+            noop: true,
         }
     }
 
@@ -848,6 +907,7 @@ impl TxCoord {
                     lock: None,
                     job,
                     release: rel,
+                    noop: false,
                 },
             ));
             self.layout.push(carried);
@@ -946,6 +1006,7 @@ impl TxCoord {
                 lock: Some(req),
                 job,
                 release: Some(self.tx),
+                noop: false,
             },
         ));
         self.layout.clear();
@@ -978,12 +1039,7 @@ impl Coordinator for TxCoord {
                 if std::mem::take(&mut self.want_fallback) {
                     // The requests as made, in ascending shard order,
                     // before any goes out.
-                    let mut f = self.locks.clone();
-                    f.sort_by_key(|(s, _)| *s);
-                    for (_, r) in &mut f {
-                        r.nowait = false;
-                    }
-                    self.fallback = Some(f);
+                    self.fallback = Some(Fallback::of(&self.locks));
                 }
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);

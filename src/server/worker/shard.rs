@@ -122,7 +122,9 @@ impl Worker {
             // out of shard order (its transaction holds a higher
             // shard): a deadlock if the lock's holder waits for
             // that shard. Refused instead: it starts over in order.
-            let Work { lock, job, release } = work;
+            let Work {
+                lock, job, release, ..
+            } = work;
             let w = Waiter {
                 conn,
                 idx,
@@ -291,7 +293,12 @@ impl Worker {
     /// and whatever the release lets go on.
     /// Takes a coordinator job's locks and runs it once they are granted.
     pub(super) fn start_job(&mut self, conn: ConnRef, idx: u32, work: Work) {
-        let Work { lock, job, release } = work;
+        let Work {
+            lock,
+            job,
+            release,
+            noop,
+        } = work;
         if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
             if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
                 self.core.aof_tx.push((conn, req.tx, Vec::new()));
@@ -314,8 +321,17 @@ impl Worker {
             Some(req) => self.core.locks.acquire(req, w),
             None => Some(w),
         };
-        if let Some(w) = ready {
-            self.run_work(w);
+        match ready {
+            // A lock request alone, granted: nothing ran, so nothing for
+            // the job's epilogue to publish, hand to the AOF or retry (a
+            // grant releases nothing); its transaction's records start
+            // with its next work here, whose `run_work` flushes what came
+            // before.
+            Some(w) if noop && w.release.is_none() => {
+                self.send_job_out(w.conn, w.idx, Box::new(()), 0);
+            }
+            Some(w) => self.run_work(w),
+            None => {}
         }
     }
 
