@@ -217,8 +217,14 @@ pub enum Msg {
     /// Run a batch of shard handlers and send the batch back with replies.
     Exec { conn: ConnRef, batch: Box<Batch> },
     /// Run a coordinator's work (lock, job, release) and send the job's
-    /// output back.
-    Job { conn: ConnRef, idx: u32, work: Work },
+    /// output back: alone (`JobDone`), or into `gather` when the step sent
+    /// works to several threads (the last output sends them all).
+    Job {
+        conn: ConnRef,
+        idx: u32,
+        work: Work,
+        gather: Option<Arc<Gather>>,
+    },
     /// A batch back with its replies. A direct batch (`Batch::direct`) whose
     /// reply the executing shard wrote to the socket completely comes back
     /// through [`Mailbox::send_lazy`]: the home thread needs no wake-up to
@@ -231,6 +237,9 @@ pub enum Msg {
         /// Durability target of the job's own AOF records (0: none).
         aof: u64,
     },
+    /// Every output of a coordinator step's works that went out with one
+    /// [`Gather`], sent by the shard whose output was the last one in.
+    JobsDone { conn: ConnRef, gather: Arc<Gather> },
     /// A blocked command was served: its reply, for slot `seq`.
     Unblocked {
         conn: ConnRef,
@@ -256,6 +265,69 @@ pub enum Msg {
         who: engine::Tracker,
         keys: Vec<engine::SmallBytes>,
     },
+}
+
+/// The outputs of one coordinator step's works sent to two threads or
+/// more: each shard adds its work's output, and the one whose output is the
+/// last in sends them all home in one [`Msg::JobsDone`], instead of one
+/// `JobDone` each (an MSET of 10 keys over 8 threads sent about 5 per
+/// round, each a ring push, a pop, a dispatch and possibly a doorbell).
+///
+/// Reply order is kept: the coordinator steps only once every output of
+/// the step is in, whichever message brought it. The home thread allocates
+/// a gather, sizes its vector before any shard sees it (a shard never
+/// grows it) and keeps one reference in a pool (`Core::gathers`), so the
+/// gather is reused and freed there, not on a shard's thread.
+#[derive(Default)]
+pub struct Gather {
+    state: Mutex<GatherState>,
+}
+
+#[derive(Default)]
+struct GatherState {
+    /// Outputs still to come.
+    left: usize,
+    /// `(work index, output, AOF durability target)`, in arrival order.
+    outs: Vec<(u32, JobOut, u64)>,
+}
+
+impl Gather {
+    fn state(&self) -> std::sync::MutexGuard<'_, GatherState> {
+        // Pushes and takes only: a panic cannot leave it half-changed.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Expects `n` outputs (the gather is not in use).
+    pub fn arm(&self, n: usize) {
+        let mut st = self.state();
+        debug_assert!(st.left == 0 && st.outs.is_empty(), "a gather in use");
+        st.left = n;
+        st.outs.reserve(n);
+    }
+
+    /// Adds work `idx`'s output; true if it was the last one to come (the
+    /// caller then sends the gather home).
+    pub fn add(&self, idx: u32, out: JobOut, aof: u64) -> bool {
+        let mut st = self.state();
+        debug_assert!(st.left > 0, "more outputs than works");
+        st.outs.push((idx, out, aof));
+        st.left -= 1;
+        st.left == 0
+    }
+
+    /// The outputs, all in: the vector is lent, and given back with
+    /// [`Gather::restore`] so its room is reused.
+    pub fn take(&self) -> Vec<(u32, JobOut, u64)> {
+        let mut st = self.state();
+        debug_assert_eq!(st.left, 0, "outputs still to come");
+        std::mem::take(&mut st.outs)
+    }
+
+    /// Gives back the (emptied) vector [`Gather::take`] lent.
+    pub fn restore(&self, mut outs: Vec<(u32, JobOut, u64)>) {
+        outs.clear();
+        self.state().outs = outs;
+    }
 }
 
 /// Messages a ring holds when first made: 32 × 88 bytes.

@@ -106,7 +106,7 @@ use resp::Reply;
 
 use super::blocking::Waiters;
 use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream};
-use super::mailbox::{Batch, ConnRef, Mailbox, Msg};
+use super::mailbox::{Batch, ConnRef, Gather, Mailbox, Msg};
 
 mod accept;
 mod busy;
@@ -294,7 +294,18 @@ struct Core {
     /// Scratch: the shards of a transaction run without locks (see
     /// `home::run_unlocked`).
     unlocked_shards: Vec<usize>,
+    /// Scratch: a coordinator step's works bound for other threads
+    /// (`home::send_remote`).
+    remote_works: Vec<(usize, u32, Work)>,
+    /// Gathers this thread made (`mailbox::Gather`), oldest first: one
+    /// is reused once no shard holds it; at most [`GATHERS_KEEP`] kept.
+    /// Bounded by the coordinator steps in flight from here.
+    gathers: VecDeque<Arc<Gather>>,
 }
+
+/// Gathers a thread keeps to reuse (each about 100 bytes and its output
+/// vector's room).
+const GATHERS_KEEP: usize = 64;
 
 /// The connection slot that stands for the server itself.
 const SYS_SLOT: u32 = u32::MAX;
@@ -316,6 +327,8 @@ struct Waiter {
     idx: u32,
     job: JobFn,
     release: Option<TxId>,
+    /// Where its output goes if not alone home (see `mailbox::Gather`).
+    gather: Option<Arc<Gather>>,
 }
 
 /// A connection's work held back on this shard, in arrival order: a remote
@@ -339,6 +352,7 @@ enum Held {
     Job {
         idx: u32,
         work: Work,
+        gather: Option<Arc<Gather>>,
     },
 }
 

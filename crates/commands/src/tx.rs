@@ -165,6 +165,13 @@ pub fn new_tx_id(home: usize) -> TxId {
     (n << 16) | (home as u64 & 0xffff)
 }
 
+/// `tx` as a [`Work::release`] carries it.
+pub fn release_of(tx: TxId) -> Option<std::num::NonZeroU64> {
+    // INVARIANT: `new_tx_id` counts from 1 above the home's 16 bits.
+    debug_assert_ne!(tx, 0, "a transaction id is never 0");
+    std::num::NonZeroU64::new(tx)
+}
+
 /// The hash locks use for a key.
 #[inline]
 fn key_hash(key: &[u8]) -> u64 {
@@ -198,6 +205,10 @@ pub struct LockReq {
     /// shard order (see the module docs). A refused request's work does
     /// not run; its job's output is a [`LockConflict`].
     pub nowait: bool,
+    /// The request goes alone: its work's job does nothing and answers
+    /// `()`, so a shard that grants it at once may answer without running
+    /// the job and the epilogue a job that touched the shard needs.
+    pub alone: bool,
 }
 
 /// The output of a work whose [`LockReq::nowait`] request was refused:
@@ -657,6 +668,7 @@ impl Fallback {
                         keys,
                         whole,
                         nowait: false,
+                        alone: false,
                     },
                 )
             })
@@ -758,13 +770,13 @@ impl TxCoord {
 
     fn push_request(&mut self, plan: &mut Plan) {
         let (shard, req) = &mut self.locks[self.requested];
+        req.alone = true;
         plan.jobs.push((
             *shard,
             Work {
                 lock: Some(std::mem::take(req)),
                 job: Self::noop(),
                 release: None,
-                noop: true,
             },
         ));
         self.round.push(*shard);
@@ -857,8 +869,7 @@ impl TxCoord {
         Work {
             lock: None,
             job: Self::noop(),
-            release: Some(self.tx),
-            noop: true,
+            release: release_of(self.tx),
         }
     }
 
@@ -898,7 +909,11 @@ impl TxCoord {
     /// every locked shard not in `skip` without a job gets a release-only
     /// work.
     fn send(&mut self, groups: Vec<Group>, plan: &mut Plan, release: bool, skip: Option<usize>) {
-        let rel = (release && !self.unlocked).then_some(self.tx);
+        let rel = if release && !self.unlocked {
+            release_of(self.tx)
+        } else {
+            None
+        };
         plan.jobs.reserve(groups.len());
         for (shard, job, carried) in groups {
             plan.jobs.push((
@@ -907,7 +922,6 @@ impl TxCoord {
                     lock: None,
                     job,
                     release: rel,
-                    noop: false,
                 },
             ));
             self.layout.push(carried);
@@ -1005,8 +1019,7 @@ impl TxCoord {
             Work {
                 lock: Some(req),
                 job,
-                release: Some(self.tx),
-                noop: false,
+                release: release_of(self.tx),
             },
         ));
         self.layout.clear();

@@ -22,7 +22,7 @@ use resp::Reply;
 
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
-use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::super::mailbox::{Batch, ConnRef, Gather, Msg};
 use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
@@ -357,7 +357,10 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
     let Some(ac) = c.coord.as_mut() else {
         return false;
     };
-    let results: Vec<JobOut> = ac.results.drain(..).flatten().collect();
+    // Sized at once: collected from `flatten` it started at 4 and grew
+    // (a reallocation per step of a transaction over more than 4 shards).
+    let mut results: Vec<JobOut> = Vec::with_capacity(ac.results.len());
+    results.extend(ac.results.drain(..).flatten());
     let mut plan = Plan::default();
     // A script's step may run it (on gathered copies): its commands count
     // straight into this thread's statistics, lent to the VM as for a
@@ -477,7 +480,12 @@ fn send_plan_lent(
             continue;
         }
         if shard == core.id {
-            core.local.push_back(Msg::Job { conn, idx, work });
+            core.local.push_back(Msg::Job {
+                conn,
+                idx,
+                work,
+                gather: None,
+            });
             continue;
         }
         let mut work = Some(work);
@@ -501,7 +509,7 @@ fn send_plan_lent(
             ));
         }
         match work {
-            Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
+            Some(work) => core.remote_works.push((shard, idx, work)),
             None => {
                 if let Some((out, aof)) = ran {
                     ac.aof_hold = ac.aof_hold.max(aof);
@@ -511,6 +519,7 @@ fn send_plan_lent(
             }
         }
     }
+    send_remote(core, conn);
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,
@@ -550,16 +559,73 @@ pub(super) fn log_coord_step(
 /// local queue).
 pub(super) fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let idx = idx as u32;
+        if shard == core.id {
+            core.local.push_back(Msg::Job {
+                conn,
+                idx,
+                work,
+                gather: None,
+            });
+        } else {
+            core.remote_works.push((shard, idx, work));
+        }
+    }
+    send_remote(core, conn);
+}
+
+/// Sends the works of one step bound for other threads
+/// (`Core::remote_works`): two or more share a gather, so their outputs
+/// come home in one message (see `mailbox::Gather`); one goes alone.
+fn send_remote(core: &mut Core, conn: ConnRef) {
+    let n = core.remote_works.len();
+    let gather = (n >= 2).then(|| {
+        let g = core.gather();
+        g.arm(n);
+        g
+    });
+    let mut works = std::mem::take(&mut core.remote_works);
+    for (shard, idx, work) in works.drain(..) {
         let msg = Msg::Job {
             conn,
-            idx: idx as u32,
+            idx,
             work,
+            gather: gather.clone(),
         };
-        if shard == core.id {
-            core.local.push_back(msg);
-        } else {
-            core.mailbox.send(shard, msg);
+        core.mailbox.send(shard, msg);
+    }
+    core.remote_works = works;
+    if let Some(g) = gather {
+        if core.gathers.len() < super::GATHERS_KEEP {
+            core.gathers.push_back(g);
         }
+    }
+}
+
+impl Core {
+    /// A gather not in use: the oldest kept one once every shard let go of
+    /// it (only this thread's reference left), or a new one.
+    fn gather(&mut self) -> std::sync::Arc<Gather> {
+        if let Some(g) = self.gathers.pop_front() {
+            if std::sync::Arc::strong_count(&g) == 1 {
+                return g;
+            }
+            // Still out: it goes to the back, behind newer ones.
+            self.gathers.push_back(g);
+        }
+        std::sync::Arc::new(Gather::default())
+    }
+}
+
+impl Worker {
+    /// The outputs of a step's works that shared a gather, the last of
+    /// them just in: each as its own `JobDone` would be.
+    pub(super) fn jobs_done(&mut self, conn: ConnRef, gather: std::sync::Arc<Gather>) {
+        let mut outs = gather.take();
+        for (idx, out, aof) in outs.drain(..) {
+            self.job_done(conn, idx, out, aof);
+        }
+        gather.restore(outs);
     }
 }
 

@@ -156,27 +156,30 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
 }
 
 /// MSET's pairs across shards, shared by its shards' jobs: one copy of
-/// the arguments and each pair's shard, where a buffer per shard cost two
-/// allocations each (an MSET of 10 keys over 32 shards touches about 9).
+/// the arguments and the pairs grouped by shard, where a buffer per shard
+/// cost two allocations each (an MSET of 10 keys over 32 shards touches
+/// about 9).
 struct SharedPairs {
     /// key, value, key, value ...
     args: OwnedArgs,
-    shard_of_pair: Vec<u16>,
+    /// The pairs' indexes grouped by shard, ascending, each shard's in
+    /// command order (a key given twice keeps its last value): a job
+    /// visits its own range only, where filtering every pair cost each
+    /// job five passes over all of them.
+    order: Vec<u32>,
 }
 
-/// A job storing, on `shard`, the pairs of `pairs` that live there, in
+/// A job storing, on `shard`, the pairs `pairs.order[from..to]`, in
 /// command order (see [`store_pairs`]).
-fn store_shared_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Arc<SharedPairs>) {
+fn store_shared_pairs(
+    plan: &mut Plan,
+    (shard, from, to): (usize, usize, usize),
+    db: usize,
+    pairs: Arc<SharedPairs>,
+) {
     plan.run(shard, move |env| {
         let a = pairs.args.args();
-        let mine = || {
-            pairs
-                .shard_of_pair
-                .iter()
-                .enumerate()
-                .filter(|&(_, &s)| usize::from(s) == shard)
-                .map(|(i, _)| 2 * i)
-        };
+        let mine = || pairs.order[from..to].iter().map(|&i| 2 * i as usize);
         prefetch_keys_and_values(env.shard, db, mine().map(|i| a.get(i)));
         for i in mine() {
             let (k, v) = (a.get(i), a.get(i + 1));
@@ -194,25 +197,31 @@ pub(super) fn mset_multi(
     check_pairs(args, "mset")?;
     let db = c.client.db;
     let npairs = (args.len() - 1) / 2;
-    let shard_of_pair: Vec<u16> = if c.key_shards.len() == npairs {
-        c.key_shards.to_vec()
-    } else {
-        let n = c.nshards();
-        (0..npairs)
-            .map(|i| shard_of(args.get(1 + 2 * i), n) as u16)
-            .collect()
+    let known = c.key_shards.len() == npairs;
+    let n = c.nshards();
+    let shard_at = |i: usize| -> u16 {
+        if known {
+            c.key_shards[i]
+        } else {
+            shard_of(args.get(1 + 2 * i), n) as u16
+        }
     };
-    let mut shards = shard_of_pair.clone();
-    shards.sort_unstable();
-    shards.dedup();
+    // INVARIANT: a request's arguments are far fewer than 2^32.
+    let mut keyed: Vec<(u16, u32)> = (0..npairs).map(|i| (shard_at(i), i as u32)).collect();
+    // Stable: a shard's pairs keep their command order.
+    keyed.sort_by_key(|&(s, _)| s);
+    let order: Vec<u32> = keyed.iter().map(|&(_, i)| i).collect();
+    let mut plan = Plan::default();
     let pairs = Arc::new(SharedPairs {
         args: args.skip(1).to_owned(),
-        shard_of_pair,
+        order,
     });
-    let mut plan = Plan::default();
-    plan.jobs.reserve(shards.len());
-    for s in shards {
-        store_shared_pairs(&mut plan, usize::from(s), db, pairs.clone());
+    let mut from = 0;
+    while from < keyed.len() {
+        let shard = keyed[from].0;
+        let to = from + keyed[from..].iter().take_while(|&&(s, _)| s == shard).count();
+        store_shared_pairs(&mut plan, (usize::from(shard), from, to), db, pairs.clone());
+        from = to;
     }
     let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
         out.ok();
