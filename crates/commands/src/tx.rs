@@ -549,6 +549,11 @@ impl LockSet {
         } else {
             Mode::Read
         };
+        if self.shards.capacity() == 0 {
+            // A request per shard at most per key, at once: growing from
+            // 4 cost a reallocation for every command over 5 shards.
+            self.shards.reserve(positions.len());
+        }
         for &p in positions {
             let key = args.get(p);
             let req = self.req(shard(key));
@@ -942,13 +947,13 @@ impl TxCoord {
         self.acc = (0..p.jobs.len()).map(|_| None).collect();
         self.layout.clear();
         let last = p.last;
-        let groups = Self::group(
-            p.jobs
-                .into_iter()
-                .enumerate()
-                .map(|(i, (s, w))| (i, s, w.job))
-                .collect(),
-        );
+        // Pushed, not collected: collecting reused the plan's allocation
+        // in place and then shrank it (a reallocation per step).
+        let mut jobs = Vec::with_capacity(p.jobs.len());
+        for (i, (s, w)) in p.jobs.into_iter().enumerate() {
+            jobs.push((i, s, w.job));
+        }
+        let groups = Self::group(jobs);
         self.send(groups, plan, last, None);
     }
 

@@ -212,6 +212,8 @@ pub(super) fn mset_multi(
     keyed.sort_by_key(|&(s, _)| s);
     let order: Vec<u32> = keyed.iter().map(|&(_, i)| i).collect();
     let mut plan = Plan::default();
+    let nshards = 1 + keyed.windows(2).filter(|w| w[0].0 != w[1].0).count();
+    plan.jobs.reserve(nshards);
     let pairs = Arc::new(SharedPairs {
         args: args.skip(1).to_owned(),
         order,
