@@ -433,7 +433,9 @@ impl<W> LockTable<W> {
                 }
             }
         }
-        self.waiting.retain(|(q, _)| q.tx != tx);
+        if !self.waiting.is_empty() {
+            self.waiting.retain(|(q, _)| q.tx != tx);
+        }
     }
 
     /// The second half of [`LockTable::release`]: grants every waiting

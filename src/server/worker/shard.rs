@@ -424,9 +424,18 @@ impl Worker {
             if let Some(tx) = release {
                 self.core.locks.unlock(tx);
                 retry_later(&mut self.core);
-                // Plain commands first, so transactions cannot starve them.
-                self.retry_deferred();
-                queue.extend(self.core.locks.grant_waiting());
+                // Plain commands first, so transactions cannot starve them
+                // (nothing to do, the common case, unless a retry pass is
+                // running: it must hear of this release).
+                if self.core.retrying
+                    || !self.core.deferred.is_empty()
+                    || !self.core.lock_blocked.is_empty()
+                {
+                    self.retry_deferred();
+                }
+                if self.core.locks.waiting_len() > 0 {
+                    queue.extend(self.core.locks.grant_waiting());
+                }
             }
         }
     }
