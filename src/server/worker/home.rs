@@ -179,20 +179,26 @@ impl Worker {
             ac.remaining -= 1;
         }
         if ac.remaining == 0 {
-            // Out of its slot while it steps: a script across shards runs
-            // in this step, and may serve the rest of the loop.
-            let Some(mut c) = self.conns.slots[slot].take() else {
-                return;
-            };
-            self.lend(&mut c, slot, advance);
-            let done = c.coord.is_none();
-            self.conns.slots[slot] = Some(c);
-            self.after_desk();
-            if done {
-                self.conns.resume.push(slot);
-            }
-            self.conns.mark_dirty(slot);
+            self.outputs_in(slot);
         }
+    }
+
+    /// Every output of the step of slot `slot`'s coordinator is in: step
+    /// it.
+    fn outputs_in(&mut self, slot: usize) {
+        // Out of its slot while it steps: a script across shards runs in
+        // this step, and may serve the rest of the loop.
+        let Some(mut c) = self.conns.slots[slot].take() else {
+            return;
+        };
+        self.lend(&mut c, slot, advance);
+        let done = c.coord.is_none();
+        self.conns.slots[slot] = Some(c);
+        self.after_desk();
+        if done {
+            self.conns.resume.push(slot);
+        }
+        self.conns.mark_dirty(slot);
     }
 
     /// An output for an orphaned coordinator: once its step is complete,
@@ -622,10 +628,35 @@ impl Worker {
     /// them just in: each as its own `JobDone` would be.
     pub(super) fn jobs_done(&mut self, conn: ConnRef, gather: std::sync::Arc<Gather>) {
         let mut outs = gather.take();
-        for (idx, out, aof) in outs.drain(..) {
-            self.job_done(conn, idx, out, aof);
+        let slot = conn.slot as usize;
+        let plain = conn.slot != SYS_SLOT && !self.conns.orphans.iter().any(|o| o.conn == conn);
+        if !plain {
+            for (idx, out, aof) in outs.drain(..) {
+                self.job_done(conn, idx, out, aof);
+            }
+            gather.restore(outs);
+            return;
+        }
+        // A connection's coordinator: the outputs go in together, and it
+        // steps once (as after the last of them one by one).
+        let c = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+        let ac = c.filter(|c| c.gen == conn.gen).and_then(|c| c.coord.as_mut());
+        let mut step = false;
+        if let Some(ac) = ac {
+            for (idx, out, aof) in outs.drain(..) {
+                ac.aof_hold = ac.aof_hold.max(aof);
+                if let Some(r) = ac.results.get_mut(idx as usize) {
+                    *r = Some(out);
+                    ac.remaining -= 1;
+                }
+            }
+            step = ac.remaining == 0;
         }
         gather.restore(outs);
+        drop(gather);
+        if step {
+            self.outputs_in(slot);
+        }
     }
 }
 
