@@ -297,10 +297,14 @@ impl Gather {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Expects `n` outputs (the gather is not in use).
+    /// Expects `n` outputs. The gather must not be in use (no shard holds
+    /// it). It may still hold part of an earlier step's outputs: a step
+    /// whose work never answered (a lock request dropped from its queue
+    /// by its own transaction's abort) never completes, and what it
+    /// gathered is dropped here.
     pub fn arm(&self, n: usize) {
         let mut st = self.state();
-        debug_assert!(st.left == 0 && st.outs.is_empty(), "a gather in use");
+        st.outs.clear();
         st.left = n;
         st.outs.reserve(n);
     }
@@ -966,5 +970,32 @@ mod tests {
             b.recycle().is_none(),
             "2 MiB of arguments is freed, not pooled"
         );
+    }
+
+    #[test]
+    fn a_gather_sends_once_with_every_output_and_forgets_an_unfinished_step() {
+        let out = |v: u32| -> JobOut { Box::new(v) };
+        let g = Gather::default();
+        g.arm(3);
+        // Outputs come in any order; only the last one is told to send.
+        assert!(!g.add(2, out(20), 0));
+        assert!(!g.add(0, out(0), 7));
+        assert!(g.add(1, out(10), 0));
+        let mut outs = g.take();
+        let got: Vec<(u32, u32, u64)> = outs
+            .drain(..)
+            .map(|(i, o, aof)| (i, *o.downcast::<u32>().unwrap(), aof))
+            .collect();
+        assert_eq!(got, vec![(2, 20, 0), (0, 0, 7), (1, 10, 0)]);
+        g.restore(outs);
+        // A step that never completed (a work dropped unanswered): its
+        // outputs do not leak into the next one.
+        g.arm(2);
+        assert!(!g.add(0, out(1), 0));
+        g.arm(1);
+        assert!(g.add(5, out(50), 0));
+        let outs = g.take();
+        assert_eq!(outs.len(), 1);
+        assert_eq!(outs[0].0, 5);
     }
 }
