@@ -640,7 +640,9 @@ impl Worker {
         // A connection's coordinator: the outputs go in together, and it
         // steps once (as after the last of them one by one).
         let c = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut());
-        let ac = c.filter(|c| c.gen == conn.gen).and_then(|c| c.coord.as_mut());
+        let ac = c
+            .filter(|c| c.gen == conn.gen)
+            .and_then(|c| c.coord.as_mut());
         let mut step = false;
         if let Some(ac) = ac {
             for (idx, out, aof) in outs.drain(..) {

@@ -487,9 +487,7 @@ impl Worker {
                 }
                 match d.what {
                     Held::Batch { batch, next, arg } => self.run_batch(d.conn, batch, next, arg),
-                    Held::Job { idx, work, gather } => {
-                        self.start_job(d.conn, idx, work, gather)
-                    }
+                    Held::Job { idx, work, gather } => self.start_job(d.conn, idx, work, gather),
                 }
             }
             if !self.core.retry_again {

@@ -221,7 +221,11 @@ pub(super) fn mset_multi(
     let mut from = 0;
     while from < keyed.len() {
         let shard = keyed[from].0;
-        let to = from + keyed[from..].iter().take_while(|&&(s, _)| s == shard).count();
+        let to = from
+            + keyed[from..]
+                .iter()
+                .take_while(|&&(s, _)| s == shard)
+                .count();
         store_shared_pairs(&mut plan, (usize::from(shard), from, to), db, pairs.clone());
         from = to;
     }
