@@ -46,6 +46,13 @@
 //! that is the client's next request, so a hop costs one doorbell instead
 //! of two. The same fence protocol covers `eager`.
 //!
+//! Gathered replies: the works of one coordinator step sent to two
+//! threads or more share a [`Gather`]; each shard adds its work's output
+//! there, and the one whose output is the last in sends them all home in
+//! one [`Msg::JobsDone`]. A step over `k` remote shards thus costs `k + 1`
+//! messages instead of `2k`. Order is unaffected: the coordinator steps
+//! only once every output of a step is in, whichever ring brought it.
+//!
 //! Lost wake-ups are impossible: the consumer stores `parked = true`, issues
 //! a SeqCst fence, then reads its ready set; the producer pushes, sets its
 //! ready bit, issues a SeqCst fence, then reads `parked`. At least one of
