@@ -512,6 +512,9 @@ pub struct Mailbox {
     /// consumer lets go too: a ring is freed by the thread that made it.
     retired: Vec<rtrb::Producer<Slot>>,
     bells: Arc<Vec<Doorbell>>,
+    /// Messages sent (tests count hops with it).
+    #[cfg(test)]
+    pub sent: usize,
 }
 
 /// One mailbox per thread (no ring is made before it is needed).
@@ -528,6 +531,8 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
             cur: None,
             retired: Vec::new(),
             bells: bells.clone(),
+            #[cfg(test)]
+            sent: 0,
         })
         .collect()
 }
@@ -535,6 +540,10 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
 impl Mailbox {
     /// Queues `msg` for thread `to` (never itself).
     pub fn send(&mut self, to: usize, msg: Msg) {
+        #[cfg(test)]
+        {
+            self.sent += 1;
+        }
         self.mark(to, 2);
         self.push(to, msg);
     }
@@ -549,6 +558,10 @@ impl Mailbox {
         } else {
             2
         };
+        #[cfg(test)]
+        {
+            self.sent += 1;
+        }
         self.mark(to, mark);
         self.push(to, msg);
     }
