@@ -586,8 +586,18 @@ pub(super) fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
 fn send_remote(core: &mut Core, conn: ConnRef) {
     let n = core.remote_works.len();
     let gather = (n >= 2).then(|| {
-        let g = core.gather();
-        g.arm(n);
+        let mut g = core.gather();
+        let slots = core.remote_works.iter().map(|w| w.1 as usize + 1).max();
+        let slots = slots.unwrap_or(0);
+        match std::sync::Arc::get_mut(&mut g) {
+            Some(mine) => mine.arm(slots, n),
+            None => {
+                // INVARIANT: `Core::gather` hands out unshared gathers.
+                let mut fresh = Gather::default();
+                fresh.arm(slots, n);
+                g = std::sync::Arc::new(fresh);
+            }
+        }
         g
     });
     let mut works = std::mem::take(&mut core.remote_works);
@@ -627,14 +637,12 @@ impl Worker {
     /// The outputs of a step's works that shared a gather, the last of
     /// them just in: each as its own `JobDone` would be.
     pub(super) fn jobs_done(&mut self, conn: ConnRef, gather: std::sync::Arc<Gather>) {
-        let mut outs = gather.take();
         let slot = conn.slot as usize;
         let plain = conn.slot != SYS_SLOT && !self.conns.orphans.iter().any(|o| o.conn == conn);
         if !plain {
-            for (idx, out, aof) in outs.drain(..) {
+            for (idx, out, aof) in gather.outputs() {
                 self.job_done(conn, idx, out, aof);
             }
-            gather.restore(outs);
             return;
         }
         // A connection's coordinator: the outputs go in together, and it
@@ -645,7 +653,7 @@ impl Worker {
             .and_then(|c| c.coord.as_mut());
         let mut step = false;
         if let Some(ac) = ac {
-            for (idx, out, aof) in outs.drain(..) {
+            for (idx, out, aof) in gather.outputs() {
                 ac.aof_hold = ac.aof_hold.max(aof);
                 if let Some(r) = ac.results.get_mut(idx as usize) {
                     *r = Some(out);
@@ -654,7 +662,7 @@ impl Worker {
             }
             step = ac.remaining == 0;
         }
-        gather.restore(outs);
+        // Dropped before stepping: the step's next works may reuse it.
         drop(gather);
         if step {
             self.outputs_in(slot);
