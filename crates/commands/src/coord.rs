@@ -81,7 +81,10 @@ pub struct ShardEnv<'a> {
 pub struct Work {
     pub lock: Option<crate::tx::LockReq>,
     pub job: JobFn,
-    pub release: Option<crate::tx::TxId>,
+    /// The transaction whose locks to release ([`crate::tx::release_of`]:
+    /// ids are never 0, so a work stays 64 bytes and a runtime's message
+    /// carrying one has room for a word of its own).
+    pub release: Option<std::num::NonZeroU64>,
 }
 
 /// The jobs of one step.

@@ -213,7 +213,7 @@ mod protocol {
         /// [`Rt::outputs_of`]).
         fn deliver_as(&mut self, tag: u32, plan: Plan) {
             for (i, (s, w)) in plan.jobs.into_iter().enumerate() {
-                let entry = (tag * 1000 + i as u32, w.job, w.release);
+                let entry = (tag * 1000 + i as u32, w.job, w.release.map(|t| t.get()));
                 match w.lock {
                     Some(req) if req.nowait => match self.locks[s].try_acquire(req) {
                         Ok(()) => self.run(s, entry),

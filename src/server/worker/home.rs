@@ -22,7 +22,7 @@ use resp::Reply;
 
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
-use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::super::mailbox::{Batch, ConnRef, Gather, Msg};
 use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
@@ -179,20 +179,26 @@ impl Worker {
             ac.remaining -= 1;
         }
         if ac.remaining == 0 {
-            // Out of its slot while it steps: a script across shards runs
-            // in this step, and may serve the rest of the loop.
-            let Some(mut c) = self.conns.slots[slot].take() else {
-                return;
-            };
-            self.lend(&mut c, slot, advance);
-            let done = c.coord.is_none();
-            self.conns.slots[slot] = Some(c);
-            self.after_desk();
-            if done {
-                self.conns.resume.push(slot);
-            }
-            self.conns.mark_dirty(slot);
+            self.outputs_in(slot);
         }
+    }
+
+    /// Every output of the step of slot `slot`'s coordinator is in: step
+    /// it.
+    fn outputs_in(&mut self, slot: usize) {
+        // Out of its slot while it steps: a script across shards runs in
+        // this step, and may serve the rest of the loop.
+        let Some(mut c) = self.conns.slots[slot].take() else {
+            return;
+        };
+        self.lend(&mut c, slot, advance);
+        let done = c.coord.is_none();
+        self.conns.slots[slot] = Some(c);
+        self.after_desk();
+        if done {
+            self.conns.resume.push(slot);
+        }
+        self.conns.mark_dirty(slot);
     }
 
     /// An output for an orphaned coordinator: once its step is complete,
@@ -480,7 +486,12 @@ fn send_plan_lent(
             continue;
         }
         if shard == core.id {
-            core.local.push_back(Msg::Job { conn, idx, work });
+            core.local.push_back(Msg::Job {
+                conn,
+                idx,
+                work,
+                gather: None,
+            });
             continue;
         }
         let mut work = Some(work);
@@ -504,7 +515,7 @@ fn send_plan_lent(
             ));
         }
         match work {
-            Some(work) => core.mailbox.send(shard, Msg::Job { conn, idx, work }),
+            Some(work) => core.remote_works.push((shard, idx, work)),
             None => {
                 if let Some((out, aof)) = ran {
                     ac.aof_hold = ac.aof_hold.max(aof);
@@ -514,6 +525,7 @@ fn send_plan_lent(
             }
         }
     }
+    send_remote(core, conn);
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,
@@ -553,15 +565,107 @@ pub(super) fn log_coord_step(
 /// local queue).
 pub(super) fn send_plan(core: &mut Core, conn: ConnRef, plan: Plan) {
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let idx = idx as u32;
+        if shard == core.id {
+            core.local.push_back(Msg::Job {
+                conn,
+                idx,
+                work,
+                gather: None,
+            });
+        } else {
+            core.remote_works.push((shard, idx, work));
+        }
+    }
+    send_remote(core, conn);
+}
+
+/// Sends the works of one step bound for other threads
+/// (`Core::remote_works`): two or more share a gather, so their outputs
+/// come home in one message (see `mailbox::Gather`); one goes alone.
+fn send_remote(core: &mut Core, conn: ConnRef) {
+    let n = core.remote_works.len();
+    let gather = (n >= 2).then(|| {
+        let mut g = core.gather();
+        let slots = core.remote_works.iter().map(|w| w.1 as usize + 1).max();
+        let slots = slots.unwrap_or(0);
+        match std::sync::Arc::get_mut(&mut g) {
+            Some(mine) => mine.arm(slots, n),
+            None => {
+                // INVARIANT: `Core::gather` hands out unshared gathers.
+                let mut fresh = Gather::default();
+                fresh.arm(slots, n);
+                g = std::sync::Arc::new(fresh);
+            }
+        }
+        g
+    });
+    let mut works = std::mem::take(&mut core.remote_works);
+    for (shard, idx, work) in works.drain(..) {
         let msg = Msg::Job {
             conn,
-            idx: idx as u32,
+            idx,
             work,
+            gather: gather.clone(),
         };
-        if shard == core.id {
-            core.local.push_back(msg);
-        } else {
-            core.mailbox.send(shard, msg);
+        core.mailbox.send(shard, msg);
+    }
+    core.remote_works = works;
+    if let Some(g) = gather {
+        if core.gathers.len() < super::GATHERS_KEEP {
+            core.gathers.push_back(g);
+        }
+    }
+}
+
+impl Core {
+    /// A gather not in use: the oldest kept one once every shard let go of
+    /// it (only this thread's reference left), or a new one.
+    fn gather(&mut self) -> std::sync::Arc<Gather> {
+        if let Some(g) = self.gathers.pop_front() {
+            if std::sync::Arc::strong_count(&g) == 1 {
+                return g;
+            }
+            // Still out: it goes to the back, behind newer ones.
+            self.gathers.push_back(g);
+        }
+        std::sync::Arc::new(Gather::default())
+    }
+}
+
+impl Worker {
+    /// The outputs of a step's works that shared a gather, the last of
+    /// them just in: each as its own `JobDone` would be.
+    pub(super) fn jobs_done(&mut self, conn: ConnRef, gather: std::sync::Arc<Gather>) {
+        let slot = conn.slot as usize;
+        let plain = conn.slot != SYS_SLOT && !self.conns.orphans.iter().any(|o| o.conn == conn);
+        if !plain {
+            for (idx, out, aof) in gather.outputs() {
+                self.job_done(conn, idx, out, aof);
+            }
+            return;
+        }
+        // A connection's coordinator: the outputs go in together, and it
+        // steps once (as after the last of them one by one).
+        let c = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut());
+        let ac = c
+            .filter(|c| c.gen == conn.gen)
+            .and_then(|c| c.coord.as_mut());
+        let mut step = false;
+        if let Some(ac) = ac {
+            for (idx, out, aof) in gather.outputs() {
+                ac.aof_hold = ac.aof_hold.max(aof);
+                if let Some(r) = ac.results.get_mut(idx as usize) {
+                    *r = Some(out);
+                    ac.remaining -= 1;
+                }
+            }
+            step = ac.remaining == 0;
+        }
+        // Dropped before stepping: the step's next works may reuse it.
+        drop(gather);
+        if step {
+            self.outputs_in(slot);
         }
     }
 }

@@ -103,7 +103,7 @@ impl Nap {
         let coord = match m {
             Msg::Exec { batch, .. } => batch.direct.is_none(),
             Msg::ExecDone { batch, .. } => batch.direct_written < batch.reply.len(),
-            Msg::Job { .. } | Msg::JobDone { .. } => true,
+            Msg::Job { .. } | Msg::JobDone { .. } | Msg::JobsDone { .. } => true,
             _ => false,
         };
         self.coord += u32::from(coord);

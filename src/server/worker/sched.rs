@@ -103,6 +103,8 @@ impl Worker {
                 lent_job: None,
                 lent_out: None,
                 unlocked_shards: Vec::new(),
+                remote_works: Vec::new(),
+                gathers: VecDeque::new(),
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,
@@ -491,7 +493,12 @@ impl Worker {
     pub(super) fn handle(&mut self, m: Msg) {
         match m {
             Msg::Exec { conn, batch } => self.exec_arrived(conn, batch),
-            Msg::Job { conn, idx, work } => self.job_arrived(conn, idx, work),
+            Msg::Job {
+                conn,
+                idx,
+                work,
+                gather,
+            } => self.job_arrived_with(conn, idx, work, gather),
             Msg::Park { conn, seq, cmd } => self.park_arrived(conn, seq, cmd),
             Msg::Track { who, keys } => self.track_keys(who, keys),
             Msg::EvictNow { from } => self.evict_now(usize::from(from)),
@@ -510,6 +517,7 @@ impl Worker {
                 out,
                 aof,
             } => self.job_done(conn, idx, out, aof),
+            Msg::JobsDone { conn, gather } => self.jobs_done(conn, gather),
             Msg::Adopt(stream) => self.adopt_unix(stream),
         }
     }

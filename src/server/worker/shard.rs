@@ -20,6 +20,7 @@
 //! of threads.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use commands::coord::{JobOut, ShardEnv, Work};
 use commands::exec::run_shard;
@@ -27,7 +28,7 @@ use commands::tx::{LockTable, TxId};
 use engine::Shard;
 use resp::{Args, Reply};
 
-use super::super::mailbox::{Batch, ConnRef, Msg};
+use super::super::mailbox::{Batch, ConnRef, Gather, Msg};
 use super::waiters::{park_waiter, retry_later, serve_ready};
 use super::{tracking, Core, Deferred, Held, Waiter, Worker};
 
@@ -114,8 +115,20 @@ impl Worker {
         }
     }
 
-    /// A coordinator's job for this shard.
+    /// A coordinator's job for this shard, its output going home alone.
     pub(super) fn job_arrived(&mut self, conn: ConnRef, idx: u32, work: Work) {
+        self.job_arrived_with(conn, idx, work, None);
+    }
+
+    /// A coordinator's job for this shard, its output going into `gather`
+    /// if there is one (see `mailbox::Gather`).
+    pub(super) fn job_arrived_with(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        work: Work,
+        gather: Option<Arc<Gather>>,
+    ) {
         let behind = self.core.deferred.iter().any(|d| d.conn == conn);
         if behind && work.lock.as_ref().is_some_and(|r| r.nowait) {
             // Waiting behind the batch would be waiting for a lock
@@ -127,17 +140,42 @@ impl Worker {
                 conn,
                 idx,
                 job,
-                release,
+                release: release.map(|t| t.get()),
+                gather,
             };
             // INVARIANT: checked just above.
             self.refuse(w, lock.expect("a nowait request"));
         } else if behind {
             self.core.deferred.push_back(Deferred {
                 conn,
-                what: Held::Job { idx, work },
+                what: Held::Job { idx, work, gather },
             });
         } else {
-            self.start_job(conn, idx, work);
+            self.start_job(conn, idx, work, gather);
+        }
+    }
+
+    /// Sends a job's output where it goes: into its gather (the last one
+    /// in sends the gather home), or alone (`send_job_out`).
+    fn job_out(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        gather: Option<Arc<Gather>>,
+        out: JobOut,
+        aof: u64,
+    ) {
+        match gather {
+            None => self.send_job_out(conn, idx, out, aof),
+            Some(g) => {
+                if g.add(idx, out, aof) {
+                    let home = conn.thread as usize;
+                    debug_assert_ne!(home, self.core.id, "a gather crosses threads");
+                    self.core
+                        .mailbox
+                        .send(home, Msg::JobsDone { conn, gather: g });
+                }
+            }
         }
     }
 
@@ -290,8 +328,16 @@ impl Worker {
     /// Runs a transaction's work whose locks are held, then its release
     /// and whatever the release lets go on.
     /// Takes a coordinator job's locks and runs it once they are granted.
-    pub(super) fn start_job(&mut self, conn: ConnRef, idx: u32, work: Work) {
+    pub(super) fn start_job(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        work: Work,
+        gather: Option<Arc<Gather>>,
+    ) {
         let Work { lock, job, release } = work;
+        let release = release.map(|t| t.get());
+        let alone = lock.as_ref().is_some_and(|r| r.alone);
         if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
             if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
                 self.core.aof_tx.push((conn, req.tx, Vec::new()));
@@ -302,6 +348,7 @@ impl Worker {
             idx,
             job,
             release,
+            gather,
         };
         let ready = match lock {
             Some(req) if req.nowait => match self.core.locks.try_acquire(req) {
@@ -314,8 +361,17 @@ impl Worker {
             Some(req) => self.core.locks.acquire(req, w),
             None => Some(w),
         };
-        if let Some(w) = ready {
-            self.run_work(w);
+        match ready {
+            // A lock request alone, granted: nothing ran, so nothing for
+            // the job's epilogue to publish, hand to the AOF or retry (a
+            // grant releases nothing); its transaction's records start
+            // with its next work here, whose `run_work` flushes what came
+            // before.
+            Some(w) if alone && w.release.is_none() => {
+                self.job_out(w.conn, w.idx, w.gather, Box::new(()), 0);
+            }
+            Some(w) => self.run_work(w),
+            None => {}
         }
     }
 
@@ -327,7 +383,7 @@ impl Worker {
             .aof_tx
             .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
         let out: JobOut = Box::new(commands::tx::LockConflict { req, job: w.job });
-        self.send_job_out(w.conn, w.idx, out, 0);
+        self.job_out(w.conn, w.idx, w.gather, out, 0);
     }
 
     pub(super) fn run_work(&mut self, w: Waiter) {
@@ -339,6 +395,7 @@ impl Worker {
             idx,
             job,
             release,
+            gather,
         }) = first.take().or_else(|| queue.pop_front())
         {
             // Records made before the job are not the transaction's.
@@ -360,16 +417,25 @@ impl Worker {
             // The job's keyspace events go out before its completion can
             // reach the client (see the batch's epilogue).
             self.publish_events();
-            self.send_job_out(conn, idx, out, aof);
+            self.job_out(conn, idx, gather, out, aof);
             if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
                 serve_ready(&mut self.core);
             }
             if let Some(tx) = release {
                 self.core.locks.unlock(tx);
                 retry_later(&mut self.core);
-                // Plain commands first, so transactions cannot starve them.
-                self.retry_deferred();
-                queue.extend(self.core.locks.grant_waiting());
+                // Plain commands first, so transactions cannot starve them
+                // (nothing to do, the common case, unless a retry pass is
+                // running: it must hear of this release).
+                if self.core.retrying
+                    || !self.core.deferred.is_empty()
+                    || !self.core.lock_blocked.is_empty()
+                {
+                    self.retry_deferred();
+                }
+                if self.core.locks.waiting_len() > 0 {
+                    queue.extend(self.core.locks.grant_waiting());
+                }
             }
         }
     }
@@ -421,7 +487,7 @@ impl Worker {
                 }
                 match d.what {
                     Held::Batch { batch, next, arg } => self.run_batch(d.conn, batch, next, arg),
-                    Held::Job { idx, work } => self.start_job(d.conn, idx, work),
+                    Held::Job { idx, work, gather } => self.start_job(d.conn, idx, work, gather),
                 }
             }
             if !self.core.retry_again {

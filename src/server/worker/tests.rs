@@ -204,6 +204,34 @@ fn a_transaction_over_lent_shards_answers_in_the_turn_that_read_it() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// An MSET over 4 shards on 4 threads (home on one of them): the lock
+/// round and the run round each send one work per remote shard and get
+/// their outputs back in one message (`mailbox::Gather`): 8 messages,
+/// where one reply per work made 12.
+#[test]
+fn a_transaction_over_mailed_shards_gets_one_reply_per_round() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    t.lend = false;
+    let c = t.connect(0);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "g")).collect();
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    let sent = |t: &Cluster| t.workers.iter().map(|w| w.core.mailbox.sent).sum::<usize>();
+    let before = sent(&t);
+    assert_eq!(t.call(c, &mset), "+OK\r\n");
+    assert_eq!(sent(&t) - before, 2 * (n - 1) + 2);
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    assert_eq!(
+        t.call(c, &mget),
+        format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n))
+    );
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// Transactions lent and through the mailbox, meeting: related keys on
 /// every shard are always written together, and every read of them sees
 /// one write whole.
