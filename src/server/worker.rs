@@ -49,6 +49,7 @@
 //! | `output`    | home  | writing replies, replies held for the AOF |
 //! | `shard`     | shard | batches and jobs run here, locks, deferral, AOF records |
 //! | `cohost`    | both  | jobs for a worker on the same thread delivered by a call |
+//! | `in_place`  | both  | a script across co-hosted shards run on them, by calls |
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | both  | the desk a long script gets: its loop's connections and mailbox |
@@ -116,6 +117,7 @@ mod conns;
 mod cron;
 mod evict;
 mod home;
+mod in_place;
 mod memory;
 mod nap;
 mod output;

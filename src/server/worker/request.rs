@@ -36,7 +36,7 @@ use super::busy::{lend_inbox, Inbox};
 use super::home::advance;
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
-use super::{evict, pause, repl_wait, tracking, Core, Worker};
+use super::{evict, in_place, pause, repl_wait, tracking, Core, Worker};
 use crate::log;
 
 /// Stop executing a connection's requests while this much output is
@@ -569,6 +569,42 @@ pub(super) fn execute(
                     None => (Step::Done, mark),
                 }
             }
+            // A script across shards: in place when they are co-hosted and
+            // free (`in_place`), else on copies under locks.
+            Step::Script { resolved, handler } => {
+                let ran = if direct {
+                    in_place::run(core, &mut c.client, &mut c.out, resolved, handler, args)
+                } else {
+                    in_place::Ran::Declined
+                };
+                let found = match ran {
+                    in_place::Ran::Done => None,
+                    in_place::Ran::Declined => Some(Vec::new()),
+                    in_place::Ran::Widen(keys) => Some(keys),
+                };
+                match found {
+                    None => (Step::Done, mark),
+                    Some(found) => {
+                        // Nothing replied, and building writes nothing.
+                        let mut none = Reply::new(false);
+                        let mut ctx = ConnCtx {
+                            client: &mut c.client,
+                            out: &mut none,
+                            server: &core.server,
+                            home: core.id,
+                            key_shards: &[],
+                        };
+                        let coord = commands::script::wide::coordinator(
+                            resolved.spec,
+                            handler,
+                            &mut ctx,
+                            args,
+                            found,
+                        );
+                        (Step::Coord { resolved, coord }, mark)
+                    }
+                }
+            }
             step => (step, mark),
         }
     };
@@ -610,7 +646,8 @@ pub(super) fn execute(
         c.client.reply_mode = ReplyMode::On;
     }
     match step {
-        Step::Blocked | Step::Paused => {}
+        // (Turned into `Done` or `Coord` above.)
+        Step::Blocked | Step::Paused | Step::Script { .. } => {}
         Step::Done => {
             // The arguments borrow the read buffer: copy a blocked
             // command's before the connection is touched.

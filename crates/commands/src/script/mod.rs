@@ -67,6 +67,7 @@ pub mod busy;
 pub mod cache;
 pub mod convert;
 pub mod function;
+pub mod in_place;
 pub mod library;
 pub mod libs;
 pub mod load;

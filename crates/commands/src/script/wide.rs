@@ -132,7 +132,8 @@ pub fn coordinator(
     })
 }
 
-/// The dispatch of a script whose declared keys span shards: as
+/// The coordinator of a script whose declared keys span shards, when it
+/// does not run in place (`Step::Script`, see `in_place`): as
 /// [`coordinator`] with nothing found yet.
 pub fn step(
     r: crate::table::Resolved,
