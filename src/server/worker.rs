@@ -296,6 +296,10 @@ struct Core {
     /// Scratch: the shards of a transaction run without locks (see
     /// `home::run_unlocked`).
     unlocked_shards: Vec<usize>,
+    /// Scripts across shards this worker ran in place (`in_place`);
+    /// read by the in-process tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    scripts_in_place: u64,
 }
 
 /// The connection slot that stands for the server itself.

@@ -146,7 +146,10 @@ pub(super) fn run(
     tracking::tag_touched(core, Some(client.home));
     match on {
         Some(on) if on.widen => Ran::Widen(on.keys),
-        _ => Ran::Done,
+        _ => {
+            core.scripts_in_place += 1;
+            Ran::Done
+        }
     }
 }
 

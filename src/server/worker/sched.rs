@@ -102,6 +102,7 @@ impl Worker {
                 lent_job: None,
                 lent_out: None,
                 unlocked_shards: Vec::new(),
+                scripts_in_place: 0,
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,
