@@ -176,7 +176,13 @@ fn events_arrive_in_redis_order(layout: Layout) {
     let keys = common::keys_across_shards("ev", 4, layout.shards);
     let got = script_events(&srv, &keys);
     let want = [
-        "set k0", "incrby k1", "lpush k2", "del k0", "expire k1", "rpop k2", "hset k3",
+        "set k0",
+        "incrby k1",
+        "lpush k2",
+        "del k0",
+        "expire k1",
+        "rpop k2",
+        "hset k3",
     ];
     assert_eq!(got, want, "{layout}");
     if common::redis_available() && !common::testing_real_redis() {

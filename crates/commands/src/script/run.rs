@@ -241,14 +241,11 @@ fn execute(
             oom,
             dirty: false,
             pinned: false,
-            // In place, the home shard's marks come first: other shards'
-            // events move to it (see `Run::after_call`), and a run taken
-            // back drops them too.
-            undo: if in_place {
-                vec![(ctx.shard.id, Undo::new(ctx.shard))]
-            } else {
-                Vec::new()
-            },
+            // In place, the home shard's marks are taken first: other
+            // shards' events move to it (see `Run::after_call`), and a run
+            // taken back drops them too.
+            undo: in_place.then(|| Undo::new(ctx.shard)),
+            undo_others: Vec::new(),
             found: Vec::new(),
             ctx: &mut *ctx,
         };
@@ -269,11 +266,12 @@ fn execute(
         if !run.found.is_empty() {
             // Abandoned (whatever it returned): no reply, its writes taken
             // back, run it again over more keys (see `wide`).
-            for (s, u) in std::mem::take(&mut run.undo).into_iter().rev() {
+            for (s, u) in std::mem::take(&mut run.undo_others) {
                 let ctx = &mut *run.ctx;
-                super::in_place::on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| {
-                    u.apply(sh)
-                });
+                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| u.apply(sh));
+            }
+            if let Some(u) = run.undo.take() {
+                u.apply(run.ctx.shard);
             }
             run.ctx.block = Some(crate::ctx::BlockOn {
                 keys: std::mem::take(&mut run.found),
@@ -672,7 +670,9 @@ struct Run<'r, 'a> {
     /// outside the command's keys).
     pinned: bool,
     /// On real shards: what its writes replaced, per shard (see `wide`).
-    undo: Vec<(usize, Undo)>,
+    undo: Option<Undo>,
+    /// In place: the same for each other shard it wrote.
+    undo_others: Vec<(usize, Undo)>,
     /// Keys it touched and does not hold: the run is abandoned, every
     /// later `redis.call` raises, and it runs again over them.
     found: Vec<Vec<u8>>,
@@ -812,17 +812,21 @@ impl Run<'_, '_> {
             return;
         }
         let ctx = &mut *self.ctx;
-        let i = match self.undo.iter().position(|(s, _)| *s == target) {
-            Some(i) => i,
-            None => {
-                let u = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
-                    Undo::new(sh)
-                });
-                self.undo.push((target, u));
-                self.undo.len() - 1
-            }
+        let undo = if target == ctx.shard.id {
+            self.undo.get_or_insert_with(|| Undo::new(ctx.shard))
+        } else {
+            let i = match self.undo_others.iter().position(|(s, _)| *s == target) {
+                Some(i) => i,
+                None => {
+                    let u = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+                        Undo::new(sh)
+                    });
+                    self.undo_others.push((target, u));
+                    self.undo_others.len() - 1
+                }
+            };
+            &mut self.undo_others[i].1
         };
-        let undo = &mut self.undo[i].1;
         let db = self.db;
         let mut too_large = false;
         on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
