@@ -19,7 +19,10 @@
 //!    write. Nothing else ran on the shard meanwhile (the script is one
 //!    handler call), so no client saw those writes. The handler reports
 //!    the keys it found (`BlockOn::widen`) and the runtime runs the script
-//!    again from the start on the home thread through [`coordinator`]
+//!    again from the start on the home thread: in place when the shards it
+//!    needs are co-hosted and free and it ran on the home shard
+//!    (`in_place`, where a key it cannot reach there abandons the run the
+//!    same way, on every shard it wrote), else through [`coordinator`]
 //!    (a script sent to another shard's thread is the last command of its
 //!    connection's batch, so no later command of that connection runs
 //!    before it: the runtime reads none of its requests until that batch
