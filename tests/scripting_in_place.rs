@@ -7,7 +7,9 @@
 //! touching the rest, and MULTI/EXEC), and every read of all eight (MGET,
 //! a read-only script, MULTI/EXEC) sees them equal; at the end each holds
 //! the number of increments. And a script's keyspace events arrive in
-//! Redis's order.
+//! Redis's order. A long script across consolidated shards is heard by
+//! SCRIPT KILL from the other shard's loop (run in place, it would pin
+//! that loop: past the threshold it runs again on copies).
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
 //! test --test scripting_in_place`.
@@ -192,3 +194,76 @@ fn events_arrive_in_redis_order(layout: Layout) {
 }
 
 per_layout!(eight_counters_move_together, events_arrive_in_redis_order);
+
+/// Whether `key` (missing) lives on `c`'s home shard: a script with no
+/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere.
+fn home_has(c: &mut common::RawConn, key: &str) -> bool {
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    let script = "return redis.pcall('exists', ARGV[1])";
+    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
+    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
+}
+
+/// A connection whose home is the shard of `key`.
+fn connection_on(s: &common::Server, key: &str) -> common::RawConn {
+    for _ in 0..64 {
+        let mut c = s.raw();
+        if home_has(&mut c, key) {
+            return c;
+        }
+    }
+    panic!("no connection landed on the key's shard");
+}
+
+/// Two shards on one thread: a script over both runs in place, pinning
+/// the other shard's loop. Past `busy-reply-threshold` it is taken back
+/// and runs on copies (it wrote nothing yet), so that loop goes back to
+/// its thread and its clients are answered: here its SCRIPT KILL.
+#[test]
+fn a_long_script_across_consolidated_shards_can_be_killed_from_either_loop() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = common::Server::tessera(&["--shards", "2", "--shard-consolidation", "yes"]);
+    common::wait_shard_threads(&s, 1);
+    let keys = common::keys_across_shards("long", 2, 2);
+    let (k0, k1) = if commands::table::shard_of(keys[0].as_bytes(), 2) == 0 {
+        (&keys[0], &keys[1])
+    } else {
+        (&keys[1], &keys[0])
+    };
+    let mut killer = connection_on(&s, k1);
+    killer.set_reply_timeout(Duration::from_secs(30));
+    assert_eq!(
+        killer.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(killer.cmd_str(&["SET", k1, "1"]), b"+OK\r\n");
+    let mut spin = connection_on(&s, k0);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let script = "redis.call('GET', KEYS[2]) while true do end";
+    spin.send(&common::encode_command(&[
+        b"EVAL",
+        script.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+    ]));
+    let mut killed = false;
+    for _ in 0..500 {
+        let r = killer.cmd_str(&["SCRIPT", "KILL"]);
+        if r == b"+OK\r\n" {
+            killed = true;
+            break;
+        }
+        assert!(r.starts_with(b"-NOTBUSY"), "{}", common::escape(&r, 200));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(killed, "the script was never busy");
+    let r = String::from_utf8(spin.read_reply()).unwrap();
+    assert!(
+        r.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{r}"
+    );
+    assert_eq!(spin.cmd_str(&["GET", k1]), b"$1\r\n1\r\n");
+}

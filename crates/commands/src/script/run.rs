@@ -247,11 +247,15 @@ fn execute(
             undo: in_place.then(|| Undo::new(ctx.shard)),
             undo_others: Vec::new(),
             found: Vec::new(),
+            restart: false,
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
         let busy_shard = (!scratch && !in_place).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
+        if in_place {
+            vm.hook.in_place();
+        }
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
             vm.collect_garbage();
@@ -263,9 +267,10 @@ fn execute(
         vm.stats = std::mem::replace(&mut run.stats, ThreadStats::lent());
         let read_called = run.read_called;
         vm.report_memory();
-        if !run.found.is_empty() {
+        if run.restart || !run.found.is_empty() {
             // Abandoned (whatever it returned): no reply, its writes taken
-            // back, run it again over more keys (see `wide`).
+            // back, run it again over more keys (see `wide`), or on copies
+            // (`restart`).
             for (s, u) in std::mem::take(&mut run.undo_others) {
                 let ctx = &mut *run.ctx;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| u.apply(sh));
@@ -574,6 +579,28 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
     Ok(())
 }
 
+/// The running script passed `busy-reply-threshold` (the hook, see
+/// `busy::HookState::in_place`): a run in place that can still be taken
+/// back is marked to be (true), to run again on copies, where a long
+/// script holds its keys, not whole shards whose clients could not be
+/// answered `-BUSY` (their loops are pinned to this one).
+pub(crate) fn abandon_for_busy() -> bool {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: as in `with_run` (the hook runs inside the Lua call).
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    let Ok(mut r) = run.try_borrow_mut() else {
+        return false;
+    };
+    if r.ctx.in_place.is_none() || !r.widen_ok || r.wrote || r.pinned {
+        return false;
+    }
+    r.restart = true;
+    true
+}
+
 /// Calls `f` under the message handler with `redis.call` & co. reaching
 /// `run` for the duration of the call.
 fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
@@ -676,6 +703,9 @@ struct Run<'r, 'a> {
     /// Keys it touched and does not hold: the run is abandoned, every
     /// later `redis.call` raises, and it runs again over them.
     found: Vec<Vec<u8>>,
+    /// In place and past `busy-reply-threshold`: abandoned as for `found`,
+    /// to run again on copies (see [`abandon_for_busy`]).
+    restart: bool,
 }
 
 /// The buffers of one `redis.call` (its arguments, key positions and
@@ -969,7 +999,7 @@ impl Run<'_, '_> {
         args: MultiValue,
         bufs: &mut CallBufs,
     ) -> mlua::Result<(Value, bool)> {
-        if !self.found.is_empty() {
+        if self.restart || !self.found.is_empty() {
             return Err(mlua::Error::external(ReplyError(
                 super::wide::RESTART_TEXT.into(),
             )));
