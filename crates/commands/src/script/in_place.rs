@@ -59,8 +59,13 @@
 //!   on the real shards; clients blocked on a key the script filled are
 //!   served after the script, on each shard.
 //! * Records: none exist here (no AOF or replica on these shards).
-//! * A script past `busy-reply-threshold` is busy as a script on copies
-//!   is (it publishes no shard): the pinned shards' clients wait for it.
+//! * A script past `busy-reply-threshold` is taken back and run again on
+//!   copies if it still can be (`busy::HookState::in_place`): there it
+//!   holds its keys only, and the watchdog gives the other loops back to
+//!   their threads, so their clients get `-BUSY` or are served, and can
+//!   send SCRIPT KILL. One that cannot (it published or wrote what cannot
+//!   be taken back) stays, busy as a script on copies is (its caller's
+//!   loop published): the pinned loops' clients wait for its end.
 //!
 //! Cost: a thread-local read and a seat `try_lock` per shard held, one
 //! call per `redis.call` on another shard; no copy, no lock table, no
