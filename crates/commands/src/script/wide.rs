@@ -79,7 +79,6 @@ use resp::{Args, Reply};
 use crate::coord::{Coordinator, JobOut, Parked, Plan};
 use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
-use crate::exec::Step;
 use crate::scratch::{Scratch, WidenSlot};
 use crate::table::{CommandSpec, ShardHandler};
 use crate::tx::{LockSet, Mode, TxCoord, TxId};
@@ -133,21 +132,6 @@ pub fn coordinator(
         slot,
         rounds: 1,
     })
-}
-
-/// The coordinator of a script whose declared keys span shards, when it
-/// does not run in place (`Step::Script`, see `in_place`): as
-/// [`coordinator`] with nothing found yet.
-pub fn step(
-    r: crate::table::Resolved,
-    handler: ShardHandler,
-    ctx: &mut ConnCtx<'_>,
-    args: Args<'_>,
-) -> Step {
-    Step::Coord {
-        resolved: r,
-        coord: coordinator(r.spec, handler, ctx, args, Vec::new()),
-    }
 }
 
 /// Appends the keys of `more` not in `keys`.
