@@ -500,3 +500,31 @@ fn scripts_in_place_and_locked_transactions_stay_isolated() {
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
     }
 }
+
+/// A script in place that pushes to a list a client blocks on, on a lent
+/// shard or the home one: the waiter is served once, after the script.
+#[test]
+fn a_script_in_place_serves_a_blocked_pop() {
+    let n = 3;
+    for home in [0, 2] {
+        let mut t = Cluster::new(n);
+        let (src, dst) = (key_on(1, n, "s"), key_on(2, n, "d"));
+        let waiter = t.connect(2);
+        let mover = t.connect(home);
+        t.send(waiter, &["BLPOP", &dst, "0"]);
+        for _ in 0..5 {
+            t.round();
+        }
+        let push = "redis.call('RPUSH', KEYS[2], 'a', 'b') redis.call('INCR', KEYS[1]) \
+                    return redis.call('LLEN', KEYS[2])";
+        assert_eq!(t.call(mover, &["EVAL", push, "2", &src, &dst]), ":2\r\n");
+        assert_eq!(in_place_runs(&t), 1, "home {home}");
+        let (r, _) = t.reply(waiter);
+        assert_eq!(r, format!("*2\r\n${}\r\n{dst}\r\n$1\r\na\r\n", dst.len()));
+        assert_eq!(
+            t.call(mover, &["LRANGE", &dst, "0", "-1"]),
+            "*1\r\n$1\r\nb\r\n"
+        );
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
