@@ -528,3 +528,37 @@ fn a_script_in_place_serves_a_blocked_pop() {
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
     }
 }
+
+/// A key a client tracks, written by a script in place on a lent shard:
+/// the tracker's invalidation is sent, as for any write.
+#[test]
+fn a_script_in_place_invalidates_tracked_keys() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (a, b) = (key_on(0, n, "ta"), key_on(1, n, "tb"));
+    let sink = t.connect(2);
+    let tracker = t.connect(2);
+    let mover = t.connect(0);
+    let id = t.call(sink, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end();
+    assert_eq!(
+        t.call(sink, &["SUBSCRIBE", "__redis__:invalidate"]),
+        "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n"
+    );
+    assert_eq!(
+        t.call(tracker, &["CLIENT", "TRACKING", "ON", "REDIRECT", id]),
+        "+OK\r\n"
+    );
+    assert_eq!(t.call(tracker, &["GET", &b]), "$-1\r\n");
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('INCR', KEYS[2])";
+    assert_eq!(t.call(mover, &["EVAL", incr, "2", &a, &b]), ":1\r\n");
+    assert_eq!(in_place_runs(&t), 1);
+    let (r, _) = t.reply(sink);
+    assert_eq!(
+        r,
+        format!(
+            "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n${}\r\n{b}\r\n",
+            b.len()
+        )
+    );
+}
