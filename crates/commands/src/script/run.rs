@@ -762,7 +762,8 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
 /// the run is abandoned (see `wide`): each written key's entry before
 /// its first write, and the outbox where the first write began.
 struct Undo {
-    keys: Vec<(usize, Vec<u8>, Saved)>,
+    /// (Keys inline up to 22 bytes: no allocation per key written.)
+    keys: Vec<(usize, engine::SmallBytes, Saved)>,
     records: engine::outbox::PropMark,
     events: usize,
 }
@@ -790,12 +791,13 @@ impl Undo {
         for (db, k, e) in self.keys.into_iter().rev() {
             let d = &mut shard.dbs[db];
             let track_new = std::mem::replace(&mut d.track_new, false);
-            d.remove(&k);
+            let k = k.as_slice();
+            d.remove(k);
             if let Some((e, at)) = e {
-                d.insert(&k, e, at);
+                d.insert(k, e, at);
             }
             d.track_new = track_new;
-            d.forget_created(&k);
+            d.forget_created(k);
         }
         shard.outbox.rollback(self.records);
         shard.outbox.truncate_events(self.events);
@@ -842,27 +844,31 @@ impl Run<'_, '_> {
             return;
         }
         let ctx = &mut *self.ctx;
-        let undo = if target == ctx.shard.id {
-            self.undo.get_or_insert_with(|| Undo::new(ctx.shard))
-        } else {
-            let i = match self.undo_others.iter().position(|(s, _)| *s == target) {
-                Some(i) => i,
-                None => {
-                    let u = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
-                        Undo::new(sh)
-                    });
-                    self.undo_others.push((target, u));
-                    self.undo_others.len() - 1
-                }
-            };
-            &mut self.undo_others[i].1
-        };
+        let home = ctx.shard.id;
+        let (home_undo, others) = (&mut self.undo, &mut self.undo_others);
         let db = self.db;
         let mut too_large = false;
+        // One call on the shard: its undo made there on the first write.
         on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+            let undo = if target == home {
+                home_undo.get_or_insert_with(|| Undo::new(shard))
+            } else {
+                let i = match others.iter().position(|(s, _)| *s == target) {
+                    Some(i) => i,
+                    None => {
+                        others.push((target, Undo::new(shard)));
+                        others.len() - 1
+                    }
+                };
+                &mut others[i].1
+            };
             for &p in positions {
                 let k = args.get(p);
-                if undo.keys.iter().any(|(d, x, _)| *d == db && x[..] == *k) {
+                if undo
+                    .keys
+                    .iter()
+                    .any(|(d, x, _)| *d == db && x.as_slice() == k)
+                {
                     continue;
                 }
                 let old = match shard.dbs[db].get_with_ttl(k) {
@@ -873,7 +879,7 @@ impl Run<'_, '_> {
                         return;
                     }
                 };
-                undo.keys.push((db, k.to_vec(), old));
+                undo.keys.push((db, engine::SmallBytes::from_slice(k), old));
             }
         });
         if too_large {
