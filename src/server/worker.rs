@@ -49,6 +49,7 @@
 //! | `output`    | home  | writing replies, replies held for the AOF |
 //! | `shard`     | shard | batches and jobs run here, locks, deferral, AOF records |
 //! | `cohost`    | both  | jobs for a worker on the same thread delivered by a call |
+//! | `in_place`  | both  | a script across co-hosted shards run on them, by calls |
 //! | `waiters`   | shard | blocked commands parked and served on this shard |
 //! | `cron`      | both  | timed work, config refresh, deadlines, rates |
 //! | `busy`      | both  | the desk a long script gets: its loop's connections and mailbox |
@@ -123,6 +124,7 @@ mod conns;
 mod cron;
 mod evict;
 mod home;
+mod in_place;
 mod memory;
 mod nap;
 mod output;
@@ -311,6 +313,10 @@ struct Core {
     /// is reused once no shard holds it; at most [`GATHERS_KEEP`] kept.
     /// Bounded by the coordinator steps in flight from here.
     gathers: VecDeque<Arc<Gather>>,
+    /// Scripts across shards this worker ran in place (`in_place`);
+    /// read by the in-process tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    scripts_in_place: u64,
 }
 
 /// Gathers a thread keeps to reuse (each about 100 bytes and its output

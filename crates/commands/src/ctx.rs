@@ -56,6 +56,9 @@ pub struct ShardCtx<'a> {
     pub caller: Option<Arc<crate::acl::Caller>>,
     /// See `ShardCall::tracker`.
     pub tracker: Option<engine::Tracker>,
+    /// A script run in place across co-hosted shards: the other shards it
+    /// may reach (see `script::in_place`); `None` everywhere else.
+    pub in_place: Option<&'a mut dyn crate::script::in_place::Shards>,
 }
 
 impl ShardCtx<'_> {

@@ -57,6 +57,15 @@ pub enum Step {
     /// dispatches it again when the pause changes or ends (see
     /// `ops::pause`).
     Paused,
+    /// A script whose declared keys span shards (see `script::in_place`):
+    /// the runtime runs it in place when every shard it needs is on its
+    /// thread and free, else drives `script::wide::coordinator` with
+    /// nothing found (built only then: it costs a gather plan, copies of
+    /// the arguments and a transaction).
+    Script {
+        resolved: Resolved,
+        handler: ShardHandler,
+    },
     /// Drive this coordinator (see `coord`).
     Coord {
         resolved: Resolved,
@@ -196,7 +205,10 @@ fn across_shards(
     // A script may touch keys it did not declare: it runs over a key set
     // that can grow (see `script::wide`).
     if multi.is_none() && r.spec.has(crate::table::flags::SCRIPT) {
-        return crate::script::wide::step(r, handler, ctx, args);
+        return Step::Script {
+            resolved: r,
+            handler,
+        };
     }
     let n = ctx.nshards();
     let db = ctx.client.db;

@@ -138,6 +138,23 @@ pub fn run_shard_ready(
     stats: &mut ThreadStats,
     ready: Option<&[u8]>,
 ) -> Option<crate::ctx::BlockOn> {
+    run_shard_with(r, handler, args, shard, call, out, stats, ready, None)
+}
+
+/// [`run_shard_ready`] of a script run in place across co-hosted shards
+/// (`in_place`: the others it may reach, see `script::in_place`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_shard_with(
+    r: Resolved,
+    handler: ShardHandler,
+    args: Args<'_>,
+    shard: &mut Shard,
+    call: ShardCall,
+    out: &mut Reply,
+    stats: &mut ThreadStats,
+    ready: Option<&[u8]>,
+    in_place: Option<&mut dyn crate::script::in_place::Shards>,
+) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
     if shard.evict.maxmemory != 0 && !call.master {
@@ -175,6 +192,8 @@ pub fn run_shard_ready(
         ready,
         caller: call.caller,
         tracker: call.tracker,
+        // Reborrowed for the context's lifetime (the trait object's shortened).
+        in_place: in_place.map(|s| s as &mut dyn crate::script::in_place::Shards),
     };
     // A replica, or any server while clients are paused (see
     // `ops::pause`): a normal client's command reads keys past their

@@ -1028,6 +1028,7 @@ mod tests {
             ready: None,
             caller: None,
             tracker: None,
+            in_place: None,
         };
         handler(&mut ctx, owned.args()).unwrap();
         let block = ctx.block.take();

@@ -385,6 +385,7 @@ impl Scratch {
             ready: None,
             caller: self.caller.clone(),
             tracker: None,
+            in_place: None,
         };
         // A script that fails after writing keeps its writes (as in Redis):
         // they are written back and the error replied after (`failed`).

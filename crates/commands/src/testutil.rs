@@ -164,6 +164,27 @@ impl TestServer {
                 }
             }
             Step::Coord { coord, .. } => self.drive(coord, &mut out),
+            // In process, on copies (as the runtime when its shards are
+            // not co-hosted).
+            Step::Script { resolved, handler } => {
+                let c = {
+                    let mut ctx = ConnCtx {
+                        client: &mut self.client,
+                        out: &mut out,
+                        server: &self.server,
+                        home: 0,
+                        key_shards: &[],
+                    };
+                    crate::script::wide::coordinator(
+                        resolved.spec,
+                        handler,
+                        &mut ctx,
+                        args,
+                        Vec::new(),
+                    )
+                };
+                self.drive(c, &mut out);
+            }
         }
         out.into_bytes()
     }

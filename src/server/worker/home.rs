@@ -349,7 +349,7 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
 }
 
 /// [`Worker::idle_for_unlocked`] for the home shard.
-fn home_idle(core: &Core) -> bool {
+pub(super) fn home_idle(core: &Core) -> bool {
     !core.locks.any_held()
         && core.locks.waiting_len() == 0
         && core.deferred.is_empty()

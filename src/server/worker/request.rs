@@ -36,7 +36,7 @@ use super::busy::{lend_inbox, Inbox};
 use super::home::advance;
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
-use super::{evict, pause, repl_wait, tracking, Core, Worker};
+use super::{evict, in_place, pause, repl_wait, tracking, Core, Worker};
 use crate::log;
 
 /// Stop executing a connection's requests while this much output is
@@ -437,6 +437,41 @@ pub(super) fn master_request(core: &Core, c: &mut Conn, n: usize) -> bool {
     true
 }
 
+/// A script that needs several shards: its declared keys span shards, or
+/// (`found` not empty) its run on one shard was taken back when it
+/// touched these keys of others. Run in place when they are co-hosted and
+/// free and nothing of the connection is outstanding (`direct`: its reply
+/// goes to `out`, the connection's output), else on copies under locks
+/// (`commands::script::wide`) over its keys and those found.
+fn script_across(
+    core: &mut Core,
+    client: &mut commands::ClientState,
+    out: &mut Reply,
+    direct: bool,
+    (resolved, handler): (commands::Resolved, commands::table::ShardHandler),
+    args: Args<'_>,
+    mut found: Vec<Vec<u8>>,
+) -> Step {
+    if direct {
+        match in_place::run(core, client, out, resolved, handler, args) {
+            in_place::Ran::Done => return Step::Done,
+            in_place::Ran::Declined => {}
+            in_place::Ran::Widen(keys) => found.extend(keys),
+        }
+    }
+    // Nothing replied, and building writes nothing.
+    let mut none = Reply::new(false);
+    let mut ctx = ConnCtx {
+        client,
+        out: &mut none,
+        server: &core.server,
+        home: core.id,
+        key_shards: &[],
+    };
+    let coord = commands::script::wide::coordinator(resolved.spec, handler, &mut ctx, args, found);
+    Step::Coord { resolved, coord }
+}
+
 /// Runs one request; false if a transaction's lock holds it back (then
 /// nothing happened and the connection waits for a release).
 pub(super) fn execute(
@@ -554,28 +589,35 @@ pub(super) fn execute(
                 match found {
                     // A script that touched keys of other shards: run it
                     // again over more keys (`commands::script::wide`).
-                    Some(keys) => {
-                        // It replied nothing, and building writes nothing.
-                        let mut none = Reply::new(false);
-                        let mut ctx = ConnCtx {
-                            client: &mut c.client,
-                            out: &mut none,
-                            server: &core.server,
-                            home: core.id,
-                            key_shards: &[],
-                        };
-                        let coord = commands::script::wide::coordinator(
-                            resolved.spec,
-                            handler,
-                            &mut ctx,
+                    Some(keys) => (
+                        script_across(
+                            core,
+                            &mut c.client,
+                            &mut c.out,
+                            direct,
+                            (resolved, handler),
                             args,
                             keys,
-                        );
-                        (Step::Coord { resolved, coord }, mark)
-                    }
+                        ),
+                        mark,
+                    ),
                     None => (Step::Done, mark),
                 }
             }
+            // A script across shards: in place when they are co-hosted and
+            // free (`in_place`), else on copies under locks.
+            Step::Script { resolved, handler } => (
+                script_across(
+                    core,
+                    &mut c.client,
+                    &mut c.out,
+                    direct,
+                    (resolved, handler),
+                    args,
+                    Vec::new(),
+                ),
+                mark,
+            ),
             step => (step, mark),
         }
     };
@@ -617,7 +659,8 @@ pub(super) fn execute(
         c.client.reply_mode = ReplyMode::On;
     }
     match step {
-        Step::Blocked | Step::Paused => {}
+        // (Turned into `Done` or `Coord` above.)
+        Step::Blocked | Step::Paused | Step::Script { .. } => {}
         Step::Done => {
             // The arguments borrow the read buffer: copy a blocked
             // command's before the connection is touched.

@@ -105,6 +105,7 @@ impl Worker {
                 unlocked_shards: Vec::new(),
                 remote_works: Vec::new(),
                 gathers: VecDeque::new(),
+                scripts_in_place: 0,
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,

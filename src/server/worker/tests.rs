@@ -539,3 +539,185 @@ fn unlocked_moves_serve_waiters_on_many_shards() {
     }
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
+
+/// Scripts run in place (`in_place`) so far, on every worker.
+fn in_place_runs(t: &Cluster) -> u64 {
+    t.workers.iter().map(|w| w.core.scripts_in_place).sum()
+}
+
+/// A script whose keys span lent shards runs in place: in the turn that
+/// read it, no lock taken, its undeclared keys of other lent shards too;
+/// a call whose keys span shards (LMOVE) is taken back and run again on
+/// copies, with the same result.
+#[test]
+fn a_script_across_lent_shards_runs_in_place() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "e")).collect();
+    let c = t.connect(3);
+    let incr_all = "for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end return #KEYS";
+    let mut eval = vec!["EVAL", incr_all, "8"];
+    eval.extend(keys.iter().map(String::as_str));
+    t.send(c, &eval);
+    assert_eq!(t.reply(c), (":8\r\n".into(), 1));
+    assert_eq!(in_place_runs(&t), 1);
+    // Two declared, eight touched (ARGV).
+    let incr_argv = "for i = 1, #ARGV do redis.call('INCR', ARGV[i]) end return #ARGV";
+    let mut eval = vec!["EVAL", incr_argv, "2", &keys[1], &keys[6]];
+    eval.extend(keys.iter().map(String::as_str));
+    t.send(c, &eval);
+    assert_eq!(t.reply(c), (":8\r\n".into(), 1));
+    assert_eq!(in_place_runs(&t), 2);
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    assert_eq!(
+        t.call(c, &mget),
+        format!("*{n}\r\n{}", "$1\r\n2\r\n".repeat(n))
+    );
+    // A first write, then a call over two shards: taken back, run on copies.
+    let (l0, l1) = (key_on(0, n, "list"), key_on(5, n, "list"));
+    assert_eq!(t.call(c, &["RPUSH", &l0, "a", "b"]), ":2\r\n");
+    let mv =
+        "redis.call('INCR', KEYS[3]) return redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')";
+    assert_eq!(
+        t.call(c, &["EVAL", mv, "3", &l0, &l1, &keys[2]]),
+        "$1\r\na\r\n"
+    );
+    assert_eq!(in_place_runs(&t), 2);
+    assert_eq!(t.call(c, &["GET", &keys[2]]), "$1\r\n3\r\n");
+    assert_eq!(t.call(c, &["LRANGE", &l1, "0", "-1"]), "*1\r\n$1\r\na\r\n");
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
+/// Scripts in place meeting transactions that hold locks across rounds
+/// (mailed: their connection had a request out first): a script waits for
+/// the locks (it runs on copies then), and every read of the keys, by
+/// MGET or by a script, sees every write whole. Fails if a script ran in
+/// place on a shard a transaction holds.
+#[test]
+fn scripts_in_place_and_locked_transactions_stay_isolated() {
+    let set_all = "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end return 1";
+    let get_all = "local r = {} for i = 1, #KEYS do r[i] = redis.call('GET', KEYS[i]) end return r";
+    for n in [2, 3, 5] {
+        let mut t = Cluster::new(n);
+        let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "j")).collect();
+        let clients: Vec<usize> = (0..2 * n).map(|i| t.connect(i % n)).collect();
+        let nkeys = n.to_string();
+        let mut expect = vec![0usize; clients.len()];
+        for step in 0..60usize {
+            for (i, &c) in clients.iter().enumerate() {
+                let v = format!("{}", step * 100 + i);
+                // Every other step a plain command on another shard goes
+                // first: what follows waits for it, and a transaction then
+                // goes by the mailbox, holding its locks across rounds.
+                if (step + i) % 2 == 0 {
+                    t.send(c, &["GET", &keys[(i + 1) % n]]);
+                    expect[i] += 1;
+                }
+                if (step + i) % 3 == 0 {
+                    let mut mset = vec!["MSET"];
+                    for k in &keys {
+                        mset.extend([k.as_str(), v.as_str()]);
+                    }
+                    t.send(c, &mset);
+                } else {
+                    let mut eval = vec!["EVAL", set_all, nkeys.as_str()];
+                    eval.extend(keys.iter().map(String::as_str));
+                    eval.push(&v);
+                    t.send(c, &eval);
+                }
+                let mut read = if (step + i) % 2 == 0 {
+                    vec!["MGET"]
+                } else {
+                    vec!["EVAL", get_all, nkeys.as_str()]
+                };
+                read.extend(keys.iter().map(String::as_str));
+                t.send(c, &read);
+                expect[i] += 2;
+            }
+            for _ in 0..(step % 3) {
+                t.round();
+            }
+            if step % 3 != 2 {
+                continue;
+            }
+            for (i, &c) in clients.iter().enumerate() {
+                while expect[i] > 0 {
+                    let (r, _) = t.reply(c);
+                    expect[i] -= 1;
+                    if let Some(body) = r.strip_prefix(&format!("*{n}\r\n")) {
+                        let vals: Vec<&str> = body.split("\r\n").skip(1).step_by(2).collect();
+                        assert!(
+                            vals.windows(2).all(|w| w[0] == w[1]),
+                            "n {n}: half a write seen: {r:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(in_place_runs(&t) > 0, "n {n}: no script ran in place");
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
+
+/// A script in place that pushes to a list a client blocks on, on a lent
+/// shard or the home one: the waiter is served once, after the script.
+#[test]
+fn a_script_in_place_serves_a_blocked_pop() {
+    let n = 3;
+    for home in [0, 2] {
+        let mut t = Cluster::new(n);
+        let (src, dst) = (key_on(1, n, "s"), key_on(2, n, "d"));
+        let waiter = t.connect(2);
+        let mover = t.connect(home);
+        t.send(waiter, &["BLPOP", &dst, "0"]);
+        for _ in 0..5 {
+            t.round();
+        }
+        let push = "redis.call('RPUSH', KEYS[2], 'a', 'b') redis.call('INCR', KEYS[1]) \
+                    return redis.call('LLEN', KEYS[2])";
+        assert_eq!(t.call(mover, &["EVAL", push, "2", &src, &dst]), ":2\r\n");
+        assert_eq!(in_place_runs(&t), 1, "home {home}");
+        let (r, _) = t.reply(waiter);
+        assert_eq!(r, format!("*2\r\n${}\r\n{dst}\r\n$1\r\na\r\n", dst.len()));
+        assert_eq!(
+            t.call(mover, &["LRANGE", &dst, "0", "-1"]),
+            "*1\r\n$1\r\nb\r\n"
+        );
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
+
+/// A key a client tracks, written by a script in place on a lent shard:
+/// the tracker's invalidation is sent, as for any write.
+#[test]
+fn a_script_in_place_invalidates_tracked_keys() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (a, b) = (key_on(0, n, "ta"), key_on(1, n, "tb"));
+    let sink = t.connect(2);
+    let tracker = t.connect(2);
+    let mover = t.connect(0);
+    let id = t.call(sink, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end();
+    assert_eq!(
+        t.call(sink, &["SUBSCRIBE", "__redis__:invalidate"]),
+        "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n"
+    );
+    assert_eq!(
+        t.call(tracker, &["CLIENT", "TRACKING", "ON", "REDIRECT", id]),
+        "+OK\r\n"
+    );
+    assert_eq!(t.call(tracker, &["GET", &b]), "$-1\r\n");
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('INCR', KEYS[2])";
+    assert_eq!(t.call(mover, &["EVAL", incr, "2", &a, &b]), ":1\r\n");
+    assert_eq!(in_place_runs(&t), 1);
+    let (r, _) = t.reply(sink);
+    assert_eq!(
+        r,
+        format!(
+            "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n${}\r\n{b}\r\n",
+            b.len()
+        )
+    );
+}

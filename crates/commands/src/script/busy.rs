@@ -400,6 +400,11 @@ struct Timed {
     shard: Option<usize>,
     wrote: bool,
     published: Option<Arc<Running>>,
+    /// Runs in place across shards (`in_place`): past the threshold it is
+    /// taken back and run again on copies, if it still can be.
+    in_place: bool,
+    /// ... and it was: raised at every line until the run ends.
+    restarting: bool,
 }
 
 /// A VM's hook state; see the module documentation.
@@ -435,7 +440,20 @@ impl HookState {
             shard,
             wrote: false,
             published: None,
+            in_place: false,
+            restarting: false,
         });
+    }
+
+    /// The run that began runs in place across shards: rather than be
+    /// published past the threshold, holding whole shards whose clients
+    /// would wait unanswered (their loops are pinned), it is abandoned if
+    /// it can still be taken back (`run::abandon_for_busy`) and runs again
+    /// on copies, where it is published as any script across shards.
+    pub fn in_place(&self) {
+        if let Some(t) = self.run.borrow_mut().as_mut() {
+            t.in_place = true;
+        }
     }
 
     /// The run ended: unpublished, and the hook back to counting. True if
@@ -518,7 +536,7 @@ impl HookState {
                 if t.published.is_none() {
                     let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
                     if t.started.elapsed() >= threshold {
-                        publish(t);
+                        publish_or_restart(t);
                     }
                 }
                 t.published.is_some()
@@ -540,10 +558,14 @@ impl HookState {
                 if t.published.is_none() {
                     let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
                     if t.started.elapsed() >= threshold {
-                        publish(t);
+                        publish_or_restart(t);
                     }
                 }
-                if t.published.is_some() && SHUTDOWN.load(Ordering::Acquire) {
+                if t.restarting {
+                    // Taken back (`publish_or_restart`): raised at every
+                    // line until the run ends, as a kill is.
+                    Some(super::wide::RESTART_TEXT)
+                } else if t.published.is_some() && SHUTDOWN.load(Ordering::Acquire) {
                     self.stopped_for_shutdown.set(true);
                     Some(KILLED)
                 } else {
@@ -567,6 +589,17 @@ impl HookState {
             }
         }
     }
+}
+
+/// A run past the threshold: published, unless it runs in place and can
+/// be taken back (then `restarting`, which `check` raises).
+#[cold]
+fn publish_or_restart(t: &mut Timed) {
+    if t.in_place && super::run::abandon_for_busy() {
+        t.restarting = true;
+        return;
+    }
+    publish(t);
 }
 
 #[cold]

@@ -16,8 +16,13 @@
 //!   plain EVAL is held back while *any* transaction holds a lock on its
 //!   shard (`flags::SCRIPT`, checked by the runtime), and locks taken for
 //!   it (inside MULTI, or across shards) are write locks.
-//! * **Declared keys on several shards**: dispatch runs the same handler
-//!   through the scratch coordinator (`crate::scratch`) under the
+//! * **Declared keys on several shards, all co-hosted and free**: the
+//!   runtime runs the handler once on the real shards, in place, each
+//!   `redis.call` on the shard of its keys by a call (`in_place`: the
+//!   shards share the connection's thread and are pinned, so nothing else
+//!   runs on them meanwhile; no lock, no copy).
+//! * **Declared keys on several shards, otherwise**: the same handler
+//!   runs through the scratch coordinator (`crate::scratch`) under the
 //!   transaction layer (`crate::tx`): write locks on every declared key,
 //!   a gather of their entries to the home thread, the whole script run
 //!   there on the copies, and a write-back of what changed, all before
@@ -28,14 +33,16 @@
 //!
 //! Chosen over running the script on the home thread and sending each
 //! `redis.call` to the owning shard: that needs the Lua call to suspend
-//! mid-script, which Lua 5.1 cannot do across `pcall` (scripts use it).
+//! mid-script, which Lua 5.1 cannot do across `pcall` (scripts use it),
+//! unless the owner runs on the same thread (`in_place`).
 //!
 //! Undeclared keys: on the script's own shard they work (a standalone
 //! Redis allows them). One of another shard makes the script run again
-//! from the start under write locks on its declared keys and the keys it
-//! was found to touch, on copies of them, as a cross-shard script runs
-//! (`wide`: no global stop; a first run's writes on its shard are taken
-//! back first). Inside MULTI/EXEC they are still refused with an error.
+//! from the start, in place if every shard it needs is co-hosted and
+//! free, else under write locks on its declared keys and the keys it was
+//! found to touch, on copies of them, as a cross-shard script runs
+//! (`wide`: no global stop; a first run's writes are taken back first).
+//! Inside MULTI/EXEC they are still refused with an error.
 //!
 //! # Propagation
 //!
@@ -55,7 +62,8 @@
 //! thread), `load` (a library loaded into a thread's VM, lazily, and
 //! `redis.register_function`), `function` (FUNCTION and FCALL's table);
 //! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`);
-//! `wide` (scripts that touch undeclared keys of other shards).
+//! `wide` (scripts that touch undeclared keys of other shards);
+//! `in_place` (scripts across co-hosted shards, run on them).
 //!
 //! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
 //! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
@@ -67,6 +75,7 @@ pub mod busy;
 pub mod cache;
 pub mod convert;
 pub mod function;
+pub mod in_place;
 pub mod library;
 pub mod libs;
 pub mod load;

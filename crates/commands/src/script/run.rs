@@ -22,6 +22,7 @@ use super::api::{REPL_ALL, REPL_AOF};
 use super::busy::{HookState, Kind};
 use super::cache::{cache, Script};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
+use super::in_place::on_shard;
 use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
 use super::vm::{
@@ -178,9 +179,12 @@ fn execute(
     let keys_: Vec<&[u8]> = (3..3 + nkeys).map(|i| args.get(i)).collect();
     // Declared keys on several shards, or a run inside `wide::Wide`: this
     // runs on gathered copies, on a scratch shard without a limit.
+    // (Unless it runs in place on the real shards: `in_place`.)
+    let in_place = ctx.in_place.is_some();
     let home = keys_.first().map(|k| shard_of(k, ctx.nshards));
-    let scratch = keys_.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
-        || super::wide::held(b"").is_some();
+    let scratch = !in_place
+        && (keys_.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+            || super::wide::held(b"").is_some());
     // Redis's pre_command_oom_state: the server over `maxmemory` with
     // nothing to evict. On a real shard, its check (which evicts first);
     // on copies, the server's snapshot.
@@ -246,12 +250,21 @@ fn execute(
             oom,
             dirty: false,
             pinned: false,
-            undo: None,
+            // In place, the home shard's marks are taken first: other
+            // shards' events move to it (see `Run::after_call`), and a run
+            // taken back drops them too.
+            undo: in_place.then(|| Undo::new(ctx.shard)),
+            undo_others: Vec::new(),
             found: Vec::new(),
+            restart: false,
             ctx: &mut *ctx,
         };
-        let busy_shard = (!scratch).then_some(run.shard);
+        // A script across shards publishes no busy shard (see `busy`).
+        let busy_shard = (!scratch && !in_place).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
+        if in_place {
+            vm.hook.in_place();
+        }
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
             vm.collect_garbage();
@@ -267,9 +280,14 @@ fn execute(
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
-        if !run.found.is_empty() {
+        if run.restart || !run.found.is_empty() {
             // Abandoned (whatever it returned): no reply, its writes taken
-            // back, run it again over more keys (see `wide`).
+            // back, run it again over more keys (see `wide`), or on copies
+            // (`restart`).
+            for (s, u) in std::mem::take(&mut run.undo_others) {
+                let ctx = &mut *run.ctx;
+                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| u.apply(sh));
+            }
             if let Some(u) = run.undo.take() {
                 u.apply(run.ctx.shard);
             }
@@ -285,6 +303,8 @@ fn execute(
         // keys for a tracking caller, here on their shard, before anything
         // else runs on it (scripts across shards remembered them up front:
         // `tracking::keys_read`).
+        // (In place the runtime passes no tracker: such callers take the
+        // copies' path.)
         if let (Some(who), true, false) = (run.ctx.tracker, read_called, scratch) {
             // Changes made so far are collected first: their
             // invalidations (numbered before this read) skip the caller.
@@ -585,6 +605,28 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
     Ok(())
 }
 
+/// The running script passed `busy-reply-threshold` (the hook, see
+/// `busy::HookState::in_place`): a run in place that can still be taken
+/// back is marked to be (true), to run again on copies, where a long
+/// script holds its keys, not whole shards whose clients could not be
+/// answered `-BUSY` (their loops are pinned to this one).
+pub(crate) fn abandon_for_busy() -> bool {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: as in `with_run` (the hook runs inside the Lua call).
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    let Ok(mut r) = run.try_borrow_mut() else {
+        return false;
+    };
+    if r.ctx.in_place.is_none() || !r.widen_ok || r.wrote || r.pinned {
+        return false;
+    }
+    r.restart = true;
+    true
+}
+
 /// Calls `f` under the message handler with `redis.call` & co. reaching
 /// `run` for the duration of the call.
 fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
@@ -682,11 +724,16 @@ struct Run<'r, 'a> {
     /// Something ran that no restart can take back (a PUBLISH, a write
     /// outside the command's keys).
     pinned: bool,
-    /// On a real shard: what its writes replaced (see `wide`).
+    /// On real shards: what its writes replaced, per shard (see `wide`).
     undo: Option<Undo>,
+    /// In place: the same for each other shard it wrote.
+    undo_others: Vec<(usize, Undo)>,
     /// Keys it touched and does not hold: the run is abandoned, every
     /// later `redis.call` raises, and it runs again over them.
     found: Vec<Vec<u8>>,
+    /// In place and past `busy-reply-threshold`: abandoned as for `found`,
+    /// to run again on copies (see [`abandon_for_busy`]).
+    restart: bool,
 }
 
 /// The buffers of one `redis.call` (its arguments, key positions and
@@ -742,6 +789,11 @@ fn command_id(args: Args<'_>) -> Option<usize> {
     reg.lookup_full(&full)
 }
 
+/// A call of a key the script cannot reach (another shard's, undeclared,
+/// where the run cannot start again over it).
+const NOT_HELD: &str =
+    "Script attempted to access a key that was not declared in KEYS and lives on another shard";
+
 /// The error of a `redis.call` whose arguments are not a command (Redis's
 /// text without the `ERR ` code, which `error_table` adds): counted only
 /// if the script replies it.
@@ -753,7 +805,8 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
 /// the run is abandoned (see `wide`): each written key's entry before
 /// its first write, and the outbox where the first write began.
 struct Undo {
-    keys: Vec<(usize, Vec<u8>, Saved)>,
+    /// (Keys inline up to 22 bytes: no allocation per key written.)
+    keys: Vec<(usize, engine::SmallBytes, Saved)>,
     records: engine::outbox::PropMark,
     events: usize,
 }
@@ -767,17 +820,27 @@ const UNDO_ELEMENTS_MAX: usize = 128;
 const UNDO_BYTES_MAX: usize = 64 << 10;
 
 impl Undo {
+    /// Nothing saved yet; the outbox's marks now.
+    fn new(shard: &engine::Shard) -> Undo {
+        Undo {
+            keys: Vec::new(),
+            records: shard.outbox.mark(),
+            events: shard.outbox.events_len(),
+        }
+    }
+
     /// Puts every key back as it was, drops the records and events since.
     fn apply(self, shard: &mut engine::Shard) {
         for (db, k, e) in self.keys.into_iter().rev() {
             let d = &mut shard.dbs[db];
             let track_new = std::mem::replace(&mut d.track_new, false);
-            d.remove(&k);
+            let k = k.as_slice();
+            d.remove(k);
             if let Some((e, at)) = e {
-                d.insert(&k, e, at);
+                d.insert(k, e, at);
             }
             d.track_new = track_new;
-            d.forget_created(&k);
+            d.forget_created(k);
         }
         shard.outbox.rollback(self.records);
         shard.outbox.truncate_events(self.events);
@@ -800,8 +863,15 @@ fn small(e: &engine::Entry) -> bool {
 impl Run<'_, '_> {
     /// Before a command that may change something, on a run that may still
     /// be abandoned: on copies only effects outside the data pin it; on a
-    /// real shard, the entries it may write are kept to be put back.
-    fn before_effects(&mut self, r: crate::table::Resolved, args: Args<'_>, positions: &[usize]) {
+    /// real shard (`target`, the call's), the entries it may write are
+    /// kept to be put back.
+    fn before_effects(
+        &mut self,
+        r: crate::table::Resolved,
+        args: Args<'_>,
+        positions: &[usize],
+        target: usize,
+    ) {
         let writes = r.spec.has(flags::WRITE);
         if !writes && !r.spec.has(flags::MAY_REPLICATE) {
             return;
@@ -816,40 +886,94 @@ impl Run<'_, '_> {
         if self.scratch {
             return;
         }
-        let shard = &mut *self.ctx.shard;
-        let undo = self.undo.get_or_insert_with(|| Undo {
-            keys: Vec::new(),
-            records: shard.outbox.mark(),
-            events: shard.outbox.events_len(),
-        });
-        for &p in positions {
-            let k = args.get(p);
-            if undo
-                .keys
-                .iter()
-                .any(|(db, x, _)| *db == self.db && x[..] == *k)
-            {
-                continue;
-            }
-            let old = match shard.dbs[self.db].get_with_ttl(k) {
-                None => None,
-                Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
-                Some(_) => {
-                    self.wrote = true;
-                    return;
-                }
+        let ctx = &mut *self.ctx;
+        let home = ctx.shard.id;
+        let (home_undo, others) = (&mut self.undo, &mut self.undo_others);
+        let db = self.db;
+        let mut too_large = false;
+        // One call on the shard: its undo made there on the first write.
+        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+            let undo = if target == home {
+                home_undo.get_or_insert_with(|| Undo::new(shard))
+            } else {
+                let i = match others.iter().position(|(s, _)| *s == target) {
+                    Some(i) => i,
+                    None => {
+                        others.push((target, Undo::new(shard)));
+                        others.len() - 1
+                    }
+                };
+                &mut others[i].1
             };
-            undo.keys.push((self.db, k.to_vec(), old));
+            for &p in positions {
+                let k = args.get(p);
+                if undo
+                    .keys
+                    .iter()
+                    .any(|(d, x, _)| *d == db && x.as_slice() == k)
+                {
+                    continue;
+                }
+                let old = match shard.dbs[db].get_with_ttl(k) {
+                    None => None,
+                    Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
+                    Some(_) => {
+                        too_large = true;
+                        return;
+                    }
+                };
+                undo.keys.push((db, engine::SmallBytes::from_slice(k), old));
+            }
+        });
+        if too_large {
+            self.wrote = true;
         }
     }
 
     /// Whether this run may touch `key` (of its first database): on a
-    /// shard, its keys; on copies, the declared and gathered ones.
-    fn holds(&self, key: &[u8]) -> bool {
+    /// shard, its keys; on copies, the declared and gathered ones; in
+    /// place, those of a shard it holds (or can hold now).
+    fn holds(&mut self, key: &[u8]) -> bool {
         if self.scratch {
-            self.declared.contains(&key) || super::wide::held(key) == Some(true)
-        } else {
-            shard_of(key, self.ctx.nshards) == self.shard || self.declared.contains(&key)
+            return self.declared.contains(&key) || super::wide::held(key) == Some(true);
+        }
+        let s = shard_of(key, self.ctx.nshards);
+        if let Some(shards) = self.ctx.in_place.as_deref_mut() {
+            return s == self.ctx.shard.id || shards.hold(s);
+        }
+        s == self.shard || self.declared.contains(&key)
+    }
+
+    /// In place: the shard a call's keys live on (the home shard for a
+    /// call without keys), if it is one shard and the run holds it.
+    fn place(&mut self, args: Args<'_>, positions: &[usize]) -> Option<usize> {
+        let n = self.ctx.nshards;
+        let Some((&first, rest)) = positions.split_first() else {
+            return Some(self.ctx.shard.id);
+        };
+        let s = shard_of(args.get(first), n);
+        if rest.iter().any(|&p| shard_of(args.get(p), n) != s) {
+            return None;
+        }
+        if s == self.ctx.shard.id {
+            return Some(s);
+        }
+        self.ctx.in_place.as_deref_mut()?.hold(s).then_some(s)
+    }
+
+    /// After a call on shard `target`, in place: its keyspace events join
+    /// the home shard's, so that one shard publishes the script's events
+    /// in order (see `in_place`).
+    fn after_call(&mut self, target: usize) {
+        let ctx = &mut *self.ctx;
+        if target == ctx.shard.id || ctx.shard.notify_flags == 0 {
+            return;
+        }
+        let ev = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+            sh.take_events()
+        });
+        if !ev.is_empty() {
+            ctx.shard.emit_events(ev);
         }
     }
 
@@ -1007,7 +1131,7 @@ impl Run<'_, '_> {
         args: MultiValue,
         bufs: &mut CallBufs,
     ) -> mlua::Result<(Value, bool)> {
-        if !self.found.is_empty() {
+        if self.restart || !self.found.is_empty() {
             return Err(mlua::Error::external(ReplyError(
                 super::wide::RESTART_TEXT.into(),
             )));
@@ -1079,13 +1203,32 @@ impl Run<'_, '_> {
         // Keys it does not hold, found before anything ran (see `wide`).
         // Found none: the check below is not made again.
         let mut all_held = false;
-        if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
-            let missing: Vec<Vec<u8>> = positions
-                .iter()
-                .map(|&p| args.get(p))
-                .filter(|&k| !self.holds(k))
-                .map(<[u8]>::to_vec)
-                .collect();
+        // The shard the call runs on (in place: its keys' shard).
+        let mut target = self.ctx.shard.id;
+        if self.ctx.in_place.is_some() {
+            match self.place(args, positions) {
+                Some(s) => {
+                    target = s;
+                    all_held = true;
+                }
+                // Keys of a shard it cannot hold, or of two shards: run
+                // again on copies (see `in_place`).
+                None if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db => {
+                    self.found = positions.iter().map(|&p| args.get(p).to_vec()).collect();
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
+                None => return self.reject(lua, r, NOT_HELD),
+            }
+        } else if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
+            let mut missing: Vec<Vec<u8>> = Vec::new();
+            for &p in positions {
+                let k = args.get(p);
+                if !self.holds(k) {
+                    missing.push(k.to_vec());
+                }
+            }
             // (The script's first database always exists on copies.)
             if !missing.is_empty() {
                 self.found = missing;
@@ -1110,13 +1253,13 @@ impl Run<'_, '_> {
         }
         // On gathered copies only the declared keys of the first database
         // exist (and only the databases up to it).
-        let on_shard = matches!(r.spec.exec, Exec::Shard(..));
-        let missing_db = on_shard && self.db >= self.ctx.shard.dbs.len();
+        let shard_cmd = matches!(r.spec.exec, Exec::Shard(..));
+        let missing_db = shard_cmd && self.db >= self.ctx.shard.dbs.len();
         if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
             return self.reject(
                 lua,
                 r,
-                "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                NOT_HELD,
             );
         }
         if !all_held {
@@ -1126,7 +1269,7 @@ impl Run<'_, '_> {
                     return self.reject(
                         lua,
                         r,
-                        "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                        NOT_HELD,
                     );
                 }
             }
@@ -1138,7 +1281,7 @@ impl Run<'_, '_> {
             self.read_called = true;
         }
         if self.widen_ok && !self.pinned {
-            self.before_effects(r, args, positions);
+            self.before_effects(r, args, positions, target);
         }
         let out = &mut bufs.out;
         out.set_resp3(self.resp3);
@@ -1161,25 +1304,31 @@ impl Run<'_, '_> {
                 };
                 // redis.set_repl without AOF: the command's records are
                 // not written.
-                let prop = self.ctx.shard.outbox.records_on;
-                if self.repl & REPL_AOF == 0 {
-                    self.ctx.shard.outbox.records_on = false;
-                }
+                let no_aof = self.repl & REPL_AOF == 0;
                 // A failed call counts as any command's: in commandstats
                 // (failed_calls) and errorstats, as Redis's `call` counts
                 // it; its error table is marked so that the script's reply
                 // does not count it again (see `vm::CountedError`). (These
                 // may be the thread's statistics, lent: `vm::lend_stats`.)
                 let unexpected = self.stats.unexpected_error_replies;
-                // No eviction or OOM refusal inside a script (see `oom`).
-                let maxmemory = std::mem::replace(&mut self.ctx.shard.evict.maxmemory, 0);
-                run_shard(r, handler, args, self.ctx.shard, call, out, &mut self.stats);
-                self.ctx.shard.evict.maxmemory = maxmemory;
+                let stats = &mut self.stats;
+                let ctx = &mut *self.ctx;
+                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+                    let prop = shard.outbox.records_on;
+                    if no_aof {
+                        shard.outbox.records_on = false;
+                    }
+                    // No eviction or OOM refusal inside a script (see `oom`).
+                    let maxmemory = std::mem::replace(&mut shard.evict.maxmemory, 0);
+                    run_shard(r, handler, args, shard, call, out, stats);
+                    shard.evict.maxmemory = maxmemory;
+                    shard.outbox.records_on = prop;
+                });
+                self.after_call(target);
                 if r.spec.has(flags::WRITE) {
                     self.dirty = true;
                 }
                 self.stats.unexpected_error_replies = unexpected;
-                self.ctx.shard.outbox.records_on = prop;
             }
             Exec::Conn(_) => {
                 let started = std::time::Instant::now();
@@ -1200,24 +1349,26 @@ impl Run<'_, '_> {
             // gathered first when it does not hold them (see `wide`).
             Exec::Coord(_) if matches!(r.spec.name, "sort" | "sort_ro") => {
                 let (scratch, nshards, shard) = (self.scratch, self.ctx.nshards, self.shard);
+                let in_place = self.ctx.in_place.is_some();
                 let declared = self.declared;
                 let held = |k: &[u8]| {
                     if scratch {
                         declared.contains(&k) || super::wide::held(k) == Some(true)
+                    } else if in_place {
+                        // Pattern keys of other shards: run on copies.
+                        shard_of(k, nshards) == target
                     } else {
                         shard_of(k, nshards) == shard || declared.contains(&k)
                     }
                 };
                 let readonly = r.spec.name == "sort_ro";
-                match crate::sort::from_script(
-                    self.ctx.shard,
-                    self.db,
-                    !self.ctx.no_touch,
-                    args,
-                    readonly,
-                    &held,
-                    out,
-                ) {
+                let (db, touch) = (self.db, !self.ctx.no_touch);
+                let ctx = &mut *self.ctx;
+                let sorted = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+                    crate::sort::from_script(sh, db, touch, args, readonly, &held, out)
+                });
+                self.after_call(target);
+                match sorted {
                     Ok(Ok(())) => {}
                     Ok(Err(missing)) => {
                         if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
@@ -1229,7 +1380,7 @@ impl Run<'_, '_> {
                         return self.reject(
                             lua,
                             r,
-                            "Script attempted to access a key that was not declared in KEYS and lives on another shard",
+                            NOT_HELD,
                         );
                     }
                     Err(e) => out.error_bytes(&e.line()),

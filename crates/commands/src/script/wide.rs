@@ -19,7 +19,10 @@
 //!    write. Nothing else ran on the shard meanwhile (the script is one
 //!    handler call), so no client saw those writes. The handler reports
 //!    the keys it found (`BlockOn::widen`) and the runtime runs the script
-//!    again from the start on the home thread through [`coordinator`]
+//!    again from the start on the home thread: in place when the shards it
+//!    needs are co-hosted and free and it ran on the home shard
+//!    (`in_place`, where a key it cannot reach there abandons the run the
+//!    same way, on every shard it wrote), else through [`coordinator`]
 //!    (a script sent to another shard's thread is the last command of its
 //!    connection's batch, so no later command of that connection runs
 //!    before it: the runtime reads none of its requests until that batch
@@ -76,7 +79,6 @@ use resp::{Args, Reply};
 use crate::coord::{Coordinator, JobOut, Parked, Plan};
 use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
-use crate::exec::Step;
 use crate::scratch::{Scratch, WidenSlot};
 use crate::table::{CommandSpec, ShardHandler};
 use crate::tx::{LockSet, Mode, TxCoord, TxId};
@@ -130,20 +132,6 @@ pub fn coordinator(
         slot,
         rounds: 1,
     })
-}
-
-/// The dispatch of a script whose declared keys span shards: as
-/// [`coordinator`] with nothing found yet.
-pub fn step(
-    r: crate::table::Resolved,
-    handler: ShardHandler,
-    ctx: &mut ConnCtx<'_>,
-    args: Args<'_>,
-) -> Step {
-    Step::Coord {
-        resolved: r,
-        coord: coordinator(r.spec, handler, ctx, args, Vec::new()),
-    }
 }
 
 /// Appends the keys of `more` not in `keys`.

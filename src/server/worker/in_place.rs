@@ -1,0 +1,198 @@
+//! Scripts across co-hosted shards, run in place (the runtime side of
+//! `commands::script::in_place`, which explains the design): when every
+//! shard a script's declared keys live on is this worker's or lent to it
+//! (`cohost`) and free, the script runs at once on the real shards, its
+//! `redis.call`s reaching the other shards by a call, instead of through
+//! a transaction on copies (`commands::script::wide`).
+//!
+//! Taken only when: the connection has nothing outstanding (its reply
+//! goes straight to its output, and no earlier request of it waits on
+//! any shard: nothing of it is overtaken), the caller tracks no keys (its
+//! declared keys are remembered up front on the copies' path), it is not
+//! a master's link, no `maxmemory` is set (the copies' path decides
+//! eviction there), and the home shard and every declared key's shard are
+//! free (`Worker::idle_for_unlocked`: no lock held or asked for, nothing
+//! deferred, no AOF or replica stream). Each co-hosted shard is pinned
+//! ([`cohost::pin`]) before the script starts, or, for an undeclared key,
+//! before its first use; all are let go when it ends.
+//!
+//! A shard joining ([`Worker::enter_in_place`]) picks up what its own
+//! turn would have first (a CONFIG SET, the caller's clock, the tracking
+//! switch), as a lent job does; after the script each one leaving
+//! ([`Worker::leave_in_place`]) gets a job's epilogue: its changes tagged
+//! with the script's connection for tracking, its dirty count and events
+//! published, clients blocked on keys it filled served, its messages
+//! flushed.
+//!
+//! Cost: on a thread alone with its worker (no lender) the first declared
+//! key of another shard fails `pin` at once (one thread-local read) and
+//! the copies' path runs as before.
+
+use commands::ctx::Home;
+use commands::exec::ShardCall;
+use commands::{ClientState, Resolved};
+use resp::{Args, Reply};
+
+use super::busy::{lend_inbox, Inbox};
+use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
+
+/// The co-hosted shards a script run in place holds.
+struct Held {
+    /// The worker running the script.
+    home: usize,
+    now_ms: u64,
+    /// Pinned and entered, in the order taken.
+    entered: Vec<usize>,
+}
+
+impl commands::script::in_place::Shards for Held {
+    fn hold(&mut self, s: usize) -> bool {
+        if self.entered.contains(&s) {
+            return true;
+        }
+        let now_ms = self.now_ms;
+        let ok = cohost::pin(s)
+            && cohost::with_worker(s, self.home, |w| w.enter_in_place(now_ms)) == Some(true);
+        if ok {
+            self.entered.push(s);
+        }
+        ok
+    }
+
+    fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut engine::Shard)) {
+        debug_assert!(self.entered.contains(&s));
+        cohost::with_worker(s, self.home, |w| {
+            engine::alloc::enter_shard(w.core.id);
+            f(&mut w.core.shard)
+        });
+    }
+}
+
+/// What [`run`] did.
+pub(super) enum Ran {
+    /// Its shards are not all co-hosted and free: nothing happened.
+    Declined,
+    /// Ran; its reply is in `out`.
+    Done,
+    /// Ran until it touched keys it cannot reach here, and was taken back
+    /// (no reply): run it again on copies over these keys too.
+    Widen(Vec<Vec<u8>>),
+}
+
+/// Runs script command `resolved` of `client` in place if it can (see the
+/// module docs); `out` is the connection's output (nothing of it is
+/// outstanding).
+pub(super) fn run(
+    core: &mut Core,
+    client: &mut ClientState,
+    out: &mut Reply,
+    resolved: Resolved,
+    handler: commands::table::ShardHandler,
+    args: Args<'_>,
+) -> Ran {
+    if client.tracking.is_some()
+        || client.master
+        || core.shard.evict.maxmemory != 0
+        || !home::home_idle(core)
+    {
+        return Ran::Declined;
+    }
+    let Ok(nkeys) = commands::script::run::numkeys(args) else {
+        return Ran::Declined;
+    };
+    let n = core.server.nshards;
+    let mut held = Held {
+        home: core.id,
+        now_ms: core.shard.now_ms,
+        entered: Vec::new(),
+    };
+    for i in 3..3 + nkeys {
+        let s = commands::table::shard_of(args.get(i), n);
+        if s != core.id && !commands::script::in_place::Shards::hold(&mut held, s) {
+            core.refused.settle(&mut core.stats);
+    leave(core.id, &held.entered, client.home);
+            return Ran::Declined;
+        }
+    }
+    let call = ShardCall {
+        db: client.db,
+        no_touch: client.no_touch,
+        databases: core.cfg.databases,
+        max_bulk_len: core.cfg.max_bulk_len,
+        may_block: true,
+        in_tx: false,
+        nshards: n,
+        caller: super::request::script_caller(&core.server, client, resolved),
+        tracker: None,
+        evicting_for: None,
+        client: client.id,
+        ops: core.server.ops,
+        master: false,
+    };
+    // The shard side's inbox is lent to it, as to any script (see `busy`).
+    let mut inbox = Inbox::split(
+        core.id,
+        &mut core.mailbox,
+        &mut core.kept,
+        &core.deferred,
+        &mut core.refused,
+    );
+    let on = lend_inbox(&mut inbox, || {
+        commands::script::in_place::run(
+            resolved,
+            handler,
+            args,
+            &mut core.shard,
+            call,
+            out,
+            &mut core.stats,
+            &mut held,
+        )
+    });
+    leave(core.id, &held.entered, client.home);
+    tracking::tag_touched(core, Some(client.home));
+    match on {
+        Some(on) if on.widen => Ran::Widen(on.keys),
+        _ => {
+            core.scripts_in_place += 1;
+            Ran::Done
+        }
+    }
+}
+
+/// Every shard entered leaves (in order), then all are unpinned.
+fn leave(home: usize, entered: &[usize], writer: Home) {
+    for &s in entered {
+        cohost::with_worker(s, home, |w| w.leave_in_place(writer));
+    }
+    cohost::unpin_all();
+}
+
+impl Worker {
+    /// Joins a script run in place (pinned already): false if this shard
+    /// is not free for it; else what its turn would have picked up first.
+    fn enter_in_place(&mut self, now_ms: u64) -> bool {
+        if !self.idle_for_unlocked() {
+            return false;
+        }
+        engine::alloc::enter_shard(self.core.id);
+        self.refresh_config();
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        tracking::track_check(&mut self.core);
+        true
+    }
+
+    /// Leaves a script run in place: a job's epilogue (see the module
+    /// docs); `writer` made the changes.
+    fn leave_in_place(&mut self, writer: Home) {
+        engine::alloc::enter_shard(self.core.id);
+        tracking::tag_touched(&mut self.core, Some(writer));
+        self.core.publish_dirty();
+        pubsub::publish_events(&mut self.core);
+        if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+            waiters::serve_ready(&mut self.core);
+        }
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+    }
+}
