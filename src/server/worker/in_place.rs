@@ -110,7 +110,7 @@ pub(super) fn run(
         let s = commands::table::shard_of(args.get(i), n);
         if s != core.id && !commands::script::in_place::Shards::hold(&mut held, s) {
             core.refused.settle(&mut core.stats);
-    leave(core.id, &held.entered, client.home);
+            leave(core.id, &held.entered, client.home);
             return Ran::Declined;
         }
     }

@@ -1256,21 +1256,13 @@ impl Run<'_, '_> {
         let shard_cmd = matches!(r.spec.exec, Exec::Shard(..));
         let missing_db = shard_cmd && self.db >= self.ctx.shard.dbs.len();
         if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
-            return self.reject(
-                lua,
-                r,
-                NOT_HELD,
-            );
+            return self.reject(lua, r, NOT_HELD);
         }
         if !all_held {
             for &p in positions {
                 let k = args.get(p);
                 if !self.holds(k) {
-                    return self.reject(
-                        lua,
-                        r,
-                        NOT_HELD,
-                    );
+                    return self.reject(lua, r, NOT_HELD);
                 }
             }
         }
@@ -1377,11 +1369,7 @@ impl Run<'_, '_> {
                                 super::wide::RESTART_TEXT.into(),
                             )));
                         }
-                        return self.reject(
-                            lua,
-                            r,
-                            NOT_HELD,
-                        );
+                        return self.reject(lua, r, NOT_HELD);
                     }
                     Err(e) => out.error_bytes(&e.line()),
                 }

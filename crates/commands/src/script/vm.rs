@@ -156,6 +156,48 @@ local function protect(t, globals)
   return p
 end
 
+-- Lua 5.1.5's unpack counts its results in a C int: `unpack(t, 0,
+-- 2147483647)` overflows it and the process crashes (Redis 7.0 patched
+-- its lbaselib.c). The guard checks the arguments as unpack does and
+-- refuses any range the stack cannot take, with unpack's own messages at
+-- the caller's line, before the real one runs (which then cannot fail).
+do
+  local unpack_raw, select, tonumber, floor, ceil, fmod =
+        unpack, select, tonumber, math.floor, math.ceil, math.fmod
+  -- luaL_checkint: the number truncated to a 64-bit integer, then to an int.
+  local function c_int(x)
+    x = x >= 0 and floor(x) or ceil(x)
+    if x ~= x or x >= 2^63 or x < -2^63 then return 0 end
+    x = fmod(x, 2^32)
+    if x < 0 then x = x + 2^32 end
+    if x >= 2^31 then x = x - 2^32 end
+    return x
+  end
+  local function int_arg(n, v, nargs, default)
+    if n > nargs or v == nil then return default end
+    local x = tonumber(v)
+    if x == nil then
+      error("bad argument #" .. n .. " to 'unpack' (number expected, got " .. type(v) .. ")", 3)
+    end
+    return c_int(x)
+  end
+  rawset_raw(real, 'unpack', function(...)
+    local nargs = select('#', ...)
+    local t, i, e = ...
+    if type(t) ~= 'table' then
+      local got = nargs < 1 and 'no value' or type(t)
+      error("bad argument #1 to 'unpack' (table expected, got " .. got .. ")", 2)
+    end
+    i = int_arg(2, i, nargs, 1)
+    e = int_arg(3, e, nargs, nil) or #t
+    -- LUAI_MAXCSTACK (8000) slots, the arguments' included.
+    if i <= e and e - i + 1 + nargs > 8000 then
+      error('too many results to unpack', 2)
+    end
+    return unpack_raw(...)
+  end)
+end
+
 for _, name in ipairs_raw({'redis', 'string', 'table', 'math', 'coroutine', 'cjson',
                            'cmsgpack', 'bit', 'struct'}) do
   local lib = rawget_raw(real, name)
