@@ -272,6 +272,56 @@ fn errors_inside_scripts_count_once() {
     );
 }
 
+/// A script refused up front as Redis's processCommand refuses a write
+/// command (over `maxmemory`, too few good replicas) is a rejected call:
+/// `rejected_calls`, not `calls` or `failed_calls`, and one error in INFO
+/// errorstats. (Figures taken from Redis 7.0.15.)
+#[test]
+fn scripts_refused_up_front_are_rejected_calls() {
+    let srv = server("2");
+    let mut c = srv.conn();
+    let cmds = ["eval", "eval_ro"];
+    let run = |c: &mut redis::Connection, cmd: &str, body: &str| {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
+        let r = redis::cmd(cmd).arg(body).arg(0).query::<redis::Value>(c);
+        (code(r), error_stats(c, &cmds))
+    };
+    let _: () = redis::cmd("SET").arg("x").arg("v").query(&mut c).unwrap();
+    config_set(&mut c, "maxmemory", "1");
+    assert_eq!(
+        run(&mut c, "EVAL", "#!lua\nreturn 1"),
+        (
+            "OOM".to_string(),
+            "errorstat_OOM:count=1 total_error_replies:1 eval:0,1,0".to_string()
+        )
+    );
+    config_set(&mut c, "maxmemory", "0");
+    config_set(&mut c, "min-replicas-to-write", "1");
+    assert_eq!(
+        run(&mut c, "EVAL", "#!lua\nreturn 1"),
+        (
+            "NOREPLICAS".to_string(),
+            "errorstat_NOREPLICAS:count=1 total_error_replies:1 eval:0,1,0".to_string()
+        )
+    );
+    assert_eq!(
+        run(&mut c, "EVAL_RO", "#!lua\nreturn 1"),
+        (
+            "NOREPLICAS".to_string(),
+            "errorstat_NOREPLICAS:count=1 total_error_replies:1 eval_ro:0,1,0".to_string()
+        )
+    );
+    // One that runs is a call.
+    assert_eq!(
+        run(&mut c, "EVAL", "#!lua flags=no-writes\nreturn 1"),
+        (
+            String::new(),
+            "total_error_replies:0 eval:1,0,0".to_string()
+        )
+    );
+    config_set(&mut c, "min-replicas-to-write", "0");
+}
+
 fn memory_field(c: &mut redis::Connection, field: &str) -> u64 {
     common::info_field(c, "memory", field).parse().unwrap()
 }

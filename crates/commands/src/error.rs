@@ -54,6 +54,10 @@ pub enum CmdError {
     /// `ignore_error_stats_update`): replied as [`CmdError::Bytes`], it
     /// counts as the script's failed call but not again in INFO errorstats.
     Counted(Vec<u8>),
+    /// A command refused before it ran, as Redis's processCommand refuses
+    /// one (a script's up-front OOM or NOREPLICAS): it counts in
+    /// `rejected_calls` and INFO errorstats, not as a call.
+    Rejected(String),
 }
 
 impl CmdError {
@@ -120,6 +124,7 @@ impl fmt::Display for CmdError {
             | CmdError::UnknownSubcommand { .. }
             | CmdError::Bytes(_)
             | CmdError::Counted(_) => f.write_str(&String::from_utf8_lossy(&self.line())),
+            CmdError::Rejected(line) => f.write_str(line),
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }

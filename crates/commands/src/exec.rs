@@ -227,6 +227,10 @@ pub(crate) fn run_shard_with(
     }
     if let Err(e) = &res {
         reply_error(out, stats, e);
+        if matches!(e, CmdError::Rejected(_)) {
+            count_rejected(stats, Some(r.id));
+            return None;
+        }
         if let Some(us) = record(stats, call.ops, r.id, started, true) {
             slowlog(call.ops, r, args, us, call.client, None);
         }

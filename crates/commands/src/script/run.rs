@@ -201,13 +201,13 @@ fn execute(
     // scriptPrepareForRun refuses it to the read-only variants.
     let may_write = flags.shebang && !flags.no_writes;
     if may_write && !flags.allow_oom && over_maxmemory(ctx) {
-        return Err(CmdError::Raw(OOM_ERROR.into()));
+        return Err(CmdError::Rejected(OOM_ERROR.into()));
     }
     if may_write && ctx.ops.refuses_writes() {
-        return Err(CmdError::Raw(crate::repl::NOREPLICAS.into()));
+        return Err(CmdError::Rejected(crate::repl::NOREPLICAS.into()));
     }
     if may_write && ctx.shard.expiry == engine::Expiry::Hide && ctx.shard.read_only_replica {
-        return Err(CmdError::Raw(crate::replica::READONLY_ERR.into()));
+        return Err(CmdError::Rejected(crate::replica::READONLY_ERR.into()));
     }
     if read_only && may_write {
         return Err(CmdError::err(
