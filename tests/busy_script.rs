@@ -441,6 +441,19 @@ fn wait_published(c: &mut RawConn) {
     panic!("the script never became busy");
 }
 
+/// A Tessera in `layout`; consolidated, once every shard is on thread 0.
+/// A worker handed to a hub that runs alone (no worker adopted yet) when
+/// its script starts is stranded until the script ends (the watchdog
+/// looks at hubs in a shared round only, see `server::host`): its clients
+/// would wait.
+fn busy_server(layout: Layout) -> Server {
+    let s = layout.tessera(&[]);
+    if layout.consolidated {
+        common::wait_shard_threads(&s, 1);
+    }
+    s
+}
+
 /// Requests other loops sent to the busy shard before its script was
 /// published wait in that shard's mailbox: its desk answers them `-BUSY`
 /// (they waited for the script's end), as Redis answers every client
@@ -454,15 +467,8 @@ fn other_loops_get_busy_for_requests_queued_behind_a_script(layout: Layout) {
     if common::testing_real_redis() {
         return;
     }
-    let s = layout.tessera(&[]);
+    let s = busy_server(layout);
     let n = layout.shards;
-    if layout.consolidated {
-        // Every shard on thread 0 first. A worker handed to a hub that
-        // runs alone (no worker adopted yet) when its script starts is
-        // stranded until the script ends (the watchdog looks at hubs in a
-        // shared round only, see `server::host`): its clients would wait.
-        common::wait_shard_threads(&s, 1);
-    }
     let k0 = key_on(0, n, "busy");
     let k1 = key_on(1, n, "free");
     let mut ctl = s.raw();
@@ -894,12 +900,8 @@ fn busy_refusals_are_counted_as_redis_counts_them(layout: Layout) {
     if common::testing_real_redis() {
         return;
     }
-    let s = layout.tessera(&[]);
+    let s = busy_server(layout);
     let n = layout.shards;
-    if layout.consolidated {
-        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
-        common::wait_shard_threads(&s, 1);
-    }
     let k0 = key_on(0, n, "busy");
     let mut near = connection_on(&s, &k0);
     let mut far = connection_off(&s, &k0);
@@ -1007,12 +1009,8 @@ fn watch_while_busy_is_answered_at_once_and_sees_the_script_write(layout: Layout
     if common::testing_real_redis() {
         return;
     }
-    let s = layout.tessera(&[]);
+    let s = busy_server(layout);
     let n = layout.shards;
-    if layout.consolidated {
-        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
-        common::wait_shard_threads(&s, 1);
-    }
     let k0 = key_on(0, n, "w");
     let other = key_on(0, n, "v");
     let elsewhere = key_on(1, n, "x");
@@ -1094,12 +1092,8 @@ fn allow_busy_commands_are_answered_as_redis_from_every_loop(layout: Layout) {
     if common::testing_real_redis() {
         return;
     }
-    let s = layout.tessera(&[]);
+    let s = busy_server(layout);
     let n = layout.shards;
-    if layout.consolidated {
-        // See `other_loops_get_busy_for_requests_queued_behind_a_script`.
-        common::wait_shard_threads(&s, 1);
-    }
     let k0 = key_on(0, n, "ab");
     let mut ctl = connection_on(&s, &k0);
     let conns = vec![connection_on(&s, &k0), connection_off(&s, &k0)];

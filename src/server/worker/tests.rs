@@ -269,19 +269,7 @@ fn lent_and_mailed_transactions_stay_isolated() {
             if step % 3 != 2 {
                 continue;
             }
-            for (i, &c) in clients.iter().enumerate() {
-                while expect[i] > 0 {
-                    let (r, _) = t.reply(c);
-                    expect[i] -= 1;
-                    if let Some(body) = r.strip_prefix(&format!("*{n}\r\n")) {
-                        let vals: Vec<&str> = body.split("\r\n").skip(1).step_by(2).collect();
-                        assert!(
-                            vals.windows(2).all(|w| w[0] == w[1]),
-                            "n {n}: half a transaction seen: {r:?}"
-                        );
-                    }
-                }
-            }
+            drain_whole(&mut t, &clients, &mut expect, n, "transaction");
         }
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
     }
@@ -641,19 +629,7 @@ fn scripts_in_place_and_locked_transactions_stay_isolated() {
             if step % 3 != 2 {
                 continue;
             }
-            for (i, &c) in clients.iter().enumerate() {
-                while expect[i] > 0 {
-                    let (r, _) = t.reply(c);
-                    expect[i] -= 1;
-                    if let Some(body) = r.strip_prefix(&format!("*{n}\r\n")) {
-                        let vals: Vec<&str> = body.split("\r\n").skip(1).step_by(2).collect();
-                        assert!(
-                            vals.windows(2).all(|w| w[0] == w[1]),
-                            "n {n}: half a write seen: {r:?}"
-                        );
-                    }
-                }
-            }
+            drain_whole(&mut t, &clients, &mut expect, n, "write");
         }
         assert!(in_place_runs(&t) > 0, "n {n}: no script ran in place");
         assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
@@ -720,4 +696,23 @@ fn a_script_in_place_invalidates_tracked_keys() {
             b.len()
         )
     );
+}
+
+/// Reads every reply `expect` counts for each of `clients`: each array of
+/// `n` values (an MGET, or a script reading the `n` keys) must hold one
+/// value throughout, never half of a `what` seen.
+fn drain_whole(t: &mut Cluster, clients: &[usize], expect: &mut [usize], n: usize, what: &str) {
+    for (i, &c) in clients.iter().enumerate() {
+        while expect[i] > 0 {
+            let (r, _) = t.reply(c);
+            expect[i] -= 1;
+            if let Some(body) = r.strip_prefix(&format!("*{n}\r\n")) {
+                let vals: Vec<&str> = body.split("\r\n").skip(1).step_by(2).collect();
+                assert!(
+                    vals.windows(2).all(|w| w[0] == w[1]),
+                    "n {n}: half a {what} seen: {r:?}"
+                );
+            }
+        }
+    }
 }
