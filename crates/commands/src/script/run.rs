@@ -531,7 +531,7 @@ fn with_run<R>(f: impl FnOnce(&RefCell<Run<'_, '_>>) -> mlua::Result<R>) -> mlua
 pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
     redis.raw_set(
         "call",
-        lua.create_function(|lua, args: MultiValue| {
+        lua.create_function(|lua, args: CallArgs| {
             with_run(|run| {
                 let (v, failed) = run.borrow_mut().call(lua, args)?;
                 if failed {
@@ -558,7 +558,7 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
     )?;
     redis.raw_set(
         "pcall",
-        lua.create_function(|lua, args: MultiValue| {
+        lua.create_function(|lua, args: CallArgs| {
             with_run(|run| Ok(run.borrow_mut().call(lua, args)?.0))
         })?,
     )?;
@@ -748,6 +748,97 @@ struct CallBufs {
 
 thread_local! {
     static CALL_BUFS: Cell<Option<Box<CallBufs>>> = const { Cell::new(None) };
+}
+
+/// The arguments of a `redis.call` / `redis.pcall`, read straight off the
+/// Lua stack into this thread's [`CallBufs`] as the callback starts.
+///
+/// Through mlua's `MultiValue` each argument was a `Value` (a string one
+/// a reference on mlua's auxiliary thread, made and dropped) in a
+/// `VecDeque` allocated per call: ~1 k instructions of every
+/// `redis.call` of two or three arguments, more than its INCR.
+struct CallArgs {
+    bufs: Box<CallBufs>,
+    /// How many arguments were passed.
+    given: usize,
+    /// One of them is neither a string nor a number (the call is refused,
+    /// after the checks that come first: see [`Run::call_with`]).
+    bad: bool,
+}
+
+impl CallArgs {
+    /// Adds number `n` as Redis's luaRedisGenericCommand does: not Lua's
+    /// tostring (%.14g) but snprintf's %.17g, so that no precision is
+    /// lost (integers below 2^53 without an allocation; a NaN as glibc
+    /// prints it, `-nan` for 0/0).
+    fn push_number(&mut self, n: f64) {
+        let argv = &mut self.bufs.argv;
+        if let Some(i) = ds::num::small_integral(n) {
+            argv.push(itoa::Buffer::new().format(i).as_bytes());
+        } else if n.is_nan() {
+            argv.push(if n.is_sign_negative() { b"-nan" } else { b"nan" });
+        } else {
+            argv.push(resp::format_double(n).as_bytes());
+        }
+    }
+}
+
+impl mlua::FromLuaMulti for CallArgs {
+    /// The same from values (not the callbacks' path: see
+    /// `from_stack_multi`).
+    fn from_lua_multi(values: MultiValue, _lua: &Lua) -> mlua::Result<Self> {
+        let mut a = CallArgs {
+            bufs: CallBufs::take(),
+            given: values.len(),
+            bad: false,
+        };
+        for v in &values {
+            match v {
+                Value::String(s) => a.bufs.argv.push(&s.as_bytes()),
+                Value::Integer(n) => a.push_number(*n as f64),
+                Value::Number(n) => a.push_number(*n),
+                _ => {
+                    a.bad = true;
+                    break;
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    unsafe fn from_stack_multi(nvals: std::os::raw::c_int, lua: &mlua::state::RawLua) -> mlua::Result<Self> {
+        use mlua::ffi;
+        let state = lua.state();
+        let mut a = CallArgs {
+            bufs: CallBufs::take(),
+            given: nvals.max(0) as usize,
+            bad: false,
+        };
+        for i in -nvals..0 {
+            // SAFETY: mlua calls this in a callback with the `nvals`
+            // arguments on top of `state` (the running thread's stack);
+            // a string's bytes stay valid while it is on the stack, and
+            // are copied before returning. `lua_tolstring` of a string
+            // converts nothing (numbers are read as numbers, below).
+            unsafe {
+                match ffi::lua_type(state, i) {
+                    ffi::LUA_TSTRING => {
+                        let mut len = 0usize;
+                        let p = ffi::lua_tolstring(state, i, &mut len);
+                        a.bufs
+                            .argv
+                            .push(std::slice::from_raw_parts(p.cast::<u8>(), len));
+                    }
+                    ffi::LUA_TNUMBER => a.push_number(ffi::lua_tonumber(state, i)),
+                    _ => {
+                        a.bad = true;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(a)
+    }
 }
 
 /// What a kept buffer may hold at most (a large reply's buffer is freed).
@@ -1112,23 +1203,25 @@ impl Run<'_, '_> {
 
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
     /// a Lua value and whether it is an error (`redis.call` raises it).
-    fn call(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    fn call(&mut self, lua: &Lua, args: CallArgs) -> mlua::Result<(Value, bool)> {
         // Keys other clients WATCHed while the script is busy are
         // watched before it writes again (see `busy::watch_while_busy`).
         if let Some(w) = self.hook.take_watches() {
             super::busy::register_watches(self.ctx.shard, w);
         }
-        let mut bufs = CallBufs::take();
-        let res = self.call_with(lua, args, &mut bufs);
+        let CallArgs { mut bufs, given, bad } = args;
+        let res = self.call_with(lua, given, bad, &mut bufs);
         bufs.put_back();
         res
     }
 
-    /// [`Run::call`] with its buffers.
+    /// [`Run::call`] with its buffers, `bufs.argv` holding its arguments
+    /// (`given` of them; `bad`: one was not a string or a number).
     fn call_with(
         &mut self,
         lua: &Lua,
-        args: MultiValue,
+        given: usize,
+        bad: bool,
         bufs: &mut CallBufs,
     ) -> mlua::Result<(Value, bool)> {
         if self.restart || !self.found.is_empty() {
@@ -1136,29 +1229,19 @@ impl Run<'_, '_> {
                 super::wide::RESTART_TEXT.into(),
             )));
         }
-        if args.is_empty() {
+        if given == 0 {
             return refuse(
                 lua,
                 "Please specify at least one argument for this redis lib call",
             );
         }
-        let argv = &mut bufs.argv;
-        for a in &args {
-            match a {
-                Value::String(s) => argv.push(&s.as_bytes()),
-                // Not Lua's tostring (%.14g): Redis formats numbers with
-                // %.17g so that no precision is lost.
-                Value::Integer(n) => argv.push(itoa::Buffer::new().format(*n).as_bytes()),
-                Value::Number(n) => argv.push(resp::format_double(*n).as_bytes()),
-                _ => {
-                    return refuse(
-                        lua,
-                        "Lua redis lib command arguments must be strings or integers",
-                    )
-                }
-            }
+        if bad {
+            return refuse(
+                lua,
+                "Lua redis lib command arguments must be strings or integers",
+            );
         }
-        let args = argv.args();
+        let args = bufs.argv.args();
         let r = match registry().resolve(args) {
             Ok(r) => r,
             Err(CmdError::WrongArity(_)) => {
