@@ -29,9 +29,15 @@ pub struct Script {
     pub shebang_len: usize,
 }
 
+/// Scripts by SHA-1, hashed with foldhash (seeded per process, as
+/// std's SipHash is, so crafted bodies cannot aim at one bucket): SipHash
+/// of the 40-byte key was ~400 instructions of every EVALSHA, twice (here
+/// and in the VM's compiled functions, `Vm::function`).
+pub type ShaMap<V> = HashMap<[u8; 40], V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 pub struct ScriptCache {
-    map: RwLock<HashMap<[u8; 40], Arc<Script>>>,
+    map: RwLock<ShaMap<Arc<Script>>>,
     /// Bumped by every flush.
     gen: AtomicU64,
     /// Sum of the bodies' lengths (INFO `used_memory_scripts_eval`).

@@ -74,7 +74,6 @@
 //! @user_script:<N>.`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
@@ -268,7 +267,7 @@ pub struct Vm {
     pub redis: Table,
     pub xpcall: Function,
     pub handler: Function,
-    compiled: HashMap<[u8; 40], Function>,
+    compiled: super::cache::ShaMap<Function>,
     /// The script cache generation the compiled functions belong to.
     gen: u64,
     /// This VM's memory as last reported (see `cache::report_vm_bytes`).
@@ -578,7 +577,7 @@ impl Vm {
             redis,
             xpcall,
             handler,
-            compiled: HashMap::new(),
+            compiled: Default::default(),
             gen: super::cache::cache().generation(),
             make_env,
             bind,
