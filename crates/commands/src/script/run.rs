@@ -219,8 +219,12 @@ fn execute(
     let mark = (ctx.shard.outbox.records_on && !ctx.in_tx).then(|| ctx.shard.outbox.mark());
     let mut stopped = false;
     // Whether a run may be abandoned for a wider one (see `wide`): on
-    // copies only inside `Wide`; on a shard, outside transactions.
-    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx);
+    // copies only inside `Wide`; on a shard, outside transactions, and
+    // only with other shards (with one, every key is held: nothing can
+    // abandon the run, so its writes need no take-back copies, ~700
+    // instructions of a two-command script).
+    let widen_ok =
+        super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1);
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
