@@ -223,8 +223,7 @@ fn execute(
     // only with other shards (with one, every key is held: nothing can
     // abandon the run, so its writes need no take-back copies, ~700
     // instructions of a two-command script).
-    let widen_ok =
-        super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1);
+    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1);
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
@@ -780,7 +779,11 @@ impl CallArgs {
         if let Some(i) = ds::num::small_integral(n) {
             argv.push(itoa::Buffer::new().format(i).as_bytes());
         } else if n.is_nan() {
-            argv.push(if n.is_sign_negative() { b"-nan" } else { b"nan" });
+            argv.push(if n.is_sign_negative() {
+                b"-nan"
+            } else {
+                b"nan"
+            });
         } else {
             argv.push(resp::format_double(n).as_bytes());
         }
@@ -810,7 +813,10 @@ impl mlua::FromLuaMulti for CallArgs {
         Ok(a)
     }
 
-    unsafe fn from_stack_multi(nvals: std::os::raw::c_int, lua: &mlua::state::RawLua) -> mlua::Result<Self> {
+    unsafe fn from_stack_multi(
+        nvals: std::os::raw::c_int,
+        lua: &mlua::state::RawLua,
+    ) -> mlua::Result<Self> {
         use mlua::ffi;
         let state = lua.state();
         let mut a = CallArgs {
@@ -915,13 +921,60 @@ const UNDO_ELEMENTS_MAX: usize = 128;
 const UNDO_BYTES_MAX: usize = 64 << 10;
 
 impl Undo {
-    /// Nothing saved yet; the outbox's marks now.
+    /// Nothing saved yet; the outbox's marks now. (Room for 8 keys made
+    /// at once: growing by one from empty was ~1 k instructions of an
+    /// 8-key script.)
     fn new(shard: &engine::Shard) -> Undo {
         Undo {
-            keys: Vec::new(),
+            keys: Vec::with_capacity(8),
             records: shard.outbox.mark(),
             events: shard.outbox.events_len(),
         }
+    }
+
+    /// Keeps what the keys of `args` at `positions` (database `db`) hold
+    /// on `shard` before a write, in the undo of that shard (`home`'s or
+    /// one of `others`, made now on the first write there); true if one
+    /// is too large to copy (the run then cannot be taken back).
+    fn save(
+        home: &mut Option<Undo>,
+        others: &mut Vec<(usize, Undo)>,
+        home_id: usize,
+        shard: &engine::Shard,
+        db: usize,
+        args: Args<'_>,
+        positions: &[usize],
+    ) -> bool {
+        let target = shard.id;
+        let undo = if target == home_id {
+            home.get_or_insert_with(|| Undo::new(shard))
+        } else {
+            let i = match others.iter().position(|(s, _)| *s == target) {
+                Some(i) => i,
+                None => {
+                    others.push((target, Undo::new(shard)));
+                    others.len() - 1
+                }
+            };
+            &mut others[i].1
+        };
+        for &p in positions {
+            let k = args.get(p);
+            if undo
+                .keys
+                .iter()
+                .any(|(d, x, _)| *d == db && x.as_slice() == k)
+            {
+                continue;
+            }
+            let old = match shard.dbs[db].get_with_ttl(k) {
+                None => None,
+                Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
+                Some(_) => return true,
+            };
+            undo.keys.push((db, engine::SmallBytes::from_slice(k), old));
+        }
+        false
     }
 
     /// Puts every key back as it was, drops the records and events since.
@@ -958,67 +1011,31 @@ fn small(e: &engine::Entry) -> bool {
 impl Run<'_, '_> {
     /// Before a command that may change something, on a run that may still
     /// be abandoned: on copies only effects outside the data pin it; on a
-    /// real shard (`target`, the call's), the entries it may write are
-    /// kept to be put back.
-    fn before_effects(
-        &mut self,
-        r: crate::table::Resolved,
-        args: Args<'_>,
-        positions: &[usize],
-        target: usize,
-    ) {
+    /// real shard, whether the entries it may write must be kept to be put
+    /// back ([`Undo::save`], on the call's shard).
+    fn before_effects(&mut self, r: crate::table::Resolved, positions: &[usize]) -> bool {
         let writes = r.spec.has(flags::WRITE);
         if !writes && !r.spec.has(flags::MAY_REPLICATE) {
-            return;
+            return false;
         }
         // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
         // database): effects no restart can take back.
         let name = r.spec.name;
         if positions.is_empty() || name == "move" || name == "copy" || !writes {
             self.pinned = true;
-            return;
+            return false;
         }
-        if self.scratch {
-            return;
-        }
+        !self.scratch
+    }
+
+    /// [`Undo::save`] in a call of its own on shard `target` (a command
+    /// that is not a shard command: SORT ... STORE).
+    fn save_undo(&mut self, args: Args<'_>, positions: &[usize], target: usize) {
         let ctx = &mut *self.ctx;
         let home = ctx.shard.id;
-        let (home_undo, others) = (&mut self.undo, &mut self.undo_others);
-        let db = self.db;
-        let mut too_large = false;
-        // One call on the shard: its undo made there on the first write.
-        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
-            let undo = if target == home {
-                home_undo.get_or_insert_with(|| Undo::new(shard))
-            } else {
-                let i = match others.iter().position(|(s, _)| *s == target) {
-                    Some(i) => i,
-                    None => {
-                        others.push((target, Undo::new(shard)));
-                        others.len() - 1
-                    }
-                };
-                &mut others[i].1
-            };
-            for &p in positions {
-                let k = args.get(p);
-                if undo
-                    .keys
-                    .iter()
-                    .any(|(d, x, _)| *d == db && x.as_slice() == k)
-                {
-                    continue;
-                }
-                let old = match shard.dbs[db].get_with_ttl(k) {
-                    None => None,
-                    Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
-                    Some(_) => {
-                        too_large = true;
-                        return;
-                    }
-                };
-                undo.keys.push((db, engine::SmallBytes::from_slice(k), old));
-            }
+        let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
+        let too_large = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+            Undo::save(undo, others, home, shard, db, args, positions)
         });
         if too_large {
             self.wrote = true;
@@ -1213,7 +1230,11 @@ impl Run<'_, '_> {
         if let Some(w) = self.hook.take_watches() {
             super::busy::register_watches(self.ctx.shard, w);
         }
-        let CallArgs { mut bufs, given, bad } = args;
+        let CallArgs {
+            mut bufs,
+            given,
+            bad,
+        } = args;
         let res = self.call_with(lua, given, bad, &mut bufs);
         bufs.put_back();
         res
@@ -1359,8 +1380,12 @@ impl Run<'_, '_> {
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
         }
-        if self.widen_ok && !self.pinned {
-            self.before_effects(r, args, positions, target);
+        // Take-back copies of what it writes: for a shard command, made in
+        // the same call on its shard as the command (one lend per write on
+        // another shard, not two); else here.
+        let save = self.widen_ok && !self.pinned && self.before_effects(r, positions);
+        if save && !shard_cmd {
+            self.save_undo(args, positions, target);
         }
         let out = &mut bufs.out;
         out.set_resp3(self.resp3);
@@ -1392,7 +1417,13 @@ impl Run<'_, '_> {
                 let unexpected = self.stats.unexpected_error_replies;
                 let stats = &mut self.stats;
                 let ctx = &mut *self.ctx;
+                let home = ctx.shard.id;
+                let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
+                let mut too_large = false;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+                    if save {
+                        too_large = Undo::save(undo, others, home, shard, db, args, positions);
+                    }
                     let prop = shard.outbox.records_on;
                     if no_aof {
                         shard.outbox.records_on = false;
@@ -1403,6 +1434,9 @@ impl Run<'_, '_> {
                     shard.evict.maxmemory = maxmemory;
                     shard.outbox.records_on = prop;
                 });
+                if too_large {
+                    self.wrote = true;
+                }
                 self.after_call(target);
                 if r.spec.has(flags::WRITE) {
                     self.dirty = true;
