@@ -747,6 +747,55 @@ struct CallBufs {
     argv: OwnedArgs,
     positions: Vec<usize>,
     out: Reply,
+    /// The command the previous call resolved (kept across calls).
+    last: LastCommand,
+}
+
+/// The commands of this thread's last few `redis.call`s, by their names
+/// exactly as given, when they have no subcommands: a script calls the
+/// same few commands again and again, and
+/// [`crate::table::Registry::resolve`] (lower-casing, a UTF-8 check, a
+/// hash probe) was ~280 instructions of every call. The table never
+/// changes once the server runs (renames apply at start-up), so a name
+/// resolves the same way every time.
+#[derive(Default)]
+struct LastCommand {
+    names: [Vec<u8>; LAST_COMMANDS],
+    resolved: [Option<crate::Resolved>; LAST_COMMANDS],
+    /// The slot the next one replaces.
+    next: usize,
+}
+
+/// How many [`LastCommand`] keeps (INCR and EXPIRE alternate in a common
+/// script: one slot missed every time).
+const LAST_COMMANDS: usize = 4;
+
+impl LastCommand {
+    /// The command of `args` if it is one of the last ones and its arity
+    /// fits (otherwise `resolve` finds it, or the error).
+    fn recall(&self, args: Args<'_>) -> Option<crate::Resolved> {
+        let name = args.get(0);
+        let i = self.names.iter().position(|n| n.as_slice() == name)?;
+        let r = self.resolved[i]?;
+        r.spec.arity_ok(args.len()).then_some(r)
+    }
+
+    /// Remembers `r` as what `name` resolves to: not a container or one of
+    /// its subcommands (which one depends on the next argument).
+    fn keep(&mut self, name: &[u8], r: crate::Resolved) {
+        if !r.spec.subcommands.is_empty()
+            || registry().full_name(r.id).contains('|')
+            || name.len() > 64
+            || self.names.iter().any(|n| n.as_slice() == name)
+        {
+            return;
+        }
+        let i = self.next;
+        self.next = (i + 1) % LAST_COMMANDS;
+        self.names[i].clear();
+        self.names[i].extend_from_slice(name);
+        self.resolved[i] = Some(r);
+    }
 }
 
 thread_local! {
@@ -1267,8 +1316,14 @@ impl Run<'_, '_> {
             );
         }
         let args = bufs.argv.args();
-        let r = match registry().resolve(args) {
-            Ok(r) => r,
+        let known = bufs.last.recall(args);
+        let r = match known.map_or_else(|| registry().resolve(args), Ok) {
+            Ok(r) => {
+                if known.is_none() {
+                    bufs.last.keep(args.get(0), r);
+                }
+                r
+            }
             Err(CmdError::WrongArity(_)) => {
                 return self.reject_id(
                     lua,
