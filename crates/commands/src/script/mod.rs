@@ -73,6 +73,7 @@
 pub mod api;
 pub mod busy;
 pub mod cache;
+mod call;
 pub mod convert;
 pub mod function;
 pub mod in_place;
