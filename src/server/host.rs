@@ -103,9 +103,12 @@
 //! switches per 100k requests against 9k), for no more throughput. So a
 //! spread on a burst is a trial:
 //! - *before*: what the hub achieved over its run of busy
-//!   [`SPREAD_WINDOW`]s that ended in the spread (requests per second, CPU
-//!   per request: its CPU clock and its loops' command counts, read once
-//!   per span);
+//!   [`SPREAD_WINDOW`]s that ended in the spread, the first left out (the
+//!   burst's ramp: a load generator's connections being accepted), at
+//!   least `policy::BEFORE_WINDOWS` of them (requests per second, CPU per
+//!   request: its CPU clock and its loops' command counts, read once per
+//!   span). So a burst spreads 25 ms after it began; with nothing to
+//!   compare with, it does not spread;
 //! - *after*: what the group (the hub's thread and the threads given their
 //!   workers back; every worker the hub held) achieved over the next
 //!   [`TRIAL`]: the threads' CPU clocks (read by thread id, see
@@ -118,11 +121,18 @@
 //!   to 64 s), and ends when the hub's request rate over a load window is
 //!   half or twice the one of that spread (the load changed).
 //!
-//! The spread itself comes as soon as before: a burst is never kept waiting
-//! for the trial; only the judgment comes later. On many cores a real
-//! burst's throughput rises with the threads, and they stay.
+//! The spread itself does not wait for the trial; only the judgment comes
+//! later. On many cores a real burst's throughput rises with the threads,
+//! and they stay, but not for good: a verdict holds for the load it was
+//! made under, so a spread that paid (or that had no verdict: its hub was
+//! away past `TRIAL_STALE`) is *reviewed* after `policy::REVIEW_MIN`,
+//! doubling up to 64 s while it keeps paying: the hub calls its workers
+//! back, and if the load is still a burst it spreads again, on a trial
+//! judged against the hub's steady rate. Two saturated threads never meet
+//! the merge condition on their own.
 //!
-//! The workers a stuck round gave back are on trial too, from the end of
+//! The workers a stuck round gave back are on trial too (reviewed if the
+//! hub had no window to compare with), from the end of
 //! the round, compared with the hub's last load window: one long command
 //! (or a hub kept off its core for [`STUCK_ANYWAY`] by a busy machine)
 //! does not leave the workers spread for the rest of a load that does not
@@ -166,10 +176,10 @@ mod policy;
 mod trial;
 use policy::{
     busy_of, cpu_ticks, gettid, idle_between, merge_wanted, next_hold, spread_count, spread_wanted,
-    thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, SPREAD_BUSY,
-    SPREAD_WINDOW, TRIAL, TRIAL_STALE,
+    thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, REVIEW_MIN,
+    SPREAD_BUSY, SPREAD_WINDOW, TRIAL, TRIAL_STALE,
 };
-use trial::{Sample, Trial};
+use trial::{Burst, Review, Trial};
 
 /// A worker on its way between threads (a worker is `Send`: everything
 /// it holds is its own or thread-safe shared state).
@@ -626,31 +636,6 @@ impl Window {
     }
 }
 
-/// A hub's idle time over the current [`SPREAD_WINDOW`], and when its
-/// last round's work began.
-struct Burst {
-    start: Instant,
-    idle: Duration,
-    round: Instant,
-    /// The hub's loops at the end of the last [`SPREAD_WINDOW`], and at
-    /// the start of the current run of busy ones (what a spread is
-    /// compared with).
-    last: Option<Sample>,
-    run: Option<Sample>,
-}
-
-impl Burst {
-    fn new(now: Instant) -> Self {
-        Burst {
-            start: now,
-            idle: Duration::ZERO,
-            round: now,
-            last: None,
-            run: None,
-        }
-    }
-}
-
 /// One thread: its own worker, the workers it adopted, and its load.
 pub struct Host {
     id: usize,
@@ -682,8 +667,10 @@ pub struct Host {
     /// window has passed since this thread became a hub).
     ticks: Option<(u64, u64, u64)>,
     machine_idle: Option<Permille>,
-    /// A spread being tried, and the backoff of spreads that did not pay.
+    /// A spread being tried, a spread that paid and is to be reviewed,
+    /// and the backoff of spreads that did not pay.
     trial: Option<Trial>,
+    review: Option<Review>,
     backoff: Backoff,
     hosts: Arc<Hosts>,
 }
@@ -835,6 +822,7 @@ impl Host {
             ticks: None,
             machine_idle: None,
             trial: None,
+            review: None,
             backoff: Backoff::default(),
             hosts,
         }
@@ -896,6 +884,9 @@ impl Host {
                 .is_some_and(|t| now.saturating_duration_since(t.at) >= TRIAL)
             {
                 self.judge(now);
+            }
+            if self.review.as_ref().is_some_and(|r| now >= r.at) {
+                self.review();
             }
             if now.saturating_duration_since(self.window.start) >= WINDOW {
                 self.end_window(now);
@@ -1020,8 +1011,11 @@ impl Host {
                 .filter(|&(_, loops)| loops == workers.len())
                 .map(|(f, _)| f);
             self.give_back_all(now, true);
-            if let Some(before) = before {
-                self.start_trial(now, before, workers[1..].to_vec(), workers);
+            self.review = None;
+            match before {
+                Some(before) => self.start_trial(now, before, workers[1..].to_vec(), workers),
+                // Nothing to judge it by: it is reviewed instead.
+                None => self.review = Some(Review::after(now, REVIEW_MIN, workers[1..].to_vec())),
             }
             return;
         }
@@ -1033,22 +1027,18 @@ impl Host {
         self.burst.start = now;
         self.burst.idle = Duration::ZERO;
         // The run of busy spans this one ends (or none): what the hub
-        // achieved in it is what a spread now is compared with. One CPU
-        // clock read and a load per loop, per span.
+        // achieved in it, its ramp left out, is what a spread now is
+        // compared with; a spread with nothing to compare with (a run too
+        // short, or one without requests: a long command, the watchdog's
+        // case) does not happen. One CPU clock read and a load per loop,
+        // per span.
         let sample = self.sample(now);
-        let run = if busy >= SPREAD_BUSY {
-            self.burst.run.or(self.burst.last)
-        } else {
-            None
-        }
-        .filter(|r| r.loops == sample.loops);
-        self.burst.run = run;
-        self.burst.last = Some(sample);
-        if spread_wanted(busy, self.machine_idle)
+        let before = self.burst.end_window(busy >= SPREAD_BUSY, sample);
+        let spread = spread_wanted(busy, self.machine_idle)
             && self.trial.is_none()
             && self.backoff.allows(now)
-            && self.own[0].consolidation()
-        {
+            && self.own[0].consolidation();
+        if let Some(before) = before.filter(|_| spread) {
             // As many threads as there are idle cores, not one per shard:
             // 32 shards spread over 2 cores paid 1.8-4.9x the CPU per op of
             // 2 shards (bench/many_cores.sh). The next spread waits for the
@@ -1064,10 +1054,9 @@ impl Host {
             workers.extend(self.adopted.iter().map(|a| a.id));
             let given = self.give_back_some(now, k);
             self.burst.run = None;
-            self.burst.last = None;
-            if let Some(before) = run.and_then(|r| r.to(sample)) {
-                self.start_trial(now, before, given, workers);
-            }
+            self.burst.busy_windows = 0;
+            self.review = None;
+            self.start_trial(now, before, given, workers);
         }
     }
 
@@ -1377,6 +1366,7 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::trial::Sample;
     use super::*;
 
     fn hosts(n: usize) -> Arc<Hosts> {
