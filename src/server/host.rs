@@ -67,14 +67,18 @@
 //!   request's path; a worker given back is served by its own thread from
 //!   its next iteration;
 //! - when the hub is stuck in one round for [`STUCK`] (a Lua script past
-//!   `busy-reply-threshold`, a KEYS over a large keyspace, or just a round
-//!   of very many requests): the hub cannot act, so a *watchdog* thread
+//!   `busy-reply-threshold`, a KEYS over a large keyspace, or one loop's
+//!   very long pipeline), that is, in one loop's *turn* for that long (a
+//!   round of many loops each with a heavy pipeline at 32 shards took 5-29
+//!   ms and holds no loop hostage: judged by the round, the watchdog gave
+//!   shards back 149 times in a 9 s MSET run on two vCPUs, each spread to
+//!   be called back): the hub cannot act, so a *watchdog* thread
 //!   takes back every seat whose lock it gets (all but the worker running).
 //!   Their clients are then served by their own threads, get `-BUSY` for the
 //!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
-//!   hub gives back the rest (the worker that ran). A round is stuck only
+//!   hub gives back the rest (the worker that ran). A turn is stuck only
 //!   if the hub ran: the watchdog reads the hub's CPU clock (by thread id,
-//!   only for rounds older than a tick) and needs it to have run half the
+//!   only for turns older than a tick) and needs it to have run half the
 //!   time since, or [`STUCK`] of CPU, or the round to have lasted
 //!   [`STUCK_ANYWAY`]. On two vCPUs at load 5-10, hub rounds of ordinary
 //!   SETBITs lasted 5-83 ms every few seconds while the hub ran 0.1-3.8
@@ -147,7 +151,8 @@
 //!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
 //!   (a socket event or doorbell in the outer wait, a message waiting, a
 //!   timer due) take their turn: the O(k) part is a few loads and locks
-//!   per loop, the serving is O(loops with work);
+//!   per loop, the serving is O(loops with work), each turn with one clock
+//!   read and a relaxed store (its start, for the watchdog);
 //! - each thread alone with its worker looks for a hub at the end of each
 //!   load window ([`WINDOW`]): O(N) relaxed loads per thread per window,
 //!   so O(N²) loads per window over the process (64 threads: 4096 loads
@@ -174,6 +179,7 @@ use crate::log;
 
 mod policy;
 mod trial;
+mod watchdog;
 use policy::{
     busy_of, cpu_ticks, gettid, idle_between, merge_wanted, next_hold, spread_count, spread_wanted,
     thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, REVIEW_MIN,
@@ -229,6 +235,9 @@ struct Inbox {
     /// while empty): the watchdog gives back workers a hub leaves
     /// waiting for [`STUCK`] (it is in a long command, alone).
     since_us: u64,
+    /// The hub's CPU time then (ns; 0: unknown): it is stuck only if it
+    /// ran meanwhile, as a round is (see `Hosts::watch`).
+    since_cpu: u64,
 }
 
 /// Where an adopted worker lives while a hub runs it.
@@ -241,7 +250,7 @@ struct Seat {
 }
 
 /// What the other threads need to know about one thread. Padded to a
-/// cache line: a hub writes `round_us` twice per round.
+/// cache line: a hub writes `round_us` once per turn and once per round.
 #[repr(align(64))]
 #[derive(Default)]
 struct Slot {
@@ -251,10 +260,13 @@ struct Slot {
     pledged: AtomicU32,
     /// Loops it runs: 0 while its own is away.
     runs: AtomicUsize,
-    /// A hub in a round: when the round's work began (µs since `epoch`);
-    /// 0 while it waits or holds no other loop.
+    /// A hub in a round: when the current turn (one loop's part of the
+    /// round) began (µs since `epoch`); 0 while it waits or holds no other
+    /// loop. A stuck turn, not a long round, is what the watchdog looks
+    /// for: a round of many loops each serving a heavy pipeline is long
+    /// and holds no loop hostage.
     round_us: AtomicU64,
-    /// The last round (its `round_us`) the watchdog found stuck: the hub
+    /// The last turn (its `round_us`) the watchdog found stuck: the hub
     /// gives the rest of its loops back when that round ends.
     stuck_round: AtomicU64,
     /// Who runs its worker ([`NO_HOST`]: itself).
@@ -403,6 +415,7 @@ impl Hosts {
         s.pledged.fetch_add(mine.max(1), Ordering::Relaxed);
         if inbox.workers.is_empty() {
             inbox.since_us = self.us(now).max(1);
+            inbox.since_cpu = thread_cpu_ns_of(s.tid.load(Ordering::Relaxed)).unwrap_or(0);
         }
         inbox.workers.push(w);
         if self.handed.fetch_add(1, Ordering::Release) == 0 {
@@ -454,147 +467,6 @@ impl Hosts {
         self.active.fetch_add(1, Ordering::Relaxed);
         if let Some(t) = self.threads[id].get() {
             t.unpark();
-        }
-    }
-
-    /// The watchdog thread: takes back the adopted workers of a hub stuck
-    /// in one round (see the module doc).
-    fn watch(&self) {
-        let _ = self.watchdog.set(std::thread::current());
-        let mut tick = WATCH_MIN;
-        // Per hub: a round seen lasting at least a tick (its start), the
-        // hub's CPU time then, when (µs since `epoch`), and whether it was
-        // logged as not stuck.
-        let mut seen: Vec<(u64, u64, u64, bool)> = vec![(0, 0, 0, false); self.slots.len()];
-        loop {
-            if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
-            {
-                std::thread::park();
-                tick = WATCH_MIN;
-                continue;
-            }
-            std::thread::park_timeout(tick);
-            let now = Instant::now();
-            let now_us = self.us(now);
-            // Workers handed to a hub that has not taken them: a hub
-            // alone with its own worker in a long command (a script past
-            // `busy-reply-threshold`) is in no shared round, so the check
-            // below never sees it stuck.
-            let mut working = self.handed.load(Ordering::Acquire) != 0;
-            if working {
-                self.recall_unadopted(now);
-            }
-            for (h, seen) in seen.iter_mut().enumerate() {
-                let round = self.slots[h].round_us.load(Ordering::Relaxed);
-                if round == 0 {
-                    continue;
-                }
-                working = true;
-                let age = now_us.saturating_sub(round);
-                if age < WATCH_MIN.as_micros() as u64 {
-                    continue;
-                }
-                // A long round: the hub's CPU clock tells whether it runs.
-                let tid = self.slots[h].tid.load(Ordering::Relaxed);
-                let Some(cpu) = thread_cpu_ns_of(tid) else {
-                    continue;
-                };
-                if seen.0 != round {
-                    *seen = (round, cpu, now_us, false);
-                }
-                let (_, cpu0, at, logged) = *seen;
-                let wall = Duration::from_micros(now_us.saturating_sub(at));
-                let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
-                let running = wall >= WATCH_MIN && (policy::ran_most(ran, wall) || ran >= STUCK);
-                let age = Duration::from_micros(age);
-                if !self.stuck(h, now_us) {
-                    continue;
-                }
-                if running || age >= STUCK_ANYWAY {
-                    self.slots[h].stuck_round.store(round, Ordering::Relaxed);
-                    self.recall(h, now);
-                } else if !logged && wall >= WATCH_MIN {
-                    seen.3 = true;
-                    log::verbose(format_args!(
-                        "Thread {h} has been in one round for {} ms, but ran {} us of the last {} us: not stuck",
-                        age.as_millis(),
-                        ran.as_micros(),
-                        wall.as_micros()
-                    ));
-                }
-            }
-            tick = if working {
-                WATCH_MIN
-            } else {
-                (tick * 2).min(WATCH_MAX)
-            };
-        }
-    }
-
-    /// Gives back the workers a hub has left in its inbox for [`STUCK`].
-    fn recall_unadopted(&self, now: Instant) {
-        let now_us = self.us(now);
-        for h in 0..self.slots.len() {
-            let since = locked(&self.inbox[h]).since_us;
-            if since != 0 && now_us.saturating_sub(since) >= STUCK.as_micros() as u64 {
-                self.recall_waiting(h, now);
-            }
-        }
-    }
-
-    /// Gives back the workers handed to hub `h` that it has not adopted
-    /// yet (it is stuck).
-    fn recall_waiting(&self, h: usize, now: Instant) {
-        let waiting = {
-            let mut inbox = locked(&self.inbox[h]);
-            inbox.since_us = 0;
-            std::mem::take(&mut inbox.workers)
-        };
-        self.handed.fetch_sub(waiting.len(), Ordering::Release);
-        for Hosted(w) in waiting {
-            let id = w.id();
-            log::verbose(format_args!(
-                "Shard {id} back on its own thread: thread {h} did not take it (in one long command)"
-            ));
-            let hold = self.ms(now + HOLD_MIN);
-            self.slots[id].hold_until_ms.store(hold, Ordering::Relaxed);
-            *locked(&self.seats[id]) = Seat {
-                worker: Some(w),
-                back: true,
-            };
-            if let Some(t) = self.threads[id].get() {
-                t.unpark();
-            }
-        }
-    }
-
-    /// Takes back every worker stuck hub `h` holds but is not running,
-    /// and those handed to it that it has not adopted yet.
-    fn recall(&self, h: usize, now: Instant) {
-        self.recall_waiting(h, now);
-        for id in 0..self.slots.len() {
-            if self.slots[id].host.load(Ordering::Relaxed) != h {
-                continue;
-            }
-            // The round may have ended meanwhile.
-            let start = self.slots[h].round_us.load(Ordering::Relaxed);
-            if !self.stuck(h, self.us(now)) {
-                return;
-            }
-            // The seat of the worker running now is locked: it stays.
-            let Ok(mut seat) = self.seats[id].try_lock() else {
-                continue;
-            };
-            if seat.back || seat.worker.is_none() {
-                continue;
-            }
-            seat.back = true;
-            drop(seat);
-            let round = self.us(now).saturating_sub(start) / 1000;
-            log::verbose(format_args!(
-                "Shard {id} back on its own thread: thread {h} has been in one round for {round} ms"
-            ));
-            self.returned(h, id, now, true);
         }
     }
 }
@@ -953,6 +825,11 @@ impl Host {
             own: std::cell::Cell::new(std::ptr::null_mut()),
             pinned: std::cell::RefCell::new(Vec::new()),
         };
+        let hosts = &self.hosts;
+        let turn = |id: usize| {
+            let us = hosts.us(Instant::now()).max(1);
+            hosts.slots[id].round_us.store(us, Ordering::Relaxed);
+        };
         worker::lending(&lender, || {
             self.own[0].step_shared(&mut self.events, polls(self.id), led);
             let slots = &self.hosts.slots;
@@ -972,6 +849,7 @@ impl Host {
                 // it queued for itself makes it due next round).
                 let poll = polls(a.id);
                 if poll || !known || a.due <= woke {
+                    turn(self.id);
                     w.step_shared(events, poll, led);
                     slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
                 }
@@ -988,7 +866,8 @@ impl Host {
         let round = now.saturating_duration_since(self.burst.round);
         // Stuck: the watchdog found this round stuck (and took the loops
         // it could).
-        let judged = self.slot().stuck_round.load(Ordering::Relaxed) == self.round_us;
+        // (A turn of this round: none began before it.)
+        let judged = self.slot().stuck_round.load(Ordering::Relaxed) >= self.round_us;
         if round >= STUCK && judged && self.own[0].consolidation() {
             log::verbose(format_args!(
                 "Thread {} was in one round for {} ms: its shards go back to their threads",
@@ -1420,11 +1299,45 @@ mod tests {
         assert_eq!(h.handed.load(Ordering::Relaxed), 1);
         h.recall_unadopted(at + STUCK / 2);
         assert!(locked(&h.seats[1]).worker.is_none(), "not yet");
+        h.slots[0].round_us.store(1, Ordering::Relaxed);
+        h.recall_unadopted(at + STUCK * 2);
+        assert!(
+            locked(&h.seats[1]).worker.is_none(),
+            "in a shared round: the turn watchdog's case"
+        );
+        h.slots[0].round_us.store(0, Ordering::Relaxed);
         h.recall_unadopted(at + STUCK * 2);
         let seat = locked(&h.seats[1]);
         assert!(seat.back && seat.worker.is_some(), "given back");
         assert_eq!(h.handed.load(Ordering::Relaxed), 0);
         assert!(locked(&h.inbox[0]).workers.is_empty());
+    }
+
+    /// A hub that sat on a run queue (it did not run since the hand-over)
+    /// is not in a long command: the worker waits for it, unless the wait
+    /// passes [`STUCK_ANYWAY`].
+    #[test]
+    fn a_worker_waits_for_a_hub_kept_off_its_core() {
+        let h = hosts(2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tx.send(gettid()).expect("send");
+            let _ = done_rx.recv();
+        });
+        h.slots[0]
+            .tid
+            .store(rx.recv().expect("tid"), Ordering::Relaxed);
+        let mut c = crate::server::worker::testing::Cluster::new(2);
+        let w = c.workers.pop().expect("worker 1");
+        let at = h.epoch;
+        assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
+        h.recall_unadopted(at + STUCK * 4);
+        assert!(locked(&h.seats[1]).worker.is_none(), "the hub did not run");
+        h.recall_unadopted(at + STUCK_ANYWAY + STUCK);
+        assert!(locked(&h.seats[1]).back, "waited too long anyway");
+        done_tx.send(()).expect("wake");
+        sleeper.join().expect("join");
     }
 
     /// A hub whose spread did not pay calls its workers back: they go
