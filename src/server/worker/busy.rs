@@ -188,6 +188,61 @@ impl Worker {
         lent.state.tally.settle(&mut core.stats);
         r
     }
+
+    /// One busy pass over this loop while a script run in place on another
+    /// co-hosted loop pins it (`in_place`; `first`: its first pass in that
+    /// run): its mailbox as [`serve_inbox`] serves the script's own loop's
+    /// ([`lend_inbox`]), then its connections as that loop's desk serves
+    /// them ([`Worker::with_desk`]). Its shard is the script's: not
+    /// touched. What it counts waits in the desk's tally and
+    /// `Core::refused` until the script lets this loop go
+    /// ([`Worker::settle_desk`]).
+    pub(super) fn serve_pinned(&mut self, first: bool) {
+        engine::alloc::enter_shard(self.core.id);
+        let Worker {
+            core,
+            conns,
+            poll,
+            desk,
+            tcp,
+            shared,
+            ..
+        } = self;
+        let limits = DeskLimits {
+            max_bulk_len: core.cfg.max_bulk_len,
+            qbuf_limit: core.cfg.qbuf_limit,
+            maxclients: core.cfg.maxclients,
+            protected_mode: core.cfg.protected_mode,
+            tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+        };
+        let mut inbox = Inbox::split(
+            core.id,
+            &mut core.mailbox,
+            &mut core.kept,
+            &core.deferred,
+            &mut core.refused,
+        );
+        take_messages(&mut inbox);
+        inbox.mailbox.flush();
+        let mut lent = Desk {
+            conns,
+            poll,
+            server: shared,
+            id: core.id,
+            limits,
+            tcp,
+            state: desk,
+            first,
+        };
+        commands::script::busy::BusyServe::serve_busy(&mut lent);
+    }
+
+    /// Adds what this loop's desk and inbox counted while a script pinned
+    /// it ([`Worker::serve_pinned`]) to its statistics.
+    pub(super) fn settle_desk(&mut self) {
+        self.desk.tally.settle(&mut self.core.stats);
+        self.core.refused.settle(&mut self.core.stats);
+    }
 }
 
 impl commands::script::busy::BusyServe for Desk<'_> {

@@ -28,6 +28,8 @@
 //! key of another shard fails `pin` at once (one thread-local read) and
 //! the copies' path runs as before.
 
+use std::cell::RefCell;
+
 use commands::ctx::Home;
 use commands::exec::ShardCall;
 use commands::{ClientState, Resolved};
@@ -36,35 +38,73 @@ use resp::{Args, Reply};
 use super::busy::{lend_inbox, Inbox};
 use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
 
-/// The co-hosted shards a script run in place holds.
-struct Held {
+/// The co-hosted shards a script run in place pinned, shared by the run
+/// ([`Held`], which adds to it) and its busy passes ([`PinnedDesks`],
+/// which serve their loops): each borrows the list only for the moment.
+struct Pinned {
     /// The worker running the script.
     home: usize,
-    now_ms: u64,
     /// Pinned and entered, in the order taken.
-    entered: Vec<usize>,
+    entered: RefCell<Vec<usize>>,
+    /// Those a busy pass served already (the first pass of a loop visits
+    /// every connection, see `busy`).
+    served: RefCell<Vec<usize>>,
 }
 
-impl commands::script::in_place::Shards for Held {
+/// The co-hosted shards a script run in place holds.
+struct Held<'a> {
+    pinned: &'a Pinned,
+    now_ms: u64,
+}
+
+impl commands::script::in_place::Shards for Held<'_> {
     fn hold(&mut self, s: usize) -> bool {
-        if self.entered.contains(&s) {
+        if self.pinned.entered.borrow().contains(&s) {
             return true;
         }
-        let now_ms = self.now_ms;
+        let (now_ms, home) = (self.now_ms, self.pinned.home);
         let ok = cohost::pin(s)
-            && cohost::with_worker(s, self.home, |w| w.enter_in_place(now_ms)) == Some(true);
+            && cohost::with_worker(s, home, |w| w.enter_in_place(now_ms)) == Some(true);
         if ok {
-            self.entered.push(s);
+            self.pinned.entered.borrow_mut().push(s);
         }
         ok
     }
 
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut engine::Shard)) {
-        debug_assert!(self.entered.contains(&s));
-        cohost::with_worker(s, self.home, |w| {
+        debug_assert!(self.pinned.entered.borrow().contains(&s));
+        cohost::with_worker(s, self.pinned.home, |w| {
             engine::alloc::enter_shard(w.core.id);
             f(&mut w.core.shard)
         });
+    }
+}
+
+/// The loops of the shards a run in place pinned, lent to its busy passes
+/// (see the module docs): each pass serves each one's connections and
+/// mailbox, never its shard.
+struct PinnedDesks<'a>(&'a Pinned);
+
+impl commands::script::busy::PinnedLoops for PinnedDesks<'_> {
+    fn pinned(&self, into: &mut Vec<usize>) {
+        into.clone_from(&self.0.entered.borrow());
+    }
+
+    fn serve_pinned(&mut self) {
+        let p = self.0;
+        // By index: nothing pins a shard during a pass (no Lua, no
+        // command on a shard runs here), but no borrow is held across
+        // the calls either.
+        let mut i = 0;
+        while let Some(s) = p.entered.borrow().get(i).copied() {
+            i += 1;
+            let first = !p.served.borrow().contains(&s);
+            // `None` (not lent): only if called from inside another lent
+            // worker, which the hook never is (see the module docs).
+            if cohost::with_worker(s, p.home, |w| w.serve_pinned(first)).is_some() && first {
+                p.served.borrow_mut().push(s);
+            }
+        }
     }
 }
 
@@ -101,16 +141,20 @@ pub(super) fn run(
         return Ran::Declined;
     };
     let n = core.server.nshards;
-    let mut held = Held {
+    let pinned = Pinned {
         home: core.id,
+        entered: RefCell::new(Vec::new()),
+        served: RefCell::new(Vec::new()),
+    };
+    let mut held = Held {
+        pinned: &pinned,
         now_ms: core.shard.now_ms,
-        entered: Vec::new(),
     };
     for i in 3..3 + nkeys {
         let s = commands::table::shard_of(args.get(i), n);
         if s != core.id && !commands::script::in_place::Shards::hold(&mut held, s) {
             core.refused.settle(&mut core.stats);
-            leave(core.id, &held.entered, client.home);
+            leave(core.id, &pinned.entered.borrow(), client.home);
             return Ran::Declined;
         }
     }
@@ -137,19 +181,23 @@ pub(super) fn run(
         &core.deferred,
         &mut core.refused,
     );
+    // And the pinned loops, to be served as this one (see the module docs).
+    let mut desks = PinnedDesks(&pinned);
     let on = lend_inbox(&mut inbox, || {
-        commands::script::in_place::run(
-            resolved,
-            handler,
-            args,
-            &mut core.shard,
-            call,
-            out,
-            &mut core.stats,
-            &mut held,
-        )
+        commands::script::busy::lend_pinned(&mut desks, || {
+            commands::script::in_place::run(
+                resolved,
+                handler,
+                args,
+                &mut core.shard,
+                call,
+                out,
+                &mut core.stats,
+                &mut held,
+            )
+        })
     });
-    leave(core.id, &held.entered, client.home);
+    leave(core.id, &pinned.entered.borrow(), client.home);
     tracking::tag_touched(core, Some(client.home));
     match on {
         Some(on) if on.widen => Ran::Widen(on.keys),
@@ -186,6 +234,11 @@ impl Worker {
     /// docs); `writer` made the changes.
     fn leave_in_place(&mut self, writer: Home) {
         engine::alloc::enter_shard(self.core.id);
+        // What its desk answered and refused while pinned (see `busy`),
+        // counted before anything else runs here; a listener event it
+        // took is replayed.
+        self.settle_desk();
+        self.after_desk();
         tracking::tag_touched(&mut self.core, Some(writer));
         self.core.publish_dirty();
         pubsub::publish_events(&mut self.core);

@@ -61,6 +61,17 @@
 //! need those keys' other shards wait on the transaction's locks instead
 //! of getting `-BUSY`.
 //!
+//! A script run in place across co-hosted shards (`super::in_place`)
+//! pins their loops to its own: none of them runs until it ends. One that
+//! can still be taken back is, past the threshold, and runs again on
+//! copies (its loops freed); one that cannot (it published, or wrote what
+//! no undo keeps) is published with every loop it pinned (`Running::
+//! pinned`, kept up to date at each pass as it pins more), and the
+//! runtime lends their desks too ([`lend_pinned`]): each pass serves every
+//! pinned loop as the own one, so their clients get `-BUSY`, and their
+//! SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach the script, as
+//! those of the own loop do.
+//!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
@@ -130,6 +141,10 @@ pub struct Running {
     /// that loop serves nothing else meanwhile (a script on gathered
     /// copies holds no one shard, but stops its loop all the same).
     pub home: Option<usize>,
+    /// The co-hosted shards a run in place pinned besides `home` (see
+    /// [`lend_pinned`]): their commands get `-BUSY` as `home`'s do.
+    /// Grows while it runs (a shard pinned for an undeclared key).
+    pinned: Mutex<Vec<usize>>,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
     /// WATCHes of keys on `shard` answered while it runs (see
@@ -263,7 +278,13 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
     let r = list.iter().find(|r| match shards {
         None => true,
         Some(s) => {
-            r.shard.is_some_and(|b| s.contains(&b)) || r.home.is_some_and(|h| s.contains(&h))
+            r.shard.is_some_and(|b| s.contains(&b))
+                || r.home.is_some_and(|h| s.contains(&h))
+                || r.pinned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|p| s.contains(p))
         }
     })?;
     Some(CmdError::Raw(
@@ -382,6 +403,65 @@ fn serve_while_busy() {
     DESK.with(|d| d.set(Some(desk)));
 }
 
+/// The runtime's side of a script run in place across co-hosted shards
+/// (`super::in_place`): the event loops of the shards it pinned besides
+/// its own, which cannot run while it does. Once the script is published
+/// each busy pass serves them exactly as the own loop's [`BusyServe`]
+/// serves that one (their connections, their mailboxes), and their
+/// commands get `-BUSY` everywhere, as the own loop's do. Must not touch
+/// a pinned shard's data, nor run any Lua.
+pub trait PinnedLoops {
+    /// Sets `into` to the shards pinned so far.
+    fn pinned(&self, into: &mut Vec<usize>);
+    /// Serves each pinned loop once.
+    fn serve_pinned(&mut self);
+}
+
+thread_local! {
+    /// The loops lent by [`lend_pinned`].
+    static PINNED: std::cell::Cell<Option<std::ptr::NonNull<dyn PinnedLoops>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Lends `loops`, the loops a run in place pinned, to the scripts `f` runs
+/// on this thread, as [`lend_desk`] lends the own loop (the same guard,
+/// for the same reason).
+pub fn lend_pinned<R>(loops: &mut dyn PinnedLoops, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn PinnedLoops>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PINNED.with(|d| d.set(self.0));
+        }
+    }
+    let ptr: std::ptr::NonNull<dyn PinnedLoops + '_> = std::ptr::NonNull::from(loops);
+    // SAFETY: as in `lend_desk`: only the lifetime bound changes, and the
+    // pointer is dereferenced only by `serve_pinned` on this thread while
+    // `f` runs (`Restore` puts the previous value back first).
+    let ptr: std::ptr::NonNull<dyn PinnedLoops + 'static> = unsafe { std::mem::transmute(ptr) };
+    let _restore = Restore(PINNED.with(|d| d.replace(Some(ptr))));
+    f()
+}
+
+/// A busy pass over the lent pinned loops, if any (from the hook of
+/// published run `p`): `publish_only` updates `p`'s pinned shards (before
+/// any loop is served, so every dispatch of the pass refuses them);
+/// otherwise serves each loop once.
+fn serve_pinned(p: &Running, publish_only: bool) {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut loops) = PINNED.with(|d| d.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_pinned`, whose borrow is alive; the only
+    // reference made from it meanwhile, as the slot is empty.
+    let l = unsafe { loops.as_mut() };
+    if publish_only {
+        l.pinned(&mut p.pinned.lock().unwrap_or_else(|e| e.into_inner()));
+    } else {
+        l.serve_pinned();
+    }
+    PINNED.with(|d| d.set(Some(loops)));
+}
+
 /// What runs in a VM, for its hook.
 pub enum Kind {
     /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
@@ -446,10 +526,11 @@ impl HookState {
     }
 
     /// The run that began runs in place across shards: rather than be
-    /// published past the threshold, holding whole shards whose clients
-    /// would wait unanswered (their loops are pinned), it is abandoned if
-    /// it can still be taken back (`run::abandon_for_busy`) and runs again
-    /// on copies, where it is published as any script across shards.
+    /// published past the threshold, holding whole shards (their loops
+    /// pinned, whose clients then only get `-BUSY`, see [`lend_pinned`]),
+    /// it is abandoned if it can still be taken back
+    /// (`run::abandon_for_busy`) and runs again on copies, where it is
+    /// published as any script across shards, holding its keys only.
     pub fn in_place(&self) {
         if let Some(t) = self.run.borrow_mut().as_mut() {
             t.in_place = true;
@@ -539,14 +620,17 @@ impl HookState {
                         publish_or_restart(t);
                     }
                 }
-                t.published.is_some()
+                t.published.clone()
             }
-            _ => false,
+            _ => None,
         };
-        if serve {
+        if let Some(p) = serve {
             // Before the kill check: a SCRIPT KILL served now stops the
-            // script at once.
+            // script at once. The loops it pinned are published first, so
+            // their own dispatch refuses them from this pass on.
+            serve_pinned(&p, true);
             serve_while_busy();
+            serve_pinned(&p, false);
         }
         let mut run = self.run.borrow_mut();
         let Some(t) = run.as_mut() else {
@@ -615,6 +699,7 @@ fn publish(t: &mut Timed) {
         started: t.started,
         shard: t.shard,
         home: DESK_HOME.with(|d| d.get()),
+        pinned: Mutex::new(Vec::new()),
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
         watching: AtomicBool::new(false),
