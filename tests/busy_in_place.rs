@@ -103,18 +103,25 @@ fn wait_stopped(s: &mut Server, who: &str) {
     panic!("{who}: SHUTDOWN NOSAVE from a pinned loop did not stop the server");
 }
 
-/// The two clients of a scenario and the script's two keys: `other`
-/// lives on the loop of `k1`'s shard, `spin` (the caller) on `k0`'s. The
-/// threshold is lowered to 100 ms.
+/// The clients of a scenario and the script's two keys: `other` lives on
+/// the loop of `k1`'s shard, `spin` (the caller) on `k0`'s, `third` on a
+/// third shard's (any loop with 2 shards). The threshold is lowered to
+/// 100 ms.
 struct Setup {
     other: RawConn,
     spin: RawConn,
+    third: RawConn,
     k0: String,
     k1: String,
 }
 
 fn setup(s: &Server, nshards: usize) -> Setup {
     let (k0, k1) = (key_on(0, nshards, "a"), key_on(1, nshards, "b"));
+    let mut third = match nshards {
+        2 => s.raw(),
+        _ => connection_on(s, &key_on(2, nshards, "c")),
+    };
+    third.set_reply_timeout(Duration::from_secs(10));
     let mut other = connection_on(s, &k1);
     other.set_reply_timeout(Duration::from_secs(10));
     assert_eq!(
@@ -126,6 +133,7 @@ fn setup(s: &Server, nshards: usize) -> Setup {
     Setup {
         other,
         spin,
+        third,
         k0,
         k1,
     }
@@ -145,13 +153,16 @@ fn info_field(c: &mut RawConn, section: &str, name: &str, field: &str) -> String
 }
 
 /// (a) A script that only PUBLISHed (not a write) is busy in place: the
-/// other loop's client gets `-BUSY`, then its SCRIPT KILL kills the
+/// other loop's client gets `-BUSY`, and so does a command for that
+/// loop's shard from a third loop (with 16 shards, one the watchdog gave
+/// back to its thread); then the other loop's SCRIPT KILL kills the
 /// script; the refusals are counted as Redis counts them. Returns the
 /// replies.
 fn publish_then_loop(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     let Setup {
         mut other,
         mut spin,
+        mut third,
         k0,
         k1,
     } = setup(s, nshards);
@@ -167,6 +178,7 @@ fn publish_then_loop(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     ]));
     got.push(wait_busy(&mut other));
     got.push(other.cmd_str(&["GET", &k1]));
+    got.push(third.cmd_str(&["GET", &k1]));
     got.push(other.cmd_str(&["FUNCTION", "KILL"]));
     got.push(other.cmd_str(&["SCRIPT", "KILL"]));
     got.push(spin.read_reply());
@@ -175,6 +187,7 @@ fn publish_then_loop(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got.push(spin.cmd_str(&["PING"]));
     // The desk's refusals, counted as Redis counts them: PING's and GET's
     // rejected calls, one BUSY error each (and FUNCTION KILL's).
+    // (PING's rejected call: the one `wait_busy` returned.)
     for (cmd, field) in [("ping", "rejected_calls"), ("get", "rejected_calls")] {
         let n = info_field(&mut other, "commandstats", &format!("cmdstat_{cmd}"), field);
         got.push(format!("{cmd} {field}={n}").into_bytes());
@@ -193,6 +206,7 @@ fn function_publish_then_loop(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
         mut spin,
         k0,
         k1,
+        ..
     } = setup(s, nshards);
     let mut got = Vec::new();
     let r = other.cmd_str(&["FUNCTION", "LOAD", "REPLACE", LIB]);
@@ -217,6 +231,7 @@ fn publish_then_loop_want(sha: &str) -> Vec<Vec<u8>> {
         BUSY_EVAL.to_vec(),
         BUSY_EVAL.to_vec(),
         BUSY_EVAL.to_vec(),
+        BUSY_EVAL.to_vec(),
         b"+OK\r\n".to_vec(),
         format!(
             "-ERR Script killed by user with SCRIPT KILL... script: {sha}, on @user_script:1.\r\n"
@@ -225,8 +240,8 @@ fn publish_then_loop_want(sha: &str) -> Vec<Vec<u8>> {
         b"$-1\r\n".to_vec(),
         b"+PONG\r\n".to_vec(),
         b"ping rejected_calls=1".to_vec(),
-        b"get rejected_calls=1".to_vec(),
-        b"errorstat_BUSY count=3".to_vec(),
+        b"get rejected_calls=2".to_vec(),
+        b"errorstat_BUSY count=4".to_vec(),
     ]
 }
 
@@ -250,6 +265,7 @@ fn write_then_loop(s: &mut Server, nshards: usize, script: &str) -> Vec<Vec<u8>>
         mut spin,
         k0,
         k1,
+        ..
     } = setup(s, nshards);
     if script == XADD_SPIN {
         // A stream is never copied for an undo.
@@ -366,7 +382,7 @@ fn redis_gives_the_same_replies() {
     let s = Server::redis(&[]);
     let sha = publish_spin_sha(&mut s.raw());
     check(
-        &publish_then_loop(&s, 2),
+        &publish_then_loop(&s, 16),
         &publish_then_loop_want(&sha),
         "redis-server (publish)",
     );

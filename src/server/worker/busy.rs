@@ -82,11 +82,14 @@
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is
 //! stuck (see `host`), where they are served and their requests for this
-//! shard answered as any thread's. The hub's own loop, when the script
-//! runs on an adopted one, waits for the script (host's limit), and so
-//! does a loop handed to a hub that was running alone when the script
-//! started (the watchdog does not see that hub stuck): no deadlock, both
-//! are served when the script ends.
+//! shard answered as any thread's. Except the loops a script run in place
+//! pinned (their seats stay locked): each is served by
+//! [`Worker::serve_pinned`] exactly as this desk and [`serve_inbox`]
+//! serve the script's own loop (see `in_place`). The hub's own loop,
+//! when the script runs on an adopted one (and did not pin it), waits for
+//! the script (host's limit), and so does a loop handed to a hub that was
+//! running alone when the script started (the watchdog does not see that
+//! hub stuck): no deadlock, both are served when the script ends.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,

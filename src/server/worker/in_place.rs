@@ -24,6 +24,43 @@
 //! published, clients blocked on keys it filled served, its messages
 //! flushed.
 //!
+//! # Past `busy-reply-threshold`
+//!
+//! A run that can still be taken back is, and runs again on copies (see
+//! `commands::script::in_place`). One that cannot stays, and the loops it
+//! pinned cannot run until it ends: so each is lent to the script's hook
+//! as the caller's own loop is ([`PinnedDesks`], through
+//! `commands::script::busy::lend_pinned`, next to the own loop's
+//! `with_desk` and [`lend_inbox`]). Each busy pass serves every pinned
+//! loop once ([`Worker::serve_pinned`]): its mailbox as the own loop's
+//! inbox is served, then its connections as the own loop's desk serves
+//! them, with the same refusals, the same counting (its desk's tally and
+//! `Core::refused`, added to its statistics when it leaves, before
+//! anything else runs on it) and the same rules for what waits (kept
+//! messages, deferred connections, the resume list: handled by the loop's
+//! next turn, which its non-empty lists make due at once). The script is
+//! published with those shards (`Running::pinned`, brought up to date at
+//! each pass before anything is served), so every dispatch, the pinned
+//! desks' own included, refuses their commands with `-BUSY`, and a SCRIPT
+//! KILL, FUNCTION KILL or SHUTDOWN NOSAVE read on any pinned loop acts on
+//! the script as one read on its own loop does.
+//!
+//! Why this aliases nothing. The run holds no reference to a pinned
+//! worker: [`Held`] keeps shard ids only ([`Pinned`], a list each side
+//! borrows for a moment) and reaches a shard's data through
+//! [`cohost::with_worker`] for the length of one `redis.call`'s command.
+//! The hook, and so every desk pass, runs between Lua instructions, never
+//! inside such a call (a command run for a script runs no Lua); and
+//! `with_worker` takes the thread's lender out for its call, so even a
+//! pass started inside one would find no worker to lend, never a second
+//! `&mut` to one. A pass borrows the pinned worker whole but touches only
+//! its connection side (connections, poll set, listeners, desk state,
+//! mailbox, kept messages; `Core::deferred` read only), exactly what the
+//! own loop's desk reaches of its worker: never `Core::shard`, so the
+//! data the script reads and writes on that shard between two hook calls
+//! is the data it left there. Dispatch from a desk runs nothing on a
+//! shard (`busy`): what would is refused, kept or deferred.
+//!
 //! Cost: on a thread alone with its worker (no lender) the first declared
 //! key of another shard fails `pin` at once (one thread-local read) and
 //! the copies' path runs as before.
