@@ -765,4 +765,42 @@ mod tests {
         serve_while_busy();
         assert_eq!((outer.0, inner.0), (2, 1));
     }
+
+    /// A run in place's pinned loops, as a test sees them.
+    struct Loops(Vec<usize>, u32, Arc<Running>);
+    impl PinnedLoops for Loops {
+        fn pinned(&self, into: &mut Vec<usize>) {
+            into.clone_from(&self.0);
+        }
+        fn serve_pinned(&mut self) {
+            self.1 += 1;
+            // Re-entry finds nothing lent.
+            serve_pinned(&self.2.clone(), false);
+        }
+    }
+
+    #[test]
+    fn pinned_loops_are_lent_for_the_call_only_and_published_before_served() {
+        let r = Arc::new(Running {
+            eval: true,
+            name: String::new(),
+            command: Vec::new(),
+            started: Instant::now(),
+            shard: None,
+            home: Some(0),
+            pinned: Mutex::new(Vec::new()),
+            state: AtomicU8::new(CLEAN),
+            watches: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+        });
+        serve_pinned(&r, false);
+        let mut loops = Loops(vec![3, 5], 0, r.clone());
+        lend_pinned(&mut loops, || {
+            serve_pinned(&r, true);
+            assert_eq!(*r.pinned.lock().unwrap(), vec![3, 5]);
+            serve_pinned(&r, false);
+        });
+        serve_pinned(&r, false);
+        assert_eq!(loops.1, 1);
+    }
 }
