@@ -40,6 +40,13 @@ const BIG_SPIN: &str = "redis.call('SET', KEYS[2], 'small') while true do end";
 const LIB: &str = "#!lua name=pspin\nredis.register_function('pspin', function(k) \
      redis.call('PUBLISH', 'ch', 'm') redis.call('GET', k[2]) while true do end end)";
 
+/// Publishes, reads the other shard's key, spins for ARGV[1]
+/// microseconds, then sets that key.
+const PUBLISH_SPIN_THEN_SET: &str = "redis.call('PUBLISH', 'ch', 'm') redis.call('GET', KEYS[2]) \
+     local function now() local t = redis.call('time') return t[1] * 1000000 + t[2] end \
+     local t0 = now() while now() - t0 < tonumber(ARGV[1]) do end \
+     redis.call('SET', KEYS[2], 'script') return 1";
+
 /// The SHA-1 of `PUBLISH_SPIN` (Redis names the script in its error).
 fn publish_spin_sha(c: &mut RawConn) -> String {
     let r = c.cmd_str(&["SCRIPT", "LOAD", PUBLISH_SPIN]);
@@ -292,6 +299,53 @@ fn write_then_loop(s: &mut Server, nshards: usize, script: &str) -> Vec<Vec<u8>>
     got
 }
 
+/// WATCH of keys of the shards a busy script in place holds, from a
+/// pinned loop and from a third one: `+OK` at once, as Redis answers it
+/// (before, the pinned loop's waited for the script's end), and the key
+/// the script sets afterwards dooms both transactions. Proof that the
+/// write came after the watches: the pinned loop's PING, answered after
+/// them, still gets `-BUSY`. A script that ended before (a slow machine)
+/// is run again longer, at most three times.
+fn watch_then_script_sets(s: &Server, nshards: usize) {
+    let Setup {
+        mut other,
+        mut spin,
+        mut third,
+        k0,
+        k1,
+    } = setup(s, nshards);
+    let mut us = 2_000_000u64;
+    let mut proven = false;
+    for _ in 0..3 {
+        spin.send(&encode_command(&[
+            b"EVAL",
+            PUBLISH_SPIN_THEN_SET.as_bytes(),
+            b"2",
+            k0.as_bytes(),
+            k1.as_bytes(),
+            us.to_string().as_bytes(),
+        ]));
+        assert_eq!(wait_busy(&mut other), BUSY_EVAL);
+        assert_eq!(other.cmd_str(&["WATCH", &k0, &k1]), b"+OK\r\n");
+        assert_eq!(third.cmd_str(&["WATCH", &k1]), b"+OK\r\n");
+        proven = other.cmd_str(&["PING"]) == BUSY_EVAL;
+        assert_eq!(spin.read_reply(), b":1\r\n");
+        if proven {
+            break;
+        }
+        for c in [&mut other, &mut third] {
+            assert_eq!(c.cmd_str(&["UNWATCH"]), b"+OK\r\n");
+        }
+        us *= 4;
+    }
+    assert!(proven, "the script always ended before the watches");
+    for c in [&mut other, &mut third] {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["PING"]), b"+QUEUED\r\n");
+        assert_eq!(c.cmd_str(&["EXEC"]), b"*-1\r\n");
+    }
+}
+
 fn write_then_loop_want() -> Vec<Vec<u8>> {
     vec![BUSY_EVAL.to_vec(), UNKILLABLE.to_vec(), BUSY_EVAL.to_vec()]
 }
@@ -354,6 +408,20 @@ fn s16_publish_then_loop() {
 }
 
 #[test]
+fn s2_watch_while_busy_in_place() {
+    if !common::testing_real_redis() {
+        watch_then_script_sets(&in_place_server(IN_PLACE_LAYOUTS[0]), 2);
+    }
+}
+
+#[test]
+fn s16_watch_while_busy_in_place() {
+    if !common::testing_real_redis() {
+        watch_then_script_sets(&in_place_server(IN_PLACE_LAYOUTS[1]), 16);
+    }
+}
+
+#[test]
 fn s2_xadd_then_loop() {
     unkillable_script_is_stopped_by_shutdown_from_a_pinned_loop(IN_PLACE_LAYOUTS[0], XADD_SPIN);
 }
@@ -386,6 +454,7 @@ fn redis_gives_the_same_replies() {
         &publish_then_loop_want(&sha),
         "redis-server (publish)",
     );
+    watch_then_script_sets(&Server::redis(&[]), 16);
     let s = Server::redis(&[]);
     check(
         &function_publish_then_loop(&s, 2),

@@ -65,9 +65,10 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! WATCH of keys of a shard held by the busy script is answered at once,
-//! as Redis 7.0 answers it (allow-busy), here (when all its keys are of
-//! that shard, or watched already) and on every other thread: its builder
+//! WATCH of keys of a shard held by the busy script (run in place: its
+//! home shard and every shard it pinned) is answered at once, as Redis
+//! 7.0 answers it (allow-busy), here (when all its keys are of those
+//! shards, or watched already) and on every other thread: its builder
 //! hands those keys to the published script
 //! (`script::busy::watch_while_busy`), whose thread registers them on the
 //! shard before the script's next command and when it ends, so a write

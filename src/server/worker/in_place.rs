@@ -43,7 +43,10 @@
 //! each pass before anything is served), so every dispatch, the pinned
 //! desks' own included, refuses their commands with `-BUSY`, and a SCRIPT
 //! KILL, FUNCTION KILL or SHUTDOWN NOSAVE read on any pinned loop acts on
-//! the script as one read on its own loop does.
+//! the script as one read on its own loop does. A WATCH of keys of the
+//! shards it holds (its home and those pinned) is answered at once, on
+//! any loop: the script takes the keys and registers each on its shard
+//! before its next command (`commands::script::busy::watch_while_busy`).
 //!
 //! Why this aliases nothing. The run holds no reference to a pinned
 //! worker: [`Held`] keeps shard ids only ([`Pinned`], a list each side

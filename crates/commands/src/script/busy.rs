@@ -42,9 +42,10 @@
 //! runs on a shard from there: an allow-busy command that would (a WATCH
 //! with keys of another shard) stays unread, with everything behind it on
 //! its connection, until the script ends. Keys of the shard a published
-//! script holds need no job: the script takes them ([`watch_while_busy`])
-//! and its thread registers them before its next command, so WATCH is
-//! answered at once there and on every thread. The connection that runs
+//! script holds (run in place: its home shard and those it pinned) need
+//! no job: the script takes them ([`watch_while_busy`]) and its thread
+//! registers them, each on its shard, before its next command, so WATCH
+//! is answered at once there and on every thread. The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
 //! while it executes).
 //!
@@ -145,6 +146,9 @@ pub struct Running {
     /// [`lend_pinned`]): their commands get `-BUSY` as `home`'s do.
     /// Grows while it runs (a shard pinned for an undeclared key).
     pinned: Mutex<Vec<usize>>,
+    /// Runs in place (`super::in_place`): it holds the real shards `home`
+    /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
+    in_place: bool,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
     /// WATCHes of keys on `shard` answered while it runs (see
@@ -189,7 +193,7 @@ pub fn watch_while_busy(
     // Under the list's lock: a script unpublished (`HookState::end`) after
     // this takes what was pushed here.
     let list = busy_list();
-    let Some(r) = list.iter().find(|r| r.shard == Some(shard)) else {
+    let Some(r) = list.iter().find(|r| r.holds(shard)) else {
         return false;
     };
     let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
@@ -208,21 +212,55 @@ pub fn watch_while_busy(
 /// Whether a published script holds `shard` itself (not one on gathered
 /// copies): a WATCH of its keys is taken by [`watch_while_busy`].
 pub fn holds_shard(shard: usize) -> bool {
-    any() && busy_list().iter().any(|r| r.shard == Some(shard))
+    any() && busy_list().iter().any(|r| r.holds(shard))
 }
 
-/// Registers `watches` on `shard`, the shard the script that took them
-/// runs on, as WATCH's own job would (a key already logically expired is
-/// not watched).
-pub fn register_watches(shard: &mut engine::Shard, watches: Vec<PendingWatch>) {
-    let now = shard.now_ms;
+impl Running {
+    /// Whether it holds real shard `s`: the one it runs on, or, run in
+    /// place, its home or one it pinned.
+    fn holds(&self, s: usize) -> bool {
+        self.shard == Some(s)
+            || (self.in_place
+                && (self.home == Some(s)
+                    || self
+                        .pinned
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains(&s)))
+    }
+}
+
+/// Registers `watches` on the shards of their keys, which the script that
+/// took them holds: `home`, the one it runs on, or (run in place,
+/// `in_place`) one it pinned. As WATCH's own job would (a key already
+/// logically expired is not watched).
+pub fn register_watches(
+    home: &mut engine::Shard,
+    mut in_place: Option<&mut (dyn super::in_place::Shards + '_)>,
+    nshards: usize,
+    watches: Vec<PendingWatch>,
+) {
     for w in watches {
-        let Some(d) = shard.dbs.get_mut(w.db) else {
-            continue;
-        };
-        if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
-            d.watch(&w.key, &w.flag);
+        let s = crate::table::shard_of(&w.key, nshards);
+        match in_place.as_deref_mut() {
+            // (Held already: `hold` only looks.)
+            Some(shards) if s != home.id => {
+                if shards.hold(s) {
+                    super::in_place::on_shard(home, Some(shards), s, |sh| watch_one(sh, w));
+                }
+            }
+            _ => watch_one(home, w),
         }
+    }
+}
+
+fn watch_one(shard: &mut engine::Shard, w: PendingWatch) {
+    let now = shard.now_ms;
+    let Some(d) = shard.dbs.get_mut(w.db) else {
+        return;
+    };
+    if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
+        d.watch(&w.key, &w.flag);
     }
 }
 
@@ -700,6 +738,7 @@ fn publish(t: &mut Timed) {
         shard: t.shard,
         home: DESK_HOME.with(|d| d.get()),
         pinned: Mutex::new(Vec::new()),
+        in_place: t.in_place,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
         watching: AtomicBool::new(false),
@@ -789,6 +828,7 @@ mod tests {
             shard: None,
             home: Some(0),
             pinned: Mutex::new(Vec::new()),
+            in_place: true,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),
