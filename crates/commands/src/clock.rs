@@ -123,7 +123,9 @@ fn measure(span: Duration) -> Option<u64> {
         return None;
     }
     // us per tick = ns / 1000 / dt, in 32.32.
-    u64::try_from((ns << 32) / 1000 / dt).ok().filter(|&fp| fp != 0)
+    u64::try_from((ns << 32) / 1000 / dt)
+        .ok()
+        .filter(|&fp| fp != 0)
 }
 
 /// The monotonic clock and the counter read at (nearly) the same moment:
@@ -168,7 +170,10 @@ mod tests {
         let tsc = us_between(t0, t1, fp);
         // The same interval within 1 %: each end is read within about a
         // microsecond, whatever the load.
-        assert!(tsc.abs_diff(mono) * 100 <= mono, "tsc {tsc} us, monotonic {mono} us");
+        assert!(
+            tsc.abs_diff(mono) * 100 <= mono,
+            "tsc {tsc} us, monotonic {mono} us"
+        );
     }
 
     #[test]

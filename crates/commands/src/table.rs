@@ -572,7 +572,12 @@ mod name_key_tests {
         // Every command of the table finds itself.
         for (id, (full, spec, parent)) in reg.specs.iter().enumerate() {
             if parent.is_none() {
-                assert_eq!(reg.top(full.as_bytes()).map(|t| t.0), Some(id), "{}", spec.name);
+                assert_eq!(
+                    reg.top(full.as_bytes()).map(|t| t.0),
+                    Some(id),
+                    "{}",
+                    spec.name
+                );
             }
         }
     }

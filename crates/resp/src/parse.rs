@@ -662,10 +662,22 @@ mod tests {
         assert_eq!(short_header(b"$12", 0), None);
         // The same answers as before through the whole parser.
         use ProtoError::*;
-        assert_eq!(parse(b"*01\r\n$1\r\na\r\n").0, Parsed::Error(InvalidMultibulkLength));
-        assert_eq!(parse(b"*1\r\n$01\r\na\r\n").0, Parsed::Error(InvalidBulkLength));
-        assert_eq!(parse(b"*1\r\n$1234567890\r\n").0, Parsed::Error(InvalidBulkLength));
-        assert_eq!(parse(b"*1\r\n$123456789\r\n").0, Parsed::Incomplete(123_456_807));
+        assert_eq!(
+            parse(b"*01\r\n$1\r\na\r\n").0,
+            Parsed::Error(InvalidMultibulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$01\r\na\r\n").0,
+            Parsed::Error(InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$1234567890\r\n").0,
+            Parsed::Error(InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$123456789\r\n").0,
+            Parsed::Incomplete(123_456_807)
+        );
         assert_eq!(parse(b"*1\r\n$1\r").0, Parsed::Incomplete(8));
         let (p, a) = parse(b"*1\r\n$0\r\n\r\n");
         assert_eq!((p, a), (Parsed::Complete(10), v(&[""])));
