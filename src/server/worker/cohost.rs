@@ -38,6 +38,15 @@
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
 //!
+//! Single-shard commands (`request::execute`, `Worker::run_lent_command`):
+//! a command whose keys are all on a co-hosted shard, from a connection
+//! with nothing outstanding (so nothing of it is overtaken, and its reply
+//! goes straight to its output), runs on that shard by a call, with a
+//! batch's epilogue, when the shard is free as below and the command
+//! neither blocks nor runs a script. A pipelined SETBIT over two shards on
+//! one hub cost 2,972 instructions through a batch and 2,526 by a call
+//! (callgrind; one shard alone: 2,372).
+//!
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,

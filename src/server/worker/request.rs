@@ -1,7 +1,9 @@
 //! The home side's request path: reading a connection's socket, parsing
 //! its requests and executing each one: inline when its keys are on this
-//! thread's shard, otherwise as a command in a batch for another shard (a
-//! hop) or as a coordinator (see `home`). Request path: no locks, no
+//! thread's shard, or on another shard whose worker this thread also runs
+//! (by a call, `cohost`, when nothing of the connection is outstanding),
+//! otherwise as a command in a batch for another shard (a hop) or as a
+//! coordinator (see `home`). Request path: no locks, no
 //! allocation per request on the inline path beyond the reply bytes,
 //! logging only on connection events.
 //!
