@@ -67,14 +67,18 @@
 //!   request's path; a worker given back is served by its own thread from
 //!   its next iteration;
 //! - when the hub is stuck in one round for [`STUCK`] (a Lua script past
-//!   `busy-reply-threshold`, a KEYS over a large keyspace, or just a round
-//!   of very many requests): the hub cannot act, so a *watchdog* thread
+//!   `busy-reply-threshold`, a KEYS over a large keyspace, or one loop's
+//!   very long pipeline), that is, in one loop's *turn* for that long (a
+//!   round of many loops each with a heavy pipeline at 32 shards took 5-29
+//!   ms and holds no loop hostage: judged by the round, the watchdog gave
+//!   shards back 149 times in a 9 s MSET run on two vCPUs, each spread to
+//!   be called back): the hub cannot act, so a *watchdog* thread
 //!   takes back every seat whose lock it gets (all but the worker running).
 //!   Their clients are then served by their own threads, get `-BUSY` for the
 //!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
-//!   hub gives back the rest (the worker that ran). A round is stuck only
+//!   hub gives back the rest (the worker that ran). A turn is stuck only
 //!   if the hub ran: the watchdog reads the hub's CPU clock (by thread id,
-//!   only for rounds older than a tick) and needs it to have run half the
+//!   only for turns older than a tick) and needs it to have run half the
 //!   time since, or [`STUCK`] of CPU, or the round to have lasted
 //!   [`STUCK_ANYWAY`]. On two vCPUs at load 5-10, hub rounds of ordinary
 //!   SETBITs lasted 5-83 ms every few seconds while the hub ran 0.1-3.8
@@ -103,9 +107,12 @@
 //! switches per 100k requests against 9k), for no more throughput. So a
 //! spread on a burst is a trial:
 //! - *before*: what the hub achieved over its run of busy
-//!   [`SPREAD_WINDOW`]s that ended in the spread (requests per second, CPU
-//!   per request: its CPU clock and its loops' command counts, read once
-//!   per span);
+//!   [`SPREAD_WINDOW`]s that ended in the spread, the first left out (the
+//!   burst's ramp: a load generator's connections being accepted), at
+//!   least `policy::BEFORE_WINDOWS` of them (requests per second, CPU per
+//!   request: its CPU clock and its loops' command counts, read once per
+//!   span). So a burst spreads 25 ms after it began; with nothing to
+//!   compare with, it does not spread;
 //! - *after*: what the group (the hub's thread and the threads given their
 //!   workers back; every worker the hub held) achieved over the next
 //!   [`TRIAL`]: the threads' CPU clocks (read by thread id, see
@@ -118,11 +125,18 @@
 //!   to 64 s), and ends when the hub's request rate over a load window is
 //!   half or twice the one of that spread (the load changed).
 //!
-//! The spread itself comes as soon as before: a burst is never kept waiting
-//! for the trial; only the judgment comes later. On many cores a real
-//! burst's throughput rises with the threads, and they stay.
+//! The spread itself does not wait for the trial; only the judgment comes
+//! later. On many cores a real burst's throughput rises with the threads,
+//! and they stay, but not for good: a verdict holds for the load it was
+//! made under, so a spread that paid (or that had no verdict: its hub was
+//! away past `TRIAL_STALE`) is *reviewed* after `policy::REVIEW_MIN`,
+//! doubling up to 64 s while it keeps paying: the hub calls its workers
+//! back, and if the load is still a burst it spreads again, on a trial
+//! judged against the hub's steady rate. Two saturated threads never meet
+//! the merge condition on their own.
 //!
-//! The workers a stuck round gave back are on trial too, from the end of
+//! The workers a stuck round gave back are on trial too (reviewed if the
+//! hub had no window to compare with), from the end of
 //! the round, compared with the hub's last load window: one long command
 //! (or a hub kept off its core for [`STUCK_ANYWAY`] by a busy machine)
 //! does not leave the workers spread for the rest of a load that does not
@@ -137,7 +151,8 @@
 //!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
 //!   (a socket event or doorbell in the outer wait, a message waiting, a
 //!   timer due) take their turn: the O(k) part is a few loads and locks
-//!   per loop, the serving is O(loops with work);
+//!   per loop, the serving is O(loops with work), each turn with one clock
+//!   read and a relaxed store (its start, for the watchdog);
 //! - each thread alone with its worker looks for a hub at the end of each
 //!   load window ([`WINDOW`]): O(N) relaxed loads per thread per window,
 //!   so O(N²) loads per window over the process (64 threads: 4096 loads
@@ -164,12 +179,13 @@ use crate::log;
 
 mod policy;
 mod trial;
+mod watchdog;
 use policy::{
     busy_of, cpu_ticks, gettid, idle_between, merge_wanted, next_hold, spread_count, spread_wanted,
-    thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, SPREAD_BUSY,
-    SPREAD_WINDOW, TRIAL, TRIAL_STALE,
+    thread_cpu_ns, thread_cpu_ns_of, Backoff, Figures, Permille, HOLD_MAX, HOLD_MIN, REVIEW_MIN,
+    SPREAD_BUSY, SPREAD_WINDOW, TRIAL, TRIAL_STALE,
 };
-use trial::{Sample, Trial};
+use trial::{Burst, Review, Trial};
 
 /// A worker on its way between threads (a worker is `Send`: everything
 /// it holds is its own or thread-safe shared state).
@@ -219,6 +235,9 @@ struct Inbox {
     /// while empty): the watchdog gives back workers a hub leaves
     /// waiting for [`STUCK`] (it is in a long command, alone).
     since_us: u64,
+    /// The hub's CPU time then (ns; 0: unknown): it is stuck only if it
+    /// ran meanwhile, as a round is (see `Hosts::watch`).
+    since_cpu: u64,
 }
 
 /// Where an adopted worker lives while a hub runs it.
@@ -231,7 +250,7 @@ struct Seat {
 }
 
 /// What the other threads need to know about one thread. Padded to a
-/// cache line: a hub writes `round_us` twice per round.
+/// cache line: a hub writes `round_us` once per turn and once per round.
 #[repr(align(64))]
 #[derive(Default)]
 struct Slot {
@@ -241,10 +260,13 @@ struct Slot {
     pledged: AtomicU32,
     /// Loops it runs: 0 while its own is away.
     runs: AtomicUsize,
-    /// A hub in a round: when the round's work began (µs since `epoch`);
-    /// 0 while it waits or holds no other loop.
+    /// A hub in a round: when the current turn (one loop's part of the
+    /// round) began (µs since `epoch`); 0 while it waits or holds no other
+    /// loop. A stuck turn, not a long round, is what the watchdog looks
+    /// for: a round of many loops each serving a heavy pipeline is long
+    /// and holds no loop hostage.
     round_us: AtomicU64,
-    /// The last round (its `round_us`) the watchdog found stuck: the hub
+    /// The last turn (its `round_us`) the watchdog found stuck: the hub
     /// gives the rest of its loops back when that round ends.
     stuck_round: AtomicU64,
     /// Who runs its worker ([`NO_HOST`]: itself).
@@ -393,6 +415,7 @@ impl Hosts {
         s.pledged.fetch_add(mine.max(1), Ordering::Relaxed);
         if inbox.workers.is_empty() {
             inbox.since_us = self.us(now).max(1);
+            inbox.since_cpu = thread_cpu_ns_of(s.tid.load(Ordering::Relaxed)).unwrap_or(0);
         }
         inbox.workers.push(w);
         if self.handed.fetch_add(1, Ordering::Release) == 0 {
@@ -446,147 +469,6 @@ impl Hosts {
             t.unpark();
         }
     }
-
-    /// The watchdog thread: takes back the adopted workers of a hub stuck
-    /// in one round (see the module doc).
-    fn watch(&self) {
-        let _ = self.watchdog.set(std::thread::current());
-        let mut tick = WATCH_MIN;
-        // Per hub: a round seen lasting at least a tick (its start), the
-        // hub's CPU time then, when (µs since `epoch`), and whether it was
-        // logged as not stuck.
-        let mut seen: Vec<(u64, u64, u64, bool)> = vec![(0, 0, 0, false); self.slots.len()];
-        loop {
-            if self.hosted.load(Ordering::Acquire) == 0 && self.handed.load(Ordering::Acquire) == 0
-            {
-                std::thread::park();
-                tick = WATCH_MIN;
-                continue;
-            }
-            std::thread::park_timeout(tick);
-            let now = Instant::now();
-            let now_us = self.us(now);
-            // Workers handed to a hub that has not taken them: a hub
-            // alone with its own worker in a long command (a script past
-            // `busy-reply-threshold`) is in no shared round, so the check
-            // below never sees it stuck.
-            let mut working = self.handed.load(Ordering::Acquire) != 0;
-            if working {
-                self.recall_unadopted(now);
-            }
-            for (h, seen) in seen.iter_mut().enumerate() {
-                let round = self.slots[h].round_us.load(Ordering::Relaxed);
-                if round == 0 {
-                    continue;
-                }
-                working = true;
-                let age = now_us.saturating_sub(round);
-                if age < WATCH_MIN.as_micros() as u64 {
-                    continue;
-                }
-                // A long round: the hub's CPU clock tells whether it runs.
-                let tid = self.slots[h].tid.load(Ordering::Relaxed);
-                let Some(cpu) = thread_cpu_ns_of(tid) else {
-                    continue;
-                };
-                if seen.0 != round {
-                    *seen = (round, cpu, now_us, false);
-                }
-                let (_, cpu0, at, logged) = *seen;
-                let wall = Duration::from_micros(now_us.saturating_sub(at));
-                let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
-                let running = wall >= WATCH_MIN && (policy::ran_most(ran, wall) || ran >= STUCK);
-                let age = Duration::from_micros(age);
-                if !self.stuck(h, now_us) {
-                    continue;
-                }
-                if running || age >= STUCK_ANYWAY {
-                    self.slots[h].stuck_round.store(round, Ordering::Relaxed);
-                    self.recall(h, now);
-                } else if !logged && wall >= WATCH_MIN {
-                    seen.3 = true;
-                    log::verbose(format_args!(
-                        "Thread {h} has been in one round for {} ms, but ran {} us of the last {} us: not stuck",
-                        age.as_millis(),
-                        ran.as_micros(),
-                        wall.as_micros()
-                    ));
-                }
-            }
-            tick = if working {
-                WATCH_MIN
-            } else {
-                (tick * 2).min(WATCH_MAX)
-            };
-        }
-    }
-
-    /// Gives back the workers a hub has left in its inbox for [`STUCK`].
-    fn recall_unadopted(&self, now: Instant) {
-        let now_us = self.us(now);
-        for h in 0..self.slots.len() {
-            let since = locked(&self.inbox[h]).since_us;
-            if since != 0 && now_us.saturating_sub(since) >= STUCK.as_micros() as u64 {
-                self.recall_waiting(h, now);
-            }
-        }
-    }
-
-    /// Gives back the workers handed to hub `h` that it has not adopted
-    /// yet (it is stuck).
-    fn recall_waiting(&self, h: usize, now: Instant) {
-        let waiting = {
-            let mut inbox = locked(&self.inbox[h]);
-            inbox.since_us = 0;
-            std::mem::take(&mut inbox.workers)
-        };
-        self.handed.fetch_sub(waiting.len(), Ordering::Release);
-        for Hosted(w) in waiting {
-            let id = w.id();
-            log::verbose(format_args!(
-                "Shard {id} back on its own thread: thread {h} did not take it (in one long command)"
-            ));
-            let hold = self.ms(now + HOLD_MIN);
-            self.slots[id].hold_until_ms.store(hold, Ordering::Relaxed);
-            *locked(&self.seats[id]) = Seat {
-                worker: Some(w),
-                back: true,
-            };
-            if let Some(t) = self.threads[id].get() {
-                t.unpark();
-            }
-        }
-    }
-
-    /// Takes back every worker stuck hub `h` holds but is not running,
-    /// and those handed to it that it has not adopted yet.
-    fn recall(&self, h: usize, now: Instant) {
-        self.recall_waiting(h, now);
-        for id in 0..self.slots.len() {
-            if self.slots[id].host.load(Ordering::Relaxed) != h {
-                continue;
-            }
-            // The round may have ended meanwhile.
-            let start = self.slots[h].round_us.load(Ordering::Relaxed);
-            if !self.stuck(h, self.us(now)) {
-                return;
-            }
-            // The seat of the worker running now is locked: it stays.
-            let Ok(mut seat) = self.seats[id].try_lock() else {
-                continue;
-            };
-            if seat.back || seat.worker.is_none() {
-                continue;
-            }
-            seat.back = true;
-            drop(seat);
-            let round = self.us(now).saturating_sub(start) / 1000;
-            log::verbose(format_args!(
-                "Shard {id} back on its own thread: thread {h} has been in one round for {round} ms"
-            ));
-            self.returned(h, id, now, true);
-        }
-    }
 }
 
 /// A thread's load over the current window.
@@ -626,31 +508,6 @@ impl Window {
     }
 }
 
-/// A hub's idle time over the current [`SPREAD_WINDOW`], and when its
-/// last round's work began.
-struct Burst {
-    start: Instant,
-    idle: Duration,
-    round: Instant,
-    /// The hub's loops at the end of the last [`SPREAD_WINDOW`], and at
-    /// the start of the current run of busy ones (what a spread is
-    /// compared with).
-    last: Option<Sample>,
-    run: Option<Sample>,
-}
-
-impl Burst {
-    fn new(now: Instant) -> Self {
-        Burst {
-            start: now,
-            idle: Duration::ZERO,
-            round: now,
-            last: None,
-            run: None,
-        }
-    }
-}
-
 /// One thread: its own worker, the workers it adopted, and its load.
 pub struct Host {
     id: usize,
@@ -682,8 +539,10 @@ pub struct Host {
     /// window has passed since this thread became a hub).
     ticks: Option<(u64, u64, u64)>,
     machine_idle: Option<Permille>,
-    /// A spread being tried, and the backoff of spreads that did not pay.
+    /// A spread being tried, a spread that paid and is to be reviewed,
+    /// and the backoff of spreads that did not pay.
     trial: Option<Trial>,
+    review: Option<Review>,
     backoff: Backoff,
     hosts: Arc<Hosts>,
 }
@@ -835,6 +694,7 @@ impl Host {
             ticks: None,
             machine_idle: None,
             trial: None,
+            review: None,
             backoff: Backoff::default(),
             hosts,
         }
@@ -896,6 +756,9 @@ impl Host {
                 .is_some_and(|t| now.saturating_duration_since(t.at) >= TRIAL)
             {
                 self.judge(now);
+            }
+            if self.review.as_ref().is_some_and(|r| now >= r.at) {
+                self.review();
             }
             if now.saturating_duration_since(self.window.start) >= WINDOW {
                 self.end_window(now);
@@ -962,6 +825,11 @@ impl Host {
             own: std::cell::Cell::new(std::ptr::null_mut()),
             pinned: std::cell::RefCell::new(Vec::new()),
         };
+        let hosts = &self.hosts;
+        let turn = |id: usize| {
+            let us = hosts.us(Instant::now()).max(1);
+            hosts.slots[id].round_us.store(us, Ordering::Relaxed);
+        };
         worker::lending(&lender, || {
             self.own[0].step_shared(&mut self.events, polls(self.id), led);
             let slots = &self.hosts.slots;
@@ -981,6 +849,7 @@ impl Host {
                 // it queued for itself makes it due next round).
                 let poll = polls(a.id);
                 if poll || !known || a.due <= woke {
+                    turn(self.id);
                     w.step_shared(events, poll, led);
                     slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
                 }
@@ -997,7 +866,8 @@ impl Host {
         let round = now.saturating_duration_since(self.burst.round);
         // Stuck: the watchdog found this round stuck (and took the loops
         // it could).
-        let judged = self.slot().stuck_round.load(Ordering::Relaxed) == self.round_us;
+        // (A turn of this round: none began before it.)
+        let judged = self.slot().stuck_round.load(Ordering::Relaxed) >= self.round_us;
         if round >= STUCK && judged && self.own[0].consolidation() {
             log::verbose(format_args!(
                 "Thread {} was in one round for {} ms: its shards go back to their threads",
@@ -1020,8 +890,11 @@ impl Host {
                 .filter(|&(_, loops)| loops == workers.len())
                 .map(|(f, _)| f);
             self.give_back_all(now, true);
-            if let Some(before) = before {
-                self.start_trial(now, before, workers[1..].to_vec(), workers);
+            self.review = None;
+            match before {
+                Some(before) => self.start_trial(now, before, workers[1..].to_vec(), workers),
+                // Nothing to judge it by: it is reviewed instead.
+                None => self.review = Some(Review::after(now, REVIEW_MIN, workers[1..].to_vec())),
             }
             return;
         }
@@ -1033,22 +906,18 @@ impl Host {
         self.burst.start = now;
         self.burst.idle = Duration::ZERO;
         // The run of busy spans this one ends (or none): what the hub
-        // achieved in it is what a spread now is compared with. One CPU
-        // clock read and a load per loop, per span.
+        // achieved in it, its ramp left out, is what a spread now is
+        // compared with; a spread with nothing to compare with (a run too
+        // short, or one without requests: a long command, the watchdog's
+        // case) does not happen. One CPU clock read and a load per loop,
+        // per span.
         let sample = self.sample(now);
-        let run = if busy >= SPREAD_BUSY {
-            self.burst.run.or(self.burst.last)
-        } else {
-            None
-        }
-        .filter(|r| r.loops == sample.loops);
-        self.burst.run = run;
-        self.burst.last = Some(sample);
-        if spread_wanted(busy, self.machine_idle)
+        let before = self.burst.end_window(busy >= SPREAD_BUSY, sample);
+        let spread = spread_wanted(busy, self.machine_idle)
             && self.trial.is_none()
             && self.backoff.allows(now)
-            && self.own[0].consolidation()
-        {
+            && self.own[0].consolidation();
+        if let Some(before) = before.filter(|_| spread) {
             // As many threads as there are idle cores, not one per shard:
             // 32 shards spread over 2 cores paid 1.8-4.9x the CPU per op of
             // 2 shards (bench/many_cores.sh). The next spread waits for the
@@ -1064,10 +933,9 @@ impl Host {
             workers.extend(self.adopted.iter().map(|a| a.id));
             let given = self.give_back_some(now, k);
             self.burst.run = None;
-            self.burst.last = None;
-            if let Some(before) = run.and_then(|r| r.to(sample)) {
-                self.start_trial(now, before, given, workers);
-            }
+            self.burst.busy_windows = 0;
+            self.review = None;
+            self.start_trial(now, before, given, workers);
         }
     }
 
@@ -1377,6 +1245,7 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::trial::Sample;
     use super::*;
 
     fn hosts(n: usize) -> Arc<Hosts> {
@@ -1430,11 +1299,45 @@ mod tests {
         assert_eq!(h.handed.load(Ordering::Relaxed), 1);
         h.recall_unadopted(at + STUCK / 2);
         assert!(locked(&h.seats[1]).worker.is_none(), "not yet");
+        h.slots[0].round_us.store(1, Ordering::Relaxed);
+        h.recall_unadopted(at + STUCK * 2);
+        assert!(
+            locked(&h.seats[1]).worker.is_none(),
+            "in a shared round: the turn watchdog's case"
+        );
+        h.slots[0].round_us.store(0, Ordering::Relaxed);
         h.recall_unadopted(at + STUCK * 2);
         let seat = locked(&h.seats[1]);
         assert!(seat.back && seat.worker.is_some(), "given back");
         assert_eq!(h.handed.load(Ordering::Relaxed), 0);
         assert!(locked(&h.inbox[0]).workers.is_empty());
+    }
+
+    /// A hub that sat on a run queue (it did not run since the hand-over)
+    /// is not in a long command: the worker waits for it, unless the wait
+    /// passes [`STUCK_ANYWAY`].
+    #[test]
+    fn a_worker_waits_for_a_hub_kept_off_its_core() {
+        let h = hosts(2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::spawn(move || {
+            tx.send(gettid()).expect("send");
+            let _ = done_rx.recv();
+        });
+        h.slots[0]
+            .tid
+            .store(rx.recv().expect("tid"), Ordering::Relaxed);
+        let mut c = crate::server::worker::testing::Cluster::new(2);
+        let w = c.workers.pop().expect("worker 1");
+        let at = h.epoch;
+        assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
+        h.recall_unadopted(at + STUCK * 4);
+        assert!(locked(&h.seats[1]).worker.is_none(), "the hub did not run");
+        h.recall_unadopted(at + STUCK_ANYWAY + STUCK);
+        assert!(locked(&h.seats[1]).back, "waited too long anyway");
+        done_tx.send(()).expect("wake");
+        sleeper.join().expect("join");
     }
 
     /// A hub whose spread did not pay calls its workers back: they go

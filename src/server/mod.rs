@@ -190,6 +190,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
+    // The call timer's counter (see `commands::clock`): measured for 10 ms
+    // on a thread of its own, so start-up does not wait; commands timed
+    // before it is done use the monotonic clock.
+    let _ = std::thread::Builder::new()
+        .name("clock".into())
+        .spawn(commands::clock::calibrate);
     let n = match cfg.shards {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,

@@ -47,7 +47,20 @@ pub fn record(
     started: Instant,
     failed: bool,
 ) -> Option<u64> {
-    let us = started.elapsed().as_micros() as u64;
+    record_us(stats, ops, id, started.elapsed().as_micros() as u64, failed)
+}
+
+/// [`record`] for a call that took `us` microseconds (timed with
+/// [`crate::clock`]).
+#[inline]
+#[must_use]
+pub fn record_us(
+    stats: &mut ThreadStats,
+    ops: &crate::ops::Ops,
+    id: usize,
+    us: u64,
+    failed: bool,
+) -> Option<u64> {
     let s = &mut stats.cmd[id];
     s.calls += 1;
     s.usec += us;
@@ -173,7 +186,7 @@ pub(crate) fn run_shard_with(
             return None;
         }
     }
-    let started = Instant::now();
+    let started = crate::clock::start();
     #[cfg(debug_assertions)]
     let said0 = said_so_mark(shard);
     let mut ctx = ShardCtx {
@@ -231,14 +244,14 @@ pub(crate) fn run_shard_with(
             count_rejected(stats, Some(r.id));
             return None;
         }
-        if let Some(us) = record(stats, call.ops, r.id, started, true) {
+        if let Some(us) = record_us(stats, call.ops, r.id, started.elapsed_us(), true) {
             slowlog(call.ops, r, args, us, call.client, None);
         }
         return None;
     }
     // A blocked command is counted when it is served or times out.
     if block.is_none() {
-        if let Some(us) = record(stats, call.ops, r.id, started, false) {
+        if let Some(us) = record_us(stats, call.ops, r.id, started.elapsed_us(), false) {
             slowlog(call.ops, r, args, us, call.client, None);
         }
     }
@@ -278,13 +291,13 @@ pub fn run_conn(
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
 ) {
-    let started = Instant::now();
+    let started = crate::clock::start();
     let res = handler(ctx, args);
     if let Err(e) = &res {
         reply_error(ctx.out, stats, e);
     }
     let ops = ctx.server.ops;
-    if let Some(us) = record(stats, ops, r.id, started, res.is_err()) {
+    if let Some(us) = record_us(stats, ops, r.id, started.elapsed_us(), res.is_err()) {
         let label = crate::ops::slowlog::label_of(ctx.client);
         slowlog(ops, r, args, us, ctx.client.id, Some(label));
     }

@@ -13,6 +13,7 @@
 pub mod acl;
 pub mod admit;
 pub mod bitmap;
+pub mod clock;
 pub mod cluster;
 pub mod connection;
 pub mod coord;

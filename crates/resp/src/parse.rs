@@ -118,15 +118,52 @@ fn header_line(
     }
 }
 
+/// The common header, `*`/`$` then 1 to 9 digits without a leading zero
+/// (or a lone `0`) then `\r` and one more byte, read in one pass: its
+/// number and the index of its `\r`. `None` for anything else (a sign,
+/// more digits, a line not complete yet, an error), which the general
+/// path ([`header_line`], then `string2ll`) reads as Redis does; on the
+/// lines this accepts, that path gives the same number and `\r`.
+///
+/// Why: a request of `n` arguments has `n + 1` headers, and a `memchr`
+/// call plus `string2ll` cost about 60 instructions per header against
+/// about 4 per digit here (SETBIT's 5 headers: ~250 instructions, a
+/// tenth of a pipelined SETBIT's server cost under callgrind).
+#[inline(always)]
+fn short_header(buf: &[u8], start: usize) -> Option<(i64, usize)> {
+    let digits = buf.get(start + 1..)?;
+    let mut n: i64 = 0;
+    for (i, &d) in digits.iter().enumerate().take(10) {
+        if d.is_ascii_digit() {
+            // A leading zero is only valid as the whole number ("0").
+            if i > 0 && n == 0 {
+                return None;
+            }
+            n = n * 10 + i64::from(d - b'0');
+        } else if d == b'\r' && i > 0 && i < 10 {
+            let cr = start + 1 + i;
+            return (cr + 1 < buf.len()).then_some((n, cr));
+        } else {
+            return None;
+        }
+    }
+    None
+}
+
 fn parse_multibulk(buf: &[u8], limits: &Limits, args: &mut Vec<Range<usize>>) -> Parsed {
-    let cr = match header_line(buf, 0, ProtoError::TooBigMbulkCount) {
-        Ok(Some(cr)) => cr,
-        Ok(None) => return Parsed::Incomplete(buf.len() + 1),
-        Err(e) => return Parsed::Error(e),
-    };
-    let count = match string2ll(&buf[1..cr]) {
-        Some(n) if n <= MULTIBULK_MAX => n,
-        _ => return Parsed::Error(ProtoError::InvalidMultibulkLength),
+    let (count, cr) = match short_header(buf, 0) {
+        Some(h) => h,
+        None => {
+            let cr = match header_line(buf, 0, ProtoError::TooBigMbulkCount) {
+                Ok(Some(cr)) => cr,
+                Ok(None) => return Parsed::Incomplete(buf.len() + 1),
+                Err(e) => return Parsed::Error(e),
+            };
+            match string2ll(&buf[1..cr]) {
+                Some(n) if n <= MULTIBULK_MAX => (n, cr),
+                _ => return Parsed::Error(ProtoError::InvalidMultibulkLength),
+            }
+        }
     };
     if count > UNAUTH_MULTIBULK_MAX && limits.auth_required {
         return Parsed::Error(ProtoError::UnauthenticatedMultibulkLength);
@@ -141,17 +178,27 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, args: &mut Vec<Range<usize>>) ->
         if pos >= buf.len() {
             return Parsed::Incomplete(pos + 1);
         }
-        let cr = match header_line(buf, pos, ProtoError::TooBigBulkCount) {
-            Ok(Some(cr)) => cr,
-            Ok(None) => return Parsed::Incomplete(buf.len() + 1),
-            Err(e) => return Parsed::Error(e),
+        let short = if buf[pos] == b'$' {
+            short_header(buf, pos).filter(|&(n, _)| (n as u64) <= limits.max_bulk_len)
+        } else {
+            None
         };
-        if buf[pos] != b'$' {
-            return Parsed::Error(ProtoError::ExpectedDollar(buf[pos]));
-        }
-        let len = match string2ll(&buf[pos + 1..cr]) {
-            Some(n) if n >= 0 && (n as u64) <= limits.max_bulk_len => n,
-            _ => return Parsed::Error(ProtoError::InvalidBulkLength),
+        let (len, cr) = match short {
+            Some(h) => h,
+            None => {
+                let cr = match header_line(buf, pos, ProtoError::TooBigBulkCount) {
+                    Ok(Some(cr)) => cr,
+                    Ok(None) => return Parsed::Incomplete(buf.len() + 1),
+                    Err(e) => return Parsed::Error(e),
+                };
+                if buf[pos] != b'$' {
+                    return Parsed::Error(ProtoError::ExpectedDollar(buf[pos]));
+                }
+                match string2ll(&buf[pos + 1..cr]) {
+                    Some(n) if n >= 0 && (n as u64) <= limits.max_bulk_len => (n, cr),
+                    _ => return Parsed::Error(ProtoError::InvalidBulkLength),
+                }
+            }
         };
         if len > UNAUTH_BULK_MAX && limits.auth_required {
             return Parsed::Error(ProtoError::UnauthenticatedBulkLength);
@@ -582,6 +629,58 @@ mod tests {
             proptest::prop_assert_eq!(a, items);
         }
 
+        /// Wherever the one-pass header reader answers, the general path
+        /// (`header_line`, then `string2ll`) reads the same line the same
+        /// way. Bytes from a small alphabet so that the edge cases (signs,
+        /// leading zeros, 9 and 10 digits, a `\r` at the end) come up.
+        #[test]
+        fn short_header_agrees_with_the_general_path(
+            body in proptest::collection::vec(proptest::sample::select(b"0123456789\r\n-+$ ".to_vec()), 0..14)
+        ) {
+            let mut line = b"$".to_vec();
+            line.extend_from_slice(&body);
+            if let Some((n, cr)) = short_header(&line, 0) {
+                proptest::prop_assert_eq!(header_line(&line, 0, ProtoError::TooBigBulkCount), Ok(Some(cr)));
+                proptest::prop_assert_eq!(string2ll(&line[1..cr]), Some(n));
+            }
+        }
+    }
+
+    #[test]
+    fn short_header_takes_the_common_lines_only() {
+        assert_eq!(short_header(b"*3\r\n", 0), Some((3, 2)));
+        assert_eq!(short_header(b"$0\r\n", 0), Some((0, 2)));
+        assert_eq!(short_header(b"$123456789\r\n", 0), Some((123_456_789, 10)));
+        // Left to the general path: ten digits, a leading zero, a sign,
+        // an empty number, a line without its last byte yet.
+        assert_eq!(short_header(b"$1234567890\r\n", 0), None);
+        assert_eq!(short_header(b"$01\r\n", 0), None);
+        assert_eq!(short_header(b"$00\r\n", 0), None);
+        assert_eq!(short_header(b"$-1\r\n", 0), None);
+        assert_eq!(short_header(b"$\r\n", 0), None);
+        assert_eq!(short_header(b"$12\r", 0), None);
+        assert_eq!(short_header(b"$12", 0), None);
+        // The same answers as before through the whole parser.
+        use ProtoError::*;
+        assert_eq!(
+            parse(b"*01\r\n$1\r\na\r\n").0,
+            Parsed::Error(InvalidMultibulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$01\r\na\r\n").0,
+            Parsed::Error(InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$1234567890\r\n").0,
+            Parsed::Error(InvalidBulkLength)
+        );
+        assert_eq!(
+            parse(b"*1\r\n$123456789\r\n").0,
+            Parsed::Incomplete(123_456_807)
+        );
+        assert_eq!(parse(b"*1\r\n$1\r").0, Parsed::Incomplete(8));
+        let (p, a) = parse(b"*1\r\n$0\r\n\r\n");
+        assert_eq!((p, a), (Parsed::Complete(10), v(&[""])));
     }
 
     /// Found by `fuzz/` (parse_request): `a\0b` looped forever, out of

@@ -75,6 +75,13 @@ impl Reply {
 
     #[inline]
     fn header(&mut self, tag: u8, n: i64) {
+        // `:0`, `:1`, `$5`, `*2`...: most headers are one digit; one copy
+        // of four bytes instead of formatting and three appends.
+        if (0..10).contains(&n) {
+            self.buf
+                .extend_from_slice(&[tag, b'0' + n as u8, b'\r', b'\n']);
+            return;
+        }
         let mut b = itoa::Buffer::new();
         let s = b.format(n);
         self.buf.reserve(s.len() + 3);
@@ -234,6 +241,10 @@ mod tests {
     fn shapes() {
         assert_eq!(both(|r| r.ok()), ("+OK\r\n".into(), "+OK\r\n".into()));
         assert_eq!(both(|r| r.int(-42)).0, ":-42\r\n");
+        // The one-digit fast path and its edges.
+        for n in [-1i64, 0, 1, 9, 10, 99, i64::MIN, i64::MAX] {
+            assert_eq!(both(|r| r.int(n)).0, format!(":{n}\r\n"));
+        }
         assert_eq!(both(|r| r.bulk(b"hi")).0, "$2\r\nhi\r\n");
         assert_eq!(both(|r| r.bulk(b"")).0, "$0\r\n\r\n");
         assert_eq!(both(|r| r.null()), ("$-1\r\n".into(), "_\r\n".into()));

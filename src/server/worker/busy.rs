@@ -65,9 +65,10 @@
 //!   same drain, which its connection's later replies queue behind, would
 //!   otherwise wait for the end of the iteration, after the script.)
 //!
-//! WATCH of keys of a shard held by the busy script is answered at once,
-//! as Redis 7.0 answers it (allow-busy), here (when all its keys are of
-//! that shard, or watched already) and on every other thread: its builder
+//! WATCH of keys of a shard held by the busy script (run in place: its
+//! home shard and every shard it pinned) is answered at once, as Redis
+//! 7.0 answers it (allow-busy), here (when all its keys are of those
+//! shards, or watched already) and on every other thread: its builder
 //! hands those keys to the published script
 //! (`script::busy::watch_while_busy`), whose thread registers them on the
 //! shard before the script's next command and when it ends, so a write
@@ -82,11 +83,14 @@
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is
 //! stuck (see `host`), where they are served and their requests for this
-//! shard answered as any thread's. The hub's own loop, when the script
-//! runs on an adopted one, waits for the script (host's limit), and so
-//! does a loop handed to a hub that was running alone when the script
-//! started (the watchdog does not see that hub stuck): no deadlock, both
-//! are served when the script ends.
+//! shard answered as any thread's. Except the loops a script run in place
+//! pinned (their seats stay locked): each is served by
+//! [`Worker::serve_pinned`] exactly as this desk and [`serve_inbox`]
+//! serve the script's own loop (see `in_place`). The hub's own loop,
+//! when the script runs on an adopted one (and did not pin it), waits for
+//! the script (host's limit), and so does a loop handed to a hub that was
+//! running alone when the script started (the watchdog does not see that
+//! hub stuck): no deadlock, both are served when the script ends.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
@@ -187,6 +191,61 @@ impl Worker {
         let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
         lent.state.tally.settle(&mut core.stats);
         r
+    }
+
+    /// One busy pass over this loop while a script run in place on another
+    /// co-hosted loop pins it (`in_place`; `first`: its first pass in that
+    /// run): its mailbox as [`serve_inbox`] serves the script's own loop's
+    /// ([`lend_inbox`]), then its connections as that loop's desk serves
+    /// them ([`Worker::with_desk`]). Its shard is the script's: not
+    /// touched. What it counts waits in the desk's tally and
+    /// `Core::refused` until the script lets this loop go
+    /// ([`Worker::settle_desk`]).
+    pub(super) fn serve_pinned(&mut self, first: bool) {
+        engine::alloc::enter_shard(self.core.id);
+        let Worker {
+            core,
+            conns,
+            poll,
+            desk,
+            tcp,
+            shared,
+            ..
+        } = self;
+        let limits = DeskLimits {
+            max_bulk_len: core.cfg.max_bulk_len,
+            qbuf_limit: core.cfg.qbuf_limit,
+            maxclients: core.cfg.maxclients,
+            protected_mode: core.cfg.protected_mode,
+            tcp_keepalive_s: core.cfg.tcp_keepalive_s,
+        };
+        let mut inbox = Inbox::split(
+            core.id,
+            &mut core.mailbox,
+            &mut core.kept,
+            &core.deferred,
+            &mut core.refused,
+        );
+        take_messages(&mut inbox);
+        inbox.mailbox.flush();
+        let mut lent = Desk {
+            conns,
+            poll,
+            server: shared,
+            id: core.id,
+            limits,
+            tcp,
+            state: desk,
+            first,
+        };
+        commands::script::busy::BusyServe::serve_busy(&mut lent);
+    }
+
+    /// Adds what this loop's desk and inbox counted while a script pinned
+    /// it ([`Worker::serve_pinned`]) to its statistics.
+    pub(super) fn settle_desk(&mut self) {
+        self.desk.tally.settle(&mut self.core.stats);
+        self.core.refused.settle(&mut self.core.stats);
     }
 }
 

@@ -38,6 +38,15 @@
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
 //!
+//! Single-shard commands (`request::execute`, `Worker::run_lent_command`):
+//! a command whose keys are all on a co-hosted shard, from a connection
+//! with nothing outstanding (so nothing of it is overtaken, and its reply
+//! goes straight to its output), runs on that shard by a call, with a
+//! batch's epilogue, when the shard is free as below and the command
+//! neither blocks nor runs a script. A pipelined SETBIT over two shards on
+//! one hub cost 2,972 instructions through a batch and 2,526 by a call
+//! (callgrind; one shard alone: 2,372).
+//!
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,
@@ -224,6 +233,56 @@ impl Worker {
         // This worker may sit this round out: what it sent goes now.
         self.spilled |= self.core.mailbox.flush();
         out
+    }
+
+    /// A single-shard command of a connection whose worker runs on this
+    /// thread, run here now by a call instead of a batch and its reply
+    /// (see `request::execute`), with the epilogue a batch gets
+    /// (`run_batch`): blocked clients served, tracking, the dirty count,
+    /// keyspace events, the memory figure. False, with nothing run, unless
+    /// this shard is free as for an unlocked transaction
+    /// ([`Worker::idle_for_unlocked`]: no lock, nothing held back, no AOF
+    /// or replica stream) and keeps no memory limit (a hop may first wait
+    /// for the other shards to evict). Only for commands that neither
+    /// block nor run scripts: their reply goes to `out` in full.
+    pub(super) fn run_lent_command(
+        &mut self,
+        conn: ConnRef,
+        (resolved, handler): (commands::Resolved, commands::table::ShardHandler),
+        args: resp::Args<'_>,
+        call: commands::exec::ShardCall,
+        out: &mut resp::Reply,
+        now_ms: u64,
+    ) -> bool {
+        engine::alloc::enter_shard(self.core.id);
+        // What its turn would have picked up first (see `run_lent_job`).
+        self.refresh_config();
+        if !self.idle_for_unlocked() || self.core.shard.evict.maxmemory != 0 {
+            return false;
+        }
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        tracking::track_check(&mut self.core);
+        let db = call.db;
+        let block = commands::exec::run_shard(
+            resolved,
+            handler,
+            args,
+            &mut self.core.shard,
+            call,
+            out,
+            &mut self.core.stats,
+        );
+        debug_assert!(block.is_none(), "a lent command blocked");
+        if self.core.shard.dbs[db].has_ready() {
+            super::waiters::serve_ready(&mut self.core);
+        }
+        tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
+        self.core.publish_dirty();
+        self.publish_events();
+        self.core.shard.publish_memory();
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        true
     }
 
     /// Whether an unlocked transaction may run on this shard now: no lock

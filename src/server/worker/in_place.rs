@@ -24,9 +24,51 @@
 //! published, clients blocked on keys it filled served, its messages
 //! flushed.
 //!
+//! # Past `busy-reply-threshold`
+//!
+//! A run that can still be taken back is, and runs again on copies (see
+//! `commands::script::in_place`). One that cannot stays, and the loops it
+//! pinned cannot run until it ends: so each is lent to the script's hook
+//! as the caller's own loop is ([`PinnedDesks`], through
+//! `commands::script::busy::lend_pinned`, next to the own loop's
+//! `with_desk` and [`lend_inbox`]). Each busy pass serves every pinned
+//! loop once ([`Worker::serve_pinned`]): its mailbox as the own loop's
+//! inbox is served, then its connections as the own loop's desk serves
+//! them, with the same refusals, the same counting (its desk's tally and
+//! `Core::refused`, added to its statistics when it leaves, before
+//! anything else runs on it) and the same rules for what waits (kept
+//! messages, deferred connections, the resume list: handled by the loop's
+//! next turn, which its non-empty lists make due at once). The script is
+//! published with those shards (`Running::pinned`, brought up to date at
+//! each pass before anything is served), so every dispatch, the pinned
+//! desks' own included, refuses their commands with `-BUSY`, and a SCRIPT
+//! KILL, FUNCTION KILL or SHUTDOWN NOSAVE read on any pinned loop acts on
+//! the script as one read on its own loop does. A WATCH of keys of the
+//! shards it holds (its home and those pinned) is answered at once, on
+//! any loop: the script takes the keys and registers each on its shard
+//! before its next command (`commands::script::busy::watch_while_busy`).
+//!
+//! Why this aliases nothing. The run holds no reference to a pinned
+//! worker: [`Held`] keeps shard ids only ([`Pinned`], a list each side
+//! borrows for a moment) and reaches a shard's data through
+//! [`cohost::with_worker`] for the length of one `redis.call`'s command.
+//! The hook, and so every desk pass, runs between Lua instructions, never
+//! inside such a call (a command run for a script runs no Lua); and
+//! `with_worker` takes the thread's lender out for its call, so even a
+//! pass started inside one would find no worker to lend, never a second
+//! `&mut` to one. A pass borrows the pinned worker whole but touches only
+//! its connection side (connections, poll set, listeners, desk state,
+//! mailbox, kept messages; `Core::deferred` read only), exactly what the
+//! own loop's desk reaches of its worker: never `Core::shard`, so the
+//! data the script reads and writes on that shard between two hook calls
+//! is the data it left there. Dispatch from a desk runs nothing on a
+//! shard (`busy`): what would is refused, kept or deferred.
+//!
 //! Cost: on a thread alone with its worker (no lender) the first declared
 //! key of another shard fails `pin` at once (one thread-local read) and
 //! the copies' path runs as before.
+
+use std::cell::RefCell;
 
 use commands::ctx::Home;
 use commands::exec::ShardCall;
@@ -36,35 +78,73 @@ use resp::{Args, Reply};
 use super::busy::{lend_inbox, Inbox};
 use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
 
-/// The co-hosted shards a script run in place holds.
-struct Held {
+/// The co-hosted shards a script run in place pinned, shared by the run
+/// ([`Held`], which adds to it) and its busy passes ([`PinnedDesks`],
+/// which serve their loops): each borrows the list only for the moment.
+struct Pinned {
     /// The worker running the script.
     home: usize,
-    now_ms: u64,
     /// Pinned and entered, in the order taken.
-    entered: Vec<usize>,
+    entered: RefCell<Vec<usize>>,
+    /// Those a busy pass served already (the first pass of a loop visits
+    /// every connection, see `busy`).
+    served: RefCell<Vec<usize>>,
 }
 
-impl commands::script::in_place::Shards for Held {
+/// The co-hosted shards a script run in place holds.
+struct Held<'a> {
+    pinned: &'a Pinned,
+    now_ms: u64,
+}
+
+impl commands::script::in_place::Shards for Held<'_> {
     fn hold(&mut self, s: usize) -> bool {
-        if self.entered.contains(&s) {
+        if self.pinned.entered.borrow().contains(&s) {
             return true;
         }
-        let now_ms = self.now_ms;
+        let (now_ms, home) = (self.now_ms, self.pinned.home);
         let ok = cohost::pin(s)
-            && cohost::with_worker(s, self.home, |w| w.enter_in_place(now_ms)) == Some(true);
+            && cohost::with_worker(s, home, |w| w.enter_in_place(now_ms)) == Some(true);
         if ok {
-            self.entered.push(s);
+            self.pinned.entered.borrow_mut().push(s);
         }
         ok
     }
 
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut engine::Shard)) {
-        debug_assert!(self.entered.contains(&s));
-        cohost::with_worker(s, self.home, |w| {
+        debug_assert!(self.pinned.entered.borrow().contains(&s));
+        cohost::with_worker(s, self.pinned.home, |w| {
             engine::alloc::enter_shard(w.core.id);
             f(&mut w.core.shard)
         });
+    }
+}
+
+/// The loops of the shards a run in place pinned, lent to its busy passes
+/// (see the module docs): each pass serves each one's connections and
+/// mailbox, never its shard.
+struct PinnedDesks<'a>(&'a Pinned);
+
+impl commands::script::busy::PinnedLoops for PinnedDesks<'_> {
+    fn pinned(&self, into: &mut Vec<usize>) {
+        into.clone_from(&self.0.entered.borrow());
+    }
+
+    fn serve_pinned(&mut self) {
+        let p = self.0;
+        // By index: nothing pins a shard during a pass (no Lua, no
+        // command on a shard runs here), but no borrow is held across
+        // the calls either.
+        let mut i = 0;
+        while let Some(s) = p.entered.borrow().get(i).copied() {
+            i += 1;
+            let first = !p.served.borrow().contains(&s);
+            // `None` (not lent): only if called from inside another lent
+            // worker, which the hook never is (see the module docs).
+            if cohost::with_worker(s, p.home, |w| w.serve_pinned(first)).is_some() && first {
+                p.served.borrow_mut().push(s);
+            }
+        }
     }
 }
 
@@ -101,10 +181,14 @@ pub(super) fn run(
         return Ran::Declined;
     };
     let n = core.server.nshards;
-    let mut held = Held {
+    let pinned = Pinned {
         home: core.id,
+        entered: RefCell::new(Vec::new()),
+        served: RefCell::new(Vec::new()),
+    };
+    let mut held = Held {
+        pinned: &pinned,
         now_ms: core.shard.now_ms,
-        entered: Vec::new(),
     };
     for i in 3..3 + nkeys {
         // Every shard held already (the common case with 2 shards): the
@@ -115,7 +199,7 @@ pub(super) fn run(
         let s = commands::table::shard_of(args.get(i), n);
         if s != core.id && !commands::script::in_place::Shards::hold(&mut held, s) {
             core.refused.settle(&mut core.stats);
-            leave(core.id, &held.entered, client.home);
+            leave(core.id, &pinned.entered.borrow(), client.home);
             return Ran::Declined;
         }
     }
@@ -142,19 +226,23 @@ pub(super) fn run(
         &core.deferred,
         &mut core.refused,
     );
+    // And the pinned loops, to be served as this one (see the module docs).
+    let mut desks = PinnedDesks(&pinned);
     let on = lend_inbox(&mut inbox, || {
-        commands::script::in_place::run(
-            resolved,
-            handler,
-            args,
-            &mut core.shard,
-            call,
-            out,
-            &mut core.stats,
-            &mut held,
-        )
+        commands::script::busy::lend_pinned(&mut desks, || {
+            commands::script::in_place::run(
+                resolved,
+                handler,
+                args,
+                &mut core.shard,
+                call,
+                out,
+                &mut core.stats,
+                &mut held,
+            )
+        })
     });
-    leave(core.id, &held.entered, client.home);
+    leave(core.id, &pinned.entered.borrow(), client.home);
     tracking::tag_touched(core, Some(client.home));
     match on {
         Some(on) if on.widen => Ran::Widen(on.keys),
@@ -191,6 +279,11 @@ impl Worker {
     /// docs); `writer` made the changes.
     fn leave_in_place(&mut self, writer: Home) {
         engine::alloc::enter_shard(self.core.id);
+        // What its desk answered and refused while pinned (see `busy`),
+        // counted before anything else runs here; a listener event it
+        // took is replayed.
+        self.settle_desk();
+        self.after_desk();
         tracking::tag_touched(&mut self.core, Some(writer));
         self.core.publish_dirty();
         pubsub::publish_events(&mut self.core);

@@ -15,6 +15,9 @@ fn key_on(shard: usize, n: usize, tag: &str) -> String {
 #[test]
 fn a_lone_hop_is_answered_by_the_shard_that_ran_it() {
     let mut t = Cluster::new(2);
+    // Workers on different threads: lent, the commands below would run by
+    // a call (see `commands_for_a_lent_shard_run_by_a_call`).
+    t.lend = false;
     let c = t.connect(0);
     let k = key_on(1, 2, "k");
     // Worker 0 sends the hop and worker 1 runs it in the same round; the
@@ -33,6 +36,93 @@ fn a_lone_hop_is_answered_by_the_shard_that_ran_it() {
     let h = key_on(0, 2, "h");
     t.send(c, &["SET", &h, "w"]);
     assert_eq!(t.reply(c), ("+OK\r\n".into(), 1));
+}
+
+/// Messages the workers have sent.
+fn sent(t: &Cluster) -> usize {
+    t.workers.iter().map(|w| w.core.mailbox.sent).sum()
+}
+
+/// Single-shard commands for the shard of another worker on the same
+/// thread run there by a call (`Worker::run_lent_command`): no batch, no
+/// reply message, every reply of a pipeline written in the turn that read
+/// it, and the commands counted on the shard that ran them.
+#[test]
+fn commands_for_a_lent_shard_run_by_a_call() {
+    for lend in [true, false] {
+        let mut t = Cluster::new(2);
+        t.lend = lend;
+        let c = t.connect(0);
+        let (k, h) = (key_on(1, 2, "k"), key_on(0, 2, "h"));
+        assert_eq!(t.call(c, &["SET", &h, "0"]), "+OK\r\n");
+        let before = sent(&t);
+        t.send(c, &["SET", &k, "v"]);
+        t.send(c, &["INCR", &h]);
+        t.send(c, &["APPEND", &k, "w"]);
+        t.send(c, &["GET", &k]);
+        let replies: Vec<(String, usize)> = (0..4).map(|_| t.reply(c)).collect();
+        let texts: Vec<&str> = replies.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(texts, ["+OK\r\n", ":1\r\n", ":2\r\n", "$2\r\nvw\r\n"]);
+        if lend {
+            assert_eq!(sent(&t), before, "no message for a lent shard");
+            assert_eq!(replies[0].1, 1, "answered in the turn that read it");
+            assert!(replies[1..].iter().all(|&(_, r)| r == 0));
+            let calls = |w: usize| t.workers[w].core.stats.total_commands;
+            // SET, APPEND and GET ran on shard 1; SET and INCR at home.
+            assert_eq!((calls(0), calls(1)), (2, 3));
+        } else {
+            assert!(sent(&t) > before, "workers apart: batches");
+        }
+    }
+}
+
+/// A lent command that makes a key ready serves the client blocked on
+/// it, and one for a shard held by a transaction's lock waits for it
+/// (it goes by the mailbox, and is deferred there).
+#[test]
+fn a_lent_push_serves_a_blocked_pop() {
+    let mut t = Cluster::new(2);
+    let k = key_on(1, 2, "q");
+    let waiter = t.connect(1);
+    let pusher = t.connect(0);
+    t.send(waiter, &["BLPOP", &k, "0"]);
+    for _ in 0..3 {
+        t.round();
+    }
+    let before = sent(&t);
+    assert_eq!(t.call(pusher, &["RPUSH", &k, "a", "b"]), ":2\r\n");
+    assert_eq!(sent(&t), before, "the push ran by a call");
+    let (r, _) = t.reply(waiter);
+    assert_eq!(r, format!("*2\r\n${}\r\n{k}\r\n$1\r\na\r\n", k.len()));
+    assert_eq!(t.call(pusher, &["LLEN", &k]), ":1\r\n");
+}
+
+/// A shard that holds a transaction's lock is not free: a command for it
+/// is not run by a call but mailed, and waits there for the release (run
+/// by a call, it would read the value from before the transaction).
+#[test]
+fn a_locked_shard_is_not_lent() {
+    let mut t = Cluster::new(3);
+    // Through the mailbox, so the transaction holds its locks across rounds.
+    t.lend = false;
+    let (a, b) = (key_on(1, 3, "x"), key_on(2, 3, "y"));
+    let tx = t.connect(0);
+    let rd = t.connect(0);
+    assert_eq!(t.call(rd, &["MSET", &a, "old", &b, "old"]), "+OK\r\n");
+    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+    assert_eq!(t.call(tx, &["SET", &a, "new"]), "+QUEUED\r\n");
+    assert_eq!(t.call(tx, &["SET", &b, "new"]), "+QUEUED\r\n");
+    t.send(tx, &["EXEC"]);
+    let mut rounds = 0;
+    while !t.workers[1].core.locks.any_held() {
+        t.round();
+        rounds += 1;
+        assert!(rounds < 100, "the transaction never locked shard 1");
+    }
+    assert_eq!(t.try_reply(tx), None, "locked, not yet run");
+    t.lend = true;
+    assert_eq!(t.call(rd, &["GET", &a]), "$3\r\nnew\r\n");
+    assert_eq!(t.reply(tx).0, "*2\r\n+OK\r\n+OK\r\n");
 }
 
 #[test]

@@ -42,9 +42,10 @@
 //! runs on a shard from there: an allow-busy command that would (a WATCH
 //! with keys of another shard) stays unread, with everything behind it on
 //! its connection, until the script ends. Keys of the shard a published
-//! script holds need no job: the script takes them ([`watch_while_busy`])
-//! and its thread registers them before its next command, so WATCH is
-//! answered at once there and on every thread. The connection that runs
+//! script holds (run in place: its home shard and those it pinned) need
+//! no job: the script takes them ([`watch_while_busy`]) and its thread
+//! registers them, each on its shard, before its next command, so WATCH
+//! is answered at once there and on every thread. The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
 //! while it executes).
 //!
@@ -60,6 +61,17 @@
 //! which holds no one shard, but stops its caller's loop). Commands that
 //! need those keys' other shards wait on the transaction's locks instead
 //! of getting `-BUSY`.
+//!
+//! A script run in place across co-hosted shards (`super::in_place`)
+//! pins their loops to its own: none of them runs until it ends. One that
+//! can still be taken back is, past the threshold, and runs again on
+//! copies (its loops freed); one that cannot (it published, or wrote what
+//! no undo keeps) is published with every loop it pinned (`Running::
+//! pinned`, kept up to date at each pass as it pins more), and the
+//! runtime lends their desks too ([`lend_pinned`]): each pass serves every
+//! pinned loop as the own one, so their clients get `-BUSY`, and their
+//! SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach the script, as
+//! those of the own loop do.
 //!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
@@ -130,6 +142,13 @@ pub struct Running {
     /// that loop serves nothing else meanwhile (a script on gathered
     /// copies holds no one shard, but stops its loop all the same).
     pub home: Option<usize>,
+    /// The co-hosted shards a run in place pinned besides `home` (see
+    /// [`lend_pinned`]): their commands get `-BUSY` as `home`'s do.
+    /// Grows while it runs (a shard pinned for an undeclared key).
+    pinned: Mutex<Vec<usize>>,
+    /// Runs in place (`super::in_place`): it holds the real shards `home`
+    /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
+    in_place: bool,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
     /// WATCHes of keys on `shard` answered while it runs (see
@@ -174,7 +193,7 @@ pub fn watch_while_busy(
     // Under the list's lock: a script unpublished (`HookState::end`) after
     // this takes what was pushed here.
     let list = busy_list();
-    let Some(r) = list.iter().find(|r| r.shard == Some(shard)) else {
+    let Some(r) = list.iter().find(|r| r.holds(shard)) else {
         return false;
     };
     let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
@@ -193,21 +212,55 @@ pub fn watch_while_busy(
 /// Whether a published script holds `shard` itself (not one on gathered
 /// copies): a WATCH of its keys is taken by [`watch_while_busy`].
 pub fn holds_shard(shard: usize) -> bool {
-    any() && busy_list().iter().any(|r| r.shard == Some(shard))
+    any() && busy_list().iter().any(|r| r.holds(shard))
 }
 
-/// Registers `watches` on `shard`, the shard the script that took them
-/// runs on, as WATCH's own job would (a key already logically expired is
-/// not watched).
-pub fn register_watches(shard: &mut engine::Shard, watches: Vec<PendingWatch>) {
-    let now = shard.now_ms;
+impl Running {
+    /// Whether it holds real shard `s`: the one it runs on, or, run in
+    /// place, its home or one it pinned.
+    fn holds(&self, s: usize) -> bool {
+        self.shard == Some(s)
+            || (self.in_place
+                && (self.home == Some(s)
+                    || self
+                        .pinned
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains(&s)))
+    }
+}
+
+/// Registers `watches` on the shards of their keys, which the script that
+/// took them holds: `home`, the one it runs on, or (run in place,
+/// `in_place`) one it pinned. As WATCH's own job would (a key already
+/// logically expired is not watched).
+pub fn register_watches(
+    home: &mut engine::Shard,
+    mut in_place: Option<&mut (dyn super::in_place::Shards + '_)>,
+    nshards: usize,
+    watches: Vec<PendingWatch>,
+) {
     for w in watches {
-        let Some(d) = shard.dbs.get_mut(w.db) else {
-            continue;
-        };
-        if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
-            d.watch(&w.key, &w.flag);
+        let s = crate::table::shard_of(&w.key, nshards);
+        match in_place.as_deref_mut() {
+            // (Held already: `hold` only looks.)
+            Some(shards) if s != home.id => {
+                if shards.hold(s) {
+                    super::in_place::on_shard(home, Some(shards), s, |sh| watch_one(sh, w));
+                }
+            }
+            _ => watch_one(home, w),
         }
+    }
+}
+
+fn watch_one(shard: &mut engine::Shard, w: PendingWatch) {
+    let now = shard.now_ms;
+    let Some(d) = shard.dbs.get_mut(w.db) else {
+        return;
+    };
+    if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
+        d.watch(&w.key, &w.flag);
     }
 }
 
@@ -263,7 +316,13 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
     let r = list.iter().find(|r| match shards {
         None => true,
         Some(s) => {
-            r.shard.is_some_and(|b| s.contains(&b)) || r.home.is_some_and(|h| s.contains(&h))
+            r.shard.is_some_and(|b| s.contains(&b))
+                || r.home.is_some_and(|h| s.contains(&h))
+                || r.pinned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|p| s.contains(p))
         }
     })?;
     Some(CmdError::Raw(
@@ -382,6 +441,65 @@ fn serve_while_busy() {
     DESK.with(|d| d.set(Some(desk)));
 }
 
+/// The runtime's side of a script run in place across co-hosted shards
+/// (`super::in_place`): the event loops of the shards it pinned besides
+/// its own, which cannot run while it does. Once the script is published
+/// each busy pass serves them exactly as the own loop's [`BusyServe`]
+/// serves that one (their connections, their mailboxes), and their
+/// commands get `-BUSY` everywhere, as the own loop's do. Must not touch
+/// a pinned shard's data, nor run any Lua.
+pub trait PinnedLoops {
+    /// Sets `into` to the shards pinned so far.
+    fn pinned(&self, into: &mut Vec<usize>);
+    /// Serves each pinned loop once.
+    fn serve_pinned(&mut self);
+}
+
+thread_local! {
+    /// The loops lent by [`lend_pinned`].
+    static PINNED: std::cell::Cell<Option<std::ptr::NonNull<dyn PinnedLoops>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Lends `loops`, the loops a run in place pinned, to the scripts `f` runs
+/// on this thread, as [`lend_desk`] lends the own loop (the same guard,
+/// for the same reason).
+pub fn lend_pinned<R>(loops: &mut dyn PinnedLoops, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn PinnedLoops>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PINNED.with(|d| d.set(self.0));
+        }
+    }
+    let ptr: std::ptr::NonNull<dyn PinnedLoops + '_> = std::ptr::NonNull::from(loops);
+    // SAFETY: as in `lend_desk`: only the lifetime bound changes, and the
+    // pointer is dereferenced only by `serve_pinned` on this thread while
+    // `f` runs (`Restore` puts the previous value back first).
+    let ptr: std::ptr::NonNull<dyn PinnedLoops + 'static> = unsafe { std::mem::transmute(ptr) };
+    let _restore = Restore(PINNED.with(|d| d.replace(Some(ptr))));
+    f()
+}
+
+/// A busy pass over the lent pinned loops, if any (from the hook of
+/// published run `p`): `publish_only` updates `p`'s pinned shards (before
+/// any loop is served, so every dispatch of the pass refuses them);
+/// otherwise serves each loop once.
+fn serve_pinned(p: &Running, publish_only: bool) {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut loops) = PINNED.with(|d| d.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_pinned`, whose borrow is alive; the only
+    // reference made from it meanwhile, as the slot is empty.
+    let l = unsafe { loops.as_mut() };
+    if publish_only {
+        l.pinned(&mut p.pinned.lock().unwrap_or_else(|e| e.into_inner()));
+    } else {
+        l.serve_pinned();
+    }
+    PINNED.with(|d| d.set(Some(loops)));
+}
+
 /// What runs in a VM, for its hook.
 pub enum Kind {
     /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
@@ -446,10 +564,11 @@ impl HookState {
     }
 
     /// The run that began runs in place across shards: rather than be
-    /// published past the threshold, holding whole shards whose clients
-    /// would wait unanswered (their loops are pinned), it is abandoned if
-    /// it can still be taken back (`run::abandon_for_busy`) and runs again
-    /// on copies, where it is published as any script across shards.
+    /// published past the threshold, holding whole shards (their loops
+    /// pinned, whose clients then only get `-BUSY`, see [`lend_pinned`]),
+    /// it is abandoned if it can still be taken back
+    /// (`run::abandon_for_busy`) and runs again on copies, where it is
+    /// published as any script across shards, holding its keys only.
     pub fn in_place(&self) {
         if let Some(t) = self.run.borrow_mut().as_mut() {
             t.in_place = true;
@@ -539,14 +658,17 @@ impl HookState {
                         publish_or_restart(t);
                     }
                 }
-                t.published.is_some()
+                t.published.clone()
             }
-            _ => false,
+            _ => None,
         };
-        if serve {
+        if let Some(p) = serve {
             // Before the kill check: a SCRIPT KILL served now stops the
-            // script at once.
+            // script at once. The loops it pinned are published first, so
+            // their own dispatch refuses them from this pass on.
+            serve_pinned(&p, true);
             serve_while_busy();
+            serve_pinned(&p, false);
         }
         let mut run = self.run.borrow_mut();
         let Some(t) = run.as_mut() else {
@@ -615,6 +737,8 @@ fn publish(t: &mut Timed) {
         started: t.started,
         shard: t.shard,
         home: DESK_HOME.with(|d| d.get()),
+        pinned: Mutex::new(Vec::new()),
+        in_place: t.in_place,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
         watching: AtomicBool::new(false),
@@ -679,5 +803,44 @@ mod tests {
         });
         serve_while_busy();
         assert_eq!((outer.0, inner.0), (2, 1));
+    }
+
+    /// A run in place's pinned loops, as a test sees them.
+    struct Loops(Vec<usize>, u32, Arc<Running>);
+    impl PinnedLoops for Loops {
+        fn pinned(&self, into: &mut Vec<usize>) {
+            into.clone_from(&self.0);
+        }
+        fn serve_pinned(&mut self) {
+            self.1 += 1;
+            // Re-entry finds nothing lent.
+            serve_pinned(&self.2.clone(), false);
+        }
+    }
+
+    #[test]
+    fn pinned_loops_are_lent_for_the_call_only_and_published_before_served() {
+        let r = Arc::new(Running {
+            eval: true,
+            name: String::new(),
+            command: Vec::new(),
+            started: Instant::now(),
+            shard: None,
+            home: Some(0),
+            pinned: Mutex::new(Vec::new()),
+            in_place: true,
+            state: AtomicU8::new(CLEAN),
+            watches: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+        });
+        serve_pinned(&r, false);
+        let mut loops = Loops(vec![3, 5], 0, r.clone());
+        lend_pinned(&mut loops, || {
+            serve_pinned(&r, true);
+            assert_eq!(*r.pinned.lock().unwrap(), vec![3, 5]);
+            serve_pinned(&r, false);
+        });
+        serve_pinned(&r, false);
+        assert_eq!(loops.1, 1);
     }
 }

@@ -64,8 +64,11 @@
 //!   holds its keys only, and the watchdog gives the other loops back to
 //!   their threads, so their clients get `-BUSY` or are served, and can
 //!   send SCRIPT KILL. One that cannot (it published or wrote what cannot
-//!   be taken back) stays, busy as a script on copies is (its caller's
-//!   loop published): the pinned loops' clients wait for its end.
+//!   be taken back) stays, published with its caller's loop and every
+//!   loop it pinned (`busy::lend_pinned`): the pinned loops' clients are
+//!   served from its hook as its own loop's are (`-BUSY`, SCRIPT KILL,
+//!   FUNCTION KILL, SHUTDOWN NOSAVE), and their shards' commands get
+//!   `-BUSY` on every thread.
 //!
 //! Cost: a thread-local read and a seat `try_lock` per shard held, one
 //! call per `redis.call` on another shard; no copy, no lock table, no

@@ -279,7 +279,8 @@ fn execute(
         stopped = vm.hook.end(&lua);
         // Watches taken while it ran and not registered yet.
         if let Some(w) = vm.hook.take_watches() {
-            super::busy::register_watches(run.ctx.shard, w);
+            let ctx = &mut *run.ctx;
+            super::busy::register_watches(ctx.shard, ctx.in_place.as_deref_mut(), ctx.nshards, w);
         }
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
@@ -1092,7 +1093,8 @@ impl Run<'_, '_> {
         // Keys other clients WATCHed while the script is busy are
         // watched before it writes again (see `busy::watch_while_busy`).
         if let Some(w) = self.hook.take_watches() {
-            super::busy::register_watches(self.ctx.shard, w);
+            let ctx = &mut *self.ctx;
+            super::busy::register_watches(ctx.shard, ctx.in_place.as_deref_mut(), ctx.nshards, w);
         }
         let CallArgs {
             mut bufs,
