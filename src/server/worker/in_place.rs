@@ -193,7 +193,7 @@ pub(super) fn run(
     for i in 3..3 + nkeys {
         // Every shard held already (the common case with 2 shards): the
         // other keys' shards need no CRC16 (~150 instructions a key).
-        if held.entered.len() + 1 >= n {
+        if pinned.entered.borrow().len() + 1 >= n {
             break;
         }
         let s = commands::table::shard_of(args.get(i), n);
