@@ -322,6 +322,81 @@ fn scripts_refused_up_front_are_rejected_calls() {
     config_set(&mut c, "min-replicas-to-write", "0");
 }
 
+/// The same refusals for scripts and functions whose keys span shards
+/// (run on gathered copies under a transaction, or in place on co-hosted
+/// shards): rejected calls too, in every layout. (Figures taken from
+/// Redis 7.0.15, where the keys' spread makes no difference.)
+#[test]
+fn cross_shard_scripts_refused_up_front_are_rejected_calls() {
+    let layouts: &[&[&str]] = if testing_real_redis() {
+        &[&[]]
+    } else {
+        &[
+            &["--shards", "2"],
+            &["--shards", "2", "--shard-consolidation", "no"],
+            &["--shards", "16"],
+            &["--shards", "16", "--shard-consolidation", "no"],
+        ]
+    };
+    // Eight keys: on both of two shards, on several of sixteen.
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let cmds = ["eval", "eval_ro", "fcall"];
+    for layout in layouts {
+        let srv = Server::tessera(layout);
+        let mut c = srv.conn();
+        for k in keys {
+            let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
+        }
+        let lib = "#!lua name=xs\n\
+                   redis.register_function('w', function(k) return #k end)";
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(lib)
+            .query(&mut c)
+            .unwrap();
+        let refused = |c: &mut redis::Connection, code_: &str| {
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
+            for cmd in ["EVAL", "EVAL_RO"] {
+                let r = redis::cmd(cmd)
+                    .arg("#!lua\nreturn 1")
+                    .arg(keys.len())
+                    .arg(&keys[..])
+                    .query::<redis::Value>(c);
+                assert_eq!(code(r), code_, "{cmd} {layout:?}");
+            }
+            let r = redis::cmd("FCALL")
+                .arg("w")
+                .arg(keys.len())
+                .arg(&keys[..])
+                .query::<redis::Value>(c);
+            assert_eq!(code(r), code_, "FCALL {layout:?}");
+            // One that may run does, and is a call.
+            let r = redis::cmd("EVAL")
+                .arg("#!lua flags=no-writes\nreturn redis.call('get', KEYS[8])")
+                .arg(keys.len())
+                .arg(&keys[..])
+                .query::<redis::Value>(c);
+            assert_eq!(code(r), "", "{layout:?}");
+            error_stats(c, &cmds)
+        };
+        config_set(&mut c, "maxmemory", "1");
+        assert_eq!(
+            refused(&mut c, "OOM"),
+            "errorstat_OOM:count=3 total_error_replies:3 eval:1,1,0 eval_ro:0,1,0 fcall:0,1,0",
+            "{layout:?}"
+        );
+        config_set(&mut c, "maxmemory", "0");
+        config_set(&mut c, "min-replicas-to-write", "1");
+        assert_eq!(
+            refused(&mut c, "NOREPLICAS"),
+            "errorstat_NOREPLICAS:count=3 total_error_replies:3 eval:1,1,0 eval_ro:0,1,0 \
+             fcall:0,1,0",
+            "{layout:?}"
+        );
+        config_set(&mut c, "min-replicas-to-write", "0");
+    }
+}
+
 fn memory_field(c: &mut redis::Connection, field: &str) -> u64 {
     common::info_field(c, "memory", field).parse().unwrap()
 }
