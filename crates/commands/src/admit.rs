@@ -106,8 +106,8 @@ fn refusal(
     {
         return Some(CmdError::Raw(crate::exec::OOM_ERROR.into()));
     }
-    // One relaxed load while saves succeed.
-    if server.persist.refuses_writes(server) && (spec.has(flags::WRITE) || spec.name == "ping") {
+    // Two relaxed loads.
+    if server.ops.disk_error() && (spec.has(flags::WRITE) || spec.name == "ping") {
         return Some(CmdError::Raw(crate::persist::MISCONF.into()));
     }
     // Not enough good replicas (one relaxed load).
