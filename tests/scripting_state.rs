@@ -414,8 +414,10 @@ fn cross_shard_scripts_refused_up_front_are_rejected_calls() {
 /// one that only reads) and EVAL_RO of a writing shebang are rejected
 /// calls; a script without a shebang runs, and its first write fails
 /// with MISCONF (the script's error, or `pcall`'s error table), also
-/// inside MULTI/EXEC; read-only scripts and functions run. Keys on
-/// several shards, in every layout.
+/// inside MULTI/EXEC; read-only scripts and functions run. A script that
+/// may write is refused as it is queued in MULTI, and EXEC of one queued
+/// before is refused whole (EXECABORT). Keys on several shards, in every
+/// layout.
 #[test]
 fn scripts_after_a_failed_save_get_misconf() {
     let misconf = "MISCONF Redis is configured to save RDB snapshots, but it's currently \
@@ -455,6 +457,22 @@ fn scripts_after_a_failed_save_get_misconf() {
             .arg(write)
             .query(&mut c)
             .unwrap();
+        let sha_shebang: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("#!lua\nreturn 1")
+            .query(&mut c)
+            .unwrap();
+        // A transaction queued before the save fails.
+        let mut queued = srv.raw();
+        assert_eq!(queued.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(
+            queued.cmd_str(&["EVAL", "#!lua flags=no-writes\nreturn 1", "0"]),
+            b"+QUEUED\r\n"
+        );
+        assert_eq!(
+            queued.cmd_str(&["EVAL", "#!lua\nreturn 1", "0"]),
+            b"+QUEUED\r\n"
+        );
         // Redis chdir()s into `dir`: its saves fail once it is gone, as
         // Tessera's do.
         std::fs::remove_dir_all(&dir).unwrap();
@@ -513,6 +531,23 @@ fn scripts_after_a_failed_save_get_misconf() {
                 "{cmd} {body} {layout:?}"
             );
         }
+        // EXEC of a transaction holding a script that may write is a
+        // write command (Redis's `mstate.cmd_flags`): refused whole.
+        assert_eq!(
+            String::from_utf8(queued.cmd_str(&["EXEC"])).unwrap(),
+            format!("-EXECABORT Transaction discarded because of: {misconf}\r\n")
+        );
+        // Such a script is refused as it is queued, and dooms the
+        // transaction.
+        assert_eq!(queued.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(
+            String::from_utf8(queued.cmd_str(&["EVALSHA", &sha_shebang, "0"])).unwrap(),
+            rejected
+        );
+        assert_eq!(
+            queued.cmd_str(&["EXEC"]),
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
         // Inside a transaction: EXEC runs (EVAL is not a write command),
         // the script's write fails. (One key: a command across shards
         // inside EXEC is not counted in INFO commandstats yet.)
@@ -527,8 +562,9 @@ fn scripts_after_a_failed_save_get_misconf() {
                 &mut c,
                 &["eval", "evalsha", "eval_ro", "fcall", "fcall_ro", "set", "exec"]
             ),
-            "errorstat_ERR:count=1 errorstat_MISCONF:count=9 total_error_replies:10 eval:6,2,2 \
-             evalsha:1,0,1 eval_ro:1,1,1 fcall:1,1,0 fcall_ro:0,1,0 set:0,5,0 exec:1,0,0",
+            "errorstat_ERR:count=1 errorstat_EXECABORT:count=2 errorstat_MISCONF:count=10 \
+             total_error_replies:13 eval:6,2,2 evalsha:1,1,1 eval_ro:1,1,1 fcall:1,1,0 \
+             fcall_ro:0,1,0 set:0,5,0 exec:2,1,1",
             "{layout:?}"
         );
         config_set(&mut c, "stop-writes-on-bgsave-error", "no");
