@@ -427,6 +427,8 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
             // statistics were not lent (the VM's first script).
             commands::script::vm::drain_stats(&mut core.stats);
         }
+        // EXEC's commands run on this thread.
+        ac.coord.drain_stats(&mut core.stats);
         if rejected {
             exec::count_rejected(&mut core.stats, Some(ac.resolved.id));
         } else if let Some(us) =
