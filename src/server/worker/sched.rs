@@ -35,6 +35,7 @@ use resp::Reply;
 use super::super::blocking::Waiters;
 use super::super::conn::RecentPeaks;
 use super::super::mailbox::{Mailbox, Msg};
+use super::hub_set::ConnEvent;
 use super::nap::Nap;
 use super::request::paused;
 use super::waiters::serve_ready;
@@ -130,6 +131,7 @@ impl Worker {
                 peaks: RecentPeaks::default(),
                 zombies: Vec::new(),
                 orphans: Vec::new(),
+                hub: None,
             },
             poll,
             tcp,
@@ -143,6 +145,7 @@ impl Worker {
             spilled: false,
             save_wait: None,
             desk: busy::DeskState::default(),
+            own_polls: 0,
             shared: server_for_desk,
             master_conn: None,
         };
@@ -192,6 +195,12 @@ impl Worker {
     /// Whether shard consolidation is on (`shard-consolidation`).
     pub fn consolidation(&self) -> bool {
         self.core.cfg.shard_consolidation
+    }
+
+    /// Times a hub's round polled this worker's own epoll set.
+    #[cfg(test)]
+    pub fn own_polls(&self) -> u64 {
+        self.own_polls
     }
 
     /// Commands this worker has run so far (its share of INFO's
@@ -266,7 +275,7 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events, led);
+        self.serve(events, &[], led);
     }
 
     /// Raises this worker's parked flag before its thread sleeps (see
@@ -285,20 +294,31 @@ impl Worker {
     }
 
     /// One iteration of a worker that shares its thread with others (the
-    /// thread waited on all their epoll sets together): collects its
-    /// events without waiting, and serves them.
-    /// `poll`: false when the thread's wait showed this worker's epoll set
-    /// holds nothing.
-    pub fn step_shared(&mut self, events: &mut Events, poll: bool, led: bool) {
+    /// thread waited on one set for all of them): serves the socket events
+    /// the thread's wait found for its connections (`conn_events`, raw
+    /// events tagged by [`hub_tag`](super::hub_tag), see `hub_set`), and
+    /// those of its own epoll set, collected without waiting.
+    /// `poll`: false when the thread's wait showed this worker's own set
+    /// (doorbell, listeners) holds nothing.
+    pub fn step_shared(
+        &mut self,
+        events: &mut Events,
+        poll: bool,
+        conn_events: &[libc::epoll_event],
+        led: bool,
+    ) {
         engine::alloc::enter_shard(self.core.id);
         if !poll {
             events.clear();
-        } else if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                log::warning(format_args!("epoll_wait failed: {e}"));
+        } else {
+            self.own_polls += 1;
+            if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::warning(format_args!("epoll_wait failed: {e}"));
+                }
             }
         }
-        self.serve(events, led);
+        self.serve(events, conn_events, led);
     }
 
     /// Messages, local work or resumed connections wait: the next loop
@@ -313,7 +333,7 @@ impl Worker {
 
     /// Everything an iteration does after its wait: the parked flag comes
     /// down, then messages, sockets, writes, AOF, saves, cron.
-    pub(super) fn serve(&mut self, events: &Events, led: bool) {
+    pub(super) fn serve(&mut self, events: &Events, conn_events: &[libc::epoll_event], led: bool) {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
@@ -342,16 +362,12 @@ impl Worker {
                 UNIX => self.accept_unix(),
                 Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
                 Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
-                Token(slot) => {
-                    self.nap.events += 1;
-                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                        let hup = ev.is_read_closed() || ev.is_error();
-                        self.read_conn(slot, hup);
-                    }
-                    if ev.is_writable() {
-                        self.conns.mark_dirty(slot);
-                    }
-                }
+                Token(_) => self.conn_event(ConnEvent::of_mio(ev)),
+            }
+        }
+        for ev in conn_events {
+            if let Some((_, slot)) = super::hub_untag(ev.u64) {
+                self.conn_event(ConnEvent::of_raw(slot, ev.events));
             }
         }
         self.drain();
@@ -369,7 +385,7 @@ impl Worker {
         self.core.shard.publish_memory();
         self.flush_conns();
         self.core.aof_flush();
-        self.save_wait = self.save_step(!events.is_empty());
+        self.save_wait = self.save_step(!events.is_empty() || !conn_events.is_empty());
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -382,6 +398,17 @@ impl Worker {
             // waiters): its destinations learn of it now, not after this
             // thread's next wake-up.
             self.spilled = self.core.mailbox.flush();
+        }
+    }
+
+    /// A socket event of connection `ev.slot`.
+    fn conn_event(&mut self, ev: ConnEvent) {
+        self.nap.events += 1;
+        if ev.readable || ev.hup {
+            self.read_conn(ev.slot, ev.hup);
+        }
+        if ev.writable {
+            self.conns.mark_dirty(ev.slot);
         }
     }
 

@@ -85,7 +85,7 @@ impl Cluster {
     }
 
     /// A new client whose connection lives on worker `home`; its index.
-    pub(super) fn connect(&mut self, home: usize) -> usize {
+    pub(crate) fn connect(&mut self, home: usize) -> usize {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         ours.set_nonblocking(true).expect("nonblocking");
         theirs.set_nonblocking(true).expect("nonblocking");
@@ -120,7 +120,7 @@ impl Cluster {
                 // round goes through `base`, and the lender never lends
                 // the one running.
                 let w = unsafe { &mut *lender.base.add(i) };
-                w.step_shared(events, true, false);
+                w.step_shared(events, true, &[], false);
             }
         });
     }
@@ -131,11 +131,11 @@ impl Cluster {
         let w = &mut self.workers[i];
         let _ = w.prepare(Instant::now());
         w.unpark_flag();
-        w.step_shared(&mut self.events, true, false);
+        w.step_shared(&mut self.events, true, &[], false);
     }
 
     /// Sends `args` as one request of client `c`.
-    pub(super) fn send(&mut self, c: usize, args: &[&str]) {
+    pub(crate) fn send(&mut self, c: usize, args: &[&str]) {
         let mut req = format!("*{}\r\n", args.len());
         for a in args {
             req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
@@ -144,7 +144,7 @@ impl Cluster {
     }
 
     /// The next complete reply client `c` has received so far, if any.
-    pub(super) fn try_reply(&mut self, c: usize) -> Option<String> {
+    pub(crate) fn try_reply(&mut self, c: usize) -> Option<String> {
         let (sock, buf) = &mut self.clients[c];
         let mut chunk = [0u8; 4096];
         loop {
