@@ -1363,6 +1363,42 @@ mod tests {
         }
     }
 
+    /// The parked flags of a hub's loops go up only before a wait that
+    /// may sleep: a round that starts with a message waiting (a hop from
+    /// one loop to another held here) does not sleep, and raises none
+    /// (before, every round raised and lowered every loop's flag: two
+    /// passes over the loops, under their seats' locks).
+    #[test]
+    fn a_round_with_work_waiting_parks_no_loop() {
+        let (h, mut host, mut c) = hub_of(3);
+        for _ in 0..4 {
+            host.step_shared(Instant::now(), false);
+        }
+        let parks = |host: &Host| -> u64 {
+            let mut n = host.own[0].parks();
+            for a in &host.adopted {
+                n += locked(&h.seats[a.id])
+                    .worker
+                    .as_ref()
+                    .expect("seated")
+                    .parks();
+            }
+            n
+        };
+        // A key of shard 2, sent by loop 0's client: the hop leaves loop 2
+        // a message for the next round.
+        let key = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| commands::table::shard_of(k.as_bytes(), 3) == 2)
+            .expect("a key of shard 2");
+        c.send(0, &["SET", &key, "v"]);
+        host.step_shared(Instant::now(), false);
+        let before = parks(&host);
+        host.step_shared(Instant::now(), false);
+        assert_eq!(parks(&host), before, "work waited: no flag raised");
+        assert_eq!(reply_via(&mut host, &mut c, 0), "+OK\r\n");
+    }
+
     #[test]
     fn a_thread_hands_itself_away_only_while_open() {
         let h = hosts(3);

@@ -66,7 +66,7 @@
 //! lent to the script through `Worker::with_desk`, see `busy`.)
 //!
 //! One scheduler: a worker is only ever run through `sched`'s interface,
-//! by its own thread (`step_solo`), by a hub (`prepare`, `unpark_flag`,
+//! by its own thread (`step_solo`), by a hub (`due_in`, `park_flag` and `unpark_flag`,
 //! `step_shared` for each worker it holds), or by the in-process tests,
 //! which make the hub's calls in the hub's order, one round at a time.
 //! A thread running several workers also lends them to each other for the
@@ -439,6 +439,9 @@ pub struct Worker {
     /// ready in the hub's wait: its doorbell or a listener); read by the
     /// tests of `server::host`.
     own_polls: u64,
+    /// Times its parked flag was raised (read by the tests of
+    /// `server::host`).
+    parks: u64,
     /// The shared state, for the desk (`core` is lent to the handler).
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.

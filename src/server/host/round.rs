@@ -18,10 +18,11 @@
 //! contiguous run, found by binary search at its turn: O(e log e) per
 //! round for `e` events, nothing per loop without events.
 //!
-//! Cost per round for `k` loops: prepare (timeout, parked flag) and
-//! unpark each, under its seat's lock for an adopted one; a turn only for
-//! the loops with a socket event, a ready own set, a message or a timer
-//! due.
+//! Cost per round for `k` loops: each one's timeout and a look at its
+//! mailbox, under its seat's lock for an adopted one; before a wait that
+//! may sleep (no loop has work) also raising and lowering each one's
+//! parked flag; a turn only for the loops with a socket event, a ready
+//! own set, a message or a timer due.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
@@ -193,17 +194,34 @@ impl Host {
     /// One iteration of every worker this thread holds.
     pub(super) fn step_shared(&mut self, now: Instant, led: bool) {
         self.slot().round_us.store(0, Ordering::Relaxed);
-        let mut timeout = self.own[0].prepare(now);
+        let mut timeout = self.own[0].due_in(now);
         each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-            let mine = w.prepare(now);
+            let mine = w.due_in(now);
             a.due = now.checked_add(mine).unwrap_or(now + super::WINDOW);
             timeout = timeout.min(mine);
         });
+        let carried = std::mem::take(&mut self.wakeups.carried);
+        // Parked flags only for a wait that may sleep (then a message from
+        // another thread must ring); a loop found with messages after its
+        // flag's fence is due, and the wait does not sleep. While any loop
+        // has work (a busy hub's rounds), no flag goes up or down: two
+        // passes over the loops less per round.
+        let parked = !timeout.is_zero() && !carried;
+        if parked {
+            if self.own[0].park_flag() {
+                timeout = Duration::ZERO;
+            }
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+                if w.park_flag() {
+                    a.due = now;
+                    timeout = Duration::ZERO;
+                }
+            });
+        }
         // Work waiting right after a round that polled (most often a hop
         // from one worker to another held here) is served without
         // polling: the sockets were just read, and the round after this
         // polls again. That halves the busy rounds' syscalls.
-        let carried = std::mem::take(&mut self.wakeups.carried);
         let skip = timeout.is_zero() && self.polled && !carried;
         self.polled = !skip;
         // Otherwise one wait on the outer set tells which loops have
@@ -226,10 +244,12 @@ impl Host {
         self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell.
-        self.own[0].unpark_flag();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            w.unpark_flag()
-        });
+        if parked {
+            self.own[0].unpark_flag();
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+                w.unpark_flag()
+            });
+        }
         let wakeups = &self.wakeups;
         let polls = |id: usize| !skip && (!known || wakeups.ready.contains(&id));
         // Coordinators' jobs for the other workers held here run at once

@@ -1,9 +1,10 @@
 //! The event loop itself: one iteration of a worker, in the order the
 //! module docs of `worker` give, and the interface its host thread drives
-//! (`server::host`): [`Worker::timeout`], [`Worker::park_flag`] /
-//! [`Worker::unpark_flag`], then [`Worker::step_solo`] (the thread is the
-//! worker's own) or [`Worker::step_shared`] (a hub runs several workers in
-//! turn), [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
+//! (`server::host`): [`Worker::step_solo`] (the thread is the worker's
+//! own), or, for a hub running several workers in turn, each round
+//! [`Worker::due_in`] for each, [`Worker::park_flag`] for each if the hub
+//! may sleep (and [`Worker::unpark_flag`] once awake), then
+//! [`Worker::step_shared`] for each with work; [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
 //! of step end in the same `serve`, so a worker behaves the same whichever
 //! thread runs it.
 //!
@@ -146,6 +147,7 @@ impl Worker {
             save_wait: None,
             desk: busy::DeskState::default(),
             own_polls: 0,
+            parks: 0,
             shared: server_for_desk,
             master_conn: None,
         };
@@ -203,6 +205,12 @@ impl Worker {
         self.own_polls
     }
 
+    /// Times this worker's parked flag was raised.
+    #[cfg(test)]
+    pub fn parks(&self) -> u64 {
+        self.parks
+    }
+
     /// Commands this worker has run so far (its share of INFO's
     /// total_commands_processed; CONFIG RESETSTAT starts it over).
     pub fn commands(&self) -> u64 {
@@ -242,15 +250,16 @@ impl Worker {
         timeout
     }
 
-    /// Before its thread waits, for a thread that runs several workers (a
-    /// hub, and the in-process tests, see `testing`): how long this worker
-    /// may sleep ([`Worker::timeout`]), with its parked flag raised (zero
-    /// if messages wait already, see [`Worker::park_flag`]). Then, once the
-    /// thread is awake, [`Worker::unpark_flag`] for every worker it runs,
-    /// and [`Worker::step_shared`] for each.
-    pub fn prepare(&mut self, now: Instant) -> Duration {
+    /// For a thread that runs several workers (a hub, see `server::host`;
+    /// the in-process tests, see `testing`), each round: how long this worker
+    /// may sleep ([`Worker::timeout`]), zero if messages wait, without
+    /// raising its parked flag. The hub raises every worker's flag
+    /// ([`Worker::park_flag`], which looks for messages again after its
+    /// fence) only for a wait that may sleep: while some worker has work
+    /// the hub does not sleep, so nobody needs to ring.
+    pub fn due_in(&mut self, now: Instant) -> Duration {
         let timeout = self.timeout(now);
-        if self.park_flag() {
+        if self.core.mailbox.has_inbound() || self.core.server.pubsub.has_pending(self.core.id) {
             Duration::ZERO
         } else {
             timeout
@@ -282,6 +291,7 @@ impl Worker {
     /// `mailbox`); true if messages wait, so the thread must not sleep.
     pub fn park_flag(&mut self) -> bool {
         engine::alloc::enter_shard(self.core.id);
+        self.parks += 1;
         let eager = self.direct_eager();
         // After the parked flag and its fence: a publisher that queued
         // before it is seen here, one after it rings the doorbell.

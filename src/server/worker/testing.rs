@@ -1,7 +1,9 @@
 //! Workers in process, for tests: `n` real [`Worker`]s (real mailboxes,
 //! real shards, clients on real unix socket pairs) on the test's own
 //! thread, driven in rounds by the same calls a hub makes for the workers
-//! it holds (`server::host`): every worker's [`Worker::prepare`], then every
+//! it holds (`server::host`): every worker's [`Worker::due_in`] and
+//! [`Worker::park_flag`] (the hub raises the flags before a wait that may
+//! sleep; here every round may: a message always finds its flag up), then every
 //! [`Worker::unpark_flag`], then every [`Worker::step_shared`], in id order.
 //! So a test runs the runtime's scheduling exactly, one round at a time:
 //! no threads, no sleeps, nothing that depends on timing. A hop is visible
@@ -100,7 +102,8 @@ impl Cluster {
     pub(super) fn round(&mut self) {
         let now = Instant::now();
         for w in &mut self.workers {
-            let _ = w.prepare(now);
+            let _ = w.due_in(now);
+            let _ = w.park_flag();
         }
         for w in &self.workers {
             w.unpark_flag();
@@ -129,7 +132,8 @@ impl Cluster {
     /// nothing to do): lets a test act between two workers' turns.
     pub(super) fn turn(&mut self, i: usize) {
         let w = &mut self.workers[i];
-        let _ = w.prepare(Instant::now());
+        let _ = w.due_in(Instant::now());
+        let _ = w.park_flag();
         w.unpark_flag();
         w.step_shared(&mut self.events, true, &[], false);
     }
