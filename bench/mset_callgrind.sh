@@ -42,6 +42,10 @@ DIR=${MSET_CG_DIR:-$(mktemp -d /tmp/mset_cg.XXXXXX)}
 mkdir -p "$DIR"
 PORT=${BENCH_PORT:-7391}
 CONSOLIDATION=${BENCH_CONSOLIDATION:-yes}
+# BENCH_CACHE_SIM=1: valgrind's cache simulation too (D1/LL misses in the
+# dumps, for callgrind_annotate; twice as slow).
+CACHE_SIM=
+[ -n "${BENCH_CACHE_SIM:-}" ] && CACHE_SIM=--cache-sim=yes
 
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark not found" >&2; exit 1; }
@@ -61,7 +65,7 @@ for s in "${SHARDS[@]}"; do
   rm -f "$out" "$out".*
   # Set by hand: Tessera re-executes itself to set it otherwise, which
   # valgrind would follow into a second process.
-  GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind \
+  GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind $CACHE_SIM \
     --callgrind-out-file="$out" "$BIN" --port "$PORT" --bind 127.0.0.1 \
     --shards "$s" --shard-consolidation "$CONSOLIDATION" --save '' --appendonly no \
     --slowlog-log-slower-than 1000000000 >"$DIR/log.s$s" 2>&1 &

@@ -13,15 +13,20 @@
 //!
 //! So a thread whose load fits, with another thread's, well in one core
 //! hands its worker to that thread (a *hub*), and sleeps until it gets it
-//! back. A hub runs all the workers it holds in turn, as one event loop:
-//! - it sleeps on an epoll set of their epoll sets (level-triggered), so a
-//!   socket event or doorbell of any of them wakes it;
-//! - before sleeping it raises every worker's parked flag (see
-//!   `mailbox`), and lowers them all when it wakes: while it runs none is
-//!   parked, so hops between the workers it holds are ring pushes and pops
-//!   with no doorbell;
-//! - each worker's turn polls its own epoll set without waiting, and
-//!   serves its events and messages as it would on its own thread.
+//! back. A hub runs all the workers it holds in turn, as one event loop
+//! (its round: `round`):
+//! - it sleeps on one epoll set holding their epoll sets (level-triggered:
+//!   doorbells, listeners) and their connections themselves (see
+//!   `worker::hub_set`), so one wait tells it every worker's socket
+//!   events, and any doorbell of theirs wakes it;
+//! - before a wait that may sleep it raises every worker's parked flag
+//!   (see `mailbox`), and lowers them all when it wakes: while it runs
+//!   none is parked, so hops between the workers it holds are ring pushes
+//!   and pops with no doorbell (a round that starts with work waiting does
+//!   not sleep, and touches no flag);
+//! - each worker with work takes a turn: the socket events the wait found
+//!   for it, its own set polled without waiting if that was ready, its
+//!   messages, served as on its own thread.
 //!
 //! Any thread running its own worker may be a hub. The policy that picks
 //! one (`Hosts::target`), run by each thread alone with its worker at the
@@ -131,13 +136,20 @@
 //! # Cost as N grows
 //!
 //! For `N` shards and a hub holding `k <= MAX_LOOPS` loops:
-//! - a hub's round visits each of its loops three times (timeout and
-//!   parked flag, unpark, turn), each adopted one under its seat's lock (an
+//! - a hub's round visits each of its loops twice (timeout and a look at
+//!   its mailbox; turn), four times before a wait that may sleep (parked
+//!   flag, unpark), each adopted one under its seat's lock (an
 //!   uncontended lock and unlock: two atomic read-modify-writes): O(k) per
 //!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
-//!   (a socket event or doorbell in the outer wait, a message waiting, a
-//!   timer due) take their turn: the O(k) part is a few loads and locks
-//!   per loop, the serving is O(loops with work);
+//!   (a socket event or ready own set in the outer wait, a message
+//!   waiting, a timer due) take their turn: the O(k) part is a few loads
+//!   and locks per loop, the serving is O(loops with work);
+//! - system calls: one `epoll_wait` per round whatever `k` (plus one per
+//!   loop whose doorbell rang or listener fired); moving a worker in or
+//!   out of a hub costs two `epoll_ctl` per connection. Measured
+//!   (`bench/hub_syscalls.sh`, 50 clients): 2.1-2.2 system calls per SET
+//!   or MSET at pipeline 1 and 0.14-0.17 at pipeline 16 with 2 and 32
+//!   loops on one hub alike;
 //! - each thread alone with its worker looks for a hub at the end of each
 //!   load window ([`WINDOW`]): O(N) relaxed loads per thread per window,
 //!   so O(N²) loads per window over the process (64 threads: 4096 loads
