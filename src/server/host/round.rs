@@ -7,12 +7,13 @@
 //!   id): its doorbell and listeners;
 //! - every connection of every loop, directly (edge-triggered, tagged with
 //!   the loop and the slot: `worker::hub_tag`, see `worker::hub_set`).
+//!
 //! So one `epoll_wait` per round tells each loop its socket events, and a
 //! loop polls its own set only in a round where that is ready (a doorbell
 //! rang or a client connected). With the connections' sets nested instead,
 //! every loop with a socket event paid its own `epoll_wait` each round:
-//! 0.7 (32 loops) to 1.4 (2 loops) `epoll_wait`s per SET at pipeline 1,
-//! 50 clients, against one per round now.
+//! 0.76 (32 loops) to 1.39 (2 loops) `epoll_wait`s per SET at pipeline 1,
+//! 50 clients (`bench/hub_syscalls.sh`), against 0.09 and 0.18 now.
 //!
 //! The events of one wait are sorted by tag, so each loop's are one
 //! contiguous run, found by binary search at its turn: O(e log e) per
