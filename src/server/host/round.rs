@@ -12,8 +12,10 @@
 //! loop polls its own set only in a round where that is ready (a doorbell
 //! rang or a client connected). With the connections' sets nested instead,
 //! every loop with a socket event paid its own `epoll_wait` each round:
-//! 0.76 (32 loops) to 1.39 (2 loops) `epoll_wait`s per SET at pipeline 1,
-//! 50 clients (`bench/hub_syscalls.sh`), against 0.09 and 0.18 now.
+//! with 32 loops, 0.73 `epoll_wait`s per SET at pipeline 1 (50 clients,
+//! `bench/hub_syscalls.sh`) and 0.65 per MSET of 10 keys, against 0.05
+//! and 0.025 now; with 2 loops, 0.33 (up to 1.4 in another run) against
+//! 0.18.
 //!
 //! The events of one wait are sorted by tag, so each loop's are one
 //! contiguous run, found by binary search at its turn: O(e log e) per

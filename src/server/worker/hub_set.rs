@@ -5,8 +5,8 @@
 //! `server::host`). If that set held only the loops' own sets (nested
 //! epoll), every loop with a socket event would need its own
 //! `epoll_wait` to learn which sockets: one call per loop with work per
-//! round, which grows with the loops a hub holds (measured at 0.7-1.4
-//! `epoll_wait` per SET at pipeline 1, 50 clients). So while a worker is
+//! round, which grows with the loops a hub holds (see `host::round` for
+//! the figures). So while a worker is
 //! held, its connections are registered in the hub's set directly, tagged
 //! with the worker's id and the connection's slot ([`tag`]): one wait per
 //! round tells every loop's socket events, and the hub hands each loop
