@@ -1375,6 +1375,36 @@ mod tests {
         }
     }
 
+    /// The AOF lead's look at the outer set between rounds (`peek_ready`)
+    /// takes edge-triggered socket events: the next round serves them
+    /// instead of waiting for edges that will not come again.
+    #[test]
+    fn socket_events_seen_between_rounds_are_served_by_the_next() {
+        let (_h, mut host, mut c) = hub_of(2);
+        for _ in 0..4 {
+            host.step_shared(Instant::now(), false);
+        }
+        c.send(1, &["SET", "k", "v"]);
+        let mut seen = false;
+        for _ in 0..100 {
+            seen = host.peek_ready();
+            if seen {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(seen, "the request is seen");
+        let mut reply = None;
+        for _ in 0..20 {
+            host.step_shared(Instant::now(), false);
+            reply = c.try_reply(1);
+            if reply.is_some() {
+                break;
+            }
+        }
+        assert_eq!(reply.as_deref(), Some("+OK\r\n"));
+    }
+
     /// The parked flags of a hub's loops go up only before a wait that
     /// may sleep: a round that starts with a message waiting (a hop from
     /// one loop to another held here) does not sleep, and raises none

@@ -308,8 +308,9 @@ impl Host {
         if !wait(fd, Duration::ZERO, &mut self.wakeups) {
             return true;
         }
-        self.wakeups.carried = !self.wakeups.is_empty();
-        self.wakeups.carried
+        let any = !self.wakeups.is_empty();
+        self.wakeups.carried = any;
+        any
     }
 }
 
