@@ -1405,6 +1405,46 @@ mod tests {
         assert_eq!(reply.as_deref(), Some("+OK\r\n"));
     }
 
+    /// A round that skips the outer wait (work was waiting right after a
+    /// round that polled) gives a turn only to the loops with work due:
+    /// it has no socket event to hand out. (It gave every loop a turn: with
+    /// 32 loops on a hub, every other busy round served all 32.)
+    #[test]
+    fn a_round_without_a_wait_serves_only_the_loops_with_work() {
+        let (h, mut host, mut c) = hub_of(4);
+        for _ in 0..4 {
+            host.step_shared(Instant::now(), false);
+        }
+        let turns = |host: &Host| -> Vec<u64> {
+            let mut t = vec![host.own[0].turns()];
+            for a in &host.adopted {
+                t.push(
+                    locked(&h.seats[a.id])
+                        .worker
+                        .as_ref()
+                        .expect("seated")
+                        .turns(),
+                );
+            }
+            t
+        };
+        let key = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| commands::table::shard_of(k.as_bytes(), 4) == 2)
+            .expect("a key of shard 2");
+        c.send(0, &["SET", &key, "v"]);
+        // Loop 0 reads the request and sends it to loop 2 ...
+        host.step_shared(Instant::now(), false);
+        let before = turns(&host);
+        // ... which has work in the next round, which does not wait.
+        host.step_shared(Instant::now(), false);
+        let after = turns(&host);
+        assert_eq!(after[2], before[2] + 1, "loop 2 ran the request");
+        assert_eq!(after[1], before[1], "loop 1 had nothing to do");
+        assert_eq!(after[3], before[3], "loop 3 had nothing to do");
+        assert_eq!(reply_via(&mut host, &mut c, 0), "+OK\r\n");
+    }
+
     /// The parked flags of a hub's loops go up only before a wait that
     /// may sleep: a round that starts with a message waiting (a hop from
     /// one loop to another held here) does not sleep, and raises none

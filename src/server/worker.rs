@@ -439,6 +439,9 @@ pub struct Worker {
     /// ready in the hub's wait: its doorbell or a listener); read by the
     /// tests of `server::host`.
     own_polls: u64,
+    /// Turns of a thread running several workers (`step_shared`), read
+    /// by the tests of `server::host`.
+    turns: u64,
     /// Times its parked flag was raised (read by the tests of
     /// `server::host`).
     parks: u64,

@@ -229,14 +229,18 @@ impl Host {
         self.polled = !skip;
         // Otherwise one wait on the outer set tells which loops have
         // socket events (and which, whose own set is ready, must poll it).
-        let mut known = carried;
-        if !skip && !carried {
+        // A round that skips the wait knows it has no socket event to
+        // serve (they wait, queued, for the next round's): only the loops
+        // with work due take a turn, not every loop.
+        let mut known = true;
+        if skip {
             self.wakeups.clear();
-            if let Some(fd) = &self.outer {
-                known = wait(fd, timeout, &mut self.wakeups);
-            }
-        } else if skip {
+        } else if !carried {
             self.wakeups.clear();
+            known = match &self.outer {
+                Some(fd) => wait(fd, timeout, &mut self.wakeups),
+                None => false,
+            };
         }
         let woke = Instant::now();
         if !timeout.is_zero() {

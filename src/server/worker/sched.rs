@@ -147,6 +147,7 @@ impl Worker {
             save_wait: None,
             desk: busy::DeskState::default(),
             own_polls: 0,
+            turns: 0,
             parks: 0,
             shared: server_for_desk,
             master_conn: None,
@@ -203,6 +204,12 @@ impl Worker {
     #[cfg(test)]
     pub fn own_polls(&self) -> u64 {
         self.own_polls
+    }
+
+    /// Turns a thread running several workers gave this one.
+    #[cfg(test)]
+    pub fn turns(&self) -> u64 {
+        self.turns
     }
 
     /// Times this worker's parked flag was raised.
@@ -318,6 +325,7 @@ impl Worker {
         led: bool,
     ) {
         engine::alloc::enter_shard(self.core.id);
+        self.turns += 1;
         if !poll {
             events.clear();
         } else {
