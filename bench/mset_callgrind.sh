@@ -10,6 +10,8 @@
 # `MSET k1:__rand_int__ v ... k10:__rand_int__ v`, zeroes the counters
 # after a warm-up of 2000 commands, and dumps them after BENCH_N commands
 # (default 20000). Prints the server's instructions (all threads) per MSET.
+# BENCH_TEST=set sends `SET key:__rand_int__ <64 bytes>` instead (one key:
+# what a round costs per loop held, without the multi-shard work).
 # Instruction counts do not depend on the machine's load, so this is the
 # figure to compare before/after on a shared machine; throughput under
 # valgrind means nothing.
@@ -37,21 +39,33 @@ CLIENTS=${BENCH_CLIENTS:-50}
 PIPELINE=${BENCH_PIPELINE:-16}
 N=${BENCH_N:-20000}
 DIR=${MSET_CG_DIR:-$(mktemp -d /tmp/mset_cg.XXXXXX)}
+mkdir -p "$DIR"
 PORT=${BENCH_PORT:-7391}
 CONSOLIDATION=${BENCH_CONSOLIDATION:-yes}
+# BENCH_CACHE_SIM=1: valgrind's cache simulation too (D1/LL misses in the
+# dumps, for callgrind_annotate; twice as slow).
+CACHE_SIM=
+[ -n "${BENCH_CACHE_SIM:-}" ] && CACHE_SIM=--cache-sim=yes
 
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark not found" >&2; exit 1; }
 
-CMD=(mset)
-for k in 1 2 3 4 5 6 7 8 9 10; do CMD+=("k$k:__rand_int__" v); done
+TEST=${BENCH_TEST:-mset10}
+case "$TEST" in
+  mset10)
+    CMD=(mset)
+    for k in 1 2 3 4 5 6 7 8 9 10; do CMD+=("k$k:__rand_int__" v); done
+    ;;
+  set) CMD=(set "key:__rand_int__" "$(printf 'v%.0s' $(seq 1 64))") ;;
+  *) echo "BENCH_TEST: mset10 or set" >&2; exit 1 ;;
+esac
 
 for s in "${SHARDS[@]}"; do
-  out="$DIR/cg.s$s"
+  out="$DIR/cg.$TEST.p$PIPELINE.s$s"
   rm -f "$out" "$out".*
   # Set by hand: Tessera re-executes itself to set it otherwise, which
   # valgrind would follow into a second process.
-  GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind \
+  GLIBC_TUNABLES=glibc.malloc.tcache_count=256 valgrind --tool=callgrind $CACHE_SIM \
     --callgrind-out-file="$out" "$BIN" --port "$PORT" --bind 127.0.0.1 \
     --shards "$s" --shard-consolidation "$CONSOLIDATION" --save '' --appendonly no \
     --slowlog-log-slower-than 1000000000 >"$DIR/log.s$s" 2>&1 &
@@ -60,6 +74,13 @@ for s in "${SHARDS[@]}"; do
     redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
     sleep 0.5
   done
+  if [ "$CONSOLIDATION" = yes ]; then
+    # Until every shard is on one hub (a hub-held build), 60 s at most.
+    for _ in $(seq 1 120); do
+      redis-cli -p "$PORT" info server 2>/dev/null | grep -q '^shard_threads_active:1' && break
+      sleep 0.5
+    done
+  fi
   redis-benchmark -p "$PORT" -n 2000 -P "$PIPELINE" -c "$CLIENTS" -r 1000000 -q \
     "${CMD[@]}" >/dev/null 2>&1
   callgrind_control -z "$pid" >/dev/null 2>&1
@@ -74,6 +95,6 @@ for s in "${SHARDS[@]}"; do
     t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
     total=$((total + ${t:-0}))
   done
-  echo "shards=$s consolidation=$CONSOLIDATION pipeline=$PIPELINE clients=$CLIENTS instructions_per_mset=$((total / N))"
+  echo "test=$TEST shards=$s consolidation=$CONSOLIDATION pipeline=$PIPELINE clients=$CLIENTS instructions_per_op=$((total / N))"
 done
 echo "dumps kept in $DIR"

@@ -2,7 +2,8 @@
 //! several shards: queueing and the replies of EXEC (RESP2 and RESP3, byte
 //! for byte where the client library would normalise), errors while
 //! queueing and EXECABORT, DISCARD, WATCH invalidation by every kind of
-//! change (and by nothing else), SELECT inside MULTI. The keys of a test
+//! change (and by nothing else), SELECT inside MULTI, INFO's counts of
+//! the commands EXEC runs. The keys of a test
 //! span shards ([`keys_across_shards`]), so every EXEC below runs across
 //! them.
 //!
@@ -439,6 +440,93 @@ fn exec_reply_shapes_raw() {
         assert_bytes(
             &got,
             b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n$1\r\np\r\n$1\r\np\r\n",
+        );
+    }
+}
+
+/// Every command EXEC runs counts in INFO commandstats, errorstats and
+/// total_commands_processed, as in Redis: connection commands (PING,
+/// ECHO, SELECT), commands across shards (MSET, MGET, SMOVE), and a
+/// script across shards with the commands it calls, not only one-shard
+/// commands. (Figures taken from Redis 7.0.15.)
+#[test]
+fn every_command_of_exec_counts() {
+    let layouts: &[common::Layout] = if common::testing_real_redis() {
+        &common::LAYOUTS[..1]
+    } else {
+        &common::LAYOUTS
+    };
+    let script = "return redis.call('set', KEYS[1], 2)";
+    for l in layouts {
+        let srv = l.tessera(&[]);
+        let mut r = srv.raw();
+        let mut keys: Vec<&str> = vec!["8"];
+        keys.extend(["a", "b", "c", "d", "e", "f", "g", "h"]);
+        let cmds: Vec<Vec<&str>> = vec![
+            vec!["MULTI"],
+            vec!["PING"],
+            vec!["ECHO", "a"],
+            vec!["MSET", "a", "1", "b", "2", "c", "3", "d", "4"],
+            vec!["MGET", "a", "b", "c", "d"],
+            vec!["SELECT", "99"],
+            [vec!["EVAL", script], keys.clone()].concat(),
+            vec!["EVAL", "return redis.call('nosuch')", "2", "a", "b"],
+            vec!["SMOVE", "a", "b", "x"],
+            vec!["SET", "k", "v"],
+        ];
+        assert_eq!(r.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+        for c in &cmds {
+            r.cmd_str(c);
+        }
+        let exec = r.cmd_str(&["EXEC"]);
+        assert!(
+            exec.starts_with(b"*9\r\n"),
+            "{l}: {}",
+            String::from_utf8_lossy(&exec)
+        );
+        let stats = String::from_utf8(r.cmd_str(&["INFO", "commandstats"])).unwrap();
+        let mut got: Vec<String> = stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_config"))
+            .map(|l| {
+                let (name, rest) = l.split_once(':').unwrap();
+                let f: Vec<&str> = rest.split(',').collect();
+                format!("{name}:{},{},{}", f[0], f[3], f[4])
+            })
+            .collect();
+        got.sort();
+        let errors = String::from_utf8(r.cmd_str(&["INFO", "errorstats"])).unwrap();
+        got.extend(
+            errors
+                .lines()
+                .filter(|l| l.starts_with("errorstat_"))
+                .map(String::from),
+        );
+        let totals = String::from_utf8(r.cmd_str(&["INFO", "stats"])).unwrap();
+        got.extend(
+            totals
+                .lines()
+                .filter(|l| {
+                    l.starts_with("total_commands_processed")
+                        || l.starts_with("total_error_replies")
+                })
+                .map(String::from),
+        );
+        assert_eq!(
+            got.join(" "),
+            "cmdstat_echo:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_eval:calls=2,rejected_calls=0,failed_calls=1 \
+             cmdstat_exec:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_mget:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_mset:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_multi:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_ping:calls=1,rejected_calls=0,failed_calls=0 \
+             cmdstat_select:calls=1,rejected_calls=0,failed_calls=1 \
+             cmdstat_set:calls=2,rejected_calls=0,failed_calls=0 \
+             cmdstat_smove:calls=1,rejected_calls=0,failed_calls=1 \
+             errorstat_ERR:count=2 errorstat_WRONGTYPE:count=1 \
+             total_commands_processed:15 total_error_replies:3",
+            "{l}"
         );
     }
 }

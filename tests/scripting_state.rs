@@ -4,7 +4,10 @@
 //! without a shebang), `maxmemory` for a script run on gathered copies,
 //! the error statistics of a call rejected inside a script (counted once,
 //! whether `pcall` catches it or not), and `used_memory_lua` counting only
-//! the EVAL VMs (functions have their own, `used_memory_vm_functions`).
+//! the EVAL VMs (functions have their own, `used_memory_vm_functions`),
+//! and a failed save (MISCONF: up front, or on a script's first write).
+//! Refusals up front are rejected calls whether a script's keys share a
+//! shard or not.
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
 //! test --test scripting_state`.
@@ -320,6 +323,252 @@ fn scripts_refused_up_front_are_rejected_calls() {
         )
     );
     config_set(&mut c, "min-replicas-to-write", "0");
+}
+
+/// Shard layouts in which scripts over [`KEYS8`] run across shards: on
+/// copies, or in place on co-hosted shards. (One server for real Redis.)
+fn layouts() -> &'static [&'static [&'static str]] {
+    if testing_real_redis() {
+        &[&[]]
+    } else {
+        &[
+            &["--shards", "2"],
+            &["--shards", "2", "--shard-consolidation", "no"],
+            &["--shards", "16"],
+            &["--shards", "16", "--shard-consolidation", "no"],
+        ]
+    }
+}
+
+/// Eight keys: on both of two shards, on several of sixteen.
+const KEYS8: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+/// The same refusals for scripts and functions whose keys span shards
+/// (run on gathered copies under a transaction, or in place on co-hosted
+/// shards): rejected calls too, in every layout. (Figures taken from
+/// Redis 7.0.15, where the keys' spread makes no difference.)
+#[test]
+fn cross_shard_scripts_refused_up_front_are_rejected_calls() {
+    let keys = KEYS8;
+    let cmds = ["eval", "eval_ro", "fcall"];
+    for layout in layouts() {
+        let srv = Server::tessera(layout);
+        let mut c = srv.conn();
+        for k in keys {
+            let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
+        }
+        let lib = "#!lua name=xs\n\
+                   redis.register_function('w', function(k) return #k end)";
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(lib)
+            .query(&mut c)
+            .unwrap();
+        let refused = |c: &mut redis::Connection, code_: &str| {
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
+            for cmd in ["EVAL", "EVAL_RO"] {
+                let r = redis::cmd(cmd)
+                    .arg("#!lua\nreturn 1")
+                    .arg(keys.len())
+                    .arg(&keys[..])
+                    .query::<redis::Value>(c);
+                assert_eq!(code(r), code_, "{cmd} {layout:?}");
+            }
+            let r = redis::cmd("FCALL")
+                .arg("w")
+                .arg(keys.len())
+                .arg(&keys[..])
+                .query::<redis::Value>(c);
+            assert_eq!(code(r), code_, "FCALL {layout:?}");
+            // One that may run does, and is a call.
+            let r = redis::cmd("EVAL")
+                .arg("#!lua flags=no-writes\nreturn redis.call('get', KEYS[8])")
+                .arg(keys.len())
+                .arg(&keys[..])
+                .query::<redis::Value>(c);
+            assert_eq!(code(r), "", "{layout:?}");
+            error_stats(c, &cmds)
+        };
+        config_set(&mut c, "maxmemory", "1");
+        assert_eq!(
+            refused(&mut c, "OOM"),
+            "errorstat_OOM:count=3 total_error_replies:3 eval:1,1,0 eval_ro:0,1,0 fcall:0,1,0",
+            "{layout:?}"
+        );
+        config_set(&mut c, "maxmemory", "0");
+        config_set(&mut c, "min-replicas-to-write", "1");
+        assert_eq!(
+            refused(&mut c, "NOREPLICAS"),
+            "errorstat_NOREPLICAS:count=3 total_error_replies:3 eval:1,1,0 eval_ro:0,1,0 \
+             fcall:0,1,0",
+            "{layout:?}"
+        );
+        config_set(&mut c, "min-replicas-to-write", "0");
+    }
+}
+
+/// After a failed save, with `stop-writes-on-bgsave-error yes` and save
+/// rules set (Redis's MISCONF), as Redis 7.0.15 answers (replies and
+/// counts taken from it): a script with a shebang that may write (even
+/// `allow-oom`), a function without `no-writes` (even by FCALL_RO, even
+/// one that only reads) and EVAL_RO of a writing shebang are rejected
+/// calls; a script without a shebang runs, and its first write fails
+/// with MISCONF (the script's error, or `pcall`'s error table), also
+/// inside MULTI/EXEC; read-only scripts and functions run. A script that
+/// may write is refused as it is queued in MULTI, and EXEC of one queued
+/// before is refused whole (EXECABORT). Keys on several shards, in every
+/// layout.
+#[test]
+fn scripts_after_a_failed_save_get_misconf() {
+    let misconf = "MISCONF Redis is configured to save RDB snapshots, but it's currently \
+                   unable to persist to disk. Commands that may modify the data set are \
+                   disabled, because this instance is configured to report errors during \
+                   writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). \
+                   Please check the Redis logs for details about the RDB error.";
+    let write = "return redis.call('set', KEYS[1], 'z')";
+    let lib = "#!lua name=mc\n\
+               redis.register_function('w', function(k) return redis.call('set', k[1], 'x') end)\n\
+               redis.register_function('r0', function(k) return redis.call('get', k[1]) end)\n\
+               redis.register_function{function_name='r', \
+                   callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}";
+    for layout in layouts() {
+        let dir = common::unique_temp_dir("misconf");
+        let mut args = vec![
+            "--dir",
+            dir.to_str().unwrap(),
+            "--save",
+            "3600 1",
+            "--stop-writes-on-bgsave-error",
+            "yes",
+        ];
+        args.extend_from_slice(layout);
+        let srv = Server::tessera(&args);
+        let mut c = srv.conn();
+        for k in KEYS8 {
+            let _: () = redis::cmd("SET").arg(k).arg("v").query(&mut c).unwrap();
+        }
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(lib)
+            .query(&mut c)
+            .unwrap();
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(write)
+            .query(&mut c)
+            .unwrap();
+        let sha_shebang: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("#!lua\nreturn 1")
+            .query(&mut c)
+            .unwrap();
+        // A transaction queued before the save fails.
+        let mut queued = srv.raw();
+        assert_eq!(queued.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(
+            queued.cmd_str(&["EVAL", "#!lua flags=no-writes\nreturn 1", "0"]),
+            b"+QUEUED\r\n"
+        );
+        assert_eq!(
+            queued.cmd_str(&["EVAL", "#!lua\nreturn 1", "0"]),
+            b"+QUEUED\r\n"
+        );
+        // Redis chdir()s into `dir`: its saves fail once it is gone, as
+        // Tessera's do.
+        std::fs::remove_dir_all(&dir).unwrap();
+        let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+        common::wait_for("the failed save", || {
+            common::info_field(&mut c, "persistence", "rdb_last_bgsave_status") == "err"
+        });
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+        let mut r = srv.raw();
+        let with_keys = |r: &mut common::RawConn, cmd: &str, body: &str| {
+            let mut a = vec![cmd, body, "8"];
+            a.extend(KEYS8);
+            String::from_utf8(r.cmd_str(&a)).unwrap()
+        };
+        let rejected = format!("-{misconf}\r\n");
+        let in_script = format!("-{misconf} script: {sha}, on @user_script:1.\r\n");
+        let v = "$1\r\nv\r\n";
+        let cases = [
+            ("EVAL", "return redis.call('get', KEYS[1])", v.to_string()),
+            ("EVAL", write, in_script.clone()),
+            ("EVALSHA", &sha, in_script.clone()),
+            (
+                "EVAL",
+                "local r = redis.pcall('set', KEYS[1], 'z') return r['err']",
+                format!("${}\r\n{misconf}\r\n", misconf.len()),
+            ),
+            ("EVAL", "return redis.call('ping')", "+PONG\r\n".into()),
+            (
+                "EVAL",
+                "#!lua\nreturn redis.call('get', KEYS[1])",
+                rejected.clone(),
+            ),
+            ("EVAL", "#!lua flags=allow-oom\nreturn 1", rejected.clone()),
+            (
+                "EVAL",
+                "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])",
+                v.into(),
+            ),
+            ("EVAL_RO", "#!lua\nreturn 1", rejected.clone()),
+            (
+                "EVAL_RO",
+                write,
+                format!(
+                    "-ERR Write commands are not allowed from read-only scripts. \
+                     script: {sha}, on @user_script:1.\r\n"
+                ),
+            ),
+            ("FCALL", "w", rejected.clone()),
+            ("FCALL", "r", v.into()),
+            ("FCALL_RO", "r0", rejected.clone()),
+        ];
+        for (cmd, body, want) in &cases {
+            assert_eq!(
+                &with_keys(&mut r, cmd, body),
+                want,
+                "{cmd} {body} {layout:?}"
+            );
+        }
+        // EXEC of a transaction holding a script that may write is a
+        // write command (Redis's `mstate.cmd_flags`): refused whole.
+        assert_eq!(
+            String::from_utf8(queued.cmd_str(&["EXEC"])).unwrap(),
+            format!("-EXECABORT Transaction discarded because of: {misconf}\r\n")
+        );
+        // Such a script is refused as it is queued, and dooms the
+        // transaction.
+        assert_eq!(queued.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(
+            String::from_utf8(queued.cmd_str(&["EVALSHA", &sha_shebang, "0"])).unwrap(),
+            rejected
+        );
+        assert_eq!(
+            queued.cmd_str(&["EXEC"]),
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        // Inside a transaction: EXEC runs (EVAL is not a write command),
+        // the script's write fails.
+        assert_eq!(r.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(with_keys(&mut r, "EVAL", write), "+QUEUED\r\n");
+        assert_eq!(
+            String::from_utf8(r.cmd_str(&["EXEC"])).unwrap(),
+            format!("*1\r\n{in_script}")
+        );
+        assert_eq!(
+            error_stats(
+                &mut c,
+                &["eval", "evalsha", "eval_ro", "fcall", "fcall_ro", "set", "exec"]
+            ),
+            "errorstat_ERR:count=1 errorstat_EXECABORT:count=2 errorstat_MISCONF:count=10 \
+             total_error_replies:13 eval:6,2,2 evalsha:1,1,1 eval_ro:1,1,1 fcall:1,1,0 \
+             fcall_ro:0,1,0 set:0,5,0 exec:2,1,1",
+            "{layout:?}"
+        );
+        config_set(&mut c, "stop-writes-on-bgsave-error", "no");
+        assert_eq!(with_keys(&mut r, "EVAL", write), "+OK\r\n", "{layout:?}");
+    }
 }
 
 fn memory_field(c: &mut redis::Connection, field: &str) -> u64 {

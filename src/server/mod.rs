@@ -259,8 +259,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // What was loaded is what is on disk: no changes to save yet (Redis
     // starts with dirty = 0 after loading).
     for sh in &mut shards {
-        for d in &mut sh.dbs {
-            d.dirty = 0;
+        for d in &sh.dbs {
+            d.dirty.reset();
         }
     }
 

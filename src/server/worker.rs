@@ -66,7 +66,7 @@
 //! lent to the script through `Worker::with_desk`, see `busy`.)
 //!
 //! One scheduler: a worker is only ever run through `sched`'s interface,
-//! by its own thread (`step_solo`), by a hub (`prepare`, `unpark_flag`,
+//! by its own thread (`step_solo`), by a hub (`due_in`, `park_flag` and `unpark_flag`,
 //! `step_shared` for each worker it holds), or by the in-process tests,
 //! which make the hub's calls in the hub's order, one round at a time.
 //! A thread running several workers also lends them to each other for the
@@ -124,6 +124,7 @@ mod conns;
 mod cron;
 mod evict;
 mod home;
+mod hub_set;
 mod in_place;
 mod memory;
 mod nap;
@@ -143,6 +144,7 @@ mod tracking;
 mod waiters;
 
 pub use cohost::{lending, Lender};
+pub use hub_set::{tag as hub_tag, untag as hub_untag};
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
@@ -399,6 +401,9 @@ struct Conns {
     /// (`Coordinator::must_finish`): their jobs' outputs still come back
     /// to the connection's old `ConnRef`; the reply is dropped.
     orphans: Vec<Orphan>,
+    /// While a hub runs this worker with others: its set, where the
+    /// connections are registered (see `hub_set`).
+    hub: Option<hub_set::HubSet>,
 }
 
 /// A coordinator whose connection went away while it could not be
@@ -430,6 +435,16 @@ pub struct Worker {
     save_wait: Option<Duration>,
     /// What the desk lent to long scripts keeps (see `busy`).
     desk: busy::DeskState,
+    /// Times a hub's round polled this worker's own epoll set (a set
+    /// ready in the hub's wait: its doorbell or a listener); read by the
+    /// tests of `server::host`.
+    own_polls: u64,
+    /// Turns of a thread running several workers (`step_shared`), read
+    /// by the tests of `server::host`.
+    turns: u64,
+    /// Times its parked flag was raised (read by the tests of
+    /// `server::host`).
+    parks: u64,
     /// The shared state, for the desk (`core` is lent to the handler).
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.

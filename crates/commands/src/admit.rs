@@ -106,18 +106,21 @@ fn refusal(
     {
         return Some(CmdError::Raw(crate::exec::OOM_ERROR.into()));
     }
-    // One relaxed load while saves succeed.
-    if server.persist.refuses_writes(server) && (spec.has(flags::WRITE) || spec.name == "ping") {
+    // Two relaxed loads.
+    if server.ops.disk_error()
+        && (spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0)
+    {
         return Some(CmdError::Raw(crate::persist::MISCONF.into()));
     }
     // Not enough good replicas (one relaxed load).
-    if server.ops.refuses_writes() && spec.has(flags::WRITE) {
+    if server.ops.refuses_writes() && command_flags(r, args, ctx) & flags::WRITE != 0 {
         return Some(CmdError::Raw(crate::repl::NOREPLICAS.into()));
     }
     // One relaxed load on a master.
     let replica = server.repl.replica_fast();
     if replica {
-        if let Some(e) = crate::replica::read_only_refusal(server, ctx.client, spec.flags) {
+        let f = command_flags(r, args, ctx);
+        if let Some(e) = crate::replica::read_only_refusal(server, ctx.client, f) {
             return Some(CmdError::Raw(e.into()));
         }
     }
@@ -197,13 +200,7 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
     let name = reg.full_name(r.id);
     let is_exec = name == "exec";
     let denyoom = if is_exec {
-        ctx.client.multi.as_ref().is_some_and(|m| {
-            m.queued.iter().any(|q| {
-                let owned = resp::OwnedArgs::from_slices(q);
-                reg.resolve(owned.args())
-                    .is_ok_and(|q| q.spec.has(flags::DENYOOM))
-            })
-        })
+        command_flags(r, args, ctx) & flags::DENYOOM != 0
     } else {
         r.spec.has(flags::DENYOOM)
     };
@@ -217,4 +214,43 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
             _ => false,
         };
     (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
+}
+
+/// Redis's `getCommandFlags` for the write checks (MISCONF, NOREPLICAS,
+/// READONLY, and OOM for EXEC): a script or function with declared flags
+/// is a write (`WRITE`) unless `no-writes`, and `DENYOOM` unless also
+/// `allow-oom` (`scriptFlagsToCmdFlags`); EXEC carries what its queued
+/// commands carry (`mstate.cmd_flags`). Called only while a check could
+/// refuse (a cache or library lookup per script; a pass over the queue).
+#[cold]
+fn command_flags(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> u32 {
+    let reg = registry();
+    if reg.full_name(r.id) == "exec" {
+        let Some(m) = ctx.client.multi.as_ref() else {
+            return r.spec.flags;
+        };
+        return m.queued.iter().fold(r.spec.flags, |f, q| {
+            let owned = resp::OwnedArgs::from_slices(q);
+            match reg.resolve(owned.args()) {
+                Ok(q) => f | (one_command_flags(q, owned.args()) & (flags::WRITE | flags::DENYOOM)),
+                Err(_) => f,
+            }
+        });
+    }
+    one_command_flags(r, args)
+}
+
+/// [`command_flags`] of one command (not EXEC).
+fn one_command_flags(r: Resolved, args: Args<'_>) -> u32 {
+    let Some(sf) = crate::script::declared_flags(r, args) else {
+        return r.spec.flags;
+    };
+    let mut f = r.spec.flags & !(flags::WRITE | flags::DENYOOM);
+    if !sf.no_writes {
+        f |= flags::WRITE;
+        if !sf.allow_oom {
+            f |= flags::DENYOOM;
+        }
+    }
+    f
 }

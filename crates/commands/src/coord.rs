@@ -169,6 +169,12 @@ pub trait Coordinator: Send {
         Vec::new()
     }
 
+    /// Moves into `stats` what it counted of the commands it ran on the
+    /// home thread (EXEC's connection commands and commands across
+    /// shards: Redis counts each command of a transaction); the runtime
+    /// calls it when the coordinator ends. A wrapper forwards its inner's.
+    fn drain_stats(&mut self, _stats: &mut crate::ctx::ThreadStats) {}
+
     /// Whether its first step reads state that a transaction's locks
     /// protect (EXEC's WATCH flag, set by writes to watched keys): the
     /// transaction layer then runs it only once every lock is held, not

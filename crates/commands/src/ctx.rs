@@ -447,6 +447,8 @@ impl ServerShared {
         let _ = ops.pubsub.set(pubsub);
         let mem = Arc::new(mem);
         let _ = ops.mem.set(mem.clone());
+        let persist = Arc::new(crate::persist::Persist::new(nshards, lastsave.clone()));
+        let _ = ops.persist.set(persist.clone());
         ServerShared {
             acl,
             ops,
@@ -462,8 +464,8 @@ impl ServerShared {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
-            lastsave_s: lastsave.clone(),
-            persist: Arc::new(crate::persist::Persist::new(nshards, lastsave)),
+            lastsave_s: lastsave,
+            persist,
             aof: OnceLock::new(),
             tcp_port: AtomicU64::new(0),
             executable: std::env::current_exe()

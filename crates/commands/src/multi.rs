@@ -25,6 +25,7 @@
 //! WATCH is answered at once while busy, as in Redis.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use resp::{Args, OwnedArgs, Reply};
 
@@ -299,6 +300,8 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         replies: Vec::new(),
         inflight: Vec::new(),
         sub: None,
+        counted: Vec::new(),
+        ran_script: false,
         records: Vec::new(),
         watch: watch.map(|w| w.flag),
         fused,
@@ -348,8 +351,14 @@ struct ExecCoord {
     replies: Vec<Option<Vec<u8>>>,
     /// Whether a segment is in flight (its jobs' outputs come next).
     inflight: Vec<()>,
-    /// A multi-shard command in progress: its index, coordinator, reply.
-    sub: Option<(usize, Box<dyn Coordinator>, Reply)>,
+    /// A multi-shard command in progress.
+    sub: Option<Sub>,
+    /// The commands run here so far, for INFO commandstats and errorstats
+    /// (see `Coordinator::drain_stats`): shard commands count where they
+    /// run.
+    counted: Vec<Counted>,
+    /// A script ran here (on copies): see `drain_stats`.
+    ran_script: bool,
     /// Records the multi-shard commands made on the home thread so far
     /// (see `Coordinator::take_records`).
     records: Vec<engine::outbox::Chunk>,
@@ -359,7 +368,30 @@ struct ExecCoord {
     checked: bool,
 }
 
+/// A multi-shard command in progress: its index, coordinator, reply,
+/// command id and start.
+type Sub = (usize, Box<dyn Coordinator>, Reply, usize, Instant);
+
+/// One command EXEC ran on the home thread: its id, duration, and error
+/// line if it failed (with whether the line counts in errorstats).
+struct Counted {
+    id: usize,
+    took: Duration,
+    error: Option<(Vec<u8>, bool)>,
+}
+
 impl ExecCoord {
+    /// Notes command `id`, started at `started`, ending with `res`.
+    fn count(&mut self, id: usize, started: Instant, res: Result<(), &CmdError>) {
+        self.counted.push(Counted {
+            id,
+            took: started.elapsed(),
+            error: res
+                .err()
+                .map(|e| (e.line(), !matches!(e, CmdError::Counted(_)))),
+        });
+    }
+
     fn reply_of(e: &CmdError, resp3: bool) -> Vec<u8> {
         let mut r = Reply::new(resp3);
         r.error_bytes(&e.line());
@@ -387,6 +419,24 @@ impl Coordinator for ExecCoord {
         std::mem::take(&mut self.records)
     }
 
+    fn drain_stats(&mut self, stats: &mut crate::ctx::ThreadStats) {
+        // A script run here on copies counted its calls in this thread's
+        // VM (see `script::vm::drain_stats`).
+        if std::mem::take(&mut self.ran_script) {
+            crate::script::vm::drain_stats(stats);
+        }
+        for c in self.counted.drain(..) {
+            if let Some((line, true)) = &c.error {
+                stats.count_error(line);
+            }
+            // `record` measures from a start: one as long ago as it took.
+            let started = Instant::now()
+                .checked_sub(c.took)
+                .unwrap_or_else(Instant::now);
+            let _ = crate::exec::record(stats, self.server.ops, c.id, started, c.error.is_some());
+        }
+    }
+
     fn step(
         &mut self,
         results: Vec<JobOut>,
@@ -408,18 +458,20 @@ impl Coordinator for ExecCoord {
             }
         }
         // Outputs of what was in flight.
-        if let Some((idx, mut sub, mut sout)) = self.sub.take() {
+        if let Some((idx, mut sub, mut sout, id, started)) = self.sub.take() {
             let mut p = Plan::default();
-            if let Err(e) = sub.step(results, &mut p, &mut sout, client) {
+            let stepped = sub.step(results, &mut p, &mut sout, client);
+            if let Err(e) = &stepped {
                 sout.error_bytes(&e.line());
                 p = Plan::default();
             }
             self.records.extend(sub.take_records());
             if !p.jobs.is_empty() {
                 plan.jobs = p.jobs;
-                self.sub = Some((idx, sub, sout));
+                self.sub = Some((idx, sub, sout, id, started));
                 return Ok(());
             }
+            self.count(id, started, stepped.as_ref().map(|_| ()));
             self.replies[idx] = Some(sout.into_bytes());
             self.pos = idx + 1;
         } else if !self.inflight.is_empty() {
@@ -469,9 +521,12 @@ impl Coordinator for ExecCoord {
                         home: self.home,
                         key_shards: &[],
                     };
-                    if let Err(e) = h(&mut ctx, args) {
+                    let started = Instant::now();
+                    let res = h(&mut ctx, args);
+                    if let Err(e) = &res {
                         o.error_bytes(&e.line());
                     }
+                    self.count(r.id, started, res.as_ref().map(|_| ()));
                     // WAIT in a transaction answers at once (Redis's
                     // CLIENT_DENY_BLOCKING).
                     if client.repl_wait.take().is_some() {
@@ -545,6 +600,8 @@ impl Coordinator for ExecCoord {
             }
             // A multi-shard command: run its coordinator's steps.
             let mut sout = Reply::new(client.resp3);
+            let started = Instant::now();
+            self.ran_script |= r.spec.has(crate::table::flags::SCRIPT);
             let built = {
                 let mut ctx = ConnCtx {
                     client: &mut *client,
@@ -563,18 +620,20 @@ impl Coordinator for ExecCoord {
             match built {
                 Err(e) => {
                     sout.error_bytes(&e.line());
+                    self.count(r.id, started, Err(&e));
                 }
                 Ok(mut sub) => {
                     let mut p = Plan::default();
                     let stepped = sub.step(Vec::new(), &mut p, &mut sout, client);
                     self.records.extend(sub.take_records());
-                    if let Err(e) = stepped {
+                    if let Err(e) = &stepped {
                         sout.error_bytes(&e.line());
                     } else if !p.jobs.is_empty() {
                         plan.jobs = p.jobs;
-                        self.sub = Some((i, sub, sout));
+                        self.sub = Some((i, sub, sout, r.id, started));
                         return Ok(());
                     }
+                    self.count(r.id, started, stepped.as_ref().map(|_| ()));
                 }
             }
             self.replies[i] = Some(sout.into_bytes());

@@ -474,16 +474,11 @@ impl Persist {
         st.expired_on_load = expired;
     }
 
-    /// Whether writes are refused with MISCONF (Redis's
-    /// `writeCommandsDeniedByDiskError`): the last save failed, and
-    /// `stop-writes-on-bgsave-error` is on with save rules set. One relaxed
-    /// load while saves succeed.
+    /// The last save failed (whether that refuses writes:
+    /// `Ops::disk_error`).
     #[inline]
-    pub fn refuses_writes(&self, server: &ServerShared) -> bool {
-        self.failed.load(Ordering::Relaxed) && {
-            let cfg = server.config();
-            cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty()
-        }
+    pub fn save_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// The link a shard thread uses for the running save, if one runs.

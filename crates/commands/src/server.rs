@@ -323,6 +323,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                         "Failed applying new configuration. Possibly related to new appendonly \
                          setting. Restoring previous settings.",
                     );
+                    c.server.ops.configure(&saved);
                     *c.server.config.write().unwrap_or_else(|e| e.into_inner()) = saved;
                     c.server.persist.rewrite_start_failed();
                     return Err(CmdError::err(

@@ -1305,6 +1305,10 @@ impl Coordinator for TxCoord {
         self.inner.take_records()
     }
 
+    fn drain_stats(&mut self, stats: &mut crate::ctx::ThreadStats) {
+        self.inner.drain_stats(stats);
+    }
+
     fn tx_id(&self) -> Option<TxId> {
         Some(self.tx)
     }

@@ -247,9 +247,16 @@ pub use outbox::{Invalidation, KeyEvent};
 
 impl Shard {
     pub fn new(id: usize, databases: usize) -> Self {
+        let dirty = db::Dirty::default();
         Shard {
             id,
-            dbs: (0..databases).map(|_| Db::new()).collect(),
+            dbs: (0..databases)
+                .map(|_| {
+                    let mut d = Db::new();
+                    d.dirty = dirty.share();
+                    d
+                })
+                .collect(),
             stats: ShardStats::default(),
             now_ms: now_ms(),
             rng: SmallRng::from_entropy(),
@@ -412,7 +419,8 @@ impl Shard {
 
     /// Changes made to this shard's data so far (see [`Db::dirty`]).
     pub fn dirty(&self) -> u64 {
-        self.dbs.iter().map(|d| d.dirty).sum()
+        // Every database adds to the shard's one counter (`db::Dirty`).
+        self.dbs.first().map_or(0, |d| d.dirty.get())
     }
 
     /// Refreshes the cached clock; the loop calls this before each batch.
@@ -725,6 +733,30 @@ mod tests {
 
     fn s(v: &str) -> Value {
         Value::Str(Str::from_bytes(v.as_bytes()))
+    }
+
+    /// The shard's change count is the sum over its databases, kept as one
+    /// counter they all add to: through stores, a FLUSHDB's take (the old
+    /// tables leave with a counter of their own), a swap, a reset.
+    #[test]
+    fn every_database_adds_to_the_shards_one_change_count() {
+        let mut sh = Shard::new(0, 16);
+        assert_eq!(sh.dirty(), 0);
+        sh.store(0, b"a", s("1"), 0);
+        sh.store(7, b"b", s("2"), 0);
+        sh.store(15, b"c", s("3"), 0);
+        assert_eq!(sh.dirty(), 3);
+        let mut old = sh.dbs[7].take();
+        assert_eq!(sh.dirty(), 4, "FLUSHDB counts the key it dropped");
+        old.dirty += 10;
+        assert_eq!(sh.dirty(), 4, "the old tables count on their own");
+        sh.store(7, b"d", s("4"), 0);
+        assert_eq!(sh.dirty(), 5, "the emptied database still counts");
+        let (a, b) = sh.dbs.split_at_mut(9);
+        Db::swap_contents(&mut a[0], &mut b[6]);
+        assert_eq!(sh.dirty(), 7, "SWAPDB: one each");
+        sh.dbs[3].dirty.reset();
+        assert_eq!(sh.dirty(), 0);
     }
 
     #[test]

@@ -279,11 +279,7 @@ impl<'a> Door<'a> {
                 self.conns.slots.len() - 1
             }
         };
-        if let Err(e) = self.poll.registry().register(
-            stream.source(),
-            Token(slot),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        if let Err(e) = self.conns.register(self.poll, &mut stream, slot) {
             log::warning(format_args!(
                 "Error registering fd event for the new client: {e}"
             ));

@@ -7,7 +7,9 @@
 //! What a pass does, and never does:
 //! * It polls this worker's epoll set without waiting (the first pass of
 //!   a lend visits every connection instead: events the loop had already
-//!   taken before the script started would otherwise never come again).
+//!   taken before the script started would otherwise never come again;
+//!   and so does every pass while a hub holds the worker, whose set then
+//!   has the connections' events, see `hub_set`).
 //! * A connection that can execute (not paused, closing, or deferred) is
 //!   read to `EAGAIN` and its complete requests go through the ordinary
 //!   `dispatch`: errors of unknown commands, arity, NOAUTH and ACL come
@@ -305,7 +307,9 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             }
         }
         self.state.events = Some(events);
-        if std::mem::take(&mut self.first) {
+        // Held by a hub, the connections' events go to the hub's set (see
+        // `hub_set`): every pass visits them all.
+        if std::mem::take(&mut self.first) || self.conns.in_hub_set() {
             for slot in 0..self.conns.slots.len() {
                 self.serve_conn(slot, false);
             }

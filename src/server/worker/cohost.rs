@@ -68,7 +68,7 @@
 //! What the lent worker owes its own loop afterwards: its messages are
 //! flushed at once (it may not take a turn this round), and anything it
 //! queued for itself (a resumed connection, a local job) makes it due in
-//! the next round (`Worker::prepare`).
+//! the next round (`Worker::due_in`).
 //!
 //! Cost: one thread-local read per job for another shard; on a thread
 //! alone with its worker no lender is installed and nothing else runs.

@@ -147,7 +147,7 @@ impl Worker {
                 // this client yet now never will.
                 claim.abandon();
             }
-            let _ = self.poll.registry().deregister(c.stream.source());
+            self.conns.deregister(&self.poll, &mut c.stream);
             self.conns.gens[slot] = self.conns.gens[slot].wrapping_add(1);
             self.conns.free.push(slot);
             self.core

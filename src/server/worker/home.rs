@@ -389,6 +389,10 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
             .step(results, &mut plan, &mut ac.out, &mut c.client)
     };
     let failed = res.is_err();
+    // Refused before it ran (a script's up-front OOM, NOREPLICAS or
+    // READONLY on its gathered copies): a rejected call, not a call, as a
+    // one-shard script's (`exec::run_shard_with`).
+    let rejected = matches!(res, Err(commands::CmdError::Rejected(_)));
     let hold = log_coord_step(core, &mut *ac.coord, failed || plan.is_empty());
     ac.aof_hold = ac.aof_hold.max(hold);
     if let Err(e) = res {
@@ -423,7 +427,13 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
             // statistics were not lent (the VM's first script).
             commands::script::vm::drain_stats(&mut core.stats);
         }
-        if let Some(us) = exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed) {
+        // EXEC's commands run on this thread.
+        ac.coord.drain_stats(&mut core.stats);
+        if rejected {
+            exec::count_rejected(&mut core.stats, Some(ac.resolved.id));
+        } else if let Some(us) =
+            exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed)
+        {
             if let Some(a) = &ac.slow_args {
                 let label = commands::ops::slowlog::label_of(&c.client);
                 exec::slowlog(ops, ac.resolved, a.args(), us, c.client.id, Some(label));

@@ -1,9 +1,10 @@
 //! The event loop itself: one iteration of a worker, in the order the
 //! module docs of `worker` give, and the interface its host thread drives
-//! (`server::host`): [`Worker::timeout`], [`Worker::park_flag`] /
-//! [`Worker::unpark_flag`], then [`Worker::step_solo`] (the thread is the
-//! worker's own) or [`Worker::step_shared`] (a hub runs several workers in
-//! turn), [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
+//! (`server::host`): [`Worker::step_solo`] (the thread is the worker's
+//! own), or, for a hub running several workers in turn, each round
+//! [`Worker::due_in`] for each, [`Worker::park_flag`] for each if the hub
+//! may sleep (and [`Worker::unpark_flag`] once awake), then
+//! [`Worker::step_shared`] for each with work; [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
 //! of step end in the same `serve`, so a worker behaves the same whichever
 //! thread runs it.
 //!
@@ -35,6 +36,7 @@ use resp::Reply;
 use super::super::blocking::Waiters;
 use super::super::conn::RecentPeaks;
 use super::super::mailbox::{Mailbox, Msg};
+use super::hub_set::ConnEvent;
 use super::nap::Nap;
 use super::request::paused;
 use super::waiters::serve_ready;
@@ -130,6 +132,7 @@ impl Worker {
                 peaks: RecentPeaks::default(),
                 zombies: Vec::new(),
                 orphans: Vec::new(),
+                hub: None,
             },
             poll,
             tcp,
@@ -143,6 +146,9 @@ impl Worker {
             spilled: false,
             save_wait: None,
             desk: busy::DeskState::default(),
+            own_polls: 0,
+            turns: 0,
+            parks: 0,
             shared: server_for_desk,
             master_conn: None,
         };
@@ -194,6 +200,24 @@ impl Worker {
         self.core.cfg.shard_consolidation
     }
 
+    /// Times a hub's round polled this worker's own epoll set.
+    #[cfg(test)]
+    pub fn own_polls(&self) -> u64 {
+        self.own_polls
+    }
+
+    /// Turns a thread running several workers gave this one.
+    #[cfg(test)]
+    pub fn turns(&self) -> u64 {
+        self.turns
+    }
+
+    /// Times this worker's parked flag was raised.
+    #[cfg(test)]
+    pub fn parks(&self) -> u64 {
+        self.parks
+    }
+
     /// Commands this worker has run so far (its share of INFO's
     /// total_commands_processed; CONFIG RESETSTAT starts it over).
     pub fn commands(&self) -> u64 {
@@ -233,15 +257,16 @@ impl Worker {
         timeout
     }
 
-    /// Before its thread waits, for a thread that runs several workers (a
-    /// hub, and the in-process tests, see `testing`): how long this worker
-    /// may sleep ([`Worker::timeout`]), with its parked flag raised (zero
-    /// if messages wait already, see [`Worker::park_flag`]). Then, once the
-    /// thread is awake, [`Worker::unpark_flag`] for every worker it runs,
-    /// and [`Worker::step_shared`] for each.
-    pub fn prepare(&mut self, now: Instant) -> Duration {
+    /// For a thread that runs several workers (a hub, see `server::host`;
+    /// the in-process tests, see `testing`), each round: how long this worker
+    /// may sleep ([`Worker::timeout`]), zero if messages wait, without
+    /// raising its parked flag. The hub raises every worker's flag
+    /// ([`Worker::park_flag`], which looks for messages again after its
+    /// fence) only for a wait that may sleep: while some worker has work
+    /// the hub does not sleep, so nobody needs to ring.
+    pub fn due_in(&mut self, now: Instant) -> Duration {
         let timeout = self.timeout(now);
-        if self.park_flag() {
+        if self.core.mailbox.has_inbound() || self.core.server.pubsub.has_pending(self.core.id) {
             Duration::ZERO
         } else {
             timeout
@@ -266,13 +291,14 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events, led);
+        self.serve(events, &[], led);
     }
 
     /// Raises this worker's parked flag before its thread sleeps (see
     /// `mailbox`); true if messages wait, so the thread must not sleep.
     pub fn park_flag(&mut self) -> bool {
         engine::alloc::enter_shard(self.core.id);
+        self.parks += 1;
         let eager = self.direct_eager();
         // After the parked flag and its fence: a publisher that queued
         // before it is seen here, one after it rings the doorbell.
@@ -285,20 +311,32 @@ impl Worker {
     }
 
     /// One iteration of a worker that shares its thread with others (the
-    /// thread waited on all their epoll sets together): collects its
-    /// events without waiting, and serves them.
-    /// `poll`: false when the thread's wait showed this worker's epoll set
-    /// holds nothing.
-    pub fn step_shared(&mut self, events: &mut Events, poll: bool, led: bool) {
+    /// thread waited on one set for all of them): serves the socket events
+    /// the thread's wait found for its connections (`conn_events`, raw
+    /// events tagged by [`hub_tag`](super::hub_tag), see `hub_set`), and
+    /// those of its own epoll set, collected without waiting.
+    /// `poll`: false when the thread's wait showed this worker's own set
+    /// (doorbell, listeners) holds nothing.
+    pub fn step_shared(
+        &mut self,
+        events: &mut Events,
+        poll: bool,
+        conn_events: &[libc::epoll_event],
+        led: bool,
+    ) {
         engine::alloc::enter_shard(self.core.id);
+        self.turns += 1;
         if !poll {
             events.clear();
-        } else if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                log::warning(format_args!("epoll_wait failed: {e}"));
+        } else {
+            self.own_polls += 1;
+            if let Err(e) = self.poll.poll(events, Some(Duration::ZERO)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::warning(format_args!("epoll_wait failed: {e}"));
+                }
             }
         }
-        self.serve(events, led);
+        self.serve(events, conn_events, led);
     }
 
     /// Messages, local work or resumed connections wait: the next loop
@@ -313,7 +351,7 @@ impl Worker {
 
     /// Everything an iteration does after its wait: the parked flag comes
     /// down, then messages, sockets, writes, AOF, saves, cron.
-    pub(super) fn serve(&mut self, events: &Events, led: bool) {
+    pub(super) fn serve(&mut self, events: &Events, conn_events: &[libc::epoll_event], led: bool) {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
@@ -342,16 +380,12 @@ impl Worker {
                 UNIX => self.accept_unix(),
                 Token(t) if t >= TCP_BASE => self.accept_tcp(t - TCP_BASE, false),
                 Token(t) if t >= TLS_BASE => self.accept_tcp(t - TLS_BASE, true),
-                Token(slot) => {
-                    self.nap.events += 1;
-                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                        let hup = ev.is_read_closed() || ev.is_error();
-                        self.read_conn(slot, hup);
-                    }
-                    if ev.is_writable() {
-                        self.conns.mark_dirty(slot);
-                    }
-                }
+                Token(_) => self.conn_event(ConnEvent::of_mio(ev)),
+            }
+        }
+        for ev in conn_events {
+            if let Some((_, slot)) = super::hub_untag(ev.u64) {
+                self.conn_event(ConnEvent::of_raw(slot, ev.events));
             }
         }
         self.drain();
@@ -369,7 +403,7 @@ impl Worker {
         self.core.shard.publish_memory();
         self.flush_conns();
         self.core.aof_flush();
-        self.save_wait = self.save_step(!events.is_empty());
+        self.save_wait = self.save_step(!events.is_empty() || !conn_events.is_empty());
         self.spilled = self.core.mailbox.flush();
         if Instant::now() >= self.next_cron {
             self.cron();
@@ -382,6 +416,17 @@ impl Worker {
             // waiters): its destinations learn of it now, not after this
             // thread's next wake-up.
             self.spilled = self.core.mailbox.flush();
+        }
+    }
+
+    /// A socket event of connection `ev.slot`.
+    fn conn_event(&mut self, ev: ConnEvent) {
+        self.nap.events += 1;
+        if ev.readable || ev.hup {
+            self.read_conn(ev.slot, ev.hup);
+        }
+        if ev.writable {
+            self.conns.mark_dirty(ev.slot);
         }
     }
 
@@ -473,7 +518,14 @@ impl Worker {
                 got = true;
                 self.handle(m);
             }
-            if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+            // Keys are marked ready only while a client of this shard
+            // waits on them: with none waiting (nearly always), one load
+            // instead of a look at every database (16 cache lines per
+            // pass, per loop a hub runs: the most D1 misses per SET of
+            // any function with 32 loops on one hub). Marks left by a
+            // waiter that has gone are dropped by the next `serve_ready`,
+            // as `cohost::run_job_now` leaves them.
+            if !self.core.waiters.is_empty() && self.core.shard.dbs.iter().any(|d| d.has_ready()) {
                 serve_ready(&mut self.core);
                 got = true;
             }

@@ -1,7 +1,9 @@
 //! Workers in process, for tests: `n` real [`Worker`]s (real mailboxes,
 //! real shards, clients on real unix socket pairs) on the test's own
 //! thread, driven in rounds by the same calls a hub makes for the workers
-//! it holds (`server::host`): every worker's [`Worker::prepare`], then every
+//! it holds (`server::host`): every worker's [`Worker::due_in`] and
+//! [`Worker::park_flag`] (the hub raises the flags before a wait that may
+//! sleep; here every round may: a message always finds its flag up), then every
 //! [`Worker::unpark_flag`], then every [`Worker::step_shared`], in id order.
 //! So a test runs the runtime's scheduling exactly, one round at a time:
 //! no threads, no sleeps, nothing that depends on timing. A hop is visible
@@ -85,7 +87,7 @@ impl Cluster {
     }
 
     /// A new client whose connection lives on worker `home`; its index.
-    pub(super) fn connect(&mut self, home: usize) -> usize {
+    pub(crate) fn connect(&mut self, home: usize) -> usize {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         ours.set_nonblocking(true).expect("nonblocking");
         theirs.set_nonblocking(true).expect("nonblocking");
@@ -100,7 +102,8 @@ impl Cluster {
     pub(super) fn round(&mut self) {
         let now = Instant::now();
         for w in &mut self.workers {
-            let _ = w.prepare(now);
+            let _ = w.due_in(now);
+            let _ = w.park_flag();
         }
         for w in &self.workers {
             w.unpark_flag();
@@ -120,7 +123,7 @@ impl Cluster {
                 // round goes through `base`, and the lender never lends
                 // the one running.
                 let w = unsafe { &mut *lender.base.add(i) };
-                w.step_shared(events, true, false);
+                w.step_shared(events, true, &[], false);
             }
         });
     }
@@ -129,13 +132,14 @@ impl Cluster {
     /// nothing to do): lets a test act between two workers' turns.
     pub(super) fn turn(&mut self, i: usize) {
         let w = &mut self.workers[i];
-        let _ = w.prepare(Instant::now());
+        let _ = w.due_in(Instant::now());
+        let _ = w.park_flag();
         w.unpark_flag();
-        w.step_shared(&mut self.events, true, false);
+        w.step_shared(&mut self.events, true, &[], false);
     }
 
     /// Sends `args` as one request of client `c`.
-    pub(super) fn send(&mut self, c: usize, args: &[&str]) {
+    pub(crate) fn send(&mut self, c: usize, args: &[&str]) {
         let mut req = format!("*{}\r\n", args.len());
         for a in args {
             req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
@@ -144,7 +148,7 @@ impl Cluster {
     }
 
     /// The next complete reply client `c` has received so far, if any.
-    pub(super) fn try_reply(&mut self, c: usize) -> Option<String> {
+    pub(crate) fn try_reply(&mut self, c: usize) -> Option<String> {
         let (sock, buf) = &mut self.clients[c];
         let mut chunk = [0u8; 4096];
         loop {

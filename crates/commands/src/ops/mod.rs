@@ -50,6 +50,13 @@ pub struct Ops {
     /// `min-replicas-*` (Redis's `refreshGoodSlavesCount`); read by
     /// admission and by scripts on their shard (one relaxed load).
     no_good_replicas: AtomicBool,
+    /// `stop-writes-on-bgsave-error yes` with save rules set: a failed
+    /// save refuses writes (see [`Ops::disk_error`]). Kept by
+    /// [`Ops::configure`].
+    stop_on_save_error: AtomicBool,
+    /// The server's snapshot state (set once by `ServerShared::new`): its
+    /// last save's outcome, for [`Ops::disk_error`].
+    pub persist: std::sync::OnceLock<std::sync::Arc<crate::persist::Persist>>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -70,6 +77,8 @@ impl Ops {
             pubsub: std::sync::OnceLock::new(),
             mem: std::sync::OnceLock::new(),
             no_good_replicas: AtomicBool::new(false),
+            stop_on_save_error: AtomicBool::new(false),
+            persist: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops
@@ -88,6 +97,21 @@ impl Ops {
             .threshold_ms
             .store(cfg.latency_monitor_threshold, Ordering::Relaxed);
         self.tracking.store(cfg.latency_tracking, Ordering::Relaxed);
+        self.stop_on_save_error.store(
+            cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty(),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether writes are refused with MISCONF (Redis's
+    /// `writeCommandsDeniedByDiskError`): the last save failed, and
+    /// `stop-writes-on-bgsave-error` is on with save rules set. Read by
+    /// admission and by scripts wherever they run (their shard, gathered
+    /// copies): two relaxed loads.
+    #[inline]
+    pub fn disk_error(&self) -> bool {
+        self.stop_on_save_error.load(Ordering::Relaxed)
+            && self.persist.get().is_some_and(|p| p.save_failed())
     }
 
     /// Writes are refused for want of good replicas (one relaxed load).

@@ -226,8 +226,11 @@ pub fn load_library(
     shebang_len: usize,
 ) -> Result<Vec<Registered>, String> {
     let lua = vm.lua.clone();
-    let (env, done): (Table, Function) = vm
-        .make_env
+    let Some(make_env) = &vm.make_env else {
+        // INVARIANT: libraries load in the functions' VM, which has it.
+        return Err("Error registering functions: not the functions' VM".into());
+    };
+    let (env, done): (Table, Function) = make_env
         .call(())
         .map_err(|e| format!("Error registering functions: {}", error_text(&e)))?;
     let chunk = lua

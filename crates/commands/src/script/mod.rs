@@ -182,6 +182,27 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// The flags a script or function command declares (its shebang, the
+/// cached script's, the function's), as Redis's `evalGetCommandFlags` /
+/// `fcallGetCommandFlags` read them before the command runs: `None` for
+/// other commands, a script without a shebang (or an invalid one), an
+/// unknown SHA-1 or function.
+pub fn declared_flags(r: crate::table::Resolved, args: Args<'_>) -> Option<shebang::ScriptFlags> {
+    if !r.spec.has(crate::table::flags::SCRIPT) || args.len() < 2 {
+        return None;
+    }
+    let flags = match r.spec.name {
+        "eval" | "eval_ro" => shebang::parse(args.get(1)).ok()?.0,
+        "evalsha" | "evalsha_ro" => cache::cache().get(&cache::key(args.get(1))?)?.flags,
+        "fcall" | "fcall_ro" => {
+            let (lib, idx) = library::registry().read().function(args.get(1))?;
+            lib.functions[idx].flags
+        }
+        _ => return None,
+    };
+    flags.shebang.then_some(flags)
+}
+
 /// The declared keys: `numkeys` arguments after it (none when `numkeys`
 /// is invalid; the handler then replies the error).
 pub(crate) fn eval_keys(args: Args<'_>) -> Vec<usize> {

@@ -198,11 +198,15 @@ fn execute(
     };
     // Scripts with a shebang, and functions, are checked up front. One that
     // may write is a `denyoom` write command to Redis 7.0's processCommand
-    // (OOM, then too few good replicas, then a read-only replica), then
-    // scriptPrepareForRun refuses it to the read-only variants.
+    // (OOM, then a failed save, then too few good replicas, then a
+    // read-only replica), then scriptPrepareForRun refuses it to the
+    // read-only variants.
     let may_write = flags.shebang && !flags.no_writes;
     if may_write && !flags.allow_oom && over_maxmemory(ctx) {
         return Err(CmdError::Rejected(OOM_ERROR.into()));
+    }
+    if may_write && ctx.ops.disk_error() {
+        return Err(CmdError::Rejected(crate::persist::MISCONF.into()));
     }
     if may_write && ctx.ops.refuses_writes() {
         return Err(CmdError::Rejected(crate::repl::NOREPLICAS.into()));
@@ -1218,10 +1222,14 @@ impl Run<'_, '_> {
             }
             all_held = true;
         }
-        // Redis's scriptVerifyWriteCommandAllow: too few good replicas
-        // refuse a write until the script has written (then it must go on:
-        // a half-done script would be worse). Only a script without a
-        // shebang gets here with it: others were refused up front.
+        // Redis's scriptVerifyWriteCommandAllow: a failed save, then too
+        // few good replicas, refuse a write until the script has written
+        // (then it must go on: a half-done script would be worse). Only a
+        // script without a shebang gets here with them: others were
+        // refused up front.
+        if r.spec.has(flags::WRITE) && !self.dirty && self.ctx.ops.disk_error() {
+            return self.reject(lua, r, &format!("-{}", crate::persist::MISCONF));
+        }
         if r.spec.has(flags::WRITE) && !self.dirty && self.ctx.ops.refuses_writes() {
             return self.reject(lua, r, &format!("-{}", crate::repl::NOREPLICAS));
         }

@@ -4,8 +4,19 @@
 //! `Attempt to modify a readonly table`. Written in Rust so that they are
 //! C functions to Lua: an error they raise names the user's line, and a
 //! bad argument names them (`bad argument #1 to 'pairs'`).
+//!
+//! `unpack` is replaced for another reason: Lua 5.1.5's counts its
+//! results in a C int, so `unpack(t, 0, 2147483647)` overflows it and
+//! crashes the process (Redis 7.0 patched its lbaselib.c). This one is
+//! Lua's, counting in 64 bits, written against Lua's C API so that it
+//! behaves as Redis's in everything else (its errors are Lua strings, it
+//! takes as many results as the C stack can). It was a Lua guard in the
+//! prelude before: that cost 5 KB of every VM, and `return unpack()` (a
+//! tail call) lost the caller's line from its errors.
 
-use mlua::{Function, Lua, MultiValue, Table, Value};
+use std::os::raw::c_int;
+
+use mlua::{ffi, Function, Lua, MultiValue, Table, Value};
 
 use super::libs::{arg_error, type_name};
 
@@ -149,6 +160,9 @@ pub fn install(lua: &Lua, globals: &Table, proxies: Table, getmeta: Function) ->
             })?,
         )?;
     }
+    // SAFETY: `unpack` is a `lua_CFunction` that keeps Lua's stack
+    // discipline (see its docs).
+    globals.raw_set("unpack", unsafe { lua.create_c_function(unpack) }?)?;
     globals.raw_set(
         "setmetatable",
         lua.create_function(move |lua, args: MultiValue| {
@@ -172,4 +186,44 @@ pub fn install(lua: &Lua, globals: &Table, proxies: Table, getmeta: Function) ->
         })?,
     )?;
     Ok(())
+}
+
+/// Lua 5.1.5's `luaB_unpack` with Redis 7.0's fix (see the module docs): a
+/// C function, as Lua's, so that its errors are Lua's own (strings, named
+/// after the caller's name for it, at the caller's line).
+///
+/// # Safety
+///
+/// Called by Lua only, as a `lua_CFunction`. Its errors (`luaL_*`)
+/// `longjmp` out of it: nothing in its frame has a destructor.
+unsafe extern "C-unwind" fn unpack(l: *mut ffi::lua_State) -> c_int {
+    // SAFETY: `l` is the calling Lua state; every call below is Lua's
+    // auxiliary API on its own stack, used as `luaB_unpack` uses it.
+    unsafe {
+        ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+        // luaL_optint / luaL_checkint: the number truncated to a
+        // lua_Integer, then to an int (`as`: the C casts).
+        let i = if ffi::lua_type(l, 2) <= ffi::LUA_TNIL {
+            1
+        } else {
+            ffi::luaL_checkinteger(l, 2) as c_int
+        };
+        let e = if ffi::lua_type(l, 3) <= ffi::LUA_TNIL {
+            ffi::lua_objlen(l, 1) as c_int
+        } else {
+            ffi::luaL_checkinteger(l, 3) as c_int
+        };
+        if i > e {
+            return 0;
+        }
+        // In 64 bits: Lua 5.1.5 computes this in an int, which overflows.
+        let n = i64::from(e) - i64::from(i) + 1;
+        if n >= i64::from(c_int::MAX) || ffi::lua_checkstack(l, n as c_int) == 0 {
+            return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+        }
+        for k in i..=e {
+            ffi::lua_rawgeti(l, 1, k.into());
+        }
+        n as c_int
+    }
 }

@@ -155,48 +155,6 @@ local function protect(t, globals)
   return p
 end
 
--- Lua 5.1.5's unpack counts its results in a C int: `unpack(t, 0,
--- 2147483647)` overflows it and the process crashes (Redis 7.0 patched
--- its lbaselib.c). The guard checks the arguments as unpack does and
--- refuses any range the stack cannot take, with unpack's own messages at
--- the caller's line, before the real one runs (which then cannot fail).
-do
-  local unpack_raw, select, tonumber, floor, ceil, fmod =
-        unpack, select, tonumber, math.floor, math.ceil, math.fmod
-  -- luaL_checkint: the number truncated to a 64-bit integer, then to an int.
-  local function c_int(x)
-    x = x >= 0 and floor(x) or ceil(x)
-    if x ~= x or x >= 2^63 or x < -2^63 then return 0 end
-    x = fmod(x, 2^32)
-    if x < 0 then x = x + 2^32 end
-    if x >= 2^31 then x = x - 2^32 end
-    return x
-  end
-  local function int_arg(n, v, nargs, default)
-    if n > nargs or v == nil then return default end
-    local x = tonumber(v)
-    if x == nil then
-      error("bad argument #" .. n .. " to 'unpack' (number expected, got " .. type(v) .. ")", 3)
-    end
-    return c_int(x)
-  end
-  rawset_raw(real, 'unpack', function(...)
-    local nargs = select('#', ...)
-    local t, i, e = ...
-    if type(t) ~= 'table' then
-      local got = nargs < 1 and 'no value' or type(t)
-      error("bad argument #1 to 'unpack' (table expected, got " .. got .. ")", 2)
-    end
-    i = int_arg(2, i, nargs, 1)
-    e = int_arg(3, e, nargs, nil) or #t
-    -- LUAI_MAXCSTACK (8000) slots, the arguments' included.
-    if i <= e and e - i + 1 + nargs > 8000 then
-      error('too many results to unpack', 2)
-    end
-    return unpack_raw(...)
-  end)
-end
-
 for _, name in ipairs_raw({'redis', 'string', 'table', 'math', 'coroutine', 'cjson',
                            'cmsgpack', 'bit', 'struct'}) do
   local lib = rawget_raw(real, name)
@@ -229,7 +187,8 @@ end
 -- its code loads, the only global is the load-time `redis` table; once
 -- loaded, `done()` turns it into the scripts' globals (without KEYS and
 -- ARGV, which functions receive as arguments). Writes are refused both
--- times, missing names raise Redis's error.
+-- times, missing names raise Redis's error. Only the functions' VM has it.
+if load_redis == nil then return g, proxies, nil, getmeta end
 local load_api = {redis = protect(load_redis, true)}
 local function make_env()
   local api = load_api
@@ -272,8 +231,9 @@ pub struct Vm {
     gen: u64,
     /// This VM's memory as last reported (see `cache::report_vm_bytes`).
     reported_bytes: usize,
-    /// Builds a library's environment (see the prelude's `make_env`).
-    pub make_env: Function,
+    /// Builds a library's environment (see the prelude's `make_env`); the
+    /// functions' VM only (the scripts' one is smaller without it).
+    pub make_env: Option<Function>,
     /// `bind(f, keys, args)`: a function calling `f(keys, args)`, run
     /// under `xpcall` for FCALL (Lua 5.1's `xpcall` passes no arguments).
     pub bind: Function,
@@ -550,8 +510,11 @@ impl Vm {
             })
         })?;
         let libs = super::load::VmLibraries::default();
-        let load_redis = super::load::load_api(&lua, &redis, &libs)?;
-        let (proxy, proxies, make_env, getmeta): (Table, Table, Function, Function) = lua
+        let load_redis = match kind {
+            VmKind::Functions => Some(super::load::load_api(&lua, &redis, &libs)?),
+            VmKind::Eval => None,
+        };
+        let (proxy, proxies, make_env, getmeta): (Table, Table, Option<Function>, Function) = lua
             .load(PRELUDE)
             .set_name("=prelude")
             .call((errstr, load_redis))?;

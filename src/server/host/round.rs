@@ -1,0 +1,387 @@
+//! A hub's round: one wait for every loop it holds, then a turn for each
+//! loop with work, the loops lent to each other's coordinators meanwhile
+//! (`worker::cohost`).
+//!
+//! The wait is on the hub's *outer* epoll set, which holds
+//! - each loop's own epoll set (level-triggered, tagged with the loop's
+//!   id): its doorbell and listeners;
+//! - every connection of every loop, directly (edge-triggered, tagged with
+//!   the loop and the slot: `worker::hub_tag`, see `worker::hub_set`).
+//!
+//! So one `epoll_wait` per round tells each loop its socket events, and a
+//! loop polls its own set only in a round where that is ready (a doorbell
+//! rang or a client connected). With the connections' sets nested instead,
+//! every loop with a socket event paid its own `epoll_wait` each round:
+//! with 32 loops, 0.73 `epoll_wait`s per SET at pipeline 1 (50 clients,
+//! `bench/hub_syscalls.sh`) and 0.65 per MSET of 10 keys, against 0.05
+//! and 0.025 now; with 2 loops, 0.33 (up to 1.4 in another run) against
+//! 0.18.
+//!
+//! The events of one wait are sorted by tag, so each loop's are one
+//! contiguous run, found by binary search at its turn: O(e log e) per
+//! round for `e` events, nothing per loop without events.
+//!
+//! Cost per round for `k` loops: each one's timeout and a look at its
+//! mailbox, under its seat's lock for an adopted one; before a wait that
+//! may sleep (no loop has work) also raising and lowering each one's
+//! parked flag; a turn only for the loops with a socket event, a ready
+//! own set, a message or a timer due.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::super::worker::{self, hub_tag, hub_untag, Worker};
+use super::{locked, Adopted, Host, Hosts, Seat};
+
+/// Events one wait takes at most; the rest come with the next wait
+/// (epoll keeps undelivered events queued).
+pub(super) const EVENTS_MAX: usize = 1024;
+
+/// What the hub's last wait found.
+pub(super) struct Wakeups {
+    /// Loops whose own set is ready.
+    pub ready: Vec<usize>,
+    /// Connection events, sorted by tag.
+    conns: Vec<libc::epoll_event>,
+    /// Taken outside a round (`Host::peek_ready`): the next round uses
+    /// them instead of waiting.
+    carried: bool,
+}
+
+impl Default for Wakeups {
+    fn default() -> Self {
+        Wakeups {
+            ready: Vec::new(),
+            conns: Vec::with_capacity(EVENTS_MAX),
+            carried: false,
+        }
+    }
+}
+
+impl Wakeups {
+    fn clear(&mut self) {
+        self.ready.clear();
+        self.conns.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ready.is_empty() && self.conns.is_empty()
+    }
+
+    /// Loop `id`'s connection events.
+    fn of(&self, id: usize) -> &[libc::epoll_event] {
+        let lo = self.conns.partition_point(|e| e.u64 < hub_tag(id, 0));
+        let hi = self.conns.partition_point(|e| e.u64 < hub_tag(id + 1, 0));
+        &self.conns[lo..hi]
+    }
+}
+
+/// The workers a hub holds, lent to the one running during a round (see
+/// `worker::cohost`): an adopted one under its seat's lock (the running
+/// one's is held by its turn, so it is never lent), the hub's own once
+/// its turn is over.
+struct HubLender<'a> {
+    hosts: &'a Hosts,
+    hub: usize,
+    /// The hub's own worker, once its turn in the round is over.
+    own: std::cell::Cell<*mut Worker>,
+    /// Seats held across calls for an unlocked transaction (`pin`).
+    pinned: std::cell::RefCell<Vec<(usize, MutexGuard<'a, Seat>)>>,
+}
+
+impl HubLender<'_> {
+    /// Whether this hub runs worker `id` (not its own).
+    fn adopted(&self, id: usize) -> bool {
+        self.hosts
+            .slots
+            .get(id)
+            .map(|s| s.host.load(Ordering::Relaxed))
+            == Some(self.hub)
+    }
+}
+
+impl worker::Lender for HubLender<'_> {
+    fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool {
+        if id == self.hub {
+            let w = self.own.get();
+            if w.is_null() {
+                return false;
+            }
+            // SAFETY: set from the hub's own worker after its turn; the
+            // hub touches it again only after the round (the lender's
+            // scope), and `cohost::with_worker` never lends it twice at
+            // once.
+            f(unsafe { &mut *w });
+            return true;
+        }
+        if let Some((_, seat)) = self.pinned.borrow_mut().iter_mut().find(|(p, _)| *p == id) {
+            let seat = &mut **seat;
+            return match seat.worker.as_mut() {
+                Some(w) if !seat.back => {
+                    f(w);
+                    true
+                }
+                _ => false,
+            };
+        }
+        if !self.adopted(id) {
+            return false;
+        }
+        let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
+            return false;
+        };
+        let seat = &mut *seat;
+        match seat.worker.as_mut() {
+            Some(w) if !seat.back => {
+                f(w);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn pin(&self, id: usize) -> bool {
+        if id == self.hub {
+            return !self.own.get().is_null();
+        }
+        if self.pinned.borrow().iter().any(|(p, _)| *p == id) {
+            return true;
+        }
+        if !self.adopted(id) {
+            return false;
+        }
+        let Ok(seat) = self.hosts.seats[id].try_lock() else {
+            return false;
+        };
+        if seat.back || seat.worker.is_none() {
+            return false;
+        }
+        self.pinned.borrow_mut().push((id, seat));
+        true
+    }
+
+    fn unpin_all(&self) {
+        self.pinned.borrow_mut().clear();
+    }
+}
+
+/// Runs `f` on each worker in `adopted`, each under its seat's lock, and
+/// drops from `adopted` (and from `outer`) those given back meanwhile.
+pub(super) fn each_adopted(
+    hosts: &Hosts,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    mut f: impl FnMut(&mut Adopted, &mut Worker),
+) {
+    adopted.retain_mut(|a| {
+        let mut seat = locked(&hosts.seats[a.id]);
+        let seat = &mut *seat;
+        match seat.worker.as_mut() {
+            Some(w) if !seat.back => {
+                f(a, w);
+                true
+            }
+            _ => {
+                if let Some(o) = outer {
+                    epoll_del(o, a.fd);
+                }
+                false
+            }
+        }
+    });
+}
+
+impl Host {
+    /// One iteration of every worker this thread holds.
+    pub(super) fn step_shared(&mut self, now: Instant, led: bool) {
+        self.slot().round_us.store(0, Ordering::Relaxed);
+        let mut timeout = self.own[0].due_in(now);
+        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+            let mine = w.due_in(now);
+            a.due = now.checked_add(mine).unwrap_or(now + super::WINDOW);
+            timeout = timeout.min(mine);
+        });
+        let carried = std::mem::take(&mut self.wakeups.carried);
+        // Parked flags only for a wait that may sleep (then a message from
+        // another thread must ring); a loop found with messages after its
+        // flag's fence is due, and the wait does not sleep. While any loop
+        // has work (a busy hub's rounds), no flag goes up or down: two
+        // passes over the loops less per round.
+        let parked = !timeout.is_zero() && !carried;
+        if parked {
+            if self.own[0].park_flag() {
+                timeout = Duration::ZERO;
+            }
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+                if w.park_flag() {
+                    a.due = now;
+                    timeout = Duration::ZERO;
+                }
+            });
+        }
+        // Work waiting right after a round that polled (most often a hop
+        // from one worker to another held here) is served without
+        // polling: the sockets were just read, and the round after this
+        // polls again. That halves the busy rounds' syscalls.
+        let skip = timeout.is_zero() && self.polled && !carried;
+        self.polled = !skip;
+        // Otherwise one wait on the outer set tells which loops have
+        // socket events (and which, whose own set is ready, must poll it).
+        // A round that skips the wait knows it has no socket event to
+        // serve (they wait, queued, for the next round's): only the loops
+        // with work due take a turn, not every loop.
+        let mut known = true;
+        if skip {
+            self.wakeups.clear();
+        } else if !carried {
+            self.wakeups.clear();
+            known = match &self.outer {
+                Some(fd) => wait(fd, timeout, &mut self.wakeups),
+                None => false,
+            };
+        }
+        let woke = Instant::now();
+        if !timeout.is_zero() {
+            self.burst.idle += woke.saturating_duration_since(now);
+        }
+        self.burst.round = woke;
+        self.round_us = self.hosts.us(woke).max(1);
+        self.slot().round_us.store(self.round_us, Ordering::Relaxed);
+        // All awake before any runs: a message from one to another is then
+        // a ring push with no doorbell.
+        if parked {
+            self.own[0].unpark_flag();
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
+                w.unpark_flag()
+            });
+        }
+        let wakeups = &self.wakeups;
+        let polls = |id: usize| !skip && (!known || wakeups.ready.contains(&id));
+        // Coordinators' jobs for the other workers held here run at once
+        // (see `worker::cohost`).
+        let lender = HubLender {
+            hosts: &self.hosts,
+            hub: self.id,
+            own: std::cell::Cell::new(std::ptr::null_mut()),
+            pinned: std::cell::RefCell::new(Vec::new()),
+        };
+        // Each turn records its start for the watchdog (see `Slot::round_us`).
+        let hosts = &self.hosts;
+        let turn = |id: usize| {
+            let us = hosts.us(Instant::now()).max(1);
+            hosts.slots[id].round_us.store(us, Ordering::Relaxed);
+        };
+        worker::lending(&lender, || {
+            let mine = wakeups.of(self.id);
+            self.own[0].step_shared(&mut self.events, polls(self.id), mine, led);
+            let slots = &self.hosts.slots;
+            slots[self.id]
+                .reqs
+                .store(self.own[0].commands(), Ordering::Relaxed);
+            // From here on the own worker is idle: it may be lent.
+            lender.own.set(&mut *self.own[0]);
+            let events = &mut self.events;
+            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
+                // An adopted worker with no socket event, no message and
+                // no timer due sits this round out: a round serves the
+                // loops that have work, not all of the hub's (messages
+                // between the loops held here ring no doorbell, but show
+                // in the next round's parked flags, which then makes it
+                // due; a worker lent a job flushes what it sent, and what
+                // it queued for itself makes it due next round).
+                let poll = polls(a.id);
+                let conns = wakeups.of(a.id);
+                if poll || !known || !conns.is_empty() || a.due <= woke {
+                    turn(self.id);
+                    w.step_shared(events, poll, conns, led);
+                    slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
+                }
+            });
+        });
+        engine::alloc::enter_shard(self.id);
+        self.slot().round_us.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether socket events or a ready loop wait, without sleeping (for
+    /// the AOF lead, between rounds). What it takes is carried to the
+    /// next round: an edge-triggered event taken here would not come
+    /// again.
+    pub(super) fn peek_ready(&mut self) -> bool {
+        if self.wakeups.carried {
+            return true;
+        }
+        let Some(fd) = &self.outer else {
+            return false;
+        };
+        self.wakeups.clear();
+        if !wait(fd, Duration::ZERO, &mut self.wakeups) {
+            return true;
+        }
+        let any = !self.wakeups.is_empty();
+        self.wakeups.carried = any;
+        any
+    }
+}
+
+/// Adds epoll set `fd` to `outer`, level-triggered, tagged with `tag`.
+pub(super) fn epoll_add(outer: &OwnedFd, fd: RawFd, tag: usize) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: tag as u64,
+    };
+    // SAFETY: both descriptors are open epoll sets; `ev` is ours.
+    if unsafe { libc::epoll_ctl(outer.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes epoll set `fd` from `outer` (a closed `fd` is gone already).
+pub(super) fn epoll_del(outer: &OwnedFd, fd: RawFd) {
+    // SAFETY: `outer` is open; DEL of a descriptor not in it fails
+    // harmlessly, and ignores the event.
+    unsafe {
+        libc::epoll_ctl(
+            outer.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+/// Sleeps on the outer epoll set until an event or `timeout`: fills
+/// `w` with the loops whose own set is ready and the connections' events
+/// (sorted by tag), or returns false if it cannot tell (the wait failed:
+/// every loop must poll its own set).
+fn wait(fd: &OwnedFd, timeout: Duration, w: &mut Wakeups) -> bool {
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    w.clear();
+    let buf = &mut w.conns;
+    // SAFETY: `buf` has room for `EVENTS_MAX` events (its capacity); the
+    // kernel initialises the first `n` it returns, which `set_len` keeps.
+    let n = unsafe {
+        buf.reserve(EVENTS_MAX);
+        let n = libc::epoll_wait(fd.as_raw_fd(), buf.as_mut_ptr(), EVENTS_MAX as i32, ms);
+        if n > 0 {
+            buf.set_len(n as usize);
+        }
+        n
+    };
+    if n < 0 {
+        return false;
+    }
+    let ready = &mut w.ready;
+    buf.retain(|e| {
+        let tag = e.u64;
+        if hub_untag(tag).is_none() {
+            ready.push(tag as usize);
+            return false;
+        }
+        true
+    });
+    buf.sort_unstable_by_key(|e| e.u64);
+    true
+}
