@@ -251,6 +251,58 @@ impl Worker {
     }
 }
 
+/// A hub's own loop, lent to the busy passes of the scripts its adopted
+/// loops run (see `commands::script::busy::IdleLoops`): its turn in the
+/// round is over, so it is idle, but it lives on the hub's stack, where
+/// the watchdog cannot take it back to another thread. Each pass serves
+/// it as a pinned loop is served ([`Worker::serve_pinned`]: its mailbox,
+/// then its connections; never its shard), through the round's lender.
+struct OwnIdle {
+    hub: usize,
+    /// A pass served it (its counts wait in its desk's tally).
+    served: bool,
+}
+
+impl commands::script::busy::IdleLoops for OwnIdle {
+    fn idle(&self, into: &mut Vec<usize>) {
+        into.clear();
+        into.push(self.hub);
+    }
+
+    fn serve_idle(&mut self, first: bool) {
+        // `with_worker` charges the caller's shard afterwards: the
+        // script's, whichever it is, is put back as it was.
+        let slot = engine::alloc::current_slot();
+        // `None` (not lent): inside another lent worker's call, which the
+        // hook never is, or before the hub's own turn is over.
+        let served = super::cohost::with_worker(self.hub, self.hub, |w| w.serve_pinned(first));
+        self.served |= served.is_some();
+        engine::alloc::set_slot(slot);
+    }
+}
+
+/// Runs `f` (the turns of the loops hub `hub` adopted, after its own
+/// turn: its own loop is lent by the round's lender) with the hub's own
+/// loop lent to the busy passes of the scripts they run. True if a pass
+/// served it: then the caller settles it ([`Worker::settle_idle`]) before
+/// it runs anything else.
+pub fn lending_own<R>(hub: usize, f: impl FnOnce() -> R) -> (R, bool) {
+    let mut own = OwnIdle { hub, served: false };
+    let r = commands::script::busy::lend_idle(&mut own, f);
+    (r, own.served)
+}
+
+impl Worker {
+    /// After busy passes served this loop as a hub's idle own loop
+    /// ([`lending_own`]): what they counted goes to its statistics, and a
+    /// listener's event they took is replayed. Its kept messages and the
+    /// connections left on its resume list make its next turn due at once.
+    pub fn settle_idle(&mut self) {
+        self.settle_desk();
+        self.after_desk();
+    }
+}
+
 impl commands::script::busy::BusyServe for Desk<'_> {
     fn serve_busy(&mut self) {
         if self.first {
