@@ -93,13 +93,7 @@ fn setup(s: &Server, nshards: usize) -> Setup {
         r.cmd_str(&["CONFIG", "SET", "lua-time-limit", "10"]),
         b"+OK\r\n"
     );
-    Setup {
-        r,
-        r2,
-        rd1,
-        xx,
-        yy,
-    }
+    Setup { r, r2, rd1, xx, yy }
 }
 
 /// Redis's unit/multi "just EXEC and script timeout", with the own loop's

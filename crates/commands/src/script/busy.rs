@@ -73,6 +73,12 @@
 //! SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach the script, as
 //! those of the own loop do.
 //!
+//! A hub's own loop, idle while a script runs in the turn of a loop the
+//! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
+//! and served at each pass after the script's own, its shard published as
+//! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
+//! WATCH of its keys is not taken).
+//!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
@@ -934,5 +940,57 @@ mod tests {
         });
         serve_pinned(&r, false);
         assert_eq!(loops.1, 1);
+    }
+
+    /// A hub's idle own loop, as a test sees it.
+    struct Own(usize, Vec<bool>);
+    impl IdleLoops for Own {
+        fn idle(&self, into: &mut Vec<usize>) {
+            into.clear();
+            into.push(self.0);
+        }
+        fn serve_idle(&mut self, first: bool) {
+            self.1.push(first);
+            // Re-entry finds nothing lent.
+            serve_idle(false);
+        }
+    }
+
+    fn running(home: usize, pinned: Vec<usize>) -> Running {
+        Running {
+            eval: true,
+            name: String::new(),
+            command: Vec::new(),
+            started: Instant::now(),
+            shard: Some(home),
+            home: Some(home),
+            pinned: Mutex::new(pinned),
+            stalled: Mutex::new(Vec::new()),
+            in_place: false,
+            state: AtomicU8::new(CLEAN),
+            watches: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+        }
+    }
+
+    /// The idle loop is lent for the call only, published as stalled
+    /// unless the script holds it (its home, or pinned: served as such),
+    /// and never held (a WATCH of its keys is not taken).
+    #[test]
+    fn an_idle_loop_is_stalled_unless_held_and_lent_for_the_call_only() {
+        let r = running(1, Vec::new());
+        assert!(!stall_idle(&r));
+        let mut own = Own(0, Vec::new());
+        lend_idle(&mut own, || {
+            assert!(stall_idle(&r));
+            assert_eq!(*r.stalled.lock().unwrap(), vec![0]);
+            assert!(!r.holds(0));
+            serve_idle(true);
+            serve_idle(false);
+            assert!(!stall_idle(&running(0, Vec::new())));
+            assert!(!stall_idle(&running(1, vec![0])));
+        });
+        serve_idle(true);
+        assert_eq!(own.1, vec![true, false]);
     }
 }
