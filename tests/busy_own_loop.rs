@@ -164,6 +164,51 @@ fn shutdown_while_busy(s: &mut Server, nshards: usize) {
     panic!("SHUTDOWN NOSAVE from the hub's own loop did not stop the server");
 }
 
+/// The symmetric case: the script spins on the hub's own loop (shard
+/// 0), the client lives on an adopted one (shard 1), which the watchdog
+/// gives back to its thread: a command for shard 0's keys gets `-BUSY`
+/// there (the first ones may wait for the watchdog), and its SCRIPT KILL
+/// stops the script. Every reply, in order.
+fn script_on_the_own_loop(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let Setup {
+        r: mut spin,
+        mut rd1,
+        xx,
+        ..
+    } = setup(s, nshards);
+    spin.set_reply_timeout(Duration::from_secs(30));
+    assert_eq!(spin.cmd_str(&["SET", &xx, "1"]), b"+OK\r\n");
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    let mut got = Vec::new();
+    for _ in 0..500 {
+        let r = rd1.cmd_str(&["GET", &xx]);
+        if r != b"$1\r\n1\r\n" {
+            got.push(r);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    got.push(rd1.cmd_str(&["SCRIPT", "KILL"]));
+    let killed = spin.read_reply();
+    assert!(
+        killed.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&killed)
+    );
+    got.push(rd1.cmd_str(&["GET", &xx]));
+    got.push(spin.cmd_str(&["PING"]));
+    got
+}
+
+fn script_on_the_own_loop_want() -> Vec<Vec<u8>> {
+    vec![
+        BUSY_EVAL.to_vec(),
+        b"+OK\r\n".to_vec(),
+        b"$1\r\n1\r\n".to_vec(),
+        b"+PONG\r\n".to_vec(),
+    ]
+}
+
 fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
     let show = |v: &[Vec<u8>]| {
         v.iter()
@@ -205,6 +250,20 @@ fn s16_shutdown_nosave_from_the_hubs_own_loop() {
 }
 
 #[test]
+fn s2_script_on_the_hubs_own_loop() {
+    let layout = Layout::new(2, true);
+    let got = script_on_the_own_loop(&consolidated(layout), 2);
+    check(&got, &script_on_the_own_loop_want(), &layout.to_string());
+}
+
+#[test]
+fn s16_script_on_the_hubs_own_loop() {
+    let layout = Layout::new(16, true);
+    let got = script_on_the_own_loop(&consolidated(layout), 16);
+    check(&got, &script_on_the_own_loop_want(), &layout.to_string());
+}
+
+#[test]
 fn redis_gives_the_same_replies() {
     if !common::redis_available() || common::testing_real_redis() {
         eprintln!("SKIPPED: needs redis-server on PATH");
@@ -213,4 +272,10 @@ fn redis_gives_the_same_replies() {
     let got = exec_while_busy(&Server::redis(&[]), 2);
     check(&got, &exec_while_busy_want(), "redis-server");
     shutdown_while_busy(&mut Server::redis(&[]), 2);
+    let got = script_on_the_own_loop(&Server::redis(&[]), 2);
+    check(
+        &got,
+        &script_on_the_own_loop_want(),
+        "redis-server (own loop)",
+    );
 }
