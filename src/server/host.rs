@@ -96,8 +96,14 @@
 //!   worker goes to the shutdown gate from its own thread).
 //!
 //! What a stuck hub cannot free: the loop running the long command, and
-//! its own loop (a thread's own worker lives on its stack, not in a seat),
-//! whose clients wait for the command as they would without
+//! its own loop (a thread's own worker lives on its stack, not in a seat).
+//! For a long script on an adopted loop, the own loop is idle (its turn
+//! is over) and served from the script's hook instead, in Redis's busy
+//! mode, as the script's own loop is (`worker::lending_own`): its clients
+//! get `-BUSY` and can send SCRIPT KILL or SHUTDOWN NOSAVE, and its
+//! shard's commands get `-BUSY` on every thread (its shard cannot run
+//! until the script ends: nothing runs on it from the hook). For any other
+//! long command its clients wait for the command as they would without
 //! consolidation. Workers handed to it and not adopted yet go back too.
 //!
 //! After a burst or a stuck round a worker is not taken again for a while,

@@ -143,6 +143,7 @@ mod tests;
 mod tracking;
 mod waiters;
 
+pub use busy::lending_own;
 pub use cohost::{lending, Lender};
 pub use hub_set::{tag as hub_tag, untag as hub_untag};
 

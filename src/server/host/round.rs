@@ -273,33 +273,43 @@ impl Host {
             let us = hosts.us(Instant::now()).max(1);
             hosts.slots[id].round_us.store(us, Ordering::Relaxed);
         };
-        worker::lending(&lender, || {
+        let own_served = worker::lending(&lender, || {
             let mine = wakeups.of(self.id);
             self.own[0].step_shared(&mut self.events, polls(self.id), mine, led);
             let slots = &self.hosts.slots;
             slots[self.id]
                 .reqs
                 .store(self.own[0].commands(), Ordering::Relaxed);
-            // From here on the own worker is idle: it may be lent.
+            // From here on the own worker is idle: it may be lent, and a
+            // script past `busy-reply-threshold` in an adopted loop's turn
+            // serves its clients (see `worker::lending_own`).
             lender.own.set(&mut *self.own[0]);
             let events = &mut self.events;
-            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-                // An adopted worker with no socket event, no message and
-                // no timer due sits this round out: a round serves the
-                // loops that have work, not all of the hub's (messages
-                // between the loops held here ring no doorbell, but show
-                // in the next round's parked flags, which then makes it
-                // due; a worker lent a job flushes what it sent, and what
-                // it queued for itself makes it due next round).
-                let poll = polls(a.id);
-                let conns = wakeups.of(a.id);
-                if poll || !known || !conns.is_empty() || a.due <= woke {
-                    turn(self.id);
-                    w.step_shared(events, poll, conns, led);
-                    slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
-                }
+            let hosts = &self.hosts;
+            let (adopted, outer) = (&mut self.adopted, &self.outer);
+            let ((), own_served) = worker::lending_own(self.id, || {
+                each_adopted(hosts, adopted, outer, |a, w| {
+                    // An adopted worker with no socket event, no message and
+                    // no timer due sits this round out: a round serves the
+                    // loops that have work, not all of the hub's (messages
+                    // between the loops held here ring no doorbell, but show
+                    // in the next round's parked flags, which then makes it
+                    // due; a worker lent a job flushes what it sent, and what
+                    // it queued for itself makes it due next round).
+                    let poll = polls(a.id);
+                    let conns = wakeups.of(a.id);
+                    if poll || !known || !conns.is_empty() || a.due <= woke {
+                        turn(self.id);
+                        w.step_shared(events, poll, conns, led);
+                        slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
+                    }
+                })
             });
+            own_served
         });
+        if own_served {
+            self.own[0].settle_idle();
+        }
         engine::alloc::enter_shard(self.id);
         self.slot().round_us.store(0, Ordering::Relaxed);
     }

@@ -88,11 +88,17 @@
 //! shard answered as any thread's. Except the loops a script run in place
 //! pinned (their seats stay locked): each is served by
 //! [`Worker::serve_pinned`] exactly as this desk and [`serve_inbox`]
-//! serve the script's own loop (see `in_place`). The hub's own loop,
-//! when the script runs on an adopted one (and did not pin it), waits for
-//! the script (host's limit), and so does a loop handed to a hub that was
-//! running alone when the script started (the watchdog does not see that
-//! hub stuck): no deadlock, both are served when the script ends.
+//! serve the script's own loop (see `in_place`). So is the hub's own
+//! loop when the script runs on an adopted one ([`lending_own`]; it
+//! cannot go back to another thread, it lives on the hub's stack),
+//! published as *stalled* by the script: its shard's commands get `-BUSY`
+//! on every thread, as Redis answers every command while busy, since that
+//! shard cannot run until the script ends (nothing runs on it from the
+//! hook). A WATCH of its keys is not the script's to take (it does not
+//! hold that shard): it waits for the script's end, as a WATCH deferred
+//! here does. A loop handed to a hub that was running alone when the
+//! script started waits for the script (the watchdog does not see that
+//! hub stuck): no deadlock, it is served when the script ends.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
@@ -248,6 +254,58 @@ impl Worker {
     pub(super) fn settle_desk(&mut self) {
         self.desk.tally.settle(&mut self.core.stats);
         self.core.refused.settle(&mut self.core.stats);
+    }
+}
+
+/// A hub's own loop, lent to the busy passes of the scripts its adopted
+/// loops run (see `commands::script::busy::IdleLoops`): its turn in the
+/// round is over, so it is idle, but it lives on the hub's stack, where
+/// the watchdog cannot take it back to another thread. Each pass serves
+/// it as a pinned loop is served ([`Worker::serve_pinned`]: its mailbox,
+/// then its connections; never its shard), through the round's lender.
+struct OwnIdle {
+    hub: usize,
+    /// A pass served it (its counts wait in its desk's tally).
+    served: bool,
+}
+
+impl commands::script::busy::IdleLoops for OwnIdle {
+    fn idle(&self, into: &mut Vec<usize>) {
+        into.clear();
+        into.push(self.hub);
+    }
+
+    fn serve_idle(&mut self, first: bool) {
+        // `with_worker` charges the caller's shard afterwards: the
+        // script's, whichever it is, is put back as it was.
+        let slot = engine::alloc::current_slot();
+        // `None` (not lent): inside another lent worker's call, which the
+        // hook never is, or before the hub's own turn is over.
+        let served = super::cohost::with_worker(self.hub, self.hub, |w| w.serve_pinned(first));
+        self.served |= served.is_some();
+        engine::alloc::set_slot(slot);
+    }
+}
+
+/// Runs `f` (the turns of the loops hub `hub` adopted, after its own
+/// turn: its own loop is lent by the round's lender) with the hub's own
+/// loop lent to the busy passes of the scripts they run. True if a pass
+/// served it: then the caller settles it ([`Worker::settle_idle`]) before
+/// it runs anything else.
+pub fn lending_own<R>(hub: usize, f: impl FnOnce() -> R) -> (R, bool) {
+    let mut own = OwnIdle { hub, served: false };
+    let r = commands::script::busy::lend_idle(&mut own, f);
+    (r, own.served)
+}
+
+impl Worker {
+    /// After busy passes served this loop as a hub's idle own loop
+    /// ([`lending_own`]): what they counted goes to its statistics, and a
+    /// listener's event they took is replayed. Its kept messages and the
+    /// connections left on its resume list make its next turn due at once.
+    pub fn settle_idle(&mut self) {
+        self.settle_desk();
+        self.after_desk();
     }
 }
 

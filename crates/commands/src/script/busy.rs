@@ -73,6 +73,12 @@
 //! SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach the script, as
 //! those of the own loop do.
 //!
+//! A hub's own loop, idle while a script runs in the turn of a loop the
+//! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
+//! and served at each pass after the script's own, its shard published as
+//! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
+//! WATCH of its keys is not taken).
+//!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
@@ -146,6 +152,11 @@ pub struct Running {
     /// [`lend_pinned`]): their commands get `-BUSY` as `home`'s do.
     /// Grows while it runs (a shard pinned for an undeclared key).
     pinned: Mutex<Vec<usize>>,
+    /// Loops the script stops without holding their shards: a hub's own
+    /// loop while the script runs on a loop the hub adopted (see
+    /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
+    /// WATCH of their keys is not the script's to take.
+    stalled: Mutex<Vec<usize>>,
     /// Runs in place (`super::in_place`): it holds the real shards `home`
     /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
     in_place: bool,
@@ -319,6 +330,11 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
             r.shard.is_some_and(|b| s.contains(&b))
                 || r.home.is_some_and(|h| s.contains(&h))
                 || r.pinned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|p| s.contains(p))
+                || r.stalled
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .iter()
@@ -500,6 +516,76 @@ fn serve_pinned(p: &Running, publish_only: bool) {
     PINNED.with(|d| d.set(Some(loops)));
 }
 
+/// The runtime's side of a script that stops event loops it does not
+/// hold: a hub runs the loops it holds one at a time, so while a script
+/// runs in one adopted loop's turn the hub's own loop, idle (its turn is
+/// over) but on the hub's stack where no other thread can take it (the
+/// watchdog gives back only adopted loops), is served by the script's hook
+/// as a pinned loop is ([`PinnedLoops`]): its connections and mailbox,
+/// never its shard. Its shard's commands get `-BUSY` everywhere meanwhile
+/// (`Running::stalled`), as Redis answers every command while busy.
+pub trait IdleLoops {
+    /// Sets `into` to the loops lent.
+    fn idle(&self, into: &mut Vec<usize>);
+    /// Serves each once (`first`: its first pass for this script).
+    fn serve_idle(&mut self, first: bool);
+}
+
+thread_local! {
+    /// The loops lent by [`lend_idle`].
+    static IDLE: std::cell::Cell<Option<std::ptr::NonNull<dyn IdleLoops>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Lends `loops`, loops idle on this thread while `f` runs, to the busy
+/// passes of the scripts `f` runs (the same guard as [`lend_desk`], for
+/// the same reason).
+pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn IdleLoops>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IDLE.with(|d| d.set(self.0));
+        }
+    }
+    let ptr: std::ptr::NonNull<dyn IdleLoops + '_> = std::ptr::NonNull::from(loops);
+    // SAFETY: as in `lend_desk`: only the lifetime bound changes, and the
+    // pointer is dereferenced only by `stall_idle` and `serve_idle` on
+    // this thread while `f` runs (`Restore` puts the previous value back
+    // first).
+    let ptr: std::ptr::NonNull<dyn IdleLoops + 'static> = unsafe { std::mem::transmute(ptr) };
+    let _restore = Restore(IDLE.with(|d| d.replace(Some(ptr))));
+    f()
+}
+
+/// Publishes the lent idle loops that published run `p` does not hold
+/// itself (its home, its shard or a loop it pinned, served as such) as
+/// stalled by it: true if there is any to serve.
+fn stall_idle(p: &Running) -> bool {
+    let Some(loops) = IDLE.with(|d| d.get()) else {
+        return false;
+    };
+    let mut stalled = p.stalled.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: set by `lend_idle`, whose borrow is alive; a shared
+    // reference for this call only (`serve_idle` takes it out of the
+    // slot before making a unique one, and neither calls the other).
+    unsafe { loops.as_ref() }.idle(&mut stalled);
+    let pinned = p.pinned.lock().unwrap_or_else(|e| e.into_inner());
+    stalled.retain(|s| p.home != Some(*s) && p.shard != Some(*s) && !pinned.contains(s));
+    !stalled.is_empty()
+}
+
+/// A busy pass over the lent idle loops (see [`IdleLoops`]).
+fn serve_idle(first: bool) {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut loops) = IDLE.with(|d| d.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_idle`, whose borrow is alive; the only
+    // reference made from it meanwhile, as the slot is empty.
+    unsafe { loops.as_mut() }.serve_idle(first);
+    IDLE.with(|d| d.set(Some(loops)));
+}
+
 /// What runs in a VM, for its hook.
 pub enum Kind {
     /// A library's loading code (FUNCTION LOAD, or a VM loading a library).
@@ -523,6 +609,9 @@ struct Timed {
     in_place: bool,
     /// ... and it was: raised at every line until the run ends.
     restarting: bool,
+    /// A busy pass served the idle loops lent to it already
+    /// ([`lend_idle`]; the first visits every connection).
+    idle_served: bool,
 }
 
 /// A VM's hook state; see the module documentation.
@@ -560,6 +649,7 @@ impl HookState {
             published: None,
             in_place: false,
             restarting: false,
+            idle_served: false,
         });
     }
 
@@ -658,17 +748,23 @@ impl HookState {
                         publish_or_restart(t);
                     }
                 }
-                t.published.clone()
+                let first_idle =
+                    t.published.is_some() && !std::mem::replace(&mut t.idle_served, true);
+                t.published.clone().map(|p| (p, first_idle))
             }
             _ => None,
         };
-        if let Some(p) = serve {
+        if let Some((p, first_idle)) = serve {
             // Before the kill check: a SCRIPT KILL served now stops the
-            // script at once. The loops it pinned are published first, so
-            // their own dispatch refuses them from this pass on.
+            // script at once. The loops it pinned or stalls are published
+            // first, so their own dispatch refuses them from this pass on.
             serve_pinned(&p, true);
+            let idle = stall_idle(&p);
             serve_while_busy();
             serve_pinned(&p, false);
+            if idle {
+                serve_idle(first_idle);
+            }
         }
         let mut run = self.run.borrow_mut();
         let Some(t) = run.as_mut() else {
@@ -738,6 +834,7 @@ fn publish(t: &mut Timed) {
         shard: t.shard,
         home: DESK_HOME.with(|d| d.get()),
         pinned: Mutex::new(Vec::new()),
+        stalled: Mutex::new(Vec::new()),
         in_place: t.in_place,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
@@ -828,6 +925,7 @@ mod tests {
             shard: None,
             home: Some(0),
             pinned: Mutex::new(Vec::new()),
+            stalled: Mutex::new(Vec::new()),
             in_place: true,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
@@ -842,5 +940,57 @@ mod tests {
         });
         serve_pinned(&r, false);
         assert_eq!(loops.1, 1);
+    }
+
+    /// A hub's idle own loop, as a test sees it.
+    struct Own(usize, Vec<bool>);
+    impl IdleLoops for Own {
+        fn idle(&self, into: &mut Vec<usize>) {
+            into.clear();
+            into.push(self.0);
+        }
+        fn serve_idle(&mut self, first: bool) {
+            self.1.push(first);
+            // Re-entry finds nothing lent.
+            serve_idle(false);
+        }
+    }
+
+    fn running(home: usize, pinned: Vec<usize>) -> Running {
+        Running {
+            eval: true,
+            name: String::new(),
+            command: Vec::new(),
+            started: Instant::now(),
+            shard: Some(home),
+            home: Some(home),
+            pinned: Mutex::new(pinned),
+            stalled: Mutex::new(Vec::new()),
+            in_place: false,
+            state: AtomicU8::new(CLEAN),
+            watches: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+        }
+    }
+
+    /// The idle loop is lent for the call only, published as stalled
+    /// unless the script holds it (its home, or pinned: served as such),
+    /// and never held (a WATCH of its keys is not taken).
+    #[test]
+    fn an_idle_loop_is_stalled_unless_held_and_lent_for_the_call_only() {
+        let r = running(1, Vec::new());
+        assert!(!stall_idle(&r));
+        let mut own = Own(0, Vec::new());
+        lend_idle(&mut own, || {
+            assert!(stall_idle(&r));
+            assert_eq!(*r.stalled.lock().unwrap(), vec![0]);
+            assert!(!r.holds(0));
+            serve_idle(true);
+            serve_idle(false);
+            assert!(!stall_idle(&running(0, Vec::new())));
+            assert!(!stall_idle(&running(1, vec![0])));
+        });
+        serve_idle(true);
+        assert_eq!(own.1, vec![true, false]);
     }
 }
