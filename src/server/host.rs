@@ -435,7 +435,12 @@ impl Hosts {
         // At least 1: a hand-off of idle loads still counts.
         s.pledged.fetch_add(mine.max(1), Ordering::Relaxed);
         if inbox.workers.is_empty() {
-            inbox.since_us = self.us(now).max(1);
+            // Now, not `now`: a thread hands its worker over at the end
+            // of a window it may have slept through, with the time it
+            // woke (up to a window stale), and the watchdog would find
+            // the hub 100 ms late at once: at start-up 27 of 31 workers
+            // went back that way, to gather later on a second hub.
+            inbox.since_us = self.us(Instant::now()).max(1);
             inbox.since_cpu = thread_cpu_ns_of(s.tid.load(Ordering::Relaxed)).unwrap_or(0);
         }
         inbox.workers.push(w);
@@ -1085,7 +1090,7 @@ mod tests {
         let h = hosts(2);
         let mut c = crate::server::worker::testing::Cluster::new(2);
         let w = c.workers.pop().expect("worker 1");
-        let at = h.epoch;
+        let at = Instant::now();
         assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
         assert_eq!(h.handed.load(Ordering::Relaxed), 1);
         h.recall_unadopted(at + STUCK / 2);
@@ -1102,6 +1107,22 @@ mod tests {
         assert!(seat.back && seat.worker.is_some(), "given back");
         assert_eq!(h.handed.load(Ordering::Relaxed), 0);
         assert!(locked(&h.inbox[0]).workers.is_empty());
+    }
+
+    /// A thread hands its worker over with the time its iteration began,
+    /// which may be a window old: the wait is timed from the hand-over.
+    #[test]
+    fn a_hand_over_is_timed_when_it_happens() {
+        let h = hosts(2);
+        let mut c = crate::server::worker::testing::Cluster::new(2);
+        let w = c.workers.pop().expect("worker 1");
+        std::thread::sleep(STUCK_ANYWAY + STUCK);
+        assert!(h.give(0, Hosted(Box::new(w)), 0, h.epoch, false).is_ok());
+        h.recall_unadopted(Instant::now());
+        assert!(
+            locked(&h.seats[1]).worker.is_none(),
+            "handed over just now, however stale the giver's clock"
+        );
     }
 
     /// A hub that sat on a run queue (it did not run since the hand-over)
@@ -1121,7 +1142,7 @@ mod tests {
             .store(rx.recv().expect("tid"), Ordering::Relaxed);
         let mut c = crate::server::worker::testing::Cluster::new(2);
         let w = c.workers.pop().expect("worker 1");
-        let at = h.epoch;
+        let at = Instant::now();
         assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
         h.recall_unadopted(at + STUCK * 4);
         assert!(locked(&h.seats[1]).worker.is_none(), "the hub did not run");
