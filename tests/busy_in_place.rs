@@ -19,7 +19,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, Layout, RawConn, Server};
+use common::{connection_on, encode_command, key_on, Layout, RawConn, Server};
 
 const BUSY_EVAL: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
@@ -51,38 +51,6 @@ const PUBLISH_SPIN_THEN_SET: &str = "redis.call('PUBLISH', 'ch', 'm') redis.call
 fn publish_spin_sha(c: &mut RawConn) -> String {
     let r = c.cmd_str(&["SCRIPT", "LOAD", PUBLISH_SPIN]);
     String::from_utf8(r[5..45].to_vec()).unwrap()
-}
-
-/// A key on `shard` of `nshards`.
-fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
-    (0..10_000)
-        .map(|n| format!("{prefix}{n}"))
-        .find(|k| commands::table::shard_of(k.as_bytes(), nshards) == shard)
-        .expect("a key on the shard")
-}
-
-/// Whether `key` (missing) lives on `c`'s home shard: a script with no
-/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere.
-fn home_has(c: &mut RawConn, key: &str) -> bool {
-    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
-    let script = "return redis.pcall('exists', ARGV[1])";
-    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
-    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
-}
-
-/// A connection whose home is the shard of `key` (any on Redis). At most
-/// 600 tries: with 16 shards, 64 missed one in 60 times.
-fn connection_on(s: &Server, key: &str) -> RawConn {
-    if s.flavor() == common::Flavor::Redis {
-        return s.raw();
-    }
-    for _ in 0..600 {
-        let mut c = s.raw();
-        if home_has(&mut c, key) {
-            return c;
-        }
-    }
-    panic!("no connection landed on the key's shard");
 }
 
 /// Sends PING until the reply is not PONG (the script is busy), at most

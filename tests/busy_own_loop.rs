@@ -22,39 +22,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, Layout, RawConn, Server};
+use common::{encode_command, key_on, Layout, RawConn, Server};
 
 const BUSY_EVAL: &[u8] =
     b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 const SPIN: &str = "while true do end";
 
-/// A key on `shard` of `nshards`.
-fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
-    (0..10_000)
-        .map(|n| format!("{prefix}{n}"))
-        .find(|k| commands::table::shard_of(k.as_bytes(), nshards) == shard)
-        .expect("a key on the shard")
-}
-
-/// Whether `key` (missing) lives on `c`'s home shard: a script with no
-/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere.
-fn home_has(c: &mut RawConn, key: &str) -> bool {
-    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
-    let script = "return redis.pcall('exists', ARGV[1])";
-    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
-    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
-}
-
-/// A connection whose home is the shard of `key` (any on Redis), with a
-/// 10 s reply timeout. At most 600 tries.
+/// [`common::connection_on`] with a 10 s reply timeout.
 fn connection_on(s: &Server, key: &str) -> RawConn {
-    let mut c = match s.flavor() {
-        common::Flavor::Redis => s.raw(),
-        _ => (0..600)
-            .map(|_| s.raw())
-            .find_map(|mut c| home_has(&mut c, key).then_some(c))
-            .expect("no connection landed on the key's shard"),
-    };
+    let mut c = common::connection_on(s, key);
     c.set_reply_timeout(Duration::from_secs(10));
     c
 }

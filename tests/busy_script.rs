@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, Layout, RawConn, Server};
+use common::{connection_on, encode_command, home_has, key_on, Layout, RawConn, Server};
 
 const SPIN: &str = "while true do end";
 const LIB: &str =
@@ -202,27 +202,6 @@ fn redis_gives_the_same_replies() {
     check(&scenario(&mut s), &expected(), "redis-server");
 }
 
-/// A key on `shard` of `nshards`.
-fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
-    (0..10_000)
-        .map(|n| format!("{prefix}{n}"))
-        .find(|k| commands::table::shard_of(k.as_bytes(), nshards) == shard)
-        .expect("a key on the shard")
-}
-
-/// A connection whose home is the shard of `key`: a script may touch
-/// undeclared keys of its own shard only, which tells where it lives. At
-/// most 600 tries: with 16 shards, 64 missed one in 60 times.
-fn connection_on(s: &Server, key: &str) -> RawConn {
-    for _ in 0..600 {
-        let mut c = s.raw();
-        if home_has(&mut c, key) {
-            return c;
-        }
-    }
-    panic!("no connection landed on the key's shard");
-}
-
 #[test]
 fn consolidated_shards_serve_the_script_loop_clients() {
     if common::testing_real_redis() {
@@ -292,16 +271,6 @@ fn a_script_allocating_without_end_fails_cleanly() {
         bodies as usize >= body.len() + "return 1".len(),
         "used_memory_scripts_eval {bodies}"
     );
-}
-
-/// Whether `key` (missing) lives on `c`'s home shard: a script with no
-/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere,
-/// so an undeclared key of another shard is refused.
-fn home_has(c: &mut RawConn, key: &str) -> bool {
-    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
-    let script = "return redis.pcall('exists', ARGV[1])";
-    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
-    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
 }
 
 /// A connection whose home is not the shard of `key`.

@@ -953,6 +953,36 @@ pub fn keys_across_shards(prefix: &str, count: usize, shards: usize) -> Vec<Stri
         .collect()
 }
 
+/// A key named `prefix<n>` on `shard` of `nshards`.
+pub fn key_on(shard: usize, nshards: usize, prefix: &str) -> String {
+    (0..10_000)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), nshards) == shard)
+        .expect("a key on the shard")
+}
+
+/// Whether `key` (missing) lives on `c`'s home shard: a script with no
+/// keys runs there, and inside MULTI/EXEC it cannot run again elsewhere,
+/// so an undeclared key of another shard is refused.
+pub fn home_has(c: &mut RawConn, key: &str) -> bool {
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    let script = "return redis.pcall('exists', ARGV[1])";
+    assert_eq!(c.cmd_str(&["EVAL", script, "0", key]), b"+QUEUED\r\n");
+    c.cmd_str(&["EXEC"]) == b"*1\r\n:0\r\n"
+}
+
+/// A connection whose home is the shard of `key` (any on Redis). At most
+/// 600 tries: with 16 shards, 64 missed one in 60 times.
+pub fn connection_on(s: &Server, key: &str) -> RawConn {
+    if s.flavor() == Flavor::Redis {
+        return s.raw();
+    }
+    (0..600)
+        .map(|_| s.raw())
+        .find_map(|mut c| home_has(&mut c, key).then_some(c))
+        .expect("no connection landed on the key's shard")
+}
+
 /// Sends a command given as strings without reading its reply (a
 /// blocking command, a pipeline).
 pub fn send_str(c: &mut RawConn, args: &[&str]) {
