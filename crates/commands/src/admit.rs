@@ -147,9 +147,13 @@ fn refusal(
 }
 
 /// Redis's `-BUSY` for a command that needs a shard a long script holds
-/// (see `script::busy`): a keyed command on that shard, or a command over
-/// every shard. Commands on other shards, and connection commands, run,
-/// except on the busy shard's own event loop (`home`), served from the
+/// (see `script::busy`): a keyed command on that shard, a command over
+/// every shard, or a command with no key at all (PING, INFO, CLIENT LIST,
+/// a keyless EVAL...), which needs no shard but is answered as Redis
+/// answers every command while a script is busy: health checks and the
+/// scripts of Redis's own suite (unit/scripting's SCRIPT KILL tests) probe
+/// a busy server with PING. Keyed commands on other shards run, on any
+/// loop but the busy shard's own event loop (`home`), served from the
 /// script's hook: there, as in Redis, only allow-busy commands run.
 #[cold]
 fn busy_refusal(
@@ -171,7 +175,7 @@ fn busy_refusal(
     };
     match r.spec.exec {
         Exec::Shard(..) => match target(r.spec, args, nshards, scratch) {
-            Target::NoKeys => None,
+            Target::NoKeys => refuse_if_busy(None),
             Target::One(s) => refuse_if_busy(Some(&[s])),
             Target::Many => refuse_if_busy(Some(&shards_of(scratch))),
         },
@@ -183,7 +187,10 @@ fn busy_refusal(
                 refuse_if_busy(None)
             }
         }
-        Exec::Conn(_) | Exec::Parent => None,
+        Exec::Conn(_) => refuse_if_busy(None),
+        // Replied as an unknown subcommand or arity error (Redis looks
+        // the command up before any busy check).
+        Exec::Parent => None,
     }
 }
 
