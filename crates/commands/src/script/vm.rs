@@ -136,7 +136,13 @@ local function fix(ok, ...)
   end
   return false, e
 end
-pcall = function(...) return fix(pcall_raw(...)) end
+-- Redis's luaRedisPcall does not check for a function: with no argument
+-- it calls the boolean it pushed (Lua's own pcall raises 'bad argument').
+local select_raw = select
+pcall = function(...)
+  if select_raw('#', ...) == 0 then return false, 'attempt to call a boolean value' end
+  return fix(pcall_raw(...))
+end
 
 local proxies = setmetatable_raw({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
