@@ -16,7 +16,9 @@
 //! 6. `min-replicas-to-write` (NOREPLICAS);
 //! 7. a read-only replica (READONLY);
 //! 8. a RESP2 client with subscriptions;
-//! 9. a replica whose master link is down (MASTERDOWN);
+//! 9. a replica whose master link is down (MASTERDOWN): a command without
+//!    `stale`, a script or function whose flags lack `allow-stale`, EXEC
+//!    of a queued one;
 //! 10. a long script holding a shard the command needs (BUSY);
 //! 11. CLIENT PAUSE (held, not refused);
 //! 12. MULTI: queued instead of run.
