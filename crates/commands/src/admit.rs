@@ -16,7 +16,9 @@
 //! 6. `min-replicas-to-write` (NOREPLICAS);
 //! 7. a read-only replica (READONLY);
 //! 8. a RESP2 client with subscriptions;
-//! 9. a replica whose master link is down (MASTERDOWN);
+//! 9. a replica whose master link is down (MASTERDOWN): a command without
+//!    `stale`, a script or function whose flags lack `allow-stale`, EXEC
+//!    of a queued one;
 //! 10. a long script holding a shard the command needs (BUSY);
 //! 11. CLIENT PAUSE (held, not refused);
 //! 12. MULTI: queued instead of run.
@@ -135,7 +137,9 @@ fn refusal(
         ));
     }
     if replica {
-        if let Some(e) = crate::replica::stale_refusal(server, ctx.client, spec.flags) {
+        if let Some(e) =
+            crate::replica::stale_refusal(server, ctx.client, || denies_stale(r, args, ctx))
+        {
             return Some(CmdError::Raw(e.into()));
         }
     }
@@ -247,17 +251,45 @@ fn command_flags(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> u32 {
     one_command_flags(r, args)
 }
 
-/// [`command_flags`] of one command (not EXEC).
+/// [`command_flags`] of one command (not EXEC): a script's or function's
+/// declared flags replace its command's `write`, `denyoom` and `stale`
+/// (Redis's `scriptFlagsToCmdFlags`).
 fn one_command_flags(r: Resolved, args: Args<'_>) -> u32 {
     let Some(sf) = crate::script::declared_flags(r, args) else {
         return r.spec.flags;
     };
-    let mut f = r.spec.flags & !(flags::WRITE | flags::DENYOOM);
+    let mut f = r.spec.flags & !(flags::WRITE | flags::DENYOOM | flags::STALE);
     if !sf.no_writes {
         f |= flags::WRITE;
         if !sf.allow_oom {
             f |= flags::DENYOOM;
         }
     }
+    if sf.allow_stale {
+        f |= flags::STALE;
+    }
     f
+}
+
+/// Redis's `is_denystale_command`: the command lacks the `stale` flag (a
+/// script or function: unless it declares `allow-stale`), or it is EXEC
+/// and one of its queued commands does (`mstate.cmd_inv_flags`). Called
+/// only on a stale replica.
+#[cold]
+fn denies_stale(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
+    if one_command_flags(r, args) & flags::STALE == 0 {
+        return true;
+    }
+    let reg = registry();
+    if reg.full_name(r.id) != "exec" {
+        return false;
+    }
+    let Some(m) = ctx.client.multi.as_ref() else {
+        return false;
+    };
+    m.queued.iter().any(|q| {
+        let owned = resp::OwnedArgs::from_slices(q);
+        reg.resolve(owned.args())
+            .is_ok_and(|q| one_command_flags(q, owned.args()) & flags::STALE == 0)
+    })
 }

@@ -449,6 +449,8 @@ impl ServerShared {
         let _ = ops.mem.set(mem.clone());
         let persist = Arc::new(crate::persist::Persist::new(nshards, lastsave.clone()));
         let _ = ops.persist.set(persist.clone());
+        let repl = crate::repl::Repl::new(crate::repl::new_replid());
+        let _ = ops.repl_link.set((repl.replica, repl.link_up));
         ServerShared {
             acl,
             ops,
@@ -458,7 +460,7 @@ impl ServerShared {
             start: Instant::now(),
             start_unix_ms: now,
             run_id: random_hex(40),
-            repl: crate::repl::Repl::new(crate::repl::new_replid()),
+            repl,
             next_client_id: AtomicU64::new(1),
             connected_clients: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),

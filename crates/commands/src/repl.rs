@@ -265,9 +265,11 @@ pub struct Repl {
     /// link thread waits on it).
     pub wake: Condvar,
     /// A replica (one relaxed load on the write path: READONLY, expiry).
-    pub replica: AtomicBool,
+    /// Leaked, as `link_up`: scripts read both on their shard through
+    /// `Ops::running_stale`, which sees no `ServerShared`.
+    pub replica: &'static AtomicBool,
     /// A replica whose link is up (streaming).
-    pub link_up: AtomicBool,
+    pub link_up: &'static AtomicBool,
     /// Unix ms of the last bytes from the master (INFO's
     /// `master_last_io_seconds_ago`).
     pub last_io_ms: AtomicU64,
@@ -315,8 +317,10 @@ impl Repl {
                 link: LinkInfo::default(),
             }),
             wake: Condvar::new(),
-            replica: AtomicBool::new(false),
-            link_up: AtomicBool::new(false),
+            // Two leaked bytes per server (a server lives as long as its
+            // process; tests build a few).
+            replica: Box::leak(Box::new(AtomicBool::new(false))),
+            link_up: Box::leak(Box::new(AtomicBool::new(false))),
             last_io_ms: AtomicU64::new(0),
             gen: AtomicU64::new(0),
             runtime: OnceLock::new(),

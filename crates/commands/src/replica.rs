@@ -292,25 +292,18 @@ pub fn read_only_refusal(
 
 /// Redis's `replica-serve-stale-data no` check in processCommand (after
 /// the pub/sub context check): `Some(error)` for a normal client's command
-/// without the STALE flag while the link to the master is down. Called
-/// only on a replica.
+/// that `denies_stale` (it lacks the STALE flag: see admission) while the
+/// link to the master is down. Called only on a replica; `denies_stale`
+/// only while the replica is stale.
 pub fn stale_refusal(
     server: &ServerShared,
     client: &ClientState,
-    flags: u32,
+    denies_stale: impl FnOnce() -> bool,
 ) -> Option<&'static str> {
-    if client.master || flags & STALE != 0 {
+    if client.master || !server.ops.running_stale() {
         return None;
     }
-    let link_up = server
-        .repl
-        .link_up
-        .load(std::sync::atomic::Ordering::Relaxed);
-    if link_up {
-        return None;
-    }
-    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
-    (!cfg.replica_serve_stale_data).then_some(MASTERDOWN_ERR)
+    denies_stale().then_some(MASTERDOWN_ERR)
 }
 
 /// INFO replication's replica lines after `role:slave`, up to

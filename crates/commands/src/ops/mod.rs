@@ -57,6 +57,12 @@ pub struct Ops {
     /// The server's snapshot state (set once by `ServerShared::new`): its
     /// last save's outcome, for [`Ops::disk_error`].
     pub persist: std::sync::OnceLock<std::sync::Arc<crate::persist::Persist>>,
+    /// `replica-serve-stale-data` (kept by [`Ops::configure`]), for
+    /// [`Ops::running_stale`].
+    serve_stale_data: AtomicBool,
+    /// The replication state's `replica` and `link_up` flags (set once by
+    /// `ServerShared::new`), for [`Ops::running_stale`].
+    pub repl_link: std::sync::OnceLock<(&'static AtomicBool, &'static AtomicBool)>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -79,6 +85,8 @@ impl Ops {
             no_good_replicas: AtomicBool::new(false),
             stop_on_save_error: AtomicBool::new(false),
             persist: std::sync::OnceLock::new(),
+            serve_stale_data: AtomicBool::new(true),
+            repl_link: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops
@@ -101,6 +109,21 @@ impl Ops {
             cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty(),
             Ordering::Relaxed,
         );
+        self.serve_stale_data
+            .store(cfg.replica_serve_stale_data, Ordering::Relaxed);
+    }
+
+    /// Redis's `running_stale` (scriptPrepareForRun) and
+    /// `scriptVerifyAllowStale`: a replica whose link to its master is
+    /// down while `replica-serve-stale-data` is off. Read by scripts
+    /// wherever they run (their shard, in place, gathered copies): one
+    /// relaxed load while serving stale data is allowed (the default).
+    #[inline]
+    pub fn running_stale(&self) -> bool {
+        !self.serve_stale_data.load(Ordering::Relaxed)
+            && self.repl_link.get().is_some_and(|(replica, link_up)| {
+                replica.load(Ordering::Relaxed) && !link_up.load(Ordering::Relaxed)
+            })
     }
 
     /// Whether writes are refused with MISCONF (Redis's

@@ -65,8 +65,21 @@
 //! `wide` (scripts that touch undeclared keys of other shards);
 //! `in_place` (scripts across co-hosted shards, run on them).
 //!
+//! # Flags checked before a script runs
+//!
+//! A script's shebang (or a function's flags) replaces its command's
+//! `write`, `denyoom` and `stale` flags at admission (`admit`: OOM,
+//! MISCONF, NOREPLICAS, READONLY, MASTERDOWN in processCommand's order);
+//! `run::execute` then makes scriptPrepareForRun's checks, which matter
+//! where admission did not see the script as it runs (EXEC, a real shard's
+//! memory). On a stale replica (`Ops::running_stale`) a script without a
+//! shebang never runs (MASTERDOWN once found), one with `allow-stale` runs
+//! and its `redis.call`s of commands without `stale` fail, wherever it
+//! runs (its shard, in place, gathered copies).
+//!
 //! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
-//! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
+//! (DBSIZE, KEYS, FLUSHALL ...) or need the server (INFO, COMMAND,
+//! LASTSAVE) from a script; serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 

@@ -34,6 +34,15 @@ use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
 use crate::table::{flags, registry, shard_of, Exec};
 
+/// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
+/// replica.
+const STALE_CALL: &str = "Can not execute the command on a stale replica";
+
+/// scriptPrepareForRun's refusal of a script (or function) without
+/// `allow-stale` on a stale replica.
+const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set \
+     to 'no' and 'allow-stale' flag is not set on the script.";
+
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -202,6 +211,13 @@ fn execute(
     // read-only replica), then scriptPrepareForRun refuses it to the
     // read-only variants.
     let may_write = flags.shebang && !flags.no_writes;
+    // scriptPrepareForRun's own stale check, first of its checks: reached
+    // from EXEC only (admission refuses such a script with MASTERDOWN,
+    // before the checks below, everywhere else).
+    let stale = ctx.ops.running_stale();
+    if stale && flags.shebang && !flags.allow_stale {
+        return Err(CmdError::Raw(STALE_SCRIPT.into()));
+    }
     if may_write && !flags.allow_oom && over_maxmemory(ctx) {
         return Err(CmdError::Rejected(OOM_ERROR.into()));
     }
@@ -239,6 +255,12 @@ fn execute(
     let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
+        // A script without a shebang (EVAL's compatibility mode) never
+        // runs on a stale replica: scriptPrepareForRun refuses it once it
+        // is found or compiled (a NOSCRIPT or a syntax error comes first).
+        if stale && !flags.shebang {
+            return Err(CmdError::Raw(crate::replica::MASTERDOWN_ERR.into()));
+        }
         let run = Run {
             db: ctx.db,
             orig_db: ctx.db,
@@ -1156,6 +1178,12 @@ impl Run<'_, '_> {
         };
         if r.spec.has(flags::NOSCRIPT) {
             return self.reject(lua, r, "This Redis command is not allowed from script");
+        }
+        // Redis's scriptVerifyAllowStale: on a stale replica a script runs
+        // only with `allow-stale` (see `execute`), and even then only
+        // commands flagged `stale` (INFO, TIME, ECHO ...).
+        if !r.spec.has(flags::STALE) && self.ctx.ops.running_stale() {
+            return self.reject(lua, r, STALE_CALL);
         }
         // Redis's scriptVerifyWriteCommandAllow: may-replicate commands
         // (PUBLISH, PFCOUNT ...) count as writes.

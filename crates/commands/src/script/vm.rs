@@ -109,15 +109,14 @@ const COMPILED_MAX: usize = 10_000;
 /// `LUA_GC_CYCLE_PERIOD`; see [`Vm::after_run`]).
 const GC_PERIOD: u32 = 50;
 
-/// Runs the prelude: removes what the sandbox forbids, replaces `pcall`,
-/// and builds the read-only proxies. `errstr` turns an mlua error value
-/// into its message.
+/// Runs the prelude: removes what the sandbox forbids, replaces `pcall`
+/// (with [`redis_pcall`]), and builds the read-only proxies.
 const PRELUDE: &str = r#"
-local errstr, load_redis = ...
+local load_redis, redis_pcall = ...
 local real = _G
 local error, type, tostring, rawget_raw, rawset_raw, ipairs_raw =
       error, type, tostring, rawget, rawset, ipairs
-local setmetatable_raw, pcall_raw = setmetatable, pcall
+local setmetatable_raw = setmetatable
 
 for _, name in ipairs_raw({'print', 'dofile', 'loadfile', 'setfenv', 'getfenv',
                            'module', 'require', 'newproxy', 'os', 'io', 'debug',
@@ -125,18 +124,7 @@ for _, name in ipairs_raw({'print', 'dofile', 'loadfile', 'setfenv', 'getfenv',
   rawset_raw(real, name, nil)
 end
 
-local function fix(ok, ...)
-  if ok then return ok, ... end
-  local e = ...
-  if type(e) == 'table' then
-    local s = rawget_raw(e, 'err')
-    if type(s) == 'string' or type(s) == 'number' then e = s end
-  elseif type(e) == 'userdata' then
-    e = errstr(e)
-  end
-  return false, e
-end
-pcall = function(...) return fix(pcall_raw(...)) end
+pcall = redis_pcall
 
 local proxies = setmetatable_raw({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
@@ -205,6 +193,65 @@ local function make_env()
 end
 return g, proxies, make_env, getmeta
 "#;
+
+/// Where [`redis_pcall`] finds `errstr` in the registry: a function that
+/// turns an mlua error value into its message.
+const ERRSTR_KEY: &std::ffi::CStr = c"tessera.errstr";
+
+/// The scripts' `pcall`, Redis 7.0's `luaRedisPcall` step for step, so that
+/// what scripts see is Redis's: its first argument called with the others
+/// (no check that there is one: with none it would call the `true` it
+/// pushed, so it returns `false, 'attempt to call a boolean value'`);
+/// `true` and the results, or `false` and the error, where an error table
+/// with a string (or number) `err` gives that string and one without
+/// gives the table and its `err` field (three values, as Redis). An
+/// error mlua raised (a userdata: `redis.call`'s) becomes its text. A C
+/// function, so `error(msg, level)` counts the levels as in Redis (a Lua
+/// wrapper was a frame more).
+///
+/// # Safety
+/// Called by Lua only, with its arguments on `state`'s stack. Its own
+/// Rust frame holds nothing to drop: an error raised by a metamethod of
+/// the error table may unwind past it (as in Redis).
+unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    // SAFETY: see the function's contract; every index used exists (the
+    // placeholder at 1, the error object on top after a failed call).
+    unsafe {
+        let argc = ffi::lua_gettop(state);
+        if argc == 0 {
+            ffi::lua_pushboolean(state, 0);
+            ffi::lua_pushstring(state, c"attempt to call a boolean value".as_ptr());
+            return 2;
+        }
+        ffi::lua_pushboolean(state, 1);
+        ffi::lua_insert(state, 1);
+        if ffi::lua_pcall(state, argc - 1, ffi::LUA_MULTRET, 0) != 0 {
+            ffi::lua_remove(state, 1);
+            match ffi::lua_type(state, -1) {
+                ffi::LUA_TTABLE => {
+                    ffi::lua_getfield(state, -1, c"err".as_ptr());
+                    if ffi::lua_isstring(state, -1) != 0 {
+                        ffi::lua_replace(state, -2);
+                    }
+                }
+                ffi::LUA_TUSERDATA => {
+                    // errstr(e): its text (a string in any case).
+                    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, ERRSTR_KEY.as_ptr());
+                    ffi::lua_insert(state, -2);
+                    if ffi::lua_pcall(state, 1, 1, 0) != 0 {
+                        ffi::lua_pop(state, 1);
+                        ffi::lua_pushstring(state, c"".as_ptr());
+                    }
+                }
+                _ => {}
+            }
+            ffi::lua_pushboolean(state, 0);
+            ffi::lua_insert(state, 1);
+        }
+        ffi::lua_gettop(state)
+    }
+}
 
 /// Which of a thread's two VMs (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -509,6 +556,10 @@ impl Vm {
                 _ => String::new(),
             })
         })?;
+        let key = ERRSTR_KEY.to_str().map_err(mlua::Error::external)?;
+        lua.set_named_registry_value(key, errstr)?;
+        // SAFETY: `redis_pcall` follows the Lua C API's contract (see it).
+        let redis_pcall = unsafe { lua.create_c_function(redis_pcall)? };
         let libs = super::load::VmLibraries::default();
         let load_redis = match kind {
             VmKind::Functions => Some(super::load::load_api(&lua, &redis, &libs)?),
@@ -517,7 +568,7 @@ impl Vm {
         let (proxy, proxies, make_env, getmeta): (Table, Table, Option<Function>, Function) = lua
             .load(PRELUDE)
             .set_name("=prelude")
-            .call((errstr, load_redis))?;
+            .call((load_redis, redis_pcall))?;
         super::sandbox::install(&lua, &real, proxies, getmeta)?;
         lua.set_globals(proxy)?;
         let handler = lua.create_function(message_handler)?;
