@@ -20,7 +20,10 @@
 //!   then on at every line (Redis switches its hook to `LUA_MASKLINE` for
 //!   the same reason: a `pcall` must not be able to swallow the kill).
 //! * Dispatch, on every thread, answers `-BUSY` to a command that needs the
-//!   marked shard (`refuse_if_busy`), except commands flagged `allow-busy`.
+//!   marked shard (`refuse_if_busy`), and to a command that needs no shard
+//!   at all (PING, INFO, a keyless EVAL: Redis answers every command so
+//!   while busy, and health checks probe with PING), except commands
+//!   flagged `allow-busy`. Keyed commands of other shards keep running.
 //!
 //! A script below the threshold is invisible: SCRIPT KILL answers NOTBUSY,
 //! as Redis does (there a client cannot even be heard before it).
