@@ -49,6 +49,22 @@
 //! fewer futex calls (bench/aof.sh; `perf stat`). `everysec` syncs at most
 //! once a second from the writer; `no` never syncs; neither holds replies.
 //!
+//! Write errors (Redis's flushAppendOnlyFile). Under `everysec` and `no`
+//! a write that fails keeps its bytes in the buffer, ahead of the next
+//! batch's, and is retried every [`RETRY`] (a short write is undone with
+//! `ftruncate`; if that fails the written part leaves the buffer). Until
+//! one succeeds, writes are refused with `MISCONF Errors writing to the
+//! AOF file: <errno>` (published in `commands::ops::disk`, one relaxed
+//! load for admission), nothing is published as written, and no switch
+//! to a new incr file happens (the old one must get every record before
+//! the switch first; what comes after waits in the queue, the stream's
+//! part too). A failed fsync refuses writes the same way until one
+//! succeeds. Records were fed to the stream when taken off the queue:
+//! a retry writes only the file, so replicas get each record once. Under
+//! `always` replies wait for the records: the process exits instead, as
+//! Redis's. Turning the file off or stopping gives up what could not be
+//! written after one last try (Redis's stopAppendOnly and shutdown).
+//!
 //! Leading. When one thread runs every shard (shard consolidation, or one
 //! shard), that thread commits small batches itself at the end of its loop
 //! iteration ([`Aof::lead`]), as Redis does before it sleeps, and sends
@@ -88,6 +104,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use commands::ops::disk::{strerror, DiskStatus};
 use config::{AppendFsync, Config};
 use engine::outbox::{write_array, Chunk};
 
@@ -139,10 +156,11 @@ struct Queue {
     /// Open transaction slots: absolute item index.
     txs: HashMap<TxId, u64>,
     stop: bool,
-    /// Set by [`Aof::switch_file`]: the writer moves to this file (none:
-    /// stops writing one) after writing everything queued before the
-    /// switch.
-    switch_to: Option<(u64, Option<File>)>,
+    /// Set by [`Aof::switch_file`], oldest first: the writer moves to
+    /// this file (none: stops writing one) after writing everything
+    /// queued before the switch (the item index). More than one waits
+    /// only while the old file cannot be written (see [`Aof::commit`]).
+    switches: VecDeque<(u64, Option<File>)>,
     /// Transactions finished by an abort (see [`Aof::tx_abort`]).
     aborted: VecDeque<TxId>,
     /// Records queued (in chunks and transaction slots).
@@ -160,6 +178,16 @@ impl Queue {
     }
     fn next(&self) -> u64 {
         self.base + self.items.len() as u64
+    }
+    /// The next switch is due and turns the file off.
+    fn switching_off(&self) -> bool {
+        matches!(self.switches.front(), Some((at, None)) if *at <= self.base)
+    }
+    /// A switch is due (everything before it was taken).
+    fn switch_due(&self) -> bool {
+        self.switches
+            .front()
+            .is_some_and(|(at, _)| *at <= self.base)
     }
     fn slot(&mut self, tx: TxId) -> &mut Vec<(u64, Chunk)> {
         let idx = match self.txs.get(&tx) {
@@ -194,8 +222,14 @@ pub struct Aof {
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
     fsync: AtomicU8,
-    /// Last write failed (INFO `aof_last_write_status`).
+    /// The last write to the file failed (INFO `aof_last_write_status`;
+    /// see [`Aof::write_file`]).
     write_failed: AtomicBool,
+    /// The last fsync of the file failed (also INFO's `err`).
+    fsync_failed: AtomicBool,
+    /// Where a failed write or fsync is published for admission (writes
+    /// refused with MISCONF: `commands::ops::disk`).
+    disk: &'static DiskStatus,
     /// Bytes written to the current incr file (INFO `aof_current_size`
     /// minus the base).
     written: AtomicU64,
@@ -260,9 +294,9 @@ impl Aof {
         self.kick(true);
     }
 
-    /// The last write to the file succeeded.
+    /// The last write to the file, and its last fsync, succeeded.
     pub fn last_write_ok(&self) -> bool {
-        !self.write_failed.load(Ordering::Relaxed)
+        !self.write_failed.load(Ordering::Relaxed) && !self.fsync_failed.load(Ordering::Relaxed)
     }
 
     /// An order stamp for a part of a transaction recorded on some thread:
@@ -401,11 +435,17 @@ impl Aof {
     /// threads waiting for it other than `mine`. The caller holds the
     /// sink. Returns whether the writer should end (stop requested and
     /// the queue empty).
+    ///
+    /// A write that fails keeps its bytes in the buffer, ahead of the
+    /// next batch's (see [`Aof::write_file`]): nothing is published as
+    /// written until the buffer is empty again, and no switch happens
+    /// before the old file has everything queued before it (the stream
+    /// got every item once, when it was taken off the queue).
     fn commit(&self, s: &mut Sink, mine: &[usize]) -> bool {
-        let (base0, end, stop, switch, popped) = {
+        let (base0, end, stopping, popped) = {
             let mut q = self.lock();
             let base0 = q.base;
-            let limit = q.switch_to.as_ref().map_or(u64::MAX, |(at, _)| *at);
+            let limit = q.switches.front().map_or(u64::MAX, |(at, _)| *at);
             let mut popped = 0u64;
             let (to_file, to_stream) = (s.file.is_some(), s.feed.is_some());
             let Sink {
@@ -456,12 +496,8 @@ impl Aof {
                 }
                 q.base += 1;
             }
-            let switch = match &q.switch_to {
-                Some((at, _)) if *at <= q.base => q.switch_to.take().map(|(_, p)| p),
-                _ => None,
-            };
             q.records = q.records.saturating_sub(popped);
-            (base0, q.base, q.stop && q.items.is_empty(), switch, popped)
+            (base0, q.base, q.stop, popped)
         };
         if end > base0 {
             s.batch_records = popped;
@@ -481,50 +517,60 @@ impl Aof {
         if !s.buf.is_empty() && self.discard.load(Ordering::SeqCst) {
             s.buf.clear();
         }
-        if let (false, Some(file)) = (s.buf.is_empty(), s.file.as_mut()) {
-            s.last_write = Instant::now();
-            match file.write_all(&s.buf) {
-                Ok(()) => {
-                    self.write_failed.store(false, Ordering::Relaxed);
-                    self.written
-                        .fetch_add(s.buf.len() as u64, Ordering::Relaxed);
-                    s.dirty = true;
-                }
-                Err(e) => {
-                    self.write_failed.store(true, Ordering::Relaxed);
-                    log::warning(format_args!("Error writing to the AOF file: {e}"));
-                    if self.policy() == AppendFsync::Always {
-                        // Replies wait for these records: they must not go
-                        // out as if durable (Redis exits here too).
-                        always_failed(
-                            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...",
-                        );
-                    }
-                }
-            }
+        let written = s.buf.is_empty() || self.write_file(s);
+        if !written && (stopping || self.lock().switching_off()) {
+            // Shutdown, or `appendonly no` (Redis's stopAppendOnly drops
+            // its buffer too): after this last try the records go.
+            log::warning(format_args!(
+                "Dropping {} bytes of the AOF buffer that could not be written",
+                s.buf.len()
+            ));
+            s.buf.clear();
         }
-        s.buf.clear();
-        let sync_now = s.dirty
+        if !s.buf.is_empty() {
+            // Nothing more until the retry (see `writer`).
+            return false;
+        }
+        let sync_now = written
+            && s.dirty
             && match self.policy() {
                 AppendFsync::Always => true,
-                AppendFsync::Everysec => s.last_sync.elapsed() >= Duration::from_secs(1) || stop,
+                AppendFsync::Everysec => {
+                    s.last_sync.elapsed() >= Duration::from_secs(1) || stopping
+                }
                 AppendFsync::No => false,
             };
         if let (true, Some(file)) = (sync_now, s.file.as_ref()) {
-            if let Err(e) = file.sync_data() {
-                log::warning(format_args!("Error fsyncing the AOF file: {e}"));
+            let res = file.sync_data();
+            self.fsynced(&res);
+            if let Err(e) = res {
                 if self.policy() == AppendFsync::Always {
+                    log::warning(format_args!("Error fsyncing the AOF file: {e}"));
                     always_failed(
                         "Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...",
                     );
                 }
+            } else {
+                s.dirty = false;
             }
             s.last_sync = Instant::now();
-            s.dirty = false;
         }
+        let switch = {
+            let mut q = self.lock();
+            match q.switches.front() {
+                Some((at, _)) if *at <= q.base => q.switches.pop_front().map(|(_, f)| f),
+                _ => None,
+            }
+        };
         if let Some(f) = switch {
             if let Some(old) = &s.file {
                 let _ = old.sync_data();
+            }
+            if f.is_none() {
+                // The AOF is off: its errors refuse nothing any more.
+                self.write_failed.store(false, Ordering::Relaxed);
+                self.fsync_failed.store(false, Ordering::Relaxed);
+                self.disk.clear_aof();
             }
             self.has_file.store(f.is_some(), Ordering::SeqCst);
             s.file = f;
@@ -535,10 +581,128 @@ impl Aof {
         }
         self.synced.store(end, Ordering::SeqCst);
         self.wake_waiters(end, mine);
-        if let (true, Some(file)) = (stop, s.file.as_ref()) {
+        if let (true, Some(file)) = (stopping, s.file.as_ref()) {
             let _ = file.sync_data();
         }
-        stop
+        let q = self.lock();
+        q.stop && q.items.is_empty() && q.switches.is_empty()
+    }
+
+    /// Writes the buffer to the file (Redis's flushAppendOnlyFile, its
+    /// write half). Returns whether all of it was written. On a failure
+    /// the unwritten bytes stay in the buffer for the next try, writes
+    /// are refused with the errno Redis shows (MISCONF) until a write
+    /// succeeds, and the log says so at most every
+    /// [`WRITE_ERROR_LOG_RATE`] (the errno is recorded only then, as
+    /// Redis's). A short write is undone with `ftruncate` (the whole
+    /// buffer is retried); if that fails, the written part leaves the
+    /// buffer (it is in the file). A short write's errno is `ENOSPC`, as
+    /// Redis's. Under `always` a failure ends the process instead:
+    /// replies wait for these records and must not go out as if durable.
+    fn write_file(&self, s: &mut Sink) -> bool {
+        let Some(file) = s.file.as_mut() else {
+            s.buf.clear();
+            return true;
+        };
+        let len = s.buf.len();
+        let mut done = 0;
+        let mut failure = None;
+        while done < len {
+            match file.write(&s.buf[done..]) {
+                Ok(0) => {
+                    failure = Some(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(e) = failure else {
+            s.last_write = Instant::now();
+            s.buf.clear();
+            self.written.fetch_add(len as u64, Ordering::Relaxed);
+            s.dirty = true;
+            if self.write_failed.swap(false, Ordering::Relaxed) {
+                log::warning(format_args!(
+                    "AOF write error looks solved, Redis can write again."
+                ));
+                self.disk.set_aof_write(true, None);
+            }
+            return true;
+        };
+        let can_log = s
+            .last_error_log
+            .is_none_or(|t| t.elapsed() > WRITE_ERROR_LOG_RATE);
+        if can_log {
+            s.last_error_log = Some(Instant::now());
+        }
+        let errno = if done == 0 {
+            if can_log {
+                log::warning(format_args!(
+                    "Error writing to the AOF file: {}",
+                    e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                ));
+            }
+            can_log.then(|| e.raw_os_error().unwrap_or(libc::EIO))
+        } else {
+            if can_log {
+                log::warning(format_args!(
+                    "Short write while writing to the AOF file: (nwritten={done}, expected={len})"
+                ));
+            }
+            // The file's length before this write: undo the part written.
+            let undone = file
+                .metadata()
+                .and_then(|m| file.set_len(m.len().saturating_sub(done as u64)));
+            match undone {
+                Ok(()) => done = 0,
+                Err(e) if can_log => log::warning(format_args!(
+                    "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
+                    e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                )),
+                Err(_) => {}
+            }
+            Some(libc::ENOSPC)
+        };
+        if self.policy() == AppendFsync::Always {
+            always_failed(
+                "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...",
+            );
+        }
+        self.write_failed.store(true, Ordering::Relaxed);
+        self.disk.set_aof_write(false, errno);
+        if done > 0 {
+            s.buf.drain(..done);
+            self.written.fetch_add(done as u64, Ordering::Relaxed);
+            s.dirty = true;
+        }
+        false
+    }
+
+    /// Records an fsync's outcome (Redis's background fsync: a failure
+    /// refuses writes with its errno until an fsync succeeds; logged when
+    /// it starts).
+    fn fsynced(&self, res: &std::io::Result<()>) {
+        match res {
+            Ok(()) => {
+                if self.fsync_failed.swap(false, Ordering::Relaxed) {
+                    self.disk.set_aof_fsync(true, None);
+                }
+            }
+            Err(e) => {
+                if !self.fsync_failed.swap(true, Ordering::Relaxed) {
+                    log::warning(format_args!(
+                        "Fail to fsync the AOF file: {}",
+                        e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                    ));
+                }
+                self.disk.set_aof_fsync(false, e.raw_os_error());
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -614,7 +778,7 @@ impl Aof {
     pub fn switch_file(&self, file: Option<File>) {
         let mut q = self.lock();
         let at = q.next();
-        q.switch_to = Some((at, file));
+        q.switches.push_back((at, file));
         drop(q);
         self.work.notify_one();
     }
@@ -759,8 +923,12 @@ pub fn open_files(p: &Paths) -> Result<File, String> {
 }
 
 /// Starts the writer thread on `file` (none: a writer that only feeds
-/// the replication stream).
-pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
+/// the replication stream), publishing its write status to `disk`.
+pub fn start(
+    file: impl Into<Option<File>>,
+    policy: AppendFsync,
+    disk: &'static DiskStatus,
+) -> Arc<Aof> {
     let file: Option<File> = file.into();
     let now = Instant::now();
     let len = file
@@ -777,6 +945,7 @@ pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
             dirty: false,
             last_sync: now,
             last_write: now,
+            last_error_log: None,
             batch_records: 0,
             rbuf: Vec::new(),
             repl_db: None,
@@ -786,6 +955,8 @@ pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
         synced: AtomicU64::new(0),
         fsync: AtomicU8::new(fsync_code(policy)),
         write_failed: AtomicBool::new(false),
+        fsync_failed: AtomicBool::new(false),
+        disk,
         written: AtomicU64::new(len),
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),
@@ -860,6 +1031,11 @@ const GATHER_MAX: Duration = Duration::from_millis(1);
 /// without being told (policies other than `always`; see [`Aof::kick`]).
 const POLL: Duration = Duration::from_millis(2);
 const BUSY: Duration = Duration::from_millis(100);
+/// How often a buffer whose write failed is retried (see `writer`).
+const RETRY: Duration = Duration::from_millis(100);
+/// A failed write is logged (and its errno recorded) at most this often:
+/// Redis's AOF_WRITE_LOG_ERROR_RATE.
+const WRITE_ERROR_LOG_RATE: Duration = Duration::from_secs(30);
 
 /// Under `always`, a record that cannot be written or fsynced would
 /// release replies as if it were durable: the process ends instead, before
@@ -879,7 +1055,10 @@ struct Sink {
     /// Written since the last fsync.
     dirty: bool,
     last_sync: Instant,
+    /// The last successful write (or feed of the stream).
     last_write: Instant,
+    /// When a failed write was last logged (see [`Aof::write_file`]).
+    last_error_log: Option<Instant>,
     /// `always`: records in the last batch (see `writer`).
     batch_records: u64,
     /// The stream's batch, its `SELECT` state, and its consumer.
@@ -890,10 +1069,26 @@ struct Sink {
 
 fn writer(aof: Arc<Aof>) {
     loop {
-        let (batch_records, dirty, last_sync, last_write) = {
+        let (batch_records, dirty, last_sync, last_write, stuck) = {
             let s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
-            (s.batch_records, s.dirty, s.last_sync, s.last_write)
+            let stuck = !s.buf.is_empty();
+            (s.batch_records, s.dirty, s.last_sync, s.last_write, stuck)
         };
+        if stuck {
+            // A write failed: its bytes are retried after RETRY (Redis
+            // retries at each turn of its loop, and every second from its
+            // cron), with whatever was queued since, up to the next
+            // switch; nothing else happens until then but a stop.
+            let q = aof.lock();
+            if !q.stop {
+                let _ = aof.work.wait_timeout(q, RETRY);
+            }
+            let mut s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
+            if aof.commit(&mut s, &[]) {
+                break;
+            }
+            continue;
+        }
         if batch_records > 1 && aof.policy() == AppendFsync::Always {
             // Group commit under concurrency: the clients whose replies the
             // last fsync released answer within a round trip, and send
@@ -907,7 +1102,7 @@ fn writer(aof: Arc<Aof>) {
             let deadline = last_sync + GATHER_MAX;
             let mut q = aof.lock();
             q.gather_for = batch_records;
-            while q.records < batch_records && !q.stop && q.switch_to.is_none() {
+            while q.records < batch_records && !q.stop && q.switches.is_empty() {
                 let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                     break;
                 };
@@ -922,10 +1117,7 @@ fn writer(aof: Arc<Aof>) {
         {
             let mut q = aof.lock();
             loop {
-                if ready(q.items.front())
-                    || q.stop
-                    || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base)
-                {
+                if ready(q.items.front()) || q.stop || q.switch_due() {
                     break;
                 }
                 let mut wait = if dirty {
@@ -955,9 +1147,12 @@ fn writer(aof: Arc<Aof>) {
         }
         let mut s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
         if aof.commit(&mut s, &[]) {
-            return;
+            break;
         }
     }
+    // The writer is gone (shutdown, or the AOF turned off): its errors
+    // refuse nothing any more.
+    aof.disk.clear_aof();
 }
 
 // ------------------------------------------------------------------ loading
@@ -1162,6 +1357,11 @@ fn parse_cmd(b: &[u8]) -> Parsed {
 mod tests {
     use super::*;
 
+    /// A disk status of a test's own (a server leaks its own too).
+    fn unread_disk() -> &'static DiskStatus {
+        Box::leak(Box::default())
+    }
+
     fn chunk(records: u64) -> Chunk {
         let mut p = engine::outbox::Outbox::default();
         p.records_on = true;
@@ -1182,7 +1382,7 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap();
-        (dir, path, start(file, AppendFsync::Always))
+        (dir, path, start(file, AppendFsync::Always, unread_disk()))
     }
 
     /// SET records in the file at `path`.
@@ -1278,7 +1478,7 @@ mod tests {
     /// replication master does), and make the next record SELECT again.
     #[test]
     fn a_fileless_writer_feeds_the_stream_in_order() {
-        let aof = start(None, AppendFsync::Always);
+        let aof = start(None, AppendFsync::Always, unread_disk());
         assert_eq!(aof.policy(), AppendFsync::No, "no file: nothing to sync");
         let got = Arc::new(Collect(Mutex::new(Vec::new())));
         aof.set_feed(Some(got.clone()));
@@ -1319,6 +1519,216 @@ mod tests {
         );
         assert!(text[..mark].ends_with("PING\r\n"));
         aof.stop();
+    }
+
+    /// Polls `cond` every millisecond; panics naming `what` after 30 s.
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !cond() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A file every write to which fails with ENOSPC.
+    fn full() -> File {
+        OpenOptions::new().write(true).open("/dev/full").unwrap()
+    }
+
+    fn count(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len()).filter(|w| *w == needle).count()
+    }
+
+    /// Under `everysec`, a write that fails keeps its records: they are
+    /// not published as written, writes are refused with the errno
+    /// (MISCONF), the stream gets them once; once the file can be written
+    /// the retry writes them, then what came since, each once, and the
+    /// status is ok again.
+    #[test]
+    fn a_failed_write_keeps_its_records_and_retries_them() {
+        let dir = std::env::temp_dir().join(format!("tessera-aof-retry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.aof");
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        let a = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        assert_eq!(
+            disk.refusal(),
+            Some(commands::ops::disk::DiskError::Aof(libc::ENOSPC))
+        );
+        assert!(!aof.last_write_ok());
+        assert!(aof.durable() < a, "published as written");
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        until("the stream gets both", || {
+            count(&got.0.lock().unwrap(), b"SET") == 2
+        });
+        // Retried in vain a few times, then the disk is back.
+        std::thread::sleep(RETRY * 3);
+        assert!(aof.durable() < a);
+        aof.sink.lock().unwrap().file = Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap(),
+        );
+        aof.wait_durable(b, "the retry");
+        assert_eq!(disk.refusal(), None);
+        assert!(aof.last_write_ok());
+        let c = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"c", b"3"]), false);
+        aof.wait_durable(c, "a write after the recovery");
+        aof.stop();
+        let file = std::fs::read(&path).unwrap();
+        let expect = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+            *3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$1\r\n3\r\n";
+        assert_eq!(
+            String::from_utf8_lossy(&file),
+            String::from_utf8_lossy(expect)
+        );
+        assert_eq!(got.0.lock().unwrap().as_slice(), &expect[..]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A short write that cannot be undone (a pipe has no ftruncate): the
+    /// written part leaves the buffer, the rest is retried; the reader
+    /// gets every byte once, in order. A short write's errno is ENOSPC,
+    /// as Redis's.
+    #[test]
+    fn a_short_write_not_undone_drops_only_the_written_part() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        assert_eq!(
+            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+            0
+        );
+        // SAFETY: both descriptors were just made and are owned here only.
+        let (rx, tx) = unsafe {
+            use std::os::fd::FromRawFd;
+            (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1]))
+        };
+        let disk = unread_disk();
+        let aof = start(tx, AppendFsync::No, disk);
+        // Records of 1 KiB, more than the pipe holds.
+        let value = vec![b'x'; 1024];
+        let mut target = 0;
+        for i in 0..200 {
+            let k = format!("k{i}");
+            target = aof.append(
+                engine::outbox::chunk_of(0, &[b"SET", k.as_bytes(), &value]),
+                false,
+            );
+        }
+        until("the pipe is full", || disk.refusal().is_some());
+        assert_eq!(
+            disk.refusal(),
+            Some(commands::ops::disk::DiskError::Aof(libc::ENOSPC))
+        );
+        let mut rx = rx;
+        let mut read = Vec::new();
+        let mut chunk = vec![0u8; 1 << 16];
+        let t0 = Instant::now();
+        while aof.durable() < target || !aof.sink.lock().unwrap().buf.is_empty() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never drained");
+            match std::io::Read::read(&mut rx, &mut chunk) {
+                Ok(n) => read.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(disk.refusal(), None, "recovered");
+        aof.stop();
+        loop {
+            match std::io::Read::read(&mut rx, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => read.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let mut expect = Vec::new();
+        let mut db = None;
+        for i in 0..200 {
+            let k = format!("k{i}");
+            emit(
+                &mut expect,
+                &mut db,
+                &engine::outbox::chunk_of(0, &[b"SET", k.as_bytes(), &value]),
+            );
+        }
+        assert!(
+            read == expect,
+            "{} bytes read, {} expected",
+            read.len(),
+            expect.len()
+        );
+    }
+
+    /// A switch to a new incr file waits for the old file to get every
+    /// record queued before it: what came after waits in the queue (not
+    /// in the new file) until the old file is written.
+    #[test]
+    fn a_switch_waits_for_the_old_files_records() {
+        let dir = std::env::temp_dir().join(format!("tessera-aof-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (old, new) = (dir.join("old.aof"), dir.join("new.aof"));
+        let open = |p: &Path| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap()
+        };
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_incr(open(&new));
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        std::thread::sleep(RETRY * 3);
+        assert_eq!(std::fs::read(&new).unwrap(), b"", "the new file waits");
+        aof.sink.lock().unwrap().file = Some(open(&old));
+        aof.wait_durable(b, "the switch");
+        aof.stop();
+        assert_eq!(sets_in(&old), 1);
+        assert!(std::fs::read(&old).unwrap().ends_with(b"a\r\n$1\r\n1\r\n"));
+        assert_eq!(sets_in(&new), 1);
+        assert!(std::fs::read(&new)
+            .unwrap()
+            .starts_with(b"*2\r\n$6\r\nSELECT"));
+        assert_eq!(disk.refusal(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Turning the file off (`appendonly no` with the stream on) or
+    /// stopping drops what could not be written after one last try, as
+    /// Redis's stopAppendOnly and shutdown: no hang, and writes are no
+    /// longer refused.
+    #[test]
+    fn turning_off_or_stopping_gives_up_a_failed_write() {
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_file(None);
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        aof.wait_durable(b, "the stream after the file went");
+        assert_eq!(disk.refusal(), None);
+        assert!(aof.last_write_ok());
+        assert_eq!(count(&got.0.lock().unwrap(), b"SET"), 2);
+        aof.stop();
+
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.stop();
+        assert_eq!(disk.refusal(), None, "the writer is gone");
     }
 
     #[test]

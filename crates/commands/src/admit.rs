@@ -12,7 +12,7 @@
 //! 2. a `no-multi` command inside MULTI;
 //! 3. ACL (NOPERM);
 //! 4. maxmemory (OOM), the part that needs no shard (see [`oom_refused`]);
-//! 5. a failed save (MISCONF);
+//! 5. a failed save, or AOF write or fsync (MISCONF);
 //! 6. `min-replicas-to-write` (NOREPLICAS);
 //! 7. a read-only replica (READONLY);
 //! 8. a RESP2 client with subscriptions;
@@ -106,11 +106,11 @@ fn refusal(
     {
         return Some(CmdError::Raw(crate::exec::OOM_ERROR.into()));
     }
-    // Two relaxed loads.
-    if server.ops.disk_error()
-        && (spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0)
-    {
-        return Some(CmdError::Raw(crate::persist::MISCONF.into()));
+    // One relaxed load.
+    if let Some(e) = server.ops.disk_error() {
+        if spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0 {
+            return Some(CmdError::Raw(e.text()));
+        }
     }
     // Not enough good replicas (one relaxed load).
     if server.ops.refuses_writes() && command_flags(r, args, ctx) & flags::WRITE != 0 {

@@ -447,7 +447,11 @@ impl ServerShared {
         let _ = ops.pubsub.set(pubsub);
         let mem = Arc::new(mem);
         let _ = ops.mem.set(mem.clone());
-        let persist = Arc::new(crate::persist::Persist::new(nshards, lastsave.clone()));
+        let persist = Arc::new(crate::persist::Persist::new(
+            nshards,
+            lastsave.clone(),
+            &ops.disk,
+        ));
         let _ = ops.persist.set(persist.clone());
         ServerShared {
             acl,
