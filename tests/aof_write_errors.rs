@@ -1,0 +1,282 @@
+//! AOF writes that fail under `appendfsync everysec`, as Redis 7.0 handles
+//! them (flushAppendOnlyFile, processCommand): the records that could not
+//! be written stay buffered and are retried; meanwhile write commands
+//! (and PING) get `MISCONF Errors writing to the AOF file: <strerror>`,
+//! reads work, INFO says `aof_last_write_status:err`; once a write
+//! succeeds everything is accepted again, and a restart from the AOF has
+//! every acknowledged write once.
+//!
+//! The failure: the server's soft RLIMIT_FSIZE lowered to the incr file's
+//! size (prlimit(2), no root needed), so its next append fails with EFBIG
+//! ("File too large"), or a little above it, so the append is cut short
+//! (Redis undoes it with ftruncate and says ENOSPC, "No space left on
+//! device"). Tessera ignores SIGXFSZ itself; redis-server does not, but
+//! keeps the ignored disposition it inherits: this test process ignores
+//! SIGXFSZ so that every test also runs against redis-server
+//! (`TESSERA_TEST_BIN=/usr/bin/redis-server`).
+
+mod common;
+
+use common::{info_field, wait_for, DataDir, Layout, RawConn, Server};
+
+fn incr_file(dir: &DataDir) -> std::path::PathBuf {
+    dir.0
+        .join("appendonlydir")
+        .join("appendonly.aof.1.incr.aof")
+}
+
+fn incr_len(dir: &DataDir) -> u64 {
+    std::fs::metadata(incr_file(dir)).unwrap().len()
+}
+
+/// Sets the server's soft RLIMIT_FSIZE (`None`: unlimited).
+fn limit_file_size(s: &Server, bytes: Option<u64>) {
+    let pid = s.pid().expect("the server runs") as libc::pid_t;
+    let lim = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: `lim` is a valid rlimit; the old limit is not asked for.
+    let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, &lim, std::ptr::null_mut()) };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// Children inherit an ignored SIGXFSZ (see the module docs).
+fn ignore_sigxfsz() {
+    // SAFETY: SIG_IGN has no handler to run and no memory to share.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+fn start(layout: Layout, dir: &DataDir) -> Server {
+    ignore_sigxfsz();
+    layout.tessera(&[
+        "--dir",
+        dir.path(),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ])
+}
+
+fn write_status(s: &Server) -> String {
+    info_field(&mut s.conn(), "persistence", "aof_last_write_status")
+}
+
+/// A value big enough that the incr file outgrows the server's log (which
+/// the lowered limit must not stop: Redis's log lines are the test's
+/// evidence too).
+fn ballast(r: &mut RawConn) {
+    let big = "b".repeat(64 << 10);
+    assert_eq!(r.cmd_str(&["SET", "ballast", &big]), b"+OK\r\n");
+}
+
+/// Waits until everything acknowledged so far is in the incr file (its
+/// size stops changing and holds the last record).
+fn settled(dir: &DataDir, last: &[u8]) {
+    wait_for("the AOF to hold the last write", || {
+        let text = std::fs::read(incr_file(dir)).unwrap();
+        text.windows(last.len()).any(|w| w == last)
+    });
+}
+
+/// The steps of the module docs, with every kind of command a client may
+/// send meanwhile: plain writes, PING, reads, a transaction queued before
+/// the failure (EXEC refused whole) and one queued during it, scripts
+/// without a shebang (their first write fails; `pcall` gets the error),
+/// with one (refused up front unless `no-writes`). Counts prove nothing
+/// acknowledged is lost and nothing refused or retried is applied twice.
+fn refuses_writes_until_a_write_succeeds(layout: Layout) {
+    let dir = DataDir::new("aof-write-error");
+    let s = start(layout, &dir);
+    let mut r = s.raw();
+    ballast(&mut r);
+    for i in 0..10 {
+        assert_eq!(
+            r.cmd_str(&["INCR", "ctr"]),
+            format!(":{}\r\n", i + 1).as_bytes()
+        );
+        assert_eq!(
+            r.cmd_str(&["RPUSH", "list", &format!("before{i}")]),
+            format!(":{}\r\n", i + 1).as_bytes()
+        );
+    }
+    let mut queued = s.raw();
+    assert_eq!(queued.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(queued.cmd_str(&["SET", "q", "1"]), b"+QUEUED\r\n");
+    settled(&dir, b"before9");
+
+    limit_file_size(&s, Some(incr_len(&dir)));
+    // A pipeline of increments: those admitted before the writer's failure
+    // is published are acknowledged (their records wait in its buffer),
+    // the others refused.
+    let n = 20;
+    let mut pipeline = Vec::new();
+    for _ in 0..n {
+        pipeline.extend_from_slice(&common::encode_command(&[b"INCR", b"ctr"]));
+    }
+    r.send(&pipeline);
+    let misconf = b"-MISCONF Errors writing to the AOF file: File too large\r\n";
+    let mut acked = 0;
+    for reply in r.read_replies(n) {
+        if reply.starts_with(b":") {
+            acked += 1;
+            assert_eq!(reply, format!(":{}\r\n", 10 + acked).as_bytes());
+        } else {
+            assert_eq!(reply, misconf);
+        }
+    }
+    assert!(
+        acked >= 1,
+        "the first increment was admitted before any failure"
+    );
+    wait_for("the failed write", || write_status(&s) == "err");
+    assert_eq!(r.cmd_str(&["SET", "x", "1"]), misconf);
+    assert_eq!(r.cmd_str(&["RPUSH", "list", "refused"]), misconf);
+    assert_eq!(r.cmd_str(&["PING"]), misconf);
+    assert_eq!(
+        r.cmd_str(&["GET", "ctr"]),
+        format!("${}\r\n{}\r\n", (10 + acked).to_string().len(), 10 + acked).as_bytes()
+    );
+    assert_eq!(r.cmd_str(&["LLEN", "list"]), b":10\r\n");
+    assert_eq!(
+        queued.cmd_str(&["EXEC"]),
+        &b"-EXECABORT Transaction discarded because of: MISCONF Errors writing to the AOF file: File too large\r\n"[..]
+    );
+    assert_eq!(r.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["GET", "ctr"]), b"+QUEUED\r\n");
+    assert_eq!(r.cmd_str(&["INCR", "ctr"]), misconf);
+    assert_eq!(
+        r.cmd_str(&["EXEC"]),
+        &b"-EXECABORT Transaction discarded because of previous errors.\r\n"[..]
+    );
+    // Scripts: without a shebang the first write fails (the script's
+    // error names it); its reads run.
+    let write = "return redis.call('incr', KEYS[1])";
+    let sha = {
+        let reply = r.cmd_str(&["SCRIPT", "LOAD", write]);
+        String::from_utf8(common::reply_payload(&reply).unwrap()).unwrap()
+    };
+    assert_eq!(
+        r.cmd_str(&["EVAL", write, "1", "ctr"]),
+        format!(
+            "-MISCONF Errors writing to the AOF file: File too large script: {sha}, on @user_script:1.\r\n"
+        )
+        .as_bytes()
+    );
+    assert_eq!(
+        r.cmd_str(&["EVAL", "return redis.pcall('incr', KEYS[1])", "1", "ctr"]),
+        misconf
+    );
+    assert_eq!(
+        r.cmd_str(&["EVAL", "return redis.call('llen', KEYS[1])", "1", "list"]),
+        b":10\r\n"
+    );
+    // With a shebang: refused up front unless it may not write.
+    assert_eq!(
+        r.cmd_str(&[
+            "EVAL",
+            "#!lua\nreturn redis.call('llen', KEYS[1])",
+            "1",
+            "list"
+        ]),
+        misconf
+    );
+    assert_eq!(
+        r.cmd_str(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('llen', KEYS[1])",
+            "1",
+            "list"
+        ]),
+        b":10\r\n"
+    );
+    let persistence: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut s.conn())
+        .unwrap();
+    assert!(persistence.contains("aof_last_write_status:err\r\n"));
+    assert!(persistence.contains("aof_last_bgrewrite_status:ok\r\n"));
+    assert!(s
+        .log()
+        .contains("Error writing to the AOF file: File too large"));
+
+    limit_file_size(&s, None);
+    wait_for("the recovery", || write_status(&s) == "ok");
+    assert!(s
+        .log()
+        .contains("AOF write error looks solved, Redis can write again."));
+    assert_eq!(r.cmd_str(&["RPUSH", "list", "after"]), b":11\r\n");
+    assert_eq!(
+        r.cmd_str(&["INCR", "ctr"]),
+        format!(":{}\r\n", 11 + acked).as_bytes()
+    );
+    assert_eq!(r.cmd_str(&["PING"]), b"+PONG\r\n");
+    settled(&dir, b"after");
+    drop(r);
+    drop(queued);
+    drop(s); // SIGKILL: what is in the file is all a restart gets.
+
+    let s = start(layout, &dir);
+    let mut r = s.raw();
+    assert_eq!(
+        r.cmd_str(&["GET", "ctr"]),
+        format!("${}\r\n{}\r\n", (11 + acked).to_string().len(), 11 + acked).as_bytes()
+    );
+    let mut want = String::from("*11\r\n");
+    for i in 0..10 {
+        want.push_str(&format!("$7\r\nbefore{i}\r\n"));
+    }
+    want.push_str("$5\r\nafter\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&r.cmd_str(&["LRANGE", "list", "0", "-1"])),
+        want
+    );
+    assert_eq!(r.cmd_str(&["EXISTS", "q", "x"]), b":0\r\n");
+    assert_eq!(r.cmd_str(&["STRLEN", "ballast"]), b":65536\r\n");
+}
+
+per_layout!(refuses_writes_until_a_write_succeeds);
+
+/// An append cut short by the limit is undone (ftruncate back to the
+/// file's size before it) and retried whole; its errno is ENOSPC, as
+/// Redis's short-write path records it.
+#[test]
+fn a_short_write_is_undone_and_retried_whole() {
+    let dir = DataDir::new("aof-short-write");
+    let s = start(common::LAYOUTS[0], &dir);
+    let mut r = s.raw();
+    ballast(&mut r);
+    assert_eq!(r.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+    settled(&dir, b"$1\r\na\r\n$1\r\n1\r\n");
+    let len = incr_len(&dir);
+    limit_file_size(&s, Some(len + 10));
+    let value = "v".repeat(300);
+    assert_eq!(r.cmd_str(&["SET", "long", &value]), b"+OK\r\n");
+    wait_for("the failed write", || write_status(&s) == "err");
+    assert_eq!(
+        r.cmd_str(&["SET", "b", "2"]),
+        &b"-MISCONF Errors writing to the AOF file: No space left on device\r\n"[..]
+    );
+    assert_eq!(incr_len(&dir), len, "the short write was not undone");
+    limit_file_size(&s, None);
+    wait_for("the recovery", || write_status(&s) == "ok");
+    assert_eq!(r.cmd_str(&["SET", "b", "2"]), b"+OK\r\n");
+    settled(&dir, b"$1\r\nb\r\n$1\r\n2\r\n");
+    drop(r);
+    drop(s);
+    let s = start(common::LAYOUTS[0], &dir);
+    let mut r = s.raw();
+    assert_eq!(
+        r.cmd_str(&["GET", "long"]),
+        format!("$300\r\n{value}\r\n").as_bytes()
+    );
+    assert_eq!(
+        r.cmd_str(&["MGET", "a", "b"]),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+}
