@@ -19,10 +19,19 @@ mod common;
 
 use common::{info_field, wait_for, DataDir, Layout, RawConn, Server};
 
+/// The incr file the manifest names last (a replica's sync rewrites the
+/// AOF: a new one).
 fn incr_file(dir: &DataDir) -> std::path::PathBuf {
-    dir.0
-        .join("appendonlydir")
-        .join("appendonly.aof.1.incr.aof")
+    let aofdir = dir.0.join("appendonlydir");
+    let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
+    let name = manifest
+        .lines()
+        .filter(|l| l.ends_with(" type i"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .last()
+        .expect("an incr file listed")
+        .to_string();
+    aofdir.join(name)
 }
 
 fn incr_len(dir: &DataDir) -> u64 {
@@ -50,8 +59,12 @@ fn ignore_sigxfsz() {
 }
 
 fn start(layout: Layout, dir: &DataDir) -> Server {
+    start_with(layout, dir, &[])
+}
+
+fn start_with(layout: Layout, dir: &DataDir, extra: &[&str]) -> Server {
     ignore_sigxfsz();
-    layout.tessera(&[
+    let mut args = vec![
         "--dir",
         dir.path(),
         "--save",
@@ -60,7 +73,9 @@ fn start(layout: Layout, dir: &DataDir) -> Server {
         "yes",
         "--appendfsync",
         "everysec",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    layout.tessera(&args)
 }
 
 fn write_status(s: &Server) -> String {
@@ -210,12 +225,13 @@ fn refuses_writes_until_a_write_succeeds(layout: Layout) {
     assert!(s
         .log()
         .contains("AOF write error looks solved, Redis can write again."));
-    assert_eq!(r.cmd_str(&["RPUSH", "list", "after"]), b":11\r\n");
     assert_eq!(
         r.cmd_str(&["INCR", "ctr"]),
         format!(":{}\r\n", 11 + acked).as_bytes()
     );
     assert_eq!(r.cmd_str(&["PING"]), b"+PONG\r\n");
+    // Last: once it is in the file, so is everything before it.
+    assert_eq!(r.cmd_str(&["RPUSH", "list", "after"]), b":11\r\n");
     settled(&dir, b"after");
     drop(r);
     drop(queued);
@@ -279,4 +295,154 @@ fn a_short_write_is_undone_and_retried_whole() {
         r.cmd_str(&["MGET", "a", "b"]),
         b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
     );
+}
+
+/// The replica has processed everything the master streamed.
+fn caught_up(m: &Server, r: &Server) -> bool {
+    let (mut m, mut r) = (m.conn(), r.conn());
+    let off = info_field(&mut m, "replication", "master_repl_offset");
+    info_field(&mut r, "replication", "master_link_status") == "up"
+        && off != "0"
+        && info_field(&mut r, "replication", "slave_repl_offset") == off
+}
+
+fn incr_pipeline(r: &mut RawConn, n: usize) -> Vec<Vec<u8>> {
+    let mut pipeline = Vec::new();
+    for _ in 0..n {
+        pipeline.extend_from_slice(&common::encode_command(&[b"INCR", b"ctr"]));
+    }
+    r.send(&pipeline);
+    r.read_replies(n)
+}
+
+/// The master's AOF fails: the increments it acknowledged reach its
+/// replica once, while the file waits (the stream does not wait for the
+/// file), and the retry that writes the file feeds nothing again.
+#[test]
+fn a_masters_failed_write_reaches_its_replica_once() {
+    let dir = DataDir::new("aof-write-error-master");
+    let master = start_with(
+        common::LAYOUTS[0],
+        &dir,
+        &["--repl-diskless-sync-delay", "0"],
+    );
+    let port = master.port().to_string();
+    let replica = Server::tessera(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = master.raw();
+    ballast(&mut r);
+    for _ in 0..10 {
+        r.cmd_str(&["INCR", "ctr"]);
+    }
+    assert_eq!(r.cmd_str(&["SET", "marker", "before"]), b"+OK\r\n");
+    settled(&dir, b"before");
+    wait_for("the replica to catch up", || caught_up(&master, &replica));
+    limit_file_size(&master, Some(incr_len(&dir)));
+    let acked = incr_pipeline(&mut r, 20)
+        .iter()
+        .filter(|reply| reply.starts_with(b":"))
+        .count();
+    wait_for("the failed write", || write_status(&master) == "err");
+    wait_for("the replica to catch up", || caught_up(&master, &replica));
+    let want = format!("${}\r\n{}\r\n", (10 + acked).to_string().len(), 10 + acked);
+    assert_eq!(replica.raw().cmd_str(&["GET", "ctr"]), want.as_bytes());
+    limit_file_size(&master, None);
+    wait_for("the recovery", || write_status(&master) == "ok");
+    assert_eq!(r.cmd_str(&["SET", "marker", "after"]), b"+OK\r\n");
+    let mut rr = replica.raw();
+    wait_for("the replica to get the last write", || {
+        rr.cmd_str(&["GET", "marker"]) == b"$5\r\nafter\r\n"
+    });
+    assert_eq!(rr.cmd_str(&["GET", "ctr"]), want.as_bytes());
+}
+
+/// A replica and its AOF, synced with `master`, with the ballast in its
+/// incr file and everything settled.
+fn synced_replica(master: &Server, dir: &DataDir, extra: &[&str]) -> Server {
+    let port = master.port().to_string();
+    let mut args = vec!["--replicaof", "127.0.0.1", &port];
+    args.extend_from_slice(extra);
+    let replica = start_with(common::LAYOUTS[0], dir, &args);
+    let mut m = master.raw();
+    assert_eq!(m.cmd_str(&["SET", "marker", "before"]), b"+OK\r\n");
+    wait_for("the replica to catch up", || caught_up(master, &replica));
+    wait_for("the replica's rewrite after its sync", || {
+        info_field(
+            &mut replica.conn(),
+            "persistence",
+            "aof_rewrite_in_progress",
+        ) == "0"
+    });
+    ballast(&mut m);
+    assert_eq!(m.cmd_str(&["SET", "marker", "logged"]), b"+OK\r\n");
+    settled(dir, b"logged");
+    replica
+}
+
+/// A replica whose AOF fails, with `replica-ignore-disk-write-errors
+/// yes`, applies its master's stream anyway (logged) and keeps the
+/// records for the retry: restarted alone from its AOF it has every one
+/// of them once. Its own clients get MISCONF (before READONLY, Redis's
+/// order), PING too.
+#[test]
+fn a_replica_ignoring_disk_errors_follows_its_master() {
+    let master = Server::tessera(&["--repl-diskless-sync-delay", "0"]);
+    let dir = DataDir::new("aof-write-error-replica");
+    let replica = synced_replica(
+        &master,
+        &dir,
+        &["--replica-ignore-disk-write-errors", "yes"],
+    );
+    let mut m = master.raw();
+    limit_file_size(&replica, Some(incr_len(&dir)));
+    assert_eq!(incr_pipeline(&mut m, 20).len(), 20);
+    wait_for("the replica's failed write", || {
+        write_status(&replica) == "err"
+    });
+    // Applied while the replica's AOF fails.
+    assert_eq!(incr_pipeline(&mut m, 5).len(), 5);
+    let mut rr = replica.raw();
+    wait_for("the replica to apply them", || {
+        rr.cmd_str(&["GET", "ctr"]) == b"$2\r\n25\r\n"
+    });
+    assert!(replica
+        .log()
+        .contains("Replica is applying a command even though it is unable to write to disk."));
+    let misconf = b"-MISCONF Errors writing to the AOF file: File too large\r\n";
+    assert_eq!(rr.cmd_str(&["SET", "x", "1"]), misconf);
+    assert_eq!(rr.cmd_str(&["PING"]), misconf);
+    limit_file_size(&replica, None);
+    wait_for("the recovery", || write_status(&replica) == "ok");
+    assert_eq!(
+        rr.cmd_str(&["SET", "x", "1"]),
+        &b"-READONLY You can't write against a read only replica.\r\n"[..]
+    );
+    assert_eq!(m.cmd_str(&["SET", "marker", "after"]), b"+OK\r\n");
+    settled(&dir, b"after");
+    drop(rr);
+    drop(replica);
+    let alone = start(common::LAYOUTS[0], &dir);
+    let mut a = alone.raw();
+    assert_eq!(a.cmd_str(&["GET", "ctr"]), b"$2\r\n25\r\n");
+    assert_eq!(a.cmd_str(&["GET", "marker"]), b"$5\r\nafter\r\n");
+}
+
+/// By default a replica that cannot write its AOF ends when its master
+/// sends a write (Redis's serverPanic "Replica was unable to write
+/// command to disk."): it can neither keep nor refuse it.
+#[test]
+fn a_replica_ends_when_its_master_writes_past_a_failed_write() {
+    let master = Server::tessera(&["--repl-diskless-sync-delay", "0"]);
+    let dir = DataDir::new("aof-write-error-replica-panic");
+    let mut replica = synced_replica(&master, &dir, &[]);
+    let mut m = master.raw();
+    limit_file_size(&replica, Some(incr_len(&dir)));
+    assert_eq!(m.cmd_str(&["INCR", "ctr"]), b":1\r\n");
+    wait_for("the replica's failed write", || {
+        write_status(&replica) == "err"
+    });
+    assert_eq!(m.cmd_str(&["INCR", "ctr"]), b":2\r\n");
+    wait_for("the replica to end", || !replica.is_running());
+    assert!(replica
+        .log()
+        .contains("Replica was unable to write command to disk."));
 }

@@ -109,7 +109,14 @@ fn refusal(
     // One relaxed load.
     if let Some(e) = server.ops.disk_error() {
         if spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0 {
-            return Some(CmdError::Raw(e.text()));
+            if !obey {
+                return Some(CmdError::Raw(e.text()));
+            }
+            // A replica's master: panic, or apply it anyway (see there).
+            server
+                .ops
+                .disk
+                .obey_anyway(spec.name == "ping", replica_ignores_disk_errors(ctx));
         }
     }
     // Not enough good replicas (one relaxed load).
@@ -214,6 +221,14 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
             _ => false,
         };
     (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
+}
+
+/// `replica-ignore-disk-write-errors` (read only while a disk error
+/// stands: a read of the config).
+#[cold]
+fn replica_ignores_disk_errors(ctx: &ConnCtx<'_>) -> bool {
+    let cfg = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+    cfg.replica_ignore_disk_write_errors
 }
 
 /// Redis's `getCommandFlags` for the write checks (MISCONF, NOREPLICAS,

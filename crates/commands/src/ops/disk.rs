@@ -17,7 +17,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The disk's status word (see the module docs).
 #[derive(Debug, Default)]
-pub struct DiskStatus(AtomicU64);
+pub struct DiskStatus {
+    word: AtomicU64,
+    /// When [`DiskStatus::obey_anyway`] last logged (ms since the epoch).
+    obeyed_log_ms: AtomicU64,
+}
 
 /// The last save failed.
 const SAVE_FAILED: u64 = 1;
@@ -66,14 +70,17 @@ pub fn strerror(errno: i32) -> String {
 
 impl DiskStatus {
     pub const fn new() -> DiskStatus {
-        DiskStatus(AtomicU64::new(0))
+        DiskStatus {
+            word: AtomicU64::new(0),
+            obeyed_log_ms: AtomicU64::new(0),
+        }
     }
 
     /// Whether writes are refused, and why (one relaxed load while
     /// nothing failed).
     #[inline]
     pub fn refusal(&self) -> Option<DiskError> {
-        let w = self.0.load(Ordering::Relaxed);
+        let w = self.word.load(Ordering::Relaxed);
         if w & LOW & !STOP_ON_SAVE_ERROR == 0 {
             return None;
         }
@@ -93,7 +100,7 @@ impl DiskStatus {
 
     fn update(&self, f: impl Fn(u64) -> u64) {
         let _ = self
-            .0
+            .word
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| Some(f(w)));
     }
 
@@ -108,7 +115,7 @@ impl DiskStatus {
 
     /// The last save failed (INFO `rdb_last_bgsave_status`).
     pub fn save_failed(&self) -> bool {
-        self.0.load(Ordering::Relaxed) & SAVE_FAILED != 0
+        self.word.load(Ordering::Relaxed) & SAVE_FAILED != 0
     }
 
     /// Whether a failed save refuses writes.
@@ -138,6 +145,34 @@ impl DiskStatus {
         });
     }
 
+    /// A replica's master sends a write (or PING) while writes are
+    /// refused (Redis's processCommand for `obey_client`): unless
+    /// `replica-ignore-disk-write-errors yes`, a write ends the process
+    /// (Redis's serverPanic: the replica cannot keep what its master
+    /// sends); otherwise it runs (the AOF keeps retrying its record),
+    /// logged at most every 10 s.
+    #[cold]
+    pub fn obey_anyway(&self, ping: bool, ignore: bool) {
+        if !ignore && !ping {
+            crate::persist::log_warning(
+                "Guru Meditation: Replica was unable to write command to disk.",
+            );
+            std::process::abort();
+        }
+        let now = engine::now_ms();
+        let last = self.obeyed_log_ms.load(Ordering::Relaxed);
+        if now > last + 10_000
+            && self
+                .obeyed_log_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            crate::persist::log_warning(
+                "Replica is applying a command even though it is unable to write to disk.",
+            );
+        }
+    }
+
     /// The AOF is off (or its writer gone): its errors no longer refuse
     /// writes (Redis checks them only while `aof_state` is not off).
     pub fn clear_aof(&self) {
@@ -147,7 +182,7 @@ impl DiskStatus {
     /// The AOF's last write and fsync succeeded (INFO
     /// `aof_last_write_status`).
     pub fn aof_ok(&self) -> bool {
-        self.0.load(Ordering::Relaxed) & (AOF_WRITE_FAILED | AOF_FSYNC_FAILED) == 0
+        self.word.load(Ordering::Relaxed) & (AOF_WRITE_FAILED | AOF_FSYNC_FAILED) == 0
     }
 }
 
