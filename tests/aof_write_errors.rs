@@ -26,9 +26,9 @@ fn incr_file(dir: &DataDir) -> std::path::PathBuf {
     let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
     let name = manifest
         .lines()
+        .rev()
         .filter(|l| l.ends_with(" type i"))
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .last()
+        .find_map(|l| l.split_whitespace().nth(1))
         .expect("an incr file listed")
         .to_string();
     aofdir.join(name)
