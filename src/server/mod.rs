@@ -8,6 +8,7 @@
 //! mailboxes.
 
 pub mod aof;
+mod aof_files;
 mod aof_rewrite;
 mod blocking;
 mod conn;
