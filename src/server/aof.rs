@@ -444,7 +444,7 @@ impl Aof {
     /// before the old file has everything queued before it (the stream
     /// got every item once, when it was taken off the queue).
     fn commit(&self, s: &mut Sink, mine: &[usize]) -> bool {
-        let (base0, end, stopping, popped) = {
+        let (base0, end, stopping, done, due, popped) = {
             let mut q = self.lock();
             let base0 = q.base;
             let limit = q.switches.front().map_or(u64::MAX, |(at, _)| *at);
@@ -499,7 +499,11 @@ impl Aof {
                 q.base += 1;
             }
             q.records = q.records.saturating_sub(popped);
-            (base0, q.base, q.stop, popped)
+            // The switch reached (taken below once the old file has
+            // everything before it), and whether the writer is done then.
+            let due = q.switch_due();
+            let done = q.stop && q.items.is_empty() && q.switches.len() <= usize::from(due);
+            (base0, q.base, q.stop, done, due, popped)
         };
         if end > base0 {
             s.batch_records = popped;
@@ -520,7 +524,7 @@ impl Aof {
             s.buf.clear();
         }
         let written = s.buf.is_empty() || self.write_file(s);
-        if !written && (stopping || self.lock().switching_off()) {
+        if !written && (stopping || (due && self.lock().switching_off())) {
             // Shutdown, or `appendonly no` (Redis's stopAppendOnly drops
             // its buffer too): after this last try the records go.
             log::warning(format_args!(
@@ -557,14 +561,10 @@ impl Aof {
             }
             s.last_sync = Instant::now();
         }
-        let switch = {
-            let mut q = self.lock();
-            match q.switches.front() {
-                Some((at, _)) if *at <= q.base => q.switches.pop_front().map(|(_, f)| f),
-                _ => None,
-            }
-        };
-        if let Some(f) = switch {
+        // (Switches are only ever added at the back: the one found due is
+        // still the front.)
+        let switch = due.then(|| self.lock().switches.pop_front()).flatten();
+        if let Some((_, f)) = switch {
             if let Some(old) = &s.file {
                 let _ = old.sync_data();
             }
@@ -586,8 +586,7 @@ impl Aof {
         if let (true, Some(file)) = (stopping, s.file.as_ref()) {
             let _ = file.sync_data();
         }
-        let q = self.lock();
-        q.stop && q.items.is_empty() && q.switches.is_empty()
+        done
     }
 
     /// Writes the buffer to the file (Redis's flushAppendOnlyFile, its
