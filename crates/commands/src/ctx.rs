@@ -452,7 +452,6 @@ impl ServerShared {
             lastsave.clone(),
             &ops.disk,
         ));
-        let _ = ops.persist.set(persist.clone());
         ServerShared {
             acl,
             ops,

@@ -55,9 +55,6 @@ pub struct Ops {
     /// [`Ops::disk_error`]): set by the snapshot and AOF writers, and by
     /// [`Ops::configure`] (`stop-writes-on-bgsave-error`).
     pub disk: disk::DiskStatus,
-    /// The server's snapshot state (set once by `ServerShared::new`): its
-    /// last save's outcome, for [`Ops::disk_error`].
-    pub persist: std::sync::OnceLock<std::sync::Arc<crate::persist::Persist>>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -79,7 +76,6 @@ impl Ops {
             mem: std::sync::OnceLock::new(),
             no_good_replicas: AtomicBool::new(false),
             disk: disk::DiskStatus::new(),
-            persist: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops
