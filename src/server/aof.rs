@@ -56,10 +56,11 @@
 //! `ftruncate`; if that fails the written part leaves the buffer). Until
 //! one succeeds, writes are refused with `MISCONF Errors writing to the
 //! AOF file: <errno>` (published in `commands::ops::disk`, one relaxed
-//! load for admission), nothing is published as written, and no switch
-//! to a new incr file happens (the old one must get every record before
-//! the switch first; what comes after waits in the queue, the stream's
-//! part too). A failed fsync refuses writes the same way until one
+//! load for admission) and nothing is published as written. At a switch
+//! to a new incr file the old file's unwritten bytes are set apart and
+//! retried first: the new file gets nothing before the old one has
+//! everything (a file set with a gap would load), while the stream keeps
+//! flowing. A failed fsync refuses writes the same way until one
 //! succeeds. Records were fed to the stream when taken off the queue:
 //! a retry writes only the file, so replicas get each record once. Under
 //! `always` replies wait for the records: the process exits instead, as
@@ -440,9 +441,10 @@ impl Aof {
     ///
     /// A write that fails keeps its bytes in the buffer, ahead of the
     /// next batch's (see [`Aof::write_file`]): nothing is published as
-    /// written until the buffer is empty again, and no switch happens
-    /// before the old file has everything queued before it (the stream
-    /// got every item once, when it was taken off the queue).
+    /// written until the buffer is empty again. A switch reached then
+    /// sets the old file and its bytes apart ([`Retiring`]), written
+    /// before anything goes to the new file. The stream got every item
+    /// once, when it was taken off the queue.
     fn commit(&self, s: &mut Sink, mine: &[usize]) -> bool {
         let (base0, end, stopping, done, due, popped) = {
             let mut q = self.lock();
@@ -523,15 +525,39 @@ impl Aof {
         if !s.buf.is_empty() && self.discard.load(Ordering::SeqCst) {
             s.buf.clear();
         }
-        let written = s.buf.is_empty() || self.write_file(s);
-        if !written && (stopping || (due && self.lock().switching_off())) {
-            // Shutdown, or `appendonly no` (Redis's stopAppendOnly drops
-            // its buffer too): after this last try the records go.
-            log::warning(format_args!(
-                "Dropping {} bytes of the AOF buffer that could not be written",
-                s.buf.len()
-            ));
+        // Shutdown, or `appendonly no` (Redis's stopAppendOnly drops its
+        // buffer too): after a last try, what cannot be written goes.
+        let give_up = || stopping || (due && self.lock().switching_off());
+        if s.retiring.is_some() {
+            // The old file first: the new one gets nothing before it has
+            // everything (a file set with a gap would load).
+            let mut written = self.write_file(s, true);
+            if !written && give_up() {
+                drop_unwritten(s.retiring.as_ref().map_or(0, |r| r.buf.len()));
+                written = true;
+            }
+            if !written {
+                return false;
+            }
+            if let Some(r) = s.retiring.take() {
+                let _ = r.file.sync_data();
+            }
+        }
+        let written = s.buf.is_empty() || self.write_file(s, false);
+        if !written && give_up() {
+            drop_unwritten(s.buf.len());
             s.buf.clear();
+        } else if !written && due {
+            // A switch waits for nothing: the old file keeps its bytes
+            // (retried first), records from the switch on go to the new
+            // file's buffer, and the stream flows meanwhile.
+            let old = s.file.take().map(|file| Retiring {
+                file,
+                buf: std::mem::take(&mut s.buf),
+            });
+            s.retiring = old;
+            self.take_switch(s);
+            return false;
         }
         if !s.buf.is_empty() {
             // Nothing more until the retry (see `writer`).
@@ -561,25 +587,8 @@ impl Aof {
             }
             s.last_sync = Instant::now();
         }
-        // (Switches are only ever added at the back: the one found due is
-        // still the front.)
-        let switch = due.then(|| self.lock().switches.pop_front()).flatten();
-        if let Some((_, f)) = switch {
-            if let Some(old) = &s.file {
-                let _ = old.sync_data();
-            }
-            if f.is_none() {
-                // The AOF is off: its errors refuse nothing any more.
-                self.write_failed.store(false, Ordering::Relaxed);
-                self.fsync_failed.store(false, Ordering::Relaxed);
-                self.disk.clear_aof();
-            }
-            self.has_file.store(f.is_some(), Ordering::SeqCst);
-            s.file = f;
-            s.cur_db = None;
-            s.dirty = false;
-            self.written.store(0, Ordering::Relaxed);
-            self.discard.store(false, Ordering::SeqCst);
+        if due {
+            self.take_switch(s);
         }
         self.synced.store(end, Ordering::SeqCst);
         self.wake_waiters(end, mine);
@@ -587,6 +596,29 @@ impl Aof {
             let _ = file.sync_data();
         }
         done
+    }
+
+    /// Moves to the file of the switch found due (switches are only ever
+    /// added at the back: it is still the front).
+    fn take_switch(&self, s: &mut Sink) {
+        let Some((_, f)) = self.lock().switches.pop_front() else {
+            return;
+        };
+        if let Some(old) = &s.file {
+            let _ = old.sync_data();
+        }
+        if f.is_none() {
+            // The AOF is off: its errors refuse nothing any more.
+            self.write_failed.store(false, Ordering::Relaxed);
+            self.fsync_failed.store(false, Ordering::Relaxed);
+            self.disk.clear_aof();
+        }
+        self.has_file.store(f.is_some(), Ordering::SeqCst);
+        s.file = f;
+        s.cur_db = None;
+        s.dirty = false;
+        self.written.store(0, Ordering::Relaxed);
+        self.discard.store(false, Ordering::SeqCst);
     }
 
     /// Writes the buffer to the file (Redis's flushAppendOnlyFile, its
@@ -600,16 +632,20 @@ impl Aof {
     /// buffer (it is in the file). A short write's errno is `ENOSPC`, as
     /// Redis's. Under `always` a failure ends the process instead:
     /// replies wait for these records and must not go out as if durable.
-    fn write_file(&self, s: &mut Sink) -> bool {
-        let Some(file) = s.file.as_mut() else {
-            s.buf.clear();
-            return true;
+    fn write_file(&self, s: &mut Sink, old: bool) -> bool {
+        let (file, buf) = match (old, s.retiring.as_mut(), s.file.as_mut()) {
+            (true, Some(r), _) => (&mut r.file, &mut r.buf),
+            (false, _, Some(f)) => (f, &mut s.buf),
+            _ => {
+                s.buf.clear();
+                return true;
+            }
         };
-        let len = s.buf.len();
+        let len = buf.len();
         let mut done = 0;
         let mut failure = None;
         while done < len {
-            match file.write(&s.buf[done..]) {
+            match file.write(&buf[done..]) {
                 Ok(0) => {
                     failure = Some(std::io::Error::from(std::io::ErrorKind::WriteZero));
                     break;
@@ -624,9 +660,11 @@ impl Aof {
         }
         let Some(e) = failure else {
             s.last_write = Instant::now();
-            s.buf.clear();
-            self.written.fetch_add(len as u64, Ordering::Relaxed);
-            s.dirty = true;
+            buf.clear();
+            if !old {
+                self.written.fetch_add(len as u64, Ordering::Relaxed);
+                s.dirty = true;
+            }
             if self.write_failed.swap(false, Ordering::Relaxed) {
                 log::warning(format_args!(
                     "AOF write error looks solved, Redis can write again."
@@ -677,9 +715,11 @@ impl Aof {
         self.write_failed.store(true, Ordering::Relaxed);
         self.disk.set_aof_write(false, errno);
         if done > 0 {
-            s.buf.drain(..done);
-            self.written.fetch_add(done as u64, Ordering::Relaxed);
-            s.dirty = true;
+            buf.drain(..done);
+            if !old {
+                self.written.fetch_add(done as u64, Ordering::Relaxed);
+                s.dirty = true;
+            }
         }
         false
     }
@@ -829,6 +869,7 @@ pub fn start(
         q: Mutex::new(Queue::default()),
         sink: Mutex::new(Sink {
             file,
+            retiring: None,
             cur_db: None,
             buf: Vec::new(),
             dirty: false,
@@ -934,10 +975,25 @@ fn always_failed(msg: &str) -> ! {
     std::process::exit(1);
 }
 
+/// A file left at a switch with bytes its writes failed to take: they go
+/// to it before anything goes to the new file (see [`Aof::commit`]).
+struct Retiring {
+    file: File,
+    buf: Vec<u8>,
+}
+
+fn drop_unwritten(bytes: usize) {
+    log::warning(format_args!(
+        "Dropping {bytes} bytes of the AOF buffer that could not be written"
+    ));
+}
+
 /// The file and its writing state; see [`Aof::sink`].
 struct Sink {
     /// None: the writer feeds only the stream.
     file: Option<File>,
+    /// The file before the last switch, while it still owes bytes.
+    retiring: Option<Retiring>,
     /// The database the file's last record selected.
     cur_db: Option<usize>,
     buf: Vec<u8>,
@@ -960,7 +1016,7 @@ fn writer(aof: Arc<Aof>) {
     loop {
         let (batch_records, dirty, last_sync, last_write, stuck) = {
             let s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
-            let stuck = !s.buf.is_empty();
+            let stuck = !s.buf.is_empty() || s.retiring.is_some();
             (s.batch_records, s.dirty, s.last_sync, s.last_write, stuck)
         };
         if stuck {
@@ -1361,11 +1417,12 @@ mod tests {
         );
     }
 
-    /// A switch to a new incr file waits for the old file to get every
-    /// record queued before it: what came after waits in the queue (not
-    /// in the new file) until the old file is written.
+    /// A switch to a new incr file while the old one cannot be written:
+    /// the old file keeps its bytes and gets them first; what comes after
+    /// the switch waits for the new file (not written before the old one
+    /// has everything), but not for the stream.
     #[test]
-    fn a_switch_waits_for_the_old_files_records() {
+    fn a_switch_leaves_the_old_files_bytes_first() {
         let dir = std::env::temp_dir().join(format!("tessera-aof-switch-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (old, new) = (dir.join("old.aof"), dir.join("new.aof"));
@@ -1378,13 +1435,22 @@ mod tests {
         };
         let disk = unread_disk();
         let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
         aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
         until("the write fails", || disk.refusal().is_some());
         aof.switch_incr(open(&new));
         let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        until("the stream gets the record after the switch", || {
+            count(&got.0.lock().unwrap(), b"SET") == 2
+        });
+        until("the old file's bytes set apart", || {
+            aof.sink.lock().unwrap().retiring.is_some()
+        });
         std::thread::sleep(RETRY * 3);
         assert_eq!(std::fs::read(&new).unwrap(), b"", "the new file waits");
-        aof.sink.lock().unwrap().file = Some(open(&old));
+        assert!(aof.durable() < b);
+        aof.sink.lock().unwrap().retiring.as_mut().unwrap().file = open(&old);
         aof.wait_durable(b, "the switch");
         aof.stop();
         assert_eq!(sets_in(&old), 1);
@@ -1393,6 +1459,7 @@ mod tests {
         assert!(std::fs::read(&new)
             .unwrap()
             .starts_with(b"*2\r\n$6\r\nSELECT"));
+        assert_eq!(count(&got.0.lock().unwrap(), b"SET"), 2, "fed once");
         assert_eq!(disk.refusal(), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1422,5 +1489,19 @@ mod tests {
         until("the write fails", || disk.refusal().is_some());
         aof.stop();
         assert_eq!(disk.refusal(), None, "the writer is gone");
+
+        // Stopping with the old file's bytes set apart at a switch.
+        let dir = std::env::temp_dir().join(format!("tessera-aof-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_incr(File::create(dir.join("new.aof")).unwrap());
+        until("the old file's bytes set apart", || {
+            aof.sink.lock().unwrap().retiring.is_some()
+        });
+        aof.stop();
+        assert_eq!(disk.refusal(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
