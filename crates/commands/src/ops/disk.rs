@@ -8,7 +8,8 @@
 //! Who sets what: the snapshot writer the save's outcome
 //! ([`DiskStatus::set_save_failed`]), `Ops::configure` whether a failed
 //! save refuses writes, the AOF writer its write and fsync status with the
-//! errno Redis shows (`aof_last_write_errno`). Each update is one
+//! errno Redis shows (`aof_last_write_errno`). A replica's master is
+//! not refused: [`DiskStatus::obey_anyway`] decides. Each update is one
 //! read-modify-write of the word; readers see any mix of the latest
 //! updates, which is all a refusal needs (Redis reads the same fields
 //! unlocked from its main thread while its fsync thread sets them).

@@ -1223,10 +1223,10 @@ impl Run<'_, '_> {
             all_held = true;
         }
         // Redis's scriptVerifyWriteCommandAllow: a failed save or AOF
-        // write, then too few good replicas, refuse a write until the script has written
-        // (then it must go on: a half-done script would be worse). Only a
-        // script without a shebang gets here with them: others were
-        // refused up front.
+        // write, then too few good replicas, refuse a write until the
+        // script has written (then it must go on: a half-done script
+        // would be worse). Only a script without a shebang gets here with
+        // them: others were refused up front.
         if let Some(e) = self.ctx.ops.disk_error() {
             if r.spec.has(flags::WRITE) && !self.dirty {
                 return self.reject(lua, r, &format!("-{}", e.text()));
