@@ -19,19 +19,22 @@ mod common;
 
 use common::{info_field, wait_for, DataDir, Layout, RawConn, Server};
 
+/// The incr files the manifest names, oldest first.
+fn incr_files(dir: &DataDir) -> Vec<std::path::PathBuf> {
+    let aofdir = dir.0.join("appendonlydir");
+    let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
+    manifest
+        .lines()
+        .filter(|l| l.ends_with(" type i"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|name| aofdir.join(name))
+        .collect()
+}
+
 /// The incr file the manifest names last (a replica's sync rewrites the
 /// AOF: a new one).
 fn incr_file(dir: &DataDir) -> std::path::PathBuf {
-    let aofdir = dir.0.join("appendonlydir");
-    let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
-    let name = manifest
-        .lines()
-        .rev()
-        .filter(|l| l.ends_with(" type i"))
-        .find_map(|l| l.split_whitespace().nth(1))
-        .expect("an incr file listed")
-        .to_string();
-    aofdir.join(name)
+    incr_files(dir).pop().expect("an incr file listed")
 }
 
 fn incr_len(dir: &DataDir) -> u64 {
@@ -90,12 +93,15 @@ fn ballast(r: &mut RawConn) {
     assert_eq!(r.cmd_str(&["SET", "ballast", &big]), b"+OK\r\n");
 }
 
-/// Waits until everything acknowledged so far is in the incr file (its
-/// size stops changing and holds the last record).
+/// Waits until everything acknowledged so far is in the incr files (the
+/// last record is: a rewrite that failed before its switch leaves the
+/// records in the older of the files listed).
 fn settled(dir: &DataDir, last: &[u8]) {
     wait_for("the AOF to hold the last write", || {
-        let text = std::fs::read(incr_file(dir)).unwrap();
-        text.windows(last.len()).any(|w| w == last)
+        incr_files(dir).iter().any(|f| {
+            let text = std::fs::read(f).unwrap_or_default();
+            text.windows(last.len()).any(|w| w == last)
+        })
     });
 }
 
