@@ -7,7 +7,8 @@
 //! here; Redis also writes `.base.rdb`), the incremental file
 //! `<appendfilename>.1.incr.aof`, and the manifest
 //! `<appendfilename>.manifest` naming them with Redis's line format
-//! (`file <name> seq <n> type b|i`).
+//! (`file <name> seq <n> type b|i`). The file set itself (manifest,
+//! opening, loading at start-up) is `aof_files`.
 //!
 //! Ordering. A shard appends its records ([`engine::outbox::Chunk`], taken
 //! from its effects outbox) to the
@@ -49,6 +50,23 @@
 //! fewer futex calls (bench/aof.sh; `perf stat`). `everysec` syncs at most
 //! once a second from the writer; `no` never syncs; neither holds replies.
 //!
+//! Write errors (Redis's flushAppendOnlyFile). Under `everysec` and `no`
+//! a write that fails keeps its bytes in the buffer, ahead of the next
+//! batch's, and is retried every [`RETRY`] (a short write is undone with
+//! `ftruncate`; if that fails the written part leaves the buffer). Until
+//! one succeeds, writes are refused with `MISCONF Errors writing to the
+//! AOF file: <errno>` (published in `commands::ops::disk`, one relaxed
+//! load for admission) and nothing is published as written. At a switch
+//! to a new incr file the old file's unwritten bytes are set apart and
+//! retried first: the new file gets nothing before the old one has
+//! everything (a file set with a gap would load), while the stream keeps
+//! flowing. A failed fsync refuses writes the same way until one
+//! succeeds. Records were fed to the stream when taken off the queue:
+//! a retry writes only the file, so replicas get each record once. Under
+//! `always` replies wait for the records: the process exits instead, as
+//! Redis's. Turning the file off or stopping gives up what could not be
+//! written after one last try (Redis's stopAppendOnly and shutdown).
+//!
 //! Leading. When one thread runs every shard (shard consolidation, or one
 //! shard), that thread commits small batches itself at the end of its loop
 //! iteration ([`Aof::lead`]), as Redis does before it sleeps, and sends
@@ -81,17 +99,19 @@
 //! one after to the new), [`write_manifest`] the last.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use config::{AppendFsync, Config};
+use commands::ops::disk::{strerror, DiskStatus};
+use config::AppendFsync;
 use engine::outbox::{write_array, Chunk};
 
 use crate::log;
+
+pub use super::aof_files::{load, open_files, parse_manifest, write_manifest, ManifestFile, Paths};
 
 type TxId = u64;
 
@@ -139,10 +159,11 @@ struct Queue {
     /// Open transaction slots: absolute item index.
     txs: HashMap<TxId, u64>,
     stop: bool,
-    /// Set by [`Aof::switch_file`]: the writer moves to this file (none:
-    /// stops writing one) after writing everything queued before the
-    /// switch.
-    switch_to: Option<(u64, Option<File>)>,
+    /// Set by [`Aof::switch_file`], oldest first: the writer moves to
+    /// this file (none: stops writing one) after writing everything
+    /// queued before the switch (the item index). More than one waits
+    /// only while the old file cannot be written (see [`Aof::commit`]).
+    switches: VecDeque<(u64, Option<File>)>,
     /// Transactions finished by an abort (see [`Aof::tx_abort`]).
     aborted: VecDeque<TxId>,
     /// Records queued (in chunks and transaction slots).
@@ -160,6 +181,16 @@ impl Queue {
     }
     fn next(&self) -> u64 {
         self.base + self.items.len() as u64
+    }
+    /// The next switch is due and turns the file off.
+    fn switching_off(&self) -> bool {
+        matches!(self.switches.front(), Some((at, None)) if *at <= self.base)
+    }
+    /// A switch is due (everything before it was taken).
+    fn switch_due(&self) -> bool {
+        self.switches
+            .front()
+            .is_some_and(|(at, _)| *at <= self.base)
     }
     fn slot(&mut self, tx: TxId) -> &mut Vec<(u64, Chunk)> {
         let idx = match self.txs.get(&tx) {
@@ -194,8 +225,14 @@ pub struct Aof {
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
     fsync: AtomicU8,
-    /// Last write failed (INFO `aof_last_write_status`).
+    /// The last write to the file failed (INFO `aof_last_write_status`;
+    /// see [`Aof::write_file`]).
     write_failed: AtomicBool,
+    /// The last fsync of the file failed (also INFO's `err`).
+    fsync_failed: AtomicBool,
+    /// Where a failed write or fsync is published for admission (writes
+    /// refused with MISCONF: `commands::ops::disk`).
+    disk: &'static DiskStatus,
     /// Bytes written to the current incr file (INFO `aof_current_size`
     /// minus the base).
     written: AtomicU64,
@@ -260,9 +297,9 @@ impl Aof {
         self.kick(true);
     }
 
-    /// The last write to the file succeeded.
+    /// The last write to the file, and its last fsync, succeeded.
     pub fn last_write_ok(&self) -> bool {
-        !self.write_failed.load(Ordering::Relaxed)
+        !self.write_failed.load(Ordering::Relaxed) && !self.fsync_failed.load(Ordering::Relaxed)
     }
 
     /// An order stamp for a part of a transaction recorded on some thread:
@@ -401,11 +438,18 @@ impl Aof {
     /// threads waiting for it other than `mine`. The caller holds the
     /// sink. Returns whether the writer should end (stop requested and
     /// the queue empty).
+    ///
+    /// A write that fails keeps its bytes in the buffer, ahead of the
+    /// next batch's (see [`Aof::write_file`]): nothing is published as
+    /// written until the buffer is empty again. A switch reached then
+    /// sets the old file and its bytes apart ([`Retiring`]), written
+    /// before anything goes to the new file. The stream got every item
+    /// once, when it was taken off the queue.
     fn commit(&self, s: &mut Sink, mine: &[usize]) -> bool {
-        let (base0, end, stop, switch, popped) = {
+        let (base0, end, stopping, done, due, popped) = {
             let mut q = self.lock();
             let base0 = q.base;
-            let limit = q.switch_to.as_ref().map_or(u64::MAX, |(at, _)| *at);
+            let limit = q.switches.front().map_or(u64::MAX, |(at, _)| *at);
             let mut popped = 0u64;
             let (to_file, to_stream) = (s.file.is_some(), s.feed.is_some());
             let Sink {
@@ -456,12 +500,12 @@ impl Aof {
                 }
                 q.base += 1;
             }
-            let switch = match &q.switch_to {
-                Some((at, _)) if *at <= q.base => q.switch_to.take().map(|(_, p)| p),
-                _ => None,
-            };
             q.records = q.records.saturating_sub(popped);
-            (base0, q.base, q.stop && q.items.is_empty(), switch, popped)
+            // The switch reached (taken below once the old file has
+            // everything before it), and whether the writer is done then.
+            let due = q.switch_due();
+            let done = q.stop && q.items.is_empty() && q.switches.len() <= usize::from(due);
+            (base0, q.base, q.stop, done, due, popped)
         };
         if end > base0 {
             s.batch_records = popped;
@@ -481,64 +525,225 @@ impl Aof {
         if !s.buf.is_empty() && self.discard.load(Ordering::SeqCst) {
             s.buf.clear();
         }
-        if let (false, Some(file)) = (s.buf.is_empty(), s.file.as_mut()) {
-            s.last_write = Instant::now();
-            match file.write_all(&s.buf) {
-                Ok(()) => {
-                    self.write_failed.store(false, Ordering::Relaxed);
-                    self.written
-                        .fetch_add(s.buf.len() as u64, Ordering::Relaxed);
-                    s.dirty = true;
-                }
-                Err(e) => {
-                    self.write_failed.store(true, Ordering::Relaxed);
-                    log::warning(format_args!("Error writing to the AOF file: {e}"));
-                    if self.policy() == AppendFsync::Always {
-                        // Replies wait for these records: they must not go
-                        // out as if durable (Redis exits here too).
-                        always_failed(
-                            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...",
-                        );
-                    }
-                }
+        // Shutdown, or `appendonly no` (Redis's stopAppendOnly drops its
+        // buffer too): after a last try, what cannot be written goes.
+        let give_up = || stopping || (due && self.lock().switching_off());
+        if s.retiring.is_some() {
+            // The old file first: the new one gets nothing before it has
+            // everything (a file set with a gap would load).
+            let mut written = self.write_file(s, true);
+            if !written && give_up() {
+                drop_unwritten(s.retiring.as_ref().map_or(0, |r| r.buf.len()));
+                written = true;
+            }
+            if !written {
+                return false;
+            }
+            if let Some(r) = s.retiring.take() {
+                let _ = r.file.sync_data();
             }
         }
-        s.buf.clear();
-        let sync_now = s.dirty
+        let written = s.buf.is_empty() || self.write_file(s, false);
+        if !written && give_up() {
+            drop_unwritten(s.buf.len());
+            s.buf.clear();
+        } else if !written && due {
+            // A switch waits for nothing: the old file keeps its bytes
+            // (retried first), records from the switch on go to the new
+            // file's buffer, and the stream flows meanwhile.
+            let old = s.file.take().map(|file| Retiring {
+                file,
+                buf: std::mem::take(&mut s.buf),
+            });
+            s.retiring = old;
+            self.take_switch(s);
+            return false;
+        }
+        if !s.buf.is_empty() {
+            // Nothing more until the retry (see `writer`).
+            return false;
+        }
+        let sync_now = written
+            && s.dirty
             && match self.policy() {
                 AppendFsync::Always => true,
-                AppendFsync::Everysec => s.last_sync.elapsed() >= Duration::from_secs(1) || stop,
+                AppendFsync::Everysec => {
+                    s.last_sync.elapsed() >= Duration::from_secs(1) || stopping
+                }
                 AppendFsync::No => false,
             };
         if let (true, Some(file)) = (sync_now, s.file.as_ref()) {
-            if let Err(e) = file.sync_data() {
-                log::warning(format_args!("Error fsyncing the AOF file: {e}"));
+            let res = file.sync_data();
+            self.fsynced(&res);
+            if let Err(e) = res {
                 if self.policy() == AppendFsync::Always {
+                    log::warning(format_args!("Error fsyncing the AOF file: {e}"));
                     always_failed(
                         "Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...",
                     );
                 }
+            } else {
+                s.dirty = false;
             }
             s.last_sync = Instant::now();
-            s.dirty = false;
         }
-        if let Some(f) = switch {
-            if let Some(old) = &s.file {
-                let _ = old.sync_data();
-            }
-            self.has_file.store(f.is_some(), Ordering::SeqCst);
-            s.file = f;
-            s.cur_db = None;
-            s.dirty = false;
-            self.written.store(0, Ordering::Relaxed);
-            self.discard.store(false, Ordering::SeqCst);
+        if due {
+            self.take_switch(s);
         }
         self.synced.store(end, Ordering::SeqCst);
         self.wake_waiters(end, mine);
-        if let (true, Some(file)) = (stop, s.file.as_ref()) {
+        if let (true, Some(file)) = (stopping, s.file.as_ref()) {
             let _ = file.sync_data();
         }
-        stop
+        done
+    }
+
+    /// Moves to the file of the switch found due (switches are only ever
+    /// added at the back: it is still the front).
+    fn take_switch(&self, s: &mut Sink) {
+        let Some((_, f)) = self.lock().switches.pop_front() else {
+            return;
+        };
+        if let Some(old) = &s.file {
+            let _ = old.sync_data();
+        }
+        if f.is_none() {
+            // The AOF is off: its errors refuse nothing any more.
+            self.write_failed.store(false, Ordering::Relaxed);
+            self.fsync_failed.store(false, Ordering::Relaxed);
+            self.disk.clear_aof();
+        }
+        self.has_file.store(f.is_some(), Ordering::SeqCst);
+        s.file = f;
+        s.cur_db = None;
+        s.dirty = false;
+        self.written.store(0, Ordering::Relaxed);
+        self.discard.store(false, Ordering::SeqCst);
+    }
+
+    /// Writes the buffer to the file (Redis's flushAppendOnlyFile, its
+    /// write half). Returns whether all of it was written. On a failure
+    /// the unwritten bytes stay in the buffer for the next try, writes
+    /// are refused with the errno Redis shows (MISCONF) until a write
+    /// succeeds, and the log says so at most every
+    /// [`WRITE_ERROR_LOG_RATE`] (the errno is recorded only then, as
+    /// Redis's). A short write is undone with `ftruncate` (the whole
+    /// buffer is retried); if that fails, the written part leaves the
+    /// buffer (it is in the file). A short write's errno is `ENOSPC`, as
+    /// Redis's. Under `always` a failure ends the process instead:
+    /// replies wait for these records and must not go out as if durable.
+    fn write_file(&self, s: &mut Sink, old: bool) -> bool {
+        let (file, buf) = match (old, s.retiring.as_mut(), s.file.as_mut()) {
+            (true, Some(r), _) => (&mut r.file, &mut r.buf),
+            (false, _, Some(f)) => (f, &mut s.buf),
+            _ => {
+                s.buf.clear();
+                return true;
+            }
+        };
+        let len = buf.len();
+        let mut done = 0;
+        let mut failure = None;
+        while done < len {
+            match file.write(&buf[done..]) {
+                Ok(0) => {
+                    failure = Some(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(e) = failure else {
+            s.last_write = Instant::now();
+            buf.clear();
+            if !old {
+                self.written.fetch_add(len as u64, Ordering::Relaxed);
+                s.dirty = true;
+            }
+            if self.write_failed.swap(false, Ordering::Relaxed) {
+                log::warning(format_args!(
+                    "AOF write error looks solved, Redis can write again."
+                ));
+                self.disk.set_aof_write(true, None);
+            }
+            return true;
+        };
+        let can_log = s
+            .last_error_log
+            .is_none_or(|t| t.elapsed() > WRITE_ERROR_LOG_RATE);
+        if can_log {
+            s.last_error_log = Some(Instant::now());
+        }
+        let errno = if done == 0 {
+            if can_log {
+                log::warning(format_args!(
+                    "Error writing to the AOF file: {}",
+                    e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                ));
+            }
+            can_log.then(|| e.raw_os_error().unwrap_or(libc::EIO))
+        } else {
+            if can_log {
+                log::warning(format_args!(
+                    "Short write while writing to the AOF file: (nwritten={done}, expected={len})"
+                ));
+            }
+            // The file's length before this write: undo the part written.
+            let undone = file
+                .metadata()
+                .and_then(|m| file.set_len(m.len().saturating_sub(done as u64)));
+            match undone {
+                Ok(()) => done = 0,
+                Err(e) if can_log => log::warning(format_args!(
+                    "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
+                    e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                )),
+                Err(_) => {}
+            }
+            Some(libc::ENOSPC)
+        };
+        if self.policy() == AppendFsync::Always {
+            always_failed(
+                "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...",
+            );
+        }
+        self.write_failed.store(true, Ordering::Relaxed);
+        self.disk.set_aof_write(false, errno);
+        if done > 0 {
+            buf.drain(..done);
+            if !old {
+                self.written.fetch_add(done as u64, Ordering::Relaxed);
+                s.dirty = true;
+            }
+        }
+        false
+    }
+
+    /// Records an fsync's outcome (Redis's background fsync: a failure
+    /// refuses writes with its errno until an fsync succeeds; logged when
+    /// it starts).
+    fn fsynced(&self, res: &std::io::Result<()>) {
+        match res {
+            Ok(()) => {
+                if self.fsync_failed.swap(false, Ordering::Relaxed) {
+                    self.disk.set_aof_fsync(true, None);
+                }
+            }
+            Err(e) => {
+                if !self.fsync_failed.swap(true, Ordering::Relaxed) {
+                    log::warning(format_args!(
+                        "Fail to fsync the AOF file: {}",
+                        e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+                    ));
+                }
+                self.disk.set_aof_fsync(false, e.raw_os_error());
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -614,7 +819,7 @@ impl Aof {
     pub fn switch_file(&self, file: Option<File>) {
         let mut q = self.lock();
         let at = q.next();
-        q.switch_to = Some((at, file));
+        q.switches.push_back((at, file));
         drop(q);
         self.work.notify_one();
     }
@@ -646,121 +851,13 @@ impl Aof {
     }
 }
 
-/// Where the AOF files live.
-pub struct Paths {
-    pub dir: PathBuf,
-    pub name: String,
-}
-
-impl Paths {
-    pub fn of(cfg: &Config) -> Paths {
-        let root = cfg.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-        Paths {
-            dir: root.join(String::from_utf8_lossy(&cfg.appenddirname).into_owned()),
-            name: String::from_utf8_lossy(&cfg.appendfilename).into_owned(),
-        }
-    }
-    pub fn manifest(&self) -> PathBuf {
-        self.dir.join(format!("{}.manifest", self.name))
-    }
-}
-
-/// One manifest line.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ManifestFile {
-    pub name: String,
-    pub seq: u64,
-    /// `b` base, `h` history, `i` incr.
-    pub kind: char,
-}
-
-pub fn parse_manifest(text: &str) -> Result<Vec<ManifestFile>, String> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let w: Vec<&str> = line.split_whitespace().collect();
-        let (mut name, mut seq, mut kind) = (None, None, None);
-        for kv in w.chunks(2) {
-            if kv.len() != 2 {
-                return Err(format!("Invalid AOF manifest file format: {line}"));
-            }
-            match kv[0] {
-                "file" => name = Some(kv[1].to_string()),
-                "seq" => seq = kv[1].parse::<u64>().ok(),
-                "type" => kind = kv[1].chars().next(),
-                _ => {}
-            }
-        }
-        match (name, seq, kind) {
-            (Some(name), Some(seq), Some(kind)) => out.push(ManifestFile { name, seq, kind }),
-            _ => return Err(format!("Invalid AOF manifest file format: {line}")),
-        }
-    }
-    Ok(out)
-}
-
-/// Writes the manifest atomically (temporary file, fsync, rename).
-pub fn write_manifest(p: &Paths, files: &[ManifestFile]) -> std::io::Result<()> {
-    let mut text = String::new();
-    for f in files {
-        text.push_str(&format!("file {} seq {} type {}\n", f.name, f.seq, f.kind));
-    }
-    let tmp = p.dir.join(format!("temp-{}.manifest", p.name));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, p.manifest())?;
-    if let Ok(d) = File::open(&p.dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Opens (creating if needed) the file set; returns the incr file to
-/// append to.
-pub fn open_files(p: &Paths) -> Result<File, String> {
-    std::fs::create_dir_all(&p.dir)
-        .map_err(|e| format!("Can't create the append-only dir {}: {e}", p.dir.display()))?;
-    let files = match std::fs::read_to_string(p.manifest()) {
-        Ok(t) => parse_manifest(&t)?,
-        Err(_) => {
-            let base = ManifestFile {
-                name: format!("{}.1.base.aof", p.name),
-                seq: 1,
-                kind: 'b',
-            };
-            let incr = ManifestFile {
-                name: format!("{}.1.incr.aof", p.name),
-                seq: 1,
-                kind: 'i',
-            };
-            File::create(p.dir.join(&base.name))
-                .and_then(|f| f.sync_all())
-                .map_err(|e| format!("Can't create the AOF base file: {e}"))?;
-            write_manifest(p, &[base, incr.clone()])
-                .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
-            vec![incr]
-        }
-    };
-    let incr = files
-        .iter()
-        .rfind(|f| f.kind == 'i')
-        .ok_or("The AOF manifest names no incr file")?;
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p.dir.join(&incr.name))
-        .map_err(|e| format!("Can't open the append only file {}: {e}", incr.name))
-}
-
 /// Starts the writer thread on `file` (none: a writer that only feeds
-/// the replication stream).
-pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
+/// the replication stream), publishing its write status to `disk`.
+pub fn start(
+    file: impl Into<Option<File>>,
+    policy: AppendFsync,
+    disk: &'static DiskStatus,
+) -> Arc<Aof> {
     let file: Option<File> = file.into();
     let now = Instant::now();
     let len = file
@@ -772,11 +869,13 @@ pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
         q: Mutex::new(Queue::default()),
         sink: Mutex::new(Sink {
             file,
+            retiring: None,
             cur_db: None,
             buf: Vec::new(),
             dirty: false,
             last_sync: now,
             last_write: now,
+            last_error_log: None,
             batch_records: 0,
             rbuf: Vec::new(),
             repl_db: None,
@@ -786,6 +885,8 @@ pub fn start(file: impl Into<Option<File>>, policy: AppendFsync) -> Arc<Aof> {
         synced: AtomicU64::new(0),
         fsync: AtomicU8::new(fsync_code(policy)),
         write_failed: AtomicBool::new(false),
+        fsync_failed: AtomicBool::new(false),
+        disk,
         written: AtomicU64::new(len),
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),
@@ -860,6 +961,11 @@ const GATHER_MAX: Duration = Duration::from_millis(1);
 /// without being told (policies other than `always`; see [`Aof::kick`]).
 const POLL: Duration = Duration::from_millis(2);
 const BUSY: Duration = Duration::from_millis(100);
+/// How often a buffer whose write failed is retried (see `writer`).
+const RETRY: Duration = Duration::from_millis(100);
+/// A failed write is logged (and its errno recorded) at most this often:
+/// Redis's AOF_WRITE_LOG_ERROR_RATE.
+const WRITE_ERROR_LOG_RATE: Duration = Duration::from_secs(30);
 
 /// Under `always`, a record that cannot be written or fsynced would
 /// release replies as if it were durable: the process ends instead, before
@@ -869,17 +975,35 @@ fn always_failed(msg: &str) -> ! {
     std::process::exit(1);
 }
 
+/// A file left at a switch with bytes its writes failed to take: they go
+/// to it before anything goes to the new file (see [`Aof::commit`]).
+struct Retiring {
+    file: File,
+    buf: Vec<u8>,
+}
+
+fn drop_unwritten(bytes: usize) {
+    log::warning(format_args!(
+        "Dropping {bytes} bytes of the AOF buffer that could not be written"
+    ));
+}
+
 /// The file and its writing state; see [`Aof::sink`].
 struct Sink {
     /// None: the writer feeds only the stream.
     file: Option<File>,
+    /// The file before the last switch, while it still owes bytes.
+    retiring: Option<Retiring>,
     /// The database the file's last record selected.
     cur_db: Option<usize>,
     buf: Vec<u8>,
     /// Written since the last fsync.
     dirty: bool,
     last_sync: Instant,
+    /// The last successful write (or feed of the stream).
     last_write: Instant,
+    /// When a failed write was last logged (see [`Aof::write_file`]).
+    last_error_log: Option<Instant>,
     /// `always`: records in the last batch (see `writer`).
     batch_records: u64,
     /// The stream's batch, its `SELECT` state, and its consumer.
@@ -890,10 +1014,26 @@ struct Sink {
 
 fn writer(aof: Arc<Aof>) {
     loop {
-        let (batch_records, dirty, last_sync, last_write) = {
+        let (batch_records, dirty, last_sync, last_write, stuck) = {
             let s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
-            (s.batch_records, s.dirty, s.last_sync, s.last_write)
+            let stuck = !s.buf.is_empty() || s.retiring.is_some();
+            (s.batch_records, s.dirty, s.last_sync, s.last_write, stuck)
         };
+        if stuck {
+            // A write failed: its bytes are retried after RETRY (Redis
+            // retries at each turn of its loop, and every second from its
+            // cron), with whatever was queued since, up to the next
+            // switch; nothing else happens until then but a stop.
+            let q = aof.lock();
+            if !q.stop {
+                let _ = aof.work.wait_timeout(q, RETRY);
+            }
+            let mut s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
+            if aof.commit(&mut s, &[]) {
+                break;
+            }
+            continue;
+        }
         if batch_records > 1 && aof.policy() == AppendFsync::Always {
             // Group commit under concurrency: the clients whose replies the
             // last fsync released answer within a round trip, and send
@@ -907,7 +1047,7 @@ fn writer(aof: Arc<Aof>) {
             let deadline = last_sync + GATHER_MAX;
             let mut q = aof.lock();
             q.gather_for = batch_records;
-            while q.records < batch_records && !q.stop && q.switch_to.is_none() {
+            while q.records < batch_records && !q.stop && q.switches.is_empty() {
                 let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                     break;
                 };
@@ -922,10 +1062,7 @@ fn writer(aof: Arc<Aof>) {
         {
             let mut q = aof.lock();
             loop {
-                if ready(q.items.front())
-                    || q.stop
-                    || q.switch_to.as_ref().is_some_and(|(at, _)| *at <= q.base)
-                {
+                if ready(q.items.front()) || q.stop || q.switch_due() {
                     break;
                 }
                 let mut wait = if dirty {
@@ -955,212 +1092,24 @@ fn writer(aof: Arc<Aof>) {
         }
         let mut s = aof.sink.lock().unwrap_or_else(|e| e.into_inner());
         if aof.commit(&mut s, &[]) {
-            return;
+            break;
         }
     }
-}
-
-// ------------------------------------------------------------------ loading
-
-/// What loading found.
-pub struct Loaded {
-    pub shards: Vec<engine::Shard>,
-    pub commands: u64,
-}
-
-/// Loads the AOF file set into `nshards` shards, replaying every command
-/// through the normal handlers. `Ok(None)`: no manifest (nothing to load).
-pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
-    let p = Paths::of(cfg);
-    let text = match std::fs::read_to_string(p.manifest()) {
-        Ok(t) => t,
-        Err(_) => return Ok(None),
-    };
-    let files = parse_manifest(&text)?;
-    let started = Instant::now();
-    let mut t = commands::testutil::TestServer::new(nshards);
-    t.server = Arc::new(commands::ServerShared::new(cfg.clone(), nshards));
-    t.shards = (0..nshards)
-        .map(|i| engine::Shard::new(i, cfg.databases))
-        .collect();
-    let mut n = 0u64;
-    let order = files
-        .iter()
-        .filter(|f| f.kind == 'b')
-        .chain(files.iter().filter(|f| f.kind == 'i'));
-    let last_incr = files.iter().rposition(|f| f.kind == 'i');
-    for (i, f) in order.enumerate() {
-        let path = p.dir.join(&f.name);
-        let data = match std::fs::read(&path) {
-            Ok(d) => d,
-            Err(e) if f.kind == 'i' && e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("Can't open the append-only file {}: {e}", f.name)),
-        };
-        if data.starts_with(b"REDIS") {
-            // An RDB preamble (Redis 7's `.base.rdb`, and our rewrites).
-            drop(data);
-            let limits = commands::ctx::enc_limits_of(cfg);
-            commands::persist::load(&path, &mut t.shards, limits)?;
-            continue;
-        }
-        let is_last = last_incr.is_some() && i == files.len() - 1;
-        n += replay(&mut t, &data, &path, cfg.aof_load_truncated, is_last)?;
-    }
-    // Leave the client state clean (an unterminated MULTI is dropped).
-    if t.client.multi.is_some() {
-        log::warning(format_args!(
-            "Revert incomplete MULTI/EXEC transaction in AOF file"
-        ));
-    }
-    log::notice(format_args!(
-        "DB loaded from append only file: {:.3} seconds",
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(Some(Loaded {
-        shards: std::mem::take(&mut t.shards),
-        commands: n,
-    }))
-}
-
-/// Replays one file; returns the number of commands run.
-fn replay(
-    t: &mut commands::testutil::TestServer,
-    data: &[u8],
-    path: &Path,
-    load_truncated: bool,
-    last: bool,
-) -> Result<u64, String> {
-    let mut pos = 0;
-    let mut n = 0;
-    // Commands of an open MULTI run only at its EXEC.
-    let mut multi_start: Option<usize> = None;
-    while pos < data.len() {
-        match parse_cmd(&data[pos..]) {
-            Parsed::Cmd(argv, used) => {
-                let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-                if refs[0].eq_ignore_ascii_case(b"multi") {
-                    multi_start = Some(pos);
-                } else if refs[0].eq_ignore_ascii_case(b"exec") {
-                    multi_start = None;
-                }
-                let reply = t.raw(&refs);
-                if reply.starts_with(b"-") && multi_start.is_none() {
-                    log::warning(format_args!(
-                        "Error replaying {} from the AOF: {}",
-                        String::from_utf8_lossy(refs[0]),
-                        String::from_utf8_lossy(&reply).trim_end()
-                    ));
-                }
-                n += 1;
-                pos += used;
-                commands::persist::key_load_delay();
-            }
-            Parsed::Short => {
-                if !last || !load_truncated {
-                    return Err(format!(
-                        "Unexpected end of file reading the append only file {}. You can: \
-                         1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. \
-                         2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
-                        path.display()
-                    ));
-                }
-                log::warning(format_args!(
-                    "!!! Warning: short read while loading the AOF file {}!!!",
-                    path.display()
-                ));
-                log::warning(format_args!(
-                    "!!! Truncating the AOF {} at offset {} !!!",
-                    path.display(),
-                    multi_start.unwrap_or(pos)
-                ));
-                truncate(path, multi_start.unwrap_or(pos));
-                log::warning(format_args!(
-                    "AOF loaded anyway because aof-load-truncated is enabled"
-                ));
-                if multi_start.is_some() {
-                    t.raw(&[b"DISCARD"]);
-                }
-                return Ok(n);
-            }
-            Parsed::Bad => {
-                return Err(format!(
-                    "Bad file format reading the append only file {}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
-                    path.display()
-                ));
-            }
-        }
-    }
-    if let Some(at) = multi_start {
-        log::warning(format_args!(
-            "Revert incomplete MULTI/EXEC transaction in AOF file {}",
-            path.display()
-        ));
-        t.raw(&[b"DISCARD"]);
-        if last {
-            truncate(path, at);
-        }
-    }
-    Ok(n)
-}
-
-fn truncate(path: &Path, len: usize) {
-    if let Ok(f) = OpenOptions::new().write(true).open(path) {
-        let _ = f.set_len(len as u64);
-        let _ = f.sync_all();
-    }
-}
-
-enum Parsed {
-    Cmd(Vec<Vec<u8>>, usize),
-    Short,
-    Bad,
-}
-
-fn parse_cmd(b: &[u8]) -> Parsed {
-    fn line(b: &[u8], pos: usize) -> Option<(&[u8], usize)> {
-        let rel = b.get(pos..)?.windows(2).position(|w| w == b"\r\n")?;
-        Some((&b[pos..pos + rel], pos + rel + 2))
-    }
-    fn num(l: &[u8]) -> Option<usize> {
-        std::str::from_utf8(l).ok()?.parse().ok()
-    }
-    if b[0] != b'*' {
-        return Parsed::Bad;
-    }
-    let Some((l, mut pos)) = line(b, 1) else {
-        return Parsed::Short;
-    };
-    let Some(argc) = num(l).filter(|&n| n >= 1) else {
-        return Parsed::Bad;
-    };
-    let mut argv = Vec::with_capacity(argc.min(1024));
-    for _ in 0..argc {
-        match b.get(pos) {
-            None => return Parsed::Short,
-            Some(b'$') => {}
-            Some(_) => return Parsed::Bad,
-        }
-        let Some((l, p)) = line(b, pos + 1) else {
-            return Parsed::Short;
-        };
-        let Some(len) = num(l) else {
-            return Parsed::Bad;
-        };
-        if b.len() < p + len + 2 {
-            return Parsed::Short;
-        }
-        if &b[p + len..p + len + 2] != b"\r\n" {
-            return Parsed::Bad;
-        }
-        argv.push(b[p..p + len].to_vec());
-        pos = p + len + 2;
-    }
-    Parsed::Cmd(argv, pos)
+    // The writer is gone (shutdown, or the AOF turned off): its errors
+    // refuse nothing any more.
+    aof.disk.clear_aof();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+    use std::path::{Path, PathBuf};
+
+    /// A disk status of a test's own (a server leaks its own too).
+    fn unread_disk() -> &'static DiskStatus {
+        Box::leak(Box::default())
+    }
 
     fn chunk(records: u64) -> Chunk {
         let mut p = engine::outbox::Outbox::default();
@@ -1182,7 +1131,7 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap();
-        (dir, path, start(file, AppendFsync::Always))
+        (dir, path, start(file, AppendFsync::Always, unread_disk()))
     }
 
     /// SET records in the file at `path`.
@@ -1278,7 +1227,7 @@ mod tests {
     /// replication master does), and make the next record SELECT again.
     #[test]
     fn a_fileless_writer_feeds_the_stream_in_order() {
-        let aof = start(None, AppendFsync::Always);
+        let aof = start(None, AppendFsync::Always, unread_disk());
         assert_eq!(aof.policy(), AppendFsync::No, "no file: nothing to sync");
         let got = Arc::new(Collect(Mutex::new(Vec::new())));
         aof.set_feed(Some(got.clone()));
@@ -1321,24 +1270,238 @@ mod tests {
         aof.stop();
     }
 
-    #[test]
-    fn manifest_lines_as_redis_writes_them() {
-        let m = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
-        let f = parse_manifest(m).unwrap();
-        assert_eq!(f.len(), 2);
-        assert_eq!(f[0].kind, 'b');
-        assert_eq!(f[1].name, "appendonly.aof.1.incr.aof");
-        assert!(parse_manifest("file x seq").is_err());
+    /// Polls `cond` every millisecond; panics naming `what` after 30 s.
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !cond() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
+    /// A file every write to which fails with ENOSPC.
+    fn full() -> File {
+        OpenOptions::new().write(true).open("/dev/full").unwrap()
+    }
+
+    fn count(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len()).filter(|w| *w == needle).count()
+    }
+
+    /// Under `everysec`, a write that fails keeps its records: they are
+    /// not published as written, writes are refused with the errno
+    /// (MISCONF), the stream gets them once; once the file can be written
+    /// the retry writes them, then what came since, each once, and the
+    /// status is ok again.
     #[test]
-    fn commands_parse_and_torn_tails_are_short() {
-        let b = b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n";
-        assert!(matches!(parse_cmd(b), Parsed::Cmd(ref v, n) if v.len() == 2 && n == b.len()));
-        for cut in 1..b.len() {
-            assert!(matches!(parse_cmd(&b[..cut]), Parsed::Short), "{cut}");
+    fn a_failed_write_keeps_its_records_and_retries_them() {
+        let dir = std::env::temp_dir().join(format!("tessera-aof-retry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.aof");
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        let a = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        assert_eq!(
+            disk.refusal(),
+            Some(commands::ops::disk::DiskError::Aof(libc::ENOSPC))
+        );
+        assert!(!aof.last_write_ok());
+        assert!(aof.durable() < a, "published as written");
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        until("the stream gets both", || {
+            count(&got.0.lock().unwrap(), b"SET") == 2
+        });
+        // Retried in vain a few times, then the disk is back.
+        std::thread::sleep(RETRY * 3);
+        assert!(aof.durable() < a);
+        aof.sink.lock().unwrap().file = Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap(),
+        );
+        aof.wait_durable(b, "the retry");
+        assert_eq!(disk.refusal(), None);
+        assert!(aof.last_write_ok());
+        let c = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"c", b"3"]), false);
+        aof.wait_durable(c, "a write after the recovery");
+        aof.stop();
+        let file = std::fs::read(&path).unwrap();
+        let expect = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+            *3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$1\r\n3\r\n";
+        assert_eq!(
+            String::from_utf8_lossy(&file),
+            String::from_utf8_lossy(expect)
+        );
+        assert_eq!(got.0.lock().unwrap().as_slice(), &expect[..]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A short write that cannot be undone (a pipe has no ftruncate): the
+    /// written part leaves the buffer, the rest is retried; the reader
+    /// gets every byte once, in order. A short write's errno is ENOSPC,
+    /// as Redis's.
+    #[test]
+    fn a_short_write_not_undone_drops_only_the_written_part() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        assert_eq!(
+            unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) },
+            0
+        );
+        // SAFETY: both descriptors were just made and are owned here only.
+        let (rx, tx) = unsafe {
+            use std::os::fd::FromRawFd;
+            (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1]))
+        };
+        let disk = unread_disk();
+        let aof = start(tx, AppendFsync::No, disk);
+        // Records of 1 KiB, more than the pipe holds.
+        let value = vec![b'x'; 1024];
+        let mut target = 0;
+        for i in 0..200 {
+            let k = format!("k{i}");
+            target = aof.append(
+                engine::outbox::chunk_of(0, &[b"SET", k.as_bytes(), &value]),
+                false,
+            );
         }
-        assert!(matches!(parse_cmd(b"+OK\r\n"), Parsed::Bad));
-        assert!(matches!(parse_cmd(b"*1\r\n$3\r\nabcXY"), Parsed::Bad));
+        until("the pipe is full", || disk.refusal().is_some());
+        assert_eq!(
+            disk.refusal(),
+            Some(commands::ops::disk::DiskError::Aof(libc::ENOSPC))
+        );
+        let mut rx = rx;
+        let mut read = Vec::new();
+        let mut chunk = vec![0u8; 1 << 16];
+        let t0 = Instant::now();
+        while aof.durable() < target || !aof.sink.lock().unwrap().buf.is_empty() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never drained");
+            match std::io::Read::read(&mut rx, &mut chunk) {
+                Ok(n) => read.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(disk.refusal(), None, "recovered");
+        aof.stop();
+        loop {
+            match std::io::Read::read(&mut rx, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => read.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let mut expect = Vec::new();
+        let mut db = None;
+        for i in 0..200 {
+            let k = format!("k{i}");
+            emit(
+                &mut expect,
+                &mut db,
+                &engine::outbox::chunk_of(0, &[b"SET", k.as_bytes(), &value]),
+            );
+        }
+        assert!(
+            read == expect,
+            "{} bytes read, {} expected",
+            read.len(),
+            expect.len()
+        );
+    }
+
+    /// A switch to a new incr file while the old one cannot be written:
+    /// the old file keeps its bytes and gets them first; what comes after
+    /// the switch waits for the new file (not written before the old one
+    /// has everything), but not for the stream.
+    #[test]
+    fn a_switch_leaves_the_old_files_bytes_first() {
+        let dir = std::env::temp_dir().join(format!("tessera-aof-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (old, new) = (dir.join("old.aof"), dir.join("new.aof"));
+        let open = |p: &Path| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap()
+        };
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_incr(open(&new));
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        until("the stream gets the record after the switch", || {
+            count(&got.0.lock().unwrap(), b"SET") == 2
+        });
+        until("the old file's bytes set apart", || {
+            aof.sink.lock().unwrap().retiring.is_some()
+        });
+        std::thread::sleep(RETRY * 3);
+        assert_eq!(std::fs::read(&new).unwrap(), b"", "the new file waits");
+        assert!(aof.durable() < b);
+        aof.sink.lock().unwrap().retiring.as_mut().unwrap().file = open(&old);
+        aof.wait_durable(b, "the switch");
+        aof.stop();
+        assert_eq!(sets_in(&old), 1);
+        assert!(std::fs::read(&old).unwrap().ends_with(b"a\r\n$1\r\n1\r\n"));
+        assert_eq!(sets_in(&new), 1);
+        assert!(std::fs::read(&new)
+            .unwrap()
+            .starts_with(b"*2\r\n$6\r\nSELECT"));
+        assert_eq!(count(&got.0.lock().unwrap(), b"SET"), 2, "fed once");
+        assert_eq!(disk.refusal(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Turning the file off (`appendonly no` with the stream on) or
+    /// stopping drops what could not be written after one last try, as
+    /// Redis's stopAppendOnly and shutdown: no hang, and writes are no
+    /// longer refused.
+    #[test]
+    fn turning_off_or_stopping_gives_up_a_failed_write() {
+        let disk = unread_disk();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        let got = Arc::new(Collect(Mutex::new(Vec::new())));
+        aof.set_feed(Some(got.clone()));
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_file(None);
+        let b = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"b", b"2"]), false);
+        aof.wait_durable(b, "the stream after the file went");
+        assert_eq!(disk.refusal(), None);
+        assert!(aof.last_write_ok());
+        assert_eq!(count(&got.0.lock().unwrap(), b"SET"), 2);
+        aof.stop();
+
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.stop();
+        assert_eq!(disk.refusal(), None, "the writer is gone");
+
+        // Stopping with the old file's bytes set apart at a switch.
+        let dir = std::env::temp_dir().join(format!("tessera-aof-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let aof = start(full(), AppendFsync::Everysec, disk);
+        aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
+        until("the write fails", || disk.refusal().is_some());
+        aof.switch_incr(File::create(dir.join("new.aof")).unwrap());
+        until("the old file's bytes set apart", || {
+            aof.sink.lock().unwrap().retiring.is_some()
+        });
+        aof.stop();
+        assert_eq!(disk.refusal(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -40,6 +40,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use commands::ops::disk::DiskStatus;
 use commands::persist::AofControl;
 
 use super::aof::{parse_manifest, write_manifest, Aof, ManifestFile, Paths};
@@ -56,6 +57,8 @@ pub struct Rewriter {
     /// The replication stream runs (see [`Rewriter::stream_writer`]).
     stream_on: AtomicBool,
     state: Mutex<State>,
+    /// Where the writers it starts publish their write status.
+    disk: &'static DiskStatus,
 }
 
 #[derive(Default)]
@@ -78,7 +81,7 @@ struct State {
 }
 
 impl Rewriter {
-    pub fn new(paths: Paths, aof: Option<Arc<Aof>>) -> Rewriter {
+    pub fn new(paths: Paths, aof: Option<Arc<Aof>>, disk: &'static DiskStatus) -> Rewriter {
         let files = std::fs::read_to_string(paths.manifest())
             .ok()
             .and_then(|t| parse_manifest(&t).ok())
@@ -92,6 +95,7 @@ impl Rewriter {
             paths,
             appendonly: AtomicBool::new(aof.is_some()),
             stream_on: AtomicBool::new(false),
+            disk,
             aof: Mutex::new(aof),
             state: Mutex::new(State {
                 files,
@@ -111,7 +115,7 @@ impl Rewriter {
     pub fn stream_writer(&self) -> Arc<Aof> {
         let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
         self.stream_on.store(true, Ordering::SeqCst);
-        w.get_or_insert_with(|| super::aof::start(None, config::AppendFsync::No))
+        w.get_or_insert_with(|| super::aof::start(None, config::AppendFsync::No, self.disk))
             .clone()
     }
 
@@ -189,7 +193,11 @@ impl AofControl for Rewriter {
         // what it writes.
         if w.is_none() {
             // The policy follows CONFIG SET appendfsync from the next refresh.
-            *w = Some(super::aof::start(file, config::AppendFsync::Everysec));
+            *w = Some(super::aof::start(
+                file,
+                config::AppendFsync::Everysec,
+                self.disk,
+            ));
         }
         self.appendonly.store(true, Ordering::SeqCst);
         drop(w);
@@ -422,13 +430,15 @@ mod tests {
             .append(true)
             .open(paths.dir.join(&old.name))
             .unwrap();
-        let aof = super::super::aof::start(file, AppendFsync::Always);
+        let disk = Box::leak(Box::default());
+        let aof = super::super::aof::start(file, AppendFsync::Always, disk);
         let r = Rewriter::new(
             Paths {
                 dir: paths.dir.clone(),
                 name: paths.name.clone(),
             },
             Some(aof.clone()),
+            disk,
         );
         let base = r.prepare(true).unwrap();
         std::fs::write(&base, b"REDIS0010").unwrap();

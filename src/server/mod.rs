@@ -8,6 +8,7 @@
 //! mailboxes.
 
 pub mod aof;
+mod aof_files;
 mod aof_rewrite;
 mod blocking;
 mod conn;
@@ -239,8 +240,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
             shards = Some(l.shards);
         }
-        let file = aof::open_files(&aof::Paths::of(&cfg))?;
-        Some(aof::start(file, cfg.appendfsync))
+        // Its writer starts once the server's state (where it publishes
+        // its write status) exists.
+        Some(aof::open_files(&aof::Paths::of(&cfg))?)
     } else {
         None
     };
@@ -266,9 +268,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
 
     let server = Arc::new(ServerShared::new(cfg.clone(), n));
     commands::acl::load_at_startup(&server)?;
+    let ops: &'static commands::ops::Ops = server.ops;
+    let aof = aof.map(|file| aof::start(file, cfg.appendfsync, &ops.disk));
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),
         aof.clone(),
+        &ops.disk,
     ));
     let _ = server.aof.set(rewriter.clone());
     repl::init(&server);

@@ -12,7 +12,7 @@
 //! 2. a `no-multi` command inside MULTI;
 //! 3. ACL (NOPERM);
 //! 4. maxmemory (OOM), the part that needs no shard (see [`oom_refused`]);
-//! 5. a failed save (MISCONF);
+//! 5. a failed save, or AOF write or fsync (MISCONF);
 //! 6. `min-replicas-to-write` (NOREPLICAS);
 //! 7. a read-only replica (READONLY);
 //! 8. a RESP2 client with subscriptions;
@@ -108,11 +108,18 @@ fn refusal(
     {
         return Some(CmdError::Raw(crate::exec::OOM_ERROR.into()));
     }
-    // Two relaxed loads.
-    if server.ops.disk_error()
-        && (spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0)
-    {
-        return Some(CmdError::Raw(crate::persist::MISCONF.into()));
+    // One relaxed load.
+    if let Some(e) = server.ops.disk_error() {
+        if spec.name == "ping" || command_flags(r, args, ctx) & flags::WRITE != 0 {
+            if !obey {
+                return Some(CmdError::Raw(e.text()));
+            }
+            // A replica's master: panic, or apply it anyway (see there).
+            server
+                .ops
+                .disk
+                .obey_anyway(spec.name == "ping", replica_ignores_disk_errors(ctx));
+        }
     }
     // Not enough good replicas (one relaxed load).
     if server.ops.refuses_writes() && command_flags(r, args, ctx) & flags::WRITE != 0 {
@@ -225,6 +232,14 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
             _ => false,
         };
     (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
+}
+
+/// `replica-ignore-disk-write-errors` (read only while a disk error
+/// stands: a read of the config).
+#[cold]
+fn replica_ignores_disk_errors(ctx: &ConnCtx<'_>) -> bool {
+    let cfg = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+    cfg.replica_ignore_disk_write_errors
 }
 
 /// Redis's `getCommandFlags` for the write checks (MISCONF, NOREPLICAS,

@@ -447,8 +447,11 @@ impl ServerShared {
         let _ = ops.pubsub.set(pubsub);
         let mem = Arc::new(mem);
         let _ = ops.mem.set(mem.clone());
-        let persist = Arc::new(crate::persist::Persist::new(nshards, lastsave.clone()));
-        let _ = ops.persist.set(persist.clone());
+        let persist = Arc::new(crate::persist::Persist::new(
+            nshards,
+            lastsave.clone(),
+            &ops.disk,
+        ));
         let repl = crate::repl::Repl::new(crate::repl::new_replid());
         let _ = ops.repl_link.set((repl.replica, repl.link_up));
         ServerShared {

@@ -257,8 +257,9 @@ pub struct Persist {
     saved_dirty: Vec<AtomicU64>,
     pub loading: AtomicBool,
     /// The last save failed (INFO `rdb_last_bgsave_status:err`): read on
-    /// every write command, so kept apart from the locked state.
-    failed: AtomicBool,
+    /// every write command, so kept apart from the locked state, in the
+    /// server's disk status word (`Ops::disk`).
+    disk: &'static crate::ops::disk::DiskStatus,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
 }
@@ -292,7 +293,11 @@ pub struct PersistInfo {
 }
 
 impl Persist {
-    pub fn new(nshards: usize, lastsave_s: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        nshards: usize,
+        lastsave_s: Arc<AtomicU64>,
+        disk: &'static crate::ops::disk::DiskStatus,
+    ) -> Self {
         Persist {
             state: Mutex::new(State {
                 last_ok: true,
@@ -303,7 +308,7 @@ impl Persist {
             dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             saved_dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             loading: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
+            disk,
             lastsave_s,
         }
     }
@@ -478,7 +483,7 @@ impl Persist {
     /// `Ops::disk_error`).
     #[inline]
     pub fn save_failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        self.disk.save_failed()
     }
 
     /// The link a shard thread uses for the running save, if one runs.

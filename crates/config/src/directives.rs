@@ -605,6 +605,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         .alias("slave-read-only"),
     d("replica-serve-stale-data", Mutable,   yes_no!(replica_serve_stale_data, true))
         .alias("slave-serve-stale-data"),
+    d("replica-ignore-disk-write-errors", Mutable, yes_no!(replica_ignore_disk_write_errors, false)),
     d("replica-priority",         Mutable,   int!(replica_priority: u32, 0, I32_MAX, 100))
         .alias("slave-priority"),
     d("replica-announced",        Mutable,   yes_no!(replica_announced, true)),

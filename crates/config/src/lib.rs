@@ -446,6 +446,9 @@ pub struct Config {
     pub replica_read_only: bool,
     /// `replica-serve-stale-data`: a replica whose link is down still serves its data.
     pub replica_serve_stale_data: bool,
+    /// `replica-ignore-disk-write-errors`: a replica whose disk fails
+    /// applies its master's writes anyway (else it ends the process).
+    pub replica_ignore_disk_write_errors: bool,
     /// `replica-priority`: shown in INFO for Sentinel's choice.
     pub replica_priority: u32,
     /// `replica-announced`: shown in INFO for Sentinel.
@@ -689,6 +692,7 @@ impl Config {
             masteruser: None,
             replica_read_only: false,
             replica_serve_stale_data: false,
+            replica_ignore_disk_write_errors: false,
             replica_priority: 0,
             replica_announced: false,
             rename_commands: Vec::new(),

@@ -15,6 +15,7 @@
 //! a `&'static Ops` (one per server, leaked at start: a server lives as
 //! long as its process, and tests build a few).
 
+pub mod disk;
 pub mod hist;
 pub mod latency;
 pub mod monitor;
@@ -50,13 +51,10 @@ pub struct Ops {
     /// `min-replicas-*` (Redis's `refreshGoodSlavesCount`); read by
     /// admission and by scripts on their shard (one relaxed load).
     no_good_replicas: AtomicBool,
-    /// `stop-writes-on-bgsave-error yes` with save rules set: a failed
-    /// save refuses writes (see [`Ops::disk_error`]). Kept by
-    /// [`Ops::configure`].
-    stop_on_save_error: AtomicBool,
-    /// The server's snapshot state (set once by `ServerShared::new`): its
-    /// last save's outcome, for [`Ops::disk_error`].
-    pub persist: std::sync::OnceLock<std::sync::Arc<crate::persist::Persist>>,
+    /// A failed save or AOF write that refuses writes (see
+    /// [`Ops::disk_error`]): set by the snapshot and AOF writers, and by
+    /// [`Ops::configure`] (`stop-writes-on-bgsave-error`).
+    pub disk: disk::DiskStatus,
     /// `replica-serve-stale-data` (kept by [`Ops::configure`]), for
     /// [`Ops::running_stale`].
     serve_stale_data: AtomicBool,
@@ -83,8 +81,7 @@ impl Ops {
             pubsub: std::sync::OnceLock::new(),
             mem: std::sync::OnceLock::new(),
             no_good_replicas: AtomicBool::new(false),
-            stop_on_save_error: AtomicBool::new(false),
-            persist: std::sync::OnceLock::new(),
+            disk: disk::DiskStatus::new(),
             serve_stale_data: AtomicBool::new(true),
             repl_link: std::sync::OnceLock::new(),
         }));
@@ -105,10 +102,8 @@ impl Ops {
             .threshold_ms
             .store(cfg.latency_monitor_threshold, Ordering::Relaxed);
         self.tracking.store(cfg.latency_tracking, Ordering::Relaxed);
-        self.stop_on_save_error.store(
-            cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty(),
-            Ordering::Relaxed,
-        );
+        self.disk
+            .set_stop_on_save_error(cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty());
         self.serve_stale_data
             .store(cfg.replica_serve_stale_data, Ordering::Relaxed);
     }
@@ -126,15 +121,14 @@ impl Ops {
             })
     }
 
-    /// Whether writes are refused with MISCONF (Redis's
+    /// Whether writes are refused with MISCONF, and why (Redis's
     /// `writeCommandsDeniedByDiskError`): the last save failed, and
-    /// `stop-writes-on-bgsave-error` is on with save rules set. Read by
-    /// admission and by scripts wherever they run (their shard, gathered
-    /// copies): two relaxed loads.
+    /// `stop-writes-on-bgsave-error` is on with save rules set; else the
+    /// AOF cannot be written or fsynced. Read by admission and by scripts
+    /// wherever they run (their shard, gathered copies): one relaxed load.
     #[inline]
-    pub fn disk_error(&self) -> bool {
-        self.stop_on_save_error.load(Ordering::Relaxed)
-            && self.persist.get().is_some_and(|p| p.save_failed())
+    pub fn disk_error(&self) -> Option<disk::DiskError> {
+        self.disk.refusal()
     }
 
     /// Writes are refused for want of good replicas (one relaxed load).

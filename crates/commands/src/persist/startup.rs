@@ -133,7 +133,14 @@ pub fn save_now(
     compress: bool,
     checksum: bool,
 ) -> Result<u64, String> {
-    let persist = Arc::new(Persist::new(shards.len(), Arc::new(AtomicU64::new(0))));
+    // The outcome goes nowhere: the process is exiting (the caller gets
+    // it as the result).
+    static UNREAD: crate::ops::disk::DiskStatus = crate::ops::disk::DiskStatus::new();
+    let persist = Arc::new(Persist::new(
+        shards.len(),
+        Arc::new(AtomicU64::new(0)),
+        &UNREAD,
+    ));
     let (tx, rx) = sync_channel(CHANNEL_DEPTH);
     let (done_tx, done_rx) = sync_channel(1);
     let job = WriterJob {

@@ -109,7 +109,7 @@ impl WriterJob {
             st.running = None;
             if !killed {
                 st.last_ok = res.is_ok();
-                self.persist.failed.store(res.is_err(), Ordering::Relaxed);
+                self.persist.disk.set_save_failed(res.is_err());
             }
             if self.background {
                 st.last_bgsave_time_s = Some(started.elapsed().as_secs());

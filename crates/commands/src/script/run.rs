@@ -221,8 +221,8 @@ fn execute(
     if may_write && !flags.allow_oom && over_maxmemory(ctx) {
         return Err(CmdError::Rejected(OOM_ERROR.into()));
     }
-    if may_write && ctx.ops.disk_error() {
-        return Err(CmdError::Rejected(crate::persist::MISCONF.into()));
+    if let Some(e) = ctx.ops.disk_error().filter(|_| may_write) {
+        return Err(CmdError::Rejected(e.text()));
     }
     if may_write && ctx.ops.refuses_writes() {
         return Err(CmdError::Rejected(crate::repl::NOREPLICAS.into()));
@@ -1250,13 +1250,15 @@ impl Run<'_, '_> {
             }
             all_held = true;
         }
-        // Redis's scriptVerifyWriteCommandAllow: a failed save, then too
-        // few good replicas, refuse a write until the script has written
-        // (then it must go on: a half-done script would be worse). Only a
-        // script without a shebang gets here with them: others were
-        // refused up front.
-        if r.spec.has(flags::WRITE) && !self.dirty && self.ctx.ops.disk_error() {
-            return self.reject(lua, r, &format!("-{}", crate::persist::MISCONF));
+        // Redis's scriptVerifyWriteCommandAllow: a failed save or AOF
+        // write, then too few good replicas, refuse a write until the
+        // script has written (then it must go on: a half-done script
+        // would be worse). Only a script without a shebang gets here with
+        // them: others were refused up front.
+        if let Some(e) = self.ctx.ops.disk_error() {
+            if r.spec.has(flags::WRITE) && !self.dirty {
+                return self.reject(lua, r, &format!("-{}", e.text()));
+            }
         }
         if r.spec.has(flags::WRITE) && !self.dirty && self.ctx.ops.refuses_writes() {
             return self.reject(lua, r, &format!("-{}", crate::repl::NOREPLICAS));

@@ -310,6 +310,12 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
         "replica-serve-stale-data",
         "no",
     ),
+    (
+        "replica-ignore-disk-write-errors",
+        "yes",
+        "replica-ignore-disk-write-errors",
+        "yes",
+    ),
     ("replica-priority", "7", "replica-priority", "7"),
     ("replica-announced", "no", "replica-announced", "no"),
     (
@@ -504,6 +510,7 @@ fn check_sample(c: &Config, name: &str) {
         "masteruser" => assert_eq!(c.masteruser.as_deref(), Some(&b"u"[..])),
         "replica-read-only" | "slave-read-only" => assert!(!c.replica_read_only),
         "replica-serve-stale-data" => assert!(!c.replica_serve_stale_data),
+        "replica-ignore-disk-write-errors" => assert!(c.replica_ignore_disk_write_errors),
         "replica-priority" => assert_eq!(c.replica_priority, 7),
         "replica-announced" => assert!(!c.replica_announced),
         "lazyfree-lazy-eviction" => assert!(!c.lazyfree_lazy_eviction),
