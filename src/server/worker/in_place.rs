@@ -31,7 +31,7 @@
 //! pinned cannot run until it ends: so each is lent to the script's hook
 //! as the caller's own loop is ([`PinnedDesks`], through
 //! `commands::script::busy::lend_pinned`, next to the own loop's
-//! `with_desk` and [`lend_inbox`]). Each busy pass serves every pinned
+//! `with_desk` and `busy::Inbox::lend`). Each busy pass serves every pinned
 //! loop once ([`Worker::serve_pinned`]): its mailbox as the own loop's
 //! inbox is served, then its connections as the own loop's desk serves
 //! them, with the same refusals, the same counting (its desk's tally and
@@ -71,11 +71,10 @@
 use std::cell::RefCell;
 
 use commands::ctx::Home;
-use commands::exec::ShardCall;
 use commands::{ClientState, Resolved};
 use resp::{Args, Reply};
 
-use super::busy::{lend_inbox, Inbox};
+use super::busy::inbox_of;
 use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
 
 /// The co-hosted shards a script run in place pinned, shared by the run
@@ -203,32 +202,12 @@ pub(super) fn run(
             return Ran::Declined;
         }
     }
-    let call = ShardCall {
-        db: client.db,
-        no_touch: client.no_touch,
-        databases: core.cfg.databases,
-        max_bulk_len: core.cfg.max_bulk_len,
-        may_block: true,
-        in_tx: false,
-        nshards: n,
-        caller: super::request::script_caller(&core.server, client, resolved),
-        tracker: None,
-        evicting_for: None,
-        client: client.id,
-        ops: core.server.ops,
-        master: false,
-    };
-    // The shard side's inbox is lent to it, as to any script (see `busy`).
-    let mut inbox = Inbox::split(
-        core.id,
-        &mut core.mailbox,
-        &mut core.kept,
-        &core.deferred,
-        &mut core.refused,
-    );
-    // And the pinned loops, to be served as this one (see the module docs).
+    // (No tracker, no eviction, no master: declined above.)
+    let call = super::request::shard_call((&core.server, &core.cfg), client, resolved, true);
+    // The shard side's inbox is lent to it, as to any script (see `busy`),
+    // and the pinned loops, to be served as this one (see the module docs).
     let mut desks = PinnedDesks(&pinned);
-    let on = lend_inbox(&mut inbox, || {
+    let on = inbox_of!(core).lend(&mut core.stats, |stats| {
         commands::script::busy::lend_pinned(&mut desks, || {
             commands::script::in_place::run(
                 resolved,
@@ -237,7 +216,7 @@ pub(super) fn run(
                 &mut core.shard,
                 call,
                 out,
-                &mut core.stats,
+                stats,
                 &mut held,
             )
         })
