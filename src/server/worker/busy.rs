@@ -245,7 +245,6 @@ struct OwnIdle {
 
 impl commands::script::busy::IdleLoops for OwnIdle {
     fn idle(&self, into: &mut Vec<usize>) {
-        into.clear();
         into.push(self.hub);
     }
 

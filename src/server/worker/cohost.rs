@@ -158,6 +158,42 @@ pub(super) fn with_worker<R>(
     r
 }
 
+/// [`with_worker`] for a script run on worker `id` by a call (see
+/// `in_place::by_call`): while `f` runs, the other workers the lender
+/// holds stay lendable (never `id`, which `f` holds), for the busy passes
+/// of that script, which serve a hub's idle own loop through this module
+/// (`busy::lending_own`). No other re-entry is possible: `f` runs one
+/// shard's commands (a script's `redis.call`s run on its own shard), the
+/// worker running the caller is never lendable (its turn holds it), and a
+/// worker lent from inside is lent with the lender taken out again.
+pub(super) fn with_worker_open<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    /// The thread's lender, but for worker `lent`; pins nothing.
+    struct Except {
+        inner: *const (dyn Lender + 'static),
+        lent: usize,
+    }
+    impl Lender for Except {
+        fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool {
+            // SAFETY: installed by the `lending` that encloses the
+            // `with_worker` this runs inside.
+            id != self.lent && unsafe { &*self.inner }.lend(id, f)
+        }
+        fn pin(&self, _id: usize) -> bool {
+            false
+        }
+        fn unpin_all(&self) {}
+    }
+    let inner = LENDER.get()?;
+    with_worker(id, home, |w| {
+        let except = Except { inner, lent: id };
+        lending(&except, || f(w))
+    })
+}
+
 /// Pins worker `id` for an unlocked transaction (see
 /// `home::run_unlocked`): false if there is no lender or it cannot lend
 /// that worker.

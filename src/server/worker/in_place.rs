@@ -74,6 +74,7 @@ use commands::ctx::Home;
 use commands::{ClientState, Resolved};
 use resp::{Args, Reply};
 
+use super::super::mailbox::ConnRef;
 use super::busy::inbox_of;
 use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
 
@@ -232,6 +233,46 @@ pub(super) fn run(
     }
 }
 
+/// Runs script command `resolved` of a connection with nothing
+/// outstanding (`out`, its output), whose declared keys are all on
+/// co-hosted shard `shard` (not this loop's), on that shard by a call
+/// (`cohost`), as its batch would run there after a hop (see the module
+/// docs, "One shard by a call"); `Ran::Declined` (nothing ran) if that
+/// worker is not lent or not free.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn by_call(
+    core: &mut Core,
+    conn: ConnRef,
+    shard: usize,
+    (resolved, handler): (Resolved, commands::table::ShardHandler),
+    args: Args<'_>,
+    call: commands::exec::ShardCall,
+    out: &mut Reply,
+) -> Ran {
+    let (id, now_ms) = (core.id, core.shard.now_ms);
+    let mut inbox = inbox_of!(core);
+    // What this loop sent before (a lone hop's completion sent lazily)
+    // goes now, not after the script (as `busy::Inbox::lend` does).
+    inbox.mailbox.flush();
+    let ran = commands::script::busy::lend_caller(id, &mut || inbox.serve(), || {
+        cohost::with_worker_open(shard, id, |w| {
+            w.run_lent_script(conn, (resolved, handler), args, call, out, now_ms)
+        })
+    });
+    core.refused.settle(&mut core.stats);
+    match ran.flatten() {
+        None => Ran::Declined,
+        // Taken back past `busy-reply-threshold` (see the module docs):
+        // it runs again as a hop.
+        Some(Some(on)) if on.widen && on.keys.is_empty() => Ran::Declined,
+        Some(Some(on)) if on.widen => Ran::Widen(on.keys),
+        Some(on) => {
+            debug_assert!(on.is_none(), "a script blocked");
+            Ran::Done
+        }
+    }
+}
+
 /// Every shard entered leaves (in order), then all are unpinned.
 fn leave(home: usize, entered: &[usize], writer: Home) {
     for &s in entered {
@@ -241,6 +282,51 @@ fn leave(home: usize, entered: &[usize], writer: Home) {
 }
 
 impl Worker {
+    /// [`by_call`]'s side on the script's shard: `None` (nothing run)
+    /// unless this shard is free as for a lent command
+    /// (`Worker::run_lent_command`: no lock, nothing held back, no AOF or
+    /// replica stream, no memory limit); else what the script asks for
+    /// (more keys), after a batch's epilogue. The script runs as in a
+    /// batch (`Worker::run_batch`): this loop's desk and inbox lent to
+    /// it.
+    fn run_lent_script(
+        &mut self,
+        conn: ConnRef,
+        (resolved, handler): (Resolved, commands::table::ShardHandler),
+        args: Args<'_>,
+        call: commands::exec::ShardCall,
+        out: &mut Reply,
+        now_ms: u64,
+    ) -> Option<Option<commands::BlockOn>> {
+        engine::alloc::enter_shard(self.core.id);
+        // What its turn would have picked up first (see `run_lent_job`).
+        self.refresh_config();
+        if !self.idle_for_unlocked() || self.core.shard.evict.maxmemory != 0 {
+            return None;
+        }
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        tracking::track_check(&mut self.core);
+        let db = call.db;
+        let on = commands::script::busy::by_call(|| {
+            self.with_desk(|core| {
+                core.lending_inbox(|shard, stats| {
+                    commands::exec::run_shard(resolved, handler, args, shard, call, out, stats)
+                })
+            })
+        });
+        self.after_desk();
+        if self.core.shard.dbs[db].has_ready() {
+            waiters::serve_ready(&mut self.core);
+        }
+        tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
+        self.core.publish_dirty();
+        self.publish_events();
+        self.core.shard.publish_memory();
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        Some(on)
+    }
+
     /// Joins a script run in place (pinned already): false if this shard
     /// is not free for it; else what its turn would have picked up first.
     fn enter_in_place(&mut self, now_ms: u64) -> bool {

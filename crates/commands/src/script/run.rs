@@ -265,6 +265,10 @@ fn execute(
             undo_others: Vec::new(),
             found: Vec::new(),
             restart: false,
+            // By a call from another loop (`busy::by_call`): taken back
+            // past the threshold as a run in place is, to run again as a
+            // hop.
+            restartable: in_place || (!scratch && super::busy::is_by_call()),
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
@@ -272,6 +276,8 @@ fn execute(
         vm.hook.begin(kind, busy_shard);
         if in_place {
             vm.hook.in_place();
+        } else if run.restartable {
+            vm.hook.restartable();
         }
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
@@ -618,7 +624,9 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
 /// `busy::HookState::in_place`): a run in place that can still be taken
 /// back is marked to be (true), to run again on copies, where a long
 /// script holds its keys, not whole shards whose clients could not be
-/// answered `-BUSY` (their loops are pinned to this one).
+/// answered `-BUSY` (their loops are pinned to this one); so is a run by
+/// a call from another loop (`busy::by_call`), to run again as a hop,
+/// which leaves that loop free.
 pub(crate) fn abandon_for_busy() -> bool {
     let p = CURRENT.with(Cell::get);
     if p.is_null() {
@@ -629,7 +637,7 @@ pub(crate) fn abandon_for_busy() -> bool {
     let Ok(mut r) = run.try_borrow_mut() else {
         return false;
     };
-    if r.ctx.in_place.is_none() || !r.widen_ok || r.wrote || r.pinned {
+    if !r.restartable || !r.widen_ok || r.wrote || r.pinned {
         return false;
     }
     r.restart = true;
@@ -743,6 +751,8 @@ struct Run<'r, 'a> {
     /// In place and past `busy-reply-threshold`: abandoned as for `found`,
     /// to run again on copies (see [`abandon_for_busy`]).
     restart: bool,
+    /// It may be so abandoned (in place, or by a call).
+    restartable: bool,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
