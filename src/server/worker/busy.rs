@@ -98,7 +98,11 @@
 //! hold that shard): it waits for the script's end, as a WATCH deferred
 //! here does. A loop handed to a hub that was running alone when the
 //! script started waits for the script (the watchdog does not see that
-//! hub stuck): no deadlock, it is served when the script ends.
+//! hub stuck): no deadlock, it is served when the script ends. And so is
+//! the caller's loop of a script run by a call on another co-hosted shard
+//! (`in_place::by_call`), whose turn the script runs in: its desk and
+//! mailbox are lent as an idle loop's (`commands::script::busy::
+//! lend_caller`), stalled, served at each pass after the script's own.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,

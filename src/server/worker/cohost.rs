@@ -33,7 +33,11 @@
 //!
 //! Re-entry: while a lent worker runs, no other is lent ([`with_worker`]
 //! takes the lender out for the call), so a lent worker never reaches back
-//! into the one that called it (which is borrowed up the stack). A hub's
+//! into the one that called it (which is borrowed up the stack). One
+//! exception, [`with_worker_open`]: while a script runs on a lent worker,
+//! its busy passes may reach a hub's idle own loop; every worker but the
+//! one running the script stays lendable then (the caller never is: its
+//! turn holds it), each with the lender taken out again. A hub's
 //! adopted workers are lent under their seat's lock (`try_lock`: the one
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
@@ -43,9 +47,11 @@
 //! with nothing outstanding (so nothing of it is overtaken, and its reply
 //! goes straight to its output), runs on that shard by a call, with a
 //! batch's epilogue, when the shard is free as below and the command
-//! neither blocks nor runs a script. A pipelined SETBIT over two shards on
-//! one hub cost 2,972 instructions through a batch and 2,526 by a call
-//! (callgrind; one shard alone: 2,372).
+//! does not block. A pipelined SETBIT over two shards on one hub cost
+//! 2,972 instructions through a batch and 2,526 by a call (callgrind; one
+//! shard alone: 2,372). A script runs so with what a long script needs
+//! (`in_place::by_call`): the lent worker's desk and inbox, the caller's
+//! loop lent as an idle one, and [`with_worker_open`] (below).
 //!
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and

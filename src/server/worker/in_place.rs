@@ -67,6 +67,40 @@
 //! Cost: on a thread alone with its worker (no lender) the first declared
 //! key of another shard fails `pin` at once (one thread-local read) and
 //! the copies' path runs as before.
+//!
+//! # One shard by a call
+//!
+//! A script whose declared keys are all on one co-hosted shard other than
+//! its caller's ([`by_call`], from `request::execute`, on the terms a
+//! plain command runs by a call there: nothing of the connection
+//! outstanding, no tracking, no master, no memory limit, the shard free)
+//! runs on that shard's worker by a call, exactly as its batch would run
+//! there after a hop (`Worker::run_batch`): that worker's desk and inbox
+//! are lent to it, so it is published with that shard held and its
+//! loop's clients served from its hook; the batch's epilogue follows. A
+//! hop cost ~6,000 instructions more per call (callgrind, EVALSHA of
+//! INCR + EXPIRE, 2 shards on one hub: a batch, a turn of the other loop,
+//! a reply).
+//!
+//! What the hop did not stop, the call does: the caller's loop, whose
+//! turn runs the script. So its desk and mailbox are lent too, as an
+//! idle loop (`commands::script::busy::lend_caller`, the hub's own loop's
+//! way, see `busy::lending_own`): once published, the script stalls it
+//! (its shard's commands `-BUSY` everywhere, as Redis answers every
+//! client) and serves it at each pass. A hub's own loop idle meanwhile is
+//! reached by a call as before: `cohost::with_worker_open` keeps the
+//! other workers lendable while the script's worker is.
+//!
+//! Past `busy-reply-threshold`, a run that can still be taken back (it
+//! published nothing and wrote nothing too large for an undo) is, rather
+//! than published (`commands::script::busy::by_call`), and runs again as
+//! a hop, where the caller's loop is free, as it always was: in that case
+//! a long script is seen exactly as before. Only one that cannot stalls
+//! its caller's loop.
+//!
+//! A script that touches a key of another shard it did not declare is
+//! taken back as on its own shard and runs again over more keys, from the
+//! caller (`request::script_across`: in place if it can).
 
 use std::cell::RefCell;
 
@@ -237,8 +271,9 @@ pub(super) fn run(
 /// outstanding (`out`, its output), whose declared keys are all on
 /// co-hosted shard `shard` (not this loop's), on that shard by a call
 /// (`cohost`), as its batch would run there after a hop (see the module
-/// docs, "One shard by a call"); `Ran::Declined` (nothing ran) if that
-/// worker is not lent or not free.
+/// docs, "One shard by a call"). `Ran::Declined` if that worker is not
+/// lent or not free (nothing ran), or if the run was taken back past
+/// `busy-reply-threshold` (nothing of it is left): then it hops.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn by_call(
     core: &mut Core,

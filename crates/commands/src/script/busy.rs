@@ -79,6 +79,16 @@
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
 //! WATCH of its keys is not taken).
 //!
+//! A script run on a co-hosted shard by a call from another loop (the
+//! runtime's `in_place::by_call`) lends that shard's desk as any script
+//! on its shard does, and stops the caller's loop, whose turn it runs in:
+//! that loop is lent as an idle one ([`lend_caller`], its desk moved out
+//! of the desk's slot meanwhile), stalled and served as a hub's own loop
+//! is. Past the threshold such a run is taken back if it can be, as one in
+//! place is ([`by_call`]), and runs again as a hop, which leaves the
+//! caller's loop free. Idle loops lent by nested calls are all served
+//! ([`lend_idle`] chains them).
+//!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
@@ -1110,5 +1120,44 @@ mod tests {
         });
         serve_idle(true);
         assert_eq!(own.1, vec![true, false]);
+    }
+
+    /// A desk that counts its passes.
+    struct Passes(u32);
+    impl BusyServe for Passes {
+        fn serve_busy(&mut self) {
+            self.0 += 1;
+        }
+    }
+
+    /// A caller's desk is lent as an idle loop for the call only: out of
+    /// the desk's slot (the script's own loop lends its desk there), served
+    /// with its inbox at each idle pass, beside the idle loops lent before
+    /// (chained, both stalled), and back in its slot afterwards.
+    #[test]
+    fn a_callers_desk_is_lent_as_an_idle_loop_beside_those_lent_before() {
+        let r = running(2, Vec::new());
+        let (mut caller, mut script) = (Passes(0), Passes(0));
+        let mut own = Own(0, Vec::new());
+        let mut inbox = 0;
+        lend_idle(&mut own, || {
+            lend_desk(&mut caller, 1, || {
+                lend_caller(1, &mut || inbox += 1, || {
+                    assert_eq!(DESK_HOME.with(|d| d.get()), None);
+                    lend_desk(&mut script, 2, || {
+                        assert!(stall_idle(&r));
+                        assert_eq!(*r.stalled.lock().unwrap(), vec![1, 0]);
+                        serve_while_busy();
+                        serve_idle(true);
+                    });
+                    serve_while_busy();
+                });
+                assert_eq!(DESK_HOME.with(|d| d.get()), Some(1));
+                serve_while_busy();
+            });
+        });
+        serve_idle(false);
+        assert_eq!((caller.0, script.0, inbox), (2, 1, 1));
+        assert_eq!(own.1, vec![true]);
     }
 }
