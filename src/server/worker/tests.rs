@@ -837,7 +837,7 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     assert_eq!(t.call(c, &["GET", &k]), "$1\r\nw\r\n");
     // Not lent (workers on threads of their own): a hop, a round later.
     t.lend = false;
-    t.send(c, &["EVAL", incr, "1", &k]);
-    assert_eq!(t.reply(c), ("$1\r\n3\r\n".into(), 2));
+    t.send(c, &["EVAL", incr, "1", &key_on(1, n, "z")]);
+    assert_eq!(t.reply(c), ("$1\r\n1\r\n".into(), 2));
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }

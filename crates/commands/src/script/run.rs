@@ -804,8 +804,17 @@ impl Undo {
     /// at once: growing by one from empty was ~1 k instructions of an
     /// 8-key script.)
     fn new(shard: &engine::Shard) -> Undo {
+        // The thread's spare list (see `Drop`), else a new one: one
+        // allocation and free less per run that writes (~150
+        // instructions: every script that writes keeps an undo where
+        // there are several shards).
+        let spare = UNDO_SPARE.with(|s| s.take());
         Undo {
-            keys: Vec::with_capacity(8),
+            keys: if spare.capacity() == 0 {
+                Vec::with_capacity(8)
+            } else {
+                spare
+            },
             records: shard.outbox.mark(),
             events: shard.outbox.events_len(),
         }
@@ -857,8 +866,8 @@ impl Undo {
     }
 
     /// Puts every key back as it was, drops the records and events since.
-    fn apply(self, shard: &mut engine::Shard) {
-        for (db, k, e) in self.keys.into_iter().rev() {
+    fn apply(mut self, shard: &mut engine::Shard) {
+        for (db, k, e) in self.keys.drain(..).rev() {
             let d = &mut shard.dbs[db];
             let track_new = std::mem::replace(&mut d.track_new, false);
             let k = k.as_slice();
@@ -871,6 +880,37 @@ impl Undo {
         }
         shard.outbox.rollback(self.records);
         shard.outbox.truncate_events(self.events);
+    }
+}
+
+/// Declared keys a call's key is compared with before its CRC16 (see
+/// `Run::holds`): a longer scan would cost more than the hash.
+const DECLARED_SCAN_MAX: usize = 8;
+
+/// Undo lists a thread keeps for reuse: one, of at most this many keys'
+/// room.
+const UNDO_SPARE_MAX: usize = 64;
+
+thread_local! {
+    /// An empty undo list with room (see `Undo::new`).
+    static UNDO_SPARE: RefCell<Vec<(usize, engine::SmallBytes, Saved)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if self.keys.capacity() > UNDO_SPARE_MAX {
+            return;
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        UNDO_SPARE.with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.capacity() == 0 {
+                    *s = keys;
+                }
+            }
+        });
     }
 }
 
@@ -928,11 +968,16 @@ impl Run<'_, '_> {
         if self.scratch {
             return self.declared.contains(&key) || super::wide::held(key) == Some(true);
         }
+        // A declared key is held (on one shard: its keys' shard): no
+        // CRC16 (~150 instructions a call) for the keys most calls name.
+        if self.declared.len() <= DECLARED_SCAN_MAX && self.declared.contains(&key) {
+            return true;
+        }
         let s = shard_of(key, self.ctx.nshards);
         if let Some(shards) = self.ctx.in_place.as_deref_mut() {
             return s == self.ctx.shard.id || shards.hold(s);
         }
-        s == self.shard || self.declared.contains(&key)
+        s == self.shard || (self.declared.len() > DECLARED_SCAN_MAX && self.declared.contains(&key))
     }
 
     /// In place: the shard a call's keys live on (the home shard for a
