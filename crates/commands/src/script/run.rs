@@ -182,9 +182,18 @@ fn execute(
     // runs on gathered copies, on a scratch shard without a limit.
     // (Unless it runs in place on the real shards: `in_place`.)
     let in_place = ctx.in_place.is_some();
-    let home = keys_.first().map(|k| shard_of(k, ctx.nshards));
+    // (Each key after the first compared with the first's shard: a
+    // one-key script hashes nothing here.)
+    let spread = |first: &[u8], rest: &[&[u8]]| {
+        !rest.is_empty() && {
+            let home = shard_of(first, ctx.nshards);
+            rest.iter().any(|k| shard_of(k, ctx.nshards) != home)
+        }
+    };
     let scratch = !in_place
-        && (keys_.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+        && (keys_
+            .split_first()
+            .is_some_and(|(first, rest)| spread(first, rest))
             || super::wide::held(b"").is_some());
     // Redis's pre_command_oom_state: the server over `maxmemory` with
     // nothing to evict. On a real shard, its check (which evicts first);
