@@ -327,6 +327,7 @@ pub(super) fn script_caller(
 /// command may block there (not by a call: its reply goes out in full).
 /// (The core's settings and shared state, not the core: the output the
 /// command writes may be the core's side buffer.)
+#[inline]
 pub(super) fn shard_call(
     (server, cfg): (&Arc<ServerShared>, &super::Cached),
     client: &mut commands::ClientState,
