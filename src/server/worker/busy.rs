@@ -98,7 +98,11 @@
 //! hold that shard): it waits for the script's end, as a WATCH deferred
 //! here does. A loop handed to a hub that was running alone when the
 //! script started waits for the script (the watchdog does not see that
-//! hub stuck): no deadlock, it is served when the script ends.
+//! hub stuck): no deadlock, it is served when the script ends. And so is
+//! the caller's loop of a script run by a call on another co-hosted shard
+//! (`in_place::by_call`), whose turn the script runs in: its desk and
+//! mailbox are lent as an idle loop's (`commands::script::busy::
+//! lend_caller`), stalled, served at each pass after the script's own.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
@@ -171,6 +175,15 @@ impl Worker {
     /// connection it executes, the shard side for a script command of a
     /// batch (whose caller lives on another thread).
     pub(super) fn with_desk<R>(&mut self, f: impl FnOnce(&mut Core) -> R) -> R {
+        let (core, mut lent) = self.split_desk(true);
+        let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
+        lent.state.tally.settle(&mut core.stats);
+        r
+    }
+
+    /// This worker split into its core and the rest of its loop, as a
+    /// [`Desk`] (`first`: no busy pass yet in this lend).
+    fn split_desk(&mut self, first: bool) -> (&mut Core, Desk<'_>) {
         let Worker {
             core,
             conns,
@@ -180,7 +193,7 @@ impl Worker {
             shared,
             ..
         } = self;
-        let mut lent = Desk {
+        let lent = Desk {
             conns,
             poll,
             server: shared,
@@ -194,11 +207,9 @@ impl Worker {
             },
             tcp,
             state: desk,
-            first: true,
+            first,
         };
-        let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
-        lent.state.tally.settle(&mut core.stats);
-        r
+        (core, lent)
     }
 
     /// One busy pass over this loop while a script run in place on another
@@ -211,41 +222,8 @@ impl Worker {
     /// ([`Worker::settle_desk`]).
     pub(super) fn serve_pinned(&mut self, first: bool) {
         engine::alloc::enter_shard(self.core.id);
-        let Worker {
-            core,
-            conns,
-            poll,
-            desk,
-            tcp,
-            shared,
-            ..
-        } = self;
-        let limits = DeskLimits {
-            max_bulk_len: core.cfg.max_bulk_len,
-            qbuf_limit: core.cfg.qbuf_limit,
-            maxclients: core.cfg.maxclients,
-            protected_mode: core.cfg.protected_mode,
-            tcp_keepalive_s: core.cfg.tcp_keepalive_s,
-        };
-        let mut inbox = Inbox::split(
-            core.id,
-            &mut core.mailbox,
-            &mut core.kept,
-            &core.deferred,
-            &mut core.refused,
-        );
-        take_messages(&mut inbox);
-        inbox.mailbox.flush();
-        let mut lent = Desk {
-            conns,
-            poll,
-            server: shared,
-            id: core.id,
-            limits,
-            tcp,
-            state: desk,
-            first,
-        };
+        let (core, mut lent) = self.split_desk(first);
+        inbox_of!(core).serve();
         commands::script::busy::BusyServe::serve_busy(&mut lent);
     }
 
@@ -271,7 +249,6 @@ struct OwnIdle {
 
 impl commands::script::busy::IdleLoops for OwnIdle {
     fn idle(&self, into: &mut Vec<usize>) {
-        into.clear();
         into.push(self.hub);
     }
 
@@ -596,10 +573,16 @@ impl Tally {
     /// Moves everything counted here into `into`: a flag test when
     /// nothing was (every refusal replies an error, every answer is a
     /// call).
+    /// (Inline: every lend settles, nearly always with nothing counted.)
+    #[inline]
     pub(super) fn settle(&mut self, into: &mut ThreadStats) {
-        let Some(t) = self.0.as_deref_mut() else {
-            return;
-        };
+        if let Some(t) = self.0.as_deref_mut() {
+            Self::settle_counted(t, into);
+        }
+    }
+
+    #[cold]
+    fn settle_counted(t: &mut ThreadStats, into: &mut ThreadStats) {
         into.net_input_bytes += std::mem::take(&mut t.net_input_bytes);
         into.net_output_bytes += std::mem::take(&mut t.net_output_bytes);
         if t.total_commands == 0 && t.total_error_replies == 0 {
@@ -672,7 +655,7 @@ const INBOX_MAX: usize = 4096;
 /// The shard side of a loop whose script runs: its mailbox, the messages
 /// the desk keeps for after the script (`Core::kept`, handled by the loop
 /// before anything newer), and the work its shard holds back
-/// (`Core::deferred`). Lent by [`lend_inbox`] where a script may run with
+/// (`Core::deferred`). Lent by [`Inbox::lend`] where a script may run with
 /// those fields free (the shard itself is the script's).
 pub(super) struct Inbox<'a> {
     pub id: usize,
@@ -683,22 +666,40 @@ pub(super) struct Inbox<'a> {
     pub tally: &'a mut Tally,
 }
 
-impl<'a> Inbox<'a> {
-    /// The inbox of `core` (split from the shard a script runs on).
-    pub(super) fn split(
-        id: usize,
-        mailbox: &'a mut Mailbox,
-        kept: &'a mut VecDeque<Msg>,
-        deferred: &'a VecDeque<Deferred>,
-        tally: &'a mut Tally,
-    ) -> Self {
-        Inbox {
-            id,
-            mailbox,
-            kept,
-            deferred,
-            tally,
+/// The [`Inbox`] of a `Core` (a macro, not a method: it borrows only the
+/// fields an inbox needs, so the script's shard, statistics and output
+/// stay free for the code the inbox is lent to).
+macro_rules! inbox_of {
+    ($core:expr) => {
+        $crate::server::worker::busy::Inbox {
+            id: $core.id,
+            mailbox: &mut $core.mailbox,
+            kept: &mut $core.kept,
+            deferred: &$core.deferred,
+            tally: &mut $core.refused,
         }
+    };
+}
+pub(super) use inbox_of;
+
+impl Inbox<'_> {
+    /// Lends this inbox to the busy passes of the script `f` may run
+    /// ([`lend_inbox`]), then adds what they refused to `stats`, the
+    /// loop's counters (lent to `f` meanwhile).
+    pub(super) fn lend<R>(
+        mut self,
+        stats: &mut ThreadStats,
+        f: impl FnOnce(&mut ThreadStats) -> R,
+    ) -> R {
+        let r = lend_inbox(&mut self, || f(stats));
+        self.tally.settle(stats);
+        r
+    }
+
+    /// One busy pass over this inbox, now (see [`serve_inbox`]).
+    pub(super) fn serve(&mut self) {
+        take_messages(self);
+        self.mailbox.flush();
     }
 }
 
@@ -710,7 +711,7 @@ thread_local! {
 /// Lends `inbox` to the busy passes of the script `f` may run (see the
 /// module documentation). The caller runs scripts only: any other command
 /// never calls the hook.
-pub(super) fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
+fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<NonNull<Inbox<'static>>>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -732,21 +733,12 @@ pub(super) fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
 
 impl Core {
     /// Runs `f` (a script command, on this loop's shard and statistics)
-    /// with this loop's inbox lent to its busy passes ([`lend_inbox`]).
+    /// with this loop's inbox lent to its busy passes ([`Inbox::lend`]).
     pub(super) fn lending_inbox<R>(
         &mut self,
         f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
     ) -> R {
-        let mut inbox = Inbox::split(
-            self.id,
-            &mut self.mailbox,
-            &mut self.kept,
-            &self.deferred,
-            &mut self.refused,
-        );
-        let r = lend_inbox(&mut inbox, || f(&mut self.shard, &mut self.stats));
-        self.refused.settle(&mut self.stats);
-        r
+        inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats))
     }
 }
 
@@ -768,8 +760,7 @@ fn serve_inbox(id: usize) {
     let inbox = unsafe { ptr.as_mut() };
     // A nested loop's lend (another worker of a hub) is not this desk's.
     if inbox.id == id {
-        take_messages(inbox);
-        inbox.mailbox.flush();
+        inbox.serve();
     }
     INBOX.with(|i| i.set(Some(ptr)));
 }

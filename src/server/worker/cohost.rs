@@ -33,7 +33,11 @@
 //!
 //! Re-entry: while a lent worker runs, no other is lent ([`with_worker`]
 //! takes the lender out for the call), so a lent worker never reaches back
-//! into the one that called it (which is borrowed up the stack). A hub's
+//! into the one that called it (which is borrowed up the stack). One
+//! exception, [`with_worker_open`]: while a script runs on a lent worker,
+//! its busy passes may reach a hub's idle own loop; every worker but the
+//! one running the script stays lendable then (the caller never is: its
+//! turn holds it), each with the lender taken out again. A hub's
 //! adopted workers are lent under their seat's lock (`try_lock`: the one
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
@@ -43,9 +47,11 @@
 //! with nothing outstanding (so nothing of it is overtaken, and its reply
 //! goes straight to its output), runs on that shard by a call, with a
 //! batch's epilogue, when the shard is free as below and the command
-//! neither blocks nor runs a script. A pipelined SETBIT over two shards on
-//! one hub cost 2,972 instructions through a batch and 2,526 by a call
-//! (callgrind; one shard alone: 2,372).
+//! does not block. A pipelined SETBIT over two shards on one hub cost
+//! 2,972 instructions through a batch and 2,526 by a call (callgrind; one
+//! shard alone: 2,372). A script runs so with what a long script needs
+//! (`in_place::by_call`): the lent worker's desk and inbox, the caller's
+//! loop lent as an idle one, and [`with_worker_open`] (below).
 //!
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
@@ -156,6 +162,42 @@ pub(super) fn with_worker<R>(
     });
     engine::alloc::enter_shard(home);
     r
+}
+
+/// [`with_worker`] for a script run on worker `id` by a call (see
+/// `in_place::by_call`): while `f` runs, the other workers the lender
+/// holds stay lendable (never `id`, which `f` holds), for the busy passes
+/// of that script, which serve a hub's idle own loop through this module
+/// (`busy::lending_own`). No other re-entry is possible: `f` runs one
+/// shard's commands (a script's `redis.call`s run on its own shard), the
+/// worker running the caller is never lendable (its turn holds it), and a
+/// worker lent from inside is lent with the lender taken out again.
+pub(super) fn with_worker_open<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    /// The thread's lender, but for worker `lent`; pins nothing.
+    struct Except {
+        inner: *const (dyn Lender + 'static),
+        lent: usize,
+    }
+    impl Lender for Except {
+        fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool {
+            // SAFETY: installed by the `lending` that encloses the
+            // `with_worker` this runs inside.
+            id != self.lent && unsafe { &*self.inner }.lend(id, f)
+        }
+        fn pin(&self, _id: usize) -> bool {
+            false
+        }
+        fn unpin_all(&self) {}
+    }
+    let inner = LENDER.get()?;
+    with_worker(id, home, |w| {
+        let except = Except { inner, lent: id };
+        lending(&except, || f(w))
+    })
 }
 
 /// Pins worker `id` for an unlocked transaction (see

@@ -31,7 +31,7 @@
 //! pinned cannot run until it ends: so each is lent to the script's hook
 //! as the caller's own loop is ([`PinnedDesks`], through
 //! `commands::script::busy::lend_pinned`, next to the own loop's
-//! `with_desk` and [`lend_inbox`]). Each busy pass serves every pinned
+//! `with_desk` and `busy::Inbox::lend`). Each busy pass serves every pinned
 //! loop once ([`Worker::serve_pinned`]): its mailbox as the own loop's
 //! inbox is served, then its connections as the own loop's desk serves
 //! them, with the same refusals, the same counting (its desk's tally and
@@ -67,15 +67,49 @@
 //! Cost: on a thread alone with its worker (no lender) the first declared
 //! key of another shard fails `pin` at once (one thread-local read) and
 //! the copies' path runs as before.
+//!
+//! # One shard by a call
+//!
+//! A script whose declared keys are all on one co-hosted shard other than
+//! its caller's ([`by_call`], from `request::execute`, on the terms a
+//! plain command runs by a call there: nothing of the connection
+//! outstanding, no tracking, no master, no memory limit, the shard free)
+//! runs on that shard's worker by a call, exactly as its batch would run
+//! there after a hop (`Worker::run_batch`): that worker's desk and inbox
+//! are lent to it, so it is published with that shard held and its
+//! loop's clients served from its hook; the batch's epilogue follows. A
+//! hop cost ~6,000 instructions more per call (callgrind, EVALSHA of
+//! INCR + EXPIRE, 2 shards on one hub: a batch, a turn of the other loop,
+//! a reply).
+//!
+//! What the hop did not stop, the call does: the caller's loop, whose
+//! turn runs the script. So its desk and mailbox are lent too, as an
+//! idle loop (`commands::script::busy::lend_caller`, the hub's own loop's
+//! way, see `busy::lending_own`): once published, the script stalls it
+//! (its shard's commands `-BUSY` everywhere, as Redis answers every
+//! client) and serves it at each pass. A hub's own loop idle meanwhile is
+//! reached by a call as before: `cohost::with_worker_open` keeps the
+//! other workers lendable while the script's worker is.
+//!
+//! Past `busy-reply-threshold`, a run that can still be taken back (it
+//! published nothing and wrote nothing too large for an undo) is, rather
+//! than published (`commands::script::busy::by_call`), and runs again as
+//! a hop, where the caller's loop is free, as it always was: in that case
+//! a long script is seen exactly as before. Only one that cannot stalls
+//! its caller's loop.
+//!
+//! A script that touches a key of another shard it did not declare is
+//! taken back as on its own shard and runs again over more keys, from the
+//! caller (`request::script_across`: in place if it can).
 
 use std::cell::RefCell;
 
 use commands::ctx::Home;
-use commands::exec::ShardCall;
 use commands::{ClientState, Resolved};
 use resp::{Args, Reply};
 
-use super::busy::{lend_inbox, Inbox};
+use super::super::mailbox::ConnRef;
+use super::busy::inbox_of;
 use super::{cohost, home, pubsub, tracking, waiters, Core, Worker};
 
 /// The co-hosted shards a script run in place pinned, shared by the run
@@ -203,32 +237,12 @@ pub(super) fn run(
             return Ran::Declined;
         }
     }
-    let call = ShardCall {
-        db: client.db,
-        no_touch: client.no_touch,
-        databases: core.cfg.databases,
-        max_bulk_len: core.cfg.max_bulk_len,
-        may_block: true,
-        in_tx: false,
-        nshards: n,
-        caller: super::request::script_caller(&core.server, client, resolved),
-        tracker: None,
-        evicting_for: None,
-        client: client.id,
-        ops: core.server.ops,
-        master: false,
-    };
-    // The shard side's inbox is lent to it, as to any script (see `busy`).
-    let mut inbox = Inbox::split(
-        core.id,
-        &mut core.mailbox,
-        &mut core.kept,
-        &core.deferred,
-        &mut core.refused,
-    );
-    // And the pinned loops, to be served as this one (see the module docs).
+    // (No tracker, no eviction, no master: declined above.)
+    let call = super::request::shard_call((&core.server, &core.cfg), client, resolved, true);
+    // The shard side's inbox is lent to it, as to any script (see `busy`),
+    // and the pinned loops, to be served as this one (see the module docs).
     let mut desks = PinnedDesks(&pinned);
-    let on = lend_inbox(&mut inbox, || {
+    let on = inbox_of!(core).lend(&mut core.stats, |stats| {
         commands::script::busy::lend_pinned(&mut desks, || {
             commands::script::in_place::run(
                 resolved,
@@ -237,7 +251,7 @@ pub(super) fn run(
                 &mut core.shard,
                 call,
                 out,
-                &mut core.stats,
+                stats,
                 &mut held,
             )
         })
@@ -253,6 +267,47 @@ pub(super) fn run(
     }
 }
 
+/// Runs script command `resolved` of a connection with nothing
+/// outstanding (`out`, its output), whose declared keys are all on
+/// co-hosted shard `shard` (not this loop's), on that shard by a call
+/// (`cohost`), as its batch would run there after a hop (see the module
+/// docs, "One shard by a call"). `Ran::Declined` if that worker is not
+/// lent or not free (nothing ran), or if the run was taken back past
+/// `busy-reply-threshold` (nothing of it is left): then it hops.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn by_call(
+    core: &mut Core,
+    conn: ConnRef,
+    shard: usize,
+    (resolved, handler): (Resolved, commands::table::ShardHandler),
+    args: Args<'_>,
+    call: commands::exec::ShardCall,
+    out: &mut Reply,
+) -> Ran {
+    let (id, now_ms) = (core.id, core.shard.now_ms);
+    let mut inbox = inbox_of!(core);
+    // What this loop sent before (a lone hop's completion sent lazily)
+    // goes now, not after the script (as `busy::Inbox::lend` does).
+    inbox.mailbox.flush();
+    let ran = commands::script::busy::lend_caller(id, &mut || inbox.serve(), || {
+        cohost::with_worker_open(shard, id, |w| {
+            w.run_lent_script(conn, (resolved, handler), args, call, out, now_ms)
+        })
+    });
+    core.refused.settle(&mut core.stats);
+    match ran.flatten() {
+        None => Ran::Declined,
+        // Taken back past `busy-reply-threshold` (see the module docs):
+        // it runs again as a hop.
+        Some(Some(on)) if on.widen && on.keys.is_empty() => Ran::Declined,
+        Some(Some(on)) if on.widen => Ran::Widen(on.keys),
+        Some(on) => {
+            debug_assert!(on.is_none(), "a script blocked");
+            Ran::Done
+        }
+    }
+}
+
 /// Every shard entered leaves (in order), then all are unpinned.
 fn leave(home: usize, entered: &[usize], writer: Home) {
     for &s in entered {
@@ -262,6 +317,51 @@ fn leave(home: usize, entered: &[usize], writer: Home) {
 }
 
 impl Worker {
+    /// [`by_call`]'s side on the script's shard: `None` (nothing run)
+    /// unless this shard is free as for a lent command
+    /// (`Worker::run_lent_command`: no lock, nothing held back, no AOF or
+    /// replica stream, no memory limit); else what the script asks for
+    /// (more keys), after a batch's epilogue. The script runs as in a
+    /// batch (`Worker::run_batch`): this loop's desk and inbox lent to
+    /// it.
+    fn run_lent_script(
+        &mut self,
+        conn: ConnRef,
+        (resolved, handler): (Resolved, commands::table::ShardHandler),
+        args: Args<'_>,
+        call: commands::exec::ShardCall,
+        out: &mut Reply,
+        now_ms: u64,
+    ) -> Option<Option<commands::BlockOn>> {
+        engine::alloc::enter_shard(self.core.id);
+        // What its turn would have picked up first (see `run_lent_job`).
+        self.refresh_config();
+        if !self.idle_for_unlocked() || self.core.shard.evict.maxmemory != 0 {
+            return None;
+        }
+        self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
+        tracking::track_check(&mut self.core);
+        let db = call.db;
+        let on = commands::script::busy::by_call(|| {
+            self.with_desk(|core| {
+                core.lending_inbox(|shard, stats| {
+                    commands::exec::run_shard(resolved, handler, args, shard, call, out, stats)
+                })
+            })
+        });
+        self.after_desk();
+        if self.core.shard.dbs[db].has_ready() {
+            waiters::serve_ready(&mut self.core);
+        }
+        tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
+        self.core.publish_dirty();
+        self.publish_events();
+        self.core.shard.publish_memory();
+        // This worker may sit this round out: what it sent goes now.
+        self.spilled |= self.core.mailbox.flush();
+        Some(on)
+    }
+
     /// Joins a script run in place (pinned already): false if this shard
     /// is not free for it; else what its turn would have picked up first.
     fn enter_in_place(&mut self, now_ms: u64) -> bool {

@@ -806,3 +806,38 @@ fn drain_whole(t: &mut Cluster, clients: &[usize], expect: &mut [usize], n: usiz
         }
     }
 }
+
+/// A one-shard script for a lent shard runs there by a call (see
+/// `in_place::by_call`): its reply is out after the round that read it,
+/// even when the key's worker took its turn before the caller's (a hop
+/// would wait for that worker's next turn); one that touches a key of
+/// another shard it did not declare is run again over both, in place,
+/// still in that round, with every write in.
+#[test]
+fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    let c = t.connect(3);
+    let k = key_on(1, n, "s");
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1])";
+    t.send(c, &["EVAL", incr, "1", &k]);
+    assert_eq!(t.reply(c), ("$1\r\n1\r\n".into(), 1));
+    t.send(c, &["EVAL", incr, "1", &k]);
+    assert_eq!(t.reply(c), ("$1\r\n2\r\n".into(), 1));
+    assert_eq!(in_place_runs(&t), 0);
+    // Undeclared: a key of shard 2, then one of the caller's own.
+    let widen = "redis.call('SET', KEYS[1], 'w') return redis.call('INCR', ARGV[1])";
+    for (i, shard) in [2, 3].into_iter().enumerate() {
+        let u = key_on(shard, n, "u");
+        t.send(c, &["EVAL", widen, "1", &k, &u]);
+        assert_eq!(t.reply(c), (":1\r\n".into(), 1), "undeclared on {shard}");
+        assert_eq!(in_place_runs(&t), i as u64 + 1);
+        assert_eq!(t.call(c, &["GET", &u]), "$1\r\n1\r\n");
+    }
+    assert_eq!(t.call(c, &["GET", &k]), "$1\r\nw\r\n");
+    // Not lent (workers on threads of their own): a hop, a round later.
+    t.lend = false;
+    t.send(c, &["EVAL", incr, "1", &key_on(1, n, "z")]);
+    assert_eq!(t.reply(c), ("$1\r\n1\r\n".into(), 2));
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}

@@ -82,6 +82,16 @@
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
 //! WATCH of its keys is not taken).
 //!
+//! A script run on a co-hosted shard by a call from another loop (the
+//! runtime's `in_place::by_call`) lends that shard's desk as any script
+//! on its shard does, and stops the caller's loop, whose turn it runs in:
+//! that loop is lent as an idle one ([`lend_caller`], its desk moved out
+//! of the desk's slot meanwhile), stalled and served as a hub's own loop
+//! is. Past the threshold such a run is taken back if it can be, as one in
+//! place is ([`by_call`]), and runs again as a hop, which leaves the
+//! caller's loop free. Idle loops lent by nested calls are all served
+//! ([`lend_idle`] chains them).
+//!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
 //! nothing until it ends. Other threads' requests already in this shard's
@@ -460,6 +470,35 @@ fn serve_while_busy() {
     DESK.with(|d| d.set(Some(desk)));
 }
 
+thread_local! {
+    /// Inside [`by_call`].
+    static BY_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, a script command run on a co-hosted shard by a call from
+/// another loop (see [`lend_caller`]): a run it starts that is still
+/// running past the threshold is taken back if it can be (it wrote
+/// nothing it cannot undo and published nothing), as one in place is,
+/// rather than published; the runtime then runs it again as a hop, which
+/// leaves the caller's loop free (served, not stalled). One that cannot
+/// be taken back is published, with the caller's loop stalled.
+pub fn by_call<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BY_CALL.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BY_CALL.with(|b| b.replace(true)));
+    f()
+}
+
+/// Whether this thread runs a script command [`by_call`] (one load per
+/// script run).
+pub(crate) fn is_by_call() -> bool {
+    BY_CALL.with(|b| b.get())
+}
+
 /// The runtime's side of a script run in place across co-hosted shards
 /// (`super::in_place`): the event loops of the shards it pinned besides
 /// its own, which cannot run while it does. Once the script is published
@@ -528,7 +567,7 @@ fn serve_pinned(p: &Running, publish_only: bool) {
 /// never its shard. Its shard's commands get `-BUSY` everywhere meanwhile
 /// (`Running::stalled`), as Redis answers every command while busy.
 pub trait IdleLoops {
-    /// Sets `into` to the loops lent.
+    /// Adds the loops lent to `into`.
     fn idle(&self, into: &mut Vec<usize>);
     /// Serves each once (`first`: its first pass for this script).
     fn serve_idle(&mut self, first: bool);
@@ -542,7 +581,8 @@ thread_local! {
 
 /// Lends `loops`, loops idle on this thread while `f` runs, to the busy
 /// passes of the scripts `f` runs (the same guard as [`lend_desk`], for
-/// the same reason).
+/// the same reason). Loops lent already (by an enclosing call) stay lent
+/// beside them: a pass serves `loops`, then those.
 pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<std::ptr::NonNull<dyn IdleLoops>>);
     impl Drop for Restore {
@@ -550,7 +590,33 @@ pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
             IDLE.with(|d| d.set(self.0));
         }
     }
-    let ptr: std::ptr::NonNull<dyn IdleLoops + '_> = std::ptr::NonNull::from(loops);
+    /// `this` and the loops lent before.
+    struct Chain<'a> {
+        this: &'a mut dyn IdleLoops,
+        outer: Option<std::ptr::NonNull<dyn IdleLoops>>,
+    }
+    impl IdleLoops for Chain<'_> {
+        fn idle(&self, into: &mut Vec<usize>) {
+            self.this.idle(into);
+            if let Some(o) = self.outer {
+                // SAFETY: lent by the enclosing `lend_idle`, whose borrow
+                // outlives this one; reached only through this chain
+                // while it is lent (the slot holds the chain).
+                unsafe { o.as_ref() }.idle(into);
+            }
+        }
+        fn serve_idle(&mut self, first: bool) {
+            self.this.serve_idle(first);
+            if let Some(mut o) = self.outer {
+                // SAFETY: as in `idle`; `serve_idle` (which took the chain
+                // out of the slot) makes the only reference meanwhile.
+                unsafe { o.as_mut() }.serve_idle(first);
+            }
+        }
+    }
+    let outer = IDLE.with(|d| d.get());
+    let mut chain = Chain { this: loops, outer };
+    let ptr: std::ptr::NonNull<dyn IdleLoops + '_> = std::ptr::NonNull::from(&mut chain);
     // SAFETY: as in `lend_desk`: only the lifetime bound changes, and the
     // pointer is dereferenced only by `stall_idle` and `serve_idle` on
     // this thread while `f` runs (`Restore` puts the previous value back
@@ -558,6 +624,55 @@ pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
     let ptr: std::ptr::NonNull<dyn IdleLoops + 'static> = unsafe { std::mem::transmute(ptr) };
     let _restore = Restore(IDLE.with(|d| d.replace(Some(ptr))));
     f()
+}
+
+/// A script that `f` runs on another co-hosted loop's shard, by a call
+/// from the loop whose desk is lent now ([`lend_desk`]: the caller's,
+/// loop `id`): that loop cannot run until the script ends, and the
+/// script's loop lends its own desk for it. So the caller's loop is lent
+/// as an idle loop ([`lend_idle`]), stalled by a published script (its
+/// shard's commands get `-BUSY` everywhere; its keys are not the
+/// script's, a WATCH of them waits) and served at each busy pass:
+/// `inbox` (its mailbox, the runtime's) first, then its connections
+/// through its desk, taken out of the desk's slot for `f` (and put back
+/// after).
+pub fn lend_caller<R>(id: usize, inbox: &mut dyn FnMut(), f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<std::ptr::NonNull<dyn BusyServe>>, Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DESK.with(|d| d.set(self.0));
+            DESK_HOME.with(|d| d.set(self.1));
+        }
+    }
+    struct Caller<'a> {
+        id: usize,
+        inbox: &'a mut dyn FnMut(),
+        desk: Option<std::ptr::NonNull<dyn BusyServe>>,
+    }
+    impl IdleLoops for Caller<'_> {
+        fn idle(&self, into: &mut Vec<usize>) {
+            into.push(self.id);
+        }
+        fn serve_idle(&mut self, _first: bool) {
+            (self.inbox)();
+            if let Some(mut d) = self.desk {
+                // SAFETY: lent by the `lend_desk` enclosing this call,
+                // whose borrow is alive; out of its slot while `f` runs,
+                // so this is the only reference made from it.
+                unsafe { d.as_mut() }.serve_busy();
+            }
+        }
+    }
+    let restore = Restore(DESK.with(|d| d.take()), DESK_HOME.with(|d| d.take()));
+    debug_assert!(restore.1.is_none_or(|h| h == id), "another loop's desk");
+    let mut caller = Caller {
+        id,
+        inbox,
+        desk: restore.0,
+    };
+    let r = lend_idle(&mut caller, f);
+    drop(restore);
+    r
 }
 
 /// Publishes the lent idle loops that published run `p` does not hold
@@ -568,6 +683,7 @@ fn stall_idle(p: &Running) -> bool {
         return false;
     };
     let mut stalled = p.stalled.lock().unwrap_or_else(|e| e.into_inner());
+    stalled.clear();
     // SAFETY: set by `lend_idle`, whose borrow is alive; a shared
     // reference for this call only (`serve_idle` takes it out of the
     // slot before making a unique one, and neither calls the other).
@@ -612,6 +728,9 @@ struct Timed {
     in_place: bool,
     /// ... and it was: raised at every line until the run ends.
     restarting: bool,
+    /// Runs by a call from another loop (`by_call`): taken back as one
+    /// in place is, to run again as a hop.
+    restartable: bool,
     /// A busy pass served the idle loops lent to it already
     /// ([`lend_idle`]; the first visits every connection).
     idle_served: bool,
@@ -652,6 +771,7 @@ impl HookState {
             published: None,
             in_place: false,
             restarting: false,
+            restartable: false,
             idle_served: false,
         });
     }
@@ -665,6 +785,15 @@ impl HookState {
     pub fn in_place(&self) {
         if let Some(t) = self.run.borrow_mut().as_mut() {
             t.in_place = true;
+        }
+    }
+
+    /// The run that began runs by a call from another loop (`by_call`):
+    /// past the threshold it is abandoned, as a run in place is, if it
+    /// can still be taken back, and runs again as a hop.
+    pub fn restartable(&self) {
+        if let Some(t) = self.run.borrow_mut().as_mut() {
+            t.restartable = true;
         }
     }
 
@@ -816,7 +945,7 @@ impl HookState {
 /// be taken back (then `restarting`, which `check` raises).
 #[cold]
 fn publish_or_restart(t: &mut Timed) {
-    if t.in_place && super::run::abandon_for_busy() {
+    if (t.in_place || t.restartable) && super::run::abandon_for_busy() {
         t.restarting = true;
         return;
     }
@@ -949,7 +1078,6 @@ mod tests {
     struct Own(usize, Vec<bool>);
     impl IdleLoops for Own {
         fn idle(&self, into: &mut Vec<usize>) {
-            into.clear();
             into.push(self.0);
         }
         fn serve_idle(&mut self, first: bool) {
@@ -995,5 +1123,44 @@ mod tests {
         });
         serve_idle(true);
         assert_eq!(own.1, vec![true, false]);
+    }
+
+    /// A desk that counts its passes.
+    struct Passes(u32);
+    impl BusyServe for Passes {
+        fn serve_busy(&mut self) {
+            self.0 += 1;
+        }
+    }
+
+    /// A caller's desk is lent as an idle loop for the call only: out of
+    /// the desk's slot (the script's own loop lends its desk there), served
+    /// with its inbox at each idle pass, beside the idle loops lent before
+    /// (chained, both stalled), and back in its slot afterwards.
+    #[test]
+    fn a_callers_desk_is_lent_as_an_idle_loop_beside_those_lent_before() {
+        let r = running(2, Vec::new());
+        let (mut caller, mut script) = (Passes(0), Passes(0));
+        let mut own = Own(0, Vec::new());
+        let mut inbox = 0;
+        lend_idle(&mut own, || {
+            lend_desk(&mut caller, 1, || {
+                lend_caller(1, &mut || inbox += 1, || {
+                    assert_eq!(DESK_HOME.with(|d| d.get()), None);
+                    lend_desk(&mut script, 2, || {
+                        assert!(stall_idle(&r));
+                        assert_eq!(*r.stalled.lock().unwrap(), vec![1, 0]);
+                        serve_while_busy();
+                        serve_idle(true);
+                    });
+                    serve_while_busy();
+                });
+                assert_eq!(DESK_HOME.with(|d| d.get()), Some(1));
+                serve_while_busy();
+            });
+        });
+        serve_idle(false);
+        assert_eq!((caller.0, script.0, inbox), (2, 1, 1));
+        assert_eq!(own.1, vec![true]);
     }
 }

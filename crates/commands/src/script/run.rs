@@ -191,9 +191,18 @@ fn execute(
     // runs on gathered copies, on a scratch shard without a limit.
     // (Unless it runs in place on the real shards: `in_place`.)
     let in_place = ctx.in_place.is_some();
-    let home = keys_.first().map(|k| shard_of(k, ctx.nshards));
+    // (Each key after the first compared with the first's shard: a
+    // one-key script hashes nothing here.)
+    let spread = |first: &[u8], rest: &[&[u8]]| {
+        !rest.is_empty() && {
+            let home = shard_of(first, ctx.nshards);
+            rest.iter().any(|k| shard_of(k, ctx.nshards) != home)
+        }
+    };
     let scratch = !in_place
-        && (keys_.iter().any(|k| Some(shard_of(k, ctx.nshards)) != home)
+        && (keys_
+            .split_first()
+            .is_some_and(|(first, rest)| spread(first, rest))
             || super::wide::held(b"").is_some());
     // Redis's pre_command_oom_state: the server over `maxmemory` with
     // nothing to evict. On a real shard, its check (which evicts first);
@@ -287,6 +296,10 @@ fn execute(
             undo_others: Vec::new(),
             found: Vec::new(),
             restart: false,
+            // By a call from another loop (`busy::by_call`): taken back
+            // past the threshold as a run in place is, to run again as a
+            // hop.
+            restartable: in_place || (!scratch && super::busy::is_by_call()),
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
@@ -294,6 +307,8 @@ fn execute(
         vm.hook.begin(kind, busy_shard);
         if in_place {
             vm.hook.in_place();
+        } else if run.restartable {
+            vm.hook.restartable();
         }
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
@@ -640,7 +655,9 @@ pub fn install(lua: &Lua, redis: &mlua::Table) -> mlua::Result<()> {
 /// `busy::HookState::in_place`): a run in place that can still be taken
 /// back is marked to be (true), to run again on copies, where a long
 /// script holds its keys, not whole shards whose clients could not be
-/// answered `-BUSY` (their loops are pinned to this one).
+/// answered `-BUSY` (their loops are pinned to this one); so is a run by
+/// a call from another loop (`busy::by_call`), to run again as a hop,
+/// which leaves that loop free.
 pub(crate) fn abandon_for_busy() -> bool {
     let p = CURRENT.with(Cell::get);
     if p.is_null() {
@@ -651,7 +668,7 @@ pub(crate) fn abandon_for_busy() -> bool {
     let Ok(mut r) = run.try_borrow_mut() else {
         return false;
     };
-    if r.ctx.in_place.is_none() || !r.widen_ok || r.wrote || r.pinned {
+    if !r.restartable || !r.widen_ok || r.wrote || r.pinned {
         return false;
     }
     r.restart = true;
@@ -765,6 +782,8 @@ struct Run<'r, 'a> {
     /// In place and past `busy-reply-threshold`: abandoned as for `found`,
     /// to run again on copies (see [`abandon_for_busy`]).
     restart: bool,
+    /// It may be so abandoned (in place, or by a call).
+    restartable: bool,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
@@ -816,8 +835,17 @@ impl Undo {
     /// at once: growing by one from empty was ~1 k instructions of an
     /// 8-key script.)
     fn new(shard: &engine::Shard) -> Undo {
+        // The thread's spare list (see `Drop`), else a new one: one
+        // allocation and free less per run that writes (~150
+        // instructions: every script that writes keeps an undo where
+        // there are several shards).
+        let spare = UNDO_SPARE.with(|s| s.take());
         Undo {
-            keys: Vec::with_capacity(8),
+            keys: if spare.capacity() == 0 {
+                Vec::with_capacity(8)
+            } else {
+                spare
+            },
             records: shard.outbox.mark(),
             events: shard.outbox.events_len(),
         }
@@ -869,8 +897,8 @@ impl Undo {
     }
 
     /// Puts every key back as it was, drops the records and events since.
-    fn apply(self, shard: &mut engine::Shard) {
-        for (db, k, e) in self.keys.into_iter().rev() {
+    fn apply(mut self, shard: &mut engine::Shard) {
+        for (db, k, e) in self.keys.drain(..).rev() {
             let d = &mut shard.dbs[db];
             let track_new = std::mem::replace(&mut d.track_new, false);
             let k = k.as_slice();
@@ -883,6 +911,37 @@ impl Undo {
         }
         shard.outbox.rollback(self.records);
         shard.outbox.truncate_events(self.events);
+    }
+}
+
+/// Declared keys a call's key is compared with before its CRC16 (see
+/// `Run::holds`): a longer scan would cost more than the hash.
+const DECLARED_SCAN_MAX: usize = 8;
+
+/// Undo lists a thread keeps for reuse: one, of at most this many keys'
+/// room.
+const UNDO_SPARE_MAX: usize = 64;
+
+thread_local! {
+    /// An empty undo list with room (see `Undo::new`).
+    static UNDO_SPARE: RefCell<Vec<(usize, engine::SmallBytes, Saved)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if self.keys.capacity() > UNDO_SPARE_MAX {
+            return;
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        UNDO_SPARE.with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.capacity() == 0 {
+                    *s = keys;
+                }
+            }
+        });
     }
 }
 
@@ -940,11 +999,16 @@ impl Run<'_, '_> {
         if self.scratch {
             return self.declared.contains(&key) || super::wide::held(key) == Some(true);
         }
+        // A declared key is held (on one shard: its keys' shard): no
+        // CRC16 (~150 instructions a call) for the keys most calls name.
+        if self.declared.len() <= DECLARED_SCAN_MAX && self.declared.contains(&key) {
+            return true;
+        }
         let s = shard_of(key, self.ctx.nshards);
         if let Some(shards) = self.ctx.in_place.as_deref_mut() {
             return s == self.ctx.shard.id || shards.hold(s);
         }
-        s == self.shard || self.declared.contains(&key)
+        s == self.shard || (self.declared.len() > DECLARED_SCAN_MAX && self.declared.contains(&key))
     }
 
     /// In place: the shard a call's keys live on (the home shard for a
