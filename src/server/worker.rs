@@ -309,6 +309,9 @@ struct Core {
     /// Scratch: the shards of a transaction run without locks (see
     /// `home::run_unlocked`).
     unlocked_shards: Vec<usize>,
+    /// The co-hosted workers pinned for the transaction running without
+    /// locks, by shard (empty otherwise; see `home::run_unlocked`).
+    unlocked: Vec<(usize, cohost::Pinned)>,
     /// Scratch: a coordinator step's works bound for other threads
     /// (`home::send_remote`).
     remote_works: Vec<(usize, u32, Work)>,

@@ -89,6 +89,7 @@
 //! made lazy).
 
 use std::cell::Cell;
+use std::ptr::NonNull;
 
 use commands::coord::{JobOut, Work};
 
@@ -101,10 +102,37 @@ pub trait Lender {
     /// running now; false (with `f` not run) otherwise.
     fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool;
     /// Keeps worker `id` lendable, and on this thread, until
-    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile);
-    /// false if it cannot be lent now.
-    fn pin(&self, id: usize) -> bool;
+    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile), and
+    /// gives its address, valid until then; `None` if it cannot be lent
+    /// now.
+    fn pin(&self, id: usize) -> Option<NonNull<Worker>>;
     fn unpin_all(&self);
+}
+
+/// A worker pinned for an unlocked transaction ([`pin_worker`]), reached
+/// without the lender: one seat lock per shard for the whole transaction,
+/// and no lookup per call. Only ever held on the pinning thread between
+/// the pin and [`unpin_all`] (`Core::unlocked` is emptied before that).
+pub(super) struct Pinned(NonNull<Worker>);
+
+// SAFETY: a `Pinned` never leaves the thread that pinned it while it is
+// held (see the type's docs); it is `Send` only so that the `Core` that
+// keeps the (empty) list between transactions stays `Send`.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// The pinned worker.
+    ///
+    /// # Safety
+    /// Only inside [`visit`] (no worker is lent meanwhile, so no other
+    /// reference to it exists), before [`unpin_all`], and not while
+    /// another `&mut` from this `Pinned` is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn worker(&self) -> &mut Worker {
+        // SAFETY: see the function's contract; the seat's lock (or the
+        // hub's round, for its own worker) keeps the worker in place.
+        unsafe { &mut *self.0.as_ptr() }
+    }
 }
 
 thread_local! {
@@ -158,15 +186,35 @@ pub(super) fn with_worker<R>(
     r
 }
 
-/// Pins worker `id` for an unlocked transaction (see
-/// `home::run_unlocked`): false if there is no lender or it cannot lend
-/// that worker.
+/// Pins worker `id` for a script in place (see `in_place`): false if
+/// there is no lender or it cannot lend that worker.
 pub(super) fn pin(id: usize) -> bool {
-    match LENDER.get() {
-        // SAFETY: as in `with_worker`.
-        Some(l) => unsafe { &*l }.pin(id),
-        None => false,
+    pin_worker(id).is_some()
+}
+
+/// Pins worker `id` for an unlocked transaction (see
+/// `home::run_unlocked`) and gives it, for calls inside [`visit`]; `None`
+/// if there is no lender or it cannot lend that worker.
+pub(super) fn pin_worker(id: usize) -> Option<Pinned> {
+    // SAFETY: as in `with_worker`.
+    let l = unsafe { &*LENDER.get()? };
+    l.pin(id).map(Pinned)
+}
+
+/// Runs `f`, which calls pinned workers ([`Pinned::worker`]), with no
+/// worker lent meanwhile (no re-entry, as in [`with_worker`]); `home`
+/// is the calling worker (its shard's allocation accounting is restored
+/// after the call). One lender take and put for every call `f` makes.
+pub(super) fn visit<R>(home: usize, f: impl FnOnce() -> R) -> R {
+    struct Put(Option<*const (dyn Lender + 'static)>, usize);
+    impl Drop for Put {
+        fn drop(&mut self) {
+            LENDER.set(self.0);
+            engine::alloc::enter_shard(self.1);
+        }
     }
+    let _put = Put(LENDER.take(), home);
+    f()
 }
 
 /// Lets go of every pinned worker.

@@ -525,6 +525,33 @@ fn an_unlocked_mset_over_many_shards_counts_every_change() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// An unlocked transaction visits each co-hosted shard once: one pin (a
+/// hub's seat lock) per shard for its idle check and all its jobs, no lend
+/// per call (it took a pin and two lends per shard: the idle check's and
+/// the job's).
+#[test]
+fn an_unlocked_mset_pins_each_shard_once_and_lends_none() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "p")).collect();
+    let c = t.connect(3);
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    let (lends, pins) = (t.lends, t.pins);
+    assert_eq!(t.call(c, &mset), "+OK\r\n");
+    assert_eq!(t.pins - pins, n - 1);
+    assert_eq!(t.lends - lends, 0);
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(|k| k.as_str()));
+    assert_eq!(
+        t.call(c, &mget),
+        format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n))
+    );
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// A client tracking keys on many shards is sent an invalidation for each
 /// of them when an unlocked transaction (MSET over co-hosted shards)
 /// writes them, and none for its own writes under NOLOOP: each lent
