@@ -506,7 +506,8 @@ fn send_plan_lent(
         let idx = idx as u32;
         if shard == core.id && unlocked {
             // A keyed command's jobs never look at clients.
-            let out = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
+            // The home worker's own messages go at the end of its turn.
+            let (out, _) = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
             ac.results[idx as usize] = Some(out);
             ac.remaining -= 1;
             continue;
@@ -526,7 +527,7 @@ fn send_plan_lent(
             // INVARIANT: taken once, by this call.
             let work = work.take().expect("the job");
             if unlocked {
-                Some((w.run_unlocked_job(conn, work, now_ms), 0))
+                Some((w.run_unlocked_job(shard, conn, work, now_ms), 0))
             } else {
                 w.run_lent_job(conn, idx, work, now_ms)
             }
@@ -579,13 +580,14 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
             let out = if shard == home {
                 engine::alloc::enter_shard(home);
                 // A keyed command's jobs never look at clients.
-                cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job)
+                // Its own messages go at the end of its turn.
+                cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job).0
             } else {
                 // INVARIANT: checked above.
                 let (_, p) = pinned.iter().find(|(s, _)| *s == shard).expect("pinned");
                 // SAFETY: inside `visit`, pinned until `unpin_unlocked`,
                 // and no other reference to it lives.
-                unsafe { p.worker() }.run_unlocked_job(conn, work, now_ms)
+                unsafe { p.worker() }.run_unlocked_job(shard, conn, work, now_ms)
             };
             ac.results[idx] = Some(out);
             ac.remaining -= 1;
