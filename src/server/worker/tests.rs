@@ -833,3 +833,25 @@ fn drain_whole(t: &mut Cluster, clients: &[usize], expect: &mut [usize], n: usiz
         }
     }
 }
+
+/// What a visit to a co-hosted worker reads (`cohost`: the idle check,
+/// the job's prologue and epilogue) stays at the front of its `Core`,
+/// next to its shard's own front (see `Core`): a field added above them,
+/// or the `repr(C)` dropped, fails here.
+#[test]
+fn a_visit_reads_the_front_of_a_worker() {
+    use std::mem::offset_of;
+    let hot = [
+        offset_of!(super::Core, id),
+        offset_of!(super::Core, server),
+        offset_of!(super::Core, cfg_gen),
+        offset_of!(super::Core, aof),
+        offset_of!(super::Core, track_on),
+        offset_of!(super::Core, lock_blocked),
+        offset_of!(super::Core, deferred),
+        offset_of!(super::Core, locks),
+        offset_of!(super::Core, waiters),
+        offset_of!(super::Core, shard),
+    ];
+    assert!(hot.iter().all(|&o| o < 5 * 64), "{hot:?}");
+}
