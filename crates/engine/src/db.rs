@@ -55,9 +55,9 @@ pub type WatchFlag = Arc<AtomicBool>;
 /// or waits on them.
 ///
 /// Laid out in declaration order (`repr(C)`): what every write reads (the
-/// snapshot and tracking switches, the change counter, the watched keys,
-/// the table's header) first, on as few cache lines as can be (see
-/// `Shard`).
+/// snapshot and tracking switches, the change counter, the blocked-on and
+/// the watched keys, the table's header) first, on as few cache lines as
+/// can be (see `Shard`).
 #[repr(C)]
 pub struct Db {
     /// A snapshot of this database is being written: every mutation first
@@ -85,6 +85,10 @@ pub struct Db {
     /// counter is its shard's, shared by all its databases (see
     /// [`Dirty`]).
     pub dirty: Dirty,
+    /// Keys clients are blocked on (BLPOP & co.) in this database, with
+    /// their number of waiters; kept by the runtime through
+    /// [`Db::add_blocking`] / [`Db::remove_blocking`].
+    blocking: HashMap<SmallBytes, u32>,
     /// WATCHed keys of this database and the flags of their watchers.
     /// Every change to a key goes through `insert`, `remove`, `set_expire`
     /// or [`Db::signal`], which set the flags (Redis's
@@ -96,10 +100,6 @@ pub struct Db {
     pub(crate) table: RawDict<KeyNode>,
     /// The deadline (Unix ms) of every key with a TTL.
     pub(crate) volatile: Dict<TinyBytes, u64>,
-    /// Keys clients are blocked on (BLPOP & co.) in this database, with
-    /// their number of waiters; kept by the runtime through
-    /// [`Db::add_blocking`] / [`Db::remove_blocking`].
-    blocking: HashMap<SmallBytes, u32>,
     /// Blocked-on keys that were (re)created since the runtime last looked
     /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
     ready: Vec<SmallBytes>,
@@ -747,6 +747,24 @@ fn free_node(n: KeyNode, lazy: bool) {
 mod tests {
     use super::*;
     use crate::lfu::LFU_INIT_VAL;
+
+    /// What every write reads of its database stays at the front (see
+    /// `Db`): the switches, the counter and the blocked-on keys on the
+    /// first cache line, the watched keys and the table right after. A
+    /// field added above them, or the `repr(C)` dropped, fails here.
+    #[test]
+    fn hot_fields_lead_the_db() {
+        use std::mem::{offset_of, size_of};
+        for end in [
+            offset_of!(Db, saving) + 1,
+            offset_of!(Db, track) + 1,
+            offset_of!(Db, dirty) + size_of::<Dirty>(),
+            offset_of!(Db, blocking) + size_of::<HashMap<SmallBytes, u32>>(),
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+        assert!(offset_of!(Db, table) <= 2 * 64);
+    }
     use crate::value::{Str, Value};
 
     fn e() -> OwnedEntry {

@@ -738,11 +738,11 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
-    /// What every command and job reads of its shard and database stays
-    /// at the front, on one or two cache lines (see `Shard`, `Db`): a
-    /// field added above them, or the `repr(C)` dropped, fails here.
+    /// What every command and job reads of its shard stays at the front,
+    /// on two cache lines (see `Shard`): a field added above them, or the
+    /// `repr(C)` dropped, fails here.
     #[test]
-    fn hot_fields_lead_the_shard_and_the_db() {
+    fn hot_fields_lead_the_shard() {
         use std::mem::offset_of;
         for end in [
             offset_of!(Shard, dbs) + 24,
@@ -757,14 +757,6 @@ mod tests {
         let outbox = offset_of!(Shard, outbox);
         assert!(outbox <= 64);
         assert!(outbox + offset_of!(outbox::Outbox, records_on) < 128);
-        for end in [
-            offset_of!(Db, saving) + 1,
-            offset_of!(Db, track) + 1,
-            offset_of!(Db, dirty) + 8,
-        ] {
-            assert!(end <= 64, "{end}");
-        }
-        assert!(offset_of!(Db, table) <= 64);
     }
 
     fn s(v: &str) -> Value {
