@@ -50,11 +50,14 @@
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,
-//! the command needs no lock at all: its shards are pinned ([`pin`]: a
-//! hub holds their seats until it ends), so nothing else runs on them,
+//! the command needs no lock at all: its shards are pinned ([`pin_worker`]:
+//! a hub holds their seats until it ends), so nothing else runs on them,
 //! and every job of every step runs by a call, the home shard's too (on
 //! its `Core`, [`NoClients`]: a keyed command's jobs never look at
-//! clients). That is how Redis runs a command, on one thread; with every
+//! clients). The pin gives the worker's address ([`Pinned`]): the idle
+//! check and every job then run on it directly, inside one [`visit`] per
+//! step (the lender taken out once, so no worker is lent meanwhile), with
+//! no lend, lookup or closure per call. That is how Redis runs a command, on one thread; with every
 //! shard on one hub it skips the lock round, the releases and the lock
 //! tables altogether. Excluded: EXEC (its queued commands may look at
 //! clients, and WATCH), scripts, blocking commands, and shards with an AOF
@@ -77,16 +80,18 @@
 //!
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
-//! with the shard count itself: per shard, a pin and an idle check (two
-//! lends), the job's own allocation (its closure), and the epilogue of
-//! [`run_job_now`] (the dirty count published, which sums the shard's 16
-//! databases; tracking and events, a branch each while off; the ready
-//! check, one load while no client of the shard waits). Measured with
-//! callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard on
-//! one hub): about 950 instructions per shard touched beyond the stores
-//! themselves, 43.8k per MSET at 32 shards against 39.2k at 2 (1.12x;
-//! it was 54.7k against 42.2k before the lock set and the epilogue were
-//! made lazy).
+//! with the shard count itself: per shard, a pin (a seat's lock) and the
+//! idle check, the job's own allocation (its closure), and the epilogue
+//! of [`run_job_now`] (the dirty count published; tracking and events, a
+//! branch each while off; the ready check, one load while no client of
+//! the shard waits; the mailbox flushed only if the job sent something).
+//! With 32 shards on one hub each visit finds its worker cold: what a
+//! visit reads leads `Core`, `engine::Shard` and `engine::Db` (see their
+//! docs), so it costs about 8 cache lines of bookkeeping, not 14. Measured
+//! with callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard
+//! on one hub, pipeline 1): 41.0k instructions and 319 D1 read misses per
+//! MSET at 32 shards against 34.7k and 84 at 2 (1.18x; before the visit
+//! and the layout: 42.8k and 390 against 34.7k and 87, 1.23x).
 
 use std::cell::Cell;
 use std::ptr::NonNull;
