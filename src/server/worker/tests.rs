@@ -855,3 +855,29 @@ fn a_visit_reads_the_front_of_a_worker() {
     ];
     assert!(hot.iter().all(|&o| o < 5 * 64), "{hot:?}");
 }
+
+/// What a hub's round reads of each loop it holds (`Worker::due_in`)
+/// lies together (see `Worker`): the lists that make a loop due end
+/// `Core` on three cache lines, just before the mailbox (whose inbound
+/// check leads it), and the timers and `Conns::resume` follow `Core` on
+/// about one more.
+#[test]
+fn a_round_reads_the_end_of_a_worker() {
+    use std::mem::{offset_of, size_of};
+    let held = offset_of!(super::Core, held);
+    let mailbox = offset_of!(super::Core, mailbox);
+    assert!(offset_of!(super::Core, repl_waits) + 24 <= mailbox);
+    assert!(mailbox - held <= 3 * 64, "{held} {mailbox}");
+    assert_eq!(offset_of!(super::Worker, core), 0);
+    let after = size_of::<super::Core>();
+    let ends = [
+        offset_of!(super::Worker, next_cron) + 16,
+        offset_of!(super::Worker, spilled) + 1,
+        offset_of!(super::Worker, save_wait) + 16,
+        offset_of!(super::Worker, conns) + offset_of!(super::Conns, resume) + 24,
+    ];
+    assert!(
+        ends.iter().all(|&e| e > after && e - after <= 96),
+        "{after} {ends:?}"
+    );
+}
