@@ -89,9 +89,10 @@
 //! visit reads leads `Core`, `engine::Shard` and `engine::Db` (see their
 //! docs), so it costs about 8 cache lines of bookkeeping, not 14. Measured
 //! with callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard
-//! on one hub, pipeline 1): 41.0k instructions and 319 D1 read misses per
-//! MSET at 32 shards against 34.7k and 84 at 2 (1.18x; before the visit
-//! and the layout: 42.8k and 390 against 34.7k and 87, 1.23x).
+//! on one hub, pipeline 1): 40.7k instructions and 275 D1 read misses per
+//! MSET at 32 shards against 34.6k and 82 at 2 (1.18x; before the visit
+//! and the layouts: 42.8k and 390 against 34.7k and 87, 1.23x; see
+//! bench/README, "One visit per co-hosted shard").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
