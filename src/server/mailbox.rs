@@ -378,8 +378,9 @@ pub struct Doorbell {
     /// The thread, once it runs (set by [`Mailbox::nap`]'s first call).
     pub thread: std::sync::OnceLock<std::thread::Thread>,
     /// Bit `i`: thread `i` pushed messages for this thread since it last
-    /// took its ready set.
-    ready: Box<[ReadyWord]>,
+    /// took its ready set. Shared with this thread's [`Mailbox`], which
+    /// reads it without going through the doorbells.
+    ready: Arc<[ReadyWord]>,
     /// Consumer ends of rings producers made for this thread, not yet
     /// taken by it, in the order they were made.
     fresh: Mutex<Vec<(u16, rtrb::Consumer<Slot>)>>,
@@ -415,11 +416,6 @@ impl Doorbell {
         self.ready[from / 64]
             .0
             .fetch_or(1u64 << (from % 64), Ordering::AcqRel);
-    }
-
-    /// Whether any thread has marked itself ready here.
-    fn any_ready(&self) -> bool {
-        self.ready.iter().any(|w| w.0.load(Ordering::Relaxed) != 0)
     }
 
     fn lock_fresh(&self) -> std::sync::MutexGuard<'_, Vec<(u16, rtrb::Consumer<Slot>)>> {
@@ -504,9 +500,21 @@ struct Outbound {
 /// every message.
 const SMALL_RING_IDLE_TRIMS: u8 = 50;
 
-/// One thread's ends of its rings.
+/// One thread's ends of its rings. Laid out in declaration order
+/// (`repr(C)`): what [`Mailbox::has_inbound`] reads leads it.
+#[repr(C)]
 pub struct Mailbox {
     pub me: usize,
+    /// The source being drained.
+    cur: Option<usize>,
+    /// Bits set in `taken`.
+    taken_count: u32,
+    /// This thread's ready set (its doorbell's). `has_inbound`, which a
+    /// hub asks of every loop it holds each round, then reads this struct
+    /// and the ready words: two cache lines per loop, where the bitmap
+    /// behind `taken` and the doorbell on the way to its ready words made
+    /// four.
+    own_ready: Arc<[ReadyWord]>,
     /// Per destination thread.
     out: Vec<Outbound>,
     /// Per source thread: its rings to this one, oldest first (more than
@@ -518,8 +526,6 @@ pub struct Mailbox {
     spilled: Vec<u16>,
     /// Sources taken from the ready set and not yet drained.
     taken: Vec<u64>,
-    /// The source being drained.
-    cur: Option<usize>,
     /// Rings this thread let go (outgrown or idle), kept until their
     /// consumer lets go too: a ring is freed by the thread that made it.
     retired: Vec<rtrb::Producer<Slot>>,
@@ -540,6 +546,8 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
             touched: Vec::new(),
             spilled: Vec::new(),
             taken: vec![0; n.div_ceil(64).max(1)],
+            taken_count: 0,
+            own_ready: bells[me].ready.clone(),
             cur: None,
             retired: Vec::new(),
             bells: bells.clone(),
@@ -668,10 +676,11 @@ impl Mailbox {
     /// Takes this thread's ready set: the sources [`Mailbox::recv`] visits
     /// next. Messages sent after it wait for the next call.
     pub fn collect(&mut self) {
-        let bell = &self.bells[self.me];
-        for (t, w) in self.taken.iter_mut().zip(bell.ready.iter()) {
+        for (t, w) in self.taken.iter_mut().zip(self.own_ready.iter()) {
             if w.0.load(Ordering::Relaxed) != 0 {
-                *t |= w.0.swap(0, Ordering::AcqRel);
+                let new = w.0.swap(0, Ordering::AcqRel);
+                self.taken_count += (new & !*t).count_ones();
+                *t |= new;
             }
         }
     }
@@ -686,6 +695,7 @@ impl Mailbox {
                     let (w, bits) = self.taken.iter_mut().enumerate().find(|(_, b)| **b != 0)?;
                     let bit = bits.trailing_zeros() as usize;
                     *bits &= *bits - 1;
+                    self.taken_count -= 1;
                     let s = w * 64 + bit;
                     self.cur = Some(s);
                     s
@@ -803,7 +813,16 @@ impl Mailbox {
     /// Whether messages may wait: sources taken and not yet drained, or
     /// sources marked ready since.
     pub fn has_inbound(&self) -> bool {
-        self.cur.is_some() || self.taken.iter().any(|&b| b != 0) || self.bells[self.me].any_ready()
+        debug_assert_eq!(
+            self.taken_count,
+            self.taken.iter().map(|b| b.count_ones()).sum::<u32>()
+        );
+        self.cur.is_some()
+            || self.taken_count != 0
+            || self
+                .own_ready
+                .iter()
+                .any(|w| w.0.load(Ordering::Relaxed) != 0)
     }
 
     pub fn unpark(&self) {

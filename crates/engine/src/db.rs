@@ -51,36 +51,33 @@ pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Meta) ->
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
 
+/// One database of a shard: its keys, their deadlines, and what watches
+/// or waits on them.
+///
+/// Laid out in declaration order (`repr(C)`): what every write reads (the
+/// snapshot and tracking switches, the change counter, the blocked-on and
+/// the watched keys, the table's header) first, on as few cache lines as
+/// can be (see `Shard`).
+#[repr(C)]
 pub struct Db {
-    /// The keys: one node per key (see [`crate::node`]).
-    pub(crate) table: RawDict<KeyNode>,
-    /// The deadline (Unix ms) of every key with a TTL.
-    pub(crate) volatile: Dict<TinyBytes, u64>,
-    /// WATCHed keys of this database and the flags of their watchers.
-    /// Every change to a key goes through `insert`, `remove`, `set_expire`
-    /// or [`Db::signal`], which set the flags (Redis's
-    /// `signalModifiedKey`); a signalled key's watchers are forgotten, as
-    /// their transaction is doomed. Weak: a watcher that went away (UNWATCH,
-    /// EXEC, disconnect) costs nothing until [`Db::prune_watches`].
-    watched: HashMap<SmallBytes, Vec<Weak<AtomicBool>>>,
-    /// Keys clients are blocked on (BLPOP & co.) in this database, with
-    /// their number of waiters; kept by the runtime through
-    /// [`Db::add_blocking`] / [`Db::remove_blocking`].
-    blocking: HashMap<SmallBytes, u32>,
-    /// Blocked-on keys that were (re)created since the runtime last looked
-    /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
-    ready: Vec<SmallBytes>,
-    /// `notify-keyspace-events` has `n`: keys created are listed in
-    /// `created` for the shard's `new` events (Redis's `dbAdd`).
-    pub track_new: bool,
-    pub(crate) created: Vec<SmallBytes>,
+    /// A snapshot of this database is being written: every mutation first
+    /// writes the entry it changes if the snapshot has not yet (see
+    /// [`crate::snapshot`]). One predictable branch when false.
+    pub(crate) saving: bool,
     /// Some client tracks keys (CLIENT TRACKING): every change is listed
     /// in `touched` for the shard's invalidations. Set by the owning loop.
     pub track: bool,
-    pub touched: Vec<SmallBytes>,
+    /// `notify-keyspace-events` has `n`: keys created are listed in
+    /// `created` for the shard's `new` events (Redis's `dbAdd`).
+    pub track_new: bool,
     /// `lazyfree-lazy-server-del`: a big value an insert replaces is freed
     /// in the background (set through `Shard::set_lazy`).
     pub(crate) lazy_server_del: bool,
+    /// The snapshot epoch entries are stamped with (see `Entry::snap`).
+    pub(crate) epoch: u8,
+    /// Set when a snapshot ended before visiting every entry: stamps are
+    /// then mixed, and the next snapshot restamps before it begins.
+    pub(crate) stamps_mixed: bool,
     /// Changes made to this database (Redis's `server.dirty`): every
     /// mutation here and every [`Db::signal`] counts one (`dirty += n`).
     /// Save rules and INFO persistence read the sum over databases and
@@ -88,15 +85,26 @@ pub struct Db {
     /// counter is its shard's, shared by all its databases (see
     /// [`Dirty`]).
     pub dirty: Dirty,
-    /// A snapshot of this database is being written: every mutation first
-    /// writes the entry it changes if the snapshot has not yet (see
-    /// [`crate::snapshot`]). One predictable branch when false.
-    pub(crate) saving: bool,
-    /// The snapshot epoch entries are stamped with (see `Entry::snap`).
-    pub(crate) epoch: u8,
-    /// Set when a snapshot ended before visiting every entry: stamps are
-    /// then mixed, and the next snapshot restamps before it begins.
-    pub(crate) stamps_mixed: bool,
+    /// Keys clients are blocked on (BLPOP & co.) in this database, with
+    /// their number of waiters; kept by the runtime through
+    /// [`Db::add_blocking`] / [`Db::remove_blocking`].
+    blocking: HashMap<SmallBytes, u32>,
+    /// WATCHed keys of this database and the flags of their watchers.
+    /// Every change to a key goes through `insert`, `remove`, `set_expire`
+    /// or [`Db::signal`], which set the flags (Redis's
+    /// `signalModifiedKey`); a signalled key's watchers are forgotten, as
+    /// their transaction is doomed. Weak: a watcher that went away (UNWATCH,
+    /// EXEC, disconnect) costs nothing until [`Db::prune_watches`].
+    watched: HashMap<SmallBytes, Vec<Weak<AtomicBool>>>,
+    /// The keys: one node per key (see [`crate::node`]).
+    pub(crate) table: RawDict<KeyNode>,
+    /// The deadline (Unix ms) of every key with a TTL.
+    pub(crate) volatile: Dict<TinyBytes, u64>,
+    /// Blocked-on keys that were (re)created since the runtime last looked
+    /// (Redis's `signalKeyAsReady` from `dbAdd`), in order, each once.
+    ready: Vec<SmallBytes>,
+    pub(crate) created: Vec<SmallBytes>,
+    pub touched: Vec<SmallBytes>,
     /// The running (or finished, not yet collected) snapshot's state.
     pub(crate) snap: Option<Box<crate::snapshot::DbSnap>>,
 }
@@ -739,6 +747,24 @@ fn free_node(n: KeyNode, lazy: bool) {
 mod tests {
     use super::*;
     use crate::lfu::LFU_INIT_VAL;
+
+    /// What every write reads of its database stays at the front (see
+    /// `Db`): the switches, the counter and the blocked-on keys on the
+    /// first cache line, the watched keys and the table right after. A
+    /// field added above them, or the `repr(C)` dropped, fails here.
+    #[test]
+    fn hot_fields_lead_the_db() {
+        use std::mem::{offset_of, size_of};
+        for end in [
+            offset_of!(Db, saving) + 1,
+            offset_of!(Db, track) + 1,
+            offset_of!(Db, dirty) + size_of::<Dirty>(),
+            offset_of!(Db, blocking) + size_of::<HashMap<SmallBytes, u32>>(),
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+        assert!(offset_of!(Db, table) <= 2 * 64);
+    }
     use crate::value::{Str, Value};
 
     fn e() -> OwnedEntry {

@@ -43,33 +43,43 @@ pub struct ShardStats {
 }
 
 /// Everything one thread owns of the keyspace.
+///
+/// Laid out in declaration order (`repr(C)`), what every command and job
+/// reads (its databases, the clock, the LFU switch, the notification
+/// flags, tracking, the outbox's switch and events) at the front: a
+/// runtime that runs many shards on one thread (a hub's co-hosted
+/// shards) visits each cold, and each line read is a cache miss.
+#[repr(C)]
 pub struct Shard {
     pub id: usize,
     pub dbs: Vec<Db>,
-    pub stats: ShardStats,
     /// Milliseconds since the Unix epoch, set by the owning loop.
     pub now_ms: u64,
-    pub rng: SmallRng,
-    /// Where the active expiry cycle resumes (database index).
-    expire_cursor_db: usize,
     /// `Some` when `maxmemory-policy` is an LFU policy: touches then update
     /// the LFU counter (with these settings) instead of the access clock.
     /// Set by the owning loop from the configuration.
     pub lfu: Option<LfuParams>,
+    /// The keyspace event classes to publish (`ds::events`, already
+    /// `effective`: 0 when notifications are off); set by the owning loop.
+    pub notify_flags: u32,
+    /// Some client tracks: changes are collected as invalidations (see
+    /// [`Shard::set_tracking`]).
+    tracking: bool,
+    /// The effects of this shard's commands for their consumers (the
+    /// append-only file ...), see [`outbox`].
+    pub outbox: outbox::Outbox,
+    pub stats: ShardStats,
+    pub rng: SmallRng,
+    /// Where the active expiry cycle resumes (database index).
+    expire_cursor_db: usize,
     /// Collection encoding thresholds (`hash-max-listpack-entries` ...),
     /// set by the owning loop from the configuration.
     pub enc: EncLimits,
     /// `rdbcompression`: DUMP payloads LZF-compress long strings (set by
     /// the owning loop from the configuration).
     pub rdb_compression: bool,
-    /// The effects of this shard's commands for their consumers (the
-    /// append-only file ...), see [`outbox`].
-    pub outbox: outbox::Outbox,
     /// `maxmemory` settings and the eviction pool (see [`evict`]).
     pub evict: evict::Evictor,
-    /// The keyspace event classes to publish (`ds::events`, already
-    /// `effective`: 0 when notifications are off); set by the owning loop.
-    pub notify_flags: u32,
     /// How many subscriptions could receive keyspace events (kept by the
     /// pub/sub registry; set by the owning loop): with none, configured
     /// notifications build no events, so `notify-keyspace-events` costs
@@ -79,9 +89,6 @@ pub struct Shard {
     /// Client-side caching: the keys of this shard that clients read, and
     /// who (CLIENT TRACKING's default mode); kept by the owning loop.
     pub tracked: Tracked,
-    /// Some client tracks: changes are collected as invalidations (see
-    /// [`Shard::set_tracking`]).
-    tracking: bool,
     /// What happens to keys past their deadline (see [`Expiry`]); set by
     /// the owning loop (the role) and per command (who runs it).
     pub expiry: Expiry,
@@ -730,6 +737,27 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What every command and job reads of its shard stays at the front,
+    /// on two cache lines (see `Shard`): a field added above them, or the
+    /// `repr(C)` dropped, fails here.
+    #[test]
+    fn hot_fields_lead_the_shard() {
+        use std::mem::offset_of;
+        for end in [
+            offset_of!(Shard, dbs) + 24,
+            offset_of!(Shard, now_ms) + 8,
+            offset_of!(Shard, lfu) + std::mem::size_of::<Option<LfuParams>>(),
+            offset_of!(Shard, notify_flags) + 4,
+            offset_of!(Shard, tracking) + 1,
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+        // The outbox's switch and events lead the next line.
+        let outbox = offset_of!(Shard, outbox);
+        assert!(outbox <= 64);
+        assert!(outbox + offset_of!(outbox::Outbox, records_on) < 128);
+    }
 
     fn s(v: &str) -> Value {
         Value::Str(Str::from_bytes(v.as_bytes()))

@@ -102,11 +102,19 @@ pub struct Invalidation {
 }
 
 /// A shard's effects not yet taken by their consumers.
+///
+/// Laid out in declaration order (`repr(C)`): the switch and the event
+/// lists, which every command's epilogue looks at, first (see `Shard`).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Outbox {
     /// A consumer reads records (set by the owning loop from `appendonly`;
     /// see the module documentation). Off: nothing is recorded.
     pub records_on: bool,
+    /// Keyspace events not yet published, oldest first.
+    events: Vec<KeyEvent>,
+    /// Changed keys not yet turned into invalidations, oldest first.
+    invalidations: Vec<Invalidation>,
     /// The sequence number the next effect gets.
     next_seq: u64,
     bytes: Vec<u8>,
@@ -117,10 +125,6 @@ pub struct Outbox {
     /// Sequence numbers of the first and last record in `bytes`.
     first_seq: u64,
     last_seq: u64,
-    /// Keyspace events not yet published, oldest first.
-    events: Vec<KeyEvent>,
-    /// Changed keys not yet turned into invalidations, oldest first.
-    invalidations: Vec<Invalidation>,
     /// Records emitted by commands (not by expiry or eviction), counted
     /// whether recorded or not, for the debug check that a handler which
     /// changed data said so (`commands::exec`).

@@ -28,6 +28,7 @@
 //! own set, a message or a timer due.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -142,24 +143,28 @@ impl worker::Lender for HubLender<'_> {
         }
     }
 
-    fn pin(&self, id: usize) -> bool {
+    fn pin(&self, id: usize) -> Option<NonNull<Worker>> {
         if id == self.hub {
-            return !self.own.get().is_null();
+            return NonNull::new(self.own.get());
         }
-        if self.pinned.borrow().iter().any(|(p, _)| *p == id) {
-            return true;
+        let mut pinned = self.pinned.borrow_mut();
+        if let Some((_, seat)) = pinned.iter_mut().find(|(p, _)| *p == id) {
+            return seat.worker.as_deref_mut().map(NonNull::from);
         }
         if !self.adopted(id) {
-            return false;
+            return None;
         }
-        let Ok(seat) = self.hosts.seats[id].try_lock() else {
-            return false;
+        let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
+            return None;
         };
-        if seat.back || seat.worker.is_none() {
-            return false;
+        if seat.back {
+            return None;
         }
-        self.pinned.borrow_mut().push((id, seat));
-        true
+        // The worker is boxed: its address holds while the guard, kept
+        // in `pinned` until `unpin_all`, holds the seat.
+        let w = NonNull::from(seat.worker.as_deref_mut()?);
+        pinned.push((id, seat));
+        Some(w)
     }
 
     fn unpin_all(&self) {

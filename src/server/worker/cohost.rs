@@ -56,11 +56,14 @@
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,
-//! the command needs no lock at all: its shards are pinned ([`pin`]: a
-//! hub holds their seats until it ends), so nothing else runs on them,
+//! the command needs no lock at all: its shards are pinned ([`pin_worker`]:
+//! a hub holds their seats until it ends), so nothing else runs on them,
 //! and every job of every step runs by a call, the home shard's too (on
 //! its `Core`, [`NoClients`]: a keyed command's jobs never look at
-//! clients). That is how Redis runs a command, on one thread; with every
+//! clients). The pin gives the worker's address ([`Pinned`]): the idle
+//! check and every job then run on it directly, inside one [`visit`] per
+//! step (the lender taken out once, so no worker is lent meanwhile), with
+//! no lend, lookup or closure per call. That is how Redis runs a command, on one thread; with every
 //! shard on one hub it skips the lock round, the releases and the lock
 //! tables altogether. Excluded: EXEC (its queued commands may look at
 //! clients, and WATCH), scripts, blocking commands, and shards with an AOF
@@ -83,18 +86,22 @@
 //!
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
-//! with the shard count itself: per shard, a pin and an idle check (two
-//! lends), the job's own allocation (its closure), and the epilogue of
-//! [`run_job_now`] (the dirty count published, which sums the shard's 16
-//! databases; tracking and events, a branch each while off; the ready
-//! check, one load while no client of the shard waits). Measured with
-//! callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard on
-//! one hub): about 950 instructions per shard touched beyond the stores
-//! themselves, 43.8k per MSET at 32 shards against 39.2k at 2 (1.12x;
-//! it was 54.7k against 42.2k before the lock set and the epilogue were
-//! made lazy).
+//! with the shard count itself: per shard, a pin (a seat's lock) and the
+//! idle check, the job's own allocation (its closure), and the epilogue
+//! of [`run_job_now`] (the dirty count published; tracking and events, a
+//! branch each while off; the ready check, one load while no client of
+//! the shard waits; the mailbox flushed only if the job sent something).
+//! With 32 shards on one hub each visit finds its worker cold: what a
+//! visit reads leads `Core`, `engine::Shard` and `engine::Db` (see their
+//! docs), so it costs about 8 cache lines of bookkeeping, not 14. Measured
+//! with callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard
+//! on one hub, pipeline 1): 40.7k instructions and 275 D1 read misses per
+//! MSET at 32 shards against 34.6k and 82 at 2 (1.18x; before the visit
+//! and the layouts: 42.8k and 390 against 34.7k and 87, 1.23x; see
+//! bench/README, "One visit per co-hosted shard").
 
 use std::cell::Cell;
+use std::ptr::NonNull;
 
 use commands::coord::{JobOut, Work};
 
@@ -107,10 +114,37 @@ pub trait Lender {
     /// running now; false (with `f` not run) otherwise.
     fn lend(&self, id: usize, f: &mut dyn FnMut(&mut Worker)) -> bool;
     /// Keeps worker `id` lendable, and on this thread, until
-    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile);
-    /// false if it cannot be lent now.
-    fn pin(&self, id: usize) -> bool;
+    /// [`Lender::unpin_all`] (a hub holds its seat's lock meanwhile), and
+    /// gives its address, valid until then; `None` if it cannot be lent
+    /// now.
+    fn pin(&self, id: usize) -> Option<NonNull<Worker>>;
     fn unpin_all(&self);
+}
+
+/// A worker pinned for an unlocked transaction ([`pin_worker`]), reached
+/// without the lender: one seat lock per shard for the whole transaction,
+/// and no lookup per call. Only ever held on the pinning thread between
+/// the pin and [`unpin_all`] (`Core::unlocked` is emptied before that).
+pub(super) struct Pinned(NonNull<Worker>);
+
+// SAFETY: a `Pinned` never leaves the thread that pinned it while it is
+// held (see the type's docs); it is `Send` only so that the `Core` that
+// keeps the (empty) list between transactions stays `Send`.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// The pinned worker.
+    ///
+    /// # Safety
+    /// Only inside [`visit`] (no worker is lent meanwhile, so no other
+    /// reference to it exists), before [`unpin_all`], and not while
+    /// another `&mut` from this `Pinned` is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn worker(&self) -> &mut Worker {
+        // SAFETY: see the function's contract; the seat's lock (or the
+        // hub's round, for its own worker) keeps the worker in place.
+        unsafe { &mut *self.0.as_ptr() }
+    }
 }
 
 thread_local! {
@@ -188,8 +222,8 @@ pub(super) fn with_worker_open<R>(
             // `with_worker` this runs inside.
             id != self.lent && unsafe { &*self.inner }.lend(id, f)
         }
-        fn pin(&self, _id: usize) -> bool {
-            false
+        fn pin(&self, _id: usize) -> Option<std::ptr::NonNull<Worker>> {
+            None
         }
         fn unpin_all(&self) {}
     }
@@ -200,15 +234,35 @@ pub(super) fn with_worker_open<R>(
     })
 }
 
-/// Pins worker `id` for an unlocked transaction (see
-/// `home::run_unlocked`): false if there is no lender or it cannot lend
-/// that worker.
+/// Pins worker `id` for a script in place (see `in_place`): false if
+/// there is no lender or it cannot lend that worker.
 pub(super) fn pin(id: usize) -> bool {
-    match LENDER.get() {
-        // SAFETY: as in `with_worker`.
-        Some(l) => unsafe { &*l }.pin(id),
-        None => false,
+    pin_worker(id).is_some()
+}
+
+/// Pins worker `id` for an unlocked transaction (see
+/// `home::run_unlocked`) and gives it, for calls inside [`visit`]; `None`
+/// if there is no lender or it cannot lend that worker.
+pub(super) fn pin_worker(id: usize) -> Option<Pinned> {
+    // SAFETY: as in `with_worker`.
+    let l = unsafe { &*LENDER.get()? };
+    l.pin(id).map(Pinned)
+}
+
+/// Runs `f`, which calls pinned workers ([`Pinned::worker`]), with no
+/// worker lent meanwhile (no re-entry, as in [`with_worker`]); `home`
+/// is the calling worker (its shard's allocation accounting is restored
+/// after the call). One lender take and put for every call `f` makes.
+pub(super) fn visit<R>(home: usize, f: impl FnOnce() -> R) -> R {
+    struct Put(Option<*const (dyn Lender + 'static)>, usize);
+    impl Drop for Put {
+        fn drop(&mut self) {
+            LENDER.set(self.0);
+            engine::alloc::enter_shard(self.1);
+        }
     }
+    let _put = Put(LENDER.take(), home);
+    f()
 }
 
 /// Lets go of every pinned worker.
@@ -235,13 +289,15 @@ impl commands::coord::ClientRegistry for NoClients {
 /// `core`'s shard, now, with the epilogue `Worker::run_work` gives a job:
 /// tracking, the dirty count, keyspace events, blocked clients served.
 /// No lock, no waiter, no AOF record (unlocked transactions run where
-/// there is no AOF), no message.
+/// there is no AOF). Its output, and whether it may have sent messages
+/// (it served blocked clients, whose replies go home by the mailbox):
+/// nothing else it does sends one.
 pub(super) fn run_job_now(
     core: &mut Core,
     clients: &mut dyn commands::coord::ClientRegistry,
     conn: ConnRef,
     job: commands::coord::JobFn,
-) -> JobOut {
+) -> (JobOut, bool) {
     tracking::track_check(core);
     let out = job(&mut commands::coord::ShardEnv {
         shard: &mut core.shard,
@@ -256,24 +312,38 @@ pub(super) fn run_job_now(
     // at every database. Anything marked before the last waiter left is
     // only ever dropped (`serve_ready` with no waiters), here or at the
     // shard's next look.
-    if !core.waiters.is_empty() && core.shard.dbs.iter().any(|d| d.has_ready()) {
+    let served = !core.waiters.is_empty() && core.shard.dbs.iter().any(|d| d.has_ready());
+    if served {
         super::waiters::serve_ready(core);
     }
-    out
+    (out, served)
 }
 
 impl Worker {
     /// A job of an unlocked transaction whose home is another worker on
-    /// this thread: run now ([`run_job_now`]), after what this worker's
-    /// turn would have picked up first (see `run_lent_job`).
-    pub(super) fn run_unlocked_job(&mut self, conn: ConnRef, work: Work, now_ms: u64) -> JobOut {
-        engine::alloc::enter_shard(self.core.id);
+    /// this thread: run now ([`run_job_now`]) on this worker, shard
+    /// `shard` (the caller's to say: one cache line fewer to read per
+    /// shard visited), after what this worker's turn would have picked up
+    /// first (see `run_lent_job`).
+    pub(super) fn run_unlocked_job(
+        &mut self,
+        shard: usize,
+        conn: ConnRef,
+        work: Work,
+        now_ms: u64,
+    ) -> JobOut {
+        debug_assert_eq!(shard, self.core.id);
+        engine::alloc::enter_shard(shard);
         self.refresh_config();
         self.core.shard.now_ms = self.core.shard.now_ms.max(now_ms);
         debug_assert!(work.lock.is_none() && work.release.is_none());
-        let out = run_job_now(&mut self.core, &mut self.conns, conn, work.job);
-        // This worker may sit this round out: what it sent goes now.
-        self.spilled |= self.core.mailbox.flush();
+        let (out, sent) = run_job_now(&mut self.core, &mut self.conns, conn, work.job);
+        // This worker may sit this round out: what it sent goes now. Only
+        // if it sent anything: the mailbox is one more cache line per
+        // shard visited.
+        if sent {
+            self.spilled |= self.core.mailbox.flush();
+        }
         out
     }
 

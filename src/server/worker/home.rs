@@ -294,8 +294,15 @@ pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let unlocked = run_unlocked(core, c);
     while step_coord(core, c, slot, unlocked) {}
     if unlocked {
-        cohost::unpin_all();
+        unpin_unlocked(core);
     }
+}
+
+/// Lets go of the workers an unlocked transaction pinned: their
+/// addresses first, then their seats.
+fn unpin_unlocked(core: &mut Core) {
+    core.unlocked.clear();
+    cohost::unpin_all();
 }
 
 /// Whether the connection's coordinator, a transaction that has not
@@ -330,18 +337,24 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     let mut shards = std::mem::take(&mut core.unlocked_shards);
     shards.clear();
     let home = core.id;
+    // Each co-hosted shard is pinned and looked at once: its address is
+    // kept for the transaction's jobs (`run_plan_unlocked`).
     let ok = ac.coord.lock_shards(&mut shards)
         && shards.iter().all(|&s| {
             if s == home {
-                home_idle(core)
-            } else {
-                cohost::pin(s)
-                    && cohost::with_worker(s, home, |w| w.idle_for_unlocked()) == Some(true)
+                return home_idle(core);
             }
+            let Some(p) = cohost::pin_worker(s) else {
+                return false;
+            };
+            // SAFETY: inside `visit`, pinned, the only reference.
+            let idle = cohost::visit(home, || unsafe { p.worker() }.idle_for_unlocked());
+            core.unlocked.push((s, p));
+            idle
         });
     core.unlocked_shards = shards;
     if !ok {
-        cohost::unpin_all();
+        unpin_unlocked(core);
         return false;
     }
     ac.coord.run_unlocked();
@@ -482,15 +495,19 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
 fn send_plan_lent(
     core: &mut Core,
     conn: ConnRef,
-    plan: Plan,
+    mut plan: Plan,
     ac: &mut ActiveCoord,
     unlocked: bool,
 ) {
+    if unlocked {
+        plan = run_plan_unlocked(core, conn, plan, ac);
+    }
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
         let idx = idx as u32;
         if shard == core.id && unlocked {
             // A keyed command's jobs never look at clients.
-            let out = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
+            // The home worker's own messages go at the end of its turn.
+            let (out, _) = cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job);
             ac.results[idx as usize] = Some(out);
             ac.remaining -= 1;
             continue;
@@ -510,7 +527,7 @@ fn send_plan_lent(
             // INVARIANT: taken once, by this call.
             let work = work.take().expect("the job");
             if unlocked {
-                Some((w.run_unlocked_job(conn, work, now_ms), 0))
+                Some((w.run_unlocked_job(shard, conn, work, now_ms), 0))
             } else {
                 w.run_lent_job(conn, idx, work, now_ms)
             }
@@ -536,6 +553,48 @@ fn send_plan_lent(
         }
     }
     send_remote(core, conn);
+}
+
+/// The jobs of an unlocked transaction's step, run now, in one visit to
+/// the workers it pinned (`run_unlocked`): each by a direct call on its
+/// shard, the home shard's too, outputs straight into `ac`. Returns what
+/// it did not run: nothing, or, if a job is for a shard not pinned (none
+/// is, for a keyed command), the whole plan, for the lent path.
+fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoord) -> Plan {
+    let home = core.id;
+    let pinned = std::mem::take(&mut core.unlocked);
+    let all_pinned = plan
+        .jobs
+        .iter()
+        .all(|(s, _)| *s == home || pinned.iter().any(|(p, _)| p == s));
+    if !all_pinned {
+        core.unlocked = pinned;
+        // INVARIANT (`run_unlocked`): a keyed command's jobs run on the
+        // shards it locks, all pinned.
+        debug_assert!(false, "an unlocked job for a shard not pinned");
+        return plan;
+    }
+    let now_ms = core.shard.now_ms;
+    cohost::visit(home, || {
+        for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+            let out = if shard == home {
+                engine::alloc::enter_shard(home);
+                // A keyed command's jobs never look at clients.
+                // Its own messages go at the end of its turn.
+                cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job).0
+            } else {
+                // INVARIANT: checked above.
+                let (_, p) = pinned.iter().find(|(s, _)| *s == shard).expect("pinned");
+                // SAFETY: inside `visit`, pinned until `unpin_unlocked`,
+                // and no other reference to it lives.
+                unsafe { p.worker() }.run_unlocked_job(shard, conn, work, now_ms)
+            };
+            ac.results[idx] = Some(out);
+            ac.remaining -= 1;
+        }
+    });
+    core.unlocked = pinned;
+    Plan::default()
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,

@@ -105,6 +105,7 @@ impl Worker {
                 lent_job: None,
                 lent_out: None,
                 unlocked_shards: Vec::new(),
+                unlocked: Vec::new(),
                 remote_works: Vec::new(),
                 gathers: VecDeque::new(),
                 scripts_in_place: 0,

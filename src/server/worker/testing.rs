@@ -39,6 +39,10 @@ pub(crate) struct Cluster {
     /// Coordinators' jobs for other workers run at once, as on a hub
     /// (`cohost`); on by default.
     pub(super) lend: bool,
+    /// Calls of the lender so far: lends of one worker for one call, and
+    /// pins (a hub's seat lock held for a transaction).
+    pub(super) lends: usize,
+    pub(super) pins: usize,
     events: Events,
     /// The test's ends of its connections, and bytes read but not yet
     /// returned as a reply.
@@ -81,6 +85,8 @@ impl Cluster {
         Cluster {
             workers,
             lend: true,
+            lends: 0,
+            pins: 0,
             events: Events::with_capacity(1024),
             clients: Vec::new(),
         }
@@ -114,6 +120,8 @@ impl Cluster {
             n,
             running: Cell::new(usize::MAX),
             on: self.lend,
+            lends: Cell::new(0),
+            pins: Cell::new(0),
         };
         let events = &mut self.events;
         lending(&lender, || {
@@ -126,6 +134,8 @@ impl Cluster {
                 w.step_shared(events, true, &[], false);
             }
         });
+        self.lends += lender.lends.get();
+        self.pins += lender.pins.get();
     }
 
     /// One turn of worker `i` alone (a round in which the others have
@@ -189,6 +199,8 @@ struct Lent {
     n: usize,
     running: Cell<usize>,
     on: bool,
+    lends: Cell<usize>,
+    pins: Cell<usize>,
 }
 
 impl Lender for Lent {
@@ -196,14 +208,20 @@ impl Lender for Lent {
         if !self.on || id >= self.n || id == self.running.get() {
             return false;
         }
+        self.lends.set(self.lends.get() + 1);
         // SAFETY: in bounds, not the worker running, and
         // `cohost::with_worker` lends one worker at a time.
         f(unsafe { &mut *self.base.add(id) });
         true
     }
 
-    fn pin(&self, id: usize) -> bool {
-        self.on && id < self.n && id != self.running.get()
+    fn pin(&self, id: usize) -> Option<std::ptr::NonNull<Worker>> {
+        if !self.on || id >= self.n || id == self.running.get() {
+            return None;
+        }
+        self.pins.set(self.pins.get() + 1);
+        // SAFETY: in bounds (see `lend`).
+        std::ptr::NonNull::new(unsafe { self.base.add(id) })
     }
 
     fn unpin_all(&self) {}

@@ -525,6 +525,33 @@ fn an_unlocked_mset_over_many_shards_counts_every_change() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// An unlocked transaction visits each co-hosted shard once: one pin (a
+/// hub's seat lock) per shard for its idle check and all its jobs, no lend
+/// per call (it took a pin and two lends per shard: the idle check's and
+/// the job's).
+#[test]
+fn an_unlocked_mset_pins_each_shard_once_and_lends_none() {
+    let n = 8;
+    let mut t = Cluster::new(n);
+    let keys: Vec<String> = (0..n).map(|s| key_on(s, n, "p")).collect();
+    let c = t.connect(3);
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), "v"]);
+    }
+    let (lends, pins) = (t.lends, t.pins);
+    assert_eq!(t.call(c, &mset), "+OK\r\n");
+    assert_eq!(t.pins - pins, n - 1);
+    assert_eq!(t.lends - lends, 0);
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(|k| k.as_str()));
+    assert_eq!(
+        t.call(c, &mget),
+        format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n))
+    );
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// A client tracking keys on many shards is sent an invalidation for each
 /// of them when an unlocked transaction (MSET over co-hosted shards)
 /// writes them, and none for its own writes under NOLOOP: each lent
@@ -840,4 +867,52 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     t.send(c, &["EVAL", incr, "1", &key_on(1, n, "z")]);
     assert_eq!(t.reply(c), ("$1\r\n1\r\n".into(), 2));
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
+/// What a visit to a co-hosted worker reads (`cohost`: the idle check,
+/// the job's prologue and epilogue) stays at the front of its `Core`,
+/// next to its shard's own front (see `Core`): a field added above them,
+/// or the `repr(C)` dropped, fails here.
+#[test]
+fn a_visit_reads_the_front_of_a_worker() {
+    use std::mem::offset_of;
+    let hot = [
+        offset_of!(super::Core, id),
+        offset_of!(super::Core, server),
+        offset_of!(super::Core, cfg_gen),
+        offset_of!(super::Core, aof),
+        offset_of!(super::Core, track_on),
+        offset_of!(super::Core, lock_blocked),
+        offset_of!(super::Core, deferred),
+        offset_of!(super::Core, locks),
+        offset_of!(super::Core, waiters),
+        offset_of!(super::Core, shard),
+    ];
+    assert!(hot.iter().all(|&o| o < 5 * 64), "{hot:?}");
+}
+
+/// What a hub's round reads of each loop it holds (`Worker::due_in`)
+/// lies together (see `Worker`): the lists that make a loop due end
+/// `Core` on three cache lines, just before the mailbox (whose inbound
+/// check leads it), and the timers and `Conns::resume` follow `Core` on
+/// about one more.
+#[test]
+fn a_round_reads_the_end_of_a_worker() {
+    use std::mem::{offset_of, size_of};
+    let held = offset_of!(super::Core, held);
+    let mailbox = offset_of!(super::Core, mailbox);
+    assert!(offset_of!(super::Core, repl_waits) + 24 <= mailbox);
+    assert!(mailbox - held <= 3 * 64, "{held} {mailbox}");
+    assert_eq!(offset_of!(super::Worker, core), 0);
+    let after = size_of::<super::Core>();
+    let ends = [
+        offset_of!(super::Worker, next_cron) + 16,
+        offset_of!(super::Worker, spilled) + 1,
+        offset_of!(super::Worker, save_wait) + 16,
+        offset_of!(super::Worker, conns) + offset_of!(super::Conns, resume) + 24,
+    ];
+    assert!(
+        ends.iter().all(|&e| e > after && e - after <= 96),
+        "{after} {ends:?}"
+    );
 }
