@@ -168,7 +168,6 @@ pub(super) struct Door<'a> {
     pub(super) server: &'a ServerShared,
     pub(super) id: usize,
     pub(super) maxclients: usize,
-    pub(super) protected_mode: bool,
     pub(super) tcp_keepalive_s: u64,
 }
 
@@ -180,7 +179,6 @@ impl<'a> Door<'a> {
             server: &core.server,
             id: core.id,
             maxclients: core.cfg.maxclients,
-            protected_mode: core.cfg.protected_mode,
             tcp_keepalive_s: core.cfg.tcp_keepalive_s,
         }
     }
@@ -245,8 +243,11 @@ impl<'a> Door<'a> {
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        // Redis's protected mode: no password on the default user.
-        if self.protected_mode && !local && server.acl.default_user().rules().nopass() {
+        // Redis's protected mode: no password on the default user. Read
+        // live, for outside connections only (rare): the loop's cached
+        // settings are refreshed once per iteration, and an accept may
+        // come in the iteration a CONFIG SET on another thread began in.
+        if !local && server.acl.default_user().rules().nopass() && server.config().protected_mode {
             server.rejected_connections.fetch_add(1, Ordering::Relaxed);
             if let Stream::Tls(t) = &mut stream {
                 // Redis refuses once the handshake is done, over TLS.

@@ -151,7 +151,6 @@ pub(crate) struct DeskLimits {
     pub max_bulk_len: u64,
     pub qbuf_limit: usize,
     pub maxclients: usize,
-    pub protected_mode: bool,
     pub tcp_keepalive_s: u64,
 }
 
@@ -202,7 +201,6 @@ impl Worker {
                 max_bulk_len: core.cfg.max_bulk_len,
                 qbuf_limit: core.cfg.qbuf_limit,
                 maxclients: core.cfg.maxclients,
-                protected_mode: core.cfg.protected_mode,
                 tcp_keepalive_s: core.cfg.tcp_keepalive_s,
             },
             tcp,
@@ -324,7 +322,6 @@ impl commands::script::busy::BusyServe for Desk<'_> {
                             server: self.server,
                             id: self.id,
                             maxclients: self.limits.maxclients,
-                            protected_mode: self.limits.protected_mode,
                             tcp_keepalive_s: self.limits.tcp_keepalive_s,
                         };
                         door.accept_tcp(l, false);
