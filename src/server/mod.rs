@@ -264,7 +264,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
     }
 
-    let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    let server = ServerShared::new(cfg.clone(), n).share();
     commands::acl::load_at_startup(&server)?;
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),

@@ -77,9 +77,13 @@
 //! and its `redis.call`s of commands without `stale` fail, wherever it
 //! runs (its shard, in place, gathered copies).
 //!
+//! Server commands from a script: COMMAND (the table) and LASTSAVE run
+//! as a client's; INFO renders the server's figures and those of the
+//! shard the script holds (`server::info_from_script`: at more than one
+//! shard its keyspace and per-thread sums leave the other shards out).
+//!
 //! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
-//! (DBSIZE, KEYS, FLUSHALL ...) or need the server (INFO, COMMAND,
-//! LASTSAVE) from a script; serving the script's own
+//! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 

@@ -1092,6 +1092,16 @@ impl Run<'_, '_> {
                         .map(Some)
                 }
             },
+            "lastsave" => {
+                let last = self.ctx.ops.persist.get().map_or(0, |p| p.lastsave_s());
+                out.int(last as i64);
+            }
+            // COMMAND reads the table only.
+            full if full == "command" || full.starts_with("command|") => {
+                if let Some(Err(e)) = crate::docs::from_script(full, out, args) {
+                    out.error_bytes(&e.line());
+                }
+            }
             "time" => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1402,6 +1412,21 @@ impl Run<'_, '_> {
                     }
                     Err(e) => out.error_bytes(&e.line()),
                 }
+            }
+            // INFO: the server's figures and the script's shard's (see
+            // `server::info_from_script`).
+            Exec::Coord(_) if registry().full_name(r.id) == "info" => {
+                let started = std::time::Instant::now();
+                let shard = (!self.scratch).then_some(&*self.ctx.shard);
+                let ops = self.ctx.ops;
+                if crate::server::info_from_script(ops, shard, &self.stats, args, out).is_none() {
+                    return self.reject(
+                        lua,
+                        r,
+                        "This Redis command is not supported from scripts yet",
+                    );
+                }
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, false);
             }
             Exec::Coord(_) | Exec::Parent => {
                 return self.reject(
