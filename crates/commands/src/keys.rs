@@ -63,6 +63,7 @@ mod flush;
 mod object;
 mod rename;
 mod scan;
+pub(crate) mod script;
 
 use expire::{expire, expireat, expiretime, persist, pexpire, pexpireat, pexpiretime, pttl, ttl};
 pub(crate) use flush::invalidate_all;

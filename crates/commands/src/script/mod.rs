@@ -82,8 +82,17 @@
 //! shard the script holds (`server::info_from_script`: at more than one
 //! shard its keyspace and per-thread sums leave the other shards out).
 //!
-//! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
-//! (DBSIZE, KEYS, FLUSHALL ...) from a script; serving the script's own
+//! Keyspace-wide commands (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB,
+//! FLUSHALL) run from a script that holds every shard (`keys::script`):
+//! at one shard, or in place with the others co-hosted. A first run
+//! that does not hold them runs again (before its first write: the
+//! `found` path, with a key of every shard), in place if they are
+//! co-hosted and free; on copies, or after a write, the call is refused
+//! with `run::EVERY_SHARD`'s error.
+//!
+//! Not yet: SCRIPT DEBUG's debugger; keyspace-wide commands from a script
+//! whose shards are not co-hosted (whole-shard locks on every shard and
+//! the script's calls reaching each shard's thread); serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 

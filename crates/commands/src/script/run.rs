@@ -43,6 +43,31 @@ const STALE_CALL: &str = "Can not execute the command on a stale replica";
 const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set \
      to 'no' and 'allow-stale' flag is not set on the script.";
 
+/// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
+/// cannot hold every shard (see `keys::script`).
+const EVERY_SHARD: &str = "This command needs every shard, which a script holds only when \
+     they are co-hosted and free: not supported from this script yet";
+
+/// A key of each shard but `home` (names no client uses), for a script
+/// run again holding every shard.
+fn every_shard_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
+    let mut left = nshards - 1;
+    // Bounded: each shard gets a key within a few times `nshards` tries.
+    for i in 0..nshards.saturating_mul(1000) {
+        if left == 0 {
+            break;
+        }
+        let k = format!("\0tessera:every-shard:{i}").into_bytes();
+        let s = shard_of(&k, nshards);
+        if s != home && keys[s].is_none() {
+            keys[s] = Some(k);
+            left -= 1;
+        }
+    }
+    keys.into_iter().flatten().collect()
+}
+
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -964,6 +989,22 @@ impl Run<'_, '_> {
         self.ctx.in_place.as_deref_mut()?.hold(s).then_some(s)
     }
 
+    /// Whether the script holds every shard of the process (pinning the
+    /// co-hosted ones it did not hold yet): with one shard, or in place.
+    fn hold_every_shard(&mut self) -> bool {
+        let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
+        if self.scratch {
+            return false;
+        }
+        if n == 1 {
+            return true;
+        }
+        let Some(shards) = self.ctx.in_place.as_deref_mut() else {
+            return false;
+        };
+        (0..n).filter(|&s| s != home).all(|s| shards.hold(s))
+    }
+
     /// After a call on shard `target`, in place: its keyspace events join
     /// the home shard's, so that one shard publishes the script's events
     /// in order (see `in_place`).
@@ -1412,6 +1453,65 @@ impl Run<'_, '_> {
                     }
                     Err(e) => out.error_bytes(&e.line()),
                 }
+            }
+            // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
+            // shard, which the script must hold (see `keys::script`).
+            Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
+                if !self.hold_every_shard() {
+                    let again = self.widen_ok && !self.wrote && !self.pinned;
+                    if again && !self.scratch && self.db == self.orig_db {
+                        // Run again from the start with a key of every
+                        // shard: in place if they are co-hosted and free
+                        // (on copies, where it cannot hold them, refused).
+                        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
+                    return self.reject(lua, r, EVERY_SHARD);
+                }
+                // Neither taken back nor moved to copies from now on.
+                self.pinned = true;
+                let started = std::time::Instant::now();
+                let full = registry().full_name(r.id);
+                let (db, nshards) = (self.db, self.ctx.nshards);
+                let server = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade);
+                let ctx = &mut *self.ctx;
+                let mut each = |s: usize, f: &mut dyn FnMut(&mut engine::Shard)| {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh))
+                };
+                let res = crate::keys::script::call(
+                    full,
+                    args,
+                    db,
+                    nshards,
+                    &mut each,
+                    server.as_deref(),
+                    out,
+                );
+                // (`after_call` skips the home shard.)
+                for s in 0..nshards {
+                    self.after_call(s);
+                }
+                let failed = match res {
+                    Ok(()) => false,
+                    Err(e) => {
+                        let line = e.line();
+                        out.error_bytes(&line);
+                        let line = line.strip_prefix(b"-").unwrap_or(&line);
+                        self.stats.count_error(line);
+                        true
+                    }
+                };
+                if !failed && r.spec.has(flags::WRITE) {
+                    self.dirty = true;
+                    if self.repl & REPL_AOF != 0 {
+                        let argv: Vec<&[u8]> = args.iter().collect();
+                        self.ctx.shard.outbox.record(db, &argv);
+                    }
+                }
+                let ops = self.ctx.ops;
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
             }
             // INFO: the server's figures and the script's shard's (see
             // `server::info_from_script`).
