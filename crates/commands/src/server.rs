@@ -536,38 +536,37 @@ impl ShardInfo {
 
 /// INFO called from a script (`redis.call('info', ...)`), which runs
 /// inside a shard handler: the server-wide figures as a client's INFO,
-/// and of the per-shard and per-thread ones those of `shard` (the shard
-/// the script holds; `None` when it runs on gathered copies) and `stats`
-/// (what its thread counts). Other shards' figures cannot be read without
-/// holding them (their threads own them and run on meanwhile): at one
-/// shard the reply is a client's, at more the keyspace and per-thread
-/// sums cover the script's shard only. `None` when the server is gone
-/// (a test's bare shard).
+/// and of the per-shard and per-thread ones those of the shards `visit`
+/// reaches (every shard when the script holds them all, run in place;
+/// else its own, or none on gathered copies) and `stats` (what its thread
+/// counts). Other shards' figures cannot be read without holding them
+/// (their threads own them and run on meanwhile): then the keyspace and
+/// per-thread sums cover the shards visited only. `None` when the server
+/// is gone (a test's bare shard).
 pub(crate) fn info_from_script(
     ops: &crate::ops::Ops,
-    shard: Option<&engine::Shard>,
+    visit: &mut dyn FnMut(&mut dyn FnMut(&engine::Shard)),
     stats: &ThreadStats,
     args: Args<'_>,
     out: &mut Reply,
 ) -> Option<()> {
     let server = ops.server.get()?.upgrade()?;
     let snap = Snapshot::take(&server);
-    let part = ShardInfo {
-        thread: Some(stats.clone()),
-        ..shard.map_or_else(
-            || ShardInfo {
-                stats: ShardStats::default(),
-                dbs: Vec::new(),
-                table_overhead: 0,
-                tracked: (0, 0),
-                thread: None,
-                clients_mem: 0,
-                recent_buffers: (0, 0),
-            },
-            ShardInfo::of,
-        )
-    };
-    let text = render(&wanted(args), &snap, &[part]);
+    let mut parts: Vec<ShardInfo> = Vec::new();
+    visit(&mut |sh| parts.push(ShardInfo::of(sh)));
+    match parts.first_mut() {
+        Some(p) => p.thread = Some(stats.clone()),
+        None => parts.push(ShardInfo {
+            stats: ShardStats::default(),
+            dbs: Vec::new(),
+            table_overhead: 0,
+            tracked: (0, 0),
+            thread: Some(stats.clone()),
+            clients_mem: 0,
+            recent_buffers: (0, 0),
+        }),
+    }
+    let text = render(&wanted(args), &snap, &parts);
     out.verbatim("txt", text.as_bytes());
     Some(())
 }

@@ -79,8 +79,9 @@
 //!
 //! Server commands from a script: COMMAND (the table) and LASTSAVE run
 //! as a client's; INFO renders the server's figures and those of the
-//! shard the script holds (`server::info_from_script`: at more than one
-//! shard its keyspace and per-thread sums leave the other shards out).
+//! shards the script holds (`server::info_from_script`: every shard run
+//! in place; else at more than one shard its keyspace and per-thread sums
+//! leave the other shards out).
 //!
 //! Keyspace-wide commands (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB,
 //! FLUSHALL) run from a script that holds every shard (`keys::script`):

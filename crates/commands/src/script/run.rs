@@ -1517,9 +1517,23 @@ impl Run<'_, '_> {
             // `server::info_from_script`).
             Exec::Coord(_) if registry().full_name(r.id) == "info" => {
                 let started = std::time::Instant::now();
-                let shard = (!self.scratch).then_some(&*self.ctx.shard);
-                let ops = self.ctx.ops;
-                if crate::server::info_from_script(ops, shard, &self.stats, args, out).is_none() {
+                // In place, every shard (pinned: INFO is rare in scripts).
+                let every = self.ctx.in_place.is_some() && self.hold_every_shard();
+                let (n, scratch, ops) = (self.ctx.nshards, self.scratch, self.ctx.ops);
+                let ctx = &mut *self.ctx;
+                let mut visit = |f: &mut dyn FnMut(&engine::Shard)| {
+                    if scratch {
+                        return;
+                    }
+                    if !every {
+                        return f(ctx.shard);
+                    }
+                    for s in 0..n {
+                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
+                    }
+                };
+                let stats = &self.stats;
+                if crate::server::info_from_script(ops, &mut visit, stats, args, out).is_none() {
                     return self.reject(
                         lua,
                         r,
