@@ -534,6 +534,9 @@ impl ShardInfo {
     }
 }
 
+/// Calls its argument with each shard a script's INFO reports.
+pub(crate) type Visit<'a> = dyn FnMut(&mut dyn FnMut(&engine::Shard)) + 'a;
+
 /// INFO called from a script (`redis.call('info', ...)`), which runs
 /// inside a shard handler: the server-wide figures as a client's INFO,
 /// and of the per-shard and per-thread ones those of the shards `visit`
@@ -545,7 +548,7 @@ impl ShardInfo {
 /// is gone (a test's bare shard).
 pub(crate) fn info_from_script(
     ops: &crate::ops::Ops,
-    visit: &mut dyn FnMut(&mut dyn FnMut(&engine::Shard)),
+    visit: &mut Visit<'_>,
     stats: &ThreadStats,
     args: Args<'_>,
     out: &mut Reply,
