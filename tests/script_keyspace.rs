@@ -61,6 +61,17 @@ const LINES: &[&[&str]] = &[
     &["SELECT", "0"],
     &["EVAL", "redis.call('set', 'w', 1) return redis.call('flushall', 'sync')", "0"],
     &["DBSIZE"],
+    // SWAPDB, on every shard at once.
+    &["SET", "s0", "zero"],
+    &["EVAL", "redis.call('select', 3) redis.call('set', 's3', 'three') return redis.call('swapdb', 0, 3)", "0"],
+    &["EVAL", "return {redis.call('keys', '*'), redis.call('get', 's0')}", "0"],
+    &["EVAL", "return redis.pcall('swapdb', 0, 99)", "0"],
+    &["EVAL", "return redis.pcall('swapdb', 'x', 1)", "0"],
+    &["EVAL", "return redis.pcall('swapdb', 1, 'y')", "0"],
+    &["EVAL", "return redis.call('swapdb', 2, 2)", "0"],
+    &["EVAL_RO", "return redis.pcall('swapdb', 0, 3)", "0"],
+    &["EVAL", "redis.call('swapdb', 0, 3) redis.call('select', 3) return redis.call('keys', '*')", "0"],
+    &["FLUSHALL"],
     // From functions.
     &["FUNCTION", "LOAD", "#!lua name=kslib\nredis.register_function('ks', function(k, a) local n = 0 for _, x in ipairs(redis.call('keys', a[1])) do n = n + redis.call('del', x) end return {n, redis.call('dbsize')} end)\nredis.register_function{function_name='ksro', callback=function(k, a) return {redis.call('dbsize'), redis.call('randomkey') ~= false} end, flags={'no-writes'}}"],
     &["MSET", "f:1", "1", "f:2", "2", "g", "3"],

@@ -60,7 +60,7 @@ use crate::util::parse_i64;
 
 mod expire;
 mod flush;
-mod object;
+pub(crate) mod object;
 mod rename;
 mod scan;
 pub(crate) mod script;

@@ -1,5 +1,5 @@
 //! The keyspace-wide commands (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB,
-//! FLUSHALL) called from a script that holds every shard.
+//! FLUSHALL, SWAPDB) called from a script that holds every shard.
 //!
 //! A client's call of one of these is a coordinator that fans out a job
 //! to every shard (see `scan`, `flush`). A script runs inside one handler
@@ -32,7 +32,7 @@ pub(crate) type Each<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut Shard)) + 'a;
 pub(crate) fn handles(full: &str) -> bool {
     matches!(
         full,
-        "dbsize" | "keys" | "scan" | "randomkey" | "flushdb" | "flushall"
+        "dbsize" | "keys" | "scan" | "randomkey" | "flushdb" | "flushall" | "swapdb"
     )
 }
 
@@ -124,6 +124,33 @@ pub(crate) fn call(
                     server.persist.after_flushall(server);
                 }
                 invalidate_all(server);
+            }
+            out.ok();
+        }
+        "swapdb" => {
+            let id = |i: usize, what: &str| {
+                let n = crate::util::parse_i64(args.get(i)).map_err(|_| CmdError::err(what))?;
+                i32::try_from(n).map_err(|_| CmdError::err(what))
+            };
+            let a = id(1, "invalid first DB index")?;
+            let b = id(2, "invalid second DB index")?;
+            let mut databases = 0;
+            each(0, &mut |sh| databases = sh.dbs.len());
+            let check = |x: i32| {
+                usize::try_from(x)
+                    .ok()
+                    .filter(|&x| x < databases)
+                    .ok_or(CmdError::DbIndexOutOfRange)
+            };
+            let (a, b) = (check(a)?, check(b)?);
+            if a != b {
+                let (lo, hi) = (a.min(b), a.max(b));
+                for s in 0..nshards {
+                    each(s, &mut |sh| {
+                        let (x, y) = sh.dbs.split_at_mut(hi);
+                        engine::Db::swap_contents(&mut x[lo], &mut y[0]);
+                    });
+                }
             }
             out.ok();
         }

@@ -43,6 +43,9 @@ const STALE_CALL: &str = "Can not execute the command on a stale replica";
 const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set \
      to 'no' and 'allow-stale' flag is not set on the script.";
 
+/// A command a script cannot call yet (MEMORY STATS ...).
+const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts yet";
+
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
 /// cannot hold every shard (see `keys::script`).
 const EVERY_SHARD: &str = "This command needs every shard, which a script holds only when \
@@ -1510,6 +1513,32 @@ impl Run<'_, '_> {
                         self.ctx.shard.outbox.record(db, &argv);
                     }
                 }
+                let ops = self.ctx.ops;
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
+            }
+            // OBJECT FREQ / IDLETIME / REFCOUNT: on the key's shard, held.
+            Exec::Coord(_) if registry().full_name(r.id).starts_with("object|") => {
+                let started = std::time::Instant::now();
+                let Some(server) = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade)
+                else {
+                    return self.reject(lua, r, NOT_SUPPORTED);
+                };
+                let (db, full) = (self.db, registry().full_name(r.id));
+                let ctx = &mut *self.ctx;
+                let res = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+                    crate::keys::object::from_script(full, &server, sh, db, args, out)
+                });
+                let failed = match res {
+                    Some(Ok(())) => false,
+                    Some(Err(e)) => {
+                        let line = e.line();
+                        out.error_bytes(&line);
+                        let line = line.strip_prefix(b"-").unwrap_or(&line);
+                        self.stats.count_error(line);
+                        true
+                    }
+                    None => return self.reject(lua, r, NOT_SUPPORTED),
+                };
                 let ops = self.ctx.ops;
                 let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
             }
