@@ -266,7 +266,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
     }
 
-    let server = Arc::new(ServerShared::new(cfg.clone(), n));
+    let server = ServerShared::new(cfg.clone(), n).share();
     commands::acl::load_at_startup(&server)?;
     let ops: &'static commands::ops::Ops = server.ops;
     let aof = aof.map(|file| aof::start(file, cfg.appendfsync, &ops.disk));

@@ -429,6 +429,15 @@ pub const SHUTDOWN_SAVE: u8 = 2;
 pub const SHUTDOWN_FORCE: u8 = 4;
 
 impl ServerShared {
+    /// The server behind the `Arc` its threads share, known to its
+    /// `ops` from then on (a script's INFO reads it: `Ops::server`).
+    pub fn share(self) -> Arc<Self> {
+        let s = Arc::new(self);
+        // INVARIANT: `ops` is this server's own, set only here.
+        let _ = s.ops.server.set(Arc::downgrade(&s));
+        s
+    }
+
     pub fn new(config: Config, nshards: usize) -> Self {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));

@@ -253,7 +253,7 @@ pub(crate) const COMMAND_SPEC: CommandSpec = CommandSpec {
     arity: -1,
     flags: CMD_FLAGS,
     keys: NO_KEYS,
-    exec: Exec::Conn(command),
+    exec: Exec::Conn(conn::command),
     acl: CMD_ACL,
     getkeys: None,
     locks: None,
@@ -266,7 +266,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         -2,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_docs),
+        Exec::Conn(conn::command_docs),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -274,7 +274,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         -2,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_list),
+        Exec::Conn(conn::command_list),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -282,7 +282,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         -4,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_getkeys),
+        Exec::Conn(conn::command_getkeys),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -290,7 +290,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         -4,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_getkeysandflags),
+        Exec::Conn(conn::command_getkeysandflags),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -298,7 +298,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         2,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_help),
+        Exec::Conn(conn::command_help),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -306,7 +306,7 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         -2,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_info),
+        Exec::Conn(conn::command_info),
         CMD_ACL,
     ),
     CommandSpec::new(
@@ -314,39 +314,86 @@ const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         2,
         CMD_FLAGS,
         NO_KEYS,
-        Exec::Conn(command_count),
+        Exec::Conn(conn::command_count),
         CMD_ACL,
     ),
 ];
 
+/// COMMAND's handlers read the table and write a reply, nothing of the
+/// connection: the table's entries wrap them, and a script's `redis.call`
+/// reaches the same code through [`from_script`].
+mod conn {
+    use super::*;
+
+    macro_rules! wrap {
+        ($($f:ident),*) => {$(
+            pub(super) fn $f(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+                super::$f(c.out, args)
+            }
+        )*};
+    }
+    wrap!(
+        command,
+        command_count,
+        command_info,
+        command_docs,
+        command_list,
+        command_getkeys,
+        command_getkeysandflags,
+        command_help
+    );
+}
+
+/// COMMAND or one of its subcommands (`full`: the table's full name,
+/// `command|count`) called from a script, as a client's; `None` for any
+/// other command.
+pub(crate) fn from_script(
+    full: &str,
+    out: &mut Reply,
+    args: Args<'_>,
+) -> Option<Result<(), CmdError>> {
+    let f: fn(&mut Reply, Args<'_>) -> Result<(), CmdError> = match full {
+        "command" => command,
+        "command|count" => command_count,
+        "command|info" => command_info,
+        "command|docs" => command_docs,
+        "command|list" => command_list,
+        "command|getkeys" => command_getkeys,
+        "command|getkeysandflags" => command_getkeysandflags,
+        "command|help" => command_help,
+        _ => return None,
+    };
+    Some(f(out, args))
+}
+
 /// COMMAND: the COMMAND INFO entry of every top-level command.
-fn command(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+fn command(out: &mut Reply, _args: Args<'_>) -> Result<(), CmdError> {
     let ids = top_ids();
-    c.out.array(ids.len());
+    out.array(ids.len());
     for id in ids {
-        info_entry(c.out, id);
+        info_entry(out, id);
     }
     Ok(())
 }
 
 /// COMMAND COUNT: the number of top-level commands.
-fn command_count(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    c.out.int(top_ids().len() as i64);
+fn command_count(out: &mut Reply, _args: Args<'_>) -> Result<(), CmdError> {
+    out.int(top_ids().len() as i64);
     Ok(())
 }
 
 /// COMMAND INFO [name ...]: one entry per name, null for unknown names
 /// (`client|list` names a subcommand); every command without names.
-fn command_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+fn command_info(out: &mut Reply, args: Args<'_>) -> Result<(), CmdError> {
     if args.len() == 2 {
-        return command(c, args);
+        return command(out, args);
     }
-    c.out.array(args.len() - 2);
+    out.array(args.len() - 2);
     for name in args.iter().skip(2) {
         match lookup(name) {
-            Some(id) => info_entry(c.out, id),
+            Some(id) => info_entry(out, id),
             // addReplyNull: `$-1` in RESP2.
-            None => c.out.null(),
+            None => out.null(),
         }
     }
     Ok(())
@@ -354,24 +401,24 @@ fn command_info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 
 /// COMMAND DOCS [name ...]: a map name -> docs, unknown names left out;
 /// every command without names.
-fn command_docs(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+fn command_docs(out: &mut Reply, args: Args<'_>) -> Result<(), CmdError> {
     let reg = registry();
     let ids: Vec<usize> = if args.len() == 2 {
         top_ids()
     } else {
         args.iter().skip(2).filter_map(lookup).collect()
     };
-    c.out.map(ids.len());
+    out.map(ids.len());
     for id in ids {
-        c.out.bulk(reg.specs[id].0.as_bytes());
-        docs_entry(c.out, id);
+        out.bulk(reg.specs[id].0.as_bytes());
+        docs_entry(out, id);
     }
     Ok(())
 }
 
 /// COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN pattern]:
 /// full names, subcommands included.
-fn command_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+fn command_list(out: &mut Reply, args: Args<'_>) -> Result<(), CmdError> {
     let reg = registry();
     let all = reg.specs.iter().map(|(n, s, _)| (n.as_str(), *s));
     let names: Vec<&str> = match args.len() {
@@ -394,27 +441,27 @@ fn command_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         _ => return Err(CmdError::Syntax),
     };
-    c.out.array(names.len());
+    out.array(names.len());
     for n in names {
-        c.out.bulk(n.as_bytes());
+        out.bulk(n.as_bytes());
     }
     Ok(())
 }
 
 /// COMMAND GETKEYS command [arg ...]: the key arguments of that command.
-fn command_getkeys(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    getkeys(c, args, false)
+fn command_getkeys(out: &mut Reply, args: Args<'_>) -> Result<(), CmdError> {
+    getkeys(out, args, false)
 }
 
 /// COMMAND GETKEYSANDFLAGS command [arg ...]: each key argument with its
 /// key spec's flags (`[key, {RW, access, ...}]`), found by Redis's key
 /// specs (see `keyspecs`); where those do not apply, the table's key
 /// positions with the command's first spec's flags.
-fn command_getkeysandflags(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    getkeys(c, args, true)
+fn command_getkeysandflags(out: &mut Reply, args: Args<'_>) -> Result<(), CmdError> {
+    getkeys(out, args, true)
 }
 
-fn getkeys(c: &mut ConnCtx<'_>, args: Args<'_>, with_flags: bool) -> Result<(), CmdError> {
+fn getkeys(out: &mut Reply, args: Args<'_>, with_flags: bool) -> Result<(), CmdError> {
     let invalid = || CmdError::err("Invalid command specified");
     let reg = registry();
     let (top_id, top) = reg.top(args.get(2)).ok_or_else(invalid)?;
@@ -472,17 +519,17 @@ fn getkeys(c: &mut ConnCtx<'_>, args: Args<'_>, with_flags: bool) -> Result<(), 
     if keys.is_empty() && !spec.has(NO_MANDATORY_KEYS) {
         return Err(CmdError::err("Invalid arguments specified for command"));
     }
-    c.out.array(keys.len());
+    out.array(keys.len());
     for (p, flags) in keys {
         if with_flags {
-            c.out.array(2);
-            c.out.bulk(sub[p]);
-            c.out.set(flags.len());
+            out.array(2);
+            out.bulk(sub[p]);
+            out.set(flags.len());
             for f in flags {
-                c.out.simple(&f);
+                out.simple(&f);
             }
         } else {
-            c.out.bulk(sub[p]);
+            out.bulk(sub[p]);
         }
     }
     Ok(())
@@ -502,9 +549,9 @@ pub(crate) fn reply_help(out: &mut Reply, cmd: &str, lines: &[&str]) {
     out.simple("    Prints this help.");
 }
 
-fn command_help(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
+fn command_help(out: &mut Reply, _args: Args<'_>) -> Result<(), CmdError> {
     reply_help(
-        c.out,
+        out,
         "COMMAND",
         &[
             "(no subcommand)",

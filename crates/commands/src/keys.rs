@@ -60,9 +60,10 @@ use crate::util::parse_i64;
 
 mod expire;
 mod flush;
-mod object;
+pub(crate) mod object;
 mod rename;
 mod scan;
+pub(crate) mod script;
 
 use expire::{expire, expireat, expiretime, persist, pexpire, pexpireat, pexpiretime, pttl, ttl};
 pub(crate) use flush::invalidate_all;

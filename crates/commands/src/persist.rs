@@ -339,6 +339,11 @@ impl Persist {
         self.in_progress.load(Ordering::Acquire)
     }
 
+    /// LASTSAVE's answer: when the last successful save ended (unix s).
+    pub fn lastsave_s(&self) -> u64 {
+        self.lastsave_s.load(Ordering::Relaxed)
+    }
+
     pub fn info(&self) -> PersistInfo {
         let st = self.lock();
         let running = |k: Kind| {

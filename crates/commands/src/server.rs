@@ -461,6 +461,30 @@ struct ShardInfo {
 /// INFO [section ...]: Redis's sections and field names (verbatim string in
 /// RESP3, bulk string in RESP2). Unknown sections are ignored.
 fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let want = wanted(args);
+    let snap = Snapshot::take(c.server);
+    Ok(fan_out(
+        c.nshards(),
+        move |env| ShardInfo {
+            clients_mem: {
+                let mut sum = 0u64;
+                env.clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
+                sum
+            },
+            recent_buffers: env.clients.recent_max_buffers(),
+            thread: Some(env.stats.clone()),
+            ..ShardInfo::of(env.shard)
+        },
+        move |parts: Vec<ShardInfo>, out: &mut Reply, _: &mut ClientState| {
+            let text = render(&want, &snap, &parts);
+            out.verbatim("txt", text.as_bytes());
+            Ok(())
+        },
+    ))
+}
+
+/// INFO's arguments: which sections to render.
+fn wanted(args: Args<'_>) -> [bool; SECTIONS.len()] {
     let mut want = [false; SECTIONS.len()];
     if args.len() == 1 {
         for (w, (_, d)) in want.iter_mut().zip(SECTIONS) {
@@ -478,29 +502,23 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
             }
         }
     }
-    let snap = Snapshot::take(c.server);
-    Ok(fan_out(
-        c.nshards(),
-        move |env| ShardInfo {
-            clients_mem: {
-                let mut sum = 0u64;
-                env.clients.for_each(&mut |_, io| sum += io.tot_mem as u64);
-                sum
-            },
-            recent_buffers: env.clients.recent_max_buffers(),
-            tracked: (env.shard.tracked.keys.len(), env.shard.tracked.items),
-            stats: env.shard.stats,
-            dbs: env
-                .shard
+    want
+}
+
+impl ShardInfo {
+    /// What `shard` holds, with nothing of its thread.
+    fn of(shard: &engine::Shard) -> Self {
+        ShardInfo {
+            stats: shard.stats,
+            dbs: shard
                 .dbs
                 .iter()
                 .map(|d| {
-                    let (e, ttl) = d.expires_info(env.shard.now_ms);
+                    let (e, ttl) = d.expires_info(shard.now_ms);
                     (d.len(), e, ttl)
                 })
                 .collect(),
-            table_overhead: env
-                .shard
+            table_overhead: shard
                 .dbs
                 .iter()
                 .map(|d| {
@@ -508,14 +526,52 @@ fn info(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cmd
                     (m + e) as u64
                 })
                 .sum(),
-            thread: Some(env.stats.clone()),
-        },
-        move |parts: Vec<ShardInfo>, out: &mut Reply, _: &mut ClientState| {
-            let text = render(&want, &snap, &parts);
-            out.verbatim("txt", text.as_bytes());
-            Ok(())
-        },
-    ))
+            tracked: (shard.tracked.keys.len(), shard.tracked.items),
+            thread: None,
+            clients_mem: 0,
+            recent_buffers: (0, 0),
+        }
+    }
+}
+
+/// Calls its argument with each shard a script's INFO reports.
+pub(crate) type Visit<'a> = dyn FnMut(&mut dyn FnMut(&engine::Shard)) + 'a;
+
+/// INFO called from a script (`redis.call('info', ...)`), which runs
+/// inside a shard handler: the server-wide figures as a client's INFO,
+/// and of the per-shard and per-thread ones those of the shards `visit`
+/// reaches (every shard when the script holds them all, run in place;
+/// else its own, or none on gathered copies) and `stats` (what its thread
+/// counts). Other shards' figures cannot be read without holding them
+/// (their threads own them and run on meanwhile): then the keyspace and
+/// per-thread sums cover the shards visited only. `None` when the server
+/// is gone (a test's bare shard).
+pub(crate) fn info_from_script(
+    ops: &crate::ops::Ops,
+    visit: &mut Visit<'_>,
+    stats: &ThreadStats,
+    args: Args<'_>,
+    out: &mut Reply,
+) -> Option<()> {
+    let server = ops.server.get()?.upgrade()?;
+    let snap = Snapshot::take(&server);
+    let mut parts: Vec<ShardInfo> = Vec::new();
+    visit(&mut |sh| parts.push(ShardInfo::of(sh)));
+    match parts.first_mut() {
+        Some(p) => p.thread = Some(stats.clone()),
+        None => parts.push(ShardInfo {
+            stats: ShardStats::default(),
+            dbs: Vec::new(),
+            table_overhead: 0,
+            tracked: (0, 0),
+            thread: Some(stats.clone()),
+            clients_mem: 0,
+            recent_buffers: (0, 0),
+        }),
+    }
+    let text = render(&wanted(args), &snap, &parts);
+    out.verbatim("txt", text.as_bytes());
+    Some(())
 }
 
 /// Server-wide figures read on the home thread when INFO starts.

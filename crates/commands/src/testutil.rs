@@ -47,7 +47,7 @@ impl TestServer {
                 authenticated: true,
                 ..Default::default()
             },
-            server: std::sync::Arc::new(ServerShared::new(cfg, nshards)),
+            server: ServerShared::new(cfg, nshards).share(),
             stats: ThreadStats::default(),
             home_records: Vec::new(),
             rounds: 0,

@@ -56,7 +56,7 @@ impl Cluster {
             shards: n,
             ..config::Config::default()
         };
-        let server = Arc::new(ServerShared::new(cfg, n));
+        let server = ServerShared::new(cfg, n).share();
         let mut polls = Vec::new();
         let mut bells = Vec::new();
         for _ in 0..n {

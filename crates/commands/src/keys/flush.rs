@@ -20,7 +20,7 @@ const LAZYFREE_MIN_KEYS: usize = 64;
 /// Redis's `getFlushCommandFlags`: `[ASYNC|SYNC]`; `Some(true)` for
 /// ASYNC, `None` without an option (`lazyfree-lazy-user-flush` decides,
 /// see `engine::lazyfree::Lazy::flush_async`).
-fn parse_flush(args: Args<'_>) -> Result<Option<bool>, CmdError> {
+pub(super) fn parse_flush(args: Args<'_>) -> Result<Option<bool>, CmdError> {
     match args.len() {
         1 => Ok(None),
         2 if eq_ic(args.get(1), "sync") => Ok(Some(false)),
@@ -32,7 +32,7 @@ fn parse_flush(args: Args<'_>) -> Result<Option<bool>, CmdError> {
 /// Empties databases `dbs` of one shard. ASYNC (`mode`, or
 /// `lazyfree-lazy-user-flush` without one) swaps the tables out and frees
 /// them on a background thread, so the shard never stalls on a large free.
-fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, mode: Option<bool>) {
+pub(super) fn flush(shard: &mut Shard, dbs: std::ops::Range<usize>, mode: Option<bool>) {
     // Redis forgets every tracked key on any flush (its table spans the
     // databases); the clients get a null invalidation.
     shard.tracked.clear();

@@ -59,8 +59,12 @@ struct Policy {
 }
 
 fn policy(c: &ConnCtx<'_>) -> Policy {
+    policy_of(c.server)
+}
+
+fn policy_of(server: &ServerShared) -> Policy {
     use config::MaxmemoryPolicy as P;
-    let cfg = c.server.config.read().unwrap_or_else(|e| e.into_inner());
+    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
     let lfu = lfu_params_of(&cfg);
     let lru = matches!(cfg.maxmemory_policy, P::VolatileLru | P::AllkeysLru);
     Policy {
@@ -105,46 +109,83 @@ fn object_generic(
 /// (Redis's `LFUDecrAndReturn`); a missing key is null, and an existing one
 /// an error unless an LFU policy is set.
 fn object_freq(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    object_generic(c, args, |e, now, pol| {
-        let Some(p) = pol.lfu else {
-            return Err(CmdError::err(
-                "An LFU maxmemory policy is not selected, access frequency not tracked. \
-                 Please note that when switching between policies at runtime LRU and LFU \
-                 data will take some time to adjust.",
-            ));
-        };
-        Ok(i64::from(e.lfu_freq(now, p)))
-    })
+    object_generic(c, args, freq_of)
+}
+
+fn freq_of(e: &Entry, now: u64, pol: Policy) -> ObjectReply {
+    let Some(p) = pol.lfu else {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is not selected, access frequency not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU \
+             data will take some time to adjust.",
+        ));
+    };
+    Ok(i64::from(e.lfu_freq(now, p)))
 }
 
 /// OBJECT IDLETIME key: seconds since the last access; an error under an
 /// LFU policy. The lookup does not update the access time.
 fn object_idletime(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    object_generic(c, args, |e, now, pol| {
-        if pol.lfu.is_some() {
-            return Err(CmdError::err(
-                "An LFU maxmemory policy is selected, idle time not tracked. \
-                 Please note that when switching between policies at runtime LRU and LFU \
-                 data will take some time to adjust.",
-            ));
-        }
-        Ok(e.idle_s(now) as i64)
-    })
+    object_generic(c, args, idletime_of)
+}
+
+fn idletime_of(e: &Entry, now: u64, pol: Policy) -> ObjectReply {
+    if pol.lfu.is_some() {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU \
+             data will take some time to adjust.",
+        ));
+    }
+    Ok(e.idle_s(now) as i64)
 }
 
 /// OBJECT REFCOUNT key: Redis shares the integers 0..9999 (refcount
 /// `INT_MAX`) unless maxmemory is set with an LRU/LFU policy; every other
 /// value has one reference.
 fn object_refcount(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    object_generic(c, args, |e, _, pol| {
-        let shared = match e.value() {
-            ValueRef::Str(s) => match s.view() {
-                StrView::Int(n) => !pol.no_shared_integers && (0..SHARED_INTEGERS).contains(&n),
-                StrView::Bytes(_) => false,
-            },
-            _ => false,
-        };
-        Ok(if shared { SHARED_REFCOUNT } else { 1 })
+    object_generic(c, args, refcount_of)
+}
+
+fn refcount_of(e: &Entry, _now: u64, pol: Policy) -> ObjectReply {
+    let shared = match e.value() {
+        ValueRef::Str(s) => match s.view() {
+            StrView::Int(n) => !pol.no_shared_integers && (0..SHARED_INTEGERS).contains(&n),
+            StrView::Bytes(_) => false,
+        },
+        _ => false,
+    };
+    Ok(if shared { SHARED_REFCOUNT } else { 1 })
+}
+
+/// OBJECT FREQ/IDLETIME/REFCOUNT (`full`: `object|freq` ...) called from
+/// a script, on `shard`, the key's, which the script holds: a client's
+/// reply. `None` for any other command.
+pub(crate) fn from_script(
+    full: &str,
+    server: &ServerShared,
+    shard: &mut engine::Shard,
+    db: usize,
+    args: Args<'_>,
+    out: &mut Reply,
+) -> Option<Result<(), CmdError>> {
+    let f: fn(&Entry, u64, Policy) -> ObjectReply = match full {
+        "object|freq" => freq_of,
+        "object|idletime" => idletime_of,
+        "object|refcount" => refcount_of,
+        _ => return None,
+    };
+    let pol = policy_of(server);
+    let now = shard.now_ms;
+    let r = shard
+        .lookup_read_with(db, args.get(2), false, false)
+        .map(|e| f(e, now, pol));
+    Some(match r {
+        None => {
+            out.null();
+            Ok(())
+        }
+        Some(r) => r.map(|n| out.int(n)),
     })
 }
 

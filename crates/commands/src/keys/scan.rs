@@ -75,7 +75,7 @@ impl ScanCursor {
 
     /// `(shard, dict cursor)` of a client's cursor; `None` if it names no
     /// shard.
-    fn split(cursor: u64, nshards: usize) -> Option<(usize, u64)> {
+    pub(super) fn split(cursor: u64, nshards: usize) -> Option<(usize, u64)> {
         if nshards == 1 {
             return Some((0, cursor));
         }
@@ -84,7 +84,7 @@ impl ScanCursor {
     }
 
     /// The reply cursor after scanning `shard` up to `next` (0 = done).
-    fn join(shard: usize, next: u64, nshards: usize) -> u64 {
+    pub(super) fn join(shard: usize, next: u64, nshards: usize) -> u64 {
         if next != 0 {
             debug_assert!(nshards == 1 || next <= Self::DICT_MASK);
             return ((shard as u64) << Self::SHIFT) | next;
@@ -245,11 +245,11 @@ struct ScanCoord {
 }
 
 /// What one shard's SCAN job reports.
-struct ScanPart {
-    next: u64,
-    gathered: usize,
-    calls: usize,
-    keys: Vec<SmallBytes>,
+pub(super) struct ScanPart {
+    pub(super) next: u64,
+    pub(super) gathered: usize,
+    pub(super) calls: usize,
+    pub(super) keys: Vec<SmallBytes>,
 }
 
 impl ScanCoord {
@@ -302,7 +302,12 @@ impl Coordinator for ScanCoord {
 /// Redis's SCAN loop on one shard: call the dict's scan until `want`
 /// keys were gathered, the cursor returns to 0, or the call budget (Redis's
 /// `maxiterations`, `10 * COUNT` per SCAN call) is spent.
-fn scan_collect(db: &engine::Db, mut cursor: u64, want: usize, mut budget: usize) -> ScanPart {
+pub(super) fn scan_collect(
+    db: &engine::Db,
+    mut cursor: u64,
+    want: usize,
+    mut budget: usize,
+) -> ScanPart {
     let mut keys = Vec::new();
     let mut calls = 0;
     loop {
@@ -324,7 +329,7 @@ fn scan_collect(db: &engine::Db, mut cursor: u64, want: usize, mut budget: usize
 /// Whether a scanned key stays in the page: MATCH, then TYPE (looked up
 /// without touching, so an expired key is deleted and typed `none`, as in
 /// Redis 7.0), then expiry.
-fn scan_keep(
+pub(super) fn scan_keep(
     shard: &mut Shard,
     db: usize,
     key: &[u8],
@@ -345,7 +350,7 @@ fn scan_keep(
     !expire_if_needed(shard, db, key)
 }
 
-fn scan_reply(out: &mut Reply, cursor: u64, keys: &[SmallBytes]) {
+pub(super) fn scan_reply(out: &mut Reply, cursor: u64, keys: &[SmallBytes]) {
     out.array(2);
     out.bulk(itoa::Buffer::new().format(cursor).as_bytes());
     out.array(keys.len());

@@ -61,6 +61,10 @@ pub struct Ops {
     /// The replication state's `replica` and `link_up` flags (set once by
     /// `ServerShared::new`), for [`Ops::running_stale`].
     pub repl_link: std::sync::OnceLock<(&'static AtomicBool, &'static AtomicBool)>,
+    /// The server itself (set once where it is made shared:
+    /// [`crate::ServerShared::share`]), for a script's `redis.call('info')`,
+    /// which runs inside a shard handler. Weak: the server owns this.
+    pub server: std::sync::OnceLock<std::sync::Weak<crate::ServerShared>>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -84,6 +88,7 @@ impl Ops {
             disk: disk::DiskStatus::new(),
             serve_stale_data: AtomicBool::new(true),
             repl_link: std::sync::OnceLock::new(),
+            server: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops

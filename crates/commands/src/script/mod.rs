@@ -77,9 +77,25 @@
 //! and its `redis.call`s of commands without `stale` fail, wherever it
 //! runs (its shard, in place, gathered copies).
 //!
-//! Not yet: SCRIPT DEBUG's debugger; commands that fan out to every shard
-//! (DBSIZE, KEYS, FLUSHALL ...) or need the server (INFO, COMMAND,
-//! LASTSAVE) from a script; serving the script's own
+//! Server commands from a script: COMMAND (the table) and LASTSAVE run
+//! as a client's; INFO renders the server's figures and those of the
+//! shards the script holds (`server::info_from_script`: every shard run
+//! in place; else at more than one shard its keyspace and per-thread sums
+//! leave the other shards out).
+//!
+//! OBJECT FREQ / IDLETIME / REFCOUNT run on their key's shard
+//! (`keys::object::from_script`). Keyspace-wide commands (DBSIZE, KEYS,
+//! SCAN, RANDOMKEY, FLUSHDB, FLUSHALL, SWAPDB) run from a script that holds every shard (`keys::script`):
+//! at one shard, or in place with the others co-hosted. A first run
+//! that does not hold them runs again (before its first write: the
+//! `found` path, with a key of every shard), in place if they are
+//! co-hosted and free; on copies, or after a write, the call is refused
+//! with `run::EVERY_SHARD`'s error.
+//!
+//! Not yet: SCRIPT DEBUG's debugger; MEMORY STATS / DOCTOR from a
+//! script; keyspace-wide commands from a script
+//! whose shards are not co-hosted (whole-shard locks on every shard and
+//! the script's calls reaching each shard's thread); serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 

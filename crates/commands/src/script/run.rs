@@ -43,6 +43,34 @@ const STALE_CALL: &str = "Can not execute the command on a stale replica";
 const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set \
      to 'no' and 'allow-stale' flag is not set on the script.";
 
+/// A command a script cannot call yet (MEMORY STATS ...).
+const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts yet";
+
+/// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
+/// cannot hold every shard (see `keys::script`).
+const EVERY_SHARD: &str = "This command needs every shard, which a script holds only when \
+     they are co-hosted and free: not supported from this script yet";
+
+/// A key of each shard but `home` (names no client uses), for a script
+/// run again holding every shard.
+fn every_shard_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
+    let mut left = nshards - 1;
+    // Bounded: each shard gets a key within a few times `nshards` tries.
+    for i in 0..nshards.saturating_mul(1000) {
+        if left == 0 {
+            break;
+        }
+        let k = format!("\0tessera:every-shard:{i}").into_bytes();
+        let s = shard_of(&k, nshards);
+        if s != home && keys[s].is_none() {
+            keys[s] = Some(k);
+            left -= 1;
+        }
+    }
+    keys.into_iter().flatten().collect()
+}
+
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -1028,6 +1056,22 @@ impl Run<'_, '_> {
         self.ctx.in_place.as_deref_mut()?.hold(s).then_some(s)
     }
 
+    /// Whether the script holds every shard of the process (pinning the
+    /// co-hosted ones it did not hold yet): with one shard, or in place.
+    fn hold_every_shard(&mut self) -> bool {
+        let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
+        if self.scratch {
+            return false;
+        }
+        if n == 1 {
+            return true;
+        }
+        let Some(shards) = self.ctx.in_place.as_deref_mut() else {
+            return false;
+        };
+        (0..n).filter(|&s| s != home).all(|s| shards.hold(s))
+    }
+
     /// After a call on shard `target`, in place: its keyspace events join
     /// the home shard's, so that one shard publishes the script's events
     /// in order (see `in_place`).
@@ -1156,6 +1200,16 @@ impl Run<'_, '_> {
                         .map(Some)
                 }
             },
+            "lastsave" => {
+                let last = self.ctx.ops.persist.get().map_or(0, |p| p.lastsave_s());
+                out.int(last as i64);
+            }
+            // COMMAND reads the table only.
+            full if full == "command" || full.starts_with("command|") => {
+                if let Some(Err(e)) = crate::docs::from_script(full, out, args) {
+                    out.error_bytes(&e.line());
+                }
+            }
             "time" => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -1468,6 +1522,120 @@ impl Run<'_, '_> {
                     }
                     Err(e) => out.error_bytes(&e.line()),
                 }
+            }
+            // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
+            // shard, which the script must hold (see `keys::script`).
+            Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
+                if !self.hold_every_shard() {
+                    let again = self.widen_ok && !self.wrote && !self.pinned;
+                    if again && !self.scratch && self.db == self.orig_db {
+                        // Run again from the start with a key of every
+                        // shard: in place if they are co-hosted and free
+                        // (on copies, where it cannot hold them, refused).
+                        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
+                    return self.reject(lua, r, EVERY_SHARD);
+                }
+                // Neither taken back nor moved to copies from now on.
+                self.pinned = true;
+                let started = std::time::Instant::now();
+                let full = registry().full_name(r.id);
+                let (db, nshards) = (self.db, self.ctx.nshards);
+                let server = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade);
+                let ctx = &mut *self.ctx;
+                let mut each = |s: usize, f: &mut dyn FnMut(&mut engine::Shard)| {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh))
+                };
+                let res = crate::keys::script::call(
+                    full,
+                    args,
+                    db,
+                    nshards,
+                    &mut each,
+                    server.as_deref(),
+                    out,
+                );
+                // (`after_call` skips the home shard.)
+                for s in 0..nshards {
+                    self.after_call(s);
+                }
+                let failed = match res {
+                    Ok(()) => false,
+                    Err(e) => {
+                        let line = e.line();
+                        out.error_bytes(&line);
+                        let line = line.strip_prefix(b"-").unwrap_or(&line);
+                        self.stats.count_error(line);
+                        true
+                    }
+                };
+                if !failed && r.spec.has(flags::WRITE) {
+                    self.dirty = true;
+                    if self.repl & REPL_AOF != 0 {
+                        let argv: Vec<&[u8]> = args.iter().collect();
+                        self.ctx.shard.outbox.record(db, &argv);
+                    }
+                }
+                let ops = self.ctx.ops;
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
+            }
+            // OBJECT FREQ / IDLETIME / REFCOUNT: on the key's shard, held.
+            Exec::Coord(_) if registry().full_name(r.id).starts_with("object|") => {
+                let started = std::time::Instant::now();
+                let Some(server) = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade)
+                else {
+                    return self.reject(lua, r, NOT_SUPPORTED);
+                };
+                let (db, full) = (self.db, registry().full_name(r.id));
+                let ctx = &mut *self.ctx;
+                let res = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+                    crate::keys::object::from_script(full, &server, sh, db, args, out)
+                });
+                let failed = match res {
+                    Some(Ok(())) => false,
+                    Some(Err(e)) => {
+                        let line = e.line();
+                        out.error_bytes(&line);
+                        let line = line.strip_prefix(b"-").unwrap_or(&line);
+                        self.stats.count_error(line);
+                        true
+                    }
+                    None => return self.reject(lua, r, NOT_SUPPORTED),
+                };
+                let ops = self.ctx.ops;
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
+            }
+            // INFO: the server's figures and the script's shard's (see
+            // `server::info_from_script`).
+            Exec::Coord(_) if registry().full_name(r.id) == "info" => {
+                let started = std::time::Instant::now();
+                // In place, every shard (pinned: INFO is rare in scripts).
+                let every = self.ctx.in_place.is_some() && self.hold_every_shard();
+                let (n, scratch, ops) = (self.ctx.nshards, self.scratch, self.ctx.ops);
+                let ctx = &mut *self.ctx;
+                let mut visit = |f: &mut dyn FnMut(&engine::Shard)| {
+                    if scratch {
+                        return;
+                    }
+                    if !every {
+                        return f(ctx.shard);
+                    }
+                    for s in 0..n {
+                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
+                    }
+                };
+                let stats = &self.stats;
+                if crate::server::info_from_script(ops, &mut visit, stats, args, out).is_none() {
+                    return self.reject(
+                        lua,
+                        r,
+                        "This Redis command is not supported from scripts yet",
+                    );
+                }
+                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, false);
             }
             Exec::Coord(_) | Exec::Parent => {
                 return self.reject(
