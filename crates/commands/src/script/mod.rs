@@ -113,6 +113,7 @@ pub mod run;
 pub mod sandbox;
 pub mod sha1;
 pub mod shebang;
+mod undo;
 pub mod vm;
 pub mod wide;
 

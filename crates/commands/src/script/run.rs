@@ -16,7 +16,7 @@
 use std::cell::{Cell, RefCell};
 
 use mlua::{Lua, MultiValue, Value};
-use resp::{Args, Reply};
+use resp::Args;
 
 use super::api::{REPL_ALL, REPL_AOF};
 use super::busy::{HookState, Kind};
@@ -26,6 +26,7 @@ use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
 use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
+use super::undo::Undo;
 use super::vm::{
     error_text, reply_error, with_vm, CountedError, ReplyError, Vm, VmKind, COUNTED_FIELD,
 };
@@ -33,6 +34,8 @@ use crate::ctx::{ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
 use crate::table::{flags, registry, shard_of, Exec};
+
+mod conn;
 
 /// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
 /// replica.
@@ -840,151 +843,9 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
     Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
 }
 
-/// What a script's writes on a real shard replaced, to take them back if
-/// the run is abandoned (see `wide`): each written key's entry before
-/// its first write, and the outbox where the first write began.
-struct Undo {
-    /// (Keys inline up to 22 bytes: no allocation per key written.)
-    keys: Vec<(usize, engine::SmallBytes, Saved)>,
-    records: engine::outbox::PropMark,
-    events: usize,
-}
-
-/// A key's entry and deadline before a write, or `None` if it was missing.
-type Saved = Option<(engine::OwnedEntry, u64)>;
-
-/// Entries larger than this are not copied for [`Undo`] (the run then
-/// cannot be abandoned after writing one).
-const UNDO_ELEMENTS_MAX: usize = 128;
-const UNDO_BYTES_MAX: usize = 64 << 10;
-
-impl Undo {
-    /// Nothing saved yet; the outbox's marks now. (Room for 8 keys made
-    /// at once: growing by one from empty was ~1 k instructions of an
-    /// 8-key script.)
-    fn new(shard: &engine::Shard) -> Undo {
-        // The thread's spare list (see `Drop`), else a new one: one
-        // allocation and free less per run that writes (~150
-        // instructions: every script that writes keeps an undo where
-        // there are several shards).
-        let spare = UNDO_SPARE.with(|s| s.take());
-        Undo {
-            keys: if spare.capacity() == 0 {
-                Vec::with_capacity(8)
-            } else {
-                spare
-            },
-            records: shard.outbox.mark(),
-            events: shard.outbox.events_len(),
-        }
-    }
-
-    /// Keeps what the keys of `args` at `positions` (database `db`) hold
-    /// on `shard` before a write, in the undo of that shard (`home`'s or
-    /// one of `others`, made now on the first write there); true if one
-    /// is too large to copy (the run then cannot be taken back).
-    fn save(
-        home: &mut Option<Undo>,
-        others: &mut Vec<(usize, Undo)>,
-        home_id: usize,
-        shard: &engine::Shard,
-        db: usize,
-        args: Args<'_>,
-        positions: &[usize],
-    ) -> bool {
-        let target = shard.id;
-        let undo = if target == home_id {
-            home.get_or_insert_with(|| Undo::new(shard))
-        } else {
-            let i = match others.iter().position(|(s, _)| *s == target) {
-                Some(i) => i,
-                None => {
-                    others.push((target, Undo::new(shard)));
-                    others.len() - 1
-                }
-            };
-            &mut others[i].1
-        };
-        for &p in positions {
-            let k = args.get(p);
-            if undo
-                .keys
-                .iter()
-                .any(|(d, x, _)| *d == db && x.as_slice() == k)
-            {
-                continue;
-            }
-            let old = match shard.dbs[db].get_with_ttl(k) {
-                None => None,
-                Some((e, at)) if small(e) => Some((e.to_owned_entry(), at)),
-                Some(_) => return true,
-            };
-            undo.keys.push((db, engine::SmallBytes::from_slice(k), old));
-        }
-        false
-    }
-
-    /// Puts every key back as it was, drops the records and events since.
-    fn apply(mut self, shard: &mut engine::Shard) {
-        for (db, k, e) in self.keys.drain(..).rev() {
-            let d = &mut shard.dbs[db];
-            let track_new = std::mem::replace(&mut d.track_new, false);
-            let k = k.as_slice();
-            d.remove(k);
-            if let Some((e, at)) = e {
-                d.insert(k, e, at);
-            }
-            d.track_new = track_new;
-            d.forget_created(k);
-        }
-        shard.outbox.rollback(self.records);
-        shard.outbox.truncate_events(self.events);
-    }
-}
-
 /// Declared keys a call's key is compared with before its CRC16 (see
 /// `Run::holds`): a longer scan would cost more than the hash.
 const DECLARED_SCAN_MAX: usize = 8;
-
-/// Undo lists a thread keeps for reuse: one, of at most this many keys'
-/// room.
-const UNDO_SPARE_MAX: usize = 64;
-
-thread_local! {
-    /// An empty undo list with room (see `Undo::new`).
-    static UNDO_SPARE: RefCell<Vec<(usize, engine::SmallBytes, Saved)>> =
-        const { RefCell::new(Vec::new()) };
-}
-
-impl Drop for Undo {
-    fn drop(&mut self) {
-        if self.keys.capacity() > UNDO_SPARE_MAX {
-            return;
-        }
-        let mut keys = std::mem::take(&mut self.keys);
-        keys.clear();
-        UNDO_SPARE.with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                if s.capacity() == 0 {
-                    *s = keys;
-                }
-            }
-        });
-    }
-}
-
-/// Whether an entry is small enough to copy for [`Undo`].
-fn small(e: &engine::Entry) -> bool {
-    use engine::ValueRef;
-    match e.value() {
-        ValueRef::Str(s) => s.len() <= UNDO_BYTES_MAX,
-        ValueRef::Hash(h) => h.len() <= UNDO_ELEMENTS_MAX,
-        ValueRef::List(l) => l.len() <= UNDO_ELEMENTS_MAX,
-        ValueRef::Set(s) => s.len() <= UNDO_ELEMENTS_MAX,
-        ValueRef::ZSet(z) => z.len() <= UNDO_ELEMENTS_MAX,
-        ValueRef::Stream(_) => false,
-    }
-}
 
 impl Run<'_, '_> {
     /// Before a command that may change something, on a run that may still
@@ -1158,77 +1019,6 @@ impl Run<'_, '_> {
             None => true,
         };
         Ok((Value::Boolean(ok), false))
-    }
-
-    /// A connection command called from a script, written to `out`;
-    /// `Some` for a call refused (its error table).
-    fn conn_call(
-        &mut self,
-        lua: &Lua,
-        r: crate::Resolved,
-        args: Args<'_>,
-        out: &mut Reply,
-    ) -> mlua::Result<Option<(Value, bool)>> {
-        match registry().full_name(r.id) {
-            "select" => match crate::util::parse_db_index(args.get(1), self.ctx.databases) {
-                Ok(db) => {
-                    self.db = db;
-                    out.ok();
-                }
-                Err(e) => out.error_bytes(&e.line()),
-            },
-            "ping" => match args.len() {
-                1 => out.simple("PONG"),
-                _ => out.bulk(args.get(1)),
-            },
-            "echo" => out.bulk(args.get(1)),
-            // The script's own client subscribes to nothing: every
-            // receiver is another client (Redis's lua client).
-            "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
-                Some(ps) => {
-                    let shard = r.spec.name == "spublish";
-                    let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
-                    out.int(n as i64);
-                }
-                None => {
-                    return self
-                        .reject(
-                            lua,
-                            r,
-                            "This Redis command is not supported from scripts yet",
-                        )
-                        .map(Some)
-                }
-            },
-            "lastsave" => {
-                let last = self.ctx.ops.persist.get().map_or(0, |p| p.lastsave_s());
-                out.int(last as i64);
-            }
-            // COMMAND reads the table only.
-            full if full == "command" || full.starts_with("command|") => {
-                if let Some(Err(e)) = crate::docs::from_script(full, out, args) {
-                    out.error_bytes(&e.line());
-                }
-            }
-            "time" => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                out.array(2);
-                out.bulk(now.as_secs().to_string().as_bytes());
-                out.bulk(now.subsec_micros().to_string().as_bytes());
-            }
-            _ => {
-                return self
-                    .reject(
-                        lua,
-                        r,
-                        "This Redis command is not supported from scripts yet",
-                    )
-                    .map(Some)
-            }
-        }
-        Ok(None)
     }
 
     /// `redis.call` / `redis.pcall`: runs one command; returns its reply as
