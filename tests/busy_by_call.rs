@@ -26,36 +26,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, key_on, RawConn, Server};
+use common::{
+    encode_command, key_on, slow_connection_on as connection_on, wait_busy, RawConn, Server,
+    BUSY_EVAL,
+};
 
-const BUSY_EVAL: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 /// Publishes (not a write, but no restart can take it back), reads its
 /// key, spins.
 const PUBLISH_SPIN: &str = "redis.call('PUBLISH', 'ch', 'm') redis.call('GET', KEYS[1]) \
      while true do end";
 /// Sets its key (taken back by a restart), spins.
 const SET_SPIN: &str = "redis.call('SET', KEYS[1], 'spun') while true do end";
-
-/// [`common::connection_on`] with a 10 s reply timeout.
-fn connection_on(s: &Server, key: &str) -> RawConn {
-    let mut c = common::connection_on(s, key);
-    c.set_reply_timeout(Duration::from_secs(10));
-    c
-}
-
-/// Sends PING until the reply is not PONG (the script is busy), at most
-/// 500 times 10 ms apart; returns that reply.
-fn wait_busy(c: &mut RawConn) -> Vec<u8> {
-    for _ in 0..500 {
-        let r = c.cmd_str(&["PING"]);
-        if r != b"+PONG\r\n" {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the script never became busy");
-}
 
 /// A consolidated Tessera with `nshards`, once every shard is on one hub
 /// (thread 0, whose own loop is shard 0's).

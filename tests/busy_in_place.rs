@@ -19,12 +19,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connection_on, encode_command, key_on, Layout, RawConn, Server};
+use common::{
+    connection_on, encode_command, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL,
+    BUSY_FUNCTION,
+};
 
-const BUSY_EVAL: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
-const BUSY_FUNCTION: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
 const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
 
 /// Publishes (not a write: killable), reads the other shard's key, spins.
@@ -51,20 +50,6 @@ const PUBLISH_SPIN_THEN_SET: &str = "redis.call('PUBLISH', 'ch', 'm') redis.call
 fn publish_spin_sha(c: &mut RawConn) -> String {
     let r = c.cmd_str(&["SCRIPT", "LOAD", PUBLISH_SPIN]);
     String::from_utf8(r[5..45].to_vec()).unwrap()
-}
-
-/// Sends PING until the reply is not PONG (the script is busy), at most
-/// 500 times 10 ms apart; returns that reply. Each PING has the
-/// connection's reply timeout: a loop nobody serves fails here.
-fn wait_busy(c: &mut RawConn) -> Vec<u8> {
-    for _ in 0..500 {
-        let r = c.cmd_str(&["PING"]);
-        if r != b"+PONG\r\n" {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the script never became busy");
 }
 
 /// Waits (bounded) until `s` has exited.

@@ -22,31 +22,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, key_on, Layout, RawConn, Server};
+use common::{
+    encode_command, key_on, slow_connection_on as connection_on, wait_busy, Layout, RawConn,
+    Server, BUSY_EVAL,
+};
 
-const BUSY_EVAL: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 const SPIN: &str = "while true do end";
-
-/// [`common::connection_on`] with a 10 s reply timeout.
-fn connection_on(s: &Server, key: &str) -> RawConn {
-    let mut c = common::connection_on(s, key);
-    c.set_reply_timeout(Duration::from_secs(10));
-    c
-}
-
-/// Sends PING until the reply is not PONG (the script is busy), at most
-/// 500 times 10 ms apart; returns that reply.
-fn wait_busy(c: &mut RawConn) -> Vec<u8> {
-    for _ in 0..500 {
-        let r = c.cmd_str(&["PING"]);
-        if r != b"+PONG\r\n" {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the script never became busy");
-}
 
 /// The clients: `r` and `r2` on the hub's own loop (shard 0), `rd1` on an
 /// adopted one (shard 1), whose endless script `rd1` starts. `xx` is a key

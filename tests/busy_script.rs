@@ -15,7 +15,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connection_on, encode_command, home_has, key_on, Layout, RawConn, Server};
+use common::{
+    connection_on, encode_command, home_has, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL,
+    BUSY_FUNCTION,
+};
 
 const SPIN: &str = "while true do end";
 const LIB: &str =
@@ -23,21 +26,6 @@ const LIB: &str =
 
 fn bulk(s: &str) -> Vec<u8> {
     format!("${}\r\n{s}\r\n", s.len()).into_bytes()
-}
-
-/// Sends PING until the reply is not PONG (the script is busy), at most
-/// 500 times 10 ms apart; returns that reply. A PING sent before the script
-/// is busy waits for it (the loop is inside the script) and then gets
-/// `-BUSY`, in Redis as here.
-fn wait_busy(c: &mut RawConn) -> Vec<u8> {
-    for _ in 0..500 {
-        let r = c.cmd_str(&["PING"]);
-        if r != b"+PONG\r\n" {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the script never became busy");
 }
 
 /// A client that waits for its script's reply for long.
@@ -124,11 +112,6 @@ fn scenario(s: &mut Server) -> Vec<Vec<u8>> {
     );
     got
 }
-
-const BUSY_EVAL: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
-const BUSY_FUNCTION: &[u8] =
-    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
 
 /// The replies Redis 7.0.15 gives (checked against it below when it is
 /// installed).

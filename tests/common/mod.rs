@@ -983,6 +983,37 @@ pub fn connection_on(s: &Server, key: &str) -> RawConn {
         .expect("no connection landed on the key's shard")
 }
 
+/// Redis's `-BUSY` while a script (EVAL) or a function (FCALL) runs past
+/// `busy-reply-threshold`.
+pub const BUSY_EVAL: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+pub const BUSY_FUNCTION: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+
+/// Sends PING until the reply is not PONG (a script is busy: PING gets
+/// `-BUSY` on every loop then, as in Redis), at most 500 times 10 ms
+/// apart; returns that reply. A PING sent before the script is busy waits
+/// for it on the script's own loop and then gets `-BUSY`; each PING has
+/// the connection's reply timeout, so a loop nobody serves fails here.
+pub fn wait_busy(c: &mut RawConn) -> Vec<u8> {
+    for _ in 0..500 {
+        let r = c.cmd_str(&["PING"]);
+        if r != b"+PONG\r\n" {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the script never became busy");
+}
+
+/// [`connection_on`] with a 10 s reply timeout, for replies that wait
+/// for a long script.
+pub fn slow_connection_on(s: &Server, key: &str) -> RawConn {
+    let mut c = connection_on(s, key);
+    c.set_reply_timeout(Duration::from_secs(10));
+    c
+}
+
 /// Sends a command given as strings without reading its reply (a
 /// blocking command, a pipeline).
 pub fn send_str(c: &mut RawConn, args: &[&str]) {
