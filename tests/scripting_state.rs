@@ -191,7 +191,7 @@ fn error_stats(c: &mut redis::Connection, cmds: &[&str]) -> String {
 fn errors_inside_scripts_count_once() {
     let srv = server("2");
     let mut c = srv.conn();
-    let cmds = ["set", "get", "select", "geoadd", "eval", "eval_ro"];
+    let cmds = ["set", "get", "select", "geoadd", "incr", "eval", "eval_ro"];
     let check = |c: &mut redis::Connection, body: &str, ro: bool, keys: &[&str], want: &str| {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(c).unwrap();
         let _ = redis::cmd(if ro { "EVAL_RO" } else { "EVAL" })
@@ -272,6 +272,47 @@ fn errors_inside_scripts_count_once() {
         false,
         &[],
         "errorstat_ERR:count=1 errorstat_MY:count=1 total_error_replies:2 select:1,0,1 eval:1,0,1",
+    );
+    // Error replies below the top of the script's reply count as errors
+    // and fail the script; a `pcall` error, counted already, does not
+    // count again but fails the script too (Redis's afterErrorReply). A
+    // `pcall` that caught a rejection leaves the script a success.
+    check(
+        &mut c,
+        "return {1, redis.error_reply('MYERR x'), {err='E2 y'}, {3, {err='DEEP z'}}}",
+        false,
+        &[],
+        "errorstat_DEEP:count=1 errorstat_E2:count=1 errorstat_MYERR:count=1 \
+         total_error_replies:3 eval:1,0,1",
+    );
+    check(
+        &mut c,
+        "local e = redis.pcall('INCR', KEYS[1], 'extra') return {e}",
+        false,
+        &["n"],
+        "errorstat_ERR:count=1 total_error_replies:1 incr:0,1,0 eval:1,0,1",
+    );
+    check(
+        &mut c,
+        "redis.pcall('INCR', KEYS[1], 'extra') return 1",
+        false,
+        &["n"],
+        "errorstat_ERR:count=1 total_error_replies:1 incr:0,1,0 eval:1,0,0",
+    );
+    check(
+        &mut c,
+        "redis.pcall('INCR', KEYS[1], 'extra') redis.call('SET', KEYS[1], '1') return 1",
+        false,
+        &["n"],
+        "errorstat_ERR:count=1 total_error_replies:1 set:1,0,0 incr:0,1,0 eval:1,0,0",
+    );
+    let _: () = redis::cmd("SET").arg("s").arg("x").query(&mut c).unwrap();
+    check(
+        &mut c,
+        "local e = redis.pcall('INCR', KEYS[1]) return {e}",
+        false,
+        &["s"],
+        "errorstat_ERR:count=1 total_error_replies:1 incr:1,0,1 eval:1,0,1",
     );
 }
 

@@ -251,7 +251,11 @@ pub(crate) fn run_shard_with(
     }
     // A blocked command is counted when it is served or times out.
     if block.is_none() {
-        if let Some(us) = record_us(stats, call.ops, r.id, started.elapsed_us(), false) {
+        // A script that returned error replies below its top failed
+        // (Redis's failed_calls counts errors since its last call).
+        let failed =
+            r.spec.has(crate::table::flags::SCRIPT) && crate::script::vm::take_nested_failed();
+        if let Some(us) = record_us(stats, call.ops, r.id, started.elapsed_us(), failed) {
             slowlog(call.ops, r, args, us, call.client, None);
         }
     }

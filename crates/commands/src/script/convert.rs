@@ -236,10 +236,16 @@ pub fn c_cast_i64(n: f64) -> i64 {
 /// then RESP3 booleans). An error at the top is returned instead of
 /// written, so that the caller replies and counts it as an error (unless
 /// its flag says it was counted: see `vm::CountedError`).
+///
+/// Error tables below the top are written as error replies and added to
+/// `nested`, with whether they were counted already (a `redis.pcall`
+/// error): Redis counts the others in errorstats, and fails the call for
+/// either kind.
 pub fn lua_to_reply(
     v: &Value,
     out: &mut Reply,
     script_resp3: bool,
+    nested: &mut Vec<(Vec<u8>, bool)>,
 ) -> mlua::Result<Option<(Vec<u8>, bool)>> {
     if let Value::Table(t) = v {
         if let Value::String(e) = t.raw_get::<Value>("err")? {
@@ -250,7 +256,7 @@ pub fn lua_to_reply(
             return Ok(Some((error_reply_line(&e.as_bytes()), counted)));
         }
     }
-    write(v, out, script_resp3, 0)?;
+    write(v, out, script_resp3, 0, nested)?;
     Ok(None)
 }
 
@@ -266,7 +272,13 @@ fn error_reply_line(e: &[u8]) -> Vec<u8> {
     line
 }
 
-fn write(v: &Value, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
+fn write(
+    v: &Value,
+    out: &mut Reply,
+    script_resp3: bool,
+    depth: usize,
+    nested: &mut Vec<(Vec<u8>, bool)>,
+) -> mlua::Result<()> {
     if depth > DEPTH_MAX {
         out.error("ERR reached lua stack limit");
         return Ok(());
@@ -284,7 +296,7 @@ fn write(v: &Value, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::
         }
         Value::Integer(n) => out.int(*n),
         Value::Number(n) => out.int(c_cast_i64(*n)),
-        Value::Table(t) => write_table(t, out, script_resp3, depth)?,
+        Value::Table(t) => write_table(t, out, script_resp3, depth, nested)?,
         _ => out.null(),
     }
     Ok(())
@@ -293,10 +305,21 @@ fn write(v: &Value, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::
 /// Fields are read raw, as Redis's `lua_rawget`: a table's metatable (a
 /// script's `__index`, the guard on `_G` against missing globals) is never
 /// consulted.
-fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
+fn write_table(
+    t: &Table,
+    out: &mut Reply,
+    script_resp3: bool,
+    depth: usize,
+    nested: &mut Vec<(Vec<u8>, bool)>,
+) -> mlua::Result<()> {
     if let Value::String(e) = t.raw_get::<Value>("err")? {
         let line = error_reply_line(&e.as_bytes());
         out.error_bytes(&line[1..]);
+        let counted = matches!(
+            t.raw_get::<Value>(super::vm::COUNTED_FIELD)?,
+            Value::Boolean(true)
+        );
+        nested.push((line[1..].to_vec(), counted));
         return Ok(());
     }
     if let Value::String(s) = t.raw_get::<Value>("ok")? {
@@ -358,8 +381,8 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         out.map(n);
         for kv in m.pairs::<Value, Value>() {
             let (k, v) = kv?;
-            write(&k, out, script_resp3, depth + 1)?;
-            write(&v, out, script_resp3, depth + 1)?;
+            write(&k, out, script_resp3, depth + 1, nested)?;
+            write(&v, out, script_resp3, depth + 1, nested)?;
         }
         return Ok(());
     }
@@ -372,17 +395,23 @@ fn write_table(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
         out.set(n);
         for kv in s.pairs::<Value, Value>() {
             let (k, _) = kv?;
-            write(&k, out, script_resp3, depth + 1)?;
+            write(&k, out, script_resp3, depth + 1, nested)?;
         }
         return Ok(());
     }
-    super::libs::deep(|| write_array(t, out, script_resp3, depth))
+    super::libs::deep(|| write_array(t, out, script_resp3, depth, nested))
 }
 
 /// Counted, then written an element at a time: holding every element at
 /// once (a reference each, on mlua's reference stack) overflows Lua's
 /// stack past a few thousand strings or tables.
-fn write_array(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> mlua::Result<()> {
+fn write_array(
+    t: &Table,
+    out: &mut Reply,
+    script_resp3: bool,
+    depth: usize,
+    nested: &mut Vec<(Vec<u8>, bool)>,
+) -> mlua::Result<()> {
     let mut n = 0;
     while !t.raw_get::<Value>(n + 1)?.is_nil() {
         n += 1;
@@ -390,7 +419,7 @@ fn write_array(t: &Table, out: &mut Reply, script_resp3: bool, depth: usize) -> 
     out.array(n);
     for i in 1..=n {
         let v: Value = t.raw_get(i)?;
-        write(&v, out, script_resp3, depth + 1)?;
+        write(&v, out, script_resp3, depth + 1, nested)?;
     }
     Ok(())
 }
@@ -402,7 +431,7 @@ mod tests {
     fn lua_reply(lua: &Lua, code: &str, resp3: bool, script_resp3: bool) -> String {
         let v: Value = lua.load(code).eval().unwrap();
         let mut out = Reply::new(resp3);
-        match lua_to_reply(&v, &mut out, script_resp3).unwrap() {
+        match lua_to_reply(&v, &mut out, script_resp3, &mut Vec::new()).unwrap() {
             Some((e, _)) => String::from_utf8_lossy(&e).into_owned(),
             None => String::from_utf8_lossy(out.as_bytes()).into_owned(),
         }

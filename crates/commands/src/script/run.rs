@@ -217,6 +217,8 @@ fn execute(
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
+    // A mark a run recorded elsewhere left (see `vm::take_nested_failed`).
+    super::vm::take_nested_failed();
     let keys_: Vec<&[u8]> = (3..3 + nkeys).map(|i| args.get(i)).collect();
     // Declared keys on several shards, or a run inside `wide::Wide`: this
     // runs on gathered copies, on a scratch shard without a limit.
@@ -394,9 +396,13 @@ fn execute(
         let script_resp3 = run.resp3;
         match outcome.map_err(|e| CmdError::err(error_text(&e)))? {
             Outcome::Returned(value) => {
-                match lua_to_reply(&value, ctx.out, script_resp3)
-                    .map_err(|e| CmdError::err(error_text(&e)))?
-                {
+                let mut nested = Vec::new();
+                let top = lua_to_reply(&value, ctx.out, script_resp3, &mut nested)
+                    .map_err(|e| CmdError::err(error_text(&e)))?;
+                if !nested.is_empty() {
+                    super::vm::count_nested_errors(&nested);
+                }
+                match top {
                     Some((line, true)) => Err(CmdError::Counted(line[1..].to_vec())),
                     Some((line, false)) => Err(CmdError::Bytes(line[1..].to_vec())),
                     None => Ok(()),

@@ -362,6 +362,33 @@ pub fn put_stats(stats: ThreadStats) {
     STATS.with(|s| *s.borrow_mut() = Some(stats));
 }
 
+/// Counts the error replies a script returned below its reply's top (see
+/// `convert::lua_to_reply`; `true`: counted already, a `redis.pcall`
+/// error) in the scripts' statistics, as Redis counts every error reply,
+/// and marks the script command failed, for [`take_nested_failed`]:
+/// Redis fails a command for an error it replies, counted or not
+/// (`afterErrorReply`).
+pub fn count_nested_errors(lines: &[(Vec<u8>, bool)]) {
+    STATS.with(|s| {
+        if let Ok(Some(own)) = s.try_borrow_mut().as_deref_mut() {
+            for (l, _) in lines.iter().filter(|(_, counted)| !counted) {
+                own.count_error(l);
+            }
+        }
+    });
+    NESTED_FAILED.with(|f| f.set(true));
+}
+
+/// Whether the script command that just ran returned error replies below
+/// its top (then it counts as failed); clears the mark.
+pub fn take_nested_failed() -> bool {
+    NESTED_FAILED.with(|f| f.replace(false))
+}
+
+thread_local! {
+    static NESTED_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Lends the thread's statistics to its scripts for one script command
 /// (`exec::run_shard_ready`), so that the script's `redis.call`s count
 /// straight into them: draining the scripts' own afterwards cost ~15 k
