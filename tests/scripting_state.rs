@@ -366,6 +366,35 @@ fn scripts_refused_up_front_are_rejected_calls() {
     config_set(&mut c, "min-replicas-to-write", "0");
 }
 
+/// A script across shards (in place, or on gathered copies) that replies
+/// an error below its reply's top: counted, and a failed call, in every
+/// layout. (Figures taken from Redis 7.0.15.)
+#[test]
+fn cross_shard_scripts_count_errors_below_the_top() {
+    for layout in layouts() {
+        let srv = Server::tessera(layout);
+        let mut c = srv.conn();
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+        let body = "for i = 1, #KEYS do redis.call('SET', KEYS[i], i) end \
+                    return {#KEYS, redis.error_reply('NESTED x')}";
+        let _ = redis::cmd("EVAL")
+            .arg(body)
+            .arg(KEYS8.len())
+            .arg(&KEYS8)
+            .query::<redis::Value>(&mut c);
+        let _ = redis::cmd("EVAL")
+            .arg("return {#KEYS}")
+            .arg(KEYS8.len())
+            .arg(&KEYS8)
+            .query::<redis::Value>(&mut c);
+        assert_eq!(
+            error_stats(&mut c, &["eval"]),
+            "errorstat_NESTED:count=1 total_error_replies:1 eval:2,0,1",
+            "{layout:?}"
+        );
+    }
+}
+
 /// Shard layouts in which scripts over [`KEYS8`] run across shards: on
 /// copies, or in place on co-hosted shards. (One server for real Redis.)
 fn layouts() -> &'static [&'static [&'static str]] {

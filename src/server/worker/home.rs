@@ -444,9 +444,12 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
         ac.coord.drain_stats(&mut core.stats);
         if rejected {
             exec::count_rejected(&mut core.stats, Some(ac.resolved.id));
-        } else if let Some(us) =
+        } else if let Some(us) = {
+            // A script that replied errors below its reply's top failed
+            // (see `script::vm::count_nested_errors`).
+            let failed = failed || (script && commands::script::vm::take_nested_failed());
             exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed)
-        {
+        } {
             if let Some(a) = &ac.slow_args {
                 let label = commands::ops::slowlog::label_of(&c.client);
                 exec::slowlog(ops, ac.resolved, a.args(), us, c.client.id, Some(label));
