@@ -249,15 +249,20 @@ pub fn lua_to_reply(
 ) -> mlua::Result<Option<(Vec<u8>, bool)>> {
     if let Value::Table(t) = v {
         if let Value::String(e) = t.raw_get::<Value>("err")? {
-            let counted = matches!(
-                t.raw_get::<Value>(super::vm::COUNTED_FIELD)?,
-                Value::Boolean(true)
-            );
-            return Ok(Some((error_reply_line(&e.as_bytes()), counted)));
+            return Ok(Some((error_reply_line(&e.as_bytes()), counted(t)?)));
         }
     }
     write(v, out, script_resp3, 0, nested)?;
     Ok(None)
+}
+
+/// Whether an error table was counted already (a `redis.call` error: see
+/// `vm::CountedError`).
+fn counted(t: &Table) -> mlua::Result<bool> {
+    Ok(matches!(
+        t.raw_get::<Value>(super::vm::COUNTED_FIELD)?,
+        Value::Boolean(true)
+    ))
 }
 
 /// An `{err=...}` table's reply line: `-` + the text (Redis prints it with
@@ -315,11 +320,7 @@ fn write_table(
     if let Value::String(e) = t.raw_get::<Value>("err")? {
         let line = error_reply_line(&e.as_bytes());
         out.error_bytes(&line[1..]);
-        let counted = matches!(
-            t.raw_get::<Value>(super::vm::COUNTED_FIELD)?,
-            Value::Boolean(true)
-        );
-        nested.push((line[1..].to_vec(), counted));
+        nested.push((line[1..].to_vec(), counted(t)?));
         return Ok(());
     }
     if let Value::String(s) = t.raw_get::<Value>("ok")? {
