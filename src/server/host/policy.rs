@@ -263,17 +263,58 @@ pub(super) fn gettid() -> i32 {
 
 /// The machine's idle and total CPU time so far (`/proc/stat`, in clock
 /// ticks), and its number of CPUs.
+///
+/// Read into a buffer this thread keeps ([`STAT_TEXT`]) and parsed
+/// without allocating. A hub reads it every load window (10 times a
+/// second, idle or not), and a fresh `String` grew by `realloc` to 2 KiB
+/// each time. glibc's `realloc` puts the chunk it moves out of in the
+/// thread's cache (tcache) but takes the new one from the arena, never
+/// from the cache, so readings left chunks of about 1 KiB in the cache
+/// that only a `malloc` of their size takes back, and nothing else mallocs
+/// those sizes. With 256 chunks per size (`src/main.rs`) the cache of
+/// shard 0's thread held ~0.4 MiB of them after a minute, idle or under
+/// load (gdb, `tcache->counts`): most of the RSS creep bench/scripting.sh
+/// saw over millions of EVALSHA calls (bench/README.md, issue 23).
 pub(super) fn cpu_ticks() -> Option<(u64, u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    use std::io::Read;
+    STAT_TEXT.with(|cell| {
+        let mut text = cell.try_borrow_mut().ok()?;
+        text.clear();
+        text.reserve(STAT_TEXT_BYTES);
+        let read = std::fs::File::open("/proc/stat").and_then(|mut f| f.read_to_string(&mut text));
+        let ticks = read.ok().and_then(|_| parse_stat(&text));
+        if text.capacity() > STAT_KEEP_BYTES {
+            *text = String::new();
+        }
+        ticks
+    })
+}
+
+/// Room [`cpu_ticks`] reads `/proc/stat` into: its text is ~1.2 KiB on
+/// two CPUs and grows by ~100 bytes a CPU.
+const STAT_TEXT_BYTES: usize = 16 << 10;
+/// A buffer grown past this (hundreds of CPUs) is freed after the reading.
+const STAT_KEEP_BYTES: usize = 256 << 10;
+
+thread_local! {
+    /// [`cpu_ticks`]'s buffer.
+    static STAT_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// (idle, total, CPUs) of `/proc/stat`'s text: idle is idle + iowait,
+/// total the first eight fields of the `cpu` line (user nice system idle
+/// iowait irq softirq steal; guest is in user), CPUs the `cpuN` lines.
+fn parse_stat(stat: &str) -> Option<(u64, u64, u64)> {
     let mut lines = stat.lines();
     let first = lines.next()?.strip_prefix("cpu ")?;
-    let f: Vec<u64> = first
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // user nice system idle iowait irq softirq steal (guest is in user).
-    let total: u64 = f.iter().take(8).sum();
-    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+    let (mut total, mut idle) = (0u64, 0u64);
+    for (i, x) in first.split_whitespace().take(8).enumerate() {
+        let v: u64 = x.parse().unwrap_or(0);
+        total += v;
+        if i == 3 || i == 4 {
+            idle += v;
+        }
+    }
     let cpus = lines.filter(|l| l.starts_with("cpu")).count() as u64;
     Some((idle, total, cpus.max(1)))
 }
@@ -339,6 +380,28 @@ mod tests {
         assert_eq!(idle_between(Some((5, 20, 2)), Some((5, 20, 2))), Some(0));
         let now = cpu_ticks().expect("/proc/stat");
         assert!(now.1 >= now.0 && now.2 >= 1);
+    }
+
+    #[test]
+    fn proc_stat_is_parsed_as_before() {
+        let text = "cpu  10 1 5 100 4 2 3 1 7 0\ncpu0 5 0 2 50 2 1 1 0 3 0\n\
+                    cpu1 5 1 3 50 2 1 2 1 4 0\nintr 12 0\nctxt 99\n";
+        assert_eq!(parse_stat(text), Some((104, 126, 2)), "guest not added");
+        assert_eq!(parse_stat("cpu  1 2\n"), Some((0, 3, 1)), "short line");
+        assert_eq!(parse_stat("intr 1\n"), None);
+        assert_eq!(parse_stat(""), None);
+    }
+
+    #[test]
+    fn reading_proc_stat_reuses_the_threads_buffer() {
+        // Allocating per reading is what filled glibc's cache (see
+        // cpu_ticks): the second reading must reuse the first's buffer.
+        assert!(cpu_ticks().is_some());
+        let first = STAT_TEXT.with(|b| (b.borrow().as_ptr(), b.borrow().capacity()));
+        assert!(first.1 >= STAT_TEXT_BYTES);
+        assert!(cpu_ticks().is_some());
+        let second = STAT_TEXT.with(|b| (b.borrow().as_ptr(), b.borrow().capacity()));
+        assert_eq!(first, second, "no new buffer, no growth");
     }
 
     #[test]
