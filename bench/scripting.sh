@@ -19,7 +19,11 @@
 #              within Redis's own (issue 23). The warm-up fills what is
 #              meant to fill once (allocator caches, pooled buffers, the
 #              connections' buffers); bench/README.md has what grew before
-#              it was fixed and how to look (bench/malloc_gdb.py).
+#              it was fixed and how to look (bench/malloc_gdb.py). With
+#              BENCH_RSS_PURGE=1 each reading follows a MEMORY PURGE
+#              (glibc: malloc_trim(0)), so free memory the allocator keeps
+#              resident drops out and what remains is held (live data, the
+#              threads' tcaches, pools).
 #   stray      GET/SET throughput of 50 clients (redis-benchmark -t get,set,
 #              keys "key:*") alone, then while 10 other clients run a script
 #              that declares one key and touches two undeclared keys of other
@@ -52,6 +56,7 @@ ROUNDS=${BENCH_ROUNDS:-2}
 RSS_WARM=${BENCH_RSS_WARM:-1000000}
 RSS_CALLS=${BENCH_RSS_CALLS:-1000000}
 RSS_STEPS=${BENCH_RSS_STEPS:-2}
+RSS_PURGE=${BENCH_RSS_PURGE:-0}
 TESTS=${BENCH_TESTS:-evalsha1 evalsha8 rss stray}
 PY=${PYTHON:-python3}
 HZ=$(getconf CLK_TCK)
@@ -66,6 +71,11 @@ DECL="redis.call('INCR', KEYS[1]); redis.call('INCR', KEYS[2]); redis.call('INCR
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# RSS for the rss test: after a MEMORY PURGE with BENCH_RSS_PURGE=1.
+rss_reading() {
+  if [ "$RSS_PURGE" = 1 ]; then redis-cli -p "$PORT" MEMORY PURGE >/dev/null; fi
+  rss_kb "$PID"
+}
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 
@@ -138,10 +148,10 @@ for round in $(seq "$ROUNDS"); do
           # scripts' own, not the keyspace's. Nothing but EVALSHA between
           # readings (an INFO would allocate too).
           redis-benchmark -p "$PORT" -c 50 -P 16 -n "$RSS_WARM" -r 1000 -q EVALSHA "$sha" 1 k:__rand_int__ >/dev/null
-          readings=$(rss_kb "$PID")
+          readings=$(rss_reading)
           for _ in $(seq "$RSS_STEPS"); do
             redis-benchmark -p "$PORT" -c 50 -P 16 -n "$RSS_CALLS" -r 1000 -q EVALSHA "$sha" 1 k:__rand_int__ >/dev/null
-            readings="$readings $(rss_kb "$PID")"
+            readings="$readings $(rss_reading)"
           done
           RES[$name,rss,$round]=$readings ;;
         stray)
@@ -172,6 +182,7 @@ for t in evalsha1_p1 evalsha1_p16 evalsha8_p1; do
 done
 if [[ " $TESTS " == *" rss "* ]]; then
   echo
+  if [ "$RSS_PURGE" = 1 ]; then echo "(each reading after MEMORY PURGE)"; fi
   head="| server | round | RSS after $RSS_WARM warm-up (KB) |"
   rule="|---|---|---|"
   for i in $(seq "$RSS_STEPS"); do head="$head after +$((i * RSS_CALLS)) |"; rule="$rule---|"; done
