@@ -221,6 +221,22 @@ struct Core {
     /// Some client tracks keys: the databases list their changes (see
     /// `tracking`).
     track_on: bool,
+    /// False only while this shard is known free for an unlocked
+    /// transaction ([`Core::idle_for_unlocked`]): no lock held or asked
+    /// for, nothing held back, no AOF or replica stream. Set (at once,
+    /// on this line) by whatever may end that: a job by the normal path
+    /// (`Worker::start_job`: locks, and the jobs that turn the outbox's
+    /// records on), anything deferred or lock-blocked, the AOF toggled;
+    /// cleared only by the full check finding all of it empty. So a
+    /// visit from another worker on its hub reads this line, not the
+    /// four or five lines of the lists themselves (with 32 shards on one
+    /// hub each visit finds the worker cold: every line is a miss).
+    maybe_busy: bool,
+    /// Some client may wait on this shard's keys: set when one blocks
+    /// (`waiters::block`), cleared by a job's epilogue that finds
+    /// `waiters` empty ([`Core::may_have_waiters`]); the epilogue reads
+    /// this line instead of the waiters' own.
+    may_wait: bool,
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,

@@ -312,11 +312,53 @@ pub(super) fn run_job_now(
     // at every database. Anything marked before the last waiter left is
     // only ever dropped (`serve_ready` with no waiters), here or at the
     // shard's next look.
-    let served = !core.waiters.is_empty() && core.shard.dbs.iter().any(|d| d.has_ready());
+    let served = core.may_have_waiters() && core.shard.dbs.iter().any(|d| d.has_ready());
     if served {
         super::waiters::serve_ready(core);
     }
     (out, served)
+}
+
+impl Core {
+    /// Whether an unlocked transaction may run on this shard now: no lock
+    /// held or asked for, nothing held back for one, no AOF or replica
+    /// stream (their records of a transaction go out as one block, which
+    /// the locked path assembles). One line read while `maybe_busy` is
+    /// clear (see the field); otherwise the lists themselves, and the
+    /// flag cleared if they are all empty.
+    #[inline]
+    pub(super) fn idle_for_unlocked(&mut self) -> bool {
+        if !self.maybe_busy {
+            debug_assert!(self.idle_in_full(), "maybe_busy clear on a busy shard");
+            return true;
+        }
+        let idle = self.idle_in_full();
+        self.maybe_busy = !idle;
+        idle
+    }
+
+    /// [`Core::idle_for_unlocked`] from the lists themselves.
+    fn idle_in_full(&self) -> bool {
+        !self.locks.any_held()
+            && self.locks.waiting_len() == 0
+            && self.deferred.is_empty()
+            && self.lock_blocked.is_empty()
+            && self.aof.is_none()
+            && !self.shard.outbox.records_on
+    }
+
+    /// Whether a client may wait on this shard's keys: `may_wait`'s line
+    /// while it is clear (see the field), else the waiters' own, and
+    /// the flag cleared if there are none.
+    #[inline]
+    pub(super) fn may_have_waiters(&mut self) -> bool {
+        if !self.may_wait {
+            debug_assert!(self.waiters.is_empty(), "may_wait clear with waiters");
+            return false;
+        }
+        self.may_wait = !self.waiters.is_empty();
+        self.may_wait
+    }
 }
 
 impl Worker {
@@ -401,14 +443,8 @@ impl Worker {
     /// held or asked for, nothing held back for one, no AOF or replica
     /// stream (their records of a transaction go out as one block, which
     /// the locked path assembles).
-    pub(super) fn idle_for_unlocked(&self) -> bool {
-        let c = &self.core;
-        !c.locks.any_held()
-            && c.locks.waiting_len() == 0
-            && c.deferred.is_empty()
-            && c.lock_blocked.is_empty()
-            && c.aof.is_none()
-            && !c.shard.outbox.records_on
+    pub(super) fn idle_for_unlocked(&mut self) -> bool {
+        self.core.idle_for_unlocked()
     }
 
     /// A coordinator job from a worker on this thread, delivered by a

@@ -735,6 +735,7 @@ pub(super) fn execute(
         if matches!(step, Step::Paused) {
             pause::hold(core, c, slot);
         } else {
+            core.maybe_busy = true;
             core.lock_blocked.push((slot, c.gen));
         }
         return false;

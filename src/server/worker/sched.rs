@@ -120,6 +120,8 @@ impl Worker {
                 direct_conns: Vec::new(),
                 held_aof: None,
                 track_on: false,
+                maybe_busy: true,
+                may_wait: true,
                 touched: Vec::new(),
             },
             conns: Conns {

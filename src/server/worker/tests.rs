@@ -882,6 +882,8 @@ fn a_visit_reads_the_front_of_a_worker() {
         offset_of!(super::Core, cfg_gen),
         offset_of!(super::Core, aof),
         offset_of!(super::Core, track_on),
+        offset_of!(super::Core, maybe_busy),
+        offset_of!(super::Core, may_wait),
         offset_of!(super::Core, lock_blocked),
         offset_of!(super::Core, deferred),
         offset_of!(super::Core, locks),
@@ -889,6 +891,68 @@ fn a_visit_reads_the_front_of_a_worker() {
         offset_of!(super::Core, shard),
     ];
     assert!(hot.iter().all(|&o| o < 5 * 64), "{hot:?}");
+    // A visit to a shard known free reads one line of it: the flags and
+    // what its prologue reads (the config generation, tracking).
+    let first = [
+        offset_of!(super::Core, cfg_gen) + 8,
+        offset_of!(super::Core, track_on) + 1,
+        offset_of!(super::Core, maybe_busy) + 1,
+        offset_of!(super::Core, may_wait) + 1,
+    ];
+    assert!(first.iter().all(|&e| e <= 64), "{first:?}");
+}
+
+/// A visit's idle check reads one line while `Core::maybe_busy` is clear
+/// (see the field): whatever makes a shard busy for an unlocked
+/// transaction sets it (a job by the normal path, its lock, a deferred
+/// batch), and only a full look at the lists clears it, so a shard
+/// holding a lock is never taken for free, and the next unlocked
+/// transaction after the release finds it free again.
+#[test]
+fn a_shard_is_known_free_only_after_a_full_look() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (a, b) = (key_on(1, n, "x"), key_on(2, n, "y"));
+    let tx = t.connect(0);
+    let rd = t.connect(0);
+    let busy = |t: &Cluster| [1, 2].map(|s| t.workers[s].core.maybe_busy);
+    // Unlocked (lent, every shard free): the full look clears the flags.
+    assert_eq!(t.call(rd, &["MSET", &a, "1", &b, "1"]), "+OK\r\n");
+    assert_eq!(busy(&t), [false, false]);
+    assert_eq!(t.pins, 2, "both shards pinned: ran unlocked");
+    // Through the mailbox: locked jobs (`start_job`) set them.
+    t.lend = false;
+    assert_eq!(t.call(rd, &["MSET", &a, "2", &b, "2"]), "+OK\r\n");
+    assert_eq!(busy(&t), [true, true]);
+    t.lend = true;
+    assert_eq!(t.call(rd, &["MSET", &a, "3", &b, "3"]), "+OK\r\n");
+    assert_eq!(busy(&t), [false, false]);
+    // A transaction holding its locks across rounds: an MSET over the
+    // same shards meanwhile is not run unlocked (it would run before the
+    // transaction and be overwritten by it); it waits for the release.
+    t.lend = false;
+    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+    assert_eq!(t.call(tx, &["SET", &a, "tx"]), "+QUEUED\r\n");
+    assert_eq!(t.call(tx, &["SET", &b, "tx"]), "+QUEUED\r\n");
+    t.send(tx, &["EXEC"]);
+    let mut rounds = 0;
+    while !t.workers[1].core.locks.any_held() {
+        t.round();
+        rounds += 1;
+        assert!(rounds < 100, "the transaction never locked shard 1");
+    }
+    assert!(t.workers[1].core.maybe_busy);
+    t.lend = true;
+    let pins = t.pins;
+    t.send(rd, &["MSET", &a, "4", &b, "4"]);
+    assert_eq!(t.reply(tx).0, "*2\r\n+OK\r\n+OK\r\n");
+    assert_eq!(t.reply(rd).0, "+OK\r\n");
+    assert_eq!(
+        t.call(rd, &["MGET", &a, &b]),
+        "*2\r\n$1\r\n4\r\n$1\r\n4\r\n"
+    );
+    assert!(t.pins > pins);
+    assert_eq!(busy(&t), [false, false], "free again after the release");
 }
 
 /// What a hub's round reads of each loop it holds (`Worker::due_in`)
