@@ -299,7 +299,7 @@ pub(super) fn run_job_now(
     job: commands::coord::JobFn,
 ) -> (JobOut, bool) {
     tracking::track_check(core);
-    let out = job(&mut commands::coord::ShardEnv {
+    let out = job.call(&mut commands::coord::ShardEnv {
         shard: &mut core.shard,
         stats: &mut core.stats,
         clients,

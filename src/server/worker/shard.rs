@@ -413,7 +413,7 @@ impl Worker {
                     stats: &mut self.core.stats,
                     clients: &mut self.conns,
                 };
-                job(&mut env)
+                job.call(&mut env)
             };
             tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
             let aof = match self.core.aof {
