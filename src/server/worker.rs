@@ -492,4 +492,21 @@ pub struct Worker {
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.
     master_conn: Option<(usize, u32)>,
+    /// Held, never read: [`COLORS`] workers' state at different cache
+    /// sets. Each worker is built on its own thread, whose allocations
+    /// (in a malloc arena of their own, aligned to 64 MB) follow the same
+    /// sequence: every worker's `Core` sat at the same address modulo
+    /// 4 KiB (measured: 8 of 32 at one offset, most others at three), so
+    /// the lines a hub's visits and rounds read of 32 co-hosted workers
+    /// fell into a few of the L1 cache's 64 sets and evicted each other
+    /// (a 12-way set holds 12 lines). This block, allocated first on the
+    /// thread, `id % COLORS` lines long, shifts what the worker allocates
+    /// after it (the worker itself, boxed by its host, its lists) by that
+    /// many lines.
+    color: Box<[u8]>,
 }
+
+/// The number of cache-line offsets workers' state is spread over (see
+/// `Worker::color`): the sets of a 4 KiB way.
+const COLORS: usize = 64;
+const COLOR_LINE: usize = 64;

@@ -65,6 +65,8 @@ impl Worker {
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
         }
+        // First on this thread: see `Worker::color`.
+        let color = vec![0u8; super::COLOR_LINE * (id % super::COLORS)].into_boxed_slice();
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
         let server_for_desk = server.clone();
@@ -154,6 +156,7 @@ impl Worker {
             parks: 0,
             shared: server_for_desk,
             master_conn: None,
+            color,
         };
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();

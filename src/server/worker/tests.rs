@@ -955,6 +955,22 @@ fn a_shard_is_known_free_only_after_a_full_look() {
     assert_eq!(busy(&t), [false, false], "free again after the release");
 }
 
+/// Each worker starts its thread's allocations with a block of its own
+/// number of cache lines (`Worker::color`), so that what it allocates
+/// next (itself, its lists) is not at the same address modulo 4 KiB as
+/// every other worker's, in the same few L1 sets.
+#[test]
+fn workers_are_spread_over_cache_sets() {
+    let t = Cluster::new(3);
+    let lines: Vec<usize> = t
+        .workers
+        .iter()
+        .map(|w| w.color.len() / super::COLOR_LINE)
+        .collect();
+    assert_eq!(lines, [0, 1, 2]);
+    assert_eq!(super::COLOR_LINE * super::COLORS, 4096);
+}
+
 /// What a hub's round reads of each loop it holds (`Worker::due_in`)
 /// lies together (see `Worker`): the lists that make a loop due end
 /// `Core` on three cache lines, just before the mailbox (whose inbound
