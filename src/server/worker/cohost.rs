@@ -87,18 +87,21 @@
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
 //! with the shard count itself: per shard, a pin (a seat's lock) and the
-//! idle check, the job's own allocation (its closure), and the epilogue
-//! of [`run_job_now`] (the dirty count published; tracking and events, a
-//! branch each while off; the ready check, one load while no client of
-//! the shard waits; the mailbox flushed only if the job sent something).
-//! With 32 shards on one hub each visit finds its worker cold: what a
-//! visit reads leads `Core`, `engine::Shard` and `engine::Db` (see their
-//! docs), so it costs about 8 cache lines of bookkeeping, not 14. Measured
-//! with callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard
-//! on one hub, pipeline 1): 40.7k instructions and 275 D1 read misses per
-//! MSET at 32 shards against 34.6k and 82 at 2 (1.18x; before the visit
-//! and the layouts: 42.8k and 390 against 34.7k and 87, 1.23x; see
-//! bench/README, "One visit per co-hosted shard").
+//! idle check (one line while the shard is known free: `Core::maybe_busy`),
+//! the job (its closure held inline, no allocation: `coord::JobFn`), and
+//! the epilogue of [`run_job_now`] (the dirty count published; tracking
+//! and events, a branch each while off; the ready check, one line while
+//! no client may wait: `Core::may_wait`; the mailbox flushed only if the
+//! job sent something). With 32 shards on one hub each visit finds its
+//! worker cold: what a visit reads leads `Core`, `engine::Shard` and
+//! `engine::Db` (see their docs), and workers' state is spread over the
+//! cache's sets (`Worker::color`). Measured with callgrind
+//! (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard on one hub,
+//! pipeline 1): 39.5k instructions and 233 D1 read misses per MSET at 32
+//! shards against 34.6k and 83 at 2 (1.14x; before these three cuts 40.5k
+//! and 286, 1.17x; before the visit and the layouts 42.8k and 390 against
+//! 34.7k and 87, 1.23x; see bench/README, "One visit per co-hosted shard"
+//! and "What a visit reads, continued").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -439,10 +442,7 @@ impl Worker {
         true
     }
 
-    /// Whether an unlocked transaction may run on this shard now: no lock
-    /// held or asked for, nothing held back for one, no AOF or replica
-    /// stream (their records of a transaction go out as one block, which
-    /// the locked path assembles).
+    /// [`Core::idle_for_unlocked`] of this worker's shard.
     pub(super) fn idle_for_unlocked(&mut self) -> bool {
         self.core.idle_for_unlocked()
     }
