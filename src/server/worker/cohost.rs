@@ -97,11 +97,11 @@
 //! `engine::Db` (see their docs), and workers' state is spread over the
 //! cache's sets (`Worker::color`). Measured with callgrind
 //! (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard on one hub,
-//! pipeline 1): 39.5k instructions and 233 D1 read misses per MSET at 32
-//! shards against 34.6k and 83 at 2 (1.14x; before these three cuts 40.5k
-//! and 286, 1.17x; before the visit and the layouts 42.8k and 390 against
-//! 34.7k and 87, 1.23x; see bench/README, "One visit per co-hosted shard"
-//! and "What a visit reads, continued").
+//! pipeline 1): 39.6k instructions and 230 D1 read misses per MSET at 32
+//! shards against 34.6k and 84 at 2 (1.15x; before the cuts of mset27b
+//! 40.5k and 286, 1.17x; before the visit and the layouts 42.8k and 390
+//! against 34.7k and 87, 1.23x; see bench/README, "One visit per
+//! co-hosted shard" and "What a visit reads, continued").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
