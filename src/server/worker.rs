@@ -111,6 +111,7 @@ use engine::Shard;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Poll, Token};
 use resp::Reply;
+pub use reach::Calls;
 
 use super::blocking::Waiters;
 use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream};
@@ -131,6 +132,7 @@ mod nap;
 mod output;
 mod pause;
 mod pubsub;
+mod reach;
 mod repl_wait;
 mod replica;
 mod request;

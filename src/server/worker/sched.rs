@@ -356,6 +356,11 @@ impl Worker {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
+        // A script holding every shard waits for a call on this one (see
+        // `reach`): before anything else of this turn.
+        if let Some(r) = self.core.server.ops.reach.get() {
+            r.serve(self.core.id, &mut self.core.shard);
+        }
         self.release_paused();
         self.core.aof_always = self
             .core

@@ -90,6 +90,11 @@ pub trait Shards {
     fn hold(&mut self, s: usize) -> bool;
     /// Runs `f` on held shard `s`'s data.
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard));
+    /// Every shard held under the script's transaction's locks, reached
+    /// on its own thread (`script::every`): the run is never taken back.
+    fn every(&self) -> bool {
+        false
+    }
 }
 
 /// Runs script command `handler` (EVAL family, FCALL) on `home` with its

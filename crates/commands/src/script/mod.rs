@@ -89,13 +89,13 @@
 //! at one shard, or in place with the others co-hosted. A first run
 //! that does not hold them runs again (before its first write: the
 //! `found` path, with a key of every shard), in place if they are
-//! co-hosted and free; on copies, or after a write, the call is refused
+//! co-hosted and free, else under whole-shard write locks on every shard
+//! with its calls reaching each shard's thread (`every`); after a write
+//! that cannot be taken back, or inside MULTI/EXEC, the call is refused
 //! with `run::EVERY_SHARD`'s error.
 //!
 //! Not yet: SCRIPT DEBUG's debugger; MEMORY STATS / DOCTOR from a
-//! script; keyspace-wide commands from a script
-//! whose shards are not co-hosted (whole-shard locks on every shard and
-//! the script's calls reaching each shard's thread); serving the script's own
+//! script; serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 
@@ -104,6 +104,7 @@ pub mod busy;
 pub mod cache;
 mod call;
 pub mod convert;
+pub mod every;
 pub mod function;
 pub mod in_place;
 pub mod library;

@@ -51,8 +51,8 @@ const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts ye
 
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
 /// cannot hold every shard (see `keys::script`).
-const EVERY_SHARD: &str = "This command needs every shard, which a script holds only when \
-     they are co-hosted and free: not supported from this script yet";
+pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script holds \
+     only when they are co-hosted and free: not supported from this script yet";
 
 /// A key of each shard but `home` (names no client uses), for a script
 /// run again holding every shard.
@@ -64,7 +64,8 @@ fn every_shard_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
         if left == 0 {
             break;
         }
-        let k = format!("\0tessera:every-shard:{i}").into_bytes();
+        let mut k = super::every::MARKER.to_vec();
+        k.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
         let s = shard_of(&k, nshards);
         if s != home && keys[s].is_none() {
             keys[s] = Some(k);
@@ -224,6 +225,9 @@ fn execute(
     // runs on gathered copies, on a scratch shard without a limit.
     // (Unless it runs in place on the real shards: `in_place`.)
     let in_place = ctx.in_place.is_some();
+    // In place over every shard under locks (`every`): never taken back
+    // or run again (it holds everything it can touch).
+    let every = ctx.in_place.as_deref().is_some_and(|s| s.every());
     // (Each key after the first compared with the first's shard: a
     // one-key script hashes nothing here.)
     let spread = |first: &[u8], rest: &[&[u8]]| {
@@ -286,7 +290,8 @@ fn execute(
     // only with other shards (with one, every key is held: nothing can
     // abandon the run, so its writes need no take-back copies, ~700
     // instructions of a two-command script).
-    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1);
+    let widen_ok = !every
+        && (super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1));
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
@@ -325,20 +330,20 @@ fn execute(
             // In place, the home shard's marks are taken first: other
             // shards' events move to it (see `Run::after_call`), and a run
             // taken back drops them too.
-            undo: in_place.then(|| Undo::new(ctx.shard)),
+            undo: (in_place && !every).then(|| Undo::new(ctx.shard)),
             undo_others: Vec::new(),
             found: Vec::new(),
             restart: false,
             // By a call from another loop (`busy::by_call`): taken back
             // past the threshold as a run in place is, to run again as a
             // hop.
-            restartable: in_place || (!scratch && super::busy::is_by_call()),
+            restartable: (in_place && !every) || (!scratch && super::busy::is_by_call()),
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
         let busy_shard = (!scratch && !in_place).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
-        if in_place {
+        if in_place && !every {
             vm.hook.in_place();
         } else if run.restartable {
             vm.hook.restartable();
@@ -839,7 +844,7 @@ fn command_id(args: Args<'_>) -> Option<usize> {
 
 /// A call of a key the script cannot reach (another shard's, undeclared,
 /// where the run cannot start again over it).
-const NOT_HELD: &str =
+pub(crate) const NOT_HELD: &str =
     "Script attempted to access a key that was not declared in KEYS and lives on another shard";
 
 /// The error of a `redis.call` whose arguments are not a command (Redis's
@@ -866,6 +871,11 @@ impl Run<'_, '_> {
         // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
         // database): effects no restart can take back.
         let name = r.spec.name;
+        // FLUSHALL, FLUSHDB, SWAPDB: pinned where they run, once they hold
+        // every shard (a run that does not yet runs again first).
+        if positions.is_empty() && crate::keys::script::handles(registry().full_name(r.id)) {
+            return false;
+        }
         if positions.is_empty() || name == "move" || name == "copy" || !writes {
             self.pinned = true;
             return false;
@@ -1324,10 +1334,13 @@ impl Run<'_, '_> {
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
                 if !self.hold_every_shard() {
                     let again = self.widen_ok && !self.wrote && !self.pinned;
-                    if again && !self.scratch && self.db == self.orig_db {
+                    let reach = !self.scratch || super::every::available(self.ctx.ops);
+                    // (Any database: the locks and the pins are whole
+                    // shards.)
+                    if again && reach {
                         // Run again from the start with a key of every
-                        // shard: in place if they are co-hosted and free
-                        // (on copies, where it cannot hold them, refused).
+                        // shard: in place if they are co-hosted and free,
+                        // else under locks on every shard (`every`).
                         self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
                         return Err(mlua::Error::external(ReplyError(
                             super::wide::RESTART_TEXT.into(),

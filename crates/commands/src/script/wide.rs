@@ -115,6 +115,14 @@ pub fn coordinator(
         .into_iter()
         .map(|p| args.get(p).to_vec())
         .collect();
+    let every = super::every::available(ctx.server.ops)
+        .then(|| super::every::prepare(handler, ctx, args));
+    if super::every::asks_every(&found) {
+        if let Some(every) = every {
+            // It needs every shard: whole-shard locks, not copies.
+            return every.wrap(crate::tx::new_tx_id(ctx.home));
+        }
+    }
     add(&mut keys, found);
     let slot = WidenSlot::default();
     let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
@@ -131,6 +139,7 @@ pub fn coordinator(
         inner,
         slot,
         rounds: 1,
+        every,
     })
 }
 
@@ -174,6 +183,9 @@ pub struct Wide {
     /// Where a round's script leaves the keys it did not hold.
     slot: WidenSlot,
     rounds: u32,
+    /// The run over every shard a round may ask for (see `every`), where
+    /// the runtime can reach each shard.
+    every: Option<super::every::Prepared>,
 }
 
 impl Coordinator for Wide {
@@ -206,6 +218,14 @@ impl Coordinator for Wide {
                 ));
             }
             self.rounds += 1;
+            if super::every::asks_every(&found) {
+                if let Some(every) = self.every.take() {
+                    // Same transaction id: the AOF sees one transaction.
+                    self.inner = every.wrap(self.tx);
+                    results = Vec::new();
+                    continue;
+                }
+            }
             let before = self.keys.len();
             add(&mut self.keys, found);
             if self.keys.len() == before {

@@ -1,0 +1,270 @@
+//! Scripts that need every shard (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB,
+//! FLUSHALL, SWAPDB, a whole INFO) when the shards are apart: on other
+//! threads, or co-hosted but not free.
+//!
+//! # Why
+//!
+//! A script that holds every shard runs in place (`in_place`): every
+//! shard co-hosted on its thread and free, each `redis.call` reaching its
+//! shard by a call. With `shard-consolidation no`, or the shards spread
+//! under load, or one of them busy for a moment, that path declines, and
+//! such a script was refused. Redis runs it, and real applications need
+//! it: "delete by pattern" (KEYS, then DEL in the same script), queue
+//! cleanup scripts that SCAN.
+//!
+//! # How
+//!
+//! The transaction layer write-locks *every shard whole*, as a client's
+//! FLUSHALL is locked (`tx`, one round, ascending order after a refusal:
+//! its deadlock and starvation arguments hold unchanged). Once all are
+//! held, one job on the home shard runs the script on the real data
+//! (not copies), with `in_place` reaching the other shards through
+//! [`Reach`]: each call on shard `s` runs on the thread that runs `s`,
+//! by a call when `s` is co-hosted and lendable, else posted to `s` and
+//! run at the top of its next turn while the script's thread waits.
+//! Nothing else runs on any shard meanwhile: plain commands and other
+//! transactions are deferred behind the whole-shard write locks, the
+//! active expiry cycle skips a shard that holds a lock, and the home
+//! shard's own thread is inside the job. So the script is atomic and
+//! isolated as in Redis, without copying a value.
+//!
+//! The lock request goes up front: the first run (wherever its declared
+//! keys put it) is abandoned at its first keyspace call if it could not
+//! hold every shard, its writes taken back (`wide`), and the script runs
+//! again here from the start. After a write that cannot be taken back it
+//! is refused as before (`run::EVERY_SHARD`).
+//!
+//! # Why it cannot deadlock
+//!
+//! The script's thread waits, inside the job, only for a posted call to
+//! run on shard `s`'s thread. That thread is in one of these states:
+//! - running its loop (alone or as a hub's turn): a posted call sets a
+//!   flag and rings `s`'s doorbell, so its next turn (a hub wakes on any
+//!   of its loops' doorbells) runs the call before anything else;
+//! - inside a long command on another shard's loop (a hub): no command
+//!   that runs on a shard's data can be running, since every shard is
+//!   write-locked by this script (a lock is granted only to a shard with
+//!   no script running: a busy script's passes keep lock requests for its
+//!   shard, see `busy`), and no other script can wait for a thread this
+//!   way (it would need every shard's lock, which this one holds); what
+//!   is left (a connection command such as DEBUG SLEEP) ends by itself;
+//! - co-hosted with the script: `s` is reached by a call, never posted
+//!   (the waiting loop tries the call again at every tick, so a seat the
+//!   watchdog held for a moment is reached the next one);
+//! - moving (consolidation): a worker given back goes to its own thread,
+//!   which runs it at once; a worker handed to a hub runs there from the
+//!   hub's next round. The one case that needs more: `s` handed to the
+//!   very thread that waits (not adopted yet, so not lendable). A hub
+//!   takes no hand-off once its turn has lasted `STUCK` (5 ms), and the
+//!   watchdog gives back a worker left in a hub's inbox past
+//!   `STUCK_ANYWAY` (100 ms); then its own thread runs it.
+//!
+//! # Cost
+//!
+//! Scripts that never call these commands pay nothing (the first-run
+//! check is the one `run` made before). Each worker's turn reads one flag
+//! (`Reach::serve`). A script here pays a lock round over all `N` shards,
+//! and per call on another thread's shard a doorbell and a wake-up (tens
+//! of microseconds): KEYS over `N` shards is `N - 1` of those. They are
+//! Redis's O(N) commands anyway.
+//!
+//! # What differs
+//!
+//! - A script here past `busy-reply-threshold` is not taken back (it
+//!   holds every shard under locks): other clients' commands wait behind
+//!   the locks instead of getting `-BUSY`, and SCRIPT KILL sent meanwhile
+//!   is answered when it ends.
+//! - A single call naming keys of two shards (LMOVE a b, a and b apart)
+//!   is refused (`run::NOT_HELD`), as on copies.
+//! - Inside MULTI/EXEC the transaction's own locks apply: refused there.
+
+use engine::Shard;
+use resp::{Args, OwnedArgs, Reply};
+
+use crate::coord::{Coordinator, JobOut, Plan};
+use crate::ctx::{ClientState, ConnCtx, ShardCtx};
+use crate::error::CmdError;
+use crate::table::ShardHandler;
+use crate::tx::{LockSet, Mode, TxCoord, TxId};
+
+/// Reaches any shard's data from a job on another (implemented by the
+/// runtime, set once in `Ops::reach`).
+pub trait Reach: Send + Sync {
+    /// Runs `f` on shard `s`'s data and returns once it ran; called by a
+    /// job on shard `home` whose transaction holds every shard. `f` runs
+    /// on whichever thread runs `s` (the caller waits meanwhile), so it
+    /// may borrow the caller's stack.
+    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard));
+    /// At the top of shard `s`'s turn: runs a call posted for it, if any.
+    fn serve(&self, s: usize, shard: &mut Shard);
+}
+
+/// The marker of a key [`crate::script::run`] names to ask for every
+/// shard (see `run::every_shard_keys`).
+pub(crate) const MARKER: &[u8] = b"\0tessera:every-shard:";
+
+/// Whether keys a run asked for include the every-shard marker.
+pub(crate) fn asks_every(found: &[Vec<u8>]) -> bool {
+    found.iter().any(|k| k.starts_with(MARKER))
+}
+
+/// Whether the runtime can run such a script (its [`Reach`] is set).
+pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
+    ops.reach.get().is_some()
+}
+
+/// Every shard but the home one, reached through [`Reach`].
+struct Apart {
+    reach: &'static dyn Reach,
+    home: usize,
+}
+
+impl crate::script::in_place::Shards for Apart {
+    fn hold(&mut self, _s: usize) -> bool {
+        // Every shard is write-locked by this script's transaction.
+        true
+    }
+
+    fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
+        self.reach.call(self.home, s, f);
+    }
+
+    fn every(&self) -> bool {
+        true
+    }
+}
+
+/// What the home job hands back.
+struct Ran {
+    reply: Vec<u8>,
+    failed: Option<CmdError>,
+}
+
+/// The script's run on the home shard, once every shard is locked.
+struct Run {
+    home: usize,
+    handler: ShardHandler,
+    args: OwnedArgs,
+    db: usize,
+    no_touch: bool,
+    databases: usize,
+    max_bulk_len: u64,
+    nshards: usize,
+    client: u64,
+    ops: &'static crate::ops::Ops,
+    caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    started: bool,
+}
+
+impl Coordinator for Run {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if !self.started {
+            self.started = true;
+            let Some(reach) = self.ops.reach.get() else {
+                return Err(CmdError::err(super::run::EVERY_SHARD));
+            };
+            let reach: &'static dyn Reach = &**reach;
+            let (handler, args, db, home) = (self.handler, self.args.clone(), self.db, self.home);
+            let (no_touch, databases, max_bulk_len) =
+                (self.no_touch, self.databases, self.max_bulk_len);
+            let (nshards, id, ops, caller) =
+                (self.nshards, self.client, self.ops, self.caller.clone());
+            let resp3 = client.resp3;
+            plan.run(home, move |env| {
+                let mut reply = Reply::new(resp3);
+                let mut apart = Apart { reach, home };
+                let mut ctx = ShardCtx {
+                    shard: &mut *env.shard,
+                    db,
+                    out: &mut reply,
+                    no_touch,
+                    databases,
+                    max_bulk_len,
+                    may_block: false,
+                    // Its records join the transaction's (as a job's).
+                    in_tx: true,
+                    nshards,
+                    client: id,
+                    ops,
+                    block: None,
+                    ready: None,
+                    caller,
+                    tracker: None,
+                    in_place: Some(&mut apart),
+                };
+                let res = handler(&mut ctx, args.args());
+                let block = ctx.block.take();
+                let failed = match (res, block) {
+                    (Err(e), _) => Some(e),
+                    // Keys of two shards in one call: refused in `run`
+                    // (no take-back here), so never asked for.
+                    (Ok(()), Some(_)) => Some(CmdError::err(super::run::NOT_HELD)),
+                    (Ok(()), None) => None,
+                };
+                Ran {
+                    reply: reply.as_bytes().to_vec(),
+                    failed,
+                }
+            });
+            return Ok(());
+        }
+        let ran = results
+            .into_iter()
+            .next()
+            .and_then(|r| r.downcast::<Ran>().ok());
+        // INVARIANT: the one job's output.
+        let Some(ran) = ran else {
+            return Err(CmdError::err("script run lost"));
+        };
+        if let Some(e) = ran.failed {
+            return Err(e);
+        }
+        out.raw(&ran.reply);
+        Ok(())
+    }
+}
+
+/// A script (`handler`, the script command's) ready to run again from the
+/// start under whole-shard write locks on every shard ([`Prepared::wrap`]).
+pub(crate) struct Prepared(Box<Run>);
+
+/// Prepares script command `handler` of `ctx`'s client for [`Prepared::wrap`].
+pub(crate) fn prepare(handler: ShardHandler, ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Prepared {
+    let n = ctx.nshards();
+    let (databases, max_bulk_len) = {
+        let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+        (c.databases, c.proto_max_bulk_len)
+    };
+    let run = Run {
+        home: ctx.home,
+        handler,
+        args: args.to_owned(),
+        db: ctx.client.db,
+        no_touch: ctx.client.no_touch,
+        databases,
+        max_bulk_len,
+        nshards: n,
+        client: ctx.client.id,
+        ops: ctx.server.ops,
+        caller: crate::acl::caller(ctx.server, ctx.client),
+        started: false,
+    };
+    Prepared(Box::new(run))
+}
+
+impl Prepared {
+    /// The run under whole-shard write locks on every shard, as
+    /// transaction `tx`.
+    pub(crate) fn wrap(self, tx: TxId) -> Box<dyn Coordinator> {
+        let (home, n) = (self.0.home, self.0.nshards);
+        let mut set = LockSet::default();
+        set.whole(n, Mode::Write);
+        TxCoord::wrap_as(home, self.0, set, tx)
+    }
+}
