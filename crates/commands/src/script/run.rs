@@ -949,6 +949,21 @@ impl Run<'_, '_> {
         (0..n).filter(|&s| s != home).all(|s| shards.hold(s))
     }
 
+    /// Whether this run can be abandoned to run again from the start
+    /// holding every shard (it wrote nothing it cannot take back, and the
+    /// runtime can reach every shard from here); if so, asks for it (any
+    /// database: the pins and the locks are whole shards).
+    fn every_again(&mut self) -> bool {
+        let again = self.widen_ok && !self.wrote && !self.pinned;
+        if !again || (self.scratch && !super::every::available(self.ctx.ops)) {
+            return false;
+        }
+        // In place if they are co-hosted and free, else under locks on
+        // every shard (`every`).
+        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+        true
+    }
+
     /// After a call on shard `target`, in place: its keyspace events join
     /// the home shard's, so that one shard publishes the script's events
     /// in order (see `in_place`).
@@ -1149,6 +1164,12 @@ impl Run<'_, '_> {
                 }
                 // Keys of a shard it cannot hold, or of two shards: run
                 // again on copies (see `in_place`).
+                // Another database's key: run again holding every shard.
+                None if self.db != self.orig_db && self.every_again() => {
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
                 None if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db => {
                     self.found = positions.iter().map(|&p| args.get(p).to_vec()).collect();
                     return Err(mlua::Error::external(ReplyError(
@@ -1198,12 +1219,24 @@ impl Run<'_, '_> {
         let shard_cmd = matches!(r.spec.exec, Exec::Shard(..));
         let missing_db = shard_cmd && self.db >= self.ctx.shard.dbs.len();
         if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
+            if self.every_again() {
+                return Err(mlua::Error::external(ReplyError(
+                    super::wide::RESTART_TEXT.into(),
+                )));
+            }
             return self.reject(lua, r, NOT_HELD);
         }
         if !all_held {
             for &p in positions {
                 let k = args.get(p);
                 if !self.holds(k) {
+                    // Another database's key (the check above asked for
+                    // any other): run again holding every shard.
+                    if self.every_again() {
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
                     return self.reject(lua, r, NOT_HELD);
                 }
             }
@@ -1333,15 +1366,7 @@ impl Run<'_, '_> {
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
                 if !self.hold_every_shard() {
-                    let again = self.widen_ok && !self.wrote && !self.pinned;
-                    let reach = !self.scratch || super::every::available(self.ctx.ops);
-                    // (Any database: the locks and the pins are whole
-                    // shards.)
-                    if again && reach {
-                        // Run again from the start with a key of every
-                        // shard: in place if they are co-hosted and free,
-                        // else under locks on every shard (`every`).
-                        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+                    if self.every_again() {
                         return Err(mlua::Error::external(ReplyError(
                             super::wide::RESTART_TEXT.into(),
                         )));
