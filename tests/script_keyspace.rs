@@ -35,6 +35,16 @@ const LINES: &[&[&str]] = &[
     &["EVAL", "return redis.call('randomkey')", "0"],
     &["EVAL", "return redis.call('scan', '0')", "0"],
     &["MSET", "user:1", "a", "user:2", "b", "user:3", "c", "other", "d"],
+    // INFO's keyspace from a script: every shard's keys.
+    &["EVAL", "return redis.call('info', 'keyspace')", "0"],
+    // Inside MULTI/EXEC whose block also reads the keyspace (its locks
+    // cover every shard).
+    &["MULTI"],
+    &["DBSIZE"],
+    &["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return {k, redis.call('dbsize')}", "0"],
+    &["SET", "m", "1"],
+    &["EVAL", "redis.call('del', 'm') return redis.call('dbsize')", "0"],
+    &["EXEC"],
     &["SET", "gone", "x", "PX", "1"],
     &["EVAL", "return redis.call('dbsize')", "0"],
     &["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return k", "0"],
@@ -265,7 +275,10 @@ fn flushall_is_atomic(layout: Layout) {
             .arg(0)
             .query(&mut con)
             .unwrap();
-        assert_eq!(n, 0, "nothing runs between a script's FLUSHALL and its DBSIZE");
+        assert_eq!(
+            n, 0,
+            "nothing runs between a script's FLUSHALL and its DBSIZE"
+        );
     }
     for w in writers {
         w.join().unwrap();
@@ -291,4 +304,8 @@ fn flushall_is_atomic(layout: Layout) {
     }
 }
 
-per_layout!(lines_match_redis, delete_by_pattern_is_atomic, flushall_is_atomic);
+per_layout!(
+    lines_match_redis,
+    delete_by_pattern_is_atomic,
+    flushall_is_atomic
+);

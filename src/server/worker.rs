@@ -110,8 +110,8 @@ use commands::{ClientState, ServerShared, ThreadStats};
 use engine::Shard;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Poll, Token};
-use resp::Reply;
 pub use reach::Calls;
+use resp::Reply;
 
 use super::blocking::Waiters;
 use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream};

@@ -107,9 +107,8 @@ impl commands::script::every::Reach for Calls {
         // SAFETY: lifetime erased only for the slot; this function does
         // not return before the call ran (the loop below), see the
         // module docs.
-        let f: *mut (dyn FnMut(&mut Shard) + 'static) = unsafe {
-            std::mem::transmute::<*mut (dyn FnMut(&mut Shard) + '_), _>(f as *mut _)
-        };
+        let f: *mut (dyn FnMut(&mut Shard) + 'static) =
+            unsafe { std::mem::transmute::<*mut (dyn FnMut(&mut Shard) + '_), _>(f as *mut _) };
         let slot = &self.slots[s];
         {
             let mut call = slot.call.lock().unwrap_or_else(|e| e.into_inner());

@@ -113,8 +113,16 @@ pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
     ops.reach.get().is_some()
 }
 
+/// Every shard but `home`, reached through [`Reach`] by a script on
+/// `home` whose transaction write-locks every shard whole (an EXEC's, see
+/// `multi`); `None` where the runtime cannot reach them.
+pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart> {
+    let reach: &'static dyn Reach = &**ops.reach.get()?;
+    Some(Apart { reach, home })
+}
+
 /// Every shard but the home one, reached through [`Reach`].
-struct Apart {
+pub(crate) struct Apart {
     reach: &'static dyn Reach,
     home: usize,
 }

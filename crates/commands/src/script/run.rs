@@ -50,9 +50,10 @@ const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-s
 const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts yet";
 
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
-/// cannot hold every shard (see `keys::script`).
-pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script holds \
-     only when they are co-hosted and free: not supported from this script yet";
+/// cannot hold every shard (see `keys::script`, `every`).
+pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script takes \
+     only before its first lasting change and, inside MULTI/EXEC, only with a keyspace-wide \
+     command queued: not supported from this script yet";
 
 /// A key of each shard but `home` (names no client uses), for a script
 /// run again holding every shard.
@@ -290,8 +291,8 @@ fn execute(
     // only with other shards (with one, every key is held: nothing can
     // abandon the run, so its writes need no take-back copies, ~700
     // instructions of a two-command script).
-    let widen_ok = !every
-        && (super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1));
+    let widen_ok =
+        !every && (super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1));
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
@@ -1445,6 +1446,14 @@ impl Run<'_, '_> {
             // INFO: the server's figures and the script's shard's (see
             // `server::info_from_script`).
             Exec::Coord(_) if registry().full_name(r.id) == "info" => {
+                // Its keyspace figures need every shard: a run that does
+                // not hold them runs again holding them, if it still can
+                // (in place, the pins come here).
+                if self.ctx.nshards > 1 && !self.hold_every_shard() && self.every_again() {
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
                 let started = std::time::Instant::now();
                 // In place, every shard (pinned: INFO is rare in scripts).
                 let every = self.ctx.in_place.is_some() && self.hold_every_shard();

@@ -115,8 +115,8 @@ pub fn coordinator(
         .into_iter()
         .map(|p| args.get(p).to_vec())
         .collect();
-    let every = super::every::available(ctx.server.ops)
-        .then(|| super::every::prepare(handler, ctx, args));
+    let every =
+        super::every::available(ctx.server.ops).then(|| super::every::prepare(handler, ctx, args));
     if super::every::asks_every(&found) {
         if let Some(every) = every {
             // It needs every shard: whole-shard locks, not copies.
