@@ -445,6 +445,10 @@ struct Orphan {
 #[repr(C)]
 pub struct Worker {
     core: Core,
+    /// Raised while a script holding every shard waits for a call on this
+    /// shard (`reach`); `None` where no runtime reach is set (in-process
+    /// tests).
+    reach_posted: Option<&'static std::sync::atomic::AtomicBool>,
     next_cron: Instant,
     /// Messages still spilled after the last iteration's flush.
     spilled: bool,

@@ -21,7 +21,8 @@
 //! undo copy, the keyspace pieces), no Lua, and the caller's thread
 //! touches nothing the closure borrows meanwhile.
 //!
-//! Cost: per turn of every worker, one relaxed load of its slot's flag.
+//! Cost: per turn of every worker, one relaxed load of its slot's flag
+//! (`Worker::reach_posted`, kept from its start).
 //! Per call posted: a mutex, a doorbell and a wake-up each way.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,5 +146,9 @@ impl commands::script::every::Reach for Calls {
         if self.slots[s].posted.load(Ordering::Acquire) {
             self.run_posted(s, shard);
         }
+    }
+
+    fn posted(&self, s: usize) -> &AtomicBool {
+        &self.slots[s].posted
     }
 }

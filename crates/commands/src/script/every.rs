@@ -97,6 +97,9 @@ pub trait Reach: Send + Sync {
     fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard));
     /// At the top of shard `s`'s turn: runs a call posted for it, if any.
     fn serve(&self, s: usize, shard: &mut Shard);
+    /// Raised while a call waits for shard `s` (a worker reads it once per
+    /// turn before calling [`Reach::serve`]).
+    fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
 }
 
 /// The marker of a key [`crate::script::run`] names to ask for every
