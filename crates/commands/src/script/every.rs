@@ -68,15 +68,35 @@
 //! of microseconds): KEYS over `N` shards is `N - 1` of those. They are
 //! Redis's O(N) commands anyway.
 //!
-//! # What differs
+//! # Who runs here
 //!
-//! - A script here past `busy-reply-threshold` is not taken back (it
-//!   holds every shard under locks): other clients' commands wait behind
-//!   the locks instead of getting `-BUSY`, and SCRIPT KILL sent meanwhile
-//!   is answered when it ends.
+//! A run that does not hold every shard and calls a keyspace command,
+//! INFO (its keyspace is every shard's), or a key of another database on
+//! a shard it does not hold, is taken back and runs again here, if it can
+//! (nothing published or written that cannot be taken back), unless the
+//! shards it needs are co-hosted and free (then in place, as before).
+//! Inside MULTI/EXEC a script cannot run again: it reaches every shard
+//! only when the block's locks already cover them all (it queues a
+//! keyspace command: `multi` then takes those locks as write locks and
+//! runs each script alone in its segment, through [`apart`]).
+//!
+//! # What differs from Redis
+//!
+//! - Past `busy-reply-threshold` the script is neither taken back nor
+//!   published busy: the other shards' clients wait behind the locks
+//!   instead of getting `-BUSY`, and the clients of the script's own
+//!   thread (a SCRIPT KILL among them) wait for its end (as for a script
+//!   run on copies, see the parent module's "Not yet").
 //! - A single call naming keys of two shards (LMOVE a b, a and b apart)
-//!   is refused (`run::NOT_HELD`), as on copies.
-//! - Inside MULTI/EXEC the transaction's own locks apply: refused there.
+//!   is refused (`run::NOT_HELD`).
+//! - A script alone in a MULTI/EXEC block, or one that published or made
+//!   a change that cannot be taken back before its first keyspace call,
+//!   is refused (`run::EVERY_SHARD`).
+//! - Its calls on another shard see that shard's clock, which moves on
+//!   between calls (Redis freezes the time for a script).
+//! - Records (AOF, replicas): the home shard's are wrapped with the
+//!   transaction's; those made on other shards join the transaction's
+//!   records on their shard (not checked with an AOF in tests yet).
 
 use engine::Shard;
 use resp::{Args, OwnedArgs, Reply};
@@ -121,13 +141,19 @@ pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
 /// `multi`); `None` where the runtime cannot reach them.
 pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart> {
     let reach: &'static dyn Reach = &**ops.reach.get()?;
-    Some(Apart { reach, home })
+    Some(Apart {
+        reach,
+        home,
+        moved: Vec::new(),
+    })
 }
 
 /// Every shard but the home one, reached through [`Reach`].
 pub(crate) struct Apart {
     reach: &'static dyn Reach,
     home: usize,
+    /// Records calls made on other shards, for the home shard's outbox.
+    moved: Vec<engine::outbox::Chunk>,
 }
 
 impl crate::script::in_place::Shards for Apart {
@@ -137,11 +163,26 @@ impl crate::script::in_place::Shards for Apart {
     }
 
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
-        self.reach.call(self.home, s, f);
+        let moved = &mut self.moved;
+        self.reach.call(self.home, s, &mut |sh| {
+            // Its records go to the home shard (`settle`), in order with
+            // the script's others: one block (MULTI/EXEC) in the AOF.
+            let m = sh.outbox.records_on.then(|| sh.outbox.mark());
+            f(sh);
+            if let Some(c) = m.and_then(|m| sh.outbox.take_since(m)) {
+                moved.push(c);
+            }
+        });
     }
 
     fn every(&self) -> bool {
         true
+    }
+
+    fn settle(&mut self, home: &mut Shard) {
+        for c in self.moved.drain(..) {
+            home.outbox.append(c);
+        }
     }
 }
 
@@ -189,7 +230,11 @@ impl Coordinator for Run {
             let resp3 = client.resp3;
             plan.run(home, move |env| {
                 let mut reply = Reply::new(resp3);
-                let mut apart = Apart { reach, home };
+                let mut apart = Apart {
+                    reach,
+                    home,
+                    moved: Vec::new(),
+                };
                 let mut ctx = ShardCtx {
                     shard: &mut *env.shard,
                     db,

@@ -95,6 +95,9 @@ pub trait Shards {
     fn every(&self) -> bool {
         false
     }
+    /// After a call on another shard: what that shard owes the home one
+    /// (its records, see `script::every`).
+    fn settle(&mut self, _home: &mut Shard) {}
 }
 
 /// Runs script command `handler` (EVAL family, FCALL) on `home` with its

@@ -970,6 +970,9 @@ impl Run<'_, '_> {
     /// in order (see `in_place`).
     fn after_call(&mut self, target: usize) {
         let ctx = &mut *self.ctx;
+        if let Some(shards) = ctx.in_place.as_deref_mut() {
+            shards.settle(ctx.shard);
+        }
         if target == ctx.shard.id || ctx.shard.notify_flags == 0 {
             return;
         }

@@ -55,9 +55,11 @@
 //! back (an entry over 128 elements or 64 KiB, a stream, MOVE or COPY into
 //! another database: copying large values before every script write would
 //! cost every script; Redis's cluster mode refuses these keys outright),
-//! keys of a database other than the script's own on another shard, and
-//! scripts inside MULTI/EXEC (the transaction's other commands already ran
-//! under its locks). Taking writes back leaves three traces: WATCH on a
+//! and scripts inside MULTI/EXEC (the transaction's other commands already
+//! ran under its locks). Keys of a database other than the script's own
+//! on another shard (which key locks on copies do not cover) make the run
+//! start again holding every shard instead (`every`), as the keyspace
+//! commands do. Taking writes back leaves three traces: WATCH on a
 //! key the abandoned run wrote fails the watcher's EXEC (the key was
 //! touched), a client tracking it gets an extra invalidation, and a key
 //! that expired lazily after the first write is not deleted on replicas
