@@ -82,11 +82,13 @@
 //!
 //! # What differs from Redis
 //!
-//! - Past `busy-reply-threshold` the script is neither taken back nor
-//!   published busy: the other shards' clients wait behind the locks
-//!   instead of getting `-BUSY`, and the clients of the script's own
-//!   thread (a SCRIPT KILL among them) wait for its end (as for a script
-//!   run on copies, see the parent module's "Not yet").
+//! - Past `busy-reply-threshold` the script is published as any script
+//!   (SCRIPT KILL and FUNCTION KILL from another thread reach it, keyless
+//!   commands get `-BUSY` there) but not taken back (it holds every
+//!   shard under locks), and it holds no one shard: other clients' keyed
+//!   commands wait behind the locks instead of getting `-BUSY`, and the
+//!   clients of its own thread wait for its end, as for a script inside
+//!   MULTI/EXEC (a transaction's job: see `busy`, "Not covered").
 //! - A single call naming keys of two shards (LMOVE a b, a and b apart)
 //!   is refused (`run::NOT_HELD`).
 //! - A script alone in a MULTI/EXEC block, or one that published or made
@@ -94,9 +96,18 @@
 //!   is refused (`run::EVERY_SHARD`).
 //! - Its calls on another shard see that shard's clock, which moves on
 //!   between calls (Redis freezes the time for a script).
-//! - Records (AOF, replicas): the home shard's are wrapped with the
-//!   transaction's; those made on other shards join the transaction's
-//!   records on their shard (not checked with an AOF in tests yet).
+//!
+//! # Effects
+//!
+//! - Records (AOF, replicas): those a call makes on another shard move to
+//!   the home shard's outbox right after the call (`Apart::settle`), so
+//!   the script's records are one block in the order they were made,
+//!   which the transaction writes as one MULTI/EXEC (as Redis 7.0).
+//! - Keyspace events move to the home shard after each call, as in place
+//!   (`run::Run::after_call`).
+//! - Blocked clients served, dirty counts and tracking tags: each shard's
+//!   own turn handles them after the call (its drain serves keys made
+//!   ready; invalidations go out untagged with the script's connection).
 
 use engine::Shard;
 use resp::{Args, OwnedArgs, Reply};
