@@ -347,6 +347,47 @@ fn aof_has_one_block_per_script(layout: Layout) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A long script holding every shard under locks (4 shards apart) is
+/// published busy as any script: another loop's client gets `-BUSY` for
+/// PING, SCRIPT KILL stops it, and SHUTDOWN NOSAVE stops it and the
+/// server (the shards parked at the shutdown gate meanwhile still answer
+/// its calls: `worker::reach`).
+#[test]
+fn a_long_script_holding_every_shard_is_killed_and_shut_down() {
+    let layout = Layout::new(4, false);
+    let mut srv = layout.tessera(&[]);
+    let (home, other) = (
+        common::key_on(0, layout.shards, "home"),
+        common::key_on(1, layout.shards, "other"),
+    );
+    let mut spin = common::connection_on(&srv, &home);
+    let mut other = common::connection_on(&srv, &other);
+    let c = &["CONFIG", "SET", "busy-reply-threshold", "100"][..];
+    assert_eq!(other.cmd_str(c), b"+OK\r\n");
+    let spin_script = "while true do redis.call('keys', '*') end";
+    let eval = common::encode_command(&[b"EVAL", spin_script.as_bytes(), b"0"]);
+    spin.send(&eval);
+    assert_eq!(common::wait_busy(&mut other), common::BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = spin.read_reply();
+    assert!(
+        r.starts_with(b"-ERR Script killed by user with SCRIPT KILL"),
+        "{}",
+        common::escape(&r, 300)
+    );
+    spin.send(&eval);
+    assert_eq!(common::wait_busy(&mut other), common::BUSY_EVAL);
+    other.send(&common::encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
+    let stopped = (0..1000).any(|_| {
+        let gone = !srv.is_running();
+        if !gone {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        gone
+    });
+    assert!(stopped, "SHUTDOWN NOSAVE stopped the script and the server");
+}
+
 per_layout!(
     lines_match_redis,
     delete_by_pattern_is_atomic,

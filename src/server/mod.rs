@@ -333,7 +333,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let _ = server
         .ops
         .reach
-        .set(Box::new(worker::Calls::new(bells.clone())));
+        .set(Box::new(worker::Calls::new(bells.clone(), gate.clone())));
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {

@@ -12,8 +12,10 @@
 //!   `sched::serve`), and wakes the caller. The caller waits on a
 //!   condition variable, and at each tick ([`TICK`]) tries the call
 //!   again itself in case `s` became lendable here (a seat the watchdog
-//!   held, a worker adopted meanwhile): whoever takes the posted call out
-//!   of the slot runs it, once.
+//!   held, a worker adopted meanwhile), or on its shard at the shutdown
+//!   gate if its worker stopped there for a SHUTDOWN (`Gate::with_parked`:
+//!   the script ends at its next hook call, and its worker only arrives
+//!   then): whoever takes the posted call out of the slot runs it, once.
 //!
 //! Why the closure may borrow the caller's stack: the caller does not
 //! return before the call ran (it waits for `done`), as a scoped thread's
@@ -32,6 +34,7 @@ use std::time::Duration;
 use engine::Shard;
 
 use super::super::mailbox::Doorbell;
+use super::super::shutdown::Gate;
 use super::cohost;
 
 /// How often a waiting caller looks again whether it can run the call
@@ -61,17 +64,20 @@ struct Slot {
     call: Mutex<Option<Posted>>,
 }
 
-/// Every shard's slot, and their doorbells.
+/// Every shard's slot, their doorbells, and the shutdown gate (where a
+/// shard waits once its worker stopped for a shutdown).
 pub struct Calls {
     slots: Box<[Slot]>,
     bells: Arc<Vec<Doorbell>>,
+    gate: Arc<Gate>,
 }
 
 impl Calls {
-    pub fn new(bells: Arc<Vec<Doorbell>>) -> Self {
+    pub fn new(bells: Arc<Vec<Doorbell>>, gate: Arc<Gate>) -> Self {
         Calls {
             slots: (0..bells.len()).map(|_| Slot::default()).collect(),
             bells,
+            gate,
         }
     }
 
@@ -100,7 +106,8 @@ impl commands::script::every::Reach for Calls {
             engine::alloc::enter_shard(s);
             f(&mut w.core.shard)
         });
-        if lent.is_some() {
+        // Or stopped at the shutdown gate: see below.
+        if lent.is_some() || self.gate.with_parked(s, |sh| f(sh)) {
             engine::alloc::enter_shard(home);
             return;
         }
@@ -136,6 +143,13 @@ impl commands::script::every::Reach for Calls {
             let _ = cohost::with_worker(s, home, |w| {
                 engine::alloc::enter_shard(s);
                 self.run_posted(s, &mut w.core.shard)
+            });
+            // Its worker stopped at the shutdown gate (SHUTDOWN while this
+            // script runs; it stops the script at its next hook call):
+            // its shard waits there, untouched until this worker arrives.
+            self.gate.with_parked(s, |sh| {
+                engine::alloc::enter_shard(s);
+                self.run_posted(s, sh);
             });
             engine::alloc::enter_shard(home);
             ran = done.ran.lock().unwrap_or_else(|e| e.into_inner());

@@ -57,7 +57,12 @@
 //!   very thread that waits (not adopted yet, so not lendable). A hub
 //!   takes no hand-off once its turn has lasted `STUCK` (5 ms), and the
 //!   watchdog gives back a worker left in a hub's inbox past
-//!   `STUCK_ANYWAY` (100 ms); then its own thread runs it.
+//!   `STUCK_ANYWAY` (100 ms); then its own thread runs it;
+//! - stopped at the shutdown gate (a SHUTDOWN while the script runs: the
+//!   other workers park, this one arrives only when the script ends): its
+//!   shard waits there untouched, and the call runs on it from the
+//!   script's thread (`Gate::with_parked`); SHUTDOWN NOSAVE stops the
+//!   script at its next hook call, as any busy script.
 //!
 //! # Cost
 //!
