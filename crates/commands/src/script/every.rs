@@ -34,6 +34,19 @@
 //! again here from the start. After a write that cannot be taken back it
 //! is refused as before (`run::EVERY_SHARD`).
 //!
+//! Rejected: *borrowing* every shard's loop onto the script's thread (the
+//! hub machinery, then the in-place path as it is). Consolidation hands
+//! workers only to a lower thread with room (`MAX_LOOPS`), never to one
+//! that is itself hosted, and a hub gives its adopted workers back before
+//! its own can move: gathering every loop on an arbitrary thread would
+//! need a second hand-off protocol beside the policy's, with its own
+//! waits (a worker in a long turn elsewhere cannot be handed over), and
+//! the in-place path still needs every shard free, which locks, queued
+//! transactions or deferred commands keep them from being under load,
+//! with nothing to queue behind. Locks queue fairly, and the transaction
+//! layer already proves them free of deadlock; the calls across threads
+//! cost a wake-up each, paid only by these scripts.
+//!
 //! # Why it cannot deadlock
 //!
 //! The script's thread waits, inside the job, only for a posted call to
