@@ -152,8 +152,29 @@ pub trait Reach: Send + Sync {
 }
 
 /// The marker of a key [`crate::script::run`] names to ask for every
-/// shard (see `run::every_shard_keys`).
+/// shard ([`marker_keys`]).
 pub(crate) const MARKER: &[u8] = b"\0tessera:every-shard:";
+
+/// A key of each shard but `home`, each starting with [`MARKER`] (names
+/// no client uses): what a run asks for to run again holding every shard.
+pub(crate) fn marker_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
+    let mut left = nshards - 1;
+    // Bounded: each shard gets a key within a few times `nshards` tries.
+    for i in 0..nshards.saturating_mul(1000) {
+        if left == 0 {
+            break;
+        }
+        let mut k = MARKER.to_vec();
+        k.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+        let s = crate::table::shard_of(&k, nshards);
+        if s != home && keys[s].is_none() {
+            keys[s] = Some(k);
+            left -= 1;
+        }
+    }
+    keys.into_iter().flatten().collect()
+}
 
 /// Whether keys a run asked for include the every-shard marker.
 pub(crate) fn asks_every(found: &[Vec<u8>]) -> bool {

@@ -42,7 +42,8 @@
 //! the run exactly as a one-shard script abandons it (`wide`): its writes
 //! are taken back on every shard it wrote (`run::Undo`, one per shard),
 //! and it runs again from the start on copies under locks over its keys
-//! and those found. Where that is impossible (it already wrote what
+//! and those found (or, for a keyspace command, INFO or another
+//! database's key, under locks on every shard: `every`). Where that is impossible (it already wrote what
 //! cannot be taken back), the call is refused with the error a one-shard
 //! script gets.
 //!

@@ -55,27 +55,6 @@ pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a sc
      only before its first lasting change and, inside MULTI/EXEC, only with a keyspace-wide \
      command queued: not supported from this script yet";
 
-/// A key of each shard but `home` (names no client uses), for a script
-/// run again holding every shard.
-fn every_shard_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
-    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
-    let mut left = nshards - 1;
-    // Bounded: each shard gets a key within a few times `nshards` tries.
-    for i in 0..nshards.saturating_mul(1000) {
-        if left == 0 {
-            break;
-        }
-        let mut k = super::every::MARKER.to_vec();
-        k.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
-        let s = shard_of(&k, nshards);
-        if s != home && keys[s].is_none() {
-            keys[s] = Some(k);
-            left -= 1;
-        }
-    }
-    keys.into_iter().flatten().collect()
-}
-
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -961,7 +940,7 @@ impl Run<'_, '_> {
         }
         // In place if they are co-hosted and free, else under locks on
         // every shard (`every`).
-        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+        self.found = super::every::marker_keys(self.ctx.nshards, self.ctx.shard.id);
         true
     }
 
@@ -1166,14 +1145,14 @@ impl Run<'_, '_> {
                     target = s;
                     all_held = true;
                 }
-                // Keys of a shard it cannot hold, or of two shards: run
-                // again on copies (see `in_place`).
                 // Another database's key: run again holding every shard.
                 None if self.db != self.orig_db && self.every_again() => {
                     return Err(mlua::Error::external(ReplyError(
                         super::wide::RESTART_TEXT.into(),
                     )));
                 }
+                // Keys of a shard it cannot hold, or of two shards: run
+                // again on copies (see `in_place`).
                 None if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db => {
                     self.found = positions.iter().map(|&p| args.get(p).to_vec()).collect();
                     return Err(mlua::Error::external(ReplyError(
