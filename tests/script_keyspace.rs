@@ -17,6 +17,8 @@
 //!   0, and what is left of each writer is a suffix of its sequence that
 //!   keeps nothing answered before the last flush.
 //!
+//! * INFO from a script: every loop's commandstats (and every shard's
+//!   keyspace, in the lines above).
 //! * With an append-only file, a script's effects on every shard are one
 //!   MULTI/EXEC block, in order, the bytes Redis writes.
 //!
@@ -388,7 +390,28 @@ fn a_long_script_holding_every_shard_is_killed_and_shut_down() {
     assert!(stopped, "SHUTDOWN NOSAVE stopped the script and the server");
 }
 
+/// INFO from a script covers every shard and every loop: its keyspace
+/// (in [`LINES`]) and its commandstats, here the PINGs of 20 connections,
+/// which land on every loop (as Redis counts them).
+fn info_from_a_script_is_whole(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let mut c = srv.raw();
+    assert_eq!(c.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    for _ in 0..20 {
+        assert_eq!(srv.raw().cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+    let script = "local s = redis.call('info', 'commandstats') \
+        return string.match(s, 'cmdstat_ping:calls=%d+')";
+    let got = c.cmd_str(&["EVAL", script, "0"]);
+    assert_eq!(
+        common::escape(&got, 200),
+        common::escape(b"$21\r\ncmdstat_ping:calls=20\r\n", 200),
+        "{layout}"
+    );
+}
+
 per_layout!(
+    info_from_a_script_is_whole,
     lines_match_redis,
     delete_by_pattern_is_atomic,
     flushall_is_atomic,

@@ -152,6 +152,10 @@ impl commands::script::in_place::Shards for Held<'_> {
             f(&mut w.core.shard)
         });
     }
+
+    fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&commands::ThreadStats)) {
+        cohost::with_worker(s, self.pinned.home, |w| f(&w.core.stats));
+    }
 }
 
 /// The loops of the shards a run in place pinned, lent to its busy passes
@@ -195,14 +199,17 @@ pub(super) enum Ran {
 
 /// Runs script command `resolved` of `client` in place if it can (see the
 /// module docs); `out` is the connection's output (nothing of it is
-/// outstanding).
+/// outstanding). `every`: it asked for every shard (a keyspace command:
+/// `commands::script::every`), so every shard is pinned up front, or it
+/// declines at once (a run that would be taken back again, its calls
+/// counted twice).
 pub(super) fn run(
     core: &mut Core,
     client: &mut ClientState,
     out: &mut Reply,
-    resolved: Resolved,
-    handler: commands::table::ShardHandler,
+    (resolved, handler): (Resolved, commands::table::ShardHandler),
     args: Args<'_>,
+    every: bool,
 ) -> Ran {
     if client.tracking.is_some()
         || client.master
@@ -224,6 +231,15 @@ pub(super) fn run(
         pinned: &pinned,
         now_ms: core.shard.now_ms,
     };
+    if every {
+        for s in (0..n).filter(|&s| s != core.id) {
+            if !commands::script::in_place::Shards::hold(&mut held, s) {
+                core.refused.settle(&mut core.stats);
+                leave(core.id, &pinned.entered.borrow(), client.home);
+                return Ran::Declined;
+            }
+        }
+    }
     for i in 3..3 + nkeys {
         // Every shard held already (the common case with 2 shards): the
         // other keys' shards need no CRC16 (~150 instructions a key).

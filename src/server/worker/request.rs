@@ -484,7 +484,8 @@ fn script_across(
     mut found: Vec<Vec<u8>>,
 ) -> Step {
     if direct {
-        match in_place::run(core, client, out, resolved, handler, args) {
+        let every = commands::script::every::asks_every(&found);
+        match in_place::run(core, client, out, (resolved, handler), args, every) {
             in_place::Ran::Done => return Step::Done,
             in_place::Ran::Declined => {}
             in_place::Ran::Widen(keys) => found.extend(keys),

@@ -366,7 +366,8 @@ impl Worker {
             .is_some_and(|p| p.load(std::sync::atomic::Ordering::Relaxed))
         {
             if let Some(r) = self.core.server.ops.reach.get() {
-                r.serve(self.core.id, &mut self.core.shard);
+                let core = &mut self.core;
+                r.serve(core.id, &mut core.shard, &core.stats);
             }
         }
         self.release_paused();

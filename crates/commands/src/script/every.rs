@@ -131,7 +131,7 @@ use engine::Shard;
 use resp::{Args, OwnedArgs, Reply};
 
 use crate::coord::{Coordinator, JobOut, Plan};
-use crate::ctx::{ClientState, ConnCtx, ShardCtx};
+use crate::ctx::{ClientState, ConnCtx, ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::table::ShardHandler;
 use crate::tx::{LockSet, Mode, TxCoord, TxId};
@@ -139,13 +139,14 @@ use crate::tx::{LockSet, Mode, TxCoord, TxId};
 /// Reaches any shard's data from a job on another (implemented by the
 /// runtime, set once in `Ops::reach`).
 pub trait Reach: Send + Sync {
-    /// Runs `f` on shard `s`'s data and returns once it ran; called by a
-    /// job on shard `home` whose transaction holds every shard. `f` runs
-    /// on whichever thread runs `s` (the caller waits meanwhile), so it
-    /// may borrow the caller's stack.
-    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard));
+    /// Runs `f` on shard `s`'s data, with the statistics of the loop that
+    /// runs it, and returns once it ran; called by a job on shard `home`
+    /// whose transaction holds every shard. `f` runs on whichever thread
+    /// runs `s` (the caller waits meanwhile), so it may borrow the
+    /// caller's stack.
+    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard, &ThreadStats));
     /// At the top of shard `s`'s turn: runs a call posted for it, if any.
-    fn serve(&self, s: usize, shard: &mut Shard);
+    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats);
     /// Raised while a call waits for shard `s` (a worker reads it once per
     /// turn before calling [`Reach::serve`]).
     fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
@@ -177,7 +178,7 @@ pub(crate) fn marker_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
 }
 
 /// Whether keys a run asked for include the every-shard marker.
-pub(crate) fn asks_every(found: &[Vec<u8>]) -> bool {
+pub fn asks_every(found: &[Vec<u8>]) -> bool {
     found.iter().any(|k| k.starts_with(MARKER))
 }
 
@@ -189,24 +190,28 @@ pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
 /// Every shard but `home`, reached through [`Reach`] by a script on
 /// `home` whose transaction write-locks every shard whole (an EXEC's, see
 /// `multi`); `None` where the runtime cannot reach them.
-pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart> {
+pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart<'static>> {
     let reach: &'static dyn Reach = &**ops.reach.get()?;
     Some(Apart {
         reach,
         home,
         moved: Vec::new(),
+        home_stats: None,
     })
 }
 
 /// Every shard but the home one, reached through [`Reach`].
-pub(crate) struct Apart {
+pub(crate) struct Apart<'a> {
     reach: &'static dyn Reach,
     home: usize,
     /// Records calls made on other shards, for the home shard's outbox.
     moved: Vec<engine::outbox::Chunk>,
+    /// The home loop's statistics, when the script's are its VM's own (a
+    /// script run by this module's job; an EXEC lends its loop's).
+    home_stats: Option<&'a ThreadStats>,
 }
 
-impl crate::script::in_place::Shards for Apart {
+impl crate::script::in_place::Shards for Apart<'_> {
     fn hold(&mut self, _s: usize) -> bool {
         // Every shard is write-locked by this script's transaction.
         true
@@ -214,7 +219,7 @@ impl crate::script::in_place::Shards for Apart {
 
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
         let moved = &mut self.moved;
-        self.reach.call(self.home, s, &mut |sh| {
+        self.reach.call(self.home, s, &mut |sh, _| {
             // Its records go to the home shard (`settle`), in order with
             // the script's others: one block (MULTI/EXEC) in the AOF.
             let m = sh.outbox.records_on.then(|| sh.outbox.mark());
@@ -233,6 +238,14 @@ impl crate::script::in_place::Shards for Apart {
         for c in self.moved.drain(..) {
             home.outbox.append(c);
         }
+    }
+
+    fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&ThreadStats)) {
+        self.reach.call(self.home, s, &mut |_, st| f(st));
+    }
+
+    fn home_stats(&self) -> Option<&ThreadStats> {
+        self.home_stats
     }
 }
 
@@ -284,6 +297,7 @@ impl Coordinator for Run {
                     reach,
                     home,
                     moved: Vec::new(),
+                    home_stats: Some(&*env.stats),
                 };
                 let mut ctx = ShardCtx {
                     shard: &mut *env.shard,

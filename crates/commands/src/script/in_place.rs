@@ -99,6 +99,15 @@ pub trait Shards {
     /// After a call on another shard: what that shard owes the home one
     /// (its records, see `script::every`).
     fn settle(&mut self, _home: &mut Shard) {}
+    /// Runs `f` with the statistics of the loop that runs held shard `s`
+    /// (not the home one), for INFO's per-thread sections; not run where
+    /// they cannot be reached.
+    fn with_stats(&mut self, _s: usize, _f: &mut dyn FnMut(&ThreadStats)) {}
+    /// The home loop's statistics, where the script's own are not them (a
+    /// transaction's job: `script::every`).
+    fn home_stats(&self) -> Option<&ThreadStats> {
+        None
+    }
 }
 
 /// Runs script command `handler` (EVAL family, FCALL) on `home` with its

@@ -78,10 +78,11 @@
 //! runs (its shard, in place, gathered copies).
 //!
 //! Server commands from a script: COMMAND (the table) and LASTSAVE run
-//! as a client's; INFO renders the server's figures and those of the
-//! shards the script holds (`server::info_from_script`: every shard run
-//! in place; else at more than one shard its keyspace and per-thread sums
-//! leave the other shards out).
+//! as a client's; INFO renders the server's figures and those of every
+//! shard and loop (`server::info_from_script`: a run that does not hold
+//! every shard runs again holding them, in place or under locks, see
+//! `every`; one that can no longer, after a lasting change, reports its
+//! own shard's keyspace and its own loop's statistics).
 //!
 //! OBJECT FREQ / IDLETIME / REFCOUNT run on their key's shard
 //! (`keys::object::from_script`). Keyspace-wide commands (DBSIZE, KEYS,

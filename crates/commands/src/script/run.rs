@@ -1441,15 +1441,28 @@ impl Run<'_, '_> {
                 let every = self.ctx.in_place.is_some() && self.hold_every_shard();
                 let (n, scratch, ops) = (self.ctx.nshards, self.scratch, self.ctx.ops);
                 let ctx = &mut *self.ctx;
-                let mut visit = |f: &mut dyn FnMut(&engine::Shard)| {
+                let mut visit = |f: &mut dyn FnMut(&engine::Shard, Option<&ThreadStats>)| {
                     if scratch {
                         return;
                     }
                     if !every {
-                        return f(ctx.shard);
+                        return f(ctx.shard, None);
                     }
                     for s in 0..n {
-                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
+                        if s == ctx.shard.id {
+                            let home = ctx.in_place.as_deref().and_then(|p| p.home_stats());
+                            f(ctx.shard, home);
+                            continue;
+                        }
+                        // Each other loop's statistics (INFO commandstats
+                        // and the like are whole), then its shard's.
+                        let mut th: Option<ThreadStats> = None;
+                        if let Some(p) = ctx.in_place.as_deref_mut() {
+                            p.with_stats(s, &mut |st| th = Some(st.clone()));
+                        }
+                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| {
+                            f(sh, th.as_ref())
+                        });
                     }
                 };
                 let stats = &self.stats;
