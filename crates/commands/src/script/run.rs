@@ -944,15 +944,18 @@ impl Run<'_, '_> {
         true
     }
 
-    /// After a call on shard `target`, in place: its keyspace events join
-    /// the home shard's, so that one shard publishes the script's events
-    /// in order (see `in_place`).
+    /// After a call on shard `target`, in place: its keyspace events (and,
+    /// under locks, its records: `every`) join the home shard's, so that
+    /// one shard publishes the script's effects in order (see `in_place`).
     fn after_call(&mut self, target: usize) {
         let ctx = &mut *self.ctx;
+        if target == ctx.shard.id {
+            return;
+        }
         if let Some(shards) = ctx.in_place.as_deref_mut() {
             shards.settle(ctx.shard);
         }
-        if target == ctx.shard.id || ctx.shard.notify_flags == 0 {
+        if ctx.shard.notify_flags == 0 {
             return;
         }
         let ev = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
