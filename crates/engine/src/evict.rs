@@ -25,17 +25,34 @@
 //! "Snapshot" below. `maxmemory` is one global limit, not `maxmemory / nshards` per shard:
 //! a shard may use more than its even share as long as the total is under
 //! the limit (a hot shard borrows what idle shards do not use). When the
-//! total `T` exceeds `maxmemory`, the excess is shared out: shard `i`
-//! frees `excess × used_i / Σ used_j` (its counter, clamped at zero, over
-//! the sum of the clamped counters; `excess / nshards` each when all are
-//! zero), and at least one key. A shard above the average therefore frees
-//! more than one below it, and one holding nothing frees nothing. The
-//! shares are of the excess as it was when this round of evictions began:
-//! each shard publishes what it evicted since it last saw the total under
-//! the limit, and both sides of the fraction count it back in (see
+//! total `T` exceeds `maxmemory`, the excess is shared out by the keys the
+//! policy may evict: shard `i` frees `excess × keys_i / Σ keys_j` bytes
+//! (`excess / nshards` each when no shard has any), and at least one key.
+//! Keys spread over the shards by hash, so every shard evicts about the
+//! same part of its keys, its least used ones, as Redis's single pool
+//! would across the keyspace. Not by the shards' allocator counters: those
+//! carry what moves between threads (values parsed on the connection's
+//! thread and stored by another shard, query and reply buffers charged to
+//! whichever shard the thread last ran), off by up to a whole shard's data
+//! at 16 shards, and a shard whose counter held more than its keys evicted
+//! every one of them, its most used too, while the others kept theirs. The
+//! cost of counting keys: a shard of few big values among shards of many
+//! small ones frees less than its bytes' part (it still frees at least one
+//! key per check, and the total still reaches the limit).
+//!
+//! Rounds: the shares are of the excess and the key counts as they were
+//! when the current round of evictions began (what each shard evicted in
+//! it, bytes and keys, is published and counted back in; see
 //! [`MemView::to_free`]), so shards that run one after another on one
 //! thread (shard consolidation) share the work as shards on their own
-//! threads do. Each
+//! threads do. A round ends for every shard at once, when any shard sees
+//! the total under the limit ([`MemShared::end_round`]): a round that ended
+//! for one shard only let the others' figures of the old round inflate
+//! its next excess, which evicted far past the limit while it hovered
+//! there. The bytes a shard evicted are its allocator counter's drop over
+//! each deletion (Redis measures `zmalloc_used_memory` the same way), and
+//! it republishes its counter right after evicting: the total the others
+//! see and the round's figures then count each freed byte once. Each
 //! shard does this for itself, on its own keys only, before running a
 //! command (Redis's `performEvictions` in `processCommand`) and from its
 //! cron, so idle shards pay their part within one cron period too.
@@ -79,8 +96,8 @@
 //! shared sums, at most once per tick or per bound's worth of net change.
 //!
 //! Cost in the number of shards N: [`MemShared`] holds one 64-byte line
-//! per shard (its published counter, evictable count and evicted bytes)
-//! and one line of sums; a check reads three lines whatever N is; a cron
+//! per shard (its published counter, evictable count, and what it evicted
+//! in which round) and one line of sums; a check reads three lines whatever N is; a cron
 //! tick writes its own line and adds to the sums. Nothing walks the N
 //! lines, not even eviction: the shares of an excess come from the sums
 //! too.
@@ -467,11 +484,9 @@ impl MemView {
         let excess = u128::from(self.total - maxmemory + self.evicted_sum);
         let mine = u128::from(self.keys_mine.min(self.keys_sum) + self.evicted_keys_mine);
         let sum = u128::from(self.keys_sum + self.evicted_keys_sum);
-        let share = if sum == 0 {
-            excess / self.nshards.max(1) as u128
-        } else {
-            excess * mine.min(sum) / sum
-        };
+        let share = (excess * mine.min(sum))
+            .checked_div(sum)
+            .unwrap_or(excess / self.nshards.max(1) as u128);
         (share as u64).saturating_sub(self.evicted_mine).max(1)
     }
 }
