@@ -150,9 +150,44 @@ fn allkeys_lfu_keeps_frequently_read_keys(layout: Layout) {
     assert!(hot >= 1_980, "only {hot} of 2000 frequently read keys kept");
 }
 
+/// A cache at its limit: new keys keep coming (40 batches of 1,000, each
+/// about a tenth of the limit) while 1,000 keys are read between batches.
+/// Every batch evicts, so every shard's round of evictions starts and ends
+/// again and again. redis-server keeps all 1,000 read keys, and so did
+/// Tessera in every layout; before the shares followed key counts and a
+/// round ended for every shard at once (`engine::evict`), 16 shards kept
+/// 823 to 930 of them.
+fn allkeys_lfu_at_its_limit_under_writes_keeps_frequently_read_keys(layout: Layout) {
+    let s = layout.tessera(&["--maxmemory-policy", "allkeys-lfu", "--lfu-decay-time", "0"]);
+    let mut c = s.conn();
+    let limit = used(&mut c) + 12_000_000;
+    fill(&mut c, "h", 1_000, None);
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(limit)
+        .query::<()>(&mut c)
+        .unwrap();
+    for batch in 0..40 {
+        let mut p = redis::pipe();
+        for _ in 0..3 {
+            for i in 0..1_000 {
+                p.cmd("GET").arg(format!("h{i}")).ignore();
+            }
+        }
+        p.query::<()>(&mut c).unwrap();
+        fill(&mut c, &format!("c{batch}."), 1_000, None);
+    }
+    lift_limit(&mut c);
+    assert!(dbsize(&mut c) < 20_000, "nothing evicted");
+    let hot = surviving(&mut c, "h", 0..1_000);
+    assert!(hot >= 990, "only {hot} of 1000 frequently read keys kept");
+}
+
 per_layout!(
     allkeys_lru_keeps_recently_read_keys_and_config_set_triggers_eviction,
     allkeys_lfu_keeps_frequently_read_keys,
+    allkeys_lfu_at_its_limit_under_writes_keeps_frequently_read_keys,
 );
 
 #[test]
