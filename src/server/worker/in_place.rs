@@ -95,8 +95,20 @@
 //! published nothing and wrote nothing too large for an undo) is, rather
 //! than published (`commands::script::busy::by_call`), and runs again as
 //! a hop, where the caller's loop is free, as it always was: in that case
-//! a long script is seen exactly as before. Only one that cannot stalls
-//! its caller's loop.
+//! a long script is seen exactly as before. And a run is taken back
+//! before it could no longer be (`commands::script::run`'s
+//! `Run::hop_instead`: before a PUBLISH, MOVE or COPY, or a write over a
+//! value no undo keeps), to run again as a hop, where it does that once;
+//! its script is marked (`commands::script::cache::HopMark`) so that its
+//! later calls from another loop hop at once (as one that was taken back
+//! at the threshold). So a run by a call can always be taken back, and
+//! never holds its caller's loop past the threshold, whose shard it does
+//! not hold (issue 23 point 5: a running script freezes only the shards
+//! it holds). The caller's loop is still lent to the hook as an idle one
+//! (above): a run the hook could not take back (none is known) would be
+//! published with it stalled, never leave it unserved. Cost: a script
+//! that publishes from another loop pays a hop per call (as before the
+//! call), plus the call's visit that finds its mark.
 //!
 //! A script that touches a key of another shard it did not declare is
 //! taken back as on its own shard and runs again over more keys, from the

@@ -869,6 +869,56 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// `cmdstat_<name>`'s calls in INFO commandstats (0 if absent).
+fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
+    let info = t.call(c, &["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.split("\r\n")
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A one-shard script for a lent shard that publishes (no take-back
+/// undoes that) is taken back just before, and runs as a hop (a round
+/// later): it publishes once. From then on its calls from another loop
+/// hop at once: a later call runs its INCR once (the first ran it twice,
+/// the taken-back run's included). Run on the key's own loop, it hops
+/// nowhere; a script that does not publish still runs by a call.
+#[test]
+fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    let (sub, c, own) = (t.connect(0), t.connect(3), t.connect(1));
+    assert_eq!(
+        t.call(sub, &["SUBSCRIBE", "hops"]),
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nhops\r\n:1\r\n"
+    );
+    let k = key_on(1, n, "p");
+    // (A body of its own: the script cache is the process's.)
+    let publish = "redis.call('INCR', KEYS[1]) redis.call('PUBLISH', 'hops', 'm') \
+                   return redis.call('GET', KEYS[1]) -- hops";
+    let message = "*3\r\n$7\r\nmessage\r\n$4\r\nhops\r\n$1\r\nm\r\n";
+    let mut incrs = command_calls(&mut t, c, "incr");
+    for (i, (by, rounds, ran)) in [(c, 2, 2), (c, 2, 1), (own, 1, 1), (c, 2, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        t.send(by, &["EVAL", publish, "1", &k]);
+        let want = format!("$1\r\n{}\r\n", i + 1);
+        assert_eq!(t.reply(by), (want, rounds), "call {i}");
+        assert_eq!(t.reply(sub).0, message, "call {i}");
+        assert_eq!(t.try_reply(sub), None, "call {i} published twice");
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "call {i}");
+        incrs = now;
+    }
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) -- by a call";
+    t.send(c, &["EVAL", incr, "1", &k]);
+    assert_eq!(t.reply(c), ("$1\r\n5\r\n".into(), 1));
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// What a visit to a co-hosted worker reads (`cohost`: the idle check,
 /// the job's prologue and epilogue) stays at the front of its `Core`,
 /// next to its shard's own front (see `Core`): a field added above them,

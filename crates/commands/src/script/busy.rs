@@ -89,8 +89,9 @@
 //! of the desk's slot meanwhile), stalled and served as a hub's own loop
 //! is. Past the threshold such a run is taken back if it can be, as one in
 //! place is ([`by_call`]), and runs again as a hop, which leaves the
-//! caller's loop free. Idle loops lent by nested calls are all served
-//! ([`lend_idle`] chains them).
+//! caller's loop free; and it always can be: it is taken back before
+//! anything no take-back undoes too (`run::Run::hop_instead`). Idle loops
+//! lent by nested calls are all served ([`lend_idle`] chains them).
 //!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
@@ -480,8 +481,10 @@ thread_local! {
 /// running past the threshold is taken back if it can be (it wrote
 /// nothing it cannot undo and published nothing), as one in place is,
 /// rather than published; the runtime then runs it again as a hop, which
-/// leaves the caller's loop free (served, not stalled). One that cannot
-/// be taken back is published, with the caller's loop stalled.
+/// leaves the caller's loop free (served, not stalled). A run is taken
+/// back before it would do what cannot be undone too
+/// (`run::Run::hop_instead`), so none is known to be published, with
+/// the caller's loop stalled, from here.
 pub fn by_call<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {
