@@ -883,8 +883,10 @@ fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
 /// undoes that) is taken back just before, and runs as a hop (a round
 /// later): it publishes once. From then on its calls from another loop
 /// hop at once: a later call runs its INCR once (the first ran it twice,
-/// the taken-back run's included). Run on the key's own loop, it hops
-/// nowhere; a script that does not publish still runs by a call.
+/// the taken-back run's included), and once a visit found the mark of
+/// an EVALSHA's script, the thread remembers it (no visit). Run on the
+/// key's own loop, it hops nowhere; a script that does not publish still
+/// runs by a call.
 #[test]
 fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
     let n = 4;
@@ -913,9 +915,27 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
         assert_eq!(now - incrs, ran, "call {i}");
         incrs = now;
     }
+    // By SHA-1: the visit that finds the mark (an EVAL's body is too long
+    // to remember) makes the thread remember it; later calls hop without.
+    let sha = t.call(c, &["SCRIPT", "LOAD", publish]);
+    let sha = sha.split("\r\n").nth(1).unwrap().to_ascii_uppercase();
+    let mut evalsha = resp::OwnedArgs::default();
+    for a in ["EVALSHA", sha.as_str(), "1", k.as_str()] {
+        evalsha.push(a.as_bytes());
+    }
+    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    for i in 5..7 {
+        t.send(c, &["EVALSHA", &sha, "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert!(super::in_place::known_to_hop(evalsha.args()));
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, 1, "EVALSHA {i}");
+        incrs = now;
+    }
     let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) -- by a call";
     t.send(c, &["EVAL", incr, "1", &k]);
-    assert_eq!(t.reply(c), ("$1\r\n5\r\n".into(), 1));
+    assert_eq!(t.reply(c), ("$1\r\n7\r\n".into(), 1));
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 

@@ -474,6 +474,22 @@ fn serve_while_busy() {
 thread_local! {
     /// Inside [`by_call`].
     static BY_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The run [`by_call`] ran last was taken back for its script's
+    /// `HopMark` (see [`take_marked`]).
+    static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A run [`by_call`] runs is taken back to hop, its script marked
+/// (`cache::HopMark`: now, or by an earlier run).
+pub(crate) fn note_marked() {
+    MARKED.with(|m| m.set(true));
+}
+
+/// Whether the last run [`by_call`] ran was taken back for its script's
+/// `HopMark` (cleared): the runtime then remembers the script's calls
+/// as hops, sparing their next visits.
+pub fn take_marked() -> bool {
+    MARKED.with(|m| m.replace(false))
 }
 
 /// Runs `f`, a script command run on a co-hosted shard by a call from
@@ -493,6 +509,7 @@ pub fn by_call<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _restore = Restore(BY_CALL.with(|b| b.replace(true)));
+    MARKED.with(|m| m.set(false));
     f()
 }
 

@@ -230,6 +230,7 @@ fn execute(
     // starts, to run as a hop at once.
     let by_call = !scratch && !in_place && super::busy::is_by_call();
     if by_call && hop.is_set() {
+        super::busy::note_marked();
         ctx.block = Some(crate::ctx::BlockOn {
             keys: Vec::new(),
             deadline_ms: 0,
@@ -721,6 +722,7 @@ pub(crate) fn abandon_for_busy() -> bool {
     // than run twice (see `HopMark`).
     if r.by_call {
         r.hop.set();
+        super::busy::note_marked();
     }
     true
 }
@@ -906,6 +908,7 @@ impl Run<'_, '_> {
         }
         self.restart = true;
         self.hop.set();
+        super::busy::note_marked();
         true
     }
 
