@@ -884,7 +884,8 @@ fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
 /// later): it publishes once. From then on its calls from another loop
 /// hop at once: a later call runs its INCR once (the first ran it twice,
 /// the taken-back run's included), and once a visit found the mark of
-/// an EVALSHA's script, the thread remembers it (no visit). Run on the
+/// an EVALSHA's script or a function, the thread remembers it (no
+/// visit). Run on the
 /// key's own loop, it hops nowhere; a script that does not publish still
 /// runs by a call.
 #[test]
@@ -933,9 +934,23 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
         assert_eq!(now - incrs, 1, "EVALSHA {i}");
         incrs = now;
     }
+    // A function alike (its mark is the function's).
+    let lib = "#!lua name=hopslib\nredis.register_function('hops_fn', function(keys) \
+               redis.call('INCR', keys[1]) redis.call('PUBLISH', 'hops', 'm') \
+               return redis.call('GET', keys[1]) end)";
+    assert_eq!(t.call(c, &["FUNCTION", "LOAD", lib]), "$7\r\nhopslib\r\n");
+    for (i, ran) in [(7, 2), (8, 1)] {
+        t.send(c, &["FCALL", "hops_fn", "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert_eq!(t.try_reply(sub), None);
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "FCALL {i}");
+        incrs = now;
+    }
     let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) -- by a call";
     t.send(c, &["EVAL", incr, "1", &k]);
-    assert_eq!(t.reply(c), ("$1\r\n7\r\n".into(), 1));
+    assert_eq!(t.reply(c), ("$1\r\n9\r\n".into(), 1));
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
