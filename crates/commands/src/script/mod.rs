@@ -296,6 +296,7 @@ fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             body: body.into(),
             flags,
             shebang_len,
+            hop: cache::HopMark::default(),
         });
     }
     c.out.bulk(&sha);

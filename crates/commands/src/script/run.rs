@@ -20,7 +20,7 @@ use resp::Args;
 
 use super::api::{REPL_ALL, REPL_AOF};
 use super::busy::{HookState, Kind};
-use super::cache::{cache, Script};
+use super::cache::{cache, HopMark, Script};
 use super::call::{CallArgs, CallBufs};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
@@ -79,62 +79,52 @@ pub fn numkeys(args: Args<'_>) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
-/// The script of an EVAL-family call: looked up by SHA-1, or (EVAL) taken
-/// from the body, its shebang parsed. Nothing is cached yet for a new body.
-fn script_of(
-    args: Args<'_>,
-    by_sha: bool,
-) -> Result<Result<std::sync::Arc<Script>, Script>, CmdError> {
+/// The script of an EVAL-family call, and whether it is new (not cached
+/// yet): looked up by SHA-1, or (EVAL) taken from the body, its shebang
+/// parsed.
+fn script_of(args: Args<'_>, by_sha: bool) -> Result<(std::sync::Arc<Script>, bool), CmdError> {
     let noscript = || CmdError::Raw("NOSCRIPT No matching script. Please use EVAL.".into());
     if by_sha {
         let key = super::cache::key(args.get(1)).ok_or_else(noscript)?;
-        return cache().get(&key).map(Ok).ok_or_else(noscript);
+        return cache().get(&key).map(|s| (s, false)).ok_or_else(noscript);
     }
     let body = args.get(1);
     let sha = super::sha1::hex(body);
     if let Some(s) = cache().get(&sha) {
-        return Ok(Ok(s));
+        return Ok((s, false));
     }
     let (flags, shebang_len) = super::shebang::parse(body).map_err(CmdError::Err)?;
-    Ok(Err(Script {
+    let s = Script {
         sha,
         body: body.into(),
         flags,
         shebang_len,
-    }))
+        hop: Default::default(),
+    };
+    Ok((std::sync::Arc::new(s), true))
 }
 
 /// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO.
 pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), CmdError> {
     let nkeys = numkeys(args)?;
-    let script = script_of(args, v.by_sha)?;
-    let flags = match &script {
-        Ok(s) => s.flags,
-        Err(s) => s.flags,
-    };
-    let sha = match &script {
-        Ok(s) => s.sha,
-        Err(s) => s.sha,
-    };
+    let (script, new) = script_of(args, v.by_sha)?;
     let gen = cache().generation();
-    let mut script = Some(script);
+    let s = &*script;
     execute(
         ctx,
         args,
         nkeys,
-        v.read_only,
-        flags,
-        &sha,
-        Kind::Eval(sha),
+        (v.read_only, s.flags),
+        (&s.sha, &s.hop),
+        Kind::Eval(s.sha),
         |vm: &mut Vm| {
-            let s = script.take().ok_or_else(|| CmdError::err("script taken"))?;
-            let f = match &s {
-                Ok(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
-                Err(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
-            }
-            .map_err(CmdError::Err)?;
-            if let Err(s) = s {
-                cache().insert(s);
+            let f = vm
+                .function(&s.sha, &s.body, s.shebang_len, gen)
+                .map_err(CmdError::Err)?;
+            // Cached once it compiled (as Redis: a syntax error caches
+            // nothing).
+            if new {
+                cache().insert_arc(script.clone());
             }
             Ok(Callee::Script(f))
         },
@@ -166,9 +156,8 @@ pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<
         ctx,
         args,
         n as usize,
-        read_only,
-        info.flags,
-        info.name.as_bytes(),
+        (read_only, info.flags),
+        (info.name.as_bytes(), &info.hop),
         kind,
         |vm: &mut Vm| {
             let f = vm.library_function(&lib, idx).map_err(CmdError::Err)?;
@@ -186,15 +175,14 @@ pub enum Callee {
 
 /// Runs a script or function: the up-front flag checks, then the call on
 /// this thread's VM, its reply, and the MULTI/EXEC around its records.
-/// `name` is what errors name (the SHA-1, or the function's name).
-#[allow(clippy::too_many_arguments)]
+/// `name` is what errors name (the SHA-1, or the function's name); `hop`,
+/// its mark (see `HopMark`).
 fn execute(
     ctx: &mut ShardCtx<'_>,
     args: Args<'_>,
     nkeys: usize,
-    read_only: bool,
-    flags: ScriptFlags,
-    name: &[u8],
+    (read_only, flags): (bool, ScriptFlags),
+    (name, hop): (&[u8], &HopMark),
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
@@ -221,6 +209,20 @@ fn execute(
             .split_first()
             .is_some_and(|(first, rest)| spread(first, rest))
             || super::wide::held(b"").is_some());
+    // By a call from another loop (`busy::by_call`): a script known to do
+    // what such a run must not (see `HopMark`) is taken back before it
+    // starts, to run as a hop at once.
+    let by_call = !scratch && !in_place && super::busy::is_by_call();
+    if by_call && hop.is_set() {
+        super::busy::note_marked();
+        ctx.block = Some(crate::ctx::BlockOn {
+            keys: Vec::new(),
+            deadline_ms: 0,
+            args: None,
+            widen: true,
+        });
+        return Ok(());
+    }
     // Redis's pre_command_oom_state: the server over `maxmemory` with
     // nothing to evict. On a real shard, its check (which evicts first);
     // on copies, the server's snapshot.
@@ -316,8 +318,10 @@ fn execute(
             restart: false,
             // By a call from another loop (`busy::by_call`): taken back
             // past the threshold as a run in place is, to run again as a
-            // hop.
-            restartable: (in_place && !every) || (!scratch && super::busy::is_by_call()),
+            // hop; and before anything no take-back undoes.
+            restartable: (in_place && !every) || by_call,
+            by_call,
+            hop,
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
@@ -344,6 +348,11 @@ fn execute(
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
+        // It did what no take-back undoes: its calls from another loop
+        // hop from now on (see `HopMark`).
+        if run.pinned || run.wrote {
+            hop.set();
+        }
         if run.restart || !run.found.is_empty() {
             // Abandoned (whatever it returned): no reply, its writes taken
             // back, run it again over more keys (see `wide`), or on copies
@@ -694,6 +703,12 @@ pub(crate) fn abandon_for_busy() -> bool {
         return false;
     }
     r.restart = true;
+    // A long script: its calls from another loop hop from now on, rather
+    // than run twice (see `HopMark`).
+    if r.by_call {
+        r.hop.set();
+        super::busy::note_marked();
+    }
     true
 }
 
@@ -806,6 +821,12 @@ struct Run<'r, 'a> {
     restart: bool,
     /// It may be so abandoned (in place, or by a call).
     restartable: bool,
+    /// By a call from another loop (`busy::by_call`): taken back, to run
+    /// again as a hop, before anything no take-back undoes
+    /// ([`Run::hop_instead`]).
+    by_call: bool,
+    /// The script's or function's mark (see `HopMark`).
+    hop: &'r HopMark,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
@@ -857,10 +878,28 @@ impl Run<'_, '_> {
             return false;
         }
         if positions.is_empty() || name == "move" || name == "copy" || !writes {
-            self.pinned = true;
+            if !self.hop_instead() {
+                self.pinned = true;
+            }
             return false;
         }
         !self.scratch
+    }
+
+    /// Before something no take-back undoes ([`Run::before_effects`],
+    /// [`Undo::save`]): a run by a call from another loop is taken back
+    /// (true: `restart` set, the caller raises) to run again as a hop, its
+    /// script marked (`HopMark`). Past the threshold it would stall the
+    /// caller's loop, in whose turn it runs (issue 23 point 5).
+    #[cold]
+    fn hop_instead(&mut self) -> bool {
+        if !self.by_call || !self.widen_ok || self.wrote || self.pinned || self.restart {
+            return false;
+        }
+        self.restart = true;
+        self.hop.set();
+        super::busy::note_marked();
+        true
     }
 
     /// [`Undo::save`] in a call of its own on shard `target` (a command
@@ -872,7 +911,7 @@ impl Run<'_, '_> {
         let too_large = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
             Undo::save(undo, others, home, shard, db, args, positions)
         });
-        if too_large {
+        if too_large && !self.hop_instead() {
             self.wrote = true;
         }
     }
@@ -1227,18 +1266,25 @@ impl Run<'_, '_> {
                 }
             }
         }
+        // Take-back copies of what it writes: for a shard command, made in
+        // the same call on its shard as the command (one lend per write on
+        // another shard, not two); else here. (Before MONITOR sees the
+        // call: a run by a call may be taken back here, before it, to run
+        // again as a hop, see `hop_instead`.)
+        let save = self.widen_ok && !self.pinned && self.before_effects(r, positions);
+        if save && !shard_cmd {
+            self.save_undo(args, positions, target);
+        }
+        if self.restart {
+            return Err(mlua::Error::external(ReplyError(
+                super::wide::RESTART_TEXT.into(),
+            )));
+        }
         if self.ctx.ops.monitors.active() {
             crate::ops::monitor::from_script(self.ctx.ops, r, self.db, args);
         }
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
-        }
-        // Take-back copies of what it writes: for a shard command, made in
-        // the same call on its shard as the command (one lend per write on
-        // another shard, not two); else here.
-        let save = self.widen_ok && !self.pinned && self.before_effects(r, positions);
-        if save && !shard_cmd {
-            self.save_undo(args, positions, target);
         }
         let out = &mut bufs.out;
         out.set_resp3(self.resp3);
@@ -1273,9 +1319,15 @@ impl Run<'_, '_> {
                 let home = ctx.shard.id;
                 let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
                 let mut too_large = false;
+                // By a call, a write no take-back undoes does not run: the
+                // run is taken back first (see `hop_instead`).
+                let hop_first = self.by_call && !self.wrote;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
                     if save {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
+                        if too_large && hop_first {
+                            return;
+                        }
                     }
                     let prop = shard.outbox.records_on;
                     if no_aof {
@@ -1288,6 +1340,11 @@ impl Run<'_, '_> {
                     shard.outbox.records_on = prop;
                 });
                 if too_large {
+                    if self.hop_instead() {
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
                     self.wrote = true;
                 }
                 self.after_call(target);
