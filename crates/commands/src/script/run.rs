@@ -1337,53 +1337,34 @@ impl Run<'_, '_> {
                 let ops = self.ctx.ops;
                 let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
             }
-            // INFO: the server's figures and the script's shard's (see
-            // `server::info_from_script`).
-            Exec::Coord(_) if registry().full_name(r.id) == "info" => {
-                // Its keyspace figures need every shard: a run that does
-                // not hold them runs again holding them, if it still can
-                // (in place, the pins come here).
+            // INFO, MEMORY STATS and MEMORY DOCTOR: the server's figures
+            // and every shard's (see `server::info_from_script`).
+            Exec::Coord(_)
+                if matches!(
+                    registry().full_name(r.id),
+                    "info" | "memory|stats" | "memory|doctor"
+                ) =>
+            {
+                // Their per-shard figures need every shard: a run that
+                // does not hold them runs again holding them, if it still
+                // can (in place, the pins come here).
                 if self.ctx.nshards > 1 && !self.hold_every_shard() && self.every_again() {
                     return Err(mlua::Error::external(ReplyError(
                         super::wide::RESTART_TEXT.into(),
                     )));
                 }
                 let started = std::time::Instant::now();
-                // In place, every shard (pinned: INFO is rare in scripts).
-                let every = self.ctx.in_place.is_some() && self.hold_every_shard();
-                let (n, scratch, ops) = (self.ctx.nshards, self.scratch, self.ctx.ops);
-                let ctx = &mut *self.ctx;
-                let mut visit = |f: &mut dyn FnMut(&engine::Shard, Option<&ThreadStats>)| {
-                    if scratch {
-                        return;
-                    }
-                    if !every {
-                        return f(ctx.shard, None);
-                    }
-                    for s in 0..n {
-                        if s == ctx.shard.id {
-                            let home = ctx.in_place.as_deref().and_then(|p| p.home_stats());
-                            f(ctx.shard, home);
-                            continue;
-                        }
-                        // Each other loop's statistics (INFO commandstats
-                        // and the like are whole), then its shard's.
-                        let mut th: Option<ThreadStats> = None;
-                        if let Some(p) = ctx.in_place.as_deref_mut() {
-                            p.with_stats(s, &mut |st| th = Some(st.clone()));
-                        }
-                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| {
-                            f(sh, th.as_ref())
-                        });
-                    }
+                let ops = self.ctx.ops;
+                let done = if registry().full_name(r.id) == "info" {
+                    let (mut visit, stats) = self.visit_shards();
+                    crate::server::info_from_script(ops, &mut *visit, stats, args, out)
+                } else {
+                    let (mut visit, _) = self.visit_shards();
+                    let full = registry().full_name(r.id);
+                    crate::memory::from_script(ops, &mut *visit, full, out)
                 };
-                let stats = &self.stats;
-                if crate::server::info_from_script(ops, &mut visit, stats, args, out).is_none() {
-                    return self.reject(
-                        lua,
-                        r,
-                        "This Redis command is not supported from scripts yet",
-                    );
+                if done.is_none() {
+                    return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 let _ = crate::exec::record(&mut self.stats, ops, r.id, started, false);
             }

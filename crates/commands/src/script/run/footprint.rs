@@ -9,6 +9,7 @@ use resp::Args;
 use super::super::in_place::on_shard;
 use super::super::undo::Undo;
 use super::Run;
+use crate::ctx::ThreadStats;
 use crate::table::{flags, registry, shard_of};
 
 /// Declared keys a call's key is compared with before its CRC16 (see
@@ -163,5 +164,42 @@ impl Run<'_, '_> {
         if !ev.is_empty() {
             ctx.shard.emit_events(ev);
         }
+    }
+
+    /// The shards a server-wide call from the script (INFO, MEMORY STATS)
+    /// reports, each with its loop's statistics when they are known and
+    /// not the script's: every shard when the run holds them all (in
+    /// place, pinned now: such calls are rare in scripts; or under locks),
+    /// else its own shard, or none on gathered copies; and the script's own
+    /// statistics.
+    pub(super) fn visit_shards(&mut self) -> (Box<crate::server::Visit<'_>>, &ThreadStats) {
+        let every = self.ctx.in_place.is_some() && self.hold_every_shard();
+        let (n, scratch) = (self.ctx.nshards, self.scratch);
+        let ctx = &mut *self.ctx;
+        let visit = move |f: &mut dyn FnMut(&engine::Shard, Option<&ThreadStats>)| {
+            if scratch {
+                return;
+            }
+            if !every {
+                return f(ctx.shard, None);
+            }
+            for s in 0..n {
+                if s == ctx.shard.id {
+                    let home = ctx.in_place.as_deref().and_then(|p| p.home_stats());
+                    f(ctx.shard, home);
+                    continue;
+                }
+                // Each other loop's statistics (INFO commandstats and the
+                // like are whole), then its shard's.
+                let mut th: Option<ThreadStats> = None;
+                if let Some(p) = ctx.in_place.as_deref_mut() {
+                    p.with_stats(s, &mut |st| th = Some(st.clone()));
+                }
+                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| {
+                    f(sh, th.as_ref())
+                });
+            }
+        };
+        (Box::new(visit), &self.stats)
     }
 }
