@@ -110,6 +110,7 @@ use commands::{ClientState, ServerShared, ThreadStats};
 use engine::Shard;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Poll, Token};
+pub use reach::Calls;
 use resp::Reply;
 
 use super::blocking::Waiters;
@@ -131,6 +132,7 @@ mod nap;
 mod output;
 mod pause;
 mod pubsub;
+mod reach;
 mod repl_wait;
 mod replica;
 mod request;
@@ -459,6 +461,10 @@ struct Orphan {
 #[repr(C)]
 pub struct Worker {
     core: Core,
+    /// Raised while a script holding every shard waits for a call on this
+    /// shard (`reach`); `None` where no runtime reach is set (in-process
+    /// tests).
+    reach_posted: Option<&'static std::sync::atomic::AtomicBool>,
     next_cron: Instant,
     /// Messages still spilled after the last iteration's flush.
     spilled: bool,

@@ -157,7 +157,10 @@ impl Worker {
             shared: server_for_desk,
             master_conn: None,
             color,
+            reach_posted: None,
         };
+        let ops = w.core.server.ops;
+        w.reach_posted = ops.reach.get().map(|r| r.posted(id));
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
@@ -361,6 +364,17 @@ impl Worker {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
+        // A script holding every shard waits for a call on this one (see
+        // `reach`): before anything else of this turn.
+        if self
+            .reach_posted
+            .is_some_and(|p| p.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            if let Some(r) = self.core.server.ops.reach.get() {
+                let core = &mut self.core;
+                r.serve(core.id, &mut core.shard, &core.stats);
+            }
+        }
         self.release_paused();
         self.core.aof_always = self
             .core

@@ -869,6 +869,91 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// `cmdstat_<name>`'s calls in INFO commandstats (0 if absent).
+fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
+    let info = t.call(c, &["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.split("\r\n")
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A one-shard script for a lent shard that publishes (no take-back
+/// undoes that) is taken back just before, and runs as a hop (a round
+/// later): it publishes once. From then on its calls from another loop
+/// hop at once: a later call runs its INCR once (the first ran it twice,
+/// the taken-back run's included), and once a visit found the mark of
+/// an EVALSHA's script or a function, the thread remembers it (no
+/// visit). Run on the
+/// key's own loop, it hops nowhere; a script that does not publish still
+/// runs by a call.
+#[test]
+fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    let (sub, c, own) = (t.connect(0), t.connect(3), t.connect(1));
+    assert_eq!(
+        t.call(sub, &["SUBSCRIBE", "hops"]),
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nhops\r\n:1\r\n"
+    );
+    let k = key_on(1, n, "p");
+    // (A body of its own: the script cache is the process's.)
+    let publish = "redis.call('INCR', KEYS[1]) redis.call('PUBLISH', 'hops', 'm') \
+                   return redis.call('GET', KEYS[1]) -- hops";
+    let message = "*3\r\n$7\r\nmessage\r\n$4\r\nhops\r\n$1\r\nm\r\n";
+    let mut incrs = command_calls(&mut t, c, "incr");
+    for (i, (by, rounds, ran)) in [(c, 2, 2), (c, 2, 1), (own, 1, 1), (c, 2, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        t.send(by, &["EVAL", publish, "1", &k]);
+        let want = format!("$1\r\n{}\r\n", i + 1);
+        assert_eq!(t.reply(by), (want, rounds), "call {i}");
+        assert_eq!(t.reply(sub).0, message, "call {i}");
+        assert_eq!(t.try_reply(sub), None, "call {i} published twice");
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "call {i}");
+        incrs = now;
+    }
+    // By SHA-1: the visit that finds the mark (an EVAL's body is too long
+    // to remember) makes the thread remember it; later calls hop without.
+    let sha = t.call(c, &["SCRIPT", "LOAD", publish]);
+    let sha = sha.split("\r\n").nth(1).unwrap().to_ascii_uppercase();
+    let mut evalsha = resp::OwnedArgs::default();
+    for a in ["EVALSHA", sha.as_str(), "1", k.as_str()] {
+        evalsha.push(a.as_bytes());
+    }
+    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    for i in 5..7 {
+        t.send(c, &["EVALSHA", &sha, "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert!(super::in_place::known_to_hop(evalsha.args()));
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, 1, "EVALSHA {i}");
+        incrs = now;
+    }
+    // A function alike (its mark is the function's).
+    let lib = "#!lua name=hopslib\nredis.register_function('hops_fn', function(keys) \
+               redis.call('INCR', keys[1]) redis.call('PUBLISH', 'hops', 'm') \
+               return redis.call('GET', keys[1]) end)";
+    assert_eq!(t.call(c, &["FUNCTION", "LOAD", lib]), "$7\r\nhopslib\r\n");
+    for (i, ran) in [(7, 2), (8, 1)] {
+        t.send(c, &["FCALL", "hops_fn", "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert_eq!(t.try_reply(sub), None);
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "FCALL {i}");
+        incrs = now;
+    }
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) -- by a call";
+    t.send(c, &["EVAL", incr, "1", &k]);
+    assert_eq!(t.reply(c), ("$1\r\n9\r\n".into(), 1));
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// What a visit to a co-hosted worker reads (`cohost`: the idle check,
 /// the job's prologue and epilogue) stays at the front of its `Core`,
 /// next to its shard's own front (see `Core`): a field added above them,
