@@ -22,13 +22,18 @@
 #             (on Tessera's default layout the eight keys span shards;
 #             mostly keys that do not exist yet)
 #   eighthot  the same over 100 numbers per prefix (keys that exist)
+#   publish   EVALSHA of INCR KEYS[1] + PUBLISH to a channel nobody
+#             listens to, keys k:0..99999 (not in the default: with
+#             several shards a PUBLISH makes a run one that cannot be
+#             taken back, so its calls from another co-hosted loop hop)
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,27p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,31p "$0"; exit 2; }
 command -v valgrind >/dev/null || { echo "valgrind is needed"; exit 2; }
 TESTS=${CG_TESTS:-"one eight eighthot"}
 OUT=${OUT_DIR:-$(mktemp -d /tmp/scripting-cg.XXXXXX)}
 ONE="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
 EIGHT="for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end; return #KEYS"
+PUBLISH="redis.call('INCR', KEYS[1]); redis.call('PUBLISH', 'cg', 'm'); return 1"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -63,6 +68,7 @@ for spec in "$@"; do
   for t in $TESTS; do
     case $t in
       one) body=$ONE; keys=(1 k:__rand_int__); r=100000 ;;
+      publish) body=$PUBLISH; keys=(1 k:__rand_int__); r=100000 ;;
       eight|eighthot)
         body=$EIGHT; r=100000; [ "$t" = eighthot ] && r=100
         keys=(8 a:__rand_int__ b:__rand_int__ c:__rand_int__ d:__rand_int__

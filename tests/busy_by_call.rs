@@ -1,22 +1,29 @@
 //! A long one-shard script whose key lives on a co-hosted shard other
-//! than its caller's (issue 23): it runs there by a call from the
+//! than its caller's (issue 23 point 5: "a running script freezes only
+//! the shards it holds"). Such a script runs there by a call from the
 //! caller's loop (`worker::in_place::by_call`), not as a hop, so the
-//! caller's loop cannot run until it ends. Past `busy-reply-threshold`:
+//! caller's loop cannot run until that call ends. So a run by a call is
+//! never left to hold it:
 //!
-//! * one that cannot be taken back (it PUBLISHed) stays: the key's shard
-//!   is held (`-BUSY` for its commands from every loop, its loop's
-//!   clients served from the script's hook), the caller's loop is served
-//!   from the hook too, stalled (`-BUSY` for its clients, as Redis answers
-//!   every client while busy), a hub's own loop as well when it is
-//!   neither; SCRIPT KILL from any of them stops the script; a third
-//!   shard's clients keep being served (16 shards);
-//! * one that can be taken back (it wrote nothing it cannot undo) is, and
-//!   runs again as a hop: the caller's loop is free again (its clients
-//!   answered as usual) while the key's shard is busy.
+//! * past `busy-reply-threshold` a run that can be taken back is, and
+//!   runs again as a hop (on the key's own loop);
+//! * before the first thing no take-back undoes (a PUBLISH, an XADD to a
+//!   stream, a write over a value too large to copy) it is taken back
+//!   too, and runs again as a hop, where it does that once.
+//!
+//! Either way the key's shard is busy (`-BUSY` for its commands on every
+//! loop, its loop's clients served from the script's hook), and the
+//! caller's loop is free: its clients' commands on its own shard are
+//! answered (an adopted loop, given back by the watchdog; a hub's own
+//! loop is stalled by any long script on a loop it adopted, a hop's
+//! included, so a caller there is not checked for that); SCRIPT KILL
+//! stops an unwritten script, answers `-UNKILLABLE` for a written one,
+//! SHUTDOWN NOSAVE stops the server; a PUBLISH is delivered once.
 //!
 //! Consolidated layouts only (every shard on one hub: the by-call path);
-//! the replies that Redis gives too are compared with a real
-//! redis-server 7.0 (one thread there: everything is `-BUSY`).
+//! the replies Redis gives too are compared with a real redis-server 7.0
+//! (one thread there: everything is `-BUSY`, the caller's own shard's
+//! included, which is what point 5 asks Tessera to do better).
 //!
 //! Every wait is bounded: replies by the connections' reply timeouts (a
 //! loop that is not served fails the test instead of hanging it), loops
@@ -27,14 +34,24 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    encode_command, key_on, slow_connection_on as connection_on, wait_busy, RawConn, Server,
-    BUSY_EVAL,
+    encode_command, key_on, slow_connection_on as connection_on, wait_busy, Flavor, RawConn,
+    Server, BUSY_EVAL,
 };
 
-/// Publishes (not a write, but no restart can take it back), reads its
-/// key, spins.
+/// Publishes (not a write, but no take-back undoes it), reads its key,
+/// spins: killable.
 const PUBLISH_SPIN: &str = "redis.call('PUBLISH', 'ch', 'm') redis.call('GET', KEYS[1]) \
      while true do end";
+/// Reads its key, then publishes, spins: the read runs before the take
+/// back, and again in the hop.
+const GET_PUBLISH_SPIN: &str = "redis.call('GET', KEYS[1]) redis.call('PUBLISH', 'ch', 'm') \
+     while true do end";
+/// Appends to its key, which holds a value too large to copy for a take
+/// back, spins: unkillable.
+const APPEND_SPIN: &str = "redis.call('APPEND', KEYS[1], 'x') while true do end";
+/// Adds to its key, a stream (never copied for a take back), spins:
+/// unkillable.
+const XADD_SPIN: &str = "redis.call('XADD', KEYS[1], '*', 'f', 'v') while true do end";
 /// Sets its key (taken back by a restart), spins.
 const SET_SPIN: &str = "redis.call('SET', KEYS[1], 'spun') while true do end";
 
@@ -82,17 +99,47 @@ fn setup(s: &Server, nshards: usize, caller: usize, key: usize) -> Setup {
     }
 }
 
-/// The PUBLISH-then-spin script from shard `caller`'s loop on a key of
-/// shard `key`: every reply, in order, up to the kill from `killer`'s
-/// loop (`near`: the caller's; else the key's). `others` (a hub's own
-/// loop that is neither, a third shard's loop) are checked in between by
-/// `check_others`.
-fn publish_spin(
-    s: &Server,
+/// GET of `kc`, a key of `near`'s own shard, while the script is busy:
+/// on Tessera once the caller's loop is free (bounded: an adopted loop
+/// is given back by the watchdog within moments), on Redis at once.
+fn callers_own_shard(near: &mut RawConn, kc: &str, flavor: Flavor) -> Vec<u8> {
+    if flavor == Flavor::Redis {
+        return near.cmd_str(&["GET", kc]);
+    }
+    for _ in 0..500 {
+        // (PING is -BUSY on every loop while a script is busy, as in
+        // Redis: a key of the loop's own shard tells it is served.)
+        let r = near.cmd_str(&["GET", kc]);
+        if r != BUSY_EVAL {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the caller's loop stayed stalled: GET of its own shard's key is still -BUSY");
+}
+
+/// How a scenario ends.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    /// SCRIPT KILL from the caller's loop (true) or the key's.
+    Kill(bool),
+    /// SCRIPT KILL answers -UNKILLABLE; SHUTDOWN NOSAVE stops the server.
+    Shutdown,
+}
+
+/// Script `script` from shard `caller`'s loop on a key of shard `key`
+/// (`prepare` run on it first): every reply, in order, up to `end`.
+/// `others` (a hub's own loop that is neither, a third shard's loop) are
+/// checked in between by `check_others`. `caller_served`: the caller's
+/// loop is an adopted one (see the module docs).
+fn scenario(
+    s: &mut Server,
     (nshards, caller, key): (usize, usize, usize),
-    kill_from_near: bool,
+    (script, prepare): (&str, &[&str]),
+    end: End,
     check_others: &mut dyn FnMut(),
 ) -> Vec<Vec<u8>> {
+    let flavor = s.flavor();
     let Setup {
         mut spin,
         mut near,
@@ -101,89 +148,193 @@ fn publish_spin(
         kc,
     } = setup(s, nshards, caller, key);
     let mut got = Vec::new();
+    if !prepare.is_empty() {
+        let mut cmd: Vec<&str> = prepare.to_vec();
+        cmd.insert(1, &k);
+        let r = held.cmd_str(&cmd);
+        assert!(!r.starts_with(b"-"), "{}", String::from_utf8_lossy(&r));
+    }
+    // What the script publishes, delivered once (a run taken back
+    // before its PUBLISH published nothing).
+    let mut sub = s.raw();
+    sub.cmd_str(&["SUBSCRIBE", "ch"]);
     spin.send(&encode_command(&[
         b"EVAL",
-        PUBLISH_SPIN.as_bytes(),
+        script.as_bytes(),
         b"1",
         k.as_bytes(),
     ]));
     got.push(wait_busy(&mut held));
     got.push(held.cmd_str(&["GET", &k]));
-    // The caller's loop: served from the hook, stalled.
+    if flavor == Flavor::Redis || caller != 0 {
+        got.push(callers_own_shard(&mut near, &kc, flavor));
+    }
     got.push(near.cmd_str(&["PING"]));
     got.push(near.cmd_str(&["GET", &k]));
-    got.push(near.cmd_str(&["GET", &kc]));
     got.push(held.cmd_str(&["GET", &kc]));
     check_others();
-    let killer = if kill_from_near { &mut near } else { &mut held };
-    got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
-    let r = spin.read_reply();
-    assert!(
-        r.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
-        "{}",
-        String::from_utf8_lossy(&r)
-    );
-    // Every loop is served again.
-    got.push(near.cmd_str(&["PING"]));
-    got.push(held.cmd_str(&["GET", &k]));
-    got.push(spin.cmd_str(&["PING"]));
+    match end {
+        End::Kill(from_near) => {
+            let killer = if from_near { &mut near } else { &mut held };
+            got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
+            let r = spin.read_reply();
+            assert!(
+                r.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+                "{}",
+                String::from_utf8_lossy(&r)
+            );
+            // Every loop is served again.
+            got.push(near.cmd_str(&["PING"]));
+            got.push(held.cmd_str(&["EXISTS", &k]));
+            got.push(spin.cmd_str(&["PING"]));
+            got.push(near.cmd_str(&["PUBLISH", "ch", "end"]));
+            let mut published = Vec::new();
+            // Bounded: two messages at most before "end".
+            for _ in 0..3 {
+                let m = sub.read_reply();
+                let last = m.ends_with(b"$3\r\nend\r\n");
+                published.push(m);
+                if last {
+                    break;
+                }
+            }
+            got.push(published.concat());
+        }
+        End::Shutdown => {
+            let r = near.cmd_str(&["SCRIPT", "KILL"]);
+            assert!(
+                r.starts_with(b"-UNKILLABLE"),
+                "{}",
+                String::from_utf8_lossy(&r)
+            );
+            near.send(&encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
+            for _ in 0..1000 {
+                if !s.is_running() {
+                    return got;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("SHUTDOWN NOSAVE did not stop the server");
+        }
+    }
     got
 }
 
-fn publish_spin_want() -> Vec<Vec<u8>> {
-    let mut want = vec![BUSY_EVAL.to_vec(); 6];
-    want.push(b"+OK\r\n".to_vec());
-    want.extend([
-        b"+PONG\r\n".to_vec(),
-        b"$-1\r\n".to_vec(),
-        b"+PONG\r\n".to_vec(),
-    ]);
+/// What [`scenario`] gets, on `flavor` (see the module docs).
+fn want(flavor: Flavor, caller: usize, end: End, publishes: bool) -> Vec<Vec<u8>> {
+    let mut want = Vec::new();
+    want.extend([BUSY_EVAL.to_vec(), BUSY_EVAL.to_vec()]);
+    // Point 5: the caller's own shard is not the script's.
+    if flavor == Flavor::Redis {
+        want.push(BUSY_EVAL.to_vec());
+    } else if caller != 0 {
+        want.push(b"$-1\r\n".to_vec());
+    }
+    want.extend(std::iter::repeat_n(BUSY_EVAL.to_vec(), 3));
+    if let End::Kill(_) = end {
+        want.extend([
+            b"+OK\r\n".to_vec(),
+            b"+PONG\r\n".to_vec(),
+            b":0\r\n".to_vec(),
+            b"+PONG\r\n".to_vec(),
+            b":1\r\n".to_vec(),
+        ]);
+        let message =
+            |m: &str| format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n${}\r\n{m}\r\n", m.len());
+        let mut published = String::new();
+        if publishes {
+            published += &message("m");
+        }
+        published += &message("end");
+        want.push(published.into_bytes());
+    }
     want
 }
 
+/// A value too large to copy for a take back (over 64 KiB).
+fn large() -> String {
+    "a".repeat(70_000)
+}
+
 /// Two shards: the caller on the adopted loop (shard 1) and the key on
-/// the hub's own (shard 0), and the other way round; killed from either
-/// loop. Fails without the call: the caller's loop, free during a hop,
-/// would answer GET of its own shard's key.
+/// the hub's own (shard 0), and the other way round; each script twice
+/// on one server (the second run hops at once: the script is known to
+/// publish), killed from the caller's loop, then from the key's. Fails
+/// without the take back before the PUBLISH: the run by a call went on,
+/// stalling the caller's loop (GET of its own shard's key -BUSY).
 #[test]
-fn a_script_by_call_stalls_and_serves_the_callers_loop() {
+fn a_script_by_call_that_publishes_leaves_the_callers_loop_served() {
     if common::testing_real_redis() {
         return;
     }
-    let s = hub(2);
-    for (caller, key) in [(1, 0), (0, 1)] {
-        for near in [true, false] {
-            common::wait_shard_threads(&s, 1);
-            let got = publish_spin(&s, (2, caller, key), near, &mut || {});
-            assert_eq!(
-                got,
-                publish_spin_want(),
-                "caller {caller}, key {key}, killed from the caller's loop: {near}"
-            );
+    for script in [PUBLISH_SPIN, GET_PUBLISH_SPIN] {
+        for (caller, key) in [(1, 0), (0, 1)] {
+            // A fresh server for each pair: a hub takes back the loops a
+            // stuck round gave back only after a hold that doubles each
+            // time (1 s, 2 s ...).
+            let mut s = hub(2);
+            for near in [true, false] {
+                common::wait_shard_threads(&s, 1);
+                let end = End::Kill(near);
+                let got = scenario(&mut s, (2, caller, key), (script, &[]), end, &mut || {});
+                assert_eq!(
+                    got,
+                    want(Flavor::Tessera, caller, end, true),
+                    "{script}: caller {caller}, key {key}, killed from the caller's loop: {near}"
+                );
+            }
         }
     }
 }
 
-/// Sixteen shards, the caller and the key on two adopted loops: the hub's
-/// own loop (shard 0) is served from the hook as well (it cannot go back
-/// to another thread), and a third shard's clients, on a loop the
-/// watchdog gave back, are answered as usual.
+/// Sixteen shards, the caller and the key on two adopted loops: the
+/// hub's own loop (shard 0) is stalled (it cannot go back to another
+/// thread), the caller's and a third shard's loops are served.
 #[test]
-fn a_script_by_call_leaves_the_other_loops_served() {
+fn a_script_by_call_that_publishes_leaves_the_other_loops_served() {
     if common::testing_real_redis() {
         return;
     }
-    let s = hub(16);
+    let mut s = hub(16);
     let mut own = connection_on(&s, &key_on(0, 16, "o"));
     let third_key = key_on(3, 16, "t");
     let mut third = connection_on(&s, &third_key);
-    let got = publish_spin(&s, (16, 1, 2), true, &mut || {
+    let end = End::Kill(true);
+    let got = scenario(&mut s, (16, 1, 2), (PUBLISH_SPIN, &[]), end, &mut || {
         assert_eq!(own.cmd_str(&["PING"]), BUSY_EVAL);
         assert_eq!(third.cmd_str(&["SET", &third_key, "v"]), b"+OK\r\n");
         assert_eq!(third.cmd_str(&["GET", &third_key]), b"$1\r\nv\r\n");
     });
-    assert_eq!(got, publish_spin_want());
+    assert_eq!(got, want(Flavor::Tessera, 1, end, true));
     assert_eq!(own.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+/// A script that writes what no take back keeps (over a large value, 2
+/// shards; to a stream, 16 shards): the caller's loop is served, SCRIPT
+/// KILL answers -UNKILLABLE, SHUTDOWN NOSAVE stops the server. Fails
+/// without the take back before that write (the caller's loop stalled).
+#[test]
+fn a_script_by_call_that_cannot_be_taken_back_leaves_the_callers_loop_served() {
+    if common::testing_real_redis() {
+        return;
+    }
+    let big = large();
+    let cases: [(usize, usize, usize, &str, &[&str]); 2] = [
+        (2, 1, 0, APPEND_SPIN, &["SET", &big]),
+        (16, 1, 2, XADD_SPIN, &["XADD", "*", "f", "v"]),
+    ];
+    for (nshards, caller, key, script, prepare) in cases {
+        let mut s = hub(nshards);
+        let end = End::Shutdown;
+        let got = scenario(
+            &mut s,
+            (nshards, caller, key),
+            (script, prepare),
+            end,
+            &mut || {},
+        );
+        assert_eq!(got, want(Flavor::Tessera, caller, end, false), "{script}");
+    }
 }
 
 #[test]
@@ -192,63 +343,40 @@ fn redis_gives_the_same_replies() {
         eprintln!("SKIPPED: needs redis-server on PATH");
         return;
     }
-    let s = Server::redis(&[]);
-    for near in [true, false] {
-        assert_eq!(
-            publish_spin(&s, (2, 1, 0), near, &mut || {}),
-            publish_spin_want()
-        );
+    let mut s = Server::redis(&[]);
+    for script in [PUBLISH_SPIN, GET_PUBLISH_SPIN] {
+        for near in [true, false] {
+            let end = End::Kill(near);
+            assert_eq!(
+                scenario(&mut s, (2, 1, 0), (script, &[]), end, &mut || {}),
+                want(Flavor::Redis, 1, end, true)
+            );
+        }
+    }
+    let big = large();
+    for (script, prepare) in [
+        (APPEND_SPIN, &["SET", big.as_str()][..]),
+        (XADD_SPIN, &["XADD", "*", "f", "v"][..]),
+    ] {
+        let mut s = Server::redis(&[]);
+        let end = End::Shutdown;
+        let got = scenario(&mut s, (2, 1, 0), (script, prepare), end, &mut || {});
+        assert_eq!(got, want(Flavor::Redis, 1, end, false), "{script}");
     }
 }
 
 /// A script that can be taken back is, past the threshold, and runs again
 /// as a hop: the key's shard is busy, but the caller's loop is free again
-/// (an adopted loop, given back by the watchdog, or the hub's own, whose
-/// turn is over). Its first run's write is undone; the kill finds the
-/// second run, which wrote already: `-UNKILLABLE`, then SHUTDOWN NOSAVE.
+/// (an adopted loop, given back by the watchdog). Its first run's write
+/// is undone; the kill finds the second run, which wrote already:
+/// `-UNKILLABLE`, then SHUTDOWN NOSAVE.
 #[test]
 fn a_script_by_call_that_can_be_taken_back_runs_again_as_a_hop() {
     if common::testing_real_redis() {
         return;
     }
     let mut s = hub(2);
-    let Setup {
-        mut spin,
-        mut near,
-        mut held,
-        k,
-        kc,
-    } = setup(&s, 2, 1, 0);
-    spin.send(&encode_command(&[
-        b"EVAL",
-        SET_SPIN.as_bytes(),
-        b"1",
-        k.as_bytes(),
-    ]));
-    assert_eq!(wait_busy(&mut held), BUSY_EVAL);
-    assert_eq!(held.cmd_str(&["GET", &k]), BUSY_EVAL);
-    // Bounded: the watchdog gives the caller's loop back within moments.
-    let mut free = false;
-    for _ in 0..500 {
-        // A key of the caller's own shard (PING gets -BUSY on every loop
-        // while a script is busy, as in Redis).
-        if near.cmd_str(&["GET", &kc]) == b"$-1\r\n" {
-            free = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(free, "the caller's loop stayed stalled");
-    assert_eq!(near.cmd_str(&["SET", &kc, "1"]), b"+OK\r\n");
-    assert_eq!(near.cmd_str(&["GET", &k]), BUSY_EVAL);
-    let unkillable = near.cmd_str(&["SCRIPT", "KILL"]);
-    assert!(unkillable.starts_with(b"-UNKILLABLE"), "{unkillable:?}");
-    near.send(&encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
-    for _ in 0..1000 {
-        if !s.is_running() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("SHUTDOWN NOSAVE did not stop the server");
+    let end = End::Shutdown;
+    let got = scenario(&mut s, (2, 1, 0), (SET_SPIN, &[]), end, &mut || {});
+    assert_eq!(got, want(Flavor::Tessera, 1, end, false));
 }

@@ -544,6 +544,7 @@ per_layout!(
     busy_refusals_are_counted_as_redis_counts_them,
     watch_while_busy_is_answered_at_once_and_sees_the_script_write,
     allow_busy_commands_are_answered_as_redis_from_every_loop,
+    commands_queued_while_busy_are_refused_as_redis_refuses_them,
 );
 
 /// WATCH from another loop while a script is busy (allow-busy, as in
@@ -1050,4 +1051,72 @@ fn allow_busy_commands_are_answered_as_redis_from_every_loop(layout: Layout) {
     let mut ctl = connection_on(&s, &k0);
     let conns = vec![connection_on(&s, &k0), connection_off(&s, &k0)];
     allow_busy_scenario(&s, &mut ctl, conns, &k0);
+}
+
+/// unit/multi "MULTI-EXEC body and script timeout": a command a client
+/// in MULTI sends while a script is busy is refused `-BUSY` even when its
+/// key's shard is free (queuing needs no shard, as a keyless command),
+/// and that refusal fails the EXEC sent after the script ends, so none of
+/// the transaction runs. Sent from each of `conns`; `k1` is a key of a
+/// shard the script does not hold.
+fn multi_while_busy_scenario(
+    s: &Server,
+    ctl: &mut RawConn,
+    conns: Vec<RawConn>,
+    k0: &str,
+    k1: &str,
+) {
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["SET", k1, "1"]), b"+OK\r\n");
+    for (i, mut c) in conns.into_iter().enumerate() {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["INCR", k1]), b"+QUEUED\r\n");
+        let mut spin = caller(s);
+        spin.send(&encode_command(&[
+            b"EVAL",
+            SPIN.as_bytes(),
+            b"1",
+            k0.as_bytes(),
+        ]));
+        assert_eq!(wait_busy(ctl), BUSY_EVAL);
+        assert_eq!(c.cmd_str(&["INCR", k1]), BUSY_EVAL, "connection {i}");
+        assert_eq!(c.cmd_str(&["SET", k0, "x"]), BUSY_EVAL, "connection {i}");
+        assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+        assert_eq!(
+            c.cmd_str(&["EXEC"]),
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+            "connection {i}"
+        );
+        assert_eq!(c.cmd_str(&["GET", k1]), bulk("1"), "connection {i}");
+        assert_eq!(c.cmd_str(&["PING", "asdf"]), bulk("asdf"));
+    }
+}
+
+#[test]
+fn redis_refuses_commands_queued_while_busy() {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("SKIPPED: needs redis-server on PATH");
+        return;
+    }
+    let s = Server::redis(&[]);
+    let mut ctl = s.raw();
+    multi_while_busy_scenario(&s, &mut ctl, vec![s.raw()], "k0", "k1");
+}
+
+/// From the busy shard's loop and from another loop, Redis's replies.
+fn commands_queued_while_busy_are_refused_as_redis_refuses_them(layout: Layout) {
+    if common::testing_real_redis() {
+        return;
+    }
+    let s = busy_server(layout);
+    let n = layout.shards;
+    let k0 = key_on(0, n, "mb");
+    let k1 = key_on(1, n, "mf");
+    let mut ctl = connection_off(&s, &k0);
+    let conns = vec![connection_on(&s, &k0), connection_off(&s, &k0)];
+    multi_while_busy_scenario(&s, &mut ctl, conns, &k0, &k1);
 }

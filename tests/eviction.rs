@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{info_field, Server};
+use common::{info_field, Layout, Server};
 use redis::Connection;
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -46,6 +46,14 @@ fn surviving(c: &mut Connection, prefix: &str, range: std::ops::Range<usize>) ->
 
 /// Sets maxmemory to `limit` and waits (bounded) until used memory is
 /// under it. Only INFO is sent meanwhile: the shards evict on their own.
+/// Then checks that eviction stopped near the limit, not far below it:
+/// redis-server stops within a key of it (99.9 % here); Tessera's shards
+/// each free a share of the excess, measured at 0.94 and above in every
+/// layout, loaded or not, for the allkeys policies; a volatile policy on a
+/// machine busy with builds once stopped at 0.8997 (1 of 8 runs of the
+/// file), so the bound is 0.85. Sharing the excess out by the allocator's
+/// per-shard counters and counting a round's evictions twice made it 0.84
+/// to 0.90, and lost hot keys (the LFU and LRU tests catch that).
 fn shrink_to(c: &mut Connection, limit: u64) {
     redis::cmd("CONFIG")
         .arg("SET")
@@ -54,10 +62,16 @@ fn shrink_to(c: &mut Connection, limit: u64) {
         .query::<()>(c)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while used(c) > limit {
+    let mut u = used(c);
+    while u > limit {
         assert!(Instant::now() < deadline, "never got under {limit}");
         std::thread::sleep(Duration::from_millis(20));
+        u = used(c);
     }
+    assert!(
+        u >= limit / 20 * 17,
+        "evicted far past the limit: {u} used under a limit of {limit}"
+    );
 }
 
 /// Lifts the limit once eviction got under it, so the checks that follow
@@ -81,9 +95,9 @@ fn dbsize(c: &mut Connection) -> usize {
     redis::cmd("DBSIZE").query(c).unwrap()
 }
 
-#[test]
-fn allkeys_lru_keeps_recently_read_keys_and_config_set_triggers_eviction() {
-    let (_s, mut c) = server("allkeys-lru", "2");
+fn allkeys_lru_keeps_recently_read_keys_and_config_set_triggers_eviction(layout: Layout) {
+    let s = layout.tessera(&["--maxmemory-policy", "allkeys-lru"]);
+    let mut c = s.conn();
     fill(&mut c, "k", 20_000, None);
     // The LRU clock has Redis's 1 s resolution.
     std::thread::sleep(Duration::from_millis(2100));
@@ -113,16 +127,8 @@ fn allkeys_lru_keeps_recently_read_keys_and_config_set_triggers_eviction() {
     );
 }
 
-#[test]
-fn allkeys_lfu_keeps_frequently_read_keys() {
-    let s = Server::tessera(&[
-        "--shards",
-        "3",
-        "--maxmemory-policy",
-        "allkeys-lfu",
-        "--lfu-decay-time",
-        "0",
-    ]);
+fn allkeys_lfu_keeps_frequently_read_keys(layout: Layout) {
+    let s = layout.tessera(&["--maxmemory-policy", "allkeys-lfu", "--lfu-decay-time", "0"]);
     let mut c = s.conn();
     fill(&mut c, "k", 20_000, None);
     let mut p = redis::pipe();
@@ -138,12 +144,54 @@ fn allkeys_lfu_keeps_frequently_read_keys() {
     assert!(dbsize(&mut c) < 15_000);
     let hot = surviving(&mut c, "k", 0..2_000);
     // Evicting about half the keys at random would keep about 1,000 of
-    // them; LFU keeps 1,900 and more in quiet runs. Under a loaded CI
-    // machine one run kept 1,623 (2026-11-28), likely a shard evicting past its
-    // share, hot keys too, while the others catch up (not confirmed; in
-    // the session notes), so the bound here is what LFU must beat by far.
-    assert!(hot >= 1_500, "only {hot} of 2000 frequently read keys kept");
+    // them; redis-server keeps all 2,000, and so did Tessera in 35 runs
+    // over 2, 3 and 16 shards, consolidated or not, 25 of them beside
+    // three busy loops on the 2 cores. Before each shard's share of the
+    // excess followed its count of keys (it followed the allocator's
+    // per-shard counters), one shard of 16 lost all its keys, hot ones
+    // too: 1,692 kept, and 1,623 of 3 shards on a loaded CI run.
+    assert!(hot >= 1_980, "only {hot} of 2000 frequently read keys kept");
 }
+
+/// A cache at its limit: new keys keep coming (40 batches of 1,000, each
+/// about a tenth of the limit) while 1,000 keys are read between batches.
+/// Every batch evicts, so every shard's round of evictions starts and ends
+/// again and again. redis-server keeps all 1,000 read keys, and so did
+/// Tessera in every layout; before the shares followed key counts and a
+/// round ended for every shard at once (`engine::evict`), 16 shards kept
+/// 823 to 930 of them.
+fn allkeys_lfu_at_its_limit_under_writes_keeps_frequently_read_keys(layout: Layout) {
+    let s = layout.tessera(&["--maxmemory-policy", "allkeys-lfu", "--lfu-decay-time", "0"]);
+    let mut c = s.conn();
+    let limit = used(&mut c) + 12_000_000;
+    fill(&mut c, "h", 1_000, None);
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(limit)
+        .query::<()>(&mut c)
+        .unwrap();
+    for batch in 0..40 {
+        let mut p = redis::pipe();
+        for _ in 0..3 {
+            for i in 0..1_000 {
+                p.cmd("GET").arg(format!("h{i}")).ignore();
+            }
+        }
+        p.query::<()>(&mut c).unwrap();
+        fill(&mut c, &format!("c{batch}."), 1_000, None);
+    }
+    lift_limit(&mut c);
+    assert!(dbsize(&mut c) < 20_000, "nothing evicted");
+    let hot = surviving(&mut c, "h", 0..1_000);
+    assert!(hot >= 990, "only {hot} of 1000 frequently read keys kept");
+}
+
+per_layout!(
+    allkeys_lru_keeps_recently_read_keys_and_config_set_triggers_eviction,
+    allkeys_lfu_keeps_frequently_read_keys,
+    allkeys_lfu_at_its_limit_under_writes_keeps_frequently_read_keys,
+);
 
 #[test]
 fn volatile_policies_never_evict_keys_without_ttl_then_refuse_writes() {

@@ -1,16 +1,28 @@
 //! Keyspace-wide commands from scripts (issue 23): DBSIZE, KEYS, SCAN,
-//! RANDOMKEY, FLUSHDB and FLUSHALL through `redis.call`, which a script may
-//! make only while it holds every shard (`commands::keys::script`).
+//! RANDOMKEY, FLUSHDB, FLUSHALL and SWAPDB through `redis.call`, which a
+//! script may make only while it holds every shard
+//! (`commands::keys::script`): at one shard, in place with every shard
+//! co-hosted, or under whole-shard locks on every shard with its calls
+//! reaching each shard's thread (`commands::script::every`).
 //!
-//! * At one shard (the script holds it) every reply is Redis's, byte for
-//!   byte, from EVAL and FCALL (`one_shard_matches_redis`).
+//! * Every reply is Redis's, byte for byte, from EVAL and FCALL, at one
+//!   shard (`one_shard_matches_redis`) and in every layout
+//!   (`lines_match_redis`, via `per_layout!`).
 //! * "Delete by pattern" (KEYS then DEL of each key) racing writers, in
-//!   every layout (`per_layout!`): a script that ran did so atomically (it
-//!   deleted, of each writer's keys, exactly those written before it: a
-//!   prefix of the writer's sequence, and every key it did not delete is
-//!   still there), and one refused (shards not co-hosted: its error names
-//!   the cause) changed nothing. Consolidated layouts, once every shard
-//!   is on one thread, run such scripts in place: there some must run.
+//!   every layout: every script runs, atomically (it deleted, of each
+//!   writer's keys, exactly those written before it: a prefix of the
+//!   writer's sequence that covers every SET answered before the script
+//!   was sent, and every key it did not delete is still there).
+//! * FLUSHALL from a script racing writers: its own DBSIZE right after is
+//!   0, and what is left of each writer is a suffix of its sequence that
+//!   keeps nothing answered before the last flush.
+//!
+//! * INFO from a script: every loop's commandstats (and every shard's
+//!   keyspace, in the lines above).
+//! * With an append-only file, a script's effects on every shard are one
+//!   MULTI/EXEC block, in order, the bytes Redis writes.
+//!
+//! Every reply is awaited with a deadline (10 s read timeouts).
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
 //! test --test script_keyspace`.
@@ -28,6 +40,16 @@ const LINES: &[&[&str]] = &[
     &["EVAL", "return redis.call('randomkey')", "0"],
     &["EVAL", "return redis.call('scan', '0')", "0"],
     &["MSET", "user:1", "a", "user:2", "b", "user:3", "c", "other", "d"],
+    // INFO's keyspace from a script: every shard's keys.
+    &["EVAL", "return redis.call('info', 'keyspace')", "0"],
+    // Inside MULTI/EXEC whose block also reads the keyspace (its locks
+    // cover every shard).
+    &["MULTI"],
+    &["DBSIZE"],
+    &["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return {k, redis.call('dbsize')}", "0"],
+    &["SET", "m", "1"],
+    &["EVAL", "redis.call('del', 'm') return redis.call('dbsize')", "0"],
+    &["EXEC"],
     &["SET", "gone", "x", "PX", "1"],
     &["EVAL", "return redis.call('dbsize')", "0"],
     &["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return k", "0"],
@@ -81,6 +103,28 @@ const LINES: &[&[&str]] = &[
     &["FUNCTION", "FLUSH"],
 ];
 
+/// [`LINES`] on `t` and on redis-server `r`, byte for byte.
+fn lines_match(t: &Server, r: &Server) {
+    let (mut tc, mut rc) = (t.raw(), r.raw());
+    for line in LINES {
+        let got = tc.cmd_str(line);
+        let want = rc.cmd_str(line);
+        assert_eq!(
+            common::escape(&got, 400),
+            common::escape(&want, 400),
+            "{line:?}"
+        );
+        if line[0] == "SET" && line.contains(&"gone") {
+            // Let "gone" expire, and make sure it is deleted on both sides
+            // (a lookup deletes it): whether DBSIZE still counts it
+            // otherwise depends on when an active expiry cycle runs.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let exists = &["EXISTS", "gone"][..];
+            assert_eq!(tc.cmd_str(exists), rc.cmd_str(exists));
+        }
+    }
+}
+
 #[test]
 fn one_shard_matches_redis() {
     if !common::redis_available() {
@@ -92,22 +136,18 @@ fn one_shard_matches_redis() {
     } else {
         &["--shards", "1"]
     };
-    let t = Server::tessera(one);
-    let r = Server::redis(&[]);
-    let (mut tc, mut rc) = (t.raw(), r.raw());
-    for line in LINES {
-        let got = tc.cmd_str(line);
-        let want = rc.cmd_str(line);
-        assert_eq!(
-            common::escape(&got, 400),
-            common::escape(&want, 400),
-            "{line:?}"
-        );
-        if line[0] == "SET" {
-            // Let "gone" expire (KEYS and DBSIZE then differ as Redis's).
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+    lines_match(&Server::tessera(one), &Server::redis(&[]));
+}
+
+/// The same lines in every layout: with the shards apart (or not yet
+/// gathered on one thread) the scripts run under locks on every shard
+/// (`commands::script::every`), and reply as Redis does.
+fn lines_match_redis(layout: Layout) {
+    if !common::redis_available() {
+        eprintln!("SKIPPED: no redis-server");
+        return;
     }
+    lines_match(&layout.tessera(&[]), &Server::redis(&[]));
 }
 
 /// KEYS ARGV[1], DEL of each: the keys deleted.
@@ -116,71 +156,97 @@ const DELETE_BY_PATTERN: &str =
 
 const WRITERS: usize = 3;
 const WRITES: usize = 300;
+const SCRIPTS: usize = 40;
+
+/// Writers racing the scripts: writer `w` sets `{prefix}{w}:{i}` for `i` in
+/// `0..WRITES`, in order, and publishes in `acked[w]` how many of its SETs
+/// were answered.
+fn start_writers(
+    srv: &Server,
+    prefix: &'static str,
+) -> (
+    Vec<std::thread::JoinHandle<()>>,
+    std::sync::Arc<[std::sync::atomic::AtomicUsize; WRITERS]>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let acked = std::sync::Arc::new([const { AtomicUsize::new(0) }; WRITERS]);
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let addr = srv.addr();
+        let acked = acked.clone();
+        writers.push(std::thread::spawn(move || {
+            let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+            let mut con = client.get_connection().unwrap();
+            con.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            for i in 0..WRITES {
+                let _: () = redis::cmd("SET")
+                    .arg(format!("{prefix}{w}:{i}"))
+                    .arg(i)
+                    .query(&mut con)
+                    .unwrap();
+                acked[w].store(i + 1, Ordering::Release);
+            }
+        }));
+    }
+    (writers, acked)
+}
+
+/// A connection whose every reply comes within 10 s (a wait with a
+/// deadline: a script that never ends fails the test).
+fn bounded_conn(srv: &Server) -> redis::Connection {
+    let con = srv.conn();
+    con.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    con
+}
 
 fn delete_by_pattern_is_atomic(layout: Layout) {
+    use std::sync::atomic::Ordering;
     let srv = layout.tessera(&[]);
     if layout.consolidated && !common::testing_real_redis() {
         // Every shard on one thread first: scripts start in place.
         common::wait_shard_threads(&srv, 1);
     }
-    let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let addr = srv.addr();
-        writers.push(std::thread::spawn(move || {
-            let client = redis::Client::open(format!("redis://{addr}")).unwrap();
-            let mut con = client.get_connection().unwrap();
-            for i in 0..WRITES {
-                let _: () = redis::cmd("SET")
-                    .arg(format!("pat:{w}:{i}"))
-                    .arg(i)
-                    .query(&mut con)
-                    .unwrap();
-            }
-        }));
-    }
-    let mut con = srv.conn();
-    let (mut deleted, mut ran, mut refused) = (Vec::<String>::new(), 0, 0);
+    let (writers, acked) = start_writers(&srv, "pat:");
+    let mut con = bounded_conn(&srv);
+    let mut deleted = Vec::<String>::new();
     // Per writer, the next index a script must delete first.
     let mut next = [0usize; WRITERS];
-    for _ in 0..40 {
-        let r: redis::RedisResult<Vec<String>> = redis::cmd("EVAL")
+    for _ in 0..SCRIPTS {
+        let before: Vec<usize> = acked.iter().map(|a| a.load(Ordering::Acquire)).collect();
+        let keys: Vec<String> = redis::cmd("EVAL")
             .arg(DELETE_BY_PATTERN)
             .arg(0)
             .arg("pat:*")
-            .query(&mut con);
-        match r {
-            Ok(keys) => {
-                ran += 1;
-                // Atomic: of each writer's keys, one script deletes those
-                // written since the last script, all of them (it saw every
-                // key written before it, on every shard at once).
-                for (w, n) in next.iter_mut().enumerate() {
-                    let prefix = format!("pat:{w}:");
-                    let mut idx: Vec<usize> = keys
-                        .iter()
-                        .filter_map(|k| k.strip_prefix(&prefix)?.parse().ok())
-                        .collect();
-                    idx.sort_unstable();
-                    let want: Vec<usize> = (*n..*n + idx.len()).collect();
-                    assert_eq!(idx, want, "writer {w}: a script's deletions have a gap");
-                    *n += idx.len();
-                }
-                deleted.extend(keys);
-            }
-            Err(e) => {
-                assert!(
-                    e.to_string().contains("needs every shard"),
-                    "unexpected error: {e}"
-                );
-                refused += 1;
-            }
+            .query(&mut con)
+            .unwrap();
+        // Atomic: of each writer's keys, one script deletes those written
+        // since the last script, all of them (it saw every key written
+        // before it, on every shard at once): every SET answered before
+        // the script was sent, and none it did not see since.
+        for (w, n) in next.iter_mut().enumerate() {
+            let prefix = format!("pat:{w}:");
+            let mut idx: Vec<usize> = keys
+                .iter()
+                .filter_map(|k| k.strip_prefix(&prefix)?.parse().ok())
+                .collect();
+            idx.sort_unstable();
+            let want: Vec<usize> = (*n..*n + idx.len()).collect();
+            assert_eq!(idx, want, "writer {w}: a script's deletions have a gap");
+            *n += idx.len();
+            assert!(
+                *n >= before[w],
+                "writer {w}: {} keys answered before the script, it left some ({n} deleted)",
+                before[w]
+            );
         }
+        deleted.extend(keys);
     }
     for w in writers {
         w.join().unwrap();
     }
     let left: Vec<String> = redis::cmd("KEYS").arg("pat:*").query(&mut con).unwrap();
-    eprintln!("{layout:?}: {ran} scripts ran, {refused} refused");
     // Nothing lost, nothing twice.
     let mut all = deleted.clone();
     all.extend(left.iter().cloned());
@@ -190,9 +256,164 @@ fn delete_by_pattern_is_atomic(layout: Layout) {
         .collect();
     want.sort();
     assert_eq!(all, want, "every key written is deleted once or left");
-    if layout.shards == 1 || common::testing_real_redis() {
-        assert_eq!(refused, 0);
+}
+
+/// FLUSHALL from a script racing writers, in every layout: each flush is
+/// one instant on every shard, so of each writer's keys those left after
+/// the last flush are exactly the ones written after it (a suffix of its
+/// sequence), and the script's own DBSIZE right after its flush is 0.
+fn flushall_is_atomic(layout: Layout) {
+    use std::sync::atomic::Ordering;
+    let srv = layout.tessera(&[]);
+    let (writers, acked) = start_writers(&srv, "fl:");
+    let mut con = bounded_conn(&srv);
+    // Per writer, its SETs answered before the last flush was sent.
+    let mut before_last = [0usize; WRITERS];
+    for _ in 0..SCRIPTS {
+        for (w, a) in acked.iter().enumerate() {
+            before_last[w] = a.load(Ordering::Acquire);
+        }
+        let n: i64 = redis::cmd("EVAL")
+            .arg("redis.call('flushall') return redis.call('dbsize')")
+            .arg(0)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(
+            n, 0,
+            "nothing runs between a script's FLUSHALL and its DBSIZE"
+        );
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    let left: Vec<String> = redis::cmd("KEYS").arg("fl:*").query(&mut con).unwrap();
+    for (w, &before) in before_last.iter().enumerate() {
+        let prefix = format!("fl:{w}:");
+        let mut idx: Vec<usize> = left
+            .iter()
+            .filter_map(|k| k.strip_prefix(&prefix)?.parse().ok())
+            .collect();
+        idx.sort_unstable();
+        // A suffix: every key from the first one left to the last written
+        // (none lost after the flush, none kept from before it).
+        if let Some(&first) = idx.first() {
+            let want: Vec<usize> = (first..WRITES).collect();
+            assert_eq!(idx, want, "writer {w}: keys left after the last flush");
+            assert!(
+                first >= before,
+                "writer {w}: key {first} answered before the last flush survived it"
+            );
+        }
     }
 }
 
-per_layout!(delete_by_pattern_is_atomic);
+/// With an append-only file, a script's effects on every shard go out as
+/// one MULTI/EXEC block, in the order the script made them, as Redis 7.0
+/// writes them (the block checked against the bytes Redis writes).
+fn aof_has_one_block_per_script(layout: Layout) {
+    let dir = std::env::temp_dir().join(format!(
+        "tessera-script-keyspace-aof-{}-{}-{}",
+        layout.shards,
+        layout.consolidated,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let srv = layout.tessera(&["--dir", d, "--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = srv.raw();
+    assert_eq!(
+        c.cmd_str(&["MSET", "user:1", "a", "user:2", "b", "user:3", "c", "x", "d"]),
+        b"+OK\r\n"
+    );
+    let script = "local k = redis.call('keys', ARGV[1]) table.sort(k) \
+        for _, x in ipairs(k) do redis.call('del', x) end \
+        redis.call('select', 2) redis.call('set', 'moved', #k) \
+        redis.call('select', 0) redis.call('set', 'after', 1) return #k";
+    assert_eq!(c.cmd_str(&["EVAL", script, "0", "user:*"]), b":3\r\n");
+    // (appendfsync always: written before the reply.)
+    let aof = std::fs::read(dir.join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let block = "*1\r\n$5\r\nMULTI\r\n\
+        *2\r\n$3\r\ndel\r\n$6\r\nuser:1\r\n*2\r\n$3\r\ndel\r\n$6\r\nuser:2\r\n\
+        *2\r\n$3\r\ndel\r\n$6\r\nuser:3\r\n\
+        *2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n*3\r\n$3\r\nset\r\n$5\r\nmoved\r\n$1\r\n3\r\n\
+        *2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nset\r\n$5\r\nafter\r\n$1\r\n1\r\n\
+        *1\r\n$4\r\nEXEC\r\n";
+    let text = String::from_utf8_lossy(&aof);
+    assert!(
+        text.ends_with(block),
+        "{layout}: the script's block, last in the AOF:\n{}",
+        common::escape(&aof, 2000)
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A long script holding every shard under locks (4 shards apart) is
+/// published busy as any script: another loop's client gets `-BUSY` for
+/// PING, SCRIPT KILL stops it, and SHUTDOWN NOSAVE stops it and the
+/// server (the shards parked at the shutdown gate meanwhile still answer
+/// its calls: `worker::reach`).
+#[test]
+fn a_long_script_holding_every_shard_is_killed_and_shut_down() {
+    let layout = Layout::new(4, false);
+    let mut srv = layout.tessera(&[]);
+    let (home, other) = (
+        common::key_on(0, layout.shards, "home"),
+        common::key_on(1, layout.shards, "other"),
+    );
+    let mut spin = common::connection_on(&srv, &home);
+    let mut other = common::connection_on(&srv, &other);
+    let c = &["CONFIG", "SET", "busy-reply-threshold", "100"][..];
+    assert_eq!(other.cmd_str(c), b"+OK\r\n");
+    let spin_script = "while true do redis.call('keys', '*') end";
+    let eval = common::encode_command(&[b"EVAL", spin_script.as_bytes(), b"0"]);
+    spin.send(&eval);
+    assert_eq!(common::wait_busy(&mut other), common::BUSY_EVAL);
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let r = spin.read_reply();
+    assert!(
+        r.starts_with(b"-ERR Script killed by user with SCRIPT KILL"),
+        "{}",
+        common::escape(&r, 300)
+    );
+    spin.send(&eval);
+    assert_eq!(common::wait_busy(&mut other), common::BUSY_EVAL);
+    other.send(&common::encode_command(&[b"SHUTDOWN", b"NOSAVE"]));
+    let stopped = (0..1000).any(|_| {
+        let gone = !srv.is_running();
+        if !gone {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        gone
+    });
+    assert!(stopped, "SHUTDOWN NOSAVE stopped the script and the server");
+}
+
+/// INFO from a script covers every shard and every loop: its keyspace
+/// (in [`LINES`]) and its commandstats, here the PINGs of 20 connections,
+/// which land on every loop (as Redis counts them).
+fn info_from_a_script_is_whole(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let mut c = srv.raw();
+    assert_eq!(c.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    for _ in 0..20 {
+        assert_eq!(srv.raw().cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+    let script = "local s = redis.call('info', 'commandstats') \
+        return string.match(s, 'cmdstat_ping:calls=%d+')";
+    let got = c.cmd_str(&["EVAL", script, "0"]);
+    assert_eq!(
+        common::escape(&got, 200),
+        common::escape(b"$21\r\ncmdstat_ping:calls=20\r\n", 200),
+        "{layout}"
+    );
+}
+
+per_layout!(
+    info_from_a_script_is_whole,
+    lines_match_redis,
+    delete_by_pattern_is_atomic,
+    flushall_is_atomic,
+    aof_has_one_block_per_script
+);

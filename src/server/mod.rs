@@ -328,6 +328,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
             Ok(())
         }));
     }
+    // Scripts holding every shard reach the others' threads (see
+    // `worker::reach`).
+    let _ = server
+        .ops
+        .reach
+        .set(Box::new(worker::Calls::new(bells.clone(), gate.clone())));
     let all = bells.clone();
     let _ = server.wake_all.set(Box::new(move || {
         for b in all.iter() {

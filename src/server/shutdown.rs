@@ -89,6 +89,22 @@ impl Gate {
         (v, st.shards[id].take())
     }
 
+    /// Runs `f` on worker `id`'s shard if it waits at the gate (false if
+    /// not): a script holding every shard (`worker::reach`) that cannot
+    /// arrive before it ends still reaches the shards parked meanwhile.
+    /// Safe while the caller's own worker has not arrived: the main thread
+    /// takes the shards only once every worker is here.
+    pub fn with_parked(&self, id: usize, f: impl FnOnce(&mut engine::Shard)) -> bool {
+        let mut st = self.lock();
+        match st.shards.get_mut(id).and_then(Option::as_mut) {
+            Some(shard) => {
+                f(shard);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The main thread: waits for a shutdown request to gather every
     /// worker, decides, and repeats until the verdict is to exit. Returns
     /// once every worker was told to exit.

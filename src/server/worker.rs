@@ -110,6 +110,7 @@ use commands::{ClientState, ServerShared, ThreadStats};
 use engine::Shard;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Poll, Token};
+pub use reach::Calls;
 use resp::Reply;
 
 use super::blocking::Waiters;
@@ -131,6 +132,7 @@ mod nap;
 mod output;
 mod pause;
 mod pubsub;
+mod reach;
 mod repl_wait;
 mod replica;
 mod request;
@@ -221,6 +223,22 @@ struct Core {
     /// Some client tracks keys: the databases list their changes (see
     /// `tracking`).
     track_on: bool,
+    /// False only while this shard is known free for an unlocked
+    /// transaction ([`Core::idle_for_unlocked`]): no lock held or asked
+    /// for, nothing held back, no AOF or replica stream. Set (at once,
+    /// on this line) by whatever may end that: a job by the normal path
+    /// (`Worker::start_job`: locks, and the jobs that turn the outbox's
+    /// records on), anything deferred or lock-blocked, the AOF toggled;
+    /// cleared only by the full check finding all of it empty. So a
+    /// visit from another worker on its hub reads this line, not the
+    /// four or five lines of the lists themselves (with 32 shards on one
+    /// hub each visit finds the worker cold: every line is a miss).
+    maybe_busy: bool,
+    /// Some client may wait on this shard's keys: set when one blocks
+    /// (`waiters::block`), cleared by a job's epilogue that finds
+    /// `waiters` empty ([`Core::may_have_waiters`]); the epilogue reads
+    /// this line instead of the waiters' own.
+    may_wait: bool,
     /// This thread's connections whose next request waits for a release:
     /// `(slot, gen)`.
     lock_blocked: Vec<(usize, u32)>,
@@ -443,6 +461,10 @@ struct Orphan {
 #[repr(C)]
 pub struct Worker {
     core: Core,
+    /// Raised while a script holding every shard waits for a call on this
+    /// shard (`reach`); `None` where no runtime reach is set (in-process
+    /// tests).
+    reach_posted: Option<&'static std::sync::atomic::AtomicBool>,
     next_cron: Instant,
     /// Messages still spilled after the last iteration's flush.
     spilled: bool,
@@ -476,4 +498,21 @@ pub struct Worker {
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.
     master_conn: Option<(usize, u32)>,
+    /// Held, never read: [`COLORS`] workers' state at different cache
+    /// sets. Each worker is built on its own thread, whose allocations
+    /// (in a malloc arena of their own, aligned to 64 MB) follow the same
+    /// sequence: every worker's `Core` sat at the same address modulo
+    /// 4 KiB (measured: 8 of 32 at one offset, most others at three), so
+    /// the lines a hub's visits and rounds read of 32 co-hosted workers
+    /// fell into a few of the L1 cache's 64 sets and evicted each other
+    /// (a 12-way set holds 12 lines). This block, allocated first on the
+    /// thread, `id % COLORS` lines long, shifts what the worker allocates
+    /// after it (the worker itself, boxed by its host, its lists) by that
+    /// many lines.
+    color: Box<[u8]>,
 }
+
+/// The number of cache-line offsets workers' state is spread over (see
+/// `Worker::color`): the sets of a 4 KiB way.
+const COLORS: usize = 64;
+const COLOR_LINE: usize = 64;

@@ -152,7 +152,8 @@ fn refusal(
     }
     // One relaxed load when no script is busy.
     if crate::script::busy::any() && !spec.has(flags::ALLOW_BUSY) {
-        return busy_refusal(r, args, ctx.home, ctx.nshards(), scratch);
+        let queued = ctx.client.multi.is_some();
+        return busy_refusal(r, args, ctx.home, ctx.nshards(), queued, scratch);
     }
     None
 }
@@ -166,17 +167,28 @@ fn refusal(
 /// a busy server with PING. Keyed commands on other shards run, on any
 /// loop but the busy shard's own event loop (`home`), served from the
 /// script's hook: there, as in Redis, only allow-busy commands run.
+///
+/// A command a client in MULTI sends (`queued`) needs no shard either
+/// until EXEC, which is refused while a script is busy: it is answered
+/// `-BUSY` as a keyless command, and the refusal fails the transaction's
+/// EXEC (`EXECABORT`), as in Redis (unit/multi "MULTI-EXEC body and
+/// script timeout"). Queuing it instead would run the transaction's
+/// other commands without it after the script ends.
 #[cold]
 fn busy_refusal(
     r: Resolved,
     args: Args<'_>,
     home: usize,
     nshards: usize,
+    queued: bool,
     scratch: &mut Vec<usize>,
 ) -> Option<CmdError> {
     use crate::script::busy::refuse_if_busy;
     if let Some(e) = refuse_if_busy(Some(&[home])) {
         return Some(e);
+    }
+    if queued && !matches!(r.spec.exec, Exec::Parent) {
+        return refuse_if_busy(None);
     }
     let shards_of = |scratch: &[usize]| -> Vec<usize> {
         scratch

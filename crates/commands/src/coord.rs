@@ -21,6 +21,7 @@
 //! pipelined client still sees its commands take effect in order.
 
 use std::any::Any;
+use std::mem::MaybeUninit;
 
 use engine::Shard;
 use resp::Reply;
@@ -30,8 +31,126 @@ use crate::error::CmdError;
 
 /// A job's output: downcast by the coordinator that issued the job.
 pub type JobOut = Box<dyn Any + Send>;
-/// Work for one shard.
-pub type JobFn = Box<dyn FnOnce(&mut ShardEnv<'_>) -> JobOut + Send>;
+
+/// Work for one shard: a closure, run once ([`JobFn::call`]) with the
+/// shard's [`ShardEnv`]. Two words, as a boxed closure: a closure of at
+/// most one word (one that captures a single `Arc`, as MSET's jobs, or
+/// nothing) is held inline, a larger one in a box. Why: a job per shard
+/// a command touches was a `malloc` and a `free` each (about 160
+/// instructions under callgrind, 8.7 times per MSET of 10 keys over 32
+/// shards), for closures that mostly hold one pointer; and a `Work`
+/// stays 64 bytes (see [`Work::release`]).
+pub struct JobFn {
+    /// The closure itself (inline), or its box.
+    data: MaybeUninit<*mut ()>,
+    vt: &'static JobVt,
+}
+
+/// How to run or drop the closure a [`JobFn`] holds.
+struct JobVt {
+    /// The closure is in `data` itself (not boxed).
+    #[cfg_attr(not(test), allow(dead_code))]
+    inline: bool,
+    /// Runs the closure, which it moves out of `data`.
+    call: unsafe fn(MaybeUninit<*mut ()>, &mut ShardEnv<'_>) -> JobOut,
+    /// Drops the closure in `data`.
+    drop: unsafe fn(MaybeUninit<*mut ()>),
+}
+
+// SAFETY: a `JobFn` is only made from a `Send` closure (`JobFn::new`),
+// which it owns.
+unsafe impl Send for JobFn {}
+
+impl JobFn {
+    /// Takes `f`: inline if it fits a word (size and alignment), boxed
+    /// otherwise.
+    pub fn new<F>(f: F) -> JobFn
+    where
+        F: FnOnce(&mut ShardEnv<'_>) -> JobOut + Send + 'static,
+    {
+        if JobImpl::<F>::INLINE {
+            let mut data = MaybeUninit::<*mut ()>::uninit();
+            // SAFETY: `F` fits the slot (`INLINE`), which is ours.
+            unsafe { data.as_mut_ptr().cast::<F>().write(f) };
+            JobFn {
+                data,
+                vt: &JobImpl::<F>::INLINE_VT,
+            }
+        } else {
+            let boxed = Box::into_raw(Box::new(f)).cast::<()>();
+            JobFn {
+                data: MaybeUninit::new(boxed),
+                vt: &JobImpl::<F>::BOXED_VT,
+            }
+        }
+    }
+
+    /// Runs the job on its shard.
+    pub fn call(self, env: &mut ShardEnv<'_>) -> JobOut {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `data` holds the closure `vt` was made for (`new`), and
+        // `this` is never dropped: the closure is moved out once, here.
+        unsafe { (this.vt.call)(this.data, env) }
+    }
+}
+
+impl Drop for JobFn {
+    fn drop(&mut self) {
+        // SAFETY: `data` holds the closure `vt` was made for, not moved
+        // out (`call` forgets the `JobFn` it consumes).
+        unsafe { (self.vt.drop)(self.data) }
+    }
+}
+
+/// The [`JobVt`]s of closures of type `F`.
+struct JobImpl<F>(std::marker::PhantomData<F>);
+
+impl<F: FnOnce(&mut ShardEnv<'_>) -> JobOut> JobImpl<F> {
+    const INLINE: bool = std::mem::size_of::<F>() <= std::mem::size_of::<*mut ()>()
+        && std::mem::align_of::<F>() <= std::mem::align_of::<*mut ()>();
+    const INLINE_VT: JobVt = JobVt {
+        inline: true,
+        call: Self::call_inline,
+        drop: Self::drop_inline,
+    };
+    const BOXED_VT: JobVt = JobVt {
+        inline: false,
+        call: Self::call_boxed,
+        drop: Self::drop_boxed,
+    };
+
+    /// # Safety
+    /// `data` holds an `F` written inline by [`JobFn::new`], not moved
+    /// out before.
+    unsafe fn call_inline(data: MaybeUninit<*mut ()>, env: &mut ShardEnv<'_>) -> JobOut {
+        // SAFETY: see the function's contract.
+        let f = unsafe { data.as_ptr().cast::<F>().read() };
+        f(env)
+    }
+
+    /// # Safety
+    /// As [`JobImpl::call_inline`].
+    unsafe fn drop_inline(mut data: MaybeUninit<*mut ()>) {
+        // SAFETY: see the function's contract.
+        unsafe { data.as_mut_ptr().cast::<F>().drop_in_place() }
+    }
+
+    /// # Safety
+    /// `data` holds the pointer of a `Box<F>` made by [`JobFn::new`],
+    /// not freed before.
+    unsafe fn call_boxed(data: MaybeUninit<*mut ()>, env: &mut ShardEnv<'_>) -> JobOut {
+        // SAFETY: see the function's contract.
+        let f = unsafe { Box::from_raw(data.assume_init().cast::<F>()) };
+        f(env)
+    }
+
+    /// # Safety
+    /// As [`JobImpl::call_boxed`].
+    unsafe fn drop_boxed(data: MaybeUninit<*mut ()>) {
+        // SAFETY: see the function's contract.
+        drop(unsafe { Box::from_raw(data.assume_init().cast::<F>()) });
+    }
+}
 
 /// I/O figures of one connection, for CLIENT LIST and INFO (Redis's
 /// names; the runtime says what each measures).
@@ -104,7 +223,7 @@ impl Plan {
         shard: usize,
         f: impl FnOnce(&mut ShardEnv<'_>) -> T + Send + 'static,
     ) {
-        let job: JobFn = Box::new(move |env| Box::new(f(env)) as JobOut);
+        let job = JobFn::new(move |env| Box::new(f(env)) as JobOut);
         self.jobs.push((
             shard,
             Work {
@@ -289,4 +408,67 @@ pub fn fan_out<T: Send + 'static>(
     let mut plan = Plan::default();
     plan.run_all(nshards, job);
     OneStep::boxed(plan, finish)
+}
+
+#[cfg(test)]
+mod job_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::testutil::NoClients;
+
+    fn run(job: JobFn) -> JobOut {
+        let mut shard = Shard::new(0, 1);
+        let mut stats = ThreadStats::default();
+        job.call(&mut ShardEnv {
+            shard: &mut shard,
+            stats: &mut stats,
+            clients: &mut NoClients,
+        })
+    }
+
+    /// A job that captures one `Arc` (MSET's, per shard) or nothing is
+    /// held inline, a larger one boxed; either runs once, or is dropped
+    /// with what it captured, and a `Work` stays 64 bytes.
+    #[test]
+    fn small_jobs_are_held_inline_and_run_or_dropped_once() {
+        let shared = Arc::new(20u64);
+        let (a, b) = (shared.clone(), shared.clone());
+        let one = JobFn::new(move |_| Box::new(*a + 1) as JobOut);
+        assert!(one.vt.inline);
+        let dropped = JobFn::new(move |_| Box::new(*b) as JobOut);
+        assert_eq!(Arc::strong_count(&shared), 3);
+        drop(dropped);
+        assert_eq!(Arc::strong_count(&shared), 2);
+        assert_eq!(*run(one).downcast::<u64>().unwrap(), 21);
+        assert_eq!(Arc::strong_count(&shared), 1);
+
+        let (c, d) = (shared.clone(), shared.clone());
+        let big = JobFn::new(move |env| Box::new((*c, *d, env.shard.id)) as JobOut);
+        assert!(!big.vt.inline);
+        assert_eq!(
+            *run(big).downcast::<(u64, u64, usize)>().unwrap(),
+            (20, 20, 0)
+        );
+        let (e, f) = (shared.clone(), shared.clone());
+        drop(JobFn::new(move |_| Box::new(*e + *f) as JobOut));
+        assert_eq!(Arc::strong_count(&shared), 1);
+
+        assert!(JobFn::new(|_| Box::new(()) as JobOut).vt.inline);
+        assert_eq!(std::mem::size_of::<Work>(), 64);
+    }
+
+    /// `Plan::run` of a closure holding one `Arc` (MSET's per-shard job)
+    /// allocates no box for it.
+    #[test]
+    fn a_plan_job_of_one_arc_is_inline() {
+        let shared = Arc::new(7u32);
+        let mut plan = Plan::default();
+        let s = shared.clone();
+        plan.run(0, move |_| *s);
+        assert!(plan.jobs[0].1.job.vt.inline);
+        let (_, work) = plan.jobs.pop().unwrap();
+        assert_eq!(*run(work.job).downcast::<u32>().unwrap(), 7);
+        assert_eq!(Arc::strong_count(&shared), 1);
+    }
 }

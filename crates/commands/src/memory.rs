@@ -334,67 +334,105 @@ fn stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, C
         c.nshards(),
         |env| shard_mem(env.shard, env.clients),
         move |parts: Vec<ShardMem>, out: &mut resp::Reply, _: &mut ClientState| {
-            let o = overhead(MemFigures::read(&server), &parts);
-            let f = &o.fig;
-            let net = f.used.saturating_sub(f.startup);
-            // Redis computes these percentages in single precision.
-            let pct = |a: u64, b: u64| f64::from((a as f32) * 100.0 / (b.max(1) as f32));
-            let ratio = |r: f64| f64::from(r as f32);
-            out.map(27 + o.dbs.len());
-            let int = |out: &mut resp::Reply, k: &str, v: i64| {
-                out.bulk(k.as_bytes());
-                out.int(v);
-            };
-            int(out, "peak.allocated", f.peak as i64);
-            int(out, "total.allocated", f.used as i64);
-            int(out, "startup.allocated", f.startup as i64);
-            int(out, "replication.backlog", 0);
-            int(out, "clients.slaves", 0);
-            int(out, "clients.normal", o.clients as i64);
-            for k in [
-                "cluster.links",
-                "aof.buffer",
-                "lua.caches",
-                "functions.caches",
-            ] {
-                int(out, k, 0);
-            }
-            for &(db, m, e) in &o.dbs {
-                out.bulk(format!("db.{db}").as_bytes());
-                out.map(2);
-                int(out, "overhead.hashtable.main", m as i64);
-                int(out, "overhead.hashtable.expires", e as i64);
-            }
-            int(out, "overhead.total", o.overhead as i64);
-            int(out, "keys.count", o.keys as i64);
-            int(
-                out,
-                "keys.bytes-per-key",
-                net.checked_div(o.keys).unwrap_or(0) as i64,
-            );
-            int(out, "dataset.bytes", o.dataset as i64);
-            out.bulk(b"dataset.percentage");
-            out.double(pct(o.dataset, net));
-            out.bulk(b"peak.percentage");
-            out.double(pct(f.used, f.peak));
-            int(out, "allocator.allocated", f.allocator_allocated as i64);
-            int(out, "allocator.active", f.allocator_active as i64);
-            int(out, "allocator.resident", f.allocator_resident as i64);
-            out.bulk(b"allocator-fragmentation.ratio");
-            out.double(ratio(f.alloc_frag()));
-            int(out, "allocator-fragmentation.bytes", f.alloc_frag_bytes());
-            out.bulk(b"allocator-rss.ratio");
-            out.double(ratio(f.alloc_rss()));
-            int(out, "allocator-rss.bytes", f.alloc_rss_bytes());
-            out.bulk(b"rss-overhead.ratio");
-            out.double(ratio(f.rss_overhead()));
-            int(out, "rss-overhead.bytes", f.rss_overhead_bytes());
-            out.bulk(b"fragmentation");
-            out.double(ratio(f.frag()));
-            int(out, "fragmentation.bytes", f.frag_bytes());
+            write_stats(&overhead(MemFigures::read(&server), &parts), out);
             Ok(())
         },
     ))
+}
+
+/// MEMORY STATS's reply, from the figures of every shard.
+fn write_stats(o: &Overhead, out: &mut resp::Reply) {
+    let f = &o.fig;
+    let net = f.used.saturating_sub(f.startup);
+    // Redis computes these percentages in single precision.
+    let pct = |a: u64, b: u64| f64::from((a as f32) * 100.0 / (b.max(1) as f32));
+    let ratio = |r: f64| f64::from(r as f32);
+    out.map(27 + o.dbs.len());
+    let int = |out: &mut resp::Reply, k: &str, v: i64| {
+        out.bulk(k.as_bytes());
+        out.int(v);
+    };
+    int(out, "peak.allocated", f.peak as i64);
+    int(out, "total.allocated", f.used as i64);
+    int(out, "startup.allocated", f.startup as i64);
+    int(out, "replication.backlog", 0);
+    int(out, "clients.slaves", 0);
+    int(out, "clients.normal", o.clients as i64);
+    for k in [
+        "cluster.links",
+        "aof.buffer",
+        "lua.caches",
+        "functions.caches",
+    ] {
+        int(out, k, 0);
+    }
+    for &(db, m, e) in &o.dbs {
+        out.bulk(format!("db.{db}").as_bytes());
+        out.map(2);
+        int(out, "overhead.hashtable.main", m as i64);
+        int(out, "overhead.hashtable.expires", e as i64);
+    }
+    int(out, "overhead.total", o.overhead as i64);
+    int(out, "keys.count", o.keys as i64);
+    int(
+        out,
+        "keys.bytes-per-key",
+        net.checked_div(o.keys).unwrap_or(0) as i64,
+    );
+    int(out, "dataset.bytes", o.dataset as i64);
+    out.bulk(b"dataset.percentage");
+    out.double(pct(o.dataset, net));
+    out.bulk(b"peak.percentage");
+    out.double(pct(f.used, f.peak));
+    int(out, "allocator.allocated", f.allocator_allocated as i64);
+    int(out, "allocator.active", f.allocator_active as i64);
+    int(out, "allocator.resident", f.allocator_resident as i64);
+    out.bulk(b"allocator-fragmentation.ratio");
+    out.double(ratio(f.alloc_frag()));
+    int(out, "allocator-fragmentation.bytes", f.alloc_frag_bytes());
+    out.bulk(b"allocator-rss.ratio");
+    out.double(ratio(f.alloc_rss()));
+    int(out, "allocator-rss.bytes", f.alloc_rss_bytes());
+    out.bulk(b"rss-overhead.ratio");
+    out.double(ratio(f.rss_overhead()));
+    int(out, "rss-overhead.bytes", f.rss_overhead_bytes());
+    out.bulk(b"fragmentation");
+    out.double(ratio(f.frag()));
+    int(out, "fragmentation.bytes", f.frag_bytes());
+}
+
+/// MEMORY STATS or MEMORY DOCTOR (`full`) called from a script: the
+/// figures of the shards `visit` reaches (every shard when the script
+/// holds them all: see `server::info_from_script`). The connections'
+/// buffers are on their loops' threads, which run on meanwhile: a script's
+/// figures count none (`clients.normal` 0). `None` when the server is
+/// gone (a test's bare shard).
+pub(crate) fn from_script(
+    ops: &crate::ops::Ops,
+    visit: &mut crate::server::Visit<'_>,
+    full: &str,
+    out: &mut resp::Reply,
+) -> Option<()> {
+    let server = ops.server.get()?.upgrade()?;
+    let mut parts = Vec::new();
+    visit(&mut |sh, _| parts.push(shard_mem(sh, &NoClients)));
+    let o = overhead(MemFigures::read(&server), &parts);
+    if full == "memory|doctor" {
+        out.verbatim("txt", doctor_report(&o).as_bytes());
+    } else {
+        write_stats(&o, out);
+    }
+    Some(())
+}
+
+/// The clients a script's MEMORY call sees: none (see [`from_script`]).
+struct NoClients;
+
+impl crate::coord::ClientRegistry for NoClients {
+    fn for_each(&self, _: &mut dyn FnMut(&ClientState, &crate::coord::ClientIo)) {}
+    fn kill(&mut self, _: u64) -> bool {
+        false
+    }
 }
 
 const DOCTOR_EMPTY: &str = "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n";

@@ -32,7 +32,7 @@ use resp::{Args, OwnedArgs, Reply};
 use crate::coord::{outputs, Coordinator, JobOut, Plan, ShardEnv};
 use crate::ctx::{ClientState, ConnCtx, MultiState, ServerShared, WatchState};
 use crate::error::CmdError;
-use crate::exec::{run_shard, ShardCall};
+use crate::exec::ShardCall;
 use crate::table::{
     flags::*, keys, registry, shard_of, target, CommandSpec, Exec, Target, NO_KEYS,
 };
@@ -226,19 +226,36 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
 /// write everything (and for REPLICAOF NO ONE, as outside MULTI: the
 /// stream changes hands with no write running; `replica::promotes`), an
 /// empty request on every shard for the other keyless ones.
-fn queued_locks(
+#[cfg(test)]
+fn queued_locks(queued: &[Vec<Vec<u8>>], db: usize, nshards: usize, databases: usize) -> LockSet {
+    queued_locks_every(queued, db, nshards, databases).0
+}
+
+/// [`queued_locks`], and whether they are whole-shard write locks on every
+/// shard that its scripts may use (`script::every`): a block that queues
+/// a script and a keyspace-wide command (KEYS, FLUSHALL ...) takes its
+/// whole-shard locks as write locks, so that its scripts' calls on any
+/// shard (KEYS from a script) are isolated as the script's own shard's.
+fn queued_locks_every(
     queued: &[Vec<Vec<u8>>],
     mut db: usize,
     nshards: usize,
     databases: usize,
-) -> LockSet {
+) -> (LockSet, bool) {
     let reg = registry();
     let mut set = LockSet::default();
     let mut scratch = Vec::new();
+    let (mut script, mut whole) = (false, false);
     for argv in queued {
         let owned = OwnedArgs::from_slices(argv);
         let args = owned.args();
         let Ok(r) = reg.resolve(args) else { continue };
+        script |= r.spec.has(SCRIPT);
+        whole |= matches!(r.spec.exec, Exec::Coord(_))
+            && (r.spec.has(WRITE)
+                || r.spec.has(READONLY)
+                || crate::persist::is_snapshot_command(r.spec.name)
+                || crate::replica::promotes(r.spec, args));
         match r.spec.exec {
             Exec::Shard(..) => set.command(r.spec, args, db, nshards, &mut scratch),
             Exec::Coord(_) if r.spec.has(WRITE) => set.whole(nshards, Mode::Write),
@@ -263,7 +280,11 @@ fn queued_locks(
             _ => {}
         }
     }
-    set
+    let every = script && whole && nshards > 1;
+    if every {
+        set.whole(nshards, Mode::Write);
+    }
+    (set, every)
 }
 
 /// EXEC: runs the queued commands as one transaction.
@@ -282,7 +303,9 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         return Ok(Box::new(Finished));
     }
     let nshards = c.nshards();
-    let mut set = queued_locks(&m.queued, c.client.db, nshards, c.server.databases());
+    let (mut set, every) =
+        queued_locks_every(&m.queued, c.client.db, nshards, c.server.databases());
+    let every = every && crate::script::every::available(c.server.ops);
     if let Some(w) = &watch {
         for (d, k) in &w.keys {
             set.key(nshards, *d, k, Mode::Read);
@@ -306,6 +329,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         watch: watch.map(|w| w.flag),
         fused,
         checked: false,
+        every,
     };
     Ok(TxCoord::wrap(c.home, Box::new(coord), set))
 }
@@ -328,6 +352,8 @@ impl Coordinator for Finished {
 
 /// One queued command sent to a shard as part of a segment.
 struct SegCmd {
+    /// A script that reaches every shard (see `ExecCoord::every`).
+    every: bool,
     idx: usize,
     resolved: crate::Resolved,
     handler: crate::table::ShardHandler,
@@ -366,6 +392,10 @@ struct ExecCoord {
     /// All locks on one shard: the WATCH check happens in the job.
     fused: bool,
     checked: bool,
+    /// Its locks are whole-shard write locks on every shard: its scripts
+    /// reach every shard (`script::every`), each alone in its segment (no
+    /// other job of the block runs meanwhile, on any shard).
+    every: bool,
 }
 
 /// A multi-shard command in progress: its index, coordinator, reply,
@@ -543,9 +573,15 @@ impl Coordinator for ExecCoord {
                         Target::One(s) => Some(s),
                         Target::Many => None,
                     };
+                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
+                    if every && !segment.is_empty() {
+                        // Alone in its segment: the earlier commands first.
+                        break;
+                    }
                     match (shard, multi) {
                         (Some(s), _) => {
                             let cmd = SegCmd {
+                                every,
                                 idx: i,
                                 resolved: r,
                                 handler,
@@ -580,6 +616,10 @@ impl Coordinator for ExecCoord {
                                 None => segment.push((s, vec![cmd])),
                             }
                             self.pos += 1;
+                            if every {
+                                // ... and the later ones after it.
+                                break;
+                            }
                             continue;
                         }
                         (None, Some(b)) => Build::Coord(b),
@@ -654,7 +694,11 @@ impl Coordinator for ExecCoord {
                 let mut res = Vec::with_capacity(cmds.len());
                 for c in cmds {
                     let mut o = Reply::new(c.resp3);
-                    run_shard(
+                    let mut apart = c
+                        .every
+                        .then(|| crate::script::every::apart(c.call.ops, env.shard.id))
+                        .flatten();
+                    crate::exec::run_shard_with(
                         c.resolved,
                         c.handler,
                         c.args.args(),
@@ -662,6 +706,10 @@ impl Coordinator for ExecCoord {
                         c.call,
                         &mut o,
                         env.stats,
+                        None,
+                        apart
+                            .as_mut()
+                            .map(|a| a as &mut dyn crate::script::in_place::Shards),
                     );
                     res.push((c.idx, o.into_bytes()));
                 }

@@ -536,15 +536,18 @@ impl ShardInfo {
     }
 }
 
-/// Calls its argument with each shard a script's INFO reports.
-pub(crate) type Visit<'a> = dyn FnMut(&mut dyn FnMut(&engine::Shard)) + 'a;
+/// Calls its argument with each shard a script's INFO reports, and the
+/// statistics of the loop that runs it when they are known and are not
+/// the script's (see `info_from_script`).
+pub(crate) type Visit<'a> = dyn FnMut(&mut dyn FnMut(&engine::Shard, Option<&ThreadStats>)) + 'a;
 
 /// INFO called from a script (`redis.call('info', ...)`), which runs
 /// inside a shard handler: the server-wide figures as a client's INFO,
 /// and of the per-shard and per-thread ones those of the shards `visit`
-/// reaches (every shard when the script holds them all, run in place;
-/// else its own, or none on gathered copies) and `stats` (what its thread
-/// counts). Other shards' figures cannot be read without holding them
+/// reaches (every shard when the script holds them all, in place or
+/// under locks; else its own, or none on gathered copies) with their
+/// loops' statistics, and `stats` (what the script's loop counts, or its
+/// VM). Other shards' figures cannot be read without holding them
 /// (their threads own them and run on meanwhile): then the keyspace and
 /// per-thread sums cover the shards visited only. `None` when the server
 /// is gone (a test's bare shard).
@@ -558,8 +561,15 @@ pub(crate) fn info_from_script(
     let server = ops.server.get()?.upgrade()?;
     let snap = Snapshot::take(&server);
     let mut parts: Vec<ShardInfo> = Vec::new();
-    visit(&mut |sh| parts.push(ShardInfo::of(sh)));
-    match parts.first_mut() {
+    visit(&mut |sh, th| {
+        parts.push(ShardInfo {
+            thread: th.cloned(),
+            ..ShardInfo::of(sh)
+        })
+    });
+    // The script's own statistics (its loop's, lent, or its VM's own) go
+    // with the shard visited without any (its home shard's).
+    match parts.iter_mut().find(|p| p.thread.is_none()) {
         Some(p) => p.thread = Some(stats.clone()),
         None => parts.push(ShardInfo {
             stats: ShardStats::default(),

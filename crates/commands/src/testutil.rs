@@ -220,7 +220,7 @@ impl TestServer {
                     stats: &mut self.stats,
                     clients: &mut NoClients,
                 };
-                results.push(job(&mut env));
+                results.push(job.call(&mut env));
             }
         }
     }

@@ -948,7 +948,7 @@ impl TxCoord {
     }
 
     fn noop() -> JobFn {
-        Box::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
+        JobFn::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
     }
 
     /// A work that only releases this transaction's locks on its shard.
@@ -963,8 +963,8 @@ impl TxCoord {
     /// Packs several inner jobs of one shard into one job whose output is
     /// their outputs, in order.
     fn packed(jobs: Vec<JobFn>) -> JobFn {
-        Box::new(move |env: &mut ShardEnv<'_>| {
-            let outs: Vec<JobOut> = jobs.into_iter().map(|j| j(env)).collect();
+        JobFn::new(move |env: &mut ShardEnv<'_>| {
+            let outs: Vec<JobOut> = jobs.into_iter().map(|j| j.call(env)).collect();
             Box::new(outs) as JobOut
         })
     }

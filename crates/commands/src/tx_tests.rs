@@ -194,7 +194,7 @@ mod protocol {
                 stats: &mut stats,
                 clients: &mut NoClients,
             };
-            self.done.push((idx, job(&mut env)));
+            self.done.push((idx, job.call(&mut env)));
             if let Some(tx) = release {
                 self.release(s, tx);
             }

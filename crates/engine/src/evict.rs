@@ -25,17 +25,34 @@
 //! "Snapshot" below. `maxmemory` is one global limit, not `maxmemory / nshards` per shard:
 //! a shard may use more than its even share as long as the total is under
 //! the limit (a hot shard borrows what idle shards do not use). When the
-//! total `T` exceeds `maxmemory`, the excess is shared out: shard `i`
-//! frees `excess × used_i / Σ used_j` (its counter, clamped at zero, over
-//! the sum of the clamped counters; `excess / nshards` each when all are
-//! zero), and at least one key. A shard above the average therefore frees
-//! more than one below it, and one holding nothing frees nothing. The
-//! shares are of the excess as it was when this round of evictions began:
-//! each shard publishes what it evicted since it last saw the total under
-//! the limit, and both sides of the fraction count it back in (see
+//! total `T` exceeds `maxmemory`, the excess is shared out by the keys the
+//! policy may evict: shard `i` frees `excess × keys_i / Σ keys_j` bytes
+//! (`excess / nshards` each when no shard has any), and at least one key.
+//! Keys spread over the shards by hash, so every shard evicts about the
+//! same part of its keys, its least used ones, as Redis's single pool
+//! would across the keyspace. Not by the shards' allocator counters: those
+//! carry what moves between threads (values parsed on the connection's
+//! thread and stored by another shard, query and reply buffers charged to
+//! whichever shard the thread last ran), off by up to a whole shard's data
+//! at 16 shards, and a shard whose counter held more than its keys evicted
+//! every one of them, its most used too, while the others kept theirs. The
+//! cost of counting keys: a shard of few big values among shards of many
+//! small ones frees less than its bytes' part (it still frees at least one
+//! key per check, and the total still reaches the limit).
+//!
+//! Rounds: the shares are of the excess and the key counts as they were
+//! when the current round of evictions began (what each shard evicted in
+//! it, bytes and keys, is published and counted back in; see
 //! [`MemView::to_free`]), so shards that run one after another on one
 //! thread (shard consolidation) share the work as shards on their own
-//! threads do. Each
+//! threads do. A round ends for every shard at once, when any shard sees
+//! the total under the limit ([`MemShared::end_round`]): a round that ended
+//! for one shard only let the others' figures of the old round inflate
+//! its next excess, which evicted far past the limit while it hovered
+//! there. The bytes a shard evicted are its allocator counter's drop over
+//! each deletion (Redis measures `zmalloc_used_memory` the same way), and
+//! it republishes its counter right after evicting: the total the others
+//! see and the round's figures then count each freed byte once. Each
 //! shard does this for itself, on its own keys only, before running a
 //! command (Redis's `performEvictions` in `processCommand`) and from its
 //! cron, so idle shards pay their part within one cron period too.
@@ -79,8 +96,8 @@
 //! shared sums, at most once per tick or per bound's worth of net change.
 //!
 //! Cost in the number of shards N: [`MemShared`] holds one 64-byte line
-//! per shard (its published counter, evictable count and evicted bytes)
-//! and one line of sums; a check reads three lines whatever N is; a cron
+//! per shard (its published counter, evictable count, and what it evicted
+//! in which round) and one line of sums; a check reads three lines whatever N is; a cron
 //! tick writes its own line and adds to the sums. Nothing walks the N
 //! lines, not even eviction: the shares of an excess come from the sums
 //! too.
@@ -148,9 +165,11 @@ struct Published {
     used: AtomicI64,
     /// Keys the policy may evict (shards only).
     evictable: AtomicU64,
-    /// Bytes evicted since it last saw the total under the limit (see
-    /// [`MemView::to_free`]).
+    /// Bytes and keys evicted in the round of evictions `round` (see
+    /// [`MemView::to_free`]); figures of an older round count as zero.
     evicted: AtomicU64,
+    evicted_keys: AtomicU64,
+    round: AtomicU64,
 }
 
 /// The sums of the published figures, kept up to date by each publisher
@@ -160,10 +179,15 @@ struct Published {
 struct Sums {
     /// Σ published counters, the non-shard threads' slot included.
     used: AtomicI64,
-    /// Σ max(published shard counter, 0).
-    shards_used: AtomicI64,
-    /// Σ evicted.
+    /// Σ evictable: what the excess is shared out by.
+    evictable: AtomicU64,
+    /// Σ evicted and evicted_keys in the current round.
     evicted: AtomicU64,
+    evicted_keys: AtomicU64,
+    /// The current round of evictions: bumped when a shard sees the total
+    /// under the limit after evictions, which ends the round for every
+    /// shard at once.
+    round: AtomicU64,
     /// Shards that published a non-zero evictable count.
     evictable_shards: AtomicU64,
 }
@@ -271,10 +295,6 @@ impl MemShared {
         }
         let old = cell.swap(used, Ordering::Relaxed);
         self.sums.used.fetch_add(used - old, Ordering::Relaxed);
-        let d = used.max(0) - old.max(0);
-        if shard.is_some() && d != 0 {
-            self.sums.shards_used.fetch_add(d, Ordering::Relaxed);
-        }
     }
 
     /// Publishes `shard`'s fresh counter if it moved by more than
@@ -302,36 +322,75 @@ impl MemShared {
         (self.sums.used.load(Ordering::Relaxed) - mine + fresh).max(0) as u64
     }
 
-    /// Σ over shards of max(counter, 0) as `shard` sees it (its own fresh).
-    fn seen_shards_sum(&self, shard: usize, fresh: i64) -> u64 {
+    /// Σ evictable keys as `shard` sees it (its own count `fresh`).
+    fn seen_evictable_sum(&self, shard: usize, fresh: u64) -> u64 {
         let mine = self
             .shards
             .get(shard)
-            .map_or(0, |p| p.used.load(Ordering::Relaxed));
-        (self.sums.shards_used.load(Ordering::Relaxed) - mine.max(0) + fresh.max(0)).max(0) as u64
+            .map_or(0, |p| p.evictable.load(Ordering::Relaxed));
+        (self.sums.evictable.load(Ordering::Relaxed) + fresh).saturating_sub(mine)
     }
 
-    /// Adds `bytes` to what `shard` evicted in this round of evictions,
-    /// or with `None` ends its round (the total is under the limit).
-    fn note_evicted(&self, shard: usize, bytes: Option<u64>) {
-        if let Some(p) = self.shards.get(shard) {
-            match bytes {
-                Some(b) => {
-                    p.evicted.fetch_add(b, Ordering::Relaxed);
-                    self.sums.evicted.fetch_add(b, Ordering::Relaxed);
-                }
-                None if p.evicted.load(Ordering::Relaxed) != 0 => {
-                    let old = p.evicted.swap(0, Ordering::Relaxed);
-                    self.sums.evicted.fetch_sub(old, Ordering::Relaxed);
-                }
-                None => {}
+    /// What `shard` evicted in the current round: (bytes, keys).
+    fn evicted_in_round(&self, shard: usize) -> (u64, u64) {
+        match self.shards.get(shard) {
+            Some(p)
+                if p.round.load(Ordering::Relaxed) == self.sums.round.load(Ordering::Relaxed) =>
+            {
+                (
+                    p.evicted.load(Ordering::Relaxed),
+                    p.evicted_keys.load(Ordering::Relaxed),
+                )
             }
+            _ => (0, 0),
         }
     }
+
+    /// Adds `bytes` and `keys` to what `shard` evicted in the current
+    /// round (its figures of an older round dropped first).
+    fn note_evicted(&self, shard: usize, bytes: u64, keys: u64) {
+        let Some(p) = self.shards.get(shard) else {
+            return;
+        };
+        let round = self.sums.round.load(Ordering::Relaxed);
+        if p.round.load(Ordering::Relaxed) != round {
+            p.round.store(round, Ordering::Relaxed);
+            p.evicted.store(0, Ordering::Relaxed);
+            p.evicted_keys.store(0, Ordering::Relaxed);
+        }
+        p.evicted.fetch_add(bytes, Ordering::Relaxed);
+        p.evicted_keys.fetch_add(keys, Ordering::Relaxed);
+        self.sums.evicted.fetch_add(bytes, Ordering::Relaxed);
+        self.sums.evicted_keys.fetch_add(keys, Ordering::Relaxed);
+    }
+
+    /// The total is under the limit: the round of evictions in progress,
+    /// if any, ends for every shard (one load when there is none). An
+    /// eviction noted on another thread while this runs may land in the
+    /// next round's sums: one call's figures at most, gone at its end.
+    fn end_round(&self) {
+        if self.sums.evicted_keys.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let round = self.sums.round.load(Ordering::Relaxed);
+        if self
+            .sums
+            .round
+            .compare_exchange(round, round + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.sums.evicted.store(0, Ordering::Relaxed);
+            self.sums.evicted_keys.store(0, Ordering::Relaxed);
+        }
+    }
+
     fn publish(&self, shard: usize, n: u64) {
         if let Some(p) = self.shards.get(shard) {
             if p.evictable.load(Ordering::Relaxed) != n {
                 let old = p.evictable.swap(n, Ordering::Relaxed);
+                self.sums
+                    .evictable
+                    .fetch_add(n.wrapping_sub(old), Ordering::Relaxed);
                 match (old > 0, n > 0) {
                     (false, true) => {
                         self.sums.evictable_shards.fetch_add(1, Ordering::Relaxed);
@@ -352,67 +411,80 @@ pub struct MemView {
     /// The process total: this shard's counter read now, the others' as
     /// published.
     pub total: u64,
-    /// This shard's part, clamped at zero.
-    pub mine: u64,
-    /// The sum of every shard's clamped part.
-    pub shards_sum: u64,
+    /// Keys this shard's policy may evict (counted now), and the sum over
+    /// every shard (the others' as published): the weights the excess is
+    /// shared out by.
+    pub keys_mine: u64,
+    pub keys_sum: u64,
     pub nshards: usize,
-    /// What this shard, and all shards together, evicted in this round
-    /// (since each last saw the total under the limit).
+    /// Bytes and keys this shard, and all shards together, evicted in the
+    /// current round (since the total was last seen under the limit).
     pub evicted_mine: u64,
     pub evicted_sum: u64,
+    pub evicted_keys_mine: u64,
+    pub evicted_keys_sum: u64,
 }
 
 impl MemView {
-    /// This shard's fresh counter, and the others' and the eviction round
-    /// from `shared`'s snapshot (all the allocator's counters without
-    /// it: a lone shard).
-    pub fn read(shard: usize, shared: Option<&MemShared>) -> Self {
-        let fresh = crate::alloc::shard_used(shard) as i64;
+    /// The view of `shard`, whose own allocator counter reads `fresh` and
+    /// which may evict `keys` keys now; the rest from `shared`'s snapshot
+    /// (all the allocator's counters without it: a lone shard).
+    pub fn read(shard: usize, fresh: i64, keys: u64, shared: Option<&MemShared>) -> Self {
         match shared {
-            Some(s) => Self::seen_by(shard, fresh, s),
+            Some(s) => {
+                let (evicted_mine, evicted_keys_mine) = s.evicted_in_round(shard);
+                MemView {
+                    total: s.seen_total(shard, fresh),
+                    keys_mine: keys,
+                    keys_sum: s.seen_evictable_sum(shard, keys),
+                    nshards: s.nshards(),
+                    evicted_mine,
+                    evicted_sum: s.sums.evicted.load(Ordering::Relaxed),
+                    evicted_keys_mine,
+                    evicted_keys_sum: s.sums.evicted_keys.load(Ordering::Relaxed),
+                }
+            }
             None => MemView {
                 total: crate::alloc::used_total(1),
-                mine: fresh.max(0) as u64,
-                shards_sum: fresh.max(0) as u64,
+                keys_mine: keys,
+                keys_sum: keys,
                 nshards: 1,
                 evicted_mine: 0,
                 evicted_sum: 0,
+                evicted_keys_mine: 0,
+                evicted_keys_sum: 0,
             },
         }
     }
 
-    /// The view of `shard` whose own counter reads `fresh`.
-    pub fn seen_by(shard: usize, fresh: i64, s: &MemShared) -> Self {
-        MemView {
-            total: s.seen_total(shard, fresh),
-            mine: fresh.max(0) as u64,
-            shards_sum: s.seen_shards_sum(shard, fresh),
-            nshards: s.nshards(),
-            evicted_mine: s
-                .shards
-                .get(shard)
-                .map_or(0, |p| p.evicted.load(Ordering::Relaxed)),
-            evicted_sum: s.sums.evicted.load(Ordering::Relaxed),
-        }
-    }
-
     /// Bytes this shard must free (0 when under `maxmemory`): its share of
-    /// the excess (see the module doc), less what it already evicted in
-    /// this round. The shares are of the excess and usage as they were
-    /// before the round's evictions (what was evicted added back): shards
-    /// that evict one after another (several on one thread) then split the
-    /// work as those that evict at once do; with shares of what is left,
-    /// the first to run freed two thirds of an excess between two equal
-    /// shards.
+    /// the excess, less what it already evicted in this round, at least
+    /// one key's worth.
+    ///
+    /// The share is by keys the policy may evict, not by the allocator's
+    /// per-shard counters: those are off by what moves between threads
+    /// (a value parsed on the connection's thread, stored by the key's
+    /// shard; query and reply buffers charged to whichever shard the
+    /// thread last ran), by as much as a shard's whole data at 16 shards,
+    /// and a shard whose counter carries memory that is not its keys
+    /// evicted them all, its most used ones too, while the others kept
+    /// theirs (tests/eviction.rs `allkeys_lfu_keeps_frequently_read_keys`).
+    /// Keys spread over the shards by hash, so shares by key count evict
+    /// about evenly across the keyspace, as Redis's one pool does.
+    ///
+    /// The excess and the weights are as they were when the round began
+    /// (what was evicted in it added back): shards that evict one after
+    /// another (several on one thread) then split the work as those that
+    /// evict at once do; with shares of what is left, the first to run
+    /// freed two thirds of an excess between two equal shards.
     pub fn to_free(&self, maxmemory: u64) -> u64 {
         if self.total <= maxmemory {
             return 0;
         }
         let excess = u128::from(self.total - maxmemory + self.evicted_sum);
-        let mine = u128::from(self.mine.min(self.shards_sum) + self.evicted_mine);
-        let sum = u128::from(self.shards_sum + self.evicted_sum);
-        let share = (excess * mine)
+        let mine = u128::from(self.keys_mine.min(self.keys_sum) + self.evicted_keys_mine);
+        let sum = u128::from(self.keys_sum + self.evicted_keys_sum);
+        let share = (excess * mine.min(sum))
             .checked_div(sum)
             .unwrap_or(excess / self.nshards.max(1) as u128);
         (share as u64).saturating_sub(self.evicted_mine).max(1)
@@ -544,16 +616,20 @@ impl Shard {
     }
 
     /// Memory as this shard sees it now (its own counter fresh, and
-    /// republished if it moved past the bound; the others' snapshot).
+    /// republished if it moved past the bound; the others' snapshot). Its
+    /// count of evictable keys, which only a share needs, is taken only
+    /// over the limit (0 under it).
     fn mem_view(&self) -> MemView {
         let fresh = crate::alloc::shard_used(self.id) as i64;
-        match &self.evict.shared {
-            Some(s) => {
-                s.refresh(self.id, fresh, self.evict.maxmemory);
-                MemView::seen_by(self.id, fresh, s)
-            }
-            None => MemView::read(self.id, None),
+        let shared = self.evict.shared.as_deref();
+        if let Some(s) = shared {
+            s.refresh(self.id, fresh, self.evict.maxmemory);
         }
+        let view = MemView::read(self.id, fresh, 0, shared);
+        if view.total <= self.evict.maxmemory {
+            return view;
+        }
+        MemView::read(self.id, fresh, self.evictable_keys(), shared)
     }
 
     /// The check before a command (Redis's `processCommand` with
@@ -618,33 +694,41 @@ impl Shard {
         self.evict_for(view, limit)
     }
 
-    /// Under the limit: this shard's round of evictions is over.
+    /// Under the limit: the round of evictions is over, for every shard
+    /// (see [`MemShared::end_round`]).
     fn end_eviction_round(&self, view: MemView) {
-        if view.evicted_mine != 0 {
+        if view.evicted_keys_sum != 0 {
             if let Some(s) = &self.evict.shared {
-                s.note_evicted(self.id, None);
+                s.end_round();
             }
         }
     }
 
     fn evict_for(&mut self, view: MemView, limit: Option<u64>) -> Outcome {
-        let (out, freed) = self.evict_bytes(view, limit);
-        if freed != 0 {
+        let (out, freed, keys) = self.evict_bytes(view, limit);
+        if keys != 0 {
             if let Some(s) = &self.evict.shared {
-                s.note_evicted(self.id, Some(freed));
+                s.note_evicted(self.id, freed, keys);
+                // At once, not past the publishing bound: the others' next
+                // views count what was freed here in the total, as the
+                // round's sums count it in what was evicted (the two would
+                // otherwise count it twice, and the shares be of an
+                // excess larger than the real one).
+                s.publish_used(Some(self.id), crate::alloc::shard_used(self.id) as i64);
             }
         }
         out
     }
 
-    /// Evicts this shard's share; the outcome and the bytes freed.
-    fn evict_bytes(&mut self, view: MemView, limit: Option<u64>) -> (Outcome, u64) {
+    /// Evicts this shard's share; the outcome, the bytes freed and the
+    /// keys evicted.
+    fn evict_bytes(&mut self, view: MemView, limit: Option<u64>) -> (Outcome, u64, u64) {
         let to_free = view.to_free(self.evict.maxmemory);
         if to_free == 0 {
-            return (Outcome::Ok, 0);
+            return (Outcome::Ok, 0, 0);
         }
         if self.evict.policy == Policy::NoEviction {
-            return (Outcome::Fail, 0);
+            return (Outcome::Fail, 0, 0);
         }
         let start = Instant::now();
         let mut freed = 0u64;
@@ -652,38 +736,57 @@ impl Shard {
         while freed < to_free {
             match self.evict_one() {
                 Some(bytes) => freed += bytes as u64,
-                None => return (Outcome::Fail, freed),
+                None => return (Outcome::Fail, freed, keys),
             }
             keys += 1;
             if keys.is_multiple_of(16) {
                 if let Some(l) = limit {
                     if start.elapsed().as_micros() as u64 > l {
-                        return (Outcome::Running, freed);
+                        return (Outcome::Running, freed, keys);
                     }
                 }
             }
         }
-        (Outcome::Ok, freed)
+        (Outcome::Ok, freed, keys)
     }
 
-    /// Evicts the best key under the policy; its estimated size, or `None`
-    /// if no key may be evicted.
+    /// Evicts the best key under the policy; the bytes that freed, or
+    /// `None` if no key may be evicted.
+    ///
+    /// The bytes are what the allocator's counter of this shard dropped by
+    /// over the deletion alone (Redis's `performEvictions` measures
+    /// `zmalloc_used_memory()` around `dbGenericDelete` the same way), so
+    /// that the round's figures and the published counters agree; an
+    /// estimate ([`crate::Db::memory_usage`]) where that cannot be measured:
+    /// a value freed in the background (the lazyfree thread charges this
+    /// shard later), the counting allocator not installed (unit tests), or
+    /// this thread charging another slot.
     pub fn evict_one(&mut self) -> Option<usize> {
         let (db, key) = if self.evict.policy.random() {
             self.random_candidate()?
         } else {
             self.pool_candidate()?
         };
-        let bytes = self.dbs[db].memory_usage(&key).unwrap_or(0)
+        let estimate = self.dbs[db].memory_usage(&key).unwrap_or(0)
             + if self.evict.policy.volatile() {
                 key.len()
             } else {
                 0
             };
         let lazy = self.lazy().eviction;
+        let measured =
+            !lazy && crate::alloc::installed() && crate::alloc::current_slot() == 1 + self.id;
+        let before = crate::alloc::shard_used(self.id);
         if !self.dbs[db].delete(&key, lazy) {
             return None;
         }
+        let bytes = if measured {
+            // The candidate key's copy (`key`) is still alive: not in the
+            // difference.
+            usize::try_from(before - crate::alloc::shard_used(self.id)).unwrap_or(0)
+        } else {
+            estimate
+        };
         self.stats.evicted_keys += 1;
         // The append-only file replays the eviction (Redis propagates a
         // DEL for each evicted key).
@@ -801,11 +904,13 @@ mod tests {
     fn view(total: u64) -> MemView {
         MemView {
             total,
-            mine: total,
-            shards_sum: total,
+            keys_mine: 1,
+            keys_sum: 1,
             nshards: 1,
             evicted_mine: 0,
             evicted_sum: 0,
+            evicted_keys_mine: 0,
+            evicted_keys_sum: 0,
         }
     }
 
@@ -843,10 +948,8 @@ mod tests {
         // Shard 0 reads its own counter fresh (1 200), the others'
         // published figures.
         assert_eq!(m.seen_total(0, 1_200), 1_200 + 500 - 200 + 300);
-        assert_eq!(m.seen_shards_sum(0, 1_200), 1_200 + 500);
         assert_eq!(m.seen_total(1, 500), 1_000 + 500 - 200 + 300);
         m.publish_used(Some(2), 100);
-        assert_eq!(m.seen_shards_sum(1, 500), 1_000 + 500 + 100);
         m.publish_used(Some(9), 1 << 40);
         assert_eq!(
             m.seen_total(1, 500),
@@ -878,12 +981,11 @@ mod tests {
         m.publish_used(Some(0), 30 << 20);
         m.publish_used(Some(1), 30 << 20);
         let burst = (30i64 << 20) + (8 << 20);
-        let mine = MemView::seen_by(0, burst, &m);
+        let mine = MemView::read(0, burst, 0, Some(&m));
         assert!(
             mine.total > max,
             "the writer sees its burst before publishing"
         );
-        assert_eq!(mine.mine, burst as u64);
         assert!(m.seen_total(1, 30 << 20) < max, "the others do not yet");
         assert!(
             !m.refresh(0, (30 << 20) + (1 << 20), max),
@@ -933,14 +1035,29 @@ mod tests {
         assert!(m.any_evictable());
         m.publish(2, 0);
         assert!(!m.any_evictable(), "counts transitions, not publications");
-        m.note_evicted(0, Some(100));
-        m.note_evicted(1, Some(50));
-        m.note_evicted(0, Some(10));
-        let v = MemView::seen_by(0, 0, &m);
+        m.note_evicted(0, 100, 1);
+        m.note_evicted(1, 50, 2);
+        m.note_evicted(0, 10, 3);
+        let v = MemView::read(0, 0, 0, Some(&m));
         assert_eq!((v.evicted_mine, v.evicted_sum), (110, 160));
-        m.note_evicted(0, None);
-        let v = MemView::seen_by(1, 0, &m);
-        assert_eq!((v.evicted_mine, v.evicted_sum), (50, 50));
+        assert_eq!((v.evicted_keys_mine, v.evicted_keys_sum), (4, 6));
+        // One shard seeing the total under the limit ends the round for
+        // all of them: what shard 1 evicted in it no longer counts in
+        // shard 0's next share.
+        m.end_round();
+        let v = MemView::read(0, 0, 0, Some(&m));
+        assert_eq!(
+            (v.evicted_mine, v.evicted_sum, v.evicted_keys_sum),
+            (0, 0, 0)
+        );
+        let v = MemView::read(1, 0, 0, Some(&m));
+        assert_eq!((v.evicted_mine, v.evicted_keys_mine), (0, 0));
+        m.note_evicted(1, 7, 1);
+        let v = MemView::read(1, 0, 0, Some(&m));
+        assert_eq!(
+            (v.evicted_mine, v.evicted_sum, v.evicted_keys_mine),
+            (7, 7, 1)
+        );
         m.set_limit(1_000, Policy::NoEviction);
         assert!(!m.out_of_memory());
         m.publish_used(None, 2_000);
@@ -948,22 +1065,24 @@ mod tests {
     }
 
     #[test]
-    fn share_of_the_excess_follows_each_shards_usage() {
+    fn share_of_the_excess_follows_each_shards_evictable_keys() {
         let v = MemView {
             total: 1_100,
-            mine: 300,
-            shards_sum: 1_000,
+            keys_mine: 30,
+            keys_sum: 100,
             nshards: 2,
             evicted_mine: 0,
             evicted_sum: 0,
+            evicted_keys_mine: 0,
+            evicted_keys_sum: 0,
         };
         assert_eq!(v.to_free(1_200), 0);
         assert_eq!(v.to_free(1_000), 30);
-        let idle = MemView { mine: 0, ..v };
+        let idle = MemView { keys_mine: 0, ..v };
         assert_eq!(idle.to_free(1_000), 1, "at least one key");
         let none = MemView {
-            shards_sum: 0,
-            mine: 0,
+            keys_sum: 0,
+            keys_mine: 0,
             ..v
         };
         assert_eq!(none.to_free(1_000), 50);
@@ -971,34 +1090,40 @@ mod tests {
 
     #[test]
     fn shards_evicting_one_after_another_split_the_excess_evenly() {
-        // Two shards of 500 each, limit 800: 100 each.
+        // Two shards of 50 keys each, 1 000 bytes, limit 800: 100 each.
         let a = MemView {
             total: 1_000,
-            mine: 500,
-            shards_sum: 1_000,
+            keys_mine: 50,
+            keys_sum: 100,
             nshards: 2,
             evicted_mine: 0,
             evicted_sum: 0,
+            evicted_keys_mine: 0,
+            evicted_keys_sum: 0,
         };
         assert_eq!(a.to_free(800), 100);
-        // A evicted its 100 first; B's share is still 100 (not half of
-        // the 100 left over), and A has nothing more to do.
+        // A evicted its 100 bytes (10 keys) first; B's share is still 100
+        // (not half of the 100 left over), and A has nothing more to do.
         let b = MemView {
             total: 900,
-            mine: 500,
-            shards_sum: 900,
+            keys_mine: 50,
+            keys_sum: 90,
             nshards: 2,
             evicted_mine: 0,
             evicted_sum: 100,
+            evicted_keys_mine: 0,
+            evicted_keys_sum: 10,
         };
         assert_eq!(b.to_free(800), 100);
         let a_again = MemView {
             total: 900,
-            mine: 400,
-            shards_sum: 900,
+            keys_mine: 40,
+            keys_sum: 90,
             nshards: 2,
             evicted_mine: 100,
             evicted_sum: 100,
+            evicted_keys_mine: 10,
+            evicted_keys_sum: 10,
         };
         assert_eq!(a_again.to_free(800), 1, "at least one key");
     }

@@ -356,6 +356,63 @@ impl Outbox {
         self.records += 2;
     }
 
+    /// Takes the records appended since `m` (none taken since), leaving
+    /// the buffer as it was at `m`: to move them to another shard's
+    /// outbox ([`Outbox::append`]), in order with that shard's own (a
+    /// script reaching every shard, whose effects are one block). No
+    /// sequence numbers (the receiving shard numbers them).
+    pub fn take_since(&mut self, m: PropMark) -> Option<Chunk> {
+        if self.records <= m.records || self.bytes.len() <= m.len {
+            return None;
+        }
+        let mut tail = self.bytes.split_off(m.len);
+        let first_db = if m.len == 0 {
+            self.first_db
+        } else {
+            match leading_select(&tail) {
+                Some((len, db)) => {
+                    tail.drain(..len);
+                    db
+                }
+                None => m.cur_db,
+            }
+        };
+        let c = Chunk {
+            first_db,
+            last_db: self.cur_db,
+            bytes: tail,
+            records: self.records - m.records,
+            first_seq: 0,
+            last_seq: 0,
+        };
+        self.records = m.records;
+        self.cur_db = m.cur_db;
+        Some(c)
+    }
+
+    /// Appends records another shard's outbox made ([`Outbox::take_since`]),
+    /// each numbered here as if recorded here.
+    pub fn append(&mut self, c: Chunk) {
+        if !self.records_on || c.records == 0 {
+            return;
+        }
+        if self.bytes.is_empty() {
+            self.first_db = c.first_db;
+            self.first_seq = self.next_seq;
+        } else if c.first_db != self.cur_db {
+            let mut d = itoa::Buffer::new();
+            write_array(
+                &mut self.bytes,
+                &[b"SELECT", d.format(c.first_db).as_bytes()],
+            );
+        }
+        self.bytes.extend_from_slice(&c.bytes);
+        self.cur_db = c.last_db;
+        self.records += c.records;
+        self.next_seq += c.records;
+        self.last_seq = self.next_seq - 1;
+    }
+
     /// Takes the records, leaving the buffer empty (its capacity kept).
     pub fn take(&mut self) -> Option<Chunk> {
         if self.bytes.is_empty() {
@@ -401,22 +458,21 @@ pub struct PropMark {
 /// The length of the `SELECT` record `b` opens with (0 if none), read
 /// back from the bytes this module wrote.
 fn leading_select_len(b: &[u8]) -> usize {
+    leading_select(b).map_or(0, |(len, _)| len)
+}
+
+/// The length of the `SELECT` record `b` opens with, and its database.
+fn leading_select(b: &[u8]) -> Option<(usize, usize)> {
     const SEL: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$";
-    if !b.starts_with(SEL) {
-        return 0;
-    }
-    let rest = &b[SEL.len()..];
-    let Some(nl) = rest.iter().position(|&c| c == b'\r') else {
-        return 0;
-    };
-    let n: usize = match std::str::from_utf8(&rest[..nl])
-        .ok()
-        .and_then(|d| d.parse().ok())
-    {
-        Some(n) => n,
-        None => return 0,
-    };
-    (SEL.len() + nl + 2 + n + 2).min(b.len())
+    let rest = b.strip_prefix(SEL)?;
+    let nl = rest.iter().position(|&c| c == b'\r')?;
+    let n: usize = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
+    let start = SEL.len() + nl + 2;
+    let db = std::str::from_utf8(b.get(start..start + n)?)
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(((start + n + 2).min(b.len()), db))
 }
 
 /// `*n\r\n`-style header.
@@ -528,6 +584,44 @@ mod tests {
         assert!(p.take().is_none());
         p.implicit_del(5, b"k");
         assert_eq!(p.take().unwrap().first_db, 5);
+    }
+
+    #[test]
+    fn records_move_to_another_outbox_in_order_with_their_databases() {
+        // Another shard's records made since a mark, moved after the home
+        // shard's own: one block, SELECTs where the database changes.
+        let (mut home, mut other) = (on(), on());
+        other.record(0, &[b"SET", b"before", b"1"]);
+        home.record(0, &[b"SET", b"h", b"1"]);
+        let m = other.mark();
+        other.record(2, &[b"DEL", b"a"]);
+        other.record(0, &[b"DEL", b"b"]);
+        let moved = other.take_since(m).unwrap();
+        assert_eq!((moved.first_db, moved.last_db, moved.records), (2, 0, 2));
+        home.append(moved);
+        home.record(0, &[b"DEL", b"c"]);
+        let c = home.take().unwrap();
+        assert_eq!((c.records, c.first_seq, c.last_seq), (4, 1, 4));
+        assert_eq!(
+            c.bytes,
+            b"*3\r\n$3\r\nSET\r\n$1\r\nh\r\n$1\r\n1\r\n\
+              *2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n*2\r\n$3\r\nDEL\r\n$1\r\na\r\n\
+              *2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*2\r\n$3\r\nDEL\r\n$1\r\nb\r\n\
+              *2\r\n$3\r\nDEL\r\n$1\r\nc\r\n"
+        );
+        // What the other shard had before the mark stays, as it was.
+        let rest = other.take().unwrap();
+        assert_eq!((rest.records, rest.first_db, rest.last_db), (1, 0, 0));
+        assert_eq!(
+            rest.bytes,
+            b"*3\r\n$3\r\nSET\r\n$6\r\nbefore\r\n$1\r\n1\r\n"
+        );
+        // From an empty buffer: the first record's database.
+        let m = other.mark();
+        other.record(7, &[b"DEL", b"z"]);
+        let moved = other.take_since(m).unwrap();
+        assert_eq!((moved.first_db, moved.records), (7, 1));
+        assert!(other.take_since(other.mark()).is_none());
     }
 
     #[test]

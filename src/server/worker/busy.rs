@@ -102,7 +102,9 @@
 //! the caller's loop of a script run by a call on another co-hosted shard
 //! (`in_place::by_call`), whose turn the script runs in: its desk and
 //! mailbox are lent as an idle loop's (`commands::script::busy::
-//! lend_caller`), stalled, served at each pass after the script's own.
+//! lend_caller`), stalled, served at each pass after the script's own
+//! (should such a run be published: it is taken back first, and hops,
+//! see `in_place`).
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,

@@ -87,18 +87,21 @@
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
 //! with the shard count itself: per shard, a pin (a seat's lock) and the
-//! idle check, the job's own allocation (its closure), and the epilogue
-//! of [`run_job_now`] (the dirty count published; tracking and events, a
-//! branch each while off; the ready check, one load while no client of
-//! the shard waits; the mailbox flushed only if the job sent something).
-//! With 32 shards on one hub each visit finds its worker cold: what a
-//! visit reads leads `Core`, `engine::Shard` and `engine::Db` (see their
-//! docs), so it costs about 8 cache lines of bookkeeping, not 14. Measured
-//! with callgrind (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard
-//! on one hub, pipeline 1): 40.7k instructions and 275 D1 read misses per
-//! MSET at 32 shards against 34.6k and 82 at 2 (1.18x; before the visit
-//! and the layouts: 42.8k and 390 against 34.7k and 87, 1.23x; see
-//! bench/README, "One visit per co-hosted shard").
+//! idle check (one line while the shard is known free: `Core::maybe_busy`),
+//! the job (its closure held inline, no allocation: `coord::JobFn`), and
+//! the epilogue of [`run_job_now`] (the dirty count published; tracking
+//! and events, a branch each while off; the ready check, one line while
+//! no client may wait: `Core::may_wait`; the mailbox flushed only if the
+//! job sent something). With 32 shards on one hub each visit finds its
+//! worker cold: what a visit reads leads `Core`, `engine::Shard` and
+//! `engine::Db` (see their docs), and workers' state is spread over the
+//! cache's sets (`Worker::color`). Measured with callgrind
+//! (`bench/mset_callgrind.sh`, MSET of 10 keys, every shard on one hub,
+//! pipeline 1): 39.6k instructions and 230 D1 read misses per MSET at 32
+//! shards against 34.6k and 84 at 2 (1.15x; before the cuts of mset27b
+//! 40.5k and 286, 1.17x; before the visit and the layouts 42.8k and 390
+//! against 34.7k and 87, 1.23x; see bench/README, "One visit per
+//! co-hosted shard" and "What a visit reads, continued").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -299,7 +302,7 @@ pub(super) fn run_job_now(
     job: commands::coord::JobFn,
 ) -> (JobOut, bool) {
     tracking::track_check(core);
-    let out = job(&mut commands::coord::ShardEnv {
+    let out = job.call(&mut commands::coord::ShardEnv {
         shard: &mut core.shard,
         stats: &mut core.stats,
         clients,
@@ -312,11 +315,53 @@ pub(super) fn run_job_now(
     // at every database. Anything marked before the last waiter left is
     // only ever dropped (`serve_ready` with no waiters), here or at the
     // shard's next look.
-    let served = !core.waiters.is_empty() && core.shard.dbs.iter().any(|d| d.has_ready());
+    let served = core.may_have_waiters() && core.shard.dbs.iter().any(|d| d.has_ready());
     if served {
         super::waiters::serve_ready(core);
     }
     (out, served)
+}
+
+impl Core {
+    /// Whether an unlocked transaction may run on this shard now: no lock
+    /// held or asked for, nothing held back for one, no AOF or replica
+    /// stream (their records of a transaction go out as one block, which
+    /// the locked path assembles). One line read while `maybe_busy` is
+    /// clear (see the field); otherwise the lists themselves, and the
+    /// flag cleared if they are all empty.
+    #[inline]
+    pub(super) fn idle_for_unlocked(&mut self) -> bool {
+        if !self.maybe_busy {
+            debug_assert!(self.idle_in_full(), "maybe_busy clear on a busy shard");
+            return true;
+        }
+        let idle = self.idle_in_full();
+        self.maybe_busy = !idle;
+        idle
+    }
+
+    /// [`Core::idle_for_unlocked`] from the lists themselves.
+    fn idle_in_full(&self) -> bool {
+        !self.locks.any_held()
+            && self.locks.waiting_len() == 0
+            && self.deferred.is_empty()
+            && self.lock_blocked.is_empty()
+            && self.aof.is_none()
+            && !self.shard.outbox.records_on
+    }
+
+    /// Whether a client may wait on this shard's keys: `may_wait`'s line
+    /// while it is clear (see the field), else the waiters' own, and
+    /// the flag cleared if there are none.
+    #[inline]
+    pub(super) fn may_have_waiters(&mut self) -> bool {
+        if !self.may_wait {
+            debug_assert!(self.waiters.is_empty(), "may_wait clear with waiters");
+            return false;
+        }
+        self.may_wait = !self.waiters.is_empty();
+        self.may_wait
+    }
 }
 
 impl Worker {
@@ -397,18 +442,9 @@ impl Worker {
         true
     }
 
-    /// Whether an unlocked transaction may run on this shard now: no lock
-    /// held or asked for, nothing held back for one, no AOF or replica
-    /// stream (their records of a transaction go out as one block, which
-    /// the locked path assembles).
-    pub(super) fn idle_for_unlocked(&self) -> bool {
-        let c = &self.core;
-        !c.locks.any_held()
-            && c.locks.waiting_len() == 0
-            && c.deferred.is_empty()
-            && c.lock_blocked.is_empty()
-            && c.aof.is_none()
-            && !c.shard.outbox.records_on
+    /// [`Core::idle_for_unlocked`] of this worker's shard.
+    pub(super) fn idle_for_unlocked(&mut self) -> bool {
+        self.core.idle_for_unlocked()
     }
 
     /// A coordinator job from a worker on this thread, delivered by a

@@ -128,6 +128,7 @@ impl Worker {
         }
         self.deliver_pubsub();
         let waiting = std::mem::take(&mut self.core.evict_blocked);
+        self.core.maybe_busy = true;
         self.core.lock_blocked.extend(waiting);
         self.resume_lock_blocked();
     }

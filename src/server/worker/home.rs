@@ -361,14 +361,9 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     true
 }
 
-/// [`Worker::idle_for_unlocked`] for the home shard.
-pub(super) fn home_idle(core: &Core) -> bool {
-    !core.locks.any_held()
-        && core.locks.waiting_len() == 0
-        && core.deferred.is_empty()
-        && core.lock_blocked.is_empty()
-        && core.aof.is_none()
-        && !core.shard.outbox.records_on
+/// [`Core::idle_for_unlocked`] for the home shard.
+pub(super) fn home_idle(core: &mut Core) -> bool {
+    core.idle_for_unlocked()
 }
 
 /// One step of [`advance`]; true if its outputs are all in already.

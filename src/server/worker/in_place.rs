@@ -95,8 +95,21 @@
 //! published nothing and wrote nothing too large for an undo) is, rather
 //! than published (`commands::script::busy::by_call`), and runs again as
 //! a hop, where the caller's loop is free, as it always was: in that case
-//! a long script is seen exactly as before. Only one that cannot stalls
-//! its caller's loop.
+//! a long script is seen exactly as before. And a run is taken back
+//! before it could no longer be (`commands::script::run`'s
+//! `Run::hop_instead`: before a PUBLISH, MOVE or COPY, or a write over a
+//! value no undo keeps), to run again as a hop, where it does that once;
+//! its script is marked (`commands::script::cache::HopMark`) so that its
+//! later calls from another loop hop at once (as one that was taken back
+//! at the threshold). So a run by a call can always be taken back, and
+//! never holds its caller's loop past the threshold, whose shard it does
+//! not hold (issue 23 point 5: a running script freezes only the shards
+//! it holds). The caller's loop is still lent to the hook as an idle one
+//! (above): a run the hook could not take back (none is known) would be
+//! published with it stalled, never leave it unserved. Cost: a script
+//! that publishes pays a hop per call from another loop (as before the
+//! call); the thread remembers its SHA-1 (or function name) once a visit
+//! found its mark ([`known_to_hop`]), so later calls skip the visit.
 //!
 //! A script that touches a key of another shard it did not declare is
 //! taken back as on its own shard and runs again over more keys, from the
@@ -152,6 +165,10 @@ impl commands::script::in_place::Shards for Held<'_> {
             f(&mut w.core.shard)
         });
     }
+
+    fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&commands::ThreadStats)) {
+        cohost::with_worker(s, self.pinned.home, |w| f(&w.core.stats));
+    }
 }
 
 /// The loops of the shards a run in place pinned, lent to its busy passes
@@ -195,14 +212,17 @@ pub(super) enum Ran {
 
 /// Runs script command `resolved` of `client` in place if it can (see the
 /// module docs); `out` is the connection's output (nothing of it is
-/// outstanding).
+/// outstanding). `every`: it asked for every shard (a keyspace command:
+/// `commands::script::every`), so every shard is pinned up front, or it
+/// declines at once (a run that would be taken back again, its calls
+/// counted twice).
 pub(super) fn run(
     core: &mut Core,
     client: &mut ClientState,
     out: &mut Reply,
-    resolved: Resolved,
-    handler: commands::table::ShardHandler,
+    (resolved, handler): (Resolved, commands::table::ShardHandler),
     args: Args<'_>,
+    every: bool,
 ) -> Ran {
     if client.tracking.is_some()
         || client.master
@@ -224,6 +244,15 @@ pub(super) fn run(
         pinned: &pinned,
         now_ms: core.shard.now_ms,
     };
+    if every {
+        for s in (0..n).filter(|&s| s != core.id) {
+            if !commands::script::in_place::Shards::hold(&mut held, s) {
+                core.refused.settle(&mut core.stats);
+                leave(core.id, &pinned.entered.borrow(), client.home);
+                return Ran::Declined;
+            }
+        }
+    }
     for i in 3..3 + nkeys {
         // Every shard held already (the common case with 2 shards): the
         // other keys' shards need no CRC16 (~150 instructions a key).
@@ -295,6 +324,9 @@ pub(super) fn by_call(
         })
     });
     core.refused.settle(&mut core.stats);
+    if commands::script::busy::take_marked() {
+        remember_hop(args);
+    }
     match ran.flatten() {
         None => Ran::Declined,
         // Taken back past `busy-reply-threshold` (see the module docs):
@@ -306,6 +338,52 @@ pub(super) fn by_call(
             Ran::Done
         }
     }
+}
+
+/// Scripts this thread remembers as hops, at most (the oldest goes).
+const HOPS_MAX: usize = 32;
+/// Longer keys are not remembered (a SHA-1 has 40 bytes).
+const HOP_KEY_MAX: usize = 64;
+
+thread_local! {
+    /// The keys (argument 1: EVALSHA's SHA-1, FCALL's function name) of
+    /// the script commands whose runs by a call this thread saw taken
+    /// back for their script's mark (`commands::script::cache::HopMark`,
+    /// see the module docs): their calls hop without the visit that finds
+    /// the mark (~2,000 instructions, callgrind). A key that names
+    /// something else (an EVAL's body, a script loaded again) only makes
+    /// a call hop that could have run by a call: a hop is always right.
+    static HOPS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether script command `args` is remembered to hop (see `HOPS`): a
+/// thread-local load while none is.
+pub(super) fn known_to_hop(args: Args<'_>) -> bool {
+    HOPS.with(|h| {
+        let h = h.borrow();
+        !h.is_empty() && {
+            let k = args.get(1);
+            h.iter().any(|x| x.eq_ignore_ascii_case(k))
+        }
+    })
+}
+
+/// Remembers script command `args` as a hop (see `HOPS`).
+fn remember_hop(args: Args<'_>) {
+    let k = args.get(1);
+    if k.len() > HOP_KEY_MAX {
+        return;
+    }
+    HOPS.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.iter().any(|x| x.eq_ignore_ascii_case(k)) {
+            return;
+        }
+        if h.len() == HOPS_MAX {
+            h.remove(0);
+        }
+        h.push(k.into());
+    })
 }
 
 /// Every shard entered leaves (in order), then all are unpinned.

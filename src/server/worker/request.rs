@@ -484,7 +484,8 @@ fn script_across(
     mut found: Vec<Vec<u8>>,
 ) -> Step {
     if direct {
-        match in_place::run(core, client, out, resolved, handler, args) {
+        let every = commands::script::every::asks_every(&found);
+        match in_place::run(core, client, out, (resolved, handler), args, every) {
             in_place::Ran::Done => return Step::Done,
             in_place::Ran::Declined => {}
             in_place::Ran::Widen(keys) => found.extend(keys),
@@ -617,7 +618,8 @@ pub(super) fn execute(
             // long script needs (`in_place::by_call`), not a hop (~6,000
             // instructions more under callgrind: EVALSHA of INCR + EXPIRE,
             // 2 shards on one hub). The same exclusions as a plain command's
-            // below but for blocking (a script does not block).
+            // below but for blocking (a script does not block), and a script
+            // known to hop (one that publishes: see `in_place`).
             Step::Shard {
                 shard,
                 resolved,
@@ -627,7 +629,8 @@ pub(super) fn execute(
                 && resolved.spec.has(commands::table::flags::SCRIPT)
                 && core.shard.evict.maxmemory == 0
                 && c.client.tracking.is_none()
-                && c.master.is_none() =>
+                && c.master.is_none()
+                && !in_place::known_to_hop(args) =>
             {
                 let call = shard_call((&core.server, &core.cfg), &mut c.client, resolved, true);
                 let conn = ConnRef {
@@ -735,6 +738,7 @@ pub(super) fn execute(
         if matches!(step, Step::Paused) {
             pause::hold(core, c, slot);
         } else {
+            core.maybe_busy = true;
             core.lock_blocked.push((slot, c.gen));
         }
         return false;

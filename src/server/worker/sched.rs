@@ -65,6 +65,8 @@ impl Worker {
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
         }
+        // First on this thread: see `Worker::color`.
+        let color = vec![0u8; super::COLOR_LINE * (id % super::COLORS)].into_boxed_slice();
         let cfg = Cached::read(&server);
         let nthreads = mailbox.threads();
         let server_for_desk = server.clone();
@@ -120,6 +122,8 @@ impl Worker {
                 direct_conns: Vec::new(),
                 held_aof: None,
                 track_on: false,
+                maybe_busy: true,
+                may_wait: true,
                 touched: Vec::new(),
             },
             conns: Conns {
@@ -152,7 +156,11 @@ impl Worker {
             parks: 0,
             shared: server_for_desk,
             master_conn: None,
+            color,
+            reach_posted: None,
         };
+        let ops = w.core.server.ops;
+        w.reach_posted = ops.reach.get().map(|r| r.posted(id));
         w.core.batches = (0..nthreads).map(|_| None).collect();
         w.core.shard.outbox.records_on = w.core.aof.is_some();
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
@@ -356,6 +364,17 @@ impl Worker {
         self.core.mailbox.unpark();
         self.core.shard.tick();
         self.refresh_config();
+        // A script holding every shard waits for a call on this one (see
+        // `reach`): before anything else of this turn.
+        if self
+            .reach_posted
+            .is_some_and(|p| p.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            if let Some(r) = self.core.server.ops.reach.get() {
+                let core = &mut self.core;
+                r.serve(core.id, &mut core.shard, &core.stats);
+            }
+        }
         self.release_paused();
         self.core.aof_always = self
             .core

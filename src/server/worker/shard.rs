@@ -72,6 +72,7 @@ impl Core {
     /// hand it what is left and let it go.
     #[cold]
     pub(super) fn aof_toggled(&mut self) {
+        self.maybe_busy = true;
         if self.shard.outbox.records_on {
             self.aof = self
                 .server
@@ -101,6 +102,7 @@ impl Worker {
         // Behind a deferred batch of the same connection: keep its
         // order.
         if self.core.deferred.iter().any(|d| d.conn == conn) {
+            self.core.maybe_busy = true;
             self.core.deferred.push_back(Deferred {
                 conn,
                 what: Held::Batch {
@@ -146,6 +148,7 @@ impl Worker {
             // INVARIANT: checked just above.
             self.refuse(w, lock.expect("a nowait request"));
         } else if behind {
+            self.core.maybe_busy = true;
             self.core.deferred.push_back(Deferred {
                 conn,
                 what: Held::Job { idx, work, gather },
@@ -205,6 +208,7 @@ impl Worker {
                 )
             {
                 b.reply = out.into_bytes();
+                self.core.maybe_busy = true;
                 self.core.deferred.push_back(Deferred {
                     conn,
                     what: Held::Batch {
@@ -335,6 +339,9 @@ impl Worker {
         work: Work,
         gather: Option<Arc<Gather>>,
     ) {
+        // Locks, and the jobs that turn the outbox's records on: the
+        // shard is no longer known free (see `Core::maybe_busy`).
+        self.core.maybe_busy = true;
         let Work { lock, job, release } = work;
         let release = release.map(|t| t.get());
         let alone = lock.as_ref().is_some_and(|r| r.alone);
@@ -406,7 +413,7 @@ impl Worker {
                     stats: &mut self.core.stats,
                     clients: &mut self.conns,
                 };
-                job(&mut env)
+                job.call(&mut env)
             };
             tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
             let aof = match self.core.aof {
@@ -482,6 +489,7 @@ impl Worker {
             let list = std::mem::take(&mut self.core.deferred);
             for d in list {
                 if self.core.deferred.iter().any(|e| e.conn == d.conn) {
+                    self.core.maybe_busy = true;
                     self.core.deferred.push_back(d);
                     continue;
                 }

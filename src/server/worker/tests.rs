@@ -869,6 +869,91 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// `cmdstat_<name>`'s calls in INFO commandstats (0 if absent).
+fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
+    let info = t.call(c, &["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.split("\r\n")
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A one-shard script for a lent shard that publishes (no take-back
+/// undoes that) is taken back just before, and runs as a hop (a round
+/// later): it publishes once. From then on its calls from another loop
+/// hop at once: a later call runs its INCR once (the first ran it twice,
+/// the taken-back run's included), and once a visit found the mark of
+/// an EVALSHA's script or a function, the thread remembers it (no
+/// visit). Run on the
+/// key's own loop, it hops nowhere; a script that does not publish still
+/// runs by a call.
+#[test]
+fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    let (sub, c, own) = (t.connect(0), t.connect(3), t.connect(1));
+    assert_eq!(
+        t.call(sub, &["SUBSCRIBE", "hops"]),
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nhops\r\n:1\r\n"
+    );
+    let k = key_on(1, n, "p");
+    // (A body of its own: the script cache is the process's.)
+    let publish = "redis.call('INCR', KEYS[1]) redis.call('PUBLISH', 'hops', 'm') \
+                   return redis.call('GET', KEYS[1]) -- hops";
+    let message = "*3\r\n$7\r\nmessage\r\n$4\r\nhops\r\n$1\r\nm\r\n";
+    let mut incrs = command_calls(&mut t, c, "incr");
+    for (i, (by, rounds, ran)) in [(c, 2, 2), (c, 2, 1), (own, 1, 1), (c, 2, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        t.send(by, &["EVAL", publish, "1", &k]);
+        let want = format!("$1\r\n{}\r\n", i + 1);
+        assert_eq!(t.reply(by), (want, rounds), "call {i}");
+        assert_eq!(t.reply(sub).0, message, "call {i}");
+        assert_eq!(t.try_reply(sub), None, "call {i} published twice");
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "call {i}");
+        incrs = now;
+    }
+    // By SHA-1: the visit that finds the mark (an EVAL's body is too long
+    // to remember) makes the thread remember it; later calls hop without.
+    let sha = t.call(c, &["SCRIPT", "LOAD", publish]);
+    let sha = sha.split("\r\n").nth(1).unwrap().to_ascii_uppercase();
+    let mut evalsha = resp::OwnedArgs::default();
+    for a in ["EVALSHA", sha.as_str(), "1", k.as_str()] {
+        evalsha.push(a.as_bytes());
+    }
+    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    for i in 5..7 {
+        t.send(c, &["EVALSHA", &sha, "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert!(super::in_place::known_to_hop(evalsha.args()));
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, 1, "EVALSHA {i}");
+        incrs = now;
+    }
+    // A function alike (its mark is the function's).
+    let lib = "#!lua name=hopslib\nredis.register_function('hops_fn', function(keys) \
+               redis.call('INCR', keys[1]) redis.call('PUBLISH', 'hops', 'm') \
+               return redis.call('GET', keys[1]) end)";
+    assert_eq!(t.call(c, &["FUNCTION", "LOAD", lib]), "$7\r\nhopslib\r\n");
+    for (i, ran) in [(7, 2), (8, 1)] {
+        t.send(c, &["FCALL", "hops_fn", "1", &k]);
+        assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
+        assert_eq!(t.reply(sub).0, message);
+        assert_eq!(t.try_reply(sub), None);
+        let now = command_calls(&mut t, c, "incr");
+        assert_eq!(now - incrs, ran, "FCALL {i}");
+        incrs = now;
+    }
+    let incr = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) -- by a call";
+    t.send(c, &["EVAL", incr, "1", &k]);
+    assert_eq!(t.reply(c), ("$1\r\n9\r\n".into(), 1));
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// What a visit to a co-hosted worker reads (`cohost`: the idle check,
 /// the job's prologue and epilogue) stays at the front of its `Core`,
 /// next to its shard's own front (see `Core`): a field added above them,
@@ -882,6 +967,8 @@ fn a_visit_reads_the_front_of_a_worker() {
         offset_of!(super::Core, cfg_gen),
         offset_of!(super::Core, aof),
         offset_of!(super::Core, track_on),
+        offset_of!(super::Core, maybe_busy),
+        offset_of!(super::Core, may_wait),
         offset_of!(super::Core, lock_blocked),
         offset_of!(super::Core, deferred),
         offset_of!(super::Core, locks),
@@ -889,6 +976,84 @@ fn a_visit_reads_the_front_of_a_worker() {
         offset_of!(super::Core, shard),
     ];
     assert!(hot.iter().all(|&o| o < 5 * 64), "{hot:?}");
+    // A visit to a shard known free reads one line of it: the flags and
+    // what its prologue reads (the config generation, tracking).
+    let first = [
+        offset_of!(super::Core, cfg_gen) + 8,
+        offset_of!(super::Core, track_on) + 1,
+        offset_of!(super::Core, maybe_busy) + 1,
+        offset_of!(super::Core, may_wait) + 1,
+    ];
+    assert!(first.iter().all(|&e| e <= 64), "{first:?}");
+}
+
+/// A visit's idle check reads one line while `Core::maybe_busy` is clear
+/// (see the field): whatever makes a shard busy for an unlocked
+/// transaction sets it (a job by the normal path, its lock, a deferred
+/// batch), and only a full look at the lists clears it, so a shard
+/// holding a lock is never taken for free, and the next unlocked
+/// transaction after the release finds it free again.
+#[test]
+fn a_shard_is_known_free_only_after_a_full_look() {
+    let n = 3;
+    let mut t = Cluster::new(n);
+    let (a, b) = (key_on(1, n, "x"), key_on(2, n, "y"));
+    let tx = t.connect(0);
+    let rd = t.connect(0);
+    let busy = |t: &Cluster| [1, 2].map(|s| t.workers[s].core.maybe_busy);
+    // Unlocked (lent, every shard free): the full look clears the flags.
+    assert_eq!(t.call(rd, &["MSET", &a, "1", &b, "1"]), "+OK\r\n");
+    assert_eq!(busy(&t), [false, false]);
+    assert_eq!(t.pins, 2, "both shards pinned: ran unlocked");
+    // Through the mailbox: locked jobs (`start_job`) set them.
+    t.lend = false;
+    assert_eq!(t.call(rd, &["MSET", &a, "2", &b, "2"]), "+OK\r\n");
+    assert_eq!(busy(&t), [true, true]);
+    t.lend = true;
+    assert_eq!(t.call(rd, &["MSET", &a, "3", &b, "3"]), "+OK\r\n");
+    assert_eq!(busy(&t), [false, false]);
+    // A transaction holding its locks across rounds: an MSET over the
+    // same shards meanwhile is not run unlocked (it would run before the
+    // transaction and be overwritten by it); it waits for the release.
+    t.lend = false;
+    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+    assert_eq!(t.call(tx, &["SET", &a, "tx"]), "+QUEUED\r\n");
+    assert_eq!(t.call(tx, &["SET", &b, "tx"]), "+QUEUED\r\n");
+    t.send(tx, &["EXEC"]);
+    let mut rounds = 0;
+    while !t.workers[1].core.locks.any_held() {
+        t.round();
+        rounds += 1;
+        assert!(rounds < 100, "the transaction never locked shard 1");
+    }
+    assert!(t.workers[1].core.maybe_busy);
+    t.lend = true;
+    let pins = t.pins;
+    t.send(rd, &["MSET", &a, "4", &b, "4"]);
+    assert_eq!(t.reply(tx).0, "*2\r\n+OK\r\n+OK\r\n");
+    assert_eq!(t.reply(rd).0, "+OK\r\n");
+    assert_eq!(
+        t.call(rd, &["MGET", &a, &b]),
+        "*2\r\n$1\r\n4\r\n$1\r\n4\r\n"
+    );
+    assert!(t.pins > pins);
+    assert_eq!(busy(&t), [false, false], "free again after the release");
+}
+
+/// Each worker starts its thread's allocations with a block of its own
+/// number of cache lines (`Worker::color`), so that what it allocates
+/// next (itself, its lists) is not at the same address modulo 4 KiB as
+/// every other worker's, in the same few L1 sets.
+#[test]
+fn workers_are_spread_over_cache_sets() {
+    let t = Cluster::new(3);
+    let lines: Vec<usize> = t
+        .workers
+        .iter()
+        .map(|w| w.color.len() / super::COLOR_LINE)
+        .collect();
+    assert_eq!(lines, [0, 1, 2]);
+    assert_eq!(super::COLOR_LINE * super::COLORS, 4096);
 }
 
 /// What a hub's round reads of each loop it holds (`Worker::due_in`)

@@ -86,6 +86,7 @@ pub(super) fn park_waiter(
         redo: None,
     };
     let db = call.db;
+    core.may_wait = true;
     let keys = core.waiters.add(BlockedCmd {
         conn,
         seq,

@@ -5,12 +5,15 @@
 //! to every shard (see `scan`, `flush`). A script runs inside one handler
 //! call on one thread and cannot wait for jobs on other threads, so it
 //! may call them only while it holds every shard of the process itself:
-//! with one shard, or run in place with every other shard co-hosted and
-//! pinned (`script::in_place`). Then each command reads (or empties) the
-//! shards one after another through `each`, and gives the reply a
-//! client's call gives: nothing else runs on any shard meanwhile, so the
-//! result is one instant's, as in Redis. Where the script cannot hold
-//! every shard, the caller refuses the call (see `script::run`).
+//! with one shard, run in place with every other shard co-hosted and
+//! pinned (`script::in_place`), or under its transaction's whole-shard
+//! write locks on every shard, each shard reached on its own thread while
+//! the script waits (`script::every`). Then each command reads (or
+//! empties) the shards one after another through `each`, and gives the
+//! reply a client's call gives: nothing else runs on any shard meanwhile,
+//! so the result is one instant's, as in Redis. Where the script cannot
+//! hold every shard (and can no longer run again to take them), the
+//! caller refuses the call (see `script::run`).
 //!
 //! The same shard-local pieces as a client's call (`scan::scan_collect`,
 //! `flush::flush`), so the replies cannot drift apart.

@@ -65,6 +65,10 @@ pub struct Ops {
     /// [`crate::ServerShared::share`]), for a script's `redis.call('info')`,
     /// which runs inside a shard handler. Weak: the server owns this.
     pub server: std::sync::OnceLock<std::sync::Weak<crate::ServerShared>>,
+    /// Reaches any shard from a script holding every shard under locks
+    /// (set once by the runtime; see `script::every`). Unset (in-process
+    /// tests), such scripts are refused as before.
+    pub reach: std::sync::OnceLock<Box<dyn crate::script::every::Reach>>,
 }
 
 impl std::fmt::Debug for Ops {
@@ -89,6 +93,7 @@ impl Ops {
             serve_stale_data: AtomicBool::new(true),
             repl_link: std::sync::OnceLock::new(),
             server: std::sync::OnceLock::new(),
+            reach: std::sync::OnceLock::new(),
         }));
         ops.configure(cfg);
         ops

@@ -89,8 +89,9 @@
 //! of the desk's slot meanwhile), stalled and served as a hub's own loop
 //! is. Past the threshold such a run is taken back if it can be, as one in
 //! place is ([`by_call`]), and runs again as a hop, which leaves the
-//! caller's loop free. Idle loops lent by nested calls are all served
-//! ([`lend_idle`] chains them).
+//! caller's loop free; and it always can be: it is taken back before
+//! anything no take-back undoes too (`run::Run::hop_instead`). Idle loops
+//! lent by nested calls are all served ([`lend_idle`] chains them).
 //!
 //! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
 //! holds the connection table (CLIENT commands reach it): its loop serves
@@ -473,6 +474,22 @@ fn serve_while_busy() {
 thread_local! {
     /// Inside [`by_call`].
     static BY_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The run [`by_call`] ran last was taken back for its script's
+    /// `HopMark` (see [`take_marked`]).
+    static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A run [`by_call`] runs is taken back to hop, its script marked
+/// (`cache::HopMark`: now, or by an earlier run).
+pub(crate) fn note_marked() {
+    MARKED.with(|m| m.set(true));
+}
+
+/// Whether the last run [`by_call`] ran was taken back for its script's
+/// `HopMark` (cleared): the runtime then remembers the script's calls
+/// as hops, sparing their next visits.
+pub fn take_marked() -> bool {
+    MARKED.with(|m| m.replace(false))
 }
 
 /// Runs `f`, a script command run on a co-hosted shard by a call from
@@ -480,8 +497,10 @@ thread_local! {
 /// running past the threshold is taken back if it can be (it wrote
 /// nothing it cannot undo and published nothing), as one in place is,
 /// rather than published; the runtime then runs it again as a hop, which
-/// leaves the caller's loop free (served, not stalled). One that cannot
-/// be taken back is published, with the caller's loop stalled.
+/// leaves the caller's loop free (served, not stalled). A run is taken
+/// back before it would do what cannot be undone too
+/// (`run::Run::hop_instead`), so none is known to be published, with
+/// the caller's loop stalled, from here.
 pub fn by_call<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {
@@ -490,6 +509,7 @@ pub fn by_call<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _restore = Restore(BY_CALL.with(|b| b.replace(true)));
+    MARKED.with(|m| m.set(false));
     f()
 }
 

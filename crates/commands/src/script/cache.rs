@@ -13,7 +13,7 @@
 //! scripts in 7.0); SCRIPT FLUSH frees it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::shebang::ScriptFlags;
@@ -27,6 +27,38 @@ pub struct Script {
     pub flags: ScriptFlags,
     /// Length of the shebang line (compiled from there on).
     pub shebang_len: usize,
+    /// Its calls from another loop hop rather than run by a call.
+    pub hop: HopMark,
+}
+
+/// Set on a script or function once a run of it did what a run by a
+/// call from another co-hosted loop must not do (the runtime's
+/// `in_place::by_call`): something no take-back undoes (a PUBLISH, a
+/// write over a value too large to copy: see `run::Run::hop_instead`),
+/// or run past `busy-reply-threshold`. A run by a call is taken back
+/// before either and runs again as a hop, which leaves the caller's loop
+/// free; once marked, later calls hop at once instead of running twice.
+/// Never cleared (a script or library loaded again starts unmarked): a
+/// script that does so only sometimes costs a hop (~6 k instructions)
+/// per call from another loop.
+#[derive(Debug, Default)]
+pub struct HopMark(AtomicBool);
+
+impl HopMark {
+    #[inline]
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Clone for HopMark {
+    fn clone(&self) -> HopMark {
+        HopMark(AtomicBool::new(self.is_set()))
+    }
 }
 
 /// Scripts by SHA-1, hashed with foldhash (seeded per process, as
@@ -69,11 +101,16 @@ impl ScriptCache {
     /// Adds `s` (a script already present stays as it is); returns the
     /// cached one.
     pub fn insert(&self, s: Script) -> Arc<Script> {
+        self.insert_arc(Arc::new(s))
+    }
+
+    /// [`ScriptCache::insert`] of a script made shared already.
+    pub fn insert_arc(&self, s: Arc<Script>) -> Arc<Script> {
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
         m.entry(s.sha)
             .or_insert_with(|| {
                 self.bytes.fetch_add(s.body.len() as u64, Ordering::Relaxed);
-                Arc::new(s)
+                s
             })
             .clone()
     }

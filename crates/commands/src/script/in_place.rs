@@ -42,7 +42,8 @@
 //! the run exactly as a one-shard script abandons it (`wide`): its writes
 //! are taken back on every shard it wrote (`run::Undo`, one per shard),
 //! and it runs again from the start on copies under locks over its keys
-//! and those found. Where that is impossible (it already wrote what
+//! and those found (or, for a keyspace command, INFO or another
+//! database's key, under locks on every shard: `every`). Where that is impossible (it already wrote what
 //! cannot be taken back), the call is refused with the error a one-shard
 //! script gets.
 //!
@@ -90,6 +91,23 @@ pub trait Shards {
     fn hold(&mut self, s: usize) -> bool;
     /// Runs `f` on held shard `s`'s data.
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard));
+    /// Every shard held under the script's transaction's locks, reached
+    /// on its own thread (`script::every`): the run is never taken back.
+    fn every(&self) -> bool {
+        false
+    }
+    /// After a call on another shard: what that shard owes the home one
+    /// (its records, see `script::every`).
+    fn settle(&mut self, _home: &mut Shard) {}
+    /// Runs `f` with the statistics of the loop that runs held shard `s`
+    /// (not the home one), for INFO's per-thread sections; not run where
+    /// they cannot be reached.
+    fn with_stats(&mut self, _s: usize, _f: &mut dyn FnMut(&ThreadStats)) {}
+    /// The home loop's statistics, where the script's own are not them (a
+    /// transaction's job: `script::every`).
+    fn home_stats(&self) -> Option<&ThreadStats> {
+        None
+    }
 }
 
 /// Runs script command `handler` (EVAL family, FCALL) on `home` with its

@@ -29,6 +29,8 @@ pub struct FunctionInfo {
     pub name: String,
     pub description: Option<Vec<u8>>,
     pub flags: ScriptFlags,
+    /// Its calls from another loop hop rather than run by a call.
+    pub hop: super::cache::HopMark,
 }
 
 /// A loaded library.

@@ -118,6 +118,7 @@ fn register(sink: &Rc<RefCell<Option<Vec<Registered>>>>, args: MultiValue) -> ml
             name,
             description,
             flags,
+            hop: Default::default(),
         },
         func,
     });

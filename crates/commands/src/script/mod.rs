@@ -78,10 +78,11 @@
 //! runs (its shard, in place, gathered copies).
 //!
 //! Server commands from a script: COMMAND (the table) and LASTSAVE run
-//! as a client's; INFO renders the server's figures and those of the
-//! shards the script holds (`server::info_from_script`: every shard run
-//! in place; else at more than one shard its keyspace and per-thread sums
-//! leave the other shards out).
+//! as a client's; INFO renders the server's figures and those of every
+//! shard and loop (`server::info_from_script`: a run that does not hold
+//! every shard runs again holding them, in place or under locks, see
+//! `every`; one that can no longer, after a lasting change, reports its
+//! own shard's keyspace and its own loop's statistics).
 //!
 //! OBJECT FREQ / IDLETIME / REFCOUNT run on their key's shard
 //! (`keys::object::from_script`). Keyspace-wide commands (DBSIZE, KEYS,
@@ -89,13 +90,13 @@
 //! at one shard, or in place with the others co-hosted. A first run
 //! that does not hold them runs again (before its first write: the
 //! `found` path, with a key of every shard), in place if they are
-//! co-hosted and free; on copies, or after a write, the call is refused
+//! co-hosted and free, else under whole-shard write locks on every shard
+//! with its calls reaching each shard's thread (`every`); after a write
+//! that cannot be taken back, or inside MULTI/EXEC, the call is refused
 //! with `run::EVERY_SHARD`'s error.
 //!
 //! Not yet: SCRIPT DEBUG's debugger; MEMORY STATS / DOCTOR from a
-//! script; keyspace-wide commands from a script
-//! whose shards are not co-hosted (whole-shard locks on every shard and
-//! the script's calls reaching each shard's thread); serving the script's own
+//! script; serving the script's own
 //! event loop while a script runs from a coordinator (across shards, or in
 //! MULTI/EXEC: see `busy`).
 
@@ -104,6 +105,7 @@ pub mod busy;
 pub mod cache;
 mod call;
 pub mod convert;
+pub mod every;
 pub mod function;
 pub mod in_place;
 pub mod library;
@@ -294,6 +296,7 @@ fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             body: body.into(),
             flags,
             shebang_len,
+            hop: cache::HopMark::default(),
         });
     }
     c.out.bulk(&sha);

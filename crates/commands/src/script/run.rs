@@ -20,7 +20,7 @@ use resp::Args;
 
 use super::api::{REPL_ALL, REPL_AOF};
 use super::busy::{HookState, Kind};
-use super::cache::{cache, Script};
+use super::cache::{cache, HopMark, Script};
 use super::call::{CallArgs, CallBufs};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
@@ -36,6 +36,7 @@ use crate::exec::{run_shard, ShardCall, OOM_ERROR};
 use crate::table::{flags, registry, shard_of, Exec};
 
 mod conn;
+mod footprint;
 
 /// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
 /// replica.
@@ -50,29 +51,10 @@ const STALE_SCRIPT: &str = "MASTERDOWN Link with MASTER is down, replica-serve-s
 const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts yet";
 
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
-/// cannot hold every shard (see `keys::script`).
-const EVERY_SHARD: &str = "This command needs every shard, which a script holds only when \
-     they are co-hosted and free: not supported from this script yet";
-
-/// A key of each shard but `home` (names no client uses), for a script
-/// run again holding every shard.
-fn every_shard_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
-    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
-    let mut left = nshards - 1;
-    // Bounded: each shard gets a key within a few times `nshards` tries.
-    for i in 0..nshards.saturating_mul(1000) {
-        if left == 0 {
-            break;
-        }
-        let k = format!("\0tessera:every-shard:{i}").into_bytes();
-        let s = shard_of(&k, nshards);
-        if s != home && keys[s].is_none() {
-            keys[s] = Some(k);
-            left -= 1;
-        }
-    }
-    keys.into_iter().flatten().collect()
-}
+/// cannot hold every shard (see `keys::script`, `every`).
+pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script takes \
+     only before its first lasting change and, inside MULTI/EXEC, only with a keyspace-wide \
+     command queued: not supported from this script yet";
 
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,62 +80,52 @@ pub fn numkeys(args: Args<'_>) -> Result<usize, CmdError> {
     Ok(n as usize)
 }
 
-/// The script of an EVAL-family call: looked up by SHA-1, or (EVAL) taken
-/// from the body, its shebang parsed. Nothing is cached yet for a new body.
-fn script_of(
-    args: Args<'_>,
-    by_sha: bool,
-) -> Result<Result<std::sync::Arc<Script>, Script>, CmdError> {
+/// The script of an EVAL-family call, and whether it is new (not cached
+/// yet): looked up by SHA-1, or (EVAL) taken from the body, its shebang
+/// parsed.
+fn script_of(args: Args<'_>, by_sha: bool) -> Result<(std::sync::Arc<Script>, bool), CmdError> {
     let noscript = || CmdError::Raw("NOSCRIPT No matching script. Please use EVAL.".into());
     if by_sha {
         let key = super::cache::key(args.get(1)).ok_or_else(noscript)?;
-        return cache().get(&key).map(Ok).ok_or_else(noscript);
+        return cache().get(&key).map(|s| (s, false)).ok_or_else(noscript);
     }
     let body = args.get(1);
     let sha = super::sha1::hex(body);
     if let Some(s) = cache().get(&sha) {
-        return Ok(Ok(s));
+        return Ok((s, false));
     }
     let (flags, shebang_len) = super::shebang::parse(body).map_err(CmdError::Err)?;
-    Ok(Err(Script {
+    let s = Script {
         sha,
         body: body.into(),
         flags,
         shebang_len,
-    }))
+        hop: Default::default(),
+    };
+    Ok((std::sync::Arc::new(s), true))
 }
 
 /// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO.
 pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), CmdError> {
     let nkeys = numkeys(args)?;
-    let script = script_of(args, v.by_sha)?;
-    let flags = match &script {
-        Ok(s) => s.flags,
-        Err(s) => s.flags,
-    };
-    let sha = match &script {
-        Ok(s) => s.sha,
-        Err(s) => s.sha,
-    };
+    let (script, new) = script_of(args, v.by_sha)?;
     let gen = cache().generation();
-    let mut script = Some(script);
+    let s = &*script;
     execute(
         ctx,
         args,
         nkeys,
-        v.read_only,
-        flags,
-        &sha,
-        Kind::Eval(sha),
+        (v.read_only, s.flags),
+        (&s.sha, &s.hop),
+        Kind::Eval(s.sha),
         |vm: &mut Vm| {
-            let s = script.take().ok_or_else(|| CmdError::err("script taken"))?;
-            let f = match &s {
-                Ok(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
-                Err(s) => vm.function(&s.sha, &s.body, s.shebang_len, gen),
-            }
-            .map_err(CmdError::Err)?;
-            if let Err(s) = s {
-                cache().insert(s);
+            let f = vm
+                .function(&s.sha, &s.body, s.shebang_len, gen)
+                .map_err(CmdError::Err)?;
+            // Cached once it compiled (as Redis: a syntax error caches
+            // nothing).
+            if new {
+                cache().insert_arc(script.clone());
             }
             Ok(Callee::Script(f))
         },
@@ -185,9 +157,8 @@ pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<
         ctx,
         args,
         n as usize,
-        read_only,
-        info.flags,
-        info.name.as_bytes(),
+        (read_only, info.flags),
+        (info.name.as_bytes(), &info.hop),
         kind,
         |vm: &mut Vm| {
             let f = vm.library_function(&lib, idx).map_err(CmdError::Err)?;
@@ -205,15 +176,14 @@ pub enum Callee {
 
 /// Runs a script or function: the up-front flag checks, then the call on
 /// this thread's VM, its reply, and the MULTI/EXEC around its records.
-/// `name` is what errors name (the SHA-1, or the function's name).
-#[allow(clippy::too_many_arguments)]
+/// `name` is what errors name (the SHA-1, or the function's name); `hop`,
+/// its mark (see `HopMark`).
 fn execute(
     ctx: &mut ShardCtx<'_>,
     args: Args<'_>,
     nkeys: usize,
-    read_only: bool,
-    flags: ScriptFlags,
-    name: &[u8],
+    (read_only, flags): (bool, ScriptFlags),
+    (name, hop): (&[u8], &HopMark),
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
@@ -224,6 +194,9 @@ fn execute(
     // runs on gathered copies, on a scratch shard without a limit.
     // (Unless it runs in place on the real shards: `in_place`.)
     let in_place = ctx.in_place.is_some();
+    // In place over every shard under locks (`every`): never taken back
+    // or run again (it holds everything it can touch).
+    let every = ctx.in_place.as_deref().is_some_and(|s| s.every());
     // (Each key after the first compared with the first's shard: a
     // one-key script hashes nothing here.)
     let spread = |first: &[u8], rest: &[&[u8]]| {
@@ -237,6 +210,20 @@ fn execute(
             .split_first()
             .is_some_and(|(first, rest)| spread(first, rest))
             || super::wide::held(b"").is_some());
+    // By a call from another loop (`busy::by_call`): a script known to do
+    // what such a run must not (see `HopMark`) is taken back before it
+    // starts, to run as a hop at once.
+    let by_call = !scratch && !in_place && super::busy::is_by_call();
+    if by_call && hop.is_set() {
+        super::busy::note_marked();
+        ctx.block = Some(crate::ctx::BlockOn {
+            keys: Vec::new(),
+            deadline_ms: 0,
+            args: None,
+            widen: true,
+        });
+        return Ok(());
+    }
     // Redis's pre_command_oom_state: the server over `maxmemory` with
     // nothing to evict. On a real shard, its check (which evicts first);
     // on copies, the server's snapshot.
@@ -286,7 +273,8 @@ fn execute(
     // only with other shards (with one, every key is held: nothing can
     // abandon the run, so its writes need no take-back copies, ~700
     // instructions of a two-command script).
-    let widen_ok = super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1);
+    let widen_ok =
+        !every && (super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1));
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);
@@ -325,20 +313,22 @@ fn execute(
             // In place, the home shard's marks are taken first: other
             // shards' events move to it (see `Run::after_call`), and a run
             // taken back drops them too.
-            undo: in_place.then(|| Undo::new(ctx.shard)),
+            undo: (in_place && !every).then(|| Undo::new(ctx.shard)),
             undo_others: Vec::new(),
             found: Vec::new(),
             restart: false,
             // By a call from another loop (`busy::by_call`): taken back
             // past the threshold as a run in place is, to run again as a
-            // hop.
-            restartable: in_place || (!scratch && super::busy::is_by_call()),
+            // hop; and before anything no take-back undoes.
+            restartable: (in_place && !every) || by_call,
+            by_call,
+            hop,
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
         let busy_shard = (!scratch && !in_place).then_some(run.shard);
         vm.hook.begin(kind, busy_shard);
-        if in_place {
+        if in_place && !every {
             vm.hook.in_place();
         } else if run.restartable {
             vm.hook.restartable();
@@ -359,6 +349,11 @@ fn execute(
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
+        // It did what no take-back undoes: its calls from another loop
+        // hop from now on (see `HopMark`).
+        if run.pinned || run.wrote {
+            hop.set();
+        }
         if run.restart || !run.found.is_empty() {
             // Abandoned (whatever it returned): no reply, its writes taken
             // back, run it again over more keys (see `wide`), or on copies
@@ -709,6 +704,12 @@ pub(crate) fn abandon_for_busy() -> bool {
         return false;
     }
     r.restart = true;
+    // A long script: its calls from another loop hop from now on, rather
+    // than run twice (see `HopMark`).
+    if r.by_call {
+        r.hop.set();
+        super::busy::note_marked();
+    }
     true
 }
 
@@ -821,6 +822,12 @@ struct Run<'r, 'a> {
     restart: bool,
     /// It may be so abandoned (in place, or by a call).
     restartable: bool,
+    /// By a call from another loop (`busy::by_call`): taken back, to run
+    /// again as a hop, before anything no take-back undoes
+    /// ([`Run::hop_instead`]).
+    by_call: bool,
+    /// The script's or function's mark (see `HopMark`).
+    hop: &'r HopMark,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
@@ -839,7 +846,7 @@ fn command_id(args: Args<'_>) -> Option<usize> {
 
 /// A call of a key the script cannot reach (another shard's, undeclared,
 /// where the run cannot start again over it).
-const NOT_HELD: &str =
+pub(crate) const NOT_HELD: &str =
     "Script attempted to access a key that was not declared in KEYS and lives on another shard";
 
 /// The error of a `redis.call` whose arguments are not a command (Redis's
@@ -849,112 +856,7 @@ fn refuse(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
     Ok((Value::Table(error_table(lua, msg.as_bytes())?), true))
 }
 
-/// Declared keys a call's key is compared with before its CRC16 (see
-/// `Run::holds`): a longer scan would cost more than the hash.
-const DECLARED_SCAN_MAX: usize = 8;
-
 impl Run<'_, '_> {
-    /// Before a command that may change something, on a run that may still
-    /// be abandoned: on copies only effects outside the data pin it; on a
-    /// real shard, whether the entries it may write must be kept to be put
-    /// back ([`Undo::save`], on the call's shard).
-    fn before_effects(&mut self, r: crate::table::Resolved, positions: &[usize]) -> bool {
-        let writes = r.spec.has(flags::WRITE);
-        if !writes && !r.spec.has(flags::MAY_REPLICATE) {
-            return false;
-        }
-        // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
-        // database): effects no restart can take back.
-        let name = r.spec.name;
-        if positions.is_empty() || name == "move" || name == "copy" || !writes {
-            self.pinned = true;
-            return false;
-        }
-        !self.scratch
-    }
-
-    /// [`Undo::save`] in a call of its own on shard `target` (a command
-    /// that is not a shard command: SORT ... STORE).
-    fn save_undo(&mut self, args: Args<'_>, positions: &[usize], target: usize) {
-        let ctx = &mut *self.ctx;
-        let home = ctx.shard.id;
-        let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
-        let too_large = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
-            Undo::save(undo, others, home, shard, db, args, positions)
-        });
-        if too_large {
-            self.wrote = true;
-        }
-    }
-
-    /// Whether this run may touch `key` (of its first database): on a
-    /// shard, its keys; on copies, the declared and gathered ones; in
-    /// place, those of a shard it holds (or can hold now).
-    fn holds(&mut self, key: &[u8]) -> bool {
-        if self.scratch {
-            return self.declared.contains(&key) || super::wide::held(key) == Some(true);
-        }
-        // A declared key is held (on one shard: its keys' shard): no
-        // CRC16 (~150 instructions a call) for the keys most calls name.
-        if self.declared.len() <= DECLARED_SCAN_MAX && self.declared.contains(&key) {
-            return true;
-        }
-        let s = shard_of(key, self.ctx.nshards);
-        if let Some(shards) = self.ctx.in_place.as_deref_mut() {
-            return s == self.ctx.shard.id || shards.hold(s);
-        }
-        s == self.shard || (self.declared.len() > DECLARED_SCAN_MAX && self.declared.contains(&key))
-    }
-
-    /// In place: the shard a call's keys live on (the home shard for a
-    /// call without keys), if it is one shard and the run holds it.
-    fn place(&mut self, args: Args<'_>, positions: &[usize]) -> Option<usize> {
-        let n = self.ctx.nshards;
-        let Some((&first, rest)) = positions.split_first() else {
-            return Some(self.ctx.shard.id);
-        };
-        let s = shard_of(args.get(first), n);
-        if rest.iter().any(|&p| shard_of(args.get(p), n) != s) {
-            return None;
-        }
-        if s == self.ctx.shard.id {
-            return Some(s);
-        }
-        self.ctx.in_place.as_deref_mut()?.hold(s).then_some(s)
-    }
-
-    /// Whether the script holds every shard of the process (pinning the
-    /// co-hosted ones it did not hold yet): with one shard, or in place.
-    fn hold_every_shard(&mut self) -> bool {
-        let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
-        if self.scratch {
-            return false;
-        }
-        if n == 1 {
-            return true;
-        }
-        let Some(shards) = self.ctx.in_place.as_deref_mut() else {
-            return false;
-        };
-        (0..n).filter(|&s| s != home).all(|s| shards.hold(s))
-    }
-
-    /// After a call on shard `target`, in place: its keyspace events join
-    /// the home shard's, so that one shard publishes the script's events
-    /// in order (see `in_place`).
-    fn after_call(&mut self, target: usize) {
-        let ctx = &mut *self.ctx;
-        if target == ctx.shard.id || ctx.shard.notify_flags == 0 {
-            return;
-        }
-        let ev = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
-            sh.take_events()
-        });
-        if !ev.is_empty() {
-            ctx.shard.emit_events(ev);
-        }
-    }
-
     /// [`refuse`] a call of a known command, counted in its
     /// `rejected_calls` (Redis's scriptCall errors).
     fn reject(&mut self, lua: &Lua, r: crate::Resolved, msg: &str) -> mlua::Result<(Value, bool)> {
@@ -1137,6 +1039,12 @@ impl Run<'_, '_> {
                     target = s;
                     all_held = true;
                 }
+                // Another database's key: run again holding every shard.
+                None if self.db != self.orig_db && self.every_again() => {
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
                 // Keys of a shard it cannot hold, or of two shards: run
                 // again on copies (see `in_place`).
                 None if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db => {
@@ -1188,28 +1096,47 @@ impl Run<'_, '_> {
         let shard_cmd = matches!(r.spec.exec, Exec::Shard(..));
         let missing_db = shard_cmd && self.db >= self.ctx.shard.dbs.len();
         if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
+            if self.every_again() {
+                return Err(mlua::Error::external(ReplyError(
+                    super::wide::RESTART_TEXT.into(),
+                )));
+            }
             return self.reject(lua, r, NOT_HELD);
         }
         if !all_held {
             for &p in positions {
                 let k = args.get(p);
                 if !self.holds(k) {
+                    // Another database's key (the check above asked for
+                    // any other): run again holding every shard.
+                    if self.every_again() {
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
                     return self.reject(lua, r, NOT_HELD);
                 }
             }
+        }
+        // Take-back copies of what it writes: for a shard command, made in
+        // the same call on its shard as the command (one lend per write on
+        // another shard, not two); else here. (Before MONITOR sees the
+        // call: a run by a call may be taken back here, before it, to run
+        // again as a hop, see `hop_instead`.)
+        let save = self.widen_ok && !self.pinned && self.before_effects(r, positions);
+        if save && !shard_cmd {
+            self.save_undo(args, positions, target);
+        }
+        if self.restart {
+            return Err(mlua::Error::external(ReplyError(
+                super::wide::RESTART_TEXT.into(),
+            )));
         }
         if self.ctx.ops.monitors.active() {
             crate::ops::monitor::from_script(self.ctx.ops, r, self.db, args);
         }
         if r.spec.has(flags::READONLY) {
             self.read_called = true;
-        }
-        // Take-back copies of what it writes: for a shard command, made in
-        // the same call on its shard as the command (one lend per write on
-        // another shard, not two); else here.
-        let save = self.widen_ok && !self.pinned && self.before_effects(r, positions);
-        if save && !shard_cmd {
-            self.save_undo(args, positions, target);
         }
         let out = &mut bufs.out;
         out.set_resp3(self.resp3);
@@ -1244,9 +1171,15 @@ impl Run<'_, '_> {
                 let home = ctx.shard.id;
                 let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
                 let mut too_large = false;
+                // By a call, a write no take-back undoes does not run: the
+                // run is taken back first (see `hop_instead`).
+                let hop_first = self.by_call && !self.wrote;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
                     if save {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
+                        if too_large && hop_first {
+                            return;
+                        }
                     }
                     let prop = shard.outbox.records_on;
                     if no_aof {
@@ -1259,6 +1192,11 @@ impl Run<'_, '_> {
                     shard.outbox.records_on = prop;
                 });
                 if too_large {
+                    if self.hop_instead() {
+                        return Err(mlua::Error::external(ReplyError(
+                            super::wide::RESTART_TEXT.into(),
+                        )));
+                    }
                     self.wrote = true;
                 }
                 self.after_call(target);
@@ -1323,12 +1261,7 @@ impl Run<'_, '_> {
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
                 if !self.hold_every_shard() {
-                    let again = self.widen_ok && !self.wrote && !self.pinned;
-                    if again && !self.scratch && self.db == self.orig_db {
-                        // Run again from the start with a key of every
-                        // shard: in place if they are co-hosted and free
-                        // (on copies, where it cannot hold them, refused).
-                        self.found = every_shard_keys(self.ctx.nshards, self.ctx.shard.id);
+                    if self.every_again() {
                         return Err(mlua::Error::external(ReplyError(
                             super::wide::RESTART_TEXT.into(),
                         )));
@@ -1404,32 +1337,34 @@ impl Run<'_, '_> {
                 let ops = self.ctx.ops;
                 let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
             }
-            // INFO: the server's figures and the script's shard's (see
-            // `server::info_from_script`).
-            Exec::Coord(_) if registry().full_name(r.id) == "info" => {
+            // INFO, MEMORY STATS and MEMORY DOCTOR: the server's figures
+            // and every shard's (see `server::info_from_script`).
+            Exec::Coord(_)
+                if matches!(
+                    registry().full_name(r.id),
+                    "info" | "memory|stats" | "memory|doctor"
+                ) =>
+            {
+                // Their per-shard figures need every shard: a run that
+                // does not hold them runs again holding them, if it still
+                // can (in place, the pins come here).
+                if self.ctx.nshards > 1 && !self.hold_every_shard() && self.every_again() {
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
                 let started = std::time::Instant::now();
-                // In place, every shard (pinned: INFO is rare in scripts).
-                let every = self.ctx.in_place.is_some() && self.hold_every_shard();
-                let (n, scratch, ops) = (self.ctx.nshards, self.scratch, self.ctx.ops);
-                let ctx = &mut *self.ctx;
-                let mut visit = |f: &mut dyn FnMut(&engine::Shard)| {
-                    if scratch {
-                        return;
-                    }
-                    if !every {
-                        return f(ctx.shard);
-                    }
-                    for s in 0..n {
-                        on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
-                    }
+                let ops = self.ctx.ops;
+                let done = if registry().full_name(r.id) == "info" {
+                    let (mut visit, stats) = self.visit_shards();
+                    crate::server::info_from_script(ops, &mut *visit, stats, args, out)
+                } else {
+                    let (mut visit, _) = self.visit_shards();
+                    let full = registry().full_name(r.id);
+                    crate::memory::from_script(ops, &mut *visit, full, out)
                 };
-                let stats = &self.stats;
-                if crate::server::info_from_script(ops, &mut visit, stats, args, out).is_none() {
-                    return self.reject(
-                        lua,
-                        r,
-                        "This Redis command is not supported from scripts yet",
-                    );
+                if done.is_none() {
+                    return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 let _ = crate::exec::record(&mut self.stats, ops, r.id, started, false);
             }

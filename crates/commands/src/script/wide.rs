@@ -55,9 +55,11 @@
 //! back (an entry over 128 elements or 64 KiB, a stream, MOVE or COPY into
 //! another database: copying large values before every script write would
 //! cost every script; Redis's cluster mode refuses these keys outright),
-//! keys of a database other than the script's own on another shard, and
-//! scripts inside MULTI/EXEC (the transaction's other commands already ran
-//! under its locks). Taking writes back leaves three traces: WATCH on a
+//! and scripts inside MULTI/EXEC (the transaction's other commands already
+//! ran under its locks). Keys of a database other than the script's own
+//! on another shard (which key locks on copies do not cover) make the run
+//! start again holding every shard instead (`every`), as the keyspace
+//! commands do. Taking writes back leaves three traces: WATCH on a
 //! key the abandoned run wrote fails the watcher's EXEC (the key was
 //! touched), a client tracking it gets an extra invalidation, and a key
 //! that expired lazily after the first write is not deleted on replicas
@@ -115,6 +117,14 @@ pub fn coordinator(
         .into_iter()
         .map(|p| args.get(p).to_vec())
         .collect();
+    let every =
+        super::every::available(ctx.server.ops).then(|| super::every::prepare(handler, ctx, args));
+    if super::every::asks_every(&found) {
+        if let Some(every) = every {
+            // It needs every shard: whole-shard locks, not copies.
+            return every.wrap(crate::tx::new_tx_id(ctx.home));
+        }
+    }
     add(&mut keys, found);
     let slot = WidenSlot::default();
     let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
@@ -131,6 +141,7 @@ pub fn coordinator(
         inner,
         slot,
         rounds: 1,
+        every,
     })
 }
 
@@ -174,6 +185,9 @@ pub struct Wide {
     /// Where a round's script leaves the keys it did not hold.
     slot: WidenSlot,
     rounds: u32,
+    /// The run over every shard a round may ask for (see `every`), where
+    /// the runtime can reach each shard.
+    every: Option<super::every::Prepared>,
 }
 
 impl Coordinator for Wide {
@@ -206,6 +220,14 @@ impl Coordinator for Wide {
                 ));
             }
             self.rounds += 1;
+            if super::every::asks_every(&found) {
+                if let Some(every) = self.every.take() {
+                    // Same transaction id: the AOF sees one transaction.
+                    self.inner = every.wrap(self.tx);
+                    results = Vec::new();
+                    continue;
+                }
+            }
             let before = self.keys.len();
             add(&mut self.keys, found);
             if self.keys.len() == before {

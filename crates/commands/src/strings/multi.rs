@@ -158,31 +158,39 @@ fn store_pairs(plan: &mut Plan, shard: usize, db: usize, pairs: Pairs) {
 /// MSET's pairs across shards, shared by its shards' jobs: one copy of
 /// the arguments and the pairs' order by shard, where a buffer per shard
 /// cost two allocations each (an MSET of 10 keys over 32 shards touches
-/// about 9).
+/// about 9). A job holds only this (one `Arc`: its closure is held inline
+/// in its `JobFn`, no allocation per shard) and finds its pairs by its
+/// shard's id.
 struct SharedPairs {
+    db: usize,
     /// key, value, key, value ...
     args: OwnedArgs,
-    /// The pairs' indices, by shard, in command order within a shard:
-    /// each shard's job stores a range of it.
+    /// The pairs' indices, by shard, in command order within a shard.
     by_shard: Vec<u32>,
+    /// The shard of each entry of `by_shard` (ascending).
+    shards: Vec<u16>,
 }
 
-/// A job storing, on `shard`, the pairs `pairs.by_shard[range]` (all of
-/// that shard's), in command order (see [`store_pairs`]).
-fn store_shared_pairs(
-    plan: &mut Plan,
-    shard: usize,
-    db: usize,
-    pairs: Arc<SharedPairs>,
-    range: std::ops::Range<usize>,
-) {
+impl SharedPairs {
+    /// The indices of shard `shard`'s pairs, in command order.
+    fn of_shard(&self, shard: usize) -> &[u32] {
+        let lo = self.shards.partition_point(|&s| usize::from(s) < shard);
+        let hi = self.shards.partition_point(|&s| usize::from(s) <= shard);
+        &self.by_shard[lo..hi]
+    }
+}
+
+/// A job storing, on `shard`, that shard's pairs of `pairs`, in command
+/// order (see [`store_pairs`]).
+fn store_shared_pairs(plan: &mut Plan, shard: usize, pairs: Arc<SharedPairs>) {
     plan.run(shard, move |env| {
         let a = pairs.args.args();
-        let mine = || {
-            pairs.by_shard[range.clone()]
-                .iter()
-                .map(|&i| 2 * i as usize)
-        };
+        let db = pairs.db;
+        let mine = pairs.of_shard(env.shard.id);
+        // INVARIANT: a job runs on the shard it was issued for, which
+        // holds at least one pair.
+        debug_assert!(!mine.is_empty(), "an MSET job on a shard without pairs");
+        let mine = || mine.iter().map(|&i| 2 * i as usize);
         prefetch_keys_and_values(env.shard, db, mine().map(|i| a.get(i)));
         for i in mine() {
             let (k, v) = (a.get(i), a.get(i + 1));
@@ -214,22 +222,26 @@ pub(super) fn mset_multi(
     // Stable: a shard's pairs stay in command order (the last value of a
     // key given twice wins).
     by_shard.sort_by_key(|&i| shard_of_pair[i as usize]);
+    let shards: Vec<u16> = by_shard
+        .iter()
+        .map(|&i| shard_of_pair[i as usize])
+        .collect();
     let pairs = Arc::new(SharedPairs {
+        db,
         args: args.skip(1).to_owned(),
         by_shard,
+        shards,
     });
     let mut plan = Plan::default();
     plan.jobs.reserve(npairs.min(c.nshards()));
-    let order = &pairs.by_shard;
     let mut start = 0;
     while start < npairs {
-        let shard = shard_of_pair[order[start] as usize];
-        let len = order[start..]
+        let shard = pairs.shards[start];
+        let len = pairs.shards[start..]
             .iter()
-            .take_while(|&&i| shard_of_pair[i as usize] == shard)
+            .take_while(|&&s| s == shard)
             .count();
-        let range = start..start + len;
-        store_shared_pairs(&mut plan, usize::from(shard), db, pairs.clone(), range);
+        store_shared_pairs(&mut plan, usize::from(shard), pairs.clone());
         start += len;
     }
     let coord = OneStep::boxed(plan, |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {

@@ -1,12 +1,46 @@
 //! The connection and server commands a script may call that run on no
 //! shard (SELECT, PING, ECHO, PUBLISH, LASTSAVE, COMMAND, TIME): answered
 //! by the script's run itself, as Redis's lua client answers them.
+//!
+//! A few more ([`ON_LUA_CLIENT`]: every HELP, SLOWLOG LEN and RESET, PUBSUB's
+//! introspection, PFSELFTEST, MEMORY PURGE and MALLOC-STATS, the cluster
+//! commands that answer "cluster support disabled") depend on no
+//! connection: their own handler runs on a client of the script's own,
+//! fresh for the call and dropped after it, as Redis runs them on its lua
+//! client. The rest of the connection commands change or read the
+//! caller's connection (CLIENT, HELLO, MULTI ...) and are flagged
+//! `noscript`, refused before this.
 
 use mlua::{Lua, Value};
 use resp::{Args, Reply};
 
 use super::{Run, NOT_SUPPORTED};
-use crate::table::registry;
+use crate::ctx::{ClientState, ConnCtx};
+use crate::table::{registry, Exec};
+
+/// The connection commands Redis 7.0.15 runs from a script whose handler
+/// here reads no connection state (besides every `...|help`, matched by
+/// its suffix). Full names, as the registry gives them.
+const ON_LUA_CLIENT: &[&str] = &[
+    "slowlog|len",
+    "slowlog|reset",
+    "pubsub|channels",
+    "pubsub|numpat",
+    "pubsub|numsub",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
+    "pfselftest",
+    "memory|purge",
+    "memory|malloc-stats",
+    "readonly",
+    "readwrite",
+    "asking",
+];
+
+/// Whether `full` runs on a script's own client ([`ON_LUA_CLIENT`]).
+fn on_lua_client(full: &str) -> bool {
+    full.ends_with("|help") || full.starts_with("cluster|") || ON_LUA_CLIENT.contains(&full)
+}
 
 impl Run<'_, '_> {
     /// A connection command called from a script, written to `out`;
@@ -65,8 +99,41 @@ impl Run<'_, '_> {
                 out.bulk(now.as_secs().to_string().as_bytes());
                 out.bulk(now.subsec_micros().to_string().as_bytes());
             }
-            _ => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
+            full => match (r.spec.exec, on_lua_client(full)) {
+                (Exec::Conn(handler), true) => self.on_lua_client(handler, args, out),
+                _ => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
+            },
         }
         Ok(None)
+    }
+
+    /// Runs a connection command's own handler on a fresh client of the
+    /// script's (its database and protocol), its reply or error in `out`.
+    fn on_lua_client(
+        &mut self,
+        handler: crate::table::ConnHandler,
+        args: Args<'_>,
+        out: &mut Reply,
+    ) {
+        let Some(server) = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade) else {
+            out.error_bytes(format!("-ERR {NOT_SUPPORTED}").as_bytes());
+            return;
+        };
+        let mut client = ClientState {
+            db: self.db,
+            resp3: self.resp3,
+            authenticated: true,
+            ..ClientState::default()
+        };
+        let mut c = ConnCtx {
+            client: &mut client,
+            out,
+            server: &server,
+            home: self.ctx.shard.id,
+            key_shards: &[],
+        };
+        if let Err(e) = handler(&mut c, args) {
+            out.error_bytes(&e.line());
+        }
     }
 }

@@ -1,0 +1,390 @@
+//! Scripts that need every shard (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB,
+//! FLUSHALL, SWAPDB, a whole INFO) when the shards are apart: on other
+//! threads, or co-hosted but not free.
+//!
+//! # Why
+//!
+//! A script that holds every shard runs in place (`in_place`): every
+//! shard co-hosted on its thread and free, each `redis.call` reaching its
+//! shard by a call. With `shard-consolidation no`, or the shards spread
+//! under load, or one of them busy for a moment, that path declines, and
+//! such a script was refused. Redis runs it, and real applications need
+//! it: "delete by pattern" (KEYS, then DEL in the same script), queue
+//! cleanup scripts that SCAN.
+//!
+//! # How
+//!
+//! The transaction layer write-locks *every shard whole*, as a client's
+//! FLUSHALL is locked (`tx`, one round, ascending order after a refusal:
+//! its deadlock and starvation arguments hold unchanged). Once all are
+//! held, one job on the home shard runs the script on the real data
+//! (not copies), with `in_place` reaching the other shards through
+//! [`Reach`]: each call on shard `s` runs on the thread that runs `s`,
+//! by a call when `s` is co-hosted and lendable, else posted to `s` and
+//! run at the top of its next turn while the script's thread waits.
+//! Nothing else runs on any shard meanwhile: plain commands and other
+//! transactions are deferred behind the whole-shard write locks, the
+//! active expiry cycle skips a shard that holds a lock, and the home
+//! shard's own thread is inside the job. So the script is atomic and
+//! isolated as in Redis, without copying a value.
+//!
+//! The lock request goes up front: the first run (wherever its declared
+//! keys put it) is abandoned at its first keyspace call if it could not
+//! hold every shard, its writes taken back (`wide`), and the script runs
+//! again here from the start. After a write that cannot be taken back it
+//! is refused as before (`run::EVERY_SHARD`).
+//!
+//! Rejected: *borrowing* every shard's loop onto the script's thread (the
+//! hub machinery, then the in-place path as it is). Consolidation hands
+//! workers only to a lower thread with room (`MAX_LOOPS`), never to one
+//! that is itself hosted, and a hub gives its adopted workers back before
+//! its own can move: gathering every loop on an arbitrary thread would
+//! need a second hand-off protocol beside the policy's, with its own
+//! waits (a worker in a long turn elsewhere cannot be handed over), and
+//! the in-place path still needs every shard free, which locks, queued
+//! transactions or deferred commands keep them from being under load,
+//! with nothing to queue behind. Locks queue fairly, and the transaction
+//! layer already proves them free of deadlock; the calls across threads
+//! cost a wake-up each, paid only by these scripts.
+//!
+//! # Why it cannot deadlock
+//!
+//! The script's thread waits, inside the job, only for a posted call to
+//! run on shard `s`'s thread. That thread is in one of these states:
+//! - running its loop (alone or as a hub's turn): a posted call sets a
+//!   flag and rings `s`'s doorbell, so its next turn (a hub wakes on any
+//!   of its loops' doorbells) runs the call before anything else;
+//! - inside a long command on another shard's loop (a hub): no command
+//!   that runs on a shard's data can be running, since every shard is
+//!   write-locked by this script (a lock is granted only to a shard with
+//!   no script running: a busy script's passes keep lock requests for its
+//!   shard, see `busy`), and no other script can wait for a thread this
+//!   way (it would need every shard's lock, which this one holds); what
+//!   is left (a connection command such as DEBUG SLEEP) ends by itself;
+//! - co-hosted with the script: `s` is reached by a call, never posted
+//!   (the waiting loop tries the call again at every tick, so a seat the
+//!   watchdog held for a moment is reached the next one);
+//! - moving (consolidation): a worker given back goes to its own thread,
+//!   which runs it at once; a worker handed to a hub runs there from the
+//!   hub's next round. The one case that needs more: `s` handed to the
+//!   very thread that waits (not adopted yet, so not lendable). A hub
+//!   takes no hand-off once its turn has lasted `STUCK` (5 ms), and the
+//!   watchdog gives back a worker left in a hub's inbox past
+//!   `STUCK_ANYWAY` (100 ms); then its own thread runs it;
+//! - stopped at the shutdown gate (a SHUTDOWN while the script runs: the
+//!   other workers park, this one arrives only when the script ends): its
+//!   shard waits there untouched, and the call runs on it from the
+//!   script's thread (`Gate::with_parked`); SHUTDOWN NOSAVE stops the
+//!   script at its next hook call, as any busy script.
+//!
+//! # Cost
+//!
+//! Scripts that never call these commands pay nothing (the first-run
+//! check is the one `run` made before). Each worker's turn reads one flag
+//! (`Reach::serve`). A script here pays a lock round over all `N` shards,
+//! and per call on another thread's shard a doorbell and a wake-up (tens
+//! of microseconds): KEYS over `N` shards is `N - 1` of those. They are
+//! Redis's O(N) commands anyway.
+//!
+//! # Who runs here
+//!
+//! A run that does not hold every shard and calls a keyspace command,
+//! INFO (its keyspace is every shard's), or a key of another database on
+//! a shard it does not hold, is taken back and runs again here, if it can
+//! (nothing published or written that cannot be taken back), unless the
+//! shards it needs are co-hosted and free (then in place, as before).
+//! Inside MULTI/EXEC a script cannot run again: it reaches every shard
+//! only when the block's locks already cover them all (it queues a
+//! keyspace command: `multi` then takes those locks as write locks and
+//! runs each script alone in its segment, through [`apart`]).
+//!
+//! # What differs from Redis
+//!
+//! - Past `busy-reply-threshold` the script is published as any script
+//!   (SCRIPT KILL and FUNCTION KILL from another thread reach it, keyless
+//!   commands get `-BUSY` there) but not taken back (it holds every
+//!   shard under locks), and it holds no one shard: other clients' keyed
+//!   commands wait behind the locks instead of getting `-BUSY`, and the
+//!   clients of its own thread wait for its end, as for a script inside
+//!   MULTI/EXEC (a transaction's job: see `busy`, "Not covered").
+//! - A single call naming keys of two shards (LMOVE a b, a and b apart)
+//!   is refused (`run::NOT_HELD`).
+//! - A script alone in a MULTI/EXEC block, or one that published or made
+//!   a change that cannot be taken back before its first keyspace call,
+//!   is refused (`run::EVERY_SHARD`).
+//! - Its calls on another shard see that shard's clock, which moves on
+//!   between calls (Redis freezes the time for a script).
+//!
+//! # Effects
+//!
+//! - Records (AOF, replicas): those a call makes on another shard move to
+//!   the home shard's outbox right after the call (`Apart::settle`), so
+//!   the script's records are one block in the order they were made,
+//!   which the transaction writes as one MULTI/EXEC (as Redis 7.0).
+//! - Keyspace events move to the home shard after each call, as in place
+//!   (`run::Run::after_call`).
+//! - Blocked clients served, dirty counts and tracking tags: each shard's
+//!   own turn handles them after the call (its drain serves keys made
+//!   ready; invalidations go out untagged with the script's connection).
+
+use engine::Shard;
+use resp::{Args, OwnedArgs, Reply};
+
+use crate::coord::{Coordinator, JobOut, Plan};
+use crate::ctx::{ClientState, ConnCtx, ShardCtx, ThreadStats};
+use crate::error::CmdError;
+use crate::table::ShardHandler;
+use crate::tx::{LockSet, Mode, TxCoord, TxId};
+
+/// Reaches any shard's data from a job on another (implemented by the
+/// runtime, set once in `Ops::reach`).
+pub trait Reach: Send + Sync {
+    /// Runs `f` on shard `s`'s data, with the statistics of the loop that
+    /// runs it, and returns once it ran; called by a job on shard `home`
+    /// whose transaction holds every shard. `f` runs on whichever thread
+    /// runs `s` (the caller waits meanwhile), so it may borrow the
+    /// caller's stack.
+    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard, &ThreadStats));
+    /// At the top of shard `s`'s turn: runs a call posted for it, if any.
+    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats);
+    /// Raised while a call waits for shard `s` (a worker reads it once per
+    /// turn before calling [`Reach::serve`]).
+    fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
+}
+
+/// The marker of a key [`crate::script::run`] names to ask for every
+/// shard ([`marker_keys`]).
+pub(crate) const MARKER: &[u8] = b"\0tessera:every-shard:";
+
+/// A key of each shard but `home`, each starting with [`MARKER`] (names
+/// no client uses): what a run asks for to run again holding every shard.
+pub(crate) fn marker_keys(nshards: usize, home: usize) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Option<Vec<u8>>> = vec![None; nshards];
+    let mut left = nshards - 1;
+    // Bounded: each shard gets a key within a few times `nshards` tries.
+    for i in 0..nshards.saturating_mul(1000) {
+        if left == 0 {
+            break;
+        }
+        let mut k = MARKER.to_vec();
+        k.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+        let s = crate::table::shard_of(&k, nshards);
+        if s != home && keys[s].is_none() {
+            keys[s] = Some(k);
+            left -= 1;
+        }
+    }
+    keys.into_iter().flatten().collect()
+}
+
+/// Whether keys a run asked for include the every-shard marker.
+pub fn asks_every(found: &[Vec<u8>]) -> bool {
+    found.iter().any(|k| k.starts_with(MARKER))
+}
+
+/// Whether the runtime can run such a script (its [`Reach`] is set).
+pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
+    ops.reach.get().is_some()
+}
+
+/// Every shard but `home`, reached through [`Reach`] by a script on
+/// `home` whose transaction write-locks every shard whole (an EXEC's, see
+/// `multi`); `None` where the runtime cannot reach them.
+pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart<'static>> {
+    let reach: &'static dyn Reach = &**ops.reach.get()?;
+    Some(Apart {
+        reach,
+        home,
+        moved: Vec::new(),
+        home_stats: None,
+    })
+}
+
+/// Every shard but the home one, reached through [`Reach`].
+pub(crate) struct Apart<'a> {
+    reach: &'static dyn Reach,
+    home: usize,
+    /// Records calls made on other shards, for the home shard's outbox.
+    moved: Vec<engine::outbox::Chunk>,
+    /// The home loop's statistics, when the script's are its VM's own (a
+    /// script run by this module's job; an EXEC lends its loop's).
+    home_stats: Option<&'a ThreadStats>,
+}
+
+impl crate::script::in_place::Shards for Apart<'_> {
+    fn hold(&mut self, _s: usize) -> bool {
+        // Every shard is write-locked by this script's transaction.
+        true
+    }
+
+    fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
+        let moved = &mut self.moved;
+        self.reach.call(self.home, s, &mut |sh, _| {
+            // Its records go to the home shard (`settle`), in order with
+            // the script's others: one block (MULTI/EXEC) in the AOF.
+            let m = sh.outbox.records_on.then(|| sh.outbox.mark());
+            f(sh);
+            if let Some(c) = m.and_then(|m| sh.outbox.take_since(m)) {
+                moved.push(c);
+            }
+        });
+    }
+
+    fn every(&self) -> bool {
+        true
+    }
+
+    fn settle(&mut self, home: &mut Shard) {
+        for c in self.moved.drain(..) {
+            home.outbox.append(c);
+        }
+    }
+
+    fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&ThreadStats)) {
+        self.reach.call(self.home, s, &mut |_, st| f(st));
+    }
+
+    fn home_stats(&self) -> Option<&ThreadStats> {
+        self.home_stats
+    }
+}
+
+/// What the home job hands back.
+struct Ran {
+    reply: Vec<u8>,
+    failed: Option<CmdError>,
+}
+
+/// The script's run on the home shard, once every shard is locked.
+struct Run {
+    home: usize,
+    handler: ShardHandler,
+    args: OwnedArgs,
+    db: usize,
+    no_touch: bool,
+    databases: usize,
+    max_bulk_len: u64,
+    nshards: usize,
+    client: u64,
+    ops: &'static crate::ops::Ops,
+    caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    started: bool,
+}
+
+impl Coordinator for Run {
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if !self.started {
+            self.started = true;
+            let Some(reach) = self.ops.reach.get() else {
+                return Err(CmdError::err(super::run::EVERY_SHARD));
+            };
+            let reach: &'static dyn Reach = &**reach;
+            let (handler, args, db, home) = (self.handler, self.args.clone(), self.db, self.home);
+            let (no_touch, databases, max_bulk_len) =
+                (self.no_touch, self.databases, self.max_bulk_len);
+            let (nshards, id, ops, caller) =
+                (self.nshards, self.client, self.ops, self.caller.clone());
+            let resp3 = client.resp3;
+            plan.run(home, move |env| {
+                let mut reply = Reply::new(resp3);
+                let mut apart = Apart {
+                    reach,
+                    home,
+                    moved: Vec::new(),
+                    home_stats: Some(&*env.stats),
+                };
+                let mut ctx = ShardCtx {
+                    shard: &mut *env.shard,
+                    db,
+                    out: &mut reply,
+                    no_touch,
+                    databases,
+                    max_bulk_len,
+                    may_block: false,
+                    // Its records join the transaction's (as a job's).
+                    in_tx: true,
+                    nshards,
+                    client: id,
+                    ops,
+                    block: None,
+                    ready: None,
+                    caller,
+                    tracker: None,
+                    in_place: Some(&mut apart),
+                };
+                let res = handler(&mut ctx, args.args());
+                let block = ctx.block.take();
+                let failed = match (res, block) {
+                    (Err(e), _) => Some(e),
+                    // Keys of two shards in one call: refused in `run`
+                    // (no take-back here), so never asked for.
+                    (Ok(()), Some(_)) => Some(CmdError::err(super::run::NOT_HELD)),
+                    (Ok(()), None) => None,
+                };
+                Ran {
+                    reply: reply.as_bytes().to_vec(),
+                    failed,
+                }
+            });
+            return Ok(());
+        }
+        let ran = results
+            .into_iter()
+            .next()
+            .and_then(|r| r.downcast::<Ran>().ok());
+        // INVARIANT: the one job's output.
+        let Some(ran) = ran else {
+            return Err(CmdError::err("script run lost"));
+        };
+        if let Some(e) = ran.failed {
+            return Err(e);
+        }
+        out.raw(&ran.reply);
+        Ok(())
+    }
+}
+
+/// A script (`handler`, the script command's) ready to run again from the
+/// start under whole-shard write locks on every shard ([`Prepared::wrap`]).
+pub(crate) struct Prepared(Box<Run>);
+
+/// Prepares script command `handler` of `ctx`'s client for [`Prepared::wrap`].
+pub(crate) fn prepare(handler: ShardHandler, ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Prepared {
+    let n = ctx.nshards();
+    let (databases, max_bulk_len) = {
+        let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+        (c.databases, c.proto_max_bulk_len)
+    };
+    let run = Run {
+        home: ctx.home,
+        handler,
+        args: args.to_owned(),
+        db: ctx.client.db,
+        no_touch: ctx.client.no_touch,
+        databases,
+        max_bulk_len,
+        nshards: n,
+        client: ctx.client.id,
+        ops: ctx.server.ops,
+        caller: crate::acl::caller(ctx.server, ctx.client),
+        started: false,
+    };
+    Prepared(Box::new(run))
+}
+
+impl Prepared {
+    /// The run under whole-shard write locks on every shard, as
+    /// transaction `tx`.
+    pub(crate) fn wrap(self, tx: TxId) -> Box<dyn Coordinator> {
+        let (home, n) = (self.0.home, self.0.nshards);
+        let mut set = LockSet::default();
+        set.whole(n, Mode::Write);
+        TxCoord::wrap_as(home, self.0, set, tx)
+    }
+}

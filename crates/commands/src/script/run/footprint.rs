@@ -1,0 +1,205 @@
+//! Where a script's call may run and what it may touch: the keys and
+//! shards a run holds (`holds`, `place`, every shard), and what happens
+//! before and after a call's effects (the take-back copies, the pin that
+//! makes a run final, a hop instead, the events and records of a call on
+//! another shard joining the home shard's).
+
+use resp::Args;
+
+use super::super::in_place::on_shard;
+use super::super::undo::Undo;
+use super::Run;
+use crate::ctx::ThreadStats;
+use crate::table::{flags, registry, shard_of};
+
+/// Declared keys a call's key is compared with before its CRC16 (see
+/// `Run::holds`): a longer scan would cost more than the hash.
+const DECLARED_SCAN_MAX: usize = 8;
+
+impl Run<'_, '_> {
+    /// Before a command that may change something, on a run that may still
+    /// be abandoned: on copies only effects outside the data pin it; on a
+    /// real shard, whether the entries it may write must be kept to be put
+    /// back ([`Undo::save`], on the call's shard).
+    pub(super) fn before_effects(
+        &mut self,
+        r: crate::table::Resolved,
+        positions: &[usize],
+    ) -> bool {
+        let writes = r.spec.has(flags::WRITE);
+        if !writes && !r.spec.has(flags::MAY_REPLICATE) {
+            return false;
+        }
+        // PUBLISH (may-replicate, no key), MOVE and COPY (a key of another
+        // database): effects no restart can take back.
+        let name = r.spec.name;
+        // FLUSHALL, FLUSHDB, SWAPDB: pinned where they run, once they hold
+        // every shard (a run that does not yet runs again first).
+        if positions.is_empty() && crate::keys::script::handles(registry().full_name(r.id)) {
+            return false;
+        }
+        if positions.is_empty() || name == "move" || name == "copy" || !writes {
+            if !self.hop_instead() {
+                self.pinned = true;
+            }
+            return false;
+        }
+        !self.scratch
+    }
+
+    /// Before something no take-back undoes ([`Run::before_effects`],
+    /// [`Undo::save`]): a run by a call from another loop is taken back
+    /// (true: `restart` set, the caller raises) to run again as a hop, its
+    /// script marked (`HopMark`). Past the threshold it would stall the
+    /// caller's loop, in whose turn it runs (issue 23 point 5).
+    #[cold]
+    pub(super) fn hop_instead(&mut self) -> bool {
+        if !self.by_call || !self.widen_ok || self.wrote || self.pinned || self.restart {
+            return false;
+        }
+        self.restart = true;
+        self.hop.set();
+        super::super::busy::note_marked();
+        true
+    }
+
+    /// [`Undo::save`] in a call of its own on shard `target` (a command
+    /// that is not a shard command: SORT ... STORE).
+    pub(super) fn save_undo(&mut self, args: Args<'_>, positions: &[usize], target: usize) {
+        let ctx = &mut *self.ctx;
+        let home = ctx.shard.id;
+        let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
+        let too_large = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+            Undo::save(undo, others, home, shard, db, args, positions)
+        });
+        if too_large && !self.hop_instead() {
+            self.wrote = true;
+        }
+    }
+
+    /// Whether this run may touch `key` (of its first database): on a
+    /// shard, its keys; on copies, the declared and gathered ones; in
+    /// place, those of a shard it holds (or can hold now).
+    pub(super) fn holds(&mut self, key: &[u8]) -> bool {
+        if self.scratch {
+            return self.declared.contains(&key) || super::super::wide::held(key) == Some(true);
+        }
+        // A declared key is held (on one shard: its keys' shard): no
+        // CRC16 (~150 instructions a call) for the keys most calls name.
+        if self.declared.len() <= DECLARED_SCAN_MAX && self.declared.contains(&key) {
+            return true;
+        }
+        let s = shard_of(key, self.ctx.nshards);
+        if let Some(shards) = self.ctx.in_place.as_deref_mut() {
+            return s == self.ctx.shard.id || shards.hold(s);
+        }
+        s == self.shard || (self.declared.len() > DECLARED_SCAN_MAX && self.declared.contains(&key))
+    }
+
+    /// In place: the shard a call's keys live on (the home shard for a
+    /// call without keys), if it is one shard and the run holds it.
+    pub(super) fn place(&mut self, args: Args<'_>, positions: &[usize]) -> Option<usize> {
+        let n = self.ctx.nshards;
+        let Some((&first, rest)) = positions.split_first() else {
+            return Some(self.ctx.shard.id);
+        };
+        let s = shard_of(args.get(first), n);
+        if rest.iter().any(|&p| shard_of(args.get(p), n) != s) {
+            return None;
+        }
+        if s == self.ctx.shard.id {
+            return Some(s);
+        }
+        self.ctx.in_place.as_deref_mut()?.hold(s).then_some(s)
+    }
+
+    /// Whether the script holds every shard of the process (pinning the
+    /// co-hosted ones it did not hold yet): with one shard, or in place.
+    pub(super) fn hold_every_shard(&mut self) -> bool {
+        let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
+        if self.scratch {
+            return false;
+        }
+        if n == 1 {
+            return true;
+        }
+        let Some(shards) = self.ctx.in_place.as_deref_mut() else {
+            return false;
+        };
+        (0..n).filter(|&s| s != home).all(|s| shards.hold(s))
+    }
+
+    /// Whether this run can be abandoned to run again from the start
+    /// holding every shard (it wrote nothing it cannot take back, and the
+    /// runtime can reach every shard from here); if so, asks for it (any
+    /// database: the pins and the locks are whole shards).
+    pub(super) fn every_again(&mut self) -> bool {
+        let again = self.widen_ok && !self.wrote && !self.pinned;
+        if !again || (self.scratch && !super::super::every::available(self.ctx.ops)) {
+            return false;
+        }
+        // In place if they are co-hosted and free, else under locks on
+        // every shard (`every`).
+        self.found = super::super::every::marker_keys(self.ctx.nshards, self.ctx.shard.id);
+        true
+    }
+
+    /// After a call on shard `target`, in place: its keyspace events (and,
+    /// under locks, its records: `every`) join the home shard's, so that
+    /// one shard publishes the script's effects in order (see `in_place`).
+    pub(super) fn after_call(&mut self, target: usize) {
+        let ctx = &mut *self.ctx;
+        if target == ctx.shard.id {
+            return;
+        }
+        if let Some(shards) = ctx.in_place.as_deref_mut() {
+            shards.settle(ctx.shard);
+        }
+        if ctx.shard.notify_flags == 0 {
+            return;
+        }
+        let ev = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+            sh.take_events()
+        });
+        if !ev.is_empty() {
+            ctx.shard.emit_events(ev);
+        }
+    }
+
+    /// The shards a server-wide call from the script (INFO, MEMORY STATS)
+    /// reports, each with its loop's statistics when they are known and
+    /// not the script's: every shard when the run holds them all (in
+    /// place, pinned now: such calls are rare in scripts; or under locks),
+    /// else its own shard, or none on gathered copies; and the script's own
+    /// statistics.
+    pub(super) fn visit_shards(&mut self) -> (Box<crate::server::Visit<'_>>, &ThreadStats) {
+        let every = self.ctx.in_place.is_some() && self.hold_every_shard();
+        let (n, scratch) = (self.ctx.nshards, self.scratch);
+        let ctx = &mut *self.ctx;
+        let visit = move |f: &mut dyn FnMut(&engine::Shard, Option<&ThreadStats>)| {
+            if scratch {
+                return;
+            }
+            if !every {
+                return f(ctx.shard, None);
+            }
+            for s in 0..n {
+                if s == ctx.shard.id {
+                    let home = ctx.in_place.as_deref().and_then(|p| p.home_stats());
+                    f(ctx.shard, home);
+                    continue;
+                }
+                // Each other loop's statistics (INFO commandstats and the
+                // like are whole), then its shard's.
+                let mut th: Option<ThreadStats> = None;
+                if let Some(p) = ctx.in_place.as_deref_mut() {
+                    p.with_stats(s, &mut |st| th = Some(st.clone()));
+                }
+                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| {
+                    f(sh, th.as_ref())
+                });
+            }
+        };
+        (Box::new(visit), &self.stats)
+    }
+}
