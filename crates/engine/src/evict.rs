@@ -50,16 +50,9 @@
 //! for one shard only let the others' figures of the old round inflate
 //! its next excess, which evicted far past the limit while it hovered
 //! there. The bytes a shard evicted are its allocator counter's drop over
-//! each deletion (Redis measures `zmalloc_used_memory` the same way; with
-//! `lazyfree-lazy-eviction yes`, Tessera's default, the key's estimated
-//! size, see [`Shard::evict_one`]), and it republishes its counter right
-//! after evicting, before it adds them to the round's figures: the total
-//! the others see and the round's figures then count each freed byte
-//! once. Every such pair of updates is ordered so that a view read
-//! between the two sees an excess smaller than the real one, never larger
-//! (the total lowered before the evictions are added; a round's sums
-//! cleared before the round moves on): too little evicted is made up at
-//! the next check, too much cannot be undone. Each
+//! each deletion (Redis measures `zmalloc_used_memory` the same way), and
+//! it republishes its counter right after evicting: the total the others
+//! see and the round's figures then count each freed byte once. Each
 //! shard does this for itself, on its own keys only, before running a
 //! command (Redis's `performEvictions` in `processCommand`) and from its
 //! cron, so idle shards pay their part within one cron period too.
@@ -96,7 +89,7 @@
 //!   its commands while the other kept its keys (2 shards: 19,849 keys
 //!   evicted against 12,408, hot ones lost), or the others evicted for an
 //!   excess it had freed already. Under the limit this costs nothing
-//!   more; over it, one swap and add per check that evicts anyway.
+//!   more; over it, one swap and add per check, which evicts anyway.
 //!
 //! The error this allows, in either direction: each other shard's figure
 //! is off by at most the bound plus what that shard allocated or freed in
@@ -334,11 +327,11 @@ impl MemShared {
     /// the others do (its counter as published): while the limit is
     /// crossed every shard must judge by the same total. Otherwise the
     /// shard whose thread allocates (a connection's values parsed there,
-    /// its buffers) sees the excess first and alone, evicts one key per
-    /// command while the others see none, and runs out of keys, its most
-    /// used ones last, while the others keep theirs; or the others see a
-    /// figure it has since freed and evict under the limit. Under the
-    /// limit nothing more than [`MemShared::refresh`]'s one load.
+    /// its buffers) sees the excess first and alone, evicts a key before
+    /// each of its commands while the others see none, and runs out of
+    /// keys, its most used ones last, while the others keep theirs; or the
+    /// others see a figure it has since freed and evict under the limit.
+    /// Under the limit nothing more than [`MemShared::refresh`]'s one load.
     pub fn settle(&self, shard: usize, fresh: i64, maxmemory: u64) {
         if self.refresh(shard, fresh, maxmemory) {
             return;
@@ -366,11 +359,6 @@ impl MemShared {
             .get(shard)
             .map_or(0, |p| p.evictable.load(Ordering::Relaxed));
         (self.sums.evictable.load(Ordering::Relaxed) + fresh).saturating_sub(mine)
-    }
-
-    /// The current round of evictions.
-    fn round(&self) -> u64 {
-        self.sums.round.load(Ordering::Relaxed)
     }
 
     /// What `shard` evicted in the current round: (bytes, keys).
@@ -410,27 +398,20 @@ impl MemShared {
     /// if any, ends for every shard (one load when there is none). An
     /// eviction noted on another thread while this runs may land in the
     /// next round's sums: one call's figures at most, gone at its end.
-    ///
-    /// The sums are cleared before the round moves on, never after: a
-    /// shard reading its view in between then sees its own figures of the
-    /// old round against sums of zero (an excess smaller than the real
-    /// one: it frees one key, and more at its next check), where the other
-    /// order showed it the whole old round's evictions on top of a total
-    /// they had already lowered (an excess too large by all of them: on a
-    /// thread preempted there, it evicted far under the limit).
     fn end_round(&self) {
         if self.sums.evicted_keys.load(Ordering::Relaxed) == 0 {
             return;
         }
         let round = self.sums.round.load(Ordering::Relaxed);
-        self.sums.evicted.store(0, Ordering::Relaxed);
-        self.sums.evicted_keys.store(0, Ordering::Relaxed);
-        let _ = self.sums.round.compare_exchange(
-            round,
-            round + 1,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        if self
+            .sums
+            .round
+            .compare_exchange(round, round + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.sums.evicted.store(0, Ordering::Relaxed);
+            self.sums.evicted_keys.store(0, Ordering::Relaxed);
+        }
     }
 
     fn publish(&self, shard: usize, n: u64) {
@@ -754,24 +735,24 @@ impl Shard {
     }
 
     fn evict_for(&mut self, view: MemView, limit: Option<u64>) -> Outcome {
-        let round = self.evict.shared.as_deref().map(MemShared::round);
-        let mut noted = (0, 0);
-        let (out, freed, keys) = self.evict_bytes(view, limit, round, &mut noted);
-        if keys != noted.1 {
-            self.account(round, freed - noted.0, keys - noted.1);
+        let (out, freed, keys) = self.evict_bytes(view, limit);
+        if keys != 0 {
+            if let Some(s) = &self.evict.shared {
+                s.note_evicted(self.id, freed, keys);
+                // At once, not past the publishing bound: the others' next
+                // views count what was freed here in the total, as the
+                // round's sums count it in what was evicted (the two would
+                // otherwise count it twice, and the shares be of an
+                // excess larger than the real one).
+                s.publish_used(Some(self.id), crate::alloc::shard_used(self.id) as i64);
+            }
         }
         out
     }
 
     /// Evicts this shard's share; the outcome, the bytes freed and the
-    /// keys evicted (of which `noted` were accounted for already).
-    fn evict_bytes(
-        &mut self,
-        view: MemView,
-        limit: Option<u64>,
-        round: Option<u64>,
-        noted: &mut (u64, u64),
-    ) -> (Outcome, u64, u64) {
+    /// keys evicted.
+    fn evict_bytes(&mut self, view: MemView, limit: Option<u64>) -> (Outcome, u64, u64) {
         let to_free = view.to_free(self.evict.maxmemory);
         if to_free == 0 {
             return (Outcome::Ok, 0, 0);
@@ -789,11 +770,6 @@ impl Shard {
             }
             keys += 1;
             if keys.is_multiple_of(16) {
-                let done = self.account(round, freed - noted.0, keys - noted.1);
-                *noted = (freed, keys);
-                if done {
-                    return (Outcome::Ok, freed, keys);
-                }
                 if let Some(l) = limit {
                     if start.elapsed().as_micros() as u64 > l {
                         return (Outcome::Running, freed, keys);
@@ -802,41 +778,6 @@ impl Shard {
             }
         }
         (Outcome::Ok, freed, keys)
-    }
-
-    /// Accounts for `bytes` and `keys` just evicted in round `round` (as
-    /// it was when the call began), after every 16 keys and at the end of
-    /// a call; true if the share need not be finished: the total is back
-    /// under the limit, or another shard saw it so (the round ended).
-    ///
-    /// The counter is published at once, not past the publishing bound:
-    /// the others' next views count what was freed here in the total, as
-    /// the round's sums count it in what was evicted (the two would
-    /// otherwise count it twice, and the shares be of an excess larger
-    /// than the real one). The total first: a view read between the two
-    /// sees an excess smaller than the real one (it evicts less, and more
-    /// later), never larger (evicted past the limit, for good). Evictions
-    /// of a round that ended meanwhile are not added to the next one's
-    /// figures: the total that ended it counted them already.
-    ///
-    /// The recheck every 16 keys is Redis's (one keyspace, it stops where
-    /// the limit is met): a share is computed once per call from figures
-    /// that may lag (the others' counters and key counts as last
-    /// published: after a fill without a limit, a cron period old) and
-    /// one call may free all of it (the cron's budget is 25 ms); two
-    /// shards that each counted 55 % of the keys as theirs stopped at 0.91
-    /// of the limit. A swap and a few loads per 16 keys evicted.
-    fn account(&self, round: Option<u64>, bytes: u64, keys: u64) -> bool {
-        let (Some(s), Some(round)) = (self.evict.shared.as_deref(), round) else {
-            return false;
-        };
-        let fresh = crate::alloc::shard_used(self.id) as i64;
-        s.publish_used(Some(self.id), fresh);
-        if s.round() != round {
-            return true;
-        }
-        s.note_evicted(self.id, bytes, keys);
-        s.seen_total(self.id, fresh) <= self.evict.maxmemory
     }
 
     /// Evicts the best key under the policy; the bytes that freed, or
@@ -1237,39 +1178,6 @@ mod tests {
             evicted_keys_sum: 10,
         };
         assert_eq!(a_again.to_free(800), 1, "at least one key");
-    }
-
-    #[test]
-    fn a_share_stops_once_the_total_is_back_under_the_limit() {
-        // A share computed from stale figures (a view far over the limit)
-        // while the total, as published now, is under it: the shard stops
-        // at the first recheck, 16 keys in, and counts them in the round.
-        let max = 1u64 << 30;
-        let m = Arc::new(MemShared::new(2));
-        m.set_limit(max, Policy::AllkeysRandom);
-        m.publish_used(Some(1), (max - 100_000) as i64);
-        let mut sh = shard(Policy::AllkeysRandom);
-        sh.evict.configure(max, Policy::AllkeysRandom, 5, 100);
-        sh.evict.shared = Some(m.clone());
-        for i in 0..100 {
-            sh.store(0, format!("k{i}").as_bytes(), v(), 0);
-        }
-        let stale = MemView {
-            total: max + (1 << 20),
-            keys_mine: 100,
-            keys_sum: 100,
-            nshards: 2,
-            ..view(0)
-        };
-        assert_eq!(sh.evict_for(stale, None), Outcome::Ok);
-        assert_eq!(sh.key_count(), 84);
-        assert_eq!(m.evicted_in_round(0).1, 16);
-        // Evictions of a round that ended meanwhile (another shard saw
-        // the total under the limit) are not carried into the next one.
-        m.end_round();
-        assert!(sh.account(Some(m.round() - 1), 1_000, 1));
-        assert_eq!(m.evicted_in_round(0), (0, 0));
-        assert_eq!(m.sums.evicted_keys.load(Ordering::Relaxed), 0);
     }
 
     #[test]
