@@ -27,7 +27,15 @@
 //! the limit (a hot shard borrows what idle shards do not use). When the
 //! total `T` exceeds `maxmemory`, the excess is shared out by the keys the
 //! policy may evict: shard `i` frees `excess × keys_i / Σ keys_j` bytes
-//! (`excess / nshards` each when no shard has any), and at least one key.
+//! (`excess / nshards` each when no shard has any). Once its share is
+//! freed and the total is still over (writes keep coming), one more key
+//! per check, but only while its part of the round's evicted keys is
+//! within its part of the keys (one key of slack): a shard that is ahead
+//! leaves the next keys to the others, which see the same total (see
+//! [`MemShared::settle`]) and evict at their next command or cron tick.
+//! Before, every check over the limit evicted a key, and the shard that
+//! checked most (the one whose thread parses a client's pipeline)
+//! evicted twice as many keys as the other, its hot ones at the end.
 //! Keys spread over the shards by hash, so every shard evicts about the
 //! same part of its keys, its least used ones, as Redis's single pool
 //! would across the keyspace. Not by the shards' allocator counters: those
@@ -37,8 +45,8 @@
 //! at 16 shards, and a shard whose counter held more than its keys evicted
 //! every one of them, its most used too, while the others kept theirs. The
 //! cost of counting keys: a shard of few big values among shards of many
-//! small ones frees less than its bytes' part (it still frees at least one
-//! key per check, and the total still reaches the limit).
+//! small ones frees less than its bytes' part (the others free more,
+//! and the total still reaches the limit).
 //!
 //! Rounds: the shares are of the excess and the key counts as they were
 //! when the current round of evictions began (what each shard evicted in
@@ -488,8 +496,9 @@ impl MemView {
     }
 
     /// Bytes this shard must free (0 when under `maxmemory`): its share of
-    /// the excess, less what it already evicted in this round, at least
-    /// one key's worth.
+    /// the excess, less what it already evicted in this round; once that
+    /// is done, one key's worth while its part of the round's evicted
+    /// keys is within its part of the keys plus one (see the module doc).
     ///
     /// The share is by keys the policy may evict, not by the allocator's
     /// per-shard counters: those are off by what moves between threads
@@ -517,7 +526,16 @@ impl MemView {
         let share = (excess * mine.min(sum))
             .checked_div(sum)
             .unwrap_or(excess / self.nshards.max(1) as u128);
-        (share as u64).saturating_sub(self.evicted_mine).max(1)
+        let left = (share as u64).saturating_sub(self.evicted_mine);
+        if left > 0 {
+            return left;
+        }
+        // Share done, total still over: one more key while this shard's
+        // part of the round's evicted keys is within its part of the keys.
+        let fair = (u128::from(self.evicted_keys_sum) * mine.min(sum))
+            .checked_div(sum)
+            .unwrap_or(u128::MAX);
+        u64::from(u128::from(self.evicted_keys_mine) <= fair + 1)
     }
 }
 
@@ -1177,7 +1195,30 @@ mod tests {
             evicted_keys_mine: 10,
             evicted_keys_sum: 10,
         };
-        assert_eq!(a_again.to_free(800), 1, "at least one key");
+        // A did its part and B none of it yet: A frees nothing more (B,
+        // which sees the same total, takes its share at its next check).
+        assert_eq!(a_again.to_free(800), 0, "A's part is done");
+        // Both did their part and the total is still over (writes came
+        // in): one key each per check, in turn.
+        let both = MemView {
+            total: 850,
+            keys_mine: 40,
+            keys_sum: 80,
+            evicted_sum: 200,
+            evicted_keys_sum: 20,
+            ..a_again
+        };
+        assert_eq!(both.to_free(800), 125 - 100);
+        let over = MemView {
+            evicted_mine: 200,
+            ..both
+        };
+        assert_eq!(over.to_free(800), 1, "one more key");
+        let ahead = MemView {
+            evicted_keys_mine: 12,
+            ..over
+        };
+        assert_eq!(ahead.to_free(800), 0, "two keys ahead of its part");
     }
 
     #[test]
