@@ -355,7 +355,10 @@ fn execute(
         let abandoned = run.restart || !run.found.is_empty();
         if let Some(j) = run.journal.take() {
             if abandoned {
-                j.take_back(&mut run.stats);
+                let ctx = &mut *run.ctx;
+                j.take_back(&mut run.stats, |s, f| {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
+                });
             } else {
                 j.keep(run.ctx.ops);
             }
@@ -1211,11 +1214,15 @@ impl Run<'_, '_> {
                 let ctx = &mut *self.ctx;
                 let home = ctx.shard.id;
                 let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
+                let journal = &mut self.journal;
                 let mut too_large = false;
                 // By a call, a write no take-back undoes does not run: the
                 // run is taken back first (see `hop_instead`).
                 let hop_first = self.by_call && !self.wrote;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+                    if let Some(j) = journal {
+                        j.note_shard(shard);
+                    }
                     if save {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
                         if too_large && hop_first {

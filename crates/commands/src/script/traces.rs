@@ -1,7 +1,8 @@
 //! What a script run leaves besides data, held back while the run may
 //! still be taken back: its calls' statistics (INFO commandstats,
-//! errorstats, latencystats, total_commands_processed and
-//! total_error_replies), their MONITOR lines, their SLOWLOG entries and
+//! errorstats, latencystats, total_commands_processed,
+//! total_error_replies, and each shard's keyspace_hits and
+//! keyspace_misses), their MONITOR lines, their SLOWLOG entries and
 //! its `redis.log` lines.
 //!
 //! A run that may be abandoned and run again (`wide`, `in_place`,
@@ -49,6 +50,9 @@ pub(crate) struct Journal {
     unexpected_error_replies: u64,
     /// Each error code's count, in `ThreadStats::errors`' order.
     errors: Vec<u64>,
+    /// Each shard its calls ran on, with its keyspace hits and misses
+    /// before the first (keys it expired stay expired: their count too).
+    shards: Vec<(usize, u64, u64)>,
 }
 
 /// A trace held until the run completes.
@@ -83,6 +87,7 @@ impl Journal {
                 total_error_replies: 0,
                 unexpected_error_replies: 0,
                 errors: Vec::new(),
+                shards: Vec::new(),
             })
         });
         j.total_commands = stats.total_commands;
@@ -111,6 +116,16 @@ impl Journal {
         }
     }
 
+    /// Before a call on `shard` (a shard command's).
+    #[inline]
+    pub(crate) fn note_shard(&mut self, shard: &engine::Shard) {
+        if !self.shards.iter().any(|&(id, ..)| id == shard.id) {
+            let st = &shard.stats;
+            self.shards
+                .push((shard.id, st.keyspace_hits, st.keyspace_misses));
+        }
+    }
+
     /// The run completed: its records stand, its held traces go out.
     pub(crate) fn keep(self: Box<Self>, ops: &crate::ops::Ops) {
         HOLDING.with(|h| h.set(false));
@@ -118,9 +133,20 @@ impl Journal {
         self.reset();
     }
 
-    /// The run was abandoned: `stats` as before it, its held traces
-    /// dropped.
-    pub(crate) fn take_back(self: Box<Self>, stats: &mut ThreadStats) {
+    /// The run was abandoned: `stats`, and each shard's keyspace hits and
+    /// misses (`on` runs its argument on a shard, by id), as before it;
+    /// its held traces dropped.
+    pub(crate) fn take_back(
+        self: Box<Self>,
+        stats: &mut ThreadStats,
+        mut on: impl FnMut(usize, &mut dyn FnMut(&mut engine::Shard)),
+    ) {
+        for &(id, hits, misses) in &self.shards {
+            on(id, &mut |sh| {
+                sh.stats.keyspace_hits = hits;
+                sh.stats.keyspace_misses = misses;
+            });
+        }
         HOLDING.with(|h| h.set(false));
         HELD.with(|h| h.borrow_mut().clear());
         // Latest first: each entry's counters are those before its call,
@@ -160,6 +186,7 @@ impl Journal {
             }
         }
         self.calls.clear();
+        self.shards.clear();
         if self.calls.capacity() > CALLS_MAX * 2 {
             self.calls.shrink_to(CALLS_MAX);
         }
@@ -274,7 +301,7 @@ mod tests {
         stats.histogram(5).record(2000);
         stats.count_error(b"ERR again");
         stats.count_error(b"WRONGTYPE new");
-        j.take_back(&mut stats);
+        j.take_back(&mut stats, |_, _| {});
         assert_eq!(stats.cmd[3].calls, before.cmd[3].calls);
         assert_eq!(stats.cmd[3].usec, before.cmd[3].usec);
         assert_eq!(stats.cmd[3].failed_calls, 0);
@@ -304,7 +331,7 @@ mod tests {
         j.note(&stats, 2);
         stats.cmd[2].calls += 1;
         assert_eq!(j.calls.len(), CALLS_MAX + 1);
-        j.take_back(&mut stats);
+        j.take_back(&mut stats, |_, _| {});
         assert_eq!((stats.cmd[1].calls, stats.cmd[1].usec), (0, 0));
         assert_eq!(stats.cmd[2].calls, 0);
     }
@@ -317,7 +344,7 @@ mod tests {
         assert_eq!(hold_monitor(b"y".to_vec()), None);
         assert!(hold_log(false, "line"));
         let mut stats = stats;
-        j.take_back(&mut stats);
+        j.take_back(&mut stats, |_, _| {});
         assert!(HELD.with(|h| h.borrow().is_empty()));
         assert!(!hold_log(false, "line"));
     }
