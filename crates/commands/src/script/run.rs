@@ -300,7 +300,7 @@ fn execute(
         // hop; and before anything no take-back undoes.
         let restartable = (in_place && !every) || by_call;
         // What it records is taken back with it (see `traces`).
-        let journal = (widen_ok || restartable).then(|| Journal::begin(&stats));
+        let journal = (widen_ok || restartable).then(|| Journal::begin(&stats, vm.journal.take()));
         let run = Run {
             db: ctx.db,
             orig_db: ctx.db,
@@ -354,14 +354,14 @@ fn execute(
         }
         let abandoned = run.restart || !run.found.is_empty();
         if let Some(j) = run.journal.take() {
-            if abandoned {
+            vm.journal = Some(if abandoned {
                 let ctx = &mut *run.ctx;
                 j.take_back(&mut run.stats, |s, f| {
                     on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
-                });
+                })
             } else {
-                j.keep(run.ctx.ops);
-            }
+                j.keep(run.ctx.ops)
+            });
         }
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;

@@ -68,8 +68,6 @@ enum Held {
 }
 
 thread_local! {
-    /// The journal of the thread's last run, kept for its buffers.
-    static SPARE: RefCell<Option<Box<Journal>>> = const { RefCell::new(None) };
     /// Whether the running script may be taken back: its traces are held.
     static HOLDING: Cell<bool> = const { Cell::new(false) };
     static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
@@ -77,9 +75,10 @@ thread_local! {
 
 impl Journal {
     /// Starts the journal of a run that may be abandoned, `stats` being
-    /// what its calls record into; its traces are held from now on.
-    pub(crate) fn begin(stats: &ThreadStats) -> Box<Journal> {
-        let mut j = SPARE.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
+    /// what its calls record into, in `spare` (an earlier run's, emptied)
+    /// if given; its traces are held from now on.
+    pub(crate) fn begin(stats: &ThreadStats, spare: Option<Box<Journal>>) -> Box<Journal> {
+        let mut j = spare.unwrap_or_else(|| {
             Box::new(Journal {
                 calls: Vec::with_capacity(16),
                 seen: Vec::new(),
@@ -127,10 +126,11 @@ impl Journal {
     }
 
     /// The run completed: its records stand, its held traces go out.
-    pub(crate) fn keep(self: Box<Self>, ops: &crate::ops::Ops) {
+    /// Returns the journal emptied, for the next run.
+    pub(crate) fn keep(self: Box<Self>, ops: &crate::ops::Ops) -> Box<Journal> {
         HOLDING.with(|h| h.set(false));
         send_held(ops);
-        self.reset();
+        self.reset()
     }
 
     /// The run was abandoned: `stats`, and each shard's keyspace hits and
@@ -140,7 +140,7 @@ impl Journal {
         self: Box<Self>,
         stats: &mut ThreadStats,
         mut on: impl FnMut(usize, &mut dyn FnMut(&mut engine::Shard)),
-    ) {
+    ) -> Box<Journal> {
         for &(id, hits, misses) in &self.shards {
             on(id, &mut |sh| {
                 sh.stats.keyspace_hits = hits;
@@ -175,11 +175,11 @@ impl Journal {
         for (e, &n) in stats.errors.iter_mut().zip(&self.errors) {
             e.1 = n;
         }
-        self.reset();
+        self.reset()
     }
 
-    /// Emptied and kept for the thread's next run.
-    fn reset(mut self: Box<Self>) {
+    /// Emptied for the next run.
+    fn reset(mut self: Box<Self>) -> Box<Journal> {
         for &(id, _) in &self.calls {
             if let Some(w) = self.seen.get_mut(id / 64) {
                 *w = 0;
@@ -190,7 +190,7 @@ impl Journal {
         if self.calls.capacity() > CALLS_MAX * 2 {
             self.calls.shrink_to(CALLS_MAX);
         }
-        SPARE.with(|s| *s.borrow_mut() = Some(self));
+        self
     }
 }
 
@@ -283,7 +283,7 @@ mod tests {
         stats.cmd[3].usec = 50;
         stats.histogram(3).record(10_000);
         let before = stats.clone();
-        let j = Journal::begin(&stats);
+        let j = Journal::begin(&stats, None);
         let mut j = j;
         for us in [7u64, 9] {
             j.note(&stats, 3);
@@ -301,7 +301,7 @@ mod tests {
         stats.histogram(5).record(2000);
         stats.count_error(b"ERR again");
         stats.count_error(b"WRONGTYPE new");
-        j.take_back(&mut stats, |_, _| {});
+        let spare = j.take_back(&mut stats, |_, _| {});
         assert_eq!(stats.cmd[3].calls, before.cmd[3].calls);
         assert_eq!(stats.cmd[3].usec, before.cmd[3].usec);
         assert_eq!(stats.cmd[3].failed_calls, 0);
@@ -314,15 +314,15 @@ mod tests {
         assert_eq!(h.percentile(100.0) / 1000, 10);
         assert!(stats.hist[5].is_none(), "no histogram without a call");
         // The spare journal starts clean.
-        let j = Journal::begin(&stats);
+        let j = Journal::begin(&stats, Some(spare));
         assert!(j.calls.is_empty() && j.seen.iter().all(|&w| w == 0));
-        j.keep(crate::ops::Ops::leak(&config::Config::default()));
+        let _ = j.keep(crate::ops::Ops::leak(&config::Config::default()));
     }
 
     #[test]
     fn past_calls_max_counters_stay_exact() {
         let mut stats = ThreadStats::default();
-        let mut j = Journal::begin(&stats);
+        let mut j = Journal::begin(&stats, None);
         for _ in 0..CALLS_MAX + 10 {
             j.note(&stats, 1);
             stats.cmd[1].calls += 1;
@@ -331,7 +331,7 @@ mod tests {
         j.note(&stats, 2);
         stats.cmd[2].calls += 1;
         assert_eq!(j.calls.len(), CALLS_MAX + 1);
-        j.take_back(&mut stats, |_, _| {});
+        let _ = j.take_back(&mut stats, |_, _| {});
         assert_eq!((stats.cmd[1].calls, stats.cmd[1].usec), (0, 0));
         assert_eq!(stats.cmd[2].calls, 0);
     }
@@ -340,11 +340,11 @@ mod tests {
     fn traces_held_only_while_a_run_may_be_taken_back() {
         assert_eq!(hold_monitor(b"x".to_vec()), Some(b"x".to_vec()));
         let stats = ThreadStats::default();
-        let j = Journal::begin(&stats);
+        let j = Journal::begin(&stats, None);
         assert_eq!(hold_monitor(b"y".to_vec()), None);
         assert!(hold_log(false, "line"));
         let mut stats = stats;
-        j.take_back(&mut stats, |_, _| {});
+        let _ = j.take_back(&mut stats, |_, _| {});
         assert!(HELD.with(|h| h.borrow().is_empty()));
         assert!(!hold_log(false, "line"));
     }
