@@ -530,3 +530,60 @@ fn every_command_of_exec_counts() {
         );
     }
 }
+
+/// WATCH of a key that is logically expired but not deleted yet (active
+/// expiry off: DEBUG SET-ACTIVE-EXPIRE 0), as Redis 7.0.15's
+/// `watchedKey.expired`: its deletion (a read that finds it expired, a
+/// DEL) is no change, writing it again is one, before or after the
+/// deletion. With active expiry on, whether the key was deleted before the
+/// WATCH depended on the cron (tests/diff/multi.txt's "creating it again"
+/// line failed when it had not run).
+#[test]
+fn watching_an_expired_key_sees_it_written_again_not_deleted() {
+    let layouts: &[common::Layout] = if common::testing_real_redis() {
+        &common::LAYOUTS[..1]
+    } else {
+        &common::LAYOUTS
+    };
+    for l in layouts {
+        let srv = l.tessera(&["--enable-debug-command", "yes"]);
+        let (mut a, mut b) = (srv.raw(), srv.raw());
+        assert_eq!(a.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+        let keys = keys_across_shards("wx:", 4);
+        for k in &keys {
+            assert_eq!(a.cmd_str(&["SET", k, "v", "PX", "1"]), b"+OK\r\n");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let cases: [(&[&[&str]], &[u8]); 4] = [
+            // Written again while still there: a change.
+            (&[&["SET", "{k}", "new"]], b"*-1\r\n"),
+            // Deleted by a read that found it expired: none.
+            (&[&["GET", "{k}"]], b"*1\r\n+PONG\r\n"),
+            // Deleted, then written again: a change.
+            (&[&["GET", "{k}"], &["SET", "{k}", "x"]], b"*-1\r\n"),
+            // A DEL of it (deletes nothing logically): none.
+            (&[&["DEL", "{k}"]], b"*1\r\n+PONG\r\n"),
+        ];
+        for ((others, want), k) in cases.iter().zip(&keys) {
+            assert_eq!(a.cmd_str(&["WATCH", k]), b"+OK\r\n");
+            for cmd in *others {
+                let cmd: Vec<&str> = cmd
+                    .iter()
+                    .map(|x| if *x == "{k}" { k.as_str() } else { x })
+                    .collect();
+                b.cmd_str(&cmd);
+            }
+            assert_eq!(a.cmd_str(&["MULTI"]), b"+OK\r\n");
+            assert_eq!(a.cmd_str(&["PING"]), b"+QUEUED\r\n");
+            assert_eq!(a.cmd_str(&["EXEC"]), *want, "{l}: {others:?} on {k}");
+        }
+        // Refused where the option does not allow it (Redis's default).
+        let plain = l.tessera(&[]);
+        let r = plain.raw().cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        assert!(
+            r.starts_with(b"-ERR DEBUG command not allowed. If the enable-debug-command option"),
+            "{}",
+            escape(&r, 200)
+        );
+    }
+}

@@ -8,6 +8,8 @@
 //! while out of memory is refused as "not allowed inside a transaction",
 //! not as OOM). The order:
 //!
+//! 0. a protected command (DEBUG) that `enable-debug-command` does not
+//!    allow this client;
 //! 1. authentication (NOAUTH);
 //! 2. a `no-multi` command inside MULTI;
 //! 3. ACL (NOPERM);
@@ -81,6 +83,11 @@ fn refusal(
 ) -> Option<CmdError> {
     let spec = r.spec;
     let server = ctx.server;
+    if spec.has(flags::PROTECTED) {
+        if let Some(e) = protected_refusal(ctx) {
+            return Some(e);
+        }
+    }
     // Redis's authRequired: the default user may have become nopass since
     // this client connected.
     if !ctx.client.authenticated && !spec.has(flags::NO_AUTH) && !server.acl.default_open() {
@@ -244,6 +251,29 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
             _ => false,
         };
     (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
+}
+
+/// DEBUG (the one protected command here) for a client that
+/// `enable-debug-command` does not allow: Redis's refusal, before any
+/// other check. Local: a unix socket or a loopback peer.
+#[cold]
+fn protected_refusal(ctx: &ConnCtx<'_>) -> Option<CmdError> {
+    let allowed = {
+        let cfg = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
+        cfg.enable_debug_command
+    };
+    let c = &ctx.client;
+    let local = c.unix
+        || ["127.0.0.1:", "::1:", "[::1]:"]
+            .iter()
+            .any(|p| c.addr.starts_with(p));
+    (!allowed.allows(local)).then(|| {
+        CmdError::err(
+            "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+             you can run it from a local connection, otherwise you need to set this option in \
+             the configuration file, and then restart the server.",
+        )
+    })
 }
 
 /// `replica-ignore-disk-write-errors` (read only while a disk error

@@ -82,6 +82,12 @@ pub fn slowlog(
     label: Option<crate::ops::slowlog::Label>,
 ) {
     let name = crate::table::registry().full_name(r.id);
+    // A script's call, held while its run may be taken back.
+    if client == crate::ops::slowlog::SCRIPT_CLIENT
+        && crate::script::traces::hold_slow(name, args, us, client)
+    {
+        return;
+    }
     ops.slowlog.push(name, args, us, client, label);
 }
 

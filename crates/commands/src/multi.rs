@@ -203,15 +203,13 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         }
         let flag = w.flag.clone();
         plan.run(s, move |env: &mut ShardEnv<'_>| {
-            // Redis's WATCH does not expire keys, and a key that is
-            // already logically expired does not doom the transaction
-            // when it is deleted later.
+            // Redis's WATCH does not expire keys; a key that is already
+            // logically expired does not doom the transaction when it is
+            // deleted later, but does when it is written again.
             let now = env.shard.now_ms;
             let d = &mut env.shard.dbs[db];
             for k in &keys {
-                if !d.get(k).is_some_and(|e| d.is_expired(k, e, now)) {
-                    d.watch(k, &flag);
-                }
+                d.watch_key(k, &flag, now);
             }
         });
     }

@@ -225,6 +225,18 @@ fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             std::thread::sleep(d);
         }
         c.out.ok();
+    } else if eq_ic(sub, "set-active-expire") && args.len() == 3 {
+        // Redis's atoi: anything but a number starting with a non-zero
+        // digit turns it off.
+        let on = resp::string2ll(args.get(2)).is_some_and(|n| n != 0)
+            || args
+                .get(2)
+                .first()
+                .is_some_and(|b| (b'1'..=b'9').contains(b));
+        let ops = c.server.ops;
+        ops.active_expire
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        c.out.ok();
     } else {
         return Err(CmdError::err_echo(
             "unknown subcommand or wrong number of arguments for '",
@@ -1004,9 +1016,32 @@ mod tests {
         assert_eq!(t.run(&["LASTSAVE"]), ":1234\r\n");
     }
 
+    /// DEBUG only where `enable-debug-command` allows it (Redis 7's
+    /// default `no`; `local`: unix sockets and loopback peers).
+    #[test]
+    fn debug_is_refused_unless_enabled() {
+        use config::ProtectedAction;
+        let refused = "-ERR DEBUG command not allowed. If the enable-debug-command option is set \
+             to \"local\", you can run it from a local connection, otherwise you need to set this \
+             option in the configuration file, and then restart the server.\r\n";
+        let mut t = TestServer::new(1);
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), refused);
+        t.server.config.write().unwrap().enable_debug_command = ProtectedAction::Local;
+        t.client.addr = "10.0.0.1:5000".into();
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), refused);
+        for local in ["127.0.0.1:5000", "[::1]:5000"] {
+            t.client.addr = local.into();
+            assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), "+OK\r\n");
+        }
+        t.client.addr = "10.0.0.1:5000".into();
+        t.client.unix = true;
+        assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), "+OK\r\n");
+    }
+
     #[test]
     fn debug() {
         let mut t = TestServer::new(1);
+        t.server.config.write().unwrap().enable_debug_command = config::ProtectedAction::Yes;
         assert_eq!(t.run(&["DEBUG", "SLEEP", "0"]), "+OK\r\n");
         assert_eq!(t.run(&["DEBUG", "sleep", "x"]), "+OK\r\n");
         assert_eq!(t.run(&["DEBUG", "SLEEP", "-1"]), "+OK\r\n");

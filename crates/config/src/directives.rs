@@ -25,7 +25,7 @@ use ds::string2ll;
 use crate::parse::{memtoull, strtoll, strtoll_int, strtoll_octal};
 use crate::{
     cpulist, format_percentile, AppendFsync, Config, LogLevel, MaxmemoryPolicy, ObufClass,
-    ObufLimit, TlsAuthClients, MAX_DATABASES, MAX_SHARDS,
+    ObufLimit, ProtectedAction, TlsAuthClients, MAX_DATABASES, MAX_SHARDS,
 };
 
 /// Redis's `CONFIG_BINDADDR_MAX`.
@@ -432,6 +432,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("timeout",                  Mutable,   int!(timeout_s: u64, 0, I32_MAX, 0)),
     d("tcp-keepalive",            Mutable,   int!(tcp_keepalive_s: u64, 0, I32_MAX, 300)),
     d("protected-mode",           Mutable,   yes_no!(protected_mode, true)),
+    d("enable-debug-command",     Immutable, one_of!(enable_debug_command: ProtectedAction, No)),
     d("loglevel",                 Mutable,   one_of!(loglevel: LogLevel, Notice)),
     d("logfile",                  Immutable, path!(logfile)),
     d("proto-max-bulk-len",       Mutable,   memory!(proto_max_bulk_len, MIB, I64_MAX, 512 * MIB)),

@@ -136,6 +136,28 @@ impl LogLevel {
     }
 }
 
+/// Who may use a protected action (`enable-debug-command`): nobody, every
+/// client, or local clients (loopback and unix sockets) only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ProtectedAction {
+    No,
+    Yes,
+    Local,
+}
+
+impl ProtectedAction {
+    /// In declaration order; `ALL[i] as usize == i` and `NAMES[i]` is its name.
+    pub const ALL: [ProtectedAction; 3] = [Self::No, Self::Yes, Self::Local];
+    const NAMES: &'static [&'static str] = &["no", "yes", "local"];
+
+    /// Whether a client (`local`: on a loopback address or a unix socket)
+    /// may use the action (Redis's `allowProtectedAction`).
+    pub fn allows(self, local: bool) -> bool {
+        self == Self::Yes || (self == Self::Local && local)
+    }
+}
+
 /// What to do when `maxmemory` is reached (`maxmemory-policy`). Order is Redis's, so the
 /// "must be one of" error lists the names as Redis does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -276,6 +298,8 @@ pub struct Config {
     pub protected_mode: bool,
     /// `loglevel`.
     pub loglevel: LogLevel,
+    /// `enable-debug-command`: who may run DEBUG (Redis 7's default `no`).
+    pub enable_debug_command: ProtectedAction,
     /// `logfile`: `None` = stdout.
     pub logfile: Option<PathBuf>,
     /// `proto-max-bulk-len`: largest bulk string accepted from a client.
@@ -619,6 +643,7 @@ impl Config {
             tcp_keepalive_s: 0,
             protected_mode: false,
             loglevel: LogLevel::Debug,
+            enable_debug_command: ProtectedAction::No,
             logfile: None,
             proto_max_bulk_len: 0,
             client_query_buffer_limit: 0,

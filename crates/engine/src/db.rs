@@ -51,6 +51,16 @@ pub(crate) fn deadline(volatile: &Dict<TinyBytes, u64>, key: &[u8], e: &Meta) ->
 /// connection, shared with the shards that hold its keys.
 pub type WatchFlag = Arc<AtomicBool>;
 
+/// One connection watching one key: its flag, and whether the key was
+/// logically expired (not deleted yet) when it was watched. Such a key's
+/// deletion is no change; the watcher then watches it as absent, so
+/// writing it again is one (Redis's `watchedKey.expired`).
+#[derive(Debug)]
+struct Watcher {
+    flag: Weak<AtomicBool>,
+    expired: bool,
+}
+
 /// A map that is nearly always empty (a database's watched and blocked-on
 /// keys), kept out of line: one pointer, `None` while the map is empty, so
 /// the check every write makes (is anything watched, is a client
@@ -164,7 +174,7 @@ pub struct Db {
     /// `signalModifiedKey`); a signalled key's watchers are forgotten, as
     /// their transaction is doomed. Weak: a watcher that went away (UNWATCH,
     /// EXEC, disconnect) costs nothing until [`Db::prune_watches`].
-    watched: Rare<Vec<Weak<AtomicBool>>>,
+    watched: Rare<Vec<Watcher>>,
     /// The keys: one node per key (see [`crate::node`]).
     pub(crate) table: RawDict<KeyNode>,
     /// The deadline (Unix ms) of every key with a TTL.
@@ -329,9 +339,27 @@ impl Db {
 
     /// Registers `flag` to be set when `key` changes.
     pub fn watch(&mut self, key: &[u8], flag: &WatchFlag) {
+        self.watch_as(key, flag, false);
+    }
+
+    /// WATCH of `key` at `now_ms`, as Redis's `watchForKey`: a key that
+    /// is logically expired but not deleted yet is watched as expired, so
+    /// its deletion is no change (it was gone already) while writing it
+    /// again is one (see [`Watcher`]).
+    pub fn watch_key(&mut self, key: &[u8], flag: &WatchFlag, now_ms: u64) {
+        let expired = self
+            .get(key)
+            .is_some_and(|e| self.is_expired(key, e, now_ms));
+        self.watch_as(key, flag, expired);
+    }
+
+    fn watch_as(&mut self, key: &[u8], flag: &WatchFlag, expired: bool) {
         let v = self.watched.map().entry(SmallBytes::from(key)).or_default();
-        if !v.iter().any(|w| w.as_ptr() == Arc::as_ptr(flag)) {
-            v.push(Arc::downgrade(flag));
+        if !v.iter().any(|w| w.flag.as_ptr() == Arc::as_ptr(flag)) {
+            v.push(Watcher {
+                flag: Arc::downgrade(flag),
+                expired,
+            });
         }
     }
 
@@ -342,19 +370,36 @@ impl Db {
     pub fn signal(&mut self, key: &[u8]) {
         self.dirty += 1;
         if !self.watched.is_empty() {
-            self.signal_slow(key);
+            let gone = self.table.get(key).is_none();
+            self.signal_slow(key, gone);
         }
         if self.track {
             self.touched.push(SmallBytes::from(key));
         }
     }
 
+    /// Sets the flags of `key`'s watchers (Redis's `touchWatchedKey`),
+    /// and forgets them: their transactions are doomed. `gone`: the key
+    /// does not exist after this change (deleted, expired, flushed); a
+    /// watcher that saw it expired at WATCH then stays, as no longer
+    /// expired, and its flag is not set (the key was gone already).
     #[cold]
-    fn signal_slow(&mut self, key: &[u8]) {
-        if let Some(v) = self.watched.remove(key) {
-            for f in v.iter().filter_map(Weak::upgrade) {
+    fn signal_slow(&mut self, key: &[u8], gone: bool) {
+        let Some(mut v) = self.watched.remove(key) else {
+            return;
+        };
+        v.retain_mut(|w| {
+            if w.expired && gone {
+                w.expired = false;
+                return true;
+            }
+            if let Some(f) = w.flag.upgrade() {
                 f.store(true, Ordering::Release);
             }
+            false
+        });
+        if !v.is_empty() {
+            self.watched.map().insert(SmallBytes::from(key), v);
         }
     }
 
@@ -372,21 +417,23 @@ impl Db {
         if self.watched.is_empty() {
             return;
         }
-        let hit: Vec<SmallBytes> = self
+        let hit: Vec<(SmallBytes, bool)> = self
             .watched
             .keys()
-            .filter(|k| self.table.get(&k[..]).is_some() || other.is_some_and(|o| o.contains(k)))
-            .cloned()
+            .filter_map(|k| {
+                let theirs = other.is_some_and(|o| o.contains(k));
+                (self.table.get(&k[..]).is_some() || theirs).then(|| (k.clone(), !theirs))
+            })
             .collect();
-        for k in hit {
-            self.signal_slow(&k);
+        for (k, gone) in hit {
+            self.signal_slow(&k, gone);
         }
     }
 
     /// Forgets watchers that went away; returns how many keys are watched.
     pub fn prune_watches(&mut self) -> usize {
         self.watched.retain(|_, v| {
-            v.retain(|w| w.strong_count() > 0);
+            v.retain(|w| w.flag.strong_count() > 0);
             !v.is_empty()
         });
         self.watched.len()
@@ -690,7 +737,7 @@ impl Db {
             self.preserve(key);
         }
         if !self.watched.is_empty() && self.table.get(key).is_some() {
-            self.signal_slow(key);
+            self.signal_slow(key, false);
         }
         if self.track && self.table.get(key).is_some() {
             self.touched.push(SmallBytes::from(key));
@@ -840,7 +887,7 @@ mod tests {
             offset_of!(Db, track) + 1,
             offset_of!(Db, dirty) + size_of::<Dirty>(),
             offset_of!(Db, blocking) + size_of::<Rare<u32>>(),
-            offset_of!(Db, watched) + size_of::<Rare<Vec<Weak<AtomicBool>>>>(),
+            offset_of!(Db, watched) + size_of::<Rare<Vec<Watcher>>>(),
         ] {
             assert!(end <= 64, "{end}");
         }
@@ -877,6 +924,47 @@ mod tests {
         assert!(db.watched.0.is_none());
     }
     use crate::value::{Str, Value};
+
+    /// Redis's `watchedKey.expired`: a key watched while logically expired
+    /// (not deleted yet) dooms no transaction when it is deleted or
+    /// flushed, and dooms it when written again after; a live key's
+    /// deletion dooms it.
+    #[test]
+    fn a_key_watched_expired_is_changed_by_a_write_not_by_its_deletion() {
+        let mut db = Db::new();
+        db.insert(b"old", e(), 1_000);
+        db.insert(b"live", e(), 0);
+        let (old, live): (WatchFlag, WatchFlag) = (Arc::default(), Arc::default());
+        db.watch_key(b"old", &old, 2_000);
+        db.watch_key(b"live", &live, 2_000);
+        assert!(db.delete(b"old", false));
+        assert!(db.delete(b"live", false));
+        assert!(
+            !old.load(Ordering::Acquire),
+            "an expired key's deletion is no change"
+        );
+        assert!(live.load(Ordering::Acquire));
+        db.insert(b"old", e(), 0);
+        assert!(old.load(Ordering::Acquire), "written again: a change");
+
+        // Flushed while still there: no change either.
+        let mut db = Db::new();
+        db.insert(b"old", e(), 1_000);
+        let flag: WatchFlag = Arc::default();
+        db.watch_key(b"old", &flag, 2_000);
+        let _ = db.take();
+        assert!(!flag.load(Ordering::Acquire));
+        db.insert(b"old", e(), 0);
+        assert!(flag.load(Ordering::Acquire));
+
+        // Overwritten before anything deleted it: a change.
+        let mut db = Db::new();
+        db.insert(b"old", e(), 1_000);
+        let flag: WatchFlag = Arc::default();
+        db.watch_key(b"old", &flag, 2_000);
+        db.insert(b"old", e(), 0);
+        assert!(flag.load(Ordering::Acquire));
+    }
 
     fn e() -> OwnedEntry {
         OwnedEntry::new(Value::Str(Str::from_bytes(b"v")), 0)

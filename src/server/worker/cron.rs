@@ -176,8 +176,10 @@ impl Worker {
             };
         }
         self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
-        // No key expires while clients are paused (see `commands::ops::pause`).
-        if !self.core.server.ops.pause.paused() {
+        // No key expires while clients are paused (see `commands::ops::pause`)
+        // or while DEBUG SET-ACTIVE-EXPIRE 0 holds.
+        let ops = self.core.server.ops;
+        if !ops.pause.paused() && ops.active_expire.load(std::sync::atomic::Ordering::Relaxed) {
             let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);
             (self.core.server.ops.latency).add_if_needed("expire-cycle", started);

@@ -86,6 +86,16 @@ impl Hist {
     }
 
     /// Adds another thread's counts.
+    /// Takes back a sample [`Hist::record`] recorded (a script run taken
+    /// back: `script::traces`); nothing if its bucket is empty.
+    pub fn unrecord(&mut self, ns: u64) {
+        let i = index(ns.clamp(MIN_NS, MAX_NS)).min(LEN - 1);
+        if self.counts[i] > 0 {
+            self.counts[i] -= 1;
+            self.total -= 1;
+        }
+    }
+
     pub fn merge(&mut self, o: &Hist) {
         for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
             *a += b;

@@ -38,6 +38,10 @@ pub struct Ops {
     /// `latency-tracking`: per-command histograms (INFO latencystats,
     /// LATENCY HISTOGRAM).
     tracking: AtomicBool,
+    /// DEBUG SET-ACTIVE-EXPIRE: whether shards' crons delete expired keys
+    /// (Redis's `active_expire_enabled`; tests turn it off to see keys
+    /// that are logically expired but not deleted yet).
+    pub active_expire: AtomicBool,
     /// The server's Pub/Sub registry, for a script's `redis.call('publish')`
     /// on a shard (set once by `ServerShared::new`).
     pub pubsub: std::sync::OnceLock<&'static crate::pubsub::PubSub>,
@@ -86,6 +90,7 @@ impl Ops {
             monitors: monitor::Monitors::default(),
             pause: pause::Pause::default(),
             tracking: AtomicBool::new(true),
+            active_expire: AtomicBool::new(true),
             pubsub: std::sync::OnceLock::new(),
             mem: std::sync::OnceLock::new(),
             no_good_replicas: AtomicBool::new(false),
@@ -265,6 +270,7 @@ mod tests {
     #[test]
     fn latency_events_and_reports() {
         let mut t = TestServer::new(2);
+        t.server.config.write().unwrap().enable_debug_command = config::ProtectedAction::Yes;
         assert_eq!(
             t.run(&["CONFIG", "SET", "latency-monitor-threshold", "5"]),
             "+OK\r\n"

@@ -186,8 +186,17 @@ pub fn from_script(ops: &super::Ops, r: Resolved, db: usize, args: Args<'_>) {
     let server = ops.monitors.server.get().and_then(Weak::upgrade);
     if let (true, Some(server)) = (shown(r), server) {
         let name = registry().full_name(r.id);
-        ops.monitors
-            .send(server.pubsub, line(db, "lua", name, args));
+        // Held while the run may be taken back (`script::traces`).
+        if let Some(l) = crate::script::traces::hold_monitor(line(db, "lua", name, args)) {
+            ops.monitors.send(server.pubsub, l);
+        }
+    }
+}
+
+/// Sends a script call's line that `script::traces` held.
+pub(crate) fn send_line(ops: &super::Ops, l: Vec<u8>) {
+    if let Some(server) = ops.monitors.server.get().and_then(Weak::upgrade) {
+        ops.monitors.send(server.pubsub, l);
     }
 }
 

@@ -111,7 +111,8 @@ pub fn install(lua: &Lua, globals: &Table) -> mlua::Result<()> {
                 line.push_str(&s);
             }
             // The default log level (notice) drops debug and verbose lines.
-            if level >= LOG_NOTICE {
+            // (Held while the run may be taken back: `traces`.)
+            if level >= LOG_NOTICE && !super::traces::hold_log(level == LOG_WARNING, &line) {
                 crate::persist::log(level == LOG_WARNING, &line);
             }
             Ok(())

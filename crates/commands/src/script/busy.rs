@@ -284,9 +284,7 @@ fn watch_one(shard: &mut engine::Shard, w: PendingWatch) {
     let Some(d) = shard.dbs.get_mut(w.db) else {
         return;
     };
-    if !d.get(&w.key).is_some_and(|e| d.is_expired(&w.key, e, now)) {
-        d.watch(&w.key, &w.flag);
-    }
+    d.watch_key(&w.key, &w.flag, now);
 }
 
 /// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.

@@ -115,6 +115,7 @@ pub mod run;
 pub mod sandbox;
 pub mod sha1;
 pub mod shebang;
+pub mod traces;
 mod undo;
 pub mod vm;
 pub mod wide;

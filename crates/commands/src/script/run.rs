@@ -26,6 +26,7 @@ use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
 use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
+use super::traces::Journal;
 use super::undo::Undo;
 use super::vm::{
     error_text, reply_error, with_vm, CountedError, ReplyError, Vm, VmKind, COUNTED_FIELD,
@@ -291,6 +292,15 @@ fn execute(
         if stale && !flags.shebang {
             return Err(CmdError::Raw(crate::replica::MASTERDOWN_ERR.into()));
         }
+        // The thread's (lent: `vm::lend_stats`), or the scripts' own;
+        // not defaulted: a default allocates a slot per command.
+        let stats = super::vm::take_stats();
+        // By a call from another loop (`busy::by_call`): taken back
+        // past the threshold as a run in place is, to run again as a
+        // hop; and before anything no take-back undoes.
+        let restartable = (in_place && !every) || by_call;
+        // What it records is taken back with it (see `traces`).
+        let journal = (widen_ok || restartable).then(|| Journal::begin(&stats, vm.journal.take()));
         let run = Run {
             db: ctx.db,
             orig_db: ctx.db,
@@ -300,9 +310,8 @@ fn execute(
             declared: &keys,
             scratch,
             shard: ctx.shard.id,
-            // The thread's (lent: `vm::lend_stats`), or the scripts' own;
-            // not defaulted: a default allocates a slot per command.
-            stats: super::vm::take_stats(),
+            stats,
+            journal,
             hook: vm.hook.clone(),
             read_called: false,
             widen_ok,
@@ -317,10 +326,7 @@ fn execute(
             undo_others: Vec::new(),
             found: Vec::new(),
             restart: false,
-            // By a call from another loop (`busy::by_call`): taken back
-            // past the threshold as a run in place is, to run again as a
-            // hop; and before anything no take-back undoes.
-            restartable: (in_place && !every) || by_call,
+            restartable,
             by_call,
             hop,
             ctx: &mut *ctx,
@@ -346,6 +352,17 @@ fn execute(
             let ctx = &mut *run.ctx;
             super::busy::register_watches(ctx.shard, ctx.in_place.as_deref_mut(), ctx.nshards, w);
         }
+        let abandoned = run.restart || !run.found.is_empty();
+        if let Some(j) = run.journal.take() {
+            vm.journal = Some(if abandoned {
+                let ctx = &mut *run.ctx;
+                j.take_back(&mut run.stats, |s, f| {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh));
+                })
+            } else {
+                j.keep(run.ctx.ops)
+            });
+        }
         super::vm::put_stats(std::mem::replace(&mut run.stats, ThreadStats::lent()));
         let read_called = run.read_called;
         vm.report_memory();
@@ -354,7 +371,7 @@ fn execute(
         if run.pinned || run.wrote {
             hop.set();
         }
-        if run.restart || !run.found.is_empty() {
+        if abandoned {
             // Abandoned (whatever it returned): no reply, its writes taken
             // back, run it again over more keys (see `wide`), or on copies
             // (`restart`).
@@ -790,6 +807,9 @@ struct Run<'r, 'a> {
     /// The shard this runs on (when not on copies).
     shard: usize,
     stats: ThreadStats,
+    /// While the run may be abandoned: what `stats` were, to take its
+    /// calls' records back with it (see `traces`).
+    journal: Option<Box<Journal>>,
     /// The VM's hook (a kill must win or lose against the first write).
     hook: std::rc::Rc<HookState>,
     /// A read-only command ran (a tracking caller then remembers the
@@ -873,12 +893,33 @@ impl Run<'_, '_> {
         id: Option<usize>,
         msg: &str,
     ) -> mlua::Result<(Value, bool)> {
+        if let (Some(j), Some(id)) = (&mut self.journal, id) {
+            j.note(&self.stats, id);
+        }
         crate::exec::count_rejected(&mut self.stats, id);
         self.stats
             .count_error(&super::convert::error_text(msg.as_bytes()));
         let t = error_table(lua, msg.as_bytes())?;
         t.raw_set(COUNTED_FIELD, true)?;
         Ok((Value::Table(t), true))
+    }
+
+    /// Records a call made here rather than by `exec::run_shard`: in the
+    /// statistics and, when slow, the slowlog (as Redis's `call` with
+    /// CMD_CALL_SLOWLOG, which `scriptCall` passes: a script's calls are
+    /// logged, named `?:0`).
+    fn record(
+        &mut self,
+        r: crate::Resolved,
+        args: Args<'_>,
+        started: std::time::Instant,
+        failed: bool,
+    ) {
+        let ops = self.ctx.ops;
+        if let Some(us) = crate::exec::record(&mut self.stats, ops, r.id, started, failed) {
+            let client = crate::ops::slowlog::SCRIPT_CLIENT;
+            crate::exec::slowlog(ops, r, args, us, client, None);
+        }
     }
 
     /// `redis.acl_check_cmd(cmd, args...)`: whether the script's caller
@@ -992,6 +1033,9 @@ impl Run<'_, '_> {
             }
             Err(_) => return self.reject_id(lua, None, "Unknown Redis command called from script"),
         };
+        if let Some(j) = &mut self.journal {
+            j.note(&self.stats, r.id);
+        }
         if r.spec.has(flags::NOSCRIPT) {
             return self.reject(lua, r, "This Redis command is not allowed from script");
         }
@@ -1170,11 +1214,15 @@ impl Run<'_, '_> {
                 let ctx = &mut *self.ctx;
                 let home = ctx.shard.id;
                 let (undo, others, db) = (&mut self.undo, &mut self.undo_others, self.db);
+                let journal = &mut self.journal;
                 let mut too_large = false;
                 // By a call, a write no take-back undoes does not run: the
                 // run is taken back first (see `hop_instead`).
                 let hop_first = self.by_call && !self.wrote;
                 on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+                    if let Some(j) = journal {
+                        j.note_shard(shard);
+                    }
                     if save {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
                         if too_large && hop_first {
@@ -1210,15 +1258,14 @@ impl Run<'_, '_> {
                 if let Some(refused) = self.conn_call(lua, r, args, out)? {
                     return Ok(refused);
                 }
-                // Counted as Redis's `call` counts it (no slowlog: these
-                // are O(1)).
+                // Counted as Redis's `call` counts it.
                 let failed = out.as_bytes().first() == Some(&b'-');
                 if failed {
                     let line = &out.as_bytes()[1..];
                     let line = line.strip_suffix(b"\r\n").unwrap_or(line).to_vec();
                     self.stats.count_error(&line);
                 }
-                let _ = crate::exec::record(&mut self.stats, self.ctx.ops, r.id, started, failed);
+                self.record(r, args, started, failed);
             }
             // SORT runs here on the script's shard, its pattern keys
             // gathered first when it does not hold them (see `wide`).
@@ -1308,8 +1355,7 @@ impl Run<'_, '_> {
                         self.ctx.shard.outbox.record(db, &argv);
                     }
                 }
-                let ops = self.ctx.ops;
-                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
+                self.record(r, args, started, failed);
             }
             // OBJECT FREQ / IDLETIME / REFCOUNT: on the key's shard, held.
             Exec::Coord(_) if registry().full_name(r.id).starts_with("object|") => {
@@ -1334,8 +1380,7 @@ impl Run<'_, '_> {
                     }
                     None => return self.reject(lua, r, NOT_SUPPORTED),
                 };
-                let ops = self.ctx.ops;
-                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, failed);
+                self.record(r, args, started, failed);
             }
             // INFO, MEMORY STATS and MEMORY DOCTOR: the server's figures
             // and every shard's (see `server::info_from_script`).
@@ -1366,7 +1411,7 @@ impl Run<'_, '_> {
                 if done.is_none() {
                     return self.reject(lua, r, NOT_SUPPORTED);
                 }
-                let _ = crate::exec::record(&mut self.stats, ops, r.id, started, false);
+                self.record(r, args, started, false);
             }
             Exec::Coord(_) | Exec::Parent => {
                 return self.reject(

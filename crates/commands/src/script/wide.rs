@@ -63,7 +63,10 @@
 //! key the abandoned run wrote fails the watcher's EXEC (the key was
 //! touched), a client tracking it gets an extra invalidation, and a key
 //! that expired lazily after the first write is not deleted on replicas
-//! until they see it deleted again.
+//! until they see it deleted again. What the abandoned run's calls
+//! recorded elsewhere does not stay: their statistics are taken back, and
+//! their MONITOR lines, slowlog entries and `redis.log` lines were held
+//! and are dropped (`traces`), so each call shows once, as in Redis.
 //!
 //! Cost: a script that keeps to its declared keys pays one check per
 //! `redis.call` key, and a copy of each key it writes before its first

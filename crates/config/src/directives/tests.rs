@@ -97,6 +97,12 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("server_cpulist", "0-7:2", "server-cpulist", "0-7:2"),
     ("protected-mode", "no", "protected-mode", "no"),
     ("loglevel", "warning", "loglevel", "warning"),
+    (
+        "enable-debug-command",
+        "local",
+        "enable-debug-command",
+        "local",
+    ),
     ("logfile", "/var/log/t.log", "logfile", "/var/log/t.log"),
     ("proto-max-bulk-len", "2mb", "proto-max-bulk-len", "2097152"),
     (
@@ -435,6 +441,7 @@ fn check_sample(c: &Config, name: &str) {
         "server_cpulist" => assert_eq!(c.server_cpulist, "0-7:2"),
         "protected-mode" => assert!(!c.protected_mode),
         "loglevel" => assert_eq!(c.loglevel, LogLevel::Warning),
+        "enable-debug-command" => assert_eq!(c.enable_debug_command, ProtectedAction::Local),
         "logfile" => assert_eq!(c.logfile, Some(PathBuf::from("/var/log/t.log"))),
         "proto-max-bulk-len" => assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024),
         "client-query-buffer-limit" => assert_eq!(c.client_query_buffer_limit, 2 << 30),
@@ -687,6 +694,7 @@ fn mutability_matches_the_spec() {
             "server_cpulist",
             "daemonize",
             "databases",
+            "enable-debug-command",
             "logfile",
             "aclfile",
             "rdbchecksum",
