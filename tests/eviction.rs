@@ -146,11 +146,12 @@ fn allkeys_lfu_keeps_frequently_read_keys(layout: Layout) {
     // Evicting about half the keys at random would keep about 1,000 of
     // them; redis-server keeps all 2,000, and so did Tessera in 35 runs
     // over 2, 3 and 16 shards, consolidated or not, 25 of them beside
-    // three busy loops on the 2 cores. Before each shard's share of the
-    // excess followed its count of keys (it followed the allocator's
+    // three busy loops on the 2 cores; a loaded CI run of the clean
+    // clone kept 1,977 at 16 shards apart. Before each shard's share of
+    // the excess followed its count of keys (it followed the allocator's
     // per-shard counters), one shard of 16 lost all its keys, hot ones
     // too: 1,692 kept, and 1,623 of 3 shards on a loaded CI run.
-    assert!(hot >= 1_980, "only {hot} of 2000 frequently read keys kept");
+    assert!(hot >= 1_900, "only {hot} of 2000 frequently read keys kept");
 }
 
 /// A cache at its limit: new keys keep coming (40 batches of 1,000, each
@@ -184,7 +185,8 @@ fn allkeys_lfu_at_its_limit_under_writes_keeps_frequently_read_keys(layout: Layo
     lift_limit(&mut c);
     assert!(dbsize(&mut c) < 20_000, "nothing evicted");
     let hot = surviving(&mut c, "h", 0..1_000);
-    assert!(hot >= 990, "only {hot} of 1000 frequently read keys kept");
+    // (Bound below what loaded runs keep, above the 823-930 of the bug.)
+    assert!(hot >= 950, "only {hot} of 1000 frequently read keys kept");
 }
 
 per_layout!(
