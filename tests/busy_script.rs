@@ -995,13 +995,9 @@ const ALLOW_BUSY: &[(&[&str], &str)] = &[
     (&["QUIT"], "+OK\r\n"),
 ];
 
-/// Sends [`ALLOW_BUSY`] on each of `conns` (`{k}` replaced by `k0`, a key
-/// on the busy shard) while an EVAL is busy on `k0`'s shard.
-fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &str) {
-    assert_eq!(
-        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
-        b"+OK\r\n"
-    );
+/// Starts [`SPIN`] on `k0` from a new caller and waits (bounded) until
+/// `ctl` sees the server busy; returns the caller.
+fn spin_until_busy(s: &Server, ctl: &mut RawConn, k0: &str) -> RawConn {
     let mut spin = caller(s);
     spin.send(&encode_command(&[
         b"EVAL",
@@ -1010,6 +1006,23 @@ fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &
         k0.as_bytes(),
     ]));
     assert_eq!(wait_busy(ctl), BUSY_EVAL);
+    spin
+}
+
+/// SCRIPT KILL from `ctl`, and the killed script's error on `spin`.
+fn kill_spin(ctl: &mut RawConn, spin: &mut RawConn) {
+    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+}
+
+/// Sends [`ALLOW_BUSY`] on each of `conns` (`{k}` replaced by `k0`, a key
+/// on the busy shard) while an EVAL is busy on `k0`'s shard.
+fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &str) {
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    let mut spin = spin_until_busy(s, ctl, k0);
     for (i, mut c) in conns.into_iter().enumerate() {
         for (cmd, want) in ALLOW_BUSY {
             let args: Vec<&str> = cmd
@@ -1024,8 +1037,7 @@ fn allow_busy_scenario(s: &Server, ctl: &mut RawConn, conns: Vec<RawConn>, k0: &
             );
         }
     }
-    assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
-    assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+    kill_spin(ctl, &mut spin);
 }
 
 #[test]
@@ -1074,18 +1086,10 @@ fn multi_while_busy_scenario(
     for (i, mut c) in conns.into_iter().enumerate() {
         assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
         assert_eq!(c.cmd_str(&["INCR", k1]), b"+QUEUED\r\n");
-        let mut spin = caller(s);
-        spin.send(&encode_command(&[
-            b"EVAL",
-            SPIN.as_bytes(),
-            b"1",
-            k0.as_bytes(),
-        ]));
-        assert_eq!(wait_busy(ctl), BUSY_EVAL);
+        let mut spin = spin_until_busy(s, ctl, k0);
         assert_eq!(c.cmd_str(&["INCR", k1]), BUSY_EVAL, "connection {i}");
         assert_eq!(c.cmd_str(&["SET", k0, "x"]), BUSY_EVAL, "connection {i}");
-        assert_eq!(ctl.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
-        assert!(spin.read_reply().starts_with(b"-ERR Script killed by user"));
+        kill_spin(ctl, &mut spin);
         assert_eq!(
             c.cmd_str(&["EXEC"]),
             b"-EXECABORT Transaction discarded because of previous errors.\r\n",

@@ -97,6 +97,22 @@ fn a_lent_push_serves_a_blocked_pop() {
     assert_eq!(t.call(pusher, &["LLEN", &k]), ":1\r\n");
 }
 
+/// Sends connection `tx` a MULTI that sets `keys` to `v` and its EXEC,
+/// then runs rounds (bounded) until the transaction holds shard 1's lock.
+fn exec_until_shard_1_locked(t: &mut Cluster, tx: usize, keys: [&str; 2], v: &str) {
+    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
+    for k in keys {
+        assert_eq!(t.call(tx, &["SET", k, v]), "+QUEUED\r\n");
+    }
+    t.send(tx, &["EXEC"]);
+    let mut rounds = 0;
+    while !t.workers[1].core.locks.any_held() {
+        t.round();
+        rounds += 1;
+        assert!(rounds < 100, "the transaction never locked shard 1");
+    }
+}
+
 /// A shard that holds a transaction's lock is not free: a command for it
 /// is not run by a call but mailed, and waits there for the release (run
 /// by a call, it would read the value from before the transaction).
@@ -109,16 +125,7 @@ fn a_locked_shard_is_not_lent() {
     let tx = t.connect(0);
     let rd = t.connect(0);
     assert_eq!(t.call(rd, &["MSET", &a, "old", &b, "old"]), "+OK\r\n");
-    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
-    assert_eq!(t.call(tx, &["SET", &a, "new"]), "+QUEUED\r\n");
-    assert_eq!(t.call(tx, &["SET", &b, "new"]), "+QUEUED\r\n");
-    t.send(tx, &["EXEC"]);
-    let mut rounds = 0;
-    while !t.workers[1].core.locks.any_held() {
-        t.round();
-        rounds += 1;
-        assert!(rounds < 100, "the transaction never locked shard 1");
-    }
+    exec_until_shard_1_locked(&mut t, tx, [&a, &b], "new");
     assert_eq!(t.try_reply(tx), None, "locked, not yet run");
     t.lend = true;
     assert_eq!(t.call(rd, &["GET", &a]), "$3\r\nnew\r\n");
@@ -1015,16 +1022,7 @@ fn a_shard_is_known_free_only_after_a_full_look() {
     // same shards meanwhile is not run unlocked (it would run before the
     // transaction and be overwritten by it); it waits for the release.
     t.lend = false;
-    assert_eq!(t.call(tx, &["MULTI"]), "+OK\r\n");
-    assert_eq!(t.call(tx, &["SET", &a, "tx"]), "+QUEUED\r\n");
-    assert_eq!(t.call(tx, &["SET", &b, "tx"]), "+QUEUED\r\n");
-    t.send(tx, &["EXEC"]);
-    let mut rounds = 0;
-    while !t.workers[1].core.locks.any_held() {
-        t.round();
-        rounds += 1;
-        assert!(rounds < 100, "the transaction never locked shard 1");
-    }
+    exec_until_shard_1_locked(&mut t, tx, [&a, &b], "tx");
     assert!(t.workers[1].core.maybe_busy);
     t.lend = true;
     let pins = t.pins;
