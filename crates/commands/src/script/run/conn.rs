@@ -116,7 +116,7 @@ impl Run<'_, '_> {
         out: &mut Reply,
     ) {
         let Some(server) = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade) else {
-            out.error_bytes(format!("-ERR {NOT_SUPPORTED}").as_bytes());
+            out.error_bytes(format!("ERR {NOT_SUPPORTED}").as_bytes());
             return;
         };
         let mut client = ClientState {
