@@ -310,6 +310,8 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         }
     }
     let fused = set.one_shard();
+    let mut locked = Vec::new();
+    set.shards_into(&mut locked);
     let cfg = c.server.config();
     let coord = ExecCoord {
         server: c.server.clone(),
@@ -328,6 +330,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         fused,
         checked: false,
         every,
+        locked: locked.into(),
     };
     Ok(TxCoord::wrap(c.home, Box::new(coord), set))
 }
@@ -394,6 +397,9 @@ struct ExecCoord {
     /// reach every shard (`script::every`), each alone in its segment (no
     /// other job of the block runs meanwhile, on any shard).
     every: bool,
+    /// The shards its locks cover: a script of the block published busy
+    /// holds them (`script::busy::under_locks`).
+    locked: Arc<[usize]>,
 }
 
 /// A multi-shard command in progress: its index, coordinator, reply,
@@ -685,6 +691,7 @@ impl Coordinator for ExecCoord {
         let check = if self.fused { self.watch.clone() } else { None };
         for (s, cmds) in segment {
             let check = check.clone();
+            let locked = self.locked.clone();
             plan.run(s, move |env: &mut ShardEnv<'_>| -> SegOut {
                 if check.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire)) {
                     return None;
@@ -696,19 +703,28 @@ impl Coordinator for ExecCoord {
                         .every
                         .then(|| crate::script::every::apart(c.call.ops, env.shard.id))
                         .flatten();
-                    crate::exec::run_shard_with(
-                        c.resolved,
-                        c.handler,
-                        c.args.args(),
-                        env.shard,
-                        c.call,
-                        &mut o,
-                        env.stats,
-                        None,
-                        apart
-                            .as_mut()
-                            .map(|a| a as &mut dyn crate::script::in_place::Shards),
-                    );
+                    let call = c.call;
+                    let run = || {
+                        crate::exec::run_shard_with(
+                            c.resolved,
+                            c.handler,
+                            c.args.args(),
+                            &mut *env.shard,
+                            call,
+                            &mut o,
+                            &mut *env.stats,
+                            None,
+                            apart
+                                .as_mut()
+                                .map(|a| a as &mut dyn crate::script::in_place::Shards),
+                        )
+                    };
+                    if c.resolved.spec.has(SCRIPT) {
+                        // Published busy, it holds the block's locks.
+                        crate::script::busy::under_locks(&mut *env.clients, &locked, run);
+                    } else {
+                        run();
+                    }
                     res.push((c.idx, o.into_bytes()));
                 }
                 Some(res)

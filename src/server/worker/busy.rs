@@ -184,7 +184,7 @@ impl Worker {
 
     /// This worker split into its core and the rest of its loop, as a
     /// [`Desk`] (`first`: no busy pass yet in this lend).
-    fn split_desk(&mut self, first: bool) -> (&mut Core, Desk<'_>) {
+    pub(super) fn split_desk(&mut self, first: bool) -> (&mut Core, Desk<'_>) {
         let Worker {
             core,
             conns,
@@ -232,6 +232,74 @@ impl Worker {
     pub(super) fn settle_desk(&mut self) {
         self.desk.tally.settle(&mut self.core.stats);
         self.core.refused.settle(&mut self.core.stats);
+    }
+}
+
+/// What a transaction's job sees of its loop's connections
+/// (`ShardEnv::clients`): the connection table, with the rest of the loop
+/// beside it, lent to a script the job runs under the transaction's locks
+/// (`commands::script::busy::under_locks`: a script on every shard, one
+/// inside MULTI/EXEC) exactly as the request path lends it
+/// ([`Worker::with_desk`], [`Core::lending_inbox`]): past the threshold
+/// its hook serves this loop's other connections (`-BUSY`, SCRIPT KILL,
+/// SHUTDOWN NOSAVE) and its mailbox. Cost per job: a few words copied.
+pub(super) struct JobDesk<'a> {
+    desk: Desk<'a>,
+    inbox: Inbox<'a>,
+    /// A script was lent the loop: the worker settles its desk after the
+    /// job ([`Worker::settle_desk`], `after_desk`).
+    lent: bool,
+}
+
+impl<'a> JobDesk<'a> {
+    pub(super) fn new(desk: Desk<'a>, inbox: Inbox<'a>) -> Self {
+        JobDesk {
+            desk,
+            inbox,
+            lent: false,
+        }
+    }
+
+    pub(super) fn lent(&self) -> bool {
+        self.lent
+    }
+}
+
+impl commands::coord::ClientRegistry for JobDesk<'_> {
+    fn for_each(&self, f: &mut dyn FnMut(&commands::ClientState, &commands::coord::ClientIo)) {
+        self.desk.conns.for_each(f)
+    }
+    fn kill(&mut self, id: u64) -> bool {
+        self.desk.conns.kill(id)
+    }
+    fn unblock(&mut self, id: u64, error: bool) -> bool {
+        self.desk.conns.unblock(id, error)
+    }
+    fn recent_max_buffers(&self) -> (usize, usize) {
+        self.desk.conns.recent_max_buffers()
+    }
+    fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+        self.lent = true;
+        self.desk.first = true;
+        let JobDesk { desk, inbox, .. } = self;
+        let id = desk.id;
+        lend_inbox(inbox, || commands::script::busy::lend_desk(desk, id, f));
+    }
+}
+
+impl Worker {
+    /// While a published script's transaction holds this shard under locks
+    /// (`commands::script::busy::locked_busy`), once per turn: what waits
+    /// here behind them is tried again as at a release, so that the
+    /// remote batches get `-BUSY` (`run_batch`) and this loop's
+    /// connections' requests too (dispatch refuses them), as Redis answers
+    /// every command while busy, rather than wait for the script's end.
+    /// Jobs of other transactions keep waiting for their locks.
+    #[cold]
+    pub(super) fn refuse_behind_busy(&mut self) {
+        if !self.core.deferred.is_empty() || !self.core.lock_blocked.is_empty() {
+            self.retry_deferred();
+        }
     }
 }
 
@@ -293,6 +361,13 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             // the loop's resume list when it ended (a deferred request
             // still unparsed is deferred again when read).
             self.state.deferred.clear();
+            // A script holding shards under locks: every loop looks now
+            // at what waits behind them (`Worker::refuse_behind_busy`).
+            if commands::script::busy::published_under_locks() {
+                if let Some(wake) = self.server.wake_all.get() {
+                    wake();
+                }
+            }
         }
         serve_inbox(self.id);
         let mut events = self

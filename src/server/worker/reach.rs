@@ -146,6 +146,10 @@ impl commands::script::every::Reach for Calls {
                 break;
             }
             drop(ran);
+            // The script may be published busy: its loop's clients are
+            // served meanwhile, as its hook serves them (the call runs
+            // shard code only, nothing of the loop's).
+            commands::script::busy::serve_while_waiting();
             // Co-hosted here by now: run it here (if still posted).
             let _ = cohost::with_worker(s, home, |w| {
                 engine::alloc::enter_shard(s);

@@ -171,6 +171,13 @@ pub struct Running {
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
     /// WATCH of their keys is not the script's to take.
     stalled: Mutex<Vec<usize>>,
+    /// Shards its transaction holds under locks while it runs (a script
+    /// on every shard, `super::every`, or inside MULTI/EXEC; see
+    /// [`under_locks`]): their commands get `-BUSY` as `home`'s do, and
+    /// what waits behind those locks is answered `-BUSY` by their loops
+    /// ([`locked_busy`]). A WATCH of their keys is not the script's to
+    /// take (it waits for the locks).
+    locked: Vec<usize>,
     /// Runs in place (`super::in_place`): it holds the real shards `home`
     /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
     in_place: bool,
@@ -232,6 +239,87 @@ pub fn watch_while_busy(
     }));
     r.watching.store(true, Ordering::Release);
     true
+}
+
+thread_local! {
+    /// The shards the transaction of the job running on this thread holds
+    /// under locks, for a script it runs ([`under_locks`]).
+    static LOCKED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// This thread's published run, for [`serve_while_waiting`].
+    static CURRENT: RefCell<Option<Arc<Running>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, a script that a transaction's job runs while the transaction
+/// holds `locked` (shard ids) under locks: a script on every shard
+/// (`super::every`, which write-locks them all) or one inside MULTI/EXEC.
+/// Past the threshold it is published with them: commands that need them
+/// get `-BUSY` on every thread (not a silent wait behind the locks), and
+/// each of their loops answers `-BUSY` to what already waits there
+/// ([`locked_busy`]). The job's event loop is lent to its busy passes
+/// (`clients`' [`ClientRegistry::lend_desk`]), so the clients of the
+/// script's own thread are served (`-BUSY`, SCRIPT KILL, SHUTDOWN
+/// NOSAVE) as those of a script run in place are.
+///
+/// [`ClientRegistry::lend_desk`]: crate::coord::ClientRegistry::lend_desk
+pub fn under_locks<R>(
+    clients: &mut dyn crate::coord::ClientRegistry,
+    locked: &[usize],
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore(Vec<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LOCKED.with(|l| std::mem::swap(&mut *l.borrow_mut(), &mut self.0));
+        }
+    }
+    let _restore = Restore(LOCKED.with(|l| l.replace(locked.to_vec())));
+    let mut f = Some(f);
+    let mut r = None;
+    clients.lend_desk(&mut || {
+        if let Some(f) = f.take() {
+            r = Some(f());
+        }
+    });
+    // INVARIANT: `lend_desk` runs its closure once (`f` otherwise).
+    r.expect("lend_desk ran the script")
+}
+
+/// Whether a published script's transaction holds `shard` under locks
+/// ([`under_locks`]): its loop answers `-BUSY` to the requests that wait
+/// there behind them, as Redis answers every command while busy. False at
+/// once when no script is busy.
+#[inline]
+pub fn locked_busy(shard: usize) -> bool {
+    any() && locked_busy_slow(shard)
+}
+
+#[cold]
+fn locked_busy_slow(shard: usize) -> bool {
+    busy_list().iter().any(|r| r.locked.contains(&shard))
+}
+
+/// Whether this thread's running script is published and holds shards
+/// under locks (the runtime then wakes every loop once, so those that
+/// hold requests behind the locks answer them `-BUSY` now).
+pub fn published_under_locks() -> bool {
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(|r| !r.locked.is_empty()))
+}
+
+/// A busy pass for this thread's published script while it waits for
+/// something other than Lua (a call posted to another shard's loop,
+/// `every::Reach`): its hook cannot run meanwhile. Nothing when no
+/// script of this thread is published.
+pub fn serve_while_waiting() {
+    let Some(p) = CURRENT.with(|c| c.borrow().clone()) else {
+        return;
+    };
+    serve_pinned(&p, true);
+    let idle = stall_idle(&p);
+    serve_while_busy();
+    serve_pinned(&p, false);
+    if idle {
+        serve_idle(false);
+    }
 }
 
 /// Whether a published script holds `shard` itself (not one on gathered
@@ -351,6 +439,7 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
                     .unwrap_or_else(|e| e.into_inner())
                     .iter()
                     .any(|p| s.contains(p))
+                || r.locked.iter().any(|p| s.contains(p))
         }
     })?;
     Some(CmdError::Raw(
@@ -820,6 +909,12 @@ impl HookState {
     pub fn end(self: &Rc<Self>, lua: &Lua) -> bool {
         let t = self.run.borrow_mut().take();
         if let Some(p) = t.and_then(|t| t.published) {
+            CURRENT.with(|c| {
+                let mut c = c.borrow_mut();
+                if c.as_ref().is_some_and(|r| Arc::ptr_eq(r, &p)) {
+                    *c = None;
+                }
+            });
             let mut list = busy_list();
             list.retain(|r| !Arc::ptr_eq(r, &p));
             BUSY_COUNT.store(list.len(), Ordering::Relaxed);
@@ -985,6 +1080,7 @@ fn publish(t: &mut Timed) {
         home: DESK_HOME.with(|d| d.get()),
         pinned: Mutex::new(Vec::new()),
         stalled: Mutex::new(Vec::new()),
+        locked: LOCKED.with(|l| l.borrow().clone()),
         in_place: t.in_place,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
@@ -1008,6 +1104,8 @@ fn publish(t: &mut Timed) {
     let mut list = busy_list();
     list.push(r.clone());
     BUSY_COUNT.store(list.len(), Ordering::Relaxed);
+    drop(list);
+    CURRENT.with(|c| *c.borrow_mut() = Some(r.clone()));
     t.published = Some(r);
 }
 
@@ -1076,6 +1174,7 @@ mod tests {
             home: Some(0),
             pinned: Mutex::new(Vec::new()),
             stalled: Mutex::new(Vec::new()),
+            locked: Vec::new(),
             in_place: true,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
@@ -1115,6 +1214,7 @@ mod tests {
             home: Some(home),
             pinned: Mutex::new(pinned),
             stalled: Mutex::new(Vec::new()),
+            locked: Vec::new(),
             in_place: false,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),

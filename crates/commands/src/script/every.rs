@@ -318,7 +318,12 @@ impl Coordinator for Run {
                     tracker: None,
                     in_place: Some(&mut apart),
                 };
-                let res = handler(&mut ctx, args.args());
+                // Every shard is write-locked for it: past the threshold
+                // they all answer `-BUSY`, its own loop from its hook.
+                let all: Vec<usize> = (0..nshards).collect();
+                let res = crate::script::busy::under_locks(&mut *env.clients, &all, || {
+                    handler(&mut ctx, args.args())
+                });
                 let block = ctx.block.take();
                 let failed = match (res, block) {
                     (Err(e), _) => Some(e),
