@@ -106,6 +106,17 @@
 //! (should such a run be published: it is taken back first, and hops,
 //! see `in_place`).
 //!
+//! A transaction's job lends the desk and the mailbox the same way
+//! ([`JobDesk`], its `ShardEnv::clients`), for a script it runs under the
+//! transaction's locks (a script on every shard, one inside MULTI/EXEC:
+//! `commands::script::busy::under_locks`). The loops of the shards those
+//! locks hold are free meanwhile: while such a script is busy, each turn
+//! of theirs tries again what waits there behind a lock
+//! ([`Worker::refuse_behind_busy`]), so that remote batches get `-BUSY`
+//! (`run_batch` answers a command held back by a lock so then) and their
+//! lock-blocked connections are refused by dispatch, as Redis answers
+//! every command while busy.
+//!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
 //! `total_error_replies`, network bytes): in a [`Tally`] of its own while

@@ -17,6 +17,12 @@
 //!   the script ends at its next hook call, and its worker only arrives
 //!   then): whoever takes the posted call out of the slot runs it, once.
 //!
+//! While it waits, a caller whose script is published busy serves its
+//! loop's desk at each tick (`commands::script::busy::serve_while_waiting`,
+//! what its hook would do): its clients are answered `-BUSY`, SCRIPT KILL
+//! and SHUTDOWN NOSAVE heard. The desk touches the loop's connections
+//! and mailbox only, nothing the posted closure borrows.
+//!
 //! Why the closure may borrow the caller's stack: the caller does not
 //! return before the call ran (it waits for `done`), as a scoped thread's
 //! parent waits for it; the closure runs shard code only (a command, an

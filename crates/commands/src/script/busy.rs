@@ -93,12 +93,34 @@
 //! anything no take-back undoes too (`run::Run::hop_instead`). Idle loops
 //! lent by nested calls are all served ([`lend_idle`] chains them).
 //!
-//! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
-//! holds the connection table (CLIENT commands reach it): its loop serves
-//! nothing until it ends. Other threads' requests already in this shard's
-//! mailbox when the script became busy are answered `-BUSY` by the desk
-//! (the runtime lends it the loop's mailbox too); new ones are refused by
-//! the sender's dispatch (`refuse_if_busy`).
+//! # Scripts under a transaction's locks
+//!
+//! A script that runs as a transaction's job rather than in place (one
+//! on every shard, `super::every`, which write-locks them all; one inside
+//! MULTI/EXEC, whose block locks its keys) runs through [`under_locks`]:
+//! the job's registry lends the loop it runs on to the hook
+//! (`ClientRegistry::lend_desk`: the connection table is the desk's
+//! meanwhile, which a script never reaches), so its own thread's clients
+//! are served as above, and the script is published with the shards its
+//! transaction locks (`Running::locked`). Their commands get `-BUSY` on
+//! every thread, as the home shard's do (keys of shards the transaction
+//! does not lock keep being served: Redis answers those `-BUSY` too);
+//! each of their loops, free meanwhile, answers `-BUSY` to the requests
+//! that already waited behind the locks ([`locked_busy`]: the runtime
+//! tries them again as at a release, and refuses what is still held
+//! back), and its own loop's connections blocked on a lock are
+//! dispatched again, refused. The first busy pass wakes every loop for
+//! that. A WATCH of keys of a locked shard (not the home one) waits for
+//! the locks, as it would anyway. While the script's thread waits for a
+//! call posted to another shard's loop (`every::Reach`), the desk is
+//! served at each tick ([`serve_while_waiting`]).
+//!
+//! Other threads' requests already in the script's shard's mailbox when
+//! it became busy are answered `-BUSY` by the desk (the runtime lends it
+//! the loop's mailbox too); new ones are refused by the sender's dispatch
+//! (`refuse_if_busy`). Not covered: what the script's own loop held back
+//! behind a lock before the script was published (a lock-blocked
+//! connection, a deferred batch) waits for the script's end.
 //!
 //! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
 //! every busy script (as SCRIPT KILL would, written or not) and drops its

@@ -100,13 +100,14 @@
 //!
 //! # What differs from Redis
 //!
-//! - Past `busy-reply-threshold` the script is published as any script
-//!   (SCRIPT KILL and FUNCTION KILL from another thread reach it, keyless
-//!   commands get `-BUSY` there) but not taken back (it holds every
-//!   shard under locks), and it holds no one shard: other clients' keyed
-//!   commands wait behind the locks instead of getting `-BUSY`, and the
-//!   clients of its own thread wait for its end, as for a script inside
-//!   MULTI/EXEC (a transaction's job: see `busy`, "Not covered").
+//! - Past `busy-reply-threshold` the script is published with every
+//!   shard (`busy::under_locks`), not taken back: as in Redis every
+//!   command gets `-BUSY` (what already waited behind the locks too) and
+//!   SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach it, from any
+//!   thread, its own included (its job lends its loop to its hook, also
+//!   served while it waits for a call posted to another shard). What
+//!   its own loop's connections sent before it was published and that
+//!   waits for a lock of its shard waits for its end.
 //! - A single call naming keys of two shards (LMOVE a b, a and b apart)
 //!   is refused (`run::NOT_HELD`).
 //! - A script alone in a MULTI/EXEC block, or one that published or made
