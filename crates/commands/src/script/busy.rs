@@ -294,7 +294,15 @@ pub fn under_locks<R>(
             LOCKED.with(|l| std::mem::swap(&mut *l.borrow_mut(), &mut self.0));
         }
     }
+    struct Count(());
+    impl Drop for Count {
+        fn drop(&mut self) {
+            UNDER_LOCKS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
     let _restore = Restore(LOCKED.with(|l| l.replace(locked.to_vec())));
+    UNDER_LOCKS.fetch_add(1, Ordering::Relaxed);
+    let _running = Count(());
     let mut f = Some(f);
     let mut r = None;
     clients.lend_desk(&mut || {
@@ -304,6 +312,19 @@ pub fn under_locks<R>(
     });
     // INVARIANT: `lend_desk` runs its closure once (`f` otherwise).
     r.expect("lend_desk ran the script")
+}
+
+/// Scripts running in [`under_locks`] now, on every thread.
+static UNDER_LOCKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a script runs under its transaction's locks now, anywhere
+/// ([`under_locks`]; one relaxed load): a shard that holds locks then
+/// skips its active expiry cycle (see `every`: the script's calls there
+/// judge expiry by its start time, as Redis freezes the time for a
+/// script; keys must not expire under it meanwhile).
+#[inline]
+pub fn scripts_under_locks() -> bool {
+    UNDER_LOCKS.load(Ordering::Relaxed) != 0
 }
 
 /// Whether a published script's transaction holds `shard` under locks

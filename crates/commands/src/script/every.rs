@@ -24,7 +24,10 @@
 //! run at the top of its next turn while the script's thread waits.
 //! Nothing else runs on any shard meanwhile: plain commands and other
 //! transactions are deferred behind the whole-shard write locks, the
-//! active expiry cycle skips a shard that holds a lock, and the home
+//! active expiry cycle skips a shard that holds a lock while such a
+//! script runs (`busy::scripts_under_locks`), each call judges expiry by
+//! the home shard's clock, which does not tick meanwhile (the time is
+//! frozen for the script, as in Redis: `in_place::on_shard`), and the home
 //! shard's own thread is inside the job. So the script is atomic and
 //! isolated as in Redis, without copying a value.
 //!
@@ -113,8 +116,6 @@
 //! - A script alone in a MULTI/EXEC block, or one that published or made
 //!   a change that cannot be taken back before its first keyspace call,
 //!   is refused (`run::EVERY_SHARD`).
-//! - Its calls on another shard see that shard's clock, which moves on
-//!   between calls (Redis freezes the time for a script).
 //!
 //! # Effects
 //!

@@ -144,9 +144,17 @@ pub(crate) fn on_shard<R>(
     }
     let shards = shards.expect("INVARIANT: in place, another shard");
     let (mut f, mut r) = (Some(f), None);
+    // One clock for the whole script, as Redis freezes time for a script
+    // (expiry judged at its start): the home shard's, which does not tick
+    // while the script runs. The other shard's loop may have ticked since
+    // (a call posted to its thread runs in its next turn): its own clock
+    // is put back after the call.
+    let now = home.now_ms;
     shards.with_shard(s, &mut |sh| {
         if let Some(f) = f.take() {
+            let own = std::mem::replace(&mut sh.now_ms, now);
             r = Some(f(sh));
+            sh.now_ms = own;
         }
     });
     r.expect("INVARIANT: a held shard lends")
