@@ -746,7 +746,7 @@ pub(super) struct Inbox<'a> {
     pub id: usize,
     pub mailbox: &'a mut Mailbox,
     pub kept: &'a mut VecDeque<Msg>,
-    pub deferred: &'a VecDeque<Deferred>,
+    pub deferred: &'a mut VecDeque<Deferred>,
     /// The requests it refused (`Core::refused`).
     pub tally: &'a mut Tally,
 }
@@ -760,7 +760,7 @@ macro_rules! inbox_of {
             id: $core.id,
             mailbox: &mut $core.mailbox,
             kept: &mut $core.kept,
-            deferred: &$core.deferred,
+            deferred: &mut $core.deferred,
             tally: &mut $core.refused,
         }
     };
@@ -851,6 +851,7 @@ fn serve_inbox(id: usize) {
 }
 
 fn take_messages(ib: &mut Inbox<'_>) {
+    refuse_deferred(ib);
     ib.mailbox.collect();
     for _ in 0..INBOX_MAX {
         let Some(m) = ib.mailbox.recv() else { return };
@@ -862,6 +863,49 @@ fn take_messages(ib: &mut Inbox<'_>) {
                 }
             }
             m => ib.kept.push_back(m),
+        }
+    }
+}
+
+/// Remote batches this shard held back behind a lock before its script
+/// was published (a script under its transaction's locks, which took the
+/// shard before it ran: `commands::script::busy::under_locks`) are
+/// answered `-BUSY` as those arriving now are, under the same conditions
+/// ([`refusable`]: none of their connection's work held before them),
+/// if none of their commands ran yet.
+fn refuse_deferred(ib: &mut Inbox<'_>) {
+    if ib.deferred.is_empty() {
+        return;
+    }
+    let Some(e) = commands::script::busy::refuse_if_busy(Some(&[ib.id])) else {
+        return;
+    };
+    let line = e.line();
+    let mut i = 0;
+    while i < ib.deferred.len() {
+        let d = &ib.deferred[i];
+        let conn = d.conn;
+        let whole = match &d.what {
+            super::Held::Batch { batch, next: 0, .. } => batch.ends.is_empty(),
+            _ => false,
+        };
+        let first = !ib.deferred.iter().take(i).any(|e| e.conn == conn);
+        if !(whole && first) {
+            i += 1;
+            continue;
+        }
+        // Taken out first: `refusable` looks at what is held besides it.
+        let Some(d) = ib.deferred.remove(i) else {
+            return;
+        };
+        match d.what {
+            super::Held::Batch { batch, .. } if refusable(ib, conn, &batch) => {
+                refuse_batch(ib, conn, batch, &line);
+            }
+            what => {
+                ib.deferred.insert(i, Deferred { conn, what });
+                i += 1;
+            }
         }
     }
 }
