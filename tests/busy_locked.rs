@@ -175,17 +175,24 @@ fn multi_keys(nshards: usize) -> (String, String, Option<usize>) {
 
 /// A spinning script inside MULTI/EXEC (on its home shard 0), followed by
 /// an MSET of two keys of other shards: the block holds their locks while
-/// the script runs. Returns the replies Redis gives alike, and the reply
-/// of a GET on a shard the block does not lock (`None` at 2 shards).
-fn multi_scenario(s: &Server, nshards: usize) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+/// the script runs. With `every`, the block reads the keyspace first
+/// (DBSIZE) and its script calls KEYS: it write-locks every shard whole,
+/// and its script reaches every shard (`script::every`). Returns the
+/// replies Redis gives alike, and the reply of a GET on a shard the block
+/// does not lock (`None` at 2 shards, or with `every`).
+fn multi_scenario(s: &Server, nshards: usize, every: bool) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
     let (keys, mut conns) = keys_and_conns(s, nshards);
     let (a, b, free) = multi_keys(nshards);
+    let free = free.filter(|_| !every);
     let (sa, sb) = (nshards - 1, nshards / 2);
     let mut spin = on_shard(s, 0, nshards);
     spin.set_reply_timeout(Duration::from_secs(60));
     let mut got = Vec::new();
     got.push(spin.cmd_str(&["MULTI"]));
-    got.push(spin.cmd_str(&["EVAL", SPIN, "0"]));
+    if every {
+        got.push(spin.cmd_str(&["DBSIZE"]));
+    }
+    got.push(spin.cmd_str(&["EVAL", if every { KEYS_SPIN } else { SPIN }, "0"]));
     got.push(spin.cmd_str(&["MSET", &a, "1", &b, "2"]));
     spin.send(&encode_command(&[b"EXEC"]));
     got.push(wait_busy(&mut conns[0]));
@@ -208,23 +215,30 @@ fn multi_scenario(s: &Server, nshards: usize) -> (Vec<Vec<u8>>, Option<Vec<u8>>)
     (got, unlocked)
 }
 
-fn multi(nshards: usize) {
+fn multi(nshards: usize, every: bool) {
     let s = tessera(nshards);
-    let (got, unlocked) = multi_scenario(&s, nshards);
-    assert_eq!(&got[..3], [&b"+OK\r\n"[..], b"+QUEUED\r\n", b"+QUEUED\r\n"]);
-    let n = 3 + 1 + 6 + 1 + 3;
-    for (i, r) in got[3..n].iter().enumerate() {
+    let (got, unlocked) = multi_scenario(&s, nshards, every);
+    let q = 3 + usize::from(every);
+    assert_eq!(got[0], b"+OK\r\n");
+    assert!(got[1..q].iter().all(|r| r == b"+QUEUED\r\n"));
+    let n = q + 1 + 6 + 1 + 3;
+    for (i, r) in got[q..n].iter().enumerate() {
         assert_eq!(
             r,
             BUSY_EVAL,
             "reply {}: {}",
-            i + 3,
+            i + q,
             String::from_utf8_lossy(r)
         );
     }
     assert_eq!(got[n], b"+OK\r\n");
+    let exec = if every {
+        format!("*3\r\n:{nshards}\r\n-ERR Script killed by user with SCRIPT KILL...")
+    } else {
+        "*2\r\n-ERR Script killed by user with SCRIPT KILL...".to_string()
+    };
     assert!(
-        got[n + 1].starts_with(b"*2\r\n-ERR Script killed by user with SCRIPT KILL..."),
+        got[n + 1].starts_with(exec.as_bytes()),
         "{}",
         String::from_utf8_lossy(&got[n + 1])
     );
@@ -236,19 +250,29 @@ fn multi(nshards: usize) {
         );
     }
     if let Some(r) = redis() {
-        let (theirs, _) = multi_scenario(&r, nshards);
+        let (theirs, _) = multi_scenario(&r, nshards, every);
         assert_eq!(theirs, got, "as redis-server");
     }
 }
 
 #[test]
 fn multi_s2_apart() {
-    multi(2);
+    multi(2, false);
 }
 
 #[test]
 fn multi_s16_apart() {
-    multi(16);
+    multi(16, false);
+}
+
+#[test]
+fn multi_every_shard_s2_apart() {
+    multi(2, true);
+}
+
+#[test]
+fn multi_every_shard_s16_apart() {
+    multi(16, true);
 }
 
 /// SHUTDOWN NOSAVE from the script's own loop (`own`) or from another
