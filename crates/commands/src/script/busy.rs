@@ -372,6 +372,27 @@ pub fn holds_shard(shard: usize) -> bool {
 }
 
 impl Running {
+    /// Whether a command that needs shards `s` must wait for it: it holds
+    /// or stops one of them (its shard, its loop, a loop it pinned or
+    /// stalls, a shard its transaction locks).
+    fn stops_any(&self, s: &[usize]) -> bool {
+        self.shard.is_some_and(|b| s.contains(&b))
+            || self.home.is_some_and(|h| s.contains(&h))
+            || self
+                .pinned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|p| s.contains(p))
+            || self
+                .stalled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|p| s.contains(p))
+            || self.locked.iter().any(|p| s.contains(p))
+    }
+
     /// Whether it holds real shard `s`: the one it runs on, or, run in
     /// place, its home or one it pinned.
     fn holds(&self, s: usize) -> bool {
@@ -469,21 +490,7 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
     let list = busy_list();
     let r = list.iter().find(|r| match shards {
         None => true,
-        Some(s) => {
-            r.shard.is_some_and(|b| s.contains(&b))
-                || r.home.is_some_and(|h| s.contains(&h))
-                || r.pinned
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .any(|p| s.contains(p))
-                || r.stalled
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .any(|p| s.contains(p))
-                || r.locked.iter().any(|p| s.contains(p))
-        }
+        Some(s) => r.stops_any(s),
     })?;
     Some(CmdError::Raw(
         if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
@@ -1284,6 +1291,41 @@ mod tests {
         });
         serve_idle(true);
         assert_eq!(own.1, vec![true, false]);
+    }
+
+    /// A job's registry that counts the lends of its loop.
+    struct Lends(u32);
+    impl crate::coord::ClientRegistry for Lends {
+        fn for_each(&self, _f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo)) {}
+        fn kill(&mut self, _id: u64) -> bool {
+            false
+        }
+        fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+            self.0 += 1;
+            f()
+        }
+    }
+
+    /// A script under a transaction's locks runs with its job's loop lent
+    /// (once) and its locked shards named, for the call only; published
+    /// with them, it stops commands of those shards and of its home, and
+    /// of no other.
+    #[test]
+    fn under_locks_lends_the_loop_and_names_its_shards_for_the_call_only() {
+        let mut reg = Lends(0);
+        let seen = under_locks(&mut reg, &[1, 3], || {
+            let inner = under_locks(&mut Lends(0), &[2], || LOCKED.with(|l| l.borrow().clone()));
+            assert_eq!(inner, vec![2]);
+            LOCKED.with(|l| l.borrow().clone())
+        });
+        assert_eq!((seen, reg.0), (vec![1, 3], 1));
+        assert!(LOCKED.with(|l| l.borrow().is_empty()));
+
+        let mut r = running(0, Vec::new());
+        r.locked = vec![1, 3];
+        assert!(r.stops_any(&[3]) && r.stops_any(&[0, 2]) && !r.stops_any(&[2, 4]));
+        // A WATCH of a locked shard's keys is not the script's to take.
+        assert!(!r.holds(3));
     }
 
     /// A desk that counts its passes.
