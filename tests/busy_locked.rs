@@ -308,3 +308,52 @@ fn shutdown_nosave_from_another_loop() {
     shutdown_nosave(2, false);
     shutdown_nosave(16, false);
 }
+
+/// A client of the script's home loop sends GET of a home shard key, one
+/// after the other, while a script on every shard starts: a request that
+/// came while the script held the home shard's lock but had not run yet
+/// (held back by the lock) is answered `-BUSY` once the script is busy,
+/// as the later ones are, instead of waiting for its end (which only the
+/// SCRIPT KILL after this client's `-BUSY` brings). Whether a request
+/// falls in that window is up to the timing: each run may or may not
+/// reach it; none may hang.
+fn home_loop_requests_held_by_its_lock(nshards: usize) {
+    let s = tessera(nshards);
+    let (keys, mut conns) = keys_and_conns(&s, nshards);
+    let mut spin = on_shard(&s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut hammer = on_shard(&s, 0, nshards);
+    let key = keys[0].clone();
+    let gets = std::thread::spawn(move || {
+        for n in 0..1_000_000u32 {
+            let r = hammer.cmd_str(&["GET", &key]);
+            if r == BUSY_EVAL {
+                return n;
+            }
+            assert_eq!(r, bulk("v0"));
+        }
+        panic!("the script never became busy");
+    });
+    std::thread::sleep(Duration::from_millis(5));
+    spin.send(&encode_command(&[b"EVAL", KEYS_SPIN.as_bytes(), b"0"]));
+    let served = gets.join();
+    let last = nshards - 1;
+    assert_eq!(conns[last].cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(spin
+        .read_reply()
+        .starts_with(b"-ERR Script killed by user with SCRIPT KILL..."));
+    assert!(
+        served.is_ok(),
+        "a GET of the home loop waited for the script"
+    );
+}
+
+#[test]
+fn home_loop_requests_held_by_its_lock_s2_apart() {
+    home_loop_requests_held_by_its_lock(2);
+}
+
+#[test]
+fn home_loop_requests_held_by_its_lock_s16_apart() {
+    home_loop_requests_held_by_its_lock(16);
+}

@@ -61,6 +61,13 @@
 //!     connections wait, their loop being inside the script), and a unix
 //!     connection handed over (`Adopt`).
 //!
+//!   Remote batches its shard held back behind a lock before the script
+//!   was published (`Core::deferred`, whole, first of their connection)
+//!   are answered `-BUSY` as those arriving now ([`refuse_deferred`]), and
+//!   so are this loop's connections whose request waited for a lock of
+//!   its shard (`Core::lock_blocked`, [`Desk::serve_held`]): a script
+//!   under its transaction's locks took its shard's lock before it ran.
+//!
 //!   Then it flushes the mailbox, so the replies reach their threads now.
 //!   (The lend flushes it before the script starts: what the loop sent
 //!   before, such as a lone hop's completion sent lazily earlier in the
@@ -381,6 +388,9 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             }
         }
         serve_inbox(self.id);
+        for (slot, gen) in take_lock_blocked(self.id) {
+            self.serve_held(slot, gen);
+        }
         let mut events = self
             .state
             .events
@@ -438,6 +448,41 @@ impl commands::script::busy::BusyServe for Desk<'_> {
 }
 
 impl Desk<'_> {
+    /// A connection whose request waited for a lock of this loop's shard,
+    /// which a published script holds now (it took the lock before it
+    /// ran): its buffered requests are answered now, as a read's would be
+    /// (dispatch refuses them: `-BUSY`); the loop reads it again once the
+    /// script ends.
+    fn serve_held(&mut self, slot: usize, gen: u32) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.gen != gen {
+            return;
+        }
+        c.lock_wait = false;
+        let defer =
+            !(c.closing || c.peer_eof || answer(self.server, self.id, self.limits, self.state, c));
+        let broken = match c.flush() {
+            Ok(n) => {
+                self.state.tally.get().net_output_bytes += n as u64;
+                false
+            }
+            Err(_) => true,
+        };
+        let unwritten = c.unwritten() > 0;
+        c.unread = true;
+        self.conns.resume.push(slot);
+        if defer {
+            self.state.deferred.push((slot, gen));
+        }
+        if broken {
+            self.conns.killed.push((slot, gen));
+        } else if unwritten {
+            self.conns.mark_dirty(slot);
+        }
+    }
+
     /// Reads and answers one connection (see the module documentation).
     fn serve_conn(&mut self, slot: usize, hup: bool) {
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
@@ -747,6 +792,10 @@ pub(super) struct Inbox<'a> {
     pub mailbox: &'a mut Mailbox,
     pub kept: &'a mut VecDeque<Msg>,
     pub deferred: &'a mut VecDeque<Deferred>,
+    /// This loop's connections whose request waits for a lock of its
+    /// shard (`Core::lock_blocked`): answered by the desk once the shard
+    /// is busy ([`take_lock_blocked`]).
+    pub lock_blocked: &'a mut Vec<(usize, u32)>,
     /// The requests it refused (`Core::refused`).
     pub tally: &'a mut Tally,
 }
@@ -761,6 +810,7 @@ macro_rules! inbox_of {
             mailbox: &mut $core.mailbox,
             kept: &mut $core.kept,
             deferred: &mut $core.deferred,
+            lock_blocked: &mut $core.lock_blocked,
             tally: &mut $core.refused,
         }
     };
@@ -848,6 +898,29 @@ fn serve_inbox(id: usize) {
         inbox.serve();
     }
     INBOX.with(|i| i.set(Some(ptr)));
+}
+
+/// The lent inbox's connections waiting for a lock of loop `id`'s shard
+/// (taken: the desk answers them, [`Desk::serve_held`]), once a busy
+/// script holds that shard, so that dispatch refuses their requests; none
+/// otherwise, or when loop `id` lent no inbox.
+fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
+    // Taken out while it is looked at, as in `serve_inbox`.
+    let Some(mut ptr) = INBOX.with(|i| i.take()) else {
+        return Vec::new();
+    };
+    // SAFETY: as in `serve_inbox`.
+    let inbox = unsafe { ptr.as_mut() };
+    let taken = if inbox.id == id
+        && !inbox.lock_blocked.is_empty()
+        && commands::script::busy::refuse_if_busy(Some(&[id])).is_some()
+    {
+        std::mem::take(inbox.lock_blocked)
+    } else {
+        Vec::new()
+    };
+    INBOX.with(|i| i.set(Some(ptr)));
+    taken
 }
 
 fn take_messages(ib: &mut Inbox<'_>) {

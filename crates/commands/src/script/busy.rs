@@ -118,9 +118,10 @@
 //! Other threads' requests already in the script's shard's mailbox when
 //! it became busy are answered `-BUSY` by the desk (the runtime lends it
 //! the loop's mailbox too); new ones are refused by the sender's dispatch
-//! (`refuse_if_busy`). Not covered: what the script's own loop held back
-//! behind a lock before the script was published (a lock-blocked
-//! connection, a deferred batch) waits for the script's end.
+//! (`refuse_if_busy`). What the script's own loop held back behind its
+//! shard's lock, taken before the script ran (its own connections'
+//! requests, other threads' batches not started), is answered by the desk
+//! too.
 //!
 //! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
 //! every busy script (as SCRIPT KILL would, written or not) and drops its
