@@ -33,6 +33,7 @@ pub mod keyspecs;
 pub mod list;
 pub mod memory;
 pub mod migrate;
+pub mod module;
 pub mod multi;
 pub mod multikey;
 pub mod ops;
