@@ -279,6 +279,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::cluster::COMMANDS,
     crate::module::COMMANDS,
     crate::repl::cmds::COMMANDS,
+    crate::repl::failover::COMMANDS,
     crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,

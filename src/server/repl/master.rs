@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use commands::coord::Coordinator;
-use commands::repl::{Backlog, ReplicaInfo, ReplicaState, SyncRequest};
+use commands::repl::{failover, Backlog, ReplicaInfo, ReplicaState, SyncRequest};
 use commands::{ClientState, ServerShared};
 
 use super::link::{server_ack, Bulk, Fanout, Link, Sock};
@@ -637,8 +637,15 @@ impl Master {
             }
         }
         self.server.ops.set_refuse_writes(refuse);
+        if let failover::Due::Demote(host, port) = failover::update(&self.server, now) {
+            failover::demote(&self.server, &host, port);
+        }
+        // Redis sends no PING while a failover pauses writes: the target's
+        // acknowledged offset must meet the master's.
+        let failing_over = self.server.repl.lock().failover.state != failover::State::None;
         if replicas > 0
             && streaming
+            && !failing_over
             && !self.lock().replica
             && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
         {
@@ -737,7 +744,10 @@ pub fn drain(limit: Duration) {
 }
 
 /// Thread 0's cron: the full sync (or the stream's end) to start now.
-pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+    if let Some(c) = commands::repl::failover::abort_coordinator(server) {
+        return Some(c);
+    }
     get()?.sync_due(None)
 }
 
@@ -816,6 +826,22 @@ impl commands::repl::ReplRuntime for Master {
 
     fn demoted(&self) {
         self.switch_role(true);
+    }
+
+    fn failover_started(&self) {
+        let server = self.server.clone();
+        let writer = server
+            .repl
+            .streaming()
+            .then(|| rewriter(&server).and_then(|r| r.current()))
+            .flatten();
+        match writer {
+            Some(w) => w.stream_mark(
+                false,
+                Box::new(move || commands::repl::failover::flushed(&server)),
+            ),
+            None => commands::repl::failover::flushed(&server),
+        }
     }
 }
 
