@@ -312,3 +312,44 @@ fn redis_fails_over_to_tessera() {
     assert_eq!(field(&mut r, "stats", "sync_partial_ok"), "1");
     assert!(replica.log().contains("MASTER MODE enabled (failover request from"));
 }
+
+/// A target that is no longer a replica refuses `PSYNC ... FAILOVER`: the
+/// old master aborts, is a master again, and runs the held writes.
+#[test]
+fn a_refused_takeover_aborts_and_resumes_writes() {
+    let (master, replica) = pair("2", false);
+    let mut mraw = master.raw();
+    mraw.cmd_str(&["SET", "a", "1"]);
+    let mut r = replica.conn();
+    wait_for("the replica has it", || {
+        redis::cmd("EXISTS").arg("a").query::<i64>(&mut r).unwrap() == 1
+    });
+    let mut rctl = replica.raw();
+    assert_eq!(rctl.cmd_str(&["PING"]), b"+PONG\r\n");
+    signal(&replica, "-STOP");
+    mraw.cmd_str(&["SET", "b", "1"]);
+    let rport = replica.port().to_string();
+    assert_eq!(
+        mraw.cmd_str(&[
+            "FAILOVER", "TO", "127.0.0.1", &rport, "TIMEOUT", "300", "FORCE"
+        ]),
+        b"+OK\r\n"
+    );
+    // Read by the stopped target before the demoted master's handshake
+    // can reach its PSYNC (three exchanges later).
+    rctl.send(&encode_command(&[b"REPLICAOF", b"NO", b"ONE"]));
+    let mut w = master.raw();
+    held_write(&master, &mut w, &["INCR", "n"], 1);
+    let mut m = master.conn();
+    wait_for("the forced demotion", || {
+        field(&mut m, "replication", "master_failover_state") == "failover-in-progress"
+    });
+    signal(&replica, "-CONT");
+    assert_eq!(rctl.read_reply(), b"+OK\r\n");
+    assert_eq!(w.read_reply(), b":1\r\n");
+    wait_for("a master again", || settled(&master, "master"));
+    assert!(master
+        .log()
+        .contains("aborted: Failover target rejected psync request"));
+    assert_eq!(mraw.cmd_str(&["GET", "b"]), b"$1\r\n1\r\n");
+}

@@ -67,7 +67,9 @@ fn is_no_one(args: Args<'_>) -> bool {
 /// (a promotion, or a failover's start or abort: whole-keyspace Write
 /// locks, in a transaction too).
 pub(crate) fn promotes(spec: &CommandSpec, args: Args<'_>) -> bool {
-    (matches!(spec.name, "replicaof" | "slaveof") && is_no_one(args)) || spec.name == "failover"
+    (matches!(spec.name, "replicaof" | "slaveof") && is_no_one(args))
+        // Not CLUSTER FAILOVER (a subcommand of the same name).
+        || (spec.name == "failover" && eq_ic(args.get(0), "failover"))
 }
 
 /// REPLICAOF NO ONE runs under whole-keyspace Write locks: no write runs

@@ -153,8 +153,8 @@ fn psync_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::
 /// takes the connection over (see the module docs). With FAILOVER (Redis
 /// 6.2's coordinated failover), a replica whose replication ID is
 /// `replicationid` first becomes a master, so that its old master
-/// continues from it (`+CONTINUE` with the new ID); another ID is refused
-/// with `PSYNC FAILOVER replid must match my replid.`
+/// continues from it (`+CONTINUE` with the new ID); a master refuses it,
+/// and a replica another ID, with Redis's errors.
 fn psync(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let nothing = |_: Vec<()>, _: &mut Reply, _: &mut ClientState| Ok(());
     if c.client.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
@@ -163,6 +163,9 @@ fn psync(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     let server = c.server.clone();
     let takeover = takes_over(args);
     if takeover {
+        if !server.repl.is_replica() {
+            return Err(CmdError::err("PSYNC FAILOVER can't be sent to a master."));
+        }
         if !eq_ic(args.get(1), &server.repl.ids().replid) {
             return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
         }
