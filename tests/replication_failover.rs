@@ -143,14 +143,25 @@ fn forced_failover(shards: &str) {
     );
     assert_eq!(
         mraw.cmd_str(&[
-            "FAILOVER", "TO", "127.0.0.1", &rport, "TIMEOUT", "500", "FORCE"
+            "FAILOVER",
+            "TO",
+            "127.0.0.1",
+            &rport,
+            "TIMEOUT",
+            "500",
+            "FORCE"
         ]),
         b"+OK\r\n"
     );
     let mut w1 = master.raw();
     held_write(&master, &mut w1, &["SET", "held", "1"], 1);
     let mut w2 = master.raw();
-    held_write(&master, &mut w2, &["MSET", "h1", "1", "h2", "2", "h3", "3"], 2);
+    held_write(
+        &master,
+        &mut w2,
+        &["MSET", "h1", "1", "h2", "2", "h3", "3"],
+        2,
+    );
     // Reads are served meanwhile.
     assert_eq!(mraw.cmd_str(&["GET", "before"]), b"$1\r\n1\r\n");
     assert_eq!(
@@ -182,7 +193,10 @@ fn forced_failover(shards: &str) {
     // old master ends with the new one's data either way.
     assert_eq!(mraw.cmd_str(&["GET", "held"]), b"$-1\r\n");
     assert_eq!(mraw.cmd_str(&["DBSIZE"]), rraw.cmd_str(&["DBSIZE"]));
-    assert_eq!(mraw.cmd_str(&["GET", "lost"]), rraw.cmd_str(&["GET", "lost"]));
+    assert_eq!(
+        mraw.cmd_str(&["GET", "lost"]),
+        rraw.cmd_str(&["GET", "lost"])
+    );
     assert!(master.log().contains("time out exceeded, failing over."));
 }
 
@@ -310,7 +324,9 @@ fn redis_fails_over_to_tessera() {
     });
     let mut r = replica.conn();
     assert_eq!(field(&mut r, "stats", "sync_partial_ok"), "1");
-    assert!(replica.log().contains("MASTER MODE enabled (failover request from"));
+    assert!(replica
+        .log()
+        .contains("MASTER MODE enabled (failover request from"));
 }
 
 /// A target that is no longer a replica refuses `PSYNC ... FAILOVER`: the
@@ -331,7 +347,13 @@ fn a_refused_takeover_aborts_and_resumes_writes() {
     let rport = replica.port().to_string();
     assert_eq!(
         mraw.cmd_str(&[
-            "FAILOVER", "TO", "127.0.0.1", &rport, "TIMEOUT", "300", "FORCE"
+            "FAILOVER",
+            "TO",
+            "127.0.0.1",
+            &rport,
+            "TIMEOUT",
+            "300",
+            "FORCE"
         ]),
         b"+OK\r\n"
     );
@@ -352,4 +374,55 @@ fn a_refused_takeover_aborts_and_resumes_writes() {
         .log()
         .contains("aborted: Failover target rejected psync request"));
     assert_eq!(mraw.cmd_str(&["GET", "b"]), b"$1\r\n1\r\n");
+}
+
+/// ABORT after the demotion (`failover-in-progress`, the target stopped):
+/// the server is a master again, runs the held writes, and its replica
+/// follows it once it runs again.
+#[test]
+fn abort_after_the_demotion_promotes_back() {
+    let (master, replica) = pair("2", false);
+    let mut mraw = master.raw();
+    mraw.cmd_str(&["SET", "a", "1"]);
+    let mut r = replica.conn();
+    wait_for("the replica has it", || {
+        redis::cmd("EXISTS").arg("a").query::<i64>(&mut r).unwrap() == 1
+    });
+    signal(&replica, "-STOP");
+    mraw.cmd_str(&["SET", "b", "1"]);
+    let rport = replica.port().to_string();
+    assert_eq!(
+        mraw.cmd_str(&[
+            "FAILOVER",
+            "TO",
+            "127.0.0.1",
+            &rport,
+            "TIMEOUT",
+            "200",
+            "FORCE"
+        ]),
+        b"+OK\r\n"
+    );
+    let mut w = master.raw();
+    held_write(&master, &mut w, &["INCR", "n"], 1);
+    let mut m = master.conn();
+    wait_for("the forced demotion", || {
+        field(&mut m, "replication", "master_failover_state") == "failover-in-progress"
+    });
+    assert_eq!(mraw.cmd_str(&["SET", "c", "1"]), READONLY);
+    assert_eq!(mraw.cmd_str(&["FAILOVER", "ABORT"]), b"+OK\r\n");
+    assert_eq!(w.read_reply(), b":1\r\n");
+    assert!(settled(&master, "master"));
+    assert!(master.log().contains("aborted: Failover manually aborted"));
+    signal(&replica, "-CONT");
+    wait_for("the replica follows again", || {
+        redis::cmd("GET")
+            .arg("n")
+            .query::<Option<String>>(&mut r)
+            .unwrap()
+            .as_deref()
+            == Some("1")
+    });
+    let mut rr = replica.conn();
+    assert_eq!(field(&mut rr, "replication", "role"), "slave");
 }

@@ -478,7 +478,10 @@ pub fn info_ids(r: &ReplInner, backlog_size: u64, o: &mut String) {
         "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
         r.failover.state.name(),
-        ids.replid, ids.replid2, ids.master_repl_offset, ids.second_repl_offset
+        ids.replid,
+        ids.replid2,
+        ids.master_repl_offset,
+        ids.second_repl_offset
     );
     let (active, size, first, hist) = match &r.master.backlog {
         Some(b) => (1, b.size() as u64, b.first(), b.histlen() as u64),

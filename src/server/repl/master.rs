@@ -43,6 +43,13 @@
 //! old role and before every one of the new; the offsets go on from where
 //! the master's stream left them.
 //!
+//! FAILOVER (`commands::repl::failover`): the cron checks the failover
+//! each tick (the target's acknowledged offset, the timeout) and demotes
+//! this server when it is due, and sends no PING while it runs (the
+//! offsets must meet); its start queues a mark into the stream
+//! ([`ReplRuntime::failover_started`]); thread 0's cron runs the abort of a
+//! refused takeover ([`cron_due`]).
+//!
 //! One [`Master`] per process, reached through [`get`]: the workers'
 //! connection code hands it sockets and WAITs, and the commands crate
 //! cannot name runtime types (an `Arc` in `ServerShared` would have to be
@@ -55,7 +62,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use commands::coord::Coordinator;
-use commands::repl::{failover, Backlog, ReplicaInfo, ReplicaState, SyncRequest};
+use commands::repl::{failover, Backlog, ReplRuntime, ReplicaInfo, ReplicaState, SyncRequest};
 use commands::{ClientState, ServerShared};
 
 use super::link::{server_ack, Bulk, Fanout, Link, Sock};
@@ -802,7 +809,7 @@ pub fn disconnect_replicas() {
     }
 }
 
-impl commands::repl::ReplRuntime for Master {
+impl ReplRuntime for Master {
     fn prepare_promotion(&self) -> bool {
         if self.server.repl.lock().master.backlog.is_none() {
             return false;

@@ -41,6 +41,9 @@
 //! its backlog, and reach its own replicas byte for byte (Redis's
 //! proxying of its master's stream). A master that does not know PSYNC
 //! (it answers with an error) is asked with SYNC, as Redis falls back.
+//! A master demoted by FAILOVER sends `PSYNC ... FAILOVER` to its target
+//! (`commands::repl::failover`): a sync's answer completes the failover,
+//! any other aborts it (no SYNC fallback then).
 //!
 //! Never: touch the data outside the load coordinator.
 
@@ -636,7 +639,12 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
 
 /// Sends PSYNC (with FAILOVER when `takeover`) and reads its answer,
 /// past the newlines a master may send to keep the link alive first.
-fn psync_reply(link: &mut Link, replid: &str, want: &str, takeover: bool) -> Result<String, Failure> {
+fn psync_reply(
+    link: &mut Link,
+    replid: &str,
+    want: &str,
+    takeover: bool,
+) -> Result<String, Failure> {
     let (id, off) = (replid.as_bytes(), want.as_bytes());
     if takeover {
         link.send(&[b"PSYNC", id, off, b"FAILOVER"])?;

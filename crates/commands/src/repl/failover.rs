@@ -277,9 +277,7 @@ pub fn abort(server: &ServerShared, why: &str) {
         return;
     }
     match &f.target {
-        Some((h, p)) => {
-            crate::persist::log(false, &format!("FAILOVER to {h}:{p} aborted: {why}"))
-        }
+        Some((h, p)) => crate::persist::log(false, &format!("FAILOVER to {h}:{p} aborted: {why}")),
         None => crate::persist::log(false, &format!("FAILOVER to any replica aborted: {why}")),
     }
     if f.state == State::InProgress {
@@ -429,7 +427,10 @@ mod tests {
     fn errors_as_redis_without_replicas() {
         let mut t = TestServer::new(2);
         let cases: &[(&[&str], &str)] = &[
-            (&["FAILOVER"], "-ERR FAILOVER requires connected replicas.\r\n"),
+            (
+                &["FAILOVER"],
+                "-ERR FAILOVER requires connected replicas.\r\n",
+            ),
             (&["FAILOVER", "abort"], "-ERR No failover in progress.\r\n"),
             (&["FAILOVER", "ABORT", "x"], "-ERR syntax error\r\n"),
             (&["FAILOVER", "timeout"], "-ERR syntax error\r\n"),
@@ -455,7 +456,10 @@ mod tests {
                 &["FAILOVER", "force"],
                 "-ERR FAILOVER requires connected replicas.\r\n",
             ),
-            (&["FAILOVER", "timeout", "5", "abort"], "-ERR syntax error\r\n"),
+            (
+                &["FAILOVER", "timeout", "5", "abort"],
+                "-ERR syntax error\r\n",
+            ),
         ];
         for (cmd, want) in cases {
             assert_eq!(t.run(cmd), *want, "{cmd:?}");
@@ -470,20 +474,25 @@ mod tests {
     #[test]
     fn a_failover_pauses_writes_until_aborted() {
         let mut t = TestServer::new(2);
-        t.server.repl.lock().master.replicas.push(super::super::ReplicaInfo {
-            id: 99,
-            addr: "127.0.0.1:5".into(),
-            laddr: "127.0.0.1:6".into(),
-            ip: "127.0.0.1".into(),
-            port: 7000,
-            state: super::ReplicaState::Online,
-            ack_offset: 0,
-            ack_ms: 0,
-            created_ms: 0,
-            fd: -1,
-            name: None,
-            user: "default".into(),
-        });
+        t.server
+            .repl
+            .lock()
+            .master
+            .replicas
+            .push(super::super::ReplicaInfo {
+                id: 99,
+                addr: "127.0.0.1:5".into(),
+                laddr: "127.0.0.1:6".into(),
+                ip: "127.0.0.1".into(),
+                port: 7000,
+                state: super::ReplicaState::Online,
+                ack_offset: 0,
+                ack_ms: 0,
+                created_ms: 0,
+                fd: -1,
+                name: None,
+                user: "default".into(),
+            });
         assert_eq!(
             t.run(&["FAILOVER", "to", "127.0.0.1", "7001"]),
             "-ERR FAILOVER target HOST and PORT is not a replica.\r\n"
