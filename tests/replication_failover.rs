@@ -426,3 +426,66 @@ fn abort_after_the_demotion_promotes_back() {
     let mut rr = replica.conn();
     assert_eq!(field(&mut rr, "replication", "role"), "slave");
 }
+
+/// Writers keep writing on every shard while FAILOVER runs: each stops at
+/// its first READONLY, and the new master holds exactly every write that
+/// was acknowledged (the pause and the offsets cover every shard).
+fn no_acknowledged_write_lost(shards: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let (master, replica) = pair(shards, false);
+    let done = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            let mut c = master.raw();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut acked = vec![0u64; 8];
+                for i in 0..1_000_000usize {
+                    let k = format!("w{t}:{}", i % 8);
+                    let reply = c.cmd_str(&["INCR", &k]);
+                    if reply == READONLY {
+                        return acked;
+                    }
+                    let n = std::str::from_utf8(&reply[1..reply.len() - 2])
+                        .ok()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .unwrap_or_else(|| panic!("INCR {k}: {reply:?}"));
+                    acked[i % 8] = n;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                panic!("never refused");
+            })
+        })
+        .collect();
+    wait_for("writes flowing", || done.load(Ordering::Relaxed) >= 400);
+    let mut mraw = master.raw();
+    assert_eq!(mraw.cmd_str(&["FAILOVER"]), b"+OK\r\n");
+    let acked: Vec<Vec<u64>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    wait_for("the roles swapped", || {
+        settled(&replica, "master") && settled(&master, "slave")
+    });
+    let mut rraw = replica.raw();
+    for (t, keys) in acked.iter().enumerate() {
+        for (j, n) in keys.iter().enumerate() {
+            let k = format!("w{t}:{j}");
+            // 0: never acknowledged (its first INCR was held, then refused).
+            let want = match n {
+                0 => b"$-1\r\n".to_vec(),
+                n => format!("${}\r\n{n}\r\n", n.to_string().len()).into_bytes(),
+            };
+            assert_eq!(rraw.cmd_str(&["GET", &k]), want, "{k}");
+            assert_eq!(mraw.cmd_str(&["GET", &k]), want, "{k} on the old master");
+        }
+    }
+}
+
+#[test]
+fn no_acknowledged_write_lost_at_2_shards() {
+    no_acknowledged_write_lost("2");
+}
+
+#[test]
+fn no_acknowledged_write_lost_at_16_shards() {
+    no_acknowledged_write_lost("16");
+}
