@@ -489,3 +489,38 @@ fn no_acknowledged_write_lost_at_2_shards() {
 fn no_acknowledged_write_lost_at_16_shards() {
     no_acknowledged_write_lost("16");
 }
+
+/// The old master's other replica keeps replicating from it (chained
+/// under the new master), as in Redis.
+#[test]
+fn another_replica_follows_through_the_old_master() {
+    let (master, replica) = pair("2", false);
+    let port = master.port().to_string();
+    let other = Server::tessera(&["--shards", "2", "--replicaof", "127.0.0.1", &port]);
+    let mut m = master.conn();
+    wait_for("two replicas online", || {
+        field(&mut m, "replication", "connected_slaves") == "2"
+            && field(&mut m, "replication", "slave1").contains("state=online")
+    });
+    let mut mraw = master.raw();
+    mraw.cmd_str(&["SET", "a", "1"]);
+    let rport = replica.port().to_string();
+    assert_eq!(
+        mraw.cmd_str(&["FAILOVER", "TO", "127.0.0.1", &rport]),
+        b"+OK\r\n"
+    );
+    wait_for("the roles swapped", || {
+        settled(&replica, "master") && settled(&master, "slave")
+    });
+    let mut rraw = replica.raw();
+    assert_eq!(rraw.cmd_str(&["SET", "b", "2"]), b"+OK\r\n");
+    let mut oraw = other.raw();
+    wait_for("the other replica gets the new master's write", || {
+        oraw.cmd_str(&["MGET", "a", "b"]) == b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    });
+    let mut o = other.conn();
+    assert_eq!(
+        field(&mut o, "replication", "master_port"),
+        master.port().to_string()
+    );
+}
