@@ -33,7 +33,10 @@
 //! before the pause, whose shard grants FAILOVER's locks before the
 //! write's, runs after the mark; the cron compares with the live offset,
 //! so such a write counts once its record reached the stream (within the
-//! writer's poll), but a check in between would miss it.
+//! writer's poll), but a check in between would miss it. Not done: Redis
+//! sends no `REPLCONF GETACK` while clients are paused; here a WAIT during
+//! a failover still adds one to the stream (the target then acknowledges
+//! it too, so the failover only waits for that ACK).
 
 use std::sync::Arc;
 
@@ -206,12 +209,14 @@ fn start(server: &ServerShared, req: &Request) -> Result<(), CmdError> {
         ));
     }
     let mut target = None;
+    // Redis's findReplica: the address (REPLCONF ip-address, else the
+    // peer's) compared without case, and the listening port.
     if let Some((host, port)) = &req.to {
         let Some(x) = g
             .master
             .replicas
             .iter()
-            .find(|x| x.ip == *host && i64::from(x.port) == *port)
+            .find(|x| x.ip.eq_ignore_ascii_case(host) && i64::from(x.port) == *port)
         else {
             return Err(CmdError::err(
                 "FAILOVER target HOST and PORT is not a replica.",
@@ -372,7 +377,7 @@ pub fn update(server: &ServerShared, now_ms: u64) -> Due {
             .master
             .replicas
             .iter()
-            .find(|x| x.ip == *h && x.port == *p)
+            .find(|x| x.ip.eq_ignore_ascii_case(h) && x.port == *p)
             .filter(|x| synced(x))
             .map(|_| (h.clone(), *p)),
         None => g
