@@ -410,7 +410,177 @@ fn info_from_a_script_is_whole(layout: Layout) {
     );
 }
 
+/// The scripts the every-shard path used to refuse (issue 23 point 4),
+/// with the shards apart: (A) a script that PUBLISHes (and SPUBLISHes)
+/// before its first keyspace call, (B) one call naming keys of two shards
+/// from a script holding every shard (LMOVE, RPOPLPUSH, SMOVE, RENAME,
+/// COPY, ZUNIONSTORE, DEL, MSET), (C) a script calling KEYS & co. alone in
+/// a multi-shard MULTI/EXEC block (EVAL, EVALSHA, FCALL). Each reply as
+/// redis-server's, byte for byte, and a subscriber (channels, a shard
+/// channel, keyspace events) gets Redis's messages, each once, in order.
+fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
+    let n = layout.shards;
+    let on = |s: usize, p: &str| common::key_on(s % n, n, p);
+    let (src, dst) = (on(0, "src"), on(1, "dst"));
+    let (sa, sb) = (on(0, "sa"), on(1, "sb"));
+    let (s1, s2, s3) = (on(0, "str"), on(1, "str"), on(2, "strc"));
+    let (z1, z2, zo) = (on(0, "za"), on(1, "zb"), on(2, "zo"));
+    let (m1, m2) = (on(1, "m"), on(0, "m"));
+    let head: Vec<Vec<&str>> = vec![
+        vec!["FLUSHALL"],
+        vec!["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+    ];
+    let a: Vec<Vec<&str>> = vec![
+        // (A) PUBLISH / SPUBLISH before KEYS, receiver counts at call time.
+        // (One shard a command: a plain MSET's events across shards are
+        // not in one order.)
+        vec!["SET", "pub:1", "a"],
+        vec!["SET", "pub:2", "b"],
+        vec!["EVAL", "local a = redis.call('publish', 'ksch', 'before') local k = redis.call('keys', 'pub:*') table.sort(k) local b = redis.call('publish', 'ksch', #k) return {a, b, k, redis.call('publish', 'nobody', 'x')}", "0"],
+        vec!["EVAL", "local a = redis.call('spublish', 'sch', 'one') redis.call('set', KEYS[1], 'v') local b = redis.call('publish', 'ksch', 'two') return {a, b, redis.call('dbsize')}", "1", "pub:3"],
+        vec!["EVAL", "redis.call('publish', 'ksch', 'p1') redis.call('publish', 'ksch', 'p2') redis.call('del', 'pub:1') return redis.call('randomkey') ~= false", "0"],
+        vec!["EVAL", "redis.call('publish', 'ksch', 'f1') redis.call('flushall') redis.call('publish', 'ksch', 'f2') return redis.call('dbsize')", "0"],
+    ];
+    let b: Vec<Vec<&str>> = vec![
+        // (B) one call, keys of two shards, every shard held.
+        vec!["RPUSH", &src, "1", "2", "3"],
+        vec!["SADD", &sa, "x", "y"],
+        vec!["SET", &s1, "v"],
+        vec!["ZADD", &z1, "1", "a", "2", "b"],
+        vec!["ZADD", &z2, "3", "c", "1", "a"],
+        vec!["EVAL", "local n = #redis.call('keys', '*') return {n, redis.call('lmove', ARGV[1], ARGV[2], 'left', 'right'), redis.call('rpoplpush', ARGV[1], ARGV[2]), redis.call('lrange', ARGV[1], 0, -1), redis.call('lrange', ARGV[2], 0, -1)}", "0", &src, &dst],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('smove', ARGV[1], ARGV[2], 'x'), redis.call('smove', ARGV[1], ARGV[2], 'nope'), redis.call('smembers', ARGV[2])}", "0", &sa, &sb],
+        vec!["EVAL", "redis.call('dbsize') redis.call('rename', ARGV[1], ARGV[2]) return {redis.call('get', ARGV[2]), redis.call('exists', ARGV[1])}", "0", &s1, &s2],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('copy', ARGV[1], ARGV[2]), redis.call('copy', ARGV[1], ARGV[2]), redis.call('get', ARGV[2])}", "0", &s2, &s3],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('zunionstore', ARGV[3], 2, ARGV[1], ARGV[2]), redis.call('zrange', ARGV[3], 0, -1, 'withscores')}", "0", &z1, &z2, &zo],
+        vec!["EVAL", "redis.call('dbsize') return {redis.pcall('lmove', ARGV[1], ARGV[2], 'left', 'left'), redis.pcall('rename', 'missing', ARGV[2])}", "0", &sb, &dst],
+        vec!["EVAL", "redis.call('dbsize') redis.call('mset', ARGV[1], 'one', ARGV[2], 'two') return {redis.call('mget', ARGV[1], ARGV[2]), redis.call('del', ARGV[1], ARGV[2], ARGV[3])}", "0", &m1, &m2, &s3],
+        vec!["LRANGE", &dst, "0", "-1"],
+        vec!["SMEMBERS", &sb],
+        vec!["ZRANGE", &zo, "0", "-1", "WITHSCORES"],
+        vec!["MGET", &s1, &s2, &s3, &m1, &m2],
+    ];
+    let c: Vec<Vec<&str>> = vec![
+        // (C) a script alone in a multi-shard block calls KEYS & co.
+        vec!["SET", "user:1", "a"],
+        vec!["SET", "user:2", "b"],
+        vec!["MULTI"],
+        vec!["SET", &s1, "1"],
+        vec!["SET", &s2, "2"],
+        vec!["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return {k, redis.call('dbsize')}", "0"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["EVAL", "return redis.call('dbsize')", "0"],
+        vec!["EXEC"],
+        vec!["SCRIPT", "LOAD", "return #redis.call('KEYS', ARGV[1])"],
+        vec!["MULTI"],
+        vec!["INCR", &s1],
+        vec!["EVALSHA", "SHA", "0", "user:*"],
+        vec!["INCR", &s2],
+        vec!["EXEC"],
+        vec!["FUNCTION", "LOAD", "#!lua name=cnt\nredis.register_function('cnt', function(k, a) return redis.call('dbsize') end)"],
+        vec!["MULTI"],
+        vec!["INCR", &s1],
+        vec!["FCALL", "cnt", "0"],
+        vec!["INCR", &s2],
+        vec!["EXEC"],
+        vec!["FUNCTION", "FLUSH"],
+    ];
+    let part = match part {
+        'A' => a,
+        'B' => b,
+        _ => c,
+    };
+    head.into_iter()
+        .chain(part)
+        .into_iter()
+        .map(|l| l.into_iter().map(String::from).collect())
+        .collect()
+}
+
+/// Every message `sub` gets until it stays silent `quiet` (Redis's, sent
+/// before its replies: all there) or `n` of them (Tessera's, each awaited
+/// with a deadline), then nothing more for a moment (no message twice).
+fn messages(sub: &mut common::RawConn, n: Option<usize>) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    match n {
+        Some(n) => {
+            for _ in 0..n {
+                got.push(sub.read_reply());
+            }
+        }
+        None => {
+            while sub
+                .poll_bytes(std::time::Duration::from_millis(300))
+                .is_some()
+            {
+                got.push(sub.read_reply());
+            }
+        }
+    }
+    sub.assert_silent(std::time::Duration::from_millis(200));
+    got
+}
+
+/// (A): publications held while the run may be taken back.
+fn publish_then_keyspace_call_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'A');
+}
+
+fn apart_part_matches_redis(layout: Layout, part: char) {
+    if !common::redis_available() {
+        eprintln!("SKIPPED: no redis-server");
+        return;
+    }
+    let lines = apart_lines(layout, part);
+    let (t, r) = (layout.tessera(&[]), Server::redis(&[]));
+    let mut subs = Vec::new();
+    for srv in [&t, &r] {
+        let mut s = srv.raw();
+        s.cmd_str(&["SUBSCRIBE", "ksch"]);
+        s.cmd_str(&["SSUBSCRIBE", "sch"]);
+        s.cmd_str(&["PSUBSCRIBE", "__key*@0__:*"]);
+        subs.push(s);
+    }
+    let (mut tc, mut rc) = (t.raw(), r.raw());
+    let sha = {
+        let l = &["SCRIPT", "LOAD", "return #redis.call('KEYS', ARGV[1])"][..];
+        String::from_utf8(common::reply_payload(&rc.cmd_str(l)).unwrap()).unwrap()
+    };
+    for line in &lines {
+        let line: Vec<&str> = line
+            .iter()
+            .map(|a| if a == "SHA" { sha.as_str() } else { a.as_str() })
+            .collect();
+        let got = tc.cmd_str(&line);
+        let want = rc.cmd_str(&line);
+        assert_eq!(
+            common::escape(&got, 600),
+            common::escape(&want, 600),
+            "{layout}: {line:?}"
+        );
+    }
+    let want = messages(&mut subs[1], None);
+    let got = messages(&mut subs[0], Some(want.len()));
+    // Keyspace events (pmessage) and the scripts' messages each in
+    // Redis's order; between the two the order is not kept (a script's
+    // messages go when it completes, its shards' events after it: see
+    // `commands::script::every`, "What differs from Redis").
+    let split = |m: &[Vec<u8>]| -> (Vec<String>, Vec<String>) {
+        let (ev, msg): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = m
+            .iter()
+            .partition(|x| x.starts_with(b"*4\r\n$8\r\npmessage"));
+        let esc = |v: Vec<&Vec<u8>>| v.into_iter().map(|x| common::escape(x, 300)).collect();
+        (esc(ev), esc(msg))
+    };
+    let (got_ev, got_msg) = split(&got);
+    let (want_ev, want_msg) = split(&want);
+    assert_eq!(got_msg, want_msg, "{layout}: the scripts' messages");
+    assert_eq!(got_ev, want_ev, "{layout}: keyspace events");
+}
+
 per_layout!(
+    publish_then_keyspace_call_matches_redis,
     info_from_a_script_is_whole,
     lines_match_redis,
     delete_by_pattern_is_atomic,

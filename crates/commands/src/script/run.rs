@@ -827,7 +827,8 @@ struct Run<'r, 'a> {
     oom: bool,
     /// A write command ran (Redis's SCRIPT_WRITE_DIRTY).
     dirty: bool,
-    /// Something ran that no restart can take back (a PUBLISH, a write
+    /// Something ran that no restart can take back (a PUBLISH by a call
+    /// or with no room to hold it, see `traces::hold_publish`; a write
     /// outside the command's keys).
     pinned: bool,
     /// On real shards: what its writes replaced, per shard (see `wide`).

@@ -70,7 +70,13 @@ impl Run<'_, '_> {
             "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
                 Some(ps) => {
                     let shard = r.spec.name == "spublish";
-                    let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
+                    // Held while the run may be taken back (see
+                    // `traces::hold_publish`): the count is the receivers'
+                    // now, the messages go when the run completes.
+                    let (n, held) = ps.prepare(args.get(1), args.get(2), shard, 0);
+                    if let Some(now) = super::super::traces::hold_publish(held.per_thread) {
+                        ps.deliver(now);
+                    }
                     out.int(n as i64);
                 }
                 None => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
