@@ -527,6 +527,11 @@ fn publish_then_keyspace_call_matches_redis(layout: Layout) {
     apart_part_matches_redis(layout, 'A');
 }
 
+/// (B): one call naming keys of two shards, every shard held.
+fn one_call_across_shards_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'B');
+}
+
 fn apart_part_matches_redis(layout: Layout, part: char) {
     if !common::redis_available() {
         eprintln!("SKIPPED: no redis-server");
@@ -579,8 +584,108 @@ fn apart_part_matches_redis(layout: Layout, part: char) {
     assert_eq!(got_ev, want_ev, "{layout}: keyspace events");
 }
 
+/// (B)'s isolation: a script that reads the keyspace (DBSIZE: every shard
+/// held) moves an element between lists of two shards (LMOVE) while
+/// writers push on both; inside the script nothing of theirs lands
+/// between its calls (it checks its own reads), and at the end every
+/// element pushed is in one of the lists once, each writer's in order.
+#[test]
+fn lmove_across_shards_in_a_keyspace_script_is_isolated() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let layout = Layout::new(16, false);
+    let srv = layout.tessera(&[]);
+    let (src, dst) = (
+        common::key_on(0, layout.shards, "iso:src"),
+        common::key_on(1, layout.shards, "iso:dst"),
+    );
+    let mut con = bounded_conn(&srv);
+    let seed: Vec<String> = (0..50).map(|i| format!("seed:{i}")).collect();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&src)
+        .arg(&seed)
+        .query(&mut con)
+        .unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (mut c, stop) = (bounded_conn(&srv), stop.clone());
+        let keys = [src.clone(), dst.clone()];
+        writers.push(std::thread::spawn(move || {
+            let mut i = 0;
+            // Bounded: at most 5,000 pushes each.
+            while !stop.load(Ordering::Acquire) && i < 5000 {
+                let _: i64 = redis::cmd("RPUSH")
+                    .arg(&keys[i % 2])
+                    .arg(format!("w{w}:{i}"))
+                    .query(&mut c)
+                    .unwrap();
+                i += 1;
+            }
+            i
+        }));
+    }
+    let script = "redis.call('dbsize') \
+        local before = redis.call('lrange', KEYS[1], 0, -1) \
+        local m = redis.call('lmove', KEYS[1], KEYS[2], 'left', 'right') \
+        local after = redis.call('lrange', KEYS[1], 0, -1) \
+        local d = redis.call('lrange', KEYS[2], 0, -1) \
+        return {m, #after == #before - 1 and m == before[1] and d[#d] == m and 1 or 0}";
+    for n in 0..SCRIPTS {
+        // Undeclared keys (ARGV): the first run is taken back at DBSIZE
+        // and runs again holding every shard.
+        let s = script.replace("KEYS[", "ARGV[");
+        let (m, ok): (String, i64) = redis::cmd("EVAL")
+            .arg(&s)
+            .arg(0)
+            .arg(&src)
+            .arg(&dst)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(
+            ok, 1,
+            "script {n}: a write landed between its calls (moved {m})"
+        );
+    }
+    stop.store(true, Ordering::Release);
+    let pushed: Vec<usize> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut all: Vec<String> = redis::cmd("LRANGE")
+        .arg(&src)
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    let d: Vec<String> = redis::cmd("LRANGE")
+        .arg(&dst)
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    // Each writer's elements in its order within each list.
+    for list in [&all, &d] {
+        for w in 0..WRITERS {
+            let idx: Vec<usize> = list
+                .iter()
+                .filter_map(|x| x.strip_prefix(&format!("w{w}:"))?.parse().ok())
+                .collect();
+            assert!(
+                idx.windows(2).all(|p| p[0] < p[1]),
+                "writer {w} out of order"
+            );
+        }
+    }
+    all.extend(d);
+    all.sort();
+    let mut want = seed.clone();
+    for (w, &n) in pushed.iter().enumerate() {
+        want.extend((0..n).map(|i| format!("w{w}:{i}")));
+    }
+    want.sort();
+    assert_eq!(all, want, "every element once");
+}
+
 per_layout!(
     publish_then_keyspace_call_matches_redis,
+    one_call_across_shards_matches_redis,
     info_from_a_script_is_whole,
     lines_match_redis,
     delete_by_pattern_is_atomic,

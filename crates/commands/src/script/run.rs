@@ -36,6 +36,7 @@ use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
 use crate::table::{flags, registry, shard_of, Exec};
 
+mod across;
 mod conn;
 mod footprint;
 
@@ -1078,11 +1079,19 @@ impl Run<'_, '_> {
         let mut all_held = false;
         // The shard the call runs on (in place: its keys' shard).
         let mut target = self.ctx.shard.id;
+        // Keys of several shards, every shard held: on copies (`across`).
+        let mut across = false;
         if self.ctx.in_place.is_some() {
             match self.place(args, positions) {
                 Some(s) => {
                     target = s;
                     all_held = true;
+                }
+                None if self.ctx.in_place.as_deref().is_some_and(|s| s.every())
+                    && across::can_run(r, args) =>
+                {
+                    all_held = true;
+                    across = true;
                 }
                 // Another database's key: run again holding every shard.
                 None if self.db != self.orig_db && self.every_again() => {
@@ -1220,7 +1229,7 @@ impl Run<'_, '_> {
                 // By a call, a write no take-back undoes does not run: the
                 // run is taken back first (see `hop_instead`).
                 let hop_first = self.by_call && !self.wrote;
-                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
+                let body = |shard: &mut engine::Shard| {
                     if let Some(j) = journal {
                         j.note_shard(shard);
                     }
@@ -1239,7 +1248,13 @@ impl Run<'_, '_> {
                     run_shard(r, handler, args, shard, call, out, stats);
                     shard.evict.maxmemory = maxmemory;
                     shard.outbox.records_on = prop;
-                });
+                };
+                if across {
+                    let a = across::run(ctx, db, args, positions, body);
+                    self.after_across(a);
+                } else {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, body);
+                }
                 if too_large {
                     if self.hop_instead() {
                         return Err(mlua::Error::external(ReplyError(
