@@ -461,7 +461,10 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
         vec!["MGET", &s1, &s2, &s3, &m1, &m2],
     ];
     let c: Vec<Vec<&str>> = vec![
-        // (C) a script alone in a multi-shard block calls KEYS & co.
+        // (C) a script alone in a multi-shard block calls KEYS & co. (No
+        // keyspace events: a multi-shard block's are each shard's, not in
+        // one order.)
+        vec!["CONFIG", "SET", "notify-keyspace-events", ""],
         vec!["SET", "user:1", "a"],
         vec!["SET", "user:2", "b"],
         vec!["MULTI"],
@@ -493,7 +496,6 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
     };
     head.into_iter()
         .chain(part)
-        .into_iter()
         .map(|l| l.into_iter().map(String::from).collect())
         .collect()
 }
@@ -530,6 +532,56 @@ fn publish_then_keyspace_call_matches_redis(layout: Layout) {
 /// (B): one call naming keys of two shards, every shard held.
 fn one_call_across_shards_matches_redis(layout: Layout) {
     apart_part_matches_redis(layout, 'B');
+}
+
+/// (C): a script calling KEYS & co. alone in a multi-shard block.
+fn keyspace_script_alone_in_multi_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'C');
+}
+
+/// (C), a script whose code does not name the command (built at run
+/// time): its first block is refused (Tessera), and teaches EXEC to lock
+/// every shard for it from then on (`script::needs_every`), also from a
+/// run outside MULTI.
+fn a_script_learns_to_lock_every_shard_in_exec(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let mut c = srv.raw();
+    let n = layout.shards;
+    let (a, b) = (common::key_on(0, n, "a"), common::key_on(1 % n, n, "b"));
+    let script = "local c = 'DB' .. 'SIZE' return redis.call(c)";
+    let sha = common::reply_payload(&c.cmd_str(&["SCRIPT", "LOAD", script])).unwrap();
+    let sha = String::from_utf8(sha).unwrap();
+    let block = |c: &mut common::RawConn| {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        for l in [
+            &["SET", &a, "1"][..],
+            &["EVALSHA", &sha, "0"],
+            &["SET", &b, "2"],
+        ] {
+            assert_eq!(c.cmd_str(l), b"+QUEUED\r\n");
+        }
+        c.cmd_str(&["EXEC"])
+    };
+    let first = block(&mut c);
+    let want = b"*3\r\n+OK\r\n:2\r\n+OK\r\n";
+    assert!(
+        first == want || common::escape(&first, 400).contains("needs every shard"),
+        "{layout}: {}",
+        common::escape(&first, 400)
+    );
+    assert_eq!(
+        common::escape(&block(&mut c), 400),
+        common::escape(want, 400),
+        "{layout}"
+    );
+    // Learnt outside MULTI too (the first run taken back, run again).
+    let other = "local c = 'KE' .. 'YS' return #redis.call(c, '*')";
+    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b":2\r\n");
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["INCR", &a]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["INCR", &b]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*3\r\n:2\r\n:2\r\n:3\r\n");
 }
 
 fn apart_part_matches_redis(layout: Layout, part: char) {
@@ -685,6 +737,8 @@ fn lmove_across_shards_in_a_keyspace_script_is_isolated() {
 
 per_layout!(
     publish_then_keyspace_call_matches_redis,
+    keyspace_script_alone_in_multi_matches_redis,
+    a_script_learns_to_lock_every_shard_in_exec,
     one_call_across_shards_matches_redis,
     info_from_a_script_is_whole,
     lines_match_redis,

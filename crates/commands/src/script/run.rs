@@ -55,8 +55,8 @@ const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts ye
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
 /// cannot hold every shard (see `keys::script`, `every`).
 pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script takes \
-     only before its first lasting change and, inside MULTI/EXEC, only with a keyspace-wide \
-     command queued: not supported from this script yet";
+     only before its first lasting change and, inside MULTI/EXEC, only once known to call it \
+     (a keyspace-wide command queued, or an earlier run): not supported from this script yet";
 
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1323,6 +1323,8 @@ impl Run<'_, '_> {
             // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
+                // EXEC locks every shard for it from now on (`HopMark`).
+                self.hop.set_needs_every();
                 if !self.hold_every_shard() {
                     if self.every_again() {
                         return Err(mlua::Error::external(ReplyError(
