@@ -481,6 +481,11 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
         vec!["EVALSHA", "SHA", "0", "user:*"],
         vec!["INCR", &s2],
         vec!["EXEC"],
+        // Declared keys of two shards: it runs where every shard is
+        // reached, not on copies of them.
+        vec!["MULTI"],
+        vec!["EVAL", "redis.call('set', KEYS[1], 'k1') redis.call('set', KEYS[2], 'k2') local k = redis.call('keys', 'str*') table.sort(k) return k", "2", &s1, &s2],
+        vec!["EXEC"],
         vec!["FUNCTION", "LOAD", "#!lua name=cnt\nredis.register_function('cnt', function(k, a) return redis.call('dbsize') end)"],
         vec!["MULTI"],
         vec!["INCR", &s1],

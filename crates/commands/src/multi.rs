@@ -570,12 +570,15 @@ impl Coordinator for ExecCoord {
                     continue;
                 }
                 Exec::Shard(handler, multi) => {
+                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     let shard = match target(r.spec, args, nshards, &mut scratch) {
                         Target::NoKeys => Some(self.home),
                         Target::One(s) => Some(s),
+                        // Every shard reached from one (`script::every`):
+                        // on the real shards, not copies of its keys.
+                        Target::Many if every => Some(self.home),
                         Target::Many => None,
                     };
-                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     if every && !segment.is_empty() {
                         // Alone in its segment: the earlier commands first.
                         break;
