@@ -64,8 +64,8 @@
 //!   copies if it still can be (`busy::HookState::in_place`): there it
 //!   holds its keys only, and the watchdog gives the other loops back to
 //!   their threads, so their clients get `-BUSY` or are served, and can
-//!   send SCRIPT KILL. One that cannot (it published or wrote what cannot
-//!   be taken back) stays, published with its caller's loop and every
+//!   send SCRIPT KILL. One that cannot (it wrote what cannot be taken
+//!   back, or published with no room to hold the message) stays, published with its caller's loop and every
 //!   loop it pinned (`busy::lend_pinned`): the pinned loops' clients are
 //!   served from its hook as its own loop's are (`-BUSY`, SCRIPT KILL,
 //!   FUNCTION KILL, SHUTDOWN NOSAVE), and their shards' commands get
