@@ -426,6 +426,7 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
     let (s1, s2, s3) = (on(0, "str"), on(1, "str"), on(2, "strc"));
     let (z1, z2, zo) = (on(0, "za"), on(1, "zb"), on(2, "zo"));
     let (m1, m2) = (on(1, "m"), on(0, "m"));
+    let far = on(n - 1, "far");
     let head: Vec<Vec<&str>> = vec![
         vec!["FLUSHALL"],
         vec!["CONFIG", "SET", "notify-keyspace-events", "KEA"],
@@ -439,6 +440,9 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
         vec!["EVAL", "local a = redis.call('publish', 'ksch', 'before') local k = redis.call('keys', 'pub:*') table.sort(k) local b = redis.call('publish', 'ksch', #k) return {a, b, k, redis.call('publish', 'nobody', 'x')}", "0"],
         vec!["EVAL", "local a = redis.call('spublish', 'sch', 'one') redis.call('set', KEYS[1], 'v') local b = redis.call('publish', 'ksch', 'two') return {a, b, redis.call('dbsize')}", "1", "pub:3"],
         vec!["EVAL", "redis.call('publish', 'ksch', 'p1') redis.call('publish', 'ksch', 'p2') redis.call('del', 'pub:1') return redis.call('randomkey') ~= false", "0"],
+        // ... or an undeclared key of another shard (run again over it).
+        vec!["SET", &far, "far"],
+        vec!["EVAL", "local a = redis.call('publish', 'ksch', 'u1') return {a, redis.call('get', ARGV[1]), redis.call('publish', 'ksch', 'u2')}", "0", &far],
         vec!["EVAL", "redis.call('publish', 'ksch', 'f1') redis.call('flushall') redis.call('publish', 'ksch', 'f2') return redis.call('dbsize')", "0"],
     ];
     let b: Vec<Vec<&str>> = vec![

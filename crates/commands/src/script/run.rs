@@ -320,6 +320,7 @@ fn execute(
             oom,
             dirty: false,
             pinned: false,
+            published: false,
             // In place, the home shard's marks are taken first: other
             // shards' events move to it (see `Run::after_call`), and a run
             // taken back drops them too.
@@ -718,7 +719,9 @@ pub(crate) fn abandon_for_busy() -> bool {
     let Ok(mut r) = run.try_borrow_mut() else {
         return false;
     };
-    if !r.restartable || !r.widen_ok || r.wrote || r.pinned {
+    // (One that published stays as before: a long script's messages
+    // are not withdrawn for a busy pass.)
+    if !r.restartable || !r.widen_ok || r.wrote || r.pinned || r.published {
         return false;
     }
     r.restart = true;
@@ -832,6 +835,11 @@ struct Run<'r, 'a> {
     /// or with no room to hold it, see `traces::hold_publish`; a write
     /// outside the command's keys).
     pinned: bool,
+    /// It published, its messages held until it completes
+    /// (`traces::hold_publish`): it may still be taken back to run again
+    /// over more keys or every shard, not past the threshold
+    /// ([`abandon_for_busy`]).
+    published: bool,
     /// On real shards: what its writes replaced, per shard (see `wide`).
     undo: Option<Undo>,
     /// In place: the same for each other shard it wrote.

@@ -44,6 +44,7 @@ impl Run<'_, '_> {
         let publish = matches!(name, "publish" | "spublish");
         if publish && !self.by_call && !self.pinned && !self.wrote {
             if self.journal.is_some() && super::super::traces::may_hold_publish() {
+                self.published = true;
                 return false;
             }
             // No room to hold it: final from here, what it held goes out
