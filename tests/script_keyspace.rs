@@ -22,6 +22,17 @@
 //! * With an append-only file, a script's effects on every shard are one
 //!   MULTI/EXEC block, in order, the bytes Redis writes.
 //!
+//! * What the every-shard path used to refuse, in every layout against
+//!   redis-server (replies, and a subscriber's messages and keyspace
+//!   events, each once and in order): a script that PUBLISHes before its
+//!   first keyspace call or undeclared key of another shard (its messages
+//!   held while the run may be taken back); one call naming keys of two
+//!   shards from a script holding every shard (LMOVE, SMOVE, RENAME,
+//!   COPY, ZUNIONSTORE ...), with an isolation race for LMOVE; a script
+//!   calling KEYS & co. alone in a multi-shard MULTI/EXEC block (EXEC
+//!   locks every shard for a script known to call them, and one that
+//!   builds the name at run time learns it).
+//!
 //! Every reply is awaited with a deadline (10 s read timeouts).
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
