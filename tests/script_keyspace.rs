@@ -755,8 +755,45 @@ fn lmove_across_shards_in_a_keyspace_script_is_isolated() {
     assert_eq!(all, want, "every element once");
 }
 
+/// (B) with an append-only file: the call on copies across shards is
+/// recorded once, in order in the script's MULTI/EXEC block (the bytes
+/// Redis writes).
+fn aof_has_a_call_across_shards(layout: Layout) {
+    let dir = common::unique_temp_dir("script-keyspace-across-aof");
+    let d = dir.to_str().unwrap();
+    let srv = layout.tessera(&["--dir", d, "--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = srv.raw();
+    let n = layout.shards;
+    let (src, dst) = (common::key_on(0, n, "src"), common::key_on(1, n, "dst"));
+    assert_eq!(c.cmd_str(&["RPUSH", &src, "a", "b"]), b":2\r\n");
+    let script = "redis.call('dbsize') \
+        local m = redis.call('lmove', ARGV[1], ARGV[2], 'left', 'right') \
+        redis.call('set', 'after', m) return m";
+    assert_eq!(
+        c.cmd_str(&["EVAL", script, "0", &src, &dst]),
+        b"$1\r\na\r\n"
+    );
+    let aof = std::fs::read(dir.join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let block = format!(
+        "*1\r\n$5\r\nMULTI\r\n*5\r\n$5\r\nlmove\r\n${}\r\n{src}\r\n${}\r\n{dst}\r\n\
+         $4\r\nleft\r\n$5\r\nright\r\n*3\r\n$3\r\nset\r\n$5\r\nafter\r\n$1\r\na\r\n\
+         *1\r\n$4\r\nEXEC\r\n",
+        src.len(),
+        dst.len()
+    );
+    let text = String::from_utf8_lossy(&aof);
+    assert!(
+        text.ends_with(&block),
+        "{layout}: the script's block, last in the AOF:\n{}",
+        common::escape(&aof, 2000)
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 per_layout!(
     publish_then_keyspace_call_matches_redis,
+    aof_has_a_call_across_shards,
     keyspace_script_alone_in_multi_matches_redis,
     a_script_learns_to_lock_every_shard_in_exec,
     one_call_across_shards_matches_redis,
