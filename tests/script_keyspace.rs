@@ -496,6 +496,13 @@ fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
         vec!["EVALSHA", "SHA", "0", "user:*"],
         vec!["INCR", &s2],
         vec!["EXEC"],
+        // A call across shards there too.
+        vec!["RPUSH", &src, "x", "y"],
+        vec!["MULTI"],
+        vec!["SET", &s1, "1"],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('rpoplpush', ARGV[1], ARGV[2]), redis.call('lrange', ARGV[2], 0, -1)}", "0", &src, &dst],
+        vec!["SET", &s2, "2"],
+        vec!["EXEC"],
         // Declared keys of two shards: it runs where every shard is
         // reached, not on copies of them.
         vec!["MULTI"],
@@ -611,6 +618,12 @@ fn apart_part_matches_redis(layout: Layout, part: char) {
     }
     let lines = apart_lines(layout, part);
     let (t, r) = (layout.tessera(&[]), Server::redis(&[]));
+    if part == 'B' && layout.consolidated && !common::testing_real_redis() {
+        // Every shard on one thread first: the scripts run in place, where
+        // a keyspace call pins every shard (then calls across shards run
+        // on copies there too).
+        common::wait_shard_threads(&t, 1);
+    }
     let mut subs = Vec::new();
     for srv in [&t, &r] {
         let mut s = srv.raw();

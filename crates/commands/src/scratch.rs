@@ -536,6 +536,10 @@ pub(crate) struct Across {
     pub shards: Vec<usize>,
     pub hits: u64,
     pub misses: u64,
+    /// The records the call emitted on the copies (recorded or not), for
+    /// the caller's debug check that a change said so (`exec`).
+    #[cfg(debug_assertions)]
+    pub emitted: u64,
 }
 
 /// Runs its second argument on the shard its first names.
@@ -581,6 +585,8 @@ pub(crate) fn across(
         shards: groups.iter().map(|(s, _)| *s).collect(),
         hits: shard.stats.keyspace_hits,
         misses: shard.stats.keyspace_misses,
+        #[cfg(debug_assertions)]
+        emitted: shard.outbox.emitted,
     }
 }
 

@@ -1095,9 +1095,7 @@ impl Run<'_, '_> {
                     target = s;
                     all_held = true;
                 }
-                None if self.ctx.in_place.as_deref().is_some_and(|s| s.every())
-                    && across::can_run(r, args) =>
-                {
+                None if across::can_run(r, args) && self.holds_across(args, positions) => {
                     all_held = true;
                     across = true;
                 }
@@ -1238,10 +1236,12 @@ impl Run<'_, '_> {
                 // run is taken back first (see `hop_instead`).
                 let hop_first = self.by_call && !self.wrote;
                 let body = |shard: &mut engine::Shard| {
-                    if let Some(j) = journal {
+                    // (On copies across shards, `across`: the run is
+                    // final, nothing to take back.)
+                    if let (Some(j), false) = (journal, across) {
                         j.note_shard(shard);
                     }
-                    if save {
+                    if save && !across {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
                         if too_large && hop_first {
                             return;

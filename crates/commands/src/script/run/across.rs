@@ -1,11 +1,12 @@
 //! One call naming keys of several shards (LMOVE a b, SMOVE, RENAME,
 //! ZUNIONSTORE ... with `a` and `b` apart) from a script that holds every
-//! shard under its transaction's locks (`script::every`): it runs as
-//! such a command runs inside MULTI/EXEC, on copies of its keys
-//! (`scratch`), each shard reached by a call (`in_place::Shards`) rather
-//! than a job. Every shard is write-locked by the script, so nothing else
-//! runs between the gather and the write-back: the call is as atomic as
-//! on one shard.
+//! shard under its transaction's locks (`script::every`), or in place
+//! with each of the call's shards pinned once the run is final (a
+//! keyspace call pinned them all): it runs as such a command runs inside
+//! MULTI/EXEC, on copies of its keys (`scratch`), each shard reached by a
+//! call (`in_place::Shards`) rather than a job. Nothing else runs on
+//! those shards between the gather and the write-back (write-locked by
+//! the script, or pinned): the call is as atomic as on one shard.
 
 use engine::Shard;
 use resp::Args;
@@ -50,6 +51,30 @@ pub(super) fn run(
 }
 
 impl Run<'_, '_> {
+    /// Whether a call of keys on several shards (`args` at `positions`)
+    /// runs on copies here: the script holds every shard under locks
+    /// (`every`), or it runs in place, can no longer be taken back (a
+    /// keyspace call pinned every shard, or it wrote what no undo keeps),
+    /// and holds (pins now) each shard of the call. A run that can still
+    /// be taken back runs again on copies instead (`in_place`), where
+    /// its writes so far are undone with it.
+    pub(super) fn holds_across(&mut self, args: Args<'_>, positions: &[usize]) -> bool {
+        let Some(shards) = self.ctx.in_place.as_deref_mut() else {
+            return false;
+        };
+        if shards.every() {
+            return true;
+        }
+        if self.widen_ok && !self.wrote && !self.pinned {
+            return false;
+        }
+        let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
+        positions.iter().all(|&p| {
+            let s = crate::table::shard_of(args.get(p), n);
+            s == home || shards.hold(s)
+        })
+    }
+
     /// After [`run`]: what the gather left on each shard (expired keys'
     /// events and records) joins the home shard's, then the call's own
     /// events and records, in that order; the copies' keyspace hits and
@@ -66,6 +91,12 @@ impl Run<'_, '_> {
         }
         if let Some(c) = a.records {
             home.outbox.append(c);
+        }
+        // The records stand for the write-back's changes, here as well as
+        // on the other shards (the debug check of `exec::run_shard`).
+        #[cfg(debug_assertions)]
+        {
+            home.outbox.emitted += a.emitted;
         }
     }
 }
