@@ -43,9 +43,12 @@
 //! are taken back on every shard it wrote (`run::Undo`, one per shard),
 //! and it runs again from the start on copies under locks over its keys
 //! and those found (or, for a keyspace command, INFO or another
-//! database's key, under locks on every shard: `every`). Where that is impossible (it already wrote what
-//! cannot be taken back), the call is refused with the error a one-shard
-//! script gets.
+//! database's key, under locks on every shard: `every`). Where that is
+//! impossible (it already wrote what cannot be taken back, or a keyspace
+//! call pinned every shard), keys of two shards it holds (or can pin
+//! now) run on copies of them (`run::across`, nothing else runs on a
+//! pinned shard); otherwise the call is refused with the error a
+//! one-shard script gets.
 //!
 //! # Effects, identical to the copies' path
 //!
