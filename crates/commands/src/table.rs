@@ -278,6 +278,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::migrate::COMMANDS,
     crate::cluster::COMMANDS,
     crate::module::COMMANDS,
+    crate::lolwut::COMMANDS,
     crate::repl::cmds::COMMANDS,
     crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
