@@ -3,7 +3,7 @@
 //! by the script's run itself, as Redis's lua client answers them.
 //!
 //! A few more ([`ON_LUA_CLIENT`]: every HELP, SLOWLOG LEN and RESET, PUBSUB's
-//! introspection, PFSELFTEST, MEMORY PURGE and MALLOC-STATS, the cluster
+//! introspection, PFSELFTEST, MEMORY PURGE and MALLOC-STATS, LOLWUT, the cluster
 //! commands that answer "cluster support disabled") depend on no
 //! connection: their own handler runs on a client of the script's own,
 //! fresh for the call and dropped after it, as Redis runs them on its lua
@@ -35,6 +35,7 @@ const ON_LUA_CLIENT: &[&str] = &[
     "readonly",
     "readwrite",
     "asking",
+    "lolwut",
 ];
 
 /// Whether `full` runs on a script's own client ([`ON_LUA_CLIENT`]).
