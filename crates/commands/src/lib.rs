@@ -31,6 +31,7 @@ pub mod hll;
 pub mod keys;
 pub mod keyspecs;
 pub mod list;
+pub mod lolwut;
 pub mod memory;
 pub mod migrate;
 pub mod module;

@@ -278,6 +278,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::migrate::COMMANDS,
     crate::cluster::COMMANDS,
     crate::module::COMMANDS,
+    crate::lolwut::COMMANDS,
     crate::repl::cmds::COMMANDS,
     crate::repl::failover::COMMANDS,
     crate::replica::COMMANDS,
