@@ -378,8 +378,9 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 /// RESET: back to a fresh connection's state (database 0, RESP2, no name,
-/// replies on, no-evict/no-touch off, the default user, authenticated only
-/// if that needs no password). Replies +RESET.
+/// replies on, no-evict/no-touch off, tracking off, no subscriptions, no
+/// transaction or watch, the default user, authenticated only if that
+/// needs no password). Replies +RESET.
 fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     let auth = c.server.acl.default_open();
     let cl = &mut *c.client;
@@ -400,6 +401,7 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.watch = None;
     crate::pubsub::unsubscribe_all(c.server, cl);
     crate::ops::monitor::stop(c.server, cl);
+    c.server.tracking.disable(cl);
     c.out.set_resp3(false);
     c.out.simple("RESET");
     Ok(())
@@ -1108,9 +1110,15 @@ mod tests {
         t.run(&["SELECT", "2"]);
         t.run(&["CLIENT", "NO-EVICT", "on"]);
         t.run(&["CLIENT", "NO-TOUCH", "on"]);
+        assert_eq!(
+            t.run(&["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "p"]),
+            "+OK\r\n"
+        );
         assert_eq!(t.run(&["RESET"]), "+RESET\r\n");
         let c = &t.client;
         assert!(!c.resp3 && c.name.is_none() && c.db == 0 && !c.no_evict && !c.no_touch);
+        assert!(c.tracking.is_none());
+        assert_eq!(t.server.tracking.counts(), (0, 0));
         assert!(c.authenticated);
         assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
     }

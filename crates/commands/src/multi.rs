@@ -231,9 +231,11 @@ fn queued_locks(queued: &[Vec<Vec<u8>>], db: usize, nshards: usize, databases: u
 
 /// [`queued_locks`], and whether they are whole-shard write locks on every
 /// shard that its scripts may use (`script::every`): a block that queues
-/// a script and a keyspace-wide command (KEYS, FLUSHALL ...) takes its
-/// whole-shard locks as write locks, so that its scripts' calls on any
-/// shard (KEYS from a script) are isolated as the script's own shard's.
+/// a script and a keyspace-wide command (KEYS, FLUSHALL ...), or a script
+/// known to call one (`script::needs_every`: alone in a block, it could
+/// not run again under wider locks), takes whole-shard write locks, so
+/// that its scripts' calls on any shard (KEYS from a script) are isolated
+/// as the script's own shard's.
 fn queued_locks_every(
     queued: &[Vec<Vec<u8>>],
     mut db: usize,
@@ -249,6 +251,8 @@ fn queued_locks_every(
         let args = owned.args();
         let Ok(r) = reg.resolve(args) else { continue };
         script |= r.spec.has(SCRIPT);
+        // A script known to call KEYS & co. (`script::needs_every`).
+        whole |= r.spec.has(SCRIPT) && nshards > 1 && crate::script::needs_every(r.spec.name, args);
         whole |= matches!(r.spec.exec, Exec::Coord(_))
             && (r.spec.has(WRITE)
                 || r.spec.has(READONLY)
@@ -572,12 +576,15 @@ impl Coordinator for ExecCoord {
                     continue;
                 }
                 Exec::Shard(handler, multi) => {
+                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     let shard = match target(r.spec, args, nshards, &mut scratch) {
                         Target::NoKeys => Some(self.home),
                         Target::One(s) => Some(s),
+                        // Every shard reached from one (`script::every`):
+                        // on the real shards, not copies of its keys.
+                        Target::Many if every => Some(self.home),
                         Target::Many => None,
                     };
-                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     if every && !segment.is_empty() {
                         // Alone in its segment: the earlier commands first.
                         break;

@@ -43,9 +43,12 @@
 //! are taken back on every shard it wrote (`run::Undo`, one per shard),
 //! and it runs again from the start on copies under locks over its keys
 //! and those found (or, for a keyspace command, INFO or another
-//! database's key, under locks on every shard: `every`). Where that is impossible (it already wrote what
-//! cannot be taken back), the call is refused with the error a one-shard
-//! script gets.
+//! database's key, under locks on every shard: `every`). Where that is
+//! impossible (it already wrote what cannot be taken back, or a keyspace
+//! call pinned every shard), keys of two shards it holds (or can pin
+//! now) run on copies of them (`run::across`, nothing else runs on a
+//! pinned shard); otherwise the call is refused with the error a
+//! one-shard script gets.
 //!
 //! # Effects, identical to the copies' path
 //!
@@ -64,8 +67,8 @@
 //!   copies if it still can be (`busy::HookState::in_place`): there it
 //!   holds its keys only, and the watchdog gives the other loops back to
 //!   their threads, so their clients get `-BUSY` or are served, and can
-//!   send SCRIPT KILL. One that cannot (it published or wrote what cannot
-//!   be taken back) stays, published with its caller's loop and every
+//!   send SCRIPT KILL. One that cannot (it wrote what cannot be taken
+//!   back, or published with no room to hold the message) stays, published with its caller's loop and every
 //!   loop it pinned (`busy::lend_pinned`): the pinned loops' clients are
 //!   served from its hook as its own loop's are (`-BUSY`, SCRIPT KILL,
 //!   FUNCTION KILL, SHUTDOWN NOSAVE), and their shards' commands get
