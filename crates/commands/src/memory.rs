@@ -403,18 +403,24 @@ fn write_stats(o: &Overhead, out: &mut resp::Reply) {
 
 /// MEMORY STATS or MEMORY DOCTOR (`full`) called from a script: the
 /// figures of the shards `visit` reaches (every shard when the script
-/// holds them all: see `server::info_from_script`). The connections'
-/// buffers are on their loops' threads, which run on meanwhile: a script's
-/// figures count none (`clients.normal` 0). `None` when the server is
-/// gone (a test's bare shard).
+/// holds them all: see `server::info_from_script`). `buffers`: the heap
+/// bytes and number of the connections the script's run reached on their
+/// loops (`Run::for_each_client`: every loop's when it holds every
+/// shard), for `clients.normal`. `None` when the server is gone (a test's
+/// bare shard).
 pub(crate) fn from_script(
     ops: &crate::ops::Ops,
     visit: &mut crate::server::Visit<'_>,
+    buffers: (u64, u64),
     full: &str,
     out: &mut resp::Reply,
 ) -> Option<()> {
     let server = ops.server.get()?.upgrade()?;
-    let mut parts = Vec::new();
+    let mut parts = vec![ShardMem {
+        clients: buffers.0,
+        nclients: buffers.1,
+        dbs: Vec::new(),
+    }];
     visit(&mut |sh, _| parts.push(shard_mem(sh, &NoClients)));
     let o = overhead(MemFigures::read(&server), &parts);
     if full == "memory|doctor" {
@@ -425,7 +431,8 @@ pub(crate) fn from_script(
     Some(())
 }
 
-/// The clients a script's MEMORY call sees: none (see [`from_script`]).
+/// The clients [`shard_mem`] sees for a script's MEMORY call: none, they
+/// come apart (see [`from_script`]).
 struct NoClients;
 
 impl crate::coord::ClientRegistry for NoClients {

@@ -373,6 +373,13 @@ impl Worker {
 }
 
 impl commands::script::busy::BusyServe for Desk<'_> {
+    fn for_each_client(
+        &self,
+        f: &mut dyn FnMut(&commands::ClientState, &commands::coord::ClientIo),
+    ) {
+        commands::coord::ClientRegistry::for_each(&*self.conns, f);
+    }
+
     fn serve_busy(&mut self) {
         if self.first {
             // A new lend: the connections an earlier one deferred went to

@@ -169,6 +169,12 @@ impl commands::script::in_place::Shards for Held<'_> {
     fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&commands::ThreadStats)) {
         cohost::with_worker(s, self.pinned.home, |w| f(&w.core.stats));
     }
+
+    fn with_clients(&mut self, s: usize, f: &mut dyn FnMut(&dyn commands::coord::ClientRegistry)) {
+        // Its connection table only, read between two hook calls (see the
+        // module docs: a busy pass never runs inside a call).
+        cohost::with_worker(s, self.pinned.home, |w| f(&w.conns));
+    }
 }
 
 /// The loops of the shards a run in place pinned, lent to its busy passes

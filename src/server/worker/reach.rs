@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use commands::coord::ClientRegistry as Clients;
 use commands::ThreadStats;
 use engine::Shard;
 
@@ -50,7 +51,7 @@ const TICK: Duration = Duration::from_millis(1);
 
 /// A closure of the caller's, borrowed for the length of its call.
 struct Posted {
-    f: *mut (dyn FnMut(&mut Shard, &ThreadStats) + 'static),
+    f: *mut (dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients) + 'static),
     done: Arc<Done>,
 }
 
@@ -89,7 +90,13 @@ impl Calls {
     }
 
     /// Takes the call posted for `s`, if any, and runs it on `shard`.
-    fn run_posted(&self, s: usize, shard: &mut Shard, stats: &ThreadStats) -> bool {
+    fn run_posted(
+        &self,
+        s: usize,
+        shard: &mut Shard,
+        stats: &ThreadStats,
+        clients: &dyn Clients,
+    ) -> bool {
         let slot = &self.slots[s];
         let posted = slot.call.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(p) = posted else {
@@ -99,7 +106,7 @@ impl Calls {
         // SAFETY: its caller waits for `done` (set below), so the closure
         // and what it borrows are alive; taken out once, so not aliased.
         let f = unsafe { &mut *p.f };
-        f(shard, stats);
+        f(shard, stats, clients);
         let mut ran = p.done.ran.lock().unwrap_or_else(|e| e.into_inner());
         *ran = true;
         p.done.cv.notify_one();
@@ -108,17 +115,22 @@ impl Calls {
 }
 
 impl commands::script::every::Reach for Calls {
-    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard, &ThreadStats)) {
+    fn call(
+        &self,
+        home: usize,
+        s: usize,
+        f: &mut dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients),
+    ) {
         let lent = cohost::with_worker(s, home, |w| {
             engine::alloc::enter_shard(s);
-            f(&mut w.core.shard, &w.core.stats)
+            f(&mut w.core.shard, &w.core.stats, &w.conns)
         });
         // Or stopped at the shutdown gate: see below (its loop's
         // statistics are not reachable there: none).
         if lent.is_some()
             || self
                 .gate
-                .with_parked(s, |sh| f(sh, &ThreadStats::default()))
+                .with_parked(s, |sh| f(sh, &ThreadStats::default(), &cohost::NoClients))
         {
             engine::alloc::enter_shard(home);
             return;
@@ -127,8 +139,10 @@ impl commands::script::every::Reach for Calls {
         // SAFETY: lifetime erased only for the slot; this function does
         // not return before the call ran (the loop below), see the
         // module docs.
-        let f: *mut (dyn FnMut(&mut Shard, &ThreadStats) + 'static) = unsafe {
-            std::mem::transmute::<*mut (dyn FnMut(&mut Shard, &ThreadStats) + '_), _>(f as *mut _)
+        let f: *mut (dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients) + 'static) = unsafe {
+            std::mem::transmute::<*mut (dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients) + '_), _>(
+                f as *mut _,
+            )
         };
         let slot = &self.slots[s];
         {
@@ -159,23 +173,23 @@ impl commands::script::every::Reach for Calls {
             // Co-hosted here by now: run it here (if still posted).
             let _ = cohost::with_worker(s, home, |w| {
                 engine::alloc::enter_shard(s);
-                self.run_posted(s, &mut w.core.shard, &w.core.stats)
+                self.run_posted(s, &mut w.core.shard, &w.core.stats, &w.conns)
             });
             // Its worker stopped at the shutdown gate (SHUTDOWN while this
             // script runs; it stops the script at its next hook call):
             // its shard waits there, untouched until this worker arrives.
             self.gate.with_parked(s, |sh| {
                 engine::alloc::enter_shard(s);
-                self.run_posted(s, sh, &ThreadStats::default());
+                self.run_posted(s, sh, &ThreadStats::default(), &cohost::NoClients);
             });
             engine::alloc::enter_shard(home);
             ran = done.ran.lock().unwrap_or_else(|e| e.into_inner());
         }
     }
 
-    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats) {
+    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
         if self.slots[s].posted.load(Ordering::Acquire) {
-            self.run_posted(s, shard, stats);
+            self.run_posted(s, shard, stats, clients);
         }
     }
 

@@ -372,7 +372,7 @@ impl Worker {
         {
             if let Some(r) = self.core.server.ops.reach.get() {
                 let core = &mut self.core;
-                r.serve(core.id, &mut core.shard, &core.stats);
+                r.serve(core.id, &mut core.shard, &core.stats, &self.conns);
             }
         }
         self.release_paused();

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 
 use resp::{Args, Reply};
 
-use crate::coord::{fan_out, Coordinator};
+use crate::coord::{fan_out, ClientIo, Coordinator};
 use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
 use crate::util::eq_ic;
@@ -245,13 +245,8 @@ pub fn label_of(c: &ClientState) -> Label {
     (c.addr.clone(), c.name.clone().unwrap_or_default())
 }
 
-/// SLOWLOG GET [count]: the newest `count` entries (10; -1: all), each
-/// `[id, unix time, µs, [args], address, name]`.
-pub(crate) fn slowlog_get(
-    c: &mut ConnCtx<'_>,
-    args: Args<'_>,
-) -> Result<Box<dyn Coordinator>, CmdError> {
-    let mut count = 10usize;
+/// SLOWLOG GET's count (10 when not given; -1: all), or its error.
+fn get_count(args: Args<'_>) -> Result<usize, CmdError> {
     if args.len() > 3 {
         return Err(CmdError::err_echo(
             "unknown subcommand or wrong number of arguments for '",
@@ -259,13 +254,18 @@ pub(crate) fn slowlog_get(
             "'. Try SLOWLOG HELP.",
         ));
     }
-    if args.len() == 3 {
-        let n = resp::string2ll(args.get(2))
-            .filter(|&n| n >= -1)
-            .ok_or(CmdError::err("count should be greater than or equal to -1"))?;
-        count = if n == -1 { usize::MAX } else { n as usize };
+    if args.len() < 3 {
+        return Ok(10);
     }
-    let entries = c.server.ops.slowlog.newest(count);
+    let n = resp::string2ll(args.get(2))
+        .filter(|&n| n >= -1)
+        .ok_or(CmdError::err("count should be greater than or equal to -1"))?;
+    Ok(if n == -1 { usize::MAX } else { n as usize })
+}
+
+/// The ids of the clients `entries` name without their address yet,
+/// sorted.
+fn unlabeled(entries: &[Entry]) -> Vec<u64> {
     let mut wanted: Vec<u64> = entries
         .iter()
         .filter(|e| e.label.is_none())
@@ -273,52 +273,94 @@ pub(crate) fn slowlog_get(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
+    wanted
+}
+
+/// The labels of the clients of `clients` that `wanted` names.
+fn labels_in(
+    wanted: &[u64],
+    clients: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+) -> Vec<(u64, Label)> {
+    let mut found: Vec<(u64, Label)> = Vec::new();
+    if !wanted.is_empty() {
+        clients(&mut |st, _| {
+            if wanted.binary_search(&st.id).is_ok() {
+                found.push((st.id, label_of(st)));
+            }
+        });
+    }
+    found
+}
+
+/// SLOWLOG GET's reply: each entry `[id, unix time, µs, [args], address,
+/// name]`, the address and name of an entry without them from `labels`
+/// (empty when its client was not found).
+fn write_entries(entries: &[Entry], labels: &[(u64, Label)], out: &mut Reply) {
+    out.array(entries.len());
+    for e in entries {
+        out.array(6);
+        out.int(e.id as i64);
+        out.int(e.time_s as i64);
+        out.int(e.duration_us as i64);
+        out.array(e.argv.len());
+        for a in &e.argv {
+            out.bulk(a);
+        }
+        let label = e.label.as_ref().or_else(|| {
+            labels
+                .iter()
+                .find(|(id, _)| *id == e.client)
+                .map(|(_, l)| l)
+        });
+        match label {
+            Some((addr, name)) => {
+                out.bulk(addr.as_bytes());
+                out.bulk(name);
+            }
+            None => {
+                out.bulk(b"");
+                out.bulk(b"");
+            }
+        }
+    }
+}
+
+/// SLOWLOG GET [count]: the newest `count` entries (10; -1: all), each
+/// `[id, unix time, µs, [args], address, name]`.
+pub(crate) fn slowlog_get(
+    c: &mut ConnCtx<'_>,
+    args: Args<'_>,
+) -> Result<Box<dyn Coordinator>, CmdError> {
+    let count = get_count(args)?;
+    let entries = c.server.ops.slowlog.newest(count);
+    let wanted = unlabeled(&entries);
     Ok(fan_out(
         c.nshards(),
-        move |env| {
-            let mut found: Vec<(u64, Label)> = Vec::new();
-            if !wanted.is_empty() {
-                env.clients.for_each(&mut |st, _| {
-                    if wanted.binary_search(&st.id).is_ok() {
-                        found.push((st.id, label_of(st)));
-                    }
-                });
-            }
-            found
-        },
+        move |env| labels_in(&wanted, &mut |f| env.clients.for_each(f)),
         move |parts: Vec<Vec<(u64, Label)>>, out: &mut Reply, me: &mut ClientState| {
             let mut labels: Vec<(u64, Label)> = parts.into_iter().flatten().collect();
             labels.push((me.id, label_of(me)));
-            out.array(entries.len());
-            for e in &entries {
-                out.array(6);
-                out.int(e.id as i64);
-                out.int(e.time_s as i64);
-                out.int(e.duration_us as i64);
-                out.array(e.argv.len());
-                for a in &e.argv {
-                    out.bulk(a);
-                }
-                let label = e.label.as_ref().or_else(|| {
-                    labels
-                        .iter()
-                        .find(|(id, _)| *id == e.client)
-                        .map(|(_, l)| l)
-                });
-                match label {
-                    Some((addr, name)) => {
-                        out.bulk(addr.as_bytes());
-                        out.bulk(name);
-                    }
-                    None => {
-                        out.bulk(b"");
-                        out.bulk(b"");
-                    }
-                }
-            }
+            write_entries(&entries, &labels, out);
             Ok(())
         },
     ))
+}
+
+/// SLOWLOG GET called from a script: the addresses and names of entries
+/// without them are looked up among `clients` (the connections of the
+/// loops the script's run reaches: every loop when it holds every shard,
+/// see `script::run`), as the command looks them up on every thread.
+pub(crate) fn get_from_script(
+    ops: &crate::ops::Ops,
+    args: Args<'_>,
+    clients: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+    out: &mut Reply,
+) -> Result<(), CmdError> {
+    let count = get_count(args)?;
+    let entries = ops.slowlog.newest(count);
+    let labels = labels_in(&unlabeled(&entries), clients);
+    write_entries(&entries, &labels, out);
+    Ok(())
 }
 
 pub(crate) fn slowlog_len(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {

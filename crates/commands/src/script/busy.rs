@@ -563,6 +563,10 @@ pub fn running_function() -> Result<Option<RunningFunction>, CmdError> {
 /// not run anything on a shard, nor any Lua.
 pub trait BusyServe {
     fn serve_busy(&mut self);
+    /// Visits the loop's connections (not the one whose request runs the
+    /// script, out of its slot meanwhile): what a script's SLOWLOG GET
+    /// and MEMORY STATS read of its own loop ([`for_each_home_client`]).
+    fn for_each_client(&self, _f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo)) {}
 }
 
 thread_local! {
@@ -595,6 +599,21 @@ pub fn lend_desk<R>(desk: &mut dyn BusyServe, home: usize, f: impl FnOnce() -> R
         DESK_HOME.with(|d| d.replace(Some(home))),
     );
     f()
+}
+
+/// Visits the connections of the loop whose desk is lent to this thread's
+/// running script, if any ([`BusyServe::for_each_client`]).
+pub(crate) fn for_each_home_client(
+    f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo),
+) {
+    let Some(desk) = DESK.with(|d| d.get()) else {
+        return;
+    };
+    // SAFETY: set by `lend_desk`, whose borrow is alive (see there). The
+    // script calls this between hook calls (a pass takes the desk out of
+    // its slot while it serves), so nothing else uses the desk meanwhile,
+    // and this shared reference ends with the call.
+    unsafe { desk.as_ref().for_each_client(f) };
 }
 
 /// Serves the lent desk once, if any (from the hook of a published run).

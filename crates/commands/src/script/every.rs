@@ -153,7 +153,7 @@
 use engine::Shard;
 use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{Coordinator, JobOut, Plan};
+use crate::coord::{ClientRegistry as Clients, Coordinator, JobOut, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::table::ShardHandler;
@@ -167,9 +167,16 @@ pub trait Reach: Send + Sync {
     /// whose transaction holds every shard. `f` runs on whichever thread
     /// runs `s` (the caller waits meanwhile), so it may borrow the
     /// caller's stack.
-    fn call(&self, home: usize, s: usize, f: &mut dyn FnMut(&mut Shard, &ThreadStats));
+    /// Its connections are given too (none where they cannot be reached:
+    /// a shard parked at the shutdown gate).
+    fn call(
+        &self,
+        home: usize,
+        s: usize,
+        f: &mut dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients),
+    );
     /// At the top of shard `s`'s turn: runs a call posted for it, if any.
-    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats);
+    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients);
     /// Raised while a call waits for shard `s` (a worker reads it once per
     /// turn before calling [`Reach::serve`]).
     fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
@@ -242,7 +249,7 @@ impl crate::script::in_place::Shards for Apart<'_> {
 
     fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
         let moved = &mut self.moved;
-        self.reach.call(self.home, s, &mut |sh, _| {
+        self.reach.call(self.home, s, &mut |sh, _, _| {
             // Its records go to the home shard (`settle`), in order with
             // the script's others: one block (MULTI/EXEC) in the AOF.
             let m = sh.outbox.records_on.then(|| sh.outbox.mark());
@@ -264,7 +271,11 @@ impl crate::script::in_place::Shards for Apart<'_> {
     }
 
     fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&ThreadStats)) {
-        self.reach.call(self.home, s, &mut |_, st| f(st));
+        self.reach.call(self.home, s, &mut |_, st, _| f(st));
+    }
+
+    fn with_clients(&mut self, s: usize, f: &mut dyn FnMut(&dyn Clients)) {
+        self.reach.call(self.home, s, &mut |_, _, c| f(c));
     }
 
     fn home_stats(&self) -> Option<&ThreadStats> {

@@ -106,6 +106,10 @@ pub trait Shards {
     /// (not the home one), for INFO's per-thread sections; not run where
     /// they cannot be reached.
     fn with_stats(&mut self, _s: usize, _f: &mut dyn FnMut(&ThreadStats)) {}
+    /// Runs `f` with the connections of the loop that runs held shard `s`
+    /// (not the home one), for a script's SLOWLOG GET and MEMORY STATS;
+    /// not run where they cannot be reached.
+    fn with_clients(&mut self, _s: usize, _f: &mut dyn FnMut(&dyn crate::coord::ClientRegistry)) {}
     /// The home loop's statistics, where the script's own are not them (a
     /// transaction's job: `script::every`).
     fn home_stats(&self) -> Option<&ThreadStats> {

@@ -95,10 +95,11 @@
 //! that cannot be taken back, or inside MULTI/EXEC, the call is refused
 //! with `run::EVERY_SHARD`'s error.
 //!
-//! Not yet: SCRIPT DEBUG's debugger; MEMORY STATS / DOCTOR from a
-//! script; serving the script's own
-//! event loop while a script runs from a coordinator (across shards, or in
-//! MULTI/EXEC: see `busy`).
+//! Not yet: SCRIPT DEBUG's debugger. SLOWLOG GET and MEMORY STATS from a
+//! script read the connections of every loop once the run holds every
+//! shard (`run::Run::for_each_client`), but not its caller's (out of its
+//! slot while its request runs): an entry of the caller's that ran on
+//! another thread shows no address, and its buffers are not counted.
 
 pub mod api;
 pub mod busy;

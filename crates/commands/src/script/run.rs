@@ -1430,14 +1430,48 @@ impl Run<'_, '_> {
                     let (mut visit, stats) = self.visit_shards();
                     crate::server::info_from_script(ops, &mut *visit, stats, args, out)
                 } else {
+                    // The connections' buffers, read on their loops.
+                    let mut buffers = (0u64, 0u64);
+                    self.for_each_client(&mut |_, io| {
+                        buffers.0 += io.tot_mem as u64;
+                        buffers.1 += 1;
+                    });
                     let (mut visit, _) = self.visit_shards();
                     let full = registry().full_name(r.id);
-                    crate::memory::from_script(ops, &mut *visit, full, out)
+                    crate::memory::from_script(ops, &mut *visit, buffers, full, out)
                 };
                 if done.is_none() {
                     return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 self.record(r, args, started, false);
+            }
+            // SLOWLOG GET: its entries' clients are looked up on every
+            // loop, which the run holds (as for INFO below).
+            Exec::Coord(_) if registry().full_name(r.id) == "slowlog|get" => {
+                if self.ctx.nshards > 1 && !self.hold_every_shard() && self.every_again() {
+                    return Err(mlua::Error::external(ReplyError(
+                        super::wide::RESTART_TEXT.into(),
+                    )));
+                }
+                let started = std::time::Instant::now();
+                let ops = self.ctx.ops;
+                let res = crate::ops::slowlog::get_from_script(
+                    ops,
+                    args,
+                    &mut |f| self.for_each_client(f),
+                    out,
+                );
+                let failed = match res {
+                    Ok(()) => false,
+                    Err(e) => {
+                        let line = e.line();
+                        out.error_bytes(&line);
+                        let line = line.strip_prefix(b"-").unwrap_or(&line);
+                        self.stats.count_error(line);
+                        true
+                    }
+                };
+                self.record(r, args, started, failed);
             }
             Exec::Coord(_) | Exec::Parent => {
                 return self.reject(

@@ -215,4 +215,29 @@ impl Run<'_, '_> {
         };
         (Box::new(visit), &self.stats)
     }
+
+    /// Visits the connections a server-wide call from the script (SLOWLOG
+    /// GET, MEMORY STATS) reports: its own loop's (lent to the script:
+    /// every one but its caller's, out of its slot meanwhile), and every
+    /// other loop's when the run holds every shard (as
+    /// [`Run::visit_shards`]); none on gathered copies.
+    pub(super) fn for_each_client(
+        &mut self,
+        f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo),
+    ) {
+        if self.scratch {
+            return;
+        }
+        super::super::busy::for_each_home_client(f);
+        let every = self.ctx.in_place.is_some() && self.hold_every_shard();
+        if !every {
+            return;
+        }
+        let home = self.ctx.shard.id;
+        if let Some(p) = self.ctx.in_place.as_deref_mut() {
+            for s in (0..self.ctx.nshards).filter(|&s| s != home) {
+                p.with_clients(s, &mut |c| c.for_each(f));
+            }
+        }
+    }
 }
