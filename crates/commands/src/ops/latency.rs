@@ -30,7 +30,7 @@ const TS_LEN: usize = 160;
 const GRAPH_COLS: usize = 80;
 
 #[derive(Clone, Copy, Default)]
-struct Sample {
+pub(crate) struct Sample {
     time_s: u64,
     latency_ms: u64,
 }
@@ -109,7 +109,7 @@ impl Latency {
     }
 
     /// The samples of `event`, oldest first.
-    fn history(&self, event: &[u8]) -> Option<(u64, Vec<Sample>)> {
+    pub(crate) fn history(&self, event: &[u8]) -> Option<(u64, Vec<Sample>)> {
         let ev = lock(&self.events);
         let (_, ts) = ev.iter().find(|(n, _)| n.as_bytes() == event)?;
         let v = (0..TS_LEN)

@@ -178,7 +178,11 @@ impl Ops {
         }
         let spec = || crate::table::registry().specs[id].1;
         if self.latency.wants(us / 1000) {
-            self.latency.command_sample(spec().has(FAST), us / 1000);
+            let fast = spec().has(FAST);
+            // A script's call, held while its run may be taken back.
+            if !crate::script::traces::hold_latency(fast, us / 1000) {
+                self.latency.command_sample(fast, us / 1000);
+            }
         }
         self.slowlog.wants(us) && !spec().has(SKIP_SLOWLOG)
     }

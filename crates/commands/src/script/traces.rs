@@ -2,8 +2,9 @@
 //! still be taken back: its calls' statistics (INFO commandstats,
 //! errorstats, latencystats, total_commands_processed,
 //! total_error_replies, and each shard's keyspace_hits and
-//! keyspace_misses), their MONITOR lines, their SLOWLOG entries and
-//! its `redis.log` lines.
+//! keyspace_misses), their MONITOR lines, their SLOWLOG entries, their
+//! LATENCY samples (`latency-monitor-threshold`) and its `redis.log`
+//! lines.
 //!
 //! A run that may be abandoned and run again (`wide`, `in_place`,
 //! `every`, `busy::by_call`: `Run::widen_ok` or `Run::restartable`) runs
@@ -14,7 +15,10 @@
 //! common case, pays a few instructions a call. MONITOR lines, slowlog
 //! entries and log lines cannot be taken back once another client has
 //! seen them, so they are held ([`hold_monitor`], [`hold_slow`],
-//! [`hold_log`]) and sent when the run completes. So are its PUBLISH and
+//! [`hold_latency`], [`hold_log`]) and sent when the run completes (a
+//! latency sample then lands in the second the run completes, as the
+//! run's other calls' samples of that second do: Redis keeps the worst
+//! of a second). So are its PUBLISH and
 //! SPUBLISH messages ([`hold_publish`]): prepared at the call (its reply
 //! is the receiver count then), delivered when the run completes, dropped
 //! if it is taken back. In Redis a script's messages reach subscribers
@@ -72,6 +76,9 @@ enum Held {
         us: u64,
         client: u64,
     },
+    /// A LATENCY sample of a slow call: whether the command is fast, and
+    /// its duration (ms).
+    Latency(bool, u64),
     Log(bool, String),
     /// A PUBLISH or SPUBLISH: its deliveries, prepared at the call (the
     /// receivers and their count then), sent when the run completes.
@@ -250,6 +257,12 @@ pub(crate) fn hold_slow(name: &'static str, args: resp::Args<'_>, us: u64, clien
     held.is_none()
 }
 
+/// LATENCY: whether a slow call's sample (`fast`: of a fast command;
+/// `ms`: its duration) was held (see [`hold_slow`]).
+pub(crate) fn hold_latency(fast: bool, ms: u64) -> bool {
+    HOLDING.with(Cell::get) && hold(|| Held::Latency(fast, ms)).is_none()
+}
+
 /// `redis.log`: whether the line was held (see [`hold_slow`]).
 pub(crate) fn hold_log(warning: bool, line: &str) -> bool {
     HOLDING.with(Cell::get) && hold(|| Held::Log(warning, line.to_string())).is_none()
@@ -305,6 +318,7 @@ fn send_held(ops: &crate::ops::Ops) {
                 us,
                 client,
             } => ops.slowlog.push(name, argv.args(), us, client, None),
+            Held::Latency(fast, ms) => ops.latency.command_sample(fast, ms),
             Held::Log(warning, line) => crate::persist::log(warning, &line),
             Held::Publish(per_thread) => {
                 if let Some(ps) = ops.pubsub.get() {
@@ -398,6 +412,30 @@ mod tests {
         let _ = j.take_back(&mut stats, |_, _| {});
         assert!(HELD.with(|h| h.borrow().is_empty()));
         assert!(!hold_log(false, "line"));
+    }
+
+    #[test]
+    fn latency_samples_held_then_kept_or_dropped() {
+        let ops = crate::ops::Ops::leak(&config::Config::default());
+        ops.latency
+            .threshold_ms
+            .store(1, std::sync::atomic::Ordering::Relaxed);
+        let get = crate::table::registry().lookup_full(b"get").unwrap();
+        let samples = || {
+            ops.latency
+                .history(b"fast-command")
+                .map_or(0, |h| h.1.len())
+        };
+        let mut stats = ThreadStats::default();
+        let j = Journal::begin(&stats, None);
+        let _ = ops.after_call(&mut stats, get, 5_000);
+        assert_eq!(samples(), 0, "held while the run may be taken back");
+        let j = j.take_back(&mut stats, |_, _| {});
+        assert_eq!(samples(), 0, "dropped with the run");
+        let j = Journal::begin(&stats, Some(j));
+        let _ = ops.after_call(&mut stats, get, 5_000);
+        let _ = j.keep(ops);
+        assert_eq!(samples(), 1, "sent when the run completes");
     }
 
     #[test]
