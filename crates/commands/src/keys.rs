@@ -70,6 +70,7 @@ pub(crate) use flush::invalidate_all;
 use flush::{flushall, flushdb, swapdb};
 use object::OBJECT_SUBCOMMANDS;
 pub use object::{lfu_params, lfu_params_of};
+pub(crate) use rename::copy_across;
 use rename::{copy, copy_multi, move_, rename, rename_multi, renamenx, renamenx_multi};
 use scan::{keys_, randomkey, scan, scan_locks};
 pub(crate) use scan::{parse_scan_cursor, parse_scan_opts, reply_empty_scan, ScanOpts};

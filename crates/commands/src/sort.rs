@@ -660,6 +660,36 @@ pub(crate) fn from_script(
     Ok(Ok(()))
 }
 
+/// The keys SORT / SORT_RO's BY and GET patterns name for the elements of
+/// its source on `shard` (a script's call whose keys are on several
+/// shards, run on copies of them and these: `script::run`). Its source's
+/// lookup counts no keyspace hit or miss here (the copies' run counts).
+pub(crate) fn pattern_keys(
+    shard: &mut Shard,
+    db: usize,
+    args: Args<'_>,
+    readonly: bool,
+) -> Result<Vec<Vec<u8>>, CmdError> {
+    let mut opts = parse(args, readonly)?;
+    opts.script = true;
+    let counts = (shard.stats.keyspace_hits, shard.stats.keyspace_misses);
+    let l = load(shard, db, false, args.get(1), &opts);
+    (shard.stats.keyspace_hits, shard.stats.keyspace_misses) = counts;
+    let l = l?;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let by = l.o.by.clone().filter(|_| sorts_by_pattern(&l.o));
+    for p in by.iter().chain(l.o.gets.iter()) {
+        for el in &l.elems {
+            if let PatRef::Key((key, _)) = pattern_ref(p, el) {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+    }
+    Ok(keys)
+}
+
 /// Writes `items` to `dst` as a list (a missing GET stores an empty
 /// string; a `sortstore` event); no items deletes `dst` (`del` if it
 /// existed). Returns the stored length. Runs on `dst`'s shard, which

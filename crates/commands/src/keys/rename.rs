@@ -339,6 +339,39 @@ pub(super) fn copy_multi(
     Ok(as_received(coord, args, db))
 }
 
+/// COPY with the keys on different shards, both held by the caller, which
+/// reaches each by `on` (a script holding every shard, `script::run`): as
+/// [`copy_multi`], by calls instead of jobs. Whether it copied; nothing
+/// is propagated (the caller records the command as received).
+pub(crate) fn copy_across(
+    args: Args<'_>,
+    db: usize,
+    databases: usize,
+    touch: bool,
+    nshards: usize,
+    on: &mut crate::scratch::OnShard<'_>,
+) -> Result<bool, CmdError> {
+    let o = parse_copy(args, db, databases)?;
+    let (src, dst) = (args.get(1), args.get(2));
+    let mut got = None;
+    on(shard_of(src, nshards), &mut |sh| {
+        got = sh
+            .lookup_read(db, src, touch)
+            .map(|e| e.value().to_owned_value())
+            .map(|v| (v, sh.dbs[db].expire_of(src)));
+    });
+    let Some((value, at)) = got else {
+        return Ok(false);
+    };
+    let (mut value, mut copied) = (Some(value), false);
+    on(shard_of(dst, nshards), &mut |sh| {
+        if let Some(v) = value.take() {
+            copied = copy_store(sh, o.dst_db, dst, v, at, o.replace);
+        }
+    });
+    Ok(copied)
+}
+
 /// Steps of a cross-shard COPY: the source's read (issued at build time),
 /// then the store on the destination's shard, then the reply.
 struct CopyCoord {

@@ -122,9 +122,6 @@
 //!   served while it waits for a call posted to another shard). What
 //!   its own loop's connections sent before it was published and that
 //!   waits for a lock of its shard waits for its end.
-//! - A call naming keys of several shards runs on copies of them (see
-//!   above), except COPY ... DB and SORT with BY / GET keys of another
-//!   shard, which are refused (`run::NOT_HELD`).
 //! - Inside MULTI/EXEC, a script whose code builds the keyspace command's
 //!   name at run time and that never called one before is refused its
 //!   first time (`run::EVERY_SHARD`); EXEC locks every shard for it from
@@ -143,6 +140,9 @@
 //!   the home shard's outbox right after the call (`Apart::settle`), so
 //!   the script's records are one block in the order they were made,
 //!   which the transaction writes as one MULTI/EXEC (as Redis 7.0).
+//! - A call naming keys of several shards runs on copies of them (see
+//!   `run::across`); COPY ... DB n by a call on each of its two shards,
+//!   SORT on copies of its keys and the keys its BY / GET patterns name.
 //! - Keyspace events move to the home shard after each call, as in place
 //!   (`run::Run::after_call`); a call on copies across shards leaves the
 //!   gather's (expired keys) first, then its own (`run::across`).

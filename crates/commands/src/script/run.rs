@@ -1095,7 +1095,9 @@ impl Run<'_, '_> {
                     target = s;
                     all_held = true;
                 }
-                None if across::can_run(r, args) && self.holds_across(args, positions) => {
+                None if (across::can_run(r, args) || across::runs_apart(r, args))
+                    && self.holds_across(args, positions) =>
+                {
                     all_held = true;
                     across = true;
                 }
@@ -1155,7 +1157,10 @@ impl Run<'_, '_> {
         // exist (and only the databases up to it).
         let shard_cmd = matches!(r.spec.exec, Exec::Shard(..));
         let missing_db = shard_cmd && self.db >= self.ctx.shard.dbs.len();
-        if self.scratch && (missing_db || (self.db != self.orig_db && !positions.is_empty())) {
+        let other_db = || across::other_db(r, args, self.db, self.ctx.databases);
+        if self.scratch
+            && (missing_db || (self.db != self.orig_db && !positions.is_empty()) || other_db())
+        {
             if self.every_again() {
                 return Err(mlua::Error::external(ReplyError(
                     super::wide::RESTART_TEXT.into(),
@@ -1201,6 +1206,10 @@ impl Run<'_, '_> {
         let out = &mut bufs.out;
         out.set_resp3(self.resp3);
         match r.spec.exec {
+            // Its destination in another database, on another shard.
+            Exec::Shard(..) if across && !across::can_run(r, args) => {
+                self.copy_apart(r, args, out);
+            }
             Exec::Shard(handler, _) => {
                 let call = ShardCall {
                     db: self.db,
@@ -1310,10 +1319,54 @@ impl Run<'_, '_> {
                 let readonly = r.spec.name == "sort_ro";
                 let (db, touch) = (self.db, !self.ctx.no_touch);
                 let ctx = &mut *self.ctx;
-                let sorted = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
-                    crate::sort::from_script(sh, db, touch, args, readonly, &held, out)
-                });
-                self.after_call(target);
+                // Keys of several shards: on copies (below).
+                let mut sorted = Ok(Err(Vec::new()));
+                if !across {
+                    sorted = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |sh| {
+                        // Run again on copies if it needs pattern keys of
+                        // other shards: its source's lookup counts once.
+                        let counts = (sh.stats.keyspace_hits, sh.stats.keyspace_misses);
+                        let r = crate::sort::from_script(sh, db, touch, args, readonly, &held, out);
+                        if matches!(r, Ok(Err(_))) {
+                            (sh.stats.keyspace_hits, sh.stats.keyspace_misses) = counts;
+                        }
+                        r
+                    });
+                    self.after_call(target);
+                }
+                // Pattern keys (or its keys) on shards the run holds: on
+                // copies of all of them (`across`).
+                if let Ok(Err(missing)) = &sorted {
+                    let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+                    keys.extend(missing.iter().map(|k| k.as_slice()));
+                    if across || self.holds_keys(&keys) {
+                        // Every key its patterns name (those of the
+                        // source's shard too), read on the source's shard.
+                        let src = shard_of(args.get(1), nshards);
+                        let ctx = &mut *self.ctx;
+                        let named = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), src, |sh| {
+                            crate::sort::pattern_keys(sh, db, args, readonly)
+                        });
+                        let named = named.unwrap_or_default();
+                        let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+                        keys.extend(named.iter().map(|k| k.as_slice()));
+                        let mut res = None;
+                        let a = across::run_keys(self.ctx, db, &keys, |sh| {
+                            res = Some(crate::sort::from_script(
+                                sh,
+                                db,
+                                touch,
+                                args,
+                                readonly,
+                                &|_| true,
+                                out,
+                            ));
+                        });
+                        self.after_across(a);
+                        // INVARIANT: `run_keys` runs its call once.
+                        sorted = res.unwrap_or(Ok(Ok(())));
+                    }
+                }
                 match sorted {
                     Ok(Ok(())) => {}
                     Ok(Err(missing)) => {

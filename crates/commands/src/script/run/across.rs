@@ -7,6 +7,15 @@
 //! call (`in_place::Shards`) rather than a job. Nothing else runs on
 //! those shards between the gather and the write-back (write-locked by
 //! the script, or pinned): the call is as atomic as on one shard.
+//!
+//! Two calls need more than one database's copies: COPY ... DB n (its
+//! destination in another database) runs as a client's COPY across
+//! shards does, its source read on its shard and the copy stored on the
+//! destination's, each by a call ([`Run::copy_apart`]); SORT with BY or
+//! GET keys of other shards runs on copies of its keys and the pattern
+//! keys it names (`Run::call`'s SORT arm, [`run_keys`]). On gathered
+//! copies (a run over more keys) a call of another database (COPY ... DB,
+//! MOVE) runs again holding every shard ([`other_db`]).
 
 use engine::Shard;
 use resp::Args;
@@ -23,6 +32,25 @@ pub(super) fn can_run(r: Resolved, args: Args<'_>) -> bool {
         && !(r.spec.name == "copy" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"db")))
 }
 
+/// Whether a call with keys on several shards runs apart from the copies'
+/// path of [`can_run`] ([`Run::copy_apart`], SORT's pattern keys).
+pub(super) fn runs_apart(r: Resolved, args: Args<'_>) -> bool {
+    matches!(r.spec.name, "sort" | "sort_ro") || (r.spec.name == "copy" && !can_run(r, args))
+}
+
+/// Whether a call names a database other than `db` (COPY ... DB n, MOVE
+/// key n), which gathered copies do not hold. A bad index is not: the
+/// command's own error, wherever it runs.
+pub(super) fn other_db(r: Resolved, args: Args<'_>, db: usize, databases: usize) -> bool {
+    let other = |a: &[u8]| crate::util::parse_db_index(a, databases).is_ok_and(|n| n != db);
+    match r.spec.name {
+        "move" => args.len() == 3 && other(args.get(2)),
+        "copy" => (3..args.len().saturating_sub(1))
+            .any(|i| args.get(i).eq_ignore_ascii_case(b"db") && other(args.get(i + 1))),
+        _ => false,
+    }
+}
+
 /// Runs `call` (the command, on a shard) on copies of the keys of `args`
 /// at `positions` (database `db`), gathered from their shards and written
 /// back; returns what the copies left for the home shard
@@ -35,10 +63,20 @@ pub(super) fn run(
     call: impl FnOnce(&mut Shard),
 ) -> crate::scratch::Across {
     let keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+    run_keys(ctx, db, &keys, call)
+}
+
+/// [`run`] over `keys`.
+pub(super) fn run_keys(
+    ctx: &mut ShardCtx<'_>,
+    db: usize,
+    keys: &[&[u8]],
+    call: impl FnOnce(&mut Shard),
+) -> crate::scratch::Across {
     let nshards = ctx.nshards;
     let mut call = Some(call);
     crate::scratch::across(
-        &keys,
+        keys,
         db,
         nshards,
         &mut |s, f| super::on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh)),
@@ -59,6 +97,12 @@ impl Run<'_, '_> {
     /// be taken back runs again on copies instead (`in_place`), where
     /// its writes so far are undone with it.
     pub(super) fn holds_across(&mut self, args: Args<'_>, positions: &[usize]) -> bool {
+        let keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+        self.holds_keys(&keys)
+    }
+
+    /// [`Run::holds_across`] for `keys`.
+    pub(super) fn holds_keys(&mut self, keys: &[&[u8]]) -> bool {
         let Some(shards) = self.ctx.in_place.as_deref_mut() else {
             return false;
         };
@@ -69,10 +113,45 @@ impl Run<'_, '_> {
             return false;
         }
         let (n, home) = (self.ctx.nshards, self.ctx.shard.id);
-        positions.iter().all(|&p| {
-            let s = crate::table::shard_of(args.get(p), n);
+        keys.iter().all(|k| {
+            let s = crate::table::shard_of(k, n);
             s == home || shards.hold(s)
         })
+    }
+
+    /// COPY src dst DB n, `src` and `dst` on two shards the run holds
+    /// ([`Run::holds_across`]): the reply or error in `out`, recorded as
+    /// the command's call, and as received in the home shard's records.
+    pub(super) fn copy_apart(&mut self, r: Resolved, args: Args<'_>, out: &mut resp::Reply) {
+        let started = std::time::Instant::now();
+        let (db, touch) = (self.db, !self.ctx.no_touch);
+        let ctx = &mut *self.ctx;
+        let (databases, nshards) = (ctx.databases, ctx.nshards);
+        let res = crate::keys::copy_across(args, db, databases, touch, nshards, &mut |s, f| {
+            super::on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh))
+        });
+        for s in 0..nshards {
+            self.after_call(s);
+        }
+        self.dirty = true;
+        let failed = match res {
+            Ok(copied) => {
+                out.int(copied as i64);
+                if copied && self.repl & super::REPL_AOF != 0 {
+                    let argv: Vec<&[u8]> = args.iter().collect();
+                    self.ctx.shard.outbox.record(db, &argv);
+                }
+                false
+            }
+            Err(e) => {
+                let line = e.line();
+                out.error_bytes(&line);
+                let line = line.strip_prefix(b"-").unwrap_or(&line);
+                self.stats.count_error(line);
+                true
+            }
+        };
+        self.record(r, args, started, failed);
     }
 
     /// After [`run`]: what the gather left on each shard (expired keys'
