@@ -263,6 +263,10 @@ fn get_count(args: Args<'_>) -> Result<usize, CmdError> {
     Ok(if n == -1 { usize::MAX } else { n as usize })
 }
 
+/// Visits connections: runs its argument on each (their state and
+/// buffers).
+pub(crate) type Clients<'a> = dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)) + 'a;
+
 /// The ids of the clients `entries` name without their address yet,
 /// sorted.
 fn unlabeled(entries: &[Entry]) -> Vec<u64> {
@@ -279,7 +283,7 @@ fn unlabeled(entries: &[Entry]) -> Vec<u64> {
 /// The labels of the clients of `clients` that `wanted` names.
 fn labels_in(
     wanted: &[u64],
-    clients: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+    clients: &mut Clients<'_>,
 ) -> Vec<(u64, Label)> {
     let mut found: Vec<(u64, Label)> = Vec::new();
     if !wanted.is_empty() {
@@ -353,7 +357,7 @@ pub(crate) fn slowlog_get(
 pub(crate) fn get_from_script(
     ops: &crate::ops::Ops,
     args: Args<'_>,
-    clients: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+    clients: &mut Clients<'_>,
     out: &mut Reply,
 ) -> Result<(), CmdError> {
     let count = get_count(args)?;
