@@ -281,10 +281,7 @@ fn unlabeled(entries: &[Entry]) -> Vec<u64> {
 }
 
 /// The labels of the clients of `clients` that `wanted` names.
-fn labels_in(
-    wanted: &[u64],
-    clients: &mut Clients<'_>,
-) -> Vec<(u64, Label)> {
+fn labels_in(wanted: &[u64], clients: &mut Clients<'_>) -> Vec<(u64, Label)> {
     let mut found: Vec<(u64, Label)> = Vec::new();
     if !wanted.is_empty() {
         clients(&mut |st, _| {
