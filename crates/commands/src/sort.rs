@@ -615,6 +615,9 @@ fn sort_on(
     Ok(project(&l, look))
 }
 
+/// What [`from_script`] returns.
+pub(crate) type FromScript = Result<Result<(), Vec<Vec<u8>>>, CmdError>;
+
 /// SORT / SORT_RO called by a script, on the shard (or the gathered
 /// copies) it runs on: `Ok(Err(keys))` when pattern keys the script does
 /// not hold (`held`) are needed, to gather before running it again (see
@@ -628,7 +631,7 @@ pub(crate) fn from_script(
     readonly: bool,
     held: &dyn Fn(&[u8]) -> bool,
     out: &mut Reply,
-) -> Result<Result<(), Vec<Vec<u8>>>, CmdError> {
+) -> FromScript {
     let mut opts = parse(args, readonly)?;
     opts.script = true;
     let src = args.get(1);

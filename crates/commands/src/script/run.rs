@@ -1337,34 +1337,8 @@ impl Run<'_, '_> {
                 // Pattern keys (or its keys) on shards the run holds: on
                 // copies of all of them (`across`).
                 if let Ok(Err(missing)) = &sorted {
-                    let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
-                    keys.extend(missing.iter().map(|k| k.as_slice()));
-                    if across || self.holds_keys(&keys) {
-                        // Every key its patterns name (those of the
-                        // source's shard too), read on the source's shard.
-                        let src = shard_of(args.get(1), nshards);
-                        let ctx = &mut *self.ctx;
-                        let named = on_shard(ctx.shard, ctx.in_place.as_deref_mut(), src, |sh| {
-                            crate::sort::pattern_keys(sh, db, args, readonly)
-                        });
-                        let named = named.unwrap_or_default();
-                        let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
-                        keys.extend(named.iter().map(|k| k.as_slice()));
-                        let mut res = None;
-                        let a = across::run_keys(self.ctx, db, &keys, |sh| {
-                            res = Some(crate::sort::from_script(
-                                sh,
-                                db,
-                                touch,
-                                args,
-                                readonly,
-                                &|_| true,
-                                out,
-                            ));
-                        });
-                        self.after_across(a);
-                        // INVARIANT: `run_keys` runs its call once.
-                        sorted = res.unwrap_or(Ok(Ok(())));
+                    if let Some(res) = self.sort_across(args, positions, missing, across, out) {
+                        sorted = res;
                     }
                 }
                 match sorted {
@@ -1506,25 +1480,7 @@ impl Run<'_, '_> {
                         super::wide::RESTART_TEXT.into(),
                     )));
                 }
-                let started = std::time::Instant::now();
-                let ops = self.ctx.ops;
-                let res = crate::ops::slowlog::get_from_script(
-                    ops,
-                    args,
-                    &mut |f| self.for_each_client(f),
-                    out,
-                );
-                let failed = match res {
-                    Ok(()) => false,
-                    Err(e) => {
-                        let line = e.line();
-                        out.error_bytes(&line);
-                        let line = line.strip_prefix(b"-").unwrap_or(&line);
-                        self.stats.count_error(line);
-                        true
-                    }
-                };
-                self.record(r, args, started, failed);
+                self.slowlog_get(r, args, out);
             }
             Exec::Coord(_) | Exec::Parent => {
                 return self.reject(

@@ -178,4 +178,51 @@ impl Run<'_, '_> {
             home.outbox.emitted += a.emitted;
         }
     }
+
+    /// SORT / SORT_RO (`args`, its keys at `positions`) on copies of its
+    /// keys and every key its patterns name, when the run holds them all
+    /// (`across`: its keys are of several shards held); `missing`: the
+    /// pattern keys its shard lacked. `None` (nothing ran) if it does not
+    /// hold them: the caller runs again over them, or refuses it.
+    pub(super) fn sort_across(
+        &mut self,
+        args: Args<'_>,
+        positions: &[usize],
+        missing: &[Vec<u8>],
+        across: bool,
+        out: &mut resp::Reply,
+    ) -> Option<crate::sort::FromScript> {
+        let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+        keys.extend(missing.iter().map(|k| k.as_slice()));
+        if !across && !self.holds_keys(&keys) {
+            return None;
+        }
+        let (db, touch) = (self.db, !self.ctx.no_touch);
+        let readonly = args.get(0).eq_ignore_ascii_case(b"sort_ro");
+        // Every key its patterns name (those of the source's shard too),
+        // read on the source's shard.
+        let src = crate::table::shard_of(args.get(1), self.ctx.nshards);
+        let ctx = &mut *self.ctx;
+        let named = super::on_shard(ctx.shard, ctx.in_place.as_deref_mut(), src, |sh| {
+            crate::sort::pattern_keys(sh, db, args, readonly)
+        });
+        let named = named.unwrap_or_default();
+        let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
+        keys.extend(named.iter().map(|k| k.as_slice()));
+        let mut res = None;
+        let a = run_keys(self.ctx, db, &keys, |sh| {
+            res = Some(crate::sort::from_script(
+                sh,
+                db,
+                touch,
+                args,
+                readonly,
+                &|_| true,
+                out,
+            ));
+        });
+        self.after_across(a);
+        // INVARIANT: `run_keys` runs its call once.
+        Some(res.unwrap_or(Ok(Ok(()))))
+    }
 }

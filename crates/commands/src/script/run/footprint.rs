@@ -240,4 +240,30 @@ impl Run<'_, '_> {
             }
         }
     }
+
+    /// SLOWLOG GET from the script, its entries' clients looked up on the
+    /// loops it reaches ([`Run::for_each_client`]); recorded as the
+    /// command's call.
+    pub(super) fn slowlog_get(
+        &mut self,
+        r: crate::table::Resolved,
+        args: resp::Args<'_>,
+        out: &mut resp::Reply,
+    ) {
+        let started = std::time::Instant::now();
+        let ops = self.ctx.ops;
+        let res =
+            crate::ops::slowlog::get_from_script(ops, args, &mut |f| self.for_each_client(f), out);
+        let failed = match res {
+            Ok(()) => false,
+            Err(e) => {
+                let line = e.line();
+                out.error_bytes(&line);
+                let line = line.strip_prefix(b"-").unwrap_or(&line);
+                self.stats.count_error(line);
+                true
+            }
+        };
+        self.record(r, args, started, failed);
+    }
 }
