@@ -196,6 +196,7 @@ use super::shutdown::Gate;
 use super::worker::Worker;
 use crate::log;
 
+mod loan;
 mod policy;
 mod round;
 mod trial;
@@ -315,6 +316,8 @@ pub struct Hosts {
     slots: Vec<Slot>,
     inbox: Vec<Mutex<Inbox>>,
     seats: Vec<Mutex<Seat>>,
+    /// Per thread: a hub's own worker lent to it (see `loan`).
+    loans: Vec<loan::Loan>,
     threads: Vec<OnceLock<std::thread::Thread>>,
     watchdog: OnceLock<std::thread::Thread>,
     /// Workers adopted by hubs.
@@ -350,6 +353,7 @@ impl Hosts {
                 .collect(),
             inbox: (0..n).map(|_| Mutex::default()).collect(),
             seats: (0..n).map(|_| Mutex::default()).collect(),
+            loans: (0..n).map(|_| loan::Loan::default()).collect(),
             threads: (0..n).map(|_| OnceLock::new()).collect(),
             watchdog: OnceLock::new(),
             hosted: AtomicUsize::new(0),
@@ -483,6 +487,9 @@ impl Hosts {
                         return w;
                     }
                 }
+            }
+            if self.serve_loan(id) {
+                continue;
             }
             std::thread::park();
         }

@@ -331,14 +331,30 @@ struct OwnIdle {
     hub: usize,
     /// A pass served it (its counts wait in its desk's tally).
     served: bool,
+    /// Lent to the thread of the loop running the script (see
+    /// `host::loan`): served there for real, neither stalled nor served
+    /// here.
+    loaned: Cell<bool>,
 }
 
 impl commands::script::busy::IdleLoops for OwnIdle {
     fn idle(&self, into: &mut Vec<usize>) {
-        into.push(self.hub);
+        // Asked at each busy pass before the loops are served: the first
+        // lends the worker away, so its shard is never published stalled.
+        if !self.loaned.get() {
+            let slot = engine::alloc::current_slot();
+            self.loaned.set(super::cohost::loan_own());
+            engine::alloc::set_slot(slot);
+        }
+        if !self.loaned.get() {
+            into.push(self.hub);
+        }
     }
 
     fn serve_idle(&mut self, first: bool) {
+        if self.loaned.get() {
+            return;
+        }
         // `with_worker` charges the caller's shard afterwards: the
         // script's, whichever it is, is put back as it was.
         let slot = engine::alloc::current_slot();
@@ -356,7 +372,11 @@ impl commands::script::busy::IdleLoops for OwnIdle {
 /// served it: then the caller settles it ([`Worker::settle_idle`]) before
 /// it runs anything else.
 pub fn lending_own<R>(hub: usize, f: impl FnOnce() -> R) -> (R, bool) {
-    let mut own = OwnIdle { hub, served: false };
+    let mut own = OwnIdle {
+        hub,
+        served: false,
+        loaned: Cell::new(false),
+    };
     let r = commands::script::busy::lend_idle(&mut own, f);
     (r, own.served)
 }

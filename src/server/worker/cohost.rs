@@ -122,6 +122,12 @@ pub trait Lender {
     /// now.
     fn pin(&self, id: usize) -> Option<NonNull<Worker>>;
     fn unpin_all(&self);
+    /// Lends the hub's own worker, idle in this round, to the thread of
+    /// the loop running now, for a long script's duration (see
+    /// `host::loan`); true if it is lent (now or already).
+    fn loan_own(&self) -> bool {
+        false
+    }
 }
 
 /// A worker pinned for an unlocked transaction ([`pin_worker`]), reached
@@ -229,6 +235,10 @@ pub(super) fn with_worker_open<R>(
             None
         }
         fn unpin_all(&self) {}
+        fn loan_own(&self) -> bool {
+            // SAFETY: as in `lend`.
+            unsafe { &*self.inner }.loan_own()
+        }
     }
     let inner = LENDER.get()?;
     with_worker(id, home, |w| {
@@ -266,6 +276,13 @@ pub(super) fn visit<R>(home: usize, f: impl FnOnce() -> R) -> R {
     }
     let _put = Put(LENDER.take(), home);
     f()
+}
+
+/// Lends the hub's own worker away for a long script (see
+/// [`Lender::loan_own`]); false if there is no lender or it cannot.
+pub(super) fn loan_own() -> bool {
+    // SAFETY: as in `with_worker`.
+    LENDER.get().is_some_and(|l| unsafe { &*l }.loan_own())
 }
 
 /// Lets go of every pinned worker.
