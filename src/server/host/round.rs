@@ -207,8 +207,7 @@ impl worker::Lender for HubLender<'_> {
             return true;
         }
         let (w, to) = (self.own.get(), self.turn.get());
-        if w.is_null() || self.own_pinned.get() || to >= self.hosts.slots.len() || to == self.hub
-        {
+        if w.is_null() || self.own_pinned.get() || to >= self.hosts.slots.len() || to == self.hub {
             return false;
         }
         // Not lendable here from now on: the other thread runs it.
