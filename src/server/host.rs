@@ -98,13 +98,17 @@
 //! What a stuck hub cannot free: the loop running the long command, and
 //! its own loop (a thread's own worker lives on its stack, not in a seat).
 //! For a long script on an adopted loop, the own loop is idle (its turn
-//! is over) and served from the script's hook instead, in Redis's busy
-//! mode, as the script's own loop is (`worker::lending_own`): its clients
-//! get `-BUSY` and can send SCRIPT KILL or SHUTDOWN NOSAVE, and its
-//! shard's commands get `-BUSY` on every thread (its shard cannot run
-//! until the script ends: nothing runs on it from the hook). For any other
-//! long command its clients wait for the command as they would without
-//! consolidation. Workers handed to it and not adopted yet go back too.
+//! is over), and so is the thread of the loop running the script (it
+//! waits for its worker, whose seat the hub holds): at the script's first
+//! busy pass the hub lends its own worker to that thread until the
+//! round's adopted turns end (`loan`), where it is served as any loop
+//! whose shard the script does not hold (issue 23 point 5). When it
+//! cannot be lent (a run in place pinned it) it is served from the
+//! script's hook instead, in Redis's busy mode, as the script's own loop
+//! is (`worker::lending_own`): `-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE.
+//! For any other long command its clients wait for the command as they
+//! would without consolidation. Workers handed to it and not adopted yet
+//! go back too.
 //!
 //! After a burst or a stuck round a worker is not taken again for a while,
 //! doubling each time it comes back soon after merging, so a load at the

@@ -95,13 +95,15 @@
 //! shard answered as any thread's. Except the loops a script run in place
 //! pinned (their seats stay locked): each is served by
 //! [`Worker::serve_pinned`] exactly as this desk and [`serve_inbox`]
-//! serve the script's own loop (see `in_place`). So is the hub's own
-//! loop when the script runs on an adopted one ([`lending_own`]; it
-//! cannot go back to another thread, it lives on the hub's stack),
-//! published as *stalled* by the script: its shard's commands get `-BUSY`
-//! on every thread, as Redis answers every command while busy, since that
-//! shard cannot run until the script ends (nothing runs on it from the
-//! hook). A WATCH of its keys is not the script's to take (it does not
+//! serve the script's own loop (see `in_place`). The hub's own loop,
+//! when the script runs on an adopted one ([`lending_own`]; it cannot go
+//! back to its thread, it lives on the hub's stack), is lent at the first
+//! pass to the thread of the loop running the script (`host::loan`),
+//! which serves it for real; only if it cannot be (a run in place pinned
+//! it) is it served here, published as *stalled* by the script: its
+//! shard's commands get `-BUSY` on every thread, as Redis answers every
+//! command while busy, since that shard cannot run until the script ends
+//! (nothing runs on it from the hook). A WATCH of its keys is not the script's to take (it does not
 //! hold that shard): it waits for the script's end, as a WATCH deferred
 //! here does. A loop handed to a hub that was running alone when the
 //! script started waits for the script (the watchdog does not see that

@@ -235,10 +235,9 @@ pub(super) fn with_worker_open<R>(
             None
         }
         fn unpin_all(&self) {}
-        fn loan_own(&self) -> bool {
-            // SAFETY: as in `lend`.
-            unsafe { &*self.inner }.loan_own()
-        }
+        // `loan_own`: never (the default). The worker `f` holds may be
+        // the hub's own; and a run by a call is taken back before it is
+        // published, so it has no busy pass to lend it from.
     }
     let inner = LENDER.get()?;
     with_worker(id, home, |w| {
