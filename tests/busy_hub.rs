@@ -183,3 +183,51 @@ fn s2_caller_on_the_own_loop_served_while_its_script_spins_elsewhere() {
 fn s4_caller_on_the_own_loop_served_while_its_script_spins_elsewhere() {
     own_loop_is_served(4, true);
 }
+
+/// While the own loop is lent, a script of its own client runs on the
+/// borrowing thread (as on a thread of its own), reaching the adopted
+/// shard's key undeclared once the script holding that shard has ended:
+/// the hub takes its loop back after that loop's current command (the
+/// script, restarted for the undeclared key, runs from the loop's next
+/// turn), so neither waits for the other for good. Bounded by the reply
+/// timeouts; the scripts spin until the clock's second changes.
+#[test]
+fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
+    let nshards = 2;
+    let s = hub(nshards);
+    let (xx, yy) = (key_on(0, nshards, "x"), key_on(1, nshards, "y"));
+    let mut near = connection_on(&s, &xx);
+    let mut a2 = connection_on(&s, &xx);
+    let mut spin = connection_on(&s, &yy);
+    a2.set_reply_timeout(Duration::from_secs(30));
+    spin.set_reply_timeout(Duration::from_secs(30));
+    assert_eq!(
+        near.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(near.cmd_str(&["SET", &yy, "yv"]), b"+OK\r\n");
+    let wait = |secs: u32| {
+        format!(
+            "local t0 = tonumber(redis.call('TIME')[1]) \
+             while tonumber(redis.call('TIME')[1]) < t0 + {secs} do end "
+        )
+    };
+    let b = format!("{} return 'b'", wait(1));
+    let a = format!(
+        "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
+        wait(2)
+    );
+    spin.send(&encode_command(&[b"EVAL", b.as_bytes(), b"0"]));
+    wait_busy_key(&mut near, &yy);
+    a2.send(&encode_command(&[
+        b"EVAL",
+        a.as_bytes(),
+        b"1",
+        xx.as_bytes(),
+        yy.as_bytes(),
+    ]));
+    assert_eq!(show(&spin.read_reply()), show(&bulk("b")));
+    assert_eq!(show(&a2.read_reply()), show(&bulk("yv")));
+    assert_eq!(show(&near.cmd_str(&["GET", &yy])), show(&bulk("yv")));
+    assert_eq!(near.cmd_str(&["PING"]), b"+PONG\r\n");
+}

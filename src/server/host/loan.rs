@@ -26,6 +26,16 @@
 //! other path already supports; the hub touches it again only once the
 //! borrowing thread has let it go (a scoped loan: `recall` waits).
 //!
+//! The recall waits for the lent loop's current iteration on the other
+//! thread: a command of its own that runs long there (a script of its
+//! client: it runs, as on a thread of its own) keeps the hub, so its
+//! other loops, until it ends (or a SCRIPT KILL stops it); the watchdog
+//! gives those loops back meanwhile, but the thread of the one that ran
+//! the script is the borrower, which takes its worker back only then.
+//! No loop waits for another for good: a call of that script to a shard
+//! the hub holds restarts it (an undeclared key) from the loop's next
+//! iteration, after the loan (tests/busy_hub.rs).
+//!
 //! Not lent (served from the hook in busy mode as before, `-BUSY`): a
 //! worker a run in place pinned (the script holds its shard), or a hub
 //! whose lender is taken (the script runs inside another worker's call).
