@@ -480,35 +480,6 @@ impl Hosts {
         Ok(())
     }
 
-    /// Thread `id` sleeps until its worker is given back, running the
-    /// worker a hub lends it meanwhile (see `loan`). The seat is only
-    /// tried: a hub holds it for each of the worker's turns, and a loan
-    /// comes during one (the thread looks again within a millisecond).
-    fn wait_back(&self, id: usize) -> Box<Worker> {
-        loop {
-            if self.serve_loan(id) {
-                continue;
-            }
-            let seat = match self.seats[id].try_lock() {
-                Ok(seat) => Some(seat),
-                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            };
-            let Some(mut seat) = seat else {
-                std::thread::park_timeout(Duration::from_millis(1));
-                continue;
-            };
-            if seat.back {
-                if let Some(w) = seat.worker.take() {
-                    seat.back = false;
-                    return w;
-                }
-            }
-            drop(seat);
-            std::thread::park();
-        }
-    }
-
     /// Books worker `id` (whose seat is now marked back) as given back by
     /// hub `h`, and wakes its thread. `for_load`: it left for the hub's
     /// load, and is not taken again for a while.

@@ -1,7 +1,7 @@
 //! A hub's own worker lent to an idle thread while a long script runs on
 //! a loop the hub adopted (issue 23 point 5: "a running script freezes
 //! only the shards it holds: clients of other shards, on any thread, keep
-//! being served").
+//! being served"), and a thread's wait for its worker (`Hosts::wait_back`).
 //!
 //! The watchdog gives a stuck hub's adopted loops back to their threads,
 //! but the hub's own worker lives on the hub's stack and cannot leave it
@@ -67,6 +67,35 @@ pub(super) struct Loan {
 }
 
 impl Hosts {
+    /// Thread `id` sleeps until its worker is given back, running the
+    /// worker a hub lends it meanwhile (see the module doc). The seat is only
+    /// tried: a hub holds it for each of the worker's turns, and a loan
+    /// comes during one (the thread looks again within a millisecond).
+    pub(super) fn wait_back(&self, id: usize) -> Box<Worker> {
+        loop {
+            if self.serve_loan(id) {
+                continue;
+            }
+            let seat = match self.seats[id].try_lock() {
+                Ok(seat) => Some(seat),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            let Some(mut seat) = seat else {
+                std::thread::park_timeout(Duration::from_millis(1));
+                continue;
+            };
+            if seat.back {
+                if let Some(w) = seat.worker.take() {
+                    seat.back = false;
+                    return w;
+                }
+            }
+            drop(seat);
+            std::thread::park();
+        }
+    }
+
     /// Lends worker `w`, hub `hub`'s own, to thread `to` (asleep in
     /// [`Hosts::wait_back`]). The caller must not touch `w` until
     /// [`Hosts::recall_own`] returns.
