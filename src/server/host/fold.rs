@@ -121,17 +121,37 @@ mod tests {
             h.slots[i].busy.store(busy, Ordering::Relaxed);
             h.slots[i].runs.store(runs, Ordering::Relaxed);
         };
-        assert_eq!(h.fold_target(0, 0, 3, now), None, "thread 0 folds into nobody");
+        assert_eq!(
+            h.fold_target(0, 0, 3, now),
+            None,
+            "thread 0 folds into nobody"
+        );
         set(0, 100, 10);
         assert_eq!(h.fold_target(4, 100, 5, now), Some(0), "both idle");
-        assert_eq!(h.fold_target(4, 850, 5, now), Some(1), "no room on 0 for the load");
-        assert_eq!(h.fold_target(4, 100, MAX_LOOPS - 9, now), Some(1), "no room on 0 for the loops");
+        assert_eq!(
+            h.fold_target(4, 850, 5, now),
+            Some(1),
+            "no room on 0 for the load"
+        );
+        assert_eq!(
+            h.fold_target(4, 100, MAX_LOOPS - 9, now),
+            Some(1),
+            "no room on 0 for the loops"
+        );
         set(1, 0, 0);
         set(2, 0, 0);
         set(3, 0, 0);
-        assert_eq!(h.fold_target(4, 100, MAX_LOOPS - 9, now), None, "1-3 are away at hubs");
+        assert_eq!(
+            h.fold_target(4, 100, MAX_LOOPS - 9, now),
+            None,
+            "1-3 are away at hubs"
+        );
         h.slots[0].pledged.store(750, Ordering::Relaxed);
-        assert_eq!(h.fold_target(4, 100, 5, now), None, "loads handed to 0 fill it");
+        assert_eq!(
+            h.fold_target(4, 100, 5, now),
+            None,
+            "loads handed to 0 fill it"
+        );
         h.slots[0].pledged.store(0, Ordering::Relaxed);
         h.slots[0].round_us.store(1, Ordering::Relaxed);
         assert_eq!(
