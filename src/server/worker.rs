@@ -326,6 +326,13 @@ struct Core {
     /// The co-hosted workers pinned for the transaction running without
     /// locks, by shard (empty otherwise; see `home::run_unlocked`).
     unlocked: Vec<(usize, cohost::Pinned)>,
+    /// The keys of the request whose coordinator starts, for a prefetch
+    /// across shards if it runs without locks (`home::prefetch_plan`):
+    /// each key's shard and its bytes' range in `key_buf`; `key_pos`:
+    /// scratch.
+    key_pos: Vec<usize>,
+    key_pf: Vec<home::KeyPf>,
+    key_buf: Vec<u8>,
     /// Scratch: a coordinator step's works bound for other threads
     /// (`home::send_remote`).
     remote_works: Vec<(usize, u32, Work)>,
