@@ -77,6 +77,51 @@ impl User {
     }
 }
 
+/// An ACL SETUSER that took channel permissions from an existing user:
+/// its pub/sub clients whose subscriptions the new list does not allow
+/// are to be disconnected (Redis's `ACLKillPubsubClientsIfNeeded`).
+#[derive(Debug)]
+pub struct Revoked {
+    pub user: Arc<User>,
+    /// Every channel pattern of the new rules' selectors.
+    pub channels: Vec<Vec<u8>>,
+}
+
+impl Revoked {
+    /// Whether a client with `subs` loses a subscription: a channel or
+    /// shard channel no pattern matches, or a pattern not among the
+    /// patterns literally (Redis's `ACLCheckChannelAgainstList`).
+    pub fn kills(&self, subs: &crate::pubsub::Subscriptions) -> bool {
+        let allowed =
+            |ch: &[u8], literal| super::check::channel_allowed(&self.channels, ch, literal);
+        subs.patterns.iter().any(|p| !allowed(p, true))
+            || subs
+                .channels
+                .iter()
+                .chain(&subs.shard)
+                .any(|c| !allowed(c, false))
+    }
+}
+
+/// The new rules' channel patterns when they may deny a subscription the
+/// old ones allowed; `None` when a new selector allows every channel or
+/// every old pattern is among the new ones (Redis's two shortcuts).
+fn revoked_channels(old: &Rules, new: &Rules) -> Option<Vec<Vec<u8>>> {
+    if new.selectors.iter().any(|s| s.allchannels) {
+        return None;
+    }
+    let upcoming: Vec<Vec<u8>> = new
+        .selectors
+        .iter()
+        .flat_map(|s| s.channels.iter().cloned())
+        .collect();
+    let kept = old
+        .selectors
+        .iter()
+        .all(|s| !s.allchannels && s.channels.iter().all(|p| upcoming.contains(p)));
+    (!kept).then_some(upcoming)
+}
+
 /// A client's user and its cached rules.
 #[derive(Clone, Debug, Default)]
 pub struct ClientAcl {
@@ -254,7 +299,12 @@ impl Acl {
     /// ACL SETUSER: applies `ops` to a copy of the user's rules (or a new
     /// user's) and publishes them only if every one is valid. `Err` is the
     /// rest of Redis's error line after `ERR `.
-    pub fn set_user(&self, name: &[u8], ops: &[&[u8]], pubsub_all: bool) -> Result<(), Vec<u8>> {
+    pub fn set_user(
+        &self,
+        name: &[u8],
+        ops: &[&[u8]],
+        pubsub_all: bool,
+    ) -> Result<Option<Revoked>, Vec<u8>> {
         if has_spaces(name) {
             return Err(b"Usernames can't contain spaces or null characters".to_vec());
         }
@@ -279,13 +329,21 @@ impl Acl {
                 return Err(line);
             }
         }
-        match existing {
-            Some(u) => u.set(rules),
+        let revoked = match existing {
+            Some(u) => {
+                let revoked = revoked_channels(&u.rules(), &rules).map(|channels| Revoked {
+                    user: u.clone(),
+                    channels,
+                });
+                u.set(rules);
+                revoked
+            }
             None => {
                 users.insert(name.to_vec(), User::new(name, rules));
+                None
             }
-        }
-        Ok(())
+        };
+        Ok(revoked)
     }
 
     /// ACL DELUSER: removes the named users (never `default`, checked by
