@@ -255,6 +255,27 @@ fn one_huge_reply_past_the_hard_limit_closes_the_client(layout: Layout) {
     assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
+/// A reply past the hard limit is never sent, however fast the socket
+/// would take it: the client is closed first (Redis checks as it appends).
+/// A lone command for another shard wrote its reply straight to the socket
+/// before any check; connections on each thread cover that path.
+fn a_reply_past_the_hard_limit_is_not_sent(layout: Layout) {
+    let srv = server(layout);
+    let mut admin = srv.raw();
+    let item = vec![b'x'; 1000];
+    let mut cmd: Vec<&[u8]> = vec![b"RPUSH", b"l"];
+    cmd.extend(std::iter::repeat_n(&item[..], 1100));
+    admin.cmd(&cmd);
+    set_limit(&mut admin, "normal 1mb 0 0");
+    for _ in 0..4 {
+        let mut c = srv.raw();
+        let id = client_id(&mut c);
+        c.send(&encode_command(&[b"LRANGE", b"l", b"0", b"-1"]));
+        wait_gone(&mut admin, &id, "LRANGE");
+        assert_eq!(drain_to_close(&mut c), 0, "bytes of a reply past the limit");
+    }
+}
+
 fn client_list_and_info_show_real_buffer_figures(layout: Layout) {
     let srv = server(layout);
     let mut admin = srv.raw();
@@ -403,5 +424,6 @@ fn unauthenticated_request_limits() {
 per_layout!(
     hard_limit_closes_a_client_that_does_not_read,
     one_huge_reply_past_the_hard_limit_closes_the_client,
+    a_reply_past_the_hard_limit_is_not_sent,
     client_list_and_info_show_real_buffer_figures,
 );
