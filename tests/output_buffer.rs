@@ -276,6 +276,58 @@ fn a_reply_past_the_hard_limit_is_not_sent(layout: Layout) {
     }
 }
 
+/// HRANDFIELD / SRANDMEMBER / ZRANDMEMBER with a huge negative count stop
+/// drawing once the reply is past the hard limit and the client is closed,
+/// as Redis's loops stop on CLIENT_CLOSE_ASAP (Redis's Tcl unit/obuf-limits
+/// 'Obuf limit, HRANDFIELD with huge count stopped mid-run'): they built the
+/// whole reply, 12 GB for -999999999. A script's call is not limited.
+fn random_picks_stop_at_the_hard_limit(layout: Layout) {
+    let srv = server(layout);
+    let mut admin = srv.raw();
+    assert_bytes(&admin.cmd_str(&["HSET", "h", "a", "b"]), b":1\r\n");
+    assert_bytes(&admin.cmd_str(&["SADD", "s", "a"]), b":1\r\n");
+    assert_bytes(&admin.cmd_str(&["ZADD", "z", "1", "a"]), b":1\r\n");
+    set_limit(&mut admin, "normal 1mb 0 0 pubsub 1mb 0 0");
+    for cmd in [
+        &["HRANDFIELD", "h", "-999999999"][..],
+        &["HRANDFIELD", "h", "-999999999", "WITHVALUES"],
+        &["SRANDMEMBER", "s", "-999999999"],
+        &["ZRANDMEMBER", "z", "-999999999", "WITHSCORES"],
+    ] {
+        let mut c = srv.raw();
+        let id = client_id(&mut c);
+        c.send(&encode_command(
+            &cmd.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(),
+        ));
+        wait_gone(&mut admin, &id, cmd[0]);
+        let got = drain_to_close(&mut c);
+        assert!(got < 64 << 20, "{cmd:?}: {got} bytes delivered");
+    }
+    // In a transaction the commands after it still run (Redis's EXEC
+    // runs every queued command of a client closed meanwhile).
+    let mut c = srv.raw();
+    let id = client_id(&mut c);
+    let mut p = encode_command(&[b"MULTI"]);
+    p.extend(encode_command(&[b"HRANDFIELD", b"h", b"-999999999"]));
+    p.extend(encode_command(&[b"SET", b"after", b"1"]));
+    p.extend(encode_command(&[b"EXEC"]));
+    c.send(&p);
+    wait_gone(&mut admin, &id, "MULTI");
+    drain_to_close(&mut c);
+    assert_bytes(&admin.cmd_str(&["GET", "after"]), b"$1\r\n1\r\n");
+    let used = info_field(&mut admin, "memory", "used_memory_peak");
+    assert!(used < 512 << 20, "used_memory_peak {used}");
+    assert_bytes(
+        &admin.cmd_str(&[
+            "EVAL",
+            "return #redis.call('hrandfield', KEYS[1], -200000)",
+            "1",
+            "h",
+        ]),
+        b":200000\r\n",
+    );
+}
+
 fn client_list_and_info_show_real_buffer_figures(layout: Layout) {
     let srv = server(layout);
     let mut admin = srv.raw();
@@ -424,6 +476,7 @@ fn unauthenticated_request_limits() {
 per_layout!(
     hard_limit_closes_a_client_that_does_not_read,
     one_huge_reply_past_the_hard_limit_closes_the_client,
+    random_picks_stop_at_the_hard_limit,
     a_reply_past_the_hard_limit_is_not_sent,
     client_list_and_info_show_real_buffer_figures,
 );

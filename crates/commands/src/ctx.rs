@@ -116,6 +116,24 @@ impl ShardCtx<'_> {
         self.client == crate::ops::slowlog::SCRIPT_CLIENT
     }
 
+    /// The reply length past which a reply drawn with repetition stops
+    /// growing: the client is closed then (see
+    /// `engine::Shard::reply_limit_bytes`). Unbounded for a script's call,
+    /// whose reply Redis never limits and the script reads whole.
+    ///
+    /// The cap is the limit plus [`REPLY_CAP_SLACK`]: the connection does not
+    /// count its first 16 KiB of output against the limit (Redis's static
+    /// reply buffer), and a reply cut short must always be one the
+    /// connection closes on, never one it sends.
+    #[inline]
+    pub fn reply_cap(&self) -> usize {
+        match self.shard.reply_limit_bytes {
+            0 => usize::MAX,
+            _ if self.from_script() => usize::MAX,
+            n => usize::try_from(n).map_or(usize::MAX, |n| n.saturating_add(REPLY_CAP_SLACK)),
+        }
+    }
+
     #[inline]
     pub fn touch(&self) -> bool {
         !self.no_touch
@@ -662,6 +680,27 @@ impl ThreadStats {
                 }
             }
         }
+    }
+}
+
+/// Bytes past the output limit before a reply drawn with repetition stops
+/// (see [`ShardCtx::reply_cap`]): four times the connection's uncounted
+/// first chunk of output (`server::conn::REPLY_CHUNK`, 16 KiB).
+pub const REPLY_CAP_SLACK: usize = 64 * 1024;
+
+/// The largest `client-output-buffer-limit` hard limit of the classes a
+/// client running commands may be in (normal, or pubsub for a RESP3
+/// subscriber), 0 if either is unlimited: a reply cut there closes the
+/// client whatever its class (see `engine::Shard::reply_limit_bytes`).
+pub fn reply_limit_bytes(server: &ServerShared) -> u64 {
+    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
+    let hard = |c: config::ObufClass| cfg.client_output_buffer_limit[c as usize].hard;
+    match (
+        hard(config::ObufClass::Normal),
+        hard(config::ObufClass::Pubsub),
+    ) {
+        (0, _) | (_, 0) => 0,
+        (a, b) => a.max(b),
     }
 }
 
