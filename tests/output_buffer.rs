@@ -328,6 +328,42 @@ fn random_picks_stop_at_the_hard_limit(layout: Layout) {
     );
 }
 
+/// A client that has not authenticated may hold 1 KiB of output whatever
+/// the limits (Redis's checkClientOutputBufferLimits; Tcl unit/auth 'For
+/// unauthenticated clients output buffer is limited'): one that sends
+/// commands without reading their NOAUTH errors is closed.
+#[test]
+fn an_unauthenticated_client_that_does_not_read_is_closed() {
+    let srv = server_3();
+    let mut admin = srv.raw();
+    assert_bytes(
+        &admin.cmd_str(&["CONFIG", "SET", "requirepass", "pw"]),
+        b"+OK\r\n",
+    );
+    let mut c = srv.raw();
+    let one = encode_command(&[b"SET", b"x", b"5"]);
+    let batch: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 10_000)
+        .collect();
+    let mut closed = false;
+    for _ in 0..200 {
+        if c.try_send(&batch).is_err() {
+            closed = true;
+            break;
+        }
+    }
+    // 2 million NOAUTH errors (70 MB) were asked for and none read.
+    assert!(
+        closed,
+        "an unauthenticated client that never reads was not closed"
+    );
+    assert_bytes(&admin.cmd_str(&["AUTH", "pw"]), b"+OK\r\n");
+    assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
 fn client_list_and_info_show_real_buffer_figures(layout: Layout) {
     let srv = server(layout);
     let mut admin = srv.raw();
