@@ -299,7 +299,7 @@ fn setuser_revoking_channels_closes_the_subscribers_that_lose_one() {
     let mut chan = sub("chan", &["SUBSCRIBE", "foo:1"]);
     let mut shard = sub("shard", &["SSUBSCRIBE", "foo:1"]);
     let mut pat = sub("pat", &["PSUBSCRIBE", "bar:*"]);
-    let mut kept = sub("kept", &["SUBSCRIBE", "keep"]);
+    let kept = sub("kept", &["SUBSCRIBE", "keep"]);
     let mut plain = srv.raw();
     assert_eq!(plain.cmd_str(&["AUTH", "ps", "pw"]), b"+OK\r\n");
     assert_eq!(plain.cmd_str(&["CLIENT", "SETNAME", "plain"]), b"+OK\r\n");
@@ -341,6 +341,29 @@ fn setuser_revoking_channels_closes_the_subscribers_that_lose_one() {
         .expect("the default user's subscriber is closed");
     assert_eq!(admin.cmd_str(&["PING"]), b"+PONG\r\n");
     drop(kept);
+}
+
+/// A relative `aclfile` lives in `dir`, where Redis has moved its working
+/// directory (Tcl unit/acl-v2 starts a server so); ACL SAVE and LOAD use
+/// it there too.
+#[test]
+fn a_relative_aclfile_is_in_dir() {
+    let dir = unique_temp_dir("acl-rel");
+    std::fs::write(dir.join("rel.acl"), "user alice on nopass ~* +@all\n").expect("write");
+    let d = dir.display().to_string();
+    let srv = server(&["--dir", &d, "--aclfile", "rel.acl"]);
+    let mut c = srv.raw();
+    assert_eq!(c.cmd_str(&["AUTH", "alice", "x"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["ACL", "SETUSER", "bob", "on", "nopass"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["ACL", "SAVE"]), b"+OK\r\n");
+    let saved = std::fs::read_to_string(dir.join("rel.acl")).expect("read");
+    assert!(saved.contains("user bob on"), "{saved}");
+    assert_eq!(c.cmd_str(&["ACL", "LOAD"]), b"+OK\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

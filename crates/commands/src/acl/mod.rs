@@ -73,14 +73,11 @@ fn pubsub_all(server: &ServerShared) -> bool {
         .acl_pubsub_default_all
 }
 
-fn aclfile(server: &ServerShared) -> Option<String> {
-    server
-        .config
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .aclfile
-        .as_ref()
-        .map(|p| p.display().to_string())
+/// `aclfile` as configured, and `dir` (where a relative one lives).
+fn aclfile(server: &ServerShared) -> Option<(String, Option<std::path::PathBuf>)> {
+    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
+    let path = cfg.aclfile.as_ref()?.display().to_string();
+    Some((path, cfg.dir.clone()))
 }
 
 fn wrong_args(args: Args<'_>) -> CmdError {
@@ -411,8 +408,8 @@ const NO_ACLFILE: &str = "This Redis instance is not configured to use an ACL fi
 
 /// ACL SAVE: writes every user to `aclfile`.
 fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    let path = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
-    if let Err(e) = c.server.acl.save_file(&path) {
+    let (path, dir) = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
+    if let Err(e) = c.server.acl.save_file(&path, dir.as_deref()) {
         crate::persist::log_warning(&format!("Writing ACL file for ACL SAVE: {e}"));
         return Err(CmdError::err(
             "There was an error trying to save the ACLs. Please check the server logs for more \
@@ -426,11 +423,11 @@ fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// ACL LOAD: replaces every user with `aclfile`'s, all or nothing; the
 /// connections of the users replaced are closed.
 fn load(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let path = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
+    let (path, dir) = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
     let gone = c
         .server
         .acl
-        .load_file(&path, pubsub_all(c.server))
+        .load_file(&path, dir.as_deref(), pubsub_all(c.server))
         .map_err(CmdError::Err)?;
     Ok(disconnect(c.nshards(), c.client.id, gone, |out| out.ok()))
 }
@@ -492,7 +489,11 @@ pub fn load_at_startup(server: &ServerShared) -> Result<(), String> {
     if let Some(path) = &cfg.aclfile {
         server
             .acl
-            .load_file(&path.display().to_string(), cfg.acl_pubsub_default_all)
+            .load_file(
+                &path.display().to_string(),
+                cfg.dir.as_deref(),
+                cfg.acl_pubsub_default_all,
+            )
             .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
     }
     Ok(())

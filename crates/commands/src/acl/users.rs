@@ -477,8 +477,16 @@ impl Acl {
     /// users replaced (their clients are disconnected; the default user's
     /// handle is kept and only its rules change). `Err` is Redis's one-line
     /// description of every problem found.
-    pub fn load_file(&self, path: &str, pubsub_all: bool) -> Result<Vec<Arc<User>>, String> {
-        let text = std::fs::read(path).map_err(|e| {
+    ///
+    /// A relative `path` is read in `dir` (the configuration's `dir`, where
+    /// Redis has moved its working directory); messages name it as given.
+    pub fn load_file(
+        &self,
+        path: &str,
+        dir: Option<&std::path::Path>,
+        pubsub_all: bool,
+    ) -> Result<Vec<Arc<User>>, String> {
+        let text = std::fs::read(in_dir(dir, path)).map_err(|e| {
             format!(
                 "Error loading ACLs, opening file '{path}': {}",
                 strerror(&e)
@@ -564,8 +572,9 @@ impl Acl {
     }
 
     /// ACL SAVE: every user in ACL LIST's form, written to a temporary
-    /// file renamed over `path`.
-    pub fn save_file(&self, path: &str) -> std::io::Result<()> {
+    /// file renamed over `path` (in `dir` if relative, see [`Acl::load_file`]).
+    pub fn save_file(&self, path: &str, dir: Option<&std::path::Path>) -> std::io::Result<()> {
+        let path = in_dir(dir, path);
         let mut text = Vec::new();
         for u in self.all() {
             text.extend_from_slice(b"user ");
@@ -574,12 +583,26 @@ impl Acl {
             text.extend_from_slice(&u.rules().describe());
             text.push(b'\n');
         }
-        let tmp = format!("{path}.tmp-{}-{}", std::process::id(), engine::now_ms());
-        let res = std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, path));
+        let tmp = format!(
+            "{}.tmp-{}-{}",
+            path.display(),
+            std::process::id(),
+            engine::now_ms()
+        );
+        let res = std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, &path));
         if res.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
         res
+    }
+}
+
+/// `path` in `dir` when it is relative (Redis chdirs to `dir` at start and
+/// on CONFIG SET dir; Tessera keeps its working directory).
+fn in_dir(dir: Option<&std::path::Path>, path: &str) -> std::path::PathBuf {
+    match dir {
+        Some(d) if std::path::Path::new(path).is_relative() => d.join(path),
+        _ => std::path::PathBuf::from(path),
     }
 }
 
@@ -703,14 +726,14 @@ mod tests {
         let acl = Acl::new();
         acl.set_user(b"u", &[b"on", b">p", b"~a*", b"+get", b"(+set ~b)"], false)
             .unwrap();
-        acl.save_file(&path).unwrap();
+        acl.save_file(&path, None).unwrap();
         let other = Acl::new();
-        other.load_file(&path, false).unwrap();
+        other.load_file(&path, None, false).unwrap();
         let list =
             |a: &Acl| -> Vec<Vec<u8>> { a.all().iter().map(|u| u.rules().describe()).collect() };
         assert_eq!(list(&acl), list(&other));
         std::fs::write(&path, "user x on +nosuch\nbogus\n").unwrap();
-        let e = other.load_file(&path, false).unwrap_err();
+        let e = other.load_file(&path, None, false).unwrap_err();
         assert!(
             e.contains(":1: Unknown command or category name in ACL. "),
             "{e}"
