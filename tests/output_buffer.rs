@@ -287,7 +287,9 @@ fn random_picks_stop_at_the_hard_limit(layout: Layout) {
     assert_bytes(&admin.cmd_str(&["HSET", "h", "a", "b"]), b":1\r\n");
     assert_bytes(&admin.cmd_str(&["SADD", "s", "a"]), b":1\r\n");
     assert_bytes(&admin.cmd_str(&["ZADD", "z", "1", "a"]), b":1\r\n");
-    set_limit(&mut admin, "normal 1mb 0 0 pubsub 1mb 0 0");
+    // The pubsub class unlimited (as Redis's Tcl unit leaves it): the
+    // client's own class decides.
+    set_limit(&mut admin, "normal 1mb 0 0 pubsub 0 100000 4");
     for cmd in [
         &["HRANDFIELD", "h", "-999999999"][..],
         &["HRANDFIELD", "h", "-999999999", "WITHVALUES"],
@@ -303,6 +305,16 @@ fn random_picks_stop_at_the_hard_limit(layout: Layout) {
         let got = drain_to_close(&mut c);
         assert!(got < 64 << 20, "{cmd:?}: {got} bytes delivered");
     }
+    // A RESP3 subscriber is of the pubsub class: its limit applies.
+    set_limit(&mut admin, "normal 0 0 0 pubsub 1mb 0 0");
+    let mut c = srv.raw();
+    let id = client_id(&mut c);
+    assert!(c.cmd_str(&["HELLO", "3"]).starts_with(b"%"));
+    assert!(c.cmd_str(&["SUBSCRIBE", "ch"]).starts_with(b">3"));
+    c.send(&encode_command(&[b"HRANDFIELD", b"h", b"-999999999"]));
+    wait_gone(&mut admin, &id, "a subscriber's HRANDFIELD");
+    drain_to_close(&mut c);
+    set_limit(&mut admin, "normal 1mb 0 0 pubsub 0 100000 4");
     // In a transaction the commands after it still run (Redis's EXEC
     // runs every queued command of a client closed meanwhile).
     let mut c = srv.raw();

@@ -30,9 +30,21 @@ mkdir -p "$COPY/out"
 cd "$COPY" || exit 2
 for u in "$@"; do
   log="out/${u//\//_}.log"
+  # The unit runs in a process group of its own (its test clients and the servers they start
+  # included), killed whole when it runs past UNIT_TIMEOUT: `timeout` alone would kill only
+  # runtest's shell and leave the rest running.
   # shellcheck disable=SC2086
-  timeout "${UNIT_TIMEOUT:-900}" ./runtest --single "$u" --clients 1 --baseport "${BASEPORT:-26000}" \
-    --tags -needs:repl --tags -needs:debug ${TAGS:-} 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log"
+  setsid ./runtest --single "$u" --clients 1 --baseport "${BASEPORT:-26000}" \
+    --tags -needs:repl --tags -needs:debug ${TAGS:-} >"$log.raw" 2>&1 &
+  pid=$!
+  ( sleep "${UNIT_TIMEOUT:-900}"; kill -TERM -- "-$pid" 2>/dev/null; sleep 5
+    kill -KILL -- "-$pid" 2>/dev/null ) &
+  watch=$!
+  wait "$pid"
+  kill "$watch" 2>/dev/null
+  # Servers of the unit still up (a test that ended in an exception): gone too.
+  kill -KILL -- "-$pid" 2>/dev/null
+  sed 's/\x1b\[[0-9;]*m//g' "$log.raw" >"$log" && rm -f "$log.raw"
   printf '%-28s ok=%-4s err=%-3s exception=%-2s completed=%s\n' "$u" \
     "$(grep -c '^\[ok\]' "$log")" "$(grep -c '^\[err\]' "$log")" \
     "$(grep -c '^\[exception\]' "$log")" "$(grep -q 'All tests passed' "$log" && echo yes || echo no)"

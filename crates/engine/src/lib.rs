@@ -78,13 +78,6 @@ pub struct Shard {
     /// `rdbcompression`: DUMP payloads LZF-compress long strings (set by
     /// the owning loop from the configuration).
     pub rdb_compression: bool,
-    /// `client-output-buffer-limit`'s largest hard limit of the classes that
-    /// run commands, 0 for none (set by the owning loop from the
-    /// configuration, see `commands::ctx::reply_limit_bytes`): a reply drawn
-    /// with repetition (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER with a negative
-    /// count) stops growing past it, as Redis's loops stop once the client
-    /// is to be closed (`CLIENT_CLOSE_ASAP`); the connection then closes.
-    pub reply_limit_bytes: u64,
     /// `maxmemory` settings and the eviction pool (see [`evict`]).
     pub evict: evict::Evictor,
     /// How many subscriptions could receive keyspace events (kept by the
@@ -278,7 +271,6 @@ impl Shard {
             lfu: None,
             enc: EncLimits::default(),
             rdb_compression: true,
-            reply_limit_bytes: 0,
             outbox: outbox::Outbox::default(),
             evict: evict::Evictor::default(),
             notify_flags: 0,

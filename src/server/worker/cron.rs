@@ -66,7 +66,6 @@ impl Worker {
             self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
             self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
             self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
-            self.core.shard.reply_limit_bytes = commands::ctx::reply_limit_bytes(&self.core.server);
             let notify = self.core.server.config().notify_keyspace_events;
             self.core.shard.set_notify(notify);
             if let Some(a) = &self.core.aof {

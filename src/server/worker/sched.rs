@@ -166,7 +166,6 @@ impl Worker {
         w.core.shard.lfu = commands::keys::lfu_params(&w.core.server);
         w.core.shard.enc = commands::ctx::enc_limits(&w.core.server);
         w.core.shard.rdb_compression = w.core.server.config().rdbcompression;
-        w.core.shard.reply_limit_bytes = commands::ctx::reply_limit_bytes(&w.core.server);
         let notify = w.core.server.config().notify_keyspace_events;
         w.core.shard.set_notify(notify);
         w.core.shard.event_listeners = Some(w.core.server.pubsub.keyspace_gate());
