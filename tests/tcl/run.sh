@@ -10,7 +10,9 @@
 # each unit with `--single UNIT --clients 1`, replication and DEBUG-needing tests excluded.
 # Prints one line per unit (ok / err / exception, whether it ran to its end); each unit's full
 # output is in $TCL_COPY/out/<unit>.log. Not part of CI: a measurement of what differs from Redis.
-# Environment: BASEPORT (default 26000), UNIT_TIMEOUT seconds (default 900), TAGS extra --tags.
+# Environment: BASEPORT (default 26000), UNIT_TIMEOUT seconds (default 900), TAGS extra runtest
+# arguments (e.g. "--tags -slow"), SKIP test names to skip, one per line (runtest --skiptest: a
+# test that stops its unit with an exception, to see the tests after it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -27,6 +29,10 @@ for t in redis-cli redis-benchmark redis-check-aof redis-check-rdb; do
   ln -sf "/usr/bin/$t" "$COPY/src/$t"
 done
 mkdir -p "$COPY/out"
+skips=()
+while IFS= read -r t; do
+  [ -n "$t" ] && skips+=(--skiptest "$t")
+done <<<"${SKIP:-}"
 cd "$COPY" || exit 2
 for u in "$@"; do
   log="out/${u//\//_}.log"
@@ -35,7 +41,7 @@ for u in "$@"; do
   # runtest's shell and leave the rest running.
   # shellcheck disable=SC2086
   setsid ./runtest --single "$u" --clients 1 --baseport "${BASEPORT:-26000}" \
-    --tags -needs:repl --tags -needs:debug ${TAGS:-} >"$log.raw" 2>&1 &
+    --tags -needs:repl --tags -needs:debug "${skips[@]}" ${TAGS:-} >"$log.raw" 2>&1 &
   pid=$!
   ( sleep "${UNIT_TIMEOUT:-900}"; kill -TERM -- "-$pid" 2>/dev/null; sleep 5
     kill -KILL -- "-$pid" 2>/dev/null ) &
