@@ -44,13 +44,10 @@ impl Conns {
 
 impl ClientRegistry for Conns {
     fn unblock(&mut self, id: u64, error: bool) -> Option<usize> {
-        let Some(slot) = self
+        let slot = self
             .slots
             .iter()
-            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id))
-        else {
-            return None;
-        };
+            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id))?;
         let c = self.slots[slot].as_mut()?;
         let BlockPhase::Blocked(t) = &c.block else {
             return None;
