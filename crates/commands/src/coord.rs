@@ -185,6 +185,14 @@ pub trait ClientRegistry {
     fn recent_max_buffers(&self) -> (usize, usize) {
         (0, 0)
     }
+    /// Runs `f`, a script a job runs under its transaction's locks, with
+    /// this thread's event loop lent to the script's busy passes (see
+    /// `script::busy::under_locks`): the connections are the loop's
+    /// meanwhile, so `f` must not reach them through this registry.
+    /// Without a loop to lend (a job run away from its worker): `f` alone.
+    fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+        f()
+    }
 }
 
 /// What a job may touch on its shard's thread.

@@ -484,6 +484,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("tcp-keepalive",            Mutable,   int!(tcp_keepalive_s: u64, 0, I32_MAX, 300)),
     d("protected-mode",           Mutable,   yes_no!(protected_mode, true)),
     d("enable-debug-command",     Immutable, one_of!(enable_debug_command: ProtectedAction, No)),
+    d("enable-module-command",    Immutable, one_of!(enable_module_command: ProtectedAction, No)),
     d("loglevel",                 Mutable,   one_of!(loglevel: LogLevel, Notice)),
     d("logfile",                  Immutable, path!(logfile)),
     d("proto-max-bulk-len",       Mutable,   memory!(proto_max_bulk_len, MIB, I64_MAX, 512 * MIB)),

@@ -307,6 +307,9 @@ pub struct Config {
     pub loglevel: LogLevel,
     /// `enable-debug-command`: who may run DEBUG (Redis 7's default `no`).
     pub enable_debug_command: ProtectedAction,
+    /// `enable-module-command`: who may run MODULE LOAD, LOADEX and UNLOAD
+    /// (Redis 7's default `no`; Tessera loads no module either way).
+    pub enable_module_command: ProtectedAction,
     /// `logfile`: `None` = stdout.
     pub logfile: Option<PathBuf>,
     /// `proto-max-bulk-len`: largest bulk string accepted from a client.
@@ -655,6 +658,7 @@ impl Config {
             protected_mode: false,
             loglevel: LogLevel::Debug,
             enable_debug_command: ProtectedAction::No,
+            enable_module_command: ProtectedAction::No,
             logfile: None,
             proto_max_bulk_len: 0,
             client_query_buffer_limit: 0,

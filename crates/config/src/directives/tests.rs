@@ -103,6 +103,12 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
         "enable-debug-command",
         "local",
     ),
+    (
+        "enable-module-command",
+        "yes",
+        "enable-module-command",
+        "yes",
+    ),
     ("logfile", "/var/log/t.log", "logfile", "/var/log/t.log"),
     ("proto-max-bulk-len", "2mb", "proto-max-bulk-len", "2097152"),
     (
@@ -450,6 +456,7 @@ fn check_sample(c: &Config, name: &str) {
         "protected-mode" => assert!(!c.protected_mode),
         "loglevel" => assert_eq!(c.loglevel, LogLevel::Warning),
         "enable-debug-command" => assert_eq!(c.enable_debug_command, ProtectedAction::Local),
+        "enable-module-command" => assert_eq!(c.enable_module_command, ProtectedAction::Yes),
         "logfile" => assert_eq!(c.logfile, Some(PathBuf::from("/var/log/t.log"))),
         "proto-max-bulk-len" => assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024),
         "client-query-buffer-limit" => assert_eq!(c.client_query_buffer_limit, 2 << 30),
@@ -708,6 +715,7 @@ fn mutability_matches_the_spec() {
             "daemonize",
             "databases",
             "enable-debug-command",
+            "enable-module-command",
             "logfile",
             "aclfile",
             "rdbchecksum",
