@@ -22,6 +22,17 @@
 //! * With an append-only file, a script's effects on every shard are one
 //!   MULTI/EXEC block, in order, the bytes Redis writes.
 //!
+//! * What the every-shard path used to refuse, in every layout against
+//!   redis-server (replies, and a subscriber's messages and keyspace
+//!   events, each once and in order): a script that PUBLISHes before its
+//!   first keyspace call or undeclared key of another shard (its messages
+//!   held while the run may be taken back); one call naming keys of two
+//!   shards from a script holding every shard (LMOVE, SMOVE, RENAME,
+//!   COPY, ZUNIONSTORE ...), with an isolation race for LMOVE; a script
+//!   calling KEYS & co. alone in a multi-shard MULTI/EXEC block (EXEC
+//!   locks every shard for a script known to call them, and one that
+//!   builds the name at run time learns it).
+//!
 //! Every reply is awaited with a deadline (10 s read timeouts).
 //!
 //! Validate against Redis: `TESSERA_TEST_BIN=/usr/bin/redis-server cargo
@@ -410,7 +421,395 @@ fn info_from_a_script_is_whole(layout: Layout) {
     );
 }
 
+/// The scripts the every-shard path used to refuse (issue 23 point 4),
+/// with the shards apart: (A) a script that PUBLISHes (and SPUBLISHes)
+/// before its first keyspace call, (B) one call naming keys of two shards
+/// from a script holding every shard (LMOVE, RPOPLPUSH, SMOVE, RENAME,
+/// COPY, ZUNIONSTORE, DEL, MSET), (C) a script calling KEYS & co. alone in
+/// a multi-shard MULTI/EXEC block (EVAL, EVALSHA, FCALL). Each reply as
+/// redis-server's, byte for byte, and a subscriber (channels, a shard
+/// channel, keyspace events) gets Redis's messages, each once, in order.
+fn apart_lines(layout: Layout, part: char) -> Vec<Vec<String>> {
+    let n = layout.shards;
+    let on = |s: usize, p: &str| common::key_on(s % n, n, p);
+    let (src, dst) = (on(0, "src"), on(1, "dst"));
+    let (sa, sb) = (on(0, "sa"), on(1, "sb"));
+    let (s1, s2, s3) = (on(0, "str"), on(1, "str"), on(2, "strc"));
+    let (z1, z2, zo) = (on(0, "za"), on(1, "zb"), on(2, "zo"));
+    let (m1, m2) = (on(1, "m"), on(0, "m"));
+    let far = on(n - 1, "far");
+    let head: Vec<Vec<&str>> = vec![
+        vec!["FLUSHALL"],
+        vec!["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+    ];
+    let a: Vec<Vec<&str>> = vec![
+        // (A) PUBLISH / SPUBLISH before KEYS, receiver counts at call time.
+        // (One shard a command: a plain MSET's events across shards are
+        // not in one order.)
+        vec!["SET", "pub:1", "a"],
+        vec!["SET", "pub:2", "b"],
+        vec!["EVAL", "local a = redis.call('publish', 'ksch', 'before') local k = redis.call('keys', 'pub:*') table.sort(k) local b = redis.call('publish', 'ksch', #k) return {a, b, k, redis.call('publish', 'nobody', 'x')}", "0"],
+        vec!["EVAL", "local a = redis.call('spublish', 'sch', 'one') redis.call('set', KEYS[1], 'v') local b = redis.call('publish', 'ksch', 'two') return {a, b, redis.call('dbsize')}", "1", "pub:3"],
+        vec!["EVAL", "redis.call('publish', 'ksch', 'p1') redis.call('publish', 'ksch', 'p2') redis.call('del', 'pub:1') return redis.call('randomkey') ~= false", "0"],
+        // ... or an undeclared key of another shard (run again over it).
+        vec!["SET", &far, "far"],
+        vec!["EVAL", "local a = redis.call('publish', 'ksch', 'u1') return {a, redis.call('get', ARGV[1]), redis.call('publish', 'ksch', 'u2')}", "0", &far],
+        vec!["EVAL", "redis.call('publish', 'ksch', 'f1') redis.call('flushall') redis.call('publish', 'ksch', 'f2') return redis.call('dbsize')", "0"],
+    ];
+    let b: Vec<Vec<&str>> = vec![
+        // (B) one call, keys of two shards, every shard held.
+        vec!["RPUSH", &src, "1", "2", "3"],
+        vec!["SADD", &sa, "x", "y"],
+        vec!["SET", &s1, "v"],
+        vec!["ZADD", &z1, "1", "a", "2", "b"],
+        vec!["ZADD", &z2, "3", "c", "1", "a"],
+        vec!["EVAL", "local n = #redis.call('keys', '*') return {n, redis.call('lmove', ARGV[1], ARGV[2], 'left', 'right'), redis.call('rpoplpush', ARGV[1], ARGV[2]), redis.call('lrange', ARGV[1], 0, -1), redis.call('lrange', ARGV[2], 0, -1)}", "0", &src, &dst],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('smove', ARGV[1], ARGV[2], 'x'), redis.call('smove', ARGV[1], ARGV[2], 'nope'), redis.call('smembers', ARGV[2])}", "0", &sa, &sb],
+        vec!["EVAL", "redis.call('dbsize') redis.call('rename', ARGV[1], ARGV[2]) return {redis.call('get', ARGV[2]), redis.call('exists', ARGV[1])}", "0", &s1, &s2],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('copy', ARGV[1], ARGV[2]), redis.call('copy', ARGV[1], ARGV[2]), redis.call('get', ARGV[2])}", "0", &s2, &s3],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('zunionstore', ARGV[3], 2, ARGV[1], ARGV[2]), redis.call('zrange', ARGV[3], 0, -1, 'withscores')}", "0", &z1, &z2, &zo],
+        vec!["EVAL", "redis.call('dbsize') return {redis.pcall('lmove', ARGV[1], ARGV[2], 'left', 'left'), redis.pcall('rename', 'missing', ARGV[2])}", "0", &sb, &dst],
+        vec!["EVAL", "redis.call('dbsize') redis.call('mset', ARGV[1], 'one', ARGV[2], 'two') return {redis.call('mget', ARGV[1], ARGV[2]), redis.call('del', ARGV[1], ARGV[2], ARGV[3])}", "0", &m1, &m2, &s3],
+        vec!["LRANGE", &dst, "0", "-1"],
+        vec!["SMEMBERS", &sb],
+        vec!["ZRANGE", &zo, "0", "-1", "WITHSCORES"],
+        vec!["MGET", &s1, &s2, &s3, &m1, &m2],
+    ];
+    let c: Vec<Vec<&str>> = vec![
+        // (C) a script alone in a multi-shard block calls KEYS & co. (No
+        // keyspace events: a multi-shard block's are each shard's, not in
+        // one order.)
+        vec!["CONFIG", "SET", "notify-keyspace-events", ""],
+        vec!["SET", "user:1", "a"],
+        vec!["SET", "user:2", "b"],
+        vec!["MULTI"],
+        vec!["SET", &s1, "1"],
+        vec!["SET", &s2, "2"],
+        vec!["EVAL", "local k = redis.call('keys', 'user:*') table.sort(k) return {k, redis.call('dbsize')}", "0"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["EVAL", "return redis.call('dbsize')", "0"],
+        vec!["EXEC"],
+        vec!["SCRIPT", "LOAD", "return #redis.call('KEYS', ARGV[1])"],
+        vec!["MULTI"],
+        vec!["INCR", &s1],
+        vec!["EVALSHA", "SHA", "0", "user:*"],
+        vec!["INCR", &s2],
+        vec!["EXEC"],
+        // A call across shards there too.
+        vec!["RPUSH", &src, "x", "y"],
+        vec!["MULTI"],
+        vec!["SET", &s1, "1"],
+        vec!["EVAL", "redis.call('dbsize') return {redis.call('rpoplpush', ARGV[1], ARGV[2]), redis.call('lrange', ARGV[2], 0, -1)}", "0", &src, &dst],
+        vec!["SET", &s2, "2"],
+        vec!["EXEC"],
+        // Declared keys of two shards: it runs where every shard is
+        // reached, not on copies of them.
+        vec!["MULTI"],
+        vec!["EVAL", "redis.call('set', KEYS[1], 'k1') redis.call('set', KEYS[2], 'k2') local k = redis.call('keys', 'str*') table.sort(k) return k", "2", &s1, &s2],
+        vec!["EXEC"],
+        vec!["FUNCTION", "LOAD", "#!lua name=cnt\nredis.register_function('cnt', function(k, a) return redis.call('dbsize') end)"],
+        vec!["MULTI"],
+        vec!["INCR", &s1],
+        vec!["FCALL", "cnt", "0"],
+        vec!["INCR", &s2],
+        vec!["EXEC"],
+        vec!["FUNCTION", "FLUSH"],
+    ];
+    let part = match part {
+        'A' => a,
+        'B' => b,
+        _ => c,
+    };
+    head.into_iter()
+        .chain(part)
+        .map(|l| l.into_iter().map(String::from).collect())
+        .collect()
+}
+
+/// Every message `sub` gets until it stays silent `quiet` (Redis's, sent
+/// before its replies: all there) or `n` of them (Tessera's, each awaited
+/// with a deadline), then nothing more for a moment (no message twice).
+fn messages(sub: &mut common::RawConn, n: Option<usize>) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    match n {
+        Some(n) => {
+            for _ in 0..n {
+                got.push(sub.read_reply());
+            }
+        }
+        None => {
+            while sub
+                .poll_bytes(std::time::Duration::from_millis(300))
+                .is_some()
+            {
+                got.push(sub.read_reply());
+            }
+        }
+    }
+    sub.assert_silent(std::time::Duration::from_millis(200));
+    got
+}
+
+/// (A): publications held while the run may be taken back.
+fn publish_then_keyspace_call_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'A');
+}
+
+/// (B): one call naming keys of two shards, every shard held.
+fn one_call_across_shards_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'B');
+}
+
+/// (C): a script calling KEYS & co. alone in a multi-shard block.
+fn keyspace_script_alone_in_multi_matches_redis(layout: Layout) {
+    apart_part_matches_redis(layout, 'C');
+}
+
+/// (C), a script whose code does not name the command (built at run
+/// time): its first block is refused (Tessera), and teaches EXEC to lock
+/// every shard for it from then on (`script::needs_every`), also from a
+/// run outside MULTI.
+fn a_script_learns_to_lock_every_shard_in_exec(layout: Layout) {
+    let srv = layout.tessera(&[]);
+    let mut c = srv.raw();
+    let n = layout.shards;
+    let (a, b) = (common::key_on(0, n, "a"), common::key_on(1 % n, n, "b"));
+    let script = "local c = 'DB' .. 'SIZE' return redis.call(c)";
+    let sha = common::reply_payload(&c.cmd_str(&["SCRIPT", "LOAD", script])).unwrap();
+    let sha = String::from_utf8(sha).unwrap();
+    let block = |c: &mut common::RawConn| {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        for l in [
+            &["SET", &a, "1"][..],
+            &["EVALSHA", &sha, "0"],
+            &["SET", &b, "2"],
+        ] {
+            assert_eq!(c.cmd_str(l), b"+QUEUED\r\n");
+        }
+        c.cmd_str(&["EXEC"])
+    };
+    let first = block(&mut c);
+    let want = b"*3\r\n+OK\r\n:2\r\n+OK\r\n";
+    assert!(
+        first == want || common::escape(&first, 400).contains("needs every shard"),
+        "{layout}: {}",
+        common::escape(&first, 400)
+    );
+    assert_eq!(
+        common::escape(&block(&mut c), 400),
+        common::escape(want, 400),
+        "{layout}"
+    );
+    // Learnt outside MULTI too (the first run taken back, run again).
+    let other = "local c = 'KE' .. 'YS' return #redis.call(c, '*')";
+    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b":2\r\n");
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["INCR", &a]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["INCR", &b]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*3\r\n:2\r\n:2\r\n:3\r\n");
+}
+
+fn apart_part_matches_redis(layout: Layout, part: char) {
+    if !common::redis_available() {
+        eprintln!("SKIPPED: no redis-server");
+        return;
+    }
+    let lines = apart_lines(layout, part);
+    let (t, r) = (layout.tessera(&[]), Server::redis(&[]));
+    if part == 'B' && layout.consolidated && !common::testing_real_redis() {
+        // Every shard on one thread first: the scripts run in place, where
+        // a keyspace call pins every shard (then calls across shards run
+        // on copies there too).
+        common::wait_shard_threads(&t, 1);
+    }
+    let mut subs = Vec::new();
+    for srv in [&t, &r] {
+        let mut s = srv.raw();
+        s.cmd_str(&["SUBSCRIBE", "ksch"]);
+        s.cmd_str(&["SSUBSCRIBE", "sch"]);
+        s.cmd_str(&["PSUBSCRIBE", "__key*@0__:*"]);
+        subs.push(s);
+    }
+    let (mut tc, mut rc) = (t.raw(), r.raw());
+    let sha = {
+        let l = &["SCRIPT", "LOAD", "return #redis.call('KEYS', ARGV[1])"][..];
+        String::from_utf8(common::reply_payload(&rc.cmd_str(l)).unwrap()).unwrap()
+    };
+    for line in &lines {
+        let line: Vec<&str> = line
+            .iter()
+            .map(|a| if a == "SHA" { sha.as_str() } else { a.as_str() })
+            .collect();
+        let got = tc.cmd_str(&line);
+        let want = rc.cmd_str(&line);
+        assert_eq!(
+            common::escape(&got, 600),
+            common::escape(&want, 600),
+            "{layout}: {line:?}"
+        );
+    }
+    let want = messages(&mut subs[1], None);
+    let got = messages(&mut subs[0], Some(want.len()));
+    // Keyspace events (pmessage) and the scripts' messages each in
+    // Redis's order; between the two the order is not kept (a script's
+    // messages go when it completes, its shards' events after it: see
+    // `commands::script::every`, "What differs from Redis").
+    let split = |m: &[Vec<u8>]| -> (Vec<String>, Vec<String>) {
+        let (ev, msg): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = m
+            .iter()
+            .partition(|x| x.starts_with(b"*4\r\n$8\r\npmessage"));
+        let esc = |v: Vec<&Vec<u8>>| v.into_iter().map(|x| common::escape(x, 300)).collect();
+        (esc(ev), esc(msg))
+    };
+    let (got_ev, got_msg) = split(&got);
+    let (want_ev, want_msg) = split(&want);
+    assert_eq!(got_msg, want_msg, "{layout}: the scripts' messages");
+    assert_eq!(got_ev, want_ev, "{layout}: keyspace events");
+}
+
+/// (B)'s isolation: a script that reads the keyspace (DBSIZE: every shard
+/// held) moves an element between lists of two shards (LMOVE) while
+/// writers push on both; inside the script nothing of theirs lands
+/// between its calls (it checks its own reads), and at the end every
+/// element pushed is in one of the lists once, each writer's in order.
+#[test]
+fn lmove_across_shards_in_a_keyspace_script_is_isolated() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let layout = Layout::new(16, false);
+    let srv = layout.tessera(&[]);
+    let (src, dst) = (
+        common::key_on(0, layout.shards, "iso:src"),
+        common::key_on(1, layout.shards, "iso:dst"),
+    );
+    let mut con = bounded_conn(&srv);
+    let seed: Vec<String> = (0..50).map(|i| format!("seed:{i}")).collect();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&src)
+        .arg(&seed)
+        .query(&mut con)
+        .unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (mut c, stop) = (bounded_conn(&srv), stop.clone());
+        let keys = [src.clone(), dst.clone()];
+        writers.push(std::thread::spawn(move || {
+            let mut i = 0;
+            // Bounded: at most 5,000 pushes each.
+            while !stop.load(Ordering::Acquire) && i < 5000 {
+                let _: i64 = redis::cmd("RPUSH")
+                    .arg(&keys[i % 2])
+                    .arg(format!("w{w}:{i}"))
+                    .query(&mut c)
+                    .unwrap();
+                i += 1;
+            }
+            i
+        }));
+    }
+    let script = "redis.call('dbsize') \
+        local before = redis.call('lrange', KEYS[1], 0, -1) \
+        local m = redis.call('lmove', KEYS[1], KEYS[2], 'left', 'right') \
+        local after = redis.call('lrange', KEYS[1], 0, -1) \
+        local d = redis.call('lrange', KEYS[2], 0, -1) \
+        return {m, #after == #before - 1 and m == before[1] and d[#d] == m and 1 or 0}";
+    for n in 0..SCRIPTS {
+        // Undeclared keys (ARGV): the first run is taken back at DBSIZE
+        // and runs again holding every shard.
+        let s = script.replace("KEYS[", "ARGV[");
+        let (m, ok): (String, i64) = redis::cmd("EVAL")
+            .arg(&s)
+            .arg(0)
+            .arg(&src)
+            .arg(&dst)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(
+            ok, 1,
+            "script {n}: a write landed between its calls (moved {m})"
+        );
+    }
+    stop.store(true, Ordering::Release);
+    let pushed: Vec<usize> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut all: Vec<String> = redis::cmd("LRANGE")
+        .arg(&src)
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    let d: Vec<String> = redis::cmd("LRANGE")
+        .arg(&dst)
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    // Each writer's elements in its order within each list.
+    for list in [&all, &d] {
+        for w in 0..WRITERS {
+            let idx: Vec<usize> = list
+                .iter()
+                .filter_map(|x| x.strip_prefix(&format!("w{w}:"))?.parse().ok())
+                .collect();
+            assert!(
+                idx.windows(2).all(|p| p[0] < p[1]),
+                "writer {w} out of order"
+            );
+        }
+    }
+    all.extend(d);
+    all.sort();
+    let mut want = seed.clone();
+    for (w, &n) in pushed.iter().enumerate() {
+        want.extend((0..n).map(|i| format!("w{w}:{i}")));
+    }
+    want.sort();
+    assert_eq!(all, want, "every element once");
+}
+
+/// (B) with an append-only file: the call on copies across shards is
+/// recorded once, in order in the script's MULTI/EXEC block (the bytes
+/// Redis writes).
+fn aof_has_a_call_across_shards(layout: Layout) {
+    let dir = common::unique_temp_dir("script-keyspace-across-aof");
+    let d = dir.to_str().unwrap();
+    let srv = layout.tessera(&["--dir", d, "--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = srv.raw();
+    let n = layout.shards;
+    let (src, dst) = (common::key_on(0, n, "src"), common::key_on(1, n, "dst"));
+    assert_eq!(c.cmd_str(&["RPUSH", &src, "a", "b"]), b":2\r\n");
+    let script = "redis.call('dbsize') \
+        local m = redis.call('lmove', ARGV[1], ARGV[2], 'left', 'right') \
+        redis.call('set', 'after', m) return m";
+    assert_eq!(
+        c.cmd_str(&["EVAL", script, "0", &src, &dst]),
+        b"$1\r\na\r\n"
+    );
+    let aof = std::fs::read(dir.join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let block = format!(
+        "*1\r\n$5\r\nMULTI\r\n*5\r\n$5\r\nlmove\r\n${}\r\n{src}\r\n${}\r\n{dst}\r\n\
+         $4\r\nleft\r\n$5\r\nright\r\n*3\r\n$3\r\nset\r\n$5\r\nafter\r\n$1\r\na\r\n\
+         *1\r\n$4\r\nEXEC\r\n",
+        src.len(),
+        dst.len()
+    );
+    let text = String::from_utf8_lossy(&aof);
+    assert!(
+        text.ends_with(&block),
+        "{layout}: the script's block, last in the AOF:\n{}",
+        common::escape(&aof, 2000)
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 per_layout!(
+    publish_then_keyspace_call_matches_redis,
+    aof_has_a_call_across_shards,
+    keyspace_script_alone_in_multi_matches_redis,
+    a_script_learns_to_lock_every_shard_in_exec,
+    one_call_across_shards_matches_redis,
     info_from_a_script_is_whole,
     lines_match_redis,
     delete_by_pattern_is_atomic,

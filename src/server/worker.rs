@@ -177,6 +177,16 @@ struct Cached {
 }
 
 impl Cached {
+    /// Whether a client running commands (normal, or pubsub for a RESP3
+    /// subscriber) has an output buffer limit: its big replies are then
+    /// checked on its home thread before they are written (see
+    /// `shard::run_batch`'s direct replies).
+    fn obuf_limited(&self) -> bool {
+        [config::ObufClass::Normal, config::ObufClass::Pubsub]
+            .iter()
+            .any(|&c| self.obuf[c as usize].hard != 0 || self.obuf[c as usize].soft != 0)
+    }
+
     fn read(server: &ServerShared) -> Self {
         let c = server.config.read().unwrap_or_else(|e| e.into_inner());
         Cached {

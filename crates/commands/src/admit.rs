@@ -8,8 +8,9 @@
 //! while out of memory is refused as "not allowed inside a transaction",
 //! not as OOM). The order:
 //!
-//! 0. a protected command (DEBUG) that `enable-debug-command` does not
-//!    allow this client;
+//! 0. a protected command (DEBUG; MODULE LOAD, LOADEX, UNLOAD) that
+//!    `enable-debug-command` / `enable-module-command` does not allow
+//!    this client;
 //! 1. authentication (NOAUTH);
 //! 2. a `no-multi` command inside MULTI;
 //! 3. ACL (NOPERM);
@@ -34,7 +35,7 @@ use resp::Args;
 
 use crate::ctx::ConnCtx;
 use crate::error::CmdError;
-use crate::table::{flags, registry, shard_of, target, Exec, Resolved, Target};
+use crate::table::{flags, registry, shard_of, target, CommandSpec, Exec, Resolved, Target};
 
 /// The verdict on one command.
 pub enum Admission {
@@ -84,7 +85,7 @@ fn refusal(
     let spec = r.spec;
     let server = ctx.server;
     if spec.has(flags::PROTECTED) {
-        if let Some(e) = protected_refusal(ctx) {
+        if let Some(e) = protected_refusal(ctx, spec) {
             return Some(e);
         }
     }
@@ -253,26 +254,37 @@ fn oom_refused(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>, scratch: &mut Vec
     (elsewhere && (denyoom || in_multi)) && ctx.server.mem.out_of_memory()
 }
 
-/// DEBUG (the one protected command here) for a client that
-/// `enable-debug-command` does not allow: Redis's refusal, before any
-/// other check. Local: a unix socket or a loopback peer.
+/// A protected command (DEBUG; MODULE LOAD, LOADEX, UNLOAD) for a client
+/// that `enable-debug-command` / `enable-module-command` does not allow:
+/// Redis's refusal, before any other check. Local: a unix socket or a
+/// loopback peer.
 #[cold]
-fn protected_refusal(ctx: &ConnCtx<'_>) -> Option<CmdError> {
+fn protected_refusal(ctx: &ConnCtx<'_>, spec: &CommandSpec) -> Option<CmdError> {
+    let debug = spec.name == "debug";
     let allowed = {
         let cfg = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
-        cfg.enable_debug_command
+        if debug {
+            cfg.enable_debug_command
+        } else {
+            cfg.enable_module_command
+        }
     };
     let c = &ctx.client;
     let local = c.unix
         || ["127.0.0.1:", "::1:", "[::1]:"]
             .iter()
             .any(|p| c.addr.starts_with(p));
+    let (command, option) = if debug {
+        ("DEBUG", "enable-debug-command")
+    } else {
+        ("MODULE", "enable-module-command")
+    };
     (!allowed.allows(local)).then(|| {
-        CmdError::err(
-            "DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
-             you can run it from a local connection, otherwise you need to set this option in \
-             the configuration file, and then restart the server.",
-        )
+        CmdError::err(format!(
+            "{command} command not allowed. If the {option} option is set to \"local\", you can \
+             run it from a local connection, otherwise you need to set this option in the \
+             configuration file, and then restart the server."
+        ))
     })
 }
 

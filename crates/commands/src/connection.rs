@@ -24,6 +24,8 @@ use crate::util::{eq_ic, parse_db_index, parse_i64};
 
 /// Flags of HELLO, AUTH and RESET.
 const HANDSHAKE: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY;
+/// The reply of a command ended by `CLIENT UNBLOCK id ERROR` (Redis's text).
+pub const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 const CLIENT_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 const CLIENT_ACL: &[&str] = &["slow", "connection"];
 const CLIENT_ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous", "connection"];
@@ -378,8 +380,9 @@ fn hello(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 }
 
 /// RESET: back to a fresh connection's state (database 0, RESP2, no name,
-/// replies on, no-evict/no-touch off, the default user, authenticated only
-/// if that needs no password). Replies +RESET.
+/// replies on, no-evict/no-touch off, tracking off, no subscriptions, no
+/// transaction or watch, the default user, authenticated only if that
+/// needs no password). Replies +RESET.
 fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     let auth = c.server.acl.default_open();
     let cl = &mut *c.client;
@@ -400,6 +403,7 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.watch = None;
     crate::pubsub::unsubscribe_all(c.server, cl);
     crate::ops::monitor::stop(c.server, cl);
+    c.server.tracking.disable(cl);
     c.out.set_resp3(false);
     c.out.simple("RESET");
     Ok(())
@@ -907,9 +911,24 @@ fn client_unblock(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
         _ => false,
     };
     let id = u64::try_from(id).unwrap_or(0);
+    let ops = c.server.ops;
     Ok(fan_out(
         c.nshards(),
-        move |env| env.clients.unblock(id, error),
+        move |env| {
+            let Some(cmd) = env.clients.unblock(id, error) else {
+                return false;
+            };
+            // Redis 7.0.15's CLIENT UNBLOCK: the error reply counts in
+            // errorstats and total_error_replies (addReplyError on the
+            // target), and the command as a failed call with or without
+            // ERROR (it passes had_errors=1 to updateStatsOnUnblock either
+            // way). Tessera counts a blocked call when it ends.
+            if error {
+                env.stats.count_error(UNBLOCKED_ERROR.as_bytes());
+            }
+            let _ = crate::exec::record_us(env.stats, ops, cmd, 0, true);
+            true
+        },
         |done: Vec<bool>, out: &mut Reply, _: &mut ClientState| {
             out.int(i64::from(done.contains(&true)));
             Ok(())
@@ -1108,9 +1127,15 @@ mod tests {
         t.run(&["SELECT", "2"]);
         t.run(&["CLIENT", "NO-EVICT", "on"]);
         t.run(&["CLIENT", "NO-TOUCH", "on"]);
+        assert_eq!(
+            t.run(&["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "p"]),
+            "+OK\r\n"
+        );
         assert_eq!(t.run(&["RESET"]), "+RESET\r\n");
         let c = &t.client;
         assert!(!c.resp3 && c.name.is_none() && c.db == 0 && !c.no_evict && !c.no_touch);
+        assert!(c.tracking.is_none());
+        assert_eq!(t.server.tracking.counts(), (0, 0));
         assert!(c.authenticated);
         assert_eq!(t.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
     }

@@ -174,16 +174,24 @@ pub trait ClientRegistry {
     /// Marks the connection for closing; true if it is on this thread.
     fn kill(&mut self, id: u64) -> bool;
     /// Ends a blocked command of client `id` as on timeout, or with
-    /// `-UNBLOCKED` if `error`; true if it was blocked here (CLIENT
-    /// UNBLOCK).
-    fn unblock(&mut self, _id: u64, _error: bool) -> bool {
-        false
+    /// `-UNBLOCKED` if `error` (CLIENT UNBLOCK); the blocked command's id
+    /// if it was blocked here, for its statistics (the caller records it).
+    fn unblock(&mut self, _id: u64, _error: bool) -> Option<usize> {
+        None
     }
     /// The largest input and output buffer of any of these clients over
     /// the last seconds (INFO's `client_recent_max_input_buffer` and
     /// `client_recent_max_output_buffer`).
     fn recent_max_buffers(&self) -> (usize, usize) {
         (0, 0)
+    }
+    /// Runs `f`, a script a job runs under its transaction's locks, with
+    /// this thread's event loop lent to the script's busy passes (see
+    /// `script::busy::under_locks`): the connections are the loop's
+    /// meanwhile, so `f` must not reach them through this registry.
+    /// Without a loop to lend (a job run away from its worker): `f` alone.
+    fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+        f()
     }
 }
 

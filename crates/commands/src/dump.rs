@@ -36,6 +36,16 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         Exec::Shard(restore, None),
         &["keyspace", "write", "slow", "dangerous"],
     ),
+    // What MIGRATE sends a cluster node importing the slot; standalone, as
+    // in Redis, RESTORE itself.
+    CommandSpec::new(
+        "restore-asking",
+        -4,
+        WRITE | DENYOOM | ASKING,
+        keys(1, 1, 1),
+        Exec::Shard(restore, None),
+        &["keyspace", "write", "slow", "dangerous"],
+    ),
 ];
 
 /// DUMP key: the serialised value (type, body, RDB version, CRC64), or

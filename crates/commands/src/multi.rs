@@ -231,9 +231,11 @@ fn queued_locks(queued: &[Vec<Vec<u8>>], db: usize, nshards: usize, databases: u
 
 /// [`queued_locks`], and whether they are whole-shard write locks on every
 /// shard that its scripts may use (`script::every`): a block that queues
-/// a script and a keyspace-wide command (KEYS, FLUSHALL ...) takes its
-/// whole-shard locks as write locks, so that its scripts' calls on any
-/// shard (KEYS from a script) are isolated as the script's own shard's.
+/// a script and a keyspace-wide command (KEYS, FLUSHALL ...), or a script
+/// known to call one (`script::needs_every`: alone in a block, it could
+/// not run again under wider locks), takes whole-shard write locks, so
+/// that its scripts' calls on any shard (KEYS from a script) are isolated
+/// as the script's own shard's.
 fn queued_locks_every(
     queued: &[Vec<Vec<u8>>],
     mut db: usize,
@@ -249,6 +251,8 @@ fn queued_locks_every(
         let args = owned.args();
         let Ok(r) = reg.resolve(args) else { continue };
         script |= r.spec.has(SCRIPT);
+        // A script known to call KEYS & co. (`script::needs_every`).
+        whole |= r.spec.has(SCRIPT) && nshards > 1 && crate::script::needs_every(r.spec.name, args);
         whole |= matches!(r.spec.exec, Exec::Coord(_))
             && (r.spec.has(WRITE)
                 || r.spec.has(READONLY)
@@ -310,12 +314,15 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         }
     }
     let fused = set.one_shard();
+    let mut locked = Vec::new();
+    set.shards_into(&mut locked);
     let cfg = c.server.config();
     let coord = ExecCoord {
         server: c.server.clone(),
         home: c.home,
         databases: cfg.databases,
         max_bulk_len: cfg.proto_max_bulk_len,
+        reply_cap_bytes: crate::ctx::reply_cap_bytes(&cfg.client_output_buffer_limit, c.client),
         cmds: m.queued,
         pos: 0,
         replies: Vec::new(),
@@ -328,6 +335,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         fused,
         checked: false,
         every,
+        locked: locked.into(),
     };
     Ok(TxCoord::wrap(c.home, Box::new(coord), set))
 }
@@ -369,6 +377,8 @@ struct ExecCoord {
     home: usize,
     databases: usize,
     max_bulk_len: u64,
+    /// The client's output hard limit (see `ShardCall::reply_cap_bytes`).
+    reply_cap_bytes: u64,
     cmds: Vec<Vec<Vec<u8>>>,
     /// Next command to look at.
     pos: usize,
@@ -394,6 +404,9 @@ struct ExecCoord {
     /// reach every shard (`script::every`), each alone in its segment (no
     /// other job of the block runs meanwhile, on any shard).
     every: bool,
+    /// The shards its locks cover: a script of the block published busy
+    /// holds them (`script::busy::under_locks`).
+    locked: Arc<[usize]>,
 }
 
 /// A multi-shard command in progress: its index, coordinator, reply,
@@ -566,12 +579,15 @@ impl Coordinator for ExecCoord {
                     continue;
                 }
                 Exec::Shard(handler, multi) => {
+                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     let shard = match target(r.spec, args, nshards, &mut scratch) {
                         Target::NoKeys => Some(self.home),
                         Target::One(s) => Some(s),
+                        // Every shard reached from one (`script::every`):
+                        // on the real shards, not copies of its keys.
+                        Target::Many if every => Some(self.home),
                         Target::Many => None,
                     };
-                    let every = self.every && r.spec.has(crate::table::flags::SCRIPT);
                     if every && !segment.is_empty() {
                         // Alone in its segment: the earlier commands first.
                         break;
@@ -589,6 +605,7 @@ impl Coordinator for ExecCoord {
                                     no_touch: client.no_touch,
                                     databases: self.databases,
                                     max_bulk_len: self.max_bulk_len,
+                                    reply_cap_bytes: self.reply_cap_bytes,
                                     // Inside EXEC blocking commands answer
                                     // at once, as on timeout.
                                     may_block: false,
@@ -685,6 +702,7 @@ impl Coordinator for ExecCoord {
         let check = if self.fused { self.watch.clone() } else { None };
         for (s, cmds) in segment {
             let check = check.clone();
+            let locked = self.locked.clone();
             plan.run(s, move |env: &mut ShardEnv<'_>| -> SegOut {
                 if check.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire)) {
                     return None;
@@ -696,19 +714,28 @@ impl Coordinator for ExecCoord {
                         .every
                         .then(|| crate::script::every::apart(c.call.ops, env.shard.id))
                         .flatten();
-                    crate::exec::run_shard_with(
-                        c.resolved,
-                        c.handler,
-                        c.args.args(),
-                        env.shard,
-                        c.call,
-                        &mut o,
-                        env.stats,
-                        None,
-                        apart
-                            .as_mut()
-                            .map(|a| a as &mut dyn crate::script::in_place::Shards),
-                    );
+                    let call = c.call;
+                    let run = || {
+                        crate::exec::run_shard_with(
+                            c.resolved,
+                            c.handler,
+                            c.args.args(),
+                            &mut *env.shard,
+                            call,
+                            &mut o,
+                            &mut *env.stats,
+                            None,
+                            apart
+                                .as_mut()
+                                .map(|a| a as &mut dyn crate::script::in_place::Shards),
+                        )
+                    };
+                    if c.resolved.spec.has(SCRIPT) {
+                        // Published busy, it holds the block's locks.
+                        crate::script::busy::under_locks(&mut *env.clients, &locked, run);
+                    } else {
+                        run();
+                    }
                     res.push((c.idx, o.into_bytes()));
                 }
                 Some(res)

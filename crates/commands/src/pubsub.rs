@@ -225,6 +225,14 @@ impl Delivery {
 /// What one PUBLISH hands one thread.
 pub type Batch = Vec<Delivery>;
 
+/// A publication prepared and not sent yet ([`PubSub::prepare`]).
+pub struct Held {
+    /// Each thread's deliveries, by thread index.
+    pub per_thread: Vec<Batch>,
+    /// The messages of the publishing connection itself.
+    pub mine: Vec<Arc<Message>>,
+}
+
 type Subscribers = HashMap<u64, Home>;
 
 #[derive(Default)]
@@ -388,6 +396,17 @@ impl PubSub {
         shard: bool,
         me: u64,
     ) -> (usize, Vec<Arc<Message>>) {
+        let (receivers, held) = self.prepare(channel, payload, shard, me);
+        self.deliver(held.per_thread);
+        (receivers, held.mine)
+    }
+
+    /// [`PubSub::publish`] up to the deliveries, which wait in the
+    /// returned [`Held`] for [`PubSub::deliver`] (or are dropped): the
+    /// receivers are those subscribed now, and the count is theirs (a
+    /// script's publication held until its run completes, see
+    /// `script::traces`).
+    pub fn prepare(&self, channel: &[u8], payload: &[u8], shard: bool, me: u64) -> (usize, Held) {
         let channel: Arc<[u8]> = channel.into();
         let payload: Arc<[u8]> = payload.into();
         let mut per_thread: Vec<Batch> = Vec::new();
@@ -440,12 +459,16 @@ impl PubSub {
                 }
             }
         }
+        (receivers, Held { per_thread, mine })
+    }
+
+    /// Sends deliveries [`PubSub::prepare`] held, one batch per thread.
+    pub fn deliver(&self, per_thread: Vec<Batch>) {
         for (th, batch) in per_thread.into_iter().enumerate() {
             if !batch.is_empty() {
                 self.send(th, batch);
             }
         }
-        (receivers, mine)
     }
 
     /// Channels (of `kind`) with at least one subscriber matching

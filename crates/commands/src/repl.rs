@@ -29,6 +29,7 @@
 
 pub mod backlog;
 pub mod cmds;
+pub mod failover;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -55,6 +56,9 @@ pub trait ReplRuntime: Send + Sync {
     /// REPLICAOF host port: the stream becomes the new master's, proxied;
     /// the replicas reconnect (Redis's disconnectSlaves).
     fn demoted(&self);
+    /// FAILOVER started, under whole-keyspace locks: once every record
+    /// queued so far reached the stream, `failover::flushed`.
+    fn failover_started(&self);
 }
 
 /// The role and the link to a master, if any.
@@ -118,6 +122,8 @@ pub struct ReplInner {
     /// The replica side's link figures (INFO replication).
     pub link: LinkInfo,
     pub master: MasterSide,
+    /// A coordinated failover (FAILOVER), if one runs.
+    pub failover: failover::Failover,
 }
 
 /// What a master knows of its replicas and its stream (Redis's
@@ -315,6 +321,7 @@ impl Repl {
                 master: MasterSide::default(),
                 gen: 0,
                 link: LinkInfo::default(),
+                failover: failover::Failover::default(),
             }),
             wake: Condvar::new(),
             // Two leaked bytes per server (a server lives as long as its
@@ -468,9 +475,13 @@ pub fn info_ids(r: &ReplInner, backlog_size: u64, o: &mut String) {
     let ids = &r.ids;
     let _ = write!(
         o,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
-        ids.replid, ids.replid2, ids.master_repl_offset, ids.second_repl_offset
+        r.failover.state.name(),
+        ids.replid,
+        ids.replid2,
+        ids.master_repl_offset,
+        ids.second_repl_offset
     );
     let (active, size, first, hist) = match &r.master.backlog {
         Some(b) => (1, b.size() as u64, b.first(), b.histlen() as u64),

@@ -63,10 +63,13 @@ fn is_no_one(args: Args<'_>) -> bool {
     eq_ic(args.get(1), "no") && eq_ic(args.get(2), "one")
 }
 
-/// Whether `spec` with `args` is REPLICAOF / SLAVEOF NO ONE (a promotion:
-/// whole-keyspace Write locks, in a transaction too).
+/// Whether `spec` with `args` is REPLICAOF / SLAVEOF NO ONE or FAILOVER
+/// (a promotion, or a failover's start or abort: whole-keyspace Write
+/// locks, in a transaction too).
 pub(crate) fn promotes(spec: &CommandSpec, args: Args<'_>) -> bool {
-    matches!(spec.name, "replicaof" | "slaveof") && is_no_one(args)
+    (matches!(spec.name, "replicaof" | "slaveof") && is_no_one(args))
+        // Not CLUSTER FAILOVER (a subcommand of the same name).
+        || (spec.name == "failover" && eq_ic(args.get(0), "failover"))
 }
 
 /// REPLICAOF NO ONE runs under whole-keyspace Write locks: no write runs
@@ -89,34 +92,17 @@ fn promotion_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::
 /// start recording (the stream goes on with this server's writes) and, at
 /// the instant every lock is held, the role changes.
 fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    if c.server.repl.lock().failover.state != crate::repl::failover::State::None {
+        return Err(CmdError::err("REPLICAOF not allowed while failing over."));
+    }
     if is_no_one(args) {
         let server = c.server.clone();
         let who = format!("id={} addr={}", c.client.id, c.client.addr);
-        let replica = server.repl.is_replica();
-        let runtime = server.repl.runtime.get().cloned();
-        let record = replica && runtime.as_ref().is_some_and(|r| r.prepare_promotion());
-        let mut plan = Plan::default();
-        if let Some(rt) = runtime.clone().filter(|_| record) {
-            // Readied again under the locks: a stream that ended between
-            // the build and the grant comes back before the shards record.
-            plan.run_all(server.nshards, move |env| {
-                if rt.prepare_promotion() {
-                    env.shard.outbox.records_on = true;
-                }
-            });
-        }
+        let plan = promotion_plan(&server);
         return Ok(OneStep::boxed(
             plan,
             move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-                if unset_master(&server) {
-                    if let Some(r) = runtime {
-                        r.promoted();
-                    }
-                    crate::persist::log(
-                        false,
-                        &format!("MASTER MODE enabled (user request from '{who}')"),
-                    );
-                }
+                promote(&server, &format!("user request from '{who}'"));
                 out.ok();
                 Ok(())
             },
@@ -156,6 +142,42 @@ fn replicaof(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>
     ))
 }
 
+/// The jobs of a promotion (REPLICAOF NO ONE, a failover's end on either
+/// side), to run under whole-keyspace Write locks: when a backlog exists
+/// the shards start recording (the stream goes on with this server's
+/// writes). [`promote`] then changes the role at the instant every lock
+/// is held.
+pub(crate) fn promotion_plan(server: &Arc<ServerShared>) -> Plan {
+    let replica = server.repl.is_replica();
+    let runtime = server.repl.runtime.get().cloned();
+    let record = replica && runtime.as_ref().is_some_and(|r| r.prepare_promotion());
+    let mut plan = Plan::default();
+    if let Some(rt) = runtime.filter(|_| record) {
+        // Readied again under the locks: a stream that ended between
+        // the build and the grant comes back before the shards record.
+        plan.run_all(server.nshards, move |env| {
+            if rt.prepare_promotion() {
+                env.shard.outbox.records_on = true;
+            }
+        });
+    }
+    plan
+}
+
+/// A replica becomes a master (see [`promotion_plan`]), logged as Redis's
+/// "MASTER MODE enabled (<why>)"; nothing on a master. True if it was a
+/// replica.
+pub(crate) fn promote(server: &ServerShared, why: &str) -> bool {
+    if !unset_master(server) {
+        return false;
+    }
+    if let Some(r) = server.repl.runtime.get() {
+        r.promoted();
+    }
+    crate::persist::log(false, &format!("MASTER MODE enabled ({why})"));
+    true
+}
+
 /// Makes this server a replica of `host:port` (REPLICAOF, `replicaof`);
 /// false if it already is one of that master. The link thread notices the
 /// new generation, drops any older link and connects.
@@ -187,7 +209,7 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
     true
 }
 
-fn show_master(server: &ServerShared, words: Vec<String>) {
+pub(crate) fn show_master(server: &ServerShared, words: Vec<String>) {
     let mut cfg = server.config.write().unwrap_or_else(|e| e.into_inner());
     cfg.replicaof = words;
 }

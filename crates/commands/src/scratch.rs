@@ -190,35 +190,38 @@ fn gather_plan(groups: &[(usize, Vec<Vec<u8>>)], db: usize, read_only: bool) -> 
     let mut plan = Plan::default();
     for (s, keys) in groups {
         let keys = keys.clone();
-        plan.run(*s, move |env| {
-            let now = env.shard.now_ms;
-            let shard = &mut *env.shard;
-            let entries = keys
-                .iter()
-                .map(|k| {
-                    if shard.expire_or_hide(db, k) && shard.expiry == engine::Expiry::Hide {
-                        return None;
-                    }
-                    shard.dbs[db]
-                        .get_with_ttl(k)
-                        .map(|(e, at)| (e.to_owned_entry(), at))
-                })
-                .collect();
-            Gathered {
-                entries,
-                enc: shard.enc,
-                now_ms: now,
-                notify_flags: shard.notify_flags,
-                records_on: shard.outbox.records_on,
-                replica: shard.expiry != engine::Expiry::Delete,
-                read_only_replica: shard.read_only_replica,
-                lazy: shard.lazy(),
-            }
-        });
+        plan.run(*s, move |env| gather_on(env.shard, db, &keys));
     }
     // A read-only command changes nothing: its locks go with the gather.
     plan.last = read_only;
     plan
+}
+
+/// A shard's live entries of `keys` (database `db`), as the gather sends
+/// them (expired ones deleted there, as a lookup would).
+fn gather_on(shard: &mut Shard, db: usize, keys: &[Vec<u8>]) -> Gathered {
+    let now = shard.now_ms;
+    let entries = keys
+        .iter()
+        .map(|k| {
+            if shard.expire_or_hide(db, k) && shard.expiry == engine::Expiry::Hide {
+                return None;
+            }
+            shard.dbs[db]
+                .get_with_ttl(k)
+                .map(|(e, at)| (e.to_owned_entry(), at))
+        })
+        .collect();
+    Gathered {
+        entries,
+        enc: shard.enc,
+        now_ms: now,
+        notify_flags: shard.notify_flags,
+        records_on: shard.outbox.records_on,
+        replica: shard.expiry != engine::Expiry::Delete,
+        read_only_replica: shard.read_only_replica,
+        lazy: shard.lazy(),
+    }
 }
 
 fn build(
@@ -311,64 +314,13 @@ impl Scratch {
     /// Runs the handler on the gathered copies; returns the changed keys
     /// by shard and the events to re-emit.
     fn run(&mut self, got: Vec<Gathered>, out: &mut Reply) -> Result<RunOut, CmdError> {
-        let mut shard = Shard::new(0, self.db + 1);
-        let mut notify_flags = 0;
-        if let Some(g) = got.first() {
-            shard.enc = g.enc;
-            shard.set_lazy(g.lazy);
-            notify_flags = g.notify_flags;
-            // The handler's own records (made as on a real shard) go with
-            // the write-back, in the transaction (`take_records`).
-            shard.outbox.records_on = g.records_on;
-            // On a replica, as `exec::run_shard` sets it per command.
-            if g.replica {
-                shard.expiry = if self.master {
-                    engine::Expiry::Keep
-                } else {
-                    engine::Expiry::Hide
-                };
-                shard.read_only_replica = g.read_only_replica;
-            }
-        }
-        shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
-        let d = &mut shard.dbs[self.db];
-        let mut before = Vec::with_capacity(got.len());
-        for ((_, keys), g) in self.groups.iter().zip(got) {
-            for (k, e) in keys.iter().zip(&g.entries) {
-                if let Some((e, at)) = e {
-                    d.insert(k, e.clone(), *at);
-                }
-            }
-            before.push(g.entries);
-        }
-        // Which keys the handler marked modified: one of them is written
-        // back even when its entry compares equal (a store of an identical
-        // value), so that WATCH on its shard fires as it would have had
-        // the command run there (Redis's `setKey` signals regardless).
-        // Only keys that exist need it: a missing key that the handler
-        // stores differs anyway, and one it creates and deletes again
-        // leaves nothing to write back (a delete of a missing key signals
-        // nothing on its shard either). A watch costs a flag and an entry
-        // in the watch table per key, and every write a lookup in it.
-        let present = before.iter().flatten().filter(|e| e.is_some()).count();
-        d.reserve_watches(present);
-        let signalled: Vec<Option<WatchFlag>> = self
-            .groups
-            .iter()
-            .zip(&before)
-            .flat_map(|((_, ks), b)| ks.iter().zip(b))
-            .map(|(k, e)| {
-                e.as_ref().map(|_| {
-                    let f = WatchFlag::default();
-                    d.watch(k, &f);
-                    f
-                })
-            })
-            .collect();
+        let Loaded {
+            mut shard,
+            before,
+            signalled,
+        } = load(&self.groups, got, self.db, self.master);
         #[cfg(debug_assertions)]
         let said0 = crate::exec::said_so_mark(&shard);
-        // After loading the copies: those are not keys created.
-        shard.set_notify(notify_flags);
         let mut ctx = ShardCtx {
             shard: &mut shard,
             db: self.db,
@@ -376,6 +328,7 @@ impl Scratch {
             no_touch: self.no_touch,
             databases: self.databases,
             max_bulk_len: self.max_bulk_len,
+            reply_cap_bytes: 0,
             may_block: self.may_block,
             in_tx: true,
             nshards: self.nshards,
@@ -430,42 +383,211 @@ impl Scratch {
                 events_shard: 0,
             });
         }
-        let mut events = shard.take_events();
-        events.retain(|e| e.class != ds::events::EXPIRED);
-        let events_shard = events
-            .first()
-            .and_then(|e| {
-                self.groups
-                    .iter()
-                    .find(|(_, ks)| ks.iter().any(|k| k[..] == e.key[..]))
-            })
-            .or(self.groups.first())
-            .map_or(0, |(s, _)| *s);
-        let d = &mut shard.dbs[self.db];
-        let mut writes = Vec::new();
-        let mut signalled = signalled.iter();
-        for ((s, keys), before) in self.groups.iter().zip(before) {
-            let mut w = Vec::new();
-            for (k, b) in keys.iter().zip(before) {
-                // Lazy expiry must not count as a change: an entry the
-                // handler saw expire was already gone when gathered.
-                let after = d.get_with_ttl(k);
-                let marked = signalled
-                    .next()
-                    .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
-                if marked || !same(&b, after) {
-                    w.push((k.clone(), d.remove_with_ttl(k)));
-                }
-            }
-            if !w.is_empty() || (*s == events_shard && !events.is_empty()) {
-                writes.push((*s, w));
+        Ok(diff(&self.groups, &mut shard, self.db, before, &signalled))
+    }
+}
+
+/// The copies on a scratch shard: the shard, each group's entries as
+/// gathered, and a watch flag per key present (see [`load`]).
+struct Loaded {
+    shard: Shard,
+    before: Vec<Vec<Option<(OwnedEntry, u64)>>>,
+    signalled: Vec<Option<WatchFlag>>,
+}
+
+/// Loads what `groups`' shards sent (`got`, in order) on a scratch shard
+/// of database `db`, set up as they are (`master`: run for a replica's
+/// master, see `ShardCall::master`).
+fn load(groups: &[(usize, Vec<Vec<u8>>)], got: Vec<Gathered>, db: usize, master: bool) -> Loaded {
+    let mut shard = Shard::new(0, db + 1);
+    let mut notify_flags = 0;
+    if let Some(g) = got.first() {
+        shard.enc = g.enc;
+        shard.set_lazy(g.lazy);
+        notify_flags = g.notify_flags;
+        // The handler's own records (made as on a real shard) go with
+        // the write-back, in the transaction (`take_records`).
+        shard.outbox.records_on = g.records_on;
+        // On a replica, as `exec::run_shard` sets it per command.
+        if g.replica {
+            shard.expiry = if master {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Hide
+            };
+            shard.read_only_replica = g.read_only_replica;
+        }
+    }
+    shard.now_ms = got.iter().map(|g| g.now_ms).max().unwrap_or(shard.now_ms);
+    let d = &mut shard.dbs[db];
+    let mut before = Vec::with_capacity(got.len());
+    for ((_, keys), g) in groups.iter().zip(got) {
+        for (k, e) in keys.iter().zip(&g.entries) {
+            if let Some((e, at)) = e {
+                d.insert(k, e.clone(), *at);
             }
         }
-        Ok(RunOut {
-            writes,
-            events,
-            events_shard,
+        before.push(g.entries);
+    }
+    // Which keys the handler marked modified: one of them is written
+    // back even when its entry compares equal (a store of an identical
+    // value), so that WATCH on its shard fires as it would have had
+    // the command run there (Redis's `setKey` signals regardless).
+    // Only keys that exist need it: a missing key that the handler
+    // stores differs anyway, and one it creates and deletes again
+    // leaves nothing to write back (a delete of a missing key signals
+    // nothing on its shard either). A watch costs a flag and an entry
+    // in the watch table per key, and every write a lookup in it.
+    let present = before.iter().flatten().filter(|e| e.is_some()).count();
+    d.reserve_watches(present);
+    let signalled: Vec<Option<WatchFlag>> = groups
+        .iter()
+        .zip(&before)
+        .flat_map(|((_, ks), b)| ks.iter().zip(b))
+        .map(|(k, e)| {
+            e.as_ref().map(|_| {
+                let f = WatchFlag::default();
+                d.watch(k, &f);
+                f
+            })
         })
+        .collect();
+    // After loading the copies: those are not keys created.
+    shard.set_notify(notify_flags);
+    Loaded {
+        shard,
+        before,
+        signalled,
+    }
+}
+
+/// After the run on the copies: each shard's changed keys (by `before`,
+/// and the keys whose watch flag the run raised) and the events to
+/// re-emit, with the shard that re-emits them.
+fn diff(
+    groups: &[(usize, Vec<Vec<u8>>)],
+    shard: &mut Shard,
+    db: usize,
+    before: Vec<Vec<Option<(OwnedEntry, u64)>>>,
+    signalled: &[Option<WatchFlag>],
+) -> RunOut {
+    let mut events = shard.take_events();
+    events.retain(|e| e.class != ds::events::EXPIRED);
+    let events_shard = events
+        .first()
+        .and_then(|e| {
+            groups
+                .iter()
+                .find(|(_, ks)| ks.iter().any(|k| k[..] == e.key[..]))
+        })
+        .or(groups.first())
+        .map_or(0, |(s, _)| *s);
+    let d = &mut shard.dbs[db];
+    let mut writes = Vec::new();
+    let mut signalled = signalled.iter();
+    for ((s, keys), before) in groups.iter().zip(before) {
+        let mut w = Vec::new();
+        for (k, b) in keys.iter().zip(before) {
+            // Lazy expiry must not count as a change: an entry the
+            // handler saw expire was already gone when gathered.
+            let after = d.get_with_ttl(k);
+            let marked = signalled
+                .next()
+                .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
+            if marked || !same(&b, after) {
+                w.push((k.clone(), d.remove_with_ttl(k)));
+            }
+        }
+        if !w.is_empty() || (*s == events_shard && !events.is_empty()) {
+            writes.push((*s, w));
+        }
+    }
+    RunOut {
+        writes,
+        events,
+        events_shard,
+    }
+}
+
+/// Writes a run's changed keys back on their shard.
+fn write_back(shard: &mut Shard, db: usize, w: Writes) {
+    // A key the command deleted (an emptied source, a STORE's empty
+    // result) goes as Redis's dbDelete: `lazyfree-lazy-server-del` decides.
+    let lazy = shard.lazy().server_del;
+    let d = &mut shard.dbs[db];
+    // The scratch shard listed the keys it created.
+    let track_new = std::mem::replace(&mut d.track_new, false);
+    for (k, e) in w {
+        match e {
+            Some((e, at)) => d.insert(&k, e, at),
+            None => {
+                d.delete(&k, lazy);
+            }
+        }
+    }
+    d.track_new = track_new;
+}
+
+/// What [`across`] leaves for its caller's home shard: the events and
+/// records the command made on the copies, in order, the shards it
+/// reached, and the copies' keyspace hits and misses.
+pub(crate) struct Across {
+    pub events: Vec<KeyEvent>,
+    pub records: Option<engine::outbox::Chunk>,
+    pub shards: Vec<usize>,
+    pub hits: u64,
+    pub misses: u64,
+    /// The records the call emitted on the copies (recorded or not), for
+    /// the caller's debug check that a change said so (`exec`).
+    #[cfg(debug_assertions)]
+    pub emitted: u64,
+}
+
+/// Runs its second argument on the shard its first names.
+pub(crate) type OnShard<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut Shard)) + 'a;
+
+/// One command over keys of several shards, run at once by a caller that
+/// holds every one of them and reaches each by `on` (a script holding
+/// every shard, `script::every`): the same three steps as the
+/// coordinator (gather, run on copies, write back), each shard reached
+/// by a call instead of a job. `run` runs the command on the scratch
+/// shard of database `db`.
+pub(crate) fn across(
+    keys: &[&[u8]],
+    db: usize,
+    nshards: usize,
+    on: &mut OnShard<'_>,
+    run: &mut dyn FnMut(&mut Shard),
+) -> Across {
+    let groups = groups_of(keys, nshards);
+    let mut got = Vec::with_capacity(groups.len());
+    for (s, ks) in &groups {
+        on(*s, &mut |sh| got.push(gather_on(sh, db, ks)));
+    }
+    let Loaded {
+        mut shard,
+        before,
+        signalled,
+    } = load(&groups, got, db, false);
+    run(&mut shard);
+    let records = shard.outbox.take();
+    let RunOut { writes, events, .. } = diff(&groups, &mut shard, db, before, &signalled);
+    for (s, w) in writes {
+        let mut w = Some(w);
+        on(s, &mut |sh| {
+            if let Some(w) = w.take() {
+                write_back(sh, db, w);
+            }
+        });
+    }
+    Across {
+        events,
+        records,
+        shards: groups.iter().map(|(s, _)| *s).collect(),
+        hits: shard.stats.keyspace_hits,
+        misses: shard.stats.keyspace_misses,
+        #[cfg(debug_assertions)]
+        emitted: shard.outbox.emitted,
     }
 }
 
@@ -490,6 +612,7 @@ impl Coordinator for Scratch {
                 no_touch: self.no_touch,
                 databases: self.databases,
                 max_bulk_len: self.max_bulk_len,
+                reply_cap_bytes: 0,
                 may_block: true,
                 in_tx: false,
                 nshards: self.nshards,
@@ -527,22 +650,7 @@ impl Coordinator for Scratch {
                         None
                     };
                     plan.run(s, move |env| {
-                        // A key the command deleted (an emptied source, a
-                        // STORE's empty result) goes as Redis's dbDelete:
-                        // `lazyfree-lazy-server-del` decides.
-                        let lazy = env.shard.lazy().server_del;
-                        let d = &mut env.shard.dbs[db];
-                        // The scratch shard listed the keys it created.
-                        let track_new = std::mem::replace(&mut d.track_new, false);
-                        for (k, e) in w {
-                            match e {
-                                Some((e, at)) => d.insert(&k, e, at),
-                                None => {
-                                    d.delete(&k, lazy);
-                                }
-                            }
-                        }
-                        d.track_new = track_new;
+                        write_back(env.shard, db, w);
                         if let Some(ev) = events {
                             env.shard.emit_events(ev);
                         }

@@ -43,6 +43,9 @@ pub mod flags {
     /// which may write any key it declares and, on its own shard, keys it
     /// does not (EVAL, EVALSHA ...). Locks treat it as a writer.
     pub const SCRIPT: u32 = 1 << 21;
+    /// Redis's `asking` (RESTORE-ASKING): in a cluster the command runs on
+    /// a slot being imported; standalone it changes nothing.
+    pub const ASKING: u32 = 1 << 22;
 
     /// Names in the order Redis prints them in `COMMAND INFO`.
     pub const NAMES: &[(u32, &str)] = &[
@@ -57,6 +60,7 @@ pub mod flags {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
@@ -273,7 +277,10 @@ const FAMILIES: &[&[CommandSpec]] = &[
     crate::dump::COMMANDS,
     crate::migrate::COMMANDS,
     crate::cluster::COMMANDS,
+    crate::module::COMMANDS,
+    crate::lolwut::COMMANDS,
     crate::repl::cmds::COMMANDS,
+    crate::repl::failover::COMMANDS,
     crate::replica::COMMANDS,
     crate::bitmap::COMMANDS,
     crate::hll::COMMANDS,

@@ -152,7 +152,9 @@ impl Tracking {
         )
     }
 
-    fn disable(&self, c: &mut crate::ClientState) {
+    /// Tracking off for `c` (CLIENT TRACKING OFF, RESET), its prefixes
+    /// forgotten.
+    pub(crate) fn disable(&self, c: &mut crate::ClientState) {
         let Some(t) = c.tracking.take() else { return };
         let mut on = write(&self.on);
         on.remove(&c.id);

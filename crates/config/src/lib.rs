@@ -255,6 +255,13 @@ impl ObufClass {
     }
 }
 
+/// `shutdown-on-sigint` / `shutdown-on-sigterm` flags, Redis's values
+/// (`SHUTDOWN_SAVE`, `_NOSAVE`, `_NOW`, `_FORCE`); none is `default`.
+pub const SHUTDOWN_SIG_SAVE: u8 = 1;
+pub const SHUTDOWN_SIG_NOSAVE: u8 = 2;
+pub const SHUTDOWN_SIG_NOW: u8 = 4;
+pub const SHUTDOWN_SIG_FORCE: u8 = 8;
+
 /// One class's output buffer limits: a client is closed when its pending output reaches
 /// `hard` bytes, or stays at `soft` bytes or more for more than `soft_seconds`. 0 disables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -300,6 +307,9 @@ pub struct Config {
     pub loglevel: LogLevel,
     /// `enable-debug-command`: who may run DEBUG (Redis 7's default `no`).
     pub enable_debug_command: ProtectedAction,
+    /// `enable-module-command`: who may run MODULE LOAD, LOADEX and UNLOAD
+    /// (Redis 7's default `no`; Tessera loads no module either way).
+    pub enable_module_command: ProtectedAction,
     /// `logfile`: `None` = stdout.
     pub logfile: Option<PathBuf>,
     /// `proto-max-bulk-len`: largest bulk string accepted from a client.
@@ -398,6 +408,10 @@ pub struct Config {
     pub dbfilename: Vec<u8>,
     /// `save`: snapshot rules, as `seconds changes` pairs (validated).
     pub save: Vec<String>,
+    /// `shutdown-on-sigint` / `shutdown-on-sigterm`: the shutdown a signal
+    /// asks for, as [`SHUTDOWN_SIG_SAVE`] ... bits (0: `default`).
+    pub shutdown_on_sigint: u8,
+    pub shutdown_on_sigterm: u8,
     /// `rdbcompression`: LZF-compress long strings in snapshots.
     pub rdbcompression: bool,
     /// `busy-reply-threshold` (alias `lua-time-limit`): a script running
@@ -644,6 +658,7 @@ impl Config {
             protected_mode: false,
             loglevel: LogLevel::Debug,
             enable_debug_command: ProtectedAction::No,
+            enable_module_command: ProtectedAction::No,
             logfile: None,
             proto_max_bulk_len: 0,
             client_query_buffer_limit: 0,
@@ -686,6 +701,8 @@ impl Config {
             dir: None,
             dbfilename: Vec::new(),
             save: Vec::new(),
+            shutdown_on_sigint: 0,
+            shutdown_on_sigterm: 0,
             rdbcompression: false,
             busy_reply_threshold_ms: 0,
             rdbchecksum: false,

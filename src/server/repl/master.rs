@@ -43,6 +43,13 @@
 //! old role and before every one of the new; the offsets go on from where
 //! the master's stream left them.
 //!
+//! FAILOVER (`commands::repl::failover`): the cron checks the failover
+//! each tick (the target's acknowledged offset, the timeout) and demotes
+//! this server when it is due, and sends no PING while it runs (the
+//! offsets must meet); its start queues a mark into the stream
+//! ([`ReplRuntime::failover_started`]); thread 0's cron runs the abort of a
+//! refused takeover ([`cron_due`]).
+//!
 //! One [`Master`] per process, reached through [`get`]: the workers'
 //! connection code hands it sockets and WAITs, and the commands crate
 //! cannot name runtime types (an `Arc` in `ServerShared` would have to be
@@ -55,7 +62,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use commands::coord::Coordinator;
-use commands::repl::{Backlog, ReplicaInfo, ReplicaState, SyncRequest};
+use commands::repl::{failover, Backlog, ReplRuntime, ReplicaInfo, ReplicaState, SyncRequest};
 use commands::{ClientState, ServerShared};
 
 use super::link::{server_ack, Bulk, Fanout, Link, Sock};
@@ -637,8 +644,15 @@ impl Master {
             }
         }
         self.server.ops.set_refuse_writes(refuse);
+        if let failover::Due::Demote(host, port) = failover::update(&self.server, now) {
+            failover::demote(&self.server, &host, port);
+        }
+        // Redis sends no PING while a failover pauses writes: the target's
+        // acknowledged offset must meet the master's.
+        let failing_over = self.server.repl.lock().failover.state != failover::State::None;
         if replicas > 0
             && streaming
+            && !failing_over
             && !self.lock().replica
             && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
         {
@@ -737,7 +751,10 @@ pub fn drain(limit: Duration) {
 }
 
 /// Thread 0's cron: the full sync (or the stream's end) to start now.
-pub fn cron_due(_server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
+    if let Some(c) = commands::repl::failover::abort_coordinator(server) {
+        return Some(c);
+    }
     get()?.sync_due(None)
 }
 
@@ -792,7 +809,7 @@ pub fn disconnect_replicas() {
     }
 }
 
-impl commands::repl::ReplRuntime for Master {
+impl ReplRuntime for Master {
     fn prepare_promotion(&self) -> bool {
         if self.server.repl.lock().master.backlog.is_none() {
             return false;
@@ -816,6 +833,22 @@ impl commands::repl::ReplRuntime for Master {
 
     fn demoted(&self) {
         self.switch_role(true);
+    }
+
+    fn failover_started(&self) {
+        let server = self.server.clone();
+        let writer = server
+            .repl
+            .streaming()
+            .then(|| rewriter(&server).and_then(|r| r.current()))
+            .flatten();
+        match writer {
+            Some(w) => w.stream_mark(
+                false,
+                Box::new(move || commands::repl::failover::flushed(&server)),
+            ),
+            None => commands::repl::failover::flushed(&server),
+        }
     }
 }
 

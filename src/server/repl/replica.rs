@@ -41,6 +41,9 @@
 //! its backlog, and reach its own replicas byte for byte (Redis's
 //! proxying of its master's stream). A master that does not know PSYNC
 //! (it answers with an error) is asked with SYNC, as Redis falls back.
+//! A master demoted by FAILOVER sends `PSYNC ... FAILOVER` to its target
+//! (`commands::repl::failover`): a sync's answer completes the failover,
+//! any other aborts it (no SYNC fallback then).
 //!
 //! Never: touch the data outside the load coordinator.
 
@@ -52,7 +55,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use commands::repl::{LinkState, Role};
+use commands::repl::{failover, LinkState, Role};
 use commands::ServerShared;
 
 use crate::log;
@@ -491,14 +494,28 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         "Trying a partial resynchronization (request {}:{}).",
         ids.replid, want
     ));
-    link.send(&[b"PSYNC", ids.replid.as_bytes(), want.as_bytes()])?;
-    // The master may send newlines to keep the link alive first.
-    let reply = loop {
-        let l = link.line()?;
-        if !l.is_empty() {
-            break l;
+    // A master failing over to its replica asks it to take over (Redis's
+    // PSYNC ... FAILOVER); any answer but a sync's aborts the failover.
+    let takeover = failover::asks_takeover(server, gen);
+    let reply = psync_reply(&mut link, &ids.replid, &want, takeover);
+    if takeover {
+        match &reply {
+            Ok(r) if r.starts_with("+FULLRESYNC") || r.starts_with("+CONTINUE") => {
+                failover::completed(server, gen)
+            }
+            Err(_) => {
+                failover::rejected(server, gen, "Write error to failover target");
+                return Err(Failure::Retry);
+            }
+            Ok(r) => {
+                log::warning(format_args!("Failover target refused PSYNC: {r}"));
+                failover::rejected(server, gen, "Failover target rejected psync request");
+                // No fallback to SYNC: thread 0 promotes this server back.
+                return Err(Failure::Retry);
+            }
         }
-    };
+    }
+    let reply = reply?;
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC") {
         let mut it = rest.split_whitespace();
         let (Some(replid), Some(Ok(offset))) = (it.next(), it.next().map(str::parse::<u64>)) else {
@@ -618,6 +635,28 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         db,
         gen,
     })
+}
+
+/// Sends PSYNC (with FAILOVER when `takeover`) and reads its answer,
+/// past the newlines a master may send to keep the link alive first.
+fn psync_reply(
+    link: &mut Link,
+    replid: &str,
+    want: &str,
+    takeover: bool,
+) -> Result<String, Failure> {
+    let (id, off) = (replid.as_bytes(), want.as_bytes());
+    if takeover {
+        link.send(&[b"PSYNC", id, off, b"FAILOVER"])?;
+    } else {
+        link.send(&[b"PSYNC", id, off])?;
+    }
+    loop {
+        let l = link.line()?;
+        if !l.is_empty() {
+            return Ok(l);
+        }
+    }
 }
 
 /// An I/O error as C's `strerror` words it (Redis's logs), without Rust's

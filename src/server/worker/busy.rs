@@ -61,6 +61,13 @@
 //!     connections wait, their loop being inside the script), and a unix
 //!     connection handed over (`Adopt`).
 //!
+//!   Remote batches its shard held back behind a lock before the script
+//!   was published (`Core::deferred`, whole, first of their connection)
+//!   are answered `-BUSY` as those arriving now ([`refuse_deferred`]), and
+//!   so are this loop's connections whose request waited for a lock of
+//!   its shard (`Core::lock_blocked`, [`Desk::serve_held`]): a script
+//!   under its transaction's locks took its shard's lock before it ran.
+//!
 //!   Then it flushes the mailbox, so the replies reach their threads now.
 //!   (The lend flushes it before the script starts: what the loop sent
 //!   before, such as a lone hop's completion sent lazily earlier in the
@@ -105,6 +112,17 @@
 //! lend_caller`), stalled, served at each pass after the script's own
 //! (should such a run be published: it is taken back first, and hops,
 //! see `in_place`).
+//!
+//! A transaction's job lends the desk and the mailbox the same way
+//! ([`JobDesk`], its `ShardEnv::clients`), for a script it runs under the
+//! transaction's locks (a script on every shard, one inside MULTI/EXEC:
+//! `commands::script::busy::under_locks`). The loops of the shards those
+//! locks hold are free meanwhile: while such a script is busy, each turn
+//! of theirs tries again what waits there behind a lock
+//! ([`Worker::refuse_behind_busy`]), so that remote batches get `-BUSY`
+//! (`run_batch` answers a command held back by a lock so then) and their
+//! lock-blocked connections are refused by dispatch, as Redis answers
+//! every command while busy.
 //!
 //! What the desk answers and refuses is counted as Redis counts it
 //! (commandstats calls and `rejected_calls`, errorstats,
@@ -184,7 +202,7 @@ impl Worker {
 
     /// This worker split into its core and the rest of its loop, as a
     /// [`Desk`] (`first`: no busy pass yet in this lend).
-    fn split_desk(&mut self, first: bool) -> (&mut Core, Desk<'_>) {
+    pub(super) fn split_desk(&mut self, first: bool) -> (&mut Core, Desk<'_>) {
         let Worker {
             core,
             conns,
@@ -232,6 +250,74 @@ impl Worker {
     pub(super) fn settle_desk(&mut self) {
         self.desk.tally.settle(&mut self.core.stats);
         self.core.refused.settle(&mut self.core.stats);
+    }
+}
+
+/// What a transaction's job sees of its loop's connections
+/// (`ShardEnv::clients`): the connection table, with the rest of the loop
+/// beside it, lent to a script the job runs under the transaction's locks
+/// (`commands::script::busy::under_locks`: a script on every shard, one
+/// inside MULTI/EXEC) exactly as the request path lends it
+/// ([`Worker::with_desk`], [`Core::lending_inbox`]): past the threshold
+/// its hook serves this loop's other connections (`-BUSY`, SCRIPT KILL,
+/// SHUTDOWN NOSAVE) and its mailbox. Cost per job: a few words copied.
+pub(super) struct JobDesk<'a> {
+    desk: Desk<'a>,
+    inbox: Inbox<'a>,
+    /// A script was lent the loop: the worker settles its desk after the
+    /// job ([`Worker::settle_desk`], `after_desk`).
+    lent: bool,
+}
+
+impl<'a> JobDesk<'a> {
+    pub(super) fn new(desk: Desk<'a>, inbox: Inbox<'a>) -> Self {
+        JobDesk {
+            desk,
+            inbox,
+            lent: false,
+        }
+    }
+
+    pub(super) fn lent(&self) -> bool {
+        self.lent
+    }
+}
+
+impl commands::coord::ClientRegistry for JobDesk<'_> {
+    fn for_each(&self, f: &mut dyn FnMut(&commands::ClientState, &commands::coord::ClientIo)) {
+        self.desk.conns.for_each(f)
+    }
+    fn kill(&mut self, id: u64) -> bool {
+        self.desk.conns.kill(id)
+    }
+    fn unblock(&mut self, id: u64, error: bool) -> Option<usize> {
+        self.desk.conns.unblock(id, error)
+    }
+    fn recent_max_buffers(&self) -> (usize, usize) {
+        self.desk.conns.recent_max_buffers()
+    }
+    fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+        self.lent = true;
+        self.desk.first = true;
+        let JobDesk { desk, inbox, .. } = self;
+        let id = desk.id;
+        lend_inbox(inbox, || commands::script::busy::lend_desk(desk, id, f));
+    }
+}
+
+impl Worker {
+    /// While a published script's transaction holds this shard under locks
+    /// (`commands::script::busy::locked_busy`), once per turn: what waits
+    /// here behind them is tried again as at a release, so that the
+    /// remote batches get `-BUSY` (`run_batch`) and this loop's
+    /// connections' requests too (dispatch refuses them), as Redis answers
+    /// every command while busy, rather than wait for the script's end.
+    /// Jobs of other transactions keep waiting for their locks.
+    #[cold]
+    pub(super) fn refuse_behind_busy(&mut self) {
+        if !self.core.deferred.is_empty() || !self.core.lock_blocked.is_empty() {
+            self.retry_deferred();
+        }
     }
 }
 
@@ -293,8 +379,18 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             // the loop's resume list when it ended (a deferred request
             // still unparsed is deferred again when read).
             self.state.deferred.clear();
+            // A script holding shards under locks: every loop looks now
+            // at what waits behind them (`Worker::refuse_behind_busy`).
+            if commands::script::busy::published_under_locks() {
+                if let Some(wake) = self.server.wake_all.get() {
+                    wake();
+                }
+            }
         }
         serve_inbox(self.id);
+        for (slot, gen) in take_lock_blocked(self.id) {
+            self.serve_held(slot, gen);
+        }
         let mut events = self
             .state
             .events
@@ -352,6 +448,41 @@ impl commands::script::busy::BusyServe for Desk<'_> {
 }
 
 impl Desk<'_> {
+    /// A connection whose request waited for a lock of this loop's shard,
+    /// which a published script holds now (it took the lock before it
+    /// ran): its buffered requests are answered now, as a read's would be
+    /// (dispatch refuses them: `-BUSY`); the loop reads it again once the
+    /// script ends.
+    fn serve_held(&mut self, slot: usize, gen: u32) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.gen != gen {
+            return;
+        }
+        c.lock_wait = false;
+        let defer =
+            !(c.closing || c.peer_eof || answer(self.server, self.id, self.limits, self.state, c));
+        let broken = match c.flush() {
+            Ok(n) => {
+                self.state.tally.get().net_output_bytes += n as u64;
+                false
+            }
+            Err(_) => true,
+        };
+        let unwritten = c.unwritten() > 0;
+        c.unread = true;
+        self.conns.resume.push(slot);
+        if defer {
+            self.state.deferred.push((slot, gen));
+        }
+        if broken {
+            self.conns.killed.push((slot, gen));
+        } else if unwritten {
+            self.conns.mark_dirty(slot);
+        }
+    }
+
     /// Reads and answers one connection (see the module documentation).
     fn serve_conn(&mut self, slot: usize, hup: bool) {
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
@@ -660,7 +791,11 @@ pub(super) struct Inbox<'a> {
     pub id: usize,
     pub mailbox: &'a mut Mailbox,
     pub kept: &'a mut VecDeque<Msg>,
-    pub deferred: &'a VecDeque<Deferred>,
+    pub deferred: &'a mut VecDeque<Deferred>,
+    /// This loop's connections whose request waits for a lock of its
+    /// shard (`Core::lock_blocked`): answered by the desk once the shard
+    /// is busy ([`take_lock_blocked`]).
+    pub lock_blocked: &'a mut Vec<(usize, u32)>,
     /// The requests it refused (`Core::refused`).
     pub tally: &'a mut Tally,
 }
@@ -674,7 +809,8 @@ macro_rules! inbox_of {
             id: $core.id,
             mailbox: &mut $core.mailbox,
             kept: &mut $core.kept,
-            deferred: &$core.deferred,
+            deferred: &mut $core.deferred,
+            lock_blocked: &mut $core.lock_blocked,
             tally: &mut $core.refused,
         }
     };
@@ -764,7 +900,31 @@ fn serve_inbox(id: usize) {
     INBOX.with(|i| i.set(Some(ptr)));
 }
 
+/// The lent inbox's connections waiting for a lock of loop `id`'s shard
+/// (taken: the desk answers them, [`Desk::serve_held`]), once a busy
+/// script holds that shard, so that dispatch refuses their requests; none
+/// otherwise, or when loop `id` lent no inbox.
+fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
+    // Taken out while it is looked at, as in `serve_inbox`.
+    let Some(mut ptr) = INBOX.with(|i| i.take()) else {
+        return Vec::new();
+    };
+    // SAFETY: as in `serve_inbox`.
+    let inbox = unsafe { ptr.as_mut() };
+    let taken = if inbox.id == id
+        && !inbox.lock_blocked.is_empty()
+        && commands::script::busy::refuse_if_busy(Some(&[id])).is_some()
+    {
+        std::mem::take(inbox.lock_blocked)
+    } else {
+        Vec::new()
+    };
+    INBOX.with(|i| i.set(Some(ptr)));
+    taken
+}
+
 fn take_messages(ib: &mut Inbox<'_>) {
+    refuse_deferred(ib);
     ib.mailbox.collect();
     for _ in 0..INBOX_MAX {
         let Some(m) = ib.mailbox.recv() else { return };
@@ -776,6 +936,49 @@ fn take_messages(ib: &mut Inbox<'_>) {
                 }
             }
             m => ib.kept.push_back(m),
+        }
+    }
+}
+
+/// Remote batches this shard held back behind a lock before its script
+/// was published (a script under its transaction's locks, which took the
+/// shard before it ran: `commands::script::busy::under_locks`) are
+/// answered `-BUSY` as those arriving now are, under the same conditions
+/// ([`refusable`]: none of their connection's work held before them),
+/// if none of their commands ran yet.
+fn refuse_deferred(ib: &mut Inbox<'_>) {
+    if ib.deferred.is_empty() {
+        return;
+    }
+    let Some(e) = commands::script::busy::refuse_if_busy(Some(&[ib.id])) else {
+        return;
+    };
+    let line = e.line();
+    let mut i = 0;
+    while i < ib.deferred.len() {
+        let d = &ib.deferred[i];
+        let conn = d.conn;
+        let whole = match &d.what {
+            super::Held::Batch { batch, next: 0, .. } => batch.ends.is_empty(),
+            _ => false,
+        };
+        let first = !ib.deferred.iter().take(i).any(|e| e.conn == conn);
+        if !(whole && first) {
+            i += 1;
+            continue;
+        }
+        // Taken out first: `refusable` looks at what is held besides it.
+        let Some(d) = ib.deferred.remove(i) else {
+            return;
+        };
+        match d.what {
+            super::Held::Batch { batch, .. } if refusable(ib, conn, &batch) => {
+                refuse_batch(ib, conn, batch, &line);
+            }
+            what => {
+                ib.deferred.insert(i, Deferred { conn, what });
+                i += 1;
+            }
         }
     }
 }

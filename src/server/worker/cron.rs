@@ -177,9 +177,14 @@ impl Worker {
         }
         self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
         // No key expires while clients are paused (see `commands::ops::pause`)
-        // or while DEBUG SET-ACTIVE-EXPIRE 0 holds.
+        // or while DEBUG SET-ACTIVE-EXPIRE 0 holds, nor while a script
+        // running under a transaction's locks may hold this shard (its
+        // time is frozen at its start: see `commands::script::every`).
         let ops = self.core.server.ops;
-        if !ops.pause.paused() && ops.active_expire.load(std::sync::atomic::Ordering::Relaxed) {
+        if !ops.pause.paused()
+            && ops.active_expire.load(std::sync::atomic::Ordering::Relaxed)
+            && !(self.core.locks.any_held() && commands::script::busy::scripts_under_locks())
+        {
             let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);
             (self.core.server.ops.latency).add_if_needed("expire-cycle", started);

@@ -525,7 +525,11 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
                 return false;
             }
         }
-        if ac.out.as_bytes().is_empty() {
+        // PSYNC (its FAILOVER form is coordinated) answers from the
+        // replication thread once the connection is handed over.
+        let syncing = c.client.close_after_reply
+            && c.client.replica.as_ref().is_some_and(|h| h.sync.is_some());
+        if ac.out.as_bytes().is_empty() && !syncing {
             // Every command replies: a coordinator that ended without a
             // reply would leave its client waiting forever (and the
             // replies after it answering the wrong requests).

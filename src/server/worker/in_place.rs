@@ -356,15 +356,38 @@ thread_local! {
     static HOPS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The generations of the script cache and of the function libraries
+/// (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH / RESTORE` bump them):
+/// what [`HOPS`] was remembered under.
+fn script_generations() -> (u64, u64) {
+    (
+        commands::script::cache::cache().generation(),
+        commands::script::library::registry().generation(),
+    )
+}
+
+thread_local! {
+    /// [`script_generations`] when [`HOPS`] was last added to: a flush or
+    /// a library change since forgets it (the scripts and functions gone
+    /// or replaced start unmarked; a remembered key only makes a call hop
+    /// that could have run by a call, so this is for their sake).
+    static HOPS_GEN: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 /// Whether script command `args` is remembered to hop (see `HOPS`): a
-/// thread-local load while none is.
+/// thread-local load while none is, two atomic loads more while some are.
 pub(super) fn known_to_hop(args: Args<'_>) -> bool {
     HOPS.with(|h| {
-        let h = h.borrow();
-        !h.is_empty() && {
-            let k = args.get(1);
-            h.iter().any(|x| x.eq_ignore_ascii_case(k))
+        let mut h = h.borrow_mut();
+        if h.is_empty() {
+            return false;
         }
+        if HOPS_GEN.with(std::cell::Cell::get) != script_generations() {
+            h.clear();
+            return false;
+        }
+        let k = args.get(1);
+        h.iter().any(|x| x.eq_ignore_ascii_case(k))
     })
 }
 
@@ -376,6 +399,10 @@ fn remember_hop(args: Args<'_>) {
     }
     HOPS.with(|h| {
         let mut h = h.borrow_mut();
+        let now = script_generations();
+        if HOPS_GEN.with(|g| g.replace(now)) != now {
+            h.clear();
+        }
         if h.iter().any(|x| x.eq_ignore_ascii_case(k)) {
             return;
         }

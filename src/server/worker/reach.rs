@@ -17,6 +17,12 @@
 //!   the script ends at its next hook call, and its worker only arrives
 //!   then): whoever takes the posted call out of the slot runs it, once.
 //!
+//! While it waits, a caller whose script is published busy serves its
+//! loop's desk at each tick (`commands::script::busy::serve_while_waiting`,
+//! what its hook would do): its clients are answered `-BUSY`, SCRIPT KILL
+//! and SHUTDOWN NOSAVE heard. The desk touches the loop's connections
+//! and mailbox only, nothing the posted closure borrows.
+//!
 //! Why the closure may borrow the caller's stack: the caller does not
 //! return before the call ran (it waits for `done`), as a scoped thread's
 //! parent waits for it; the closure runs shard code only (a command, an
@@ -146,6 +152,10 @@ impl commands::script::every::Reach for Calls {
                 break;
             }
             drop(ran);
+            // The script may be published busy: its loop's clients are
+            // served meanwhile, as its hook serves them (the call runs
+            // shard code only, nothing of the loop's).
+            commands::script::busy::serve_while_waiting();
             // Co-hosted here by now: run it here (if still posted).
             let _ = cohost::with_worker(s, home, |w| {
                 engine::alloc::enter_shard(s);

@@ -339,6 +339,7 @@ pub(super) fn shard_call(
         no_touch: client.no_touch,
         databases: cfg.databases,
         max_bulk_len: cfg.max_bulk_len,
+        reply_cap_bytes: commands::ctx::reply_cap_bytes(&cfg.obuf, client),
         may_block,
         in_tx: false,
         nshards: server.nshards,

@@ -412,6 +412,9 @@ impl Worker {
             }
         }
         self.drain();
+        if self.core.maybe_busy && commands::script::busy::locked_busy(self.core.id) {
+            self.refuse_behind_busy();
+        }
         self.evict_clients();
         self.run_resumes();
         self.publish_events();

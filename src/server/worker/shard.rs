@@ -207,6 +207,18 @@ impl Worker {
                     &mut self.core.scratch,
                 )
             {
+                if let Some(line) = busy_behind(self.core.id, &b.cmds[i..]) {
+                    // Behind a busy script's locks: `-BUSY` for the rest,
+                    // as Redis answers every command then (see `busy`).
+                    for cmd in &b.cmds[i..] {
+                        out.set_resp3(cmd.resp3);
+                        out.error_bytes(&line);
+                        b.ends.push(out.len());
+                        commands::exec::count_rejected(&mut self.core.stats, Some(cmd.resolved.id));
+                        self.core.stats.count_error(&line);
+                    }
+                    break;
+                }
                 b.reply = out.into_bytes();
                 self.core.maybe_busy = true;
                 self.core.deferred.push_back(Deferred {
@@ -307,11 +319,16 @@ impl Worker {
             return;
         }
         // A reply held for the AOF, or a blocked command's missing one,
-        // goes home the usual way.
+        // goes home the usual way; so does one that may pass an output
+        // buffer limit: the home thread checks it before a byte is written
+        // and closes the client instead, as Redis (a direct write sent a
+        // reply past the hard limit whole when the socket took it).
         let direct = b.direct.filter(|_| {
             b.block.is_none()
                 && b.widen.is_none()
                 && !(self.core.aof_always && b.aof_from != usize::MAX)
+                && (b.reply.len() <= crate::server::conn::REPLY_CHUNK
+                    || !self.core.cfg.obuf_limited())
         });
         if let Some(direct) = direct {
             let n = direct.write(&b.reply);
@@ -407,14 +424,23 @@ impl Worker {
         {
             // Records made before the job are not the transaction's.
             self.core.aof_flush();
-            let out = {
+            let (out, lent) = {
+                // The rest of the loop, for a script the job may run under
+                // its locks (`busy::JobDesk`).
+                let (core, desk) = self.split_desk(true);
+                let mut clients = super::busy::JobDesk::new(desk, super::busy::inbox_of!(core));
                 let mut env = ShardEnv {
-                    shard: &mut self.core.shard,
-                    stats: &mut self.core.stats,
-                    clients: &mut self.conns,
+                    shard: &mut core.shard,
+                    stats: &mut core.stats,
+                    clients: &mut clients,
                 };
-                job.call(&mut env)
+                let out = job.call(&mut env);
+                (out, clients.lent())
             };
+            if lent {
+                self.settle_desk();
+                self.after_desk();
+            }
             tracking::tag_touched(&mut self.core, Some(tracking::home_of(conn)));
             let aof = match self.core.aof {
                 Some(_) => self.aof_job_done(conn, release),
@@ -506,6 +532,22 @@ impl Worker {
         // Then the home side's connections that waited for the release.
         self.resume_lock_blocked();
     }
+}
+
+/// The `-BUSY` line for the commands `cmds` of a remote batch that wait
+/// behind a lock of this shard (`id`) while a published script's
+/// transaction holds it (`script::busy::locked_busy`); `None` when none
+/// does, or one of them may run while busy (the batch waits then, keeping
+/// its order).
+fn busy_behind(id: usize, cmds: &[super::super::mailbox::BatchCmd]) -> Option<Vec<u8>> {
+    if !commands::script::busy::locked_busy(id)
+        || cmds
+            .iter()
+            .any(|c| c.resolved.spec.has(commands::table::flags::ALLOW_BUSY))
+    {
+        return None;
+    }
+    commands::script::busy::refuse_if_busy(Some(&[id])).map(|e| e.line())
 }
 
 /// Overlaps the key-lookup cache misses of a whole batch: two passes of

@@ -25,6 +25,10 @@
 //! them as missing (`exec::run_shard`) and the active expire cycle waits.
 //! Not done: Redis also stops evicting keys meanwhile; Tessera's shards
 //! keep evicting.
+//!
+//! FAILOVER pauses writes too (`Pause::set_failover`), with no end time:
+//! the failover lifts it when it completes or aborts; CLIENT UNPAUSE does
+//! not (see `repl::failover`).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -40,14 +44,24 @@ use crate::util::eq_ic;
 const NONE: u8 = 0;
 const WRITE_ONLY: u8 = 1;
 const ALL: u8 = 2;
+/// The bits of `Pause::kind` that CLIENT PAUSE sets (NONE, WRITE_ONLY or
+/// ALL); the FAILOVER bit is the failover's own pause.
+const CLIENT_BITS: u8 = 3;
+const FAILOVER: u8 = 4;
 
-/// The pause every thread reads.
+/// The pause every thread reads. Two purposes share it, as Redis 7.0's
+/// `pause_purpose`: CLIENT PAUSE (a kind and an end time; CLIENT UNPAUSE
+/// ends it) and FAILOVER (writes, until the failover ends; only the
+/// failover lifts it). One byte holds both, so that dispatch's check while
+/// nothing is paused stays one atomic load.
 #[derive(Default)]
 pub struct Pause {
+    /// CLIENT PAUSE's kind in `CLIENT_BITS`, and `FAILOVER`.
     kind: AtomicU8,
-    /// Unix ms at which the pause ends.
+    /// Unix ms at which CLIENT PAUSE's part ends.
     end_ms: AtomicU64,
-    /// Bumped by every PAUSE and UNPAUSE: held clients try again.
+    /// Bumped by every PAUSE and UNPAUSE (and the failover's start and
+    /// end): held clients try again.
     gen: AtomicU64,
 }
 
@@ -62,21 +76,50 @@ impl Pause {
         self.gen.load(Ordering::Acquire)
     }
 
-    /// When the pause ends (Unix ms), if clients are paused.
+    /// When the pause may change (Unix ms), if clients are paused: CLIENT
+    /// PAUSE's end while it holds (even past: the holders must look
+    /// again), else `u64::MAX` under a failover's pause alone (its end
+    /// bumps the generation).
     pub fn end_ms(&self) -> Option<u64> {
-        self.active().then(|| self.end_ms.load(Ordering::Acquire))
+        let k = self.kind.load(Ordering::Acquire);
+        if k & CLIENT_BITS != NONE {
+            Some(self.end_ms.load(Ordering::Acquire))
+        } else if k & FAILOVER != 0 {
+            Some(u64::MAX)
+        } else {
+            None
+        }
     }
 
-    /// Redis's `pauseClients`: the stricter kind and the later end win.
+    /// Redis's `pauseClients(PAUSE_BY_CLIENT_COMMAND)`: the stricter kind
+    /// and the later end win.
     fn pause(&self, end_ms: u64, kind: u8) {
         self.end_ms.fetch_max(end_ms, Ordering::AcqRel);
-        self.kind.fetch_max(kind, Ordering::AcqRel);
+        let _ = self
+            .kind
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+                Some((k & !CLIENT_BITS) | (k & CLIENT_BITS).max(kind))
+            });
         self.gen.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// CLIENT UNPAUSE: ends CLIENT PAUSE's part only (a failover keeps
+    /// writes paused, as Redis's `unpauseClients(PAUSE_BY_CLIENT_COMMAND)`).
     fn unpause(&self) {
-        self.kind.store(NONE, Ordering::Release);
+        self.kind.fetch_and(!CLIENT_BITS, Ordering::AcqRel);
         self.end_ms.store(0, Ordering::Release);
+        self.gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// FAILOVER's pause of writes (`on`) or its end (Redis's
+    /// `PAUSE_DURING_FAILOVER`). The caller wakes every thread
+    /// (`ServerShared::wake_all`) so that held clients look again.
+    pub fn set_failover(&self, on: bool) {
+        if on {
+            self.kind.fetch_or(FAILOVER, Ordering::AcqRel);
+        } else {
+            self.kind.fetch_and(!FAILOVER, Ordering::AcqRel);
+        }
         self.gen.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -84,7 +127,7 @@ impl Pause {
     /// `checkClientPauseTimeoutAndReturnIfPaused`): while they are, keys
     /// past their deadline read as missing but are not deleted, actively
     /// or on access, so that a replica sees no write (one atomic load while
-    /// nothing is paused). Ends a pause whose time is up.
+    /// nothing is paused). Ends a CLIENT PAUSE whose time is up.
     #[inline]
     pub fn paused(&self) -> bool {
         self.active() && self.not_over()
@@ -92,26 +135,29 @@ impl Pause {
 
     #[cold]
     fn not_over(&self) -> bool {
-        if self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
-            self.kind.store(NONE, Ordering::Release);
-            return false;
+        self.client_kind() != NONE || self.kind.load(Ordering::Acquire) & FAILOVER != 0
+    }
+
+    /// CLIENT PAUSE's kind now, ending it if its time is up.
+    fn client_kind(&self) -> u8 {
+        let kind = self.kind.load(Ordering::Acquire) & CLIENT_BITS;
+        if kind != NONE && self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
+            self.kind.fetch_and(!CLIENT_BITS, Ordering::AcqRel);
+            return NONE;
         }
-        true
+        kind
     }
 
     /// Whether dispatch must hold command `r` (see the module docs). Ends
-    /// a pause whose time is up.
+    /// a CLIENT PAUSE whose time is up.
     #[cold]
     pub fn holds(&self, r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
-        let kind = self.kind.load(Ordering::Acquire);
-        if kind == NONE {
-            return false;
+        let failover = self.kind.load(Ordering::Acquire) & FAILOVER != 0;
+        let kind = self.client_kind();
+        if kind == ALL {
+            return true;
         }
-        if self.end_ms.load(Ordering::Acquire) <= engine::now_ms() {
-            self.kind.store(NONE, Ordering::Release);
-            return false;
-        }
-        kind == ALL || may_replicate(r, args, ctx)
+        (kind == WRITE_ONLY || failover) && may_replicate(r, args, ctx)
     }
 }
 

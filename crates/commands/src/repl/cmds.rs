@@ -12,10 +12,11 @@
 
 use std::sync::Arc;
 
-use resp::Args;
+use resp::{Args, Reply};
 
 use super::{Role, SyncRequest, WaitRequest};
-use crate::ctx::ConnCtx;
+use crate::coord::{Coordinator, OneStep, Plan};
+use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_i64};
@@ -36,9 +37,10 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         -3,
         ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
         NO_KEYS,
-        Exec::Conn(psync),
+        Exec::Coord(psync),
         ADMIN_ACL,
-    ),
+    )
+    .with_locks(psync_locks),
     CommandSpec::new(
         "sync",
         1,
@@ -117,7 +119,13 @@ fn replconf(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// A replica may sync only from a master, or from a replica whose own
 /// link is up (Redis's NOMASTERLINK).
 fn may_sync(c: &ConnCtx<'_>) -> Result<(), CmdError> {
-    match &c.server.repl.lock().role {
+    let g = c.server.repl.lock();
+    if g.failover.state != super::failover::State::None {
+        return Err(CmdError::Raw(
+            "NOMASTERLINK Can't SYNC while failing over".into(),
+        ));
+    }
+    match &g.role {
         Role::Replica { link, .. } if *link != super::LinkState::Connected => Err(CmdError::Raw(
             "NOMASTERLINK Can't SYNC while not connected with my master".into(),
         )),
@@ -125,19 +133,73 @@ fn may_sync(c: &ConnCtx<'_>) -> Result<(), CmdError> {
     }
 }
 
-/// PSYNC replicationid offset: no reply here; the runtime takes the
-/// connection over (see the module docs).
-fn psync(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
-    if c.client.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
-        return Ok(());
+/// `PSYNC replid offset FAILOVER`: the master asks this replica to take
+/// over (a coordinated failover, see `failover`).
+fn takes_over(args: Args<'_>) -> bool {
+    args.len() > 3 && eq_ic(args.get(3), "failover")
+}
+
+/// PSYNC FAILOVER promotes this replica: whole-keyspace Write locks, as
+/// REPLICAOF NO ONE. A plain PSYNC touches no data.
+fn psync_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    let mut set = crate::tx::LockSet::default();
+    if takes_over(args) {
+        set.whole(nshards, crate::tx::Mode::Write);
     }
-    may_sync(c)?;
+    Some(set)
+}
+
+/// PSYNC replicationid offset [FAILOVER]: no reply here; the runtime
+/// takes the connection over (see the module docs). With FAILOVER (Redis
+/// 6.2's coordinated failover), a replica whose replication ID is
+/// `replicationid` first becomes a master, so that its old master
+/// continues from it (`+CONTINUE` with the new ID); a master refuses it,
+/// and a replica another ID, with Redis's errors.
+fn psync(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let nothing = |_: Vec<()>, _: &mut Reply, _: &mut ClientState| Ok(());
+    if c.client.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        return Ok(OneStep::boxed(Plan::default(), nothing));
+    }
+    let server = c.server.clone();
+    let takeover = takes_over(args);
+    if takeover {
+        if !server.repl.is_replica() {
+            return Err(CmdError::err("PSYNC FAILOVER can't be sent to a master."));
+        }
+        if !eq_ic(args.get(1), &server.repl.ids().replid) {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+    } else {
+        may_sync(c)?;
+    }
     let offset = parse_i64(args.get(2))?;
     let replid = String::from_utf8_lossy(args.get(1)).into_owned();
+    if !takeover {
+        mark_sync(c, SyncRequest::Psync { replid, offset });
+        return Ok(OneStep::boxed(Plan::default(), nothing));
+    }
+    crate::persist::log(
+        false,
+        &format!("Failover request received for replid {replid}."),
+    );
+    let who = format!("id={} addr={}", c.client.id, c.client.addr);
+    mark_sync(c, SyncRequest::Psync { replid, offset });
+    let plan = crate::replica::promotion_plan(&server);
+    Ok(OneStep::boxed(
+        plan,
+        move |_: Vec<()>, _: &mut Reply, _: &mut ClientState| {
+            crate::replica::promote(&server, &format!("failover request from '{who}'"));
+            Ok(())
+        },
+    ))
+}
+
+/// Records the sync `req` on the connection, which closes (the runtime
+/// takes its socket) once its earlier replies are out.
+fn mark_sync(c: &mut ConnCtx<'_>, req: SyncRequest) {
     let hello = c.client.replica.get_or_insert_with(Default::default);
-    hello.sync = Some(SyncRequest::Psync { replid, offset });
+    hello.sync = Some(req);
     c.client.close_after_reply = true;
-    Ok(())
 }
 
 /// SYNC: the old protocol, a full sync without the `+FULLRESYNC` line.
@@ -146,9 +208,7 @@ fn sync(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
         return Ok(());
     }
     may_sync(c)?;
-    let hello = c.client.replica.get_or_insert_with(Default::default);
-    hello.sync = Some(SyncRequest::Sync);
-    c.client.close_after_reply = true;
+    mark_sync(c, SyncRequest::Sync);
     Ok(())
 }
 

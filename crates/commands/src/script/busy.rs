@@ -93,12 +93,35 @@
 //! anything no take-back undoes too (`run::Run::hop_instead`). Idle loops
 //! lent by nested calls are all served ([`lend_idle`] chains them).
 //!
-//! Not covered: EVAL inside MULTI/EXEC runs as a transaction's job, which
-//! holds the connection table (CLIENT commands reach it): its loop serves
-//! nothing until it ends. Other threads' requests already in this shard's
-//! mailbox when the script became busy are answered `-BUSY` by the desk
-//! (the runtime lends it the loop's mailbox too); new ones are refused by
-//! the sender's dispatch (`refuse_if_busy`).
+//! # Scripts under a transaction's locks
+//!
+//! A script that runs as a transaction's job rather than in place (one
+//! on every shard, `super::every`, which write-locks them all; one inside
+//! MULTI/EXEC, whose block locks its keys) runs through [`under_locks`]:
+//! the job's registry lends the loop it runs on to the hook
+//! (`ClientRegistry::lend_desk`: the connection table is the desk's
+//! meanwhile, which a script never reaches), so its own thread's clients
+//! are served as above, and the script is published with the shards its
+//! transaction locks (`Running::locked`). Their commands get `-BUSY` on
+//! every thread, as the home shard's do (keys of shards the transaction
+//! does not lock keep being served: Redis answers those `-BUSY` too);
+//! each of their loops, free meanwhile, answers `-BUSY` to the requests
+//! that already waited behind the locks ([`locked_busy`]: the runtime
+//! tries them again as at a release, and refuses what is still held
+//! back), and its own loop's connections blocked on a lock are
+//! dispatched again, refused. The first busy pass wakes every loop for
+//! that. A WATCH of keys of a locked shard (not the home one) waits for
+//! the locks, as it would anyway. While the script's thread waits for a
+//! call posted to another shard's loop (`every::Reach`), the desk is
+//! served at each tick ([`serve_while_waiting`]).
+//!
+//! Other threads' requests already in the script's shard's mailbox when
+//! it became busy are answered `-BUSY` by the desk (the runtime lends it
+//! the loop's mailbox too); new ones are refused by the sender's dispatch
+//! (`refuse_if_busy`). What the script's own loop held back behind its
+//! shard's lock, taken before the script ran (its own connections'
+//! requests, other threads' batches not started), is answered by the desk
+//! too.
 //!
 //! SHUTDOWN while a script is busy answers `-BUSY`; SHUTDOWN NOSAVE stops
 //! every busy script (as SCRIPT KILL would, written or not) and drops its
@@ -171,6 +194,13 @@ pub struct Running {
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
     /// WATCH of their keys is not the script's to take.
     stalled: Mutex<Vec<usize>>,
+    /// Shards its transaction holds under locks while it runs (a script
+    /// on every shard, `super::every`, or inside MULTI/EXEC; see
+    /// [`under_locks`]): their commands get `-BUSY` as `home`'s do, and
+    /// what waits behind those locks is answered `-BUSY` by their loops
+    /// ([`locked_busy`]). A WATCH of their keys is not the script's to
+    /// take (it waits for the locks).
+    locked: Vec<usize>,
     /// Runs in place (`super::in_place`): it holds the real shards `home`
     /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
     in_place: bool,
@@ -234,6 +264,108 @@ pub fn watch_while_busy(
     true
 }
 
+thread_local! {
+    /// The shards the transaction of the job running on this thread holds
+    /// under locks, for a script it runs ([`under_locks`]).
+    static LOCKED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// This thread's published run, for [`serve_while_waiting`].
+    static CURRENT: RefCell<Option<Arc<Running>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, a script that a transaction's job runs while the transaction
+/// holds `locked` (shard ids) under locks: a script on every shard
+/// (`super::every`, which write-locks them all) or one inside MULTI/EXEC.
+/// Past the threshold it is published with them: commands that need them
+/// get `-BUSY` on every thread (not a silent wait behind the locks), and
+/// each of their loops answers `-BUSY` to what already waits there
+/// ([`locked_busy`]). The job's event loop is lent to its busy passes
+/// (`clients`' [`ClientRegistry::lend_desk`]), so the clients of the
+/// script's own thread are served (`-BUSY`, SCRIPT KILL, SHUTDOWN
+/// NOSAVE) as those of a script run in place are.
+///
+/// [`ClientRegistry::lend_desk`]: crate::coord::ClientRegistry::lend_desk
+pub fn under_locks<R>(
+    clients: &mut dyn crate::coord::ClientRegistry,
+    locked: &[usize],
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore(Vec<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LOCKED.with(|l| std::mem::swap(&mut *l.borrow_mut(), &mut self.0));
+        }
+    }
+    struct Count(());
+    impl Drop for Count {
+        fn drop(&mut self) {
+            UNDER_LOCKS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _restore = Restore(LOCKED.with(|l| l.replace(locked.to_vec())));
+    UNDER_LOCKS.fetch_add(1, Ordering::Relaxed);
+    let _running = Count(());
+    let mut f = Some(f);
+    let mut r = None;
+    clients.lend_desk(&mut || {
+        if let Some(f) = f.take() {
+            r = Some(f());
+        }
+    });
+    // INVARIANT: `lend_desk` runs its closure once (`f` otherwise).
+    r.expect("lend_desk ran the script")
+}
+
+/// Scripts running in [`under_locks`] now, on every thread.
+static UNDER_LOCKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a script runs under its transaction's locks now, anywhere
+/// ([`under_locks`]; one relaxed load): a shard that holds locks then
+/// skips its active expiry cycle (see `every`: the script's calls there
+/// judge expiry by its start time, as Redis freezes the time for a
+/// script; keys must not expire under it meanwhile).
+#[inline]
+pub fn scripts_under_locks() -> bool {
+    UNDER_LOCKS.load(Ordering::Relaxed) != 0
+}
+
+/// Whether a published script's transaction holds `shard` under locks
+/// ([`under_locks`]): its loop answers `-BUSY` to the requests that wait
+/// there behind them, as Redis answers every command while busy. False at
+/// once when no script is busy.
+#[inline]
+pub fn locked_busy(shard: usize) -> bool {
+    any() && locked_busy_slow(shard)
+}
+
+#[cold]
+fn locked_busy_slow(shard: usize) -> bool {
+    busy_list().iter().any(|r| r.locked.contains(&shard))
+}
+
+/// Whether this thread's running script is published and holds shards
+/// under locks (the runtime then wakes every loop once, so those that
+/// hold requests behind the locks answer them `-BUSY` now).
+pub fn published_under_locks() -> bool {
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(|r| !r.locked.is_empty()))
+}
+
+/// A busy pass for this thread's published script while it waits for
+/// something other than Lua (a call posted to another shard's loop,
+/// `every::Reach`): its hook cannot run meanwhile. Nothing when no
+/// script of this thread is published.
+pub fn serve_while_waiting() {
+    let Some(p) = CURRENT.with(|c| c.borrow().clone()) else {
+        return;
+    };
+    serve_pinned(&p, true);
+    let idle = stall_idle(&p);
+    serve_while_busy();
+    serve_pinned(&p, false);
+    if idle {
+        serve_idle(false);
+    }
+}
+
 /// Whether a published script holds `shard` itself (not one on gathered
 /// copies): a WATCH of its keys is taken by [`watch_while_busy`].
 pub fn holds_shard(shard: usize) -> bool {
@@ -241,6 +373,27 @@ pub fn holds_shard(shard: usize) -> bool {
 }
 
 impl Running {
+    /// Whether a command that needs shards `s` must wait for it: it holds
+    /// or stops one of them (its shard, its loop, a loop it pinned or
+    /// stalls, a shard its transaction locks).
+    fn stops_any(&self, s: &[usize]) -> bool {
+        self.shard.is_some_and(|b| s.contains(&b))
+            || self.home.is_some_and(|h| s.contains(&h))
+            || self
+                .pinned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|p| s.contains(p))
+            || self
+                .stalled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|p| s.contains(p))
+            || self.locked.iter().any(|p| s.contains(p))
+    }
+
     /// Whether it holds real shard `s`: the one it runs on, or, run in
     /// place, its home or one it pinned.
     fn holds(&self, s: usize) -> bool {
@@ -338,20 +491,7 @@ fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
     let list = busy_list();
     let r = list.iter().find(|r| match shards {
         None => true,
-        Some(s) => {
-            r.shard.is_some_and(|b| s.contains(&b))
-                || r.home.is_some_and(|h| s.contains(&h))
-                || r.pinned
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .any(|p| s.contains(p))
-                || r.stalled
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .any(|p| s.contains(p))
-        }
+        Some(s) => r.stops_any(s),
     })?;
     Some(CmdError::Raw(
         if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
@@ -820,6 +960,12 @@ impl HookState {
     pub fn end(self: &Rc<Self>, lua: &Lua) -> bool {
         let t = self.run.borrow_mut().take();
         if let Some(p) = t.and_then(|t| t.published) {
+            CURRENT.with(|c| {
+                let mut c = c.borrow_mut();
+                if c.as_ref().is_some_and(|r| Arc::ptr_eq(r, &p)) {
+                    *c = None;
+                }
+            });
             let mut list = busy_list();
             list.retain(|r| !Arc::ptr_eq(r, &p));
             BUSY_COUNT.store(list.len(), Ordering::Relaxed);
@@ -985,6 +1131,7 @@ fn publish(t: &mut Timed) {
         home: DESK_HOME.with(|d| d.get()),
         pinned: Mutex::new(Vec::new()),
         stalled: Mutex::new(Vec::new()),
+        locked: LOCKED.with(|l| l.borrow().clone()),
         in_place: t.in_place,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
@@ -1008,6 +1155,8 @@ fn publish(t: &mut Timed) {
     let mut list = busy_list();
     list.push(r.clone());
     BUSY_COUNT.store(list.len(), Ordering::Relaxed);
+    drop(list);
+    CURRENT.with(|c| *c.borrow_mut() = Some(r.clone()));
     t.published = Some(r);
 }
 
@@ -1076,6 +1225,7 @@ mod tests {
             home: Some(0),
             pinned: Mutex::new(Vec::new()),
             stalled: Mutex::new(Vec::new()),
+            locked: Vec::new(),
             in_place: true,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
@@ -1115,6 +1265,7 @@ mod tests {
             home: Some(home),
             pinned: Mutex::new(pinned),
             stalled: Mutex::new(Vec::new()),
+            locked: Vec::new(),
             in_place: false,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
@@ -1141,6 +1292,41 @@ mod tests {
         });
         serve_idle(true);
         assert_eq!(own.1, vec![true, false]);
+    }
+
+    /// A job's registry that counts the lends of its loop.
+    struct Lends(u32);
+    impl crate::coord::ClientRegistry for Lends {
+        fn for_each(&self, _f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo)) {}
+        fn kill(&mut self, _id: u64) -> bool {
+            false
+        }
+        fn lend_desk(&mut self, f: &mut dyn FnMut()) {
+            self.0 += 1;
+            f()
+        }
+    }
+
+    /// A script under a transaction's locks runs with its job's loop lent
+    /// (once) and its locked shards named, for the call only; published
+    /// with them, it stops commands of those shards and of its home, and
+    /// of no other.
+    #[test]
+    fn under_locks_lends_the_loop_and_names_its_shards_for_the_call_only() {
+        let mut reg = Lends(0);
+        let seen = under_locks(&mut reg, &[1, 3], || {
+            let inner = under_locks(&mut Lends(0), &[2], || LOCKED.with(|l| l.borrow().clone()));
+            assert_eq!(inner, vec![2]);
+            LOCKED.with(|l| l.borrow().clone())
+        });
+        assert_eq!((seen, reg.0), (vec![1, 3], 1));
+        assert!(LOCKED.with(|l| l.borrow().is_empty()));
+
+        let mut r = running(0, Vec::new());
+        r.locked = vec![1, 3];
+        assert!(r.stops_any(&[3]) && r.stops_any(&[0, 2]) && !r.stops_any(&[2, 4]));
+        // A WATCH of a locked shard's keys is not the script's to take.
+        assert!(!r.holds(3));
     }
 
     /// A desk that counts its passes.

@@ -13,7 +13,7 @@
 //! scripts in 7.0); SCRIPT FLUSH frees it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::shebang::ScriptFlags;
@@ -31,33 +31,58 @@ pub struct Script {
     pub hop: HopMark,
 }
 
-/// Set on a script or function once a run of it did what a run by a
-/// call from another co-hosted loop must not do (the runtime's
-/// `in_place::by_call`): something no take-back undoes (a PUBLISH, a
-/// write over a value too large to copy: see `run::Run::hop_instead`),
-/// or run past `busy-reply-threshold`. A run by a call is taken back
-/// before either and runs again as a hop, which leaves the caller's loop
-/// free; once marked, later calls hop at once instead of running twice.
-/// Never cleared (a script or library loaded again starts unmarked): a
-/// script that does so only sometimes costs a hop (~6 k instructions)
-/// per call from another loop.
+/// What runs of a script or function taught: two marks, never cleared
+/// (a script or library loaded again starts unmarked).
+///
+/// *Hop*: set once a run of it did what a run by a call from another
+/// co-hosted loop must not do (the runtime's `in_place::by_call`):
+/// something no take-back undoes (a PUBLISH, a write over a value too
+/// large to copy: see `run::Run::hop_instead`), or run past
+/// `busy-reply-threshold`. A run by a call is taken back before either
+/// and runs again as a hop, which leaves the caller's loop free; once
+/// marked, later calls hop at once instead of running twice. A script
+/// that does so only sometimes costs a hop (~6 k instructions) per call
+/// from another loop.
+///
+/// *Every shard*: set once a run of it called a keyspace-wide command
+/// (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL, SWAPDB): EXEC takes
+/// whole-shard write locks on every shard for a block that queues it (see
+/// `multi`, `script::needs_every`), where such a call is refused
+/// otherwise (a script inside MULTI/EXEC cannot run again under wider
+/// locks).
 #[derive(Debug, Default)]
-pub struct HopMark(AtomicBool);
+pub struct HopMark(AtomicU8);
+
+/// [`HopMark`]'s bits.
+const HOP: u8 = 1;
+const EVERY: u8 = 2;
 
 impl HopMark {
     #[inline]
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.load(Ordering::Relaxed) & HOP != 0
     }
 
     pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.fetch_or(HOP, Ordering::Relaxed);
+    }
+
+    /// Whether a run called a keyspace-wide command.
+    #[inline]
+    pub fn needs_every(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & EVERY != 0
+    }
+
+    pub fn set_needs_every(&self) {
+        if !self.needs_every() {
+            self.0.fetch_or(EVERY, Ordering::Relaxed);
+        }
     }
 }
 
 impl Clone for HopMark {
     fn clone(&self) -> HopMark {
-        HopMark(AtomicBool::new(self.is_set()))
+        HopMark(AtomicU8::new(self.0.load(Ordering::Relaxed)))
     }
 }
 

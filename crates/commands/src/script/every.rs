@@ -24,7 +24,10 @@
 //! run at the top of its next turn while the script's thread waits.
 //! Nothing else runs on any shard meanwhile: plain commands and other
 //! transactions are deferred behind the whole-shard write locks, the
-//! active expiry cycle skips a shard that holds a lock, and the home
+//! active expiry cycle skips a shard that holds a lock while such a
+//! script runs (`busy::scripts_under_locks`), each call judges expiry by
+//! the home shard's clock, which does not tick meanwhile (the time is
+//! frozen for the script, as in Redis: `in_place::on_shard`), and the home
 //! shard's own thread is inside the job. So the script is atomic and
 //! isolated as in Redis, without copying a value.
 //!
@@ -91,29 +94,48 @@
 //! A run that does not hold every shard and calls a keyspace command,
 //! INFO (its keyspace is every shard's), or a key of another database on
 //! a shard it does not hold, is taken back and runs again here, if it can
-//! (nothing published or written that cannot be taken back), unless the
-//! shards it needs are co-hosted and free (then in place, as before).
-//! Inside MULTI/EXEC a script cannot run again: it reaches every shard
-//! only when the block's locks already cover them all (it queues a
-//! keyspace command: `multi` then takes those locks as write locks and
-//! runs each script alone in its segment, through [`apart`]).
+//! (nothing written that cannot be taken back; what it published is held
+//! until the run completes and dropped with it, `traces::hold_publish`),
+//! unless the shards it needs are co-hosted and free (then in place, as
+//! before). Inside MULTI/EXEC a script cannot run again: it reaches every
+//! shard only when the block's locks cover them all, which `multi` takes
+//! (whole-shard write locks, each script alone in its segment, run on
+//! the home shard through [`apart`]) for a block that queues a keyspace
+//! command or a script known to call one (`script::needs_every`: its
+//! code names one in a string literal, or a run of it called one, the
+//! `HopMark`'s every-shard bit).
+//!
+//! A call here naming keys of several shards (LMOVE a b, SMOVE, RENAME,
+//! ZUNIONSTORE ..., `a` and `b` apart) runs as such a command runs inside
+//! MULTI/EXEC, on copies of its keys gathered from their shards and
+//! written back, each shard reached by a call (`run::across`,
+//! `scratch::across`): every shard is write-locked by the script, so
+//! nothing else runs in between.
 //!
 //! # What differs from Redis
 //!
-//! - Past `busy-reply-threshold` the script is published as any script
-//!   (SCRIPT KILL and FUNCTION KILL from another thread reach it, keyless
-//!   commands get `-BUSY` there) but not taken back (it holds every
-//!   shard under locks), and it holds no one shard: other clients' keyed
-//!   commands wait behind the locks instead of getting `-BUSY`, and the
-//!   clients of its own thread wait for its end, as for a script inside
-//!   MULTI/EXEC (a transaction's job: see `busy`, "Not covered").
-//! - A single call naming keys of two shards (LMOVE a b, a and b apart)
-//!   is refused (`run::NOT_HELD`).
-//! - A script alone in a MULTI/EXEC block, or one that published or made
-//!   a change that cannot be taken back before its first keyspace call,
-//!   is refused (`run::EVERY_SHARD`).
-//! - Its calls on another shard see that shard's clock, which moves on
-//!   between calls (Redis freezes the time for a script).
+//! - Past `busy-reply-threshold` the script is published with every
+//!   shard (`busy::under_locks`), not taken back: as in Redis every
+//!   command gets `-BUSY` (what already waited behind the locks too) and
+//!   SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE reach it, from any
+//!   thread, its own included (its job lends its loop to its hook, also
+//!   served while it waits for a call posted to another shard). What
+//!   its own loop's connections sent before it was published and that
+//!   waits for a lock of its shard waits for its end.
+//! - A call naming keys of several shards runs on copies of them (see
+//!   above), except COPY ... DB and SORT with BY / GET keys of another
+//!   shard, which are refused (`run::NOT_HELD`).
+//! - Inside MULTI/EXEC, a script whose code builds the keyspace command's
+//!   name at run time and that never called one before is refused its
+//!   first time (`run::EVERY_SHARD`); EXEC locks every shard for it from
+//!   then on. Outside, a run that made a change that cannot be taken back
+//!   (a value over the take-back bounds, MOVE, COPY ... DB) before its
+//!   first keyspace call is refused, as is one that published with no
+//!   room left to hold the message (`traces::HELD_MAX` traces held).
+//! - A subscriber gets a script's messages in order and its keyspace
+//!   events in order, but not interleaved as Redis interleaves them: the
+//!   messages go during or right after the run (held while it may be
+//!   taken back), the events when the runtime publishes them after it.
 //!
 //! # Effects
 //!
@@ -122,7 +144,8 @@
 //!   the script's records are one block in the order they were made,
 //!   which the transaction writes as one MULTI/EXEC (as Redis 7.0).
 //! - Keyspace events move to the home shard after each call, as in place
-//!   (`run::Run::after_call`).
+//!   (`run::Run::after_call`); a call on copies across shards leaves the
+//!   gather's (expired keys) first, then its own (`run::across`).
 //! - Blocked clients served, dirty counts and tracking tags: each shard's
 //!   own turn handles them after the call (its drain serves keys made
 //!   ready; invalidations go out untagged with the script's connection).
@@ -306,6 +329,7 @@ impl Coordinator for Run {
                     no_touch,
                     databases,
                     max_bulk_len,
+                    reply_cap_bytes: 0,
                     may_block: false,
                     // Its records join the transaction's (as a job's).
                     in_tx: true,
@@ -318,7 +342,12 @@ impl Coordinator for Run {
                     tracker: None,
                     in_place: Some(&mut apart),
                 };
-                let res = handler(&mut ctx, args.args());
+                // Every shard is write-locked for it: past the threshold
+                // they all answer `-BUSY`, its own loop from its hook.
+                let all: Vec<usize> = (0..nshards).collect();
+                let res = crate::script::busy::under_locks(&mut *env.clients, &all, || {
+                    handler(&mut ctx, args.args())
+                });
                 let block = ctx.block.take();
                 let failed = match (res, block) {
                     (Err(e), _) => Some(e),

@@ -43,9 +43,12 @@
 //! are taken back on every shard it wrote (`run::Undo`, one per shard),
 //! and it runs again from the start on copies under locks over its keys
 //! and those found (or, for a keyspace command, INFO or another
-//! database's key, under locks on every shard: `every`). Where that is impossible (it already wrote what
-//! cannot be taken back), the call is refused with the error a one-shard
-//! script gets.
+//! database's key, under locks on every shard: `every`). Where that is
+//! impossible (it already wrote what cannot be taken back, or a keyspace
+//! call pinned every shard), keys of two shards it holds (or can pin
+//! now) run on copies of them (`run::across`, nothing else runs on a
+//! pinned shard); otherwise the call is refused with the error a
+//! one-shard script gets.
 //!
 //! # Effects, identical to the copies' path
 //!
@@ -64,8 +67,8 @@
 //!   copies if it still can be (`busy::HookState::in_place`): there it
 //!   holds its keys only, and the watchdog gives the other loops back to
 //!   their threads, so their clients get `-BUSY` or are served, and can
-//!   send SCRIPT KILL. One that cannot (it published or wrote what cannot
-//!   be taken back) stays, published with its caller's loop and every
+//!   send SCRIPT KILL. One that cannot (it wrote what cannot be taken
+//!   back, or published with no room to hold the message) stays, published with its caller's loop and every
 //!   loop it pinned (`busy::lend_pinned`): the pinned loops' clients are
 //!   served from its hook as its own loop's are (`-BUSY`, SCRIPT KILL,
 //!   FUNCTION KILL, SHUTDOWN NOSAVE), and their shards' commands get
@@ -144,9 +147,17 @@ pub(crate) fn on_shard<R>(
     }
     let shards = shards.expect("INVARIANT: in place, another shard");
     let (mut f, mut r) = (Some(f), None);
+    // One clock for the whole script, as Redis freezes time for a script
+    // (expiry judged at its start): the home shard's, which does not tick
+    // while the script runs. The other shard's loop may have ticked since
+    // (a call posted to its thread runs in its next turn): its own clock
+    // is put back after the call.
+    let now = home.now_ms;
     shards.with_shard(s, &mut |sh| {
         if let Some(f) = f.take() {
+            let own = std::mem::replace(&mut sh.now_ms, now);
             r = Some(f(sh));
+            sh.now_ms = own;
         }
     });
     r.expect("INVARIANT: a held shard lends")

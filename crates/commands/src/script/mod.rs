@@ -236,6 +236,74 @@ pub fn declared_flags(r: crate::table::Resolved, args: Args<'_>) -> Option<sheba
     flags.shebang.then_some(flags)
 }
 
+/// Whether script command `args` (EVAL, EVALSHA, FCALL and their `_RO`)
+/// is known to call a keyspace-wide command (KEYS, SCAN, DBSIZE ...):
+/// its code names one in a string literal, or a run of it called one
+/// (`cache::HopMark`). EXEC then takes whole-shard write locks on every
+/// shard for its block (`multi`), since a script inside MULTI/EXEC cannot
+/// run again under wider locks. Read only for a block that queues a
+/// script.
+pub(crate) fn needs_every(name: &str, args: Args<'_>) -> bool {
+    match name {
+        "eval" | "eval_ro" => {
+            let body = args.get(1);
+            names_keyspace_command(body)
+                || cache::cache()
+                    .get(&sha1::hex(body))
+                    .is_some_and(|s| s.hop.needs_every())
+        }
+        "evalsha" | "evalsha_ro" => cache::key(args.get(1))
+            .and_then(|k| cache::cache().get(&k))
+            .is_some_and(|s| s.hop.needs_every() || names_keyspace_command(&s.body)),
+        "fcall" | "fcall_ro" => library::registry()
+            .read()
+            .function(args.get(1))
+            .is_some_and(|(lib, idx)| {
+                lib.functions[idx].hop.needs_every() || names_keyspace_command(&lib.code)
+            }),
+        _ => false,
+    }
+}
+
+/// Whether `code` has a string literal ('...' or "...") naming a
+/// keyspace-wide command, in any case (`redis.call('keys', ...)`); a
+/// name built at run time is learnt by running instead
+/// ([`needs_every`]).
+fn names_keyspace_command(code: &[u8]) -> bool {
+    /// The longest name ("randomkey").
+    const LONGEST: usize = 9;
+    let mut i = 0;
+    while i < code.len() {
+        let q = code[i];
+        i += 1;
+        if q != b'\'' && q != b'"' {
+            continue;
+        }
+        let rest = &code[i..];
+        let Some(end) = rest.iter().take(LONGEST + 1).position(|&c| c == q) else {
+            continue;
+        };
+        let word = &rest[..end];
+        if [
+            "keys",
+            "scan",
+            "dbsize",
+            "randomkey",
+            "flushdb",
+            "flushall",
+            "swapdb",
+        ]
+        .iter()
+        .any(|n| word.eq_ignore_ascii_case(n.as_bytes()))
+        {
+            return true;
+        }
+        // Past the literal (its closing quote opens nothing).
+        i += end + 1;
+    }
+    false
+}
+
 /// The declared keys: `numkeys` arguments after it (none when `numkeys`
 /// is invalid; the handler then replies the error).
 pub(crate) fn eval_keys(args: Args<'_>) -> Vec<usize> {

@@ -36,6 +36,7 @@ use crate::error::CmdError;
 use crate::exec::{run_shard, ShardCall, OOM_ERROR};
 use crate::table::{flags, registry, shard_of, Exec};
 
+mod across;
 mod conn;
 mod footprint;
 
@@ -54,8 +55,8 @@ const NOT_SUPPORTED: &str = "This Redis command is not supported from scripts ye
 /// A keyspace-wide call (KEYS, DBSIZE, FLUSHALL ...) from a script that
 /// cannot hold every shard (see `keys::script`, `every`).
 pub(crate) const EVERY_SHARD: &str = "This command needs every shard, which a script takes \
-     only before its first lasting change and, inside MULTI/EXEC, only with a keyspace-wide \
-     command queued: not supported from this script yet";
+     only before its first lasting change and, inside MULTI/EXEC, only once known to call it \
+     (a keyspace-wide command queued, or an earlier run): not supported from this script yet";
 
 /// Which EVAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,6 +320,7 @@ fn execute(
             oom,
             dirty: false,
             pinned: false,
+            published: false,
             // In place, the home shard's marks are taken first: other
             // shards' events move to it (see `Run::after_call`), and a run
             // taken back drops them too.
@@ -717,7 +719,9 @@ pub(crate) fn abandon_for_busy() -> bool {
     let Ok(mut r) = run.try_borrow_mut() else {
         return false;
     };
-    if !r.restartable || !r.widen_ok || r.wrote || r.pinned {
+    // (One that published stays as before: a long script's messages
+    // are not withdrawn for a busy pass.)
+    if !r.restartable || !r.widen_ok || r.wrote || r.pinned || r.published {
         return false;
     }
     r.restart = true;
@@ -827,9 +831,15 @@ struct Run<'r, 'a> {
     oom: bool,
     /// A write command ran (Redis's SCRIPT_WRITE_DIRTY).
     dirty: bool,
-    /// Something ran that no restart can take back (a PUBLISH, a write
+    /// Something ran that no restart can take back (a PUBLISH by a call
+    /// or with no room to hold it, see `traces::hold_publish`; a write
     /// outside the command's keys).
     pinned: bool,
+    /// It published, its messages held until it completes
+    /// (`traces::hold_publish`): it may still be taken back to run again
+    /// over more keys or every shard, not past the threshold
+    /// ([`abandon_for_busy`]).
+    published: bool,
     /// On real shards: what its writes replaced, per shard (see `wide`).
     undo: Option<Undo>,
     /// In place: the same for each other shard it wrote.
@@ -1077,11 +1087,17 @@ impl Run<'_, '_> {
         let mut all_held = false;
         // The shard the call runs on (in place: its keys' shard).
         let mut target = self.ctx.shard.id;
+        // Keys of several shards, every shard held: on copies (`across`).
+        let mut across = false;
         if self.ctx.in_place.is_some() {
             match self.place(args, positions) {
                 Some(s) => {
                     target = s;
                     all_held = true;
+                }
+                None if across::can_run(r, args) && self.holds_across(args, positions) => {
+                    all_held = true;
+                    across = true;
                 }
                 // Another database's key: run again holding every shard.
                 None if self.db != self.orig_db && self.every_again() => {
@@ -1191,6 +1207,7 @@ impl Run<'_, '_> {
                     no_touch: self.ctx.no_touch,
                     databases: self.ctx.databases,
                     max_bulk_len: self.ctx.max_bulk_len,
+                    reply_cap_bytes: 0,
                     may_block: false,
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,
@@ -1219,11 +1236,13 @@ impl Run<'_, '_> {
                 // By a call, a write no take-back undoes does not run: the
                 // run is taken back first (see `hop_instead`).
                 let hop_first = self.by_call && !self.wrote;
-                on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, |shard| {
-                    if let Some(j) = journal {
+                let body = |shard: &mut engine::Shard| {
+                    // (On copies across shards, `across`: the run is
+                    // final, nothing to take back.)
+                    if let (Some(j), false) = (journal, across) {
                         j.note_shard(shard);
                     }
-                    if save {
+                    if save && !across {
                         too_large = Undo::save(undo, others, home, shard, db, args, positions);
                         if too_large && hop_first {
                             return;
@@ -1238,7 +1257,13 @@ impl Run<'_, '_> {
                     run_shard(r, handler, args, shard, call, out, stats);
                     shard.evict.maxmemory = maxmemory;
                     shard.outbox.records_on = prop;
-                });
+                };
+                if across {
+                    let a = across::run(ctx, db, args, positions, body);
+                    self.after_across(a);
+                } else {
+                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), target, body);
+                }
                 if too_large {
                     if self.hop_instead() {
                         return Err(mlua::Error::external(ReplyError(
@@ -1307,6 +1332,8 @@ impl Run<'_, '_> {
             // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
+                // EXEC locks every shard for it from now on (`HopMark`).
+                self.hop.set_needs_every();
                 if !self.hold_every_shard() {
                     if self.every_again() {
                         return Err(mlua::Error::external(ReplyError(

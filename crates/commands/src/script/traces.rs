@@ -14,7 +14,13 @@
 //! common case, pays a few instructions a call. MONITOR lines, slowlog
 //! entries and log lines cannot be taken back once another client has
 //! seen them, so they are held ([`hold_monitor`], [`hold_slow`],
-//! [`hold_log`]) and sent when the run completes. Both cost nothing to a
+//! [`hold_log`]) and sent when the run completes. So are its PUBLISH and
+//! SPUBLISH messages ([`hold_publish`]): prepared at the call (its reply
+//! is the receiver count then), delivered when the run completes, dropped
+//! if it is taken back. In Redis a script's messages reach subscribers
+//! after the script anyway (one thread runs both), so holding them changes
+//! nothing a subscriber can see, and a run that published can still be
+//! taken back and run again (holding every shard, or over more keys). Both cost nothing to a
 //! run that cannot be abandoned (one branch a call); the held traces,
 //! nothing unless someone monitors, a call is slow, or the script logs.
 //!
@@ -27,7 +33,9 @@
 //! Bounds: [`CALLS_MAX`] calls journaled one by one (beyond, only each
 //! command's first call: its counters are still restored exactly, its
 //! latency histogram loses the later calls' samples at their mean), and
-//! [`HELD_MAX`] held traces per run (beyond, they are sent at once).
+//! [`HELD_MAX`] held traces per run (beyond, they are sent at once; a
+//! PUBLISH beyond makes the run final: what it held goes out then, in
+//! order, [`release`]).
 
 use std::cell::{Cell, RefCell};
 
@@ -65,6 +73,9 @@ enum Held {
         client: u64,
     },
     Log(bool, String),
+    /// A PUBLISH or SPUBLISH: its deliveries, prepared at the call (the
+    /// receivers and their count then), sent when the run completes.
+    Publish(Vec<crate::pubsub::Batch>),
 }
 
 thread_local! {
@@ -244,6 +255,41 @@ pub(crate) fn hold_log(warning: bool, line: &str) -> bool {
     HOLDING.with(Cell::get) && hold(|| Held::Log(warning, line.to_string())).is_none()
 }
 
+/// Whether a PUBLISH of the running script can be held ([`hold_publish`])
+/// with room left for the call's MONITOR line: the run then stays one
+/// that can be taken back.
+pub(crate) fn may_hold_publish() -> bool {
+    HOLDING.with(Cell::get) && HELD.with(|h| h.borrow().len() + 2 <= HELD_MAX)
+}
+
+/// PUBLISH / SPUBLISH: holds the deliveries if the running script may be
+/// taken back (one past [`HELD_MAX`] at most: [`may_hold_publish`] said
+/// there was room); else returns them to be sent now.
+pub(crate) fn hold_publish(
+    per_thread: Vec<crate::pubsub::Batch>,
+) -> Option<Vec<crate::pubsub::Batch>> {
+    if !HOLDING.with(Cell::get) {
+        return Some(per_thread);
+    }
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.len() > HELD_MAX {
+            return Some(per_thread);
+        }
+        h.push(Held::Publish(per_thread));
+        None
+    })
+}
+
+/// The running script became one that cannot be taken back (it is about
+/// to publish with no room to hold it): what it held goes out now and
+/// nothing more is held, so its traces and messages keep their order.
+pub(crate) fn release(ops: &crate::ops::Ops) {
+    if HOLDING.with(|h| h.replace(false)) {
+        send_held(ops);
+    }
+}
+
 /// Sends what the completed run held, in its order.
 fn send_held(ops: &crate::ops::Ops) {
     if HELD.with(|h| h.borrow().is_empty()) {
@@ -260,6 +306,11 @@ fn send_held(ops: &crate::ops::Ops) {
                 client,
             } => ops.slowlog.push(name, argv.args(), us, client, None),
             Held::Log(warning, line) => crate::persist::log(warning, &line),
+            Held::Publish(per_thread) => {
+                if let Some(ps) = ops.pubsub.get() {
+                    ps.deliver(per_thread);
+                }
+            }
         }
     }
     // The buffer back for the next run.
@@ -347,5 +398,25 @@ mod tests {
         let _ = j.take_back(&mut stats, |_, _| {});
         assert!(HELD.with(|h| h.borrow().is_empty()));
         assert!(!hold_log(false, "line"));
+    }
+
+    #[test]
+    fn publications_held_then_sent_or_dropped() {
+        let one = || vec![Vec::new()];
+        assert!(!may_hold_publish());
+        assert!(hold_publish(one()).is_some(), "sent now outside a run");
+        let mut stats = ThreadStats::default();
+        let j = Journal::begin(&stats, None);
+        assert!(may_hold_publish());
+        assert!(hold_publish(one()).is_none());
+        let _ = j.take_back(&mut stats, |_, _| {});
+        assert!(HELD.with(|h| h.borrow().is_empty()), "dropped with the run");
+        let ops = crate::ops::Ops::leak(&config::Config::default());
+        let j = Journal::begin(&stats, None);
+        assert!(hold_publish(one()).is_none());
+        release(ops);
+        assert!(HELD.with(|h| h.borrow().is_empty()), "sent at the release");
+        assert!(!may_hold_publish() && hold_publish(one()).is_some());
+        let _ = j.keep(ops);
     }
 }

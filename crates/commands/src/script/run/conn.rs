@@ -3,7 +3,7 @@
 //! by the script's run itself, as Redis's lua client answers them.
 //!
 //! A few more ([`ON_LUA_CLIENT`]: every HELP, SLOWLOG LEN and RESET, PUBSUB's
-//! introspection, PFSELFTEST, MEMORY PURGE and MALLOC-STATS, the cluster
+//! introspection, PFSELFTEST, MEMORY PURGE and MALLOC-STATS, LOLWUT, the cluster
 //! commands that answer "cluster support disabled") depend on no
 //! connection: their own handler runs on a client of the script's own,
 //! fresh for the call and dropped after it, as Redis runs them on its lua
@@ -35,6 +35,7 @@ const ON_LUA_CLIENT: &[&str] = &[
     "readonly",
     "readwrite",
     "asking",
+    "lolwut",
 ];
 
 /// Whether `full` runs on a script's own client ([`ON_LUA_CLIENT`]).
@@ -70,7 +71,13 @@ impl Run<'_, '_> {
             "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
                 Some(ps) => {
                     let shard = r.spec.name == "spublish";
-                    let (n, _) = ps.publish(args.get(1), args.get(2), shard, 0);
+                    // Held while the run may be taken back (see
+                    // `traces::hold_publish`): the count is the receivers'
+                    // now, the messages go when the run completes.
+                    let (n, held) = ps.prepare(args.get(1), args.get(2), shard, 0);
+                    if let Some(now) = super::super::traces::hold_publish(held.per_thread) {
+                        ps.deliver(now);
+                    }
                     out.int(n as i64);
                 }
                 None => return self.reject(lua, r, NOT_SUPPORTED).map(Some),

@@ -38,6 +38,19 @@ impl Run<'_, '_> {
         if positions.is_empty() && crate::keys::script::handles(registry().full_name(r.id)) {
             return false;
         }
+        // PUBLISH and SPUBLISH of a run that may still be taken back (not
+        // by a call: that one hops, see `hop_instead`): held until the run
+        // completes, dropped with it (see `traces::hold_publish`).
+        let publish = matches!(name, "publish" | "spublish");
+        if publish && !self.by_call && !self.pinned && !self.wrote {
+            if self.journal.is_some() && super::super::traces::may_hold_publish() {
+                self.published = true;
+                return false;
+            }
+            // No room to hold it: final from here, what it held goes out
+            // first (in order).
+            super::super::traces::release(self.ctx.ops);
+        }
         if positions.is_empty() || name == "move" || name == "copy" || !writes {
             if !self.hop_instead() {
                 self.pinned = true;
