@@ -43,6 +43,8 @@
 //!   and an idle server with 4 shards ended up on two hubs when thread 1
 //!   looked "fuller" than thread 0 for one window and was picked while it
 //!   was handing itself to thread 0;
+//! - a hub whose load and a lower thread's fit together folds into it
+//!   (`fold`): two hubs made under load do not stay apart once idle;
 //! - a hub runs at most [`MAX_LOOPS`] loops (its own included), so a round
 //!   over its loops stays bounded however many shards there are: with
 //!   `N` shards there are at least `ceil(N / MAX_LOOPS)` hubs.
@@ -200,6 +202,7 @@ use super::shutdown::Gate;
 use super::worker::Worker;
 use crate::log;
 
+mod fold;
 mod loan;
 mod policy;
 mod round;
@@ -312,6 +315,8 @@ struct Slot {
     /// A hub whose spread did not pay wants its worker back: the thread
     /// hands it over at once ([`NO_HOST`]: none).
     rejoin: AtomicUsize,
+    /// Its hub folded into another (`fold`): it merges whatever the loads.
+    refold: AtomicBool,
 }
 
 /// What the threads share about who hosts whom.
@@ -992,8 +997,10 @@ impl Host {
             self.machine_idle = idle_between(self.ticks, ticks);
             self.ticks = ticks;
             self.observe_load(now, wall, cpu_ns);
+            self.fold(busy, now);
             return;
         }
+        self.take_refold();
         if !on {
             self.untried = true;
         }

@@ -292,7 +292,7 @@ impl commands::coord::ClientRegistry for JobDesk<'_> {
     fn kill(&mut self, id: u64) -> bool {
         self.desk.conns.kill(id)
     }
-    fn unblock(&mut self, id: u64, error: bool) -> bool {
+    fn unblock(&mut self, id: u64, error: bool) -> Option<usize> {
         self.desk.conns.unblock(id, error)
     }
     fn recent_max_buffers(&self) -> (usize, usize) {

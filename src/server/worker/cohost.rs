@@ -246,6 +246,12 @@ pub(super) fn with_worker_open<R>(
     })
 }
 
+/// Whether workers are lent to this thread's calls now (it runs other
+/// workers' loops: a hub's round).
+pub(super) fn lending_here() -> bool {
+    LENDER.get().is_some()
+}
+
 /// Pins worker `id` for a script in place (see `in_place`): false if
 /// there is no lender or it cannot lend that worker.
 pub(super) fn pin(id: usize) -> bool {
