@@ -265,6 +265,107 @@ fn deluser_and_load_close_the_users_connections() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// ACL SETUSER that takes channel permissions away closes the user's
+/// subscribers that lose a subscription before it replies, and only those
+/// (Redis's ACLKillPubsubClientsIfNeeded; Tcl unit/acl 'Subscribers are
+/// killed when revoked of channel permission').
+#[test]
+fn setuser_revoking_channels_closes_the_subscribers_that_lose_one() {
+    let srv = server(&[]);
+    let mut admin = srv.raw();
+    assert_eq!(
+        admin.cmd_str(&[
+            "ACL",
+            "SETUSER",
+            "ps",
+            "on",
+            ">pw",
+            "+@all",
+            "resetchannels",
+            "&foo:1",
+            "&bar:*",
+            "&keep"
+        ]),
+        b"+OK\r\n"
+    );
+    let sub = |name: &str, cmd: &[&str]| {
+        let mut c = srv.raw();
+        assert_eq!(c.cmd_str(&["AUTH", "ps", "pw"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["CLIENT", "SETNAME", name]), b"+OK\r\n");
+        let r = text(&c.cmd_str(cmd));
+        assert!(r.starts_with("*3\r\n"), "{r}");
+        c
+    };
+    let mut chan = sub("chan", &["SUBSCRIBE", "foo:1"]);
+    let mut shard = sub("shard", &["SSUBSCRIBE", "foo:1"]);
+    let mut pat = sub("pat", &["PSUBSCRIBE", "bar:*"]);
+    let kept = sub("kept", &["SUBSCRIBE", "keep"]);
+    let mut plain = srv.raw();
+    assert_eq!(plain.cmd_str(&["AUTH", "ps", "pw"]), b"+OK\r\n");
+    assert_eq!(plain.cmd_str(&["CLIENT", "SETNAME", "plain"]), b"+OK\r\n");
+
+    // A superset of the old patterns closes nothing.
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "ps", "&more"]),
+        b"+OK\r\n"
+    );
+    let list = text(&admin.cmd_str(&["CLIENT", "LIST"]));
+    for name in ["chan", "shard", "pat", "kept", "plain"] {
+        assert!(list.contains(&format!(" name={name} ")), "{list}");
+    }
+    // `bar:1` is not the pattern `bar:*`: the pattern subscriber goes too.
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "ps", "resetchannels", "&keep", "&bar:1"]),
+        b"+OK\r\n"
+    );
+    let list = text(&admin.cmd_str(&["CLIENT", "LIST"]));
+    for name in ["chan", "shard", "pat"] {
+        assert!(!list.contains(&format!(" name={name} ")), "{list}");
+    }
+    for name in ["kept", "plain"] {
+        assert!(list.contains(&format!(" name={name} ")), "{list}");
+    }
+    for c in [&mut chan, &mut shard, &mut pat] {
+        c.wait_closed(Duration::from_secs(5))
+            .expect("a subscriber that lost its channel is closed");
+    }
+    assert_eq!(plain.cmd_str(&["PING"]), b"+PONG\r\n");
+    // The default user's subscribers, authenticated or not.
+    let mut anon = srv.raw();
+    assert_eq!(anon.cmd_str(&["SUBSCRIBE", "x"]).len(), 30);
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "default", "resetchannels"]),
+        b"+OK\r\n"
+    );
+    anon.wait_closed(Duration::from_secs(5))
+        .expect("the default user's subscriber is closed");
+    assert_eq!(admin.cmd_str(&["PING"]), b"+PONG\r\n");
+    drop(kept);
+}
+
+/// A relative `aclfile` lives in `dir`, where Redis has moved its working
+/// directory (Tcl unit/acl-v2 starts a server so); ACL SAVE and LOAD use
+/// it there too.
+#[test]
+fn a_relative_aclfile_is_in_dir() {
+    let dir = unique_temp_dir("acl-rel");
+    std::fs::write(dir.join("rel.acl"), "user alice on nopass ~* +@all\n").expect("write");
+    let d = dir.display().to_string();
+    let srv = server(&["--dir", &d, "--aclfile", "rel.acl"]);
+    let mut c = srv.raw();
+    assert_eq!(c.cmd_str(&["AUTH", "alice", "x"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["ACL", "SETUSER", "bob", "on", "nopass"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["ACL", "SAVE"]), b"+OK\r\n");
+    let saved = std::fs::read_to_string(dir.join("rel.acl")).expect("read");
+    assert!(saved.contains("user bob on"), "{saved}");
+    assert_eq!(c.cmd_str(&["ACL", "LOAD"]), b"+OK\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn user_lines_in_the_configuration() {
     let srv = server(&["--user", "alice", "on", ">a", "~x*", "+get"]);

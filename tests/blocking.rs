@@ -267,6 +267,41 @@ fn client_unblock_ends_a_blocked_command(layout: Layout) {
     assert_bytes(&ctl.cmd_str(&["LLEN", "u"]), b":1\r\n");
 }
 
+/// Redis 7.0.15 counts a command ended by CLIENT UNBLOCK as a failed call,
+/// with or without ERROR, and the ERROR reply in errorstats and
+/// total_error_replies (Redis's Tcl unit/info 'errorstats: blocking
+/// commands'; the figures are redis-server's for this sequence).
+fn client_unblock_counts_in_the_statistics(layout: Layout) {
+    let s = server(layout);
+    let mut ctl = s.raw();
+    let mut w = s.raw();
+    let id = String::from_utf8(w.cmd_str(&["CLIENT", "ID"])).unwrap();
+    let id = id.trim_start_matches(':').trim().to_string();
+    assert_bytes(&ctl.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    send(&mut w, &["BLPOP", "st", "0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_bytes(
+        &ctl.cmd_str(&["CLIENT", "UNBLOCK", &id, "ERROR"]),
+        b":1\r\n",
+    );
+    assert_bytes(
+        &w.read_reply(),
+        b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+    );
+    send(&mut w, &["BLPOP", "st", "0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_bytes(&ctl.cmd_str(&["CLIENT", "UNBLOCK", &id]), b":1\r\n");
+    assert_bytes(&w.read_reply(), b"*-1\r\n");
+    let info = String::from_utf8(ctl.cmd_str(&["INFO", "all"])).unwrap();
+    assert!(info.contains("errorstat_UNBLOCKED:count=1\r\n"), "{info}");
+    assert!(info.contains("total_error_replies:1\r\n"), "{info}");
+    assert!(
+        info.contains("cmdstat_blpop:calls=2,")
+            && info.contains(",rejected_calls=0,failed_calls=2\r\n"),
+        "{info}"
+    );
+}
+
 fn many_waiters_many_keys_every_element_served_once(layout: Layout) {
     let s = server(layout);
     let mut ctl = s.raw();
@@ -459,6 +494,7 @@ per_layout!(
     a_key_of_another_type_does_not_serve,
     a_disconnected_waiter_loses_nothing,
     client_unblock_ends_a_blocked_command,
+    client_unblock_counts_in_the_statistics,
     many_waiters_many_keys_every_element_served_once,
     a_pop_waiting_on_keys_of_several_shards_is_served_once,
     blmove_between_shards_blocks_and_moves,

@@ -15,8 +15,8 @@
 //! loop, its loop's clients served from the script's hook), and the
 //! caller's loop is free: its clients' commands on its own shard are
 //! answered (an adopted loop, given back by the watchdog; a hub's own
-//! loop is stalled by any long script on a loop it adopted, a hop's
-//! included, so a caller there is not checked for that); SCRIPT KILL
+//! loop, lent to another thread while a long script runs on a loop it
+//! adopted, a hop's included: see tests/busy_hub.rs); SCRIPT KILL
 //! stops an unwritten script, answers `-UNKILLABLE` for a written one,
 //! SHUTDOWN NOSAVE stops the server; a PUBLISH is delivered once.
 //!
@@ -288,20 +288,23 @@ fn a_script_by_call_that_publishes_leaves_the_callers_loop_served() {
 }
 
 /// Sixteen shards, the caller and the key on two adopted loops: the
-/// hub's own loop (shard 0) is stalled (it cannot go back to another
-/// thread), the caller's and a third shard's loops are served.
+/// hub's own loop (shard 0; lent to another thread, `host::loan`), the
+/// caller's and a third shard's loops are served (PING is `-BUSY` on
+/// every loop while a script is busy, as in Redis).
 #[test]
 fn a_script_by_call_that_publishes_leaves_the_other_loops_served() {
     if common::testing_real_redis() {
         return;
     }
     let mut s = hub(16);
-    let mut own = connection_on(&s, &key_on(0, 16, "o"));
+    let own_key = key_on(0, 16, "o");
+    let mut own = connection_on(&s, &own_key);
     let third_key = key_on(3, 16, "t");
     let mut third = connection_on(&s, &third_key);
     let end = End::Kill(true);
     let got = scenario(&mut s, (16, 1, 2), (PUBLISH_SPIN, &[]), end, &mut || {
         assert_eq!(own.cmd_str(&["PING"]), BUSY_EVAL);
+        assert_eq!(own.cmd_str(&["GET", &own_key]), b"$-1\r\n");
         assert_eq!(third.cmd_str(&["SET", &third_key, "v"]), b"+OK\r\n");
         assert_eq!(third.cmd_str(&["GET", &third_key]), b"$1\r\nv\r\n");
     });

@@ -255,6 +255,127 @@ fn one_huge_reply_past_the_hard_limit_closes_the_client(layout: Layout) {
     assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
+/// A reply past the hard limit is never sent, however fast the socket
+/// would take it: the client is closed first (Redis checks as it appends).
+/// A lone command for another shard wrote its reply straight to the socket
+/// before any check; connections on each thread cover that path.
+fn a_reply_past_the_hard_limit_is_not_sent(layout: Layout) {
+    let srv = server(layout);
+    let mut admin = srv.raw();
+    let item = vec![b'x'; 1000];
+    let mut cmd: Vec<&[u8]> = vec![b"RPUSH", b"l"];
+    cmd.extend(std::iter::repeat_n(&item[..], 1100));
+    admin.cmd(&cmd);
+    set_limit(&mut admin, "normal 1mb 0 0");
+    for _ in 0..4 {
+        let mut c = srv.raw();
+        let id = client_id(&mut c);
+        c.send(&encode_command(&[b"LRANGE", b"l", b"0", b"-1"]));
+        wait_gone(&mut admin, &id, "LRANGE");
+        assert_eq!(drain_to_close(&mut c), 0, "bytes of a reply past the limit");
+    }
+}
+
+/// HRANDFIELD / SRANDMEMBER / ZRANDMEMBER with a huge negative count stop
+/// drawing once the reply is past the hard limit and the client is closed,
+/// as Redis's loops stop on CLIENT_CLOSE_ASAP (Redis's Tcl unit/obuf-limits
+/// 'Obuf limit, HRANDFIELD with huge count stopped mid-run'): they built the
+/// whole reply, 12 GB for -999999999. A script's call is not limited.
+fn random_picks_stop_at_the_hard_limit(layout: Layout) {
+    let srv = server(layout);
+    let mut admin = srv.raw();
+    assert_bytes(&admin.cmd_str(&["HSET", "h", "a", "b"]), b":1\r\n");
+    assert_bytes(&admin.cmd_str(&["SADD", "s", "a"]), b":1\r\n");
+    assert_bytes(&admin.cmd_str(&["ZADD", "z", "1", "a"]), b":1\r\n");
+    // The pubsub class unlimited (as Redis's Tcl unit leaves it): the
+    // client's own class decides.
+    set_limit(&mut admin, "normal 1mb 0 0 pubsub 0 100000 4");
+    for cmd in [
+        &["HRANDFIELD", "h", "-999999999"][..],
+        &["HRANDFIELD", "h", "-999999999", "WITHVALUES"],
+        &["SRANDMEMBER", "s", "-999999999"],
+        &["ZRANDMEMBER", "z", "-999999999", "WITHSCORES"],
+    ] {
+        let mut c = srv.raw();
+        let id = client_id(&mut c);
+        c.send(&encode_command(
+            &cmd.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(),
+        ));
+        wait_gone(&mut admin, &id, cmd[0]);
+        let got = drain_to_close(&mut c);
+        assert!(got < 64 << 20, "{cmd:?}: {got} bytes delivered");
+    }
+    // A RESP3 subscriber is of the pubsub class: its limit applies.
+    set_limit(&mut admin, "normal 0 0 0 pubsub 1mb 0 0");
+    let mut c = srv.raw();
+    let id = client_id(&mut c);
+    assert!(c.cmd_str(&["HELLO", "3"]).starts_with(b"%"));
+    assert!(c.cmd_str(&["SUBSCRIBE", "ch"]).starts_with(b">3"));
+    c.send(&encode_command(&[b"HRANDFIELD", b"h", b"-999999999"]));
+    wait_gone(&mut admin, &id, "a subscriber's HRANDFIELD");
+    drain_to_close(&mut c);
+    set_limit(&mut admin, "normal 1mb 0 0 pubsub 0 100000 4");
+    // In a transaction the commands after it still run (Redis's EXEC
+    // runs every queued command of a client closed meanwhile).
+    let mut c = srv.raw();
+    let id = client_id(&mut c);
+    let mut p = encode_command(&[b"MULTI"]);
+    p.extend(encode_command(&[b"HRANDFIELD", b"h", b"-999999999"]));
+    p.extend(encode_command(&[b"SET", b"after", b"1"]));
+    p.extend(encode_command(&[b"EXEC"]));
+    c.send(&p);
+    wait_gone(&mut admin, &id, "MULTI");
+    drain_to_close(&mut c);
+    assert_bytes(&admin.cmd_str(&["GET", "after"]), b"$1\r\n1\r\n");
+    let used = info_field(&mut admin, "memory", "used_memory_peak");
+    assert!(used < 512 << 20, "used_memory_peak {used}");
+    assert_bytes(
+        &admin.cmd_str(&[
+            "EVAL",
+            "return #redis.call('hrandfield', KEYS[1], -200000)",
+            "1",
+            "h",
+        ]),
+        b":200000\r\n",
+    );
+}
+
+/// A client that has not authenticated may hold 1 KiB of output whatever
+/// the limits (Redis's checkClientOutputBufferLimits; Tcl unit/auth 'For
+/// unauthenticated clients output buffer is limited'): one that sends
+/// commands without reading their NOAUTH errors is closed.
+#[test]
+fn an_unauthenticated_client_that_does_not_read_is_closed() {
+    let srv = server_3();
+    let mut admin = srv.raw();
+    assert_bytes(
+        &admin.cmd_str(&["CONFIG", "SET", "requirepass", "pw"]),
+        b"+OK\r\n",
+    );
+    let mut c = srv.raw();
+    let one = encode_command(&[b"SET", b"x", b"5"]);
+    let batch: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 10_000)
+        .collect();
+    let mut closed = false;
+    for _ in 0..200 {
+        if c.try_send(&batch).is_err() {
+            closed = true;
+            break;
+        }
+    }
+    // 2 million NOAUTH errors (70 MB) were asked for and none read.
+    assert!(
+        closed,
+        "an unauthenticated client that never reads was not closed"
+    );
+    assert_bytes(&admin.cmd_str(&["AUTH", "pw"]), b"+OK\r\n");
+    assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
 fn client_list_and_info_show_real_buffer_figures(layout: Layout) {
     let srv = server(layout);
     let mut admin = srv.raw();
@@ -403,5 +524,7 @@ fn unauthenticated_request_limits() {
 per_layout!(
     hard_limit_closes_a_client_that_does_not_read,
     one_huge_reply_past_the_hard_limit_closes_the_client,
+    random_picks_stop_at_the_hard_limit,
+    a_reply_past_the_hard_limit_is_not_sent,
     client_list_and_info_show_real_buffer_figures,
 );

@@ -307,3 +307,57 @@ fn a_shutdown_while_the_aof_is_being_turned_on_is_refused() {
         assert_eq!(v, [Some(1), Some(2)]);
     }
 }
+
+/// `shutdown-on-sigterm` / `shutdown-on-sigint` give a signal SHUTDOWN's
+/// flags (Redis 7.0): `nosave` exits without saving even with save rules,
+/// `force` exits though the final save fails, `save` saves without save
+/// rules; CONFIG SET changes it at run time.
+#[test]
+fn shutdown_on_signal_flags_choose_the_shutdown() {
+    let kill = |sig: &str, p: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, p])
+            .status()
+            .unwrap()
+            .success());
+    };
+    // nosave: a failing save is not even tried.
+    let dir = DataDir::new("shutdown-sig-nosave");
+    let mut s = tessera(
+        &dir,
+        &["--save", "3600 1", "--shutdown-on-sigterm", "nosave"],
+    );
+    let mut c = s.conn();
+    let _: () = c.set("k", "v").unwrap();
+    break_saves(&dir);
+    kill("-TERM", &pid(&mut c));
+    wait_exit(&mut s);
+    // force, set at run time, for SIGINT.
+    let dir = DataDir::new("shutdown-sig-force");
+    let mut s = tessera(&dir, &["--save", "3600 1"]);
+    let mut c = s.conn();
+    let _: () = c.set("k", "v").unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "shutdown-on-sigint", "force"])
+        .query(&mut c)
+        .unwrap();
+    break_saves(&dir);
+    kill("-INT", &pid(&mut c));
+    wait_exit(&mut s);
+    assert!(
+        s.log()
+            .contains("Error trying to save the DB. Exit anyway."),
+        "{}",
+        s.log()
+    );
+    // save: a snapshot without save rules.
+    let dir = DataDir::new("shutdown-sig-save");
+    let mut s = tessera(&dir, &["--save", "", "--shutdown-on-sigterm", "save"]);
+    let mut c = s.conn();
+    let _: () = c.set("k", "v").unwrap();
+    kill("-TERM", &pid(&mut c));
+    wait_exit(&mut s);
+    let s = tessera(&dir, &["--save", ""]);
+    let got: String = s.conn().get("k").unwrap();
+    assert_eq!(got, "v");
+}

@@ -288,6 +288,10 @@ impl RecentPeaks {
 /// buffer, whose bytes the output buffer limits do not count.
 pub const REPLY_CHUNK: usize = 16 * 1024;
 
+/// Output a client that has not authenticated may hold (Redis's 1024 in
+/// `checkClientOutputBufferLimits`).
+const UNAUTH_OBUF_MAX: usize = 1024;
+
 /// Initial read buffer size; it grows for large requests and shrinks back
 /// when idle.
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -645,10 +649,17 @@ impl Conn {
     /// `normal`; `limits` is indexed by `config::ObufClass`); once passed,
     /// the client stops executing and is closed at the next flush point
     /// without another byte written. True when it is (or already was) marked.
-    /// Cheap when the class has no limits: a load and two compares.
+    /// Cheap when the class has no limits and the client is authenticated:
+    /// a few loads and compares.
     pub fn check_obuf(&mut self, limits: &[config::ObufLimit; 3], now_ms: u64) -> bool {
         if self.obuf_over {
             return true;
+        }
+        // Redis's checkClientOutputBufferLimits: a client that must still
+        // authenticate may hold 1 KiB of output, whatever its class's limits
+        // (so it cannot grow the server's memory by not reading replies).
+        if !self.client.authenticated && self.obuf_counted() > UNAUTH_OBUF_MAX {
+            return self.close_over_limit(now_ms);
         }
         let st = &self.client;
         let class = if st.sub_count + st.psub_count + st.ssub_count > 0 {
@@ -664,6 +675,11 @@ impl Conn {
         if !self.obuf_limit_reached(l, now_ms / 1000) {
             return false;
         }
+        self.close_over_limit(now_ms)
+    }
+
+    /// Marks the client to be closed for its output (see [`Self::check_obuf`]).
+    fn close_over_limit(&mut self, now_ms: u64) -> bool {
         self.obuf_over = true;
         self.closing = true;
         crate::log::warning(format_args!(
@@ -932,6 +948,7 @@ mod tests {
     #[test]
     fn output_limits_follow_redis_rules() {
         let mut c = conn();
+        c.client.authenticated = true;
         let l = config::ObufLimit {
             hard: 1000,
             soft: 100,
@@ -972,6 +989,23 @@ mod tests {
         let limits = [l, off, off];
         assert!(c.check_obuf(&limits, 1_000_000));
         assert!(c.obuf_over && c.closing);
+    }
+
+    #[test]
+    fn an_unauthenticated_client_may_hold_1_kib_of_output() {
+        let off = [config::ObufLimit::default(); 3];
+        let mut c = conn();
+        c.client.authenticated = false;
+        c.out.raw(&[b'x'; REPLY_CHUNK + UNAUTH_OBUF_MAX]);
+        assert!(!c.check_obuf(&off, 1_000_000));
+        c.out.raw(b"x");
+        assert!(c.check_obuf(&off, 1_000_000));
+        assert!(c.obuf_over && c.closing);
+        // Authenticated, the class's limits (none here) decide.
+        let mut c = conn();
+        c.client.authenticated = true;
+        c.out.raw(&[b'x'; REPLY_CHUNK + 10 * UNAUTH_OBUF_MAX]);
+        assert!(!c.check_obuf(&off, 1_000_000));
     }
 
     #[test]

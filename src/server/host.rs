@@ -43,6 +43,8 @@
 //!   and an idle server with 4 shards ended up on two hubs when thread 1
 //!   looked "fuller" than thread 0 for one window and was picked while it
 //!   was handing itself to thread 0;
+//! - a hub whose load and a lower thread's fit together folds into it
+//!   (`fold`): two hubs made under load do not stay apart once idle;
 //! - a hub runs at most [`MAX_LOOPS`] loops (its own included), so a round
 //!   over its loops stays bounded however many shards there are: with
 //!   `N` shards there are at least `ceil(N / MAX_LOOPS)` hubs.
@@ -98,13 +100,17 @@
 //! What a stuck hub cannot free: the loop running the long command, and
 //! its own loop (a thread's own worker lives on its stack, not in a seat).
 //! For a long script on an adopted loop, the own loop is idle (its turn
-//! is over) and served from the script's hook instead, in Redis's busy
-//! mode, as the script's own loop is (`worker::lending_own`): its clients
-//! get `-BUSY` and can send SCRIPT KILL or SHUTDOWN NOSAVE, and its
-//! shard's commands get `-BUSY` on every thread (its shard cannot run
-//! until the script ends: nothing runs on it from the hook). For any other
-//! long command its clients wait for the command as they would without
-//! consolidation. Workers handed to it and not adopted yet go back too.
+//! is over), and so is the thread of the loop running the script (it
+//! waits for its worker, whose seat the hub holds): at the script's first
+//! busy pass the hub lends its own worker to that thread until the
+//! round's adopted turns end (`loan`), where it is served as any loop
+//! whose shard the script does not hold (issue 23 point 5). When it
+//! cannot be lent (a run in place pinned it) it is served from the
+//! script's hook instead, in Redis's busy mode, as the script's own loop
+//! is (`worker::lending_own`): `-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE.
+//! For any other long command its clients wait for the command as they
+//! would without consolidation. Workers handed to it and not adopted yet
+//! go back too.
 //!
 //! After a burst or a stuck round a worker is not taken again for a while,
 //! doubling each time it comes back soon after merging, so a load at the
@@ -196,6 +202,8 @@ use super::shutdown::Gate;
 use super::worker::Worker;
 use crate::log;
 
+mod fold;
+mod loan;
 mod policy;
 mod round;
 mod trial;
@@ -307,6 +315,8 @@ struct Slot {
     /// A hub whose spread did not pay wants its worker back: the thread
     /// hands it over at once ([`NO_HOST`]: none).
     rejoin: AtomicUsize,
+    /// Its hub folded into another (`fold`): it merges whatever the loads.
+    refold: AtomicBool,
 }
 
 /// What the threads share about who hosts whom.
@@ -315,6 +325,8 @@ pub struct Hosts {
     slots: Vec<Slot>,
     inbox: Vec<Mutex<Inbox>>,
     seats: Vec<Mutex<Seat>>,
+    /// Per thread: a hub's own worker lent to it (see `loan`).
+    loans: Vec<loan::Loan>,
     threads: Vec<OnceLock<std::thread::Thread>>,
     watchdog: OnceLock<std::thread::Thread>,
     /// Workers adopted by hubs.
@@ -350,6 +362,7 @@ impl Hosts {
                 .collect(),
             inbox: (0..n).map(|_| Mutex::default()).collect(),
             seats: (0..n).map(|_| Mutex::default()).collect(),
+            loans: (0..n).map(|_| loan::Loan::default()).collect(),
             threads: (0..n).map(|_| OnceLock::new()).collect(),
             watchdog: OnceLock::new(),
             hosted: AtomicUsize::new(0),
@@ -470,22 +483,6 @@ impl Hosts {
         drop(inbox);
         (self.wake)(h);
         Ok(())
-    }
-
-    /// Thread `id` sleeps until its worker is given back.
-    fn wait_back(&self, id: usize) -> Box<Worker> {
-        loop {
-            {
-                let mut seat = locked(&self.seats[id]);
-                if seat.back {
-                    if let Some(w) = seat.worker.take() {
-                        seat.back = false;
-                        return w;
-                    }
-                }
-            }
-            std::thread::park();
-        }
     }
 
     /// Books worker `id` (whose seat is now marked back) as given back by
@@ -1000,8 +997,10 @@ impl Host {
             self.machine_idle = idle_between(self.ticks, ticks);
             self.ticks = ticks;
             self.observe_load(now, wall, cpu_ns);
+            self.fold(busy, now);
             return;
         }
+        self.take_refold();
         if !on {
             self.untried = true;
         }

@@ -357,14 +357,17 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 // leaves the server running, and the next signal tries
                 // again, as in Redis.
                 for sig in signals.forever() {
-                    let name = if sig == signal_hook::consts::SIGINT {
-                        "SIGINT"
-                    } else {
-                        "SIGTERM"
-                    };
+                    let sigint = sig == signal_hook::consts::SIGINT;
+                    let name = if sigint { "SIGINT" } else { "SIGTERM" };
                     log::warning(format_args!("Received {name} scheduling shutdown..."));
+                    let cfg = server.config();
+                    let flags = if sigint {
+                        cfg.shutdown_on_sigint
+                    } else {
+                        cfg.shutdown_on_sigterm
+                    };
                     server.shutdown_mode.store(
-                        commands::ctx::SHUTDOWN_DEFAULT,
+                        signal_shutdown_mode(flags),
                         std::sync::atomic::Ordering::SeqCst,
                     );
                     server.request_shutdown();
@@ -460,4 +463,22 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     log::warning(format_args!("Tessera is now ready to exit, bye bye..."));
     Ok(())
+}
+
+/// The SHUTDOWN mode a signal asks for (`shutdown-on-sigint` /
+/// `shutdown-on-sigterm`, Redis's flags): SAVE, NOSAVE and FORCE as the
+/// SHUTDOWN command's; NOW has nothing to skip (no replica is waited for).
+fn signal_shutdown_mode(flags: u8) -> u8 {
+    use commands::ctx::{SHUTDOWN_DEFAULT, SHUTDOWN_FORCE, SHUTDOWN_NOSAVE, SHUTDOWN_SAVE};
+    let mut mode = SHUTDOWN_DEFAULT;
+    if flags & config::SHUTDOWN_SIG_SAVE != 0 {
+        mode |= SHUTDOWN_SAVE;
+    }
+    if flags & config::SHUTDOWN_SIG_NOSAVE != 0 {
+        mode |= SHUTDOWN_NOSAVE;
+    }
+    if flags & config::SHUTDOWN_SIG_FORCE != 0 {
+        mode |= SHUTDOWN_FORCE;
+    }
+    mode
 }

@@ -177,6 +177,16 @@ struct Cached {
 }
 
 impl Cached {
+    /// Whether a client running commands (normal, or pubsub for a RESP3
+    /// subscriber) has an output buffer limit: its big replies are then
+    /// checked on its home thread before they are written (see
+    /// `shard::run_batch`'s direct replies).
+    fn obuf_limited(&self) -> bool {
+        [config::ObufClass::Normal, config::ObufClass::Pubsub]
+            .iter()
+            .any(|&c| self.obuf[c as usize].hard != 0 || self.obuf[c as usize].soft != 0)
+    }
+
     fn read(server: &ServerShared) -> Self {
         let c = server.config.read().unwrap_or_else(|e| e.into_inner());
         Cached {
@@ -326,6 +336,13 @@ struct Core {
     /// The co-hosted workers pinned for the transaction running without
     /// locks, by shard (empty otherwise; see `home::run_unlocked`).
     unlocked: Vec<(usize, cohost::Pinned)>,
+    /// The keys of the request whose coordinator starts, for a prefetch
+    /// across shards if it runs without locks (`home::prefetch_plan`):
+    /// each key's shard and its bytes' range in `key_buf`; `key_pos`:
+    /// scratch.
+    key_pos: Vec<usize>,
+    key_pf: Vec<home::KeyPf>,
+    key_buf: Vec<u8>,
     /// Scratch: a coordinator step's works bound for other threads
     /// (`home::send_remote`).
     remote_works: Vec<(usize, u32, Work)>,

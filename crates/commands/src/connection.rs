@@ -24,6 +24,8 @@ use crate::util::{eq_ic, parse_db_index, parse_i64};
 
 /// Flags of HELLO, AUTH and RESET.
 const HANDSHAKE: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY;
+/// The reply of a command ended by `CLIENT UNBLOCK id ERROR` (Redis's text).
+pub const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 const CLIENT_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 const CLIENT_ACL: &[&str] = &["slow", "connection"];
 const CLIENT_ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous", "connection"];
@@ -909,9 +911,24 @@ fn client_unblock(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
         _ => false,
     };
     let id = u64::try_from(id).unwrap_or(0);
+    let ops = c.server.ops;
     Ok(fan_out(
         c.nshards(),
-        move |env| env.clients.unblock(id, error),
+        move |env| {
+            let Some(cmd) = env.clients.unblock(id, error) else {
+                return false;
+            };
+            // Redis 7.0.15's CLIENT UNBLOCK: the error reply counts in
+            // errorstats and total_error_replies (addReplyError on the
+            // target), and the command as a failed call with or without
+            // ERROR (it passes had_errors=1 to updateStatsOnUnblock either
+            // way). Tessera counts a blocked call when it ends.
+            if error {
+                env.stats.count_error(UNBLOCKED_ERROR.as_bytes());
+            }
+            let _ = crate::exec::record_us(env.stats, ops, cmd, 0, true);
+            true
+        },
         |done: Vec<bool>, out: &mut Reply, _: &mut ClientState| {
             out.int(i64::from(done.contains(&true)));
             Ok(())

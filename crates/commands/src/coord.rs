@@ -174,10 +174,10 @@ pub trait ClientRegistry {
     /// Marks the connection for closing; true if it is on this thread.
     fn kill(&mut self, id: u64) -> bool;
     /// Ends a blocked command of client `id` as on timeout, or with
-    /// `-UNBLOCKED` if `error`; true if it was blocked here (CLIENT
-    /// UNBLOCK).
-    fn unblock(&mut self, _id: u64, _error: bool) -> bool {
-        false
+    /// `-UNBLOCKED` if `error` (CLIENT UNBLOCK); the blocked command's id
+    /// if it was blocked here, for its statistics (the caller records it).
+    fn unblock(&mut self, _id: u64, _error: bool) -> Option<usize> {
+        None
     }
     /// The largest input and output buffer of any of these clients over
     /// the last seconds (INFO's `client_recent_max_input_buffer` and

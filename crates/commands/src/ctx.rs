@@ -31,6 +31,8 @@ pub struct ShardCtx<'a> {
     pub databases: usize,
     /// `proto-max-bulk-len`: the largest string APPEND/SETRANGE may build.
     pub max_bulk_len: u64,
+    /// See `ShardCall::reply_cap_bytes`.
+    pub reply_cap_bytes: u64,
     /// A blocking command (BLPOP, BZPOPMIN ...) may block: false inside
     /// MULTI/EXEC and wherever blocking is impossible, where it must reply
     /// at once as on timeout.
@@ -114,6 +116,26 @@ impl ShardCtx<'_> {
     #[inline]
     pub fn from_script(&self) -> bool {
         self.client == crate::ops::slowlog::SCRIPT_CLIENT
+    }
+
+    /// The reply length past which a reply drawn with repetition
+    /// (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER with a negative count) stops
+    /// growing: the client is closed then, as Redis's loops stop on
+    /// `CLIENT_CLOSE_ASAP` (see `reply_cap_bytes`). Unbounded for a
+    /// script's call, whose reply Redis never limits and the script reads
+    /// whole.
+    ///
+    /// The cap is the limit plus [`REPLY_CAP_SLACK`]: the connection does not
+    /// count its first 16 KiB of output against the limit (Redis's static
+    /// reply buffer), and a reply cut short must always be one the
+    /// connection closes on, never one it sends.
+    #[inline]
+    pub fn reply_cap(&self) -> usize {
+        match self.reply_cap_bytes {
+            0 => usize::MAX,
+            _ if self.from_script() => usize::MAX,
+            n => usize::try_from(n).map_or(usize::MAX, |n| n.saturating_add(REPLY_CAP_SLACK)),
+        }
     }
 
     #[inline]
@@ -663,6 +685,24 @@ impl ThreadStats {
             }
         }
     }
+}
+
+/// Bytes past the output limit before a reply drawn with repetition stops
+/// (see [`ShardCtx::reply_cap`]): four times the connection's uncounted
+/// first chunk of output (`server::conn::REPLY_CHUNK`, 16 KiB).
+pub const REPLY_CAP_SLACK: usize = 64 * 1024;
+
+/// The `client-output-buffer-limit` hard limit of `client`'s class (pubsub
+/// while subscribed, else normal), 0 for none: past it the client is
+/// closed, so a reply drawn with repetition may stop there (see
+/// [`ShardCtx::reply_cap`]).
+pub fn reply_cap_bytes(limits: &[config::ObufLimit; 3], client: &ClientState) -> u64 {
+    let class = if crate::pubsub::subscribed(client) {
+        config::ObufClass::Pubsub
+    } else {
+        config::ObufClass::Normal
+    };
+    limits[class as usize].hard
 }
 
 /// The collection encoding thresholds of a configuration (and the

@@ -99,6 +99,9 @@ pub struct ShardCall {
     pub databases: usize,
     /// `proto-max-bulk-len`: the largest string a command may build.
     pub max_bulk_len: u64,
+    /// The output hard limit of the client's class (`ctx::reply_cap_bytes`),
+    /// 0 for none or for a caller that reads the reply whole (a script).
+    pub reply_cap_bytes: u64,
     /// A blocking command may block (false inside MULTI/EXEC).
     pub may_block: bool,
     /// Runs inside a transaction (EXEC, a multi-shard command's run on
@@ -202,6 +205,7 @@ pub(crate) fn run_shard_with(
         no_touch: call.no_touch,
         databases: call.databases,
         max_bulk_len: call.max_bulk_len,
+        reply_cap_bytes: call.reply_cap_bytes,
         may_block: call.may_block,
         in_tx: call.in_tx,
         nshards: call.nshards,

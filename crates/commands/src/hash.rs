@@ -451,24 +451,29 @@ fn hrandfield(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         return Err(CmdError::err("value is out of range"));
     }
     let touch = ctx.touch();
+    let cap = ctx.reply_cap();
     let Some(e) = ctx.shard.lookup_read(ctx.db, args.get(1), touch) else {
         ctx.out.array(0);
         return Ok(());
     };
     let h = as_hash(e)?;
     let mut rng = rng_copy;
-    let r = randfield_reply(h, ctx.out, &mut rng, l, withvalues);
+    let r = randfield_reply(h, ctx.out, &mut rng, l, withvalues, cap);
     ctx.shard.rng = rng;
     r
 }
 
-/// HRANDFIELD's reply with a count, once the arguments are checked.
+/// HRANDFIELD's reply with a count, once the arguments are checked. Picks
+/// with repetition stop once the reply is longer than `cap` bytes: the
+/// client is closed then and the reply never sent (Redis's loop checks
+/// `CLIENT_CLOSE_ASAP`).
 fn randfield_reply(
     h: &Hash,
     out: &mut Reply,
     rng: &mut rand::rngs::SmallRng,
     l: i64,
     withvalues: bool,
+    cap: usize,
 ) -> Result<(), CmdError> {
     let count = l.unsigned_abs();
     if count == 0 {
@@ -500,12 +505,18 @@ fn randfield_reply(
             for _ in 0..count {
                 let (f, v) = pairs[rand::Rng::gen_range(rng, 0..pairs.len())];
                 emit(out, f, v);
+                if out.len() > cap {
+                    break;
+                }
             }
         } else {
             for _ in 0..count {
                 // INVARIANT: stored hashes are never empty.
                 let (f, v) = h.random_table_pair(rng).expect("stored hash is not empty");
                 emit(out, f, v);
+                if out.len() > cap {
+                    break;
+                }
             }
         }
         return Ok(());

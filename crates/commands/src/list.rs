@@ -1019,6 +1019,7 @@ mod tests {
             no_touch: false,
             databases: 16,
             max_bulk_len: 512 << 20,
+            reply_cap_bytes: 0,
             may_block: true,
             in_tx: false,
             nshards: 1,

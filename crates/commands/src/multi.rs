@@ -322,6 +322,7 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         home: c.home,
         databases: cfg.databases,
         max_bulk_len: cfg.proto_max_bulk_len,
+        reply_cap_bytes: crate::ctx::reply_cap_bytes(&cfg.client_output_buffer_limit, c.client),
         cmds: m.queued,
         pos: 0,
         replies: Vec::new(),
@@ -376,6 +377,8 @@ struct ExecCoord {
     home: usize,
     databases: usize,
     max_bulk_len: u64,
+    /// The client's output hard limit (see `ShardCall::reply_cap_bytes`).
+    reply_cap_bytes: u64,
     cmds: Vec<Vec<Vec<u8>>>,
     /// Next command to look at.
     pos: usize,
@@ -602,6 +605,7 @@ impl Coordinator for ExecCoord {
                                     no_touch: client.no_touch,
                                     databases: self.databases,
                                     max_bulk_len: self.max_bulk_len,
+                                    reply_cap_bytes: self.reply_cap_bytes,
                                     // Inside EXEC blocking commands answer
                                     // at once, as on timeout.
                                     may_block: false,

@@ -415,6 +415,7 @@ fn srandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         return Ok(());
     }
+    let cap = ctx.reply_cap();
     let Shard { dbs, rng, .. } = &mut *ctx.shard;
     let Some(e) = dbs[ctx.db].get(key) else {
         ctx.out.null();
@@ -433,7 +434,12 @@ fn srandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         out.array(0);
     } else if !uniq || count == 1 {
         out.array(count);
-        s.random_repeated(count, rng, |m| reply_member(out, m));
+        // Stops past the output limit, as Redis's loop stops once the
+        // client is to be closed (the reply is never sent).
+        s.random_repeated(count, rng, |m| {
+            reply_member(out, m);
+            out.len() <= cap
+        });
     } else if count >= s.len() {
         out.array(s.len());
         for m in s.iter() {

@@ -159,7 +159,7 @@ fn crosses(o: &Opts, src: &[u8], nshards: usize) -> bool {
 /// (dispatch's default) for a sort on one shard, or arguments the builder
 /// will refuse.
 fn locks(args: Args<'_>, readonly: bool, db: usize, nshards: usize) -> Option<LockSet> {
-    let o = parse(args, readonly).ok()?;
+    let o = parse(args, readonly, true).ok()?;
     if !crosses(&o, args.get(1), nshards) {
         return None;
     }
@@ -179,7 +179,10 @@ fn sort_ro_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<LockSet> {
     locks(args, true, db, nshards)
 }
 
-fn parse(args: Args<'_>, readonly: bool) -> Result<Opts, CmdError> {
+/// SORT's options, in Redis's order of errors. `reads_every_key`: whether
+/// the user may read any key (see `acl::check::reads_every_key`); without
+/// it a BY pattern with `*` or a GET is refused where it is met, as Redis.
+fn parse(args: Args<'_>, readonly: bool, reads_every_key: bool) -> Result<Opts, CmdError> {
     let mut o = Opts {
         limit_count: -1,
         ..Opts::default()
@@ -208,9 +211,18 @@ fn parse(args: Args<'_>, readonly: bool) -> Result<Opts, CmdError> {
             // whatever BY comes later (`BY nosort BY w_*` keeps the order).
             if !p.contains(&b'*') {
                 o.dontsort = true;
+            } else if !reads_every_key {
+                return Err(CmdError::err(
+                    "BY option of SORT denied due to insufficient ACL permissions.",
+                ));
             }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
+            if !reads_every_key {
+                return Err(CmdError::err(
+                    "GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             o.gets.push(args.get(j + 1).to_vec());
             j += 1;
         } else {
@@ -632,7 +644,9 @@ pub(crate) fn from_script(
     held: &dyn Fn(&[u8]) -> bool,
     out: &mut Reply,
 ) -> FromScript {
-    let mut opts = parse(args, readonly)?;
+    // Not checked against a restricted caller's key access here (Redis
+    // checks the script's user too): a known difference.
+    let mut opts = parse(args, readonly, true)?;
     opts.script = true;
     let src = args.get(1);
     let mut l = load(shard, db, touch, src, &opts)?;
@@ -673,7 +687,7 @@ pub(crate) fn pattern_keys(
     args: Args<'_>,
     readonly: bool,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
-    let mut opts = parse(args, readonly)?;
+    let mut opts = parse(args, readonly, true)?;
     opts.script = true;
     let counts = (shard.stats.keyspace_hits, shard.stats.keyspace_misses);
     let l = load(shard, db, false, args.get(1), &opts);
@@ -734,6 +748,30 @@ enum Done {
     Stored(i64),
 }
 
+/// Whether the client's user may read every key with this SORT (an
+/// unrestricted user always may).
+fn reads_every_key(ctx: &mut ConnCtx<'_>, args: Args<'_>, readonly: bool) -> bool {
+    let server = ctx.server;
+    if ctx
+        .client
+        .acl
+        .user
+        .as_ref()
+        .is_some_and(|u| u.unrestricted())
+    {
+        return true;
+    }
+    let (user, rules) = ctx.client.acl.rules(&server.acl);
+    if user.unrestricted() {
+        return true;
+    }
+    let name = if readonly { "sort_ro" } else { "sort" };
+    let Some(id) = crate::table::registry().lookup_full(name.as_bytes()) else {
+        return true;
+    };
+    crate::acl::check::reads_every_key(&rules, id, args)
+}
+
 fn build_sort(ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     build(ctx, args, false)
 }
@@ -748,7 +786,7 @@ fn build(
     readonly: bool,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let n = ctx.nshards();
-    let opts = parse(args, readonly)?;
+    let opts = parse(args, readonly, reads_every_key(ctx, args, readonly))?;
     let src = args.get(1).to_vec();
     let db = ctx.client.db;
     let touch = !ctx.client.no_touch;

@@ -123,6 +123,7 @@ impl TestServer {
                     no_touch: self.client.no_touch,
                     databases: self.shards[0].dbs.len(),
                     max_bulk_len: self.server.config().proto_max_bulk_len,
+                    reply_cap_bytes: 0,
                     // In process there is nobody to wake a blocked client.
                     may_block: false,
                     in_tx: false,

@@ -683,6 +683,7 @@ fn zscan(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// with a count, that many distinct members (negative: with repeats).
 fn zrandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let touch = ctx.touch();
+    let cap = ctx.reply_cap();
     let key = args.get(1);
     let mut count: Option<(i64, bool)> = None;
     if args.len() >= 3 {
@@ -740,6 +741,10 @@ fn zrandmember(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         for _ in 0..count {
             let (m, s) = z.get(rng.gen_range(0..size)).unwrap_or((b"", 0.0));
             result(out, m, s, withscores);
+            // Past the output limit the client is closed: stop, as Redis.
+            if out.len() > cap {
+                break;
+            }
         }
         return Ok(());
     }

@@ -106,6 +106,18 @@ pub(crate) fn parse_cli_with(
             options.push(b' ');
             // `--port` alone waits for its value; `"--port 6380"` carries it.
             value_seen = split_args(arg.as_bytes()).is_none_or(|w| w.len() != 1);
+            // Redis 7.0.15's special case: `--save` followed by another
+            // `--option`, or last, is `save ""` (no save rules).
+            if !value_seen && arg.eq_ignore_ascii_case("--save") {
+                match rest.get(j + 1) {
+                    Some(next) if next.starts_with("--") => {
+                        options.extend_from_slice(b"\"\"");
+                        value_seen = true;
+                    }
+                    None => options.extend_from_slice(b"\"\""),
+                    Some(_) => {}
+                }
+            }
         } else {
             cat_repr(&mut options, arg.as_bytes());
             options.push(b' ');

@@ -119,6 +119,57 @@ fn get_maxmemory_clients(c: &Config) -> Vec<u8> {
     }
 }
 
+/// Redis's `shutdown_on_sig_enum`, in its order (CONFIG GET lists the
+/// flags so).
+const SHUTDOWN_SIG: [(&str, u8); 5] = [
+    ("default", 0),
+    ("save", crate::SHUTDOWN_SIG_SAVE),
+    ("nosave", crate::SHUTDOWN_SIG_NOSAVE),
+    ("now", crate::SHUTDOWN_SIG_NOW),
+    ("force", crate::SHUTDOWN_SIG_FORCE),
+];
+
+/// The flags the words name (Redis's `configEnumGetValue` of a multi-arg
+/// enum): `None` for no word or an unknown one.
+fn shutdown_sig_value<W: AsRef<[u8]>>(words: &[W]) -> Option<u8> {
+    if words.is_empty() {
+        return None;
+    }
+    words.iter().try_fold(0, |acc, w| {
+        SHUTDOWN_SIG
+            .iter()
+            .find(|(n, _)| w.as_ref().eq_ignore_ascii_case(n.as_bytes()))
+            .map(|&(_, v)| acc | v)
+    })
+}
+
+/// Redis's `isValidShutdownOnSigFlags` after the words are known.
+fn check_shutdown_sig(words: &[Vec<u8>]) -> Result<(), String> {
+    let Some(v) = shutdown_sig_value(words) else {
+        let names: Vec<&str> = SHUTDOWN_SIG.iter().map(|&(n, _)| n).collect();
+        return Err(format!(
+            "argument(s) must be one of the following: {}",
+            names.join(", ")
+        ));
+    };
+    if v & crate::SHUTDOWN_SIG_SAVE != 0 && v & crate::SHUTDOWN_SIG_NOSAVE != 0 {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    Ok(())
+}
+
+/// CONFIG GET's words for the flags (Redis's `configEnumGetName`).
+fn shutdown_sig_names(v: u8) -> Vec<String> {
+    if v == 0 {
+        return vec!["default".into()];
+    }
+    SHUTDOWN_SIG
+        .iter()
+        .filter(|&&(_, f)| f != 0 && v & f == f)
+        .map(|&(n, _)| n.to_string())
+        .collect()
+}
+
 fn no_check(_: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
@@ -533,6 +584,21 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
         check: check_save,
     }),
     d("rdbcompression",           Mutable,   yes_no!(rdbcompression, true)),
+    // What SIGINT / SIGTERM do: a shutdown with these SHUTDOWN flags.
+    d("shutdown-on-sigint",       Mutable,   List {
+        max_len: usize::MAX,
+        default: &["default"],
+        get: |c| shutdown_sig_names(c.shutdown_on_sigint),
+        set: |c, v| c.shutdown_on_sigint = shutdown_sig_value(&v).unwrap_or(0),
+        check: check_shutdown_sig,
+    }),
+    d("shutdown-on-sigterm",      Mutable,   List {
+        max_len: usize::MAX,
+        default: &["default"],
+        get: |c| shutdown_sig_names(c.shutdown_on_sigterm),
+        set: |c, v| c.shutdown_on_sigterm = shutdown_sig_value(&v).unwrap_or(0),
+        check: check_shutdown_sig,
+    }),
     d("key-load-delay",           Mutable,   int!(key_load_delay: i32, I32_MIN, I32_MAX, 0)).hidden(),
     d("rdbchecksum",              Immutable, yes_no!(rdbchecksum, true)),
     d("stop-writes-on-bgsave-error", Mutable, yes_no!(stop_writes_on_bgsave_error, true)),
@@ -683,8 +749,10 @@ impl Kind {
     /// given exactly one argument by the callers. `Err` is Redis's reason text.
     pub(crate) fn set(&self, cfg: &mut Config, args: &[Vec<u8>]) -> Result<(), String> {
         let Some(arg) = args.first() else {
-            // Only List is called without arguments (`bind` alone on a line).
-            if let List { set, .. } = *self {
+            // Only List is called without arguments (`bind` alone on a line);
+            // its check decides (`shutdown-on-sigint` alone is an error).
+            if let List { set, check, .. } = *self {
+                check(&[])?;
                 set(cfg, Vec::new());
             }
             return Ok(());

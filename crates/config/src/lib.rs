@@ -255,6 +255,13 @@ impl ObufClass {
     }
 }
 
+/// `shutdown-on-sigint` / `shutdown-on-sigterm` flags, Redis's values
+/// (`SHUTDOWN_SAVE`, `_NOSAVE`, `_NOW`, `_FORCE`); none is `default`.
+pub const SHUTDOWN_SIG_SAVE: u8 = 1;
+pub const SHUTDOWN_SIG_NOSAVE: u8 = 2;
+pub const SHUTDOWN_SIG_NOW: u8 = 4;
+pub const SHUTDOWN_SIG_FORCE: u8 = 8;
+
 /// One class's output buffer limits: a client is closed when its pending output reaches
 /// `hard` bytes, or stays at `soft` bytes or more for more than `soft_seconds`. 0 disables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -401,6 +408,10 @@ pub struct Config {
     pub dbfilename: Vec<u8>,
     /// `save`: snapshot rules, as `seconds changes` pairs (validated).
     pub save: Vec<String>,
+    /// `shutdown-on-sigint` / `shutdown-on-sigterm`: the shutdown a signal
+    /// asks for, as [`SHUTDOWN_SIG_SAVE`] ... bits (0: `default`).
+    pub shutdown_on_sigint: u8,
+    pub shutdown_on_sigterm: u8,
     /// `rdbcompression`: LZF-compress long strings in snapshots.
     pub rdbcompression: bool,
     /// `busy-reply-threshold` (alias `lua-time-limit`): a script running
@@ -690,6 +701,8 @@ impl Config {
             dir: None,
             dbfilename: Vec::new(),
             save: Vec::new(),
+            shutdown_on_sigint: 0,
+            shutdown_on_sigterm: 0,
             rdbcompression: false,
             busy_reply_threshold_ms: 0,
             rdbchecksum: false,

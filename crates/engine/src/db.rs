@@ -469,6 +469,17 @@ impl Db {
     pub fn prefetch(&self, key: &[u8], stage: u8) {
         self.table.prefetch(self.table.hash_of(key), stage);
     }
+    /// [`Db::prefetch`] of a key hashed once for several stages
+    /// ([`Db::hash_of`]).
+    #[inline]
+    pub fn prefetch_hashed(&self, hash: u64, stage: u8) {
+        self.table.prefetch(hash, stage);
+    }
+    /// `key`'s hash in this database's table, for [`Db::prefetch_hashed`].
+    #[inline]
+    pub fn hash_of(&self, key: &[u8]) -> u64 {
+        self.table.hash_of(key)
+    }
     pub fn contains(&self, key: &[u8]) -> bool {
         self.table.get(key).is_some()
     }

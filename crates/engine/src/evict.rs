@@ -1298,10 +1298,17 @@ mod tests {
             .filter(|i| sh.dbs[0].contains(format!("k{i}").as_bytes()))
             .count();
         assert_eq!(left, 50);
-        let late = (75..100)
-            .filter(|i| sh.dbs[0].contains(format!("k{i}").as_bytes()))
-            .count();
-        assert_eq!(late, 25, "the latest quarter survives");
+        // Sampling, as Redis's pool: the key tables' hash seeds differ from
+        // run to run, and now and then every sample of a call is late (a
+        // full run of the suite evicted one of the latest quarter once; 30
+        // runs of this test alone none).
+        let kept = |r: std::ops::Range<u64>| {
+            r.filter(|i| sh.dbs[0].contains(format!("k{i}").as_bytes()))
+                .count()
+        };
+        assert!(kept(75..100) >= 23, "the latest quarter survives");
+        // 30 runs kept 0-5 of the soonest quarter (a random pick: 12.5).
+        assert!(kept(0..25) <= 10, "the soonest quarter mostly goes");
     }
 
     #[test]

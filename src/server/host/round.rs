@@ -90,6 +90,34 @@ struct HubLender<'a> {
     own: std::cell::Cell<*mut Worker>,
     /// Seats held across calls for an unlocked transaction (`pin`).
     pinned: std::cell::RefCell<Vec<(usize, MutexGuard<'a, Seat>)>>,
+    /// The own worker is pinned (`pin`): not lent away (`loan_own`).
+    own_pinned: std::cell::Cell<bool>,
+    /// The adopted loop whose turn runs now (`usize::MAX`: none).
+    turn: std::cell::Cell<usize>,
+    /// The own worker lent to that loop's thread (see `super::loan`).
+    loaned: std::cell::Cell<Option<(usize, *mut Worker)>>,
+    /// The hub's set, which the own worker's connections rejoin.
+    outer: &'a Option<Arc<OwnedFd>>,
+}
+
+impl HubLender<'_> {
+    /// Takes the own worker back from the thread it was lent to
+    /// (`loan_own`), if it was, and puts its connections back in the
+    /// hub's set.
+    fn recall_own(&self) {
+        let Some((to, w)) = self.loaned.take() else {
+            return;
+        };
+        self.hosts.recall_own(to, self.hub);
+        // SAFETY: the borrowing thread let it go (`recall_own` saw it);
+        // it is the hub's own worker, alive for the round.
+        let w_ref = unsafe { &mut *w };
+        w_ref.unpark_flag();
+        if let Some(o) = self.outer {
+            w_ref.join_set(o.clone());
+        }
+        self.own.set(w);
+    }
 }
 
 impl HubLender<'_> {
@@ -145,7 +173,9 @@ impl worker::Lender for HubLender<'_> {
 
     fn pin(&self, id: usize) -> Option<NonNull<Worker>> {
         if id == self.hub {
-            return NonNull::new(self.own.get());
+            let w = NonNull::new(self.own.get());
+            self.own_pinned.set(self.own_pinned.get() || w.is_some());
+            return w;
         }
         let mut pinned = self.pinned.borrow_mut();
         if let Some((_, seat)) = pinned.iter_mut().find(|(p, _)| *p == id) {
@@ -169,6 +199,25 @@ impl worker::Lender for HubLender<'_> {
 
     fn unpin_all(&self) {
         self.pinned.borrow_mut().clear();
+        self.own_pinned.set(false);
+    }
+
+    fn loan_own(&self) -> bool {
+        if self.loaned.get().is_some() {
+            return true;
+        }
+        let (w, to) = (self.own.get(), self.turn.get());
+        if w.is_null() || self.own_pinned.get() || to >= self.hosts.slots.len() || to == self.hub {
+            return false;
+        }
+        // Not lendable here from now on: the other thread runs it.
+        self.own.set(std::ptr::null_mut());
+        // SAFETY: set from the hub's own worker after its turn, not lent
+        // now (`cohost` takes the lender out while it lends a worker).
+        unsafe { &mut *w }.leave_set();
+        self.hosts.lend_own(to, self.hub, w);
+        self.loaned.set(Some((to, w)));
+        true
     }
 }
 
@@ -271,6 +320,10 @@ impl Host {
             hub: self.id,
             own: std::cell::Cell::new(std::ptr::null_mut()),
             pinned: std::cell::RefCell::new(Vec::new()),
+            own_pinned: std::cell::Cell::new(false),
+            turn: std::cell::Cell::new(usize::MAX),
+            loaned: std::cell::Cell::new(None),
+            outer: &self.outer,
         };
         // Each turn records its start for the watchdog (see `Slot::round_us`).
         let hosts = &self.hosts;
@@ -305,11 +358,14 @@ impl Host {
                     let conns = wakeups.of(a.id);
                     if poll || !known || !conns.is_empty() || a.due <= woke {
                         turn(self.id);
+                        lender.turn.set(a.id);
                         w.step_shared(events, poll, conns, led);
                         slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
                     }
                 })
             });
+            lender.turn.set(usize::MAX);
+            lender.recall_own();
             own_served
         });
         if own_served {

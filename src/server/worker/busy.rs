@@ -95,13 +95,15 @@
 //! shard answered as any thread's. Except the loops a script run in place
 //! pinned (their seats stay locked): each is served by
 //! [`Worker::serve_pinned`] exactly as this desk and [`serve_inbox`]
-//! serve the script's own loop (see `in_place`). So is the hub's own
-//! loop when the script runs on an adopted one ([`lending_own`]; it
-//! cannot go back to another thread, it lives on the hub's stack),
-//! published as *stalled* by the script: its shard's commands get `-BUSY`
-//! on every thread, as Redis answers every command while busy, since that
-//! shard cannot run until the script ends (nothing runs on it from the
-//! hook). A WATCH of its keys is not the script's to take (it does not
+//! serve the script's own loop (see `in_place`). The hub's own loop,
+//! when the script runs on an adopted one ([`lending_own`]; it cannot go
+//! back to its thread, it lives on the hub's stack), is lent at the first
+//! pass to the thread of the loop running the script (`host::loan`),
+//! which serves it for real; only if it cannot be (a run in place pinned
+//! it) is it served here, published as *stalled* by the script: its
+//! shard's commands get `-BUSY` on every thread, as Redis answers every
+//! command while busy, since that shard cannot run until the script ends
+//! (nothing runs on it from the hook). A WATCH of its keys is not the script's to take (it does not
 //! hold that shard): it waits for the script's end, as a WATCH deferred
 //! here does. A loop handed to a hub that was running alone when the
 //! script started waits for the script (the watchdog does not see that
@@ -290,7 +292,7 @@ impl commands::coord::ClientRegistry for JobDesk<'_> {
     fn kill(&mut self, id: u64) -> bool {
         self.desk.conns.kill(id)
     }
-    fn unblock(&mut self, id: u64, error: bool) -> bool {
+    fn unblock(&mut self, id: u64, error: bool) -> Option<usize> {
         self.desk.conns.unblock(id, error)
     }
     fn recent_max_buffers(&self) -> (usize, usize) {
@@ -331,14 +333,30 @@ struct OwnIdle {
     hub: usize,
     /// A pass served it (its counts wait in its desk's tally).
     served: bool,
+    /// Lent to the thread of the loop running the script (see
+    /// `host::loan`): served there for real, neither stalled nor served
+    /// here.
+    loaned: Cell<bool>,
 }
 
 impl commands::script::busy::IdleLoops for OwnIdle {
     fn idle(&self, into: &mut Vec<usize>) {
-        into.push(self.hub);
+        // Asked at each busy pass before the loops are served: the first
+        // lends the worker away, so its shard is never published stalled.
+        if !self.loaned.get() {
+            let slot = engine::alloc::current_slot();
+            self.loaned.set(super::cohost::loan_own());
+            engine::alloc::set_slot(slot);
+        }
+        if !self.loaned.get() {
+            into.push(self.hub);
+        }
     }
 
     fn serve_idle(&mut self, first: bool) {
+        if self.loaned.get() {
+            return;
+        }
         // `with_worker` charges the caller's shard afterwards: the
         // script's, whichever it is, is put back as it was.
         let slot = engine::alloc::current_slot();
@@ -356,7 +374,11 @@ impl commands::script::busy::IdleLoops for OwnIdle {
 /// served it: then the caller settles it ([`Worker::settle_idle`]) before
 /// it runs anything else.
 pub fn lending_own<R>(hub: usize, f: impl FnOnce() -> R) -> (R, bool) {
-    let mut own = OwnIdle { hub, served: false };
+    let mut own = OwnIdle {
+        hub,
+        served: false,
+        loaned: Cell::new(false),
+    };
     let r = commands::script::busy::lend_idle(&mut own, f);
     (r, own.served)
 }

@@ -122,6 +122,12 @@ pub trait Lender {
     /// now.
     fn pin(&self, id: usize) -> Option<NonNull<Worker>>;
     fn unpin_all(&self);
+    /// Lends the hub's own worker, idle in this round, to the thread of
+    /// the loop running now, for a long script's duration (see
+    /// `host::loan`); true if it is lent (now or already).
+    fn loan_own(&self) -> bool {
+        false
+    }
 }
 
 /// A worker pinned for an unlocked transaction ([`pin_worker`]), reached
@@ -229,12 +235,21 @@ pub(super) fn with_worker_open<R>(
             None
         }
         fn unpin_all(&self) {}
+        // `loan_own`: never (the default). The worker `f` holds may be
+        // the hub's own; and a run by a call is taken back before it is
+        // published, so it has no busy pass to lend it from.
     }
     let inner = LENDER.get()?;
     with_worker(id, home, |w| {
         let except = Except { inner, lent: id };
         lending(&except, || f(w))
     })
+}
+
+/// Whether workers are lent to this thread's calls now (it runs other
+/// workers' loops: a hub's round).
+pub(super) fn lending_here() -> bool {
+    LENDER.get().is_some()
 }
 
 /// Pins worker `id` for a script in place (see `in_place`): false if
@@ -266,6 +281,13 @@ pub(super) fn visit<R>(home: usize, f: impl FnOnce() -> R) -> R {
     }
     let _put = Put(LENDER.take(), home);
     f()
+}
+
+/// Lends the hub's own worker away for a long script (see
+/// [`Lender::loan_own`]); false if there is no lender or it cannot.
+pub(super) fn loan_own() -> bool {
+    // SAFETY: as in `with_worker`.
+    LENDER.get().is_some_and(|l| unsafe { &*l }.loan_own())
 }
 
 /// Lets go of every pinned worker.

@@ -43,27 +43,22 @@ impl Conns {
 }
 
 impl ClientRegistry for Conns {
-    fn unblock(&mut self, id: u64, error: bool) -> bool {
-        let Some(slot) = self
+    fn unblock(&mut self, id: u64, error: bool) -> Option<usize> {
+        let slot = self
             .slots
             .iter()
-            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id))
-        else {
-            return false;
-        };
-        let Some(c) = self.slots[slot].as_mut() else {
-            return false;
-        };
+            .position(|c| c.as_ref().is_some_and(|c| c.client.id == id))?;
+        let c = self.slots[slot].as_mut()?;
         let BlockPhase::Blocked(t) = &c.block else {
-            return false;
+            return None;
         };
         if !t.claim.take() {
-            return false;
+            return None;
         }
-        let seq = t.seq;
+        let (seq, cmd) = (t.seq, t.cmd_id);
         let mut r = Reply::new(c.client.resp3);
         if error {
-            r.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            r.error(commands::connection::UNBLOCKED_ERROR);
         } else {
             // As on timeout.
             r.null_array();
@@ -73,7 +68,7 @@ impl ClientRegistry for Conns {
         blocking::set_blocked(&mut c.client, false);
         self.mark_dirty(slot);
         self.resume.push(slot);
-        true
+        Some(cmd)
     }
 
     fn for_each(&self, f: &mut dyn FnMut(&ClientState, &ClientIo)) {

@@ -18,7 +18,7 @@ use std::time::Instant;
 use commands::coord::{JobOut, Plan};
 use commands::exec::{self, dispatch, Step};
 use commands::ConnCtx;
-use resp::Reply;
+use resp::{Args, Reply};
 
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
@@ -292,6 +292,8 @@ impl Worker {
 /// touches meanwhile, runs without locks ([`run_unlocked`]).
 pub(super) fn advance(core: &mut Core, c: &mut Conn, slot: usize) {
     let unlocked = run_unlocked(core, c);
+    // A plan of the request's keys is for its first step only.
+    core.key_pf.clear();
     while step_coord(core, c, slot, unlocked) {}
     if unlocked {
         unpin_unlocked(core);
@@ -337,21 +339,49 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     let mut shards = std::mem::take(&mut core.unlocked_shards);
     shards.clear();
     let home = core.id;
+    let db = c.client.db;
+    let locked = ac.coord.lock_shards(&mut shards);
+    // The request's keys by shard (`prefetch_plan`), for a command over
+    // enough shards (on one or two, its jobs prefetch their own keys).
+    let mut pf = std::mem::take(&mut core.key_pf);
+    if shards.len() < PREFETCH_MIN_SHARDS {
+        pf.clear();
+    }
+    let keys = std::mem::take(&mut core.key_buf);
     // Each co-hosted shard is pinned and looked at once: its address is
-    // kept for the transaction's jobs (`run_plan_unlocked`).
-    let ok = ac.coord.lock_shards(&mut shards)
+    // kept for the transaction's jobs (`run_plan_unlocked`); its keys'
+    // buckets are asked for meanwhile.
+    let ok = locked
         && shards.iter().all(|&s| {
             if s == home {
+                prefetch_on(&core.shard, db, &keys, &mut pf, s, 0);
                 return home_idle(core);
             }
             let Some(p) = cohost::pin_worker(s) else {
                 return false;
             };
             // SAFETY: inside `visit`, pinned, the only reference.
-            let idle = cohost::visit(home, || unsafe { p.worker() }.idle_for_unlocked());
+            let idle = cohost::visit(home, || {
+                let w = unsafe { p.worker() };
+                prefetch_on(&w.core.shard, db, &keys, &mut pf, s, 0);
+                w.idle_for_unlocked()
+            });
             core.unlocked.push((s, p));
             idle
         });
+    if ok && !pf.is_empty() {
+        // The buckets are in by now (a visit per shard since): their
+        // entries next, so that the jobs find both in cache.
+        prefetch_on(&core.shard, db, &keys, &mut pf, home, 1);
+        for (s, p) in &core.unlocked {
+            // SAFETY: inside `visit`, pinned, the only reference.
+            cohost::visit(home, || {
+                prefetch_on(&unsafe { p.worker() }.core.shard, db, &keys, &mut pf, *s, 1)
+            });
+        }
+    }
+    core.key_pf = pf;
+    core.key_buf = keys;
     core.unlocked_shards = shards;
     if !ok {
         unpin_unlocked(core);
@@ -359,6 +389,85 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     }
     ac.coord.run_unlocked();
     true
+}
+
+/// Commands over fewer shards than this prefetch no keys across shards:
+/// a shard's part of them is several keys, which its job prefetches
+/// together (`commands::multikey::prefetch_keys_and_values`).
+const PREFETCH_MIN_SHARDS: usize = 3;
+
+/// Copies the keys of request `args` (a command of `spec`) for the
+/// prefetch of its first step if it runs without locks (see
+/// [`prefetch_on`]): each key's shard and its bytes' range in
+/// `Core::key_buf`. Only for three keys or more (they may span
+/// [`PREFETCH_MIN_SHARDS`]); [`advance`] drops the plan after that step.
+pub(super) fn prefetch_plan(core: &mut Core, spec: &commands::table::CommandSpec, args: Args<'_>) {
+    core.key_pf.clear();
+    core.key_buf.clear();
+    // Alone on its thread no shard is lent: nothing runs unlocked.
+    if core.server.nshards < PREFETCH_MIN_SHARDS || !cohost::lending_here() {
+        return;
+    }
+    let mut pos = std::mem::take(&mut core.key_pos);
+    spec.key_positions(args, &mut pos);
+    if pos.len() >= PREFETCH_MIN_SHARDS {
+        let n = core.server.nshards;
+        for &p in &pos {
+            let k = args.get(p);
+            let start = core.key_buf.len() as u32;
+            core.key_buf.extend_from_slice(k);
+            core.key_pf.push(KeyPf {
+                shard: commands::table::shard_of(k, n) as u32,
+                start,
+                end: core.key_buf.len() as u32,
+                hash: 0,
+            });
+        }
+        // By shard: each visit finds its keys by two binary searches.
+        core.key_pf.sort_unstable_by_key(|k| k.shard);
+    }
+    core.key_pos = pos;
+}
+
+/// A key of the request whose coordinator starts (`Core::key_pf`): its
+/// shard, its bytes in `Core::key_buf`, and its hash in its shard's
+/// table once the first prefetch stage computed it.
+#[derive(Clone, Copy)]
+pub(super) struct KeyPf {
+    shard: u32,
+    start: u32,
+    end: u32,
+    hash: u64,
+}
+
+/// Prefetch stage `stage` (`engine::Db::prefetch`: 0 the bucket, 1 its
+/// entry) of the keys of `pf` on shard `s`, in database `db` of `shard`.
+/// A shard's part of an MSET or MGET of 10 keys over 32 shards is one
+/// key, too few for its job's own prefetch: its bucket, entry and value
+/// then missed one after the other, shard after shard, where on 2
+/// shards a job's five keys' misses overlap (bench/README.md, "Which
+/// layout the benchmark runs"). Asked for here, during the visits that
+/// precede the jobs, they arrive together.
+fn prefetch_on(
+    shard: &engine::Shard,
+    db: usize,
+    keys: &[u8],
+    pf: &mut [KeyPf],
+    s: usize,
+    stage: u8,
+) {
+    let Some(d) = shard.dbs.get(db) else {
+        return;
+    };
+    let s = s as u32;
+    let lo = pf.partition_point(|k| k.shard < s);
+    let hi = lo + pf[lo..].partition_point(|k| k.shard == s);
+    for k in &mut pf[lo..hi] {
+        if stage == 0 {
+            k.hash = d.hash_of(&keys[k.start as usize..k.end as usize]);
+        }
+        d.prefetch_hashed(k.hash, stage);
+    }
 }
 
 /// [`Core::idle_for_unlocked`] for the home shard.
@@ -872,5 +981,38 @@ pub(super) fn rerun(core: &mut Core, c: &mut Conn, slot: usize, seq: u64, args: 
             c.keep_deadline_ms = None;
             c.complete(seq, out.as_bytes());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shard's visit prefetches its own keys of the request, hashed
+    /// once by the first stage for the second, and no other shard's.
+    #[test]
+    fn a_visit_prefetches_its_shards_keys_only() {
+        let shard = engine::Shard::new(1, 2);
+        let keys = b"aaabbbbcc".to_vec();
+        let key = |shard: u32, start: u32, end: u32| KeyPf {
+            shard,
+            start,
+            end,
+            hash: 0,
+        };
+        // Sorted by shard, as `prefetch_plan` leaves them.
+        let mut pf = vec![key(0, 0, 3), key(1, 3, 7), key(1, 7, 9), key(2, 0, 3)];
+        prefetch_on(&shard, 1, &keys, &mut pf, 1, 0);
+        let d = &shard.dbs[1];
+        assert_eq!(pf[1].hash, d.hash_of(b"bbbb"));
+        assert_eq!(pf[2].hash, d.hash_of(b"cc"));
+        assert_eq!((pf[0].hash, pf[3].hash), (0, 0), "other shards' keys");
+        // The second stage reuses the hashes; a database the shard lacks
+        // is skipped.
+        prefetch_on(&shard, 1, &keys, &mut pf, 1, 1);
+        assert_eq!(pf[1].hash, d.hash_of(b"bbbb"));
+        let mut other = vec![key(1, 3, 7)];
+        prefetch_on(&shard, 5, &keys, &mut other, 1, 0);
+        assert_eq!(other[0].hash, 0);
     }
 }

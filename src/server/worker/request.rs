@@ -35,7 +35,7 @@ use super::super::blocking::{self, BlockPhase};
 use super::super::conn::{ActiveCoord, Conn, HOLD_LOCAL};
 use super::super::mailbox::{Batch, BatchCmd, ConnRef, Msg};
 use super::busy::inbox_of;
-use super::home::advance;
+use super::home::{advance, prefetch_plan};
 use super::shard::lock_blocked;
 use super::waiters::{park_waiter, serve_ready};
 use super::{evict, in_place, pause, repl_wait, tracking, Core, Worker};
@@ -339,6 +339,7 @@ pub(super) fn shard_call(
         no_touch: client.no_touch,
         databases: cfg.databases,
         max_bulk_len: cfg.max_bulk_len,
+        reply_cap_bytes: commands::ctx::reply_cap_bytes(&cfg.obuf, client),
         may_block,
         in_tx: false,
         nshards: server.nshards,
@@ -873,6 +874,7 @@ pub(super) fn execute(
             // coordinator's jobs must see their effects.
             core.send_batches();
             let slow_args = core.server.ops.slowlog.enabled().then(|| args.to_owned());
+            prefetch_plan(core, resolved.spec, args);
             let seq = c.open_slot(suppress);
             c.coord = Some(ActiveCoord {
                 resolved,

@@ -319,11 +319,16 @@ impl Worker {
             return;
         }
         // A reply held for the AOF, or a blocked command's missing one,
-        // goes home the usual way.
+        // goes home the usual way; so does one that may pass an output
+        // buffer limit: the home thread checks it before a byte is written
+        // and closes the client instead, as Redis (a direct write sent a
+        // reply past the hard limit whole when the socket took it).
         let direct = b.direct.filter(|_| {
             b.block.is_none()
                 && b.widen.is_none()
                 && !(self.core.aof_always && b.aof_from != usize::MAX)
+                && (b.reply.len() <= crate::server::conn::REPLY_CHUNK
+                    || !self.core.cfg.obuf_limited())
         });
         if let Some(direct) = direct {
             let n = direct.write(&b.reply);

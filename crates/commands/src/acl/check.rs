@@ -135,6 +135,25 @@ fn check_selector(
     Ok(())
 }
 
+/// Whether a selector of `rules` allows this call of command `id` and
+/// reads every key (all keys, or the pattern `*` with read permission):
+/// Redis's `ACLUserCheckCmdWithUnrestrictedKeyAccess(.., CMD_KEY_ACCESS)`,
+/// which SORT asks before a BY or GET pattern reads keys no key spec names.
+pub fn reads_every_key(rules: &Rules, id: usize, args: Args<'_>) -> bool {
+    let mut keys = Vec::new();
+    let mut cache = KeyCache {
+        found: false,
+        keys: &mut keys,
+    };
+    rules.selectors.iter().any(|s| {
+        check_selector(s, id, args, &mut cache).is_ok()
+            && (s.allkeys
+                || s.keys
+                    .iter()
+                    .any(|(f, p)| f & super::rules::KEY_READ != 0 && p == b"*"))
+    })
+}
+
 /// Checks one call of command `id` against `rules`; `keys` is scratch
 /// space for the call's keys.
 pub fn check(

@@ -13,8 +13,9 @@
 //! only [`users::User::unrestricted`] for a user who may run anything (the
 //! default user unless restricted): one relaxed load and a branch.
 //!
-//! Not done here (yet): disconnecting pub/sub clients whose channel
-//! permissions ACL SETUSER revoked (Redis's `ACLKillPubsubClientsIfNeeded`).
+//! ACL SETUSER that takes channel permissions away disconnects the user's
+//! pub/sub clients whose subscriptions are no longer allowed, on every
+//! thread before it replies (Redis's `ACLKillPubsubClientsIfNeeded`).
 
 pub mod cats;
 pub mod check;
@@ -27,14 +28,14 @@ use std::sync::Arc;
 
 use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{fan_out, ClientIo, Coordinator};
+use crate::coord::{fan_out, ClientIo, Coordinator, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ServerShared};
 use crate::error::CmdError;
 use crate::table::{flags::*, registry, CommandSpec, Exec, Resolved, NO_KEYS};
 use crate::util::eq_ic;
 
 pub use check::Denied;
-pub use users::{Acl, ClientAcl, Context, LogEntry, Reason, User};
+pub use users::{Acl, ClientAcl, Context, LogEntry, Reason, Revoked, User};
 
 const FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 const ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous"];
@@ -58,7 +59,7 @@ const SUBCOMMANDS: &[CommandSpec] = &[
     sub("load", 2, ADMIN | FLAGS, Exec::Coord(load)),
     sub("log", -2, ADMIN | FLAGS, Exec::Conn(log)),
     sub("save", 2, ADMIN | FLAGS, Exec::Conn(save)),
-    sub("setuser", -3, ADMIN | FLAGS, Exec::Conn(setuser)),
+    sub("setuser", -3, ADMIN | FLAGS, Exec::Coord(setuser)),
     sub("users", 2, ADMIN | FLAGS, Exec::Conn(users)),
     sub("whoami", 2, FLAGS, Exec::Conn(whoami)),
 ];
@@ -72,14 +73,11 @@ fn pubsub_all(server: &ServerShared) -> bool {
         .acl_pubsub_default_all
 }
 
-fn aclfile(server: &ServerShared) -> Option<String> {
-    server
-        .config
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .aclfile
-        .as_ref()
-        .map(|p| p.display().to_string())
+/// `aclfile` as configured, and `dir` (where a relative one lives).
+fn aclfile(server: &ServerShared) -> Option<(String, Option<std::path::PathBuf>)> {
+    let cfg = server.config.read().unwrap_or_else(|e| e.into_inner());
+    let path = cfg.aclfile.as_ref()?.display().to_string();
+    Some((path, cfg.dir.clone()))
 }
 
 fn wrong_args(args: Args<'_>) -> CmdError {
@@ -91,10 +89,12 @@ fn wrong_args(args: Args<'_>) -> CmdError {
 }
 
 /// ACL SETUSER name [rule ...]: +OK, or Redis's error naming the bad
-/// modifier; nothing changes on error.
-fn setuser(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+/// modifier; nothing changes on error. Channel permissions taken away
+/// disconnect the user's pub/sub clients that lose a subscription.
+fn setuser(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let ops: Vec<&[u8]> = (3..args.len()).map(|i| args.get(i)).collect();
-    c.server
+    let revoked = c
+        .server
         .acl
         .set_user(args.get(2), &ops, pubsub_all(c.server))
         .map_err(|e| {
@@ -102,8 +102,50 @@ fn setuser(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             line.extend_from_slice(&e);
             CmdError::Bytes(line)
         })?;
-    c.out.ok();
-    Ok(())
+    let Some(revoked) = revoked else {
+        return Ok(OneStep::boxed(
+            Plan::default(),
+            |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+                out.ok();
+                Ok(())
+            },
+        ));
+    };
+    let revoked = Arc::new(revoked);
+    let job_revoked = revoked.clone();
+    let me = c.client.id;
+    let default = c.server.acl.default_user();
+    // A client that never authenticated runs as the default user.
+    let is_default = Arc::ptr_eq(&revoked.user, &default);
+    let loses = move |st: &ClientState, r: &Revoked| {
+        let of_user = match &st.acl.user {
+            Some(u) => Arc::ptr_eq(u, &r.user),
+            None => is_default,
+        };
+        of_user && st.subs.as_ref().is_some_and(|s| r.kills(s))
+    };
+    Ok(fan_out(
+        c.nshards(),
+        move |env| {
+            let mut victims = Vec::new();
+            env.clients.for_each(&mut |st, _| {
+                if st.id != me && loses(st, &job_revoked) {
+                    victims.push(st.id);
+                }
+            });
+            for id in victims {
+                env.clients.kill(id);
+            }
+        },
+        move |_: Vec<()>, out: &mut Reply, client: &mut ClientState| {
+            // The caller itself (a RESP3 subscriber): closed after its reply.
+            if loses(client, &revoked) {
+                client.close_after_reply = true;
+            }
+            out.ok();
+            Ok(())
+        },
+    ))
 }
 
 /// ACL GETUSER name: the user's flags, passwords, root permissions and
@@ -366,8 +408,8 @@ const NO_ACLFILE: &str = "This Redis instance is not configured to use an ACL fi
 
 /// ACL SAVE: writes every user to `aclfile`.
 fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    let path = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
-    if let Err(e) = c.server.acl.save_file(&path) {
+    let (path, dir) = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
+    if let Err(e) = c.server.acl.save_file(&path, dir.as_deref()) {
         crate::persist::log_warning(&format!("Writing ACL file for ACL SAVE: {e}"));
         return Err(CmdError::err(
             "There was an error trying to save the ACLs. Please check the server logs for more \
@@ -381,11 +423,11 @@ fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// ACL LOAD: replaces every user with `aclfile`'s, all or nothing; the
 /// connections of the users replaced are closed.
 fn load(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let path = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
+    let (path, dir) = aclfile(c.server).ok_or(CmdError::err(NO_ACLFILE))?;
     let gone = c
         .server
         .acl
-        .load_file(&path, pubsub_all(c.server))
+        .load_file(&path, dir.as_deref(), pubsub_all(c.server))
         .map_err(CmdError::Err)?;
     Ok(disconnect(c.nshards(), c.client.id, gone, |out| out.ok()))
 }
@@ -447,7 +489,11 @@ pub fn load_at_startup(server: &ServerShared) -> Result<(), String> {
     if let Some(path) = &cfg.aclfile {
         server
             .acl
-            .load_file(&path.display().to_string(), cfg.acl_pubsub_default_all)
+            .load_file(
+                &path.display().to_string(),
+                cfg.dir.as_deref(),
+                cfg.acl_pubsub_default_all,
+            )
             .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
     }
     Ok(())

@@ -204,6 +204,10 @@ impl Selector {
                     }
                     off += 1;
                 }
+                // `%~` and `%` name no permission (Redis's `!flags`).
+                if flags == 0 {
+                    return Err(RuleError::Syntax);
+                }
             } else {
                 flags = KEY_ALL;
             }

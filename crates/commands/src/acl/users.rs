@@ -77,6 +77,51 @@ impl User {
     }
 }
 
+/// An ACL SETUSER that took channel permissions from an existing user:
+/// its pub/sub clients whose subscriptions the new list does not allow
+/// are to be disconnected (Redis's `ACLKillPubsubClientsIfNeeded`).
+#[derive(Debug)]
+pub struct Revoked {
+    pub user: Arc<User>,
+    /// Every channel pattern of the new rules' selectors.
+    pub channels: Vec<Vec<u8>>,
+}
+
+impl Revoked {
+    /// Whether a client with `subs` loses a subscription: a channel or
+    /// shard channel no pattern matches, or a pattern not among the
+    /// patterns literally (Redis's `ACLCheckChannelAgainstList`).
+    pub fn kills(&self, subs: &crate::pubsub::Subscriptions) -> bool {
+        let allowed =
+            |ch: &[u8], literal| super::check::channel_allowed(&self.channels, ch, literal);
+        subs.patterns.iter().any(|p| !allowed(p, true))
+            || subs
+                .channels
+                .iter()
+                .chain(&subs.shard)
+                .any(|c| !allowed(c, false))
+    }
+}
+
+/// The new rules' channel patterns when they may deny a subscription the
+/// old ones allowed; `None` when a new selector allows every channel or
+/// every old pattern is among the new ones (Redis's two shortcuts).
+fn revoked_channels(old: &Rules, new: &Rules) -> Option<Vec<Vec<u8>>> {
+    if new.selectors.iter().any(|s| s.allchannels) {
+        return None;
+    }
+    let upcoming: Vec<Vec<u8>> = new
+        .selectors
+        .iter()
+        .flat_map(|s| s.channels.iter().cloned())
+        .collect();
+    let kept = old
+        .selectors
+        .iter()
+        .all(|s| !s.allchannels && s.channels.iter().all(|p| upcoming.contains(p)));
+    (!kept).then_some(upcoming)
+}
+
 /// A client's user and its cached rules.
 #[derive(Clone, Debug, Default)]
 pub struct ClientAcl {
@@ -254,7 +299,12 @@ impl Acl {
     /// ACL SETUSER: applies `ops` to a copy of the user's rules (or a new
     /// user's) and publishes them only if every one is valid. `Err` is the
     /// rest of Redis's error line after `ERR `.
-    pub fn set_user(&self, name: &[u8], ops: &[&[u8]], pubsub_all: bool) -> Result<(), Vec<u8>> {
+    pub fn set_user(
+        &self,
+        name: &[u8],
+        ops: &[&[u8]],
+        pubsub_all: bool,
+    ) -> Result<Option<Revoked>, Vec<u8>> {
         if has_spaces(name) {
             return Err(b"Usernames can't contain spaces or null characters".to_vec());
         }
@@ -279,13 +329,21 @@ impl Acl {
                 return Err(line);
             }
         }
-        match existing {
-            Some(u) => u.set(rules),
+        let revoked = match existing {
+            Some(u) => {
+                let revoked = revoked_channels(&u.rules(), &rules).map(|channels| Revoked {
+                    user: u.clone(),
+                    channels,
+                });
+                u.set(rules);
+                revoked
+            }
             None => {
                 users.insert(name.to_vec(), User::new(name, rules));
+                None
             }
-        }
-        Ok(())
+        };
+        Ok(revoked)
     }
 
     /// ACL DELUSER: removes the named users (never `default`, checked by
@@ -419,8 +477,16 @@ impl Acl {
     /// users replaced (their clients are disconnected; the default user's
     /// handle is kept and only its rules change). `Err` is Redis's one-line
     /// description of every problem found.
-    pub fn load_file(&self, path: &str, pubsub_all: bool) -> Result<Vec<Arc<User>>, String> {
-        let text = std::fs::read(path).map_err(|e| {
+    ///
+    /// A relative `path` is read in `dir` (the configuration's `dir`, where
+    /// Redis has moved its working directory); messages name it as given.
+    pub fn load_file(
+        &self,
+        path: &str,
+        dir: Option<&std::path::Path>,
+        pubsub_all: bool,
+    ) -> Result<Vec<Arc<User>>, String> {
+        let text = std::fs::read(in_dir(dir, path)).map_err(|e| {
             format!(
                 "Error loading ACLs, opening file '{path}': {}",
                 strerror(&e)
@@ -506,8 +572,9 @@ impl Acl {
     }
 
     /// ACL SAVE: every user in ACL LIST's form, written to a temporary
-    /// file renamed over `path`.
-    pub fn save_file(&self, path: &str) -> std::io::Result<()> {
+    /// file renamed over `path` (in `dir` if relative, see [`Acl::load_file`]).
+    pub fn save_file(&self, path: &str, dir: Option<&std::path::Path>) -> std::io::Result<()> {
+        let path = in_dir(dir, path);
         let mut text = Vec::new();
         for u in self.all() {
             text.extend_from_slice(b"user ");
@@ -516,12 +583,26 @@ impl Acl {
             text.extend_from_slice(&u.rules().describe());
             text.push(b'\n');
         }
-        let tmp = format!("{path}.tmp-{}-{}", std::process::id(), engine::now_ms());
-        let res = std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, path));
+        let tmp = format!(
+            "{}.tmp-{}-{}",
+            path.display(),
+            std::process::id(),
+            engine::now_ms()
+        );
+        let res = std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, &path));
         if res.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
         res
+    }
+}
+
+/// `path` in `dir` when it is relative (Redis chdirs to `dir` at start and
+/// on CONFIG SET dir; Tessera keeps its working directory).
+fn in_dir(dir: Option<&std::path::Path>, path: &str) -> std::path::PathBuf {
+    match dir {
+        Some(d) if std::path::Path::new(path).is_relative() => d.join(path),
+        _ => std::path::PathBuf::from(path),
     }
 }
 
@@ -645,14 +726,14 @@ mod tests {
         let acl = Acl::new();
         acl.set_user(b"u", &[b"on", b">p", b"~a*", b"+get", b"(+set ~b)"], false)
             .unwrap();
-        acl.save_file(&path).unwrap();
+        acl.save_file(&path, None).unwrap();
         let other = Acl::new();
-        other.load_file(&path, false).unwrap();
+        other.load_file(&path, None, false).unwrap();
         let list =
             |a: &Acl| -> Vec<Vec<u8>> { a.all().iter().map(|u| u.rules().describe()).collect() };
         assert_eq!(list(&acl), list(&other));
         std::fs::write(&path, "user x on +nosuch\nbogus\n").unwrap();
-        let e = other.load_file(&path, false).unwrap_err();
+        let e = other.load_file(&path, None, false).unwrap_err();
         assert!(
             e.contains(":1: Unknown command or category name in ACL. "),
             "{e}"

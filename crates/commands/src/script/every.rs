@@ -340,6 +340,7 @@ impl Coordinator for Run {
                     no_touch,
                     databases,
                     max_bulk_len,
+                    reply_cap_bytes: 0,
                     may_block: false,
                     // Its records join the transaction's (as a job's).
                     in_tx: true,

@@ -1216,6 +1216,7 @@ impl Run<'_, '_> {
                     no_touch: self.ctx.no_touch,
                     databases: self.ctx.databases,
                     max_bulk_len: self.ctx.max_bulk_len,
+                    reply_cap_bytes: 0,
                     may_block: false,
                     in_tx: self.ctx.in_tx,
                     nshards: self.ctx.nshards,

@@ -236,3 +236,24 @@ fn cli_reports_unreadable_files_like_redis() {
         "Fatal error, config text is larger than 16777216 bytes"
     );
 }
+
+/// Redis 7.0.15's special case: `--save` followed by another option, or
+/// last, means `save ""` (Tcl unit/introspection 'save with empty input').
+#[test]
+fn cli_save_without_a_value_has_no_rules() {
+    for args in [
+        &["--save", "--loglevel", "verbose"][..],
+        &["--loglevel", "verbose", "--save"],
+        &["--save", "", "--loglevel", "verbose"],
+        &["--loglevel", "verbose", "--save", ""],
+        &["--SAVE", "--loglevel", "verbose"],
+    ] {
+        let cfg = cli(args).unwrap();
+        assert_eq!(get_one(&cfg, "save"), "", "{args:?}");
+        assert_eq!(get_one(&cfg, "loglevel"), "verbose", "{args:?}");
+    }
+    // A value that is not an option is the rule, as before.
+    assert_eq!(get_one(&cli(&["--save", "10 1"]).unwrap(), "save"), "10 1");
+    // Only `save`: another option without a value still takes the next word.
+    assert!(cli(&["--loglevel", "--save", "10 1"]).is_err());
+}

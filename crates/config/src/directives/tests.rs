@@ -240,6 +240,14 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("dbfilename", "x.rdb", "dbfilename", "x.rdb"),
     ("save", "10 1 20 2", "save", "10 1 20 2"),
     ("rdbcompression", "no", "rdbcompression", "no"),
+    // Redis's order whatever the input's, case folded.
+    (
+        "shutdown-on-sigint",
+        "FORCE now nosave",
+        "shutdown-on-sigint",
+        "nosave now force",
+    ),
+    ("shutdown-on-sigterm", "save", "shutdown-on-sigterm", "save"),
     ("key-load-delay", "-7", "key-load-delay", "-7"),
     ("rdbchecksum", "no", "rdbchecksum", "no"),
     (
@@ -490,6 +498,11 @@ fn check_sample(c: &Config, name: &str) {
         "dbfilename" => assert_eq!(c.dbfilename, b"x.rdb"),
         "save" => assert_eq!(c.save_rules(), [(10, 1), (20, 2)]),
         "rdbcompression" => assert!(!c.rdbcompression),
+        "shutdown-on-sigint" => assert_eq!(
+            c.shutdown_on_sigint,
+            SHUTDOWN_SIG_NOSAVE | SHUTDOWN_SIG_NOW | SHUTDOWN_SIG_FORCE
+        ),
+        "shutdown-on-sigterm" => assert_eq!(c.shutdown_on_sigterm, SHUTDOWN_SIG_SAVE),
         "rdbchecksum" => assert!(!c.rdbchecksum),
         "stop-writes-on-bgsave-error" => assert!(!c.stop_writes_on_bgsave_error),
         "appendonly" => assert!(c.appendonly),
@@ -756,4 +769,31 @@ fn hidden_directives_need_their_exact_name() {
         [("key-load-delay".into(), "0".into())]
     );
     assert!(!crate::help_text().contains("key-load-delay"));
+}
+
+/// `shutdown-on-sigint` / `-sigterm`: Redis 7.0.15's words, errors and order
+/// (Tcl unit/introspection's command line and CONFIG REWRITE tests).
+#[test]
+fn shutdown_on_signal_flags() {
+    let mut c = Config::default();
+    assert_eq!(get_one(&c, "shutdown-on-sigterm"), "default");
+    set(&mut c, &[("shutdown-on-sigterm", "nosave now")]).unwrap();
+    assert_eq!(get_one(&c, "shutdown-on-sigterm"), "nosave now");
+    set(&mut c, &[("shutdown-on-sigterm", "default")]).unwrap();
+    assert_eq!(c.shutdown_on_sigterm, 0);
+    let all = "argument(s) must be one of the following: default, save, nosave, now, force";
+    for (v, e) in [
+        ("", all),
+        ("later", all),
+        (
+            "save nosave",
+            "shutdown options SAVE and NOSAVE can't be used simultaneously",
+        ),
+    ] {
+        let err = set(&mut c, &[("shutdown-on-sigint", v)]).unwrap_err();
+        assert!(err.ends_with(e), "{v:?}: {err}");
+    }
+    assert!(cli_err(&["--shutdown-on-sigint"]).contains(all));
+    let cfg = cli(&["--shutdown-on-sigint", "nosave", "force", "now"]).unwrap();
+    assert_eq!(get_one(&cfg, "shutdown-on-sigint"), "nosave now force");
 }

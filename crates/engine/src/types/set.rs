@@ -460,12 +460,13 @@ impl Set {
     }
 
     /// SRANDMEMBER with a negative count: `count` members drawn with
-    /// repetition, each uniformly, passed to `f`.
+    /// repetition, each uniformly, passed to `f`; stops early when `f`
+    /// returns false.
     pub fn random_repeated<R: Rng + ?Sized>(
         &self,
         count: usize,
         rng: &mut R,
-        mut f: impl FnMut(Member<'_>),
+        mut f: impl FnMut(Member<'_>) -> bool,
     ) {
         let n = self.len();
         if n == 0 {
@@ -476,13 +477,17 @@ impl Set {
                 // One walk to index the entries, then O(1) per draw.
                 let ats: Vec<usize> = p.iter_at().map(|(at, _)| at).collect();
                 for _ in 0..count {
-                    f(p.get_at(ats[rng.gen_range(0..n)]));
+                    if !f(p.get_at(ats[rng.gen_range(0..n)])) {
+                        return;
+                    }
                 }
             }
             _ => {
                 for _ in 0..count {
                     if let Some(m) = self.random(rng) {
-                        f(m);
+                        if !f(m) {
+                            return;
+                        }
                     }
                 }
             }
@@ -779,6 +784,7 @@ mod tests {
             s.random_repeated(500, &mut rng, |m| {
                 n += 1;
                 assert!(s.contains_member(m));
+                true
             });
             assert_eq!(n, 500);
         }

@@ -1,0 +1,144 @@
+//! A hub's own worker lent to an idle thread while a long script runs on
+//! a loop the hub adopted (issue 23 point 5: "a running script freezes
+//! only the shards it holds: clients of other shards, on any thread, keep
+//! being served"), and a thread's wait for its worker (`Hosts::wait_back`).
+//!
+//! The watchdog gives a stuck hub's adopted loops back to their threads,
+//! but the hub's own worker lives on the hub's stack and cannot leave it
+//! for good. Its turn in the round is over, though, so it is idle while
+//! the script spins in an adopted loop's turn; and the thread of the loop
+//! running the script is idle too: it sleeps in `Hosts::wait_back` until
+//! its worker comes back, which cannot happen before the turn ends (the
+//! hub holds its seat's lock). So at the script's first busy pass the hub
+//! lends its own worker to that thread (`HubLender::loan_own`, through
+//! `worker::cohost::loan_own`), which runs it as its own
+//! (`Worker::step_solo`) until the hub wants it back at the end of the
+//! round's adopted turns (`HubLender::recall_own`): its clients are
+//! served for real, its shard's commands answered on every thread, as
+//! any other shard's while the script holds another.
+//!
+//! Why not serve it from the script's hook for real (the desk runs only
+//! `Step::Done` commands and refuses the rest `-BUSY`): a full turn from
+//! inside a Lua hook would re-enter the hub's event buffers and wakeups,
+//! the thread's Lua VM (an EVAL of the own loop's client) and the
+//! coordinators' lending, each needing its own guard. The loan runs the
+//! worker exactly as a worker alone on its thread runs, which every
+//! other path already supports; the hub touches it again only once the
+//! borrowing thread has let it go (a scoped loan: `recall` waits).
+//!
+//! The recall waits for the lent loop's current iteration on the other
+//! thread: a command of its own that runs long there (a script of its
+//! client: it runs, as on a thread of its own) keeps the hub, so its
+//! other loops, until it ends (or a SCRIPT KILL stops it); the watchdog
+//! gives those loops back meanwhile, but the thread of the one that ran
+//! the script is the borrower, which takes its worker back only then.
+//! No loop waits for another for good: a call of that script to a shard
+//! the hub holds restarts it (an undeclared key) from the loop's next
+//! iteration, after the loan (tests/busy_hub.rs).
+//!
+//! Not lent (served from the hook in busy mode as before, `-BUSY`): a
+//! worker a run in place pinned (the script holds its shard), or a hub
+//! whose lender is taken (the script runs inside another worker's call).
+//!
+//! Cost: nothing on the request path or per turn but one `Cell` store
+//! per adopted turn (which loop runs); per round one `Option` check. A
+//! loan costs two `epoll_ctl` per connection of the own loop each way
+//! (its connections leave the hub's set for its own), and the borrowing
+//! thread's wake-ups: only for scripts past `busy-reply-threshold`.
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::Events;
+
+use super::super::worker::Worker;
+use super::Hosts;
+
+/// A worker lent to one thread (at most one at a time per thread).
+#[derive(Default)]
+pub(super) struct Loan {
+    /// The lent worker, null while none is: set by the lender, cleared by
+    /// the borrower once it has let it go.
+    worker: AtomicPtr<Worker>,
+    /// The lender wants it back.
+    recall: AtomicBool,
+    /// The lending hub (its thread is woken when the worker is let go).
+    from: AtomicUsize,
+}
+
+impl Hosts {
+    /// Thread `id` sleeps until its worker is given back, running the
+    /// worker a hub lends it meanwhile (see the module doc). The seat is only
+    /// tried: a hub holds it for each of the worker's turns, and a loan
+    /// comes during one (the thread looks again within a millisecond).
+    pub(super) fn wait_back(&self, id: usize) -> Box<Worker> {
+        loop {
+            if self.serve_loan(id) {
+                continue;
+            }
+            let seat = match self.seats[id].try_lock() {
+                Ok(seat) => Some(seat),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            let Some(mut seat) = seat else {
+                std::thread::park_timeout(Duration::from_millis(1));
+                continue;
+            };
+            if seat.back {
+                if let Some(w) = seat.worker.take() {
+                    seat.back = false;
+                    return w;
+                }
+            }
+            drop(seat);
+            std::thread::park();
+        }
+    }
+
+    /// Lends worker `w`, hub `hub`'s own, to thread `to` (asleep in
+    /// [`Hosts::wait_back`]). The caller must not touch `w` until
+    /// [`Hosts::recall_own`] returns.
+    pub(super) fn lend_own(&self, to: usize, hub: usize, w: *mut Worker) {
+        let l = &self.loans[to];
+        l.from.store(hub, Ordering::Relaxed);
+        l.recall.store(false, Ordering::Relaxed);
+        l.worker.store(w, Ordering::Release);
+        if let Some(t) = self.threads[to].get() {
+            t.unpark();
+        }
+    }
+
+    /// Takes the worker lent to thread `to` back: waits until that thread
+    /// has let it go (it is woken by the worker's doorbell).
+    pub(super) fn recall_own(&self, to: usize, hub: usize) {
+        let l = &self.loans[to];
+        l.recall.store(true, Ordering::Release);
+        while !l.worker.load(Ordering::Acquire).is_null() {
+            (self.wake)(hub);
+            std::thread::park_timeout(Duration::from_millis(1));
+        }
+    }
+
+    /// Thread `id`, waiting for its worker: runs the worker lent to it,
+    /// if any, until recalled. False if none was lent.
+    pub(super) fn serve_loan(&self, id: usize) -> bool {
+        let l = &self.loans[id];
+        let p = l.worker.load(Ordering::Acquire);
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: the lender does not touch the worker from `lend_own`
+        // until `recall_own` has seen it let go (the null store below).
+        let w = unsafe { &mut *p };
+        let mut events = Events::with_capacity(256);
+        while !l.recall.load(Ordering::Acquire) {
+            w.step_solo(Instant::now(), &mut events, false);
+        }
+        l.worker.store(std::ptr::null_mut(), Ordering::Release);
+        if let Some(t) = self.threads[l.from.load(Ordering::Relaxed)].get() {
+            t.unpark();
+        }
+        true
+    }
+}

@@ -1,0 +1,233 @@
+//! A long script on a loop a hub adopted does not stall the hub's own
+//! loop (issue 23 point 5: "a running script freezes only the shards it
+//! holds: clients of other shards, on any thread, keep being served").
+//!
+//! With every shard on one hub (thread 0), the hub's own loop is shard
+//! 0's. A script spins on shard 1's loop (adopted); a client of shard 0's
+//! loop then gets its own shard's keys (and a third shard's) served, as
+//! it would on a thread of its own, and `-BUSY` for the script's shard's
+//! keys and for commands that need no shard (PING: as on every loop while
+//! a script is busy, as in Redis); SCRIPT KILL stops the script. Before
+//! the fix (`server::host::loan`), everything the own loop's clients sent
+//! was `-BUSY`: that loop was served from the script's hook in Redis's
+//! restricted busy mode, its shard published as stalled.
+//!
+//! Also the script run by a call from the hub's own loop on a key of the
+//! adopted shard (`in_place::by_call`): taken back past the threshold and
+//! run as a hop on the key's loop, it frees the caller's loop the same
+//! way.
+//!
+//! Consolidated layouts only (2 and 4 shards). Every wait is bounded:
+//! replies by the connections' reply timeouts, loops in count.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{encode_command, key_on, slow_connection_on as connection_on, Server, BUSY_EVAL};
+
+const SPIN: &str = "while true do end";
+/// Reads its key, then spins (a one-key script: by a call from a loop
+/// other than its key's).
+const GET_SPIN: &str = "redis.call('GET', KEYS[1]) while true do end";
+
+/// A consolidated Tessera with `nshards`, once every shard is on one hub
+/// (thread 0, whose own loop is shard 0's).
+fn hub(nshards: usize) -> Server {
+    let s = Server::tessera(&[
+        "--shards",
+        &nshards.to_string(),
+        "--shard-consolidation",
+        "yes",
+    ]);
+    common::wait_shard_threads(&s, 1);
+    s
+}
+
+fn bulk(s: &str) -> Vec<u8> {
+    format!("${}\r\n{s}\r\n", s.len()).into_bytes()
+}
+
+fn show(r: &[u8]) -> String {
+    String::from_utf8_lossy(r).into_owned()
+}
+
+/// Waits (bounded) until `c`'s GET of `busy_key` is refused `-BUSY`.
+fn wait_busy_key(c: &mut common::RawConn, busy_key: &str) {
+    for _ in 0..500 {
+        if c.cmd_str(&["GET", busy_key]) == BUSY_EVAL {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the script never became busy");
+}
+
+/// The scenario: a script spinning on shard 1 (`by_call`: called from a
+/// client of shard 0's loop with a key of shard 1; otherwise from a
+/// client of shard 1's loop), then a client of the hub's own loop.
+fn own_loop_is_served(nshards: usize, by_call: bool) {
+    let s = hub(nshards);
+    let (xx, yy) = (key_on(0, nshards, "x"), key_on(1, nshards, "y"));
+    let mut near = connection_on(&s, &xx);
+    let mut spin = if by_call {
+        connection_on(&s, &xx)
+    } else {
+        connection_on(&s, &yy)
+    };
+    assert_eq!(
+        near.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(near.cmd_str(&["SET", &xx, "1"]), b"+OK\r\n");
+    assert_eq!(near.cmd_str(&["SET", &yy, "y"]), b"+OK\r\n");
+    let zz = (nshards > 2).then(|| key_on(2, nshards, "z"));
+    if let Some(zz) = &zz {
+        assert_eq!(near.cmd_str(&["SET", zz, "z"]), b"+OK\r\n");
+    }
+    spin.set_reply_timeout(Duration::from_secs(60));
+    if by_call {
+        spin.send(&encode_command(&[
+            b"EVAL",
+            GET_SPIN.as_bytes(),
+            b"1",
+            yy.as_bytes(),
+        ]));
+    } else {
+        spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    }
+    wait_busy_key(&mut near, &yy);
+    // The hub's own shard, served at once and every time.
+    for i in 0..20 {
+        let v = (i + 2).to_string();
+        assert_eq!(
+            show(&near.cmd_str(&["SET", &xx, &v])),
+            "+OK\r\n",
+            "SET of the own loop's key ({nshards} shards, by call: {by_call})"
+        );
+        assert_eq!(show(&near.cmd_str(&["GET", &xx])), show(&bulk(&v)));
+    }
+    if let Some(zz) = &zz {
+        assert_eq!(show(&near.cmd_str(&["GET", zz])), show(&bulk("z")));
+    }
+    // What the script holds, and what needs no shard: -BUSY, as on every
+    // loop while a script is busy.
+    assert_eq!(show(&near.cmd_str(&["GET", &yy])), show(BUSY_EVAL));
+    assert_eq!(show(&near.cmd_str(&["PING"])), show(BUSY_EVAL));
+    // A new client is served too if it lands on the own loop (one on
+    // the script's loop gets -BUSY).
+    let landed = (0..100).any(|_| {
+        let r = s.raw().cmd_str(&["GET", &xx]);
+        assert!(r == bulk("21") || r == BUSY_EVAL, "{}", show(&r));
+        r == bulk("21")
+    });
+    assert!(landed, "no new connection was served");
+    assert_eq!(near.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let killed = spin.read_reply();
+    assert!(
+        killed.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        show(&killed)
+    );
+    assert_eq!(show(&near.cmd_str(&["GET", &yy])), show(&bulk("y")));
+    assert_eq!(near.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(spin.cmd_str(&["PING"]), b"+PONG\r\n");
+    // Once more: the hub took its loop back and lends it again.
+    spin.send(&encode_command(&[b"EVAL", SPIN.as_bytes(), b"0"]));
+    if by_call {
+        // The caller's own loop holds this script: everything is -BUSY.
+        assert_eq!(
+            show(&{
+                let mut r = Vec::new();
+                for _ in 0..500 {
+                    r = near.cmd_str(&["PING"]);
+                    if r != b"+PONG\r\n" {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r
+            }),
+            show(BUSY_EVAL)
+        );
+    } else {
+        wait_busy_key(&mut near, &yy);
+        assert_eq!(show(&near.cmd_str(&["GET", &xx])), show(&bulk("21")));
+    }
+    assert_eq!(near.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let killed = spin.read_reply();
+    assert!(
+        killed.starts_with(b"-ERR Script killed"),
+        "{}",
+        show(&killed)
+    );
+    assert_eq!(near.cmd_str(&["GET", &xx]), bulk("21"));
+}
+
+#[test]
+fn s2_own_loop_served_while_a_script_spins_on_an_adopted_loop() {
+    own_loop_is_served(2, false);
+}
+
+#[test]
+fn s4_own_loop_served_while_a_script_spins_on_an_adopted_loop() {
+    own_loop_is_served(4, false);
+}
+
+#[test]
+fn s2_caller_on_the_own_loop_served_while_its_script_spins_elsewhere() {
+    own_loop_is_served(2, true);
+}
+
+#[test]
+fn s4_caller_on_the_own_loop_served_while_its_script_spins_elsewhere() {
+    own_loop_is_served(4, true);
+}
+
+/// While the own loop is lent, a script of its own client runs on the
+/// borrowing thread (as on a thread of its own), reaching the adopted
+/// shard's key undeclared once the script holding that shard has ended:
+/// the hub takes its loop back after that loop's current command (the
+/// script, restarted for the undeclared key, runs from the loop's next
+/// turn), so neither waits for the other for good. Bounded by the reply
+/// timeouts; the scripts spin until the clock's second changes.
+#[test]
+fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
+    let nshards = 2;
+    let s = hub(nshards);
+    let (xx, yy) = (key_on(0, nshards, "x"), key_on(1, nshards, "y"));
+    let mut near = connection_on(&s, &xx);
+    let mut a2 = connection_on(&s, &xx);
+    let mut spin = connection_on(&s, &yy);
+    a2.set_reply_timeout(Duration::from_secs(30));
+    spin.set_reply_timeout(Duration::from_secs(30));
+    assert_eq!(
+        near.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(near.cmd_str(&["SET", &yy, "yv"]), b"+OK\r\n");
+    let wait = |secs: u32| {
+        format!(
+            "local t0 = tonumber(redis.call('TIME')[1]) \
+             while tonumber(redis.call('TIME')[1]) < t0 + {secs} do end "
+        )
+    };
+    let b = format!("{} return 'b'", wait(1));
+    let a = format!(
+        "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
+        wait(2)
+    );
+    spin.send(&encode_command(&[b"EVAL", b.as_bytes(), b"0"]));
+    wait_busy_key(&mut near, &yy);
+    a2.send(&encode_command(&[
+        b"EVAL",
+        a.as_bytes(),
+        b"1",
+        xx.as_bytes(),
+        yy.as_bytes(),
+    ]));
+    assert_eq!(show(&spin.read_reply()), show(&bulk("b")));
+    assert_eq!(show(&a2.read_reply()), show(&bulk("yv")));
+    assert_eq!(show(&near.cmd_str(&["GET", &yy])), show(&bulk("yv")));
+    assert_eq!(near.cmd_str(&["PING"]), b"+PONG\r\n");
+}
