@@ -914,6 +914,14 @@ impl Run<'_, '_> {
         Ok((Value::Table(t), true))
     }
 
+    /// A call's error written to `out` and counted in the error stats.
+    fn error_reply(&mut self, out: &mut resp::Reply, e: &crate::error::CmdError) {
+        let line = e.line();
+        out.error_bytes(&line);
+        self.stats
+            .count_error(line.strip_prefix(b"-").unwrap_or(&line));
+    }
+
     /// Records a call made here rather than by `exec::run_shard`: in the
     /// statistics and, when slow, the slowlog (as Redis's `call` with
     /// CMD_CALL_SLOWLOG, which `scriptCall` passes: a script's calls are
@@ -1395,10 +1403,7 @@ impl Run<'_, '_> {
                 let failed = match res {
                     Ok(()) => false,
                     Err(e) => {
-                        let line = e.line();
-                        out.error_bytes(&line);
-                        let line = line.strip_prefix(b"-").unwrap_or(&line);
-                        self.stats.count_error(line);
+                        self.error_reply(out, &e);
                         true
                     }
                 };
@@ -1426,10 +1431,7 @@ impl Run<'_, '_> {
                 let failed = match res {
                     Some(Ok(())) => false,
                     Some(Err(e)) => {
-                        let line = e.line();
-                        out.error_bytes(&line);
-                        let line = line.strip_prefix(b"-").unwrap_or(&line);
-                        self.stats.count_error(line);
+                        self.error_reply(out, &e);
                         true
                     }
                     None => return self.reject(lua, r, NOT_SUPPORTED),

@@ -144,10 +144,7 @@ impl Run<'_, '_> {
                 false
             }
             Err(e) => {
-                let line = e.line();
-                out.error_bytes(&line);
-                let line = line.strip_prefix(b"-").unwrap_or(&line);
-                self.stats.count_error(line);
+                self.error_reply(out, &e);
                 true
             }
         };

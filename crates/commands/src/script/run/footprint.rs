@@ -257,10 +257,7 @@ impl Run<'_, '_> {
         let failed = match res {
             Ok(()) => false,
             Err(e) => {
-                let line = e.line();
-                out.error_bytes(&line);
-                let line = line.strip_prefix(b"-").unwrap_or(&line);
-                self.stats.count_error(line);
+                self.error_reply(out, &e);
                 true
             }
         };
