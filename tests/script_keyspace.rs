@@ -212,9 +212,31 @@ fn bounded_conn(srv: &Server) -> redis::Connection {
     con
 }
 
+/// DELETE_BY_PATTERN with the command's name built at run time (from
+/// ARGV), run inside MULTI/EXEC beside a SET of another shard: EXEC
+/// cannot prove it calls no keyspace-wide command, so it locks every
+/// shard for it (`script::names`) and it runs its first time, atomically.
+const DELETE_BY_PATTERN_BUILT: &str =
+    "local k = redis.call(ARGV[2], ARGV[1]) for _, x in ipairs(k) do redis.call('del', x) end return k";
+
 fn delete_by_pattern_is_atomic(layout: Layout) {
+    delete_by_pattern(layout, false);
+}
+
+fn delete_by_pattern_in_multi_is_atomic(layout: Layout) {
+    delete_by_pattern(layout, true);
+}
+
+/// Delete by pattern racing writers, as one EVAL or (`in_multi`) inside
+/// MULTI/EXEC with the name built at run time.
+fn delete_by_pattern(layout: Layout, in_multi: bool) {
     use std::sync::atomic::Ordering;
     let srv = layout.tessera(&[]);
+    let n = layout.shards;
+    let (own, other) = (
+        common::key_on(0, n, "own"),
+        common::key_on(n - 1, n, "other"),
+    );
     if layout.consolidated && !common::testing_real_redis() {
         // Every shard on one thread first: scripts start in place.
         common::wait_shard_threads(&srv, 1);
@@ -226,12 +248,32 @@ fn delete_by_pattern_is_atomic(layout: Layout) {
     let mut next = [0usize; WRITERS];
     for _ in 0..SCRIPTS {
         let before: Vec<usize> = acked.iter().map(|a| a.load(Ordering::Acquire)).collect();
-        let keys: Vec<String> = redis::cmd("EVAL")
-            .arg(DELETE_BY_PATTERN)
-            .arg(0)
-            .arg("pat:*")
-            .query(&mut con)
-            .unwrap();
+        let keys: Vec<String> = if in_multi {
+            let (keys, (), ()): (Vec<String>, (), ()) = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&own)
+                .arg(1)
+                .cmd("EVAL")
+                .arg(DELETE_BY_PATTERN_BUILT)
+                .arg(0)
+                .arg("pat:*")
+                .arg("KEYS")
+                .cmd("SET")
+                .arg(&other)
+                .arg(2)
+                .query(&mut con)
+                .map(|(a, k, b)| (k, a, b))
+                .unwrap();
+            keys
+        } else {
+            redis::cmd("EVAL")
+                .arg(DELETE_BY_PATTERN)
+                .arg(0)
+                .arg("pat:*")
+                .query(&mut con)
+                .unwrap()
+        };
         // Atomic: of each writer's keys, one script deletes those written
         // since the last script, all of them (it saw every key written
         // before it, on every shard at once): every SET answered before
@@ -566,49 +608,107 @@ fn keyspace_script_alone_in_multi_matches_redis(layout: Layout) {
     apart_part_matches_redis(layout, 'C');
 }
 
-/// (C), a script whose code does not name the command (built at run
-/// time): its first block is refused (Tessera), and teaches EXEC to lock
-/// every shard for it from then on (`script::needs_every`), also from a
-/// run outside MULTI.
-fn a_script_learns_to_lock_every_shard_in_exec(layout: Layout) {
+/// (C), scripts whose code does not name the command (built at run time
+/// from ARGV, by string functions, through an alias): EXEC cannot prove
+/// they call no keyspace-wide command (`script::names`), so it locks every
+/// shard for their block, and they run their first time, as in Redis,
+/// with Redis's replies byte for byte. A script that names only other
+/// commands keeps its block on its keys' locks.
+fn built_names_run_in_exec_the_first_time(layout: Layout) {
+    let n = layout.shards;
+    let (a, b) = (common::key_on(0, n, "a"), common::key_on(n - 1, n, "b"));
+    let lines: Vec<Vec<&str>> = vec![
+        vec!["FLUSHALL"],
+        vec!["SET", "user:1", "x"],
+        vec!["SET", "user:2", "y"],
+        vec!["MULTI"],
+        vec!["SET", &a, "1"],
+        vec!["EVAL", "return redis.call(ARGV[1])", "0", "DBSIZE"],
+        vec!["SET", &b, "2"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["EVAL", "local k = redis.call(ARGV[1], 'user:*') table.sort(k) return k", "0", "keys"],
+        vec!["INCR", &b],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["INCR", &a],
+        vec!["EVAL", "return redis.call(string.upper('k'..'eys'), 'nomatch*')", "0"],
+        vec!["EVAL", "local r = redis.call(ARGV[1], '0', 'MATCH', 'user:*', 'COUNT', '1000') table.sort(r[2]) return r", "0", "SCAN"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["SET", &a, "only"],
+        vec!["EVAL", "local rcall = redis.call return {rcall(ARGV[1]), rcall(ARGV[2])}", "0", "FLUSHDB", "DBSIZE"],
+        vec!["SET", &b, "z"],
+        vec!["EVAL", "return redis.call(ARGV[1])", "0", "RANDOMKEY"],
+        vec!["EVAL", "return redis.pcall(ARGV[1], 'user:*')", "0", "KEYS"],
+        vec!["EXEC"],
+        vec!["SCRIPT", "LOAD", "return redis.call(ARGV[1])"],
+        vec!["MULTI"],
+        vec!["INCR", &a],
+        vec!["EVALSHA", "SHA", "0", "dbsize"],
+        vec!["INCR", &b],
+        vec!["EXEC"],
+        vec!["FUNCTION", "LOAD", "#!lua name=dyn\nredis.register_function('dyn', function(k, a) return redis.call(a[1]) end)"],
+        vec!["MULTI"],
+        vec!["SET", &a, "1"],
+        vec!["FCALL", "dyn", "0", "DBSIZE"],
+        vec!["SET", &b, "2"],
+        vec!["EXEC"],
+        // Named by literals only, of other commands: runs on its keys.
+        vec!["MULTI"],
+        vec!["EVAL", "redis.call('set', KEYS[1], 'v') return redis.call('get', KEYS[1])", "1", &a],
+        vec!["EVAL", "return redis.call('incr', KEYS[1])", "1", &b],
+        vec!["EXEC"],
+        vec!["FUNCTION", "FLUSH"],
+    ];
     let srv = layout.tessera(&[]);
     let mut c = srv.raw();
-    let n = layout.shards;
-    let (a, b) = (common::key_on(0, n, "a"), common::key_on(1 % n, n, "b"));
-    let script = "local c = 'DB' .. 'SIZE' return redis.call(c)";
-    let sha = common::reply_payload(&c.cmd_str(&["SCRIPT", "LOAD", script])).unwrap();
+    let sha = common::reply_payload(&c.cmd_str(&["SCRIPT", "LOAD", "return redis.call(ARGV[1])"]))
+        .unwrap();
     let sha = String::from_utf8(sha).unwrap();
-    let block = |c: &mut common::RawConn| {
-        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
-        for l in [
-            &["SET", &a, "1"][..],
-            &["EVALSHA", &sha, "0"],
-            &["SET", &b, "2"],
-        ] {
-            assert_eq!(c.cmd_str(l), b"+QUEUED\r\n");
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"*3\r\n+OK\r\n:3\r\n+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"*2\r\n*2\r\n$6\r\nuser:1\r\n$6\r\nuser:2\r\n:3\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"*3\r\n:2\r\n*0\r\n*2\r\n$1\r\n0\r\n*2\r\n$6\r\nuser:1\r\n$6\r\nuser:2\r\n",
+    ];
+    let other =
+        (common::redis_available() && !common::testing_real_redis()).then(|| Server::redis(&[]));
+    let mut rc = other.as_ref().map(|r| r.raw());
+    for (i, line) in lines.iter().enumerate() {
+        let line: Vec<&str> = line
+            .iter()
+            .map(|x| if *x == "SHA" { sha.as_str() } else { x })
+            .collect();
+        let got = c.cmd_str(&line);
+        if let Some(w) = want.get(i) {
+            assert_eq!(
+                common::escape(&got, 600),
+                common::escape(w, 600),
+                "{layout}: {line:?}"
+            );
         }
-        c.cmd_str(&["EXEC"])
-    };
-    let first = block(&mut c);
-    let want = b"*3\r\n+OK\r\n:2\r\n+OK\r\n";
-    assert!(
-        first == want || common::escape(&first, 400).contains("needs every shard"),
-        "{layout}: {}",
-        common::escape(&first, 400)
-    );
-    assert_eq!(
-        common::escape(&block(&mut c), 400),
-        common::escape(want, 400),
-        "{layout}"
-    );
-    // Learnt outside MULTI too (the first run taken back, run again).
-    let other = "local c = 'KE' .. 'YS' return #redis.call(c, '*')";
-    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b":2\r\n");
-    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
-    assert_eq!(c.cmd_str(&["INCR", &a]), b"+QUEUED\r\n");
-    assert_eq!(c.cmd_str(&["EVAL", other, "0"]), b"+QUEUED\r\n");
-    assert_eq!(c.cmd_str(&["INCR", &b]), b"+QUEUED\r\n");
-    assert_eq!(c.cmd_str(&["EXEC"]), b"*3\r\n:2\r\n:2\r\n:3\r\n");
+        if let Some(rc) = rc.as_mut() {
+            assert_eq!(
+                common::escape(&got, 600),
+                common::escape(&rc.cmd_str(&line), 600),
+                "{layout}: {line:?} as redis-server"
+            );
+        }
+    }
 }
 
 fn apart_part_matches_redis(layout: Layout, part: char) {
@@ -808,11 +908,12 @@ per_layout!(
     publish_then_keyspace_call_matches_redis,
     aof_has_a_call_across_shards,
     keyspace_script_alone_in_multi_matches_redis,
-    a_script_learns_to_lock_every_shard_in_exec,
+    built_names_run_in_exec_the_first_time,
     one_call_across_shards_matches_redis,
     info_from_a_script_is_whole,
     lines_match_redis,
     delete_by_pattern_is_atomic,
+    delete_by_pattern_in_multi_is_atomic,
     flushall_is_atomic,
     aof_has_one_block_per_script
 );

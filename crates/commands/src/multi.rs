@@ -232,10 +232,11 @@ fn queued_locks(queued: &[Vec<Vec<u8>>], db: usize, nshards: usize, databases: u
 /// [`queued_locks`], and whether they are whole-shard write locks on every
 /// shard that its scripts may use (`script::every`): a block that queues
 /// a script and a keyspace-wide command (KEYS, FLUSHALL ...), or a script
-/// known to call one (`script::needs_every`: alone in a block, it could
-/// not run again under wider locks), takes whole-shard write locks, so
-/// that its scripts' calls on any shard (KEYS from a script) are isolated
-/// as the script's own shard's.
+/// that may call one (`script::needs_every`: one did, or its code does not
+/// prove it never does; inside a block it could not run again under
+/// wider locks), takes whole-shard write locks, so that its scripts'
+/// calls on any shard (KEYS from a script) are isolated as the script's
+/// own shard's.
 fn queued_locks_every(
     queued: &[Vec<Vec<u8>>],
     mut db: usize,
@@ -251,7 +252,7 @@ fn queued_locks_every(
         let args = owned.args();
         let Ok(r) = reg.resolve(args) else { continue };
         script |= r.spec.has(SCRIPT);
-        // A script known to call KEYS & co. (`script::needs_every`).
+        // A script that may call KEYS & co. (`script::needs_every`).
         whole |= r.spec.has(SCRIPT) && nshards > 1 && crate::script::needs_every(r.spec.name, args);
         whole |= matches!(r.spec.exec, Exec::Coord(_))
             && (r.spec.has(WRITE)

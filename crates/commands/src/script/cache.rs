@@ -47,15 +47,20 @@ pub struct Script {
 /// *Every shard*: set once a run of it called a keyspace-wide command
 /// (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL, SWAPDB): EXEC takes
 /// whole-shard write locks on every shard for a block that queues it (see
-/// `multi`, `script::needs_every`), where such a call is refused
-/// otherwise (a script inside MULTI/EXEC cannot run again under wider
-/// locks).
+/// `multi`, `script::needs_every`), as it does for one whose code does not
+/// prove it never calls one (the proof, made once, is kept here too:
+/// `names`), where such a call is refused otherwise (a script inside
+/// MULTI/EXEC cannot run again under wider locks).
 #[derive(Debug, Default)]
 pub struct HopMark(AtomicU8);
 
 /// [`HopMark`]'s bits.
 const HOP: u8 = 1;
 const EVERY: u8 = 2;
+/// Its code was read for the commands it names (`names`) ...
+const READ: u8 = 4;
+/// ... and proves every call names a command that is not keyspace-wide.
+const PROVEN: u8 = 8;
 
 impl HopMark {
     #[inline]
@@ -77,6 +82,23 @@ impl HopMark {
         if !self.needs_every() {
             self.0.fetch_or(EVERY, Ordering::Relaxed);
         }
+    }
+
+    /// Whether a run of it may call a keyspace-wide command: one did, or
+    /// `code` (its script's, or its library's) does not prove it never
+    /// does (`names::only_named_calls`, read once and kept here).
+    pub fn may_need_every(&self, code: &[u8]) -> bool {
+        let bits = self.0.load(Ordering::Relaxed);
+        if bits & EVERY != 0 {
+            return true;
+        }
+        if bits & READ != 0 {
+            return bits & PROVEN == 0;
+        }
+        let proven = super::names::only_named_calls(code);
+        self.0
+            .fetch_or(if proven { READ | PROVEN } else { READ }, Ordering::Relaxed);
+        !proven
     }
 }
 

@@ -101,9 +101,10 @@
 //! shard only when the block's locks cover them all, which `multi` takes
 //! (whole-shard write locks, each script alone in its segment, run on
 //! the home shard through [`apart`]) for a block that queues a keyspace
-//! command or a script known to call one (`script::needs_every`: its
-//! code names one in a string literal, or a run of it called one, the
-//! `HopMark`'s every-shard bit).
+//! command or a script that may call one (`script::needs_every`: its
+//! code does not prove that every command it calls is named by a literal
+//! that is not keyspace-wide, `script::names`, or a run of it called one,
+//! the `HopMark`'s every-shard bit).
 //!
 //! A call here naming keys of several shards (LMOVE a b, SMOVE, RENAME,
 //! ZUNIONSTORE ..., `a` and `b` apart) runs as such a command runs inside
@@ -122,10 +123,10 @@
 //!   served while it waits for a call posted to another shard). What
 //!   its own loop's connections sent before it was published and that
 //!   waits for a lock of its shard waits for its end.
-//! - Inside MULTI/EXEC, a script whose code builds the keyspace command's
-//!   name at run time and that never called one before is refused its
-//!   first time (`run::EVERY_SHARD`); EXEC locks every shard for it from
-//!   then on. Outside, a run that made a change that cannot be taken back
+//! - Inside MULTI/EXEC, a script whose code builds a command's name at
+//!   run time (from ARGV, by string functions) makes EXEC lock every shard
+//!   for its block even if it never calls a keyspace command (Redis stops
+//!   everything for any script). Outside, a run that made a change that cannot be taken back
 //!   (a value over the take-back bounds, MOVE, COPY ... DB) before its
 //!   first keyspace call is refused, as is one that published with no
 //!   room left to hold the message (`traces::HELD_MAX` traces held).

@@ -92,8 +92,11 @@
 //! `found` path, with a key of every shard), in place if they are
 //! co-hosted and free, else under whole-shard write locks on every shard
 //! with its calls reaching each shard's thread (`every`); after a write
-//! that cannot be taken back, or inside MULTI/EXEC, the call is refused
-//! with `run::EVERY_SHARD`'s error.
+//! that cannot be taken back the call is refused with `run::EVERY_SHARD`'s
+//! error. Inside MULTI/EXEC a script cannot run again: EXEC locks every
+//! shard whole for a block whose script may call one (`needs_every`,
+//! `names`: unless its code proves every command it calls is named by a
+//! literal of another command).
 //!
 //! Not yet: SCRIPT DEBUG's debugger. SLOWLOG GET and MEMORY STATS from a
 //! script read the connections of every loop once the run holds every
@@ -112,6 +115,7 @@ pub mod in_place;
 pub mod library;
 pub mod libs;
 pub mod load;
+mod names;
 pub mod run;
 pub mod sandbox;
 pub mod sha1;
@@ -238,71 +242,33 @@ pub fn declared_flags(r: crate::table::Resolved, args: Args<'_>) -> Option<sheba
 }
 
 /// Whether script command `args` (EVAL, EVALSHA, FCALL and their `_RO`)
-/// is known to call a keyspace-wide command (KEYS, SCAN, DBSIZE ...):
-/// its code names one in a string literal, or a run of it called one
-/// (`cache::HopMark`). EXEC then takes whole-shard write locks on every
-/// shard for its block (`multi`), since a script inside MULTI/EXEC cannot
-/// run again under wider locks. Read only for a block that queues a
-/// script.
+/// may call a keyspace-wide command (KEYS, SCAN, DBSIZE ...): a run of it
+/// called one (`cache::HopMark`), or its code does not prove that every
+/// command it calls is named by a literal that is not one
+/// (`names::only_named_calls`: a name built at run time, from ARGV or by
+/// string functions, is not proven). EXEC then takes whole-shard write
+/// locks on every shard for its block (`multi`), since a script inside
+/// MULTI/EXEC cannot run again under wider locks. Read only for a block
+/// that queues a script; the proof is made once per script (its mark
+/// keeps it), or at each EXEC for an EVAL body not cached yet.
 pub(crate) fn needs_every(name: &str, args: Args<'_>) -> bool {
     match name {
         "eval" | "eval_ro" => {
             let body = args.get(1);
-            names_keyspace_command(body)
-                || cache::cache()
-                    .get(&sha1::hex(body))
-                    .is_some_and(|s| s.hop.needs_every())
+            match cache::cache().get(&sha1::hex(body)) {
+                Some(s) => s.hop.may_need_every(&s.body),
+                None => !names::only_named_calls(body),
+            }
         }
         "evalsha" | "evalsha_ro" => cache::key(args.get(1))
             .and_then(|k| cache::cache().get(&k))
-            .is_some_and(|s| s.hop.needs_every() || names_keyspace_command(&s.body)),
+            .is_some_and(|s| s.hop.may_need_every(&s.body)),
         "fcall" | "fcall_ro" => library::registry()
             .read()
             .function(args.get(1))
-            .is_some_and(|(lib, idx)| {
-                lib.functions[idx].hop.needs_every() || names_keyspace_command(&lib.code)
-            }),
+            .is_some_and(|(lib, idx)| lib.functions[idx].hop.may_need_every(&lib.code)),
         _ => false,
     }
-}
-
-/// Whether `code` has a string literal ('...' or "...") naming a
-/// keyspace-wide command, in any case (`redis.call('keys', ...)`); a
-/// name built at run time is learnt by running instead
-/// ([`needs_every`]).
-fn names_keyspace_command(code: &[u8]) -> bool {
-    /// The longest name ("randomkey").
-    const LONGEST: usize = 9;
-    let mut i = 0;
-    while i < code.len() {
-        let q = code[i];
-        i += 1;
-        if q != b'\'' && q != b'"' {
-            continue;
-        }
-        let rest = &code[i..];
-        let Some(end) = rest.iter().take(LONGEST + 1).position(|&c| c == q) else {
-            continue;
-        };
-        let word = &rest[..end];
-        if [
-            "keys",
-            "scan",
-            "dbsize",
-            "randomkey",
-            "flushdb",
-            "flushall",
-            "swapdb",
-        ]
-        .iter()
-        .any(|n| word.eq_ignore_ascii_case(n.as_bytes()))
-        {
-            return true;
-        }
-        // Past the literal (its closing quote opens nothing).
-        i += end + 1;
-    }
-    false
 }
 
 /// The declared keys: `numkeys` arguments after it (none when `numkeys`

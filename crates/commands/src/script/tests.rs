@@ -579,18 +579,3 @@ fn refused_script_calls_count_as_rejected() {
     let r = t.run(&["INFO", "errorstats"]);
     assert!(r.contains("\r\nerrorstat_ERR:count=4\r\n"), "{r}");
 }
-
-/// `needs_every`'s reading of a script's code.
-#[test]
-fn a_keyspace_command_named_in_a_literal() {
-    use super::names_keyspace_command as names;
-    assert!(names(b"return redis.call('KEYS', '*')"));
-    assert!(names(b"return redis.call(\"dbsize\")"));
-    assert!(names(
-        b"redis.call('set', 'x', 1) return redis.pcall('ScAn', 0)"
-    ));
-    assert!(!names(b"return redis.call('get', KEYS[1])"));
-    assert!(!names(b"return redis.call('hscan', KEYS[1], 0)"));
-    assert!(!names(b"local c = 'KE' .. 'YS' return redis.call(c, '*')"));
-    assert!(!names(b"return 'keys"));
-}
