@@ -325,6 +325,21 @@ pub trait Coordinator: Send {
     /// touches until the last step ends.
     fn run_unlocked(&mut self) {}
 
+    /// Whether, stepped so far, it can still be answered a busy script's
+    /// `-BUSY` instead of running (nothing it did can be seen): its
+    /// transaction's waiting lock requests may then be withdrawn while a
+    /// script holding their shard is busy (`tx::BusyWithdrawn`).
+    fn refusable_when_busy(&self) -> bool {
+        true
+    }
+
+    /// The reply for a busy script's `-BUSY` refusal `e` of this command
+    /// (EXEC answers `EXECABORT Transaction discarded because of: BUSY
+    /// ...`, as Redis's execCommandAbort).
+    fn busy_error(&self, e: CmdError) -> CmdError {
+        e
+    }
+
     /// Whether [`Coordinator::abort`] cannot stop it cleanly now: the
     /// runtime must then keep stepping it to its end (outputs and reply
     /// dropped) when its connection goes away.

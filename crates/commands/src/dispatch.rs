@@ -275,6 +275,10 @@ fn coordinate(
     stats: &mut ThreadStats,
     locks: LockSet,
 ) -> Step {
+    // WATCH (allow-busy) is answered while a script is busy, as in Redis:
+    // its requests are not withdrawn for one (`tx::BusyWithdrawn`).
+    let mut locks = locks;
+    locks.keep_when_busy = r.spec.has(crate::table::flags::ALLOW_BUSY);
     match build(ctx, args) {
         Ok(coord) => Step::Coord {
             resolved: r,

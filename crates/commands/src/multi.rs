@@ -161,12 +161,18 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// watched from its own instant on, before the reply. A write between
 /// those instants to a key watched first may doom the transaction where
 /// Redis's one-instant WATCH would not; none after the reply is missed.
+///
+/// So too when a published script's transaction locks one of their shards
+/// (a script inside MULTI/EXEC, or on every shard: `busy::locked_busy`):
+/// their loops are free, so each shard's job runs at once there, and WATCH
+/// is answered while busy as in Redis, instead of waiting for the script's
+/// end behind its transaction's locks.
 fn watch_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<LockSet> {
     let busy = crate::script::busy::any()
-        && args
-            .iter()
-            .skip(1)
-            .any(|k| crate::script::busy::holds_shard(shard_of(k, nshards)));
+        && args.iter().skip(1).any(|k| {
+            let s = shard_of(k, nshards);
+            crate::script::busy::holds_shard(s) || crate::script::busy::locked_busy(s)
+        });
     busy.then(LockSet::default)
 }
 
@@ -459,6 +465,21 @@ impl Coordinator for ExecCoord {
 
     fn take_records(&mut self) -> Vec<engine::outbox::Chunk> {
         std::mem::take(&mut self.records)
+    }
+
+    /// Until its first step ran a command on the home thread (a SELECT
+    /// before the first lock is granted: see `TxCoord`), nothing of the
+    /// block is seen.
+    fn refusable_when_busy(&self) -> bool {
+        self.counted.is_empty() && self.records.is_empty()
+    }
+
+    /// Redis's execCommandAbort for an EXEC refused while busy.
+    fn busy_error(&self, e: CmdError) -> CmdError {
+        let line = e.line();
+        let mut msg = b"EXECABORT Transaction discarded because of: ".to_vec();
+        msg.extend_from_slice(&line);
+        CmdError::Rejected(String::from_utf8_lossy(&msg).into_owned())
     }
 
     fn drain_stats(&mut self, stats: &mut crate::ctx::ThreadStats) {

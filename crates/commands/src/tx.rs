@@ -213,6 +213,21 @@ pub struct LockReq {
     /// `()`, so a shard that grants it at once may answer without running
     /// the job and the epilogue a job that touched the shard needs.
     pub alone: bool,
+    /// Never withdrawn for a busy script ([`LockTable::withdraw_for_busy`]):
+    /// a command that may run while a script is busy (Redis's allow-busy,
+    /// WATCH), or a transaction whose coordinator already did what a
+    /// `-BUSY` reply cannot take back (`Coordinator::refusable_when_busy`).
+    pub keep_when_busy: bool,
+}
+
+/// The output of a work whose waiting request a shard withdrew because a
+/// busy script's transaction holds that shard
+/// ([`LockTable::withdraw_for_busy`]): the transaction releases what it
+/// holds and answers `line` (Redis's `-BUSY`), as Redis answers every
+/// command it had not run when a script went past `busy-reply-threshold`.
+/// Its job did not run.
+pub struct BusyWithdrawn {
+    pub line: String,
 }
 
 /// The output of a work whose [`LockReq::nowait`] request was refused:
@@ -442,6 +457,25 @@ impl<W> LockTable<W> {
         }
     }
 
+    /// Withdraws every waiting request but those kept while busy
+    /// ([`LockReq::keep_when_busy`]): called on a shard that a published
+    /// script's transaction holds (`script::busy::locked_busy`), whose
+    /// waiters would otherwise wait for the script's end. The caller
+    /// answers each with a [`BusyWithdrawn`], then grants what the
+    /// withdrawals let pass ([`LockTable::grant_waiting`]). A waiting
+    /// request holds nothing here, so the table stays as if it had never
+    /// come; its transaction releases the shards it holds elsewhere.
+    pub fn withdraw_for_busy(&mut self) -> Vec<(LockReq, W)> {
+        if self.waiting.iter().all(|(q, _)| q.keep_when_busy) {
+            return Vec::new();
+        }
+        let (kept, gone): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|(q, _)| q.keep_when_busy);
+        self.waiting = kept;
+        gone.into_iter().collect()
+    }
+
     /// The second half of [`LockTable::release`]: grants every waiting
     /// request that conflicts with nothing held or queued before it.
     pub fn grant_waiting(&mut self) -> Vec<W> {
@@ -498,6 +532,9 @@ impl<W> LockTable<W> {
 pub struct LockSet {
     /// `(shard, db, key hash, mode)` per key, in the order added.
     keys: Vec<(usize, usize, u64, Mode)>,
+    /// Its requests are never withdrawn for a busy script (see
+    /// [`LockReq::keep_when_busy`]).
+    pub keep_when_busy: bool,
     /// `(shard, mode)` per whole-shard request; `None`: an empty request
     /// (conflicting with nothing, see [`LockSet::touch_all`]).
     shards: Vec<(usize, Option<Mode>)>,
@@ -701,6 +738,9 @@ pub struct TxCoord {
     round: Vec<usize>,
     /// Runs without locks (see `Coordinator::lock_shards`).
     unlocked: bool,
+    /// Its requests stay when a busy script holds their shard
+    /// ([`LockSet::keep_when_busy`]).
+    keep_when_busy: bool,
 }
 
 /// A transaction's lock requests as first made, in ascending shard order
@@ -751,6 +791,7 @@ impl Fallback {
                         whole,
                         nowait: false,
                         alone: false,
+                        keep_when_busy: false,
                     },
                 )
             })
@@ -798,6 +839,7 @@ impl TxCoord {
         tx: TxId,
     ) -> Box<dyn Coordinator> {
         debug_assert!(!set.is_empty());
+        let keep_when_busy = set.keep_when_busy;
         Box::new(TxCoord {
             tx,
             home,
@@ -818,6 +860,7 @@ impl TxCoord {
             together_from: usize::MAX,
             round: Vec::new(),
             unlocked: false,
+            keep_when_busy,
         })
     }
 
@@ -856,8 +899,10 @@ impl TxCoord {
     }
 
     fn push_request(&mut self, plan: &mut Plan) {
+        let keep = self.keeps_when_busy();
         let (shard, req) = &mut self.locks[self.requested];
         req.alone = true;
+        req.keep_when_busy = keep;
         plan.jobs.push((
             *shard,
             Work {
@@ -945,6 +990,33 @@ impl TxCoord {
         // request, after them.
         self.round
             .splice(0..0, std::iter::repeat_n(usize::MAX, released));
+    }
+
+    /// Whether its requests stay when a busy script holds their shard: an
+    /// allow-busy command's, or once its coordinator did what a `-BUSY`
+    /// reply cannot take back (EXEC's first step ran a SELECT early).
+    fn keeps_when_busy(&self) -> bool {
+        self.keep_when_busy || !self.inner.refusable_when_busy()
+    }
+
+    /// A waiting request was withdrawn for a busy script
+    /// ([`BusyWithdrawn`]): nothing ran (a waiting request's jobs run only
+    /// once it is granted), so everything held is released and the
+    /// command answers the busy error (the inner's form of it: EXEC's
+    /// `EXECABORT`).
+    fn withdrawn(&mut self, plan: &mut Plan, line: String) -> Result<(), CmdError> {
+        let e = self.inner.busy_error(CmdError::Rejected(line));
+        self.rest = None;
+        self.pending = None;
+        self.early = None;
+        if self.requested == 0 {
+            return Err(e);
+        }
+        self.err = Some(e);
+        self.phase = Phase::Releasing;
+        self.layout.clear();
+        self.release_all(plan);
+        Ok(())
     }
 
     fn noop() -> JobFn {
@@ -1128,7 +1200,9 @@ impl TxCoord {
                 rest.push((i, s, w.job));
             }
         }
-        let req = std::mem::take(&mut self.locks[n - 1].1);
+        let keep = self.keeps_when_busy();
+        let mut req = std::mem::take(&mut self.locks[n - 1].1);
+        req.keep_when_busy = keep;
         // INVARIANT: `mine` holds jobs of one shard: one group.
         let (_, job, carried) = Self::group(mine).pop().expect("the last shard's jobs");
         plan.jobs.push((
@@ -1173,6 +1247,13 @@ impl Coordinator for TxCoord {
                     // The requests as made, in ascending shard order,
                     // before any goes out.
                     self.fallback = Some(Fallback::of(&self.locks));
+                }
+                if let Some(w) = results
+                    .iter()
+                    .find_map(|r| r.downcast_ref::<BusyWithdrawn>())
+                {
+                    let line = w.line.clone();
+                    return self.withdrawn(plan, line);
                 }
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);
@@ -1242,6 +1323,16 @@ impl Coordinator for TxCoord {
                 Ok(())
             }
             Phase::Running => {
+                if self.rest.is_some() {
+                    let w = results
+                        .first()
+                        .and_then(|r| r.downcast_ref::<BusyWithdrawn>());
+                    if let Some(w) = w {
+                        // The fused request, withdrawn: its job did not run.
+                        let line = w.line.clone();
+                        return self.withdrawn(plan, line);
+                    }
+                }
                 if self.rest.is_some() && results.first().is_some_and(|r| r.is::<LockConflict>()) {
                     // The fused request was refused: its job comes back unrun.
                     let refused = results.into_iter().next().expect("the fused output");

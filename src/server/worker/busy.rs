@@ -315,10 +315,45 @@ impl Worker {
     /// connections' requests too (dispatch refuses them), as Redis answers
     /// every command while busy, rather than wait for the script's end.
     /// Jobs of other transactions keep waiting for their locks.
+    ///
+    /// Other transactions' lock requests waiting here are withdrawn
+    /// (`LockTable::withdraw_for_busy`) and answered `-BUSY`
+    /// (`tx::BusyWithdrawn`: their coordinators release what they hold on
+    /// other shards and reply), except an allow-busy command's (WATCH)
+    /// and one whose EXEC already ran a command; what the withdrawals let
+    /// pass is granted. A request waiting on the script's own shard is
+    /// not (that loop is inside the script): it waits for the end.
     #[cold]
     pub(super) fn refuse_behind_busy(&mut self) {
         if !self.core.deferred.is_empty() || !self.core.lock_blocked.is_empty() {
             self.retry_deferred();
+        }
+        if self.core.locks.waiting_len() > 0 {
+            self.withdraw_for_busy();
+        }
+    }
+
+    #[cold]
+    fn withdraw_for_busy(&mut self) {
+        let Some(e) = commands::script::busy::refuse_if_busy(Some(&[self.core.id])) else {
+            return;
+        };
+        let gone = self.core.locks.withdraw_for_busy();
+        if gone.is_empty() {
+            return;
+        }
+        let line = String::from_utf8_lossy(&e.line()).into_owned();
+        for (req, w) in gone {
+            // It holds nothing here: no records to collect (as `refuse`).
+            self.core
+                .aof_tx
+                .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
+            let out: commands::coord::JobOut =
+                Box::new(commands::tx::BusyWithdrawn { line: line.clone() });
+            self.job_out_of(w.conn, w.idx, w.gather, out);
+        }
+        for w in self.core.locks.grant_waiting() {
+            self.run_work(w);
         }
     }
 }

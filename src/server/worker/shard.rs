@@ -158,6 +158,18 @@ impl Worker {
         }
     }
 
+    /// A job's output sent without running it (a withdrawn lock request,
+    /// see `busy`), as [`Worker::refuse`] sends a refused one's.
+    pub(super) fn job_out_of(
+        &mut self,
+        conn: ConnRef,
+        idx: u32,
+        gather: Option<Arc<Gather>>,
+        out: JobOut,
+    ) {
+        self.job_out(conn, idx, gather, out, 0);
+    }
+
     /// Sends a job's output where it goes: into its gather (the last one
     /// in sends the gather home), or alone (`send_job_out`).
     fn job_out(

@@ -1,0 +1,218 @@
+//! Transactions that wait behind a long script's locks, and WATCH beside
+//! one (issue 23 point 5): a script on every shard (KEYS, then a spin)
+//! or inside a multi-shard MULTI/EXEC block holds shards through the
+//! transaction layer's locks (`commands::script::every`, `multi`).
+//!
+//! * An MSET across shards or an EXEC of another client whose lock
+//!   request already waited at a locked shard when the script went past
+//!   `busy-reply-threshold` is withdrawn from every shard it waited at and
+//!   answered Redis's `-BUSY` (EXEC: `-EXECABORT ... BUSY ...`), not left
+//!   waiting for the script's end (`tx::BusyWithdrawn`); afterwards the
+//!   lock table is whole: the same commands run, nothing of the refused
+//!   ones was applied.
+//! * WATCH of keys of several shards, one of them locked by the busy
+//!   script's transaction, is answered `+OK` at once (Redis: WATCH is
+//!   allow-busy), from a loop other than the script's; a write the
+//!   script's block makes to a watched key afterwards dooms the watcher's
+//!   EXEC, as in Redis.
+//!
+//! Layouts with the shards apart (one thread each: the locks are real).
+//! Replies are compared with a real redis-server 7.0 when one is
+//! installed. Every wait is bounded (5 s reply timeouts).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{encode_command, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL};
+
+const KEYS_SPIN: &str = "redis.call('keys', '*') while true do end";
+const SPIN: &str = "while true do end";
+const EXECABORT_BUSY: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy \
+running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+
+fn conn_on(s: &Server, i: usize, nshards: usize) -> RawConn {
+    let mut c = common::connection_on(s, &key_on(i, nshards, "home"));
+    c.set_reply_timeout(Duration::from_secs(5));
+    c
+}
+
+fn tessera(nshards: usize) -> Server {
+    Layout::new(nshards, false).tessera(&["--busy-reply-threshold", "300"])
+}
+
+fn redis() -> Option<Server> {
+    if !common::redis_available() || common::testing_real_redis() {
+        eprintln!("redis-server not installed: not compared");
+        return None;
+    }
+    Some(Server::redis(&["--busy-reply-threshold", "300"]))
+}
+
+/// A script on every shard starts (home shard 0); while it runs, before
+/// it is busy, a client of the last shard's loop sends an MSET of a key
+/// of shard 0 and one of its own, and another an EXEC of a block setting
+/// the same keys (its lock requests wait behind the script's). Once the
+/// script is busy both are answered `-BUSY` while it still runs; after
+/// SCRIPT KILL nothing of theirs was applied and the same commands run.
+fn queued_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let last = nshards - 1;
+    let (k0, kl) = (key_on(0, nshards, "q"), key_on(last, nshards, "q"));
+    let mut setup = s.raw();
+    assert_eq!(setup.cmd_str(&["MSET", &k0, "a", &kl, "b"]), b"+OK\r\n");
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut ping = conn_on(s, 0, nshards);
+    let mut mset = conn_on(s, last, nshards);
+    let mut exec = conn_on(s, last, nshards);
+    let mut killer = conn_on(s, last, nshards);
+    let mut got = Vec::new();
+    got.push(exec.cmd_str(&["MULTI"]));
+    got.push(exec.cmd_str(&["SET", &kl, "exec"]));
+    got.push(exec.cmd_str(&["SET", &k0, "exec"]));
+    spin.send(&encode_command(&[b"EVAL", KEYS_SPIN.as_bytes(), b"0"]));
+    // After the script took its locks, before it is busy (300 ms).
+    std::thread::sleep(Duration::from_millis(60));
+    common::send_str(&mut mset, &["MSET", &kl, "mset", &k0, "mset"]);
+    common::send_str(&mut exec, &["EXEC"]);
+    got.push(wait_busy(&mut ping));
+    // Answered while the script still runs.
+    got.push(mset.read_reply());
+    got.push(exec.read_reply());
+    got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
+    let killed = spin.read_reply();
+    assert!(
+        killed.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&killed)
+    );
+    // Nothing of theirs applied; the locks are whole again.
+    got.push(setup.cmd_str(&["MGET", &k0, &kl]));
+    got.push(mset.cmd_str(&["MSET", &kl, "2", &k0, "1"]));
+    got.push(exec.cmd_str(&["MULTI"]));
+    got.push(exec.cmd_str(&["INCR", &kl]));
+    got.push(exec.cmd_str(&["INCR", &k0]));
+    got.push(exec.cmd_str(&["EXEC"]));
+    got
+}
+
+fn queued(nshards: usize) {
+    let s = tessera(nshards);
+    let got = queued_scenario(&s, nshards);
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        BUSY_EVAL,
+        BUSY_EVAL,
+        EXECABORT_BUSY,
+        b"+OK\r\n",
+        b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"*2\r\n:3\r\n:2\r\n",
+    ];
+    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
+    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
+    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    if let Some(r) = redis() {
+        assert_eq!(
+            esc(&queued_scenario(&r, nshards)),
+            esc(&got),
+            "as redis-server"
+        );
+    }
+}
+
+#[test]
+fn queued_transactions_get_busy_s2_apart() {
+    queued(2);
+}
+
+#[test]
+fn queued_transactions_get_busy_s16_apart() {
+    queued(16);
+}
+
+/// A spinning script inside MULTI/EXEC (home shard 0) followed by a SET of
+/// a key `a` of the last shard: while the script is busy, a client of the
+/// last shard's loop WATCHes `a` and a key `c` of shard 1 (several shards,
+/// one locked by the block): `+OK` at once. After SCRIPT KILL the block's
+/// SET of `a` ran after the WATCH: the watcher's EXEC fails.
+fn watch_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let last = nshards - 1;
+    let (a, c) = (key_on(last, nshards, "a"), key_on(1, nshards, "c"));
+    let (b, d) = (key_on(0, nshards, "b"), key_on(last, nshards, "d"));
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut ping = conn_on(s, 0, nshards);
+    let mut w = conn_on(s, last, nshards);
+    let mut killer = conn_on(s, last, nshards);
+    let mut got = Vec::new();
+    got.push(spin.cmd_str(&["MULTI"]));
+    got.push(spin.cmd_str(&["EVAL", SPIN, "0"]));
+    got.push(spin.cmd_str(&["MSET", &a, "1", &b, "2"]));
+    spin.send(&encode_command(&[b"EXEC"]));
+    got.push(wait_busy(&mut ping));
+    got.push(w.cmd_str(&["WATCH", &a, &c]));
+    got.push(w.cmd_str(&["WATCH", &d, &c]));
+    got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
+    let exec = spin.read_reply();
+    assert!(
+        exec.starts_with(b"*2\r\n-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    got.push(w.cmd_str(&["MULTI"]));
+    got.push(w.cmd_str(&["GET", &a]));
+    got.push(w.cmd_str(&["EXEC"]));
+    // Not written since: this one runs.
+    got.push(w.cmd_str(&["WATCH", &d, &c]));
+    got.push(w.cmd_str(&["MULTI"]));
+    got.push(w.cmd_str(&["GET", &a]));
+    got.push(w.cmd_str(&["EXEC"]));
+    got
+}
+
+fn watch(nshards: usize) {
+    let s = tessera(nshards);
+    let got = watch_scenario(&s, nshards);
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*-1\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*1\r\n$1\r\n1\r\n",
+    ];
+    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
+    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
+    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    if let Some(r) = redis() {
+        assert_eq!(
+            esc(&watch_scenario(&r, nshards)),
+            esc(&got),
+            "as redis-server"
+        );
+    }
+}
+
+#[test]
+fn watch_beside_a_busy_block_s2_apart() {
+    watch(2);
+}
+
+#[test]
+fn watch_beside_a_busy_block_s16_apart() {
+    watch(16);
+}
