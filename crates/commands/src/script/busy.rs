@@ -109,9 +109,14 @@
 //! that already waited behind the locks ([`locked_busy`]: the runtime
 //! tries them again as at a release, and refuses what is still held
 //! back), and its own loop's connections blocked on a lock are
-//! dispatched again, refused. The first busy pass wakes every loop for
-//! that. A WATCH of keys of a locked shard (not the home one) waits for
-//! the locks, as it would anyway. While the script's thread waits for a
+//! dispatched again, refused; other transactions' lock requests waiting
+//! there are withdrawn from the lock table and answered `-BUSY`
+//! (`tx::BusyWithdrawn`; not an allow-busy command's, nor an EXEC's that
+//! already ran a command). The first busy pass wakes every loop for
+//! that. A WATCH of keys of a locked shard (not the home one) takes no
+//! lock (`multi::watch_locks`): its job runs at once on that free loop,
+//! except from the script's own loop, whose desk runs no job (it waits
+//! for the script's end there). While the script's thread waits for a
 //! call posted to another shard's loop (`every::Reach`), the desk is
 //! served at each tick ([`serve_while_waiting`]).
 //!
