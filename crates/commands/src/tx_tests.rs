@@ -340,6 +340,79 @@ mod protocol {
         assert!(step(&mut c, &mut rt, &mut out).is_empty());
     }
 
+    /// A request waiting behind a busy script's locks is withdrawn: the
+    /// transaction releases what it holds (none of its jobs ran), and
+    /// answers the busy error, or keeps waiting if it said so.
+    #[test]
+    fn a_withdrawn_request_releases_everything_and_fails() {
+        // Home 1 first (it waits there), then shard 0: two locks held by
+        // another transaction (a busy script's) on shard 1.
+        let mut set = LockSet::default();
+        set.key(2, 0, b"a", Mode::Write);
+        set.key(2, 0, b"b", Mode::Write);
+        let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+        let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+        let mut busy = LockReq {
+            tx: 99,
+            ..Default::default()
+        };
+        busy.add_whole(Mode::Write);
+        assert!(rt.locks[1]
+            .acquire(busy, (0, TxCoord::noop(), None))
+            .is_some());
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(1, true, false, false)]);
+        assert!(p.jobs[0].1.lock.as_ref().is_some_and(|r| !r.keep_when_busy));
+        rt.deliver(p);
+        assert!(rt.done.is_empty(), "it waits behind the script");
+        for (r, (idx, _, _)) in rt.locks[1].withdraw_for_busy() {
+            assert_ne!(r.tx, 99);
+            let line = "BUSY Redis is busy running a script.".to_string();
+            rt.done.push((idx, Box::new(BusyWithdrawn { line })));
+        }
+        let mut plan = Plan::default();
+        let results = rt.outputs();
+        c.step(results, &mut plan, &mut out, &mut ClientState::default())
+            .unwrap();
+        // Its release on every shard it asked (none held), then the error.
+        assert_eq!(shape(&plan), vec![(1, false, false, true)]);
+        rt.deliver(plan);
+        let mut plan = Plan::default();
+        let e = c
+            .step(
+                rt.outputs(),
+                &mut plan,
+                &mut out,
+                &mut ClientState::default(),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(&e, CmdError::Rejected(l) if l.starts_with("BUSY ")),
+            "{e:?}"
+        );
+        assert!(plan.is_empty());
+        assert_eq!(rt.locks[1].waiting_len(), 0);
+        assert!(!rt.locks[0].any_held());
+
+        // An allow-busy command's requests are kept.
+        let mut set = LockSet::default();
+        set.key(2, 0, b"a", Mode::Read);
+        set.key(2, 0, b"b", Mode::Read);
+        set.keep_when_busy = true;
+        let mut c = TxCoord::wrap(1, Box::new(ReadEach(vec![0, 1])), set);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert!(p.jobs[0].1.lock.as_ref().is_some_and(|r| r.keep_when_busy));
+        rt.deliver(p);
+        assert!(rt.locks[1].withdraw_for_busy().is_empty());
+        rt.release(1, 99);
+        let p = step(&mut c, &mut rt, &mut out);
+        rt.deliver(p);
+        let p = step(&mut c, &mut rt, &mut out);
+        rt.deliver(p);
+        assert!(step(&mut c, &mut rt, &mut out).is_empty());
+        assert_eq!(out.as_bytes(), b"*2\r\n:0\r\n:1\r\n");
+    }
+
     /// Four shards, every request in one round; shard `b` refuses (another
     /// transaction writes its key). The locks below `b` stay held, those
     /// above are released; `b` is asked again with a request that waits,
@@ -627,6 +700,39 @@ mod hops {
         let plan = r.spec.locks.and_then(|f| f(owned.args(), 0, 32));
         assert!(plan.is_some_and(|set| set.is_empty()), "SCAN locks nothing");
     }
+}
+
+/// A busy script's shard withdraws the waiting requests but those kept
+/// while busy (allow-busy, or an EXEC that ran a command), in order;
+/// the table is as if they never came: the holder's release grants the
+/// kept one, nothing is left behind.
+#[test]
+fn withdrawn_for_busy_leaves_the_kept_requests() {
+    let mut t: LockTable<u32> = LockTable::default();
+    let mut w = LockReq {
+        tx: 1,
+        ..Default::default()
+    };
+    w.add_whole(Mode::Write);
+    assert!(t.acquire(w, 1).is_some());
+    assert!(t.withdraw_for_busy().is_empty(), "nothing waits");
+    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
+    let mut kept = req(3, &[("b", Mode::Read)]);
+    kept.keep_when_busy = true;
+    assert!(t.acquire(kept, 3).is_none());
+    assert!(t.acquire(req(4, &[("a", Mode::Read)]), 4).is_none());
+    let gone: Vec<(TxId, u32)> = t
+        .withdraw_for_busy()
+        .into_iter()
+        .map(|(r, w)| (r.tx, w))
+        .collect();
+    assert_eq!(gone, vec![(2, 2), (4, 4)]);
+    assert_eq!(t.waiting_len(), 1);
+    assert!(t.withdraw_for_busy().is_empty(), "the kept one stays");
+    assert_eq!(t.release(1), vec![3]);
+    assert_eq!(t.release(3), Vec::<u32>::new());
+    assert!(!t.any_held());
+    assert_eq!(t.waiting_len(), 0);
 }
 
 #[test]
