@@ -465,13 +465,15 @@ impl<W> LockTable<W> {
     /// withdrawals let pass ([`LockTable::grant_waiting`]). A waiting
     /// request holds nothing here, so the table stays as if it had never
     /// come; its transaction releases the shards it holds elsewhere.
-    pub fn withdraw_for_busy(&mut self) -> Vec<(LockReq, W)> {
-        if self.waiting.iter().all(|(q, _)| q.keep_when_busy) {
+    /// `can` says which waiters the caller can answer now.
+    pub fn withdraw_for_busy(&mut self, can: impl Fn(&W) -> bool) -> Vec<(LockReq, W)> {
+        let stays = |(q, w): &(LockReq, W)| q.keep_when_busy || !can(w);
+        if self.waiting.iter().all(stays) {
             return Vec::new();
         }
         let (kept, gone): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
-            .partition(|(q, _)| q.keep_when_busy);
+            .partition(stays);
         self.waiting = kept;
         gone.into_iter().collect()
     }
@@ -1004,18 +1006,27 @@ impl TxCoord {
     /// once it is granted), so everything held is released and the
     /// command answers the busy error (the inner's form of it: EXEC's
     /// `EXECABORT`).
-    fn withdrawn(&mut self, plan: &mut Plan, line: String) -> Result<(), CmdError> {
+    /// `free`: the shards known to hold nothing of it (those that withdrew
+    /// or refused a request of the last step): no release goes there (a
+    /// busy script's own loop would keep it until the script's end).
+    fn withdrawn(&mut self, plan: &mut Plan, line: String, free: &[usize]) -> Result<(), CmdError> {
         let e = self.inner.busy_error(CmdError::Rejected(line));
         self.rest = None;
         self.pending = None;
         self.early = None;
-        if self.requested == 0 {
+        self.released = true;
+        self.layout.clear();
+        for &(s, _) in &self.locks[..self.requested] {
+            if !free.contains(&s) {
+                plan.jobs.push((s, self.release_only()));
+                self.layout.push(Carried::Nothing);
+            }
+        }
+        if plan.jobs.is_empty() {
             return Err(e);
         }
         self.err = Some(e);
         self.phase = Phase::Releasing;
-        self.layout.clear();
-        self.release_all(plan);
         Ok(())
     }
 
@@ -1253,7 +1264,14 @@ impl Coordinator for TxCoord {
                     .find_map(|r| r.downcast_ref::<BusyWithdrawn>())
                 {
                     let line = w.line.clone();
-                    return self.withdrawn(plan, line);
+                    let free: Vec<usize> = self
+                        .round
+                        .iter()
+                        .zip(&results)
+                        .filter(|(_, r)| r.is::<BusyWithdrawn>() || r.is::<LockConflict>())
+                        .map(|(s, _)| *s)
+                        .collect();
+                    return self.withdrawn(plan, line, &free);
                 }
                 if results.iter().any(|r| r.is::<LockConflict>()) {
                     self.restart(plan, &results);
@@ -1330,7 +1348,8 @@ impl Coordinator for TxCoord {
                     if let Some(w) = w {
                         // The fused request, withdrawn: its job did not run.
                         let line = w.line.clone();
-                        return self.withdrawn(plan, line);
+                        let shard = self.locks[self.requested - 1].0;
+                        return self.withdrawn(plan, line, &[shard]);
                     }
                 }
                 if self.rest.is_some() && results.first().is_some_and(|r| r.is::<LockConflict>()) {

@@ -338,7 +338,7 @@ impl Worker {
         let Some(e) = commands::script::busy::refuse_if_busy(Some(&[self.core.id])) else {
             return;
         };
-        let gone = self.core.locks.withdraw_for_busy();
+        let gone = self.core.locks.withdraw_for_busy(|_| true);
         if gone.is_empty() {
             return;
         }
@@ -862,6 +862,12 @@ pub(super) struct Inbox<'a> {
     pub lock_blocked: &'a mut Vec<(usize, u32)>,
     /// The requests it refused (`Core::refused`).
     pub tally: &'a mut Tally,
+    /// The shard's lock table: other transactions' requests waiting there
+    /// are withdrawn once the script is busy ([`withdraw_waiting`]).
+    pub locks: &'a mut commands::tx::LockTable<super::Waiter>,
+    /// The open transactions' records (`Core::aof_tx`): a withdrawn
+    /// request's empty entry goes with it.
+    pub aof_tx: &'a mut Vec<(ConnRef, commands::tx::TxId, super::TxParts)>,
 }
 
 /// The [`Inbox`] of a `Core` (a macro, not a method: it borrows only the
@@ -876,6 +882,8 @@ macro_rules! inbox_of {
             deferred: &mut $core.deferred,
             lock_blocked: &mut $core.lock_blocked,
             tally: &mut $core.refused,
+            locks: &mut $core.locks,
+            aof_tx: &mut $core.aof_tx,
         }
     };
 }
@@ -989,6 +997,7 @@ fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
 
 fn take_messages(ib: &mut Inbox<'_>) {
     refuse_deferred(ib);
+    withdraw_waiting(ib);
     ib.mailbox.collect();
     for _ in 0..INBOX_MAX {
         let Some(m) = ib.mailbox.recv() else { return };
@@ -999,8 +1008,91 @@ fn take_messages(ib: &mut Inbox<'_>) {
                     None => ib.kept.push_back(Msg::Exec { conn, batch }),
                 }
             }
+            Msg::Job {
+                conn,
+                idx,
+                work,
+                gather,
+            } if lock_refusable(ib, conn, work.lock.as_ref()) => {
+                match commands::script::busy::refuse_if_busy(Some(&[ib.id])) {
+                    Some(e) => withdrawn(ib, conn, idx, gather, &e),
+                    None => ib.kept.push_back(Msg::Job {
+                        conn,
+                        idx,
+                        work,
+                        gather,
+                    }),
+                }
+            }
             m => ib.kept.push_back(m),
         }
+    }
+}
+
+/// Whether a transaction's lock request for this busy shard (a work
+/// carrying `lock`) may be answered `-BUSY` instead of waiting for the
+/// script's end: its transaction did not say to keep it
+/// (`LockReq::keep_when_busy`), its home is another loop (this one's
+/// coordinators wait for the script anyway), and no earlier work of its
+/// connection is held here.
+fn lock_refusable(ib: &Inbox<'_>, conn: ConnRef, lock: Option<&commands::tx::LockReq>) -> bool {
+    lock.is_some_and(|r| !r.keep_when_busy)
+        && conn.thread as usize != ib.id
+        && !ib.deferred.iter().any(|d| d.conn == conn)
+        && !ib.kept.iter().any(|m| kept_conn(m) == Some(conn))
+}
+
+/// Answers a withdrawn lock request's coordinator (`tx::BusyWithdrawn`):
+/// it releases what it holds elsewhere and replies `e`. Into its gather
+/// when its round went to several threads (the last output in sends
+/// them home), as the shard side's `job_out` does.
+fn withdrawn(
+    ib: &mut Inbox<'_>,
+    conn: ConnRef,
+    idx: u32,
+    gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
+    e: &commands::CmdError,
+) {
+    let line = String::from_utf8_lossy(&e.line()).into_owned();
+    let out: commands::coord::JobOut = Box::new(commands::tx::BusyWithdrawn { line });
+    let home = conn.thread as usize;
+    match gather {
+        None => ib.mailbox.send(
+            home,
+            Msg::JobDone {
+                conn,
+                idx,
+                out,
+                aof: 0,
+            },
+        ),
+        Some(g) => {
+            if g.add(idx, out, 0) {
+                ib.mailbox.send(home, Msg::JobsDone { conn, gather: g });
+            }
+        }
+    }
+}
+
+/// Lock requests of other transactions that waited in this busy shard's
+/// table since before its script ran (it took the shard first) are
+/// withdrawn and answered `-BUSY`, under [`lock_refusable`]'s conditions.
+/// Nothing is granted here (the shard
+/// is the script's): what the withdrawals let pass is granted at the
+/// script's release.
+fn withdraw_waiting(ib: &mut Inbox<'_>) {
+    if ib.locks.waiting_len() == 0 {
+        return;
+    }
+    let Some(e) = commands::script::busy::refuse_if_busy(Some(&[ib.id])) else {
+        return;
+    };
+    let id = ib.id;
+    let gone = ib.locks.withdraw_for_busy(|w| w.conn.thread as usize != id);
+    for (req, w) in gone {
+        ib.aof_tx
+            .retain(|(c, tx, parts)| !(*c == w.conn && *tx == req.tx && parts.is_empty()));
+        withdrawn(ib, w.conn, w.idx, w.gather, &e);
     }
 }
 
