@@ -50,10 +50,18 @@
 //!     shard (`Core::deferred`, or kept by the desk) or it holds an
 //!     allow-busy command: then it is kept, so that connection's replies
 //!     and effects keep their order;
+//!   - a transaction's lock request (`Msg::Job` with a lock: a
+//!     multi-shard command, an EXEC, of a connection of another thread)
+//!     is answered `tx::BusyWithdrawn` (its coordinator releases what it
+//!     holds and replies `-BUSY`, EXEC `-EXECABORT ... BUSY`), unless it
+//!     is kept while busy (WATCH, an EXEC that ran a command) or work of
+//!     its connection is held here; so are the requests that waited in
+//!     the shard's lock table since before the script ran
+//!     ([`withdraw_waiting`]; nothing is granted here);
 //!   - everything else is kept (`Core::kept`) in arrival order, and the
 //!     loop handles it before anything newer once the script ends: a
-//!     coordinator's job or lock request (`Msg::Job`: a multi-shard
-//!     command, WATCH, a transaction; its coordinator waits, as a
+//!     coordinator's job (`Msg::Job`: a transaction's work, a kept lock
+//!     request; its coordinator waits, as a
 //!     command that needs a locked shard waits), a blocked command parked
 //!     here (`Park`), an eviction request (`EvictNow`, `EvictDone`),
 //!     tracked keys (`Track`), completions for this loop's connections
