@@ -385,6 +385,39 @@ mod protocol {
         assert_eq!(rt.locks[1].waiting_len(), 0);
         assert!(!rt.locks[0].any_held());
 
+        // Home 0 (ascending): shard 0 granted, shard 1 waits and is
+        // withdrawn: shard 0 alone is released, then the error.
+        let mut set = LockSet::default();
+        set.key(2, 0, b"a", Mode::Write);
+        set.key(2, 0, b"b", Mode::Write);
+        let mut c = TxCoord::wrap(0, Box::new(ReadEach(vec![0, 1])), set);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, true, false, false)]);
+        rt.deliver(p);
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p)[0].0, 1);
+        rt.deliver(p);
+        assert!(rt.locks[0].any_held() && rt.done.is_empty());
+        for (_, (idx, _, _)) in rt.locks[1].withdraw_for_busy(|_| true) {
+            let line = "BUSY Redis is busy running a script.".to_string();
+            rt.done.push((idx, Box::new(BusyWithdrawn { line })));
+        }
+        let p = step(&mut c, &mut rt, &mut out);
+        assert_eq!(shape(&p), vec![(0, false, false, true)]);
+        rt.deliver(p);
+        let mut plan = Plan::default();
+        let e = c
+            .step(
+                rt.outputs(),
+                &mut plan,
+                &mut out,
+                &mut ClientState::default(),
+            )
+            .unwrap_err();
+        assert!(matches!(&e, CmdError::Rejected(_)), "{e:?}");
+        assert!(plan.is_empty());
+        assert!(!rt.locks[0].any_held());
+
         // An allow-busy command's requests are kept.
         let mut set = LockSet::default();
         set.key(2, 0, b"a", Mode::Read);
