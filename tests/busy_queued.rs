@@ -230,3 +230,88 @@ fn watch_beside_a_busy_block_s2_apart() {
 fn watch_beside_a_busy_block_s16_apart() {
     watch(16);
 }
+
+/// Reaches every shard (KEYS), spins `ARGV[1]` microseconds (calling
+/// TIME, so its thread registers waiting watches between its commands),
+/// then sets `ARGV[2]` (a key of another shard) and returns 1.
+const KEYS_SPIN_THEN_SET: &str = "redis.call('keys', '*') \
+     local function now() local t = redis.call('time') return t[1] * 1000000 + t[2] end \
+     local t0 = now() while now() - t0 < tonumber(ARGV[1]) do end \
+     redis.call('set', ARGV[2], 'script') return 1";
+
+/// A script on every shard (home 0) busy: WATCH from the script's own
+/// loop (served by its desk, which runs no job) and from another loop, of
+/// keys of several shards, is answered `+OK` at once (the script takes
+/// the keys and registers them on their shards before its next command:
+/// `script::busy::watch_while_busy`); the key it sets afterwards dooms
+/// the transaction, others do not. Proof that the WATCHes came before the
+/// write: the own loop's PING after them still gets `-BUSY`.
+fn every_watch_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let last = nshards - 1;
+    let (w0, wl, other) = (
+        key_on(0, nshards, "w"),
+        key_on(last, nshards, "w"),
+        key_on(last, nshards, "o"),
+    );
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut near = conn_on(s, 0, nshards);
+    let mut far = conn_on(s, last, nshards);
+    let mut got = Vec::new();
+    spin.send(&encode_command(&[
+        b"EVAL",
+        KEYS_SPIN_THEN_SET.as_bytes(),
+        b"0",
+        b"3000000",
+        wl.as_bytes(),
+    ]));
+    got.push(wait_busy(&mut near));
+    got.push(near.cmd_str(&["WATCH", &w0, &wl]));
+    got.push(far.cmd_str(&["WATCH", &other, &w0]));
+    got.push(near.cmd_str(&["PING"]));
+    got.push(spin.read_reply());
+    for c in [&mut near, &mut far] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["PING"]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    got
+}
+
+fn every_watch(nshards: usize) {
+    let s = tessera(nshards);
+    let got = every_watch_scenario(&s, nshards);
+    let want: Vec<&[u8]> = vec![
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        BUSY_EVAL,
+        b":1\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*-1\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*1\r\n+PONG\r\n",
+    ];
+    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
+    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
+    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    if let Some(r) = redis() {
+        assert_eq!(
+            esc(&every_watch_scenario(&r, nshards)),
+            esc(&got),
+            "as redis-server"
+        );
+    }
+}
+
+#[test]
+fn watch_beside_a_busy_script_on_every_shard_s2_apart() {
+    every_watch(2);
+}
+
+#[test]
+fn watch_beside_a_busy_script_on_every_shard_s16_apart() {
+    every_watch(16);
+}

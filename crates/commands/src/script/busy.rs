@@ -45,8 +45,8 @@
 //! runs on a shard from there: an allow-busy command that would (a WATCH
 //! with keys of another shard) stays unread, with everything behind it on
 //! its connection, until the script ends. Keys of the shard a published
-//! script holds (run in place: its home shard and those it pinned) need
-//! no job: the script takes them ([`watch_while_busy`]) and its thread
+//! script holds (run in place: its home shard and those it pinned; on
+//! every shard, `super::every`: any shard) need no job: the script takes them ([`watch_while_busy`]) and its thread
 //! registers them, each on its shard, before its next command, so WATCH
 //! is answered at once there and on every thread. The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
@@ -114,9 +114,11 @@
 //! (`tx::BusyWithdrawn`; not an allow-busy command's, nor an EXEC's that
 //! already ran a command). The first busy pass wakes every loop for
 //! that. A WATCH of keys of a locked shard (not the home one) takes no
-//! lock (`multi::watch_locks`): its job runs at once on that free loop,
+//! lock (`multi::watch_locks`): the script takes them if it holds every
+//! shard (`Running::every`), else its job runs at once on that free loop,
 //! except from the script's own loop, whose desk runs no job (it waits
-//! for the script's end there). While the script's thread waits for a
+//! for the script's end there: a script inside MULTI/EXEC whose block
+//! does not lock every shard). While the script's thread waits for a
 //! call posted to another shard's loop (`every::Reach`), the desk is
 //! served at each tick ([`serve_while_waiting`]).
 //!
@@ -209,6 +211,10 @@ pub struct Running {
     /// Runs in place (`super::in_place`): it holds the real shards `home`
     /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
     in_place: bool,
+    /// Holds every shard under its transaction's locks, each reached from
+    /// its thread (`super::every`): WATCH hands it the keys of any shard,
+    /// which it registers there before its next command.
+    every: bool,
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
     /// WATCHes of keys on `shard` answered while it runs (see
@@ -402,7 +408,8 @@ impl Running {
     /// Whether it holds real shard `s`: the one it runs on, or, run in
     /// place, its home or one it pinned.
     fn holds(&self, s: usize) -> bool {
-        self.shard == Some(s)
+        self.every
+            || self.shard == Some(s)
             || (self.in_place
                 && (self.home == Some(s)
                     || self
@@ -916,6 +923,8 @@ struct Timed {
     /// A busy pass served the idle loops lent to it already
     /// ([`lend_idle`]; the first visits every connection).
     idle_served: bool,
+    /// Holds every shard (`super::every`): see `Running::every`.
+    every: bool,
 }
 
 /// A VM's hook state; see the module documentation.
@@ -955,7 +964,17 @@ impl HookState {
             restarting: false,
             restartable: false,
             idle_served: false,
+            every: false,
         });
+    }
+
+    /// The run that began holds every shard under its transaction's
+    /// locks, reaching each from its thread (`super::every`): published,
+    /// it takes WATCHes of any shard's keys ([`watch_while_busy`]).
+    pub fn every(&self) {
+        if let Some(t) = self.run.borrow_mut().as_mut() {
+            t.every = true;
+        }
     }
 
     /// The run that began runs in place across shards: rather than be
@@ -1157,6 +1176,7 @@ fn publish(t: &mut Timed) {
         stalled: Mutex::new(Vec::new()),
         locked: LOCKED.with(|l| l.borrow().clone()),
         in_place: t.in_place,
+        every: t.every,
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
         watching: AtomicBool::new(false),
@@ -1251,6 +1271,7 @@ mod tests {
             stalled: Mutex::new(Vec::new()),
             locked: Vec::new(),
             in_place: true,
+            every: false,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),
@@ -1291,6 +1312,7 @@ mod tests {
             stalled: Mutex::new(Vec::new()),
             locked: Vec::new(),
             in_place: false,
+            every: false,
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),

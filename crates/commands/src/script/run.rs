@@ -340,6 +340,8 @@ fn execute(
             vm.hook.in_place();
         } else if run.restartable {
             vm.hook.restartable();
+        } else if every {
+            vm.hook.every();
         }
         let (outcome, mut run) = call_function(vm, f, &keys, &argv, run);
         if is_memory_error(&outcome) {
