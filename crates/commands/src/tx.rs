@@ -316,12 +316,11 @@ pub struct LockTable<W> {
     /// a client's (SipHash here cost more than the lock's own work).
     granted: HashMap<TxId, LockReq, foldhash::fast::FixedState>,
     waiting: VecDeque<(LockReq, W)>,
-    /// What `waiting` asks for (see `tx_queue`): a new request is checked
-    /// against it, not against each waiting one.
-    queued: queue::Summary,
-    /// A grant pass's summary of the requests still waiting ahead of the
-    /// one it looks at (kept to reuse its table).
-    ahead: queue::Summary,
+    /// What `waiting` asks for, and a grant pass's scratch (see
+    /// `queue::Summaries`). Boxed: a table leads its worker's hot lines
+    /// (`server::worker::Core`), and the summaries are read only when
+    /// requests queue.
+    sums: Box<queue::Summaries>,
 }
 
 impl<W> Default for LockTable<W> {
@@ -332,8 +331,7 @@ impl<W> Default for LockTable<W> {
             whole_writer: false,
             granted: HashMap::default(),
             waiting: VecDeque::new(),
-            queued: queue::Summary::default(),
-            ahead: queue::Summary::default(),
+            sums: Box::default(),
         }
     }
 }
@@ -396,7 +394,7 @@ impl<W> LockTable<W> {
 
     /// O(`req`'s keys): the held locks, then the queue's summary.
     fn passes(&self, req: &LockReq) -> bool {
-        !self.held_conflicts(req) && !self.queued.conflicts(req)
+        !self.held_conflicts(req) && !self.sums.queued.conflicts(req)
     }
 
     /// Grants `req` if it conflicts with nothing held or queued; otherwise
@@ -419,7 +417,7 @@ impl<W> LockTable<W> {
             self.grant(req);
             Some(w)
         } else {
-            self.queued.add(&req);
+            self.sums.queued.add(&req);
             self.waiting.push_back((req, w));
             None
         }
@@ -455,7 +453,7 @@ impl<W> LockTable<W> {
             }
         }
         if !self.waiting.is_empty() {
-            let queued = &mut self.queued;
+            let queued = &mut self.sums.queued;
             self.waiting.retain(|(q, _)| {
                 let keep = q.tx != tx;
                 if !keep {
@@ -477,7 +475,7 @@ impl<W> LockTable<W> {
         if self.waiting.is_empty() {
             return granted;
         }
-        let mut ahead = std::mem::take(&mut self.ahead);
+        let mut ahead = std::mem::take(&mut self.sums.ahead);
         ahead.clear();
         // Each request once, front to back; those that stay go round to
         // the back, in order.
@@ -488,13 +486,13 @@ impl<W> LockTable<W> {
                 ahead.add(&req);
                 self.waiting.push_back((req, w));
             } else {
-                self.queued.remove(&req);
+                self.sums.queued.remove(&req);
                 self.grant(req);
                 granted.push(w);
             }
         }
         ahead.clear();
-        self.ahead = ahead;
+        self.sums.ahead = ahead;
         granted
     }
 

@@ -20,6 +20,16 @@ use std::collections::HashMap;
 
 use super::{LockReq, Mode};
 
+/// A lock table's two summaries.
+#[derive(Default, Debug)]
+pub(super) struct Summaries {
+    /// Every waiting request.
+    pub queued: Summary,
+    /// A grant pass's: the requests that stay waiting ahead of the one it
+    /// looks at (kept between passes to reuse its table).
+    pub ahead: Summary,
+}
+
 #[derive(Default, Debug)]
 pub(super) struct Summary {
     /// `(db, key hash)` → (requests reading it, requests writing it).
