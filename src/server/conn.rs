@@ -213,6 +213,10 @@ pub struct Conn {
     pub peer_eof: bool,
     /// A hang-up event was seen: always read to EOF from now on.
     pub hup: bool,
+    /// Nothing can reach the peer any more (a reset, or shut both ways:
+    /// `hub_set::ConnEvent::gone`): closed as soon as it is seen, even in
+    /// the middle of a command.
+    pub gone: bool,
     /// The socket may still hold unread bytes (a read was cut short).
     pub unread: bool,
     /// Queued on the thread's flush list.
@@ -321,6 +325,7 @@ impl Conn {
             closing: false,
             peer_eof: false,
             hup: false,
+            gone: false,
             unread: false,
             dirty: false,
             obuf_soft_since_s: None,

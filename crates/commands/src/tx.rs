@@ -83,8 +83,9 @@
 //! `N + 1` round trips in order). The per-shard [`LockTable`] holds what
 //! is granted and queued there and nothing per other shard: its memory is
 //! O(locked keys + waiting requests) whatever `N`; a request costs
-//! O(its keys) against the held locks plus O(waiting requests x keys)
-//! against the FIFO queue, usually empty. A plain command pays one branch
+//! O(its keys) against the held locks and against a summary of the FIFO
+//! queue (`tx_queue`), and a release's pass over the queue O(the queued
+//! requests' keys). A plain command pays one branch
 //! ([`LockTable::any_held`]) while nothing is held on its shard.
 //!
 //! **Unlocked.** A runtime that can run a transaction to its end in one
@@ -190,6 +191,7 @@ pub enum Mode {
 }
 
 impl Mode {
+    #[cfg(test)]
     fn conflicts(self, other: Mode) -> bool {
         self == Mode::Write || other == Mode::Write
     }
@@ -275,8 +277,13 @@ impl LockReq {
         });
     }
 
-    /// Both requests settled: one merge walk over their keys.
+    /// Both requests settled: one merge walk over their keys. The
+    /// definition of a conflict, which the lock queue's summary
+    /// (`tx_queue`) answers for a whole set of requests at once; the
+    /// tests hold the two to agree.
+    #[cfg(test)]
     fn conflicts(&self, other: &LockReq) -> bool {
+        tests::count_check();
         match (self.whole, other.whole) {
             (Some(a), Some(b)) if a.conflicts(b) => return true,
             (Some(Mode::Write), _) if !other.keys.is_empty() => return true,
@@ -324,6 +331,11 @@ pub struct LockTable<W> {
     /// a client's (SipHash here cost more than the lock's own work).
     granted: HashMap<TxId, LockReq, foldhash::fast::FixedState>,
     waiting: VecDeque<(LockReq, W)>,
+    /// What `waiting` asks for, and a grant pass's scratch (see
+    /// `queue::Summaries`). Boxed: a table leads its worker's hot lines
+    /// (`server::worker::Core`), and the summaries are read only when
+    /// requests queue.
+    sums: Box<queue::Summaries>,
 }
 
 impl<W> Default for LockTable<W> {
@@ -334,6 +346,7 @@ impl<W> Default for LockTable<W> {
             whole_writer: false,
             granted: HashMap::default(),
             waiting: VecDeque::new(),
+            sums: Box::default(),
         }
     }
 }
@@ -394,8 +407,9 @@ impl<W> LockTable<W> {
         self.granted.insert(req.tx, req);
     }
 
+    /// O(`req`'s keys): the held locks, then the queue's summary.
     fn passes(&self, req: &LockReq) -> bool {
-        !self.held_conflicts(req) && !self.waiting.iter().any(|(q, _)| q.conflicts(req))
+        !self.held_conflicts(req) && !self.sums.queued.conflicts(req)
     }
 
     /// Grants `req` if it conflicts with nothing held or queued; otherwise
@@ -418,6 +432,7 @@ impl<W> LockTable<W> {
             self.grant(req);
             Some(w)
         } else {
+            self.sums.queued.add(&req);
             self.waiting.push_back((req, w));
             None
         }
@@ -453,7 +468,14 @@ impl<W> LockTable<W> {
             }
         }
         if !self.waiting.is_empty() {
-            self.waiting.retain(|(q, _)| q.tx != tx);
+            let queued = &mut self.sums.queued;
+            self.waiting.retain(|(q, _)| {
+                let keep = q.tx != tx;
+                if !keep {
+                    queued.remove(q);
+                }
+                keep
+            });
         }
     }
 
@@ -480,20 +502,33 @@ impl<W> LockTable<W> {
 
     /// The second half of [`LockTable::release`]: grants every waiting
     /// request that conflicts with nothing held or queued before it.
+    ///
+    /// One pass, O(the queued requests' keys): each request is checked
+    /// against the held locks and a summary of the requests that stay
+    /// queued ahead of it, which it then joins if it stays too.
     pub fn grant_waiting(&mut self) -> Vec<W> {
         let mut granted = Vec::new();
-        let mut i = 0;
-        while i < self.waiting.len() {
-            let req = &self.waiting[i].0;
-            let blocked = self.held_conflicts(req)
-                || self.waiting.iter().take(i).any(|(q, _)| q.conflicts(req));
-            if blocked {
-                i += 1;
-            } else if let Some((req, w)) = self.waiting.remove(i) {
+        if self.waiting.is_empty() {
+            return granted;
+        }
+        let mut ahead = std::mem::take(&mut self.sums.ahead);
+        ahead.clear();
+        // Each request once, front to back; those that stay go round to
+        // the back, in order.
+        for _ in 0..self.waiting.len() {
+            // INVARIANT: the loop pops at most the queue's length.
+            let (req, w) = self.waiting.pop_front().expect("a queued request");
+            if self.held_conflicts(&req) || ahead.conflicts(&req) {
+                ahead.add(&req);
+                self.waiting.push_back((req, w));
+            } else {
+                self.sums.queued.remove(&req);
                 self.grant(req);
                 granted.push(w);
             }
         }
+        ahead.clear();
+        self.sums.ahead = ahead;
         granted
     }
 
@@ -1471,6 +1506,9 @@ impl Coordinator for TxCoord {
         self.released = true;
     }
 }
+
+#[path = "tx_queue.rs"]
+mod queue;
 
 #[cfg(test)]
 #[path = "tx_tests.rs"]

@@ -72,6 +72,10 @@ pub(super) struct ConnEvent {
     pub writable: bool,
     /// The peer hung up, or the socket failed.
     pub hup: bool,
+    /// Nothing can reach the peer any more: the socket failed (a reset)
+    /// or is shut both ways (`EPOLLERR`, `EPOLLHUP`), unlike a peer that
+    /// only shut its sending side (`EPOLLRDHUP`: replies are still owed).
+    pub gone: bool,
 }
 
 impl ConnEvent {
@@ -85,6 +89,7 @@ impl ConnEvent {
             hup: has(libc::EPOLLHUP)
                 || (has(libc::EPOLLIN) && has(libc::EPOLLRDHUP))
                 || has(libc::EPOLLERR),
+            gone: has(libc::EPOLLHUP) || has(libc::EPOLLERR),
         }
     }
 
@@ -94,6 +99,7 @@ impl ConnEvent {
             readable: ev.is_readable(),
             writable: ev.is_writable(),
             hup: ev.is_read_closed() || ev.is_error(),
+            gone: ev.is_write_closed() || ev.is_error(),
         }
     }
 }
@@ -220,5 +226,10 @@ mod tests {
         assert!(!ev(libc::EPOLLRDHUP).hup, "mio: read-closed needs EPOLLIN");
         assert!(ev(libc::EPOLLHUP).hup);
         assert!(ev(libc::EPOLLERR).hup);
+        assert!(ev(libc::EPOLLHUP).gone && ev(libc::EPOLLERR | libc::EPOLLIN).gone);
+        assert!(
+            !ev(libc::EPOLLIN | libc::EPOLLRDHUP).gone,
+            "a peer that only shut its side still reads its replies"
+        );
     }
 }

@@ -134,9 +134,18 @@ impl Worker {
                 break;
             }
             if paused(c) {
-                if hup && !c.block.is_none() {
+                if (hup && !c.block.is_none()) || c.gone {
                     // A blocked client that hangs up is gone (Redis frees
-                    // it): nothing must be served to it any more.
+                    // it): nothing must be served to it any more. So is a
+                    // client whose socket was reset, whatever it waits
+                    // for: no reply can reach it, and a transaction it is
+                    // locking for gives its place in the lock queues up
+                    // now (`close_conn` aborts it; one whose jobs ran
+                    // finishes as an orphan). Left open, a dropped client's
+                    // MSET kept its place until the write of an earlier
+                    // reply failed, and every live client's transaction on
+                    // the same keys waited behind it: seconds with a few
+                    // hundred of them.
                     broken = true;
                 } else {
                     c.unread = true;

@@ -448,6 +448,11 @@ impl Worker {
     /// A socket event of connection `ev.slot`.
     fn conn_event(&mut self, ev: ConnEvent) {
         self.nap.events += 1;
+        if ev.gone {
+            if let Some(c) = self.conns.slots.get_mut(ev.slot).and_then(|c| c.as_mut()) {
+                c.gone = true;
+            }
+        }
         if ev.readable || ev.hup {
             self.read_conn(ev.slot, ev.hup);
         }

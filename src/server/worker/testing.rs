@@ -157,6 +157,18 @@ impl Cluster {
         self.clients[c].0.write_all(req.as_bytes()).expect("send");
     }
 
+    /// Client `c` shuts its socket: both ways (`both`: the server's end
+    /// then reports a hang-up, as after a reset), or only its sending
+    /// side (it still reads its replies).
+    pub(super) fn shut(&mut self, c: usize, both: bool) {
+        let how = if both {
+            std::net::Shutdown::Both
+        } else {
+            std::net::Shutdown::Write
+        };
+        self.clients[c].0.shutdown(how).expect("shutdown");
+    }
+
     /// The next complete reply client `c` has received so far, if any.
     pub(crate) fn try_reply(&mut self, c: usize) -> Option<String> {
         let (sock, buf) = &mut self.clients[c];

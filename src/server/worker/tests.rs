@@ -213,6 +213,66 @@ fn a_blocked_multi_key_pop_parks_on_every_shard_and_is_served_once() {
     assert_eq!(t.call(pusher, &["EXISTS", &k0, &k2]), ":1\r\n");
 }
 
+/// Runs rounds until `done` holds (bounded: a hang fails the test).
+fn rounds_until(t: &mut Cluster, what: &str, mut done: impl FnMut(&Cluster) -> bool) {
+    for _ in 0..super::testing::ROUNDS_MAX {
+        if done(t) {
+            return;
+        }
+        t.round();
+    }
+    panic!("{what}: not after {} rounds", super::testing::ROUNDS_MAX);
+}
+
+/// A client whose socket is gone (reset, or shut both ways) while its
+/// MSET waits in a lock queue is closed at once and gives its place up:
+/// its transaction is aborted, never applied, and the one queued behind
+/// it goes next. Left open (it was: a waiting connection reads nothing,
+/// and only a failed write closed it), every dropped client kept its
+/// place, and live clients' MGETs of the same keys waited seconds behind
+/// a few hundred of them. A client that only shut its sending side still
+/// gets its reply.
+#[test]
+fn a_client_gone_while_its_transaction_waits_leaves_the_lock_queue() {
+    use commands::tx::{LockReq, Mode};
+    let mut t = Cluster::new(3);
+    // Through the mailbox: the transactions wait across rounds.
+    t.lend = false;
+    let (a, b) = (key_on(1, 3, "a"), key_on(2, 3, "b"));
+    // The test holds `a` on shard 1, as a transaction running long would
+    // (an id no home makes: 0xfff is no shard).
+    const HOLDER: u64 = (1 << 40) | 0xfff;
+    let mut held = LockReq {
+        tx: HOLDER,
+        ..Default::default()
+    };
+    held.add(0, a.as_bytes(), Mode::Write);
+    assert!(t.workers[1].core.locks.try_acquire(held).is_ok());
+    let gone = t.connect(0);
+    let half = t.connect(0);
+    t.send(gone, &["MSET", &a, "gone", &b, "gone"]);
+    t.send(half, &["MSET", &a, "half", &b, "half"]);
+    rounds_until(&mut t, "both MSETs queued on shard 1", |t| {
+        t.workers[1].core.locks.waiting_len() == 2
+    });
+    t.shut(gone, true);
+    t.shut(half, false);
+    rounds_until(&mut t, "the gone client's MSET left the queue", |t| {
+        t.workers[1].core.locks.waiting_len() == 1
+    });
+    assert!(!t.workers[2].core.locks.any_held(), "nothing held for it");
+    for w in t.workers[1].core.locks.release(HOLDER) {
+        t.workers[1].run_work(w);
+    }
+    assert_eq!(t.reply(half).0, "+OK\r\n", "a half-closed client's reply");
+    let rd = t.connect(2);
+    assert_eq!(
+        t.call(rd, &["MGET", &a, &b]),
+        "*2\r\n$4\r\nhalf\r\n$4\r\nhalf\r\n"
+    );
+    assert!(t.workers.iter().all(|w| w.core.locks.waiting_len() == 0));
+}
+
 /// Whether some worker holds work back for a transaction's lock: a remote
 /// batch or job deferred on its shard, or a connection of its own whose
 /// next request waits for a release.
