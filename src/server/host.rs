@@ -502,7 +502,17 @@ impl Hosts {
             s.hold_until_ms
                 .store(self.ms(now + hold), Ordering::Relaxed);
         }
-        self.slots[h].runs.fetch_sub(1, Ordering::Relaxed);
+        // Never below zero: a miscount would make every later merge
+        // decision wrong (and wrap), so it is logged and held at zero.
+        let runs = &self.slots[h].runs;
+        if runs
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_sub(1))
+            .is_err()
+        {
+            log::warning(format_args!(
+                "shard {id} given back by thread {h}, which ran no loop: loop count kept at 0"
+            ));
+        }
         self.hosted.fetch_sub(1, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
         if let Some(t) = self.threads[id].get() {
@@ -861,12 +871,18 @@ impl Host {
                 s.busy.load(Ordering::Relaxed),
                 self.slot().busy.load(Ordering::Relaxed)
             ));
-            *locked(&self.hosts.seats[id]) = Seat {
-                worker: Some(w),
-                back: false,
-            };
+            {
+                // The host is named under the seat's lock: the watchdog
+                // checks both under it before giving a worker back for
+                // a hub (`Hosts::recall`).
+                let mut seat = locked(&self.hosts.seats[id]);
+                *seat = Seat {
+                    worker: Some(w),
+                    back: false,
+                };
+                s.host.store(self.id, Ordering::Relaxed);
+            }
             s.merged_ms.store(self.hosts.ms(now), Ordering::Relaxed);
-            s.host.store(self.id, Ordering::Relaxed);
             self.adopted.push(Adopted { id, fd, due: now });
             self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
@@ -1084,6 +1100,25 @@ mod tests {
 
     fn hosts(n: usize) -> Arc<Hosts> {
         Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+    }
+
+    #[test]
+    fn a_give_back_never_counts_a_hub_below_zero_loops() {
+        let h = hosts(4);
+        let now = Instant::now();
+        h.slots[1].runs.store(2, Ordering::Relaxed);
+        h.returned(1, 2, now, false);
+        assert_eq!(h.slots[1].runs.load(Ordering::Relaxed), 1);
+        // Thread 1 away at a hub (0 loops): a stale give-back for it
+        // once wrapped the count, and `fold_target`'s sum overflowed.
+        h.slots[1].runs.store(0, Ordering::Relaxed);
+        h.returned(1, 2, now, false);
+        assert_eq!(h.slots[1].runs.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            h.fold_target(3, 0, 1, now),
+            Some(0),
+            "thread 1 runs nothing"
+        );
     }
 
     #[test]

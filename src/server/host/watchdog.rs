@@ -165,7 +165,15 @@ impl Hosts {
             let Ok(mut seat) = self.seats[id].try_lock() else {
                 continue;
             };
-            if seat.back || seat.worker.is_none() {
+            // Read again under the lock: since `host` was read above, hub
+            // `h` may have given the worker back and another hub adopted
+            // it; giving it back then counted it off `h`'s loops (which
+            // wrapped below zero when `h` had folded and handed its own
+            // worker away, and failed an overflow check in `fold_target`).
+            if seat.back
+                || seat.worker.is_none()
+                || self.slots[id].host.load(Ordering::Relaxed) != h
+            {
                 continue;
             }
             seat.back = true;
