@@ -404,8 +404,10 @@ mod tests {
             assert!(!out.contains("bind"), "{out}");
             assert!(out.starts_with("port 6379\n\n\n"), "{out}");
         }
-        let mut cfg = Config::default();
-        cfg.bind = vec!["10.0.0.2".into(), "-::1".into()];
+        let cfg = Config {
+            bind: vec!["10.0.0.2".into(), "-::1".into()],
+            ..Config::default()
+        };
         let out = text(&rewrite_text(old, &cfg, &[], false));
         assert!(out.contains("\nbind 10.0.0.2 -::1\n\n"), "{out}");
     }
