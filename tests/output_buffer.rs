@@ -276,6 +276,49 @@ fn a_reply_past_the_hard_limit_is_not_sent(layout: Layout) {
     }
 }
 
+/// The limits compare what Redis's reply list would hold, in whole
+/// blocks (`getClientOutputBufferMemoryUsage`: blocks of 20464 bytes,
+/// jemalloc's 20 KiB class less a header, and 40 bytes each besides), not
+/// the exact bytes. With a 100000-byte hard limit, an LRANGE of 97
+/// 1000-byte items (97878 bytes: 16 KiB in the fixed buffer, then 4
+/// blocks) is sent and one of 98 (5 blocks) closes the client, as in Redis
+/// 7.0.15; so does KEYS with 1000 keys of 100 bytes and more (Redis's Tcl
+/// unit/obuf-limits 'Obuf limit, KEYS stopped mid-run', which the exact
+/// bytes past the fixed buffer, 97 KB, let through).
+fn limits_count_whole_reply_blocks_as_redis(layout: Layout) {
+    let srv = server(layout);
+    let mut admin = srv.raw();
+    let item = vec![b'x'; 1000];
+    let mut cmd: Vec<&[u8]> = vec![b"RPUSH", b"l"];
+    cmd.extend(std::iter::repeat_n(&item[..], 98));
+    assert_bytes(&admin.cmd(&cmd), b":98\r\n");
+    set_limit(&mut admin, "normal 100000 0 0");
+    let mut c = srv.raw();
+    assert_eq!(c.cmd_str(&["LRANGE", "l", "0", "96"]).len(), 97_878);
+    let line = list_line(&mut admin, &client_id(&mut c)).expect("listed");
+    assert_eq!(field(&line, "omem"), 0, "{line}");
+    let id = client_id(&mut c);
+    c.send(&encode_command(&[b"LRANGE", b"l", b"0", b"97"]));
+    wait_gone(&mut admin, &id, "LRANGE of 98 items");
+    assert_eq!(drain_to_close(&mut c), 0, "bytes of a reply past the limit");
+    let prefix = format!("long-key-name-prefix-of-100-chars{}", "-".repeat(67));
+    for chunk in 0..10 {
+        let mut cmd = vec![b"MSET".to_vec()];
+        for i in chunk * 100..(chunk + 1) * 100 {
+            cmd.push(format!("{prefix}{i}").into_bytes());
+            cmd.push(b"v".to_vec());
+        }
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
+        assert_bytes(&admin.cmd(&args), b"+OK\r\n");
+    }
+    let mut c = srv.raw();
+    let id = client_id(&mut c);
+    c.send(&encode_command(&[b"KEYS", b"*"]));
+    wait_gone(&mut admin, &id, "KEYS of 1000 long keys");
+    assert_eq!(drain_to_close(&mut c), 0, "bytes of a reply past the limit");
+    assert_bytes(&admin.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
 /// HRANDFIELD / SRANDMEMBER / ZRANDMEMBER with a huge negative count stop
 /// drawing once the reply is past the hard limit and the client is closed,
 /// as Redis's loops stop on CLIENT_CLOSE_ASAP (Redis's Tcl unit/obuf-limits
@@ -527,4 +570,5 @@ per_layout!(
     random_picks_stop_at_the_hard_limit,
     a_reply_past_the_hard_limit_is_not_sent,
     client_list_and_info_show_real_buffer_figures,
+    limits_count_whole_reply_blocks_as_redis,
 );

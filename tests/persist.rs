@@ -453,8 +453,12 @@ fn lfu_counters_survive_a_restart_under_an_lfu_policy() {
     assert_eq!(freq(&mut c, "cold"), cold);
 }
 
+/// FLUSHALL with save rules, as Redis 7.0's flushAllDataAndResetRDB:
+/// the running BGSAVE is abandoned and the emptied data saved before the
+/// reply, so the dump on disk holds no key the moment FLUSHALL returns
+/// (a copy taken then loads empty), and INFO says so at once.
 #[test]
-fn flushall_abandons_a_running_save_and_saves_the_empty_data() {
+fn flushall_abandons_a_running_save_and_saves_the_empty_data_before_replying() {
     let dir = DataDir::new("persist-flushall");
     let mut s = tessera(&dir, &["--shards", "2", "--save", "3600 1"]);
     let mut c = s.conn();
@@ -466,21 +470,53 @@ fn flushall_abandons_a_running_save_and_saves_the_empty_data() {
         let _: () = p.query(&mut c).unwrap();
     }
     let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
+    let saved = std::fs::metadata(dump(&dir)).unwrap().len();
+    let _: () = c.set("one-more", 1).unwrap();
     let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
-    wait_for("the save after FLUSHALL", || {
-        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
-            && info_field(&mut c, "rdb_changes_since_last_save") == "0"
-    });
-    // An abandoned save is not a failed one: no MISCONF, status ok.
+    let copy = DataDir::new("persist-flushall-copy");
+    std::fs::copy(dump(&dir), dump(&copy)).unwrap();
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    // The abandoned save ended first; abandoned is not failed: no
+    // MISCONF, status ok.
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "0");
     assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
-    // The server keeps serving, and a restart does not bring the keys back.
+    let len = std::fs::metadata(dump(&copy)).unwrap().len();
+    assert!(
+        len < saved / 100,
+        "dump of {len} bytes after FLUSHALL ({saved} before)"
+    );
+    let loaded = tessera(&copy, &["--save", ""]);
+    let n: u64 = redis::cmd("DBSIZE").query(&mut loaded.conn()).unwrap();
+    assert_eq!(n, 0);
+    // Changes after it count from it.
     let _: () = c.set("after", 1).unwrap();
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1");
+    // The server keeps serving, and a restart does not bring the keys back.
     drop(c);
     shutdown(&mut s, &["NOSAVE"]);
     let s = tessera(&dir, &["--save", ""]);
     let n: u64 = redis::cmd("DBSIZE").query(&mut s.conn()).unwrap();
     assert_eq!(n, 0);
+}
+
+/// Without save rules FLUSHALL saves nothing: the dump stays as it was
+/// and its changes count (Redis's unit/other, "FLUSHALL should not reset
+/// the dirty counter if we disable save").
+#[test]
+fn flushall_without_save_rules_leaves_the_dump_and_counts_its_changes() {
+    let dir = DataDir::new("persist-flushall-norules");
+    let s = tessera(&dir, &["--shards", "2", "--save", ""]);
+    let mut c = s.conn();
+    let _: () = c.set("a", 1).unwrap();
+    let _: () = c.set("b", 1).unwrap();
+    let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
+    let saved = std::fs::read(dump(&dir)).unwrap();
+    let _: () = c.set("c", 1).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    // SET, then the three keys FLUSHALL removed.
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "4");
+    assert_eq!(std::fs::read(dump(&dir)).unwrap(), saved);
 }
 
 /// Big values of every kind (skiplist zset, long list, hashtable hash and

@@ -228,16 +228,18 @@ fn config_set_port_and_bind_rebind_every_thread() {
     assert_bytes(&c.cmd_str(&["PING"]), b"+PONG\r\n");
     let info = String::from_utf8(c.cmd_str(&["INFO", "server"])).unwrap();
     assert!(info.contains(&format!("tcp_port:{new}\r\n")), "{info}");
-    // `bind` rebinds too: to the same address again, then to one that
-    // cannot be bound (Redis's reason; the old listeners stay).
-    assert_bytes(
-        &c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
-        b"+OK\r\n",
-    );
-    assert_bytes(
-        &RawConn::connect(&new_addr).cmd_str(&["PING"]),
-        b"+PONG\r\n",
-    );
+    // `bind` rebinds too: from the default `* -::*` to an address it
+    // covers, back, to the same address again (the new listeners share
+    // the port with the old until those close, as Redis closes them
+    // first), then to one that cannot be bound (Redis's reason; the old
+    // listeners stay).
+    for bind in ["127.0.0.1", "* -::*", "127.0.0.1", "127.0.0.1 -::1"] {
+        assert_bytes(&c.cmd_str(&["CONFIG", "SET", "bind", bind]), b"+OK\r\n");
+        assert_bytes(
+            &RawConn::connect(&new_addr).cmd_str(&["PING"]),
+            b"+PONG\r\n",
+        );
+    }
     assert_bytes(
         &c.cmd_str(&["CONFIG", "SET", "bind", "192.0.2.1"]),
         b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n",

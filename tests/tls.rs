@@ -854,6 +854,46 @@ fn protected_mode_refuses_outside_clients_as_redis() {
     }
 }
 
+/// Tessera's default `bind` is Redis 7.0's, `* -::*` (every IPv4 address,
+/// and every IPv6 one where the machine has IPv6): protected mode is what
+/// keeps outside clients out while the default user has no password.
+#[test]
+fn by_default_every_address_is_bound_and_protected_mode_guards_it() {
+    let Some(ip) = non_loopback_ipv4() else {
+        eprintln!("SKIPPED: this machine has no non-loopback IPv4 address");
+        return;
+    };
+    if common::testing_real_redis() {
+        eprintln!("SKIPPED: the harness binds a redis-server standing in to 127.0.0.1");
+        return;
+    }
+    let srv = Server::tessera(&[]);
+    let port = srv.port();
+    let mut c = srv.raw();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "bind"]),
+        b"*2\r\n$4\r\nbind\r\n$6\r\n* -::*\r\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&ping_from(ip, port)), DENIED);
+    // IPv6 loopback is bound and served too, where the machine has it.
+    if let Ok(mut s) = TcpStream::connect_timeout(
+        &SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], port)),
+        READ_TIMEOUT,
+    ) {
+        s.set_read_timeout(Some(READ_TIMEOUT)).expect("timeout");
+        s.write_all(b"*1\r\n$4\r\nPING\r\n").expect("write");
+        let mut got = [0u8; 7];
+        s.read_exact(&mut got).expect("PONG over ::1");
+        assert_eq!(&got, b"+PONG\r\n");
+    }
+    // With a password the outside is let in (to authenticate).
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "requirepass", "pw"]),
+        b"+OK\r\n"
+    );
+    assert!(ping_from(ip, port).starts_with(b"-NOAUTH"));
+}
+
 #[test]
 fn protected_mode_refusal_goes_over_tls() {
     let Some(ip) = non_loopback_ipv4() else {

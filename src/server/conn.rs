@@ -292,6 +292,17 @@ impl RecentPeaks {
 /// buffer, whose bytes the output buffer limits do not count.
 pub const REPLY_CHUNK: usize = 16 * 1024;
 
+/// Bytes of one block of Redis's reply list (`clientReplyBlock.size`):
+/// a block is allocated for at least [`REPLY_CHUNK`] bytes plus its
+/// 16-byte header, which jemalloc rounds up to its 20 KiB size class, and
+/// the block takes the rounding over (`_addReplyProtoToList`). Replies
+/// smaller than that fill blocks to this size.
+const REPLY_BLOCK_BYTES: usize = 20 * 1024 - 16;
+
+/// What Redis's `getClientOutputBufferMemoryUsage` adds per block: its
+/// list node (24 bytes) and block header (16).
+const REPLY_BLOCK_OVERHEAD: usize = 40;
+
 /// Output a client that has not authenticated may hold (Redis's 1024 in
 /// `checkClientOutputBufferLimits`).
 const UNAUTH_OBUF_MAX: usize = 1024;
@@ -618,13 +629,29 @@ impl Conn {
         self.unwritten() + self.staging.len() + self.coord.as_ref().map_or(0, |a| a.out.len())
     }
 
-    /// The part of [`Self::obuf_bytes`] the output buffer limits compare
-    /// (CLIENT LIST `omem`): all but the first [`REPLY_CHUNK`] unwritten
-    /// bytes, which Redis keeps in a fixed per-client buffer that
-    /// `getClientOutputBufferMemoryUsage` does not count. So, as in Redis,
-    /// small replies never trip even a 1-byte limit.
+    /// The blocks Redis's reply list would hold for [`Self::obuf_bytes`]:
+    /// all but the first [`REPLY_CHUNK`] unwritten bytes, which Redis
+    /// keeps in a fixed per-client buffer, in blocks of
+    /// [`REPLY_BLOCK_BYTES`] (CLIENT LIST `oll`).
+    fn obuf_blocks(&self) -> usize {
+        let listed = self.obuf_bytes() - self.unwritten().min(REPLY_CHUNK);
+        listed.div_ceil(REPLY_BLOCK_BYTES)
+    }
+
+    /// What the output buffer limits compare (CLIENT LIST `omem`, INFO
+    /// `client_recent_max_output_buffer`), as Redis's
+    /// `getClientOutputBufferMemoryUsage` counts it: the reply list's
+    /// blocks whole, with their overhead ([`Self::obuf_blocks`]). So, as
+    /// in Redis, small replies never trip even a 1-byte limit, and a limit
+    /// trips at the same output as Redis's within one block (Redis sizes a
+    /// block for a reply of more than 16 KiB to that reply, rounded up to
+    /// jemalloc's size class: up to a block less than here). Measured
+    /// against redis-server 7.0.15 (2026-11-28): LRANGE of 97 1000-byte
+    /// items passes a 100000-byte hard limit and 98 close the client in
+    /// both; a subscriber 253 blocks behind shows omem=5187512 in Redis,
+    /// 5152297 (the exact bytes) before this count.
     pub fn obuf_counted(&self) -> usize {
-        self.obuf_bytes() - self.unwritten().min(REPLY_CHUNK)
+        self.obuf_blocks() * (REPLY_BLOCK_BYTES + REPLY_BLOCK_OVERHEAD)
     }
 
     /// Redis's `checkClientOutputBufferLimits`: whether output has reached
@@ -725,9 +752,8 @@ impl Conn {
     /// `rbp`: the reply buffer's capacity and recent peak (see
     /// `worker::memory`); `obl`: unwritten bytes
     /// of the reply buffer up to [`REPLY_CHUNK`] (Redis's fixed buffer);
-    /// `oll`: replies done but queued behind one still running elsewhere (a
-    /// command in flight is not a reply yet: the caller of CLIENT LIST
-    /// shows 0 as in Redis); `omem`: [`Self::obuf_counted`], what the
+    /// `oll`: the blocks of Redis's reply list the rest would fill
+    /// ([`Self::obuf_blocks`]); `omem`: [`Self::obuf_counted`], what the
     /// output limits compare.
     pub fn io(&self) -> ClientIo {
         // While a command runs (a coordinator in flight: CLIENT LIST and
@@ -748,7 +774,7 @@ impl Conn {
             rbs: self.out.capacity(),
             rbp: self.out_peak,
             obl: self.unwritten().min(REPLY_CHUNK),
-            oll: self.pending.iter().filter(|s| s.ready.is_some()).count(),
+            oll: self.obuf_blocks(),
             omem: self.obuf_counted(),
             tot_mem: self.mem_total(),
         }
@@ -954,34 +980,41 @@ mod tests {
     fn output_limits_follow_redis_rules() {
         let mut c = conn();
         c.client.authenticated = true;
+        // Redis's count of one reply list block.
+        let block = REPLY_BLOCK_BYTES + REPLY_BLOCK_OVERHEAD;
         let l = config::ObufLimit {
-            hard: 1000,
+            hard: 2 * block as u64,
             soft: 100,
             soft_seconds: 2,
         };
         assert!(!c.obuf_limit_reached(&l, 50));
         // The fixed buffer's worth is not counted.
         c.out.raw(&[b'x'; REPLY_CHUNK]);
+        assert_eq!(c.obuf_counted(), 0);
         assert!(!c.obuf_limit_reached(&l, 50));
+        // A byte more is a block of Redis's reply list, counted whole.
         c.out.raw(&[b'x'; 150]);
+        assert_eq!(c.obuf_counted(), block);
         // Soft reached: the clock starts, nothing happens yet.
         assert!(!c.obuf_limit_reached(&l, 50));
         assert!(!c.obuf_limit_reached(&l, 52));
         // More than soft_seconds above it.
         assert!(c.obuf_limit_reached(&l, 53));
         // Dropping below the soft limit resets the clock.
-        c.written = 100;
-        assert_eq!(c.obuf_counted(), 50);
+        c.written = 150;
+        assert_eq!(c.obuf_counted(), 0);
         assert!(!c.obuf_limit_reached(&l, 54));
         c.out.raw(&[b'x'; 100]);
         assert!(!c.obuf_limit_reached(&l, 55));
         assert!(!c.obuf_limit_reached(&l, 57));
         assert!(c.obuf_limit_reached(&l, 58));
-        // The hard limit closes at once; replies queued behind count too.
+        // The hard limit closes at once; replies queued behind count too
+        // (here filling a second block).
         let s = c.open_slot(false);
-        c.push_ready(&[b'y'; 900]);
-        assert_eq!(c.obuf_bytes(), REPLY_CHUNK + 150 + 900);
-        assert_eq!(c.obuf_counted(), 150 + 900);
+        c.push_ready(&[b'y'; REPLY_BLOCK_BYTES]);
+        assert_eq!(c.obuf_bytes(), REPLY_CHUNK + 100 + REPLY_BLOCK_BYTES);
+        assert_eq!(c.obuf_counted(), 2 * block);
+        assert_eq!(c.io().oll, 2);
         let hard = config::ObufLimit { soft: 0, ..l };
         assert!(c.obuf_limit_reached(&hard, 58));
         c.complete(s, b"");
@@ -1001,8 +1034,11 @@ mod tests {
         let off = [config::ObufLimit::default(); 3];
         let mut c = conn();
         c.client.authenticated = false;
-        c.out.raw(&[b'x'; REPLY_CHUNK + UNAUTH_OBUF_MAX]);
+        c.out.raw(&[b'x'; REPLY_CHUNK]);
         assert!(!c.check_obuf(&off, 1_000_000));
+        // One byte past the fixed buffer is a whole block of Redis's list,
+        // past 1 KiB.
+        const { assert!(REPLY_BLOCK_BYTES > UNAUTH_OBUF_MAX) };
         c.out.raw(b"x");
         assert!(c.check_obuf(&off, 1_000_000));
         assert!(c.obuf_over && c.closing);

@@ -41,13 +41,14 @@ static HANDOFF: Mutex<Vec<Option<Vec<TcpListener>>>> = Mutex::new(Vec::new());
 /// applyBind): `port` on every `bind` address, one listener per worker
 /// each (none for port 0), with CONFIG SET's error. The new listeners are
 /// bound before the old ones close (they share the port through
-/// SO_REUSEPORT when it is the same).
+/// SO_REUSEPORT when it is the same: `held`, see [`listen`]).
 fn bind_port(
     cfg: &Config,
     threads: usize,
     new_bind: bool,
+    held: bool,
 ) -> Result<Vec<Vec<TcpListener>>, String> {
-    listen(cfg, cfg.port, threads, "tcp").map_err(|why| {
+    listen(cfg, cfg.port, threads, "tcp", held).map_err(|why| {
         log::warning(format_args!("{why}"));
         if new_bind {
             "Failed to bind to specified addresses.".to_string()
@@ -74,12 +75,18 @@ fn take_listeners(id: usize) -> Option<Vec<TcpListener>> {
 /// One `SO_REUSEPORT` listener per thread on every `bind` address for
 /// `port` (none when `port` is 0), as Redis's listenToPort: an optional
 /// address (`-` prefix) that cannot be bound is skipped, any other is
-/// fatal. `kind` names the port in Redis's error ("tcp", "TLS").
+/// fatal. `kind` names the port in Redis's error ("tcp", "TLS"). `held`:
+/// this server listens on `port` already (CONFIG SET bind), so a new
+/// address overlapping an old one (`127.0.0.1` after `*`) must share the
+/// port with the old listeners until they close, as Redis, which closes
+/// them first, allows: the probe for another process is skipped (see
+/// [`bind_all`]).
 fn listen(
     cfg: &config::Config,
     port: u16,
     n: usize,
     kind: &str,
+    held: bool,
 ) -> Result<Vec<Vec<TcpListener>>, String> {
     let mut out: Vec<Vec<TcpListener>> = (0..n).map(|_| Vec::new()).collect();
     if port == 0 {
@@ -88,7 +95,7 @@ fn listen(
     let failed = || format!("Failed listening on port {port} ({kind}), aborting.");
     for entry in &cfg.bind {
         let (addr, optional) = bind_addr(entry, port)?;
-        match bind_all(addr, n) {
+        match bind_all(addr, n, !held) {
             Ok(ls) => {
                 for (t, l) in ls.into_iter().enumerate() {
                     out[t].push(l);
@@ -148,11 +155,13 @@ fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::TcpL
     Ok(s.into())
 }
 
-/// Binds `addr` once per thread. A first bind without SO_REUSEPORT proves
-/// nobody else listens there (SO_REUSEPORT would let another process share
-/// the port silently).
-fn bind_all(addr: SocketAddr, n: usize) -> std::io::Result<Vec<TcpListener>> {
-    drop(listener(addr, false)?);
+/// Binds `addr` once per thread. With `probe`, a first bind without
+/// SO_REUSEPORT proves nobody else listens there (SO_REUSEPORT would let
+/// another process of the same user share the port silently).
+fn bind_all(addr: SocketAddr, n: usize, probe: bool) -> std::io::Result<Vec<TcpListener>> {
+    if probe {
+        drop(listener(addr, false)?);
+    }
     (0..n)
         .map(|_| listener(addr, true).map(TcpListener::from_std))
         .collect()
@@ -201,13 +210,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let tcp = listen(&cfg, cfg.port, n, "tcp")?;
+    let tcp = listen(&cfg, cfg.port, n, "tcp", false)?;
     // Redis builds the TLS context before it listens.
     if let Err(why) = tls::configure(&cfg) {
         log::warning(format_args!("{why}"));
         return Err(tls::START_FAILED.into());
     }
-    let tls_tcp = listen(&cfg, cfg.tls_port, n, "TLS")?;
+    let tls_tcp = listen(&cfg, cfg.tls_port, n, "TLS", false)?;
     let unix = bind_unix(&cfg)?;
     if tcp[0].is_empty() && tls_tcp[0].is_empty() && unix.is_none() {
         return Err("Configured to not listen anywhere, exiting.".into());
@@ -316,7 +325,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             // Bound first: a port that fails changes nothing. A new `bind`
             // rebinds both ports (Redis's changeBindAddr).
             let plain = (new.port != old.port || new.bind != old.bind)
-                .then(|| bind_port(new, n, new.bind != old.bind))
+                .then(|| bind_port(new, n, new.bind != old.bind, new.port == old.port))
                 .transpose()?;
             tls::apply(old, new, n)?;
             if let Some(ls) = plain {

@@ -140,22 +140,27 @@ pub fn apply(old: &Config, new: &Config, threads: usize) -> Result<(), String> {
         })?;
         if new.tls_port != old.tls_port || new.bind != old.bind {
             // Bound first: a port that fails keeps the old context too.
-            let ls = bind_tls(new, threads)?;
+            let ls = bind_tls(new, threads, new.tls_port == old.tls_port)?;
             *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
             hand_over(ls);
             return Ok(());
         }
         *CONTEXT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ctx));
     } else if new.tls_port != old.tls_port || new.bind != old.bind {
-        hand_over(bind_tls(new, threads)?);
+        hand_over(bind_tls(new, threads, new.tls_port == old.tls_port)?);
     }
     Ok(())
 }
 
 /// `tls-port` on every `bind` address, one listener per worker each
 /// (none for port 0): the start's `listen`, with CONFIG SET's error.
-fn bind_tls(cfg: &Config, threads: usize) -> Result<Vec<Vec<mio::net::TcpListener>>, String> {
-    super::listen(cfg, cfg.tls_port, threads, "TLS").map_err(|why| {
+/// `held`: the port is this server's already (see `listen`).
+fn bind_tls(
+    cfg: &Config,
+    threads: usize,
+    held: bool,
+) -> Result<Vec<Vec<mio::net::TcpListener>>, String> {
+    super::listen(cfg, cfg.tls_port, threads, "TLS", held).map_err(|why| {
         crate::log::warning(format_args!("{why}"));
         LISTEN_FAILED.to_string()
     })

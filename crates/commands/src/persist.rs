@@ -21,13 +21,14 @@
 //!
 //! This file holds the command table, the constants, the log sink, the
 //! types the parts share (the save link, the AOF interface, the locked
-//! state) and [`Persist`] itself (INFO figures, FLUSHALL and shutdown
-//! handling, starting a writer, the `save` rules). The rest: [`shard`]
-//! (the shard side: [`tick`] and the fragments' gate), [`writer`] (the
-//! writer thread), [`commands`] (SAVE, BGSAVE, BGREWRITEAOF and the
-//! coordinators for syncs, rewrites and the cron) and [`startup`] (loading
-//! at start-up, the save at shutdown); their public items are re-exported
-//! here.
+//! state) and [`Persist`] itself (INFO figures, shutdown handling,
+//! starting a writer, the `save` rules). The rest: [`shard`] (the shard
+//! side: [`tick`] and the fragments' gate), [`writer`] (the writer
+//! thread), [`flushall`] (FLUSHALL's abandoned save and the save of the
+//! emptied data before its reply), [`commands`] (SAVE, BGSAVE,
+//! BGREWRITEAOF and the coordinators for syncs, rewrites and the cron) and
+//! [`startup`] (loading at start-up, the save at shutdown); their public
+//! items are re-exported here.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
 mod commands;
+mod flushall;
 mod shard;
 mod startup;
 mod writer;
@@ -233,7 +235,7 @@ struct State {
     limit_delay_min: u64,
     limit_until_s: u64,
     /// Why the running save or rewrite was abandoned on purpose (see
-    /// [`Persist::after_flushall`], [`Persist::kill_child`]), for its log
+    /// `Persist::after_flushall`, [`Persist::kill_child`]), for its log
     /// line.
     kill_reason: &'static str,
     last_rewrite_time_s: Option<u64>,
@@ -368,21 +370,6 @@ impl Persist {
             loaded_keys: st.loaded_keys,
             expired_on_load: st.expired_on_load,
             loading: self.loading.load(Ordering::Relaxed),
-        }
-    }
-
-    /// FLUSHALL, as Redis's flushallCommand: a background save in
-    /// progress is abandoned (its data is gone), and with save rules set a
-    /// save of the emptied data follows at once (from the cron), so a
-    /// restart does not bring the flushed keys back.
-    pub fn after_flushall(&self, server: &ServerShared) {
-        let mut st = self.lock();
-        if let Some(r) = st.running.as_ref().filter(|r| r.kind == Kind::Bgsave) {
-            r.abort.store(true, Ordering::Release);
-            st.kill_reason = "FLUSHALL";
-        }
-        if !server.config().save.is_empty() {
-            st.bgsave_scheduled = true;
         }
     }
 
@@ -575,6 +562,7 @@ impl Persist {
             on_done,
             checksum: cfg.rdbchecksum,
             shards: self.dirty.len(),
+            parts: self.dirty.len(),
             rx,
             abort: abort.clone(),
             persist: self.clone(),

@@ -285,7 +285,7 @@ pub fn load_coordinator(
     let coord = OneStep::boxed(
         plan,
         move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-            server2.persist.after_flushall(&server2);
+            server2.persist.after_replica_load(&server2);
             crate::keys::invalidate_all(&server2);
             at_instant();
             out.ok();

@@ -630,6 +630,16 @@ fn sort_on(
 /// What [`from_script`] returns.
 pub(crate) type FromScript = Result<Result<(), Vec<Vec<u8>>>, CmdError>;
 
+/// A script's SORT / SORT_RO call: which of the two it is, and whether
+/// the script's user may read every key (Redis's scriptCall runs the call
+/// as that user, so a BY pattern with `*` or a GET without that access is
+/// refused as a client's is: see `acl::Caller::reads_every_key`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScriptCall {
+    pub readonly: bool,
+    pub reads_every_key: bool,
+}
+
 /// SORT / SORT_RO called by a script, on the shard (or the gathered
 /// copies) it runs on: `Ok(Err(keys))` when pattern keys the script does
 /// not hold (`held`) are needed, to gather before running it again (see
@@ -640,13 +650,11 @@ pub(crate) fn from_script(
     db: usize,
     touch: bool,
     args: Args<'_>,
-    readonly: bool,
+    call: ScriptCall,
     held: &dyn Fn(&[u8]) -> bool,
     out: &mut Reply,
 ) -> FromScript {
-    // Not checked against a restricted caller's key access here (Redis
-    // checks the script's user too): a known difference.
-    let mut opts = parse(args, readonly, true)?;
+    let mut opts = parse(args, call.readonly, call.reads_every_key)?;
     opts.script = true;
     let src = args.get(1);
     let mut l = load(shard, db, touch, src, &opts)?;
@@ -685,9 +693,9 @@ pub(crate) fn pattern_keys(
     shard: &mut Shard,
     db: usize,
     args: Args<'_>,
-    readonly: bool,
+    call: ScriptCall,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
-    let mut opts = parse(args, readonly, true)?;
+    let mut opts = parse(args, call.readonly, call.reads_every_key)?;
     opts.script = true;
     let counts = (shard.stats.keyspace_hits, shard.stats.keyspace_misses);
     let l = load(shard, db, false, args.get(1), &opts);

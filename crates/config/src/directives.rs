@@ -459,7 +459,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     // name                       runtime    kind!(field: type, min, max, default)
     // CONFIG SET of these two rebinds (see commands::server's config_set).
     d("port",                     Mutable,   int!(port: u16, 0, 65535, 6379)),
-    d("bind",                     Mutable,   words!(bind, MAX_BIND_ADDRS, &["127.0.0.1"])),
+    d("bind",                     Mutable,   words!(bind, MAX_BIND_ADDRS, &["*", "-::*"])),
     d("unixsocket",               Immutable, path!(unixsocket)),
     d("unixsocketperm",           Immutable, octal!(unixsocketperm: u32, 0, 0o777, 0)),
     d("shards",                   Fixed,     int!(shards: usize, 0, MAX_SHARDS, 0))

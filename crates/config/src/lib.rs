@@ -764,8 +764,8 @@ impl Config {
 }
 
 impl Default for Config {
-    /// The defaults of the directive table (Redis's, except `bind 127.0.0.1` and the
-    /// `lazyfree-*` directives: see the module doc).
+    /// The defaults of the directive table (Redis's, except the `lazyfree-*` directives:
+    /// see the module doc).
     fn default() -> Config {
         let mut cfg = Config::blank();
         for d in DIRECTIVES {

@@ -213,6 +213,9 @@ fn directive_lines(
     };
     let words: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
     match (name, kind) {
+        // At its default, no line, and the file's lines go, even when
+        // forced (Redis's rewriteConfigBindOption).
+        ("bind", _) if now == default => Vec::new(),
         // One line per save point; `save ""` for none.
         ("save", _) => {
             if words.is_empty() {
@@ -332,6 +335,7 @@ mod tests {
             ("hz", "10"),
         ]);
         cfg.port = 7390;
+        cfg.bind = vec!["127.0.0.1".into()];
         cfg.dbfilename = "a b\"c.rdb".into();
         let out = text(&rewrite_text(
             old,
@@ -386,6 +390,26 @@ mod tests {
         crate::parse_config_text(&text(&once), &mut back).unwrap();
         assert_eq!(back.maxmemory, 3000);
         assert!(back.save_rules().is_empty());
+    }
+
+    /// `bind` at its default (`* -::*`) has no line, even when forced: the
+    /// file's `bind` lines go (Redis's rewriteConfigBindOption); another
+    /// value is written.
+    #[test]
+    fn bind_at_its_default_is_removed() {
+        let old = b"port 7390\nbind 127.0.0.1 ::1\nbind 10.0.0.1\n";
+        let cfg = Config::default();
+        for all in [false, true] {
+            let out = text(&rewrite_text(old, &cfg, &[], all));
+            assert!(!out.contains("bind"), "{out}");
+            assert!(out.starts_with("port 6379\n\n\n"), "{out}");
+        }
+        let cfg = Config {
+            bind: vec!["10.0.0.2".into(), "-::1".into()],
+            ..Config::default()
+        };
+        let out = text(&rewrite_text(old, &cfg, &[], false));
+        assert!(out.contains("\nbind 10.0.0.2 -::1\n\n"), "{out}");
     }
 
     /// `no` (Redis's default, not Tessera's) is written; `yes` in the

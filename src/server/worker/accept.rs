@@ -135,18 +135,27 @@ impl Worker {
         }
     }
 
-    /// CONFIG SET port or tls-port (`tls`): this thread's plain or TLS
-    /// listeners, replaced (the old ones close; their accepted connections
-    /// go on).
+    /// CONFIG SET port, tls-port or bind (`tls`: the TLS listeners): this
+    /// thread's listeners, replaced (the old ones close; their accepted
+    /// connections go on). Connections the kernel queued on an old one
+    /// are accepted before it closes, which would reset them: on the same
+    /// port (a new `bind`), the old listener may have been the one
+    /// connections went to (its address the more specific) until now.
     pub(super) fn swap_listeners(&mut self, ls: Vec<TcpListener>, tls: bool) {
+        let old = if tls {
+            std::mem::replace(&mut self.tls, ls)
+        } else {
+            std::mem::replace(&mut self.tcp, ls)
+        };
+        for mut l in old {
+            Door::of(&self.core, &mut self.conns, &self.poll).accept_tcp(&l, tls);
+            let _ = self.poll.registry().deregister(&mut l);
+        }
         let (list, base) = if tls {
             (&mut self.tls, TLS_BASE)
         } else {
             (&mut self.tcp, TCP_BASE)
         };
-        for mut l in std::mem::replace(list, ls) {
-            let _ = self.poll.registry().deregister(&mut l);
-        }
         for (i, l) in list.iter_mut().enumerate() {
             if let Err(e) = self
                 .poll

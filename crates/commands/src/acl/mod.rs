@@ -705,6 +705,13 @@ impl Caller {
         check::check(&self.rules, id, args, &mut Vec::new()).is_ok()
     }
 
+    /// Whether a selector of the user allows this call and reads every
+    /// key: what a script's SORT asks before its BY / GET patterns read
+    /// keys no key spec names (see `check::reads_every_key`).
+    pub fn reads_every_key(&self, id: usize, args: Args<'_>) -> bool {
+        check::reads_every_key(&self.rules, id, args)
+    }
+
     /// Checks one `redis.call`; `Err` is the script's error text (Redis's
     /// scriptVerifyACL), after logging it with context `lua`.
     pub fn check(&self, r: Resolved, args: Args<'_>) -> Result<(), &'static str> {

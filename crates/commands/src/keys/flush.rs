@@ -95,12 +95,18 @@ pub(super) fn flushall(
         c.nshards(),
         move |env| {
             let n = env.shard.dbs.len();
-            flush(env.shard, 0..n, mode)
+            flush(env.shard, 0..n, mode);
+            (env.shard.id, env.shard.dirty())
         },
-        move |_: Vec<()>, out, _| {
+        move |flushed: Vec<(usize, u64)>, out, _| {
             // A save in progress is abandoned; with save rules, the
-            // emptied data is saved next (Redis's flushallCommand).
-            server.persist.after_flushall(&server);
+            // emptied data is saved before the reply (Redis's
+            // flushAllDataAndResetRDB).
+            let mut dirty = vec![0; flushed.len()];
+            for (id, d) in flushed {
+                dirty[id] = d;
+            }
+            server.persist.after_flushall(&server, &dirty);
             invalidate_all(&server);
             out.ok();
             Ok(())

@@ -112,7 +112,10 @@ pub(crate) fn call(
         }
         "flushdb" | "flushall" => {
             let mode = parse_flush(args)?;
-            for s in 0..nshards {
+            // Each shard's change counter after its flush (see
+            // `Persist::after_flushall`).
+            let mut dirty = vec![0; nshards];
+            for (s, d) in dirty.iter_mut().enumerate() {
                 each(s, &mut |sh| {
                     let dbs = if full == "flushdb" {
                         db..db + 1
@@ -120,11 +123,12 @@ pub(crate) fn call(
                         0..sh.dbs.len()
                     };
                     flush(sh, dbs, mode);
+                    *d = sh.dirty();
                 });
             }
             if let Some(server) = server {
                 if full == "flushall" {
-                    server.persist.after_flushall(server);
+                    server.persist.after_flushall(server, &dirty);
                 }
                 invalidate_all(server);
             }

@@ -150,6 +150,7 @@ pub fn save_now(
         on_done: None,
         checksum,
         shards: shards.len(),
+        parts: shards.len(),
         rx,
         abort: Arc::new(AtomicBool::new(false)),
         persist,

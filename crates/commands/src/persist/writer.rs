@@ -23,7 +23,11 @@ pub(super) struct WriterJob {
     /// Called with the outcome once the file is in place (rewrites).
     pub(super) on_done: Option<OnDone>,
     pub(super) checksum: bool,
+    /// The number of shards (whose memory the header reports).
     pub(super) shards: usize,
+    /// The shards' parts to wait for (each ends with `SaveMsg::Done`):
+    /// every shard's, or none for a save of no keys ([`WriterJob::empty`]).
+    pub(super) parts: usize,
     pub(super) rx: Receiver<SaveMsg>,
     pub(super) abort: Arc<AtomicBool>,
     pub(super) persist: Arc<Persist>,
@@ -43,6 +47,34 @@ pub(super) struct WriterJob {
 }
 
 impl WriterJob {
+    /// A save of no keys to `dbfilename` (FLUSHALL's, see `flushall`): the
+    /// header and the function libraries, written on the caller's thread
+    /// by [`WriterJob::write`]; the caller records the outcome.
+    pub(super) fn empty(persist: &Arc<Persist>, server: &crate::ctx::ServerShared) -> WriterJob {
+        let cfg = server.config();
+        let (_, rx) = std::sync::mpsc::sync_channel(0);
+        let (done, _) = std::sync::mpsc::sync_channel(1);
+        WriterJob {
+            path: cfg.rdb_path(),
+            kind: Kind::Save,
+            rdb: true,
+            on_done: None,
+            checksum: cfg.rdbchecksum,
+            shards: persist.dirty.len(),
+            parts: 0,
+            rx,
+            abort: Arc::default(),
+            persist: persist.clone(),
+            begin_dirty: Arc::default(),
+            background: false,
+            done,
+            functions: crate::script::library::registry().codes(),
+            compress: cfg.rdbcompression,
+            sink: Mutex::new(None),
+            stream_db: None,
+        }
+    }
+
     pub(super) fn run(mut self) {
         let started = Instant::now();
         let res = self.write();
@@ -138,7 +170,7 @@ impl WriterJob {
     }
 
     /// Writes the file; returns the number of keys written.
-    fn write(&self) -> Result<u64, String> {
+    pub(super) fn write(&self) -> Result<u64, String> {
         if self.kind == Kind::Sync {
             let sink = self.sink.lock().unwrap_or_else(|e| e.into_inner()).take();
             let Some(mut sink) = sink else {
@@ -216,7 +248,7 @@ impl WriterJob {
             }
         }
         put(w, &head)?;
-        let (mut left, mut keys) = (self.shards, 0u64);
+        let (mut left, mut keys) = (self.parts, 0u64);
         while left > 0 {
             use std::sync::mpsc::RecvTimeoutError;
             match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {

@@ -1327,8 +1327,16 @@ impl Run<'_, '_> {
                         shard_of(k, nshards) == shard || declared.contains(&k)
                     }
                 };
-                let readonly = r.spec.name == "sort_ro";
+                let call = crate::sort::ScriptCall {
+                    readonly: r.spec.name == "sort_ro",
+                    reads_every_key: self
+                        .ctx
+                        .caller
+                        .as_ref()
+                        .is_none_or(|c| c.reads_every_key(r.id, args)),
+                };
                 let (db, touch) = (self.db, !self.ctx.no_touch);
+                let started = std::time::Instant::now();
                 let ctx = &mut *self.ctx;
                 // Keys of several shards: on copies (below).
                 let mut sorted = Ok(Err(Vec::new()));
@@ -1337,7 +1345,7 @@ impl Run<'_, '_> {
                         // Run again on copies if it needs pattern keys of
                         // other shards: its source's lookup counts once.
                         let counts = (sh.stats.keyspace_hits, sh.stats.keyspace_misses);
-                        let r = crate::sort::from_script(sh, db, touch, args, readonly, &held, out);
+                        let r = crate::sort::from_script(sh, db, touch, args, call, &held, out);
                         if matches!(r, Ok(Err(_))) {
                             (sh.stats.keyspace_hits, sh.stats.keyspace_misses) = counts;
                         }
@@ -1348,12 +1356,16 @@ impl Run<'_, '_> {
                 // Pattern keys (or its keys) on shards the run holds: on
                 // copies of all of them (`across`).
                 if let Ok(Err(missing)) = &sorted {
-                    if let Some(res) = self.sort_across(args, positions, missing, across, out) {
+                    if let Some(res) = self.sort_across(args, call, positions, missing, across, out)
+                    {
                         sorted = res;
                     }
                 }
-                match sorted {
-                    Ok(Ok(())) => {}
+                // Counted as Redis's `call` counts it: in commandstats
+                // and, failed, in errorstats (its error table is marked
+                // counted: see `vm::CountedError`).
+                let failed = match sorted {
+                    Ok(Ok(())) => false,
                     Ok(Err(missing)) => {
                         if self.widen_ok && !self.wrote && !self.pinned && self.db == self.orig_db {
                             self.found = missing;
@@ -1363,8 +1375,17 @@ impl Run<'_, '_> {
                         }
                         return self.reject(lua, r, NOT_HELD);
                     }
-                    Err(e) => out.error_bytes(&e.line()),
+                    Err(e) => {
+                        self.error_reply(out, &e);
+                        true
+                    }
+                };
+                // As the shard commands above: a write call makes the run
+                // dirty whatever it answered.
+                if r.spec.has(flags::WRITE) {
+                    self.dirty = true;
                 }
+                self.record(r, args, started, failed);
             }
             // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
             // shard, which the script must hold (see `keys::script`).

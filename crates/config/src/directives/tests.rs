@@ -8,7 +8,7 @@ use crate::*;
 fn defaults_come_from_the_table() {
     let c = Config::default();
     assert_eq!(c.port, 6379);
-    assert_eq!(c.bind, vec!["127.0.0.1".to_string()]);
+    assert_eq!(c.bind, vec!["*".to_string(), "-::*".to_string()]);
     assert_eq!(c.unixsocket, None);
     assert_eq!(c.unixsocketperm, 0);
     assert_eq!(c.shards, 0);

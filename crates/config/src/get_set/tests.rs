@@ -99,7 +99,7 @@ fn config_get_patterns() {
     assert_eq!(get(&cfg, &["[^a-z]*"]), vec![]);
     assert_eq!(
         get(&cfg, &["b[h-j]nd"]),
-        vec![("bind".into(), "127.0.0.1".into())]
+        vec![("bind".into(), "* -::*".into())]
     );
     assert!(get(&cfg, &[]).is_empty());
     assert_eq!(

@@ -176,7 +176,7 @@ impl Run<'_, '_> {
         }
     }
 
-    /// SORT / SORT_RO (`args`, its keys at `positions`) on copies of its
+    /// SORT / SORT_RO (`args`, `call`, its keys at `positions`) on copies of its
     /// keys and every key its patterns name, when the run holds them all
     /// (`across`: its keys are of several shards held); `missing`: the
     /// pattern keys its shard lacked. `None` (nothing ran) if it does not
@@ -184,6 +184,7 @@ impl Run<'_, '_> {
     pub(super) fn sort_across(
         &mut self,
         args: Args<'_>,
+        call: crate::sort::ScriptCall,
         positions: &[usize],
         missing: &[Vec<u8>],
         across: bool,
@@ -195,13 +196,12 @@ impl Run<'_, '_> {
             return None;
         }
         let (db, touch) = (self.db, !self.ctx.no_touch);
-        let readonly = args.get(0).eq_ignore_ascii_case(b"sort_ro");
         // Every key its patterns name (those of the source's shard too),
         // read on the source's shard.
         let src = crate::table::shard_of(args.get(1), self.ctx.nshards);
         let ctx = &mut *self.ctx;
         let named = super::on_shard(ctx.shard, ctx.in_place.as_deref_mut(), src, |sh| {
-            crate::sort::pattern_keys(sh, db, args, readonly)
+            crate::sort::pattern_keys(sh, db, args, call)
         });
         let named = named.unwrap_or_default();
         let mut keys: Vec<&[u8]> = positions.iter().map(|&p| args.get(p)).collect();
@@ -213,7 +213,7 @@ impl Run<'_, '_> {
                 db,
                 touch,
                 args,
-                readonly,
+                call,
                 &|_| true,
                 out,
             ));
