@@ -497,6 +497,9 @@ impl<W> LockTable<W> {
             .into_iter()
             .partition(stays);
         self.waiting = kept;
+        for (q, _) in &gone {
+            self.sums.queued.remove(q);
+        }
         gone.into_iter().collect()
     }
 

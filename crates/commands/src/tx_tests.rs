@@ -879,3 +879,23 @@ fn the_queue_summary_agrees_with_each_request() {
         assert!(!sum.conflicts(&probe), "empty again: {sum:?}");
     }
 }
+
+/// A request withdrawn for a busy script leaves the queue's summary too:
+/// a request for a key only the withdrawn one wanted is granted at once,
+/// where a stale summary made it wait behind a request no longer queued.
+#[test]
+fn a_withdrawn_request_leaves_the_queue_summary() {
+    let mut t: LockTable<u32> = LockTable::default();
+    assert_eq!(t.acquire(req(1, &[("a", Mode::Write)]), 1), Some(1));
+    assert!(t
+        .acquire(req(2, &[("a", Mode::Write), ("b", Mode::Write)]), 2)
+        .is_none());
+    let gone = t.withdraw_for_busy(|_| true);
+    assert_eq!(gone.len(), 1);
+    assert_eq!(t.waiting_len(), 0);
+    assert_eq!(
+        t.acquire(req(3, &[("b", Mode::Write)]), 3),
+        Some(3),
+        "nothing queued on b"
+    );
+}
