@@ -708,10 +708,13 @@ fn send_plan_lent(
 fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoord) -> Plan {
     let home = core.id;
     let pinned = std::mem::take(&mut core.unlocked);
+    // Each job's worker by a cursor over the pins (see `pinned_at`):
+    // once to see that every job can run, once to run them.
+    let mut at = 0;
     let all_pinned = plan
         .jobs
         .iter()
-        .all(|(s, _)| *s == home || pinned.iter().any(|(p, _)| p == s));
+        .all(|(s, _)| *s == home || pinned_at(&pinned, &mut at, *s).is_some());
     if !all_pinned {
         core.unlocked = pinned;
         // INVARIANT (`run_unlocked`): a keyed command's jobs run on the
@@ -720,6 +723,7 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
         return plan;
     }
     let now_ms = core.shard.now_ms;
+    let mut at = 0;
     cohost::visit(home, || {
         for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
             let out = if shard == home {
@@ -729,7 +733,8 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
                 cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job).0
             } else {
                 // INVARIANT: checked above.
-                let (_, p) = pinned.iter().find(|(s, _)| *s == shard).expect("pinned");
+                let i = pinned_at(&pinned, &mut at, shard).expect("pinned");
+                let (_, p) = &pinned[i];
                 // SAFETY: inside `visit`, pinned until `unpin_unlocked`,
                 // and no other reference to it lives.
                 unsafe { p.worker() }.run_unlocked_job(shard, conn, work, now_ms)
@@ -740,6 +745,19 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
     });
     core.unlocked = pinned;
     Plan::default()
+}
+
+/// The index in `pinned` (ascending by shard, see `run_unlocked`) of
+/// shard `s`'s worker. `at`: a cursor, left past it: calls for ascending
+/// shards (a keyed command's plan: one job per shard, in shard order)
+/// find each at the cursor; any other order falls back to a search.
+fn pinned_at(pinned: &[(usize, cohost::Pinned)], at: &mut usize, s: usize) -> Option<usize> {
+    let i = match pinned.get(*at) {
+        Some((p, _)) if *p == s => *at,
+        _ => pinned.iter().position(|(p, _)| *p == s)?,
+    };
+    *at = i + 1;
+    Some(i)
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,
