@@ -178,12 +178,15 @@ impl SharedPairs {
         // A few pairs (MSET of 10 keys: one or two per job): one walk,
         // cheaper than two binary searches per job; many: the searches.
         let (lo, hi) = if s.len() <= 16 {
-            let lo = s.iter().take_while(|&&x| usize::from(x) < shard).count();
-            let n = s[lo..]
-                .iter()
-                .take_while(|&&x| usize::from(x) == shard)
-                .count();
-            (lo, lo + n)
+            let mut lo = 0;
+            while lo < s.len() && usize::from(s[lo]) < shard {
+                lo += 1;
+            }
+            let mut hi = lo;
+            while hi < s.len() && usize::from(s[hi]) == shard {
+                hi += 1;
+            }
+            (lo, hi)
         } else {
             (
                 s.partition_point(|&x| usize::from(x) < shard),
