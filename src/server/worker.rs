@@ -262,7 +262,7 @@ struct Core {
     shard: Shard,
     stats: ThreadStats,
     cfg: Cached,
-    scratch: Vec<usize>,
+    scratch: commands::exec::KeyScratch,
     /// What a busy script's desk refused from the mailbox (see `busy`),
     /// added to `stats` when the script ends.
     refused: busy::Tally,

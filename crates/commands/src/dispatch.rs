@@ -73,19 +73,41 @@ pub enum Step {
     },
 }
 
+/// Buffers [`dispatch`] reuses from request to request, which the caller
+/// keeps: the key positions of the request, and, for a keyed command
+/// whose keys span shards ([`Step::Coord`] of a command with a
+/// coordinator builder of its own: MSET, MGET, DEL ...), each key's shard,
+/// `shards[i]` for `positions[i]`. `shards` is empty after any other
+/// request, so the runtime can use it (`worker::home::prefetch_plan`)
+/// instead of finding and hashing the keys again.
+#[derive(Default, Debug)]
+pub struct KeyScratch {
+    pub positions: Vec<usize>,
+    pub shards: Vec<u16>,
+}
+
+impl KeyScratch {
+    /// The key positions and their shards of the request just dispatched,
+    /// if dispatch computed them (see the type's docs).
+    pub fn key_shards(&self) -> Option<(&[usize], &[u16])> {
+        (!self.shards.is_empty() && self.shards.len() == self.positions.len())
+            .then_some((&self.positions[..], &self.shards[..]))
+    }
+}
+
 /// Resolves a request, admits it and decides where it runs (see the
-/// module docs). `scratch` is a key-position buffer the caller keeps
-/// between requests.
+/// module docs). `scratch`: buffers the caller keeps between requests.
 pub fn dispatch(
     args: Args<'_>,
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
-    scratch: &mut Vec<usize>,
+    scratch: &mut KeyScratch,
 ) -> Step {
+    scratch.shards.clear();
     let Some(r) = resolve(args, ctx, stats) else {
         return Step::Done;
     };
-    match crate::admit::admit(r, args, ctx, scratch) {
+    match crate::admit::admit(r, args, ctx, &mut scratch.positions) {
         Admission::Run => {}
         Admission::Refused(e) => {
             reject(Some(r.id), r.spec.name == "exec", &e, ctx, stats);
@@ -155,29 +177,37 @@ fn route(
     args: Args<'_>,
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
-    scratch: &mut Vec<usize>,
+    scratch: &mut KeyScratch,
 ) -> Step {
     match r.spec.exec {
         Exec::Conn(h) => {
             run_conn(r, h, args, ctx, stats);
             Step::Done
         }
-        Exec::Shard(handler, multi) => match target(r.spec, args, ctx.nshards(), scratch) {
-            Target::NoKeys => Step::Shard {
-                shard: ctx.home,
-                resolved: r,
-                handler,
-            },
-            Target::One(shard) => Step::Shard {
-                shard,
-                resolved: r,
-                handler,
-            },
-            // `target` left the key positions in `scratch`.
-            Target::Many => across_shards(r, handler, multi, args, ctx, stats, scratch),
-        },
+        Exec::Shard(handler, multi) => {
+            match target(r.spec, args, ctx.nshards(), &mut scratch.positions) {
+                Target::NoKeys => Step::Shard {
+                    shard: ctx.home,
+                    resolved: r,
+                    handler,
+                },
+                Target::One(shard) => Step::Shard {
+                    shard,
+                    resolved: r,
+                    handler,
+                },
+                // `target` left the key positions in `scratch`.
+                Target::Many => across_shards(r, handler, multi, args, ctx, stats, scratch),
+            }
+        }
         Exec::Coord(build) => {
-            let locks = coordinated_locks(r, args, ctx.client.db, ctx.nshards(), scratch);
+            let locks = coordinated_locks(
+                r,
+                args,
+                ctx.client.db,
+                ctx.nshards(),
+                &mut scratch.positions,
+            );
             coordinate(r, build, args, ctx, stats, locks)
         }
         Exec::Parent => {
@@ -200,7 +230,7 @@ fn across_shards(
     args: Args<'_>,
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
-    positions: &mut Vec<usize>,
+    scratch: &mut KeyScratch,
 ) -> Step {
     // A script may touch keys it did not declare: it runs over a key set
     // that can grow (see `script::wide`).
@@ -214,7 +244,7 @@ fn across_shards(
     let db = ctx.client.db;
     let mut set = LockSet::default();
     let Some(build) = multi else {
-        set.command(r.spec, args, db, n, positions);
+        set.command(r.spec, args, db, n, &mut scratch.positions);
         return Step::Coord {
             resolved: r,
             coord: TxCoord::wrap(
@@ -224,18 +254,17 @@ fn across_shards(
             ),
         };
     };
-    // Each key's shard, hashed once for the locks and the builder.
-    let shards: Vec<u16> = positions
-        .iter()
-        .map(|&p| shard_of(args.get(p), n) as u16)
-        .collect();
-    set.command_on(r.spec, args, db, positions, &shards);
+    // Each key's shard, hashed once for the locks, the builder and the
+    // runtime (left in `scratch`).
+    let KeyScratch { positions, shards } = scratch;
+    shards.extend(positions.iter().map(|&p| shard_of(args.get(p), n) as u16));
+    set.command_on(r.spec, args, db, positions, shards);
     let mut ctx = ConnCtx {
         client: &mut *ctx.client,
         out: &mut *ctx.out,
         server: ctx.server,
         home: ctx.home,
-        key_shards: &shards,
+        key_shards: shards,
     };
     coordinate(r, build, args, &mut ctx, stats, set)
 }

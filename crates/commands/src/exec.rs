@@ -13,7 +13,7 @@ use crate::ctx::{ConnCtx, ShardCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::table::{Resolved, ShardHandler};
 
-pub use crate::dispatch::{dispatch, Step};
+pub use crate::dispatch::{dispatch, KeyScratch, Step};
 
 /// Redis's `shared.oomerr`.
 pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";

@@ -100,7 +100,7 @@ impl TestServer {
         let owned = OwnedArgs::from_slices(argv);
         let args = owned.args();
         let mut out = Reply::new(self.client.resp3);
-        let mut scratch = Vec::new();
+        let mut scratch = crate::exec::KeyScratch::default();
         let step = {
             let mut ctx = ConnCtx {
                 client: &mut self.client,

@@ -166,7 +166,7 @@ pub(crate) struct DeskState {
     side: Option<Reply>,
     /// What its passes answered and refused on this loop's connections.
     tally: Tally,
-    scratch: Vec<usize>,
+    scratch: commands::exec::KeyScratch,
     args: Vec<std::ops::Range<usize>>,
     /// A pass took a listener's event: the loop accepts once the script
     /// ends.

@@ -350,11 +350,13 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     let keys = std::mem::take(&mut core.key_buf);
     // Each co-hosted shard is pinned and looked at once: its address is
     // kept for the transaction's jobs (`run_plan_unlocked`); its keys'
-    // buckets are asked for meanwhile.
+    // buckets are asked for meanwhile. `shards` ascends, as `pf` does:
+    // one cursor walks `pf` along.
+    let mut at = 0;
     let ok = locked
         && shards.iter().all(|&s| {
             if s == home {
-                prefetch_on(&core.shard, db, &keys, &mut pf, s, 0);
+                prefetch_on(&core.shard, db, &keys, &mut pf, &mut at, s, 0);
                 return home_idle(core);
             }
             let Some(p) = cohost::pin_worker(s) else {
@@ -363,7 +365,7 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
             // SAFETY: inside `visit`, pinned, the only reference.
             let idle = cohost::visit(home, || {
                 let w = unsafe { p.worker() };
-                prefetch_on(&w.core.shard, db, &keys, &mut pf, s, 0);
+                prefetch_on(&w.core.shard, db, &keys, &mut pf, &mut at, s, 0);
                 w.idle_for_unlocked()
             });
             core.unlocked.push((s, p));
@@ -371,14 +373,18 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
         });
     if ok && !pf.is_empty() {
         // The buckets are in by now (a visit per shard since): their
-        // entries next, so that the jobs find both in cache.
-        prefetch_on(&core.shard, db, &keys, &mut pf, home, 1);
-        for (s, p) in &core.unlocked {
-            // SAFETY: inside `visit`, pinned, the only reference.
-            cohost::visit(home, || {
-                prefetch_on(&unsafe { p.worker() }.core.shard, db, &keys, &mut pf, *s, 1)
-            });
-        }
+        // entries next, so that the jobs find both in cache. The home
+        // shard's first, then the others' in one visit (ascending, so
+        // one cursor again: it passes over the home shard's keys).
+        prefetch_on(&core.shard, db, &keys, &mut pf, &mut 0, home, 1);
+        let mut at = 0;
+        cohost::visit(home, || {
+            for (s, p) in &core.unlocked {
+                // SAFETY: inside `visit`, pinned, the only reference.
+                let w = unsafe { p.worker() };
+                prefetch_on(&w.core.shard, db, &keys, &mut pf, &mut at, *s, 1);
+            }
+        });
     }
     core.key_pf = pf;
     core.key_buf = keys;
@@ -399,8 +405,11 @@ const PREFETCH_MIN_SHARDS: usize = 3;
 /// Copies the keys of request `args` (a command of `spec`) for the
 /// prefetch of its first step if it runs without locks (see
 /// [`prefetch_on`]): each key's shard and its bytes' range in
-/// `Core::key_buf`. Only for three keys or more (they may span
-/// [`PREFETCH_MIN_SHARDS`]); [`advance`] drops the plan after that step.
+/// `Core::key_buf`, sorted by shard. Only for three keys or more (they
+/// may span [`PREFETCH_MIN_SHARDS`]); [`advance`] drops the plan after
+/// that step. The key positions and shards are dispatch's when it
+/// computed them (`Core::scratch`, see `commands::exec::KeyScratch`):
+/// each key is found and hashed to its shard once per request.
 pub(super) fn prefetch_plan(core: &mut Core, spec: &commands::table::CommandSpec, args: Args<'_>) {
     core.key_pf.clear();
     core.key_buf.clear();
@@ -408,25 +417,39 @@ pub(super) fn prefetch_plan(core: &mut Core, spec: &commands::table::CommandSpec
     if core.server.nshards < PREFETCH_MIN_SHARDS || !cohost::lending_here() {
         return;
     }
-    let mut pos = std::mem::take(&mut core.key_pos);
-    spec.key_positions(args, &mut pos);
-    if pos.len() >= PREFETCH_MIN_SHARDS {
-        let n = core.server.nshards;
-        for &p in &pos {
-            let k = args.get(p);
-            let start = core.key_buf.len() as u32;
-            core.key_buf.extend_from_slice(k);
-            core.key_pf.push(KeyPf {
-                shard: commands::table::shard_of(k, n) as u32,
-                start,
-                end: core.key_buf.len() as u32,
-                hash: 0,
-            });
+    let n = core.server.nshards;
+    let (key_buf, key_pf) = (&mut core.key_buf, &mut core.key_pf);
+    let mut add = |k: &[u8], shard: u32| {
+        let start = key_buf.len() as u32;
+        key_buf.extend_from_slice(k);
+        key_pf.push(KeyPf {
+            shard,
+            start,
+            end: key_buf.len() as u32,
+            hash: 0,
+        });
+    };
+    if let Some((pos, shards)) = core.scratch.key_shards() {
+        if pos.len() < PREFETCH_MIN_SHARDS {
+            return;
         }
-        // By shard: each visit finds its keys by two binary searches.
-        core.key_pf.sort_unstable_by_key(|k| k.shard);
+        for (&p, &s) in pos.iter().zip(shards) {
+            add(args.get(p), u32::from(s));
+        }
+    } else {
+        let mut pos = std::mem::take(&mut core.key_pos);
+        spec.key_positions(args, &mut pos);
+        if pos.len() >= PREFETCH_MIN_SHARDS {
+            for &p in &pos {
+                let k = args.get(p);
+                add(k, commands::table::shard_of(k, n) as u32);
+            }
+        }
+        core.key_pos = pos;
     }
-    core.key_pos = pos;
+    // By shard: the visits, in ascending shard order, walk it with a
+    // cursor.
+    core.key_pf.sort_unstable_by_key(|k| k.shard);
 }
 
 /// A key of the request whose coordinator starts (`Core::key_pf`): its
@@ -448,21 +471,32 @@ pub(super) struct KeyPf {
 /// shards a job's five keys' misses overlap (bench/README.md, "Which
 /// layout the benchmark runs"). Asked for here, during the visits that
 /// precede the jobs, they arrive together.
+/// `at`: a cursor into `pf` (sorted by shard), left past shard `s`'s
+/// keys; calls with ascending `s` walk `pf` once.
 fn prefetch_on(
     shard: &engine::Shard,
     db: usize,
     keys: &[u8],
     pf: &mut [KeyPf],
+    at: &mut usize,
     s: usize,
     stage: u8,
 ) {
+    let s = s as u32;
+    while pf.get(*at).is_some_and(|k| k.shard < s) {
+        *at += 1;
+    }
+    let lo = *at;
+    while pf.get(*at).is_some_and(|k| k.shard == s) {
+        *at += 1;
+    }
+    if lo == *at {
+        return;
+    }
     let Some(d) = shard.dbs.get(db) else {
         return;
     };
-    let s = s as u32;
-    let lo = pf.partition_point(|k| k.shard < s);
-    let hi = lo + pf[lo..].partition_point(|k| k.shard == s);
-    for k in &mut pf[lo..hi] {
+    for k in &mut pf[lo..*at] {
         if stage == 0 {
             k.hash = d.hash_of(&keys[k.start as usize..k.end as usize]);
         }
@@ -674,10 +708,13 @@ fn send_plan_lent(
 fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut ActiveCoord) -> Plan {
     let home = core.id;
     let pinned = std::mem::take(&mut core.unlocked);
+    // Each job's worker by a cursor over the pins (see `pinned_at`):
+    // once to see that every job can run, once to run them.
+    let mut at = 0;
     let all_pinned = plan
         .jobs
         .iter()
-        .all(|(s, _)| *s == home || pinned.iter().any(|(p, _)| p == s));
+        .all(|(s, _)| *s == home || pinned_at(&pinned, &mut at, *s).is_some());
     if !all_pinned {
         core.unlocked = pinned;
         // INVARIANT (`run_unlocked`): a keyed command's jobs run on the
@@ -686,6 +723,7 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
         return plan;
     }
     let now_ms = core.shard.now_ms;
+    let mut at = 0;
     cohost::visit(home, || {
         for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
             let out = if shard == home {
@@ -695,7 +733,8 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
                 cohost::run_job_now(core, &mut cohost::NoClients, conn, work.job).0
             } else {
                 // INVARIANT: checked above.
-                let (_, p) = pinned.iter().find(|(s, _)| *s == shard).expect("pinned");
+                let i = pinned_at(&pinned, &mut at, shard).expect("pinned");
+                let (_, p) = &pinned[i];
                 // SAFETY: inside `visit`, pinned until `unpin_unlocked`,
                 // and no other reference to it lives.
                 unsafe { p.worker() }.run_unlocked_job(shard, conn, work, now_ms)
@@ -706,6 +745,19 @@ fn run_plan_unlocked(core: &mut Core, conn: ConnRef, plan: Plan, ac: &mut Active
     });
     core.unlocked = pinned;
     Plan::default()
+}
+
+/// The index in `pinned` (ascending by shard, see `run_unlocked`) of
+/// shard `s`'s worker. `at`: a cursor, left past it: calls for ascending
+/// shards (a keyed command's plan: one job per shard, in shard order)
+/// find each at the cursor; any other order falls back to a search.
+fn pinned_at(pinned: &[(usize, cohost::Pinned)], at: &mut usize, s: usize) -> Option<usize> {
+    let i = match pinned.get(*at) {
+        Some((p, _)) if *p == s => *at,
+        _ => pinned.iter().position(|(p, _)| *p == s)?,
+    };
+    *at = i + 1;
+    Some(i)
 }
 
 /// After a coordinator's step: appends its own records (home thread) and,
@@ -1002,17 +1054,25 @@ mod tests {
         };
         // Sorted by shard, as `prefetch_plan` leaves them.
         let mut pf = vec![key(0, 0, 3), key(1, 3, 7), key(1, 7, 9), key(2, 0, 3)];
-        prefetch_on(&shard, 1, &keys, &mut pf, 1, 0);
+        let mut at = 0;
+        prefetch_on(&shard, 1, &keys, &mut pf, &mut at, 1, 0);
         let d = &shard.dbs[1];
         assert_eq!(pf[1].hash, d.hash_of(b"bbbb"));
         assert_eq!(pf[2].hash, d.hash_of(b"cc"));
         assert_eq!((pf[0].hash, pf[3].hash), (0, 0), "other shards' keys");
+        // The cursor is left past shard 1's keys: a later shard's visit
+        // starts there, and a shard without keys moves it past nothing.
+        assert_eq!(at, 3);
+        prefetch_on(&shard, 1, &keys, &mut pf, &mut at, 2, 0);
+        assert_eq!(at, 4);
+        prefetch_on(&shard, 1, &keys, &mut pf, &mut at, 3, 0);
+        assert_eq!(at, 4);
         // The second stage reuses the hashes; a database the shard lacks
         // is skipped.
-        prefetch_on(&shard, 1, &keys, &mut pf, 1, 1);
+        prefetch_on(&shard, 1, &keys, &mut pf, &mut 0, 1, 1);
         assert_eq!(pf[1].hash, d.hash_of(b"bbbb"));
         let mut other = vec![key(1, 3, 7)];
-        prefetch_on(&shard, 5, &keys, &mut other, 1, 0);
+        prefetch_on(&shard, 5, &keys, &mut other, &mut 0, 1, 0);
         assert_eq!(other[0].hash, 0);
     }
 }

@@ -574,7 +574,13 @@ pub(super) fn execute(
                 shard, resolved, ..
             } if shard == core.id
                 && core.locks.any_held()
-                && lock_blocked(&core.locks, resolved, args, c.client.db, &mut core.scratch) =>
+                && lock_blocked(
+                    &core.locks,
+                    resolved,
+                    args,
+                    c.client.db,
+                    &mut core.scratch.positions,
+                ) =>
             {
                 (Step::Blocked, mark)
             }

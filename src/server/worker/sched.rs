@@ -79,7 +79,7 @@ impl Worker {
                 cfg_gen: server.config_gen.load(Ordering::Acquire),
                 server,
                 cfg,
-                scratch: Vec::new(),
+                scratch: Default::default(),
                 local: VecDeque::new(),
                 kept: VecDeque::new(),
                 refused: busy::Tally::default(),

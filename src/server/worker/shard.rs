@@ -216,7 +216,7 @@ impl Worker {
                     cmd.resolved,
                     args,
                     cmd.call.db,
-                    &mut self.core.scratch,
+                    &mut self.core.scratch.positions,
                 )
             {
                 if let Some(line) = busy_behind(self.core.id, &b.cmds[i..]) {

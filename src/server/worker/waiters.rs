@@ -170,10 +170,10 @@ pub(super) fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
         }
         if core.locks.any_held() {
             // Its other keys (BLMOVE's destination) may be held too.
-            let mut scratch = std::mem::take(&mut core.scratch);
+            let mut scratch = std::mem::take(&mut core.scratch.positions);
             let args = w.args.args();
             let held = lock_blocked(&core.locks, w.resolved, args, w.call.db, &mut scratch);
-            core.scratch = scratch;
+            core.scratch.positions = scratch;
             if held {
                 later(core, db, key);
                 break;

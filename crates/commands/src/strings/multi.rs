@@ -174,8 +174,25 @@ struct SharedPairs {
 impl SharedPairs {
     /// The indices of shard `shard`'s pairs, in command order.
     fn of_shard(&self, shard: usize) -> &[u32] {
-        let lo = self.shards.partition_point(|&s| usize::from(s) < shard);
-        let hi = self.shards.partition_point(|&s| usize::from(s) <= shard);
+        let s = &self.shards;
+        // A few pairs (MSET of 10 keys: one or two per job): one walk,
+        // cheaper than two binary searches per job; many: the searches.
+        let (lo, hi) = if s.len() <= 16 {
+            let mut lo = 0;
+            while lo < s.len() && usize::from(s[lo]) < shard {
+                lo += 1;
+            }
+            let mut hi = lo;
+            while hi < s.len() && usize::from(s[hi]) == shard {
+                hi += 1;
+            }
+            (lo, hi)
+        } else {
+            (
+                s.partition_point(|&x| usize::from(x) < shard),
+                s.partition_point(|&x| usize::from(x) <= shard),
+            )
+        };
         &self.by_shard[lo..hi]
     }
 }
@@ -338,6 +355,32 @@ pub(super) fn msetnx_multi(
 #[cfg(test)]
 mod tests {
     use crate::strings::tests::run_all;
+
+    /// A job's pairs by its shard, walked (few pairs) or searched (many):
+    /// the same ranges either way, none for a shard without pairs.
+    #[test]
+    fn a_shards_pairs_are_found_walked_or_searched() {
+        for n in [7usize, 40] {
+            // Pair i on shard (i * 5) % 9, sorted as mset_multi sorts.
+            let mut by_shard: Vec<u32> = (0..n as u32).collect();
+            by_shard.sort_by_key(|&i| (i * 5) % 9);
+            let shards: Vec<u16> = by_shard.iter().map(|&i| ((i * 5) % 9) as u16).collect();
+            let pairs = super::SharedPairs {
+                db: 0,
+                args: resp::OwnedArgs::from_slices(&[b"k", b"v"]),
+                by_shard: by_shard.clone(),
+                shards,
+            };
+            for shard in 0..12usize {
+                let want: Vec<u32> = by_shard
+                    .iter()
+                    .copied()
+                    .filter(|&i| (i as usize * 5) % 9 == shard)
+                    .collect();
+                assert_eq!(pairs.of_shard(shard), &want[..], "{n} pairs, shard {shard}");
+            }
+        }
+    }
 
     const MULTI_SCRIPT: &str = r#"
     MSET m1 1 m2 2 m3 3 m4 4 => +OK
