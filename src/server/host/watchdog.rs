@@ -161,7 +161,14 @@ impl Hosts {
             if !self.stuck(h, self.us(now)) {
                 return;
             }
-            // The seat of the worker running now is locked: it stays.
+            // The seat of the worker running now is locked: it stays. So
+            // does one whose thread runs the hub's own worker (a loan, see
+            // `loan`): that thread would not run it before the loan ends,
+            // which may be a long command later; the hub serves it
+            // meanwhile.
+            if self.borrowing(id) {
+                continue;
+            }
             let Ok(mut seat) = self.seats[id].try_lock() else {
                 continue;
             };
