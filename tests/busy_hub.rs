@@ -206,13 +206,19 @@ fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
         b"+OK\r\n"
     );
     assert_eq!(near.cmd_str(&["SET", &yy, "yv"]), b"+OK\r\n");
+    // (Lua instructions enough between its calls for the hook, which
+    // publishes the script: 100,000 instructions of calls took a second
+    // of a debug build on a loaded machine, and the test failed.)
     let wait = |secs: u32| {
         format!(
             "local t0 = tonumber(redis.call('TIME')[1]) \
-             while tonumber(redis.call('TIME')[1]) < t0 + {secs} do end "
+             repeat for i = 1, 100000 do end \
+             until tonumber(redis.call('TIME')[1]) >= t0 + {secs} "
         )
     };
-    let b = format!("{} return 'b'", wait(1));
+    // (At least a second: one that began late in a second would end
+    // before the threshold.)
+    let b = format!("{} return 'b'", wait(2));
     let a = format!(
         "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
         wait(2)

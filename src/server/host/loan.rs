@@ -36,8 +36,10 @@
 //! the hub never waits for the recall: until its worker is let go, it
 //! serves its adopted loops in rounds of their own
 //! (`round::serve_while_away`: its own loop's shard is the script's,
-//! `-BUSY` on every thread while that is published), and the watchdog
-//! leaves a borrower's worker with the hub ([`Hosts::borrowing`]). While
+//! `-BUSY` on every thread while that is published), the watchdog
+//! leaves a borrower's worker with the hub ([`Hosts::borrowing`]), and
+//! the hub takes no worker handed to it meanwhile (`Slot::own_away`: one
+//! handed before waits for no loan, the watchdog gives it back). While
 //! lent, the own worker's set (doorbell, listeners) is out of the hub's
 //! set, whose waits would otherwise not sleep while it stays ready. A
 //! script of those loops that runs long lends the own worker again once

@@ -122,6 +122,9 @@ impl HubLender<'_> {
             return false;
         }
         self.loaned.set(None);
+        self.hosts.slots[self.hub]
+            .own_away
+            .store(false, Ordering::Relaxed);
         // SAFETY: the borrowing thread let it go (`let_go` saw it); it is
         // the hub's own worker, alive for the round.
         let w_ref = unsafe { &mut *w };
@@ -245,6 +248,9 @@ impl worker::Lender for HubLender<'_> {
         if let Some(o) = self.outer {
             epoll_del(o, w_ref.epoll_fd());
         }
+        self.hosts.slots[self.hub]
+            .own_away
+            .store(true, Ordering::Relaxed);
         self.hosts.lend_own(to, self.hub, w);
         self.loaned.set(Some((to, w)));
         true
