@@ -206,13 +206,19 @@ fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
         b"+OK\r\n"
     );
     assert_eq!(near.cmd_str(&["SET", &yy, "yv"]), b"+OK\r\n");
+    // (Lua instructions enough between its calls for the hook, which
+    // publishes the script: 100,000 instructions of calls took a second
+    // of a debug build on a loaded machine, and the test failed.)
     let wait = |secs: u32| {
         format!(
             "local t0 = tonumber(redis.call('TIME')[1]) \
-             while tonumber(redis.call('TIME')[1]) < t0 + {secs} do end "
+             repeat for i = 1, 100000 do end \
+             until tonumber(redis.call('TIME')[1]) >= t0 + {secs} "
         )
     };
-    let b = format!("{} return 'b'", wait(1));
+    // (At least a second: one that began late in a second would end
+    // before the threshold.)
+    let b = format!("{} return 'b'", wait(2));
     let a = format!(
         "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
         wait(2)
@@ -230,4 +236,114 @@ fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
     assert_eq!(show(&a2.read_reply()), show(&bulk("yv")));
     assert_eq!(show(&near.cmd_str(&["GET", &yy])), show(&bulk("yv")));
     assert_eq!(near.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+/// A script of a client of the hub's own loop, run while that loop is
+/// lent to the thread of an adopted loop whose script spins (`loan`): it
+/// runs there, as on a thread of its own, and outlasts the first script.
+/// The hub asks its loop back at the end of the round's adopted turns,
+/// which the borrower lets go only after this script; meanwhile the hub
+/// serves its adopted loops without it, so their clients are answered
+/// (their own shards' keys; `-BUSY` for the script's shard and for
+/// PING, as Redis answers while busy), rather than wait for a script
+/// that does not hold their shards. Then SCRIPT KILL ends it, and every
+/// loop is served as before. Before the fix (the hub waited for its loop
+/// in `Hosts::recall_own`), the adopted loops' clients got no reply.
+fn lent_loops_script_outlasts_the_loan(nshards: usize) {
+    let s = hub(nshards);
+    let (xx, yy) = (key_on(0, nshards, "x"), key_on(1, nshards, "y"));
+    let mut near = connection_on(&s, &xx);
+    let mut own = connection_on(&s, &xx);
+    let mut spin = connection_on(&s, &yy);
+    let mut far = connection_on(&s, &yy);
+    let zz = (nshards > 2).then(|| key_on(2, nshards, "z"));
+    let mut third = zz.as_ref().map(|zz| connection_on(&s, zz));
+    own.set_reply_timeout(Duration::from_secs(60));
+    spin.set_reply_timeout(Duration::from_secs(30));
+    assert_eq!(
+        near.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(near.cmd_str(&["SET", &xx, "x"]), b"+OK\r\n");
+    assert_eq!(near.cmd_str(&["SET", &yy, "y"]), b"+OK\r\n");
+    if let Some(zz) = &zz {
+        assert_eq!(near.cmd_str(&["SET", zz, "z"]), b"+OK\r\n");
+    }
+    // Spins until the clock's second has changed once or twice (between
+    // its calls, Lua instructions enough for the hook: a debug build on
+    // a loaded machine ran 100,000 instructions of calls in a second).
+    let until_next_seconds = "local t0 = tonumber(redis.call('TIME')[1]) \
+         repeat for i = 1, 100000 do end until tonumber(redis.call('TIME')[1]) >= t0 + 2 \
+         return 'b'";
+    spin.send(&encode_command(&[
+        b"EVAL",
+        until_next_seconds.as_bytes(),
+        b"0",
+    ]));
+    // The first script is busy and the own loop lent: its client served.
+    wait_busy_key(&mut near, &yy);
+    assert_eq!(show(&near.cmd_str(&["GET", &xx])), show(&bulk("x")));
+    // (Declaring its shard's key: a keyless EVAL is -BUSY while a script
+    // is, as in Redis.)
+    own.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"1",
+        xx.as_bytes(),
+    ]));
+    wait_busy_key(&mut near, &xx);
+    // The first script ends; the second, on the own loop's shard, spins on.
+    assert_eq!(show(&spin.read_reply()), show(&bulk("b")));
+    for c in [&mut spin, &mut far] {
+        for _ in 0..20 {
+            assert_eq!(
+                show(&c.cmd_str(&["GET", &yy])),
+                show(&bulk("y")),
+                "{nshards} shards: an adopted loop's client"
+            );
+        }
+        assert_eq!(show(&c.cmd_str(&["GET", &xx])), show(BUSY_EVAL));
+        assert_eq!(show(&c.cmd_str(&["PING"])), show(BUSY_EVAL));
+    }
+    if let (Some(zz), Some(c)) = (&zz, third.as_mut()) {
+        assert_eq!(show(&c.cmd_str(&["GET", zz])), show(&bulk("z")));
+        assert_eq!(show(&c.cmd_str(&["GET", &yy])), show(&bulk("y")));
+    }
+    assert_eq!(show(&near.cmd_str(&["GET", &xx])), show(BUSY_EVAL));
+    assert_eq!(far.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let killed = own.read_reply();
+    assert!(
+        killed.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        show(&killed)
+    );
+    for c in [&mut near, &mut own, &mut spin, &mut far] {
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+        assert_eq!(show(&c.cmd_str(&["GET", &xx])), show(&bulk("x")));
+        assert_eq!(show(&c.cmd_str(&["GET", &yy])), show(&bulk("y")));
+    }
+    if let (Some(zz), Some(c)) = (&zz, third.as_mut()) {
+        assert_eq!(show(&c.cmd_str(&["GET", zz])), show(&bulk("z")));
+    }
+    // Once more, the other way round: the own loop's script first.
+    own.send(&encode_command(&[
+        b"EVAL",
+        until_next_seconds.as_bytes(),
+        b"0",
+    ]));
+    wait_busy_key(&mut far, &xx);
+    assert_eq!(show(&far.cmd_str(&["GET", &yy])), show(&bulk("y")));
+    assert_eq!(show(&own.read_reply()), show(&bulk("b")));
+    assert_eq!(near.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(far.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn s2_adopted_loops_served_while_the_lent_loops_script_spins() {
+    lent_loops_script_outlasts_the_loan(2);
+}
+
+#[test]
+fn s4_adopted_loops_served_while_the_lent_loops_script_spins() {
+    lent_loops_script_outlasts_the_loan(4);
 }

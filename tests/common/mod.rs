@@ -497,7 +497,15 @@ impl RawConn {
                     ),
                 ));
             }
-            let got = self.fill().map_err(|e| {
+            let got = match self.fill() {
+                // A read's own bound (at most READ_TIMEOUT) is not the
+                // reply's: read on until `deadline` (a test that set a
+                // longer reply timeout for a long command failed after
+                // READ_TIMEOUT).
+                Err(e) if e.kind() == ErrorKind::TimedOut && Instant::now() < deadline => continue,
+                got => got,
+            };
+            let got = got.map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!(

@@ -3,7 +3,8 @@
 //! * [`ShardCtx`]: one shard's data, the selected database and the reply
 //!   buffer. Shard handlers run on the thread that owns the shard, either
 //!   inline on the connection's home thread or after a hop; they never see
-//!   the connection.
+//!   the connection (but a script's server-wide calls, which read the
+//!   sender's name and buffers: [`Sender`]).
 //! * [`ConnCtx`]: the connection's state and server-wide shared state, on
 //!   the home thread; no shard data.
 //! * [`ServerShared`]: process-wide state every thread may read (config,
@@ -61,6 +62,30 @@ pub struct ShardCtx<'a> {
     /// A script run in place across co-hosted shards: the other shards it
     /// may reach (see `script::in_place`); `None` everywhere else.
     pub in_place: Option<&'a mut dyn crate::script::in_place::Shards>,
+    /// The connection that sent a script command, where it is out of its
+    /// slot on this thread while the script runs ([`Sender`]); `None`
+    /// everywhere else.
+    pub sender: Option<Sender<'a>>,
+}
+
+/// The connection that sent a script command, lent to the run where the
+/// script runs on that connection's own thread while the connection is
+/// out of its slot (inline, in place, by a call to a co-hosted shard: see
+/// the runtime's `request` and `in_place`): no loop's connection table
+/// holds it meanwhile, so a script's SLOWLOG GET (its entries' address
+/// and name) and MEMORY STATS (`clients.normal`) read it here, as the
+/// same command sent by that client reads it on its loop. Where the
+/// connection sits in its slot while the script runs (a hop to another
+/// thread, a transaction's job), its loop's table gives it and this is
+/// `None`, so it is never seen twice.
+#[derive(Clone, Copy, Debug)]
+pub struct Sender<'a> {
+    pub client: &'a ClientState,
+    /// Its buffers' bytes (`coord::ClientIo::tot_mem`) when the command
+    /// started: Redis's `clients.normal` counts a client's memory as of
+    /// its last update (after a write to it, or in the clients cron), not
+    /// as the running command grows it.
+    pub mem_bytes: usize,
 }
 
 impl ShardCtx<'_> {

@@ -160,11 +160,48 @@ pub fn run_shard_ready(
     stats: &mut ThreadStats,
     ready: Option<&[u8]>,
 ) -> Option<crate::ctx::BlockOn> {
-    run_shard_with(r, handler, args, shard, call, out, stats, ready, None)
+    run_shard_with(
+        r,
+        handler,
+        args,
+        shard,
+        call,
+        out,
+        stats,
+        ready,
+        (None, None),
+    )
+}
+
+/// [`run_shard`] of a script command run on its sender's own thread while
+/// the connection is out of its slot (`ShardCtx::sender`).
+#[allow(clippy::too_many_arguments)]
+pub fn run_shard_sent(
+    r: Resolved,
+    handler: ShardHandler,
+    args: Args<'_>,
+    shard: &mut Shard,
+    call: ShardCall,
+    out: &mut Reply,
+    stats: &mut ThreadStats,
+    sender: crate::ctx::Sender<'_>,
+) -> Option<crate::ctx::BlockOn> {
+    run_shard_with(
+        r,
+        handler,
+        args,
+        shard,
+        call,
+        out,
+        stats,
+        None,
+        (None, Some(sender)),
+    )
 }
 
 /// [`run_shard_ready`] of a script run in place across co-hosted shards
-/// (`in_place`: the others it may reach, see `script::in_place`).
+/// (`in_place`: the others it may reach, see `script::in_place`), or with
+/// its sender lent (`ShardCtx::sender`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_shard_with(
     r: Resolved,
@@ -175,7 +212,10 @@ pub(crate) fn run_shard_with(
     out: &mut Reply,
     stats: &mut ThreadStats,
     ready: Option<&[u8]>,
-    in_place: Option<&mut dyn crate::script::in_place::Shards>,
+    (in_place, sender): (
+        Option<&mut dyn crate::script::in_place::Shards>,
+        Option<crate::ctx::Sender<'_>>,
+    ),
 ) -> Option<crate::ctx::BlockOn> {
     // Redis's processCommand with maxmemory: evict, then refuse a command
     // that may grow memory if that did not help. One branch when unset.
@@ -217,6 +257,7 @@ pub(crate) fn run_shard_with(
         tracker: call.tracker,
         // Reborrowed for the context's lifetime (the trait object's shortened).
         in_place: in_place.map(|s| s as &mut dyn crate::script::in_place::Shards),
+        sender,
     };
     // A replica, or any server while clients are paused (see
     // `ops::pause`): a normal client's command reads keys past their

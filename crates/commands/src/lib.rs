@@ -58,6 +58,8 @@ pub mod tx;
 pub mod util;
 pub mod zset;
 
-pub use ctx::{BlockOn, ClientState, ConnCtx, ReplyMode, ServerShared, ShardCtx, ThreadStats};
+pub use ctx::{
+    BlockOn, ClientState, ConnCtx, ReplyMode, Sender, ServerShared, ShardCtx, ThreadStats,
+};
 pub use error::CmdError;
 pub use table::{registry, Exec, Resolved, Target};

@@ -1030,6 +1030,7 @@ mod tests {
             caller: None,
             tracker: None,
             in_place: None,
+            sender: None,
         };
         handler(&mut ctx, owned.args()).unwrap();
         let block = ctx.block.take();

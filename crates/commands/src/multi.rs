@@ -747,9 +747,12 @@ impl Coordinator for ExecCoord {
                             &mut o,
                             &mut *env.stats,
                             None,
-                            apart
-                                .as_mut()
-                                .map(|a| a as &mut dyn crate::script::in_place::Shards),
+                            (
+                                apart
+                                    .as_mut()
+                                    .map(|a| a as &mut dyn crate::script::in_place::Shards),
+                                None,
+                            ),
                         )
                     };
                     if c.resolved.spec.has(SCRIPT) {

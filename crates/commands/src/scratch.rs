@@ -339,6 +339,7 @@ impl Scratch {
             caller: self.caller.clone(),
             tracker: None,
             in_place: None,
+            sender: None,
         };
         // A script that fails after writing keeps its writes (as in Redis):
         // they are written back and the error replied after (`failed`).

@@ -13,7 +13,7 @@
 //! lends its own worker to that thread (`HubLender::loan_own`, through
 //! `worker::cohost::loan_own`), which runs it as its own
 //! (`Worker::step_solo`) until the hub wants it back at the end of the
-//! round's adopted turns (`HubLender::recall_own`): its clients are
+//! round's adopted turns (`HubLender::take_back_own`): its clients are
 //! served for real, its shard's commands answered on every thread, as
 //! any other shard's while the script holds another.
 //!
@@ -26,15 +26,26 @@
 //! other path already supports; the hub touches it again only once the
 //! borrowing thread has let it go (a scoped loan: `recall` waits).
 //!
-//! The recall waits for the lent loop's current iteration on the other
-//! thread: a command of its own that runs long there (a script of its
-//! client: it runs, as on a thread of its own) keeps the hub, so its
-//! other loops, until it ends (or a SCRIPT KILL stops it); the watchdog
-//! gives those loops back meanwhile, but the thread of the one that ran
-//! the script is the borrower, which takes its worker back only then.
-//! No loop waits for another for good: a call of that script to a shard
-//! the hub holds restarts it (an undeclared key) from the loop's next
-//! iteration, after the loan (tests/busy_hub.rs).
+//! The recall ([`Hosts::ask_back`]) is let go after the lent loop's
+//! current iteration on the other thread. A command of its own that runs
+//! long there (a script of its client: it runs, as on a thread of its
+//! own) would keep the hub, and so its other loops, until it ends; the
+//! watchdog would give those loops back, but not to the borrower's
+//! thread, which takes its worker back only then: its clients would wait
+//! for a script that does not hold their shard (issue 23 point 5). So
+//! the hub never waits for the recall: until its worker is let go, it
+//! serves its adopted loops in rounds of their own
+//! (`round::serve_while_away`: its own loop's shard is the script's,
+//! `-BUSY` on every thread while that is published), the watchdog
+//! leaves a borrower's worker with the hub ([`Hosts::borrowing`]), and
+//! the hub takes no worker handed to it meanwhile (`Slot::own_away`: one
+//! handed before waits for no loan, the watchdog gives it back). While
+//! lent, the own worker's set (doorbell, listeners) is out of the hub's
+//! set, whose waits would otherwise not sleep while it stays ready. A
+//! script of those loops that runs long lends the own worker again once
+//! it is back. No loop waits for another for good: a call of that script
+//! to a shard the hub holds restarts it (an undeclared key) from the
+//! loop's next iteration, after the loan (tests/busy_hub.rs).
 //!
 //! Not lent (served from the hook in busy mode as before, `-BUSY`): a
 //! worker a run in place pinned (the script holds its shard), or a hub
@@ -43,8 +54,11 @@
 //! Cost: nothing on the request path or per turn but one `Cell` store
 //! per adopted turn (which loop runs); per round one `Option` check. A
 //! loan costs two `epoll_ctl` per connection of the own loop each way
-//! (its connections leave the hub's set for its own), and the borrowing
-//! thread's wake-ups: only for scripts past `busy-reply-threshold`.
+//! (its connections leave the hub's set for its own) and one for its own
+//! set, and the borrowing thread's wake-ups; rounds while it is away
+//! wait at most a millisecond (the adopted loops' parked flags stay
+//! down: a message rings no doorbell): only for scripts past
+//! `busy-reply-threshold`.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -98,7 +112,7 @@ impl Hosts {
 
     /// Lends worker `w`, hub `hub`'s own, to thread `to` (asleep in
     /// [`Hosts::wait_back`]). The caller must not touch `w` until
-    /// [`Hosts::recall_own`] returns.
+    /// [`Hosts::ask_back`] has seen it let go.
     pub(super) fn lend_own(&self, to: usize, hub: usize, w: *mut Worker) {
         let l = &self.loans[to];
         l.from.store(hub, Ordering::Relaxed);
@@ -109,15 +123,35 @@ impl Hosts {
         }
     }
 
-    /// Takes the worker lent to thread `to` back: waits until that thread
-    /// has let it go (it is woken by the worker's doorbell).
-    pub(super) fn recall_own(&self, to: usize, hub: usize) {
+    /// Asks thread `to` for the worker hub `hub` lent it: true once that
+    /// thread has let it go (after its current iteration; the first ask
+    /// rings the worker's doorbell, which ends a wait of that iteration),
+    /// then the hub may touch it again. Never waits (see the module doc:
+    /// the hub serves its other loops meanwhile).
+    pub(super) fn ask_back(&self, to: usize, hub: usize) -> bool {
         let l = &self.loans[to];
-        l.recall.store(true, Ordering::Release);
-        while !l.worker.load(Ordering::Acquire).is_null() {
-            (self.wake)(hub);
-            std::thread::park_timeout(Duration::from_millis(1));
+        let asked = l.recall.swap(true, Ordering::AcqRel);
+        if l.worker.load(Ordering::Acquire).is_null() {
+            return true;
         }
+        if !asked {
+            (self.wake)(hub);
+        }
+        false
+    }
+
+    /// Whether thread `id` runs a worker a hub lent it: then it cannot
+    /// take its own worker back (the watchdog leaves it with the hub,
+    /// which serves it meanwhile: see the module doc).
+    pub(super) fn borrowing(&self, id: usize) -> bool {
+        !self.loans[id].worker.load(Ordering::Acquire).is_null()
+    }
+
+    /// Whether the worker lent to thread `to` was asked back
+    /// ([`Hosts::ask_back`]) and let go.
+    pub(super) fn let_go(&self, to: usize) -> bool {
+        let l = &self.loans[to];
+        l.recall.load(Ordering::Acquire) && l.worker.load(Ordering::Acquire).is_null()
     }
 
     /// Thread `id`, waiting for its worker: runs the worker lent to it,
@@ -129,7 +163,8 @@ impl Hosts {
             return false;
         }
         // SAFETY: the lender does not touch the worker from `lend_own`
-        // until `recall_own` has seen it let go (the null store below).
+        // until `ask_back` or `let_go` has seen it let go (the null store
+        // below).
         let w = unsafe { &mut *p };
         let mut events = Events::with_capacity(256);
         while !l.recall.load(Ordering::Acquire) {

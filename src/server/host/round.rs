@@ -101,22 +101,43 @@ struct HubLender<'a> {
 }
 
 impl HubLender<'_> {
-    /// Takes the own worker back from the thread it was lent to
-    /// (`loan_own`), if it was, and puts its connections back in the
-    /// hub's set.
-    fn recall_own(&self) {
-        let Some((to, w)) = self.loaned.take() else {
-            return;
+    /// Asks the thread the own worker was lent to (`loan_own`) for it,
+    /// and takes it back if that thread has let it go: true if the hub
+    /// has it (it was not lent, or is back, its connections back in the
+    /// hub's set). Never waits: see [`Host::step_shared`].
+    fn take_back_own(&self) -> bool {
+        let Some((to, _)) = self.loaned.get() else {
+            return true;
         };
-        self.hosts.recall_own(to, self.hub);
-        // SAFETY: the borrowing thread let it go (`recall_own` saw it);
-        // it is the hub's own worker, alive for the round.
+        self.hosts.ask_back(to, self.hub) && self.took_back_own()
+    }
+
+    /// Takes the own worker back if it was asked back and its borrower
+    /// has let it go ([`Hosts::let_go`]); true if it did.
+    fn took_back_own(&self) -> bool {
+        let Some((to, w)) = self.loaned.get() else {
+            return false;
+        };
+        if !self.hosts.let_go(to) {
+            return false;
+        }
+        self.loaned.set(None);
+        self.hosts.slots[self.hub]
+            .own_away
+            .store(false, Ordering::Relaxed);
+        // SAFETY: the borrowing thread let it go (`let_go` saw it); it is
+        // the hub's own worker, alive for the round.
         let w_ref = unsafe { &mut *w };
         w_ref.unpark_flag();
         if let Some(o) = self.outer {
+            // Its own set back in the hub's (see `loan_own`).
+            if let Err(e) = epoll_add(o, w_ref.epoll_fd(), self.hub) {
+                crate::log::warning(format_args!("A hub taking its loop back: {e}"));
+            }
             w_ref.join_set(o.clone());
         }
         self.own.set(w);
+        true
     }
 }
 
@@ -203,7 +224,11 @@ impl worker::Lender for HubLender<'_> {
     }
 
     fn loan_own(&self) -> bool {
-        if self.loaned.get().is_some() {
+        // Lent, unless asked back and let go meanwhile (while the hub
+        // served its other loops for the borrower's long command, see
+        // `Host::step_shared`): then taken back and lent to this turn's
+        // thread, not left idle and unserved behind this turn's script.
+        if self.loaned.get().is_some() && !self.took_back_own() {
             return true;
         }
         let (w, to) = (self.own.get(), self.turn.get());
@@ -214,11 +239,80 @@ impl worker::Lender for HubLender<'_> {
         self.own.set(std::ptr::null_mut());
         // SAFETY: set from the hub's own worker after its turn, not lent
         // now (`cohost` takes the lender out while it lends a worker).
-        unsafe { &mut *w }.leave_set();
+        let w_ref = unsafe { &mut *w };
+        w_ref.leave_set();
+        // Its own set (doorbell, listeners) leaves the hub's too: its
+        // borrower drains it, and while that runs a long command, it would
+        // stay ready (level-triggered) and the hub's waits meanwhile would
+        // not sleep (`serve_while_away`).
+        if let Some(o) = self.outer {
+            epoll_del(o, w_ref.epoll_fd());
+        }
+        self.hosts.slots[self.hub]
+            .own_away
+            .store(true, Ordering::Relaxed);
         self.hosts.lend_own(to, self.hub, w);
         self.loaned.set(Some((to, w)));
         true
     }
+}
+
+/// Longest wait of a round while the own worker is away
+/// ([`serve_while_away`]): how late the hub sees it let go, and how late
+/// a message for an adopted loop is seen (their parked flags are down:
+/// no doorbell rings).
+const AWAY_WAIT: Duration = Duration::from_millis(1);
+
+/// One round of hub `hub`'s adopted loops while its own worker, asked
+/// back, is still lent (its borrower runs one long command: a script of
+/// one of its clients): the hub would otherwise wait for that command's
+/// end, and so would every client of its adopted loops, whose shards the
+/// script does not hold (issue 23 point 5). As a round of
+/// [`Host::step_shared`] without the own loop's turn and without parked
+/// flags (so at most [`AWAY_WAIT`] between waits), each one a new round
+/// for the watchdog: the hub is not stuck, it serves. A script of theirs
+/// that runs long lends the own worker again once let go
+/// (`HubLender::loan_own`). True if a busy pass served the own loop.
+fn serve_while_away(
+    (hosts, hub, lender): (&Hosts, usize, &HubLender<'_>),
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    events: &mut mio::Events,
+    wakeups: &mut Wakeups,
+    led: bool,
+) -> bool {
+    let now = Instant::now();
+    hosts.slots[hub]
+        .round_us
+        .store(hosts.us(now).max(1), Ordering::Relaxed);
+    let mut timeout = AWAY_WAIT;
+    each_adopted(hosts, adopted, outer, |a, w| {
+        let mine = w.due_in(now);
+        a.due = now.checked_add(mine).unwrap_or(now + AWAY_WAIT);
+        timeout = timeout.min(mine);
+    });
+    let known = match outer {
+        Some(fd) => wait(fd, timeout, wakeups),
+        None => false,
+    };
+    let woke = Instant::now();
+    let ((), served) = worker::lending_own(hub, || {
+        each_adopted(hosts, adopted, outer, |a, w| {
+            let poll = !known || wakeups.ready.contains(&a.id);
+            let conns = wakeups.of(a.id);
+            if poll || !conns.is_empty() || a.due <= woke {
+                let us = hosts.us(Instant::now()).max(1);
+                hosts.slots[hub].round_us.store(us, Ordering::Relaxed);
+                lender.turn.set(a.id);
+                w.step_shared(events, poll, conns, led);
+                hosts.slots[a.id]
+                    .reqs
+                    .store(w.commands(), Ordering::Relaxed);
+            }
+        })
+    });
+    lender.turn.set(usize::MAX);
+    served
 }
 
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
@@ -345,7 +439,7 @@ impl Host {
             let events = &mut self.events;
             let hosts = &self.hosts;
             let (adopted, outer) = (&mut self.adopted, &self.outer);
-            let ((), own_served) = worker::lending_own(self.id, || {
+            let ((), mut own_served) = worker::lending_own(self.id, || {
                 each_adopted(hosts, adopted, outer, |a, w| {
                     // An adopted worker with no socket event, no message and
                     // no timer due sits this round out: a round serves the
@@ -365,7 +459,15 @@ impl Host {
                 })
             });
             lender.turn.set(usize::MAX);
-            lender.recall_own();
+            // The own worker, lent away, comes back after its borrower's
+            // current iteration; while that runs long (a script of one of
+            // its clients), the hub serves its adopted loops meanwhile.
+            let mut away: Option<Wakeups> = None;
+            while !lender.take_back_own() {
+                let w = away.get_or_insert_with(Wakeups::default);
+                let turns = (&**hosts, self.id, &lender);
+                own_served |= serve_while_away(turns, adopted, outer, events, w, led);
+            }
             own_served
         });
         if own_served {

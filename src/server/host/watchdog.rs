@@ -99,7 +99,11 @@ impl Hosts {
     pub(super) fn recall_unadopted(&self, now: Instant) {
         let now_us = self.us(now);
         for h in 0..self.slots.len() {
-            if self.slots[h].round_us.load(Ordering::Relaxed) != 0 {
+            // A hub whose own worker is away serves its loops in rounds
+            // that may last as long as the borrower's long command, and
+            // adopts nothing before: what waits goes back after STUCK.
+            let away = self.slots[h].own_away.load(Ordering::Relaxed);
+            if self.slots[h].round_us.load(Ordering::Relaxed) != 0 && !away {
                 continue;
             }
             let (since, since_cpu) = {
@@ -116,7 +120,7 @@ impl Hosts {
                 .filter(|_| since_cpu != 0)
                 .map(|cpu| Duration::from_nanos(cpu.saturating_sub(since_cpu)));
             let running = ran.is_none_or(|ran| policy::ran_most(ran, wall) || ran >= STUCK);
-            if running || wall >= STUCK_ANYWAY {
+            if away || running || wall >= STUCK_ANYWAY {
                 self.recall_waiting(h, now);
             }
         }
@@ -161,7 +165,14 @@ impl Hosts {
             if !self.stuck(h, self.us(now)) {
                 return;
             }
-            // The seat of the worker running now is locked: it stays.
+            // The seat of the worker running now is locked: it stays. So
+            // does one whose thread runs the hub's own worker (a loan, see
+            // `loan`): that thread would not run it before the loan ends,
+            // which may be a long command later; the hub serves it
+            // meanwhile.
+            if self.borrowing(id) {
+                continue;
+            }
             let Ok(mut seat) = self.seats[id].try_lock() else {
                 continue;
             };

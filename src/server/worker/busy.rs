@@ -385,12 +385,13 @@ struct OwnIdle {
 impl commands::script::busy::IdleLoops for OwnIdle {
     fn idle(&self, into: &mut Vec<usize>) {
         // Asked at each busy pass before the loops are served: the first
-        // lends the worker away, so its shard is never published stalled.
-        if !self.loaned.get() {
-            let slot = engine::alloc::current_slot();
-            self.loaned.set(super::cohost::loan_own());
-            engine::alloc::set_slot(slot);
-        }
+        // lends the worker away, so its shard is never published stalled;
+        // the later ones lend it again if it came back meanwhile (a
+        // borrower's long command ended while the hub served its loops
+        // without it: `host::round`).
+        let slot = engine::alloc::current_slot();
+        self.loaned.set(super::cohost::loan_own());
+        engine::alloc::set_slot(slot);
         if !self.loaned.get() {
             into.push(self.hub);
         }

@@ -217,14 +217,15 @@ pub(super) enum Ran {
 }
 
 /// Runs script command `resolved` of `client` in place if it can (see the
-/// module docs); `out` is the connection's output (nothing of it is
+/// module docs), the client lent to it (`commands::Sender`: `mem_bytes`,
+/// its buffers' bytes); `out` is the connection's output (nothing of it is
 /// outstanding). `every`: it asked for every shard (a keyspace command:
 /// `commands::script::every`), so every shard is pinned up front, or it
 /// declines at once (a run that would be taken back again, its calls
 /// counted twice).
 pub(super) fn run(
     core: &mut Core,
-    client: &mut ClientState,
+    (client, mem_bytes): (&mut ClientState, usize),
     out: &mut Reply,
     (resolved, handler): (Resolved, commands::table::ShardHandler),
     args: Args<'_>,
@@ -274,6 +275,11 @@ pub(super) fn run(
     }
     // (No tracker, no eviction, no master: declined above.)
     let call = super::request::shard_call((&core.server, &core.cfg), client, resolved, true);
+    // Its connection, out of its slot here (`commands::Sender`).
+    let sender = commands::Sender {
+        client: &*client,
+        mem_bytes,
+    };
     // The shard side's inbox is lent to it, as to any script (see `busy`),
     // and the pinned loops, to be served as this one (see the module docs).
     let mut desks = PinnedDesks(&pinned);
@@ -287,7 +293,7 @@ pub(super) fn run(
                 call,
                 out,
                 stats,
-                &mut held,
+                (&mut held, sender),
             )
         })
     });
@@ -316,7 +322,7 @@ pub(super) fn by_call(
     shard: usize,
     (resolved, handler): (Resolved, commands::table::ShardHandler),
     args: Args<'_>,
-    call: commands::exec::ShardCall,
+    (call, sender): (commands::exec::ShardCall, commands::Sender<'_>),
     out: &mut Reply,
 ) -> Ran {
     let (id, now_ms) = (core.id, core.shard.now_ms);
@@ -326,7 +332,7 @@ pub(super) fn by_call(
     inbox.mailbox.flush();
     let ran = commands::script::busy::lend_caller(id, &mut || inbox.serve(), || {
         cohost::with_worker_open(shard, id, |w| {
-            w.run_lent_script(conn, (resolved, handler), args, call, out, now_ms)
+            w.run_lent_script(conn, (resolved, handler), args, (call, sender), out, now_ms)
         })
     });
     core.refused.settle(&mut core.stats);
@@ -440,7 +446,7 @@ impl Worker {
         conn: ConnRef,
         (resolved, handler): (Resolved, commands::table::ShardHandler),
         args: Args<'_>,
-        call: commands::exec::ShardCall,
+        (call, sender): (commands::exec::ShardCall, commands::Sender<'_>),
         out: &mut Reply,
         now_ms: u64,
     ) -> Option<Option<commands::BlockOn>> {
@@ -456,7 +462,8 @@ impl Worker {
         let on = commands::script::busy::by_call(|| {
             self.with_desk(|core| {
                 core.lending_inbox(|shard, stats| {
-                    commands::exec::run_shard(resolved, handler, args, shard, call, out, stats)
+                    let h = (resolved, handler);
+                    commands::exec::run_shard_sent(h.0, h.1, args, shard, call, out, stats, sender)
                 })
             })
         });

@@ -483,10 +483,13 @@ pub(super) fn master_request(core: &Core, c: &mut Conn, n: usize) -> bool {
 /// touched these keys of others. Run in place when they are co-hosted and
 /// free and nothing of the connection is outstanding (`direct`: its reply
 /// goes to `out`, the connection's output), else on copies under locks
-/// (`commands::script::wide`) over its keys and those found.
+/// (`commands::script::wide`) over its keys and those found. `mem_bytes`:
+/// the connection's buffers' bytes (`Conn::mem_total`, before the run
+/// borrows its output), lent to a run in place with the client
+/// (`commands::Sender`).
 fn script_across(
     core: &mut Core,
-    client: &mut commands::ClientState,
+    (client, mem_bytes): (&mut commands::ClientState, usize),
     out: &mut Reply,
     direct: bool,
     (resolved, handler): (commands::Resolved, commands::table::ShardHandler),
@@ -495,7 +498,8 @@ fn script_across(
 ) -> Step {
     if direct {
         let every = commands::script::every::asks_every(&found);
-        match in_place::run(core, client, out, (resolved, handler), args, every) {
+        let sender = (&mut *client, mem_bytes);
+        match in_place::run(core, sender, out, (resolved, handler), args, every) {
             in_place::Ran::Done => return Step::Done,
             in_place::Ran::Declined => {}
             in_place::Ran::Widen(keys) => found.extend(keys),
@@ -592,15 +596,33 @@ pub(super) fn execute(
                 let call = shard_call((&core.server, &core.cfg), &mut c.client, resolved, true);
                 let prop0 = core.shard.outbox.len();
                 let mut found = None;
-                let mut run = |shard: &mut engine::Shard, stats: &mut commands::ThreadStats| {
-                    run_shard(resolved, handler, args, shard, call.clone(), out, stats)
-                };
                 let ran = if resolved.spec.has(commands::table::flags::SCRIPT) {
-                    // The shard side's inbox is lent to it too (see `busy`);
-                    // `out` may be the core's side buffer.
-                    inbox_of!(core).lend(&mut core.stats, |stats| run(&mut core.shard, stats))
+                    // The shard side's inbox is lent to it too (see `busy`),
+                    // and its connection, out of its slot (`Sender`); `out`
+                    // may be the core's side buffer.
+                    let mem_bytes = c.mem_total();
+                    let out = if direct { &mut c.out } else { &mut core.side };
+                    let sender = commands::Sender {
+                        client: &c.client,
+                        mem_bytes,
+                    };
+                    let call = call.clone();
+                    inbox_of!(core).lend(&mut core.stats, |stats| {
+                        let shard = &mut core.shard;
+                        commands::exec::run_shard_sent(
+                            resolved, handler, args, shard, call, out, stats, sender,
+                        )
+                    })
                 } else {
-                    run(&mut core.shard, &mut core.stats)
+                    run_shard(
+                        resolved,
+                        handler,
+                        args,
+                        &mut core.shard,
+                        call.clone(),
+                        out,
+                        &mut core.stats,
+                    )
                 };
                 if let Some(on) = ran {
                     if on.widen {
@@ -614,18 +636,13 @@ pub(super) fn execute(
                 match found {
                     // A script that touched keys of other shards: run it
                     // again over more keys (`commands::script::wide`).
-                    Some(keys) => (
-                        script_across(
-                            core,
-                            &mut c.client,
-                            &mut c.out,
-                            direct,
-                            (resolved, handler),
-                            args,
-                            keys,
-                        ),
-                        mark,
-                    ),
+                    Some(keys) => {
+                        let mem = c.mem_total();
+                        let h = (resolved, handler);
+                        let sender = (&mut c.client, mem);
+                        let step = script_across(core, sender, &mut c.out, direct, h, args, keys);
+                        (step, mark)
+                    }
                     None => (Step::Done, mark),
                 }
             }
@@ -655,8 +672,13 @@ pub(super) fn execute(
                     gen: c.gen,
                 };
                 let h = (resolved, handler);
+                let mem = c.mem_total();
+                let sender = commands::Sender {
+                    client: &c.client,
+                    mem_bytes: mem,
+                };
                 // (`out` is the connection's: `direct`.)
-                match in_place::by_call(core, conn, shard, h, args, call, &mut c.out) {
+                match in_place::by_call(core, conn, shard, h, args, (call, sender), &mut c.out) {
                     in_place::Ran::Done => (Step::Done, mark),
                     in_place::Ran::Declined => (
                         Step::Shard {
@@ -668,10 +690,11 @@ pub(super) fn execute(
                     ),
                     // It touched keys of other shards: run it again over
                     // more keys (`commands::script::wide`).
-                    in_place::Ran::Widen(keys) => (
-                        script_across(core, &mut c.client, &mut c.out, direct, h, args, keys),
-                        mark,
-                    ),
+                    in_place::Ran::Widen(keys) => {
+                        let sender = (&mut c.client, mem);
+                        let step = script_across(core, sender, &mut c.out, direct, h, args, keys);
+                        (step, mark)
+                    }
                 }
             }
             // A command for a shard whose worker this thread also runs (a
@@ -721,18 +744,13 @@ pub(super) fn execute(
             }
             // A script across shards: in place when they are co-hosted and
             // free (`in_place`), else on copies under locks.
-            Step::Script { resolved, handler } => (
-                script_across(
-                    core,
-                    &mut c.client,
-                    &mut c.out,
-                    direct,
-                    (resolved, handler),
-                    args,
-                    Vec::new(),
-                ),
-                mark,
-            ),
+            Step::Script { resolved, handler } => {
+                let mem = c.mem_total();
+                let sender = (&mut c.client, mem);
+                let h = (resolved, handler);
+                let step = script_across(core, sender, &mut c.out, direct, h, args, Vec::new());
+                (step, mark)
+            }
             step => (step, mark),
         }
     };

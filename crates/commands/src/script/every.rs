@@ -353,6 +353,7 @@ impl Coordinator for Run {
                     caller,
                     tracker: None,
                     in_place: Some(&mut apart),
+                    sender: None,
                 };
                 // Every shard is write-locked for it: past the threshold
                 // they all answer `-BUSY`, its own loop from its hook.

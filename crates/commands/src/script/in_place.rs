@@ -118,9 +118,11 @@ pub trait Shards {
 }
 
 /// Runs script command `handler` (EVAL family, FCALL) on `home` with its
-/// calls reaching `shards` (see the module docs); as `exec::run_shard`
-/// otherwise. A run that asks for more keys (`BlockOn::widen`) replied
-/// nothing and left nothing changed: the runtime runs it again on copies.
+/// calls reaching `shards` (see the module docs), its connection lent
+/// (`sender`: out of its slot on this thread meanwhile, see
+/// `ctx::Sender`); as `exec::run_shard` otherwise. A run that asks for
+/// more keys (`BlockOn::widen`) replied nothing and left nothing changed:
+/// the runtime runs it again on copies.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     r: Resolved,
@@ -130,9 +132,10 @@ pub fn run(
     call: ShardCall,
     out: &mut Reply,
     stats: &mut ThreadStats,
-    shards: &mut dyn Shards,
+    (shards, sender): (&mut dyn Shards, crate::ctx::Sender<'_>),
 ) -> Option<BlockOn> {
-    crate::exec::run_shard_with(r, handler, args, home, call, out, stats, None, Some(shards))
+    let lent = (Some(shards), Some(sender));
+    crate::exec::run_shard_with(r, handler, args, home, call, out, stats, None, lent)
 }
 
 /// Runs `f` on shard `s`: `ctx_shard` if it is that one, else through

@@ -98,11 +98,14 @@
 //! `names`: unless its code proves every command it calls is named by a
 //! literal of another command).
 //!
-//! Not yet: SCRIPT DEBUG's debugger. SLOWLOG GET and MEMORY STATS from a
-//! script read the connections of every loop once the run holds every
-//! shard (`run::Run::for_each_client`), but not its caller's (out of its
-//! slot while its request runs): an entry of the caller's that ran on
-//! another thread shows no address, and its buffers are not counted.
+//! SLOWLOG GET and MEMORY STATS from a script read the connections of
+//! every loop once the run holds every shard (`run::Run::for_each_client`),
+//! its caller's too: in its loop's table when the script runs elsewhere,
+//! else lent to the run (`ctx::Sender`: out of its slot while its request
+//! runs on its own thread), so an entry of the caller's that ran on
+//! another shard shows its address and name, and its buffers are counted.
+//!
+//! Not yet: SCRIPT DEBUG's debugger.
 
 pub mod api;
 pub mod busy;

@@ -218,9 +218,10 @@ impl Run<'_, '_> {
 
     /// Visits the connections a server-wide call from the script (SLOWLOG
     /// GET, MEMORY STATS) reports: its own loop's (lent to the script:
-    /// every one but its caller's, out of its slot meanwhile), and every
-    /// other loop's when the run holds every shard (as
-    /// [`Run::visit_shards`]); none on gathered copies.
+    /// every one but its sender's, out of its slot meanwhile), its sender
+    /// when it is lent to the run (`ctx::Sender`: its figures but its
+    /// buffers' total are zero), and every other loop's when the run holds
+    /// every shard (as [`Run::visit_shards`]); none on gathered copies.
     pub(super) fn for_each_client(
         &mut self,
         f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo),
@@ -229,6 +230,13 @@ impl Run<'_, '_> {
             return;
         }
         super::super::busy::for_each_home_client(f);
+        if let Some(s) = self.ctx.sender {
+            let io = crate::coord::ClientIo {
+                tot_mem: s.mem_bytes,
+                ..Default::default()
+            };
+            f(s.client, &io);
+        }
         let every = self.ctx.in_place.is_some() && self.hold_every_shard();
         if !every {
             return;

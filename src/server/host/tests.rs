@@ -1,0 +1,432 @@
+//! Unit tests of `host`: hand-offs, the watchdog, rounds and figures.
+
+use super::trial::Sample;
+use super::*;
+
+fn hosts(n: usize) -> Arc<Hosts> {
+    Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+}
+
+#[test]
+fn a_give_back_never_counts_a_hub_below_zero_loops() {
+    let h = hosts(4);
+    let now = Instant::now();
+    h.slots[1].runs.store(2, Ordering::Relaxed);
+    h.returned(1, 2, now, false);
+    assert_eq!(h.slots[1].runs.load(Ordering::Relaxed), 1);
+    // Thread 1 away at a hub (0 loops): a stale give-back for it once
+    // wrapped the count, and `fold_target`'s sum overflowed.
+    h.slots[1].runs.store(0, Ordering::Relaxed);
+    h.returned(1, 2, now, false);
+    assert_eq!(h.slots[1].runs.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        h.fold_target(3, 0, 1, now),
+        Some(0),
+        "thread 1 runs nothing"
+    );
+}
+
+#[test]
+fn a_thread_goes_to_the_first_lower_thread_with_room() {
+    let h = hosts(6);
+    let now = Instant::now();
+    let set = |i: usize, busy: Permille, runs: usize| {
+        h.slots[i].busy.store(busy, Ordering::Relaxed);
+        h.slots[i].runs.store(runs, Ordering::Relaxed);
+    };
+    assert_eq!(h.target(0, 0, now), None, "thread 0 hands to nobody");
+    assert_eq!(h.target(5, 0, now), Some(0), "idle: everything on thread 0");
+    set(0, 800, 3);
+    assert_eq!(h.target(5, 50, now), Some(0), "still room");
+    assert_eq!(
+        h.target(5, 200, now),
+        Some(1),
+        "thread 0 full: a second hub"
+    );
+    set(1, 0, 0);
+    assert_eq!(h.target(5, 200, now), Some(2), "thread 1 is away at a hub");
+    set(2, 10, MAX_LOOPS);
+    assert_eq!(h.target(5, 200, now), Some(3), "thread 2 runs all it may");
+    h.slots[3].pledged.store(800, Ordering::Relaxed);
+    assert_eq!(h.target(5, 200, now), Some(4), "loads handed to 3 fill it");
+    assert_eq!(h.target(4, 200, now), None, "only lower ids");
+    h.slots[4].round_us.store(1, Ordering::Relaxed);
+    let later = h.epoch + STUCK * 2;
+    assert_eq!(
+        h.target(5, 200, later),
+        None,
+        "thread 4 is stuck in a round"
+    );
+}
+
+/// A hub alone with its own worker in a long command (a script past
+/// `busy-reply-threshold`) runs no shared round, so it is never seen
+/// stuck: a worker handed to it then must still come back, or its
+/// clients wait for the whole command.
+#[test]
+fn a_worker_a_hub_leaves_in_its_inbox_goes_back() {
+    let h = hosts(2);
+    let mut c = crate::server::worker::testing::Cluster::new(2);
+    let w = c.workers.pop().expect("worker 1");
+    let at = Instant::now();
+    assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
+    assert_eq!(h.handed.load(Ordering::Relaxed), 1);
+    h.recall_unadopted(at + STUCK / 2);
+    assert!(locked(&h.seats[1]).worker.is_none(), "not yet");
+    h.slots[0].round_us.store(1, Ordering::Relaxed);
+    h.recall_unadopted(at + STUCK * 2);
+    assert!(
+        locked(&h.seats[1]).worker.is_none(),
+        "in a shared round: the turn watchdog's case"
+    );
+    h.slots[0].round_us.store(0, Ordering::Relaxed);
+    h.recall_unadopted(at + STUCK * 2);
+    let seat = locked(&h.seats[1]);
+    assert!(seat.back && seat.worker.is_some(), "given back");
+    assert_eq!(h.handed.load(Ordering::Relaxed), 0);
+    assert!(locked(&h.inbox[0]).workers.is_empty());
+}
+
+/// A thread hands its worker over with the time its iteration began,
+/// which may be a window old: the wait is timed from the hand-over.
+#[test]
+fn a_hand_over_is_timed_when_it_happens() {
+    let h = hosts(2);
+    let mut c = crate::server::worker::testing::Cluster::new(2);
+    let w = c.workers.pop().expect("worker 1");
+    std::thread::sleep(STUCK_ANYWAY + STUCK);
+    assert!(h.give(0, Hosted(Box::new(w)), 0, h.epoch, false).is_ok());
+    h.recall_unadopted(Instant::now());
+    assert!(
+        locked(&h.seats[1]).worker.is_none(),
+        "handed over just now, however stale the giver's clock"
+    );
+}
+
+/// A hub that sat on a run queue (it did not run since the hand-over)
+/// is not in a long command: the worker waits for it, unless the wait
+/// passes [`STUCK_ANYWAY`].
+#[test]
+fn a_worker_waits_for_a_hub_kept_off_its_core() {
+    let h = hosts(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let sleeper = std::thread::spawn(move || {
+        tx.send(gettid()).expect("send");
+        let _ = done_rx.recv();
+    });
+    h.slots[0]
+        .tid
+        .store(rx.recv().expect("tid"), Ordering::Relaxed);
+    let mut c = crate::server::worker::testing::Cluster::new(2);
+    let w = c.workers.pop().expect("worker 1");
+    let at = Instant::now();
+    assert!(h.give(0, Hosted(Box::new(w)), 0, at, false).is_ok());
+    h.recall_unadopted(at + STUCK * 4);
+    assert!(locked(&h.seats[1]).worker.is_none(), "the hub did not run");
+    h.recall_unadopted(at + STUCK_ANYWAY + STUCK);
+    assert!(locked(&h.seats[1]).back, "waited too long anyway");
+    done_tx.send(()).expect("wake");
+    sleeper.join().expect("join");
+}
+
+/// A hub whose spread did not pay calls its workers back: they go
+/// though the loads say the two threads would not merge.
+#[test]
+fn a_worker_called_back_goes_whatever_the_loads() {
+    let h = hosts(2);
+    let mut c = crate::server::worker::testing::Cluster::new(2);
+    let w = c.workers.pop().expect("worker 1");
+    h.slots[0].busy.store(900, Ordering::Relaxed);
+    let at = h.epoch;
+    assert!(!merge_wanted(500, 900));
+    let w = h
+        .give(0, Hosted(Box::new(w)), 500, at, false)
+        .expect_err("no room by the loads");
+    h.slots[0].runs.store(MAX_LOOPS, Ordering::Relaxed);
+    let w = h
+        .give(0, w, 500, at, true)
+        .expect_err("a full hub takes none, called back or not");
+    h.slots[0].runs.store(1, Ordering::Relaxed);
+    assert!(h.give(0, w, 500, at, true).is_ok(), "called back");
+    assert_eq!(locked(&h.inbox[0]).workers.len(), 1);
+    assert!(h.slots[0].pending.load(Ordering::Relaxed));
+}
+
+#[test]
+fn a_hubs_figures_are_its_requests_and_cpu_between_two_samples() {
+    let t0 = Instant::now();
+    let at = |ms: u64, cpu_ms: u64, reqs: u64| Sample {
+        at: t0 + Duration::from_millis(ms),
+        cpu_ns: cpu_ms * 1_000_000,
+        reqs,
+        loops: 2,
+    };
+    let f = at(0, 0, 1_000).to(at(10, 10, 2_600)).expect("figures");
+    assert_eq!(f.per_sec, 160_000);
+    assert_eq!(f.cpu_ns_per_req, 6_250);
+    assert!(at(0, 0, 5).to(at(10, 10, 5)).is_none(), "no requests");
+    assert!(
+        at(0, 0, 5).to(at(10, 10, 0)).is_none(),
+        "CONFIG RESETSTAT meanwhile: no figures, not a huge rate"
+    );
+}
+
+/// A hub on thread 0 holding the `n` workers of a cluster, each with
+/// one client (connected before the hand-over); the cluster keeps the
+/// clients' ends.
+fn hub_of(n: usize) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluster) {
+    let h = hosts(n);
+    let mut c = crate::server::worker::testing::Cluster::new(n);
+    for i in 0..n {
+        assert_eq!(c.connect(i), i);
+    }
+    let mut workers = std::mem::take(&mut c.workers).into_iter();
+    let mut host = Host::new(workers.next().expect("worker 0"), h.clone());
+    let at = Instant::now();
+    for w in workers {
+        assert!(h.give(0, Hosted(Box::new(w)), 0, at, true).is_ok());
+    }
+    host.adopt();
+    assert_eq!(host.adopted.len(), n - 1);
+    (h, host, c)
+}
+
+/// Rounds of `host` until client `i` of `c` has a reply.
+fn reply_via(host: &mut Host, c: &mut crate::server::worker::testing::Cluster, i: usize) -> String {
+    for _ in 0..1_000 {
+        if let Some(r) = c.try_reply(i) {
+            return r;
+        }
+        host.step_shared(Instant::now(), false);
+    }
+    panic!("client {i}: no reply");
+}
+
+/// How many times the hub polled each loop's own epoll set.
+fn own_polls(h: &Hosts, host: &Host) -> Vec<u64> {
+    let mut polls = vec![host.own[0].own_polls()];
+    for a in &host.adopted {
+        polls.push(
+            locked(&h.seats[a.id])
+                .worker
+                .as_ref()
+                .expect("seated")
+                .own_polls(),
+        );
+    }
+    polls
+}
+
+/// The connections of every loop a hub holds are in its outer set:
+/// one wait tells each loop its socket events, and no loop polls its
+/// own set for them (with nested sets, each loop with a request
+/// polled its own, one `epoll_wait` per loop per round).
+#[test]
+fn one_wait_per_round_serves_the_sockets_of_every_loop() {
+    let n = 4;
+    let (h, mut host, mut c) = hub_of(n);
+    // Settle what the hand-over left (a doorbell rung by `give`).
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), false);
+    }
+    let before = own_polls(&h, &host);
+    for i in 0..n {
+        c.send(i, &["SET", &format!("k{i}"), "v"]);
+    }
+    for i in 0..n {
+        assert_eq!(reply_via(&mut host, &mut c, i), "+OK\r\n");
+    }
+    for i in 0..n {
+        c.send(i, &["GET", &format!("k{}", (i + 1) % n)]);
+    }
+    for i in 0..n {
+        assert_eq!(reply_via(&mut host, &mut c, i), "$1\r\nv\r\n");
+    }
+    assert_eq!(own_polls(&h, &host), before, "no loop polled its own set");
+}
+
+/// Given back, a worker's connections leave the hub's set for its own
+/// (and the hub's own worker's, once it is alone): each is served by
+/// its thread's own wait.
+#[test]
+fn a_worker_given_back_takes_its_connections_home() {
+    let (h, mut host, mut c) = hub_of(2);
+    c.send(1, &["SET", "a", "1"]);
+    assert_eq!(reply_via(&mut host, &mut c, 1), "+OK\r\n");
+    host.give_back_all(Instant::now(), false);
+    let mut w = locked(&h.seats[1]).worker.take().expect("given back");
+    w.leave_set();
+    let mut events = Events::with_capacity(64);
+    // Each alone on "its thread" (both stepped here: a key may hop).
+    for (i, want) in [(0, ":1\r\n"), (1, ":2\r\n")] {
+        c.send(i, &["INCR", "n"]);
+        let mut reply = None;
+        for _ in 0..50 {
+            host.own[0].step_solo(Instant::now(), &mut events, false);
+            w.step_solo(Instant::now(), &mut events, false);
+            reply = c.try_reply(i);
+            if reply.is_some() {
+                break;
+            }
+        }
+        assert_eq!(reply.as_deref(), Some(want), "worker {i} alone");
+    }
+}
+
+/// The AOF lead's look at the outer set between rounds (`peek_ready`)
+/// takes edge-triggered socket events: the next round serves them
+/// instead of waiting for edges that will not come again.
+#[test]
+fn socket_events_seen_between_rounds_are_served_by_the_next() {
+    let (_h, mut host, mut c) = hub_of(2);
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), false);
+    }
+    c.send(1, &["SET", "k", "v"]);
+    let mut seen = false;
+    for _ in 0..100 {
+        seen = host.peek_ready();
+        if seen {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(seen, "the request is seen");
+    let mut reply = None;
+    for _ in 0..20 {
+        host.step_shared(Instant::now(), false);
+        reply = c.try_reply(1);
+        if reply.is_some() {
+            break;
+        }
+    }
+    assert_eq!(reply.as_deref(), Some("+OK\r\n"));
+}
+
+/// A round that skips the outer wait (work was waiting right after a
+/// round that polled) gives a turn only to the loops with work due:
+/// it has no socket event to hand out. (It gave every loop a turn: with
+/// 32 loops on a hub, every other busy round served all 32.)
+#[test]
+fn a_round_without_a_wait_serves_only_the_loops_with_work() {
+    let (h, mut host, mut c) = hub_of(4);
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), false);
+    }
+    let turns = |host: &Host| -> Vec<u64> {
+        let mut t = vec![host.own[0].turns()];
+        for a in &host.adopted {
+            t.push(
+                locked(&h.seats[a.id])
+                    .worker
+                    .as_ref()
+                    .expect("seated")
+                    .turns(),
+            );
+        }
+        t
+    };
+    let key = (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), 4) == 2)
+        .expect("a key of shard 2");
+    // XREAD may block (without BLOCK it never does): it hops, where a
+    // plain command for a co-hosted shard runs by a call.
+    c.send(0, &["XREAD", "STREAMS", &key, "0"]);
+    // Loop 0 reads the request and sends it to loop 2 ...
+    host.step_shared(Instant::now(), false);
+    let before = turns(&host);
+    // ... which has work in the next round, which does not wait.
+    host.step_shared(Instant::now(), false);
+    let after = turns(&host);
+    assert_eq!(after[2], before[2] + 1, "loop 2 ran the request");
+    assert_eq!(after[1], before[1], "loop 1 had nothing to do");
+    assert_eq!(after[3], before[3], "loop 3 had nothing to do");
+    assert_eq!(reply_via(&mut host, &mut c, 0), "*-1\r\n");
+}
+
+/// The parked flags of a hub's loops go up only before a wait that
+/// may sleep: a round that starts with a message waiting (a hop from
+/// one loop to another held here) does not sleep, and raises none
+/// (before, every round raised and lowered every loop's flag: two
+/// passes over the loops, under their seats' locks).
+#[test]
+fn a_round_with_work_waiting_parks_no_loop() {
+    let (h, mut host, mut c) = hub_of(3);
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), false);
+    }
+    let parks = |host: &Host| -> u64 {
+        let mut n = host.own[0].parks();
+        for a in &host.adopted {
+            n += locked(&h.seats[a.id])
+                .worker
+                .as_ref()
+                .expect("seated")
+                .parks();
+        }
+        n
+    };
+    // A key of shard 2, sent by loop 0's client: the hop leaves loop 2
+    // a message for the next round.
+    let key = (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| commands::table::shard_of(k.as_bytes(), 3) == 2)
+        .expect("a key of shard 2");
+    // (XREAD may block, so it hops: see the test above.)
+    c.send(0, &["XREAD", "STREAMS", &key, "0"]);
+    host.step_shared(Instant::now(), false);
+    let before = parks(&host);
+    host.step_shared(Instant::now(), false);
+    assert_eq!(parks(&host), before, "work waited: no flag raised");
+    assert_eq!(reply_via(&mut host, &mut c, 0), "*-1\r\n");
+}
+
+#[test]
+fn an_untried_spread_merges_whatever_the_loads() {
+    let h = hosts(2);
+    let mut c = crate::server::worker::testing::Cluster::new(2);
+    let w = c.workers.pop().expect("worker 1");
+    let mut host = Host::new(w, h.clone());
+    let now = Instant::now();
+    // Thread 0 saturated, thread 1 too: no merge by the loads.
+    h.slots[0].busy.store(950, Ordering::Relaxed);
+    assert_eq!(h.target(1, 950, now), None);
+    assert_eq!(
+        host.merge_target(950, now),
+        Some(0),
+        "a spread no trial made is not kept"
+    );
+    host.untried = false;
+    assert_eq!(
+        host.merge_target(950, now),
+        None,
+        "once merged, the loads decide"
+    );
+    assert_eq!(
+        host.merge_target(0, now),
+        None,
+        "950 + 0 is above MERGE_BELOW"
+    );
+    h.slots[0].busy.store(100, Ordering::Relaxed);
+    assert_eq!(host.merge_target(100, now), Some(0));
+    host.untried = true;
+    h.slots[1]
+        .hold_until_ms
+        .store(h.ms(now) + 1000, Ordering::Relaxed);
+    assert_eq!(host.merge_target(950, now), None, "held after a spread");
+    h.slots[0].runs.store(MAX_LOOPS, Ordering::Relaxed);
+    h.slots[1].hold_until_ms.store(0, Ordering::Relaxed);
+    assert_eq!(host.merge_target(950, now), None, "no hub with room");
+}
+
+#[test]
+fn a_thread_hands_itself_away_only_while_open() {
+    let h = hosts(3);
+    assert!(h.close(2), "thread 2 hands its worker away");
+    assert!(!h.close(2), "already closed");
+    h.reopen(2);
+    locked(&h.inbox[1]).closed = true;
+    assert!(!h.close(1), "closed for shutdown");
+}
