@@ -676,3 +676,80 @@ fn two_replicas_at_once() {
         "1"
     );
 }
+
+/// `redis.set_repl` sends each call's records where Redis's does: none,
+/// the AOF only, or the replicas only (Redis's Tcl unit/scripting
+/// "Test selective replication of certain Redis commands from Lua"). The
+/// keys are on several shards (a script across shards, and one on each
+/// key's own shard), from EVAL and from a function.
+#[test]
+fn set_repl_sends_records_only_where_asked() {
+    if skip() {
+        return;
+    }
+    const BODY: &str = "redis.call('set',KEYS[1],'1'); \
+        redis.set_repl(redis.REPL_NONE); redis.call('set',KEYS[2],'2'); \
+        redis.set_repl(redis.REPL_AOF); redis.call('set',KEYS[3],'3'); \
+        redis.set_repl(redis.REPL_REPLICA); redis.call('set',KEYS[4],'4'); \
+        redis.set_repl(redis.REPL_ALL); redis.call('set',KEYS[5],'5')";
+    for shards in ["2", "16"] {
+        let dir = common::DataDir::new("set-repl");
+        let aof = ["--dir", dir.path(), "--appendonly", "yes"];
+        let master = start_master(shards, &aof);
+        let replica = start_replica(&master);
+        let mut c = master.conn();
+        cmd(
+            &mut c,
+            &[
+                "FUNCTION",
+                "LOAD",
+                &format!("#!lua name=lib\nredis.register_function('f', function(KEYS) {BODY} end)"),
+            ],
+        );
+        wait_caught_up(&master, &replica);
+        let keys = |t: &str| (1..=5).map(|i| format!("{{{t}}}{i}")).collect::<Vec<_>>();
+        let spread = |t: &str| (1..=5).map(|i| format!("{t}{i}")).collect::<Vec<_>>();
+        let sets = [
+            ("EVAL", keys("e")),
+            ("EVAL", spread("s")),
+            ("FCALL", spread("f")),
+        ];
+        for (how, ks) in &sets {
+            let head = if *how == "EVAL" { BODY } else { "f" };
+            let mut args = vec![*how, head, "5"];
+            args.extend(ks.iter().map(String::as_str));
+            cmd(&mut c, &args);
+        }
+        wait_caught_up(&master, &replica);
+        let mut r = replica.conn();
+        for (_, ks) in &sets {
+            let on_master: Vec<Option<String>> = c.mget(ks).unwrap();
+            let on_replica: Vec<Option<String>> = r.mget(ks).unwrap();
+            let want =
+                |v: &[Option<&str>]| v.iter().map(|x| x.map(String::from)).collect::<Vec<_>>();
+            assert_eq!(
+                on_master,
+                want(&[Some("1"), Some("2"), Some("3"), Some("4"), Some("5")])
+            );
+            assert_eq!(
+                on_replica,
+                want(&[Some("1"), None, None, Some("4"), Some("5")]),
+                "{shards} shards: {ks:?} on the replica"
+            );
+        }
+        // The AOF: what a restart from it loads.
+        drop(c);
+        drop(replica);
+        drop(master);
+        let again = start_master(shards, &aof);
+        let mut c = again.conn();
+        for (_, ks) in &sets {
+            let back: Vec<Option<String>> = c.mget(ks).unwrap();
+            assert_eq!(
+                back,
+                [Some("1"), None, Some("3"), None, Some("5")].map(|x| x.map(String::from)),
+                "{shards} shards: {ks:?} loaded from the AOF"
+            );
+        }
+    }
+}

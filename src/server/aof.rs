@@ -107,7 +107,7 @@ use std::time::{Duration, Instant};
 
 use commands::ops::disk::{strerror, DiskStatus};
 use config::AppendFsync;
-use engine::outbox::{write_array, Chunk};
+use engine::outbox::{write_array, Chunk, Target};
 
 use crate::log;
 
@@ -468,10 +468,10 @@ impl Aof {
                     Some(Item::Chunk(c)) => {
                         popped += c.records;
                         if to_file {
-                            emit(buf, cur_db, &c);
+                            emit(buf, cur_db, &c, Target::Aof);
                         }
                         if to_stream {
-                            emit(rbuf, repl_db, &c);
+                            emit(rbuf, repl_db, &c, Target::Replicas);
                         }
                     }
                     Some(Item::Tx { mut parts, .. }) => {
@@ -479,10 +479,10 @@ impl Aof {
                         popped += records;
                         parts.sort_by_key(|(s, _)| *s);
                         if to_file {
-                            emit_tx(buf, cur_db, &parts, records);
+                            emit_tx(buf, cur_db, &parts, records, Target::Aof);
                         }
                         if to_stream {
-                            emit_tx(rbuf, repl_db, &parts, records);
+                            emit_tx(rbuf, repl_db, &parts, records, Target::Replicas);
                         }
                     }
                     Some(Item::Mark { run, reset_db }) => {
@@ -910,14 +910,22 @@ fn select(buf: &mut Vec<u8>, cur: &mut Option<usize>, db: usize) {
     }
 }
 
-fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk) {
+/// Chunk `c` as `to` (the file or the stream) reads it (see
+/// [`Chunk::write_to`]).
+fn emit(buf: &mut Vec<u8>, cur: &mut Option<usize>, c: &Chunk, to: Target) {
     select(buf, cur, c.first_db);
-    buf.extend_from_slice(&c.bytes);
+    c.write_to(buf, to);
     *cur = Some(c.last_db);
 }
 
 /// A transaction's parts (in stamp order) as one block.
-fn emit_tx(buf: &mut Vec<u8>, cur: &mut Option<usize>, parts: &[(u64, Chunk)], records: u64) {
+fn emit_tx(
+    buf: &mut Vec<u8>,
+    cur: &mut Option<usize>,
+    parts: &[(u64, Chunk)],
+    records: u64,
+    to: Target,
+) {
     if parts.is_empty() {
         return;
     }
@@ -932,7 +940,7 @@ fn emit_tx(buf: &mut Vec<u8>, cur: &mut Option<usize>, parts: &[(u64, Chunk)], r
         write_array(buf, &[b"MULTI"]);
     }
     for (_, c) in parts {
-        emit(buf, cur, c);
+        emit(buf, cur, c, to);
     }
     if wrap {
         write_array(buf, &[b"EXEC"]);

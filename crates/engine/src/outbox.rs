@@ -74,6 +74,48 @@ pub struct Chunk {
     /// a chunk that did not come from a shard's outbox).
     pub first_seq: u64,
     pub last_seq: u64,
+    /// Records in `bytes` meant for one consumer only (a script's
+    /// `redis.set_repl`), in order; empty (no allocation) otherwise. See
+    /// [`Chunk::write_to`].
+    pub only: Vec<Only>,
+}
+
+/// Who reads a record (Redis's `PROPAGATE_AOF` / `PROPAGATE_REPL`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Target {
+    /// The AOF and the replicas.
+    #[default]
+    All,
+    /// The AOF only (`redis.set_repl(redis.REPL_AOF)`).
+    Aof,
+    /// The replicas only (`redis.set_repl(redis.REPL_REPLICA)`).
+    Replicas,
+}
+
+/// A record of a [`Chunk`] for one consumer: its bytes `start..end` (the
+/// record alone: a `SELECT` before it stays for both, so that the records
+/// after it keep their database).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Only {
+    pub start: usize,
+    pub end: usize,
+    pub target: Target,
+}
+
+impl Chunk {
+    /// Appends the bytes `to` reads (`Target::Aof`: the file,
+    /// `Target::Replicas`: the stream) to `buf`: all of them but the
+    /// records meant for the other one.
+    pub fn write_to(&self, buf: &mut Vec<u8>, to: Target) {
+        let mut at = 0;
+        for o in &self.only {
+            if o.target != to {
+                buf.extend_from_slice(&self.bytes[at..o.start]);
+                at = o.end;
+            }
+        }
+        buf.extend_from_slice(&self.bytes[at..]);
+    }
 }
 
 /// A keyspace event (Redis's `notifyKeyspaceEvent`): published to
@@ -111,6 +153,11 @@ pub struct Outbox {
     /// A consumer reads records (set by the owning loop from `appendonly`;
     /// see the module documentation). Off: nothing is recorded.
     pub records_on: bool,
+    /// Who reads the records made now (set around a script's call by
+    /// `redis.set_repl`; `All` otherwise).
+    pub target: Target,
+    /// The records of `bytes` for one consumer only ([`Chunk::only`]).
+    only: Vec<Only>,
     /// Keyspace events not yet published, oldest first.
     events: Vec<KeyEvent>,
     /// Changed keys not yet turned into invalidations, oldest first.
@@ -139,6 +186,8 @@ impl Default for Outbox {
     fn default() -> Self {
         Outbox {
             records_on: false,
+            target: Target::All,
+            only: Vec::new(),
             next_seq: 1,
             bytes: Vec::new(),
             records: 0,
@@ -172,6 +221,19 @@ impl Outbox {
         self.last_seq = self.next_seq;
         self.next_seq += 1;
         self.records += 1;
+    }
+
+    /// After a record that began at `start`: notes it when it is for one
+    /// consumer only.
+    #[inline]
+    fn end(&mut self, start: usize) {
+        if self.target != Target::All {
+            self.only.push(Only {
+                start,
+                end: self.bytes.len(),
+                target: self.target,
+            });
+        }
     }
 
     /// The sequence number the next effect will get.
@@ -250,7 +312,9 @@ impl Outbox {
         }
         if self.records_on {
             self.begin(db);
+            let start = self.bytes.len();
             write_array(&mut self.bytes, args);
+            self.end(start);
         }
     }
 
@@ -270,10 +334,12 @@ impl Outbox {
             // One growth for the whole record (see `write_array`).
             let room = 16 + args.clone().map(|a| a.len() + 16).sum::<usize>();
             self.bytes.reserve(room);
+            let start = self.bytes.len();
             write_header(&mut self.bytes, b'*', args.len());
             for a in args {
                 write_bulk(&mut self.bytes, a);
             }
+            self.end(start);
         }
     }
 
@@ -287,8 +353,10 @@ impl Outbox {
         }
         if self.records_on {
             self.begin(db);
+            let start = self.bytes.len();
             write_header(&mut self.bytes, b'*', argc);
             f(&mut self.bytes);
+            self.end(start);
         }
     }
 
@@ -332,6 +400,7 @@ impl Outbox {
             return;
         }
         self.bytes.truncate(m.len);
+        self.only.retain(|o| o.start < m.len);
         self.records = m.records;
         self.cur_db = m.cur_db;
     }
@@ -350,7 +419,14 @@ impl Outbox {
         // stays before the MULTI.
         let skip = leading_select_len(&tail);
         self.bytes.extend_from_slice(&tail[..skip]);
+        let before = self.bytes.len();
         write_array(&mut self.bytes, &[b"MULTI"]);
+        // The records after the MULTI moved by its length.
+        let shift = self.bytes.len() - before;
+        for o in self.only.iter_mut().filter(|o| o.start >= m.len) {
+            o.start += shift;
+            o.end += shift;
+        }
         self.bytes.extend_from_slice(&tail[skip..]);
         write_array(&mut self.bytes, &[b"EXEC"]);
         self.records += 2;
@@ -366,17 +442,29 @@ impl Outbox {
             return None;
         }
         let mut tail = self.bytes.split_off(m.len);
+        let mut cut = m.len;
         let first_db = if m.len == 0 {
             self.first_db
         } else {
             match leading_select(&tail) {
                 Some((len, db)) => {
                     tail.drain(..len);
+                    cut += len;
                     db
                 }
                 None => m.cur_db,
             }
         };
+        let at = self.only.partition_point(|o| o.start < m.len);
+        let only = self
+            .only
+            .drain(at..)
+            .map(|o| Only {
+                start: o.start - cut,
+                end: o.end - cut,
+                target: o.target,
+            })
+            .collect();
         let c = Chunk {
             first_db,
             last_db: self.cur_db,
@@ -384,6 +472,7 @@ impl Outbox {
             records: self.records - m.records,
             first_seq: 0,
             last_seq: 0,
+            only,
         };
         self.records = m.records;
         self.cur_db = m.cur_db;
@@ -406,6 +495,12 @@ impl Outbox {
                 &[b"SELECT", d.format(c.first_db).as_bytes()],
             );
         }
+        let base = self.bytes.len();
+        self.only.extend(c.only.iter().map(|o| Only {
+            start: o.start + base,
+            end: o.end + base,
+            target: o.target,
+        }));
         self.bytes.extend_from_slice(&c.bytes);
         self.cur_db = c.last_db;
         self.records += c.records;
@@ -427,6 +522,7 @@ impl Outbox {
             records: std::mem::take(&mut self.records),
             first_seq: self.first_seq,
             last_seq: self.last_seq,
+            only: std::mem::take(&mut self.only),
         })
     }
 }
@@ -444,6 +540,7 @@ pub fn chunk_of(db: usize, args: &[&[u8]]) -> Chunk {
         records: 1,
         first_seq: 0,
         last_seq: 0,
+        only: Vec::new(),
     }
 }
 
@@ -718,5 +815,90 @@ mod tests {
             s,
             "*2 $3 DEL $1 x *2 $6 SELECT $1 7 *1 $5 MULTI *2 $3 DEL $1 y *2 $3 DEL $1 w *1 $4 EXEC "
         );
+    }
+
+    /// The chunk as `to` reads it, RESP words joined by spaces.
+    fn seen(c: &Chunk, to: Target) -> String {
+        let mut b = Vec::new();
+        c.write_to(&mut b, to);
+        String::from_utf8(b).unwrap().replace("\r\n", " ")
+    }
+
+    fn set_as(p: &mut Outbox, db: usize, key: &[u8], to: Target) {
+        p.target = to;
+        p.record(db, &[b"SET", key, b"1"]);
+        p.target = Target::All;
+    }
+
+    #[test]
+    fn records_for_one_consumer_reach_only_it_inside_their_multi() {
+        // redis.set_repl in a script: a (all), c (AOF only), d (all), e
+        // (replicas only), wrapped as one block; Redis wraps what it
+        // propagates the same way whoever reads each record.
+        let mut p = on();
+        p.record(0, &[b"DEL", b"x"]);
+        let m = p.mark();
+        set_as(&mut p, 0, b"a", Target::All);
+        set_as(&mut p, 3, b"c", Target::Aof);
+        set_as(&mut p, 3, b"d", Target::All);
+        set_as(&mut p, 0, b"e", Target::Replicas);
+        p.wrap_multi(m);
+        let c = p.take().unwrap();
+        assert_eq!(
+            seen(&c, Target::Aof),
+            "*2 $3 DEL $1 x *1 $5 MULTI *3 $3 SET $1 a $1 1 *2 $6 SELECT $1 3 \
+             *3 $3 SET $1 c $1 1 *3 $3 SET $1 d $1 1 *2 $6 SELECT $1 0 *1 $4 EXEC "
+        );
+        assert_eq!(
+            seen(&c, Target::Replicas),
+            "*2 $3 DEL $1 x *1 $5 MULTI *3 $3 SET $1 a $1 1 *2 $6 SELECT $1 3 \
+             *3 $3 SET $1 d $1 1 *2 $6 SELECT $1 0 *3 $3 SET $1 e $1 1 *1 $4 EXEC "
+        );
+        // Both see every byte when no record is for one only.
+        let mut p = on();
+        set_as(&mut p, 0, b"a", Target::All);
+        let c = p.take().unwrap();
+        assert!(c.only.is_empty());
+        assert_eq!(seen(&c, Target::Aof), seen(&c, Target::Replicas));
+        // The outbox forgets them with its bytes.
+        set_as(&mut p, 0, b"b", Target::Aof);
+        assert_eq!(p.take().unwrap().only.len(), 1);
+        set_as(&mut p, 0, b"c", Target::All);
+        assert!(p.take().unwrap().only.is_empty());
+    }
+
+    #[test]
+    fn records_for_one_consumer_keep_it_when_moved_or_taken_back() {
+        let (mut home, mut other) = (on(), on());
+        home.record(0, &[b"SET", b"h", b"1"]);
+        other.record(0, &[b"SET", b"o", b"1"]);
+        let m = other.mark();
+        set_as(&mut other, 2, b"r", Target::Replicas);
+        set_as(&mut other, 2, b"all", Target::All);
+        let moved = other.take_since(m).unwrap();
+        home.append(moved);
+        set_as(&mut home, 0, b"f", Target::Aof);
+        let c = home.take().unwrap();
+        assert_eq!(
+            seen(&c, Target::Aof),
+            "*3 $3 SET $1 h $1 1 *2 $6 SELECT $1 2 *3 $3 SET $3 all $1 1 \
+             *2 $6 SELECT $1 0 *3 $3 SET $1 f $1 1 "
+        );
+        assert_eq!(
+            seen(&c, Target::Replicas),
+            "*3 $3 SET $1 h $1 1 *2 $6 SELECT $1 2 *3 $3 SET $1 r $1 1 \
+             *3 $3 SET $3 all $1 1 *2 $6 SELECT $1 0 "
+        );
+        // What stayed on the other shard is whole for both.
+        let rest = other.take().unwrap();
+        assert!(rest.only.is_empty());
+        // A rollback drops the marks of the records it drops.
+        let m = home.mark();
+        set_as(&mut home, 0, b"gone", Target::Aof);
+        home.rollback(m);
+        home.record(0, &[b"SET", b"kept", b"1"]);
+        let c = home.take().unwrap();
+        assert!(c.only.is_empty());
+        assert_eq!(seen(&c, Target::Replicas), "*3 $3 SET $4 kept $1 1 ");
     }
 }

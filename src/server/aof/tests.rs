@@ -306,6 +306,7 @@ fn a_short_write_not_undone_drops_only_the_written_part() {
             &mut expect,
             &mut db,
             &engine::outbox::chunk_of(0, &[b"SET", k.as_bytes(), &value]),
+            Target::Replicas,
         );
     }
     assert!(

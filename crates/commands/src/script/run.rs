@@ -18,7 +18,7 @@ use std::cell::{Cell, RefCell};
 use mlua::{Lua, MultiValue, Value};
 use resp::Args;
 
-use super::api::{REPL_ALL, REPL_AOF};
+use super::api::{REPL_ALL, REPL_AOF, REPL_REPLICA};
 use super::busy::{HookState, Kind};
 use super::cache::{cache, HopMark, Script};
 use super::call::{CallArgs, CallBufs};
@@ -625,6 +625,18 @@ fn with_run<R>(f: impl FnOnce(&RefCell<Run<'_, '_>>) -> mlua::Result<R>) -> mlua
 }
 
 /// Installs `redis.call`, `redis.pcall`, `redis.setresp` and
+/// Who reads the records of a call made under `redis.set_repl(repl)`
+/// (Redis's `PROPAGATE_AOF` / `PROPAGATE_REPL` bits); `None`: nobody.
+pub(super) fn repl_target(repl: i64) -> Option<engine::outbox::Target> {
+    use engine::outbox::Target;
+    match (repl & REPL_AOF != 0, repl & REPL_REPLICA != 0) {
+        (true, true) => Some(Target::All),
+        (true, false) => Some(Target::Aof),
+        (false, true) => Some(Target::Replicas),
+        (false, false) => None,
+    }
+}
+
 /// `redis.set_repl` in the real `redis` table, once per VM: they reach the
 /// running script's command through [`CURRENT`]. (Created per run they
 /// cost four closures and eight protected table writes a call.)
@@ -1190,9 +1202,9 @@ impl Run<'_, '_> {
                     ops: self.ctx.ops,
                     master: false,
                 };
-                // redis.set_repl without AOF: the command's records are
-                // not written.
-                let no_aof = self.repl & REPL_AOF == 0;
+                // redis.set_repl: who reads the command's records (none:
+                // they are not written).
+                let to = repl_target(self.repl);
                 // A failed call counts as any command's: in commandstats
                 // (failed_calls) and errorstats, as Redis's `call` counts
                 // it; its error table is marked so that the script's reply
@@ -1221,14 +1233,16 @@ impl Run<'_, '_> {
                         }
                     }
                     let prop = shard.outbox.records_on;
-                    if no_aof {
-                        shard.outbox.records_on = false;
+                    match to {
+                        Some(t) => shard.outbox.target = t,
+                        None => shard.outbox.records_on = false,
                     }
                     // No eviction or OOM refusal inside a script (see `oom`).
                     let maxmemory = std::mem::replace(&mut shard.evict.maxmemory, 0);
                     run_shard(r, handler, args, shard, call, out, stats);
                     shard.evict.maxmemory = maxmemory;
                     shard.outbox.records_on = prop;
+                    shard.outbox.target = engine::outbox::Target::All;
                 };
                 if across {
                     let a = across::run(ctx, db, args, positions, body);
@@ -1385,9 +1399,12 @@ impl Run<'_, '_> {
                 };
                 if !failed && r.spec.has(flags::WRITE) {
                     self.dirty = true;
-                    if self.repl & REPL_AOF != 0 {
+                    if let Some(t) = repl_target(self.repl) {
                         let argv: Vec<&[u8]> = args.iter().collect();
-                        self.ctx.shard.outbox.record(db, &argv);
+                        let outbox = &mut self.ctx.shard.outbox;
+                        outbox.target = t;
+                        outbox.record(db, &argv);
+                        outbox.target = engine::outbox::Target::All;
                     }
                 }
                 self.record(r, args, started, failed);

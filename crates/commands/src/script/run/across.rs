@@ -137,9 +137,12 @@ impl Run<'_, '_> {
         let failed = match res {
             Ok(copied) => {
                 out.int(copied as i64);
-                if copied && self.repl & super::REPL_AOF != 0 {
+                if let Some(t) = super::repl_target(self.repl).filter(|_| copied) {
                     let argv: Vec<&[u8]> = args.iter().collect();
-                    self.ctx.shard.outbox.record(db, &argv);
+                    let outbox = &mut self.ctx.shard.outbox;
+                    outbox.target = t;
+                    outbox.record(db, &argv);
+                    outbox.target = engine::outbox::Target::All;
                 }
                 false
             }
