@@ -361,3 +361,40 @@ fn shutdown_on_signal_flags_choose_the_shutdown() {
     let got: String = s.conn().get("k").unwrap();
     assert_eq!(got, "v");
 }
+
+/// When a client sees its connection closed by SHUTDOWN, the server no
+/// longer accepts connections (Redis exits in one go; Redis's Tcl
+/// unit/scripting "SHUTDOWN NOSAVE can kill a timedout script anyway"
+/// reconnects at once and expects "connection refused"). With a client on
+/// every thread's listener, each closed only after every listener is.
+#[test]
+fn once_shutdown_closes_a_connection_no_new_one_is_accepted() {
+    for round in 0..5 {
+        let dir = DataDir::new("shutdown-refuses");
+        let threads = ["--shards", "4", "--shard-consolidation", "no"];
+        let mut args = vec!["--save", ""];
+        if !common::testing_real_redis() {
+            args.extend_from_slice(&threads);
+        }
+        let s = tessera(&dir, &args);
+        let port = s.port();
+        // Clients spread over the threads (one listener each).
+        let mut idle: Vec<_> = (0..16).map(|_| s.raw()).collect();
+        for r in &mut idle {
+            send(r, &["PING"]);
+            assert_eq!(r.read_reply(), b"+PONG\r\n");
+        }
+        let mut r = s.raw();
+        send(&mut r, &["SHUTDOWN", "NOSAVE"]);
+        assert!(r.try_read_reply().is_err(), "a reply to SHUTDOWN NOSAVE");
+        let again = std::net::TcpStream::connect(("127.0.0.1", port));
+        assert!(
+            again.is_err(),
+            "round {round}: a connection was accepted after SHUTDOWN closed one"
+        );
+        // Every other client's connection closes too.
+        for c in &mut idle {
+            assert!(c.try_read_reply().is_err());
+        }
+    }
+}

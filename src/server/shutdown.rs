@@ -42,6 +42,8 @@ struct State {
     /// round it arrived in.
     round: u64,
     verdict: Option<Verdict>,
+    /// Workers that closed their listeners after the verdict to exit.
+    unlistened: usize,
 }
 
 /// Where workers wait while the main thread decides on a shutdown.
@@ -87,6 +89,28 @@ impl Gate {
         }
         let v = st.verdict.unwrap_or(Verdict::Exit);
         (v, st.shards[id].take())
+    }
+
+    /// After the verdict to exit: this worker closed its listeners; waits
+    /// (at most a second, in case a worker is stuck) until every worker
+    /// has, so that no connection closes while another thread still
+    /// accepts new ones.
+    pub fn listeners_closed(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut st = self.lock();
+        st.unlistened += 1;
+        self.cv.notify_all();
+        while st.unlistened + st.absent < self.n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
     }
 
     /// Runs `f` on worker `id`'s shard if it waits at the gate (false if

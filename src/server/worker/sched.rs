@@ -475,6 +475,16 @@ impl Worker {
             self.core.shard = s;
         }
         if verdict == crate::server::shutdown::Verdict::Exit {
+            // No new connection once any client sees its own closed (as
+            // Redis, which exits in one go): every thread's listeners
+            // close before any thread closes a connection.
+            for mut l in self.tcp.drain(..).chain(self.tls.drain(..)) {
+                let _ = self.poll.registry().deregister(&mut l);
+            }
+            if let Some(mut u) = self.unix.take() {
+                let _ = self.poll.registry().deregister(&mut u);
+            }
+            gate.listeners_closed();
             return true;
         }
         for slot in 0..self.conns.slots.len() {
