@@ -87,23 +87,26 @@ pub(super) fn resize_buffers(c: &mut Conn, now_ms: u64) {
     }
 }
 
-/// The reclaiming thread's doorbell (`None`: it could not be started).
-static RECLAIMER: OnceLock<Option<SyncSender<usize>>> = OnceLock::new();
+/// The reclaiming thread's doorbell (`None`: it could not be started); a
+/// message is (shards, milliseconds the trim waited for quiet).
+static RECLAIMER: OnceLock<Option<SyncSender<(usize, u64)>>> = OnceLock::new();
 
 /// Starts a trim of the allocator's free memory when one is due (see
 /// `commands::memory::reclaim`), on a thread of its own so this loop does
-/// not wait for it. Cheap when none is due.
-pub(super) fn reclaim_cron(now_ms: u64, nshards: usize) {
-    if !reclaim::due(now_ms, nshards) {
+/// not wait for it. `commands` is the running total of commands executed
+/// by all shards (`ServerShared::sampled_commands`): trims wait for a
+/// quiet server; the cron runs every `tick_ms`. Cheap when none is due.
+pub(super) fn reclaim_cron(now_ms: u64, nshards: usize, commands: u64, tick_ms: u64) {
+    let Some(waited_ms) = reclaim::due(now_ms, nshards, commands, tick_ms) else {
         return;
-    }
+    };
     let bell = RECLAIMER.get_or_init(|| {
-        let (tx, rx) = sync_channel::<usize>(1);
+        let (tx, rx) = sync_channel::<(usize, u64)>(1);
         std::thread::Builder::new()
             .name("reclaim".into())
             .spawn(move || {
-                while let Ok(n) = rx.recv() {
-                    report(reclaim::trim(n));
+                while let Ok((n, waited_ms)) = rx.recv() {
+                    report(reclaim::trim(n), waited_ms);
                 }
             })
             .ok()
@@ -111,18 +114,22 @@ pub(super) fn reclaim_cron(now_ms: u64, nshards: usize) {
     });
     // `due` grants one trim at a time, so the one-slot channel has room;
     // without the thread, trim here rather than never.
-    if bell.as_ref().is_none_or(|tx| tx.try_send(nshards).is_err()) {
-        report(reclaim::trim(nshards));
+    if bell
+        .as_ref()
+        .is_none_or(|tx| tx.try_send((nshards, waited_ms)).is_err())
+    {
+        report(reclaim::trim(nshards), waited_ms);
     }
 }
 
-fn report(t: reclaim::Trimmed) {
+fn report(t: reclaim::Trimmed, waited_ms: u64) {
     log::verbose(format_args!(
-        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB)",
+        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB; waited {} ms for a quiet moment)",
         t.returned() >> 10,
         t.took_us,
         t.before >> 10,
-        t.after >> 10
+        t.after >> 10,
+        waited_ms
     ));
 }
 
