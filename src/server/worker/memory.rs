@@ -124,7 +124,8 @@ pub(super) fn reclaim_cron(now_ms: u64, nshards: usize, commands: u64, tick_ms: 
 
 fn report(t: reclaim::Trimmed, waited_ms: u64) {
     log::verbose(format_args!(
-        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB; waited {} ms for a quiet moment)",
+        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB; \
+         waited {} ms for a quiet moment)",
         t.returned() >> 10,
         t.took_us,
         t.before >> 10,

@@ -44,30 +44,41 @@
 //! (it consolidates the fast bins, then `madvise`s every free chunk of a
 //! page or more, again each time even if already returned), and the shard
 //! thread using that arena blocks on the mutex. The walk itself is short
-//! (12-55 ms for the ~130 MB the stall repro `bench/stall_repro` leaves
-//! free, debug build), but the trimming thread can lose its core while it
-//! holds the mutex: on this 2-core VM at load 10-14, trims took 0.4-0.5 s
-//! and once 2.39 s, strace showed two shard threads waiting on the arena
-//! lock until the trim ended, and a multi-shard MGET waited as long. So
-//! each check counts the commands all shards ran since the previous one
-//! (the caller passes `sampled_commands`, which each loop adds to at its
-//! cron tick): more than [`QUIET_COMMANDS_PER_S`] is a busy period, and a
-//! trim starts only after [`QUIET_MS`] (at least two cron ticks) without
-//! one. A request arriving
-//! during the walk may still wait for it, but few arrive then. A server
-//! that is never quiet still trims once a trim has waited [`OVERDUE_MS`]
-//! (at most one such trim per growth of the slack, see above). In the
-//! repro (3 shards, debug build, 5 runs each, load 10-12): trims during
-//! the load 4 of 5 runs before, 0 of 5 after, each one starting within
-//! 1 s of the load's end instead, RSS back to 19-52 MB 2.5 s after it.
+//! (7-117 ms, once 203 ms, for the 100-190 MB the stall repro
+//! `bench/stall_repro` leaves free, debug build, load 10-15), but the
+//! trimming thread can lose its core while it holds the mutex: on this
+//! 2-core VM at load 10-14 trims took 0.4-0.5 s and once 2.39 s, strace
+//! showed two shard threads waiting on the arena lock until the trim
+//! ended, and a multi-shard MGET waited as long (session 16). So each
+//! check counts the commands all shards ran since the previous one (the
+//! caller passes `sampled_commands`, which each loop adds to at its cron
+//! tick): more than [`QUIET_COMMANDS_PER_S`] is a busy period, and a trim
+//! starts only after [`QUIET_MS`] (at least two cron ticks) without one.
+//! A request arriving during the walk may still wait for it, but few
+//! arrive then. A server that is never quiet still trims once a trim has
+//! waited [`OVERDUE_MS`] (at most one such trim per growth of the slack
+//! past its floor, see above): there the stall can still happen.
+//!
+//! Measured (3 shards, debug builds, alternated runs, load 10-15):
+//! * `bench/stall_repro/trims.sh`, 11 runs each: a trim overlapped the
+//!   load in 9 of 11 runs before, in none after; each ran within 1 s of
+//!   the load's end instead, RSS 19-52 MB 2.5 s after it (19-21 MB
+//!   before). The repro's slowest MGET did not change (1.0-3.2 s both
+//!   ways): it waits for the dropped clients' queue of locks, and no trim
+//!   lasted more than 0.2 s in these runs.
+//! * A probe MGET of 8 keys every 5 ms while a client sends pipelined GETs
+//!   and another FLUSHALLs 150 values of 1 MB and 100,000 of 400 bytes,
+//!   6 runs each: worst probe 18-73 ms before (trims of 22-203 ms ran
+//!   during the load), 24-71 ms after (none did): at this load the
+//!   machine's own noise hides the trim.
 //!
 //! Rejected:
 //! * A fixed `M_MMAP_THRESHOLD` of 128 KiB (`mallopt`, which also turns
 //!   off glibc's dynamic threshold), so large buffers are `mmap`ped and
 //!   given back by `free` itself, with no trim: last session it cut trims
 //!   to 3-14 ms; here no trim ran at all in the repro, but every 256 KiB
-//!   reply buffer became an `mmap`, 64 page faults and a `munmap` (a TLB
-//!   shootdown across the shard threads): server CPU for the repro rose
+//!   reply buffer became an `mmap`, 64 pages to fault in and a `munmap`
+//!   (a TLB shootdown across the shard threads): server CPU for the repro rose
 //!   from 50 to 65 ticks (median of 6 runs each, alternated) and its
 //!   slowest MGET did not improve (1.1-2.8 s both ways: that wait is the
 //!   dropped clients' lock queue, not the trim).
@@ -189,10 +200,11 @@ fn starts_now(since_trim_ms: u64, quiet_ms: u64, quiet_needed_ms: u64, waited_ms
 }
 
 /// Called by every worker's cron (which runs every `tick_ms`) with the
-/// commands executed so far by all shards (a running total). `Some(waited_ms)` when this caller must
-/// start a trim (hand [`trim`] to the reclaiming thread), with how long it
-/// waited for quiet; then it is due once, until that trim ends. Cheap when
-/// not time to check: one relaxed load.
+/// commands executed so far by all shards (a running total).
+/// `Some(waited_ms)` when this caller must start a trim (hand [`trim`] to
+/// the reclaiming thread), with how long it waited for quiet; then it is
+/// due once, until that trim ends. Cheap when not time to check: one
+/// relaxed load.
 pub fn due(now_ms: u64, nshards: usize, commands: u64, tick_ms: u64) -> Option<u64> {
     let next = NEXT_CHECK_MS.load(Ordering::Relaxed);
     if now_ms < next || !engine::alloc::installed() {
