@@ -194,12 +194,24 @@ fn waited_ms(line: &str) -> Option<u64> {
 /// that allocates meanwhile waits for the whole trim, seconds when the
 /// trimming thread loses its core on a loaded machine. So an automatic trim
 /// waits for a quiet server (at most 10 s): none starts while commands keep
-/// coming, one starts soon after they stop, and RSS comes back.
+/// coming, one starts soon after they stop, and RSS comes back. The
+/// commands are counted over all shards, whichever thread runs them.
 #[test]
 fn no_automatic_trim_while_commands_keep_coming() {
+    no_trim_while_busy(&[]);
+}
+
+#[test]
+fn no_automatic_trim_while_commands_keep_coming_16_shards_unconsolidated() {
+    no_trim_while_busy(&["--shards", "16", "--shard-consolidation", "no"]);
+}
+
+fn no_trim_while_busy(args: &[&str]) {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
-    let srv = Server::tessera(&["--loglevel", "verbose"]);
+    let mut all = vec!["--loglevel", "verbose"];
+    all.extend_from_slice(args);
+    let srv = Server::tessera(&all);
     let mut c = srv.conn();
     let empty = empty_rss(&srv, &mut c);
     load(&mut c);
