@@ -176,6 +176,109 @@ fn rss_comes_back_after_eviction() {
     });
 }
 
+/// The automatic trims logged so far (lines "Returned ... KB ...").
+fn trims_logged(srv: &Server) -> Vec<String> {
+    let log = srv.log();
+    let lines = log.lines().filter(|l| l.contains(" - Returned "));
+    lines.map(str::to_string).collect()
+}
+
+/// How long a logged trim waited for a quiet server ("waited N ms"), if
+/// its line says.
+fn waited_ms(line: &str) -> Option<u64> {
+    let (_, rest) = line.split_once("waited ")?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// A trim holds each allocator arena's lock while it walks it, and a shard
+/// that allocates meanwhile waits for the whole trim, seconds when the
+/// trimming thread loses its core on a loaded machine. So an automatic trim
+/// waits for a quiet server (at most 10 s): none starts while commands keep
+/// coming, one starts soon after they stop, and RSS comes back. The
+/// commands are counted over all shards, whichever thread runs them.
+#[test]
+fn no_automatic_trim_while_commands_keep_coming() {
+    no_trim_while_busy(&[]);
+}
+
+#[test]
+fn no_automatic_trim_while_commands_keep_coming_16_shards_unconsolidated() {
+    no_trim_while_busy(&["--shards", "16", "--shard-consolidation", "no"]);
+}
+
+fn no_trim_while_busy(args: &[&str]) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mut all = vec!["--loglevel", "verbose"];
+    all.extend_from_slice(args);
+    let srv = Server::tessera(&all);
+    let mut c = srv.conn();
+    let empty = empty_rss(&srv, &mut c);
+    load(&mut c);
+    let loaded = rss(&srv);
+    assert!(
+        loaded > empty + 150 * MB,
+        "loaded RSS {loaded} from {empty}"
+    );
+    // A client sending pipelined GETs (thousands per second, against the
+    // 100 per second that counts as quiet) until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let batches = Arc::new(AtomicUsize::new(0));
+    let busy = {
+        let (stop, batches, mut b) = (stop.clone(), batches.clone(), srv.conn());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let mut p = redis::pipe();
+                for i in 0..100 {
+                    p.cmd("GET").arg(format!("small:{i}")).ignore();
+                }
+                p.query::<()>(&mut b).unwrap();
+                batches.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    while batches.load(Ordering::Relaxed) == 0 {
+        assert!(!busy.is_finished(), "the busy client failed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let before = trims_logged(&srv).len();
+    // Freed before the reply: from here a trim is worth doing (the server
+    // without the wait trimmed within about a second).
+    redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .query::<()>(&mut c)
+        .unwrap();
+    let busy_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < busy_until {
+        // Only a trim that waited its 10 s may run under load (one due
+        // since the load, on a machine slow enough for that to pass).
+        for line in &trims_logged(&srv)[before..] {
+            assert!(
+                waited_ms(line).is_some_and(|ms| ms >= 10_000),
+                "trimmed while busy: {line}"
+            );
+        }
+        assert!(!busy.is_finished(), "the busy client failed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let during = batches.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    busy.join().unwrap();
+    assert!(during > 10, "only {during} batches: not busy");
+    // Quiet now: the trim runs and RSS comes back.
+    let bound = 2 * empty + 16 * MB;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while trims_logged(&srv).len() == before || rss(&srv) >= bound {
+        assert!(
+            Instant::now() < deadline,
+            "RSS {} after 15 s quiet (empty {empty}), trims {:?}",
+            rss(&srv),
+            &trims_logged(&srv)[before..]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn memory_purge_returns_at_once() {
     let srv = Server::tessera(&[]);

@@ -206,7 +206,9 @@ impl Worker {
         // Freed memory back to the system, and idle connections' buffers
         // shrunk (Redis's clientsCronResizeQueryBuffer/OutputBuffer).
         let now_ms = self.core.shard.now_ms;
-        memory::reclaim_cron(now_ms, self.core.server.nshards);
+        let commands = self.core.server.sampled_commands.load(Ordering::Relaxed);
+        let tick_ms = 1000 / u64::from(hz);
+        memory::reclaim_cron(now_ms, self.core.server.nshards, commands, tick_ms);
         let now_s = now_ms / 1000;
         self.conns.peaks.sample(now_s, 0, 0);
         let mut over = Vec::new();

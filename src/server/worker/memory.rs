@@ -87,23 +87,28 @@ pub(super) fn resize_buffers(c: &mut Conn, now_ms: u64) {
     }
 }
 
-/// The reclaiming thread's doorbell (`None`: it could not be started).
-static RECLAIMER: OnceLock<Option<SyncSender<usize>>> = OnceLock::new();
+/// The reclaiming thread's doorbell (`None`: it could not be started); a
+/// message is (shards, milliseconds the trim waited for quiet).
+static RECLAIMER: OnceLock<Option<SyncSender<(usize, u64)>>> = OnceLock::new();
 
 /// Starts a trim of the allocator's free memory when one is due (see
 /// `commands::memory::reclaim`), on a thread of its own so this loop does
-/// not wait for it. Cheap when none is due.
-pub(super) fn reclaim_cron(now_ms: u64, nshards: usize) {
-    if !reclaim::due(now_ms, nshards) {
+/// not wait for it. `commands` is the running total of commands executed
+/// by all shards (`ServerShared::sampled_commands`): trims wait for a
+/// quiet server; the cron runs every `tick_ms`. Cheap when none is due.
+pub(super) fn reclaim_cron(now_ms: u64, nshards: usize, commands: u64, tick_ms: u64) {
+    let Some(waited_ms) = reclaim::due(now_ms, nshards, commands, tick_ms) else {
         return;
-    }
+    };
     let bell = RECLAIMER.get_or_init(|| {
-        let (tx, rx) = sync_channel::<usize>(1);
+        let (tx, rx) = sync_channel::<(usize, u64)>(1);
         std::thread::Builder::new()
             .name("reclaim".into())
             .spawn(move || {
-                while let Ok(n) = rx.recv() {
-                    report(reclaim::trim(n));
+                let nice = raise_priority();
+                log::verbose(format_args!("Memory-return thread at nice {nice}"));
+                while let Ok((n, waited_ms)) = rx.recv() {
+                    report(reclaim::trim(n), waited_ms);
                 }
             })
             .ok()
@@ -111,18 +116,45 @@ pub(super) fn reclaim_cron(now_ms: u64, nshards: usize) {
     });
     // `due` grants one trim at a time, so the one-slot channel has room;
     // without the thread, trim here rather than never.
-    if bell.as_ref().is_none_or(|tx| tx.try_send(nshards).is_err()) {
-        report(reclaim::trim(nshards));
+    if bell
+        .as_ref()
+        .is_none_or(|tx| tx.try_send((nshards, waited_ms)).is_err())
+    {
+        report(reclaim::trim(nshards), waited_ms);
     }
 }
 
-fn report(t: reclaim::Trimmed) {
+/// Nice value asked for the reclaiming thread.
+const RECLAIM_NICE: i32 = -10;
+
+/// Gives the calling thread (the reclaiming one) nice [`RECLAIM_NICE`] if
+/// the process may (root, `CAP_SYS_NICE`, or `RLIMIT_NICE`), and returns
+/// the nice it runs at. A trim holds each arena's lock while it walks it:
+/// the sooner it gets a core back when the machine is loaded, the shorter
+/// a shard thread waiting on that lock waits. It runs for milliseconds at
+/// most once a second, so it takes little from the shards.
+fn raise_priority() -> i32 {
+    // SAFETY: gettid and setpriority have no memory preconditions; they
+    // act on this thread only (Linux: PRIO_PROCESS with a thread id).
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, tid, RECLAIM_NICE) == 0 {
+            RECLAIM_NICE
+        } else {
+            libc::getpriority(libc::PRIO_PROCESS, tid)
+        }
+    }
+}
+
+fn report(t: reclaim::Trimmed, waited_ms: u64) {
     log::verbose(format_args!(
-        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB)",
+        "Returned {} KB of free memory to the system in {} us (resident heap {} KB -> {} KB; \
+         waited {} ms for a quiet moment)",
         t.returned() >> 10,
         t.took_us,
         t.before >> 10,
-        t.after >> 10
+        t.after >> 10,
+        waited_ms
     ));
 }
 
@@ -196,6 +228,27 @@ mod tests {
         c.client.last_interaction_ms = NOW_MS + 3000;
         resize_buffers(&mut c, NOW_MS + 3000);
         assert_eq!(c.args.capacity(), 0);
+    }
+
+    #[test]
+    fn the_reclaiming_thread_runs_at_the_nice_it_reports() {
+        std::thread::spawn(|| {
+            let nice = raise_priority();
+            // SAFETY: as in raise_priority.
+            let (now, root) = unsafe {
+                let tid = libc::gettid() as libc::id_t;
+                (
+                    libc::getpriority(libc::PRIO_PROCESS, tid),
+                    libc::geteuid() == 0,
+                )
+            };
+            assert_eq!(nice, now);
+            if root {
+                assert_eq!(nice, RECLAIM_NICE);
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

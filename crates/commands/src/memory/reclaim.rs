@@ -35,9 +35,61 @@
 //!
 //! Who trims: not the event loop that noticed: the caller of [`due`] hands
 //! the work to a thread of its own (`src/server/worker/memory.rs`), so no
-//! loop stalls for the walk; a loop only waits if it allocates from the
-//! one arena being walked at that moment. MEMORY PURGE calls [`trim`]
-//! itself, synchronously, as Redis's does.
+//! loop stalls for the walk; a loop only waits if it allocates from (or
+//! frees into) the one arena being walked at that moment. MEMORY PURGE
+//! calls [`trim`] itself, synchronously, as Redis's does.
+//!
+//! When the server is busy, a trim worth doing waits. glibc's
+//! `malloc_trim` holds an arena's mutex for the whole walk of that arena
+//! (it consolidates the fast bins, then `madvise`s every free chunk of a
+//! page or more, again each time even if already returned), and the shard
+//! thread using that arena blocks on the mutex. The walk itself is short
+//! (7-117 ms, once 203 ms, for the 100-190 MB the stall repro
+//! `bench/stall_repro` leaves free, debug build, load 10-15), but the
+//! trimming thread can lose its core while it holds the mutex: on this
+//! 2-core VM at load 10-14 trims took 0.4-0.5 s and once 2.39 s, strace
+//! showed two shard threads waiting on the arena lock until the trim
+//! ended, and a multi-shard MGET waited as long (session 16). So each
+//! check counts the commands all shards ran since the previous one (the
+//! caller passes `sampled_commands`, which each loop adds to at its cron
+//! tick): more than [`QUIET_COMMANDS_PER_S`] is a busy period, and a trim
+//! starts only after [`QUIET_MS`] (at least two cron ticks) without one.
+//! A request arriving during the walk may still wait for it, but few
+//! arrive then. A server that is never quiet still trims once a trim has
+//! waited [`OVERDUE_MS`] (at most one such trim per growth of the slack
+//! past its floor, see above): there the stall can still happen.
+//!
+//! Measured (3 shards, debug builds, alternated runs, load 10-15):
+//! * `bench/stall_repro/trims.sh`, 11 runs each: a trim overlapped the
+//!   load in 9 of 11 runs before, in none after; each ran within 1 s of
+//!   the load's end instead, RSS 19-52 MB 2.5 s after it (19-21 MB
+//!   before). The repro's slowest MGET did not change (1.0-3.2 s both
+//!   ways): it waits for the dropped clients' queue of locks, and no trim
+//!   lasted more than 0.2 s in these runs.
+//! * A probe MGET of 8 keys every 5 ms while a client sends pipelined GETs
+//!   and another FLUSHALLs 150 values of 1 MB and 100,000 of 400 bytes,
+//!   6 runs each: worst probe 18-73 ms before (trims of 22-203 ms ran
+//!   during the load), 24-71 ms after (none did): at this load the
+//!   machine's own noise hides the trim.
+//!
+//! Rejected:
+//! * A fixed `M_MMAP_THRESHOLD` of 128 KiB (`mallopt`, which also turns
+//!   off glibc's dynamic threshold), so large buffers are `mmap`ped and
+//!   given back by `free` itself, with no trim: last session it cut trims
+//!   to 3-14 ms; here no trim ran at all in the repro, but every 256 KiB
+//!   reply buffer became an `mmap`, 64 pages to fault in and a `munmap`
+//!   (a TLB shootdown across the shard threads): server CPU for the repro rose
+//!   from 50 to 65 ticks (median of 6 runs each, alternated) and its
+//!   slowest MGET did not improve (1.1-2.8 s both ways: that wait is the
+//!   dropped clients' lock queue, not the trim).
+//! * Trimming in small steps: glibc has no per-arena or bounded trim
+//!   (`malloc_trim`'s `pad` only limits what the main heap's top keeps).
+//! * A real-time priority (`SCHED_FIFO`) for the trimming thread: a
+//!   runaway walk would then starve the shards. The thread does ask for
+//!   nice -10 (`src/server/worker/memory.rs`), which needs root,
+//!   `CAP_SYS_NICE` or `RLIMIT_NICE` and is skipped without: trims after
+//!   the repro's load (8 runs each, alternated, load 11-13) took 6-56 ms
+//!   (median 28) at nice 0, 6-23 ms (median 13) at -10, for 46-159 MB.
 //!
 //! The floor is also the estimate of the allocator's fragmentation that
 //! INFO memory reports (`allocator_active`, see `MemFigures`): what stays
@@ -52,6 +104,16 @@ pub const CHECK_MS: u64 = 250;
 pub const TRIM_MIN_BYTES: u64 = 16 << 20;
 /// At most one automatic trim per this many milliseconds.
 pub const TRIM_INTERVAL_MS: u64 = 1000;
+/// Commands per second (all shards together) at or below which a check
+/// period counts as quiet: a trim then delays few requests, if any.
+pub const QUIET_COMMANDS_PER_S: u64 = 100;
+/// How long the server must have been quiet (every check in that span)
+/// before an automatic trim starts: two check periods, and at least two
+/// cron ticks (see [`quiet_needed_ms`]).
+pub const QUIET_MS: u64 = 2 * CHECK_MS;
+/// A trim worth doing waits for quiet at most this long; then it runs
+/// anyway, under load (a server never quiet must still give memory back).
+pub const OVERDUE_MS: u64 = 10_000;
 
 /// Unix milliseconds of the next check.
 static NEXT_CHECK_MS: AtomicU64 = AtomicU64::new(0);
@@ -61,6 +123,14 @@ static FLOOR: AtomicU64 = AtomicU64::new(u64::MAX);
 static LAST_TRIM_MS: AtomicU64 = AtomicU64::new(0);
 /// A trim was requested and has not finished: no second request.
 static PENDING: AtomicBool = AtomicBool::new(false);
+/// Commands counted (all shards) and Unix milliseconds at the last check.
+static LAST_COMMANDS: AtomicU64 = AtomicU64::new(0);
+static LAST_CHECK_MS: AtomicU64 = AtomicU64::new(0);
+/// Unix milliseconds of the last check that found the server busy.
+static LAST_BUSY_MS: AtomicU64 = AtomicU64::new(0);
+/// Unix milliseconds since which a trim has been worth doing and waited
+/// for quiet (0: none waiting).
+static WAITING_SINCE_MS: AtomicU64 = AtomicU64::new(0);
 /// Trims done, and bytes of resident memory they returned (for the log
 /// and tests; Redis has no INFO field for them).
 static TRIMS: AtomicU64 = AtomicU64::new(0);
@@ -110,13 +180,39 @@ fn worth_trimming(slack: u64, floor: u64, used: u64) -> bool {
     slack > floor.saturating_add(TRIM_MIN_BYTES.max(used / 8))
 }
 
-/// Called by every worker's cron. True when this caller must start a trim
-/// (hand [`trim`] to the reclaiming thread); then it is due once, until
-/// that trim ends. Cheap when not time to check: one relaxed load.
-pub fn due(now_ms: u64, nshards: usize) -> bool {
+/// Whether `commands` executed in `elapsed_ms` make a busy period (more
+/// than [`QUIET_COMMANDS_PER_S`]).
+fn busy(commands: u64, elapsed_ms: u64) -> bool {
+    commands.saturating_mul(1000) > QUIET_COMMANDS_PER_S.saturating_mul(elapsed_ms.max(1))
+}
+
+/// How long without a busy check makes a quiet server, for loops whose
+/// cron ticks every `tick_ms`: [`QUIET_MS`], or two ticks if longer. The
+/// commands a loop ran reach the count only at its tick, so checks between
+/// two ticks see none: a quiet span shorter than a tick (`hz 1`: a second)
+/// would mistake that for quiet.
+fn quiet_needed_ms(tick_ms: u64) -> u64 {
+    QUIET_MS.max(tick_ms.saturating_mul(2))
+}
+
+/// Whether a trim worth doing starts now: at least [`TRIM_INTERVAL_MS`]
+/// after the last one (`since_trim_ms`), and once the server has been
+/// quiet (`quiet_ms`) for `quiet_needed_ms` or the trim has waited for
+/// that [`OVERDUE_MS`] (`waited_ms`).
+fn starts_now(since_trim_ms: u64, quiet_ms: u64, quiet_needed_ms: u64, waited_ms: u64) -> bool {
+    since_trim_ms >= TRIM_INTERVAL_MS && (quiet_ms >= quiet_needed_ms || waited_ms >= OVERDUE_MS)
+}
+
+/// Called by every worker's cron (which runs every `tick_ms`) with the
+/// commands executed so far by all shards (a running total).
+/// `Some(waited_ms)` when this caller must start a trim (hand [`trim`] to
+/// the reclaiming thread), with how long it waited for quiet; then it is
+/// due once, until that trim ends. Cheap when not time to check: one
+/// relaxed load.
+pub fn due(now_ms: u64, nshards: usize, commands: u64, tick_ms: u64) -> Option<u64> {
     let next = NEXT_CHECK_MS.load(Ordering::Relaxed);
     if now_ms < next || !engine::alloc::installed() {
-        return false;
+        return None;
     }
     // One thread per period does the check.
     if NEXT_CHECK_MS
@@ -128,22 +224,49 @@ pub fn due(now_ms: u64, nshards: usize) -> bool {
         )
         .is_err()
     {
-        return false;
+        return None;
+    }
+    // The CAS above makes this thread the only one checking in this
+    // period: the activity figures below need no stronger ordering.
+    let since_ms = now_ms.saturating_sub(LAST_CHECK_MS.swap(now_ms, Ordering::Relaxed));
+    let ran = commands.saturating_sub(LAST_COMMANDS.swap(commands, Ordering::Relaxed));
+    if busy(ran, since_ms) {
+        LAST_BUSY_MS.store(now_ms, Ordering::Relaxed);
     }
     if PENDING.load(Ordering::Acquire) {
-        return false;
+        return None;
     }
     let used = engine::alloc::used_total(nshards);
     let s = slack(resident().1, used);
     let floor = FLOOR.fetch_min(s, Ordering::Relaxed).min(s);
-    if !worth_trimming(s, floor, used)
-        || now_ms < LAST_TRIM_MS.load(Ordering::Relaxed) + TRIM_INTERVAL_MS
-    {
-        return false;
+    if !worth_trimming(s, floor, used) {
+        WAITING_SINCE_MS.store(0, Ordering::Relaxed);
+        return None;
     }
-    PENDING
+    let waiting_since = match WAITING_SINCE_MS.load(Ordering::Relaxed) {
+        0 => {
+            WAITING_SINCE_MS.store(now_ms, Ordering::Relaxed);
+            now_ms
+        }
+        t => t,
+    };
+    let waited_ms = now_ms.saturating_sub(waiting_since);
+    if !starts_now(
+        now_ms.saturating_sub(LAST_TRIM_MS.load(Ordering::Relaxed)),
+        now_ms.saturating_sub(LAST_BUSY_MS.load(Ordering::Relaxed)),
+        quiet_needed_ms(tick_ms),
+        waited_ms,
+    ) {
+        return None;
+    }
+    if PENDING
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok()
+        .is_err()
+    {
+        return None;
+    }
+    WAITING_SINCE_MS.store(0, Ordering::Relaxed);
+    Some(waited_ms)
 }
 
 /// What one trim did.
@@ -241,6 +364,33 @@ mod tests {
         // After FLUSHALL: everything freed is slack.
         assert!(worth_trimming(300 * mb, 3 * mb, mb));
         assert_eq!(slack(5, 9), 0);
+    }
+
+    #[test]
+    fn a_busy_server_is_not_trimmed_until_quiet_or_overdue() {
+        // 100 commands per second or fewer is quiet, whatever the period.
+        assert!(!busy(25, 250));
+        assert!(busy(26, 250));
+        assert!(!busy(100, 1000));
+        assert!(busy(101, 1000));
+        assert!(!busy(0, 0));
+        assert!(busy(1, 0));
+        // A trim worth doing, the last one long ago: it waits while the
+        // server was busy in the last two check periods...
+        let need = quiet_needed_ms(100);
+        assert_eq!(need, 500);
+        assert!(!starts_now(60_000, 0, need, 0));
+        assert!(!starts_now(60_000, need - 1, need, OVERDUE_MS - 1));
+        // ...and starts once it was quiet for both, or waited 10 s.
+        assert!(starts_now(60_000, need, need, 0));
+        assert!(starts_now(60_000, 0, need, OVERDUE_MS));
+        // Never sooner than a second after the last one.
+        assert!(!starts_now(TRIM_INTERVAL_MS - 1, u64::MAX, need, u64::MAX));
+        assert!(starts_now(TRIM_INTERVAL_MS, u64::MAX, need, u64::MAX));
+        // With `hz 1` the loops add their commands once a second: two
+        // seconds without any make a quiet server, not two check periods.
+        assert_eq!(quiet_needed_ms(1000), 2000);
+        assert!(!starts_now(60_000, 1500, quiet_needed_ms(1000), 0));
     }
 
     #[test]
