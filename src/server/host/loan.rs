@@ -43,9 +43,26 @@
 //! lent, the own worker's set (doorbell, listeners) is out of the hub's
 //! set, whose waits would otherwise not sleep while it stays ready. A
 //! script of those loops that runs long lends the own worker again once
-//! it is back. No loop waits for another for good: a call of that script
-//! to a shard the hub holds restarts it (an undeclared key) from the
-//! loop's next iteration, after the loan (tests/busy_hub.rs).
+//! it is back.
+//!
+//! A loan follows the stuck turn: when another adopted loop's script runs
+//! long while the own worker is still lent to an earlier script's thread
+//! (in the same round, or while the hub serves its loops without it), that
+//! script's first busy pass asks the worker back and a later pass lends it
+//! to its own thread once let go (`HubLender::loan_own`). Left with the
+//! first borrower, it would keep that thread from its own loop, which the
+//! watchdog leaves with the hub while its thread borrows: that loop's
+//! clients would wait for a script that does not hold their shard (issue
+//! 23 point 5). Once let go, the watchdog gives that loop back to its
+//! thread as any other loop of the stuck round. If the first borrower
+//! cannot let go (a script of the own loop's client runs long there too),
+//! its own loop waits for one of the two scripts to end: no thread is free
+//! to run it (the stuck turn's thread is the only idle one, and it cannot
+//! take a worker whose seat the hub holds).
+//!
+//! No loop waits for another for good: a call of a borrower's script to
+//! a shard the hub holds restarts it (an undeclared key) from the loop's
+//! next iteration, after the loan (tests/busy_hub.rs).
 //!
 //! Not lent (served from the hook in busy mode as before, `-BUSY`): a
 //! worker a run in place pinned (the script holds its shard), or a hub
@@ -73,9 +90,9 @@ use super::Hosts;
 pub(super) struct Loan {
     /// The lent worker, null while none is: set by the lender, cleared by
     /// the borrower once it has let it go.
-    worker: AtomicPtr<Worker>,
+    pub(super) worker: AtomicPtr<Worker>,
     /// The lender wants it back.
-    recall: AtomicBool,
+    pub(super) recall: AtomicBool,
     /// The lending hub (its thread is woken when the worker is let go).
     from: AtomicUsize,
 }
