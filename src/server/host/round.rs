@@ -330,6 +330,43 @@ fn serve_while_away(
     served
 }
 
+/// Gives back to their threads the loops hub `hub` adopted whose
+/// threads are free (not running its lent own worker), as the watchdog
+/// gives back a stuck hub's: at the start of [`serve_while_away`], whose
+/// rounds last until the borrower's long command ends. Only the
+/// borrower's loop stays (its thread cannot take it before): a script of
+/// another loop that ran long in those rounds would hold the hub, and the
+/// borrower's loop, whose thread is busy and which the watchdog leaves
+/// with the hub ([`Hosts::borrowing`]), would wait for a script that does
+/// not hold its shard (issue 23 point 5); on its own thread that script
+/// stalls only its loop. The round they leave was stuck anyway (a loan
+/// follows a script past `busy-reply-threshold`), and the hub gives its
+/// loops back after such a round (`Host::check_burst`). A seat held (a
+/// pin) is left, as the watchdog leaves it; entries leave `adopted` at
+/// the next pass over it.
+fn give_back_free(hosts: &Hosts, hub: usize, adopted: &[Adopted]) {
+    let now = Instant::now();
+    for a in adopted {
+        if hosts.borrowing(a.id) {
+            continue;
+        }
+        {
+            let Ok(mut seat) = hosts.seats[a.id].try_lock() else {
+                continue;
+            };
+            if seat.back || seat.worker.is_none() {
+                continue;
+            }
+            seat.back = true;
+        }
+        crate::log::verbose(format_args!(
+            "Shard {} back on its own thread: thread {hub} waits for its own loop, lent to a long command",
+            a.id
+        ));
+        hosts.returned(hub, a.id, now, true);
+    }
+}
+
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
 /// drops from `adopted` (and from `outer`) those given back meanwhile.
 pub(super) fn each_adopted(
@@ -476,10 +513,14 @@ impl Host {
             lender.turn.set(usize::MAX);
             // The own worker, lent away, comes back after its borrower's
             // current iteration; while that runs long (a script of one of
-            // its clients), the hub serves its adopted loops meanwhile.
+            // its clients), the hub serves its adopted loops meanwhile:
+            // the borrower's, and none other (`give_back_free`).
             let mut away: Option<Wakeups> = None;
             while !lender.take_back_own() {
-                let w = away.get_or_insert_with(Wakeups::default);
+                let w = away.get_or_insert_with(|| {
+                    give_back_free(hosts, self.id, adopted);
+                    Wakeups::default()
+                });
                 let turns = (&**hosts, self.id, &lender);
                 own_served |= serve_while_away(turns, adopted, outer, events, w, led);
             }
