@@ -538,6 +538,7 @@ mod tests {
             .all(|e| e.label.as_ref().unwrap().0 == "1.2.3.4:5"));
         // A connected client's entries written away from it are labeled
         // at once, with its name of then.
+        let log = SlowLog::new(0, 10);
         let mut d = ClientState {
             id: 11,
             addr: "5.6.7.8:9".into(),
