@@ -367,7 +367,8 @@ fn s4_adopted_loops_served_while_the_lent_loops_script_spins() {
 /// watchdog may give the second loop back before the hub's next turn (it
 /// still sees the first script's turn), and the second script then runs
 /// on that loop's own thread. On the binary before the fix, 7 of 12 runs
-/// failed; each test makes [`ATTEMPTS`] runs on fresh servers.
+/// failed; each test makes [`ATTEMPTS`] runs on fresh servers (3 of 4
+/// tests failed then).
 fn borrowers_loop_served_while_another_loops_script_spins(nshards: usize) {
     for _ in 0..ATTEMPTS {
         borrowers_loop_served_once(nshards);
@@ -401,6 +402,9 @@ fn borrowers_loop_served_once(nshards: usize) {
     for (k, v) in [(&x, "x"), (&y, "y"), (&z, "z"), (&w, "w")] {
         assert_eq!(near.cmd_str(&["SET", k, v]), b"+OK\r\n");
     }
+    // The connections tried to find those (hundreds at 8 shards) may
+    // have spread the hub for a while: every shard on it again.
+    common::wait_shard_threads(&s, 1);
     // Copies the second loop's key to another database (an effect no
     // take-back undoes: the run is final, in place, that loop pinned),
     // then spins until the clock's second has changed once or twice (Lua
@@ -417,6 +421,11 @@ fn borrowers_loop_served_once(nshards: usize) {
         z.as_bytes(),
     ]));
     wait_busy_key(&mut near, &y);
+    assert_eq!(
+        show(&near.cmd_str(&["GET", &x])),
+        show(&bulk("x")),
+        "{nshards} shards: the own loop is lent"
+    );
     // The own loop, lent to the first script's thread: its client's
     // script runs there and outlasts the first.
     own.send(&encode_command(&[

@@ -339,11 +339,13 @@ fn serve_while_away(
 /// borrower's loop, whose thread is busy and which the watchdog leaves
 /// with the hub ([`Hosts::borrowing`]), would wait for a script that does
 /// not hold its shard (issue 23 point 5); on its own thread that script
-/// stalls only its loop. The round they leave was stuck anyway (a loan
-/// follows a script past `busy-reply-threshold`), and the hub gives its
-/// loops back after such a round (`Host::check_burst`). A seat held (a
-/// pin) is left, as the watchdog leaves it; entries leave `adopted` at
-/// the next pass over it.
+/// stalls only its loop. Most often none is left: a loan follows a
+/// script past `busy-reply-threshold`, and the watchdog gave back the
+/// loops of that stuck turn it could take (not those the script pinned),
+/// as the hub gives back the rest after a round found stuck
+/// (`Host::check_burst`); those given back here come back as those do
+/// (after their hold). A seat held (a pin) is left, as the watchdog
+/// leaves it; entries leave `adopted` at the next pass over it.
 fn give_back_free(hosts: &Hosts, hub: usize, adopted: &[Adopted]) {
     let now = Instant::now();
     for a in adopted {
