@@ -289,6 +289,7 @@ fn valid_attr(v: &[u8]) -> bool {
 fn set_name(c: &mut ConnCtx<'_>, name: &[u8]) -> Result<(), CmdError> {
     check_name(name)?;
     c.client.name = (!name.is_empty()).then(|| name.to_vec());
+    c.server.ops.slowlog.renamed(c.client);
     Ok(())
 }
 
@@ -389,7 +390,9 @@ fn reset(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     cl.acl = crate::acl::ClientAcl::of(c.server.acl.default_user());
     cl.db = 0;
     cl.resp3 = false;
-    cl.name = None;
+    if cl.name.take().is_some() {
+        c.server.ops.slowlog.renamed(cl);
+    }
     // Redis clears REPLY_OFF and SKIP_NEXT but not the skip of this very
     // command (CLIENT REPLY SKIP; RESET sends nothing).
     if cl.reply_mode != ReplyMode::Skipping {

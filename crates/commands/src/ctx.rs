@@ -433,6 +433,12 @@ pub struct ClientMem {
     biggest: Box<[AtomicU64]>,
     /// Clients disconnected by client eviction (INFO `evicted_clients`).
     pub evicted: AtomicU64,
+    /// Per loop: its connections' bytes (CLIENT LIST's `tot-mem` summed)
+    /// and how many, as of its last cron ([`ClientMem::publish_conns`]),
+    /// whatever `maxmemory-clients`: what a script's MEMORY STATS counts
+    /// of the loops its run cannot visit (Redis's `clients.normal` is
+    /// its clients cron's figure too).
+    conns: Box<[(AtomicU64, AtomicU64)]>,
 }
 
 impl ClientMem {
@@ -442,7 +448,25 @@ impl ClientMem {
             total: zeros(),
             biggest: zeros(),
             evicted: AtomicU64::new(0),
+            conns: (0..threads)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
         }
+    }
+
+    /// Loop `id`'s connections: their bytes and how many (at its cron).
+    pub fn publish_conns(&self, id: usize, bytes: u64, n: u64) {
+        if let Some((b, c)) = self.conns.get(id) {
+            b.store(bytes, Ordering::Relaxed);
+            c.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// What loop `id` published last ([`ClientMem::publish_conns`]).
+    pub fn conns_of(&self, id: usize) -> (u64, u64) {
+        self.conns.get(id).map_or((0, 0), |(b, c)| {
+            (b.load(Ordering::Relaxed), c.load(Ordering::Relaxed))
+        })
     }
 
     /// Stores `thread`'s total and biggest evictable client; returns every

@@ -34,18 +34,46 @@
 //! thread, which takes its worker back only then: its clients would wait
 //! for a script that does not hold their shard (issue 23 point 5). So
 //! the hub never waits for the recall: until its worker is let go, it
-//! serves its adopted loops in rounds of their own
-//! (`round::serve_while_away`: its own loop's shard is the script's,
-//! `-BUSY` on every thread while that is published), the watchdog
+//! serves its adopted loops (the borrower's: the others go back to
+//! their threads) in rounds of their own (`round::serve_while_away`:
+//! its own loop's shard is the script's, `-BUSY` on every thread while
+//! that is published), the watchdog
 //! leaves a borrower's worker with the hub ([`Hosts::borrowing`]), and
 //! the hub takes no worker handed to it meanwhile (`Slot::own_away`: one
 //! handed before waits for no loan, the watchdog gives it back). While
 //! lent, the own worker's set (doorbell, listeners) is out of the hub's
 //! set, whose waits would otherwise not sleep while it stays ready. A
 //! script of those loops that runs long lends the own worker again once
-//! it is back. No loop waits for another for good: a call of that script
-//! to a shard the hub holds restarts it (an undeclared key) from the
-//! loop's next iteration, after the loan (tests/busy_hub.rs).
+//! it is back.
+//!
+//! A loan follows the stuck turn: when another adopted loop's script runs
+//! long while the own worker is still lent to an earlier script's thread
+//! (in the same round, or while the hub serves its loops without it), that
+//! script's first busy pass asks the worker back and a later pass lends it
+//! to its own thread once let go (`HubLender::loan_own`). Left with the
+//! first borrower, it would keep that thread from its own loop, which the
+//! watchdog leaves with the hub while its thread borrows: that loop's
+//! clients would wait for a script that does not hold their shard (issue
+//! 23 point 5). Once let go, the watchdog gives that loop back to its
+//! thread as any other loop of the stuck round. And while the hub serves
+//! its loops without its own (the borrower runs a long command of the own
+//! loop's client, which it cannot let go), it first gives back every
+//! adopted loop but the borrower's (`round::give_back_free`): a script of
+//! theirs that ran long in those rounds would otherwise hold the hub and
+//! with it the borrower's loop (before: that loop's clients got no reply
+//! until one of the two scripts ended, tests/busy_hub.rs).
+//!
+//! Still possible: a second adopted loop's script running long in the
+//! same round as the first (a loop the watchdog had not taken yet: a seat
+//! the first script pinned) while the borrower runs such a long command
+//! of the own loop's client: the borrower's loop then waits for one of
+//! the two scripts to end (no thread is free to run it: the stuck turn's
+//! thread is the only idle one, and it runs only its own worker or a hub's
+//! own).
+//!
+//! No loop waits for another for good: a call of a borrower's script to
+//! a shard the hub holds restarts it (an undeclared key) from the loop's
+//! next iteration, after the loan (tests/busy_hub.rs).
 //!
 //! Not lent (served from the hook in busy mode as before, `-BUSY`): a
 //! worker a run in place pinned (the script holds its shard), or a hub
@@ -73,9 +101,9 @@ use super::Hosts;
 pub(super) struct Loan {
     /// The lent worker, null while none is: set by the lender, cleared by
     /// the borrower once it has let it go.
-    worker: AtomicPtr<Worker>,
+    pub(super) worker: AtomicPtr<Worker>,
     /// The lender wants it back.
-    recall: AtomicBool,
+    pub(super) recall: AtomicBool,
     /// The lending hub (its thread is woken when the worker is let go).
     from: AtomicUsize,
 }

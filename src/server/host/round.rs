@@ -228,8 +228,23 @@ impl worker::Lender for HubLender<'_> {
         // served its other loops for the borrower's long command, see
         // `Host::step_shared`): then taken back and lent to this turn's
         // thread, not left idle and unserved behind this turn's script.
-        if self.loaned.get().is_some() && !self.took_back_own() {
-            return true;
+        // Lent to another thread than this turn's (an earlier script of
+        // the round lent it; this one is another adopted loop's): asked
+        // back now, and lent here once let go (a later pass). Left with
+        // that thread, it would keep it from its own loop, which the
+        // watchdog leaves with the hub (`Hosts::borrowing`): that loop's
+        // clients would wait for this script, which does not hold their
+        // shard (issue 23 point 5). Once let go, the watchdog gives that
+        // loop back to its thread as any other of this stuck round's.
+        if let Some((to, _)) = self.loaned.get() {
+            let back = if to == self.turn.get() {
+                self.took_back_own()
+            } else {
+                self.take_back_own()
+            };
+            if !back {
+                return true;
+            }
         }
         let (w, to) = (self.own.get(), self.turn.get());
         if w.is_null() || self.own_pinned.get() || to >= self.hosts.slots.len() || to == self.hub {
@@ -313,6 +328,45 @@ fn serve_while_away(
     });
     lender.turn.set(usize::MAX);
     served
+}
+
+/// Gives back to their threads the loops hub `hub` adopted whose
+/// threads are free (not running its lent own worker), as the watchdog
+/// gives back a stuck hub's: at the start of [`serve_while_away`], whose
+/// rounds last until the borrower's long command ends. Only the
+/// borrower's loop stays (its thread cannot take it before): a script of
+/// another loop that ran long in those rounds would hold the hub, and the
+/// borrower's loop, whose thread is busy and which the watchdog leaves
+/// with the hub ([`Hosts::borrowing`]), would wait for a script that does
+/// not hold its shard (issue 23 point 5); on its own thread that script
+/// stalls only its loop. Most often none is left: a loan follows a
+/// script past `busy-reply-threshold`, and the watchdog gave back the
+/// loops of that stuck turn it could take (not those the script pinned),
+/// as the hub gives back the rest after a round found stuck
+/// (`Host::check_burst`); those given back here come back as those do
+/// (after their hold). A seat held (a pin) is left, as the watchdog
+/// leaves it; entries leave `adopted` at the next pass over it.
+fn give_back_free(hosts: &Hosts, hub: usize, adopted: &[Adopted]) {
+    let now = Instant::now();
+    for a in adopted {
+        if hosts.borrowing(a.id) {
+            continue;
+        }
+        {
+            let Ok(mut seat) = hosts.seats[a.id].try_lock() else {
+                continue;
+            };
+            if seat.back || seat.worker.is_none() {
+                continue;
+            }
+            seat.back = true;
+        }
+        crate::log::verbose(format_args!(
+            "Shard {} back on its own thread: thread {hub} waits for its own loop, lent to a long command",
+            a.id
+        ));
+        hosts.returned(hub, a.id, now, true);
+    }
 }
 
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
@@ -461,10 +515,14 @@ impl Host {
             lender.turn.set(usize::MAX);
             // The own worker, lent away, comes back after its borrower's
             // current iteration; while that runs long (a script of one of
-            // its clients), the hub serves its adopted loops meanwhile.
+            // its clients), the hub serves its adopted loops meanwhile:
+            // the borrower's, and none other (`give_back_free`).
             let mut away: Option<Wakeups> = None;
             while !lender.take_back_own() {
-                let w = away.get_or_insert_with(Wakeups::default);
+                let w = away.get_or_insert_with(|| {
+                    give_back_free(hosts, self.id, adopted);
+                    Wakeups::default()
+                });
                 let turns = (&**hosts, self.id, &lender);
                 own_served |= serve_while_away(turns, adopted, outer, events, w, led);
             }
@@ -557,4 +615,73 @@ fn wait(fd: &OwnedFd, timeout: Duration, w: &mut Wakeups) -> bool {
     });
     buf.sort_unstable_by_key(|e| e.u64);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::server::worker::Lender;
+
+    /// A hub's own worker lent to the thread of the first adopted loop
+    /// whose script ran long moves to the thread of the next one's (the
+    /// stuck turn) once let go: left with the first, that thread could not
+    /// take its own loop back (the watchdog leaves a borrower's loop with
+    /// the hub), and that loop's clients waited for the second script,
+    /// which does not hold their shard. Before, the second script's busy
+    /// passes found the worker lent and never asked it back.
+    #[test]
+    fn a_loan_moves_to_the_thread_of_the_stuck_turn() {
+        let hosts = Hosts::new(3, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)));
+        let mut c = crate::server::worker::testing::Cluster::new(3);
+        let mut own = Box::new(c.workers.remove(0));
+        let outer = None;
+        let lender = HubLender {
+            hosts: &hosts,
+            hub: 0,
+            own: std::cell::Cell::new(&mut *own),
+            pinned: std::cell::RefCell::new(Vec::new()),
+            own_pinned: std::cell::Cell::new(false),
+            turn: std::cell::Cell::new(1),
+            loaned: std::cell::Cell::new(None),
+            outer: &outer,
+        };
+        // Loop 1's script is busy: lent to thread 1.
+        assert!(lender.loan_own());
+        assert!(hosts.borrowing(1));
+        assert!(hosts.slots[0].own_away.load(Ordering::Relaxed));
+        // Later passes of the same script leave it there.
+        assert!(lender.loan_own());
+        assert!(!hosts.loans[1].recall.load(Ordering::Relaxed));
+        // Loop 2's script is busy while thread 1 still has it: asked back.
+        lender.turn.set(2);
+        assert!(lender.loan_own());
+        assert!(
+            hosts.loans[1].recall.load(Ordering::Relaxed),
+            "the worker lent to thread 1 is asked back"
+        );
+        assert!(hosts.borrowing(1), "not let go yet");
+        assert!(lender.loan_own());
+        assert!(!hosts.borrowing(2));
+        // Thread 1 lets it go (as `Hosts::serve_loan` does after its
+        // iteration): the next pass lends it to thread 2.
+        hosts.loans[1]
+            .worker
+            .store(std::ptr::null_mut(), Ordering::Release);
+        assert!(lender.loan_own());
+        assert!(!hosts.borrowing(1), "thread 1 may take its own loop back");
+        assert!(hosts.borrowing(2));
+        assert_eq!(lender.loaned.get().map(|(to, _)| to), Some(2));
+        assert!(hosts.slots[0].own_away.load(Ordering::Relaxed));
+        // The round's end takes it back from thread 2.
+        lender.turn.set(usize::MAX);
+        assert!(!lender.take_back_own());
+        hosts.loans[2]
+            .worker
+            .store(std::ptr::null_mut(), Ordering::Release);
+        assert!(lender.take_back_own());
+        assert!(!hosts.slots[0].own_away.load(Ordering::Relaxed));
+        assert_eq!(lender.own.get(), &mut *own as *mut Worker);
+    }
 }

@@ -318,6 +318,7 @@ impl<'a> Door<'a> {
         };
         log::verbose(format_args!("Accepted {}", client.addr));
         server.tracking.connected(client.id, client.home);
+        server.ops.slowlog.connected(&client);
         self.conns.slots[slot] = Some(Box::new(Conn::new(stream, self.conns.gens[slot], client)));
         Some(slot)
     }

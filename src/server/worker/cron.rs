@@ -212,9 +212,14 @@ impl Worker {
         let now_s = now_ms / 1000;
         self.conns.peaks.sample(now_s, 0, 0);
         let mut over = Vec::new();
+        // This loop's connections' bytes, for the scripts that cannot
+        // visit them (see `ClientMem::publish_conns`).
+        let (mut conn_bytes, mut conns) = (0u64, 0u64);
         for (slot, c) in self.conns.slots.iter_mut().enumerate() {
             let Some(c) = c.as_mut() else { continue };
             memory::resize_buffers(c, now_ms);
+            conn_bytes += c.mem_total() as u64;
+            conns += 1;
             let out = c.obuf_bytes();
             self.conns
                 .peaks
@@ -225,6 +230,7 @@ impl Worker {
                 over.push(slot);
             }
         }
+        (self.core.server.client_mem).publish_conns(self.core.id, conn_bytes, conns);
         for slot in over {
             self.close_conn(slot);
         }

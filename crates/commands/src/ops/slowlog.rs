@@ -12,18 +12,31 @@
 //!
 //! An entry is written where its command ran, which may be another thread
 //! than its client's: it names the client by id, and by address and name
-//! when the client is at hand (commands run on the home thread). SLOWLOG
-//! GET asks every thread for the address and name of the clients it does
-//! not know yet, and a client that disconnects first leaves them in its
-//! entries ([`SlowLog::forget_client`]).
+//! as Redis's entries do (Redis copies them into the entry when it writes
+//! it): from the client at hand (commands run on the home thread), else
+//! from the log's directory of connected clients ([`SlowLog::connected`],
+//! kept by their home threads at accept, name changes and close). So
+//! SLOWLOG GET needs no other thread, which a script that does not hold
+//! every shard cannot ask (it may not wait for other threads: one may be
+//! waiting for the script's shard). Rejected: looking the labels up at
+//! GET time on every thread (what was done: a script saw only the loops
+//! its run reached), and a reference to the label carried by every hop
+//! (an atomic count per request, for a cold path). The directory costs a
+//! write lock and an insert per connection at accept and at close (as
+//! `tracking`'s), and about 100 bytes per connection. An entry written
+//! after its client left (a command still running elsewhere) or for a
+//! client not in the directory (a replication link) is labeled when found
+//! at GET, as before, or left empty: SLOWLOG GET asks every thread for
+//! the clients it does not know yet, and a client that disconnects first
+//! leaves its label in its entries ([`SlowLog::forget_client`]).
 //!
 //! Arguments are kept as Redis keeps them: at most 32 (the last says how
 //! many more there were), each at most 128 bytes (then how many more), and
 //! passwords replaced by `(redacted)` ([`redacted`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use resp::{Args, Reply};
 
@@ -62,6 +75,9 @@ pub struct SlowLog {
     unlabeled: AtomicUsize,
     next_id: AtomicU64,
     entries: Mutex<VecDeque<Entry>>,
+    /// The address and name of each connected client, by id (see the
+    /// module documentation). Never held with `entries`.
+    labels: RwLock<HashMap<u64, Label>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -160,7 +176,39 @@ impl SlowLog {
             unlabeled: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             entries: Mutex::new(VecDeque::new()),
+            labels: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Client `c` connected: entries of its commands written on other
+    /// threads carry its address and name.
+    pub fn connected(&self, c: &ClientState) {
+        let label = label_of(c);
+        self.labels
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(c.id, label);
+    }
+
+    /// Client `c` changed its name (CLIENT SETNAME, HELLO SETNAME,
+    /// RESET): later entries carry the new one.
+    pub fn renamed(&self, c: &ClientState) {
+        let mut labels = self
+            .labels
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(l) = labels.get_mut(&c.id) {
+            l.1 = c.name.clone().unwrap_or_default();
+        }
+    }
+
+    /// The address and name of connected client `id`.
+    fn label(&self, id: u64) -> Option<Label> {
+        self.labels
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .cloned()
     }
 
     /// Whether commands are logged at all.
@@ -180,7 +228,8 @@ impl SlowLog {
     pub fn push(&self, name: &str, args: Args<'_>, us: u64, client: u64, label: Option<Label>) {
         let label = match (client, label) {
             (SCRIPT_CLIENT, _) => Some(("?:0".to_string(), Vec::new())),
-            (_, l) => l,
+            (_, Some(l)) => Some(l),
+            (id, None) => self.label(id),
         };
         let argv = argv_of(name, args);
         let time_s = engine::now_ms() / 1000;
@@ -224,9 +273,14 @@ impl SlowLog {
         lock(&self.entries).iter().take(n).cloned().collect()
     }
 
-    /// Client `c` is going away: its entries keep its address and name.
-    /// One relaxed load when every entry has them.
+    /// Client `c` is going away: it leaves the directory, and its entries
+    /// keep its address and name. One relaxed load when every entry has
+    /// them.
     pub fn forget_client(&self, c: &ClientState) {
+        self.labels
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&c.id);
         if self.unlabeled.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -482,6 +536,25 @@ mod tests {
             .newest(10)
             .iter()
             .all(|e| e.label.as_ref().unwrap().0 == "1.2.3.4:5"));
+        // A connected client's entries written away from it are labeled
+        // at once, with its name of then.
+        let log = SlowLog::new(0, 10);
+        let mut d = ClientState {
+            id: 11,
+            addr: "5.6.7.8:9".into(),
+            ..Default::default()
+        };
+        log.connected(&d);
+        log.push("get", o.args(), 8, 11, None);
+        d.name = Some(b"n".to_vec());
+        log.renamed(&d);
+        log.push("get", o.args(), 9, 11, None);
+        log.forget_client(&d);
+        log.push("get", o.args(), 10, 11, None);
+        let e = log.newest(3);
+        assert_eq!(e[2].label, Some(("5.6.7.8:9".to_string(), Vec::new())));
+        assert_eq!(e[1].label, Some(("5.6.7.8:9".to_string(), b"n".to_vec())));
+        assert_eq!(e[0].label, None, "gone: found at GET, or empty");
         assert!(log.wants(0));
         log.threshold_us.store(-1, Ordering::Relaxed);
         assert!(!log.wants(1 << 40));

@@ -614,18 +614,18 @@ pub fn lend_desk<R>(desk: &mut dyn BusyServe, home: usize, f: impl FnOnce() -> R
 }
 
 /// Visits the connections of the loop whose desk is lent to this thread's
-/// running script, if any ([`BusyServe::for_each_client`]).
+/// running script, if any ([`BusyServe::for_each_client`]); returns that
+/// loop's id.
 pub(crate) fn for_each_home_client(
     f: &mut dyn FnMut(&crate::ClientState, &crate::coord::ClientIo),
-) {
-    let Some(desk) = DESK.with(|d| d.get()) else {
-        return;
-    };
+) -> Option<usize> {
+    let desk = DESK.with(|d| d.get())?;
     // SAFETY: set by `lend_desk`, whose borrow is alive (see there). The
     // script calls this between hook calls (a pass takes the desk out of
     // its slot while it serves), so nothing else uses the desk meanwhile,
     // and this shared reference ends with the call.
     unsafe { desk.as_ref().for_each_client(f) };
+    DESK_HOME.with(|d| d.get())
 }
 
 /// Serves the lent desk once, if any (from the hook of a published run).

@@ -1453,12 +1453,8 @@ impl Run<'_, '_> {
                     let (mut visit, stats) = self.visit_shards();
                     crate::server::info_from_script(ops, &mut *visit, stats, args, out)
                 } else {
-                    // The connections' buffers, read on their loops.
-                    let mut buffers = (0u64, 0u64);
-                    self.for_each_client(&mut |_, io| {
-                        buffers.0 += io.tot_mem as u64;
-                        buffers.1 += 1;
-                    });
+                    // Every loop's connections (see `client_buffers`).
+                    let buffers = self.client_buffers();
                     let (mut visit, _) = self.visit_shards();
                     let full = registry().full_name(r.id);
                     crate::memory::from_script(ops, &mut *visit, buffers, full, out)
@@ -1468,8 +1464,9 @@ impl Run<'_, '_> {
                 }
                 self.record(r, args, started, false);
             }
-            // SLOWLOG GET: its entries' clients are looked up on every
-            // loop, which the run holds (as for INFO below).
+            // SLOWLOG GET: entries carry their clients' labels (see
+            // `ops::slowlog`); those written without are looked up on
+            // every loop, which the run holds if it can (as for INFO).
             Exec::Coord(_) if registry().full_name(r.id) == "slowlog|get" => {
                 if self.ctx.nshards > 1 && !self.hold_every_shard() && self.every_again() {
                     return Err(mlua::Error::external(ReplyError(

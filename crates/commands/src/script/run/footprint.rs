@@ -216,8 +216,10 @@ impl Run<'_, '_> {
         (Box::new(visit), &self.stats)
     }
 
-    /// Visits the connections a server-wide call from the script (SLOWLOG
-    /// GET, MEMORY STATS) reports: its own loop's (lent to the script:
+    /// Visits the connections a server-wide call from the script reports
+    /// (SLOWLOG GET, for entries written without their client's label;
+    /// MEMORY STATS when the run holds every shard, else see
+    /// [`Run::client_buffers`]): its own loop's (lent to the script:
     /// every one but its sender's, out of its slot meanwhile), its sender
     /// when it is lent to the run (`ctx::Sender`: its figures but its
     /// buffers' total are zero), and every other loop's when the run holds
@@ -247,6 +249,45 @@ impl Run<'_, '_> {
                 p.with_clients(s, &mut |c| c.for_each(f));
             }
         }
+    }
+
+    /// The bytes and number of the connections MEMORY STATS counts in
+    /// `clients.normal` from the script: every loop's, as Redis counts
+    /// every client. Read live where the run reaches them (every loop's
+    /// when it holds every shard; else the loop whose desk it was lent,
+    /// and its sender when that is its loop's, out of its slot: see
+    /// [`Run::for_each_client`]); for every other loop, what that loop
+    /// published at its last cron (`ClientMem::conns_of`: a sender of
+    /// another loop is in its figure), since the run may not wait for
+    /// another thread (one may wait for the script's shard). Redis's own
+    /// figure is its clients cron's too.
+    pub(super) fn client_buffers(&mut self) -> (u64, u64) {
+        let mut sum = (0u64, 0u64);
+        let mut add = |_: &crate::ClientState, io: &crate::coord::ClientIo| {
+            sum.0 += io.tot_mem as u64;
+            sum.1 += 1;
+        };
+        let every = !self.scratch && self.ctx.in_place.is_some() && self.hold_every_shard();
+        if every {
+            self.for_each_client(&mut add);
+            return sum;
+        }
+        let home = super::super::busy::for_each_home_client(&mut add);
+        if let Some(s) = self.ctx.sender {
+            if home == Some(usize::from(s.client.home.thread)) {
+                sum.0 += s.mem_bytes as u64;
+                sum.1 += 1;
+            }
+        }
+        let server = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade);
+        if let Some(server) = server {
+            for l in (0..self.ctx.nshards).filter(|&l| Some(l) != home) {
+                let (bytes, n) = server.client_mem.conns_of(l);
+                sum.0 += bytes;
+                sum.1 += n;
+            }
+        }
+        sum
     }
 
     /// SLOWLOG GET from the script, its entries' clients looked up on the
