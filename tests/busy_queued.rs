@@ -16,37 +16,33 @@
 //!   script's block makes to a watched key afterwards dooms the watcher's
 //!   EXEC, as in Redis.
 //!
-//! Layouts with the shards apart (one thread each: the locks are real).
-//! Replies are compared with a real redis-server 7.0 when one is
+//! Every layout: shards apart (one thread each: the locks are real) and
+//! consolidated on one thread (a script over several shards runs in
+//! place there, pinning their loops), 2 and 16 shards. Replies are compared with a real redis-server 7.0 when one is
 //! installed. Every wait is bounded (5 s reply timeouts).
 
 mod common;
 
 use std::time::Duration;
 
-use common::{encode_command, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL};
+use common::busy::{check, on_shard as conn_on, replies, EXECABORT_BUSY, KEYS_SPIN, SPIN};
+use common::{encode_command, key_on, wait_busy, Layout, Server, BUSY_EVAL};
 
-const KEYS_SPIN: &str = "redis.call('keys', '*') while true do end";
-const SPIN: &str = "while true do end";
-const EXECABORT_BUSY: &[u8] = b"-EXECABORT Transaction discarded because of: BUSY Redis is busy \
-running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const THRESHOLD_MS: u64 = 300;
 
-fn conn_on(s: &Server, i: usize, nshards: usize) -> RawConn {
-    let mut c = common::connection_on(s, &key_on(i, nshards, "home"));
-    c.set_reply_timeout(Duration::from_secs(5));
-    c
-}
-
-fn tessera(nshards: usize) -> Server {
-    Layout::new(nshards, false).tessera(&["--busy-reply-threshold", "300"])
+/// Tessera in `layout`; consolidated, once every shard is on one thread
+/// (where a script over several shards runs in place, pinning their
+/// loops, instead of under the transaction layer's locks).
+fn tessera(layout: Layout) -> Server {
+    let s = common::busy::tessera(layout, THRESHOLD_MS);
+    if layout.consolidated && !common::testing_real_redis() {
+        common::wait_shard_threads(&s, 1);
+    }
+    s
 }
 
 fn redis() -> Option<Server> {
-    if !common::redis_available() || common::testing_real_redis() {
-        eprintln!("redis-server not installed: not compared");
-        return None;
-    }
-    Some(Server::redis(&["--busy-reply-threshold", "300"]))
+    common::busy::redis(THRESHOLD_MS)
 }
 
 /// A script on every shard starts (home shard 0); while it runs, before
@@ -105,8 +101,9 @@ fn queued_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn queued(nshards: usize) {
-    let s = tessera(nshards);
+fn queued(layout: Layout) {
+    let nshards = layout.shards;
+    let s = tessera(layout);
     let got = queued_scenario(&s, nshards);
     let mut want: Vec<&[u8]> = vec![
         b"+OK\r\n",
@@ -128,26 +125,10 @@ fn queued(nshards: usize) {
         b"+QUEUED\r\n",
         b"*2\r\n:3\r\n:2\r\n",
     ]);
-    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
-    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
-    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    check(&got, &replies(&want), &layout.to_string());
     if let Some(r) = redis() {
-        assert_eq!(
-            esc(&queued_scenario(&r, nshards)),
-            esc(&got),
-            "as redis-server"
-        );
+        check(&queued_scenario(&r, nshards), &got, "as redis-server");
     }
-}
-
-#[test]
-fn queued_transactions_get_busy_s2_apart() {
-    queued(2);
-}
-
-#[test]
-fn queued_transactions_get_busy_s16_apart() {
-    queued(16);
 }
 
 /// A spinning script inside MULTI/EXEC (home shard 0) followed by a SET of
@@ -190,8 +171,9 @@ fn watch_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn watch(nshards: usize) {
-    let s = tessera(nshards);
+fn watch(layout: Layout) {
+    let nshards = layout.shards;
+    let s = tessera(layout);
     let got = watch_scenario(&s, nshards);
     let want: Vec<&[u8]> = vec![
         b"+OK\r\n",
@@ -209,26 +191,10 @@ fn watch(nshards: usize) {
         b"+QUEUED\r\n",
         b"*1\r\n$1\r\n1\r\n",
     ];
-    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
-    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
-    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    check(&got, &replies(&want), &layout.to_string());
     if let Some(r) = redis() {
-        assert_eq!(
-            esc(&watch_scenario(&r, nshards)),
-            esc(&got),
-            "as redis-server"
-        );
+        check(&watch_scenario(&r, nshards), &got, "as redis-server");
     }
-}
-
-#[test]
-fn watch_beside_a_busy_block_s2_apart() {
-    watch(2);
-}
-
-#[test]
-fn watch_beside_a_busy_block_s16_apart() {
-    watch(16);
 }
 
 /// Reaches every shard (KEYS), spins `ARGV[1]` microseconds (calling
@@ -278,8 +244,9 @@ fn every_watch_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn every_watch(nshards: usize) {
-    let s = tessera(nshards);
+fn every_watch(layout: Layout) {
+    let nshards = layout.shards;
+    let s = tessera(layout);
     let got = every_watch_scenario(&s, nshards);
     let want: Vec<&[u8]> = vec![
         BUSY_EVAL,
@@ -294,24 +261,10 @@ fn every_watch(nshards: usize) {
         b"+QUEUED\r\n",
         b"*1\r\n+PONG\r\n",
     ];
-    let esc = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| common::escape(r, 300)).collect() };
-    let want: Vec<Vec<u8>> = want.into_iter().map(<[u8]>::to_vec).collect();
-    assert_eq!(esc(&got), esc(&want), "{nshards} shards");
+    check(&got, &replies(&want), &layout.to_string());
     if let Some(r) = redis() {
-        assert_eq!(
-            esc(&every_watch_scenario(&r, nshards)),
-            esc(&got),
-            "as redis-server"
-        );
+        check(&every_watch_scenario(&r, nshards), &got, "as redis-server");
     }
 }
 
-#[test]
-fn watch_beside_a_busy_script_on_every_shard_s2_apart() {
-    every_watch(2);
-}
-
-#[test]
-fn watch_beside_a_busy_script_on_every_shard_s16_apart() {
-    every_watch(16);
-}
+per_layout!(queued, watch, every_watch);
