@@ -14,7 +14,13 @@
 //!   script's transaction, is answered `+OK` at once (Redis: WATCH is
 //!   allow-busy), from a loop other than the script's; a write the
 //!   script's block makes to a watched key afterwards dooms the watcher's
-//!   EXEC, as in Redis.
+//!   EXEC, as in Redis. So from the script's own loop too (its desk sends
+//!   the WATCH's jobs to the free loops and waits for them), and the
+//!   block's commands after the script, on other shards, run after it, so
+//!   after such WATCHes (`multi`).
+//! * A transaction withdrawn at a shard the script's block locks, which
+//!   holds a lock on the script's own shard, is answered `-BUSY` at once:
+//!   the script's loop drops that lock without waiting for the script.
 //!
 //! Every layout: shards apart (one thread each: the locks are real) and
 //! consolidated on one thread (a script over several shards runs in
@@ -267,4 +273,160 @@ fn every_watch(layout: Layout) {
     }
 }
 
-per_layout!(queued, watch, every_watch);
+/// A spinning script inside MULTI/EXEC (home shard 0) followed by a SET
+/// of a key `a` of the last shard (a block that does not lock every
+/// shard). While the script is busy, a client of the script's own loop
+/// WATCHes `a` (its shard is the block's, its loop free): `+OK` at once,
+/// not at the script's end; so does a client of the last shard's loop.
+/// The block's SET of `a` comes after the script, so after both WATCHes,
+/// as in Redis: both EXECs fail. (It ran beside the script before, so
+/// before those WATCHes: both EXECs ran.)
+fn own_loop_watch_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let last = nshards - 1;
+    let a = key_on(last, nshards, "a");
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut near = conn_on(s, 0, nshards);
+    let mut far = conn_on(s, last, nshards);
+    let mut killer = conn_on(s, last, nshards);
+    let mut got = Vec::new();
+    got.push(spin.cmd_str(&["MULTI"]));
+    got.push(spin.cmd_str(&["EVAL", SPIN, "0"]));
+    got.push(spin.cmd_str(&["SET", &a, "1"]));
+    spin.send(&encode_command(&[b"EXEC"]));
+    got.push(wait_busy(&mut near));
+    // Answered while the script runs (5 s reply timeout; it spins until
+    // killed).
+    got.push(near.cmd_str(&["WATCH", &a]));
+    got.push(far.cmd_str(&["WATCH", &a]));
+    got.push(near.cmd_str(&["PING"]));
+    got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
+    let exec = spin.read_reply();
+    assert!(
+        exec.starts_with(b"*2\r\n-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    assert!(
+        exec.ends_with(b"+OK\r\n"),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    for c in [&mut near, &mut far] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["GET", &a]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    got
+}
+
+fn own_loop_watch(layout: Layout) {
+    let nshards = layout.shards;
+    let s = tessera(layout);
+    let got = own_loop_watch_scenario(&s, nshards);
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*-1\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"*-1\r\n",
+    ];
+    check(&got, &replies(&want), &layout.to_string());
+    if let Some(r) = redis() {
+        check(
+            &own_loop_watch_scenario(&r, nshards),
+            &got,
+            "as redis-server",
+        );
+    }
+}
+
+/// Reads `KEYS[1]` and spins `ARGV[1]` microseconds (calling TIME), below
+/// the threshold: never busy.
+const READ_THEN_WAIT: &str = "redis.call('get', KEYS[1]) \
+     local function now() local t = redis.call('time') return t[1] * 1000000 + t[2] end \
+     local t0 = now() while now() - t0 < tonumber(ARGV[1]) do end return 1";
+
+/// A transaction that holds a lock on the busy script's own shard when it
+/// is withdrawn at another shard gets its `-BUSY` at once, not at the
+/// script's end. A block (home shard 0) reads `b` of shard 1 for 150 ms,
+/// then spins on shard 0, then reads `b` again (it holds `b` until after
+/// the spin). Meanwhile an MSET of `x` (shard 0) and `b`,
+/// from a client of a third loop, takes `x`'s lock on shard 0 and waits
+/// at shard 1 behind the block's. Once the spin is busy, shard 1's loop
+/// withdraws it: its release of shard 0 must not wait there. After
+/// SCRIPT KILL nothing of it was applied; the locks are whole again.
+fn held_release_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let (x, b) = (key_on(0, nshards, "x"), key_on(1, nshards, "b"));
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut mset = conn_on(s, 2, nshards);
+    let mut ping = conn_on(s, 3, nshards);
+    let mut killer = conn_on(s, 3, nshards);
+    let mut got = vec![
+        spin.cmd_str(&["MULTI"]),
+        spin.cmd_str(&["EVAL", READ_THEN_WAIT, "1", &b, "150000"]),
+        spin.cmd_str(&["EVAL", SPIN, "0"]),
+        // The block holds `b` until after the spin.
+        spin.cmd_str(&["GET", &b]),
+    ];
+    spin.send(&encode_command(&[b"EXEC"]));
+    // While the block reads `b`, before its spin starts.
+    std::thread::sleep(Duration::from_millis(50));
+    common::send_str(&mut mset, &["MSET", &x, "m", &b, "m"]);
+    got.push(wait_busy(&mut ping));
+    // Answered while the script still runs.
+    got.push(mset.read_reply());
+    got.push(killer.cmd_str(&["SCRIPT", "KILL"]));
+    let exec = spin.read_reply();
+    assert!(
+        exec.starts_with(b"*3\r\n:1\r\n-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    assert!(
+        exec.ends_with(b"$-1\r\n"),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    got.push(ping.cmd_str(&["MGET", &x, &b]));
+    got.push(mset.cmd_str(&["MSET", &x, "1", &b, "2"]));
+    got.push(ping.cmd_str(&["MGET", &x, &b]));
+    got
+}
+
+/// At 16 shards apart only: the MSET's home must be a third loop, free,
+/// and the locks real (consolidated on one thread, the script runs in
+/// place and nothing waits behind it on another loop).
+#[test]
+fn withdrawn_transactions_release_the_scripts_shard_later_s16_apart() {
+    let layout = Layout::new(16, false);
+    let s = tessera(layout);
+    let got = held_release_scenario(&s, 16);
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        BUSY_EVAL,
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"*2\r\n$-1\r\n$-1\r\n",
+        b"+OK\r\n",
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n",
+    ];
+    check(&got, &replies(&want), &layout.to_string());
+    if let Some(r) = redis() {
+        check(&held_release_scenario(&r, 16), &got, "as redis-server");
+    }
+}
+per_layout!(queued, watch, every_watch, own_loop_watch);

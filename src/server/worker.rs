@@ -380,6 +380,11 @@ const GATHERS_KEEP: usize = 64;
 /// The connection slot that stands for the server itself.
 const SYS_SLOT: u32 = u32::MAX;
 
+/// The connection slot of the jobs a busy script's desk sends for a WATCH
+/// (`busy::watch_remote`): their outputs go to the desk that waits for
+/// them, or nowhere once it stopped waiting.
+const DESK_SLOT: u32 = u32::MAX - 1;
+
 struct SysCoord {
     coord: Box<dyn commands::coord::Coordinator>,
     results: Vec<Option<JobOut>>,

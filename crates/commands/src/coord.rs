@@ -85,6 +85,23 @@ impl JobFn {
         }
     }
 
+    /// A job that does nothing and outputs `()`: the job of a work that
+    /// only releases its transaction's locks (`tx`'s release-only works),
+    /// which a runtime may recognise ([`JobFn::is_noop`]) to release
+    /// without running anything (a busy script's shard, whose loop runs
+    /// the script: `script::busy`).
+    pub fn noop() -> JobFn {
+        JobFn {
+            data: MaybeUninit::uninit(),
+            vt: &NOOP_VT,
+        }
+    }
+
+    /// Whether this is [`JobFn::noop`].
+    pub fn is_noop(&self) -> bool {
+        std::ptr::eq(self.vt, &NOOP_VT)
+    }
+
     /// Runs the job on its shard.
     pub fn call(self, env: &mut ShardEnv<'_>) -> JobOut {
         let this = std::mem::ManuallyDrop::new(self);
@@ -101,6 +118,19 @@ impl Drop for JobFn {
         unsafe { (self.vt.drop)(self.data) }
     }
 }
+
+/// [`JobFn::noop`]'s table: a static, so that its address tells it apart.
+static NOOP_VT: JobVt = JobVt {
+    inline: true,
+    call: noop_call,
+    drop: noop_drop,
+};
+
+fn noop_call(_: MaybeUninit<*mut ()>, _: &mut ShardEnv<'_>) -> JobOut {
+    Box::new(())
+}
+
+fn noop_drop(_: MaybeUninit<*mut ()>) {}
 
 /// The [`JobVt`]s of closures of type `F`.
 struct JobImpl<F>(std::marker::PhantomData<F>);

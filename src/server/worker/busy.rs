@@ -18,13 +18,17 @@
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
 //!   are answered, and so is a WATCH whose coordinator plans no job (see
-//!   below). One that would need a shard (a WATCH with keys of another
-//!   shard, whose job only the loop can send and wait for) is left
-//!   unparsed and its connection deferred until the script ends, so its
-//!   pipeline stays in order; what dispatch added to the client's watch
-//!   list is taken back (run again, it would find the keys watched and
-//!   register nothing).
-//!   Nothing ever runs on a shard from here.
+//!   below), or whose jobs are all for free loops (shards the script's
+//!   transaction only locks, or that nothing holds): the desk sends them
+//!   through the lent mailbox and waits for their outputs, serving the
+//!   mailbox meanwhile (at most [`WATCH_WAIT`]: [`watch_remote`]), so
+//!   the WATCH is answered once its keys are registered, while the script
+//!   runs. One that would need a loop the script stops (its own, one it
+//!   pinned or stalls), or no answer in time, is left unparsed and its
+//!   connection deferred until the script ends, so its pipeline stays in
+//!   order; what dispatch added to the client's watch list is taken back
+//!   (run again, it would find the keys watched and register nothing).
+//!   Nothing ever runs on this loop's shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
 //!   framed: each request is consumed whole, exactly as the loop would.
@@ -58,6 +62,11 @@
 //!     its connection is held here; so are the requests that waited in
 //!     the shard's lock table since before the script ran
 //!     ([`withdraw_waiting`]; nothing is granted here);
+//!   - a work that only releases a transaction's locks here (one
+//!     withdrawn at another shard the script's transaction locks, which
+//!     held a lock here since before the script ran) is done at once
+//!     ([`release_now`]: its locks dropped, nothing run or granted, its
+//!     coordinator answered), so its `-BUSY` does not wait for the script;
 //!   - everything else is kept (`Core::kept`) in arrival order, and the
 //!     loop handles it before anything newer once the script ends: a
 //!     coordinator's job (`Msg::Job`: a transaction's work, a kept lock
@@ -710,6 +719,7 @@ fn run_one(
             let stats = st.tally.get();
             watch_now(
                 server,
+                id,
                 resolved,
                 coord,
                 args,
@@ -818,15 +828,17 @@ impl Tally {
     }
 }
 
-/// Finishes a WATCH here when it needs no shard: its keys are on the
-/// busy shard and its script took them (`script::busy::watch_while_busy`,
-/// which registers them before the script's next command), or they are
-/// watched already. True once it replied (and was counted); false if it
-/// has jobs for shards (which only the loop can send and wait for):
-/// nothing ran, nothing was written.
+/// Finishes a WATCH here: when it needs no shard (its keys are on the
+/// busy shard and its script took them, `script::busy::watch_while_busy`,
+/// which registers them before the script's next command; or they are
+/// watched already), or when its jobs are for free loops, which run them
+/// while this desk waits ([`watch_remote`]). True once it replied (and
+/// was counted); false if it has jobs it cannot wait for here: nothing
+/// ran, nothing was written.
 #[allow(clippy::too_many_arguments)]
 fn watch_now(
     server: &std::sync::Arc<ServerShared>,
+    id: usize,
     resolved: commands::Resolved,
     mut coord: Box<dyn commands::coord::Coordinator>,
     args: Args<'_>,
@@ -836,9 +848,19 @@ fn watch_now(
     started: std::time::Instant,
 ) -> bool {
     let mut plan = commands::coord::Plan::default();
-    let res = coord.step(Vec::new(), &mut plan, out, client);
+    let mut res = coord.step(Vec::new(), &mut plan, out, client);
     if !plan.is_empty() {
-        return false;
+        let Some(outs) = watch_remote(id, std::mem::take(&mut plan)) else {
+            return false;
+        };
+        res = coord.step(outs, &mut plan, out, client);
+        if !plan.is_empty() {
+            // INVARIANT: WATCH has one step of jobs (`multi::watch`).
+            debug_assert!(false, "a WATCH with a second step");
+            res = Err(commands::CmdError::err(
+                "internal error: WATCH did not finish",
+            ));
+        }
     }
     if let Err(e) = &res {
         commands::exec::reply_error(out, stats, e);
@@ -854,6 +876,125 @@ fn watch_now(
 /// Messages one pass takes from the mailbox at most (the rest wait for
 /// the next pass, about a millisecond of Lua later).
 const INBOX_MAX: usize = 4096;
+
+/// How long a desk waits for a WATCH's jobs on free loops
+/// ([`watch_remote`]) before it leaves the WATCH for the script's end.
+const WATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The outputs a desk waits for ([`watch_remote`]), by job index.
+struct Awaited {
+    gen: u32,
+    outs: Vec<Option<commands::coord::JobOut>>,
+    remaining: usize,
+}
+
+thread_local! {
+    /// The WATCH jobs this thread's desk waits for now.
+    static AWAITED: std::cell::RefCell<Option<Awaited>> = const { std::cell::RefCell::new(None) };
+    /// The generation of the last [`Awaited`] (late outputs of an earlier
+    /// one are dropped).
+    static AWAITED_GEN: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The jobs of a WATCH read by the desk of busy loop `id` whose keys are
+/// on other shards, whose loops are free (shards the busy script's
+/// transaction only locks: its WATCH takes no lock then,
+/// `multi::watch_locks`; or shards nothing holds): sent from here through
+/// the lent inbox and waited for (at most [`WATCH_WAIT`]; the inbox is
+/// served meanwhile, as at a pass), so that WATCH is answered while the
+/// script runs, as Redis answers it, and only once its keys are
+/// registered (no write after the reply is missed). Their outputs, or
+/// `None` without anything left running: a job for a loop the script
+/// stops (its own, one it pinned or stalls), no inbox lent for this
+/// loop, or no answer in time (the jobs run anyway, registering the keys
+/// once more; their late outputs are dropped, see
+/// `worker::DESK_SLOT`): the WATCH then waits for the script's end.
+fn watch_remote(id: usize, plan: commands::coord::Plan) -> Option<Vec<commands::coord::JobOut>> {
+    if plan
+        .jobs
+        .iter()
+        .any(|(s, _)| *s == id || commands::script::busy::stops_loop(*s))
+    {
+        return None;
+    }
+    // Taken out while it is used, as in `serve_inbox`.
+    let mut ptr = INBOX.with(|i| i.take())?;
+    // SAFETY: as in `serve_inbox`.
+    let inbox = unsafe { ptr.as_mut() };
+    let outs = if inbox.id == id {
+        send_and_wait(inbox, plan)
+    } else {
+        None
+    };
+    INBOX.with(|i| i.set(Some(ptr)));
+    outs
+}
+
+fn send_and_wait(
+    ib: &mut Inbox<'_>,
+    plan: commands::coord::Plan,
+) -> Option<Vec<commands::coord::JobOut>> {
+    let n = plan.jobs.len();
+    let gen = AWAITED_GEN.with(|g| {
+        g.set(g.get().wrapping_add(1));
+        g.get()
+    });
+    AWAITED.with(|a| {
+        *a.borrow_mut() = Some(Awaited {
+            gen,
+            outs: (0..n).map(|_| None).collect(),
+            remaining: n,
+        })
+    });
+    let conn = ConnRef {
+        thread: ib.id as u16,
+        slot: super::DESK_SLOT,
+        gen,
+    };
+    for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
+        let idx = idx as u32;
+        let gather = None;
+        ib.mailbox.send(
+            shard,
+            Msg::Job {
+                conn,
+                idx,
+                work,
+                gather,
+            },
+        );
+    }
+    ib.mailbox.flush();
+    let deadline = std::time::Instant::now() + WATCH_WAIT;
+    loop {
+        ib.serve();
+        let done = AWAITED.with(|a| a.borrow().as_ref().is_some_and(|a| a.remaining == 0));
+        if done || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    let a = AWAITED.with(|a| a.borrow_mut().take())?;
+    if a.remaining > 0 {
+        return None;
+    }
+    Some(a.outs.into_iter().flatten().collect())
+}
+
+/// An output of a desk's WATCH job ([`send_and_wait`]): kept if its desk
+/// still waits for it, dropped otherwise.
+fn awaited_out(conn: ConnRef, idx: u32, out: commands::coord::JobOut) {
+    AWAITED.with(|a| {
+        let mut a = a.borrow_mut();
+        let Some(a) = a.as_mut().filter(|a| a.gen == conn.gen) else {
+            return;
+        };
+        if let Some(slot) = a.outs.get_mut(idx as usize).filter(|o| o.is_none()) {
+            *slot = Some(out);
+            a.remaining -= 1;
+        }
+    });
+}
 
 /// The shard side of a loop whose script runs: its mailbox, the messages
 /// the desk keeps for after the script (`Core::kept`, handled by the loop
@@ -1033,9 +1174,63 @@ fn take_messages(ib: &mut Inbox<'_>) {
                     }),
                 }
             }
+            Msg::Job {
+                conn,
+                idx,
+                work,
+                gather,
+            } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, &work),
+            Msg::JobDone { conn, idx, out, .. } if conn.slot == super::DESK_SLOT => {
+                awaited_out(conn, idx, out)
+            }
             m => ib.kept.push_back(m),
         }
     }
+}
+
+/// Whether a work that only releases its transaction's locks here (a
+/// release-only work: no lock, [`commands::coord::JobFn::noop`]) may be
+/// done now on this busy shard, without running anything: typically a
+/// transaction withdrawn (`-BUSY`) at another shard the script's
+/// transaction locks, which held a lock here since before the script ran.
+/// Kept for the script's end, its coordinator's reply would wait for it.
+/// Under [`lock_refusable`]'s other conditions (its home is another loop,
+/// no earlier work of its connection held here), and only if its
+/// transaction wrote nothing here (no records of it to hand the
+/// append-only file).
+fn release_now(ib: &Inbox<'_>, conn: ConnRef, work: &commands::coord::Work) -> bool {
+    let Some(tx) = work.release else {
+        return false;
+    };
+    work.lock.is_none()
+        && work.job.is_noop()
+        && conn.thread as usize != ib.id
+        && !ib.deferred.iter().any(|d| d.conn == conn)
+        && !ib.kept.iter().any(|m| kept_conn(m) == Some(conn))
+        && !ib
+            .aof_tx
+            .iter()
+            .any(|(c, t, parts)| *c == conn && *t == tx.get() && !parts.is_empty())
+        && commands::script::busy::refuse_if_busy(Some(&[ib.id])).is_some()
+}
+
+/// Does a release-only work ([`release_now`]) and answers its coordinator
+/// as the job would (`()`). What the release lets pass is granted at the
+/// script's own release, as after [`withdraw_waiting`]: nothing runs on
+/// this shard meanwhile.
+fn released_now(
+    ib: &mut Inbox<'_>,
+    conn: ConnRef,
+    idx: u32,
+    gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
+    work: &commands::coord::Work,
+) {
+    let Some(tx) = work.release.map(|t| t.get()) else {
+        return;
+    };
+    ib.locks.unlock(tx);
+    ib.aof_tx.retain(|(c, t, _)| !(*c == conn && *t == tx));
+    job_out_home(ib, conn, idx, gather, Box::new(()));
 }
 
 /// Whether a transaction's lock request for this busy shard (a work
@@ -1052,9 +1247,7 @@ fn lock_refusable(ib: &Inbox<'_>, conn: ConnRef, lock: Option<&commands::tx::Loc
 }
 
 /// Answers a withdrawn lock request's coordinator (`tx::BusyWithdrawn`):
-/// it releases what it holds elsewhere and replies `e`. Into its gather
-/// when its round went to several threads (the last output in sends
-/// them home), as the shard side's `job_out` does.
+/// it releases what it holds elsewhere and replies `e`.
 fn withdrawn(
     ib: &mut Inbox<'_>,
     conn: ConnRef,
@@ -1064,6 +1257,19 @@ fn withdrawn(
 ) {
     let line = String::from_utf8_lossy(&e.line()).into_owned();
     let out: commands::coord::JobOut = Box::new(commands::tx::BusyWithdrawn { line });
+    job_out_home(ib, conn, idx, gather, out);
+}
+
+/// Sends a job's output to its coordinator's loop: into its gather when
+/// its round went to several threads (the last output in sends them
+/// home), as the shard side's `job_out` does.
+fn job_out_home(
+    ib: &mut Inbox<'_>,
+    conn: ConnRef,
+    idx: u32,
+    gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
+    out: commands::coord::JobOut,
+) {
     let home = conn.thread as usize;
     match gather {
         None => ib.mailbox.send(
