@@ -511,6 +511,16 @@ mod job_tests {
         assert_eq!(std::mem::size_of::<Work>(), 64);
     }
 
+    /// The no-op job (a release-only work's) is told apart from every
+    /// other, even one that does the same, and outputs `()`.
+    #[test]
+    fn the_noop_job_is_recognised() {
+        assert!(JobFn::noop().is_noop());
+        assert!(!JobFn::new(|_| Box::new(()) as JobOut).is_noop());
+        assert!(run(JobFn::noop()).downcast::<()>().is_ok());
+        drop(JobFn::noop());
+    }
+
     /// `Plan::run` of a closure holding one `Arc` (MSET's per-shard job)
     /// allocates no box for it.
     #[test]

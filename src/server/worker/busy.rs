@@ -64,9 +64,9 @@
 //!     ([`withdraw_waiting`]; nothing is granted here);
 //!   - a work that only releases a transaction's locks here (one
 //!     withdrawn at another shard the script's transaction locks, which
-//!     held a lock here since before the script ran) is done at once
-//!     ([`release_now`]: its locks dropped, nothing run or granted, its
-//!     coordinator answered), so its `-BUSY` does not wait for the script;
+//!     held a lock here since before the script ran) has its coordinator
+//!     answered at once ([`release_now`]), so its `-BUSY` does not wait
+//!     for the script; the release itself is kept for after it;
 //!   - everything else is kept (`Core::kept`) in arrival order, and the
 //!     loop handles it before anything newer once the script ends: a
 //!     coordinator's job (`Msg::Job`: a transaction's work, a kept lock
@@ -935,8 +935,10 @@ fn send_and_wait(
     plan: commands::coord::Plan,
 ) -> Option<Vec<commands::coord::JobOut>> {
     let n = plan.jobs.len();
+    // Never 0: the generation of the releases kept for nobody
+    // (`released_now`).
     let gen = AWAITED_GEN.with(|g| {
-        g.set(g.get().wrapping_add(1));
+        g.set(g.get().checked_add(1).unwrap_or(1));
         g.get()
     });
     AWAITED.with(|a| {
@@ -1179,7 +1181,7 @@ fn take_messages(ib: &mut Inbox<'_>) {
                 idx,
                 work,
                 gather,
-            } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, &work),
+            } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, work),
             Msg::JobDone { conn, idx, out, .. } if conn.slot == super::DESK_SLOT => {
                 awaited_out(conn, idx, out)
             }
@@ -1190,14 +1192,14 @@ fn take_messages(ib: &mut Inbox<'_>) {
 
 /// Whether a work that only releases its transaction's locks here (a
 /// release-only work: no lock, [`commands::coord::JobFn::noop`]) may be
-/// done now on this busy shard, without running anything: typically a
-/// transaction withdrawn (`-BUSY`) at another shard the script's
-/// transaction locks, which held a lock here since before the script ran.
-/// Kept for the script's end, its coordinator's reply would wait for it.
-/// Under [`lock_refusable`]'s other conditions (its home is another loop,
-/// no earlier work of its connection held here), and only if its
-/// transaction wrote nothing here (no records of it to hand the
-/// append-only file).
+/// answered now on this busy shard, its release done after the script
+/// ([`released_now`]): typically a transaction withdrawn (`-BUSY`) at
+/// another shard the script's transaction locks, which held a lock here
+/// since before the script ran. Kept as it came, its coordinator's reply
+/// would wait for the script's end. Under [`lock_refusable`]'s other
+/// conditions (its home is another loop, no earlier work of its
+/// connection held here), and only if its transaction wrote nothing here
+/// (no records of it to hand the append-only file at the release).
 fn release_now(ib: &Inbox<'_>, conn: ConnRef, work: &commands::coord::Work) -> bool {
     let Some(tx) = work.release else {
         return false;
@@ -1214,23 +1216,35 @@ fn release_now(ib: &Inbox<'_>, conn: ConnRef, work: &commands::coord::Work) -> b
         && commands::script::busy::refuse_if_busy(Some(&[ib.id])).is_some()
 }
 
-/// Does a release-only work ([`release_now`]) and answers its coordinator
-/// as the job would (`()`). What the release lets pass is granted at the
-/// script's own release, as after [`withdraw_waiting`]: nothing runs on
-/// this shard meanwhile.
+/// Answers a release-only work's coordinator now ([`release_now`]), as
+/// its job would (`()`), and keeps the work for after the script (before
+/// anything newer, as every kept message): nothing runs on this shard
+/// meanwhile, and the release then grants what it lets pass. Kept for a
+/// connection of no one (`worker::DESK_SLOT` of this loop: its output is
+/// dropped), so that its connection's next commands are not held behind
+/// it; its transaction's empty records entry goes now.
 fn released_now(
     ib: &mut Inbox<'_>,
     conn: ConnRef,
     idx: u32,
     gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
-    work: &commands::coord::Work,
+    work: commands::coord::Work,
 ) {
-    let Some(tx) = work.release.map(|t| t.get()) else {
-        return;
-    };
-    ib.locks.unlock(tx);
-    ib.aof_tx.retain(|(c, t, _)| !(*c == conn && *t == tx));
+    if let Some(tx) = work.release.map(|t| t.get()) {
+        ib.aof_tx.retain(|(c, t, _)| !(*c == conn && *t == tx));
+    }
     job_out_home(ib, conn, idx, gather, Box::new(()));
+    let nobody = ConnRef {
+        thread: ib.id as u16,
+        slot: super::DESK_SLOT,
+        gen: 0,
+    };
+    ib.kept.push_back(Msg::Job {
+        conn: nobody,
+        idx: 0,
+        work,
+        gather: None,
+    });
 }
 
 /// Whether a transaction's lock request for this busy shard (a work

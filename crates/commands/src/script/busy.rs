@@ -120,9 +120,9 @@
 //! (a script inside MULTI/EXEC whose block does not lock every shard;
 //! the block's later commands of other shards run after the script,
 //! `multi`, so after such a WATCH, as in Redis). A transaction withdrawn
-//! at one of those loops releases its lock on the script's own shard at
-//! once (the desk drops it there), so its `-BUSY` does not wait for the
-//! script. While the script's thread waits for a
+//! at one of those loops, which holds a lock on the script's own shard,
+//! is answered at once there (the lock goes after the script), so its
+//! `-BUSY` does not wait for the script. While the script's thread waits for a
 //! call posted to another shard's loop (`every::Reach`), the desk is
 //! served at each tick ([`serve_while_waiting`]).
 //!
