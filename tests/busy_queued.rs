@@ -409,14 +409,13 @@ fn held_release_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got
 }
 
-/// At 16 shards apart only: the MSET's home must be a third loop, free,
-/// and the locks real (consolidated on one thread, the script runs in
-/// place and nothing waits behind it on another loop).
-#[test]
-fn withdrawn_transactions_release_the_scripts_shard_later_s16_apart() {
-    let layout = Layout::new(16, false);
+/// At 16 shards only: the MSET's home must be a third loop. Apart, the
+/// case the test is for (the locks are real, the MSET's loop free);
+/// consolidated, the same replies (the script's thread runs every loop
+/// there until the watchdog hands them back).
+fn held_release(layout: Layout) {
     let s = tessera(layout);
-    let got = held_release_scenario(&s, 16);
+    let got = held_release_scenario(&s, layout.shards);
     let want: Vec<&[u8]> = vec![
         b"+OK\r\n",
         b"+QUEUED\r\n",
@@ -431,7 +430,22 @@ fn withdrawn_transactions_release_the_scripts_shard_later_s16_apart() {
     ];
     check(&got, &replies(&want), &layout.to_string());
     if let Some(r) = redis() {
-        check(&held_release_scenario(&r, 16), &got, "as redis-server");
+        check(
+            &held_release_scenario(&r, layout.shards),
+            &got,
+            "as redis-server",
+        );
     }
 }
+
+#[test]
+fn withdrawn_transactions_release_the_scripts_shard_later_s16_apart() {
+    held_release(Layout::new(16, false));
+}
+
+#[test]
+fn withdrawn_transactions_release_the_scripts_shard_later_s16() {
+    held_release(Layout::new(16, true));
+}
+
 per_layout!(queued, watch, every_watch, own_loop_watch);
