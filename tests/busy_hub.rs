@@ -24,9 +24,9 @@ mod common;
 
 use std::time::Duration;
 
+use common::busy::SPIN;
 use common::{encode_command, key_on, slow_connection_on as connection_on, Server, BUSY_EVAL};
 
-const SPIN: &str = "while true do end";
 /// Reads its key, then spins (a one-key script: by a call from a loop
 /// other than its key's).
 const GET_SPIN: &str = "redis.call('GET', KEYS[1]) while true do end";

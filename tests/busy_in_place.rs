@@ -19,12 +19,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::busy::{check, UNKILLABLE};
 use common::{
     connection_on, encode_command, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL,
     BUSY_FUNCTION,
 };
-
-const UNKILLABLE: &[u8] = b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n";
 
 /// Publishes (not a write: killable), reads the other shard's key, spins.
 const PUBLISH_SPIN: &str =
@@ -301,17 +300,6 @@ fn watch_then_script_sets(s: &Server, nshards: usize) {
 
 fn write_then_loop_want() -> Vec<Vec<u8>> {
     vec![BUSY_EVAL.to_vec(), UNKILLABLE.to_vec(), BUSY_EVAL.to_vec()]
-}
-
-fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
-    assert_eq!(got.len(), want.len(), "{who}: reply count");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(
-            String::from_utf8_lossy(g),
-            String::from_utf8_lossy(w),
-            "{who}: reply {i}"
-        );
-    }
 }
 
 /// A Tessera in `layout`, once every shard is on one thread (where a

@@ -25,36 +25,18 @@ mod common;
 
 use std::time::Duration;
 
+use common::busy::{on_shard, KEYS_SPIN, SPIN};
 use common::{encode_command, key_on, wait_busy, Flavor, Layout, RawConn, Server, BUSY_EVAL};
 
-/// Reaches every shard (KEYS), then spins: killable.
-const KEYS_SPIN: &str = "redis.call('keys', '*') while true do end";
-const SPIN: &str = "while true do end";
-
-/// A connection whose home is the shard of `key` (any on Redis), whose
-/// replies are awaited 5 s at most.
-fn near(s: &Server, key: &str) -> RawConn {
-    let mut c = common::connection_on(s, key);
-    c.set_reply_timeout(Duration::from_secs(5));
-    c
-}
-
-/// A connection on shard `i`'s loop (through a key of it never set).
-fn on_shard(s: &Server, i: usize, nshards: usize) -> RawConn {
-    near(s, &key_on(i, nshards, "home"))
-}
+const THRESHOLD_MS: u64 = 100;
 
 /// The server: Tessera with `nshards` apart, busy-reply-threshold 100 ms.
 fn tessera(nshards: usize) -> Server {
-    Layout::new(nshards, false).tessera(&["--busy-reply-threshold", "100"])
+    common::busy::tessera(Layout::new(nshards, false), THRESHOLD_MS)
 }
 
 fn redis() -> Option<Server> {
-    if !common::redis_available() || common::testing_real_redis() {
-        eprintln!("redis-server not installed: not compared");
-        return None;
-    }
-    Some(Server::redis(&["--busy-reply-threshold", "100"]))
+    common::busy::redis(THRESHOLD_MS)
 }
 
 /// A key of each shard (`k<n>`), each set to `v<shard>`, and a connection

@@ -26,12 +26,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::busy::{check, SPIN};
 use common::{
     encode_command, key_on, slow_connection_on as connection_on, wait_busy, Layout, RawConn,
     Server, BUSY_EVAL,
 };
-
-const SPIN: &str = "while true do end";
 
 /// The clients: `r` and `r2` on the hub's own loop (shard 0), `rd1` on an
 /// adopted one (shard 1), whose endless script `rd1` starts. `xx` is a key
@@ -173,15 +172,6 @@ fn script_on_the_own_loop_want() -> Vec<Vec<u8>> {
         b"$1\r\n1\r\n".to_vec(),
         b"+PONG\r\n".to_vec(),
     ]
-}
-
-fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
-    let show = |v: &[Vec<u8>]| {
-        v.iter()
-            .map(|r| String::from_utf8_lossy(r).into_owned())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(show(got), show(want), "{who}");
 }
 
 /// A Tessera in `layout` once every shard is on one hub (thread 0).

@@ -15,12 +15,12 @@ mod common;
 
 use std::time::Duration;
 
+use common::busy::{check, SPIN};
 use common::{
     connection_on, encode_command, home_has, key_on, wait_busy, Layout, RawConn, Server, BUSY_EVAL,
     BUSY_FUNCTION,
 };
 
-const SPIN: &str = "while true do end";
 const LIB: &str =
     "#!lua name=spin\nredis.register_function('spin', function(k) while true do end end)";
 
@@ -145,17 +145,6 @@ fn expected() -> Vec<Vec<u8>> {
         unkillable.to_vec(),
         BUSY_EVAL.to_vec(),
     ]
-}
-
-fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
-    assert_eq!(got.len(), want.len(), "{who}: reply count");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(
-            String::from_utf8_lossy(g),
-            String::from_utf8_lossy(w),
-            "{who}: reply {i}"
-        );
-    }
 }
 
 #[test]

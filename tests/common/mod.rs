@@ -36,6 +36,8 @@
 // fails) about the helpers that *other* binaries use.
 #![allow(dead_code)]
 
+pub mod busy;
+
 use std::fs::{self, File};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -85,6 +85,23 @@ impl JobFn {
         }
     }
 
+    /// A job that does nothing and outputs `()`: the job of a work that
+    /// only releases its transaction's locks (`tx`'s release-only works),
+    /// which a runtime may recognise ([`JobFn::is_noop`]) to release
+    /// without running anything (a busy script's shard, whose loop runs
+    /// the script: `script::busy`).
+    pub fn noop() -> JobFn {
+        JobFn {
+            data: MaybeUninit::uninit(),
+            vt: &NOOP_VT,
+        }
+    }
+
+    /// Whether this is [`JobFn::noop`].
+    pub fn is_noop(&self) -> bool {
+        std::ptr::eq(self.vt, &NOOP_VT)
+    }
+
     /// Runs the job on its shard.
     pub fn call(self, env: &mut ShardEnv<'_>) -> JobOut {
         let this = std::mem::ManuallyDrop::new(self);
@@ -101,6 +118,19 @@ impl Drop for JobFn {
         unsafe { (self.vt.drop)(self.data) }
     }
 }
+
+/// [`JobFn::noop`]'s table: a static, so that its address tells it apart.
+static NOOP_VT: JobVt = JobVt {
+    inline: true,
+    call: noop_call,
+    drop: noop_drop,
+};
+
+fn noop_call(_: MaybeUninit<*mut ()>, _: &mut ShardEnv<'_>) -> JobOut {
+    Box::new(())
+}
+
+fn noop_drop(_: MaybeUninit<*mut ()>) {}
 
 /// The [`JobVt`]s of closures of type `F`.
 struct JobImpl<F>(std::marker::PhantomData<F>);
@@ -479,6 +509,16 @@ mod job_tests {
 
         assert!(JobFn::new(|_| Box::new(()) as JobOut).vt.inline);
         assert_eq!(std::mem::size_of::<Work>(), 64);
+    }
+
+    /// The no-op job (a release-only work's) is told apart from every
+    /// other, even one that does the same, and outputs `()`.
+    #[test]
+    fn the_noop_job_is_recognised() {
+        assert!(JobFn::noop().is_noop());
+        assert!(!JobFn::new(|_| Box::new(()) as JobOut).is_noop());
+        assert!(run(JobFn::noop()).downcast::<()>().is_ok());
+        drop(JobFn::noop());
     }
 
     /// `Plan::run` of a closure holding one `Arc` (MSET's per-shard job)

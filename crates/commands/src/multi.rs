@@ -16,6 +16,15 @@
 //! order. A block whose keys all sit on one shard is a single message to
 //! that shard: lock, check WATCH, run, release.
 //!
+//! A script runs in a segment of its own shard's commands only: the
+//! commands of other shards before it run first, those after it once it
+//! ended. Redis answers WATCH while a script is busy, and counts the
+//! block's later writes as after that WATCH; run beside the script, a
+//! later command on another shard (whose loop is free) could write before
+//! a WATCH answered meanwhile, and the watcher's EXEC would miss it.
+//! Cost: a round trip more for a block with a script and commands of
+//! another shard next to it (none when they all stay on one shard).
+//!
 //! WATCH registers the keys with their shards (`engine::Db::watch`); any
 //! change to a watched key (a write from any connection, expiry, FLUSHDB,
 //! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
@@ -555,6 +564,8 @@ impl Coordinator for ExecCoord {
         let reg = registry();
         let nshards = self.server.nshards;
         let mut segment: Vec<(usize, Vec<SegCmd>)> = Vec::new();
+        // The shard of the segment's script, if it has one.
+        let mut script_on: Option<usize> = None;
         let mut scratch = Vec::new();
         while self.pos < self.cmds.len() {
             let i = self.pos;
@@ -614,6 +625,19 @@ impl Coordinator for ExecCoord {
                         // Alone in its segment: the earlier commands first.
                         break;
                     }
+                    // A script runs in a segment of its own shard's
+                    // commands only (see the module documentation).
+                    let script = r.spec.has(crate::table::flags::SCRIPT);
+                    if let Some(s) = shard {
+                        let beside = if script {
+                            segment.iter().any(|(gs, _)| *gs != s)
+                        } else {
+                            script_on.is_some_and(|on| on != s)
+                        };
+                        if beside {
+                            break;
+                        }
+                    }
                     match (shard, multi) {
                         (Some(s), _) => {
                             let cmd = SegCmd {
@@ -653,6 +677,9 @@ impl Coordinator for ExecCoord {
                                 None => segment.push((s, vec![cmd])),
                             }
                             self.pos += 1;
+                            if script {
+                                script_on = Some(s);
+                            }
                             if every {
                                 // ... and the later ones after it.
                                 break;

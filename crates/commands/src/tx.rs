@@ -1045,7 +1045,7 @@ impl TxCoord {
     }
 
     fn noop() -> JobFn {
-        JobFn::new(|_: &mut ShardEnv<'_>| Box::new(()) as JobOut)
+        JobFn::noop()
     }
 
     /// A work that only releases this transaction's locks on its shard.

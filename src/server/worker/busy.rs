@@ -18,13 +18,17 @@
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
 //!   are answered, and so is a WATCH whose coordinator plans no job (see
-//!   below). One that would need a shard (a WATCH with keys of another
-//!   shard, whose job only the loop can send and wait for) is left
-//!   unparsed and its connection deferred until the script ends, so its
-//!   pipeline stays in order; what dispatch added to the client's watch
-//!   list is taken back (run again, it would find the keys watched and
-//!   register nothing).
-//!   Nothing ever runs on a shard from here.
+//!   below), or whose jobs are all for free loops (shards the script's
+//!   transaction only locks, or that nothing holds): the desk sends them
+//!   through the lent mailbox and waits for their outputs, serving the
+//!   mailbox meanwhile (at most `watch::WATCH_WAIT`: [`watch`]), so
+//!   the WATCH is answered once its keys are registered, while the script
+//!   runs. One that would need a loop the script stops (its own, one it
+//!   pinned or stalls), or no answer in time, is left unparsed and its
+//!   connection deferred until the script ends, so its pipeline stays in
+//!   order; what dispatch added to the client's watch list is taken back
+//!   (run again, it would find the keys watched and register nothing).
+//!   Nothing ever runs on this loop's shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
 //!   framed: each request is consumed whole, exactly as the loop would.
@@ -58,6 +62,11 @@
 //!     its connection is held here; so are the requests that waited in
 //!     the shard's lock table since before the script ran
 //!     ([`withdraw_waiting`]; nothing is granted here);
+//!   - a work that only releases a transaction's locks here (one
+//!     withdrawn at another shard the script's transaction locks, which
+//!     held a lock here since before the script ran) has its coordinator
+//!     answered at once ([`release_now`]), so its `-BUSY` does not wait
+//!     for the script; the release itself is kept for after it;
 //!   - everything else is kept (`Core::kept`) in arrival order, and the
 //!     loop handles it before anything newer once the script ends: a
 //!     coordinator's job (`Msg::Job`: a transaction's work, a kept lock
@@ -154,6 +163,10 @@ use super::super::mailbox::{Batch, ConnRef, Mailbox, Msg};
 use super::accept::Door;
 use super::request::paused;
 use super::{Conns, Core, Deferred, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
+
+mod watch;
+
+use watch::{awaited_out, watch_now};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
@@ -710,6 +723,7 @@ fn run_one(
             let stats = st.tally.get();
             watch_now(
                 server,
+                id,
                 resolved,
                 coord,
                 args,
@@ -816,39 +830,6 @@ impl Tally {
         into.total_error_replies += std::mem::take(&mut t.total_error_replies);
         into.unexpected_error_replies += std::mem::take(&mut t.unexpected_error_replies);
     }
-}
-
-/// Finishes a WATCH here when it needs no shard: its keys are on the
-/// busy shard and its script took them (`script::busy::watch_while_busy`,
-/// which registers them before the script's next command), or they are
-/// watched already. True once it replied (and was counted); false if it
-/// has jobs for shards (which only the loop can send and wait for):
-/// nothing ran, nothing was written.
-#[allow(clippy::too_many_arguments)]
-fn watch_now(
-    server: &std::sync::Arc<ServerShared>,
-    resolved: commands::Resolved,
-    mut coord: Box<dyn commands::coord::Coordinator>,
-    args: Args<'_>,
-    out: &mut Reply,
-    client: &mut commands::ClientState,
-    stats: &mut ThreadStats,
-    started: std::time::Instant,
-) -> bool {
-    let mut plan = commands::coord::Plan::default();
-    let res = coord.step(Vec::new(), &mut plan, out, client);
-    if !plan.is_empty() {
-        return false;
-    }
-    if let Err(e) = &res {
-        commands::exec::reply_error(out, stats, e);
-    }
-    let ops = server.ops;
-    if let Some(us) = commands::exec::record(stats, ops, resolved.id, started, res.is_err()) {
-        let label = commands::ops::slowlog::label_of(client);
-        commands::exec::slowlog(ops, resolved, args, us, client.id, Some(label));
-    }
-    true
 }
 
 /// Messages one pass takes from the mailbox at most (the rest wait for
@@ -1033,9 +1014,75 @@ fn take_messages(ib: &mut Inbox<'_>) {
                     }),
                 }
             }
+            Msg::Job {
+                conn,
+                idx,
+                work,
+                gather,
+            } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, work),
+            Msg::JobDone { conn, idx, out, .. } if conn.slot == super::DESK_SLOT => {
+                awaited_out(conn, idx, out)
+            }
             m => ib.kept.push_back(m),
         }
     }
+}
+
+/// Whether a work that only releases its transaction's locks here (a
+/// release-only work: no lock, [`commands::coord::JobFn::noop`]) may be
+/// answered now on this busy shard, its release done after the script
+/// ([`released_now`]): typically a transaction withdrawn (`-BUSY`) at
+/// another shard the script's transaction locks, which held a lock here
+/// since before the script ran. Kept as it came, its coordinator's reply
+/// would wait for the script's end. Under [`lock_refusable`]'s other
+/// conditions (its home is another loop, no earlier work of its
+/// connection held here), and only if its transaction wrote nothing here
+/// (no records of it to hand the append-only file at the release).
+fn release_now(ib: &Inbox<'_>, conn: ConnRef, work: &commands::coord::Work) -> bool {
+    let Some(tx) = work.release else {
+        return false;
+    };
+    work.lock.is_none()
+        && work.job.is_noop()
+        && conn.thread as usize != ib.id
+        && !ib.deferred.iter().any(|d| d.conn == conn)
+        && !ib.kept.iter().any(|m| kept_conn(m) == Some(conn))
+        && !ib
+            .aof_tx
+            .iter()
+            .any(|(c, t, parts)| *c == conn && *t == tx.get() && !parts.is_empty())
+        && commands::script::busy::refuse_if_busy(Some(&[ib.id])).is_some()
+}
+
+/// Answers a release-only work's coordinator now ([`release_now`]), as
+/// its job would (`()`), and keeps the work for after the script (before
+/// anything newer, as every kept message): nothing runs on this shard
+/// meanwhile, and the release then grants what it lets pass. Kept for a
+/// connection of no one (`worker::DESK_SLOT` of this loop: its output is
+/// dropped), so that its connection's next commands are not held behind
+/// it; its transaction's empty records entry goes now.
+fn released_now(
+    ib: &mut Inbox<'_>,
+    conn: ConnRef,
+    idx: u32,
+    gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
+    work: commands::coord::Work,
+) {
+    if let Some(tx) = work.release.map(|t| t.get()) {
+        ib.aof_tx.retain(|(c, t, _)| !(*c == conn && *t == tx));
+    }
+    job_out_home(ib, conn, idx, gather, Box::new(()));
+    let nobody = ConnRef {
+        thread: ib.id as u16,
+        slot: super::DESK_SLOT,
+        gen: 0,
+    };
+    ib.kept.push_back(Msg::Job {
+        conn: nobody,
+        idx: 0,
+        work,
+        gather: None,
+    });
 }
 
 /// Whether a transaction's lock request for this busy shard (a work
@@ -1052,9 +1099,7 @@ fn lock_refusable(ib: &Inbox<'_>, conn: ConnRef, lock: Option<&commands::tx::Loc
 }
 
 /// Answers a withdrawn lock request's coordinator (`tx::BusyWithdrawn`):
-/// it releases what it holds elsewhere and replies `e`. Into its gather
-/// when its round went to several threads (the last output in sends
-/// them home), as the shard side's `job_out` does.
+/// it releases what it holds elsewhere and replies `e`.
 fn withdrawn(
     ib: &mut Inbox<'_>,
     conn: ConnRef,
@@ -1064,6 +1109,19 @@ fn withdrawn(
 ) {
     let line = String::from_utf8_lossy(&e.line()).into_owned();
     let out: commands::coord::JobOut = Box::new(commands::tx::BusyWithdrawn { line });
+    job_out_home(ib, conn, idx, gather, out);
+}
+
+/// Sends a job's output to its coordinator's loop: into its gather when
+/// its round went to several threads (the last output in sends them
+/// home), as the shard side's `job_out` does.
+fn job_out_home(
+    ib: &mut Inbox<'_>,
+    conn: ConnRef,
+    idx: u32,
+    gather: Option<std::sync::Arc<super::super::mailbox::Gather>>,
+    out: commands::coord::JobOut,
+) {
     let home = conn.thread as usize;
     match gather {
         None => ib.mailbox.send(

@@ -156,6 +156,11 @@ impl Worker {
     }
 
     pub(super) fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
+        if conn.slot == super::DESK_SLOT {
+            // A desk's WATCH job that came back after its desk stopped
+            // waiting (`busy::watch_remote`): nobody wants it.
+            return;
+        }
         if conn.slot == SYS_SLOT {
             self.sys_job_done(idx, out);
             return;
@@ -870,7 +875,9 @@ impl Worker {
     /// them just in: each as its own `JobDone` would be.
     pub(super) fn jobs_done(&mut self, conn: ConnRef, gather: std::sync::Arc<Gather>) {
         let slot = conn.slot as usize;
-        let plain = conn.slot != SYS_SLOT && !self.conns.orphans.iter().any(|o| o.conn == conn);
+        let plain = conn.slot != SYS_SLOT
+            && conn.slot != super::DESK_SLOT
+            && !self.conns.orphans.iter().any(|o| o.conn == conn);
         if !plain {
             for (idx, out, aof) in gather.outputs() {
                 self.job_done(conn, idx, out, aof);

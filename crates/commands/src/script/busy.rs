@@ -116,9 +116,13 @@
 //! that. A WATCH of keys of a locked shard (not the home one) takes no
 //! lock (`multi::watch_locks`): the script takes them if it holds every
 //! shard (`Running::every`), else its job runs at once on that free loop,
-//! except from the script's own loop, whose desk runs no job (it waits
-//! for the script's end there: a script inside MULTI/EXEC whose block
-//! does not lock every shard). While the script's thread waits for a
+//! also from the script's own loop, whose desk sends it and waits for it
+//! (a script inside MULTI/EXEC whose block does not lock every shard;
+//! the block's later commands of other shards run after the script,
+//! `multi`, so after such a WATCH, as in Redis). A transaction withdrawn
+//! at one of those loops, which holds a lock on the script's own shard,
+//! is answered at once there (the lock goes after the script), so its
+//! `-BUSY` does not wait for the script. While the script's thread waits for a
 //! call posted to another shard's loop (`every::Reach`), the desk is
 //! served at each tick ([`serve_while_waiting`]).
 //!
@@ -383,7 +387,19 @@ pub fn holds_shard(shard: usize) -> bool {
     any() && busy_list().iter().any(|r| r.holds(shard))
 }
 
+/// Whether a published script stops loop `s` itself: it runs there,
+/// pinned or stalls it (nothing runs on that loop until it ends). The
+/// loops of shards its transaction only locks are free: false for them.
+pub fn stops_loop(s: usize) -> bool {
+    any() && busy_list().iter().any(|r| r.stops_loop(s))
+}
+
 impl Running {
+    fn stops_loop(&self, s: usize) -> bool {
+        let has = |m: &Mutex<Vec<usize>>| m.lock().unwrap_or_else(|e| e.into_inner()).contains(&s);
+        self.shard == Some(s) || self.home == Some(s) || has(&self.pinned) || has(&self.stalled)
+    }
+
     /// Whether a command that needs shards `s` must wait for it: it holds
     /// or stops one of them (its shard, its loop, a loop it pinned or
     /// stalls, a shard its transaction locks).
