@@ -720,7 +720,9 @@ fn set_repl_sends_records_only_where_asked() {
             args.extend(ks.iter().map(String::as_str));
             cmd(&mut c, &args);
         }
-        wait_caught_up(&master, &replica);
+        // Every write of this client acknowledged by the replica.
+        let acked: i64 = redis::cmd("WAIT").arg(1).arg(30_000).query(&mut c).unwrap();
+        assert_eq!(acked, 1);
         let mut r = replica.conn();
         for (_, ks) in &sets {
             let on_master: Vec<Option<String>> = c.mget(ks).unwrap();
