@@ -512,3 +512,38 @@ fn redis_loads_tessera_files_and_tessera_loads_redis_files() {
     assert_eq!(snapshot(&mut con), after);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CONFIG SET appendonly yes inside EXEC schedules the rewrite that turns
+/// the AOF on, with Redis's log line (Tcl unit/multi "MULTI with config
+/// set appendonly"); the cron then starts it and the AOF is on.
+#[test]
+fn appendonly_turned_on_inside_exec_is_scheduled() {
+    let dir = tmp_dir("in-exec");
+    let s = Server::tessera(&["--shards", "2", "--dir", dir.to_str().unwrap()]);
+    let mut c = s.conn();
+    let (ok, set): (String, String) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("foo")
+        .arg("bar")
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((ok.as_str(), set.as_str()), ("OK", "OK"));
+    common::wait_for("the AOF turned on", || {
+        common::info_field(&mut c, "persistence", "aof_enabled") == "1"
+            && common::info_field(&mut c, "persistence", "aof_rewrite_in_progress") == "0"
+            && common::info_field(&mut c, "persistence", "aof_rewrites") == "1"
+    });
+    assert!(
+        s.log().contains(
+            "AOF was enabled during a transaction. An AOF background was scheduled to start when possible."
+        ),
+        "{}",
+        s.log()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

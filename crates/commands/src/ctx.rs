@@ -279,6 +279,10 @@ pub struct ClientState {
     pub multi_count: Option<usize>,
     /// MULTI state: the queued commands, `None` outside a transaction.
     pub multi: Option<MultiState>,
+    /// A command of EXEC's block is being built or run here (Redis's
+    /// `server.in_exec`: BGSAVE and BGREWRITEAOF are scheduled, not
+    /// started, inside a transaction).
+    pub in_exec: bool,
     /// WATCH state, `None` when nothing is watched.
     pub watch: Option<WatchState>,
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).

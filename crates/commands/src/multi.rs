@@ -596,7 +596,9 @@ impl Coordinator for ExecCoord {
                         key_shards: &[],
                     };
                     let started = Instant::now();
+                    ctx.client.in_exec = true;
                     let res = h(&mut ctx, args);
+                    ctx.client.in_exec = false;
                     if let Err(e) = &res {
                         o.error_bytes(&e.line());
                     }
@@ -715,7 +717,12 @@ impl Coordinator for ExecCoord {
                     key_shards: &[],
                 };
                 match build {
-                    Build::Coord(b) => b(&mut ctx, args),
+                    Build::Coord(b) => {
+                        ctx.client.in_exec = true;
+                        let built = b(&mut ctx, args);
+                        ctx.client.in_exec = false;
+                        built
+                    }
                     Build::Scratch(h) => Ok(crate::scratch::coordinator(
                         r.spec, h, &mut ctx, args, false,
                     )),

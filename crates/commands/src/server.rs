@@ -346,6 +346,12 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                     ));
                 }
             }
+            if c.client.in_exec {
+                crate::persist::log_warning(
+                    "AOF was enabled during a transaction. An AOF background was scheduled to \
+                     start when possible.",
+                );
+            }
             c.server.persist.request_aof_on();
         }
         (Some(false), _) => c.server.persist.request_aof_off(),

@@ -134,12 +134,17 @@ pub(super) fn bgsave(
     {
         let mut st = p.lock();
         match st.running.as_ref().map(|r| r.kind) {
-            Some(Kind::Rewrite) if schedule => {
+            Some(Kind::Save | Kind::Bgsave) => {
+                return Err(CmdError::err("Background save already in progress"))
+            }
+            // Inside EXEC, Redis never forks: the save waits for the cron.
+            Some(Kind::Rewrite) if schedule || c.client.in_exec => {
                 st.bgsave_scheduled = true;
                 return Ok(reply_only("Background saving scheduled"));
             }
-            Some(Kind::Save | Kind::Bgsave) => {
-                return Err(CmdError::err("Background save already in progress"))
+            None if c.client.in_exec => {
+                st.bgsave_scheduled = true;
+                return Ok(reply_only("Background saving scheduled"));
             }
             _ => {}
         }
@@ -162,6 +167,14 @@ pub(super) fn bgrewriteaof(
                 ))
             }
             Some(_) => {
+                st.rewrite_scheduled = true;
+                return Ok(reply_only(
+                    "Background append only file rewriting scheduled",
+                ));
+            }
+            // Inside EXEC, Redis never forks: the rewrite waits for the
+            // cron.
+            None if c.client.in_exec => {
                 st.rewrite_scheduled = true;
                 return Ok(reply_only(
                     "Background append only file rewriting scheduled",
