@@ -521,6 +521,7 @@ fn appendonly_turned_on_inside_exec_is_scheduled() {
     let dir = tmp_dir("in-exec");
     let s = Server::tessera(&["--shards", "2", "--dir", dir.to_str().unwrap()]);
     let mut c = s.conn();
+    assert_eq!(common::info_field(&mut c, "stats", "total_forks"), "0");
     let (ok, set): (String, String) = redis::pipe()
         .atomic()
         .cmd("SET")
@@ -538,6 +539,9 @@ fn appendonly_turned_on_inside_exec_is_scheduled() {
             && common::info_field(&mut c, "persistence", "aof_rewrite_in_progress") == "0"
             && common::info_field(&mut c, "persistence", "aof_rewrites") == "1"
     });
+    // The rewrite's snapshot counts where Redis forks (Redis's Tcl tests
+    // wait on total_forks to see a background job start).
+    assert_eq!(common::info_field(&mut c, "stats", "total_forks"), "1");
     assert!(
         s.log().contains(
             "AOF was enabled during a transaction. An AOF background was scheduled to start when possible."

@@ -245,6 +245,9 @@ struct State {
     last_bgsave_time_s: Option<u64>,
     last_try_s: u64,
     saves: u64,
+    /// Background saves, rewrites and syncs started: where Redis forks
+    /// (INFO `total_forks`; Tessera snapshots without a child process).
+    forks: u64,
     loaded_keys: u64,
     expired_on_load: u64,
 }
@@ -289,6 +292,7 @@ pub struct PersistInfo {
     pub last_bgsave_time_s: Option<u64>,
     pub current_time_s: Option<u64>,
     pub saves: u64,
+    pub forks: u64,
     pub loaded_keys: u64,
     pub expired_on_load: u64,
     pub loading: bool,
@@ -367,6 +371,7 @@ impl Persist {
             last_bgsave_time_s: st.last_bgsave_time_s,
             current_time_s: running(Kind::Bgsave).map(|r| r.started.elapsed().as_secs()),
             saves: st.saves,
+            forks: st.forks,
             loaded_keys: st.loaded_keys,
             expired_on_load: st.expired_on_load,
             loading: self.loading.load(Ordering::Relaxed),
@@ -578,6 +583,9 @@ impl Persist {
             .name("rdb-writer".into())
             .spawn(move || job.run())
             .map_err(|e| CmdError::err(format!("Can't save in background: {e}")))?;
+        if background {
+            st.forks += 1;
+        }
         if kind == Kind::Rewrite {
             log(false, "Background append only file rewriting started");
             st.rewrite_scheduled = false;

@@ -352,7 +352,9 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(o, "pubsub_channels", chans);
             kv(o, "pubsub_patterns", pats);
             kv(o, "pubsubshard_channels", shard_chans);
-            zeros(o, &["latest_fork_usec", "total_forks"]);
+            // No fork here: a snapshot's start is where Redis forks.
+            kv(o, "latest_fork_usec", 0);
+            kv(o, "total_forks", s.persist.forks);
             kv(
                 o,
                 "migrate_cached_sockets",
