@@ -29,16 +29,7 @@ impl Run<'_, '_> {
         }
         let args = argv.args();
         let reg = registry();
-        let id = reg.top(args.get(0)).and_then(|(id, spec)| {
-            if spec.subcommands.is_empty() || args.len() == 1 {
-                return Some(id);
-            }
-            let mut full = args.get(0).to_vec();
-            full.push(b'|');
-            full.extend_from_slice(args.get(1));
-            reg.lookup_full(&full)
-        });
-        let Some(id) = id else {
+        let Some(id) = super::command_id(args) else {
             return Err(reply_error(
                 b"Invalid command passed to redis.acl_check_cmd()",
             ));
