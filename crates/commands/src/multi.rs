@@ -345,7 +345,6 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         inflight: Vec::new(),
         sub: None,
         counted: Vec::new(),
-        ran_script: false,
         records: Vec::new(),
         watch: watch.map(|w| w.flag),
         fused,
@@ -407,8 +406,6 @@ struct ExecCoord {
     /// (see `Coordinator::drain_stats`): shard commands count where they
     /// run.
     counted: Vec<Counted>,
-    /// A script ran here (on copies): see `drain_stats`.
-    ran_script: bool,
     /// Records the multi-shard commands made on the home thread so far
     /// (see `Coordinator::take_records`).
     records: Vec<engine::outbox::Chunk>,
@@ -492,11 +489,6 @@ impl Coordinator for ExecCoord {
     }
 
     fn drain_stats(&mut self, stats: &mut crate::ctx::ThreadStats) {
-        // A script run here on copies counted its calls in this thread's
-        // VM (see `script::vm::drain_stats`).
-        if std::mem::take(&mut self.ran_script) {
-            crate::script::vm::drain_stats(stats);
-        }
         for c in self.counted.drain(..) {
             if let Some((line, true)) = &c.error {
                 stats.count_error(line);
@@ -707,7 +699,6 @@ impl Coordinator for ExecCoord {
             // A multi-shard command: run its coordinator's steps.
             let mut sout = Reply::new(client.resp3);
             let started = Instant::now();
-            self.ran_script |= r.spec.has(crate::table::flags::SCRIPT);
             let built = {
                 let mut ctx = ConnCtx {
                     client: &mut *client,

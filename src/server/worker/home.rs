@@ -223,6 +223,8 @@ impl Worker {
         let res =
             o.ac.coord
                 .step(results, &mut plan, &mut o.ac.out, &mut o.client);
+        // As in `advance`: a script run in the step counts here and now.
+        commands::script::vm::drain_stats(&mut self.core.stats);
         let done = res.is_err() || plan.is_empty();
         // Nobody waits for the records to be durable.
         log_coord_step(&self.core, &mut *o.ac.coord, done);
@@ -544,6 +546,13 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
         ac.coord
             .step(results, &mut plan, &mut ac.out, &mut c.client)
     };
+    // What a script run in the step counted in this thread's VM while the
+    // statistics were not lent (the VM's first script, or EXEC running a
+    // script on copies): drained now, on the thread that ran it; the
+    // connection's loop may be on another thread at its next step
+    // (consolidation), and a thread's VM is drained only by its own
+    // scripts' commands. Nothing to do (two compares) otherwise.
+    commands::script::vm::drain_stats(&mut core.stats);
     let failed = res.is_err();
     // Refused before it ran (a script's up-front OOM, NOREPLICAS or
     // READONLY on its gathered copies): a rejected call, not a call, as a
@@ -582,11 +591,6 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
         }
         c.keep_deadline_ms = None;
         let ops = core.server.ops;
-        if script {
-            // What a script's run counted in this thread's VM while the
-            // statistics were not lent (the VM's first script).
-            commands::script::vm::drain_stats(&mut core.stats);
-        }
         // EXEC's commands run on this thread.
         ac.coord.drain_stats(&mut core.stats);
         if rejected {
