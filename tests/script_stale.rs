@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::{redis_available, Layout, RawConn, Server};
+use common::{redis_available, DeadPort, Layout, RawConn, Server};
 
 /// One step: the connection (0 or 1) and the command.
 type Step = (usize, &'static [&'static str]);
@@ -236,12 +236,13 @@ fn stale_scripts_match_redis(layout: Layout) {
         eprintln!("SKIPPED: redis-server is not on PATH");
         return;
     }
-    // Held while the servers start (neither takes it), free once they run.
-    let reserved = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let master_port = reserved.local_addr().expect("local address").port();
+    // Held, never listened on, for the whole test: freed early, another
+    // test's server could take it, and both replicas' handshakes would count
+    // errors there (seen once in ~400 runs under load).
+    let dead = DeadPort::new();
+    let master_port = dead.port;
     let tessera = layout.tessera(&[]);
     let redis = Server::redis(&[]);
-    drop(reserved);
     let (got, got_stats) = run(&tessera, master_port);
     let (want, want_stats) = run(&redis, master_port);
     let steps: Vec<String> = SETUP

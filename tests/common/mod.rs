@@ -208,14 +208,16 @@ impl Server {
                     "exited during startup with {status}"
                 )));
             }
-            if ping_once(self.port) {
-                // Someone else may own the port (our bind lost the race):
-                // then our child is about to exit with EADDRINUSE.
-                thread::sleep(Duration::from_millis(20));
-                if self.try_wait().is_some() {
-                    return Err(SpawnError::PortTaken);
-                }
-                return Ok(());
+            let pid = self.child.as_ref().map(|c| c.id());
+            match pid.and_then(|pid| answering_pid(self.port).map(|p| p == pid)) {
+                Some(true) => return Ok(()),
+                // Someone else owns the port (our bind lost the race; our
+                // child is about to exit with EADDRINUSE). Told apart by
+                // the process id, not by waiting for our child to exit: on
+                // a loaded machine it took longer than any wait, and a
+                // test ran against another test's server.
+                Some(false) => return Err(SpawnError::PortTaken),
+                None => {}
             }
             if Instant::now() >= deadline {
                 return Err(SpawnError::Fatal(format!(
@@ -379,19 +381,62 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local_addr").port()
 }
 
-/// One bounded PING over a fresh socket; true on `+PONG`.
-fn ping_once(port: u16) -> bool {
+/// A port held for a test and never listened on: connecting to it is
+/// refused, and no server can take it meanwhile (the socket is bound
+/// without SO_REUSEADDR, which every listener here sets). A replica told to
+/// replicate from it stays down. A port that was merely free a moment
+/// ago ([`free_port`]) can be taken by another test's server, which the
+/// replica then reaches: its handshake then counts errors there.
+pub struct DeadPort {
+    _socket: socket2::Socket,
+    pub port: u16,
+}
+
+impl DeadPort {
+    pub fn new() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        socket.bind(&any.into()).expect("bind 127.0.0.1:0");
+        let port = socket
+            .local_addr()
+            .expect("local_addr")
+            .as_socket()
+            .expect("an IP address")
+            .port();
+        DeadPort {
+            _socket: socket,
+            port,
+        }
+    }
+}
+
+/// The process id of the server answering on `port` (its `INFO server`'s
+/// `process_id`), over a fresh socket with bounded waits; `None` while
+/// nothing answers.
+fn answering_pid(port: u16) -> Option<u32> {
     let addr = format!("127.0.0.1:{port}").parse().expect("addr");
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
-        return false;
-    };
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_err() {
-        return false;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Ok(Some(n)) = reply_len(&buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            return text
+                .lines()
+                .find_map(|l| l.strip_prefix("process_id:"))
+                .and_then(|v| v.trim().parse().ok());
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
     }
-    let mut buf = [0u8; 7];
-    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    None
 }
 
 pub fn unique_temp_dir(tag: &str) -> PathBuf {
