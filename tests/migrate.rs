@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{free_port, redis_available, testing_real_redis, Layout, RawConn, Server};
+use common::{redis_available, testing_real_redis, DeadPort, Layout, RawConn, Server};
 
 /// A target server: a real Redis when there is one, else Tessera.
 fn targets(extra: &[&str]) -> Vec<Server> {
@@ -205,9 +205,10 @@ fn errors() {
     let src = Layout::new(2, false).tessera(&[]);
     let mut c = src.raw();
     cmd(&mut c, &["SET", "k", "v"]);
-    // A port nobody listens on (free a moment ago): Redis connects
+    // A port nobody listens on (held, see `DeadPort`): Redis connects
     // without blocking, so the refusal shows at its first write.
-    let closed = free_port().to_string();
+    let dead = DeadPort::new();
+    let closed = dead.port.to_string();
     let writing = b"-IOERR error or timeout writing to target instance\r\n";
     assert_eq!(
         cmd(&mut c, &["MIGRATE", "127.0.0.1", &closed, "k", "0", "1000"]),

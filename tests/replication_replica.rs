@@ -653,8 +653,10 @@ fn no_stale_data_while_the_link_is_down_when_configured() {
     ]);
     let mut raw = replica.raw();
     assert_eq!(raw.cmd_str(&["SET", "k", "v"]), b"+OK\r\n".to_vec());
-    // Nothing listens there: the link stays down.
-    let port = common::free_port().to_string();
+    // Nothing listens there, and no other test's server can (see
+    // `DeadPort`): the link stays down.
+    let dead = common::DeadPort::new();
+    let port = dead.port.to_string();
     assert_eq!(
         raw.cmd_str(&["REPLICAOF", "127.0.0.1", &port]),
         b"+OK\r\n".to_vec()
