@@ -95,8 +95,14 @@ fn a_hand_over_is_timed_when_it_happens() {
     let mut c = crate::server::worker::testing::Cluster::new(2);
     let w = c.workers.pop().expect("worker 1");
     std::thread::sleep(STUCK_ANYWAY + STUCK);
+    // The watchdog looks at the moment just before the hand-over: timed
+    // from the hand-over, the wait is not yet begun (no time passed by
+    // then, however long this thread is kept off its core between the two
+    // calls: with `Instant::now()` after `give`, 5 ms of that under load
+    // made the test fail).
+    let now = Instant::now();
     assert!(h.give(0, Hosted(Box::new(w)), 0, h.epoch, false).is_ok());
-    h.recall_unadopted(Instant::now());
+    h.recall_unadopted(now);
     assert!(
         locked(&h.seats[1]).worker.is_none(),
         "handed over just now, however stale the giver's clock"
