@@ -339,13 +339,20 @@ fn an_idle_connection_gives_back_the_buffers_of_a_large_command() {
     let mut args: Vec<&[u8]> = vec![b"SADD", b"s"];
     args.extend(members.iter().map(|m| m.as_bytes()));
     assert_eq!(big.cmd(&args), b":100000\r\n");
+    let sadd_done = Instant::now();
     assert_eq!(big.cmd_str(&["UNLINK", "s"]), b":1\r\n");
     let echo = "e".repeat(600 << 10);
     let r = big.cmd_str(&["ECHO", &echo]);
     assert_eq!(r.len(), echo.len() + 11);
-    // Grown now (the list is read right after).
+    // Grown now: the query buffer the SADD needed shrinks at the second
+    // cron tick after it (100 ms apart), so it is seen only when the list
+    // is read within a tick of the SADD's reply. Under load this thread
+    // may be kept off its core longer (the check failed so, once); the
+    // shrinking below is checked either way.
     let l = client_line(&mut c, "big");
-    assert!(client_field(&l, "tot-mem") > MB, "{l}");
+    if sadd_done.elapsed() < Duration::from_millis(100) {
+        assert!(client_field(&l, "tot-mem") > MB, "{l}");
+    }
     // Within seconds the idle connection holds little.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
