@@ -185,6 +185,15 @@ fn main() {
                 s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
                 let port = s.local_addr().unwrap().port() as u64;
                 let mut buf = Vec::new();
+                let (mut first_ms, mut max_ms, mut count) = (None, 0u128, 0u64);
+                if std::env::var("DRV_PING").is_ok() {
+                    // A command with no key and no hop first: tells a busy
+                    // home thread from a wait for locks.
+                    let t0 = Instant::now();
+                    s.write_all(&enc(&[b"PING"])).unwrap();
+                    read_reply(&mut s, &mut buf);
+                    eprintln!("[drv] run {run} reader {r}: PING {} ms", t0.elapsed().as_millis());
+                }
                 while running.load(Ordering::SeqCst) > 0 {
                     let ks = &groups[rng.below(GROUPS)];
                     let mut args: Vec<&[u8]> = vec![b"MGET"];
@@ -196,11 +205,19 @@ fn main() {
                     let rep = read_reply(&mut s, &mut buf);
                     inflight[r].0.store(0, Ordering::SeqCst);
                     let dt = t0.elapsed();
+                    first_ms.get_or_insert(dt.as_millis());
+                    max_ms = max_ms.max(dt.as_millis());
+                    count += 1;
                     if dt > Duration::from_millis(std::env::var("DRV_REPORT_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(500)) {
                         slow.fetch_add(1, Ordering::SeqCst);
                         eprintln!("[drv] run {run} reader {r}: MGET took {} ms, done at {:?} (reply {:?})", dt.as_millis(), epoch.elapsed(), String::from_utf8_lossy(&rep));
                     }
                 }
+                // One line per reader and run, for before/after tables (bench/README.md).
+                eprintln!(
+                    "[drv] run {run} reader {r}: first MGET {} ms, slowest {max_ms} ms, {count} MGETs",
+                    first_ms.unwrap_or(0)
+                );
             }));
         }
         for h in hs {
