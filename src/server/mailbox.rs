@@ -37,7 +37,9 @@
 //! and wakes it only if it is parked. A busy thread is never woken (it
 //! takes its ready set every iteration anyway), so the cost of a hop is a
 //! ring push and pop, plus at most one atomic OR and one eventfd write per
-//! destination per iteration.
+//! destination per iteration (and per extra pass of a drain that keeps
+//! finding messages: `worker::sched::Worker::drain` flushes between
+//! passes, so what one pass sent does not wait for the next).
 //!
 //! Lazy sends: a batch whose reply its executing shard already wrote to
 //! the client's socket (a direct reply, see `worker::request::mark_direct`) goes
