@@ -27,7 +27,9 @@
 //! bit in a destination's map once per loop iteration, after the last push
 //! (in [`Mailbox::flush`]); the consumer takes the whole map with one swap
 //! per 64 threads and visits only those sources' rings. A set bit may be
-//! stale (its messages already taken): that costs one empty pop.
+//! stale (its messages already taken): that costs one empty pop. A visit
+//! takes what its source had queued when it began, no more, so one pass
+//! over the sources is bounded however fast they push ([`Mailbox::recv`]).
 //!
 //! Batching: during one loop iteration a thread pushes every message it has
 //! for a destination and remembers the destination as touched; at the end
@@ -35,7 +37,9 @@
 //! and wakes it only if it is parked. A busy thread is never woken (it
 //! takes its ready set every iteration anyway), so the cost of a hop is a
 //! ring push and pop, plus at most one atomic OR and one eventfd write per
-//! destination per iteration.
+//! destination per iteration (and per extra pass of a drain that keeps
+//! finding messages: `worker::sched::Worker::drain` flushes between
+//! passes, so what one pass sent does not wait for the next).
 //!
 //! Lazy sends: a batch whose reply its executing shard already wrote to
 //! the client's socket (a direct reply, see `worker::request::mark_direct`) goes
@@ -509,6 +513,8 @@ pub struct Mailbox {
     cur: Option<usize>,
     /// Bits set in `taken`.
     taken_count: u32,
+    /// Messages the visit of `cur` may still take (see [`Mailbox::recv`]).
+    left: u32,
     /// This thread's ready set (its doorbell's). `has_inbound`, which a
     /// hub asks of every loop it holds each round, then reads this struct
     /// and the ready words: two cache lines per loop, where the bitmap
@@ -547,6 +553,7 @@ pub fn matrix(bells: Arc<Vec<Doorbell>>) -> Vec<Mailbox> {
             spilled: Vec::new(),
             taken: vec![0; n.div_ceil(64).max(1)],
             taken_count: 0,
+            left: 0,
             own_ready: bells[me].ready.clone(),
             cur: None,
             retired: Vec::new(),
@@ -686,7 +693,15 @@ impl Mailbox {
     }
 
     /// Pops one inbound message from the sources taken by
-    /// [`Mailbox::collect`], draining each in turn.
+    /// [`Mailbox::collect`], visiting each once, in turn. A visit takes
+    /// what its source had queued when the visit began and no more: what
+    /// the producer pushes meanwhile waits for a later visit (its flush
+    /// marks the source ready again). So `None` ends a *pass*, bounded by
+    /// what was queued, not an empty mailbox; a thread that kept pushing
+    /// could otherwise hold its consumer on its ring, away from its other
+    /// sources, its local work and the end of its iteration (which
+    /// publishes what it sent and writes its replies) for as long as it
+    /// kept up (see `worker::sched::Worker::drain`).
     pub fn recv(&mut self) -> Option<Msg> {
         loop {
             let src = match self.cur {
@@ -698,14 +713,29 @@ impl Mailbox {
                     self.taken_count -= 1;
                     let s = w * 64 + bit;
                     self.cur = Some(s);
+                    self.left = self.queued_from(s);
                     s
                 }
             };
-            if let Some(m) = self.pop_from(src) {
-                return Some(m);
+            if self.left > 0 {
+                if let Some(m) = self.pop_from(src) {
+                    self.left -= 1;
+                    return Some(m);
+                }
             }
             self.cur = None;
         }
+    }
+
+    /// Slots `src` has queued for this thread now, over all its rings
+    /// (an idle ring's `Retire` mark counts as one: the visit it bounds
+    /// may then take one message more).
+    fn queued_from(&mut self, src: usize) -> u32 {
+        // A ring handed over before its first push is in `fresh` until
+        // taken: the bit that named `src` was set after that push.
+        self.take_fresh();
+        let n: usize = self.inb[src].iter().map(|c| c.slots()).sum();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
     /// Pops from `src`'s oldest ring, moving to the next one when the
@@ -911,6 +941,46 @@ mod tests {
             6,
             "both ends of 3 rings"
         );
+    }
+
+    /// A source that keeps pushing while its consumer pops (another
+    /// thread, in the server) cannot hold the consumer on its ring: a
+    /// visit takes what the source had queued when it began, the pass ends
+    /// once every source was visited, and the next pass goes on with what
+    /// came meanwhile. Draining a source until it was empty, as `recv`
+    /// did, never reached source 2 here (nor ended the pass, which the
+    /// loop's local jobs, flushes and replies wait for).
+    #[test]
+    fn a_source_that_keeps_sending_does_not_hold_a_pass() {
+        let (_p, mut mb) = mailboxes(3);
+        for seq in 0..4 {
+            mb[1].send(0, wake(1, seq));
+        }
+        mb[2].send(0, wake(2, 0));
+        mb[1].flush();
+        mb[2].flush();
+        mb[0].collect();
+        let mut order = Vec::new();
+        let mut next = 4;
+        while let Some(m) = mb[0].recv() {
+            let Msg::Wake { conn, seq } = m else {
+                unreachable!()
+            };
+            order.push((conn.thread, seq));
+            // Source 1 sends another message for every one taken (bounded:
+            // a regression would otherwise loop for ever).
+            assert!(order.len() < 100, "a pass that does not end: {order:?}");
+            mb[1].send(0, wake(1, next));
+            next += 1;
+        }
+        assert_eq!(order, [(1, 0), (1, 1), (1, 2), (1, 3), (2, 0)]);
+        // What came during the pass is the next pass's (its flush marked
+        // source 1 ready again), in order.
+        assert!(!mb[0].has_inbound(), "not before its flush");
+        mb[1].flush();
+        assert!(mb[0].has_inbound());
+        let rest: Vec<u64> = received(&mut mb[0]).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(rest, (4..next).collect::<Vec<_>>());
     }
 
     #[test]

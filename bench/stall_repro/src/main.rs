@@ -102,6 +102,20 @@ fn linger0(s: &TcpStream) {
     unsafe { setsockopt(s.as_raw_fd(), 1, 13, v.as_ptr() as *const u8, 8) };
 }
 
+/// CPU time (user + system) the server has used so far, in ms, if
+/// `SERVER_PID` names it: what a wait cost in server work, which a loaded
+/// machine does not stretch as it stretches wall time.
+fn server_cpu_ms() -> Option<u64> {
+    let pid = std::env::var("SERVER_PID").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's name, which ends at the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime: fields 14 and 15 of the line, in clock ticks (100 Hz).
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10)
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let addr = format!("127.0.0.1:{}", a[1]);
@@ -185,22 +199,45 @@ fn main() {
                 s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
                 let port = s.local_addr().unwrap().port() as u64;
                 let mut buf = Vec::new();
+                let (mut first_ms, mut max_ms, mut count) = (None, 0u128, 0u64);
+                let mut first_cpu_ms = None;
+                if std::env::var("DRV_PING").is_ok() {
+                    // A command with no key and no hop first: tells a busy
+                    // home thread from a wait for locks.
+                    let t0 = Instant::now();
+                    s.write_all(&enc(&[b"PING"])).unwrap();
+                    read_reply(&mut s, &mut buf);
+                    eprintln!("[drv] run {run} reader {r}: PING {} ms", t0.elapsed().as_millis());
+                }
                 while running.load(Ordering::SeqCst) > 0 {
                     let ks = &groups[rng.below(GROUPS)];
                     let mut args: Vec<&[u8]> = vec![b"MGET"];
                     args.extend(ks.iter().map(|k| k.as_bytes()));
                     let t0 = Instant::now();
+                    let cpu0 = server_cpu_ms();
                     inflight[r].1.store(port, Ordering::SeqCst);
                     inflight[r].0.store(epoch.elapsed().as_micros() as u64 + 1, Ordering::SeqCst);
                     s.write_all(&enc(&args)).unwrap();
                     let rep = read_reply(&mut s, &mut buf);
                     inflight[r].0.store(0, Ordering::SeqCst);
                     let dt = t0.elapsed();
+                    first_ms.get_or_insert(dt.as_millis());
+                    if first_cpu_ms.is_none() {
+                        first_cpu_ms = Some(cpu0.zip(server_cpu_ms()).map_or(0, |(a, b)| b - a));
+                    }
+                    max_ms = max_ms.max(dt.as_millis());
+                    count += 1;
                     if dt > Duration::from_millis(std::env::var("DRV_REPORT_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(500)) {
                         slow.fetch_add(1, Ordering::SeqCst);
                         eprintln!("[drv] run {run} reader {r}: MGET took {} ms, done at {:?} (reply {:?})", dt.as_millis(), epoch.elapsed(), String::from_utf8_lossy(&rep));
                     }
                 }
+                // One line per reader and run, for before/after tables (bench/README.md).
+                eprintln!(
+                    "[drv] run {run} reader {r}: first MGET {} ms (server CPU {} ms), slowest {max_ms} ms, {count} MGETs",
+                    first_ms.unwrap_or(0),
+                    first_cpu_ms.unwrap_or(0)
+                );
             }));
         }
         for h in hs {
@@ -211,5 +248,5 @@ fn main() {
             eprintln!("[drv] {} runs done, {slow_total} slow, {:?}", run + 1, epoch.elapsed());
         }
     }
-    eprintln!("[drv] done {runs} runs, {slow_total} slow");
+    eprintln!("[drv] done {runs} runs, {slow_total} slow, server CPU {:?} ms in all", server_cpu_ms());
 }

@@ -43,8 +43,17 @@ use super::waiters::serve_ready;
 use super::{busy, repl_wait, Cached, Conns, Core, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
 use crate::log;
 
-/// Inbound messages handled per iteration before serving sockets again.
-const DRAIN_BUDGET: usize = 64 * 1024;
+/// Inbound messages one [`Worker::drain`] handles before the iteration
+/// goes on: the most this thread's sockets (its clients' replies, their
+/// next requests) wait for the mailbox while other threads keep it full.
+/// It was 64 Ki: under `bench/stall_repro` (debug build) one drain took
+/// about 2,400 messages and 1.1-1.8 s (wall time, on a loaded machine),
+/// with no end while the senders kept up; a drain of 1,024 messages and
+/// the 618 local jobs they made cost 90 ms of CPU there. Messages left
+/// over keep the next iteration from sleeping (`Mailbox::has_inbound`);
+/// what an iteration adds to them (a poll, the writes it makes anyway) is
+/// spread over a thousand messages.
+const DRAIN_BUDGET: usize = 1024;
 
 impl Worker {
     pub fn new(
@@ -531,14 +540,41 @@ impl Worker {
         }
     }
 
-    /// Handles inbound messages, visiting only the threads that sent some
-    /// (the mailbox's ready set), then local jobs and served blocked
-    /// clients, until none is left or `DRAIN_BUDGET` messages were handled.
+    /// Handles inbound messages in passes: each pass visits the threads
+    /// that sent some (the mailbox's ready set) once, taking what each had
+    /// queued when its visit began (`Mailbox::recv`), then runs this
+    /// thread's local jobs and serves blocked clients (also after the
+    /// pass `DRAIN_BUDGET` cut short). It stops when a pass finds nothing
+    /// or the budget is spent. What a pass sent goes out
+    /// (`Mailbox::flush`) before the next pass that has messages, or else
+    /// at the end of the iteration, as before.
+    ///
+    /// Why passes: draining a source until it was empty, and the local
+    /// jobs only once the whole mailbox was, let threads that kept sending
+    /// (under `bench/stall_repro`, the lock requests and releases of 1,200
+    /// dropped clients' MSETs) hold back this thread's own shard's jobs,
+    /// and the outputs it had sent (published at the end of the
+    /// iteration only), for the whole drain: a reader's lock request for
+    /// this thread's shard sat in `Core::local` behind 2,300-2,500 other
+    /// messages of such a drain (0.7-1.7 s, debug build, traced), while no
+    /// lock request of that load ever waited in a lock queue. Now it waits
+    /// one pass at most. (The reader's MGET still waits for most of that
+    /// load's work, which the shards take first come, first served: see
+    /// `bench/README.md`.)
     pub(super) fn drain(&mut self) {
         let mut budget = DRAIN_BUDGET;
+        let mut passes = 0u32;
         loop {
             let mut got = false;
             self.core.mailbox.collect();
+            if passes > 0 && self.core.mailbox.has_inbound() {
+                // Another pass with messages (nearly always, a drain's
+                // second pass finds none, and the end of the iteration
+                // flushes): what the last pass sent goes out first, so
+                // its destinations need not wait for this one.
+                self.spilled |= self.core.mailbox.flush();
+            }
+            passes += 1;
             // What a busy script's desk kept is older than anything still
             // in the mailbox (and a script run from here may keep more).
             while let Some(m) = self
@@ -552,7 +588,7 @@ impl Worker {
                 self.handle(m);
                 budget -= 1;
                 if budget == 0 {
-                    return;
+                    break;
                 }
             }
             while let Some(m) = self.core.local.pop_front() {
@@ -570,7 +606,7 @@ impl Worker {
                 serve_ready(&mut self.core);
                 got = true;
             }
-            if !got {
+            if !got || budget == 0 {
                 break;
             }
         }

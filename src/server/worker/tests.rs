@@ -273,6 +273,68 @@ fn a_client_gone_while_its_transaction_waits_leaves_the_lock_queue() {
     assert!(t.workers.iter().all(|w| w.core.locks.waiting_len() == 0));
 }
 
+/// The same for the other transactions a client may be waiting with: an
+/// EXEC, and a script across shards. Each waits in shard 1's queue behind
+/// a held lock; the one whose client is gone leaves the queue at once,
+/// holding nothing anywhere, and the other one goes next when the lock is
+/// released, its writes whole.
+#[test]
+fn a_client_gone_while_its_exec_or_script_waits_leaves_the_lock_queue() {
+    use commands::tx::{LockReq, Mode};
+    const SCRIPT: &str =
+        "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[1]) return 1";
+    // An id no home makes, as above.
+    const HOLDER: u64 = (1 << 40) | 0xfff;
+    for kind in ["EXEC", "EVAL"] {
+        let mut t = Cluster::new(3);
+        t.lend = false;
+        let (a, b) = (key_on(1, 3, "a"), key_on(2, 3, "b"));
+        let mut held = LockReq {
+            tx: HOLDER,
+            ..Default::default()
+        };
+        held.add(0, a.as_bytes(), Mode::Write);
+        assert!(t.workers[1].core.locks.try_acquire(held).is_ok());
+        let gone = t.connect(0);
+        let live = t.connect(0);
+        for (c, v) in [(gone, "gone"), (live, "live")] {
+            if kind == "EXEC" {
+                assert_eq!(t.call(c, &["MULTI"]), "+OK\r\n");
+                assert_eq!(t.call(c, &["SET", &a, v]), "+QUEUED\r\n");
+                assert_eq!(t.call(c, &["SET", &b, v]), "+QUEUED\r\n");
+                t.send(c, &["EXEC"]);
+            } else {
+                t.send(c, &["EVAL", SCRIPT, "2", &a, &b, v]);
+            }
+        }
+        rounds_until(&mut t, &format!("both {kind}s queued on shard 1"), |t| {
+            t.workers[1].core.locks.waiting_len() == 2
+        });
+        t.shut(gone, true);
+        rounds_until(&mut t, &format!("the gone client's {kind} left"), |t| {
+            t.workers[1].core.locks.waiting_len() == 1
+        });
+        assert!(!t.workers[2].core.locks.any_held(), "{kind}: nothing held");
+        for w in t.workers[1].core.locks.release(HOLDER) {
+            t.workers[1].run_work(w);
+        }
+        let want = if kind == "EXEC" {
+            "*2\r\n+OK\r\n+OK\r\n"
+        } else {
+            ":1\r\n"
+        };
+        assert_eq!(t.reply(live).0, want, "{kind}");
+        let rd = t.connect(2);
+        assert_eq!(
+            t.call(rd, &["MGET", &a, &b]),
+            "*2\r\n$4\r\nlive\r\n$4\r\nlive\r\n",
+            "{kind}"
+        );
+        assert!(t.workers.iter().all(|w| w.core.locks.waiting_len() == 0));
+        assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+    }
+}
+
 /// Whether some worker holds work back for a transaction's lock: a remote
 /// batch or job deferred on its shard, or a connection of its own whose
 /// next request waits for a release.
