@@ -58,13 +58,17 @@ fn killed(r: &[u8]) {
 
 /// A script spins on shard 1's loop; shard 0's loop is in DEBUG SLEEP
 /// (sent first, `lead` before the script). A client of the script's own
-/// loop WATCHes a key of shard 0: its job waits on the sleeping loop,
+/// loop WATCHes a key of shard 0 (and, 16 shards, one of shard 2): its
+/// job waits on the sleeping loop,
 /// then `+OK` while the script still runs (its PING after it is `-BUSY`).
 /// A SET of that key after the reply dooms its EXEC. Returns the replies
 /// and whether the sleep happened (the sleeping loop answered `+OK`: it
 /// began before the script was busy).
 fn slow_loop_scenario(s: &Server, nshards: usize, lead: Duration) -> (Vec<Vec<u8>>, bool) {
     let a = key_on(0, nshards, "a");
+    // With 16 shards, a key of a third shard too: the WATCH's keys span
+    // two free shards, whose locks it takes in turn.
+    let c = key_on(if nshards > 2 { 2 } else { 0 }, nshards, "c");
     let mut sleeper = conn_on(s, 0, nshards);
     let mut spin = conn_on(s, 1, nshards);
     spin.set_reply_timeout(Duration::from_secs(60));
@@ -78,7 +82,7 @@ fn slow_loop_scenario(s: &Server, nshards: usize, lead: Duration) -> (Vec<Vec<u8
     got.push(wait_busy(&mut near));
     // Before: the desk's 100 ms wait ran out, and the WATCH waited for
     // the script's end (here, the 5 s reply timeout).
-    got.push(near.cmd_str(&["WATCH", &a]));
+    got.push(near.cmd_str(&["WATCH", &a, &c]));
     got.push(near.cmd_str(&["PING"]));
     let slept = sleeper.read_reply() == b"+OK\r\n";
     got.push(sleeper.cmd_str(&["SET", &a, "after"]));

@@ -272,7 +272,9 @@ impl Desk<'_> {
         }
     }
 
-    /// Steps the WATCH of `conn`, every output of its step in.
+    /// Steps the WATCH of `conn`, every output of its step in. (A WATCH's
+    /// transaction records nothing: no append-only-file part waits for its
+    /// end, `home::log_coord_step`, so none is handed over here.)
     fn watch_step(&mut self, conn: ConnRef) {
         let slot = conn.slot as usize;
         let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
