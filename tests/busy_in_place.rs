@@ -261,11 +261,11 @@ fn write_then_loop(s: &mut Server, nshards: usize, script: &str) -> Vec<Vec<u8>>
 /// `-BUSY`. A script that ended before (a slow machine) is run again
 /// longer on a fresh server (`server`: a stuck round leaves the shards
 /// apart for a while, where the script would run on copies, not in
-/// place), at most three times.
+/// place), at most four times.
 fn watch_then_script_sets(server: &dyn Fn() -> Server, nshards: usize) {
     let k2 = (nshards > 2).then(|| key_on(2, nshards, "w"));
     let mut us = 2_000_000u64;
-    for _ in 0..3 {
+    for _ in 0..4 {
         let s = server();
         let Setup {
             mut other,
@@ -283,7 +283,16 @@ fn watch_then_script_sets(server: &dyn Fn() -> Server, nshards: usize) {
             us.to_string().as_bytes(),
         ]));
         assert_eq!(wait_busy(&mut other), BUSY_EVAL);
-        assert_eq!(other.cmd_str(&["WATCH", &k0, &k1]), b"+OK\r\n");
+        let watched = other.cmd_str(&["WATCH", &k0, &k1]);
+        if watched == BUSY_EVAL && s.flavor() == common::Flavor::Tessera {
+            // The shards were apart when the script started (a busy
+            // machine spread them): it runs on copies, holding neither
+            // shard, and a WATCH of its home shard's key is refused as
+            // that shard's commands are. Not this test's case: again.
+            assert_eq!(spin.read_reply(), b":1\r\n");
+            continue;
+        }
+        assert_eq!(watched, b"+OK\r\n");
         if let Some(k2) = &k2 {
             assert_eq!(other.cmd_str(&["WATCH", k2]), b"+OK\r\n");
         }
