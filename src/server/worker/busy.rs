@@ -128,9 +128,10 @@
 //! command while busy, since that shard cannot run until the script ends
 //! (nothing runs on it from the hook). A WATCH of its keys is not the
 //! script's to take (it does not hold that shard): it is refused `-BUSY`
-//! as the shard's other commands are. A loop handed to a hub that was running alone when the
-//! script started waits for the script (the watchdog does not see that
-//! hub stuck): no deadlock, it is served when the script ends. And so is
+//! as the shard's other commands are. A loop handed to a hub that was
+//! running alone when the script started waits for the script (the
+//! watchdog does not see that hub stuck): no deadlock, it is served when
+//! the script ends. And so is
 //! the caller's loop of a script run by a call on another co-hosted shard
 //! (`in_place::by_call`), whose turn the script runs in: its desk and
 //! mailbox are lent as an idle loop's (`commands::script::busy::

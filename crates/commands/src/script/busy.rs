@@ -1423,6 +1423,26 @@ mod tests {
         assert!(!r.holds(3));
     }
 
+    /// The loops whose keys a WATCH is refused for ([`refuse_watch`]):
+    /// those a script stops without holding their shard (its home while
+    /// it runs on copies, a loop it stalls), not those it holds (its
+    /// shard, in place its home and pinned loops) nor free ones.
+    #[test]
+    fn a_watch_is_refused_for_the_loops_a_script_stops_without_holding_them() {
+        let refused = |r: &Running, s: usize| r.stops_loop(s) && !r.holds(s);
+        let mut copies = running(0, Vec::new());
+        copies.shard = None;
+        *copies.stalled.lock().unwrap() = vec![3];
+        assert!(refused(&copies, 0) && refused(&copies, 3));
+        assert!(!refused(&copies, 1));
+        let mut in_place = running(0, vec![2]);
+        in_place.in_place = true;
+        assert!(!refused(&in_place, 0) && !refused(&in_place, 2) && !refused(&in_place, 1));
+        let mut locked = running(0, Vec::new());
+        locked.locked = vec![1];
+        assert!(!refused(&locked, 0) && !refused(&locked, 1));
+    }
+
     /// A desk that counts its passes.
     struct Passes(u32);
     impl BusyServe for Passes {
