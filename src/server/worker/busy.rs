@@ -931,9 +931,11 @@ impl Inbox<'_> {
         r
     }
 
-    /// One busy pass over this inbox, now (see [`serve_inbox`]).
+    /// One busy pass over this inbox, now (see [`serve_inbox`]), where it
+    /// is not lent (its desk's WATCHes send nothing through it, so none
+    /// of their outputs comes here).
     pub(super) fn serve(&mut self) {
-        take_messages(self);
+        take_messages(self, false);
         self.mailbox.flush();
     }
 }
@@ -995,7 +997,10 @@ fn serve_inbox(id: usize) {
     let inbox = unsafe { ptr.as_mut() };
     // A nested loop's lend (another worker of a hub) is not this desk's.
     if inbox.id == id {
-        inbox.serve();
+        // The outputs of its desk's WATCHes go to that desk, which
+        // looks at them right after this (`watch`).
+        take_messages(inbox, true);
+        inbox.mailbox.flush();
     }
     INBOX.with(|i| i.set(Some(ptr)));
 }
@@ -1023,7 +1028,9 @@ fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
     taken
 }
 
-fn take_messages(ib: &mut Inbox<'_>) {
+/// `watches`: the outputs of the WATCHes the desk of this lent inbox
+/// started (`watch::started`) are kept for it.
+fn take_messages(ib: &mut Inbox<'_>, watches: bool) {
     refuse_deferred(ib);
     withdraw_waiting(ib);
     ib.mailbox.collect();
@@ -1058,7 +1065,7 @@ fn take_messages(ib: &mut Inbox<'_>) {
                 work,
                 gather,
             } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, work),
-            Msg::JobDone { conn, idx, out, .. } if watch::started(conn) => {
+            Msg::JobDone { conn, idx, out, .. } if watches && watch::started(conn) => {
                 watch::arrived(conn, idx, out)
             }
             m => ib.kept.push_back(m),

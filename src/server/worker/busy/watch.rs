@@ -192,10 +192,15 @@ fn keep_again(conn: ConnRef, idx: u32, out: JobOut) {
 
 thread_local! {
     /// Connections whose WATCH a desk on this thread started ([`start`])
-    /// and has not finished: their jobs' outputs are taken from the inbox
-    /// for the desk ([`arrived`]). An entry the loop finished after the
-    /// script is dropped at its loop's next lend ([`Desk::watch_outputs`]).
-    /// Bounded by the connections of this thread's loops.
+    /// and has not finished: their jobs' outputs are taken from the lent
+    /// inbox for the desk ([`arrived`]), only by that desk's own passes
+    /// (`super::serve_inbox`), each followed at once by
+    /// [`Desk::watch_outputs`]. An entry whose WATCH the loop finished
+    /// after the script (or whose connection closed) is dropped at the
+    /// first pass of that loop's next lend, before its inbox is looked
+    /// at: within a lend every entry of its loop is exact (the loop
+    /// neither finishes a coordinator nor closes a connection inside a
+    /// script). Bounded by the connections of this thread's loops.
     static STARTED: RefCell<Vec<ConnRef>> = const { RefCell::new(Vec::new()) };
     /// Their outputs, taken from the inbox, not yet applied.
     static ARRIVED: RefCell<Vec<(ConnRef, u32, JobOut)>> = const { RefCell::new(Vec::new()) };
