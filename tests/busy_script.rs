@@ -580,13 +580,12 @@ fn watch_of_the_home_shard_of_a_script_on_copies_is_refused() {
     assert_eq!(watcher.cmd_str(&["EXEC"]), b"*1\r\n+OK\r\n");
 }
 
-/// A connection of the script's loop whose WATCH must wait for the busy
-/// script (keys on two shards: the transaction's lock on the busy shard
-/// waits) is deferred, and answered once the script ends, with every key
-/// watched (the desk takes back what dispatch added to its list, which
-/// would otherwise make the WATCH run again register nothing); during the
-/// next script the desk serves it again (it stayed on the deferred list,
-/// unread until each later script ended).
+/// A connection of the script's loop WATCHes keys of two shards while
+/// the script is busy: the busy shard's key is the script's to register,
+/// the other's job runs on its free loop, and the WATCH is answered once
+/// that is back (it was deferred to the script's end before session 18:
+/// the name stayed). During the next script the desk serves that
+/// connection again, and both keys are watched.
 #[test]
 fn a_watch_deferred_by_one_busy_script_does_not_defer_the_next() {
     if common::testing_real_redis() {
