@@ -471,12 +471,12 @@ impl commands::script::busy::BusyServe for Desk<'_> {
     }
 
     fn serve_busy(&mut self) {
-        let first = self.first;
-        if first {
+        if self.first {
             // A new lend: the connections an earlier one deferred went to
             // the loop's resume list when it ended (a deferred request
             // still unparsed is deferred again when read).
             self.state.deferred.clear();
+            self.watch_prune();
             // A script holding shards under locks: every loop looks now
             // at what waits behind them (`Worker::refuse_behind_busy`).
             if commands::script::busy::published_under_locks() {
@@ -486,7 +486,7 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             }
         }
         serve_inbox(self.id);
-        self.watch_outputs(first);
+        self.watch_outputs();
         for (slot, gen) in take_lock_blocked(self.id) {
             self.serve_held(slot, gen);
         }

@@ -222,29 +222,31 @@ fn forget(conn: ConnRef) {
 }
 
 impl Desk<'_> {
+    /// At a lend's first pass, before its inbox is looked at: drops the
+    /// entries of this loop whose WATCH the loop finished after an earlier
+    /// script, or whose connection closed (see [`STARTED`]).
+    pub(super) fn watch_prune(&mut self) {
+        let conns = &*self.conns;
+        let id = self.id;
+        STARTED.with(|s| {
+            s.borrow_mut().retain(|r| {
+                r.thread as usize != id
+                    || conns
+                        .slots
+                        .get(r.slot as usize)
+                        .and_then(|c| c.as_ref())
+                        .is_some_and(|c| c.gen == r.gen && is_watch(c))
+            })
+        });
+    }
+
     /// The WATCHes this desk started: their outputs that came in are
     /// applied, and each whose step is complete steps, as the loop's
     /// `advance` would: finished (its reply written in the connection's
     /// order, counted in the desk's tally, and the connection's next
     /// requests answered) or its next step's jobs sent (a WATCH over
-    /// several shards locks them in turn). At a lend's first pass, the
-    /// entries whose WATCH the loop finished after an earlier script are
-    /// dropped.
-    pub(super) fn watch_outputs(&mut self, first: bool) {
-        if first {
-            let conns = &*self.conns;
-            let id = self.id;
-            STARTED.with(|s| {
-                s.borrow_mut().retain(|r| {
-                    r.thread as usize != id
-                        || conns
-                            .slots
-                            .get(r.slot as usize)
-                            .and_then(|c| c.as_ref())
-                            .is_some_and(|c| c.gen == r.gen && is_watch(c))
-                })
-            });
-        }
+    /// several shards locks them in turn).
+    pub(super) fn watch_outputs(&mut self) {
         let id = self.id;
         let mine: Vec<(ConnRef, u32, JobOut)> = ARRIVED.with(|a| {
             let mut a = a.borrow_mut();
