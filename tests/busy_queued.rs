@@ -15,7 +15,8 @@
 //!   allow-busy), from a loop other than the script's; a write the
 //!   script's block makes to a watched key afterwards dooms the watcher's
 //!   EXEC, as in Redis. So from the script's own loop too (its desk sends
-//!   the WATCH's jobs to the free loops and waits for them), and the
+//!   the WATCH's jobs to the free loops and answers once they are back),
+//!   and the
 //!   block's commands after the script, on other shards, run after it, so
 //!   after such WATCHes (`multi`).
 //! * A transaction withdrawn at a shard the script's block locks, which

@@ -380,11 +380,9 @@ const GATHERS_KEEP: usize = 64;
 /// The connection slot that stands for the server itself.
 const SYS_SLOT: u32 = u32::MAX;
 
-/// The connection slot of the jobs a busy script's desk sends for a WATCH
-/// (`busy::watch::watch_remote`): their outputs go to the desk that waits for
-/// them, or nowhere once it stopped waiting; and of the releases a busy
-/// shard keeps for after its script once their coordinators were
-/// answered (`busy::released_now`), whose outputs go nowhere.
+/// The connection slot of the releases a busy shard keeps for after its
+/// script once their coordinators were answered (`busy::released_now`),
+/// whose outputs go nowhere.
 const DESK_SLOT: u32 = u32::MAX - 1;
 
 struct SysCoord {

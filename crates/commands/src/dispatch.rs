@@ -315,6 +315,12 @@ fn coordinate(
         },
         Err(e) => {
             reply_error(ctx.out, stats, &e);
+            // Refused before it ran (WATCH's `-BUSY`): a rejected call,
+            // as Redis's rejectCommand counts it.
+            if matches!(e, CmdError::Rejected(_)) {
+                count_rejected(stats, Some(r.id));
+                return Step::Done;
+            }
             let ops = ctx.server.ops;
             if let Some(us) = record(stats, ops, r.id, Instant::now(), true) {
                 let label = crate::ops::slowlog::label_of(ctx.client);

@@ -192,6 +192,16 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     }
     let nshards = c.nshards();
     let db = c.client.db;
+    // A key of a shard a busy script stops without holding it: `-BUSY`,
+    // as that shard's other commands get, before anything is watched
+    // (`script::busy::refuse_watch`).
+    if crate::script::busy::any() {
+        for k in args.iter().skip(1) {
+            if let Some(e) = crate::script::busy::refuse_watch(shard_of(k, nshards)) {
+                return Err(e);
+            }
+        }
+    }
     let w = c.client.watch.get_or_insert_with(WatchState::default);
     let mut per_shard: Vec<Vec<Vec<u8>>> = vec![Vec::new(); nshards];
     for k in args.iter().skip(1) {

@@ -18,16 +18,21 @@
 //!   whose home is the busy shard). Allow-busy commands that need no shard
 //!   (`Step::Done`: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI ...)
 //!   are answered, and so is a WATCH whose coordinator plans no job (see
-//!   below), or whose jobs are all for free loops (shards the script's
-//!   transaction only locks, or that nothing holds): the desk sends them
-//!   through the lent mailbox and waits for their outputs, serving the
-//!   mailbox meanwhile (at most `watch::WATCH_WAIT`: [`watch`]), so
-//!   the WATCH is answered once its keys are registered, while the script
-//!   runs. One that would need a loop the script stops (its own, one it
-//!   pinned or stalls), or no answer in time, is left unparsed and its
-//!   connection deferred until the script ends, so its pipeline stays in
-//!   order; what dispatch added to the client's watch list is taken back
-//!   (run again, it would find the keys watched and register nothing).
+//!   below). A WATCH whose jobs are all for free loops (shards the
+//!   script's transaction only locks, or that nothing holds: their loops
+//!   may still be slow, one a hub holds until the watchdog hands it back,
+//!   one in a long command) is started as the connection's coordinator,
+//!   its jobs sent through the lent mailbox, and answered by a later pass
+//!   once their outputs are in, or by the loop after the script (see
+//!   [`watch`]): `+OK` once its keys are registered, while the script
+//!   runs, with no deadline to guess. One that would need a loop the
+//!   script stops (its own, one it pinned or stalls: the builder refuses
+//!   a key of such a shard the script does not hold `-BUSY`, so only a
+//!   race leaves one), or read where no inbox is lent, is left unparsed
+//!   and its connection deferred until the script ends, so its pipeline
+//!   stays in order; what dispatch added to the client's watch list is
+//!   taken back (run again, it would find the keys watched and register
+//!   nothing).
 //!   Nothing ever runs on this loop's shard from here.
 //! * Replies are written at once (what the socket does not take waits for
 //!   the loop's next flush). Pipelined bytes after a refused request stay
@@ -101,10 +106,11 @@
 //! the script makes after `+OK` dooms the transaction exactly as in Redis
 //! (none is missed; one made before the WATCH does not doom it). Keys of
 //! the loop's shard while its script runs on gathered copies of several
-//! shards (which holds no one shard) still wait for the script's end (the
-//! WATCH's job waits on the busy loop), as does a WATCH deferred here:
-//! the client has no reply before, so its WATCH takes effect at a later
-//! instant, which is just as linearizable.
+//! shards (which holds no one shard), or of a loop it stalls, are refused
+//! `-BUSY` (`script::busy::refuse_watch`), as that shard's other commands
+//! are: nothing runs there before the script ends. A WATCH deferred here
+//! waits for the script's end: the client has no reply before, so its
+//! WATCH takes effect at a later instant, which is just as linearizable.
 //!
 //! A hub's other loops (shard consolidation) are not served here: the
 //! watchdog gives its adopted loops back to their threads while it is
@@ -120,11 +126,12 @@
 //! it) is it served here, published as *stalled* by the script: its
 //! shard's commands get `-BUSY` on every thread, as Redis answers every
 //! command while busy, since that shard cannot run until the script ends
-//! (nothing runs on it from the hook). A WATCH of its keys is not the script's to take (it does not
-//! hold that shard): it waits for the script's end, as a WATCH deferred
-//! here does. A loop handed to a hub that was running alone when the
-//! script started waits for the script (the watchdog does not see that
-//! hub stuck): no deadlock, it is served when the script ends. And so is
+//! (nothing runs on it from the hook). A WATCH of its keys is not the
+//! script's to take (it does not hold that shard): it is refused `-BUSY`
+//! as the shard's other commands are. A loop handed to a hub that was
+//! running alone when the script started waits for the script (the
+//! watchdog does not see that hub stuck): no deadlock, it is served when
+//! the script ends. And so is
 //! the caller's loop of a script run by a call on another co-hosted shard
 //! (`in_place::by_call`), whose turn the script runs in: its desk and
 //! mailbox are lent as an idle loop's (`commands::script::busy::
@@ -166,7 +173,7 @@ use super::{Conns, Core, Deferred, Worker, TCP_BASE, TLS_BASE, UNIX, WAKER};
 
 mod watch;
 
-use watch::{awaited_out, watch_now};
+use watch::{watch_now, Watched};
 
 /// Events one pass takes from epoll at most (the rest wait for the next
 /// pass, about a millisecond later).
@@ -264,8 +271,12 @@ impl Worker {
     pub(super) fn serve_pinned(&mut self, first: bool) {
         engine::alloc::enter_shard(self.core.id);
         let (core, mut lent) = self.split_desk(first);
-        inbox_of!(core).serve();
-        commands::script::busy::BusyServe::serve_busy(&mut lent);
+        // Lent for the pass (its desk serves it first, `serve_inbox`):
+        // a WATCH its desk reads sends its jobs through it (`watch`).
+        let mut inbox = inbox_of!(core);
+        lend_inbox(&mut inbox, || {
+            commands::script::busy::BusyServe::serve_busy(&mut lent)
+        });
     }
 
     /// Adds what this loop's desk and inbox counted while a script pinned
@@ -465,6 +476,7 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             // the loop's resume list when it ended (a deferred request
             // still unparsed is deferred again when read).
             self.state.deferred.clear();
+            self.watch_prune();
             // A script holding shards under locks: every loop looks now
             // at what waits behind them (`Worker::refuse_behind_busy`).
             if commands::script::busy::published_under_locks() {
@@ -474,6 +486,7 @@ impl commands::script::busy::BusyServe for Desk<'_> {
             }
         }
         serve_inbox(self.id);
+        self.watch_outputs();
         for (slot, gen) in take_lock_blocked(self.id) {
             self.serve_held(slot, gen);
         }
@@ -547,8 +560,9 @@ impl Desk<'_> {
             return;
         }
         c.lock_wait = false;
-        let defer =
-            !(c.closing || c.peer_eof || answer(self.server, self.id, self.limits, self.state, c));
+        let defer = !(c.closing
+            || c.peer_eof
+            || answer(self.server, self.id, self.limits, self.state, c, slot));
         let broken = match c.flush() {
             Ok(n) => {
                 self.state.tally.get().net_output_bytes += n as u64;
@@ -599,7 +613,7 @@ impl Desk<'_> {
                     got = true;
                     c.set_rbuf_end(end + n);
                     self.state.tally.get().net_input_bytes += n as u64;
-                    if !answer(self.server, self.id, self.limits, self.state, c) {
+                    if !answer(self.server, self.id, self.limits, self.state, c, slot) {
                         defer = true;
                         break;
                     }
@@ -649,6 +663,7 @@ fn answer(
     limits: DeskLimits,
     st: &mut DeskState,
     c: &mut super::Conn,
+    slot: usize,
 ) -> bool {
     loop {
         if c.client.close_after_reply {
@@ -669,7 +684,7 @@ fn answer(
         match parse_request(&mut c.rbuf[rpos..end], &parse_limits, &mut st.args) {
             Parsed::Complete(n) => {
                 c.need = 0;
-                if !st.args.is_empty() && !run_one(server, id, st, c) {
+                if !st.args.is_empty() && !run_one(server, id, st, c, slot) {
                     return false;
                 }
                 c.rpos += n;
@@ -691,6 +706,7 @@ fn run_one(
     id: usize,
     st: &mut DeskState,
     c: &mut super::Conn,
+    slot: usize,
 ) -> bool {
     let args = Args::new(&c.rbuf[c.rpos..c.rbuf_end()], &st.args);
     let mode_before = c.client.reply_mode;
@@ -717,11 +733,12 @@ fn run_one(
         key_shards: &[],
     };
     let step = dispatch(args, &mut ctx, st.tally.get(), &mut st.scratch);
+    let mut jobs = None;
     let done = match step {
         Step::Done => true,
         Step::Coord { resolved, coord } if resolved.spec.name == "watch" => {
             let stats = st.tally.get();
-            watch_now(
+            match watch_now(
                 server,
                 id,
                 resolved,
@@ -731,7 +748,14 @@ fn run_one(
                 &mut c.client,
                 stats,
                 started,
-            )
+            ) {
+                Watched::Done => true,
+                Watched::Jobs(coord, plan) => {
+                    jobs = Some((resolved, coord, plan));
+                    true
+                }
+                Watched::Later => false,
+            }
         }
         _ => false,
     };
@@ -748,6 +772,20 @@ fn run_one(
             }
         }
         return false;
+    }
+    if let Some((resolved, coord, plan)) = jobs {
+        // Replied once its jobs are back (`watch::start`): in the
+        // connection's order, by the flags in force now (WATCH changes
+        // none).
+        let suppress = skipping == ReplyMode::Skipping || skipping == ReplyMode::Off;
+        if skipping == ReplyMode::Skipping {
+            c.client.reply_mode = ReplyMode::On;
+        }
+        let slow_args = server.ops.slowlog.enabled().then(|| args.to_owned());
+        watch::start(
+            id, slot, c, resolved, coord, plan, started, suppress, slow_args,
+        );
+        return true;
     }
     let mode_after = c.client.reply_mode;
     let pushed = std::mem::take(&mut c.client.push_reply);
@@ -893,9 +931,11 @@ impl Inbox<'_> {
         r
     }
 
-    /// One busy pass over this inbox, now (see [`serve_inbox`]).
+    /// One busy pass over this inbox, now (see [`serve_inbox`]), where it
+    /// is not lent (its desk's WATCHes send nothing through it, so none
+    /// of their outputs comes here).
     pub(super) fn serve(&mut self) {
-        take_messages(self);
+        take_messages(self, false);
         self.mailbox.flush();
     }
 }
@@ -957,7 +997,10 @@ fn serve_inbox(id: usize) {
     let inbox = unsafe { ptr.as_mut() };
     // A nested loop's lend (another worker of a hub) is not this desk's.
     if inbox.id == id {
-        inbox.serve();
+        // The outputs of its desk's WATCHes go to that desk, which
+        // looks at them right after this (`watch`).
+        take_messages(inbox, true);
+        inbox.mailbox.flush();
     }
     INBOX.with(|i| i.set(Some(ptr)));
 }
@@ -985,7 +1028,9 @@ fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
     taken
 }
 
-fn take_messages(ib: &mut Inbox<'_>) {
+/// `watches`: the outputs of the WATCHes the desk of this lent inbox
+/// started (`watch::started`) are kept for it.
+fn take_messages(ib: &mut Inbox<'_>, watches: bool) {
     refuse_deferred(ib);
     withdraw_waiting(ib);
     ib.mailbox.collect();
@@ -1020,8 +1065,8 @@ fn take_messages(ib: &mut Inbox<'_>) {
                 work,
                 gather,
             } if release_now(ib, conn, &work) => released_now(ib, conn, idx, gather, work),
-            Msg::JobDone { conn, idx, out, .. } if conn.slot == super::DESK_SLOT => {
-                awaited_out(conn, idx, out)
+            Msg::JobDone { conn, idx, out, .. } if watches && watch::started(conn) => {
+                watch::arrived(conn, idx, out)
             }
             m => ib.kept.push_back(m),
         }

@@ -157,8 +157,8 @@ impl Worker {
 
     pub(super) fn job_done(&mut self, conn: ConnRef, idx: u32, out: JobOut, aof: u64) {
         if conn.slot == super::DESK_SLOT {
-            // A desk's WATCH job that came back after its desk stopped
-            // waiting (`busy::watch_remote`): nobody wants it.
+            // A release a busy shard kept for after its script, its
+            // coordinator answered already (`busy::released_now`).
             return;
         }
         if conn.slot == SYS_SLOT {

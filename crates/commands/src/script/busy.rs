@@ -80,7 +80,7 @@
 //! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
 //! and served at each pass after the script's own, its shard published as
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
-//! WATCH of its keys is not taken).
+//! WATCH of its keys is not taken: refused `-BUSY` too, [`refuse_watch`]).
 //!
 //! A script run on a co-hosted shard by a call from another loop (the
 //! runtime's `in_place::by_call`) lends that shard's desk as any script
@@ -116,8 +116,8 @@
 //! that. A WATCH of keys of a locked shard (not the home one) takes no
 //! lock (`multi::watch_locks`): the script takes them if it holds every
 //! shard (`Running::every`), else its job runs at once on that free loop,
-//! also from the script's own loop, whose desk sends it and waits for it
-//! (a script inside MULTI/EXEC whose block does not lock every shard;
+//! also from the script's own loop, whose desk sends it and answers the
+//! WATCH once it is back (the runtime's `busy::watch`; a script inside MULTI/EXEC whose block does not lock every shard;
 //! the block's later commands of other shards run after the script,
 //! `multi`, so after such a WATCH, as in Redis). A transaction withdrawn
 //! at one of those loops, which holds a lock on the script's own shard,
@@ -203,7 +203,8 @@ pub struct Running {
     /// Loops the script stops without holding their shards: a hub's own
     /// loop while the script runs on a loop the hub adopted (see
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
-    /// WATCH of their keys is not the script's to take.
+    /// WATCH of their keys is not the script's to take (refused `-BUSY`
+    /// too, [`refuse_watch`]).
     stalled: Mutex<Vec<usize>>,
     /// Shards its transaction holds under locks while it runs (a script
     /// on every shard, `super::every`, or inside MULTI/EXEC; see
@@ -385,6 +386,37 @@ pub fn serve_while_waiting() {
 /// copies): a WATCH of its keys is taken by [`watch_while_busy`].
 pub fn holds_shard(shard: usize) -> bool {
     any() && busy_list().iter().any(|r| r.holds(shard))
+}
+
+/// WATCH of keys of `shard` while a script is busy: Redis's `-BUSY`
+/// (a rejected call) when a published script stops that shard's loop
+/// without holding the shard itself: its home while it runs on gathered
+/// copies of several shards' keys, a loop it stalls (see [`lend_idle`]).
+/// Nothing runs there until the script ends, so the WATCH could only be
+/// answered then (and its job, kept behind what the loop kept before,
+/// registered after the writes the script's transaction writes back
+/// there); every other command of that shard gets `-BUSY` already
+/// (`refuse_if_busy`). Keys of a shard a script holds are taken by it
+/// ([`watch_while_busy`]); keys of other shards are watched by their
+/// free loops. One relaxed load when no script is busy.
+#[inline]
+pub fn refuse_watch(shard: usize) -> Option<CmdError> {
+    if !any() {
+        return None;
+    }
+    refuse_watch_slow(shard)
+}
+
+#[cold]
+fn refuse_watch_slow(shard: usize) -> Option<CmdError> {
+    let list = busy_list();
+    if list.iter().any(|r| r.holds(shard)) {
+        return None;
+    }
+    let r = list.iter().find(|r| r.stops_loop(shard))?;
+    Some(CmdError::Rejected(
+        if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+    ))
 }
 
 /// Whether a published script stops loop `s` itself: it runs there,
@@ -837,7 +869,7 @@ pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
 /// script's loop lends its own desk for it. So the caller's loop is lent
 /// as an idle loop ([`lend_idle`]), stalled by a published script (its
 /// shard's commands get `-BUSY` everywhere; its keys are not the
-/// script's, a WATCH of them waits) and served at each busy pass:
+/// script's, a WATCH of them is refused `-BUSY`) and served at each busy pass:
 /// `inbox` (its mailbox, the runtime's) first, then its connections
 /// through its desk, taken out of the desk's slot for `f` (and put back
 /// after).
@@ -1389,6 +1421,26 @@ mod tests {
         assert!(r.stops_any(&[3]) && r.stops_any(&[0, 2]) && !r.stops_any(&[2, 4]));
         // A WATCH of a locked shard's keys is not the script's to take.
         assert!(!r.holds(3));
+    }
+
+    /// The loops whose keys a WATCH is refused for ([`refuse_watch`]):
+    /// those a script stops without holding their shard (its home while
+    /// it runs on copies, a loop it stalls), not those it holds (its
+    /// shard, in place its home and pinned loops) nor free ones.
+    #[test]
+    fn a_watch_is_refused_for_the_loops_a_script_stops_without_holding_them() {
+        let refused = |r: &Running, s: usize| r.stops_loop(s) && !r.holds(s);
+        let mut copies = running(0, Vec::new());
+        copies.shard = None;
+        *copies.stalled.lock().unwrap() = vec![3];
+        assert!(refused(&copies, 0) && refused(&copies, 3));
+        assert!(!refused(&copies, 1));
+        let mut in_place = running(0, vec![2]);
+        in_place.in_place = true;
+        assert!(!refused(&in_place, 0) && !refused(&in_place, 2) && !refused(&in_place, 1));
+        let mut locked = running(0, Vec::new());
+        locked.locked = vec![1];
+        assert!(!refused(&locked, 0) && !refused(&locked, 1));
     }
 
     /// A desk that counts its passes.
