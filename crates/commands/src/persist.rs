@@ -43,6 +43,7 @@ use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
 mod commands;
 mod flushall;
+mod loadaof;
 mod shard;
 mod startup;
 mod writer;
@@ -51,6 +52,7 @@ pub use commands::{
     all_shards_then, bgsave_coordinator, cron_due, rewrite_coordinator, sync_coordinator,
 };
 use commands::{bgrewriteaof, bgsave, save};
+pub(crate) use loadaof::loadaof;
 use shard::Gate;
 pub use shard::{tick, Tick};
 pub use startup::{key_load_delay, load, load_as, save_now, set_key_load_delay};
@@ -216,8 +218,27 @@ pub trait AofControl: Send + Sync {
     /// `CONFIG SET appendonly no`: after every shard stopped logging,
     /// flushes and closes the file.
     fn disable(&self);
+    /// Writes everything logged so far to the file, as Redis's
+    /// `flushAppendOnlyFile(1)` (DEBUG LOADAOF); nothing while the AOF is
+    /// off. `in_tx`: called inside EXEC, whose own records are written
+    /// after it, as Redis's. `Err` says why it could not.
+    fn flush(&self, in_tx: bool) -> Result<(), String>;
+    /// Reads the file set its manifest names into `nshards` fresh shards,
+    /// replaying its commands with `cfg` (DEBUG LOADAOF); function
+    /// libraries go to the registry. `Ok(None)`: there is no manifest.
+    fn load(&self, cfg: &config::Config, nshards: usize) -> Result<Option<LoadedAof>, String>;
     /// The runtime's own type, for its threads to find the writer.
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// An AOF file set read into fresh shards (start-up, DEBUG LOADAOF).
+pub struct LoadedAof {
+    pub shards: Vec<engine::Shard>,
+    /// Commands replayed.
+    pub commands: u64,
+    /// Keys loaded, and skipped as expired, from an RDB base (INFO's
+    /// `rdb_last_load_keys_*`, which Redis sets when it loads one).
+    pub rdb_keys: Option<(u64, u64)>,
 }
 
 #[derive(Default)]

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use engine::ShardStats;
 use resp::{Args, Reply};
 
-use crate::coord::{fan_out, Coordinator};
+use crate::coord::{fan_out, Coordinator, OneStep, Plan};
 use crate::ctx::{
     ClientState, ConnCtx, ServerShared, ThreadStats, SHUTDOWN_DEFAULT, SHUTDOWN_FORCE,
     SHUTDOWN_NOSAVE, SHUTDOWN_SAVE,
@@ -79,9 +79,10 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         -2,
         ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED,
         NO_KEYS,
-        Exec::Conn(debug),
+        Exec::Coord(debug),
         ADMIN_ACL,
-    ),
+    )
+    .with_locks(debug_locks),
     CommandSpec::parent("config", -2, 0, &["slow"], CONFIG_SUBCOMMANDS),
     crate::docs::COMMAND_SPEC,
 ];
@@ -213,18 +214,43 @@ fn atof(arg: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// DEBUG SLEEP seconds | DEBUG HELP. SLEEP blocks the executing thread,
-/// as it blocks Redis's only thread.
-fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+/// DEBUG LOADAOF runs under whole-keyspace Write locks (see
+/// `persist::loadaof`); the other subcommands lock nothing.
+fn debug_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    eq_ic(args.get(1), "loadaof").then(|| {
+        let mut set = crate::tx::LockSet::default();
+        set.whole(nshards, crate::tx::Mode::Write);
+        set
+    })
+}
+
+/// DEBUG LOADAOF | SLEEP seconds | SET-ACTIVE-EXPIRE 0|1 | HELP. SLEEP
+/// blocks the executing thread, as it blocks Redis's only thread.
+/// LOADAOF, as Redis, takes any number of arguments after it.
+fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let sub = args.get(1);
+    let reply_ok = || {
+        OneStep::boxed(Plan::default(), |_: Vec<()>, out: &mut Reply, _| {
+            out.ok();
+            Ok(())
+        })
+    };
     if eq_ic(sub, "help") && args.len() == 2 {
-        reply_help(c.out, "DEBUG", DEBUG_HELP);
+        Ok(OneStep::boxed(
+            Plan::default(),
+            |_: Vec<()>, out: &mut Reply, _| {
+                reply_help(out, "DEBUG", DEBUG_HELP);
+                Ok(())
+            },
+        ))
+    } else if eq_ic(sub, "loadaof") {
+        Ok(crate::persist::loadaof(c.server))
     } else if eq_ic(sub, "sleep") && args.len() == 3 {
         let secs = atof(args.get(2));
         if let Ok(d) = Duration::try_from_secs_f64(secs) {
             std::thread::sleep(d);
         }
-        c.out.ok();
+        Ok(reply_ok())
     } else if eq_ic(sub, "set-active-expire") && args.len() == 3 {
         // Redis's atoi: anything but a number starting with a non-zero
         // digit turns it off.
@@ -236,15 +262,14 @@ fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         let ops = c.server.ops;
         ops.active_expire
             .store(on, std::sync::atomic::Ordering::Relaxed);
-        c.out.ok();
+        Ok(reply_ok())
     } else {
-        return Err(CmdError::err_echo(
+        Err(CmdError::err_echo(
             "unknown subcommand or wrong number of arguments for '",
             sub,
             "'. Try DEBUG HELP.",
-        ));
+        ))
     }
-    Ok(())
 }
 
 /// CONFIG GET pattern [pattern ...]: a map name -> value.
