@@ -377,7 +377,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                      start when possible.",
                 );
             }
-            c.server.persist.request_aof_on();
+            c.server.persist.request_aof_on(c.client.in_exec);
         }
         (Some(false), _) => c.server.persist.request_aof_off(),
         _ => {}
