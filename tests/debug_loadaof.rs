@@ -287,7 +287,7 @@ fn writes_racing_the_reload_are_neither_lost_nor_doubled() {
         let n: usize = layout.0.parse().unwrap();
         let dir = tmp_dir(&format!("race-{}-{}", layout.0, layout.1));
         let s = tessera(&dir, layout);
-        let keys = common::keys_across_shards("ctr", n.min(8).max(2), n);
+        let keys = common::keys_across_shards("ctr", n.clamp(2, 8), n);
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(AtomicU64::new(0));
         let writers: Vec<_> = (0..2)
