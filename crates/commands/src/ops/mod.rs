@@ -42,6 +42,10 @@ pub struct Ops {
     /// (Redis's `active_expire_enabled`; tests turn it off to see keys
     /// that are logically expired but not deleted yet).
     pub active_expire: AtomicBool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call commands flagged
+    /// `noscript` (Redis's `script_disable_deny_script`, for tests that
+    /// call DEBUG from a script).
+    pub scripts_call_noscript: AtomicBool,
     /// The server's Pub/Sub registry, for a script's `redis.call('publish')`
     /// on a shard (set once by `ServerShared::new`).
     pub pubsub: std::sync::OnceLock<&'static crate::pubsub::PubSub>,
@@ -91,6 +95,7 @@ impl Ops {
             pause: pause::Pause::default(),
             tracking: AtomicBool::new(true),
             active_expire: AtomicBool::new(true),
+            scripts_call_noscript: AtomicBool::new(false),
             pubsub: std::sync::OnceLock::new(),
             mem: std::sync::OnceLock::new(),
             no_good_replicas: AtomicBool::new(false),
