@@ -230,15 +230,17 @@ fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     if eq_ic(args.get(1), "loadaof") {
         return Ok(crate::persist::loadaof(c.server));
     }
-    let mut reply = Reply::new(c.out.resp3());
-    debug_now(c.server.ops, args, &mut reply)?;
-    let bytes = reply.into_bytes();
+    if eq_ic(args.get(1), "object") && args.len() == 3 {
+        return Ok(crate::keys::object::debug_object(c, args.get(2)));
+    }
+    // Run in the coordinator's step, which is timed as the command
+    // (commandstats, the latency monitor's `command` event for SLEEP).
+    let ops = c.server.ops;
+    let mut argv = resp::OwnedArgs::with_capacity(args.len(), 0);
+    argv.extend(args);
     Ok(OneStep::boxed(
         Plan::default(),
-        move |_: Vec<()>, out: &mut Reply, _| {
-            out.raw(&bytes);
-            Ok(())
-        },
+        move |_: Vec<()>, out: &mut Reply, _| debug_now(ops, argv.args(), out),
     ))
 }
 
