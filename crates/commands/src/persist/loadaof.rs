@@ -35,6 +35,10 @@
 //! has not finished holds the queue up until its home thread finishes it)
 //! fails the command before anything changed.
 //!
+//! Cost: the replay runs on a server state of its own, as at start-up;
+//! its operator state (`Ops::leak`, with its Pub/Sub registry) is never
+//! freed, a few kilobytes per reload of a debugging command.
+//!
 //! Differences left: Redis answers other clients `-LOADING` while it
 //! loads; here their keyed commands wait behind the locks and keyless
 //! ones run (FUNCTION LIST may see the registry being rebuilt). Clients
