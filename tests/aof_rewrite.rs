@@ -408,3 +408,53 @@ fn sort_is_logged_only_with_store() {
     let v: Vec<u64> = s.conn().lrange("dst", 0, -1).unwrap();
     assert_eq!(v, [3, 2, 1]);
 }
+
+/// CONFIG SET appendonly yes outside EXEC starts its rewrite at once, as
+/// Redis's startAppendOnly forks it: from its reply on, INFO shows the
+/// rewrite in progress (not merely scheduled) until it is done, so that
+/// `aof_rewrite_in_progress:0` means the AOF is complete (Redis's Tcl
+/// `waitForBgrewriteaof`, which unit/functions runs before DEBUG
+/// LOADAOF). Beside redis-server when there is one.
+#[test]
+fn appendonly_yes_shows_its_rewrite_in_progress_at_once() {
+    let dir = DataDir::new("rewrite-at-once");
+    let mut servers = vec![Server::tessera(&[
+        "--dir",
+        dir.path(),
+        "--shards",
+        "2",
+        "--save",
+        "",
+    ])];
+    let rdir = DataDir::new("rewrite-at-once-redis");
+    if redis_available() {
+        servers.push(Server::redis(&["--dir", rdir.path()]));
+    }
+    for s in servers {
+        let mut c = s.conn();
+        let _: () = c.set("k", 1).unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendonly")
+            .arg("yes")
+            .query(&mut c)
+            .unwrap();
+        wait_for("the rewrite to end", || {
+            let text: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+            let field = |f: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{f}:")))
+                    .unwrap_or_else(|| panic!("no {f} in INFO"))
+                    .to_string()
+            };
+            assert_eq!(field("aof_rewrite_scheduled"), "0", "{:?}", s.flavor());
+            if field("aof_rewrite_in_progress") == "1" {
+                return false;
+            }
+            assert_eq!(field("aof_rewrites"), "1", "{:?}: not started", s.flavor());
+            assert_eq!(field("aof_last_bgrewrite_status"), "ok");
+            true
+        });
+        assert_eq!(info(&mut c, "aof_enabled"), "1");
+    }
+}

@@ -111,7 +111,9 @@ use engine::outbox::{write_array, Chunk, Target};
 
 use crate::log;
 
-pub use super::aof_files::{load, open_files, parse_manifest, write_manifest, ManifestFile, Paths};
+pub use super::aof_files::{
+    load, load_from, open_files, parse_manifest, write_manifest, ManifestFile, Paths,
+};
 
 type TxId = u64;
 
@@ -754,6 +756,45 @@ impl Aof {
     /// `always`, fsynced).
     pub fn durable(&self) -> u64 {
         self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Writes everything queued now to the file from the calling thread,
+    /// as Redis's `flushAppendOnlyFile(1)` (DEBUG LOADAOF, before reading
+    /// the file back), fsynced as the policy says. `in_tx`: the caller
+    /// runs inside a transaction (EXEC) holding every lock, whose own slot
+    /// is the last one open, if it recorded anything yet: the flush stops
+    /// there, as Redis writes a transaction's commands after its EXEC.
+    /// `Err` if a write fails (what was not written stays queued for the
+    /// writer's retries), or if the queue is not written by `within`: an
+    /// open slot ahead of the rest is a transaction whose coordinator has
+    /// not finished (see the module docs), completed by its home thread,
+    /// which this call does not block unless it is that thread.
+    pub fn flush_queued(&self, within: Duration, in_tx: bool) -> Result<(), String> {
+        let target = {
+            let q = self.lock();
+            let open = |i: &Item| matches!(i, Item::Tx { done: false, .. });
+            match q.items.iter().rposition(open) {
+                Some(at) if in_tx => q.base + at as u64,
+                _ => q.next(),
+            }
+        };
+        let deadline = Instant::now() + within;
+        loop {
+            {
+                let mut s = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+                self.commit(&mut s, &[]);
+            }
+            if self.durable() >= target {
+                return Ok(());
+            }
+            if self.write_failed.load(Ordering::Relaxed) {
+                return Err("Errors writing to the AOF file".into());
+            }
+            if Instant::now() >= deadline {
+                return Err("the AOF's queue was not written in time".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Tests: waits until `target` is durable; panics naming `what` after

@@ -7,9 +7,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
+use commands::persist::LoadedAof;
 use config::Config;
 
 use crate::log;
@@ -128,28 +128,27 @@ pub fn open_files(p: &Paths) -> Result<File, String> {
 
 // ------------------------------------------------------------------ loading
 
-/// What loading found.
-pub struct Loaded {
-    pub shards: Vec<engine::Shard>,
-    pub commands: u64,
+/// Loads the AOF file set under `cfg`'s `dir` (start-up) into `nshards`
+/// shards; see [`load_from`].
+pub fn load(cfg: &Config, nshards: usize) -> Result<Option<LoadedAof>, String> {
+    load_from(&Paths::of(cfg), cfg, nshards)
 }
 
-/// Loads the AOF file set into `nshards` shards, replaying every command
-/// through the normal handlers. `Ok(None)`: no manifest (nothing to load).
-pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
-    let p = Paths::of(cfg);
+/// Loads the file set at `p` into `nshards` fresh shards, replaying every
+/// command through the normal handlers with `cfg` (start-up, DEBUG
+/// LOADAOF). `Ok(None)`: no manifest (nothing to load). Function
+/// libraries go to the process's registry, as FUNCTION LOAD's do: the
+/// caller empties it first if it holds any.
+pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<LoadedAof>, String> {
     let text = match std::fs::read_to_string(p.manifest()) {
         Ok(t) => t,
         Err(_) => return Ok(None),
     };
     let files = parse_manifest(&text)?;
     let started = Instant::now();
-    let mut t = commands::testutil::TestServer::new(nshards);
-    t.server = Arc::new(commands::ServerShared::new(cfg.clone(), nshards));
-    t.shards = (0..nshards)
-        .map(|i| engine::Shard::new(i, cfg.databases))
-        .collect();
+    let mut t = commands::testutil::TestServer::with_config(cfg.clone(), nshards);
     let mut n = 0u64;
+    let mut rdb_keys = None;
     let order = files
         .iter()
         .filter(|f| f.kind == 'b')
@@ -166,7 +165,7 @@ pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
             // An RDB preamble (Redis 7's `.base.rdb`, and our rewrites).
             drop(data);
             let limits = commands::ctx::enc_limits_of(cfg);
-            commands::persist::load(&path, &mut t.shards, limits)?;
+            rdb_keys = commands::persist::load(&path, &mut t.shards, limits)?;
             continue;
         }
         let is_last = last_incr.is_some() && i == files.len() - 1;
@@ -182,9 +181,10 @@ pub fn load(cfg: &Config, nshards: usize) -> Result<Option<Loaded>, String> {
         "DB loaded from append only file: {:.3} seconds",
         started.elapsed().as_secs_f64()
     ));
-    Ok(Some(Loaded {
+    Ok(Some(LoadedAof {
         shards: std::mem::take(&mut t.shards),
         commands: n,
+        rdb_keys,
     }))
 }
 

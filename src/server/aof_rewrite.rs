@@ -46,6 +46,9 @@ use commands::persist::AofControl;
 use super::aof::{parse_manifest, write_manifest, Aof, ManifestFile, Paths};
 use crate::log;
 
+/// How long [`AofControl::flush`] waits for the queue to be written.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct Rewriter {
     paths: Paths,
     /// The writer while `appendonly` is on (set at start, or by
@@ -231,6 +234,21 @@ impl AofControl for Rewriter {
             st.enabling = false;
             let _ = std::fs::remove_file(self.temp_incr());
         }
+    }
+
+    fn flush(&self, in_tx: bool) -> Result<(), String> {
+        match self.current() {
+            Some(a) if self.enabled() => a.flush_queued(FLUSH_WAIT, in_tx),
+            _ => Ok(()),
+        }
+    }
+
+    fn load(
+        &self,
+        cfg: &config::Config,
+        nshards: usize,
+    ) -> Result<Option<commands::persist::LoadedAof>, String> {
+        super::aof::load_from(&self.paths, cfg, nshards)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

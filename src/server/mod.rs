@@ -240,6 +240,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // The AOF wins over the RDB when enabled: load it before accepting
     // clients, then start its writer. Without an AOF to load, the RDB.
     let mut shards: Option<Vec<engine::Shard>> = None;
+    // Keys loaded and expired from an RDB file (or an AOF's RDB base).
+    let mut loaded = None;
     commands::persist::set_key_load_delay(cfg.key_load_delay);
     let aof = if cfg.appendonly {
         if let Some(l) = aof::load(&cfg, n)? {
@@ -248,6 +250,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 l.commands
             ));
             shards = Some(l.shards);
+            loaded = l.rdb_keys;
         }
         // Its writer starts once the server's state (where it publishes
         // its write status) exists.
@@ -255,7 +258,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
     } else {
         None
     };
-    let mut loaded = None;
     let mut shards = match shards {
         Some(s) => s,
         None => {

@@ -12,7 +12,9 @@
 # output is in $TCL_COPY/out/<unit>.log. Not part of CI: a measurement of what differs from Redis.
 # Environment: BASEPORT (default 26000), UNIT_TIMEOUT seconds (default 900), TAGS extra runtest
 # arguments (e.g. "--tags -slow"), SKIP test names to skip, one per line (runtest --skiptest: a
-# test that stops its unit with an exception, to see the tests after it).
+# test that stops its unit with an exception, to see the tests after it), EXCLUDE the tags left
+# out (default "--tags -needs:repl --tags -needs:debug"; EXCLUDE="--tags -needs:repl" runs the
+# tests that need DEBUG too).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -41,7 +43,7 @@ for u in "$@"; do
   # runtest's shell and leave the rest running.
   # shellcheck disable=SC2086
   setsid ./runtest --single "$u" --clients 1 --baseport "${BASEPORT:-26000}" \
-    --tags -needs:repl --tags -needs:debug "${skips[@]}" ${TAGS:-} >"$log.raw" 2>&1 &
+    ${EXCLUDE---tags -needs:repl --tags -needs:debug} "${skips[@]}" ${TAGS:-} >"$log.raw" 2>&1 &
   pid=$!
   ( sleep "${UNIT_TIMEOUT:-900}"; kill -TERM -- "-$pid" 2>/dev/null; sleep 5
     kill -KILL -- "-$pid" 2>/dev/null ) &

@@ -43,6 +43,7 @@ use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
 mod commands;
 mod flushall;
+mod loadaof;
 mod shard;
 mod startup;
 mod writer;
@@ -51,6 +52,7 @@ pub use commands::{
     all_shards_then, bgsave_coordinator, cron_due, rewrite_coordinator, sync_coordinator,
 };
 use commands::{bgrewriteaof, bgsave, save};
+pub(crate) use loadaof::loadaof;
 use shard::Gate;
 pub use shard::{tick, Tick};
 pub use startup::{key_load_delay, load, load_as, save_now, set_key_load_delay};
@@ -216,8 +218,27 @@ pub trait AofControl: Send + Sync {
     /// `CONFIG SET appendonly no`: after every shard stopped logging,
     /// flushes and closes the file.
     fn disable(&self);
+    /// Writes everything logged so far to the file, as Redis's
+    /// `flushAppendOnlyFile(1)` (DEBUG LOADAOF); nothing while the AOF is
+    /// off. `in_tx`: called inside EXEC, whose own records are written
+    /// after it, as Redis's. `Err` says why it could not.
+    fn flush(&self, in_tx: bool) -> Result<(), String>;
+    /// Reads the file set its manifest names into `nshards` fresh shards,
+    /// replaying its commands with `cfg` (DEBUG LOADAOF); function
+    /// libraries go to the registry. `Ok(None)`: there is no manifest.
+    fn load(&self, cfg: &config::Config, nshards: usize) -> Result<Option<LoadedAof>, String>;
     /// The runtime's own type, for its threads to find the writer.
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// An AOF file set read into fresh shards (start-up, DEBUG LOADAOF).
+pub struct LoadedAof {
+    pub shards: Vec<engine::Shard>,
+    /// Commands replayed.
+    pub commands: u64,
+    /// Keys loaded, and skipped as expired, from an RDB base (INFO's
+    /// `rdb_last_load_keys_*`, which Redis sets when it loads one).
+    pub rdb_keys: Option<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -227,6 +248,10 @@ struct State {
     /// reverse: started by the cron when the other ends.
     bgsave_scheduled: bool,
     rewrite_scheduled: bool,
+    /// The scheduled rewrite is one Redis would have started already
+    /// (see [`Persist::request_aof_on`]): shown in progress until the
+    /// cron tries to start it.
+    rewrite_starting: bool,
     rewrite_ok: bool,
     /// CONFIG SET appendonly asked to turn the AOF off.
     aof_request: Option<bool>,
@@ -359,19 +384,22 @@ impl Persist {
         };
         PersistInfo {
             in_progress: running(Kind::Bgsave).is_some(),
-            rewrite_in_progress: running(Kind::Rewrite).is_some(),
-            rewrite_scheduled: st.rewrite_scheduled,
+            rewrite_in_progress: running(Kind::Rewrite).is_some() || st.rewrite_starting,
+            rewrite_scheduled: st.rewrite_scheduled && !st.rewrite_starting,
             rewrite_ok: st.rewrite_ok,
             last_rewrite_time_s: st.last_rewrite_time_s,
-            current_rewrite_time_s: running(Kind::Rewrite).map(|r| r.started.elapsed().as_secs()),
-            rewrites: st.rewrites,
+            current_rewrite_time_s: running(Kind::Rewrite)
+                .map(|r| r.started.elapsed().as_secs())
+                .or(st.rewrite_starting.then_some(0)),
+            // Redis counts its rewrite (and the fork) when it starts.
+            rewrites: st.rewrites + u64::from(st.rewrite_starting),
             rewrite_failures: st.rewrite_failures,
             changes: self.changes(),
             last_ok: st.last_ok,
             last_bgsave_time_s: st.last_bgsave_time_s,
             current_time_s: running(Kind::Bgsave).map(|r| r.started.elapsed().as_secs()),
             saves: st.saves,
-            forks: st.forks,
+            forks: st.forks + u64::from(st.rewrite_starting),
             loaded_keys: st.loaded_keys,
             expired_on_load: st.expired_on_load,
             loading: self.loading.load(Ordering::Relaxed),
@@ -421,17 +449,26 @@ impl Persist {
 
     /// CONFIG SET appendonly no: the cron turns the AOF off.
     pub fn request_aof_off(&self) {
-        self.lock().aof_request = Some(false);
+        let mut st = self.lock();
+        st.aof_request = Some(false);
+        st.rewrite_starting = false;
     }
 
     /// CONFIG SET appendonly yes, once the AOF's writer started on its
     /// temporary incr file ([`AofControl::enable`]): the rewrite that
     /// completes it is scheduled (the cron starts it when nothing else
-    /// runs); a pending turn-off is cancelled.
-    pub fn request_aof_on(&self) {
+    /// runs); a pending turn-off is cancelled. Redis's startAppendOnly
+    /// forks that rewrite at once unless it runs inside EXEC (`in_exec`)
+    /// or another background save runs, when it is only scheduled: INFO
+    /// shows it in progress from here in the first case (Redis's Tcl
+    /// tests wait for `aof_rewrite_in_progress` to drop back to 0 right
+    /// after CONFIG SET), though the cron starts it at its next tick.
+    pub fn request_aof_on(&self, in_exec: bool) {
         let mut st = self.lock();
         st.aof_request = None;
         st.rewrite_scheduled = true;
+        st.rewrite_starting =
+            !in_exec && st.running.as_ref().is_none_or(|r| r.kind == Kind::Rewrite);
     }
 
     /// Redis's aofRewriteLimited: after three consecutive failed rewrites,
@@ -517,6 +554,10 @@ impl Persist {
         stream_db: Option<usize>,
     ) -> Result<(Counters, Receiver<Result<(), String>>), CmdError> {
         let mut st = self.lock();
+        if kind == Kind::Rewrite {
+            // Started now, or failing to: INFO shows what happened.
+            st.rewrite_starting = false;
+        }
         match st.running.as_ref().map(|r| r.kind) {
             None => {}
             Some(Kind::Rewrite) if kind == Kind::Rewrite => {

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use engine::ShardStats;
 use resp::{Args, Reply};
 
-use crate::coord::{fan_out, Coordinator};
+use crate::coord::{fan_out, Coordinator, OneStep, Plan};
 use crate::ctx::{
     ClientState, ConnCtx, ServerShared, ThreadStats, SHUTDOWN_DEFAULT, SHUTDOWN_FORCE,
     SHUTDOWN_NOSAVE, SHUTDOWN_SAVE,
@@ -79,9 +79,10 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         -2,
         ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED,
         NO_KEYS,
-        Exec::Conn(debug),
+        Exec::Coord(debug),
         ADMIN_ACL,
-    ),
+    )
+    .with_locks(debug_locks),
     CommandSpec::parent("config", -2, 0, &["slow"], CONFIG_SUBCOMMANDS),
     crate::docs::COMMAND_SPEC,
 ];
@@ -213,35 +214,148 @@ fn atof(arg: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// DEBUG SLEEP seconds | DEBUG HELP. SLEEP blocks the executing thread,
-/// as it blocks Redis's only thread.
-fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+/// DEBUG LOADAOF runs under whole-keyspace Write locks (see
+/// `persist::loadaof`); the other subcommands lock nothing.
+fn debug_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    eq_ic(args.get(1), "loadaof").then(|| {
+        let mut set = crate::tx::LockSet::default();
+        set.whole(nshards, crate::tx::Mode::Write);
+        set
+    })
+}
+
+/// DEBUG: LOADAOF runs as its coordinator (`persist::loadaof`); the
+/// other subcommands ([`debug_now`]) reply at once.
+fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    if eq_ic(args.get(1), "loadaof") {
+        return Ok(crate::persist::loadaof(c.server));
+    }
+    if eq_ic(args.get(1), "object") && args.len() == 3 {
+        return Ok(crate::keys::object::debug_object(c, args.get(2)));
+    }
+    // Run in the coordinator's step, which is timed as the command
+    // (commandstats, the latency monitor's `command` event for SLEEP).
+    let ops = c.server.ops;
+    let mut argv = resp::OwnedArgs::with_capacity(args.len(), 0);
+    argv.extend(args);
+    Ok(OneStep::boxed(
+        Plan::default(),
+        move |_: Vec<()>, out: &mut Reply, _| debug_now(ops, argv.args(), out),
+    ))
+}
+
+/// DEBUG's subcommands other than LOADAOF (LOADAOF, as Redis, takes any
+/// number of arguments after it), from a client or a script (with DEBUG
+/// SET-DISABLE-DENY-SCRIPTS 1): HELP; PROTOCOL type (a reply of each RESP
+/// type, Redis's test values); SLEEP seconds (blocks the executing
+/// thread, as it blocks Redis's only thread); SET-ACTIVE-EXPIRE 0|1;
+/// SET-DISABLE-DENY-SCRIPTS 0|1.
+pub(crate) fn debug_now(
+    ops: &crate::ops::Ops,
+    args: Args<'_>,
+    out: &mut Reply,
+) -> Result<(), CmdError> {
     let sub = args.get(1);
+    // Redis's atoi: anything but a number starting with a non-zero digit
+    // is 0.
+    let atoi_nonzero = |a: &[u8]| {
+        resp::string2ll(a).is_some_and(|n| n != 0)
+            || a.first().is_some_and(|b| (b'1'..=b'9').contains(b))
+    };
     if eq_ic(sub, "help") && args.len() == 2 {
-        reply_help(c.out, "DEBUG", DEBUG_HELP);
+        reply_help(out, "DEBUG", DEBUG_HELP);
+    } else if eq_ic(sub, "protocol") && args.len() == 3 {
+        debug_protocol(args.get(2), out)?;
     } else if eq_ic(sub, "sleep") && args.len() == 3 {
         let secs = atof(args.get(2));
         if let Ok(d) = Duration::try_from_secs_f64(secs) {
             std::thread::sleep(d);
         }
-        c.out.ok();
+        out.ok();
     } else if eq_ic(sub, "set-active-expire") && args.len() == 3 {
-        // Redis's atoi: anything but a number starting with a non-zero
-        // digit turns it off.
-        let on = resp::string2ll(args.get(2)).is_some_and(|n| n != 0)
-            || args
-                .get(2)
-                .first()
-                .is_some_and(|b| (b'1'..=b'9').contains(b));
-        let ops = c.server.ops;
         ops.active_expire
-            .store(on, std::sync::atomic::Ordering::Relaxed);
-        c.out.ok();
+            .store(atoi_nonzero(args.get(2)), Ordering::Relaxed);
+        out.ok();
+    } else if eq_ic(sub, "set-disable-deny-scripts") && args.len() == 3 {
+        ops.scripts_call_noscript
+            .store(atoi_nonzero(args.get(2)), Ordering::Relaxed);
+        out.ok();
     } else {
         return Err(CmdError::err_echo(
             "unknown subcommand or wrong number of arguments for '",
             sub,
             "'. Try DEBUG HELP.",
+        ));
+    }
+    Ok(())
+}
+
+/// DEBUG PROTOCOL type: Redis's test reply of each RESP type, in the
+/// caller's protocol (RESP2 forms where RESP3 has its own).
+fn debug_protocol(name: &[u8], out: &mut Reply) -> Result<(), CmdError> {
+    if eq_ic(name, "string") {
+        out.bulk(b"Hello World");
+    } else if eq_ic(name, "integer") {
+        out.int(12345);
+    } else if eq_ic(name, "double") {
+        // Redis's test value, not pi.
+        #[allow(clippy::approx_constant)]
+        out.double(3.141);
+    } else if eq_ic(name, "bignum") {
+        let n = b"1234567999999999999999999999999999999";
+        if out.resp3() {
+            out.raw(b"(");
+            out.raw(n);
+            out.raw(b"\r\n");
+        } else {
+            out.bulk(n);
+        }
+    } else if eq_ic(name, "null") {
+        out.null();
+    } else if eq_ic(name, "array") || eq_ic(name, "set") {
+        if eq_ic(name, "set") {
+            out.set(3);
+        } else {
+            out.array(3);
+        }
+        for j in 0..3 {
+            out.int(j);
+        }
+    } else if eq_ic(name, "map") {
+        out.map(3);
+        for j in 0..3 {
+            out.int(j);
+            out.boolean(j == 1);
+        }
+    } else if eq_ic(name, "attrib") {
+        if out.resp3() {
+            out.raw(b"|1\r\n");
+            out.bulk(b"key-popularity");
+            out.array(2);
+            out.bulk(b"key:123");
+            out.int(90);
+        }
+        // Attributes are not replies: a real one follows.
+        out.bulk(b"Some real reply following the attribute");
+    } else if eq_ic(name, "push") {
+        if !out.resp3() {
+            return Err(CmdError::err("RESP2 is not supported by this command"));
+        }
+        out.push(2);
+        out.bulk(b"server-cpu-usage");
+        out.int(42);
+        // A push is not the command's reply: a real one follows.
+        out.bulk(b"Some real reply following the push reply");
+    } else if eq_ic(name, "true") {
+        out.boolean(true);
+    } else if eq_ic(name, "false") {
+        out.boolean(false);
+    } else if eq_ic(name, "verbatim") {
+        out.verbatim("txt", b"This is a verbatim\nstring");
+    } else {
+        return Err(CmdError::err(
+            "Wrong protocol type name. Please use one of the following: \
+             string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
         ));
     }
     Ok(())
@@ -352,7 +466,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                      start when possible.",
                 );
             }
-            c.server.persist.request_aof_on();
+            c.server.persist.request_aof_on(c.client.in_exec);
         }
         (Some(false), _) => c.server.persist.request_aof_off(),
         _ => {}

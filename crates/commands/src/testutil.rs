@@ -38,7 +38,12 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn new(nshards: usize) -> Self {
-        let cfg = config::Config::default();
+        Self::with_config(config::Config::default(), nshards)
+    }
+
+    /// [`TestServer::new`] with `cfg` (the AOF loader replays its file
+    /// with the server's configuration).
+    pub fn with_config(cfg: config::Config, nshards: usize) -> Self {
         let dbs = cfg.databases;
         TestServer {
             shards: (0..nshards).map(|i| Shard::new(i, dbs)).collect(),

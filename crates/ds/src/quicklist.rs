@@ -507,6 +507,23 @@ impl QuickList {
         (count(self.nodes.front()), count(self.nodes.back()))
     }
 
+    /// The nodes' sizes as listpacks, uncompressed (Redis's sum of
+    /// `node->sz`, DEBUG OBJECT's `ql_uncompressed_size`): the entries
+    /// plus a listpack's 6-byte header and end byte each.
+    pub fn listpack_bytes(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let entries = if n.lzf_raw != 0 {
+                    n.lzf_raw as usize
+                } else {
+                    n.buf.len()
+                };
+                entries + 7
+            })
+            .sum()
+    }
+
     /// Heap bytes held: node headers and buffers (compressed ones at their
     /// compressed size), capacity included.
     pub fn heap_bytes(&self) -> usize {

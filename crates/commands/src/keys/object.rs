@@ -189,6 +189,67 @@ pub(crate) fn from_script(
     })
 }
 
+/// DEBUG OBJECT key, as Redis's debug.c: `+Value at:<address>
+/// refcount:<n> encoding:<name> serializedlength:<bytes> lru:<clock>
+/// lru_seconds_idle:<s>`, and for a list its quicklist's figures; `-ERR no
+/// such key`. One job on the key's shard, which finds the key even if it
+/// expired and does not touch it (Redis's `dictFind`). `serializedlength`
+/// is the value's RDB encoding without its type byte (Redis's
+/// `rdbSavedObjectLen`), compressed as `rdbcompression` says; `lru` the
+/// last access in seconds, on Redis's 24-bit LRU clock.
+pub(crate) fn debug_object(c: &ConnCtx<'_>, key: &[u8]) -> Box<dyn Coordinator> {
+    let pol = policy(c);
+    let compress = c
+        .server
+        .config
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .rdbcompression;
+    let db = c.client.db;
+    let key = key.to_vec();
+    let mut plan = Plan::default();
+    plan.run(shard_of(&key, c.nshards()), move |env| {
+        let now = env.shard.now_ms;
+        let e = env.shard.dbs.get(db)?.get(&key)?;
+        let mut rdb = Vec::new();
+        engine::rdb::write_value(&mut rdb, e.value(), compress);
+        let extra = match e.value() {
+            ValueRef::List(l) => {
+                let nodes = l.node_count();
+                format!(
+                    " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} \
+                     ql_uncompressed_size:{}",
+                    l.len() as f64 / nodes as f64,
+                    l.fill(),
+                    u8::from(l.compress_depth() != 0),
+                    l.listpack_bytes()
+                )
+            }
+            _ => String::new(),
+        };
+        Some(format!(
+            "Value at:0x{:x} refcount:{} encoding:{} serializedlength:{} lru:{} \
+             lru_seconds_idle:{}{extra}",
+            std::ptr::from_ref(e).cast::<u8>() as usize,
+            refcount_of(e, now, pol).unwrap_or(1),
+            e.value().encoding(),
+            rdb.len().saturating_sub(1),
+            e.access_s & 0x00FF_FFFF,
+            e.idle_s(now),
+        ))
+    });
+    OneStep::boxed(
+        plan,
+        |mut res: Vec<Option<String>>, out: &mut Reply, _: &mut ClientState| {
+            match res.pop().flatten() {
+                Some(line) => out.simple(&line),
+                None => return Err(CmdError::err("no such key")),
+            }
+            Ok(())
+        },
+    )
+}
+
 const OBJECT_HELP: &[&str] = &[
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "ENCODING <key>",

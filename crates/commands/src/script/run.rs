@@ -1021,7 +1021,13 @@ impl Run<'_, '_> {
         if let Some(j) = &mut self.journal {
             j.note(&self.stats, r.id);
         }
-        if r.spec.has(flags::NOSCRIPT) {
+        if r.spec.has(flags::NOSCRIPT)
+            && !self
+                .ctx
+                .ops
+                .scripts_call_noscript
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return self.reject(lua, r, "This Redis command is not allowed from script");
         }
         // Redis's scriptVerifyAllowStale: on a stale replica a script runs
@@ -1265,18 +1271,16 @@ impl Run<'_, '_> {
                 self.stats.unexpected_error_replies = unexpected;
             }
             Exec::Conn(_) => {
-                let started = std::time::Instant::now();
-                if let Some(refused) = self.conn_call(lua, r, args, out)? {
+                if let Some(refused) = self.conn_counted(lua, r, args, out)? {
                     return Ok(refused);
                 }
-                // Counted as Redis's `call` counts it.
-                let failed = out.as_bytes().first() == Some(&b'-');
-                if failed {
-                    let line = &out.as_bytes()[1..];
-                    let line = line.strip_suffix(b"\r\n").unwrap_or(line).to_vec();
-                    self.stats.count_error(&line);
+            }
+            // DEBUG is a coordinator for LOADAOF only: its other
+            // subcommands run as a connection command's.
+            Exec::Coord(_) if r.spec.name == "debug" => {
+                if let Some(refused) = self.conn_counted(lua, r, args, out)? {
+                    return Ok(refused);
                 }
-                self.record(r, args, started, failed);
             }
             // SORT runs here on the script's shard, its pattern keys
             // gathered first when it does not hold them (see `wide`).

@@ -46,6 +46,29 @@ fn on_lua_client(full: &str) -> bool {
 impl Run<'_, '_> {
     /// A connection command called from a script, written to `out`;
     /// `Some` for a call refused (its error table).
+    /// [`Self::conn_call`], counted as Redis's `call` counts it (its
+    /// statistics, and a failure in errorstats).
+    pub(super) fn conn_counted(
+        &mut self,
+        lua: &Lua,
+        r: crate::Resolved,
+        args: Args<'_>,
+        out: &mut Reply,
+    ) -> mlua::Result<Option<(Value, bool)>> {
+        let started = std::time::Instant::now();
+        if let Some(refused) = self.conn_call(lua, r, args, out)? {
+            return Ok(Some(refused));
+        }
+        let failed = out.as_bytes().first() == Some(&b'-');
+        if failed {
+            let line = &out.as_bytes()[1..];
+            let line = line.strip_suffix(b"\r\n").unwrap_or(line).to_vec();
+            self.stats.count_error(&line);
+        }
+        self.record(r, args, started, failed);
+        Ok(None)
+    }
+
     pub(super) fn conn_call(
         &mut self,
         lua: &Lua,
@@ -66,6 +89,13 @@ impl Run<'_, '_> {
                 _ => out.bulk(args.get(1)),
             },
             "echo" => out.bulk(args.get(1)),
+            // (Only with DEBUG SET-DISABLE-DENY-SCRIPTS 1.) LOADAOF
+            // replaces the data under the script's feet: refused.
+            "debug" if !crate::util::eq_ic(args.get(1), "loadaof") => {
+                if let Err(e) = crate::server::debug_now(self.ctx.ops, args, out) {
+                    out.error_bytes(&e.line());
+                }
+            }
             // The script's own client subscribes to nothing: every
             // receiver is another client (Redis's lua client).
             "publish" | "spublish" => match self.ctx.ops.pubsub.get() {
