@@ -411,25 +411,32 @@ impl DeadPort {
     }
 }
 
-/// The process id of the server answering on `port` (its `INFO server`'s
-/// `process_id`), over a fresh socket with bounded waits; `None` while
-/// nothing answers.
+/// The process id of the server answering `+PONG` on `port` (its `INFO
+/// server`'s `process_id`, asked in the same write), over a fresh socket
+/// with bounded waits; `None` while nothing answers or it answers PING
+/// with an error (`-LOADING` while it loads its data: not ready yet).
 fn answering_pid(port: u16) -> Option<u32> {
     let addr = format!("127.0.0.1:{port}").parse().expect("addr");
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
-    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    s.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         if let Ok(Some(n)) = reply_len(&buf) {
-            let text = String::from_utf8_lossy(&buf[..n]);
-            return text
-                .lines()
-                .find_map(|l| l.strip_prefix("process_id:"))
-                .and_then(|v| v.trim().parse().ok());
+            if &buf[..n] != b"+PONG\r\n" {
+                return None;
+            }
+            if let Ok(Some(m)) = reply_len(&buf[n..]) {
+                let text = String::from_utf8_lossy(&buf[n..n + m]);
+                return text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("process_id:"))
+                    .and_then(|v| v.trim().parse().ok());
+            }
         }
         match s.read(&mut chunk) {
             Ok(0) | Err(_) => return None,
