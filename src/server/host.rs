@@ -588,6 +588,9 @@ pub struct Host {
     events: Events,
     /// What the last outer wait found.
     wakeups: Wakeups,
+    /// The adopted loops lent jobs in the last round (kept for its
+    /// allocation: see `round`).
+    lent: Vec<usize>,
     /// Whether the last shared round polled the workers' sets.
     polled: bool,
     /// Scratch: the ids of the workers held here.
@@ -621,9 +624,19 @@ struct Adopted {
     id: usize,
     /// Its epoll set.
     fd: RawFd,
-    /// This round: when it has work without a socket event (its timeout
-    /// runs out; now if messages wait).
+    /// When it next has work without a socket event or a message (its
+    /// timeout runs out; at once if work waits): asked of the worker after
+    /// each of its turns and each job lent to it, the only times it
+    /// changes (see `round`'s ready set).
     due: Instant,
+    /// Lent a job (or pinned) since `due` was asked: asked again before
+    /// the next round's wait.
+    stale: bool,
+    /// Its last iteration led the AOF (`Worker::aof_led`): it may count
+    /// records for this hub's lead.
+    aof_led: bool,
+    /// What the round reads of it without its seat's lock.
+    probe: super::worker::LoopProbe,
 }
 
 impl Host {
@@ -639,6 +652,7 @@ impl Host {
             outer: None,
             events: Events::with_capacity(1024),
             wakeups: Wakeups::default(),
+            lent: Vec::new(),
             polled: false,
             ids: Vec::new(),
             deferred: 0,
@@ -688,7 +702,10 @@ impl Host {
             } else {
                 self.step_shared(now, led);
             }
-            if led {
+            // Only a worker whose last iteration led (under `appendfsync
+            // always`) can have counted records: otherwise no pass over
+            // the loops for a lead (two per round with every shard here).
+            if led && (self.own[0].aof_led() || self.adopted.iter().any(|a| a.aof_led)) {
                 // Work left for the next round (most often hops between
                 // the shards held here, whose records that round appends)
                 // joins this round's fsync, up to two rounds.
@@ -856,6 +873,16 @@ impl Host {
         for Hosted(mut w) in arrived {
             let id = w.id();
             let fd = w.epoll_fd();
+            let probe = w.probe();
+            // An entry left from an earlier stay here that no round has
+            // dropped yet (given back and handed over again in between):
+            // one entry per worker.
+            if let Some(i) = self.adopted.iter().position(|a| a.id == id) {
+                self.adopted.swap_remove(i);
+                if let Some(o) = &self.outer {
+                    round::epoll_del(o, fd);
+                }
+            }
             let hosts = self.hosts.clone();
             let s = &hosts.slots[id];
             let set = self.watch(id, fd);
@@ -896,7 +923,14 @@ impl Host {
                 s.host.store(self.id, Ordering::Relaxed);
             }
             s.merged_ms.store(self.hosts.ms(now), Ordering::Relaxed);
-            self.adopted.push(Adopted { id, fd, due: now });
+            self.adopted.push(Adopted {
+                id,
+                fd,
+                due: now,
+                stale: true,
+                aof_led: true,
+                probe,
+            });
             self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
             if self.hosts.hosted.fetch_add(1, Ordering::Release) == 0 {

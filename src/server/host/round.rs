@@ -98,6 +98,9 @@ struct HubLender<'a> {
     loaned: std::cell::Cell<Option<(usize, *mut Worker)>>,
     /// The hub's set, which the own worker's connections rejoin.
     outer: &'a Option<Arc<OwnedFd>>,
+    /// Adopted workers lent a job or pinned this round: their `due` is
+    /// asked again before the next wait (`Adopted::stale`).
+    lent: std::cell::RefCell<Vec<usize>>,
 }
 
 impl HubLender<'_> {
@@ -186,6 +189,7 @@ impl worker::Lender for HubLender<'_> {
         match seat.worker.as_mut() {
             Some(w) if !seat.back => {
                 f(w);
+                self.lent.borrow_mut().push(id);
                 true
             }
             _ => false,
@@ -215,6 +219,7 @@ impl worker::Lender for HubLender<'_> {
         // in `pinned` until `unpin_all`, holds the seat.
         let w = NonNull::from(seat.worker.as_deref_mut()?);
         pinned.push((id, seat));
+        self.lent.borrow_mut().push(id);
         Some(w)
     }
 
@@ -308,6 +313,7 @@ fn serve_while_away(
                 hosts.slots[a.id]
                     .reqs
                     .store(w.commands(), Ordering::Relaxed);
+                settle(a, w, woke);
             }
         })
     });
@@ -341,16 +347,106 @@ pub(super) fn each_adopted(
     });
 }
 
+/// After worker `w`'s turn (served at `at` or later): when it next has
+/// work of its own, and whether it led the AOF.
+fn settle(a: &mut Adopted, w: &mut Worker, at: Instant) {
+    // `due_in` counts from `at`, which is no later than now: a timer
+    // comes due early, never late (an early turn asks again).
+    a.due = at.checked_add(w.due_in(at)).unwrap_or(at + super::WINDOW);
+    a.stale = false;
+    a.aof_led = w.aof_led();
+}
+
+/// Before a round's wait: the time until the first of `adopted` has work
+/// without a socket event, and each one's `due` brought up to date. A
+/// loop's `due` stands from its last turn unless mail came for it (its
+/// probe: then due now), a job was lent to it (`stale`: asked again under
+/// its seat's lock) or it was given back (its host changed: dropped). No
+/// seat is locked for the others: O(k) loads for `k` loops, where asking
+/// each one (as every round did) cost a lock, an unlock and a `due_in`.
+pub(super) fn look_ahead(
+    hosts: &Hosts,
+    hub: usize,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    now: Instant,
+) -> Duration {
+    let mut timeout = Duration::MAX;
+    adopted.retain_mut(|a| {
+        if a.stale || hosts.slots[a.id].host.load(Ordering::Relaxed) != hub {
+            let mut seat = locked(&hosts.seats[a.id]);
+            let seat = &mut *seat;
+            match seat.worker.as_mut() {
+                Some(w) if !seat.back => {
+                    a.due = now
+                        .checked_add(w.due_in(now))
+                        .unwrap_or(now + super::WINDOW);
+                    a.stale = false;
+                }
+                _ => {
+                    if let Some(o) = outer {
+                        epoll_del(o, a.fd);
+                    }
+                    return false;
+                }
+            }
+        } else if a.probe.has_mail() {
+            a.due = now;
+        }
+        timeout = timeout.min(a.due.saturating_duration_since(now));
+        true
+    });
+    timeout
+}
+
+/// Runs `f` on each worker in `adopted` that `ready` picks, each under its
+/// seat's lock, and drops from `adopted` (and from `outer`) those of them
+/// given back meanwhile (the others are dropped by the next
+/// [`look_ahead`], which sees their host change).
+fn each_ready(
+    hosts: &Hosts,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    ready: impl Fn(&Adopted) -> bool,
+    mut f: impl FnMut(&mut Adopted, &mut Worker),
+) {
+    adopted.retain_mut(|a| {
+        if !ready(a) {
+            return true;
+        }
+        let mut seat = locked(&hosts.seats[a.id]);
+        let seat = &mut *seat;
+        match seat.worker.as_mut() {
+            Some(w) if !seat.back => {
+                f(a, w);
+                true
+            }
+            _ => {
+                if let Some(o) = outer {
+                    epoll_del(o, a.fd);
+                }
+                false
+            }
+        }
+    });
+}
+
 impl Host {
     /// One iteration of every worker this thread holds.
     pub(super) fn step_shared(&mut self, now: Instant, led: bool) {
         self.slot().round_us.store(0, Ordering::Relaxed);
         let mut timeout = self.own[0].due_in(now);
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-            let mine = w.due_in(now);
-            a.due = now.checked_add(mine).unwrap_or(now + super::WINDOW);
-            timeout = timeout.min(mine);
-        });
+        // The ready set, before the wait: each adopted loop's `due`, kept
+        // from its last turn, unless mail came for it since (a look at its
+        // doorbell's words, no lock), it was lent a job (asked again under
+        // its seat's lock) or given back (dropped).
+        timeout = timeout.min(look_ahead(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            now,
+        ));
         let carried = std::mem::take(&mut self.wakeups.carried);
         // Parked flags only for a wait that may sleep (then a message from
         // another thread must ring); a loop found with messages after its
@@ -398,12 +494,13 @@ impl Host {
         self.round_us = self.hosts.us(woke).max(1);
         self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
-        // a ring push with no doorbell.
+        // a ring push with no doorbell. (A flag is a word of the loop's
+        // doorbell: lowered without its seat.)
         if parked {
             self.own[0].unpark_flag();
-            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-                w.unpark_flag()
-            });
+            for a in &self.adopted {
+                a.probe.unpark();
+            }
         }
         let wakeups = &self.wakeups;
         let polls = |id: usize| !skip && (!known || wakeups.ready.contains(&id));
@@ -418,6 +515,7 @@ impl Host {
             turn: std::cell::Cell::new(usize::MAX),
             loaned: std::cell::Cell::new(None),
             outer: &self.outer,
+            lent: std::cell::RefCell::new(std::mem::take(&mut self.lent)),
         };
         // Each turn records its start for the watchdog (see `Slot::round_us`).
         let hosts = &self.hosts;
@@ -440,22 +538,23 @@ impl Host {
             let hosts = &self.hosts;
             let (adopted, outer) = (&mut self.adopted, &self.outer);
             let ((), mut own_served) = worker::lending_own(self.id, || {
-                each_adopted(hosts, adopted, outer, |a, w| {
-                    // An adopted worker with no socket event, no message and
-                    // no timer due sits this round out: a round serves the
-                    // loops that have work, not all of the hub's (messages
-                    // between the loops held here ring no doorbell, but show
-                    // in the next round's parked flags, which then makes it
-                    // due; a worker lent a job flushes what it sent, and what
-                    // it queued for itself makes it due next round).
+                // An adopted worker with no socket event, no message and
+                // no timer due sits this round out, its seat not even
+                // locked: a round serves the loops that have work, not
+                // all of the hub's (messages between the loops held here
+                // ring no doorbell, but mark the destination's ready
+                // words, which the next round's look ahead reads; a
+                // worker lent a job has its `due` asked again then).
+                let ready = |a: &Adopted| {
+                    polls(a.id) || !known || !wakeups.of(a.id).is_empty() || a.due <= woke
+                };
+                each_ready(hosts, adopted, outer, ready, |a, w| {
                     let poll = polls(a.id);
-                    let conns = wakeups.of(a.id);
-                    if poll || !known || !conns.is_empty() || a.due <= woke {
-                        turn(self.id);
-                        lender.turn.set(a.id);
-                        w.step_shared(events, poll, conns, led);
-                        slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
-                    }
+                    turn(self.id);
+                    lender.turn.set(a.id);
+                    w.step_shared(events, poll, wakeups.of(a.id), led);
+                    slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
+                    settle(a, w, woke);
                 })
             });
             lender.turn.set(usize::MAX);
@@ -470,6 +569,16 @@ impl Host {
             }
             own_served
         });
+        // Lent a job after its turn (or before it, in this round): its
+        // `due` is asked again before the next wait.
+        let mut lent = lender.lent.into_inner();
+        for &id in &lent {
+            if let Some(a) = self.adopted.iter_mut().find(|a| a.id == id) {
+                a.stale = true;
+            }
+        }
+        lent.clear();
+        self.lent = lent;
         if own_served {
             self.own[0].settle_idle();
         }
