@@ -17,14 +17,19 @@
 # 2. The issue's ratios of server CPU per op, from tx.sh's results.csv
 #    (medians over rounds): t32c / t2c (consolidated; target <= 1.15),
 #    t8u / t2u (unconsolidated; target <= 1.3), and t32u against t2u and
-#    against redis.
+#    against redis. Then the same two ratios round by round (paired within
+#    a round), their median and range, and each server's CPU per op over
+#    the rounds with its spread: how far this one invocation's figures
+#    can be trusted.
 # 3. Idle RSS: a fresh Tessera with 2, 16 and 64 shards, consolidated and
 #    not, after BENCH_IDLE_WAIT seconds idle (target: <= 64 MB at 64 shards).
 #
 # Environment: everything bench/tx.sh reads (BENCH_ROUNDS, BENCH_SECONDS,
 # BENCH_REQUESTS, BENCH_CLIENTS, BENCH_KEYSPACE, BENCH_CLIENT_CPUS,
-# BENCH_SERVER_CPUS, BENCH_TIMEOUT, TESSERA_BENCH_BIN, BENCH_SKIP_BUILD,
-# REDIS_SERVER, REDIS_BENCHMARK, REDIS_CLI) passes through, plus:
+# BENCH_SERVER_CPUS, BENCH_TIMEOUT, BENCH_PORT_MIN, BENCH_PORT_SPAN,
+# TESSERA_BENCH_BIN, BENCH_SKIP_BUILD, REDIS_SERVER, REDIS_BENCHMARK,
+# REDIS_CLI) passes through (BENCH_ROUNDS: default 3, every server in
+# every round, the order rotating: see tx.sh), plus:
 #   BENCH_SHARDS      shard counts of part 1 (default "2 8 32"; the ratios
 #                     need 2, 8 and 32)
 #   BENCH_RSS_SHARDS  shard counts of part 3 (default "2 16 64")
@@ -52,6 +57,9 @@ SHARD_COUNTS=${BENCH_SHARDS:-2 8 32}
 RSS_SHARDS=${BENCH_RSS_SHARDS:-2 16 64}
 IDLE_WAIT=${BENCH_IDLE_WAIT:-3}
 OUT_DIR=${OUT_DIR:-./bench-results/many-cores-$(date +%Y%m%d-%H%M%S)}
+ROUNDS=${BENCH_ROUNDS:-3}
+PORT_MIN=${BENCH_PORT_MIN:-20000}
+PORT_SPAN=${BENCH_PORT_SPAN:-12000}
 for b in "$CLI" awk timeout; do
   command -v "$b" >/dev/null 2>&1 || die "'$b' not found"
 done
@@ -81,7 +89,7 @@ done
 
 echo "== part 1: bench/tx.sh, SET and MSET of 10 keys, pipelines 1 and 16"
 TX_OUT="$OUT_DIR/tx"
-BENCH_TESTS="set mset10" BENCH_PIPELINES="1 16" OUT_DIR="$TX_OUT" \
+BENCH_ROUNDS="$ROUNDS" BENCH_TESTS="set mset10" BENCH_PIPELINES="1 16" OUT_DIR="$TX_OUT" \
   TESSERA_BENCH_BIN="$BIN" "$ROOT/bench/tx.sh" "${SERVERS[@]}" ||
   die "bench/tx.sh failed (see $TX_OUT)"
 [ -s "$TX_OUT/results.csv" ] || die "no $TX_OUT/results.csv"
@@ -136,6 +144,86 @@ ratio_table() {
     }' "$1"
 }
 
+# round_table: the same ratios round by round. tx.sh runs every server in
+# every round, the order rotating, so a round's t32c and t2c ran minutes
+# apart at most, under the same background: a ratio taken within a round
+# is paired, and its spread over rounds says how far one invocation's
+# median can be trusted. Then each server's CPU per op over the rounds
+# (min, median, max, and (max - min) / median): a layout that changed in
+# one round (a spread on a burst) shows there.
+round_table() {
+  awk -F, '
+    function median(list,   arr, n, i, j, t) {
+      n = split(list, arr, " ")
+      if (n == 0) return "NA"
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] + 0 < arr[i] + 0) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
+      return (n % 2) ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+    }
+    function lo(list,   arr, n, i, m) { n = split(list, arr, " "); m = arr[1] + 0; for (i = 2; i <= n; i++) if (arr[i] + 0 < m) m = arr[i] + 0; return m }
+    function hi(list,   arr, n, i, m) { n = split(list, arr, " "); m = arr[1] + 0; for (i = 2; i <= n; i++) if (arr[i] + 0 > m) m = arr[i] + 0; return m }
+    function pair(t, a, b,   r, list, v) {
+      list = ""
+      for (r = 1; r <= nr; r++) {
+        if (!((t, a, r) in C) || !((t, b, r) in C) || C[t, b, r] <= 0) { cell[r] = "NA"; continue }
+        v = C[t, a, r] / C[t, b, r]
+        cell[r] = sprintf("%.2f", v)
+        list = list " " v
+      }
+      return list
+    }
+    NR == 1 { next }
+    $11 != "NA" && $11 != "" {
+      if (!($2 in seen)) { seen[$2] = 1; tests[++nt] = $2 }
+      if (!($3 in sseen)) { sseen[$3] = 1; servers[++ns] = $3 }
+      C[$2, $3, $1] = $11
+      L[$2, $3] = L[$2, $3] " " $11
+      if ($1 + 0 > nr) nr = $1 + 0
+    }
+    END {
+      split("t32c/t2c t8u/t2u", names, " ")
+      split("t32c t8u", num, " ")
+      split("t2c t2u", den, " ")
+      for (q = 1; q <= 2; q++) {
+        printf "%s, round by round (each round a paired ratio), median and range:\n\n", names[q]
+        printf "| test |"
+        for (r = 1; r <= nr; r++) printf " round %d |", r
+        print " median | min-max |"
+        printf "|---|"
+        for (r = 1; r <= nr; r++) printf "---:|"
+        print "---:|---|"
+        for (i = 1; i <= nt; i++) {
+          t = tests[i]
+          list = pair(t, num[q], den[q])
+          printf "| %s |", t
+          for (r = 1; r <= nr; r++) printf " %s |", cell[r]
+          if (list == "") print " NA | NA |"
+          else printf " %.2f | %.2f-%.2f |\n", median(list), lo(list), hi(list)
+        }
+        print ""
+      }
+      print "Server CPU per op over the rounds (cpu-us/op: min / median / max, and the spread"
+      print "(max - min) / median; above 15 % the server behaved differently from round to round):"
+      print ""
+      printf "| test |"
+      for (s = 1; s <= ns; s++) printf " %s |", servers[s]
+      print ""
+      printf "|---|"
+      for (s = 1; s <= ns; s++) printf "---:|"
+      print ""
+      for (i = 1; i <= nt; i++) {
+        t = tests[i]
+        printf "| %s |", t
+        for (s = 1; s <= ns; s++) {
+          k = t SUBSEP servers[s]
+          if (!(k in L)) { printf " NA |"; continue }
+          m = median(L[k])
+          printf " %.2f / %.2f / %.2f (%.0f%%) |", lo(L[k]), m, hi(L[k]), (m > 0 ? (hi(L[k]) - lo(L[k])) * 100 / m : 0)
+        }
+        print ""
+      }
+    }' "$1"
+}
+
 # ---------------------------------------------------------------- part 3
 declare -A LIVE
 
@@ -144,7 +232,7 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_port() {
   local p tries=0
   while :; do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+    p=$((PORT_MIN + (RANDOM * 32768 + RANDOM) % PORT_SPAN))
     if ! port_in_use "$p"; then echo "$p"; return 0; fi
     tries=$((tries + 1))
     [ $tries -lt 200 ] || return 1
@@ -220,6 +308,10 @@ REPORT="$OUT_DIR/report.md"
   echo "## Ratios"
   echo
   ratio_table "$TX_OUT/results.csv"
+  echo
+  echo "## Round by round ($ROUNDS rounds)"
+  echo
+  round_table "$TX_OUT/results.csv"
   echo
   echo "## Idle RSS (fresh server, ${IDLE_WAIT}s idle; target <= 64 MB at 64 shards)"
   echo

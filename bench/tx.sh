@@ -46,6 +46,9 @@
 #   BENCH_CLIENT_CPUS  taskset CPU list for redis-benchmark (default unpinned)
 #   BENCH_SERVER_CPUS  taskset CPU list for the servers (default unpinned)
 #   BENCH_TIMEOUT      hard cap in seconds per redis-benchmark run (default 120)
+#   BENCH_PORT_MIN, BENCH_PORT_SPAN  servers' ports are picked from
+#                      [MIN, MIN + SPAN) (default 20000 and 12000; on a
+#                      machine shared by several people, give each a range)
 #   TESSERA_BENCH_BIN  Tessera binary to use (skips the build)
 #   BENCH_SKIP_BUILD=1 do not run cargo build --release
 #   REDIS_SERVER, REDIS_BENCHMARK, REDIS_CLI  binaries (default from PATH)
@@ -71,6 +74,8 @@ RB=${REDIS_BENCHMARK:-redis-benchmark}
 CLI=${REDIS_CLI:-redis-cli}
 RS=${REDIS_SERVER:-redis-server}
 ROUNDS=${BENCH_ROUNDS:-3}
+PORT_MIN=${BENCH_PORT_MIN:-20000}
+PORT_SPAN=${BENCH_PORT_SPAN:-12000}
 SECONDS_PER_RUN=${BENCH_SECONDS:-2.5}
 FIXED_N=${BENCH_REQUESTS:-}
 PIPELINES=${BENCH_PIPELINES:-1 16}
@@ -86,6 +91,7 @@ for b in "$RB" "$CLI" "$RS" awk timeout; do
   command -v "$b" >/dev/null 2>&1 || die "'$b' not found"
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ "$PORT_MIN" =~ ^[1-9][0-9]*$ && "$PORT_SPAN" =~ ^[1-9][0-9]*$ ]] || die "BENCH_PORT_MIN and BENCH_PORT_SPAN must be positive integers"
 [[ "$KEYSPACE" =~ ^[1-9][0-9]*$ ]] || die "BENCH_KEYSPACE must be a positive integer"
 [ -z "$FIXED_N" ] || [[ "$FIXED_N" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REQUESTS must be a positive integer"
 for t in $TESTNAMES; do
@@ -137,7 +143,7 @@ pick_port() {
   while :; do
     # Below Linux's ephemeral range (32768-60999): the many client sockets
     # of concurrent benchmarks cannot hold the port, unseen by this probe.
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+    p=$((PORT_MIN + (RANDOM * 32768 + RANDOM) % PORT_SPAN))
     if ! port_in_use "$p"; then echo "$p"; return 0; fi
     tries=$((tries + 1))
     [ $tries -lt 200 ] || return 1
