@@ -637,6 +637,10 @@ struct Adopted {
     aof_led: bool,
     /// What the round reads of it without its seat's lock.
     probe: super::worker::LoopProbe,
+    /// Its `Worker::park_eager`, asked with `due`.
+    eager: bool,
+    /// Times a round raised its parked flag (read by the tests).
+    parks: u64,
 }
 
 impl Host {
@@ -930,6 +934,8 @@ impl Host {
                 stale: true,
                 aof_led: true,
                 probe,
+                eager: true,
+                parks: 0,
             });
             self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);

@@ -522,6 +522,18 @@ impl Probe {
             .any(|w| w.0.load(Ordering::Relaxed) != 0)
     }
 
+    /// [`Mailbox::park`] from another thread, for a thread that has
+    /// taken no source it has not drained (its own look found nothing
+    /// waiting since): raises its parked flag (and `eager`), then looks at
+    /// its ready words after the fence. True if messages wait.
+    pub fn park(&self, eager: bool) -> bool {
+        let bell = &self.bells[self.me];
+        bell.eager.store(eager, Ordering::Relaxed);
+        bell.parked.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.marked()
+    }
+
     /// Lowers the thread's parked flag ([`Mailbox::unpark`]).
     pub fn unpark(&self) {
         self.bells[self.me].parked.store(false, Ordering::Relaxed);

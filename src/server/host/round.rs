@@ -353,6 +353,7 @@ fn settle(a: &mut Adopted, w: &mut Worker, at: Instant) {
     // `due_in` counts from `at`, which is no later than now: a timer
     // comes due early, never late (an early turn asks again).
     a.due = at.checked_add(w.due_in(at)).unwrap_or(at + super::WINDOW);
+    a.eager = w.park_eager();
     a.stale = false;
     a.aof_led = w.aof_led();
 }
@@ -381,6 +382,7 @@ pub(super) fn look_ahead(
                     a.due = now
                         .checked_add(w.due_in(now))
                         .unwrap_or(now + super::WINDOW);
+                    a.eager = w.park_eager();
                     a.stale = false;
                 }
                 _ => {
@@ -458,12 +460,16 @@ impl Host {
             if self.own[0].park_flag() {
                 timeout = Duration::ZERO;
             }
-            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-                if w.park_flag() {
+            // Through the probes, no seat locked: the look ahead found
+            // every loop with nothing waiting (else the timeout is zero),
+            // and asked each one's `eager` with its `due`.
+            for a in &mut self.adopted {
+                a.parks += 1;
+                if a.probe.park(a.eager) {
                     a.due = now;
                     timeout = Duration::ZERO;
                 }
-            });
+            }
         }
         // Work waiting right after a round that polled (most often a hop
         // from one worker to another held here) is served without

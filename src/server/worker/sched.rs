@@ -66,6 +66,14 @@ impl LoopProbe {
         self.mail.marked() || self.server.pubsub.has_pending(self.id)
     }
 
+    /// [`Worker::park_flag`] without the worker, for one whose last
+    /// `due_in` found nothing waiting (then it has no source taken and
+    /// not drained): `eager` is its [`Worker::park_eager`] of then. True
+    /// if messages or deliveries wait (the thread must not sleep).
+    pub fn park(&self, eager: bool) -> bool {
+        self.mail.park(eager) || self.server.pubsub.has_pending(self.id)
+    }
+
     /// Lowers the worker's parked flag ([`Worker::unpark_flag`]).
     pub fn unpark(&self) {
         self.mail.unpark();
@@ -364,6 +372,13 @@ impl Worker {
             server: self.core.server.clone(),
             id: self.core.id,
         }
+    }
+
+    /// Whether lazily sent messages must wake this worker's thread if it
+    /// slept now (see [`Worker::park_flag`]); it changes only in the
+    /// worker's iterations and jobs lent to it.
+    pub fn park_eager(&mut self) -> bool {
+        self.direct_eager()
     }
 
     /// Whether this worker's last iteration ran under `appendfsync
