@@ -21,11 +21,31 @@
 //! contiguous run, found by binary search at its turn: O(e log e) per
 //! round for `e` events, nothing per loop without events.
 //!
-//! Cost per round for `k` loops: each one's timeout and a look at its
-//! mailbox, under its seat's lock for an adopted one; before a wait that
-//! may sleep (no loop has work) also raising and lowering each one's
-//! parked flag; a turn only for the loops with a socket event, a ready
-//! own set, a message or a timer due.
+//! The ready set: the loops with work this round, found without locking
+//! the others. Each adopted loop's entry (`Adopted`) keeps when it next
+//! has work of its own (`due`: its timers, or at once if work waits),
+//! asked right after its turn under the lock the turn holds. What other
+//! threads change of a loop between its turns is only its mail (messages
+//! marked in its doorbell's ready words, pub/sub deliveries flagged),
+//! read through its `LoopProbe` with no lock, and the jobs lent to it
+//! by coordinators of this round (`HubLender` records them: the loop is
+//! asked its `due` again, under its seat's lock, before the next wait).
+//! So before the wait ([`look_ahead`]) a loop is due if its `due` has
+//! come, mail waits or it was lent a job; and a loop with a socket event
+//! or a ready own set after the wait is served too. No lost wake-up: a
+//! message marked after the look ahead is seen either by the parked
+//! flags' fenced look (a wait that may sleep), or, when the round does
+//! not sleep, by the next round's look ahead; everything else that gives
+//! a loop work is its own turn or a lent job (both ask `due` again), a
+//! socket event, or a doorbell rung unconditionally (its own set).
+//!
+//! Cost per round for `k` loops: a few loads per loop with no lock (its
+//! `due`, its ready words and pub/sub flag, its host); before a wait that
+//! may sleep, its parked flag raised and lowered through its probe; a
+//! seat's lock, a turn and a `due_in` only for the loops with work, and a
+//! lock and a `due_in` for those lent a job. Measured with 50 clients at
+//! pipeline 1 over 32 loops: see `bench/README.md` (issue 27, branch
+//! perf27b).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;

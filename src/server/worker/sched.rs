@@ -1,10 +1,13 @@
 //! The event loop itself: one iteration of a worker, in the order the
 //! module docs of `worker` give, and the interface its host thread drives
 //! (`server::host`): [`Worker::step_solo`] (the thread is the worker's
-//! own), or, for a hub running several workers in turn, each round
-//! [`Worker::due_in`] for each, [`Worker::park_flag`] for each if the hub
-//! may sleep (and [`Worker::unpark_flag`] once awake), then
-//! [`Worker::step_shared`] for each with work; [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
+//! own), or, for a hub running several workers in turn,
+//! [`Worker::step_shared`] for each with work in a round, each followed
+//! by [`Worker::due_in`] (when it next has work of its own) and
+//! [`Worker::park_eager`], and between turns a look at its
+//! [`LoopProbe`] (mail, parked flags) without the worker (the in-process
+//! tests, `testing`, ask every worker `due_in` and `park_flag` each
+//! round instead); [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
 //! of step end in the same `serve`, so a worker behaves the same whichever
 //! thread runs it.
 //!
