@@ -593,9 +593,9 @@ pub struct Host {
     events: Events,
     /// What the last outer wait found.
     wakeups: Wakeups,
-    /// The adopted loops lent jobs in the last round (kept for its
-    /// allocation: see `round`).
-    lent: Vec<usize>,
+    /// The adopted loops lent jobs in a round, a bit per worker id (kept
+    /// between rounds for its allocation: see `round`).
+    lent: Vec<u64>,
     /// Whether the last shared round polled the workers' sets.
     polled: bool,
     /// Scratch: the ids of the workers held here.
@@ -661,7 +661,7 @@ impl Host {
             outer: None,
             events: Events::with_capacity(1024),
             wakeups: Wakeups::default(),
-            lent: Vec::new(),
+            lent: vec![0; hosts.slots.len().div_ceil(64)],
             polled: false,
             ids: Vec::new(),
             deferred: 0,

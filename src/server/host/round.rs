@@ -152,9 +152,20 @@ struct HubLender<'a> {
     loaned: std::cell::Cell<Option<(usize, *mut Worker)>>,
     /// The hub's set, which the own worker's connections rejoin.
     outer: &'a Option<Arc<OwnedFd>>,
-    /// Adopted workers lent a job or pinned this round: their `due` is
-    /// asked again before the next wait (`Adopted::stale`).
-    lent: std::cell::RefCell<Vec<usize>>,
+    /// Adopted workers lent a job or pinned this round, a bit per worker
+    /// id: their `due` is asked again before the next wait
+    /// (`Adopted::stale`). A bit, not a list: a round of pipelined MSETs
+    /// lends thousands of jobs to the same few dozen loops.
+    lent: std::cell::RefCell<Vec<u64>>,
+}
+
+impl HubLender<'_> {
+    fn note_lent(&self, id: usize) {
+        let mut bits = self.lent.borrow_mut();
+        if let Some(w) = bits.get_mut(id / 64) {
+            *w |= 1 << (id % 64);
+        }
+    }
 }
 
 impl HubLender<'_> {
@@ -243,7 +254,7 @@ impl worker::Lender for HubLender<'_> {
         match seat.worker.as_mut() {
             Some(w) if !seat.back => {
                 f(w);
-                self.lent.borrow_mut().push(id);
+                self.note_lent(id);
                 true
             }
             _ => false,
@@ -273,7 +284,7 @@ impl worker::Lender for HubLender<'_> {
         // in `pinned` until `unpin_all`, holds the seat.
         let w = NonNull::from(seat.worker.as_deref_mut()?);
         pinned.push((id, seat));
-        self.lent.borrow_mut().push(id);
+        self.note_lent(id);
         Some(w)
     }
 
@@ -632,12 +643,12 @@ impl Host {
         // Lent a job after its turn (or before it, in this round): its
         // `due` is asked again before the next wait.
         let mut lent = lender.lent.into_inner();
-        for &id in &lent {
-            if let Some(a) = self.adopted.iter_mut().find(|a| a.id == id) {
+        for a in &mut self.adopted {
+            if lent[a.id / 64] & (1 << (a.id % 64)) != 0 {
                 a.stale = true;
             }
         }
-        lent.clear();
+        lent.iter_mut().for_each(|w| *w = 0);
         self.lent = lent;
         if own_served {
             self.own[0].settle_idle();
