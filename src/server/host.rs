@@ -359,8 +359,32 @@ impl Hosts {
         wake: Box<dyn Fn(usize) + Send + Sync>,
         active: Arc<AtomicUsize>,
     ) -> Arc<Self> {
+        let hosts = Self::unwatched(n, wake, active);
+        if n > 1 {
+            let h = hosts.clone();
+            let spawned = std::thread::Builder::new()
+                .name("consolidation".into())
+                .spawn(move || h.watch());
+            if let Err(e) = spawned {
+                log::warning(format_args!("consolidation watchdog: {e}"));
+            }
+        }
+        hosts
+    }
+
+    /// [`Hosts::new`] without the watchdog thread. For the unit tests,
+    /// which run hub rounds in the test's thread: under load (a debug
+    /// build, many tests on two vCPUs) a watchdog found those rounds
+    /// stuck and gave their loops back to threads that do not exist
+    /// there, and their clients got no reply. Tests of the watchdog call
+    /// its checks themselves.
+    fn unwatched(
+        n: usize,
+        wake: Box<dyn Fn(usize) + Send + Sync>,
+        active: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
         active.store(n, Ordering::Relaxed);
-        let hosts = Arc::new(Hosts {
+        Arc::new(Hosts {
             epoch: Instant::now(),
             slots: (0..n)
                 .map(|_| Slot {
@@ -379,17 +403,7 @@ impl Hosts {
             handed: AtomicUsize::new(0),
             wake,
             active,
-        });
-        if n > 1 {
-            let h = hosts.clone();
-            let spawned = std::thread::Builder::new()
-                .name("consolidation".into())
-                .spawn(move || h.watch());
-            if let Err(e) = spawned {
-                log::warning(format_args!("consolidation watchdog: {e}"));
-            }
-        }
-        hosts
+        })
     }
 
     fn ms(&self, t: Instant) -> u64 {
@@ -754,9 +768,15 @@ impl Host {
 
     fn has_pending_work(&mut self) -> bool {
         let mut any = self.own[0].has_pending_work();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            any = any || w.has_pending_work();
-        });
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |_, w| {
+                any = any || w.has_pending_work();
+            },
+        );
         any
     }
 
@@ -847,9 +867,13 @@ impl Host {
     /// so that this thread serves them during the fsync.
     fn lead_aof(&mut self) {
         let mut records = self.own[0].aof_due();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            records += w.aof_due()
-        });
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |_, w| records += w.aof_due(),
+        );
         if records == 0 {
             return;
         }
@@ -860,9 +884,24 @@ impl Host {
         self.ids.extend(self.adopted.iter().map(|a| a.id));
         self.own[0].lead_aof(&self.ids, inline);
         let ids = &self.ids;
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            w.lead_aof(ids, inline)
-        });
+        let now = Instant::now();
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |a, w| {
+                w.lead_aof(ids, inline);
+                // A lead in this thread wakes none of its loops (the writer
+                // wakes the others): a loop holding replies for records that
+                // other loops appended (it appended none, so its own lead
+                // above sent nothing) learns here that they may go. Its
+                // `due` was asked before the fsync (see `round`'s ready set).
+                if inline {
+                    round::ask(a, w, now);
+                }
+            },
+        );
         engine::alloc::enter_shard(self.id);
     }
 

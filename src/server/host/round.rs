@@ -371,10 +371,9 @@ fn serve_while_away(
         .round_us
         .store(hosts.us(now).max(1), Ordering::Relaxed);
     let mut timeout = AWAY_WAIT;
-    each_adopted(hosts, adopted, outer, |a, w| {
-        let mine = w.due_in(now);
-        a.due = now.checked_add(mine).unwrap_or(now + AWAY_WAIT);
-        timeout = timeout.min(mine);
+    each_adopted(hosts, hub, adopted, outer, |a, w| {
+        ask(a, w, now);
+        timeout = timeout.min(a.due.saturating_duration_since(now));
     });
     let known = match outer {
         Some(fd) => wait(fd, timeout, wakeups),
@@ -382,7 +381,7 @@ fn serve_while_away(
     };
     let woke = Instant::now();
     let ((), served) = worker::lending_own(hub, || {
-        each_adopted(hosts, adopted, outer, |a, w| {
+        each_adopted(hosts, hub, adopted, outer, |a, w| {
             let poll = !known || wakeups.ready.contains(&a.id);
             let conns = wakeups.of(a.id);
             if poll || !conns.is_empty() || a.due <= woke {
@@ -440,23 +439,44 @@ fn give_back_free(hosts: &Hosts, hub: usize, adopted: &[Adopted]) {
     }
 }
 
+/// Worker `id`, under its seat's lock, if hub `hub` still holds it: not
+/// given back (`back`), and not adopted by another hub since (the
+/// watchdog gave it back while this hub was stuck in a turn, its thread
+/// took it and handed it to another hub, all before this hub's next
+/// look at it). Such a worker left on this hub's list would be run by
+/// both hubs in turn, and the other hub's ready set would not see what
+/// this one's turns left it (mail taken, work queued): `host` is named
+/// under the seat's lock when a hub adopts a worker.
+pub(super) fn held<'s>(
+    hosts: &Hosts,
+    hub: usize,
+    id: usize,
+    seat: &'s mut Seat,
+) -> Option<&'s mut Worker> {
+    match seat.worker.as_deref_mut() {
+        Some(w) if !seat.back && hosts.slots[id].host.load(Ordering::Relaxed) == hub => Some(w),
+        _ => None,
+    }
+}
+
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
-/// drops from `adopted` (and from `outer`) those given back meanwhile.
+/// drops from `adopted` (and from `outer`) those no longer held
+/// ([`held`]).
 pub(super) fn each_adopted(
     hosts: &Hosts,
+    hub: usize,
     adopted: &mut Vec<Adopted>,
     outer: &Option<Arc<OwnedFd>>,
     mut f: impl FnMut(&mut Adopted, &mut Worker),
 ) {
     adopted.retain_mut(|a| {
         let mut seat = locked(&hosts.seats[a.id]);
-        let seat = &mut *seat;
-        match seat.worker.as_mut() {
-            Some(w) if !seat.back => {
+        match held(hosts, hub, a.id, &mut seat) {
+            Some(w) => {
                 f(a, w);
                 true
             }
-            _ => {
+            None => {
                 if let Some(o) = outer {
                     epoll_del(o, a.fd);
                 }
@@ -466,14 +486,21 @@ pub(super) fn each_adopted(
     });
 }
 
+/// Asks worker `w` (adopted as `a`) when it next has work of its own,
+/// from `now` (no later than the present: a timer comes due early, never
+/// late; an early turn asks again).
+pub(super) fn ask(a: &mut Adopted, w: &mut Worker, now: Instant) {
+    a.due = now
+        .checked_add(w.due_in(now))
+        .unwrap_or(now + super::WINDOW);
+    a.eager = w.park_eager();
+    a.stale = false;
+}
+
 /// After worker `w`'s turn (served at `at` or later): when it next has
 /// work of its own, and whether it led the AOF.
 fn settle(a: &mut Adopted, w: &mut Worker, at: Instant) {
-    // `due_in` counts from `at`, which is no later than now: a timer
-    // comes due early, never late (an early turn asks again).
-    a.due = at.checked_add(w.due_in(at)).unwrap_or(at + super::WINDOW);
-    a.eager = w.park_eager();
-    a.stale = false;
+    ask(a, w, at);
     a.aof_led = w.aof_led();
 }
 
@@ -481,9 +508,10 @@ fn settle(a: &mut Adopted, w: &mut Worker, at: Instant) {
 /// without a socket event, and each one's `due` brought up to date. A
 /// loop's `due` stands from its last turn unless mail came for it (its
 /// probe: then due now), a job was lent to it (`stale`: asked again under
-/// its seat's lock) or it was given back (its host changed: dropped). No
-/// seat is locked for the others: O(k) loads for `k` loops, where asking
-/// each one (as every round did) cost a lock, an unlock and a `due_in`.
+/// its seat's lock) or it was given back or adopted by another hub (its
+/// host changed: dropped). No seat is locked for the others: O(k) loads
+/// for `k` loops, where asking each one (as every round did) cost a lock,
+/// an unlock and a `due_in`.
 pub(super) fn look_ahead(
     hosts: &Hosts,
     hub: usize,
@@ -493,18 +521,12 @@ pub(super) fn look_ahead(
 ) -> Duration {
     let mut timeout = Duration::MAX;
     adopted.retain_mut(|a| {
-        if a.stale || hosts.slots[a.id].host.load(Ordering::Relaxed) != hub {
+        let gone = hosts.slots[a.id].host.load(Ordering::Relaxed) != hub;
+        if gone || a.stale {
             let mut seat = locked(&hosts.seats[a.id]);
-            let seat = &mut *seat;
-            match seat.worker.as_mut() {
-                Some(w) if !seat.back => {
-                    a.due = now
-                        .checked_add(w.due_in(now))
-                        .unwrap_or(now + super::WINDOW);
-                    a.eager = w.park_eager();
-                    a.stale = false;
-                }
-                _ => {
+            match held(hosts, hub, a.id, &mut seat).filter(|_| !gone) {
+                Some(w) => ask(a, w, now),
+                None => {
                     if let Some(o) = outer {
                         epoll_del(o, a.fd);
                     }
@@ -522,10 +544,11 @@ pub(super) fn look_ahead(
 
 /// Runs `f` on each worker in `adopted` that `ready` picks, each under its
 /// seat's lock, and drops from `adopted` (and from `outer`) those of them
-/// given back meanwhile (the others are dropped by the next
+/// no longer held ([`held`]; the others are dropped by the next
 /// [`look_ahead`], which sees their host change).
 fn each_ready(
     hosts: &Hosts,
+    hub: usize,
     adopted: &mut Vec<Adopted>,
     outer: &Option<Arc<OwnedFd>>,
     ready: impl Fn(&Adopted) -> bool,
@@ -536,13 +559,12 @@ fn each_ready(
             return true;
         }
         let mut seat = locked(&hosts.seats[a.id]);
-        let seat = &mut *seat;
-        match seat.worker.as_mut() {
-            Some(w) if !seat.back => {
+        match held(hosts, hub, a.id, &mut seat) {
+            Some(w) => {
                 f(a, w);
                 true
             }
-            _ => {
+            None => {
                 if let Some(o) = outer {
                     epoll_del(o, a.fd);
                 }
@@ -673,7 +695,7 @@ impl Host {
                 let ready = |a: &Adopted| {
                     polls(a.id) || !known || !wakeups.of(a.id).is_empty() || a.due <= woke
                 };
-                each_ready(hosts, adopted, outer, ready, |a, w| {
+                each_ready(hosts, self.id, adopted, outer, ready, |a, w| {
                     let poll = polls(a.id);
                     turn(self.id);
                     lender.turn.set(a.id);
@@ -814,7 +836,7 @@ mod tests {
     /// passes found the worker lent and never asked it back.
     #[test]
     fn a_loan_moves_to_the_thread_of_the_stuck_turn() {
-        let hosts = Hosts::new(3, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)));
+        let hosts = Hosts::unwatched(3, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)));
         let mut c = crate::server::worker::testing::Cluster::new(3);
         let mut own = Box::new(c.workers.remove(0));
         let outer = None;
@@ -827,6 +849,7 @@ mod tests {
             turn: std::cell::Cell::new(1),
             loaned: std::cell::Cell::new(None),
             outer: &outer,
+            lent: std::cell::RefCell::new(vec![0; 1]),
         };
         // Loop 1's script is busy: lent to thread 1.
         assert!(lender.loan_own());

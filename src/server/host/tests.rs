@@ -4,7 +4,7 @@ use super::trial::Sample;
 use super::*;
 
 fn hosts(n: usize) -> Arc<Hosts> {
-    Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+    Hosts::unwatched(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
 }
 
 #[test]
@@ -176,8 +176,15 @@ fn a_hubs_figures_are_its_requests_and_cpu_between_two_samples() {
 /// one client (connected before the hand-over); the cluster keeps the
 /// clients' ends.
 fn hub_of(n: usize) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluster) {
+    hub_with(crate::server::worker::testing::Cluster::new(n))
+}
+
+/// [`hub_of`] for the workers of cluster `c`.
+fn hub_with(
+    mut c: crate::server::worker::testing::Cluster,
+) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluster) {
+    let n = c.workers.len();
     let h = hosts(n);
-    let mut c = crate::server::worker::testing::Cluster::new(n);
     for i in 0..n {
         assert_eq!(c.connect(i), i);
     }
@@ -200,7 +207,8 @@ fn reply_via(host: &mut Host, c: &mut crate::server::worker::testing::Cluster, i
         }
         host.step_shared(Instant::now(), false);
     }
-    panic!("client {i}: no reply");
+    let held: Vec<_> = host.adopted.iter().map(|a| a.id).collect();
+    panic!("client {i}: no reply; the hub holds loops {held:?}");
 }
 
 /// How many times the hub polled each loop's own epoll set.
@@ -314,6 +322,9 @@ fn a_round_without_a_wait_serves_only_the_loops_with_work() {
     for _ in 0..4 {
         host.step_shared(Instant::now(), false);
     }
+    // A cron coming due would give a loop a turn of its own (under load
+    // two rounds can outlast a cron period).
+    far_timers(&mut host);
     let turns = |host: &Host| -> Vec<u64> {
         let mut t = vec![host.own[0].turns()];
         for a in &host.adopted {
@@ -606,4 +617,112 @@ fn a_loop_given_back_leaves_the_round_without_work() {
     host.step_shared(Instant::now(), false);
     assert_eq!(host.adopted.len(), 2);
     assert!(host.adopted.iter().all(|a| a.id != given[0]));
+}
+
+/// A loop given back while its hub was stuck in a turn, and adopted by
+/// another hub before the first one's next round, leaves the first one's
+/// list, though its seat holds it again (not given back): before, the
+/// first hub kept it and ran it too, and the other hub's ready set did
+/// not see what those turns left it.
+#[test]
+fn a_loop_another_hub_adopted_leaves_the_round() {
+    let h = hosts(3);
+    let mut c = crate::server::worker::testing::Cluster::new(3);
+    let w2 = c.workers.pop().expect("worker 2");
+    let w1 = c.workers.pop().expect("worker 1");
+    let w0 = c.workers.pop().expect("worker 0");
+    let mut a = Host::new(w0, h.clone());
+    let mut b = Host::new(w1, h.clone());
+    let now = Instant::now();
+    assert!(h.give(0, Hosted(Box::new(w2)), 0, now, true).is_ok());
+    a.adopt();
+    for _ in 0..2 {
+        a.step_shared(Instant::now(), false);
+    }
+    // The watchdog gives it back (hub 0 stuck in a turn), its thread
+    // takes it and hands it to hub 1.
+    {
+        let mut seat = locked(&h.seats[2]);
+        seat.back = true;
+    }
+    h.returned(0, 2, now, false);
+    let w2 = {
+        let mut seat = locked(&h.seats[2]);
+        seat.back = false;
+        seat.worker.take().expect("given back")
+    };
+    assert!(h.give(1, Hosted(w2), 0, now, true).is_ok());
+    b.adopt();
+    assert_eq!(b.adopted.len(), 1);
+    assert!(!locked(&h.seats[2]).back, "seated at hub 1");
+    let turns = |h: &Hosts| locked(&h.seats[2]).worker.as_ref().expect("seated").turns();
+    let before = turns(&h);
+    a.adopted[0].due = Instant::now();
+    a.step_shared(Instant::now(), false);
+    assert!(a.adopted.is_empty(), "hub 0 dropped it");
+    assert_eq!(turns(&h), before, "and did not run it");
+    b.step_shared(Instant::now(), false);
+    assert_eq!(b.adopted.len(), 1, "hub 1 runs it");
+}
+
+/// Under `appendfsync always` with every shard on one hub (it leads the
+/// AOF: the round's records are written and fsynced by the hub itself,
+/// and the writer wakes none of its loops), a loop holding a reply for
+/// records another loop appended is due once the hub's lead made them
+/// durable. Here loop 3's SET of a key of shard 2 hops to loop 2, whose
+/// reply loop 3 takes in the same round (a timer of its own due then),
+/// before the lead; loop 3 appended nothing, so its lead sends no held
+/// reply. Before, its `due`, asked before the fsync, stood until its
+/// next timer, where every round used to ask it again.
+#[test]
+fn a_reply_held_for_the_aof_is_due_after_the_hubs_lead() {
+    let dir = std::env::temp_dir().join(format!("tessera-hub-lead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("t.aof"))
+        .expect("aof file");
+    let disk: &'static _ = Box::leak(Box::default());
+    let aof = crate::server::aof::start(file, config::AppendFsync::Always, disk);
+    let c = crate::server::worker::testing::Cluster::with_aof(4, Some(aof.clone()));
+    let (h, mut host, mut c) = hub_with(c);
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), true);
+        host.lead_aof();
+    }
+    far_timers(&mut host);
+    assert_eq!(
+        host.adopted.iter().map(|a| a.id).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "loop 2 takes its turn before loop 3"
+    );
+    c.send(3, &["SET", &key_of("a", 2, 4), "1"]);
+    let turns = |host: &Host| [2, 3].map(|i| figures(&h, host, i).1);
+    let before = turns(&host);
+    // Loop 3 reads the request and sends it to loop 2 ...
+    for _ in 0..100 {
+        host.step_shared(Instant::now(), true);
+        host.lead_aof();
+        if turns(&host)[1] > before[1] {
+            break;
+        }
+    }
+    assert_eq!(turns(&host), [before[0], before[1] + 1], "loop 3 read it");
+    // ... which runs it in the next round, and loop 3, with a timer due,
+    // takes the reply after it: held, the record not durable yet.
+    let three = host.adopted.iter_mut().find(|a| a.id == 3).expect("loop 3");
+    three.due = Instant::now();
+    host.step_shared(Instant::now(), true);
+    assert_eq!(turns(&host), [before[0] + 1, before[1] + 2]);
+    assert!(c.try_reply(3).is_none(), "held for the AOF");
+    host.lead_aof();
+    let now = Instant::now();
+    let (hosts, hub) = (host.hosts.clone(), host.id);
+    let t = round::look_ahead(&hosts, hub, &mut host.adopted, &host.outer, now);
+    assert_eq!(t, Duration::ZERO, "loop 3 is due: its reply may go");
+    host.step_shared(Instant::now(), true);
+    aof.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(c.try_reply(3).as_deref(), Some("+OK\r\n"));
 }
