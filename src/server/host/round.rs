@@ -32,12 +32,53 @@
 //! asked its `due` again, under its seat's lock, before the next wait).
 //! So before the wait ([`look_ahead`]) a loop is due if its `due` has
 //! come, mail waits or it was lent a job; and a loop with a socket event
-//! or a ready own set after the wait is served too. No lost wake-up: a
-//! message marked after the look ahead is seen either by the parked
-//! flags' fenced look (a wait that may sleep), or, when the round does
-//! not sleep, by the next round's look ahead; everything else that gives
-//! a loop work is its own turn or a lent job (both ask `due` again), a
-//! socket event, or a doorbell rung unconditionally (its own set).
+//! or a ready own set after the wait is served too.
+//!
+//! The invariant (no lost wake-up): a loop with work is served in the
+//! round that finds it, or before the hub next sleeps its entry says so
+//! (its `due` has come, its probe shows mail, or it is `stale`), or an
+//! event in the outer set ends that sleep. Each way a loop gets work:
+//! - *Socket events* of its connections (edge-triggered in the outer
+//!   set): the wait that takes them serves the loop in that round; a
+//!   round that skips its wait takes none, they stay queued.
+//! - *Its own set* (level-triggered in the outer set): a doorbell rung
+//!   whether or not it is parked (`Doorbell::wake`: a call posted by a
+//!   script holding every shard, `worker::reach`; CLIENT PAUSE and
+//!   UNPAUSE and a busy script's publication, `wake_all`; the AOF writer
+//!   waking a thread that waits for durability; a hub asking its lent
+//!   worker back) or a listener: polled in the round whose wait reports
+//!   it.
+//! - *Mail* (ring messages, marked in the destination's ready words at
+//!   the sender's flush; pub/sub deliveries, flagged): seen by the probe
+//!   at the look ahead; marked after it, by the parked flags' fenced look
+//!   before a wait that may sleep (the sender also rings a parked
+//!   destination), or by the next round's look ahead when this one does
+//!   not sleep.
+//! - *Its own turn* (what it queued for itself: resumed connections,
+//!   local jobs, kept batches, spilled messages, held replies, timers):
+//!   `settle` asks `due_in` under the turn's lock.
+//! - *Jobs lent to it, and pins* (`HubLender::lend` and `pin`, also
+//!   through a busy script's `with_worker_open`): marked in the lent
+//!   bits, `stale`, asked again under its seat's lock at the next look
+//!   ahead.
+//! - *What other threads change that `due_in` reads*: the AOF's durable
+//!   target under `appendfsync always` (the writer rings the threads
+//!   waiting for it; a lead by this hub itself rings none of its loops,
+//!   so `Host::lead_aof` asks each one again after it); a pause's end (a
+//!   timer while unchanged, a change rings every thread); replicas'
+//!   offsets for WAIT (polled by a timer).
+//! - *Loops given back* (the watchdog, `give_back_free`, a spread) *or
+//!   adopted by another hub since* (given back while this hub was stuck,
+//!   then handed on by their thread): dropped at the next pass ([`held`]
+//!   checks the host under the seat's lock); one adopted here again gets
+//!   a new entry, `stale`.
+//! - *The own worker away* ([`serve_while_away`]): every loop is asked
+//!   each round, waits last at most [`AWAY_WAIT`], no flag goes up.
+//!
+//! (perf27b's unit test that once got no reply under load was the
+//! watchdog thread of the tests' `Hosts` giving loops back from a test
+//! hub whose round outlasted `STUCK`, to threads that do not exist in a
+//! unit test: `Hosts::unwatched`.)
 //!
 //! Cost per round for `k` loops: a few loads per loop with no lock (its
 //! `due`, its ready words and pub/sub flag, its host); before a wait that
