@@ -345,8 +345,9 @@ fn a_round_without_a_wait_serves_only_the_loops_with_work() {
     // XREAD may block (without BLOCK it never does): it hops, where a
     // plain command for a co-hosted shard runs by a call.
     c.send(0, &["XREAD", "STREAMS", &key, "0"]);
-    // Loop 0 reads the request and sends it to loop 2 ...
-    host.step_shared(Instant::now(), false);
+    // Loop 0 reads the request and sends it to loop 2 (in the first
+    // round that waits: one after work came due skips its wait) ...
+    rounds_until_mail(&mut host, 2);
     let before = turns(&host);
     // ... which has work in the next round, which does not wait.
     host.step_shared(Instant::now(), false);
@@ -381,7 +382,7 @@ fn a_round_with_work_waiting_parks_no_loop() {
         .expect("a key of shard 2");
     // (XREAD may block, so it hops: see the test above.)
     c.send(0, &["XREAD", "STREAMS", &key, "0"]);
-    host.step_shared(Instant::now(), false);
+    rounds_until_mail(&mut host, 2);
     let before = parks(&host);
     host.step_shared(Instant::now(), false);
     assert_eq!(parks(&host), before, "work waited: no flag raised");
@@ -444,6 +445,19 @@ fn figures(h: &Hosts, host: &Host, id: usize) -> (u64, u64) {
     let seat = locked(&h.seats[id]);
     let w = seat.worker.as_ref().expect("seated");
     (w.asks(), w.turns())
+}
+
+/// Rounds of `host` until adopted loop `id` has mail waiting (a request
+/// sent to it by another loop's turn).
+fn rounds_until_mail(host: &mut Host, id: usize) {
+    for _ in 0..100 {
+        host.step_shared(Instant::now(), false);
+        let a = host.adopted.iter().find(|a| a.id == id).expect("adopted");
+        if a.probe.has_mail() {
+            return;
+        }
+    }
+    panic!("loop {id}: no mail");
 }
 
 /// Every adopted loop's timers pushed an hour away: from here on it has
@@ -520,19 +534,7 @@ fn a_message_for_a_loop_sitting_out_makes_it_due() {
     // XREAD hops (it may block): loop 0's turn sends it to loop 2, which
     // sits out the rest of that round.
     c.send(0, &["XREAD", "STREAMS", &key_of("k", 2, 4), "0"]);
-    let mail = |host: &Host| {
-        let two = host.adopted.iter().find(|a| a.id == 2).expect("loop 2");
-        two.probe.has_mail()
-    };
-    let mut sent = false;
-    for _ in 0..100 {
-        host.step_shared(Instant::now(), false);
-        sent = mail(&host);
-        if sent {
-            break;
-        }
-    }
-    assert!(sent, "the request left loop 0 for loop 2");
+    rounds_until_mail(&mut host, 2);
     assert!(c.try_reply(0).is_none(), "not served yet");
     assert_due_by_mail(&h, &mut host, 2);
     let turns = figures(&h, &host, 2).1;
