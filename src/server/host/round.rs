@@ -291,14 +291,14 @@ impl worker::Lender for HubLender<'_> {
         let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
             return false;
         };
-        let seat = &mut *seat;
-        match seat.worker.as_mut() {
-            Some(w) if !seat.back => {
+        // Read again under the lock ([`held`]).
+        match held(self.hosts, self.hub, id, &mut seat) {
+            Some(w) => {
                 f(w);
                 self.note_lent(id);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
@@ -318,12 +318,9 @@ impl worker::Lender for HubLender<'_> {
         let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
             return None;
         };
-        if seat.back {
-            return None;
-        }
         // The worker is boxed: its address holds while the guard, kept
         // in `pinned` until `unpin_all`, holds the seat.
-        let w = NonNull::from(seat.worker.as_deref_mut()?);
+        let w = NonNull::from(held(self.hosts, self.hub, id, &mut seat)?);
         pinned.push((id, seat));
         self.note_lent(id);
         Some(w)
