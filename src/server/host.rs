@@ -162,16 +162,21 @@
 //! # Cost as N grows
 //!
 //! For `N` shards and a hub holding `k <= MAX_LOOPS` loops:
-//! - a hub's round visits each of its loops twice (timeout and a look at
-//!   its mailbox; turn), four times before a wait that may sleep (parked
-//!   flag, unpark), each adopted one under its seat's lock (an
-//!   uncontended lock and unlock: two atomic read-modify-writes): O(k) per
-//!   round, bounded by `MAX_LOOPS`, not by `N`. Only the loops with work
-//!   (a socket event or ready own set in the outer wait, a message
-//!   waiting, a timer due) take their turn: the O(k) part is a few loads
-//!   and locks per loop, the serving is O(loops with work), each turn
-//!   with one clock read and a relaxed store (its start, for the
-//!   watchdog);
+//! - a hub's round reads each of its loops a few words with no lock (the
+//!   ready set, see `round`: its `due`, kept from its last turn, its
+//!   doorbell's ready words and pub/sub flag, its host; before a wait
+//!   that may sleep, its parked flag raised and lowered): O(k) loads and
+//!   stores per round, bounded by `MAX_LOOPS`, not by `N`. Only the loops
+//!   with work (a socket event or ready own set in the outer wait, mail,
+//!   a timer due) are locked (an uncontended lock and unlock of the seat:
+//!   two atomic read-modify-writes) and take their turn, each with one
+//!   clock read, a relaxed store (its start, for the watchdog) and its
+//!   `due` asked after it; a loop lent a job is locked once more, before
+//!   the next wait, to ask its `due` again. Before, every round locked
+//!   and asked every loop, twice: with 32 loops on a hub, about 0.35k
+//!   instructions per SET at pipeline 1. Under `appendfsync always` with
+//!   every shard on one hub, two more locked passes per round for the
+//!   AOF lead, only while some loop's last iteration led;
 //! - system calls: one `epoll_wait` per round whatever `k` (plus one per
 //!   loop whose doorbell rang or listener fired); moving a worker in or
 //!   out of a hub costs two `epoll_ctl` per connection. Measured
@@ -354,8 +359,32 @@ impl Hosts {
         wake: Box<dyn Fn(usize) + Send + Sync>,
         active: Arc<AtomicUsize>,
     ) -> Arc<Self> {
+        let hosts = Self::unwatched(n, wake, active);
+        if n > 1 {
+            let h = hosts.clone();
+            let spawned = std::thread::Builder::new()
+                .name("consolidation".into())
+                .spawn(move || h.watch());
+            if let Err(e) = spawned {
+                log::warning(format_args!("consolidation watchdog: {e}"));
+            }
+        }
+        hosts
+    }
+
+    /// [`Hosts::new`] without the watchdog thread. For the unit tests,
+    /// which run hub rounds in the test's thread: under load (a debug
+    /// build, many tests on two vCPUs) a watchdog found those rounds
+    /// stuck and gave their loops back to threads that do not exist
+    /// there, and their clients got no reply. Tests of the watchdog call
+    /// its checks themselves.
+    fn unwatched(
+        n: usize,
+        wake: Box<dyn Fn(usize) + Send + Sync>,
+        active: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
         active.store(n, Ordering::Relaxed);
-        let hosts = Arc::new(Hosts {
+        Arc::new(Hosts {
             epoch: Instant::now(),
             slots: (0..n)
                 .map(|_| Slot {
@@ -374,17 +403,7 @@ impl Hosts {
             handed: AtomicUsize::new(0),
             wake,
             active,
-        });
-        if n > 1 {
-            let h = hosts.clone();
-            let spawned = std::thread::Builder::new()
-                .name("consolidation".into())
-                .spawn(move || h.watch());
-            if let Err(e) = spawned {
-                log::warning(format_args!("consolidation watchdog: {e}"));
-            }
-        }
-        hosts
+        })
     }
 
     fn ms(&self, t: Instant) -> u64 {
@@ -588,6 +607,9 @@ pub struct Host {
     events: Events,
     /// What the last outer wait found.
     wakeups: Wakeups,
+    /// The adopted loops lent jobs in a round, a bit per worker id (kept
+    /// between rounds for its allocation: see `round`).
+    lent: Vec<u64>,
     /// Whether the last shared round polled the workers' sets.
     polled: bool,
     /// Scratch: the ids of the workers held here.
@@ -621,9 +643,23 @@ struct Adopted {
     id: usize,
     /// Its epoll set.
     fd: RawFd,
-    /// This round: when it has work without a socket event (its timeout
-    /// runs out; now if messages wait).
+    /// When it next has work without a socket event or a message (its
+    /// timeout runs out; at once if work waits): asked of the worker after
+    /// each of its turns and each job lent to it, the only times it
+    /// changes (see `round`'s ready set).
     due: Instant,
+    /// Lent a job (or pinned) since `due` was asked: asked again before
+    /// the next round's wait.
+    stale: bool,
+    /// Its last iteration led the AOF (`Worker::aof_led`): it may count
+    /// records for this hub's lead.
+    aof_led: bool,
+    /// What the round reads of it without its seat's lock.
+    probe: super::worker::LoopProbe,
+    /// Its `Worker::park_eager`, asked with `due`.
+    eager: bool,
+    /// Times a round raised its parked flag (read by the tests).
+    parks: u64,
 }
 
 impl Host {
@@ -639,6 +675,7 @@ impl Host {
             outer: None,
             events: Events::with_capacity(1024),
             wakeups: Wakeups::default(),
+            lent: vec![0; hosts.slots.len().div_ceil(64)],
             polled: false,
             ids: Vec::new(),
             deferred: 0,
@@ -688,7 +725,10 @@ impl Host {
             } else {
                 self.step_shared(now, led);
             }
-            if led {
+            // Only a worker whose last iteration led (under `appendfsync
+            // always`) can have counted records: otherwise no pass over
+            // the loops for a lead (two per round with every shard here).
+            if led && (self.own[0].aof_led() || self.adopted.iter().any(|a| a.aof_led)) {
                 // Work left for the next round (most often hops between
                 // the shards held here, whose records that round appends)
                 // joins this round's fsync, up to two rounds.
@@ -728,9 +768,15 @@ impl Host {
 
     fn has_pending_work(&mut self) -> bool {
         let mut any = self.own[0].has_pending_work();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            any = any || w.has_pending_work();
-        });
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |_, w| {
+                any = any || w.has_pending_work();
+            },
+        );
         any
     }
 
@@ -821,9 +867,13 @@ impl Host {
     /// so that this thread serves them during the fsync.
     fn lead_aof(&mut self) {
         let mut records = self.own[0].aof_due();
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            records += w.aof_due()
-        });
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |_, w| records += w.aof_due(),
+        );
         if records == 0 {
             return;
         }
@@ -834,9 +884,24 @@ impl Host {
         self.ids.extend(self.adopted.iter().map(|a| a.id));
         self.own[0].lead_aof(&self.ids, inline);
         let ids = &self.ids;
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-            w.lead_aof(ids, inline)
-        });
+        let now = Instant::now();
+        each_adopted(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            |a, w| {
+                w.lead_aof(ids, inline);
+                // A lead in this thread wakes none of its loops (the writer
+                // wakes the others): a loop holding replies for records that
+                // other loops appended (it appended none, so its own lead
+                // above sent nothing) learns here that they may go. Its
+                // `due` was asked before the fsync (see `round`'s ready set).
+                if inline {
+                    round::ask(a, w, now);
+                }
+            },
+        );
         engine::alloc::enter_shard(self.id);
     }
 
@@ -856,6 +921,16 @@ impl Host {
         for Hosted(mut w) in arrived {
             let id = w.id();
             let fd = w.epoll_fd();
+            let probe = w.probe();
+            // An entry left from an earlier stay here that no round has
+            // dropped yet (given back and handed over again in between):
+            // one entry per worker.
+            if let Some(i) = self.adopted.iter().position(|a| a.id == id) {
+                self.adopted.swap_remove(i);
+                if let Some(o) = &self.outer {
+                    round::epoll_del(o, fd);
+                }
+            }
             let hosts = self.hosts.clone();
             let s = &hosts.slots[id];
             let set = self.watch(id, fd);
@@ -896,7 +971,16 @@ impl Host {
                 s.host.store(self.id, Ordering::Relaxed);
             }
             s.merged_ms.store(self.hosts.ms(now), Ordering::Relaxed);
-            self.adopted.push(Adopted { id, fd, due: now });
+            self.adopted.push(Adopted {
+                id,
+                fd,
+                due: now,
+                stale: true,
+                aof_led: true,
+                probe,
+                eager: true,
+                parks: 0,
+            });
             self.slot().runs.fetch_add(1, Ordering::Relaxed);
             self.hosts.active.fetch_sub(1, Ordering::Relaxed);
             if self.hosts.hosted.fetch_add(1, Ordering::Release) == 0 {

@@ -504,6 +504,46 @@ struct Outbound {
 /// every message.
 const SMALL_RING_IDLE_TRIMS: u8 = 50;
 
+/// A look at one thread's inbound side from another thread, without its
+/// [`Mailbox`]: what a hub reads, with no lock, of each loop it holds
+/// that took no turn (see `host::round`'s ready set).
+#[derive(Clone)]
+pub struct Probe {
+    me: usize,
+    bells: Arc<Vec<Doorbell>>,
+}
+
+impl Probe {
+    /// Whether some thread marked messages for this one since it last
+    /// took its ready set (a relaxed load per 64 threads). Messages the
+    /// thread took and has not handled yet are its own to report
+    /// ([`Mailbox::has_inbound`]). A mark made after this look is seen by
+    /// the next one, or by [`Mailbox::park`]'s fenced look before a sleep.
+    pub fn marked(&self) -> bool {
+        self.bells[self.me]
+            .ready
+            .iter()
+            .any(|w| w.0.load(Ordering::Relaxed) != 0)
+    }
+
+    /// [`Mailbox::park`] from another thread, for a thread that has
+    /// taken no source it has not drained (its own look found nothing
+    /// waiting since): raises its parked flag (and `eager`), then looks at
+    /// its ready words after the fence. True if messages wait.
+    pub fn park(&self, eager: bool) -> bool {
+        let bell = &self.bells[self.me];
+        bell.eager.store(eager, Ordering::Relaxed);
+        bell.parked.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.marked()
+    }
+
+    /// Lowers the thread's parked flag ([`Mailbox::unpark`]).
+    pub fn unpark(&self) {
+        self.bells[self.me].parked.store(false, Ordering::Relaxed);
+    }
+}
+
 /// One thread's ends of its rings. Laid out in declaration order
 /// (`repr(C)`): what [`Mailbox::has_inbound`] reads leads it.
 #[repr(C)]
@@ -857,6 +897,14 @@ impl Mailbox {
 
     pub fn unpark(&self) {
         self.bells[self.me].parked.store(false, Ordering::Relaxed);
+    }
+
+    /// This thread's inbound side, for a hub's look without this mailbox.
+    pub fn probe(&self) -> Probe {
+        Probe {
+            me: self.me,
+            bells: self.bells.clone(),
+        }
     }
 
     /// Sleeps up to `dur`, or until a message arrives (a sender's doorbell

@@ -148,6 +148,7 @@ mod waiters;
 pub use busy::lending_own;
 pub use cohost::{lending, Lender};
 pub use hub_set::{tag as hub_tag, untag as hub_untag};
+pub use sched::LoopProbe;
 
 const WAKER: Token = Token(usize::MAX);
 const UNIX: Token = Token(usize::MAX - 1);
@@ -516,6 +517,9 @@ pub struct Worker {
     /// Times its parked flag was raised (read by the tests of
     /// `server::host`).
     parks: u64,
+    /// Times a hub asked it when it next has work (`due_in`; read by
+    /// the tests of `server::host`).
+    asks: u64,
     /// The shared state, for the desk (`core` is lent to the handler).
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.

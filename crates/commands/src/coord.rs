@@ -350,6 +350,14 @@ pub trait Coordinator: Send {
         false
     }
 
+    /// The command's arguments as received, if it keeps a copy of them
+    /// (`propagate::as_received`): its transaction then reads its keys
+    /// for lock requests from them, and only if it takes locks
+    /// (`tx::LockSet::deferred`).
+    fn received_args(&self) -> Option<resp::Args<'_>> {
+        None
+    }
+
     /// Run without taking locks (see [`Coordinator::lock_shards`]): every
     /// job of every step then runs at once, on shards nothing else
     /// touches until the last step ends.

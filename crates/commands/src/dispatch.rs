@@ -31,6 +31,7 @@ use std::time::Instant;
 use resp::Args;
 
 use crate::admit::Admission;
+use crate::coord::Coordinator;
 use crate::ctx::{ConnCtx, ThreadStats};
 use crate::error::CmdError;
 use crate::exec::{count_rejected, record, reply_error, run_conn, slowlog};
@@ -208,7 +209,7 @@ fn route(
                 ctx.nshards(),
                 &mut scratch.positions,
             );
-            coordinate(r, build, args, ctx, stats, locks)
+            coordinate(r, build, args, ctx, stats, |_| locks)
         }
         Exec::Parent => {
             // INVARIANT: resolve() always descends into a subcommand.
@@ -258,7 +259,6 @@ fn across_shards(
     // runtime (left in `scratch`).
     let KeyScratch { positions, shards } = scratch;
     shards.extend(positions.iter().map(|&p| shard_of(args.get(p), n) as u16));
-    set.command_on(r.spec, args, db, positions, shards);
     let mut ctx = ConnCtx {
         client: &mut *ctx.client,
         out: &mut *ctx.out,
@@ -266,7 +266,19 @@ fn across_shards(
         home: ctx.home,
         key_shards: shards,
     };
-    coordinate(r, build, args, &mut ctx, stats, set)
+    // The keys' lock entries: made when the transaction takes its locks
+    // if the coordinator keeps the arguments (a run without locks never
+    // needs them), else now.
+    let locks = |coord: &dyn Coordinator| {
+        let deferred = coord
+            .received_args()
+            .and_then(|_| LockSet::deferred(r.spec, db, shards));
+        deferred.unwrap_or_else(|| {
+            set.command_on(r.spec, args, db, positions, shards);
+            set
+        })
+    };
+    coordinate(r, build, args, &mut ctx, stats, locks)
 }
 
 /// The locks of a command with a coordinator of its own: those it plans
@@ -294,25 +306,29 @@ fn coordinated_locks(
     set
 }
 
-/// Builds the coordinator and wraps it in its transaction; a builder's
-/// error (a syntax error found before any job) is the command's reply.
+/// Builds the coordinator and wraps it in its transaction, whose locks
+/// `locks` gives (it may look at the coordinator); a builder's error (a
+/// syntax error found before any job) is the command's reply.
 fn coordinate(
     r: Resolved,
     build: CoordBuilder,
     args: Args<'_>,
     ctx: &mut ConnCtx<'_>,
     stats: &mut ThreadStats,
-    locks: LockSet,
+    locks: impl FnOnce(&dyn Coordinator) -> LockSet,
 ) -> Step {
-    // WATCH (allow-busy) is answered while a script is busy, as in Redis:
-    // its requests are not withdrawn for one (`tx::BusyWithdrawn`).
-    let mut locks = locks;
-    locks.keep_when_busy = r.spec.has(crate::table::flags::ALLOW_BUSY);
     match build(ctx, args) {
-        Ok(coord) => Step::Coord {
-            resolved: r,
-            coord: TxCoord::wrap(ctx.home, coord, locks),
-        },
+        Ok(coord) => {
+            let mut locks = locks(&*coord);
+            // WATCH (allow-busy) is answered while a script is busy, as in
+            // Redis: its requests are not withdrawn for one
+            // (`tx::BusyWithdrawn`).
+            locks.keep_when_busy = r.spec.has(crate::table::flags::ALLOW_BUSY);
+            Step::Coord {
+                resolved: r,
+                coord: TxCoord::wrap(ctx.home, coord, locks),
+            }
+        }
         Err(e) => {
             reply_error(ctx.out, stats, &e);
             // Refused before it ran (WATCH's `-BUSY`): a rejected call,

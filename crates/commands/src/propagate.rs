@@ -101,6 +101,10 @@ impl crate::coord::Coordinator for Logged {
         v
     }
 
+    fn received_args(&self) -> Option<Args<'_>> {
+        Some(self.args.args())
+    }
+
     fn abort(&mut self, plan: &mut crate::coord::Plan) {
         self.inner.abort(plan)
     }

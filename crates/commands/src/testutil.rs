@@ -34,6 +34,10 @@ pub struct TestServer {
     pub messages: usize,
     /// Of `rounds`, those that asked another shard for a lock.
     pub lock_rounds: usize,
+    /// Transactions run without locks wherever they can (as the runtime
+    /// runs them when it holds every shard they touch, nothing else
+    /// running there: `Coordinator::run_unlocked`).
+    pub unlocked: bool,
 }
 
 impl TestServer {
@@ -58,6 +62,7 @@ impl TestServer {
             rounds: 0,
             messages: 0,
             lock_rounds: 0,
+            unlocked: false,
         }
     }
 
@@ -169,7 +174,13 @@ impl TestServer {
                     self.drive(c, &mut out);
                 }
             }
-            Step::Coord { coord, .. } => self.drive(coord, &mut out),
+            Step::Coord { mut coord, .. } => {
+                let mut shards = Vec::new();
+                if self.unlocked && coord.lock_shards(&mut shards) {
+                    coord.run_unlocked();
+                }
+                self.drive(coord, &mut out)
+            }
             // In process, on copies (as the runtime when its shards are
             // not co-hosted).
             Step::Script { resolved, handler } => {

@@ -17,6 +17,89 @@ fn checks() -> u64 {
     CHECKS.get()
 }
 
+thread_local! {
+    /// Keys hashed for lock entries on this thread.
+    static HASHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+pub(super) fn count_hash() {
+    HASHES.set(HASHES.get() + 1);
+}
+
+/// A deferred set (an MSET's: each key's shard known, the keys not read)
+/// covers the same shards, and once its keys are read from the command's
+/// arguments makes the same requests as the set built at once.
+#[test]
+fn deferred_keys_make_the_requests_of_the_keys_read_at_once() {
+    let n = 8;
+    let mut argv: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+    for i in 0..10 {
+        argv.push(format!("key:{i}").into_bytes());
+        argv.push(b"v".to_vec());
+    }
+    // A key given twice: one entry.
+    argv.push(b"key:3".to_vec());
+    argv.push(b"w".to_vec());
+    let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    let owned = resp::OwnedArgs::from_slices(&slices);
+    let args = owned.args();
+    let r = crate::table::registry().resolve(args).expect("MSET");
+    let mut positions = Vec::new();
+    r.spec.key_positions(args, &mut positions);
+    let shards: Vec<u16> = positions
+        .iter()
+        .map(|&p| shard_of(args.get(p), n) as u16)
+        .collect();
+    let mut eager = LockSet::default();
+    eager.command_on(r.spec, args, 2, &positions, &shards);
+    let hashes = HASHES.get();
+    let mut deferred = LockSet::deferred(r.spec, 2, &shards).expect("11 keys");
+    assert_eq!(HASHES.get(), hashes, "no key hashed");
+    assert!(deferred.is_deferred() && !deferred.is_empty());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    eager.shards_into(&mut a);
+    deferred.shards_into(&mut b);
+    assert_eq!(a, b, "the same shards");
+    deferred.undefer(args);
+    assert!(!deferred.is_deferred());
+    assert_eq!(
+        format!("{:?}", deferred.requests(7)),
+        format!("{:?}", eager.requests(7))
+    );
+    assert!(
+        LockSet::deferred(r.spec, 2, &[0; DEFER_MAX + 1]).is_none(),
+        "too many keys: read at once"
+    );
+}
+
+/// An MSET across shards run without locks (every shard it touches held
+/// by its thread, nothing else running there) hashes none of its keys
+/// for locks; run with locks it hashes each once. An MGET, whose
+/// coordinator keeps no copy of the arguments, hashes them at dispatch.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_mset() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let mut argv = vec!["MSET"];
+    let keys: Vec<String> = (0..10).map(|i| format!("key:{i}")).collect();
+    for k in &keys {
+        argv.push(k);
+        argv.push("v");
+    }
+    t.unlocked = true;
+    let before = HASHES.get();
+    assert_eq!(t.run(&argv), "+OK\r\n");
+    assert_eq!(HASHES.get(), before, "unlocked: no key hashed");
+    t.unlocked = false;
+    assert_eq!(t.run(&argv), "+OK\r\n");
+    assert_eq!(HASHES.get(), before + 10, "locked: each key once");
+    t.unlocked = true;
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let got = t.run(&mget);
+    assert!(got.starts_with("*10\r\n$1\r\nv"), "{got}");
+    assert_eq!(HASHES.get(), before + 20, "MGET: at dispatch");
+}
+
 fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {
     let mut r = LockReq {
         tx,

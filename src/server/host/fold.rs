@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     fn hosts(n: usize) -> Arc<Hosts> {
-        Hosts::new(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
+        Hosts::unwatched(n, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)))
     }
 
     #[test]

@@ -586,16 +586,24 @@ mod tests {
         let read = thread_cpu_ns_of(me).expect("this thread's clock");
         assert!(read >= mine, "{read} < {mine}");
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        // Alive until told: under load a thread that spun 20 ms had exited
+        // before the look.
         let t = std::thread::spawn(move || {
             tx.send(gettid()).expect("send");
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < Duration::from_millis(20) {
-                std::hint::black_box(t0);
-            }
+            let _ = done_rx.recv();
         });
         let other = rx.recv().expect("tid");
         assert!(thread_cpu_ns_of(other).is_some(), "a live thread");
+        done_tx.send(()).expect("done");
         t.join().expect("join");
+        // `join` returns once the kernel cleared the thread's id, which is
+        // before the thread is released (and its clock with it): looked at
+        // again until then, with a deadline.
+        let t0 = std::time::Instant::now();
+        while thread_cpu_ns_of(other).is_some() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(thread_cpu_ns_of(other), None, "an exited thread");
         assert_eq!(thread_cpu_ns_of(0), None);
         assert_eq!(thread_cpu_ns_of(-5), None);

@@ -18,14 +18,75 @@
 //! 0.18.
 //!
 //! The events of one wait are sorted by tag, so each loop's are one
-//! contiguous run, found by binary search at its turn: O(e log e) per
-//! round for `e` events, nothing per loop without events.
+//! contiguous run, recorded per loop id in one walk (`Wakeups::index`):
+//! O(e log e) per round for `e` events, one load per loop.
 //!
-//! Cost per round for `k` loops: each one's timeout and a look at its
-//! mailbox, under its seat's lock for an adopted one; before a wait that
-//! may sleep (no loop has work) also raising and lowering each one's
-//! parked flag; a turn only for the loops with a socket event, a ready
-//! own set, a message or a timer due.
+//! The ready set: the loops with work this round, found without locking
+//! the others. Each adopted loop's entry (`Adopted`) keeps when it next
+//! has work of its own (`due`: its timers, or at once if work waits),
+//! asked right after its turn under the lock the turn holds. What other
+//! threads change of a loop between its turns is only its mail (messages
+//! marked in its doorbell's ready words, pub/sub deliveries flagged),
+//! read through its `LoopProbe` with no lock, and the jobs lent to it
+//! by coordinators of this round (`HubLender` records them: the loop is
+//! asked its `due` again, under its seat's lock, before the next wait).
+//! So before the wait ([`look_ahead`]) a loop is due if its `due` has
+//! come, mail waits or it was lent a job; and a loop with a socket event
+//! or a ready own set after the wait is served too.
+//!
+//! The invariant (no lost wake-up): a loop with work is served in the
+//! round that finds it, or before the hub next sleeps its entry says so
+//! (its `due` has come, its probe shows mail, or it is `stale`), or an
+//! event in the outer set ends that sleep. Each way a loop gets work:
+//! - *Socket events* of its connections (edge-triggered in the outer
+//!   set): the wait that takes them serves the loop in that round; a
+//!   round that skips its wait takes none, they stay queued.
+//! - *Its own set* (level-triggered in the outer set): a doorbell rung
+//!   whether or not it is parked (`Doorbell::wake`: a call posted by a
+//!   script holding every shard, `worker::reach`; CLIENT PAUSE and
+//!   UNPAUSE and a busy script's publication, `wake_all`; the AOF writer
+//!   waking a thread that waits for durability; a hub asking its lent
+//!   worker back) or a listener: polled in the round whose wait reports
+//!   it.
+//! - *Mail* (ring messages, marked in the destination's ready words at
+//!   the sender's flush; pub/sub deliveries, flagged): seen by the probe
+//!   at the look ahead; marked after it, by the parked flags' fenced look
+//!   before a wait that may sleep (the sender also rings a parked
+//!   destination), or by the next round's look ahead when this one does
+//!   not sleep.
+//! - *Its own turn* (what it queued for itself: resumed connections,
+//!   local jobs, kept batches, spilled messages, held replies, timers):
+//!   `settle` asks `due_in` under the turn's lock.
+//! - *Jobs lent to it, and pins* (`HubLender::lend` and `pin`, also
+//!   through a busy script's `with_worker_open`): marked in the lent
+//!   bits, `stale`, asked again under its seat's lock at the next look
+//!   ahead.
+//! - *What other threads change that `due_in` reads*: the AOF's durable
+//!   target under `appendfsync always` (the writer rings the threads
+//!   waiting for it; a lead by this hub itself rings none of its loops,
+//!   so `Host::lead_aof` asks each one again after it); a pause's end (a
+//!   timer while unchanged, a change rings every thread); replicas'
+//!   offsets for WAIT (polled by a timer).
+//! - *Loops given back* (the watchdog, `give_back_free`, a spread) *or
+//!   adopted by another hub since* (given back while this hub was stuck,
+//!   then handed on by their thread): dropped at the next pass ([`held`]
+//!   checks the host under the seat's lock); one adopted here again gets
+//!   a new entry, `stale`.
+//! - *The own worker away* ([`serve_while_away`]): every loop is asked
+//!   each round, waits last at most [`AWAY_WAIT`], no flag goes up.
+//!
+//! (perf27b's unit test that once got no reply under load was the
+//! watchdog thread of the tests' `Hosts` giving loops back from a test
+//! hub whose round outlasted `STUCK`, to threads that do not exist in a
+//! unit test: `Hosts::unwatched`.)
+//!
+//! Cost per round for `k` loops: a few loads per loop with no lock (its
+//! `due`, its ready words and pub/sub flag, its host); before a wait that
+//! may sleep, its parked flag raised and lowered through its probe; a
+//! seat's lock, a turn and a `due_in` only for the loops with work, and a
+//! lock and a `due_in` for those lent a job. Measured with 50 clients at
+//! pipeline 1 over 32 loops: see `bench/README.md` (issue 27, branch
+//! perf27b).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
@@ -46,6 +107,13 @@ pub(super) struct Wakeups {
     pub ready: Vec<usize>,
     /// Connection events, sorted by tag.
     conns: Vec<libc::epoll_event>,
+    /// Per loop id, its run of `conns` (`start..end`; empty for a loop
+    /// with none): a turn's check and its events are one load, where two
+    /// binary searches over `conns` per loop per round cost about 0.1k
+    /// instructions per SET at pipeline 1 with 32 loops. Grown to the
+    /// highest id seen; only the ids in `indexed` are non-empty.
+    runs: Vec<(u32, u32)>,
+    indexed: Vec<usize>,
     /// Taken outside a round (`Host::peek_ready`): the next round uses
     /// them instead of waiting.
     carried: bool,
@@ -56,6 +124,8 @@ impl Default for Wakeups {
         Wakeups {
             ready: Vec::new(),
             conns: Vec::with_capacity(EVENTS_MAX),
+            runs: Vec::new(),
+            indexed: Vec::new(),
             carried: false,
         }
     }
@@ -65,6 +135,30 @@ impl Wakeups {
     fn clear(&mut self) {
         self.ready.clear();
         self.conns.clear();
+        for &id in &self.indexed {
+            self.runs[id] = (0, 0);
+        }
+        self.indexed.clear();
+    }
+
+    /// Records each loop's run of the sorted `conns`: O(events).
+    fn index(&mut self) {
+        let mut i = 0;
+        while i < self.conns.len() {
+            // INVARIANT: `wait` kept only connection tags in `conns`.
+            let Some((id, _)) = hub_untag(self.conns[i].u64) else {
+                unreachable!("a loop's own set among the connections' events");
+            };
+            let start = i;
+            while i < self.conns.len() && self.conns[i].u64 < hub_tag(id + 1, 0) {
+                i += 1;
+            }
+            if self.runs.len() <= id {
+                self.runs.resize(id + 1, (0, 0));
+            }
+            self.runs[id] = (start as u32, i as u32);
+            self.indexed.push(id);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -73,9 +167,10 @@ impl Wakeups {
 
     /// Loop `id`'s connection events.
     fn of(&self, id: usize) -> &[libc::epoll_event] {
-        let lo = self.conns.partition_point(|e| e.u64 < hub_tag(id, 0));
-        let hi = self.conns.partition_point(|e| e.u64 < hub_tag(id + 1, 0));
-        &self.conns[lo..hi]
+        match self.runs.get(id) {
+            Some(&(lo, hi)) => &self.conns[lo as usize..hi as usize],
+            None => &[],
+        }
     }
 }
 
@@ -98,6 +193,20 @@ struct HubLender<'a> {
     loaned: std::cell::Cell<Option<(usize, *mut Worker)>>,
     /// The hub's set, which the own worker's connections rejoin.
     outer: &'a Option<Arc<OwnedFd>>,
+    /// Adopted workers lent a job or pinned this round, a bit per worker
+    /// id: their `due` is asked again before the next wait
+    /// (`Adopted::stale`). A bit, not a list: a round of pipelined MSETs
+    /// lends thousands of jobs to the same few dozen loops.
+    lent: std::cell::RefCell<Vec<u64>>,
+}
+
+impl HubLender<'_> {
+    fn note_lent(&self, id: usize) {
+        let mut bits = self.lent.borrow_mut();
+        if let Some(w) = bits.get_mut(id / 64) {
+            *w |= 1 << (id % 64);
+        }
+    }
 }
 
 impl HubLender<'_> {
@@ -182,13 +291,14 @@ impl worker::Lender for HubLender<'_> {
         let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
             return false;
         };
-        let seat = &mut *seat;
-        match seat.worker.as_mut() {
-            Some(w) if !seat.back => {
+        // Read again under the lock ([`held`]).
+        match held(self.hosts, self.hub, id, &mut seat) {
+            Some(w) => {
                 f(w);
+                self.note_lent(id);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
@@ -208,13 +318,11 @@ impl worker::Lender for HubLender<'_> {
         let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
             return None;
         };
-        if seat.back {
-            return None;
-        }
         // The worker is boxed: its address holds while the guard, kept
         // in `pinned` until `unpin_all`, holds the seat.
-        let w = NonNull::from(seat.worker.as_deref_mut()?);
+        let w = NonNull::from(held(self.hosts, self.hub, id, &mut seat)?);
         pinned.push((id, seat));
+        self.note_lent(id);
         Some(w)
     }
 
@@ -301,10 +409,9 @@ fn serve_while_away(
         .round_us
         .store(hosts.us(now).max(1), Ordering::Relaxed);
     let mut timeout = AWAY_WAIT;
-    each_adopted(hosts, adopted, outer, |a, w| {
-        let mine = w.due_in(now);
-        a.due = now.checked_add(mine).unwrap_or(now + AWAY_WAIT);
-        timeout = timeout.min(mine);
+    each_adopted(hosts, hub, adopted, outer, |a, w| {
+        ask(a, w, now);
+        timeout = timeout.min(a.due.saturating_duration_since(now));
     });
     let known = match outer {
         Some(fd) => wait(fd, timeout, wakeups),
@@ -312,7 +419,7 @@ fn serve_while_away(
     };
     let woke = Instant::now();
     let ((), served) = worker::lending_own(hub, || {
-        each_adopted(hosts, adopted, outer, |a, w| {
+        each_adopted(hosts, hub, adopted, outer, |a, w| {
             let poll = !known || wakeups.ready.contains(&a.id);
             let conns = wakeups.of(a.id);
             if poll || !conns.is_empty() || a.due <= woke {
@@ -323,6 +430,7 @@ fn serve_while_away(
                 hosts.slots[a.id]
                     .reqs
                     .store(w.commands(), Ordering::Relaxed);
+                settle(a, w, woke);
             }
         })
     });
@@ -369,23 +477,132 @@ fn give_back_free(hosts: &Hosts, hub: usize, adopted: &[Adopted]) {
     }
 }
 
+/// Worker `id`, under its seat's lock, if hub `hub` still holds it: not
+/// given back (`back`), and not adopted by another hub since (the
+/// watchdog gave it back while this hub was stuck in a turn, its thread
+/// took it and handed it to another hub, all before this hub's next
+/// look at it). Such a worker left on this hub's list would be run by
+/// both hubs in turn, and the other hub's ready set would not see what
+/// this one's turns left it (mail taken, work queued): `host` is named
+/// under the seat's lock when a hub adopts a worker.
+pub(super) fn held<'s>(
+    hosts: &Hosts,
+    hub: usize,
+    id: usize,
+    seat: &'s mut Seat,
+) -> Option<&'s mut Worker> {
+    match seat.worker.as_deref_mut() {
+        Some(w) if !seat.back && hosts.slots[id].host.load(Ordering::Relaxed) == hub => Some(w),
+        _ => None,
+    }
+}
+
 /// Runs `f` on each worker in `adopted`, each under its seat's lock, and
-/// drops from `adopted` (and from `outer`) those given back meanwhile.
+/// drops from `adopted` (and from `outer`) those no longer held
+/// ([`held`]).
 pub(super) fn each_adopted(
     hosts: &Hosts,
+    hub: usize,
     adopted: &mut Vec<Adopted>,
     outer: &Option<Arc<OwnedFd>>,
     mut f: impl FnMut(&mut Adopted, &mut Worker),
 ) {
     adopted.retain_mut(|a| {
         let mut seat = locked(&hosts.seats[a.id]);
-        let seat = &mut *seat;
-        match seat.worker.as_mut() {
-            Some(w) if !seat.back => {
+        match held(hosts, hub, a.id, &mut seat) {
+            Some(w) => {
                 f(a, w);
                 true
             }
-            _ => {
+            None => {
+                if let Some(o) = outer {
+                    epoll_del(o, a.fd);
+                }
+                false
+            }
+        }
+    });
+}
+
+/// Asks worker `w` (adopted as `a`) when it next has work of its own,
+/// from `now` (no later than the present: a timer comes due early, never
+/// late; an early turn asks again).
+pub(super) fn ask(a: &mut Adopted, w: &mut Worker, now: Instant) {
+    a.due = now
+        .checked_add(w.due_in(now))
+        .unwrap_or(now + super::WINDOW);
+    a.eager = w.park_eager();
+    a.stale = false;
+}
+
+/// After worker `w`'s turn (served at `at` or later): when it next has
+/// work of its own, and whether it led the AOF.
+fn settle(a: &mut Adopted, w: &mut Worker, at: Instant) {
+    ask(a, w, at);
+    a.aof_led = w.aof_led();
+}
+
+/// Before a round's wait: the time until the first of `adopted` has work
+/// without a socket event, and each one's `due` brought up to date. A
+/// loop's `due` stands from its last turn unless mail came for it (its
+/// probe: then due now), a job was lent to it (`stale`: asked again under
+/// its seat's lock) or it was given back or adopted by another hub (its
+/// host changed: dropped). No seat is locked for the others: O(k) loads
+/// for `k` loops, where asking each one (as every round did) cost a lock,
+/// an unlock and a `due_in`.
+pub(super) fn look_ahead(
+    hosts: &Hosts,
+    hub: usize,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    now: Instant,
+) -> Duration {
+    let mut timeout = Duration::MAX;
+    adopted.retain_mut(|a| {
+        let gone = hosts.slots[a.id].host.load(Ordering::Relaxed) != hub;
+        if gone || a.stale {
+            let mut seat = locked(&hosts.seats[a.id]);
+            match held(hosts, hub, a.id, &mut seat).filter(|_| !gone) {
+                Some(w) => ask(a, w, now),
+                None => {
+                    if let Some(o) = outer {
+                        epoll_del(o, a.fd);
+                    }
+                    return false;
+                }
+            }
+        } else if a.probe.has_mail() {
+            a.due = now;
+        }
+        timeout = timeout.min(a.due.saturating_duration_since(now));
+        true
+    });
+    timeout
+}
+
+/// Runs `f` on each worker in `adopted` that `ready` picks, each under its
+/// seat's lock, and drops from `adopted` (and from `outer`) those of them
+/// no longer held ([`held`]; the others are dropped by the next
+/// [`look_ahead`], which sees their host change).
+fn each_ready(
+    hosts: &Hosts,
+    hub: usize,
+    adopted: &mut Vec<Adopted>,
+    outer: &Option<Arc<OwnedFd>>,
+    ready: impl Fn(&Adopted) -> bool,
+    mut f: impl FnMut(&mut Adopted, &mut Worker),
+) {
+    adopted.retain_mut(|a| {
+        if !ready(a) {
+            return true;
+        }
+        let mut seat = locked(&hosts.seats[a.id]);
+        match held(hosts, hub, a.id, &mut seat) {
+            Some(w) => {
+                f(a, w);
+                true
+            }
+            None => {
                 if let Some(o) = outer {
                     epoll_del(o, a.fd);
                 }
@@ -400,11 +617,17 @@ impl Host {
     pub(super) fn step_shared(&mut self, now: Instant, led: bool) {
         self.slot().round_us.store(0, Ordering::Relaxed);
         let mut timeout = self.own[0].due_in(now);
-        each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-            let mine = w.due_in(now);
-            a.due = now.checked_add(mine).unwrap_or(now + super::WINDOW);
-            timeout = timeout.min(mine);
-        });
+        // The ready set, before the wait: each adopted loop's `due`, kept
+        // from its last turn, unless mail came for it since (a look at its
+        // doorbell's words, no lock), it was lent a job (asked again under
+        // its seat's lock) or given back (dropped).
+        timeout = timeout.min(look_ahead(
+            &self.hosts,
+            self.id,
+            &mut self.adopted,
+            &self.outer,
+            now,
+        ));
         let carried = std::mem::take(&mut self.wakeups.carried);
         // Parked flags only for a wait that may sleep (then a message from
         // another thread must ring); a loop found with messages after its
@@ -416,12 +639,16 @@ impl Host {
             if self.own[0].park_flag() {
                 timeout = Duration::ZERO;
             }
-            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |a, w| {
-                if w.park_flag() {
+            // Through the probes, no seat locked: the look ahead found
+            // every loop with nothing waiting (else the timeout is zero),
+            // and asked each one's `eager` with its `due`.
+            for a in &mut self.adopted {
+                a.parks += 1;
+                if a.probe.park(a.eager) {
                     a.due = now;
                     timeout = Duration::ZERO;
                 }
-            });
+            }
         }
         // Work waiting right after a round that polled (most often a hop
         // from one worker to another held here) is served without
@@ -452,12 +679,13 @@ impl Host {
         self.round_us = self.hosts.us(woke).max(1);
         self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
-        // a ring push with no doorbell.
+        // a ring push with no doorbell. (A flag is a word of the loop's
+        // doorbell: lowered without its seat.)
         if parked {
             self.own[0].unpark_flag();
-            each_adopted(&self.hosts, &mut self.adopted, &self.outer, |_, w| {
-                w.unpark_flag()
-            });
+            for a in &self.adopted {
+                a.probe.unpark();
+            }
         }
         let wakeups = &self.wakeups;
         let polls = |id: usize| !skip && (!known || wakeups.ready.contains(&id));
@@ -472,6 +700,7 @@ impl Host {
             turn: std::cell::Cell::new(usize::MAX),
             loaned: std::cell::Cell::new(None),
             outer: &self.outer,
+            lent: std::cell::RefCell::new(std::mem::take(&mut self.lent)),
         };
         // Each turn records its start for the watchdog (see `Slot::round_us`).
         let hosts = &self.hosts;
@@ -494,22 +723,23 @@ impl Host {
             let hosts = &self.hosts;
             let (adopted, outer) = (&mut self.adopted, &self.outer);
             let ((), mut own_served) = worker::lending_own(self.id, || {
-                each_adopted(hosts, adopted, outer, |a, w| {
-                    // An adopted worker with no socket event, no message and
-                    // no timer due sits this round out: a round serves the
-                    // loops that have work, not all of the hub's (messages
-                    // between the loops held here ring no doorbell, but show
-                    // in the next round's parked flags, which then makes it
-                    // due; a worker lent a job flushes what it sent, and what
-                    // it queued for itself makes it due next round).
+                // An adopted worker with no socket event, no message and
+                // no timer due sits this round out, its seat not even
+                // locked: a round serves the loops that have work, not
+                // all of the hub's (messages between the loops held here
+                // ring no doorbell, but mark the destination's ready
+                // words, which the next round's look ahead reads; a
+                // worker lent a job has its `due` asked again then).
+                let ready = |a: &Adopted| {
+                    polls(a.id) || !known || !wakeups.of(a.id).is_empty() || a.due <= woke
+                };
+                each_ready(hosts, self.id, adopted, outer, ready, |a, w| {
                     let poll = polls(a.id);
-                    let conns = wakeups.of(a.id);
-                    if poll || !known || !conns.is_empty() || a.due <= woke {
-                        turn(self.id);
-                        lender.turn.set(a.id);
-                        w.step_shared(events, poll, conns, led);
-                        slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
-                    }
+                    turn(self.id);
+                    lender.turn.set(a.id);
+                    w.step_shared(events, poll, wakeups.of(a.id), led);
+                    slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
+                    settle(a, w, woke);
                 })
             });
             lender.turn.set(usize::MAX);
@@ -528,6 +758,16 @@ impl Host {
             }
             own_served
         });
+        // Lent a job after its turn (or before it, in this round): its
+        // `due` is asked again before the next wait.
+        let mut lent = lender.lent.into_inner();
+        for a in &mut self.adopted {
+            if lent[a.id / 64] & (1 << (a.id % 64)) != 0 {
+                a.stale = true;
+            }
+        }
+        lent.iter_mut().for_each(|w| *w = 0);
+        self.lent = lent;
         if own_served {
             self.own[0].settle_idle();
         }
@@ -614,6 +854,7 @@ fn wait(fd: &OwnedFd, timeout: Duration, w: &mut Wakeups) -> bool {
         true
     });
     buf.sort_unstable_by_key(|e| e.u64);
+    w.index();
     true
 }
 
@@ -633,7 +874,7 @@ mod tests {
     /// passes found the worker lent and never asked it back.
     #[test]
     fn a_loan_moves_to_the_thread_of_the_stuck_turn() {
-        let hosts = Hosts::new(3, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)));
+        let hosts = Hosts::unwatched(3, Box::new(|_| {}), Arc::new(AtomicUsize::new(0)));
         let mut c = crate::server::worker::testing::Cluster::new(3);
         let mut own = Box::new(c.workers.remove(0));
         let outer = None;
@@ -646,6 +887,7 @@ mod tests {
             turn: std::cell::Cell::new(1),
             loaned: std::cell::Cell::new(None),
             outer: &outer,
+            lent: std::cell::RefCell::new(vec![0; 1]),
         };
         // Loop 1's script is busy: lent to thread 1.
         assert!(lender.loan_own());

@@ -1,10 +1,13 @@
 //! The event loop itself: one iteration of a worker, in the order the
 //! module docs of `worker` give, and the interface its host thread drives
 //! (`server::host`): [`Worker::step_solo`] (the thread is the worker's
-//! own), or, for a hub running several workers in turn, each round
-//! [`Worker::due_in`] for each, [`Worker::park_flag`] for each if the hub
-//! may sleep (and [`Worker::unpark_flag`] once awake), then
-//! [`Worker::step_shared`] for each with work; [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
+//! own), or, for a hub running several workers in turn,
+//! [`Worker::step_shared`] for each with work in a round, each followed
+//! by [`Worker::due_in`] (when it next has work of its own) and
+//! [`Worker::park_eager`], and between turns a look at its
+//! [`LoopProbe`] (mail, parked flags) without the worker (the in-process
+//! tests, `testing`, ask every worker `due_in` and `park_flag` each
+//! round instead); [`Worker::has_pending_work`] and [`Worker::lead_aof`]. Both kinds
 //! of step end in the same `serve`, so a worker behaves the same whichever
 //! thread runs it.
 //!
@@ -54,6 +57,40 @@ use crate::log;
 /// what an iteration adds to them (a poll, the writes it makes anyway) is
 /// spread over a thousand messages.
 const DRAIN_BUDGET: usize = 1024;
+
+/// A worker's inbound side as a thread that runs it among others (a
+/// hub) sees it between its turns, without its seat's lock: messages
+/// marked for it and pub/sub deliveries waiting, the two things
+/// [`Worker::due_in`] reads that other threads change. Everything else
+/// in `due_in` changes only in the worker's own iterations or in jobs
+/// lent to it, after which the hub asks `due_in` again.
+pub struct LoopProbe {
+    mail: super::super::mailbox::Probe,
+    server: Arc<ServerShared>,
+    id: usize,
+}
+
+impl LoopProbe {
+    /// Messages or pub/sub deliveries wait (a relaxed look: one made
+    /// after it is seen by the next look, or by the fenced
+    /// [`Worker::park_flag`] before the hub sleeps).
+    pub fn has_mail(&self) -> bool {
+        self.mail.marked() || self.server.pubsub.has_pending(self.id)
+    }
+
+    /// [`Worker::park_flag`] without the worker, for one whose last
+    /// `due_in` found nothing waiting (then it has no source taken and
+    /// not drained): `eager` is its [`Worker::park_eager`] of then. True
+    /// if messages or deliveries wait (the thread must not sleep).
+    pub fn park(&self, eager: bool) -> bool {
+        self.mail.park(eager) || self.server.pubsub.has_pending(self.id)
+    }
+
+    /// Lowers the worker's parked flag ([`Worker::unpark_flag`]).
+    pub fn unpark(&self) {
+        self.mail.unpark();
+    }
+}
 
 impl Worker {
     pub fn new(
@@ -166,6 +203,7 @@ impl Worker {
             own_polls: 0,
             turns: 0,
             parks: 0,
+            asks: 0,
             shared: server_for_desk,
             master_conn: None,
             color,
@@ -239,6 +277,12 @@ impl Worker {
         self.parks
     }
 
+    /// Times a hub asked this worker's `due_in`.
+    #[cfg(test)]
+    pub fn asks(&self) -> u64 {
+        self.asks
+    }
+
     /// Commands this worker has run so far (its share of INFO's
     /// total_commands_processed; CONFIG RESETSTAT starts it over).
     pub fn commands(&self) -> u64 {
@@ -286,6 +330,7 @@ impl Worker {
     /// fence) only for a wait that may sleep: while some worker has work
     /// the hub does not sleep, so nobody needs to ring.
     pub fn due_in(&mut self, now: Instant) -> Duration {
+        self.asks += 1;
         let timeout = self.timeout(now);
         if self.core.mailbox.has_inbound() || self.core.server.pubsub.has_pending(self.core.id) {
             Duration::ZERO
@@ -329,6 +374,31 @@ impl Worker {
     /// Lowers the parked flag once the thread is awake.
     pub fn unpark_flag(&self) {
         self.core.mailbox.unpark();
+    }
+
+    /// What a hub reads of this worker, with no lock, in the rounds it
+    /// takes no turn (see [`LoopProbe`]).
+    pub fn probe(&self) -> LoopProbe {
+        LoopProbe {
+            mail: self.core.mailbox.probe(),
+            server: self.core.server.clone(),
+            id: self.core.id,
+        }
+    }
+
+    /// Whether lazily sent messages must wake this worker's thread if it
+    /// slept now (see [`Worker::park_flag`]); it changes only in the
+    /// worker's iterations and jobs lent to it.
+    pub fn park_eager(&mut self) -> bool {
+        self.direct_eager()
+    }
+
+    /// Whether this worker's last iteration ran under `appendfsync
+    /// always` with its thread leading the AOF (`Core::aof_led`): only
+    /// then can it count records towards a lead (`Worker::aof_due`),
+    /// in a turn or in a job lent to it, until its next iteration.
+    pub fn aof_led(&self) -> bool {
+        self.core.aof_led
     }
 
     /// One iteration of a worker that shares its thread with others (the

@@ -52,6 +52,11 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// `n` workers of a server with the default configuration.
     pub(crate) fn new(n: usize) -> Self {
+        Self::with_aof(n, None)
+    }
+
+    /// [`Cluster::new`], every shard appending its records to `aof`.
+    pub(crate) fn with_aof(n: usize, aof: Option<Arc<crate::server::aof::Aof>>) -> Self {
         let cfg = config::Config {
             shards: n,
             ..config::Config::default()
@@ -77,7 +82,7 @@ impl Cluster {
                     server.clone(),
                     (Vec::new(), Vec::new()),
                     None,
-                    (None, None),
+                    (None, aof.clone()),
                 )
                 .expect("worker")
             })
