@@ -420,7 +420,7 @@ fn answering_pid(port: u16) -> Option<u32> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
-    s.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+    s.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n*1\r\n$4\r\nQUIT\r\n")
         .ok()?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -432,10 +432,17 @@ fn answering_pid(port: u16) -> Option<u32> {
             }
             if let Ok(Some(m)) = reply_len(&buf[n..]) {
                 let text = String::from_utf8_lossy(&buf[n..n + m]);
-                return text
+                let pid = text
                     .lines()
                     .find_map(|l| l.strip_prefix("process_id:"))
                     .and_then(|v| v.trim().parse().ok());
+                // QUIT's +OK, then the server closes the connection: read
+                // to its end, so that the probe no longer counts against
+                // `maxclients` when the test connects (a test with
+                // `--maxclients 2` had its second client refused).
+                if buf[n + m..].starts_with(b"+OK\r\n") && read_to_eof(&mut s, deadline) {
+                    return pid;
+                }
             }
         }
         match s.read(&mut chunk) {
@@ -444,6 +451,20 @@ fn answering_pid(port: u16) -> Option<u32> {
         }
     }
     None
+}
+
+/// Reads `s` until the peer closes it (true) or `deadline` passes.
+fn read_to_eof(s: &mut TcpStream, deadline: Instant) -> bool {
+    let mut chunk = [0u8; 256];
+    while Instant::now() < deadline {
+        match s.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 pub fn unique_temp_dir(tag: &str) -> PathBuf {

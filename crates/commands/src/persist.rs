@@ -409,7 +409,12 @@ impl Persist {
     /// What runs in the background: a save (BGSAVE, a save rule) or an AOF
     /// rewrite.
     pub fn child(&self) -> Child {
-        match self.lock().running.as_ref().map(|r| r.kind) {
+        let st = self.lock();
+        match st.running.as_ref().map(|r| r.kind) {
+            // The rewrite CONFIG SET appendonly yes asked for, which Redis
+            // would have forked in the command (see `request_aof_on`):
+            // SHUTDOWN refuses to exit before it as before a running one.
+            None if st.rewrite_starting => Child::Rewrite,
             None => Child::None,
             Some(Kind::Rewrite) => Child::Rewrite,
             Some(_) => Child::Bgsave,
@@ -425,6 +430,9 @@ impl Persist {
     pub fn kill_child(&self) -> bool {
         {
             let mut st = self.lock();
+            // A rewrite about to start (see `child`) never will.
+            st.rewrite_starting = false;
+            st.rewrite_scheduled = false;
             let Some(r) = st.running.as_ref() else {
                 return true;
             };
