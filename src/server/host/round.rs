@@ -505,23 +505,9 @@ pub(super) fn each_adopted(
     hub: usize,
     adopted: &mut Vec<Adopted>,
     outer: &Option<Arc<OwnedFd>>,
-    mut f: impl FnMut(&mut Adopted, &mut Worker),
+    f: impl FnMut(&mut Adopted, &mut Worker),
 ) {
-    adopted.retain_mut(|a| {
-        let mut seat = locked(&hosts.seats[a.id]);
-        match held(hosts, hub, a.id, &mut seat) {
-            Some(w) => {
-                f(a, w);
-                true
-            }
-            None => {
-                if let Some(o) = outer {
-                    epoll_del(o, a.fd);
-                }
-                false
-            }
-        }
-    });
+    each_ready(hosts, hub, adopted, outer, |_| true, f);
 }
 
 /// Asks worker `w` (adopted as `a`) when it next has work of its own,

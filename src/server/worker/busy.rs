@@ -560,6 +560,17 @@ impl Desk<'_> {
             return;
         }
         c.lock_wait = false;
+        self.answer_buffered(slot);
+    }
+
+    /// Answers connection `slot`'s buffered requests as a read would
+    /// (dispatch refuses what waits for the script: `-BUSY`), writes its
+    /// output, and has the loop read it again once the script ends.
+    pub(super) fn answer_buffered(&mut self, slot: usize) {
+        let Some(c) = self.conns.slots.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let gen = c.gen;
         let defer = !(c.closing
             || c.peer_eof
             || answer(self.server, self.id, self.limits, self.state, c, slot));

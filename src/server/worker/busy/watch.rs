@@ -34,7 +34,7 @@ use commands::{ServerShared, ThreadStats};
 
 use super::super::super::conn::ActiveCoord;
 use super::super::super::mailbox::{ConnRef, Msg};
-use super::{answer, Desk, INBOX};
+use super::{Desk, INBOX};
 
 /// What became of a WATCH a desk read.
 pub(super) enum Watched {
@@ -321,27 +321,7 @@ impl Desk<'_> {
             c.out.set_resp3(c.client.resp3);
         }
         // Its connection goes on: the requests after it, as a read would.
-        let defer = !(c.closing
-            || c.peer_eof
-            || answer(self.server, self.id, self.limits, self.state, c, slot));
-        let broken = match c.flush() {
-            Ok(n) => {
-                self.state.tally.get().net_output_bytes += n as u64;
-                false
-            }
-            Err(_) => true,
-        };
-        let unwritten = c.unwritten() > 0;
-        c.unread = true;
-        self.conns.resume.push(slot);
-        if defer {
-            self.state.deferred.push((slot, conn.gen));
-        }
-        if broken {
-            self.conns.killed.push((slot, conn.gen));
-        } else if unwritten {
-            self.conns.mark_dirty(slot);
-        }
+        self.answer_buffered(slot);
     }
 }
 
