@@ -190,6 +190,66 @@ fn xreadgroup_block_woken_and_failed(layout: Layout) {
     );
 }
 
+/// SWAPDB fails a blocked XREADGROUP whose stream it swaps away or
+/// replaces with another type (Redis's `scanDatabaseForDeletedKeys`;
+/// before, the reader of a stream swapped away waited for good), and
+/// leaves a blocked XREAD waiting, as Redis: only group readers fail.
+fn swapdb_fails_group_readers_of_a_stream_it_takes_away(layout: Layout) {
+    let s = server(layout);
+    let mut ctl = s.raw();
+    let mut r = s.raw();
+    let read_group = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "alice",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "q",
+        ">",
+    ];
+    assert_bytes(&r.cmd_str(&["SELECT", "9"]), b"+OK\r\n");
+    // Swapped away for an empty database; then for a list.
+    for other in [None, Some("list")] {
+        ctl.cmd_str(&["SELECT", "4"]);
+        ctl.cmd_str(&["FLUSHDB"]);
+        if other.is_some() {
+            ctl.cmd_str(&["LPUSH", "q", "e1"]);
+        }
+        ctl.cmd_str(&["SELECT", "9"]);
+        ctl.cmd_str(&["DEL", "q"]);
+        ctl.cmd_str(&["XADD", "q", "666", "f", "v"]);
+        assert_bytes(
+            &ctl.cmd_str(&["XGROUP", "CREATE", "q", "g", "$"]),
+            b"+OK\r\n",
+        );
+        send(&mut r, &read_group);
+        wait_blocked(&mut ctl, 1);
+        assert_bytes(&ctl.cmd_str(&["SWAPDB", "4", "9"]), b"+OK\r\n");
+        assert_bytes(
+            &r.read_reply(),
+            b"-UNBLOCKED the stream key no longer exists\r\n",
+        );
+    }
+    // A plain XREAD of a stream swapped away keeps waiting, and is served
+    // by the next entry in its database.
+    ctl.cmd_str(&["SELECT", "4"]);
+    ctl.cmd_str(&["FLUSHDB"]);
+    ctl.cmd_str(&["SELECT", "9"]);
+    ctl.cmd_str(&["DEL", "q"]);
+    ctl.cmd_str(&["XADD", "q", "1-0", "f", "v"]);
+    send(&mut r, &["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]);
+    wait_blocked(&mut ctl, 1);
+    assert_bytes(&ctl.cmd_str(&["SWAPDB", "4", "9"]), b"+OK\r\n");
+    wait_blocked(&mut ctl, 1);
+    ctl.cmd_str(&["XADD", "q", "7-0", "f", "new"]);
+    assert_bytes(
+        &r.read_reply(),
+        b"*1\r\n*2\r\n$1\r\nq\r\n*1\r\n*2\r\n$3\r\n7-0\r\n*2\r\n$1\r\nf\r\n$3\r\nnew\r\n",
+    );
+}
+
 /// Inside MULTI, XREAD BLOCK does not block: a null array at once.
 fn xread_block_in_multi_does_not_block(layout: Layout) {
     let s = server(layout);
@@ -336,4 +396,5 @@ per_layout!(
     xreadgroup_block_woken_and_failed,
     xread_block_in_multi_does_not_block,
     xread_block_survives_its_key_becoming_a_list,
+    swapdb_fails_group_readers_of_a_stream_it_takes_away,
 );

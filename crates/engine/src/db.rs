@@ -439,8 +439,15 @@ impl Db {
         self.watched.len()
     }
 
-    /// Exchanges the contents of two databases (SWAPDB); watchers stay with
-    /// their database index and are signalled for keys in either.
+    /// Exchanges the contents of two databases (SWAPDB); watchers and
+    /// blocked clients stay with their database index. Watchers are
+    /// signalled for keys in either. A blocked client's key is marked
+    /// ready if it exists after the swap (Redis's
+    /// `scanDatabaseForReadyKeys`) or existed before it (Redis's
+    /// `scanDatabaseForDeletedKeys`: a reader of a stream that is gone or
+    /// no stream now fails with UNBLOCKED; before, it waited for good).
+    /// A marked key that holds nothing for its clients only has them
+    /// look again.
     pub fn swap_contents(a: &mut Db, b: &mut Db) {
         // A running snapshot writes each database's entries under its own
         // index: finish both before their entries change places.
@@ -450,6 +457,8 @@ impl Db {
         b.signal_existing(Some(a));
         a.dirty += 1;
         b.dirty += 1;
+        a.mark_existing_ready();
+        b.mark_existing_ready();
         std::mem::swap(&mut a.table, &mut b.table);
         std::mem::swap(&mut a.volatile, &mut b.volatile);
         a.mark_existing_ready();
@@ -979,6 +988,25 @@ mod tests {
 
     fn e() -> OwnedEntry {
         OwnedEntry::new(Value::Str(Str::from_bytes(b"v")), 0)
+    }
+
+    /// SWAPDB marks a blocked-on key ready both when it exists after the
+    /// swap and when it existed before it (a reader of a stream swapped
+    /// away must be woken to fail, as Redis's `scanDatabaseForDeletedKeys`;
+    /// before, only existing keys were marked and it waited for good).
+    #[test]
+    fn swapdb_marks_keys_waited_on_that_came_or_went() {
+        let (mut a, mut b) = (Db::new(), Db::new());
+        a.insert(b"went", e(), 0);
+        b.insert(b"came", e(), 0);
+        for k in [&b"went"[..], b"came", b"never"] {
+            a.add_blocking(k);
+        }
+        Db::swap_contents(&mut a, &mut b);
+        let mut ready: Vec<Vec<u8>> = a.take_ready().iter().map(|k| k.to_vec()).collect();
+        ready.sort();
+        assert_eq!(ready, vec![b"came".to_vec(), b"went".to_vec()]);
+        assert!(!b.has_ready(), "nobody waits in the other database");
     }
 
     #[test]
