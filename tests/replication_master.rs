@@ -755,3 +755,83 @@ fn set_repl_sends_records_only_where_asked() {
         }
     }
 }
+
+/// Redis propagates a write before it replies: once a client has read a
+/// write's reply, INFO's `master_repl_offset` and ROLE's offset count its
+/// records. Redis's Tcl `wait_for_ofs_sync` and tools comparing a
+/// replica's offset with its master's rely on it. Before, the stream
+/// writer's next turn fed them: 220 of 300 writes read an offset that
+/// did not count them (16 shards apart), and a replica could look caught
+/// up while it lacked the last writes. Single-shard and cross-shard
+/// writes, a script and a MULTI/EXEC, at 2 and 16 shards, consolidated
+/// and not.
+fn answered_writes_count_in_the_offset(shards: &str, consolidation: &str) {
+    if skip() {
+        return;
+    }
+    let master = start_master(shards, &["--shard-consolidation", consolidation]);
+    let _replica = start_replica(&master);
+    let mut m = master.conn();
+    wait_until("the replica to come online", || {
+        // One INFO (`info_field` panics while `slave0` is absent).
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut m)
+            .expect("INFO");
+        info.contains("state=online")
+    });
+    let offset = |m: &mut Connection| -> u64 {
+        info_field(m, "replication", "master_repl_offset")
+            .parse()
+            .expect("master_repl_offset")
+    };
+    for i in 0..200 {
+        let before = offset(&mut m);
+        let (a, b, c) = (format!("a{i}"), format!("b{i}"), format!("c{i}"));
+        match i % 4 {
+            0 => cmd(&mut m, &["SET", &a, "v"]),
+            1 => cmd(&mut m, &["MSET", &a, "1", &b, "2", &c, "3"]),
+            2 => cmd(
+                &mut m,
+                &[
+                    "EVAL",
+                    "redis.call('SET', KEYS[1], 'x') return redis.call('INCR', KEYS[2])",
+                    "2",
+                    &a,
+                    &b,
+                ],
+            ),
+            _ => {
+                let mut p = redis::pipe();
+                p.atomic().cmd("SET").arg(&a).arg("t").cmd("DEL").arg(&c);
+                p.query::<Value>(&mut m).expect("MULTI/EXEC");
+                Value::Okay
+            }
+        };
+        let after = offset(&mut m);
+        assert!(after > before, "write {i}: offset {before} -> {after}");
+        // ROLE reads the same offset.
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut m).expect("ROLE");
+        assert_eq!(role[1], Value::Int(after as i64), "write {i}");
+    }
+}
+
+#[test]
+fn answered_writes_count_in_the_offset_2() {
+    answered_writes_count_in_the_offset("2", "yes");
+}
+
+#[test]
+fn answered_writes_count_in_the_offset_2_apart() {
+    answered_writes_count_in_the_offset("2", "no");
+}
+
+#[test]
+fn answered_writes_count_in_the_offset_16() {
+    answered_writes_count_in_the_offset("16", "yes");
+}
+
+#[test]
+fn answered_writes_count_in_the_offset_16_apart() {
+    answered_writes_count_in_the_offset("16", "no");
+}

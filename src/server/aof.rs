@@ -758,6 +758,14 @@ impl Aof {
         self.synced.load(Ordering::SeqCst)
     }
 
+    /// Writes (and feeds to the stream) what is queued and ready now,
+    /// from the calling thread (see `AofControl::feed_queued`); fsyncs
+    /// as the writer's own turn would.
+    pub fn commit_queued(&self) {
+        let mut s = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        self.commit(&mut s, &[]);
+    }
+
     /// Writes everything queued now to the file from the calling thread,
     /// as Redis's `flushAppendOnlyFile(1)` (DEBUG LOADAOF, before reading
     /// the file back), fsynced as the policy says. `in_tx`: the caller

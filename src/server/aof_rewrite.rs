@@ -243,6 +243,12 @@ impl AofControl for Rewriter {
         }
     }
 
+    fn feed_queued(&self) {
+        if let Some(a) = self.current() {
+            a.commit_queued();
+        }
+    }
+
     fn load(
         &self,
         cfg: &config::Config,

@@ -83,6 +83,7 @@ fn disabled(_: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
 /// (its replicas' list is the master side's to fill), or a replica with
 /// its master, link state and processed offset.
 fn role(c: &mut ConnCtx<'_>, _: Args<'_>) -> Result<(), CmdError> {
+    crate::repl::feed_answered(c.server);
     let (role, ids, replicas) = {
         let r = c.server.repl.lock();
         // Redis lists the online replicas.

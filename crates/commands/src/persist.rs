@@ -223,6 +223,14 @@ pub trait AofControl: Send + Sync {
     /// off. `in_tx`: called inside EXEC, whose own records are written
     /// after it, as Redis's. `Err` says why it could not.
     fn flush(&self, in_tx: bool) -> Result<(), String>;
+    /// Hands what the shards queued so far to the file and the replicas'
+    /// stream now, from the calling thread, without waiting for the
+    /// writer (whose next turn would do it) and for no open transaction.
+    /// For INFO and ROLE: Redis propagates a write before it replies, so
+    /// a client that read a write's reply reads a `master_repl_offset`
+    /// that counts it (Redis's Tcl `wait_for_ofs_sync` relies on it, and
+    /// so do tools comparing a replica's offset with its master's).
+    fn feed_queued(&self) {}
     /// Reads the file set its manifest names into `nshards` fresh shards,
     /// replaying its commands with `cfg` (DEBUG LOADAOF); function
     /// libraries go to the registry. `Ok(None)`: there is no manifest.

@@ -443,6 +443,18 @@ impl Repl {
     }
 }
 
+/// Before `master_repl_offset` is read for a client (INFO, ROLE): the
+/// records of every write already answered are fed to the stream, so the
+/// offset counts them, as Redis's does (see `AofControl::feed_queued`).
+/// Nothing to do while no stream is on.
+pub fn feed_answered(s: &crate::ServerShared) {
+    if s.repl.streaming() {
+        if let Some(a) = s.aof.get() {
+            a.feed_queued();
+        }
+    }
+}
+
 /// A new random replication ID (40 hex characters), as Redis's
 /// `changeReplicationId`.
 pub fn new_replid() -> String {

@@ -772,6 +772,7 @@ impl Snapshot {
             uptime_s: s.start.elapsed().as_secs(),
             run_id: s.run_id.clone(),
             repl_lines: {
+                crate::repl::feed_answered(s);
                 let r = s.repl.lock();
                 let mut o = String::new();
                 crate::repl::info_master(&r, engine::now_ms(), &mut o);
