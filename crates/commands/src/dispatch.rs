@@ -267,12 +267,15 @@ fn across_shards(
         key_shards: shards,
     };
     // The keys' lock entries: made when the transaction takes its locks
-    // if the coordinator keeps the arguments (a run without locks never
-    // needs them), else now.
+    // if the coordinator keeps the arguments or the keys (a run without
+    // locks never needs them), else now.
     let locks = |coord: &dyn Coordinator| {
-        let deferred = coord
-            .received_args()
-            .and_then(|_| LockSet::deferred(r.spec, db, shards));
+        let deferred = if coord.received_args().is_some() {
+            LockSet::deferred(r.spec, db, shards)
+        } else {
+            let groups = coord.key_groups();
+            groups.and_then(|g| LockSet::deferred_groups(r.spec, db, g))
+        };
         deferred.unwrap_or_else(|| {
             set.command_on(r.spec, args, db, positions, shards);
             set

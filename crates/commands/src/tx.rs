@@ -97,8 +97,10 @@
 //! when every shard is run by the connection's own thread (a hub), as
 //! Redis runs every command on its one thread. Such a run pays nothing
 //! per shard for the locks it does not take: the [`LockSet`] stays one
-//! flat list made at dispatch (an entry per key), and the requests per
-//! shard are only made when locking starts. Nor does the grouping of the
+//! flat list made at dispatch (an entry per key; for the keyed commands
+//! whose coordinators keep their keys, MSET, MGET, DEL, EXISTS ..., only
+//! the keys' shards, the keys hashed when locking starts), and the
+//! requests per shard are only made when locking starts. Nor does the grouping of the
 //! inner's jobs: a plan of one job per shard goes out as it is.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
@@ -375,13 +377,7 @@ impl TxCoord {
     /// (in order, out of order or in one round: see the module docs).
     fn prepare_locks(&mut self, mut set: LockSet) {
         if set.is_deferred() {
-            // INVARIANT: dispatch defers the keys of a coordinator that
-            // keeps its arguments only.
-            let args = self
-                .inner
-                .received_args()
-                .expect("deferred lock keys without the command's arguments");
-            set.undefer(args);
+            set.undefer(&*self.inner);
         }
         let keys_only = set.keys_only();
         let mut locks = set.requests(self.tx);

@@ -29,17 +29,19 @@
 //!   [`LockSet::requests`] sort it, O(entries log entries), and make one
 //!   request per shard covered. A run without locks
 //!   (`Coordinator::run_unlocked`) asks only which shards it covers.
-//! * `Deferred` (a set whose keys are not hashed yet): a fixed size (a
-//!   spec, a database and up to 16 shard numbers) whatever `N`; read into
-//!   entries only when locks are taken.
+//! * `Deferred` (a set whose keys are not hashed yet): the shards of its
+//!   keys (or key groups), inline up to 16, else two bytes each on the
+//!   heap; nothing grows with `N`. Its keys are hashed into entries only
+//!   when locks are taken.
 //! * The queue summary (`queue`): one entry per distinct (database, key)
 //!   queued on the shard; nothing when no request waits.
 
 use std::collections::{HashMap, VecDeque};
 
-use resp::Args;
+use resp::{Args, OwnedArgs};
 
 use super::TxId;
+use crate::coord::Coordinator;
 use crate::table::{shard_of, CommandSpec};
 
 /// The hash locks use for a key.
@@ -389,19 +391,23 @@ impl<W> LockTable<W> {
 /// and per whole-shard request, in one allocation whatever the number of
 /// shards. They become one [`LockReq`] per shard ([`LockSet::requests`])
 /// only when the transaction takes its locks: one run without locks
-/// ([`crate::coord::Coordinator::run_unlocked`]) only asks which shards it covers
+/// ([`Coordinator::run_unlocked`]) only asks which shards it covers
 /// ([`LockSet::shards_into`]), so it never builds (nor frees) a request
 /// per shard. Measured with callgrind on a 32-shard hub (MSET of 10 keys,
 /// about 9 shards): building, sorting and freeing the requests it never
 /// used cost about 6.0k instructions per MSET, the flat set 1.9k.
 ///
-/// A command whose coordinator keeps its arguments (those wrapped by
-/// `propagate::as_received`: MSET, MSETNX, DEL, UNLINK, RENAME, COPY ...)
-/// does not even hash its keys at dispatch: the set keeps only each key's
-/// shard, already known there ([`LockSet::deferred`]), and the keys are
-/// read from the coordinator's copy of the arguments when the transaction
-/// takes its locks ([`crate::coord::Coordinator::received_args`]). Hashing the ten keys
-/// of an MSET, with the allocation of their entries, cost about 1.2k
+/// A keyed command whose coordinator keeps its keys until its first step
+/// does not even hash them at dispatch: the set keeps only their shards,
+/// already known there, and the keys are read from the coordinator when
+/// the transaction takes its locks ([`LockSet::undefer`]). Those are the
+/// coordinators that keep the command's arguments
+/// ([`Coordinator::received_args`], those wrapped by
+/// `propagate::as_received`: MSET, MSETNX, DEL, UNLINK, RENAME, COPY
+/// ...; [`LockSet::deferred`]) and those that keep its keys split by
+/// shard ([`Coordinator::key_groups`], `coord::KeyedStep`: MGET, EXISTS,
+/// TOUCH, LCS; [`LockSet::deferred_groups`]). Hashing the ten keys of an
+/// MSET, with the allocation of their entries, cost about 1.2k
 /// instructions per MSET that a run without locks never used.
 #[derive(Default, Debug, Clone)]
 pub struct LockSet {
@@ -417,24 +423,73 @@ pub struct LockSet {
     shards: Vec<(usize, Option<Mode>)>,
 }
 
-/// Keys at most a [`Deferred`] set holds: an MSET of 16 pairs.
-const DEFER_MAX: usize = 16;
+/// Shards a [`Deferred`] set holds without an allocation: an MSET of 16
+/// pairs, an MGET of 16 keys.
+const DEFER_INLINE: usize = 16;
 
 /// The keys of one command whose lock entries are made only when its
-/// transaction takes locks: its spec and database, and each key's shard
-/// in key order (the keys themselves are the coordinator's copy of the
-/// command's arguments).
+/// transaction takes locks: its spec and database, where its keys are
+/// read from, and the shards they are on (the keys themselves stay with
+/// the coordinator).
 #[derive(Clone)]
 struct Deferred {
     spec: &'static CommandSpec,
     db: usize,
-    len: u8,
-    shards: [u16; DEFER_MAX],
+    from: KeysIn,
+    shards: DeferredShards,
+}
+
+/// Where a [`Deferred`] set's keys are read from, and what its shards are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeysIn {
+    /// The command's arguments as received
+    /// ([`Coordinator::received_args`]); the shards are each key's, in
+    /// key order.
+    Args,
+    /// The coordinator's keys split by shard ([`Coordinator::key_groups`]);
+    /// the shards are the groups', in their order.
+    Groups,
+}
+
+/// A [`Deferred`] set's shards: inline up to [`DEFER_INLINE`] (no
+/// allocation), else on the heap (one allocation of two bytes a shard,
+/// where the entries made at once cost 32 bytes and a hash a key).
+#[derive(Clone)]
+enum DeferredShards {
+    Inline {
+        len: u8,
+        shards: [u16; DEFER_INLINE],
+    },
+    Heap(Box<[u16]>),
+}
+
+impl DeferredShards {
+    fn of(shards: impl ExactSizeIterator<Item = u16>) -> Self {
+        let len = shards.len();
+        if len > DEFER_INLINE {
+            return DeferredShards::Heap(shards.collect());
+        }
+        let mut inline = [0; DEFER_INLINE];
+        for (d, s) in inline.iter_mut().zip(shards) {
+            *d = s;
+        }
+        DeferredShards::Inline {
+            len: len as u8,
+            shards: inline,
+        }
+    }
+
+    fn get(&self) -> &[u16] {
+        match self {
+            DeferredShards::Inline { len, shards } => &shards[..usize::from(*len)],
+            DeferredShards::Heap(s) => s,
+        }
+    }
 }
 
 impl Deferred {
     fn shards(&self) -> &[u16] {
-        &self.shards[..usize::from(self.len)]
+        self.shards.get()
     }
 }
 
@@ -442,6 +497,7 @@ impl std::fmt::Debug for Deferred {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Deferred")
             .field("db", &self.db)
+            .field("from", &self.from)
             .field("shards", &self.shards())
             .finish()
     }
@@ -451,36 +507,80 @@ impl LockSet {
     /// The keys of one invocation of `spec` in `db`, each on shard
     /// `shards[i]` (in key order), hashed only if the transaction takes
     /// its locks: then [`LockSet::undefer`] reads them from the command's
-    /// arguments. `None` for more than [`DEFER_MAX`] keys, or none.
+    /// arguments ([`Coordinator::received_args`]). `None` for no key.
     pub fn deferred(spec: &'static CommandSpec, db: usize, shards: &[u16]) -> Option<LockSet> {
-        if shards.is_empty() || shards.len() > DEFER_MAX {
+        Self::deferred_from(spec, db, KeysIn::Args, shards.iter().copied())
+    }
+
+    /// The keys of one invocation of `spec` in `db`, split by shard as
+    /// `groups` (`(shard, keys)`, a coordinator's
+    /// [`Coordinator::key_groups`]), hashed only if the transaction takes
+    /// its locks: then [`LockSet::undefer`] reads them from the
+    /// coordinator's groups. `None` for no group.
+    pub fn deferred_groups(
+        spec: &'static CommandSpec,
+        db: usize,
+        groups: &[(usize, OwnedArgs)],
+    ) -> Option<LockSet> {
+        let shards = groups.iter().map(|(s, _)| *s as u16);
+        Self::deferred_from(spec, db, KeysIn::Groups, shards)
+    }
+
+    fn deferred_from(
+        spec: &'static CommandSpec,
+        db: usize,
+        from: KeysIn,
+        shards: impl ExactSizeIterator<Item = u16>,
+    ) -> Option<LockSet> {
+        if shards.len() == 0 {
             return None;
         }
-        let mut d = Deferred {
-            spec,
-            db,
-            len: shards.len() as u8,
-            shards: [0; DEFER_MAX],
-        };
-        d.shards[..shards.len()].copy_from_slice(shards);
         Some(LockSet {
-            deferred: Some(d),
+            deferred: Some(Deferred {
+                spec,
+                db,
+                from,
+                shards: DeferredShards::of(shards),
+            }),
             ..LockSet::default()
         })
     }
 
-    /// Whether its keys wait to be read from the command's arguments
-    /// ([`LockSet::deferred`]).
+    /// Whether its keys wait to be read from the command's coordinator
+    /// ([`LockSet::deferred`], [`LockSet::deferred_groups`]).
     pub fn is_deferred(&self) -> bool {
         self.deferred.is_some()
     }
 
-    /// Makes the entries of the deferred keys (see [`LockSet::deferred`])
-    /// from `args`, the command's arguments as received.
-    pub fn undefer(&mut self, args: Args<'_>) {
+    /// Makes the entries of the deferred keys from `coord`, the command's
+    /// coordinator, not stepped yet (see the type's docs).
+    pub fn undefer(&mut self, coord: &dyn Coordinator) {
+        let Some(from) = self.deferred.as_ref().map(|d| d.from) else {
+            return;
+        };
+        // INVARIANT: dispatch defers the keys of a coordinator that keeps
+        // them only, and its transaction reads them before its first step.
+        match from {
+            KeysIn::Args => self.undefer_args(
+                coord
+                    .received_args()
+                    .expect("deferred lock keys without the command's arguments"),
+            ),
+            KeysIn::Groups => self.undefer_groups(
+                coord
+                    .key_groups()
+                    .expect("deferred lock keys without the command's keys"),
+            ),
+        }
+    }
+
+    /// [`LockSet::undefer`] of a set made by [`LockSet::deferred`], from
+    /// `args`, the command's arguments as received.
+    pub(crate) fn undefer_args(&mut self, args: Args<'_>) {
         let Some(d) = self.deferred.take() else {
             return;
         };
+        debug_assert_eq!(d.from, KeysIn::Args);
         let mut positions = Vec::with_capacity(d.shards().len());
         d.spec.key_positions(args, &mut positions);
         // INVARIANT: the same arguments gave the shards at dispatch.
@@ -490,6 +590,31 @@ impl LockSet {
             "deferred lock keys: the command's arguments changed"
         );
         self.command_on(d.spec, args, d.db, &positions, d.shards());
+    }
+
+    /// [`LockSet::undefer`] of a set made by [`LockSet::deferred_groups`],
+    /// from `groups`, the coordinator's keys split by shard.
+    pub(crate) fn undefer_groups(&mut self, groups: &[(usize, OwnedArgs)]) {
+        let Some(d) = self.deferred.take() else {
+            return;
+        };
+        debug_assert_eq!(d.from, KeysIn::Groups);
+        // INVARIANT: the same groups gave the shards at dispatch.
+        assert!(
+            groups
+                .iter()
+                .map(|g| g.0)
+                .eq(d.shards().iter().map(|&s| usize::from(s))),
+            "deferred lock keys: the command's keys changed"
+        );
+        let mode = Self::mode_of(d.spec);
+        self.keys
+            .reserve(groups.iter().map(|(_, k)| k.args().len()).sum());
+        for (shard, keys) in groups {
+            for key in keys.args().iter() {
+                self.keys.push((*shard, d.db, key_hash(key), mode));
+            }
+        }
     }
 
     pub fn key(&mut self, nshards: usize, db: usize, key: &[u8], mode: Mode) {
@@ -539,17 +664,22 @@ impl LockSet {
         positions: &[usize],
         mut shard: impl FnMut(&[u8]) -> usize,
     ) {
-        let mode = if spec.may_write() {
-            Mode::Write
-        } else {
-            Mode::Read
-        };
+        let mode = Self::mode_of(spec);
         self.keys.reserve(positions.len());
         for &p in positions {
             let key = args.get(p);
             self.keys.push((shard(key), db, key_hash(key), mode));
         }
     }
+    /// Write if the command writes, Read otherwise.
+    fn mode_of(spec: &CommandSpec) -> Mode {
+        if spec.may_write() {
+            Mode::Write
+        } else {
+            Mode::Read
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && self.shards.is_empty() && self.deferred.is_none()
     }

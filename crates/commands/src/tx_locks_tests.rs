@@ -34,48 +34,102 @@ pub(in crate::tx) fn hashes() -> u64 {
 
 /// A deferred set (an MSET's: each key's shard known, the keys not read)
 /// covers the same shards, and once its keys are read from the command's
-/// arguments makes the same requests as the set built at once.
+/// arguments makes the same requests as the set built at once; with
+/// more keys than it holds inline (20 pairs) too.
 #[test]
 fn deferred_keys_make_the_requests_of_the_keys_read_at_once() {
-    let n = 8;
-    let mut argv: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
-    for i in 0..10 {
-        argv.push(format!("key:{i}").into_bytes());
-        argv.push(b"v".to_vec());
+    for pairs in [10, 20] {
+        let n = 8;
+        let mut argv: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+        for i in 0..pairs {
+            argv.push(format!("key:{i}").into_bytes());
+            argv.push(b"v".to_vec());
+        }
+        // A key given twice: one entry.
+        argv.push(b"key:3".to_vec());
+        argv.push(b"w".to_vec());
+        let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+        let owned = resp::OwnedArgs::from_slices(&slices);
+        let args = owned.args();
+        let r = crate::table::registry().resolve(args).expect("MSET");
+        let mut positions = Vec::new();
+        r.spec.key_positions(args, &mut positions);
+        let shards: Vec<u16> = positions
+            .iter()
+            .map(|&p| shard_of(args.get(p), n) as u16)
+            .collect();
+        let mut eager = LockSet::default();
+        eager.command_on(r.spec, args, 2, &positions, &shards);
+        let hashes = HASHES.get();
+        let mut deferred = LockSet::deferred(r.spec, 2, &shards).expect("keys");
+        assert_eq!(HASHES.get(), hashes, "no key hashed");
+        assert!(deferred.is_deferred() && !deferred.is_empty());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        eager.shards_into(&mut a);
+        deferred.shards_into(&mut b);
+        assert_eq!(a, b, "the same shards");
+        assert_eq!(eager.one_shard(), deferred.one_shard());
+        deferred.undefer_args(args);
+        assert!(!deferred.is_deferred());
+        assert_eq!(HASHES.get(), hashes + pairs + 1, "each key once");
+        assert_eq!(
+            format!("{:?}", deferred.requests(7)),
+            format!("{:?}", eager.requests(7)),
+            "{pairs} pairs"
+        );
     }
-    // A key given twice: one entry.
-    argv.push(b"key:3".to_vec());
-    argv.push(b"w".to_vec());
-    let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    let owned = resp::OwnedArgs::from_slices(&slices);
-    let args = owned.args();
-    let r = crate::table::registry().resolve(args).expect("MSET");
-    let mut positions = Vec::new();
-    r.spec.key_positions(args, &mut positions);
-    let shards: Vec<u16> = positions
-        .iter()
-        .map(|&p| shard_of(args.get(p), n) as u16)
-        .collect();
-    let mut eager = LockSet::default();
-    eager.command_on(r.spec, args, 2, &positions, &shards);
-    let hashes = HASHES.get();
-    let mut deferred = LockSet::deferred(r.spec, 2, &shards).expect("11 keys");
-    assert_eq!(HASHES.get(), hashes, "no key hashed");
-    assert!(deferred.is_deferred() && !deferred.is_empty());
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    eager.shards_into(&mut a);
-    deferred.shards_into(&mut b);
-    assert_eq!(a, b, "the same shards");
-    deferred.undefer(args);
-    assert!(!deferred.is_deferred());
-    assert_eq!(
-        format!("{:?}", deferred.requests(7)),
-        format!("{:?}", eager.requests(7))
-    );
-    assert!(
-        LockSet::deferred(r.spec, 2, &[0; DEFER_MAX + 1]).is_none(),
-        "too many keys: read at once"
-    );
+    let r = crate::table::registry()
+        .resolve(resp::OwnedArgs::from_slices(&["MSET", "k", "v"]).args())
+        .expect("MSET");
+    assert!(LockSet::deferred(r.spec, 0, &[]).is_none(), "no key");
+}
+
+/// A deferred set of keys split by shard (an MGET's, kept by its
+/// coordinator: `coord::KeyedStep`) covers the groups' shards, and once
+/// its keys are read from the groups makes the same requests as the set
+/// built at once from the command's arguments, with and without more
+/// groups than it holds inline.
+#[test]
+fn deferred_groups_make_the_requests_of_the_keys_read_at_once() {
+    for (nkeys, n) in [(10, 8), (200, 64)] {
+        let mut argv: Vec<String> = vec!["MGET".into()];
+        argv.extend((0..nkeys).map(|i| format!("key:{i}")));
+        // A key given twice: one entry.
+        argv.push("key:3".into());
+        let owned = resp::OwnedArgs::from_slices(&argv);
+        let args = owned.args();
+        let r = crate::table::registry().resolve(args).expect("MGET");
+        let mut positions = Vec::new();
+        r.spec.key_positions(args, &mut positions);
+        let shards: Vec<u16> = positions
+            .iter()
+            .map(|&p| shard_of(args.get(p), n) as u16)
+            .collect();
+        let mut eager = LockSet::default();
+        eager.command_on(r.spec, args, 1, &positions, &shards);
+        let (groups, _) = crate::multikey::split_by_shard(args, 1, n, &shards);
+        let hashes = HASHES.get();
+        let mut deferred = LockSet::deferred_groups(r.spec, 1, &groups).expect("keys");
+        assert_eq!(HASHES.get(), hashes, "no key hashed");
+        assert!(deferred.is_deferred() && !deferred.is_empty());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        eager.shards_into(&mut a);
+        deferred.shards_into(&mut b);
+        assert_eq!(a, b, "the same shards");
+        assert_eq!(a.len() > 16, nkeys == 200, "groups past those held inline");
+        deferred.undefer_groups(&groups);
+        assert!(!deferred.is_deferred());
+        assert_eq!(HASHES.get(), hashes + nkeys + 1, "each key once");
+        assert_eq!(
+            format!("{:?}", deferred.requests(7)),
+            format!("{:?}", eager.requests(7)),
+            "{nkeys} keys over {n} shards"
+        );
+    }
+    let r = crate::table::registry()
+        .resolve(resp::OwnedArgs::from_slices(&["MGET", "k"]).args())
+        .expect("MGET");
+    assert!(LockSet::deferred_groups(r.spec, 0, &[]).is_none(), "no key");
 }
 
 fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {

@@ -2,33 +2,165 @@
 //! in-process shards, and the hops whole commands cost.
 
 use super::*;
+use crate::table::shard_of;
 
-/// An MSET across shards run without locks (every shard it touches held
-/// by its thread, nothing else running there) hashes none of its keys
-/// for locks; run with locks it hashes each once. An MGET, whose
-/// coordinator keeps no copy of the arguments, hashes them at dispatch.
-#[test]
-fn a_run_without_locks_hashes_no_key_of_an_mset() {
-    let mut t = crate::testutil::TestServer::new(8);
+/// Keys hashed for lock entries while `t` runs `argv` once, with or
+/// without locks (`t.unlocked`: as the runtime runs a transaction whose
+/// shards its thread all holds, nothing else running there); checks the
+/// reply.
+fn hashes_running(
+    t: &mut crate::testutil::TestServer,
+    argv: &[&str],
+    unlocked: bool,
+    want: &str,
+) -> u64 {
+    t.unlocked = unlocked;
+    let before = locks::tests::hashes();
+    let got = t.run(argv);
+    assert_eq!(got, want, "{argv:?}");
+    locks::tests::hashes() - before
+}
+
+/// `n` keys over 8 shards, and the MSET that sets each to `v`.
+fn keys_set(t: &mut crate::testutil::TestServer, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
     let mut argv = vec!["MSET"];
-    let keys: Vec<String> = (0..10).map(|i| format!("key:{i}")).collect();
     for k in &keys {
         argv.push(k);
         argv.push("v");
     }
     t.unlocked = true;
-    let before = locks::tests::hashes();
     assert_eq!(t.run(&argv), "+OK\r\n");
-    assert_eq!(locks::tests::hashes(), before, "unlocked: no key hashed");
-    t.unlocked = false;
-    assert_eq!(t.run(&argv), "+OK\r\n");
-    assert_eq!(locks::tests::hashes(), before + 10, "locked: each key once");
-    t.unlocked = true;
-    let mut mget = vec!["MGET"];
-    mget.extend(keys.iter().map(String::as_str));
-    let got = t.run(&mget);
-    assert!(got.starts_with("*10\r\n$1\r\nv"), "{got}");
-    assert_eq!(locks::tests::hashes(), before + 20, "MGET: at dispatch");
+    keys
+}
+
+/// `cmd` then `keys`.
+fn with_keys<'a>(cmd: &'a str, keys: &'a [String]) -> Vec<&'a str> {
+    let mut argv = vec![cmd];
+    argv.extend(keys.iter().map(String::as_str));
+    argv
+}
+
+/// An MSET across shards run without locks (every shard it touches held
+/// by its thread, nothing else running there) hashes none of its keys
+/// for locks; run with locks it hashes each once. With more pairs than a
+/// deferred set holds inline (20) too.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_mset() {
+    let mut t = crate::testutil::TestServer::new(8);
+    for n in [10, 20] {
+        let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
+        let mut argv = vec!["MSET"];
+        for k in &keys {
+            argv.push(k);
+            argv.push("v");
+        }
+        let n = n as u64;
+        assert_eq!(
+            hashes_running(&mut t, &argv, true, "+OK\r\n"),
+            0,
+            "unlocked: no key hashed"
+        );
+        assert_eq!(
+            hashes_running(&mut t, &argv, false, "+OK\r\n"),
+            n,
+            "locked: each key once"
+        );
+    }
+}
+
+/// A DEL of 20 keys (more than a deferred set holds inline) hashes none
+/// of them without locks, each once with locks.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_a_del_of_20() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let keys = keys_set(&mut t, 20);
+    let del = with_keys("DEL", &keys);
+    assert_eq!(hashes_running(&mut t, &del, true, ":20\r\n"), 0);
+    keys_set(&mut t, 20);
+    assert_eq!(hashes_running(&mut t, &del, false, ":20\r\n"), 20);
+}
+
+/// An MGET across shards run without locks hashes none of its keys for
+/// locks (its coordinator keeps them by shard until it runs:
+/// `coord::KeyedStep`); run with locks it hashes each once; with 20 keys
+/// as with 10.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_mget() {
+    let mut t = crate::testutil::TestServer::new(8);
+    for n in [10, 20] {
+        let keys = keys_set(&mut t, n);
+        let mget = with_keys("MGET", &keys);
+        let want = format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n));
+        assert_eq!(hashes_running(&mut t, &mget, true, &want), 0, "unlocked");
+        assert_eq!(
+            hashes_running(&mut t, &mget, false, &want),
+            n as u64,
+            "locked"
+        );
+    }
+}
+
+/// The same for EXISTS (a missing key and a key given twice included:
+/// each counts as Redis counts it).
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_exists() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let mut keys = keys_set(&mut t, 10);
+    keys.push("missing".into());
+    keys.push("key:1".into());
+    let exists = with_keys("EXISTS", &keys);
+    assert_eq!(
+        hashes_running(&mut t, &exists, true, ":11\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(
+        hashes_running(&mut t, &exists, false, ":11\r\n"),
+        12,
+        "locked"
+    );
+}
+
+/// The same for TOUCH.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_a_touch() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let mut keys = keys_set(&mut t, 10);
+    keys.push("missing".into());
+    let touch = with_keys("TOUCH", &keys);
+    assert_eq!(
+        hashes_running(&mut t, &touch, true, ":10\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(
+        hashes_running(&mut t, &touch, false, ":10\r\n"),
+        11,
+        "locked"
+    );
+}
+
+/// The same for LCS over two shards, whose outputs keep the keys' order
+/// (LCS of a b differs from LCS of b a only in IDX's ranges).
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_lcs() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let a = "key:0";
+    let b = (1..)
+        .map(|i| format!("key:{i}"))
+        .find(|k| shard_of(k.as_bytes(), 8) != shard_of(a.as_bytes(), 8))
+        .expect("a key on another shard");
+    assert_eq!(t.run(&["SET", a, "ohmytext"]), "+OK\r\n");
+    assert_eq!(t.run(&["SET", &b, "mynewtext"]), "+OK\r\n");
+    let ab = ["LCS", a, &b, "IDX"];
+    let want_ab = "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n";
+    let want_ba = "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:5\r\n:8\r\n*2\r\n:4\r\n:7\r\n*2\r\n*2\r\n:0\r\n:1\r\n*2\r\n:2\r\n:3\r\n$3\r\nlen\r\n:6\r\n";
+    let ba = ["LCS", &b, a, "IDX"];
+    for (argv, want) in [(ab, want_ab), (ba, want_ba)] {
+        assert_eq!(hashes_running(&mut t, &argv, true, want), 0, "unlocked");
+        assert_eq!(hashes_running(&mut t, &argv, false, want), 2, "locked");
+    }
 }
 
 mod protocol {
