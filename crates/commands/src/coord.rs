@@ -351,9 +351,9 @@ pub trait Coordinator: Send {
     }
 
     /// The command's arguments as received, if it keeps a copy of them
-    /// (`propagate::as_received`): its transaction then reads its keys
-    /// for lock requests from them, and only if it takes locks
-    /// (`tx::LockSet::deferred`).
+    /// (`propagate::as_received`, `scratch::Scratch`): its transaction
+    /// then reads its keys for lock requests from them, and only if it
+    /// takes locks (`tx::LockSet::deferred`).
     fn received_args(&self) -> Option<resp::Args<'_>> {
         None
     }

@@ -402,9 +402,10 @@ impl<W> LockTable<W> {
 /// already known there, and the keys are read from the coordinator when
 /// the transaction takes its locks ([`LockSet::undefer`]). Those are the
 /// coordinators that keep the command's arguments
-/// ([`Coordinator::received_args`], those wrapped by
-/// `propagate::as_received`: MSET, MSETNX, DEL, UNLINK, RENAME, COPY
-/// ...; [`LockSet::deferred`]) and those that keep its keys split by
+/// ([`Coordinator::received_args`]: those wrapped by
+/// `propagate::as_received`, MSET, MSETNX, DEL, UNLINK, RENAME, COPY
+/// ..., and a handler run on copies of its keys, `scratch::Scratch`:
+/// SMOVE, LMOVE, SUNIONSTORE ...; [`LockSet::deferred`]) and those that keep its keys split by
 /// shard ([`Coordinator::key_groups`], `coord::KeyedStep`: MGET, EXISTS,
 /// TOUCH, LCS; [`LockSet::deferred_groups`]). Hashing the ten keys of an
 /// MSET, with the allocation of their entries, cost about 1.2k
@@ -504,12 +505,17 @@ impl std::fmt::Debug for Deferred {
 }
 
 impl LockSet {
-    /// The keys of one invocation of `spec` in `db`, each on shard
-    /// `shards[i]` (in key order), hashed only if the transaction takes
-    /// its locks: then [`LockSet::undefer`] reads them from the command's
-    /// arguments ([`Coordinator::received_args`]). `None` for no key.
-    pub fn deferred(spec: &'static CommandSpec, db: usize, shards: &[u16]) -> Option<LockSet> {
-        Self::deferred_from(spec, db, KeysIn::Args, shards.iter().copied())
+    /// The keys of one invocation of `spec` in `db`, the `i`th on the
+    /// `i`th of `shards` (in key order), hashed only if the transaction
+    /// takes its locks: then [`LockSet::undefer`] reads them from the
+    /// command's arguments ([`Coordinator::received_args`]). `None` for
+    /// no key.
+    pub fn deferred(
+        spec: &'static CommandSpec,
+        db: usize,
+        shards: impl ExactSizeIterator<Item = u16>,
+    ) -> Option<LockSet> {
+        Self::deferred_from(spec, db, KeysIn::Args, shards)
     }
 
     /// The keys of one invocation of `spec` in `db`, split by shard as

@@ -61,7 +61,7 @@ fn deferred_keys_make_the_requests_of_the_keys_read_at_once() {
         let mut eager = LockSet::default();
         eager.command_on(r.spec, args, 2, &positions, &shards);
         let hashes = HASHES.get();
-        let mut deferred = LockSet::deferred(r.spec, 2, &shards).expect("keys");
+        let mut deferred = LockSet::deferred(r.spec, 2, shards.iter().copied()).expect("keys");
         assert_eq!(HASHES.get(), hashes, "no key hashed");
         assert!(deferred.is_deferred() && !deferred.is_empty());
         let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -81,7 +81,10 @@ fn deferred_keys_make_the_requests_of_the_keys_read_at_once() {
     let r = crate::table::registry()
         .resolve(resp::OwnedArgs::from_slices(&["MSET", "k", "v"]).args())
         .expect("MSET");
-    assert!(LockSet::deferred(r.spec, 0, &[]).is_none(), "no key");
+    assert!(
+        LockSet::deferred(r.spec, 0, std::iter::empty()).is_none(),
+        "no key"
+    );
 }
 
 /// A deferred set of keys split by shard (an MGET's, kept by its

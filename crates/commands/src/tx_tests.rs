@@ -141,6 +141,29 @@ fn a_run_without_locks_hashes_no_key_of_a_touch() {
     );
 }
 
+/// The same for a command run on copies of its keys (SMOVE between two
+/// shards: `scratch`), whose coordinator keeps the arguments.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_a_command_run_on_copies() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let a = "set:0";
+    let b = (1..)
+        .map(|i| format!("set:{i}"))
+        .find(|k| shard_of(k.as_bytes(), 8) != shard_of(a.as_bytes(), 8))
+        .expect("a key on another shard");
+    assert_eq!(t.run(&["SADD", a, "x", "y"]), ":2\r\n");
+    let there = ["SMOVE", a, &b, "x"];
+    let back = ["SMOVE", &b, a, "x"];
+    assert_eq!(
+        hashes_running(&mut t, &there, true, ":1\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(hashes_running(&mut t, &back, false, ":1\r\n"), 2, "locked");
+    assert_eq!(hashes_running(&mut t, &back, false, ":0\r\n"), 2, "locked");
+    assert_eq!(t.run(&["SCARD", a]), ":2\r\n");
+}
+
 /// The same for LCS over two shards, whose outputs keep the keys' order
 /// (LCS of a b differs from LCS of b a only in IDX's ranges).
 #[test]
