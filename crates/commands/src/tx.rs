@@ -100,8 +100,9 @@
 //! flat list made at dispatch (an entry per key; for the keyed commands
 //! whose coordinators keep their keys, MSET, MGET, DEL, EXISTS ..., only
 //! the keys' shards, the keys hashed when locking starts), and the
-//! requests per shard are only made when locking starts. Nor does the grouping of the
-//! inner's jobs: a plan of one job per shard goes out as it is.
+//! requests per shard are only made when locking starts. Nor does the
+//! grouping of the inner's jobs: a plan of one job per shard goes out as
+//! it is.
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
