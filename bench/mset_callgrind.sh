@@ -9,9 +9,13 @@
 # clients, default 50; pipeline BENCH_PIPELINE, default 16) sending
 # `MSET k1:__rand_int__ v ... k10:__rand_int__ v`, zeroes the counters
 # after a warm-up of 2000 commands, and dumps them after BENCH_N commands
-# (default 20000). Prints the server's instructions (all threads) per MSET.
+# (default 20000). Prints the server's instructions (all threads) per
+# command.
 # BENCH_TEST=set sends `SET key:__rand_int__ <64 bytes>` instead (one key:
-# what a round costs per loop held, without the multi-shard work).
+# what a round costs per loop held, without the multi-shard work);
+# BENCH_TEST=mget10 `MGET` of ten keys, BENCH_TEST=exists10 `EXISTS` of ten
+# keys (the same keys as MSET's: k1:__rand_int__ ..., or key:__rand_int__
+# with BENCH_WORKLOAD=tx, where they exist).
 # BENCH_WORKLOAD=tx: bench/tx.sh's (and bench/many_cores.sh's) workload
 # instead: keys key:__rand_int__ from a space of 100,000 (-r 100000),
 # 64-byte values, the space preloaded (before the warm-up, outside the
@@ -69,8 +73,14 @@ case "$TEST" in
       if [ "$WORKLOAD" = tx ]; then CMD+=("key:__rand_int__" "$VAL64"); else CMD+=("k$k:__rand_int__" v); fi
     done
     ;;
+  mget10|exists10)
+    CMD=("${TEST%10}")
+    for k in 1 2 3 4 5 6 7 8 9 10; do
+      if [ "$WORKLOAD" = tx ]; then CMD+=("key:__rand_int__"); else CMD+=("k$k:__rand_int__"); fi
+    done
+    ;;
   set) CMD=(set "key:__rand_int__" "$VAL64") ;;
-  *) echo "BENCH_TEST: mset10 or set" >&2; exit 1 ;;
+  *) echo "BENCH_TEST: mset10, mget10, exists10 or set" >&2; exit 1 ;;
 esac
 case "$WORKLOAD" in
   "") ;;

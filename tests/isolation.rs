@@ -8,6 +8,11 @@
 //!   shards to one generation value (MSET, or SETs inside MULTI/EXEC);
 //!   readers (MGET, or GETs inside MULTI/EXEC) must never see two
 //!   generations in one reply.
+//! * **All or none** ([`all_or_none`]): MGET, EXISTS and TOUCH of ten
+//!   keys on different shards (and MGET with EXISTS in one MULTI/EXEC)
+//!   while writers MSET them to one generation or DEL them all: each read
+//!   sees every key or none, of one generation (2 and 16 shards,
+//!   consolidation on and off).
 //! * **Bank** ([`bank`]): transfers between accounts on different shards
 //!   (plain MULTI DECRBY/INCRBY EXEC, and WATCH + check + MULTI); every
 //!   MGET of all the accounts, and the end state, sum to the same total, and
@@ -301,6 +306,114 @@ fn mset_mget(layout: Layout) {
     let got = items(&c.ok(&args).unwrap());
     one_generation(&got, &keys).unwrap();
     assert!(got[0].is_some(), "the keys were written");
+}
+
+// ---------------------------------------------------------------- MGET/EXISTS/TOUCH
+
+/// Readers whose keys' lock entries are made only when they take locks
+/// (MGET, EXISTS and TOUCH across shards; MGET and EXISTS in one
+/// MULTI/EXEC) beside writers that set every key to one generation (MSET)
+/// or delete them all (DEL). Every read sees all the keys or none, of one
+/// generation; EXISTS and TOUCH count none or all; in one EXEC, MGET and
+/// EXISTS agree; a DEL removes none or all. Run at 2 and 16 shards,
+/// consolidation on (on one hub they run without locks) and off (with).
+fn all_or_none(layout: Layout) {
+    let srv = start(layout, &[]);
+    let keys = Arc::new(keys("aon:", GEN_KEYS, layout));
+    let n = keys.len() as i64;
+    let mut workers: Vec<Work> = Vec::new();
+    for w in 0..GEN_WRITERS {
+        let mut c = Client::new(&srv, format!("writer {w}"));
+        let keys = keys.clone();
+        workers.push(Box::new(move || {
+            for i in 0..GEN_WRITES {
+                if i % 4 == 3 {
+                    let mut args = vec!["DEL"];
+                    args.extend(strs(&keys));
+                    let removed = int(&c.ok(&args)?);
+                    if removed != 0 && removed != n {
+                        return Err(c.fail(&format!("DEL removed {removed} of {n}")));
+                    }
+                } else {
+                    let gen = format!("w{w}-{i}");
+                    let mut args = vec!["MSET"];
+                    for k in keys.iter() {
+                        args.extend([k.as_str(), gen.as_str()]);
+                    }
+                    c.ok(&args)?;
+                }
+            }
+            Ok(())
+        }));
+    }
+    for r in 0..GEN_READERS {
+        let mut c = Client::new(&srv, format!("reader {r}"));
+        let keys = keys.clone();
+        workers.push(Box::new(move || {
+            let count = |c: &mut Client, name: &str| -> Outcome {
+                let mut args = vec![name];
+                args.extend(strs(&keys));
+                let got = int(&c.ok(&args)?);
+                if got != 0 && got != n {
+                    return Err(c.fail(&format!("{name} counted {got} of {n}")));
+                }
+                Ok(())
+            };
+            for i in 0..GEN_READS {
+                match (i + r) % 4 {
+                    0 => {
+                        let mut args = vec!["MGET"];
+                        args.extend(strs(&keys));
+                        let got = items(&c.ok(&args)?);
+                        one_generation(&got, &keys).map_err(|e| c.fail(&e))?;
+                    }
+                    1 => count(&mut c, "EXISTS")?,
+                    2 => count(&mut c, "TOUCH")?,
+                    _ => {
+                        let mut mget = vec!["MGET".to_string()];
+                        mget.extend(keys.iter().cloned());
+                        let mut exists = vec!["EXISTS".to_string()];
+                        exists.extend(keys.iter().cloned());
+                        let block = [cmd(&["MULTI"]), mget, exists, cmd(&["EXEC"])];
+                        let replies = c.pipeline(&block)?;
+                        let exec = replies.last().expect("EXEC's reply");
+                        let (_, parts) = split_aggregate(exec)
+                            .ok_or_else(|| c.fail(&format!("EXEC: {}", escape(exec, 200))))?;
+                        let got = items(&parts[0]);
+                        one_generation(&got, &keys).map_err(|e| c.fail(&e))?;
+                        let want = if got[0].is_some() { n } else { 0 };
+                        let counted = int(&parts[1]);
+                        if counted != want {
+                            let e = format!("in one EXEC, MGET saw {want} keys, EXISTS {counted}");
+                            return Err(c.fail(&e));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }));
+    }
+    run_all(&format!("MGET/EXISTS/TOUCH all or none, {layout}"), workers);
+}
+
+mod all_or_none {
+    use super::{all_or_none, Layout};
+    #[test]
+    fn s2() {
+        all_or_none(Layout::new(2, true))
+    }
+    #[test]
+    fn s2_apart() {
+        all_or_none(Layout::new(2, false))
+    }
+    #[test]
+    fn s16() {
+        all_or_none(Layout::new(16, true))
+    }
+    #[test]
+    fn s16_apart() {
+        all_or_none(Layout::new(16, false))
+    }
 }
 
 // ---------------------------------------------------------------- bank

@@ -351,10 +351,18 @@ pub trait Coordinator: Send {
     }
 
     /// The command's arguments as received, if it keeps a copy of them
-    /// (`propagate::as_received`): its transaction then reads its keys
-    /// for lock requests from them, and only if it takes locks
-    /// (`tx::LockSet::deferred`).
+    /// (`propagate::as_received`, `scratch::Scratch`): its transaction
+    /// then reads its keys for lock requests from them, and only if it
+    /// takes locks (`tx::LockSet::deferred`).
     fn received_args(&self) -> Option<resp::Args<'_>> {
+        None
+    }
+
+    /// Its keys split by shard, `(shard, keys)`, if it keeps them until
+    /// its first step makes its jobs of them ([`KeyedStep`]: MGET, EXISTS,
+    /// TOUCH, LCS across shards): its transaction then reads them for lock
+    /// requests only if it takes locks (`tx::LockSet::deferred_groups`).
+    fn key_groups(&self) -> Option<&[(usize, resp::OwnedArgs)]> {
         None
     }
 
@@ -457,6 +465,72 @@ impl<T: Send + 'static> Coordinator for OneStep<T> {
             Some(f) => f(outputs(results), out, client),
             None => Ok(()),
         }
+    }
+}
+
+/// A one-step coordinator over a command's keys split by shard, `(shard,
+/// keys)` (MGET, EXISTS, TOUCH, LCS across shards): it keeps the groups
+/// until its first step, which makes each group's job (`job` pushes it
+/// into the plan), so that its transaction reads the keys for lock
+/// requests only if it takes locks ([`Coordinator::key_groups`]); a run
+/// without locks never hashes them. Then as [`OneStep`]: `finish` with
+/// the jobs' outputs in the groups' order.
+pub struct KeyedStep<T, J> {
+    groups: Vec<(usize, resp::OwnedArgs)>,
+    job: J,
+    finish: Option<Finish<T>>,
+}
+
+impl<T, J> KeyedStep<T, J>
+where
+    T: Send + 'static,
+    J: FnMut(&mut Plan, usize, resp::OwnedArgs) + Send + 'static,
+{
+    /// The coordinator, boxed as dispatch wants it.
+    pub fn boxed(
+        groups: Vec<(usize, resp::OwnedArgs)>,
+        job: J,
+        finish: impl FnOnce(Vec<T>, &mut Reply, &mut ClientState) -> Result<(), CmdError>
+            + Send
+            + 'static,
+    ) -> Box<dyn Coordinator> {
+        Box::new(KeyedStep {
+            groups,
+            job,
+            finish: Some(Box::new(finish)),
+        })
+    }
+}
+
+impl<T, J> Coordinator for KeyedStep<T, J>
+where
+    T: Send + 'static,
+    J: FnMut(&mut Plan, usize, resp::OwnedArgs) + Send + 'static,
+{
+    fn step(
+        &mut self,
+        results: Vec<JobOut>,
+        plan: &mut Plan,
+        out: &mut Reply,
+        client: &mut ClientState,
+    ) -> Result<(), CmdError> {
+        if !self.groups.is_empty() {
+            let groups = std::mem::take(&mut self.groups);
+            plan.jobs.reserve(groups.len());
+            for (shard, keys) in groups {
+                (self.job)(plan, shard, keys);
+            }
+            plan.last = true;
+            return Ok(());
+        }
+        match self.finish.take() {
+            Some(f) => f(outputs(results), out, client),
+            None => Ok(()),
+        }
+    }
+
+    fn key_groups(&self) -> Option<&[(usize, resp::OwnedArgs)]> {
+        (!self.groups.is_empty()).then_some(&self.groups[..])
     }
 }
 

@@ -245,14 +245,16 @@ fn across_shards(
     let db = ctx.client.db;
     let mut set = LockSet::default();
     let Some(build) = multi else {
-        set.command(r.spec, args, db, n, &mut scratch.positions);
+        // Run on copies: the coordinator keeps the arguments, so the keys'
+        // lock entries are made only when the transaction takes its locks.
+        let coord = crate::scratch::coordinator(r.spec, handler, ctx, args, true);
+        debug_assert!(coord.received_args().is_some());
+        let shards = scratch.positions.iter();
+        let shards = shards.map(|&p| shard_of(args.get(p), n) as u16);
+        let set = LockSet::deferred(r.spec, db, shards).unwrap_or_default();
         return Step::Coord {
             resolved: r,
-            coord: TxCoord::wrap(
-                ctx.home,
-                crate::scratch::coordinator(r.spec, handler, ctx, args, true),
-                set,
-            ),
+            coord: TxCoord::wrap(ctx.home, coord, set),
         };
     };
     // Each key's shard, hashed once for the locks, the builder and the
@@ -267,12 +269,15 @@ fn across_shards(
         key_shards: shards,
     };
     // The keys' lock entries: made when the transaction takes its locks
-    // if the coordinator keeps the arguments (a run without locks never
-    // needs them), else now.
+    // if the coordinator keeps the arguments or the keys (a run without
+    // locks never needs them), else now.
     let locks = |coord: &dyn Coordinator| {
-        let deferred = coord
-            .received_args()
-            .and_then(|_| LockSet::deferred(r.spec, db, shards));
+        let deferred = if coord.received_args().is_some() {
+            LockSet::deferred(r.spec, db, shards.iter().copied())
+        } else {
+            let groups = coord.key_groups();
+            groups.and_then(|g| LockSet::deferred_groups(r.spec, db, g))
+        };
         deferred.unwrap_or_else(|| {
             set.command_on(r.spec, args, db, positions, shards);
             set

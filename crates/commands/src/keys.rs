@@ -48,9 +48,9 @@
 use ds::events as ev;
 use engine::lazyfree::Del;
 use engine::Shard;
-use resp::{Args, Reply};
+use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{fan_out, Coordinator, OneStep, Plan};
+use crate::coord::{fan_out, Coordinator, KeyedStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::multikey::{prefetch_keys, split_by_shard};
@@ -320,15 +320,14 @@ fn count_multi(
 ) -> Box<dyn Coordinator> {
     let db = c.client.db;
     let (groups, _) = split_by_shard(args, 1, c.nshards(), c.key_shards);
-    let mut plan = Plan::default();
-    plan.jobs.reserve(groups.len());
-    for (shard, keys) in groups {
+    let job = move |plan: &mut Plan, shard: usize, keys: OwnedArgs| {
         plan.run(shard, move |env| {
             count(env.shard, db, keys.args(), op) as i64
         });
-    }
-    OneStep::boxed(
-        plan,
+    };
+    KeyedStep::boxed(
+        groups,
+        job,
         |res: Vec<i64>, out: &mut Reply, _: &mut ClientState| {
             out.int(res.iter().sum());
             Ok(())

@@ -597,6 +597,13 @@ impl Coordinator for Scratch {
         std::mem::take(&mut self.records)
     }
 
+    /// Its copy of the command's arguments, which the handler runs on: its
+    /// transaction reads the keys from it for lock requests, and only if
+    /// it takes locks (`dispatch::across_shards`).
+    fn received_args(&self) -> Option<Args<'_>> {
+        Some(self.args.args())
+    }
+
     fn parked(&mut self) -> Option<Parked> {
         let (mut on, wake_home) = self.parked.take()?;
         let args = on

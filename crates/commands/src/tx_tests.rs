@@ -1,241 +1,195 @@
-//! Tests of the transaction layer: the lock table, the protocol stepped by
-//! hand over in-process shards, and the hops whole commands cost.
+//! Tests of the transaction layer: the protocol stepped by hand over
+//! in-process shards, and the hops whole commands cost.
 
 use super::*;
+use crate::table::shard_of;
 
-thread_local! {
-    /// Requests compared with a lock request (pairwise or against the
-    /// queue's summary) on this thread: what granting costs, counted.
-    static CHECKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+/// Keys hashed for lock entries while `t` runs `argv` once, with or
+/// without locks (`t.unlocked`: as the runtime runs a transaction whose
+/// shards its thread all holds, nothing else running there); checks the
+/// reply.
+fn hashes_running(
+    t: &mut crate::testutil::TestServer,
+    argv: &[&str],
+    unlocked: bool,
+    want: &str,
+) -> u64 {
+    t.unlocked = unlocked;
+    let before = locks::tests::hashes();
+    let got = t.run(argv);
+    assert_eq!(got, want, "{argv:?}");
+    locks::tests::hashes() - before
 }
 
-pub(super) fn count_check() {
-    CHECKS.set(CHECKS.get() + 1);
-}
-
-fn checks() -> u64 {
-    CHECKS.get()
-}
-
-thread_local! {
-    /// Keys hashed for lock entries on this thread.
-    static HASHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-pub(super) fn count_hash() {
-    HASHES.set(HASHES.get() + 1);
-}
-
-/// A deferred set (an MSET's: each key's shard known, the keys not read)
-/// covers the same shards, and once its keys are read from the command's
-/// arguments makes the same requests as the set built at once.
-#[test]
-fn deferred_keys_make_the_requests_of_the_keys_read_at_once() {
-    let n = 8;
-    let mut argv: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
-    for i in 0..10 {
-        argv.push(format!("key:{i}").into_bytes());
-        argv.push(b"v".to_vec());
-    }
-    // A key given twice: one entry.
-    argv.push(b"key:3".to_vec());
-    argv.push(b"w".to_vec());
-    let slices: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-    let owned = resp::OwnedArgs::from_slices(&slices);
-    let args = owned.args();
-    let r = crate::table::registry().resolve(args).expect("MSET");
-    let mut positions = Vec::new();
-    r.spec.key_positions(args, &mut positions);
-    let shards: Vec<u16> = positions
-        .iter()
-        .map(|&p| shard_of(args.get(p), n) as u16)
-        .collect();
-    let mut eager = LockSet::default();
-    eager.command_on(r.spec, args, 2, &positions, &shards);
-    let hashes = HASHES.get();
-    let mut deferred = LockSet::deferred(r.spec, 2, &shards).expect("11 keys");
-    assert_eq!(HASHES.get(), hashes, "no key hashed");
-    assert!(deferred.is_deferred() && !deferred.is_empty());
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    eager.shards_into(&mut a);
-    deferred.shards_into(&mut b);
-    assert_eq!(a, b, "the same shards");
-    deferred.undefer(args);
-    assert!(!deferred.is_deferred());
-    assert_eq!(
-        format!("{:?}", deferred.requests(7)),
-        format!("{:?}", eager.requests(7))
-    );
-    assert!(
-        LockSet::deferred(r.spec, 2, &[0; DEFER_MAX + 1]).is_none(),
-        "too many keys: read at once"
-    );
-}
-
-/// An MSET across shards run without locks (every shard it touches held
-/// by its thread, nothing else running there) hashes none of its keys
-/// for locks; run with locks it hashes each once. An MGET, whose
-/// coordinator keeps no copy of the arguments, hashes them at dispatch.
-#[test]
-fn a_run_without_locks_hashes_no_key_of_an_mset() {
-    let mut t = crate::testutil::TestServer::new(8);
+/// `n` keys over 8 shards, and the MSET that sets each to `v`.
+fn keys_set(t: &mut crate::testutil::TestServer, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
     let mut argv = vec!["MSET"];
-    let keys: Vec<String> = (0..10).map(|i| format!("key:{i}")).collect();
     for k in &keys {
         argv.push(k);
         argv.push("v");
     }
     t.unlocked = true;
-    let before = HASHES.get();
     assert_eq!(t.run(&argv), "+OK\r\n");
-    assert_eq!(HASHES.get(), before, "unlocked: no key hashed");
-    t.unlocked = false;
-    assert_eq!(t.run(&argv), "+OK\r\n");
-    assert_eq!(HASHES.get(), before + 10, "locked: each key once");
-    t.unlocked = true;
-    let mut mget = vec!["MGET"];
-    mget.extend(keys.iter().map(String::as_str));
-    let got = t.run(&mget);
-    assert!(got.starts_with("*10\r\n$1\r\nv"), "{got}");
-    assert_eq!(HASHES.get(), before + 20, "MGET: at dispatch");
+    keys
 }
 
-fn req(tx: TxId, keys: &[(&str, Mode)]) -> LockReq {
-    let mut r = LockReq {
-        tx,
-        ..Default::default()
-    };
-    for (k, m) in keys {
-        r.add(0, k.as_bytes(), *m);
+/// `cmd` then `keys`.
+fn with_keys<'a>(cmd: &'a str, keys: &'a [String]) -> Vec<&'a str> {
+    let mut argv = vec![cmd];
+    argv.extend(keys.iter().map(String::as_str));
+    argv
+}
+
+/// An MSET across shards run without locks (every shard it touches held
+/// by its thread, nothing else running there) hashes none of its keys
+/// for locks; run with locks it hashes each once. With more pairs than a
+/// deferred set holds inline (20) too.
+#[test]
+fn a_run_without_locks_hashes_no_key_of_an_mset() {
+    let mut t = crate::testutil::TestServer::new(8);
+    for n in [10, 20] {
+        let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
+        let mut argv = vec!["MSET"];
+        for k in &keys {
+            argv.push(k);
+            argv.push("v");
+        }
+        let n = n as u64;
+        assert_eq!(
+            hashes_running(&mut t, &argv, true, "+OK\r\n"),
+            0,
+            "unlocked: no key hashed"
+        );
+        assert_eq!(
+            hashes_running(&mut t, &argv, false, "+OK\r\n"),
+            n,
+            "locked: each key once"
+        );
     }
-    r
 }
 
+/// A DEL of 20 keys (more than a deferred set holds inline) hashes none
+/// of them without locks, each once with locks.
 #[test]
-fn readers_share_writers_exclude() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert_eq!(t.acquire(req(1, &[("a", Mode::Read)]), 1), Some(1));
-    assert_eq!(t.acquire(req(2, &[("a", Mode::Read)]), 2), Some(2));
-    assert_eq!(t.acquire(req(3, &[("a", Mode::Write)]), 3), None);
-    assert!(t.blocks(0, [&b"a"[..]].into_iter(), true));
-    assert!(!t.blocks(0, [&b"a"[..]].into_iter(), false));
-    assert!(!t.blocks(0, [&b"b"[..]].into_iter(), true));
-    assert_eq!(t.release(1), Vec::<u32>::new());
-    assert_eq!(t.release(2), vec![3]);
-    assert!(t.blocks(0, [&b"a"[..]].into_iter(), false));
-    assert_eq!(t.release(3), Vec::<u32>::new());
-    assert!(!t.any_held());
+fn a_run_without_locks_hashes_no_key_of_a_del_of_20() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let keys = keys_set(&mut t, 20);
+    let del = with_keys("DEL", &keys);
+    assert_eq!(hashes_running(&mut t, &del, true, ":20\r\n"), 0);
+    keys_set(&mut t, 20);
+    assert_eq!(hashes_running(&mut t, &del, false, ":20\r\n"), 20);
 }
 
+/// An MGET across shards run without locks hashes none of its keys for
+/// locks (its coordinator keeps them by shard until it runs:
+/// `coord::KeyedStep`); run with locks it hashes each once; with 20 keys
+/// as with 10.
 #[test]
-fn fifo_no_starvation_and_non_conflicting_pass() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
-    // A writer waits; a later reader of the same key queues behind it.
-    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
-    assert!(t.acquire(req(3, &[("a", Mode::Read)]), 3).is_none());
-    // Unrelated keys pass.
-    assert!(t.acquire(req(4, &[("b", Mode::Write)]), 4).is_some());
-    assert_eq!(t.release(1), vec![2]);
-    assert_eq!(t.release(2), vec![3]);
+fn a_run_without_locks_hashes_no_key_of_an_mget() {
+    let mut t = crate::testutil::TestServer::new(8);
+    for n in [10, 20] {
+        let keys = keys_set(&mut t, n);
+        let mget = with_keys("MGET", &keys);
+        let want = format!("*{n}\r\n{}", "$1\r\nv\r\n".repeat(n));
+        assert_eq!(hashes_running(&mut t, &mget, true, &want), 0, "unlocked");
+        assert_eq!(
+            hashes_running(&mut t, &mget, false, &want),
+            n as u64,
+            "locked"
+        );
+    }
 }
 
+/// The same for EXISTS (a missing key and a key given twice included:
+/// each counts as Redis counts it).
 #[test]
-fn whole_shard_locks() {
-    let mut t: LockTable<u32> = LockTable::default();
-    let mut w = LockReq {
-        tx: 1,
-        ..Default::default()
-    };
-    w.add_whole(Mode::Write);
-    assert!(t.acquire(w, 1).is_some());
-    assert!(t.blocks(0, std::iter::empty(), false));
-    assert!(t.acquire(req(2, &[("x", Mode::Read)]), 2).is_none());
-    assert_eq!(t.release(1), vec![2]);
-    assert!(!t.blocks(0, std::iter::empty(), true));
+fn a_run_without_locks_hashes_no_key_of_an_exists() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let mut keys = keys_set(&mut t, 10);
+    keys.push("missing".into());
+    keys.push("key:1".into());
+    let exists = with_keys("EXISTS", &keys);
+    assert_eq!(
+        hashes_running(&mut t, &exists, true, ":11\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(
+        hashes_running(&mut t, &exists, false, ":11\r\n"),
+        12,
+        "locked"
+    );
 }
 
+/// The same for TOUCH.
 #[test]
-fn nowait_requests_never_queue() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert!(t.acquire(req(1, &[("a", Mode::Read)]), 1).is_some());
-    // Readers share: granted.
-    assert!(t.try_acquire(req(2, &[("a", Mode::Read)])).is_ok());
-    assert!(t.acquire(req(3, &[("b", Mode::Write)]), 3).is_some());
-    // Refused, handed back whole, nothing queued.
-    let back = t.try_acquire(req(4, &[("b", Mode::Read)])).unwrap_err();
-    assert_eq!((back.tx, back.keys.len()), (4, 1));
-    assert_eq!(t.waiting_len(), 0);
-    // A queued writer refuses a later reader too (FIFO), without
-    // queueing it.
-    assert!(t.acquire(req(5, &[("a", Mode::Write)]), 5).is_none());
-    assert!(t.try_acquire(req(6, &[("a", Mode::Read)])).is_err());
-    assert_eq!(t.waiting_len(), 1);
-    assert!(t.release(1).is_empty());
-    assert_eq!(t.release(2), vec![5]);
+fn a_run_without_locks_hashes_no_key_of_a_touch() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let mut keys = keys_set(&mut t, 10);
+    keys.push("missing".into());
+    let touch = with_keys("TOUCH", &keys);
+    assert_eq!(
+        hashes_running(&mut t, &touch, true, ":10\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(
+        hashes_running(&mut t, &touch, false, ":10\r\n"),
+        11,
+        "locked"
+    );
 }
 
-/// Duplicates merge when the table takes a request (Write wins, in
-/// any order of adding), so a request holds one lock per key and
-/// releases it once.
+/// The same for a command run on copies of its keys (SMOVE between two
+/// shards: `scratch`), whose coordinator keeps the arguments.
 #[test]
-fn a_request_locks_each_key_once() {
-    let mut t: LockTable<u32> = LockTable::default();
-    let keys: Vec<(String, Mode)> = (0..200)
-        .flat_map(|i| {
-            let k = format!("k{}", i % 50);
-            let m = if i == 120 { Mode::Write } else { Mode::Read };
-            [(k.clone(), m), (k, Mode::Read)]
-        })
-        .collect();
-    let refs: Vec<(&str, Mode)> = keys.iter().map(|(k, m)| (k.as_str(), *m)).collect();
-    let mut r = req(1, &refs);
-    r.settle();
-    assert_eq!(r.keys.len(), 50);
-    assert_eq!(r.keys.iter().filter(|k| k.2 == Mode::Write).count(), 1);
-    assert!(r
-        .keys
-        .windows(2)
-        .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
-    assert!(t.acquire(req(1, &refs), 1).is_some());
-    // k20 (i = 120) is written: a reader of it waits, a reader of the
-    // others passes.
-    assert!(t.try_acquire(req(2, &[("k20", Mode::Read)])).is_err());
-    assert!(t.try_acquire(req(3, &[("k21", Mode::Read)])).is_ok());
-    assert!(t.release(1).is_empty());
-    assert!(t.release(3).is_empty());
-    assert!(!t.any_held(), "every lock released once");
+fn a_run_without_locks_hashes_no_key_of_a_command_run_on_copies() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let a = "set:0";
+    let b = (1..)
+        .map(|i| format!("set:{i}"))
+        .find(|k| shard_of(k.as_bytes(), 8) != shard_of(a.as_bytes(), 8))
+        .expect("a key on another shard");
+    assert_eq!(t.run(&["SADD", a, "x", "y"]), ":2\r\n");
+    let there = ["SMOVE", a, &b, "x"];
+    let back = ["SMOVE", &b, a, "x"];
+    assert_eq!(
+        hashes_running(&mut t, &there, true, ":1\r\n"),
+        0,
+        "unlocked"
+    );
+    assert_eq!(hashes_running(&mut t, &back, false, ":1\r\n"), 2, "locked");
+    assert_eq!(hashes_running(&mut t, &back, false, ":0\r\n"), 2, "locked");
+    assert_eq!(t.run(&["SCARD", a]), ":2\r\n");
 }
 
-/// Queued requests conflict exactly when they share a key and one of
-/// them writes it, whatever the order their keys were added in.
+/// The same for LCS over two shards, whose outputs keep the keys' order
+/// (LCS of a b differs from LCS of b a only in IDX's ranges).
 #[test]
-fn queued_requests_conflict_on_shared_written_keys() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert!(t.acquire(req(1, &[("z", Mode::Write)]), 1).is_some());
-    // Waits behind 1; then everything after it is checked against it.
-    let many: Vec<String> = (0..100).rev().map(|i| format!("m{i}")).collect();
-    let mut w: Vec<(&str, Mode)> = many.iter().map(|k| (k.as_str(), Mode::Read)).collect();
-    w.push(("z", Mode::Read));
-    assert!(t.acquire(req(2, &w), 2).is_none());
-    // Reads of keys that 2 also reads pass the queue (granted at once).
-    assert!(t
-        .try_acquire(req(3, &[("m7", Mode::Read), ("m93", Mode::Read)]))
-        .is_ok());
-    // A write of one of them: refused, FIFO behind 2.
-    assert!(t
-        .try_acquire(req(4, &[("q", Mode::Read), ("m42", Mode::Write)]))
-        .is_err());
-    // Keys 2 does not have: granted.
-    assert!(t
-        .try_acquire(req(5, &[("m100", Mode::Write), ("a", Mode::Write)]))
-        .is_ok());
-    assert_eq!(t.release(1), vec![2]);
+fn a_run_without_locks_hashes_no_key_of_an_lcs() {
+    let mut t = crate::testutil::TestServer::new(8);
+    let a = "key:0";
+    let b = (1..)
+        .map(|i| format!("key:{i}"))
+        .find(|k| shard_of(k.as_bytes(), 8) != shard_of(a.as_bytes(), 8))
+        .expect("a key on another shard");
+    assert_eq!(t.run(&["SET", a, "ohmytext"]), "+OK\r\n");
+    assert_eq!(t.run(&["SET", &b, "mynewtext"]), "+OK\r\n");
+    let ab = ["LCS", a, &b, "IDX"];
+    let want_ab = "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n";
+    let want_ba = "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:5\r\n:8\r\n*2\r\n:4\r\n:7\r\n*2\r\n*2\r\n:0\r\n:1\r\n*2\r\n:2\r\n:3\r\n$3\r\nlen\r\n:6\r\n";
+    let ba = ["LCS", &b, a, "IDX"];
+    for (argv, want) in [(ab, want_ab), (ba, want_ba)] {
+        assert_eq!(hashes_running(&mut t, &argv, true, want), 0, "unlocked");
+        assert_eq!(hashes_running(&mut t, &argv, false, want), 2, "locked");
+    }
 }
 
 mod protocol {
     use super::super::*;
     use crate::ctx::ThreadStats;
+    use crate::table::shard_of;
     use crate::testutil::NoClients;
     use engine::Shard;
 
@@ -821,164 +775,4 @@ mod hops {
         let plan = r.spec.locks.and_then(|f| f(owned.args(), 0, 32));
         assert!(plan.is_some_and(|set| set.is_empty()), "SCAN locks nothing");
     }
-}
-
-/// A busy script's shard withdraws the waiting requests but those kept
-/// while busy (allow-busy, or an EXEC that ran a command), in order;
-/// the table is as if they never came: the holder's release grants the
-/// kept one, nothing is left behind.
-#[test]
-fn withdrawn_for_busy_leaves_the_kept_requests() {
-    let mut t: LockTable<u32> = LockTable::default();
-    let mut w = LockReq {
-        tx: 1,
-        ..Default::default()
-    };
-    w.add_whole(Mode::Write);
-    assert!(t.acquire(w, 1).is_some());
-    assert!(t.withdraw_for_busy(|_| true).is_empty(), "nothing waits");
-    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
-    let mut kept = req(3, &[("b", Mode::Read)]);
-    kept.keep_when_busy = true;
-    assert!(t.acquire(kept, 3).is_none());
-    assert!(t.acquire(req(4, &[("a", Mode::Read)]), 4).is_none());
-    let gone: Vec<(TxId, u32)> = t
-        .withdraw_for_busy(|_| true)
-        .into_iter()
-        .map(|(r, w)| (r.tx, w))
-        .collect();
-    assert_eq!(gone, vec![(2, 2), (4, 4)]);
-    assert_eq!(t.waiting_len(), 1);
-    assert!(
-        t.withdraw_for_busy(|_| true).is_empty(),
-        "the kept one stays"
-    );
-    assert_eq!(t.release(1), vec![3]);
-    assert_eq!(t.release(3), Vec::<u32>::new());
-    assert!(!t.any_held());
-    assert_eq!(t.waiting_len(), 0);
-}
-
-#[test]
-fn release_drops_a_waiting_request() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert!(t.acquire(req(1, &[("a", Mode::Write)]), 1).is_some());
-    assert!(t.acquire(req(2, &[("a", Mode::Write)]), 2).is_none());
-    assert!(t.release(2).is_empty());
-    assert_eq!(t.waiting_len(), 0);
-    assert!(t.release(1).is_empty());
-}
-
-/// A queue where each request conflicts only with the one just ahead of
-/// it (a chain of MSETs over overlapping keys; the first waits for a held
-/// key): comparing each with every one ahead cost O(waiting²) per
-/// release, 80k comparisons for 400 waiters. Each release now looks at
-/// each waiter once, and still grants in queue order.
-#[test]
-fn granting_costs_one_look_per_waiter() {
-    const WAITERS: u64 = 400;
-    let key = |i: u64| format!("chain{i}");
-    let mut t: LockTable<u64> = LockTable::default();
-    assert_eq!(t.acquire(req(0, &[(&key(0), Mode::Write)]), 0), Some(0));
-    for tx in 1..=WAITERS {
-        let (a, b) = (key(tx - 1), key(tx));
-        assert_eq!(
-            t.acquire(req(tx, &[(&a, Mode::Write), (&b, Mode::Write)]), tx),
-            None
-        );
-    }
-    let mut order = Vec::new();
-    let mut holder = Some(0);
-    while let Some(tx) = holder {
-        let before = checks();
-        let waiting = t.waiting_len() as u64;
-        let granted = t.release(tx);
-        let spent = checks() - before;
-        assert!(
-            spent <= 2 * waiting + 2,
-            "release of {tx} made {spent} comparisons for {waiting} waiters"
-        );
-        assert!(granted.len() <= 1, "a chain goes one at a time");
-        holder = granted.first().copied();
-        order.extend(granted);
-    }
-    assert_eq!(order, (1..=WAITERS).collect::<Vec<_>>(), "queue order");
-    assert!(!t.any_held() && t.waiting_len() == 0);
-}
-
-/// The queue's summary answers exactly as comparing with each request it
-/// sums up, for random requests (keys read or written, whole shards read
-/// or written), as requests join and leave.
-#[test]
-fn the_queue_summary_agrees_with_each_request() {
-    struct Rnd(u64);
-    impl Rnd {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-        fn mode(&mut self) -> Mode {
-            if self.below(2) == 0 {
-                Mode::Write
-            } else {
-                Mode::Read
-            }
-        }
-        fn req(&mut self, tx: TxId) -> LockReq {
-            let mut r = LockReq {
-                tx,
-                ..Default::default()
-            };
-            for _ in 0..self.below(4) {
-                let (db, k, m) = (self.below(2) as usize, self.below(6), self.mode());
-                r.add(db, format!("k{k}").as_bytes(), m);
-            }
-            if self.below(5) == 0 {
-                let m = self.mode();
-                r.add_whole(m);
-            }
-            r.settle();
-            r
-        }
-    }
-    let mut rnd = Rnd(0x9e37_79b9_7f4a_7c15);
-    for _ in 0..200 {
-        let n = rnd.below(6);
-        let mut set: Vec<LockReq> = (0..n).map(|tx| rnd.req(tx)).collect();
-        let mut sum = queue::Summary::default();
-        set.iter().for_each(|r| sum.add(r));
-        while !set.is_empty() {
-            for tx in 100..120 {
-                let probe = rnd.req(tx);
-                let each = set.iter().any(|q| q.conflicts(&probe));
-                assert_eq!(sum.conflicts(&probe), each, "{probe:?} against {set:?}");
-            }
-            let gone = set.swap_remove(rnd.below(set.len() as u64) as usize);
-            sum.remove(&gone);
-        }
-        let probe = rnd.req(200);
-        assert!(!sum.conflicts(&probe), "empty again: {sum:?}");
-    }
-}
-
-/// A request withdrawn for a busy script leaves the queue's summary too:
-/// a request for a key only the withdrawn one wanted is granted at once,
-/// where a stale summary made it wait behind a request no longer queued.
-#[test]
-fn a_withdrawn_request_leaves_the_queue_summary() {
-    let mut t: LockTable<u32> = LockTable::default();
-    assert_eq!(t.acquire(req(1, &[("a", Mode::Write)]), 1), Some(1));
-    assert!(t
-        .acquire(req(2, &[("a", Mode::Write), ("b", Mode::Write)]), 2)
-        .is_none());
-    let gone = t.withdraw_for_busy(|_| true);
-    assert_eq!(gone.len(), 1);
-    assert_eq!(t.waiting_len(), 0);
-    assert_eq!(
-        t.acquire(req(3, &[("b", Mode::Write)]), 3),
-        Some(3),
-        "nothing queued on b"
-    );
 }

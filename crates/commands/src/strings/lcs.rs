@@ -2,9 +2,9 @@
 //! own shard and computed on the home thread) and the LCS table with its
 //! transient-memory limit, LEN and IDX replies.
 
-use resp::{Args, Reply};
+use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{Coordinator, OneStep, Plan};
+use crate::coord::{Coordinator, KeyedStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::table::shard_of;
@@ -86,15 +86,32 @@ pub(super) fn lcs_multi(
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let opts = parse_lcs(args);
     let (db, touch, n) = (c.client.db, !c.client.no_touch, c.nshards());
-    let mut plan = Plan::default();
-    for p in [1, 2] {
-        let key = args.get(p).to_vec();
-        plan.run(shard_of(&key, n), move |env| {
-            lcs_fetch(env.shard, db, &key, touch)
+    // In key order (the outputs come back in this order), each key's shard
+    // as dispatch found it if it did.
+    let known = c.key_shards;
+    let groups: Vec<(usize, OwnedArgs)> = [1, 2]
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let key = args.get(p);
+            let shard = if known.len() == 2 {
+                usize::from(known[i])
+            } else {
+                shard_of(key, n)
+            };
+            let mut one = OwnedArgs::with_capacity(1, key.len());
+            one.push(key);
+            (shard, one)
+        })
+        .collect();
+    let job = move |plan: &mut Plan, shard: usize, key: OwnedArgs| {
+        plan.run(shard, move |env| {
+            lcs_fetch(env.shard, db, key.args().get(0), touch)
         });
-    }
-    Ok(OneStep::boxed(
-        plan,
+    };
+    Ok(KeyedStep::boxed(
+        groups,
+        job,
         move |res: Vec<Result<Vec<u8>, ()>>, out: &mut Reply, _: &mut ClientState| {
             let mut it = res.into_iter();
             let (Some(Ok(a)), Some(Ok(b))) = (it.next(), it.next()) else {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ds::events as ev;
 use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{outputs, Coordinator, JobOut, OneStep, Plan};
+use crate::coord::{outputs, Coordinator, JobOut, KeyedStep, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
 use crate::multikey::{prefetch_keys, prefetch_keys_and_values, prefetch_values, split_by_shard};
@@ -53,9 +53,7 @@ pub(super) fn mget_multi(
     let db = c.client.db;
     let touch = !c.client.no_touch;
     let resp3 = c.client.resp3;
-    let mut plan = Plan::default();
-    plan.jobs.reserve(groups.len());
-    for (shard, keys) in groups {
+    let job = move |plan: &mut Plan, shard: usize, keys: OwnedArgs| {
         plan.run(shard, move |env| {
             let keys = keys.args();
             prefetch_keys(env.shard, db, keys, 1);
@@ -74,9 +72,10 @@ pub(super) fn mget_multi(
                 ends,
             }
         });
-    }
-    Ok(OneStep::boxed(
-        plan,
+    };
+    Ok(KeyedStep::boxed(
+        groups,
+        job,
         move |parts: Vec<MgetPart>, out: &mut Reply, _: &mut ClientState| {
             let bytes: usize = parts.iter().map(|p| p.buf.len()).sum();
             out.buf_mut().reserve(bytes + 16);
