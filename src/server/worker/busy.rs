@@ -227,6 +227,9 @@ impl Worker {
         let (core, mut lent) = self.split_desk(true);
         let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
         lent.state.tally.settle(&mut core.stats);
+        // (Registered already by the step that ran the script, `home`;
+        // here whatever no step registered, before the loop goes on.)
+        commands::script::busy::register_parked(&mut core.shard);
         r
     }
 
@@ -986,7 +989,11 @@ impl Core {
         &mut self,
         f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
     ) -> R {
-        inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats))
+        let r = inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats));
+        // WATCHes parked while it ran, if it stopped this loop without
+        // holding the shard (`commands::script::busy::watch_stopped`).
+        commands::script::busy::register_parked(&mut self.shard);
+        r
     }
 }
 
