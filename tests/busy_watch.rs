@@ -287,7 +287,11 @@ fn parked_watch(layout: Layout) {
     // (b) it never wrote the key: EXEC runs.
     want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
     // (c) UNWATCHed before the script ended: EXEC runs.
-    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$6\r\nscript\r\n"]);
+    want.extend([
+        b"+OK\r\n" as &[u8],
+        b"+QUEUED\r\n",
+        b"*1\r\n$6\r\nscript\r\n",
+    ]);
     let want = replies(&want);
     let mut servers = vec![(tessera(layout), layout.to_string())];
     if let Some(r) = common::busy::redis(THRESHOLD_MS) {
@@ -311,4 +315,74 @@ fn parked_watch(layout: Layout) {
     }
 }
 
-per_layout!(slow_free_loop, stopped_shard, parked_watch);
+/// While a script on copies of `k0` and `k1` spins on shard 0's loop: a
+/// client of shard 1's loop pipelines WATCH `k0`, MULTI, GET, EXEC (the
+/// WATCH is `+OK`, the GET and so the EXEC refused), one of the script's
+/// own loop sends WATCH inside MULTI (Redis's error, nothing watched).
+/// After the script: the aborted block is gone, a new one runs (its
+/// WATCH went with the abort).
+fn queued_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let (k0, k1) = (key_on(0, nshards, "k"), key_on(1, nshards, "k"));
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut piped = conn_on(s, 1, nshards);
+    let mut near = conn_on(s, 0, nshards);
+    let mut other = conn_on(s, 1, nshards);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+    ]));
+    let mut got = vec![wait_busy(&mut other)];
+    let mut pipe = Vec::new();
+    for cmd in [&["WATCH", &k0][..], &["MULTI"], &["GET", &k0], &["EXEC"]] {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        pipe.extend(encode_command(&a));
+    }
+    piped.send(&pipe);
+    for _ in 0..4 {
+        got.push(piped.read_reply());
+    }
+    got.push(near.cmd_str(&["MULTI"]));
+    got.push(near.cmd_str(&["WATCH", &k0]));
+    got.push(near.cmd_str(&["EXEC"]));
+    got.push(other.cmd_str(&["SCRIPT", "KILL"]));
+    killed(&spin.read_reply());
+    got.push(piped.cmd_str(&["EXEC"]));
+    got.push(other.cmd_str(&["SET", &k0, "after"]));
+    got.push(piped.cmd_str(&["MULTI"]));
+    got.push(piped.cmd_str(&["EXEC"]));
+    got
+}
+
+fn queued_behind(layout: Layout) {
+    let abort: &[u8] = common::busy::EXECABORT_BUSY;
+    let want = replies(&[
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        BUSY_EVAL,
+        abort,
+        b"+OK\r\n",
+        b"-ERR WATCH inside MULTI is not allowed\r\n",
+        abort,
+        b"+OK\r\n",
+        b"-ERR EXEC without MULTI\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"*0\r\n",
+    ]);
+    let s = tessera(layout);
+    check(
+        &queued_scenario(&s, layout.shards),
+        &want,
+        &layout.to_string(),
+    );
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        check(&queued_scenario(&r, layout.shards), &want, "redis-server");
+    }
+}
+
+per_layout!(slow_free_loop, stopped_shard, parked_watch, queued_behind);
