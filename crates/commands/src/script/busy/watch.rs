@@ -353,7 +353,7 @@ mod tests {
         let r = copies();
         let (mine, other) = (engine::WatchFlag::default(), engine::WatchFlag::default());
         let mut g = groups(4, &[(0, 1)]);
-        assert!(park(&[r.clone()], &mut g, 0, &mine).is_ok());
+        assert!(park(std::slice::from_ref(&r), &mut g, 0, &mine).is_ok());
         r.parked.lock().unwrap().push((
             1,
             PendingWatch {
