@@ -203,11 +203,15 @@ fn stopped_shard(layout: Layout) {
 /// Runs on gathered copies of `KEYS[1]` and `KEYS[2]` (of two shards)
 /// until `ARGV[1]` ms have passed since it began (by TIME, the real
 /// clock), then writes `KEYS[1]` and returns the time (µs since the
-/// epoch) just before that write.
-const WRITE_LATE: &str = "local t = redis.call('time') local t0 = t[1] * 1000000 + t[2] \
-local now repeat local n = redis.call('time') now = n[1] * 1000000 + n[2] \
-until now - t0 > tonumber(ARGV[1]) * 1000 \
-redis.call('set', KEYS[1], 'script') return now";
+/// epoch) just before that write. TIME is called once every 20,000
+/// empty iterations: the busy hook counts Lua instructions, and a TIME
+/// call each turn (slow in a debug build) spaced its calls so far apart
+/// on a loaded machine that the script ended before it was published.
+const WRITE_LATE: &str = "local function now() local t = redis.call('time') \
+return t[1] * 1000000 + t[2] end \
+local t0 = now() local t = t0 \
+while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() end \
+redis.call('set', KEYS[1], 'script') return t";
 
 /// Microseconds since the epoch, on the clock the server's TIME reads.
 fn now_us() -> u64 {
@@ -298,7 +302,7 @@ fn parked_watch(layout: Layout) {
         servers.push((r, "redis-server".to_string()));
     }
     for (s, who) in &servers {
-        let mut late_ms = 1500;
+        let mut late_ms = 3000;
         let mut conclusive = false;
         for _ in 0..3 {
             let (got, after) = parked_scenario(s, layout.shards, late_ms);
