@@ -14,11 +14,13 @@
 //! * WATCH of a key of the script's own shard when the script does not
 //!   hold it (it runs on gathered copies of its keys, whose transaction
 //!   holds only those): nothing runs on that shard until the script
-//!   ends, so its job waited there. It is answered `-BUSY` now, as every
-//!   other command of that shard is (GET there gets `-BUSY` too), and
-//!   counted as a rejected call. A deliberate difference: Redis, one
-//!   thread, answers every WATCH `+OK` while busy (WATCH is allow-busy)
-//!   since nothing but the script can write before it ends.
+//!   ends. It was answered `-BUSY` (session 18), as that shard's other
+//!   commands are; it is `+OK` now, as Redis answers it (WATCH is
+//!   allow-busy), the key parked with the script and registered on its
+//!   shard right after it, before its writes are written back there. The
+//!   watcher's EXEC then fails if the script wrote the key after the
+//!   WATCH, and succeeds if it never wrote it, or if the watcher
+//!   UNWATCHed meanwhile (byte for byte with redis-server).
 //!
 //! Every layout: 2 and 16 shards, consolidated and not. Every wait is
 //! bounded (5 s reply timeouts; loops in count).
@@ -173,26 +175,23 @@ fn stopped_shard_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
 fn stopped_shard(layout: Layout) {
     let s = tessera(layout);
     let got = stopped_shard_scenario(&s, layout.shards);
-    let mut want: Vec<&[u8]> = vec![
+    // As Redis answers: the WATCHes of the script's shard's key are `+OK`
+    // (and are calls). Before, `-BUSY` (rejected calls).
+    let want: Vec<&[u8]> = vec![
         b"+OK\r\n",
         BUSY_EVAL,
         BUSY_EVAL,
-        BUSY_EVAL,
         b"+OK\r\n",
-        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
         b"+OK\r\n",
         b"+OK\r\n",
         b"+OK\r\n",
         b"*-1\r\n",
-        b"calls=1,rejected_calls=2,failed_calls=0",
+        b"calls=3,rejected_calls=0,failed_calls=0",
     ];
-    if common::testing_real_redis() {
-        want = redis_stopped_shard(want);
-    }
     check(&got, &replies(&want), &layout.to_string());
     if let Some(r) = common::busy::redis(THRESHOLD_MS) {
-        // The same but for the refused WATCHes (see the module doc).
-        let want = redis_stopped_shard(want);
         check(
             &stopped_shard_scenario(&r, layout.shards),
             &replies(&want),
@@ -201,13 +200,193 @@ fn stopped_shard(layout: Layout) {
     }
 }
 
-/// [`stopped_shard`]'s replies as Redis gives them: its WATCHes of the
-/// script's shard's key are answered `+OK` (and are calls).
-fn redis_stopped_shard(mut want: Vec<&[u8]>) -> Vec<&[u8]> {
-    want[3] = b"+OK\r\n";
-    want[5] = b"+OK\r\n";
-    want[10] = b"calls=3,rejected_calls=0,failed_calls=0";
-    want
+/// Runs on gathered copies of `KEYS[1]` and `KEYS[2]` (of two shards)
+/// until `ARGV[1]` ms have passed since it began (by TIME, the real
+/// clock), then writes `KEYS[1]` and returns the time (µs since the
+/// epoch) just before that write. TIME is called once every 20,000
+/// empty iterations: the busy hook counts Lua instructions, and a TIME
+/// call each turn (slow in a debug build) spaced its calls so far apart
+/// on a loaded machine that the script ended before it was published.
+const WRITE_LATE: &str = "local function now() local t = redis.call('time') \
+return t[1] * 1000000 + t[2] end \
+local t0 = now() local t = t0 \
+while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() end \
+redis.call('set', KEYS[1], 'script') return t";
+
+/// Microseconds since the epoch, on the clock the server's TIME reads.
+fn now_us() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    d.as_micros() as u64
 }
 
-per_layout!(slow_free_loop, stopped_shard);
+/// A script over `k0` (shard 0) and `k1` (shard 1) runs on shard 0's
+/// loop, its caller's, on gathered copies, and writes `k0` `late_ms`
+/// after it began. While it runs: a client of shard 1's loop WATCHes
+/// `k0` (a), one of the script's own loop WATCHes `k0` (a, served by
+/// the loop's desk), one of shard 1's WATCHes `x0`, another key of shard
+/// 0 the script never writes (b), and one WATCHes `k0` and UNWATCHes
+/// (c). Once the script ended each runs MULTI, GET, EXEC. Returns the
+/// replies (the script's own left out) and whether the script's write
+/// came after every WATCH's reply (else the run says nothing about
+/// Redis's "after the WATCH", and is run again with more time).
+fn parked_scenario(s: &Server, nshards: usize, late_ms: u64) -> (Vec<Vec<u8>>, bool) {
+    let (k0, k1, x0) = (
+        key_on(0, nshards, "k"),
+        key_on(1, nshards, "k"),
+        key_on(0, nshards, "x"),
+    );
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut far = conn_on(s, 1, nshards);
+    let mut near = conn_on(s, 0, nshards);
+    let mut other = conn_on(s, 1, nshards);
+    let mut gone = conn_on(s, 1, nshards);
+    let mut got = vec![far.cmd_str(&["FLUSHALL"])];
+    let late = late_ms.to_string();
+    spin.send(&encode_command(&[
+        b"EVAL",
+        WRITE_LATE.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+        late.as_bytes(),
+    ]));
+    got.push(wait_busy(&mut other));
+    got.push(far.cmd_str(&["WATCH", &k0]));
+    got.push(near.cmd_str(&["WATCH", &k0]));
+    got.push(other.cmd_str(&["WATCH", &x0]));
+    got.push(gone.cmd_str(&["WATCH", &k0]));
+    got.push(gone.cmd_str(&["UNWATCH"]));
+    let watched_us = now_us();
+    let r = spin.read_reply();
+    let text = String::from_utf8_lossy(&r).into_owned();
+    let wrote_us: u64 = text
+        .strip_prefix(':')
+        .and_then(|t| t.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("the script's reply: {text:?}"));
+    for (c, k) in [
+        (&mut far, &k0),
+        (&mut near, &k0),
+        (&mut other, &x0),
+        (&mut gone, &k0),
+    ] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["GET", k]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    (got, wrote_us > watched_us)
+}
+
+/// [`parked_scenario`] on Tessera (must fail on a binary that answers
+/// those WATCHes `-BUSY`) and on redis-server, byte for byte.
+fn parked_watch(layout: Layout) {
+    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", BUSY_EVAL];
+    want.extend([b"+OK\r\n" as &[u8]; 5]);
+    // (a) the script wrote the key after the WATCH: EXEC fails.
+    for _ in 0..2 {
+        want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*-1\r\n"]);
+    }
+    // (b) it never wrote the key: EXEC runs.
+    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
+    // (c) UNWATCHed before the script ended: EXEC runs.
+    want.extend([
+        b"+OK\r\n" as &[u8],
+        b"+QUEUED\r\n",
+        b"*1\r\n$6\r\nscript\r\n",
+    ]);
+    let want = replies(&want);
+    let mut servers = vec![(tessera(layout), layout.to_string())];
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        servers.push((r, "redis-server".to_string()));
+    }
+    for (s, who) in &servers {
+        let mut late_ms = 3000;
+        let mut conclusive = false;
+        for _ in 0..3 {
+            let (got, after) = parked_scenario(s, layout.shards, late_ms);
+            check(&got[..got.len() - 12], &want[..want.len() - 12], who);
+            if after {
+                check(&got, &want, who);
+                conclusive = true;
+                break;
+            }
+            // A slow machine: the write came before a WATCH's reply.
+            late_ms *= 3;
+        }
+        assert!(conclusive, "{who}: the script always wrote before a WATCH");
+    }
+}
+
+/// While a script on copies of `k0` and `k1` spins on shard 0's loop: a
+/// client of shard 1's loop pipelines WATCH `k0`, MULTI, GET, EXEC (the
+/// WATCH is `+OK`, the GET and so the EXEC refused), one of the script's
+/// own loop sends WATCH inside MULTI (Redis's error, nothing watched).
+/// After the script: the aborted block is gone, a new one runs (its
+/// WATCH went with the abort).
+fn queued_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let (k0, k1) = (key_on(0, nshards, "k"), key_on(1, nshards, "k"));
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut piped = conn_on(s, 1, nshards);
+    let mut near = conn_on(s, 0, nshards);
+    let mut other = conn_on(s, 1, nshards);
+    spin.send(&encode_command(&[
+        b"EVAL",
+        SPIN.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+    ]));
+    let mut got = vec![wait_busy(&mut other)];
+    let mut pipe = Vec::new();
+    for cmd in [&["WATCH", &k0][..], &["MULTI"], &["GET", &k0], &["EXEC"]] {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        pipe.extend(encode_command(&a));
+    }
+    piped.send(&pipe);
+    for _ in 0..4 {
+        got.push(piped.read_reply());
+    }
+    got.push(near.cmd_str(&["MULTI"]));
+    got.push(near.cmd_str(&["WATCH", &k0]));
+    got.push(near.cmd_str(&["EXEC"]));
+    got.push(other.cmd_str(&["SCRIPT", "KILL"]));
+    killed(&spin.read_reply());
+    got.push(piped.cmd_str(&["EXEC"]));
+    got.push(other.cmd_str(&["SET", &k0, "after"]));
+    got.push(piped.cmd_str(&["MULTI"]));
+    got.push(piped.cmd_str(&["EXEC"]));
+    got
+}
+
+fn queued_behind(layout: Layout) {
+    let abort: &[u8] = common::busy::EXECABORT_BUSY;
+    let want = replies(&[
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"+OK\r\n",
+        BUSY_EVAL,
+        abort,
+        b"+OK\r\n",
+        b"-ERR WATCH inside MULTI is not allowed\r\n",
+        abort,
+        b"+OK\r\n",
+        b"-ERR EXEC without MULTI\r\n",
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"*0\r\n",
+    ]);
+    let s = tessera(layout);
+    check(
+        &queued_scenario(&s, layout.shards),
+        &want,
+        &layout.to_string(),
+    );
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        check(&queued_scenario(&r, layout.shards), &want, "redis-server");
+    }
+}
+
+per_layout!(slow_free_loop, stopped_shard, parked_watch, queued_behind);

@@ -31,7 +31,12 @@
 //! with a null array without running anything. Keys of one shard a long
 //! script holds are handed to that script instead, whose thread registers
 //! them before the script's next command (`script::busy::watch_while_busy`):
-//! WATCH is answered at once while busy, as in Redis.
+//! WATCH is answered at once while busy, as in Redis. So are keys of the
+//! home shard of a long script on gathered copies (which holds no
+//! shard): parked with the script and registered on that shard right
+//! after it, before its writes are written back there
+//! (`script::busy::watch_stopped`; a write of the key made before the
+//! WATCH dooms the transaction too, where Redis's would not).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -176,11 +181,18 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// their loops are free, so each shard's job runs at once there, and WATCH
 /// is answered while busy as in Redis, instead of waiting for the script's
 /// end behind its transaction's locks.
+///
+/// And when a published script stops one of their shards' loops: the
+/// home of a script on gathered copies takes no job until the script
+/// ends (its keys are parked with it, see [`watch`]); a loop it stalls
+/// refuses the WATCH `-BUSY` before any lock.
 fn watch_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<LockSet> {
     let busy = crate::script::busy::any()
         && args.iter().skip(1).any(|k| {
             let s = shard_of(k, nshards);
-            crate::script::busy::holds_shard(s) || crate::script::busy::locked_busy(s)
+            crate::script::busy::holds_shard(s)
+                || crate::script::busy::locked_busy(s)
+                || crate::script::busy::stops_loop(s)
         });
     busy.then(LockSet::default)
 }
@@ -192,41 +204,50 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
     }
     let nshards = c.nshards();
     let db = c.client.db;
-    // A key of a shard a busy script stops without holding it: `-BUSY`,
-    // as that shard's other commands get, before anything is watched
-    // (`script::busy::refuse_watch`).
-    if crate::script::busy::any() {
-        for k in args.iter().skip(1) {
-            if let Some(e) = crate::script::busy::refuse_watch(shard_of(k, nshards)) {
-                return Err(e);
-            }
-        }
-    }
-    let w = c.client.watch.get_or_insert_with(WatchState::default);
+    // The keys not watched yet, by shard (nothing is recorded before the
+    // busy checks below: a refused WATCH watches nothing).
+    let watched = c.client.watch.as_ref().map_or(&[][..], |w| &w.keys[..]);
     let mut per_shard: Vec<Vec<Vec<u8>>> = vec![Vec::new(); nshards];
+    let mut new_keys: Vec<(usize, Vec<u8>)> = Vec::new();
     for k in args.iter().skip(1) {
-        if !w.keys.iter().any(|(d, key)| *d == db && key == k) {
-            w.keys.push((db, k.to_vec()));
+        let seen = |w: &[(usize, Vec<u8>)]| w.iter().any(|(d, key)| *d == db && key == k);
+        if !seen(watched) && !seen(&new_keys) {
+            new_keys.push((db, k.to_vec()));
             per_shard[shard_of(k, nshards)].push(k.to_vec());
         }
     }
-    // Keys of a shard a long script holds: its thread watches them before
-    // the script's next command (see `script::busy`), and WATCH is
-    // answered without waiting for the script, as Redis answers it while
-    // busy (see `watch_locks`).
+    let flag = c
+        .client
+        .watch
+        .as_ref()
+        .map_or_else(engine::WatchFlag::default, |w| w.flag.clone());
     if crate::script::busy::any() {
+        // Keys of the home shard of a long script that holds no shard
+        // (it runs on gathered copies): parked with it, registered there
+        // right after it; a stalled loop's: `-BUSY`, nothing watched
+        // (`script::busy::watch_stopped`).
+        crate::script::busy::watch_stopped(&mut per_shard, db, &flag)?;
+        // Keys of a shard a long script holds: its thread watches them
+        // before the script's next command (see `script::busy`), and
+        // WATCH is answered without waiting for the script, as Redis
+        // answers it while busy (see `watch_locks`).
         for (s, keys) in per_shard.iter_mut().enumerate() {
-            if !keys.is_empty() && crate::script::busy::watch_while_busy(s, db, keys, &w.flag) {
+            if !keys.is_empty() && crate::script::busy::watch_while_busy(s, db, keys, &flag) {
                 keys.clear();
             }
         }
     }
+    let w = c.client.watch.get_or_insert_with(|| WatchState {
+        flag: flag.clone(),
+        keys: Vec::new(),
+    });
+    w.keys.extend(new_keys);
     let mut plan = Plan::default();
     for (s, keys) in per_shard.into_iter().enumerate() {
         if keys.is_empty() {
             continue;
         }
-        let flag = w.flag.clone();
+        let flag = flag.clone();
         plan.run(s, move |env: &mut ShardEnv<'_>| {
             // Redis's WATCH does not expire keys; a key that is already
             // logically expired does not doom the transaction when it is

@@ -26,9 +26,9 @@
 //!   once their outputs are in, or by the loop after the script (see
 //!   [`watch`]): `+OK` once its keys are registered, while the script
 //!   runs, with no deadline to guess. One that would need a loop the
-//!   script stops (its own, one it pinned or stalls: the builder refuses
-//!   a key of such a shard the script does not hold `-BUSY`, so only a
-//!   race leaves one), or read where no inbox is lent, is left unparsed
+//!   script stops (its own, one it pinned or stalls: the builder parks
+//!   or refuses a key of such a shard the script does not hold, so only
+//!   a race leaves one), or read where no inbox is lent, is left unparsed
 //!   and its connection deferred until the script ends, so its pipeline
 //!   stays in order; what dispatch added to the client's watch list is
 //!   taken back (run again, it would find the keys watched and register
@@ -106,9 +106,18 @@
 //! the script makes after `+OK` dooms the transaction exactly as in Redis
 //! (none is missed; one made before the WATCH does not doom it). Keys of
 //! the loop's shard while its script runs on gathered copies of several
-//! shards (which holds no one shard), or of a loop it stalls, are refused
-//! `-BUSY` (`script::busy::refuse_watch`), as that shard's other commands
-//! are: nothing runs there before the script ends. A WATCH deferred here
+//! shards (which holds no one shard) are answered at once too: parked
+//! with the script and registered on this shard right after the step
+//! that ran it, before its transaction writes anything back here
+//! (`script::busy::watch_stopped`; `home::step_coord`,
+//! [`Core::lending_inbox`] and [`Worker::with_desk`] call
+//! `register_parked`), so a write of the key the script makes after
+//! `+OK` dooms the transaction (one made before does too: a spurious
+//! abort where Redis's would not, see `script::busy::watch`). Keys of a
+//! loop it stalls are refused `-BUSY`, as that shard's other commands
+//! are: nothing runs there before the script ends, and no one point
+//! after the script but before that loop runs again is known to its
+//! thread (it may be lent to another thread meanwhile). A WATCH deferred here
 //! waits for the script's end: the client has no reply before, so its
 //! WATCH takes effect at a later instant, which is just as linearizable.
 //!
@@ -227,6 +236,9 @@ impl Worker {
         let (core, mut lent) = self.split_desk(true);
         let r = commands::script::busy::lend_desk(&mut lent, core.id, || f(core));
         lent.state.tally.settle(&mut core.stats);
+        // (Registered already by the step that ran the script, `home`;
+        // here whatever no step registered, before the loop goes on.)
+        commands::script::busy::register_parked(&mut core.shard);
         r
     }
 
@@ -986,7 +998,11 @@ impl Core {
         &mut self,
         f: impl FnOnce(&mut engine::Shard, &mut ThreadStats) -> R,
     ) -> R {
-        inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats))
+        let r = inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats));
+        // WATCHes parked while it ran, if it stopped this loop without
+        // holding the shard (`commands::script::busy::watch_stopped`).
+        commands::script::busy::register_parked(&mut self.shard);
+        r
     }
 }
 

@@ -553,6 +553,11 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
     // (consolidation), and a thread's VM is drained only by its own
     // scripts' commands. Nothing to do (two compares) otherwise.
     commands::script::vm::drain_stats(&mut core.stats);
+    // WATCHes of this shard answered while a script of the step ran on
+    // gathered copies (it stopped this loop without holding the shard):
+    // registered now, before the step's jobs write anything back here
+    // (`commands::script::busy::watch_stopped`). One load otherwise.
+    commands::script::busy::register_parked(&mut core.shard);
     let failed = res.is_err();
     // Refused before it ran (a script's up-front OOM, NOREPLICAS or
     // READONLY on its gathered copies): a rejected call, not a call, as a

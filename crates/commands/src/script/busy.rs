@@ -46,9 +46,12 @@
 //! with keys of another shard) stays unread, with everything behind it on
 //! its connection, until the script ends. Keys of the shard a published
 //! script holds (run in place: its home shard and those it pinned; on
-//! every shard, `super::every`: any shard) need no job: the script takes them ([`watch_while_busy`]) and its thread
-//! registers them, each on its shard, before its next command, so WATCH
-//! is answered at once there and on every thread. The connection that runs
+//! every shard, `super::every`: any shard) need no job: the script takes
+//! them ([`watch_while_busy`]) and its thread registers them, each on its
+//! shard, before its next command, so WATCH is answered at once there and
+//! on every thread; keys of the home shard of a script on gathered copies
+//! are parked with it and registered right after it ([`watch_stopped`];
+//! see `watch` for both). The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
 //! while it executes).
 //!
@@ -80,7 +83,7 @@
 //! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
 //! and served at each pass after the script's own, its shard published as
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
-//! WATCH of its keys is not taken: refused `-BUSY` too, [`refuse_watch`]).
+//! WATCH of its keys is not taken: refused `-BUSY` too, [`watch_stopped`]).
 //!
 //! A script run on a co-hosted shard by a call from another loop (the
 //! runtime's `in_place::by_call`) lends that shard's desk as any script
@@ -152,6 +155,12 @@ use mlua::{HookTriggers, Lua, VmState};
 use super::vm::reply_error;
 use crate::error::CmdError;
 
+mod watch;
+
+pub use watch::{
+    holds_shard, register_parked, register_watches, watch_stopped, watch_while_busy, PendingWatch,
+};
+
 /// Lua instructions between two hook calls.
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 /// FUNCTION LOAD's limit on a library's loading code (Redis's
@@ -204,7 +213,7 @@ pub struct Running {
     /// loop while the script runs on a loop the hub adopted (see
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
     /// WATCH of their keys is not the script's to take (refused `-BUSY`
-    /// too, [`refuse_watch`]).
+    /// too, [`watch_stopped`]).
     stalled: Mutex<Vec<usize>>,
     /// Shards its transaction holds under locks while it runs (a script
     /// on every shard, `super::every`, or inside MULTI/EXEC; see
@@ -228,56 +237,10 @@ pub struct Running {
     /// `watches` is not empty (one load before each of the script's
     /// commands).
     watching: AtomicBool,
-}
-
-/// A key watched while a published script holds its shard.
-pub struct PendingWatch {
-    pub db: usize,
-    pub key: Vec<u8>,
-    pub flag: engine::WatchFlag,
-}
-
-/// Keys waiting in one script's `Running::watches` at most: past it a
-/// WATCH takes the ordinary way (its job waits for the script's end).
-const PENDING_WATCHES_MAX: usize = 1 << 16;
-
-/// WATCH of `keys` (database `db`) on `shard`, while a script may be
-/// busy there: true if a published script holds that shard and took the
-/// keys, which its thread registers on the shard before the script's next
-/// command, and when it ends ([`HookState::take_watches`],
-/// [`register_watches`]). The caller then answers `+OK` at once, as Redis
-/// 7.0 does (WATCH is allow-busy there): every write the script makes
-/// after this returns signals the keys, so the transaction fails exactly
-/// as in Redis. False (nothing taken) when no published script holds the
-/// shard itself (one on gathered copies of several shards' keys holds
-/// none: its keys are written back by its transaction), or too many keys
-/// wait already: the caller watches the ordinary way.
-pub fn watch_while_busy(
-    shard: usize,
-    db: usize,
-    keys: &[Vec<u8>],
-    flag: &engine::WatchFlag,
-) -> bool {
-    if !any() {
-        return false;
-    }
-    // Under the list's lock: a script unpublished (`HookState::end`) after
-    // this takes what was pushed here.
-    let list = busy_list();
-    let Some(r) = list.iter().find(|r| r.holds(shard)) else {
-        return false;
-    };
-    let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
-    if w.len() + keys.len() > PENDING_WATCHES_MAX {
-        return false;
-    }
-    w.extend(keys.iter().map(|k| PendingWatch {
-        db,
-        key: k.clone(),
-        flag: flag.clone(),
-    }));
-    r.watching.store(true, Ordering::Release);
-    true
+    /// WATCHes of keys of its home shard while it holds none (it runs on
+    /// gathered copies), by shard: registered there once it ends (see
+    /// [`watch_stopped`]).
+    parked: Mutex<Vec<(usize, PendingWatch)>>,
 }
 
 thread_local! {
@@ -382,43 +345,6 @@ pub fn serve_while_waiting() {
     }
 }
 
-/// Whether a published script holds `shard` itself (not one on gathered
-/// copies): a WATCH of its keys is taken by [`watch_while_busy`].
-pub fn holds_shard(shard: usize) -> bool {
-    any() && busy_list().iter().any(|r| r.holds(shard))
-}
-
-/// WATCH of keys of `shard` while a script is busy: Redis's `-BUSY`
-/// (a rejected call) when a published script stops that shard's loop
-/// without holding the shard itself: its home while it runs on gathered
-/// copies of several shards' keys, a loop it stalls (see [`lend_idle`]).
-/// Nothing runs there until the script ends, so the WATCH could only be
-/// answered then (and its job, kept behind what the loop kept before,
-/// registered after the writes the script's transaction writes back
-/// there); every other command of that shard gets `-BUSY` already
-/// (`refuse_if_busy`). Keys of a shard a script holds are taken by it
-/// ([`watch_while_busy`]); keys of other shards are watched by their
-/// free loops. One relaxed load when no script is busy.
-#[inline]
-pub fn refuse_watch(shard: usize) -> Option<CmdError> {
-    if !any() {
-        return None;
-    }
-    refuse_watch_slow(shard)
-}
-
-#[cold]
-fn refuse_watch_slow(shard: usize) -> Option<CmdError> {
-    let list = busy_list();
-    if list.iter().any(|r| r.holds(shard)) {
-        return None;
-    }
-    let r = list.iter().find(|r| r.stops_loop(shard))?;
-    Some(CmdError::Rejected(
-        if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
-    ))
-}
-
 /// Whether a published script stops loop `s` itself: it runs there,
 /// pinned or stalls it (nothing runs on that loop until it ends). The
 /// loops of shards its transaction only locks are free: false for them.
@@ -466,38 +392,6 @@ impl Running {
                         .unwrap_or_else(|e| e.into_inner())
                         .contains(&s)))
     }
-}
-
-/// Registers `watches` on the shards of their keys, which the script that
-/// took them holds: `home`, the one it runs on, or (run in place,
-/// `in_place`) one it pinned. As WATCH's own job would (a key already
-/// logically expired is not watched).
-pub fn register_watches(
-    home: &mut engine::Shard,
-    mut in_place: Option<&mut (dyn super::in_place::Shards + '_)>,
-    nshards: usize,
-    watches: Vec<PendingWatch>,
-) {
-    for w in watches {
-        let s = crate::table::shard_of(&w.key, nshards);
-        match in_place.as_deref_mut() {
-            // (Held already: `hold` only looks.)
-            Some(shards) if s != home.id => {
-                if shards.hold(s) {
-                    super::in_place::on_shard(home, Some(shards), s, |sh| watch_one(sh, w));
-                }
-            }
-            _ => watch_one(home, w),
-        }
-    }
-}
-
-fn watch_one(shard: &mut engine::Shard, w: PendingWatch) {
-    let now = shard.now_ms;
-    let Some(d) = shard.dbs.get_mut(w.db) else {
-        return;
-    };
-    d.watch_key(&w.key, &w.flag, now);
 }
 
 /// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.
@@ -1065,6 +959,10 @@ impl HookState {
             // under the list's lock).
             let mut w = p.watches.lock().unwrap_or_else(|e| e.into_inner());
             self.left_watches.borrow_mut().append(&mut w);
+            drop(w);
+            // The keys parked for its home shard: registered by its loop
+            // right after the step that ran it (`watch`).
+            watch::leave_parked(&p);
         }
         if self.abort.take().is_some() {
             set_hook(lua, self, false);
@@ -1228,6 +1126,7 @@ fn publish(t: &mut Timed) {
         state: AtomicU8::new(if t.wrote { WROTE } else { CLEAN }),
         watches: Mutex::new(Vec::new()),
         watching: AtomicBool::new(false),
+        parked: Mutex::new(Vec::new()),
     });
     // Redis's scriptInterrupt, word for word.
     let script = match &t.kind {
@@ -1323,6 +1222,7 @@ mod tests {
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),
+            parked: Mutex::new(Vec::new()),
         });
         serve_pinned(&r, false);
         let mut loops = Loops(vec![3, 5], 0, r.clone());
@@ -1364,6 +1264,7 @@ mod tests {
             state: AtomicU8::new(CLEAN),
             watches: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),
+            parked: Mutex::new(Vec::new()),
         }
     }
 
@@ -1423,24 +1324,29 @@ mod tests {
         assert!(!r.holds(3));
     }
 
-    /// The loops whose keys a WATCH is refused for ([`refuse_watch`]):
-    /// those a script stops without holding their shard (its home while
-    /// it runs on copies, a loop it stalls), not those it holds (its
-    /// shard, in place its home and pinned loops) nor free ones.
+    /// The loops whose keys a WATCH cannot hand the script: those it
+    /// stops without holding their shard (its home while it runs on
+    /// copies, a loop it stalls), not those it holds (its shard, in place
+    /// its home and pinned loops) nor free ones. Of those, only the home
+    /// of a script on copies parks them (`watch::watch_stopped`); a
+    /// stalled loop's are refused `-BUSY`.
     #[test]
-    fn a_watch_is_refused_for_the_loops_a_script_stops_without_holding_them() {
-        let refused = |r: &Running, s: usize| r.stops_loop(s) && !r.holds(s);
+    fn a_watch_is_parked_for_a_copies_home_and_refused_for_a_stalled_loop() {
+        let stopped = |r: &Running, s: usize| r.stops_loop(s) && !r.holds(s);
         let mut copies = running(0, Vec::new());
         copies.shard = None;
         *copies.stalled.lock().unwrap() = vec![3];
-        assert!(refused(&copies, 0) && refused(&copies, 3));
-        assert!(!refused(&copies, 1));
+        assert!(stopped(&copies, 0) && stopped(&copies, 3));
+        assert!(!stopped(&copies, 1));
+        assert!(copies.parks(0) && !copies.parks(3) && !copies.parks(1));
         let mut in_place = running(0, vec![2]);
         in_place.in_place = true;
-        assert!(!refused(&in_place, 0) && !refused(&in_place, 2) && !refused(&in_place, 1));
+        assert!(!stopped(&in_place, 0) && !stopped(&in_place, 2) && !stopped(&in_place, 1));
+        assert!(!in_place.parks(0));
         let mut locked = running(0, Vec::new());
         locked.locked = vec![1];
-        assert!(!refused(&locked, 0) && !refused(&locked, 1));
+        assert!(!stopped(&locked, 0) && !stopped(&locked, 1));
+        assert!(!locked.parks(0) && !locked.parks(1));
     }
 
     /// A desk that counts its passes.

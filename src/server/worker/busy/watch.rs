@@ -22,8 +22,9 @@
 //! or stalls: those would run them only after the script): the keys of a
 //! shard the script holds are the script's to register
 //! (`script::busy::watch_while_busy`), and a WATCH of keys of a shard it
-//! stops without holding it is refused `-BUSY` by its builder
-//! (`multi::watch`), as any other command of that shard is.
+//! stops without holding it is parked with the script (its home, when
+//! it runs on gathered copies) or refused `-BUSY` (a loop it stalls) by
+//! its builder (`multi::watch`, `script::busy::watch_stopped`).
 
 use std::cell::RefCell;
 

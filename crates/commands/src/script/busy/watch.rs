@@ -1,0 +1,375 @@
+//! WATCH while a script is busy (Redis 7.0 answers it `+OK`: WATCH is
+//! allow-busy), for keys of the shards a published script stops.
+//!
+//! * **A shard the script holds** (the one it runs on; run in place, its
+//!   home and the loops it pinned; on every shard, any): the keys are
+//!   handed to the script ([`watch_while_busy`]), whose thread registers
+//!   them on their shard before the script's next command and when it
+//!   ends (`HookState::take_watches`, [`register_watches`]). Exactly
+//!   Redis's semantics: a write the script makes after `+OK` dooms the
+//!   watcher's EXEC, one made before does not.
+//! * **The home shard of a script that holds none** (it runs on gathered
+//!   copies of several shards' keys, `crate::scratch`, its writes written
+//!   back by its transaction after it ends): nothing runs there until the
+//!   script ends, so the keys are *parked* with the script
+//!   ([`watch_stopped`], `Running::parked`) and `+OK` answered at once.
+//!   When the script ends, its run leaves them on its thread
+//!   ([`leave_parked`]), and the loop whose step ran it registers them on
+//!   its shard right after that step, before anything else runs there
+//!   ([`register_parked`]: the runtime calls it after every coordinator
+//!   step and every script it lends its desk to). The script's writes to
+//!   that shard reach it only after that (its transaction writes them
+//!   back in a later step), so every one signals the registered keys:
+//!   - a write of a watched key after `+OK` dooms the EXEC, as in Redis;
+//!   - a write of it *before* the WATCH dooms it too, where Redis's would
+//!     not: **a difference from Redis**, a spurious abort (optimistic
+//!     clients retry it). Precise would need the script's write times
+//!     per key on copies that are written back as one;
+//!   - a script that never writes the key (or writes other keys) leaves
+//!     the watch clean.
+//!
+//!   UNWATCH, EXEC, DISCARD, RESET or a close of the watcher before the
+//!   script ends need nothing: a parked key carries the connection's
+//!   flag, which the connection dropped (a shard keeps only weak
+//!   references to flags), so registering it later watches nothing.
+//! * **A loop the script stalls without holding it** (a hub's own loop
+//!   while the script runs on an adopted one, the caller's loop of a
+//!   script run by a call): `-BUSY`, as that shard's other commands get
+//!   (a difference from Redis). Not parked: such a loop may be lent to
+//!   another thread at the script's next pass and run there before the
+//!   script ends, so there is no one point after the script and before
+//!   its shard runs again where its thread could register the keys.
+//!
+//! Bounds: a script takes [`PENDING_WATCHES_MAX`] held keys and as many
+//! parked ones at most. Past them a held key's WATCH takes the ordinary
+//! way (its job waits for the script's end), a parked one is refused
+//! `-BUSY` (the behaviour before parking), nothing of it taken.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering;
+
+use super::{any, busy_list, Running, BUSY_EVAL, BUSY_FUNCTION};
+use crate::error::CmdError;
+
+/// A key watched while a published script holds (or stops) its shard.
+pub struct PendingWatch {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub flag: engine::WatchFlag,
+}
+
+/// Keys waiting in one script's `Running::watches` at most, and in its
+/// `Running::parked` at most: past it a WATCH takes the ordinary way
+/// (held: its job waits for the script's end) or is refused `-BUSY`
+/// (parked).
+pub(crate) const PENDING_WATCHES_MAX: usize = 1 << 16;
+
+/// WATCH of `keys` (database `db`) on `shard`, while a script may be
+/// busy there: true if a published script holds that shard and took the
+/// keys, which its thread registers on the shard before the script's next
+/// command, and when it ends ([`super::HookState::take_watches`],
+/// [`register_watches`]). The caller then answers `+OK` at once, as Redis
+/// 7.0 does (WATCH is allow-busy there): every write the script makes
+/// after this returns signals the keys, so the transaction fails exactly
+/// as in Redis. False (nothing taken) when no published script holds the
+/// shard itself (one on gathered copies of several shards' keys holds
+/// none: see [`watch_stopped`]), or too many keys wait already: the
+/// caller watches the ordinary way.
+pub fn watch_while_busy(
+    shard: usize,
+    db: usize,
+    keys: &[Vec<u8>],
+    flag: &engine::WatchFlag,
+) -> bool {
+    if !any() {
+        return false;
+    }
+    // Under the list's lock: a script unpublished (`HookState::end`) after
+    // this takes what was pushed here.
+    let list = busy_list();
+    let Some(r) = list.iter().find(|r| r.holds(shard)) else {
+        return false;
+    };
+    let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
+    if w.len() + keys.len() > PENDING_WATCHES_MAX {
+        return false;
+    }
+    w.extend(keys.iter().map(|k| PendingWatch {
+        db,
+        key: k.clone(),
+        flag: flag.clone(),
+    }));
+    r.watching.store(true, Ordering::Release);
+    true
+}
+
+/// Whether a published script holds `shard` itself (not one on gathered
+/// copies): a WATCH of its keys is taken by [`watch_while_busy`].
+pub fn holds_shard(shard: usize) -> bool {
+    any() && busy_list().iter().any(|r| r.holds(shard))
+}
+
+/// WATCH of keys of the shards a busy script stops without holding them
+/// (`per_shard[s]`: the new keys of shard `s`, database `db`, flag
+/// `flag`): the keys of the home shard of a script that holds none are
+/// parked with it (see the module documentation) and their groups
+/// emptied; the caller answers `+OK` at once. `Err(-BUSY)` (a rejected
+/// call, Redis's text), with nothing parked, when one group is of a loop
+/// the script stalls, or parking them would pass
+/// [`PENDING_WATCHES_MAX`]. Groups of other shards are left as they are.
+/// One relaxed load when no script is busy.
+pub fn watch_stopped(
+    per_shard: &mut [Vec<Vec<u8>>],
+    db: usize,
+    flag: &engine::WatchFlag,
+) -> Result<(), CmdError> {
+    if !any() {
+        return Ok(());
+    }
+    watch_stopped_slow(per_shard, db, flag)
+}
+
+#[cold]
+fn watch_stopped_slow(
+    per_shard: &mut [Vec<Vec<u8>>],
+    db: usize,
+    flag: &engine::WatchFlag,
+) -> Result<(), CmdError> {
+    // Under the list's lock throughout: a script unpublished after this
+    // takes what was parked here (`HookState::end`).
+    park(&busy_list(), per_shard, db, flag)
+}
+
+/// [`watch_stopped`] with the published scripts `list`.
+fn park(
+    list: &[std::sync::Arc<Running>],
+    per_shard: &mut [Vec<Vec<u8>>],
+    db: usize,
+    flag: &engine::WatchFlag,
+) -> Result<(), CmdError> {
+    let refuse =
+        |r: &Running| CmdError::Rejected(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into());
+    // First every group is checked (all or nothing), then parked.
+    let mut parks: Vec<(usize, usize)> = Vec::new();
+    for (s, keys) in per_shard.iter().enumerate() {
+        if keys.is_empty() || list.iter().any(|r| r.holds(s)) {
+            continue;
+        }
+        let Some(i) = list.iter().position(|r| r.stops_loop(s)) else {
+            continue;
+        };
+        if !list[i].parks(s) {
+            return Err(refuse(&list[i]));
+        }
+        parks.push((s, i));
+    }
+    for (i, r) in list.iter().enumerate() {
+        let n: usize = parks
+            .iter()
+            .filter(|p| p.1 == i)
+            .map(|p| per_shard[p.0].len())
+            .sum();
+        if n > 0 && r.parked_len() + n > PENDING_WATCHES_MAX {
+            return Err(refuse(r));
+        }
+    }
+    for (s, i) in parks {
+        let mut parked = list[i].parked.lock().unwrap_or_else(|e| e.into_inner());
+        parked.extend(std::mem::take(&mut per_shard[s]).into_iter().map(|key| {
+            let w = PendingWatch {
+                db,
+                key,
+                flag: flag.clone(),
+            };
+            (s, w)
+        }));
+    }
+    Ok(())
+}
+
+impl Running {
+    /// Whether a WATCH of keys of shard `s`, which this script stops, is
+    /// parked with it: `s` is the home of a script that does not hold it
+    /// (see the module documentation).
+    pub(super) fn parks(&self, s: usize) -> bool {
+        self.home == Some(s) && !self.holds(s)
+    }
+
+    fn parked_len(&self) -> usize {
+        self.parked.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+thread_local! {
+    /// Keys parked with scripts of this thread that ended, by shard, not
+    /// yet registered ([`register_parked`]). Bounded by
+    /// [`PENDING_WATCHES_MAX`] per script; emptied by the step that ran
+    /// the script.
+    static LEFT: RefCell<Vec<(usize, PendingWatch)>> = const { RefCell::new(Vec::new()) };
+    /// `LEFT` is not empty (one load per step when nothing was parked).
+    static ANY_LEFT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Published run `p` ended (unpublished: nothing is parked with it any
+/// more): its parked keys wait on this thread for [`register_parked`].
+pub(super) fn leave_parked(p: &Running) {
+    let mut parked = p.parked.lock().unwrap_or_else(|e| e.into_inner());
+    if parked.is_empty() {
+        return;
+    }
+    LEFT.with(|l| l.borrow_mut().append(&mut parked));
+    ANY_LEFT.with(|a| a.set(true));
+}
+
+/// Registers on `shard` the keys parked for it with a script of this
+/// thread that ended ([`leave_parked`]): called by its loop right after
+/// the step or call that ran the script, before anything else runs on
+/// the shard, so every later write signals them (the script's own
+/// writes-back included). A key left for another shard (no path leaves
+/// one: a script ends inside the step of the loop it stops) has its
+/// watcher's transaction doomed rather than a write missed. One
+/// thread-local load when nothing waits.
+#[inline]
+pub fn register_parked(shard: &mut engine::Shard) {
+    if ANY_LEFT.with(|a| a.get()) {
+        register_parked_slow(shard);
+    }
+}
+
+#[cold]
+fn register_parked_slow(shard: &mut engine::Shard) {
+    ANY_LEFT.with(|a| a.set(false));
+    let left = LEFT.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    for (s, w) in left {
+        if s == shard.id {
+            watch_one(shard, w);
+        } else {
+            w.flag.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Registers `watches` on the shards of their keys, which the script that
+/// took them holds: `home`, the one it runs on, or (run in place,
+/// `in_place`) one it pinned. As WATCH's own job would (a key already
+/// logically expired is not watched).
+pub fn register_watches(
+    home: &mut engine::Shard,
+    mut in_place: Option<&mut (dyn crate::script::in_place::Shards + '_)>,
+    nshards: usize,
+    watches: Vec<PendingWatch>,
+) {
+    for w in watches {
+        let s = crate::table::shard_of(&w.key, nshards);
+        match in_place.as_deref_mut() {
+            // (Held already: `hold` only looks.)
+            Some(shards) if s != home.id => {
+                if shards.hold(s) {
+                    crate::script::in_place::on_shard(home, Some(shards), s, |sh| watch_one(sh, w));
+                }
+            }
+            _ => watch_one(home, w),
+        }
+    }
+}
+
+fn watch_one(shard: &mut engine::Shard, w: PendingWatch) {
+    let now = shard.now_ms;
+    let Some(d) = shard.dbs.get_mut(w.db) else {
+        return;
+    };
+    d.watch_key(&w.key, &w.flag, now);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU8};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A published script on gathered copies whose home is loop 0, which
+    /// stalls loop 3.
+    fn copies() -> Arc<Running> {
+        Arc::new(Running {
+            eval: true,
+            name: String::new(),
+            command: Vec::new(),
+            started: std::time::Instant::now(),
+            shard: None,
+            home: Some(0),
+            pinned: Mutex::new(Vec::new()),
+            stalled: Mutex::new(vec![3]),
+            locked: Vec::new(),
+            in_place: false,
+            every: false,
+            state: AtomicU8::new(0),
+            watches: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+            parked: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn groups(n: usize, of: &[(usize, usize)]) -> Vec<Vec<Vec<u8>>> {
+        let mut g = vec![Vec::new(); n];
+        for &(s, keys) in of {
+            g[s] = (0..keys).map(|i| format!("k{i}").into_bytes()).collect();
+        }
+        g
+    }
+
+    /// The home's keys are parked (their group emptied), a free shard's
+    /// left alone; a stalled loop's refuse the whole WATCH, nothing
+    /// parked; past the bound the WATCH is refused, nothing parked, and
+    /// up to it every key is taken.
+    #[test]
+    fn a_copies_home_parks_up_to_the_bound_and_a_stalled_loop_refuses() {
+        let list = vec![copies()];
+        let flag = engine::WatchFlag::default();
+        let mut g = groups(4, &[(0, 2), (1, 1)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        assert!(g[0].is_empty() && g[1].len() == 1);
+        assert_eq!(list[0].parked_len(), 2);
+
+        let mut g = groups(4, &[(0, 1), (3, 1)]);
+        let e = park(&list, &mut g, 0, &flag).unwrap_err();
+        assert!(e.line().starts_with(b"BUSY "));
+        assert_eq!((list[0].parked_len(), g[0].len()), (2, 1));
+
+        let mut g = groups(4, &[(0, PENDING_WATCHES_MAX - 1)]);
+        assert!(park(&list, &mut g, 0, &flag).is_err());
+        assert_eq!(list[0].parked_len(), 2);
+        let mut g = groups(4, &[(0, PENDING_WATCHES_MAX - 2)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        assert_eq!(list[0].parked_len(), PENDING_WATCHES_MAX);
+    }
+
+    /// What an ended script parked is registered on its shard by the
+    /// next [`register_parked`] there, flag and all (a later write dooms
+    /// the watcher), once; a key left for another shard dooms its
+    /// watcher instead of being lost.
+    #[test]
+    fn parked_keys_are_registered_on_their_shard_once_and_others_doomed() {
+        let r = copies();
+        let (mine, other) = (engine::WatchFlag::default(), engine::WatchFlag::default());
+        let mut g = groups(4, &[(0, 1)]);
+        assert!(park(std::slice::from_ref(&r), &mut g, 0, &mine).is_ok());
+        r.parked.lock().unwrap().push((
+            1,
+            PendingWatch {
+                db: 0,
+                key: b"x".to_vec(),
+                flag: other.clone(),
+            },
+        ));
+        leave_parked(&r);
+        assert_eq!(r.parked_len(), 0);
+        let mut shard = engine::Shard::new(0, 1);
+        register_parked(&mut shard);
+        assert!(other.load(Ordering::Acquire), "another shard's key dooms");
+        assert!(!mine.load(Ordering::Acquire));
+        shard.dbs[0].signal(b"k0");
+        assert!(mine.load(Ordering::Acquire), "registered on the shard");
+        assert!(!ANY_LEFT.with(|a| a.get()));
+    }
+}
