@@ -252,9 +252,12 @@ impl Reload {
             self.rdb_keys = Some((0, 0));
             return None;
         }
-        if let Some(e) = r.failed {
-            super::log_warning(&e);
-            self.failed = true;
+        match r.failed {
+            Some(e) => {
+                super::log_warning(&e);
+                self.failed = true;
+            }
+            None => r.log_done(),
         }
         Some(fresh)
     }

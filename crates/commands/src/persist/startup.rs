@@ -73,6 +73,7 @@ pub fn load_as(
     }
     crate::script::function::load_from_rdb(&r.functions, false)
         .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    r.log_done();
     log(
         false,
         &format!(
@@ -171,16 +172,20 @@ pub(crate) fn read_rdb(
     }
     out.functions = reader.take_functions();
     out.repl_stream_db = reader.repl_stream_db();
-    if out.failed.is_none() {
+    Ok(Some(out))
+}
+
+impl RdbRead {
+    /// Redis's log line once a load succeeded (libraries installed too).
+    pub(crate) fn log_done(&self) {
         log(
             false,
             &format!(
                 "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                out.keys, out.expired
+                self.keys, self.expired
             ),
         );
     }
-    Ok(Some(out))
 }
 
 /// Writes `shards` to `path` at once, from one thread (the final save at
