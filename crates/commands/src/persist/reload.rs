@@ -477,3 +477,56 @@ impl super::Persist {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use engine::{OwnedEntry, Shard, Str, Value};
+
+    use super::merge_into;
+
+    fn put(s: &mut Shard, db: usize, key: &str, val: &str, at: u64) {
+        let e = OwnedEntry::new(Value::Str(Str::from_bytes(val.as_bytes())), 0);
+        s.dbs[db].insert(key.as_bytes(), e, at);
+    }
+
+    fn get(s: &Shard, db: usize, key: &str) -> Option<(Vec<u8>, u64)> {
+        let d = &s.dbs[db];
+        let e = d.get(key.as_bytes())?;
+        let v = match e.value() {
+            engine::ValueRef::Str(v) => match v.view() {
+                engine::StrView::Bytes(b) => b.to_vec(),
+                engine::StrView::Int(n) => n.to_string().into_bytes(),
+            },
+            _ => unreachable!("strings only here"),
+        };
+        Some((v, d.expire_at(key.as_bytes(), e)))
+    }
+
+    /// NOFLUSH MERGE: the file's keys replace the live ones (value and
+    /// deadline), the others stay; without MERGE a key in both moves
+    /// nothing and is named with its database.
+    #[test]
+    fn a_merge_replaces_and_a_plain_noflush_names_the_duplicate() {
+        let far = engine::now_ms() + 1_000_000;
+        let mut live = Shard::new(0, 4);
+        put(&mut live, 0, "both", "live", far);
+        put(&mut live, 0, "mine", "live", 0);
+        put(&mut live, 2, "two", "live", 0);
+        let mut fresh = Shard::new(0, 4);
+        put(&mut fresh, 0, "both", "file", 0);
+        put(&mut fresh, 0, "theirs", "file", far);
+        put(&mut fresh, 2, "two", "file", 0);
+
+        let dup = merge_into(&mut live, &mut fresh, false);
+        assert_eq!(dup, Some((b"both".to_vec(), 0)));
+        assert_eq!(get(&live, 0, "both"), Some((b"live".to_vec(), far)));
+        assert_eq!(get(&live, 0, "theirs"), None);
+
+        assert_eq!(merge_into(&mut live, &mut fresh, true), None);
+        assert_eq!(get(&live, 0, "both"), Some((b"file".to_vec(), 0)));
+        assert_eq!(get(&live, 0, "mine"), Some((b"live".to_vec(), 0)));
+        assert_eq!(get(&live, 0, "theirs"), Some((b"file".to_vec(), far)));
+        assert_eq!(get(&live, 2, "two"), Some((b"file".to_vec(), 0)));
+        assert!(fresh.dbs.iter().all(|d| d.is_empty()));
+    }
+}
