@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod connection;
 pub mod coord;
 pub mod ctx;
+pub mod digest;
 pub mod dispatch;
 pub mod docs;
 pub mod dump;

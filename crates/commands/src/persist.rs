@@ -43,7 +43,7 @@ use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
 mod commands;
 mod flushall;
-mod loadaof;
+mod reload;
 mod shard;
 mod startup;
 mod writer;
@@ -52,7 +52,7 @@ pub use commands::{
     all_shards_then, bgsave_coordinator, cron_due, rewrite_coordinator, sync_coordinator,
 };
 use commands::{bgrewriteaof, bgsave, save};
-pub(crate) use loadaof::loadaof;
+pub(crate) use reload::{loadaof, reload};
 use shard::Gate;
 pub use shard::{tick, Tick};
 pub use startup::{key_load_delay, load, load_as, save_now, set_key_load_delay};

@@ -214,24 +214,46 @@ fn atof(arg: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// DEBUG LOADAOF runs under whole-keyspace Write locks (see
-/// `persist::loadaof`); the other subcommands lock nothing.
-fn debug_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
-    eq_ic(args.get(1), "loadaof").then(|| {
-        let mut set = crate::tx::LockSet::default();
+/// DEBUG LOADAOF and RELOAD run under whole-keyspace Write locks (see
+/// `persist::loadaof`, `persist::reload`); DIGEST under Read locks (one
+/// instant across shards), DIGEST-VALUE under its keys' Read locks; the
+/// other subcommands lock nothing.
+fn debug_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    let sub = args.get(1);
+    let mut set = crate::tx::LockSet::default();
+    if eq_ic(sub, "loadaof") || eq_ic(sub, "reload") {
         set.whole(nshards, crate::tx::Mode::Write);
-        set
-    })
+    } else if eq_ic(sub, "digest") && args.len() == 2 {
+        set.whole(nshards, crate::tx::Mode::Read);
+    } else if eq_ic(sub, "digest-value") && args.len() > 2 {
+        for k in args.iter().skip(2) {
+            set.key(nshards, db, k, crate::tx::Mode::Read);
+        }
+    } else {
+        return None;
+    }
+    Some(set)
 }
 
-/// DEBUG: LOADAOF runs as its coordinator (`persist::loadaof`); the
-/// other subcommands ([`debug_now`]) reply at once.
+/// DEBUG: LOADAOF, RELOAD, OBJECT, DIGEST and DIGEST-VALUE run as their
+/// coordinators; the other subcommands ([`debug_now`]) reply at once.
 fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    if eq_ic(args.get(1), "loadaof") {
+    let sub = args.get(1);
+    if eq_ic(sub, "loadaof") {
         return Ok(crate::persist::loadaof(c.server));
     }
-    if eq_ic(args.get(1), "object") && args.len() == 3 {
+    if eq_ic(sub, "reload") {
+        return crate::persist::reload(c.server, args);
+    }
+    if eq_ic(sub, "object") && args.len() == 3 {
         return Ok(crate::keys::object::debug_object(c, args.get(2)));
+    }
+    if eq_ic(sub, "digest") && args.len() == 2 {
+        return Ok(crate::digest::debug_digest(c));
+    }
+    // Redis: `c->argc >= 2`, so no key at all is an empty array.
+    if eq_ic(sub, "digest-value") {
+        return crate::digest::debug_digest_value(c, args);
     }
     // Run in the coordinator's step, which is timed as the command
     // (commandstats, the latency monitor's `command` event for SLEEP).

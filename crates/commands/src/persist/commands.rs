@@ -328,8 +328,33 @@ fn auto_rewrite_due(server: &ServerShared) -> bool {
 /// SAVE: every shard writes its whole part inside its job; the reply
 /// waits for the file to be renamed into place.
 pub(super) fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let server = c.server.clone();
-    let (begin_dirty, done) = server.persist.start(&server, Kind::Save)?;
+    let (plan, done) = save_plan(c.server, true)?;
+    Ok(OneStep::boxed(
+        plan,
+        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            match done.recv() {
+                Ok(Ok(())) => out.ok(),
+                _ => out.error_bytes(b"ERR"),
+            }
+            Ok(())
+        },
+    ))
+}
+
+/// The jobs of a synchronous save to `dbfilename` (SAVE, DEBUG RELOAD),
+/// each writing its shard's whole part, and where the outcome arrives
+/// once the file is in place. `counted`: INFO `rdb_saves` counts it
+/// (Redis counts SAVE's in `saveCommand`; DEBUG RELOAD's `rdbSave` is
+/// not counted). `Err` when a save or rewrite runs already.
+pub(super) fn save_plan(
+    server: &Arc<crate::ctx::ServerShared>,
+    counted: bool,
+) -> Result<(Plan, std::sync::mpsc::Receiver<Result<(), String>>), CmdError> {
+    let (begin_dirty, done) = server.persist.start(server, Kind::Save)?;
+    if !counted {
+        let mut st = server.persist.lock();
+        st.saves = st.saves.saturating_sub(1);
+    }
     let compress = server.config().rdbcompression;
     let link = server.persist.link();
     let Some(link) = link else {
@@ -348,14 +373,5 @@ pub(super) fn save(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coord
             let _ = tx.send(SaveMsg::Done { keys });
         }
     });
-    Ok(OneStep::boxed(
-        plan,
-        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
-            match done.recv() {
-                Ok(Ok(())) => out.ok(),
-                _ => out.error_bytes(b"ERR"),
-            }
-            Ok(())
-        },
-    ))
+    Ok((plan, done))
 }

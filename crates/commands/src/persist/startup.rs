@@ -56,43 +56,101 @@ pub fn load(
 /// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
 /// does when it loads its master's payload (the master's DEL removes them).
 /// Returns the keys loaded, those skipped as expired, and the payload's
-/// `repl-stream-db`.
+/// `repl-stream-db`. Function libraries go to the registry; one already
+/// there fails the load.
 pub fn load_as(
     path: &Path,
     shards: &mut [Shard],
     limits: engine::EncLimits,
     keep_expired: bool,
 ) -> Result<Option<(u64, u64, Option<usize>)>, String> {
+    let started = Instant::now();
+    let Some(r) = read_rdb(path, shards, limits, keep_expired)? else {
+        return Ok(None);
+    };
+    if let Some(e) = r.failed {
+        return Err(e);
+    }
+    crate::script::function::load_from_rdb(&r.functions, false)
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    r.log_done();
+    log(
+        false,
+        &format!(
+            "DB loaded from disk: {:.3} seconds",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Some((r.keys, r.expired, r.repl_stream_db)))
+}
+
+/// What [`read_rdb`] read.
+pub(crate) struct RdbRead {
+    /// Keys loaded, and skipped as expired (INFO `rdb_last_load_keys_*`:
+    /// Redis counts them as it goes, so they stand after a failure too).
+    pub keys: u64,
+    pub expired: u64,
+    pub repl_stream_db: Option<usize>,
+    /// The function libraries' codes, in file order (not installed).
+    pub functions: Vec<Vec<u8>>,
+    /// Why the file could not be read to its end: the keys before the
+    /// fault are in the shards, as Redis's `rdbLoad` leaves them.
+    pub failed: Option<String>,
+}
+
+/// Reads the RDB file at `path` into `shards` (each key to the shard its
+/// hash picks; keys already expired skipped unless `keep_expired`).
+/// `Ok(None)`: there is no file. `Err`: it could not be opened, or its
+/// header is not an RDB's (nothing was read).
+pub(crate) fn read_rdb(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+    keep_expired: bool,
+) -> Result<Option<RdbRead>, String> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
-    let started = Instant::now();
     let r = std::io::BufReader::with_capacity(1 << 20, f);
     let mut reader = engine::rdb::Reader::new(r, limits)
         .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
     let now = engine::now_ms();
     let n = shards.len();
-    let (mut keys, mut expired) = (0u64, 0u64);
+    let mut out = RdbRead {
+        keys: 0,
+        expired: 0,
+        repl_stream_db: None,
+        functions: Vec::new(),
+        failed: None,
+    };
     let mut last_log = Instant::now();
     loop {
-        let item = reader
-            .next()
-            .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
-        let Some(l) = item else { break };
+        let l = match reader.next() {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                out.failed = Some(format!(
+                    "Fatal error loading the DB {}: {e}",
+                    path.display()
+                ));
+                break;
+            }
+        };
         if !keep_expired && l.expire_at_ms != 0 && l.expire_at_ms < now {
-            expired += 1;
+            out.expired += 1;
             continue;
         }
         let s = &mut shards[crate::table::shard_of(&l.key, n)];
         if l.db >= s.dbs.len() {
-            return Err(format!(
+            out.failed = Some(format!(
                 "Fatal error loading the DB {}: database {} out of range (databases {})",
                 path.display(),
                 l.db,
                 s.dbs.len()
             ));
+            break;
         }
         let mut e = engine::OwnedEntry::new(l.value, now);
         if let Some(idle) = l.idle_s {
@@ -102,27 +160,32 @@ pub fn load_as(
             e.lfu_counter = f;
         }
         s.dbs[l.db].insert(&l.key, e, l.expire_at_ms);
-        keys += 1;
+        out.keys += 1;
         key_load_delay();
         if last_log.elapsed().as_secs() >= 2 {
-            log(false, &format!("Loading RDB: {keys} keys loaded so far..."));
+            log(
+                false,
+                &format!("Loading RDB: {} keys loaded so far...", out.keys),
+            );
             last_log = Instant::now();
         }
     }
-    crate::script::function::load_from_rdb(&reader.take_functions())
-        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
-    log(
-        false,
-        &format!("Done loading RDB, keys loaded: {keys}, keys expired: {expired}."),
-    );
-    log(
-        false,
-        &format!(
-            "DB loaded from disk: {:.3} seconds",
-            started.elapsed().as_secs_f64()
-        ),
-    );
-    Ok(Some((keys, expired, reader.repl_stream_db())))
+    out.functions = reader.take_functions();
+    out.repl_stream_db = reader.repl_stream_db();
+    Ok(Some(out))
+}
+
+impl RdbRead {
+    /// Redis's log line once a load succeeded (libraries installed too).
+    pub(crate) fn log_done(&self) {
+        log(
+            false,
+            &format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                self.keys, self.expired
+            ),
+        );
+    }
 }
 
 /// Writes `shards` to `path` at once, from one thread (the final save at

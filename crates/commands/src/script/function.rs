@@ -345,15 +345,31 @@ fn join(dst: &mut Libraries, src: Libraries, replace: bool) -> Result<(), CmdErr
 
 /// Installs libraries read from an RDB file (start-up, DEBUG RELOAD, an
 /// AOF's RDB preamble), as Redis's `rdbFunctionLoad`: a library already
-/// there, or one that does not compile, fails the load.
-pub fn load_from_rdb(codes: &[Vec<u8>]) -> Result<(), String> {
+/// there fails the load unless `replace` (DEBUG RELOAD MERGE, Redis's
+/// `RDBFLAGS_ALLOW_DUP`), and so does one that does not compile.
+pub fn load_from_rdb(codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
     if codes.is_empty() {
         return Ok(());
     }
-    let fresh = load_all(codes).map_err(|e| String::from_utf8_lossy(&e.line()).into_owned())?;
+    let line = |e: CmdError| {
+        let l = String::from_utf8_lossy(&e.line()).into_owned();
+        l.strip_prefix("ERR ").map_or(l.clone(), str::to_owned)
+    };
+    let fresh = load_all(codes).map_err(line)?;
     registry()
-        .update(|libs| join(libs, fresh, false))
-        .map_err(|e| String::from_utf8_lossy(&e.line()).into_owned())
+        .update(|libs| {
+            // Redis's `functionsCreateWithLibraryCtx` text (quoted), not
+            // `libraryJoin`'s.
+            if let Some(name) = fresh
+                .libs
+                .keys()
+                .find(|n| !replace && libs.libs.contains_key(*n))
+            {
+                return Err(CmdError::err(format!("Library '{name}' already exists")));
+            }
+            join(libs, fresh, replace)
+        })
+        .map_err(line)
 }
 
 /// FUNCTION DUMP: the payload FUNCTION RESTORE reads.

@@ -1275,8 +1275,10 @@ impl Run<'_, '_> {
                     return Ok(refused);
                 }
             }
-            // DEBUG is a coordinator for LOADAOF only: its other
-            // subcommands run as a connection command's.
+            // DEBUG from a script runs as a connection command
+            // (`debug_now`): the subcommands that are coordinators from a
+            // client (LOADAOF, RELOAD, OBJECT, DIGEST, DIGEST-VALUE) are
+            // not run there.
             Exec::Coord(_) if r.spec.name == "debug" => {
                 if let Some(refused) = self.conn_counted(lua, r, args, out)? {
                     return Ok(refused);

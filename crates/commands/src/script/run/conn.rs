@@ -89,9 +89,12 @@ impl Run<'_, '_> {
                 _ => out.bulk(args.get(1)),
             },
             "echo" => out.bulk(args.get(1)),
-            // (Only with DEBUG SET-DISABLE-DENY-SCRIPTS 1.) LOADAOF
-            // replaces the data under the script's feet: refused.
-            "debug" if !crate::util::eq_ic(args.get(1), "loadaof") => {
+            // (Only with DEBUG SET-DISABLE-DENY-SCRIPTS 1.) LOADAOF and
+            // RELOAD replace the data under the script's feet: refused.
+            "debug"
+                if !crate::util::eq_ic(args.get(1), "loadaof")
+                    && !crate::util::eq_ic(args.get(1), "reload") =>
+            {
                 if let Err(e) = crate::server::debug_now(self.ctx.ops, args, out) {
                     out.error_bytes(&e.line());
                 }
