@@ -443,6 +443,9 @@ pub struct ClientMem {
     /// of the loops its run cannot visit (Redis's `clients.normal` is
     /// its clients cron's figure too).
     conns: Box<[(AtomicU64, AtomicU64)]>,
+    /// Per loop: its connections' CLIENT LIST lines, published at its
+    /// cron while scripts list the clients (see `connection::Listing`).
+    pub listing: crate::connection::Listing,
 }
 
 impl ClientMem {
@@ -455,6 +458,7 @@ impl ClientMem {
             conns: (0..threads)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
+            listing: crate::connection::Listing::new(threads),
         }
     }
 
@@ -548,7 +552,10 @@ impl ServerShared {
             start_unix_ms: now,
             run_id: random_hex(40),
             repl,
-            next_client_id: AtomicU64::new(1),
+            // Ids 1 and 2 are Redis's Lua clients' (scripts' and
+            // functions', made at its start-up): connections start at 3
+            // there, so here too (see `connection::listing`).
+            next_client_id: AtomicU64::new(3),
             connected_clients: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),

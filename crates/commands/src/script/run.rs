@@ -68,6 +68,18 @@ pub struct Variant {
     pub read_only: bool,
 }
 
+impl Variant {
+    /// The command's name.
+    fn command(self) -> &'static str {
+        match (self.by_sha, self.read_only) {
+            (false, false) => "eval",
+            (true, false) => "evalsha",
+            (false, true) => "eval_ro",
+            (true, true) => "evalsha_ro",
+        }
+    }
+}
+
 /// Parses `numkeys` (argument 2) against the argument count, with Redis's
 /// errors.
 pub fn numkeys(args: Args<'_>) -> Result<usize, CmdError> {
@@ -119,7 +131,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         args,
         nkeys,
         (v.read_only, s.flags),
-        (&s.sha, &s.hop),
+        (&s.sha, &s.hop, v.command()),
         Kind::Eval(s.sha),
         |vm: &mut Vm| {
             let f = vm
@@ -161,7 +173,11 @@ pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<
         args,
         n as usize,
         (read_only, info.flags),
-        (info.name.as_bytes(), &info.hop),
+        (
+            info.name.as_bytes(),
+            &info.hop,
+            if read_only { "fcall_ro" } else { "fcall" },
+        ),
         kind,
         |vm: &mut Vm| {
             let f = vm.library_function(&lib, idx).map_err(CmdError::Err)?;
@@ -186,7 +202,7 @@ fn execute(
     args: Args<'_>,
     nkeys: usize,
     (read_only, flags): (bool, ScriptFlags),
-    (name, hop): (&[u8], &HopMark),
+    (name, hop, cmd): (&[u8], &HopMark, &'static str),
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
@@ -285,6 +301,9 @@ fn execute(
         Kind::Eval(_) => VmKind::Eval,
         Kind::Function { .. } | Kind::Load => VmKind::Functions,
     };
+    // The command that runs the script, as its caller's CLIENT LIST line
+    // shows it (Redis's `lastcmd`: EXEC inside a transaction).
+    let caller_cmd = if ctx.in_tx { "exec" } else { cmd };
     let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -332,6 +351,11 @@ fn execute(
             restartable,
             by_call,
             hop,
+            lua_client: match vm_kind {
+                VmKind::Eval => crate::connection::LUA_CLIENT,
+                VmKind::Functions => crate::connection::FUNCTION_CLIENT,
+            },
+            caller_cmd,
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
@@ -873,6 +897,12 @@ struct Run<'r, 'a> {
     by_call: bool,
     /// The script's or function's mark (see `HopMark`).
     hop: &'r HopMark,
+    /// Redis's Lua client its calls run on (EVAL's or the functions'),
+    /// as CLIENT ID and INFO from the script show it.
+    lua_client: u64,
+    /// The command running the script, as its caller's CLIENT LIST line
+    /// shows it from the script.
+    caller_cmd: &'static str,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
@@ -1467,6 +1497,15 @@ impl Run<'_, '_> {
                     return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 self.record(r, args, started, false);
+            }
+            // CLIENT LIST and INFO (with DEBUG SET-DISABLE-DENY-SCRIPTS 1):
+            // read no shard (see `connection::listing`).
+            Exec::Coord(_)
+                if matches!(registry().full_name(r.id), "client|list" | "client|info") =>
+            {
+                if let Some(refused) = self.conn_counted(lua, r, args, out)? {
+                    return Ok(refused);
+                }
             }
             // SLOWLOG GET: entries carry their clients' labels (see
             // `ops::slowlog`); those written without are looked up on
