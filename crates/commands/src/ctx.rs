@@ -423,6 +423,10 @@ pub struct ServerShared {
     /// `maxmemory-clients`: every thread's clients' memory, and INFO
     /// `evicted_clients`.
     pub client_mem: ClientMem,
+    /// Each shard's keys and table overheads per database, as of its last
+    /// cron: what a script's MEMORY STATS counts of the shards it cannot
+    /// read (see `memory::KeyFigures`).
+    pub key_figures: crate::memory::KeyFigures,
 }
 
 /// Client eviction's shared figures (Redis's `stat_clients_type_memory`
@@ -541,6 +545,7 @@ impl ServerShared {
             &ops.disk,
         ));
         let repl = crate::repl::Repl::new(crate::repl::new_replid());
+        let databases = config.databases;
         let _ = ops.repl_link.set((repl.replica, repl.link_up));
         ServerShared {
             acl,
@@ -582,6 +587,7 @@ impl ServerShared {
             pubsub,
             tracking: crate::tracking::Tracking::default(),
             client_mem: ClientMem::new(nshards),
+            key_figures: crate::memory::KeyFigures::new(nshards, databases),
         }
     }
 

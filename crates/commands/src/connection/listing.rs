@@ -52,6 +52,7 @@ use super::{check_name, info_line, list_filter, replica_line, type_of, write_lis
 use crate::coord::{ClientIo, ClientRegistry};
 use crate::ctx::{ClientState, ServerShared};
 use crate::error::CmdError;
+use crate::ops::slowlog::Clients;
 
 /// Redis's Lua clients: EVAL's and the functions' (see the module docs).
 pub const LUA_CLIENT: u64 = 1;
@@ -189,7 +190,7 @@ impl LuaClient<'_> {
         &self,
         full: &str,
         args: Args<'_>,
-        live: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+        live: &mut Clients<'_>,
         (caller, caller_cmd): (u64, &str),
         out: &mut Reply,
     ) -> Result<bool, CmdError> {
@@ -220,7 +221,7 @@ impl LuaClient<'_> {
     fn list(
         &self,
         args: Args<'_>,
-        live: &mut dyn FnMut(&mut dyn FnMut(&ClientState, &ClientIo)),
+        live: &mut Clients<'_>,
         (caller, caller_cmd): (u64, &str),
         out: &mut Reply,
     ) -> Result<(), CmdError> {
