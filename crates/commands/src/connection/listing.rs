@@ -38,7 +38,12 @@
 //! served while the script runs shows at the script's next call); flags,
 //! database, buffers, idle time and last command of clients of other loops
 //! lag as said. The caller's line shows the command running the script
-//! (`cmd=eval`, `exec` inside a transaction), as Redis's does. Not listed
+//! (`cmd=eval`), as Redis's does: read live, its own state says so (the
+//! dispatch set it), else the script's command is written in. Inside
+//! MULTI/EXEC Redis shows `exec`: so does a caller read live, while one
+//! read from its loop's published line shows the script's command (a
+//! known difference: nothing tells a run that it is inside EXEC rather
+//! than on gathered copies). Not listed
 //! from a script: a master link (no directory entry), the Lua clients
 //! themselves (Redis lists neither of those either).
 
@@ -230,17 +235,18 @@ impl LuaClient<'_> {
         let now = engine::now_ms();
         let mut seen = HashSet::new();
         let mut lines = Vec::new();
+        live(&mut |st, io| {
+            if seen.insert(st.id) && wanted(type_of(st)) {
+                lines.push((st.id, info_line(st, io, now, 0)));
+            }
+        });
+        // Lines not read live: the caller's shows the script's command.
         let mut push = |id: u64, mut line: String| {
             if id == caller {
                 set_field(&mut line, "cmd", caller_cmd);
             }
             lines.push((id, line));
         };
-        live(&mut |st, io| {
-            if seen.insert(st.id) && wanted(type_of(st)) {
-                push(st.id, info_line(st, io, now, 0));
-            }
-        });
         for r in self.server.repl.lock().master.replicas.iter() {
             if seen.insert(r.id) && wanted(ClientType::Replica) {
                 push(r.id, replica_line(r, now));

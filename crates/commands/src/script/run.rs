@@ -302,8 +302,8 @@ fn execute(
         Kind::Function { .. } | Kind::Load => VmKind::Functions,
     };
     // The command that runs the script, as its caller's CLIENT LIST line
-    // shows it (Redis's `lastcmd`: EXEC inside a transaction).
-    let caller_cmd = if ctx.in_tx { "exec" } else { cmd };
+    // shows it where it is not read live (see `connection::listing`).
+    let caller_cmd = cmd;
     let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
