@@ -40,6 +40,7 @@ mod acl;
 mod across;
 mod conn;
 mod footprint;
+mod keyspace;
 
 /// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
 /// replica.
@@ -1391,57 +1392,9 @@ impl Run<'_, '_> {
             // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
-                // EXEC locks every shard for it from now on (`HopMark`).
-                self.hop.set_needs_every();
-                if !self.hold_every_shard() {
-                    if self.every_again() {
-                        return Err(mlua::Error::external(ReplyError(
-                            super::wide::RESTART_TEXT.into(),
-                        )));
-                    }
-                    return self.reject(lua, r, EVERY_SHARD);
+                if let Some(refused) = self.keyspace_call(lua, r, args, out)? {
+                    return Ok(refused);
                 }
-                // Neither taken back nor moved to copies from now on.
-                self.pinned = true;
-                let started = std::time::Instant::now();
-                let full = registry().full_name(r.id);
-                let (db, nshards) = (self.db, self.ctx.nshards);
-                let server = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade);
-                let ctx = &mut *self.ctx;
-                let mut each = |s: usize, f: &mut dyn FnMut(&mut engine::Shard)| {
-                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh))
-                };
-                let res = crate::keys::script::call(
-                    full,
-                    args,
-                    db,
-                    nshards,
-                    &mut each,
-                    server.as_deref(),
-                    out,
-                );
-                // (`after_call` skips the home shard.)
-                for s in 0..nshards {
-                    self.after_call(s);
-                }
-                let failed = match res {
-                    Ok(()) => false,
-                    Err(e) => {
-                        self.error_reply(out, &e);
-                        true
-                    }
-                };
-                if !failed && r.spec.has(flags::WRITE) {
-                    self.dirty = true;
-                    if let Some(t) = repl_target(self.repl) {
-                        let argv: Vec<&[u8]> = args.iter().collect();
-                        let outbox = &mut self.ctx.shard.outbox;
-                        outbox.target = t;
-                        outbox.record(db, &argv);
-                        outbox.target = engine::outbox::Target::All;
-                    }
-                }
-                self.record(r, args, started, failed);
             }
             // OBJECT FREQ / IDLETIME / REFCOUNT: on the key's shard, held.
             Exec::Coord(_) if registry().full_name(r.id).starts_with("object|") => {
