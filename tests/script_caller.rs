@@ -210,7 +210,72 @@ fn memory_stats_of(layout: Layout, prefix: &str, more: usize) {
     }
 }
 
+/// A field of MEMORY STATS (integer), from a script (`script`: its code
+/// declaring `keys`, ARGV[1] `arg`) or sent directly.
+fn memory_stat(c: &mut RawConn, script: Option<(&str, &[&str])>, arg: &str, name: &str) -> i64 {
+    let reply = match script {
+        Some((prefix, keys)) => eval_with(
+            c,
+            &format!(
+                "{prefix}local s = redis.call('memory', 'stats') \
+                 for i = 1, #s, 2 do if s[i] == '{name}' then return s[i + 1] end end"
+            ),
+            keys,
+            arg,
+        ),
+        None => {
+            let reply = c.cmd_str(&["MEMORY", "STATS"]);
+            let (_, items) = split_aggregate(&reply).expect("memory stats");
+            let at = items
+                .iter()
+                .position(|i| reply_payload(i).as_deref() == Some(name.as_bytes()))
+                .unwrap_or_else(|| panic!("no {name}"));
+            items[at + 1].clone()
+        }
+    };
+    let text = reply_payload(&reply).unwrap_or_else(|| panic!("{}", common::escape(&reply, 300)));
+    String::from_utf8(text)
+        .expect("utf8")
+        .parse()
+        .expect("an integer")
+}
+
+/// MEMORY STATS `keys.count` from scripts that can no longer be taken
+/// back (so never run again holding every shard): every shard's keys, in
+/// every database, as Redis counts the whole server (before, only the
+/// script's own shard's). The shards a run cannot read count as of their
+/// last cron (a tick at most): the first comparison waits for them.
+fn final_scripts_memory_stats_count_every_shards_keys(layout: Layout) {
+    let (_srv, keys, mut c) = start(layout);
+    let many = common::keys_across_shards("many:", 5 * layout.shards, layout.shards);
+    for k in &many {
+        assert_eq!(c.cmd_str(&["SET", k, "v"]), b"+OK\r\n");
+    }
+    let dbsize = |c: &mut RawConn, db: &str| -> i64 {
+        assert_eq!(c.cmd_str(&["SELECT", db]), b"+OK\r\n");
+        let r = c.cmd_str(&["DBSIZE"]);
+        assert_eq!(c.cmd_str(&["SELECT", "0"]), b"+OK\r\n");
+        String::from_utf8_lossy(&r[1..r.len() - 2])
+            .parse()
+            .expect("dbsize")
+    };
+    // (The scripts' COPY to database 9 copies a missing key: nothing.)
+    let fin: Option<(&str, &[&str])> = Some((FINAL, &[]));
+    let total = |c: &mut RawConn| dbsize(c, "0") + dbsize(c, "9");
+    assert_eq!(total(&mut c), many.len() as i64);
+    common::wait_for("every shard's cron", || {
+        memory_stat(&mut c, fin, &keys[0], "keys.count") == total(&mut c)
+    });
+    for declared in script_keys(&keys) {
+        let got = memory_stat(&mut c, Some((FINAL, &declared)), &keys[0], "keys.count");
+        let want = total(&mut c);
+        assert_eq!(got, want, "{layout}, keys {declared:?}");
+        assert_eq!(got, memory_stat(&mut c, None, "", "keys.count"));
+    }
+}
+
 per_layout!(
+    final_scripts_memory_stats_count_every_shards_keys,
     slowlog_names_the_callers_entries,
     memory_stats_counts_the_caller,
     final_scripts_slowlog_names_every_clients_entries,

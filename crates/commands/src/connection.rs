@@ -22,6 +22,10 @@ use crate::error::CmdError;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 use crate::util::{eq_ic, parse_db_index, parse_i64};
 
+mod listing;
+pub use listing::Listing;
+pub(crate) use listing::{LuaClient, FUNCTION_CLIENT, LUA_CLIENT};
+
 /// Flags of HELLO, AUTH and RESET.
 const HANDSHAKE: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY;
 /// The reply of a command ended by `CLIENT UNBLOCK id ERROR` (Redis's text).
@@ -500,7 +504,7 @@ fn client_no_touch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> 
 }
 
 /// Client types of CLIENT LIST TYPE / CLIENT KILL TYPE.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClientType {
     Normal,
     Replica,
@@ -658,20 +662,7 @@ type ListPart = (Vec<(u64, String)>, Option<ClientIo>);
 /// CLIENT LIST [TYPE type] [ID id ...]: one line per client, in id order
 /// (in the order given with ID, repeats included).
 fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
-    let mut typ = None;
-    let mut ids: Option<Vec<u64>> = None;
-    if args.len() == 4 && eq_ic(args.get(2), "type") {
-        typ = Some(parse_type(args.get(3))?);
-    } else if args.len() > 3 && eq_ic(args.get(2), "id") {
-        let mut v = Vec::with_capacity(args.len() - 3);
-        for a in args.iter().skip(3) {
-            let id = resp::string2ll(a).ok_or(CmdError::err("Invalid client ID"))?;
-            v.push(id as u64);
-        }
-        ids = Some(v);
-    } else if args.len() != 2 {
-        return Err(CmdError::Syntax);
-    }
+    let (typ, ids) = list_filter(args)?;
     let me = c.client.id;
     let argv_mem = args.bytes();
     let wanted = ids.clone();
@@ -710,26 +701,51 @@ fn client_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinato
                     lines.push((r.id, replica_line(r, now)));
                 }
             }
-            lines.sort_by_key(|(id, _)| *id);
-            let mut s = String::new();
-            let mut emit = |l: &str| {
-                s.push_str(l);
-                s.push('\n');
-            };
-            match ids {
-                Some(ids) => {
-                    for id in ids {
-                        if let Ok(i) = lines.binary_search_by_key(&id, |(i, _)| *i) {
-                            emit(&lines[i].1);
-                        }
-                    }
-                }
-                None => lines.iter().for_each(|(_, l)| emit(l)),
-            }
-            out.verbatim("txt", s.as_bytes());
+            write_list(lines, ids.as_deref(), out);
             Ok(())
         },
     ))
+}
+
+/// CLIENT LIST's filter: [TYPE type] or [ID id ...], with Redis's errors.
+fn list_filter(args: Args<'_>) -> Result<(Option<ClientType>, Option<Vec<u64>>), CmdError> {
+    let mut typ = None;
+    let mut ids: Option<Vec<u64>> = None;
+    if args.len() == 4 && eq_ic(args.get(2), "type") {
+        typ = Some(parse_type(args.get(3))?);
+    } else if args.len() > 3 && eq_ic(args.get(2), "id") {
+        let mut v = Vec::with_capacity(args.len() - 3);
+        for a in args.iter().skip(3) {
+            let id = resp::string2ll(a).ok_or(CmdError::err("Invalid client ID"))?;
+            v.push(id as u64);
+        }
+        ids = Some(v);
+    } else if args.len() != 2 {
+        return Err(CmdError::Syntax);
+    }
+    Ok((typ, ids))
+}
+
+/// CLIENT LIST's reply: `lines` in id order, or in the order `ids` gives
+/// (repeats included).
+fn write_list(mut lines: Vec<(u64, String)>, ids: Option<&[u64]>, out: &mut Reply) {
+    lines.sort_by_key(|(id, _)| *id);
+    let mut s = String::new();
+    let mut emit = |l: &str| {
+        s.push_str(l);
+        s.push('\n');
+    };
+    match ids {
+        Some(ids) => {
+            for id in ids {
+                if let Ok(i) = lines.binary_search_by_key(id, |(i, _)| *i) {
+                    emit(&lines[i].1);
+                }
+            }
+        }
+        None => lines.iter().for_each(|(_, l)| emit(l)),
+    }
+    out.verbatim("txt", s.as_bytes());
 }
 
 /// The CLIENT LIST line of an attached replica (its socket belongs to

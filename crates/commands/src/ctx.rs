@@ -423,6 +423,10 @@ pub struct ServerShared {
     /// `maxmemory-clients`: every thread's clients' memory, and INFO
     /// `evicted_clients`.
     pub client_mem: ClientMem,
+    /// Each shard's keys and table overheads per database, as of its last
+    /// cron: what a script's MEMORY STATS counts of the shards it cannot
+    /// read (see `memory::KeyFigures`).
+    pub key_figures: crate::memory::KeyFigures,
 }
 
 /// Client eviction's shared figures (Redis's `stat_clients_type_memory`
@@ -443,6 +447,9 @@ pub struct ClientMem {
     /// of the loops its run cannot visit (Redis's `clients.normal` is
     /// its clients cron's figure too).
     conns: Box<[(AtomicU64, AtomicU64)]>,
+    /// Per loop: its connections' CLIENT LIST lines, published at its
+    /// cron while scripts list the clients (see `connection::Listing`).
+    pub listing: crate::connection::Listing,
 }
 
 impl ClientMem {
@@ -455,6 +462,7 @@ impl ClientMem {
             conns: (0..threads)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
+            listing: crate::connection::Listing::new(threads),
         }
     }
 
@@ -537,6 +545,7 @@ impl ServerShared {
             &ops.disk,
         ));
         let repl = crate::repl::Repl::new(crate::repl::new_replid());
+        let databases = config.databases;
         let _ = ops.repl_link.set((repl.replica, repl.link_up));
         ServerShared {
             acl,
@@ -548,7 +557,10 @@ impl ServerShared {
             start_unix_ms: now,
             run_id: random_hex(40),
             repl,
-            next_client_id: AtomicU64::new(1),
+            // Ids 1 and 2 are Redis's Lua clients' (scripts' and
+            // functions', made at its start-up): connections start at 3
+            // there, so here too (see `connection::listing`).
+            next_client_id: AtomicU64::new(3),
             connected_clients: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
@@ -575,6 +587,7 @@ impl ServerShared {
             pubsub,
             tracking: crate::tracking::Tracking::default(),
             client_mem: ClientMem::new(nshards),
+            key_figures: crate::memory::KeyFigures::new(nshards, databases),
         }
     }
 

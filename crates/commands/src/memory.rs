@@ -19,6 +19,7 @@
 //! [`reclaim`], which gives freed memory back to the system (MEMORY PURGE,
 //! and automatically from the workers' crons).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use engine::evict::Policy;
@@ -282,6 +283,57 @@ fn shard_mem(shard: &Shard, clients: &dyn crate::coord::ClientRegistry) -> Shard
     }
 }
 
+/// Each shard's key figures per database, published by its loop's cron
+/// (the [`ShardMem`] figures of its databases), for a script's MEMORY STATS
+/// that cannot read every shard: a script may not wait for another thread
+/// (one may wait for the script's shard), so the shards its run does not
+/// reach count as of their last cron, up to one tick (1/hz) old, as Redis's
+/// `clients.normal` is its clients cron's. Cost: three relaxed stores per
+/// database per tick; memory: 24 bytes per database per shard.
+pub struct KeyFigures {
+    /// Per shard, per database: keys, main table and TTL set overhead.
+    shards: Box<[Box<[[AtomicU64; 3]]>]>,
+}
+
+impl KeyFigures {
+    pub fn new(nshards: usize, databases: usize) -> Self {
+        let db = || (0..databases).map(|_| Default::default()).collect();
+        KeyFigures {
+            shards: (0..nshards).map(|_| db()).collect(),
+        }
+    }
+
+    /// `shard`'s cron: its figures now.
+    pub fn publish(&self, shard: &Shard) {
+        let Some(dbs) = self.shards.get(shard.id) else {
+            return;
+        };
+        for (slot, d) in dbs.iter().zip(shard.dbs.iter()) {
+            let (m, e) = d.overhead_bytes();
+            for (a, v) in slot.iter().zip([d.len(), m, e]) {
+                a.store(v as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// What shard `id` published last, as [`shard_mem`] reads a shard
+    /// (without clients).
+    fn read(&self, id: usize) -> ShardMem {
+        let dbs = self.shards.get(id).map_or(Vec::new(), |dbs| {
+            dbs.iter()
+                .map(|[k, m, e]| {
+                    let v = |a: &AtomicU64| a.load(Ordering::Relaxed) as usize;
+                    (v(k), v(m), v(e))
+                })
+                .collect()
+        });
+        ShardMem {
+            dbs,
+            ..ShardMem::default()
+        }
+    }
+}
+
 /// Redis's `getMemoryOverheadData`, from our figures.
 struct Overhead {
     fig: MemFigures,
@@ -403,7 +455,10 @@ fn write_stats(o: &Overhead, out: &mut resp::Reply) {
 
 /// MEMORY STATS or MEMORY DOCTOR (`full`) called from a script: the
 /// figures of the shards `visit` reaches (every shard when the script
-/// holds them all: see `server::info_from_script`). `buffers`: the heap
+/// holds them all: see `server::info_from_script`), read now, and those
+/// every other shard published at its last cron ([`KeyFigures`]), so its
+/// keys, dataset and per-database overheads cover the whole server as
+/// Redis's do. `buffers`: the heap
 /// bytes and number of the connections the script's run reached on their
 /// loops (`Run::for_each_client`: every loop's when it holds every
 /// shard), for `clients.normal`. `None` when the server is gone (a test's
@@ -421,7 +476,18 @@ pub(crate) fn from_script(
         nclients: buffers.1,
         dbs: Vec::new(),
     }];
-    visit(&mut |sh, _| parts.push(shard_mem(sh, &NoClients)));
+    // The shards the run reaches, read now; the others as of their cron
+    // (see `KeyFigures`).
+    let mut reached = vec![false; server.nshards];
+    visit(&mut |sh, _| {
+        if let Some(r) = reached.get_mut(sh.id) {
+            *r = true;
+        }
+        parts.push(shard_mem(sh, &NoClients))
+    });
+    for (id, _) in reached.iter().enumerate().filter(|(_, r)| !**r) {
+        parts.push(server.key_figures.read(id));
+    }
     let o = overhead(MemFigures::read(&server), &parts);
     if full == "memory|doctor" {
         out.verbatim("txt", doctor_report(&o).as_bytes());

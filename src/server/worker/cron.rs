@@ -231,6 +231,12 @@ impl Worker {
             }
         }
         (self.core.server.client_mem).publish_conns(self.core.id, conn_bytes, conns);
+        // This shard's keys, for the scripts that cannot read it.
+        (self.core.server.key_figures).publish(&self.core.shard);
+        // Their CLIENT LIST lines, only while scripts may list them.
+        let wanted = (ops.scripts_call_noscript).load(Ordering::Relaxed);
+        let listing = &self.core.server.client_mem.listing;
+        listing.publish(self.core.id, now_ms, wanted, &self.conns);
         for slot in over {
             self.close_conn(slot);
         }

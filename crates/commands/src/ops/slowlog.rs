@@ -75,9 +75,23 @@ pub struct SlowLog {
     unlabeled: AtomicUsize,
     next_id: AtomicU64,
     entries: Mutex<VecDeque<Entry>>,
-    /// The address and name of each connected client, by id (see the
-    /// module documentation). Never held with `entries`.
-    labels: RwLock<HashMap<u64, Label>>,
+    /// Each connected client, by id (see the module documentation): its
+    /// address and name, and what CLIENT LIST from a script shows of it
+    /// before its loop publishes its line (see `connection::Listing`).
+    /// Never held with `entries`.
+    labels: RwLock<HashMap<u64, Known>>,
+}
+
+/// A connected client as the directory knows it: what never changes
+/// after its accept, and its name (kept by CLIENT SETNAME, HELLO SETNAME
+/// and RESET wherever they run).
+#[derive(Clone, Debug)]
+pub struct Known {
+    pub label: Label,
+    pub laddr: String,
+    pub fd: i32,
+    pub unix: bool,
+    pub created_ms: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -183,11 +197,17 @@ impl SlowLog {
     /// Client `c` connected: entries of its commands written on other
     /// threads carry its address and name.
     pub fn connected(&self, c: &ClientState) {
-        let label = label_of(c);
+        let known = Known {
+            label: label_of(c),
+            laddr: c.laddr.clone(),
+            fd: c.fd,
+            unix: c.unix,
+            created_ms: c.created_ms,
+        };
         self.labels
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(c.id, label);
+            .insert(c.id, known);
     }
 
     /// Client `c` changed its name (CLIENT SETNAME, HELLO SETNAME,
@@ -197,9 +217,20 @@ impl SlowLog {
             .labels
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(l) = labels.get_mut(&c.id) {
-            l.1 = c.name.clone().unwrap_or_default();
+        if let Some(k) = labels.get_mut(&c.id) {
+            k.label.1 = c.name.clone().unwrap_or_default();
         }
+    }
+
+    /// Every connected client the directory knows, as of now (a copy:
+    /// the lock is not held while the caller uses it). O(clients).
+    pub fn known(&self) -> Vec<(u64, Known)> {
+        self.labels
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(&id, k)| (id, k.clone()))
+            .collect()
     }
 
     /// The address and name of connected client `id`.
@@ -208,7 +239,7 @@ impl SlowLog {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&id)
-            .cloned()
+            .map(|k| k.label.clone())
     }
 
     /// Whether commands are logged at all.

@@ -40,6 +40,7 @@ mod acl;
 mod across;
 mod conn;
 mod footprint;
+mod keyspace;
 
 /// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
 /// replica.
@@ -66,6 +67,18 @@ pub struct Variant {
     pub by_sha: bool,
     /// EVAL_RO / EVALSHA_RO.
     pub read_only: bool,
+}
+
+impl Variant {
+    /// The command's name.
+    fn command(self) -> &'static str {
+        match (self.by_sha, self.read_only) {
+            (false, false) => "eval",
+            (true, false) => "evalsha",
+            (false, true) => "eval_ro",
+            (true, true) => "evalsha_ro",
+        }
+    }
 }
 
 /// Parses `numkeys` (argument 2) against the argument count, with Redis's
@@ -119,7 +132,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
         args,
         nkeys,
         (v.read_only, s.flags),
-        (&s.sha, &s.hop),
+        (&s.sha, &s.hop, v.command()),
         Kind::Eval(s.sha),
         |vm: &mut Vm| {
             let f = vm
@@ -161,7 +174,11 @@ pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<
         args,
         n as usize,
         (read_only, info.flags),
-        (info.name.as_bytes(), &info.hop),
+        (
+            info.name.as_bytes(),
+            &info.hop,
+            if read_only { "fcall_ro" } else { "fcall" },
+        ),
         kind,
         |vm: &mut Vm| {
             let f = vm.library_function(&lib, idx).map_err(CmdError::Err)?;
@@ -186,7 +203,7 @@ fn execute(
     args: Args<'_>,
     nkeys: usize,
     (read_only, flags): (bool, ScriptFlags),
-    (name, hop): (&[u8], &HopMark),
+    (name, hop, cmd): (&[u8], &HopMark, &'static str),
     kind: Kind,
     callee: impl FnOnce(&mut Vm) -> Result<Callee, CmdError>,
 ) -> Result<(), CmdError> {
@@ -285,6 +302,9 @@ fn execute(
         Kind::Eval(_) => VmKind::Eval,
         Kind::Function { .. } | Kind::Load => VmKind::Functions,
     };
+    // The command that runs the script, as its caller's CLIENT LIST line
+    // shows it where it is not read live (see `connection::listing`).
+    let caller_cmd = cmd;
     let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
@@ -332,6 +352,11 @@ fn execute(
             restartable,
             by_call,
             hop,
+            lua_client: match vm_kind {
+                VmKind::Eval => crate::connection::LUA_CLIENT,
+                VmKind::Functions => crate::connection::FUNCTION_CLIENT,
+            },
+            caller_cmd,
             ctx: &mut *ctx,
         };
         // A script across shards publishes no busy shard (see `busy`).
@@ -873,6 +898,12 @@ struct Run<'r, 'a> {
     by_call: bool,
     /// The script's or function's mark (see `HopMark`).
     hop: &'r HopMark,
+    /// Redis's Lua client its calls run on (EVAL's or the functions'),
+    /// as CLIENT ID and INFO from the script show it.
+    lua_client: u64,
+    /// The command running the script, as its caller's CLIENT LIST line
+    /// shows it from the script.
+    caller_cmd: &'static str,
 }
 
 /// The command `args` name, found as Redis's `lookupCommand` finds it (no
@@ -1363,57 +1394,9 @@ impl Run<'_, '_> {
             // DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB, FLUSHALL: over every
             // shard, which the script must hold (see `keys::script`).
             Exec::Coord(_) if crate::keys::script::handles(registry().full_name(r.id)) => {
-                // EXEC locks every shard for it from now on (`HopMark`).
-                self.hop.set_needs_every();
-                if !self.hold_every_shard() {
-                    if self.every_again() {
-                        return Err(mlua::Error::external(ReplyError(
-                            super::wide::RESTART_TEXT.into(),
-                        )));
-                    }
-                    return self.reject(lua, r, EVERY_SHARD);
+                if let Some(refused) = self.keyspace_call(lua, r, args, out)? {
+                    return Ok(refused);
                 }
-                // Neither taken back nor moved to copies from now on.
-                self.pinned = true;
-                let started = std::time::Instant::now();
-                let full = registry().full_name(r.id);
-                let (db, nshards) = (self.db, self.ctx.nshards);
-                let server = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade);
-                let ctx = &mut *self.ctx;
-                let mut each = |s: usize, f: &mut dyn FnMut(&mut engine::Shard)| {
-                    on_shard(ctx.shard, ctx.in_place.as_deref_mut(), s, |sh| f(sh))
-                };
-                let res = crate::keys::script::call(
-                    full,
-                    args,
-                    db,
-                    nshards,
-                    &mut each,
-                    server.as_deref(),
-                    out,
-                );
-                // (`after_call` skips the home shard.)
-                for s in 0..nshards {
-                    self.after_call(s);
-                }
-                let failed = match res {
-                    Ok(()) => false,
-                    Err(e) => {
-                        self.error_reply(out, &e);
-                        true
-                    }
-                };
-                if !failed && r.spec.has(flags::WRITE) {
-                    self.dirty = true;
-                    if let Some(t) = repl_target(self.repl) {
-                        let argv: Vec<&[u8]> = args.iter().collect();
-                        let outbox = &mut self.ctx.shard.outbox;
-                        outbox.target = t;
-                        outbox.record(db, &argv);
-                        outbox.target = engine::outbox::Target::All;
-                    }
-                }
-                self.record(r, args, started, failed);
             }
             // OBJECT FREQ / IDLETIME / REFCOUNT: on the key's shard, held.
             Exec::Coord(_) if registry().full_name(r.id).starts_with("object|") => {
@@ -1469,6 +1452,15 @@ impl Run<'_, '_> {
                     return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 self.record(r, args, started, false);
+            }
+            // CLIENT LIST and INFO (with DEBUG SET-DISABLE-DENY-SCRIPTS 1):
+            // read no shard (see `connection::listing`).
+            Exec::Coord(_)
+                if matches!(registry().full_name(r.id), "client|list" | "client|info") =>
+            {
+                if let Some(refused) = self.conn_counted(lua, r, args, out)? {
+                    return Ok(refused);
+                }
             }
             // SLOWLOG GET: entries carry their clients' labels (see
             // `ops::slowlog`); those written without are looked up on

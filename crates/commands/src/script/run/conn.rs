@@ -9,7 +9,9 @@
 //! fresh for the call and dropped after it, as Redis runs them on its lua
 //! client. The rest of the connection commands change or read the
 //! caller's connection (CLIENT, HELLO, MULTI ...) and are flagged
-//! `noscript`, refused before this.
+//! `noscript`, refused before this unless DEBUG SET-DISABLE-DENY-SCRIPTS
+//! allows them: then CLIENT ID, GETNAME, SETNAME, INFO and LIST run on
+//! Redis's Lua client (`connection::listing`), the rest stay refused.
 
 use mlua::{Lua, Value};
 use resp::{Args, Reply};
@@ -139,11 +141,63 @@ impl Run<'_, '_> {
                 out.bulk(now.as_secs().to_string().as_bytes());
                 out.bulk(now.subsec_micros().to_string().as_bytes());
             }
+            // (Only with DEBUG SET-DISABLE-DENY-SCRIPTS 1.)
+            full if full.starts_with("client|") && !full.ends_with("|help") => {
+                return self.client_call(lua, r, args, out)
+            }
             full => match (r.spec.exec, on_lua_client(full)) {
                 (Exec::Conn(handler), true) => self.on_lua_client(handler, args, out),
                 _ => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
             },
         }
+        Ok(None)
+    }
+
+    /// CLIENT ID, GETNAME, SETNAME, INFO and LIST from the script, on
+    /// Redis's Lua client (see `connection::listing`); other subcommands
+    /// are refused. Live, it reads the connections SLOWLOG GET reads
+    /// without holding every shard (its lent loop's and its sender); the
+    /// others come from what their loops published.
+    fn client_call(
+        &mut self,
+        lua: &Lua,
+        r: crate::Resolved,
+        args: Args<'_>,
+        out: &mut Reply,
+    ) -> mlua::Result<Option<(Value, bool)>> {
+        let Some(server) = self.ctx.ops.server.get().and_then(std::sync::Weak::upgrade) else {
+            return self.reject(lua, r, NOT_SUPPORTED).map(Some);
+        };
+        let c = crate::connection::LuaClient {
+            id: self.lua_client,
+            db: self.db,
+            resp3: self.resp3,
+            server: &server,
+        };
+        let (sender, scratch) = (self.ctx.sender, self.scratch);
+        let mut live = |f: &mut dyn FnMut(&ClientState, &crate::coord::ClientIo)| {
+            // (On gathered copies the lent loop is not the script's: as
+            // for SLOWLOG GET, none is read live.)
+            if scratch {
+                return;
+            }
+            super::super::busy::for_each_home_client(f);
+            if let Some(s) = sender {
+                let io = crate::coord::ClientIo {
+                    tot_mem: s.mem_bytes,
+                    ..Default::default()
+                };
+                f(s.client, &io);
+            }
+        };
+        let caller = (self.ctx.client, self.caller_cmd);
+        match c.call(registry().full_name(r.id), args, &mut live, caller, out) {
+            Ok(true) => {}
+            Ok(false) => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
+            Err(e) => out.error_bytes(&e.line()),
+        }
+        // A loop of them would be published busy seconds late.
+        self.hook.hurry(lua);
         Ok(None)
     }
 
