@@ -1029,9 +1029,11 @@ impl HookState {
         reply_error(KILLED.as_bytes())
     }
 
-    /// After a call that took long (CLIENT LIST from a script, about
-    /// 0.1 ms in a debug build: the 100,000 instructions between two hook
-    /// calls of a loop of them take a second or more): a run past the
+    /// After a call that took long (CLIENT LIST or INFO from a script,
+    /// about 0.1 ms or more in a debug build: the 100,000 instructions
+    /// between two hook calls of a loop of them take a second or more,
+    /// ten loops of INFO took longer than Redis's Tcl test of a long
+    /// script's state change waits for its `-BUSY`): a run past the
     /// threshold and not published yet gets its next hook call within
     /// [`HURRY_INSTRUCTIONS`], so it is published (other clients get
     /// `-BUSY`, its own loop is served) about when Redis's would be; the
