@@ -835,3 +835,49 @@ fn answered_writes_count_in_the_offset_16() {
 fn answered_writes_count_in_the_offset_16_apart() {
     answered_writes_count_in_the_offset("16", "no");
 }
+
+/// `min-replicas-to-write`: a replica counts as good as soon as INFO shows
+/// it online, and stops counting as soon as INFO no longer lists it, as
+/// Redis's `refreshGoodSlavesCount` (at `replicaPutOnline` and when a
+/// replica goes). Before, the replication cron's next look decided: a
+/// write right after the replica came online was refused NOREPLICAS
+/// (Redis's Tcl unit/scripting 'not enough good replicas state change
+/// during long script' failed on it).
+#[test]
+fn min_replicas_follow_a_replica_coming_and_going_at_once() {
+    if skip() {
+        return;
+    }
+    let master = start_master("4", &["--min-replicas-to-write", "1"]);
+    let mut m = master.conn();
+    let set = |m: &mut Connection| -> String {
+        match redis::cmd("SET").arg("k").arg("v").query::<Value>(m) {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let replication = |m: &mut Connection| -> String {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query(m)
+            .expect("INFO")
+    };
+    assert!(set(&mut m).contains("NOREPLICAS"), "no replica yet");
+    let replica = start_replica(&master);
+    wait_until("the replica to come online", || {
+        replication(&mut m).contains("state=online")
+    });
+    assert_eq!(
+        set(&mut m),
+        format!("{:?}", Value::Okay),
+        "a write right after the replica came online"
+    );
+    drop(replica);
+    wait_until("the replica to be gone", || {
+        replication(&mut m).contains("connected_slaves:0")
+    });
+    assert!(
+        set(&mut m).contains("NOREPLICAS"),
+        "a write right after the replica went"
+    );
+}

@@ -288,6 +288,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
     ));
     let _ = server.aof.set(rewriter.clone());
     repl::init(&server);
+    // `min-replicas-to-write` from the start: no replica is good yet
+    // (Redis's `repl_good_slaves_count` starts at 0); the cron and the
+    // replicas' comings and goings keep it from here.
+    let refuse = server
+        .repl
+        .lock()
+        .master
+        .too_few_good_replicas(&cfg, engine::now_ms());
+    ops.set_refuse_writes(refuse);
     let gate = Arc::new(shutdown::Gate::new(n));
     if let Some((keys, expired)) = loaded {
         server.persist.loaded(keys, expired);

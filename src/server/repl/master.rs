@@ -241,7 +241,10 @@ impl Master {
         }
         let now = engine::now_ms();
         let mut inner = self.lock();
-        let cfg_size = server.config().repl_backlog_size as usize;
+        // Read before the state's lock (CONFIG SET takes the config's,
+        // then the state's).
+        let cfg = server.config();
+        let cfg_size = cfg.repl_backlog_size as usize;
         let mut r = server.repl.lock();
         let partial = match &link.request {
             SyncRequest::Psync { replid, offset } => {
@@ -313,6 +316,10 @@ impl Master {
             user: String::from_utf8_lossy(client.acl.name()).into_owned(),
         });
         let replid = r.ids.replid.clone();
+        if partial.is_some() {
+            // Online at once (see `set_state`).
+            refresh_good_replicas(server, &cfg, &r);
+        }
         drop(r);
         let is_partial = partial.is_some();
         if let Some((data, from)) = partial {
@@ -368,6 +375,7 @@ impl Master {
     /// first, so CLIENT KILL never names its socket after it is closed).
     fn detach(&self, link: &Arc<Link>) {
         link.close("");
+        let cfg = self.server.config();
         let mut inner = self.lock();
         inner.streaming.retain(|l| !Arc::ptr_eq(l, link));
         inner.waiting.retain(|l| !Arc::ptr_eq(l, link));
@@ -376,6 +384,7 @@ impl Master {
         if r.master.replicas.is_empty() {
             r.master.no_replicas_since_ms = engine::now_ms();
         }
+        refresh_good_replicas(&self.server, &cfg, &r);
     }
 
     /// The stream's mark of a full sync (see the module docs): the
@@ -665,15 +674,32 @@ impl Master {
     }
 }
 
-/// INFO's state of replica `id`.
+/// INFO's state of replica `id`. Online, it counts as a good replica at
+/// once (its ACK time is now), as Redis's `replicaPutOnline` refreshes
+/// the count: a write right after it came online is not refused
+/// NOREPLICAS while the cron has not looked yet.
 fn set_state(server: &ServerShared, id: u64, st: ReplicaState) {
+    let cfg = server.config();
     let mut r = server.repl.lock();
     if let Some(x) = r.master.replicas.iter_mut().find(|x| x.id == id) {
         x.state = st;
         if st == ReplicaState::Online {
             x.ack_ms = engine::now_ms();
+            refresh_good_replicas(server, &cfg, &r);
         }
     }
+}
+
+/// The `min-replicas-to-write` verdict from the replicas' list now
+/// (Redis's `refreshGoodSlavesCount`), where the list changes: a replica
+/// online or gone. The replication cron keeps it for lag.
+fn refresh_good_replicas(
+    server: &ServerShared,
+    cfg: &config::Config,
+    r: &commands::repl::ReplInner,
+) {
+    let refuse = r.master.too_few_good_replicas(cfg, engine::now_ms());
+    server.ops.set_refuse_writes(refuse);
 }
 
 /// A connection's socket for its replication link: a plain one turned
