@@ -926,3 +926,37 @@ fn acks_offsets_and_the_link_timeout_as_a_master_sees_them() {
     let next = (1000 + set.len() + getack.len() + 1).to_string();
     assert_eq!(read_cmd(&mut rd2), ["PSYNC", id.as_str(), next.as_str()]);
 }
+
+/// A replica with `min-replicas-to-write` set applies its master's stream:
+/// only a master refuses NOREPLICAS (Redis checks `masterhost == NULL`).
+/// Before, the replica refused every write of the stream and lost them.
+/// 2 and 16 shards, consolidated and not.
+#[test]
+fn a_replica_with_min_replicas_set_applies_its_masters_writes() {
+    if skip() {
+        return;
+    }
+    for (shards, consolidation) in [("2", "yes"), ("2", "no"), ("16", "yes"), ("16", "no")] {
+        let master = Server::redis(&["--repl-diskless-sync-delay", "0"]);
+        let port = master.port().to_string();
+        let replica = Server::tessera(&[
+            "--shards",
+            shards,
+            "--shard-consolidation",
+            consolidation,
+            "--min-replicas-to-write",
+            "1",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
+        let mut m = master.conn();
+        for i in 0..20 {
+            let _: () = q(&mut m, &["SET", &format!("k{i}"), "v"]);
+        }
+        wait_synced(&master, &replica);
+        let mut r = replica.conn();
+        let n: i64 = q(&mut r, &["DBSIZE"]);
+        assert_eq!(n, 20, "{shards} shards, consolidation {consolidation}");
+    }
+}

@@ -154,7 +154,14 @@ impl Ops {
     /// Writes are refused for want of good replicas (one relaxed load).
     #[inline]
     pub fn refuses_writes(&self) -> bool {
+        // Only a master refuses (Redis checks `masterhost == NULL`): a
+        // replica with `min-replicas-to-write` set applies its master's
+        // stream (before, it refused every write of it and lost them).
         self.no_good_replicas.load(Ordering::Relaxed)
+            && !self
+                .repl_link
+                .get()
+                .is_some_and(|(replica, _)| replica.load(Ordering::Relaxed))
     }
 
     /// Records the verdict of [`crate::repl::Repl::too_few_good_replicas`].
