@@ -242,8 +242,7 @@ fn a_failed_write_keeps_its_records_and_retries_them() {
 
 /// A short write that cannot be undone (a pipe has no ftruncate): the
 /// written part leaves the buffer, the rest is retried; the reader
-/// gets every byte once, in order. A short write's errno is ENOSPC,
-/// as Redis's.
+/// gets every byte once, in order.
 #[test]
 fn a_short_write_not_undone_drops_only_the_written_part() {
     let mut fds = [0; 2];
@@ -270,9 +269,17 @@ fn a_short_write_not_undone_drops_only_the_written_part() {
         );
     }
     until("the pipe is full", || disk.refusal().is_some());
-    assert_eq!(
-        disk.refusal(),
-        Some(commands::ops::disk::DiskError::Aof(libc::ENOSPC))
+    // A write the pipe takes part of is short (ENOSPC, as Redis's); one
+    // that finds its sixteen page slots taken, even with room left in the
+    // last page (a write merges into it only if its length modulo a page
+    // fits), gets EAGAIN with nothing written. Which comes first depends
+    // on how the writer's batches fell, so either is Redis's answer.
+    let refused = disk.refusal();
+    assert!(
+        [libc::ENOSPC, libc::EAGAIN]
+            .iter()
+            .any(|&e| refused == Some(commands::ops::disk::DiskError::Aof(e))),
+        "{refused:?}"
     );
     let mut rx = rx;
     let mut read = Vec::new();
