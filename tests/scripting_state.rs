@@ -645,6 +645,48 @@ fn memory_field(c: &mut redis::Connection, field: &str) -> u64 {
     common::info_field(c, "memory", field).parse().unwrap()
 }
 
+/// SCRIPT FLUSH frees the scripts' VM of a thread whose worker a hub
+/// adopted after it ran scripts: the thread sleeps meanwhile and its cron
+/// runs on the hub (which drops the hub's VM). Before, such a VM stayed,
+/// and counted in `used_memory_lua`, until the worker came back (seen as
+/// a flaky `script_flush_resets_the_scripts_vms` beside other tests).
+#[test]
+fn script_flush_frees_the_vm_of_a_thread_whose_worker_a_hub_adopted() {
+    if testing_real_redis() {
+        return;
+    }
+    let srv = Server::tessera(&["--shards", "2", "--shard-consolidation", "no"]);
+    // Connections land on both loops; each runs a script on each shard,
+    // so both threads make their VM.
+    for _ in 0..4 {
+        let mut c = srv.conn();
+        for k in common::keys_across_shards("k", 2, 2) {
+            let body = "local t = {} for i = 1, 1000 do t[i] = i end return #t";
+            let n: i64 = redis::cmd("EVAL")
+                .arg(body)
+                .arg(1)
+                .arg(k)
+                .query(&mut c)
+                .unwrap();
+            assert_eq!(n, 1000);
+        }
+    }
+    let mut c = srv.conn();
+    let set = ["shard-consolidation", "yes"];
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(&set)
+        .query(&mut c)
+        .unwrap();
+    let before = memory_field(&mut c, "used_memory_lua");
+    assert!(before > 128 * 1024, "two VMs: used_memory_lua {before}");
+    common::wait_shard_threads(&srv, 1);
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    common::wait_for("the scripts' VMs freed", || {
+        memory_field(&mut c, "used_memory_lua") < 64 * 1024
+    });
+}
+
 /// Redis keeps scripts and function libraries in two VMs, and INFO
 /// reports them apart: `used_memory_lua` (and `used_memory_vm_eval`) are
 /// the scripts' VMs only, `used_memory_vm_functions` the libraries'. A

@@ -97,6 +97,10 @@ use super::super::worker::Worker;
 use super::Hosts;
 
 /// A worker lent to one thread (at most one at a time per thread).
+/// How often a thread asleep in [`Hosts::wait_back`] that holds a
+/// scripts' VM looks whether SCRIPT FLUSH made it stale.
+const STALE_VM_LOOK: Duration = Duration::from_secs(1);
+
 #[derive(Default)]
 pub(super) struct Loan {
     /// The lent worker, null while none is: set by the lender, cleared by
@@ -134,7 +138,16 @@ impl Hosts {
                 }
             }
             drop(seat);
-            std::thread::park();
+            // Its cron runs on the hub now: a scripts' VM SCRIPT FLUSH made
+            // stale would stay (and count in `used_memory_lua`) until the
+            // worker came back, so a thread that holds one looks now and
+            // then (see `commands::script::vm::holds_eval_vm`).
+            commands::script::vm::cron();
+            if commands::script::vm::holds_eval_vm() {
+                std::thread::park_timeout(STALE_VM_LOOK);
+            } else {
+                std::thread::park();
+            }
         }
     }
 

@@ -355,6 +355,18 @@ pub fn cron() {
     });
 }
 
+/// Whether this thread holds a scripts' VM (made stale or not): a thread
+/// asleep while a hub runs its worker runs no cron of its own (the hub's
+/// drops the hub's VM), so it wakes now and then to run [`cron`] while it
+/// holds one (`server::host::loan`), and SCRIPT FLUSH frees every thread's.
+pub fn holds_eval_vm() -> bool {
+    VMS.with(|vms| {
+        vms[VmKind::Eval as usize]
+            .try_borrow()
+            .map_or(true, |slot| slot.is_some())
+    })
+}
+
 /// Takes this thread's script statistics for a run (fresh ones if a run
 /// holds them: runs do not nest); [`put_stats`] gives them back.
 pub fn take_stats() -> ThreadStats {
