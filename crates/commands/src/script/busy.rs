@@ -879,14 +879,25 @@ pub struct HookState {
     /// Watches its published run took and had not registered when it
     /// ended (see [`HookState::take_watches`]).
     left_watches: RefCell<Vec<PendingWatch>>,
-    /// The hook fires every [`HURRY_INSTRUCTIONS`] until the run is
-    /// published ([`HookState::hurry`]).
+    /// The hook fires within [`HURRY_INSTRUCTIONS`], once
+    /// ([`HookState::after_call`]).
     hurried: Cell<bool>,
+    /// When the hook last looked at the run (or the run began).
+    looked: Cell<Instant>,
+    /// `redis.call`s counted toward the next look at the clock
+    /// ([`CALLS_PER_LOOK`]).
+    calls: Cell<u32>,
 }
 
-/// Lua instructions between two hook calls of a hurried run
-/// ([`HookState::hurry`]).
-const HURRY_INSTRUCTIONS: u32 = 1000;
+/// Lua instructions before the hook's next call once the calls between
+/// two of its calls took long ([`HookState::after_call`]): the next one (a
+/// loop of calls runs a handful of instructions per call).
+const HURRY_INSTRUCTIONS: u32 = 1;
+/// `redis.call`s between two looks at the clock ([`HookState::after_call`]).
+const CALLS_PER_LOOK: u32 = 8;
+/// Time since the hook's last call after which a `redis.call` hurries its
+/// next one: about what [`HOOK_INSTRUCTIONS`] of plain Lua take.
+const LOOK_AFTER: Duration = Duration::from_millis(2);
 
 impl HookState {
     /// Creates the state and installs its hook on `lua`.
@@ -897,6 +908,8 @@ impl HookState {
             stopped_for_shutdown: Cell::new(false),
             left_watches: RefCell::new(Vec::new()),
             hurried: Cell::new(false),
+            looked: Cell::new(Instant::now()),
+            calls: Cell::new(0),
         });
         set_hook(lua, &st, false);
         Ok(st)
@@ -904,6 +917,7 @@ impl HookState {
 
     /// A run begins (`shard`: the shard it holds, if it runs on one).
     pub fn begin(&self, kind: Kind, shard: Option<usize>) {
+        self.looked.set(Instant::now());
         *self.run.borrow_mut() = Some(Timed {
             kind,
             started: Instant::now(),
@@ -1029,27 +1043,32 @@ impl HookState {
         reply_error(KILLED.as_bytes())
     }
 
-    /// After a call that took long (CLIENT LIST or INFO from a script,
-    /// about 0.1 ms or more in a debug build: the 100,000 instructions
-    /// between two hook calls of a loop of them take a second or more,
-    /// ten loops of INFO took longer than Redis's Tcl test of a long
-    /// script's state change waits for its `-BUSY`): a run past the
-    /// threshold and not published yet gets its next hook call within
-    /// [`HURRY_INSTRUCTIONS`], so it is published (other clients get
-    /// `-BUSY`, its own loop is served) about when Redis's would be; the
-    /// usual interval comes back once it is published.
-    pub fn hurry(self: &Rc<Self>, lua: &Lua) {
-        if self.hurried.get() || self.abort.get().is_some() {
+    /// After every `redis.call`: when the calls since the hook's last call
+    /// took [`LOOK_AFTER`] or more (the clock is read every
+    /// [`CALLS_PER_LOOK`] calls), its next call comes within
+    /// [`HURRY_INSTRUCTIONS`] rather than [`HOOK_INSTRUCTIONS`]. The hook
+    /// counts Lua instructions, as Redis's, and a call costs a few: a loop
+    /// of slow calls (KEYS on a large keyspace, INFO or CLIENT LIST, any
+    /// call across shards in a debug build: 0.1 ms or more each) would run
+    /// 100,000 instructions, seconds, between two calls of the hook, so a
+    /// run past the threshold would be published busy seconds late, its
+    /// loop's clients served and a SCRIPT KILL heard seconds apart. Once
+    /// the hook has looked, its usual interval comes back.
+    #[inline]
+    pub fn after_call(self: &Rc<Self>, lua: &Lua) {
+        let n = self.calls.get().wrapping_add(1);
+        self.calls.set(n);
+        if n.is_multiple_of(CALLS_PER_LOOK) {
+            self.hurry_if_late(lua);
+        }
+    }
+
+    #[cold]
+    fn hurry_if_late(self: &Rc<Self>, lua: &Lua) {
+        if self.hurried.get() || self.abort.get().is_some() || self.run.borrow().is_none() {
             return;
         }
-        let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
-        let due = self.run.borrow().as_ref().is_some_and(|t| {
-            !matches!(t.kind, Kind::Load)
-                && t.published.is_none()
-                && !t.restarting
-                && t.started.elapsed() >= threshold
-        });
-        if due {
+        if self.looked.get().elapsed() >= LOOK_AFTER {
             self.hurried.set(true);
             let st = self.clone();
             let triggers = HookTriggers::new().every_nth_instruction(HURRY_INSTRUCTIONS);
@@ -1059,6 +1078,7 @@ impl HookState {
     }
 
     fn check(self: &Rc<Self>, lua: &Lua) -> mlua::Result<VmState> {
+        self.looked.set(Instant::now());
         if let Some(msg) = self.abort.get() {
             return Err(reply_error(msg.as_bytes()));
         }
@@ -1116,11 +1136,10 @@ impl HookState {
                 }
             }
         };
-        let settled = t.published.is_some() || t.restarting;
         drop(run);
         match abort {
             None => {
-                if settled && self.hurried.replace(false) {
+                if self.hurried.replace(false) {
                     set_hook(lua, self, false);
                 }
                 Ok(VmState::Continue)

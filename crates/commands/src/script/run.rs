@@ -1002,6 +1002,7 @@ impl Run<'_, '_> {
         } = args;
         let res = self.call_with(lua, given, bad, &mut bufs);
         bufs.put_back();
+        self.hook.after_call(lua);
         res
     }
 
@@ -1452,10 +1453,6 @@ impl Run<'_, '_> {
                     return self.reject(lua, r, NOT_SUPPORTED);
                 }
                 self.record(r, args, started, false);
-                // A loop of them (Redis's Tcl unit/scripting polls INFO
-                // until a replica is gone) would be published busy
-                // seconds late, as a loop of CLIENT LIST (`hurry`).
-                self.hook.hurry(lua);
             }
             // CLIENT LIST and INFO (with DEBUG SET-DISABLE-DENY-SCRIPTS 1):
             // read no shard (see `connection::listing`).

@@ -196,8 +196,6 @@ impl Run<'_, '_> {
             Ok(false) => return self.reject(lua, r, NOT_SUPPORTED).map(Some),
             Err(e) => out.error_bytes(&e.line()),
         }
-        // A loop of them would be published busy seconds late.
-        self.hook.hurry(lua);
         Ok(None)
     }
 
