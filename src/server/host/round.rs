@@ -272,7 +272,10 @@ impl worker::Lender for HubLender<'_> {
             // hub touches it again only after the round (the lender's
             // scope), and `cohost::with_worker` never lends it twice at
             // once.
-            f(unsafe { &mut *w });
+            let w = unsafe { &mut *w };
+            // A script that stalled it may have parked WATCHes for it.
+            w.register_parked();
+            f(w);
             return true;
         }
         if let Some((_, seat)) = self.pinned.borrow_mut().iter_mut().find(|(p, _)| *p == id) {
@@ -294,6 +297,7 @@ impl worker::Lender for HubLender<'_> {
         // Read again under the lock ([`held`]).
         match held(self.hosts, self.hub, id, &mut seat) {
             Some(w) => {
+                w.register_parked();
                 f(w);
                 self.note_lent(id);
                 true
@@ -305,6 +309,11 @@ impl worker::Lender for HubLender<'_> {
     fn pin(&self, id: usize) -> Option<NonNull<Worker>> {
         if id == self.hub {
             let w = NonNull::new(self.own.get());
+            if let Some(mut p) = w {
+                // SAFETY: as in `lend` (not lent now: `cohost` takes the
+                // lender out while it lends a worker).
+                unsafe { p.as_mut() }.register_parked();
+            }
             self.own_pinned.set(self.own_pinned.get() || w.is_some());
             return w;
         }
@@ -320,7 +329,9 @@ impl worker::Lender for HubLender<'_> {
         };
         // The worker is boxed: its address holds while the guard, kept
         // in `pinned` until `unpin_all`, holds the seat.
-        let w = NonNull::from(held(self.hosts, self.hub, id, &mut seat)?);
+        let w = held(self.hosts, self.hub, id, &mut seat)?;
+        w.register_parked();
+        let w = NonNull::from(w);
         pinned.push((id, seat));
         self.note_lent(id);
         Some(w)
@@ -363,6 +374,10 @@ impl worker::Lender for HubLender<'_> {
         // SAFETY: set from the hub's own worker after its turn, not lent
         // now (`cohost` takes the lender out while it lends a worker).
         let w_ref = unsafe { &mut *w };
+        // It runs on that thread from now on, maybe before the script
+        // ends: the WATCHes parked for it while the script stalled it are
+        // registered first, and no more are parked.
+        w_ref.release_stalled();
         w_ref.leave_set();
         // Its own set (doorbell, listeners) leaves the hub's too: its
         // borrower drains it, and while that runs a long command, it would

@@ -464,6 +464,31 @@ pub fn lending_own<R>(hub: usize, f: impl FnOnce() -> R) -> (R, bool) {
 }
 
 impl Worker {
+    /// Before anything runs on this loop's shard from this thread (a
+    /// turn, a job or pin a hub lends it): the WATCHes parked for it by
+    /// busy scripts of this thread that ended (it stopped or stalled this
+    /// loop) are registered first (`commands::script::busy::
+    /// register_parked`). One thread-local load when none waits.
+    #[inline]
+    pub fn register_parked(&mut self) {
+        if commands::script::busy::any_parked() {
+            // Charged to this shard, whoever's turn it is.
+            let slot = engine::alloc::current_slot();
+            engine::alloc::enter_shard(self.core.id);
+            commands::script::busy::register_parked(&mut self.core.shard);
+            engine::alloc::set_slot(slot);
+        }
+    }
+
+    /// This loop, stalled by this thread's busy script, is lent to
+    /// another thread before the script ends (`host::loan`): the WATCHes
+    /// parked for it are registered now, and no more are parked
+    /// (`commands::script::busy::release_stalled`).
+    pub fn release_stalled(&mut self) {
+        engine::alloc::enter_shard(self.core.id);
+        commands::script::busy::release_stalled(&mut self.core.shard);
+    }
+
     /// After busy passes served this loop as a hub's idle own loop
     /// ([`lending_own`]): what they counted goes to its statistics, and a
     /// listener's event they took is replayed. Its kept messages and the

@@ -336,6 +336,9 @@ pub(super) fn by_call(
         })
     });
     core.refused.settle(&mut core.stats);
+    // The caller's loop, stalled should the script have been published,
+    // runs on from here: the WATCHes parked for it first.
+    commands::script::busy::register_parked(&mut core.shard);
     if commands::script::busy::take_marked() {
         remember_hop(args);
     }

@@ -444,6 +444,9 @@ impl Worker {
     /// down, then messages, sockets, writes, AOF, saves, cron.
     pub(super) fn serve(&mut self, events: &Events, conn_events: &[libc::epoll_event], led: bool) {
         self.core.mailbox.unpark();
+        // What a busy script of this thread parked for this loop, which it
+        // stalled (a hub's own loop), before anything of this turn.
+        self.register_parked();
         self.core.shard.tick();
         self.refresh_config();
         // A script holding every shard waits for a call on this one (see

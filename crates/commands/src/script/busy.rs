@@ -158,7 +158,8 @@ use crate::error::CmdError;
 mod watch;
 
 pub use watch::{
-    holds_shard, register_parked, register_watches, watch_stopped, watch_while_busy, PendingWatch,
+    any_parked, holds_shard, register_parked, register_watches, release_stalled, watch_stopped,
+    watch_while_busy, PendingWatch,
 };
 
 /// Lua instructions between two hook calls.
@@ -813,15 +814,24 @@ fn stall_idle(p: &Running) -> bool {
     let Some(loops) = IDLE.with(|d| d.get()) else {
         return false;
     };
-    let mut stalled = p.stalled.lock().unwrap_or_else(|e| e.into_inner());
-    stalled.clear();
+    // Asked with no lock held: `idle` may lend a loop away, which first
+    // takes what was parked for it (`watch::release_stalled`, under the
+    // list's lock). Until the new list is in, the old one stands.
+    let mut now = Vec::new();
     // SAFETY: set by `lend_idle`, whose borrow is alive; a shared
     // reference for this call only (`serve_idle` takes it out of the
     // slot before making a unique one, and neither calls the other).
-    unsafe { loops.as_ref() }.idle(&mut stalled);
-    let pinned = p.pinned.lock().unwrap_or_else(|e| e.into_inner());
-    stalled.retain(|s| p.home != Some(*s) && p.shard != Some(*s) && !pinned.contains(s));
-    !stalled.is_empty()
+    unsafe { loops.as_ref() }.idle(&mut now);
+    {
+        let pinned = p.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        now.retain(|s| p.home != Some(*s) && p.shard != Some(*s) && !pinned.contains(s));
+    }
+    let any = !now.is_empty();
+    // Under the list's lock, as WATCH parks (`watch::park`): a loop that
+    // leaves the list parks nothing more.
+    let _list = busy_list();
+    *p.stalled.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    any
 }
 
 /// A busy pass over the lent idle loops (see [`IdleLoops`]).

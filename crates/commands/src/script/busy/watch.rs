@@ -48,7 +48,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
-use super::{any, busy_list, Running, BUSY_EVAL, BUSY_FUNCTION};
+use super::{any, busy_list, Running, BUSY_EVAL, BUSY_FUNCTION, CURRENT};
 use crate::error::CmdError;
 
 /// A key watched while a published script holds (or stops) its shard.
@@ -189,10 +189,17 @@ fn park(
 
 impl Running {
     /// Whether a WATCH of keys of shard `s`, which this script stops, is
-    /// parked with it: `s` is the home of a script that does not hold it
-    /// (see the module documentation).
+    /// parked with it: `s` is the home of a script that does not hold it,
+    /// or a loop it stalls (see the module documentation). Read under the
+    /// list's lock (the stalled loops change under it).
     pub(super) fn parks(&self, s: usize) -> bool {
-        self.home == Some(s) && !self.holds(s)
+        let stalled = || {
+            self.stalled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&s)
+        };
+        !self.holds(s) && (self.home == Some(s) || stalled())
     }
 
     fn parked_len(&self) -> usize {
@@ -236,17 +243,71 @@ pub fn register_parked(shard: &mut engine::Shard) {
     }
 }
 
+/// Whether keys wait on this thread for a [`register_parked`] (one
+/// thread-local load).
+#[inline]
+pub fn any_parked() -> bool {
+    ANY_LEFT.with(|a| a.get())
+}
+
 #[cold]
 fn register_parked_slow(shard: &mut engine::Shard) {
-    ANY_LEFT.with(|a| a.set(false));
-    let left = LEFT.with(|l| std::mem::take(&mut *l.borrow_mut()));
-    for (s, w) in left {
-        if s == shard.id {
+    let mine = LEFT.with(|l| {
+        let mut l = l.borrow_mut();
+        let mine = take_for(&mut l, shard.id);
+        ANY_LEFT.with(|a| a.set(!l.is_empty()));
+        mine
+    });
+    for w in mine {
+        watch_one(shard, w);
+    }
+}
+
+/// The entries of `parked` for shard `s`, taken out (the others kept in
+/// order).
+fn take_for(parked: &mut Vec<(usize, PendingWatch)>, s: usize) -> Vec<PendingWatch> {
+    if !parked.iter().any(|p| p.0 == s) {
+        return Vec::new();
+    }
+    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(parked).into_iter().partition(|p| p.0 == s);
+    *parked = rest;
+    mine.into_iter().map(|p| p.1).collect()
+}
+
+/// Loop `shard.id`, which this thread's published script stalls (a
+/// hub's own loop, idle while the script runs in an adopted loop's
+/// turn), is about to run again before the script ends (`host::loan`
+/// lends it to another thread): from now on it is not stalled (a WATCH
+/// of its keys takes the ordinary way, a job in its mailbox), and the
+/// keys parked for it are registered on its shard now, before anything
+/// runs there, so every later write signals them. Then what ended
+/// scripts left for it ([`register_parked`]). Nothing else when no
+/// script is published on this thread.
+pub fn release_stalled(shard: &mut engine::Shard) {
+    let current = if any() {
+        CURRENT.with(|c| c.borrow().clone())
+    } else {
+        None
+    };
+    if let Some(p) = current {
+        // Under the list's lock, as WATCH parks (`park`): once the loop is
+        // out of `stalled`, nothing more is parked for it.
+        let mine = {
+            let _list = busy_list();
+            p.stalled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|&s| s != shard.id);
+            take_for(
+                &mut p.parked.lock().unwrap_or_else(|e| e.into_inner()),
+                shard.id,
+            )
+        };
+        for w in mine {
             watch_one(shard, w);
-        } else {
-            w.flag.store(true, Ordering::Release);
         }
     }
+    register_parked(shard);
 }
 
 /// Registers `watches` on the shards of their keys, which the script that
