@@ -390,3 +390,117 @@ fn queued_behind(layout: Layout) {
 }
 
 per_layout!(slow_free_loop, stopped_shard, parked_watch, queued_behind);
+
+/// Runs until `ARGV[1]` ms have passed since it began (by TIME, called
+/// once per 20,000 empty iterations, see [`WRITE_LATE`]), writes
+/// nothing, and returns the time (µs since the epoch) it ended.
+const SPIN_FOR: &str = "local function now() local t = redis.call('time') \
+return t[1] * 1000000 + t[2] end \
+local t0 = now() local t = t0 \
+while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() end return t";
+
+/// Every shard on one hub (thread 0, whose own loop is shard 0's): a
+/// client of shard 1's loop runs MULTI, [`SPIN_FOR`] on a key of shard 2,
+/// SET `z` (shard 0), EXEC. The EXEC's job runs the script on shard 2's
+/// loop by a call from shard 1's turn, so the hub's own loop, idle, is
+/// stalled by the script (it cannot be lent to another thread from inside
+/// that call). While it runs, clients of shard 3's loop (given back to
+/// its thread) and of the script's own loop WATCH `z` (a: the EXEC writes
+/// it after the WATCH), `y` of shard 0 (b: nothing writes it), and `z`
+/// then UNWATCH (c). Once the EXEC is answered each runs MULTI, GET,
+/// EXEC. Returns the replies and whether the script ended after every
+/// WATCH's reply (else the run says nothing of "after the WATCH").
+fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, bool) {
+    let (k2, z, y) = (
+        key_on(2, nshards, "k"),
+        key_on(0, nshards, "z"),
+        key_on(0, nshards, "y"),
+    );
+    let mut spin = conn_on(s, 1, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut free = conn_on(s, 3, nshards);
+    let mut near = conn_on(s, 2, nshards);
+    let mut never = conn_on(s, 3, nshards);
+    let mut gone = conn_on(s, 3, nshards);
+    let mut got = vec![free.cmd_str(&["FLUSHALL"])];
+    got.push(spin.cmd_str(&["MULTI"]));
+    let ms = spin_ms.to_string();
+    got.push(spin.cmd_str(&["EVAL", SPIN_FOR, "1", &k2, &ms]));
+    got.push(spin.cmd_str(&["SET", &z, "exec"]));
+    send_str(&mut spin, &["EXEC"]);
+    got.push(wait_busy(&mut free));
+    // Before: -BUSY, as every command of the stalled loop's shard.
+    got.push(free.cmd_str(&["WATCH", &z]));
+    got.push(near.cmd_str(&["WATCH", &z]));
+    got.push(never.cmd_str(&["WATCH", &y]));
+    got.push(gone.cmd_str(&["WATCH", &z]));
+    got.push(gone.cmd_str(&["UNWATCH"]));
+    got.push(free.cmd_str(&["GET", &z]));
+    let watched_us = now_us();
+    let r = spin.read_reply();
+    let text = String::from_utf8_lossy(&r).into_owned();
+    let ended_us: u64 = text
+        .strip_prefix("*2\r\n:")
+        .and_then(|t| t.strip_suffix("\r\n+OK\r\n"))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the EXEC's reply: {text:?}"));
+    for (c, k) in [(&mut free, &z), (&mut near, &z), (&mut never, &y), (&mut gone, &z)] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["GET", k]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    (got, ended_us > watched_us)
+}
+
+/// [`stalled_scenario`] on a consolidated Tessera with `nshards` (must
+/// fail on a binary that answers those WATCHes `-BUSY`) and on
+/// redis-server, byte for byte.
+fn stalled_own_loop(nshards: usize) {
+    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n"];
+    want.push(BUSY_EVAL);
+    want.extend([b"+OK\r\n" as &[u8]; 5]);
+    want.push(BUSY_EVAL);
+    // (a) the EXEC wrote `z` after the WATCH: EXEC fails.
+    for _ in 0..2 {
+        want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*-1\r\n"]);
+    }
+    // (b) nothing wrote `y`: EXEC runs.
+    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
+    // (c) UNWATCHed before the script ended: EXEC runs.
+    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$4\r\nexec\r\n"]);
+    let want = replies(&want);
+    let layout = Layout {
+        shards: nshards,
+        consolidated: true,
+    };
+    let mut servers = vec![(tessera(layout), format!("{nshards} shards, consolidated"))];
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        servers.push((r, "redis-server".to_string()));
+    }
+    for (s, who) in &servers {
+        let mut spin_ms = 3000;
+        let mut conclusive = false;
+        for _ in 0..3 {
+            let (got, after) = stalled_scenario(s, nshards, spin_ms);
+            check(&got[..got.len() - 12], &want[..want.len() - 12], who);
+            if after {
+                check(&got, &want, who);
+                conclusive = true;
+                break;
+            }
+            // A slow machine: the script ended before a WATCH's reply.
+            spin_ms *= 3;
+        }
+        assert!(conclusive, "{who}: the script always ended before a WATCH");
+    }
+}
+
+#[test]
+fn s4_watch_of_a_hubs_own_loop_stalled_by_a_script() {
+    stalled_own_loop(4);
+}
+
+#[test]
+fn s16_watch_of_a_hubs_own_loop_stalled_by_a_script() {
+    stalled_own_loop(16);
+}
