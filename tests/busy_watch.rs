@@ -444,7 +444,12 @@ fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, 
         .and_then(|t| t.strip_suffix("\r\n+OK\r\n"))
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("the EXEC's reply: {text:?}"));
-    for (c, k) in [(&mut free, &z), (&mut near, &z), (&mut never, &y), (&mut gone, &z)] {
+    for (c, k) in [
+        (&mut free, &z),
+        (&mut near, &z),
+        (&mut never, &y),
+        (&mut gone, &z),
+    ] {
         got.push(c.cmd_str(&["MULTI"]));
         got.push(c.cmd_str(&["GET", k]));
         got.push(c.cmd_str(&["EXEC"]));

@@ -1399,18 +1399,20 @@ mod tests {
     /// The loops whose keys a WATCH cannot hand the script: those it
     /// stops without holding their shard (its home while it runs on
     /// copies, a loop it stalls), not those it holds (its shard, in place
-    /// its home and pinned loops) nor free ones. Of those, only the home
-    /// of a script on copies parks them (`watch::watch_stopped`); a
-    /// stalled loop's are refused `-BUSY`.
+    /// its home and pinned loops) nor free ones. Those park them
+    /// (`watch::watch_stopped`).
     #[test]
-    fn a_watch_is_parked_for_a_copies_home_and_refused_for_a_stalled_loop() {
+    fn a_watch_is_parked_for_a_copies_home_and_a_stalled_loop() {
         let stopped = |r: &Running, s: usize| r.stops_loop(s) && !r.holds(s);
         let mut copies = running(0, Vec::new());
         copies.shard = None;
         *copies.stalled.lock().unwrap() = vec![3];
         assert!(stopped(&copies, 0) && stopped(&copies, 3));
         assert!(!stopped(&copies, 1));
-        assert!(copies.parks(0) && !copies.parks(3) && !copies.parks(1));
+        assert!(copies.parks(0) && copies.parks(3) && !copies.parks(1));
+        let held = running(1, Vec::new());
+        *held.stalled.lock().unwrap() = vec![0];
+        assert!(held.parks(0) && !held.parks(1));
         let mut in_place = running(0, vec![2]);
         in_place.in_place = true;
         assert!(!stopped(&in_place, 0) && !stopped(&in_place, 2) && !stopped(&in_place, 1));

@@ -294,20 +294,23 @@ pub fn release_stalled(shard: &mut engine::Shard) {
         // out of `stalled`, nothing more is parked for it.
         let mine = {
             let _list = busy_list();
-            p.stalled
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|&s| s != shard.id);
-            take_for(
-                &mut p.parked.lock().unwrap_or_else(|e| e.into_inner()),
-                shard.id,
-            )
+            unstall(&p, shard.id)
         };
         for w in mine {
             watch_one(shard, w);
         }
     }
     register_parked(shard);
+}
+
+/// Loop `s` out of `p`'s stalled loops, and the keys parked for it taken
+/// (the caller holds the list's lock).
+fn unstall(p: &Running, s: usize) -> Vec<PendingWatch> {
+    p.stalled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&x| x != s);
+    take_for(&mut p.parked.lock().unwrap_or_else(|e| e.into_inner()), s)
 }
 
 /// Registers `watches` on the shards of their keys, which the script that
@@ -379,12 +382,12 @@ mod tests {
         g
     }
 
-    /// The home's keys are parked (their group emptied), a free shard's
-    /// left alone; a stalled loop's refuse the whole WATCH, nothing
-    /// parked; past the bound the WATCH is refused, nothing parked, and
-    /// up to it every key is taken.
+    /// The home's keys and a stalled loop's are parked (their groups
+    /// emptied), a free shard's left alone; past the bound (the home's and
+    /// the stalled loop's together) the WATCH is refused `-BUSY`, nothing
+    /// parked, and up to it every key is taken.
     #[test]
-    fn a_copies_home_parks_up_to_the_bound_and_a_stalled_loop_refuses() {
+    fn a_copies_home_and_a_stalled_loop_park_up_to_the_bound() {
         let list = vec![copies()];
         let flag = engine::WatchFlag::default();
         let mut g = groups(4, &[(0, 2), (1, 1)]);
@@ -393,24 +396,44 @@ mod tests {
         assert_eq!(list[0].parked_len(), 2);
 
         let mut g = groups(4, &[(0, 1), (3, 1)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        assert!(g[0].is_empty() && g[3].is_empty());
+        assert_eq!(list[0].parked_len(), 4);
+
+        let mut g = groups(4, &[(0, 1), (3, PENDING_WATCHES_MAX - 4)]);
         let e = park(&list, &mut g, 0, &flag).unwrap_err();
         assert!(e.line().starts_with(b"BUSY "));
-        assert_eq!((list[0].parked_len(), g[0].len()), (2, 1));
-
-        let mut g = groups(4, &[(0, PENDING_WATCHES_MAX - 1)]);
-        assert!(park(&list, &mut g, 0, &flag).is_err());
-        assert_eq!(list[0].parked_len(), 2);
-        let mut g = groups(4, &[(0, PENDING_WATCHES_MAX - 2)]);
+        assert_eq!((list[0].parked_len(), g[0].len()), (4, 1));
+        let mut g = groups(4, &[(3, PENDING_WATCHES_MAX - 4)]);
         assert!(park(&list, &mut g, 0, &flag).is_ok());
         assert_eq!(list[0].parked_len(), PENDING_WATCHES_MAX);
     }
 
+    /// A stalled loop lent away before the script ends: out of the
+    /// stalled loops (a WATCH of its keys parks no more: it takes the
+    /// ordinary way), its parked keys taken for registration, the home's
+    /// left with the script.
+    #[test]
+    fn a_released_stalled_loop_takes_its_keys_and_parks_no_more() {
+        let list = vec![copies()];
+        let flag = engine::WatchFlag::default();
+        let mut g = groups(4, &[(0, 1), (3, 2)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        let mine = unstall(&list[0], 3);
+        assert_eq!(mine.len(), 2);
+        assert_eq!(list[0].parked_len(), 1);
+        assert!(!list[0].parks(3) && !list[0].stops_loop(3));
+        let mut g = groups(4, &[(3, 1)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        assert_eq!((g[3].len(), list[0].parked_len()), (1, 1));
+    }
+
     /// What an ended script parked is registered on its shard by the
     /// next [`register_parked`] there, flag and all (a later write dooms
-    /// the watcher), once; a key left for another shard dooms its
-    /// watcher instead of being lost.
+    /// the watcher), once; a key left for another shard (a loop the
+    /// script stalled) waits for that shard's, its watcher not doomed.
     #[test]
-    fn parked_keys_are_registered_on_their_shard_once_and_others_doomed() {
+    fn parked_keys_are_registered_on_their_shard_once() {
         let r = copies();
         let (mine, other) = (engine::WatchFlag::default(), engine::WatchFlag::default());
         let mut g = groups(4, &[(0, 1)]);
@@ -427,10 +450,15 @@ mod tests {
         assert_eq!(r.parked_len(), 0);
         let mut shard = engine::Shard::new(0, 1);
         register_parked(&mut shard);
-        assert!(other.load(Ordering::Acquire), "another shard's key dooms");
+        assert!(!other.load(Ordering::Acquire), "another shard's key waits");
         assert!(!mine.load(Ordering::Acquire));
         shard.dbs[0].signal(b"k0");
         assert!(mine.load(Ordering::Acquire), "registered on the shard");
-        assert!(!ANY_LEFT.with(|a| a.get()));
+        assert!(any_parked());
+        let mut one = engine::Shard::new(1, 1);
+        register_parked(&mut one);
+        assert!(!any_parked());
+        one.dbs[0].signal(b"x");
+        assert!(other.load(Ordering::Acquire), "registered on its shard");
     }
 }
