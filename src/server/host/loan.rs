@@ -77,7 +77,14 @@
 //!
 //! Not lent (served from the hook in busy mode as before, `-BUSY`): a
 //! worker a run in place pinned (the script holds its shard), or a hub
-//! whose lender is taken (the script runs inside another worker's call).
+//! whose lender is taken (the script runs inside another worker's call:
+//! an EXEC's script job lent from an adopted loop's turn; then the own
+//! loop is not even served, as `cohost::with_worker` finds no lender,
+//! and its clients wait for the script's end). Until lent, the own loop
+//! is stalled by the script: a WATCH of its keys is parked with it
+//! (`commands::script::busy::watch`), and the lend registers those keys
+//! on its shard first (`Worker::release_stalled`), before the borrower
+//! runs anything there.
 //!
 //! Cost: nothing on the request path or per turn but one `Cell` store
 //! per adopted turn (which loop runs); per round one `Option` check. A

@@ -114,10 +114,10 @@
 //! `register_parked`), so a write of the key the script makes after
 //! `+OK` dooms the transaction (one made before does too: a spurious
 //! abort where Redis's would not, see `script::busy::watch`). Keys of a
-//! loop it stalls are refused `-BUSY`, as that shard's other commands
-//! are: nothing runs there before the script ends, and no one point
-//! after the script but before that loop runs again is known to its
-//! thread (it may be lent to another thread meanwhile). A WATCH deferred here
+//! loop it stalls are parked too: registered before that loop runs
+//! again, when the hub lends it away ([`Worker::release_stalled`]) or,
+//! after the script, at its next turn, lend or pin
+//! ([`Worker::register_parked`]). A WATCH deferred here
 //! waits for the script's end: the client has no reply before, so its
 //! WATCH takes effect at a later instant, which is just as linearizable.
 //!
@@ -136,8 +136,8 @@
 //! shard's commands get `-BUSY` on every thread, as Redis answers every
 //! command while busy, since that shard cannot run until the script ends
 //! (nothing runs on it from the hook). A WATCH of its keys is not the
-//! script's to take (it does not hold that shard): it is refused `-BUSY`
-//! as the shard's other commands are. A loop handed to a hub that was
+//! script's to take (it does not hold that shard): it is parked, and the
+//! shard's other commands get `-BUSY`. A loop handed to a hub that was
 //! running alone when the script started waits for the script (the
 //! watchdog does not see that hub stuck): no deadlock, it is served when
 //! the script ends. And so is

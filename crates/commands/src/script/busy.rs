@@ -49,9 +49,9 @@
 //! every shard, `super::every`: any shard) need no job: the script takes
 //! them ([`watch_while_busy`]) and its thread registers them, each on its
 //! shard, before its next command, so WATCH is answered at once there and
-//! on every thread; keys of the home shard of a script on gathered copies
-//! are parked with it and registered right after it ([`watch_stopped`];
-//! see `watch` for both). The connection that runs
+//! on every thread; keys of the home shard of a script on gathered copies,
+//! and of a loop it stalls, are parked with it and registered before that
+//! shard runs again ([`watch_stopped`]; see `watch` for both). The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
 //! while it executes).
 //!
@@ -83,7 +83,7 @@
 //! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
 //! and served at each pass after the script's own, its shard published as
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
-//! WATCH of its keys is not taken: refused `-BUSY` too, [`watch_stopped`]).
+//! WATCH of its keys is parked, [`watch_stopped`]).
 //!
 //! A script run on a co-hosted shard by a call from another loop (the
 //! runtime's `in_place::by_call`) lends that shard's desk as any script
@@ -213,8 +213,8 @@ pub struct Running {
     /// Loops the script stops without holding their shards: a hub's own
     /// loop while the script runs on a loop the hub adopted (see
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
-    /// WATCH of their keys is not the script's to take (refused `-BUSY`
-    /// too, [`watch_stopped`]).
+    /// WATCH of their keys is parked ([`watch_stopped`]). Changed under
+    /// the list's lock.
     stalled: Mutex<Vec<usize>>,
     /// Shards its transaction holds under locks while it runs (a script
     /// on every shard, `super::every`, or inside MULTI/EXEC; see
@@ -764,7 +764,7 @@ pub fn lend_idle<R>(loops: &mut dyn IdleLoops, f: impl FnOnce() -> R) -> R {
 /// script's loop lends its own desk for it. So the caller's loop is lent
 /// as an idle loop ([`lend_idle`]), stalled by a published script (its
 /// shard's commands get `-BUSY` everywhere; its keys are not the
-/// script's, a WATCH of them is refused `-BUSY`) and served at each busy pass:
+/// script's, a WATCH of them is parked) and served at each busy pass:
 /// `inbox` (its mailbox, the runtime's) first, then its connections
 /// through its desk, taken out of the desk's slot for `f` (and put back
 /// after).

@@ -32,16 +32,27 @@
 //!   script ends need nothing: a parked key carries the connection's
 //!   flag, which the connection dropped (a shard keeps only weak
 //!   references to flags), so registering it later watches nothing.
-//! * **A loop the script stalls without holding it** (a hub's own loop
-//!   while the script runs on an adopted one, the caller's loop of a
-//!   script run by a call): `-BUSY`, as that shard's other commands get
-//!   (a difference from Redis). Not parked: such a loop may be lent to
-//!   another thread at the script's next pass and run there before the
-//!   script ends, so there is no one point after the script and before
-//!   its shard runs again where its thread could register the keys.
+//! * **A loop the script stalls without holding it** (`Running::stalled`:
+//!   a hub's own loop while the script runs in an adopted loop's turn,
+//!   the caller's loop of a script run by a call): parked too, `+OK` at
+//!   once. The script never touches that shard (it does not hold it), so
+//!   a write there comes after the registration, and the watch is exact
+//!   (no spurious abort). Such a loop runs again either
+//!   - before the script ends, when a busy pass lends a hub's own loop
+//!     to another thread (`host::loan`): the hub first takes it out of
+//!     the stalled loops and registers the keys parked for it
+//!     ([`release_stalled`], under the list's lock, as WATCH parks: none
+//!     is parked for it after that, a WATCH of its keys then takes the
+//!     ordinary way, a job in its mailbox); or
+//!   - after the script: its keys are left on the script's thread
+//!     ([`leave_parked`]), which is the only one that runs that loop next
+//!     (a hub's own loop lives on its stack; a caller's loop is in its
+//!     turn), and registered before anything runs there: at the start of
+//!     its next turn, before a job or pin a hub lends it, before it is
+//!     lent away, right after the call that ran a script by a call.
 //!
 //! Bounds: a script takes [`PENDING_WATCHES_MAX`] held keys and as many
-//! parked ones at most. Past them a held key's WATCH takes the ordinary
+//! parked ones (its home's and its stalled loops' together) at most. Past them a held key's WATCH takes the ordinary
 //! way (its job waits for the script's end), a parked one is refused
 //! `-BUSY` (the behaviour before parking), nothing of it taken.
 
@@ -111,12 +122,12 @@ pub fn holds_shard(shard: usize) -> bool {
 
 /// WATCH of keys of the shards a busy script stops without holding them
 /// (`per_shard[s]`: the new keys of shard `s`, database `db`, flag
-/// `flag`): the keys of the home shard of a script that holds none are
-/// parked with it (see the module documentation) and their groups
-/// emptied; the caller answers `+OK` at once. `Err(-BUSY)` (a rejected
-/// call, Redis's text), with nothing parked, when one group is of a loop
-/// the script stalls, or parking them would pass
-/// [`PENDING_WATCHES_MAX`]. Groups of other shards are left as they are.
+/// `flag`): the keys of the home shard of a script that holds none, and
+/// of a loop it stalls, are parked with it (see the module
+/// documentation) and their groups emptied; the caller answers `+OK` at
+/// once. `Err(-BUSY)` (a rejected call, Redis's text), with nothing
+/// parked, when parking them would pass [`PENDING_WATCHES_MAX`]. Groups
+/// of other shards are left as they are.
 /// One relaxed load when no script is busy.
 pub fn watch_stopped(
     per_shard: &mut [Vec<Vec<u8>>],
@@ -230,11 +241,10 @@ pub(super) fn leave_parked(p: &Running) {
 
 /// Registers on `shard` the keys parked for it with a script of this
 /// thread that ended ([`leave_parked`]): called by its loop right after
-/// the step or call that ran the script, before anything else runs on
-/// the shard, so every later write signals them (the script's own
-/// writes-back included). A key left for another shard (no path leaves
-/// one: a script ends inside the step of the loop it stops) has its
-/// watcher's transaction doomed rather than a write missed. One
+/// the step or call that ran the script, and before anything else runs
+/// on a shard the script stalled (see the module documentation), so
+/// every later write signals them (the script's own writes-back
+/// included). Keys left for other shards stay for theirs. One
 /// thread-local load when nothing waits.
 #[inline]
 pub fn register_parked(shard: &mut engine::Shard) {
