@@ -500,9 +500,79 @@ fn stalled_own_loop(nshards: usize) {
     }
 }
 
+/// [`stalled_scenario`]'s layout with a script that spins until killed:
+/// WATCH of `z` (the EXEC's SET writes it once the script is killed) and
+/// of `y` (nothing writes it) while it runs, then SCRIPT KILL; the
+/// EXEC's reply holds the kill's error and the SET's `+OK`.
+fn stalled_killed_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let (k2, z, y) = (
+        key_on(2, nshards, "k"),
+        key_on(0, nshards, "z"),
+        key_on(0, nshards, "y"),
+    );
+    let mut spin = conn_on(s, 1, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut free = conn_on(s, 3, nshards);
+    let mut never = conn_on(s, 3, nshards);
+    let mut got = vec![free.cmd_str(&["FLUSHALL"])];
+    got.push(spin.cmd_str(&["MULTI"]));
+    got.push(spin.cmd_str(&["EVAL", SPIN, "1", &k2]));
+    got.push(spin.cmd_str(&["SET", &z, "exec"]));
+    send_str(&mut spin, &["EXEC"]);
+    got.push(wait_busy(&mut free));
+    got.push(free.cmd_str(&["WATCH", &z]));
+    got.push(never.cmd_str(&["WATCH", &y]));
+    got.push(free.cmd_str(&["SCRIPT", "KILL"]));
+    let r = spin.read_reply();
+    let text = String::from_utf8_lossy(&r).into_owned();
+    let set = text
+        .strip_prefix("*2\r\n-ERR Script killed by user with SCRIPT KILL...")
+        .and_then(|t| t.split_once("\r\n"))
+        .map(|(_, set)| set.as_bytes().to_vec())
+        .unwrap_or_else(|| panic!("the EXEC's reply: {text:?}"));
+    got.push(set);
+    for (c, k) in [(&mut free, &z), (&mut never, &y)] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["GET", k]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    got
+}
+
+/// [`stalled_killed_scenario`] on a consolidated Tessera with `nshards`
+/// and on redis-server, byte for byte.
+fn stalled_own_loop_killed(nshards: usize) {
+    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n"];
+    want.push(BUSY_EVAL);
+    want.extend([b"+OK\r\n" as &[u8]; 4]);
+    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*-1\r\n"]);
+    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
+    let want = replies(&want);
+    let layout = Layout {
+        shards: nshards,
+        consolidated: true,
+    };
+    let s = tessera(layout);
+    let got = stalled_killed_scenario(&s, nshards);
+    check(&got, &want, &format!("{nshards} shards, consolidated"));
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        check(&stalled_killed_scenario(&r, nshards), &want, "redis-server");
+    }
+}
+
 #[test]
 fn s4_watch_of_a_hubs_own_loop_stalled_by_a_script() {
     stalled_own_loop(4);
+}
+
+#[test]
+fn s4_watch_of_a_hubs_own_loop_stalled_by_a_killed_script() {
+    stalled_own_loop_killed(4);
+}
+
+#[test]
+fn s16_watch_of_a_hubs_own_loop_stalled_by_a_killed_script() {
+    stalled_own_loop_killed(16);
 }
 
 #[test]
