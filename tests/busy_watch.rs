@@ -21,9 +21,16 @@
 //!   watcher's EXEC then fails if the script wrote the key after the
 //!   WATCH, and succeeds if it never wrote it, or if the watcher
 //!   UNWATCHed meanwhile (byte for byte with redis-server).
+//! * WATCH of a key of a loop the script stalls without holding it (every
+//!   shard on one hub; an EXEC's script run by a call from an adopted
+//!   loop's turn stalls that caller's loop and the hub's own): the own
+//!   loop's keys were `-BUSY`, the caller's got no reply before the
+//!   script's end. Both are `+OK` now, parked as above, with the same
+//!   outcomes (also when the script is killed).
 //!
-//! Every layout: 2 and 16 shards, consolidated and not. Every wait is
-//! bounded (5 s reply timeouts; loops in count).
+//! Every layout: 2 and 16 shards, consolidated and not (the stalled
+//! loops: 4 and 16 shards, consolidated, the layouts where they happen).
+//! Every wait is bounded (5 s reply timeouts; loops in count).
 
 mod common;
 
@@ -401,38 +408,49 @@ while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() en
 
 /// Every shard on one hub (thread 0, whose own loop is shard 0's): a
 /// client of shard 1's loop runs MULTI, [`SPIN_FOR`] on a key of shard 2,
-/// SET `z` (shard 0), EXEC. The EXEC's job runs the script on shard 2's
-/// loop by a call from shard 1's turn, so the hub's own loop, idle, is
-/// stalled by the script (it cannot be lent to another thread from inside
-/// that call). While it runs, clients of shard 3's loop (given back to
-/// its thread) and of the script's own loop WATCH `z` (a: the EXEC writes
-/// it after the WATCH), `y` of shard 0 (b: nothing writes it), and `z`
-/// then UNWATCH (c). Once the EXEC is answered each runs MULTI, GET,
-/// EXEC. Returns the replies and whether the script ended after every
-/// WATCH's reply (else the run says nothing of "after the WATCH").
+/// SET `z` (shard 0), SET `w` (shard 1), EXEC. The EXEC's job runs the
+/// script on shard 2's loop by a call from shard 1's turn, so the script
+/// stalls two loops it does not hold: the hub's own, idle (it cannot be
+/// lent to another thread from inside that call), and the caller's.
+/// While it runs, clients of shard 3's loop (given back to its thread),
+/// of the script's own loop and of the caller's WATCH `z` or `w` (a: the
+/// EXEC writes them after the WATCH), `y` of shard 0 and `v` of shard 1
+/// (b: nothing writes them), and `z` then UNWATCH (c). Once the EXEC is
+/// answered each runs MULTI, GET, EXEC. Returns the replies and whether
+/// the script ended after every WATCH's reply (else the run says nothing
+/// of "after the WATCH").
 fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, bool) {
     let (k2, z, y) = (
         key_on(2, nshards, "k"),
         key_on(0, nshards, "z"),
         key_on(0, nshards, "y"),
     );
+    let (w, v) = (key_on(1, nshards, "w"), key_on(1, nshards, "v"));
     let mut spin = conn_on(s, 1, nshards);
     spin.set_reply_timeout(Duration::from_secs(60));
     let mut free = conn_on(s, 3, nshards);
     let mut near = conn_on(s, 2, nshards);
+    let mut caller = conn_on(s, 1, nshards);
+    let mut free_w = conn_on(s, 3, nshards);
     let mut never = conn_on(s, 3, nshards);
+    let mut never_v = conn_on(s, 3, nshards);
     let mut gone = conn_on(s, 3, nshards);
     let mut got = vec![free.cmd_str(&["FLUSHALL"])];
     got.push(spin.cmd_str(&["MULTI"]));
     let ms = spin_ms.to_string();
     got.push(spin.cmd_str(&["EVAL", SPIN_FOR, "1", &k2, &ms]));
     got.push(spin.cmd_str(&["SET", &z, "exec"]));
+    got.push(spin.cmd_str(&["SET", &w, "exec"]));
     send_str(&mut spin, &["EXEC"]);
     got.push(wait_busy(&mut free));
-    // Before: -BUSY, as every command of the stalled loop's shard.
+    // Before: -BUSY for the own loop's keys (as every command of that
+    // shard), no reply before the script's end for the caller's.
     got.push(free.cmd_str(&["WATCH", &z]));
     got.push(near.cmd_str(&["WATCH", &z]));
+    got.push(caller.cmd_str(&["WATCH", &w]));
+    got.push(free_w.cmd_str(&["WATCH", &w]));
     got.push(never.cmd_str(&["WATCH", &y]));
+    got.push(never_v.cmd_str(&["WATCH", &v]));
     got.push(gone.cmd_str(&["WATCH", &z]));
     got.push(gone.cmd_str(&["UNWATCH"]));
     got.push(free.cmd_str(&["GET", &z]));
@@ -440,14 +458,17 @@ fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, 
     let r = spin.read_reply();
     let text = String::from_utf8_lossy(&r).into_owned();
     let ended_us: u64 = text
-        .strip_prefix("*2\r\n:")
-        .and_then(|t| t.strip_suffix("\r\n+OK\r\n"))
+        .strip_prefix("*3\r\n:")
+        .and_then(|t| t.strip_suffix("\r\n+OK\r\n+OK\r\n"))
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("the EXEC's reply: {text:?}"));
     for (c, k) in [
         (&mut free, &z),
         (&mut near, &z),
+        (&mut caller, &w),
+        (&mut free_w, &w),
         (&mut never, &y),
+        (&mut never_v, &v),
         (&mut gone, &z),
     ] {
         got.push(c.cmd_str(&["MULTI"]));
@@ -458,19 +479,22 @@ fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, 
 }
 
 /// [`stalled_scenario`] on a consolidated Tessera with `nshards` (must
-/// fail on a binary that answers those WATCHes `-BUSY`) and on
-/// redis-server, byte for byte.
+/// fail on a binary that answers those WATCHes `-BUSY`, or not before the
+/// script's end) and on redis-server, byte for byte.
 fn stalled_own_loop(nshards: usize) {
-    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n"];
+    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n"];
+    want.extend([b"+QUEUED\r\n" as &[u8]; 2]);
     want.push(BUSY_EVAL);
-    want.extend([b"+OK\r\n" as &[u8]; 5]);
+    want.extend([b"+OK\r\n" as &[u8]; 8]);
     want.push(BUSY_EVAL);
-    // (a) the EXEC wrote `z` after the WATCH: EXEC fails.
-    for _ in 0..2 {
+    // (a) the EXEC wrote `z` and `w` after the WATCH: EXEC fails.
+    for _ in 0..4 {
         want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*-1\r\n"]);
     }
-    // (b) nothing wrote `y`: EXEC runs.
-    want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
+    // (b) nothing wrote `y` and `v`: EXEC runs.
+    for _ in 0..2 {
+        want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
+    }
     // (c) UNWATCHed before the script ended: EXEC runs.
     want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$4\r\nexec\r\n"]);
     let want = replies(&want);
@@ -482,13 +506,14 @@ fn stalled_own_loop(nshards: usize) {
     if let Some(r) = common::busy::redis(THRESHOLD_MS) {
         servers.push((r, "redis-server".to_string()));
     }
+    let after = 3 * 7;
     for (s, who) in &servers {
         let mut spin_ms = 3000;
         let mut conclusive = false;
         for _ in 0..3 {
-            let (got, after) = stalled_scenario(s, nshards, spin_ms);
-            check(&got[..got.len() - 12], &want[..want.len() - 12], who);
-            if after {
+            let (got, after_watch) = stalled_scenario(s, nshards, spin_ms);
+            check(&got[..got.len() - after], &want[..want.len() - after], who);
+            if after_watch {
                 check(&got, &want, who);
                 conclusive = true;
                 break;
@@ -561,21 +586,21 @@ fn stalled_own_loop_killed(nshards: usize) {
 }
 
 #[test]
-fn s4_watch_of_a_hubs_own_loop_stalled_by_a_script() {
+fn s4_watch_of_loops_an_exec_script_stalls() {
     stalled_own_loop(4);
 }
 
 #[test]
-fn s4_watch_of_a_hubs_own_loop_stalled_by_a_killed_script() {
+fn s4_watch_of_a_loop_an_exec_script_stalls_killed() {
     stalled_own_loop_killed(4);
 }
 
 #[test]
-fn s16_watch_of_a_hubs_own_loop_stalled_by_a_killed_script() {
+fn s16_watch_of_a_loop_an_exec_script_stalls_killed() {
     stalled_own_loop_killed(16);
 }
 
 #[test]
-fn s16_watch_of_a_hubs_own_loop_stalled_by_a_script() {
+fn s16_watch_of_loops_an_exec_script_stalls() {
     stalled_own_loop(16);
 }

@@ -151,7 +151,11 @@
 //! A transaction's job lends the desk and the mailbox the same way
 //! ([`JobDesk`], its `ShardEnv::clients`), for a script it runs under the
 //! transaction's locks (a script on every shard, one inside MULTI/EXEC:
-//! `commands::script::busy::under_locks`). The loops of the shards those
+//! `commands::script::busy::under_locks`). A job lent by a call from
+//! another loop's turn (`cohost`, that loop's desk lent) lends that loop
+//! as the caller's loop of a script by a call: stalled, its connections
+//! served at each pass, a WATCH of its keys parked and registered by its
+//! coordinator right after the call (`home::advance`). The loops of the shards those
 //! locks hold are free meanwhile: while such a script is busy, each turn
 //! of theirs tries again what waits there behind a lock
 //! ([`Worker::refuse_behind_busy`]), so that remote batches get `-BUSY`
@@ -347,7 +351,22 @@ impl commands::coord::ClientRegistry for JobDesk<'_> {
         self.desk.first = true;
         let JobDesk { desk, inbox, .. } = self;
         let id = desk.id;
-        lend_inbox(inbox, || commands::script::busy::lend_desk(desk, id, f));
+        let run = || lend_inbox(inbox, || commands::script::busy::lend_desk(desk, id, f));
+        match commands::script::busy::desk_home() {
+            // A job lent by a call from another loop's turn, whose desk is
+            // lent (`cohost`: an EXEC's script on a co-hosted shard): that
+            // loop cannot run until the script ends. It is lent as the
+            // caller's loop of a script by a call is (`in_place::by_call`):
+            // stalled by the script if it is published (its shard's
+            // commands `-BUSY`, a WATCH of its keys parked, registered by
+            // its coordinator right after the call, `home::advance`), its
+            // connections served at each pass. Its mailbox is not lent
+            // here: what other threads sent it waits for the script.
+            Some(caller) if caller != id => {
+                commands::script::busy::lend_caller(caller, &mut || {}, run)
+            }
+            _ => run(),
+        }
     }
 }
 

@@ -692,6 +692,9 @@ fn send_plan_lent(
             }
         });
         let ran = ran.flatten();
+        // A script the job ran may have stalled this loop (`busy::JobDesk`):
+        // the WATCHes parked for it, before anything else runs here.
+        commands::script::busy::register_parked(&mut core.shard);
         // INVARIANT (`run_unlocked`): its shards are pinned and hold no
         // lock, so every job runs now.
         if unlocked && ran.is_none() {

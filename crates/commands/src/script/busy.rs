@@ -556,6 +556,12 @@ pub fn lend_desk<R>(desk: &mut dyn BusyServe, home: usize, f: impl FnOnce() -> R
     f()
 }
 
+/// The loop whose desk is lent to this thread's scripts now
+/// ([`lend_desk`]), if any.
+pub fn desk_home() -> Option<usize> {
+    DESK_HOME.with(|d| d.get())
+}
+
 /// Visits the connections of the loop whose desk is lent to this thread's
 /// running script, if any ([`BusyServe::for_each_client`]); returns that
 /// loop's id.
