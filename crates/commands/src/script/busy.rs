@@ -1454,6 +1454,8 @@ mod tests {
                     lend_desk(&mut script, 2, || {
                         assert!(stall_idle(&r));
                         assert_eq!(*r.stalled.lock().unwrap(), vec![1, 0]);
+                        // A WATCH of their keys is parked with the script.
+                        assert!(r.parks(1) && r.parks(0) && !r.parks(2));
                         serve_while_busy();
                         serve_idle(true);
                     });
