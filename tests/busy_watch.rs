@@ -527,8 +527,9 @@ fn stalled_own_loop(nshards: usize) {
 
 /// [`stalled_scenario`]'s layout with a script that spins until killed:
 /// WATCH of `z` (the EXEC's SET writes it once the script is killed) and
-/// of `y` (nothing writes it) while it runs, then SCRIPT KILL; the
-/// EXEC's reply holds the kill's error and the SET's `+OK`.
+/// of `y` (nothing writes it) while it runs, then PING and SCRIPT KILL
+/// from a client of the caller's loop; the EXEC's reply holds the kill's
+/// error and the SET's `+OK`.
 fn stalled_killed_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     let (k2, z, y) = (
         key_on(2, nshards, "k"),
@@ -539,6 +540,7 @@ fn stalled_killed_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     spin.set_reply_timeout(Duration::from_secs(60));
     let mut free = conn_on(s, 3, nshards);
     let mut never = conn_on(s, 3, nshards);
+    let mut caller = conn_on(s, 1, nshards);
     let mut got = vec![free.cmd_str(&["FLUSHALL"])];
     got.push(spin.cmd_str(&["MULTI"]));
     got.push(spin.cmd_str(&["EVAL", SPIN, "1", &k2]));
@@ -547,7 +549,10 @@ fn stalled_killed_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got.push(wait_busy(&mut free));
     got.push(free.cmd_str(&["WATCH", &z]));
     got.push(never.cmd_str(&["WATCH", &y]));
-    got.push(free.cmd_str(&["SCRIPT", "KILL"]));
+    // From the caller's loop, stalled by the script and served by its
+    // passes (before: no reply until the script's end, so never).
+    got.push(caller.cmd_str(&["PING"]));
+    got.push(caller.cmd_str(&["SCRIPT", "KILL"]));
     let r = spin.read_reply();
     let text = String::from_utf8_lossy(&r).into_owned();
     let set = text
@@ -569,7 +574,9 @@ fn stalled_killed_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
 fn stalled_own_loop_killed(nshards: usize) {
     let mut want: Vec<&[u8]> = vec![b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n"];
     want.push(BUSY_EVAL);
-    want.extend([b"+OK\r\n" as &[u8]; 4]);
+    want.extend([b"+OK\r\n" as &[u8]; 2]);
+    want.push(BUSY_EVAL);
+    want.extend([b"+OK\r\n" as &[u8]; 2]);
     want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*-1\r\n"]);
     want.extend([b"+OK\r\n" as &[u8], b"+QUEUED\r\n", b"*1\r\n$-1\r\n"]);
     let want = replies(&want);
