@@ -772,6 +772,10 @@ impl Host {
         if own_served {
             self.own[0].settle_idle();
         }
+        // WATCHes a script of the round parked for the own loop, which it
+        // stalled: registered before the round ends (the worker may be
+        // handed to another thread between rounds, a fold).
+        self.own[0].register_parked();
         engine::alloc::enter_shard(self.id);
         self.slot().round_us.store(0, Ordering::Relaxed);
     }
