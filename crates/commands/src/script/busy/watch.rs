@@ -47,9 +47,11 @@
 //!   - after the script: its keys are left on the script's thread
 //!     ([`leave_parked`]), which is the only one that runs that loop next
 //!     (a hub's own loop lives on its stack; a caller's loop is in its
-//!     turn), and registered before anything runs there: at the start of
-//!     its next turn, before a job or pin a hub lends it, before it is
-//!     lent away, right after the call that ran a script by a call.
+//!     turn), and registered before anything runs there: before a job or
+//!     pin a hub lends it, before it is lent away, at the end of the
+//!     hub's round and the start of its next turn; a caller's right after
+//!     the call that ran the script (a script by a call, a transaction's
+//!     job lent from its turn).
 //!
 //! Bounds: a script takes [`PENDING_WATCHES_MAX`] held keys and as many
 //! parked ones (its home's and its stalled loops' together) at most. Past them a held key's WATCH takes the ordinary
