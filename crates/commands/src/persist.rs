@@ -49,7 +49,8 @@ mod startup;
 mod writer;
 
 pub use commands::{
-    all_shards_then, bgsave_coordinator, cron_due, rewrite_coordinator, sync_coordinator,
+    all_shards_then, bgsave_coordinator, cron_due, enable_rewrite, rewrite_coordinator,
+    sync_coordinator,
 };
 use commands::{bgrewriteaof, bgsave, save};
 pub(crate) use reload::{loadaof, reload};
@@ -141,8 +142,10 @@ enum SaveMsg {
     Done { keys: u64 },
 }
 
-/// What a shard thread keeps while its part of a save runs.
+/// A shard's link to the running save (see [`Persist::links`]).
 pub struct SaveLink {
+    /// The save it belongs to ([`Persist::save_gen`] when made).
+    gen: u64,
     tx: SyncSender<SaveMsg>,
     gate: Arc<Gate>,
     abort: Arc<AtomicBool>,
@@ -300,6 +303,17 @@ pub struct Persist {
     disk: &'static crate::ops::disk::DiskStatus,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
+    /// Per shard: its link to the running save. One link per shard,
+    /// whoever steps it: the shard's loop ([`tick`], once per iteration)
+    /// or, while a script holds the shard's thread, the script's hook
+    /// (`script::run::snapshot_pass`), so a fragment kept back
+    /// (`SaveLink::pending`) always goes before the shard's next one. The
+    /// lock is taken only while the shard has a snapshot running, by one
+    /// thread at a time (the one running the shard).
+    links: Vec<Mutex<Option<SaveLink>>>,
+    /// Bumped at every save's start: a link left from an earlier save
+    /// (one that ended without its shard's loop seeing it) is dropped.
+    save_gen: AtomicU64,
 }
 
 /// What runs in the background (see [`Persist::child`]).
@@ -349,6 +363,8 @@ impl Persist {
             loading: AtomicBool::new(false),
             disk,
             lastsave_s,
+            links: (0..nshards).map(|_| Mutex::new(None)).collect(),
+            save_gen: AtomicU64::new(0),
         }
     }
 
@@ -487,6 +503,19 @@ impl Persist {
             !in_exec && st.running.as_ref().is_none_or(|r| r.kind == Kind::Rewrite);
     }
 
+    /// CONFIG SET appendonly yes, outside EXEC, once the AOF's writer
+    /// started: true when nothing else runs, so the rewrite begins in the
+    /// command ([`enable_rewrite`]); a pending turn-off is cancelled.
+    /// False (changing nothing): [`Persist::request_aof_on`] schedules it.
+    fn take_aof_on(&self) -> bool {
+        let mut st = self.lock();
+        if st.running.is_some() {
+            return false;
+        }
+        st.aof_request = None;
+        true
+    }
+
     /// Redis's aofRewriteLimited: after three consecutive failed rewrites,
     /// the cron's next attempt waits 1 minute, then 2, 4 ... up to an hour.
     fn rewrite_limited(&self) -> bool {
@@ -541,6 +570,7 @@ impl Persist {
         let st = self.lock();
         let r = st.running.as_ref()?;
         Some(SaveLink {
+            gen: self.save_gen.load(Ordering::Acquire),
             tx: r.tx.clone(),
             gate: r.gate.clone(),
             abort: r.abort.clone(),
@@ -662,6 +692,7 @@ impl Persist {
             st.bgsave_scheduled = false;
         }
         st.kill_reason = "";
+        self.save_gen.fetch_add(1, Ordering::AcqRel);
         st.running = Some(Running {
             tx,
             gate: Arc::default(),
