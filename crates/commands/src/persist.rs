@@ -296,6 +296,12 @@ pub struct Persist {
     dirty: Vec<AtomicU64>,
     /// Per shard: its change counter when the last successful save began.
     saved_dirty: Vec<AtomicU64>,
+    /// Changes outside the shards: FUNCTION LOAD, DELETE, FLUSH and
+    /// RESTORE (each adds one, as Redis's `server.dirty++`), and the
+    /// figure when the last successful save began (its libraries were
+    /// taken then: `WriterJob::functions`).
+    functions_dirty: AtomicU64,
+    functions_saved: AtomicU64,
     pub loading: AtomicBool,
     /// The last save failed (INFO `rdb_last_bgsave_status:err`): read on
     /// every write command, so kept apart from the locked state, in the
@@ -360,6 +366,8 @@ impl Persist {
             in_progress: AtomicBool::new(false),
             dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             saved_dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
+            functions_dirty: AtomicU64::new(0),
+            functions_saved: AtomicU64::new(0),
             loading: AtomicBool::new(false),
             disk,
             lastsave_s,
@@ -380,6 +388,10 @@ impl Persist {
 
     /// Changes since the last successful save began.
     pub fn changes(&self) -> u64 {
+        let functions = self
+            .functions_dirty
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.functions_saved.load(Ordering::Relaxed));
         self.dirty
             .iter()
             .zip(&self.saved_dirty)
@@ -387,7 +399,22 @@ impl Persist {
                 d.load(Ordering::Relaxed)
                     .saturating_sub(s.load(Ordering::Relaxed))
             })
-            .sum()
+            .sum::<u64>()
+            + functions
+    }
+
+    /// A function library change (FUNCTION LOAD, DELETE, FLUSH,
+    /// RESTORE): one more change for `rdb_changes_since_last_save` and
+    /// the `save` rules, as Redis's `server.dirty++` in each.
+    pub fn function_changed(&self) {
+        self.functions_dirty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A save that wrote every change counted so far succeeded (the
+    /// libraries' part; the shards' is theirs).
+    fn functions_all_saved(&self) {
+        let now = self.functions_dirty.load(Ordering::Relaxed);
+        self.functions_saved.store(now, Ordering::Relaxed);
     }
 
     pub fn in_progress(&self) -> bool {
@@ -662,6 +689,7 @@ impl Persist {
             background,
             done: done_tx,
             functions: crate::script::library::registry().codes(),
+            functions_dirty: self.functions_dirty.load(Ordering::Relaxed),
             compress: cfg.rdbcompression,
             sink: Mutex::new(sink),
             stream_db,
