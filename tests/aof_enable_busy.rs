@@ -147,7 +147,10 @@ fn a_script_on_every_shard_does_not_hold_up_the_turn_on_rewrite(layout: Layout) 
         common::escape(&r, 300)
     );
     let mut c = srv.conn();
-    assert_eq!(common::info_field(&mut c, "persistence", "aof_rewrite_in_progress"), "0");
+    assert_eq!(
+        common::info_field(&mut c, "persistence", "aof_rewrite_in_progress"),
+        "0"
+    );
     assert_eq!(
         common::info_field(&mut c, "persistence", "aof_last_bgrewrite_status"),
         "ok"

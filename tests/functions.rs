@@ -369,11 +369,26 @@ fn function_changes_count_as_redis_counts_them() {
         let dump = step(&mut c, &[b"FUNCTION", b"DUMP"], b'$', 0);
         let payload = common::reply_payload(&dump).unwrap();
         step(&mut c, &[b"FUNCTION", b"RESTORE", &payload], b'-', 0);
-        step(&mut c, &[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"], b'+', 1);
-        step(&mut c, &[b"FUNCTION", b"RESTORE", &payload, b"FLUSH"], b'+', 1);
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"],
+            b'+',
+            1,
+        );
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"FLUSH"],
+            b'+',
+            1,
+        );
         step(&mut c, &[b"FUNCTION", b"RESTORE", b"bad"], b'-', 0);
         step(&mut c, &[b"FUNCTION", b"FLUSH"], b'+', 1);
-        step(&mut c, &[b"FUNCTION", b"RESTORE", &payload, b"APPEND"], b'+', 1);
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"APPEND"],
+            b'+',
+            1,
+        );
         step(&mut c, &[b"FUNCTION", b"FLUSH", b"ASYNC"], b'+', 1);
         // Nothing to flush: still a change in Redis.
         step(&mut c, &[b"FUNCTION", b"FLUSH", b"SYNC"], b'+', 1);

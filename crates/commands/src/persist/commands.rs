@@ -193,7 +193,11 @@ pub fn rewrite_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordin
     // While the AOF is being turned on, a rewrite is the one that
     // completes it (shards log from its instant on).
     let waiting = server.aof.get().is_some_and(|a| a.waiting_rewrite());
-    rewrite_with(server, waiting, "Background append only file rewriting started")
+    rewrite_with(
+        server,
+        waiting,
+        "Background append only file rewriting started",
+    )
 }
 
 /// `CONFIG SET appendonly yes`, once the AOF's writer started on its

@@ -1096,7 +1096,10 @@ impl HookState {
             }
             _ => None,
         };
-        if !matches!(self.run.borrow().as_ref().map(|t| &t.kind), None | Some(Kind::Load)) {
+        if !matches!(
+            self.run.borrow().as_ref().map(|t| &t.kind),
+            None | Some(Kind::Load)
+        ) {
             super::run::snapshot_pass();
         }
         if let Some((p, first_idle)) = serve {
