@@ -514,9 +514,10 @@ impl Persist {
     }
 
     /// CONFIG SET appendonly yes, once the AOF's writer started on its
-    /// temporary incr file ([`AofControl::enable`]): the rewrite that
-    /// completes it is scheduled (the cron starts it when nothing else
-    /// runs); a pending turn-off is cancelled. Redis's startAppendOnly
+    /// temporary incr file ([`AofControl::enable`]), when the command
+    /// cannot begin the rewrite itself ([`enable_rewrite`]): the rewrite
+    /// that completes it is scheduled (the cron starts it when nothing
+    /// else runs); a pending turn-off is cancelled. Redis's startAppendOnly
     /// forks that rewrite at once unless it runs inside EXEC (`in_exec`)
     /// or another background save runs, when it is only scheduled: INFO
     /// shows it in progress from here in the first case (Redis's Tcl
