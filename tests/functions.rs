@@ -319,3 +319,83 @@ fn script_kill_and_function_kill_from_another_thread() {
     }
     assert!(stopped, "SHUTDOWN NOSAVE stopped the server");
 }
+
+/// `rdb_changes_since_last_save` of `c`.
+fn changes(c: &mut RawConn) -> u64 {
+    let info = c.cmd_str(&["INFO", "persistence"]);
+    let text = String::from_utf8_lossy(&info);
+    text.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .expect("rdb_changes_since_last_save in INFO")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// FUNCTION LOAD [REPLACE], DELETE, FLUSH [SYNC|ASYNC] and RESTORE
+/// [APPEND|REPLACE|FLUSH] each count one change in
+/// `rdb_changes_since_last_save` when they succeed, none when they fail
+/// (Redis's `server.dirty++`), beside redis-server; SAVE starts the count
+/// again. Each step: the command, its reply's first byte, the changes it
+/// adds.
+#[test]
+fn function_changes_count_as_redis_counts_them() {
+    let mut servers = vec![Server::tessera(&["--shards", "2", "--save", ""])];
+    if common::redis_available() && !common::testing_real_redis() {
+        servers.push(Server::redis(&["--save", ""]));
+    }
+    for s in servers {
+        let flavor = s.flavor();
+        let mut c = s.raw();
+        let step = |c: &mut RawConn, args: &[&[u8]], first: u8, added: u64| {
+            let before = changes(c);
+            let r = c.cmd(args);
+            assert_eq!(r[0], first, "{flavor:?} {}", common::escape(&r, 200));
+            assert_eq!(
+                changes(c) - before,
+                added,
+                "{flavor:?}: {:?}",
+                String::from_utf8_lossy(args[1])
+            );
+            r
+        };
+        let (a, b) = (LIB_A.as_bytes(), LIB_B.as_bytes());
+        step(&mut c, &[b"FUNCTION", b"LOAD", a], b'$', 1);
+        step(&mut c, &[b"FUNCTION", b"LOAD", a], b'-', 0);
+        step(&mut c, &[b"FUNCTION", b"LOAD", b"REPLACE", a], b'$', 1);
+        step(&mut c, &[b"FUNCTION", b"LOAD", b], b'$', 1);
+        step(&mut c, &[b"FUNCTION", b"DELETE", b"nolib"], b'-', 0);
+        step(&mut c, &[b"FUNCTION", b"DELETE", b"libb"], b'+', 1);
+        let dump = step(&mut c, &[b"FUNCTION", b"DUMP"], b'$', 0);
+        let payload = common::reply_payload(&dump).unwrap();
+        step(&mut c, &[b"FUNCTION", b"RESTORE", &payload], b'-', 0);
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"],
+            b'+',
+            1,
+        );
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"FLUSH"],
+            b'+',
+            1,
+        );
+        step(&mut c, &[b"FUNCTION", b"RESTORE", b"bad"], b'-', 0);
+        step(&mut c, &[b"FUNCTION", b"FLUSH"], b'+', 1);
+        step(
+            &mut c,
+            &[b"FUNCTION", b"RESTORE", &payload, b"APPEND"],
+            b'+',
+            1,
+        );
+        step(&mut c, &[b"FUNCTION", b"FLUSH", b"ASYNC"], b'+', 1);
+        // Nothing to flush: still a change in Redis.
+        step(&mut c, &[b"FUNCTION", b"FLUSH", b"SYNC"], b'+', 1);
+        step(&mut c, &[b"FUNCTION", b"FLUSH", b"NOW"], b'-', 0);
+        step(&mut c, &[b"FUNCTION", b"LOAD", a], b'$', 1);
+        assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+        assert_eq!(changes(&mut c), 0, "{flavor:?}: after SAVE");
+        step(&mut c, &[b"FUNCTION", b"DELETE", b"liba"], b'+', 1);
+    }
+}

@@ -18,8 +18,12 @@
 //! at once (Redis's "Can't execute an AOF background rewriting").
 //!
 //! Turning the AOF on (`CONFIG SET appendonly yes`, Redis's
-//! `AOF_WAIT_REWRITE`): records go to `temp-<name>.incr` from the
-//! rewrite's instant; the manifest is not touched until the base is in
+//! `AOF_WAIT_REWRITE`): the rewrite's instant is taken in the command
+//! itself (under its whole-keyspace locks, as Redis forks there; inside
+//! EXEC or beside another save the cron starts it later), so a script
+//! that starts after the reply cannot hold it up (its hook steps the
+//! snapshot of the shard it holds); records go to `temp-<name>.incr` from
+//! the rewrite's instant; the manifest is not touched until the base is in
 //! place, when the temporary incr is renamed into the manifest with it. A
 //! failed rewrite deletes the temporary incr (the writer drops records
 //! until the next rewrite's instant, whose snapshot holds them) and

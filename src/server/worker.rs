@@ -322,8 +322,6 @@ struct Core {
     /// Keys changed this iteration: who changed them (NOLOOP) and the
     /// change's sequence number (see `engine::Tracked::take_changed`).
     touched: Vec<(engine::SmallBytes, Option<commands::ctx::Home>, u64)>,
-    /// This shard's link to a running background save.
-    save_link: Option<commands::persist::SaveLink>,
     /// A coordinator the server runs for itself (a save the `save` rules
     /// started), with no connection: its jobs report to [`SYS_SLOT`].
     sys: Option<SysCoord>,

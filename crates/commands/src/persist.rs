@@ -49,7 +49,8 @@ mod startup;
 mod writer;
 
 pub use commands::{
-    all_shards_then, bgsave_coordinator, cron_due, rewrite_coordinator, sync_coordinator,
+    all_shards_then, bgsave_coordinator, cron_due, enable_rewrite, rewrite_coordinator,
+    sync_coordinator,
 };
 use commands::{bgrewriteaof, bgsave, save};
 pub(crate) use reload::{loadaof, reload};
@@ -141,8 +142,10 @@ enum SaveMsg {
     Done { keys: u64 },
 }
 
-/// What a shard thread keeps while its part of a save runs.
+/// A shard's link to the running save (see [`Persist::links`]).
 pub struct SaveLink {
+    /// The save it belongs to ([`Persist::save_gen`] when made).
+    gen: u64,
     tx: SyncSender<SaveMsg>,
     gate: Arc<Gate>,
     abort: Arc<AtomicBool>,
@@ -293,6 +296,12 @@ pub struct Persist {
     dirty: Vec<AtomicU64>,
     /// Per shard: its change counter when the last successful save began.
     saved_dirty: Vec<AtomicU64>,
+    /// Changes outside the shards: FUNCTION LOAD, DELETE, FLUSH and
+    /// RESTORE (each adds one, as Redis's `server.dirty++`), and the
+    /// figure when the last successful save began (its libraries were
+    /// taken then: `WriterJob::functions`).
+    functions_dirty: AtomicU64,
+    functions_saved: AtomicU64,
     pub loading: AtomicBool,
     /// The last save failed (INFO `rdb_last_bgsave_status:err`): read on
     /// every write command, so kept apart from the locked state, in the
@@ -300,6 +309,17 @@ pub struct Persist {
     disk: &'static crate::ops::disk::DiskStatus,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
+    /// Per shard: its link to the running save. One link per shard,
+    /// whoever steps it: the shard's loop ([`tick`], once per iteration)
+    /// or, while a script holds the shard's thread, the script's hook
+    /// (`script::run::snapshot_pass`), so a fragment kept back
+    /// (`SaveLink::pending`) always goes before the shard's next one. The
+    /// lock is taken only while the shard has a snapshot running, by one
+    /// thread at a time (the one running the shard).
+    links: Vec<Mutex<Option<SaveLink>>>,
+    /// Bumped at every save's start: a link left from an earlier save
+    /// (one that ended without its shard's loop seeing it) is dropped.
+    save_gen: AtomicU64,
 }
 
 /// What runs in the background (see [`Persist::child`]).
@@ -346,9 +366,13 @@ impl Persist {
             in_progress: AtomicBool::new(false),
             dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
             saved_dirty: (0..nshards).map(|_| AtomicU64::new(0)).collect(),
+            functions_dirty: AtomicU64::new(0),
+            functions_saved: AtomicU64::new(0),
             loading: AtomicBool::new(false),
             disk,
             lastsave_s,
+            links: (0..nshards).map(|_| Mutex::new(None)).collect(),
+            save_gen: AtomicU64::new(0),
         }
     }
 
@@ -364,6 +388,10 @@ impl Persist {
 
     /// Changes since the last successful save began.
     pub fn changes(&self) -> u64 {
+        let functions = self
+            .functions_dirty
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.functions_saved.load(Ordering::Relaxed));
         self.dirty
             .iter()
             .zip(&self.saved_dirty)
@@ -371,7 +399,22 @@ impl Persist {
                 d.load(Ordering::Relaxed)
                     .saturating_sub(s.load(Ordering::Relaxed))
             })
-            .sum()
+            .sum::<u64>()
+            + functions
+    }
+
+    /// A function library change (FUNCTION LOAD, DELETE, FLUSH,
+    /// RESTORE): one more change for `rdb_changes_since_last_save` and
+    /// the `save` rules, as Redis's `server.dirty++` in each.
+    pub fn function_changed(&self) {
+        self.functions_dirty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A save that wrote every change counted so far succeeded (the
+    /// libraries' part; the shards' is theirs).
+    fn functions_all_saved(&self) {
+        let now = self.functions_dirty.load(Ordering::Relaxed);
+        self.functions_saved.store(now, Ordering::Relaxed);
     }
 
     pub fn in_progress(&self) -> bool {
@@ -471,9 +514,10 @@ impl Persist {
     }
 
     /// CONFIG SET appendonly yes, once the AOF's writer started on its
-    /// temporary incr file ([`AofControl::enable`]): the rewrite that
-    /// completes it is scheduled (the cron starts it when nothing else
-    /// runs); a pending turn-off is cancelled. Redis's startAppendOnly
+    /// temporary incr file ([`AofControl::enable`]), when the command
+    /// cannot begin the rewrite itself ([`enable_rewrite`]): the rewrite
+    /// that completes it is scheduled (the cron starts it when nothing
+    /// else runs); a pending turn-off is cancelled. Redis's startAppendOnly
     /// forks that rewrite at once unless it runs inside EXEC (`in_exec`)
     /// or another background save runs, when it is only scheduled: INFO
     /// shows it in progress from here in the first case (Redis's Tcl
@@ -485,6 +529,19 @@ impl Persist {
         st.rewrite_scheduled = true;
         st.rewrite_starting =
             !in_exec && st.running.as_ref().is_none_or(|r| r.kind == Kind::Rewrite);
+    }
+
+    /// CONFIG SET appendonly yes, outside EXEC, once the AOF's writer
+    /// started: true when nothing else runs, so the rewrite begins in the
+    /// command ([`enable_rewrite`]); a pending turn-off is cancelled.
+    /// False (changing nothing): [`Persist::request_aof_on`] schedules it.
+    fn take_aof_on(&self) -> bool {
+        let mut st = self.lock();
+        if st.running.is_some() {
+            return false;
+        }
+        st.aof_request = None;
+        true
     }
 
     /// Redis's aofRewriteLimited: after three consecutive failed rewrites,
@@ -541,6 +598,7 @@ impl Persist {
         let st = self.lock();
         let r = st.running.as_ref()?;
         Some(SaveLink {
+            gen: self.save_gen.load(Ordering::Acquire),
             tx: r.tx.clone(),
             gate: r.gate.clone(),
             abort: r.abort.clone(),
@@ -632,6 +690,7 @@ impl Persist {
             background,
             done: done_tx,
             functions: crate::script::library::registry().codes(),
+            functions_dirty: self.functions_dirty.load(Ordering::Relaxed),
             compress: cfg.rdbcompression,
             sink: Mutex::new(sink),
             stream_db,
@@ -662,6 +721,7 @@ impl Persist {
             st.bgsave_scheduled = false;
         }
         st.kill_reason = "";
+        self.save_gen.fetch_add(1, Ordering::AcqRel);
         st.running = Some(Running {
             tx,
             gate: Arc::default(),

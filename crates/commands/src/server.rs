@@ -101,9 +101,10 @@ const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
         -4,
         CONFIG_FLAGS,
         NO_KEYS,
-        Exec::Conn(config_set),
+        Exec::Coord(config_set),
         ADMIN_ACL,
-    ),
+    )
+    .with_locks(config_set_locks),
     CommandSpec::new(
         "resetstat",
         2,
@@ -398,9 +399,51 @@ fn config_get(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// CONFIG SET's locks: none, unless it may turn the AOF on, when it
+/// takes a shared lock on the whole keyspace, as BGREWRITEAOF does: the
+/// rewrite that writes the AOF's first base begins in the command, on
+/// every shard at one instant between transactions and scripts (see
+/// [`config_set`]).
+fn config_set_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+    let on = (2..args.len())
+        .step_by(2)
+        .any(|i| eq_ic(args.get(i), "appendonly") && eq_ic(args.get(i + 1), "yes"));
+    on.then(|| {
+        let mut set = crate::tx::LockSet::default();
+        set.whole(nshards, crate::tx::Mode::Read);
+        set
+    })
+}
+
 /// CONFIG SET name value [name value ...]: all or nothing; threads pick up
-/// the change through `config_gen`.
-fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
+/// the change through `config_gen`. Turning `appendonly` on begins the
+/// rewrite of the AOF's first base here, under the command's locks (see
+/// [`config_set_locks`]), as Redis's startAppendOnly forks it in the
+/// command: a script or transaction that starts after the reply cannot
+/// hold it up (its snapshot is taken already, and a script's hook steps
+/// the shard it holds: `script::run::snapshot_pass`). Inside EXEC, or
+/// while a background save runs, it is scheduled for the cron instead, as
+/// in Redis.
+fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
+    let rewrite = config_set_apply(c, args)?;
+    Ok(rewrite.unwrap_or_else(|| {
+        OneStep::boxed(
+            Plan::default(),
+            |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+                out.ok();
+                Ok(())
+            },
+        )
+    }))
+}
+
+/// Applies CONFIG SET; returns the coordinator of the AOF rewrite it
+/// begins, if it turned the AOF on (it replies `+OK` once every shard
+/// began).
+fn config_set_apply(
+    c: &mut ConnCtx<'_>,
+    args: Args<'_>,
+) -> Result<Option<Box<dyn Coordinator>>, CmdError> {
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
@@ -457,12 +500,14 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
             saved,
         )
     };
+    let mut rewrite = None;
     match (appendonly, c.server.aof.get()) {
         (Some(true), Some(aof)) => {
             // Redis's startAppendOnly: the AOF's files are created now (a
             // failure fails CONFIG SET and restores the setting), and a
             // rewrite writes the base of the current data.
-            if !aof.enabled() {
+            let enabled_now = !aof.enabled();
+            if enabled_now {
                 if let Err(e) = aof.enable() {
                     crate::persist::log_warning(&e);
                     crate::persist::log_warning(
@@ -488,7 +533,13 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
                      start when possible.",
                 );
             }
-            c.server.persist.request_aof_on(c.client.in_exec);
+            if enabled_now {
+                rewrite = crate::persist::enable_rewrite(c.server, c.client.in_exec);
+            } else {
+                // A turn-off the cron has not done yet, cancelled: the
+                // rewrite it would have been is scheduled, as before.
+                c.server.persist.request_aof_on(c.client.in_exec);
+            }
         }
         (Some(false), _) => c.server.persist.request_aof_off(),
         _ => {}
@@ -497,8 +548,7 @@ fn config_set(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if let Some(w) = c.server.wake_all.get() {
         w();
     }
-    c.out.ok();
-    Ok(())
+    Ok(rewrite)
 }
 
 /// CONFIG REWRITE: the config file rewritten with the running

@@ -293,6 +293,11 @@ impl Worker {
         lend_inbox(&mut inbox, || {
             commands::script::busy::BusyServe::serve_busy(&mut lent)
         });
+        // Its share of a running snapshot, as its own loop would between
+        // batches: no command runs on its shard during a pass, and a
+        // long script must not hold up a snapshot begun before it (the
+        // AOF rewrite of `CONFIG SET appendonly yes`).
+        self.save_step(false);
     }
 
     /// Adds what this loop's desk and inbox counted while a script pinned

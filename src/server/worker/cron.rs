@@ -25,7 +25,7 @@ impl Worker {
     pub(super) fn save_step(&mut self, busy: bool) -> Option<Duration> {
         let c = &mut self.core;
         c.publish_dirty();
-        match commands::persist::tick(&c.server.persist, &mut c.shard, &mut c.save_link, busy) {
+        match commands::persist::tick(&c.server.persist, &mut c.shard, busy) {
             commands::persist::Tick::Idle => None,
             commands::persist::Tick::Busy => Some(Duration::ZERO),
             commands::persist::Tick::Throttled => Some(Duration::from_millis(1)),

@@ -147,7 +147,6 @@ impl Worker {
                 pause_gen: 0,
                 waiters: Waiters::default(),
                 blocked_conns: Vec::new(),
-                save_link: None,
                 sys: None,
                 repl_waits: Vec::new(),
                 lent_job: None,

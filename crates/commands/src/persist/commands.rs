@@ -193,14 +193,44 @@ pub fn rewrite_coordinator(server: &Arc<ServerShared>) -> Result<Box<dyn Coordin
     // While the AOF is being turned on, a rewrite is the one that
     // completes it (shards log from its instant on).
     let waiting = server.aof.get().is_some_and(|a| a.waiting_rewrite());
-    rewrite_with(server, waiting)
+    rewrite_with(
+        server,
+        waiting,
+        "Background append only file rewriting started",
+    )
+}
+
+/// `CONFIG SET appendonly yes`, once the AOF's writer started on its
+/// temporary incr file (`AofControl::enable`): the rewrite that completes
+/// it, begun by the command itself (run under its whole-keyspace Read
+/// locks: every shard's snapshot and logging begin at one instant before
+/// its `+OK`), as Redis's startAppendOnly forks it at once. `None`: it is
+/// scheduled for the cron instead (inside EXEC, or while another save or
+/// rewrite runs, as in Redis; or if it could not begin now), and
+/// `Persist::request_aof_on` says so.
+pub fn enable_rewrite(server: &Arc<ServerShared>, in_exec: bool) -> Option<Box<dyn Coordinator>> {
+    let p = &server.persist;
+    if in_exec || !p.take_aof_on() {
+        p.request_aof_on(in_exec);
+        return None;
+    }
+    match rewrite_with(server, true, "OK") {
+        Ok(coord) => Some(coord),
+        Err(_) => {
+            // Logged by `Persist::start_with`; the cron tries again.
+            p.request_aof_on(false);
+            None
+        }
+    }
 }
 
 /// A rewrite; with `enable` (CONFIG SET appendonly yes) every shard also
-/// starts logging at the snapshot instant.
+/// starts logging at the snapshot instant. `reply`: the command's, once
+/// every shard began.
 fn rewrite_with(
     server: &Arc<ServerShared>,
     enable: bool,
+    reply: &'static str,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
     let (begin_dirty, _done) = server.persist.start(server, Kind::Rewrite)?;
     let cfg = server.config();
@@ -220,7 +250,7 @@ fn rewrite_with(
                 a.switch();
             }
         })),
-        reply: "Background append only file rewriting started",
+        reply,
     }))
 }
 

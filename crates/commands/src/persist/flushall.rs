@@ -74,6 +74,7 @@ impl Persist {
                 for (s, &d) in self.saved_dirty.iter().zip(flushed_dirty) {
                     s.store(d, Ordering::Relaxed);
                 }
+                self.functions_all_saved();
                 st.last_ok = true;
                 self.disk.set_save_failed(false);
             }

@@ -465,6 +465,9 @@ impl super::Persist {
     /// `rebase`: no changes since (Redis sets `server.dirty` to 0);
     /// otherwise the job's own changes are not counted.
     fn after_reload(&self, dirty: &[Dirty], rebase: bool) {
+        if rebase {
+            self.functions_all_saved();
+        }
         for &(id, before, after) in dirty {
             if rebase {
                 self.saved_dirty[id].store(after, Ordering::Relaxed);

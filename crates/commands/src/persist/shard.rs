@@ -103,12 +103,26 @@ pub enum Tick {
 }
 
 /// One step of this shard's part of a running background save; the
-/// worker calls it once per loop iteration. Also hands over what the
-/// iteration's commands copied before changing.
-pub fn tick(p: &Persist, shard: &mut Shard, link: &mut Option<SaveLink>, busy: bool) -> Tick {
+/// worker calls it once per loop iteration, and a script's hook about
+/// every millisecond of Lua while the script holds the shard's thread
+/// (the shard is between commands there too: no call runs). Also hands
+/// over what the commands since the last step copied before changing.
+pub fn tick(p: &Persist, shard: &mut Shard, busy: bool) -> Tick {
     if !shard.snapshot_running() {
-        *link = None;
         return Tick::Idle;
+    }
+    let Some(slot) = p.links.get(shard.id) else {
+        return Tick::Idle;
+    };
+    let mut link = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let link: &mut Option<SaveLink> = &mut link;
+    if link
+        .as_ref()
+        .is_some_and(|l| l.gen != p.save_gen.load(Ordering::Acquire))
+    {
+        // Left from an earlier save that ended without this shard's
+        // step seeing it.
+        *link = None;
     }
     if link.is_none() {
         *link = p.link();

@@ -221,6 +221,7 @@ pub fn save_now(
         background: false,
         done: done_tx,
         functions: crate::script::library::registry().codes(),
+        functions_dirty: 0,
         compress,
         sink: Mutex::new(None),
         stream_db: None,

@@ -38,6 +38,8 @@ pub(super) struct WriterJob {
     /// data (RDB `FUNCTION2` opcodes, or FUNCTION LOAD commands in an AOF
     /// base without the RDB preamble, as Redis's `rewriteFunctions`).
     pub(super) functions: Vec<Arc<crate::script::library::Library>>,
+    /// `Persist::functions_dirty` when `functions` were taken.
+    pub(super) functions_dirty: u64,
     pub(super) compress: bool,
     /// [`Kind::Sync`]: where the RDB goes instead of a file.
     pub(super) sink: Mutex<Option<Box<dyn Write + Send>>>,
@@ -69,6 +71,7 @@ impl WriterJob {
             background: false,
             done,
             functions: crate::script::library::registry().codes(),
+            functions_dirty: persist.functions_dirty.load(Ordering::Relaxed),
             compress: cfg.rdbcompression,
             sink: Mutex::new(None),
             stream_db: None,
@@ -151,6 +154,9 @@ impl WriterJob {
                 for (s, b) in self.persist.saved_dirty.iter().zip(self.begin_dirty.iter()) {
                     s.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
                 }
+                self.persist
+                    .functions_saved
+                    .store(self.functions_dirty, Ordering::Relaxed);
             }
             self.persist.in_progress.store(false, Ordering::Release);
         }

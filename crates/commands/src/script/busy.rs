@@ -1112,6 +1112,12 @@ impl HookState {
             }
             _ => None,
         };
+        if !matches!(
+            self.run.borrow().as_ref().map(|t| &t.kind),
+            None | Some(Kind::Load)
+        ) {
+            super::run::snapshot_pass();
+        }
         if let Some((p, first_idle)) = serve {
             // Before the kill check: a SCRIPT KILL served now stops the
             // script at once. The loops it pinned or stalls are published

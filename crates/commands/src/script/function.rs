@@ -137,15 +137,21 @@ fn subcommand_syntax(args: Args<'_>) -> CmdError {
 
 /// A coordinator that does `f` once every shard is locked; the command is
 /// propagated as received once it succeeded (Redis propagates FUNCTION
-/// LOAD/DELETE/FLUSH/RESTORE as themselves).
+/// LOAD/DELETE/FLUSH/RESTORE as themselves), and counts one change in
+/// `rdb_changes_since_last_save` (Redis's `server.dirty++` in each).
 fn locked(
     c: &ConnCtx<'_>,
     args: Args<'_>,
     f: impl FnOnce(&mut Reply) -> Result<(), CmdError> + Send + 'static,
 ) -> Result<Box<dyn Coordinator>, CmdError> {
+    let persist = c.server.persist.clone();
     let coord = OneStep::boxed(
         Plan::default(),
-        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| f(out),
+        move |_: Vec<()>, out: &mut Reply, _: &mut ClientState| {
+            f(out)?;
+            persist.function_changed();
+            Ok(())
+        },
     );
     Ok(crate::propagate::as_received(coord, args, c.client.db))
 }

@@ -774,6 +774,34 @@ pub(crate) fn abandon_for_busy() -> bool {
     true
 }
 
+/// The hook's step of a running snapshot on the shard the running script
+/// holds (`persist::tick`, about every millisecond of Lua): the shard is
+/// between commands here (no `redis.call` runs), as between a loop's
+/// batches. Without it a script that runs long on a shard's thread stops
+/// that shard's part of a snapshot begun before it: the AOF rewrite
+/// begun by `CONFIG SET appendonly yes` would then wait for the script's
+/// end (and SHUTDOWN NOSAVE, refused while the first AOF is written, with
+/// it), where Redis's forked child is done long before. Runs on copies
+/// (`scratch`) hold no real shard: the owners' loops step theirs.
+pub(crate) fn snapshot_pass() {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: as in `with_run` (the hook runs inside the Lua call).
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    let Ok(mut r) = run.try_borrow_mut() else {
+        return;
+    };
+    if r.scratch || !r.ctx.shard.snapshot_running() {
+        return;
+    }
+    let Some(server) = r.ctx.ops.server.get().and_then(std::sync::Weak::upgrade) else {
+        return;
+    };
+    crate::persist::tick(&server.persist, r.ctx.shard, false);
+}
+
 /// Calls `f` under the message handler with `redis.call` & co. reaching
 /// `run` for the duration of the call.
 fn run_scoped(vm: &Vm, f: mlua::Function, run: &RefCell<Run<'_, '_>>) -> mlua::Result<Outcome> {
