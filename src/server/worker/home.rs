@@ -397,6 +397,7 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
 /// is true: the home worker's own (`core`) or a pinned one's (`pinned`:
 /// `shards` but the home shard, in the same order). Only inside
 /// `cohost::visit`.
+#[inline(always)]
 fn each_core(
     core: &mut Core,
     shards: &[usize],
@@ -495,6 +496,7 @@ pub(super) struct KeyPf {
 /// precede the jobs, they arrive together.
 /// `at`: a cursor into `pf` (sorted by shard), left past shard `s`'s
 /// keys; calls with ascending `s` walk `pf` once.
+#[inline(always)]
 fn prefetch_on(
     shard: &engine::Shard,
     db: usize,
@@ -505,20 +507,19 @@ fn prefetch_on(
     stage: u8,
 ) {
     let s = s as u32;
-    while pf.get(*at).is_some_and(|k| k.shard < s) {
-        *at += 1;
-    }
-    let lo = *at;
-    while pf.get(*at).is_some_and(|k| k.shard == s) {
-        *at += 1;
-    }
-    if lo == *at {
-        return;
-    }
     let Some(d) = shard.dbs.get(db) else {
         return;
     };
-    for k in &mut pf[lo..*at] {
+    // One pass: keys of shards before `s` (none, for a keyed command's
+    // shards) skipped, `s`'s prefetched, stopping at the next shard's.
+    while let Some(k) = pf.get_mut(*at) {
+        if k.shard > s {
+            break;
+        }
+        *at += 1;
+        if k.shard < s {
+            continue;
+        }
         if stage == 0 {
             k.hash = d.hash_of(&keys[k.start as usize..k.end as usize]);
         }
