@@ -347,7 +347,10 @@ impl commands::coord::ClientRegistry for NoClients {
 /// No lock, no waiter, no AOF record (unlocked transactions run where
 /// there is no AOF). Its output, and whether it may have sent messages
 /// (it served blocked clients, whose replies go home by the mailbox):
-/// nothing else it does sends one.
+/// nothing else it does sends one. Inlined: it runs once per shard an
+/// unlocked transaction touches, where a call's saves and restores were
+/// a tenth of its own cost.
+#[inline(always)]
 pub(super) fn run_job_now(
     core: &mut Core,
     clients: &mut dyn commands::coord::ClientRegistry,
@@ -423,6 +426,7 @@ impl Worker {
     /// `shard` (the caller's to say: one cache line fewer to read per
     /// shard visited), after what this worker's turn would have picked up
     /// first (see `run_lent_job`).
+    #[inline]
     pub(super) fn run_unlocked_job(
         &mut self,
         shard: usize,
