@@ -56,7 +56,7 @@
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,
-//! the command needs no lock at all: its shards are pinned ([`pin_worker`]:
+//! the command needs no lock at all: its shards are pinned ([`pin_workers`]:
 //! a hub holds their seats until it ends), so nothing else runs on them,
 //! and every job of every step runs by a call, the home shard's too (on
 //! its `Core`, [`NoClients`]: a keyed command's jobs never look at
@@ -86,8 +86,10 @@
 //!
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
-//! with the shard count itself: per shard, a pin (a seat's lock) and the
-//! idle check (one line while the shard is known free: `Core::maybe_busy`),
+//! with the shard count itself: per shard, a pin (a seat's lock; every
+//! shard's in one call to the lender, `Lender::pin_each`) and the idle
+//! check (one line while the shard is known free: `Core::maybe_busy`; every
+//! shard's in one visit, `home::each_core`),
 //! the job (its closure held inline, no allocation: `coord::JobFn`), and
 //! the epilogue of [`run_job_now`] (the dirty count published; tracking
 //! and events, a branch each while off; the ready check, one line while
@@ -101,7 +103,11 @@
 //! shards against 34.6k and 84 at 2 (1.15x; before the cuts of mset27b
 //! 40.5k and 286, 1.17x; before the visit and the layouts 42.8k and 390
 //! against 34.7k and 87, 1.23x; see bench/README, "One visit per
-//! co-hosted shard" and "What a visit reads, continued").
+//! co-hosted shard" and "What a visit reads, continued"). With the
+//! benchmark's own workload (`BENCH_WORKLOAD=tx`, pipeline 16): 36.5k
+//! against 31.6k (1.155x; 38.7k against 31.8k, 1.22x, before the pins in
+//! one call, one visit for the checks and the jobs' calls inlined: bench/
+//! README, "A cheaper shard visit").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
