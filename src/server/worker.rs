@@ -146,7 +146,7 @@ mod tracking;
 mod waiters;
 
 pub use busy::lending_own;
-pub use cohost::{lending, Lender};
+pub use cohost::{lending, Lender, Pinned};
 pub use hub_set::{tag as hub_tag, untag as hub_untag};
 pub use sched::LoopProbe;
 

@@ -424,6 +424,10 @@ pub struct LockSet {
     shards: Vec<(usize, Option<Mode>)>,
 }
 
+/// [`LockSet::shards_into`] sorts no entries while every shard is below
+/// this: one bit each in two words.
+const MASK_SHARDS: usize = 128;
+
 /// Shards a [`Deferred`] set holds without an allocation: an MSET of 16
 /// pairs, an MGET of 16 keys.
 const DEFER_INLINE: usize = 16;
@@ -714,8 +718,40 @@ impl LockSet {
     }
 
     /// Pushes the shards it covers into `out`, ascending, each once.
-    /// O(entries log entries), nothing allocated beyond `out`.
+    /// While they are all below [`MASK_SHARDS`] (every server of up to
+    /// 128 shards), a bit per shard and a pass over the bits set:
+    /// O(entries + shards covered); past it, a sort: O(entries log
+    /// entries). Nothing allocated beyond `out`. (The sort of an MSET's
+    /// ten entries cost about 450 instructions, the bits about 100.)
     pub fn shards_into(&self, out: &mut Vec<usize>) {
+        // Two words, not a `u128`: a shift of a word by a variable is one
+        // instruction, of a `u128` several and a branch.
+        let mut mask = [0u64; MASK_SHARDS / 64];
+        let mut wide = false;
+        let mut add = |s: usize| match mask.get_mut(s / 64) {
+            Some(w) => *w |= 1 << (s % 64),
+            None => wide = true,
+        };
+        for k in &self.keys {
+            add(k.0);
+        }
+        for s in &self.shards {
+            add(s.0);
+        }
+        if let Some(d) = &self.deferred {
+            for &s in d.shards() {
+                add(usize::from(s));
+            }
+        }
+        if !wide {
+            for (i, mut w) in mask.into_iter().enumerate() {
+                while w != 0 {
+                    out.push(64 * i + w.trailing_zeros() as usize);
+                    w &= w - 1;
+                }
+            }
+            return;
+        }
         let from = out.len();
         out.extend(self.keys.iter().map(|k| k.0));
         out.extend(self.shards.iter().map(|s| s.0));

@@ -427,3 +427,52 @@ fn a_withdrawn_request_leaves_the_queue_summary() {
         "nothing queued on b"
     );
 }
+
+/// The shards a set covers come out ascending, each once, after what
+/// `out` held, by the bits below `MASK_SHARDS` and by the sort when a
+/// shard is past it (the same answer both ways).
+#[test]
+fn shards_into_gives_each_shard_once_ascending_below_and_past_the_mask() {
+    let r = crate::table::registry()
+        .resolve(resp::OwnedArgs::from_slices(&["MSET", "k", "v"]).args())
+        .expect("MSET");
+    for (given, want) in [
+        (vec![5u16, 3, 5, 0, 127, 3], vec![0usize, 3, 5, 127]),
+        (
+            vec![5, 3, 5, 200, 0, 127, 128, 200],
+            vec![0, 3, 5, 127, 128, 200],
+        ),
+        (vec![9], vec![9]),
+        (vec![1000], vec![1000]),
+    ] {
+        let set = LockSet::deferred(r.spec, 0, given.iter().copied()).expect("keys");
+        let mut out = vec![7777];
+        set.shards_into(&mut out);
+        assert_eq!(out[0], 7777, "what out held stays first");
+        assert_eq!(&out[1..], &want[..], "{given:?}");
+    }
+    // Keys of an eager set, with whole-shard entries and past the mask.
+    let owned = resp::OwnedArgs::from_slices(&["MSET", "a", "1", "b", "2", "c", "3"]);
+    let args = owned.args();
+    let mut positions = Vec::new();
+    r.spec.key_positions(args, &mut positions);
+    for n in [4, 300] {
+        let shards: Vec<u16> = positions
+            .iter()
+            .map(|&p| shard_of(args.get(p), n) as u16)
+            .collect();
+        let mut set = LockSet::default();
+        set.command_on(r.spec, args, 0, &positions, &shards);
+        let mut want: Vec<usize> = shards.iter().map(|&s| usize::from(s)).collect();
+        if n == 4 {
+            // Whole-shard entries: every shard.
+            set.touch_all(n);
+            want.extend(0..n);
+        }
+        want.sort_unstable();
+        want.dedup();
+        let mut out = Vec::new();
+        set.shards_into(&mut out);
+        assert_eq!(out, want, "{n} shards");
+    }
+}

@@ -94,7 +94,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::super::worker::{self, hub_tag, hub_untag, Worker};
+use super::super::worker::{self, hub_tag, hub_untag, Pinned, Worker};
 use super::{locked, Adopted, Host, Hosts, Seat};
 
 /// Events one wait takes at most; the rest come with the next wait
@@ -202,10 +202,15 @@ struct HubLender<'a> {
 
 impl HubLender<'_> {
     fn note_lent(&self, id: usize) {
-        let mut bits = self.lent.borrow_mut();
-        if let Some(w) = bits.get_mut(id / 64) {
-            *w |= 1 << (id % 64);
-        }
+        mark_lent(&mut self.lent.borrow_mut(), id);
+    }
+}
+
+/// Sets worker `id`'s bit in `HubLender::lent`.
+#[inline(always)]
+fn mark_lent(bits: &mut [u64], id: usize) {
+    if let Some(w) = bits.get_mut(id / 64) {
+        *w |= 1 << (id % 64);
     }
 }
 
@@ -247,6 +252,49 @@ impl HubLender<'_> {
         }
         self.own.set(w);
         true
+    }
+}
+
+impl<'a> HubLender<'a> {
+    /// [`Lender::pin`] with the pinned seats and the lent bits borrowed by
+    /// the caller; `search`: whether `id` may be pinned already.
+    #[inline(always)]
+    fn pin_in(
+        &self,
+        pinned: &mut Vec<(usize, MutexGuard<'a, Seat>)>,
+        lent: &mut [u64],
+        id: usize,
+        search: bool,
+    ) -> Option<NonNull<Worker>> {
+        if id == self.hub {
+            let w = NonNull::new(self.own.get());
+            if let Some(mut p) = w {
+                // SAFETY: as in `lend` (not lent now: `cohost` takes the
+                // lender out while it lends a worker).
+                unsafe { p.as_mut() }.register_parked();
+            }
+            self.own_pinned.set(self.own_pinned.get() || w.is_some());
+            return w;
+        }
+        if search {
+            if let Some((_, seat)) = pinned.iter_mut().find(|(p, _)| *p == id) {
+                return seat.worker.as_deref_mut().map(NonNull::from);
+            }
+        }
+        if !self.adopted(id) {
+            return None;
+        }
+        let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
+            return None;
+        };
+        // The worker is boxed: its address holds while the guard, kept
+        // in `pinned` until `unpin_all`, holds the seat.
+        let w = held(self.hosts, self.hub, id, &mut seat)?;
+        w.register_parked();
+        let w = NonNull::from(w);
+        pinned.push((id, seat));
+        mark_lent(lent, id);
+        Some(w)
     }
 }
 
@@ -307,34 +355,28 @@ impl worker::Lender for HubLender<'_> {
     }
 
     fn pin(&self, id: usize) -> Option<NonNull<Worker>> {
-        if id == self.hub {
-            let w = NonNull::new(self.own.get());
-            if let Some(mut p) = w {
-                // SAFETY: as in `lend` (not lent now: `cohost` takes the
-                // lender out while it lends a worker).
-                unsafe { p.as_mut() }.register_parked();
-            }
-            self.own_pinned.set(self.own_pinned.get() || w.is_some());
-            return w;
-        }
         let mut pinned = self.pinned.borrow_mut();
-        if let Some((_, seat)) = pinned.iter_mut().find(|(p, _)| *p == id) {
-            return seat.worker.as_deref_mut().map(NonNull::from);
+        let mut lent = self.lent.borrow_mut();
+        self.pin_in(&mut pinned, &mut lent, id, true)
+    }
+
+    fn pin_each(&self, ids: &[usize], skip: usize, out: &mut Vec<(usize, Pinned)>) -> bool {
+        let mut pinned = self.pinned.borrow_mut();
+        let mut lent = self.lent.borrow_mut();
+        // Nothing pinned yet (always, for a transaction: its pins are let
+        // go when it ends): none of `ids`, distinct, can be found there.
+        let search = !pinned.is_empty() || self.own_pinned.get();
+        debug_assert!(ids.windows(2).all(|p| p[0] != p[1]), "a shard twice");
+        for &id in ids {
+            if id == skip {
+                continue;
+            }
+            let Some(w) = self.pin_in(&mut pinned, &mut lent, id, search) else {
+                return false;
+            };
+            out.push((id, Pinned::new(w)));
         }
-        if !self.adopted(id) {
-            return None;
-        }
-        let Ok(mut seat) = self.hosts.seats[id].try_lock() else {
-            return None;
-        };
-        // The worker is boxed: its address holds while the guard, kept
-        // in `pinned` until `unpin_all`, holds the seat.
-        let w = held(self.hosts, self.hub, id, &mut seat)?;
-        w.register_parked();
-        let w = NonNull::from(w);
-        pinned.push((id, seat));
-        self.note_lent(id);
-        Some(w)
+        true
     }
 
     fn unpin_all(&self) {

@@ -56,7 +56,7 @@
 //! Unlocked transactions (`home::run_unlocked`): when every shard a keyed
 //! multi-shard command would lock is this worker's or lent to it, and
 //! none holds a lock, has a request waiting for one or holds work back,
-//! the command needs no lock at all: its shards are pinned ([`pin_worker`]:
+//! the command needs no lock at all: its shards are pinned ([`pin_workers`]:
 //! a hub holds their seats until it ends), so nothing else runs on them,
 //! and every job of every step runs by a call, the home shard's too (on
 //! its `Core`, [`NoClients`]: a keyed command's jobs never look at
@@ -86,8 +86,10 @@
 //!
 //! How an unlocked transaction's cost grows with the shards it touches
 //! (`k`, about 8.7 for 10 random keys over 32 shards, 2 over 2), never
-//! with the shard count itself: per shard, a pin (a seat's lock) and the
-//! idle check (one line while the shard is known free: `Core::maybe_busy`),
+//! with the shard count itself: per shard, a pin (a seat's lock; every
+//! shard's in one call to the lender, `Lender::pin_each`) and the idle
+//! check (one line while the shard is known free: `Core::maybe_busy`; every
+//! shard's in one visit, `home::each_core`),
 //! the job (its closure held inline, no allocation: `coord::JobFn`), and
 //! the epilogue of [`run_job_now`] (the dirty count published; tracking
 //! and events, a branch each while off; the ready check, one line while
@@ -101,7 +103,11 @@
 //! shards against 34.6k and 84 at 2 (1.15x; before the cuts of mset27b
 //! 40.5k and 286, 1.17x; before the visit and the layouts 42.8k and 390
 //! against 34.7k and 87, 1.23x; see bench/README, "One visit per
-//! co-hosted shard" and "What a visit reads, continued").
+//! co-hosted shard" and "What a visit reads, continued"). With the
+//! benchmark's own workload (`BENCH_WORKLOAD=tx`, pipeline 16): 36.5k
+//! against 31.6k (1.155x; 38.7k against 31.8k, 1.22x, before the pins in
+//! one call, one visit for the checks and the jobs' calls inlined: bench/
+//! README, "A cheaper shard visit").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -121,6 +127,24 @@ pub trait Lender {
     /// gives its address, valid until then; `None` if it cannot be lent
     /// now.
     fn pin(&self, id: usize) -> Option<NonNull<Worker>>;
+    /// [`Lender::pin`] for each of `ids` but `skip` (the caller's own),
+    /// each pushed to `out` with its worker, in the order given; false
+    /// at the first that cannot be lent (those before it stay pinned
+    /// until [`Lender::unpin_all`]). An unlocked transaction's shards in
+    /// one call: a hub's pins then share one look at what it holds
+    /// pinned already, and a call, instead of paying both per shard.
+    fn pin_each(&self, ids: &[usize], skip: usize, out: &mut Vec<(usize, Pinned)>) -> bool {
+        for &id in ids {
+            if id == skip {
+                continue;
+            }
+            let Some(w) = self.pin(id) else {
+                return false;
+            };
+            out.push((id, Pinned(w)));
+        }
+        true
+    }
     fn unpin_all(&self);
     /// Lends the hub's own worker, idle in this round, to the thread of
     /// the loop running now, for a long script's duration (see
@@ -130,11 +154,11 @@ pub trait Lender {
     }
 }
 
-/// A worker pinned for an unlocked transaction ([`pin_worker`]), reached
+/// A worker pinned for an unlocked transaction ([`pin_workers`]), reached
 /// without the lender: one seat lock per shard for the whole transaction,
 /// and no lookup per call. Only ever held on the pinning thread between
 /// the pin and [`unpin_all`] (`Core::unlocked` is emptied before that).
-pub(super) struct Pinned(NonNull<Worker>);
+pub struct Pinned(NonNull<Worker>);
 
 // SAFETY: a `Pinned` never leaves the thread that pinned it while it is
 // held (see the type's docs); it is `Send` only so that the `Core` that
@@ -142,6 +166,12 @@ pub(super) struct Pinned(NonNull<Worker>);
 unsafe impl Send for Pinned {}
 
 impl Pinned {
+    /// Worker `w`, which a [`Lender`] has just pinned (see
+    /// [`Lender::pin_each`]).
+    pub(in crate::server) fn new(w: NonNull<Worker>) -> Pinned {
+        Pinned(w)
+    }
+
     /// The pinned worker.
     ///
     /// # Safety
@@ -255,16 +285,23 @@ pub(super) fn lending_here() -> bool {
 /// Pins worker `id` for a script in place (see `in_place`): false if
 /// there is no lender or it cannot lend that worker.
 pub(super) fn pin(id: usize) -> bool {
-    pin_worker(id).is_some()
+    // SAFETY: as in `with_worker`.
+    LENDER
+        .get()
+        .is_some_and(|l| unsafe { &*l }.pin(id).is_some())
 }
 
-/// Pins worker `id` for an unlocked transaction (see
-/// `home::run_unlocked`) and gives it, for calls inside [`visit`]; `None`
-/// if there is no lender or it cannot lend that worker.
-pub(super) fn pin_worker(id: usize) -> Option<Pinned> {
+/// Pins the workers of `ids` but `home` (the caller's) for an unlocked
+/// transaction (see `home::run_unlocked`) and pushes them to `out` with
+/// their shards, in the order of `ids`, for calls inside [`visit`]; false
+/// if there is no lender or it cannot lend one of them (those pinned
+/// before it stay so until [`unpin_all`]).
+pub(super) fn pin_workers(ids: &[usize], home: usize, out: &mut Vec<(usize, Pinned)>) -> bool {
+    let Some(l) = LENDER.get() else {
+        return false;
+    };
     // SAFETY: as in `with_worker`.
-    let l = unsafe { &*LENDER.get()? };
-    l.pin(id).map(Pinned)
+    unsafe { &*l }.pin_each(ids, home, out)
 }
 
 /// Runs `f`, which calls pinned workers ([`Pinned::worker`]), with no
@@ -316,7 +353,10 @@ impl commands::coord::ClientRegistry for NoClients {
 /// No lock, no waiter, no AOF record (unlocked transactions run where
 /// there is no AOF). Its output, and whether it may have sent messages
 /// (it served blocked clients, whose replies go home by the mailbox):
-/// nothing else it does sends one.
+/// nothing else it does sends one. Inlined: it runs once per shard an
+/// unlocked transaction touches, where a call's saves and restores were
+/// a tenth of its own cost.
+#[inline(always)]
 pub(super) fn run_job_now(
     core: &mut Core,
     clients: &mut dyn commands::coord::ClientRegistry,
@@ -392,6 +432,7 @@ impl Worker {
     /// `shard` (the caller's to say: one cache line fewer to read per
     /// shard visited), after what this worker's turn would have picked up
     /// first (see `run_lent_job`).
+    #[inline]
     pub(super) fn run_unlocked_job(
         &mut self,
         shard: usize,

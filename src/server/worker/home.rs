@@ -355,44 +355,33 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
         pf.clear();
     }
     let keys = std::mem::take(&mut core.key_buf);
-    // Each co-hosted shard is pinned and looked at once: its address is
-    // kept for the transaction's jobs (`run_plan_unlocked`); its keys'
-    // buckets are asked for meanwhile. `shards` ascends, as `pf` does:
-    // one cursor walks `pf` along.
-    let mut at = 0;
+    let mut pinned = std::mem::take(&mut core.unlocked);
+    // Every co-hosted shard is pinned (one call to the lender), then each
+    // is looked at in one visit: its address is kept for the
+    // transaction's jobs (`run_plan_unlocked`); its keys' buckets are
+    // asked for meanwhile. `shards` ascends, as `pf` does: one cursor
+    // walks `pf` along.
     let ok = locked
-        && shards.iter().all(|&s| {
-            if s == home {
-                prefetch_on(&core.shard, db, &keys, &mut pf, &mut at, s, 0);
-                return home_idle(core);
-            }
-            let Some(p) = cohost::pin_worker(s) else {
-                return false;
-            };
-            // SAFETY: inside `visit`, pinned, the only reference.
-            let idle = cohost::visit(home, || {
-                let w = unsafe { p.worker() };
-                prefetch_on(&w.core.shard, db, &keys, &mut pf, &mut at, s, 0);
-                w.idle_for_unlocked()
-            });
-            core.unlocked.push((s, p));
-            idle
+        && cohost::pin_workers(&shards, home, &mut pinned)
+        && cohost::visit(home, || {
+            let mut at = 0;
+            each_core(core, &shards, &pinned, |s, c| {
+                prefetch_on(&c.shard, db, &keys, &mut pf, &mut at, s, 0);
+                c.idle_for_unlocked()
+            })
         });
     if ok && !pf.is_empty() {
         // The buckets are in by now (a visit per shard since): their
-        // entries next, so that the jobs find both in cache. The home
-        // shard's first, then the others' in one visit (ascending, so
-        // one cursor again: it passes over the home shard's keys).
-        prefetch_on(&core.shard, db, &keys, &mut pf, &mut 0, home, 1);
-        let mut at = 0;
+        // entries next, so that the jobs find both in cache.
         cohost::visit(home, || {
-            for (s, p) in &core.unlocked {
-                // SAFETY: inside `visit`, pinned, the only reference.
-                let w = unsafe { p.worker() };
-                prefetch_on(&w.core.shard, db, &keys, &mut pf, &mut at, *s, 1);
-            }
+            let mut at = 0;
+            each_core(core, &shards, &pinned, |s, c| {
+                prefetch_on(&c.shard, db, &keys, &mut pf, &mut at, s, 1);
+                true
+            })
         });
     }
+    core.unlocked = pinned;
     core.key_pf = pf;
     core.key_buf = keys;
     core.unlocked_shards = shards;
@@ -402,6 +391,33 @@ fn run_unlocked(core: &mut Core, c: &mut Conn) -> bool {
     }
     ac.coord.run_unlocked();
     true
+}
+
+/// Runs `f` on the `Core` of each shard of `shards` (ascending) while it
+/// is true: the home worker's own (`core`) or a pinned one's (`pinned`:
+/// `shards` but the home shard, in the same order). Only inside
+/// `cohost::visit`.
+#[inline(always)]
+fn each_core(
+    core: &mut Core,
+    shards: &[usize],
+    pinned: &[(usize, cohost::Pinned)],
+    mut f: impl FnMut(usize, &mut Core) -> bool,
+) -> bool {
+    let home = core.id;
+    let mut next = pinned.iter();
+    shards.iter().all(|&s| {
+        if s == home {
+            return f(s, core);
+        }
+        let Some((p_s, p)) = next.next() else {
+            return false;
+        };
+        debug_assert_eq!(*p_s, s, "pinned out of order");
+        // SAFETY: inside `visit` (the caller's), pinned until
+        // `unpin_unlocked`, and no other reference to it lives.
+        f(s, &mut unsafe { p.worker() }.core)
+    })
 }
 
 /// Commands over fewer shards than this prefetch no keys across shards:
@@ -480,6 +496,7 @@ pub(super) struct KeyPf {
 /// precede the jobs, they arrive together.
 /// `at`: a cursor into `pf` (sorted by shard), left past shard `s`'s
 /// keys; calls with ascending `s` walk `pf` once.
+#[inline(always)]
 fn prefetch_on(
     shard: &engine::Shard,
     db: usize,
@@ -490,20 +507,19 @@ fn prefetch_on(
     stage: u8,
 ) {
     let s = s as u32;
-    while pf.get(*at).is_some_and(|k| k.shard < s) {
-        *at += 1;
-    }
-    let lo = *at;
-    while pf.get(*at).is_some_and(|k| k.shard == s) {
-        *at += 1;
-    }
-    if lo == *at {
-        return;
-    }
     let Some(d) = shard.dbs.get(db) else {
         return;
     };
-    for k in &mut pf[lo..*at] {
+    // One pass: keys of shards before `s` (none, for a keyed command's
+    // shards) skipped, `s`'s prefetched, stopping at the next shard's.
+    while let Some(k) = pf.get_mut(*at) {
+        if k.shard > s {
+            break;
+        }
+        *at += 1;
+        if k.shard < s {
+            continue;
+        }
         if stage == 0 {
             k.hash = d.hash_of(&keys[k.start as usize..k.end as usize]);
         }
