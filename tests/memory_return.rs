@@ -339,20 +339,16 @@ fn an_idle_connection_gives_back_the_buffers_of_a_large_command() {
     let mut args: Vec<&[u8]> = vec![b"SADD", b"s"];
     args.extend(members.iter().map(|m| m.as_bytes()));
     assert_eq!(big.cmd(&args), b":100000\r\n");
-    let sadd_done = Instant::now();
     assert_eq!(big.cmd_str(&["UNLINK", "s"]), b":1\r\n");
     let echo = "e".repeat(600 << 10);
     let r = big.cmd_str(&["ECHO", &echo]);
     assert_eq!(r.len(), echo.len() + 11);
-    // Grown now: the query buffer the SADD needed shrinks at the second
-    // cron tick after it (100 ms apart), so it is seen only when the list
-    // is read within a tick of the SADD's reply. Under load this thread
-    // may be kept off its core longer (the check failed so, once); the
-    // shrinking below is checked either way.
-    let l = client_line(&mut c, "big");
-    if sadd_done.elapsed() < Duration::from_millis(100) {
-        assert!(client_field(&l, "tot-mem") > MB, "{l}");
-    }
+    // No check that the buffers are grown here: the cron may shrink the
+    // SADD's query buffer to the ECHO's peak at any tick after the ECHO
+    // arrived, so what CLIENT LIST shows now depends on where the ticks
+    // fell (the official CI caught it already shrunk 600 KB, within
+    // 100 ms). Without the shrinking the query buffer stays at the 2 MB
+    // the SADD grew it to and the loop below fails.
     // Within seconds the idle connection holds little.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
