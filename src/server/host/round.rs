@@ -571,9 +571,7 @@ pub(super) fn each_adopted(
 /// from `now` (no later than the present: a timer comes due early, never
 /// late; an early turn asks again).
 pub(super) fn ask(a: &mut Adopted, w: &mut Worker, now: Instant) {
-    a.due = now
-        .checked_add(w.due_in(now))
-        .unwrap_or(now + super::WINDOW);
+    a.due = w.due_at(now);
     a.eager = w.park_eager();
     a.stale = false;
 }
@@ -600,7 +598,7 @@ pub(super) fn look_ahead(
     outer: &Option<Arc<OwnedFd>>,
     now: Instant,
 ) -> Duration {
-    let mut timeout = Duration::MAX;
+    let mut first: Option<Instant> = None;
     adopted.retain_mut(|a| {
         let gone = hosts.slots[a.id].host.load(Ordering::Relaxed) != hub;
         if gone || a.stale {
@@ -617,10 +615,12 @@ pub(super) fn look_ahead(
         } else if a.probe.has_mail() {
             a.due = now;
         }
-        timeout = timeout.min(a.due.saturating_duration_since(now));
+        // The earliest instant, then one subtraction: an `Instant`'s
+        // comparison is two loads, its difference a checked borrow.
+        first = Some(first.map_or(a.due, |f| f.min(a.due)));
         true
     });
-    timeout
+    first.map_or(Duration::MAX, |f| f.saturating_duration_since(now))
 }
 
 /// Runs `f` on each worker in `adopted` that `ready` picks, each under its

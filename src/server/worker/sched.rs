@@ -292,33 +292,45 @@ impl Worker {
     /// its cron, a blocked client's timeout, a save step; zero when work
     /// is waiting.
     pub fn timeout(&mut self, now: Instant) -> Duration {
+        self.wakes_at(now).saturating_duration_since(now)
+    }
+
+    /// When this worker next has work of its own ([`Worker::timeout`] as
+    /// an instant: `now` when work is waiting, the cron's time, which may
+    /// have passed, when nothing comes sooner). The common case reads the
+    /// cron's time and does no clock arithmetic: a hub asks this of each
+    /// loop after each of its turns.
+    fn wakes_at(&mut self, now: Instant) -> Instant {
         engine::alloc::enter_shard(self.core.id);
-        let mut timeout = self.next_cron.saturating_duration_since(now);
+        let mut sooner: Option<Duration> = None;
+        let mut within = |d: Duration| sooner = Some(sooner.map_or(d, |s| s.min(d)));
         if let Some(ms) = self.expire_blocked() {
-            timeout = timeout.min(Duration::from_millis(ms));
+            within(Duration::from_millis(ms));
         }
         if self.spilled {
-            timeout = timeout.min(Duration::from_millis(1));
+            within(Duration::from_millis(1));
         }
         if let Some(w) = self.save_wait {
-            timeout = timeout.min(w);
+            within(w);
         }
         if let Some(w) = self.pause_wait() {
-            timeout = timeout.min(w);
+            within(w);
         }
         if !self.core.repl_waits.is_empty() {
-            timeout = timeout.min(repl_wait::POLL);
+            within(repl_wait::POLL);
         }
-        if !self.conns.resume.is_empty()
+        // `want_durable` first: it also asks the AOF writer for a wake-up.
+        if self.want_durable()
+            || !self.conns.resume.is_empty()
             || !self.core.local.is_empty()
             || !self.core.kept.is_empty()
         {
-            timeout = Duration::ZERO;
+            return now;
         }
-        if self.want_durable() {
-            timeout = Duration::ZERO;
+        match sooner.and_then(|d| now.checked_add(d)) {
+            Some(at) => at.min(self.next_cron),
+            None => self.next_cron,
         }
-        timeout
     }
 
     /// For a thread that runs several workers (a hub, see `server::host`;
@@ -329,12 +341,18 @@ impl Worker {
     /// fence) only for a wait that may sleep: while some worker has work
     /// the hub does not sleep, so nobody needs to ring.
     pub fn due_in(&mut self, now: Instant) -> Duration {
+        self.due_at(now).saturating_duration_since(now)
+    }
+
+    /// [`Worker::due_in`] as an instant (see [`Worker::wakes_at`]): what a
+    /// hub keeps of each adopted loop between its turns.
+    pub fn due_at(&mut self, now: Instant) -> Instant {
         self.asks += 1;
-        let timeout = self.timeout(now);
+        let at = self.wakes_at(now);
         if self.core.mailbox.has_inbound() || self.core.server.pubsub.has_pending(self.core.id) {
-            Duration::ZERO
+            now
         } else {
-            timeout
+            at
         }
     }
 
