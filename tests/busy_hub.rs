@@ -217,11 +217,18 @@ fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
         )
     };
     // (At least a second: one that began late in a second would end
-    // before the threshold.)
+    // before the threshold.) The second script starts after the first
+    // (busy by then) and waits a second longer, so it reaches the held
+    // shard's key a second or more after the first has ended: with the
+    // same wait, both began in the same second as a rule and ended at the
+    // same clock second, and when the first was still published at the
+    // second's undeclared call (its thread off its core for a moment),
+    // the second, restarted for that key, got `-BUSY` as any command of
+    // that shard then, as in Redis (2 file runs of 10 under load).
     let b = format!("{} return 'b'", wait(2));
     let a = format!(
         "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
-        wait(2)
+        wait(3)
     );
     spin.send(&encode_command(&[b"EVAL", b.as_bytes(), b"0"]));
     wait_busy_key(&mut near, &yy);
