@@ -217,11 +217,18 @@ fn own_loops_script_reaching_the_held_shard_after_it_is_freed() {
         )
     };
     // (At least a second: one that began late in a second would end
-    // before the threshold.)
+    // before the threshold.) The second script starts after the first
+    // (busy by then) and waits a second longer, so it reaches the held
+    // shard's key a second or more after the first has ended: with the
+    // same wait, both began in the same second as a rule and ended at the
+    // same clock second, and when the first was still published at the
+    // second's undeclared call (its thread off its core for a moment),
+    // the second, restarted for that key, got `-BUSY` as any command of
+    // that shard then, as in Redis (2 file runs of 10 under load).
     let b = format!("{} return 'b'", wait(2));
     let a = format!(
         "redis.call('GET', KEYS[1]) {} return redis.call('GET', ARGV[1])",
-        wait(2)
+        wait(3)
     );
     spin.send(&encode_command(&[b"EVAL", b.as_bytes(), b"0"]));
     wait_busy_key(&mut near, &yy);
@@ -369,16 +376,37 @@ fn s4_adopted_loops_served_while_the_lent_loops_script_spins() {
 /// on that loop's own thread. On the binary before the fix, 7 of 12 runs
 /// failed; each test makes [`ATTEMPTS`] runs on fresh servers (3 of 4
 /// tests failed then).
+///
+/// A run whose first script does not run in place is void, and tried
+/// again (at most [`TRIES`] in all): every shard on one hub is needed when
+/// it starts, and on a loaded machine the watchdog may give loops back to
+/// their threads between the wait for one shard thread and the EVAL (a
+/// hub kept off its core for 100 ms in a round), or the second loop's
+/// shard may not be free at that instant. Then the script, its keys
+/// apart, runs under every shard's write lock (`commands::script::every`)
+/// and every key is `-BUSY` while it runs, as every command is in Redis:
+/// the own loop's key too, rightly. (Seen as this test's `-BUSY` for the
+/// own loop's key under load, 3 runs of the file in 5; the server's log
+/// showed the script published with `every`, on shard 1's own thread.)
 fn borrowers_loop_served_while_another_loops_script_spins(nshards: usize) {
-    for _ in 0..ATTEMPTS {
-        borrowers_loop_served_once(nshards);
+    let mut reached = 0;
+    for _ in 0..TRIES {
+        reached += usize::from(borrowers_loop_served_once(nshards));
+        if reached == ATTEMPTS {
+            return;
+        }
     }
+    panic!("{nshards} shards: {reached} of {TRIES} runs had the first script run in place");
 }
 
 /// Runs of the case per test (see above).
 const ATTEMPTS: usize = 3;
+/// Runs at most, void ones included (see above).
+const TRIES: usize = 4 * ATTEMPTS;
 
-fn borrowers_loop_served_once(nshards: usize) {
+/// One run on a fresh server; false if void (the first script did not run
+/// in place, see above).
+fn borrowers_loop_served_once(nshards: usize) -> bool {
     let s = hub(nshards);
     let x = key_on(0, nshards, "x");
     let (y, z, w) = (
@@ -421,6 +449,17 @@ fn borrowers_loop_served_once(nshards: usize) {
         z.as_bytes(),
     ]));
     wait_busy_key(&mut near, &y);
+    // A key of a shard the script neither holds nor pins: served if it
+    // runs in place (that loop is given back to its thread), `-BUSY` if
+    // it holds every shard (then so is every key: a void run).
+    let free = third.cmd_str(&["GET", &w]);
+    if free == BUSY_EVAL {
+        assert_eq!(show(&near.cmd_str(&["GET", &x])), show(BUSY_EVAL));
+        assert_eq!(show(&first.read_reply()), show(&bulk("first")));
+        eprintln!("{nshards} shards: the first script held every shard, a void run");
+        return false;
+    }
+    assert_eq!(show(&free), show(&bulk("w")));
     assert_eq!(
         show(&near.cmd_str(&["GET", &x])),
         show(&bulk("x")),
@@ -484,6 +523,7 @@ fn borrowers_loop_served_once(nshards: usize) {
             assert_eq!(show(&c.cmd_str(&["GET", k])), show(&bulk(v)));
         }
     }
+    true
 }
 
 #[test]

@@ -77,8 +77,14 @@ fn queued_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
     got.push(exec.cmd_str(&["SET", &kl, "exec"]));
     got.push(exec.cmd_str(&["SET", &k0, "exec"]));
     spin.send(&encode_command(&[b"EVAL", KEYS_SPIN.as_bytes(), b"0"]));
-    // After the script took its locks, before it is busy (300 ms).
-    std::thread::sleep(Duration::from_millis(60));
+    // After the script took its locks, before it is busy. It cannot be
+    // busy before THRESHOLD_MS after this send, so the sleep stays well
+    // below that, and as long as it can: what it stands for is the
+    // script's start, which a loaded machine delays (a request sent
+    // before the locks would run first, +OK). One that lands after the
+    // publication gets the same replies (refused at dispatch), checking
+    // less. (60 ms before.)
+    std::thread::sleep(Duration::from_millis(THRESHOLD_MS * 2 / 3));
     common::send_str(&mut mset, &["MSET", &kl, "mset", &k0, "mset"]);
     common::send_str(&mut exec, &["EXEC"]);
     if let Some(m) = mid.as_mut() {

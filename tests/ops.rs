@@ -475,7 +475,12 @@ fn slowlog_names_clients_of_every_thread(layout: Layout) {
     // One that has gone keeps its address and name.
     let gone_port = port_of(&clients[0]);
     drop(clients.remove(0));
-    std::thread::sleep(Duration::from_millis(100));
+    // Gone from the server too (before: a 100 ms sleep, which a loaded
+    // machine could outlast, and the check below then proved nothing).
+    let gone_addr = format!("addr=127.0.0.1:{gone_port} ");
+    common::wait_for("the closed client to leave CLIENT LIST", || {
+        !String::from_utf8_lossy(&admin.cmd_str(&["CLIENT", "LIST"])).contains(&gone_addr)
+    });
     let got = admin.cmd_str(&["SLOWLOG", "GET", "-1"]);
     let text = String::from_utf8_lossy(&got);
     for (i, c) in clients.iter().enumerate() {
