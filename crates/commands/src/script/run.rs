@@ -228,11 +228,12 @@ fn execute(
             rest.iter().any(|k| shard_of(k, ctx.nshards) != home)
         }
     };
+    // (Inside `wide::Wide` first: a run on copies hashes no key here.)
     let scratch = !in_place
-        && (keys_
-            .split_first()
-            .is_some_and(|(first, rest)| spread(first, rest))
-            || super::wide::held(b"").is_some());
+        && (super::wide::held(b"").is_some()
+            || keys_
+                .split_first()
+                .is_some_and(|(first, rest)| spread(first, rest)));
     // By a call from another loop (`busy::by_call`): a script known to do
     // what such a run must not (see `HopMark`) is taken back before it
     // starts, to run as a hop at once.
