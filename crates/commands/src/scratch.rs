@@ -300,6 +300,29 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// A script template's run again from the start under whole-shard
+    /// write locks on every shard, on home shard `home` (`script::every`,
+    /// asked for by a round of `script::wide`): made from what the
+    /// template took from the connection at dispatch.
+    pub(crate) fn every(&self, home: usize) -> crate::script::every::Prepared {
+        crate::script::every::Prepared::of(crate::script::every::Run {
+            home,
+            handler: self.handler,
+            args: self.args.clone(),
+            db: self.db,
+            no_touch: self.no_touch,
+            databases: self.databases,
+            max_bulk_len: self.max_bulk_len,
+            nshards: self.nshards,
+            client: self.client,
+            ops: self.ops,
+            caller: self.caller.clone(),
+            started: false,
+        })
+    }
+}
+
 fn same(a: &Option<(OwnedEntry, u64)>, b: Option<(&Entry, u64)>) -> bool {
     match (a, b) {
         (None, None) => true,

@@ -120,13 +120,10 @@ pub fn coordinator(
         .into_iter()
         .map(|p| args.get(p).to_vec())
         .collect();
-    let every =
-        super::every::available(ctx.server.ops).then(|| super::every::prepare(handler, ctx, args));
-    if super::every::asks_every(&found) {
-        if let Some(every) = every {
-            // It needs every shard: whole-shard locks, not copies.
-            return every.wrap(crate::tx::new_tx_id(ctx.home));
-        }
+    let every = super::every::available(ctx.server.ops);
+    if every && super::every::asks_every(&found) {
+        // It needs every shard: whole-shard locks, not copies.
+        return super::every::prepare(handler, ctx, args).wrap(crate::tx::new_tx_id(ctx.home));
     }
     add(&mut keys, found);
     let slot = WidenSlot::default();
@@ -188,9 +185,12 @@ pub struct Wide {
     /// Where a round's script leaves the keys it did not hold.
     slot: WidenSlot,
     rounds: u32,
-    /// The run over every shard a round may ask for (see `every`), where
-    /// the runtime can reach each shard.
-    every: Option<super::every::Prepared>,
+    /// Whether a round may still ask for the run over every shard (see
+    /// `every`): the runtime can reach each shard, and no round ran it
+    /// yet. Made from `template` when asked for, not at dispatch (a copy
+    /// of the arguments, the caller's ACL and a configuration read per
+    /// script that almost never needs it).
+    every: bool,
 }
 
 impl Coordinator for Wide {
@@ -223,13 +223,12 @@ impl Coordinator for Wide {
                 ));
             }
             self.rounds += 1;
-            if super::every::asks_every(&found) {
-                if let Some(every) = self.every.take() {
-                    // Same transaction id: the AOF sees one transaction.
-                    self.inner = every.wrap(self.tx);
-                    results = Vec::new();
-                    continue;
-                }
+            if self.every && super::every::asks_every(&found) {
+                self.every = false;
+                // Same transaction id: the AOF sees one transaction.
+                self.inner = self.template.every(self.home).wrap(self.tx);
+                results = Vec::new();
+                continue;
             }
             let before = self.keys.len();
             add(&mut self.keys, found);
