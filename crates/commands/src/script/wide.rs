@@ -130,10 +130,9 @@ pub fn coordinator(
     let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
     let home = ctx.home;
     let tx = crate::tx::new_tx_id(home);
-    let inner = wrap(home, ctx.nshards(), ctx.client.db, &keys, &scratch, tx);
+    let inner = wrap(home, ctx.client.db, &keys, &scratch, tx);
     Box::new(Wide {
         home,
-        nshards: ctx.nshards(),
         db: ctx.client.db,
         tx,
         keys,
@@ -157,25 +156,25 @@ fn add(keys: &mut Vec<Vec<u8>>, more: Vec<Vec<u8>>) {
 /// One round: the scratch run over `keys` under write locks on them.
 fn wrap(
     home: usize,
-    nshards: usize,
     db: usize,
     keys: &[Vec<u8>],
     scratch: &Scratch,
     tx: TxId,
 ) -> Box<dyn Coordinator> {
+    let run = scratch.respawn(keys);
     let mut set = LockSet::default();
-    for k in keys {
+    // Each key's shard as the run groups them (not hashed again).
+    for (s, k) in run.key_groups() {
         // Write: a script may write any key it touches.
-        set.key(nshards, db, k, Mode::Write);
+        set.key_on(s, db, k, Mode::Write);
     }
-    TxCoord::wrap_as(home, Box::new(scratch.respawn(keys)), set, tx)
+    TxCoord::wrap_as(home, Box::new(run), set, tx)
 }
 
 /// A script's run over its declared keys and those found so far; see the
 /// module documentation.
 pub struct Wide {
     home: usize,
-    nshards: usize,
     db: usize,
     tx: TxId,
     keys: Vec<Vec<u8>>,
@@ -237,14 +236,7 @@ impl Coordinator for Wide {
                 // a round that adds none would repeat forever.
                 return Err(CmdError::err("Script keys could not be locked"));
             }
-            self.inner = wrap(
-                self.home,
-                self.nshards,
-                self.db,
-                &self.keys,
-                &self.template,
-                self.tx,
-            );
+            self.inner = wrap(self.home, self.db, &self.keys, &self.template, self.tx);
             results = Vec::new();
         }
     }
