@@ -531,14 +531,16 @@ fn diff(
     for ((s, keys), before) in groups.iter().zip(before) {
         let mut w = Vec::new();
         for (i, (k, b)) in keys.iter().zip(before).enumerate() {
-            // Lazy expiry must not count as a change: an entry the
-            // handler saw expire was already gone when gathered.
-            let after = d.get_with_ttl(k);
+            // (Read before the removal below signals the key's watch.)
             let marked = signalled
                 .next()
                 .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
-            if marked || !same(&b, after) {
-                w.push((i, d.remove_with_ttl(k)));
+            // Lazy expiry must not count as a change: an entry the
+            // handler saw expire was already gone when gathered. Each
+            // copy is taken out, changed or not (the scratch shard is
+            // dropped next): one lookup per key.
+            if let Some(after) = d.take_if(k, |after| marked || !same(&b, after)) {
+                w.push((i, after));
             }
         }
         if !w.is_empty() || (*s == events_shard && !events.is_empty()) {
