@@ -245,6 +245,11 @@ impl Coordinator for Wide {
         self.inner.abort(plan);
     }
 
+    fn kept_args(&self) -> Option<Args<'_>> {
+        // The template never runs, so never parks: its copy stays whole.
+        self.template.received_args()
+    }
+
     fn parked(&mut self) -> Option<Parked> {
         self.inner.parked()
     }
