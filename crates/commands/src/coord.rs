@@ -358,6 +358,14 @@ pub trait Coordinator: Send {
         None
     }
 
+    /// The command's arguments as received, if it keeps them unchanged
+    /// to its end: the slowlog entry made then reads them here instead of
+    /// a copy the runtime would make at dispatch (`script::wide`, whose
+    /// template keeps them).
+    fn kept_args(&self) -> Option<resp::Args<'_>> {
+        None
+    }
+
     /// Its keys split by shard, `(shard, keys)`, if it keeps them until
     /// its first step makes its jobs of them ([`KeyedStep`]: MGET, EXISTS,
     /// TOUCH, LCS across shards): its transaction then reads them for lock

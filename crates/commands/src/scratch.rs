@@ -82,13 +82,22 @@ struct Gathered {
     lazy: engine::lazyfree::Lazy,
 }
 
-/// A shard's changed keys: the new entry and deadline, or `None` to delete.
-type Writes = Vec<(Vec<u8>, Option<(OwnedEntry, u64)>)>;
+/// A shard's changed keys, each by its index in its group's keys: the
+/// new entry and deadline, or `None` to delete.
+type Writes = Vec<(usize, Option<(OwnedEntry, u64)>)>;
+
+/// Distinct keys of one shard, shared by the gather job, the run and the
+/// write-back job (one allocation per shard, not a copy of each key per
+/// step).
+type Keys = std::sync::Arc<[Vec<u8>]>;
+
+/// One shard's keys: `(shard, keys)`.
+type Group = (usize, Keys);
 
 /// What the run step hands the write-back: each shard's writes, and the
 /// handler's keyspace events with the shard that re-emits them.
 struct RunOut {
-    writes: Vec<(usize, Writes)>,
+    writes: Vec<(usize, Keys, Writes)>,
     events: Vec<KeyEvent>,
     events_shard: usize,
 }
@@ -102,7 +111,8 @@ enum Phase {
 /// The coordinator; see the module documentation.
 pub struct Scratch {
     handler: ShardHandler,
-    args: OwnedArgs,
+    /// Shared with a script's template and its rounds (`respawn`).
+    args: std::sync::Arc<OwnedArgs>,
     db: usize,
     no_touch: bool,
     databases: usize,
@@ -112,7 +122,7 @@ pub struct Scratch {
     master: bool,
     ops: &'static crate::ops::Ops,
     /// Distinct keys by shard, ascending shard order, as gathered.
-    groups: Vec<(usize, Vec<Vec<u8>>)>,
+    groups: Vec<Group>,
     phase: Phase,
     /// A blocking command may block (false inside MULTI).
     may_block: bool,
@@ -165,7 +175,7 @@ pub fn for_script(
 }
 
 /// Distinct keys by shard, ascending shard order.
-fn groups_of(keys: &[&[u8]], n: usize) -> Vec<(usize, Vec<Vec<u8>>)> {
+fn groups_of(keys: &[&[u8]], n: usize) -> Vec<Group> {
     let mut groups: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
     for &k in keys {
         let s = shard_of(k, n);
@@ -182,11 +192,11 @@ fn groups_of(keys: &[&[u8]], n: usize) -> Vec<(usize, Vec<Vec<u8>>)> {
         }
     }
     groups.sort_by_key(|(s, _)| *s);
-    groups
+    groups.into_iter().map(|(s, ks)| (s, ks.into())).collect()
 }
 
 /// The gather step: each shard's live entries of its keys.
-fn gather_plan(groups: &[(usize, Vec<Vec<u8>>)], db: usize, read_only: bool) -> Plan {
+fn gather_plan(groups: &[Group], db: usize, read_only: bool) -> Plan {
     let mut plan = Plan::default();
     for (s, keys) in groups {
         let keys = keys.clone();
@@ -249,7 +259,7 @@ fn build(
     Scratch {
         caller,
         handler,
-        args: args.to_owned(),
+        args: std::sync::Arc::new(args.to_owned()),
         db,
         no_touch: ctx.client.no_touch,
         client: ctx.client.id,
@@ -297,6 +307,38 @@ impl Scratch {
             widen: self.widen.clone(),
             failed: None,
         }
+    }
+}
+
+impl Scratch {
+    /// Its keys by shard (distinct, ascending shard order), for the locks
+    /// of a script's round (`script::wide`: each key's shard known, not
+    /// hashed again).
+    pub(crate) fn key_groups(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.groups
+            .iter()
+            .flat_map(|(s, ks)| ks.iter().map(move |k| (*s, &k[..])))
+    }
+
+    /// A script template's run again from the start under whole-shard
+    /// write locks on every shard, on home shard `home` (`script::every`,
+    /// asked for by a round of `script::wide`): made from what the
+    /// template took from the connection at dispatch.
+    pub(crate) fn every(&self, home: usize) -> crate::script::every::Prepared {
+        crate::script::every::Prepared::of(crate::script::every::Run {
+            home,
+            handler: self.handler,
+            args: (*self.args).clone(),
+            db: self.db,
+            no_touch: self.no_touch,
+            databases: self.databases,
+            max_bulk_len: self.max_bulk_len,
+            nshards: self.nshards,
+            client: self.client,
+            ops: self.ops,
+            caller: self.caller.clone(),
+            started: false,
+        })
     }
 }
 
@@ -375,7 +417,7 @@ impl Scratch {
             let every_key_waited = self
                 .groups
                 .iter()
-                .flat_map(|(_, ks)| ks)
+                .flat_map(|(_, ks)| ks.iter())
                 .all(|k| on.keys.contains(k));
             self.parked = Some((on, !every_key_waited));
             return Ok(RunOut {
@@ -399,7 +441,7 @@ struct Loaded {
 /// Loads what `groups`' shards sent (`got`, in order) on a scratch shard
 /// of database `db`, set up as they are (`master`: run for a replica's
 /// master, see `ShardCall::master`).
-fn load(groups: &[(usize, Vec<Vec<u8>>)], got: Vec<Gathered>, db: usize, master: bool) -> Loaded {
+fn load(groups: &[Group], got: Vec<Gathered>, db: usize, master: bool) -> Loaded {
     let mut shard = Shard::new(0, db + 1);
     let mut notify_flags = 0;
     if let Some(g) = got.first() {
@@ -466,7 +508,7 @@ fn load(groups: &[(usize, Vec<Vec<u8>>)], got: Vec<Gathered>, db: usize, master:
 /// and the keys whose watch flag the run raised) and the events to
 /// re-emit, with the shard that re-emits them.
 fn diff(
-    groups: &[(usize, Vec<Vec<u8>>)],
+    groups: &[Group],
     shard: &mut Shard,
     db: usize,
     before: Vec<Vec<Option<(OwnedEntry, u64)>>>,
@@ -488,19 +530,21 @@ fn diff(
     let mut signalled = signalled.iter();
     for ((s, keys), before) in groups.iter().zip(before) {
         let mut w = Vec::new();
-        for (k, b) in keys.iter().zip(before) {
-            // Lazy expiry must not count as a change: an entry the
-            // handler saw expire was already gone when gathered.
-            let after = d.get_with_ttl(k);
+        for (i, (k, b)) in keys.iter().zip(before).enumerate() {
+            // (Read before the removal below signals the key's watch.)
             let marked = signalled
                 .next()
                 .is_some_and(|f| f.as_ref().is_some_and(|f| f.load(Ordering::Acquire)));
-            if marked || !same(&b, after) {
-                w.push((k.clone(), d.remove_with_ttl(k)));
+            // Lazy expiry must not count as a change: an entry the
+            // handler saw expire was already gone when gathered. Each
+            // copy is taken out, changed or not (the scratch shard is
+            // dropped next): one lookup per key.
+            if let Some(after) = d.take_if(k, |after| marked || !same(&b, after)) {
+                w.push((i, after));
             }
         }
         if !w.is_empty() || (*s == events_shard && !events.is_empty()) {
-            writes.push((*s, w));
+            writes.push((*s, keys.clone(), w));
         }
     }
     RunOut {
@@ -510,19 +554,21 @@ fn diff(
     }
 }
 
-/// Writes a run's changed keys back on their shard.
-fn write_back(shard: &mut Shard, db: usize, w: Writes) {
+/// Writes a run's changed keys (`w`, by their index in `keys`) back on
+/// their shard.
+fn write_back(shard: &mut Shard, db: usize, keys: &[Vec<u8>], w: Writes) {
     // A key the command deleted (an emptied source, a STORE's empty
     // result) goes as Redis's dbDelete: `lazyfree-lazy-server-del` decides.
     let lazy = shard.lazy().server_del;
     let d = &mut shard.dbs[db];
     // The scratch shard listed the keys it created.
     let track_new = std::mem::replace(&mut d.track_new, false);
-    for (k, e) in w {
+    for (i, e) in w {
+        let k = &keys[i];
         match e {
-            Some((e, at)) => d.insert(&k, e, at),
+            Some((e, at)) => d.insert(k, e, at),
             None => {
-                d.delete(&k, lazy);
+                d.delete(k, lazy);
             }
         }
     }
@@ -573,11 +619,11 @@ pub(crate) fn across(
     run(&mut shard);
     let records = shard.outbox.take();
     let RunOut { writes, events, .. } = diff(&groups, &mut shard, db, before, &signalled);
-    for (s, w) in writes {
+    for (s, keys, w) in writes {
         let mut w = Some(w);
         on(s, &mut |sh| {
             if let Some(w) = w.take() {
-                write_back(sh, db, w);
+                write_back(sh, db, &keys, w);
             }
         });
     }
@@ -606,10 +652,10 @@ impl Coordinator for Scratch {
 
     fn parked(&mut self) -> Option<Parked> {
         let (mut on, wake_home) = self.parked.take()?;
-        let args = on
-            .args
-            .take()
-            .unwrap_or_else(|| std::mem::take(&mut self.args));
+        let args = on.args.take().unwrap_or_else(|| {
+            let args = std::mem::take(&mut self.args);
+            std::sync::Arc::try_unwrap(args).unwrap_or_else(|a| (*a).clone())
+        });
         Some(Parked {
             on,
             wake_home,
@@ -651,14 +697,14 @@ impl Coordinator for Scratch {
                 let run = self.run(outputs::<Gathered>(results), out)?;
                 let db = self.db;
                 let mut events = Some(run.events);
-                for (s, w) in run.writes {
+                for (s, keys, w) in run.writes {
                     let events = if s == run.events_shard {
                         events.take()
                     } else {
                         None
                     };
                     plan.run(s, move |env| {
-                        write_back(env.shard, db, w);
+                        write_back(env.shard, db, &keys, w);
                         if let Some(ev) = events {
                             env.shard.emit_events(ev);
                         }

@@ -631,6 +631,10 @@ impl LockSet {
         self.keys
             .push((shard_of(key, nshards), db, key_hash(key), mode));
     }
+    /// [`LockSet::key`] with the key's shard already known.
+    pub fn key_on(&mut self, shard: usize, db: usize, key: &[u8], mode: Mode) {
+        self.keys.push((shard, db, key_hash(key), mode));
+    }
     pub fn whole(&mut self, nshards: usize, mode: Mode) {
         self.shards.extend((0..nshards).map(|s| (s, Some(mode))));
     }

@@ -700,6 +700,26 @@ impl Db {
         self.unlink(key).map(|(n, at)| (n.into_owned(), at))
     }
 
+    /// Removes `key` (a scratch shard's copy, `commands::scratch`) and
+    /// returns `Some` of its entry and deadline (`None` inside: missing)
+    /// if `changed` says so of them, else frees it and returns `None`: one
+    /// lookup where a read and then a removal took two.
+    pub fn take_if(
+        &mut self,
+        key: &[u8],
+        changed: impl FnOnce(Option<(&Entry, u64)>) -> bool,
+    ) -> Option<Option<(OwnedEntry, u64)>> {
+        let Some((n, at)) = self.unlink(key) else {
+            return changed(None).then_some(None);
+        };
+        if changed(Some((n.entry(), at))) {
+            Some(Some((n.into_owned(), at)))
+        } else {
+            free_node(n, false);
+            None
+        }
+    }
+
     /// Forgets that `key` was created (a script's write taken back before
     /// its `new` event went out: `commands::script::wide`).
     pub fn forget_created(&mut self, key: &[u8]) {

@@ -622,9 +622,15 @@ fn step_coord(core: &mut Core, c: &mut Conn, slot: usize, unlocked: bool) -> boo
             let failed = failed || (script && commands::script::vm::take_nested_failed());
             exec::record(&mut core.stats, ops, ac.resolved.id, ac.started, failed)
         } {
-            if let Some(a) = &ac.slow_args {
+            let kept = || {
+                ops.slowlog
+                    .enabled()
+                    .then(|| ac.coord.kept_args())
+                    .flatten()
+            };
+            if let Some(a) = ac.slow_args.as_ref().map(|a| a.args()).or_else(kept) {
                 let label = commands::ops::slowlog::label_of(&c.client);
-                exec::slowlog(ops, ac.resolved, a.args(), us, c.client.id, Some(label));
+                exec::slowlog(ops, ac.resolved, a, us, c.client.id, Some(label));
             }
         }
         let seq = ac.seq;

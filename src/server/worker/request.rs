@@ -906,7 +906,9 @@ pub(super) fn execute(
             // Requests already batched for other shards go first: the
             // coordinator's jobs must see their effects.
             core.send_batches();
-            let slow_args = core.server.ops.slowlog.enabled().then(|| args.to_owned());
+            // (Not for a coordinator that keeps them: `kept_args`.)
+            let slow_args = (core.server.ops.slowlog.enabled() && coord.kept_args().is_none())
+                .then(|| args.to_owned());
             prefetch_plan(core, resolved.spec, args);
             let seq = c.open_slot(suppress);
             c.coord = Some(ActiveCoord {

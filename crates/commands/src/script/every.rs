@@ -291,19 +291,20 @@ struct Ran {
 }
 
 /// The script's run on the home shard, once every shard is locked.
-struct Run {
-    home: usize,
-    handler: ShardHandler,
-    args: OwnedArgs,
-    db: usize,
-    no_touch: bool,
-    databases: usize,
-    max_bulk_len: u64,
-    nshards: usize,
-    client: u64,
-    ops: &'static crate::ops::Ops,
-    caller: Option<std::sync::Arc<crate::acl::Caller>>,
-    started: bool,
+pub(crate) struct Run {
+    pub(crate) home: usize,
+    pub(crate) handler: ShardHandler,
+    pub(crate) args: OwnedArgs,
+    pub(crate) db: usize,
+    pub(crate) no_touch: bool,
+    pub(crate) databases: usize,
+    pub(crate) max_bulk_len: u64,
+    pub(crate) nshards: usize,
+    pub(crate) client: u64,
+    pub(crate) ops: &'static crate::ops::Ops,
+    pub(crate) caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    /// False when made (its first step asks for the job).
+    pub(crate) started: bool,
 }
 
 impl Coordinator for Run {
@@ -421,6 +422,12 @@ pub(crate) fn prepare(handler: ShardHandler, ctx: &mut ConnCtx<'_>, args: Args<'
 }
 
 impl Prepared {
+    /// The run `run` describes (made by `scratch::Scratch::every` from a
+    /// script's copies' template).
+    pub(crate) fn of(run: Run) -> Prepared {
+        Prepared(Box::new(run))
+    }
+
     /// The run under whole-shard write locks on every shard, as
     /// transaction `tx`.
     pub(crate) fn wrap(self, tx: TxId) -> Box<dyn Coordinator> {

@@ -120,23 +120,19 @@ pub fn coordinator(
         .into_iter()
         .map(|p| args.get(p).to_vec())
         .collect();
-    let every =
-        super::every::available(ctx.server.ops).then(|| super::every::prepare(handler, ctx, args));
-    if super::every::asks_every(&found) {
-        if let Some(every) = every {
-            // It needs every shard: whole-shard locks, not copies.
-            return every.wrap(crate::tx::new_tx_id(ctx.home));
-        }
+    let every = super::every::available(ctx.server.ops);
+    if every && super::every::asks_every(&found) {
+        // It needs every shard: whole-shard locks, not copies.
+        return super::every::prepare(handler, ctx, args).wrap(crate::tx::new_tx_id(ctx.home));
     }
     add(&mut keys, found);
     let slot = WidenSlot::default();
     let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
     let home = ctx.home;
     let tx = crate::tx::new_tx_id(home);
-    let inner = wrap(home, ctx.nshards(), ctx.client.db, &keys, &scratch, tx);
+    let inner = wrap(home, ctx.client.db, &keys, &scratch, tx);
     Box::new(Wide {
         home,
-        nshards: ctx.nshards(),
         db: ctx.client.db,
         tx,
         keys,
@@ -160,25 +156,25 @@ fn add(keys: &mut Vec<Vec<u8>>, more: Vec<Vec<u8>>) {
 /// One round: the scratch run over `keys` under write locks on them.
 fn wrap(
     home: usize,
-    nshards: usize,
     db: usize,
     keys: &[Vec<u8>],
     scratch: &Scratch,
     tx: TxId,
 ) -> Box<dyn Coordinator> {
+    let run = scratch.respawn(keys);
     let mut set = LockSet::default();
-    for k in keys {
+    // Each key's shard as the run groups them (not hashed again).
+    for (s, k) in run.key_groups() {
         // Write: a script may write any key it touches.
-        set.key(nshards, db, k, Mode::Write);
+        set.key_on(s, db, k, Mode::Write);
     }
-    TxCoord::wrap_as(home, Box::new(scratch.respawn(keys)), set, tx)
+    TxCoord::wrap_as(home, Box::new(run), set, tx)
 }
 
 /// A script's run over its declared keys and those found so far; see the
 /// module documentation.
 pub struct Wide {
     home: usize,
-    nshards: usize,
     db: usize,
     tx: TxId,
     keys: Vec<Vec<u8>>,
@@ -188,9 +184,12 @@ pub struct Wide {
     /// Where a round's script leaves the keys it did not hold.
     slot: WidenSlot,
     rounds: u32,
-    /// The run over every shard a round may ask for (see `every`), where
-    /// the runtime can reach each shard.
-    every: Option<super::every::Prepared>,
+    /// Whether a round may still ask for the run over every shard (see
+    /// `every`): the runtime can reach each shard, and no round ran it
+    /// yet. Made from `template` when asked for, not at dispatch (a copy
+    /// of the arguments, the caller's ACL and a configuration read per
+    /// script that almost never needs it).
+    every: bool,
 }
 
 impl Coordinator for Wide {
@@ -223,13 +222,12 @@ impl Coordinator for Wide {
                 ));
             }
             self.rounds += 1;
-            if super::every::asks_every(&found) {
-                if let Some(every) = self.every.take() {
-                    // Same transaction id: the AOF sees one transaction.
-                    self.inner = every.wrap(self.tx);
-                    results = Vec::new();
-                    continue;
-                }
+            if self.every && super::every::asks_every(&found) {
+                self.every = false;
+                // Same transaction id: the AOF sees one transaction.
+                self.inner = self.template.every(self.home).wrap(self.tx);
+                results = Vec::new();
+                continue;
             }
             let before = self.keys.len();
             add(&mut self.keys, found);
@@ -238,20 +236,18 @@ impl Coordinator for Wide {
                 // a round that adds none would repeat forever.
                 return Err(CmdError::err("Script keys could not be locked"));
             }
-            self.inner = wrap(
-                self.home,
-                self.nshards,
-                self.db,
-                &self.keys,
-                &self.template,
-                self.tx,
-            );
+            self.inner = wrap(self.home, self.db, &self.keys, &self.template, self.tx);
             results = Vec::new();
         }
     }
 
     fn abort(&mut self, plan: &mut Plan) {
         self.inner.abort(plan);
+    }
+
+    fn kept_args(&self) -> Option<Args<'_>> {
+        // The template never runs, so never parks: its copy stays whole.
+        self.template.received_args()
     }
 
     fn parked(&mut self) -> Option<Parked> {
