@@ -13,6 +13,7 @@
 # raw rows to OUT.tsv (default /tmp/test_times.tsv):
 #   binary  wall_s  user_s  sys_s  cpu/wall  result
 # Env: TT_FILTER (an extended regex: only binaries whose name matches),
+# TT_SKIP (an extended regex: not the binaries whose name matches),
 # RUST_TEST_THREADS (passed through, as cargo test does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,12 +32,13 @@ for line in sys.stdin:
         t = m["target"]
         kind = t["kind"][0]
         root = m["manifest_path"].rsplit("/", 1)[0]
-        print(f"{t[\"name\"]}:{kind}\t{root}\t{m[\"executable\"]}")
+        print("%s:%s\t%s\t%s" % (t["name"], kind, root, m["executable"]))
 ')
 filter=${TT_FILTER:-.}
 : >"$out"
 while IFS=$'\t' read -r name root exe; do
   [[ $name =~ $filter ]] || continue
+  [ -n "${TT_SKIP:-}" ] && [[ $name =~ $TT_SKIP ]] && continue
   log=$(mktemp)
   # %e wall, %U user, %S sys: of the test process and its reaped children.
   if (cd "$root" && /usr/bin/time -f '%e %U %S' -o "$log.time" "$exe" "${extra[@]}" >"$log" 2>&1); then
@@ -44,7 +46,8 @@ while IFS=$'\t' read -r name root exe; do
   else
     res=FAILED
   fi
-  read -r wall user sys <"$log.time"
+  # A failed run adds "Command exited with non-zero status N" first.
+  read -r wall user sys < <(tail -1 "$log.time")
   passed=$(grep -o '[0-9]* passed' "$log" | awk '{s+=$1} END {print s+0}')
   ratio=$(awk -v w="$wall" -v u="$user" -v s="$sys" 'BEGIN {printf "%.2f", (w > 0 ? (u + s) / w : 0)}')
   printf '%s\t%s\t%s\t%s\t%s\t%s (%s tests)\n' "$name" "$wall" "$user" "$sys" "$ratio" "$res" "$passed" | tee -a "$out"
