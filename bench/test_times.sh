@@ -51,7 +51,7 @@ while IFS=$'\t' read -r name root exe; do
   passed=$(grep -o '[0-9]* passed' "$log" | awk '{s+=$1} END {print s+0}')
   ratio=$(awk -v w="$wall" -v u="$user" -v s="$sys" 'BEGIN {printf "%.2f", (w > 0 ? (u + s) / w : 0)}')
   printf '%s\t%s\t%s\t%s\t%s\t%s (%s tests)\n' "$name" "$wall" "$user" "$sys" "$ratio" "$res" "$passed" | tee -a "$out"
-  [ "$res" = ok ] || tail -40 "$log" >"$out.$name.log"
+  [ "$res" = ok ] || cp "$log" "$out.$name.log"
   rm -f "$log" "$log.time"
 done <<<"$bins"
 
