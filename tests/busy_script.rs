@@ -906,6 +906,23 @@ const SPIN_THEN_SET: &str = "local function now() local t = redis.call('time') \
      local t0 = now() while now() - t0 < tonumber(ARGV[1]) do end \
      redis.call('set', KEYS[1], 'script') return 1";
 
+/// How long [`SPIN_THEN_SET`] spins at first in [`watch_scenario`], in
+/// µs: the WATCHes and the PING after them must come within it, after
+/// the script is busy (100 ms). A run where they did not is run again
+/// four times as long, four runs at most (0.75, 3, 12, 48 s). It began at
+/// 2 s: most of each test's 4 s (two scripts) went on waiting it out.
+const WATCH_SPIN_US: u64 = 750_000;
+
+/// Waits (bounded) until `near` is refused BUSY_EVAL, true; or until
+/// the script `spin` sent ends first (its reply `:1`), false.
+fn busy_before_the_end(near: &mut RawConn, spin: &mut RawConn) -> bool {
+    let busy = common::busy::busy_or_ended(near, spin, b":1\r\n");
+    if let Some(r) = &busy {
+        assert_eq!(r, BUSY_EVAL);
+    }
+    busy.is_some()
+}
+
 /// WATCH while a script is busy on the key's shard, from the script's own
 /// loop (`near`, served by its desk) and from another loop (`far`, with a
 /// key of another shard too): `+OK` at once, as Redis answers it, and the key the script sets afterwards
@@ -914,32 +931,7 @@ const SPIN_THEN_SET: &str = "local function now() local t = redis.call('time') \
 /// came after the watches: `near`'s PING, answered after them, still gets
 /// `-BUSY` (the script's last hook pass, which serves it, comes before its
 /// final write). A script that ended before (a slow machine) is run again
-/// longer, at most three times.
-/// Waits (bounded) until `near` is refused BUSY_EVAL, true; or until
-/// the script `spin` sent ends first (its reply `:1`), false.
-fn busy_before_the_end(near: &mut RawConn, spin: &mut RawConn) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    spin.set_reply_timeout(Duration::from_millis(1));
-    let busy = loop {
-        let r = near.cmd_str(&["PING"]);
-        if r != b"+PONG\r\n" {
-            assert_eq!(r, BUSY_EVAL);
-            break true;
-        }
-        if let Ok(r) = spin.try_read_reply() {
-            assert_eq!(r, b":1\r\n");
-            break false;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the script neither became busy nor ended"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    spin.set_reply_timeout(Duration::from_secs(60));
-    busy
-}
-
+/// longer ([`WATCH_SPIN_US`]).
 fn watch_scenario(s: &Server, near: &mut RawConn, mut far: Option<&mut RawConn>, keys: [&str; 3]) {
     let [k0, other, far_too] = keys;
     let mut spin = caller(s);
@@ -948,9 +940,9 @@ fn watch_scenario(s: &Server, near: &mut RawConn, mut far: Option<&mut RawConn>,
         b"+OK\r\n"
     );
     for target in [k0, other] {
-        let mut us = 2_000_000u64;
+        let mut us = WATCH_SPIN_US;
         let mut proven = false;
-        for _ in 0..3 {
+        for _ in 0..4 {
             spin.send(&encode_command(&[
                 b"EVAL",
                 SPIN_THEN_SET.as_bytes(),

@@ -36,10 +36,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::busy::{check, on_shard as conn_on, replies, SPIN};
+use common::busy::{busy_or_ended, check, on_shard as conn_on, replies, SPIN};
 use common::{encode_command, key_on, send_str, wait_busy, Layout, RawConn, Server, BUSY_EVAL};
 
 const THRESHOLD_MS: u64 = 300;
+/// How long the scripts of [`parked_watch`] and [`s4_watch_of_loops_an_exec_script_stalls`]
+/// run at first, in ms: the WATCHes must come in that time, after the
+/// script is busy ([`THRESHOLD_MS`]). A run where they did not proves
+/// nothing and is run again three times as long, four runs at most (1,
+/// 3, 9, 27 s). It began at 3 s: most of each test's 6-7 s (a run on
+/// Tessera, one on redis-server) went on waiting it out.
+const FIRST_SPIN_MS: u64 = 1000;
 
 /// Tessera in `layout`, DEBUG allowed; consolidated, once every shard is
 /// on one thread.
@@ -237,8 +244,9 @@ fn now_us() -> u64 {
 /// (c). Once the script ended each runs MULTI, GET, EXEC. Returns the
 /// replies (the script's own left out) and whether the script's write
 /// came after every WATCH's reply (else the run says nothing about
-/// Redis's "after the WATCH", and is run again with more time).
-fn parked_scenario(s: &Server, nshards: usize, late_ms: u64) -> (Vec<Vec<u8>>, bool) {
+/// Redis's "after the WATCH", and is run again with more time); `None` if
+/// the script ended before this thread saw it busy (run again too).
+fn parked_scenario(s: &Server, nshards: usize, late_ms: u64) -> Option<(Vec<Vec<u8>>, bool)> {
     let (k0, k1, x0) = (
         key_on(0, nshards, "k"),
         key_on(1, nshards, "k"),
@@ -260,7 +268,7 @@ fn parked_scenario(s: &Server, nshards: usize, late_ms: u64) -> (Vec<Vec<u8>>, b
         k1.as_bytes(),
         late.as_bytes(),
     ]));
-    got.push(wait_busy(&mut other));
+    got.push(busy_or_ended(&mut other, &mut spin, b":")?);
     got.push(far.cmd_str(&["WATCH", &k0]));
     got.push(near.cmd_str(&["WATCH", &k0]));
     got.push(other.cmd_str(&["WATCH", &x0]));
@@ -283,7 +291,7 @@ fn parked_scenario(s: &Server, nshards: usize, late_ms: u64) -> (Vec<Vec<u8>>, b
         got.push(c.cmd_str(&["GET", k]));
         got.push(c.cmd_str(&["EXEC"]));
     }
-    (got, wrote_us > watched_us)
+    Some((got, wrote_us > watched_us))
 }
 
 /// [`parked_scenario`] on Tessera (must fail on a binary that answers
@@ -309,18 +317,20 @@ fn parked_watch(layout: Layout) {
         servers.push((r, "redis-server".to_string()));
     }
     for (s, who) in &servers {
-        let mut late_ms = 3000;
+        let mut late_ms = FIRST_SPIN_MS;
         let mut conclusive = false;
-        for _ in 0..3 {
-            let (got, after) = parked_scenario(s, layout.shards, late_ms);
+        for _ in 0..4 {
+            let run = parked_scenario(s, layout.shards, late_ms);
+            // A slow machine: the write came before a WATCH's reply, or
+            // the script ended before it was seen busy. Again, longer.
+            late_ms *= 3;
+            let Some((got, after)) = run else { continue };
             check(&got[..got.len() - 12], &want[..want.len() - 12], who);
             if after {
                 check(&got, &want, who);
                 conclusive = true;
                 break;
             }
-            // A slow machine: the write came before a WATCH's reply.
-            late_ms *= 3;
         }
         assert!(conclusive, "{who}: the script always wrote before a WATCH");
     }
@@ -418,8 +428,9 @@ while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() en
 /// (b: nothing writes them), and `z` then UNWATCH (c). Once the EXEC is
 /// answered each runs MULTI, GET, EXEC. Returns the replies and whether
 /// the script ended after every WATCH's reply (else the run says nothing
-/// of "after the WATCH").
-fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, bool) {
+/// of "after the WATCH"); `None` if the script ended before this thread
+/// saw it busy.
+fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> Option<(Vec<Vec<u8>>, bool)> {
     let (k2, z, y) = (
         key_on(2, nshards, "k"),
         key_on(0, nshards, "z"),
@@ -442,7 +453,7 @@ fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, 
     got.push(spin.cmd_str(&["SET", &z, "exec"]));
     got.push(spin.cmd_str(&["SET", &w, "exec"]));
     send_str(&mut spin, &["EXEC"]);
-    got.push(wait_busy(&mut free));
+    got.push(busy_or_ended(&mut free, &mut spin, b"*3\r\n:")?);
     // Before: -BUSY for the own loop's keys (as every command of that
     // shard), no reply before the script's end for the caller's.
     got.push(free.cmd_str(&["WATCH", &z]));
@@ -475,7 +486,7 @@ fn stalled_scenario(s: &Server, nshards: usize, spin_ms: u64) -> (Vec<Vec<u8>>, 
         got.push(c.cmd_str(&["GET", k]));
         got.push(c.cmd_str(&["EXEC"]));
     }
-    (got, ended_us > watched_us)
+    Some((got, ended_us > watched_us))
 }
 
 /// [`stalled_scenario`] on a consolidated Tessera with `nshards` (must
@@ -508,18 +519,22 @@ fn stalled_own_loop(nshards: usize) {
     }
     let after = 3 * 7;
     for (s, who) in &servers {
-        let mut spin_ms = 3000;
+        let mut spin_ms = FIRST_SPIN_MS;
         let mut conclusive = false;
-        for _ in 0..3 {
-            let (got, after_watch) = stalled_scenario(s, nshards, spin_ms);
+        for _ in 0..4 {
+            let run = stalled_scenario(s, nshards, spin_ms);
+            // A slow machine: the script ended before a WATCH's reply, or
+            // before it was seen busy. Again, longer.
+            spin_ms *= 3;
+            let Some((got, after_watch)) = run else {
+                continue;
+            };
             check(&got[..got.len() - after], &want[..want.len() - after], who);
             if after_watch {
                 check(&got, &want, who);
                 conclusive = true;
                 break;
             }
-            // A slow machine: the script ended before a WATCH's reply.
-            spin_ms *= 3;
         }
         assert!(conclusive, "{who}: the script always ended before a WATCH");
     }

@@ -56,6 +56,37 @@ pub fn redis(threshold_ms: u64) -> Option<Server> {
     ]))
 }
 
+/// PINGs `near` every 10 ms until the reply is not `+PONG` (a script is
+/// busy) and returns that reply; or, if the script `spin` sent ends
+/// first (its reply arrives, and must begin with `ended`), returns `None`: on a
+/// loaded machine a short spin can end before this thread saw it busy,
+/// and the caller runs it again longer. Bounded: 60 s.
+pub fn busy_or_ended(near: &mut RawConn, spin: &mut RawConn, ended: &[u8]) -> Option<Vec<u8>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    spin.set_reply_timeout(Duration::from_millis(1));
+    let busy = loop {
+        let r = near.cmd_str(&["PING"]);
+        if r != b"+PONG\r\n" {
+            break Some(r);
+        }
+        if let Ok(r) = spin.try_read_reply() {
+            assert!(
+                r.starts_with(ended),
+                "the script: {}",
+                super::escape(&r, 300)
+            );
+            break None;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the script neither became busy nor ended"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    spin.set_reply_timeout(Duration::from_secs(60));
+    busy
+}
+
 /// Asserts `got` is `want`, reply by reply, shown escaped.
 pub fn check(got: &[Vec<u8>], want: &[Vec<u8>], who: &str) {
     let show = |v: &[Vec<u8>]| -> Vec<String> { v.iter().map(|r| super::escape(r, 300)).collect() };
