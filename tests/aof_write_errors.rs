@@ -369,6 +369,12 @@ fn synced_replica(master: &Server, dir: &DataDir, extra: &[&str]) -> Server {
     args.extend_from_slice(extra);
     let replica = start_with(common::LAYOUTS[0], dir, &args);
     let mut m = master.raw();
+    // A write sent before the sync may leave the master's offset at 0
+    // until its next PING, 10 s apart (most of these tests' time): this
+    // one, once the link is up, moves it at once.
+    wait_for("the replica's sync", || {
+        info_field(&mut replica.conn(), "replication", "master_link_status") == "up"
+    });
     assert_eq!(m.cmd_str(&["SET", "marker", "before"]), b"+OK\r\n");
     wait_for("the replica to catch up", || caught_up(master, &replica));
     wait_for("the replica's rewrite after its sync", || {
