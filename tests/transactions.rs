@@ -19,8 +19,7 @@
 //! thresholds) in threads joined through [`run_workers`], which fails the
 //! test with the names of the workers still running if the whole workload
 //! has not finished within [`WORKLOAD_DEADLINE`] (a deadlock fails, it does
-//! not hang CI); each single reply is also bounded by the harness's read
-//! timeout.
+//! not hang CI); each single reply is also bounded, by [`REPLY_TIMEOUT`].
 //!
 //! Validate the tests themselves against Redis (they must all pass there):
 //! `TESSERA_TEST_BIN=/usr/bin/redis-server cargo test --release --test transactions`
@@ -41,12 +40,18 @@ use redis::Value;
 /// Shards of the servers of the tests that do not run per layout.
 const SHARDS: usize = 3;
 /// Bound on a whole concurrent workload; only a hang gets near it. (Each
-/// reply is bounded too, by the connections' 5 s read timeout: a stalled
-/// command fails there.) 60 s before: at 16 shards on 2 cores a debug
+/// reply is bounded too, by [`REPLY_TIMEOUT`]: a stalled command fails
+/// there.) 60 s before: at 16 shards on 2 cores a debug
 /// build's stress workloads took 26-50 s beside another such test, and
 /// three failed at 60 s in one full run (session 21) with every worker
 /// still making progress.
 const WORKLOAD_DEADLINE: Duration = Duration::from_secs(180);
+/// How long a worker waits for one reply ([`conn`]). The harness's 5 s
+/// read timeout failed single MSETs at 16 shards apart when the suite ran
+/// four tests at once beside other builds (session 21): a reply that slow
+/// is load, not a hang, and [`WORKLOAD_DEADLINE`] bounds the whole
+/// workload anyway.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on WATCH retries of one increment (only a livelock gets near it).
 const CAS_ATTEMPTS_MAX: usize = 100_000;
 
@@ -57,6 +62,14 @@ fn start() -> Server {
         return Server::tessera(&[]);
     }
     Server::tessera(&["--shards", &SHARDS.to_string()])
+}
+
+/// A connection to `srv` whose replies may take [`REPLY_TIMEOUT`].
+fn conn(srv: &Server) -> redis::Connection {
+    let c = srv.conn();
+    c.set_read_timeout(Some(REPLY_TIMEOUT))
+        .expect("set read timeout");
+    c
 }
 
 /// Tessera in `layout` (the concurrent tests run in each of
@@ -214,16 +227,16 @@ fn mset_args<'a>(keys: &'a [String], value: &'a str) -> Vec<&'a str> {
 fn mset_mget_isolation(layout: Layout) {
     const WRITERS: usize = 3;
     const READERS: usize = 3;
-    const ITERATIONS: usize = 2000;
+    let iterations = common::stress(2000);
     let srv = start_layout(layout);
     let keys = Arc::new(common::keys_across_shards("iso:", 10, layout.shards));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
     for w in 0..WRITERS {
-        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        let (keys, mut con, guard) = (keys.clone(), conn(&srv), Running(running.clone()));
         workers.push(work(format!("writer{w}"), move || {
             let _guard = guard;
-            for i in 0..ITERATIONS {
+            for i in 0..iterations {
                 mset_all(&mut con, &keys, &format!("w{w}-{i}"));
             }
         }));
@@ -231,7 +244,7 @@ fn mset_mget_isolation(layout: Layout) {
     let reads = Arc::new(AtomicUsize::new(0));
     for r in 0..READERS {
         let (keys, mut con, running, reads) =
-            (keys.clone(), srv.conn(), running.clone(), reads.clone());
+            (keys.clone(), conn(&srv), running.clone(), reads.clone());
         workers.push(work(format!("reader{r}"), move || loop {
             let last = running.load(Ordering::SeqCst) == 0;
             mget_uniform(&mut con, &keys);
@@ -243,9 +256,9 @@ fn mset_mget_isolation(layout: Layout) {
     }
     run_workers(workers);
     // The last write of some writer is what stays.
-    let last = mget_uniform(&mut srv.conn(), &keys).expect("keys set");
+    let last = mget_uniform(&mut conn(&srv), &keys).expect("keys set");
     assert!(
-        (0..WRITERS).any(|w| last == format!("w{w}-{}", ITERATIONS - 1)),
+        (0..WRITERS).any(|w| last == format!("w{w}-{}", iterations - 1)),
         "final value {last}"
     );
     eprintln!("{} uniform MGETs", reads.load(Ordering::Relaxed));
@@ -266,7 +279,7 @@ fn pipelined_multi_shard_read_sees_earlier_write() {
     let running = Arc::new(AtomicUsize::new(1));
     let mut workers = Vec::new();
     for r in 0..READERS {
-        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        let (keys, mut con, running) = (keys.clone(), conn(&srv), running.clone());
         workers.push(work(format!("reader{r}"), move || {
             while running.load(Ordering::SeqCst) != 0 {
                 let _: Vec<Option<String>> = redis::cmd("MGET")
@@ -276,7 +289,7 @@ fn pipelined_multi_shard_read_sees_earlier_write() {
             }
         }));
     }
-    let (wkeys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+    let (wkeys, mut con, guard) = (keys.clone(), conn(&srv), Running(running.clone()));
     workers.push(work("writer", move || {
         let _guard = guard;
         for i in 0..ITERATIONS {
@@ -306,16 +319,16 @@ fn pipelined_multi_shard_read_sees_earlier_write() {
 /// shards; EXISTS (and DEL's own count) is always 0 or 10, MGET uniform.
 fn mset_del_exists_isolation(layout: Layout) {
     const WRITERS: usize = 3;
-    const ITERATIONS: usize = 1500;
+    let iterations = common::stress(1500);
     let srv = start_layout(layout);
     let keys = Arc::new(common::keys_across_shards("ex:", 10, layout.shards));
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
     for w in 0..WRITERS {
-        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        let (keys, mut con, guard) = (keys.clone(), conn(&srv), Running(running.clone()));
         workers.push(work(format!("writer{w}"), move || {
             let _guard = guard;
-            for i in 0..ITERATIONS {
+            for i in 0..iterations {
                 if (i + w) % 2 == 0 {
                     mset_all(&mut con, &keys, &format!("w{w}-{i}"));
                 } else {
@@ -326,7 +339,7 @@ fn mset_del_exists_isolation(layout: Layout) {
         }));
     }
     for r in 0..2 {
-        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        let (keys, mut con, running) = (keys.clone(), conn(&srv), running.clone());
         workers.push(work(format!("exists{r}"), move || loop {
             let last = running.load(Ordering::SeqCst) == 0;
             let n: i64 = redis::cmd("EXISTS").arg(&*keys).query(&mut con).unwrap();
@@ -336,7 +349,7 @@ fn mset_del_exists_isolation(layout: Layout) {
             }
         }));
     }
-    let (k, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+    let (k, mut con, running) = (keys.clone(), conn(&srv), running.clone());
     workers.push(work("mget", move || loop {
         let last = running.load(Ordering::SeqCst) == 0;
         mget_uniform(&mut con, &k);
@@ -347,7 +360,7 @@ fn mset_del_exists_isolation(layout: Layout) {
     run_workers(workers);
     let n: i64 = redis::cmd("EXISTS")
         .arg(&*keys)
-        .query(&mut srv.conn())
+        .query(&mut conn(&srv))
         .unwrap();
     assert!(
         n == 0 || n == 10,
@@ -367,7 +380,7 @@ fn keyspace_reads_see_whole_multi_shard_commands() {
     let running = Arc::new(AtomicUsize::new(WRITERS));
     let mut workers = Vec::new();
     for w in 0..WRITERS {
-        let (keys, mut con, guard) = (keys.clone(), srv.conn(), Running(running.clone()));
+        let (keys, mut con, guard) = (keys.clone(), conn(&srv), Running(running.clone()));
         workers.push(work(format!("writer{w}"), move || {
             let _guard = guard;
             for i in 0..ITERATIONS {
@@ -380,7 +393,7 @@ fn keyspace_reads_see_whole_multi_shard_commands() {
         }));
     }
     let running2 = running.clone();
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     workers.push(work("dbsize", move || loop {
         let last = running.load(Ordering::SeqCst) == 0;
         let n: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
@@ -389,7 +402,7 @@ fn keyspace_reads_see_whole_multi_shard_commands() {
             break;
         }
     }));
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     workers.push(work("keys", move || loop {
         let last = running2.load(Ordering::SeqCst) == 0;
         let found: Vec<String> = redis::cmd("KEYS").arg("ks:*").query(&mut con).unwrap();
@@ -429,7 +442,7 @@ fn msetnx_all_or_nothing(layout: Layout) {
     let mut workers = Vec::new();
     for (t, &set) in SETS.iter().enumerate() {
         let (rounds, barrier, replies, mut con) =
-            (rounds.clone(), barrier.clone(), replies.clone(), srv.conn());
+            (rounds.clone(), barrier.clone(), replies.clone(), conn(&srv));
         workers.push(work(format!("msetnx{t}"), move || {
             for (r, keys) in rounds.iter().enumerate() {
                 let mut cmd = redis::cmd("MSETNX");
@@ -445,7 +458,7 @@ fn msetnx_all_or_nothing(layout: Layout) {
     }
     run_workers(workers);
     let replies = replies.lock().unwrap();
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     for (r, keys) in rounds.iter().enumerate() {
         let got = &replies[r];
         let winners: Vec<usize> = (0..SETS.len()).filter(|&t| got[t] == 1).collect();
@@ -479,12 +492,12 @@ fn bank_transfer(layout: Layout) {
     const TRANSFERS: usize = 600;
     let srv = start_layout(layout);
     let accounts = Arc::new(common::keys_across_shards("acct:", ACCOUNTS, layout.shards));
-    mset_all(&mut srv.conn(), &accounts, &INITIAL.to_string());
+    mset_all(&mut conn(&srv), &accounts, &INITIAL.to_string());
     let total = INITIAL * ACCOUNTS as i64;
     let running = Arc::new(AtomicUsize::new(TRANSFERRERS));
     let mut workers = Vec::new();
     for t in 0..TRANSFERRERS {
-        let (accounts, mut con, guard) = (accounts.clone(), srv.conn(), Running(running.clone()));
+        let (accounts, mut con, guard) = (accounts.clone(), conn(&srv), Running(running.clone()));
         workers.push(work(format!("transfer{t}"), move || {
             let _guard = guard;
             let mut rng = Rng::new(t as u64 + 1);
@@ -509,7 +522,7 @@ fn bank_transfer(layout: Layout) {
     {
         let (accounts, mut con, running, checks) = (
             accounts.clone(),
-            srv.conn(),
+            conn(&srv),
             running.clone(),
             checks.clone(),
         );
@@ -526,7 +539,7 @@ fn bank_transfer(layout: Layout) {
     {
         let (accounts, mut con, running, checks) = (
             accounts.clone(),
-            srv.conn(),
+            conn(&srv),
             running.clone(),
             checks.clone(),
         );
@@ -548,7 +561,7 @@ fn bank_transfer(layout: Layout) {
     run_workers(workers);
     let vals: Vec<i64> = redis::cmd("MGET")
         .arg(&*accounts)
-        .query(&mut srv.conn())
+        .query(&mut conn(&srv))
         .unwrap();
     assert_eq!(vals.iter().sum::<i64>(), total, "final balances {vals:?}");
     eprintln!("{} consistent checks", checks.load(Ordering::Relaxed));
@@ -591,7 +604,7 @@ fn cas_counter(prefix: &str, nkeys: usize, layout: Layout) {
     let attempts = Arc::new(AtomicUsize::new(0));
     let workers = (0..THREADS)
         .map(|t| {
-            let (keys, attempts, mut con) = (keys.clone(), attempts.clone(), srv.conn());
+            let (keys, attempts, mut con) = (keys.clone(), attempts.clone(), conn(&srv));
             work(format!("cas{t}"), move || {
                 for _ in 0..INCREMENTS {
                     attempts.fetch_add(cas_increment(&mut con, &keys), Ordering::Relaxed);
@@ -603,7 +616,7 @@ fn cas_counter(prefix: &str, nkeys: usize, layout: Layout) {
     let want = (THREADS * INCREMENTS) as i64;
     let vals: Vec<i64> = redis::cmd("MGET")
         .arg(&*keys)
-        .query(&mut srv.conn())
+        .query(&mut conn(&srv))
         .unwrap();
     assert_eq!(vals, vec![want; keys.len()], "lost or doubled increments");
     eprintln!(
@@ -660,7 +673,7 @@ fn mset_then_reset(addr: &str, big_key: &str, keys: &[String], tok: &str, pause:
 fn disconnect_mid_transaction_releases(layout: Layout) {
     let srv = start_layout(layout);
     let keys = Arc::new(common::keys_across_shards("dc:", 6, layout.shards));
-    let mut live = srv.conn();
+    let mut live = conn(&srv);
     for i in 0..40 {
         let mut raw = srv.raw();
         if i % 2 == 0 {
@@ -747,7 +760,7 @@ fn disconnect_mid_transaction_releases(layout: Layout) {
         }));
     }
     {
-        let (keys, mut con, running) = (keys.clone(), srv.conn(), running.clone());
+        let (keys, mut con, running) = (keys.clone(), conn(&srv), running.clone());
         workers.push(work("live", move || {
             let mut i = 0;
             while i < LIVE_OPS || running.load(Ordering::SeqCst) > 0 {
@@ -776,7 +789,7 @@ fn disconnect_mid_transaction_releases(layout: Layout) {
     }
     run_workers(workers);
 
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     mset_all(&mut con, &keys, "after");
     mget_uniform(&mut con, &keys);
     redis::cmd("WATCH").arg(&*keys).exec(&mut con).unwrap();
@@ -819,7 +832,7 @@ fn dropped_msets_are_all_or_nothing() {
     let _: () = redis::cmd("SET")
         .arg("aon:big")
         .arg(&big)
-        .query(&mut srv.conn())
+        .query(&mut conn(&srv))
         .unwrap();
     let running = Arc::new(AtomicUsize::new(DROPPERS));
     let mut workers = Vec::new();
@@ -836,7 +849,7 @@ fn dropped_msets_are_all_or_nothing() {
         }));
     }
     for r in 0..2 {
-        let (groups, mut con, running) = (groups.clone(), srv.conn(), running.clone());
+        let (groups, mut con, running) = (groups.clone(), conn(&srv), running.clone());
         workers.push(work(format!("reader{r}"), move || {
             let mut rng = Rng::new(100 + r as u64);
             while running.load(Ordering::SeqCst) > 0 {
@@ -847,7 +860,7 @@ fn dropped_msets_are_all_or_nothing() {
     run_workers(workers);
     // An MSET of a dropped client may still be running: MGET is isolated
     // from it either way.
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     for keys in groups.iter() {
         mget_uniform(&mut con, keys);
     }
@@ -868,7 +881,7 @@ fn pipelined_plain_write_then_mset_makes_progress() {
     let hot = Arc::new(keys_across_shards("pp:", SHARDS));
     let mut workers = Vec::new();
     for c in 0..CLIENTS {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("client{c}"), move || {
             let mut rng = Rng::new(7 + c as u64);
             for i in 0..ROUNDS {
@@ -901,7 +914,7 @@ fn hot_keys_progress(layout: Layout) {
     let hot = Arc::new(common::keys_across_shards("hot:", 3, layout.shards));
     let mut workers = Vec::new();
     for c in 0..3 {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("mset{c}"), move || {
             for i in 0..OPS {
                 mset_all(&mut con, &hot, &format!("m{c}-{i}"));
@@ -909,7 +922,7 @@ fn hot_keys_progress(layout: Layout) {
         }));
     }
     for c in 0..2 {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("mget{c}"), move || {
             for _ in 0..OPS {
                 let vals: Vec<Option<String>> =
@@ -919,7 +932,7 @@ fn hot_keys_progress(layout: Layout) {
         }));
     }
     for c in 0..2 {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("exec{c}"), move || {
             for i in 0..OPS {
                 let v = format!("x{c}-{i}");
@@ -941,7 +954,7 @@ fn hot_keys_progress(layout: Layout) {
         }));
     }
     for c in 0..2 {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("watch{c}"), move || {
             for i in 0..OPS {
                 redis::cmd("WATCH").arg(&hot[..2]).exec(&mut con).unwrap();
@@ -962,7 +975,7 @@ fn hot_keys_progress(layout: Layout) {
         }));
     }
     {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work("del-exists", move || {
             for i in 0..OPS {
                 let cmd = if i % 2 == 0 { "DEL" } else { "EXISTS" };
@@ -972,7 +985,7 @@ fn hot_keys_progress(layout: Layout) {
         }));
     }
     for c in 0..3 {
-        let (hot, mut con) = (hot.clone(), srv.conn());
+        let (hot, mut con) = (hot.clone(), conn(&srv));
         workers.push(work(format!("plain{c}"), move || {
             for i in 0..OPS {
                 let k = &hot[(c + i) % hot.len()];
@@ -990,7 +1003,7 @@ fn hot_keys_progress(layout: Layout) {
     }
     run_workers(workers);
     // And the keys are still usable by everyone.
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     mset_all(&mut con, &hot, "end");
     assert_eq!(mget_uniform(&mut con, &hot).as_deref(), Some("end"));
 }
@@ -1039,7 +1052,7 @@ fn dropped_msets_that_ran_are_logged() {
     let _: () = redis::cmd("SET")
         .arg("lg:big")
         .arg(&big)
-        .query(&mut srv.conn())
+        .query(&mut conn(&srv))
         .unwrap();
     let mut workers = Vec::new();
     for dr in 0..DROPPERS {
@@ -1057,7 +1070,7 @@ fn dropped_msets_that_ran_are_logged() {
     // Let the last dropped MSETs finish (only what is checked depends on
     // it: one applied after the EXISTS below is not checked).
     thread::sleep(Duration::from_millis(500));
-    let mut con = srv.conn();
+    let mut con = conn(&srv);
     let mut applied = Vec::new();
     for dr in 0..DROPPERS {
         for i in 0..DROPS {
@@ -1118,14 +1131,14 @@ fn dropped_msets_that_ran_are_logged() {
 /// reaches, so it meets that batch while locking, in shard order.
 #[test]
 fn exec_fan_out_behind_own_deferred_batch_makes_progress() {
-    const ROUNDS: usize = 3000;
+    let rounds = common::stress(3000);
     let srv = start();
     let k = Arc::new(keys_across_shards("fo:", SHARDS));
     let mut workers = Vec::new();
     for c in 0..3 {
-        let (k, mut con) = (k.clone(), srv.conn());
+        let (k, mut con) = (k.clone(), conn(&srv));
         workers.push(work(format!("mset{c}"), move || {
-            for i in 0..ROUNDS {
+            for i in 0..rounds {
                 let ok: String = redis::cmd("MSET")
                     .arg(&k[0])
                     .arg(format!("m{c}-{i}"))
@@ -1138,9 +1151,9 @@ fn exec_fan_out_behind_own_deferred_batch_makes_progress() {
         }));
     }
     for c in 0..3 {
-        let (k, mut con) = (k.clone(), srv.conn());
+        let (k, mut con) = (k.clone(), conn(&srv));
         workers.push(work(format!("pipe{c}"), move || {
-            for i in 0..ROUNDS {
+            for i in 0..rounds {
                 let v = format!("p{c}-{i}");
                 let mut pipe = redis::pipe();
                 pipe.cmd("SET").arg(&k[0]).arg(&v).ignore();

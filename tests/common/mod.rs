@@ -999,6 +999,23 @@ impl Drop for DataDir {
     }
 }
 
+/// `n` scaled by `TESSERA_STRESS_PCT` (a percentage, default 100), at
+/// least 1: the round counts of the concurrent stress tests
+/// (`transactions`), so the same tests can soak for longer
+/// (`TESSERA_STRESS_PCT=1000`) or be run shorter to measure how many
+/// rounds an injected bug needs to show.
+pub fn stress(n: usize) -> usize {
+    let pct: usize = std::env::var("TESSERA_STRESS_PCT")
+        .ok()
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("TESSERA_STRESS_PCT={v:?}: not a number"))
+        })
+        .unwrap_or(100);
+    (n * pct / 100).max(1)
+}
+
 /// Polls `f` every 20 ms until it holds; fails the test after 30 s.
 pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
