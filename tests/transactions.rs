@@ -226,8 +226,9 @@ fn mset_args<'a>(keys: &'a [String], value: &'a str) -> Vec<&'a str> {
 /// MSET and MGET crosses threads, the locks are real): a bug of the locks
 /// shows within a few dozen. Injected (session 22, 5 runs each): no lock
 /// conflicts at all, or Write locks granted under Read locks, failed 5 of
-/// 5 runs at 16 shards with 500, and 4 of 5 at 2 shards with 500 as with
-/// 2000 (what fails there fails at once). 2000 before: 15 s at 16 shards.
+/// 5 runs at 16 shards with 500; at 2 shards 4 of 5 with 500, and 4 and
+/// 5 of 5 with 2000 (what fails there fails in the first rounds). 2000
+/// before: 15 s at 16 shards.
 /// Consolidated layouts keep [`ISOLATION_WRITES`], their shards moving
 /// between threads mid-run.
 const ISOLATION_WRITES_APART: usize = 500;
