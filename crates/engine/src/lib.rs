@@ -435,6 +435,13 @@ impl Shard {
         self.now_ms = now_ms();
     }
 
+    /// [`Shard::tick`] to a time the caller read (a loop reads the clock
+    /// once per iteration for everything it times).
+    #[inline]
+    pub fn set_now_ms(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
     /// Looks a key up for reading: an expired key is deleted (and counted),
     /// hits and misses are counted for INFO, and the access recorded (access
     /// time, or LFU counter under an LFU policy) unless `touch` is false

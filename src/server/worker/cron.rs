@@ -15,6 +15,7 @@ use commands::exec;
 use resp::Reply;
 
 use super::super::blocking::{self, BlockPhase};
+use super::clock::WallAnchor;
 use super::waiters::retry_later;
 use super::{memory, Cached, Worker};
 use crate::log;
@@ -149,10 +150,14 @@ impl Worker {
             d.prune_watches();
         }
         let period = Duration::from_millis(1000 / u64::from(hz));
-        self.next_cron = Instant::now() + period;
+        // The wall clock read again (a step of it is seen from here on:
+        // see `clock`), and the shard's time brought up to date.
+        self.wall = WallAnchor::now();
+        self.next_cron = self.wall.at() + period;
         // Redis's slow cycle: at most 25 % of the cron period.
         let budget_us = 250_000 / u64::from(hz);
-        self.core.shard.tick();
+        let now = self.wall.turn(self.wall.at());
+        self.core.shard.set_now_ms(now.wall_ms);
         self.sample_rates();
         // Listeners are edge-triggered: after an accept error (EMFILE) the
         // backlog would wait for the next new connection. Retry each tick.

@@ -39,6 +39,7 @@ use resp::Reply;
 use super::super::blocking::Waiters;
 use super::super::conn::RecentPeaks;
 use super::super::mailbox::{Mailbox, Msg};
+use super::clock::{TurnTime, WallAnchor};
 use super::hub_set::ConnEvent;
 use super::nap::Nap;
 use super::request::paused;
@@ -193,6 +194,7 @@ impl Worker {
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
+            wall: WallAnchor::now(),
             reported: (0, 0, 0),
             rate_base: None,
             nap: Nap::new(),
@@ -374,7 +376,9 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events, &[], led);
+        // The iteration's one clock read (see `clock`).
+        let at = self.wall.turn(Instant::now());
+        self.serve(events, &[], led, at);
     }
 
     /// Raises this worker's parked flag before its thread sleeps (see
@@ -424,13 +428,15 @@ impl Worker {
     /// events tagged by [`hub_tag`](super::hub_tag), see `hub_set`), and
     /// those of its own epoll set, collected without waiting.
     /// `poll`: false when the thread's wait showed this worker's own set
-    /// (doorbell, listeners) holds nothing.
+    /// (doorbell, listeners) holds nothing. `at`: the turn's start, which
+    /// the thread read (see `clock`).
     pub fn step_shared(
         &mut self,
         events: &mut Events,
         poll: bool,
         conn_events: &[libc::epoll_event],
         led: bool,
+        at: TurnTime,
     ) {
         engine::alloc::enter_shard(self.core.id);
         self.turns += 1;
@@ -444,7 +450,7 @@ impl Worker {
                 }
             }
         }
-        self.serve(events, conn_events, led);
+        self.serve(events, conn_events, led, at);
     }
 
     /// Messages, local work or resumed connections wait: the next loop
@@ -458,13 +464,20 @@ impl Worker {
     }
 
     /// Everything an iteration does after its wait: the parked flag comes
-    /// down, then messages, sockets, writes, AOF, saves, cron.
-    pub(super) fn serve(&mut self, events: &Events, conn_events: &[libc::epoll_event], led: bool) {
+    /// down, then messages, sockets, writes, AOF, saves, cron. `at`: the
+    /// iteration's time, read once by whoever runs it (see `clock`).
+    pub(super) fn serve(
+        &mut self,
+        events: &Events,
+        conn_events: &[libc::epoll_event],
+        led: bool,
+        at: TurnTime,
+    ) {
         self.core.mailbox.unpark();
         // What a busy script of this thread parked for this loop, which it
         // stalled (a hub's own loop), before anything of this turn.
         self.register_parked();
-        self.core.shard.tick();
+        self.core.shard.set_now_ms(at.wall_ms);
         self.refresh_config();
         // A script holding every shard waits for a call on this one (see
         // `reach`): before anything else of this turn.
@@ -530,7 +543,9 @@ impl Worker {
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty() || !conn_events.is_empty());
         self.spilled = self.core.mailbox.flush();
-        if Instant::now() >= self.next_cron {
+        // The turn's start: a cron that came due during the turn runs at
+        // the next one, which is then due at once (`wakes_at`).
+        if at.at >= self.next_cron {
             self.cron();
             // Expired and evicted keys' events, without waiting for the
             // next wake-up.
