@@ -425,6 +425,7 @@ impl Shard {
     }
 
     /// Changes made to this shard's data so far (see [`Db::dirty`]).
+    #[inline]
     pub fn dirty(&self) -> u64 {
         // Every database adds to the shard's one counter (`db::Dirty`).
         self.dbs.first().map_or(0, |d| d.dirty.get())
