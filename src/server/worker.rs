@@ -120,6 +120,7 @@ use super::mailbox::{Batch, ConnRef, Gather, Mailbox, Msg};
 mod accept;
 mod busy;
 mod client_evict;
+mod clock;
 mod cohost;
 mod conns;
 mod cron;
@@ -146,6 +147,7 @@ mod tracking;
 mod waiters;
 
 pub use busy::lending_own;
+pub use clock::{wall_us, EpochWall};
 pub use cohost::{lending, Lender, Pinned};
 pub use hub_set::{tag as hub_tag, untag as hub_untag};
 pub use sched::LoopProbe;
@@ -503,6 +505,9 @@ pub struct Worker {
     /// Thread 0: the shared totals at the previous rate sample.
     rate_base: Option<(Instant, u64, u64, u64)>,
     nap: nap::Nap,
+    /// The wall clock's reading of the last cron, from which an iteration
+    /// on the loop's own thread derives its time (see `clock`).
+    wall: clock::WallAnchor,
     /// What the desk lent to long scripts keeps (see `busy`).
     desk: busy::DeskState,
     /// Times a hub's round polled this worker's own epoll set (a set

@@ -117,17 +117,20 @@ pub fn installed() -> bool {
 }
 
 /// Charges this thread's allocations to shard `id` from now on.
+#[inline]
 pub fn enter_shard(id: usize) {
     set_slot(1 + id.min(SLOTS - 2));
 }
 
 /// The slot this thread charges.
+#[inline]
 pub fn current_slot() -> usize {
     SLOT.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Charges this thread's allocations to `slot` (the lazyfree thread takes
 /// the slot of the shard whose value it frees).
+#[inline]
 pub fn set_slot(slot: usize) {
     let _ = SLOT.try_with(|s| s.set(slot.min(SLOTS - 1)));
 }

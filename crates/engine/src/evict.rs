@@ -654,6 +654,7 @@ impl Shard {
     /// [`publish_bound`] since it last did; the loop calls it once per
     /// iteration (a no-op without `maxmemory`), so other shards see a
     /// burst of writes here within one iteration.
+    #[inline]
     pub fn publish_memory(&self) {
         if self.evict.maxmemory != 0 {
             if let Some(s) = &self.evict.shared {

@@ -425,6 +425,7 @@ impl Shard {
     }
 
     /// Changes made to this shard's data so far (see [`Db::dirty`]).
+    #[inline]
     pub fn dirty(&self) -> u64 {
         // Every database adds to the shard's one counter (`db::Dirty`).
         self.dbs.first().map_or(0, |d| d.dirty.get())
@@ -433,6 +434,13 @@ impl Shard {
     /// Refreshes the cached clock; the loop calls this before each batch.
     pub fn tick(&mut self) {
         self.now_ms = now_ms();
+    }
+
+    /// [`Shard::tick`] to a time the caller read (a loop reads the clock
+    /// once per iteration for everything it times).
+    #[inline]
+    pub fn set_now_ms(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
     }
 
     /// Looks a key up for reading: an expired key is deleted (and counted),

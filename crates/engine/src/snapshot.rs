@@ -544,6 +544,7 @@ impl Shard {
     }
 
     /// Whether a snapshot is running or its output not yet collected.
+    #[inline]
     pub fn snapshot_running(&self) -> bool {
         self.dbs.first().is_some_and(|d| d.snap.is_some())
     }

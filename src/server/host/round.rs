@@ -94,7 +94,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::super::worker::{self, hub_tag, hub_untag, Pinned, Worker};
+use super::super::worker::{self, hub_tag, hub_untag, EpochWall, Pinned, Worker};
 use super::{locked, Adopted, Host, Hosts, Seat};
 
 /// Events one wait takes at most; the rest come with the next wait
@@ -474,16 +474,22 @@ fn serve_while_away(
         Some(fd) => wait(fd, timeout, wakeups),
         None => false,
     };
+    // The wall clock before the instant (see `worker::clock`).
+    let wall_us = worker::wall_us();
     let woke = Instant::now();
+    let wall = EpochWall::new(wall_us, hosts.us(woke));
     let ((), served) = worker::lending_own(hub, || {
         each_adopted(hosts, hub, adopted, outer, |a, w| {
             let poll = !known || wakeups.ready.contains(&a.id);
             let conns = wakeups.of(a.id);
             if poll || !conns.is_empty() || a.due <= woke {
-                let us = hosts.us(Instant::now()).max(1);
-                hosts.slots[hub].round_us.store(us, Ordering::Relaxed);
+                let at = Instant::now();
+                let us = hosts.us(at);
+                hosts.slots[hub]
+                    .round_us
+                    .store(us.max(1), Ordering::Relaxed);
                 lender.turn.set(a.id);
-                w.step_shared(events, poll, conns, led);
+                w.step_shared(events, poll, conns, led, wall.turn(at, us));
                 hosts.slots[a.id]
                     .reqs
                     .store(w.commands(), Ordering::Relaxed);
@@ -714,12 +720,18 @@ impl Host {
                 None => false,
             };
         }
+        // The round's one wall-clock read, before its instant: each turn
+        // derives its wall time from the microseconds it computes for the
+        // watchdog (see `worker::clock`).
+        let wall_us = worker::wall_us();
         let woke = Instant::now();
         if !timeout.is_zero() {
             self.burst.idle += woke.saturating_duration_since(now);
         }
         self.burst.round = woke;
-        self.round_us = self.hosts.us(woke).max(1);
+        let woke_us = self.hosts.us(woke);
+        let wall = EpochWall::new(wall_us, woke_us);
+        self.round_us = woke_us.max(1);
         self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then
         // a ring push with no doorbell. (A flag is a word of the loop's
@@ -745,15 +757,20 @@ impl Host {
             outer: &self.outer,
             lent: std::cell::RefCell::new(std::mem::take(&mut self.lent)),
         };
-        // Each turn records its start for the watchdog (see `Slot::round_us`).
+        // Each turn records its start for the watchdog (see
+        // `Slot::round_us`), and runs at that time: the turn's one clock
+        // read.
         let hosts = &self.hosts;
         let turn = |id: usize| {
-            let us = hosts.us(Instant::now()).max(1);
-            hosts.slots[id].round_us.store(us, Ordering::Relaxed);
+            let at = Instant::now();
+            let us = hosts.us(at);
+            hosts.slots[id].round_us.store(us.max(1), Ordering::Relaxed);
+            wall.turn(at, us)
         };
         let own_served = worker::lending(&lender, || {
             let mine = wakeups.of(self.id);
-            self.own[0].step_shared(&mut self.events, polls(self.id), mine, led);
+            let at = wall.turn(woke, woke_us);
+            self.own[0].step_shared(&mut self.events, polls(self.id), mine, led, at);
             let slots = &self.hosts.slots;
             slots[self.id]
                 .reqs
@@ -778,9 +795,9 @@ impl Host {
                 };
                 each_ready(hosts, self.id, adopted, outer, ready, |a, w| {
                     let poll = polls(a.id);
-                    turn(self.id);
+                    let at = turn(self.id);
                     lender.turn.set(a.id);
-                    w.step_shared(events, poll, wakeups.of(a.id), led);
+                    w.step_shared(events, poll, wakeups.of(a.id), led, at);
                     slots[a.id].reqs.store(w.commands(), Ordering::Relaxed);
                     settle(a, w, woke);
                 })

@@ -23,11 +23,15 @@ impl Worker {
     /// Publishes this thread's clients' memory and, while the sum is at or
     /// over `maxmemory-clients` and this thread holds the biggest
     /// evictable client, disconnects it (see the module documentation).
+    #[inline]
     pub(super) fn evict_clients(&mut self) {
         let limit = self.core.cfg.client_evict_limit;
-        if limit == 0 {
-            return;
+        if limit != 0 {
+            self.evict_clients_over(limit);
         }
+    }
+
+    fn evict_clients_over(&mut self, limit: u64) {
         let mut mine = 0u64;
         let mut evictable: Vec<(u64, usize)> = Vec::new();
         for (slot, c) in self.conns.slots.iter().enumerate() {

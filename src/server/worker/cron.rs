@@ -15,6 +15,7 @@ use commands::exec;
 use resp::Reply;
 
 use super::super::blocking::{self, BlockPhase};
+use super::clock::WallAnchor;
 use super::waiters::retry_later;
 use super::{memory, Cached, Worker};
 use crate::log;
@@ -51,35 +52,40 @@ impl Worker {
     }
 
     /// Picks up CONFIG SET from any thread: one atomic load per iteration.
+    #[inline]
     pub(super) fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
         if gen != self.core.cfg_gen {
-            self.core.cfg_gen = gen;
-            self.core.cfg = Cached::read(&self.core.server);
-            log::set_level(self.core.cfg.loglevel);
-            if let Some(ls) = crate::server::tls::take_listeners(self.core.id) {
-                self.swap_listeners(ls, true);
-            }
-            if let Some(ls) = crate::server::take_listeners(self.core.id) {
-                self.swap_listeners(ls, false);
-            }
-            self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
-            self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
-            self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
-            let notify = self.core.server.config().notify_keyspace_events;
-            self.core.shard.set_notify(notify);
-            if let Some(a) = &self.core.aof {
-                let p = self
-                    .core
-                    .server
-                    .config
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .appendfsync;
-                a.set_policy(p);
-            }
-            commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
+            self.reload_config(gen);
         }
+    }
+
+    fn reload_config(&mut self, gen: u64) {
+        self.core.cfg_gen = gen;
+        self.core.cfg = Cached::read(&self.core.server);
+        log::set_level(self.core.cfg.loglevel);
+        if let Some(ls) = crate::server::tls::take_listeners(self.core.id) {
+            self.swap_listeners(ls, true);
+        }
+        if let Some(ls) = crate::server::take_listeners(self.core.id) {
+            self.swap_listeners(ls, false);
+        }
+        self.core.shard.lfu = commands::keys::lfu_params(&self.core.server);
+        self.core.shard.enc = commands::ctx::enc_limits(&self.core.server);
+        self.core.shard.rdb_compression = self.core.server.config().rdbcompression;
+        let notify = self.core.server.config().notify_keyspace_events;
+        self.core.shard.set_notify(notify);
+        if let Some(a) = &self.core.aof {
+            let p = self
+                .core
+                .server
+                .config
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .appendfsync;
+            a.set_policy(p);
+        }
+        commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
     }
 
     /// Times out this thread's blocked connections whose deadline passed;
@@ -149,10 +155,14 @@ impl Worker {
             d.prune_watches();
         }
         let period = Duration::from_millis(1000 / u64::from(hz));
-        self.next_cron = Instant::now() + period;
+        // The wall clock read again (a step of it is seen from here on:
+        // see `clock`), and the shard's time brought up to date.
+        self.wall = WallAnchor::now();
+        self.next_cron = self.wall.at() + period;
         // Redis's slow cycle: at most 25 % of the cron period.
         let budget_us = 250_000 / u64::from(hz);
-        self.core.shard.tick();
+        let now = self.wall.turn(self.wall.at());
+        self.core.shard.set_now_ms(now.wall_ms);
         self.sample_rates();
         // Listeners are edge-triggered: after an accept error (EMFILE) the
         // backlog would wait for the next new connection. Retry each tick.

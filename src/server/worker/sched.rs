@@ -22,6 +22,20 @@
 //! Per thread, independent of the number of threads N: the loop's own
 //! state is a few words and three short lists; what grows with N lives in
 //! `Core::batches` (one pointer per shard) and the mailbox (see there).
+//!
+//! A turn's fixed cost: what an iteration costs besides its socket events
+//! is paid once per turn, and with many loops on one hub turns multiply
+//! (50 clients at pipeline 1: 2 loops serve a round in about 2 turns, 32
+//! loops in 21-28, one or two connections each). So each stage with
+//! nothing to do costs a look or two, inlined at the call: no message,
+//! local job, kept batch or waiter (`drain`), no resumed connection, no
+//! event, tracked key, delivery, spill, save or client eviction; the
+//! clock is read once per turn by whoever runs it (`clock`); and
+//! `wakes_at`, which a hub asks after every turn, answers the cron's time
+//! in a few loads while nothing else is timed. (One flag for "anything
+//! besides socket events" would need every producer of each kind of work,
+//! on this thread and others, to raise it; each look is a load of state
+//! the stage reads anyway.)
 
 use std::collections::VecDeque;
 use std::io;
@@ -39,6 +53,7 @@ use resp::Reply;
 use super::super::blocking::Waiters;
 use super::super::conn::RecentPeaks;
 use super::super::mailbox::{Mailbox, Msg};
+use super::clock::{TurnTime, WallAnchor};
 use super::hub_set::ConnEvent;
 use super::nap::Nap;
 use super::request::paused;
@@ -193,6 +208,7 @@ impl Worker {
             unix,
             unix_rr: 0,
             next_cron: Instant::now(),
+            wall: WallAnchor::now(),
             reported: (0, 0, 0),
             rate_base: None,
             nap: Nap::new(),
@@ -301,6 +317,23 @@ impl Worker {
     /// cron's time and does no clock arithmetic: a hub asks this of each
     /// loop after each of its turns.
     fn wakes_at(&mut self, now: Instant) -> Instant {
+        // Nearly always (a hub asks after every turn): no blocked client,
+        // spill, save, pause, WAIT or held reply to time, so the cron's
+        // time unless work is queued. The same answer as below, in a few
+        // loads (`want_durable` is false, and asks nothing, with no held
+        // reply).
+        if self.core.blocked_conns.is_empty()
+            && !self.spilled
+            && self.save_wait.is_none()
+            && self.core.pause_held.is_empty()
+            && self.core.repl_waits.is_empty()
+            && self.core.held.is_empty()
+        {
+            let queued = !self.conns.resume.is_empty()
+                || !self.core.local.is_empty()
+                || !self.core.kept.is_empty();
+            return if queued { now } else { self.next_cron };
+        }
         engine::alloc::enter_shard(self.core.id);
         let mut sooner: Option<Duration> = None;
         let mut within = |d: Duration| sooner = Some(sooner.map_or(d, |s| s.min(d)));
@@ -374,7 +407,9 @@ impl Worker {
                 log::warning(format_args!("epoll_wait failed: {e}"));
             }
         }
-        self.serve(events, &[], led);
+        // The iteration's one clock read (see `clock`).
+        let at = self.wall.turn(Instant::now());
+        self.serve(events, &[], led, at);
     }
 
     /// Raises this worker's parked flag before its thread sleeps (see
@@ -424,13 +459,15 @@ impl Worker {
     /// events tagged by [`hub_tag`](super::hub_tag), see `hub_set`), and
     /// those of its own epoll set, collected without waiting.
     /// `poll`: false when the thread's wait showed this worker's own set
-    /// (doorbell, listeners) holds nothing.
+    /// (doorbell, listeners) holds nothing. `at`: the turn's start, which
+    /// the thread read (see `clock`).
     pub fn step_shared(
         &mut self,
         events: &mut Events,
         poll: bool,
         conn_events: &[libc::epoll_event],
         led: bool,
+        at: TurnTime,
     ) {
         engine::alloc::enter_shard(self.core.id);
         self.turns += 1;
@@ -444,7 +481,7 @@ impl Worker {
                 }
             }
         }
-        self.serve(events, conn_events, led);
+        self.serve(events, conn_events, led, at);
     }
 
     /// Messages, local work or resumed connections wait: the next loop
@@ -458,13 +495,20 @@ impl Worker {
     }
 
     /// Everything an iteration does after its wait: the parked flag comes
-    /// down, then messages, sockets, writes, AOF, saves, cron.
-    pub(super) fn serve(&mut self, events: &Events, conn_events: &[libc::epoll_event], led: bool) {
+    /// down, then messages, sockets, writes, AOF, saves, cron. `at`: the
+    /// iteration's time, read once by whoever runs it (see `clock`).
+    pub(super) fn serve(
+        &mut self,
+        events: &Events,
+        conn_events: &[libc::epoll_event],
+        led: bool,
+        at: TurnTime,
+    ) {
         self.core.mailbox.unpark();
         // What a busy script of this thread parked for this loop, which it
         // stalled (a hub's own loop), before anything of this turn.
         self.register_parked();
-        self.core.shard.tick();
+        self.core.shard.set_now_ms(at.wall_ms);
         self.refresh_config();
         // A script holding every shard waits for a call on this one (see
         // `reach`): before anything else of this turn.
@@ -530,7 +574,9 @@ impl Worker {
         self.core.aof_flush();
         self.save_wait = self.save_step(!events.is_empty() || !conn_events.is_empty());
         self.spilled = self.core.mailbox.flush();
-        if Instant::now() >= self.next_cron {
+        // The turn's start: a cron that came due during the turn runs at
+        // the next one, which is then due at once (`wakes_at`).
+        if at.at >= self.next_cron {
             self.cron();
             // Expired and evicted keys' events, without waiting for the
             // next wake-up.
@@ -603,7 +649,16 @@ impl Worker {
         false
     }
 
+    /// Runs the connections queued on `Conns::resume` (nothing, in one
+    /// look, when none is).
+    #[inline]
     pub(super) fn run_resumes(&mut self) {
+        if !self.conns.resume.is_empty() {
+            self.resume_passes();
+        }
+    }
+
+    fn resume_passes(&mut self) {
         // Bounded: each pass only handles what earlier steps queued.
         for _ in 0..4 {
             if self.conns.resume.is_empty() {
@@ -651,7 +706,24 @@ impl Worker {
     /// one pass at most. (The reader's MGET still waits for most of that
     /// load's work, which the shards take first come, first served: see
     /// `bench/README.md`.)
+    #[inline]
     pub(super) fn drain(&mut self) {
+        // Nearly every turn of a loop serving its clients at pipeline 1:
+        // nothing came, nothing was queued (one look at each list, where
+        // a pass cost ~100 instructions: see "A turn's fixed cost" above).
+        if self.core.local.is_empty()
+            && self.core.kept.is_empty()
+            && self.conns.killed.is_empty()
+            && self.core.waiters.is_empty()
+            && !self.core.mailbox.has_inbound()
+        {
+            return;
+        }
+        self.drain_passes();
+    }
+
+    /// [`Worker::drain`] with something to do.
+    fn drain_passes(&mut self) {
         let mut budget = DRAIN_BUDGET;
         let mut passes = 0u32;
         loop {

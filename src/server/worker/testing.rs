@@ -136,7 +136,7 @@ impl Cluster {
                 // round goes through `base`, and the lender never lends
                 // the one running.
                 let w = unsafe { &mut *lender.base.add(i) };
-                w.step_shared(events, true, &[], false);
+                w.step_shared(events, true, &[], false, super::clock::TurnTime::now());
             }
         });
         self.lends += lender.lends.get();
@@ -150,7 +150,13 @@ impl Cluster {
         let _ = w.due_in(Instant::now());
         let _ = w.park_flag();
         w.unpark_flag();
-        w.step_shared(&mut self.events, true, &[], false);
+        w.step_shared(
+            &mut self.events,
+            true,
+            &[],
+            false,
+            super::clock::TurnTime::now(),
+        );
     }
 
     /// Sends `args` as one request of client `c`.

@@ -158,6 +158,7 @@ fn limit_tracked(core: &mut Core) {
 impl Worker {
     /// Turns the keys changed this iteration into invalidations. Keeps
     /// the databases' change lists on only while some client tracks.
+    #[inline]
     pub(super) fn invalidate_touched(&mut self) {
         invalidate_touched(&mut self.core);
     }
@@ -278,10 +279,14 @@ pub(super) fn redirected(
 /// Turns the keys changed on `core`'s shard into invalidations
 /// ([`Worker::invalidate_touched`], also run by a shard that evicted for
 /// another thread's command before it answers, see `evict`).
+#[inline]
 pub(super) fn invalidate_touched(core: &mut Core) {
-    if !core.track_on && !core.server.tracking.active() {
-        return;
+    if core.track_on || core.server.tracking.active() {
+        invalidate_tracked(core);
     }
+}
+
+fn invalidate_tracked(core: &mut Core) {
     tag_touched(core, None);
     track_check(core);
     limit_tracked(core);
