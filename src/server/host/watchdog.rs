@@ -193,7 +193,7 @@ impl Hosts {
             log::verbose(format_args!(
                 "Shard {id} back on its own thread: thread {h} has been in one round for {round} ms"
             ));
-            self.returned(h, id, now, true);
+            self.taken_from_stuck(h, id, now);
         }
     }
 }
