@@ -252,11 +252,10 @@ impl commands::script::every::Reach for Calls {
     }
 
     fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
-        let slot = &self.slots[s];
-        if slot.posted.load(Ordering::Acquire) {
-            if !self.run_posted(s, shard, stats, clients) {
-                self.lend_here(s, shard, stats, clients);
-            }
+        if self.slots[s].posted.load(Ordering::Acquire)
+            && !self.run_posted(s, shard, stats, clients)
+        {
+            self.lend_here(s, shard, stats, clients);
         }
     }
 
