@@ -85,6 +85,7 @@ mod script_stale;
 mod script_traces;
 mod scripting;
 mod scripting_in_place;
+mod scripting_lend;
 mod scripting_state;
 mod scripting_wide;
 mod sentinel;

@@ -342,6 +342,40 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// Shards in the process.
+    pub(crate) fn nshards(&self) -> usize {
+        self.nshards
+    }
+
+    /// A script template's run again from the start on the real shards,
+    /// `shards` locked whole and lent to home shard `home`'s job
+    /// (`script::lend`); a run that asks to run again says so in `widen`.
+    pub(crate) fn lend(
+        &self,
+        home: usize,
+        shards: Vec<usize>,
+        widen: WidenSlot,
+    ) -> crate::script::lend::Run {
+        crate::script::lend::Run {
+            home,
+            handler: self.handler,
+            args: self.args.clone(),
+            db: self.db,
+            no_touch: self.no_touch,
+            databases: self.databases,
+            max_bulk_len: self.max_bulk_len,
+            nshards: self.nshards,
+            client: self.client,
+            ops: self.ops,
+            caller: self.caller.clone(),
+            shards,
+            widen,
+            started: false,
+        }
+    }
+}
+
 fn same(a: &Option<(OwnedEntry, u64)>, b: Option<(&Entry, u64)>) -> bool {
     match (a, b) {
         (None, None) => true,

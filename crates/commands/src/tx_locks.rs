@@ -638,6 +638,10 @@ impl LockSet {
     pub fn whole(&mut self, nshards: usize, mode: Mode) {
         self.shards.extend((0..nshards).map(|s| (s, Some(mode))));
     }
+    /// Shard `s` whole (a script's lend round, `script::lend`).
+    pub fn whole_shard(&mut self, s: usize, mode: Mode) {
+        self.shards.push((s, Some(mode)));
+    }
     /// The keys of one invocation of `spec` in `db`: Write if the command
     /// writes, Read otherwise.
     pub fn command(

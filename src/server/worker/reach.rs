@@ -35,9 +35,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use commands::coord::ClientRegistry as Clients;
+use commands::script::every::Lease;
 use commands::ThreadStats;
 use engine::Shard;
 
@@ -48,6 +49,13 @@ use super::cohost;
 /// How often a waiting caller looks again whether it can run the call
 /// itself (see the module docs).
 const TICK: Duration = Duration::from_millis(1);
+
+/// How long a script's job waits for the lends it asked for before it
+/// withdraws them and reaches the shards by calls instead (see
+/// `commands::script::lend`: only a layout that changed under it, a
+/// worker moved to a hub since the script's dispatch, can keep a lend
+/// from being made; a loop's turn ends well within it).
+const LEND_WAIT: Duration = Duration::from_millis(100);
 
 /// A closure of the caller's, borrowed for the length of its call.
 struct Posted {
@@ -70,7 +78,32 @@ struct Done {
 struct Slot {
     posted: AtomicBool,
     call: Mutex<Option<Posted>>,
+    lending: Lending,
 }
+
+/// A lend of the slot's shard to a script's job on another thread
+/// (`commands::script::lend`): asked for by the job, made by the thread
+/// running the shard at the top of its turn, which then waits for `back`.
+#[derive(Default)]
+struct Lending {
+    st: Mutex<LendState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct LendState {
+    /// Asked for and not made yet (the asker may withdraw it).
+    wanted: bool,
+    /// Made: what the borrower reaches, until `back`.
+    lease: Option<Lease>,
+    /// The borrower is done with it.
+    back: bool,
+}
+
+// SAFETY: a lease is only dereferenced by the borrower while the lending
+// thread waits for `back` (see `Lending`); the state moves between the two
+// threads under its mutex.
+unsafe impl Send for LendState {}
 
 /// Every shard's slot, their doorbells, and the shutdown gate (where a
 /// shard waits once its worker stopped for a shutdown).
@@ -111,6 +144,37 @@ impl Calls {
         *ran = true;
         p.done.cv.notify_one();
         true
+    }
+}
+
+impl Calls {
+    /// On shard `s`'s thread, at the top of its turn: makes a lend asked
+    /// for (`Reach::lend`), if any, and waits until it is given back,
+    /// touching none of what it lent (see `commands::script::lend`, which
+    /// argues why the wait ends).
+    fn lend_here(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
+        let slot = &self.slots[s];
+        {
+            let call = slot.call.lock().unwrap_or_else(|e| e.into_inner());
+            if call.is_none() {
+                slot.posted.store(false, Ordering::Relaxed);
+            }
+        }
+        let l = &slot.lending;
+        let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+        if !st.wanted {
+            return;
+        }
+        st.wanted = false;
+        // SAFETY: this thread waits below until the borrower gives it
+        // back, touching none of the three meanwhile.
+        st.lease = Some(unsafe { Lease::new(shard, stats, clients) });
+        l.cv.notify_all();
+        while !st.back {
+            st = l.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.back = false;
+        st.lease = None;
     }
 }
 
@@ -188,9 +252,93 @@ impl commands::script::every::Reach for Calls {
     }
 
     fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
-        if self.slots[s].posted.load(Ordering::Acquire) {
-            self.run_posted(s, shard, stats, clients);
+        if self.slots[s].posted.load(Ordering::Acquire)
+            && !self.run_posted(s, shard, stats, clients)
+        {
+            self.lend_here(s, shard, stats, clients);
         }
+    }
+
+    fn lend(&self, home: usize, shards: &[usize], leases: &mut Vec<Lease>) -> bool {
+        leases.clear();
+        // Co-hosted here, or stopped at the shutdown gate: reached by
+        // calls (a lend here would wait for itself).
+        let here = |s: usize| {
+            let here =
+                cohost::with_worker(s, home, |_| ()).is_some() || self.gate.with_parked(s, |_| ());
+            engine::alloc::enter_shard(home);
+            here
+        };
+        if shards.iter().any(|&s| here(s)) {
+            return false;
+        }
+        // Every lend asked for first, so the threads stop at once, then
+        // each waited for.
+        for &s in shards {
+            let slot = &self.slots[s];
+            {
+                let mut st = slot.lending.st.lock().unwrap_or_else(|e| e.into_inner());
+                debug_assert!(st.lease.is_none() && !st.wanted, "one lend per shard");
+                st.wanted = true;
+                st.back = false;
+            }
+            {
+                // Under the call's mutex, as a call is posted (`lend_here`
+                // lowers the flag under it).
+                let _call = slot.call.lock().unwrap_or_else(|e| e.into_inner());
+                slot.posted.store(true, Ordering::Release);
+            }
+            self.bells[s].wake();
+        }
+        let deadline = Instant::now() + LEND_WAIT;
+        let mut made = true;
+        for &s in shards {
+            let l = &self.slots[s].lending;
+            let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+            while st.lease.is_none() {
+                if Instant::now() >= deadline || here(s) {
+                    made = false;
+                    break;
+                }
+                st =
+                    l.cv.wait_timeout(st, TICK)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+            }
+            if !made {
+                break;
+            }
+            if let Some(lease) = st.lease {
+                leases.push(lease);
+            }
+        }
+        if !made {
+            // All or none: each lend not made yet is withdrawn (its
+            // thread finds nothing to make), each made one given back.
+            leases.clear();
+            for &s in shards {
+                let mut st = self.slots[s]
+                    .lending
+                    .st
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if st.wanted {
+                    st.wanted = false;
+                } else {
+                    // Made (`lend_here` makes it under this mutex).
+                    drop(st);
+                    self.give_back(s);
+                }
+            }
+        }
+        made
+    }
+
+    fn give_back(&self, s: usize) {
+        let l = &self.slots[s].lending;
+        let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+        st.back = true;
+        l.cv.notify_all();
     }
 
     fn posted(&self, s: usize) -> &AtomicBool {

@@ -381,12 +381,14 @@ impl Running {
     }
 
     /// Whether it holds real shard `s`: the one it runs on, or, run in
-    /// place, its home or one it pinned.
+    /// place, its home, one it pinned, or one its transaction locks whole
+    /// (`super::lend`).
     fn holds(&self, s: usize) -> bool {
         self.every
             || self.shard == Some(s)
             || (self.in_place
                 && (self.home == Some(s)
+                    || self.locked.contains(&s)
                     || self
                         .pinned
                         .lock()

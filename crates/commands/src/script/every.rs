@@ -181,6 +181,65 @@ pub trait Reach: Send + Sync {
     /// Raised while a call waits for shard `s` (a worker reads it once per
     /// turn before calling [`Reach::serve`]).
     fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
+    /// Shards `shards` (never `home`) lent whole to the thread of a job on
+    /// shard `home` whose transaction write-locks them all whole
+    /// (`script::lend`): the thread running each stops at the top of its
+    /// next turn and waits there until [`Reach::give_back`]. All or none:
+    /// `false` (nothing lent) where one cannot be made or is not needed
+    /// (co-hosted with `home`, stopped at the shutdown gate, or not made
+    /// within a bound: see `worker::reach`); then [`Reach::call`]
+    /// reaches them. Else `leases[i]` is `shards[i]`'s.
+    fn lend(&self, _home: usize, _shards: &[usize], _leases: &mut Vec<Lease>) -> bool {
+        false
+    }
+    /// Ends the lend of shard `s` ([`Reach::lend`]): its thread goes on
+    /// with its turn. The lease must not be used after.
+    fn give_back(&self, _s: usize) {}
+}
+
+/// A shard lent whole to another thread ([`Reach::lend`]): its data, the
+/// statistics and connections of the loop that runs it, valid until
+/// [`Reach::give_back`] (its thread waits meanwhile, touching none of
+/// them).
+#[derive(Clone, Copy)]
+pub struct Lease {
+    shard: std::ptr::NonNull<Shard>,
+    stats: std::ptr::NonNull<ThreadStats>,
+    clients: std::ptr::NonNull<dyn Clients + 'static>,
+}
+
+impl Lease {
+    /// # Safety
+    /// The caller (the lending thread) must keep all three alive and
+    /// untouched until the borrower gives the lease back, and the
+    /// borrower must use them from one thread at a time.
+    pub unsafe fn new(shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) -> Lease {
+        let clients: std::ptr::NonNull<dyn Clients + '_> = std::ptr::NonNull::from(clients);
+        Lease {
+            shard: std::ptr::NonNull::from(shard),
+            stats: std::ptr::NonNull::from(stats),
+            // SAFETY: only the lifetime bound is erased; see the contract.
+            clients: unsafe {
+                std::mem::transmute::<
+                    std::ptr::NonNull<dyn Clients + '_>,
+                    std::ptr::NonNull<dyn Clients + 'static>,
+                >(clients)
+            },
+        }
+    }
+
+    /// Runs `f` on the lent shard.
+    pub(crate) fn with(&self, f: impl FnOnce(&mut Shard, &ThreadStats, &dyn Clients)) {
+        // SAFETY: valid until given back (`Lease::new`'s contract); the
+        // borrower's job uses it from its own thread, one call at a time.
+        unsafe {
+            f(
+                &mut *self.shard.as_ptr(),
+                self.stats.as_ref(),
+                self.clients.as_ref(),
+            )
+        }
+    }
 }
 
 /// The marker of a key [`crate::script::run`] names to ask for every

@@ -99,6 +99,13 @@ pub trait Shards {
     fn every(&self) -> bool {
         false
     }
+    /// Inside a transaction whose locks hold whole shards and whose run
+    /// may still be taken back and run again over more keys
+    /// (`script::lend`): a run that names a key of a shard it does not
+    /// hold is abandoned as outside transactions.
+    fn may_widen(&self) -> bool {
+        false
+    }
     /// After a call on another shard: what that shard owes the home one
     /// (its records, see `script::every`).
     fn settle(&mut self, _home: &mut Shard) {}

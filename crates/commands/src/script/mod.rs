@@ -115,6 +115,7 @@ pub mod convert;
 pub mod every;
 pub mod function;
 pub mod in_place;
+pub(crate) mod lend;
 pub mod library;
 pub mod libs;
 pub mod load;

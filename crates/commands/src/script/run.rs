@@ -297,8 +297,11 @@ fn execute(
     // only with other shards (with one, every key is held: nothing can
     // abandon the run, so its writes need no take-back copies, ~700
     // instructions of a two-command script).
-    let widen_ok =
-        !every && (super::wide::held(b"").is_some() || (!scratch && !ctx.in_tx && ctx.nshards > 1));
+    let lent = ctx.in_place.as_deref().is_some_and(|s| s.may_widen());
+    let widen_ok = !every
+        && (lent
+            || super::wide::held(b"").is_some()
+            || (!scratch && !ctx.in_tx && ctx.nshards > 1));
     // Redis's pre_command_oom_state, for scriptVerifyOOM (see `Run::oom`);
     // a shebang script that may write was refused above already.
     let oom = !flags.allow_oom && !flags.no_writes && !read_only && over_maxmemory(ctx);

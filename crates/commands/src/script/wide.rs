@@ -41,6 +41,14 @@
 //!    transaction). Every round adds at least one key, so a script
 //!    terminates after at most as many rounds as keys it touches; the
 //!    rounds are bounded ([`ROUNDS_MAX`]) with an error after.
+//! 3. **Rounds on lent shards** (`lend`): with `shard-consolidation no`
+//!    a round instead write-locks its keys' shards *whole*, and runs the
+//!    script on the real shards, the other threads' shards lent to the
+//!    home thread for the call (no copies, no write-back); a run there
+//!    that strays is taken back (`run::Undo`) and asks for the next
+//!    round as above. Where that path declines (see `lend`), or a run
+//!    there is taken back past the threshold or names keys of two shards
+//!    in one call, the rounds go on as in 2.
 //!
 //! Rejected: locking every shard once a script touches an undeclared key
 //! (simple, but stops every other client; kept out on purpose, see the
@@ -126,11 +134,16 @@ pub fn coordinator(
         return super::every::prepare(handler, ctx, args).wrap(crate::tx::new_tx_id(ctx.home));
     }
     add(&mut keys, found);
+    let lend = every && super::lend::allowed(ctx);
     let slot = WidenSlot::default();
     let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
     let home = ctx.home;
     let tx = crate::tx::new_tx_id(home);
-    let inner = wrap(home, ctx.client.db, &keys, &scratch, tx);
+    let inner = if lend {
+        lend_round(home, &keys, &scratch, &slot, tx)
+    } else {
+        wrap(home, ctx.client.db, &keys, &scratch, tx)
+    };
     Box::new(Wide {
         home,
         db: ctx.client.db,
@@ -141,7 +154,21 @@ pub fn coordinator(
         slot,
         rounds: 1,
         every,
+        lend,
     })
+}
+
+/// One round on the real shards: the home shard and those of `keys`
+/// locked whole and lent to the home thread (see `lend`).
+fn lend_round(
+    home: usize,
+    keys: &[Vec<u8>],
+    scratch: &Scratch,
+    slot: &WidenSlot,
+    tx: TxId,
+) -> Box<dyn Coordinator> {
+    let shards = super::lend::shards_of(home, keys, scratch.nshards());
+    scratch.lend(home, shards, slot.clone()).wrap(tx)
 }
 
 /// Appends the keys of `more` not in `keys`.
@@ -190,6 +217,9 @@ pub struct Wide {
     /// of the arguments, the caller's ACL and a configuration read per
     /// script that almost never needs it).
     every: bool,
+    /// Rounds run on the real shards, lent to the home thread (see
+    /// `lend`), until one hands the script to copies.
+    lend: bool,
 }
 
 impl Coordinator for Wide {
@@ -231,12 +261,25 @@ impl Coordinator for Wide {
             }
             let before = self.keys.len();
             add(&mut self.keys, found);
+            if self.lend && self.keys.len() == before {
+                // Declined, taken back past the threshold, or a call the
+                // real shards cannot run (keys of two shards): on copies
+                // from now on (see `lend`), as before it existed.
+                self.lend = false;
+                self.inner = wrap(self.home, self.db, &self.keys, &self.template, self.tx);
+                results = Vec::new();
+                continue;
+            }
             if self.keys.len() == before {
                 // INVARIANT: a run asks only for keys it does not hold;
                 // a round that adds none would repeat forever.
                 return Err(CmdError::err("Script keys could not be locked"));
             }
-            self.inner = wrap(self.home, self.db, &self.keys, &self.template, self.tx);
+            self.inner = if self.lend {
+                lend_round(self.home, &self.keys, &self.template, &self.slot, self.tx)
+            } else {
+                wrap(self.home, self.db, &self.keys, &self.template, self.tx)
+            };
             results = Vec::new();
         }
     }
