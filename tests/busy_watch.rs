@@ -20,7 +20,10 @@
 //!   shard right after it, before its writes are written back there. The
 //!   watcher's EXEC then fails if the script wrote the key after the
 //!   WATCH, and succeeds if it never wrote it, or if the watcher
-//!   UNWATCHed meanwhile (byte for byte with redis-server).
+//!   UNWATCHed meanwhile (byte for byte with redis-server). And it
+//!   succeeds if the script wrote the key only *before* the WATCH
+//!   ([`written_before_the_watch`]; session 20 left this a spurious
+//!   abort: the write-back signalled every key registered before it).
 //! * WATCH of a key of a loop the script stalls without holding it (every
 //!   shard on one hub; an EXEC's script run by a call from an adopted
 //!   loop's turn stalls that caller's loop and the hub's own): the own
@@ -336,6 +339,95 @@ fn parked_watch(layout: Layout) {
     }
 }
 
+/// Writes `KEYS[1]` first, then spins until `ARGV[1]` ms have passed
+/// since it began (as [`SPIN_FOR`]), writing nothing more, and returns
+/// the time (µs since the epoch) it ended.
+const WRITE_EARLY: &str = "redis.call('set', KEYS[1], 'early') \
+local function now() local t = redis.call('time') \
+return t[1] * 1000000 + t[2] end \
+local t0 = now() local t = t0 \
+while t - t0 <= tonumber(ARGV[1]) * 1000 do for i = 1, 20000 do end t = now() end return t";
+
+/// A script over `k0` (shard 0) and `k1` (shard 1) runs on shard 0's
+/// loop, its caller's, on gathered copies, writes `k0` at once and then
+/// only spins for `spin_ms`. While it spins, a client of shard 1's loop
+/// and one of the script's own loop (served by its desk) WATCH `k0`.
+/// Once the script ended each runs MULTI, GET, EXEC: the script wrote
+/// the key only *before* the WATCH, so the EXEC runs. Returns the
+/// replies and whether the script ended after every WATCH's reply (else
+/// the run says nothing about "before the WATCH"); `None` if it ended
+/// before this thread saw it busy.
+fn early_scenario(s: &Server, nshards: usize, spin_ms: u64) -> Option<(Vec<Vec<u8>>, bool)> {
+    let (k0, k1) = (key_on(0, nshards, "k"), key_on(1, nshards, "k"));
+    let mut spin = conn_on(s, 0, nshards);
+    spin.set_reply_timeout(Duration::from_secs(60));
+    let mut far = conn_on(s, 1, nshards);
+    let mut near = conn_on(s, 0, nshards);
+    let mut other = conn_on(s, 1, nshards);
+    let mut got = vec![far.cmd_str(&["FLUSHALL"])];
+    let ms = spin_ms.to_string();
+    spin.send(&encode_command(&[
+        b"EVAL",
+        WRITE_EARLY.as_bytes(),
+        b"2",
+        k0.as_bytes(),
+        k1.as_bytes(),
+        ms.as_bytes(),
+    ]));
+    got.push(busy_or_ended(&mut other, &mut spin, b":")?);
+    got.push(far.cmd_str(&["WATCH", &k0]));
+    got.push(near.cmd_str(&["WATCH", &k0]));
+    let watched_us = now_us();
+    let r = spin.read_reply();
+    let text = String::from_utf8_lossy(&r).into_owned();
+    let ended_us: u64 = text
+        .strip_prefix(':')
+        .and_then(|t| t.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("the script's reply: {text:?}"));
+    for c in [&mut far, &mut near] {
+        got.push(c.cmd_str(&["MULTI"]));
+        got.push(c.cmd_str(&["GET", &k0]));
+        got.push(c.cmd_str(&["EXEC"]));
+    }
+    Some((got, ended_us > watched_us))
+}
+
+/// [`early_scenario`] on Tessera and on redis-server, byte for byte. It
+/// fails on a binary that registers the parked keys before the
+/// write-back (`*-1`: session 20's spurious abort).
+fn written_before_the_watch(layout: Layout) {
+    let mut want: Vec<&[u8]> = vec![b"+OK\r\n", BUSY_EVAL, b"+OK\r\n", b"+OK\r\n"];
+    for _ in 0..2 {
+        want.extend([
+            b"+OK\r\n" as &[u8],
+            b"+QUEUED\r\n",
+            b"*1\r\n$5\r\nearly\r\n",
+        ]);
+    }
+    let want = replies(&want);
+    let mut servers = vec![(tessera(layout), layout.to_string())];
+    if let Some(r) = common::busy::redis(THRESHOLD_MS) {
+        servers.push((r, "redis-server".to_string()));
+    }
+    for (s, who) in &servers {
+        let mut spin_ms = FIRST_SPIN_MS;
+        let mut conclusive = false;
+        for _ in 0..4 {
+            let run = early_scenario(s, layout.shards, spin_ms);
+            // A slow machine: the script ended before a WATCH's reply, or
+            // before it was seen busy. Again, longer.
+            spin_ms *= 3;
+            let Some((got, after)) = run else { continue };
+            if after {
+                check(&got, &want, who);
+                conclusive = true;
+                break;
+            }
+        }
+        assert!(conclusive, "{who}: the script always ended before a WATCH");
+    }
+}
+
 /// While a script on copies of `k0` and `k1` spins on shard 0's loop: a
 /// client of shard 1's loop pipelines WATCH `k0`, MULTI, GET, EXEC (the
 /// WATCH is `+OK`, the GET and so the EXEC refused), one of the script's
@@ -406,7 +498,13 @@ fn queued_behind(layout: Layout) {
     }
 }
 
-per_layout!(slow_free_loop, stopped_shard, parked_watch, queued_behind);
+per_layout!(
+    slow_free_loop,
+    stopped_shard,
+    parked_watch,
+    written_before_the_watch,
+    queued_behind
+);
 
 /// Runs until `ARGV[1]` ms have passed since it began (by TIME, called
 /// once per 20,000 empty iterations, see [`WRITE_LATE`]), writes

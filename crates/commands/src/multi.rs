@@ -33,10 +33,11 @@
 //! them before the script's next command (`script::busy::watch_while_busy`):
 //! WATCH is answered at once while busy, as in Redis. So are keys of the
 //! home shard of a long script on gathered copies (which holds no
-//! shard): parked with the script and registered on that shard right
-//! after it, before its writes are written back there
-//! (`script::busy::watch_stopped`; a write of the key made before the
-//! WATCH dooms the transaction too, where Redis's would not).
+//! shard): parked with the script, watched on its copies from its next
+//! command, and registered on that shard after it (those it writes back,
+//! right after the write-back), so only a write the script makes after
+//! the WATCH dooms the transaction, as in Redis
+//! (`script::busy::watch_stopped`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -560,6 +560,11 @@ fn diff(
         .or(groups.first())
         .map_or(0, |(s, _)| *s);
     let d = &mut shard.dbs[db];
+    // The copies are taken out below, which signals their watchers: the
+    // run's own flags are read first, key by key (`marked`), and the
+    // clients' WATCHes a script on the copies carried (`script::busy`:
+    // parked with it) must not hear it, so no watcher is left.
+    d.forget_watches();
     let mut writes = Vec::new();
     let mut signalled = signalled.iter();
     for ((s, keys), before) in groups.iter().zip(before) {
@@ -737,11 +742,21 @@ impl Coordinator for Scratch {
                     } else {
                         None
                     };
+                    // WATCHes of these keys made while a script ran here
+                    // (parked with it): registered after its writes, which
+                    // doomed them on the copies only if made after the
+                    // WATCH (`script::busy::take_written_back`).
+                    let watches = crate::script::busy::take_written_back(
+                        s,
+                        db,
+                        &mut w.iter().map(|(i, _)| &keys[*i][..]),
+                    );
                     plan.run(s, move |env| {
                         write_back(env.shard, db, &keys, w);
                         if let Some(ev) = events {
                             env.shard.emit_events(ev);
                         }
+                        crate::script::busy::register_now(env.shard, watches);
                     });
                 }
                 plan.last = true;

@@ -430,6 +430,13 @@ impl Db {
         }
     }
 
+    /// Forgets every watcher, their flags left as they are: a scratch
+    /// shard's (`commands::scratch`) before its copies are taken out,
+    /// which must not signal the clients' watches a script on it carried.
+    pub fn forget_watches(&mut self) {
+        self.watched = Rare::default();
+    }
+
     /// Forgets watchers that went away; returns how many keys are watched.
     pub fn prune_watches(&mut self) -> usize {
         self.watched.retain(|_, v| {

@@ -158,8 +158,8 @@ use crate::error::CmdError;
 mod watch;
 
 pub use watch::{
-    any_parked, holds_shard, register_parked, register_watches, release_stalled, watch_stopped,
-    watch_while_busy, PendingWatch,
+    any_parked, holds_shard, register_now, register_parked, register_watches, release_stalled,
+    take_written_back, watch_stopped, watch_while_busy, PendingWatch,
 };
 
 /// Lua instructions between two hook calls.

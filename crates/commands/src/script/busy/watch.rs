@@ -13,18 +13,23 @@
 //!   back by its transaction after it ends): nothing runs there until the
 //!   script ends, so the keys are *parked* with the script
 //!   ([`watch_stopped`], `Running::parked`) and `+OK` answered at once.
-//!   When the script ends, its run leaves them on its thread
-//!   ([`leave_parked`]), and the loop whose step ran it registers them on
-//!   its shard right after that step, before anything else runs there
+//!   The keys are also handed to the script as a held shard's are
+//!   (`Running::watches`), and its thread watches them *on its copies*
+//!   before its next command: a write it makes there after `+OK` dooms
+//!   the watcher, as in Redis; one made before the WATCH does not.
+//!   When the script ends, its run leaves the parked keys on its thread
+//!   ([`leave_parked`]). Those its transaction writes back go with the
+//!   write-back's job and are registered on their shard right after its
+//!   writes ([`take_written_back`], [`register_now`]: the keys are locked
+//!   by the transaction until then, so no other write comes between);
+//!   the others are registered by the loop whose step ran the script,
+//!   right after that step, before anything else runs there
 //!   ([`register_parked`]: the runtime calls it after every coordinator
-//!   step and every script it lends its desk to). The script's writes to
-//!   that shard reach it only after that (its transaction writes them
-//!   back in a later step), so every one signals the registered keys:
+//!   step and every script it lends its desk to). So:
 //!   - a write of a watched key after `+OK` dooms the EXEC, as in Redis;
-//!   - a write of it *before* the WATCH dooms it too, where Redis's would
-//!     not: **a difference from Redis**, a spurious abort (optimistic
-//!     clients retry it). Precise would need the script's write times
-//!     per key on copies that are written back as one;
+//!   - a write of it only *before* the WATCH does not (session 20 left
+//!     this a spurious abort: the write-back signalled every registered
+//!     key);
 //!   - a script that never writes the key (or writes other keys) leaves
 //!     the watch clean.
 //!
@@ -35,15 +40,19 @@
 //! * **A loop the script stalls without holding it** (`Running::stalled`:
 //!   a hub's own loop while the script runs in an adopted loop's turn,
 //!   the caller's loop of a script run by a call): parked too, `+OK` at
-//!   once. The script never touches that shard (it does not hold it), so
-//!   a write there comes after the registration, and the watch is exact
-//!   (no spurious abort). Such a loop runs again either
+//!   once. A script that holds shards never touches that one, so a write
+//!   there comes after the registration, and the watch is exact; one on
+//!   copies may have gathered keys of that shard, whose parked WATCHes
+//!   are watched on its copies and registered after the write-back, as
+//!   its home's are (above). Such a loop runs again either
 //!   - before the script ends, when a busy pass lends a hub's own loop
 //!     to another thread (`host::loan`): the hub first takes it out of
 //!     the stalled loops and registers the keys parked for it
 //!     ([`release_stalled`], under the list's lock, as WATCH parks: none
 //!     is parked for it after that, a WATCH of its keys then takes the
-//!     ordinary way, a job in its mailbox); or
+//!     ordinary way, a job in its mailbox; the one imprecision left: a
+//!     key registered so that a script on copies writes back later is
+//!     signalled by that write-back, made before the WATCH or not); or
 //!   - after the script: its keys are left on the script's thread
 //!     ([`leave_parked`]), which is the only one that runs that loop next
 //!     (a hub's own loop lives on its stack; a caller's loop is in its
@@ -187,8 +196,23 @@ fn park(
         }
     }
     for (s, i) in parks {
-        let mut parked = list[i].parked.lock().unwrap_or_else(|e| e.into_inner());
-        parked.extend(std::mem::take(&mut per_shard[s]).into_iter().map(|key| {
+        let r = &list[i];
+        let keys = std::mem::take(&mut per_shard[s]);
+        if r.on_copies() {
+            // Also watched on its copies, by its thread before its next
+            // command (as a held shard's keys, `watch_while_busy`): a
+            // write it makes there after this dooms the watcher; one made
+            // before does not (see `take_written_back`).
+            let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
+            w.extend(keys.iter().map(|key| PendingWatch {
+                db,
+                key: key.clone(),
+                flag: flag.clone(),
+            }));
+            r.watching.store(true, Ordering::Release);
+        }
+        let mut parked = r.parked.lock().unwrap_or_else(|e| e.into_inner());
+        parked.extend(keys.into_iter().map(|key| {
             let w = PendingWatch {
                 db,
                 key,
@@ -217,6 +241,13 @@ impl Running {
 
     fn parked_len(&self) -> usize {
         self.parked.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether it runs on gathered copies of its keys (`crate::scratch`):
+    /// it holds no real shard, and its writes reach the shards only when
+    /// its transaction writes them back, after it ends.
+    pub(super) fn on_copies(&self) -> bool {
+        self.shard.is_none() && !self.in_place && !self.every
     }
 }
 
@@ -271,6 +302,50 @@ fn register_parked_slow(shard: &mut engine::Shard) {
         mine
     });
     for w in mine {
+        watch_one(shard, w);
+    }
+}
+
+/// The keys parked with a script on gathered copies that ended on this
+/// thread ([`leave_parked`]) which its transaction is about to write back
+/// on shard `s` (`written`: those keys, database `db`), taken out of what
+/// [`register_parked`] registers after the step that ran it: the
+/// write-back job registers them on `s` right after its writes
+/// ([`register_now`]). Those writes are the script's, made before the
+/// watch or after it; one made after it has already doomed the watcher
+/// on the copies, where the script's thread watched the key before its
+/// next command (see `park`), so the write-back must not signal them
+/// again (a spurious abort where Redis's EXEC runs). The keys are the
+/// transaction's, locked until the write-back: nothing else writes them
+/// in between. Nothing (one thread-local load) when nothing was parked.
+pub fn take_written_back(
+    s: usize,
+    db: usize,
+    written: &mut dyn Iterator<Item = &[u8]>,
+) -> Vec<PendingWatch> {
+    if !any_parked() {
+        return Vec::new();
+    }
+    let written: Vec<&[u8]> = written.collect();
+    LEFT.with(|l| {
+        let mut l = l.borrow_mut();
+        let is_written = |p: &(usize, PendingWatch)| {
+            p.0 == s && p.1.db == db && written.iter().any(|k| *k == &p.1.key[..])
+        };
+        if !l.iter().any(is_written) {
+            return Vec::new();
+        }
+        let (mine, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut *l).into_iter().partition(is_written);
+        *l = rest;
+        ANY_LEFT.with(|a| a.set(!l.is_empty()));
+        mine.into_iter().map(|p| p.1).collect()
+    })
+}
+
+/// Registers `watches` (from [`take_written_back`]) on `shard`, theirs.
+pub fn register_now(shard: &mut engine::Shard, watches: Vec<PendingWatch>) {
+    for w in watches {
         watch_one(shard, w);
     }
 }
@@ -472,5 +547,64 @@ mod tests {
         assert!(!any_parked());
         one.dbs[0].signal(b"x");
         assert!(other.load(Ordering::Acquire), "registered on its shard");
+    }
+
+    /// A run on copies is handed its parked keys too (its thread watches
+    /// them on its copies before its next command); once it ended, the
+    /// keys its transaction writes back on a shard are taken for the
+    /// write-back's job, which registers them after its writes (so those
+    /// writes, the script's own, do not doom the watcher a second time),
+    /// and the others wait for the step's [`register_parked`].
+    #[test]
+    fn a_copies_runs_parked_keys_are_watched_on_its_copies_and_after_its_write_back() {
+        let r = copies();
+        let flag = engine::WatchFlag::default();
+        let mut g = groups(4, &[(0, 2)]);
+        assert!(park(std::slice::from_ref(&r), &mut g, 0, &flag).is_ok());
+        assert!(r.watching.load(Ordering::Acquire));
+        assert_eq!(r.watches.lock().unwrap().len(), 2);
+        leave_parked(&r);
+        let none = take_written_back(1, 0, &mut [&b"k0"[..]].into_iter());
+        assert!(none.is_empty(), "another shard's write-back");
+        let none = take_written_back(0, 1, &mut [&b"k0"[..]].into_iter());
+        assert!(none.is_empty(), "another database's write-back");
+        let mine = take_written_back(0, 0, &mut [&b"k0"[..], &b"zz"[..]].into_iter());
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].key, b"k0");
+        assert!(any_parked(), "k1 waits for the step's registration");
+        let mut shard = engine::Shard::new(0, 1);
+        // The write-back, then the registration after it.
+        shard.dbs[0].signal(b"k0");
+        register_now(&mut shard, mine);
+        assert!(!flag.load(Ordering::Acquire));
+        register_parked(&mut shard);
+        assert!(!any_parked());
+        shard.dbs[0].signal(b"k1");
+        assert!(flag.load(Ordering::Acquire), "k1 registered");
+        let again = engine::WatchFlag::default();
+        let mut g = groups(4, &[(0, 1)]);
+        assert!(park(std::slice::from_ref(&r), &mut g, 0, &again).is_ok());
+        leave_parked(&r);
+        register_parked(&mut shard);
+        shard.dbs[0].signal(b"k0");
+        assert!(
+            again.load(Ordering::Acquire),
+            "not written back: registered by the step"
+        );
+    }
+
+    /// A run that holds its shard is not handed its stalled loops' keys
+    /// (it never writes that shard: they are registered on it as parked).
+    #[test]
+    fn a_held_runs_stalled_keys_are_not_handed_to_it() {
+        let mut r = Arc::into_inner(copies()).unwrap();
+        r.shard = Some(0);
+        let list = vec![Arc::new(r)];
+        let flag = engine::WatchFlag::default();
+        let mut g = groups(4, &[(3, 1)]);
+        assert!(park(&list, &mut g, 0, &flag).is_ok());
+        assert_eq!(list[0].parked_len(), 1);
+        assert!(list[0].watches.lock().unwrap().is_empty());
+        assert!(!list[0].watching.load(Ordering::Acquire));
     }
 }
