@@ -17,7 +17,12 @@
 //! run as a hop on the key's loop, it frees the caller's loop the same
 //! way.
 //!
-//! Consolidated layouts only (2 and 4 shards). Every wait is bounded:
+//! Also an EXEC's script run by a call from an adopted loop's turn
+//! (`exec_scripts_stopped_loops_served`): the hub's own loop and the
+//! caller's mailbox are served by the script's busy passes (`-BUSY`,
+//! SCRIPT KILL) instead of waiting for its end.
+//!
+//! Consolidated layouts only (2 to 16 shards). Every wait is bounded:
 //! replies by the connections' reply timeouts, loops in count.
 
 mod common;
@@ -534,4 +539,117 @@ fn s4_borrowers_loop_served_while_another_loops_script_spins() {
 #[test]
 fn s8_borrowers_loop_served_while_another_loops_script_spins() {
     borrowers_loop_served_while_another_loops_script_spins(8);
+}
+
+/// Every shard on one hub (thread 0, whose own loop is shard 0's): a
+/// client of shard 1's loop runs MULTI, [`SPIN`] on a key of shard 2, SET
+/// `w` (shard 1), EXEC. The EXEC's job runs the script on shard 2's loop
+/// by a call from shard 1's turn, so the script stops two loops it does
+/// not run on: the caller's (1) and the hub's own (0, idle: it cannot be
+/// lent to another thread from inside that call). A client of shard 3's
+/// loop (given back to its thread) sends GET `w` before the script is
+/// busy: it reaches shard 1's mailbox. Once the script is busy, that GET
+/// is answered `-BUSY` while the script still runs, and a client of the
+/// hub's own loop gets `-BUSY` for PING and its SCRIPT KILL stops the
+/// script. Before (session 20's open item): the GET waited in the
+/// mailbox, and the own loop's clients got nothing, until the script's
+/// end (never, for this one: both reply timeouts ran out). Returns the
+/// replies, the EXEC's shown whole; byte for byte with redis-server.
+fn exec_scripts_stopped_loops_scenario(s: &Server, nshards: usize) -> Vec<Vec<u8>> {
+    let (k2, w) = (key_on(2, nshards, "k"), key_on(1, nshards, "w"));
+    let mut spin = connection_on(s, &w);
+    let mut own = busy_conn(s, &key_on(0, nshards, "x"));
+    let mut far = busy_conn(s, &key_on(3, nshards, "y"));
+    let mut probe = busy_conn(s, &key_on(3, nshards, "y"));
+    let mut got = vec![own.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "300"])];
+    got.push(spin.cmd_str(&["MULTI"]));
+    got.push(spin.cmd_str(&["EVAL", SPIN, "1", &k2]));
+    got.push(spin.cmd_str(&["SET", &w, "exec"]));
+    common::send_str(&mut spin, &["EXEC"]);
+    // Ordering only: the GET should be dispatched before the script is
+    // busy (afterwards dispatch refuses it, which proves nothing here).
+    std::thread::sleep(Duration::from_millis(100));
+    common::send_str(&mut far, &["GET", &w]);
+    got.push(common::wait_busy(&mut probe));
+    got.push(reply_or_none(&mut far));
+    common::send_str(&mut own, &["PING"]);
+    got.push(reply_or_none(&mut own));
+    common::send_str(&mut own, &["SCRIPT", "KILL"]);
+    let kill = reply_or_none(&mut own);
+    if kill == NO_REPLY {
+        // The own loop unserved: the script is stopped from elsewhere,
+        // so that the comparison shows every reply.
+        probe.cmd_str(&["SCRIPT", "KILL"]);
+    }
+    got.push(kill);
+    got.push(spin.read_reply());
+    got.push(own.cmd_str(&["PING"]));
+    got.push(far.cmd_str(&["GET", &w]));
+    got
+}
+
+/// What [`reply_or_none`] gives for a reply that did not come.
+const NO_REPLY: &[u8] = b"(no reply within 5 s)";
+
+/// `c`'s next reply, or [`NO_REPLY`] if none came within its timeout.
+fn reply_or_none(c: &mut common::RawConn) -> Vec<u8> {
+    c.try_read_reply().unwrap_or_else(|_| NO_REPLY.to_vec())
+}
+
+/// A connection on the shard of `key` whose replies are awaited 5 s at
+/// most: a reply that waits for a script that never ends fails.
+fn busy_conn(s: &Server, key: &str) -> common::RawConn {
+    let mut c = connection_on(s, key);
+    c.set_reply_timeout(Duration::from_secs(5));
+    c
+}
+
+fn exec_scripts_stopped_loops_served(nshards: usize) {
+    let want: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"+QUEUED\r\n",
+        BUSY_EVAL,
+        BUSY_EVAL,
+        BUSY_EVAL,
+        b"+OK\r\n",
+        b"(the EXEC)",
+        b"+PONG\r\n",
+        b"$4\r\nexec\r\n",
+    ];
+    let check = |got: Vec<Vec<u8>>, who: &str| {
+        let exec = &got[8];
+        let text = show(exec);
+        assert!(
+            text.starts_with("*2\r\n-ERR Script killed by user with SCRIPT KILL")
+                && text.ends_with("\r\n+OK\r\n"),
+            "{who}: the EXEC's reply {text:?}"
+        );
+        let mut got: Vec<String> = got.iter().map(|r| show(r)).collect();
+        got[8] = "(the EXEC)".into();
+        let want: Vec<String> = want.iter().map(|r| show(r)).collect();
+        assert_eq!(got, want, "{who}");
+    };
+    let s = hub(nshards);
+    check(
+        exec_scripts_stopped_loops_scenario(&s, nshards),
+        &format!("{nshards} shards on one hub"),
+    );
+    if let Some(r) = common::busy::redis(300) {
+        check(
+            exec_scripts_stopped_loops_scenario(&r, nshards),
+            "redis-server",
+        );
+    }
+}
+
+#[test]
+fn s4_exec_scripts_stopped_loops_served() {
+    exec_scripts_stopped_loops_served(4);
+}
+
+#[test]
+fn s16_exec_scripts_stopped_loops_served() {
+    exec_scripts_stopped_loops_served(16);
 }

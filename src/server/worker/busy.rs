@@ -107,13 +107,14 @@
 //! (none is missed; one made before the WATCH does not doom it). Keys of
 //! the loop's shard while its script runs on gathered copies of several
 //! shards (which holds no one shard) are answered at once too: parked
-//! with the script and registered on this shard right after the step
-//! that ran it, before its transaction writes anything back here
+//! with the script, watched on its copies before its next command, and
+//! registered on this shard right after the step that ran it
 //! (`script::busy::watch_stopped`; `home::step_coord`,
 //! [`Core::lending_inbox`] and [`Worker::with_desk`] call
-//! `register_parked`), so a write of the key the script makes after
-//! `+OK` dooms the transaction (one made before does too: a spurious
-//! abort where Redis's would not, see `script::busy::watch`). Keys of a
+//! `register_parked`), those its transaction writes back right after
+//! that write-back, so a write of the key the script makes after `+OK`
+//! dooms the transaction and one made before does not, as in Redis
+//! (see `script::busy::watch`). Keys of a
 //! loop it stalls are parked too: registered before that loop runs
 //! again, when the hub lends it away ([`Worker::release_stalled`]) or,
 //! after the script, at its next turn, lend or pin
@@ -153,9 +154,11 @@
 //! transaction's locks (a script on every shard, one inside MULTI/EXEC:
 //! `commands::script::busy::under_locks`). A job lent by a call from
 //! another loop's turn (`cohost`, that loop's desk lent) lends that loop
-//! as the caller's loop of a script by a call: stalled, its connections
-//! served at each pass, a WATCH of its keys parked and registered by its
-//! coordinator right after the call (`home::advance`). The loops of the shards those
+//! as the caller's loop of a script by a call: stalled, its mailbox
+//! ([`lend_caller_inbox`]) and connections served at each pass, a WATCH
+//! of its keys parked and registered by its coordinator right after the
+//! call (`home::advance`); a hub's idle own loop is served too
+//! (`cohost::with_worker_for_scripts`), as for a script by a call. The loops of the shards those
 //! locks hold are free meanwhile: while such a script is busy, each turn
 //! of theirs tries again what waits there behind a lock
 //! ([`Worker::refuse_behind_busy`]), so that remote batches get `-BUSY`
@@ -365,10 +368,10 @@ impl commands::coord::ClientRegistry for JobDesk<'_> {
             // stalled by the script if it is published (its shard's
             // commands `-BUSY`, a WATCH of its keys parked, registered by
             // its coordinator right after the call, `home::advance`), its
-            // connections served at each pass. Its mailbox is not lent
-            // here: what other threads sent it waits for the script.
+            // mailbox (lent by the caller's step, [`lend_caller_inbox`])
+            // and connections served at each pass.
             Some(caller) if caller != id => {
-                commands::script::busy::lend_caller(caller, &mut || {}, run)
+                commands::script::busy::lend_caller(caller, &mut || serve_caller_inbox(caller), run)
             }
             _ => run(),
         }
@@ -464,9 +467,11 @@ impl commands::script::busy::IdleLoops for OwnIdle {
         // `with_worker` charges the caller's shard afterwards: the
         // script's, whichever it is, is put back as it was.
         let slot = engine::alloc::current_slot();
-        // `None` (not lent): inside another lent worker's call, which the
-        // hook never is, or before the hub's own turn is over.
-        let served = super::cohost::with_worker(self.hub, self.hub, |w| w.serve_pinned(first));
+        // `None` (not lent): before the hub's own turn is over, or inside
+        // a lent worker's call that keeps it from the passes (a script by
+        // a call and a transaction's job that may run one keep it
+        // reachable: `cohost::with_worker_open`, `with_worker_for_scripts`).
+        let served = super::cohost::with_idle_worker(self.hub, self.hub, |w| w.serve_pinned(first));
         self.served |= served.is_some();
         engine::alloc::set_slot(slot);
     }
@@ -1038,6 +1043,53 @@ fn lend_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
     let ptr = NonNull::from(inbox).cast::<Inbox<'static>>();
     let _restore = Restore(INBOX.with(|i| i.replace(Some(ptr))));
     f()
+}
+
+thread_local! {
+    /// The inbox lent by [`lend_caller_inbox`], for [`serve_caller_inbox`].
+    static CALLER_INBOX: Cell<Option<NonNull<Inbox<'static>>>> = const { Cell::new(None) };
+}
+
+/// Lends `inbox`, the mailbox side of the loop whose turn runs `f` (a
+/// coordinator's step delivering a job that may run a script to another
+/// co-hosted worker by a call, `home::send_plan_lent`), to the busy
+/// passes of that script: the loop cannot run until the call returns, so
+/// what other threads sent it is answered there as the script's own
+/// loop's inbox is ([`Inbox::serve`]), where it waited for the script's
+/// end before. The job's worker lends its own inbox as usual
+/// ([`JobDesk`]); this one is served with the caller's loop
+/// (`commands::script::busy::lend_caller`).
+pub(super) fn lend_caller_inbox<R>(inbox: &mut Inbox<'_>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<NonNull<Inbox<'static>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CALLER_INBOX.with(|i| i.set(self.0));
+        }
+    }
+    // Only the lifetime changes: the pointer is dereferenced by
+    // `serve_caller_inbox` alone, on this thread, while `f` runs
+    // (`Restore` puts the previous value back before this returns or
+    // unwinds).
+    let ptr = NonNull::from(inbox).cast::<Inbox<'static>>();
+    let _restore = Restore(CALLER_INBOX.with(|i| i.replace(Some(ptr))));
+    f()
+}
+
+/// One busy pass over the inbox of loop `id` lent by
+/// [`lend_caller_inbox`], if that is the one lent.
+fn serve_caller_inbox(id: usize) {
+    // Taken out while it serves: a nested call finds nothing.
+    let Some(mut ptr) = CALLER_INBOX.with(|i| i.take()) else {
+        return;
+    };
+    // SAFETY: set by `lend_caller_inbox`, whose borrow is alive (the hook
+    // runs inside its `f`); the only reference made from it meanwhile, as
+    // the slot is empty.
+    let inbox = unsafe { ptr.as_mut() };
+    if inbox.id == id {
+        inbox.serve();
+    }
+    CALLER_INBOX.with(|i| i.set(Some(ptr)));
 }
 
 impl Core {

@@ -37,7 +37,11 @@
 //! exception, [`with_worker_open`]: while a script runs on a lent worker,
 //! its busy passes may reach a hub's idle own loop; every worker but the
 //! one running the script stays lendable then (the caller never is: its
-//! turn holds it), each with the lender taken out again. A hub's
+//! turn holds it), each with the lender taken out again. Narrower,
+//! [`with_worker_for_scripts`]: a transaction's job that may run a script
+//! (an EXEC's) is lent as by [`with_worker`], but that script's busy
+//! passes may still reach the hub's idle own loop ([`with_idle_worker`]).
+//! A hub's
 //! adopted workers are lent under their seat's lock (`try_lock`: the one
 //! running holds its own, and the watchdog may hold one), so the watchdog
 //! never takes a worker back in the middle of a lent job.
@@ -274,6 +278,79 @@ pub(super) fn with_worker_open<R>(
         let except = Except { inner, lent: id };
         lending(&except, || f(w))
     })
+}
+
+thread_local! {
+    /// The lender [`with_worker_for_scripts`] took out for a job that may
+    /// run a script, and that job's worker: reached by the busy passes of
+    /// that script only ([`with_idle_worker`]).
+    static IDLE_LENDER: Cell<Option<(*const (dyn Lender + 'static), usize)>> =
+        const { Cell::new(None) };
+}
+
+/// [`with_worker`] for a transaction's job that may run a script (an
+/// EXEC's, or a script's own: `busy::JobDesk` lends it the loop): while
+/// `f` runs no worker is lent to anything, as in [`with_worker`], but
+/// the busy passes of a script it runs may reach a hub's idle own loop
+/// ([`with_idle_worker`]; never worker `id`, which `f` holds, nor the
+/// caller, whose turn holds it), to serve its clients as the passes of
+/// a script run by a call do ([`with_worker_open`], which keeps every
+/// worker lendable for the whole call instead: a job's epilogue may
+/// step other coordinators, which must not lend workers meanwhile).
+pub(super) fn with_worker_for_scripts<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    struct Restore(Option<(*const (dyn Lender + 'static), usize)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IDLE_LENDER.set(self.0);
+        }
+    }
+    let inner = LENDER.get()?;
+    let _restore = Restore(IDLE_LENDER.replace(Some((inner, id))));
+    with_worker(id, home, f)
+}
+
+/// Runs `f` on idle co-hosted worker `id` for a busy pass (a hub's own
+/// loop, `busy::lending_own`): through the installed lender if there is
+/// one ([`with_worker`]), else through the one a job lent by
+/// [`with_worker_for_scripts`] took out, unless `id` is that job's
+/// worker. `None` (not run) otherwise.
+pub(super) fn with_idle_worker<R>(
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    if LENDER.get().is_some() {
+        return with_worker(id, home, f);
+    }
+    let (l, lent) = IDLE_LENDER.get()?;
+    if id == lent {
+        return None;
+    }
+    struct Restore(Option<(*const (dyn Lender + 'static), usize)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IDLE_LENDER.set(self.0);
+        }
+    }
+    // Taken out while `f` runs: nothing reaches another worker from it.
+    let _restore = Restore(IDLE_LENDER.take());
+    let (mut f, mut r) = (Some(f), None);
+    // SAFETY: installed by `lending`, whose scope encloses the
+    // `with_worker_for_scripts` call this runs inside (it put the pointer
+    // here, and takes it away before returning). The lender lends a
+    // worker inside another's lend (`with_worker_open` relies on it too).
+    let lender = unsafe { &*l };
+    lender.lend(id, &mut |w| {
+        if let Some(f) = f.take() {
+            r = Some(f(w));
+        }
+    });
+    engine::alloc::enter_shard(home);
+    r
 }
 
 /// Whether workers are lent to this thread's calls now (it runs other

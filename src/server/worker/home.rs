@@ -23,6 +23,7 @@ use resp::{Args, Reply};
 use super::super::blocking::{self, BlockPhase, BlockTicket};
 use super::super::conn::{ActiveCoord, Conn};
 use super::super::mailbox::{Batch, ConnRef, Gather, Msg};
+use super::busy::{inbox_of, lend_caller_inbox};
 use super::cohost;
 use super::request::paused;
 use super::{Core, SysCoord, Worker, SYS_SLOT};
@@ -683,6 +684,9 @@ fn send_plan_lent(
     if unlocked {
         plan = run_plan_unlocked(core, conn, plan, ac);
     }
+    // Jobs that may run a script: an EXEC's (keyless) and a script's.
+    let spec = ac.resolved.spec;
+    let scripts = !unlocked && (spec.keys.first <= 0 || spec.has(commands::table::flags::SCRIPT));
     for (idx, (shard, work)) in plan.jobs.into_iter().enumerate() {
         let idx = idx as u32;
         if shard == core.id && unlocked {
@@ -704,7 +708,7 @@ fn send_plan_lent(
         }
         let mut work = Some(work);
         let now_ms = core.shard.now_ms;
-        let ran = cohost::with_worker(shard, core.id, |w| {
+        let run = |w: &mut Worker| {
             // INVARIANT: taken once, by this call.
             let work = work.take().expect("the job");
             if unlocked {
@@ -712,7 +716,20 @@ fn send_plan_lent(
             } else {
                 w.run_lent_job(conn, idx, work, now_ms)
             }
-        });
+        };
+        let ran = if scripts {
+            // A script the job runs stops this loop until it ends: its
+            // busy passes serve this loop's mailbox and a hub's idle own
+            // loop (see `busy::JobDesk`).
+            let id = core.id;
+            let ran = lend_caller_inbox(&mut inbox_of!(core), || {
+                cohost::with_worker_for_scripts(shard, id, run)
+            });
+            core.refused.settle(&mut core.stats);
+            ran
+        } else {
+            cohost::with_worker(shard, core.id, run)
+        };
         let ran = ran.flatten();
         // A script the job ran may have stalled this loop (`busy::JobDesk`):
         // the WATCHes parked for it, before anything else runs here.
