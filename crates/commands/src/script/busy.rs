@@ -1004,7 +1004,15 @@ impl HookState {
             // right after the step that ran it (`watch`).
             watch::leave_parked(&p);
         }
-        if self.abort.take().is_some() || self.hurried.replace(false) {
+        // Both reset, not `||`'s first: a run killed at a hurried hook
+        // call left `hurried` set, and the VM's later runs never hurried
+        // again (`hurry_if_late` sees it set), so a loop of quick calls was
+        // published only at the hook's plain interval, seconds late in a
+        // debug build (Redis's Tcl unit/scripting, "Timedout scripts and
+        // unblocked command", failed so with the shards apart).
+        let aborted = self.abort.take().is_some();
+        let hurried = self.hurried.replace(false);
+        if aborted || hurried {
             set_hook(lua, self, false);
         }
         self.stopped_for_shutdown.take()
@@ -1173,6 +1181,8 @@ impl HookState {
                     crate::persist::log(true, "Lua script killed by user with SCRIPT KILL.");
                 }
                 self.abort.set(Some(msg));
+                // The every-line hook replaces a hurried one.
+                self.hurried.set(false);
                 set_hook(lua, self, true);
                 Err(reply_error(msg.as_bytes()))
             }

@@ -226,3 +226,25 @@ fn a_callers_desk_is_lent_as_an_idle_loop_beside_those_lent_before() {
     assert_eq!((caller.0, script.0, inbox), (2, 1, 1));
     assert_eq!(own.1, vec![true]);
 }
+
+/// A run killed at a hook call its slow calls hurried (`after_call`)
+/// leaves the VM's next run free to hurry its hook again: before, `end`
+/// reset the abort and skipped `hurried`, which stayed set, so every
+/// later run of that VM waited the hook's plain interval (a loop of quick
+/// `redis.call`s was published as busy up to seconds late).
+#[test]
+fn a_run_killed_at_a_hurried_hook_call_leaves_the_next_run_hurried_again() {
+    let lua = Lua::new();
+    let st = HookState::install(&lua).unwrap();
+    st.begin(Kind::Eval([b'0'; 40]), None);
+    st.hurried.set(true);
+    st.abort.set(Some(KILLED));
+    assert!(!st.end(&lua));
+    assert!(!st.hurried.get(), "the next run may hurry its hook");
+    assert!(st.abort.get().is_none());
+    // And once more through `end` with only `hurried` set.
+    st.begin(Kind::Eval([b'0'; 40]), None);
+    st.hurried.set(true);
+    st.end(&lua);
+    assert!(!st.hurried.get());
+}
