@@ -14,13 +14,15 @@
 # arguments (e.g. "--tags -slow"), SKIP test names to skip, one per line (runtest --skiptest: a
 # test that stops its unit with an exception, to see the tests after it), EXCLUDE the tags left
 # out (default "--tags -needs:repl --tags -needs:debug"; EXCLUDE="--tags -needs:repl" runs the
-# tests that need DEBUG too).
+# tests that need DEBUG too), TESSERA_ARGS arguments added to every Tessera the harness starts
+# (e.g. TESSERA_ARGS="--shard-consolidation no" or "--shards 16": the layout the units run in).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 SRC=${REDIS_SRC:-/work/redis-src/redis-7.0.15}
 COPY=${TCL_COPY:-/tmp/tessera-tcl}
 export TESSERA_BIN=${TESSERA_BIN:-$repo/target/debug/tessera}
+export TESSERA_ARGS=${TESSERA_ARGS:-}
 [ -x "$TESSERA_BIN" ] || { echo "no tessera binary at $TESSERA_BIN (cargo build first)"; exit 2; }
 if [ ! -d "$COPY/tests" ]; then
   [ -d "$SRC/tests" ] || { echo "no Redis source tree at $SRC"; exit 2; }
