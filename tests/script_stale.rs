@@ -270,4 +270,36 @@ fn one_shard() {
     stale_scripts_match_redis(Layout::new(1, true));
 }
 
-per_layout!(stale_scripts_match_redis);
+/// A write script queued in MULTI on each shard's loop while master;
+/// then REPLICAOF (a port nobody listens on) from another connection,
+/// and each EXEC: READONLY on every shard at once, as Redis answers
+/// (Tcl unit/scripting, "no-writes shebang flag on replica"). Before, a
+/// shard learned the role at its next cron tick, so an EXEC right after
+/// REPLICAOF's reply could still write there (seen with the shards
+/// apart).
+fn queued_write_meets_readonly(layout: Layout) {
+    let dead = DeadPort::new();
+    let port = dead.port.to_string();
+    let s = layout.tessera(&[]);
+    let keys: Vec<String> = (0..layout.shards)
+        .map(|i| common::key_on(i, layout.shards, "w"))
+        .collect();
+    let mut conns: Vec<RawConn> = keys.iter().map(|k| common::connection_on(&s, k)).collect();
+    for (c, k) in conns.iter_mut().zip(&keys) {
+        assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+        let eval = ["EVAL", "redis.call('set',KEYS[1],1) return 1", "1", k];
+        assert_eq!(c.cmd_str(&eval), b"+QUEUED\r\n");
+    }
+    let mut ctl = s.raw();
+    assert_eq!(ctl.cmd_str(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    // Redis 7.0.15's reply, byte for byte (by hand, the same steps).
+    let want = "*1\r\n-READONLY You can't write against a read only replica. script: \
+                f724e8f050c373fbbc6e50b362af3c6cbdc375e1, on @user_script:1.\r\n";
+    for (c, k) in conns.iter_mut().zip(&keys) {
+        let r = String::from_utf8_lossy(&c.cmd_str(&["EXEC"])).into_owned();
+        assert_eq!(r, want, "{layout}: EXEC of a write script on {k}'s shard");
+    }
+    assert_eq!(ctl.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+}
+
+per_layout!(stale_scripts_match_redis, queued_write_meets_readonly);

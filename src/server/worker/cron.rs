@@ -51,12 +51,39 @@ impl Worker {
         }
     }
 
-    /// Picks up CONFIG SET from any thread: one atomic load per iteration.
+    /// Picks up CONFIG SET from any thread, and the role (REPLICAOF): two
+    /// atomic loads per iteration.
     #[inline]
     pub(super) fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
         if gen != self.core.cfg_gen {
             self.reload_config(gen);
+        }
+        // A write script queued in MULTI while master meets READONLY at an
+        // EXEC after REPLICAOF's reply on every shard, as in Redis (Tcl
+        // unit/scripting, "no-writes shebang flag on replica"), not from
+        // the shard's next cron tick on (up to 1/hz later: that test failed
+        // once in three with the shards apart).
+        self.refresh_role();
+    }
+
+    /// The shard as the role says (REPLICAOF, from any thread): a
+    /// replica's keeps keys past their deadline (see `engine::Expiry`)
+    /// and, with `replica-read-only`, refuses its normal clients' scripts'
+    /// writes. One relaxed load and two compares while nothing changed.
+    #[inline]
+    fn refresh_role(&mut self) {
+        let replica = self.core.server.repl.replica_fast();
+        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
+            self.core.shard.expiry = if replica {
+                engine::Expiry::Keep
+            } else {
+                engine::Expiry::Delete
+            };
+        }
+        let ro = replica && self.core.cfg.replica_read_only;
+        if ro != self.core.shard.read_only_replica {
+            self.core.shard.read_only_replica = ro;
         }
     }
 
@@ -177,15 +204,7 @@ impl Worker {
         }
         // A replica's shards keep keys past their deadline (see
         // `engine::Expiry`); the role may have changed since the last tick.
-        let replica = self.core.server.repl.replica_fast();
-        if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
-            self.core.shard.expiry = if replica {
-                engine::Expiry::Keep
-            } else {
-                engine::Expiry::Delete
-            };
-        }
-        self.core.shard.read_only_replica = replica && self.core.cfg.replica_read_only;
+        self.refresh_role();
         // No key expires while clients are paused (see `commands::ops::pause`)
         // or while DEBUG SET-ACTIVE-EXPIRE 0 holds, nor while a script
         // running under a transaction's locks may hold this shard (its
