@@ -12,9 +12,10 @@
 # the script adds `--dir` with an empty directory of its own and runs it
 # under callgrind (Tessera: GLIBC_TUNABLES set here, as bench/callgrind.sh
 # explains). Per test: a warm-up of 2000 calls, then 2000 and 8000 calls
-# (redis-benchmark, 4 clients, pipeline 1), the counters zeroed before and
-# dumped after each; the figure is (I8000 - I2000) / 6000, so start-up,
-# connections and fixed costs cancel out.
+# (redis-benchmark, 4 clients, pipeline CG_PIPELINE, default 1), the
+# counters zeroed before and dumped after each; the figure is
+# (I8000 - I2000) / 6000, so start-up, connections and fixed costs cancel
+# out.
 #
 # Tests (CG_TESTS, default "one eight eighthot"):
 #   one       EVALSHA of INCR KEYS[1] + EXPIRE KEYS[1] 100, keys k:0..99999
@@ -27,9 +28,10 @@
 #             several shards a PUBLISH makes a run one that cannot be
 #             taken back, so its calls from another co-hosted loop hop)
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,31p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,32p "$0"; exit 2; }
 command -v valgrind >/dev/null || { echo "valgrind is needed"; exit 2; }
 TESTS=${CG_TESTS:-"one eight eighthot"}
+PIPELINE=${CG_PIPELINE:-1}
 OUT=${OUT_DIR:-$(mktemp -d /tmp/scripting-cg.XXXXXX)}
 ONE="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
 EIGHT="for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end; return #KEYS"
@@ -76,7 +78,7 @@ for spec in "$@"; do
       *) echo "unknown test $t" >&2; exit 2 ;;
     esac
     sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$body")
-    load() { timeout 900 redis-benchmark -p "$PORT" -c 4 -P 1 -n "$1" -r "$r" -q EVALSHA "$sha" "${keys[@]}" >/dev/null; }
+    load() { timeout 900 redis-benchmark -p "$PORT" -c 4 -P "$PIPELINE" -n "$1" -r "$r" -q EVALSHA "$sha" "${keys[@]}" >/dev/null; }
     load 2000
     callgrind_control -z "$vpid" >/dev/null 2>&1
     load 2000
