@@ -8,7 +8,8 @@
 #
 # TEST: setbit, pfadd or set, as bench/types24.sh runs them (redis-benchmark,
 # 50 clients, -r 1000), or mset10 (MSET of 10 keys key:__rand_int__, 64-byte
-# values, -r 100000, as bench/tx.sh). Every server starts once (Tessera with --loglevel
+# values, -r 100000, as bench/tx.sh), or evalsha1 (bench/scripting.sh's
+# one-key script). Every server starts once (Tessera with --loglevel
 # verbose); per round each runs the test once, the order reversed every
 # other round, after a FLUSHALL and 1.5 s of idle. Printed per run (CSV):
 # test, pipeline, server, round, server CPU us/op (utime+stime of every
@@ -25,7 +26,7 @@
 # never pass/fail; on 2 vCPUs shared with other work they are noisy: take
 # medians over rounds. Only PIDs started here are signalled.
 set -uo pipefail
-[ $# -ge 5 ] || { sed -n 2,22p "$0"; exit 2; }
+[ $# -ge 5 ] || { sed -n 2,27p "$0"; exit 2; }
 ROUNDS=$1; N=$2; T=$3; P=$4; shift 4
 OUT=${OUT:-./bench-results/spread-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || exit 1
@@ -50,6 +51,11 @@ case $T in
   setbit) ARGS=(-r 1000 SETBIT "bm:__rand_int__" 77777 1) ;;
   pfadd) ARGS=(-r 1000 PFADD "hll:__rand_int__" "e:__rand_int__:__rand_int__") ;;
   set) ARGS=(-r 1000 SET "k:__rand_int__" v) ;;
+  evalsha1)
+    # bench/scripting.sh's one-key script, loaded on every server.
+    body="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
+    for s in "${NAMES[@]}"; do sha=$(timeout 10 redis-cli -p "${PORT[$s]}" SCRIPT LOAD "$body"); done
+    ARGS=(-r 100000 EVALSHA "$sha" 1 "k:__rand_int__") ;;
   mset10)
     VAL=$(printf 'v%.0s' $(seq 64))
     ARGS=(-r 100000 MSET)

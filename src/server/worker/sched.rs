@@ -758,7 +758,10 @@ impl Worker {
                 self.nap.note(&m);
                 self.handle(m);
                 budget -= 1;
-                if budget == 0 {
+                // A hub's turn past its budget leaves the rest for the
+                // next (see `budget`): the loop stays due.
+                if budget == 0 || self.drain_spent(DRAIN_BUDGET - budget) {
+                    budget = 0;
                     break;
                 }
             }
