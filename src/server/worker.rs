@@ -118,8 +118,8 @@ use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream};
 use super::mailbox::{Batch, ConnRef, Gather, Mailbox, Msg};
 
 mod accept;
-mod busy;
 mod budget;
+mod busy;
 mod client_evict;
 mod clock;
 mod cohost;
