@@ -818,13 +818,13 @@ fn a_turn_of_many_short_commands_stops_at_its_budget() {
     let mut served = vec![false; homes.len()];
     for round in 1..=3 {
         host.step_shared(Instant::now(), false);
-        for i in 0..homes.len() {
+        for (i, done) in served.iter_mut().enumerate() {
             let got = replies_of(&mut c, i);
-            if served[i] {
+            if *done {
                 assert!(got.is_empty(), "client {i}: replies twice");
             } else if !got.is_empty() {
                 assert_eq!(got, want, "client {i}: its whole pipeline, in order");
-                served[i] = true;
+                *done = true;
             }
         }
         for home in 0..n {

@@ -108,7 +108,7 @@ impl Worker {
         let Some(until) = t.until else {
             return false;
         };
-        if handled as u64 % LOOK_EVERY != 0 {
+        if !(handled as u64).is_multiple_of(LOOK_EVERY) {
             return false;
         }
         t.spent = Instant::now() >= until;
