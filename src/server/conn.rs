@@ -219,6 +219,10 @@ pub struct Conn {
     pub gone: bool,
     /// The socket may still hold unread bytes (a read was cut short).
     pub unread: bool,
+    /// Its read waits for the loop's next turn: this turn's budget ran out
+    /// (see `worker::budget`); listed there, kept off the resume list
+    /// until then.
+    pub deferred: bool,
     /// Queued on the thread's flush list.
     pub dirty: bool,
     /// Unix second since which the output has stayed at or above the soft
@@ -338,6 +342,7 @@ impl Conn {
             hup: false,
             gone: false,
             unread: false,
+            deferred: false,
             dirty: false,
             obuf_soft_since_s: None,
             obuf_over: false,

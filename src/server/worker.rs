@@ -118,6 +118,7 @@ use super::conn::{ActiveCoord, Conn, RecentPeaks, Stream};
 use super::mailbox::{Batch, ConnRef, Gather, Mailbox, Msg};
 
 mod accept;
+mod budget;
 mod busy;
 mod client_evict;
 mod clock;
@@ -147,7 +148,7 @@ mod tracking;
 mod waiters;
 
 pub use busy::lending_own;
-pub use clock::{wall_us, EpochWall};
+pub use clock::{wall_us, EpochWall, TURN_BUDGET};
 pub use cohost::{lending, Lender, Pinned};
 pub use hub_set::{tag as hub_tag, untag as hub_untag};
 pub use sched::LoopProbe;
@@ -523,6 +524,8 @@ pub struct Worker {
     /// Times a hub asked it when it next has work (`due_in`; read by
     /// the tests of `server::host`).
     asks: u64,
+    /// This turn's budget, and the reads it deferred (see `budget`).
+    turn: budget::Turn,
     /// The shared state, for the desk (`core` is lent to the handler).
     shared: Arc<ServerShared>,
     /// Thread 0 of a replica: the connection from its master `(slot, gen)`.

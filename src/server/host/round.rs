@@ -730,7 +730,7 @@ impl Host {
         }
         self.burst.round = woke;
         let woke_us = self.hosts.us(woke);
-        let wall = EpochWall::new(wall_us, woke_us);
+        let wall = EpochWall::new(wall_us, woke_us).with_budget(self.turn_budget);
         self.round_us = woke_us.max(1);
         self.slot().round_us.store(self.round_us, Ordering::Relaxed);
         // All awake before any runs: a message from one to another is then

@@ -187,12 +187,21 @@ fn hub_of(n: usize) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluste
 
 /// [`hub_of`] for the workers of cluster `c`.
 fn hub_with(
+    c: crate::server::worker::testing::Cluster,
+) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluster) {
+    let homes: Vec<usize> = (0..c.workers.len()).collect();
+    hub_with_clients(c, &homes)
+}
+
+/// [`hub_with`], client `i` connected to loop `homes[i]`.
+fn hub_with_clients(
     mut c: crate::server::worker::testing::Cluster,
+    homes: &[usize],
 ) -> (Arc<Hosts>, Host, crate::server::worker::testing::Cluster) {
     let n = c.workers.len();
     let h = hosts(n);
-    for i in 0..n {
-        assert_eq!(c.connect(i), i);
+    for (i, &home) in homes.iter().enumerate() {
+        assert_eq!(c.connect(home), i);
     }
     let mut workers = std::mem::take(&mut c.workers).into_iter();
     let mut host = Host::new(workers.next().expect("worker 0"), h.clone());
@@ -768,4 +777,64 @@ fn a_stuck_round_that_left_the_hub_nothing_is_still_judged() {
     };
     assert_eq!(judged, vec![1], "the spread is on trial or reviewed");
     assert!(!h.slots[0].stuck_gave.load(Ordering::Relaxed));
+}
+
+/// Replies client `i` of `c` has received so far.
+fn replies_of(c: &mut crate::server::worker::testing::Cluster, i: usize) -> Vec<String> {
+    std::iter::from_fn(|| c.try_reply(i)).collect()
+}
+
+/// A hub's turn that serves many short commands stops reading sockets
+/// once its budget is spent, and the next rounds go on where it stopped,
+/// the connections it left first: a turn is long only for one long
+/// command, which is what the watchdog looks for. Before, one turn read
+/// every connection with a socket event: with 50 clients pipelining 16
+/// MSETs of 10 keys on 2 shards, turns of 5-9 ms, each found stuck by the
+/// watchdog (`STUCK`), which spread the hub's loops every time.
+///
+/// The budget is spent as soon as it is looked at (a clock that has run
+/// out): each turn reads one pipeline of `LOOK_EVERY` commands or more,
+/// then leaves the rest.
+#[test]
+fn a_turn_of_many_short_commands_stops_at_its_budget() {
+    let n = 2;
+    // Three clients on the hub's own loop, three on the adopted one.
+    let homes = [0, 1, 0, 0, 1, 1];
+    let (_h, mut host, mut c) =
+        hub_with_clients(crate::server::worker::testing::Cluster::new(n), &homes);
+    host.turn_budget = Duration::ZERO;
+    for _ in 0..4 {
+        host.step_shared(Instant::now(), false);
+    }
+    let depth = 40;
+    for (i, &home) in homes.iter().enumerate() {
+        // A key of the client's own loop: each command runs in its turn.
+        let key = key_of(&format!("n{i}:"), home, n);
+        for _ in 0..depth {
+            c.send(i, &["INCR", &key]);
+        }
+    }
+    let want: Vec<String> = (1..=depth).map(|v| format!(":{v}\r\n")).collect();
+    let mut served = vec![false; homes.len()];
+    for round in 1..=3 {
+        host.step_shared(Instant::now(), false);
+        for (i, done) in served.iter_mut().enumerate() {
+            let got = replies_of(&mut c, i);
+            if *done {
+                assert!(got.is_empty(), "client {i}: replies twice");
+            } else if !got.is_empty() {
+                assert_eq!(got, want, "client {i}: its whole pipeline, in order");
+                *done = true;
+            }
+        }
+        for home in 0..n {
+            let done = (0..homes.len())
+                .filter(|&i| homes[i] == home && served[i])
+                .count();
+            assert_eq!(
+                done, round,
+                "loop {home}: one pipeline per turn, the left ones in later rounds"
+            );
+        }
+    }
 }

@@ -21,15 +21,20 @@
 //! behind it by at most the time between the two reads. Both clocks run
 //! at the same rate (NTP slews both); a step of the wall clock reaches a
 //! hub's turns at its next round, a loop's at its next cron (1 / `hz`).
+//!
+//! A hub's turn also carries its budget (`TurnTime::until`): past it, the
+//! turn reads no more sockets (see `budget`).
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The time of one turn: its start on the monotonic clock (timers: the
-/// cron) and on the wall clock (the shard's `now_ms`).
+/// cron) and on the wall clock (the shard's `now_ms`), and for a hub's
+/// turn the time past which it reads no more sockets.
 #[derive(Clone, Copy, Debug)]
 pub struct TurnTime {
     pub at: Instant,
     pub wall_ms: u64,
+    pub until: Option<Instant>,
 }
 
 impl TurnTime {
@@ -49,11 +54,19 @@ pub fn wall_us() -> u64 {
 
 /// The wall clock as an offset from a monotonic epoch (a hub's,
 /// `Hosts::epoch`), for a caller that has an instant's microseconds since
-/// that epoch already (a hub's turn has them for the watchdog).
+/// that epoch already (a hub's turn has them for the watchdog). Only hubs
+/// use it: each turn it times gets [`TURN_BUDGET`].
 #[derive(Clone, Copy, Debug)]
 pub struct EpochWall {
     base_us: u64,
+    budget: Duration,
 }
+
+/// How long a hub's turn reads sockets (see `budget`): well under the
+/// watchdog's `STUCK` (5 ms), so that a turn long only because it serves
+/// many short commands ends, and the hub's next round serves the rest,
+/// before the watchdog would take it for one long command.
+pub const TURN_BUDGET: Duration = Duration::from_millis(1);
 
 impl EpochWall {
     /// From a wall-clock reading `wall_us` and the microseconds since the
@@ -61,7 +74,14 @@ impl EpochWall {
     pub fn new(wall_us: u64, at_us: u64) -> Self {
         EpochWall {
             base_us: wall_us.saturating_sub(at_us),
+            budget: TURN_BUDGET,
         }
+    }
+
+    /// The same, its turns with `budget` instead of [`TURN_BUDGET`] (a
+    /// test spends it at once).
+    pub fn with_budget(self, budget: Duration) -> Self {
+        EpochWall { budget, ..self }
     }
 
     /// A turn starting at `at`, `at_us` microseconds after the epoch.
@@ -70,6 +90,7 @@ impl EpochWall {
         TurnTime {
             at,
             wall_ms: (self.base_us + at_us) / 1000,
+            until: at.checked_add(self.budget),
         }
     }
 }
@@ -104,6 +125,7 @@ impl WallAnchor {
         TurnTime {
             at,
             wall_ms: us / 1000,
+            until: None,
         }
     }
 }

@@ -186,7 +186,11 @@ impl Worker {
             // QUIT, a protocol error, CLIENT KILL of itself, or a peer that
             // shut its side: every reply owed has been written.
             self.close_conn(slot);
-        } else if !c.closing && !paused(c) && (has_work(c) || (c.unread && !c.peer_eof)) {
+        } else if !c.closing
+            && !paused(c)
+            && !c.deferred
+            && (has_work(c) || (c.unread && !c.peer_eof))
+        {
             self.conns.resume.push(slot);
         }
     }

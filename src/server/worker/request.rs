@@ -152,6 +152,11 @@ impl Worker {
                 }
                 break;
             }
+            // A hub's turn past its budget reads no more (see `budget`).
+            if self.turn_spent() {
+                self.defer_read(c, slot);
+                break;
+            }
             c.unread = false;
             c.make_read_room();
             let end = c.rbuf_end();

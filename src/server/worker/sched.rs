@@ -17,7 +17,8 @@
 //! side (`home`), writing is `output`, the cron is `cron`. A stage never
 //! calls back into an earlier one except through the lists it fills
 //! (`Conns::resume`, `Conns::dirty`, `Core::local`), which the next stage
-//! walks; every such walk is bounded (`DRAIN_BUDGET`, four resume passes).
+//! walks; every such walk is bounded (`DRAIN_BUDGET`, four resume passes),
+//! and a hub's turn reads sockets for at most `TURN_BUDGET` (`budget`).
 //!
 //! Per thread, independent of the number of threads N: the loop's own
 //! state is a few words and three short lists; what grows with N lives in
@@ -219,6 +220,7 @@ impl Worker {
             turns: 0,
             parks: 0,
             asks: 0,
+            turn: super::budget::Turn::default(),
             shared: server_for_desk,
             master_conn: None,
             color,
@@ -505,6 +507,7 @@ impl Worker {
         at: TurnTime,
     ) {
         self.core.mailbox.unpark();
+        self.begin_turn(at.until);
         // What a busy script of this thread parked for this loop, which it
         // stalled (a hub's own loop), before anything of this turn.
         self.register_parked();
@@ -537,6 +540,11 @@ impl Worker {
             // finds nothing outstanding (its reply goes straight to
             // `out`, and it may hop directly in turn).
             self.drain();
+        }
+        // Reads the last turn's budget deferred come before this turn's
+        // socket events (see `budget`).
+        if self.take_carried() {
+            self.run_resumes();
         }
         self.nap.events = 0;
         let cmds_before = self.core.stats.total_commands;
@@ -588,6 +596,7 @@ impl Worker {
             // thread's next wake-up.
             self.spilled = self.core.mailbox.flush();
         }
+        self.end_turn();
     }
 
     /// A socket event of connection `ev.slot`.
@@ -749,7 +758,10 @@ impl Worker {
                 self.nap.note(&m);
                 self.handle(m);
                 budget -= 1;
-                if budget == 0 {
+                // A hub's turn past its budget leaves the rest for the
+                // next (see `budget`): the loop stays due.
+                if budget == 0 || self.drain_spent(DRAIN_BUDGET - budget) {
+                    budget = 0;
                     break;
                 }
             }
