@@ -163,6 +163,12 @@
 //! (or a hub kept off its core for [`STUCK_ANYWAY`] by a busy machine)
 //! does not leave the workers spread for the rest of a load that does not
 //! need it.
+//! A stuck give-back that did not pay also doubles how long the hub's next
+//! turn must last to be stuck (5, 10, 20 ... up to [`STUCK_ANYWAY`]), and
+//! one that paid, or a load that changed, puts it back to [`STUCK`]: turns
+//! of 5-37 ms of ordinary work on a host with steal time (32 shards, MSET
+//! of 10 keys at pipeline 1) otherwise spread all the hub's loops every
+//! second or so, each spread called back 50 ms later.
 //!
 //! # Cost as N grows
 //!
@@ -249,6 +255,21 @@ const STUCK: Duration = Duration::from_millis(5);
 /// SLEEP). On two vCPUs at load 9-10, hub rounds of ordinary work lasted
 /// up to 83 ms.
 const STUCK_ANYWAY: Duration = Duration::from_millis(100);
+
+/// The stuck bar after a stuck give-back that did not pay, from `us` (0:
+/// [`STUCK`]): twice as long, up to [`STUCK_ANYWAY`]. A give-back on a
+/// turn of a few ms that was no long command (32 shards, MSET of 10 keys
+/// at pipeline 1 on a host with steal time: turns of 5-37 ms) called all
+/// 31 adopted shards back 14 times in two 100k-op runs, each judged not to
+/// pay (19 to 168 µs of CPU per request), at 1.5-5.9x the CPU per op of a
+/// hub that stayed together. A real long command (a script past
+/// `busy-reply-threshold`, seconds) still frees the hub's other loops
+/// within [`STUCK_ANYWAY`].
+fn next_stuck_after(us: u64) -> u64 {
+    let stuck = STUCK.as_micros() as u64;
+    (us.max(stuck) * 2).min(STUCK_ANYWAY.as_micros() as u64)
+}
+
 /// The watchdog's tick while a hub is in a round...
 const WATCH_MIN: Duration = Duration::from_millis(2);
 /// ... and the longest it backs off to while every hub sleeps (a round
@@ -317,6 +338,11 @@ struct Slot {
     /// spread against 9.3 on one hub, for half the throughput).
     stuck_taken: Mutex<Vec<usize>>,
     stuck_gave: AtomicBool,
+    /// How long one of its turns must last to be stuck (µs; 0: [`STUCK`]):
+    /// doubled after each stuck give-back that did not pay, up to
+    /// [`STUCK_ANYWAY`], back to [`STUCK`] when one pays or the load
+    /// changes (see [`next_stuck_after`]).
+    stuck_after_us: AtomicU64,
     /// Who runs its worker ([`NO_HOST`]: itself).
     host: AtomicUsize,
     /// Its worker is not handed to a hub before this (ms since `epoch`).
@@ -428,10 +454,28 @@ impl Hosts {
         t.saturating_duration_since(self.epoch).as_micros() as u64
     }
 
-    /// Whether hub `h` has been in one round for [`STUCK`] or more.
+    /// Whether hub `h` has been in one turn for [`STUCK`] or more (or
+    /// longer, while its stuck give-backs did not pay: `stuck_after_us`).
     fn stuck(&self, h: usize, now_us: u64) -> bool {
         let start = self.slots[h].round_us.load(Ordering::Relaxed);
-        start != 0 && now_us.saturating_sub(start) >= STUCK.as_micros() as u64
+        let after = self.slots[h].stuck_after_us.load(Ordering::Relaxed);
+        let after = after.max(STUCK.as_micros() as u64);
+        start != 0 && now_us.saturating_sub(start) >= after
+    }
+
+    /// Hub `h`'s stuck give-back was judged: one that did not pay makes
+    /// the watchdog wait twice as long before the next (see
+    /// [`next_stuck_after`]); one that paid, or a load that changed, puts
+    /// it back to [`STUCK`].
+    fn stuck_verdict(&self, h: usize, paid: bool) -> u64 {
+        let slot = &self.slots[h].stuck_after_us;
+        let after = if paid {
+            0
+        } else {
+            next_stuck_after(slot.load(Ordering::Relaxed))
+        };
+        slot.store(after, Ordering::Relaxed);
+        after
     }
 
     /// The hub thread `id`, alone with its worker at load `mine`, should
@@ -852,7 +896,7 @@ impl Host {
             self.give_back_all(now, true);
             self.review = None;
             match before {
-                Some(before) => self.start_trial(now, before, workers[1..].to_vec(), workers),
+                Some(before) => self.start_trial(now, before, workers[1..].to_vec(), workers, true),
                 // Nothing to judge it by: it is reviewed instead.
                 None => self.review = Some(Review::after(now, REVIEW_MIN, workers[1..].to_vec())),
             }
@@ -898,7 +942,7 @@ impl Host {
             self.burst.run = None;
             self.burst.busy_windows = 0;
             self.review = None;
-            self.start_trial(now, before, given, workers);
+            self.start_trial(now, before, given, workers, false);
         }
     }
 

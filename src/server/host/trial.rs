@@ -93,6 +93,10 @@ pub(super) struct Trial {
     /// The group's workers and the requests they had served at `at`.
     pub(super) workers: Vec<usize>,
     pub(super) reqs: u64,
+    /// The watchdog's give-back of a stuck round, not a burst's spread:
+    /// its verdict also sets how long the next turn must last to be
+    /// stuck (`Hosts::stuck_verdict`).
+    pub(super) stuck: bool,
 }
 
 /// A spread to review (see `policy::REVIEW_MIN`): at `at`, the hub calls
@@ -154,6 +158,7 @@ impl Host {
         before: Figures,
         given: Vec<usize>,
         workers: Vec<usize>,
+        stuck: bool,
     ) {
         let mut threads = vec![self.id];
         threads.extend(given);
@@ -168,6 +173,7 @@ impl Host {
             cpu_ns,
             workers,
             reqs,
+            stuck,
         });
     }
 
@@ -198,6 +204,9 @@ impl Host {
                 "Thread {}: spreading paid ({} to {} requests/s, {} to {} ns of CPU each): shards {:?} stay on their threads",
                 self.id, b.per_sec, a.per_sec, b.cpu_ns_per_req, a.cpu_ns_per_req, &t.threads[1..]
             ));
+            if t.stuck {
+                self.hosts.stuck_verdict(self.id, true);
+            }
             let review = self.backoff.paid();
             self.review = Some(Review::after(now, review, t.threads[1..].to_vec()));
             return;
@@ -208,6 +217,14 @@ impl Host {
             self.id, b.per_sec, a.per_sec, b.cpu_ns_per_req, a.cpu_ns_per_req, &t.threads[1..],
             hold.as_millis()
         ));
+        if t.stuck {
+            let after = self.hosts.stuck_verdict(self.id, false);
+            log::verbose(format_args!(
+                "Thread {}: a turn is stuck from {} ms on",
+                self.id,
+                after / 1000
+            ));
+        }
         self.call_back(&t.threads[1..]);
     }
 
@@ -269,6 +286,7 @@ impl Host {
         self.window.last = Figures::of(reqs, cpu_ns, wall).map(|f| (f, loops));
         let per_sec = policy::per_sec(reqs, wall);
         if self.backoff.observe(per_sec) {
+            self.hosts.stuck_verdict(self.id, true);
             log::verbose(format_args!(
                 "Thread {}: the load changed ({per_sec} requests/s): it may spread again",
                 self.id
