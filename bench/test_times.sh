@@ -14,7 +14,12 @@
 #   binary  wall_s  user_s  sys_s  cpu/wall  result
 # Env: TT_FILTER (an extended regex: only binaries whose name matches),
 # TT_SKIP (an extended regex: not the binaries whose name matches),
-# RUST_TEST_THREADS (passed through, as cargo test does).
+# TT_LOGS (a directory: keep every binary's output there as NAME.log, e.g. for
+# per-test times), RUST_TEST_THREADS (passed through, as cargo test does).
+# Per-test times (libtest's --report-time is unstable, hence RUSTC_BOOTSTRAP):
+#   RUSTC_BOOTSTRAP=1 TT_LOGS=/tmp/tt bench/test_times.sh /tmp/t.tsv -- \
+#     -Z unstable-options --report-time
+#   grep -h 'ok <' /tmp/tt/*.log | sed 's/^test \(.*\) \.\.\. ok <\(.*\)s>/\2 \1/' | sort -rn
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/test_times.tsv}
@@ -52,6 +57,7 @@ while IFS=$'\t' read -r name root exe; do
   ratio=$(awk -v w="$wall" -v u="$user" -v s="$sys" 'BEGIN {printf "%.2f", (w > 0 ? (u + s) / w : 0)}')
   printf '%s\t%s\t%s\t%s\t%s\t%s (%s tests)\n' "$name" "$wall" "$user" "$sys" "$ratio" "$res" "$passed" | tee -a "$out"
   [ "$res" = ok ] || cp "$log" "$out.$name.log"
+  if [ -n "${TT_LOGS:-}" ]; then mkdir -p "$TT_LOGS" && cp "$log" "$TT_LOGS/${name//:/_}.log"; fi
   rm -f "$log" "$log.time"
 done <<<"$bins"
 
