@@ -8,7 +8,8 @@
 #     'tessera1=target/release/tessera --bind 127.0.0.1 --port $PORT --save "" --shards 1' \
 #     'tessera=target/release/tessera --bind 127.0.0.1 --port $PORT --save ""'
 #
-# CMD starts one server in the foreground on port $PORT (single quotes);
+# CMD starts one server in the foreground on port $PORT (single quotes;
+# PORT_BASE=N puts them on N, N+1 ..., else any free port);
 # the script adds `--dir` with an empty directory of its own and runs it
 # under callgrind (Tessera: GLIBC_TUNABLES set here, as bench/callgrind.sh
 # explains). Per test: a warm-up of 2000 calls, then 2000 and 8000 calls
@@ -23,12 +24,17 @@
 #             (on Tessera's default layout the eight keys span shards;
 #             mostly keys that do not exist yet)
 #   eighthot  the same over 100 numbers per prefix (keys that exist)
+#   every     EVALSHA of INCR KEYS[1] + DBSIZE, keys k:0..99 (not in
+#             the default: with the shards apart DBSIZE makes the run
+#             one over every shard, `commands::script::every`: its first
+#             run is taken back and it runs again under every shard's
+#             locks, its calls on other threads' shards posted there)
 #   publish   EVALSHA of INCR KEYS[1] + PUBLISH to a channel nobody
 #             listens to, keys k:0..99999 (not in the default: with
 #             several shards a PUBLISH makes a run one that cannot be
 #             taken back, so its calls from another co-hosted loop hop)
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,32p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,36p "$0"; exit 2; }
 command -v valgrind >/dev/null || { echo "valgrind is needed"; exit 2; }
 TESTS=${CG_TESTS:-"one eight eighthot"}
 PIPELINE=${CG_PIPELINE:-1}
@@ -36,14 +42,19 @@ OUT=${OUT_DIR:-$(mktemp -d /tmp/scripting-cg.XXXXXX)}
 ONE="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
 EIGHT="for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end; return #KEYS"
 PUBLISH="redis.call('INCR', KEYS[1]); redis.call('PUBLISH', 'cg', 'm'); return 1"
+EVERY="redis.call('INCR', KEYS[1]); return redis.call('DBSIZE')"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+n=0
 for spec in "$@"; do
   name=${spec%%=*}; cmd=${spec#*=}
-  PORT=$(free_port); export PORT
+  # PORT_BASE: the servers on PORT_BASE, PORT_BASE+1 ... (a range of
+  # one's own on a shared machine); else any free port.
+  if [ -n "${PORT_BASE:-}" ]; then PORT=$((PORT_BASE + n)); else PORT=$(free_port); fi
+  n=$((n + 1)); export PORT
   mkdir -p "$OUT/$name.dir"
   ( export GLIBC_TUNABLES=glibc.malloc.tcache_count=256
     eval "exec valgrind --tool=callgrind \
@@ -71,6 +82,7 @@ for spec in "$@"; do
     case $t in
       one) body=$ONE; keys=(1 k:__rand_int__); r=100000 ;;
       publish) body=$PUBLISH; keys=(1 k:__rand_int__); r=100000 ;;
+      every) body=$EVERY; keys=(1 k:__rand_int__); r=100 ;;
       eight|eighthot)
         body=$EIGHT; r=100000; [ "$t" = eighthot ] && r=100
         keys=(8 a:__rand_int__ b:__rand_int__ c:__rand_int__ d:__rand_int__

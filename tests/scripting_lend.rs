@@ -14,11 +14,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-use common::Layout;
+use common::{counters, Layout};
 
 /// Takes ARGV[1] * (#KEYS - 1) from KEYS[1] and gives ARGV[1] to each
 /// other key: the sum of the keys stays.
@@ -29,32 +25,8 @@ for i = 2, #KEYS do redis.call('INCRBY', KEYS[i], d) end
 return redis.call('GET', KEYS[1])
 "#;
 
-/// The sum of the keys, read in one script.
-const SUM: &str = r#"
-local n = 0
-for i = 1, #KEYS do n = n + tonumber(redis.call('GET', KEYS[i])) end
-return n
-"#;
-
 const KEYS: usize = 8;
 const START: i64 = 100_000;
-
-/// A connection whose every reply has a deadline.
-fn connect(addr: &str) -> redis::Connection {
-    const WAIT: Duration = Duration::from_secs(30);
-    let client = redis::Client::open(format!("redis://{addr}")).unwrap();
-    let con = client.get_connection_with_timeout(WAIT).unwrap();
-    con.set_read_timeout(Some(WAIT)).unwrap();
-    con.set_write_timeout(Some(WAIT)).unwrap();
-    con
-}
-
-fn apart(shards: usize) -> Layout {
-    *common::LAYOUTS
-        .iter()
-        .find(|l| l.shards == shards && !l.consolidated)
-        .expect("an apart layout")
-}
 
 fn eight_key_scripts_stay_atomic_beside_plain_clients(layout: Layout) {
     const SCRIPT_CLIENTS: usize = 4;
@@ -65,36 +37,13 @@ fn eight_key_scripts_stay_atomic_beside_plain_clients(layout: Layout) {
     let keys = common::keys_across_shards("lend", KEYS, layout.shards);
     let plain = common::keys_across_shards("plain", layout.shards.max(4), layout.shards);
     let mut con = srv.conn();
-    for k in &keys {
-        let _: () = redis::cmd("SET").arg(k).arg(START).query(&mut con).unwrap();
-    }
-    let done = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (addr, keys, done) = (srv.addr(), keys.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut con = connect(&addr);
-            let sum = redis::Script::new(SUM);
-            let mut checks = 0;
-            while !done.load(Ordering::Acquire) || checks == 0 {
-                let mut inv = sum.prepare_invoke();
-                for k in &keys {
-                    inv.key(k);
-                }
-                let n: i64 = inv.invoke(&mut con).unwrap();
-                assert_eq!(n, START * KEYS as i64, "a script saw a transfer half done");
-                checks += 1;
-                if checks > 100_000 {
-                    break;
-                }
-            }
-            checks
-        })
-    };
+    counters::set_all(&mut con, &keys, START);
+    let reader = counters::SumReader::spawn(srv.addr(), keys.clone(), true, START * KEYS as i64);
     let plains: Vec<_> = (0..PLAIN_CLIENTS)
         .map(|c| {
             let (addr, plain) = (srv.addr(), plain.clone());
             std::thread::spawn(move || {
-                let mut con = connect(&addr);
+                let mut con = counters::connect(&addr);
                 for i in 0..INCRS_EACH {
                     let k = format!("{}.{c}", plain[i % plain.len()]);
                     let _: i64 = redis::cmd("INCR").arg(&k).query(&mut con).unwrap();
@@ -106,7 +55,7 @@ fn eight_key_scripts_stay_atomic_beside_plain_clients(layout: Layout) {
         .map(|c| {
             let (addr, keys) = (srv.addr(), keys.clone());
             std::thread::spawn(move || {
-                let mut con = connect(&addr);
+                let mut con = counters::connect(&addr);
                 let spread = redis::Script::new(SPREAD);
                 for i in 0..SCRIPTS_EACH {
                     // Each client starts the keys at another one, so the
@@ -126,14 +75,8 @@ fn eight_key_scripts_stay_atomic_beside_plain_clients(layout: Layout) {
     for p in plains {
         p.join().unwrap();
     }
-    done.store(true, Ordering::Release);
-    assert!(reader.join().unwrap() > 0);
-    let values: Vec<i64> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
-    assert_eq!(
-        values.iter().sum::<i64>(),
-        START * KEYS as i64,
-        "{values:?}"
-    );
+    reader.finish();
+    let values = counters::assert_sum(&mut con, &keys, START * KEYS as i64);
     assert!(
         values.iter().any(|&v| v != START),
         "no script ran: {values:?}"
@@ -204,30 +147,30 @@ fn an_undeclared_key_runs_again_and_counts_once(layout: Layout) {
 
 #[test]
 fn eight_keys_s2_apart() {
-    eight_key_scripts_stay_atomic_beside_plain_clients(apart(2));
+    eight_key_scripts_stay_atomic_beside_plain_clients(Layout::apart(2));
 }
 
 #[test]
 fn eight_keys_s16_apart() {
-    eight_key_scripts_stay_atomic_beside_plain_clients(apart(16));
+    eight_key_scripts_stay_atomic_beside_plain_clients(Layout::apart(16));
 }
 
 #[test]
 fn failing_script_s2_apart() {
-    a_failing_script_keeps_its_writes(apart(2));
+    a_failing_script_keeps_its_writes(Layout::apart(2));
 }
 
 #[test]
 fn failing_script_s16_apart() {
-    a_failing_script_keeps_its_writes(apart(16));
+    a_failing_script_keeps_its_writes(Layout::apart(16));
 }
 
 #[test]
 fn undeclared_key_s2_apart() {
-    an_undeclared_key_runs_again_and_counts_once(apart(2));
+    an_undeclared_key_runs_again_and_counts_once(Layout::apart(2));
 }
 
 #[test]
 fn undeclared_key_s16_apart() {
-    an_undeclared_key_runs_again_and_counts_once(apart(16));
+    an_undeclared_key_runs_again_and_counts_once(Layout::apart(16));
 }

@@ -12,23 +12,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use common::Layout;
+use common::{counters, Layout};
 
 /// Moves ARGV[3] from the counter ARGV[1] to ARGV[2]; the first run
 /// writes ARGV[1] (maybe on its own shard) before it finds ARGV[2].
 const MOVE: &str = r#"
 redis.call('DECRBY', ARGV[1], ARGV[3])
 return redis.call('INCRBY', ARGV[2], ARGV[3])
-"#;
-
-/// The sum of the counters named in ARGV, read in one script.
-const SUM: &str = r#"
-local n = 0
-for i = 1, #ARGV do n = n + tonumber(redis.call('GET', ARGV[i])) end
-return n
 "#;
 
 const COUNTERS: usize = 12;
@@ -40,38 +30,16 @@ fn counters_keep_their_sum_under_concurrent_scripts(layout: Layout) {
     let srv = layout.tessera(&[]);
     let keys = common::keys_across_shards("ctr", COUNTERS, layout.shards);
     let mut con = srv.conn();
-    for k in &keys {
-        let _: () = redis::cmd("SET").arg(k).arg(START).query(&mut con).unwrap();
-    }
-    let done = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (addr, keys, done) = (srv.addr(), keys.clone(), done.clone());
-        std::thread::spawn(move || {
-            let client = redis::Client::open(format!("redis://{addr}")).unwrap();
-            let mut con = client.get_connection().unwrap();
-            let sum = redis::Script::new(SUM);
-            let mut checks = 0;
-            while !done.load(Ordering::Acquire) || checks == 0 {
-                let mut inv = sum.prepare_invoke();
-                for k in &keys {
-                    inv.arg(k);
-                }
-                let n: i64 = inv.invoke(&mut con).unwrap();
-                assert_eq!(n, START * COUNTERS as i64, "a script saw a move half done");
-                checks += 1;
-                if checks > 100_000 {
-                    break;
-                }
-            }
-            checks
-        })
-    };
+    counters::set_all(&mut con, &keys, START);
+    // The sum script reads the counters as undeclared keys: it runs wide
+    // too.
+    let want = START * COUNTERS as i64;
+    let reader = counters::SumReader::spawn(srv.addr(), keys.clone(), false, want);
     let movers: Vec<_> = (0..CLIENTS)
         .map(|c| {
             let (addr, keys) = (srv.addr(), keys.clone());
             std::thread::spawn(move || {
-                let client = redis::Client::open(format!("redis://{addr}")).unwrap();
-                let mut con = client.get_connection().unwrap();
+                let mut con = counters::connect(&addr);
                 let mv = redis::Script::new(MOVE);
                 for i in 0..MOVES_EACH {
                     let from = &keys[(c + i) % COUNTERS];
@@ -89,14 +57,8 @@ fn counters_keep_their_sum_under_concurrent_scripts(layout: Layout) {
     for m in movers {
         m.join().unwrap();
     }
-    done.store(true, Ordering::Release);
-    assert!(reader.join().unwrap() > 0);
-    let values: Vec<i64> = redis::cmd("MGET").arg(&keys).query(&mut con).unwrap();
-    assert_eq!(
-        values.iter().sum::<i64>(),
-        START * COUNTERS as i64,
-        "{values:?}"
-    );
+    reader.finish();
+    counters::assert_sum(&mut con, &keys, want);
 }
 
 fn a_pipeline_sees_a_restarted_script_in_order(layout: Layout) {

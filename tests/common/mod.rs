@@ -37,6 +37,7 @@
 #![allow(dead_code)]
 
 pub mod busy;
+pub mod counters;
 
 use std::fs::{self, File};
 use std::io::{self, ErrorKind, Read, Write};
@@ -1234,6 +1235,12 @@ impl Layout {
             shards,
             consolidated,
         }
+    }
+
+    /// `shards` shards, each on a thread of its own for good
+    /// (`shard-consolidation no`).
+    pub const fn apart(shards: usize) -> Layout {
+        Layout::new(shards, false)
     }
 
     /// The command-line arguments that select this layout.

@@ -111,7 +111,7 @@ enum Phase {
 /// The coordinator; see the module documentation.
 pub struct Scratch {
     handler: ShardHandler,
-    /// Shared with a script's template and its rounds (`respawn`).
+    /// Shared with a script's template and its rounds (`script::real::Call`).
     args: std::sync::Arc<OwnedArgs>,
     db: usize,
     no_touch: bool,
@@ -134,8 +134,6 @@ pub struct Scratch {
     /// The handler's records, made on the scratch shard (see
     /// `Coordinator::take_records`).
     records: Vec<engine::outbox::Chunk>,
-    /// The command writes nothing (its locks go with the gather).
-    read_only: bool,
     /// A script's: where it asks to run again over more keys.
     widen: Option<WidenSlot>,
     /// The handler's error, replied once its writes are back.
@@ -157,21 +155,40 @@ pub fn coordinator(
     let mut pos = Vec::new();
     spec.key_positions(args, &mut pos);
     let keys: Vec<&[u8]> = pos.iter().map(|&p| args.get(p)).collect();
-    Box::new(build(spec, handler, ctx, args, may_block, &keys, None))
+    Box::new(build(spec, handler, ctx, args, may_block, &keys))
 }
 
-/// The template of a script's runs (see `script::wide`), whose handler
-/// may ask for more keys through `widen`: over no keys, so it gathers
-/// nothing; each run is a [`Scratch::respawn`] of it over the script's
-/// keys (building the template over them cost a gather plan thrown away).
-pub fn for_script(
-    spec: &CommandSpec,
-    handler: ShardHandler,
-    ctx: &mut ConnCtx<'_>,
-    args: Args<'_>,
+/// A script's run on copies of `keys` (a round of `script::wide`, made
+/// from the script's `call` only when a round runs on copies), whose
+/// handler may ask for more keys through `widen`.
+pub(crate) fn for_script(
+    call: &crate::script::real::Call,
+    keys: &[Vec<u8>],
     widen: WidenSlot,
 ) -> Scratch {
-    build(spec, handler, ctx, args, true, &[], Some(widen))
+    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    let groups = groups_of(&keys, call.nshards);
+    let plan = gather_plan(&groups, call.db, call.read_only);
+    Scratch {
+        caller: call.caller.clone(),
+        handler: call.handler,
+        args: call.args.clone(),
+        db: call.db,
+        no_touch: call.no_touch,
+        client: call.client,
+        master: call.master,
+        ops: call.ops,
+        databases: call.databases,
+        max_bulk_len: call.max_bulk_len,
+        groups,
+        phase: Phase::Gather(plan),
+        may_block: true,
+        parked: None,
+        nshards: call.nshards,
+        records: Vec::new(),
+        widen: Some(widen),
+        failed: None,
+    }
 }
 
 /// Distinct keys by shard, ascending shard order.
@@ -241,7 +258,6 @@ fn build(
     args: Args<'_>,
     may_block: bool,
     keys: &[&[u8]],
-    widen: Option<WidenSlot>,
 ) -> Scratch {
     let n = ctx.nshards();
     let groups = groups_of(keys, n);
@@ -273,40 +289,8 @@ fn build(
         parked: None,
         nshards: n,
         records: Vec::new(),
-        read_only: !spec.may_write(),
-        widen,
+        widen: None,
         failed: None,
-    }
-}
-
-impl Scratch {
-    /// A fresh run of the same command over `keys` (a script that asked
-    /// for more: see `script::wide`).
-    pub fn respawn(&self, keys: &[Vec<u8>]) -> Scratch {
-        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-        let groups = groups_of(&keys, self.nshards);
-        let plan = gather_plan(&groups, self.db, self.read_only);
-        Scratch {
-            caller: self.caller.clone(),
-            handler: self.handler,
-            args: self.args.clone(),
-            db: self.db,
-            no_touch: self.no_touch,
-            client: self.client,
-            master: self.master,
-            ops: self.ops,
-            databases: self.databases,
-            max_bulk_len: self.max_bulk_len,
-            groups,
-            phase: Phase::Gather(plan),
-            may_block: self.may_block,
-            parked: None,
-            nshards: self.nshards,
-            records: Vec::new(),
-            read_only: self.read_only,
-            widen: self.widen.clone(),
-            failed: None,
-        }
     }
 }
 
@@ -318,61 +302,6 @@ impl Scratch {
         self.groups
             .iter()
             .flat_map(|(s, ks)| ks.iter().map(move |k| (*s, &k[..])))
-    }
-
-    /// A script template's run again from the start under whole-shard
-    /// write locks on every shard, on home shard `home` (`script::every`,
-    /// asked for by a round of `script::wide`): made from what the
-    /// template took from the connection at dispatch.
-    pub(crate) fn every(&self, home: usize) -> crate::script::every::Prepared {
-        crate::script::every::Prepared::of(crate::script::every::Run {
-            home,
-            handler: self.handler,
-            args: (*self.args).clone(),
-            db: self.db,
-            no_touch: self.no_touch,
-            databases: self.databases,
-            max_bulk_len: self.max_bulk_len,
-            nshards: self.nshards,
-            client: self.client,
-            ops: self.ops,
-            caller: self.caller.clone(),
-            started: false,
-        })
-    }
-}
-
-impl Scratch {
-    /// Shards in the process.
-    pub(crate) fn nshards(&self) -> usize {
-        self.nshards
-    }
-
-    /// A script template's run again from the start on the real shards,
-    /// `shards` locked whole and lent to home shard `home`'s job
-    /// (`script::lend`); a run that asks to run again says so in `widen`.
-    pub(crate) fn lend(
-        &self,
-        home: usize,
-        shards: Vec<usize>,
-        widen: WidenSlot,
-    ) -> crate::script::lend::Run {
-        crate::script::lend::Run {
-            home,
-            handler: self.handler,
-            args: self.args.clone(),
-            db: self.db,
-            no_touch: self.no_touch,
-            databases: self.databases,
-            max_bulk_len: self.max_bulk_len,
-            nshards: self.nshards,
-            client: self.client,
-            ops: self.ops,
-            caller: self.caller.clone(),
-            shards,
-            widen,
-            started: false,
-        }
     }
 }
 

@@ -29,7 +29,8 @@
 //! the home shard's clock, which does not tick meanwhile (the time is
 //! frozen for the script, as in Redis: `in_place::on_shard`), and the home
 //! shard's own thread is inside the job. So the script is atomic and
-//! isolated as in Redis, without copying a value.
+//! isolated as in Redis, without copying a value. The coordinator and its
+//! job are `real`'s (`Strategy::Post`), shared with `lend`'s runs.
 //!
 //! The lock request goes up front: the first run (wherever its declared
 //! keys put it) is abandoned at its first keyspace call if it could not
@@ -138,7 +139,7 @@
 //! # Effects
 //!
 //! - Records (AOF, replicas): those a call makes on another shard move to
-//!   the home shard's outbox right after the call (`Apart::settle`), so
+//!   the home shard's outbox right after the call (`real::Real`'s `settle`), so
 //!   the script's records are one block in the order they were made,
 //!   which the transaction writes as one MULTI/EXEC (as Redis 7.0).
 //! - A call naming keys of several shards runs on copies of them (see
@@ -152,13 +153,9 @@
 //!   ready; invalidations go out untagged with the script's connection).
 
 use engine::Shard;
-use resp::{Args, OwnedArgs, Reply};
 
-use crate::coord::{ClientRegistry as Clients, Coordinator, JobOut, Plan};
-use crate::ctx::{ClientState, ConnCtx, ShardCtx, ThreadStats};
-use crate::error::CmdError;
-use crate::table::ShardHandler;
-use crate::tx::{LockSet, Mode, TxCoord, TxId};
+use crate::coord::ClientRegistry as Clients;
+use crate::ctx::ThreadStats;
 
 /// Reaches any shard's data from a job on another (implemented by the
 /// runtime, set once in `Ops::reach`).
@@ -280,219 +277,10 @@ pub(crate) fn available(ops: &crate::ops::Ops) -> bool {
 /// Every shard but `home`, reached through [`Reach`] by a script on
 /// `home` whose transaction write-locks every shard whole (an EXEC's, see
 /// `multi`); `None` where the runtime cannot reach them.
-pub(crate) fn apart(ops: &'static crate::ops::Ops, home: usize) -> Option<Apart<'static>> {
-    let reach: &'static dyn Reach = &**ops.reach.get()?;
-    Some(Apart {
-        reach,
-        home,
-        moved: Vec::new(),
-        home_stats: None,
-    })
-}
-
-/// Every shard but the home one, reached through [`Reach`].
-pub(crate) struct Apart<'a> {
-    reach: &'static dyn Reach,
+pub(crate) fn apart(
+    ops: &'static crate::ops::Ops,
     home: usize,
-    /// Records calls made on other shards, for the home shard's outbox.
-    moved: Vec<engine::outbox::Chunk>,
-    /// The home loop's statistics, when the script's are its VM's own (a
-    /// script run by this module's job; an EXEC lends its loop's).
-    home_stats: Option<&'a ThreadStats>,
-}
-
-impl crate::script::in_place::Shards for Apart<'_> {
-    fn hold(&mut self, _s: usize) -> bool {
-        // Every shard is write-locked by this script's transaction.
-        true
-    }
-
-    fn with_shard(&mut self, s: usize, f: &mut dyn FnMut(&mut Shard)) {
-        let moved = &mut self.moved;
-        self.reach.call(self.home, s, &mut |sh, _, _| {
-            // Its records go to the home shard (`settle`), in order with
-            // the script's others: one block (MULTI/EXEC) in the AOF.
-            let m = sh.outbox.records_on.then(|| sh.outbox.mark());
-            f(sh);
-            if let Some(c) = m.and_then(|m| sh.outbox.take_since(m)) {
-                moved.push(c);
-            }
-        });
-    }
-
-    fn every(&self) -> bool {
-        true
-    }
-
-    fn settle(&mut self, home: &mut Shard) {
-        for c in self.moved.drain(..) {
-            home.outbox.append(c);
-        }
-    }
-
-    fn with_stats(&mut self, s: usize, f: &mut dyn FnMut(&ThreadStats)) {
-        self.reach.call(self.home, s, &mut |_, st, _| f(st));
-    }
-
-    fn with_clients(&mut self, s: usize, f: &mut dyn FnMut(&dyn Clients)) {
-        self.reach.call(self.home, s, &mut |_, _, c| f(c));
-    }
-
-    fn home_stats(&self) -> Option<&ThreadStats> {
-        self.home_stats
-    }
-}
-
-/// What the home job hands back.
-struct Ran {
-    reply: Vec<u8>,
-    failed: Option<CmdError>,
-}
-
-/// The script's run on the home shard, once every shard is locked.
-pub(crate) struct Run {
-    pub(crate) home: usize,
-    pub(crate) handler: ShardHandler,
-    pub(crate) args: OwnedArgs,
-    pub(crate) db: usize,
-    pub(crate) no_touch: bool,
-    pub(crate) databases: usize,
-    pub(crate) max_bulk_len: u64,
-    pub(crate) nshards: usize,
-    pub(crate) client: u64,
-    pub(crate) ops: &'static crate::ops::Ops,
-    pub(crate) caller: Option<std::sync::Arc<crate::acl::Caller>>,
-    /// False when made (its first step asks for the job).
-    pub(crate) started: bool,
-}
-
-impl Coordinator for Run {
-    fn step(
-        &mut self,
-        results: Vec<JobOut>,
-        plan: &mut Plan,
-        out: &mut Reply,
-        client: &mut ClientState,
-    ) -> Result<(), CmdError> {
-        if !self.started {
-            self.started = true;
-            let Some(reach) = self.ops.reach.get() else {
-                return Err(CmdError::err(super::run::EVERY_SHARD));
-            };
-            let reach: &'static dyn Reach = &**reach;
-            let (handler, args, db, home) = (self.handler, self.args.clone(), self.db, self.home);
-            let (no_touch, databases, max_bulk_len) =
-                (self.no_touch, self.databases, self.max_bulk_len);
-            let (nshards, id, ops, caller) =
-                (self.nshards, self.client, self.ops, self.caller.clone());
-            let resp3 = client.resp3;
-            plan.run(home, move |env| {
-                let mut reply = Reply::new(resp3);
-                let mut apart = Apart {
-                    reach,
-                    home,
-                    moved: Vec::new(),
-                    home_stats: Some(&*env.stats),
-                };
-                let mut ctx = ShardCtx {
-                    shard: &mut *env.shard,
-                    db,
-                    out: &mut reply,
-                    no_touch,
-                    databases,
-                    max_bulk_len,
-                    reply_cap_bytes: 0,
-                    may_block: false,
-                    // Its records join the transaction's (as a job's).
-                    in_tx: true,
-                    nshards,
-                    client: id,
-                    ops,
-                    block: None,
-                    ready: None,
-                    caller,
-                    tracker: None,
-                    in_place: Some(&mut apart),
-                    sender: None,
-                };
-                // Every shard is write-locked for it: past the threshold
-                // they all answer `-BUSY`, its own loop from its hook.
-                let all: Vec<usize> = (0..nshards).collect();
-                let res = crate::script::busy::under_locks(&mut *env.clients, &all, || {
-                    handler(&mut ctx, args.args())
-                });
-                let block = ctx.block.take();
-                let failed = match (res, block) {
-                    (Err(e), _) => Some(e),
-                    // Keys of two shards in one call: refused in `run`
-                    // (no take-back here), so never asked for.
-                    (Ok(()), Some(_)) => Some(CmdError::err(super::run::NOT_HELD)),
-                    (Ok(()), None) => None,
-                };
-                Ran {
-                    reply: reply.as_bytes().to_vec(),
-                    failed,
-                }
-            });
-            return Ok(());
-        }
-        let ran = results
-            .into_iter()
-            .next()
-            .and_then(|r| r.downcast::<Ran>().ok());
-        // INVARIANT: the one job's output.
-        let Some(ran) = ran else {
-            return Err(CmdError::err("script run lost"));
-        };
-        if let Some(e) = ran.failed {
-            return Err(e);
-        }
-        out.raw(&ran.reply);
-        Ok(())
-    }
-}
-
-/// A script (`handler`, the script command's) ready to run again from the
-/// start under whole-shard write locks on every shard ([`Prepared::wrap`]).
-pub(crate) struct Prepared(Box<Run>);
-
-/// Prepares script command `handler` of `ctx`'s client for [`Prepared::wrap`].
-pub(crate) fn prepare(handler: ShardHandler, ctx: &mut ConnCtx<'_>, args: Args<'_>) -> Prepared {
-    let n = ctx.nshards();
-    let (databases, max_bulk_len) = {
-        let c = ctx.server.config.read().unwrap_or_else(|e| e.into_inner());
-        (c.databases, c.proto_max_bulk_len)
-    };
-    let run = Run {
-        home: ctx.home,
-        handler,
-        args: args.to_owned(),
-        db: ctx.client.db,
-        no_touch: ctx.client.no_touch,
-        databases,
-        max_bulk_len,
-        nshards: n,
-        client: ctx.client.id,
-        ops: ctx.server.ops,
-        caller: crate::acl::caller(ctx.server, ctx.client),
-        started: false,
-    };
-    Prepared(Box::new(run))
-}
-
-impl Prepared {
-    /// The run `run` describes (made by `scratch::Scratch::every` from a
-    /// script's copies' template).
-    pub(crate) fn of(run: Run) -> Prepared {
-        Prepared(Box::new(run))
-    }
-
-    /// The run under whole-shard write locks on every shard, as
-    /// transaction `tx`.
-    pub(crate) fn wrap(self, tx: TxId) -> Box<dyn Coordinator> {
-        let (home, n) = (self.0.home, self.0.nshards);
-        let mut set = LockSet::default();
-        set.whole(n, Mode::Write);
-        TxCoord::wrap_as(home, self.0, set, tx)
-    }
+) -> Option<super::real::Real<'static>> {
+    let reach: &'static dyn Reach = &**ops.reach.get()?;
+    Some(super::real::Real::every(reach, home))
 }

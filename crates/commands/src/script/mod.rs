@@ -120,6 +120,7 @@ pub mod library;
 pub mod libs;
 pub mod load;
 mod names;
+pub(crate) mod real;
 pub mod run;
 pub mod sandbox;
 pub mod sha1;

@@ -89,10 +89,11 @@ use std::cell::RefCell;
 
 use resp::{Args, Reply};
 
+use super::real::{Call, Run, Strategy};
 use crate::coord::{Coordinator, JobOut, Parked, Plan};
 use crate::ctx::{ClientState, ConnCtx};
 use crate::error::CmdError;
-use crate::scratch::{Scratch, WidenSlot};
+use crate::scratch::WidenSlot;
 use crate::table::{CommandSpec, ShardHandler};
 use crate::tx::{LockSet, Mode, TxCoord, TxId};
 
@@ -124,32 +125,40 @@ pub fn coordinator(
     args: Args<'_>,
     found: Vec<Vec<u8>>,
 ) -> Box<dyn Coordinator> {
-    let mut keys: Vec<Vec<u8>> = crate::script::eval_keys(args)
-        .into_iter()
-        .map(|p| args.get(p).to_vec())
-        .collect();
+    let home = ctx.home;
+    let tx = crate::tx::new_tx_id(home);
+    let template = Call::of(spec, handler, ctx, args);
     let every = super::every::available(ctx.server.ops);
     if every && super::every::asks_every(&found) {
         // It needs every shard: whole-shard locks, not copies.
-        return super::every::prepare(handler, ctx, args).wrap(crate::tx::new_tx_id(ctx.home));
+        return Run::new(home, template, Strategy::Post).wrap(tx);
     }
-    add(&mut keys, found);
     let lend = every && super::lend::allowed(ctx);
     let slot = WidenSlot::default();
-    let scratch = crate::scratch::for_script(spec, handler, ctx, args, slot.clone());
-    let home = ctx.home;
-    let tx = crate::tx::new_tx_id(home);
-    let inner = if lend {
-        lend_round(home, &keys, &scratch, &slot, tx)
+    let (keys, inner) = if lend {
+        // The declared keys are not copied for a round on the real shards
+        // (only their shards are locked): only if it asks for another.
+        let declared = declared(args);
+        let shards = super::lend::shards_of(
+            home,
+            declared.chain(found.iter().map(|k| &k[..])),
+            template.nshards,
+        );
+        let widen = slot.clone();
+        let run = Run::new(home, template.clone(), Strategy::Lend { shards, widen });
+        (found, run.wrap(tx))
     } else {
-        wrap(home, ctx.client.db, &keys, &scratch, tx)
+        let mut keys: Vec<Vec<u8>> = declared(args).map(<[u8]>::to_vec).collect();
+        add(&mut keys, found);
+        let inner = wrap(home, &keys, &template, &slot, tx);
+        (keys, inner)
     };
     Box::new(Wide {
         home,
-        db: ctx.client.db,
         tx,
         keys,
-        template: scratch,
+        declared: !lend,
+        template,
         inner,
         slot,
         rounds: 1,
@@ -158,17 +167,26 @@ pub fn coordinator(
     })
 }
 
+/// The keys a script command declares (EVAL's and FCALL's `numkeys`
+/// keys).
+fn declared<'a>(args: Args<'a>) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let n = super::run::numkeys(args).unwrap_or(0);
+    (3..3 + n).map(move |p| args.get(p))
+}
+
 /// One round on the real shards: the home shard and those of `keys`
 /// locked whole and lent to the home thread (see `lend`).
 fn lend_round(
     home: usize,
     keys: &[Vec<u8>],
-    scratch: &Scratch,
+    template: &Call,
     slot: &WidenSlot,
     tx: TxId,
 ) -> Box<dyn Coordinator> {
-    let shards = super::lend::shards_of(home, keys, scratch.nshards());
-    scratch.lend(home, shards, slot.clone()).wrap(tx)
+    let keys = keys.iter().map(|k| &k[..]);
+    let shards = super::lend::shards_of(home, keys, template.nshards);
+    let widen = slot.clone();
+    Run::new(home, template.clone(), Strategy::Lend { shards, widen }).wrap(tx)
 }
 
 /// Appends the keys of `more` not in `keys`.
@@ -180,20 +198,20 @@ fn add(keys: &mut Vec<Vec<u8>>, more: Vec<Vec<u8>>) {
     }
 }
 
-/// One round: the scratch run over `keys` under write locks on them.
+/// One round: a run on copies of `keys` under write locks on them.
 fn wrap(
     home: usize,
-    db: usize,
     keys: &[Vec<u8>],
-    scratch: &Scratch,
+    template: &Call,
+    slot: &WidenSlot,
     tx: TxId,
 ) -> Box<dyn Coordinator> {
-    let run = scratch.respawn(keys);
+    let run = crate::scratch::for_script(template, keys, slot.clone());
     let mut set = LockSet::default();
     // Each key's shard as the run groups them (not hashed again).
     for (s, k) in run.key_groups() {
         // Write: a script may write any key it touches.
-        set.key_on(s, db, k, Mode::Write);
+        set.key_on(s, template.db, k, Mode::Write);
     }
     TxCoord::wrap_as(home, Box::new(run), set, tx)
 }
@@ -202,20 +220,23 @@ fn wrap(
 /// module documentation.
 pub struct Wide {
     home: usize,
-    db: usize,
     tx: TxId,
+    /// The keys its rounds lock (or whose shards they lock whole): the
+    /// declared ones once `declared`, and those its runs found.
     keys: Vec<Vec<u8>>,
-    /// What each round's scratch run is made from.
-    template: Scratch,
+    /// `keys` holds the declared keys too (a first round on the real
+    /// shards copies none: its locks are by shard).
+    declared: bool,
+    /// What each round is made from: a run on the real shards (`real`), or
+    /// on copies (`scratch`), made only for a round that runs there.
+    template: Call,
     inner: Box<dyn Coordinator>,
     /// Where a round's script leaves the keys it did not hold.
     slot: WidenSlot,
     rounds: u32,
     /// Whether a round may still ask for the run over every shard (see
     /// `every`): the runtime can reach each shard, and no round ran it
-    /// yet. Made from `template` when asked for, not at dispatch (a copy
-    /// of the arguments, the caller's ACL and a configuration read per
-    /// script that almost never needs it).
+    /// yet.
     every: bool,
     /// Rounds run on the real shards, lent to the home thread (see
     /// `lend`), until one hands the script to copies.
@@ -255,9 +276,18 @@ impl Coordinator for Wide {
             if self.every && super::every::asks_every(&found) {
                 self.every = false;
                 // Same transaction id: the AOF sees one transaction.
-                self.inner = self.template.every(self.home).wrap(self.tx);
+                let run = Run::new(self.home, self.template.clone(), Strategy::Post);
+                self.inner = run.wrap(self.tx);
                 results = Vec::new();
                 continue;
+            }
+            if !self.declared {
+                self.declared = true;
+                let found_before = std::mem::take(&mut self.keys);
+                self.keys = declared(self.template.args.args())
+                    .map(<[u8]>::to_vec)
+                    .collect();
+                add(&mut self.keys, found_before);
             }
             let before = self.keys.len();
             add(&mut self.keys, found);
@@ -266,7 +296,7 @@ impl Coordinator for Wide {
                 // real shards cannot run (keys of two shards): on copies
                 // from now on (see `lend`), as before it existed.
                 self.lend = false;
-                self.inner = wrap(self.home, self.db, &self.keys, &self.template, self.tx);
+                self.inner = wrap(self.home, &self.keys, &self.template, &self.slot, self.tx);
                 results = Vec::new();
                 continue;
             }
@@ -278,7 +308,7 @@ impl Coordinator for Wide {
             self.inner = if self.lend {
                 lend_round(self.home, &self.keys, &self.template, &self.slot, self.tx)
             } else {
-                wrap(self.home, self.db, &self.keys, &self.template, self.tx)
+                wrap(self.home, &self.keys, &self.template, &self.slot, self.tx)
             };
             results = Vec::new();
         }
@@ -290,7 +320,7 @@ impl Coordinator for Wide {
 
     fn kept_args(&self) -> Option<Args<'_>> {
         // The template never runs, so never parks: its copy stays whole.
-        self.template.received_args()
+        Some(self.template.args.args())
     }
 
     fn parked(&mut self) -> Option<Parked> {
