@@ -34,7 +34,7 @@
 #             several shards a PUBLISH makes a run one that cannot be
 #             taken back, so its calls from another co-hosted loop hop)
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,36p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,35p "$0"; exit 2; }
 command -v valgrind >/dev/null || { echo "valgrind is needed"; exit 2; }
 TESTS=${CG_TESTS:-"one eight eighthot"}
 PIPELINE=${CG_PIPELINE:-1}
