@@ -245,3 +245,42 @@ per_layout!(
     monitor_shows_each_call_once,
     slowlog_logs_each_call_once
 );
+
+/// A script run on gathered copies (the shards apart, the lend declined:
+/// here by `maxmemory`, see `commands::script::lend`) counts its reads'
+/// keyspace hits as Redis does: the copies' counts join a real shard's
+/// with the write-back. Before, they were dropped with the copies (0 hits
+/// where Redis counts 2), and a consolidated layout that happened to be
+/// spread showed it too.
+#[test]
+fn reads_on_copies_count_their_hits() {
+    let layout = Layout::apart(2);
+    let k = keys(layout);
+    let srv = layout.tessera(&["--maxmemory", "1gb"]);
+    let mut c = common::connection_on(&srv, &k.k1);
+    assert_eq!(c.cmd_str(&["SET", &k.s1, "str"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", &k.far, "x"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    // Both keys declared, on two shards: the copies' path from the start.
+    let read = "return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), \
+        redis.call('exists', KEYS[1])}";
+    assert_eq!(
+        c.cmd_str(&["EVAL", read, "2", &k.s1, &k.far]),
+        b"*3\r\n$3\r\nstr\r\n$1\r\nx\r\n:1\r\n"
+    );
+    assert_eq!(
+        stat_lines(&mut c, "stats", "keyspace_"),
+        ["keyspace_hits:3", "keyspace_misses:0"]
+    );
+    // And a script that writes too (the counts ride on the write-back).
+    let write = "redis.call('get', KEYS[1]) redis.call('get', KEYS[3]) \
+        return redis.call('set', KEYS[2], 'y')";
+    assert_eq!(
+        c.cmd_str(&["EVAL", write, "3", &k.s1, &k.far, &k.k1]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        stat_lines(&mut c, "stats", "keyspace_"),
+        ["keyspace_hits:4", "keyspace_misses:1"]
+    );
+}

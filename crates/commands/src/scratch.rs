@@ -138,6 +138,13 @@ pub struct Scratch {
     widen: Option<WidenSlot>,
     /// The handler's error, replied once its writes are back.
     failed: Option<CmdError>,
+    /// The keyspace hits and misses of the run that stands, counted on a
+    /// real shard with the write-back (INFO sums every shard's; Redis
+    /// counts a script's or a command's reads wherever its keys live).
+    counts: (u64, u64),
+    /// The gather was the last round (a read-only command: its locks go
+    /// with it, and no job may follow).
+    gather_last: bool,
 }
 
 /// Where a script run on the copies leaves the keys it found missing
@@ -188,6 +195,8 @@ pub(crate) fn for_script(
         records: Vec::new(),
         widen: Some(widen),
         failed: None,
+        counts: (0, 0),
+        gather_last: false,
     }
 }
 
@@ -291,6 +300,8 @@ fn build(
         records: Vec::new(),
         widen: None,
         failed: None,
+        counts: (0, 0),
+        gather_last: false,
     }
 }
 
@@ -389,6 +400,7 @@ impl Scratch {
                 events_shard: 0,
             });
         }
+        self.counts = (shard.stats.keyspace_hits, shard.stats.keyspace_misses);
         Ok(diff(&self.groups, &mut shard, self.db, before, &signalled))
     }
 }
@@ -657,6 +669,7 @@ impl Coordinator for Scratch {
     ) -> Result<(), CmdError> {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Gather(p) => {
+                self.gather_last = p.last;
                 *plan = p;
                 self.phase = Phase::Run;
                 Ok(())
@@ -665,7 +678,24 @@ impl Coordinator for Scratch {
                 let run = self.run(outputs::<Gathered>(results), out)?;
                 let db = self.db;
                 let mut events = Some(run.events);
+                // The copies' reads count on a real shard: the first job
+                // of the write-back, or one of their own. (Not for a
+                // read-only command, whose gather was its last round:
+                // SUNION, PFCOUNT across shards still count none.)
+                let counts = std::mem::take(&mut self.counts);
+                let mut counts = (counts != (0, 0)).then_some(counts);
+                if run.writes.is_empty() && !self.gather_last {
+                    if let (Some((hits, misses)), Some(&(s, _))) =
+                        (counts.take(), self.groups.first())
+                    {
+                        plan.run(s, move |env| {
+                            env.shard.stats.keyspace_hits += hits;
+                            env.shard.stats.keyspace_misses += misses;
+                        });
+                    }
+                }
                 for (s, keys, w) in run.writes {
+                    let counts = counts.take();
                     let events = if s == run.events_shard {
                         events.take()
                     } else {
@@ -681,6 +711,10 @@ impl Coordinator for Scratch {
                         &mut w.iter().map(|(i, _)| &keys[*i][..]),
                     );
                     plan.run(s, move |env| {
+                        if let Some((hits, misses)) = counts {
+                            env.shard.stats.keyspace_hits += hits;
+                            env.shard.stats.keyspace_misses += misses;
+                        }
                         write_back(env.shard, db, &keys, w);
                         if let Some(ev) = events {
                             env.shard.emit_events(ev);
