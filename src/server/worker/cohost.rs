@@ -228,10 +228,20 @@ pub(super) fn with_worker<R>(
         }
     }
     let _put = Put(l);
-    let (mut f, mut r) = (Some(f), None);
     // SAFETY: installed by `lending`, whose scope encloses this call (the
     // pointer is removed when it ends).
-    let lender = unsafe { &*l };
+    lend_once(unsafe { &*l }, id, home, f)
+}
+
+/// Runs `f` once on worker `id` through `lender` (`None`: not lent), then
+/// restores the allocation accounting of `home`, the calling worker.
+fn lend_once<R>(
+    lender: &dyn Lender,
+    id: usize,
+    home: usize,
+    f: impl FnOnce(&mut Worker) -> R,
+) -> Option<R> {
+    let (mut f, mut r) = (Some(f), None);
     lender.lend(id, &mut |w| {
         if let Some(f) = f.take() {
             r = Some(f(w));
@@ -302,14 +312,8 @@ pub(super) fn with_worker_for_scripts<R>(
     home: usize,
     f: impl FnOnce(&mut Worker) -> R,
 ) -> Option<R> {
-    struct Restore(Option<(*const (dyn Lender + 'static), usize)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            IDLE_LENDER.set(self.0);
-        }
-    }
     let inner = LENDER.get()?;
-    let _restore = Restore(IDLE_LENDER.replace(Some((inner, id))));
+    let _restore = RestoreIdle(IDLE_LENDER.replace(Some((inner, id))));
     with_worker(id, home, f)
 }
 
@@ -330,27 +334,22 @@ pub(super) fn with_idle_worker<R>(
     if id == lent {
         return None;
     }
-    struct Restore(Option<(*const (dyn Lender + 'static), usize)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            IDLE_LENDER.set(self.0);
-        }
-    }
     // Taken out while `f` runs: nothing reaches another worker from it.
-    let _restore = Restore(IDLE_LENDER.take());
-    let (mut f, mut r) = (Some(f), None);
+    let _restore = RestoreIdle(IDLE_LENDER.take());
     // SAFETY: installed by `lending`, whose scope encloses the
     // `with_worker_for_scripts` call this runs inside (it put the pointer
     // here, and takes it away before returning). The lender lends a
     // worker inside another's lend (`with_worker_open` relies on it too).
-    let lender = unsafe { &*l };
-    lender.lend(id, &mut |w| {
-        if let Some(f) = f.take() {
-            r = Some(f(w));
-        }
-    });
-    engine::alloc::enter_shard(home);
-    r
+    lend_once(unsafe { &*l }, id, home, f)
+}
+
+/// Puts back [`IDLE_LENDER`]'s value when dropped (also on unwinding).
+struct RestoreIdle(Option<(*const (dyn Lender + 'static), usize)>);
+
+impl Drop for RestoreIdle {
+    fn drop(&mut self) {
+        IDLE_LENDER.set(self.0);
+    }
 }
 
 /// Whether workers are lent to this thread's calls now (it runs other
