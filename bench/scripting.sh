@@ -43,7 +43,10 @@
 # Env: BENCH_REQUESTS (default 200000 per measured run), BENCH_ROUNDS
 #      (default 2), BENCH_RSS_WARM, BENCH_RSS_CALLS (default 1000000 each),
 #      BENCH_RSS_STEPS (default 2), BENCH_TESTS (subset of
-#      "evalsha1 evalsha8 rss stray"), TESSERA_BENCH_BIN, BENCH_SKIP_BUILD=1.
+#      "evalsha1 evalsha8 rss stray"), TESSERA_BENCH_BIN, BENCH_SKIP_BUILD=1,
+#      BENCH_APART=1 (a third server, `apart`: Tessera with
+#      --shard-consolidation no, each shard's loop on its own thread; its
+#      rows follow the default layout's, as "apart").
 # The script only signals PIDs it started itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +86,10 @@ SERVERS=(
   "redis=redis-server --bind 127.0.0.1 --port \$PORT --save '' --appendonly no"
   "tessera=$BIN --bind 127.0.0.1 --port \$PORT --save ''"
 )
+if [ "${BENCH_APART:-0}" = 1 ]; then
+  SERVERS+=("apart=$BIN --bind 127.0.0.1 --port \$PORT --save '' --shard-consolidation no")
+fi
+TESSERAS=$(for s in "${SERVERS[@]}"; do n=${s%%=*}; [ "$n" != redis ] && echo "$n"; done)
 
 PID=""
 PORT=""
@@ -169,15 +176,17 @@ done
 echo
 echo "## bench/scripting.sh — $(date -u +%FT%TZ), $ROUNDS round(s), $N calls per run"
 echo
-echo "| test | round | redis cpu-us/call | tessera cpu-us/call | tessera/redis | redis calls/s | tessera calls/s |"
-echo "|---|---|---|---|---|---|---|"
+echo "| test | tessera | round | redis cpu-us/call | tessera cpu-us/call | tessera/redis | redis calls/s | tessera calls/s |"
+echo "|---|---|---|---|---|---|---|---|"
 for t in evalsha1_p1 evalsha1_p16 evalsha8_p1; do
-  for round in $(seq "$ROUNDS"); do
-    r=${RES[redis,$t,$round]:-}; x=${RES[tessera,$t,$round]:-}
-    [ -z "$r" ] && continue
-    read -r rc rr <<<"$r"; read -r xc xr <<<"$x"
-    awk -v t="$t" -v round="$round" -v rc="$rc" -v xc="$xc" -v rr="$rr" -v xr="$xr" \
-      'BEGIN { printf "| %s | %d | %.2f | %.2f | %.2f | %d | %d |\n", t, round, rc, xc, xc / rc, rr, xr }'
+  for x_name in $TESSERAS; do
+    for round in $(seq "$ROUNDS"); do
+      r=${RES[redis,$t,$round]:-}; x=${RES[$x_name,$t,$round]:-}
+      [ -z "$r" ] && continue
+      read -r rc rr <<<"$r"; read -r xc xr <<<"$x"
+      awk -v t="$t" -v n="$x_name" -v round="$round" -v rc="$rc" -v xc="$xc" -v rr="$rr" -v xr="$xr" \
+        'BEGIN { printf "| %s | %s | %d | %.2f | %.2f | %.2f | %d | %d |\n", t, n, round, rc, xc, xc / rc, rr, xr }'
+    done
   done
 done
 if [[ " $TESTS " == *" rss "* ]]; then
@@ -188,7 +197,7 @@ if [[ " $TESTS " == *" rss "* ]]; then
   for i in $(seq "$RSS_STEPS"); do head="$head after +$((i * RSS_CALLS)) |"; rule="$rule---|"; done
   echo "$head growth after the warm-up (KB) |"
   echo "$rule---|"
-  for name in redis tessera; do
+  for name in redis $TESSERAS; do
     for round in $(seq "$ROUNDS"); do
       read -r -a r <<<"${RES[$name,rss,$round]}"
       line="| $name | $round |"
@@ -201,7 +210,7 @@ if [[ " $TESTS " == *" stray "* ]]; then
   echo
   echo "| server | round | GET/SET ops/s alone | with undeclared-key scripts | with declared-key scripts | undeclared / alone | undeclared / declared |"
   echo "|---|---|---|---|---|---|---|"
-  for name in redis tessera; do
+  for name in redis $TESSERAS; do
     for round in $(seq "$ROUNDS"); do
       read -r al st de <<<"${RES[$name,stray,$round]}"
       awk -v n="$name" -v r="$round" -v al="$al" -v st="$st" -v de="$de" \
