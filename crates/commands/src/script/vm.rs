@@ -340,7 +340,7 @@ fn drop_stale(slot: &mut Option<Vm>) {
     let gen = super::cache::cache().generation();
     if slot.as_ref().is_some_and(|vm| vm.gen != gen) {
         if let Some(old) = slot.take() {
-            super::cache::report_vm_bytes(old.kind, old.reported_bytes, 0);
+            super::cache::report_vm_bytes(old.kind, old.gen, old.reported_bytes, 0);
         }
     }
 }
@@ -526,7 +526,7 @@ impl Vm {
     /// Reports this VM's memory for INFO (after a run or a compilation).
     pub fn report_memory(&mut self) {
         let now = self.lua.used_memory();
-        super::cache::report_vm_bytes(self.kind, self.reported_bytes, now);
+        super::cache::report_vm_bytes(self.kind, self.gen, self.reported_bytes, now);
         self.reported_bytes = now;
     }
 
@@ -625,7 +625,8 @@ impl Vm {
         // at its live size (each thread has one).
         lua.gc_collect()?;
         let reported_bytes = lua.used_memory();
-        super::cache::report_vm_bytes(kind, 0, reported_bytes);
+        let gen = super::cache::cache().generation();
+        super::cache::report_vm_bytes(kind, gen, 0, reported_bytes);
         let mut vm = Vm {
             kind,
             reported_bytes,
@@ -635,7 +636,7 @@ impl Vm {
             xpcall,
             handler,
             compiled: Default::default(),
-            gen: super::cache::cache().generation(),
+            gen,
             make_env,
             bind,
             libs,
