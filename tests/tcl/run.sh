@@ -47,10 +47,14 @@ for u in "$@"; do
   setsid ./runtest --single "$u" --clients 1 --baseport "${BASEPORT:-26000}" \
     ${EXCLUDE---tags -needs:repl --tags -needs:debug} "${skips[@]}" ${TAGS:-} >"$log.raw" 2>&1 &
   pid=$!
+  # The watcher's output goes nowhere, and its sleep is killed with it: a
+  # sleep left running held the caller's pipe open (`run.sh ... | tail`
+  # waited out UNIT_TIMEOUT after the unit had ended).
   ( sleep "${UNIT_TIMEOUT:-900}"; kill -TERM -- "-$pid" 2>/dev/null; sleep 5
-    kill -KILL -- "-$pid" 2>/dev/null ) &
+    kill -KILL -- "-$pid" 2>/dev/null ) >/dev/null 2>&1 &
   watch=$!
   wait "$pid"
+  pkill -P "$watch" 2>/dev/null
   kill "$watch" 2>/dev/null
   # Servers of the unit still up (a test that ended in an exception): gone too.
   kill -KILL -- "-$pid" 2>/dev/null
