@@ -88,6 +88,23 @@ fn unknown_directive_stops_startup_naming_it() {
     );
 }
 
+/// Redis's unit/acl "Test loading duplicate users in config on startup"
+/// runs `redis-server --user foo --user foo` and waits for it to exit;
+/// Tessera started and served, and the unit hung.
+#[test]
+fn a_user_defined_twice_stops_startup() {
+    for name in ["foo", "default"] {
+        let (code, out) = run_to_exit(&["--port", "0", "--user", name, "--user", name]);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains(&format!(
+                "Error in user declaration '{name}': Duplicate user found. A user can only be defined once in config files"
+            )),
+            "{out}"
+        );
+    }
+}
+
 #[test]
 fn malformed_value_stops_startup() {
     let (code, out) = run_to_exit(&["--port", "abc"]);

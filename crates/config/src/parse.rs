@@ -106,8 +106,21 @@ pub(crate) fn parse_config_bytes(text: &[u8], cfg: &mut Config) -> Result<(), Co
             continue;
         };
         // Redis's `user` lines: kept for the ACL layer, which checks them at
-        // start (and exits on a bad one, as Redis does).
+        // start (and exits on a bad one, as Redis does). A user defined twice
+        // (in the file, on the command line, or across both) is refused here,
+        // with Redis's text (`ACLAppendUserForLoading`: names compared as
+        // written).
         if name.eq_ignore_ascii_case(b"user") && !args.is_empty() {
+            if cfg.users.iter().any(|u| u.first() == args.first()) {
+                return Err(ConfigError::at_line(
+                    line_no,
+                    line,
+                    format!(
+                        "Error in user declaration '{}': Duplicate user found. A user can only be defined once in config files",
+                        String::from_utf8_lossy(&args[0])
+                    ),
+                ));
+            }
             cfg.users.push(args.to_vec());
             continue;
         }

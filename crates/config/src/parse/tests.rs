@@ -21,6 +21,32 @@ fn save_lines_in_a_file_add_up() {
     assert_eq!(rules("hz 10\n"), [(3600, 1), (300, 100), (60, 10000)]);
 }
 
+/// A user defined twice stops the start, as in Redis (its unit/acl "Test
+/// loading duplicate users in config on startup" runs `redis-server --user
+/// foo --user foo` and waits for it to exit: Tessera started and served,
+/// and the test hung).
+#[test]
+fn a_user_defined_twice_is_refused() {
+    for text in [
+        "user foo\nuser foo",
+        "user default on\nport 1\nuser default off",
+    ] {
+        let e = file(text).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Duplicate user found. A user can only be defined once in config files"),
+            "{text}: {e}"
+        );
+    }
+    let e = file("user foo\nuser foo").unwrap_err();
+    assert!(
+        e.to_string().contains("Error in user declaration 'foo'"),
+        "{e}"
+    );
+    // Names are compared as written.
+    assert_eq!(file("user foo\nuser FOO").unwrap().users.len(), 2);
+}
+
 #[test]
 fn user_lines_are_kept_in_order() {
     let cfg = file("user alice on >a ~*\nuser bob \"(+get ~x)\"\nport 1").unwrap();
