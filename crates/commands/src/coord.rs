@@ -394,6 +394,14 @@ pub trait Coordinator: Send {
         e
     }
 
+    /// Whether its jobs had shard `shard` release its transaction's locks
+    /// there already (a script's lent shard, released by its own thread
+    /// when the job gave it back: `script::lend`): its transaction then
+    /// sends that shard no release of its own.
+    fn released(&self, _shard: usize) -> bool {
+        false
+    }
+
     /// Whether [`Coordinator::abort`] cannot stop it cleanly now: the
     /// runtime must then keep stepping it to its end (outputs and reply
     /// dropped) when its connection goes away.

@@ -131,6 +131,21 @@
 //! order, as after a refusal in one round. Still two-phase: every lock is
 //! held before any is released.
 //!
+//! **Lent at the grant** (`script::lend`). A script's round on lent
+//! shards locks whole its home shard and the shards it lends, in order,
+//! as any transaction. Over its home shard and a higher one, the other's
+//! request is its last, marked [`LockReq::lend`]: granted at once, the
+//! other shard's thread lends its shard to the home thread there and
+//! then, and answers, so the script's job finds the shard lent instead
+//! of asking for it (queued, it is granted later as any request, and the
+//! job asks). The lend is made with every lock held; the lending thread
+//! waits for the job to take the shard only within a bound, then
+//! withdraws it and goes on (the job asks as before): `script::lend`
+//! argues why this cannot deadlock. Whichever way a shard was lent, its
+//! thread releases the transaction's locks there itself when the job
+//! gives it back at the script's end, and the inner coordinator says so
+//! ([`Coordinator::released`]): no release goes there.
+//!
 //! **Disconnects.** A connection that goes away while its transaction is
 //! still locking releases what it holds ([`Coordinator::abort`]); once
 //! jobs have run or are in flight, the transaction is carried to its end
@@ -302,6 +317,8 @@ impl Fallback {
                         nowait: false,
                         alone: false,
                         keep_when_busy: false,
+                        // Waiting: never lent at a grant.
+                        lend: false,
                     },
                 )
             })
@@ -381,9 +398,16 @@ impl TxCoord {
             set.undefer(&*self.inner);
         }
         let keys_only = set.keys_only();
+        let lend = set.lend_at_grant;
         let mut locks = set.requests(self.tx);
         let home = self.home;
         let home_in = locks.iter().any(|(s, _)| *s == home);
+        if lend && locks.len() == 2 && locks[0].0 == home {
+            // A lend round over its home shard and a higher one (see "Lent
+            // at the grant" in the module docs): in order, the other's
+            // request last, lent at its grant.
+            locks[1].1.lend = true;
+        }
         if locks.len() >= 3 || (locks.len() == 2 && !home_in) {
             // One round (see the module docs): every request at once,
             // nowait.
@@ -618,7 +642,11 @@ impl TxCoord {
     fn release_rest(&mut self, plan: &mut Plan, skip: Option<usize>) {
         self.released = true;
         for &(s, _) in &self.locks[..self.requested] {
-            if Some(s) != skip && !plan.jobs.iter().any(|(js, _)| *js == s) {
+            // (Released by the inner's job already: `Coordinator::released`.)
+            if Some(s) != skip
+                && !plan.jobs.iter().any(|(js, _)| *js == s)
+                && !self.inner.released(s)
+            {
                 plan.jobs.push((s, self.release_only()));
                 self.layout.push(Carried::Nothing);
             }
@@ -685,7 +713,10 @@ impl TxCoord {
     fn release_all(&mut self, plan: &mut Plan) {
         self.released = true;
         for &(s, _) in &self.locks[..self.requested] {
-            plan.jobs.push((s, self.release_only()));
+            // (Released by the inner's job already: `Coordinator::released`.)
+            if !self.inner.released(s) {
+                plan.jobs.push((s, self.release_only()));
+            }
         }
         self.layout = vec![Carried::Nothing; plan.jobs.len()];
     }
@@ -897,9 +928,13 @@ impl Coordinator for TxCoord {
                     if self.released || self.unlocked {
                         return Err(e);
                     }
-                    self.err = Some(e);
                     self.phase = Phase::Releasing;
                     self.release_all(plan);
+                    if plan.jobs.is_empty() {
+                        // Every shard released by the inner's job.
+                        return Err(e);
+                    }
+                    self.err = Some(e);
                     return Ok(());
                 }
                 if p.jobs.is_empty() && self.released {

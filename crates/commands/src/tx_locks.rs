@@ -89,6 +89,13 @@ pub struct LockReq {
     /// WATCH), or a transaction whose coordinator already did what a
     /// `-BUSY` reply cannot take back (`Coordinator::refusable_when_busy`).
     pub keep_when_busy: bool,
+    /// A lend round's last request (alone): the shard's thread, granting
+    /// it at once, lends the shard to the transaction's home thread
+    /// before it answers (`script::lend`, "Released at the give-back,
+    /// lent at the grant"). Granted later (queued), or by a runtime that
+    /// cannot lend it (a request run by a call, on its home's own
+    /// thread), it is just granted: the job then asks for the lend.
+    pub lend: bool,
 }
 
 impl LockReq {
@@ -422,6 +429,10 @@ pub struct LockSet {
     /// `(shard, mode)` per whole-shard request; `None`: an empty request
     /// (conflicting with nothing, see [`LockSet::touch_all`]).
     shards: Vec<(usize, Option<Mode>)>,
+    /// A lend round's locks (`script::lend`): over its home shard and a
+    /// higher one, the other's request (its last) lends that shard at its
+    /// grant ([`LockReq::lend`]).
+    pub lend_at_grant: bool,
 }
 
 /// [`LockSet::shards_into`] sorts no entries while every shard is below

@@ -369,6 +369,134 @@ mod protocol {
         assert_eq!(shape(&p), vec![(0, true, false, false)]);
     }
 
+    /// A lend round (`script::lend`) over shards 0 and 1 from `home`.
+    fn lend_round(home: usize) -> Box<dyn Coordinator> {
+        let mut set = LockSet::default();
+        set.whole_shard(0, Mode::Write);
+        set.whole_shard(1, Mode::Write);
+        set.lend_at_grant = true;
+        TxCoord::wrap(home, Box::new(ReadEach(vec![home])), set)
+    }
+
+    /// The lock requests of `p`: (shard, nowait, lend).
+    fn requests(p: &Plan) -> Vec<(usize, bool, bool)> {
+        let reqs = p
+            .jobs
+            .iter()
+            .filter_map(|(s, w)| w.lock.as_ref().map(|r| (*s, r)));
+        reqs.map(|(s, r)| (s, r.nowait, r.lend)).collect()
+    }
+
+    /// A lend round over its home shard and a higher one locks them in
+    /// order, the other's request last, waiting (in order, it may) and
+    /// marked to be lent at its grant; then its job runs on the home
+    /// shard. From the higher shard, nothing is lent at a grant (the
+    /// other's request is not its last): see "Lent at the grant".
+    #[test]
+    fn a_lend_round_lends_the_higher_shard_at_its_grant() {
+        for home in [0, 1] {
+            let mut c = lend_round(home);
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            let mut asked = Vec::new();
+            for _ in 0..6 {
+                let p = step(&mut c, &mut rt, &mut out);
+                if p.is_empty() {
+                    break;
+                }
+                asked.extend(requests(&p));
+                rt.deliver(p);
+            }
+            let want = if home == 0 {
+                vec![(0, false, false), (1, false, true)]
+            } else {
+                vec![(0, false, false), (1, false, false)]
+            };
+            assert_eq!(asked, want, "home {home}");
+            assert_eq!(out.as_bytes(), format!("*1\r\n:{home}\r\n").as_bytes());
+            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+        }
+    }
+
+    /// Runs one job on its home shard (its last plan if `last`), whose
+    /// shard `other` released the transaction's locks itself (as a lent
+    /// shard's thread does at the give-back, see `script::lend`).
+    struct ReleasedBy {
+        home: usize,
+        other: usize,
+        last: bool,
+        ran: bool,
+    }
+    impl Coordinator for ReleasedBy {
+        fn step(
+            &mut self,
+            results: Vec<JobOut>,
+            plan: &mut Plan,
+            out: &mut Reply,
+            _client: &mut ClientState,
+        ) -> Result<(), CmdError> {
+            if !self.ran {
+                self.ran = true;
+                plan.run(self.home, |env| env.shard.id);
+                plan.last = self.last;
+                return Ok(());
+            }
+            out.int(*results[0].downcast_ref::<usize>().unwrap() as i64);
+            Ok(())
+        }
+        fn released(&self, shard: usize) -> bool {
+            self.ran && shard == self.other
+        }
+    }
+
+    /// A shard whose locks the inner's job released (`Coordinator::
+    /// released`) gets no release, whether the job's plan was its last
+    /// (fused on the home shard, the higher: the others' releases follow
+    /// it) or not (the releases go after it): only the home shard's goes
+    /// out.
+    #[test]
+    fn a_shard_released_by_the_job_gets_no_release() {
+        for last in [false, true] {
+            let mut set = LockSet::default();
+            set.whole_shard(0, Mode::Write);
+            set.whole_shard(1, Mode::Write);
+            set.lend_at_grant = true;
+            let inner = ReleasedBy {
+                home: 1,
+                other: 0,
+                last,
+                ran: false,
+            };
+            let mut c = TxCoord::wrap(1, Box::new(inner), set);
+            let tx = c.tx_id().unwrap();
+            let (mut rt, mut out) = (Rt::new(), Reply::new(false));
+            let mut works = Vec::new();
+            for _ in 0..6 {
+                let p = step(&mut c, &mut rt, &mut out);
+                if p.is_empty() {
+                    break;
+                }
+                works.extend(shape(&p));
+                let job_ran = p
+                    .jobs
+                    .iter()
+                    .any(|(_, w)| w.lock.is_none() || !w.job.is_noop());
+                rt.deliver(p);
+                if job_ran && rt.locks[0].any_held() {
+                    // What the lent shard's thread does at the give-back.
+                    rt.locks[0].unlock(tx);
+                }
+            }
+            assert!(
+                works
+                    .iter()
+                    .all(|&(s, lock, _, release)| s == 1 || !release || lock),
+                "no release for shard 0 (last {last}): {works:?}"
+            );
+            assert_eq!(out.as_bytes(), b":1\r\n", "last {last}");
+            assert!(!rt.locks[0].any_held() && !rt.locks[1].any_held());
+        }
+    }
+
     #[test]
     fn a_write_goes_out_of_order_and_must_finish_while_undecided() {
         let mut set = LockSet::default();

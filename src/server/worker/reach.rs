@@ -54,7 +54,10 @@ const TICK: Duration = Duration::from_millis(1);
 /// withdraws them and reaches the shards by calls instead (see
 /// `commands::script::lend`: only a layout that changed under it, a
 /// worker moved to a hub since the script's dispatch, can keep a lend
-/// from being made; a loop's turn ends well within it).
+/// from being made; a loop's turn ends well within it). Also how long a
+/// lend made at a lock's grant waits for the job to take it before it is
+/// withdrawn (`Reach::hold_lent`: the job's thread hears of the grant in
+/// its next turn).
 const LEND_WAIT: Duration = Duration::from_millis(100);
 
 /// A closure of the caller's, borrowed for the length of its call.
@@ -96,8 +99,16 @@ struct LendState {
     wanted: bool,
     /// Made: what the borrower reaches, until `back`.
     lease: Option<Lease>,
+    /// The borrower took the lease (a lend made at a grant is withdrawn
+    /// if it is not taken within [`LEND_WAIT`]).
+    taken: bool,
     /// The borrower is done with it.
     back: bool,
+    /// Given back at the script's end: the lending thread releases the
+    /// transaction's locks on its shard itself.
+    done: bool,
+    /// The borrower's transaction.
+    tx: u64,
 }
 
 // SAFETY: a lease is only dereferenced by the borrower while the lending
@@ -151,8 +162,16 @@ impl Calls {
     /// On shard `s`'s thread, at the top of its turn: makes a lend asked
     /// for (`Reach::lend`), if any, and waits until it is given back,
     /// touching none of what it lent (see `commands::script::lend`, which
-    /// argues why the wait ends).
-    fn lend_here(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
+    /// argues why the wait ends). Returns the borrower's transaction if
+    /// the lend was given back at its script's end: this thread releases
+    /// its locks now.
+    fn lend_here(
+        &self,
+        s: usize,
+        shard: &mut Shard,
+        stats: &ThreadStats,
+        clients: &dyn Clients,
+    ) -> Option<u64> {
         let slot = &self.slots[s];
         {
             let call = slot.call.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,7 +182,7 @@ impl Calls {
         let l = &slot.lending;
         let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
         if !st.wanted {
-            return;
+            return None;
         }
         st.wanted = false;
         // SAFETY: this thread waits below until the borrower gives it
@@ -173,8 +192,9 @@ impl Calls {
         while !st.back {
             st = l.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        st.back = false;
-        st.lease = None;
+        let done = st.done.then_some(st.tx);
+        *st = LendState::default();
+        done
     }
 }
 
@@ -251,15 +271,85 @@ impl commands::script::every::Reach for Calls {
         }
     }
 
-    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients) {
+    fn serve(
+        &self,
+        s: usize,
+        shard: &mut Shard,
+        stats: &ThreadStats,
+        clients: &dyn Clients,
+    ) -> Option<u64> {
         if self.slots[s].posted.load(Ordering::Acquire)
             && !self.run_posted(s, shard, stats, clients)
         {
-            self.lend_here(s, shard, stats, clients);
+            return self.lend_here(s, shard, stats, clients);
+        }
+        None
+    }
+
+    fn lend_at_grant(
+        &self,
+        s: usize,
+        tx: u64,
+        shard: &mut Shard,
+        stats: &ThreadStats,
+        clients: &dyn Clients,
+    ) -> bool {
+        let l = &self.slots[s].lending;
+        let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+        if st.lease.is_some() {
+            // INVARIANT: one lend per shard, and this transaction holds it.
+            debug_assert!(false, "a lend at a grant while lent");
+            return false;
+        }
+        // (Asked for already by a job that heard of the grant first: made
+        // here, as its thread's turn would make it.)
+        *st = LendState {
+            tx,
+            ..LendState::default()
+        };
+        // SAFETY: this thread sends the grant, then waits in `hold_lent`
+        // until the borrower gives it back (or it is withdrawn untaken),
+        // touching none of the three meanwhile.
+        st.lease = Some(unsafe { Lease::new(shard, stats, clients) });
+        l.cv.notify_all();
+        true
+    }
+
+    fn hold_lent(&self, s: usize) -> bool {
+        let l = &self.slots[s].lending;
+        let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + LEND_WAIT;
+        while !st.taken && !st.back {
+            let now = Instant::now();
+            if now >= deadline {
+                // Not taken: withdrawn (the job, if it comes, asks again).
+                break;
+            }
+            st =
+                l.cv.wait_timeout(st, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+        }
+        if st.taken {
+            while !st.back {
+                st = l.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        let done = st.taken && st.done;
+        *st = LendState::default();
+        done
+    }
+
+    fn decline(&self, s: usize) {
+        let l = &self.slots[s].lending;
+        let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
+        if st.lease.is_some() && !st.taken {
+            st.back = true;
+            l.cv.notify_all();
         }
     }
 
-    fn lend(&self, home: usize, shards: &[usize], leases: &mut Vec<Lease>) -> bool {
+    fn lend(&self, home: usize, tx: u64, shards: &[usize], leases: &mut Vec<Lease>) -> bool {
         leases.clear();
         // Co-hosted here, or stopped at the shutdown gate: reached by
         // calls (a lend here would wait for itself).
@@ -270,17 +360,26 @@ impl commands::script::every::Reach for Calls {
             here
         };
         if shards.iter().any(|&s| here(s)) {
+            for &s in shards {
+                self.decline(s);
+            }
             return false;
         }
         // Every lend asked for first, so the threads stop at once, then
-        // each waited for.
+        // each waited for; one made at its grant is taken at once.
         for &s in shards {
             let slot = &self.slots[s];
             {
                 let mut st = slot.lending.st.lock().unwrap_or_else(|e| e.into_inner());
-                debug_assert!(st.lease.is_none() && !st.wanted, "one lend per shard");
+                if st.lease.is_some() {
+                    debug_assert!(!st.taken && !st.back && st.tx == tx, "one lend per shard");
+                    st.taken = true;
+                    continue;
+                }
+                debug_assert!(!st.wanted, "one lend per shard");
                 st.wanted = true;
                 st.back = false;
+                st.tx = tx;
             }
             {
                 // Under the call's mutex, as a call is posted (`lend_here`
@@ -309,6 +408,7 @@ impl commands::script::every::Reach for Calls {
                 break;
             }
             if let Some(lease) = st.lease {
+                st.taken = true;
                 leases.push(lease);
             }
         }
@@ -327,18 +427,20 @@ impl commands::script::every::Reach for Calls {
                 } else {
                     // Made (`lend_here` makes it under this mutex).
                     drop(st);
-                    self.give_back(s);
+                    self.give_back(s, false);
                 }
             }
         }
         made
     }
 
-    fn give_back(&self, s: usize) {
+    fn give_back(&self, s: usize, done: bool) -> bool {
         let l = &self.slots[s].lending;
         let mut st = l.st.lock().unwrap_or_else(|e| e.into_inner());
         st.back = true;
+        st.done = done;
         l.cv.notify_all();
+        done
     }
 
     fn posted(&self, s: usize) -> &AtomicBool {

@@ -521,7 +521,11 @@ impl Worker {
         {
             if let Some(r) = self.core.server.ops.reach.get() {
                 let core = &mut self.core;
-                r.serve(core.id, &mut core.shard, &core.stats, &self.conns);
+                if let Some(tx) = r.serve(core.id, &mut core.shard, &core.stats, &self.conns) {
+                    // Lent, and given back at its script's end: its
+                    // transaction's locks here go now (`script::lend`).
+                    self.release_here(None, tx);
+                }
             }
         }
         self.release_paused();

@@ -374,6 +374,14 @@ impl Worker {
         let Work { lock, job, release } = work;
         let release = release.map(|t| t.get());
         let alone = lock.as_ref().is_some_and(|r| r.alone);
+        // A lend round's last request (`commands::tx`, "Lent at the
+        // grant"): lent at its grant, unless run by a call (from its
+        // home's own thread, which a lend would stop).
+        let lend = lock
+            .as_ref()
+            .filter(|r| r.lend && alone)
+            .map(|r| r.tx)
+            .filter(|_| self.core.lent_job.is_none() && conn.thread as usize != self.core.id);
         if let (Some(_), Some(req)) = (&self.core.aof, &lock) {
             if !self.core.aof_tx.iter().any(|(c, _, _)| *c == conn) {
                 self.core.aof_tx.push((conn, req.tx, Vec::new()));
@@ -403,11 +411,68 @@ impl Worker {
             // grant releases nothing); its transaction's records start
             // with its next work here, whose `run_work` flushes what came
             // before.
-            Some(w) if alone && w.release.is_none() => {
-                self.job_out(w.conn, w.idx, w.gather, Box::new(()), 0);
-            }
+            Some(w) if alone && w.release.is_none() => match lend {
+                Some(tx) => self.grant_lent(w, tx),
+                None => self.job_out(w.conn, w.idx, w.gather, Box::new(()), 0),
+            },
             Some(w) => self.run_work(w),
             None => {}
+        }
+    }
+
+    /// A lend round's last request, granted at once (see
+    /// `commands::script::lend`, "Released at the give-back, lent at the
+    /// grant"): the shard is lent to the transaction's home
+    /// thread, the grant sent at once, and this thread waits until the
+    /// script's job gives the shard back (or withdraws the lend if the job
+    /// does not take it within a bound). Given back at the script's end,
+    /// the transaction's locks here go at once ([`Worker::release_here`]):
+    /// its coordinator sends no release here.
+    fn grant_lent(&mut self, w: Waiter, tx: TxId) {
+        let reach = self.core.server.ops.reach.get();
+        let lent = reach.is_some_and(|r| {
+            let core = &mut self.core;
+            r.lend_at_grant(core.id, tx, &mut core.shard, &core.stats, &self.conns)
+        });
+        let conn = w.conn;
+        self.job_out(w.conn, w.idx, w.gather, Box::new(()), 0);
+        let Some(r) = reach.filter(|_| lent) else {
+            return;
+        };
+        // The grant goes out now, not at the end of the turn: the job
+        // runs once its thread hears of it.
+        self.spilled |= self.core.mailbox.flush();
+        if r.hold_lent(self.core.id) {
+            self.release_here(Some(conn), tx);
+        }
+    }
+
+    /// Releases transaction `tx`'s locks here without a work (its shard
+    /// lent to its script's job and given back at the script's end, see
+    /// `commands::script::lend`): the epilogue and release a release-only
+    /// work gets from [`Worker::run_work`], without its output. `conn`:
+    /// the script's connection, where known (the lend made at the grant);
+    /// its changes here are tagged with it for tracking (a caller that
+    /// tracks keys never lends, so untagged is the same).
+    pub(super) fn release_here(&mut self, conn: Option<ConnRef>, tx: TxId) {
+        tracking::track_check(&mut self.core);
+        tracking::tag_touched(&mut self.core, conn.map(tracking::home_of));
+        let conn = conn.or_else(|| {
+            let held = self.core.aof_tx.iter().find(|(_, t, _)| *t == tx);
+            held.map(|(c, _, _)| *c)
+        });
+        if let (Some(_), Some(conn)) = (&self.core.aof, conn) {
+            self.aof_job_done(conn, Some(tx));
+        }
+        self.core.publish_dirty();
+        self.publish_events();
+        if self.core.shard.dbs.iter().any(|d| d.has_ready()) {
+            serve_ready(&mut self.core);
+        }
+        let mut queue = VecDeque::new();
+        self.release_tx(tx, &mut queue);
+        if let Some(w) = queue.pop_front() {
+            self.run_queue(w, queue);
         }
     }
 
@@ -423,9 +488,14 @@ impl Worker {
     }
 
     pub(super) fn run_work(&mut self, w: Waiter) {
-        tracking::track_check(&mut self.core);
         // A queue (and its allocation) only once a release grants waiters.
-        let (mut first, mut queue) = (Some(w), VecDeque::new());
+        self.run_queue(w, VecDeque::new());
+    }
+
+    /// Runs `w`, then `queue` and what their releases grant, in order.
+    fn run_queue(&mut self, w: Waiter, mut queue: VecDeque<Waiter>) {
+        tracking::track_check(&mut self.core);
+        let mut first = Some(w);
         while let Some(Waiter {
             conn,
             idx,
@@ -467,21 +537,27 @@ impl Worker {
                 serve_ready(&mut self.core);
             }
             if let Some(tx) = release {
-                self.core.locks.unlock(tx);
-                retry_later(&mut self.core);
-                // Plain commands first, so transactions cannot starve them
-                // (nothing to do, the common case, unless a retry pass is
-                // running: it must hear of this release).
-                if self.core.retrying
-                    || !self.core.deferred.is_empty()
-                    || !self.core.lock_blocked.is_empty()
-                {
-                    self.retry_deferred();
-                }
-                if self.core.locks.waiting_len() > 0 {
-                    queue.extend(self.core.locks.grant_waiting());
-                }
+                self.release_tx(tx, &mut queue);
             }
+        }
+    }
+
+    /// Releases `tx`'s locks here: retries what they held back, and
+    /// queues the waiting requests they let go.
+    fn release_tx(&mut self, tx: TxId, queue: &mut VecDeque<Waiter>) {
+        self.core.locks.unlock(tx);
+        retry_later(&mut self.core);
+        // Plain commands first, so transactions cannot starve them
+        // (nothing to do, the common case, unless a retry pass is
+        // running: it must hear of this release).
+        if self.core.retrying
+            || !self.core.deferred.is_empty()
+            || !self.core.lock_blocked.is_empty()
+        {
+            self.retry_deferred();
+        }
+        if self.core.locks.waiting_len() > 0 {
+            queue.extend(self.core.locks.grant_waiting());
         }
     }
 

@@ -173,25 +173,70 @@ pub trait Reach: Send + Sync {
         s: usize,
         f: &mut dyn FnMut(&mut Shard, &ThreadStats, &dyn Clients),
     );
-    /// At the top of shard `s`'s turn: runs a call posted for it, if any.
-    fn serve(&self, s: usize, shard: &mut Shard, stats: &ThreadStats, clients: &dyn Clients);
+    /// At the top of shard `s`'s turn: runs a call posted for it, or
+    /// makes a lend asked for ([`Reach::lend`]) and waits until it is
+    /// given back. Returns the transaction whose locks on `s` the thread
+    /// must release now: the lend was given back at its script's end
+    /// ([`Reach::give_back`]).
+    fn serve(
+        &self,
+        s: usize,
+        shard: &mut Shard,
+        stats: &ThreadStats,
+        clients: &dyn Clients,
+    ) -> Option<u64>;
     /// Raised while a call waits for shard `s` (a worker reads it once per
     /// turn before calling [`Reach::serve`]).
     fn posted(&self, s: usize) -> &std::sync::atomic::AtomicBool;
     /// Shards `shards` (never `home`) lent whole to the thread of a job on
     /// shard `home` whose transaction write-locks them all whole
-    /// (`script::lend`): the thread running each stops at the top of its
-    /// next turn and waits there until [`Reach::give_back`]. All or none:
-    /// `false` (nothing lent) where one cannot be made or is not needed
+    /// (`script::lend`), for transaction `tx`: the thread running each
+    /// stops at the top of its next turn and waits there until
+    /// [`Reach::give_back`] (one lent at its lock's grant,
+    /// [`Reach::lend_at_grant`], is taken as it is). All or none: `false`
+    /// (nothing lent) where one cannot be made or is not needed
     /// (co-hosted with `home`, stopped at the shutdown gate, or not made
     /// within a bound: see `worker::reach`); then [`Reach::call`]
     /// reaches them. Else `leases[i]` is `shards[i]`'s.
-    fn lend(&self, _home: usize, _shards: &[usize], _leases: &mut Vec<Lease>) -> bool {
+    fn lend(&self, _home: usize, _tx: u64, _shards: &[usize], _leases: &mut Vec<Lease>) -> bool {
         false
     }
     /// Ends the lend of shard `s` ([`Reach::lend`]): its thread goes on
-    /// with its turn. The lease must not be used after.
-    fn give_back(&self, _s: usize) {}
+    /// with its turn. The lease must not be used after. `done`: the
+    /// script ended (nothing more runs on `s` for its transaction
+    /// `tx`, as [`Reach::lend`] named it). True if `s`'s thread then
+    /// releases the transaction's locks on `s` itself (see
+    /// `script::lend`): its transaction sends it no release.
+    fn give_back(&self, _s: usize, _done: bool) -> bool {
+        false
+    }
+    /// On shard `s`'s thread, granting a lend round's last request
+    /// (`tx::LockReq::lend`), before the grant goes out: lends `s` to the
+    /// job of transaction `tx` on its home thread, which takes it in
+    /// [`Reach::lend`] without asking (see `script::lend`, "Lent at the
+    /// grant"). True if made: the thread then sends the grant and waits in
+    /// [`Reach::hold_lent`].
+    fn lend_at_grant(
+        &self,
+        _s: usize,
+        _tx: u64,
+        _shard: &mut Shard,
+        _stats: &ThreadStats,
+        _clients: &dyn Clients,
+    ) -> bool {
+        false
+    }
+    /// After [`Reach::lend_at_grant`]: waits until the job gives `s` back,
+    /// or withdraws the lend if the job does not take it within a bound
+    /// (it then asks for a lend as if none had been made). True if given
+    /// back done ([`Reach::give_back`]): the thread releases the
+    /// transaction's locks on `s` now.
+    fn hold_lent(&self, _s: usize) -> bool {
+        false
+    }
+    /// Gives back a lend of `s` made at a grant that the job will not take
+    /// (it declined the real shards); nothing if none is waiting.
+    fn decline(&self, _s: usize) {}
 }
 
 /// A shard lent whole to another thread ([`Reach::lend`]): its data, the

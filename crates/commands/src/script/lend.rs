@@ -68,6 +68,51 @@
 //! job then withdraws its lends after `worker::reach`'s bound (100 ms),
 //! gives back those made, and reaches the shards by calls.
 //!
+//! # Released at the give-back, lent at the grant
+//!
+//! Each other shard's thread ran three turns per script: the lock's
+//! grant, the lend (asked for by the job), the release (a message after
+//! the job), and the home thread waited for that release before it
+//! replied. Two changes make it one or two, and the reply goes in the
+//! turn that ran the job:
+//!
+//! - The job gives a shard back at the script's end with `done`
+//!   ([`Reach::give_back`]): its thread then releases the transaction's
+//!   locks there itself, and the job says so (`real::Ran::released`,
+//!   `Coordinator::released`): the transaction sends that shard no
+//!   release. Isolation holds: nothing more of the transaction runs
+//!   there, and the home shard's lock goes after, with the job (strict
+//!   two-phase locking as before). Given back at a busy pass (the script
+//!   goes on, its calls there posted) or withdrawn, a lend releases
+//!   nothing, and the release goes as usual.
+//! - A round over its home shard and a higher one asks for the other
+//!   shard's lock last, in order (waiting, as the layer allows), marked
+//!   `tx::LockReq::lend` (`tx`, "Lent at the grant"). Granted at once,
+//!   the other shard's thread lends the shard there and then
+//!   ([`Reach::lend_at_grant`]), sends the grant at once and waits
+//!   ([`Reach::hold_lent`]); the job, once its thread hears of the
+//!   grant, finds the lend made and takes it ([`Reach::lend`]) instead of
+//!   asking and waiting for that thread's next turn. Queued (granted
+//!   later) or with the home shard the higher, the grant answers plainly
+//!   and the job asks as before. (A nowait request, so that a higher home
+//!   could be lent at the grant too, was refused so often under four
+//!   clients that it cost more than it saved: bench/README.md, branch
+//!   `lend24`.)
+//!
+//! Why the lend at the grant cannot deadlock: the request is the
+//! transaction's last (its home lock is held), so the lend is made with
+//! every lock of the transaction held, as a lend the job asks for is. The
+//! one new wait, the lending thread's wait for the job to take the lend,
+//! is bounded (`worker::reach`'s 100 ms): not taken by then (the job's
+//! thread slow to turn, a connection gone before its transaction ran, a
+//! layout changed under it), the lend is withdrawn and the thread goes
+//! on, and the job, if it comes, asks for a lend as if none had been
+//! made. Once taken, the lending thread waits for the give-back as for
+//! any lend, which the argument above bounds. A job that declines the
+//! real shards (records on) gives it back untaken ([`Reach::decline`]).
+//! A request run by a call (co-hosted with its home, which a lend would
+//! stop) is granted without a lend.
+
 //! # Keys it did not declare
 //!
 //! A key of a shard the round did not lock abandons the run exactly as a
@@ -106,7 +151,8 @@
 //! Per script: a lock round over its shards (whole-shard locks: the
 //! lent shards' other clients wait for the script, as behind any lock of
 //! their keys), one job, one lend handshake per other shard (a doorbell
-//! and a wake-up each way), the take-back copies of a run in place. See
+//! and a wake-up each way, none when lent at the grant; the release
+//! rides on the give-back), the take-back copies of a run in place. See
 //! bench/README.md, "Lua scripts".
 
 use std::cell::RefCell;
@@ -137,6 +183,11 @@ pub(crate) fn shards_of<'a>(
 ) -> Vec<usize> {
     let mut shards = vec![home];
     for k in keys {
+        // Every shard in already (the common case with 2 shards): the
+        // other keys need no CRC16 (~150 instructions a key).
+        if shards.len() == nshards {
+            break;
+        }
         let s = crate::table::shard_of(k, nshards);
         if !shards.contains(&s) {
             shards.push(s);
@@ -152,6 +203,9 @@ pub(crate) fn shards_of<'a>(
 struct Held {
     shard: usize,
     lease: Option<Lease>,
+    /// Given back at the script's end to a thread that then released the
+    /// transaction's locks there itself ([`Reach::give_back`]).
+    released: bool,
 }
 
 /// The shards a lend round's job holds besides its home one, shared by
@@ -176,19 +230,32 @@ impl Leases {
             .and_then(|h| h.lease)
     }
 
-    /// Gives every lent shard back; later calls there are posted.
-    pub(crate) fn give_back_all(&self) {
+    /// Gives every lent shard back; later calls there are posted. `done`:
+    /// the script ended (see [`Reach::give_back`]).
+    pub(crate) fn give_back_all(&self, done: bool) {
         for h in self.held.borrow_mut().iter_mut() {
-            if h.lease.take().is_some() {
-                self.reach.give_back(h.shard);
+            if h.lease.take().is_some() && self.reach.give_back(h.shard, done) {
+                h.released = true;
             }
         }
+    }
+
+    /// The shards whose threads released the transaction's locks at the
+    /// give-back at the script's end: its transaction sends them none.
+    fn released(&self) -> Vec<usize> {
+        let held = self.held.borrow();
+        held.iter()
+            .filter(|h| h.released)
+            .map(|h| h.shard)
+            .collect()
     }
 }
 
 impl Drop for Leases {
     fn drop(&mut self) {
-        self.give_back_all();
+        // (Not `done`: a release not reported in `Ran::released` would
+        // be sent again by the transaction.)
+        self.give_back_all(false);
     }
 }
 
@@ -203,7 +270,8 @@ impl super::busy::PinnedLoops for LentLoops<'_> {
     }
 
     fn serve_pinned(&mut self) {
-        self.0.give_back_all();
+        // The script goes on: its calls there are posted from now on.
+        self.0.give_back_all(false);
     }
 }
 
@@ -211,21 +279,24 @@ impl super::busy::PinnedLoops for LentLoops<'_> {
 /// locked shards' lends, all or none, then runs the script (`Job::run`),
 /// which gives them back.
 pub(crate) fn run_lent(job: Job<'_>, home_stats: Option<&ThreadStats>) -> Ran {
-    let (reach, home) = (job.reach, job.home);
+    let (reach, home, tx) = (job.reach, job.home, job.tx);
     let others: Vec<usize> = job.shards.iter().copied().filter(|&s| s != home).collect();
     let mut made = Vec::with_capacity(others.len());
-    let all_lent = reach.lend(home, &others, &mut made);
+    let all_lent = reach.lend(home, tx, &others, &mut made);
     let held = others
         .iter()
         .enumerate()
         .map(|(i, &s)| Held {
             shard: s,
             lease: if all_lent { made.get(i).copied() } else { None },
+            released: false,
         })
         .collect();
     let leases = Leases {
         reach,
         held: RefCell::new(held),
     };
-    job.run(Some(&leases), home_stats)
+    let mut ran = job.run(Some(&leases), home_stats);
+    ran.released = leases.released();
+    ran
 }

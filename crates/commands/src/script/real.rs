@@ -112,7 +112,18 @@ pub(crate) struct Run {
     /// Taken by the first step, which asks for the job.
     call: Option<Call>,
     strategy: Strategy,
+    /// Its transaction (the lends name it: see `Reach::lend`).
+    tx: TxId,
+    /// What the job's shards released themselves (`Ran::released`), set
+    /// by the job, read by its transaction ([`Coordinator::released`])
+    /// before it sends the releases: those of a fused last work go out
+    /// before this run's next step.
+    released: ReleasedSlot,
 }
+
+/// Where a run's job leaves the shards that released its transaction's
+/// locks themselves (see [`Run`]).
+type ReleasedSlot = Arc<std::sync::Mutex<Vec<usize>>>;
 
 /// What the home job hands back.
 pub(crate) struct Ran {
@@ -121,6 +132,10 @@ pub(crate) struct Ran {
     /// Run again: over these keys too, or on copies (empty: declined, or
     /// taken back past the threshold). `Lend` only.
     pub(crate) again: Option<Vec<Vec<u8>>>,
+    /// Shards whose threads released the transaction's locks when the
+    /// job gave them back at the script's end (see `lend`): the
+    /// transaction sends them no release. `Lend` only.
+    pub(crate) released: Vec<usize>,
 }
 
 impl Run {
@@ -129,12 +144,15 @@ impl Run {
             home,
             call: Some(call),
             strategy,
+            tx: 0,
+            released: ReleasedSlot::default(),
         }
     }
 
     /// The run under whole-shard write locks on its shards (every shard
     /// for [`Strategy::Post`]), as transaction `tx`.
-    pub(crate) fn wrap(self, tx: TxId) -> Box<dyn Coordinator> {
+    pub(crate) fn wrap(mut self, tx: TxId) -> Box<dyn Coordinator> {
+        self.tx = tx;
         let mut set = LockSet::default();
         match &self.strategy {
             Strategy::Post => {
@@ -145,6 +163,9 @@ impl Run {
                 for &s in shards {
                     set.whole_shard(s, Mode::Write);
                 }
+                // One other shard, if higher: lent at its grant (`lend`,
+                // "Released at the give-back, lent at the grant").
+                set.lend_at_grant = shards.len() == 2;
             }
         }
         let home = self.home;
@@ -165,7 +186,8 @@ impl Coordinator for Run {
                 return Err(CmdError::err(super::run::EVERY_SHARD));
             };
             let reach: &'static dyn Reach = &**reach;
-            let (home, resp3) = (self.home, client.resp3);
+            let (home, resp3, tx) = (self.home, client.resp3, self.tx);
+            let released = self.released.clone();
             let (shards, lend): (Vec<usize>, bool) = match &mut self.strategy {
                 Strategy::Post => ((0..call.nshards).collect(), false),
                 Strategy::Lend { shards, .. } => (std::mem::take(shards), true),
@@ -175,11 +197,16 @@ impl Coordinator for Run {
                     (&mut *env.shard, &mut *env.stats);
                 let clients: &mut dyn Clients = &mut *env.clients;
                 if lend && shard.outbox.records_on {
-                    // Records: the copies' path (see `lend`).
+                    // Records: the copies' path (see `lend`); a lend made
+                    // at a grant goes back untaken.
+                    for &s in shards.iter().filter(|&&s| s != home) {
+                        reach.decline(s);
+                    }
                     return Ran {
                         reply: Vec::new(),
                         failed: None,
                         again: Some(Vec::new()),
+                        released: Vec::new(),
                     };
                 }
                 let job = Job {
@@ -187,6 +214,7 @@ impl Coordinator for Run {
                     clients,
                     reach,
                     home,
+                    tx,
                     shards: &shards,
                     call,
                     resp3,
@@ -195,11 +223,15 @@ impl Coordinator for Run {
                 // thread's statistics (see the module docs).
                 let stats_lent = super::vm::lend_stats(stats);
                 let home_stats = (!stats_lent).then_some(&*stats);
-                let ran = if lend {
+                let mut ran = if lend {
                     super::lend::run_lent(job, home_stats)
                 } else {
                     job.run(None, home_stats)
                 };
+                if !ran.released.is_empty() {
+                    *released.lock().unwrap_or_else(|e| e.into_inner()) =
+                        std::mem::take(&mut ran.released);
+                }
                 if stats_lent {
                     super::vm::return_stats(stats);
                 }
@@ -234,6 +266,11 @@ impl Coordinator for Run {
         out.raw(&ran.reply);
         Ok(())
     }
+
+    fn released(&self, shard: usize) -> bool {
+        let r = self.released.lock().unwrap_or_else(|e| e.into_inner());
+        r.contains(&shard)
+    }
 }
 
 /// A run's job on its home shard: the call, the home shard's data and
@@ -243,6 +280,8 @@ pub(crate) struct Job<'a> {
     pub(crate) clients: &'a mut dyn Clients,
     pub(crate) reach: &'static dyn Reach,
     pub(crate) home: usize,
+    /// Its transaction.
+    pub(crate) tx: TxId,
     pub(crate) shards: &'a [usize],
     pub(crate) call: Call,
     pub(crate) resp3: bool,
@@ -268,6 +307,7 @@ impl Job<'_> {
             shards,
             call,
             resp3,
+            ..
         } = self;
         let mut real = Real {
             reach,
@@ -322,24 +362,28 @@ impl Job<'_> {
         drop(ctx);
         drop(real);
         if let Some(l) = leases {
-            l.give_back_all();
+            l.give_back_all(true);
         }
+        let released = Vec::new();
         match (res, block) {
             (Err(e), _) => Ran {
                 reply: Vec::new(),
                 failed: Some(e),
                 again: None,
+                released,
             },
             // Taken back: nothing replied, nothing left changed.
             (Ok(()), Some(b)) => Ran {
                 reply: Vec::new(),
                 failed: None,
                 again: Some(b.keys),
+                released,
             },
             (Ok(()), None) => Ran {
                 reply: reply.into_bytes(),
                 failed: None,
                 again: None,
+                released,
             },
         }
     }
