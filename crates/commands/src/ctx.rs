@@ -525,7 +525,6 @@ impl ServerShared {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));
         let mem = engine::evict::MemShared::new(nshards);
-        crate::script::busy::set_threshold_ms(config.busy_reply_threshold_ms);
         mem.set_limit(
             config.maxmemory,
             crate::memory::policy_of(config.maxmemory_policy),

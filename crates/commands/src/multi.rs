@@ -187,13 +187,17 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// home of a script on gathered copies takes no job until the script
 /// ends (its keys are parked with it, see [`watch`]); a loop it stalls
 /// refuses the WATCH `-BUSY` before any lock.
-fn watch_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<LockSet> {
-    let busy = crate::script::busy::any()
+fn watch_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    server: &crate::ServerShared,
+) -> Option<LockSet> {
+    let b = &server.ops.busy;
+    let busy = b.any()
         && args.iter().skip(1).any(|k| {
             let s = shard_of(k, nshards);
-            crate::script::busy::holds_shard(s)
-                || crate::script::busy::locked_busy(s)
-                || crate::script::busy::stops_loop(s)
+            b.holds_shard(s) || b.locked_busy(s) || b.stops_loop(s)
         });
     busy.then(LockSet::default)
 }
@@ -222,18 +226,19 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         .watch
         .as_ref()
         .map_or_else(engine::WatchFlag::default, |w| w.flag.clone());
-    if crate::script::busy::any() {
+    let busy = &c.server.ops.busy;
+    if busy.any() {
         // Keys of the home shard of a long script that holds no shard
         // (it runs on gathered copies): parked with it, registered there
         // right after it; a stalled loop's: `-BUSY`, nothing watched
         // (`script::busy::watch_stopped`).
-        crate::script::busy::watch_stopped(&mut per_shard, db, &flag)?;
+        busy.watch_stopped(&mut per_shard, db, &flag)?;
         // Keys of a shard a long script holds: its thread watches them
         // before the script's next command (see `script::busy`), and
         // WATCH is answered without waiting for the script, as Redis
         // answers it while busy (see `watch_locks`).
         for (s, keys) in per_shard.iter_mut().enumerate() {
-            if !keys.is_empty() && crate::script::busy::watch_while_busy(s, db, keys, &flag) {
+            if !keys.is_empty() && busy.watch_while_busy(s, db, keys, &flag) {
                 keys.clear();
             }
         }
@@ -794,6 +799,7 @@ impl Coordinator for ExecCoord {
                         .then(|| crate::script::every::apart(c.call.ops, env.shard.id))
                         .flatten();
                     let call = c.call;
+                    let busy: &'static crate::script::busy::Registry = &call.ops.busy;
                     let run = || {
                         crate::exec::run_shard_with(
                             c.resolved,
@@ -814,7 +820,7 @@ impl Coordinator for ExecCoord {
                     };
                     if c.resolved.spec.has(SCRIPT) {
                         // Published busy, it holds the block's locks.
-                        crate::script::busy::under_locks(&mut *env.clients, &locked, run);
+                        crate::script::busy::under_locks(busy, &mut *env.clients, &locked, run);
                     } else {
                         run();
                     }

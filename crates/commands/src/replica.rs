@@ -76,7 +76,12 @@ pub(crate) fn promotes(spec: &CommandSpec, args: Args<'_>) -> bool {
 /// while the stream changes hands (see `repl::ReplRuntime`), nor does the
 /// runtime's coordinator that ends the stream (Read locks). The other
 /// form touches no data.
-fn promotion_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn promotion_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let mut set = crate::tx::LockSet::default();
     if is_no_one(args) {
         set.whole(nshards, crate::tx::Mode::Write);

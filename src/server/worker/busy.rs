@@ -406,7 +406,8 @@ impl Worker {
 
     #[cold]
     fn withdraw_for_busy(&mut self) {
-        let Some(e) = commands::script::busy::refuse_if_busy(Some(&[self.core.id])) else {
+        let busy = &self.core.server.ops.busy;
+        let Some(e) = busy.refuse_if_busy(Some(&[self.core.id])) else {
             return;
         };
         let gone = self.core.locks.withdraw_for_busy(|_| true);
@@ -973,6 +974,8 @@ pub(super) struct Inbox<'a> {
     /// The open transactions' records (`Core::aof_tx`): a withdrawn
     /// request's empty entry goes with it.
     pub aof_tx: &'a mut Vec<(ConnRef, commands::tx::TxId, super::TxParts)>,
+    /// The server's long scripts (whether they hold this shard).
+    pub busy: &'a commands::script::busy::Registry,
 }
 
 /// The [`Inbox`] of a `Core` (a macro, not a method: it borrows only the
@@ -989,6 +992,7 @@ macro_rules! inbox_of {
             tally: &mut $core.refused,
             locks: &mut $core.locks,
             aof_tx: &mut $core.aof_tx,
+            busy: &$core.server.ops.busy,
         }
     };
 }
@@ -1146,7 +1150,7 @@ fn take_lock_blocked(id: usize) -> Vec<(usize, u32)> {
     let inbox = unsafe { ptr.as_mut() };
     let taken = if inbox.id == id
         && !inbox.lock_blocked.is_empty()
-        && commands::script::busy::refuse_if_busy(Some(&[id])).is_some()
+        && inbox.busy.refuse_if_busy(Some(&[id])).is_some()
     {
         std::mem::take(inbox.lock_blocked)
     } else {
@@ -1166,7 +1170,7 @@ fn take_messages(ib: &mut Inbox<'_>, watches: bool) {
         let Some(m) = ib.mailbox.recv() else { return };
         match m {
             Msg::Exec { conn, batch } if refusable(ib, conn, &batch) => {
-                match commands::script::busy::refuse_if_busy(Some(&[ib.id])) {
+                match ib.busy.refuse_if_busy(Some(&[ib.id])) {
                     Some(e) => refuse_batch(ib, conn, batch, &e.line()),
                     None => ib.kept.push_back(Msg::Exec { conn, batch }),
                 }
@@ -1177,7 +1181,7 @@ fn take_messages(ib: &mut Inbox<'_>, watches: bool) {
                 work,
                 gather,
             } if lock_refusable(ib, conn, work.lock.as_ref()) => {
-                match commands::script::busy::refuse_if_busy(Some(&[ib.id])) {
+                match ib.busy.refuse_if_busy(Some(&[ib.id])) {
                     Some(e) => withdrawn(ib, conn, idx, gather, &e),
                     None => ib.kept.push_back(Msg::Job {
                         conn,
@@ -1224,7 +1228,7 @@ fn release_now(ib: &Inbox<'_>, conn: ConnRef, work: &commands::coord::Work) -> b
             .aof_tx
             .iter()
             .any(|(c, t, parts)| *c == conn && *t == tx.get() && !parts.is_empty())
-        && commands::script::busy::refuse_if_busy(Some(&[ib.id])).is_some()
+        && ib.busy.refuse_if_busy(Some(&[ib.id])).is_some()
 }
 
 /// Answers a release-only work's coordinator now ([`release_now`]), as
@@ -1324,7 +1328,7 @@ fn withdraw_waiting(ib: &mut Inbox<'_>) {
     if ib.locks.waiting_len() == 0 {
         return;
     }
-    let Some(e) = commands::script::busy::refuse_if_busy(Some(&[ib.id])) else {
+    let Some(e) = ib.busy.refuse_if_busy(Some(&[ib.id])) else {
         return;
     };
     let id = ib.id;
@@ -1346,7 +1350,7 @@ fn refuse_deferred(ib: &mut Inbox<'_>) {
     if ib.deferred.is_empty() {
         return;
     }
-    let Some(e) = commands::script::busy::refuse_if_busy(Some(&[ib.id])) else {
+    let Some(e) = ib.busy.refuse_if_busy(Some(&[ib.id])) else {
         return;
     };
     let line = e.line();

@@ -212,7 +212,7 @@ impl Worker {
         let ops = self.core.server.ops;
         if !ops.pause.paused()
             && ops.active_expire.load(std::sync::atomic::Ordering::Relaxed)
-            && !(self.core.locks.any_held() && commands::script::busy::scripts_under_locks())
+            && !(self.core.locks.any_held() && ops.busy.scripts_under_locks())
         {
             let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);

@@ -563,7 +563,7 @@ impl Worker {
             }
         }
         self.drain();
-        if self.core.maybe_busy && commands::script::busy::locked_busy(self.core.id) {
+        if self.core.maybe_busy && self.core.server.ops.busy.locked_busy(self.core.id) {
             self.refuse_behind_busy();
         }
         self.evict_clients();

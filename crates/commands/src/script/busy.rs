@@ -9,8 +9,8 @@
 //! instructions; Redis's `luaMaskCountHook` fires every 100,000 too). A run
 //! tells the hook what it is ([`HookState::begin`]): nothing else is done
 //! per run, no lock, no allocation for EVAL. When the hook sees a script
-//! running past the threshold, it *publishes* it: an `Arc<Running>` in the
-//! process-wide busy list, and a mark on its shard. From then on:
+//! running past the threshold, it *publishes* it: an `Arc<Running>` in its
+//! server's busy list ([`Registry`]), and a mark on its shard. From then on:
 //!
 //! * SCRIPT KILL / FUNCTION KILL, on whatever thread the killer's
 //!   connection lives, find it in the list and flip its state from clean
@@ -27,6 +27,20 @@
 //!
 //! A script below the threshold is invisible: SCRIPT KILL answers NOTBUSY,
 //! as Redis does (there a client cannot even be heard before it).
+//!
+//! # One registry per server
+//!
+//! Everything other threads see of the long scripts (the published list
+//! and its count, `busy-reply-threshold`, the SHUTDOWN NOSAVE stop, the
+//! count of scripts under locks) is the server's [`Registry`], held by its
+//! `Ops` (`ops.busy`, `'static` as `Ops` is). A command reaches it through
+//! its server (dispatch: `server.ops.busy`, one more pointer load than the
+//! process-wide static it was); a run through its `ShardCtx::ops`, which
+//! the hook finds at its first call (`run::running_ops`); a published run
+//! keeps it (`Running::registry`). Process-wide, the tests' servers in one
+//! process saw each other's scripts: a long script of one test answered
+//! another test's SCAN `-BUSY`. What stays per thread (the lent desks and
+//! loops, the current run) is per server too: a thread serves one server.
 //!
 //! # The script's own event loop (Redis's `processEventsWhileBlocked`)
 //!
@@ -47,11 +61,11 @@
 //! its connection, until the script ends. Keys of the shard a published
 //! script holds (run in place: its home shard and those it pinned; on
 //! every shard, `super::every`: any shard) need no job: the script takes
-//! them ([`watch_while_busy`]) and its thread registers them, each on its
+//! them ([`Registry::watch_while_busy`]) and its thread registers them, each on its
 //! shard, before its next command, so WATCH is answered at once there and
 //! on every thread; keys of the home shard of a script on gathered copies,
 //! and of a loop it stalls, are parked with it and registered before that
-//! shard runs again ([`watch_stopped`]; see `watch` for both). The connection that runs
+//! shard runs again ([`Registry::watch_stopped`]; see `watch` for both). The connection that runs
 //! the script is not in the table the runtime lends (it is taken out
 //! while it executes).
 //!
@@ -83,7 +97,7 @@
 //! hub adopted (see [`IdleLoops`]), is lent the same way ([`lend_idle`])
 //! and served at each pass after the script's own, its shard published as
 //! stalled (`Running::stalled`): `-BUSY` everywhere, but not held (a
-//! WATCH of its keys is parked, [`watch_stopped`]).
+//! WATCH of its keys is parked, [`Registry::watch_stopped`]).
 //!
 //! A script run on a co-hosted shard by a call from another loop (the
 //! runtime's `in_place::by_call`) lends that shard's desk as any script
@@ -109,7 +123,7 @@
 //! every thread, as the home shard's do (keys of shards the transaction
 //! does not lock keep being served: Redis answers those `-BUSY` too);
 //! each of their loops, free meanwhile, answers `-BUSY` to the requests
-//! that already waited behind the locks ([`locked_busy`]: the runtime
+//! that already waited behind the locks ([`Registry::locked_busy`]: the runtime
 //! tries them again as at a release, and refuses what is still held
 //! back), and its own loop's connections blocked on a lock are
 //! dispatched again, refused; other transactions' lock requests waiting
@@ -158,8 +172,8 @@ use crate::error::CmdError;
 mod watch;
 
 pub use watch::{
-    any_parked, holds_shard, register_now, register_parked, register_watches, release_stalled,
-    take_written_back, watch_stopped, watch_while_busy, PendingWatch,
+    any_parked, register_now, register_parked, register_watches, release_stalled,
+    take_written_back, PendingWatch,
 };
 
 /// Lua instructions between two hook calls.
@@ -167,14 +181,6 @@ const HOOK_INSTRUCTIONS: u32 = 100_000;
 /// FUNCTION LOAD's limit on a library's loading code (Redis's
 /// `LOAD_TIMEOUT_MS`).
 const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// `busy-reply-threshold` in milliseconds (set from the configuration).
-static THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
-
-/// Sets `busy-reply-threshold` (at start and after CONFIG SET).
-pub fn set_threshold_ms(ms: u64) {
-    THRESHOLD_MS.store(ms, Ordering::Relaxed);
-}
 
 pub const BUSY_EVAL: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -193,6 +199,8 @@ const KILLED_STATE: u8 = 2;
 
 /// A script running past the threshold, as other threads see it.
 pub struct Running {
+    /// The server's registry it is published in.
+    registry: &'static Registry,
     /// EVAL family (SCRIPT KILL) or FCALL (FUNCTION KILL).
     pub eval: bool,
     /// FCALL: the function's name.
@@ -213,18 +221,18 @@ pub struct Running {
     /// Loops the script stops without holding their shards: a hub's own
     /// loop while the script runs on a loop the hub adopted (see
     /// [`lend_idle`]). Their commands get `-BUSY` as `home`'s do, but a
-    /// WATCH of their keys is parked ([`watch_stopped`]). Changed under
+    /// WATCH of their keys is parked ([`Registry::watch_stopped`]). Changed under
     /// the list's lock.
     stalled: Mutex<Vec<usize>>,
     /// Shards its transaction holds under locks while it runs (a script
     /// on every shard, `super::every`, or inside MULTI/EXEC; see
     /// [`under_locks`]): their commands get `-BUSY` as `home`'s do, and
     /// what waits behind those locks is answered `-BUSY` by their loops
-    /// ([`locked_busy`]). A WATCH of their keys is not the script's to
+    /// ([`Registry::locked_busy`]). A WATCH of their keys is not the script's to
     /// take (it waits for the locks).
     locked: Vec<usize>,
     /// Runs in place (`super::in_place`): it holds the real shards `home`
-    /// and `pinned`, whose keys WATCH hands it ([`watch_while_busy`]).
+    /// and `pinned`, whose keys WATCH hands it ([`Registry::watch_while_busy`]).
     in_place: bool,
     /// Holds every shard under its transaction's locks, each reached from
     /// its thread (`super::every`): WATCH hands it the keys of any shard,
@@ -233,14 +241,14 @@ pub struct Running {
     /// CLEAN, WROTE or KILLED_STATE.
     state: AtomicU8,
     /// WATCHes of keys on `shard` answered while it runs (see
-    /// [`watch_while_busy`]), not yet registered on the shard.
+    /// [`Registry::watch_while_busy`]), not yet registered on the shard.
     watches: Mutex<Vec<PendingWatch>>,
     /// `watches` is not empty (one load before each of the script's
     /// commands).
     watching: AtomicBool,
     /// WATCHes of keys of its home shard while it holds none (it runs on
     /// gathered copies), by shard: registered there once it ends (see
-    /// [`watch_stopped`]).
+    /// [`Registry::watch_stopped`]).
     parked: Mutex<Vec<(usize, PendingWatch)>>,
 }
 
@@ -258,13 +266,14 @@ thread_local! {
 /// Past the threshold it is published with them: commands that need them
 /// get `-BUSY` on every thread (not a silent wait behind the locks), and
 /// each of their loops answers `-BUSY` to what already waits there
-/// ([`locked_busy`]). The job's event loop is lent to its busy passes
+/// ([`Registry::locked_busy`]). The job's event loop is lent to its busy passes
 /// (`clients`' [`ClientRegistry::lend_desk`]), so the clients of the
 /// script's own thread are served (`-BUSY`, SCRIPT KILL, SHUTDOWN
 /// NOSAVE) as those of a script run in place are.
 ///
 /// [`ClientRegistry::lend_desk`]: crate::coord::ClientRegistry::lend_desk
 pub fn under_locks<R>(
+    busy: &Registry,
     clients: &mut dyn crate::coord::ClientRegistry,
     locked: &[usize],
     f: impl FnOnce() -> R,
@@ -275,15 +284,15 @@ pub fn under_locks<R>(
             LOCKED.with(|l| std::mem::swap(&mut *l.borrow_mut(), &mut self.0));
         }
     }
-    struct Count(());
-    impl Drop for Count {
+    struct Count<'a>(&'a AtomicUsize);
+    impl Drop for Count<'_> {
         fn drop(&mut self) {
-            UNDER_LOCKS.fetch_sub(1, Ordering::Relaxed);
+            self.0.fetch_sub(1, Ordering::Relaxed);
         }
     }
     let _restore = Restore(LOCKED.with(|l| l.replace(locked.to_vec())));
-    UNDER_LOCKS.fetch_add(1, Ordering::Relaxed);
-    let _running = Count(());
+    busy.under_locks.fetch_add(1, Ordering::Relaxed);
+    let _running = Count(&busy.under_locks);
     let mut f = Some(f);
     let mut r = None;
     clients.lend_desk(&mut || {
@@ -293,33 +302,6 @@ pub fn under_locks<R>(
     });
     // INVARIANT: `lend_desk` runs its closure once (`f` otherwise).
     r.expect("lend_desk ran the script")
-}
-
-/// Scripts running in [`under_locks`] now, on every thread.
-static UNDER_LOCKS: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether a script runs under its transaction's locks now, anywhere
-/// ([`under_locks`]; one relaxed load): a shard that holds locks then
-/// skips its active expiry cycle (see `every`: the script's calls there
-/// judge expiry by its start time, as Redis freezes the time for a
-/// script; keys must not expire under it meanwhile).
-#[inline]
-pub fn scripts_under_locks() -> bool {
-    UNDER_LOCKS.load(Ordering::Relaxed) != 0
-}
-
-/// Whether a published script's transaction holds `shard` under locks
-/// ([`under_locks`]): its loop answers `-BUSY` to the requests that wait
-/// there behind them, as Redis answers every command while busy. False at
-/// once when no script is busy.
-#[inline]
-pub fn locked_busy(shard: usize) -> bool {
-    any() && locked_busy_slow(shard)
-}
-
-#[cold]
-fn locked_busy_slow(shard: usize) -> bool {
-    busy_list().iter().any(|r| r.locked.contains(&shard))
 }
 
 /// Whether this thread's running script is published and holds shards
@@ -344,13 +326,6 @@ pub fn serve_while_waiting() {
     if idle {
         serve_idle(false);
     }
-}
-
-/// Whether a published script stops loop `s` itself: it runs there,
-/// pinned or stalls it (nothing runs on that loop until it ends). The
-/// loops of shards its transaction only locks are free: false for them.
-pub fn stops_loop(s: usize) -> bool {
-    any() && busy_list().iter().any(|r| r.stops_loop(s))
 }
 
 impl Running {
@@ -397,123 +372,208 @@ impl Running {
     }
 }
 
-/// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook call.
-static SHUTDOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// SHUTDOWN NOSAVE: stops every busy script (written or not; its effects
-/// are not logged, see `run`), so that its thread can reach shutdown.
-pub fn stop_for_shutdown() {
-    SHUTDOWN.store(true, Ordering::Release);
+/// One server's long scripts (see "One registry per server" in the module
+/// documentation): held by its `Ops` (`ops.busy`).
+pub struct Registry {
+    /// Scripts running past the threshold, every thread's. Bounded by the
+    /// number of threads (one script per thread at a time).
+    list: Mutex<Vec<Arc<Running>>>,
+    /// `list`'s length (a fast check for dispatch).
+    count: AtomicUsize,
+    /// Scripts running in [`under_locks`] now, on every thread.
+    under_locks: AtomicUsize,
+    /// Set by SHUTDOWN NOSAVE: every busy script stops at its next hook
+    /// call.
+    shutdown: AtomicBool,
+    /// `busy-reply-threshold` in milliseconds (set from the configuration).
+    threshold_ms: AtomicU64,
 }
 
-/// SHUTDOWN without NOSAVE while a script is busy: Redis's `-BUSY`.
-pub fn refuse_shutdown() -> Result<(), CmdError> {
-    match busy_list().first() {
-        None => Ok(()),
-        Some(r) => Err(CmdError::Raw(
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// No script busy, the default threshold (5 s).
+    pub const fn new() -> Self {
+        Registry {
+            list: Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            under_locks: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            threshold_ms: AtomicU64::new(5000),
+        }
+    }
+
+    /// Sets `busy-reply-threshold` (at start and after CONFIG SET:
+    /// `Ops::configure`).
+    pub fn set_threshold_ms(&self, ms: u64) {
+        self.threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn threshold(&self) -> Duration {
+        Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed))
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Running>>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether any script is busy (one relaxed load).
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) != 0
+    }
+
+    /// The `-BUSY` error for a command that needs one of `shards` while a
+    /// long script holds it (`None`: needs every shard), unless the command
+    /// may run while busy. One relaxed load when no script is busy.
+    #[inline]
+    pub fn refuse_if_busy(&self, shards: Option<&[usize]>) -> Option<CmdError> {
+        if !self.any() {
+            return None;
+        }
+        self.busy_error(shards)
+    }
+
+    #[cold]
+    fn busy_error(&self, shards: Option<&[usize]>) -> Option<CmdError> {
+        let list = self.list();
+        let r = list.iter().find(|r| match shards {
+            None => true,
+            Some(s) => r.stops_any(s),
+        })?;
+        Some(CmdError::Raw(
             if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
-        )),
+        ))
     }
-}
 
-/// Scripts running past the threshold, every thread's. Bounded by the
-/// number of threads (one script per thread at a time).
-static BUSY: Mutex<Vec<Arc<Running>>> = Mutex::new(Vec::new());
-/// Published scripts (a fast check for dispatch).
-static BUSY_COUNT: AtomicUsize = AtomicUsize::new(0);
-
-fn busy_list() -> std::sync::MutexGuard<'static, Vec<Arc<Running>>> {
-    BUSY.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether any script is busy (one relaxed load).
-#[inline]
-pub fn any() -> bool {
-    BUSY_COUNT.load(Ordering::Relaxed) != 0
-}
-
-/// The `-BUSY` error for a command that needs one of `shards` while a long
-/// script holds it (`None`: needs every shard), unless the command may run
-/// while busy. One relaxed load when no script is busy.
-#[inline]
-pub fn refuse_if_busy(shards: Option<&[usize]>) -> Option<CmdError> {
-    if BUSY_COUNT.load(Ordering::Relaxed) == 0 {
-        return None;
+    /// Whether a script runs under its transaction's locks now, on any
+    /// thread ([`under_locks`]; one relaxed load): a shard that holds
+    /// locks then skips its active expiry cycle (see `every`: the script's
+    /// calls there judge expiry by its start time, as Redis freezes the
+    /// time for a script; keys must not expire under it meanwhile).
+    #[inline]
+    pub fn scripts_under_locks(&self) -> bool {
+        self.under_locks.load(Ordering::Relaxed) != 0
     }
-    busy_error(shards)
-}
 
-#[cold]
-fn busy_error(shards: Option<&[usize]>) -> Option<CmdError> {
-    let list = busy_list();
-    let r = list.iter().find(|r| match shards {
-        None => true,
-        Some(s) => r.stops_any(s),
-    })?;
-    Some(CmdError::Raw(
-        if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
-    ))
-}
-
-/// SCRIPT KILL (`eval`) or FUNCTION KILL: kills the busy scripts of that
-/// kind that have not written. Errors as Redis's `scriptKill`: NOTBUSY when
-/// none is busy, UNKILLABLE when the busy one wrote, `-BUSY` naming the
-/// other command when the busy one is of the other kind.
-pub fn kill(eval: bool) -> Result<(), CmdError> {
-    let list = busy_list();
-    if list.is_empty() {
-        return Err(CmdError::Raw(
-            "NOTBUSY No scripts in execution right now.".into(),
-        ));
+    /// Whether a published script's transaction holds `shard` under locks
+    /// ([`under_locks`]): its loop answers `-BUSY` to the requests that
+    /// wait there behind them, as Redis answers every command while busy.
+    /// False at once when no script is busy.
+    #[inline]
+    pub fn locked_busy(&self, shard: usize) -> bool {
+        self.any() && self.locked_busy_slow(shard)
     }
-    let mut first_err = None;
-    let mut killed = false;
-    for r in list.iter() {
-        // Redis's scriptKill checks the writes before the kind.
-        if r.state.load(Ordering::Acquire) == WROTE {
-            first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
-            continue;
-        }
-        if r.eval != eval {
-            first_err.get_or_insert(CmdError::Raw(
+
+    #[cold]
+    fn locked_busy_slow(&self, shard: usize) -> bool {
+        self.list().iter().any(|r| r.locked.contains(&shard))
+    }
+
+    /// Whether a published script stops loop `s` itself: it runs there,
+    /// pinned or stalls it (nothing runs on that loop until it ends). The
+    /// loops of shards its transaction only locks are free: false for
+    /// them.
+    pub fn stops_loop(&self, s: usize) -> bool {
+        self.any() && self.list().iter().any(|r| r.stops_loop(s))
+    }
+
+    /// SHUTDOWN NOSAVE: stops every busy script (written or not; its
+    /// effects are not logged, see `run`), so that its thread can reach
+    /// shutdown.
+    pub fn stop_for_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+
+    /// SHUTDOWN without NOSAVE while a script is busy: Redis's `-BUSY`.
+    pub fn refuse_shutdown(&self) -> Result<(), CmdError> {
+        match self.list().first() {
+            None => Ok(()),
+            Some(r) => Err(CmdError::Raw(
                 if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
-            ));
-            continue;
+            )),
         }
-        match r
-            .state
-            .compare_exchange(CLEAN, KILLED_STATE, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) | Err(KILLED_STATE) => killed = true,
-            Err(_) => {
+    }
+
+    /// SCRIPT KILL (`eval`) or FUNCTION KILL: kills the busy scripts of
+    /// that kind that have not written. Errors as Redis's `scriptKill`:
+    /// NOTBUSY when none is busy, UNKILLABLE when the busy one wrote,
+    /// `-BUSY` naming the other command when the busy one is of the other
+    /// kind.
+    pub fn kill(&self, eval: bool) -> Result<(), CmdError> {
+        let list = self.list();
+        if list.is_empty() {
+            return Err(CmdError::Raw(
+                "NOTBUSY No scripts in execution right now.".into(),
+            ));
+        }
+        let mut first_err = None;
+        let mut killed = false;
+        for r in list.iter() {
+            // Redis's scriptKill checks the writes before the kind.
+            if r.state.load(Ordering::Acquire) == WROTE {
                 first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
+                continue;
+            }
+            if r.eval != eval {
+                first_err.get_or_insert(CmdError::Raw(
+                    if r.eval { BUSY_EVAL } else { BUSY_FUNCTION }.into(),
+                ));
+                continue;
+            }
+            match r
+                .state
+                .compare_exchange(CLEAN, KILLED_STATE, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) | Err(KILLED_STATE) => killed = true,
+                Err(_) => {
+                    first_err.get_or_insert(CmdError::Raw(UNKILLABLE.into()));
+                }
             }
         }
+        match (killed, first_err) {
+            (true, _) | (false, None) => Ok(()),
+            (false, Some(e)) => Err(e),
+        }
     }
-    match (killed, first_err) {
-        (true, _) | (false, None) => Ok(()),
-        (false, Some(e)) => Err(e),
+
+    /// What FUNCTION STATS reports while busy: `Err` (Redis's `-BUSY` for
+    /// SCRIPT KILL) when the busy script is an EVAL, the busy function's
+    /// name, command and milliseconds so far otherwise.
+    pub fn running_function(&self) -> Result<Option<RunningFunction>, CmdError> {
+        let list = self.list();
+        match list.first() {
+            None => Ok(None),
+            Some(r) if r.eval => Err(CmdError::Raw(BUSY_EVAL.into())),
+            Some(r) => Ok(Some((
+                r.name.clone(),
+                r.command.clone(),
+                r.started.elapsed().as_millis() as u64,
+            ))),
+        }
+    }
+
+    /// Publishes `r` (its hook found it past the threshold).
+    fn publish(&self, r: Arc<Running>) {
+        let mut list = self.list();
+        list.push(r);
+        self.count.store(list.len(), Ordering::Relaxed);
+    }
+
+    /// Takes published run `p` out of the list (it ended).
+    fn unpublish(&self, p: &Arc<Running>) {
+        let mut list = self.list();
+        list.retain(|r| !Arc::ptr_eq(r, p));
+        self.count.store(list.len(), Ordering::Relaxed);
     }
 }
 
 /// A busy function: its name, its command and milliseconds so far.
 pub type RunningFunction = (String, Vec<Vec<u8>>, u64);
-
-/// What FUNCTION STATS reports while busy: `Err` (Redis's `-BUSY` for
-/// SCRIPT KILL) when the busy script is an EVAL, the busy function's
-/// name, command and milliseconds so far otherwise.
-pub fn running_function() -> Result<Option<RunningFunction>, CmdError> {
-    let list = busy_list();
-    match list.first() {
-        None => Ok(None),
-        Some(r) if r.eval => Err(CmdError::Raw(BUSY_EVAL.into())),
-        Some(r) => Ok(Some((
-            r.name.clone(),
-            r.command.clone(),
-            r.started.elapsed().as_millis() as u64,
-        ))),
-    }
-}
 
 /// The runtime's side of a busy script: serves the script's own event
 /// loop once, in the restricted mode of the module documentation. Must
@@ -837,7 +897,7 @@ fn stall_idle(p: &Running) -> bool {
     let any = !now.is_empty();
     // Under the list's lock, as WATCH parks (`watch::park`): a loop that
     // leaves the list parks nothing more.
-    let _list = busy_list();
+    let _list = p.registry.list();
     *p.stalled.lock().unwrap_or_else(|e| e.into_inner()) = now;
     any
 }
@@ -885,6 +945,31 @@ struct Timed {
     idle_served: bool,
     /// Holds every shard (`super::every`): see `Running::every`.
     every: bool,
+    /// Its server's registry, found at the hook's first call ([`Timed::due`]).
+    registry: Option<&'static Registry>,
+}
+
+impl Timed {
+    /// The registry to publish the run in, if it is unpublished and past
+    /// its server's threshold. The registry is the one of the `ShardCtx`
+    /// the run runs with (`run::running_ops`), looked up at the first
+    /// call (a VM is its thread's, not a server's: `begin` comes before
+    /// the run is reachable); a run outside one (none runs so) is never
+    /// published.
+    fn due(&mut self) -> Option<&'static Registry> {
+        if self.published.is_some() {
+            return None;
+        }
+        let registry = match self.registry {
+            Some(r) => r,
+            None => {
+                let r = &super::run::running_ops()?.busy;
+                self.registry = Some(r);
+                r
+            }
+        };
+        (self.started.elapsed() >= registry.threshold()).then_some(registry)
+    }
 }
 
 /// A VM's hook state; see the module documentation.
@@ -947,12 +1032,13 @@ impl HookState {
             restartable: false,
             idle_served: false,
             every: false,
+            registry: None,
         });
     }
 
     /// The run that began holds every shard under its transaction's
     /// locks, reaching each from its thread (`super::every`): published,
-    /// it takes WATCHes of any shard's keys ([`watch_while_busy`]).
+    /// it takes WATCHes of any shard's keys ([`Registry::watch_while_busy`]).
     pub fn every(&self) {
         if let Some(t) = self.run.borrow_mut().as_mut() {
             t.every = true;
@@ -991,10 +1077,7 @@ impl HookState {
                     *c = None;
                 }
             });
-            let mut list = busy_list();
-            list.retain(|r| !Arc::ptr_eq(r, &p));
-            BUSY_COUNT.store(list.len(), Ordering::Relaxed);
-            drop(list);
+            p.registry.unpublish(&p);
             // Nothing is pushed any more (`watch_while_busy` finds it
             // under the list's lock).
             let mut w = p.watches.lock().unwrap_or_else(|e| e.into_inner());
@@ -1039,7 +1122,7 @@ impl HookState {
     }
 
     /// The watches of keys on its shard that other clients made while
-    /// the run is published ([`watch_while_busy`]) and, once it ended,
+    /// the run is published ([`Registry::watch_while_busy`]) and, once it ended,
     /// those it had not taken: the caller registers them on the shard
     /// ([`register_watches`]) before the script's next command, and when
     /// it ends. Cheap while nothing waits (a flag test).
@@ -1110,11 +1193,8 @@ impl HookState {
         }
         let serve = match self.run.borrow_mut().as_mut() {
             Some(t) if !matches!(t.kind, Kind::Load) => {
-                if t.published.is_none() {
-                    let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
-                    if t.started.elapsed() >= threshold {
-                        publish_or_restart(t);
-                    }
+                if let Some(registry) = t.due() {
+                    publish_or_restart(t, registry);
                 }
                 let first_idle =
                     t.published.is_some() && !std::mem::replace(&mut t.idle_served, true);
@@ -1147,17 +1227,18 @@ impl HookState {
         let abort = match &t.kind {
             Kind::Load => (t.started.elapsed() > LOAD_TIMEOUT).then_some(LOAD_TIMEOUT_TEXT),
             Kind::Eval(_) | Kind::Function { .. } => {
-                if t.published.is_none() {
-                    let threshold = Duration::from_millis(THRESHOLD_MS.load(Ordering::Relaxed));
-                    if t.started.elapsed() >= threshold {
-                        publish_or_restart(t);
-                    }
+                if let Some(registry) = t.due() {
+                    publish_or_restart(t, registry);
                 }
                 if t.restarting {
                     // Taken back (`publish_or_restart`): raised at every
                     // line until the run ends, as a kill is.
                     Some(super::wide::RESTART_TEXT)
-                } else if t.published.is_some() && SHUTDOWN.load(Ordering::Acquire) {
+                } else if t
+                    .published
+                    .as_ref()
+                    .is_some_and(|p| p.registry.shutdown.load(Ordering::Acquire))
+                {
                     self.stopped_for_shutdown.set(true);
                     Some(KILLED)
                 } else {
@@ -1193,21 +1274,22 @@ impl HookState {
 /// A run past the threshold: published, unless it runs in place and can
 /// be taken back (then `restarting`, which `check` raises).
 #[cold]
-fn publish_or_restart(t: &mut Timed) {
+fn publish_or_restart(t: &mut Timed, registry: &'static Registry) {
     if (t.in_place || t.restartable) && super::run::abandon_for_busy() {
         t.restarting = true;
         return;
     }
-    publish(t);
+    publish(t, registry);
 }
 
 #[cold]
-fn publish(t: &mut Timed) {
+fn publish(t: &mut Timed, registry: &'static Registry) {
     let (eval, name, command) = match &t.kind {
         Kind::Function { name, command } => (false, name.clone(), command.clone()),
         _ => (true, String::new(), Vec::new()),
     };
     let r = Arc::new(Running {
+        registry,
         eval,
         name,
         command,
@@ -1239,10 +1321,7 @@ fn publish(t: &mut Timed) {
             if eval { "SCRIPT KILL" } else { "FUNCTION KILL" },
         ),
     );
-    let mut list = busy_list();
-    list.push(r.clone());
-    BUSY_COUNT.store(list.len(), Ordering::Relaxed);
-    drop(list);
+    registry.publish(r.clone());
     CURRENT.with(|c| *c.borrow_mut() = Some(r.clone()));
     t.published = Some(r);
 }

@@ -70,7 +70,7 @@ pub(super) fn watch_now(
     let mut plan = Plan::default();
     let res = coord.step(Vec::new(), &mut plan, out, client);
     if res.is_ok() && !plan.is_empty() {
-        if !sendable(id, &plan) {
+        if !sendable(&server.ops.busy, id, &plan) {
             return Watched::Later;
         }
         return Watched::Jobs(coord, plan);
@@ -89,11 +89,11 @@ pub(super) fn watch_now(
 /// Whether the desk of loop `id` can send `plan`'s jobs now: every one is
 /// for a loop the busy script does not stop (those run nothing before it
 /// ends), and this loop's inbox is lent (its mailbox sends them).
-fn sendable(id: usize, plan: &Plan) -> bool {
+fn sendable(busy: &commands::script::busy::Registry, id: usize, plan: &Plan) -> bool {
     if plan
         .jobs
         .iter()
-        .any(|(s, _)| *s == id || commands::script::busy::stops_loop(*s))
+        .any(|(s, _)| *s == id || busy.stops_loop(*s))
     {
         return false;
     }
