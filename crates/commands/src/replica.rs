@@ -197,7 +197,7 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
             return false;
         }
     }
-    repl.set_role(
+    server.set_role(
         &mut g,
         Role::Replica {
             host: host.to_owned(),
@@ -230,7 +230,7 @@ pub fn unset_master(server: &ServerShared) -> bool {
     }
     crate::repl::Repl::shift_replid(&mut g.ids);
     g.link = Default::default();
-    repl.set_role(&mut g, Role::Master);
+    server.set_role(&mut g, Role::Master);
     drop(g);
     show_master(server, Vec::new());
     true

@@ -413,7 +413,7 @@ pub fn demote(server: &ServerShared, host: &str, port: u16) {
         return;
     }
     g.failover.state = State::InProgress;
-    let gen = repl.set_role(
+    let gen = server.set_role(
         &mut g,
         Role::Replica {
             host: host.to_owned(),
