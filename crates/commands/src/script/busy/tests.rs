@@ -1,6 +1,13 @@
 //! Unit tests of the busy-script machinery (`super`): the desks, pinned,
 //! idle and caller loops lent for a call only, and WATCH parking.
 
+use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use mlua::Lua;
+
+use super::lent::{serve_idle, serve_pinned, serve_while_busy, stall_idle, DESK_HOME};
 use super::*;
 
 struct Count(u32);
