@@ -35,7 +35,8 @@ use commands::{ServerShared, ThreadStats};
 
 use super::super::super::conn::ActiveCoord;
 use super::super::super::mailbox::{ConnRef, Msg};
-use super::{Desk, INBOX};
+use super::inbox::INBOX;
+use super::Desk;
 
 /// What became of a WATCH a desk read.
 pub(super) enum Watched {
