@@ -30,14 +30,14 @@
 //! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
 //! with a null array without running anything. Keys of one shard a long
 //! script holds are handed to that script instead, whose thread registers
-//! them before the script's next command (`script::busy::watch_while_busy`):
+//! them before the script's next command (`script::busy::Registry::watch_while_busy`):
 //! WATCH is answered at once while busy, as in Redis. So are keys of the
 //! home shard of a long script on gathered copies (which holds no
 //! shard): parked with the script, watched on its copies from its next
 //! command, and registered on that shard after it (those it writes back,
 //! right after the write-back), so only a write the script makes after
 //! the WATCH dooms the transaction, as in Redis
-//! (`script::busy::watch_stopped`).
+//! (`script::busy::Registry::watch_stopped`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -178,7 +178,7 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// Redis's one-instant WATCH would not; none after the reply is missed.
 ///
 /// So too when a published script's transaction locks one of their shards
-/// (a script inside MULTI/EXEC, or on every shard: `busy::locked_busy`):
+/// (a script inside MULTI/EXEC, or on every shard: `busy::Registry::locked_busy`):
 /// their loops are free, so each shard's job runs at once there, and WATCH
 /// is answered while busy as in Redis, instead of waiting for the script's
 /// end behind its transaction's locks.
@@ -231,7 +231,7 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         // Keys of the home shard of a long script that holds no shard
         // (it runs on gathered copies): parked with it, registered there
         // right after it; a stalled loop's: `-BUSY`, nothing watched
-        // (`script::busy::watch_stopped`).
+        // (`script::busy::Registry::watch_stopped`).
         busy.watch_stopped(&mut per_shard, db, &flag)?;
         // Keys of a shard a long script holds: its thread watches them
         // before the script's next command (see `script::busy`), and

@@ -549,7 +549,7 @@ impl Worker {
 
 /// The `-BUSY` line for the commands `cmds` of a remote batch that wait
 /// behind a lock of this shard (`id`) while a published script's
-/// transaction holds it (`script::busy::locked_busy`); `None` when none
+/// transaction holds it (`script::busy::Registry::locked_busy`); `None` when none
 /// does, or one of them may run while busy (the batch waits then, keeping
 /// its order).
 fn busy_behind(

@@ -179,7 +179,7 @@ impl Core {
     ) -> R {
         let r = inbox_of!(self).lend(&mut self.stats, |stats| f(&mut self.shard, stats));
         // WATCHes parked while it ran, if it stopped this loop without
-        // holding the shard (`commands::script::busy::watch_stopped`).
+        // holding the shard (`commands::script::busy::Registry::watch_stopped`).
         commands::script::busy::register_parked(&mut self.shard);
         r
     }

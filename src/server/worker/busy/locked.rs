@@ -77,7 +77,7 @@ impl commands::coord::ClientRegistry for JobDesk<'_> {
 
 impl Worker {
     /// While a published script's transaction holds this shard under locks
-    /// (`commands::script::busy::locked_busy`), once per turn: what waits
+    /// (`commands::script::busy::Registry::locked_busy`), once per turn: what waits
     /// here behind them is tried again as at a release, so that the
     /// remote batches get `-BUSY` (`run_batch`) and this loop's
     /// connections' requests too (dispatch refuses them), as Redis answers

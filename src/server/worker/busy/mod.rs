@@ -101,7 +101,7 @@
 //! 7.0 answers it (allow-busy), here (when all its keys are of those
 //! shards, or watched already) and on every other thread: its builder
 //! hands those keys to the published script
-//! (`script::busy::watch_while_busy`), whose thread registers them on the
+//! (`script::busy::Registry::watch_while_busy`), whose thread registers them on the
 //! shard before the script's next command and when it ends, so a write
 //! the script makes after `+OK` dooms the transaction exactly as in Redis
 //! (none is missed; one made before the WATCH does not doom it). Keys of
@@ -109,7 +109,7 @@
 //! shards (which holds no one shard) are answered at once too: parked
 //! with the script, watched on its copies before its next command, and
 //! registered on this shard right after the step that ran it
-//! (`script::busy::watch_stopped`; `home::step_coord`,
+//! (`script::busy::Registry::watch_stopped`; `home::step_coord`,
 //! [`Core::lending_inbox`] and [`Worker::with_desk`] call
 //! `register_parked`), those its transaction writes back right after
 //! that write-back, so a write of the key the script makes after `+OK`

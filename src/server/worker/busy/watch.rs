@@ -21,10 +21,10 @@
 //! Its jobs never go to a loop the script stops (its own, one it pinned
 //! or stalls: those would run them only after the script): the keys of a
 //! shard the script holds are the script's to register
-//! (`script::busy::watch_while_busy`), and a WATCH of keys of a shard it
+//! (`script::busy::Registry::watch_while_busy`), and a WATCH of keys of a shard it
 //! stops without holding it is parked with the script (its home, when
 //! it runs on gathered copies) or refused `-BUSY` (a loop it stalls) by
-//! its builder (`multi::watch`, `script::busy::watch_stopped`).
+//! its builder (`multi::watch`, `script::busy::Registry::watch_stopped`).
 
 use std::cell::RefCell;
 
@@ -53,7 +53,7 @@ pub(super) enum Watched {
 
 /// Steps a WATCH read by the desk of busy loop `id` once: finished here
 /// when it needs no shard (its keys are on a shard its script holds,
-/// which took them, `script::busy::watch_while_busy`; or they are
+/// which took them, `script::busy::Registry::watch_while_busy`; or they are
 /// watched already), its jobs handed back when they are all for free
 /// loops.
 #[allow(clippy::too_many_arguments)]
