@@ -158,10 +158,11 @@ fn refusal(
             return Some(CmdError::Raw(e.into()));
         }
     }
-    // One relaxed load when no script is busy.
-    if crate::script::busy::any() && !spec.has(flags::ALLOW_BUSY) {
+    // One relaxed load when no script of this server is busy.
+    if server.ops.busy.any() && !spec.has(flags::ALLOW_BUSY) {
         let queued = ctx.client.multi.is_some();
-        return busy_refusal(r, args, ctx.home, ctx.nshards(), queued, scratch);
+        let busy = &server.ops.busy;
+        return busy_refusal(busy, r, args, ctx.home, ctx.nshards(), queued, scratch);
     }
     None
 }
@@ -184,6 +185,7 @@ fn refusal(
 /// other commands without it after the script ends.
 #[cold]
 fn busy_refusal(
+    busy: &crate::script::busy::Registry,
     r: Resolved,
     args: Args<'_>,
     home: usize,
@@ -191,7 +193,7 @@ fn busy_refusal(
     queued: bool,
     scratch: &mut Vec<usize>,
 ) -> Option<CmdError> {
-    use crate::script::busy::refuse_if_busy;
+    let refuse_if_busy = |shards: Option<&[usize]>| busy.refuse_if_busy(shards);
     if let Some(e) = refuse_if_busy(Some(&[home])) {
         return Some(e);
     }

@@ -361,8 +361,9 @@ pub struct ServerShared {
     /// Client-side caching: every client's address, tracking clients and
     /// BCAST prefixes.
     pub tracking: crate::tracking::Tracking,
-    /// Bumped on every CONFIG SET; threads refresh their cached copies when
-    /// it changes (one atomic load per loop iteration).
+    /// Bumped on every CONFIG SET and role change ([`ServerShared::set_role`]);
+    /// threads refresh their cached copies, and what the role decides on
+    /// their shards, when it changes (one atomic load per loop iteration).
     pub config_gen: AtomicU64,
     pub nshards: usize,
     pub start: Instant,
@@ -512,6 +513,20 @@ pub const SHUTDOWN_SAVE: u8 = 2;
 pub const SHUTDOWN_FORCE: u8 = 4;
 
 impl ServerShared {
+    /// Sets the role (REPLICAOF, a failover's demotion: `Repl::set_role`)
+    /// and bumps [`ServerShared::config_gen`]: every loop then refreshes
+    /// what the role decides on its shard (a replica keeps keys past their
+    /// deadline and, with `replica-read-only`, refuses its clients'
+    /// scripts' writes) before it runs anything more, and reads the role
+    /// at no other time. Returns the role's new generation.
+    pub fn set_role(&self, g: &mut crate::repl::ReplInner, role: crate::repl::Role) -> u64 {
+        let gen = self.repl.set_role(g, role);
+        // After the role's flags: a loop that sees this generation
+        // (`Acquire`) sees the new role.
+        self.config_gen.fetch_add(1, Ordering::AcqRel);
+        gen
+    }
+
     /// The server behind the `Arc` its threads share, known to its
     /// `ops` from then on (a script's INFO reads it: `Ops::server`).
     pub fn share(self) -> Arc<Self> {
@@ -525,7 +540,6 @@ impl ServerShared {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));
         let mem = engine::evict::MemShared::new(nshards);
-        crate::script::busy::set_threshold_ms(config.busy_reply_threshold_ms);
         mem.set_limit(
             config.maxmemory,
             crate::memory::policy_of(config.maxmemory_policy),

@@ -207,6 +207,7 @@ fn route(
                 args,
                 ctx.client.db,
                 ctx.nshards(),
+                ctx.server,
                 &mut scratch.positions,
             );
             coordinate(r, build, args, ctx, stats, |_| locks)
@@ -296,9 +297,10 @@ fn coordinated_locks(
     args: Args<'_>,
     db: usize,
     nshards: usize,
+    server: &crate::ctx::ServerShared,
     scratch: &mut Vec<usize>,
 ) -> LockSet {
-    if let Some(set) = r.spec.locks.and_then(|f| f(args, db, nshards)) {
+    if let Some(set) = r.spec.locks.and_then(|f| f(args, db, nshards, server)) {
         return set;
     }
     if r.spec.getkeys.is_none() && r.spec.keys.first == 0 {

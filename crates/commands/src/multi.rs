@@ -30,14 +30,14 @@
 //! FLUSHALL, SWAPDB) sets the connection's flag, and EXEC then replies
 //! with a null array without running anything. Keys of one shard a long
 //! script holds are handed to that script instead, whose thread registers
-//! them before the script's next command (`script::busy::watch_while_busy`):
+//! them before the script's next command (`script::busy::Registry::watch_while_busy`):
 //! WATCH is answered at once while busy, as in Redis. So are keys of the
 //! home shard of a long script on gathered copies (which holds no
 //! shard): parked with the script, watched on its copies from its next
 //! command, and registered on that shard after it (those it writes back,
 //! right after the write-back), so only a write the script makes after
 //! the WATCH dooms the transaction, as in Redis
-//! (`script::busy::watch_stopped`).
+//! (`script::busy::Registry::watch_stopped`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -178,7 +178,7 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// Redis's one-instant WATCH would not; none after the reply is missed.
 ///
 /// So too when a published script's transaction locks one of their shards
-/// (a script inside MULTI/EXEC, or on every shard: `busy::locked_busy`):
+/// (a script inside MULTI/EXEC, or on every shard: `busy::Registry::locked_busy`):
 /// their loops are free, so each shard's job runs at once there, and WATCH
 /// is answered while busy as in Redis, instead of waiting for the script's
 /// end behind its transaction's locks.
@@ -187,13 +187,17 @@ fn unwatch(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
 /// home of a script on gathered copies takes no job until the script
 /// ends (its keys are parked with it, see [`watch`]); a loop it stalls
 /// refuses the WATCH `-BUSY` before any lock.
-fn watch_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<LockSet> {
-    let busy = crate::script::busy::any()
+fn watch_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    server: &crate::ServerShared,
+) -> Option<LockSet> {
+    let b = &server.ops.busy;
+    let busy = b.any()
         && args.iter().skip(1).any(|k| {
             let s = shard_of(k, nshards);
-            crate::script::busy::holds_shard(s)
-                || crate::script::busy::locked_busy(s)
-                || crate::script::busy::stops_loop(s)
+            b.holds_shard(s) || b.locked_busy(s) || b.stops_loop(s)
         });
     busy.then(LockSet::default)
 }
@@ -222,18 +226,19 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         .watch
         .as_ref()
         .map_or_else(engine::WatchFlag::default, |w| w.flag.clone());
-    if crate::script::busy::any() {
+    let busy = &c.server.ops.busy;
+    if busy.any() {
         // Keys of the home shard of a long script that holds no shard
         // (it runs on gathered copies): parked with it, registered there
         // right after it; a stalled loop's: `-BUSY`, nothing watched
-        // (`script::busy::watch_stopped`).
-        crate::script::busy::watch_stopped(&mut per_shard, db, &flag)?;
+        // (`script::busy::Registry::watch_stopped`).
+        busy.watch_stopped(&mut per_shard, db, &flag)?;
         // Keys of a shard a long script holds: its thread watches them
         // before the script's next command (see `script::busy`), and
         // WATCH is answered without waiting for the script, as Redis
         // answers it while busy (see `watch_locks`).
         for (s, keys) in per_shard.iter_mut().enumerate() {
-            if !keys.is_empty() && crate::script::busy::watch_while_busy(s, db, keys, &flag) {
+            if !keys.is_empty() && busy.watch_while_busy(s, db, keys, &flag) {
                 keys.clear();
             }
         }
@@ -794,6 +799,7 @@ impl Coordinator for ExecCoord {
                         .then(|| crate::script::every::apart(c.call.ops, env.shard.id))
                         .flatten();
                     let call = c.call;
+                    let busy: &'static crate::script::busy::Registry = &call.ops.busy;
                     let run = || {
                         crate::exec::run_shard_with(
                             c.resolved,
@@ -814,7 +820,7 @@ impl Coordinator for ExecCoord {
                     };
                     if c.resolved.spec.has(SCRIPT) {
                         // Published busy, it holds the block's locks.
-                        crate::script::busy::under_locks(&mut *env.clients, &locked, run);
+                        crate::script::busy::under_locks(busy, &mut *env.clients, &locked, run);
                     } else {
                         run();
                     }

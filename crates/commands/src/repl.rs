@@ -405,8 +405,10 @@ impl Repl {
     }
 
     /// Sets the role (REPLICAOF): a new generation, the fast flags, and a
-    /// wake-up for the link thread. Returns the new generation.
-    pub fn set_role(&self, g: &mut ReplInner, role: Role) -> u64 {
+    /// wake-up for the link thread. Returns the new generation. Called
+    /// through [`crate::ServerShared::set_role`], which has the loops
+    /// pick the role up.
+    pub(crate) fn set_role(&self, g: &mut ReplInner, role: Role) -> u64 {
         let replica = matches!(role, Role::Replica { .. });
         g.role = role;
         g.gen += 1;

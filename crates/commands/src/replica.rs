@@ -76,7 +76,12 @@ pub(crate) fn promotes(spec: &CommandSpec, args: Args<'_>) -> bool {
 /// while the stream changes hands (see `repl::ReplRuntime`), nor does the
 /// runtime's coordinator that ends the stream (Read locks). The other
 /// form touches no data.
-fn promotion_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn promotion_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let mut set = crate::tx::LockSet::default();
     if is_no_one(args) {
         set.whole(nshards, crate::tx::Mode::Write);
@@ -192,7 +197,7 @@ pub fn set_master(server: &ServerShared, host: &str, port: u16) -> bool {
             return false;
         }
     }
-    repl.set_role(
+    server.set_role(
         &mut g,
         Role::Replica {
             host: host.to_owned(),
@@ -225,7 +230,7 @@ pub fn unset_master(server: &ServerShared) -> bool {
     }
     crate::repl::Repl::shift_replid(&mut g.ids);
     g.link = Default::default();
-    repl.set_role(&mut g, Role::Master);
+    server.set_role(&mut g, Role::Master);
     drop(g);
     show_master(server, Vec::new());
     true

@@ -165,9 +165,9 @@ fn shutdown(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     // A busy script: only NOSAVE may stop the server (it stops the
     // script, whose effects are not persisted).
     if nosave {
-        crate::script::busy::stop_for_shutdown();
+        c.server.ops.busy.stop_for_shutdown();
     } else {
-        crate::script::busy::refuse_shutdown()?;
+        c.server.ops.busy.refuse_shutdown()?;
     }
     let mut mode = if nosave {
         SHUTDOWN_NOSAVE
@@ -219,7 +219,12 @@ fn atof(arg: &[u8]) -> f64 {
 /// `persist::loadaof`, `persist::reload`); DIGEST under Read locks (one
 /// instant across shards), DIGEST-VALUE under its keys' Read locks; the
 /// other subcommands lock nothing.
-fn debug_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn debug_locks(
+    args: Args<'_>,
+    db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let sub = args.get(1);
     let mut set = crate::tx::LockSet::default();
     if eq_ic(sub, "loadaof") || eq_ic(sub, "reload") {
@@ -404,7 +409,12 @@ fn config_get(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 /// rewrite that writes the AOF's first base begins in the command, on
 /// every shard at one instant between transactions and scripts (see
 /// [`config_set`]).
-fn config_set_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn config_set_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let on = (2..args.len())
         .step_by(2)
         .any(|i| eq_ic(args.get(i), "appendonly") && eq_ic(args.get(i + 1), "yes"));
@@ -475,7 +485,6 @@ fn config_set_apply(
                 )));
             }
         }
-        crate::script::busy::set_threshold_ms(cfg.busy_reply_threshold_ms);
         crate::persist::set_key_load_delay(cfg.key_load_delay);
         // Redis's updateRequirePass: the default user's only password.
         if saved.requirepass != cfg.requirepass {

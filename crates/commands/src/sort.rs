@@ -171,11 +171,21 @@ fn locks(args: Args<'_>, readonly: bool, db: usize, nshards: usize) -> Option<Lo
     Some(set)
 }
 
-fn sort_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<LockSet> {
+fn sort_locks(
+    args: Args<'_>,
+    db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<LockSet> {
     locks(args, false, db, nshards)
 }
 
-fn sort_ro_locks(args: Args<'_>, db: usize, nshards: usize) -> Option<LockSet> {
+fn sort_ro_locks(
+    args: Args<'_>,
+    db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<LockSet> {
     locks(args, true, db, nshards)
 }
 

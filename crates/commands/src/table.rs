@@ -87,10 +87,12 @@ pub type CoordBuilder = fn(&mut ConnCtx<'_>, Args<'_>) -> Result<Box<dyn Coordin
 pub type GetKeys = fn(Args<'_>) -> Vec<usize>;
 /// The locks of a coordinated command whose key arguments do not name
 /// everything it touches (SORT with BY/GET patterns reads keys named by
-/// the source's elements), from its arguments, database and shard count.
-/// `None` keeps dispatch's default (the declared keys when they span
-/// shards).
-pub type LockPlan = fn(Args<'_>, usize, usize) -> Option<crate::tx::LockSet>;
+/// the source's elements), from its arguments, database and shard count,
+/// and the server (WATCH takes none while a long script holds its keys'
+/// shards: `multi::watch_locks`). `None` keeps dispatch's default (the
+/// declared keys when they span shards).
+pub type LockPlan =
+    fn(Args<'_>, usize, usize, &crate::ctx::ServerShared) -> Option<crate::tx::LockSet>;
 
 /// How a command executes.
 #[derive(Clone, Copy)]

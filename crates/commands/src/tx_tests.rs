@@ -900,7 +900,7 @@ mod hops {
         let r = crate::table::registry()
             .resolve(owned.args())
             .expect("SCAN");
-        let plan = r.spec.locks.and_then(|f| f(owned.args(), 0, 32));
+        let plan = r.spec.locks.and_then(|f| f(owned.args(), 0, 32, &t.server));
         assert!(plan.is_some_and(|set| set.is_empty()), "SCAN locks nothing");
     }
 }

@@ -1,9 +1,9 @@
 //! A worker's timed work: the cron (`hz` times a second: blocked keys'
 //! bookkeeping, expiry, eviction, rehash, idle rings let go, buffers and
 //! memory given back, output limits, client timeouts, the replica link),
-//! blocked clients' deadlines, picking up CONFIG SET (one atomic load per
-//! iteration), INFO's rates, and this shard's share of a running
-//! background save.
+//! blocked clients' deadlines, picking up CONFIG SET and role changes
+//! (one atomic load per iteration), INFO's rates, and this shard's share
+//! of a running background save.
 //!
 //! Per thread: a few counters; each tick visits this thread's connections
 //! once, never the other threads'.
@@ -51,28 +51,28 @@ impl Worker {
         }
     }
 
-    /// Picks up CONFIG SET from any thread, and the role (REPLICAOF): two
-    /// atomic loads per iteration.
+    /// Picks up CONFIG SET and role changes (REPLICAOF, a failover) from
+    /// any thread: one atomic load per iteration. A role change bumps the
+    /// generation too (`ServerShared::set_role`), before REPLICAOF replies:
+    /// a write script queued in MULTI while master meets READONLY at an
+    /// EXEC after that reply on every shard, as in Redis (Tcl
+    /// unit/scripting, "no-writes shebang flag on replica"), not from the
+    /// shard's next cron tick on (up to 1/hz later: that test failed once
+    /// in three with the shards apart).
     #[inline]
     pub(super) fn refresh_config(&mut self) {
         let gen = self.core.server.config_gen.load(Ordering::Acquire);
         if gen != self.core.cfg_gen {
             self.reload_config(gen);
         }
-        // A write script queued in MULTI while master meets READONLY at an
-        // EXEC after REPLICAOF's reply on every shard, as in Redis (Tcl
-        // unit/scripting, "no-writes shebang flag on replica"), not from
-        // the shard's next cron tick on (up to 1/hz later: that test failed
-        // once in three with the shards apart).
-        self.refresh_role();
     }
 
     /// The shard as the role says (REPLICAOF, from any thread): a
     /// replica's keeps keys past their deadline (see `engine::Expiry`)
     /// and, with `replica-read-only`, refuses its normal clients' scripts'
-    /// writes. One relaxed load and two compares while nothing changed.
-    #[inline]
-    fn refresh_role(&mut self) {
+    /// writes. At start and at each new configuration generation, which
+    /// every role change makes ([`Worker::refresh_config`]).
+    pub(super) fn refresh_role(&mut self) {
         let replica = self.core.server.repl.replica_fast();
         if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
             self.core.shard.expiry = if replica {
@@ -113,6 +113,8 @@ impl Worker {
             a.set_policy(p);
         }
         commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
+        // After `cfg` (`replica-read-only`).
+        self.refresh_role();
     }
 
     /// Times out this thread's blocked connections whose deadline passed;
@@ -202,9 +204,6 @@ impl Worker {
         if self.unix.is_some() {
             self.accept_unix();
         }
-        // A replica's shards keep keys past their deadline (see
-        // `engine::Expiry`); the role may have changed since the last tick.
-        self.refresh_role();
         // No key expires while clients are paused (see `commands::ops::pause`)
         // or while DEBUG SET-ACTIVE-EXPIRE 0 holds, nor while a script
         // running under a transaction's locks may hold this shard (its
@@ -212,7 +211,7 @@ impl Worker {
         let ops = self.core.server.ops;
         if !ops.pause.paused()
             && ops.active_expire.load(std::sync::atomic::Ordering::Relaxed)
-            && !(self.core.locks.any_held() && commands::script::busy::scripts_under_locks())
+            && !(self.core.locks.any_held() && ops.busy.scripts_under_locks())
         {
             let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);

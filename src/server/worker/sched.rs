@@ -238,6 +238,8 @@ impl Worker {
         w.core.shard.event_listeners = Some(w.core.server.pubsub.keyspace_gate());
         w.core.shard.tracked.total = Some(w.core.server.tracking.table_keys.clone());
         commands::memory::configure_shard(&mut w.core.shard, &w.core.server);
+        // A role set before this generation (`replicaof` at start).
+        w.refresh_role();
         for (i, l) in w.tcp.iter_mut().enumerate() {
             w.poll
                 .registry()
@@ -567,7 +569,7 @@ impl Worker {
             }
         }
         self.drain();
-        if self.core.maybe_busy && commands::script::busy::locked_busy(self.core.id) {
+        if self.core.maybe_busy && self.core.server.ops.busy.locked_busy(self.core.id) {
             self.refuse_behind_busy();
         }
         self.evict_clients();

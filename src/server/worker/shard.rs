@@ -219,7 +219,8 @@ impl Worker {
                     &mut self.core.scratch.positions,
                 )
             {
-                if let Some(line) = busy_behind(self.core.id, &b.cmds[i..]) {
+                let busy = &self.core.server.ops.busy;
+                if let Some(line) = busy_behind(busy, self.core.id, &b.cmds[i..]) {
                     // Behind a busy script's locks: `-BUSY` for the rest,
                     // as Redis answers every command then (see `busy`).
                     for cmd in &b.cmds[i..] {
@@ -624,18 +625,22 @@ impl Worker {
 
 /// The `-BUSY` line for the commands `cmds` of a remote batch that wait
 /// behind a lock of this shard (`id`) while a published script's
-/// transaction holds it (`script::busy::locked_busy`); `None` when none
+/// transaction holds it (`script::busy::Registry::locked_busy`); `None` when none
 /// does, or one of them may run while busy (the batch waits then, keeping
 /// its order).
-fn busy_behind(id: usize, cmds: &[super::super::mailbox::BatchCmd]) -> Option<Vec<u8>> {
-    if !commands::script::busy::locked_busy(id)
+fn busy_behind(
+    busy: &commands::script::busy::Registry,
+    id: usize,
+    cmds: &[super::super::mailbox::BatchCmd],
+) -> Option<Vec<u8>> {
+    if !busy.locked_busy(id)
         || cmds
             .iter()
             .any(|c| c.resolved.spec.has(commands::table::flags::ALLOW_BUSY))
     {
         return None;
     }
-    commands::script::busy::refuse_if_busy(Some(&[id])).map(|e| e.line())
+    busy.refuse_if_busy(Some(&[id])).map(|e| e.line())
 }
 
 /// Overlaps the key-lookup cache misses of a whole batch: two passes of

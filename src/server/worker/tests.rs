@@ -1249,3 +1249,25 @@ fn a_scripts_errors_in_exec_count_when_the_loop_changes_thread() {
         assert_eq!(info_value(&info, "errorstat_ERR"), "count=1", "lend {lend}");
     }
 }
+
+/// A role change reaches every shard at its loop's next turn through the
+/// configuration generation it bumps (`ServerShared::set_role`), which is
+/// all a turn reads of it: a replica's shards keep keys past their
+/// deadline and refuse scripts' writes (`replica-read-only`); back to
+/// master, neither.
+#[test]
+fn a_role_change_reaches_every_shard_at_its_next_turn() {
+    let mut t = Cluster::new(2);
+    let server = t.workers[0].core.server.clone();
+    let roles = |t: &Cluster| -> Vec<(engine::Expiry, bool)> {
+        let shard = |w: &super::Worker| (w.core.shard.expiry, w.core.shard.read_only_replica);
+        t.workers.iter().map(shard).collect()
+    };
+    assert_eq!(roles(&t), [(engine::Expiry::Delete, false); 2]);
+    assert!(commands::replica::set_master(&server, "127.0.0.1", 1));
+    t.round();
+    assert_eq!(roles(&t), [(engine::Expiry::Keep, true); 2]);
+    assert!(commands::replica::unset_master(&server));
+    t.round();
+    assert_eq!(roles(&t), [(engine::Expiry::Delete, false); 2]);
+}

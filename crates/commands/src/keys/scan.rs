@@ -222,6 +222,7 @@ pub(super) fn scan_locks(
     _args: Args<'_>,
     _db: usize,
     _nshards: usize,
+    _: &crate::ServerShared,
 ) -> Option<crate::tx::LockSet> {
     Some(crate::tx::LockSet::default())
 }

@@ -77,6 +77,11 @@ pub struct Ops {
     /// (set once by the runtime; see `script::every`). Unset (in-process
     /// tests), such scripts are refused as before.
     pub reach: std::sync::OnceLock<Box<dyn crate::script::every::Reach>>,
+    /// This server's long scripts (`busy-reply-threshold`, `-BUSY`,
+    /// SCRIPT KILL; see `script::busy`): dispatch reads its count (one
+    /// relaxed load) before every command, scripts on their shard reach it
+    /// through `ShardCtx::ops`.
+    pub busy: crate::script::busy::Registry,
 }
 
 impl std::fmt::Debug for Ops {
@@ -104,6 +109,7 @@ impl Ops {
             repl_link: std::sync::OnceLock::new(),
             server: std::sync::OnceLock::new(),
             reach: std::sync::OnceLock::new(),
+            busy: crate::script::busy::Registry::new(),
         }));
         ops.configure(cfg);
         ops
@@ -126,6 +132,7 @@ impl Ops {
             .set_stop_on_save_error(cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty());
         self.serve_stale_data
             .store(cfg.replica_serve_stale_data, Ordering::Relaxed);
+        self.busy.set_threshold_ms(cfg.busy_reply_threshold_ms);
     }
 
     /// Redis's `running_stale` (scriptPrepareForRun) and

@@ -141,7 +141,12 @@ fn takes_over(args: Args<'_>) -> bool {
 
 /// PSYNC FAILOVER promotes this replica: whole-keyspace Write locks, as
 /// REPLICAOF NO ONE. A plain PSYNC touches no data.
-fn psync_locks(args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn psync_locks(
+    args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let mut set = crate::tx::LockSet::default();
     if takes_over(args) {
         set.whole(nshards, crate::tx::Mode::Write);

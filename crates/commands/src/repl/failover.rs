@@ -104,7 +104,12 @@ pub struct Failover {
 /// FAILOVER (and ABORT) takes whole-keyspace Write locks: the writes
 /// admitted before its pause finish first (see the module docs); an ABORT
 /// of a demoted server promotes it back.
-fn whole_write(_args: Args<'_>, _db: usize, nshards: usize) -> Option<crate::tx::LockSet> {
+fn whole_write(
+    _args: Args<'_>,
+    _db: usize,
+    nshards: usize,
+    _: &crate::ServerShared,
+) -> Option<crate::tx::LockSet> {
     let mut set = crate::tx::LockSet::default();
     set.whole(nshards, crate::tx::Mode::Write);
     Some(set)
@@ -408,7 +413,7 @@ pub fn demote(server: &ServerShared, host: &str, port: u16) {
         return;
     }
     g.failover.state = State::InProgress;
-    let gen = repl.set_role(
+    let gen = server.set_role(
         &mut g,
         Role::Replica {
             host: host.to_owned(),

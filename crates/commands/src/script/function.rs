@@ -465,7 +465,7 @@ fn flag_names(f: &super::shebang::ScriptFlags) -> Vec<&'static str> {
 /// FUNCTION STATS: the running function (if one is busy) and the engine's
 /// counts.
 fn function_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    let running = super::busy::running_function()?;
+    let running = c.server.ops.busy.running_function()?;
     let (nlibs, nfuncs) = {
         let reg = registry().read();
         (reg.libs.len(), reg.function_count())
@@ -499,9 +499,9 @@ fn function_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> 
     Ok(())
 }
 
-/// FUNCTION KILL: see `busy::kill`.
+/// FUNCTION KILL: see `busy::Registry::kill`.
 fn function_kill(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    super::busy::kill(false)?;
+    c.server.ops.busy.kill(false)?;
     c.out.ok();
     Ok(())
 }

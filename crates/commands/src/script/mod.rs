@@ -385,9 +385,9 @@ fn script_debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
 }
 
-/// SCRIPT KILL: see `busy::kill`.
+/// SCRIPT KILL: see `busy::Registry::kill`.
 fn script_kill(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
-    busy::kill(true)?;
+    c.server.ops.busy.kill(true)?;
     c.out.ok();
     Ok(())
 }

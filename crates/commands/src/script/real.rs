@@ -351,7 +351,7 @@ impl Job<'_> {
             in_place: Some(&mut real),
             sender: None,
         };
-        let res = crate::script::busy::under_locks(clients, shards, || match leases {
+        let res = crate::script::busy::under_locks(&ops.busy, clients, shards, || match leases {
             Some(l) => {
                 let mut loops = super::lend::LentLoops(l);
                 crate::script::busy::lend_pinned(&mut loops, || handler(&mut ctx, args.args()))

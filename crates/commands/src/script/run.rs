@@ -43,7 +43,7 @@ mod scope;
 
 pub use scope::install;
 use scope::run_scoped;
-pub(crate) use scope::{abandon_for_busy, snapshot_pass};
+pub(crate) use scope::{abandon_for_busy, running_ops, snapshot_pass};
 
 /// Redis's `scriptVerifyAllowStale` refusing a `redis.call` on a stale
 /// replica.

@@ -21,10 +21,10 @@
 //! Its jobs never go to a loop the script stops (its own, one it pinned
 //! or stalls: those would run them only after the script): the keys of a
 //! shard the script holds are the script's to register
-//! (`script::busy::watch_while_busy`), and a WATCH of keys of a shard it
+//! (`script::busy::Registry::watch_while_busy`), and a WATCH of keys of a shard it
 //! stops without holding it is parked with the script (its home, when
 //! it runs on gathered copies) or refused `-BUSY` (a loop it stalls) by
-//! its builder (`multi::watch`, `script::busy::watch_stopped`).
+//! its builder (`multi::watch`, `script::busy::Registry::watch_stopped`).
 
 use std::cell::RefCell;
 
@@ -35,7 +35,8 @@ use commands::{ServerShared, ThreadStats};
 
 use super::super::super::conn::ActiveCoord;
 use super::super::super::mailbox::{ConnRef, Msg};
-use super::{Desk, INBOX};
+use super::inbox::INBOX;
+use super::Desk;
 
 /// What became of a WATCH a desk read.
 pub(super) enum Watched {
@@ -52,7 +53,7 @@ pub(super) enum Watched {
 
 /// Steps a WATCH read by the desk of busy loop `id` once: finished here
 /// when it needs no shard (its keys are on a shard its script holds,
-/// which took them, `script::busy::watch_while_busy`; or they are
+/// which took them, `script::busy::Registry::watch_while_busy`; or they are
 /// watched already), its jobs handed back when they are all for free
 /// loops.
 #[allow(clippy::too_many_arguments)]
@@ -70,7 +71,7 @@ pub(super) fn watch_now(
     let mut plan = Plan::default();
     let res = coord.step(Vec::new(), &mut plan, out, client);
     if res.is_ok() && !plan.is_empty() {
-        if !sendable(id, &plan) {
+        if !sendable(&server.ops.busy, id, &plan) {
             return Watched::Later;
         }
         return Watched::Jobs(coord, plan);
@@ -89,11 +90,11 @@ pub(super) fn watch_now(
 /// Whether the desk of loop `id` can send `plan`'s jobs now: every one is
 /// for a loop the busy script does not stop (those run nothing before it
 /// ends), and this loop's inbox is lent (its mailbox sends them).
-fn sendable(id: usize, plan: &Plan) -> bool {
+fn sendable(busy: &commands::script::busy::Registry, id: usize, plan: &Plan) -> bool {
     if plan
         .jobs
         .iter()
-        .any(|(s, _)| *s == id || commands::script::busy::stops_loop(*s))
+        .any(|(s, _)| *s == id || busy.stops_loop(*s))
     {
         return false;
     }

@@ -1,6 +1,13 @@
 //! Unit tests of the busy-script machinery (`super`): the desks, pinned,
 //! idle and caller loops lent for a call only, and WATCH parking.
 
+use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use mlua::Lua;
+
+use super::lent::{serve_idle, serve_pinned, serve_while_busy, stall_idle, DESK_HOME};
 use super::*;
 
 struct Count(u32);
@@ -43,6 +50,7 @@ impl PinnedLoops for Loops {
 #[test]
 fn pinned_loops_are_lent_for_the_call_only_and_published_before_served() {
     let r = Arc::new(Running {
+        registry: &REGISTRY,
         eval: true,
         name: String::new(),
         command: Vec::new(),
@@ -83,8 +91,12 @@ impl IdleLoops for Own {
     }
 }
 
+/// The registry of the scripts these tests make by hand.
+static REGISTRY: Registry = Registry::new();
+
 fn running(home: usize, pinned: Vec<usize>) -> Running {
     Running {
+        registry: &REGISTRY,
         eval: true,
         name: String::new(),
         command: Vec::new(),
@@ -144,13 +156,18 @@ impl crate::coord::ClientRegistry for Lends {
 #[test]
 fn under_locks_lends_the_loop_and_names_its_shards_for_the_call_only() {
     let mut reg = Lends(0);
-    let seen = under_locks(&mut reg, &[1, 3], || {
-        let inner = under_locks(&mut Lends(0), &[2], || LOCKED.with(|l| l.borrow().clone()));
+    let busy = Registry::new();
+    let seen = under_locks(&busy, &mut reg, &[1, 3], || {
+        assert!(busy.scripts_under_locks());
+        let inner = under_locks(&busy, &mut Lends(0), &[2], || {
+            LOCKED.with(|l| l.borrow().clone())
+        });
         assert_eq!(inner, vec![2]);
         LOCKED.with(|l| l.borrow().clone())
     });
     assert_eq!((seen, reg.0), (vec![1, 3], 1));
     assert!(LOCKED.with(|l| l.borrow().is_empty()));
+    assert!(!busy.scripts_under_locks());
 
     let mut r = running(0, Vec::new());
     r.locked = vec![1, 3];
@@ -247,4 +264,58 @@ fn a_run_killed_at_a_hurried_hook_call_leaves_the_next_run_hurried_again() {
     st.hurried.set(true);
     st.end(&lua);
     assert!(!st.hurried.get());
+}
+
+/// A desk lent to a long script of one server that, at its first busy
+/// pass, talks to another server of the same process, then kills the
+/// script through its own server's registry.
+struct Other<'a> {
+    other: &'a mut crate::testutil::TestServer,
+    own: &'a Registry,
+    seen: Vec<String>,
+}
+
+impl BusyServe for Other<'_> {
+    fn serve_busy(&mut self) {
+        if self.seen.is_empty() {
+            for cmd in [&["SET", "k", "v"][..], &["PING"], &["SCRIPT", "KILL"]] {
+                self.seen.push(self.other.run(cmd));
+            }
+            self.seen.push(format!("{:?}", self.own.kill(true)));
+        }
+    }
+}
+
+/// Two servers in one process (the unit tests start several) share no
+/// busy state: a script of one, published past its small threshold,
+/// leaves the other's commands running and its SCRIPT KILL nothing to
+/// kill, and its threshold is not the other's. (It was process-wide: a
+/// long script of one test answered another test's SCAN `-BUSY`.)
+#[test]
+fn a_long_script_of_one_server_is_no_business_of_another() {
+    use crate::testutil::TestServer;
+    let (mut a, mut b) = (TestServer::new(1), TestServer::new(1));
+    let ok = a.run(&["CONFIG", "SET", "busy-reply-threshold", "10"]);
+    assert_eq!(ok, "+OK\r\n");
+    let a_ops = a.server.ops;
+    let mut desk = Other {
+        other: &mut b,
+        own: &a_ops.busy,
+        seen: Vec::new(),
+    };
+    let reply = lend_desk(&mut desk, 0, || a.run(&["EVAL", "while true do end", "0"]));
+    assert!(reply.contains("Script killed by user"), "{reply}");
+    let notbusy = "-NOTBUSY No scripts in execution right now.\r\n";
+    assert_eq!(desk.seen, ["+OK\r\n", "+PONG\r\n", notbusy, "Ok(())"]);
+    assert!(!a_ops.busy.any());
+
+    // The other's threshold is still the default (5 s): its script that
+    // runs past 10 ms is not published (no busy pass serves its desk).
+    let spin = "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] \
+                repeat local n = redis.call('TIME') until n[1] * 1e6 + n[2] - s > 100000 \
+                return 1";
+    let mut passes = Passes(0);
+    let reply = lend_desk(&mut passes, 0, || b.run(&["EVAL", spin, "0"]));
+    assert_eq!(reply, ":1\r\n");
+    assert_eq!(passes.0, 0, "published past the other server's threshold");
 }

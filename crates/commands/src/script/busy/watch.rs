@@ -3,7 +3,7 @@
 //!
 //! * **A shard the script holds** (the one it runs on; run in place, its
 //!   home and the loops it pinned; on every shard, any): the keys are
-//!   handed to the script ([`watch_while_busy`]), whose thread registers
+//!   handed to the script ([`Registry::watch_while_busy`]), whose thread registers
 //!   them on their shard before the script's next command and when it
 //!   ends (`HookState::take_watches`, [`register_watches`]). Exactly
 //!   Redis's semantics: a write the script makes after `+OK` dooms the
@@ -12,7 +12,7 @@
 //!   copies of several shards' keys, `crate::scratch`, its writes written
 //!   back by its transaction after it ends): nothing runs there until the
 //!   script ends, so the keys are *parked* with the script
-//!   ([`watch_stopped`], `Running::parked`) and `+OK` answered at once.
+//!   ([`Registry::watch_stopped`], `Running::parked`) and `+OK` answered at once.
 //!   The keys are also handed to the script as a held shard's are
 //!   (`Running::watches`), and its thread watches them *on its copies*
 //!   before its next command: a write it makes there after `+OK` dooms
@@ -70,7 +70,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
-use super::{any, busy_list, Running, BUSY_EVAL, BUSY_FUNCTION, CURRENT};
+use super::{Registry, Running, BUSY_EVAL, BUSY_FUNCTION, CURRENT};
 use crate::error::CmdError;
 
 /// A key watched while a published script holds (or stops) its shard.
@@ -86,83 +86,88 @@ pub struct PendingWatch {
 /// (parked).
 pub(crate) const PENDING_WATCHES_MAX: usize = 1 << 16;
 
-/// WATCH of `keys` (database `db`) on `shard`, while a script may be
-/// busy there: true if a published script holds that shard and took the
-/// keys, which its thread registers on the shard before the script's next
-/// command, and when it ends ([`super::HookState::take_watches`],
-/// [`register_watches`]). The caller then answers `+OK` at once, as Redis
-/// 7.0 does (WATCH is allow-busy there): every write the script makes
-/// after this returns signals the keys, so the transaction fails exactly
-/// as in Redis. False (nothing taken) when no published script holds the
-/// shard itself (one on gathered copies of several shards' keys holds
-/// none: see [`watch_stopped`]), or too many keys wait already: the
-/// caller watches the ordinary way.
-pub fn watch_while_busy(
-    shard: usize,
-    db: usize,
-    keys: &[Vec<u8>],
-    flag: &engine::WatchFlag,
-) -> bool {
-    if !any() {
-        return false;
+impl Registry {
+    /// WATCH of `keys` (database `db`) on `shard`, while a script may be
+    /// busy there: true if a published script holds that shard and took the
+    /// keys, which its thread registers on the shard before the script's next
+    /// command, and when it ends ([`super::HookState::take_watches`],
+    /// [`register_watches`]). The caller then answers `+OK` at once, as Redis
+    /// 7.0 does (WATCH is allow-busy there): every write the script makes
+    /// after this returns signals the keys, so the transaction fails exactly
+    /// as in Redis. False (nothing taken) when no published script holds the
+    /// shard itself (one on gathered copies of several shards' keys holds
+    /// none: see [`Registry::watch_stopped`]), or too many keys wait already: the
+    /// caller watches the ordinary way.
+    pub fn watch_while_busy(
+        &self,
+        shard: usize,
+        db: usize,
+        keys: &[Vec<u8>],
+        flag: &engine::WatchFlag,
+    ) -> bool {
+        if !self.any() {
+            return false;
+        }
+        // Under the list's lock: a script unpublished (`HookState::end`) after
+        // this takes what was pushed here.
+        let list = self.list();
+        let Some(r) = list.iter().find(|r| r.holds(shard)) else {
+            return false;
+        };
+        let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
+        if w.len() + keys.len() > PENDING_WATCHES_MAX {
+            return false;
+        }
+        w.extend(keys.iter().map(|k| PendingWatch {
+            db,
+            key: k.clone(),
+            flag: flag.clone(),
+        }));
+        r.watching.store(true, Ordering::Release);
+        true
     }
-    // Under the list's lock: a script unpublished (`HookState::end`) after
-    // this takes what was pushed here.
-    let list = busy_list();
-    let Some(r) = list.iter().find(|r| r.holds(shard)) else {
-        return false;
-    };
-    let mut w = r.watches.lock().unwrap_or_else(|e| e.into_inner());
-    if w.len() + keys.len() > PENDING_WATCHES_MAX {
-        return false;
+
+    /// Whether a published script holds `shard` itself (not one on gathered
+    /// copies): a WATCH of its keys is taken by [`Registry::watch_while_busy`].
+    pub fn holds_shard(&self, shard: usize) -> bool {
+        self.any() && self.list().iter().any(|r| r.holds(shard))
     }
-    w.extend(keys.iter().map(|k| PendingWatch {
-        db,
-        key: k.clone(),
-        flag: flag.clone(),
-    }));
-    r.watching.store(true, Ordering::Release);
-    true
-}
 
-/// Whether a published script holds `shard` itself (not one on gathered
-/// copies): a WATCH of its keys is taken by [`watch_while_busy`].
-pub fn holds_shard(shard: usize) -> bool {
-    any() && busy_list().iter().any(|r| r.holds(shard))
-}
-
-/// WATCH of keys of the shards a busy script stops without holding them
-/// (`per_shard[s]`: the new keys of shard `s`, database `db`, flag
-/// `flag`): the keys of the home shard of a script that holds none, and
-/// of a loop it stalls, are parked with it (see the module
-/// documentation) and their groups emptied; the caller answers `+OK` at
-/// once. `Err(-BUSY)` (a rejected call, Redis's text), with nothing
-/// parked, when parking them would pass [`PENDING_WATCHES_MAX`]. Groups
-/// of other shards are left as they are.
-/// One relaxed load when no script is busy.
-pub fn watch_stopped(
-    per_shard: &mut [Vec<Vec<u8>>],
-    db: usize,
-    flag: &engine::WatchFlag,
-) -> Result<(), CmdError> {
-    if !any() {
-        return Ok(());
+    /// WATCH of keys of the shards a busy script stops without holding them
+    /// (`per_shard[s]`: the new keys of shard `s`, database `db`, flag
+    /// `flag`): the keys of the home shard of a script that holds none, and
+    /// of a loop it stalls, are parked with it (see the module
+    /// documentation) and their groups emptied; the caller answers `+OK` at
+    /// once. `Err(-BUSY)` (a rejected call, Redis's text), with nothing
+    /// parked, when parking them would pass [`PENDING_WATCHES_MAX`]. Groups
+    /// of other shards are left as they are.
+    /// One relaxed load when no script is busy.
+    pub fn watch_stopped(
+        &self,
+        per_shard: &mut [Vec<Vec<u8>>],
+        db: usize,
+        flag: &engine::WatchFlag,
+    ) -> Result<(), CmdError> {
+        if !self.any() {
+            return Ok(());
+        }
+        self.watch_stopped_slow(per_shard, db, flag)
     }
-    watch_stopped_slow(per_shard, db, flag)
+
+    #[cold]
+    fn watch_stopped_slow(
+        &self,
+        per_shard: &mut [Vec<Vec<u8>>],
+        db: usize,
+        flag: &engine::WatchFlag,
+    ) -> Result<(), CmdError> {
+        // Under the list's lock throughout: a script unpublished after this
+        // takes what was parked here (`HookState::end`).
+        park(&self.list(), per_shard, db, flag)
+    }
 }
 
-#[cold]
-fn watch_stopped_slow(
-    per_shard: &mut [Vec<Vec<u8>>],
-    db: usize,
-    flag: &engine::WatchFlag,
-) -> Result<(), CmdError> {
-    // Under the list's lock throughout: a script unpublished after this
-    // takes what was parked here (`HookState::end`).
-    park(&busy_list(), per_shard, db, flag)
-}
-
-/// [`watch_stopped`] with the published scripts `list`.
+/// [`Registry::watch_stopped`] with the published scripts `list`.
 fn park(
     list: &[std::sync::Arc<Running>],
     per_shard: &mut [Vec<Vec<u8>>],
@@ -371,16 +376,11 @@ fn take_for(parked: &mut Vec<(usize, PendingWatch)>, s: usize) -> Vec<PendingWat
 /// scripts left for it ([`register_parked`]). Nothing else when no
 /// script is published on this thread.
 pub fn release_stalled(shard: &mut engine::Shard) {
-    let current = if any() {
-        CURRENT.with(|c| c.borrow().clone())
-    } else {
-        None
-    };
-    if let Some(p) = current {
+    if let Some(p) = CURRENT.with(|c| c.borrow().clone()) {
         // Under the list's lock, as WATCH parks (`park`): once the loop is
         // out of `stalled`, nothing more is parked for it.
         let mine = {
-            let _list = busy_list();
+            let _list = p.registry.list();
             unstall(&p, shard.id)
         };
         for w in mine {
@@ -442,7 +442,9 @@ mod tests {
     /// A published script on gathered copies whose home is loop 0, which
     /// stalls loop 3.
     fn copies() -> Arc<Running> {
+        static REGISTRY: Registry = Registry::new();
         Arc::new(Running {
+            registry: &REGISTRY,
             eval: true,
             name: String::new(),
             command: Vec::new(),

@@ -159,6 +159,20 @@ pub(crate) fn abandon_for_busy() -> bool {
     true
 }
 
+/// The server state of the running script (its `ShardCtx::ops`), for the
+/// hook (`busy`), whose VM is its thread's and knows no server: where the
+/// run publishes itself past its server's `busy-reply-threshold`. `None`
+/// outside a script call.
+pub(crate) fn running_ops() -> Option<&'static crate::ops::Ops> {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `with_run` (the hook runs inside the Lua call).
+    let run = unsafe { &*(p as *const RefCell<Run<'static, 'static>>) };
+    run.try_borrow().ok().map(|r| r.ctx.ops)
+}
+
 /// The hook's step of a running snapshot on the shard the running script
 /// holds (`persist::tick`, about every millisecond of Lua): the shard is
 /// between commands here (no `redis.call` runs), as between a loop's
