@@ -1016,9 +1016,9 @@ mod tests {
         let (mut polls, mut mb) = mailboxes(4);
         let rings = |mb: &[Mailbox]| mb[0].bells[0].rings.load(Ordering::Relaxed);
         assert!(!mb[0].park(false), "nothing waits: it may sleep");
-        for from in 1..4 {
-            mb[from].send(0, wake(from, 1));
-            assert!(!mb[from].flush());
+        for (from, m) in mb.iter_mut().enumerate().skip(1) {
+            m.send(0, wake(from, 1));
+            assert!(!m.flush());
         }
         assert_eq!(rings(&mb), 1, "three senders, one ring");
         let mut events = mio::Events::with_capacity(4);
