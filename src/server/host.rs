@@ -90,12 +90,14 @@
 //!   stuck shard's keys, and can send SCRIPT KILL. When the round ends the
 //!   hub gives back the rest (the worker that ran). A turn is stuck only
 //!   if the hub ran: the watchdog reads the hub's CPU clock (by thread id,
-//!   only for turns older than a tick) and needs it to have run half the
-//!   time since, or [`STUCK`] of CPU, or the round to have lasted
+//!   only for turns older than a tick) and needs it to have run [`STUCK`]
+//!   of CPU since it first saw the turn, or the round to have lasted
 //!   [`STUCK_ANYWAY`]. On two vCPUs at load 5-10, hub rounds of ordinary
 //!   SETBITs lasted 5-83 ms every few seconds while the hub ran 0.1-3.8
 //!   ms of them: giving its loops back then only added threads to the run
-//!   queue, for the rest of the run. The watchdog wakes every
+//!   queue, for the rest of the run. (Half the wall time since, the rule
+//!   before, took turns of a few MSETs that ran 2-3 ms of CPU for stuck:
+//!   `policy::turn_running`.) The watchdog wakes every
 //!   [`WATCH_MIN`] while some hub is in a round, backing off to
 //!   [`WATCH_MAX`] while the hubs sleep, and sleeps for good while no
 //!   worker is adopted (then nothing is consolidated and it costs nothing);

@@ -64,7 +64,7 @@ impl Hosts {
                 let (_, cpu0, at, logged) = *seen;
                 let wall = Duration::from_micros(now_us.saturating_sub(at));
                 let ran = Duration::from_nanos(cpu.saturating_sub(cpu0));
-                let running = wall >= WATCH_MIN && (policy::ran_most(ran, wall) || ran >= STUCK);
+                let running = policy::turn_running(ran);
                 let age = Duration::from_micros(age);
                 if !self.stuck(h, now_us) {
                     continue;
