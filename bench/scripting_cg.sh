@@ -29,6 +29,10 @@
 #             one over every shard, `commands::script::every`: its first
 #             run is taken back and it runs again under every shard's
 #             locks, its calls on other threads' shards posted there)
+#   stray     EVALSHA of INCR of KEYS[1], ARGV[1], ARGV[2] (the last two
+#             keys it did not declare: bench/scripting.sh's stray test),
+#             keys u:N from 100k; `decl` the same with all three declared
+#             (not in the default: what undeclared keys cost per call)
 #   publish   EVALSHA of INCR KEYS[1] + PUBLISH to a channel nobody
 #             listens to, keys k:0..99999 (not in the default: with
 #             several shards a PUBLISH makes a run one that cannot be
@@ -43,6 +47,8 @@ ONE="redis.call('INCR', KEYS[1]); redis.call('EXPIRE', KEYS[1], 100); return 1"
 EIGHT="for i = 1, #KEYS do redis.call('INCR', KEYS[i]) end; return #KEYS"
 PUBLISH="redis.call('INCR', KEYS[1]); redis.call('PUBLISH', 'cg', 'm'); return 1"
 EVERY="redis.call('INCR', KEYS[1]); return redis.call('DBSIZE')"
+STRAY="redis.call('INCR', KEYS[1]); redis.call('INCR', ARGV[1]); redis.call('INCR', ARGV[2]); return 1"
+DECL="redis.call('INCR', KEYS[1]); redis.call('INCR', KEYS[2]); redis.call('INCR', KEYS[3]); return 1"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -83,6 +89,8 @@ for spec in "$@"; do
       one) body=$ONE; keys=(1 k:__rand_int__); r=100000 ;;
       publish) body=$PUBLISH; keys=(1 k:__rand_int__); r=100000 ;;
       every) body=$EVERY; keys=(1 k:__rand_int__); r=100 ;;
+      stray) body=$STRAY; keys=(1 u:__rand_int__ u:__rand_int__ u:__rand_int__); r=100000 ;;
+      decl) body=$DECL; keys=(3 u:__rand_int__ u:__rand_int__ u:__rand_int__); r=100000 ;;
       eight|eighthot)
         body=$EIGHT; r=100000; [ "$t" = eighthot ] && r=100
         keys=(8 a:__rand_int__ b:__rand_int__ c:__rand_int__ d:__rand_int__
