@@ -698,17 +698,6 @@ pub fn compile(lua: &Lua, body: &[u8]) -> Result<Function, String> {
 
 /// Redis's `__redis__err__handler`, see the module documentation.
 fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
-    // A run abandoned for a wider one (`wide`: it named a key it does not
-    // hold) has no reply: its caller drops what this returns. Building the
-    // error table (three protected `raw_set`s, a string, the stack walk for
-    // the line) and collecting it after cost ~13 k instructions of the
-    // ~50 k an undeclared key added to a call (bench/scripting_cg.sh
-    // `stray`, session 24).
-    if let Value::Error(e) = &err {
-        if reply_error_text(e).is_some_and(|(t, _)| t == super::wide::RESTART_TEXT) {
-            return lua.create_table();
-        }
-    }
     let mut msg: Vec<u8> = Vec::new();
     let mut counted = false;
     match &err {
@@ -724,6 +713,14 @@ fn message_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
             msg.extend_from_slice(&s.as_bytes());
         }
         Value::Error(e) => match reply_error_text(e) {
+            // A run abandoned for a wider one (`wide`: it named a key it
+            // does not hold) has no reply: its caller drops what this
+            // returns. Building the error table (three protected
+            // `raw_set`s, a string, the stack walk for the line) and
+            // collecting it after cost ~13 k instructions of the ~50 k an
+            // undeclared key added to a call (bench/scripting_cg.sh
+            // `stray`, session 24).
+            Some((t, _)) if t == super::wide::RESTART_TEXT => return lua.create_table(),
             Some((t, c)) => {
                 msg.extend_from_slice(t.as_bytes());
                 counted = c;
