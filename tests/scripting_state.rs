@@ -700,13 +700,11 @@ fn script_flush_uncounts_every_vm_at_once() {
     if testing_real_redis() {
         return;
     }
-    for layout in [
-        &["--shards", "2", "--shard-consolidation", "no"][..],
-        &["--shards", "2"],
-    ] {
-        let srv = Server::tessera(layout);
+    for (shards, consolidation) in [("2", "no"), ("2", "yes"), ("16", "no"), ("16", "yes")] {
+        let layout = ["--shards", shards, "--shard-consolidation", consolidation];
+        let srv = Server::tessera(&layout);
         let mut c = srv.conn();
-        for k in common::keys_across_shards("k", 2, 2) {
+        for k in common::keys_across_shards("k", 2, shards.parse().unwrap()) {
             let n: i64 = redis::cmd("EVAL")
                 .arg("return redis.call('incr', KEYS[1])")
                 .arg(1)
