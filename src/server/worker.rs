@@ -356,6 +356,11 @@ struct Core {
     /// read by the in-process tests.
     #[cfg_attr(not(test), allow(dead_code))]
     scripts_in_place: u64,
+    /// First runs of scripts this worker saw abandoned for an undeclared
+    /// key of another shard (`commands::script::wide`), to run again
+    /// wider; read by the in-process tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    scripts_strayed: u64,
     /// Connections with held replies: `(slot, gen)`.
     held: Vec<(usize, u32)>,
     /// Jobs this thread's coordinators addressed to its own shard.

@@ -1020,6 +1020,7 @@ pub(super) fn park_across(
 /// Runs a script that touched keys of other shards again, over more keys,
 /// in its reply slot (see `commands::script::wide`).
 fn widen(core: &mut Core, c: &mut Conn, slot: usize, w: crate::server::mailbox::Widen) {
+    super::request::strayed(core, w.args.args(), &w.keys);
     let mut out = Reply::new(c.client.resp3);
     let coord = {
         let mut ctx = ConnCtx {

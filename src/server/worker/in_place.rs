@@ -355,25 +355,86 @@ pub(super) fn by_call(
     }
 }
 
-/// Scripts this thread remembers as hops, at most (the oldest goes).
-const HOPS_MAX: usize = 32;
+/// Script commands a thread remembers, at most per list (the oldest goes).
+const REMEMBERED_MAX: usize = 32;
 /// Longer keys are not remembered (a SHA-1 has 40 bytes).
-const HOP_KEY_MAX: usize = 64;
+const REMEMBERED_KEY_MAX: usize = 64;
+
+/// Script commands a thread learned something of, by their argument 1
+/// (EVALSHA's SHA-1, FCALL's function name; an EVAL's body when short),
+/// under the [`script_generations`] they were learned in: a flush or a
+/// library change since forgets them (the scripts and functions gone or
+/// replaced start unknown). A key that names something else (an EVAL's
+/// body, a script loaded again) only picks a path that may cost more:
+/// each list's use below is right for any script.
+struct Remembered {
+    keys: Vec<Box<[u8]>>,
+    gen: (u64, u64),
+}
+
+impl Remembered {
+    const fn new() -> Remembered {
+        Remembered {
+            keys: Vec::new(),
+            gen: (0, 0),
+        }
+    }
+
+    /// Whether `args` is remembered: nothing but a length test while the
+    /// list is empty, two atomic loads more while it is not.
+    fn contains(&mut self, args: Args<'_>) -> bool {
+        if self.keys.is_empty() {
+            return false;
+        }
+        if self.gen != script_generations() {
+            self.keys.clear();
+            return false;
+        }
+        let k = args.get(1);
+        self.keys.iter().any(|x| x.eq_ignore_ascii_case(k))
+    }
+
+    fn add(&mut self, args: Args<'_>) {
+        let k = args.get(1);
+        if k.len() > REMEMBERED_KEY_MAX {
+            return;
+        }
+        let now = script_generations();
+        if std::mem::replace(&mut self.gen, now) != now {
+            self.keys.clear();
+        }
+        if self.keys.iter().any(|x| x.eq_ignore_ascii_case(k)) {
+            return;
+        }
+        if self.keys.len() == REMEMBERED_MAX {
+            self.keys.remove(0);
+        }
+        self.keys.push(k.into());
+    }
+}
 
 thread_local! {
-    /// The keys (argument 1: EVALSHA's SHA-1, FCALL's function name) of
-    /// the script commands whose runs by a call this thread saw taken
+    /// The script commands whose runs by a call this thread saw taken
     /// back for their script's mark (`commands::script::cache::HopMark`,
     /// see the module docs): their calls hop without the visit that finds
-    /// the mark (~2,000 instructions, callgrind). A key that names
-    /// something else (an EVAL's body, a script loaded again) only makes
-    /// a call hop that could have run by a call: a hop is always right.
-    static HOPS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    /// the mark (~2,000 instructions, callgrind). A hop is always right.
+    static HOPS: RefCell<Remembered> = const { RefCell::new(Remembered::new()) };
+
+    /// The script commands whose first run this thread saw abandoned for
+    /// an undeclared key of another shard (`commands::script::wide`):
+    /// their later calls start in place ([`run`], see
+    /// `request::execute`), where such a key of a co-hosted shard is
+    /// pinned and reached as any other, instead of running where their
+    /// declared keys are until the stray key and again from the start
+    /// (a script with two such keys cost 63.6 k instructions against
+    /// 29.3 k declared, callgrind). Running in place is right for any
+    /// script; where it declines, the call runs as it would have.
+    static STRAYS: RefCell<Remembered> = const { RefCell::new(Remembered::new()) };
 }
 
 /// The generations of the script cache and of the function libraries
 /// (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH / RESTORE` bump them):
-/// what [`HOPS`] was remembered under.
+/// what [`Remembered`] lists were learned under.
 fn script_generations() -> (u64, u64) {
     (
         commands::script::cache::cache().generation(),
@@ -381,51 +442,24 @@ fn script_generations() -> (u64, u64) {
     )
 }
 
-thread_local! {
-    /// [`script_generations`] when [`HOPS`] was last added to: a flush or
-    /// a library change since forgets it (the scripts and functions gone
-    /// or replaced start unmarked; a remembered key only makes a call hop
-    /// that could have run by a call, so this is for their sake).
-    static HOPS_GEN: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// Whether script command `args` is remembered to hop (see `HOPS`): a
-/// thread-local load while none is, two atomic loads more while some are.
+/// Whether script command `args` is remembered to hop (see `HOPS`).
 pub(super) fn known_to_hop(args: Args<'_>) -> bool {
-    HOPS.with(|h| {
-        let mut h = h.borrow_mut();
-        if h.is_empty() {
-            return false;
-        }
-        if HOPS_GEN.with(std::cell::Cell::get) != script_generations() {
-            h.clear();
-            return false;
-        }
-        let k = args.get(1);
-        h.iter().any(|x| x.eq_ignore_ascii_case(k))
-    })
+    HOPS.with(|h| h.borrow_mut().contains(args))
 }
 
 /// Remembers script command `args` as a hop (see `HOPS`).
 fn remember_hop(args: Args<'_>) {
-    let k = args.get(1);
-    if k.len() > HOP_KEY_MAX {
-        return;
-    }
-    HOPS.with(|h| {
-        let mut h = h.borrow_mut();
-        let now = script_generations();
-        if HOPS_GEN.with(|g| g.replace(now)) != now {
-            h.clear();
-        }
-        if h.iter().any(|x| x.eq_ignore_ascii_case(k)) {
-            return;
-        }
-        if h.len() == HOPS_MAX {
-            h.remove(0);
-        }
-        h.push(k.into());
-    })
+    HOPS.with(|h| h.borrow_mut().add(args))
+}
+
+/// Whether script command `args` is remembered to stray (see `STRAYS`).
+pub(super) fn known_to_stray(args: Args<'_>) -> bool {
+    STRAYS.with(|h| h.borrow_mut().contains(args))
+}
+
+/// Remembers script command `args` as one that strays (see `STRAYS`).
+pub(super) fn remember_stray(args: Args<'_>) {
+    STRAYS.with(|h| h.borrow_mut().add(args))
 }
 
 /// Every shard entered leaves (in order), then all are unpinned.

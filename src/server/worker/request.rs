@@ -523,6 +523,17 @@ fn script_across(
     Step::Coord { resolved, coord }
 }
 
+/// A script's first run (where its declared keys are, here or on another
+/// thread's shard, or in place) was abandoned at `keys` of other shards: counted, and remembered so that its later
+/// calls start in place (`in_place::STRAYS`). An empty list is a run
+/// taken back for another reason (past `busy-reply-threshold`).
+pub(super) fn strayed(core: &mut Core, args: Args<'_>, keys: &[Vec<u8>]) {
+    if !keys.is_empty() {
+        core.scripts_strayed += 1;
+        in_place::remember_stray(args);
+    }
+}
+
 /// Runs one request; false if a transaction's lock holds it back (then
 /// nothing happened and the connection waits for a release).
 pub(super) fn execute(
@@ -565,6 +576,41 @@ pub(super) fn execute(
             key_shards: &[],
         };
         let step = dispatch(args, &mut ctx, &mut core.stats, &mut core.scratch);
+        let step = match step {
+            // A script this thread saw stray before (`in_place::STRAYS`),
+            // from a connection with nothing outstanding: in place from
+            // the start, if its shards are co-hosted and free, rather than
+            // a first run where its declared keys are that would be
+            // abandoned at the stray key. Declined: it runs as any other.
+            Step::Shard {
+                shard,
+                resolved,
+                handler,
+            } if direct
+                && resolved.spec.has(commands::table::flags::SCRIPT)
+                && in_place::known_to_stray(args) =>
+            {
+                let mem = c.mem_total();
+                let h = (resolved, handler);
+                let sender = (&mut c.client, mem);
+                match in_place::run(core, sender, &mut c.out, h, args, false) {
+                    in_place::Ran::Done => Step::Done,
+                    in_place::Ran::Declined => Step::Shard {
+                        shard,
+                        resolved,
+                        handler,
+                    },
+                    in_place::Ran::Widen(keys) => {
+                        strayed(core, args, &keys);
+                        let sender = (&mut c.client, mem);
+                        script_across(core, sender, &mut c.out, direct, h, args, keys)
+                    }
+                }
+            }
+            step => step,
+        };
+        // (Again: the arm above may have used the connection's output.)
+        let out = if direct { &mut c.out } else { &mut core.side };
         match step {
             Step::Shard { shard, .. }
                 if core.shard.evict.maxmemory != 0
@@ -642,6 +688,7 @@ pub(super) fn execute(
                     // A script that touched keys of other shards: run it
                     // again over more keys (`commands::script::wide`).
                     Some(keys) => {
+                        strayed(core, args, &keys);
                         let mem = c.mem_total();
                         let h = (resolved, handler);
                         let sender = (&mut c.client, mem);
@@ -696,6 +743,7 @@ pub(super) fn execute(
                     // It touched keys of other shards: run it again over
                     // more keys (`commands::script::wide`).
                     in_place::Ran::Widen(keys) => {
+                        strayed(core, args, &keys);
                         let sender = (&mut c.client, mem);
                         let step = script_across(core, sender, &mut c.out, direct, h, args, keys);
                         (step, mark)

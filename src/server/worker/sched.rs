@@ -175,6 +175,7 @@ impl Worker {
                 remote_works: Vec::new(),
                 gathers: VecDeque::new(),
                 scripts_in_place: 0,
+                scripts_strayed: 0,
                 aof,
                 aof_tx: Vec::new(),
                 aof_last: 0,

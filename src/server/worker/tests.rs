@@ -998,6 +998,60 @@ fn a_one_shard_script_for_a_lent_shard_runs_by_a_call() {
     assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
 }
 
+/// First runs abandoned for undeclared keys so far, on every worker.
+fn strayed_runs(t: &Cluster) -> u64 {
+    t.workers.iter().map(|w| w.core.scripts_strayed).sum()
+}
+
+/// A script that strayed once starts in place at its later calls (on
+/// lent shards): no first run abandoned at the stray key, the same
+/// replies. A flush forgets it; shards not lent decline and the call runs
+/// as before. Fails without `in_place::STRAYS` (every call strays).
+#[test]
+fn a_script_that_strayed_starts_in_place_next_time() {
+    let n = 4;
+    let mut t = Cluster::new(n);
+    let c = t.connect(1);
+    let body = "redis.call('INCR', KEYS[1]) return redis.call('INCR', ARGV[1])";
+    let load = |t: &mut Cluster| {
+        let r = t.call(c, &["SCRIPT", "LOAD", body]);
+        r.split("\r\n").nth(1).unwrap().to_string()
+    };
+    let sha = load(&mut t);
+    let (k, u) = (key_on(1, n, "sk"), key_on(3, n, "su"));
+    for i in 1..=4 {
+        t.send(c, &["EVALSHA", &sha, "1", &k, &u]);
+        assert_eq!(t.reply(c).0, format!(":{i}\r\n"), "call {i}");
+        assert_eq!(strayed_runs(&t), 1, "call {i}");
+        assert_eq!(in_place_runs(&t), i);
+    }
+    // Another declared shard, the same script: in place too.
+    let k2 = key_on(2, n, "sk");
+    assert_eq!(t.call(c, &["EVALSHA", &sha, "1", &k2, &u]), ":5\r\n");
+    assert_eq!((strayed_runs(&t), in_place_runs(&t)), (1, 5));
+    // A flush forgets what the thread learned.
+    assert_eq!(t.call(c, &["SCRIPT", "FLUSH"]), "+OK\r\n");
+    let sha = load(&mut t);
+    assert_eq!(t.call(c, &["EVALSHA", &sha, "1", &k, &u]), ":6\r\n");
+    assert_eq!((strayed_runs(&t), in_place_runs(&t)), (2, 6));
+    assert_eq!(t.call(c, &["EVALSHA", &sha, "1", &k, &u]), ":7\r\n");
+    assert_eq!((strayed_runs(&t), in_place_runs(&t)), (2, 7));
+    // Not lent: its first run strays (in place on the caller's shard, or,
+    // declined there, where its keys are), and it runs again on copies.
+    t.lend = false;
+    t.send(c, &["EVALSHA", &sha, "1", &k, &u]);
+    assert_eq!(t.reply(c).0, ":8\r\n");
+    assert_eq!((strayed_runs(&t), in_place_runs(&t)), (3, 7));
+    t.send(c, &["EVALSHA", &sha, "1", &k2, &u]);
+    assert_eq!(t.reply(c).0, ":9\r\n");
+    assert_eq!((strayed_runs(&t), in_place_runs(&t)), (4, 7));
+    assert_eq!(
+        t.call(c, &["MGET", &k, &k2, &u]),
+        "*3\r\n$1\r\n7\r\n$1\r\n2\r\n$1\r\n9\r\n"
+    );
+    assert!(t.workers.iter().all(|w| !w.core.locks.any_held()));
+}
+
 /// `cmdstat_<name>`'s calls in INFO commandstats (0 if absent).
 fn command_calls(t: &mut Cluster, c: usize, name: &str) -> u64 {
     let info = t.call(c, &["INFO", "commandstats"]);
