@@ -34,6 +34,13 @@
 #              (the same CPU load without undeclared keys): on 2 cores any
 #              concurrent load takes CPU from GET/SET, so the figure that
 #              isolates the cost of undeclared keys is stray / declared.
+#              Beside each, the scripts' own calls/s over the same window
+#              (INFO commandstats): a server that runs more of them gives
+#              GET/SET less of the 2 cores it shares with the clients.
+#              With BENCH_PIN=1 (taskset) every server runs on CPU 0 and
+#              the clients on CPU 1: the figure is then how a server shares
+#              one core between GET/SET and the scripts, as Redis's one
+#              thread does, apart from the clients' CPU.
 #
 # Reported: server CPU (utime+stime from /proc, all threads) per call in
 # microseconds, calls per second, and Tessera / Redis. Measurements, never
@@ -89,6 +96,9 @@ SERVERS=(
 if [ "${BENCH_APART:-0}" = 1 ]; then
   SERVERS+=("apart=$BIN --bind 127.0.0.1 --port \$PORT --save '' --shard-consolidation no")
 fi
+# BENCH_PIN=1: each server on CPU 0, the stray test's clients on CPU 1.
+SERVER_CPU="" CLIENT_CPU=""
+if [ "${BENCH_PIN:-0}" = 1 ]; then SERVER_CPU="taskset -c 0" CLIENT_CPU="taskset -c 1"; fi
 TESSERAS=$(for s in "${SERVERS[@]}"; do n=${s%%=*}; [ "$n" != redis ] && echo "$n"; done)
 
 PID=""
@@ -96,7 +106,7 @@ PORT=""
 start() { # cmd
   PORT=$(free_port)
   local c=${1//\$PORT/$PORT}
-  bash -c "exec $c" >/dev/null 2>&1 &
+  $SERVER_CPU bash -c "exec $c" >/dev/null 2>&1 &
   PID=$!
   for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
   echo "scripting.sh: server did not start: $c" >&2; exit 1
@@ -117,19 +127,30 @@ measure() {
 
 # GET/SET ops/s of 50 clients on keys key:*, from redis-benchmark's CSV.
 getset_rate() {
-  redis-benchmark -p "$PORT" -c 50 -n "$N" -r "$KEYSPACE" -t set,get --csv 2>/dev/null \
+  $CLIENT_CPU redis-benchmark -p "$PORT" -c 50 -n "$N" -r "$KEYSPACE" -t set,get --csv 2>/dev/null \
     | tr -d '"' | awk -F, '$1 ~ /^(SET|GET)$/ { s += $2; n++ } END { printf "%.0f\n", s / n }'
 }
 
-# stray_rate SHA NUMKEYS -> GET/SET ops/s while 10 clients run the script
+# EVALSHA calls so far (INFO commandstats).
+evalsha_calls() {
+  redis-cli -p "$PORT" INFO commandstats | tr -d '\r' \
+    | awk -F'[=,]' '/^cmdstat_evalsha:/ { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+# stray_rate SHA NUMKEYS -> "GET/SET ops/s, script calls/s" while 10
+# clients run the script (the calls/s over the same window)
 stray_rate() {
   local sha=$1 nk=$2
-  redis-benchmark -p "$PORT" -c 10 -n 100000000 -r "$KEYSPACE" -q \
+  $CLIENT_CPU redis-benchmark -p "$PORT" -c 10 -n 100000000 -r "$KEYSPACE" -q \
     EVALSHA "$sha" "$nk" u:__rand_int__ u:__rand_int__ u:__rand_int__ >/dev/null 2>&1 &
   local bg=$!
   sleep 1
-  getset_rate
+  local e0 t0 rate e1 t1
+  e0=$(evalsha_calls); t0=$(now)
+  rate=$(getset_rate)
+  e1=$(evalsha_calls); t1=$(now)
   kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+  awk -v r="$rate" -v e="$((e1 - e0))" -v t="$(echo "$t1 - $t0" | bc)" 'BEGIN { printf "%d %.0f\n", r, e / t }'
 }
 
 declare -A RES
@@ -208,13 +229,13 @@ if [[ " $TESTS " == *" rss "* ]]; then
 fi
 if [[ " $TESTS " == *" stray "* ]]; then
   echo
-  echo "| server | round | GET/SET ops/s alone | with undeclared-key scripts | with declared-key scripts | undeclared / alone | undeclared / declared |"
+  echo "| server | round | GET/SET ops/s alone | with undeclared-key scripts (their calls/s) | with declared-key scripts (their calls/s) | undeclared / alone | undeclared / declared |"
   echo "|---|---|---|---|---|---|---|"
   for name in redis $TESSERAS; do
     for round in $(seq "$ROUNDS"); do
-      read -r al st de <<<"${RES[$name,stray,$round]}"
-      awk -v n="$name" -v r="$round" -v al="$al" -v st="$st" -v de="$de" \
-        'BEGIN { printf "| %s | %d | %d | %d | %d | %.2f | %.2f |\n", n, r, al, st, de, st / al, st / de }'
+      read -r al st sc de dc <<<"${RES[$name,stray,$round]}"
+      awk -v n="$name" -v r="$round" -v al="$al" -v st="$st" -v de="$de" -v sc="$sc" -v dc="$dc" \
+        'BEGIN { printf "| %s | %d | %d | %d (%d) | %d (%d) | %.2f | %.2f |\n", n, r, al, st, sc, de, dc, st / al, st / de }'
     done
   done
 fi
