@@ -71,6 +71,7 @@ mod random_tx;
 mod random_types;
 mod rdb;
 mod replication_chain;
+mod replication_demote;
 mod replication_failover;
 mod replication_fake_replica;
 mod replication_master;

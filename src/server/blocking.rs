@@ -49,9 +49,13 @@ use super::mailbox::ConnRef;
 /// The claim of one blocked command (see the module documentation).
 pub type Claim = Arc<ClaimFlag>;
 
-/// A blocked command's claim: free, on trial on one shard, or taken.
+/// A blocked command's claim: free, on trial on one shard, or taken; and
+/// the server's `masters_set` when it blocked (its epoch).
 #[derive(Debug, Default)]
-pub struct ClaimFlag(AtomicU8);
+pub struct ClaimFlag {
+    state: AtomicU8,
+    epoch: u64,
+}
 
 /// Nobody decided yet.
 const FREE: u8 = 0;
@@ -61,11 +65,27 @@ const TRIAL: u8 = 1;
 const TAKEN: u8 = 2;
 
 impl ClaimFlag {
+    /// The claim of a command blocking now, on a server whose
+    /// `masters_set` (`commands::repl::Repl::masters_set`) is `epoch`.
+    pub fn at(epoch: u64) -> Claim {
+        Arc::new(ClaimFlag {
+            state: AtomicU8::new(FREE),
+            epoch,
+        })
+    }
+
+    /// Whether a master was set since it blocked: then it is not served
+    /// but unblocked with [`NEW_MASTER_ERROR`] (see `worker::demote`).
+    #[inline]
+    pub fn before_new_master(&self, masters_set: u64) -> bool {
+        self.epoch != masters_set
+    }
+
     /// Whether the outcome is decided (the waiter is dead to its shards).
     /// A claim on trial is not: its command may block again.
     #[inline]
     pub fn is_taken(&self) -> bool {
-        self.0.load(Ordering::Acquire) == TAKEN
+        self.state.load(Ordering::Acquire) == TAKEN
     }
 
     /// Takes the claim for good (the home thread: timeout, CLIENT
@@ -89,7 +109,7 @@ impl ClaimFlag {
     fn settle(&self, to: u8) -> bool {
         loop {
             match self
-                .0
+                .state
                 .compare_exchange(FREE, to, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return true,
@@ -101,7 +121,7 @@ impl ClaimFlag {
 
     /// Ends a trial that served the command (or woke its home): taken.
     pub fn decide(&self) {
-        let was = self.0.swap(TAKEN, Ordering::AcqRel);
+        let was = self.state.swap(TAKEN, Ordering::AcqRel);
         debug_assert_ne!(was, FREE, "decided a claim not on trial");
     }
 
@@ -109,7 +129,7 @@ impl ClaimFlag {
     /// went away meanwhile ([`ClaimFlag::abandon`]), which stays decided.
     pub fn release(&self) {
         let r = self
-            .0
+            .state
             .compare_exchange(TRIAL, FREE, Ordering::AcqRel, Ordering::Acquire);
         debug_assert!(
             r.is_ok() || r == Err(TAKEN),
@@ -120,9 +140,14 @@ impl ClaimFlag {
     /// The client went away: taken for good, at once. A trial in progress
     /// still ends (its reply finds no connection) but cannot free it.
     pub fn abandon(&self) {
-        self.0.store(TAKEN, Ordering::Release);
+        self.state.store(TAKEN, Ordering::Release);
     }
 }
+
+/// What a client blocked before a master was set gets (Redis's
+/// `disconnectAllBlockedClients`), before its connection closes.
+pub const NEW_MASTER_ERROR: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
 
 /// Marks a client blocked or not, keeping INFO's `blocked_clients`.
 pub fn set_blocked(c: &mut commands::ClientState, on: bool) {

@@ -125,6 +125,7 @@ mod clock;
 mod cohost;
 mod conns;
 mod cron;
+mod demote;
 mod evict;
 mod home;
 mod hub_set;
@@ -371,6 +372,9 @@ struct Core {
     kept: VecDeque<Msg>,
     /// This thread's connections blocked with a deadline: `(slot, gen)`.
     blocked_conns: Vec<(usize, u32)>,
+    /// The server's `masters_set` this loop last answered its blocked
+    /// clients for (see `demote`).
+    masters_seen: u64,
     /// This thread's connections whose next request CLIENT PAUSE holds:
     /// `(slot, gen)`, and the pause generation they were held under (see
     /// `pause`).

@@ -282,6 +282,13 @@ pub struct Repl {
     /// `ReplInner::gen`, readable without the lock (the master connection
     /// checks it before each command it runs).
     pub gen: AtomicU64,
+    /// Times a master was set (REPLICAOF host port, a failover's
+    /// demotion: Redis's `replicationSetMaster`), readable without the
+    /// lock: a client blocked before the latest (its claim's epoch, in
+    /// the runtime's `blocking`) is unblocked with an error and closed,
+    /// as Redis's `disconnectAllBlockedClients`, lest the new master's
+    /// stream serve it a write only this replica would see.
+    pub masters_set: AtomicU64,
     /// The runtime's side of role changes, once registered.
     pub runtime: OnceLock<Arc<dyn ReplRuntime>>,
     /// A replica's master connection exists (worker 0 serves it): a sync
@@ -330,6 +337,7 @@ impl Repl {
             link_up: Box::leak(Box::new(AtomicBool::new(false))),
             last_io_ms: AtomicU64::new(0),
             gen: AtomicU64::new(0),
+            masters_set: AtomicU64::new(0),
             runtime: OnceLock::new(),
             master_conn: AtomicBool::new(false),
             read_offset: AtomicU64::new(0),
@@ -414,9 +422,18 @@ impl Repl {
         g.gen += 1;
         self.gen.store(g.gen, Ordering::Release);
         self.replica.store(replica, Ordering::Relaxed);
+        if replica {
+            self.masters_set.fetch_add(1, Ordering::AcqRel);
+        }
         self.link_up.store(false, Ordering::Relaxed);
         self.wake.notify_all();
         g.gen
+    }
+
+    /// [`Repl::masters_set`] now.
+    #[inline]
+    pub fn masters_set(&self) -> u64 {
+        self.masters_set.load(Ordering::Acquire)
     }
 
     /// Redis's `shiftReplicationId`: a promoted replica takes a new ID and

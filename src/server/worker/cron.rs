@@ -85,6 +85,7 @@ impl Worker {
         if ro != self.core.shard.read_only_replica {
             self.core.shard.read_only_replica = ro;
         }
+        self.unblock_for_new_master();
     }
 
     fn reload_config(&mut self, gen: u64) {

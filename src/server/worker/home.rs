@@ -66,7 +66,7 @@ impl Worker {
                 Some(t) => {
                     c.block = BlockPhase::Blocked(t);
                     blocking::set_blocked(&mut c.client, true);
-                    newly_blocked = true;
+                    newly_blocked = !super::demote::answer_if_before_new_master(&mut self.core, c);
                 }
                 None => {
                     if matches!(c.block, BlockPhase::Awaiting(_)) {
@@ -970,7 +970,7 @@ pub(super) fn park_across(
     seq: u64,
     p: commands::coord::Parked,
 ) {
-    let claim = blocking::Claim::default();
+    let claim = blocking::ClaimFlag::at(core.server.repl.masters_set());
     c.block = BlockPhase::Blocked(BlockTicket {
         seq,
         claim: claim.clone(),

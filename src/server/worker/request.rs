@@ -894,7 +894,7 @@ pub(super) fn execute(
                     seq,
                     (resolved, handler, call, c.client.resp3, false),
                     blocked_args.unwrap_or_default(),
-                    Default::default(),
+                    blocking::ClaimFlag::at(core.server.repl.masters_set()),
                     on,
                 );
                 c.block = BlockPhase::Blocked(t);
@@ -931,7 +931,7 @@ pub(super) fn execute(
             let claim = resolved
                 .spec
                 .has(commands::table::flags::BLOCKING)
-                .then(blocking::Claim::default);
+                .then(|| blocking::ClaimFlag::at(core.server.repl.masters_set()));
             // A script may come back to run again here over more keys
             // (`Batch::widen`): no later command of this connection runs
             // before the batch is back.

@@ -163,6 +163,8 @@ impl Worker {
                 pause_gen: 0,
                 waiters: Waiters::default(),
                 blocked_conns: Vec::new(),
+                // Brought up to date by the first `refresh_role`.
+                masters_seen: 0,
                 sys: None,
                 repl_waits: Vec::new(),
                 lent_job: None,

@@ -179,6 +179,13 @@ pub(super) fn serve_key(core: &mut Core, db: usize, key: &[u8]) {
                 break;
             }
         }
+        if w.claim.before_new_master(core.server.repl.masters_set()) {
+            // Blocked before a master was set: its home answers it with an
+            // error (`demote`), and it is served nothing meanwhile; the key
+            // waits as for a lock, lest a later waiter pass it.
+            later(core, db, key);
+            break;
+        }
         if !w.claim.try_trial() {
             // Timed out, gone or served elsewhere meanwhile: `front` drops
             // it next.
