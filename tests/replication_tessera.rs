@@ -2,8 +2,13 @@
 //! protocol are Tessera's own. A replica syncs in full once, follows the
 //! stream, and after its link is cut resumes with a partial resync
 //! (`+CONTINUE`: `sync_partial_ok` grows, `sync_full` does not) with
-//! nothing lost; at 2 and 16 shards (the replica unconsolidated). Every
-//! wait has a deadline.
+//! nothing lost; at 2 and 16 shards (the replica unconsolidated). While
+//! the master delays a full sync (`repl-diskless-sync-delay`) the replica
+//! waits in ROLE's `handshake` state, kept alive by the master's newlines
+//! past its `repl-timeout`, and times out with Redis's log line once the
+//! master stops answering (Redis's Tcl integration/replication "Slave
+//! enters handshake", "Slave is able to detect timeout during
+//! handshake"). Every wait has a deadline.
 
 mod common;
 
@@ -75,4 +80,38 @@ fn a_tessera_replica_resumes_with_a_partial_resync() {
 #[test]
 fn a_tessera_replica_of_16_threads_resumes_with_a_partial_resync() {
     partial_resync_after_a_cut(&["--shards", "16", "--shard-consolidation", "no"]);
+}
+
+/// ROLE's link state and the replica's log, through a delayed sync and a
+/// master that stops (SIGSTOP: Redis's test uses DEBUG SLEEP, which here
+/// blocks one thread, not the server).
+#[test]
+fn a_replica_in_the_handshake_waits_then_times_out() {
+    let master = Server::tessera(&["--repl-diskless-sync-delay", "1000"]);
+    let replica = Server::tessera(&["--repl-timeout", "3"]);
+    let mut r = replica.raw();
+    let port = master.port().to_string();
+    assert_eq!(r.cmd_str(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    let role = |r: &mut common::RawConn| r.cmd_str(&["ROLE"]);
+    let handshake =
+        format!("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:{port}\r\n$9\r\nhandshake\r\n:-1\r\n");
+    wait_until("the handshake", || role(&mut r) == handshake.as_bytes());
+    // Past repl-timeout (3 s): the master's newlines keep it waiting.
+    std::thread::sleep(std::time::Duration::from_millis(4500));
+    assert_eq!(role(&mut r), handshake.as_bytes());
+    assert!(!replica
+        .log()
+        .contains("Timeout connecting to the MASTER..."));
+    let pid = master.pid().expect("the master's pid").to_string();
+    let signal = |s: &str| {
+        let ok = std::process::Command::new("kill").args([s, &pid]).status();
+        assert!(ok.is_ok_and(|st| st.success()), "kill {s}");
+    };
+    signal("-STOP");
+    wait_until("the replica's timeout", || {
+        replica
+            .log()
+            .contains("Timeout connecting to the MASTER...")
+    });
+    signal("-CONT");
 }

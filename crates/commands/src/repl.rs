@@ -82,7 +82,13 @@ pub enum LinkState {
     Connect,
     /// Connecting (ROLE: `connecting`).
     Connecting,
-    /// Handshake, PSYNC sent, or receiving the RDB (ROLE: `sync`).
+    /// Connected: PING, AUTH, REPLCONF, PSYNC sent and its reply awaited
+    /// (ROLE: `handshake`, as Redis's states from RECEIVE_PING_REPLY to
+    /// RECEIVE_PSYNC_REPLY; a master delays `+FULLRESYNC` until the sync
+    /// begins, `repl-diskless-sync-delay`).
+    Handshake,
+    /// `+FULLRESYNC` received: receiving and loading the RDB (ROLE:
+    /// `sync`, Redis's TRANSFER).
     Sync,
     /// Streaming (ROLE: `connected`).
     Connected,
@@ -94,6 +100,7 @@ impl LinkState {
         match self {
             LinkState::Connect => "connect",
             LinkState::Connecting => "connecting",
+            LinkState::Handshake => "handshake",
             LinkState::Sync => "sync",
             LinkState::Connected => "connected",
         }

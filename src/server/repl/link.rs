@@ -416,7 +416,11 @@ impl Link {
     /// The writer thread: the sync's first line, the snapshot, then the
     /// stream until the link closes. `set_state` updates what INFO shows.
     pub fn serve(&self, partial: bool, set_state: &dyn Fn(ReplicaState)) {
-        let Some(o) = self.wait_for(|o| o.start.is_some()) else {
+        // A full sync's snapshot may begin seconds later
+        // (`repl-diskless-sync-delay`, a snapshot in progress): the
+        // replica waits for `+FULLRESYNC` meanwhile, its handshake timed
+        // by `repl-timeout`.
+        let Some(o) = self.wait_with_newlines(|o| o.start.is_some()) else {
             return;
         };
         let (start, replid) = (o.start.unwrap_or(0), o.replid.clone());
@@ -508,25 +512,34 @@ impl Link {
         }
     }
 
-    fn send_file(&self, set_state: &dyn Fn(ReplicaState)) -> bool {
-        // While the snapshot is written, a newline a second keeps the
-        // replica's repl-timeout from firing (Redis's replicationCron does
-        // the same; replicas skip newlines before the bulk).
-        let mut o = loop {
-            let mut ticks = 0;
-            let Some(o) = self.wait_for(|o| {
-                ticks += 1;
-                !matches!(o.bulk, Bulk::Pending) || ticks > 5
-            }) else {
-                return false;
-            };
-            if !matches!(o.bulk, Bulk::Pending) {
-                break o;
+    /// [`Link::wait_for`], sending a newline a second meanwhile: it keeps
+    /// the replica's `repl-timeout` from firing while its sync has not
+    /// begun or its snapshot is written (Redis's replicationCron does the
+    /// same for replicas "in pre-synchronization stage"; replicas skip
+    /// newlines before the PSYNC reply and before the bulk).
+    fn wait_with_newlines(
+        &self,
+        mut ready: impl FnMut(&mut Out) -> bool,
+    ) -> Option<std::sync::MutexGuard<'_, Out>> {
+        loop {
+            let (since, mut now_ready) = (std::time::Instant::now(), false);
+            let o = self.wait_for(|o| {
+                now_ready = ready(o);
+                now_ready || since.elapsed() >= Duration::from_secs(1)
+            })?;
+            if now_ready {
+                return Some(o);
             }
             drop(o);
             if !self.send(b"\n") {
-                return false;
+                return None;
             }
+        }
+    }
+
+    fn send_file(&self, set_state: &dyn Fn(ReplicaState)) -> bool {
+        let Some(mut o) = self.wait_with_newlines(|o| !matches!(o.bulk, Bulk::Pending)) else {
+            return false;
         };
         let mut file = match std::mem::replace(&mut o.bulk, Bulk::Failed) {
             Bulk::File(f) => f,

@@ -415,14 +415,18 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
     let cfg = server.config();
     let timeout = Duration::from_secs(cfg.repl_timeout_s.max(1));
     let stream = connect(host, port, timeout).map_err(|e| {
-        log::warning(format_args!(
-            "Error condition on socket for SYNC: {}",
-            strerror(&e)
-        ));
+        if timed_out(&e) {
+            log::warning(format_args!("{HANDSHAKE_TIMEOUT}"));
+        } else {
+            log::warning(format_args!(
+                "Error condition on socket for SYNC: {}",
+                strerror(&e)
+            ));
+        }
         Failure::Retry
     })?;
     log::notice(format_args!("MASTER <-> REPLICA sync started"));
-    if !set_state(server, gen, LinkState::Sync) {
+    if !set_state(server, gen, LinkState::Handshake) {
         return Err(Failure::Stale);
     }
     let _ = stream.set_read_timeout(Some(timeout));
@@ -525,6 +529,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
             return Err(Failure::Retry);
         };
         log::notice(format_args!("Full resync from master: {replid}:{offset}"));
+        begin_transfer(server, gen, &mut link)?;
         // Redis's replicationAttachToNewMaster: our replicas must resync
         // with the new data.
         super::master::disconnect_replicas();
@@ -621,6 +626,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         Failure::Retry
     })?;
     super::master::disconnect_replicas();
+    begin_transfer(server, gen, &mut link)?;
     let (fresh, db) = receive_payload(server, gen, &mut link)?;
     let (stream, tls, leftover) = link.into_parts();
     // No history to continue from: a new ID of our own, counted from 0
@@ -635,6 +641,16 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         db,
         gen,
     })
+}
+
+/// The handshake is over and a full sync's payload comes next (Redis's
+/// TRANSFER state: ROLE `sync`, and its timeout's message).
+fn begin_transfer(server: &ServerShared, gen: u64, link: &mut Link) -> Result<(), Failure> {
+    if !set_state(server, gen, LinkState::Sync) {
+        return Err(Failure::Stale);
+    }
+    link.transfer = true;
+    Ok(())
 }
 
 /// Sends PSYNC (with FAILOVER when `takeover`) and reads its answer,
@@ -724,12 +740,32 @@ impl Write for Transport {
 /// to the transport directly).
 struct Link {
     r: BufReader<Transport>,
+    /// `+FULLRESYNC` received: a read timeout is the transfer's, not the
+    /// handshake's (Redis's two messages).
+    transfer: bool,
+}
+
+/// Redis's replicationCron, for a master silent for `repl-timeout` while
+/// connecting or in the handshake (a master sends a newline a second
+/// while its sync has not begun, so only a master that stopped answering
+/// meets it).
+const HANDSHAKE_TIMEOUT: &str = "Timeout connecting to the MASTER...";
+/// The same, while the RDB is transferred.
+const TRANSFER_TIMEOUT: &str = "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.";
+
+/// A read or connect that ran out of `repl-timeout`.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 impl Link {
     fn new(t: Transport) -> Link {
         Link {
             r: BufReader::with_capacity(CHUNK, t),
+            transfer: false,
         }
     }
 
@@ -798,6 +834,15 @@ impl Link {
                 log::warning(format_args!(
                     "Error condition on socket for SYNC: reply line too long"
                 ));
+                Err(Failure::Retry)
+            }
+            Err(e) if timed_out(&e) => {
+                let why = if self.transfer {
+                    TRANSFER_TIMEOUT
+                } else {
+                    HANDSHAKE_TIMEOUT
+                };
+                log::warning(format_args!("{why}"));
                 Err(Failure::Retry)
             }
             Err(e) => {
@@ -960,9 +1005,7 @@ fn download(
                 ) =>
             {
                 if last_io.elapsed() > timeout {
-                    log::warning(format_args!(
-                        "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."
-                    ));
+                    log::warning(format_args!("{TRANSFER_TIMEOUT}"));
                     return Err(Failure::Retry);
                 }
                 continue;
