@@ -70,6 +70,7 @@ mod random_differential;
 mod random_tx;
 mod random_types;
 mod rdb;
+mod replica_expired;
 mod replication_chain;
 mod replication_demote;
 mod replication_failover;

@@ -296,6 +296,14 @@ pub struct Repl {
     /// as Redis's `disconnectAllBlockedClients`, lest the new master's
     /// stream serve it a write only this replica would see.
     pub masters_set: AtomicU64,
+    /// Where the master connection is, in the runtime's terms (its thread
+    /// and slot, `thread << 32 | slot`, and its slot's generation; `u64::MAX`
+    /// before the first): a coordinated command's job run for it sees
+    /// keys past their deadline, every other client's reads them as
+    /// missing (the runtime's `worker::shard::hide_expired`). Never
+    /// cleared: a later connection in that slot has another generation.
+    pub master_conn_at: AtomicU64,
+    pub master_conn_gen: AtomicU64,
     /// The runtime's side of role changes, once registered.
     pub runtime: OnceLock<Arc<dyn ReplRuntime>>,
     /// A replica's master connection exists (worker 0 serves it): a sync
@@ -345,6 +353,8 @@ impl Repl {
             last_io_ms: AtomicU64::new(0),
             gen: AtomicU64::new(0),
             masters_set: AtomicU64::new(0),
+            master_conn_at: AtomicU64::new(u64::MAX),
+            master_conn_gen: AtomicU64::new(0),
             runtime: OnceLock::new(),
             master_conn: AtomicBool::new(false),
             read_offset: AtomicU64::new(0),

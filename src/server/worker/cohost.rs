@@ -440,11 +440,15 @@ pub(super) fn run_job_now(
     job: commands::coord::JobFn,
 ) -> (JobOut, bool) {
     tracking::track_check(core);
+    let restore = super::shard::hide_expired(&core.server, &mut core.shard, conn);
     let out = job.call(&mut commands::coord::ShardEnv {
         shard: &mut core.shard,
         stats: &mut core.stats,
         clients,
     });
+    if let Some(mode) = restore {
+        core.shard.expiry = mode;
+    }
     tracking::tag_touched(core, Some(tracking::home_of(conn)));
     core.publish_dirty();
     super::pubsub::publish_events(core);

@@ -142,6 +142,14 @@ impl Worker {
         };
         let gen = c.gen;
         self.master_conn = Some((slot, gen));
+        server
+            .repl
+            .master_conn_gen
+            .store(u64::from(gen), Ordering::Release);
+        server
+            .repl
+            .master_conn_at
+            .store((self.core.id as u64) << 32 | slot as u64, Ordering::Release);
         c.client.master = true;
         c.client.authenticated = true;
         c.client.reply_mode = ReplyMode::Off;

@@ -512,12 +512,16 @@ impl Worker {
                 // its locks (`busy::JobDesk`).
                 let (core, desk) = self.split_desk(true);
                 let mut clients = super::busy::JobDesk::new(desk, super::busy::inbox_of!(core));
+                let restore = hide_expired(&core.server, &mut core.shard, conn);
                 let mut env = ShardEnv {
                     shard: &mut core.shard,
                     stats: &mut core.stats,
                     clients: &mut clients,
                 };
                 let out = job.call(&mut env);
+                if let Some(mode) = restore {
+                    core.shard.expiry = mode;
+                }
                 (out, clients.lent())
             };
             if lent {
@@ -680,4 +684,38 @@ pub(super) fn lock_blocked(
     r.spec.key_positions(args, scratch);
     let write = r.spec.has(commands::table::flags::WRITE);
     locks.blocks(db, scratch.iter().map(|&p| args.get(p)), write)
+}
+
+/// Before a coordinated command's job for connection `conn` runs here: on
+/// a replica, or while clients are paused, a normal client's job reads
+/// keys past their deadline as missing without deleting them, as its
+/// commands run on one shard do (`commands::exec`'s `Expiry::Hide`); the
+/// master connection's sees them (its DEL of them is to come). Returns
+/// the mode to put back after the job. Costs a compare on a master whose
+/// clients are not paused.
+#[inline]
+pub(super) fn hide_expired(
+    server: &commands::ServerShared,
+    shard: &mut engine::Shard,
+    conn: ConnRef,
+) -> Option<engine::Expiry> {
+    let mode = shard.expiry;
+    if mode == engine::Expiry::Delete && !server.ops.pause.paused() {
+        return None;
+    }
+    let repl = &server.repl;
+    let at = (conn.thread as u64) << 32 | conn.slot as u64;
+    let master = repl
+        .master_conn_at
+        .load(std::sync::atomic::Ordering::Acquire)
+        == at
+        && repl
+            .master_conn_gen
+            .load(std::sync::atomic::Ordering::Acquire)
+            == u64::from(conn.gen);
+    if master {
+        return None;
+    }
+    shard.expiry = engine::Expiry::Hide;
+    Some(mode)
 }
