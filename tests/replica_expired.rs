@@ -87,4 +87,66 @@ fn expired_keys_are_missing_on_a_replica(layout: Layout) {
     }
 }
 
-per_layout!(expired_keys_are_missing_on_a_replica);
+/// A writable replica: the master's expired keys stay (an INCR makes a
+/// new key1 without a TTL, key2 reads missing, both still counted); the
+/// replica's own keys with a TTL are deleted when due, by its cron.
+fn writable(master: &Server, replica: &Server) -> Vec<Vec<u8>> {
+    let (mut m, mut r) = pair(master, replica);
+    for k in ["key1", "key2"] {
+        assert_eq!(m.cmd_str(&["SET", k, "5", "PX", "10"]), b"+OK\r\n");
+    }
+    wait_for("the keys replicated and expired", || {
+        r.cmd_str(&["DBSIZE"]) == b":2\r\n" && r.cmd_str(&["EXISTS", "key1", "key2"]) == b":0\r\n"
+    });
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "replica-read-only", "no"]),
+        b"+OK\r\n"
+    );
+    let mut got = Vec::new();
+    for cmd in [
+        &["INCR", "key1"][..],
+        &["TTL", "key1"],
+        &["GET", "key2"],
+        &["DBSIZE"],
+    ] {
+        got.push(r.cmd_str(cmd));
+    }
+    assert_eq!(r.cmd_str(&["SELECT", "6"]), b"+OK\r\n");
+    for k in ["own{a}", "own{b}", "own{c}"] {
+        assert_eq!(r.cmd_str(&["SET", k, "1", "PX", "300"]), b"+OK\r\n");
+    }
+    assert_eq!(r.cmd_str(&["SET", "kept", "1"]), b"+OK\r\n");
+    got.push(r.cmd_str(&["DBSIZE"]));
+    wait_for("the replica's own keys deleted", || {
+        r.cmd_str(&["DBSIZE"]) == b":1\r\n"
+    });
+    got
+}
+
+fn a_writable_replica_expires_its_own_keys(layout: Layout) {
+    let master = Server::tessera(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let replica = layout.tessera(&[]);
+    let got = writable(&master, &replica);
+    let want: [&[u8]; 5] = [b":1\r\n", b":-1\r\n", b"$-1\r\n", b":2\r\n", b":4\r\n"];
+    assert_eq!(got, want);
+    if redis_available() {
+        let master = Server::redis(&[
+            "--repl-diskless-sync-delay",
+            "0",
+            "--enable-debug-command",
+            "yes",
+        ]);
+        let replica = Server::redis(&[]);
+        assert_eq!(writable(&master, &replica), got, "redis-server's replies");
+    }
+}
+
+per_layout!(
+    expired_keys_are_missing_on_a_replica,
+    a_writable_replica_expires_its_own_keys
+);

@@ -271,6 +271,16 @@ pub(crate) fn run_shard_with(
     let script = r.spec.has(crate::table::flags::SCRIPT);
     let lent = script && crate::script::vm::lend_stats(stats);
     let res = handler(&mut ctx, args);
+    // A writable replica's client wrote: its keys with a deadline are this
+    // replica's to expire (`engine::Shard::remember_replica_key`).
+    if expiry == engine::Expiry::Keep
+        && !call.master
+        && !ctx.shard.read_only_replica
+        && r.spec.has(crate::table::flags::WRITE)
+        && res.is_ok()
+    {
+        remember_replica_keys(r, args, &mut ctx);
+    }
     if script {
         if lent {
             crate::script::vm::return_stats(stats);
@@ -355,5 +365,23 @@ pub fn run_conn(
     if let Some(us) = record_us(stats, ops, r.id, started.elapsed_us(), res.is_err()) {
         let label = crate::ops::slowlog::label_of(ctx.client);
         slowlog(ops, r, args, us, ctx.client.id, Some(label));
+    }
+}
+
+/// The keys of write command `r` that now have a deadline, remembered as
+/// the writable replica's own (see `engine::Shard::remember_replica_key`).
+#[cold]
+fn remember_replica_keys(r: Resolved, args: Args<'_>, ctx: &mut ShardCtx<'_>) {
+    let mut positions = Vec::new();
+    r.spec.key_positions(args, &mut positions);
+    let db = ctx.db;
+    for p in positions {
+        let key = args.get(p);
+        if ctx.shard.dbs[db]
+            .get_with_ttl(key)
+            .is_some_and(|(_, at)| at != 0)
+        {
+            ctx.shard.remember_replica_key(db, key);
+        }
     }
 }

@@ -42,6 +42,18 @@ pub struct ShardStats {
     pub evicted_keys: u64,
 }
 
+/// A writable replica's own keys with a deadline (see
+/// [`Shard::expire_replica_keys`]): a queue in the order they are looked
+/// at, and the set of those in it.
+#[derive(Default)]
+struct ReplicaKeys {
+    queue: std::collections::VecDeque<(usize, SmallBytes)>,
+    known: std::collections::HashSet<(usize, SmallBytes)>,
+}
+
+/// Remembered replica keys one cron tick looks at, at most.
+pub const REPLICA_KEYS_PER_TICK: usize = 1024;
+
 /// Everything one thread owns of the keyspace.
 ///
 /// Laid out in declaration order (`repr(C)`), what every command and job
@@ -95,6 +107,12 @@ pub struct Shard {
     /// A read-only replica (`replica-read-only`): a normal client's
     /// script may not write (set by the owning loop).
     pub read_only_replica: bool,
+    /// Keys a normal client gave a deadline on a writable replica (Redis's
+    /// `slaveKeysWithExpire`): a replica keeps its master's keys past
+    /// their deadline until the master's DEL, but these are its own, and
+    /// only it deletes them ([`Shard::expire_replica_keys`]). Emptied when
+    /// the shard becomes a master's (its active expiry takes over).
+    replica_keys: ReplicaKeys,
     /// Which deletions free big values in the background (the
     /// `lazyfree-*` directives); set through [`Shard::set_lazy`].
     lazy: lazyfree::Lazy,
@@ -279,6 +297,7 @@ impl Shard {
             tracking: false,
             expiry: Expiry::Delete,
             read_only_replica: false,
+            replica_keys: ReplicaKeys::default(),
             lazy: lazyfree::Lazy::default(),
         }
     }
@@ -530,6 +549,56 @@ impl Shard {
         self.outbox.implicit_del(db, key);
         self.notify(db, ds::events::EXPIRED, "expired", key);
         true
+    }
+
+    /// A normal client's write on a writable replica left `key` of `db`
+    /// with a deadline: remembered, to be deleted when due (see
+    /// `replica_keys`). A key remembered already is not again.
+    pub fn remember_replica_key(&mut self, db: usize, key: &[u8]) {
+        let k = (db, SmallBytes::from(key));
+        if self.replica_keys.known.insert(k.clone()) {
+            self.replica_keys.queue.push_back(k);
+        }
+    }
+
+    /// A replica's active expiry of its own keys (Redis's
+    /// `expireSlaveKeys`, each cron tick): up to [`REPLICA_KEYS_PER_TICK`]
+    /// remembered keys are looked at, oldest look first; those past their
+    /// deadline are deleted as a master deletes them, and those gone or
+    /// without a deadline now (deleted, overwritten by the master,
+    /// PERSISTed) forgotten. Returns the number deleted.
+    pub fn expire_replica_keys(&mut self) -> u64 {
+        if self.replica_keys.queue.is_empty() {
+            return 0;
+        }
+        let (now, mode) = (self.now_ms, self.expiry);
+        self.expiry = Expiry::Delete;
+        let mut deleted = 0;
+        let n = self.replica_keys.queue.len().min(REPLICA_KEYS_PER_TICK);
+        for _ in 0..n {
+            let Some((db, k)) = self.replica_keys.queue.pop_front() else {
+                break;
+            };
+            match self.dbs[db].get_with_ttl(&k) {
+                Some((_, at)) if at != 0 && now <= at => {
+                    self.replica_keys.queue.push_back((db, k));
+                    continue;
+                }
+                Some((_, at)) if at != 0 => deleted += u64::from(self.expire_if_due(db, &k)),
+                _ => {}
+            }
+            self.replica_keys.known.remove(&(db, k));
+        }
+        self.expiry = mode;
+        deleted
+    }
+
+    /// The shard became a master's: its active expiry covers the keys a
+    /// replica remembered.
+    pub fn forget_replica_keys(&mut self) {
+        if !self.replica_keys.queue.is_empty() {
+            self.replica_keys = ReplicaKeys::default();
+        }
     }
 
     /// Whether a live key exists, without touching it or counting a hit.

@@ -74,6 +74,9 @@ impl Worker {
     /// every role change makes ([`Worker::refresh_config`]).
     pub(super) fn refresh_role(&mut self) {
         let replica = self.core.server.repl.replica_fast();
+        if !replica {
+            self.core.shard.forget_replica_keys();
+        }
         if replica != (self.core.shard.expiry != engine::Expiry::Delete) {
             self.core.shard.expiry = if replica {
                 engine::Expiry::Keep
@@ -216,6 +219,7 @@ impl Worker {
         {
             let started = Instant::now();
             self.core.shard.active_expire_cycle(budget_us);
+            self.core.shard.expire_replica_keys();
             (self.core.server.ops.latency).add_if_needed("expire-cycle", started);
         }
         self.save_rules_cron();
