@@ -165,7 +165,7 @@ pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<Loade
             // An RDB preamble (Redis 7's `.base.rdb`, and our rewrites).
             drop(data);
             let limits = commands::ctx::enc_limits_of(cfg);
-            rdb_keys = commands::persist::load(&path, &mut t.shards, limits)?;
+            rdb_keys = commands::persist::load(&path, &mut t.shards, limits, t.server.ops)?;
             continue;
         }
         let is_last = last_incr.is_some() && i == files.len() - 1;

@@ -242,6 +242,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let mut shards: Option<Vec<engine::Shard>> = None;
     // Keys loaded and expired from an RDB file (or an AOF's RDB base).
     let mut loaded = None;
+    // The server's state its scripts share, made first: the RDB file's
+    // function libraries are loaded into it (`ServerShared::with_ops`).
+    let ops: &'static commands::ops::Ops = commands::ops::Ops::leak(&cfg);
     commands::persist::set_key_load_delay(cfg.key_load_delay);
     let aof = if cfg.appendonly {
         if let Some(l) = aof::load(&cfg, n)? {
@@ -265,7 +268,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map(|id| engine::Shard::new(id, cfg.databases))
                 .collect();
             let limits = commands::ctx::enc_limits_of(&cfg);
-            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits)?;
+            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits, ops)?;
             s
         }
     };
@@ -277,9 +280,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
     }
 
-    let server = ServerShared::new(cfg.clone(), n).share();
+    let server = ServerShared::with_ops(cfg.clone(), n, ops).share();
     commands::acl::load_at_startup(&server)?;
-    let ops: &'static commands::ops::Ops = server.ops;
     let aof = aof.map(|file| aof::start(file, cfg.appendfsync, &ops.disk));
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),

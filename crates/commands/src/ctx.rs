@@ -537,6 +537,15 @@ impl ServerShared {
     }
 
     pub fn new(config: Config, nshards: usize) -> Self {
+        let ops = crate::ops::Ops::leak(&config);
+        Self::with_ops(config, nshards, ops)
+    }
+
+    /// [`ServerShared::new`] around `ops`, made (`Ops::leak`) before the
+    /// server for what start-up loads into it before the server exists
+    /// (an RDB file's function libraries). Nothing may have set its
+    /// once-set fields yet.
+    pub fn with_ops(config: Config, nshards: usize, ops: &'static crate::ops::Ops) -> Self {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));
         let mem = engine::evict::MemShared::new(nshards);
@@ -546,7 +555,6 @@ impl ServerShared {
         );
         let acl = crate::acl::Acl::new();
         acl.set_requirepass(config.requirepass.as_deref());
-        let ops = crate::ops::Ops::leak(&config);
         let pubsub: &'static crate::pubsub::PubSub =
             Box::leak(Box::new(crate::pubsub::PubSub::new(nshards)));
         // INVARIANT: `ops` was just made, nothing set it.

@@ -340,7 +340,7 @@ pub(super) fn by_call(
     // runs on from here: the WATCHes parked for it first.
     commands::script::busy::register_parked(&mut core.shard);
     if commands::script::busy::take_marked() {
-        remember_hop(args);
+        remember_hop(core.server.ops, args);
     }
     match ran.flatten() {
         None => Ran::Declined,
@@ -371,12 +371,12 @@ thread_local! {
     static HOPS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The generations of the script cache and of the function libraries
-/// (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH / RESTORE` bump them):
-/// what [`HOPS`] was remembered under.
-fn script_generations() -> (u64, u64) {
+/// The generations of the script cache of the server of `ops` and of the
+/// function libraries (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH /
+/// RESTORE` bump them): what [`HOPS`] was remembered under.
+fn script_generations(ops: &commands::ops::Ops) -> (u64, u64) {
     (
-        commands::script::cache::cache().generation(),
+        ops.scripts.generation(),
         commands::script::library::registry().generation(),
     )
 }
@@ -391,13 +391,13 @@ thread_local! {
 
 /// Whether script command `args` is remembered to hop (see `HOPS`): a
 /// thread-local load while none is, two atomic loads more while some are.
-pub(super) fn known_to_hop(args: Args<'_>) -> bool {
+pub(super) fn known_to_hop(ops: &commands::ops::Ops, args: Args<'_>) -> bool {
     HOPS.with(|h| {
         let mut h = h.borrow_mut();
         if h.is_empty() {
             return false;
         }
-        if HOPS_GEN.with(std::cell::Cell::get) != script_generations() {
+        if HOPS_GEN.with(std::cell::Cell::get) != script_generations(ops) {
             h.clear();
             return false;
         }
@@ -407,14 +407,14 @@ pub(super) fn known_to_hop(args: Args<'_>) -> bool {
 }
 
 /// Remembers script command `args` as a hop (see `HOPS`).
-fn remember_hop(args: Args<'_>) {
+fn remember_hop(ops: &commands::ops::Ops, args: Args<'_>) {
     let k = args.get(1);
     if k.len() > HOP_KEY_MAX {
         return;
     }
     HOPS.with(|h| {
         let mut h = h.borrow_mut();
-        let now = script_generations();
+        let now = script_generations(ops);
         if HOPS_GEN.with(|g| g.replace(now)) != now {
             h.clear();
         }

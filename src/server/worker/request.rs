@@ -668,7 +668,7 @@ pub(super) fn execute(
                 && core.shard.evict.maxmemory == 0
                 && c.client.tracking.is_none()
                 && c.master.is_none()
-                && !in_place::known_to_hop(args) =>
+                && !in_place::known_to_hop(core.server.ops, args) =>
             {
                 let call = shard_call((&core.server, &core.cfg), &mut c.client, resolved, true);
                 let conn = ConnRef {

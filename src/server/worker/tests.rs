@@ -1052,12 +1052,13 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
     for a in ["EVALSHA", sha.as_str(), "1", k.as_str()] {
         evalsha.push(a.as_bytes());
     }
-    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    let ops = t.workers[0].core.server.ops;
+    assert!(!super::in_place::known_to_hop(ops, evalsha.args()));
     for i in 5..7 {
         t.send(c, &["EVALSHA", &sha, "1", &k]);
         assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
         assert_eq!(t.reply(sub).0, message);
-        assert!(super::in_place::known_to_hop(evalsha.args()));
+        assert!(super::in_place::known_to_hop(ops, evalsha.args()));
         let now = command_calls(&mut t, c, "incr");
         assert_eq!(now - incrs, 1, "EVALSHA {i}");
         incrs = now;
@@ -1065,11 +1066,14 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
     // A FUNCTION change (as a SCRIPT FLUSH) forgets what was remembered:
     // the scripts and functions gone or replaced start unmarked.
     t.call(c, &["FUNCTION", "FLUSH"]);
-    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    assert!(!super::in_place::known_to_hop(ops, evalsha.args()));
     t.send(c, &["EVALSHA", &sha, "1", &k]);
     assert_eq!(t.reply(c), ("$1\r\n7\r\n".into(), 2));
     assert_eq!(t.reply(sub).0, message);
-    assert!(super::in_place::known_to_hop(evalsha.args()), "found again");
+    assert!(
+        super::in_place::known_to_hop(ops, evalsha.args()),
+        "found again"
+    );
     incrs = command_calls(&mut t, c, "incr");
     // A function alike (its mark is the function's).
     let lib = "#!lua name=hopslib\nredis.register_function('hops_fn', function(keys) \

@@ -244,7 +244,7 @@ impl Reload {
             }
         };
         self.rdb_keys = Some((r.keys, r.expired));
-        if let Err(e) = crate::script::function::load_from_rdb(&r.functions, o.merge) {
+        if let Err(e) = crate::script::function::load_from_rdb(server.ops, &r.functions, o.merge) {
             super::log_warning(&format!("Failed loading library, {e}"));
             super::log_warning("Short read or OOM loading DB. Unrecoverable error, aborting now.");
             self.failed = true;

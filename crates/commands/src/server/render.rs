@@ -174,9 +174,9 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(o, "total_system_memory", total);
             kv(o, "total_system_memory_human", human(total));
             use crate::script::vm::VmKind;
-            let lua = crate::script::cache::vm_bytes(VmKind::Eval);
-            let lua_functions = crate::script::cache::vm_bytes(VmKind::Functions);
-            let scripts = crate::script::cache::cache();
+            let scripts = &s.ops.scripts;
+            let lua = scripts.vm_bytes(VmKind::Eval);
+            let lua_functions = scripts.vm_bytes(VmKind::Functions);
             let bodies = scripts.body_bytes();
             kv(o, "used_memory_lua", lua);
             kv(o, "used_memory_vm_eval", lua);
