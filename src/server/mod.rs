@@ -254,6 +254,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
             shards = Some(l.shards);
             loaded = l.rdb_keys;
+            ops.functions.update(|libs| *libs = l.functions);
         }
         // Its writer starts once the server's state (where it publishes
         // its write status) exists.

@@ -218,8 +218,8 @@ fn finish(
         match commands::persist::save_now(
             &cfg.rdb_path(),
             shards,
-            cfg.rdbcompression,
-            cfg.rdbchecksum,
+            (cfg.rdbcompression, cfg.rdbchecksum),
+            &server.ops.functions,
         ) {
             Ok(_) => log::notice(format_args!("DB saved on disk")),
             Err(_) if force => {

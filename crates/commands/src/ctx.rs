@@ -565,6 +565,7 @@ impl ServerShared {
             nshards,
             lastsave.clone(),
             &ops.disk,
+            &ops.functions,
         ));
         let repl = crate::repl::Repl::new(crate::repl::new_replid());
         let databases = config.databases;

@@ -371,14 +371,11 @@ thread_local! {
     static HOPS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The generations of the script cache of the server of `ops` and of the
-/// function libraries (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH /
+/// The generations of the script cache and of the function libraries of
+/// the server of `ops` (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH /
 /// RESTORE` bump them): what [`HOPS`] was remembered under.
 fn script_generations(ops: &commands::ops::Ops) -> (u64, u64) {
-    (
-        ops.scripts.generation(),
-        commands::script::library::registry().generation(),
-    )
+    (ops.scripts.generation(), ops.functions.generation())
 }
 
 thread_local! {

@@ -1,7 +1,8 @@
 //! The operator's commands: SLOWLOG, LATENCY, MONITOR, CLIENT PAUSE /
 //! UNPAUSE, and the server-wide state behind them ([`Ops`], in
 //! `ServerShared`), with the rest of the server's state that shard
-//! handlers need (the long scripts, the script cache: see the fields).
+//! handlers need (the long scripts, the script cache, the function
+//! libraries: see the fields).
 //!
 //! Cost on the request path, per command: `exec::record` measures each
 //! call's duration anyway; with it [`Ops::after_call`] bumps the command's
@@ -90,6 +91,10 @@ pub struct Ops {
     /// `script::cache`) and its VMs' memory: EVALSHA reads it on its shard
     /// through `ShardCtx::ops`, each thread's VMs hold the `Ops` they serve.
     pub scripts: crate::script::cache::ScriptCache,
+    /// This server's function libraries (FUNCTION LOAD, FCALL; see
+    /// `script::library`): FCALL reads it on its shard through
+    /// `ShardCtx::ops`, the RDB writers through `Persist`.
+    pub functions: crate::script::library::Registry,
 }
 
 impl std::fmt::Debug for Ops {
@@ -119,6 +124,7 @@ impl Ops {
             reach: std::sync::OnceLock::new(),
             busy: crate::script::busy::Registry::new(),
             scripts: Default::default(),
+            functions: Default::default(),
         }));
         ops.configure(cfg);
         ops

@@ -37,7 +37,7 @@ use resp::Args;
 use crate::ctx::ConnCtx;
 use crate::error::CmdError;
 use crate::script::shebang::{self, ScriptFlags};
-use crate::script::{cache, library, sha1};
+use crate::script::{cache, sha1};
 use crate::table::{flags::*, registry, Resolved};
 use crate::util::eq_ic;
 
@@ -212,7 +212,7 @@ fn declared_script_flags(name: &str, args: Args<'_>, ops: &super::Ops) -> Option
             }
         }
         "fcall" | "fcall_ro" => {
-            let libs = library::registry().read();
+            let libs = ops.functions.read();
             let (lib, idx) = libs.function(body_or_name)?;
             // Functions always declare their flags.
             return Some(lib.functions[idx].flags);

@@ -190,13 +190,14 @@ impl RdbRead {
     }
 }
 
-/// Writes `shards` to `path` at once, from one thread (the final save at
-/// shutdown, after the workers stopped).
+/// Writes `shards` and the libraries of `functions` to `path` at once,
+/// from one thread (the final save at shutdown, after the workers
+/// stopped).
 pub fn save_now(
     path: &Path,
     shards: &mut [Shard],
-    compress: bool,
-    checksum: bool,
+    (compress, checksum): (bool, bool),
+    functions: &'static crate::script::library::Registry,
 ) -> Result<u64, String> {
     // The outcome goes nowhere: the process is exiting (the caller gets
     // it as the result).
@@ -205,6 +206,7 @@ pub fn save_now(
         shards.len(),
         Arc::new(AtomicU64::new(0)),
         &UNREAD,
+        functions,
     ));
     let (tx, rx) = sync_channel(CHANNEL_DEPTH);
     let (done_tx, done_rx) = sync_channel(1);
@@ -222,7 +224,7 @@ pub fn save_now(
         begin_dirty: Arc::new(Vec::new()),
         background: false,
         done: done_tx,
-        functions: crate::script::library::registry().codes(),
+        functions: functions.codes(),
         functions_dirty: 0,
         compress,
         sink: Mutex::new(None),

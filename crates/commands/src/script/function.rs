@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use resp::{Args, Reply};
 
-use super::library::{parse_metadata, registry, Libraries, Library};
+use super::library::{parse_metadata, Libraries, Library, Registry};
 use super::load::create;
 use super::vm::{error_text, with_vm};
 use crate::coord::{Coordinator, OneStep, Plan};
@@ -212,8 +212,8 @@ fn function_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordina
     let code = args.get(pos).to_vec();
     let ops = c.server.ops;
     locked(c, args, move |out| {
-        let lib = compile(ops, &code, replace, &registry().read())?;
-        let name = registry().update(|libs| {
+        let lib = compile(ops, &code, replace, &ops.functions.read())?;
+        let name = ops.functions.update(|libs| {
             if !replace && libs.libs.contains_key(&lib.name) {
                 return Err(CmdError::err(format!(
                     "Library '{}' already exists",
@@ -230,9 +230,10 @@ fn function_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordina
 /// FUNCTION DELETE library-name.
 fn function_delete(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let name = args.get(2).to_vec();
+    let ops = c.server.ops;
     locked(c, args, move |out| {
         let name = String::from_utf8_lossy(&name).into_owned();
-        registry()
+        ops.functions
             .update(|libs| libs.unlink(&name))
             .ok_or_else(|| CmdError::err("Library not found"))?;
         out.ok();
@@ -253,16 +254,17 @@ fn function_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
         }
         _ => return Err(subcommand_syntax(args)),
     }
-    locked(c, args, |out| {
-        flush();
+    let ops = c.server.ops;
+    locked(c, args, move |out| {
+        flush(&ops.functions);
         out.ok();
         Ok(())
     })
 }
 
-/// Deletes every library.
-pub fn flush() {
-    let old = registry().update(std::mem::take);
+/// Deletes every library of `registry` (a server's).
+pub fn flush(registry: &Registry) {
+    let old = registry.update(std::mem::take);
     drop(old);
 }
 
@@ -311,7 +313,7 @@ fn restore(ops: &'static Ops, payload: &[u8], policy: Policy) -> Result<(), CmdE
     }
     let codes = engine::rdb::function_payload_codes(payload).map_err(CmdError::Err)?;
     let fresh = load_all(ops, &codes)?;
-    registry().update(|libs| {
+    ops.functions.update(|libs| {
         if policy == Policy::Flush {
             *libs = fresh;
             return Ok(());
@@ -372,7 +374,7 @@ pub fn load_from_rdb(ops: &'static Ops, codes: &[Vec<u8>], replace: bool) -> Res
         l.strip_prefix("ERR ").map_or(l.clone(), str::to_owned)
     };
     let fresh = load_all(ops, codes).map_err(line)?;
-    registry()
+    ops.functions
         .update(|libs| {
             // Redis's `functionsCreateWithLibraryCtx` text (quoted), not
             // `libraryJoin`'s.
@@ -396,7 +398,7 @@ fn function_dump(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .rdbcompression;
-    let libs = registry().codes();
+    let libs = c.server.ops.functions.codes();
     let p = engine::rdb::function_dump_payload(libs.iter().map(|l| &l.code[..]), compress);
     c.out.bulk(&p);
     Ok(())
@@ -421,7 +423,7 @@ fn function_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         i += 1;
     }
-    let reg = registry().read();
+    let reg = c.server.ops.functions.read();
     let libs: Vec<&Arc<Library>> = reg
         .libs
         .values()
@@ -477,7 +479,7 @@ fn flag_names(f: &super::shebang::ScriptFlags) -> Vec<&'static str> {
 fn function_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     let running = c.server.ops.busy.running_function()?;
     let (nlibs, nfuncs) = {
-        let reg = registry().read();
+        let reg = c.server.ops.functions.read();
         (reg.libs.len(), reg.function_count())
     };
     let out = &mut *c.out;

@@ -54,15 +54,17 @@
 //!
 //! # Parts
 //!
-//! `cache` (the one script cache, every thread), `vm` (a Lua VM per
-//! thread, the sandbox), `api` (the `redis` table), `run` (the EVAL and
-//! FCALL handlers and `redis.call`), `convert` (replies ↔ Lua values),
-//! `shebang` (`#!lua` flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`,
-//! `struct`); for functions, `library` (the one library registry, every
-//! thread), `load` (a library loaded into a thread's VM, lazily, and
-//! `redis.register_function`), `function` (FUNCTION and FCALL's table);
-//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`);
-//! `wide` (scripts that touch undeclared keys of other shards);
+//! `cache` (the server's one script cache, every thread's: `ops.scripts`),
+//! `vm` (a Lua VM per thread, serving one server; the sandbox), `api`
+//! (the `redis` table), `run` (the EVAL and FCALL handlers and
+//! `redis.call`), `convert` (replies ↔ Lua values), `shebang` (`#!lua`
+//! flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`, `struct`); for
+//! functions, `library` (the server's one library registry, every
+//! thread's: `ops.functions`), `load` (a library loaded into a thread's
+//! VM, lazily, and `redis.register_function`), `function` (FUNCTION and
+//! FCALL's table); `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION
+//! KILL, `-BUSY`); `wide` (scripts that touch undeclared keys of other
+//! shards);
 //! `in_place` (scripts across co-hosted shards, run on them).
 //!
 //! # Flags checked before a script runs
@@ -242,7 +244,7 @@ pub fn declared_flags(
         "eval" | "eval_ro" => shebang::parse(args.get(1)).ok()?.0,
         "evalsha" | "evalsha_ro" => ops.scripts.get(&cache::key(args.get(1))?)?.flags,
         "fcall" | "fcall_ro" => {
-            let (lib, idx) = library::registry().read().function(args.get(1))?;
+            let (lib, idx) = ops.functions.read().function(args.get(1))?;
             lib.functions[idx].flags
         }
         _ => return None,
@@ -273,7 +275,8 @@ pub(crate) fn needs_every(name: &str, args: Args<'_>, ops: &crate::ops::Ops) -> 
         "evalsha" | "evalsha_ro" => cache::key(args.get(1))
             .and_then(|k| ops.scripts.get(&k))
             .is_some_and(|s| s.hop.may_need_every(&s.body)),
-        "fcall" | "fcall_ro" => library::registry()
+        "fcall" | "fcall_ro" => ops
+            .functions
             .read()
             .function(args.get(1))
             .is_some_and(|(lib, idx)| lib.functions[idx].hop.may_need_every(&lib.code)),

@@ -24,7 +24,6 @@ use super::cache::{HopMark, Script, ScriptCache};
 use super::call::{CallArgs, CallBufs};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
-use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
 use super::traces::Journal;
 use super::undo::Undo;
@@ -160,7 +159,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
 /// FCALL and FCALL_RO: the function by name (any case), then `numkeys`,
 /// with Redis's errors in Redis's order.
 pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<(), CmdError> {
-    let Some((lib, idx)) = libraries().read().function(args.get(1)) else {
+    let Some((lib, idx)) = ctx.ops.functions.read().function(args.get(1)) else {
         return Err(CmdError::err("Function not found"));
     };
     let n = crate::util::parse_i64(args.get(2))

@@ -317,6 +317,40 @@ fn each_server_has_a_script_cache_of_its_own() {
     );
 }
 
+/// The function libraries are the server's (`ops.functions`), not the
+/// process's: of two servers in one process, neither sees the other's
+/// libraries, and one's FUNCTION FLUSH leaves the other's.
+#[test]
+fn each_server_has_function_libraries_of_its_own() {
+    let (mut a, mut b) = (TestServer::new(1), TestServer::new(2));
+    let lib = |v: &str| {
+        format!(
+            "#!lua name=perserver\n\
+             redis.register_function('perserver_fn', function() return '{v}' end)"
+        )
+    };
+    let name = "$9\r\nperserver\r\n";
+    assert_eq!(a.run(&["FUNCTION", "LOAD", &lib("a")]), name);
+    assert_eq!(
+        b.run(&["FCALL", "perserver_fn", "0"]),
+        "-ERR Function not found\r\n"
+    );
+    assert_eq!(b.run(&["FUNCTION", "LIST"]), "*0\r\n");
+    assert_eq!(info_field(&mut b, "memory", "number_of_libraries"), "0");
+    assert_eq!(b.run(&["FUNCTION", "LOAD", &lib("b")]), name);
+    // Both run on this thread: its function VM serves one at a time.
+    assert_eq!(a.run(&["FCALL", "perserver_fn", "0"]), "$1\r\na\r\n");
+    assert_eq!(b.run(&["FCALL", "perserver_fn", "0"]), "$1\r\nb\r\n");
+    assert_eq!(a.run(&["FUNCTION", "FLUSH"]), "+OK\r\n");
+    assert_eq!(
+        a.run(&["FCALL", "perserver_fn", "0"]),
+        "-ERR Function not found\r\n"
+    );
+    assert_eq!(b.run(&["FCALL", "perserver_fn", "0"]), "$1\r\nb\r\n");
+    assert_eq!(info_field(&mut b, "memory", "number_of_libraries"), "1");
+    assert_eq!(info_field(&mut a, "memory", "number_of_libraries"), "0");
+}
+
 #[test]
 fn keys_on_several_shards_run_on_their_copies() {
     let n = 3;

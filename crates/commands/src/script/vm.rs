@@ -270,8 +270,8 @@ pub enum VmKind {
 pub struct Vm {
     pub kind: VmKind,
     /// The server this VM serves (its script cache, where its memory is
-    /// counted): see the module documentation.
-    ops: &'static crate::ops::Ops,
+    /// counted, its function libraries): see the module documentation.
+    pub(crate) ops: &'static crate::ops::Ops,
     pub lua: Lua,
     /// The real globals (KEYS and ARGV are set here before each run).
     pub real: Table,

@@ -184,7 +184,7 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(o, "used_memory_scripts_eval", bodies);
             kv(o, "number_of_cached_scripts", scripts.len());
             let (nfuncs, nlibs, lib_bytes) = {
-                let reg = crate::script::library::registry().read();
+                let reg = s.ops.functions.read();
                 let bytes: usize = reg.libs.values().map(|l| l.code.len()).sum();
                 (reg.function_count(), reg.libs.len(), bytes as u64)
             };
