@@ -343,10 +343,6 @@ impl WatchState {
     }
 }
 
-/// Clients blocked in BLPOP & co. across all threads (INFO
-/// `blocked_clients`); kept by the runtime.
-pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
-
 /// Process-wide state.
 /// See [`ServerShared::listen_apply`].
 pub type ListenApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;

@@ -850,7 +850,7 @@ pub(super) fn execute(
                     on,
                 );
                 c.block = BlockPhase::Blocked(t);
-                blocking::set_blocked(&mut c.client, true);
+                blocking::set_blocked(core.server.ops, &mut c.client, true);
                 core.blocked_conns.push((slot, c.gen));
             } else if core.shard.dbs[c.client.db].has_ready() {
                 serve_ready(core);

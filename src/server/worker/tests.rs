@@ -1275,3 +1275,36 @@ fn a_role_change_reaches_every_shard_at_its_next_turn() {
     t.round();
     assert_eq!(roles(&t), [(engine::Expiry::Delete, false); 2]);
 }
+
+/// INFO `blocked_clients` of the server of client `c` of `t`.
+fn blocked_clients(t: &mut Cluster, c: usize) -> String {
+    let info = t.call(c, &["INFO", "clients"]);
+    let line = info
+        .split("\r\n")
+        .find(|l| l.starts_with("blocked_clients:"));
+    line.unwrap_or_else(|| panic!("no blocked_clients in {info}"))["blocked_clients:".len()..]
+        .to_string()
+}
+
+/// A server counts its own blocked clients (`ops.blocked_clients`), not
+/// the process's: another server in the process (tests build several)
+/// with a client blocked in BLPOP still reports none.
+#[test]
+fn blocked_clients_are_counted_by_their_own_server() {
+    let (mut a, mut b) = (Cluster::new(2), Cluster::new(2));
+    let k = key_on(1, 2, "q");
+    let (waiter, a_info) = (a.connect(1), a.connect(0));
+    a.send(waiter, &["BLPOP", &k, "0"]);
+    let mut rounds = 0;
+    while blocked_clients(&mut a, a_info) != "1" {
+        a.round();
+        rounds += 1;
+        assert!(rounds < 100, "the BLPOP did not block");
+    }
+    let b_info = b.connect(0);
+    assert_eq!(blocked_clients(&mut b, b_info), "0");
+    assert_eq!(a.call(a_info, &["RPUSH", &k, "x"]), ":1\r\n");
+    let (r, _) = a.reply(waiter);
+    assert_eq!(r, format!("*2\r\n${}\r\n{k}\r\n$1\r\nx\r\n", k.len()));
+    assert_eq!(blocked_clients(&mut a, a_info), "0");
+}

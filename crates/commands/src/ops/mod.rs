@@ -26,7 +26,7 @@ pub mod monitor;
 pub mod pause;
 pub mod slowlog;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use config::Config;
 
@@ -95,6 +95,10 @@ pub struct Ops {
     /// `script::library`): FCALL reads it on its shard through
     /// `ShardCtx::ops`, the RDB writers through `Persist`.
     pub functions: crate::script::library::Registry,
+    /// Clients blocked (BLPOP & co., WAIT, held by CLIENT PAUSE) on every
+    /// thread of this server (INFO `blocked_clients`); kept by the runtime
+    /// as it blocks and unblocks them.
+    pub blocked_clients: AtomicUsize,
 }
 
 impl std::fmt::Debug for Ops {
@@ -125,6 +129,7 @@ impl Ops {
             busy: crate::script::busy::Registry::new(),
             scripts: Default::default(),
             functions: Default::default(),
+            blocked_clients: AtomicUsize::new(0),
         }));
         ops.configure(cfg);
         ops

@@ -141,7 +141,7 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(
                 o,
                 "blocked_clients",
-                crate::ctx::BLOCKED_CLIENTS.load(Ordering::Relaxed),
+                s.ops.blocked_clients.load(Ordering::Relaxed),
             );
             kv(o, "tracking_clients", s.tracking.0);
             zeros(o, &["clients_in_timeout_table"]);
