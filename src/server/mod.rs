@@ -283,11 +283,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
 
     let server = ServerShared::with_ops(cfg.clone(), n, ops).share();
     commands::acl::load_at_startup(&server)?;
-    let aof = aof.map(|file| aof::start(file, cfg.appendfsync, &ops.disk));
+    // The shard threads' AOF wake-ups, installed once they exist (below).
+    let wakers = aof::Wakers::new(n);
+    let aof = aof.map(|file| aof::start(file, cfg.appendfsync, (&ops.disk, &wakers)));
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),
         aof.clone(),
-        &ops.disk,
+        (&ops.disk, &wakers),
     ));
     let _ = server.aof.set(rewriter.clone());
     repl::init(&server);
@@ -366,7 +368,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     {
         // appendfsync always: the AOF writer wakes threads holding replies.
         let bells = bells.clone();
-        aof::set_waker(n, move |i| {
+        wakers.set(move |i| {
             bells[i].wake();
         });
     }
