@@ -239,7 +239,7 @@ fn finish(
         }
         a.stop();
         // The stream's last records reach the replicas' sockets.
-        super::repl::master::drain(std::time::Duration::from_secs(10));
+        super::repl::master::drain(server, std::time::Duration::from_secs(10));
         if !a.last_write_ok() {
             log::warning(format_args!(
                 "Fail to write or fsync the AOF file at exit: see the errors above."

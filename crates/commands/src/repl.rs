@@ -59,6 +59,9 @@ pub trait ReplRuntime: Send + Sync {
     /// FAILOVER started, under whole-keyspace locks: once every record
     /// queued so far reached the stream, `failover::flushed`.
     fn failover_started(&self);
+    /// Itself, for the runtime to find its own type again (the server's
+    /// master side is its `runtime`).
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// The role and the link to a master, if any.

@@ -328,7 +328,7 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
     }
     drop(g);
     // Replicas that attached during the load got the old data.
-    super::master::disconnect_replicas();
+    super::master::disconnect_replicas(server);
     log::notice(format_args!(
         "MASTER <-> REPLICA sync: Finished with success"
     ));
@@ -527,7 +527,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         log::notice(format_args!("Full resync from master: {replid}:{offset}"));
         // Redis's replicationAttachToNewMaster: our replicas must resync
         // with the new data.
-        super::master::disconnect_replicas();
+        super::master::disconnect_replicas(server);
         let (fresh, db) = receive_payload(server, gen, &mut link)?;
         let (stream, tls, leftover) = link.into_parts();
         return Ok(Handoff {
@@ -574,7 +574,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         let (offset, changed) = offset;
         if changed {
             // Redis: our replicas reconnect to learn the new ID.
-            super::master::disconnect_replicas();
+            super::master::disconnect_replicas(server);
         }
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
@@ -620,7 +620,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         ));
         Failure::Retry
     })?;
-    super::master::disconnect_replicas();
+    super::master::disconnect_replicas(server);
     let (fresh, db) = receive_payload(server, gen, &mut link)?;
     let (stream, tls, leftover) = link.into_parts();
     // No history to continue from: a new ID of our own, counted from 0

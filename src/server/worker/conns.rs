@@ -163,7 +163,7 @@ impl Worker {
                 self.conns.zombies.push((conn, c.stream));
             } else if syncing {
                 // PSYNC / SYNC: the socket becomes a replica's link.
-                crate::server::repl::adopt(c.stream, &mut c.client);
+                crate::server::repl::adopt(&self.core.server, c.stream, &mut c.client);
             }
             if let Some((ac, client)) = orphan {
                 let conn = ConnRef {

@@ -73,7 +73,9 @@ impl Worker {
             // commands (see `repl::master`).
             if c.client.multi.is_none() {
                 let db = c.client.db;
-                if let Some(coord) = crate::server::repl::master::sync_due_on_master_conn(db) {
+                if let Some(coord) =
+                    crate::server::repl::master::sync_due_on_master_conn(&server, db)
+                {
                     let mut set = commands::tx::LockSet::default();
                     set.whole(server.nshards, commands::tx::Mode::Read);
                     let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);
