@@ -24,7 +24,7 @@ impl Worker {
         // Not while a sync's snapshot begins: its offset is the one the
         // link had when it started (see `repl::master`).
         if self.core.sys.is_none() {
-            if let Some(h) = link::take_handoff() {
+            if let Some(h) = link::take_handoff(&self.core.server) {
                 self.adopt_master(h);
             }
         }
