@@ -7,9 +7,13 @@
 //!   sender's name and buffers: [`Sender`]).
 //! * [`ConnCtx`]: the connection's state and server-wide shared state, on
 //!   the home thread; no shard data.
-//! * [`ServerShared`]: process-wide state every thread may read (config,
-//!   counters, the shutdown flag). Only control-path commands take its
-//!   config lock; the data path reads thread-local copies.
+//! * [`ServerShared`]: the server's state every thread may read (config,
+//!   counters, the shutdown flag), with what its shard handlers reach in
+//!   its `ops`. One per server, never shared by two servers of a process
+//!   (unit tests build several): what is process state by nature (the
+//!   allocator's counters, the log) is kept where it is defined. Only
+//!   control-path commands take its config lock; the data path reads
+//!   thread-local copies.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -343,10 +347,10 @@ impl WatchState {
     }
 }
 
-/// Process-wide state.
 /// See [`ServerShared::listen_apply`].
 pub type ListenApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
 
+/// One server's shared state (see the module documentation).
 pub struct ServerShared {
     pub config: RwLock<Config>,
     /// ACL users and the ACL log.

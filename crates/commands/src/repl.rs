@@ -258,7 +258,7 @@ pub struct LinkInfo {
     pub down_since_ms: u64,
 }
 
-/// Process-wide replication state (`ServerShared::repl`).
+/// The server's replication state (`ServerShared::repl`).
 #[derive(Debug)]
 pub struct Repl {
     inner: Mutex<ReplInner>,
