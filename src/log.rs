@@ -1,6 +1,9 @@
 //! Redis-style log lines (`pid:M 22 Nov 2026 05:11:15.123 * message`) to
 //! stdout or the `logfile`, filtered by `loglevel`. Only connection and
 //! lifecycle events log; the request path never does.
+//!
+//! Process state by nature (one stdout, one `logfile`): the level and the
+//! file below are the process's, not a server's, as Redis's are.
 
 use std::fmt::Arguments;
 use std::io::Write;

@@ -235,6 +235,8 @@ pub struct Aof {
     /// Where a failed write or fsync is published for admission (writes
     /// refused with MISCONF: `commands::ops::disk`).
     disk: &'static DiskStatus,
+    /// The server's thread wake-ups (see [`Aof::want`]).
+    wakers: Arc<Wakers>,
     /// Bytes written to the current incr file (INFO `aof_current_size`
     /// minus the base).
     written: AtomicU64,
@@ -253,23 +255,33 @@ pub struct Aof {
     has_file: AtomicBool,
 }
 
-/// The shard threads' wake-ups: thread `i` asks to be woken once the
-/// durable target reaches `want[i]` (0: it waits for nothing). Process-wide
-/// (set once at start-up, see [`set_waker`]), so a writer started at
-/// runtime (`CONFIG SET appendonly yes`) wakes them too.
-static WAKERS: OnceLock<Wakers> = OnceLock::new();
-
-/// Installs how to wake shard thread `i` (`n` threads).
-pub fn set_waker(n: usize, wake: impl Fn(usize) + Send + Sync + 'static) {
-    let _ = WAKERS.set(Wakers {
-        want: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        wake: Box::new(wake),
-    });
+/// One server's shard-thread wake-ups: thread `i` asks to be woken once
+/// the durable target reaches `want[i]` (0: it waits for nothing). Made at
+/// start-up and shared by every writer the server starts (at start, for
+/// the replication stream, by `CONFIG SET appendonly yes`: the
+/// `Rewriter` hands it on), so a writer started at runtime wakes them
+/// too; how to wake a thread is set once the threads exist
+/// ([`Wakers::set`]). The server's, not the process's: two servers in one
+/// process (tests) each wake their own threads.
+pub struct Wakers {
+    want: Vec<AtomicU64>,
+    wake: OnceLock<Box<dyn Fn(usize) + Send + Sync>>,
 }
 
-struct Wakers {
-    want: Vec<AtomicU64>,
-    wake: Box<dyn Fn(usize) + Send + Sync>,
+impl Wakers {
+    /// Wake-ups of `n` shard threads, none installed yet.
+    pub fn new(n: usize) -> Arc<Wakers> {
+        Arc::new(Wakers {
+            want: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            wake: OnceLock::new(),
+        })
+    }
+
+    /// Installs how to wake shard thread `i` (once; later calls change
+    /// nothing).
+    pub fn set(&self, wake: impl Fn(usize) + Send + Sync + 'static) {
+        let _ = self.wake.set(Box::new(wake));
+    }
 }
 
 fn fsync_code(f: AppendFsync) -> u8 {
@@ -824,12 +836,10 @@ impl Aof {
     /// after the request (if it already reached `target`, no wake-up
     /// comes: the caller must not sleep).
     pub fn want(&self, i: usize, target: u64) -> u64 {
-        if let Some(w) = WAKERS.get() {
-            if let Some(slot) = w.want.get(i) {
-                // SeqCst with the writer's store of `synced` and load of
-                // `want`: one of the two sides sees the other.
-                slot.store(target, Ordering::SeqCst);
-            }
+        if let Some(slot) = self.wakers.want.get(i) {
+            // SeqCst with the writer's store of `synced` and load of
+            // `want`: one of the two sides sees the other.
+            slot.store(target, Ordering::SeqCst);
         }
         self.durable()
     }
@@ -837,7 +847,8 @@ impl Aof {
     /// `synced` was published: wakes the threads waiting for it, other
     /// than `mine` (the caller's own, which see it without a wake-up).
     fn wake_waiters(&self, synced: u64, mine: &[usize]) {
-        let Some(w) = WAKERS.get() else {
+        let w = &self.wakers;
+        let Some(wake) = w.wake.get() else {
             return;
         };
         for (i, slot) in w.want.iter().enumerate() {
@@ -849,7 +860,7 @@ impl Aof {
                     .is_ok()
                 && !mine.contains(&i)
             {
-                (w.wake)(i);
+                wake(i);
             }
         }
     }
@@ -901,11 +912,12 @@ impl Aof {
 }
 
 /// Starts the writer thread on `file` (none: a writer that only feeds
-/// the replication stream), publishing its write status to `disk`.
+/// the replication stream), publishing its write status to `disk` and
+/// waking the server's threads through `wakers`.
 pub fn start(
     file: impl Into<Option<File>>,
     policy: AppendFsync,
-    disk: &'static DiskStatus,
+    (disk, wakers): (&'static DiskStatus, &Arc<Wakers>),
 ) -> Arc<Aof> {
     let file: Option<File> = file.into();
     let now = Instant::now();
@@ -936,6 +948,7 @@ pub fn start(
         write_failed: AtomicBool::new(false),
         fsync_failed: AtomicBool::new(false),
         disk,
+        wakers: wakers.clone(),
         written: AtomicU64::new(len),
         discard: AtomicBool::new(false),
         thread: Mutex::new(None),

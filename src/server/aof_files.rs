@@ -136,9 +136,9 @@ pub fn load(cfg: &Config, nshards: usize) -> Result<Option<LoadedAof>, String> {
 
 /// Loads the file set at `p` into `nshards` fresh shards, replaying every
 /// command through the normal handlers with `cfg` (start-up, DEBUG
-/// LOADAOF). `Ok(None)`: no manifest (nothing to load). Function
-/// libraries go to the process's registry, as FUNCTION LOAD's do: the
-/// caller empties it first if it holds any.
+/// LOADAOF). `Ok(None)`: no manifest (nothing to load). The function
+/// libraries are returned (`LoadedAof::functions`, from the registry of
+/// the loader's own server) for the caller to install in its server's.
 pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<LoadedAof>, String> {
     let text = match std::fs::read_to_string(p.manifest()) {
         Ok(t) => t,
@@ -165,7 +165,7 @@ pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<Loade
             // An RDB preamble (Redis 7's `.base.rdb`, and our rewrites).
             drop(data);
             let limits = commands::ctx::enc_limits_of(cfg);
-            rdb_keys = commands::persist::load(&path, &mut t.shards, limits)?;
+            rdb_keys = commands::persist::load(&path, &mut t.shards, limits, t.server.ops)?;
             continue;
         }
         let is_last = last_incr.is_some() && i == files.len() - 1;
@@ -185,6 +185,7 @@ pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<Loade
         shards: std::mem::take(&mut t.shards),
         commands: n,
         rdb_keys,
+        functions: t.server.ops.functions.update(std::mem::take),
     }))
 }
 

@@ -66,6 +66,8 @@ pub struct Rewriter {
     state: Mutex<State>,
     /// Where the writers it starts publish their write status.
     disk: &'static DiskStatus,
+    /// How the writers it starts wake the server's threads.
+    wakers: Arc<super::aof::Wakers>,
 }
 
 #[derive(Default)]
@@ -88,7 +90,11 @@ struct State {
 }
 
 impl Rewriter {
-    pub fn new(paths: Paths, aof: Option<Arc<Aof>>, disk: &'static DiskStatus) -> Rewriter {
+    pub fn new(
+        paths: Paths,
+        aof: Option<Arc<Aof>>,
+        (disk, wakers): (&'static DiskStatus, &Arc<super::aof::Wakers>),
+    ) -> Rewriter {
         let files = std::fs::read_to_string(paths.manifest())
             .ok()
             .and_then(|t| parse_manifest(&t).ok())
@@ -103,6 +109,7 @@ impl Rewriter {
             appendonly: AtomicBool::new(aof.is_some()),
             stream_on: AtomicBool::new(false),
             disk,
+            wakers: wakers.clone(),
             aof: Mutex::new(aof),
             state: Mutex::new(State {
                 files,
@@ -122,7 +129,8 @@ impl Rewriter {
     pub fn stream_writer(&self) -> Arc<Aof> {
         let mut w = self.aof.lock().unwrap_or_else(|e| e.into_inner());
         self.stream_on.store(true, Ordering::SeqCst);
-        w.get_or_insert_with(|| super::aof::start(None, config::AppendFsync::No, self.disk))
+        let env = (self.disk, &self.wakers);
+        w.get_or_insert_with(|| super::aof::start(None, config::AppendFsync::No, env))
             .clone()
     }
 
@@ -203,7 +211,7 @@ impl AofControl for Rewriter {
             *w = Some(super::aof::start(
                 file,
                 config::AppendFsync::Everysec,
-                self.disk,
+                (self.disk, &self.wakers),
             ));
         }
         self.appendonly.store(true, Ordering::SeqCst);
@@ -459,14 +467,15 @@ mod tests {
             .open(paths.dir.join(&old.name))
             .unwrap();
         let disk = Box::leak(Box::default());
-        let aof = super::super::aof::start(file, AppendFsync::Always, disk);
+        let wakers = super::super::aof::Wakers::new(0);
+        let aof = super::super::aof::start(file, AppendFsync::Always, (disk, &wakers));
         let r = Rewriter::new(
             Paths {
                 dir: paths.dir.clone(),
                 name: paths.name.clone(),
             },
             Some(aof.clone()),
-            disk,
+            (disk, &wakers),
         );
         let base = r.prepare(true).unwrap();
         std::fs::write(&base, b"REDIS0010").unwrap();

@@ -149,14 +149,15 @@ impl ClaimFlag {
 pub const NEW_MASTER_ERROR: &str =
     "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
 
-/// Marks a client blocked or not, keeping INFO's `blocked_clients`.
-pub fn set_blocked(c: &mut commands::ClientState, on: bool) {
+/// Marks a client blocked or not, keeping INFO's `blocked_clients` of its
+/// server (`ops`).
+pub fn set_blocked(ops: &commands::ops::Ops, c: &mut commands::ClientState, on: bool) {
     if c.blocked != on {
         c.blocked = on;
         if on {
-            commands::ctx::BLOCKED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+            ops.blocked_clients.fetch_add(1, Ordering::Relaxed);
         } else {
-            commands::ctx::BLOCKED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+            ops.blocked_clients.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -242,6 +242,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let mut shards: Option<Vec<engine::Shard>> = None;
     // Keys loaded and expired from an RDB file (or an AOF's RDB base).
     let mut loaded = None;
+    // The server's state its scripts share, made first: the RDB file's
+    // function libraries are loaded into it (`ServerShared::with_ops`).
+    let ops: &'static commands::ops::Ops = commands::ops::Ops::leak(&cfg);
     commands::persist::set_key_load_delay(cfg.key_load_delay);
     let aof = if cfg.appendonly {
         if let Some(l) = aof::load(&cfg, n)? {
@@ -251,6 +254,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
             shards = Some(l.shards);
             loaded = l.rdb_keys;
+            ops.functions.update(|libs| *libs = l.functions);
         }
         // Its writer starts once the server's state (where it publishes
         // its write status) exists.
@@ -265,7 +269,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map(|id| engine::Shard::new(id, cfg.databases))
                 .collect();
             let limits = commands::ctx::enc_limits_of(&cfg);
-            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits)?;
+            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits, ops)?;
             s
         }
     };
@@ -277,14 +281,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
     }
 
-    let server = ServerShared::new(cfg.clone(), n).share();
+    let server = ServerShared::with_ops(cfg.clone(), n, ops).share();
     commands::acl::load_at_startup(&server)?;
-    let ops: &'static commands::ops::Ops = server.ops;
-    let aof = aof.map(|file| aof::start(file, cfg.appendfsync, &ops.disk));
+    // The shard threads' AOF wake-ups, installed once they exist (below).
+    let wakers = aof::Wakers::new(n);
+    let aof = aof.map(|file| aof::start(file, cfg.appendfsync, (&ops.disk, &wakers)));
     let rewriter = Arc::new(aof_rewrite::Rewriter::new(
         aof::Paths::of(&cfg),
         aof.clone(),
-        &ops.disk,
+        (&ops.disk, &wakers),
     ));
     let _ = server.aof.set(rewriter.clone());
     repl::init(&server);
@@ -363,7 +368,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     {
         // appendfsync always: the AOF writer wakes threads holding replies.
         let bells = bells.clone();
-        aof::set_waker(n, move |i| {
+        wakers.set(move |i| {
             bells[i].wake();
         });
     }

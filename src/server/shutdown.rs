@@ -218,8 +218,8 @@ fn finish(
         match commands::persist::save_now(
             &cfg.rdb_path(),
             shards,
-            cfg.rdbcompression,
-            cfg.rdbchecksum,
+            (cfg.rdbcompression, cfg.rdbchecksum),
+            &server.ops.functions,
         ) {
             Ok(_) => log::notice(format_args!("DB saved on disk")),
             Err(_) if force => {
@@ -239,7 +239,7 @@ fn finish(
         }
         a.stop();
         // The stream's last records reach the replicas' sockets.
-        super::repl::master::drain(std::time::Duration::from_secs(10));
+        super::repl::master::drain(server, std::time::Duration::from_secs(10));
         if !a.last_write_ok() {
             log::warning(format_args!(
                 "Fail to write or fsync the AOF file at exit: see the errors above."

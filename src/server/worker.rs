@@ -447,6 +447,8 @@ enum Held {
 /// `Worker`).
 #[repr(C)]
 struct Conns {
+    /// The server's (its count of blocked clients: CLIENT UNBLOCK here).
+    ops: &'static commands::ops::Ops,
     /// Connections to execute again (a coordinator finished, output
     /// drained, or a read was cut short).
     resume: Vec<usize>,

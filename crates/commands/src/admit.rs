@@ -314,19 +314,22 @@ fn command_flags(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> u32 {
         return m.queued.iter().fold(r.spec.flags, |f, q| {
             let owned = resp::OwnedArgs::from_slices(q);
             match reg.resolve(owned.args()) {
-                Ok(q) => f | (one_command_flags(q, owned.args()) & (flags::WRITE | flags::DENYOOM)),
+                Ok(q) => {
+                    let q_flags = one_command_flags(q, owned.args(), ctx.server.ops);
+                    f | (q_flags & (flags::WRITE | flags::DENYOOM))
+                }
                 Err(_) => f,
             }
         });
     }
-    one_command_flags(r, args)
+    one_command_flags(r, args, ctx.server.ops)
 }
 
 /// [`command_flags`] of one command (not EXEC): a script's or function's
 /// declared flags replace its command's `write`, `denyoom` and `stale`
 /// (Redis's `scriptFlagsToCmdFlags`).
-fn one_command_flags(r: Resolved, args: Args<'_>) -> u32 {
-    let Some(sf) = crate::script::declared_flags(r, args) else {
+fn one_command_flags(r: Resolved, args: Args<'_>, ops: &crate::ops::Ops) -> u32 {
+    let Some(sf) = crate::script::declared_flags(r, args, ops) else {
         return r.spec.flags;
     };
     let mut f = r.spec.flags & !(flags::WRITE | flags::DENYOOM | flags::STALE);
@@ -348,7 +351,8 @@ fn one_command_flags(r: Resolved, args: Args<'_>) -> u32 {
 /// only on a stale replica.
 #[cold]
 fn denies_stale(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
-    if one_command_flags(r, args) & flags::STALE == 0 {
+    let ops = ctx.server.ops;
+    if one_command_flags(r, args, ops) & flags::STALE == 0 {
         return true;
     }
     let reg = registry();
@@ -361,6 +365,6 @@ fn denies_stale(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
     m.queued.iter().any(|q| {
         let owned = resp::OwnedArgs::from_slices(q);
         reg.resolve(owned.args())
-            .is_ok_and(|q| one_command_flags(q, owned.args()) & flags::STALE == 0)
+            .is_ok_and(|q| one_command_flags(q, owned.args(), ops) & flags::STALE == 0)
     })
 }

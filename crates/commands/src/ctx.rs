@@ -7,9 +7,13 @@
 //!   sender's name and buffers: [`Sender`]).
 //! * [`ConnCtx`]: the connection's state and server-wide shared state, on
 //!   the home thread; no shard data.
-//! * [`ServerShared`]: process-wide state every thread may read (config,
-//!   counters, the shutdown flag). Only control-path commands take its
-//!   config lock; the data path reads thread-local copies.
+//! * [`ServerShared`]: the server's state every thread may read (config,
+//!   counters, the shutdown flag), with what its shard handlers reach in
+//!   its `ops`. One per server, never shared by two servers of a process
+//!   (unit tests build several): what is process state by nature (the
+//!   allocator's counters, the log) is kept where it is defined. Only
+//!   control-path commands take its config lock; the data path reads
+//!   thread-local copies.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -343,14 +347,10 @@ impl WatchState {
     }
 }
 
-/// Clients blocked in BLPOP & co. across all threads (INFO
-/// `blocked_clients`); kept by the runtime.
-pub static BLOCKED_CLIENTS: AtomicUsize = AtomicUsize::new(0);
-
-/// Process-wide state.
 /// See [`ServerShared::listen_apply`].
 pub type ListenApply = Box<dyn Fn(&Config, &Config) -> Result<(), String> + Send + Sync>;
 
+/// One server's shared state (see the module documentation).
 pub struct ServerShared {
     pub config: RwLock<Config>,
     /// ACL users and the ACL log.
@@ -537,6 +537,15 @@ impl ServerShared {
     }
 
     pub fn new(config: Config, nshards: usize) -> Self {
+        let ops = crate::ops::Ops::leak(&config);
+        Self::with_ops(config, nshards, ops)
+    }
+
+    /// [`ServerShared::new`] around `ops`, made (`Ops::leak`) before the
+    /// server for what start-up loads into it before the server exists
+    /// (an RDB file's function libraries). Nothing may have set its
+    /// once-set fields yet.
+    pub fn with_ops(config: Config, nshards: usize, ops: &'static crate::ops::Ops) -> Self {
         let now = engine::now_ms();
         let lastsave = Arc::new(AtomicU64::new(now / 1000));
         let mem = engine::evict::MemShared::new(nshards);
@@ -546,7 +555,6 @@ impl ServerShared {
         );
         let acl = crate::acl::Acl::new();
         acl.set_requirepass(config.requirepass.as_deref());
-        let ops = crate::ops::Ops::leak(&config);
         let pubsub: &'static crate::pubsub::PubSub =
             Box::leak(Box::new(crate::pubsub::PubSub::new(nshards)));
         // INVARIANT: `ops` was just made, nothing set it.
@@ -557,6 +565,7 @@ impl ServerShared {
             nshards,
             lastsave.clone(),
             &ops.disk,
+            &ops.functions,
         ));
         let repl = crate::repl::Repl::new(crate::repl::new_replid());
         let databases = config.databases;

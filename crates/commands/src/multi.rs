@@ -278,7 +278,8 @@ fn watch(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
 /// empty request on every shard for the other keyless ones.
 #[cfg(test)]
 fn queued_locks(queued: &[Vec<Vec<u8>>], db: usize, nshards: usize, databases: usize) -> LockSet {
-    queued_locks_every(queued, db, nshards, databases).0
+    let ops = crate::ops::Ops::leak(&config::Config::default());
+    queued_locks_every(queued, db, nshards, databases, ops).0
 }
 
 /// [`queued_locks`], and whether they are whole-shard write locks on every
@@ -294,6 +295,7 @@ fn queued_locks_every(
     mut db: usize,
     nshards: usize,
     databases: usize,
+    ops: &crate::ops::Ops,
 ) -> (LockSet, bool) {
     let reg = registry();
     let mut set = LockSet::default();
@@ -305,7 +307,8 @@ fn queued_locks_every(
         let Ok(r) = reg.resolve(args) else { continue };
         script |= r.spec.has(SCRIPT);
         // A script that may call KEYS & co. (`script::needs_every`).
-        whole |= r.spec.has(SCRIPT) && nshards > 1 && crate::script::needs_every(r.spec.name, args);
+        whole |=
+            r.spec.has(SCRIPT) && nshards > 1 && crate::script::needs_every(r.spec.name, args, ops);
         whole |= matches!(r.spec.exec, Exec::Coord(_))
             && (r.spec.has(WRITE)
                 || r.spec.has(READONLY)
@@ -358,8 +361,13 @@ fn exec(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
         return Ok(Box::new(Finished));
     }
     let nshards = c.nshards();
-    let (mut set, every) =
-        queued_locks_every(&m.queued, c.client.db, nshards, c.server.databases());
+    let (mut set, every) = queued_locks_every(
+        &m.queued,
+        c.client.db,
+        nshards,
+        c.server.databases(),
+        c.server.ops,
+    );
     let every = every && crate::script::every::available(c.server.ops);
     if let Some(w) = &watch {
         for (d, k) in &w.keys {

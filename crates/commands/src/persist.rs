@@ -235,8 +235,8 @@ pub trait AofControl: Send + Sync {
     /// so do tools comparing a replica's offset with its master's).
     fn feed_queued(&self) {}
     /// Reads the file set its manifest names into `nshards` fresh shards,
-    /// replaying its commands with `cfg` (DEBUG LOADAOF); function
-    /// libraries go to the registry. `Ok(None)`: there is no manifest.
+    /// replaying its commands with `cfg` (DEBUG LOADAOF); its function
+    /// libraries come with it. `Ok(None)`: there is no manifest.
     fn load(&self, cfg: &config::Config, nshards: usize) -> Result<Option<LoadedAof>, String>;
     /// The runtime's own type, for its threads to find the writer.
     fn as_any(&self) -> &dyn std::any::Any;
@@ -250,6 +250,10 @@ pub struct LoadedAof {
     /// Keys loaded, and skipped as expired, from an RDB base (INFO's
     /// `rdb_last_load_keys_*`, which Redis sets when it loads one).
     pub rdb_keys: Option<(u64, u64)>,
+    /// The function libraries it loaded (FUNCTION LOAD commands, its RDB
+    /// base's), for the server's registry: the loader replays into a
+    /// server of its own (see `script::library`).
+    pub functions: crate::script::library::Libraries,
 }
 
 #[derive(Default)]
@@ -307,6 +311,9 @@ pub struct Persist {
     /// every write command, so kept apart from the locked state, in the
     /// server's disk status word (`Ops::disk`).
     disk: &'static crate::ops::disk::DiskStatus,
+    /// The server's function libraries, which every RDB file carries
+    /// (`Ops::functions`).
+    functions: &'static crate::script::library::Registry,
     /// Unix seconds of the last successful save (LASTSAVE).
     lastsave_s: Arc<AtomicU64>,
     /// Per shard: its link to the running save. One link per shard,
@@ -356,6 +363,7 @@ impl Persist {
         nshards: usize,
         lastsave_s: Arc<AtomicU64>,
         disk: &'static crate::ops::disk::DiskStatus,
+        functions: &'static crate::script::library::Registry,
     ) -> Self {
         Persist {
             state: Mutex::new(State {
@@ -370,6 +378,7 @@ impl Persist {
             functions_saved: AtomicU64::new(0),
             loading: AtomicBool::new(false),
             disk,
+            functions,
             lastsave_s,
             links: (0..nshards).map(|_| Mutex::new(None)).collect(),
             save_gen: AtomicU64::new(0),
@@ -689,7 +698,7 @@ impl Persist {
             begin_dirty: begin_dirty.clone(),
             background,
             done: done_tx,
-            functions: crate::script::library::registry().codes(),
+            functions: self.functions.codes(),
             functions_dirty: self.functions_dirty.load(Ordering::Relaxed),
             compress: cfg.rdbcompression,
             sink: Mutex::new(sink),

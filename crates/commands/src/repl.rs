@@ -59,6 +59,9 @@ pub trait ReplRuntime: Send + Sync {
     /// FAILOVER started, under whole-keyspace locks: once every record
     /// queued so far reached the stream, `failover::flushed`.
     fn failover_started(&self);
+    /// Itself, for the runtime to find its own type again (the server's
+    /// master side is its `runtime`).
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// The role and the link to a master, if any.
@@ -262,7 +265,7 @@ pub struct LinkInfo {
     pub down_since_ms: u64,
 }
 
-/// Process-wide replication state (`ServerShared::repl`).
+/// The server's replication state (`ServerShared::repl`).
 #[derive(Debug)]
 pub struct Repl {
     inner: Mutex<ReplInner>,
@@ -318,6 +321,42 @@ pub struct Repl {
     /// this replica's replicas without a master connection says so
     /// (`repl-stream-db`).
     pub master_db: AtomicU64,
+    /// The replica link thread's hand-over to worker 0 (the connection
+    /// made and synced, the runtime's type: opaque here).
+    pub link_handoff: Handover,
+}
+
+/// A value one thread leaves for another, one at a time, found with one
+/// relaxed load while none waits (worker 0's cron looks every tick). The
+/// server's (in its [`Repl`]): two servers in one process (tests) never
+/// take each other's.
+#[derive(Default)]
+pub struct Handover {
+    ready: AtomicBool,
+    slot: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+impl std::fmt::Debug for Handover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handover")
+    }
+}
+
+impl Handover {
+    /// Leaves `v` (replacing one not taken yet).
+    pub fn put(&self, v: Box<dyn std::any::Any + Send>) {
+        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// What was left, if anything (one relaxed load when nothing was).
+    pub fn take(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        self.ready.store(false, Ordering::Release);
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
 impl std::fmt::Debug for dyn ReplRuntime {
@@ -359,6 +398,7 @@ impl Repl {
             master_conn: AtomicBool::new(false),
             read_offset: AtomicU64::new(0),
             master_db: AtomicU64::new(0),
+            link_handoff: Handover::default(),
             streaming: AtomicBool::new(false),
             offset: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),

@@ -247,7 +247,7 @@ pub fn parse_payload(server: &ServerShared, path: &Path) -> Result<(Vec<Shard>, 
         .map(|id| Shard::new(id, cfg.databases))
         .collect();
     let limits = crate::ctx::enc_limits_of(&cfg);
-    let db = match crate::persist::load_as(path, &mut shards, limits, true)? {
+    let db = match crate::persist::load_as(path, &mut shards, limits, true, server.ops)? {
         Some((_, _, db)) => db.unwrap_or(0),
         None => return Err(format!("{}: no such file", path.display())),
     };

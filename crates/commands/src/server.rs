@@ -834,6 +834,9 @@ struct Snapshot {
     /// A replica's lines between `role` and `connected_slaves` (see
     /// `replica::info_fields`); `None` on a master.
     replica_info: Option<String>,
+    /// The server's state its scripts share (INFO memory's script cache,
+    /// functions and VMs).
+    ops: &'static crate::ops::Ops,
 }
 
 struct AofInfo {
@@ -895,6 +898,7 @@ impl Snapshot {
             input_kbps: f64::from_bits(s.input_kbps_bits.load(Ordering::Relaxed)),
             output_kbps: f64::from_bits(s.output_kbps_bits.load(Ordering::Relaxed)),
             mem: crate::memory::MemFigures::read(s),
+            ops: s.ops,
         }
     }
 }

@@ -26,6 +26,11 @@
 //! the frees it does to the shard that handed it the value, so deleting a
 //! large value lowers its shard's slot. Eviction uses the per-shard figure
 //! only to share out work (see `evict`), never as a hard per-shard limit.
+//!
+//! Process state by nature, not a server's: the allocator is the
+//! process's, so the counters below are too. Two servers in one process
+//! (unit tests) read one `used_memory`; everything a server keeps of its
+//! own lives in its `ServerShared` / `Ops`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

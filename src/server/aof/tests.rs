@@ -30,7 +30,8 @@ fn always_aof(tag: &str) -> (PathBuf, PathBuf, Arc<Aof>) {
         .append(true)
         .open(&path)
         .unwrap();
-    (dir, path, start(file, AppendFsync::Always, unread_disk()))
+    let env = (unread_disk(), &Wakers::new(0));
+    (dir, path, start(file, AppendFsync::Always, env))
 }
 
 /// SET records in the file at `path`.
@@ -126,7 +127,7 @@ impl StreamFeed for Collect {
 /// replication master does), and make the next record SELECT again.
 #[test]
 fn a_fileless_writer_feeds_the_stream_in_order() {
-    let aof = start(None, AppendFsync::Always, unread_disk());
+    let aof = start(None, AppendFsync::Always, (unread_disk(), &Wakers::new(0)));
     assert_eq!(aof.policy(), AppendFsync::No, "no file: nothing to sync");
     let got = Arc::new(Collect(Mutex::new(Vec::new())));
     aof.set_feed(Some(got.clone()));
@@ -198,7 +199,7 @@ fn a_failed_write_keeps_its_records_and_retries_them() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.aof");
     let disk = unread_disk();
-    let aof = start(full(), AppendFsync::Everysec, disk);
+    let aof = start(full(), AppendFsync::Everysec, (disk, &Wakers::new(0)));
     let got = Arc::new(Collect(Mutex::new(Vec::new())));
     aof.set_feed(Some(got.clone()));
     let a = aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
@@ -257,7 +258,7 @@ fn a_short_write_not_undone_drops_only_the_written_part() {
         (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1]))
     };
     let disk = unread_disk();
-    let aof = start(tx, AppendFsync::No, disk);
+    let aof = start(tx, AppendFsync::No, (disk, &Wakers::new(0)));
     // Records of 1 KiB, more than the pipe holds.
     let value = vec![b'x'; 1024];
     let mut target = 0;
@@ -341,7 +342,7 @@ fn a_switch_leaves_the_old_files_bytes_first() {
             .unwrap()
     };
     let disk = unread_disk();
-    let aof = start(full(), AppendFsync::Everysec, disk);
+    let aof = start(full(), AppendFsync::Everysec, (disk, &Wakers::new(0)));
     let got = Arc::new(Collect(Mutex::new(Vec::new())));
     aof.set_feed(Some(got.clone()));
     aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
@@ -378,7 +379,7 @@ fn a_switch_leaves_the_old_files_bytes_first() {
 #[test]
 fn turning_off_or_stopping_gives_up_a_failed_write() {
     let disk = unread_disk();
-    let aof = start(full(), AppendFsync::Everysec, disk);
+    let aof = start(full(), AppendFsync::Everysec, (disk, &Wakers::new(0)));
     let got = Arc::new(Collect(Mutex::new(Vec::new())));
     aof.set_feed(Some(got.clone()));
     aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
@@ -391,7 +392,7 @@ fn turning_off_or_stopping_gives_up_a_failed_write() {
     assert_eq!(count(&got.0.lock().unwrap(), b"SET"), 2);
     aof.stop();
 
-    let aof = start(full(), AppendFsync::Everysec, disk);
+    let aof = start(full(), AppendFsync::Everysec, (disk, &Wakers::new(0)));
     aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
     until("the write fails", || disk.refusal().is_some());
     aof.stop();
@@ -400,7 +401,7 @@ fn turning_off_or_stopping_gives_up_a_failed_write() {
     // Stopping with the old file's bytes set apart at a switch.
     let dir = std::env::temp_dir().join(format!("tessera-aof-stop-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let aof = start(full(), AppendFsync::Everysec, disk);
+    let aof = start(full(), AppendFsync::Everysec, (disk, &Wakers::new(0)));
     aof.append(engine::outbox::chunk_of(0, &[b"SET", b"a", b"1"]), false);
     until("the write fails", || disk.refusal().is_some());
     aof.switch_incr(File::create(dir.join("new.aof")).unwrap());
@@ -410,4 +411,35 @@ fn turning_off_or_stopping_gives_up_a_failed_write() {
     aof.stop();
     assert_eq!(disk.refusal(), None);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The wake-ups are the server's (`Wakers`, handed to the writers it
+/// starts), not the process's: of two servers in one process (tests
+/// build several), a thread waiting for one's record is woken by that
+/// server's writer, and the other's threads are not.
+#[test]
+fn each_server_wakes_its_own_threads() {
+    let woken = || {
+        let (w, hits) = (Wakers::new(2), Arc::new(Mutex::new(Vec::new())));
+        let h = hits.clone();
+        w.set(move |i| h.lock().unwrap().push(i));
+        (w, hits)
+    };
+    let ((wa, hits_a), (wb, hits_b)) = (woken(), woken());
+    let a = start(None, AppendFsync::No, (unread_disk(), &wa));
+    let b = start(None, AppendFsync::No, (unread_disk(), &wb));
+    // B's thread 1 asks before the record is queued: the wake-up cannot
+    // be missed.
+    let next = b.durable() + 1;
+    assert!(b.want(1, next) < next);
+    let t = b.append(chunk(1), false);
+    assert_eq!(t, next);
+    b.wait_durable(t, "B's record");
+    until("B's thread 1 woken", || *hits_b.lock().unwrap() == [1]);
+    let t = a.append(chunk(1), false);
+    a.wait_durable(t, "A's record");
+    assert_eq!(*hits_b.lock().unwrap(), [1], "woken by the other server");
+    assert!(hits_a.lock().unwrap().is_empty(), "nobody asked A's writer");
+    a.stop();
+    b.stop();
 }

@@ -701,7 +701,8 @@ fn a_reply_held_for_the_aof_is_due_after_the_hubs_lead() {
         .open(dir.join("t.aof"))
         .expect("aof file");
     let disk: &'static _ = Box::leak(Box::default());
-    let aof = crate::server::aof::start(file, config::AppendFsync::Always, disk);
+    let wakers = crate::server::aof::Wakers::new(0);
+    let aof = crate::server::aof::start(file, config::AppendFsync::Always, (disk, &wakers));
     let c = crate::server::worker::testing::Cluster::with_aof(4, Some(aof.clone()));
     let (h, mut host, mut c) = hub_with(c);
     for _ in 0..4 {

@@ -58,7 +58,7 @@
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use commands::coord::Coordinator;
@@ -71,11 +71,12 @@ use crate::server::aof::StreamFeed;
 use crate::server::aof_rewrite::Rewriter;
 use crate::server::conn::Stream;
 
-static MASTER: OnceLock<Arc<Master>> = OnceLock::new();
-
-/// The process's master side, once [`init`] ran.
-pub fn get() -> Option<&'static Arc<Master>> {
-    MASTER.get()
+/// The master side of `server`, once [`init`] ran for it: its
+/// `repl.runtime` (the server's, not the process's: two servers in one
+/// process, as tests build, each have their own).
+fn get(server: &ServerShared) -> Option<Arc<Master>> {
+    let runtime = server.repl.runtime.get()?.clone();
+    runtime.into_any().downcast::<Master>().ok()
 }
 
 pub struct Master {
@@ -130,13 +131,10 @@ pub fn init(server: &Arc<ServerShared>) {
         }),
         proxying: AtomicBool::new(server.repl.is_replica()),
     });
-    if MASTER.set(m.clone()).is_err() {
+    let runtime = m.clone() as Arc<dyn commands::repl::ReplRuntime>;
+    if server.repl.runtime.set(runtime).is_err() {
         return;
     }
-    let _ = server
-        .repl
-        .runtime
-        .set(m.clone() as Arc<dyn commands::repl::ReplRuntime>);
     let _ = std::thread::Builder::new()
         .name("repl-cron".into())
         .spawn(move || m.cron_loop());
@@ -666,8 +664,8 @@ impl Master {
             && last_ping.elapsed() >= Duration::from_secs(cfg.repl_ping_replica_period_s)
         {
             *last_ping = Instant::now();
-            if let (Some(w), Some(me)) = (rewriter(&self.server).and_then(|r| r.current()), get()) {
-                let me = me.clone();
+            let me = get(&self.server);
+            if let (Some(w), Some(me)) = (rewriter(&self.server).and_then(|r| r.current()), me) {
                 w.stream_mark(false, Box::new(move || me.feed_raw(PING)));
             }
         }
@@ -730,8 +728,8 @@ fn into_sock(stream: Stream) -> Sock {
 
 /// The worker closing a connection that sent PSYNC / SYNC hands its
 /// socket here instead; true if taken.
-pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
-    let Some(m) = get() else { return false };
+pub fn adopt(server: &ServerShared, stream: Stream, client: &mut ClientState) -> bool {
+    let Some(m) = get(server) else { return false };
     let Some(hello) = client.replica.take() else {
         return false;
     };
@@ -760,8 +758,8 @@ pub fn adopt(stream: Stream, client: &mut ClientState) -> bool {
 /// At exit, after the stream writer stopped: waits (at most `limit`) for
 /// the streaming replicas' queues to reach their sockets, as Redis
 /// flushes its replicas' output before it exits.
-pub fn drain(limit: Duration) {
-    let Some(m) = get() else { return };
+pub fn drain(server: &ServerShared, limit: Duration) {
+    let Some(m) = get(server) else { return };
     let t0 = Instant::now();
     let links: Vec<Arc<Link>> = m.lock().streaming.clone();
     for l in links {
@@ -781,14 +779,14 @@ pub fn cron_due(server: &Arc<ServerShared>) -> Option<Box<dyn Coordinator>> {
     if let Some(c) = commands::repl::failover::abort_coordinator(server) {
         return Some(c);
     }
-    get()?.sync_due(None)
+    get(server)?.sync_due(None)
 }
 
 /// A replica's master connection, idle (nothing of the master's stream in
 /// flight, every byte applied was proxied): the full sync of this
 /// server's own replicas to run now as its next command, if any.
-pub fn sync_due_on_master_conn(db: usize) -> Option<Box<dyn Coordinator>> {
-    get()?.sync_due(Some(db))
+pub fn sync_due_on_master_conn(server: &ServerShared, db: usize) -> Option<Box<dyn Coordinator>> {
+    get(server)?.sync_due(Some(db))
 }
 
 /// A replica's master connection applied `bytes` of its master's stream
@@ -796,7 +794,7 @@ pub fn sync_due_on_master_conn(db: usize) -> Option<Box<dyn Coordinator>> {
 /// to this server's streaming replicas, byte for byte. False if the role
 /// moved on (nothing was fed).
 pub fn proxy(server: &ServerShared, gen: u64, bytes: &[u8]) -> bool {
-    let Some(m) = get() else {
+    let Some(m) = get(server) else {
         return server.repl.feed_if(gen, bytes);
     };
     // Under `inner`, as the writer's feed: a replica joining sees every
@@ -819,8 +817,8 @@ pub fn proxy(server: &ServerShared, gen: u64, bytes: &[u8]) -> bool {
 
 /// Redis's `disconnectSlaves`: every replica's link ends (they reconnect
 /// and resync, learning a new replication ID or data).
-pub fn disconnect_replicas() {
-    let Some(m) = get() else { return };
+pub fn disconnect_replicas(server: &ServerShared) {
+    let Some(m) = get(server) else { return };
     let links: Vec<Arc<Link>> = {
         let inner = m.lock();
         inner
@@ -840,8 +838,10 @@ impl ReplRuntime for Master {
         if self.server.repl.lock().master.backlog.is_none() {
             return false;
         }
-        // INVARIANT: `self` is the process's master side, held by MASTER.
-        let Some(me) = get() else { return false };
+        // INVARIANT: `self` is the server's master side, its runtime.
+        let Some(me) = get(&self.server) else {
+            return false;
+        };
         me.ensure_stream()
     }
 
@@ -876,6 +876,10 @@ impl ReplRuntime for Master {
             None => commands::repl::failover::flushed(&server),
         }
     }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }
 
 impl Master {
@@ -897,9 +901,8 @@ impl Master {
         let writer = fed
             .then(|| rewriter(&self.server).and_then(|r| r.current()))
             .flatten();
-        match (writer, get()) {
+        match (writer, get(&self.server)) {
             (Some(w), Some(me)) => {
-                let me = me.clone();
                 w.stream_mark(
                     !replica,
                     Box::new(move || me.proxying.store(replica, Ordering::Release)),
@@ -907,7 +910,7 @@ impl Master {
             }
             _ => self.proxying.store(replica, Ordering::Release),
         }
-        disconnect_replicas();
+        disconnect_replicas(&self.server);
     }
 }
 
@@ -922,9 +925,9 @@ pub fn wait_ticket(server: &ServerShared, need: u64) -> Arc<AtomicU64> {
         .streaming()
         .then(|| rewriter(server).and_then(|r| r.current()))
         .flatten();
-    match (writer, get()) {
+    match (writer, get(server)) {
         (Some(w), Some(m)) => {
-            let (t2, m) = (t.clone(), m.clone());
+            let t2 = t.clone();
             w.stream_mark(
                 false,
                 Box::new(move || t2.store(m.wait_mark(need), Ordering::Release)),
@@ -933,4 +936,29 @@ pub fn wait_ticket(server: &ServerShared, need: u64) -> Arc<AtomicU64> {
         _ => t.store(server.repl.offset(), Ordering::Release),
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The master side is the server's (its `repl.runtime`), not the
+    /// process's: of two servers in one process (tests build several),
+    /// each gets its own, made for it, and finds it (WAIT, PSYNC, the
+    /// stream's proxy and role changes all go through [`get`]).
+    #[test]
+    fn each_server_has_a_master_side_of_its_own() {
+        let server = || ServerShared::new(config::Config::default(), 1).share();
+        let (a, b) = (server(), server());
+        init(&a);
+        init(&b);
+        let ma = get(&a).expect("A's master side");
+        let mb = get(&b).expect("B's master side");
+        assert!(Arc::ptr_eq(&ma.server, &a), "A found another's");
+        assert!(Arc::ptr_eq(&mb.server, &b), "B found another's");
+        // Their crons go on idling (a stopping server's cron does nothing).
+        for s in [&a, &b] {
+            s.shutdown.store(true, Ordering::Release);
+        }
+    }
 }

@@ -51,8 +51,8 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use commands::repl::{failover, LinkState, Role};
@@ -91,17 +91,13 @@ pub struct Handoff {
     pub gen: u64,
 }
 
-static HANDOFF: Mutex<Option<Handoff>> = Mutex::new(None);
-static HANDOFF_READY: AtomicBool = AtomicBool::new(false);
-
-/// Worker 0's cron: the link waiting for a connection, if any (one relaxed
-/// load when none).
-pub fn take_handoff() -> Option<Handoff> {
-    if !HANDOFF_READY.load(Ordering::Acquire) {
-        return None;
-    }
-    HANDOFF_READY.store(false, Ordering::Release);
-    HANDOFF.lock().unwrap_or_else(|e| e.into_inner()).take()
+/// Worker 0's cron: the link of `server` waiting for a connection, if any
+/// (one relaxed load when none). Left in the server's `repl` (not the
+/// process's: two servers in one process never take each other's).
+pub fn take_handoff(server: &ServerShared) -> Option<Handoff> {
+    let h = server.repl.link_handoff.take()?;
+    // INVARIANT: only `run` leaves anything there, a `Handoff`.
+    h.downcast::<Handoff>().ok().map(|h| *h)
 }
 
 /// The master connection's replication state (on its `Conn`).
@@ -328,7 +324,7 @@ pub fn loaded(server: &ServerShared, gen: u64, replid: &str, offset: u64) {
     }
     drop(g);
     // Replicas that attached during the load got the old data.
-    super::master::disconnect_replicas();
+    super::master::disconnect_replicas(server);
     log::notice(format_args!(
         "MASTER <-> REPLICA sync: Finished with success"
     ));
@@ -382,8 +378,7 @@ fn run(server: &ServerShared) {
         let (host, port, gen) = wait_for_work(server);
         match sync(server, &host, port, gen) {
             Ok(h) => {
-                *HANDOFF.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
-                HANDOFF_READY.store(true, Ordering::Release);
+                server.repl.link_handoff.put(Box::new(h));
                 if let Some(w) = server.wake_all.get() {
                     w();
                 }
@@ -532,7 +527,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         begin_transfer(server, gen, &mut link)?;
         // Redis's replicationAttachToNewMaster: our replicas must resync
         // with the new data.
-        super::master::disconnect_replicas();
+        super::master::disconnect_replicas(server);
         let (fresh, db) = receive_payload(server, gen, &mut link)?;
         let (stream, tls, leftover) = link.into_parts();
         return Ok(Handoff {
@@ -579,7 +574,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         let (offset, changed) = offset;
         if changed {
             // Redis: our replicas reconnect to learn the new ID.
-            super::master::disconnect_replicas();
+            super::master::disconnect_replicas(server);
         }
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
@@ -625,7 +620,7 @@ fn sync(server: &ServerShared, host: &str, port: u16, gen: u64) -> Result<Handof
         ));
         Failure::Retry
     })?;
-    super::master::disconnect_replicas();
+    super::master::disconnect_replicas(server);
     begin_transfer(server, gen, &mut link)?;
     let (fresh, db) = receive_payload(server, gen, &mut link)?;
     let (stream, tls, leftover) = link.into_parts();
@@ -1102,6 +1097,33 @@ mod applied_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The link's hand-over is the server's (its `repl`), not the
+    /// process's: of two servers in one process (tests build several),
+    /// one's worker 0 never takes the connection the other's link made.
+    #[test]
+    fn a_link_is_handed_to_its_own_server_only() {
+        let (a, b) = (
+            ServerShared::new(config::Config::default(), 1),
+            ServerShared::new(config::Config::default(), 1),
+        );
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        a.repl.link_handoff.put(Box::new(Handoff {
+            stream,
+            tls: None,
+            leftover: b"+PING".to_vec(),
+            load: None,
+            replid: "a".repeat(40),
+            offset: 7,
+            db: 0,
+            gen: 1,
+        }));
+        assert!(take_handoff(&b).is_none(), "B took A's link");
+        let h = take_handoff(&a).expect("A's link");
+        assert_eq!((h.offset, &h.leftover[..]), (7, &b"+PING"[..]));
+        assert!(take_handoff(&a).is_none(), "taken once");
+    }
 
     /// The EOF-marked form: the mark split across reads is found, nothing
     /// past it is consumed (the stream that follows stays buffered).

@@ -65,7 +65,7 @@ impl ClientRegistry for Conns {
         }
         c.complete(seq, r.as_bytes());
         c.block = BlockPhase::None;
-        blocking::set_blocked(&mut c.client, false);
+        blocking::set_blocked(self.ops, &mut c.client, false);
         self.mark_dirty(slot);
         self.resume.push(slot);
         Some(cmd)
@@ -132,7 +132,7 @@ impl Worker {
                     a.tx_abort(tx);
                 }
             }
-            blocking::set_blocked(&mut c.client, false);
+            blocking::set_blocked(self.core.server.ops, &mut c.client, false);
             commands::pubsub::unsubscribe_all(&self.core.server, &mut c.client);
             commands::ops::monitor::stop(&self.core.server, &mut c.client);
             self.core.server.ops.slowlog.forget_client(&c.client);
@@ -163,7 +163,7 @@ impl Worker {
                 self.conns.zombies.push((conn, c.stream));
             } else if syncing {
                 // PSYNC / SYNC: the socket becomes a replica's link.
-                crate::server::repl::adopt(c.stream, &mut c.client);
+                crate::server::repl::adopt(&self.core.server, c.stream, &mut c.client);
             }
             if let Some((ac, client)) = orphan {
                 let conn = ConnRef {

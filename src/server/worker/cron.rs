@@ -158,7 +158,7 @@ impl Worker {
             r.null_array();
             c.complete(seq, r.as_bytes());
             c.block = BlockPhase::None;
-            blocking::set_blocked(&mut c.client, false);
+            blocking::set_blocked(self.core.server.ops, &mut c.client, false);
             let ops = self.core.server.ops;
             let _ = exec::record(&mut self.core.stats, ops, id, Instant::now(), false);
             self.conns.mark_dirty(slot);

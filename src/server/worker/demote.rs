@@ -50,7 +50,7 @@ impl Worker {
                 r.error(NEW_MASTER_ERROR);
                 c.push_ready(r.as_bytes());
                 self.core.stats.count_error(NEW_MASTER_ERROR.as_bytes());
-                close_unblocked(c);
+                close_unblocked(self.core.server.ops, c);
                 true
             } else {
                 answer_if_before_new_master(&mut self.core, c)
@@ -80,14 +80,14 @@ pub(super) fn answer_if_before_new_master(core: &mut Core, c: &mut Conn) -> bool
     c.complete(t.seq, r.as_bytes());
     c.block = BlockPhase::None;
     core.stats.count_error(NEW_MASTER_ERROR.as_bytes());
-    close_unblocked(c);
+    close_unblocked(core.server.ops, c);
     true
 }
 
 /// Unblocked: not blocked any more, nothing more of it runs, and it
 /// closes once its replies are written (Redis's CLIENT_CLOSE_AFTER_REPLY).
-fn close_unblocked(c: &mut Conn) {
-    blocking::set_blocked(&mut c.client, false);
+fn close_unblocked(ops: &commands::ops::Ops, c: &mut Conn) {
+    blocking::set_blocked(ops, &mut c.client, false);
     c.client.close_after_reply = true;
     c.closing = true;
 }

@@ -65,7 +65,7 @@ impl Worker {
             match batch.block.take() {
                 Some(t) => {
                     c.block = BlockPhase::Blocked(t);
-                    blocking::set_blocked(&mut c.client, true);
+                    blocking::set_blocked(self.core.server.ops, &mut c.client, true);
                     newly_blocked = !super::demote::answer_if_before_new_master(&mut self.core, c);
                 }
                 None => {
@@ -119,7 +119,7 @@ impl Worker {
         };
         c.keep_deadline_ms = Some(t.deadline_ms);
         c.block = BlockPhase::None;
-        blocking::set_blocked(&mut c.client, false);
+        blocking::set_blocked(self.core.server.ops, &mut c.client, false);
         rerun(&mut self.core, c, slot, seq, &args);
         let resume = !paused(c);
         self.conns.mark_dirty(slot);
@@ -146,7 +146,7 @@ impl Worker {
                     core.note_held(c, slot);
                 }
                 c.block = BlockPhase::None;
-                blocking::set_blocked(&mut c.client, false);
+                blocking::set_blocked(core.server.ops, &mut c.client, false);
                 let resume = !paused(c);
                 conns.mark_dirty(slot);
                 if resume {
@@ -978,7 +978,7 @@ pub(super) fn park_across(
         cmd_id: resolved.id,
         redo: p.wake_home.then(|| p.args.clone()),
     });
-    blocking::set_blocked(&mut c.client, true);
+    blocking::set_blocked(core.server.ops, &mut c.client, true);
     core.blocked_conns.push((slot, c.gen));
     let conn = ConnRef {
         thread: core.id as u16,

@@ -340,7 +340,7 @@ pub(super) fn by_call(
     // runs on from here: the WATCHes parked for it first.
     commands::script::busy::register_parked(&mut core.shard);
     if commands::script::busy::take_marked() {
-        remember_hop(args);
+        remember_hop(core.server.ops, args);
     }
     match ran.flatten() {
         None => Ran::Declined,
@@ -382,11 +382,11 @@ impl Remembered {
 
     /// Whether `args` is remembered: nothing but a length test while the
     /// list is empty, two atomic loads more while it is not.
-    fn contains(&mut self, args: Args<'_>) -> bool {
+    fn contains(&mut self, ops: &commands::ops::Ops, args: Args<'_>) -> bool {
         if self.keys.is_empty() {
             return false;
         }
-        if self.gen != script_generations() {
+        if self.gen != script_generations(ops) {
             self.keys.clear();
             return false;
         }
@@ -394,12 +394,12 @@ impl Remembered {
         self.keys.iter().any(|x| x.eq_ignore_ascii_case(k))
     }
 
-    fn add(&mut self, args: Args<'_>) {
+    fn add(&mut self, ops: &commands::ops::Ops, args: Args<'_>) {
         let k = args.get(1);
         if k.len() > REMEMBERED_KEY_MAX {
             return;
         }
-        let now = script_generations();
+        let now = script_generations(ops);
         if std::mem::replace(&mut self.gen, now) != now {
             self.keys.clear();
         }
@@ -432,34 +432,31 @@ thread_local! {
     static STRAYS: RefCell<Remembered> = const { RefCell::new(Remembered::new()) };
 }
 
-/// The generations of the script cache and of the function libraries
-/// (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH / RESTORE` bump them):
-/// what [`Remembered`] lists were learned under.
-fn script_generations() -> (u64, u64) {
-    (
-        commands::script::cache::cache().generation(),
-        commands::script::library::registry().generation(),
-    )
+/// The generations of the script cache and of the function libraries of
+/// the server of `ops` (`SCRIPT FLUSH`, `FUNCTION LOAD / DELETE / FLUSH /
+/// RESTORE` bump them): what [`Remembered`] lists were learned under.
+fn script_generations(ops: &commands::ops::Ops) -> (u64, u64) {
+    (ops.scripts.generation(), ops.functions.generation())
 }
 
 /// Whether script command `args` is remembered to hop (see `HOPS`).
-pub(super) fn known_to_hop(args: Args<'_>) -> bool {
-    HOPS.with(|h| h.borrow_mut().contains(args))
+pub(super) fn known_to_hop(ops: &commands::ops::Ops, args: Args<'_>) -> bool {
+    HOPS.with(|h| h.borrow_mut().contains(ops, args))
 }
 
 /// Remembers script command `args` as a hop (see `HOPS`).
-fn remember_hop(args: Args<'_>) {
-    HOPS.with(|h| h.borrow_mut().add(args))
+fn remember_hop(ops: &commands::ops::Ops, args: Args<'_>) {
+    HOPS.with(|h| h.borrow_mut().add(ops, args))
 }
 
 /// Whether script command `args` is remembered to stray (see `STRAYS`).
-pub(super) fn known_to_stray(args: Args<'_>) -> bool {
-    STRAYS.with(|h| h.borrow_mut().contains(args))
+pub(super) fn known_to_stray(ops: &commands::ops::Ops, args: Args<'_>) -> bool {
+    STRAYS.with(|h| h.borrow_mut().contains(ops, args))
 }
 
 /// Remembers script command `args` as one that strays (see `STRAYS`).
-pub(super) fn remember_stray(args: Args<'_>) {
-    STRAYS.with(|h| h.borrow_mut().add(args))
+pub(super) fn remember_stray(ops: &commands::ops::Ops, args: Args<'_>) {
+    STRAYS.with(|h| h.borrow_mut().add(ops, args))
 }
 
 /// Every shard entered leaves (in order), then all are unpinned.

@@ -24,7 +24,7 @@ pub(super) fn hold(core: &mut Core, c: &mut Conn, slot: usize) {
     if core.pause_held.is_empty() {
         core.pause_gen = core.server.ops.pause.gen();
     }
-    blocking::set_blocked(&mut c.client, true);
+    blocking::set_blocked(core.server.ops, &mut c.client, true);
     core.pause_held.push((slot, c.gen));
 }
 
@@ -61,7 +61,7 @@ impl Worker {
                 continue;
             }
             c.lock_wait = false;
-            blocking::set_blocked(&mut c.client, false);
+            blocking::set_blocked(self.core.server.ops, &mut c.client, false);
             // Out of its slot while it runs (a script may serve the rest).
             self.process_lent(&mut c, slot);
             self.conns.slots[slot] = Some(c);

@@ -39,7 +39,7 @@ pub(super) fn start(core: &mut Core, c: &mut Conn, slot: usize) {
             w.numreplicas,
         ));
     }
-    blocking::set_blocked(&mut c.client, true);
+    blocking::set_blocked(core.server.ops, &mut c.client, true);
     core.repl_waits.push((slot, c.gen));
 }
 
@@ -72,7 +72,7 @@ impl Worker {
                 continue;
             }
             c.client.repl_wait = None;
-            blocking::set_blocked(&mut c.client, false);
+            blocking::set_blocked(self.core.server.ops, &mut c.client, false);
             let mut r = Reply::new(c.client.resp3);
             r.int(acked as i64);
             c.push_ready(r.as_bytes());

@@ -24,7 +24,7 @@ impl Worker {
         // Not while a sync's snapshot begins: its offset is the one the
         // link had when it started (see `repl::master`).
         if self.core.sys.is_none() {
-            if let Some(h) = link::take_handoff() {
+            if let Some(h) = link::take_handoff(&self.core.server) {
                 self.adopt_master(h);
             }
         }
@@ -73,7 +73,9 @@ impl Worker {
             // commands (see `repl::master`).
             if c.client.multi.is_none() {
                 let db = c.client.db;
-                if let Some(coord) = crate::server::repl::master::sync_due_on_master_conn(db) {
+                if let Some(coord) =
+                    crate::server::repl::master::sync_due_on_master_conn(&server, db)
+                {
                     let mut set = commands::tx::LockSet::default();
                     set.whole(server.nshards, commands::tx::Mode::Read);
                     let coord = commands::tx::TxCoord::wrap(self.core.id, coord, set);

@@ -530,7 +530,7 @@ fn script_across(
 pub(super) fn strayed(core: &mut Core, args: Args<'_>, keys: &[Vec<u8>]) {
     if !keys.is_empty() {
         core.scripts_strayed += 1;
-        in_place::remember_stray(args);
+        in_place::remember_stray(core.server.ops, args);
     }
 }
 
@@ -588,7 +588,7 @@ pub(super) fn execute(
                 handler,
             } if direct
                 && resolved.spec.has(commands::table::flags::SCRIPT)
-                && in_place::known_to_stray(args) =>
+                && in_place::known_to_stray(core.server.ops, args) =>
             {
                 let mem = c.mem_total();
                 let h = (resolved, handler);
@@ -715,7 +715,7 @@ pub(super) fn execute(
                 && core.shard.evict.maxmemory == 0
                 && c.client.tracking.is_none()
                 && c.master.is_none()
-                && !in_place::known_to_hop(args) =>
+                && !in_place::known_to_hop(core.server.ops, args) =>
             {
                 let call = shard_call((&core.server, &core.cfg), &mut c.client, resolved, true);
                 let conn = ConnRef {
@@ -898,7 +898,7 @@ pub(super) fn execute(
                     on,
                 );
                 c.block = BlockPhase::Blocked(t);
-                blocking::set_blocked(&mut c.client, true);
+                blocking::set_blocked(core.server.ops, &mut c.client, true);
                 core.blocked_conns.push((slot, c.gen));
             } else if core.shard.dbs[c.client.db].has_ready() {
                 serve_ready(core);

@@ -194,6 +194,7 @@ impl Worker {
                 touched: Vec::new(),
             },
             conns: Conns {
+                ops: server_for_desk.ops,
                 slots: Vec::new(),
                 gens: Vec::new(),
                 free: Vec::new(),

@@ -1106,12 +1106,13 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
     for a in ["EVALSHA", sha.as_str(), "1", k.as_str()] {
         evalsha.push(a.as_bytes());
     }
-    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    let ops = t.workers[0].core.server.ops;
+    assert!(!super::in_place::known_to_hop(ops, evalsha.args()));
     for i in 5..7 {
         t.send(c, &["EVALSHA", &sha, "1", &k]);
         assert_eq!(t.reply(c), (format!("$1\r\n{i}\r\n"), 2));
         assert_eq!(t.reply(sub).0, message);
-        assert!(super::in_place::known_to_hop(evalsha.args()));
+        assert!(super::in_place::known_to_hop(ops, evalsha.args()));
         let now = command_calls(&mut t, c, "incr");
         assert_eq!(now - incrs, 1, "EVALSHA {i}");
         incrs = now;
@@ -1119,11 +1120,14 @@ fn a_script_that_publishes_hops_rather_than_run_by_a_call() {
     // A FUNCTION change (as a SCRIPT FLUSH) forgets what was remembered:
     // the scripts and functions gone or replaced start unmarked.
     t.call(c, &["FUNCTION", "FLUSH"]);
-    assert!(!super::in_place::known_to_hop(evalsha.args()));
+    assert!(!super::in_place::known_to_hop(ops, evalsha.args()));
     t.send(c, &["EVALSHA", &sha, "1", &k]);
     assert_eq!(t.reply(c), ("$1\r\n7\r\n".into(), 2));
     assert_eq!(t.reply(sub).0, message);
-    assert!(super::in_place::known_to_hop(evalsha.args()), "found again");
+    assert!(
+        super::in_place::known_to_hop(ops, evalsha.args()),
+        "found again"
+    );
     incrs = command_calls(&mut t, c, "incr");
     // A function alike (its mark is the function's).
     let lib = "#!lua name=hopslib\nredis.register_function('hops_fn', function(keys) \
@@ -1324,4 +1328,37 @@ fn a_role_change_reaches_every_shard_at_its_next_turn() {
     assert!(commands::replica::unset_master(&server));
     t.round();
     assert_eq!(roles(&t), [(engine::Expiry::Delete, false); 2]);
+}
+
+/// INFO `blocked_clients` of the server of client `c` of `t`.
+fn blocked_clients(t: &mut Cluster, c: usize) -> String {
+    let info = t.call(c, &["INFO", "clients"]);
+    let line = info
+        .split("\r\n")
+        .find(|l| l.starts_with("blocked_clients:"));
+    line.unwrap_or_else(|| panic!("no blocked_clients in {info}"))["blocked_clients:".len()..]
+        .to_string()
+}
+
+/// A server counts its own blocked clients (`ops.blocked_clients`), not
+/// the process's: another server in the process (tests build several)
+/// with a client blocked in BLPOP still reports none.
+#[test]
+fn blocked_clients_are_counted_by_their_own_server() {
+    let (mut a, mut b) = (Cluster::new(2), Cluster::new(2));
+    let k = key_on(1, 2, "q");
+    let (waiter, a_info) = (a.connect(1), a.connect(0));
+    a.send(waiter, &["BLPOP", &k, "0"]);
+    let mut rounds = 0;
+    while blocked_clients(&mut a, a_info) != "1" {
+        a.round();
+        rounds += 1;
+        assert!(rounds < 100, "the BLPOP did not block");
+    }
+    let b_info = b.connect(0);
+    assert_eq!(blocked_clients(&mut b, b_info), "0");
+    assert_eq!(a.call(a_info, &["RPUSH", &k, "x"]), ":1\r\n");
+    let (r, _) = a.reply(waiter);
+    assert_eq!(r, format!("*2\r\n${}\r\n{k}\r\n$1\r\nx\r\n", k.len()));
+    assert_eq!(blocked_clients(&mut a, a_info), "0");
 }

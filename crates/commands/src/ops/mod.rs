@@ -1,6 +1,8 @@
 //! The operator's commands: SLOWLOG, LATENCY, MONITOR, CLIENT PAUSE /
-//! UNPAUSE, and the process-wide state behind them ([`Ops`], in
-//! `ServerShared`).
+//! UNPAUSE, and the server-wide state behind them ([`Ops`], in
+//! `ServerShared`), with the rest of the server's state that shard
+//! handlers need (the long scripts, the script cache, the function
+//! libraries: see the fields).
 //!
 //! Cost on the request path, per command: `exec::record` measures each
 //! call's duration anyway; with it [`Ops::after_call`] bumps the command's
@@ -13,7 +15,9 @@
 //!
 //! Shard handlers see no `ServerShared`: `ShardCall` and `ShardCtx` carry
 //! a `&'static Ops` (one per server, leaked at start: a server lives as
-//! long as its process, and tests build a few).
+//! long as its process, and tests build a few). Nothing here is shared
+//! between two servers of one process: what is process state by nature
+//! (the allocator's counters, the log) is kept where it is defined.
 
 pub mod disk;
 pub mod hist;
@@ -22,14 +26,15 @@ pub mod monitor;
 pub mod pause;
 pub mod slowlog;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use config::Config;
 
 use crate::ctx::ThreadStats;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 
-/// Process-wide state of the operator's commands.
+/// One server's state of the operator's commands, and what its shard
+/// handlers reach of the rest (see the module documentation).
 pub struct Ops {
     pub slowlog: slowlog::SlowLog,
     pub latency: latency::Latency,
@@ -82,6 +87,18 @@ pub struct Ops {
     /// relaxed load) before every command, scripts on their shard reach it
     /// through `ShardCtx::ops`.
     pub busy: crate::script::busy::Registry,
+    /// This server's script cache (SCRIPT LOAD, EVALSHA; see
+    /// `script::cache`) and its VMs' memory: EVALSHA reads it on its shard
+    /// through `ShardCtx::ops`, each thread's VMs hold the `Ops` they serve.
+    pub scripts: crate::script::cache::ScriptCache,
+    /// This server's function libraries (FUNCTION LOAD, FCALL; see
+    /// `script::library`): FCALL reads it on its shard through
+    /// `ShardCtx::ops`, the RDB writers through `Persist`.
+    pub functions: crate::script::library::Registry,
+    /// Clients blocked (BLPOP & co., WAIT, held by CLIENT PAUSE) on every
+    /// thread of this server (INFO `blocked_clients`); kept by the runtime
+    /// as it blocks and unblocks them.
+    pub blocked_clients: AtomicUsize,
 }
 
 impl std::fmt::Debug for Ops {
@@ -110,6 +127,9 @@ impl Ops {
             server: std::sync::OnceLock::new(),
             reach: std::sync::OnceLock::new(),
             busy: crate::script::busy::Registry::new(),
+            scripts: Default::default(),
+            functions: Default::default(),
+            blocked_clients: AtomicUsize::new(0),
         }));
         ops.configure(cfg);
         ops

@@ -37,7 +37,7 @@ use resp::Args;
 use crate::ctx::ConnCtx;
 use crate::error::CmdError;
 use crate::script::shebang::{self, ScriptFlags};
-use crate::script::{cache, library, sha1};
+use crate::script::{cache, sha1};
 use crate::table::{flags::*, registry, Resolved};
 use crate::util::eq_ic;
 
@@ -169,18 +169,19 @@ fn may_replicate(r: Resolved, args: Args<'_>, ctx: &ConnCtx<'_>) -> bool {
             m.queued.iter().any(|q| {
                 let owned = resp::OwnedArgs::from_slices(q);
                 let args = owned.args();
-                reg.resolve(args).is_ok_and(|q| writes(q, args))
+                reg.resolve(args)
+                    .is_ok_and(|q| writes(q, args, ctx.server.ops))
             })
         });
     }
-    writes(r, args)
+    writes(r, args, ctx.server.ops)
 }
 
 /// Whether command `r` may write or replicate: its flags, or for a script
 /// that declares its flags, unless it says `no-writes` (Redis's
 /// evalGetCommandFlags, fcallGetCommandFlags and scriptFlagsToCmdFlags).
-fn writes(r: Resolved, args: Args<'_>) -> bool {
-    if let Some(declared) = declared_script_flags(registry().full_name(r.id), args) {
+fn writes(r: Resolved, args: Args<'_>, ops: &super::Ops) -> bool {
+    if let Some(declared) = declared_script_flags(registry().full_name(r.id), args, ops) {
         return !declared.no_writes;
     }
     r.spec.has(WRITE) || r.spec.has(MAY_REPLICATE)
@@ -189,8 +190,9 @@ fn writes(r: Resolved, args: Args<'_>) -> bool {
 /// The flags a script run by EVAL*, EVALSHA* or FCALL* declares: those of
 /// the cached script or loaded function, else (EVAL) those of the body's
 /// shebang. None for a script without a shebang (it keeps the command's
-/// flags), an unknown SHA or function, or another command.
-fn declared_script_flags(name: &str, args: Args<'_>) -> Option<ScriptFlags> {
+/// flags), an unknown SHA or function (of the server of `ops`), or
+/// another command.
+fn declared_script_flags(name: &str, args: Args<'_>, ops: &super::Ops) -> Option<ScriptFlags> {
     if args.len() < 2 {
         return None;
     }
@@ -203,14 +205,14 @@ fn declared_script_flags(name: &str, args: Args<'_>) -> Option<ScriptFlags> {
             } else {
                 sha1::hex(body_or_name)
             };
-            match cache::cache().get(&sha) {
+            match ops.scripts.get(&sha) {
                 Some(script) => script.flags,
                 None if evalsha => return None,
                 None => shebang::parse(body_or_name).ok()?.0,
             }
         }
         "fcall" | "fcall_ro" => {
-            let libs = library::registry().read();
+            let libs = ops.functions.read();
             let (lib, idx) = libs.function(body_or_name)?;
             // Functions always declare their flags.
             return Some(lib.functions[idx].flags);

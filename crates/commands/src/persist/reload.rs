@@ -190,7 +190,7 @@ impl Reload {
         }
         let cfg = server.config();
         let n = server.nshards;
-        crate::script::function::flush();
+        crate::script::function::flush(&server.ops.functions);
         let loaded = on_loader_thread(server, "aof-load", || match aof.as_ref() {
             Some(a) => a.load(&cfg, n),
             None => Ok(None),
@@ -198,6 +198,8 @@ impl Reload {
         match loaded {
             Ok(Some(l)) => {
                 self.rdb_keys = l.rdb_keys;
+                // Flushed above: the file's libraries are all there is.
+                server.ops.functions.update(|libs| *libs = l.functions);
                 Ok(l.shards)
             }
             // Redis: AOF_NOT_EXIST or a failed load, `exit(1)`.
@@ -217,7 +219,7 @@ impl Reload {
         let server = &self.server;
         let cfg = server.config();
         if o.flush {
-            crate::script::function::flush();
+            crate::script::function::flush(&server.ops.functions);
         }
         let limits = crate::ctx::enc_limits_of(&cfg);
         // A master skips keys already expired; a replica keeps them for
@@ -244,7 +246,7 @@ impl Reload {
             }
         };
         self.rdb_keys = Some((r.keys, r.expired));
-        if let Err(e) = crate::script::function::load_from_rdb(&r.functions, o.merge) {
+        if let Err(e) = crate::script::function::load_from_rdb(server.ops, &r.functions, o.merge) {
             super::log_warning(&format!("Failed loading library, {e}"));
             super::log_warning("Short read or OOM loading DB. Unrecoverable error, aborting now.");
             self.failed = true;

@@ -42,27 +42,29 @@ pub fn key_load_delay() {
     }
 }
 
-/// Loads `path` into `shards` (each key to the shard its hash picks).
-/// `Ok(None)` if there is no file. Keys already expired are skipped, as a
-/// Redis primary does.
+/// Loads `path` into `shards` (each key to the shard its hash picks), its
+/// function libraries into the server of `ops`. `Ok(None)` if there is no
+/// file. Keys already expired are skipped, as a Redis primary does.
 pub fn load(
     path: &Path,
     shards: &mut [Shard],
     limits: engine::EncLimits,
+    ops: &'static crate::ops::Ops,
 ) -> Result<Option<(u64, u64)>, String> {
-    Ok(load_as(path, shards, limits, false)?.map(|(k, e, _)| (k, e)))
+    Ok(load_as(path, shards, limits, false, ops)?.map(|(k, e, _)| (k, e)))
 }
 
 /// [`load`]; `keep_expired` keeps keys already expired, as a Redis replica
 /// does when it loads its master's payload (the master's DEL removes them).
 /// Returns the keys loaded, those skipped as expired, and the payload's
-/// `repl-stream-db`. Function libraries go to the registry; one already
-/// there fails the load.
+/// `repl-stream-db`. Function libraries go to the registry of the server
+/// of `ops`; one already there fails the load.
 pub fn load_as(
     path: &Path,
     shards: &mut [Shard],
     limits: engine::EncLimits,
     keep_expired: bool,
+    ops: &'static crate::ops::Ops,
 ) -> Result<Option<(u64, u64, Option<usize>)>, String> {
     let started = Instant::now();
     let Some(r) = read_rdb(path, shards, limits, keep_expired)? else {
@@ -71,7 +73,7 @@ pub fn load_as(
     if let Some(e) = r.failed {
         return Err(e);
     }
-    crate::script::function::load_from_rdb(&r.functions, false)
+    crate::script::function::load_from_rdb(ops, &r.functions, false)
         .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
     r.log_done();
     log(
@@ -188,13 +190,14 @@ impl RdbRead {
     }
 }
 
-/// Writes `shards` to `path` at once, from one thread (the final save at
-/// shutdown, after the workers stopped).
+/// Writes `shards` and the libraries of `functions` to `path` at once,
+/// from one thread (the final save at shutdown, after the workers
+/// stopped).
 pub fn save_now(
     path: &Path,
     shards: &mut [Shard],
-    compress: bool,
-    checksum: bool,
+    (compress, checksum): (bool, bool),
+    functions: &'static crate::script::library::Registry,
 ) -> Result<u64, String> {
     // The outcome goes nowhere: the process is exiting (the caller gets
     // it as the result).
@@ -203,6 +206,7 @@ pub fn save_now(
         shards.len(),
         Arc::new(AtomicU64::new(0)),
         &UNREAD,
+        functions,
     ));
     let (tx, rx) = sync_channel(CHANNEL_DEPTH);
     let (done_tx, done_rx) = sync_channel(1);
@@ -220,7 +224,7 @@ pub fn save_now(
         begin_dirty: Arc::new(Vec::new()),
         background: false,
         done: done_tx,
-        functions: crate::script::library::registry().codes(),
+        functions: functions.codes(),
         functions_dirty: 0,
         compress,
         sink: Mutex::new(None),

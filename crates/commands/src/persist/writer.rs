@@ -70,7 +70,7 @@ impl WriterJob {
             begin_dirty: Arc::default(),
             background: false,
             done,
-            functions: crate::script::library::registry().codes(),
+            functions: persist.functions.codes(),
             functions_dirty: persist.functions_dirty.load(Ordering::Relaxed),
             compress: cfg.rdbcompression,
             sink: Mutex::new(None),

@@ -1,13 +1,30 @@
-//! The script cache every thread sees: SHA-1 → body (and its parsed
-//! shebang). EVAL adds to it, SCRIPT LOAD adds to it, EVALSHA and SCRIPT
-//! EXISTS read it, SCRIPT FLUSH empties it. Each thread's Lua VM compiles
-//! a script the first time it runs there and keeps the compiled function
-//! (see `vm`); the cache's generation tells a VM that a FLUSH happened so
-//! that it drops its compiled functions too.
+//! The script cache every thread of a server sees: SHA-1 → body (and its
+//! parsed shebang). EVAL adds to it, SCRIPT LOAD adds to it, EVALSHA and
+//! SCRIPT EXISTS read it, SCRIPT FLUSH empties it. Each thread's Lua VM
+//! compiles a script the first time it runs there and keeps the compiled
+//! function (see `vm`); the cache's generation tells a VM that a FLUSH
+//! happened so that it drops its compiled functions too.
 //!
-//! One process-wide value, not a field of `ServerShared`: it is read by
-//! shard handlers (EVALSHA runs where its keys live), which see only their
-//! shard. A read-write lock is enough: lookups take the read side for a
+//! # One cache per server
+//!
+//! The cache is the server's: a field of its `Ops` (`ops.scripts`,
+//! `'static` as `Ops` is, leaked once per server), because shard handlers
+//! (EVALSHA runs where its keys live) see their shard and `ShardCtx::ops`,
+//! not `ServerShared`; connection commands (SCRIPT LOAD / EXISTS / FLUSH,
+//! INFO) reach it through `server.ops`. EVALSHA's look-up costs one
+//! pointer load from its context, as the process-wide `OnceLock` it was
+//! cost one load and a check. Process-wide, the servers of unit tests in
+//! one process (each test builds its own) saw each other's scripts: one
+//! test's SCRIPT FLUSH emptied another's cache, and INFO counted another
+//! server's scripts and VMs.
+//!
+//! What stays per thread: the VMs (`vm`), each holding the `Ops` of the
+//! server it serves (a thread serves one server; a VM that meets another
+//! server's state, as in-process tests running two servers on one thread
+//! do, is dropped and made anew). The memory of each kind of VM is counted
+//! here ([`ScriptCache::vm_bytes`]), per server.
+//!
+//! A read-write lock is enough: lookups take the read side for a
 //! hash-map probe; writes (a new script) are rare next to runs. Memory is
 //! bounded by what clients load, as in Redis (which also never evicts
 //! scripts in 7.0); SCRIPT FLUSH frees it.
@@ -114,6 +131,7 @@ impl Clone for HopMark {
 /// and in the VM's compiled functions, `Vm::function`).
 pub type ShaMap<V> = HashMap<[u8; 40], V, foldhash::fast::RandomState>;
 
+/// One server's scripts (see "One cache per server" above).
 #[derive(Default)]
 pub struct ScriptCache {
     map: RwLock<ShaMap<Arc<Script>>>,
@@ -121,12 +139,9 @@ pub struct ScriptCache {
     gen: AtomicU64,
     /// Sum of the bodies' lengths (INFO `used_memory_scripts_eval`).
     bytes: AtomicU64,
-}
-
-/// The process's cache.
-pub fn cache() -> &'static ScriptCache {
-    static CACHE: std::sync::OnceLock<ScriptCache> = std::sync::OnceLock::new();
-    CACHE.get_or_init(ScriptCache::default)
+    /// Bytes every thread's Lua VMs of each kind (`VmKind` as the index)
+    /// hold for this server (see [`VmBytes`]).
+    vm_bytes: [VmBytes; 2],
 }
 
 impl ScriptCache {
@@ -171,7 +186,7 @@ impl ScriptCache {
             // generation and finds its count (one made between the two
             // has the old one: stale, dropped before its first run).
             let next = self.gen.load(Ordering::Acquire) + 1;
-            VM_BYTES[super::vm::VmKind::Eval as usize].reset(next);
+            self.vm_bytes[super::vm::VmKind::Eval as usize].reset(next);
             self.gen.fetch_add(1, Ordering::AcqRel);
             self.bytes.store(0, Ordering::Relaxed);
             std::mem::take(&mut *m)
@@ -195,6 +210,18 @@ impl ScriptCache {
     pub fn body_bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
+
+    /// A VM of `kind` and this cache's generation `gen` went from
+    /// `before` to `now` bytes.
+    pub fn report_vm_bytes(&self, kind: super::vm::VmKind, gen: u64, before: usize, now: usize) {
+        let gen = (kind == super::vm::VmKind::Eval).then_some(gen);
+        self.vm_bytes[kind as usize].report(gen, before, now);
+    }
+
+    /// The sum over this server's threads of their `kind` VMs' memory.
+    pub fn vm_bytes(&self, kind: super::vm::VmKind) -> u64 {
+        self.vm_bytes[kind as usize].get()
+    }
 }
 
 /// `sha` as a cache key: 40 hex digits, lower-cased (EVALSHA and SCRIPT
@@ -204,14 +231,10 @@ pub fn key(sha: &[u8]) -> Option<[u8; 40]> {
     Some(k.map(|c| c.to_ascii_lowercase()))
 }
 
-/// Bytes every thread's Lua VMs of each kind hold (INFO
-/// `used_memory_lua` for the EVAL VMs, `used_memory_vm_functions` for the
-/// function VMs): each VM adds what changed since it last reported,
-/// after every run.
-static VM_BYTES: [VmBytes; 2] = [VmBytes::new(), VmBytes::new()];
-
-/// The memory of one kind's VMs, counted for the script cache's current
-/// generation only. SCRIPT FLUSH resets Redis's one VM at once; here each
+/// The memory of one kind's VMs (INFO `used_memory_lua` for the EVAL
+/// VMs, `used_memory_vm_functions` for the function VMs): each VM adds
+/// what changed since it last reported, after every run. Counted for the
+/// script cache's current generation only. SCRIPT FLUSH resets Redis's one VM at once; here each
 /// thread's scripts' VM is dropped at its next use or its thread's cron,
 /// and a thread whose worker a hub runs looks only once a second
 /// (`server::host::loan`), so a stale VM's bytes would stay in
@@ -271,18 +294,6 @@ impl Default for VmBytes {
     fn default() -> VmBytes {
         VmBytes::new()
     }
-}
-
-/// A VM of `kind` and script cache generation `gen` went from `before`
-/// to `now` bytes.
-pub fn report_vm_bytes(kind: super::vm::VmKind, gen: u64, before: usize, now: usize) {
-    let gen = (kind == super::vm::VmKind::Eval).then_some(gen);
-    VM_BYTES[kind as usize].report(gen, before, now);
-}
-
-/// The sum over threads of their `kind` VMs' memory.
-pub fn vm_bytes(kind: super::vm::VmKind) -> u64 {
-    VM_BYTES[kind as usize].get()
 }
 
 #[cfg(test)]

@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use resp::{Args, Reply};
 
-use super::library::{parse_metadata, registry, Libraries, Library};
+use super::library::{parse_metadata, Libraries, Library, Registry};
 use super::load::create;
 use super::vm::{error_text, with_vm};
 use crate::coord::{Coordinator, OneStep, Plan};
 use crate::ctx::{ClientState, ConnCtx, ShardCtx};
 use crate::error::CmdError;
+use crate::ops::Ops;
 use crate::table::{flags::*, CommandSpec, Exec, NO_KEYS};
 use crate::util::eq_ic;
 
@@ -156,14 +157,20 @@ fn locked(
     Ok(crate::propagate::as_received(coord, args, c.client.db))
 }
 
-/// Compiles `code` on this thread's VM into a library (not linked).
-/// `existing`: the libraries to check the name against unless `replace`.
-fn compile(code: &[u8], replace: bool, existing: &Libraries) -> Result<Library, CmdError> {
+/// Compiles `code` on this thread's VM for the server of `ops` into a
+/// library (not linked). `existing`: the libraries to check the name
+/// against unless `replace`.
+fn compile(
+    ops: &'static Ops,
+    code: &[u8],
+    replace: bool,
+    existing: &Libraries,
+) -> Result<Library, CmdError> {
     let (name, shebang_len) = parse_metadata(code).map_err(CmdError::Err)?;
     if !replace && existing.libs.contains_key(&name) {
         return Err(CmdError::err(format!("Library '{name}' already exists")));
     }
-    let lib = with_vm(super::vm::VmKind::Functions, |vm| {
+    let lib = with_vm(super::vm::VmKind::Functions, ops, |vm| {
         let r = create(vm, code, name, shebang_len);
         vm.report_memory();
         r
@@ -203,9 +210,10 @@ fn function_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordina
         return Err(CmdError::err_echo("Unknown option given: ", a, ""));
     }
     let code = args.get(pos).to_vec();
+    let ops = c.server.ops;
     locked(c, args, move |out| {
-        let lib = compile(&code, replace, &registry().read())?;
-        let name = registry().update(|libs| {
+        let lib = compile(ops, &code, replace, &ops.functions.read())?;
+        let name = ops.functions.update(|libs| {
             if !replace && libs.libs.contains_key(&lib.name) {
                 return Err(CmdError::err(format!(
                     "Library '{}' already exists",
@@ -222,9 +230,10 @@ fn function_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordina
 /// FUNCTION DELETE library-name.
 fn function_delete(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, CmdError> {
     let name = args.get(2).to_vec();
+    let ops = c.server.ops;
     locked(c, args, move |out| {
         let name = String::from_utf8_lossy(&name).into_owned();
-        registry()
+        ops.functions
             .update(|libs| libs.unlink(&name))
             .ok_or_else(|| CmdError::err("Library not found"))?;
         out.ok();
@@ -245,16 +254,17 @@ fn function_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordin
         }
         _ => return Err(subcommand_syntax(args)),
     }
-    locked(c, args, |out| {
-        flush();
+    let ops = c.server.ops;
+    locked(c, args, move |out| {
+        flush(&ops.functions);
         out.ok();
         Ok(())
     })
 }
 
-/// Deletes every library.
-pub fn flush() {
-    let old = registry().update(std::mem::take);
+/// Deletes every library of `registry` (a server's).
+pub fn flush(registry: &Registry) {
+    let old = registry.update(std::mem::take);
     drop(old);
 }
 
@@ -289,20 +299,21 @@ fn function_restore(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coord
         _ => Policy::Append,
     };
     let payload = args.get(2).to_vec();
+    let ops = c.server.ops;
     locked(c, args, move |out| {
-        restore(&payload, policy)?;
+        restore(ops, &payload, policy)?;
         out.ok();
         Ok(())
     })
 }
 
-fn restore(payload: &[u8], policy: Policy) -> Result<(), CmdError> {
+fn restore(ops: &'static Ops, payload: &[u8], policy: Policy) -> Result<(), CmdError> {
     if engine::rdb::verify_dump_payload(payload).is_err() {
         return Err(CmdError::err("DUMP payload version or checksum are wrong"));
     }
     let codes = engine::rdb::function_payload_codes(payload).map_err(CmdError::Err)?;
-    let fresh = load_all(&codes)?;
-    registry().update(|libs| {
+    let fresh = load_all(ops, &codes)?;
+    ops.functions.update(|libs| {
         if policy == Policy::Flush {
             *libs = fresh;
             return Ok(());
@@ -314,10 +325,10 @@ fn restore(payload: &[u8], policy: Policy) -> Result<(), CmdError> {
 /// Compiles every code into a registry of their own (Redis loads a
 /// payload or an RDB file's libraries into a new context first), with
 /// Redis's errors for a library or function given twice.
-pub fn load_all(codes: &[Vec<u8>]) -> Result<Libraries, CmdError> {
+pub fn load_all(ops: &'static Ops, codes: &[Vec<u8>]) -> Result<Libraries, CmdError> {
     let mut fresh = Libraries::default();
     for code in codes {
-        let lib = compile(code, false, &fresh)?;
+        let lib = compile(ops, code, false, &fresh)?;
         if let Some(f) = fresh.collision(&lib) {
             return Err(CmdError::err(format!("Function {f} already exists")));
         }
@@ -352,8 +363,9 @@ fn join(dst: &mut Libraries, src: Libraries, replace: bool) -> Result<(), CmdErr
 /// Installs libraries read from an RDB file (start-up, DEBUG RELOAD, an
 /// AOF's RDB preamble), as Redis's `rdbFunctionLoad`: a library already
 /// there fails the load unless `replace` (DEBUG RELOAD MERGE, Redis's
-/// `RDBFLAGS_ALLOW_DUP`), and so does one that does not compile.
-pub fn load_from_rdb(codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+/// `RDBFLAGS_ALLOW_DUP`), and so does one that does not compile. They
+/// are the server's of `ops`.
+pub fn load_from_rdb(ops: &'static Ops, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
     if codes.is_empty() {
         return Ok(());
     }
@@ -361,8 +373,8 @@ pub fn load_from_rdb(codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
         let l = String::from_utf8_lossy(&e.line()).into_owned();
         l.strip_prefix("ERR ").map_or(l.clone(), str::to_owned)
     };
-    let fresh = load_all(codes).map_err(line)?;
-    registry()
+    let fresh = load_all(ops, codes).map_err(line)?;
+    ops.functions
         .update(|libs| {
             // Redis's `functionsCreateWithLibraryCtx` text (quoted), not
             // `libraryJoin`'s.
@@ -386,7 +398,7 @@ fn function_dump(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .rdbcompression;
-    let libs = registry().codes();
+    let libs = c.server.ops.functions.codes();
     let p = engine::rdb::function_dump_payload(libs.iter().map(|l| &l.code[..]), compress);
     c.out.bulk(&p);
     Ok(())
@@ -411,7 +423,7 @@ fn function_list(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         }
         i += 1;
     }
-    let reg = registry().read();
+    let reg = c.server.ops.functions.read();
     let libs: Vec<&Arc<Library>> = reg
         .libs
         .values()
@@ -467,7 +479,7 @@ fn flag_names(f: &super::shebang::ScriptFlags) -> Vec<&'static str> {
 fn function_stats(c: &mut ConnCtx<'_>, _args: Args<'_>) -> Result<(), CmdError> {
     let running = c.server.ops.busy.running_function()?;
     let (nlibs, nfuncs) = {
-        let reg = registry().read();
+        let reg = c.server.ops.functions.read();
         (reg.libs.len(), reg.function_count())
     };
     let out = &mut *c.out;

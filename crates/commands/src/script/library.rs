@@ -1,15 +1,31 @@
 //! The function libraries (Redis 7.0 functions): one registry for every
-//! thread, as the script cache (`cache`). FUNCTION LOAD, DELETE, FLUSH and
-//! RESTORE change it; FCALL finds its function here, then has its own
-//! thread's VM load the library's code if that VM has not yet (see
-//! `load`): a library is compiled once per thread that calls it, never per
-//! call.
+//! thread of a server, as the script cache (`cache`). FUNCTION LOAD,
+//! DELETE, FLUSH and RESTORE change it; FCALL finds its function here, then
+//! has its own thread's VM load the library's code if that VM has not yet
+//! (see `load`): a library is compiled once per thread that calls it,
+//! never per call.
 //!
-//! Every library has an `id`, unique for the process's life: a VM keeps
-//! what it loaded under the library's name and id, so a library replaced
-//! (FUNCTION LOAD REPLACE, RESTORE REPLACE) or deleted is never run from a
-//! VM's stale copy. The registry's generation tells a VM that something
-//! changed, so that it drops what is gone.
+//! # One registry per server
+//!
+//! The registry is the server's: a field of its `Ops` (`ops.functions`,
+//! `'static` as `Ops` is), reached by FCALL on its shard through
+//! `ShardCtx::ops` (one pointer load, as the process-wide `OnceLock` it
+//! was cost a load and a check), by the FUNCTION commands and INFO
+//! through `server.ops`, by a thread's function VM through the `Ops` it
+//! serves (`vm`), and by the RDB writers through `Persist`. Process-wide,
+//! the servers of unit tests in one process saw each other's libraries
+//! (one test's FUNCTION FLUSH deleted another's). Start-up loads an RDB
+//! file's libraries into the server's `Ops`, made before the server
+//! (`ServerShared::with_ops`); the AOF loader replays into a server of its
+//! own and hands its libraries over (`LoadedAof::functions`).
+//!
+//! Every library has an `id`, unique for the process's life (a
+//! process-wide counter, [`next_id`]: libraries move from the AOF loader's
+//! registry to the server's): a VM keeps what it loaded under the
+//! library's name and id, so a library replaced (FUNCTION LOAD REPLACE,
+//! RESTORE REPLACE) or deleted is never run from a VM's stale copy. The
+//! registry's generation tells a VM that something changed, so that it
+//! drops what is gone.
 //!
 //! Function names are case-insensitive (Redis's functions dictionary);
 //! library names are not. Libraries are listed in name order (Redis lists
@@ -91,18 +107,20 @@ impl Libraries {
     }
 }
 
+/// One server's libraries (see "One registry per server" above).
 #[derive(Default)]
 pub struct Registry {
     inner: RwLock<Libraries>,
     /// Bumped by every change.
     gen: AtomicU64,
-    next_id: AtomicU64,
 }
 
-/// The process's registry.
-pub fn registry() -> &'static Registry {
-    static REG: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    REG.get_or_init(Registry::default)
+/// A new library id, unique for the process's life (see the module
+/// documentation: process state by nature, as the ids outlive a move
+/// between registries).
+pub fn next_id() -> u64 {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+    NEXT_ID.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 impl Registry {
@@ -120,10 +138,6 @@ impl Registry {
 
     pub fn generation(&self) -> u64 {
         self.gen.load(Ordering::Acquire)
-    }
-
-    pub fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The libraries' codes, in name order (FUNCTION DUMP, RDB files).

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::busy::Kind;
-use super::library::{registry, FunctionInfo, Library, NAME_ERROR};
+use super::library::{next_id, FunctionInfo, Library, NAME_ERROR};
 use super::shebang::ScriptFlags;
 use super::vm::{error_text, reply_error, Vm, FUNCTION_CHUNK_NAME};
 
@@ -274,7 +274,7 @@ pub fn create(
     shebang_len: usize,
 ) -> Result<Library, String> {
     let regs = load_library(vm, code, shebang_len)?;
-    let id = registry().next_id();
+    let id = next_id();
     let lib = Library {
         name: name.clone(),
         code: code.into(),
@@ -292,12 +292,13 @@ pub fn create(
 impl Vm {
     /// Function `idx` of `lib`, loading the library into this VM if it
     /// has not (or has another version of it). Drops libraries no longer
-    /// registered when the registry changed.
+    /// registered when its server's registry changed.
     pub fn library_function(&mut self, lib: &Arc<Library>, idx: usize) -> Result<Function, String> {
-        let gen = registry().generation();
+        let registry = &self.ops.functions;
+        let gen = registry.generation();
         if self.libs.gen.get() != gen {
             self.libs.gen.set(gen);
-            let reg = registry().read();
+            let reg = registry.read();
             self.libs
                 .loaded
                 .borrow_mut()

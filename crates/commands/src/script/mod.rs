@@ -54,15 +54,17 @@
 //!
 //! # Parts
 //!
-//! `cache` (the one script cache, every thread), `vm` (a Lua VM per
-//! thread, the sandbox), `api` (the `redis` table), `run` (the EVAL and
-//! FCALL handlers and `redis.call`), `convert` (replies ↔ Lua values),
-//! `shebang` (`#!lua` flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`,
-//! `struct`); for functions, `library` (the one library registry, every
-//! thread), `load` (a library loaded into a thread's VM, lazily, and
-//! `redis.register_function`), `function` (FUNCTION and FCALL's table);
-//! `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION KILL, `-BUSY`);
-//! `wide` (scripts that touch undeclared keys of other shards);
+//! `cache` (the server's one script cache, every thread's: `ops.scripts`),
+//! `vm` (a Lua VM per thread, serving one server; the sandbox), `api`
+//! (the `redis` table), `run` (the EVAL and FCALL handlers and
+//! `redis.call`), `convert` (replies ↔ Lua values), `shebang` (`#!lua`
+//! flags), `sha1`, `libs` (`bit`, `cjson`, `cmsgpack`, `struct`); for
+//! functions, `library` (the server's one library registry, every
+//! thread's: `ops.functions`), `load` (a library loaded into a thread's
+//! VM, lazily, and `redis.register_function`), `function` (FUNCTION and
+//! FCALL's table); `busy` (`busy-reply-threshold`, SCRIPT KILL / FUNCTION
+//! KILL, `-BUSY`); `wide` (scripts that touch undeclared keys of other
+//! shards);
 //! `in_place` (scripts across co-hosted shards, run on them).
 //!
 //! # Flags checked before a script runs
@@ -229,16 +231,20 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
 /// cached script's, the function's), as Redis's `evalGetCommandFlags` /
 /// `fcallGetCommandFlags` read them before the command runs: `None` for
 /// other commands, a script without a shebang (or an invalid one), an
-/// unknown SHA-1 or function.
-pub fn declared_flags(r: crate::table::Resolved, args: Args<'_>) -> Option<shebang::ScriptFlags> {
+/// unknown SHA-1 or function (of the server of `ops`).
+pub fn declared_flags(
+    r: crate::table::Resolved,
+    args: Args<'_>,
+    ops: &crate::ops::Ops,
+) -> Option<shebang::ScriptFlags> {
     if !r.spec.has(crate::table::flags::SCRIPT) || args.len() < 2 {
         return None;
     }
     let flags = match r.spec.name {
         "eval" | "eval_ro" => shebang::parse(args.get(1)).ok()?.0,
-        "evalsha" | "evalsha_ro" => cache::cache().get(&cache::key(args.get(1))?)?.flags,
+        "evalsha" | "evalsha_ro" => ops.scripts.get(&cache::key(args.get(1))?)?.flags,
         "fcall" | "fcall_ro" => {
-            let (lib, idx) = library::registry().read().function(args.get(1))?;
+            let (lib, idx) = ops.functions.read().function(args.get(1))?;
             lib.functions[idx].flags
         }
         _ => return None,
@@ -255,20 +261,22 @@ pub fn declared_flags(r: crate::table::Resolved, args: Args<'_>) -> Option<sheba
 /// locks on every shard for its block (`multi`), since a script inside
 /// MULTI/EXEC cannot run again under wider locks. Read only for a block
 /// that queues a script; the proof is made once per script (its mark
-/// keeps it), or at each EXEC for an EVAL body not cached yet.
-pub(crate) fn needs_every(name: &str, args: Args<'_>) -> bool {
+/// keeps it), or at each EXEC for an EVAL body not cached yet (in the
+/// cache of the server of `ops`).
+pub(crate) fn needs_every(name: &str, args: Args<'_>, ops: &crate::ops::Ops) -> bool {
     match name {
         "eval" | "eval_ro" => {
             let body = args.get(1);
-            match cache::cache().get(&sha1::hex(body)) {
+            match ops.scripts.get(&sha1::hex(body)) {
                 Some(s) => s.hop.may_need_every(&s.body),
                 None => !names::only_named_calls(body),
             }
         }
         "evalsha" | "evalsha_ro" => cache::key(args.get(1))
-            .and_then(|k| cache::cache().get(&k))
+            .and_then(|k| ops.scripts.get(&k))
             .is_some_and(|s| s.hop.may_need_every(&s.body)),
-        "fcall" | "fcall_ro" => library::registry()
+        "fcall" | "fcall_ro" => ops
+            .functions
             .read()
             .function(args.get(1))
             .is_some_and(|(lib, idx)| lib.functions[idx].hop.may_need_every(&lib.code)),
@@ -322,17 +330,18 @@ fn evalsha_ro(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let body = args.get(2);
     let sha = sha1::hex(body);
-    if !cache::cache().contains(&sha) {
+    let ops = c.server.ops;
+    if !ops.scripts.contains(&sha) {
         let (flags, shebang_len) = shebang::parse(body).map_err(CmdError::Err)?;
-        let gen = cache::cache().generation();
-        vm::with_vm(vm::VmKind::Eval, |vm| {
+        let gen = ops.scripts.generation();
+        vm::with_vm(vm::VmKind::Eval, ops, |vm| {
             let f = vm.function(&sha, body, shebang_len, gen);
             vm.report_memory();
             f
         })
         .map_err(|e| CmdError::err(vm::error_text(&e)))?
         .map_err(CmdError::Err)?;
-        cache::cache().insert(cache::Script {
+        ops.scripts.insert(cache::Script {
             sha,
             body: body.into(),
             flags,
@@ -348,14 +357,14 @@ fn script_load(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
 fn script_exists(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     c.out.array(args.len() - 2);
     for sha in args.iter().skip(2) {
-        let found = cache::key(sha).is_some_and(|k| cache::cache().contains(&k));
+        let found = cache::key(sha).is_some_and(|k| c.server.ops.scripts.contains(&k));
         c.out.int(i64::from(found));
     }
     Ok(())
 }
 
-/// SCRIPT FLUSH [ASYNC|SYNC]: empties the cache for every thread (both
-/// modes free at once: the bodies are small next to a keyspace).
+/// SCRIPT FLUSH [ASYNC|SYNC]: empties the server's cache for every thread
+/// (both modes free at once: the bodies are small next to a keyspace).
 fn script_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     let ok = match args.len() {
         2 => true,
@@ -365,7 +374,7 @@ fn script_flush(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     if !ok {
         return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option"));
     }
-    cache::cache().flush();
+    c.server.ops.scripts.flush();
     c.out.ok();
     Ok(())
 }

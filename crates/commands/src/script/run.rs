@@ -20,11 +20,10 @@ use resp::Args;
 
 use super::api::{REPL_ALL, REPL_AOF, REPL_REPLICA};
 use super::busy::{HookState, Kind};
-use super::cache::{cache, HopMark, Script};
+use super::cache::{HopMark, Script, ScriptCache};
 use super::call::{CallArgs, CallBufs};
 use super::convert::{error_table, lua_to_reply, reply_to_lua};
 use super::in_place::on_shard;
-use super::library::registry as libraries;
 use super::shebang::ScriptFlags;
 use super::traces::Journal;
 use super::undo::Undo;
@@ -102,15 +101,19 @@ pub fn numkeys(args: Args<'_>) -> Result<usize, CmdError> {
 /// The script of an EVAL-family call, and whether it is new (not cached
 /// yet): looked up by SHA-1, or (EVAL) taken from the body, its shebang
 /// parsed.
-fn script_of(args: Args<'_>, by_sha: bool) -> Result<(std::sync::Arc<Script>, bool), CmdError> {
+fn script_of(
+    cache: &ScriptCache,
+    args: Args<'_>,
+    by_sha: bool,
+) -> Result<(std::sync::Arc<Script>, bool), CmdError> {
     let noscript = || CmdError::Raw("NOSCRIPT No matching script. Please use EVAL.".into());
     if by_sha {
         let key = super::cache::key(args.get(1)).ok_or_else(noscript)?;
-        return cache().get(&key).map(|s| (s, false)).ok_or_else(noscript);
+        return cache.get(&key).map(|s| (s, false)).ok_or_else(noscript);
     }
     let body = args.get(1);
     let sha = super::sha1::hex(body);
-    if let Some(s) = cache().get(&sha) {
+    if let Some(s) = cache.get(&sha) {
         return Ok((s, false));
     }
     let (flags, shebang_len) = super::shebang::parse(body).map_err(CmdError::Err)?;
@@ -127,8 +130,10 @@ fn script_of(args: Args<'_>, by_sha: bool) -> Result<(std::sync::Arc<Script>, bo
 /// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO.
 pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), CmdError> {
     let nkeys = numkeys(args)?;
-    let (script, new) = script_of(args, v.by_sha)?;
-    let gen = cache().generation();
+    let ops = ctx.ops;
+    let cache = &ops.scripts;
+    let (script, new) = script_of(cache, args, v.by_sha)?;
+    let gen = cache.generation();
     let s = &*script;
     execute(
         ctx,
@@ -144,7 +149,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
             // Cached once it compiled (as Redis: a syntax error caches
             // nothing).
             if new {
-                cache().insert_arc(script.clone());
+                cache.insert_arc(script.clone());
             }
             Ok(Callee::Script(f))
         },
@@ -154,7 +159,7 @@ pub fn eval(ctx: &mut ShardCtx<'_>, args: Args<'_>, v: Variant) -> Result<(), Cm
 /// FCALL and FCALL_RO: the function by name (any case), then `numkeys`,
 /// with Redis's errors in Redis's order.
 pub fn fcall(ctx: &mut ShardCtx<'_>, args: Args<'_>, read_only: bool) -> Result<(), CmdError> {
-    let Some((lib, idx)) = libraries().read().function(args.get(1)) else {
+    let Some((lib, idx)) = ctx.ops.functions.read().function(args.get(1)) else {
         return Err(CmdError::err("Function not found"));
     };
     let n = crate::util::parse_i64(args.get(2))
@@ -312,7 +317,7 @@ fn execute(
     // The command that runs the script, as its caller's CLIENT LIST line
     // shows it where it is not read live (see `connection::listing`).
     let caller_cmd = cmd;
-    let res = with_vm(vm_kind, |vm| -> Result<(), CmdError> {
+    let res = with_vm(vm_kind, ctx.ops, |vm| -> Result<(), CmdError> {
         vm.set_memory_limit(super::vm::memory_limit(ctx.shard.evict.maxmemory));
         let f = callee(vm)?;
         // A script without a shebang (EVAL's compatibility mode) never

@@ -265,6 +265,92 @@ fn script_cache_commands() {
     assert!(t.run(&["SCRIPT", "HELP"]).starts_with("*17\r\n"));
 }
 
+/// A field of `INFO section` as text.
+fn info_field(t: &mut TestServer, section: &str, field: &str) -> String {
+    let info = t.run(&["INFO", section]);
+    let prefix = format!("{field}:");
+    let line = info.split("\r\n").find(|l| l.starts_with(&prefix));
+    line.unwrap_or_else(|| panic!("no {field} in {info}"))[prefix.len()..].to_string()
+}
+
+/// The script cache is the server's (`ops.scripts`), not the process's:
+/// of two servers in one process (tests build one each), neither sees
+/// the other's scripts, and one's SCRIPT FLUSH leaves the other's.
+#[test]
+fn each_server_has_a_script_cache_of_its_own() {
+    let (mut a, mut b) = (TestServer::new(1), TestServer::new(2));
+    let body = "return 'one server only'";
+    let sha = String::from_utf8(super::sha1::hex(body.as_bytes()).to_vec()).unwrap();
+    let bulk = format!("$40\r\n{sha}\r\n");
+    assert_eq!(a.run(&["SCRIPT", "LOAD", body]), bulk);
+    assert_eq!(b.run(&["SCRIPT", "EXISTS", &sha]), "*1\r\n:0\r\n");
+    assert_eq!(
+        b.run(&["EVALSHA", &sha, "0"]),
+        "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+    );
+    assert_eq!(
+        info_field(&mut b, "memory", "number_of_cached_scripts"),
+        "0"
+    );
+    assert_eq!(b.run(&["SCRIPT", "LOAD", body]), bulk);
+    assert_eq!(
+        info_field(&mut b, "memory", "number_of_cached_scripts"),
+        "1"
+    );
+    assert_eq!(a.run(&["SCRIPT", "FLUSH"]), "+OK\r\n");
+    assert_eq!(a.run(&["SCRIPT", "EXISTS", &sha]), "*1\r\n:0\r\n");
+    assert_eq!(b.run(&["EVALSHA", &sha, "0"]), "$15\r\none server only\r\n");
+    assert_eq!(
+        info_field(&mut b, "memory", "number_of_cached_scripts"),
+        "1"
+    );
+    // Both servers run on this thread: its VM serves one at a time,
+    // made anew for the other (`vm::with_vm`), each counted by its own.
+    assert_eq!(a.run(&["EVAL", "return 2", "0"]), ":2\r\n");
+    assert_eq!(b.run(&["EVALSHA", &sha, "0"]), "$15\r\none server only\r\n");
+    let lua = |t: &mut TestServer| info_field(t, "memory", "used_memory_lua");
+    assert_ne!(lua(&mut b), "0");
+    assert_eq!(
+        lua(&mut a),
+        "0",
+        "the VM serving the other server counted here"
+    );
+}
+
+/// The function libraries are the server's (`ops.functions`), not the
+/// process's: of two servers in one process, neither sees the other's
+/// libraries, and one's FUNCTION FLUSH leaves the other's.
+#[test]
+fn each_server_has_function_libraries_of_its_own() {
+    let (mut a, mut b) = (TestServer::new(1), TestServer::new(2));
+    let lib = |v: &str| {
+        format!(
+            "#!lua name=perserver\n\
+             redis.register_function('perserver_fn', function() return '{v}' end)"
+        )
+    };
+    let name = "$9\r\nperserver\r\n";
+    assert_eq!(a.run(&["FUNCTION", "LOAD", &lib("a")]), name);
+    assert_eq!(
+        b.run(&["FCALL", "perserver_fn", "0"]),
+        "-ERR Function not found\r\n"
+    );
+    assert_eq!(b.run(&["FUNCTION", "LIST"]), "*0\r\n");
+    assert_eq!(info_field(&mut b, "memory", "number_of_libraries"), "0");
+    assert_eq!(b.run(&["FUNCTION", "LOAD", &lib("b")]), name);
+    // Both run on this thread: its function VM serves one at a time.
+    assert_eq!(a.run(&["FCALL", "perserver_fn", "0"]), "$1\r\na\r\n");
+    assert_eq!(b.run(&["FCALL", "perserver_fn", "0"]), "$1\r\nb\r\n");
+    assert_eq!(a.run(&["FUNCTION", "FLUSH"]), "+OK\r\n");
+    assert_eq!(
+        a.run(&["FCALL", "perserver_fn", "0"]),
+        "-ERR Function not found\r\n"
+    );
+    assert_eq!(b.run(&["FCALL", "perserver_fn", "0"]), "$1\r\nb\r\n");
+    assert_eq!(info_field(&mut b, "memory", "number_of_libraries"), "1");
+    assert_eq!(info_field(&mut a, "memory", "number_of_libraries"), "0");
+}
+
 #[test]
 fn keys_on_several_shards_run_on_their_copies() {
     let n = 3;

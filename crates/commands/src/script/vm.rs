@@ -14,7 +14,11 @@
 //! state a script could leave for the next one (globals are read-only, see
 //! below) beyond compiled functions and library tables, so which thread
 //! runs a script changes nothing. It is created on the first script a
-//! thread runs.
+//! thread runs, for the server whose `Ops` the run passes ([`with_vm`]):
+//! it compiles that server's scripts (`cache`, `ops.scripts`) and counts
+//! its memory there. A thread serves one server; a VM that meets another
+//! one (in-process tests run several servers on one thread) is dropped
+//! and made anew, never shared.
 //!
 //! # The sandbox (as Redis 7.0.15)
 //!
@@ -55,7 +59,7 @@
 //! could be freed, hence a bound far above what real scripts use. The VM's
 //! allocations are this thread's, so they also count in its shard's
 //! memory (`used_memory`), and INFO reports them as `used_memory_lua` /
-//! `used_memory_vm_eval` (`cache::vm_bytes`, updated after each run).
+//! `used_memory_vm_eval` (`ScriptCache::vm_bytes`, updated after each run).
 //! A bound makes mlua run every API call protected (each one a `pcall`
 //! with a fresh C closure: a memory error can then happen anywhere), about
 //! a third of an EVALSHA's instructions under callgrind. So the bound is
@@ -265,6 +269,9 @@ pub enum VmKind {
 /// One thread's VM of one kind; see the module documentation.
 pub struct Vm {
     pub kind: VmKind,
+    /// The server this VM serves (its script cache, where its memory is
+    /// counted, its function libraries): see the module documentation.
+    pub(crate) ops: &'static crate::ops::Ops,
     pub lua: Lua,
     /// The real globals (KEYS and ARGV are set here before each run).
     pub real: Table,
@@ -276,7 +283,7 @@ pub struct Vm {
     compiled: super::cache::ShaMap<Function>,
     /// The script cache generation the compiled functions belong to.
     gen: u64,
-    /// This VM's memory as last reported (see `cache::report_vm_bytes`).
+    /// This VM's memory as last reported (see `ScriptCache::report_vm_bytes`).
     reported_bytes: usize,
     /// Builds a library's environment (see the prelude's `make_env`); the
     /// functions' VM only (the scripts' one is smaller without it).
@@ -306,8 +313,13 @@ thread_local! {
     static STATS: RefCell<Option<ThreadStats>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's VM of `kind`, creating it on first use.
-pub fn with_vm<R>(kind: VmKind, f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua::Error> {
+/// Runs `f` with this thread's VM of `kind` for the server of `ops`,
+/// creating it on first use (and when the VM served another server).
+pub fn with_vm<R>(
+    kind: VmKind,
+    ops: &'static crate::ops::Ops,
+    f: impl FnOnce(&mut Vm) -> R,
+) -> Result<R, mlua::Error> {
     VMS.with(|vms| {
         // A re-entry (a command served while a script runs, see `busy`)
         // is refused, never a panic, whichever VM the run holds.
@@ -318,11 +330,17 @@ pub fn with_vm<R>(kind: VmKind, f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua:
         let Ok(mut slot) = vms[kind as usize].try_borrow_mut() else {
             return Err(busy());
         };
+        // Another server's VM (one pointer compare): see the module docs.
+        if slot.as_ref().is_some_and(|vm| !std::ptr::eq(vm.ops, ops)) {
+            if let Some(old) = slot.take() {
+                old.uncount();
+            }
+        }
         if kind == VmKind::Eval {
             drop_stale(&mut slot);
         }
         if slot.is_none() {
-            *slot = Some(Vm::new(kind)?);
+            *slot = Some(Vm::new(kind, ops)?);
         }
         // INVARIANT: filled just above.
         Ok(f(slot.as_mut().expect("VM created")))
@@ -332,15 +350,17 @@ pub fn with_vm<R>(kind: VmKind, f: impl FnOnce(&mut Vm) -> R) -> Result<R, mlua:
 /// SCRIPT FLUSH resets the scripts' VMs, as Redis resets its one (its
 /// unit/scripting runs 10,000 scripts after one and bounds
 /// `used_memory_lua` at 100 KB, about two fresh VMs here): a thread's VM
-/// older than the script cache's generation is dropped, from its thread's
+/// older than its server's script cache generation is dropped, from its thread's
 /// cron ([`cron`]) or at its next use, whichever comes first, and made
 /// anew on its next use. Function VMs live on (FUNCTION FLUSH does not
 /// reset Redis's).
 fn drop_stale(slot: &mut Option<Vm>) {
-    let gen = super::cache::cache().generation();
-    if slot.as_ref().is_some_and(|vm| vm.gen != gen) {
+    if slot
+        .as_ref()
+        .is_some_and(|vm| vm.gen != vm.ops.scripts.generation())
+    {
         if let Some(old) = slot.take() {
-            super::cache::report_vm_bytes(old.kind, old.gen, old.reported_bytes, 0);
+            old.uncount();
         }
     }
 }
@@ -526,8 +546,15 @@ impl Vm {
     /// Reports this VM's memory for INFO (after a run or a compilation).
     pub fn report_memory(&mut self) {
         let now = self.lua.used_memory();
-        super::cache::report_vm_bytes(self.kind, self.gen, self.reported_bytes, now);
+        let cache = &self.ops.scripts;
+        cache.report_vm_bytes(self.kind, self.gen, self.reported_bytes, now);
         self.reported_bytes = now;
+    }
+
+    /// Takes this VM's memory out of its server's count (it is dropped).
+    fn uncount(self) {
+        let cache = &self.ops.scripts;
+        cache.report_vm_bytes(self.kind, self.gen, self.reported_bytes, 0);
     }
 
     /// Sets the bound of this VM's memory (see [`memory_limit`]), applied
@@ -582,7 +609,7 @@ impl Vm {
         let _ = self.lua.gc_collect();
     }
 
-    fn new(kind: VmKind) -> mlua::Result<Vm> {
+    fn new(kind: VmKind, ops: &'static crate::ops::Ops) -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
@@ -625,10 +652,11 @@ impl Vm {
         // at its live size (each thread has one).
         lua.gc_collect()?;
         let reported_bytes = lua.used_memory();
-        let gen = super::cache::cache().generation();
-        super::cache::report_vm_bytes(kind, gen, 0, reported_bytes);
+        let gen = ops.scripts.generation();
+        ops.scripts.report_vm_bytes(kind, gen, 0, reported_bytes);
         let mut vm = Vm {
             kind,
+            ops,
             reported_bytes,
             lua,
             real,

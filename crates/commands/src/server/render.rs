@@ -141,7 +141,7 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(
                 o,
                 "blocked_clients",
-                crate::ctx::BLOCKED_CLIENTS.load(Ordering::Relaxed),
+                s.ops.blocked_clients.load(Ordering::Relaxed),
             );
             kv(o, "tracking_clients", s.tracking.0);
             zeros(o, &["clients_in_timeout_table"]);
@@ -174,9 +174,9 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(o, "total_system_memory", total);
             kv(o, "total_system_memory_human", human(total));
             use crate::script::vm::VmKind;
-            let lua = crate::script::cache::vm_bytes(VmKind::Eval);
-            let lua_functions = crate::script::cache::vm_bytes(VmKind::Functions);
-            let scripts = crate::script::cache::cache();
+            let scripts = &s.ops.scripts;
+            let lua = scripts.vm_bytes(VmKind::Eval);
+            let lua_functions = scripts.vm_bytes(VmKind::Functions);
             let bodies = scripts.body_bytes();
             kv(o, "used_memory_lua", lua);
             kv(o, "used_memory_vm_eval", lua);
@@ -184,7 +184,7 @@ pub(super) fn section(o: &mut String, name: &str, s: &Snapshot, parts: &[ShardIn
             kv(o, "used_memory_scripts_eval", bodies);
             kv(o, "number_of_cached_scripts", scripts.len());
             let (nfuncs, nlibs, lib_bytes) = {
-                let reg = crate::script::library::registry().read();
+                let reg = s.ops.functions.read();
                 let bytes: usize = reg.libs.values().map(|l| l.code.len()).sum();
                 (reg.function_count(), reg.libs.len(), bytes as u64)
             };
