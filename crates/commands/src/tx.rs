@@ -102,7 +102,15 @@
 //! the keys' shards, the keys hashed when locking starts), and the
 //! requests per shard are only made when locking starts. Nor does the
 //! grouping of the inner's jobs: a plan of one job per shard goes out as
-//! it is.
+//! it is, and its outputs, the first of the step's, go back to the inner
+//! as they come (`TxCoord::direct`), with no layout entry, output slot or
+//! second vector per shard (locked or not). What is left per shard a
+//! transaction touches is the runtime's (with every shard on one hub: a
+//! pin, a visit for the idle check and the keys' prefetch, the job and
+//! its epilogue; `server::worker::cohost`) and the job's own: an MSET of
+//! 10 keys costs 1.14x the instructions over 32 shards on one hub (about
+//! 8.7 shards touched) as over 2, at pipeline 1 (bench/README.md, branch
+//! `mset27`, session 25).
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
