@@ -102,7 +102,15 @@
 //! the keys' shards, the keys hashed when locking starts), and the
 //! requests per shard are only made when locking starts. Nor does the
 //! grouping of the inner's jobs: a plan of one job per shard goes out as
-//! it is.
+//! it is, and its outputs, the first of the step's, go back to the inner
+//! as they come (`TxCoord::direct`), with no layout entry, output slot or
+//! second vector per shard (locked or not). What is left per shard a
+//! transaction touches is the runtime's (with every shard on one hub: a
+//! pin, a visit for the idle check and the keys' prefetch, the job and
+//! its epilogue; `server::worker::cohost`) and the job's own: an MSET of
+//! 10 keys costs 1.14x the instructions over 32 shards on one hub (about
+//! 8.7 shards touched) as over 2, at pipeline 1 (bench/README.md, branch
+//! `mset27`, session 25).
 //!
 //! **Plain commands** (single-shard, no coordinator) never lock. Before a
 //! plain command runs on a shard that holds any lock, the runtime asks
@@ -238,6 +246,11 @@ pub struct TxCoord {
     layout: Vec<Carried>,
     /// Outputs of the inner's current plan, by its job index.
     acc: Vec<Option<JobOut>>,
+    /// The works in flight are the inner's plan as it was, one job per
+    /// shard at indices `0..n`, then release-only works (see
+    /// [`TxCoord::issue`]): the first `n` outputs are the inner's, in its
+    /// order, and go to it as they come, with no `layout` or `acc`.
+    direct: Option<usize>,
     /// The inner's first plan, computed at the last lock but not fused.
     early: Option<Plan>,
     /// Jobs of a fused last plan still to send once the last shard ran its
@@ -377,6 +390,7 @@ impl TxCoord {
             phase: Phase::Locking,
             layout: Vec::new(),
             acc: Vec::new(),
+            direct: None,
             early: None,
             rest: None,
             released: false,
@@ -619,6 +633,7 @@ impl TxCoord {
         } else {
             None
         };
+        self.direct = None;
         plan.jobs.reserve(groups.len());
         self.layout.reserve(groups.len());
         for (shard, job, carried) in groups {
@@ -655,14 +670,13 @@ impl TxCoord {
 
     /// Issues an inner plan while every lock is held (or none is needed).
     fn issue(&mut self, p: Plan, plan: &mut Plan) {
-        self.acc.clear();
-        self.acc.resize_with(p.jobs.len(), || None);
         self.layout.clear();
         let last = p.last;
         if plan.jobs.is_empty() && p.jobs.windows(2).all(|w| w[0].0 < w[1].0) {
             // One job per shard, ascending (MSET, MGET, DEL ...): the
             // inner's plan goes out as it is, nothing to group, sort or
-            // allocate per shard.
+            // allocate per shard, and its outputs come back as they are
+            // (`direct`): no layout entry or output slot per shard.
             let rel = if last && !self.unlocked {
                 release_of(self.tx)
             } else {
@@ -670,17 +684,18 @@ impl TxCoord {
             };
             *plan = p;
             plan.last = false;
-            self.layout.reserve(plan.jobs.len());
-            for (i, (_, w)) in plan.jobs.iter_mut().enumerate() {
+            for (_, w) in &mut plan.jobs {
                 debug_assert!(w.lock.is_none() && w.release.is_none());
                 w.release = rel;
-                self.layout.push(Carried::One(i));
             }
+            self.direct = Some(plan.jobs.len());
             if last {
                 self.release_rest(plan, None);
             }
             return;
         }
+        self.acc.clear();
+        self.acc.resize_with(p.jobs.len(), || None);
         let groups = Self::group(
             p.jobs
                 .into_iter()
@@ -744,6 +759,7 @@ impl TxCoord {
             self.early = Some(p);
             return false;
         }
+        self.direct = None;
         self.acc = (0..p.jobs.len()).map(|_| None).collect();
         let (mut mine, mut rest) = (Vec::with_capacity(1), Vec::with_capacity(p.jobs.len()));
         for (i, (s, w)) in p.jobs.into_iter().enumerate() {
@@ -907,22 +923,36 @@ impl Coordinator for TxCoord {
                     self.restart_without(plan, &[shard]);
                     return Ok(());
                 }
-                self.collect(results);
-                if let Some(rest) = self.rest.take() {
-                    let last_shard = self.locks[self.locks.len() - 1].0;
-                    let groups = Self::group(rest);
-                    if !groups.is_empty() || self.locks.len() > 1 {
-                        self.send(groups, plan, true, Some(last_shard));
-                        if !plan.jobs.is_empty() {
-                            return Ok(());
-                        }
+                let inner_results = match self.direct.take() {
+                    Some(n) => {
+                        // Issued as the inner's plan (`issue`): its
+                        // outputs first, then the releases'.
+                        self.layout.clear();
+                        let mut inner_results = results;
+                        inner_results.truncate(n);
+                        inner_results
                     }
-                    self.released = true;
-                }
-                // Sized at once: collected from a flattening iterator it
-                // grew (and moved) twice for ten outputs.
-                let mut inner_results: Vec<JobOut> = Vec::with_capacity(self.acc.len());
-                inner_results.extend(self.acc.drain(..).flatten());
+                    None => {
+                        self.collect(results);
+                        if let Some(rest) = self.rest.take() {
+                            let last_shard = self.locks[self.locks.len() - 1].0;
+                            let groups = Self::group(rest);
+                            if !groups.is_empty() || self.locks.len() > 1 {
+                                self.send(groups, plan, true, Some(last_shard));
+                                if !plan.jobs.is_empty() {
+                                    return Ok(());
+                                }
+                            }
+                            self.released = true;
+                        }
+                        // Sized at once: collected from a flattening
+                        // iterator it grew (and moved) twice for ten
+                        // outputs.
+                        let mut inner_results: Vec<JobOut> = Vec::with_capacity(self.acc.len());
+                        inner_results.extend(self.acc.drain(..).flatten());
+                        inner_results
+                    }
+                };
                 let mut p = Plan::default();
                 if let Err(e) = self.inner.step(inner_results, &mut p, out, client) {
                     if self.released || self.unlocked {

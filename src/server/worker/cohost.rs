@@ -111,7 +111,11 @@
 //! benchmark's own workload (`BENCH_WORKLOAD=tx`, pipeline 16): 36.5k
 //! against 31.6k (1.155x; 38.7k against 31.8k, 1.22x, before the pins in
 //! one call, one visit for the checks and the jobs' calls inlined: bench/
-//! README, "A cheaper shard visit").
+//! README, "A cheaper shard visit"); at pipeline 1, 36.1k against 31.7k
+//! (1.14x; 38.2k against 32.8k, 1.165x, before `tx::TxCoord`'s outputs
+//! went back as they came, MSET's jobs found their pairs from the last
+//! one's end and `Worker::run_unlocked_job` was inlined always: bench/
+//! README, "MSET of 10 keys at 32 consolidated shards").
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -511,8 +515,11 @@ impl Worker {
     /// this thread: run now ([`run_job_now`]) on this worker, shard
     /// `shard` (the caller's to say: one cache line fewer to read per
     /// shard visited), after what this worker's turn would have picked up
-    /// first (see `run_lent_job`).
-    #[inline]
+    /// first (see `run_lent_job`). Inlined into the visit that runs a
+    /// step's jobs (`home::run_plan_unlocked`): it runs once per shard an
+    /// unlocked transaction touches, and a call's saves and restores were
+    /// about 20 of its instructions.
+    #[inline(always)]
     pub(super) fn run_unlocked_job(
         &mut self,
         shard: usize,

@@ -4,6 +4,7 @@
 //! MSETNX in two: check every shard, then set on every shard only if no
 //! key exists).
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use ds::events as ev;
@@ -168,30 +169,47 @@ struct SharedPairs {
     by_shard: Vec<u32>,
     /// The shard of each entry of `by_shard` (ascending).
     shards: Vec<u16>,
+    /// Where the last job's pairs ended in `shards`: a hint for the next
+    /// job's start (see [`SharedPairs::of_shard`]).
+    next: AtomicU32,
 }
 
 impl SharedPairs {
     /// The indices of shard `shard`'s pairs, in command order.
+    ///
+    /// The jobs of a plan run in its order (ascending shards) when the
+    /// transaction runs them in one go (every shard on one hub, most of
+    /// all): each job's pairs then start where the previous job's ended
+    /// (`next`), found in two compares, where a walk from the start cost
+    /// about 66 instructions a job for an MSET of 10 keys over 32 shards
+    /// (8.7 jobs). The hint is checked, so jobs run in any order, on any
+    /// thread, still find their own pairs (by a walk or a search).
     fn of_shard(&self, shard: usize) -> &[u32] {
         let s = &self.shards;
-        // A few pairs (MSET of 10 keys: one or two per job): one walk,
-        // cheaper than two binary searches per job; many: the searches.
-        let (lo, hi) = if s.len() <= 16 {
+        let at = |i: usize| usize::from(s[i]);
+        let hint = self.next.load(Ordering::Relaxed) as usize;
+        let lo = if hint < s.len() && at(hint) == shard && (hint == 0 || at(hint - 1) < shard) {
+            hint
+        } else if s.len() <= 16 {
+            // A few pairs: one walk, cheaper than a binary search.
             let mut lo = 0;
-            while lo < s.len() && usize::from(s[lo]) < shard {
+            while lo < s.len() && at(lo) < shard {
                 lo += 1;
             }
+            lo
+        } else {
+            s.partition_point(|&x| usize::from(x) < shard)
+        };
+        let hi = if s.len() - lo <= 16 {
             let mut hi = lo;
-            while hi < s.len() && usize::from(s[hi]) == shard {
+            while hi < s.len() && at(hi) == shard {
                 hi += 1;
             }
-            (lo, hi)
+            hi
         } else {
-            (
-                s.partition_point(|&x| usize::from(x) < shard),
-                s.partition_point(|&x| usize::from(x) <= shard),
-            )
+            lo + s[lo..].partition_point(|&x| usize::from(x) <= shard)
         };
+        self.next.store(hi as u32, Ordering::Relaxed);
         &self.by_shard[lo..hi]
     }
 }
@@ -247,6 +265,7 @@ pub(super) fn mset_multi(
         args: args.skip(1).to_owned(),
         by_shard,
         shards,
+        next: AtomicU32::new(0),
     });
     let mut plan = Plan::default();
     plan.jobs.reserve(npairs.min(c.nshards()));
@@ -355,28 +374,40 @@ pub(super) fn msetnx_multi(
 mod tests {
     use crate::strings::tests::run_all;
 
-    /// A job's pairs by its shard, walked (few pairs) or searched (many):
-    /// the same ranges either way, none for a shard without pairs.
+    /// A job's pairs by its shard, from the last job's end (jobs in
+    /// ascending shard order), walked (few pairs) or searched (many):
+    /// the same ranges whatever the order of the jobs, none for a shard
+    /// without pairs.
     #[test]
-    fn a_shards_pairs_are_found_walked_or_searched() {
+    fn a_shards_pairs_are_found_in_any_order() {
+        let ascending: Vec<usize> = (0..12).collect();
+        let descending: Vec<usize> = (0..12).rev().collect();
+        let mixed = vec![4, 0, 8, 1, 1, 11, 3, 2, 7, 5, 6, 10, 9];
         for n in [7usize, 40] {
             // Pair i on shard (i * 5) % 9, sorted as mset_multi sorts.
             let mut by_shard: Vec<u32> = (0..n as u32).collect();
             by_shard.sort_by_key(|&i| (i * 5) % 9);
             let shards: Vec<u16> = by_shard.iter().map(|&i| ((i * 5) % 9) as u16).collect();
-            let pairs = super::SharedPairs {
-                db: 0,
-                args: resp::OwnedArgs::from_slices(&[b"k", b"v"]),
-                by_shard: by_shard.clone(),
-                shards,
-            };
-            for shard in 0..12usize {
-                let want: Vec<u32> = by_shard
-                    .iter()
-                    .copied()
-                    .filter(|&i| (i as usize * 5) % 9 == shard)
-                    .collect();
-                assert_eq!(pairs.of_shard(shard), &want[..], "{n} pairs, shard {shard}");
+            for order in [&ascending, &descending, &mixed] {
+                let pairs = super::SharedPairs {
+                    db: 0,
+                    args: resp::OwnedArgs::from_slices(&[b"k", b"v"]),
+                    by_shard: by_shard.clone(),
+                    shards: shards.clone(),
+                    next: Default::default(),
+                };
+                for &shard in order {
+                    let want: Vec<u32> = by_shard
+                        .iter()
+                        .copied()
+                        .filter(|&i| (i as usize * 5) % 9 == shard)
+                        .collect();
+                    assert_eq!(
+                        pairs.of_shard(shard),
+                        &want[..],
+                        "{n} pairs, shard {shard}, order {order:?}"
+                    );
+                }
             }
         }
     }
