@@ -824,9 +824,10 @@ pub(super) fn log_coord_step(
     coord: &mut dyn commands::coord::Coordinator,
     done: bool,
 ) -> u64 {
-    // Taken even without an AOF handle (nobody reads them then).
-    let records = coord.take_records();
+    // Not taken without an AOF handle (nobody reads them then): a
+    // coordinator that makes its record when taken makes none.
     let Some(a) = &core.aof else { return 0 };
+    let records = coord.take_records();
     let home: Vec<(u64, engine::outbox::Chunk)> =
         records.into_iter().map(|c| (a.stamp(), c)).collect();
     let mut hold = 0;
