@@ -491,6 +491,20 @@ fn slowlog_names_clients_of_every_thread(layout: Layout) {
     }
     let gone = format!("127.0.0.1:{gone_port}\r\n$2\r\nc0\r\n");
     assert_eq!(text.matches(&gone).count(), 5, "{text}");
+    // A command across shards is logged with its arguments (the
+    // coordinator's own copy of them, `Coordinator::kept_args`).
+    assert_eq!(admin.cmd_str(&["SLOWLOG", "RESET"]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd_str(&["MSET", "a{1}", "1", "b{2}", "2", "c{3}", "3"]),
+        b"+OK\r\n"
+    );
+    let got = admin.cmd_str(&["SLOWLOG", "GET", "1"]);
+    let mset = "*7\r\n$4\r\nMSET\r\n$4\r\na{1}\r\n$1\r\n1\r\n$4\r\nb{2}\r\n$1\r\n2\r\n$4\r\nc{3}\r\n$1\r\n3\r\n";
+    assert!(
+        String::from_utf8_lossy(&got).contains(mset),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
 }
 
 fn bin() -> String {

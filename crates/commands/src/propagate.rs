@@ -109,6 +109,12 @@ impl crate::coord::Coordinator for Logged {
         Some(self.args.args())
     }
 
+    /// Kept to its end: a slowlog entry reads them here (no copy of its
+    /// own at dispatch).
+    fn kept_args(&self) -> Option<Args<'_>> {
+        Some(self.args.args())
+    }
+
     fn abort(&mut self, plan: &mut crate::coord::Plan) {
         self.inner.abort(plan)
     }

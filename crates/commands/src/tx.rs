@@ -991,6 +991,10 @@ impl Coordinator for TxCoord {
         self.inner.take_records()
     }
 
+    fn kept_args(&self) -> Option<resp::Args<'_>> {
+        self.inner.kept_args()
+    }
+
     fn drain_stats(&mut self, stats: &mut crate::ctx::ThreadStats) {
         self.inner.drain_stats(stats);
     }
