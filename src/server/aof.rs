@@ -644,6 +644,12 @@ impl Aof {
             }
         };
         let len = buf.len();
+        // DEBUG AOF-FLUSH-SLEEP (Redis's flushAppendOnlyFile: before each
+        // write of a non-empty buffer).
+        let sleep_us = self.disk.aof_flush_sleep_us.load(Ordering::Relaxed);
+        if sleep_us > 0 && len > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(sleep_us));
+        }
         let mut done = 0;
         let mut failure = None;
         while done < len {
