@@ -3,8 +3,8 @@
 //! feeds (or, under `always`, by the one thread running every shard; see
 //! "Leading").
 //!
-//! Files: `dir/appenddirname/` holds a base (`<appendfilename>.1.base.aof`
-//! here; Redis also writes `.base.rdb`), the incremental file
+//! Files: `dir/appenddirname/` holds a base (`<appendfilename>.1.base.rdb`,
+//! or `.base.aof` without `aof-use-rdb-preamble`), the incremental file
 //! `<appendfilename>.1.incr.aof`, and the manifest
 //! `<appendfilename>.manifest` naming them with Redis's line format
 //! (`file <name> seq <n> type b|i`). The file set itself (manifest,
