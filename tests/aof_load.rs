@@ -537,3 +537,54 @@ fn a_replica_keeps_an_rdb_s_expired_keys_at_start() {
         assert_eq!(get(&mut c, "k"), None);
     }
 }
+
+/// `aof-timestamp-enabled yes`: a `#TS:<unix seconds>` line before the
+/// first record of each new second, and at the start of a base of
+/// commands (Redis's Tcl 'Generate timestamp annotations in AOF'); the
+/// file loads (annotations skipped).
+#[test]
+fn timestamp_annotations_are_written_and_loaded() {
+    let dir = DataDir::new("aofload-ts");
+    let incr = |dir: &DataDir, n: u32| {
+        std::fs::read(aofdir(dir).join(format!("appendonly.aof.{n}.incr.aof"))).unwrap()
+    };
+    {
+        let s = start(&dir, &[]);
+        let mut c = s.conn();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("aof-timestamp-enabled")
+            .arg("yes")
+            .arg("aof-use-rdb-preamble")
+            .arg("no")
+            .query(&mut c)
+            .unwrap();
+        let _: () = c.set("foo", "bar").unwrap();
+        let text = String::from_utf8(incr(&dir, 1)).unwrap();
+        assert!(text.starts_with("#TS:"), "{text}");
+        let ts: u64 = text[4..text.find("\r\n").unwrap()].parse().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(ts <= now && ts + 3600 > now, "{ts} {now}");
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+        common::wait_for("the rewrite", || {
+            let m = manifest(&dir);
+            m.contains(".2.base.aof") && !m.contains(".1.incr.aof")
+        });
+        let base = std::fs::read(aofdir(&dir).join("appendonly.aof.2.base.aof")).unwrap();
+        assert!(
+            base.starts_with(b"#TS:"),
+            "{}",
+            String::from_utf8_lossy(&base)
+        );
+        // The next line only in a new second (as Redis: not per file).
+        let _: () = c.set("k2", "v2").unwrap();
+        assert!(!incr(&dir, 2).is_empty());
+    }
+    let s = start(&dir, &[]);
+    let mut c = s.conn();
+    assert_eq!(get(&mut c, "foo").as_deref(), Some("bar"));
+    assert_eq!(get(&mut c, "k2").as_deref(), Some("v2"));
+}

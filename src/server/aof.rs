@@ -227,6 +227,9 @@ pub struct Aof {
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
     fsync: AtomicU8,
+    /// `aof-timestamp-enabled`: a `#TS:` line before records of a new
+    /// second (Redis's feedAppendOnlyFile).
+    timestamps: AtomicBool,
     /// The last write to the file failed (INFO `aof_last_write_status`;
     /// see [`Aof::write_file`]).
     write_failed: AtomicBool,
@@ -315,6 +318,11 @@ impl Aof {
 
     pub fn set_policy(&self, f: AppendFsync) {
         self.fsync.store(fsync_code(f), Ordering::Relaxed);
+    }
+
+    /// `aof-timestamp-enabled`, as the configuration says.
+    pub fn set_timestamps(&self, on: bool) {
+        self.timestamps.store(on, Ordering::Relaxed);
     }
 
     /// Tells the writer records are queued. Under `always` at once (a
@@ -454,19 +462,25 @@ impl Aof {
             let limit = q.switches.front().map_or(u64::MAX, |(at, _)| *at);
             let mut popped = 0u64;
             let (to_file, to_stream) = (s.file.is_some(), s.feed.is_some());
+            let stamp_ts = to_file && self.timestamps.load(Ordering::Relaxed);
             let Sink {
                 buf,
                 cur_db,
                 rbuf,
                 repl_db,
                 feed,
+                cur_ts,
                 ..
             } = &mut *s;
             while q.base < limit {
                 if !ready(q.items.front()) {
                     break;
                 }
-                match q.items.pop_front() {
+                let item = q.items.pop_front();
+                if stamp_ts && matches!(item, Some(Item::Chunk(_) | Item::Tx { .. })) {
+                    timestamp(buf, cur_ts);
+                }
+                match item {
                     Some(Item::Chunk(c)) => {
                         popped += c.records;
                         if to_file {
@@ -932,6 +946,7 @@ pub fn start(
             last_write: now,
             last_error_log: None,
             batch_records: 0,
+            cur_ts: 0,
             rbuf: Vec::new(),
             repl_db: None,
             feed: None,
@@ -939,6 +954,7 @@ pub fn start(
         work: Condvar::new(),
         synced: AtomicU64::new(0),
         fsync: AtomicU8::new(fsync_code(policy)),
+        timestamps: AtomicBool::new(false),
         write_failed: AtomicBool::new(false),
         fsync_failed: AtomicBool::new(false),
         disk,
@@ -956,6 +972,16 @@ pub fn start(
         .expect("spawn the AOF writer");
     *aof.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
     aof
+}
+
+/// Redis's genAofTimestampAnnotationIfNeeded: `#TS:<unix seconds>` when
+/// the second changed since the last one written.
+fn timestamp(buf: &mut Vec<u8>, cur: &mut u64) {
+    let now = engine::now_ms() / 1000;
+    if now > *cur {
+        *cur = now;
+        buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+    }
 }
 
 fn select(buf: &mut Vec<u8>, cur: &mut Option<usize>, db: usize) {
@@ -1069,6 +1095,9 @@ struct Sink {
     last_error_log: Option<Instant>,
     /// `always`: records in the last batch (see `writer`).
     batch_records: u64,
+    /// The second of the last `#TS:` line written (Redis's
+    /// `aof_cur_timestamp`).
+    cur_ts: u64,
     /// The stream's batch, its `SELECT` state, and its consumer.
     rbuf: Vec<u8>,
     repl_db: Option<usize>,

@@ -679,6 +679,7 @@ impl Persist {
             path,
             kind,
             rdb: kind != Kind::Rewrite || cfg.aof_use_rdb_preamble,
+            timestamp: cfg.aof_timestamp_enabled,
             on_done,
             checksum: cfg.rdbchecksum,
             shards: self.dirty.len(),

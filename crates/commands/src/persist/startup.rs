@@ -239,6 +239,7 @@ pub fn save_now(
         path: path.to_path_buf(),
         kind: Kind::Save,
         rdb: true,
+        timestamp: false,
         on_done: None,
         checksum,
         shards: shards.len(),
