@@ -7,8 +7,8 @@
 //! or `.base.aof` without `aof-use-rdb-preamble`), the incremental file
 //! `<appendfilename>.1.incr.aof`, and the manifest
 //! `<appendfilename>.manifest` naming them with Redis's line format
-//! (`file <name> seq <n> type b|i`). The file set itself (manifest,
-//! opening, loading at start-up) is `aof_files`.
+//! (`file <name> seq <n> type b|i`). The file set itself (opening,
+//! loading at start-up) is `aof_files`, its manifest `aof_manifest`.
 //!
 //! Ordering. A shard appends its records ([`engine::outbox::Chunk`], taken
 //! from its effects outbox) to the
@@ -111,9 +111,8 @@ use engine::outbox::{write_array, Chunk, Target};
 
 use crate::log;
 
-pub use super::aof_files::{
-    load, load_from, open_files, parse_manifest, write_manifest, ManifestFile, Paths,
-};
+pub use super::aof_files::{load, load_from, open_files, Paths};
+pub use super::aof_manifest::{parse_manifest, write_manifest, ManifestFile};
 
 type TxId = u64;
 

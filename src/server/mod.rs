@@ -9,6 +9,7 @@
 
 pub mod aof;
 mod aof_files;
+mod aof_manifest;
 mod aof_rewrite;
 mod blocking;
 mod conn;
