@@ -27,6 +27,7 @@ mod acl;
 mod aof;
 mod aof_enable_busy;
 mod aof_errors;
+mod aof_load;
 mod aof_rewrite;
 mod aof_vs_redis;
 mod aof_write_errors;

@@ -3,12 +3,12 @@
 //! feeds (or, under `always`, by the one thread running every shard; see
 //! "Leading").
 //!
-//! Files: `dir/appenddirname/` holds a base (`<appendfilename>.1.base.aof`
-//! here; Redis also writes `.base.rdb`), the incremental file
+//! Files: `dir/appenddirname/` holds a base (`<appendfilename>.1.base.rdb`,
+//! or `.base.aof` without `aof-use-rdb-preamble`), the incremental file
 //! `<appendfilename>.1.incr.aof`, and the manifest
 //! `<appendfilename>.manifest` naming them with Redis's line format
-//! (`file <name> seq <n> type b|i`). The file set itself (manifest,
-//! opening, loading at start-up) is `aof_files`.
+//! (`file <name> seq <n> type b|i`). The file set itself (opening,
+//! loading at start-up) is `aof_files`, its manifest `aof_manifest`.
 //!
 //! Ordering. A shard appends its records ([`engine::outbox::Chunk`], taken
 //! from its effects outbox) to the
@@ -111,9 +111,8 @@ use engine::outbox::{write_array, Chunk, Target};
 
 use crate::log;
 
-pub use super::aof_files::{
-    load, load_from, open_files, parse_manifest, write_manifest, ManifestFile, Paths,
-};
+pub use super::aof_files::{load, load_from, open_files, Paths};
+pub use super::aof_manifest::{parse_manifest, write_manifest, ManifestFile};
 
 type TxId = u64;
 
@@ -227,6 +226,9 @@ pub struct Aof {
     /// Items `< synced` are written (and fsynced under `always`).
     synced: AtomicU64,
     fsync: AtomicU8,
+    /// `aof-timestamp-enabled`: a `#TS:` line before records of a new
+    /// second (Redis's feedAppendOnlyFile).
+    timestamps: AtomicBool,
     /// The last write to the file failed (INFO `aof_last_write_status`;
     /// see [`Aof::write_file`]).
     write_failed: AtomicBool,
@@ -327,6 +329,11 @@ impl Aof {
 
     pub fn set_policy(&self, f: AppendFsync) {
         self.fsync.store(fsync_code(f), Ordering::Relaxed);
+    }
+
+    /// `aof-timestamp-enabled`, as the configuration says.
+    pub fn set_timestamps(&self, on: bool) {
+        self.timestamps.store(on, Ordering::Relaxed);
     }
 
     /// Tells the writer records are queued. Under `always` at once (a
@@ -466,19 +473,25 @@ impl Aof {
             let limit = q.switches.front().map_or(u64::MAX, |(at, _)| *at);
             let mut popped = 0u64;
             let (to_file, to_stream) = (s.file.is_some(), s.feed.is_some());
+            let stamp_ts = to_file && self.timestamps.load(Ordering::Relaxed);
             let Sink {
                 buf,
                 cur_db,
                 rbuf,
                 repl_db,
                 feed,
+                cur_ts,
                 ..
             } = &mut *s;
             while q.base < limit {
                 if !ready(q.items.front()) {
                     break;
                 }
-                match q.items.pop_front() {
+                let item = q.items.pop_front();
+                if stamp_ts && matches!(item, Some(Item::Chunk(_) | Item::Tx { .. })) {
+                    timestamp(buf, cur_ts);
+                }
+                match item {
                     Some(Item::Chunk(c)) => {
                         popped += c.records;
                         if to_file {
@@ -656,6 +669,12 @@ impl Aof {
             }
         };
         let len = buf.len();
+        // DEBUG AOF-FLUSH-SLEEP (Redis's flushAppendOnlyFile: before each
+        // write of a non-empty buffer).
+        let sleep_us = self.disk.aof_flush_sleep_us.load(Ordering::Relaxed);
+        if sleep_us > 0 && len > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(sleep_us));
+        }
         let mut done = 0;
         let mut failure = None;
         while done < len {
@@ -938,6 +957,7 @@ pub fn start(
             last_write: now,
             last_error_log: None,
             batch_records: 0,
+            cur_ts: 0,
             rbuf: Vec::new(),
             repl_db: None,
             feed: None,
@@ -945,6 +965,7 @@ pub fn start(
         work: Condvar::new(),
         synced: AtomicU64::new(0),
         fsync: AtomicU8::new(fsync_code(policy)),
+        timestamps: AtomicBool::new(false),
         write_failed: AtomicBool::new(false),
         fsync_failed: AtomicBool::new(false),
         disk,
@@ -963,6 +984,16 @@ pub fn start(
         .expect("spawn the AOF writer");
     *aof.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
     aof
+}
+
+/// Redis's genAofTimestampAnnotationIfNeeded: `#TS:<unix seconds>` when
+/// the second changed since the last one written.
+fn timestamp(buf: &mut Vec<u8>, cur: &mut u64) {
+    let now = engine::now_ms() / 1000;
+    if now > *cur {
+        *cur = now;
+        buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+    }
 }
 
 fn select(buf: &mut Vec<u8>, cur: &mut Option<usize>, db: usize) {
@@ -1076,6 +1107,9 @@ struct Sink {
     last_error_log: Option<Instant>,
     /// `always`: records in the last batch (see `writer`).
     batch_records: u64,
+    /// The second of the last `#TS:` line written (Redis's
+    /// `aof_cur_timestamp`).
+    cur_ts: u64,
     /// The stream's batch, its `SELECT` state, and its consumer.
     rbuf: Vec<u8>,
     repl_db: Option<usize>,

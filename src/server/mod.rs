@@ -9,6 +9,7 @@
 
 pub mod aof;
 mod aof_files;
+mod aof_manifest;
 mod aof_rewrite;
 mod blocking;
 mod conn;
@@ -237,8 +238,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ));
         }
     }
-    // The AOF wins over the RDB when enabled: load it before accepting
-    // clients, then start its writer. Without an AOF to load, the RDB.
+    // With the AOF enabled only the AOF loads (Redis's loadDataFromDisk:
+    // an RDB file beside it is ignored, even with no AOF yet), before
+    // clients are accepted; then its writer starts. Without, the RDB.
     let mut shards: Option<Vec<engine::Shard>> = None;
     // Keys loaded and expired from an RDB file (or an AOF's RDB base).
     let mut loaded = None;
@@ -258,7 +260,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
         // Its writer starts once the server's state (where it publishes
         // its write status) exists.
-        Some(aof::open_files(&aof::Paths::of(&cfg))?)
+        Some(aof::open_files(
+            &aof::Paths::of(&cfg),
+            cfg.aof_use_rdb_preamble,
+        )?)
     } else {
         None
     };
@@ -268,8 +273,16 @@ pub fn run(cfg: Config) -> Result<(), String> {
             let mut s: Vec<engine::Shard> = (0..n)
                 .map(|id| engine::Shard::new(id, cfg.databases))
                 .collect();
-            let limits = commands::ctx::enc_limits_of(&cfg);
-            loaded = commands::persist::load(&cfg.rdb_path(), &mut s, limits, ops)?;
+            if !cfg.appendonly {
+                let limits = commands::ctx::enc_limits_of(&cfg);
+                // A replica (`replicaof` configured) keeps keys already
+                // expired, for its master's DEL (Redis's rdbLoad: only a
+                // master skips them).
+                let replica =
+                    !cfg.replicaof.is_empty() && !cfg.replicaof[0].eq_ignore_ascii_case("no");
+                loaded = commands::persist::load_as(&cfg.rdb_path(), &mut s, limits, replica, ops)?
+                    .map(|(keys, expired, _)| (keys, expired));
+            }
             s
         }
     };

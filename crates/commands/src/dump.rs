@@ -137,7 +137,7 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         t if o.absttl => t,
         t => t.wrapping_add(now as i64),
     };
-    if at != 0 && at <= now as i64 {
+    if at != 0 && ctx.shard.already_expired(at) {
         // Already expired: nothing is created (the old key, if replaced,
         // is gone and its deletion signalled by `delete`).
         if deleted {
@@ -147,7 +147,14 @@ fn restore(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
         ctx.out.ok();
         return Ok(());
     }
-    ctx.shard.store(ctx.db, key, value, at as u64);
+    // A past (or negative) deadline only where it is kept (a replica, an
+    // AOF loading): 1 ms stands for it, as 0 means none.
+    ctx.shard.store(
+        ctx.db,
+        key,
+        value,
+        if at == 0 { 0 } else { at.max(1) as u64 },
+    );
     if at != 0 && !o.absttl {
         // Redis 7.0 propagates the deadline absolute: the command with
         // its ttl replaced and ABSTTL appended.

@@ -56,7 +56,7 @@ use commands::{bgrewriteaof, bgsave, save};
 pub(crate) use reload::{loadaof, reload};
 use shard::Gate;
 pub use shard::{tick, Tick};
-pub use startup::{key_load_delay, load, load_as, save_now, set_key_load_delay};
+pub use startup::{key_load_delay, load, load_aof_base, load_as, save_now, set_key_load_delay};
 use writer::WriterJob;
 
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -688,6 +688,7 @@ impl Persist {
             path,
             kind,
             rdb: kind != Kind::Rewrite || cfg.aof_use_rdb_preamble,
+            timestamp: cfg.aof_timestamp_enabled,
             on_done,
             checksum: cfg.rdbchecksum,
             shards: self.dirty.len(),

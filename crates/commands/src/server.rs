@@ -277,7 +277,8 @@ fn debug(c: &mut ConnCtx<'_>, args: Args<'_>) -> Result<Box<dyn Coordinator>, Cm
 /// SET-DISABLE-DENY-SCRIPTS 1): HELP; PROTOCOL type (a reply of each RESP
 /// type, Redis's test values); SLEEP seconds (blocks the executing
 /// thread, as it blocks Redis's only thread); SET-ACTIVE-EXPIRE 0|1;
-/// SET-DISABLE-DENY-SCRIPTS 0|1.
+/// SET-DISABLE-DENY-SCRIPTS 0|1; AOF-FLUSH-SLEEP microseconds (the AOF writer
+/// sleeps that long before each write: Redis's test hook).
 pub(crate) fn debug_now(
     ops: &crate::ops::Ops,
     args: Args<'_>,
@@ -303,6 +304,11 @@ pub(crate) fn debug_now(
     } else if eq_ic(sub, "set-active-expire") && args.len() == 3 {
         ops.active_expire
             .store(atoi_nonzero(args.get(2)), Ordering::Relaxed);
+        out.ok();
+    } else if eq_ic(sub, "aof-flush-sleep") && args.len() == 3 {
+        // Redis's atoi: the leading number, 0 without one (negative: none).
+        let us = atof(args.get(2)).max(0.0) as u64;
+        ops.disk.aof_flush_sleep_us.store(us, Ordering::Relaxed);
         out.ok();
     } else if eq_ic(sub, "set-disable-deny-scripts") && args.len() == 3 {
         ops.scripts_call_noscript

@@ -455,7 +455,7 @@ fn getex(ctx: &mut ShardCtx<'_>, args: Args<'_>) -> Result<(), CmdError> {
     };
     reply_str(ctx.out, s);
     match at {
-        Some((k, ms)) if !k.relative() && ms <= now => {
+        Some((k, ms)) if !k.relative() && ctx.shard.already_expired(ms as i64) => {
             ctx.shard.remove(db, key);
             ctx.propagate(&[b"DEL", key]);
             ctx.notify(ev::GENERIC, "del", key);

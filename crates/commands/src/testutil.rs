@@ -147,7 +147,10 @@ impl TestServer {
                     evicting_for: crate::tracking::evicting_for(&self.client),
                     client: self.client.id,
                     ops: self.server.ops,
-                    master: false,
+                    // The AOF loader replays as Redis's AOF client: as a
+                    // master's link (no ACL, no OOM refusal, keys past
+                    // their deadline seen).
+                    master: self.client.master,
                 };
                 let sh = &mut self.shards[shard];
                 sh.tick();

@@ -608,6 +608,7 @@ pub(crate) static DIRECTIVES: &[Directive] = &[
     d("appendfsync",              Mutable,   one_of!(appendfsync: AppendFsync, Everysec)),
     d("aof-load-truncated",       Mutable,   yes_no!(aof_load_truncated, true)),
     d("aof-use-rdb-preamble",     Mutable,   yes_no!(aof_use_rdb_preamble, true)),
+    d("aof-timestamp-enabled",    Mutable,   yes_no!(aof_timestamp_enabled, false)),
     d("auto-aof-rewrite-percentage", Mutable, int!(auto_aof_rewrite_percentage: u64, 0, I32_MAX, 100)),
     d("auto-aof-rewrite-min-size", Mutable,  memory!(auto_aof_rewrite_min_size, 0, I64_MAX, 64 * MIB)),
     // Replication, master side (issue 25).

@@ -459,6 +459,10 @@ pub struct Config {
     pub aof_load_truncated: bool,
     /// `aof-use-rdb-preamble`: rewrites write the base as an RDB file.
     pub aof_use_rdb_preamble: bool,
+    /// `aof-timestamp-enabled`: `#TS:<unix seconds>` annotation lines in
+    /// the AOF (before a record in a new second; at the start of a base
+    /// of commands).
+    pub aof_timestamp_enabled: bool,
     /// `auto-aof-rewrite-percentage`: rewrite when the AOF grew this much
     /// over its base (0 = never).
     pub auto_aof_rewrite_percentage: u64,
@@ -722,6 +726,7 @@ impl Config {
             appendfsync: AppendFsync::Everysec,
             aof_load_truncated: false,
             aof_use_rdb_preamble: false,
+            aof_timestamp_enabled: false,
             auto_aof_rewrite_percentage: 0,
             auto_aof_rewrite_min_size: 0,
             slowlog_log_slower_than: 0,

@@ -601,6 +601,15 @@ impl Shard {
         }
     }
 
+    /// Redis's `checkAlreadyExpired`: whether a deadline a command gives
+    /// (`at_ms`, Unix ms) is already past, so that the command deletes the
+    /// key at once. Never on a replica or while an AOF loads (the expiry
+    /// anything but [`Expiry::Delete`]): there the deadline is set, and
+    /// the key goes with its master's DEL, or once the load is done.
+    pub fn already_expired(&self, at_ms: i64) -> bool {
+        at_ms <= self.now_ms as i64 && self.expiry == Expiry::Delete
+    }
+
     /// Whether a live key exists, without touching it or counting a hit.
     pub fn exists(&mut self, db: usize, key: &[u8]) -> bool {
         if self.expire_if_due(db, key) {

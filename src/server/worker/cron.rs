@@ -107,14 +107,17 @@ impl Worker {
         let notify = self.core.server.config().notify_keyspace_events;
         self.core.shard.set_notify(notify);
         if let Some(a) = &self.core.aof {
-            let p = self
-                .core
-                .server
-                .config
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .appendfsync;
+            let (p, ts) = {
+                let cfg = self
+                    .core
+                    .server
+                    .config
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner());
+                (cfg.appendfsync, cfg.aof_timestamp_enabled)
+            };
             a.set_policy(p);
+            a.set_timestamps(ts);
         }
         commands::memory::configure_shard(&mut self.core.shard, &self.core.server);
         // After `cfg` (`replica-read-only`).

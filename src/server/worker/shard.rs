@@ -84,7 +84,11 @@ impl Core {
                 })
                 .and_then(|r| r.current());
             match &self.aof {
-                Some(a) => a.set_policy(self.server.config().appendfsync),
+                Some(a) => {
+                    let cfg = self.server.config();
+                    a.set_policy(cfg.appendfsync);
+                    a.set_timestamps(cfg.aof_timestamp_enabled);
+                }
                 None => self.shard.outbox.records_on = false,
             }
         } else if let Some(a) = self.aof.take() {

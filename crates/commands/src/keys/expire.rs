@@ -81,7 +81,6 @@ fn expire_generic(
     when = when.checked_add(base_ms).ok_or_else(bad)?;
 
     let (db, key) = (ctx.db, args.get(1));
-    let now = ctx.shard.now_ms as i64;
     if ctx.shard.lookup_write(db, key).is_none() {
         ctx.out.int(0);
         return Ok(());
@@ -99,15 +98,18 @@ fn expire_generic(
         ctx.out.int(0);
         return Ok(());
     }
-    if when <= now {
+    // A replica, or an AOF being loaded, sets a past deadline (see
+    // `Shard::already_expired`).
+    if ctx.shard.already_expired(when) {
         // Redis's expireGenericCommand: `lazyfree-lazy-expire` decides.
         let lazy = ctx.shard.lazy().expire;
         ctx.shard.dbs[db].delete(key, lazy);
         ctx.propagate(&[b"DEL", key]);
         ctx.notify(ev::GENERIC, "del", key);
     } else {
-        // `when > now >= 0`, so it is a valid non-zero deadline.
-        ctx.shard.dbs[db].set_expire(key, when as u64);
+        // Past (or negative) only where kept: 1 ms stands for it, as 0
+        // means no deadline.
+        ctx.shard.dbs[db].set_expire(key, when.max(1) as u64);
         propagate_pexpireat(ctx, args, when, base_ms == 0 && !seconds);
         ctx.notify(ev::GENERIC, "expire", key);
     }
@@ -289,6 +291,60 @@ mod tests {
                 assert_eq!(t.run(&["EXISTS", "k"]), ":0\r\n");
                 assert_eq!(t.run(&["DBSIZE"]), ":0\r\n");
             }
+        }
+    }
+
+    /// Redis's checkAlreadyExpired is false while an AOF loads and on a
+    /// replica (the shards' expiry `Keep`, the AOF client a master's): a
+    /// past deadline is set, the key stays for the commands after it; the
+    /// deadline is PEXPIREAT's (GETEX's, RESTORE's) as given, 1 ms for
+    /// one at or before the epoch.
+    #[test]
+    fn a_past_deadline_is_set_where_keys_are_kept() {
+        for n in SHARD_COUNTS {
+            let mut t = TestServer::new(n);
+            t.client.master = true;
+            for sh in &mut t.shards {
+                sh.expiry = engine::Expiry::Keep;
+            }
+            for (cmd, v, at) in [
+                ("EXPIRE", "-1", None),
+                ("PEXPIRE", "-5", None),
+                ("EXPIREAT", "1", Some(1000)),
+                ("PEXPIREAT", "0", Some(1)),
+                ("PEXPIREAT", "-7", Some(1)),
+            ] {
+                t.run(&["SET", "k", "v"]);
+                assert_eq!(t.run(&[cmd, "k", v]), ":1\r\n", "{cmd} {v}");
+                assert_eq!(t.run(&["EXISTS", "k"]), ":1\r\n", "{cmd} {v}");
+                if let Some(at) = at {
+                    assert_eq!(t.run(&["PEXPIRETIME", "k"]), format!(":{at}\r\n"));
+                }
+            }
+            t.run(&["SET", "g", "v"]);
+            assert_eq!(t.run(&["GETEX", "g", "PXAT", "5"]), "$1\r\nv\r\n");
+            assert_eq!(t.run(&["PEXPIRETIME", "g"]), ":5\r\n");
+            let dump = t.raw(&[b"DUMP", b"g"]);
+            let payload = &dump[dump.iter().position(|&c| c == b'\n').unwrap() + 1..dump.len() - 2];
+            assert_eq!(
+                t.raw(&[b"RESTORE", b"r", b"9", payload, b"ABSTTL"]),
+                b"+OK\r\n"
+            );
+            assert_eq!(t.run(&["PEXPIRETIME", "r"]), ":9\r\n");
+            // Where keys are deleted, the same commands delete.
+            for sh in &mut t.shards {
+                sh.expiry = engine::Expiry::Delete;
+            }
+            t.client.master = false;
+            assert_eq!(t.run(&["GETEX", "k", "PXAT", "5"]), "$-1\r\n");
+            t.run(&["SET", "g", "v"]);
+            assert_eq!(t.run(&["GETEX", "g", "PXAT", "5"]), "$1\r\nv\r\n");
+            assert_eq!(t.run(&["EXISTS", "g"]), ":0\r\n");
+            assert_eq!(
+                t.raw(&[b"RESTORE", b"r2", b"9", payload, b"ABSTTL"]),
+                b"+OK\r\n"
+            );
+            assert_eq!(t.run(&["EXISTS", "r2"]), ":0\r\n");
         }
     }
 

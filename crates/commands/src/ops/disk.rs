@@ -22,6 +22,9 @@ pub struct DiskStatus {
     word: AtomicU64,
     /// When [`DiskStatus::obey_anyway`] last logged (ms since the epoch).
     obeyed_log_ms: AtomicU64,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds the AOF writer sleeps before
+    /// each write of its buffer (Redis's `aof_flush_sleep`, a test hook).
+    pub aof_flush_sleep_us: AtomicU64,
 }
 
 /// The last save failed.
@@ -74,6 +77,7 @@ impl DiskStatus {
         DiskStatus {
             word: AtomicU64::new(0),
             obeyed_log_ms: AtomicU64::new(0),
+            aof_flush_sleep_us: AtomicU64::new(0),
         }
     }
 

@@ -86,6 +86,32 @@ pub fn load_as(
     Ok(Some((r.keys, r.expired, r.repl_stream_db)))
 }
 
+/// Loads the RDB part of an append-only file at `path` (a `.base.rdb`, or
+/// an old-style AOF's preamble) into `shards`. Keys already expired are
+/// kept, as Redis's `rdbLoad` with `RDBFLAGS_AOF_PREAMBLE` keeps them (they
+/// expire once loaded). Returns the keys loaded and the offset where the
+/// RDB ends (an old-style AOF's command tail starts there).
+pub fn load_aof_base(
+    path: &Path,
+    shards: &mut [Shard],
+    limits: engine::EncLimits,
+    ops: &'static crate::ops::Ops,
+) -> Result<(u64, u64), String> {
+    let Some(r) = read_rdb(path, shards, limits, true)? else {
+        return Err(format!(
+            "Fatal error loading the DB {}: No such file or directory",
+            path.display()
+        ));
+    };
+    if let Some(e) = r.failed {
+        return Err(e);
+    }
+    crate::script::function::load_from_rdb(ops, &r.functions, false)
+        .map_err(|e| format!("Fatal error loading the DB {}: {e}", path.display()))?;
+    r.log_done();
+    Ok((r.keys, r.end))
+}
+
 /// What [`read_rdb`] read.
 pub(crate) struct RdbRead {
     /// Keys loaded, and skipped as expired (INFO `rdb_last_load_keys_*`:
@@ -98,6 +124,8 @@ pub(crate) struct RdbRead {
     /// Why the file could not be read to its end: the keys before the
     /// fault are in the shards, as Redis's `rdbLoad` leaves them.
     pub failed: Option<String>,
+    /// Bytes of the file the RDB took (header to checksum).
+    pub end: u64,
 }
 
 /// Reads the RDB file at `path` into `shards` (each key to the shard its
@@ -126,6 +154,7 @@ pub(crate) fn read_rdb(
         repl_stream_db: None,
         functions: Vec::new(),
         failed: None,
+        end: 0,
     };
     let mut last_log = Instant::now();
     loop {
@@ -174,6 +203,7 @@ pub(crate) fn read_rdb(
     }
     out.functions = reader.take_functions();
     out.repl_stream_db = reader.repl_stream_db();
+    out.end = reader.offset();
     Ok(Some(out))
 }
 
@@ -214,6 +244,7 @@ pub fn save_now(
         path: path.to_path_buf(),
         kind: Kind::Save,
         rdb: true,
+        timestamp: false,
         on_done: None,
         checksum,
         shards: shards.len(),

@@ -20,6 +20,9 @@ pub(super) struct WriterJob {
     /// An RDB file (header, EOF, checksum); otherwise commands only (an
     /// AOF base without the RDB preamble).
     pub(super) rdb: bool,
+    /// Commands only, starting with a `#TS:` line (`aof-timestamp-enabled`:
+    /// Redis's rewriteAppendOnlyFileRio).
+    pub(super) timestamp: bool,
     /// Called with the outcome once the file is in place (rewrites).
     pub(super) on_done: Option<OnDone>,
     pub(super) checksum: bool,
@@ -60,6 +63,7 @@ impl WriterJob {
             path: cfg.rdb_path(),
             kind: Kind::Save,
             rdb: true,
+            timestamp: false,
             on_done: None,
             checksum: cfg.rdbchecksum,
             shards: persist.dirty.len(),
@@ -249,6 +253,10 @@ impl WriterJob {
                 engine::rdb::write_function(&mut head, &l.code, self.compress);
             }
         } else {
+            if self.timestamp {
+                let now = engine::now_ms() / 1000;
+                head.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+            }
             for l in &self.functions {
                 engine::outbox::write_array(&mut head, &[b"FUNCTION".as_slice(), b"LOAD", &l.code]);
             }

@@ -287,6 +287,12 @@ const SAMPLES: &[(&str, &str, &str, &str)] = &[
     ("aof-load-truncated", "no", "aof-load-truncated", "no"),
     ("aof-use-rdb-preamble", "no", "aof-use-rdb-preamble", "no"),
     (
+        "aof-timestamp-enabled",
+        "yes",
+        "aof-timestamp-enabled",
+        "yes",
+    ),
+    (
         "auto-aof-rewrite-percentage",
         "50",
         "auto-aof-rewrite-percentage",
@@ -522,6 +528,7 @@ fn check_sample(c: &Config, name: &str) {
         "appendfsync" => assert_eq!(c.appendfsync, AppendFsync::Always),
         "aof-load-truncated" => assert!(!c.aof_load_truncated),
         "aof-use-rdb-preamble" => assert!(!c.aof_use_rdb_preamble),
+        "aof-timestamp-enabled" => assert!(c.aof_timestamp_enabled),
         "auto-aof-rewrite-percentage" => assert_eq!(c.auto_aof_rewrite_percentage, 50),
         "auto-aof-rewrite-min-size" => assert_eq!(c.auto_aof_rewrite_min_size, 1 << 20),
         "slowlog-log-slower-than" => assert_eq!(c.slowlog_log_slower_than, -1),
