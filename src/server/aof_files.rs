@@ -293,26 +293,22 @@ pub fn load_from(p: &Paths, cfg: &Config, nshards: usize) -> Result<Option<Loade
                 }
             ));
             let limits = commands::ctx::enc_limits_of(cfg);
-            let (keys, end) = commands::persist::load_aof_base(
-                &path,
-                &mut t.shards,
-                limits,
-                t.server.ops,
-            )
-            .map_err(|e| {
-                log::warning(format_args!("{e}"));
-                if old_style {
-                    format!(
+            let (keys, end) =
+                commands::persist::load_aof_base(&path, &mut t.shards, limits, t.server.ops)
+                    .map_err(|e| {
+                        log::warning(format_args!("{e}"));
+                        if old_style {
+                            format!(
                         "Error reading the RDB preamble of the AOF file {}, AOF loading aborted",
                         f.name
                     )
-                } else {
-                    format!(
-                        "Error reading the RDB base file {}, AOF loading aborted",
-                        f.name
-                    )
-                }
-            })?;
+                        } else {
+                            format!(
+                                "Error reading the RDB base file {}, AOF loading aborted",
+                                f.name
+                            )
+                        }
+                    })?;
             rdb_keys = Some((keys, 0));
             from = end as usize;
             if old_style {
