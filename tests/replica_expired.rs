@@ -55,15 +55,24 @@ fn hidden(master: &Server, replica: &Server) -> Vec<Vec<u8>> {
     got
 }
 
-fn expired_keys_are_missing_on_a_replica(layout: Layout) {
-    let master = Server::tessera(&[
+/// `scenario` on a Tessera master and a replica in `layout`, then (when
+/// redis-server is here) on two redis-servers: both answer `want`.
+fn as_redis(layout: Layout, scenario: fn(&Server, &Server) -> Vec<Vec<u8>>, want: &[&[u8]]) {
+    let master_args = [
         "--repl-diskless-sync-delay",
         "0",
         "--enable-debug-command",
         "yes",
-    ]);
-    let replica = layout.tessera(&[]);
-    let got = hidden(&master, &replica);
+    ];
+    let got = scenario(&Server::tessera(&master_args), &layout.tessera(&[]));
+    assert_eq!(got, want);
+    if redis_available() {
+        let redis = scenario(&Server::redis(&master_args), &Server::redis(&[]));
+        assert_eq!(redis, got, "redis-server's replies");
+    }
+}
+
+fn expired_keys_are_missing_on_a_replica(layout: Layout) {
     let want: [&[u8]; 8] = [
         b":0\r\n",
         b"*2\r\n$-1\r\n$-1\r\n",
@@ -74,17 +83,7 @@ fn expired_keys_are_missing_on_a_replica(layout: Layout) {
         b"*2\r\n$-1\r\n:0\r\n",
         b":2\r\n",
     ];
-    assert_eq!(got, want);
-    if redis_available() {
-        let master = Server::redis(&[
-            "--repl-diskless-sync-delay",
-            "0",
-            "--enable-debug-command",
-            "yes",
-        ]);
-        let replica = Server::redis(&[]);
-        assert_eq!(hidden(&master, &replica), got, "redis-server's replies");
-    }
+    as_redis(layout, hidden, &want);
 }
 
 /// A writable replica: the master's expired keys stay (an INCR makes a
@@ -124,26 +123,8 @@ fn writable(master: &Server, replica: &Server) -> Vec<Vec<u8>> {
 }
 
 fn a_writable_replica_expires_its_own_keys(layout: Layout) {
-    let master = Server::tessera(&[
-        "--repl-diskless-sync-delay",
-        "0",
-        "--enable-debug-command",
-        "yes",
-    ]);
-    let replica = layout.tessera(&[]);
-    let got = writable(&master, &replica);
     let want: [&[u8]; 5] = [b":1\r\n", b":-1\r\n", b"$-1\r\n", b":2\r\n", b":4\r\n"];
-    assert_eq!(got, want);
-    if redis_available() {
-        let master = Server::redis(&[
-            "--repl-diskless-sync-delay",
-            "0",
-            "--enable-debug-command",
-            "yes",
-        ]);
-        let replica = Server::redis(&[]);
-        assert_eq!(writable(&master, &replica), got, "redis-server's replies");
-    }
+    as_redis(layout, writable, &want);
 }
 
 per_layout!(
