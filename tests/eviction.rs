@@ -51,9 +51,11 @@ fn surviving(c: &mut Connection, prefix: &str, range: std::ops::Range<usize>) ->
 /// each free a share of the excess from figures up to a tick old: quiet
 /// runs stop at 0.94 and above, but with the suite's own parallel tests
 /// and two busy loops beside it shrinks stopped at 0.83-0.84 (volatile and
-/// random policies, 2 of 3 runs of the file), so the bound is 0.75: it
-/// catches a shard evicting far past its share (the bug the LFU and LRU
-/// tests catch by hot keys lost), not the lag, which is an open problem.
+/// random policies, 2 of 3 runs of the file), and a clean-clone CI run of
+/// session 25 (the whole suite on 2 busy cores) stopped once at 0.742, so
+/// the bound is two thirds: it catches a shard evicting far past its share
+/// (the bug the LFU and LRU tests catch by hot keys lost), not the lag,
+/// which is an open problem.
 fn shrink_to(c: &mut Connection, limit: u64) {
     redis::cmd("CONFIG")
         .arg("SET")
@@ -69,7 +71,7 @@ fn shrink_to(c: &mut Connection, limit: u64) {
         u = used(c);
     }
     assert!(
-        u >= limit / 4 * 3,
+        u >= limit / 3 * 2,
         "evicted far past the limit: {u} used under a limit of {limit}"
     );
 }
