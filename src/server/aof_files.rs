@@ -13,7 +13,7 @@ use std::time::Instant;
 use commands::persist::LoadedAof;
 use config::Config;
 
-use super::aof_manifest::{read_manifest, write_manifest, ManifestFile};
+use super::aof_manifest::{next_seq, read_manifest, write_manifest, ManifestFile};
 use crate::log;
 
 /// Where the AOF files live.
@@ -59,13 +59,7 @@ pub fn open_files(p: &Paths, rdb_base: bool) -> Result<File, String> {
     let mut files = read_manifest(p)?;
     let mut changed = false;
     if !files.iter().any(|f| f.kind == 'b' || f.kind == 'i') {
-        let seq = files
-            .iter()
-            .filter(|f| f.kind == 'b')
-            .map(|f| f.seq)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let seq = next_seq(&files, 'b');
         // Redis rewrites the empty dataset into it: an empty RDB with
         // `aof-use-rdb-preamble`, else an empty file of commands.
         let base = ManifestFile {
@@ -100,13 +94,7 @@ pub fn open_files(p: &Paths, rdb_base: bool) -> Result<File, String> {
             f.clone()
         }
         None => {
-            let seq = files
-                .iter()
-                .filter(|f| f.kind == 'i')
-                .map(|f| f.seq)
-                .max()
-                .unwrap_or(0)
-                + 1;
+            let seq = next_seq(&files, 'i');
             let f = ManifestFile {
                 name: format!("{}.{seq}.incr.aof", p.name),
                 seq,

@@ -18,6 +18,18 @@ pub struct ManifestFile {
     pub kind: char,
 }
 
+/// The sequence number the next file of `kind` takes: one past the
+/// highest of that kind (1 with none).
+pub fn next_seq(files: &[ManifestFile], kind: char) -> u64 {
+    files
+        .iter()
+        .filter(|f| f.kind == kind)
+        .map(|f| f.seq)
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
 /// Why a manifest cannot be used: Redis's `aofLoadManifestFromFile`
 /// messages, and the line (number, trimmed text) where it stopped.
 #[derive(Debug)]

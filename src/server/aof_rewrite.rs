@@ -281,15 +281,7 @@ impl AofControl for Rewriter {
             )
         })?;
         let mut st = self.lock();
-        let seq = |k: char| {
-            st.files
-                .iter()
-                .filter(|f| f.kind == k)
-                .map(|f| f.seq)
-                .max()
-                .unwrap_or(0)
-                + 1
-        };
+        let seq = |k: char| super::aof_manifest::next_seq(&st.files, k);
         let base = ManifestFile {
             name: format!(
                 "{}.{}.base.{}",
